@@ -1,0 +1,40 @@
+/* The worker backend interface: what a CPU or GPU implementation provides
+ * to compute tiles. A backend gets the whole problem once (architecture,
+ * data, which kernels) and then fills tiles on request. MPI-free. */
+#ifndef NTKD_BACKEND_H
+#define NTKD_BACKEND_H
+
+#include "ntkd/arch.h"
+#include "ntkd/data.h"
+#include "ntkd/status.h"
+#include "ntkd/tiling.h"
+
+struct ntk_problem {
+  const struct ntk_arch *arch;
+  const struct ntk_dataset *data; /* precision = data->elem */
+  int kernels;                    /* NTK_KERNEL_* mask */
+};
+
+struct ntk_backend_ops {
+  const char *name;
+  /* Non-zero if this backend can run in this process (a GPU is present...). */
+  int (*available)(void);
+  /* Prepare per-sample work (variances per layer, device copies). The
+   * problem must outlive the context. */
+  ntk_status (*create)(const struct ntk_problem *p, void **ctx);
+  /* Fill the rows x cols tile (row-major, elements of data->elem bytes) of
+   * NNGP and, when asked, NTK (ntk may be NULL). Deterministic: the same
+   * tile gives the same bits whatever other tiles were computed. */
+  ntk_status (*compute_tile)(void *ctx, const struct ntk_tile *t, void *nngp, void *ntk);
+  void (*destroy)(void *ctx); /* accepts NULL */
+};
+
+/* The backend called `name` ("cpu", "cuda") if compiled in, else NULL. */
+const struct ntk_backend_ops *ntk_backend_find(const char *name);
+
+/* Names of the compiled-in backends, space-separated, for --version. */
+const char *ntk_backend_names(void);
+
+extern const struct ntk_backend_ops ntk_backend_cpu;
+
+#endif

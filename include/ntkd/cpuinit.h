@@ -1,0 +1,20 @@
+/* Process set-up for the CPU numerics: OpenBLAS kernel selection and
+ * threading. */
+#ifndef NTKD_CPUINIT_H
+#define NTKD_CPUINIT_H
+
+/* Debian's OpenBLAS picks its kernels from the CPU model; on virtual CPUs
+ * with an unknown model it falls back to Prescott (SSE3) kernels, 5-8x
+ * slower than the AVX-512 ones the CPU supports. If OPENBLAS_CORETYPE is
+ * unset and the choice is weaker than the CPU's flags allow, set it and
+ * re-execute ntkd (before MPI starts). Call first thing in main(). */
+void ntk_cpu_fix_openblas(char **argv);
+
+/* One OpenBLAS thread per rank: parallelism comes from ranks, and a fixed
+ * thread count keeps BLAS results bit-reproducible. */
+void ntk_cpu_single_thread(void);
+
+/* The OpenBLAS kernel family in use, e.g. "SkylakeX". */
+const char *ntk_cpu_blas_core(void);
+
+#endif

@@ -1,0 +1,26 @@
+/* Dataset readers: .npy, MNIST-style IDX (plain or .gz) and CIFAR-10 binary
+ * batches, into one row-major (N, d) matrix in the working precision. */
+#ifndef NTKD_DATA_H
+#define NTKD_DATA_H
+
+#include <stddef.h>
+
+#include "ntkd/config.h"
+#include "ntkd/status.h"
+
+struct ntk_dataset {
+  size_t n, d;       /* samples, features per sample (h*w*c for images) */
+  size_t h, w, c;    /* image shape, NHWC order; h = w = 0 for flat data */
+  int elem;          /* 4 (float) or 8 (double) */
+  void *x;           /* n*d elements, owned; free with ntk_data_free() */
+};
+
+/* Load [data] of `job` in precision `elem` (4 or 8): the first `count`
+ * samples, multiplied by `scale` (default 1/255 for uint8 data, else 1).
+ * Errors (NTK_EINPUT) name the file and what is wrong: truncated, wrong
+ * type, bad header, NaN/Inf values. Rank-local. */
+ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset *ds);
+
+void ntk_data_free(struct ntk_dataset *ds);
+
+#endif

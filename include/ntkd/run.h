@@ -1,0 +1,21 @@
+/* Entry points of the ntkd commands and the process-wide stop flag. */
+#ifndef NTKD_RUN_H
+#define NTKD_RUN_H
+
+#include "ntkd/status.h"
+
+/* `ntkd [run] JOB.conf [--overwrite]`: compute or resume a kernel job.
+ * Collective over all ranks; returns the process exit code. */
+int ntk_run_job(const char *conf_path, int overwrite);
+
+/* `ntkd info|export|verify`: single-process commands on a store. */
+int ntk_cmd_info(const char *store_path);
+int ntk_cmd_export(const char *store_path, const char *out_path, const char *kernel);
+int ntk_cmd_verify(const char *store_path);
+
+/* Install handlers for SIGINT, SIGTERM, SIGUSR1 and SIGHUP that request a
+ * clean stop; ntk_stop_requested() then returns the signal number. */
+void ntk_signals_install(void);
+int ntk_stop_requested(void);
+
+#endif

@@ -1,0 +1,34 @@
+/* The lower triangle of the N x N matrix cut into square tiles of edge T:
+ * tile (I, J) with I >= J covers rows [I*T, min((I+1)*T, N)) and columns
+ * [J*T, ...). Tiles are numbered row by row: index = I*(I+1)/2 + J. Pure. */
+#ifndef NTKD_TILING_H
+#define NTKD_TILING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ntk_tiling {
+  uint64_t n;      /* samples */
+  uint64_t tile;   /* tile edge */
+  uint64_t nb;     /* blocks per side: ceil(n / tile) */
+  uint64_t ntiles; /* nb * (nb + 1) / 2 */
+};
+
+struct ntk_tile {
+  uint64_t index;
+  uint64_t bi, bj;          /* block row and column, bi >= bj */
+  uint64_t r0, rows, c0, cols;
+};
+
+void ntk_tiling_init(struct ntk_tiling *t, uint64_t n, uint64_t tile);
+
+/* Tile number `index` (< ntiles). */
+struct ntk_tile ntk_tiling_tile(const struct ntk_tiling *t, uint64_t index);
+
+/* Index of tile (bi, bj), bi >= bj. */
+uint64_t ntk_tiling_index(uint64_t bi, uint64_t bj);
+
+/* Number of distinct lower-triangle pairs (i >= j) in a tile. */
+uint64_t ntk_tile_pairs(const struct ntk_tile *tile);
+
+#endif

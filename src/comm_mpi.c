@@ -1,0 +1,112 @@
+/* MPI behind include/ntkd/comm.h. Waiting is MPI_Iprobe + nanosleep with a
+ * growing pause: a blocking receive would spin at 100 % CPU and steal a
+ * core from a worker on the same node. */
+#include "ntkd/comm.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+static int active, rank, size = 1;
+
+static int launched_by_mpi(void) {
+  const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+    if (getenv(vars[i])) return 1;
+  return 0;
+}
+
+static ntk_status mpi_fail(int rc, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return ntk_error(NTK_ECOMM, "MPI %s failed: %.*s", what, len, msg);
+}
+
+ntk_status ntk_comm_init(int *argc, char ***argv) {
+  if (!launched_by_mpi() && !getenv("NTKD_FORCE_MPI")) return NTK_OK;
+  int rc = MPI_Init(argc, argv);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "init");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  active = 1;
+  return NTK_OK;
+}
+
+void ntk_comm_finalize(void) {
+  if (active) MPI_Finalize();
+  active = 0;
+}
+
+int ntk_comm_rank(void) { return rank; }
+int ntk_comm_size(void) { return size; }
+int ntk_comm_active(void) { return active; }
+
+ntk_status ntk_comm_bcast(void *buf, size_t bytes) {
+  if (!active || size == 1) return NTK_OK;
+  char *p = buf;
+  while (bytes) {
+    int chunk = bytes > (1u << 30) ? (1 << 30) : (int)bytes;
+    int rc = MPI_Bcast(p, chunk, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast");
+    p += chunk;
+    bytes -= (size_t)chunk;
+  }
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_agree(ntk_status local) {
+  if (!active || size == 1) return local;
+  int in = (int)local, out = 0;
+  int rc = MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
+  return (ntk_status)out;
+}
+
+ntk_status ntk_comm_send(int dest, int tag, const void *buf, size_t bytes) {
+  if (bytes > INT_MAX) return ntk_error(NTK_EINTERNAL, "message of %zu bytes is too large", bytes);
+  int rc = MPI_Send(buf, (int)bytes, MPI_BYTE, dest, tag, MPI_COMM_WORLD);
+  return rc == MPI_SUCCESS ? NTK_OK : mpi_fail(rc, "send");
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int ntk_comm_poll(int source, int *from, int *tag, size_t *bytes, double timeout) {
+  double deadline = now() + timeout;
+  long pause_ns = 20000;
+  for (;;) {
+    int flag = 0;
+    MPI_Status s;
+    MPI_Iprobe(source < 0 ? MPI_ANY_SOURCE : source, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &s);
+    if (flag) {
+      int count = 0;
+      MPI_Get_count(&s, MPI_BYTE, &count);
+      *from = s.MPI_SOURCE;
+      *tag = s.MPI_TAG;
+      *bytes = (size_t)count;
+      return 1;
+    }
+    if (now() >= deadline) return 0;
+    struct timespec ts = {0, pause_ns};
+    nanosleep(&ts, NULL);
+    if (pause_ns < 2000000) pause_ns *= 2;
+  }
+}
+
+ntk_status ntk_comm_recv(int source, int tag, void *buf, size_t bytes) {
+  if (bytes > INT_MAX) return ntk_error(NTK_EINTERNAL, "message of %zu bytes is too large", bytes);
+  int rc = MPI_Recv(buf, (int)bytes, MPI_BYTE, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  return rc == MPI_SUCCESS ? NTK_OK : mpi_fail(rc, "receive");
+}
+
+void ntk_comm_abort(int code) {
+  if (active) MPI_Abort(MPI_COMM_WORLD, code);
+  exit(code);
+}

@@ -1,0 +1,371 @@
+/* Readers for the input formats. All go through zlib's gzFile, which reads
+ * plain files transparently, so any of them may also be gzip-compressed.
+ * Samples are read into doubles, checked, scaled, then narrowed. */
+#include "ntkd/data.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+/* Element types found in files. */
+typedef enum { T_U8, T_I8, T_I16, T_I32, T_F32, T_F64 } src_type;
+
+static size_t type_size(src_type t) {
+  static const size_t s[] = {1, 1, 2, 4, 4, 8};
+  return s[t];
+}
+
+/* Partially loaded matrix, before scaling and narrowing. */
+struct raw {
+  size_t n, d, h, w, c;
+  double *x;
+  int is_u8;
+};
+
+static ntk_status read_exact(gzFile f, const char *path, void *buf, size_t len, const char *what) {
+  unsigned char *p = buf;
+  while (len) {
+    unsigned chunk = len > (1u << 30) ? (1u << 30) : (unsigned)len;
+    int r = gzread(f, p, chunk);
+    if (r < 0) {
+      int err;
+      const char *msg = gzerror(f, &err);
+      return ntk_error(NTK_EINPUT, "%s: read error in %s: %s", path, what, msg);
+    }
+    if (r == 0) return ntk_error(NTK_EINPUT, "%s: file is truncated (ends inside %s)", path, what);
+    p += r;
+    len -= (size_t)r;
+  }
+  return NTK_OK;
+}
+
+static double get_value(const unsigned char *p, src_type t, int big_endian) {
+  unsigned char b[8];
+  size_t s = type_size(t);
+  for (size_t i = 0; i < s; i++) b[i] = big_endian ? p[s - 1 - i] : p[i];
+  switch (t) {
+  case T_U8: return b[0];
+  case T_I8: return (int8_t)b[0];
+  case T_I16: { int16_t v; memcpy(&v, b, 2); return v; }
+  case T_I32: { int32_t v; memcpy(&v, b, 4); return v; }
+  case T_F32: { float v; memcpy(&v, b, 4); return v; }
+  case T_F64: { double v; memcpy(&v, b, 8); return v; }
+  }
+  return 0;
+}
+
+/* Read n*d values of type t into raw->x starting at sample `at`. */
+static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t at, size_t n,
+                              src_type t, int big_endian) {
+  size_t s = type_size(t), per = r->d * s;
+  size_t batch = per ? (size_t)(1u << 24) / per + 1 : 1;
+  unsigned char *buf = malloc(batch * per);
+  if (!buf) return ntk_error(NTK_ENOMEM, "%s: out of memory", path);
+  ntk_status st = NTK_OK;
+  for (size_t i = 0; i < n && !st; i += batch) {
+    size_t m = n - i < batch ? n - i : batch;
+    st = read_exact(f, path, buf, m * per, "the data");
+    for (size_t k = 0; !st && k < m * r->d; k++)
+      r->x[(at + i) * r->d + k] = get_value(buf + k * s, t, big_endian);
+  }
+  free(buf);
+  return st;
+}
+
+static size_t want_count(const struct ntk_job *job, size_t have, const char *path, ntk_status *st) {
+  *st = NTK_OK;
+  if (job->count == 0) return have;
+  if (job->count > have)
+    *st = ntk_error(NTK_EINPUT, "%s: [data] count = %zu but the data hold only %zu samples", path,
+                    job->count, have);
+  return job->count;
+}
+
+static ntk_status alloc_raw(struct raw *r, const char *path) {
+  if (r->d == 0 || r->n == 0) return ntk_error(NTK_EINPUT, "%s: empty data (no samples or no features)", path);
+  if (r->d > ((size_t)1 << 40) / r->n) return ntk_error(NTK_EINPUT, "%s: data too large", path);
+  r->x = malloc(r->n * r->d * sizeof(double));
+  if (!r->x) return ntk_error(NTK_ENOMEM, "%s: out of memory for %zu x %zu values", path, r->n, r->d);
+  return NTK_OK;
+}
+
+/* ---- .npy ---------------------------------------------------------------- */
+
+static ntk_status npy_parse_header(const char *path, const char *hdr, src_type *t, int *big,
+                                   size_t *shape, int *ndim) {
+  const char *p = strstr(hdr, "'descr'");
+  if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'descr'", path);
+  p = strchr(p + 7, '\'');
+  if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'descr'", path);
+  char descr[16] = {0};
+  const char *q = strchr(p + 1, '\'');
+  if (!q || q - p - 1 >= (long)sizeof descr) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'descr'", path);
+  memcpy(descr, p + 1, (size_t)(q - p - 1));
+  *big = descr[0] == '>';
+  const char *ty = descr + (descr[0] == '<' || descr[0] == '>' || descr[0] == '|' || descr[0] == '=');
+  if (!strcmp(ty, "f4")) *t = T_F32;
+  else if (!strcmp(ty, "f8")) *t = T_F64;
+  else if (!strcmp(ty, "u1")) *t = T_U8;
+  else
+    return ntk_error(NTK_EINPUT, "%s: .npy dtype '%s' is not supported (float32, float64 or uint8)",
+                     path, descr);
+  p = strstr(hdr, "'fortran_order'");
+  if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'fortran_order'", path);
+  p += strlen("'fortran_order'");
+  while (*p == ' ' || *p == ':') p++;
+  if (!strncmp(p, "True", 4))
+    return ntk_error(NTK_EINPUT, "%s: Fortran-ordered .npy is not supported; save with "
+                     "numpy.ascontiguousarray", path);
+  if (strncmp(p, "False", 5)) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'fortran_order'", path);
+  p = strstr(hdr, "'shape'");
+  if (!p || !(p = strchr(p, '('))) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'shape'", path);
+  p++;
+  *ndim = 0;
+  for (;;) {
+    while (*p == ' ') p++;
+    if (*p == ')') break;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p || errno || *ndim == 4)
+      return ntk_error(NTK_EINPUT, "%s: .npy shape must have 2 to 4 dimensions", path);
+    shape[(*ndim)++] = (size_t)v;
+    p = end;
+    while (*p == ' ') p++;
+    if (*p == ',') p++;
+    else if (*p != ')') return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'shape'", path);
+  }
+  if (*ndim < 2) return ntk_error(NTK_EINPUT, "%s: .npy shape must have 2 to 4 dimensions (N, d) "
+                                  "or (N, H, W, C)", path);
+  return NTK_OK;
+}
+
+static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f, struct raw *r) {
+  unsigned char pre[10];
+  ntk_status st = read_exact(f, path, pre, 10, "the .npy preamble");
+  if (st) return st;
+  if (memcmp(pre, "\x93NUMPY", 6)) return ntk_error(NTK_EINPUT, "%s: not a .npy file (bad magic)", path);
+  size_t hlen;
+  if (pre[6] == 1) {
+    hlen = pre[8] | (size_t)pre[9] << 8;
+  } else if (pre[6] == 2 || pre[6] == 3) {
+    unsigned char more[2];
+    if ((st = read_exact(f, path, more, 2, "the .npy preamble"))) return st;
+    hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)more[0] << 16 | (size_t)more[1] << 24;
+  } else {
+    return ntk_error(NTK_EINPUT, "%s: unsupported .npy version %d", path, pre[6]);
+  }
+  if (hlen > 1 << 20) return ntk_error(NTK_EINPUT, "%s: .npy header too long", path);
+  char *hdr = calloc(1, hlen + 1);
+  if (!hdr) return ntk_error(NTK_ENOMEM, "out of memory");
+  st = read_exact(f, path, hdr, hlen, "the .npy header");
+  src_type t = T_F64;
+  int big = 0, ndim = 0;
+  size_t shape[4] = {0};
+  if (!st) st = npy_parse_header(path, hdr, &t, &big, shape, &ndim);
+  free(hdr);
+  if (st) return st;
+  size_t total = shape[0];
+  r->n = want_count(job, total, path, &st);
+  if (st) return st;
+  size_t h = 0, w = 0, c = 0;
+  if (ndim == 2) {
+    r->d = shape[1];
+  } else {
+    if (ndim == 3) { h = shape[1]; w = shape[2]; c = 1; }
+    else if (job->layout == NTK_LAYOUT_NHWC) { h = shape[1]; w = shape[2]; c = shape[3]; }
+    else { c = shape[1]; h = shape[2]; w = shape[3]; }
+    r->d = h * w * c;
+  }
+  r->h = h; r->w = w; r->c = c;
+  r->is_u8 = t == T_U8;
+  if ((st = alloc_raw(r, path))) return st;
+  if ((st = read_values(f, path, r, 0, r->n, t, big))) return st;
+  if (ndim == 4 && job->layout == NTK_LAYOUT_NCHW && c > 1) {
+    /* Reorder each sample from CHW to HWC. */
+    double *tmp = malloc(r->d * sizeof *tmp);
+    if (!tmp) return ntk_error(NTK_ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->n; i++) {
+      double *s = r->x + i * r->d;
+      for (size_t ch = 0; ch < c; ch++)
+        for (size_t p = 0; p < h * w; p++) tmp[p * c + ch] = s[ch * h * w + p];
+      memcpy(s, tmp, r->d * sizeof *tmp);
+    }
+    free(tmp);
+  }
+  return NTK_OK;
+}
+
+/* ---- IDX (MNIST) --------------------------------------------------------- */
+
+static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f, struct raw *r) {
+  unsigned char m[4];
+  ntk_status st = read_exact(f, path, m, 4, "the IDX magic number");
+  if (st) return st;
+  src_type t;
+  switch (m[2]) {
+  case 0x08: t = T_U8; break;
+  case 0x09: t = T_I8; break;
+  case 0x0B: t = T_I16; break;
+  case 0x0C: t = T_I32; break;
+  case 0x0D: t = T_F32; break;
+  case 0x0E: t = T_F64; break;
+  default: t = T_U8; m[0] = 1; break;
+  }
+  if (m[0] || m[1])
+    return ntk_error(NTK_EINPUT, "%s: not an IDX file (bad magic %02x %02x %02x %02x); "
+                     "set [data] format if this is another format", path, m[0], m[1], m[2], m[3]);
+  int ndim = m[3];
+  if (ndim == 1)
+    return ntk_error(NTK_EINPUT, "%s: this IDX file has one dimension (a labels file?); "
+                     "[data] path needs the images", path);
+  if (ndim < 2 || ndim > 4) return ntk_error(NTK_EINPUT, "%s: IDX file with %d dimensions", path, ndim);
+  unsigned char db[16];
+  if ((st = read_exact(f, path, db, (size_t)ndim * 4, "the IDX dimensions"))) return st;
+  size_t dim[4];
+  for (int i = 0; i < ndim; i++)
+    dim[i] = (size_t)db[4 * i] << 24 | (size_t)db[4 * i + 1] << 16 | (size_t)db[4 * i + 2] << 8 | db[4 * i + 3];
+  r->n = want_count(job, dim[0], path, &st);
+  if (st) return st;
+  r->h = ndim >= 3 ? dim[1] : 0;
+  r->w = ndim >= 3 ? dim[2] : 0;
+  r->c = ndim == 4 ? dim[3] : ndim == 3 ? 1 : 0;
+  r->d = ndim == 2 ? dim[1] : r->h * r->w * r->c;
+  r->is_u8 = t == T_U8;
+  if ((st = alloc_raw(r, path))) return st;
+  return read_values(f, path, r, 0, r->n, t, 1);
+}
+
+/* ---- CIFAR-10 binary ------------------------------------------------------ */
+
+#define CIFAR_REC 3073
+
+static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, int nfiles, struct raw *r) {
+  /* Count records: each file must be a whole number of records. */
+  size_t total = 0, per_file[NTK_MAX_DATA_FILES];
+  unsigned char *rec = malloc(CIFAR_REC);
+  if (!rec) return ntk_error(NTK_ENOMEM, "out of memory");
+  ntk_status st = NTK_OK;
+  for (int k = 0; k < nfiles && !st; k++) {
+    size_t bytes = 0;
+    int got;
+    while ((got = gzread(files[k], rec, CIFAR_REC)) > 0) bytes += (size_t)got;
+    if (got < 0) st = ntk_error(NTK_EINPUT, "%s: read error", job->data_path[k]);
+    else if (bytes == 0 || bytes % CIFAR_REC)
+      st = ntk_error(NTK_EINPUT, "%s: %zu bytes is not a whole number of CIFAR-10 records "
+                     "(3073 bytes each: label + 3x32x32 pixels); truncated or not CIFAR-10",
+                     job->data_path[k], bytes);
+    per_file[k] = bytes / CIFAR_REC;
+    total += per_file[k];
+    gzrewind(files[k]);
+  }
+  if (!st) r->n = want_count(job, total, job->data_path[0], &st);
+  r->h = r->w = 32;
+  r->c = 3;
+  r->d = 3072;
+  r->is_u8 = 1;
+  if (!st) st = alloc_raw(r, job->data_path[0]);
+  size_t i = 0;
+  for (int k = 0; k < nfiles && !st && i < r->n; k++) {
+    for (size_t j = 0; j < per_file[k] && i < r->n && !st; j++, i++) {
+      st = read_exact(files[k], job->data_path[k], rec, CIFAR_REC, "a CIFAR-10 record");
+      if (st) break;
+      if (rec[0] > 9) {
+        st = ntk_error(NTK_EINPUT, "%s: record %zu has label %d (CIFAR-10 labels are 0..9); "
+                       "not a CIFAR-10 batch", job->data_path[k], j, rec[0]);
+        break;
+      }
+      double *s = r->x + i * 3072;
+      for (size_t ch = 0; ch < 3; ch++)
+        for (size_t p = 0; p < 1024; p++) s[p * 3 + ch] = rec[1 + ch * 1024 + p];
+    }
+  }
+  free(rec);
+  return st;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static ntk_data_format guess_format(const char *path) {
+  if (ends_with(path, ".npy") || ends_with(path, ".npy.gz")) return NTK_FORMAT_NPY;
+  if (ends_with(path, ".bin") || ends_with(path, ".bin.gz")) return NTK_FORMAT_CIFAR10;
+  return NTK_FORMAT_IDX;
+}
+
+ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset *ds) {
+  memset(ds, 0, sizeof *ds);
+  struct raw r;
+  memset(&r, 0, sizeof r);
+  ntk_data_format fmt = job->format == NTK_FORMAT_AUTO ? guess_format(job->data_path[0]) : job->format;
+  if (job->ndata > 1 && fmt != NTK_FORMAT_CIFAR10)
+    return ntk_error(NTK_EINPUT, "%s: [data] path lists %d files; several files are only "
+                     "supported for CIFAR-10 batches", job->source, job->ndata);
+  gzFile files[NTK_MAX_DATA_FILES];
+  int opened = 0;
+  ntk_status st = NTK_OK;
+  for (; opened < job->ndata; opened++) {
+    files[opened] = gzopen(job->data_path[opened], "rb");
+    if (!files[opened]) {
+      st = ntk_error(NTK_EINPUT, "%s: cannot open: %s", job->data_path[opened],
+                     errno ? strerror(errno) : "out of memory");
+      break;
+    }
+    gzbuffer(files[opened], 1 << 20);
+  }
+  if (!st) {
+    const char *path = job->data_path[0];
+    if (fmt == NTK_FORMAT_NPY) st = read_npy(job, path, files[0], &r);
+    else if (fmt == NTK_FORMAT_IDX) st = read_idx(job, path, files[0], &r);
+    else st = read_cifar(job, files, job->ndata, &r);
+  }
+  for (int k = 0; k < opened; k++) gzclose(files[k]);
+  if (st) {
+    free(r.x);
+    return st;
+  }
+  double scale = job->has_scale ? job->scale : r.is_u8 ? 1.0 / 255.0 : 1.0;
+  size_t total = r.n * r.d;
+  for (size_t k = 0; k < total; k++) {
+    double v = r.x[k] * scale;
+    if (!isfinite(v) || (elem == 4 && fabs(v) > 3.0e38)) {
+      st = ntk_error(NTK_EINPUT, "%s: sample %zu, feature %zu is %s%s", job->data_path[0], k / r.d,
+                     k % r.d, isnan(r.x[k]) ? "NaN" : "infinite or out of range",
+                     isfinite(r.x[k]) ? " after scaling" : "");
+      free(r.x);
+      return st;
+    }
+    r.x[k] = v;
+  }
+  ds->n = r.n;
+  ds->d = r.d;
+  ds->h = r.h;
+  ds->w = r.w;
+  ds->c = r.c;
+  ds->elem = elem;
+  if (elem == 8) {
+    ds->x = r.x;
+  } else {
+    float *f = malloc(total * sizeof *f);
+    if (!f) {
+      free(r.x);
+      return ntk_error(NTK_ENOMEM, "out of memory for the data");
+    }
+    for (size_t k = 0; k < total; k++) f[k] = (float)r.x[k];
+    free(r.x);
+    ds->x = f;
+  }
+  return NTK_OK;
+}
+
+void ntk_data_free(struct ntk_dataset *ds) {
+  if (!ds) return;
+  free(ds->x);
+  ds->x = NULL;
+}

@@ -1,0 +1,197 @@
+/* The store commands: info, export and verify. Single process, read-only. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ntkd/codec.h"
+#include "ntkd/config.h"
+#include "ntkd/npy.h"
+#include "ntkd/run.h"
+#include "ntkd/store.h"
+
+static int fail(ntk_status st) {
+  fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+  return ntk_status_exit_code(st);
+}
+
+static const char *kernel_names(uint32_t k) {
+  return k == (NTK_KERNEL_NNGP | NTK_KERNEL_NTK) ? "nngp, ntk" : k == NTK_KERNEL_NTK ? "ntk" : "nngp";
+}
+
+int ntk_cmd_info(const char *path) {
+  ntk_store_t *s;
+  ntk_status st = ntk_store_open(path, NTK_STORE_READ, &s);
+  if (st) return fail(st);
+  const struct ntk_store_info *in = ntk_store_get_info(s);
+  const struct ntk_tiling *t = ntk_store_tiling(s);
+  const struct ntk_store_scan *sc = ntk_store_get_scan(s);
+  uint64_t done = ntk_store_tiles_done(s), raw = 0, pairs = 0;
+  for (uint64_t i = 0; i < t->ntiles; i++)
+    if (ntk_store_has_tile(s, i)) {
+      struct ntk_tile tl = ntk_tiling_tile(t, i);
+      raw += ntk_store_raw_bytes(s, &tl);
+      pairs += ntk_tile_pairs(&tl);
+    }
+  printf("store:       %s\n", path);
+  printf("job:         %s\n", in->description);
+  printf("shape:       %llu x %llu (input features %llu)\n", (unsigned long long)in->n,
+         (unsigned long long)in->n, (unsigned long long)in->d);
+  printf("kernels:     %s\n", kernel_names(in->kernels));
+  printf("precision:   %s\n", in->elem == 4 ? "float32" : "float64");
+  printf("tile:        %u (%llu tiles in the lower triangle)\n", in->tile, (unsigned long long)t->ntiles);
+  printf("progress:    %llu/%llu tiles (%.1f%%), %llu of %llu pairs%s\n", (unsigned long long)done,
+         (unsigned long long)t->ntiles, t->ntiles ? 100.0 * (double)done / (double)t->ntiles : 0.0,
+         (unsigned long long)pairs, (unsigned long long)(in->n * (in->n + 1) / 2),
+         done == t->ntiles ? ", complete" : "");
+  printf("compression: %llu bytes stored for %llu raw (ratio %.3f)\n", (unsigned long long)sc->payload_bytes,
+         (unsigned long long)raw, sc->payload_bytes ? (double)raw / (double)sc->payload_bytes : 0.0);
+  if (sc->tail_bytes)
+    printf("tail:        %llu bytes after the last intact record (an interrupted write; the next run cuts it)\n",
+           (unsigned long long)sc->tail_bytes);
+  printf("hash:        ");
+  for (int i = 0; i < 16; i++) printf("%02x", in->job_hash[i]);
+  printf("\n");
+  ntk_store_close(s);
+  return 0;
+}
+
+/* Decode tile `index` into `buf` (rows*cols of the chosen kernel). */
+static ntk_status load_tile(ntk_store_t *s, ntk_codec_t *codec, uint64_t index, int which, void *raw, void *buf) {
+  const struct ntk_store_info *in = ntk_store_get_info(s);
+  struct ntk_tile t = ntk_tiling_tile(ntk_store_tiling(s), index);
+  void *payload;
+  size_t len, rawb = ntk_store_raw_bytes(s, &t);
+  ntk_status st = ntk_store_read_payload(s, index, &payload, &len);
+  if (st) return st;
+  st = ntk_codec_decompress(codec, payload, len, (int)in->elem, raw, rawb);
+  free(payload);
+  if (st) return ntk_error(st, "tile %llu: %s", (unsigned long long)index, ntk_error_message());
+  size_t one = (size_t)(t.rows * t.cols) * in->elem;
+  size_t off = (which == NTK_KERNEL_NTK && (in->kernels & NTK_KERNEL_NNGP)) ? one : 0;
+  memcpy(buf, (char *)raw + off, one);
+  return NTK_OK;
+}
+
+int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
+  ntk_store_t *s;
+  ntk_status st = ntk_store_open(path, NTK_STORE_READ, &s);
+  if (st) return fail(st);
+  const struct ntk_store_info *in = ntk_store_get_info(s);
+  const struct ntk_tiling *tg = ntk_store_tiling(s);
+  int which = in->kernels & NTK_KERNEL_NTK ? NTK_KERNEL_NTK : NTK_KERNEL_NNGP;
+  if (kernel) {
+    which = !strcmp(kernel, "nngp") ? NTK_KERNEL_NNGP : !strcmp(kernel, "ntk") ? NTK_KERNEL_NTK : 0;
+    if (!which) {
+      ntk_store_close(s);
+      fprintf(stderr, "ntkd: error: --kernel must be nngp or ntk, not '%s'\n", kernel);
+      return NTK_EXIT_USAGE;
+    }
+    if (!(in->kernels & (uint32_t)which)) {
+      ntk_store_close(s);
+      fprintf(stderr, "ntkd: error: %s holds no %s kernel (it has: %s)\n", path, kernel, kernel_names(in->kernels));
+      return NTK_EXIT_USAGE;
+    }
+  }
+  if (ntk_store_tiles_done(s) != tg->ntiles) {
+    st = ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles); run the job to finish it",
+                   path, (unsigned long long)ntk_store_tiles_done(s), (unsigned long long)tg->ntiles);
+    ntk_store_close(s);
+    return fail(st);
+  }
+  size_t n = (size_t)in->n, T = in->tile, es = in->elem;
+  size_t edge = T < n ? T : n;
+  char tmp[NTK_PATH_MAX + 32];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  char *rowbuf = malloc(edge * n * es);
+  char *tb = malloc(edge * edge * es);
+  char *raw = malloc(edge * edge * es * 2);
+  ntk_codec_t *codec = ntk_codec_create(1);
+  if (!f) st = ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+  else if (!rowbuf || !tb || !raw || !codec) st = ntk_error(NTK_ENOMEM, "out of memory");
+  char hdr[256];
+  size_t hl = ntk_npy_header(hdr, sizeof hdr, (int)es, n, n);
+  if (!st && fwrite(hdr, 1, hl, f) != hl) st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
+  for (uint64_t I = 0; I < tg->nb && !st; I++) {
+    size_t r0 = I * T, rows = n - r0 < T ? n - r0 : T;
+    for (uint64_t J = 0; J < tg->nb && !st; J++) {
+      size_t c0 = J * T, cols = n - c0 < T ? n - c0 : T;
+      if (J <= I) {
+        if ((st = load_tile(s, codec, ntk_tiling_index(I, J), which, raw, tb))) break;
+        for (size_t i = 0; i < rows; i++) memcpy(rowbuf + (i * n + c0) * es, tb + i * cols * es, cols * es);
+      } else { /* upper triangle: the transpose of tile (J, I) */
+        if ((st = load_tile(s, codec, ntk_tiling_index(J, I), which, raw, tb))) break;
+        for (size_t i = 0; i < rows; i++)
+          for (size_t j = 0; j < cols; j++) memcpy(rowbuf + (i * n + c0 + j) * es, tb + (j * rows + i) * es, es);
+      }
+    }
+    if (!st && fwrite(rowbuf, es, rows * n, f) != rows * n)
+      st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
+  }
+  if (f && fflush(f)) st = st ? st : ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
+  if (f && !st && fsync(fileno(f))) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+  if (f && fclose(f) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
+  if (!st && rename(tmp, out)) st = ntk_error(NTK_EIO, "%s: cannot rename into place: %s", out, strerror(errno));
+  if (st && f) unlink(tmp);
+  free(rowbuf);
+  free(tb);
+  free(raw);
+  ntk_codec_free(codec);
+  ntk_store_close(s);
+  if (st) return fail(st);
+  fprintf(stderr, "ntkd: wrote %s: %zu x %zu %s %s\n", out, n, n, es == 4 ? "float32" : "float64",
+          which == NTK_KERNEL_NTK ? "NTK" : "NNGP");
+  return 0;
+}
+
+int ntk_cmd_verify(const char *path) {
+  ntk_store_t *s;
+  ntk_status st = ntk_store_open(path, NTK_STORE_READ | NTK_STORE_CHECK_PAYLOAD, &s);
+  if (st) return fail(st);
+  const struct ntk_store_info *in = ntk_store_get_info(s);
+  const struct ntk_tiling *tg = ntk_store_tiling(s);
+  const struct ntk_store_scan *sc = ntk_store_get_scan(s);
+  ntk_codec_t *codec = ntk_codec_create(1);
+  size_t edge = in->tile < in->n ? in->tile : (size_t)in->n;
+  char *raw = malloc(edge * edge * in->elem * 2 + 1);
+  uint64_t bad = sc->damaged, ok = 0;
+  for (uint64_t i = 0; i < tg->ntiles && codec && raw; i++) {
+    if (!ntk_store_has_tile(s, i)) continue;
+    struct ntk_tile t = ntk_tiling_tile(tg, i);
+    void *payload;
+    size_t len;
+    st = ntk_store_read_payload(s, i, &payload, &len);
+    if (!st) {
+      st = ntk_codec_decompress(codec, payload, len, (int)in->elem, raw, ntk_store_raw_bytes(s, &t));
+      free(payload);
+    }
+    if (st == NTK_EIO || st == NTK_ENOMEM) break;
+    if (st) {
+      bad++;
+      printf("damaged: tile %llu (rows %llu.., cols %llu..): %s\n", (unsigned long long)i,
+             (unsigned long long)t.r0, (unsigned long long)t.c0, ntk_error_message());
+      st = NTK_OK;
+    } else {
+      ok++;
+    }
+  }
+  if (!codec || !raw) st = ntk_error(NTK_ENOMEM, "out of memory");
+  free(raw);
+  ntk_codec_free(codec);
+  uint64_t done = ntk_store_tiles_done(s);
+  ntk_store_close(s);
+  if (st) return fail(st);
+  printf("%s: %llu tiles intact, %llu damaged, %llu of %llu tiles present%s\n", path, (unsigned long long)ok,
+         (unsigned long long)bad, (unsigned long long)done, (unsigned long long)tg->ntiles,
+         done == tg->ntiles ? " (complete)" : " (incomplete: run the job to finish it)");
+  if (sc->tail_bytes)
+    printf("%s: %llu bytes after the last intact record (an interrupted write, cut on the next run)\n", path,
+           (unsigned long long)sc->tail_bytes);
+  if (bad) {
+    printf("%s: FAILED: %llu damaged tiles; rerun the job to recompute them\n", path, (unsigned long long)bad);
+    return NTK_EXIT_CORRUPT;
+  }
+  return 0;
+}

@@ -1,0 +1,89 @@
+/* ntkd command line: run a kernel job, or inspect, export and verify a store. */
+#include <stdio.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "ntkd/backend.h"
+#include "ntkd/comm.h"
+#include "ntkd/cpuinit.h"
+#include "ntkd/run.h"
+#include "ntkd/status.h"
+
+static const char usage[] =
+    "usage:\n"
+    "  ntkd JOB.conf [--overwrite]          compute the kernel matrix, or resume it\n"
+    "  mpirun -np N ntkd JOB.conf           the same on N ranks (rank 0 coordinates)\n"
+    "  ntkd info STORE                      shape, kernels, precision, progress, compression\n"
+    "  ntkd export STORE OUT.npy [--kernel nngp|ntk]\n"
+    "                                       the full symmetric matrix as .npy\n"
+    "  ntkd verify STORE                    check every tile; exit 0 only if all are intact\n"
+    "  ntkd --help | --version\n"
+    "\n"
+    "--overwrite replaces a store that belongs to another job (different data or model).\n"
+    "Exit codes: 0 success, 1 internal/MPI failure, 2 bad usage, config, input or store of\n"
+    "another job, 3 I/O failure (finished tiles are kept), 4 damaged store, 5 interrupted\n"
+    "by a signal (rerun to resume), 6 store incomplete. Job file reference: docs/JOB-FILE.md\n";
+
+static int bad_usage(const char *msg) {
+  fprintf(stderr, "ntkd: %s\n\n%s", msg, usage);
+  return NTK_EXIT_USAGE;
+}
+
+static int run(int argc, char **argv, int first) {
+  const char *conf = NULL;
+  int overwrite = 0;
+  for (int i = first; i < argc; i++) {
+    if (!strcmp(argv[i], "--overwrite")) overwrite = 1;
+    else if (argv[i][0] == '-') return bad_usage("unknown option for a job run");
+    else if (conf) return bad_usage("more than one job file given");
+    else conf = argv[i];
+  }
+  if (!conf) return bad_usage("no job file given");
+  ntk_status st = ntk_comm_init(&argc, &argv);
+  if (st) {
+    fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+    return ntk_status_exit_code(st);
+  }
+  int code = ntk_run_job(conf, overwrite);
+  ntk_comm_finalize();
+  return code;
+}
+
+int main(int argc, char **argv) {
+  ntk_cpu_fix_openblas(argv);
+  if (argc < 2) return bad_usage("no command");
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("ntkd %s\nbackends: %s\nOpenBLAS kernels: %s\nzstd: %s\n", NTKD_VERSION, ntk_backend_names(),
+           ntk_cpu_blas_core(), ZSTD_versionString());
+    return 0;
+  }
+  if (!strcmp(cmd, "info")) {
+    if (argc != 3) return bad_usage("info takes one store path");
+    return ntk_cmd_info(argv[2]);
+  }
+  if (!strcmp(cmd, "verify")) {
+    if (argc != 3) return bad_usage("verify takes one store path");
+    return ntk_cmd_verify(argv[2]);
+  }
+  if (!strcmp(cmd, "export")) {
+    const char *kernel = NULL, *pos[2] = {NULL, NULL};
+    int np = 0;
+    for (int i = 2; i < argc; i++) {
+      if (!strcmp(argv[i], "--kernel") && i + 1 < argc) kernel = argv[++i];
+      else if (!strncmp(argv[i], "--kernel=", 9)) kernel = argv[i] + 9;
+      else if (argv[i][0] == '-') return bad_usage("unknown option for export");
+      else if (np < 2) pos[np++] = argv[i];
+      else return bad_usage("export takes STORE and OUT.npy");
+    }
+    if (np != 2) return bad_usage("export takes STORE and OUT.npy");
+    return ntk_cmd_export(pos[0], pos[1], kernel);
+  }
+  if (!strcmp(cmd, "run")) return run(argc, argv, 2);
+  if (cmd[0] == '-' && strcmp(cmd, "--overwrite")) return bad_usage("unknown option");
+  return run(argc, argv, 1);
+}

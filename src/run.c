@@ -1,0 +1,189 @@
+/* `ntkd JOB.conf`: rank 0 reads and checks the job file, the data and the
+ * store; every step ends with all ranks agreeing on its status before any
+ * acts on it (HPL style), so a bad input stops every rank with one message
+ * and the same exit code. Then rank 0 coordinates and the others work. */
+#include "ntkd/run.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ntkd/arch.h"
+#include "ntkd/backend.h"
+#include "ntkd/comm.h"
+#include "ntkd/config.h"
+#include "ntkd/coordinator.h"
+#include "ntkd/cpuinit.h"
+#include "ntkd/data.h"
+#include "ntkd/jobhash.h"
+#include "ntkd/store.h"
+#include "ntkd/worker.h"
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig) { stop_signal = sig; }
+
+void ntk_signals_install(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  int sigs[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaction(sigs[i], &sa, NULL);
+}
+
+int ntk_stop_requested(void) { return stop_signal; }
+
+/* Agree on `st` across ranks; the rank that failed prints its message. */
+static ntk_status agree(ntk_status st) {
+  if (st) {
+    if (ntk_comm_size() > 1 && ntk_comm_rank() != 0)
+      fprintf(stderr, "ntkd: rank %d: %s\n", ntk_comm_rank(), ntk_error_message());
+    else
+      fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+  }
+  return ntk_comm_agree(st);
+}
+
+static int hex_eq(const uint8_t *a, const uint8_t *b) { return !memcmp(a, b, 16); }
+
+/* Rank 0: open the store for resuming, or create it. */
+static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_info *want, int overwrite,
+                             ntk_store_t **out) {
+  const char *path = job->out_path;
+  struct stat sb;
+  if (stat(path, &sb) == 0) {
+    ntk_store_t *s = NULL;
+    ntk_status st = ntk_store_open(path, NTK_STORE_READ, &s);
+    if (st == NTK_ECORRUPT && !overwrite) {
+      return ntk_error(NTK_EMISMATCH, "%s\n  %s exists and is not a usable ntkd store; use --overwrite "
+                       "to replace it", ntk_error_message(), path);
+    }
+    if (st && st != NTK_ECORRUPT) return st;
+    if (!st) {
+      const struct ntk_store_info *have = ntk_store_get_info(s);
+      int same = hex_eq(have->job_hash, want->job_hash);
+      if (!same && !overwrite) {
+        st = ntk_error(NTK_EMISMATCH, "%s was computed for another job (different data, model, kernel "
+                       "or precision):\n  store: %s\n  job:   %s\n  use --overwrite to replace it, "
+                       "or set [output] path to a new file",
+                       path, have->description, want->description);
+        ntk_store_close(s);
+        return st;
+      }
+      ntk_store_close(s);
+      if (same) {
+        /* Resume: this time check every payload and cut a torn tail. */
+        if ((st = ntk_store_open(path, NTK_STORE_WRITE | NTK_STORE_CHECK_PAYLOAD, &s))) return st;
+        const struct ntk_store_scan *sc = ntk_store_get_scan(s);
+        fprintf(stderr, "ntkd: resuming %s: %llu of %llu tiles present", path,
+                (unsigned long long)ntk_store_tiles_done(s),
+                (unsigned long long)ntk_store_tiling(s)->ntiles);
+        if (sc->damaged) fprintf(stderr, ", %llu damaged tiles to recompute", (unsigned long long)sc->damaged);
+        if (sc->tail_bytes) fprintf(stderr, ", %llu bytes of torn tail cut", (unsigned long long)sc->tail_bytes);
+        fprintf(stderr, "\n");
+        if (ntk_store_get_info(s)->tile != want->tile)
+          fprintf(stderr, "ntkd: note: the store was started with tile = %u; keeping it (values are the "
+                  "same for any tile size)\n", ntk_store_get_info(s)->tile);
+        *out = s;
+        return NTK_OK;
+      }
+    }
+    fprintf(stderr, "ntkd: --overwrite: replacing %s\n", path);
+  }
+  return ntk_store_create(path, want, out);
+}
+
+int ntk_run_job(const char *conf_path, int overwrite) {
+  int rank = ntk_comm_rank(), size = ntk_comm_size();
+  ntk_signals_install();
+  ntk_cpu_single_thread();
+
+  /* 1. The job file: read on rank 0, parsed identically everywhere. */
+  char *text = NULL;
+  size_t len = 0;
+  ntk_status st = rank == 0 ? ntk_read_text_file(conf_path, &text, &len) : NTK_OK;
+  if ((st = agree(st))) return ntk_status_exit_code(st);
+  uint64_t len64 = len;
+  if ((st = agree(ntk_comm_bcast(&len64, sizeof len64)))) return ntk_status_exit_code(st);
+  if (rank != 0 && !(text = calloc(1, (size_t)len64 + 1))) st = ntk_error(NTK_ENOMEM, "out of memory");
+  if (!(st = agree(st))) st = agree(ntk_comm_bcast(text, (size_t)len64));
+  struct ntk_job *job = calloc(1, sizeof *job);
+  if (!st && !job) st = agree(ntk_error(NTK_ENOMEM, "out of memory"));
+  if (!st) st = agree(rank == 0 ? ntk_job_parse_string(text, conf_path, job)
+                                : (ntk_job_parse_string(text, conf_path, job), NTK_OK));
+  free(text);
+  struct ntk_arch arch = {0, NULL};
+  if (!st) {
+    ntk_status a = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
+    if (!a && !ntk_arch_is_fc(&arch))
+      a = ntk_error(NTK_ECONFIG, "%s: [model] arch: Conv, AvgPool and GlobalAvgPool are parsed but not "
+                    "supported yet; this version computes fully-connected networks", conf_path);
+    st = agree(rank == 0 ? a : NTK_OK);
+  }
+
+  /* 2. The data: loaded on rank 0, broadcast to the workers. */
+  struct ntk_dataset data;
+  memset(&data, 0, sizeof data);
+  if (!st) st = agree(rank == 0 ? ntk_data_load(job, job->precision, &data) : NTK_OK);
+  if (!st && size > 1) {
+    uint64_t dims[6] = {data.n, data.d, data.h, data.w, data.c, (uint64_t)data.elem};
+    st = agree(ntk_comm_bcast(dims, sizeof dims));
+    if (!st && rank != 0) {
+      data.n = dims[0]; data.d = dims[1]; data.h = dims[2]; data.w = dims[3]; data.c = dims[4];
+      data.elem = (int)dims[5];
+      data.x = malloc(data.n * data.d * (size_t)data.elem);
+      if (!data.x) st = ntk_error(NTK_ENOMEM, "out of memory for %zu x %zu data", data.n, data.d);
+    }
+    if (!(st = agree(st))) st = agree(ntk_comm_bcast(data.x, data.n * data.d * (size_t)data.elem));
+  }
+
+  /* 3. The store (rank 0): resume, refuse, or create. */
+  ntk_store_t *store = NULL;
+  uint64_t tile = job->tile;
+  if (!st) {
+    if (rank == 0) {
+      struct ntk_store_info info;
+      ntk_job_identity(job, &arch, &data, &info);
+      st = open_store(job, &info, overwrite, &store);
+      if (!st) tile = ntk_store_get_info(store)->tile;
+      if (!st)
+        fprintf(stderr, "ntkd: %s: %zu samples x %zu features, %s, %s, tile %llu, %d rank%s\n", conf_path,
+                data.n, data.d, info.kernels & NTK_KERNEL_NTK ? "NNGP+NTK" : "NNGP",
+                data.elem == 4 ? "float32" : "float64", (unsigned long long)tile, size, size > 1 ? "s" : "");
+    }
+    st = agree(st);
+    if (!st) st = agree(ntk_comm_bcast(&tile, sizeof tile));
+  }
+
+  /* 4. Compute. */
+  struct ntk_tiling tiling;
+  ntk_tiling_init(&tiling, data.n, tile);
+  struct ntk_problem prob = {&arch, &data, job->kernels};
+  ntk_engine_t *engine = NULL;
+  if (!st && (size == 1 || rank != 0)) st = ntk_engine_create(&prob, &ntk_backend_cpu, job->level, &tiling, &engine);
+  if (!st) st = agree(st);
+  ntk_status result = NTK_OK;
+  if (!st) {
+    if (rank == 0) result = ntk_coordinator_run(store, size == 1 ? engine : NULL, job);
+    else result = ntk_worker_serve(engine, &tiling);
+    if (result && result != NTK_EINTERRUPTED) fprintf(stderr, "ntkd: %s%s\n", rank ? "worker: " : "error: ",
+                                                      ntk_error_message());
+    else if (result) fprintf(stderr, "ntkd: %s\n", ntk_error_message());
+    st = ntk_comm_agree(result);
+  }
+  ntk_status closed = store ? ntk_store_close(store) : NTK_OK;
+  if (closed && !st) {
+    fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+    st = closed;
+  }
+  if (!st && rank == 0) fprintf(stderr, "ntkd: result in %s\n", job->out_path);
+  ntk_engine_free(engine);
+  ntk_data_free(&data);
+  ntk_arch_free(&arch);
+  free(job);
+  return ntk_status_exit_code(st);
+}

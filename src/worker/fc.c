@@ -1,0 +1,220 @@
+/* Fully-connected NNGP/NTK tiles on the CPU.
+ *
+ * The input covariance X_r X_c^T / d of a tile is assembled from fixed
+ * NTK_GRAM_BLOCK-row blocks (syrk on the diagonal blocks, gemm elsewhere),
+ * so an entry's bits never depend on the tile size: OpenBLAS picks different
+ * kernels and summation orders for different call shapes. The layer maps
+ * then run pointwise with the per-sample variances computed once in
+ * ntk_fc_create(). Built with -ffp-contract=off: vectorised loop bodies and
+ * scalar tails round identically, so an entry's value never depends on its
+ * position in the tile either. */
+#include "ntkd/fc.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ntkd/config.h"
+#include "ntkd/kernel_maps.h"
+
+struct ntk_fc {
+  const struct ntk_arch *arch;
+  const struct ntk_dataset *data;
+  void *var;      /* (arch->n + 1) x n variances, in the data's precision */
+  void *scratch;  /* NTK_GRAM_BLOCK^2 elements */
+};
+
+#define NTK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+/* ---- pointwise layer maps over a tile ------------------------------------ */
+
+#define DEFINE_MAPS(T, SFX, ABRELU, ERF)                                                          \
+  NTK_CLONES static void dense_##SFX(T *restrict g, T *restrict t, size_t count, T w2, T b2) {   \
+    for (size_t k = 0; k < count; k++) g[k] = w2 * g[k] + b2;                                    \
+    if (t)                                                                                       \
+      for (size_t k = 0; k < count; k++) t[k] = g[k] + w2 * t[k];                                \
+  }                                                                                              \
+  NTK_CLONES static void abrelu_##SFX(T *restrict g, T *restrict t, size_t rows, size_t cols,    \
+                                      const T *restrict qr, const T *restrict qc, T a, T b) {    \
+    for (size_t i = 0; i < rows; i++) {                                                          \
+      T *gi = g + i * cols, q11 = qr[i];                                                         \
+      if (t) {                                                                                   \
+        T *ti = t + i * cols;                                                                    \
+        for (size_t j = 0; j < cols; j++) {                                                      \
+          T td;                                                                                  \
+          gi[j] = ABRELU(a, b, gi[j], q11, qc[j], &td);                                          \
+          ti[j] *= td;                                                                           \
+        }                                                                                        \
+      } else {                                                                                   \
+        for (size_t j = 0; j < cols; j++) {                                                      \
+          T td;                                                                                  \
+          gi[j] = ABRELU(a, b, gi[j], q11, qc[j], &td);                                          \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
+  }                                                                                              \
+  NTK_CLONES static void erf_##SFX(T *restrict g, T *restrict t, size_t rows, size_t cols,       \
+                                   const T *restrict qr, const T *restrict qc) {                 \
+    for (size_t i = 0; i < rows; i++) {                                                          \
+      T *gi = g + i * cols, q11 = qr[i];                                                         \
+      for (size_t j = 0; j < cols; j++) {                                                        \
+        T td;                                                                                    \
+        gi[j] = ERF(gi[j], q11, qc[j], &td);                                                     \
+        if (t) t[i * cols + j] *= td;                                                            \
+      }                                                                                          \
+    }                                                                                            \
+  }                                                                                              \
+  /* Variances after layer l from those before it: the same maps at q12 = q11 = q22. */         \
+  static void next_var_##SFX(const struct ntk_layer *l, const T *q, T *out, size_t n) {          \
+    for (size_t i = 0; i < n; i++) {                                                             \
+      T td, v = q[i];                                                                            \
+      switch (l->kind) {                                                                         \
+      case NTK_LAYER_DENSE: v = (T)(l->w_std * l->w_std) * v + (T)(l->b_std * l->b_std); break;  \
+      case NTK_LAYER_ABRELU: v = ABRELU((T)l->a, (T)l->b, v, v, v, &td); break;                  \
+      case NTK_LAYER_ERF: v = ERF(v, v, v, &td); break;                                          \
+      default: break;                                                                            \
+      }                                                                                          \
+      out[i] = v;                                                                                \
+    }                                                                                            \
+  }                                                                                              \
+  static void apply_layers_##SFX(const ntk_fc_t *fc, const struct ntk_tile *tl, T *g, T *t) {    \
+    size_t n = fc->data->n, rows = tl->rows, cols = tl->cols, count = rows * cols;               \
+    const T *var = fc->var;                                                                      \
+    int diag = tl->bi == tl->bj;                                                                 \
+    if (t) memset(t, 0, count * sizeof(T));                                                      \
+    if (diag)                                                                                    \
+      for (size_t i = 0; i < rows; i++) g[i * cols + i] = var[tl->r0 + i];                       \
+    for (size_t li = 0; li < fc->arch->n; li++) {                                                \
+      const struct ntk_layer *l = &fc->arch->layers[li];                                         \
+      const T *qr = var + li * n + tl->r0, *qc = var + li * n + tl->c0;                          \
+      switch (l->kind) {                                                                         \
+      case NTK_LAYER_DENSE:                                                                      \
+        dense_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std));            \
+        break;                                                                                   \
+      case NTK_LAYER_ABRELU: abrelu_##SFX(g, t, rows, cols, qr, qc, (T)l->a, (T)l->b); break;    \
+      case NTK_LAYER_ERF: erf_##SFX(g, t, rows, cols, qr, qc); break;                            \
+      default: break;                                                                            \
+      }                                                                                          \
+      /* A pair of a sample with itself is exactly its variance. */                             \
+      if (diag)                                                                                  \
+        for (size_t i = 0; i < rows; i++) g[i * cols + i] = var[(li + 1) * n + tl->r0 + i];      \
+    }                                                                                            \
+    if (diag) /* exact symmetry of diagonal tiles */                                             \
+      for (size_t i = 0; i < rows; i++)                                                          \
+        for (size_t j = i + 1; j < cols; j++) {                                                  \
+          g[i * cols + j] = g[j * cols + i];                                                     \
+          if (t) t[i * cols + j] = t[j * cols + i];                                              \
+        }                                                                                        \
+  }
+
+DEFINE_MAPS(float, f, ntk_abreluf, ntk_erff)
+DEFINE_MAPS(double, d, ntk_abrelu, ntk_erf)
+
+/* ---- input covariance in canonical blocks --------------------------------- */
+
+/* Block (a, b), a >= b, of X X^T / d into out (leading dimension ldo). For
+ * a == b only the lower triangle is written. */
+static void gram_block(const ntk_fc_t *fc, size_t a, size_t b, void *out, size_t ldo) {
+  const struct ntk_dataset *ds = fc->data;
+  size_t B = NTK_GRAM_BLOCK, d = ds->d;
+  size_t ra = a * B, rb = b * B;
+  size_t ma = ds->n - ra < B ? ds->n - ra : B, mb = ds->n - rb < B ? ds->n - rb : B;
+  double alpha = 1.0 / (double)d;
+  if (ds->elem == 4) {
+    const float *x = ds->x;
+    if (a == b)
+      cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)ma, (int)d, (float)alpha, x + ra * d,
+                  (int)d, 0.0f, out, (int)ldo);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ma, (int)mb, (int)d, (float)alpha,
+                  x + ra * d, (int)d, x + rb * d, (int)d, 0.0f, out, (int)ldo);
+  } else {
+    const double *x = ds->x;
+    if (a == b)
+      cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)ma, (int)d, alpha, x + ra * d, (int)d,
+                  0.0, out, (int)ldo);
+    else
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ma, (int)mb, (int)d, alpha, x + ra * d,
+                  (int)d, x + rb * d, (int)d, 0.0, out, (int)ldo);
+  }
+}
+
+/* Fill the tile's input covariance for all entries with i >= j. */
+static void gram_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
+  size_t B = NTK_GRAM_BLOCK, n = fc->data->n, es = (size_t)fc->data->elem;
+  size_t r1 = t->r0 + t->rows, c1 = t->c0 + t->cols;
+  for (size_t a = t->r0 / B; a * B < r1; a++) {
+    for (size_t b = t->c0 / B; b * B < c1 && b <= a; b++) {
+      size_t br0 = a * B, bc0 = b * B;
+      size_t br1 = br0 + B < n ? br0 + B : n, bc1 = bc0 + B < n ? bc0 + B : n;
+      char *tile = g;
+      if (br0 >= t->r0 && br1 <= r1 && bc0 >= t->c0 && bc1 <= c1) {
+        gram_block(fc, a, b, tile + ((br0 - t->r0) * t->cols + (bc0 - t->c0)) * es, t->cols);
+        continue;
+      }
+      /* Block straddles the tile edge: compute it whole, copy the overlap. */
+      gram_block(fc, a, b, fc->scratch, bc1 - bc0);
+      size_t i0 = br0 > t->r0 ? br0 : t->r0, i1 = br1 < r1 ? br1 : r1;
+      size_t j0 = bc0 > t->c0 ? bc0 : t->c0, j1 = bc1 < c1 ? bc1 : c1;
+      for (size_t i = i0; i < i1; i++)
+        memcpy(tile + ((i - t->r0) * t->cols + (j0 - t->c0)) * es,
+               (char *)fc->scratch + ((i - br0) * (bc1 - bc0) + (j0 - bc0)) * es, (j1 - j0) * es);
+    }
+  }
+}
+
+ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void *ntk) {
+  gram_tile(fc, t, nngp);
+  if (fc->data->elem == 4) apply_layers_f(fc, t, nngp, ntk);
+  else apply_layers_d(fc, t, nngp, ntk);
+  return NTK_OK;
+}
+
+ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_fc_t **out) {
+  *out = NULL;
+  if (!ntk_arch_is_fc(arch))
+    return ntk_error(NTK_ECONFIG, "the CPU backend computes fully-connected networks only; "
+                     "Conv, AvgPool and GlobalAvgPool are not supported yet");
+  ntk_fc_t *fc = calloc(1, sizeof *fc);
+  if (!fc) return ntk_error(NTK_ENOMEM, "out of memory");
+  size_t n = data->n, es = (size_t)data->elem;
+  fc->arch = arch;
+  fc->data = data;
+  fc->var = malloc((arch->n + 1) * n * es);
+  fc->scratch = malloc((size_t)NTK_GRAM_BLOCK * NTK_GRAM_BLOCK * es);
+  if (!fc->var || !fc->scratch) {
+    ntk_fc_free(fc);
+    return ntk_error(NTK_ENOMEM, "out of memory for per-sample variances");
+  }
+  /* Input variances x.x/d, accumulated in double whatever the precision. */
+  for (size_t i = 0; i < n; i++) {
+    double s = 0;
+    if (es == 4) {
+      const float *x = (const float *)data->x + i * data->d;
+      for (size_t k = 0; k < data->d; k++) s += (double)x[k] * x[k];
+      ((float *)fc->var)[i] = (float)(s / (double)data->d);
+    } else {
+      const double *x = (const double *)data->x + i * data->d;
+      for (size_t k = 0; k < data->d; k++) s += x[k] * x[k];
+      ((double *)fc->var)[i] = s / (double)data->d;
+    }
+  }
+  for (size_t l = 0; l < arch->n; l++) {
+    if (es == 4) next_var_f(&arch->layers[l], (float *)fc->var + l * n, (float *)fc->var + (l + 1) * n, n);
+    else next_var_d(&arch->layers[l], (double *)fc->var + l * n, (double *)fc->var + (l + 1) * n, n);
+  }
+  *out = fc;
+  return NTK_OK;
+}
+
+void ntk_fc_free(ntk_fc_t *fc) {
+  if (!fc) return;
+  free(fc->var);
+  free(fc->scratch);
+  free(fc);
+}
+
+double ntk_fc_variance(const ntk_fc_t *fc, size_t l, size_t i) {
+  size_t k = l * fc->data->n + i;
+  return fc->data->elem == 4 ? ((const float *)fc->var)[k] : ((const double *)fc->var)[k];
+}
