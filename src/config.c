@@ -203,6 +203,10 @@ static int handler(void *user, const char *section, const char *key, const char 
   if (!strcmp(section, "model")) return on_model(c, section, key, value);
   if (!strcmp(section, "compute")) return on_compute(c, section, key, value);
   if (!strcmp(section, "output")) return on_output(c, section, key, value);
+  if (!*section) {
+    c->st = ntk_error(NTK_ECONFIG, "%s:%d: key '%s' is outside any section", c->name, c->rd->line, key);
+    return 0;
+  }
   c->st = ntk_error(NTK_ECONFIG, "%s:%d: unknown section [%s] (data, model, compute, output)",
                     c->name, c->rd->line, section);
   return 0;

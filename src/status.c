@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static char last_message[2048];
 
@@ -43,10 +44,13 @@ int ntk_status_exit_code(ntk_status s) {
 }
 
 ntk_status ntk_error(ntk_status s, const char *fmt, ...) {
+  /* Format into a copy: callers may pass ntk_error_message() as an argument. */
+  char buf[sizeof last_message];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_message, sizeof last_message, fmt, ap);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  memcpy(last_message, buf, sizeof buf);
   return s;
 }
 

@@ -1,0 +1,144 @@
+/* Architecture strings: what parses, to what, and what is refused. */
+#include <math.h>
+
+#include "ntkd/arch.h"
+#include "testutil.h"
+
+static struct ntk_arch parse_ok(const char *s) {
+  struct ntk_arch a;
+  ntk_status st = ntk_arch_parse(s, 1.0, 0.0, &a);
+  ck_assert_msg(st == NTK_OK, "'%s' should parse: %s", s, ntk_error_message());
+  return a;
+}
+
+static void parse_bad(const char *s, const char *needle) {
+  struct ntk_arch a;
+  ntk_status st = ntk_arch_parse(s, 1.0, 0.0, &a);
+  ck_assert_msg(st == NTK_ECONFIG, "'%s' should be refused", s);
+  ck_assert_msg(strstr(ntk_error_message(), needle), "'%s': message '%s' lacks '%s'", s, ntk_error_message(),
+                needle);
+  ck_assert_ptr_null(a.layers);
+}
+
+START_TEST(test_fc_layers) {
+  struct ntk_arch a = parse_ok("Dense Relu Dense(W_std=2, b_std=0.1) LeakyRelu(0.2) Dense Abs Dense Erf Identity Dense");
+  ck_assert_uint_eq(a.n, 10);
+  ck_assert_int_eq(a.layers[0].kind, NTK_LAYER_DENSE);
+  ck_assert_double_eq(a.layers[0].w_std, 1.0);
+  ck_assert_int_eq(a.layers[1].kind, NTK_LAYER_ABRELU);
+  ck_assert_double_eq(a.layers[1].a, 0.0);
+  ck_assert_double_eq(a.layers[1].b, 1.0);
+  ck_assert_double_eq(a.layers[2].w_std, 2.0);
+  ck_assert_double_eq(a.layers[2].b_std, 0.1);
+  ck_assert_double_eq(a.layers[3].a, 0.2);
+  ck_assert_double_eq(a.layers[5].a, -1.0);
+  ck_assert_int_eq(a.layers[7].kind, NTK_LAYER_ERF);
+  ck_assert_int_eq(a.layers[8].kind, NTK_LAYER_IDENTITY);
+  ck_assert(ntk_arch_is_fc(&a));
+  ntk_arch_free(&a);
+}
+END_TEST
+
+START_TEST(test_global_defaults) {
+  struct ntk_arch a;
+  ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense(b_std=0.5)", 1.5, 0.2, &a), NTK_OK);
+  ck_assert_double_eq(a.layers[0].w_std, 1.5);
+  ck_assert_double_eq(a.layers[0].b_std, 0.2);
+  ck_assert_double_eq(a.layers[2].w_std, 1.5);
+  ck_assert_double_eq(a.layers[2].b_std, 0.5);
+  ntk_arch_free(&a);
+}
+END_TEST
+
+START_TEST(test_cnn_layers_and_repeat) {
+  struct ntk_arch a = parse_ok("[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense");
+  ck_assert_uint_eq(a.n, 42);
+  ck_assert_int_eq(a.layers[0].kind, NTK_LAYER_CONV);
+  ck_assert_int_eq(a.layers[0].filter, 3);
+  ck_assert_int_eq(a.layers[0].padding, NTK_PAD_SAME);
+  ck_assert_int_eq(a.layers[39].kind, NTK_LAYER_ABRELU);
+  ck_assert_int_eq(a.layers[40].kind, NTK_LAYER_GLOBALAVGPOOL);
+  ck_assert(!ntk_arch_is_fc(&a));
+  ntk_arch_free(&a);
+  a = parse_ok("Conv(5, 2, CIRCULAR) Relu AvgPool(2) Conv(3, padding=VALID, W_std=1.4) Erf Flatten Dense");
+  ck_assert_int_eq(a.layers[0].stride, 2);
+  ck_assert_int_eq(a.layers[0].padding, NTK_PAD_CIRCULAR);
+  ck_assert_int_eq(a.layers[2].window, 2);
+  ck_assert_int_eq(a.layers[2].stride, 2);
+  ck_assert_int_eq(a.layers[3].padding, NTK_PAD_VALID);
+  ck_assert_double_eq(a.layers[3].w_std, 1.4);
+  ntk_arch_free(&a);
+  a = parse_ok("[[Dense Relu]*2 Dense Erf]*3 Dense");
+  ck_assert_uint_eq(a.n, 19);
+  ntk_arch_free(&a);
+  a = parse_ok("  Dense   [Relu Dense]*0  ");
+  ck_assert_uint_eq(a.n, 1);
+  ntk_arch_free(&a);
+}
+END_TEST
+
+START_TEST(test_canonical) {
+  struct ntk_arch a = parse_ok("[Dense Relu]*2 Dense(W_std=1)"), b = parse_ok("Dense Relu Dense(b_std=0) Relu Dense");
+  char ca[512], cb[512];
+  ntk_arch_canonical(&a, ca, sizeof ca);
+  ntk_arch_canonical(&b, cb, sizeof cb);
+  ck_assert_str_eq(ca, cb);
+  struct ntk_arch c = parse_ok("Dense Relu Dense Relu Dense(W_std=2)");
+  ntk_arch_canonical(&c, cb, sizeof cb);
+  ck_assert_str_ne(ca, cb);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  ntk_arch_free(&c);
+}
+END_TEST
+
+START_TEST(test_bad_strings) {
+  parse_bad("", "no layers");
+  parse_bad("   ", "no layers");
+  parse_bad("Relu Dense", "cannot be the first layer");
+  parse_bad("Dense Relu Erf Dense", "must follow Dense or Conv");
+  parse_bad("Dense Relu Identity Relu", "must follow Dense or Conv");
+  parse_bad("Dence Relu", "unknown layer 'Dence'");
+  parse_bad("Dense Relu(", "expected");
+  parse_bad("Dense(W_std=-1)", "not a valid number");
+  parse_bad("Dense(W_std=abc)", "not a valid number");
+  parse_bad("Dense(w=1)", "unknown argument w for Dense");
+  parse_bad("Dense(3)", "too many positional");
+  parse_bad("Conv", "needs arguments");
+  parse_bad("Conv(0)", "not a positive integer");
+  parse_bad("Conv(3, SAMEISH)", "unknown padding");
+  parse_bad("Conv(3, 1, SAME, 4)", "too many positional");
+  parse_bad("LeakyRelu", "needs arguments");
+  parse_bad("Dense LeakyRelu()", "needs its size argument");
+  parse_bad("Dense Relu(2)", "takes no arguments");
+  parse_bad("[Dense Relu", "missing ']'");
+  parse_bad("Dense ] Relu", "unmatched ']'");
+  parse_bad("[Dense Relu]*x", "repeat count");
+  parse_bad("[Dense Relu]*-2", "repeat count");
+  parse_bad("[]*3 Dense", "empty group");
+  parse_bad("Dense GlobalAvgPool Conv(3)", "spatial layer after Flatten");
+  parse_bad("Dense, Relu", "unexpected character ','");
+  parse_bad("[Dense Relu]*99999 Dense", "more than 100000 layers");
+  parse_bad("[[[[[[[[[[[[[[[[[Dense]]]]]]]]]]]]]]]]]", "nested too deeply");
+}
+END_TEST
+
+START_TEST(test_error_column) {
+  struct ntk_arch a;
+  ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense Foo", 1, 0, &a), NTK_ECONFIG);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "column 18"));
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("arch");
+  TCase *tc = tcase_create("parse");
+  tcase_add_test(tc, test_fc_layers);
+  tcase_add_test(tc, test_global_defaults);
+  tcase_add_test(tc, test_cnn_layers_and_repeat);
+  tcase_add_test(tc, test_canonical);
+  tcase_add_test(tc, test_bad_strings);
+  tcase_add_test(tc, test_error_column);
+  suite_add_tcase(s, tc);
+  return tu_run(s);
+}

@@ -1,0 +1,59 @@
+/* Shuffle + zstd codec: round trips, and damage is detected. */
+#include "ntkd/codec.h"
+#include "testutil.h"
+
+START_TEST(test_shuffle_roundtrip) {
+  for (int elem = 4; elem <= 8; elem += 4) {
+    size_t count = 1001;
+    unsigned char *a = malloc(count * (size_t)elem), *b = malloc(count * (size_t)elem), *c = malloc(count * (size_t)elem);
+    for (size_t i = 0; i < count * (size_t)elem; i++) a[i] = (unsigned char)(i * 31 + 7);
+    ntk_shuffle(a, b, count, elem);
+    ck_assert_int_eq(b[1], a[elem]);        /* byte 0 of value 1 */
+    ck_assert_int_eq(b[count], a[1]);       /* byte 1 of value 0 */
+    ntk_unshuffle(b, c, count, elem);
+    ck_assert_mem_eq(a, c, count * (size_t)elem);
+    free(a);
+    free(b);
+    free(c);
+  }
+}
+END_TEST
+
+START_TEST(test_compress_roundtrip_and_ratio) {
+  size_t n = 1 << 16;
+  float *v = malloc(n * sizeof *v), *w = malloc(n * sizeof *w);
+  unsigned s = 1;
+  for (size_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    v[i] = 0.5f + (float)(s >> 9) / 8388608.0f; /* kernel-like: O(1), random mantissa */
+  }
+  ntk_codec_t *c = ntk_codec_create(3);
+  ck_assert_ptr_nonnull(c);
+  size_t cap = ntk_codec_bound(n * 4), len;
+  unsigned char *z = malloc(cap);
+  ck_assert_int_eq(ntk_codec_compress(c, v, n * 4, 4, z, cap, &len), NTK_OK);
+  ck_assert_uint_lt(len, n * 4); /* shuffling exposes the exponent bytes */
+  ck_assert_int_eq(ntk_codec_decompress(c, z, len, 4, w, n * 4), NTK_OK);
+  ck_assert_mem_eq(v, w, n * 4);
+  /* Wrong expected size, truncated frame, flipped byte. */
+  ck_assert_int_eq(ntk_codec_decompress(c, z, len, 4, w, n * 4 - 4), NTK_ECORRUPT);
+  ck_assert_int_eq(ntk_codec_decompress(c, z, len / 2, 4, w, n * 4), NTK_ECORRUPT);
+  uint64_t sum = ntk_checksum(z, len);
+  z[len / 2] ^= 0x10;
+  ck_assert_uint_ne(ntk_checksum(z, len), sum);
+  ntk_codec_free(c);
+  ntk_codec_free(NULL);
+  free(v);
+  free(w);
+  free(z);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("codec");
+  TCase *tc = tcase_create("codec");
+  tcase_add_test(tc, test_shuffle_roundtrip);
+  tcase_add_test(tc, test_compress_roundtrip_and_ratio);
+  suite_add_tcase(s, tc);
+  return tu_run(s);
+}

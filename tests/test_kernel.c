@@ -1,0 +1,263 @@
+/* FC kernels against neural-tangents reference values (tests/data/ref_fc.txt,
+ * from scripts/nt_reference.sh), the pointwise maps, and bit-identity of
+ * tiles across tile sizes. */
+#include <math.h>
+
+#include "ntkd/arch.h"
+#include "ntkd/config.h"
+#include "ntkd/fc.h"
+#include "ntkd/kernel_maps.h"
+#include "testutil.h"
+
+struct ref_case {
+  char name[128];
+  char arch[4096];
+  size_t n, d;
+  double *x, *nngp, *ntk;
+};
+
+static int read_matrix(FILE *f, const char *label, double *out, size_t count) {
+  char word[64];
+  if (fscanf(f, "%63s", word) != 1 || strcmp(word, label)) return 0;
+  for (size_t i = 0; i < count; i++)
+    if (fscanf(f, "%lf", &out[i]) != 1) return 0;
+  return 1;
+}
+
+/* Next case from the reference file; 0 at the end. */
+static int read_case(FILE *f, struct ref_case *c) {
+  char line[4096];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "case ", 5)) continue;
+    sscanf(line + 5, "%127s", c->name);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert(!strncmp(line, "arch ", 5));
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(c->arch, sizeof c->arch, "%s", line + 5);
+    ck_assert_int_eq(fscanf(f, " shape %zu %zu", &c->n, &c->d), 2);
+    c->x = malloc(c->n * c->d * sizeof(double));
+    c->nngp = malloc(c->n * c->n * sizeof(double));
+    c->ntk = malloc(c->n * c->n * sizeof(double));
+    ck_assert(read_matrix(f, "x", c->x, c->n * c->d));
+    ck_assert(read_matrix(f, "nngp", c->nngp, c->n * c->n));
+    ck_assert(read_matrix(f, "ntk", c->ntk, c->n * c->n));
+    return 1;
+  }
+  return 0;
+}
+
+static void free_case(struct ref_case *c) {
+  free(c->x);
+  free(c->nngp);
+  free(c->ntk);
+}
+
+/* Compute the whole matrix with tiles of edge `tile`, into n x n buffers. */
+static void compute_full(const struct ntk_arch *arch, const struct ntk_dataset *ds, size_t tile, void *nngp,
+                         void *ntk) {
+  ntk_fc_t *fc;
+  ck_assert_int_eq(ntk_fc_create(arch, ds, &fc), NTK_OK);
+  struct ntk_tiling tg;
+  ntk_tiling_init(&tg, ds->n, tile);
+  size_t es = (size_t)ds->elem, n = ds->n;
+  char *g = malloc(tile * tile * es), *t = malloc(tile * tile * es);
+  for (uint64_t k = 0; k < tg.ntiles; k++) {
+    struct ntk_tile tl = ntk_tiling_tile(&tg, k);
+    ck_assert_int_eq(ntk_fc_tile(fc, &tl, g, t), NTK_OK);
+    for (size_t i = 0; i < tl.rows; i++)
+      for (size_t j = 0; j < tl.cols; j++) {
+        size_t I = tl.r0 + i, J = tl.c0 + j, src = (i * tl.cols + j) * es;
+        if (I < J) continue;
+        memcpy((char *)nngp + (I * n + J) * es, g + src, es);
+        memcpy((char *)nngp + (J * n + I) * es, g + src, es);
+        memcpy((char *)ntk + (I * n + J) * es, t + src, es);
+        memcpy((char *)ntk + (J * n + I) * es, t + src, es);
+      }
+  }
+  free(g);
+  free(t);
+  ntk_fc_free(fc);
+}
+
+static double value(const void *p, int elem, size_t k) {
+  return elem == 4 ? ((const float *)p)[k] : ((const double *)p)[k];
+}
+
+/* Largest relative error of `got` against the n x n `ref`. In float64 this
+ * is the plain |got - ref| / |ref|. In float32 an entry that is small
+ * because of cancellation (an NTK entry of 0.002 summed from terms of 1)
+ * carries the absolute rounding of its terms, so the error is taken
+ * relative to max(|ref_ij|, sqrt(ref_ii ref_jj)): the entry, or the scale of
+ * the pair's variances when the entry is smaller than that. */
+static double max_rel(const void *got, int elem, const double *ref, size_t n) {
+  double worst = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < n; j++) {
+      size_t k = i * n + j;
+      double scale = fabs(ref[k]);
+      if (elem == 4) {
+        double diag = sqrt(fabs(ref[i * n + i] * ref[j * n + j]));
+        scale = scale > diag ? scale : diag;
+      }
+      double e = fabs(value(got, elem, k) - ref[k]) / scale;
+      if (!(e <= worst)) worst = e; /* NaN propagates */
+    }
+  return worst;
+}
+
+static void check_against_reference(int elem, double tol) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/ref_fc.txt", getenv("NTKD_TEST_DATA") ? getenv("NTKD_TEST_DATA") : "tests/data");
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  struct ref_case c;
+  int cases = 0;
+  double worst_nngp = 0, worst_ntk = 0;
+  while (read_case(f, &c)) {
+    struct ntk_arch arch;
+    ck_assert_msg(ntk_arch_parse(c.arch, 1.0, 0.0, &arch) == NTK_OK, "%s: %s", c.name, ntk_error_message());
+    struct ntk_dataset ds = {c.n, c.d, 0, 0, 0, elem, NULL};
+    ds.x = malloc(c.n * c.d * (size_t)elem);
+    for (size_t k = 0; k < c.n * c.d; k++) {
+      if (elem == 4) ((float *)ds.x)[k] = (float)c.x[k];
+      else ((double *)ds.x)[k] = c.x[k];
+    }
+    void *g = malloc(c.n * c.n * (size_t)elem), *t = malloc(c.n * c.n * (size_t)elem);
+    /* One tile, then ragged tiles: both must match. */
+    size_t tiles[] = {c.n, 2, 4};
+    for (size_t ti = 0; ti < 3; ti++) {
+      compute_full(&arch, &ds, tiles[ti], g, t);
+      double en = max_rel(g, elem, c.nngp, c.n), et = max_rel(t, elem, c.ntk, c.n);
+      ck_assert_msg(en < tol && et < tol, "%s (%s, tile %zu): relative error nngp %.3g ntk %.3g >= %.0e", c.name,
+                    elem == 4 ? "float32" : "float64", tiles[ti], en, et, tol);
+      worst_nngp = en > worst_nngp ? en : worst_nngp;
+      worst_ntk = et > worst_ntk ? et : worst_ntk;
+    }
+    free(g);
+    free(t);
+    free(ds.x);
+    ntk_arch_free(&arch);
+    free_case(&c);
+    cases++;
+  }
+  fclose(f);
+  ck_assert_int_ge(cases, 30);
+  printf("reference (%s): %d cases, max relative error nngp %.3g, ntk %.3g (bound %.0e)\n",
+         elem == 4 ? "float32" : "float64", cases, worst_nngp, worst_ntk, tol);
+}
+
+START_TEST(test_reference_float64) { check_against_reference(8, 1e-10); }
+END_TEST
+
+START_TEST(test_reference_float32) { check_against_reference(4, 1e-5); }
+END_TEST
+
+START_TEST(test_maps) {
+  double td;
+  /* Relu of a pair with itself: q/2, derivative factor 1/2. */
+  ck_assert_double_eq_tol(ntk_abrelu(0, 1, 2.0, 2.0, 2.0, &td), 1.0, 1e-15);
+  ck_assert_double_eq_tol(td, 0.5, 1e-15);
+  /* Orthogonal inputs: theta = pi/2 -> nngp = sqrt(q11 q22)/(2 pi), tdot = 1/4. */
+  ck_assert_double_eq_tol(ntk_abrelu(0, 1, 0.0, 4.0, 1.0, &td), 2.0 / (2 * NTK_PI), 1e-15);
+  ck_assert_double_eq_tol(td, 0.25, 1e-15);
+  /* Opposite inputs: nothing in common. */
+  ck_assert_double_eq_tol(ntk_abrelu(0, 1, -1.0, 1.0, 1.0, &td), 0.0, 1e-15);
+  ck_assert_double_eq_tol(td, 0.0, 1e-15);
+  /* Abs is an even function: E[|u||v|] at q12 = q is q; identity-like LeakyRelu(1) is linear. */
+  ck_assert_double_eq_tol(ntk_abrelu(-1, 1, 3.0, 3.0, 3.0, &td), 3.0, 1e-14);
+  ck_assert_double_eq_tol(ntk_abrelu(1, 1, 0.3, 1.0, 2.0, &td), 0.3, 1e-15);
+  ck_assert_double_eq_tol(td, 1.0, 1e-15);
+  /* Zero variance and covariance: angle pi/2 as in neural-tangents. */
+  ck_assert_double_eq(ntk_abrelu(0, 1, 0.0, 0.0, 0.0, &td), 0.0);
+  ck_assert_double_eq_tol(td, 0.25, 1e-15);
+  /* Erf: E[erf(u) erf(v)] = (2/pi) asin(2 q12 / sqrt((1+2q11)(1+2q22))). */
+  double q11 = 0.7, q22 = 1.3, q12 = 0.4;
+  ck_assert_double_eq_tol(ntk_erf(q12, q11, q22, &td), 2 / NTK_PI * asin(2 * q12 / sqrt((1 + 2 * q11) * (1 + 2 * q22))),
+                          1e-15);
+  ck_assert_double_eq_tol(td, 4 / NTK_PI / sqrt((1 + 2 * q11) * (1 + 2 * q22) - 4 * q12 * q12), 1e-14);
+  /* float versions agree with the double ones. */
+  float tf;
+  ck_assert_float_eq_tol(ntk_abreluf(0.1f, 1, 0.3f, 1.0f, 2.0f, &tf), (float)ntk_abrelu(0.1, 1, 0.3, 1, 2, &td), 1e-6f);
+  ck_assert_float_eq_tol(tf, (float)td, 1e-6f);
+  ck_assert_float_eq_tol(ntk_erff(0.4f, 0.7f, 1.3f, &tf), (float)ntk_erf(0.4, 0.7, 1.3, &td), 1e-6f);
+}
+END_TEST
+
+START_TEST(test_atan2f) {
+  double worst = 0;
+  for (int i = -200; i <= 200; i++)
+    for (int j = -200; j <= 200; j++) {
+      float y = (float)i * 0.37f, x = (float)j * 0.91f;
+      if (i == 0 && j == 0) continue;
+      double e = fabs((double)ntk_atan2f(y, x) - atan2((double)y, (double)x));
+      worst = e > worst ? e : worst;
+    }
+  ck_assert_msg(worst < 5e-7, "ntk_atan2f error %.3g", worst);
+  ck_assert_float_eq(ntk_atan2f(0.0f, 1.0f), 0.0f);
+  ck_assert_float_eq_tol(ntk_atan2f(0.0f, -1.0f), (float)NTK_PI, 1e-7f);
+  ck_assert_float_eq(ntk_atan2f(1e-30f, 1e30f), 0.0f); /* underflows */
+  ck_assert_float_eq_tol(ntk_atan2f(1e-3f, 1e3f), 1e-6f, 1e-12f);
+}
+END_TEST
+
+/* The same entries, bit for bit, whatever the tile size (N > the Gram block). */
+static void check_tile_independence(int elem) {
+  size_t n = 1100, d = 37, es = (size_t)elem;
+  struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es)};
+  unsigned s = 7;
+  for (size_t k = 0; k < n * d; k++) {
+    s = s * 1103515245u + 12345u;
+    double v = (double)((s >> 8) & 0xffff) / 32768.0 - 1.0;
+    if (elem == 4) ((float *)ds.x)[k] = (float)v;
+    else ((double *)ds.x)[k] = v;
+  }
+  struct ntk_arch arch;
+  ck_assert_int_eq(ntk_arch_parse("Dense(b_std=0.1) Relu Dense(W_std=1.3) Erf Dense Abs Dense", 1.2, 0.0, &arch), NTK_OK);
+  void *g0 = malloc(n * n * es), *t0 = malloc(n * n * es), *g1 = malloc(n * n * es), *t1 = malloc(n * n * es);
+  compute_full(&arch, &ds, n, g0, t0);
+  size_t tiles[] = {512, 300, 77, 1024};
+  for (size_t i = 0; i < 4; i++) {
+    compute_full(&arch, &ds, tiles[i], g1, t1);
+    ck_assert_msg(!memcmp(g0, g1, n * n * es) && !memcmp(t0, t1, n * n * es), "tile %zu differs", tiles[i]);
+  }
+  /* And the matrix is exactly symmetric. */
+  for (size_t i = 0; i < n; i += 7)
+    for (size_t j = 0; j < i; j += 5) ck_assert(!memcmp((char *)t0 + (i * n + j) * es, (char *)t0 + (j * n + i) * es, es));
+  free(g0);
+  free(t0);
+  free(g1);
+  free(t1);
+  free(ds.x);
+  ntk_arch_free(&arch);
+}
+
+START_TEST(test_tile_independence_f32) { check_tile_independence(4); }
+END_TEST
+START_TEST(test_tile_independence_f64) { check_tile_independence(8); }
+END_TEST
+
+START_TEST(test_refuses_cnn) {
+  struct ntk_arch arch;
+  ck_assert_int_eq(ntk_arch_parse("Conv(3) Relu GlobalAvgPool Dense", 1, 0, &arch), NTK_OK);
+  struct ntk_dataset ds = {1, 1, 0, 0, 0, 8, NULL};
+  ntk_fc_t *fc;
+  ck_assert_int_eq(ntk_fc_create(&arch, &ds, &fc), NTK_ECONFIG);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "not supported yet"));
+  ntk_arch_free(&arch);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("kernel");
+  TCase *tc = tcase_create("fc");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_maps);
+  tcase_add_test(tc, test_atan2f);
+  tcase_add_test(tc, test_reference_float64);
+  tcase_add_test(tc, test_reference_float32);
+  tcase_add_test(tc, test_tile_independence_f32);
+  tcase_add_test(tc, test_tile_independence_f64);
+  tcase_add_test(tc, test_refuses_cnn);
+  suite_add_tcase(s, tc);
+  return tu_run(s);
+}

@@ -1,0 +1,62 @@
+/* Tiling: every lower-triangle pair in exactly one tile, for ragged sizes. */
+#include "ntkd/tiling.h"
+#include "testutil.h"
+
+START_TEST(test_cover_exactly_once) {
+  const uint64_t ns[] = {1, 2, 7, 64, 100, 101, 257};
+  const uint64_t ts[] = {1, 3, 8, 64, 100, 1000};
+  for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+    for (size_t b = 0; b < sizeof ts / sizeof *ts; b++) {
+      uint64_t n = ns[a];
+      struct ntk_tiling t;
+      ntk_tiling_init(&t, n, ts[b]);
+      unsigned char *seen = calloc(n * n, 1);
+      uint64_t pairs = 0;
+      for (uint64_t k = 0; k < t.ntiles; k++) {
+        struct ntk_tile tl = ntk_tiling_tile(&t, k);
+        ck_assert_uint_eq(tl.index, k);
+        ck_assert_uint_eq(ntk_tiling_index(tl.bi, tl.bj), k);
+        ck_assert(tl.bi >= tl.bj);
+        ck_assert(tl.rows >= 1 && tl.cols >= 1);
+        ck_assert(tl.r0 + tl.rows <= n && tl.c0 + tl.cols <= n);
+        for (uint64_t i = tl.r0; i < tl.r0 + tl.rows; i++)
+          for (uint64_t j = tl.c0; j < tl.c0 + tl.cols; j++)
+            if (i >= j) seen[i * n + j]++;
+        pairs += ntk_tile_pairs(&tl);
+      }
+      for (uint64_t i = 0; i < n; i++)
+        for (uint64_t j = 0; j <= i; j++)
+          ck_assert_msg(seen[i * n + j] == 1, "n=%llu tile=%llu: pair (%llu,%llu) covered %d times",
+                        (unsigned long long)n, (unsigned long long)ts[b], (unsigned long long)i,
+                        (unsigned long long)j, seen[i * n + j]);
+      ck_assert_uint_eq(pairs, n * (n + 1) / 2);
+      free(seen);
+    }
+}
+END_TEST
+
+START_TEST(test_large_index_inverse) {
+  struct ntk_tiling t;
+  ntk_tiling_init(&t, 1000000, 100); /* 10^4 blocks, ~5e7 tiles */
+  ck_assert_uint_eq(t.nb, 10000);
+  const uint64_t probe[] = {0, 1, 2, 49994999, 50004999, 12345678};
+  for (size_t i = 0; i < sizeof probe / sizeof *probe; i++) {
+    if (probe[i] >= t.ntiles) continue;
+    struct ntk_tile tl = ntk_tiling_tile(&t, probe[i]);
+    ck_assert_uint_eq(ntk_tiling_index(tl.bi, tl.bj), probe[i]);
+    ck_assert(tl.bj <= tl.bi);
+  }
+  struct ntk_tile last = ntk_tiling_tile(&t, t.ntiles - 1);
+  ck_assert_uint_eq(last.bi, 9999);
+  ck_assert_uint_eq(last.bj, 9999);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("tiling");
+  TCase *tc = tcase_create("tiles");
+  tcase_add_test(tc, test_cover_exactly_once);
+  tcase_add_test(tc, test_large_index_inverse);
+  suite_add_tcase(s, tc);
+  return tu_run(s);
+}
