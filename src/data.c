@@ -69,8 +69,23 @@ static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t 
   for (size_t i = 0; i < n && !st; i += batch) {
     size_t m = n - i < batch ? n - i : batch;
     st = read_exact(f, path, buf, m * per, "the data");
-    for (size_t k = 0; !st && k < m * r->d; k++)
-      r->x[(at + i) * r->d + k] = get_value(buf + k * s, t, big_endian);
+    if (st) break;
+    double *out = r->x + (at + i) * r->d;
+    size_t count = m * r->d;
+    /* Common cases without a per-value switch. */
+    if (t == T_U8) {
+      for (size_t k = 0; k < count; k++) out[k] = buf[k];
+    } else if (t == T_F32 && !big_endian) {
+      for (size_t k = 0; k < count; k++) {
+        float v;
+        memcpy(&v, buf + 4 * k, 4);
+        out[k] = v;
+      }
+    } else if (t == T_F64 && !big_endian) {
+      memcpy(out, buf, count * 8);
+    } else {
+      for (size_t k = 0; k < count; k++) out[k] = get_value(buf + k * s, t, big_endian);
+    }
   }
   free(buf);
   return st;
@@ -334,7 +349,7 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
   size_t total = r.n * r.d;
   for (size_t k = 0; k < total; k++) {
     double v = r.x[k] * scale;
-    if (!isfinite(v) || (elem == 4 && fabs(v) > 3.0e38)) {
+    if (!(fabs(v) <= (elem == 4 ? 3.0e38 : 1.7e308))) { /* NaN, Inf, or beyond float32 */
       st = ntk_error(NTK_EINPUT, "%s: sample %zu, feature %zu is %s%s", job->data_path[0], k / r.d,
                      k % r.d, isnan(r.x[k]) ? "NaN" : "infinite or out of range",
                      isfinite(r.x[k]) ? " after scaling" : "");

@@ -157,6 +157,13 @@ int ntk_cmd_verify(const char *path) {
   size_t edge = in->tile < in->n ? in->tile : (size_t)in->n;
   char *raw = malloc(edge * edge * in->elem * 2 + 1);
   uint64_t bad = sc->damaged, ok = 0;
+  for (uint64_t k = 0; k < sc->ndamaged_list; k++) {
+    struct ntk_tile t = ntk_tiling_tile(tg, sc->damaged_list[k]);
+    printf("damaged: tile %llu (rows %llu.., cols %llu..): payload checksum mismatch\n",
+           (unsigned long long)t.index, (unsigned long long)t.r0, (unsigned long long)t.c0);
+  }
+  if (sc->damaged > sc->ndamaged_list)
+    printf("damaged: ... and %llu more tiles\n", (unsigned long long)(sc->damaged - sc->ndamaged_list));
   for (uint64_t i = 0; i < tg->ntiles && codec && raw; i++) {
     if (!ntk_store_has_tile(s, i)) continue;
     struct ntk_tile t = ntk_tiling_tile(tg, i);

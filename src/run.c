@@ -19,6 +19,7 @@
 #include "ntkd/cpuinit.h"
 #include "ntkd/data.h"
 #include "ntkd/jobhash.h"
+#include "ntkd/progress.h"
 #include "ntkd/store.h"
 #include "ntkd/worker.h"
 
@@ -58,11 +59,12 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
   if (stat(path, &sb) == 0) {
     ntk_store_t *s = NULL;
     ntk_status st = ntk_store_open(path, NTK_STORE_READ, &s);
-    if (st == NTK_ECORRUPT && !overwrite) {
+    int unusable = st == NTK_ECORRUPT || st == NTK_EINPUT;
+    if (unusable && !overwrite) {
       return ntk_error(NTK_EMISMATCH, "%s\n  %s exists and is not a usable ntkd store; use --overwrite "
                        "to replace it", ntk_error_message(), path);
     }
-    if (st && st != NTK_ECORRUPT) return st;
+    if (st && !unusable) return st;
     if (!st) {
       const struct ntk_store_info *have = ntk_store_get_info(s);
       int same = hex_eq(have->job_hash, want->job_hash);
@@ -125,10 +127,12 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     st = agree(rank == 0 ? a : NTK_OK);
   }
 
+  double t_start = ntk_now(), t_loaded = 0, t_shared = 0, t_ready = 0;
   /* 2. The data: loaded on rank 0, broadcast to the workers. */
   struct ntk_dataset data;
   memset(&data, 0, sizeof data);
   if (!st) st = agree(rank == 0 ? ntk_data_load(job, job->precision, &data) : NTK_OK);
+  t_loaded = ntk_now();
   if (!st && size > 1) {
     uint64_t dims[6] = {data.n, data.d, data.h, data.w, data.c, (uint64_t)data.elem};
     st = agree(ntk_comm_bcast(dims, sizeof dims));
@@ -141,6 +145,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     if (!(st = agree(st))) st = agree(ntk_comm_bcast(data.x, data.n * data.d * (size_t)data.elem));
   }
 
+  t_shared = ntk_now();
   /* 3. The store (rank 0): resume, refuse, or create. */
   ntk_store_t *store = NULL;
   uint64_t tile = job->tile;
@@ -167,6 +172,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   if (!st && (size == 1 || rank != 0)) st = ntk_engine_create(&prob, &ntk_backend_cpu, job->level, &tiling, &engine);
   if (!st) st = agree(st);
   ntk_status result = NTK_OK;
+  t_ready = ntk_now();
   if (!st) {
     if (rank == 0) result = ntk_coordinator_run(store, size == 1 ? engine : NULL, job);
     else result = ntk_worker_serve(engine, &tiling);
@@ -180,7 +186,11 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     st = closed;
   }
-  if (!st && rank == 0) fprintf(stderr, "ntkd: result in %s\n", job->out_path);
+  if (!st && rank == 0) {
+    fprintf(stderr, "ntkd: times: load data %.2f s, share %.2f s, store and set-up %.2f s, tiles %.2f s\n",
+            t_loaded - t_start, t_shared - t_loaded, t_ready - t_shared, ntk_now() - t_ready);
+    fprintf(stderr, "ntkd: result in %s\n", job->out_path);
+  }
   ntk_engine_free(engine);
   ntk_data_free(&data);
   ntk_arch_free(&arch);

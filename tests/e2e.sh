@@ -1,2 +1,204 @@
 #!/usr/bin/env bash
-echo placeholder; exit 0
+# End-to-end tests of the ntkd binary: runs, resume after SIGKILL at several
+# points, mpirun -np 3 byte-identical to one process, refusals, damage,
+# exit codes. Usage: tests/e2e.sh path/to/ntkd
+set -u
+NTKD=$(readlink -f "${1:?usage: e2e.sh path/to/ntkd}")
+PY=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+W=$(mktemp -d "${TMPDIR:-/tmp}/ntkd-e2e-XXXXXX")
+trap 'rm -rf "$W"' EXIT
+cd "$W"
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok: $*"; }
+bad() { failed=$((failed + 1)); echo "FAILED: $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+# expect_rc CODE WHAT CMD...: run CMD, compare its exit code
+expect_rc() {
+  local want=$1 what=$2; shift 2
+  "$@" >out.log 2>err.log
+  local rc=$?
+  if [ "$rc" = "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, wanted $want"; sed 's/^/    /' err.log | tail -5; fi
+}
+has() { grep -q -- "$1" "$2"; }
+
+$PY - <<'PYEOF'
+import numpy as np
+rng = np.random.default_rng(3)
+np.save('small.npy', rng.standard_normal((700, 40)).astype(np.float32))
+np.save('big.npy', rng.standard_normal((8192, 784)).astype(np.float32))
+x = rng.standard_normal((10, 6)); x[3, 2] = np.nan
+np.save('nan.npy', x)
+PYEOF
+
+job() { # job NAME DATA TILE PRECISION [extra lines...]
+  local name=$1 data=$2 tile=$3 prec=$4; shift 4
+  {
+    printf '[data]\npath = %s\n[model]\narch = Dense(b_std=0.1) Relu Dense Erf Dense\nw_std = 1.4\nkernel = ntk\n' "$data"
+    printf '[compute]\nprecision = %s\ntile = %s\n[output]\npath = %s.ntk\nprogress = 1\n' "$prec" "$tile" "$name"
+    for l in "$@"; do printf '%s\n' "$l"; done
+  } > "$name.conf"
+}
+
+# --- a run, info, verify, export -------------------------------------------
+job a small.npy 512 float32
+expect_rc 0 "single-process run" "$NTKD" a.conf
+check "progress and result path reported" has "result in" err.log
+expect_rc 0 "info" "$NTKD" info a.ntk
+check "info shows shape and completion" bash -c "grep -q '700 x 700' out.log && grep -q 'complete' out.log && grep -q 'ratio' out.log"
+expect_rc 0 "verify" "$NTKD" verify a.ntk
+expect_rc 0 "export ntk" "$NTKD" export a.ntk a_ntk.npy --kernel ntk
+expect_rc 0 "export nngp" "$NTKD" export a.ntk a_nngp.npy --kernel nngp
+check "export is a symmetric float32 700x700 matrix, NTK >= NNGP on the diagonal" $PY -c "
+import numpy as np
+k = np.load('a_ntk.npy'); g = np.load('a_nngp.npy')
+assert k.shape == (700, 700) and k.dtype == np.float32, (k.shape, k.dtype)
+assert np.array_equal(k, k.T) and np.array_equal(g, g.T)
+assert np.all(np.diag(k) >= np.diag(g)) and np.all(np.isfinite(k))
+"
+
+# --- same bits for any tile size and rank count -------------------------------
+job b small.npy 100 float32
+expect_rc 0 "ragged tiles (100, not dividing 700)" "$NTKD" b.conf
+"$NTKD" export b.ntk b_ntk.npy >/dev/null 2>&1
+check "tile 100 output byte-identical to tile 512" cmp -s a_ntk.npy b_ntk.npy
+job c small.npy 333 float32
+expect_rc 0 "mpirun -np 3" mpirun -np 3 "$NTKD" c.conf
+"$NTKD" export c.ntk c_ntk.npy >/dev/null 2>&1
+check "mpirun -np 3 (tile 333) byte-identical to single process" cmp -s a_ntk.npy c_ntk.npy
+job d small.npy 700 float64
+expect_rc 0 "float64 run" "$NTKD" d.conf
+"$NTKD" export d.ntk d_ntk.npy >/dev/null 2>&1
+check "float64 export and agreement with float32 within 1e-5" $PY -c "
+import numpy as np
+a = np.load('d_ntk.npy'); b = np.load('a_ntk.npy')
+assert a.dtype == np.float64
+assert np.max(np.abs(a - b) / np.abs(a).max()) < 1e-5
+"
+job d2 small.npy 64 float64
+expect_rc 0 "float64 mpirun -np 3, tile 64" mpirun -np 3 "$NTKD" d2.conf
+"$NTKD" export d2.ntk d2_ntk.npy >/dev/null 2>&1
+check "float64 mpirun output byte-identical" cmp -s d_ntk.npy d2_ntk.npy
+
+# --- resume after SIGKILL at several moments ----------------------------------
+job clean big.npy 256 float32 "sync = 0"
+"$NTKD" clean.conf >/dev/null 2>&1
+"$NTKD" export clean.ntk clean.npy >/dev/null 2>&1
+job k big.npy 256 float32 "sync = 0"
+prev=0
+for t in 0.4 0.8 1.2 1.6 2.0 2.4; do
+  timeout -s KILL "$t" "$NTKD" k.conf >/dev/null 2>&1
+  done_now=$("$NTKD" info k.ntk 2>/dev/null | sed -n 's/^progress: *\([0-9]*\)\/.*/\1/p')
+  echo "    killed after ${t}s: ${done_now:-no store yet} tiles stored"
+  [ -n "$done_now" ] && prev=$done_now
+done
+"$NTKD" k.conf >resume.log 2>&1
+rc=$?
+total=$("$NTKD" info k.ntk | sed -n 's/^progress: *[0-9]*\/\([0-9]*\) .*/\1/p')
+check "resume after kills finishes (exit $rc)" [ "$rc" = 0 ]
+check "resume computes only the missing tiles" bash -c "grep -q '$((total - prev)) of $total tiles to compute' resume.log || [ $prev = $total ]"
+"$NTKD" export k.ntk k.npy >/dev/null 2>&1
+check "killed-and-resumed matrix byte-identical to a clean run" cmp -s clean.npy k.npy
+expect_rc 0 "verify after resume" "$NTKD" verify k.ntk
+
+# Kill every rank of an mpirun job, then resume.
+job km big.npy 256 float32 "sync = 0"
+mpirun -np 3 "$NTKD" km.conf >/dev/null 2>&1 &
+sleep 1.2
+pkill -KILL -f "ntkd km.conf"
+wait
+expect_rc 0 "resume of an mpirun job whose ranks were all SIGKILLed" mpirun -np 3 "$NTKD" km.conf
+"$NTKD" export km.ntk km.npy >/dev/null 2>&1
+check "... and the matrix is byte-identical to a clean run" cmp -s clean.npy km.npy
+
+# SIGTERM to a single process: clean stop, exit 5, resumable.
+job st big.npy 256 float32
+"$NTKD" st.conf >/dev/null 2>st.log &
+pid=$!
+sleep 1
+kill -TERM $pid
+wait $pid
+rc=$?
+check "SIGTERM gives exit 5 (interrupted, resumable)" [ "$rc" = 5 ]
+check "SIGTERM message says how to resume" has "rerun the same command to resume" st.log
+expect_rc 0 "store verifies after SIGTERM" "$NTKD" verify st.ntk
+expect_rc 6 "export of an incomplete store refused" "$NTKD" export st.ntk st.npy
+check "no partial export left behind" bash -c "! ls st.npy* >/dev/null 2>&1"
+expect_rc 0 "resume after SIGTERM" "$NTKD" st.conf
+"$NTKD" export st.ntk st.npy >/dev/null 2>&1
+check "matrix after SIGTERM+resume byte-identical" cmp -s clean.npy st.npy
+
+# --- damage --------------------------------------------------------------------
+cp a.ntk dmg.ntk
+size=$(stat -c %s dmg.ntk)
+printf '\x55' | dd of=dmg.ntk bs=1 seek=$((4096 + 64 + 100)) conv=notrunc 2>/dev/null
+expect_rc 4 "verify finds a flipped byte" "$NTKD" verify dmg.ntk
+check "verify names the damaged tile" has "damaged: tile" out.log
+expect_rc 4 "export refuses a damaged store" "$NTKD" export dmg.ntk dmg.npy
+check "no export written from a damaged store" [ ! -e dmg.npy ]
+job dmg small.npy 512 float32
+expect_rc 0 "rerun recomputes the damaged tile" "$NTKD" dmg.conf
+check "rerun reported the damaged tile" has "damaged tiles to recompute" err.log
+expect_rc 0 "verify after the recompute" "$NTKD" verify dmg.ntk
+"$NTKD" export dmg.ntk dmg.npy >/dev/null 2>&1
+check "recomputed matrix byte-identical" cmp -s a_ntk.npy dmg.npy
+cp a.ntk torn.ntk
+truncate -s $((size - 50)) torn.ntk
+printf 'garbage' >> torn.ntk
+job torn small.npy 512 float32
+expect_rc 0 "resume from a truncated + garbage tail" "$NTKD" torn.conf
+"$NTKD" export torn.ntk torn.npy >/dev/null 2>&1
+check "matrix after torn tail byte-identical" cmp -s a_ntk.npy torn.npy
+
+# --- refusals ------------------------------------------------------------------
+cp a.ntk other.ntk
+sed 's/w_std = 1.4/w_std = 1.5/; s/a.ntk/other.ntk/' a.conf > other.conf
+expect_rc 2 "store of another job refused" "$NTKD" other.conf
+check "refusal explains and mentions --overwrite" bash -c "grep -q 'another job' err.log && grep -q -- '--overwrite' err.log"
+check "refused store untouched" cmp -s a.ntk other.ntk
+expect_rc 0 "--overwrite replaces it" "$NTKD" other.conf --overwrite
+echo "not a store at all" > notstore.ntk
+sed 's/a.ntk/notstore.ntk/' a.conf > notstore.conf
+expect_rc 2 "a foreign output file is refused" "$NTKD" notstore.conf
+check "foreign file untouched" bash -c "[ \"\$(cat notstore.ntk)\" = 'not a store at all' ]"
+expect_rc 2 "info on a non-store" "$NTKD" info notstore.ntk
+
+# --- bad input ---------------------------------------------------------------
+printf '[data]\npath = small.npy\n[model]\narch = Dense\n[compute]\ntiel = 5\n[output]\npath = x.ntk\n' > badkey.conf
+expect_rc 2 "unknown key" "$NTKD" badkey.conf
+check "message names file, line and key" has "badkey.conf:6: \[compute\] tiel: unknown key" err.log
+printf '[data]\npath = small.npy\n[model]\narch = Relu Dense\n[output]\npath = x.ntk\n' > badarch.conf
+expect_rc 2 "nonlinearity first" mpirun -np 3 "$NTKD" badarch.conf
+check "... refused once with a clear message" has "cannot be the first layer" err.log
+printf '[data]\npath = small.npy\n[model]\narch = Conv(3) Relu GlobalAvgPool Dense\n[output]\npath = x.ntk\n' > cnn.conf
+expect_rc 2 "CNN layers refused for now" "$NTKD" cnn.conf
+check "... as not supported yet" has "not supported yet" err.log
+job nan nan.npy 4 float32
+expect_rc 2 "NaN in data refused" mpirun -np 3 "$NTKD" nan.conf
+check "... naming sample and feature" has "sample 3, feature 2 is NaN" err.log
+job missing nothere.npy 4 float32
+expect_rc 2 "missing data file" "$NTKD" missing.conf
+check "no store created for bad input" [ ! -e missing.ntk ]
+expect_rc 2 "missing job file" "$NTKD" nothere.conf
+expect_rc 2 "no arguments" "$NTKD"
+expect_rc 2 "unknown option" "$NTKD" --frobnicate
+expect_rc 2 "bad export kernel" "$NTKD" export a.ntk x.npy --kernel cntk
+expect_rc 0 "--help" "$NTKD" --help
+expect_rc 0 "--version" "$NTKD" --version
+check "--version lists the cpu backend" has "backends: cpu" out.log
+
+# --- an idle coordinator does not spin -------------------------------------------
+# A deep network: seconds of work per worker, little data for rank 0 to move.
+$PY -c "import numpy as np; np.save('deep.npy', np.random.default_rng(5).standard_normal((2048, 64)).astype(np.float32))"
+printf '[data]\npath = deep.npy\n[model]\narch = [Dense Erf]*600 Dense\n[compute]\ntile = 512\n[output]\npath = spin.ntk\n' > spin.conf
+mpirun -np 3 bash -c 'exec /usr/bin/time -f "%U %S %e %M" -o "rank.$OMPI_COMM_WORLD_RANK" "$0" "$1"' "$NTKD" spin.conf >/dev/null 2>&1
+check "rank 0 uses under 15% of a core while workers compute" $PY -c "
+u, s, e, m = map(float, open('rank.0').read().split()[-4:])
+w = sum(sum(map(float, open('rank.%d' % r).read().split()[-4:-2])) for r in (1, 2))
+print('    rank 0: cpu %.2fs over %.2fs wall; workers: %.2fs cpu' % (u + s, e, w))
+assert (u + s) < 0.15 * e and w > 1.0
+"
+
+echo "e2e: $passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -187,10 +187,10 @@ START_TEST(test_foreign_files) {
   char junk[5000];
   memset(junk, 'x', sizeof junk);
   tu_write(p, junk, sizeof junk);
-  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_ECORRUPT);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_EINPUT);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "not an ntkd store"));
   tu_write(p, "tiny", 4);
-  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_ECORRUPT);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_EINPUT);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "shorter than a store header"));
   /* A damaged header. */
   const uint64_t tiles[] = {0};

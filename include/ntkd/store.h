@@ -14,6 +14,7 @@
 #define NTK_STORE_HEADER_SIZE 4096
 #define NTK_STORE_RECORD_HEADER 64
 #define NTK_STORE_DESC_MAX 1024
+#define NTK_STORE_DAMAGED_LIST 16
 
 struct ntk_store_info {
   uint64_t n, d;       /* samples, input features */
@@ -29,10 +30,12 @@ typedef struct ntk_store ntk_store_t;
 /* What opening a store found. */
 struct ntk_store_scan {
   uint64_t records;       /* intact records */
-  uint64_t duplicates;    /* intact records of tiles already seen */
+  uint64_t duplicates;    /* intact records superseding an earlier one */
   uint64_t damaged;       /* tiles whose only records have a bad payload */
   uint64_t tail_bytes;    /* bytes after the last intact record (torn write, garbage) */
   uint64_t payload_bytes; /* compressed bytes of the indexed tiles */
+  uint64_t ndamaged_list;  /* the first damaged tiles (with NTK_STORE_CHECK_PAYLOAD) */
+  uint64_t damaged_list[NTK_STORE_DAMAGED_LIST];
 };
 
 enum {
@@ -49,7 +52,7 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
 /* Open an existing store, check its header, and index its records.
  * `flags`: NTK_STORE_* bits. A record with a valid header but a damaged
  * payload (found with NTK_STORE_CHECK_PAYLOAD) leaves its tile missing.
- * Errors: NTK_ECORRUPT if the file is not a store (message says why),
+ * Errors: NTK_EINPUT if the file is not a store, NTK_ECORRUPT if its header is damaged
  * NTK_EIO for I/O failures. */
 ntk_status ntk_store_open(const char *path, int flags, ntk_store_t **out);
 

@@ -21,6 +21,7 @@ struct sched {
   double last_sync, sync_interval;
   ntk_status failure; /* first error: stop handing out work */
   int stopping;       /* signal received */
+  double compute_seconds; /* summed over tiles: compute + compress */
 };
 
 static const struct ntk_tiling *sort_tiling;
@@ -72,6 +73,7 @@ static void sched_store(struct sched *s, const struct ntk_result_header *h, cons
     return;
   }
   ntk_progress_add(&s->progress, ntk_tile_pairs(&t));
+  s->compute_seconds += h->seconds;
   double now = ntk_now();
   if (now - s->last_sync >= s->sync_interval) {
     s->last_sync = now;
@@ -97,7 +99,9 @@ static ntk_status run_solo(struct sched *s, ntk_engine_t *e) {
     struct ntk_result_header h;
     const void *payload;
     size_t len;
+    double t0 = ntk_now();
     ntk_status st = ntk_engine_run(e, &t, &payload, &len, &h.checksum);
+    h.seconds = ntk_now() - t0;
     if (st) {
       s->failure = st;
       break;
@@ -111,17 +115,34 @@ static ntk_status run_solo(struct sched *s, ntk_engine_t *e) {
   return NTK_OK;
 }
 
-static ntk_status send_next(struct sched *s, int worker, int *active) {
-  uint64_t index = NTK_WORK_STOP;
-  if (sched_more(s)) index = s->pending[s->next++];
-  else (*active)--;
-  return ntk_comm_send(worker, NTK_TAG_WORK, &index, sizeof index);
+/* Tiles queued per worker: while it computes one, the next is already in
+ * its inbox, so it never waits for the coordinator between tiles. */
+#define NTK_PREFETCH 2
+
+/* Top up worker w's queue, or tell it to stop once its queue is empty and
+ * nothing is left to hand out. */
+static ntk_status send_next(struct sched *s, int worker, int *inflight, int *active) {
+  while (inflight[worker] < NTK_PREFETCH && sched_more(s)) {
+    uint64_t index = s->pending[s->next++];
+    ntk_status st = ntk_comm_send(worker, NTK_TAG_WORK, &index, sizeof index);
+    if (st) return st;
+    inflight[worker]++;
+  }
+  if (inflight[worker] == 0) {
+    uint64_t stop = NTK_WORK_STOP;
+    (*active)--;
+    inflight[worker] = -1; /* stopped */
+    return ntk_comm_send(worker, NTK_TAG_WORK, &stop, sizeof stop);
+  }
+  return NTK_OK;
 }
 
 static ntk_status run_mpi(struct sched *s) {
   int nworkers = ntk_comm_size() - 1, active = nworkers;
+  int *inflight = calloc((size_t)nworkers + 1, sizeof *inflight);
+  if (!inflight) return ntk_error(NTK_ENOMEM, "out of memory");
   ntk_status st = NTK_OK;
-  for (int w = 1; w <= nworkers && !st; w++) st = send_next(s, w, &active);
+  for (int w = 1; w <= nworkers && !st; w++) st = send_next(s, w, inflight, &active);
   size_t cap = 0;
   unsigned char *buf = NULL;
   while (active > 0 && !st) {
@@ -153,13 +174,15 @@ static ntk_status run_mpi(struct sched *s) {
         st = ntk_error(NTK_ECOMM, "malformed result message from rank %d", from);
         break;
       }
-      if ((st = send_next(s, from, &active))) break;
+      inflight[from]--;
+      if ((st = send_next(s, from, inflight, &active))) break;
       sched_store(s, &h, buf + sizeof h);
       ntk_progress_tick(&s->progress, 0);
     } else if (tag == NTK_TAG_FAIL) {
       buf[bytes ? bytes - 1 : 0] = '\0';
       if (!s->failure) s->failure = ntk_error(NTK_EINTERNAL, "worker rank %d: %s", from, (char *)buf);
-      if ((st = send_next(s, from, &active))) break;
+      inflight[from]--;
+      if ((st = send_next(s, from, inflight, &active))) break;
     } else if (tag == NTK_TAG_INTERRUPT) {
       if (!s->stopping) {
         s->stopping = 1;
@@ -170,6 +193,7 @@ static ntk_status run_mpi(struct sched *s) {
     }
   }
   free(buf);
+  free(inflight);
   return st;
 }
 
@@ -185,6 +209,11 @@ ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const str
   ntk_status sync = ntk_store_sync(store);
   int complete = ntk_store_tiles_done(store) == s.tiling->ntiles;
   ntk_progress_finish(&s.progress, complete ? "done" : s.failure || st ? "failed" : "stopped");
+  int nw = solo ? 1 : ntk_comm_size() - 1;
+  double wall = ntk_now() - s.progress.start;
+  if (wall > 0 && s.progress.pairs_session)
+    fprintf(stderr, "ntkd: workers spent %.2f s computing tiles: %.0f%% of %d x %.2f s\n", s.compute_seconds,
+            100.0 * s.compute_seconds / (nw * wall), nw, wall);
   free(s.pending);
   if (st) return st;
   if (s.failure) return s.failure;

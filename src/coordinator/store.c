@@ -28,6 +28,7 @@ struct ntk_store {
   struct ntk_store_info info;
   struct ntk_tiling tiling;
   uint64_t *offset; /* per tile: record offset, 0 = absent */
+  uint64_t *length; /* per tile: payload bytes of that record */
   uint64_t done;
   uint64_t end;     /* append position */
   struct ntk_store_scan scan;
@@ -124,7 +125,7 @@ static void encode_header(const struct ntk_store_info *info, const struct ntk_ti
 static ntk_status decode_header(const char *path, const unsigned char *h, struct ntk_store_info *info,
                                 struct ntk_tiling *t) {
   if (memcmp(h + H_MAGIC, header_magic, 8))
-    return ntk_error(NTK_ECORRUPT, "%s: not an ntkd store (no NTKDSTOR magic)", path);
+    return ntk_error(NTK_EINPUT, "%s: not an ntkd store (no NTKDSTOR magic)", path);
   if (get32(h + H_VERSION) != STORE_VERSION)
     return ntk_error(NTK_ECORRUPT, "%s: store format version %u, this ntkd reads version %d", path,
                      get32(h + H_VERSION), STORE_VERSION);
@@ -152,7 +153,8 @@ static ntk_status alloc_index(ntk_store_t *s) {
     return ntk_error(NTK_ECORRUPT, "%s: %llu tiles is more than ntkd supports", s->path,
                      (unsigned long long)s->tiling.ntiles);
   s->offset = calloc((size_t)s->tiling.ntiles, sizeof *s->offset);
-  if (!s->offset) return ntk_error(NTK_ENOMEM, "%s: out of memory for the tile index", s->path);
+  s->length = calloc((size_t)s->tiling.ntiles, sizeof *s->length);
+  if (!s->offset || !s->length) return ntk_error(NTK_ENOMEM, "%s: out of memory for the tile index", s->path);
   return NTK_OK;
 }
 
@@ -203,6 +205,7 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
       unlink(tmp);
     }
     free(s->offset);
+    free(s->length);
     free(s);
     return st;
   }
@@ -235,8 +238,8 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size)
   ntk_status st = NTK_OK;
   /* Damaged records count only if no intact copy of the tile follows
    * (a rerun appends a recomputed copy; the damaged one stays in place). */
-  unsigned char *hurt = check_payload ? calloc((size_t)s->tiling.ntiles, 1) : NULL;
-  if (check_payload && !hurt) return ntk_error(NTK_ENOMEM, "out of memory while scanning %s", s->path);
+  unsigned char *hurt = calloc((size_t)s->tiling.ntiles, 1);
+  if (!hurt) return ntk_error(NTK_ENOMEM, "out of memory while scanning %s", s->path);
   while (off + NTK_STORE_RECORD_HEADER <= size) {
     int rc = pread_all(s->fd, r, sizeof r, off);
     if (rc < 0) {
@@ -264,19 +267,31 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size)
       intact = ntk_checksum(buf, (size_t)len) == get64(r + R_SUM);
     }
     if (!intact) {
+      if (!hurt[tile] && s->scan.ndamaged_list < NTK_STORE_DAMAGED_LIST)
+        s->scan.damaged_list[s->scan.ndamaged_list++] = tile;
       hurt[tile] = 1;
-    } else if (s->offset[tile]) {
-      s->scan.duplicates++;
     } else {
+      /* A later intact record of a tile is a recomputation: it wins. */
+      if (s->offset[tile]) {
+        s->scan.duplicates++;
+        s->scan.payload_bytes -= s->length[tile];
+      } else {
+        s->done++;
+      }
       s->offset[tile] = off;
-      s->done++;
+      s->length[tile] = len;
       s->scan.records++;
       s->scan.payload_bytes += len;
     }
     off += NTK_STORE_RECORD_HEADER + len;
   }
   free(buf);
-  for (uint64_t i = 0; hurt && i < s->tiling.ntiles; i++) s->scan.damaged += hurt[i] && !s->offset[i];
+  for (uint64_t i = 0; i < s->tiling.ntiles; i++) s->scan.damaged += hurt[i] && !s->offset[i];
+  /* Keep in the list only tiles that are still damaged. */
+  uint64_t kept = 0;
+  for (uint64_t k = 0; k < s->scan.ndamaged_list; k++)
+    if (!s->offset[s->scan.damaged_list[k]]) s->scan.damaged_list[kept++] = s->scan.damaged_list[k];
+  s->scan.ndamaged_list = kept;
   free(hurt);
   s->end = off;
   s->scan.tail_bytes = size - off;
@@ -296,7 +311,7 @@ ntk_status ntk_store_open(const char *path, int flags, ntk_store_t **out) {
   if (!st && fstat(s->fd, &sb)) st = io_error(s, "stat failed");
   if (!st && !S_ISREG(sb.st_mode)) st = ntk_error(NTK_ECORRUPT, "%s: not a regular file", path);
   if (!st && (uint64_t)sb.st_size < NTK_STORE_HEADER_SIZE)
-    st = ntk_error(NTK_ECORRUPT, "%s: not an ntkd store (%lld bytes, shorter than a store header)",
+    st = ntk_error(NTK_EINPUT, "%s: not an ntkd store (%lld bytes, shorter than a store header)",
                    path, (long long)sb.st_size);
   unsigned char *h = NULL;
   if (!st) {
@@ -315,6 +330,7 @@ ntk_status ntk_store_open(const char *path, int flags, ntk_store_t **out) {
   if (st) {
     if (s->fd >= 0) close(s->fd);
     free(s->offset);
+    free(s->length);
     free(s);
     return st;
   }
@@ -328,6 +344,7 @@ ntk_status ntk_store_close(ntk_store_t *s) {
   if (s->writable && s->fd >= 0) st = ntk_store_sync(s);
   if (s->fd >= 0 && close(s->fd) && !st) st = io_error(s, "close failed");
   free(s->offset);
+  free(s->length);
   free(s);
   return st;
 }
@@ -366,6 +383,7 @@ ntk_status ntk_store_append(ntk_store_t *s, const struct ntk_tile *t, const void
                                    : "write failed (finished tiles are kept; rerun to resume)");
   }
   s->offset[t->index] = s->end;
+  s->length[t->index] = len;
   s->end += NTK_STORE_RECORD_HEADER + len;
   s->done++;
   s->scan.payload_bytes += len;
