@@ -48,4 +48,5 @@ printf '  ratio ntkd / ssyrk:      %.2f   (target <= 1.5)\n' "$(echo "$wall / $b
 for r in $(seq 0 $((ranks - 1))); do
   printf '  peak memory rank %d:      %d MiB\n' "$r" "$(( $(cat "$work/mem.rank$r") / 1024 ))"
 done
+grep -E "times:|workers spent" "$work/log" | sed "s/^/  /"
 "$build/ntkd" info "$work/bench.ntk" | grep -E 'compression|progress' | sed 's/^/  /'

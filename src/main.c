@@ -58,8 +58,10 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "--version")) {
-    printf("ntkd %s\nbackends: %s\nOpenBLAS kernels: %s\nzstd: %s\n", NTKD_VERSION, ntk_backend_names(),
-           ntk_cpu_blas_core(), ZSTD_versionString());
+    char be[1024];
+    ntk_backend_describe(be, sizeof be);
+    printf("ntkd %s\nbackends: %s\nOpenBLAS kernels: %s\nzstd: %s\n", NTKD_VERSION, be, ntk_cpu_blas_core(),
+           ZSTD_versionString());
     return 0;
   }
   if (!strcmp(cmd, "info")) {

@@ -4,6 +4,8 @@
 #ifndef NTKD_BACKEND_H
 #define NTKD_BACKEND_H
 
+#include <stddef.h>
+
 #include "ntkd/arch.h"
 #include "ntkd/data.h"
 #include "ntkd/status.h"
@@ -32,8 +34,12 @@ struct ntk_backend_ops {
 /* The backend called `name` ("cpu", "cuda") if compiled in, else NULL. */
 const struct ntk_backend_ops *ntk_backend_find(const char *name);
 
-/* Names of the compiled-in backends, space-separated, for --version. */
+/* Names of the compiled-in tile backends, space-separated. */
 const char *ntk_backend_names(void);
+
+/* One line for --version: the backends and what CUDA support was built and
+ * finds at run time. */
+void ntk_backend_describe(char *buf, size_t cap);
 
 extern const struct ntk_backend_ops ntk_backend_cpu;
 

@@ -174,8 +174,27 @@ static ntk_status fsync_dir(const char *path) {
   return NTK_OK;
 }
 
+/* Create the folders above `path` that are missing (mkdir -p of its dirname). */
+static ntk_status make_parents(const char *path) {
+  char dir[NTK_PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return NTK_OK;
+  *slash = '\0';
+  for (char *p = dir + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(dir, 0777) && errno != EEXIST) return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(dir, 0777) && errno != EEXIST) return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+  return NTK_OK;
+}
+
 ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info, ntk_store_t **out) {
   *out = NULL;
+  ntk_status pst = make_parents(path);
+  if (pst) return pst;
   ntk_store_t *s = calloc(1, sizeof *s);
   if (!s) return ntk_error(NTK_ENOMEM, "out of memory");
   s->fd = -1;

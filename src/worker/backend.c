@@ -4,15 +4,14 @@
 
 #include <string.h>
 
+#include <stdio.h>
+
 #ifdef NTKD_HAVE_CUDA
-extern const struct ntk_backend_ops ntk_backend_cuda;
+int ntk_cuda_describe(char *buf, size_t cap); /* src/worker/cuda/device.cu */
 #endif
 
 static const struct ntk_backend_ops *const registry[] = {
     &ntk_backend_cpu,
-#ifdef NTKD_HAVE_CUDA
-    &ntk_backend_cuda,
-#endif
 };
 
 const struct ntk_backend_ops *ntk_backend_find(const char *name) {
@@ -21,10 +20,14 @@ const struct ntk_backend_ops *ntk_backend_find(const char *name) {
   return NULL;
 }
 
-const char *ntk_backend_names(void) {
+const char *ntk_backend_names(void) { return "cpu"; }
+
+void ntk_backend_describe(char *buf, size_t cap) {
 #ifdef NTKD_HAVE_CUDA
-  return "cpu cuda";
+  char cuda[512];
+  ntk_cuda_describe(cuda, sizeof cuda);
+  snprintf(buf, cap, "cpu (OpenBLAS + vectorised C); cuda: %s; the CUDA tile backend is not written yet", cuda);
 #else
-  return "cpu";
+  snprintf(buf, cap, "cpu (OpenBLAS + vectorised C); cuda: not compiled in");
 #endif
 }
