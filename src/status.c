@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static char last_message[2048];
+/* Per thread: the coordinator's writer thread reports its own errors. */
+static _Thread_local char last_message[2048];
 
 const char *ntk_status_str(ntk_status s) {
   switch (s) {

@@ -1,11 +1,15 @@
 /* Dynamic scheduling of tiles over workers. The largest tiles go first and
  * the cheaper diagonal and edge tiles last, so the workers finish together.
- * The next tile is sent before the finished one is written, so a worker
- * never waits for the disk. */
+ * Under MPI the main thread only receives and hands out work; a writer
+ * thread checks, appends and syncs, so a worker never waits for the disk
+ * (measured: workers busy 63% -> see docs/PERFORMANCE.md). */
 #include "ntkd/coordinator.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ntkd/codec.h"
 #include "ntkd/comm.h"
@@ -19,10 +23,28 @@ struct sched {
   uint64_t npending, next;
   struct ntk_progress progress;
   double last_sync, sync_interval;
-  ntk_status failure; /* first error: stop handing out work */
-  int stopping;       /* signal received */
+  pthread_mutex_t mu;  /* guards failure and failure_msg */
+  ntk_status failure;  /* first error: stop handing out work */
+  char failure_msg[2048];
+  int stopping;        /* signal received (main thread only) */
   double compute_seconds; /* summed over tiles: compute + compress */
 };
+
+static void set_failure(struct sched *s, ntk_status st) {
+  pthread_mutex_lock(&s->mu);
+  if (!s->failure) {
+    s->failure = st;
+    snprintf(s->failure_msg, sizeof s->failure_msg, "%s", ntk_error_message());
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+static ntk_status get_failure(struct sched *s) {
+  pthread_mutex_lock(&s->mu);
+  ntk_status st = s->failure;
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
 
 static const struct ntk_tiling *sort_tiling;
 
@@ -36,6 +58,7 @@ static int by_cost_desc(const void *pa, const void *pb) {
 
 static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct ntk_job *job) {
   memset(s, 0, sizeof *s);
+  pthread_mutex_init(&s->mu, NULL);
   s->store = store;
   s->tiling = ntk_store_tiling(store);
   s->sync_interval = job->sync_interval;
@@ -59,17 +82,17 @@ static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct n
 }
 
 /* Store one finished tile; errors stop the scheduling but never lose tiles
- * already written. */
+ * already written. Called by the writer thread (or the solo loop). */
 static void sched_store(struct sched *s, const struct ntk_result_header *h, const void *payload) {
-  if (s->failure) return;
+  if (get_failure(s)) return;
   if (h->tile >= s->tiling->ntiles || ntk_checksum(payload, (size_t)h->len) != h->checksum) {
-    s->failure = ntk_error(NTK_ECOMM, "a tile arrived damaged (checksum mismatch in transit)");
+    set_failure(s, ntk_error(NTK_ECOMM, "a tile arrived damaged (checksum mismatch in transit)"));
     return;
   }
   struct ntk_tile t = ntk_tiling_tile(s->tiling, h->tile);
   ntk_status st = ntk_store_append(s->store, &t, payload, (size_t)h->len, h->checksum);
   if (st) {
-    s->failure = st;
+    set_failure(s, st);
     return;
   }
   ntk_progress_add(&s->progress, ntk_tile_pairs(&t));
@@ -77,12 +100,93 @@ static void sched_store(struct sched *s, const struct ntk_result_header *h, cons
   double now = ntk_now();
   if (now - s->last_sync >= s->sync_interval) {
     s->last_sync = now;
-    if ((st = ntk_store_sync(s->store))) s->failure = st;
+    if ((st = ntk_store_sync(s->store))) set_failure(s, st);
   }
 }
 
-static int sched_more(const struct sched *s) {
-  return !s->failure && !s->stopping && s->next < s->npending;
+/* ---- the writer thread ---------------------------------------------------- */
+
+#define NTK_WRITE_QUEUE 4
+
+struct writer {
+  struct sched *s;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t nonempty, nonfull;
+  unsigned char *items[NTK_WRITE_QUEUE]; /* result header + payload, owned */
+  int head, count, closing;
+};
+
+static void *writer_main(void *arg) {
+  struct writer *w = arg;
+  for (;;) {
+    pthread_mutex_lock(&w->mu);
+    while (w->count == 0 && !w->closing) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += 250000000;
+      if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+      }
+      if (pthread_cond_timedwait(&w->nonempty, &w->mu, &until) == ETIMEDOUT) {
+        pthread_mutex_unlock(&w->mu);
+        ntk_progress_tick(&w->s->progress, 0);
+        pthread_mutex_lock(&w->mu);
+      }
+    }
+    if (w->count == 0) { /* closing and drained */
+      pthread_mutex_unlock(&w->mu);
+      return NULL;
+    }
+    unsigned char *item = w->items[w->head];
+    w->head = (w->head + 1) % NTK_WRITE_QUEUE;
+    w->count--;
+    pthread_cond_signal(&w->nonfull);
+    pthread_mutex_unlock(&w->mu);
+    struct ntk_result_header h;
+    memcpy(&h, item, sizeof h);
+    sched_store(w->s, &h, item + sizeof h);
+    free(item);
+    ntk_progress_tick(&w->s->progress, 0);
+  }
+}
+
+/* Hand a received result to the writer; blocks while its queue is full. */
+static void writer_push(struct writer *w, unsigned char *item) {
+  pthread_mutex_lock(&w->mu);
+  while (w->count == NTK_WRITE_QUEUE) pthread_cond_wait(&w->nonfull, &w->mu);
+  w->items[(w->head + w->count) % NTK_WRITE_QUEUE] = item;
+  w->count++;
+  pthread_cond_signal(&w->nonempty);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static ntk_status writer_start(struct writer *w, struct sched *s) {
+  memset(w, 0, sizeof *w);
+  w->s = s;
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->nonempty, NULL);
+  pthread_cond_init(&w->nonfull, NULL);
+  if (pthread_create(&w->thread, NULL, writer_main, w))
+    return ntk_error(NTK_EINTERNAL, "cannot start the writer thread");
+  return NTK_OK;
+}
+
+/* Drain the queue and stop the thread. */
+static void writer_stop(struct writer *w) {
+  pthread_mutex_lock(&w->mu);
+  w->closing = 1;
+  pthread_cond_signal(&w->nonempty);
+  pthread_mutex_unlock(&w->mu);
+  pthread_join(w->thread, NULL);
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->nonempty);
+  pthread_cond_destroy(&w->nonfull);
+}
+
+static int sched_more(struct sched *s) {
+  return !s->stopping && s->next < s->npending && !get_failure(s);
 }
 
 static void check_signal(struct sched *s) {
@@ -103,7 +207,7 @@ static ntk_status run_solo(struct sched *s, ntk_engine_t *e) {
     ntk_status st = ntk_engine_run(e, &t, &payload, &len, &h.checksum);
     h.seconds = ntk_now() - t0;
     if (st) {
-      s->failure = st;
+      set_failure(s, st);
       break;
     }
     h.tile = t.index;
@@ -141,48 +245,48 @@ static ntk_status run_mpi(struct sched *s) {
   int nworkers = ntk_comm_size() - 1, active = nworkers;
   int *inflight = calloc((size_t)nworkers + 1, sizeof *inflight);
   if (!inflight) return ntk_error(NTK_ENOMEM, "out of memory");
-  ntk_status st = NTK_OK;
-  for (int w = 1; w <= nworkers && !st; w++) st = send_next(s, w, inflight, &active);
-  size_t cap = 0;
-  unsigned char *buf = NULL;
+  struct writer w;
+  ntk_status st = writer_start(&w, s);
+  if (st) {
+    free(inflight);
+    return st;
+  }
+  for (int k = 1; k <= nworkers && !st; k++) st = send_next(s, k, inflight, &active);
   while (active > 0 && !st) {
     int from, tag;
     size_t bytes;
     check_signal(s);
-    if (!ntk_comm_poll(-1, &from, &tag, &bytes, 0.25)) {
-      ntk_progress_tick(&s->progress, 0);
-      continue;
+    if (!ntk_comm_poll(-1, &from, &tag, &bytes, 0.25)) continue;
+    unsigned char *buf = malloc(bytes ? bytes : 1);
+    if (!buf) {
+      st = ntk_error(NTK_ENOMEM, "coordinator: out of memory for a %zu-byte message", bytes);
+      break;
     }
-    if (bytes > cap) {
+    if ((st = ntk_comm_recv(from, tag, buf, bytes))) {
       free(buf);
-      cap = bytes;
-      buf = malloc(cap);
-      if (!buf) {
-        st = ntk_error(NTK_ENOMEM, "coordinator: out of memory for a %zu-byte message", bytes);
-        break;
-      }
+      break;
     }
-    if ((st = ntk_comm_recv(from, tag, buf, bytes))) break;
     if (tag == NTK_TAG_RESULT) {
       struct ntk_result_header h;
-      if (bytes < sizeof h) {
-        st = ntk_error(NTK_ECOMM, "short result message from rank %d", from);
-        break;
-      }
-      memcpy(&h, buf, sizeof h);
-      if (sizeof h + h.len != bytes) {
+      if (bytes < sizeof h || (memcpy(&h, buf, sizeof h), sizeof h + h.len != bytes)) {
+        free(buf);
         st = ntk_error(NTK_ECOMM, "malformed result message from rank %d", from);
         break;
       }
       inflight[from]--;
-      if ((st = send_next(s, from, inflight, &active))) break;
-      sched_store(s, &h, buf + sizeof h);
-      ntk_progress_tick(&s->progress, 0);
-    } else if (tag == NTK_TAG_FAIL) {
+      /* Top the worker's queue up first, then hand the tile to the writer. */
+      if ((st = send_next(s, from, inflight, &active))) {
+        free(buf);
+        break;
+      }
+      writer_push(&w, buf);
+      continue;
+    }
+    if (tag == NTK_TAG_FAIL) {
       buf[bytes ? bytes - 1 : 0] = '\0';
-      if (!s->failure) s->failure = ntk_error(NTK_EINTERNAL, "worker rank %d: %s", from, (char *)buf);
+      set_failure(s, ntk_error(NTK_EINTERNAL, "worker rank %d: %s", from, (char *)buf));
       inflight[from]--;
-      if ((st = send_next(s, from, inflight, &active))) break;
+      st = send_next(s, from, inflight, &active);
     } else if (tag == NTK_TAG_INTERRUPT) {
       if (!s->stopping) {
         s->stopping = 1;
@@ -191,8 +295,9 @@ static ntk_status run_mpi(struct sched *s) {
     } else {
       st = ntk_error(NTK_ECOMM, "unexpected message tag %d from rank %d", tag, from);
     }
+    free(buf);
   }
-  free(buf);
+  writer_stop(&w);
   free(inflight);
   return st;
 }
@@ -215,8 +320,9 @@ ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const str
     fprintf(stderr, "ntkd: workers spent %.2f s computing tiles: %.0f%% of %d x %.2f s\n", s.compute_seconds,
             100.0 * s.compute_seconds / (nw * wall), nw, wall);
   free(s.pending);
+  pthread_mutex_destroy(&s.mu);
   if (st) return st;
-  if (s.failure) return s.failure;
+  if (s.failure) return ntk_error(s.failure, "%s", s.failure_msg);
   if (sync) return sync;
   if (!complete)
     return ntk_error(NTK_EINTERRUPTED, "interrupted with %llu of %llu tiles stored; rerun the same command to resume",
