@@ -364,6 +364,14 @@ int ntk_arch_is_fc(const struct ntk_arch *arch) {
   return 1;
 }
 
+/* Shortest decimal that reads back as exactly v: "0.05", not "0.050000000000000003". */
+static void fmt_exact(char *buf, size_t cap, double v) {
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, cap, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
 static const char *pad_name(ntk_padding p) {
   return p == NTK_PAD_SAME ? "SAME" : p == NTK_PAD_CIRCULAR ? "CIRCULAR" : "VALID";
 }
@@ -372,17 +380,20 @@ size_t ntk_arch_canonical(const struct ntk_arch *arch, char *buf, size_t cap) {
   size_t len = 0;
   for (size_t i = 0; i < arch->n; i++) {
     const struct ntk_layer *l = &arch->layers[i];
-    char one[160];
+    char one[160], w[32], b[32];
+    fmt_exact(w, sizeof w, l->w_std);
+    fmt_exact(b, sizeof b, l->b_std);
     switch (l->kind) {
     case NTK_LAYER_DENSE:
-      snprintf(one, sizeof one, "Dense(W_std=%.17g, b_std=%.17g)", l->w_std, l->b_std);
+      snprintf(one, sizeof one, "Dense(W_std=%s, b_std=%s)", w, b);
       break;
     case NTK_LAYER_CONV:
-      snprintf(one, sizeof one, "Conv(%d, %d, %s, W_std=%.17g, b_std=%.17g)", l->filter, l->stride,
-               pad_name(l->padding), l->w_std, l->b_std);
+      snprintf(one, sizeof one, "Conv(%d, %d, %s, W_std=%s, b_std=%s)", l->filter, l->stride,
+               pad_name(l->padding), w, b);
       break;
     case NTK_LAYER_ABRELU:
-      if (!strcmp(l->name, "LeakyRelu")) snprintf(one, sizeof one, "LeakyRelu(%.17g)", l->a);
+      fmt_exact(w, sizeof w, l->a);
+      if (!strcmp(l->name, "LeakyRelu")) snprintf(one, sizeof one, "LeakyRelu(%s)", w);
       else snprintf(one, sizeof one, "%s", l->name);
       break;
     case NTK_LAYER_AVGPOOL:

@@ -26,7 +26,7 @@ static ntk_status mpi_fail(int rc, const char *what) {
 }
 
 ntk_status ntk_comm_init(int *argc, char ***argv) {
-  if (!launched_by_mpi() && !getenv("NTKD_FORCE_MPI")) return NTK_OK;
+  if (!launched_by_mpi()) return NTK_OK;
   /* Tiles are megabytes. Without single-copy transfers (CMA, often off in
    * containers) Open MPI's shared-memory transport moves them in 32 KiB
    * fragments; 256 KiB fragments made the tile phase of a 10 000-sample

@@ -136,6 +136,7 @@ static int on_model(struct ctx *c, const char *s, const char *k, const char *v) 
     if (!once(c, s, k, SEEN_ARCH)) return 0;
     if (strlen(v) >= sizeof j->arch) return fail(c, s, k, "%s", "too long");
     strcpy(j->arch, v);
+    j->arch_line = c->rd->line;
   } else if (!strcmp(k, "w_std")) {
     if (!once(c, s, k, SEEN_WSTD)) return 0;
     if (!get_double(v, &j->w_std) || j->w_std < 0) return fail(c, s, k, "'%s' is not a number >= 0", v);
@@ -275,7 +276,7 @@ ntk_status ntk_job_parse_string(const char *text, const char *name, struct ntk_j
   /* The arch is checked here too, so that its errors carry the file name. */
   struct ntk_arch arch;
   st = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
-  if (st) return ntk_error(NTK_ECONFIG, "%s: [model] %s", name, ntk_error_message());
+  if (st) return ntk_error(NTK_ECONFIG, "%s:%d: [model] %s", name, job->arch_line, ntk_error_message());
   ntk_arch_free(&arch);
   return NTK_OK;
 }

@@ -122,8 +122,8 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   if (!st) {
     ntk_status a = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
     if (!a && !ntk_arch_is_fc(&arch))
-      a = ntk_error(NTK_ECONFIG, "%s: [model] arch: Conv, AvgPool and GlobalAvgPool are parsed but not "
-                    "supported yet; this version computes fully-connected networks", conf_path);
+      a = ntk_error(NTK_ECONFIG, "%s:%d: [model] arch: Conv, AvgPool and GlobalAvgPool are parsed but not "
+                    "supported yet; this version computes fully-connected networks", conf_path, job->arch_line);
     st = agree(rank == 0 ? a : NTK_OK);
   }
 
@@ -169,7 +169,8 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   ntk_tiling_init(&tiling, data.n, tile);
   struct ntk_problem prob = {&arch, &data, job->kernels};
   ntk_engine_t *engine = NULL;
-  if (!st && (size == 1 || rank != 0)) st = ntk_engine_create(&prob, &ntk_backend_cpu, job->level, &tiling, &engine);
+  if (!st && (size == 1 || rank != 0))
+    st = ntk_engine_create(&prob, ntk_backend_find("cpu"), job->level, &tiling, &engine);
   if (!st) st = agree(st);
   ntk_status result = NTK_OK;
   t_ready = ntk_now();

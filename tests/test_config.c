@@ -106,7 +106,7 @@ START_TEST(test_errors) {
   bad("[data]\npath=x.npy\n[output]\npath=o\n", "[model] arch is required");
   bad("[data]\npath=x.npy\n[model]\narch=Dense\n", "[output] path is required");
   bad("[data]\npath=x.npy\n[model]\narch=Relu Dense\n[output]\npath=o\n", "cannot be the first layer");
-  bad("[data]\npath=x.npy\n[model]\narch=Dense Foo\n[output]\npath=o\n", "bad.conf: [model] arch, column 7: unknown layer");
+  bad("[data]\npath=x.npy\n[model]\narch=Dense Foo\n[output]\npath=o\n", "bad.conf:4: [model] arch, column 7: unknown layer");
   bad("[data]\npath=x.npy\njust some words\n", "bad.conf:3: syntax error");
   bad("[data\npath=x.npy\n", "bad.conf:1: section header without ']'");
   bad("key = value\n", "bad.conf:1: key 'key' is outside any section");

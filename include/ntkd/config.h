@@ -33,6 +33,7 @@ struct ntk_job {
   int has_scale;
   /* [model] */
   char arch[8192];
+  int arch_line;   /* line of `arch` in the job file, for messages */
   double w_std, b_std;
   int kernels;     /* NTK_KERNEL_* mask; "ntk" stores both */
   /* [compute] */
