@@ -2,6 +2,7 @@
  *   "[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense(W_std=2, b_std=0.1)"
  * and the checks neural-tangents makes on a layer sequence. */
 #include "ntkd/arch.h"
+#include "ntkd/numparse.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -106,26 +107,16 @@ static ntk_status parse_args(struct parser *p, struct arg *args, int *nargs) {
   }
 }
 
-static int parse_double(const char *s, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (end == s || *end || errno || !isfinite(v)) return 0;
-  *out = v;
-  return 1;
-}
-
+/* A positive integer up to 10^6 (filter sizes, strides, repeat counts). */
 static int parse_int(const char *s, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || errno || v < 1 || v > 1000000) return 0;
+  size_t v;
+  if (!ntk_parse_size(s, &v) || v < 1 || v > 1000000) return 0;
   *out = (int)v;
   return 1;
 }
 
 static ntk_status arg_double(struct parser *p, const struct arg *a, double lo, double *out) {
-  if (!parse_double(a->val, out) || *out < lo) {
+  if (!ntk_parse_double(a->val, out) || *out < lo) {
     p->pos = a->pos;
     return perr(p, "'%s' is not a valid number here", a->val);
   }

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "ntkd/arch.h"
+#include "ntkd/numparse.h"
 
 struct reader {
   const char *text;
@@ -58,25 +59,6 @@ static int fail(struct ctx *c, const char *section, const char *key, const char 
   return 0;
 }
 
-static int get_double(const char *v, double *out) {
-  char *end;
-  errno = 0;
-  double d = strtod(v, &end);
-  if (end == v || *end || errno || !isfinite(d)) return 0;
-  *out = d;
-  return 1;
-}
-
-static int get_size(const char *v, size_t *out) {
-  char *end;
-  if (*v == '-' || *v == '+') return 0;
-  errno = 0;
-  unsigned long long u = strtoull(v, &end, 10);
-  if (end == v || *end || errno) return 0;
-  *out = (size_t)u;
-  return 1;
-}
-
 static int resolve_path(struct ctx *c, const char *v, char *out) {
   int n = v[0] == '/' ? snprintf(out, NTK_PATH_MAX, "%s", v)
                       : snprintf(out, NTK_PATH_MAX, "%s%s", c->dir, v);
@@ -117,11 +99,11 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
     else return fail(c, s, k, "'%s' is not NHWC or NCHW", v);
   } else if (!strcmp(k, "count")) {
     if (!once(c, s, k, SEEN_COUNT)) return 0;
-    if (!get_size(v, &j->count) || j->count == 0)
+    if (!ntk_parse_size(v, &j->count) || j->count == 0)
       return fail(c, s, k, "'%s' is not a positive integer", v);
   } else if (!strcmp(k, "scale")) {
     if (!once(c, s, k, SEEN_SCALE)) return 0;
-    if (!get_double(v, &j->scale) || j->scale == 0.0)
+    if (!ntk_parse_double(v, &j->scale) || j->scale == 0.0)
       return fail(c, s, k, "'%s' is not a finite non-zero number", v);
     j->has_scale = 1;
   } else {
@@ -139,10 +121,10 @@ static int on_model(struct ctx *c, const char *s, const char *k, const char *v) 
     j->arch_line = c->rd->line;
   } else if (!strcmp(k, "w_std")) {
     if (!once(c, s, k, SEEN_WSTD)) return 0;
-    if (!get_double(v, &j->w_std) || j->w_std < 0) return fail(c, s, k, "'%s' is not a number >= 0", v);
+    if (!ntk_parse_double(v, &j->w_std) || j->w_std < 0) return fail(c, s, k, "'%s' is not a number >= 0", v);
   } else if (!strcmp(k, "b_std")) {
     if (!once(c, s, k, SEEN_BSTD)) return 0;
-    if (!get_double(v, &j->b_std) || j->b_std < 0) return fail(c, s, k, "'%s' is not a number >= 0", v);
+    if (!ntk_parse_double(v, &j->b_std) || j->b_std < 0) return fail(c, s, k, "'%s' is not a number >= 0", v);
   } else if (!strcmp(k, "kernel")) {
     if (!once(c, s, k, SEEN_KERNEL)) return 0;
     if (!strcmp(v, "nngp")) j->kernels = NTK_KERNEL_NNGP;
@@ -163,7 +145,7 @@ static int on_compute(struct ctx *c, const char *s, const char *k, const char *v
     else return fail(c, s, k, "'%s' is not float32 or float64", v);
   } else if (!strcmp(k, "tile")) {
     if (!once(c, s, k, SEEN_TILE)) return 0;
-    if (!get_size(v, &j->tile) || j->tile == 0 || j->tile > 16384)
+    if (!ntk_parse_size(v, &j->tile) || j->tile == 0 || j->tile > 16384)
       return fail(c, s, k, "'%s' is not an integer in 1..16384", v);
   } else {
     return fail(c, s, k, "%s", "unknown key (precision, tile)");
@@ -180,16 +162,16 @@ static int on_output(struct ctx *c, const char *s, const char *k, const char *v)
   } else if (!strcmp(k, "level")) {
     if (!once(c, s, k, SEEN_LEVEL)) return 0;
     double d;
-    if (!get_double(v, &d) || d != floor(d) || d < -7 || d > 19)
+    if (!ntk_parse_double(v, &d) || d != floor(d) || d < -7 || d > 19)
       return fail(c, s, k, "'%s' is not an integer zstd level in -7..19", v);
     j->level = (int)d;
   } else if (!strcmp(k, "progress")) {
     if (!once(c, s, k, SEEN_PROGRESS)) return 0;
-    if (!get_double(v, &j->progress_interval) || j->progress_interval <= 0)
+    if (!ntk_parse_double(v, &j->progress_interval) || j->progress_interval <= 0)
       return fail(c, s, k, "'%s' is not a positive number of seconds", v);
   } else if (!strcmp(k, "sync")) {
     if (!once(c, s, k, SEEN_SYNC)) return 0;
-    if (!get_double(v, &j->sync_interval) || j->sync_interval < 0)
+    if (!ntk_parse_double(v, &j->sync_interval) || j->sync_interval < 0)
       return fail(c, s, k, "'%s' is not a number of seconds >= 0", v);
   } else {
     return fail(c, s, k, "%s", "unknown key (path, level, progress, sync)");

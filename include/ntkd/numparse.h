@@ -1,0 +1,32 @@
+/* Strict number parsing for the job file and architecture strings: the
+ * whole text must be the number. Pure. */
+#ifndef NTKD_NUMPARSE_H
+#define NTKD_NUMPARSE_H
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+/* A finite double, nothing after it. Returns 1 and sets *out, else 0. */
+static inline int ntk_parse_double(const char *s, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end || errno || !isfinite(v)) return 0;
+  *out = v;
+  return 1;
+}
+
+/* A non-negative decimal integer without sign, nothing after it. */
+static inline int ntk_parse_size(const char *s, size_t *out) {
+  char *end;
+  if (*s == '-' || *s == '+') return 0;
+  errno = 0;
+  unsigned long long u = strtoull(s, &end, 10);
+  if (end == s || *end || errno) return 0;
+  *out = (size_t)u;
+  return 1;
+}
+
+#endif
