@@ -187,15 +187,16 @@ int ntk_cmd_verify(const char *path) {
   if (!codec || !raw) st = ntk_error(NTK_ENOMEM, "out of memory");
   free(raw);
   ntk_codec_free(codec);
-  uint64_t done = ntk_store_tiles_done(s);
+  /* Copy what the report needs: tg and sc belong to the store. */
+  uint64_t done = ntk_store_tiles_done(s), ntiles = tg->ntiles, tail = sc->tail_bytes;
   ntk_store_close(s);
   if (st) return fail(st);
   printf("%s: %llu tiles intact, %llu damaged, %llu of %llu tiles present%s\n", path, (unsigned long long)ok,
-         (unsigned long long)bad, (unsigned long long)done, (unsigned long long)tg->ntiles,
-         done == tg->ntiles ? " (complete)" : " (incomplete: run the job to finish it)");
-  if (sc->tail_bytes)
+         (unsigned long long)bad, (unsigned long long)done, (unsigned long long)ntiles,
+         done == ntiles ? " (complete)" : " (incomplete: run the job to finish it)");
+  if (tail)
     printf("%s: %llu bytes after the last intact record (an interrupted write, cut on the next run)\n", path,
-           (unsigned long long)sc->tail_bytes);
+           (unsigned long long)tail);
   if (bad) {
     printf("%s: FAILED: %llu damaged tiles; rerun the job to recompute them\n", path, (unsigned long long)bad);
     return NTK_EXIT_CORRUPT;
