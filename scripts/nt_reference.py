@@ -3,16 +3,21 @@
 
 Run through scripts/nt_reference.sh, which provides the pinned environment.
 
-Usage: nt_reference.py [OUTPUT]   (default: tests/data/ref_fc.txt)
+Usage: nt_reference.py [--only fc|cnn] [--fc-out PATH] [--cnn-out PATH]
+
+With no arguments writes both tests/data/ref_fc.txt (fully-connected cases)
+and tests/data/ref_cnn.txt (convolutional cases on NHWC images).
 
 Output format (parsed by the C tests):
 
     # comments
     case <name>
     arch <architecture string in ntkd syntax>
-    shape <N> <d>
+    shape <N> <d>                  (FC: N inputs of dimension d)
+    shape <N> <H> <W> <C>          (CNN: N images, NHWC)
     x
-    <N lines of d values, %.17g>
+    <N lines of d values, %.17g>   (CNN: H*W*C values per line, NHWC order,
+                                    i.e. row-major over h, then w, then c)
     nngp
     <N lines of N values, %.17g>
     ntk
@@ -22,10 +27,20 @@ Output format (parsed by the C tests):
 The kernels are kernel_fn(x, None, ('nngp', 'ntk')) of neural-tangents'
 stax in float64 with the default 'ntk' parameterization.
 
-To add architectures (e.g. CNNs later): extend LAYER_BUILDERS with a builder
-for each new layer name, and add case specs to a case list.
+CNN layers in ntkd syntax (no spaces inside the brackets):
+    Conv(f,stride,PADDING,W_std=w,b_std=b)
+        stax.Conv(WIDTH, (f, f), (stride, stride), PADDING, W_std=w,
+                  b_std=b or None), PADDING in SAME, VALID, CIRCULAR
+    AvgPool(w,s)   stax.AvgPool((w, w), (s, s), 'VALID')
+                   (normalize_edges=False, stax's default; irrelevant for VALID)
+    Flatten        stax.Flatten()
+    GlobalAvgPool  stax.GlobalAvgPool()
+
+To add architectures: extend LAYER_BUILDERS with a builder for each new layer
+name, and add case specs to a case list.
 """
 
+import argparse
 import re
 import sys
 import zlib
@@ -39,7 +54,8 @@ import numpy as np  # noqa: E402
 import neural_tangents as nt  # noqa: E402
 from neural_tangents import stax  # noqa: E402
 
-DEFAULT_OUTPUT = 'tests/data/ref_fc.txt'
+DEFAULT_FC_OUTPUT = 'tests/data/ref_fc.txt'
+DEFAULT_CNN_OUTPUT = 'tests/data/ref_cnn.txt'
 WIDTH = 512  # irrelevant for kernel_fn; any positive width works.
 
 
@@ -54,8 +70,9 @@ def parse_arch(arch):
   """Splits an ntkd arch string into [(name, args, kwargs)].
 
   Layers are whitespace separated; a layer may carry a parenthesised argument
-  list (positional numbers and/or key=value numbers), which may itself contain
-  whitespace, e.g. "Dense(W_std=1.5, b_std=0.1) Relu LeakyRelu(0.1)".
+  list (positional numbers or bare words such as SAME, and/or key=value
+  numbers), which may itself contain whitespace, e.g.
+  "Dense(W_std=1.5, b_std=0.1) Relu LeakyRelu(0.1) Conv(3,1,SAME,...)".
   """
   layers = []
   pos = 0
@@ -72,6 +89,8 @@ def parse_arch(arch):
         if '=' in item:
           k, v = item.split('=', 1)
           kwargs[k.strip()] = float(v)
+        elif re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', item):
+          args.append(item)  # a bare word, e.g. a padding mode
         else:
           args.append(float(item))
     layers.append((name, args, kwargs))
@@ -106,8 +125,43 @@ def _leaky_relu(args, kwargs):
   return stax.LeakyRelu(args[0])
 
 
+def _int_arg(v, what):
+  if isinstance(v, str) or v != int(v) or v < 1:
+    raise ValueError(f'{what} must be a positive integer, got {v!r}')
+  return int(v)
+
+
+def _conv(args, kwargs):
+  if (len(args) != 3 or set(kwargs) != {'W_std', 'b_std'} or
+      args[2] not in ('SAME', 'VALID', 'CIRCULAR')):
+    raise ValueError('reference Conv layers must be Conv(f,stride,PADDING,'
+                     f'W_std=w,b_std=b), got {args} {kwargs}')
+  f = _int_arg(args[0], 'Conv filter size')
+  stride = _int_arg(args[1], 'Conv stride')
+  b_std = kwargs['b_std']
+  # Default NHWC / HWIO dimension numbers; out_chan is irrelevant to kernel_fn
+  # in the 'ntk' parameterization.
+  return stax.Conv(WIDTH, (f, f), (stride, stride), padding=args[2],
+                   W_std=kwargs['W_std'], b_std=None if b_std == 0 else b_std)
+
+
+def _avg_pool(args, kwargs):
+  if len(args) != 2 or kwargs:
+    raise ValueError('AvgPool takes exactly (window, stride)')
+  w = _int_arg(args[0], 'AvgPool window')
+  s = _int_arg(args[1], 'AvgPool stride')
+  # stax defaults: strides=None (= 1), padding='VALID', normalize_edges=False;
+  # all given explicitly here.
+  return stax.AvgPool((w, w), strides=(s, s), padding='VALID',
+                      normalize_edges=False)
+
+
 LAYER_BUILDERS = {
     'Dense': _dense,
+    'Conv': _conv,
+    'AvgPool': _avg_pool,
+    'Flatten': _no_args(stax.Flatten),
+    'GlobalAvgPool': _no_args(stax.GlobalAvgPool),
     'Relu': _no_args(stax.Relu),
     'LeakyRelu': _leaky_relu,
     'Abs': _no_args(stax.Abs),
@@ -198,6 +252,124 @@ def fc_cases():
   return cases
 
 
+def conv(f, stride, padding, w, b):
+  return (f'Conv({f},{stride},{padding},W_std={fmt_num(w)},'
+          f'b_std={fmt_num(b)})')
+
+
+def image_case(name, arch, shape, scale=1.0):
+  """shape = (N, H, W, C); inputs are NHWC."""
+  return {'name': name, 'arch': arch, 'shape': tuple(shape), 'scale': scale}
+
+
+def cnn_cases():
+  small = (4, 6, 6, 2)   # N, H, W, C
+  large = (3, 8, 8, 3)
+  tiny = (4, 4, 4, 1)
+  rect = (4, 5, 7, 2)    # non-square images
+  gap, flat = 'GlobalAvgPool', 'Flatten'
+
+  def two_conv(f, stride, padding, act, w, b, readout, w_out=None):
+    """conv act conv act readout Dense; only the first conv has `stride`."""
+    parts = [conv(f, stride, padding, w, b), act, conv(f, 1, padding, w, b),
+             act, readout]
+    parts.append(dense(w if w_out is None else w_out, b))
+    return ' '.join(parts)
+
+  c = image_case
+  cases = [
+      # Each padding mode, Relu and Erf, GlobalAvgPool readout.
+      c('cnn_same_relu_gap', two_conv(3, 1, 'SAME', 'Relu', 1.5, 0, gap),
+        small),
+      c('cnn_same_relu_gap_b', two_conv(3, 1, 'SAME', 'Relu', 1.5, 0.1, gap),
+        large),
+      c('cnn_same_erf_gap', two_conv(3, 1, 'SAME', 'Erf', 1.0, 0, gap), small),
+      c('cnn_same_erf_gap_b', two_conv(3, 1, 'SAME', 'Erf', 2.0, 0.1, gap),
+        large),
+      c('cnn_valid_relu_gap_b', two_conv(3, 1, 'VALID', 'Relu', 1.5, 0.1, gap),
+        large),
+      c('cnn_valid_erf_gap', two_conv(3, 1, 'VALID', 'Erf', 1.0, 0, gap),
+        small),
+      c('cnn_circ_relu_gap_b',
+        two_conv(3, 1, 'CIRCULAR', 'Relu', 2.0, 0.1, gap), small),
+      c('cnn_circ_erf_gap_b', two_conv(3, 1, 'CIRCULAR', 'Erf', 1.5, 0.05, gap),
+        large),
+      # Stride 2 (SAME with stride 2 pads asymmetrically: 6 -> 3 pads (0, 1),
+      # 5 -> 3 pads (1, 1), 7 -> 4 pads (1, 1)).
+      c('cnn_same_s2_relu_gap_b',
+        two_conv(3, 2, 'SAME', 'Relu', 1.5, 0.1, gap), small),
+      c('cnn_same_s2_relu_gap', two_conv(3, 2, 'SAME', 'Relu', 2.0, 0, gap),
+        large),
+      c('cnn_valid_s2_relu_gap_b',
+        f'{conv(3, 2, "VALID", 1.5, 0.1)} Relu {conv(2, 1, "VALID", 1.5, 0.1)}'
+        f' Relu {gap} {dense(1.5, 0.1)}', large),
+      c('cnn_circ_s2_erf_gap_b',
+        two_conv(3, 2, 'CIRCULAR', 'Erf', 1.5, 0.1, gap), small),
+      # Even and larger filters (SAME with f=2 pads (0, 1), f=4 pads (1, 2)).
+      c('cnn_f2_same_relu_gap_b',
+        two_conv(2, 1, 'SAME', 'Relu', 1.5, 0.1, gap), small),
+      c('cnn_f2_valid_erf_gap', two_conv(2, 1, 'VALID', 'Erf', 2.0, 0, gap),
+        small),
+      c('cnn_f4_circ_relu_gap_b',
+        two_conv(4, 1, 'CIRCULAR', 'Relu', 1.5, 0.1, gap), small),
+      c('cnn_f5_same_relu_gap', two_conv(5, 1, 'SAME', 'Relu', 1.0, 0, gap),
+        large),
+      # Non-square images.
+      c('cnn_rect_same_relu_gap_b',
+        two_conv(3, 1, 'SAME', 'Relu', 1.5, 0.1, gap), rect),
+      c('cnn_rect_s2_relu_gap_b',
+        two_conv(3, 2, 'SAME', 'Relu', 1.5, 0.1, gap), rect),
+      c('cnn_rect_valid_s2_erf_flat',
+        f'{conv(3, 2, "VALID", 1.5, 0)} Erf {conv(2, 1, "VALID", 1.5, 0)} '
+        f'Erf {flat} {dense(1.5, 0)}', rect),
+      # Average pooling between conv stages.
+      c('cnn_myrtle_relu_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} Relu AvgPool(2,2) '
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} Relu {gap} {dense(1.5, 0.1)}', large),
+      c('cnn_pool3_relu',
+        f'{conv(3, 1, "SAME", 2.0, 0)} Relu AvgPool(3,1) '
+        f'{conv(3, 1, "SAME", 2.0, 0)} Relu {gap} {dense(1.0, 0)}', small),
+      c('cnn_pool2s1_erf_flat_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} Erf AvgPool(2,1) '
+        f'{conv(3, 1, "VALID", 1.5, 0.1)} Erf {flat} {dense(1.5, 0.1)}',
+        small),
+      c('cnn_pool_first_relu_gap_b',
+        f'AvgPool(2,2) {conv(3, 1, "SAME", 1.5, 0.1)} Relu {gap} '
+        f'{dense(1.5, 0.1)}', large),
+      # Flatten readouts.
+      c('cnn_same_relu_flat_b', two_conv(3, 1, 'SAME', 'Relu', 1.5, 0.1, flat),
+        small),
+      c('cnn_valid_relu_flat', two_conv(3, 1, 'VALID', 'Relu', 2.0, 0, flat),
+        large),
+      c('cnn_s2_erf_flat_b',
+        f'{conv(3, 2, "SAME", 1.5, 0.1)} Erf {conv(3, 2, "SAME", 1.5, 0.1)} '
+        f'Erf {flat} {dense(1.5, 0.1)}', large),
+      # Deeper: [Conv Relu] x 4.
+      c('cnn_deep4_relu_gap_b',
+        ' '.join([f'{conv(3, 1, "SAME", 1.5, 0.1)} Relu'] * 4) +
+        f' {gap} {dense(1.5, 0.1)}', small),
+      # Other readout shapes.
+      c('cnn_same_relu_gap_nodense',
+        f'{conv(3, 1, "SAME", 1.5, 0)} Relu {conv(3, 1, "SAME", 1.5, 0)} '
+        f'Relu {gap}', small),
+      c('cnn_same_relu_gap_mlp_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} Relu {conv(3, 1, "SAME", 1.5, 0.1)} '
+        f'Relu {gap} {dense(1.5, 0.1)} Relu {dense(1.5, 0.1)}', large),
+      c('cnn_conv_gap', f'{conv(3, 1, "SAME", 1.0, 0)} {gap}', small),
+      # Other activations, tiny single-channel images, large variances.
+      c('cnn_leaky_gap_b',
+        two_conv(3, 1, 'SAME', 'LeakyRelu(0.1)', 1.5, 0.1, gap), small),
+      c('cnn_abs_flat', two_conv(3, 1, 'VALID', 'Abs', 1.0, 0, flat), small),
+      c('cnn_tiny_relu_gap_b', two_conv(3, 1, 'SAME', 'Relu', 1.5, 0.1, gap),
+        tiny),
+      c('cnn_tiny_circ_erf_flat',
+        two_conv(3, 1, 'CIRCULAR', 'Erf', 2.0, 0, flat), tiny),
+      c('cnn_erf_gap_b_big', two_conv(3, 1, 'SAME', 'Erf', 1.5, 0.1, gap),
+        small, scale=3.0),
+  ]
+  return cases
+
+
 # --------------------------------------------------------------------------
 # Computation and output
 # --------------------------------------------------------------------------
@@ -206,12 +378,15 @@ def case_inputs(c):
   # Per-case seed from the name: adding/reordering cases never changes the
   # inputs of existing ones.
   rng = np.random.RandomState(zlib.crc32(c['name'].encode()) & 0x7fffffff)
-  x = rng.standard_normal((c['n'], c['d'])) * c['scale']
+  dims = c['shape'] if 'shape' in c else (c['n'], c['d'])
+  x = rng.standard_normal(dims) * c['scale']
   # Quantise to multiples of 1/8: every product and partial sum of x.x' is
   # then exact in float64, so neural-tangents' nngp[i,i] (a dot product) and
   # cov1[i] (a separate sum of squares) agree bit for bit. With unquantised
   # inputs they differ by an ulp, which the ReLU angle theta = atan2(sq, q12)
   # amplifies to ~1e-8 noise on the NTK diagonal, above the 1e-10 test bound.
+  # For images the same holds for the input layer's per-position channel dot
+  # products (at most a few channels).
   x = np.round(x * 8.0) / 8.0
   return np.asarray(x, dtype=np.float64)
 
@@ -239,6 +414,21 @@ def check_zero_bias_equivalence(x):
       raise AssertionError('b_std=None and b_std=0.0 kernels differ')
 
 
+def check_zero_bias_equivalence_conv(x):
+  """The same for stax.Conv (x is NHWC)."""
+  kernels = []
+  for b in (None, 0.0):
+    _, _, kf = stax.serial(
+        stax.Conv(WIDTH, (3, 3), padding='SAME', W_std=1.5, b_std=b),
+        stax.Relu(),
+        stax.Conv(WIDTH, (3, 3), padding='SAME', W_std=1.5, b_std=b),
+        stax.GlobalAvgPool(), stax.Dense(WIDTH, W_std=1.5, b_std=b))
+    kernels.append([np.asarray(k) for k in kf(x, None, ('nngp', 'ntk'))])
+  for a, b in zip(*kernels):
+    if not np.array_equal(a, b):
+      raise AssertionError('Conv b_std=None and b_std=0.0 kernels differ')
+
+
 def fmt_row(row):
   return ' '.join('%.17g' % v for v in row)
 
@@ -246,25 +436,18 @@ def fmt_row(row):
 def write_case(out, c, x, nngp, ntk):
   out.write(f'case {c["name"]}\n')
   out.write(f'arch {c["arch"]}\n')
-  out.write(f'shape {x.shape[0]} {x.shape[1]}\n')
-  for label, mat in (('x', x), ('nngp', nngp), ('ntk', ntk)):
+  out.write('shape ' + ' '.join(str(d) for d in x.shape) + '\n')
+  x_rows = x.reshape(x.shape[0], -1)  # NHWC row-major: h, then w, then c
+  for label, mat in (('x', x_rows), ('nngp', nngp), ('ntk', ntk)):
     out.write(label + '\n')
     for row in mat:
       out.write(fmt_row(row) + '\n')
   out.write('end\n')
 
 
-def main(argv):
-  if len(argv) > 2:
-    sys.stderr.write(__doc__)
-    return 2
-  path = argv[1] if len(argv) > 1 else DEFAULT_OUTPUT
-  cases = fc_cases()
+def write_suite(path, cases, x_comment):
   names = [c['name'] for c in cases]
   assert len(set(names)) == len(names), 'duplicate case names'
-
-  check_zero_bias_equivalence(np.random.RandomState(0).standard_normal((4, 3)))
-
   with open(path, 'w') as out:
     out.write('# generator: scripts/nt_reference.py (ntkd)\n')
     out.write(f'# neural-tangents {nt.__version__}\n')
@@ -273,14 +456,45 @@ def main(argv):
     out.write(f'# numpy {np.__version__}\n')
     out.write("# kernel_fn(x, None, ('nngp', 'ntk')), float64, "
               "parameterization='ntk'\n")
-    out.write('# x: per-case np.random.RandomState(crc32(name)) standard '
-              'normal, times a scale, rounded to multiples of 1/8\n')
+    for line in x_comment:
+      out.write(f'# {line}\n')
     for c in cases:
       x = case_inputs(c)
       nngp, ntk = compute(c, x)
       out.write('\n')
       write_case(out, c, x, nngp, ntk)
   print(f'wrote {len(cases)} cases to {path}', file=sys.stderr)
+
+
+def main(argv):
+  parser = argparse.ArgumentParser(
+      prog='nt_reference.py',
+      description='Write neural-tangents reference kernels for ntkd tests '
+                  '(by default both the FC and the CNN file).')
+  parser.add_argument('--only', choices=('fc', 'cnn'),
+                      help='write only this suite')
+  parser.add_argument('--fc-out', default=DEFAULT_FC_OUTPUT, metavar='PATH',
+                      help=f'FC output (default {DEFAULT_FC_OUTPUT})')
+  parser.add_argument('--cnn-out', default=DEFAULT_CNN_OUTPUT, metavar='PATH',
+                      help=f'CNN output (default {DEFAULT_CNN_OUTPUT})')
+  opts = parser.parse_args(argv[1:])
+
+  if opts.only in (None, 'fc'):
+    check_zero_bias_equivalence(
+        np.random.RandomState(0).standard_normal((4, 3)))
+    write_suite(opts.fc_out, fc_cases(), [
+        'x: per-case np.random.RandomState(crc32(name)) standard normal, '
+        'times a scale, rounded to multiples of 1/8'])
+  if opts.only in (None, 'cnn'):
+    check_zero_bias_equivalence_conv(
+        np.random.RandomState(0).standard_normal((3, 5, 5, 2)))
+    write_suite(opts.cnn_out, cnn_cases(), [
+        'x: per-case np.random.RandomState(crc32(name)) standard normal of '
+        'shape (N, H, W, C), times a scale, rounded to multiples of 1/8',
+        'images are NHWC; each x line is one image, row-major over h, w, c',
+        "Conv(f,s,P,W_std=w,b_std=b) = stax.Conv(_, (f, f), (s, s), P, W_std=w, "
+        'b_std=b or None); AvgPool(w,s) = stax.AvgPool((w, w), (s, s), '
+        "'VALID')"])
   return 0
 
 

@@ -6,7 +6,9 @@
 # with that venv's python, passing all arguments through.
 #
 #   scripts/nt_reference.sh                 # writes tests/data/ref_fc.txt
-#   scripts/nt_reference.sh /tmp/out.txt    # writes elsewhere
+#                                           # and tests/data/ref_cnn.txt
+#   scripts/nt_reference.sh --only cnn      # only tests/data/ref_cnn.txt
+#   scripts/nt_reference.sh --fc-out /tmp/fc.txt --cnn-out /tmp/cnn.txt
 #
 # Environment:
 #   NTKD_REF_VENV   venv location (default /opt/ntkd-ref-venv)

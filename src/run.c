@@ -121,9 +121,6 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   struct ntk_arch arch = {0, NULL};
   if (!st) {
     ntk_status a = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
-    if (!a && !ntk_arch_is_fc(&arch))
-      a = ntk_error(NTK_ECONFIG, "%s:%d: [model] arch: Conv, AvgPool and GlobalAvgPool are parsed but not "
-                    "supported yet; this version computes fully-connected networks", conf_path, job->arch_line);
     st = agree(rank == 0 ? a : NTK_OK);
   }
 

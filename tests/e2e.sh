@@ -172,8 +172,8 @@ printf '[data]\npath = small.npy\n[model]\narch = Relu Dense\n[output]\npath = x
 expect_rc 2 "nonlinearity first" mpirun -np 3 "$NTKD" badarch.conf
 check "... refused once with a clear message" has "cannot be the first layer" err.log
 printf '[data]\npath = small.npy\n[model]\narch = Conv(3) Relu GlobalAvgPool Dense\n[output]\npath = x.ntk\n' > cnn.conf
-expect_rc 2 "CNN layers refused for now" "$NTKD" cnn.conf
-check "... as not supported yet" has "not supported yet" err.log
+expect_rc 2 "CNN layers on flat (N, d) data refused" "$NTKD" cnn.conf
+check "... saying they need images" has "need image data" err.log
 job nan nan.npy 4 float32
 expect_rc 2 "NaN in data refused" mpirun -np 3 "$NTKD" nan.conf
 check "... naming sample and feature" has "sample 3, feature 2 is NaN" err.log

@@ -173,8 +173,8 @@ ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void 
 ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_fc_t **out) {
   *out = NULL;
   if (!ntk_arch_is_fc(arch))
-    return ntk_error(NTK_ECONFIG, "the CPU backend computes fully-connected networks only; "
-                     "Conv, AvgPool and GlobalAvgPool are not supported yet");
+    return ntk_error(NTK_ECONFIG, "Conv, AvgPool and GlobalAvgPool need image data: an (N, H, W, C) or "
+                     "(N, C, H, W) .npy, IDX images or CIFAR-10, not (N, d) vectors");
   ntk_fc_t *fc = calloc(1, sizeof *fc);
   if (!fc) return ntk_error(NTK_ENOMEM, "out of memory");
   size_t n = data->n, es = (size_t)data->elem;

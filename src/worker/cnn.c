@@ -1,0 +1,286 @@
+/* Convolutional NNGP/NTK tiles on the CPU.
+ *
+ * The architecture is compiled into a plan: spatial operations (with the
+ * layer sizes and paddings they see), a readout (Flatten or GlobalAvgPool)
+ * and a fully-connected tail on scalars. Three ways to run the spatial part
+ * (docs/MATH.md):
+ *   DIAG    Flatten without pooling: only same-position entries, O(HW) per pair.
+ *   SLICE   runs of stride-1 SAME convolutions and pointwise layers are done
+ *           one diagonal slice (offset) at a time, all layers of the run
+ *           while the slice sits in L1; other layers (pooling, strides) work
+ *           on the full covariance between runs.
+ *   GENERAL every layer on the full (HW)^2 covariance: the reference the
+ *           fast paths are tested against.
+ * Each image's own variances per layer come from running the pair (a, a),
+ * once per tile for the tile's images: memory is bounded by the tile. */
+#include "ntkd/cnn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ntkd/kernel_maps.h"
+
+struct cnn_op {
+  const struct ntk_layer *layer;
+  size_t hi, wi, ho, wo; /* input and output sizes */
+  size_t lo_h, lo_w;     /* padding before (Conv SAME/CIRCULAR) */
+  int circular;
+  int var;               /* nonlinearity: its variance slot, else -1 */
+  int slice_local;       /* stride-1 SAME conv, Dense, nonlinearity, Identity */
+};
+
+struct cnn_plan {
+  size_t H, W, C;
+  struct cnn_op *ops;
+  size_t nops;
+  ntk_layer_kind readout;
+  const struct ntk_layer *tail;
+  size_t ntail;
+  size_t *var_off; /* per slot: offset in an image's variance block */
+  size_t nvar, tail_off, var_size;
+  size_t out_h, out_w; /* spatial size at the readout */
+  size_t pad;          /* slice border: the largest slice-local filter - 1 */
+  size_t fmax;         /* elements of one covariance buffer */
+  ntk_cnn_path path;
+};
+
+struct cnn_ws {
+  void *a, *b, *c, *d, *e;             /* covariance buffers, fmax elements */
+  void *sg, *st, *sg2, *st2, *srows;   /* slice buffers */
+};
+
+struct ntk_cnn {
+  const struct ntk_arch *arch;
+  const struct ntk_dataset *data;
+  struct cnn_plan plan;
+  struct cnn_ws ws;
+  void *rowvar, *colvar; /* variance blocks of a tile's row and column images */
+  size_t var_cap;        /* images each can hold */
+};
+
+#define REAL float
+#define SFX(x) x##_f
+#define ABRELU ntk_abreluf
+#define ERF ntk_erff
+#include "cnn_impl.h"
+#undef REAL
+#undef SFX
+#undef ABRELU
+#undef ERF
+#define REAL double
+#define SFX(x) x##_d
+#define ABRELU ntk_abrelu
+#define ERF ntk_erf
+#include "cnn_impl.h"
+#undef REAL
+#undef SFX
+#undef ABRELU
+#undef ERF
+
+int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data) {
+  if (data->h == 0) return 0;
+  for (size_t i = 0; i < arch->n; i++) {
+    ntk_layer_kind k = arch->layers[i].kind;
+    if (k == NTK_LAYER_CONV || k == NTK_LAYER_AVGPOOL || k == NTK_LAYER_GLOBALAVGPOOL) return 1;
+    if (k == NTK_LAYER_FLATTEN) return i > 0;
+  }
+  return 0;
+}
+
+static int is_nonlinear(ntk_layer_kind k) { return k == NTK_LAYER_ABRELU || k == NTK_LAYER_ERF; }
+
+static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, const struct ntk_dataset *data,
+                             ntk_cnn_path want) {
+  memset(P, 0, sizeof *P);
+  if (!data->h) return ntk_error(NTK_ECONFIG, "a convolutional network needs image data ((N, H, W, C) arrays)");
+  P->H = data->h;
+  P->W = data->w;
+  P->C = data->c;
+  P->ops = calloc(arch->n ? arch->n : 1, sizeof *P->ops);
+  P->var_off = calloc(arch->n ? arch->n : 1, sizeof *P->var_off);
+  if (!P->ops || !P->var_off) return ntk_error(NTK_ENOMEM, "out of memory");
+  size_t h = P->H, w = P->W, i = 0, maxhw2 = h * w * h * w, maxhw = h * w;
+  int has_pool = 0;
+  for (; i < arch->n; i++) {
+    const struct ntk_layer *l = &arch->layers[i];
+    if (l->kind == NTK_LAYER_FLATTEN || l->kind == NTK_LAYER_GLOBALAVGPOOL) break;
+    struct cnn_op *op = &P->ops[P->nops++];
+    op->layer = l;
+    op->hi = h;
+    op->wi = w;
+    op->var = -1;
+    if (l->kind == NTK_LAYER_CONV) {
+      size_t f = (size_t)l->filter, s = (size_t)l->stride;
+      if (l->padding == NTK_PAD_VALID) {
+        if (h < f || w < f)
+          return ntk_error(NTK_ECONFIG, "arch, layer %zu: Conv(%zu) VALID on a %zu x %zu input", i + 1, f, h, w);
+        op->ho = (h - f) / s + 1;
+        op->wo = (w - f) / s + 1;
+      } else {
+        op->ho = (h + s - 1) / s;
+        op->wo = (w + s - 1) / s;
+        size_t th = (op->ho - 1) * s + f > h ? (op->ho - 1) * s + f - h : 0;
+        size_t tw = (op->wo - 1) * s + f > w ? (op->wo - 1) * s + f - w : 0;
+        op->lo_h = th / 2;
+        op->lo_w = tw / 2;
+        op->circular = l->padding == NTK_PAD_CIRCULAR;
+      }
+      op->slice_local = s == 1 && l->padding == NTK_PAD_SAME;
+      if (op->slice_local && f - 1 > P->pad) P->pad = f - 1;
+    } else if (l->kind == NTK_LAYER_AVGPOOL) {
+      size_t win = (size_t)l->window, s = (size_t)l->stride;
+      if (h < win || w < win)
+        return ntk_error(NTK_ECONFIG, "arch, layer %zu: AvgPool(%zu) on a %zu x %zu input", i + 1, win, h, w);
+      op->ho = (h - win) / s + 1;
+      op->wo = (w - win) / s + 1;
+      has_pool = 1;
+    } else {
+      op->ho = h;
+      op->wo = w;
+      op->slice_local = 1;
+      if (is_nonlinear(l->kind)) {
+        op->var = (int)P->nvar;
+        P->var_off[P->nvar++] = P->var_size;
+        P->var_size += h * w;
+      }
+    }
+    h = op->ho;
+    w = op->wo;
+  }
+  if (i == arch->n)
+    return ntk_error(NTK_ECONFIG, "arch: a convolutional network must end its spatial part with Flatten or "
+                     "GlobalAvgPool (before any Dense readout)");
+  P->readout = arch->layers[i].kind;
+  P->out_h = h;
+  P->out_w = w;
+  P->tail = &arch->layers[i + 1];
+  P->ntail = arch->n - i - 1;
+  for (size_t k = 0; k < P->ntail; k++)
+    if (P->tail[k].kind == NTK_LAYER_FLATTEN || P->tail[k].kind == NTK_LAYER_GLOBALAVGPOOL)
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu: a second readout", i + 2 + k);
+  P->tail_off = P->var_size;
+  P->var_size += P->ntail ? P->ntail : 1;
+  ntk_cnn_path path = want;
+  if (path == NTK_CNN_AUTO) path = (!has_pool && P->readout == NTK_LAYER_FLATTEN) ? NTK_CNN_DIAG : NTK_CNN_SLICE;
+  if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
+    return ntk_error(NTK_EINTERNAL, "the same-position path needs a Flatten readout and no pooling");
+  P->path = path;
+  P->fmax = path == NTK_CNN_DIAG ? maxhw : maxhw2;
+  return NTK_OK;
+}
+
+static void ws_free(struct cnn_ws *ws) {
+  free(ws->a);
+  free(ws->b);
+  free(ws->c);
+  free(ws->d);
+  free(ws->e);
+  free(ws->sg);
+  free(ws->st);
+  free(ws->sg2);
+  free(ws->st2);
+  free(ws->srows);
+}
+
+ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_cnn_path path,
+                          ntk_cnn_t **out) {
+  *out = NULL;
+  ntk_cnn_t *c = calloc(1, sizeof *c);
+  if (!c) return ntk_error(NTK_ENOMEM, "out of memory");
+  c->arch = arch;
+  c->data = data;
+  ntk_status st = plan_build(&c->plan, arch, data, path);
+  if (!st) {
+    size_t es = (size_t)data->elem, f = c->plan.fmax;
+    size_t cells = (c->plan.W + 2 * c->plan.pad) * (c->plan.H + 2 * c->plan.pad);
+    struct cnn_ws *ws = &c->ws;
+    ws->a = malloc(f * es);
+    ws->b = malloc(f * es);
+    ws->c = malloc(f * es);
+    ws->d = malloc(f * es);
+    ws->e = malloc(f * es);
+    ws->sg = malloc(cells * es);
+    ws->st = malloc(cells * es);
+    ws->sg2 = malloc(cells * es);
+    ws->st2 = malloc(cells * es);
+    ws->srows = calloc(cells, es);
+    if (!ws->a || !ws->b || !ws->c || !ws->d || !ws->e || !ws->sg || !ws->st || !ws->sg2 || !ws->st2 || !ws->srows)
+      st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers (%zu elements each)", f);
+  }
+  if (st) {
+    ntk_cnn_free(c);
+    return st;
+  }
+  *out = c;
+  return NTK_OK;
+}
+
+void ntk_cnn_free(ntk_cnn_t *c) {
+  if (!c) return;
+  ws_free(&c->ws);
+  free(c->plan.ops);
+  free(c->plan.var_off);
+  free(c->rowvar);
+  free(c->colvar);
+  free(c);
+}
+
+ntk_cnn_path ntk_cnn_get_path(const ntk_cnn_t *c) { return c->plan.path; }
+
+static ntk_status reserve_vars(ntk_cnn_t *c, size_t images) {
+  if (c->var_cap >= images) return NTK_OK;
+  size_t bytes = images * c->plan.var_size * (size_t)c->data->elem;
+  void *r = realloc(c->rowvar, bytes), *k = r ? realloc(c->colvar, bytes) : NULL;
+  if (r) c->rowvar = r;
+  if (k) c->colvar = k;
+  if (!r || !k) return ntk_error(NTK_ENOMEM, "out of memory for per-image variances");
+  c->var_cap = images;
+  return NTK_OK;
+}
+
+ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void *ntk) {
+  size_t rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;
+  ntk_status st = reserve_vars(c, rows > cols ? rows : cols);
+  if (st) return st;
+  int diag = t->bi == t->bj, with_t = ntk != NULL;
+  if (c->data->elem == 4) {
+    const float *x = c->data->x;
+    float *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar, *g = nngp, *tt = ntk, dummy[2];
+    for (size_t i = 0; i < rows; i++)
+      pair_f(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, rv + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
+    if (!diag)
+      for (size_t j = 0; j < cols; j++)
+        pair_f(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, cv + j * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
+    for (size_t i = 0; i < rows; i++)
+      for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {
+        float gv, tv;
+        pair_f(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t, &gv, &tv);
+        g[i * cols + j] = gv;
+        if (with_t) tt[i * cols + j] = tv;
+        if (diag) {
+          g[j * cols + i] = gv;
+          if (with_t) tt[j * cols + i] = tv;
+        }
+      }
+  } else {
+    const double *x = c->data->x;
+    double *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar, *g = nngp, *tt = ntk, dummy[2];
+    for (size_t i = 0; i < rows; i++)
+      pair_d(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, rv + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
+    if (!diag)
+      for (size_t j = 0; j < cols; j++)
+        pair_d(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, cv + j * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
+    for (size_t i = 0; i < rows; i++)
+      for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {
+        double gv, tv;
+        pair_d(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t, &gv, &tv);
+        g[i * cols + j] = gv;
+        if (with_t) tt[i * cols + j] = tv;
+        if (diag) {
+          g[j * cols + i] = gv;
+          if (with_t) tt[j * cols + i] = tv;
+        }
+      }
+  }
+  return NTK_OK;
+}

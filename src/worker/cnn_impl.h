@@ -1,0 +1,402 @@
+/* CNN pair kernels, written once for both precisions: src/worker/cnn.c
+ * includes this file twice with REAL = float / double, SFX(x) = x##_f / x##_d
+ * and ABRELU / ERF the matching maps of include/ntkd/kernel_maps.h.
+ *
+ * A pair (a, b) carries the covariance between positions of image a and
+ * image b: F[p * hw + p'] (GENERAL), one offset at a time (SLICE), or only
+ * p = p' (DIAG). Nonlinearities read each image's own variance at its own
+ * position from va / vb, computed by running the pair (a, a). */
+
+/* ---- pointwise maps ------------------------------------------------------- */
+
+static void SFX(affine)(REAL *g, REAL *t, size_t n, REAL w2, REAL b2) {
+  for (size_t k = 0; k < n; k++) g[k] = w2 * g[k] + b2;
+  if (t)
+    for (size_t k = 0; k < n; k++) t[k] = g[k] + w2 * t[k];
+}
+
+static REAL SFX(nonlin1)(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL *td) {
+  if (l->kind == NTK_LAYER_ERF) return ERF(q12, q11, q22, td);
+  return ABRELU((REAL)l->a, (REAL)l->b, q12, q11, q22, td);
+}
+
+/* ---- DIAG: same-position entries only ------------------------------------- */
+
+static void SFX(conv_diag)(const struct cnn_op *op, const REAL *in, REAL *out) {
+  const struct ntk_layer *l = op->layer;
+  size_t f = (size_t)l->filter, s = (size_t)l->stride;
+  REAL scale = (REAL)(1.0 / (double)(f * f));
+  for (size_t i = 0; i < op->ho; i++)
+    for (size_t j = 0; j < op->wo; j++) {
+      REAL sum = 0;
+      for (size_t a = 0; a < f; a++) {
+        long r = (long)(s * i + a) - (long)op->lo_h;
+        if (op->circular) r = (r % (long)op->hi + (long)op->hi) % (long)op->hi;
+        else if (r < 0 || r >= (long)op->hi) continue;
+        for (size_t b = 0; b < f; b++) {
+          long c = (long)(s * j + b) - (long)op->lo_w;
+          if (op->circular) c = (c % (long)op->wi + (long)op->wi) % (long)op->wi;
+          else if (c < 0 || c >= (long)op->wi) continue;
+          sum += in[(size_t)r * op->wi + (size_t)c];
+        }
+      }
+      out[i * op->wo + j] = sum * scale;
+    }
+}
+
+/* ---- GENERAL: the full covariance ------------------------------------------ */
+
+static void SFX(conv_full)(const struct cnn_op *op, const REAL *in, REAL *out) {
+  const struct ntk_layer *l = op->layer;
+  size_t f = (size_t)l->filter, s = (size_t)l->stride, hwi = op->hi * op->wi, hwo = op->ho * op->wo;
+  REAL scale = (REAL)(1.0 / (double)(f * f));
+  for (size_t p = 0; p < hwo; p++)
+    for (size_t q = 0; q < hwo; q++) {
+      size_t i = p / op->wo, j = p % op->wo, i2 = q / op->wo, j2 = q % op->wo;
+      REAL sum = 0;
+      for (size_t a = 0; a < f; a++) {
+        long r1 = (long)(s * i + a) - (long)op->lo_h, r2 = (long)(s * i2 + a) - (long)op->lo_h;
+        if (op->circular) {
+          r1 = (r1 % (long)op->hi + (long)op->hi) % (long)op->hi;
+          r2 = (r2 % (long)op->hi + (long)op->hi) % (long)op->hi;
+        } else if (r1 < 0 || r1 >= (long)op->hi || r2 < 0 || r2 >= (long)op->hi) {
+          continue;
+        }
+        for (size_t b = 0; b < f; b++) {
+          long c1 = (long)(s * j + b) - (long)op->lo_w, c2 = (long)(s * j2 + b) - (long)op->lo_w;
+          if (op->circular) {
+            c1 = (c1 % (long)op->wi + (long)op->wi) % (long)op->wi;
+            c2 = (c2 % (long)op->wi + (long)op->wi) % (long)op->wi;
+          } else if (c1 < 0 || c1 >= (long)op->wi || c2 < 0 || c2 >= (long)op->wi) {
+            continue;
+          }
+          sum += in[((size_t)r1 * op->wi + (size_t)c1) * hwi + (size_t)r2 * op->wi + (size_t)c2];
+        }
+      }
+      out[p * hwo + q] = sum * scale;
+    }
+}
+
+/* AvgPool over both positions, separably: first image b's, then image a's. */
+static void SFX(pool_full)(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *out) {
+  size_t w = (size_t)op->layer->window, s = (size_t)op->layer->stride;
+  size_t hwi = op->hi * op->wi, hwo = op->ho * op->wo;
+  REAL scale = (REAL)(1.0 / (double)(w * w));
+  for (size_t p = 0; p < hwi; p++)
+    for (size_t q = 0; q < hwo; q++) {
+      size_t i2 = q / op->wo, j2 = q % op->wo;
+      REAL sum = 0;
+      for (size_t a = 0; a < w; a++)
+        for (size_t b = 0; b < w; b++) sum += in[p * hwi + (s * i2 + a) * op->wi + s * j2 + b];
+      tmp[p * hwo + q] = sum * scale;
+    }
+  for (size_t p = 0; p < hwo; p++) {
+    size_t i = p / op->wo, j = p % op->wo;
+    for (size_t q = 0; q < hwo; q++) {
+      REAL sum = 0;
+      for (size_t a = 0; a < w; a++)
+        for (size_t b = 0; b < w; b++) sum += tmp[((s * i + a) * op->wi + s * j + b) * hwo + q];
+      out[p * hwo + q] = sum * scale;
+    }
+  }
+}
+
+/* ---- SLICE: one offset through a run of stride-1 SAME layers --------------- */
+
+/* The slice of offset (di, dj) lives in a buffer with a zero border of
+ * `pad` cells: entry (i, j) of image a paired with (i - di, j - dj) of image
+ * b, valid for i in [i0, i1), j in [j0, j1); everything else stays zero,
+ * which is what SAME padding means for the next convolution. */
+struct SFX(slice) {
+  REAL *g, *t, *g2, *t2, *rows; /* (h + 2 pad) x (w + 2 pad) each; rows: box-filter scratch */
+  size_t h, w, pad, ld;
+  long di, dj;
+  size_t i0, i1, j0, j1;
+};
+
+static void SFX(slice_conv)(struct SFX(slice) *S, const struct cnn_op *op, int with_t) {
+  const struct ntk_layer *l = op->layer;
+  size_t f = (size_t)l->filter, lo = op->lo_h, ld = S->ld, pad = S->pad;
+  REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
+  REAL scale = (REAL)(1.0 / (double)(f * f));
+  for (int which = 0; which < 1 + with_t; which++) {
+    const REAL *in = which ? S->t : S->g;
+    REAL *out = which ? S->t2 : S->g2;
+    /* Horizontal sums for every row the vertical pass reads. */
+    size_t r0 = S->i0 + pad - lo, r1 = S->i1 + pad - lo + f - 1;
+    for (size_t r = r0; r < r1; r++) {
+      const REAL *src = in + r * ld + pad - lo;
+      REAL *dst = S->rows + r * ld;
+      for (size_t j = S->j0; j < S->j1; j++) {
+        REAL sum = 0;
+        for (size_t b = 0; b < f; b++) sum += src[j + b];
+        dst[j] = sum;
+      }
+    }
+    for (size_t i = S->i0; i < S->i1; i++) {
+      REAL *o = out + (i + pad) * ld + pad;
+      for (size_t j = S->j0; j < S->j1; j++) {
+        REAL sum = 0;
+        for (size_t a = 0; a < f; a++) sum += S->rows[(i + pad - lo + a) * ld + j];
+        o[j] = sum * scale;
+      }
+    }
+  }
+  /* nngp' = W^2 A(nngp) + b^2, ntk' = nngp' + W^2 A(ntk), on the valid region. */
+  for (size_t i = S->i0; i < S->i1; i++) {
+    REAL *g = S->g2 + (i + pad) * ld + pad, *t = S->t2 + (i + pad) * ld + pad;
+    for (size_t j = S->j0; j < S->j1; j++) {
+      g[j] = w2 * g[j] + b2;
+      if (with_t) t[j] = g[j] + w2 * t[j];
+    }
+  }
+  REAL *x = S->g;
+  S->g = S->g2;
+  S->g2 = x;
+  x = S->t;
+  S->t = S->t2;
+  S->t2 = x;
+}
+
+static void SFX(slice_pointwise)(struct SFX(slice) *S, const struct cnn_op *op, const REAL *va, const REAL *vb,
+                                 int with_t) {
+  const struct ntk_layer *l = op->layer;
+  size_t ld = S->ld, pad = S->pad;
+  for (size_t i = S->i0; i < S->i1; i++) {
+    REAL *g = S->g + (i + pad) * ld + pad, *t = S->t + (i + pad) * ld + pad;
+    if (l->kind == NTK_LAYER_DENSE) {
+      REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
+      for (size_t j = S->j0; j < S->j1; j++) {
+        g[j] = w2 * g[j] + b2;
+        if (with_t) t[j] = g[j] + w2 * t[j];
+      }
+      continue;
+    }
+    const REAL *qa = va + i * S->w;
+    long base = ((long)i - S->di) * (long)S->w - S->dj; /* image b's position of (i, j) is base + j */
+    for (size_t j = S->j0; j < S->j1; j++) {
+      REAL td;
+      g[j] = SFX(nonlin1)(l, g[j], qa[j], vb[(size_t)(base + (long)j)], &td);
+      if (with_t) t[j] *= td;
+    }
+  }
+}
+
+/* Run layers [k0, k1) (all slice-local) over every offset of the h x w
+ * covariance F. With gsum, add the results up for GlobalAvgPool instead of
+ * writing them back. In a self run (a, a) the zero offset goes first: its
+ * slice is the diagonal, i.e. the variances the other offsets need. */
+static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, size_t h, size_t w, size_t k0,
+                            size_t k1, REAL *va, const REAL *vb, int self, int with_t, REAL *gsum, REAL *tsum) {
+  const struct cnn_plan *P = &c->plan;
+  size_t hw = h * w;
+  struct SFX(slice) S;
+  S.h = h;
+  S.w = w;
+  S.pad = P->pad;
+  S.ld = w + 2 * P->pad;
+  S.g = (REAL *)ws->sg;
+  S.t = (REAL *)ws->st;
+  S.g2 = (REAL *)ws->sg2;
+  S.t2 = (REAL *)ws->st2;
+  S.rows = (REAL *)ws->srows;
+  size_t cells = S.ld * (h + 2 * P->pad);
+  long noff = (long)(2 * h - 1) * (long)(2 * w - 1);
+  for (long idx = 0; idx < noff; idx++) {
+    /* idx 0 is offset (0, 0); then all others in row order. */
+    long k = idx == 0 ? ((long)h - 1) * (long)(2 * w - 1) + (long)w - 1
+                      : idx - 1 + (idx - 1 >= ((long)h - 1) * (long)(2 * w - 1) + (long)w - 1);
+    S.di = k / (long)(2 * w - 1) - ((long)h - 1);
+    S.dj = k % (long)(2 * w - 1) - ((long)w - 1);
+    S.i0 = S.di > 0 ? (size_t)S.di : 0;
+    S.i1 = S.di < 0 ? (size_t)((long)h + S.di) : h;
+    S.j0 = S.dj > 0 ? (size_t)S.dj : 0;
+    S.j1 = S.dj < 0 ? (size_t)((long)w + S.dj) : w;
+    memset(S.g, 0, cells * sizeof(REAL));
+    memset(S.g2, 0, cells * sizeof(REAL));
+    if (with_t) {
+      memset(S.t, 0, cells * sizeof(REAL));
+      memset(S.t2, 0, cells * sizeof(REAL));
+    }
+    for (size_t i = S.i0; i < S.i1; i++) {
+      size_t from = (i * w) * hw + (size_t)((long)i - S.di) * w;
+      for (size_t j = S.j0; j < S.j1; j++) {
+        size_t q = from + j * hw + (size_t)((long)j - S.dj);
+        S.g[(i + S.pad) * S.ld + S.pad + j] = fg[q];
+        if (with_t) S.t[(i + S.pad) * S.ld + S.pad + j] = ft[q];
+      }
+    }
+    for (size_t kk = k0; kk < k1; kk++) {
+      const struct cnn_op *op = &P->ops[kk];
+      if (op->layer->kind == NTK_LAYER_CONV) {
+        SFX(slice_conv)(&S, op, with_t);
+      } else if (op->layer->kind == NTK_LAYER_DENSE) {
+        SFX(slice_pointwise)(&S, op, NULL, NULL, with_t);
+      } else if (op->var >= 0) {
+        REAL *qa = va + P->var_off[op->var];
+        if (self && idx == 0)
+          for (size_t i = 0; i < h; i++)
+            for (size_t j = 0; j < w; j++) qa[i * w + j] = S.g[(i + S.pad) * S.ld + S.pad + j];
+        SFX(slice_pointwise)(&S, op, qa, vb + P->var_off[op->var], with_t);
+      }
+    }
+    for (size_t i = S.i0; i < S.i1; i++) {
+      const REAL *g = S.g + (i + S.pad) * S.ld + S.pad, *t = S.t + (i + S.pad) * S.ld + S.pad;
+      if (gsum) {
+        for (size_t j = S.j0; j < S.j1; j++) {
+          *gsum += g[j];
+          if (with_t) *tsum += t[j];
+        }
+        continue;
+      }
+      size_t from = (i * w) * hw + (size_t)((long)i - S.di) * w;
+      for (size_t j = S.j0; j < S.j1; j++) {
+        size_t q = from + j * hw + (size_t)((long)j - S.dj);
+        fg[q] = g[j];
+        if (with_t) ft[q] = t[j];
+      }
+    }
+  }
+}
+
+/* ---- one pair ---------------------------------------------------------------- */
+
+/* Compute the kernel of images xa, xb. va, vb: their variance blocks (see
+ * cnn.c); when `self` (xa == xb), va is filled in on the way instead. */
+static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
+                      const REAL *vb, int self, int with_t, REAL *out_g, REAL *out_t) {
+  const struct cnn_plan *P = &c->plan;
+  size_t H = P->H, W = P->W, C = P->C, HW = H * W;
+  REAL g = 0, t = 0;
+  if (self) vb = va;
+  if (P->path == NTK_CNN_DIAG) {
+    REAL *dg = (REAL *)ws->a, *dt = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
+    for (size_t p = 0; p < HW; p++) {
+      REAL sum = 0;
+      for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[p * C + k];
+      dg[p] = sum / (REAL)C;
+      dt[p] = 0;
+    }
+    for (size_t k = 0; k < P->nops; k++) {
+      const struct cnn_op *op = &P->ops[k];
+      size_t n = op->ho * op->wo;
+      if (op->layer->kind == NTK_LAYER_CONV) {
+        SFX(conv_diag)(op, dg, ng);
+        if (with_t) SFX(conv_diag)(op, dt, nt);
+        REAL *x = dg; dg = ng; ng = x;
+        x = dt; dt = nt; nt = x;
+        SFX(affine)(dg, with_t ? dt : NULL, n, (REAL)(op->layer->w_std * op->layer->w_std),
+                    (REAL)(op->layer->b_std * op->layer->b_std));
+      } else if (op->layer->kind == NTK_LAYER_DENSE) {
+        SFX(affine)(dg, with_t ? dt : NULL, n, (REAL)(op->layer->w_std * op->layer->w_std),
+                    (REAL)(op->layer->b_std * op->layer->b_std));
+      } else if (op->var >= 0) {
+        REAL *qa = va + P->var_off[op->var];
+        const REAL *qb = vb + P->var_off[op->var];
+        if (self) memcpy(qa, dg, n * sizeof(REAL));
+        for (size_t p = 0; p < n; p++) {
+          REAL td;
+          dg[p] = SFX(nonlin1)(op->layer, dg[p], qa[p], qb[p], &td);
+          if (with_t) dt[p] *= td;
+        }
+      }
+    }
+    size_t n = P->out_h * P->out_w;
+    for (size_t p = 0; p < n; p++) {
+      g += dg[p];
+      t += dt[p];
+    }
+    g /= (REAL)n;
+    t /= (REAL)n;
+  } else {
+    REAL *fg = (REAL *)ws->a, *ft = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
+    for (size_t p = 0; p < HW; p++)
+      for (size_t q = 0; q < HW; q++) {
+        REAL sum = 0;
+        for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[q * C + k];
+        fg[p * HW + q] = sum / (REAL)C;
+      }
+    if (with_t) memset(ft, 0, HW * HW * sizeof(REAL));
+    size_t h = H, w = W;
+    int summed = 0;
+    for (size_t k = 0; k < P->nops;) {
+      const struct cnn_op *op = &P->ops[k];
+      if (P->path == NTK_CNN_SLICE && op->slice_local) {
+        size_t k1 = k;
+        while (k1 < P->nops && P->ops[k1].slice_local) k1++;
+        int to_gap = k1 == P->nops && P->readout == NTK_LAYER_GLOBALAVGPOOL;
+        SFX(run_slices)(c, ws, fg, ft, h, w, k, k1, va, vb, self, with_t, to_gap ? &g : NULL, to_gap ? &t : NULL);
+        summed = to_gap;
+        k = k1;
+        continue;
+      }
+      size_t n = op->ho * op->wo;
+      if (op->layer->kind == NTK_LAYER_CONV || op->layer->kind == NTK_LAYER_AVGPOOL) {
+        if (op->layer->kind == NTK_LAYER_CONV) {
+          SFX(conv_full)(op, fg, ng);
+          if (with_t) SFX(conv_full)(op, ft, nt);
+        } else {
+          SFX(pool_full)(op, fg, (REAL *)ws->e, ng);
+          if (with_t) SFX(pool_full)(op, ft, (REAL *)ws->e, nt);
+        }
+        REAL *x = fg; fg = ng; ng = x;
+        x = ft; ft = nt; nt = x;
+        if (op->layer->kind == NTK_LAYER_CONV)
+          SFX(affine)(fg, with_t ? ft : NULL, n * n, (REAL)(op->layer->w_std * op->layer->w_std),
+                      (REAL)(op->layer->b_std * op->layer->b_std));
+      } else if (op->layer->kind == NTK_LAYER_DENSE) {
+        SFX(affine)(fg, with_t ? ft : NULL, n * n, (REAL)(op->layer->w_std * op->layer->w_std),
+                    (REAL)(op->layer->b_std * op->layer->b_std));
+      } else if (op->var >= 0) {
+        REAL *qa = va + P->var_off[op->var];
+        const REAL *qb = vb + P->var_off[op->var];
+        if (self)
+          for (size_t p = 0; p < n; p++) qa[p] = fg[p * n + p];
+        for (size_t p = 0; p < n; p++)
+          for (size_t q = 0; q < n; q++) {
+            REAL td;
+            fg[p * n + q] = SFX(nonlin1)(op->layer, fg[p * n + q], qa[p], qb[q], &td);
+            if (with_t) ft[p * n + q] *= td;
+          }
+      }
+      h = op->ho;
+      w = op->wo;
+      k++;
+    }
+    size_t n = h * w;
+    if (!summed) {
+      if (P->readout == NTK_LAYER_GLOBALAVGPOOL) {
+        for (size_t p = 0; p < n * n; p++) {
+          g += fg[p];
+          if (with_t) t += ft[p];
+        }
+      } else {
+        for (size_t p = 0; p < n; p++) {
+          g += fg[p * n + p];
+          if (with_t) t += ft[p * n + p];
+        }
+      }
+    }
+    REAL norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (REAL)(n * n) : (REAL)n;
+    g /= norm;
+    t /= norm;
+  }
+  /* The fully-connected tail on scalars. */
+  REAL *ta = va + P->tail_off;
+  const REAL *tb = vb + P->tail_off;
+  for (size_t k = 0; k < P->ntail; k++) {
+    const struct ntk_layer *l = &P->tail[k];
+    if (self) ta[k] = g;
+    if (l->kind == NTK_LAYER_DENSE) {
+      REAL w2 = (REAL)(l->w_std * l->w_std);
+      g = w2 * g + (REAL)(l->b_std * l->b_std);
+      t = g + w2 * t;
+    } else if (l->kind == NTK_LAYER_ABRELU || l->kind == NTK_LAYER_ERF) {
+      REAL td;
+      g = SFX(nonlin1)(l, g, ta[k], tb[k], &td);
+      t *= td;
+    }
+  }
+  *out_g = g;
+  *out_t = with_t ? t : 0;
+}

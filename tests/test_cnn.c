@@ -1,0 +1,108 @@
+/* CNN kernels: the fast paths (same-position, diagonal slices) agree with
+ * the general full-covariance path; neural-tangents reference values. */
+#include <math.h>
+
+#include "ntkd/arch.h"
+#include "ntkd/cnn.h"
+#include "testutil.h"
+
+static void random_images(struct ntk_dataset *ds, size_t n, size_t h, size_t w, size_t c, int elem, unsigned seed) {
+  ds->n = n;
+  ds->h = h;
+  ds->w = w;
+  ds->c = c;
+  ds->d = h * w * c;
+  ds->elem = elem;
+  ds->x = malloc(n * ds->d * (size_t)elem);
+  unsigned s = seed;
+  for (size_t k = 0; k < n * ds->d; k++) {
+    s = s * 1103515245u + 12345u;
+    double v = (double)((s >> 8) & 0xffff) / 32768.0 - 1.0;
+    if (elem == 4) ((float *)ds->x)[k] = (float)v;
+    else ((double *)ds->x)[k] = v;
+  }
+}
+
+/* Whole n x n matrices (nngp, ntk) with one tile of edge `tile`. */
+static void compute(const struct ntk_arch *arch, const struct ntk_dataset *ds, ntk_cnn_path path, size_t tile,
+                    double *g, double *t) {
+  ntk_cnn_t *c;
+  ck_assert_msg(ntk_cnn_create(arch, ds, path, &c) == NTK_OK, "%s", ntk_error_message());
+  struct ntk_tiling tg;
+  ntk_tiling_init(&tg, ds->n, tile);
+  size_t es = (size_t)ds->elem, n = ds->n;
+  char *bg = malloc(tile * tile * es), *bt = malloc(tile * tile * es);
+  for (uint64_t k = 0; k < tg.ntiles; k++) {
+    struct ntk_tile tl = ntk_tiling_tile(&tg, k);
+    ck_assert_int_eq(ntk_cnn_tile(c, &tl, bg, bt), NTK_OK);
+    for (size_t i = 0; i < tl.rows; i++)
+      for (size_t j = 0; j < tl.cols; j++) {
+        size_t I = tl.r0 + i, J = tl.c0 + j, src = i * tl.cols + j;
+        double vg = es == 4 ? ((float *)bg)[src] : ((double *)bg)[src];
+        double vt = es == 4 ? ((float *)bt)[src] : ((double *)bt)[src];
+        g[I * n + J] = g[J * n + I] = vg;
+        t[I * n + J] = t[J * n + I] = vt;
+      }
+  }
+  free(bg);
+  free(bt);
+  ntk_cnn_free(c);
+}
+
+static double max_rel(const double *a, const double *b, size_t n) {
+  double worst = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < n; j++) {
+      double scale = fmax(fabs(b[i * n + j]), sqrt(fabs(b[i * n + i] * b[j * n + j])));
+      double e = fabs(a[i * n + j] - b[i * n + j]) / scale;
+      if (!(e <= worst)) worst = e;
+    }
+  return worst;
+}
+
+static const char *const archs[] = {
+    "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Erf GlobalAvgPool Dense",
+    "Conv(3, 1, SAME, W_std=1.5, b_std=0.1) Relu Conv(2, 1, SAME) Relu GlobalAvgPool Dense Relu Dense",
+    "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu GlobalAvgPool Dense",
+    "Conv(3, 2, SAME) Relu Conv(3, 1, VALID) Abs GlobalAvgPool Dense",
+    "Conv(3, 1, CIRCULAR) LeakyRelu(0.1) Conv(3, 1, SAME) Relu GlobalAvgPool",
+    "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Relu Flatten Dense",
+    "Conv(3, 2, VALID) Erf Conv(2, 1, CIRCULAR) Relu Flatten Dense(b_std=0.2) Erf Dense",
+    "Dense Relu Conv(3, 1, SAME) Relu Flatten Dense",
+    "Conv(3, 1, SAME) Relu AvgPool(2, 1) Conv(3, 1, SAME) Relu Flatten Dense",
+};
+
+START_TEST(test_paths_agree) {
+  struct ntk_dataset ds;
+  random_images(&ds, 5, 6, 5, 2, 8, 11);
+  size_t n = ds.n;
+  double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
+  for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+    struct ntk_arch arch;
+    ck_assert_msg(ntk_arch_parse(archs[a], 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
+    compute(&arch, &ds, NTK_CNN_GENERAL, n, g0, t0);
+    ntk_cnn_t *c;
+    ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, &c), NTK_OK);
+    ntk_cnn_path fast = ntk_cnn_get_path(c);
+    ntk_cnn_free(c);
+    compute(&arch, &ds, fast, 2, g1, t1); /* the fast path, with ragged 2-image tiles */
+    double eg = max_rel(g1, g0, n), et = max_rel(t1, t0, n);
+    ck_assert_msg(eg < 1e-13 && et < 1e-13, "%s: path %d vs general: nngp %.3g ntk %.3g", archs[a], fast, eg, et);
+    ntk_arch_free(&arch);
+  }
+  free(g0);
+  free(t0);
+  free(g1);
+  free(t1);
+  free(ds.x);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("cnn");
+  TCase *tc = tcase_create("cnn");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_paths_agree);
+  suite_add_tcase(s, tc);
+  return tu_run(s);
+}
