@@ -318,6 +318,8 @@ static ntk_status validate(const struct ntk_arch *a) {
       if (l->kind == NTK_LAYER_CONV) gaussian = 1;
     } else if (l->kind == NTK_LAYER_FLATTEN || l->kind == NTK_LAYER_GLOBALAVGPOOL) {
       flat = 1;
+      /* As in neural-tangents: Flatten's output is not Gaussian, pooling's is. */
+      if (l->kind == NTK_LAYER_FLATTEN) gaussian = 0;
     }
   }
   return NTK_OK;

@@ -143,7 +143,22 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   }
 
   t_shared = ntk_now();
-  /* 3. The store (rank 0): resume, refuse, or create. */
+  /* 3. Does the network fit the data? Checked on rank 0 before the store
+   * is touched, so a bad job leaves no file behind. */
+  struct ntk_problem prob = {&arch, &data, job->kernels};
+  const struct ntk_backend_ops *backend = ntk_backend_find("cpu");
+  if (!st) {
+    ntk_status pst = NTK_OK;
+    if (rank == 0) {
+      void *probe = NULL;
+      pst = backend->create(&prob, &probe);
+      backend->destroy(probe);
+      if (pst) pst = ntk_error(pst, "%s:%d: [model] arch: %s", conf_path, job->arch_line, ntk_error_message());
+    }
+    st = agree(pst);
+  }
+
+  /* 4. The store (rank 0): resume, refuse, or create. */
   ntk_store_t *store = NULL;
   uint64_t tile = job->tile;
   if (!st) {
@@ -161,14 +176,15 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     if (!st) st = agree(ntk_comm_bcast(&tile, sizeof tile));
   }
 
-  /* 4. Compute. */
+  /* 5. Compute. */
   struct ntk_tiling tiling;
   ntk_tiling_init(&tiling, data.n, tile);
-  struct ntk_problem prob = {&arch, &data, job->kernels};
   ntk_engine_t *engine = NULL;
-  if (!st && (size == 1 || rank != 0))
-    st = ntk_engine_create(&prob, ntk_backend_find("cpu"), job->level, &tiling, &engine);
-  if (!st) st = agree(st);
+  if (!st) {
+    ntk_status est = NTK_OK;
+    if (size == 1 || rank != 0) est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
+    st = agree(est);
+  }
   ntk_status result = NTK_OK;
   t_ready = ntk_now();
   if (!st) {

@@ -117,6 +117,7 @@ START_TEST(test_bad_strings) {
   parse_bad("[Dense Relu]*-2", "repeat count");
   parse_bad("[]*3 Dense", "empty group");
   parse_bad("Dense GlobalAvgPool Conv(3)", "spatial layer after Flatten");
+  parse_bad("Conv(3) Flatten Relu Dense", "must follow Dense or Conv");
   parse_bad("Dense, Relu", "unexpected character ','");
   parse_bad("[Dense Relu]*99999 Dense", "more than 100000 layers");
   parse_bad("[[[[[[[[[[[[[[[[[Dense]]]]]]]]]]]]]]]]]", "nested too deeply");

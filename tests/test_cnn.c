@@ -4,6 +4,7 @@
 
 #include "ntkd/arch.h"
 #include "ntkd/cnn.h"
+#include "refcase.h"
 #include "testutil.h"
 
 static void random_images(struct ntk_dataset *ds, size_t n, size_t h, size_t w, size_t c, int elem, unsigned seed) {
@@ -98,11 +99,66 @@ START_TEST(test_paths_agree) {
 }
 END_TEST
 
+/* Every neural-tangents CNN case, on every path that applies, in both
+ * precisions, with whole and ragged tiles. Float32 errors are taken
+ * relative to max(|K_ij|, sqrt(K_ii K_jj)) as in test_kernel.c. */
+static void check_reference(int elem, double tol) {
+  FILE *f = ref_open("ref_cnn.txt");
+  struct ref_case c;
+  int cases = 0, runs = 0;
+  double worst = 0;
+  while (ref_read_case(f, &c)) {
+    struct ntk_arch arch;
+    ck_assert_msg(ntk_arch_parse(c.arch, 1.0, 0.0, &arch) == NTK_OK, "%s: %s", c.name, ntk_error_message());
+    struct ntk_dataset ds = ref_dataset(&c, elem);
+    ck_assert_msg(ntk_cnn_applies(&arch, &ds), "%s: not taken as a CNN", c.name);
+    double *g = malloc(c.n * c.n * 8), *t = malloc(c.n * c.n * 8);
+    const ntk_cnn_path paths[] = {NTK_CNN_GENERAL, NTK_CNN_SLICE, NTK_CNN_DIAG};
+    for (int pi = 0; pi < 3; pi++) {
+      ntk_cnn_t *probe;
+      if (ntk_cnn_create(&arch, &ds, paths[pi], &probe) != NTK_OK) continue; /* path not valid here */
+      ntk_cnn_free(probe);
+      for (size_t tile = c.n; tile >= 2; tile -= c.n - 2 > 0 ? c.n - 2 : 1) {
+        compute(&arch, &ds, paths[pi], tile, g, t);
+        double e = fmax(max_rel(g, c.nngp, c.n), max_rel(t, c.ntk, c.n));
+        if (elem == 8) /* plain relative error in float64 */
+          for (size_t k = 0; k < c.n * c.n; k++) {
+            e = fmax(e, fabs(g[k] - c.nngp[k]) / fabs(c.nngp[k]));
+            e = fmax(e, fabs(t[k] - c.ntk[k]) / fabs(c.ntk[k]));
+          }
+        ck_assert_msg(e < tol, "%s (%s, path %d, tile %zu): relative error %.3g >= %.0e", c.name,
+                      elem == 4 ? "float32" : "float64", paths[pi], tile, e, tol);
+        worst = fmax(worst, e);
+        runs++;
+        if (tile == 2) break;
+      }
+    }
+    free(g);
+    free(t);
+    free(ds.x);
+    ntk_arch_free(&arch);
+    ref_free_case(&c);
+    cases++;
+  }
+  fclose(f);
+  ck_assert_int_ge(cases, 30);
+  printf("CNN reference (%s): %d cases, %d path/tile runs, max relative error %.3g (bound %.0e)\n",
+         elem == 4 ? "float32" : "float64", cases, runs, worst, tol);
+}
+
+START_TEST(test_reference_float64) { check_reference(8, 1e-10); }
+END_TEST
+
+START_TEST(test_reference_float32) { check_reference(4, 1e-5); }
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cnn");
   TCase *tc = tcase_create("cnn");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_paths_agree);
+  tcase_add_test(tc, test_reference_float64);
+  tcase_add_test(tc, test_reference_float32);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -7,50 +7,8 @@
 #include "ntkd/config.h"
 #include "ntkd/fc.h"
 #include "ntkd/kernel_maps.h"
+#include "refcase.h"
 #include "testutil.h"
-
-struct ref_case {
-  char name[128];
-  char arch[4096];
-  size_t n, d;
-  double *x, *nngp, *ntk;
-};
-
-static int read_matrix(FILE *f, const char *label, double *out, size_t count) {
-  char word[64];
-  if (fscanf(f, "%63s", word) != 1 || strcmp(word, label)) return 0;
-  for (size_t i = 0; i < count; i++)
-    if (fscanf(f, "%lf", &out[i]) != 1) return 0;
-  return 1;
-}
-
-/* Next case from the reference file; 0 at the end. */
-static int read_case(FILE *f, struct ref_case *c) {
-  char line[4096];
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "case ", 5)) continue;
-    sscanf(line + 5, "%127s", c->name);
-    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
-    ck_assert(!strncmp(line, "arch ", 5));
-    line[strcspn(line, "\n")] = '\0';
-    snprintf(c->arch, sizeof c->arch, "%s", line + 5);
-    ck_assert_int_eq(fscanf(f, " shape %zu %zu", &c->n, &c->d), 2);
-    c->x = malloc(c->n * c->d * sizeof(double));
-    c->nngp = malloc(c->n * c->n * sizeof(double));
-    c->ntk = malloc(c->n * c->n * sizeof(double));
-    ck_assert(read_matrix(f, "x", c->x, c->n * c->d));
-    ck_assert(read_matrix(f, "nngp", c->nngp, c->n * c->n));
-    ck_assert(read_matrix(f, "ntk", c->ntk, c->n * c->n));
-    return 1;
-  }
-  return 0;
-}
-
-static void free_case(struct ref_case *c) {
-  free(c->x);
-  free(c->nngp);
-  free(c->ntk);
-}
 
 /* Compute the whole matrix with tiles of edge `tile`, into n x n buffers. */
 static void compute_full(const struct ntk_arch *arch, const struct ntk_dataset *ds, size_t tile, void *nngp,
@@ -106,22 +64,14 @@ static double max_rel(const void *got, int elem, const double *ref, size_t n) {
 }
 
 static void check_against_reference(int elem, double tol) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/ref_fc.txt", getenv("NTKD_TEST_DATA") ? getenv("NTKD_TEST_DATA") : "tests/data");
-  FILE *f = fopen(path, "r");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
+  FILE *f = ref_open("ref_fc.txt");
   struct ref_case c;
   int cases = 0;
   double worst_nngp = 0, worst_ntk = 0;
-  while (read_case(f, &c)) {
+  while (ref_read_case(f, &c)) {
     struct ntk_arch arch;
     ck_assert_msg(ntk_arch_parse(c.arch, 1.0, 0.0, &arch) == NTK_OK, "%s: %s", c.name, ntk_error_message());
-    struct ntk_dataset ds = {c.n, c.d, 0, 0, 0, elem, NULL};
-    ds.x = malloc(c.n * c.d * (size_t)elem);
-    for (size_t k = 0; k < c.n * c.d; k++) {
-      if (elem == 4) ((float *)ds.x)[k] = (float)c.x[k];
-      else ((double *)ds.x)[k] = c.x[k];
-    }
+    struct ntk_dataset ds = ref_dataset(&c, elem);
     void *g = malloc(c.n * c.n * (size_t)elem), *t = malloc(c.n * c.n * (size_t)elem);
     /* One tile, then ragged tiles: both must match. */
     size_t tiles[] = {c.n, 2, 4};
@@ -137,7 +87,7 @@ static void check_against_reference(int elem, double tol) {
     free(t);
     free(ds.x);
     ntk_arch_free(&arch);
-    free_case(&c);
+    ref_free_case(&c);
     cases++;
   }
   fclose(f);

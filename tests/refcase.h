@@ -1,0 +1,81 @@
+/* Reader for the neural-tangents reference files tests/data/ref_*.txt
+ * (written by scripts/nt_reference.py). */
+#ifndef NTKD_REFCASE_H
+#define NTKD_REFCASE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+struct ref_case {
+  char name[128];
+  char arch[8192];
+  size_t n, d, h, w, c; /* h = w = c = 0 for flat inputs */
+  double *x, *nngp, *ntk;
+};
+
+static inline int ref_read_matrix(FILE *f, const char *label, double *out, size_t count) {
+  char word[64];
+  if (fscanf(f, "%63s", word) != 1 || strcmp(word, label)) return 0;
+  for (size_t i = 0; i < count; i++)
+    if (fscanf(f, "%lf", &out[i]) != 1) return 0;
+  return 1;
+}
+
+static inline FILE *ref_open(const char *file) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", getenv("NTKD_TEST_DATA") ? getenv("NTKD_TEST_DATA") : "tests/data", file);
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  return f;
+}
+
+/* Next case; 0 at the end. */
+static inline int ref_read_case(FILE *f, struct ref_case *c) {
+  char line[8192];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "case ", 5)) continue;
+    sscanf(line + 5, "%127s", c->name);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert(!strncmp(line, "arch ", 5));
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(c->arch, sizeof c->arch, "%s", line + 5);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    size_t v[4] = {0};
+    int got = sscanf(line, "shape %zu %zu %zu %zu", &v[0], &v[1], &v[2], &v[3]);
+    ck_assert(got == 2 || got == 4);
+    c->n = v[0];
+    c->h = got == 4 ? v[1] : 0;
+    c->w = got == 4 ? v[2] : 0;
+    c->c = got == 4 ? v[3] : 0;
+    c->d = got == 4 ? v[1] * v[2] * v[3] : v[1];
+    c->x = malloc(c->n * c->d * sizeof(double));
+    c->nngp = malloc(c->n * c->n * sizeof(double));
+    c->ntk = malloc(c->n * c->n * sizeof(double));
+    ck_assert(ref_read_matrix(f, "x", c->x, c->n * c->d));
+    ck_assert(ref_read_matrix(f, "nngp", c->nngp, c->n * c->n));
+    ck_assert(ref_read_matrix(f, "ntk", c->ntk, c->n * c->n));
+    return 1;
+  }
+  return 0;
+}
+
+static inline void ref_free_case(struct ref_case *c) {
+  free(c->x);
+  free(c->nngp);
+  free(c->ntk);
+}
+
+/* The case's inputs as a dataset in precision elem (caller frees x). */
+static inline struct ntk_dataset ref_dataset(const struct ref_case *c, int elem) {
+  struct ntk_dataset ds = {c->n, c->d, c->h, c->w, c->c, elem, malloc(c->n * c->d * (size_t)elem)};
+  for (size_t k = 0; k < c->n * c->d; k++) {
+    if (elem == 4) ((float *)ds.x)[k] = (float)c->x[k];
+    else ((double *)ds.x)[k] = c->x[k];
+  }
+  return ds;
+}
+
+#endif
