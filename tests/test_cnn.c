@@ -75,7 +75,7 @@ static const char *const archs[] = {
 
 START_TEST(test_paths_agree) {
   struct ntk_dataset ds;
-  random_images(&ds, 5, 6, 5, 2, 8, 11);
+  random_images(&ds, 21, 6, 5, 2, 8, 11); /* more images than a 16-lane batch */
   size_t n = ds.n;
   double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
   for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
@@ -89,6 +89,10 @@ START_TEST(test_paths_agree) {
     compute(&arch, &ds, fast, 2, g1, t1); /* the fast path, with ragged 2-image tiles */
     double eg = max_rel(g1, g0, n), et = max_rel(t1, t0, n);
     ck_assert_msg(eg < 1e-13 && et < 1e-13, "%s: path %d vs general: nngp %.3g ntk %.3g", archs[a], fast, eg, et);
+    compute(&arch, &ds, NTK_CNN_AUTO, 3, g1, t1); /* batched where it applies */
+    eg = max_rel(g1, g0, n);
+    et = max_rel(t1, t0, n);
+    ck_assert_msg(eg < 1e-13 && et < 1e-13, "%s: auto vs general: nngp %.3g ntk %.3g", archs[a], eg, et);
     ntk_arch_free(&arch);
   }
   free(g0);
@@ -113,8 +117,9 @@ static void check_reference(int elem, double tol) {
     struct ntk_dataset ds = ref_dataset(&c, elem);
     ck_assert_msg(ntk_cnn_applies(&arch, &ds), "%s: not taken as a CNN", c.name);
     double *g = malloc(c.n * c.n * 8), *t = malloc(c.n * c.n * 8);
-    const ntk_cnn_path paths[] = {NTK_CNN_GENERAL, NTK_CNN_SLICE, NTK_CNN_DIAG};
-    for (int pi = 0; pi < 3; pi++) {
+    /* AUTO is the batched code where it applies. */
+    const ntk_cnn_path paths[] = {NTK_CNN_GENERAL, NTK_CNN_SLICE, NTK_CNN_DIAG, NTK_CNN_AUTO};
+    for (int pi = 0; pi < 4; pi++) {
       ntk_cnn_t *probe;
       if (ntk_cnn_create(&arch, &ds, paths[pi], &probe) != NTK_OK) continue; /* path not valid here */
       ntk_cnn_free(probe);

@@ -16,6 +16,14 @@
 #define NTK_HD
 #endif
 
+/* Hot CPU loops are compiled for AVX-512, AVX2 and baseline x86-64 and the
+ * best is picked at run time. With -ffp-contract=off all three round alike. */
+#if defined(__x86_64__) && !defined(__CUDACC__) && !defined(__SANITIZE_ADDRESS__)
+#define NTK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define NTK_CLONES
+#endif
+
 #define NTK_PI 3.14159265358979323846
 #define NTK_PI_2 1.57079632679489661923
 #define NTK_PI_4 0.78539816339744830962
@@ -27,9 +35,12 @@ static inline NTK_HD float ntk_atan2f(float y, float x) {
   float ay = fabsf(y), ax = fabsf(x);
   int swap = ay > ax;
   float mx = swap ? ay : ax, mn = swap ? ax : ay;
-  float t = mn / (mx > 0.0f ? mx : 1.0f);
-  int big = t > 0.41421356f;
-  float u = big ? (t - 1.0f) / (t + 1.0f) : t;
+  /* t = mn/mx; above tan(pi/8) use atan(t) = pi/4 + atan((t-1)/(t+1)),
+   * i.e. (mn-mx)/(mn+mx): one division either way (division and square
+   * root bound this map on AVX-512). */
+  int big = mn > 0.41421356f * mx;
+  float num = big ? mn - mx : mn, den = big ? mn + mx : mx;
+  float u = num / (den > 0.0f ? den : 1.0f);
   float z = u * u;
   float p = ((0.080686243f * z - 0.13882883f) * z + 0.19978272f) * z - 0.33332967f;
   float r = u + u * z * p;

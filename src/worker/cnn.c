@@ -42,6 +42,15 @@ struct cnn_plan {
   size_t pad;          /* slice border: the largest slice-local filter - 1 */
   size_t fmax;         /* elements of one covariance buffer */
   ntk_cnn_path path;
+  int batched;         /* DIAG, or SLICE with one run from the input to GAP */
+  int self_vars_only;  /* a self run need not compute its own entry */
+};
+
+/* Images b per batch (lanes): 16 floats fill one AVX-512 register. */
+#define NTK_CNN_BATCH 16
+
+struct cnn_bws {
+  void *g, *t, *g2, *t2, *rows; /* [cell][lane] */
 };
 
 struct cnn_ws {
@@ -56,6 +65,9 @@ struct ntk_cnn {
   struct cnn_ws ws;
   void *rowvar, *colvar; /* variance blocks of a tile's row and column images */
   size_t var_cap;        /* images each can hold */
+  struct cnn_bws bws;
+  void *xt, *vt;         /* a tile's column images and variances, [batch][index][lane] */
+  size_t xt_cap, vt_cap; /* bytes */
 };
 
 #define REAL float
@@ -63,6 +75,7 @@ struct ntk_cnn {
 #define ABRELU ntk_abreluf
 #define ERF ntk_erff
 #include "cnn_impl.h"
+#include "cnn_batch_impl.h"
 #undef REAL
 #undef SFX
 #undef ABRELU
@@ -72,6 +85,7 @@ struct ntk_cnn {
 #define ABRELU ntk_abrelu
 #define ERF ntk_erf
 #include "cnn_impl.h"
+#include "cnn_batch_impl.h"
 #undef REAL
 #undef SFX
 #undef ABRELU
@@ -166,6 +180,12 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
     return ntk_error(NTK_EINTERNAL, "the same-position path needs a Flatten readout and no pooling");
   P->path = path;
   P->fmax = path == NTK_CNN_DIAG ? maxhw : maxhw2;
+  int single = P->readout == NTK_LAYER_GLOBALAVGPOOL;
+  for (size_t k = 0; k < P->nops; k++) single &= P->ops[k].slice_local;
+  int tail_nonlin = 0;
+  for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= is_nonlinear(P->tail[k].kind);
+  P->batched = want == NTK_CNN_AUTO && (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && single));
+  P->self_vars_only = P->batched && path == NTK_CNN_SLICE && !tail_nonlin;
   return NTK_OK;
 }
 
@@ -206,6 +226,17 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
     ws->srows = calloc(cells, es);
     if (!ws->a || !ws->b || !ws->c || !ws->d || !ws->e || !ws->sg || !ws->st || !ws->sg2 || !ws->st2 || !ws->srows)
       st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers (%zu elements each)", f);
+    if (!st && c->plan.batched) {
+      size_t lanes = (c->plan.path == NTK_CNN_DIAG ? c->plan.H * c->plan.W : cells) * NTK_CNN_BATCH * es;
+      struct cnn_bws *b = &c->bws;
+      /* calloc: the slice path relies on cells outside a slice being zero. */
+      b->g = calloc(1, lanes);
+      b->t = calloc(1, lanes);
+      b->g2 = calloc(1, lanes);
+      b->t2 = calloc(1, lanes);
+      b->rows = calloc(1, lanes);
+      if (!b->g || !b->t || !b->g2 || !b->t2 || !b->rows) st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers");
+    }
   }
   if (st) {
     ntk_cnn_free(c);
@@ -218,6 +249,13 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
 void ntk_cnn_free(ntk_cnn_t *c) {
   if (!c) return;
   ws_free(&c->ws);
+  free(c->bws.g);
+  free(c->bws.t);
+  free(c->bws.g2);
+  free(c->bws.t2);
+  free(c->bws.rows);
+  free(c->xt);
+  free(c->vt);
   free(c->plan.ops);
   free(c->plan.var_off);
   free(c->rowvar);
@@ -238,10 +276,73 @@ static ntk_status reserve_vars(ntk_cnn_t *c, size_t images) {
   return NTK_OK;
 }
 
+static void *grow(void **buf, size_t *cap, size_t bytes) {
+  if (*cap >= bytes) return *buf;
+  void *p = realloc(*buf, bytes);
+  if (!p) return NULL;
+  *buf = p;
+  *cap = bytes;
+  return p;
+}
+
+#define DEFINE_BATCHED_TILE(REAL, SFX)                                                                           \
+  static ntk_status batched_tile_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REAL *tt) {             \
+    const size_t B = NTK_CNN_BATCH, rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;      \
+    const REAL *x = c->data->x;                                                                                 \
+    int diag = t->bi == t->bj, with_t = tt != NULL;                                                             \
+    REAL *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar, dummy[2];                                         \
+    for (size_t i = 0; i < rows; i++)                                                                           \
+      pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, rv + i * vs, NULL, 1, 0, &dummy[0],      \
+                 &dummy[1]);                                                                                    \
+    if (!diag)                                                                                                  \
+      for (size_t j = 0; j < cols; j++)                                                                         \
+        pair_##SFX(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, cv + j * vs, NULL, 1, 0, &dummy[0],    \
+                   &dummy[1]);                                                                                  \
+    /* Column images and variances transposed per batch; spare lanes repeat the last image. */                \
+    size_t nb = (cols + B - 1) / B;                                                                             \
+    REAL *xt = grow(&c->xt, &c->xt_cap, nb * d * B * sizeof(REAL));                                             \
+    REAL *vt = grow(&c->vt, &c->vt_cap, nb * vs * B * sizeof(REAL));                                            \
+    if (!xt || !vt) return ntk_error(NTK_ENOMEM, "out of memory for a tile's images");                         \
+    for (size_t bt = 0; bt < nb; bt++)                                                                          \
+      for (size_t k = 0; k < B; k++) {                                                                          \
+        size_t j = bt * B + k < cols ? bt * B + k : cols - 1;                                                   \
+        const REAL *xj = x + (t->c0 + j) * d, *vj = cv + j * vs;                                                \
+        for (size_t q = 0; q < d; q++) xt[(bt * d + q) * B + k] = xj[q];                                        \
+        for (size_t q = 0; q < vs; q++) vt[(bt * vs + q) * B + k] = vj[q];                                      \
+      }                                                                                                         \
+    REAL og[NTK_CNN_BATCH], ot[NTK_CNN_BATCH];                                                                  \
+    for (size_t i = 0; i < rows; i++) {                                                                         \
+      size_t jend = diag ? i + 1 : cols;                                                                        \
+      for (size_t bt = 0; bt * B < jend; bt++) {                                                                \
+        const REAL *xbt = xt + bt * d * B, *vbt = vt + bt * vs * B;                                             \
+        if (c->plan.path == NTK_CNN_DIAG)                                                                       \
+          b_pair_diag_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);           \
+        else                                                                                                    \
+          b_pair_slice_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);          \
+        b_tail_##SFX(c, rv + i * vs + c->plan.tail_off, vbt + c->plan.tail_off * B, og, ot);                   \
+        for (size_t k = 0; k < B && bt * B + k < jend; k++) {                                                   \
+          size_t j = bt * B + k;                                                                                \
+          g[i * cols + j] = og[k];                                                                              \
+          if (with_t) tt[i * cols + j] = ot[k];                                                                 \
+          if (diag) {                                                                                           \
+            g[j * cols + i] = og[k];                                                                            \
+            if (with_t) tt[j * cols + i] = ot[k];                                                               \
+          }                                                                                                     \
+        }                                                                                                       \
+      }                                                                                                         \
+    }                                                                                                           \
+    return NTK_OK;                                                                                              \
+  }
+
+DEFINE_BATCHED_TILE(float, f)
+DEFINE_BATCHED_TILE(double, d)
+
 ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void *ntk) {
   size_t rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;
   ntk_status st = reserve_vars(c, rows > cols ? rows : cols);
   if (st) return st;
+  if (c->plan.batched)
+    return c->data->elem == 4 ? batched_tile_f(c, t, nngp, ntk) : batched_tile_d(c, t, nngp, ntk);
   int diag = t->bi == t->bj, with_t = ntk != NULL;
   if (c->data->elem == 4) {
     const float *x = c->data->x;

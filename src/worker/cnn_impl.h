@@ -201,11 +201,13 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
   S.t2 = (REAL *)ws->st2;
   S.rows = (REAL *)ws->srows;
   size_t cells = S.ld * (h + 2 * P->pad);
-  long noff = (long)(2 * h - 1) * (long)(2 * w - 1);
-  for (long idx = 0; idx < noff; idx++) {
-    /* idx 0 is offset (0, 0); then all others in row order. */
-    long k = idx == 0 ? ((long)h - 1) * (long)(2 * w - 1) + (long)w - 1
-                      : idx - 1 + (idx - 1 >= ((long)h - 1) * (long)(2 * w - 1) + (long)w - 1);
+  /* A self run first takes the zero offset alone to capture the variances
+   * (its slice is the diagonal). Then every offset in row order, the order
+   * the batched code sums in, so that a pair (a, a) gives the same bits
+   * either way. A self run whose only use is the variances stops there. */
+  long noff = self && P->self_vars_only ? 0 : (long)(2 * h - 1) * (long)(2 * w - 1);
+  for (long idx = self ? -1 : 0; idx < noff; idx++) {
+    long k = idx < 0 ? ((long)h - 1) * (long)(2 * w - 1) + (long)w - 1 : idx;
     S.di = k / (long)(2 * w - 1) - ((long)h - 1);
     S.dj = k % (long)(2 * w - 1) - ((long)w - 1);
     S.i0 = S.di > 0 ? (size_t)S.di : 0;
@@ -234,12 +236,13 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
         SFX(slice_pointwise)(&S, op, NULL, NULL, with_t);
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
-        if (self && idx == 0)
+        if (idx < 0)
           for (size_t i = 0; i < h; i++)
             for (size_t j = 0; j < w; j++) qa[i * w + j] = S.g[(i + S.pad) * S.ld + S.pad + j];
         SFX(slice_pointwise)(&S, op, qa, vb + P->var_off[op->var], with_t);
       }
     }
+    if (idx < 0) continue; /* the capture pass */
     for (size_t i = S.i0; i < S.i1; i++) {
       const REAL *g = S.g + (i + S.pad) * S.ld + S.pad, *t = S.t + (i + S.pad) * S.ld + S.pad;
       if (gsum) {

@@ -24,8 +24,6 @@ struct ntk_fc {
   void *scratch;  /* NTK_GRAM_BLOCK^2 elements */
 };
 
-#define NTK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
 /* ---- pointwise layer maps over a tile ------------------------------------ */
 
 #define DEFINE_MAPS(T, SFX, ABRELU, ERF)                                                          \

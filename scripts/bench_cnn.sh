@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# CNN benchmarks (issue "CNN kernels", item 6): float32, random 32x32x3
+# inputs, mpirun on all cores (one rank per core + the coordinator), each
+# pair computed once. Prints seconds per kernel entry for CNTK-GAP depth 21,
+# CNN-Flatten depth 21 and Myrtle-5/7/10 (NNGP+NTK), and for CNTK-GAP the
+# GFLOP/s achieved against the fp32 peak measured in the same run (OpenBLAS
+# ssyrk on all cores), assuming 0.48 GFLOP per pair (design notes: ~23 flops
+# per covariance entry per conv+ReLU layer, 1024^2 entries, 20 layers).
+#   scripts/bench_cnn.sh [BUILD_DIR] [SCALE]   (SCALE multiplies the image counts)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=$(readlink -f "${1:-$here/build}")
+scale=${2:-1}
+source "$here/scripts/env.sh"
+ranks=$(( $(nproc) + 1 ))
+work=$(mktemp -d "${TMPDIR:-/tmp}/ntkd-bench-cnn-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+peak=$("$build/ntkd_bench_syrk" 4096 4096 2>&1 | sed -n 's/.*kernels, \([0-9.]*\) GFLOP.*/\1/p')
+run() { # NAME N TILE ARCH
+  local name=$1 n=$(( $2 * scale )) tile=$3 arch=$4
+  /usr/bin/python3 -c "
+import numpy as np
+np.save('$work/$name.npy', np.random.default_rng(1).random(($n, 32, 32, 3), dtype=np.float32))"
+  printf '[data]\npath = %s.npy\n[model]\narch = %s\nw_std = 1.4142135623730951\n[compute]\ntile = %s\n[output]\npath = %s.ntk\nprogress = 1000\n' \
+    "$name" "$arch" "$tile" "$name" > "$work/$name.conf"
+  mpirun -np "$ranks" "$build/ntkd" "$work/$name.conf" 2> "$work/$name.log" >/dev/null
+  local secs entries
+  secs=$(sed -n 's/.*tiles \([0-9.]*\) s$/\1/p' "$work/$name.log")
+  entries=$(( n * (n + 1) / 2 ))
+  local per
+  per=$(echo "$secs / $entries" | bc -l)
+  printf '  %-14s N=%-5s tile %-4s %6d entries in %7.2f s: %10.3f ms per entry' "$name" "$n" "$tile" "$entries" "$secs" \
+    "$(echo "$per * 1000" | bc -l)"
+  if [ "$name" = cntk-gap21 ]; then
+    local gf
+    gf=$(echo "0.48 / $per" | bc -l)
+    printf ', %.1f GFLOP/s = %.1f%% of the %s GFLOP/s fp32 peak' "$gf" "$(echo "100 * $gf / $peak" | bc -l)" "$peak"
+  fi
+  printf '\n'
+}
+echo "CNN benchmarks: float32, random 32x32x3 images, mpirun -np $ranks on $(nproc) cores, NNGP+NTK"
+run cntk-gap21 48 16 "[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense"
+run cnn-flatten21 1024 128 "[Conv(3, 1, SAME) Relu]*20 Flatten Dense"
+run myrtle5 16 4 "[Conv(3, 1, SAME) Relu]*2 AvgPool(2) [Conv(3, 1, SAME) Relu]*1 AvgPool(2) [Conv(3, 1, SAME) Relu]*1 GlobalAvgPool Dense"
+run myrtle7 16 4 "[Conv(3, 1, SAME) Relu]*2 AvgPool(2) [Conv(3, 1, SAME) Relu]*2 AvgPool(2) [Conv(3, 1, SAME) Relu]*2 GlobalAvgPool Dense"
+run myrtle10 16 4 "[Conv(3, 1, SAME) Relu]*3 AvgPool(2) [Conv(3, 1, SAME) Relu]*3 AvgPool(2) [Conv(3, 1, SAME) Relu]*3 GlobalAvgPool Dense"
+echo "targets on this 2-core machine: CNTK-GAP-21 <= 10 ms per entry, CNN-Flatten-21 <= 0.010 ms per entry"

@@ -1,0 +1,260 @@
+/* Batched CNN kernels: one image a against a batch of NTK_CNN_BATCH images
+ * b, the batch index innermost so that every loop runs along contiguous
+ * SIMD lanes with no edge cases. Included twice by src/worker/cnn.c like
+ * cnn_impl.h. Two shapes are batched:
+ *   DIAG          Flatten readout, no pooling: arrays [position][k];
+ *   SLICE_SINGLE  one run of stride-1 SAME layers from the input to
+ *                 GlobalAvgPool (CNTK-GAP): one offset at a time, arrays
+ *                 [cell][k] with a zero border, all layers while in cache.
+ * Inputs of the batch images (xb) and their variances (vb) are transposed
+ * per tile to [position][channel or slot][k]. */
+
+#define B NTK_CNN_BATCH
+
+/* One value per lane as a GCC vector: the filter sums below are plain vector
+ * adds whatever the compiler makes of short loops (with arrays and loops it
+ * emitted scalar adds and shuffles: 78% of the time, perf). Unaligned, may
+ * alias the REAL arrays. */
+typedef REAL SFX(lanes) __attribute__((vector_size(NTK_CNN_BATCH * sizeof(REAL)), aligned(sizeof(REAL)), may_alias));
+
+NTK_CLONES static void SFX(b_affine)(REAL *restrict g, REAL *restrict t, size_t n, REAL w2, REAL b2) {
+  for (size_t k = 0; k < n; k++) g[k] = w2 * g[k] + b2;
+  if (t)
+    for (size_t k = 0; k < n; k++) t[k] = g[k] + w2 * t[k];
+}
+
+/* Nonlinearity on `n` positions: q11 per position (image a), q22 per lane. */
+NTK_CLONES static void SFX(b_relu)(REAL *restrict g, REAL *restrict t, size_t n, const REAL *restrict qa,
+                                   const REAL *restrict qb, size_t qb_stride, REAL a, REAL b) {
+  for (size_t p = 0; p < n; p++) {
+    REAL q11 = qa[p];
+    REAL *gp = g + p * B, *tp = t ? t + p * B : NULL;
+    const REAL *qbp = qb + p * qb_stride;
+    for (size_t k = 0; k < B; k++) {
+      REAL td;
+      gp[k] = ABRELU(a, b, gp[k], q11, qbp[k], &td);
+      if (tp) tp[k] *= td;
+    }
+  }
+}
+
+NTK_CLONES static void SFX(b_erf)(REAL *restrict g, REAL *restrict t, size_t n, const REAL *restrict qa,
+                                  const REAL *restrict qb, size_t qb_stride) {
+  for (size_t p = 0; p < n; p++) {
+    REAL q11 = qa[p];
+    REAL *gp = g + p * B, *tp = t ? t + p * B : NULL;
+    const REAL *qbp = qb + p * qb_stride;
+    for (size_t k = 0; k < B; k++) {
+      REAL td;
+      gp[k] = ERF(gp[k], q11, qbp[k], &td);
+      if (tp) tp[k] *= td;
+    }
+  }
+}
+
+/* DIAG conv: out[i][j][:] = scale * sum over the filter of in[...][:]. */
+NTK_CLONES static void SFX(b_conv_diag)(const struct cnn_op *op, const REAL *restrict in, REAL *restrict out) {
+  size_t f = (size_t)op->layer->filter, s = (size_t)op->layer->stride;
+  REAL scale = (REAL)(1.0 / (double)(f * f));
+  for (size_t i = 0; i < op->ho; i++)
+    for (size_t j = 0; j < op->wo; j++) {
+      SFX(lanes) acc = {0};
+      for (size_t a = 0; a < f; a++) {
+        long r = (long)(s * i + a) - (long)op->lo_h;
+        if (op->circular) r = (r % (long)op->hi + (long)op->hi) % (long)op->hi;
+        else if (r < 0 || r >= (long)op->hi) continue;
+        for (size_t bb = 0; bb < f; bb++) {
+          long cc = (long)(s * j + bb) - (long)op->lo_w;
+          if (op->circular) cc = (cc % (long)op->wi + (long)op->wi) % (long)op->wi;
+          else if (cc < 0 || cc >= (long)op->wi) continue;
+          acc += *(const SFX(lanes) *)(in + ((size_t)r * op->wi + (size_t)cc) * B);
+        }
+      }
+      *(SFX(lanes) *)(out + (i * op->wo + j) * B) = acc * scale;
+    }
+}
+
+static void SFX(b_nonlin)(const struct cnn_op *op, REAL *g, REAL *t, size_t n, const REAL *qa, const REAL *qb,
+                          size_t qb_stride) {
+  if (op->layer->kind == NTK_LAYER_ERF) SFX(b_erf)(g, t, n, qa, qb, qb_stride);
+  else SFX(b_relu)(g, t, n, qa, qb, qb_stride, (REAL)op->layer->a, (REAL)op->layer->b);
+}
+
+/* Image a against the batch: xbt is [position][channel][k], vbt is
+ * [slot][position][k] for the spatial slots. Results per lane. */
+static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
+                             const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
+  const struct cnn_plan *P = &c->plan;
+  size_t HW = P->H * P->W, C = P->C;
+  REAL *g = (REAL *)ws->g, *t = (REAL *)ws->t, *g2 = (REAL *)ws->g2, *t2 = (REAL *)ws->t2;
+  /* Same operations as the per-pair code (a division, not a reciprocal):
+   * the entry of a pair (a, a) must equal a's variance bit for bit. */
+  for (size_t p = 0; p < HW; p++) {
+    REAL *gp = g + p * B;
+    for (size_t k = 0; k < B; k++) gp[k] = 0;
+    for (size_t ch = 0; ch < C; ch++) {
+      REAL xv = xa[p * C + ch];
+      const REAL *xb = xbt + (p * C + ch) * B;
+      for (size_t k = 0; k < B; k++) gp[k] += xv * xb[k];
+    }
+    for (size_t k = 0; k < B; k++) gp[k] /= (REAL)C;
+  }
+  if (with_t) memset(t, 0, HW * B * sizeof(REAL));
+  for (size_t k = 0; k < P->nops; k++) {
+    const struct cnn_op *op = &P->ops[k];
+    size_t n = op->ho * op->wo;
+    const struct ntk_layer *l = op->layer;
+    if (l->kind == NTK_LAYER_CONV) {
+      SFX(b_conv_diag)(op, g, g2);
+      if (with_t) SFX(b_conv_diag)(op, t, t2);
+      REAL *x = g; g = g2; g2 = x;
+      x = t; t = t2; t2 = x;
+      SFX(b_affine)(g, with_t ? t : NULL, n * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
+    } else if (l->kind == NTK_LAYER_DENSE) {
+      SFX(b_affine)(g, with_t ? t : NULL, n * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
+    } else if (op->var >= 0) {
+      SFX(b_nonlin)(op, g, with_t ? t : NULL, n, va + P->var_off[op->var], vbt + P->var_off[op->var] * B, B);
+    }
+  }
+  size_t n = P->out_h * P->out_w;
+  for (size_t k = 0; k < B; k++) out_g[k] = out_t[k] = 0;
+  for (size_t p = 0; p < n; p++)
+    for (size_t k = 0; k < B; k++) {
+      out_g[k] += g[p * B + k];
+      if (with_t) out_t[k] += t[p * B + k];
+    }
+  for (size_t k = 0; k < B; k++) {
+    out_g[k] /= (REAL)n;
+    out_t[k] /= (REAL)n;
+  }
+}
+
+/* Box filter of one slice over the valid region (f x f, SAME, stride 1),
+ * then nngp' = W^2 A + b^2, ntk' = nngp' + W^2 A(ntk). Cells outside the
+ * region stay zero. */
+NTK_CLONES static void SFX(b_slice_conv)(const struct cnn_op *op, struct cnn_bws *ws, size_t ld, size_t pad,
+                                         size_t i0, size_t i1, size_t j0, size_t j1, int with_t) {
+  const struct ntk_layer *l = op->layer;
+  size_t f = (size_t)l->filter, lo = op->lo_h;
+  REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
+  REAL scale = (REAL)(1.0 / (double)(f * f));
+  REAL *rows = (REAL *)ws->rows;
+  for (int which = 0; which < 1 + with_t; which++) {
+    const REAL *in = (const REAL *)(which ? ws->t : ws->g);
+    REAL *out = (REAL *)(which ? ws->t2 : ws->g2);
+    size_t r0 = i0 + pad - lo, r1 = i1 + pad - lo + f - 1;
+    for (size_t r = r0; r < r1; r++)
+      for (size_t j = j0; j < j1; j++) {
+        const REAL *src = in + (r * ld + pad - lo + j) * B;
+        SFX(lanes) acc = *(const SFX(lanes) *)src;
+        for (size_t bb = 1; bb < f; bb++) acc += *(const SFX(lanes) *)(src + bb * B);
+        *(SFX(lanes) *)(rows + (r * ld + j) * B) = acc;
+      }
+    for (size_t i = i0; i < i1; i++)
+      for (size_t j = j0; j < j1; j++) {
+        const REAL *src = rows + ((i + pad - lo) * ld + j) * B;
+        SFX(lanes) acc = *(const SFX(lanes) *)src;
+        for (size_t a = 1; a < f; a++) acc += *(const SFX(lanes) *)(src + a * ld * B);
+        *(SFX(lanes) *)(out + ((i + pad) * ld + pad + j) * B) = acc * scale;
+      }
+  }
+  for (size_t i = i0; i < i1; i++) {
+    REAL *g = (REAL *)ws->g2 + ((i + pad) * ld + pad + j0) * B, *t = (REAL *)ws->t2 + ((i + pad) * ld + pad + j0) * B;
+    size_t n = (j1 - j0) * B;
+    for (size_t k = 0; k < n; k++) g[k] = w2 * g[k] + b2;
+    if (with_t)
+      for (size_t k = 0; k < n; k++) t[k] = g[k] + w2 * t[k];
+  }
+  void *x = ws->g;
+  ws->g = ws->g2;
+  ws->g2 = x;
+  x = ws->t;
+  ws->t = ws->t2;
+  ws->t2 = x;
+}
+
+/* Image a against the batch, single slice-local stage to GlobalAvgPool. */
+static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
+                              const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
+  const struct cnn_plan *P = &c->plan;
+  size_t h = P->H, w = P->W, C = P->C, pad = P->pad, ld = w + 2 * pad, hw = h * w;
+  REAL gs[B], ts[B];
+  for (size_t k = 0; k < B; k++) gs[k] = ts[k] = 0;
+  for (long di = -(long)h + 1; di < (long)h; di++)
+    for (long dj = -(long)w + 1; dj < (long)w; dj++) {
+      size_t i0 = di > 0 ? (size_t)di : 0, i1 = di < 0 ? (size_t)((long)h + di) : h;
+      size_t j0 = dj > 0 ? (size_t)dj : 0, j1 = dj < 0 ? (size_t)((long)w + dj) : w;
+      /* The input covariance of this offset, straight from the images. */
+      for (size_t i = i0; i < i1; i++)
+        for (size_t j = j0; j < j1; j++) {
+          size_t pa = i * w + j, pb = (size_t)(((long)i - di) * (long)w + (long)j - dj);
+          REAL *gp = (REAL *)ws->g + ((i + pad) * ld + pad + j) * B;
+          for (size_t k = 0; k < B; k++) gp[k] = 0;
+          for (size_t ch = 0; ch < C; ch++) {
+            REAL xv = xa[pa * C + ch];
+            const REAL *xb = xbt + (pb * C + ch) * B;
+            for (size_t k = 0; k < B; k++) gp[k] += xv * xb[k];
+          }
+          for (size_t k = 0; k < B; k++) gp[k] /= (REAL)C;
+          if (with_t) memset((REAL *)ws->t + ((i + pad) * ld + pad + j) * B, 0, B * sizeof(REAL));
+        }
+      for (size_t kk = 0; kk < P->nops; kk++) {
+        const struct cnn_op *op = &P->ops[kk];
+        const struct ntk_layer *l = op->layer;
+        if (l->kind == NTK_LAYER_CONV) {
+          SFX(b_slice_conv)(op, ws, ld, pad, i0, i1, j0, j1, with_t);
+        } else if (l->kind == NTK_LAYER_DENSE || op->var >= 0) {
+          for (size_t i = i0; i < i1; i++) {
+            size_t cell = (i + pad) * ld + pad + j0;
+            REAL *g = (REAL *)ws->g + cell * B, *t = with_t ? (REAL *)ws->t + cell * B : NULL;
+            if (l->kind == NTK_LAYER_DENSE) {
+              SFX(b_affine)(g, t, (j1 - j0) * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
+            } else {
+              const REAL *qa = va + P->var_off[op->var] + i * w + j0;
+              const REAL *qb = vbt + (P->var_off[op->var] + (size_t)(((long)i - di) * (long)w + (long)j0 - dj)) * B;
+              SFX(b_nonlin)(op, g, t, j1 - j0, qa, qb, B);
+            }
+          }
+        }
+      }
+      /* Sum for the readout, and clear the region for the next offset. */
+      for (size_t i = i0; i < i1; i++) {
+        size_t cell = (i + pad) * ld + pad + j0, n = (j1 - j0) * B;
+        REAL *g = (REAL *)ws->g + cell * B, *t = (REAL *)ws->t + cell * B;
+        for (size_t q = 0; q < n; q++) gs[q % B] += g[q];
+        if (with_t)
+          for (size_t q = 0; q < n; q++) ts[q % B] += t[q];
+        memset(g, 0, n * sizeof(REAL));
+        memset((REAL *)ws->g2 + cell * B, 0, n * sizeof(REAL));
+        if (with_t) {
+          memset(t, 0, n * sizeof(REAL));
+          memset((REAL *)ws->t2 + cell * B, 0, n * sizeof(REAL));
+        }
+      }
+    }
+  for (size_t k = 0; k < B; k++) {
+    out_g[k] = gs[k] / (REAL)(hw * hw);
+    out_t[k] = with_t ? ts[k] / (REAL)(hw * hw) : 0;
+  }
+}
+
+/* The fully-connected tail for a batch of scalars. */
+static void SFX(b_tail)(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REAL *g, REAL *t) {
+  const struct cnn_plan *P = &c->plan;
+  for (size_t kk = 0; kk < P->ntail; kk++) {
+    const struct ntk_layer *l = &P->tail[kk];
+    for (size_t k = 0; k < B; k++) {
+      if (l->kind == NTK_LAYER_DENSE) {
+        REAL w2 = (REAL)(l->w_std * l->w_std);
+        g[k] = w2 * g[k] + (REAL)(l->b_std * l->b_std);
+        t[k] = g[k] + w2 * t[k];
+      } else if (l->kind == NTK_LAYER_ABRELU || l->kind == NTK_LAYER_ERF) {
+        REAL td;
+        g[k] = SFX(nonlin1)(l, g[k], ta[kk], tbt[kk * B + k], &td);
+        t[k] *= td;
+      }
+    }
+  }
+}
+
+#undef B
