@@ -81,6 +81,24 @@ expect_rc 0 "float64 mpirun -np 3, tile 64" mpirun -np 3 "$NTKD" d2.conf
 "$NTKD" export d2.ntk d2_ntk.npy >/dev/null 2>&1
 check "float64 mpirun output byte-identical" cmp -s d_ntk.npy d2_ntk.npy
 
+# --- CNN jobs: same bits for any rank count and tile size ---------------------
+$PY -c "import numpy as np; np.save('img.npy', np.random.default_rng(9).standard_normal((37, 8, 8, 3)).astype(np.float32))"
+cnn_job() { # NAME TILE ARCH
+  printf '[data]\npath = img.npy\n[model]\narch = %s\nw_std = 1.4\nb_std = 0.1\n[compute]\ntile = %s\n[output]\npath = %s.ntk\n' "$3" "$2" "$1" > "$1.conf"
+}
+for spec in "gap|[Conv(3, 1, SAME) Relu]*3 GlobalAvgPool Dense" \
+            "flat|Conv(3, 1, SAME) Erf Conv(3, 2, VALID) Relu Flatten Dense" \
+            "pool|Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu GlobalAvgPool Dense Relu Dense"; do
+  name=${spec%%|*} arch=${spec#*|}
+  cnn_job "c1$name" 37 "$arch"
+  cnn_job "c3$name" 5 "$arch"
+  expect_rc 0 "CNN ($name) single process" "$NTKD" "c1$name.conf"
+  expect_rc 0 "CNN ($name) mpirun -np 3, tile 5" mpirun -np 3 "$NTKD" "c3$name.conf"
+  "$NTKD" export "c1$name.ntk" "c1$name.npy" >/dev/null 2>&1
+  "$NTKD" export "c3$name.ntk" "c3$name.npy" >/dev/null 2>&1
+  check "CNN ($name): mpirun with tile 5 byte-identical to one tile" cmp -s "c1$name.npy" "c3$name.npy"
+done
+
 # --- resume after SIGKILL at several moments ----------------------------------
 job clean big.npy 256 float32 "sync = 0"
 "$NTKD" clean.conf >/dev/null 2>&1

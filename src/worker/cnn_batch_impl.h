@@ -178,25 +178,19 @@ static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
                               const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   size_t h = P->H, w = P->W, C = P->C, pad = P->pad, ld = w + 2 * pad, hw = h * w;
-  REAL gs[B], ts[B];
-  for (size_t k = 0; k < B; k++) gs[k] = ts[k] = 0;
+  SFX(lanes) gsum = {0}, tsum = {0};
   for (long di = -(long)h + 1; di < (long)h; di++)
     for (long dj = -(long)w + 1; dj < (long)w; dj++) {
       size_t i0 = di > 0 ? (size_t)di : 0, i1 = di < 0 ? (size_t)((long)h + di) : h;
       size_t j0 = dj > 0 ? (size_t)dj : 0, j1 = dj < 0 ? (size_t)((long)w + dj) : w;
-      /* The input covariance of this offset, straight from the images. */
+      /* The input covariance of this offset, straight from the images
+       * (the same operations, in the same order, as the per-pair code). */
       for (size_t i = i0; i < i1; i++)
         for (size_t j = j0; j < j1; j++) {
           size_t pa = i * w + j, pb = (size_t)(((long)i - di) * (long)w + (long)j - dj);
-          REAL *gp = (REAL *)ws->g + ((i + pad) * ld + pad + j) * B;
-          for (size_t k = 0; k < B; k++) gp[k] = 0;
-          for (size_t ch = 0; ch < C; ch++) {
-            REAL xv = xa[pa * C + ch];
-            const REAL *xb = xbt + (pb * C + ch) * B;
-            for (size_t k = 0; k < B; k++) gp[k] += xv * xb[k];
-          }
-          for (size_t k = 0; k < B; k++) gp[k] /= (REAL)C;
-          if (with_t) memset((REAL *)ws->t + ((i + pad) * ld + pad + j) * B, 0, B * sizeof(REAL));
+          SFX(lanes) acc = {0};
+          for (size_t ch = 0; ch < C; ch++) acc += xa[pa * C + ch] * *(const SFX(lanes) *)(xbt + (pb * C + ch) * B);
+          *(SFX(lanes) *)((REAL *)ws->g + ((i + pad) * ld + pad + j) * B) = acc / (REAL)C;
         }
       for (size_t kk = 0; kk < P->nops; kk++) {
         const struct cnn_op *op = &P->ops[kk];
@@ -221,9 +215,9 @@ static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
       for (size_t i = i0; i < i1; i++) {
         size_t cell = (i + pad) * ld + pad + j0, n = (j1 - j0) * B;
         REAL *g = (REAL *)ws->g + cell * B, *t = (REAL *)ws->t + cell * B;
-        for (size_t q = 0; q < n; q++) gs[q % B] += g[q];
+        for (size_t q = 0; q < n; q += B) gsum += *(const SFX(lanes) *)(g + q);
         if (with_t)
-          for (size_t q = 0; q < n; q++) ts[q % B] += t[q];
+          for (size_t q = 0; q < n; q += B) tsum += *(const SFX(lanes) *)(t + q);
         memset(g, 0, n * sizeof(REAL));
         memset((REAL *)ws->g2 + cell * B, 0, n * sizeof(REAL));
         if (with_t) {
@@ -233,8 +227,8 @@ static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
       }
     }
   for (size_t k = 0; k < B; k++) {
-    out_g[k] = gs[k] / (REAL)(hw * hw);
-    out_t[k] = with_t ? ts[k] / (REAL)(hw * hw) : 0;
+    out_g[k] = gsum[k] / (REAL)(hw * hw);
+    out_t[k] = with_t ? tsum[k] / (REAL)(hw * hw) : 0;
   }
 }
 
