@@ -48,7 +48,7 @@ print("%-34s slowest/first = %.3f   final validation accuracy = %.4f   final los
 PY
 }
 
-echo "Training benchmark: MLP 784-1000-1000-10, Adam, batch 50, Fashion-MNIST 60000/10000, $(nproc) cores,"
+echo "Training benchmark: MLP 784-1000-1000-10, Adam, batch 50, Fashion-MNIST 60000/10000, $(nproc --all) cores,"
 echo "OpenBLAS $("$build/ntkd" --version | sed -n 's/^OpenBLAS kernels: //p'), OPENBLAS_NUM_THREADS=1"
 for ranks in 1 2; do
   for flush in true false; do
