@@ -64,6 +64,24 @@ ntk_status ntk_comm_bcast(void *buf, size_t bytes) {
   return NTK_OK;
 }
 
+/* In chunks of 2^28 values: MPI counts are int. */
+static ntk_status sum_in_place(void *buf, size_t n, MPI_Datatype type, size_t elem) {
+  if (!active || size == 1) return NTK_OK;
+  char *p = buf;
+  while (n) {
+    int chunk = n > (1u << 28) ? (1 << 28) : (int)n;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, p, chunk, type, MPI_SUM, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
+    p += (size_t)chunk * elem;
+    n -= (size_t)chunk;
+  }
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_sum_floats(float *buf, size_t n) { return sum_in_place(buf, n, MPI_FLOAT, sizeof *buf); }
+
+ntk_status ntk_comm_sum_doubles(double *buf, size_t n) { return sum_in_place(buf, n, MPI_DOUBLE, sizeof *buf); }
+
 ntk_status ntk_comm_agree(ntk_status local) {
   if (!active || size == 1) return local;
   int in = (int)local, out = 0;

@@ -40,14 +40,24 @@ enum {
   SEEN_PATH = 1 << 0, SEEN_FORMAT = 1 << 1, SEEN_LAYOUT = 1 << 2, SEEN_COUNT = 1 << 3,
   SEEN_SCALE = 1 << 4, SEEN_ARCH = 1 << 5, SEEN_WSTD = 1 << 6, SEEN_BSTD = 1 << 7,
   SEEN_KERNEL = 1 << 8, SEEN_PRECISION = 1 << 9, SEEN_TILE = 1 << 10, SEEN_OPATH = 1 << 11,
-  SEEN_LEVEL = 1 << 12, SEEN_PROGRESS = 1 << 13, SEEN_SYNC = 1 << 14,
+  SEEN_LEVEL = 1 << 12, SEEN_PROGRESS = 1 << 13, SEEN_SYNC = 1 << 14, SEEN_LABELS = 1 << 15,
+  SEEN_LAYERS = 1 << 16, SEEN_BATCH = 1 << 17, SEEN_EPOCHS = 1 << 18, SEEN_ALPHA = 1 << 19,
+  SEEN_BETA1 = 1 << 20, SEEN_BETA2 = 1 << 21, SEEN_EPS = 1 << 22, SEEN_SEED = 1 << 23,
+  SEEN_FLUSH = 1 << 24, SEEN_SNAPSHOT = 1 << 25, SEEN_LOG = 1 << 26, SEEN_VPATH = 1 << 27,
+  SEEN_VLABELS = 1 << 28, SEEN_VCOUNT = 1 << 29,
 };
+
+/* Sections in the order of messages; index = enum value. */
+enum { SEC_DATA, SEC_MODEL, SEC_COMPUTE, SEC_OUTPUT, SEC_TRAIN, SEC_VALIDATION, NSECTIONS };
+static const char *const section_names[NSECTIONS] = {"data", "model", "compute", "output", "train", "validation"};
+#define SECTION_LIST "data, model, compute, output, train, validation"
 
 struct ctx {
   struct ntk_job *job;
   struct reader *rd;
   const char *name;
   unsigned seen;
+  int labels_line; /* line of [data] labels, for refusing it in a kernel job */
   ntk_status st;
   char dir[NTK_PATH_MAX]; /* folder of the job file, with trailing '/', or "" */
 };
@@ -106,8 +116,13 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
     if (!ntk_parse_double(v, &j->scale) || j->scale == 0.0)
       return fail(c, s, k, "'%s' is not a finite non-zero number", v);
     j->has_scale = 1;
+  } else if (!strcmp(k, "labels")) {
+    if (!once(c, s, k, SEEN_LABELS)) return 0;
+    if (!*v) return fail(c, s, k, "%s", "empty");
+    if (!resolve_path(c, v, j->labels_path)) return fail(c, s, k, "%s", "too long");
+    c->labels_line = c->rd->line;
   } else {
-    return fail(c, s, k, "%s", "unknown key (path, format, layout, count, scale)");
+    return fail(c, s, k, "%s", "unknown key (path, format, layout, count, scale, labels)");
   }
   return 1;
 }
@@ -179,6 +194,83 @@ static int on_output(struct ctx *c, const char *s, const char *k, const char *v)
   return 1;
 }
 
+static int on_train(struct ctx *c, const char *s, const char *k, const char *v) {
+  struct ntk_train_opts *t = &c->job->train;
+  if (!strcmp(k, "layers")) {
+    if (!once(c, s, k, SEEN_LAYERS)) return 0;
+    char tmp[1024];
+    if (strlen(v) >= sizeof tmp) return fail(c, s, k, "%s", "too long");
+    strcpy(tmp, v);
+    t->nlayers = 0;
+    for (char *save, *tok = strtok_r(tmp, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+      if (t->nlayers == NTK_TRAIN_MAX_LAYERS) return fail(c, s, k, "%s", "more than 16 sizes");
+      size_t n;
+      /* 2^24: far beyond any MLP this trains, and keeps size products in range. */
+      if (!ntk_parse_size(tok, &n) || n == 0 || n > (1u << 24))
+        return fail(c, s, k, "'%s' is not a layer size in 1..16777216", tok);
+      t->layers[t->nlayers++] = n;
+    }
+    if (t->nlayers < 2)
+      return fail(c, s, k, "'%s' needs at least the input size and the number of classes, e.g. 784 1000 10", v);
+    if (t->layers[t->nlayers - 1] < 2) return fail(c, s, k, "%s", "the last size (classes) must be at least 2");
+  } else if (!strcmp(k, "batch")) {
+    if (!once(c, s, k, SEEN_BATCH)) return 0;
+    if (!ntk_parse_size(v, &t->batch) || t->batch == 0 || t->batch > (1u << 24))
+      return fail(c, s, k, "'%s' is not an integer in 1..16777216", v);
+  } else if (!strcmp(k, "epochs")) {
+    if (!once(c, s, k, SEEN_EPOCHS)) return 0;
+    if (!ntk_parse_size(v, &t->epochs) || t->epochs == 0 || t->epochs > 1000000)
+      return fail(c, s, k, "'%s' is not an integer in 1..1000000", v);
+  } else if (!strcmp(k, "alpha")) {
+    if (!once(c, s, k, SEEN_ALPHA)) return 0;
+    if (!ntk_parse_double(v, &t->alpha) || t->alpha <= 0) return fail(c, s, k, "'%s' is not a number > 0", v);
+  } else if (!strcmp(k, "beta1") || !strcmp(k, "beta2")) {
+    int one = k[4] == '1';
+    if (!once(c, s, k, one ? SEEN_BETA1 : SEEN_BETA2)) return 0;
+    double *b = one ? &t->beta1 : &t->beta2;
+    if (!ntk_parse_double(v, b) || *b < 0 || *b >= 1) return fail(c, s, k, "'%s' is not a number in [0, 1)", v);
+  } else if (!strcmp(k, "eps")) {
+    if (!once(c, s, k, SEEN_EPS)) return 0;
+    if (!ntk_parse_double(v, &t->eps) || t->eps <= 0) return fail(c, s, k, "'%s' is not a number > 0", v);
+  } else if (!strcmp(k, "seed")) {
+    if (!once(c, s, k, SEEN_SEED)) return 0;
+    size_t seed;
+    if (!ntk_parse_size(v, &seed)) return fail(c, s, k, "'%s' is not a non-negative integer", v);
+    t->seed = seed;
+  } else if (!strcmp(k, "flush_denormals")) {
+    if (!once(c, s, k, SEEN_FLUSH)) return 0;
+    if (!strcmp(v, "true")) t->flush_denormals = 1;
+    else if (!strcmp(v, "false")) t->flush_denormals = 0;
+    else return fail(c, s, k, "'%s' is not true or false", v);
+  } else if (!strcmp(k, "snapshot") || !strcmp(k, "log")) {
+    int snap = k[0] == 's';
+    if (!once(c, s, k, snap ? SEEN_SNAPSHOT : SEEN_LOG)) return 0;
+    if (!*v) return fail(c, s, k, "%s", "empty");
+    if (!resolve_path(c, v, snap ? t->snapshot : t->log)) return fail(c, s, k, "%s", "too long");
+  } else {
+    return fail(c, s, k, "%s", "unknown key (layers, batch, epochs, alpha, beta1, beta2, eps, seed, "
+                "flush_denormals, snapshot, log)");
+  }
+  return 1;
+}
+
+static int on_validation(struct ctx *c, const char *s, const char *k, const char *v) {
+  struct ntk_train_opts *t = &c->job->train;
+  if (!strcmp(k, "path") || !strcmp(k, "labels")) {
+    int path = k[0] == 'p';
+    if (!once(c, s, k, path ? SEEN_VPATH : SEEN_VLABELS)) return 0;
+    if (!*v) return fail(c, s, k, "%s", "empty");
+    if (!resolve_path(c, v, path ? t->val_path : t->val_labels)) return fail(c, s, k, "%s", "too long");
+  } else if (!strcmp(k, "count")) {
+    if (!once(c, s, k, SEEN_VCOUNT)) return 0;
+    if (!ntk_parse_size(v, &t->val_count) || t->val_count == 0)
+      return fail(c, s, k, "'%s' is not a positive integer", v);
+  } else {
+    return fail(c, s, k, "%s", "unknown key (path, labels, count)");
+  }
+  return 1;
+}
+
 static int handler(void *user, const char *section, const char *key, const char *value) {
   struct ctx *c = user;
   if (c->st) return 0;
@@ -186,11 +278,13 @@ static int handler(void *user, const char *section, const char *key, const char 
   if (!strcmp(section, "model")) return on_model(c, section, key, value);
   if (!strcmp(section, "compute")) return on_compute(c, section, key, value);
   if (!strcmp(section, "output")) return on_output(c, section, key, value);
+  if (!strcmp(section, "train")) return on_train(c, section, key, value);
+  if (!strcmp(section, "validation")) return on_validation(c, section, key, value);
   if (!*section) {
     c->st = ntk_error(NTK_ECONFIG, "%s:%d: key '%s' is outside any section", c->name, c->rd->line, key);
     return 0;
   }
-  c->st = ntk_error(NTK_ECONFIG, "%s:%d: unknown section [%s] (data, model, compute, output)",
+  c->st = ntk_error(NTK_ECONFIG, "%s:%d: unknown section [%s] (" SECTION_LIST ")",
                     c->name, c->rd->line, section);
   return 0;
 }
@@ -207,11 +301,21 @@ void ntk_job_defaults(struct ntk_job *job) {
   job->level = 1;
   job->progress_interval = 30.0;
   job->sync_interval = 1.0;
+  /* Chainer's Adam defaults, and its train_mnist batch and epochs. */
+  job->train.batch = 100;
+  job->train.epochs = 20;
+  job->train.alpha = 0.001;
+  job->train.beta1 = 0.9;
+  job->train.beta2 = 0.999;
+  job->train.eps = 1e-8;
+  job->train.flush_denormals = 1;
 }
 
 /* Section headers never reach the handler when a section is empty; catch
- * unknown ones here so "[comptue]" alone is still an error. */
-static ntk_status check_sections(const char *text, const char *name) {
+ * unknown ones here so "[comptue]" alone is still an error. Records the
+ * first line of each known section (0: absent): an empty [train] still
+ * makes a training job, and an empty [model] in one is still refused. */
+static ntk_status check_sections(const char *text, const char *name, int *lines) {
   int line = 0;
   const char *p = text;
   while (*p) {
@@ -224,15 +328,33 @@ static ntk_status check_sections(const char *text, const char *name) {
       const char *close = memchr(q, ']', len - (size_t)(q - p));
       if (!close) return ntk_error(NTK_ECONFIG, "%s:%d: section header without ']'", name, line);
       size_t n = (size_t)(close - q - 1);
-      const char *known[] = {"data", "model", "compute", "output"};
-      int ok = 0;
-      for (int i = 0; i < 4; i++) ok |= strlen(known[i]) == n && !strncmp(q + 1, known[i], n);
-      if (!ok)
-        return ntk_error(NTK_ECONFIG, "%s:%d: unknown section [%.*s] (data, model, compute, output)",
+      int found = -1;
+      for (int i = 0; i < NSECTIONS; i++)
+        if (strlen(section_names[i]) == n && !strncmp(q + 1, section_names[i], n)) found = i;
+      if (found < 0)
+        return ntk_error(NTK_ECONFIG, "%s:%d: unknown section [%.*s] (" SECTION_LIST ")",
                          name, line, (int)n, q + 1);
+      if (!lines[found]) lines[found] = line;
     }
     p = e ? e + 1 : p + len;
   }
+  return NTK_OK;
+}
+
+/* A training job takes its network from [train] layers and writes a log
+ * and snapshots, not a store: a [model], [compute] or [output] section
+ * would be silently ignored, so it is refused instead. */
+static ntk_status check_training_job(struct ctx *c, const int *lines) {
+  for (int i = SEC_MODEL; i <= SEC_OUTPUT; i++)
+    if (lines[i])
+      return ntk_error(NTK_ECONFIG, "%s:%d: [%s] is for kernel jobs; a training job ([train]) takes its "
+                       "network from [train] layers and has no [%s] section", c->name, lines[i],
+                       section_names[i], section_names[i]);
+  if (!(c->seen & SEEN_LABELS)) return ntk_error(NTK_ECONFIG, "%s: [data] labels is required for training", c->name);
+  if (!(c->seen & SEEN_LAYERS)) return ntk_error(NTK_ECONFIG, "%s: [train] layers is required", c->name);
+  if (!(c->seen & SEEN_VPATH)) return ntk_error(NTK_ECONFIG, "%s: [validation] path is required for training", c->name);
+  if (!(c->seen & SEEN_VLABELS))
+    return ntk_error(NTK_ECONFIG, "%s: [validation] labels is required for training", c->name);
   return NTK_OK;
 }
 
@@ -240,19 +362,28 @@ ntk_status ntk_job_parse_string(const char *text, const char *name, struct ntk_j
   ntk_job_defaults(job);
   snprintf(job->source, sizeof job->source, "%s", name);
   struct reader rd = {text, 0, 0};
-  struct ctx c = {job, &rd, name, 0, NTK_OK, ""};
+  struct ctx c = {job, &rd, name, 0, 0, NTK_OK, ""};
   const char *slash = strrchr(name, '/');
   if (slash && (size_t)(slash - name + 1) < sizeof c.dir) {
     memcpy(c.dir, name, (size_t)(slash - name + 1));
     c.dir[slash - name + 1] = '\0';
   }
-  ntk_status st = check_sections(text, name);
+  int lines[NSECTIONS] = {0};
+  ntk_status st = check_sections(text, name, lines);
   if (st) return st;
   int rc = ini_parse_stream(read_line, &rd, handler, &c);
   if (c.st) return c.st;
   if (rc > 0) return ntk_error(NTK_ECONFIG, "%s:%d: syntax error (expected 'key = value' or '[section]')", name, rc);
   if (rc < 0) return ntk_error(NTK_ECONFIG, "%s: could not be parsed", name);
   if (!(c.seen & SEEN_PATH)) return ntk_error(NTK_ECONFIG, "%s: [data] path is required", name);
+  job->train.enabled = lines[SEC_TRAIN] != 0;
+  if (job->train.enabled) return check_training_job(&c, lines);
+  if (c.labels_line)
+    return ntk_error(NTK_ECONFIG, "%s:%d: [data] labels: only a training job (with a [train] section) "
+                     "reads labels", name, c.labels_line);
+  if (lines[SEC_VALIDATION])
+    return ntk_error(NTK_ECONFIG, "%s:%d: [validation] is only for a training job (with a [train] section)",
+                     name, lines[SEC_VALIDATION]);
   if (!(c.seen & SEEN_ARCH)) return ntk_error(NTK_ECONFIG, "%s: [model] arch is required", name);
   if (!(c.seen & SEEN_OPATH)) return ntk_error(NTK_ECONFIG, "%s: [output] path is required", name);
   /* The arch is checked here too, so that its errors carry the file name. */

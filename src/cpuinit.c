@@ -7,10 +7,35 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <pmmintrin.h>
+#include <xmmintrin.h>
+#define NTK_HAVE_MXCSR 1
+#endif
 
 const char *ntk_cpu_blas_core(void) { return openblas_get_corename(); }
 
 void ntk_cpu_single_thread(void) { openblas_set_num_threads(1); }
+
+void ntk_cpu_flush_denormals(int on) {
+#ifdef NTK_HAVE_MXCSR
+  /* FTZ: results that would be subnormal become 0. DAZ: subnormal inputs
+   * read as 0. Both, since a subnormal can also arrive from memory (a
+   * snapshot written without the fix, data). */
+  _MM_SET_FLUSH_ZERO_MODE(on ? _MM_FLUSH_ZERO_ON : _MM_FLUSH_ZERO_OFF);
+  _MM_SET_DENORMALS_ZERO_MODE(on ? _MM_DENORMALS_ZERO_ON : _MM_DENORMALS_ZERO_OFF);
+#else
+  (void)on;
+#endif
+}
+
+int ntk_cpu_flushing_denormals(void) {
+#ifdef NTK_HAVE_MXCSR
+  return _MM_GET_FLUSH_ZERO_MODE() == _MM_FLUSH_ZERO_ON && _MM_GET_DENORMALS_ZERO_MODE() == _MM_DENORMALS_ZERO_ON;
+#else
+  return 0;
+#endif
+}
 
 void ntk_cpu_fix_openblas(char **argv) {
 #if defined(__x86_64__)

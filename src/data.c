@@ -12,10 +12,10 @@
 #include <zlib.h>
 
 /* Element types found in files. */
-typedef enum { T_U8, T_I8, T_I16, T_I32, T_F32, T_F64 } src_type;
+typedef enum { T_U8, T_I8, T_I16, T_I32, T_F32, T_F64, T_I64 } src_type;
 
 static size_t type_size(src_type t) {
-  static const size_t s[] = {1, 1, 2, 4, 4, 8};
+  static const size_t s[] = {1, 1, 2, 4, 4, 8, 8};
   return s[t];
 }
 
@@ -54,6 +54,7 @@ static double get_value(const unsigned char *p, src_type t, int big_endian) {
   case T_I32: { int32_t v; memcpy(&v, b, 4); return v; }
   case T_F32: { float v; memcpy(&v, b, 4); return v; }
   case T_F64: { double v; memcpy(&v, b, 8); return v; }
+  case T_I64: { int64_t v; memcpy(&v, b, 8); return (double)v; }
   }
   return 0;
 }
@@ -110,7 +111,9 @@ static ntk_status alloc_raw(struct raw *r, const char *path) {
 
 /* ---- .npy ---------------------------------------------------------------- */
 
-static ntk_status npy_parse_header(const char *path, const char *hdr, src_type *t, int *big,
+/* `labels`: a 1-D array of integers (uint8, int32, int64) instead of 2-D
+ * to 4-D samples (float32, float64, uint8). */
+static ntk_status npy_parse_header(const char *path, const char *hdr, int labels, src_type *t, int *big,
                                    size_t *shape, int *ndim) {
   const char *p = strstr(hdr, "'descr'");
   if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'descr'", path);
@@ -122,9 +125,14 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, src_type *
   memcpy(descr, p + 1, (size_t)(q - p - 1));
   *big = descr[0] == '>';
   const char *ty = descr + (descr[0] == '<' || descr[0] == '>' || descr[0] == '|' || descr[0] == '=');
-  if (!strcmp(ty, "f4")) *t = T_F32;
-  else if (!strcmp(ty, "f8")) *t = T_F64;
-  else if (!strcmp(ty, "u1")) *t = T_U8;
+  if (!strcmp(ty, "u1")) *t = T_U8;
+  else if (!labels && !strcmp(ty, "f4")) *t = T_F32;
+  else if (!labels && !strcmp(ty, "f8")) *t = T_F64;
+  else if (labels && !strcmp(ty, "i4")) *t = T_I32;
+  else if (labels && !strcmp(ty, "i8")) *t = T_I64;
+  else if (labels)
+    return ntk_error(NTK_EINPUT, "%s: .npy dtype '%s' is not supported for labels (uint8, int32 or int64)",
+                     path, descr);
   else
     return ntk_error(NTK_EINPUT, "%s: .npy dtype '%s' is not supported (float32, float64 or uint8)",
                      path, descr);
@@ -147,19 +155,23 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, src_type *
     errno = 0;
     unsigned long long v = strtoull(p, &end, 10);
     if (end == p || errno || *ndim == 4)
-      return ntk_error(NTK_EINPUT, "%s: .npy shape must have 2 to 4 dimensions", path);
+      return ntk_error(NTK_EINPUT, "%s: .npy shape must have %s dimensions", path, labels ? "one" : "2 to 4");
     shape[(*ndim)++] = (size_t)v;
     p = end;
     while (*p == ' ') p++;
     if (*p == ',') p++;
     else if (*p != ')') return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'shape'", path);
   }
-  if (*ndim < 2) return ntk_error(NTK_EINPUT, "%s: .npy shape must have 2 to 4 dimensions (N, d) "
-                                  "or (N, H, W, C)", path);
+  if (labels && *ndim != 1)
+    return ntk_error(NTK_EINPUT, "%s: a labels .npy must have one dimension (N,), not %d", path, *ndim);
+  if (!labels && *ndim < 2) return ntk_error(NTK_EINPUT, "%s: .npy shape must have 2 to 4 dimensions (N, d) "
+                                             "or (N, H, W, C)", path);
   return NTK_OK;
 }
 
-static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f, struct raw *r) {
+/* Read the preamble and header of a .npy file, leaving `f` at the data. */
+static ntk_status npy_read_header(const char *path, gzFile f, int labels, src_type *t, int *big, size_t *shape,
+                                  int *ndim) {
   unsigned char pre[10];
   ntk_status st = read_exact(f, path, pre, 10, "the .npy preamble");
   if (st) return st;
@@ -178,11 +190,16 @@ static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f
   char *hdr = calloc(1, hlen + 1);
   if (!hdr) return ntk_error(NTK_ENOMEM, "out of memory");
   st = read_exact(f, path, hdr, hlen, "the .npy header");
+  if (!st) st = npy_parse_header(path, hdr, labels, t, big, shape, ndim);
+  free(hdr);
+  return st;
+}
+
+static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f, struct raw *r) {
   src_type t = T_F64;
   int big = 0, ndim = 0;
   size_t shape[4] = {0};
-  if (!st) st = npy_parse_header(path, hdr, &t, &big, shape, &ndim);
-  free(hdr);
+  ntk_status st = npy_read_header(path, f, 0, &t, &big, shape, &ndim);
   if (st) return st;
   size_t total = shape[0];
   r->n = want_count(job, total, path, &st);
@@ -217,7 +234,9 @@ static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f
 
 /* ---- IDX (MNIST) --------------------------------------------------------- */
 
-static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f, struct raw *r) {
+/* Read the magic number and dimensions of an IDX file, leaving `f` at the
+ * data. Any number of dimensions (1..4); the callers decide what they take. */
+static ntk_status idx_read_header(const char *path, gzFile f, src_type *type, size_t *dim, int *ndim_out) {
   unsigned char m[4];
   ntk_status st = read_exact(f, path, m, 4, "the IDX magic number");
   if (st) return st;
@@ -235,15 +254,25 @@ static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f
     return ntk_error(NTK_EINPUT, "%s: not an IDX file (bad magic %02x %02x %02x %02x); "
                      "set [data] format if this is another format", path, m[0], m[1], m[2], m[3]);
   int ndim = m[3];
+  if (ndim < 1 || ndim > 4) return ntk_error(NTK_EINPUT, "%s: IDX file with %d dimensions", path, ndim);
+  unsigned char db[16];
+  if ((st = read_exact(f, path, db, (size_t)ndim * 4, "the IDX dimensions"))) return st;
+  for (int i = 0; i < ndim; i++)
+    dim[i] = (size_t)db[4 * i] << 24 | (size_t)db[4 * i + 1] << 16 | (size_t)db[4 * i + 2] << 8 | db[4 * i + 3];
+  *type = t;
+  *ndim_out = ndim;
+  return NTK_OK;
+}
+
+static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f, struct raw *r) {
+  src_type t;
+  size_t dim[4];
+  int ndim;
+  ntk_status st = idx_read_header(path, f, &t, dim, &ndim);
+  if (st) return st;
   if (ndim == 1)
     return ntk_error(NTK_EINPUT, "%s: this IDX file has one dimension (a labels file?); "
                      "[data] path needs the images", path);
-  if (ndim < 2 || ndim > 4) return ntk_error(NTK_EINPUT, "%s: IDX file with %d dimensions", path, ndim);
-  unsigned char db[16];
-  if ((st = read_exact(f, path, db, (size_t)ndim * 4, "the IDX dimensions"))) return st;
-  size_t dim[4];
-  for (int i = 0; i < ndim; i++)
-    dim[i] = (size_t)db[4 * i] << 24 | (size_t)db[4 * i + 1] << 16 | (size_t)db[4 * i + 2] << 8 | db[4 * i + 3];
   r->n = want_count(job, dim[0], path, &st);
   if (st) return st;
   r->h = ndim >= 3 ? dim[1] : 0;
@@ -322,7 +351,8 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
   if (job->ndata > 1 && fmt != NTK_FORMAT_CIFAR10)
     return ntk_error(NTK_EINPUT, "%s: [data] path lists %d files; several files are only "
                      "supported for CIFAR-10 batches", job->source, job->ndata);
-  gzFile files[NTK_MAX_DATA_FILES];
+  /* Zeroed: gcc cannot see that ndata >= 1 and warns about files[0]. */
+  gzFile files[NTK_MAX_DATA_FILES] = {0};
   int opened = 0;
   ntk_status st = NTK_OK;
   for (; opened < job->ndata; opened++) {
@@ -376,6 +406,52 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
     free(r.x);
     ds->x = f;
   }
+  return NTK_OK;
+}
+
+/* ---- labels ----------------------------------------------------------------- */
+
+/* Through the same header readers and read_values as the samples: a label
+ * file is a one-column matrix of integers. */
+ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes, int32_t **labels) {
+  *labels = NULL;
+  gzFile f = gzopen(path, "rb");
+  if (!f) return ntk_error(NTK_EINPUT, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+  src_type t = T_U8;
+  int big = 1, ndim = 0;
+  size_t dim[4] = {0};
+  ntk_status st;
+  if (guess_format(path) == NTK_FORMAT_NPY) {
+    st = npy_read_header(path, f, 1, &t, &big, dim, &ndim);
+  } else {
+    st = idx_read_header(path, f, &t, dim, &ndim);
+    if (!st && (ndim != 1 || t != T_U8))
+      st = ntk_error(NTK_EINPUT, "%s: not an IDX labels file (%d dimensions%s; labels have magic 0x00000801: "
+                     "one dimension of uint8)", path, ndim, t != T_U8 ? ", not uint8" : "");
+  }
+  if (!st && dim[0] < n)
+    st = ntk_error(NTK_EINPUT, "%s: holds %zu labels for %zu samples", path, dim[0], n);
+  if (!st && exact && dim[0] != n)
+    st = ntk_error(NTK_EINPUT, "%s: holds %zu labels but the data hold %zu samples; set count to use "
+                   "the first ones", path, dim[0], n);
+  struct raw r = {n, 1, 0, 0, 0, NULL, 0};
+  if (!st) st = alloc_raw(&r, path);
+  if (!st) st = read_values(f, path, &r, 0, n, t, big);
+  gzclose(f);
+  int32_t *out = st ? NULL : malloc(n * sizeof *out);
+  if (!st && !out) st = ntk_error(NTK_ENOMEM, "%s: out of memory for %zu labels", path, n);
+  for (size_t i = 0; i < n && !st; i++) {
+    if (!(r.x[i] >= 0 && r.x[i] < (double)classes))
+      st = ntk_error(NTK_EINPUT, "%s: label %zu is %.0f, outside 0..%zu (the last layer has %zu classes)", path,
+                     i, r.x[i], classes - 1, classes);
+    else out[i] = (int32_t)r.x[i];
+  }
+  free(r.x);
+  if (st) {
+    free(out);
+    return st;
+  }
+  *labels = out;
   return NTK_OK;
 }
 

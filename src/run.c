@@ -21,6 +21,7 @@
 #include "ntkd/jobhash.h"
 #include "ntkd/progress.h"
 #include "ntkd/store.h"
+#include "ntkd/train.h"
 #include "ntkd/worker.h"
 
 static volatile sig_atomic_t stop_signal;
@@ -38,8 +39,7 @@ void ntk_signals_install(void) {
 
 int ntk_stop_requested(void) { return stop_signal; }
 
-/* Agree on `st` across ranks; the rank that failed prints its message. */
-static ntk_status agree(ntk_status st) {
+ntk_status ntk_agree(ntk_status st) {
   if (st) {
     if (ntk_comm_size() > 1 && ntk_comm_rank() != 0)
       fprintf(stderr, "ntkd: rank %d: %s\n", ntk_comm_rank(), ntk_error_message());
@@ -108,38 +108,43 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   char *text = NULL;
   size_t len = 0;
   ntk_status st = rank == 0 ? ntk_read_text_file(conf_path, &text, &len) : NTK_OK;
-  if ((st = agree(st))) return ntk_status_exit_code(st);
+  if ((st = ntk_agree(st))) return ntk_status_exit_code(st);
   uint64_t len64 = len;
-  if ((st = agree(ntk_comm_bcast(&len64, sizeof len64)))) return ntk_status_exit_code(st);
+  if ((st = ntk_agree(ntk_comm_bcast(&len64, sizeof len64)))) return ntk_status_exit_code(st);
   if (rank != 0 && !(text = calloc(1, (size_t)len64 + 1))) st = ntk_error(NTK_ENOMEM, "out of memory");
-  if (!(st = agree(st))) st = agree(ntk_comm_bcast(text, (size_t)len64));
+  if (!(st = ntk_agree(st))) st = ntk_agree(ntk_comm_bcast(text, (size_t)len64));
   struct ntk_job *job = calloc(1, sizeof *job);
-  if (!st && !job) st = agree(ntk_error(NTK_ENOMEM, "out of memory"));
-  if (!st) st = agree(rank == 0 ? ntk_job_parse_string(text, conf_path, job)
+  if (!st && !job) st = ntk_agree(ntk_error(NTK_ENOMEM, "out of memory"));
+  if (!st) st = ntk_agree(rank == 0 ? ntk_job_parse_string(text, conf_path, job)
                                 : (ntk_job_parse_string(text, conf_path, job), NTK_OK));
   free(text);
+  if (!st && job->train.enabled) { /* a [train] section: an MLP to train, not a kernel */
+    st = ntk_train_run(job, overwrite);
+    free(job);
+    return ntk_status_exit_code(st);
+  }
   struct ntk_arch arch = {0, NULL};
   if (!st) {
     ntk_status a = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
-    st = agree(rank == 0 ? a : NTK_OK);
+    st = ntk_agree(rank == 0 ? a : NTK_OK);
   }
 
   double t_start = ntk_now(), t_loaded = 0, t_shared = 0, t_ready = 0;
   /* 2. The data: loaded on rank 0, broadcast to the workers. */
   struct ntk_dataset data;
   memset(&data, 0, sizeof data);
-  if (!st) st = agree(rank == 0 ? ntk_data_load(job, job->precision, &data) : NTK_OK);
+  if (!st) st = ntk_agree(rank == 0 ? ntk_data_load(job, job->precision, &data) : NTK_OK);
   t_loaded = ntk_now();
   if (!st && size > 1) {
     uint64_t dims[6] = {data.n, data.d, data.h, data.w, data.c, (uint64_t)data.elem};
-    st = agree(ntk_comm_bcast(dims, sizeof dims));
+    st = ntk_agree(ntk_comm_bcast(dims, sizeof dims));
     if (!st && rank != 0) {
       data.n = dims[0]; data.d = dims[1]; data.h = dims[2]; data.w = dims[3]; data.c = dims[4];
       data.elem = (int)dims[5];
       data.x = malloc(data.n * data.d * (size_t)data.elem);
       if (!data.x) st = ntk_error(NTK_ENOMEM, "out of memory for %zu x %zu data", data.n, data.d);
     }
-    if (!(st = agree(st))) st = agree(ntk_comm_bcast(data.x, data.n * data.d * (size_t)data.elem));
+    if (!(st = ntk_agree(st))) st = ntk_agree(ntk_comm_bcast(data.x, data.n * data.d * (size_t)data.elem));
   }
 
   t_shared = ntk_now();
@@ -155,7 +160,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
       backend->destroy(probe);
       if (pst) pst = ntk_error(pst, "%s:%d: [model] arch: %s", conf_path, job->arch_line, ntk_error_message());
     }
-    st = agree(pst);
+    st = ntk_agree(pst);
   }
 
   /* 4. The store (rank 0): resume, refuse, or create. */
@@ -172,8 +177,8 @@ int ntk_run_job(const char *conf_path, int overwrite) {
                 data.n, data.d, info.kernels & NTK_KERNEL_NTK ? "NNGP+NTK" : "NNGP",
                 data.elem == 4 ? "float32" : "float64", (unsigned long long)tile, size, size > 1 ? "s" : "");
     }
-    st = agree(st);
-    if (!st) st = agree(ntk_comm_bcast(&tile, sizeof tile));
+    st = ntk_agree(st);
+    if (!st) st = ntk_agree(ntk_comm_bcast(&tile, sizeof tile));
   }
 
   /* 5. Compute. */
@@ -183,7 +188,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   if (!st) {
     ntk_status est = NTK_OK;
     if (size == 1 || rank != 0) est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
-    st = agree(est);
+    st = ntk_agree(est);
   }
   ntk_status result = NTK_OK;
   t_ready = ntk_now();

@@ -113,6 +113,94 @@ START_TEST(test_errors) {
 }
 END_TEST
 
+#define TRAIN "[data]\npath=x.gz\nlabels=y.gz\n[validation]\npath=vx.gz\nlabels=vy.gz\n[train]\nlayers=784 10\n"
+
+START_TEST(test_train_good) {
+  struct ntk_job j;
+  const char *text = "[data]\npath = tr.gz\nlabels = trl.gz\ncount = 1000\n"
+                     "[validation]\npath = /v/x.npy\nlabels = vl.npy\ncount = 50\n"
+                     "[train]\nlayers = 784 1000  1000\t10\nbatch = 50\nepochs = 5\nalpha = 0.002\n"
+                     "beta1 = 0.8\nbeta2 = 0.99\neps = 1e-7\nseed = 18446744073709551615\n"
+                     "flush_denormals = false\nsnapshot = out/snap.bin\nlog = out/log.jsonl\n";
+  ck_assert_int_eq(ntk_job_parse_string(text, "d/t.conf", &j), NTK_OK);
+  ck_assert(j.train.enabled);
+  ck_assert_str_eq(j.labels_path, "d/trl.gz");
+  ck_assert_str_eq(j.train.val_path, "/v/x.npy");
+  ck_assert_str_eq(j.train.val_labels, "d/vl.npy");
+  ck_assert_uint_eq(j.train.val_count, 50);
+  ck_assert_uint_eq(j.train.nlayers, 4);
+  ck_assert_uint_eq(j.train.layers[0], 784);
+  ck_assert_uint_eq(j.train.layers[2], 1000);
+  ck_assert_uint_eq(j.train.layers[3], 10);
+  ck_assert_uint_eq(j.train.batch, 50);
+  ck_assert_uint_eq(j.train.epochs, 5);
+  ck_assert_double_eq(j.train.alpha, 0.002);
+  ck_assert_double_eq(j.train.beta1, 0.8);
+  ck_assert_double_eq(j.train.beta2, 0.99);
+  ck_assert_double_eq(j.train.eps, 1e-7);
+  ck_assert(j.train.seed == UINT64_MAX);
+  ck_assert_int_eq(j.train.flush_denormals, 0);
+  ck_assert_str_eq(j.train.snapshot, "d/out/snap.bin");
+  ck_assert_str_eq(j.train.log, "d/out/log.jsonl");
+}
+END_TEST
+
+START_TEST(test_train_defaults) {
+  struct ntk_job j;
+  ck_assert_int_eq(ntk_job_parse_string(TRAIN, "t.conf", &j), NTK_OK);
+  ck_assert(j.train.enabled);
+  ck_assert_double_eq(j.train.alpha, 0.001);
+  ck_assert_double_eq(j.train.beta1, 0.9);
+  ck_assert_double_eq(j.train.beta2, 0.999);
+  ck_assert_double_eq(j.train.eps, 1e-8);
+  ck_assert_int_eq(j.train.flush_denormals, 1);
+  ck_assert_uint_eq(j.train.batch, 100);
+  ck_assert_uint_eq(j.train.epochs, 20);
+  ck_assert_str_eq(j.train.snapshot, "");
+  ck_assert_str_eq(j.train.log, "");
+  /* A kernel job is not a training job. */
+  ck_assert_int_eq(ntk_job_parse_string(BASE, "k.conf", &j), NTK_OK);
+  ck_assert(!j.train.enabled);
+}
+END_TEST
+
+START_TEST(test_train_errors) {
+  bad(TRAIN "batch = 0\n", "bad.conf:9: [train] batch: '0'");
+  bad(TRAIN "epochs = 2.5\n", "[train] epochs: '2.5'");
+  bad(TRAIN "alpha = 0\n", "[train] alpha: '0' is not a number > 0");
+  bad(TRAIN "beta1 = 1\n", "[train] beta1: '1' is not a number in [0, 1)");
+  bad(TRAIN "beta2 = -0.1\n", "[train] beta2");
+  bad(TRAIN "eps = inf\n", "[train] eps");
+  bad(TRAIN "seed = -1\n", "[train] seed");
+  bad(TRAIN "flush_denormals = yes\n", "bad.conf:9: [train] flush_denormals: 'yes' is not true or false");
+  bad(TRAIN "lr = 0.1\n", "bad.conf:9: [train] lr: unknown key (layers, batch");
+  bad(TRAIN "layers = 784 10\n", "bad.conf:9: [train] layers: given twice");
+  bad(TRAIN "[validation]\ncount = 0\n", "[validation] count");
+  bad(TRAIN "[validation]\nscale = 2\n", "[validation] scale: unknown key (path, labels, count)");
+  bad("[data]\npath=x\nlabels=y\n[validation]\npath=v\nlabels=w\n[train]\nlayers = 784\n",
+      "bad.conf:8: [train] layers: '784' needs at least the input size and the number of classes");
+  bad("[data]\npath=x\nlabels=y\n[validation]\npath=v\nlabels=w\n[train]\nlayers = 784 a 10\n",
+      "[train] layers: 'a' is not a layer size");
+  bad("[data]\npath=x\nlabels=y\n[validation]\npath=v\nlabels=w\n[train]\nlayers = 784 0 10\n",
+      "[train] layers: '0'");
+  bad("[data]\npath=x\nlabels=y\n[validation]\npath=v\nlabels=w\n[train]\nlayers = 784 1\n",
+      "the last size (classes) must be at least 2");
+  /* What a training job needs, and what it refuses. */
+  bad("[data]\npath=x\n[validation]\npath=v\nlabels=w\n[train]\nlayers=4 2\n", "[data] labels is required");
+  bad("[data]\npath=x\nlabels=y\n[validation]\npath=v\nlabels=w\n[train]\n", "[train] layers is required");
+  bad("[data]\npath=x\nlabels=y\n[train]\nlayers=4 2\n", "[validation] path is required");
+  bad("[data]\npath=x\nlabels=y\n[validation]\npath=v\n[train]\nlayers=4 2\n", "[validation] labels is required");
+  bad(TRAIN "[model]\narch = Dense\n", "bad.conf:9: [model] is for kernel jobs");
+  bad(TRAIN "[output]\n", "bad.conf:9: [output] is for kernel jobs");
+  bad("[compute]\ntile = 5\n" TRAIN, "bad.conf:1: [compute] is for kernel jobs");
+  /* A kernel job refuses the training keys and sections. */
+  bad("[data]\npath=x.npy\nlabels=y\n[model]\narch=Dense\n[output]\npath=o\n",
+      "bad.conf:3: [data] labels: only a training job");
+  bad(BASE "[validation]\npath = v\n", "bad.conf:7: [validation] is only for a training job");
+  bad(BASE "[model]\nbatch = 5\n", "[model] batch: unknown key");
+}
+END_TEST
+
 START_TEST(test_read_file) {
   const char *dir = tu_tmpdir();
   char p[512];
@@ -139,6 +227,9 @@ int main(void) {
   tcase_add_test(tc, test_cifar_list);
   tcase_add_test(tc, test_errors);
   tcase_add_test(tc, test_read_file);
+  tcase_add_test(tc, test_train_good);
+  tcase_add_test(tc, test_train_defaults);
+  tcase_add_test(tc, test_train_errors);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -221,6 +221,88 @@ START_TEST(test_idx) {
 }
 END_TEST
 
+/* Labels: a label reader error must name the file and say what is wrong. */
+static void labels_fail(const char *name, size_t n, int exact, const char *needle) {
+  char p[512];
+  tu_path(p, sizeof p, dir, name);
+  int32_t *y = NULL;
+  ntk_status st = ntk_labels_load(p, n, exact, 10, &y);
+  ck_assert_msg(st == NTK_EINPUT, "%s should be refused (status %d)", name, st);
+  ck_assert_ptr_null(y);
+  ck_assert_msg(strstr(ntk_error_message(), needle), "%s: message '%s' lacks '%s'", name, ntk_error_message(), needle);
+  ck_assert_msg(strstr(ntk_error_message(), name), "message '%s' does not name the file", ntk_error_message());
+}
+
+START_TEST(test_labels) {
+  unsigned char idx[12] = {0, 0, 8, 1, 0, 0, 0, 4, 3, 0, 9, 1};
+  char p[512];
+  tu_path(p, sizeof p, dir, "l-ubyte");
+  tu_write(p, idx, sizeof idx);
+  int32_t *y;
+  ck_assert_int_eq(ntk_labels_load(p, 4, 1, 10, &y), NTK_OK);
+  ck_assert_int_eq(y[0], 3);
+  ck_assert_int_eq(y[2], 9);
+  free(y);
+  ck_assert_int_eq(ntk_labels_load(p, 2, 0, 10, &y), NTK_OK); /* the first 2 of 4, as with count */
+  ck_assert_int_eq(y[1], 0);
+  free(y);
+  /* gzip-compressed */
+  tu_path(p, sizeof p, dir, "l-ubyte.gz");
+  gzFile g = gzopen(p, "wb");
+  gzwrite(g, idx, sizeof idx);
+  gzclose(g);
+  ck_assert_int_eq(ntk_labels_load(p, 4, 1, 10, &y), NTK_OK);
+  ck_assert_int_eq(y[3], 1);
+  free(y);
+  /* .npy of uint8, int32, int64 */
+  int32_t i4[3] = {2, 0, 7};
+  write_npy_raw("l4.npy", "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", i4, sizeof i4);
+  tu_path(p, sizeof p, dir, "l4.npy");
+  ck_assert_int_eq(ntk_labels_load(p, 3, 1, 10, &y), NTK_OK);
+  ck_assert_int_eq(y[2], 7);
+  free(y);
+  int64_t i8[2] = {5, 1};
+  write_npy_raw("l8.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", i8, sizeof i8);
+  tu_path(p, sizeof p, dir, "l8.npy");
+  ck_assert_int_eq(ntk_labels_load(p, 2, 1, 10, &y), NTK_OK);
+  ck_assert_int_eq(y[0], 5);
+  free(y);
+  unsigned char u1[2] = {4, 8};
+  write_npy_raw("l1.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", u1, sizeof u1);
+  tu_path(p, sizeof p, dir, "l1.npy");
+  ck_assert_int_eq(ntk_labels_load(p, 2, 1, 10, &y), NTK_OK);
+  ck_assert_int_eq(y[1], 8);
+  free(y);
+
+  /* Broken files. */
+  labels_fail("l-ubyte", 5, 0, "holds 4 labels for 5 samples");
+  labels_fail("l-ubyte", 3, 1, "holds 4 labels but the data hold 3 samples");
+  tu_path(p, sizeof p, dir, "trunc-l-ubyte");
+  tu_write(p, idx, 10);
+  labels_fail("trunc-l-ubyte", 4, 1, "truncated");
+  unsigned char magic[13] = {0, 0, 8, 2, 0, 0, 0, 1, 0, 0, 0, 1, 5}; /* a 1 x 1 image */
+  tu_path(p, sizeof p, dir, "img-ubyte");
+  tu_write(p, magic, sizeof magic);
+  labels_fail("img-ubyte", 1, 0, "not an IDX labels file");
+  tu_path(p, sizeof p, dir, "junk-l-ubyte");
+  tu_write(p, "not labels at all!", 18);
+  labels_fail("junk-l-ubyte", 1, 0, "not an IDX file");
+  unsigned char range[10] = {0, 0, 8, 1, 0, 0, 0, 2, 1, 10};
+  tu_path(p, sizeof p, dir, "range-ubyte");
+  tu_write(p, range, sizeof range);
+  labels_fail("range-ubyte", 2, 1, "label 1 is 10, outside 0..9");
+  int32_t neg[2] = {1, -1};
+  write_npy_raw("neg.npy", "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", neg, sizeof neg);
+  labels_fail("neg.npy", 2, 1, "label 1 is -1");
+  float f[2] = {1, 2};
+  write_npy_raw("lf.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f, sizeof f);
+  labels_fail("lf.npy", 2, 1, "not supported for labels");
+  write_npy_raw("l2d.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (1, 2), }", u1, sizeof u1);
+  labels_fail("l2d.npy", 1, 0, "one dimension");
+  labels_fail("missing-labels", 1, 0, "cannot open");
+}
+END_TEST
+
 START_TEST(test_fashion_mnist_if_installed) {
   const char *p = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
   if (access(p, R_OK)) return; /* Debian's dataset-fashion-mnist not installed */
@@ -292,6 +374,7 @@ int main(void) {
   tcase_add_test(tc, test_npy_images);
   tcase_add_test(tc, test_npy_broken);
   tcase_add_test(tc, test_idx);
+  tcase_add_test(tc, test_labels);
   tcase_add_test(tc, test_fashion_mnist_if_installed);
   tcase_add_test(tc, test_cifar);
   suite_add_tcase(s, tc);

@@ -28,6 +28,11 @@ int ntk_comm_active(void); /* MPI initialised */
 /* Collective: broadcast `bytes` bytes from rank 0 (any size). */
 ntk_status ntk_comm_bcast(void *buf, size_t bytes);
 
+/* Collective: buf (n values on every rank) becomes the elementwise sum
+ * over ranks, the same on every rank; in place, the caller's buffer. */
+ntk_status ntk_comm_sum_floats(float *buf, size_t n);
+ntk_status ntk_comm_sum_doubles(double *buf, size_t n);
+
 /* Collective: every rank gets the worst (largest) of the ranks' statuses. */
 ntk_status ntk_comm_agree(ntk_status local);
 

@@ -1,9 +1,11 @@
 /* The job file: an INI file with [data], [model], [compute] and [output]
- * sections. Parsing checks every key and value and reports file:line. */
+ * sections (a kernel job), or [data], [validation] and [train] (a training
+ * job). Parsing checks every key and value and reports file:line. */
 #ifndef NTKD_CONFIG_H
 #define NTKD_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ntkd/status.h"
 
@@ -21,6 +23,25 @@ typedef enum ntk_layout { NTK_LAYOUT_NHWC, NTK_LAYOUT_NCHW } ntk_layout;
 
 enum { NTK_KERNEL_NNGP = 1, NTK_KERNEL_NTK = 2 };
 
+/* Layer sizes of a trained MLP, input and output included. */
+#define NTK_TRAIN_MAX_LAYERS 16
+
+/* [train] and [validation] of a training job (docs/JOB-FILE.md). */
+struct ntk_train_opts {
+  int enabled;          /* the job file has a [train] section */
+  size_t nlayers;       /* entries in layers: input, hidden..., classes */
+  size_t layers[NTK_TRAIN_MAX_LAYERS];
+  size_t batch, epochs; /* global batch size, epochs to reach */
+  double alpha, beta1, beta2, eps;
+  uint64_t seed;
+  int flush_denormals;  /* FTZ/DAZ on every rank and thread that computes */
+  char snapshot[NTK_PATH_MAX]; /* "" for none */
+  char log[NTK_PATH_MAX];      /* "" for none */
+  /* [validation] */
+  char val_path[NTK_PATH_MAX], val_labels[NTK_PATH_MAX];
+  size_t val_count;     /* 0: all */
+};
+
 struct ntk_job {
   char source[NTK_PATH_MAX]; /* job file name, for messages */
   /* [data] */
@@ -31,6 +52,7 @@ struct ntk_job {
   size_t count;    /* 0: all samples */
   double scale;    /* used when has_scale */
   int has_scale;
+  char labels_path[NTK_PATH_MAX]; /* training jobs only; "" if not given */
   /* [model] */
   char arch[8192];
   int arch_line;   /* line of `arch` in the job file, for messages */
@@ -44,6 +66,8 @@ struct ntk_job {
   int level;
   double progress_interval; /* seconds between plain progress lines */
   double sync_interval;     /* seconds between store fsyncs */
+  /* [train], [validation] */
+  struct ntk_train_opts train;
 };
 
 /* Defaults for every key. */

@@ -14,6 +14,18 @@ void ntk_cpu_fix_openblas(char **argv);
  * thread count keeps BLAS results bit-reproducible. */
 void ntk_cpu_single_thread(void);
 
+/* Flush-to-zero and denormals-are-zero on (`on`) or off for the calling
+ * thread. The MXCSR bits are per thread: every thread that does float
+ * arithmetic must call it (threads created later inherit the creator's
+ * bits; OpenBLAS's pool threads, made at load time, do not). Subnormal
+ * operands cost ~100 cycles each on x86; Adam's m and v of parameters
+ * whose gradient stays zero decay into them (docs/TRAINING.md). Rank-local;
+ * a no-op off x86. */
+void ntk_cpu_flush_denormals(int on);
+
+/* 1 if the calling thread flushes subnormals (FTZ and DAZ both set). */
+int ntk_cpu_flushing_denormals(void);
+
 /* The OpenBLAS kernel family in use, e.g. "SkylakeX". */
 const char *ntk_cpu_blas_core(void);
 

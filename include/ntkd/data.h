@@ -4,6 +4,7 @@
 #define NTKD_DATA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ntkd/config.h"
 #include "ntkd/status.h"
@@ -22,5 +23,13 @@ struct ntk_dataset {
 ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset *ds);
 
 void ntk_data_free(struct ntk_dataset *ds);
+
+/* Class labels of the first `n` samples: an IDX labels file (magic
+ * 0x00000801, one dimension of uint8; plain or .gz) or a 1-D .npy of
+ * uint8, int32 or int64 (by extension, as [data] format auto). The file
+ * must hold at least n labels, exactly n with `exact` (when the data were
+ * not cut by a count); every label must lie in 0..classes-1. Errors
+ * (NTK_EINPUT) name the file. Rank-local; the caller frees *labels. */
+ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes, int32_t **labels);
 
 #endif

@@ -8,6 +8,11 @@
  * Collective over all ranks; returns the process exit code. */
 int ntk_run_job(const char *conf_path, int overwrite);
 
+/* Collective: every rank gets the worst of the ranks' statuses (as
+ * ntk_comm_agree); a rank whose own status is an error prints its message
+ * first, so a failure is reported once, by the rank that saw it. */
+ntk_status ntk_agree(ntk_status st);
+
 /* `ntkd info|export|verify`: single-process commands on a store. */
 int ntk_cmd_info(const char *store_path);
 int ntk_cmd_export(const char *store_path, const char *out_path, const char *kernel);

@@ -158,7 +158,7 @@ static ntk_status alloc_index(ntk_store_t *s) {
   return NTK_OK;
 }
 
-static ntk_status fsync_dir(const char *path) {
+ntk_status ntk_fsync_folder_of(const char *path) {
   char dir[NTK_PATH_MAX];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
@@ -174,8 +174,7 @@ static ntk_status fsync_dir(const char *path) {
   return NTK_OK;
 }
 
-/* Create the folders above `path` that are missing (mkdir -p of its dirname). */
-static ntk_status make_parents(const char *path) {
+ntk_status ntk_make_parents(const char *path) {
   char dir[NTK_PATH_MAX];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
@@ -193,7 +192,7 @@ static ntk_status make_parents(const char *path) {
 
 ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info, ntk_store_t **out) {
   *out = NULL;
-  ntk_status pst = make_parents(path);
+  ntk_status pst = ntk_make_parents(path);
   if (pst) return pst;
   ntk_store_t *s = calloc(1, sizeof *s);
   if (!s) return ntk_error(NTK_ENOMEM, "out of memory");
@@ -216,7 +215,7 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
     st = ntk_error(NTK_EIO, "%s: cannot write header: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
   if (!st && rename(tmp, path)) st = ntk_error(NTK_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
-  if (!st) st = fsync_dir(path);
+  if (!st) st = ntk_fsync_folder_of(path);
   free(h);
   if (st) {
     if (fd >= 0) {

@@ -1,0 +1,379 @@
+/* The training loop (issue 6, docs/TRAINING.md). Rank 0 loads and checks
+ * the data, resumes from the snapshot or initialises the parameters from
+ * the seed, and broadcasts both. Then, for every global batch, each rank
+ * computes the gradient sum of its contiguous share, one allreduce over a
+ * flat buffer adds the shares (and the loss, the hits and a stop flag),
+ * and every rank applies the same Adam update to its own copy. Rank 0
+ * prints the table, appends the JSON log and writes the snapshots. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ntkd/codec.h"
+#include "ntkd/comm.h"
+#include "ntkd/cpuinit.h"
+#include "ntkd/data.h"
+#include "ntkd/progress.h"
+#include "ntkd/run.h"
+#include "ntkd/store.h"
+#include "ntkd/train.h"
+
+/* Validation rows per forward pass: bounds the scratch space, not the result. */
+#define EVAL_CHUNK 500
+
+struct trainer {
+  const struct ntk_job *job;
+  const struct ntk_train_opts *o;
+  int rank, size;
+  struct ntk_mlp mlp;
+  struct ntk_adam adam;
+  struct ntk_dataset train, val;
+  int32_t *ytrain, *yval;
+  float *state;  /* p, m, v: nparams each, one block (as in the snapshot) */
+  float *g;      /* gradient sum, then loss, hits, stop flag: one allreduce */
+  float *work, *xb;
+  int32_t *yb;
+  uint32_t *perm;
+  struct ntk_snapshot_info pos; /* identity and position, as in the snapshot */
+  FILE *log;
+};
+
+static void layers_text(const uint64_t *sizes, size_t n, char *buf, size_t cap) {
+  size_t len = 0;
+  for (size_t i = 0; i < n && len < cap; i++)
+    len += (size_t)snprintf(buf + len, cap - len, "%s%" PRIu64, i ? "-" : "", sizes[i]);
+}
+
+/* Rank 0: the training and validation sets and their labels, checked
+ * against [train] layers. */
+static ntk_status load_data(struct trainer *T) {
+  const struct ntk_job *job = T->job;
+  const struct ntk_train_opts *o = T->o;
+  size_t classes = o->layers[o->nlayers - 1];
+  ntk_status st = ntk_data_load(job, 4, &T->train);
+  if (!st && T->train.d != o->layers[0])
+    st = ntk_error(NTK_ECONFIG, "%s: [train] layers starts with %zu inputs but %s has %zu features per sample",
+                   job->source, o->layers[0], job->data_path[0], T->train.d);
+  if (!st) st = ntk_labels_load(job->labels_path, T->train.n, job->count == 0, classes, &T->ytrain);
+  if (!st && T->train.n < o->batch)
+    st = ntk_error(NTK_ECONFIG, "%s: [train] batch = %zu is larger than the %zu training samples", job->source,
+                   o->batch, T->train.n);
+  if (!st && T->train.n > UINT32_MAX)
+    st = ntk_error(NTK_ECONFIG, "%s: more than 2^32 training samples", job->source);
+  if (st) return st;
+  /* The validation set through the same loader: the job with [validation]
+   * as its [data] (same format, layout and scale). */
+  struct ntk_job *vj = malloc(sizeof *vj);
+  if (!vj) return ntk_error(NTK_ENOMEM, "out of memory");
+  *vj = *job;
+  vj->ndata = 1;
+  memcpy(vj->data_path[0], o->val_path, sizeof o->val_path);
+  vj->count = o->val_count;
+  st = ntk_data_load(vj, 4, &T->val);
+  free(vj);
+  if (!st && T->val.d != T->train.d)
+    st = ntk_error(NTK_EINPUT, "%s: %zu features per sample, the training data have %zu", o->val_path, T->val.d,
+                   T->train.d);
+  if (!st) st = ntk_labels_load(o->val_labels, T->val.n, o->val_count == 0, classes, &T->yval);
+  return st;
+}
+
+/* Collective: rank 0's samples and labels to every rank. */
+static ntk_status share_data(struct trainer *T, struct ntk_dataset *ds, int32_t **y) {
+  uint64_t dims[2] = {ds->n, ds->d};
+  ntk_status st = ntk_comm_bcast(dims, sizeof dims);
+  if (!st && T->rank != 0) {
+    ds->n = dims[0];
+    ds->d = dims[1];
+    ds->elem = 4;
+    ds->x = malloc(ds->n * ds->d * sizeof(float));
+    *y = malloc(ds->n * sizeof **y);
+    if (!ds->x || !*y) st = ntk_error(NTK_ENOMEM, "out of memory for %zu x %zu samples", ds->n, ds->d);
+  }
+  if ((st = ntk_agree(st))) return st;
+  st = ntk_comm_bcast(ds->x, ds->n * ds->d * sizeof(float));
+  if (!st) st = ntk_comm_bcast(*y, ds->n * sizeof **y);
+  return st;
+}
+
+static int same_identity(const struct ntk_snapshot_info *a, const struct ntk_snapshot_info *b) {
+  return a->nsizes == b->nsizes && !memcmp(a->sizes, b->sizes, sizeof a->sizes) && a->n_train == b->n_train &&
+         a->batch == b->batch && a->seed == b->seed && a->data_hash == b->data_hash && a->nparams == b->nparams;
+}
+
+static void describe(const struct ntk_snapshot_info *s, char *buf, size_t cap) {
+  char layers[256];
+  layers_text(s->sizes, (size_t)s->nsizes, layers, sizeof layers);
+  snprintf(buf, cap, "layers %s, %" PRIu64 " samples, batch %" PRIu64 ", seed %" PRIu64 ", data %016" PRIx64,
+           layers, s->n_train, s->batch, s->seed, s->data_hash);
+}
+
+/* Rank 0: resume from the snapshot if it belongs to this job, refuse it if
+ * not (unless `overwrite`), else start from the seed. */
+static ntk_status start_state(struct trainer *T, int overwrite, int *resumed) {
+  const char *path = T->o->snapshot;
+  size_t np = T->mlp.nparams;
+  *resumed = 0;
+  if (*path && access(path, F_OK) == 0) {
+    struct ntk_snapshot_info have;
+    float *s = NULL;
+    ntk_status st = ntk_snapshot_read(path, &have, &s);
+    if (st == NTK_ECORRUPT && !overwrite)
+      return ntk_error(NTK_EMISMATCH, "%s\n  %s is not a usable snapshot; use --overwrite to start over",
+                       ntk_error_message(), path);
+    if (st && st != NTK_ECORRUPT) return st;
+    if (!st && same_identity(&have, &T->pos)) {
+      memcpy(T->state, s, 3 * np * sizeof *s);
+      free(s);
+      T->pos = have;
+      *resumed = 1;
+      fprintf(stderr, "ntkd: resuming from %s: %" PRIu64 " epochs done", path, have.epoch);
+      if (have.step) fprintf(stderr, " and %" PRIu64 " steps of epoch %" PRIu64, have.step, have.epoch + 1);
+      fprintf(stderr, "\n");
+      return NTK_OK;
+    }
+    free(s);
+    if (!st && !overwrite) {
+      char a[512], b[512];
+      describe(&have, a, sizeof a);
+      describe(&T->pos, b, sizeof b);
+      return ntk_error(NTK_EMISMATCH, "%s is the snapshot of another training job:\n  snapshot: %s\n  job:      %s\n"
+                       "  use --overwrite to start over, or set [train] snapshot to a new file", path, a, b);
+    }
+    fprintf(stderr, "ntkd: --overwrite: starting over; %s is replaced at the first snapshot\n", path);
+  }
+  ntk_mlp_init_params(&T->mlp, T->o->seed, T->state);
+  memset(T->state + np, 0, 2 * np * sizeof *T->state);
+  return NTK_OK;
+}
+
+/* Rank 0: the JSON log, cut back to the epochs the snapshot holds when
+ * resuming (a kill between the log line and the snapshot would repeat a
+ * line), else started afresh. */
+static ntk_status open_log(struct trainer *T, int resumed) {
+  const char *path = T->o->log;
+  if (!*path) return NTK_OK;
+  ntk_status st = ntk_make_parents(path);
+  if (st) return st;
+  FILE *f = resumed ? fopen(path, "r") : NULL;
+  if (f) {
+    char line[1024];
+    long keep = 0;
+    unsigned long long e;
+    while (fgets(line, sizeof line, f) && sscanf(line, "{\"epoch\": %llu", &e) == 1 && e <= T->pos.epoch)
+      keep = ftell(f);
+    fclose(f);
+    if (truncate(path, keep)) return ntk_error(NTK_EIO, "%s: cannot cut back the log: %s", path, strerror(errno));
+  }
+  if (!(T->log = fopen(path, resumed ? "a" : "w")))
+    return ntk_error(NTK_EIO, "%s: cannot open the log: %s", path, strerror(errno));
+  return NTK_OK;
+}
+
+static ntk_status write_snapshot(struct trainer *T) {
+  if (!*T->o->snapshot) return NTK_OK;
+  size_t np = T->mlp.nparams;
+  return ntk_snapshot_write(T->o->snapshot, &T->pos, T->state, T->state + np, T->state + 2 * np);
+}
+
+/* Collective: summed validation loss and hits over the ranks' contiguous
+ * shares, plus the number of ranks asking to stop (one reduction for all). */
+static ntk_status validate(struct trainer *T, double *loss, double *acc, int *stop) {
+  size_t nv = T->val.n, lo = nv * (size_t)T->rank / (size_t)T->size, hi = nv * (size_t)(T->rank + 1) / (size_t)T->size;
+  const float *x = T->val.x;
+  double s[3] = {0, 0, ntk_stop_requested() ? 1 : 0};
+  for (size_t i = lo; i < hi; i += EVAL_CHUNK) {
+    size_t b = hi - i < EVAL_CHUNK ? hi - i : EVAL_CHUNK, hits = 0;
+    s[0] += ntk_mlp_eval(&T->mlp, T->state, x + i * T->val.d, T->yval + i, b, T->work, &hits);
+    s[1] += (double)hits;
+  }
+  ntk_status st = ntk_comm_sum_doubles(s, 3);
+  *loss = s[0] / (double)nv;
+  *acc = s[1] / (double)nv;
+  *stop = s[2] > 0;
+  return st;
+}
+
+/* Collective: every rank's parameters must be bit-identical to rank 0's. */
+static ntk_status check_in_step(struct trainer *T, uint64_t *sum) {
+  uint64_t mine = ntk_checksum(T->state, T->mlp.nparams * sizeof(float)), root = mine;
+  ntk_status st = ntk_comm_bcast(&root, sizeof root);
+  if (!st && mine != root)
+    st = ntk_error(NTK_EINTERNAL, "rank %d: parameters differ from rank 0's after epoch %" PRIu64
+                   " (checksum %016" PRIx64 " vs %016" PRIx64 ")", T->rank, T->pos.epoch, mine, root);
+  *sum = root;
+  return ntk_agree(st);
+}
+
+static ntk_status interrupted(struct trainer *T) {
+  ntk_status st = T->rank == 0 ? write_snapshot(T) : NTK_OK;
+  if ((st = ntk_agree(st))) return st;
+  if (*T->o->snapshot)
+    return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 " after step %" PRIu64 "; snapshot in %s; "
+                     "rerun the same command to resume", T->pos.epoch + 1, T->pos.step, T->o->snapshot);
+  return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 "; no [train] snapshot is set, so a rerun "
+                   "starts over", T->pos.epoch + 1);
+}
+
+static ntk_status train_epochs(struct trainer *T) {
+  const struct ntk_train_opts *o = T->o;
+  size_t np = T->mlp.nparams, d = T->train.d, B = o->batch, steps = T->train.n / B;
+  size_t lo = B * (size_t)T->rank / (size_t)T->size, bl = B * (size_t)(T->rank + 1) / (size_t)T->size - lo;
+  const float *x = T->train.x;
+  float *p = T->state, *m = p + np, *v = m + np, *g = T->g;
+  double t0 = ntk_now(), elapsed0 = T->pos.elapsed;
+  if (T->rank == 0) {
+    printf("%-12s%-12s%-22s%-15s%-26s%s\n", "epoch", "main/loss", "validation/main/loss", "main/accuracy",
+           "validation/main/accuracy", "elapsed_time");
+    fflush(stdout);
+  }
+  for (uint64_t e = T->pos.epoch; e < o->epochs; e++) {
+    ntk_train_permutation(o->seed, e, T->train.n, T->perm);
+    int stop = 0;
+    for (uint64_t s = T->pos.step; s < steps; s++) {
+      const uint32_t *idx = T->perm + s * B + lo;
+      for (size_t i = 0; i < bl; i++) {
+        memcpy(T->xb + i * d, x + (size_t)idx[i] * d, d * sizeof *x);
+        T->yb[i] = T->ytrain[idx[i]];
+      }
+      size_t hits = 0;
+      g[np] = (float)ntk_mlp_grad(&T->mlp, p, T->xb, T->yb, bl, T->work, g, &hits);
+      g[np + 1] = (float)hits;
+      g[np + 2] = ntk_stop_requested() ? 1.0f : 0.0f;
+      ntk_status st = ntk_comm_sum_floats(g, np + 3);
+      if (st) return st;
+      /* Gradient sums over the global batch, divided by it inside the update. */
+      ntk_adam_update(&T->adam, ++T->pos.t, 1.0f / (float)B, p, m, v, g, np);
+      T->pos.loss_sum += g[np];
+      T->pos.correct += g[np + 1];
+      T->pos.step = s + 1;
+      if (g[np + 2] > 0) {
+        T->pos.elapsed = elapsed0 + ntk_now() - t0;
+        if (s + 1 < steps) return interrupted(T);
+        stop = 1;
+      }
+    }
+    double vloss, vacc;
+    int vstop;
+    ntk_status st = validate(T, &vloss, &vacc, &vstop);
+    if (st) return st;
+    double seen = (double)(steps * B), loss = T->pos.loss_sum / seen, acc = T->pos.correct / seen;
+    T->pos.epoch = e + 1;
+    T->pos.step = 0;
+    T->pos.loss_sum = T->pos.correct = 0;
+    T->pos.elapsed = elapsed0 + ntk_now() - t0;
+    uint64_t sum;
+    if ((st = check_in_step(T, &sum))) return st;
+    if (T->rank == 0) {
+      printf("%-12" PRIu64 "%-12.6g%-22.6g%-15.6g%-26.6g%.6g\n", T->pos.epoch, loss, vloss, acc, vacc,
+             T->pos.elapsed);
+      fflush(stdout);
+      if (T->log) {
+        fprintf(T->log, "{\"epoch\": %" PRIu64 ", \"main/loss\": %.9g, \"validation/main/loss\": %.9g, "
+                "\"main/accuracy\": %.9g, \"validation/main/accuracy\": %.9g, \"elapsed_time\": %.6f}\n",
+                T->pos.epoch, loss, vloss, acc, vacc, T->pos.elapsed);
+        if (fflush(T->log)) st = ntk_error(NTK_EIO, "%s: cannot write the log: %s", o->log, strerror(errno));
+      }
+      if (!st) st = write_snapshot(T);
+    }
+    if ((st = ntk_agree(st))) return st;
+    if (e + 1 == o->epochs && T->rank == 0)
+      fprintf(stderr, "ntkd: %" PRIu64 " epochs trained; parameters identical on all %d rank%s (checksum %016"
+              PRIx64 ")\n", T->pos.epoch, T->size, T->size > 1 ? "s" : "", sum);
+    if ((stop || vstop) && e + 1 < o->epochs) return interrupted(T);
+  }
+  return NTK_OK;
+}
+
+static ntk_status setup(struct trainer *T, int overwrite) {
+  const struct ntk_train_opts *o = T->o;
+  ntk_status st = ntk_agree(T->rank == 0 ? load_data(T) : NTK_OK);
+  if (!st) st = ntk_agree(share_data(T, &T->train, &T->ytrain));
+  if (!st) st = ntk_agree(share_data(T, &T->val, &T->yval));
+  if (st) return st;
+  ntk_mlp_init(&T->mlp, o->layers, o->nlayers);
+  size_t np = T->mlp.nparams, B = o->batch, bmax = (B + (size_t)T->size - 1) / (size_t)T->size;
+  size_t wb = bmax > EVAL_CHUNK ? bmax : EVAL_CHUNK;
+  T->state = malloc(3 * np * sizeof *T->state);
+  T->g = malloc((np + 3) * sizeof *T->g);
+  T->work = malloc(ntk_mlp_work_floats(&T->mlp, wb) * sizeof *T->work);
+  T->xb = malloc((bmax ? bmax : 1) * T->train.d * sizeof *T->xb);
+  T->yb = malloc((bmax ? bmax : 1) * sizeof *T->yb);
+  T->perm = malloc(T->train.n * sizeof *T->perm);
+  if (!T->state || !T->g || !T->work || !T->xb || !T->yb || !T->perm)
+    st = ntk_error(NTK_ENOMEM, "out of memory for %zu parameters", np);
+  if ((st = ntk_agree(st))) return st;
+
+  struct ntk_snapshot_info *id = &T->pos;
+  memset(id, 0, sizeof *id);
+  id->nsizes = o->nlayers;
+  for (size_t i = 0; i < o->nlayers; i++) id->sizes[i] = o->layers[i];
+  id->n_train = T->train.n;
+  id->batch = B;
+  id->seed = o->seed;
+  id->nparams = np;
+  int resumed = 0;
+  if (T->rank == 0) {
+    /* The data's identity: what a snapshot must have been trained on. */
+    uint64_t h[4] = {ntk_checksum(T->train.x, T->train.n * T->train.d * sizeof(float)),
+                     ntk_checksum(T->ytrain, T->train.n * sizeof *T->ytrain),
+                     ntk_checksum(T->val.x, T->val.n * T->val.d * sizeof(float)),
+                     ntk_checksum(T->yval, T->val.n * sizeof *T->yval)};
+    id->data_hash = ntk_checksum(h, sizeof h);
+    st = start_state(T, overwrite, &resumed);
+    if (!st) st = open_log(T, resumed);
+  }
+  if ((st = ntk_agree(st))) return st;
+  /* Rank 0 initialised or resumed; everyone starts from its state. */
+  st = ntk_comm_bcast(&T->pos, sizeof T->pos);
+  if (!st) st = ntk_comm_bcast(T->state, 3 * np * sizeof *T->state);
+  if ((st = ntk_agree(st))) return st;
+  if (T->rank == 0) {
+    char layers[256];
+    layers_text(id->sizes, o->nlayers, layers, sizeof layers);
+    fprintf(stderr, "ntkd: %s: training %s (%zu parameters) on %zu samples, validation %zu; batch %zu over %d "
+            "rank%s, %zu steps per epoch; Adam alpha %g beta1 %g beta2 %g eps %g; flush_denormals %s\n",
+            T->job->source, layers, np, T->train.n, T->val.n, B, T->size, T->size > 1 ? "s" : "", T->train.n / B,
+            o->alpha, o->beta1, o->beta2, o->eps, o->flush_denormals ? "true" : "false");
+  }
+  return NTK_OK;
+}
+
+ntk_status ntk_train_run(const struct ntk_job *job, int overwrite) {
+  /* Before any arithmetic, on every rank: this (main) thread is the only
+   * one that computes. ntkd creates no threads while training and OpenBLAS
+   * runs single-threaded (ntk_cpu_single_thread), so sgemm executes here
+   * under the same MXCSR bits; a pool thread would not inherit them. */
+  ntk_cpu_flush_denormals(job->train.flush_denormals);
+  struct trainer T;
+  memset(&T, 0, sizeof T);
+  T.job = job;
+  T.o = &job->train;
+  T.rank = ntk_comm_rank();
+  T.size = ntk_comm_size();
+  T.adam = (struct ntk_adam){job->train.alpha, job->train.beta1, job->train.beta2, job->train.eps};
+  ntk_status st = setup(&T, overwrite);
+  if (!st && T.pos.epoch >= T.o->epochs) {
+    if (T.rank == 0)
+      fprintf(stderr, "ntkd: %s already holds %" PRIu64 " epochs ([train] epochs = %zu): nothing to train\n",
+              T.o->snapshot, T.pos.epoch, T.o->epochs);
+  } else if (!st) {
+    st = train_epochs(&T);
+    if (st == NTK_EINTERRUPTED && T.rank == 0) fprintf(stderr, "ntkd: %s\n", ntk_error_message());
+  }
+  if (T.log) fclose(T.log);
+  ntk_data_free(&T.train);
+  ntk_data_free(&T.val);
+  free(T.ytrain);
+  free(T.yval);
+  free(T.state);
+  free(T.g);
+  free(T.work);
+  free(T.xb);
+  free(T.yb);
+  free(T.perm);
+  return st;
+}
