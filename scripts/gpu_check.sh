@@ -12,3 +12,6 @@ fi
 # 1. Adam (issue 6, item 5): the -ftz=true kernel against the CPU update
 #    with FTZ/DAZ, through the subnormal range of m and v.
 "$build/ntkd_gpu_check_adam" 1000000 2000
+# 2. Training on a GPU rank (issue 6, item 5): cuBLAS gradient and the
+#    device Adam against the CPU path.
+"$build/ntkd_gpu_check_train" 50

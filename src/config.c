@@ -43,7 +43,7 @@ enum {
   SEEN_LEVEL = 1 << 12, SEEN_PROGRESS = 1 << 13, SEEN_SYNC = 1 << 14, SEEN_LABELS = 1 << 15,
   SEEN_LAYERS = 1 << 16, SEEN_BATCH = 1 << 17, SEEN_EPOCHS = 1 << 18, SEEN_ALPHA = 1 << 19,
   SEEN_BETA1 = 1 << 20, SEEN_BETA2 = 1 << 21, SEEN_EPS = 1 << 22, SEEN_SEED = 1 << 23,
-  SEEN_FLUSH = 1 << 24, SEEN_SNAPSHOT = 1 << 25, SEEN_LOG = 1 << 26, SEEN_VPATH = 1 << 27,
+  SEEN_FLUSH = 1 << 24, SEEN_DEVICE = 1 << 30, SEEN_SNAPSHOT = 1 << 25, SEEN_LOG = 1 << 26, SEEN_VPATH = 1 << 27,
   SEEN_VLABELS = 1 << 28, SEEN_VCOUNT = 1 << 29,
 };
 
@@ -242,6 +242,12 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
     if (!strcmp(v, "true")) t->flush_denormals = 1;
     else if (!strcmp(v, "false")) t->flush_denormals = 0;
     else return fail(c, s, k, "'%s' is not true or false", v);
+  } else if (!strcmp(k, "device")) {
+    if (!once(c, s, k, SEEN_DEVICE)) return 0;
+    if (!strcmp(v, "auto")) t->device = NTK_TRAIN_DEVICE_AUTO;
+    else if (!strcmp(v, "cpu")) t->device = NTK_TRAIN_DEVICE_CPU;
+    else if (!strcmp(v, "cuda")) t->device = NTK_TRAIN_DEVICE_CUDA;
+    else return fail(c, s, k, "'%s' is not auto, cpu or cuda", v);
   } else if (!strcmp(k, "snapshot") || !strcmp(k, "log")) {
     int snap = k[0] == 's';
     if (!once(c, s, k, snap ? SEEN_SNAPSHOT : SEEN_LOG)) return 0;
@@ -249,7 +255,7 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
     if (!resolve_path(c, v, snap ? t->snapshot : t->log)) return fail(c, s, k, "%s", "too long");
   } else {
     return fail(c, s, k, "%s", "unknown key (layers, batch, epochs, alpha, beta1, beta2, eps, seed, "
-                "flush_denormals, snapshot, log)");
+                "flush_denormals, device, snapshot, log)");
   }
   return 1;
 }

@@ -121,7 +121,7 @@ START_TEST(test_train_good) {
                      "[validation]\npath = /v/x.npy\nlabels = vl.npy\ncount = 50\n"
                      "[train]\nlayers = 784 1000  1000\t10\nbatch = 50\nepochs = 5\nalpha = 0.002\n"
                      "beta1 = 0.8\nbeta2 = 0.99\neps = 1e-7\nseed = 18446744073709551615\n"
-                     "flush_denormals = false\nsnapshot = out/snap.bin\nlog = out/log.jsonl\n";
+                     "flush_denormals = false\ndevice = cpu\nsnapshot = out/snap.bin\nlog = out/log.jsonl\n";
   ck_assert_int_eq(ntk_job_parse_string(text, "d/t.conf", &j), NTK_OK);
   ck_assert(j.train.enabled);
   ck_assert_str_eq(j.labels_path, "d/trl.gz");
@@ -140,6 +140,7 @@ START_TEST(test_train_good) {
   ck_assert_double_eq(j.train.eps, 1e-7);
   ck_assert(j.train.seed == UINT64_MAX);
   ck_assert_int_eq(j.train.flush_denormals, 0);
+  ck_assert_int_eq(j.train.device, NTK_TRAIN_DEVICE_CPU);
   ck_assert_str_eq(j.train.snapshot, "d/out/snap.bin");
   ck_assert_str_eq(j.train.log, "d/out/log.jsonl");
 }
@@ -154,6 +155,7 @@ START_TEST(test_train_defaults) {
   ck_assert_double_eq(j.train.beta2, 0.999);
   ck_assert_double_eq(j.train.eps, 1e-8);
   ck_assert_int_eq(j.train.flush_denormals, 1);
+  ck_assert_int_eq(j.train.device, NTK_TRAIN_DEVICE_AUTO);
   ck_assert_uint_eq(j.train.batch, 100);
   ck_assert_uint_eq(j.train.epochs, 20);
   ck_assert_str_eq(j.train.snapshot, "");
@@ -173,6 +175,7 @@ START_TEST(test_train_errors) {
   bad(TRAIN "eps = inf\n", "[train] eps");
   bad(TRAIN "seed = -1\n", "[train] seed");
   bad(TRAIN "flush_denormals = yes\n", "bad.conf:9: [train] flush_denormals: 'yes' is not true or false");
+  bad(TRAIN "device = gpu\n", "bad.conf:9: [train] device: 'gpu' is not auto, cpu or cuda");
   bad(TRAIN "lr = 0.1\n", "bad.conf:9: [train] lr: unknown key (layers, batch");
   bad(TRAIN "layers = 784 10\n", "bad.conf:9: [train] layers: given twice");
   bad(TRAIN "[validation]\ncount = 0\n", "[validation] count");

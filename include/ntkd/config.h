@@ -27,6 +27,8 @@ enum { NTK_KERNEL_NNGP = 1, NTK_KERNEL_NTK = 2 };
 #define NTK_TRAIN_MAX_LAYERS 16
 
 /* [train] and [validation] of a training job (docs/JOB-FILE.md). */
+enum { NTK_TRAIN_DEVICE_AUTO, NTK_TRAIN_DEVICE_CPU, NTK_TRAIN_DEVICE_CUDA };
+
 struct ntk_train_opts {
   int enabled;          /* the job file has a [train] section */
   size_t nlayers;       /* entries in layers: input, hidden..., classes */
@@ -35,6 +37,7 @@ struct ntk_train_opts {
   double alpha, beta1, beta2, eps;
   uint64_t seed;
   int flush_denormals;  /* FTZ/DAZ on every rank and thread that computes */
+  int device;           /* NTK_TRAIN_DEVICE_*: where a rank computes */
   char snapshot[NTK_PATH_MAX]; /* "" for none */
   char log[NTK_PATH_MAX];      /* "" for none */
   /* [validation] */

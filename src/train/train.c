@@ -39,7 +39,56 @@ struct trainer {
   uint32_t *perm;
   struct ntk_snapshot_info pos; /* identity and position, as in the snapshot */
   FILE *log;
+#ifdef NTKD_HAVE_CUDA
+  ntk_mlp_gpu_t *gpu; /* this rank computes on a GPU */
+#endif
 };
+
+/* Which GPU, if any, this rank trains on: with [train] device = auto the
+ * first node-local ranks take one GPU each and the rest use the CPU; cuda
+ * requires one. Returns the device or -1. */
+static int pick_gpu(const struct trainer *T, ntk_status *st) {
+  *st = NTK_OK;
+  if (T->o->device == NTK_TRAIN_DEVICE_CPU) return -1;
+#ifdef NTKD_HAVE_CUDA
+  const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
+  int local = T->rank;
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+    if (getenv(vars[i])) {
+      local = atoi(getenv(vars[i]));
+      break;
+    }
+  int n = ntk_mlp_gpu_devices();
+  if (local < n) return local;
+  if (T->o->device == NTK_TRAIN_DEVICE_CUDA)
+    *st = ntk_error(NTK_ECONFIG, "%s: [train] device = cuda, but rank %d (node-local rank %d) has no GPU of its own "
+                    "(%d visible)", T->job->source, T->rank, local, n);
+  return -1;
+#else
+  if (T->o->device == NTK_TRAIN_DEVICE_CUDA)
+    *st = ntk_error(NTK_ECONFIG, "%s: [train] device = cuda, but this ntkd was built without CUDA", T->job->source);
+  return -1;
+#endif
+}
+
+/* Set up this rank's GPU, if it has one. Collective (agrees on errors). */
+static ntk_status start_device(struct trainer *T, size_t bmax) {
+  ntk_status st;
+  int dev = pick_gpu(T, &st);
+#ifdef NTKD_HAVE_CUDA
+  if (!st && dev >= 0) {
+    char err[512];
+    if (ntk_mlp_gpu_create(&T->mlp, bmax ? bmax : 1, dev, T->state, &T->gpu, err, sizeof err))
+      st = ntk_error(NTK_EINTERNAL, "rank %d, GPU %d: %s", T->rank, dev, err);
+    else
+      fprintf(stderr, "ntkd: rank %d trains on GPU %d\n", T->rank, dev);
+  }
+#else
+  (void)bmax;
+  (void)dev;
+#endif
+  return ntk_agree(st);
+}
 
 static void layers_text(const uint64_t *sizes, size_t n, char *buf, size_t cap) {
   size_t len = 0;
@@ -240,12 +289,28 @@ static ntk_status train_epochs(struct trainer *T) {
         T->yb[i] = T->ytrain[idx[i]];
       }
       size_t hits = 0;
+#ifdef NTKD_HAVE_CUDA
+      if (T->gpu) {
+        char err[512];
+        double loss;
+        if (ntk_mlp_gpu_grad(T->gpu, T->xb, T->yb, bl, g, &loss, &hits, err, sizeof err))
+          return ntk_error(NTK_EINTERNAL, "rank %d: GPU gradient: %s", T->rank, err);
+        g[np] = (float)loss;
+      } else
+#endif
       g[np] = (float)ntk_mlp_grad(&T->mlp, p, T->xb, T->yb, bl, T->work, g, &hits);
       g[np + 1] = (float)hits;
       g[np + 2] = ntk_stop_requested() ? 1.0f : 0.0f;
       ntk_status st = ntk_comm_sum_floats(g, np + 3);
       if (st) return st;
       /* Gradient sums over the global batch, divided by it inside the update. */
+#ifdef NTKD_HAVE_CUDA
+      if (T->gpu) {
+        char err[512];
+        if (ntk_mlp_gpu_adam(T->gpu, &T->adam, ++T->pos.t, 1.0f / (float)B, g, p, err, sizeof err))
+          return ntk_error(NTK_EINTERNAL, "rank %d: GPU Adam: %s", T->rank, err);
+      } else
+#endif
       ntk_adam_update(&T->adam, ++T->pos.t, 1.0f / (float)B, p, m, v, g, np);
       T->pos.loss_sum += g[np];
       T->pos.correct += g[np + 1];
@@ -331,6 +396,7 @@ static ntk_status setup(struct trainer *T, int overwrite) {
   st = ntk_comm_bcast(&T->pos, sizeof T->pos);
   if (!st) st = ntk_comm_bcast(T->state, 3 * np * sizeof *T->state);
   if ((st = ntk_agree(st))) return st;
+  if ((st = start_device(T, bmax))) return st;
   if (T->rank == 0) {
     char layers[256];
     layers_text(id->sizes, o->nlayers, layers, sizeof layers);
@@ -375,5 +441,8 @@ ntk_status ntk_train_run(const struct ntk_job *job, int overwrite) {
   free(T.xb);
   free(T.yb);
   free(T.perm);
+#ifdef NTKD_HAVE_CUDA
+  ntk_mlp_gpu_free(T.gpu);
+#endif
   return st;
 }
