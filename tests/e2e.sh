@@ -4,24 +4,7 @@
 # exit codes. Usage: tests/e2e.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e.sh path/to/ntkd}")
-PY=/usr/bin/python3
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-W=$(mktemp -d "${TMPDIR:-/tmp}/ntkd-e2e-XXXXXX")
-trap 'rm -rf "$W"' EXIT
-cd "$W"
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok: $*"; }
-bad() { failed=$((failed + 1)); echo "FAILED: $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-# expect_rc CODE WHAT CMD...: run CMD, compare its exit code
-expect_rc() {
-  local want=$1 what=$2; shift 2
-  "$@" >out.log 2>err.log
-  local rc=$?
-  if [ "$rc" = "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, wanted $want"; sed 's/^/    /' err.log | tail -5; fi
-}
-has() { grep -q -- "$1" "$2"; }
+source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
 
 $PY - <<'PYEOF'
 import numpy as np

@@ -337,51 +337,44 @@ static void *grow(void **buf, size_t *cap, size_t bytes) {
 DEFINE_BATCHED_TILE(float, f)
 DEFINE_BATCHED_TILE(double, d)
 
+/* Pair by pair: each image's variances, then every pair (i >= j on the diagonal). */
+#define DEFINE_PAIR_TILE(REAL, SFX)                                                                              \
+  static ntk_status pair_tile_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REAL *tt) {                \
+    size_t rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;                               \
+    int diag = t->bi == t->bj, with_t = tt != NULL;                                                             \
+    const REAL *x = c->data->x;                                                                                 \
+    REAL *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar, dummy[2];                                         \
+    for (size_t i = 0; i < rows; i++)                                                                           \
+      pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, rv + i * vs, NULL, 1, 0, &dummy[0],      \
+                 &dummy[1]);                                                                                    \
+    if (!diag)                                                                                                  \
+      for (size_t j = 0; j < cols; j++)                                                                         \
+        pair_##SFX(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, cv + j * vs, NULL, 1, 0, &dummy[0],    \
+                   &dummy[1]);                                                                                  \
+    for (size_t i = 0; i < rows; i++)                                                                           \
+      for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {                                                      \
+        REAL gv, tv;                                                                                            \
+        pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t,   \
+                   &gv, &tv);                                                                                   \
+        g[i * cols + j] = gv;                                                                                   \
+        if (with_t) tt[i * cols + j] = tv;                                                                      \
+        if (diag) {                                                                                             \
+          g[j * cols + i] = gv;                                                                                 \
+          if (with_t) tt[j * cols + i] = tv;                                                                    \
+        }                                                                                                       \
+      }                                                                                                         \
+    return NTK_OK;                                                                                              \
+  }
+
+DEFINE_PAIR_TILE(float, f)
+DEFINE_PAIR_TILE(double, d)
+
 ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void *ntk) {
-  size_t rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;
+  size_t rows = t->rows, cols = t->cols;
   ntk_status st = reserve_vars(c, rows > cols ? rows : cols);
   if (st) return st;
   if (c->plan.batched)
     return c->data->elem == 4 ? batched_tile_f(c, t, nngp, ntk) : batched_tile_d(c, t, nngp, ntk);
-  int diag = t->bi == t->bj, with_t = ntk != NULL;
-  if (c->data->elem == 4) {
-    const float *x = c->data->x;
-    float *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar, *g = nngp, *tt = ntk, dummy[2];
-    for (size_t i = 0; i < rows; i++)
-      pair_f(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, rv + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
-    if (!diag)
-      for (size_t j = 0; j < cols; j++)
-        pair_f(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, cv + j * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
-    for (size_t i = 0; i < rows; i++)
-      for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {
-        float gv, tv;
-        pair_f(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t, &gv, &tv);
-        g[i * cols + j] = gv;
-        if (with_t) tt[i * cols + j] = tv;
-        if (diag) {
-          g[j * cols + i] = gv;
-          if (with_t) tt[j * cols + i] = tv;
-        }
-      }
-  } else {
-    const double *x = c->data->x;
-    double *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar, *g = nngp, *tt = ntk, dummy[2];
-    for (size_t i = 0; i < rows; i++)
-      pair_d(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, rv + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
-    if (!diag)
-      for (size_t j = 0; j < cols; j++)
-        pair_d(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, cv + j * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
-    for (size_t i = 0; i < rows; i++)
-      for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {
-        double gv, tv;
-        pair_d(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t, &gv, &tv);
-        g[i * cols + j] = gv;
-        if (with_t) tt[i * cols + j] = tv;
-        if (diag) {
-          g[j * cols + i] = gv;
-          if (with_t) tt[j * cols + i] = tv;
-        }
-      }
-  }
-  return NTK_OK;
+  return c->data->elem == 4 ? pair_tile_f(c, t, nngp, ntk) : pair_tile_d(c, t, nngp, ntk);
 }
+
