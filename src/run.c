@@ -35,6 +35,9 @@ void ntk_signals_install(void) {
   sigemptyset(&sa.sa_mask);
   int sigs[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
   for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaction(sigs[i], &sa, NULL);
+  /* Over a file-size limit, writes must fail with EFBIG (reported, store
+   * kept) rather than kill the process. */
+  signal(SIGXFSZ, SIG_IGN);
 }
 
 int ntk_stop_requested(void) { return stop_signal; }

@@ -152,6 +152,18 @@ expect_rc 0 "resume from a truncated + garbage tail" "$NTKD" torn.conf
 "$NTKD" export torn.ntk torn.npy >/dev/null 2>&1
 check "matrix after torn tail byte-identical" cmp -s a_ntk.npy torn.npy
 
+# --- a full disk (file-size limit) ---------------------------------------------
+job fd big.npy 256 float32 "sync = 0"
+(ulimit -f 20000; exec "$NTKD" fd.conf) >/dev/null 2>fd.log
+rc=$?
+check "a full disk stops the job with exit 3 (exit $rc)" [ "$rc" = 3 ]
+check "... saying finished tiles are kept" has "finished tiles are kept" fd.log
+kept=$("$NTKD" info fd.ntk 2>/dev/null | sed -n 's/^progress: *\([0-9]*\)\/.*/\1/p')
+check "... with ${kept:-no} intact tiles in the store" bash -c "[ '${kept:-0}' -gt 0 ] && \"$NTKD\" verify fd.ntk >/dev/null"
+expect_rc 0 "with room again, the job resumes and finishes" "$NTKD" fd.conf
+"$NTKD" export fd.ntk fd.npy >/dev/null 2>&1
+check "... byte-identical to a clean run" cmp -s clean.npy fd.npy
+
 # --- refusals ------------------------------------------------------------------
 cp a.ntk other.ntk
 sed 's/w_std = 1.4/w_std = 1.5/; s/a.ntk/other.ntk/' a.conf > other.conf
