@@ -10,6 +10,7 @@ pkgs=(
   check                                       # unit tests
   python3-numpy time bc procps                # end-to-end tests and benchmarks
   dataset-fashion-mnist                       # the quickstart's real data
+  clang libclang-rt-14-dev                    # libFuzzer (scripts/fuzz.sh)
 )
 missing=()
 for p in "${pkgs[@]}"; do

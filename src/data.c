@@ -24,6 +24,7 @@ struct raw {
   size_t n, d, h, w, c;
   double *x;
   int is_u8;
+  size_t cap; /* values x can hold: grown as data arrive (see raw_reserve) */
 };
 
 static ntk_status read_exact(gzFile f, const char *path, void *buf, size_t len, const char *what) {
@@ -59,20 +60,44 @@ static double get_value(const unsigned char *p, src_type t, int big_endian) {
   return 0;
 }
 
-/* Read n*d values of type t into raw->x starting at sample `at`. */
+/* Check the sizes a header claims. Memory is taken as the values arrive
+ * (raw_reserve), so a header that claims terabytes in a 100-byte file is
+ * reported as truncated, not answered with a giant allocation (found by
+ * fuzzing). */
+static ntk_status alloc_raw(struct raw *r, const char *path) {
+  if (r->d == 0 || r->n == 0) return ntk_error(NTK_EINPUT, "%s: empty data (no samples or no features)", path);
+  if (r->d > ((size_t)1 << 40) / r->n) return ntk_error(NTK_EINPUT, "%s: data too large", path);
+  r->x = NULL;
+  r->cap = 0;
+  return NTK_OK;
+}
+
+/* Room for at least `values` values, growing geometrically up to n*d. */
+static ntk_status raw_reserve(struct raw *r, const char *path, size_t values) {
+  if (values <= r->cap) return NTK_OK;
+  size_t want = r->cap * 2 > values ? r->cap * 2 : values, all = r->n * r->d;
+  if (want > all) want = all;
+  double *x = realloc(r->x, want * sizeof(double));
+  if (!x) return ntk_error(NTK_ENOMEM, "%s: out of memory for %zu values", path, want);
+  r->x = x;
+  r->cap = want;
+  return NTK_OK;
+}
+
+/* Read n*d values of type t into raw->x starting at sample `at`, in
+ * chunks of at most 4 Mi values whatever the sample size. */
 static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t at, size_t n,
                               src_type t, int big_endian) {
-  size_t s = type_size(t), per = r->d * s;
-  size_t batch = per ? (size_t)(1u << 24) / per + 1 : 1;
-  unsigned char *buf = malloc(batch * per);
+  size_t s = type_size(t), total = n * r->d, chunk = (size_t)1 << 22, base = at * r->d;
+  unsigned char *buf = malloc((total < chunk ? total : chunk) * s + 1);
   if (!buf) return ntk_error(NTK_ENOMEM, "%s: out of memory", path);
   ntk_status st = NTK_OK;
-  for (size_t i = 0; i < n && !st; i += batch) {
-    size_t m = n - i < batch ? n - i : batch;
-    st = read_exact(f, path, buf, m * per, "the data");
+  for (size_t i = 0; i < total && !st; i += chunk) {
+    size_t count = total - i < chunk ? total - i : chunk;
+    st = read_exact(f, path, buf, count * s, "the data");
+    if (!st) st = raw_reserve(r, path, base + i + count);
     if (st) break;
-    double *out = r->x + (at + i) * r->d;
-    size_t count = m * r->d;
+    double *out = r->x + base + i;
     /* Common cases without a per-value switch. */
     if (t == T_U8) {
       for (size_t k = 0; k < count; k++) out[k] = buf[k];
@@ -101,13 +126,6 @@ static size_t want_count(const struct ntk_job *job, size_t have, const char *pat
   return job->count;
 }
 
-static ntk_status alloc_raw(struct raw *r, const char *path) {
-  if (r->d == 0 || r->n == 0) return ntk_error(NTK_EINPUT, "%s: empty data (no samples or no features)", path);
-  if (r->d > ((size_t)1 << 40) / r->n) return ntk_error(NTK_EINPUT, "%s: data too large", path);
-  r->x = malloc(r->n * r->d * sizeof(double));
-  if (!r->x) return ntk_error(NTK_ENOMEM, "%s: out of memory for %zu x %zu values", path, r->n, r->d);
-  return NTK_OK;
-}
 
 /* ---- .npy ---------------------------------------------------------------- */
 
@@ -313,6 +331,7 @@ static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, int nfile
   r->d = 3072;
   r->is_u8 = 1;
   if (!st) st = alloc_raw(r, job->data_path[0]);
+  if (!st) st = raw_reserve(r, job->data_path[0], r->n * r->d); /* the records were counted: they exist */
   size_t i = 0;
   for (int k = 0; k < nfiles && !st && i < r->n; k++) {
     for (size_t j = 0; j < per_file[k] && i < r->n && !st; j++, i++) {
@@ -434,7 +453,7 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
   if (!st && exact && dim[0] != n)
     st = ntk_error(NTK_EINPUT, "%s: holds %zu labels but the data hold %zu samples; set count to use "
                    "the first ones", path, dim[0], n);
-  struct raw r = {n, 1, 0, 0, 0, NULL, 0};
+  struct raw r = {n, 1, 0, 0, 0, NULL, 0, 0};
   if (!st) st = alloc_raw(&r, path);
   if (!st) st = read_values(f, path, &r, 0, n, t, big);
   gzclose(f);
