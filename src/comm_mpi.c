@@ -150,6 +150,12 @@ ntk_status ntk_comm_recv(int source, int tag, void *buf, size_t bytes) {
   return rc == MPI_SUCCESS ? NTK_OK : mpi_fail(rc, "receive");
 }
 
+int ntk_comm_probe(int source, int tag) {
+  int flag = 0;
+  MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+  return flag;
+}
+
 void ntk_comm_abort(int code) {
   if (active) MPI_Abort(MPI_COMM_WORLD, code);
   exit(code);

@@ -13,6 +13,8 @@ enum ntk_tag {
   NTK_TAG_RESULT = 2,    /* worker -> coordinator: struct ntk_result_header + payload */
   NTK_TAG_FAIL = 3,      /* worker -> coordinator: error text */
   NTK_TAG_INTERRUPT = 4, /* worker -> coordinator: the worker got a signal */
+  NTK_TAG_SKIP = 5,      /* worker -> coordinator: uint64 tile not computed (stopping) */
+  NTK_TAG_CANCEL = 6,    /* coordinator -> worker: skip the tiles still queued */
 };
 
 #define NTK_WORK_STOP UINT64_MAX
@@ -45,6 +47,9 @@ ntk_status ntk_comm_send(int dest, int tag, const void *buf, size_t bytes);
 int ntk_comm_poll(int source, int *from, int *tag, size_t *bytes, double timeout);
 
 ntk_status ntk_comm_recv(int source, int tag, void *buf, size_t bytes);
+
+/* Non-blocking: is a message with `tag` from `source` waiting? */
+int ntk_comm_probe(int source, int tag);
 
 /* Abort every rank (after a failure the others cannot learn about). */
 void ntk_comm_abort(int code);

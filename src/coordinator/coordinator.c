@@ -252,10 +252,18 @@ static ntk_status run_mpi(struct sched *s) {
     return st;
   }
   for (int k = 1; k <= nworkers && !st; k++) st = send_next(s, k, inflight, &active);
+  int cancelled = 0;
   while (active > 0 && !st) {
     int from, tag;
     size_t bytes;
     check_signal(s);
+    if ((s->stopping || get_failure(s)) && !cancelled) {
+      /* Workers hand back their queued tiles instead of computing them. */
+      cancelled = 1;
+      for (int k = 1; k <= nworkers && !st; k++)
+        if (inflight[k] > 0) st = ntk_comm_send(k, NTK_TAG_CANCEL, NULL, 0);
+      if (st) break;
+    }
     if (!ntk_comm_poll(-1, &from, &tag, &bytes, 0.25)) continue;
     unsigned char *buf = malloc(bytes ? bytes : 1);
     if (!buf) {
@@ -286,6 +294,9 @@ static ntk_status run_mpi(struct sched *s) {
       buf[bytes ? bytes - 1 : 0] = '\0';
       set_failure(s, ntk_error(NTK_EINTERNAL, "worker rank %d: %s", from, (char *)buf));
       inflight[from]--;
+      st = send_next(s, from, inflight, &active);
+    } else if (tag == NTK_TAG_SKIP) {
+      inflight[from]--; /* the tile stays missing: a rerun computes it */
       st = send_next(s, from, inflight, &active);
     } else if (tag == NTK_TAG_INTERRUPT) {
       if (!s->stopping) {

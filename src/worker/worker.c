@@ -76,20 +76,45 @@ ntk_status ntk_engine_run(ntk_engine_t *e, const struct ntk_tile *t, const void 
   return NTK_OK;
 }
 
+/* Take a waiting CANCEL message, if any. */
+static int take_cancel(void) {
+  if (!ntk_comm_probe(0, NTK_TAG_CANCEL)) return 0;
+  ntk_comm_recv(0, NTK_TAG_CANCEL, NULL, 0);
+  return 1;
+}
+
 ntk_status ntk_worker_serve(ntk_engine_t *e, const struct ntk_tiling *tiling) {
-  int told_interrupt = 0;
+  int told_interrupt = 0, cancelled = 0;
   for (;;) {
     int from, tag;
     size_t bytes;
     if (!ntk_comm_poll(0, &from, &tag, &bytes, 0.5)) continue;
+    if (tag == NTK_TAG_CANCEL) {
+      cancelled |= take_cancel();
+      continue;
+    }
     uint64_t index;
     if (tag != NTK_TAG_WORK || bytes != sizeof index)
       return ntk_error(NTK_ECOMM, "worker %d: unexpected message (tag %d, %zu bytes)", ntk_comm_rank(), tag, bytes);
     ntk_status st = ntk_comm_recv(0, NTK_TAG_WORK, &index, sizeof index);
     if (st) return st;
-    if (index == NTK_WORK_STOP) return NTK_OK;
+    if (index == NTK_WORK_STOP) {
+      take_cancel(); /* one may still be in flight: leave nothing unreceived */
+      return NTK_OK;
+    }
     if (index >= tiling->ntiles)
       return ntk_error(NTK_ECOMM, "worker %d: tile %llu out of range", ntk_comm_rank(), (unsigned long long)index);
+    /* Stopping (our signal, or the coordinator's cancel): hand queued tiles
+     * back uncomputed, so that every rank exits after at most one tile. */
+    cancelled |= take_cancel();
+    if (cancelled || ntk_stop_requested()) {
+      if (ntk_stop_requested() && !told_interrupt) {
+        told_interrupt = 1;
+        ntk_comm_send(0, NTK_TAG_INTERRUPT, NULL, 0);
+      }
+      if ((st = ntk_comm_send(0, NTK_TAG_SKIP, &index, sizeof index))) return st;
+      continue;
+    }
     struct ntk_tile t = ntk_tiling_tile(tiling, index);
     const void *payload;
     size_t len;
