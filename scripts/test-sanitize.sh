@@ -13,4 +13,4 @@ source scripts/env.sh
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd build-sanitize
 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -E "e2e|crash"
-ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -R e2e --timeout 1800
+ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -R "e2e|crash" --timeout 1800

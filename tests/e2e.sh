@@ -130,6 +130,23 @@ expect_rc 0 "resume after SIGTERM" "$NTKD" st.conf
 "$NTKD" export st.ntk st.npy >/dev/null 2>&1
 check "matrix after SIGTERM+resume byte-identical" cmp -s clean.npy st.npy
 
+# SIGTERM to one worker rank only: it finishes its tile, tells the
+# coordinator, and the whole job stops cleanly with exit 5.
+job wt big.npy 256 float32
+mpirun -np 3 "$NTKD" wt.conf >/dev/null 2>wt.log &
+mp=$!
+sleep 1.2
+for p in $(pgrep -f "ntkd wt.conf" | grep -vx "$mp"); do
+  [ "$(tr '\0' '\n' < /proc/$p/environ | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')" = 2 ] && kill -TERM "$p"
+done
+wait $mp
+rc=$?
+check "SIGTERM to a worker stops the whole job with exit 5 (exit $rc)" [ "$rc" = 5 ]
+check "... the coordinator says which rank was signalled" has "worker rank 2 was signalled" wt.log
+expect_rc 0 "... and the job resumes" mpirun -np 3 "$NTKD" wt.conf
+"$NTKD" export wt.ntk wt.npy >/dev/null 2>&1
+check "... byte-identical to a clean run" cmp -s clean.npy wt.npy
+
 # SLURM's batch script (scripts/slurm/kernel.sbatch) with scontrol stubbed:
 # USR1 to the batch shell stops ntkd cleanly and requeues; the requeued run finishes.
 mkdir -p fakebin
