@@ -285,19 +285,32 @@ static void *grow(void **buf, size_t *cap, size_t bytes) {
   return p;
 }
 
+/* Each image's variance blocks, from the pair (a, a): the tile's row
+ * images into rv and, off the diagonal, its column images into cv. */
+#define DEFINE_SELF_VARS(REAL, SFX)                                                                              \
+  static void self_vars_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL *rv, REAL *cv) {                     \
+    size_t vs = c->plan.var_size, d = c->data->d;                                                               \
+    const REAL *x = c->data->x;                                                                                 \
+    REAL dummy[2];                                                                                              \
+    for (size_t i = 0; i < t->rows; i++)                                                                        \
+      pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, rv + i * vs, NULL, 1, 0, &dummy[0],      \
+                 &dummy[1]);                                                                                    \
+    if (t->bi != t->bj)                                                                                         \
+      for (size_t j = 0; j < t->cols; j++)                                                                      \
+        pair_##SFX(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, cv + j * vs, NULL, 1, 0, &dummy[0],    \
+                   &dummy[1]);                                                                                  \
+  }
+
+DEFINE_SELF_VARS(float, f)
+DEFINE_SELF_VARS(double, d)
+
 #define DEFINE_BATCHED_TILE(REAL, SFX)                                                                           \
   static ntk_status batched_tile_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REAL *tt) {             \
     const size_t B = NTK_CNN_BATCH, rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;      \
     const REAL *x = c->data->x;                                                                                 \
     int diag = t->bi == t->bj, with_t = tt != NULL;                                                             \
-    REAL *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar, dummy[2];                                         \
-    for (size_t i = 0; i < rows; i++)                                                                           \
-      pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, rv + i * vs, NULL, 1, 0, &dummy[0],      \
-                 &dummy[1]);                                                                                    \
-    if (!diag)                                                                                                  \
-      for (size_t j = 0; j < cols; j++)                                                                         \
-        pair_##SFX(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, cv + j * vs, NULL, 1, 0, &dummy[0],    \
-                   &dummy[1]);                                                                                  \
+    REAL *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar;                                                   \
+    self_vars_##SFX(c, t, rv, cv);                                                                              \
     /* Column images and variances transposed per batch; spare lanes repeat the last image. */                \
     size_t nb = (cols + B - 1) / B;                                                                             \
     REAL *xt = grow(&c->xt, &c->xt_cap, nb * d * B * sizeof(REAL));                                             \
@@ -343,14 +356,8 @@ DEFINE_BATCHED_TILE(double, d)
     size_t rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;                               \
     int diag = t->bi == t->bj, with_t = tt != NULL;                                                             \
     const REAL *x = c->data->x;                                                                                 \
-    REAL *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar, dummy[2];                                         \
-    for (size_t i = 0; i < rows; i++)                                                                           \
-      pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, rv + i * vs, NULL, 1, 0, &dummy[0],      \
-                 &dummy[1]);                                                                                    \
-    if (!diag)                                                                                                  \
-      for (size_t j = 0; j < cols; j++)                                                                         \
-        pair_##SFX(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, cv + j * vs, NULL, 1, 0, &dummy[0],    \
-                   &dummy[1]);                                                                                  \
+    REAL *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar;                                                   \
+    self_vars_##SFX(c, t, rv, cv);                                                                              \
     for (size_t i = 0; i < rows; i++)                                                                           \
       for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {                                                      \
         REAL gv, tv;                                                                                            \
