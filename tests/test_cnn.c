@@ -93,6 +93,15 @@ START_TEST(test_paths_agree) {
     eg = max_rel(g1, g0, n);
     et = max_rel(t1, t0, n);
     ck_assert_msg(eg < 1e-13 && et < 1e-13, "%s: auto vs general: nngp %.3g ntk %.3g", archs[a], eg, et);
+    /* Without the per-worker variance cache (each tile recomputes its
+     * images' variances): the same bits. */
+    double *g2 = malloc(n * n * 8), *t2 = malloc(n * n * 8);
+    setenv("NTKD_CNN_VAR_CACHE", "0", 1);
+    compute(&arch, &ds, NTK_CNN_AUTO, 3, g2, t2);
+    unsetenv("NTKD_CNN_VAR_CACHE");
+    ck_assert_msg(!memcmp(g1, g2, n * n * 8) && !memcmp(t1, t2, n * n * 8), "%s: cache changes the bits", archs[a]);
+    free(g2);
+    free(t2);
     ntk_arch_free(&arch);
   }
   free(g0);

@@ -46,6 +46,12 @@ struct cnn_plan {
   int self_vars_only;  /* a self run need not compute its own entry */
 };
 
+/* Per-image variances are kept for the whole job (computed once per
+ * worker) when all of them fit in this many bytes, and recomputed for each
+ * tile's images otherwise, so that a worker's memory never grows with N
+ * beyond this bound. */
+#define NTK_CNN_VAR_CACHE ((size_t)256 << 20)
+
 /* Images b per batch (lanes): 16 floats fill one AVX-512 register. */
 #define NTK_CNN_BATCH 16
 
@@ -65,6 +71,8 @@ struct ntk_cnn {
   struct cnn_ws ws;
   void *rowvar, *colvar; /* variance blocks of a tile's row and column images */
   size_t var_cap;        /* images each can hold */
+  void *allvar;          /* every image's block, when they fit in NTK_CNN_VAR_CACHE */
+  unsigned char *have;   /* allvar[i] computed */
   struct cnn_bws bws;
   void *xt, *vt;         /* a tile's column images and variances, [batch][index][lane] */
   size_t xt_cap, vt_cap; /* bytes */
@@ -238,6 +246,19 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
       if (!b->g || !b->t || !b->g2 || !b->t2 || !b->rows) st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers");
     }
   }
+  /* NTKD_CNN_VAR_CACHE (bytes) overrides the bound; the tests use 0. */
+  size_t cache = getenv("NTKD_CNN_VAR_CACHE") ? (size_t)strtoull(getenv("NTKD_CNN_VAR_CACHE"), NULL, 10)
+                                              : NTK_CNN_VAR_CACHE;
+  if (!st && data->n * c->plan.var_size * (size_t)data->elem <= cache) {
+    c->allvar = malloc(data->n * c->plan.var_size * (size_t)data->elem);
+    c->have = calloc(data->n, 1);
+    if (!c->allvar || !c->have) { /* no cache: recompute per tile */
+      free(c->allvar);
+      free(c->have);
+      c->allvar = NULL;
+      c->have = NULL;
+    }
+  }
   if (st) {
     ntk_cnn_free(c);
     return st;
@@ -260,6 +281,8 @@ void ntk_cnn_free(ntk_cnn_t *c) {
   free(c->plan.var_off);
   free(c->rowvar);
   free(c->colvar);
+  free(c->allvar);
+  free(c->have);
   free(c);
 }
 
@@ -285,19 +308,38 @@ static void *grow(void **buf, size_t *cap, size_t bytes) {
   return p;
 }
 
-/* Each image's variance blocks, from the pair (a, a): the tile's row
- * images into rv and, off the diagonal, its column images into cv. */
+/* Each image's variance blocks, from the pair (a, a): *rv for the tile's
+ * row images and *cv for its column images. From the job-wide cache where
+ * there is one (each image computed once per worker), else computed into
+ * the tile buffers. */
 #define DEFINE_SELF_VARS(REAL, SFX)                                                                              \
-  static void self_vars_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL *rv, REAL *cv) {                     \
+  static void self_vars_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **cv) {                   \
     size_t vs = c->plan.var_size, d = c->data->d;                                                               \
     const REAL *x = c->data->x;                                                                                 \
     REAL dummy[2];                                                                                              \
+    int diag = t->bi == t->bj;                                                                                  \
+    if (c->allvar) {                                                                                            \
+      REAL *all = c->allvar;                                                                                    \
+      *rv = all + t->r0 * vs;                                                                                   \
+      *cv = all + t->c0 * vs;                                                                                   \
+      for (int side = 0; side < 2; side++) {                                                                    \
+        size_t first = side ? t->c0 : t->r0, count = side ? t->cols : t->rows;                                  \
+        for (size_t i = first; i < first + count; i++) {                                                        \
+          if (c->have[i]) continue;                                                                             \
+          pair_##SFX(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);         \
+          c->have[i] = 1;                                                                                       \
+        }                                                                                                       \
+      }                                                                                                         \
+      return;                                                                                                   \
+    }                                                                                                           \
+    *rv = c->rowvar;                                                                                            \
+    *cv = diag ? c->rowvar : c->colvar;                                                                         \
     for (size_t i = 0; i < t->rows; i++)                                                                        \
-      pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, rv + i * vs, NULL, 1, 0, &dummy[0],      \
+      pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, *rv + i * vs, NULL, 1, 0, &dummy[0],     \
                  &dummy[1]);                                                                                    \
-    if (t->bi != t->bj)                                                                                         \
+    if (!diag)                                                                                                  \
       for (size_t j = 0; j < t->cols; j++)                                                                      \
-        pair_##SFX(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, cv + j * vs, NULL, 1, 0, &dummy[0],    \
+        pair_##SFX(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, *cv + j * vs, NULL, 1, 0, &dummy[0],   \
                    &dummy[1]);                                                                                  \
   }
 
@@ -309,8 +351,8 @@ DEFINE_SELF_VARS(double, d)
     const size_t B = NTK_CNN_BATCH, rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;      \
     const REAL *x = c->data->x;                                                                                 \
     int diag = t->bi == t->bj, with_t = tt != NULL;                                                             \
-    REAL *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar;                                                   \
-    self_vars_##SFX(c, t, rv, cv);                                                                              \
+    REAL *rv, *cv;                                                                                              \
+    self_vars_##SFX(c, t, &rv, &cv);                                                                            \
     /* Column images and variances transposed per batch; spare lanes repeat the last image. */                \
     size_t nb = (cols + B - 1) / B;                                                                             \
     REAL *xt = grow(&c->xt, &c->xt_cap, nb * d * B * sizeof(REAL));                                             \
@@ -356,8 +398,8 @@ DEFINE_BATCHED_TILE(double, d)
     size_t rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;                               \
     int diag = t->bi == t->bj, with_t = tt != NULL;                                                             \
     const REAL *x = c->data->x;                                                                                 \
-    REAL *rv = c->rowvar, *cv = diag ? c->rowvar : c->colvar;                                                   \
-    self_vars_##SFX(c, t, rv, cv);                                                                              \
+    REAL *rv, *cv;                                                                                              \
+    self_vars_##SFX(c, t, &rv, &cv);                                                                            \
     for (size_t i = 0; i < rows; i++)                                                                           \
       for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {                                                      \
         REAL gv, tv;                                                                                            \
