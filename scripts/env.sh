@@ -1,5 +1,5 @@
 # Sourced by the scripts: Open MPI settings for running as root, more ranks
-# than cores, and containers (see docs/RUNNING.md). Existing values win.
+# than cores, and containers (see docs/CLI.md, Environment). Existing values win.
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-1}
