@@ -3,6 +3,7 @@
 #ifndef NTKD_REFCASE_H
 #define NTKD_REFCASE_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,26 @@ static inline struct ntk_dataset ref_dataset(const struct ref_case *c, int elem)
     else ((double *)ds.x)[k] = c->x[k];
   }
   return ds;
+}
+
+/* Largest error of the n x n matrix `got` (elements of got_elem bytes:
+ * 4 float, 8 double) against `ref`. With `plain`, the relative error
+ * |got - ref| / |ref|. Otherwise relative to max(|ref_ij|,
+ * sqrt(ref_ii ref_jj)): an entry much smaller than its inputs' variances
+ * (cancellation) carries float32's absolute rounding of those terms. The
+ * plain error is never smaller. NaN propagates. */
+static inline double ref_max_err(const void *got, int got_elem, const double *ref, size_t n, int plain) {
+  double worst = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < n; j++) {
+      size_t k = i * n + j;
+      double v = got_elem == 4 ? ((const float *)got)[k] : ((const double *)got)[k];
+      double scale = fabs(ref[k]);
+      if (!plain) scale = fmax(scale, sqrt(fabs(ref[i * n + i] * ref[j * n + j])));
+      double e = fabs(v - ref[k]) / scale;
+      if (!(e <= worst)) worst = e;
+    }
+  return worst;
 }
 
 #endif

@@ -50,16 +50,6 @@ static void compute(const struct ntk_arch *arch, const struct ntk_dataset *ds, n
   ntk_cnn_free(c);
 }
 
-static double max_rel(const double *a, const double *b, size_t n) {
-  double worst = 0;
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < n; j++) {
-      double scale = fmax(fabs(b[i * n + j]), sqrt(fabs(b[i * n + i] * b[j * n + j])));
-      double e = fabs(a[i * n + j] - b[i * n + j]) / scale;
-      if (!(e <= worst)) worst = e;
-    }
-  return worst;
-}
 
 static const char *const archs[] = {
     "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Erf GlobalAvgPool Dense",
@@ -87,11 +77,11 @@ START_TEST(test_paths_agree) {
     ntk_cnn_path fast = ntk_cnn_get_path(c);
     ntk_cnn_free(c);
     compute(&arch, &ds, fast, 2, g1, t1); /* the fast path, with ragged 2-image tiles */
-    double eg = max_rel(g1, g0, n), et = max_rel(t1, t0, n);
+    double eg = ref_max_err(g1, 8, g0, n, 0), et = ref_max_err(t1, 8, t0, n, 0);
     ck_assert_msg(eg < 1e-13 && et < 1e-13, "%s: path %d vs general: nngp %.3g ntk %.3g", archs[a], fast, eg, et);
     compute(&arch, &ds, NTK_CNN_AUTO, 3, g1, t1); /* batched where it applies */
-    eg = max_rel(g1, g0, n);
-    et = max_rel(t1, t0, n);
+    eg = ref_max_err(g1, 8, g0, n, 0);
+    et = ref_max_err(t1, 8, t0, n, 0);
     ck_assert_msg(eg < 1e-13 && et < 1e-13, "%s: auto vs general: nngp %.3g ntk %.3g", archs[a], eg, et);
     /* Without the per-worker variance cache (each tile recomputes its
      * images' variances): the same bits. */
@@ -134,12 +124,8 @@ static void check_reference(int elem, double tol) {
       ntk_cnn_free(probe);
       for (size_t tile = c.n; tile >= 2; tile -= c.n - 2 > 0 ? c.n - 2 : 1) {
         compute(&arch, &ds, paths[pi], tile, g, t);
-        double e = fmax(max_rel(g, c.nngp, c.n), max_rel(t, c.ntk, c.n));
-        if (elem == 8) /* plain relative error in float64 */
-          for (size_t k = 0; k < c.n * c.n; k++) {
-            e = fmax(e, fabs(g[k] - c.nngp[k]) / fabs(c.nngp[k]));
-            e = fmax(e, fabs(t[k] - c.ntk[k]) / fabs(c.ntk[k]));
-          }
+        /* plain relative error in float64 */
+        double e = fmax(ref_max_err(g, 8, c.nngp, c.n, elem == 8), ref_max_err(t, 8, c.ntk, c.n, elem == 8));
         ck_assert_msg(e < tol, "%s (%s, path %d, tile %zu): relative error %.3g >= %.0e", c.name,
                       elem == 4 ? "float32" : "float64", paths[pi], tile, e, tol);
         worst = fmax(worst, e);

@@ -37,32 +37,6 @@ static void compute_full(const struct ntk_arch *arch, const struct ntk_dataset *
   ntk_fc_free(fc);
 }
 
-static double value(const void *p, int elem, size_t k) {
-  return elem == 4 ? ((const float *)p)[k] : ((const double *)p)[k];
-}
-
-/* Largest relative error of `got` against the n x n `ref`. In float64 this
- * is the plain |got - ref| / |ref|. In float32 an entry that is small
- * because of cancellation (an NTK entry of 0.002 summed from terms of 1)
- * carries the absolute rounding of its terms, so the error is taken
- * relative to max(|ref_ij|, sqrt(ref_ii ref_jj)): the entry, or the scale of
- * the pair's variances when the entry is smaller than that. */
-static double max_rel(const void *got, int elem, const double *ref, size_t n) {
-  double worst = 0;
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < n; j++) {
-      size_t k = i * n + j;
-      double scale = fabs(ref[k]);
-      if (elem == 4) {
-        double diag = sqrt(fabs(ref[i * n + i] * ref[j * n + j]));
-        scale = scale > diag ? scale : diag;
-      }
-      double e = fabs(value(got, elem, k) - ref[k]) / scale;
-      if (!(e <= worst)) worst = e; /* NaN propagates */
-    }
-  return worst;
-}
-
 static void check_against_reference(int elem, double tol) {
   FILE *f = ref_open("ref_fc.txt");
   struct ref_case c;
@@ -77,7 +51,7 @@ static void check_against_reference(int elem, double tol) {
     size_t tiles[] = {c.n, 2, 4};
     for (size_t ti = 0; ti < 3; ti++) {
       compute_full(&arch, &ds, tiles[ti], g, t);
-      double en = max_rel(g, elem, c.nngp, c.n), et = max_rel(t, elem, c.ntk, c.n);
+      double en = ref_max_err(g, elem, c.nngp, c.n, elem == 8), et = ref_max_err(t, elem, c.ntk, c.n, elem == 8);
       ck_assert_msg(en < tol && et < tol, "%s (%s, tile %zu): relative error nngp %.3g ntk %.3g >= %.0e", c.name,
                     elem == 4 ? "float32" : "float64", tiles[ti], en, et, tol);
       worst_nngp = en > worst_nngp ? en : worst_nngp;
