@@ -102,6 +102,23 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
   return ntk_store_create(path, want, out);
 }
 
+ntk_status ntk_data_bcast(struct ntk_dataset *ds) {
+  uint64_t dims[6] = {ds->n, ds->d, ds->h, ds->w, ds->c, (uint64_t)ds->elem};
+  ntk_status st = ntk_agree(ntk_comm_bcast(dims, sizeof dims));
+  if (!st && ntk_comm_rank() != 0) {
+    ds->n = dims[0];
+    ds->d = dims[1];
+    ds->h = dims[2];
+    ds->w = dims[3];
+    ds->c = dims[4];
+    ds->elem = (int)dims[5];
+    ds->x = malloc(ds->n && ds->d ? ds->n * ds->d * (size_t)ds->elem : 1);
+    if (!ds->x) st = ntk_error(NTK_ENOMEM, "out of memory for %zu x %zu data", ds->n, ds->d);
+  }
+  if (!(st = ntk_agree(st))) st = ntk_agree(ntk_comm_bcast(ds->x, ds->n * ds->d * (size_t)ds->elem));
+  return st;
+}
+
 int ntk_run_job(const char *conf_path, int overwrite) {
   int rank = ntk_comm_rank(), size = ntk_comm_size();
   ntk_signals_install();
@@ -138,17 +155,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   memset(&data, 0, sizeof data);
   if (!st) st = ntk_agree(rank == 0 ? ntk_data_load(job, job->precision, &data) : NTK_OK);
   t_loaded = ntk_now();
-  if (!st && size > 1) {
-    uint64_t dims[6] = {data.n, data.d, data.h, data.w, data.c, (uint64_t)data.elem};
-    st = ntk_agree(ntk_comm_bcast(dims, sizeof dims));
-    if (!st && rank != 0) {
-      data.n = dims[0]; data.d = dims[1]; data.h = dims[2]; data.w = dims[3]; data.c = dims[4];
-      data.elem = (int)dims[5];
-      data.x = malloc(data.n * data.d * (size_t)data.elem);
-      if (!data.x) st = ntk_error(NTK_ENOMEM, "out of memory for %zu x %zu data", data.n, data.d);
-    }
-    if (!(st = ntk_agree(st))) st = ntk_agree(ntk_comm_bcast(data.x, data.n * data.d * (size_t)data.elem));
-  }
+  if (!st && size > 1) st = ntk_data_bcast(&data);
 
   t_shared = ntk_now();
   /* 3. Does the network fit the data? Checked on rank 0 before the store

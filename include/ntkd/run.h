@@ -2,6 +2,7 @@
 #ifndef NTKD_RUN_H
 #define NTKD_RUN_H
 
+#include "ntkd/data.h"
 #include "ntkd/status.h"
 
 /* `ntkd [run] JOB.conf [--overwrite]`: compute or resume a kernel job.
@@ -22,5 +23,9 @@ int ntk_cmd_verify(const char *store_path);
  * clean stop; ntk_stop_requested() then returns the signal number. */
 void ntk_signals_install(void);
 int ntk_stop_requested(void);
+
+/* Collective: rank 0's dataset to every rank (the others allocate its
+ * array, which they free with ntk_data_free). Errors are agreed on. */
+ntk_status ntk_data_bcast(struct ntk_dataset *ds);
 
 #endif

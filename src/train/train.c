@@ -132,20 +132,12 @@ static ntk_status load_data(struct trainer *T) {
 
 /* Collective: rank 0's samples and labels to every rank. */
 static ntk_status share_data(struct trainer *T, struct ntk_dataset *ds, int32_t **y) {
-  uint64_t dims[2] = {ds->n, ds->d};
-  ntk_status st = ntk_comm_bcast(dims, sizeof dims);
-  if (!st && T->rank != 0) {
-    ds->n = dims[0];
-    ds->d = dims[1];
-    ds->elem = 4;
-    ds->x = malloc(ds->n * ds->d * sizeof(float));
-    *y = malloc(ds->n * sizeof **y);
-    if (!ds->x || !*y) st = ntk_error(NTK_ENOMEM, "out of memory for %zu x %zu samples", ds->n, ds->d);
-  }
+  ntk_status st = ntk_data_bcast(ds);
+  if (st) return st;
+  if (T->rank != 0 && !(*y = malloc((ds->n ? ds->n : 1) * sizeof **y)))
+    st = ntk_error(NTK_ENOMEM, "out of memory for %zu labels", ds->n);
   if ((st = ntk_agree(st))) return st;
-  st = ntk_comm_bcast(ds->x, ds->n * ds->d * sizeof(float));
-  if (!st) st = ntk_comm_bcast(*y, ds->n * sizeof **y);
-  return st;
+  return ntk_comm_bcast(*y, ds->n * sizeof **y);
 }
 
 static int same_identity(const struct ntk_snapshot_info *a, const struct ntk_snapshot_info *b) {
