@@ -25,8 +25,18 @@ while [ "$kills" -lt "$KILLS" ]; do
   mpirun -np 3 "$NTKD" job.conf >/dev/null 2>run.log &
   mp=$!
   runs=$((runs + 1))
-  sleep "0.$(( RANDOM % 9 + 2 ))"
-  pids=$(pgrep -f "ntkd job.conf" | grep -vx "$mp")
+  if [ "$runs" -gt $((3 * KILLS + 10)) ]; then
+    bad "$runs runs but only $kills kills: the job ends before it can be killed"
+    break
+  fi
+  # Wait until the ranks exist (mpirun may take seconds to start them on a
+  # fresh machine), then kill at a random moment: in set-up or mid-job.
+  for _ in $(seq 1200); do
+    [ "$(rank_pids "ntkd job.conf" | wc -l)" -ge 3 ] || ! kill -0 $mp 2>/dev/null && break
+    sleep 0.05
+  done
+  sleep "0.$(( RANDOM % 9 ))$(( RANDOM % 10 ))"
+  pids=$(rank_pids "ntkd job.conf")
   if [ -z "$pids" ]; then
     # Finished before the kill: check this round's matrix, start a new one.
     wait $mp
@@ -40,10 +50,7 @@ while [ "$kills" -lt "$KILLS" ]; do
     kill -9 $pids 2>/dev/null; all=$((all + 1))
   else
     want=$(( choice == 0 ? 0 : 1 + RANDOM % 2 ))
-    for p in $pids; do
-      r=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
-      [ "$r" = "$want" ] && kill -9 "$p" 2>/dev/null
-    done
+    kill -9 $(rank_pids "ntkd job.conf" "$want") 2>/dev/null
     if [ "$want" = 0 ]; then coord=$((coord + 1)); else workers=$((workers + 1)); fi
   fi
   kills=$((kills + 1))

@@ -106,8 +106,8 @@ expect_rc 0 "verify after resume" "$NTKD" verify k.ntk
 # Kill every rank of an mpirun job, then resume.
 job km big.npy 256 float32 "sync = 0"
 mpirun -np 3 "$NTKD" km.conf >/dev/null 2>&1 &
-sleep 1.2
-pkill -KILL -f "ntkd km.conf"
+wait_tiles km.ntk 20
+kill -KILL $(rank_pids "ntkd km.conf") 2>/dev/null
 wait
 expect_rc 0 "resume of an mpirun job whose ranks were all SIGKILLed" mpirun -np 3 "$NTKD" km.conf
 "$NTKD" export km.ntk km.npy >/dev/null 2>&1
@@ -117,7 +117,7 @@ check "... and the matrix is byte-identical to a clean run" cmp -s clean.npy km.
 job st big.npy 256 float32
 "$NTKD" st.conf >/dev/null 2>st.log &
 pid=$!
-sleep 1
+wait_tiles st.ntk 20
 kill -TERM $pid
 wait $pid
 rc=$?
@@ -135,10 +135,8 @@ check "matrix after SIGTERM+resume byte-identical" cmp -s clean.npy st.npy
 job wt big.npy 256 float32
 mpirun -np 3 "$NTKD" wt.conf >/dev/null 2>wt.log &
 mp=$!
-sleep 1.2
-for p in $(pgrep -f "ntkd wt.conf" | grep -vx "$mp"); do
-  [ "$(tr '\0' '\n' < /proc/$p/environ | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')" = 2 ] && kill -TERM "$p"
-done
+wait_tiles wt.ntk 20
+kill -TERM $(rank_pids "ntkd wt.conf" 2)
 wait $mp
 rc=$?
 check "SIGTERM to a worker stops the whole job with exit 5 (exit $rc)" [ "$rc" = 5 ]
@@ -152,11 +150,11 @@ check "... byte-identical to a clean run" cmp -s clean.npy wt.npy
 mkdir -p fakebin
 printf '#!/bin/sh\necho "scontrol $*" >> "%s/scontrol.calls"\n' "$W" > fakebin/scontrol
 chmod +x fakebin/scontrol
-SBATCH=$(dirname "$(readlink -f "$0")")/../scripts/slurm/kernel.sbatch
+SBATCH=$SRC/scripts/slurm/kernel.sbatch
 job sl big.npy 256 float32
 PATH="$W/fakebin:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=3 NTKD="$NTKD" bash "$SBATCH" sl.conf > sl1.log 2>&1 &
 sb=$!
-sleep 1.5
+wait_tiles sl.ntk 20
 kill -USR1 $sb
 wait $sb
 check "SLURM script: USR1 stops ntkd cleanly and requeues the job" bash -c "grep -q 'exit 5; requeueing' sl1.log && grep -q 'scontrol requeue 42' scontrol.calls"

@@ -4,8 +4,10 @@
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 PY=/usr/bin/python3
+# The source tree, found before the cd below (a relative $0 breaks after it).
+SRC=$(dirname "$(dirname "$(readlink -f "$0")")")
 W=$(mktemp -d "${TMPDIR:-/tmp}/ntkd-e2e-XXXXXX")
-trap 'rm -rf "$W"' EXIT
+trap '[ -n "${KEEP_W:-}" ] || rm -rf "$W"' EXIT
 cd "$W" || exit 1
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $*"; }
@@ -19,3 +21,29 @@ expect_rc() {
   if [ "$rc" = "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, wanted $want"; sed 's/^/    /' err.log | tail -5; fi
 }
 has() { grep -q -- "$1" "$2"; }
+# tiles_done STORE: how many tiles STORE holds now (empty if unreadable).
+tiles_done() { "$NTKD" info "$1" 2>/dev/null | sed -n 's|^progress: *\([0-9]*\)/.*|\1|p'; }
+# wait_tiles STORE MIN [SECONDS]: poll until STORE holds at least MIN tiles.
+# Signals in the tests are sent only once a job is really computing: how long
+# mpirun takes to start its ranks differs a lot between machines.
+wait_tiles() {
+  local n end=$((SECONDS + ${3:-120}))
+  while [ $SECONDS -lt $end ]; do
+    n=$(tiles_done "$1")
+    [ "${n:-0}" -ge "$2" ] && return 0
+    sleep 0.05
+  done
+  echo "    waited ${3:-120}s for $2 tiles in $1"
+  return 1
+}
+# rank_pids PATTERN [RANK]: pids of the MPI ranks (processes with
+# OMPI_COMM_WORLD_RANK set, so not mpirun itself) whose command line matches
+# PATTERN; only rank RANK if given.
+rank_pids() {
+  local p r
+  for p in $(pgrep -f -- "$1"); do
+    r=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+    [ -n "$r" ] && { [ -z "${2:-}" ] || [ "$r" = "$2" ]; } && echo "$p"
+  done
+  return 0
+}
