@@ -9,6 +9,7 @@ pkgs=(
   libzstd-dev libinih-dev zlib1g-dev libxxhash-dev
   check                                       # unit tests
   python3-numpy time bc procps                # end-to-end tests and benchmarks
+  python3-matplotlib                          # scripts/plot.py (pictures)
   dataset-fashion-mnist                       # the quickstart's real data
   clang libclang-rt-14-dev                    # libFuzzer (scripts/fuzz.sh)
 )

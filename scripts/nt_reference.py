@@ -3,10 +3,12 @@
 
 Run through scripts/nt_reference.sh, which provides the pinned environment.
 
-Usage: nt_reference.py [--only fc|cnn] [--fc-out PATH] [--cnn-out PATH]
+Usage: nt_reference.py [--only fc|cnn|solve] [--fc-out PATH] [--cnn-out PATH]
+                       [--solve-out PATH]
 
-With no arguments writes both tests/data/ref_fc.txt (fully-connected cases)
-and tests/data/ref_cnn.txt (convolutional cases on NHWC images).
+With no arguments writes tests/data/ref_fc.txt (fully-connected cases),
+tests/data/ref_cnn.txt (convolutional cases on NHWC images) and
+tests/data/ref_solve.txt (kernel regression: predictions on a test set).
 
 Output format (parsed by the C tests):
 
@@ -26,6 +28,23 @@ Output format (parsed by the C tests):
 
 The kernels are kernel_fn(x, None, ('nngp', 'ntk')) of neural-tangents'
 stax in float64 with the default 'ntk' parameterization.
+
+A kernel-regression case (ref_solve.txt) is the same block over all its
+samples (train first, then test), with before `end`:
+
+    ntrain <n>                     (samples 0..n-1 train, the rest test)
+    ridge <diag_reg>
+    labels
+    <N lines: one class per sample>
+    pred_nngp
+    <N - n lines of `classes` values>
+    pred_ntk
+    <N - n lines of `classes` values>
+
+pred_* are nt.predict.gradient_descent_mse_ensemble(kernel_fn, x_train,
+one_hot(labels_train), diag_reg=ridge)(t=None, x_test=x_test, get=...): the
+infinite-time mean, i.e. K_test,train (K_train + ridge * mean(diag K_train)
+I)^-1 Y for each kernel.
 
 CNN layers in ntkd syntax (no spaces inside the brackets):
     Conv(f,stride,PADDING,W_std=w,b_std=b)
@@ -56,6 +75,7 @@ from neural_tangents import stax  # noqa: E402
 
 DEFAULT_FC_OUTPUT = 'tests/data/ref_fc.txt'
 DEFAULT_CNN_OUTPUT = 'tests/data/ref_cnn.txt'
+DEFAULT_SOLVE_OUTPUT = 'tests/data/ref_solve.txt'
 WIDTH = 512  # irrelevant for kernel_fn; any positive width works.
 
 
@@ -433,7 +453,7 @@ def fmt_row(row):
   return ' '.join('%.17g' % v for v in row)
 
 
-def write_case(out, c, x, nngp, ntk):
+def write_case(out, c, x, nngp, ntk, close=True):
   out.write(f'case {c["name"]}\n')
   out.write(f'arch {c["arch"]}\n')
   out.write('shape ' + ' '.join(str(d) for d in x.shape) + '\n')
@@ -442,7 +462,8 @@ def write_case(out, c, x, nngp, ntk):
     out.write(label + '\n')
     for row in mat:
       out.write(fmt_row(row) + '\n')
-  out.write('end\n')
+  if close:
+    out.write('end\n')
 
 
 def write_suite(path, cases, x_comment):
@@ -466,17 +487,71 @@ def write_suite(path, cases, x_comment):
   print(f'wrote {len(cases)} cases to {path}', file=sys.stderr)
 
 
+def solve_cases():
+  """Kernel regression: (case, ntrain, classes, ridge)."""
+  fc = mlp(3, 'Relu', 1.5, 0.1)
+  erf = mlp(2, 'Erf', 1.2, 0.2)
+  gap = ' '.join([conv(3, 1, 'SAME', 1.5, 0.1), 'Relu', conv(3, 1, 'SAME', 1.5, 0.1),
+                  'GlobalAvgPool', dense(1.5, 0.1)])
+  return [
+      (case('solve_fc_relu', fc, n=40, d=6), 30, 3, 1e-3),
+      (case('solve_fc_relu_noreg', fc, n=20, d=8), 14, 2, 0.0),
+      (case('solve_fc_erf', erf, n=36, d=5), 27, 4, 0.1),
+      (image_case('solve_cnn_gap', gap, (16, 5, 5, 2)), 12, 3, 1e-2),
+  ]
+
+
+def write_solve_suite(path, cases):
+  with open(path, 'w') as out:
+    out.write('# generator: scripts/nt_reference.py (ntkd)\n')
+    out.write(f'# neural-tangents {nt.__version__}\n')
+    out.write(f'# jax {jax.__version__}\n')
+    out.write(f'# jaxlib {jaxlib.__version__}\n')
+    out.write(f'# numpy {np.__version__}\n')
+    out.write('# kernel regression: nt.predict.gradient_descent_mse_ensemble('
+              'kernel_fn, x_train, one_hot(y_train), diag_reg=ridge)'
+              '(t=None, x_test=x_test, get=(nngp, ntk)), float64\n')
+    out.write('# x as in ref_fc.txt / ref_cnn.txt; labels: '
+              'RandomState(crc32(name) + 1).randint(classes)\n')
+    for c, ntrain, classes, ridge in cases:
+      x = case_inputs(c)
+      nngp, ntk = compute(c, x)
+      rng = np.random.RandomState((zlib.crc32(c['name'].encode()) + 1) & 0x7fffffff)
+      labels = rng.randint(classes, size=x.shape[0])
+      labels[:classes] = np.arange(classes)  # every class in the train set
+      y = np.eye(classes)[labels[:ntrain]]
+      _, _, kernel_fn = build_network(c)
+      predict = nt.predict.gradient_descent_mse_ensemble(
+          kernel_fn, x[:ntrain], y, diag_reg=ridge)
+      pred = predict(t=None, x_test=x[ntrain:], get=('nngp', 'ntk'))
+      out.write('\n')
+      write_case(out, c, x, nngp, ntk, close=False)
+      out.write(f'ntrain {ntrain}\nridge {ridge!r}\nlabels\n')
+      for v in labels:
+        out.write(f'{v}\n')
+      for label, mat in (('pred_nngp', pred.nngp), ('pred_ntk', pred.ntk)):
+        mat = np.asarray(mat, dtype=np.float64)
+        assert mat.shape == (x.shape[0] - ntrain, classes) and np.all(np.isfinite(mat))
+        out.write(label + '\n')
+        for row in mat:
+          out.write(fmt_row(row) + '\n')
+      out.write('end\n')
+  print(f'wrote {len(cases)} cases to {path}', file=sys.stderr)
+
+
 def main(argv):
   parser = argparse.ArgumentParser(
       prog='nt_reference.py',
       description='Write neural-tangents reference kernels for ntkd tests '
                   '(by default both the FC and the CNN file).')
-  parser.add_argument('--only', choices=('fc', 'cnn'),
+  parser.add_argument('--only', choices=('fc', 'cnn', 'solve'),
                       help='write only this suite')
   parser.add_argument('--fc-out', default=DEFAULT_FC_OUTPUT, metavar='PATH',
                       help=f'FC output (default {DEFAULT_FC_OUTPUT})')
   parser.add_argument('--cnn-out', default=DEFAULT_CNN_OUTPUT, metavar='PATH',
                       help=f'CNN output (default {DEFAULT_CNN_OUTPUT})')
+  parser.add_argument('--solve-out', default=DEFAULT_SOLVE_OUTPUT, metavar='PATH',
+                      help=f'kernel-regression output (default {DEFAULT_SOLVE_OUTPUT})')
   opts = parser.parse_args(argv[1:])
 
   if opts.only in (None, 'fc'):
@@ -495,6 +570,8 @@ def main(argv):
         "Conv(f,s,P,W_std=w,b_std=b) = stax.Conv(_, (f, f), (s, s), P, W_std=w, "
         'b_std=b or None); AvgPool(w,s) = stax.AvgPool((w, w), (s, s), '
         "'VALID')"])
+  if opts.only in (None, 'solve'):
+    write_solve_suite(opts.solve_out, solve_cases())
   return 0
 
 

@@ -33,7 +33,7 @@ pins=(
   jax==0.4.23
   jaxlib==0.4.23
   numpy==1.26.4
-  scipy==1.17.1
+  scipy==1.12.0   # jax 0.4.23 wraps scipy.linalg.tril (nt.predict), gone in scipy 1.13
   ml-dtypes==0.3.2
   opt_einsum==3.4.0
   frozendict==2.4.0

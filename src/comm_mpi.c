@@ -82,10 +82,16 @@ ntk_status ntk_comm_sum_floats(float *buf, size_t n) { return sum_in_place(buf, 
 
 ntk_status ntk_comm_sum_doubles(double *buf, size_t n) { return sum_in_place(buf, n, MPI_DOUBLE, sizeof *buf); }
 
+static int wait_request(MPI_Request *req);
+
 ntk_status ntk_comm_agree(ntk_status local) {
   if (!active || size == 1) return local;
   int in = (int)local, out = 0;
-  int rc = MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  /* Non-blocking and waited on with sleeps: ranks may wait here a long
+   * time (while rank 0 solves a kernel regression) and must not spin. */
+  MPI_Request req;
+  int rc = MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
+  if (rc == MPI_SUCCESS) rc = wait_request(&req);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
   return (ntk_status)out;
 }

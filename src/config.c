@@ -35,28 +35,27 @@ static char *read_line(char *buf, int size, void *stream) {
   return buf;
 }
 
-/* Bits for the keys seen, to catch duplicates. */
+/* Bit numbers (in a uint64_t) for the keys seen, to catch duplicates. */
 enum {
-  SEEN_PATH = 1 << 0, SEEN_FORMAT = 1 << 1, SEEN_LAYOUT = 1 << 2, SEEN_COUNT = 1 << 3,
-  SEEN_SCALE = 1 << 4, SEEN_ARCH = 1 << 5, SEEN_WSTD = 1 << 6, SEEN_BSTD = 1 << 7,
-  SEEN_KERNEL = 1 << 8, SEEN_PRECISION = 1 << 9, SEEN_TILE = 1 << 10, SEEN_OPATH = 1 << 11,
-  SEEN_LEVEL = 1 << 12, SEEN_PROGRESS = 1 << 13, SEEN_SYNC = 1 << 14, SEEN_LABELS = 1 << 15,
-  SEEN_LAYERS = 1 << 16, SEEN_BATCH = 1 << 17, SEEN_EPOCHS = 1 << 18, SEEN_ALPHA = 1 << 19,
-  SEEN_BETA1 = 1 << 20, SEEN_BETA2 = 1 << 21, SEEN_EPS = 1 << 22, SEEN_SEED = 1 << 23,
-  SEEN_FLUSH = 1 << 24, SEEN_DEVICE = 1 << 30, SEEN_SNAPSHOT = 1 << 25, SEEN_LOG = 1 << 26, SEEN_VPATH = 1 << 27,
-  SEEN_VLABELS = 1 << 28, SEEN_VCOUNT = 1 << 29,
+  SEEN_PATH, SEEN_FORMAT, SEEN_LAYOUT, SEEN_COUNT, SEEN_SCALE, SEEN_ARCH, SEEN_WSTD, SEEN_BSTD, SEEN_KERNEL,
+  SEEN_PRECISION, SEEN_TILE, SEEN_OPATH, SEEN_LEVEL, SEEN_PROGRESS, SEEN_SYNC, SEEN_LABELS, SEEN_LAYERS,
+  SEEN_BATCH, SEEN_EPOCHS, SEEN_ALPHA, SEEN_BETA1, SEEN_BETA2, SEEN_EPS, SEEN_SEED, SEEN_FLUSH,
+  SEEN_SNAPSHOT, SEEN_LOG, SEEN_VPATH, SEEN_VLABELS, SEEN_VCOUNT, SEEN_DEVICE, SEEN_TPATH, SEEN_TLABELS,
+  SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED,
 };
+#define HAS(c, key) (((c)->seen >> (key)) & 1u)
 
 /* Sections in the order of messages; index = enum value. */
-enum { SEC_DATA, SEC_MODEL, SEC_COMPUTE, SEC_OUTPUT, SEC_TRAIN, SEC_VALIDATION, NSECTIONS };
-static const char *const section_names[NSECTIONS] = {"data", "model", "compute", "output", "train", "validation"};
-#define SECTION_LIST "data, model, compute, output, train, validation"
+enum { SEC_DATA, SEC_MODEL, SEC_COMPUTE, SEC_OUTPUT, SEC_TEST, SEC_SOLVE, SEC_TRAIN, SEC_VALIDATION, NSECTIONS };
+static const char *const section_names[NSECTIONS] = {"data", "model", "compute", "output", "test", "solve",
+                                                     "train", "validation"};
+#define SECTION_LIST "data, model, compute, output, test, solve, train, validation"
 
 struct ctx {
   struct ntk_job *job;
   struct reader *rd;
   const char *name;
-  unsigned seen;
+  uint64_t seen;
   int labels_line; /* line of [data] labels, for refusing it in a kernel job */
   ntk_status st;
   char dir[NTK_PATH_MAX]; /* folder of the job file, with trailing '/', or "" */
@@ -75,9 +74,24 @@ static int resolve_path(struct ctx *c, const char *v, char *out) {
   return n > 0 && n < NTK_PATH_MAX;
 }
 
-static int once(struct ctx *c, const char *section, const char *key, unsigned bit) {
-  if (c->seen & bit) return fail(c, section, key, "%s", "given twice");
-  c->seen |= bit;
+static int once(struct ctx *c, const char *section, const char *key, int bit) {
+  if (HAS(c, bit)) return fail(c, section, key, "%s", "given twice");
+  c->seen |= (uint64_t)1 << bit;
+  return 1;
+}
+
+/* Whitespace-separated paths (CIFAR-10 batches) into `paths`. */
+static int parse_paths(struct ctx *c, const char *s, const char *k, const char *v,
+                       char paths[][NTK_PATH_MAX], int *n) {
+  char tmp[NTK_PATH_MAX * 2];
+  if (strlen(v) >= sizeof tmp) return fail(c, s, k, "%s", "too long");
+  strcpy(tmp, v);
+  *n = 0;
+  for (char *save, *tok = strtok_r(tmp, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+    if (*n == NTK_MAX_DATA_FILES) return fail(c, s, k, "%s", "more than 16 files");
+    if (!resolve_path(c, tok, paths[(*n)++])) return fail(c, s, k, "'%s' is too long", tok);
+  }
+  if (!*n) return fail(c, s, k, "%s", "empty");
   return 1;
 }
 
@@ -85,16 +99,7 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
   struct ntk_job *j = c->job;
   if (!strcmp(k, "path")) {
     if (!once(c, s, k, SEEN_PATH)) return 0;
-    /* Several files (CIFAR-10 batches) are separated by whitespace. */
-    char tmp[NTK_PATH_MAX * 2];
-    if (strlen(v) >= sizeof tmp) return fail(c, s, k, "%s", "too long");
-    strcpy(tmp, v);
-    j->ndata = 0;
-    for (char *save, *tok = strtok_r(tmp, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-      if (j->ndata == NTK_MAX_DATA_FILES) return fail(c, s, k, "%s", "more than 16 files");
-      if (!resolve_path(c, tok, j->data_path[j->ndata++])) return fail(c, s, k, "'%s' is too long", tok);
-    }
-    if (!j->ndata) return fail(c, s, k, "%s", "empty");
+    if (!parse_paths(c, s, k, v, j->data_path, &j->ndata)) return 0;
   } else if (!strcmp(k, "format")) {
     if (!once(c, s, k, SEEN_FORMAT)) return 0;
     if (!strcmp(v, "auto")) j->format = NTK_FORMAT_AUTO;
@@ -277,6 +282,54 @@ static int on_validation(struct ctx *c, const char *s, const char *k, const char
   return 1;
 }
 
+static int on_test(struct ctx *c, const char *s, const char *k, const char *v) {
+  struct ntk_test_opts *t = &c->job->test;
+  if (!strcmp(k, "path")) {
+    if (!once(c, s, k, SEEN_TPATH)) return 0;
+    if (!parse_paths(c, s, k, v, t->path, &t->ndata)) return 0;
+  } else if (!strcmp(k, "labels")) {
+    if (!once(c, s, k, SEEN_TLABELS)) return 0;
+    if (!*v) return fail(c, s, k, "%s", "empty");
+    if (!resolve_path(c, v, t->labels)) return fail(c, s, k, "%s", "too long");
+  } else if (!strcmp(k, "count")) {
+    if (!once(c, s, k, SEEN_TCOUNT)) return 0;
+    if (!ntk_parse_size(v, &t->count) || t->count == 0) return fail(c, s, k, "'%s' is not a positive integer", v);
+  } else if (!strcmp(k, "test_test")) {
+    if (!once(c, s, k, SEEN_TTT)) return 0;
+    if (!strcmp(v, "yes")) t->test_test = 1;
+    else if (!strcmp(v, "no")) t->test_test = 0;
+    else return fail(c, s, k, "'%s' is not yes or no", v);
+  } else {
+    return fail(c, s, k, "%s", "unknown key (path, labels, count, test_test)");
+  }
+  return 1;
+}
+
+static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) {
+  struct ntk_solve_opts *o = &c->job->solve;
+  if (!strcmp(k, "ridge")) {
+    if (!once(c, s, k, SEEN_RIDGE)) return 0;
+    char tmp[2048];
+    if (strlen(v) >= sizeof tmp) return fail(c, s, k, "%s", "too long");
+    strcpy(tmp, v);
+    o->nridge = 0;
+    for (char *save, *tok = strtok_r(tmp, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
+      if (o->nridge == NTK_MAX_RIDGES) return fail(c, s, k, "%s", "more than 32 values");
+      double r;
+      if (!ntk_parse_double(tok, &r) || r < 0) return fail(c, s, k, "'%s' is not a number >= 0", tok);
+      o->ridge[o->nridge++] = r;
+    }
+    if (!o->nridge) return fail(c, s, k, "%s", "empty");
+  } else if (!strcmp(k, "predictions")) {
+    if (!once(c, s, k, SEEN_PRED)) return 0;
+    if (!*v) return fail(c, s, k, "%s", "empty");
+    if (!resolve_path(c, v, o->predictions)) return fail(c, s, k, "%s", "too long");
+  } else {
+    return fail(c, s, k, "%s", "unknown key (ridge, predictions)");
+  }
+  return 1;
+}
+
 static int handler(void *user, const char *section, const char *key, const char *value) {
   struct ctx *c = user;
   if (c->st) return 0;
@@ -284,6 +337,8 @@ static int handler(void *user, const char *section, const char *key, const char 
   if (!strcmp(section, "model")) return on_model(c, section, key, value);
   if (!strcmp(section, "compute")) return on_compute(c, section, key, value);
   if (!strcmp(section, "output")) return on_output(c, section, key, value);
+  if (!strcmp(section, "test")) return on_test(c, section, key, value);
+  if (!strcmp(section, "solve")) return on_solve(c, section, key, value);
   if (!strcmp(section, "train")) return on_train(c, section, key, value);
   if (!strcmp(section, "validation")) return on_validation(c, section, key, value);
   if (!*section) {
@@ -351,15 +406,15 @@ static ntk_status check_sections(const char *text, const char *name, int *lines)
  * and snapshots, not a store: a [model], [compute] or [output] section
  * would be silently ignored, so it is refused instead. */
 static ntk_status check_training_job(struct ctx *c, const int *lines) {
-  for (int i = SEC_MODEL; i <= SEC_OUTPUT; i++)
+  for (int i = SEC_MODEL; i <= SEC_SOLVE; i++)
     if (lines[i])
       return ntk_error(NTK_ECONFIG, "%s:%d: [%s] is for kernel jobs; a training job ([train]) takes its "
                        "network from [train] layers and has no [%s] section", c->name, lines[i],
                        section_names[i], section_names[i]);
-  if (!(c->seen & SEEN_LABELS)) return ntk_error(NTK_ECONFIG, "%s: [data] labels is required for training", c->name);
-  if (!(c->seen & SEEN_LAYERS)) return ntk_error(NTK_ECONFIG, "%s: [train] layers is required", c->name);
-  if (!(c->seen & SEEN_VPATH)) return ntk_error(NTK_ECONFIG, "%s: [validation] path is required for training", c->name);
-  if (!(c->seen & SEEN_VLABELS))
+  if (!HAS(c, SEEN_LABELS)) return ntk_error(NTK_ECONFIG, "%s: [data] labels is required for training", c->name);
+  if (!HAS(c, SEEN_LAYERS)) return ntk_error(NTK_ECONFIG, "%s: [train] layers is required", c->name);
+  if (!HAS(c, SEEN_VPATH)) return ntk_error(NTK_ECONFIG, "%s: [validation] path is required for training", c->name);
+  if (!HAS(c, SEEN_VLABELS))
     return ntk_error(NTK_ECONFIG, "%s: [validation] labels is required for training", c->name);
   return NTK_OK;
 }
@@ -381,17 +436,33 @@ ntk_status ntk_job_parse_string(const char *text, const char *name, struct ntk_j
   if (c.st) return c.st;
   if (rc > 0) return ntk_error(NTK_ECONFIG, "%s:%d: syntax error (expected 'key = value' or '[section]')", name, rc);
   if (rc < 0) return ntk_error(NTK_ECONFIG, "%s: could not be parsed", name);
-  if (!(c.seen & SEEN_PATH)) return ntk_error(NTK_ECONFIG, "%s: [data] path is required", name);
+  if (!HAS(&c, SEEN_PATH)) return ntk_error(NTK_ECONFIG, "%s: [data] path is required", name);
   job->train.enabled = lines[SEC_TRAIN] != 0;
   if (job->train.enabled) return check_training_job(&c, lines);
-  if (c.labels_line)
-    return ntk_error(NTK_ECONFIG, "%s:%d: [data] labels: only a training job (with a [train] section) "
-                     "reads labels", name, c.labels_line);
+  job->test.enabled = lines[SEC_TEST] != 0;
+  job->solve.enabled = lines[SEC_SOLVE] != 0;
+  if (job->test.enabled && !HAS(&c, SEEN_TPATH))
+    return ntk_error(NTK_ECONFIG, "%s:%d: [test] path is required", name, lines[SEC_TEST]);
+  if (job->solve.enabled) {
+    if (!job->test.enabled)
+      return ntk_error(NTK_ECONFIG, "%s:%d: [solve] needs a [test] section (path, labels) to predict",
+                       name, lines[SEC_SOLVE]);
+    if (!HAS(&c, SEEN_LABELS))
+      return ntk_error(NTK_ECONFIG, "%s: [data] labels is required to solve ([solve])", name);
+    if (!HAS(&c, SEEN_TLABELS))
+      return ntk_error(NTK_ECONFIG, "%s: [test] labels is required to solve ([solve])", name);
+    if (!HAS(&c, SEEN_RIDGE))
+      return ntk_error(NTK_ECONFIG, "%s:%d: [solve] ridge is required (for example ridge = 1e-4, 1e-3, 1e-2)",
+                       name, lines[SEC_SOLVE]);
+  }
+  if (c.labels_line && !job->test.enabled)
+    return ntk_error(NTK_ECONFIG, "%s:%d: [data] labels: only a training job ([train]) or a kernel "
+                     "regression ([test] and [solve]) reads labels", name, c.labels_line);
   if (lines[SEC_VALIDATION])
     return ntk_error(NTK_ECONFIG, "%s:%d: [validation] is only for a training job (with a [train] section)",
                      name, lines[SEC_VALIDATION]);
-  if (!(c.seen & SEEN_ARCH)) return ntk_error(NTK_ECONFIG, "%s: [model] arch is required", name);
-  if (!(c.seen & SEEN_OPATH)) return ntk_error(NTK_ECONFIG, "%s: [output] path is required", name);
+  if (!HAS(&c, SEEN_ARCH)) return ntk_error(NTK_ECONFIG, "%s: [model] arch is required", name);
+  if (!HAS(&c, SEEN_OPATH)) return ntk_error(NTK_ECONFIG, "%s: [output] path is required", name);
   /* The arch is checked here too, so that its errors carry the file name. */
   struct ntk_arch arch;
   st = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);

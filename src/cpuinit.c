@@ -17,6 +17,11 @@ const char *ntk_cpu_blas_core(void) { return openblas_get_corename(); }
 
 void ntk_cpu_single_thread(void) { openblas_set_num_threads(1); }
 
+void ntk_cpu_all_threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  openblas_set_num_threads(n > 0 ? (int)n : 1);
+}
+
 void ntk_cpu_flush_denormals(int on) {
 #ifdef NTK_HAVE_MXCSR
   /* FTZ: results that would be subnormal become 0. DAZ: subnormal inputs

@@ -461,8 +461,8 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
   if (!st && !out) st = ntk_error(NTK_ENOMEM, "%s: out of memory for %zu labels", path, n);
   for (size_t i = 0; i < n && !st; i++) {
     if (!(r.x[i] >= 0 && r.x[i] < (double)classes))
-      st = ntk_error(NTK_EINPUT, "%s: label %zu is %.0f, outside 0..%zu (the last layer has %zu classes)", path,
-                     i, r.x[i], classes - 1, classes);
+      st = ntk_error(NTK_EINPUT, "%s: label %zu is %.0f, outside the classes 0..%zu", path, i, r.x[i],
+                     classes - 1);
     else out[i] = (int32_t)r.x[i];
   }
   free(r.x);
@@ -478,4 +478,45 @@ void ntk_data_free(struct ntk_dataset *ds) {
   if (!ds) return;
   free(ds->x);
   ds->x = NULL;
+}
+
+ntk_status ntk_data_load_job(const struct ntk_job *job, int elem, struct ntk_dataset *ds) {
+  ntk_status st = ntk_data_load(job, elem, ds);
+  if (st || !job->test.enabled) return st;
+  /* The test set: the same reader with [test]'s files and count. */
+  struct ntk_job *tj = malloc(sizeof *tj);
+  if (!tj) {
+    ntk_data_free(ds);
+    return ntk_error(NTK_ENOMEM, "out of memory");
+  }
+  *tj = *job;
+  tj->ndata = job->test.ndata;
+  memcpy(tj->data_path, job->test.path, sizeof tj->data_path);
+  tj->count = job->test.count;
+  struct ntk_dataset te;
+  st = ntk_data_load(tj, elem, &te);
+  free(tj);
+  if (st) {
+    ntk_data_free(ds);
+    return ntk_error(st, "[test] %s", ntk_error_message());
+  }
+  if (te.d != ds->d || te.h != ds->h || te.w != ds->w || te.c != ds->c) {
+    st = ntk_error(NTK_EINPUT, "%s: [test] samples are %zux%zux%zu (%zu values), the [data] samples %zux%zux%zu "
+                   "(%zu values): they must have the same shape", job->test.path[0], te.h, te.w, te.c, te.d,
+                   ds->h, ds->w, ds->c, ds->d);
+  }
+  size_t row = ds->d * (size_t)elem;
+  void *x = st ? NULL : realloc(ds->x, (ds->n + te.n) * row + 1);
+  if (!st && !x) st = ntk_error(NTK_ENOMEM, "out of memory for %zu + %zu samples", ds->n, te.n);
+  if (st) {
+    ntk_data_free(&te);
+    ntk_data_free(ds);
+    return st;
+  }
+  memcpy((char *)x + ds->n * row, te.x, te.n * row);
+  ds->x = x;
+  ds->n_train = ds->n;
+  ds->n += te.n;
+  ntk_data_free(&te);
+  return NTK_OK;
 }

@@ -7,6 +7,7 @@
 #include "ntkd/comm.h"
 #include "ntkd/cpuinit.h"
 #include "ntkd/run.h"
+#include "ntkd/solve.h"
 #include "ntkd/status.h"
 
 static const char usage[] =
@@ -17,6 +18,8 @@ static const char usage[] =
     "  ntkd export STORE OUT.npy [--kernel nngp|ntk]\n"
     "                                       the full symmetric matrix as .npy\n"
     "  ntkd verify STORE                    check every tile; exit 0 only if all are intact\n"
+    "  ntkd solve STORE JOB.conf            kernel regression with the job's labels and [solve]\n"
+    "                                       ridges: test accuracy, MSE, predictions (.npy)\n"
     "  ntkd --help | --version\n"
     "\n"
     "--overwrite replaces a store that belongs to another job (different data or model).\n"
@@ -71,6 +74,10 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "verify")) {
     if (argc != 3) return bad_usage("verify takes one store path");
     return ntk_cmd_verify(argv[2]);
+  }
+  if (!strcmp(cmd, "solve")) {
+    if (argc != 4) return bad_usage("solve takes a store path and a job file");
+    return ntk_cmd_solve(argv[2], argv[3]);
   }
   if (!strcmp(cmd, "export")) {
     const char *kernel = NULL, *pos[2] = {NULL, NULL};

@@ -20,6 +20,7 @@
 #include "ntkd/data.h"
 #include "ntkd/jobhash.h"
 #include "ntkd/progress.h"
+#include "ntkd/solve.h"
 #include "ntkd/store.h"
 #include "ntkd/train.h"
 #include "ntkd/worker.h"
@@ -86,7 +87,7 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
         const struct ntk_store_scan *sc = ntk_store_get_scan(s);
         fprintf(stderr, "ntkd: resuming %s: %llu of %llu tiles present", path,
                 (unsigned long long)ntk_store_tiles_done(s),
-                (unsigned long long)ntk_store_tiling(s)->ntiles);
+                (unsigned long long)ntk_store_tiling(s)->needed);
         if (sc->damaged) fprintf(stderr, ", %llu damaged tiles to recompute", (unsigned long long)sc->damaged);
         if (sc->tail_bytes) fprintf(stderr, ", %llu bytes of torn tail cut", (unsigned long long)sc->tail_bytes);
         fprintf(stderr, "\n");
@@ -103,7 +104,7 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
 }
 
 ntk_status ntk_data_bcast(struct ntk_dataset *ds) {
-  uint64_t dims[6] = {ds->n, ds->d, ds->h, ds->w, ds->c, (uint64_t)ds->elem};
+  uint64_t dims[7] = {ds->n, ds->d, ds->h, ds->w, ds->c, (uint64_t)ds->elem, ds->n_train};
   ntk_status st = ntk_agree(ntk_comm_bcast(dims, sizeof dims));
   if (!st && ntk_comm_rank() != 0) {
     ds->n = dims[0];
@@ -112,6 +113,7 @@ ntk_status ntk_data_bcast(struct ntk_dataset *ds) {
     ds->w = dims[3];
     ds->c = dims[4];
     ds->elem = (int)dims[5];
+    ds->n_train = dims[6];
     ds->x = malloc(ds->n && ds->d ? ds->n * ds->d * (size_t)ds->elem : 1);
     if (!ds->x) st = ntk_error(NTK_ENOMEM, "out of memory for %zu x %zu data", ds->n, ds->d);
   }
@@ -153,7 +155,10 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   /* 2. The data: loaded on rank 0, broadcast to the workers. */
   struct ntk_dataset data;
   memset(&data, 0, sizeof data);
-  if (!st) st = ntk_agree(rank == 0 ? ntk_data_load(job, job->precision, &data) : NTK_OK);
+  if (!st) st = ntk_agree(rank == 0 ? ntk_data_load_job(job, job->precision, &data) : NTK_OK);
+  /* Labels of a regression are checked now, not after the tiles. */
+  if (!st && job->solve.enabled)
+    st = ntk_agree(rank == 0 ? ntk_solve_check_labels(job, data.n_train, data.n - data.n_train) : NTK_OK);
   t_loaded = ntk_now();
   if (!st && size > 1) st = ntk_data_bcast(&data);
 
@@ -219,6 +224,12 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     fprintf(stderr, "ntkd: times: load data %.2f s, share %.2f s, store and set-up %.2f s, tiles %.2f s\n",
             t_loaded - t_start, t_shared - t_loaded, t_ready - t_shared, ntk_now() - t_ready);
     fprintf(stderr, "ntkd: result in %s\n", job->out_path);
+  }
+  /* 6. Kernel regression, on rank 0 alone; the others wait without
+   * spinning (ntk_comm_agree sleeps between tests). */
+  if (!st && job->solve.enabled) {
+    ntk_cpu_single_thread();
+    st = ntk_agree(rank == 0 ? ntk_solve(job->out_path, job, NULL, 0, NULL) : NTK_OK);
   }
   ntk_engine_free(engine);
   ntk_data_free(&data);

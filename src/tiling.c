@@ -8,6 +8,23 @@ void ntk_tiling_init(struct ntk_tiling *t, uint64_t n, uint64_t tile) {
   t->tile = tile;
   t->nb = tile ? (n + tile - 1) / tile : 0;
   t->ntiles = t->nb * (t->nb + 1) / 2;
+  t->nbc = t->nb;
+  t->needed = t->ntiles;
+}
+
+void ntk_tiling_limit_columns(struct ntk_tiling *t, uint64_t m) {
+  t->nbc = m == 0 || m >= t->n || !t->tile ? t->nb : (m + t->tile - 1) / t->tile;
+  /* Block rows I < nbc need I + 1 tiles, the others nbc each. */
+  t->needed = t->nbc * (t->nbc + 1) / 2 + (t->nb - t->nbc) * t->nbc;
+}
+
+int ntk_tiling_needed(const struct ntk_tiling *t, uint64_t index) {
+  if (index >= t->ntiles) return 0;
+  if (t->nbc == t->nb) return 1;
+  uint64_t bi = (uint64_t)((sqrt(8.0 * (double)index + 1.0) - 1.0) / 2.0);
+  while (bi * (bi + 1) / 2 > index) bi--;
+  while ((bi + 1) * (bi + 2) / 2 <= index) bi++;
+  return index - bi * (bi + 1) / 2 < t->nbc;
 }
 
 uint64_t ntk_tiling_index(uint64_t bi, uint64_t bj) { return bi * (bi + 1) / 2 + bj; }

@@ -198,9 +198,57 @@ START_TEST(test_train_errors) {
   bad("[compute]\ntile = 5\n" TRAIN, "bad.conf:1: [compute] is for kernel jobs");
   /* A kernel job refuses the training keys and sections. */
   bad("[data]\npath=x.npy\nlabels=y\n[model]\narch=Dense\n[output]\npath=o\n",
-      "bad.conf:3: [data] labels: only a training job");
+      "bad.conf:3: [data] labels: only a training job ([train]) or a kernel regression");
   bad(BASE "[validation]\npath = v\n", "bad.conf:7: [validation] is only for a training job");
   bad(BASE "[model]\nbatch = 5\n", "[model] batch: unknown key");
+}
+END_TEST
+
+#define REG "[data]\npath=tr.gz\nlabels=trl.gz\ncount=100\n[model]\narch=Dense\n[output]\npath=o\n"
+
+START_TEST(test_regression_good) {
+  struct ntk_job j;
+  const char *text = REG "[test]\npath = te.gz\nlabels = /l/tel.gz\ncount = 20\ntest_test = yes\n"
+                         "[solve]\nridge = 0, 1e-4,1e-2 1\npredictions = p/pred\n";
+  ck_assert_int_eq(ntk_job_parse_string(text, "d/reg.conf", &j), NTK_OK);
+  ck_assert(j.test.enabled && j.solve.enabled && !j.train.enabled);
+  ck_assert_int_eq(j.test.ndata, 1);
+  ck_assert_str_eq(j.test.path[0], "d/te.gz");
+  ck_assert_str_eq(j.test.labels, "/l/tel.gz");
+  ck_assert_str_eq(j.labels_path, "d/trl.gz");
+  ck_assert_uint_eq(j.test.count, 20);
+  ck_assert_int_eq(j.test.test_test, 1);
+  ck_assert_uint_eq(j.solve.nridge, 4);
+  ck_assert(j.solve.ridge[0] == 0 && j.solve.ridge[1] == 1e-4 && j.solve.ridge[2] == 1e-2 && j.solve.ridge[3] == 1);
+  ck_assert_str_eq(j.solve.predictions, "d/p/pred");
+  /* [test] alone: the kernel over train and test, solved later. */
+  ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = te.gz\n", "r.conf", &j), NTK_OK);
+  ck_assert(j.test.enabled && !j.solve.enabled && !j.test.test_test && j.test.count == 0);
+}
+END_TEST
+
+START_TEST(test_regression_errors) {
+  bad(REG "[solve]\nridge = 1\n", "bad.conf:9: [solve] needs a [test] section");
+  bad(REG "[test]\nlabels = l\n", "bad.conf:9: [test] path is required");
+  bad(REG "[test]\npath = t\n[solve]\nridge = 1\n", "[test] labels is required to solve");
+  bad("[data]\npath=x\n[model]\narch=Dense\n[output]\npath=o\n[test]\npath=t\nlabels=l\n[solve]\nridge=1\n",
+      "[data] labels is required to solve");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\n", "bad.conf:12: [solve] ridge is required");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1, -2\n", "bad.conf:13: [solve] ridge: '-2' is not a number >= 0");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1, x\n", "[solve] ridge: 'x'");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = ,\n", "[solve] ridge: empty");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nridge = 2\n", "bad.conf:14: [solve] ridge: given twice");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nlambda = 2\n", "[solve] lambda: unknown key (ridge, predictions)");
+  bad(REG "[test]\npath = t\ncount = 0\n", "bad.conf:11: [test] count: '0' is not a positive integer");
+  bad(REG "[test]\npath = t\ntest_test = maybe\n", "[test] test_test: 'maybe' is not yes or no");
+  bad(REG "[test]\npath = t\nscale = 2\n", "[test] scale: unknown key (path, labels, count, test_test)");
+  bad(REG "[test]\npath = t\npath = u\n", "bad.conf:11: [test] path: given twice");
+  bad(TRAIN "[test]\npath = t\n", "[test] is for kernel jobs");
+  bad(TRAIN "[solve]\nridge = 1\n", "[solve] is for kernel jobs");
+  char many[1024] = REG "[test]\npath = t\nlabels = l\n[solve]\nridge =";
+  for (int i = 0; i < 33; i++) strcat(many, " 1");
+  strcat(many, "\n");
+  bad(many, "[solve] ridge: more than 32 values");
 }
 END_TEST
 
@@ -233,6 +281,8 @@ int main(void) {
   tcase_add_test(tc, test_train_good);
   tcase_add_test(tc, test_train_defaults);
   tcase_add_test(tc, test_train_errors);
+  tcase_add_test(tc, test_regression_good);
+  tcase_add_test(tc, test_regression_errors);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

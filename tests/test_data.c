@@ -290,7 +290,7 @@ START_TEST(test_labels) {
   unsigned char range[10] = {0, 0, 8, 1, 0, 0, 0, 2, 1, 10};
   tu_path(p, sizeof p, dir, "range-ubyte");
   tu_write(p, range, sizeof range);
-  labels_fail("range-ubyte", 2, 1, "label 1 is 10, outside 0..9");
+  labels_fail("range-ubyte", 2, 1, "label 1 is 10, outside the classes 0..9");
   int32_t neg[2] = {1, -1};
   write_npy_raw("neg.npy", "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", neg, sizeof neg);
   labels_fail("neg.npy", 2, 1, "label 1 is -1");

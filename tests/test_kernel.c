@@ -127,7 +127,7 @@ END_TEST
 /* The same entries, bit for bit, whatever the tile size (N > the Gram block). */
 static void check_tile_independence(int elem) {
   size_t n = 1100, d = 37, es = (size_t)elem;
-  struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es)};
+  struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es), 0};
   unsigned s = 7;
   for (size_t k = 0; k < n * d; k++) {
     s = s * 1103515245u + 12345u;
@@ -163,7 +163,7 @@ END_TEST
 START_TEST(test_refuses_cnn) {
   struct ntk_arch arch;
   ck_assert_int_eq(ntk_arch_parse("Conv(3) Relu GlobalAvgPool Dense", 1, 0, &arch), NTK_OK);
-  struct ntk_dataset ds = {1, 1, 0, 0, 0, 8, NULL};
+  struct ntk_dataset ds = {1, 1, 0, 0, 0, 8, NULL, 0};
   ntk_fc_t *fc;
   ck_assert_int_eq(ntk_fc_create(&arch, &ds, &fc), NTK_ECONFIG);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "need image data"));

@@ -1,6 +1,6 @@
 /* The job file: an INI file with [data], [model], [compute] and [output]
- * sections (a kernel job), or [data], [validation] and [train] (a training
- * job). Parsing checks every key and value and reports file:line. */
+ * sections (a kernel job, with [test] and [solve] for kernel regression),
+ * or [data], [validation] and [train] (a training job). Parsing checks every key and value and reports file:line. */
 #ifndef NTKD_CONFIG_H
 #define NTKD_CONFIG_H
 
@@ -45,6 +45,24 @@ struct ntk_train_opts {
   size_t val_count;     /* 0: all */
 };
 
+/* [test] and [solve] of a kernel-regression job (docs/SOLVE.md). */
+#define NTK_MAX_RIDGES 32
+struct ntk_test_opts {
+  int enabled;   /* the job file has a [test] section */
+  int ndata;
+  char path[NTK_MAX_DATA_FILES][NTK_PATH_MAX]; /* read like [data] path, same format and layout */
+  char labels[NTK_PATH_MAX]; /* "" if not given */
+  size_t count;  /* 0: all */
+  int test_test; /* compute test x test too */
+};
+
+struct ntk_solve_opts {
+  int enabled;   /* the job file has a [solve] section */
+  size_t nridge;
+  double ridge[NTK_MAX_RIDGES]; /* neural-tangents' diag_reg: times mean(diag K_train) */
+  char predictions[NTK_PATH_MAX]; /* output prefix; "" for the store path without .ntk */
+};
+
 struct ntk_job {
   char source[NTK_PATH_MAX]; /* job file name, for messages */
   /* [data] */
@@ -55,7 +73,7 @@ struct ntk_job {
   size_t count;    /* 0: all samples */
   double scale;    /* used when has_scale */
   int has_scale;
-  char labels_path[NTK_PATH_MAX]; /* training jobs only; "" if not given */
+  char labels_path[NTK_PATH_MAX]; /* training and regression jobs; "" if not given */
   /* [model] */
   char arch[8192];
   int arch_line;   /* line of `arch` in the job file, for messages */
@@ -69,6 +87,9 @@ struct ntk_job {
   int level;
   double progress_interval; /* seconds between plain progress lines */
   double sync_interval;     /* seconds between store fsyncs */
+  /* [test], [solve] */
+  struct ntk_test_opts test;
+  struct ntk_solve_opts solve;
   /* [train], [validation] */
   struct ntk_train_opts train;
 };

@@ -14,6 +14,10 @@ void ntk_cpu_fix_openblas(char **argv);
  * thread count keeps BLAS results bit-reproducible. */
 void ntk_cpu_single_thread(void);
 
+/* One OpenBLAS thread per online core: for the kernel-regression solve,
+ * which runs on rank 0 alone after the tiles are done. */
+void ntk_cpu_all_threads(void);
+
 /* Flush-to-zero and denormals-are-zero on (`on`) or off for the calling
  * thread. The MXCSR bits are per thread: every thread that does float
  * arithmetic must call it (threads created later inherit the creator's

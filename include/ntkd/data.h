@@ -14,6 +14,7 @@ struct ntk_dataset {
   size_t h, w, c;    /* image shape, NHWC order; h = w = 0 for flat data */
   int elem;          /* 4 (float) or 8 (double) */
   void *x;           /* n*d elements, owned; free with ntk_data_free() */
+  size_t n_train;    /* regression jobs: rows 0..n_train-1 train, the rest test; 0: no split */
 };
 
 /* Load [data] of `job` in precision `elem` (4 or 8): the first `count`
@@ -21,6 +22,12 @@ struct ntk_dataset {
  * Errors (NTK_EINPUT) name the file and what is wrong: truncated, wrong
  * type, bad header, NaN/Inf values. Rank-local. */
 ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset *ds);
+
+/* All the samples of a kernel job: [data], followed by [test] when the
+ * job has one (then ds->n_train is the number of [data] samples). The test
+ * set is read with [data]'s format, layout and scale and must have the
+ * same sample shape. Rank-local. */
+ntk_status ntk_data_load_job(const struct ntk_job *job, int elem, struct ntk_dataset *ds);
 
 void ntk_data_free(struct ntk_dataset *ds);
 

@@ -15,12 +15,16 @@
 #define NTK_STORE_RECORD_HEADER 64
 #define NTK_STORE_DESC_MAX 1024
 #define NTK_STORE_DAMAGED_LIST 16
+#define NTK_STORE_FLAG_TEST_TEST 1u
 
 struct ntk_store_info {
   uint64_t n, d;       /* samples, input features */
   uint32_t tile;       /* tile edge */
   uint32_t elem;       /* 4 or 8 */
   uint32_t kernels;    /* NTK_KERNEL_* mask */
+  uint64_t n_train;    /* regression jobs: samples 0..n_train-1 are the train set,
+                          the rest the test set; 0: no split */
+  int test_test;       /* with n_train: test x test tiles are computed too */
   uint8_t job_hash[16];
   char description[NTK_STORE_DESC_MAX]; /* human-readable job summary */
 };
@@ -58,6 +62,10 @@ ntk_status ntk_store_open(const char *path, int flags, ntk_store_t **out);
 
 /* Close, fsyncing first if writable; accepts NULL. Returns fsync status. */
 ntk_status ntk_store_close(ntk_store_t *s);
+
+/* The tiling a store with header `info` holds: the whole lower triangle,
+ * or without test x test only the columns of the train set. */
+void ntk_store_tiling_of(const struct ntk_store_info *info, struct ntk_tiling *t);
 
 const struct ntk_store_info *ntk_store_get_info(const ntk_store_t *s);
 const struct ntk_tiling *ntk_store_tiling(const ntk_store_t *s);

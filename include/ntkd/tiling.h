@@ -1,6 +1,9 @@
 /* The lower triangle of the N x N matrix cut into square tiles of edge T:
  * tile (I, J) with I >= J covers rows [I*T, min((I+1)*T, N)) and columns
- * [J*T, ...). Tiles are numbered row by row: index = I*(I+1)/2 + J. Pure. */
+ * [J*T, ...). Tiles are numbered row by row: index = I*(I+1)/2 + J.
+ * A kernel-regression job without test x test needs only the tiles whose
+ * columns start among its first M samples (the train set): J < ceil(M/T).
+ * Pure. */
 #ifndef NTKD_TILING_H
 #define NTKD_TILING_H
 
@@ -11,7 +14,9 @@ struct ntk_tiling {
   uint64_t n;      /* samples */
   uint64_t tile;   /* tile edge */
   uint64_t nb;     /* blocks per side: ceil(n / tile) */
-  uint64_t ntiles; /* nb * (nb + 1) / 2 */
+  uint64_t ntiles; /* nb * (nb + 1) / 2: the whole lower triangle */
+  uint64_t nbc;    /* column blocks needed: tiles with J >= nbc are skipped */
+  uint64_t needed; /* tiles needed: ntiles unless columns are limited */
 };
 
 struct ntk_tile {
@@ -21,6 +26,12 @@ struct ntk_tile {
 };
 
 void ntk_tiling_init(struct ntk_tiling *t, uint64_t n, uint64_t tile);
+
+/* Need only the columns of the first `m` samples (0 or >= n: all). */
+void ntk_tiling_limit_columns(struct ntk_tiling *t, uint64_t m);
+
+/* Whether tile `index` is needed (see ntk_tiling_limit_columns). */
+int ntk_tiling_needed(const struct ntk_tiling *t, uint64_t index);
 
 /* Tile number `index` (< ntiles). */
 struct ntk_tile ntk_tiling_tile(const struct ntk_tiling *t, uint64_t index);

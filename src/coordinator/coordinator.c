@@ -62,20 +62,19 @@ static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct n
   s->store = store;
   s->tiling = ntk_store_tiling(store);
   s->sync_interval = job->sync_interval;
-  uint64_t total_pairs = s->tiling->n * (s->tiling->n + 1) / 2, done_pairs = 0;
+  uint64_t total_pairs = 0, done_pairs = 0;
   s->pending = malloc((size_t)(s->tiling->ntiles ? s->tiling->ntiles : 1) * sizeof *s->pending);
   if (!s->pending) return ntk_error(NTK_ENOMEM, "out of memory");
   for (uint64_t i = 0; i < s->tiling->ntiles; i++) {
-    if (!ntk_store_has_tile(store, i)) {
-      s->pending[s->npending++] = i;
-    } else {
-      struct ntk_tile t = ntk_tiling_tile(s->tiling, i);
-      done_pairs += ntk_tile_pairs(&t);
-    }
+    if (!ntk_tiling_needed(s->tiling, i)) continue; /* test x test, not asked for */
+    struct ntk_tile t = ntk_tiling_tile(s->tiling, i);
+    total_pairs += ntk_tile_pairs(&t);
+    if (!ntk_store_has_tile(store, i)) s->pending[s->npending++] = i;
+    else done_pairs += ntk_tile_pairs(&t);
   }
   sort_tiling = s->tiling;
   qsort(s->pending, (size_t)s->npending, sizeof *s->pending, by_cost_desc);
-  ntk_progress_init(&s->progress, stderr, job->progress_interval, s->tiling->ntiles,
+  ntk_progress_init(&s->progress, stderr, job->progress_interval, s->tiling->needed,
                     ntk_store_tiles_done(store), total_pairs, done_pairs);
   s->last_sync = ntk_now();
   return NTK_OK;
@@ -85,7 +84,7 @@ static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct n
  * already written. Called by the writer thread (or the solo loop). */
 static void sched_store(struct sched *s, const struct ntk_result_header *h, const void *payload) {
   if (get_failure(s)) return;
-  if (h->tile >= s->tiling->ntiles || ntk_checksum(payload, (size_t)h->len) != h->checksum) {
+  if (!ntk_tiling_needed(s->tiling, h->tile) || ntk_checksum(payload, (size_t)h->len) != h->checksum) {
     set_failure(s, ntk_error(NTK_ECOMM, "a tile arrived damaged (checksum mismatch in transit)"));
     return;
   }
@@ -318,12 +317,12 @@ ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const str
   ntk_status st = sched_init(&s, store, job);
   if (st) return st;
   fprintf(stderr, "ntkd: %llu of %llu tiles to compute on %d %s\n", (unsigned long long)s.npending,
-          (unsigned long long)s.tiling->ntiles, solo ? 1 : ntk_comm_size() - 1,
+          (unsigned long long)s.tiling->needed, solo ? 1 : ntk_comm_size() - 1,
           solo || ntk_comm_size() == 2 ? "worker" : "workers");
   st = solo ? run_solo(&s, solo) : run_mpi(&s);
   /* Whatever happened, make what was stored durable. */
   ntk_status sync = ntk_store_sync(store);
-  int complete = ntk_store_tiles_done(store) == s.tiling->ntiles;
+  int complete = ntk_store_tiles_done(store) == s.tiling->needed;
   ntk_progress_finish(&s.progress, complete ? "done" : s.failure || st ? "failed" : "stopped");
   int nw = solo ? 1 : ntk_comm_size() - 1;
   double wall = ntk_now() - s.progress.start;
@@ -337,6 +336,6 @@ ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const str
   if (sync) return sync;
   if (!complete)
     return ntk_error(NTK_EINTERRUPTED, "interrupted with %llu of %llu tiles stored; rerun the same command to resume",
-                     (unsigned long long)ntk_store_tiles_done(store), (unsigned long long)s.tiling->ntiles);
+                     (unsigned long long)ntk_store_tiles_done(store), (unsigned long long)s.tiling->needed);
   return NTK_OK;
 }

@@ -56,7 +56,7 @@ static uint64_t get64(const unsigned char *p) {
 /* Header layout (offsets in bytes). */
 enum {
   H_MAGIC = 0, H_VERSION = 8, H_HSIZE = 12, H_N = 16, H_D = 24, H_TILE = 32, H_ELEM = 36,
-  H_KERNELS = 40, H_NTILES = 48, H_JOBHASH = 56, H_DESC = 72, H_CHECKSUM = NTK_STORE_HEADER_SIZE - 8,
+  H_KERNELS = 40, H_NTILES = 48, H_JOBHASH = 56, H_DESC = 72, H_NTRAIN = 1096, H_FLAGS = 1104, H_CHECKSUM = NTK_STORE_HEADER_SIZE - 8,
 };
 /* Record header layout. */
 enum {
@@ -106,6 +106,11 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off) {
   return 0;
 }
 
+void ntk_store_tiling_of(const struct ntk_store_info *info, struct ntk_tiling *t) {
+  ntk_tiling_init(t, info->n, info->tile);
+  if (info->n_train && !info->test_test) ntk_tiling_limit_columns(t, info->n_train);
+}
+
 static void encode_header(const struct ntk_store_info *info, const struct ntk_tiling *t, unsigned char *h) {
   memset(h, 0, NTK_STORE_HEADER_SIZE);
   memcpy(h + H_MAGIC, header_magic, 8);
@@ -119,6 +124,8 @@ static void encode_header(const struct ntk_store_info *info, const struct ntk_ti
   put64(h + H_NTILES, t->ntiles);
   memcpy(h + H_JOBHASH, info->job_hash, 16);
   memcpy(h + H_DESC, info->description, strnlen(info->description, NTK_STORE_DESC_MAX - 1));
+  put64(h + H_NTRAIN, info->n_train);
+  put32(h + H_FLAGS, info->test_test ? NTK_STORE_FLAG_TEST_TEST : 0);
   put64(h + H_CHECKSUM, ntk_checksum(h, H_CHECKSUM));
 }
 
@@ -139,10 +146,14 @@ static ntk_status decode_header(const char *path, const unsigned char *h, struct
   info->kernels = get32(h + H_KERNELS);
   memcpy(info->job_hash, h + H_JOBHASH, 16);
   memcpy(info->description, h + H_DESC, NTK_STORE_DESC_MAX - 1);
+  info->n_train = get64(h + H_NTRAIN);
+  info->test_test = (get32(h + H_FLAGS) & NTK_STORE_FLAG_TEST_TEST) != 0;
   if (get32(h + H_HSIZE) != NTK_STORE_HEADER_SIZE || info->n == 0 || info->tile == 0 ||
       (info->elem != 4 && info->elem != 8) || info->kernels == 0 || info->kernels > 3)
     return ntk_error(NTK_ECORRUPT, "%s: store header has impossible values", path);
-  ntk_tiling_init(t, info->n, info->tile);
+  if (info->n_train > info->n || (get32(h + H_FLAGS) & ~(uint32_t)NTK_STORE_FLAG_TEST_TEST))
+    return ntk_error(NTK_ECORRUPT, "%s: store header has impossible values", path);
+  ntk_store_tiling_of(info, t);
   if (get64(h + H_NTILES) != t->ntiles)
     return ntk_error(NTK_ECORRUPT, "%s: store header tile count is inconsistent", path);
   return NTK_OK;
@@ -199,7 +210,7 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
   s->fd = -1;
   snprintf(s->path, sizeof s->path, "%s", path);
   s->info = *info;
-  ntk_tiling_init(&s->tiling, info->n, info->tile);
+  ntk_store_tiling_of(info, &s->tiling);
   ntk_status st = alloc_index(s);
   unsigned char *h = malloc(NTK_STORE_HEADER_SIZE);
   char tmp[NTK_PATH_MAX + 32];
@@ -239,7 +250,7 @@ static int record_header_ok(const ntk_store_t *s, const unsigned char *r, uint64
   if (memcmp(r + R_MAGIC, record_magic, 8)) return 0;
   if (get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM)) return 0;
   uint64_t tile = get64(r + R_TILE);
-  if (tile >= s->tiling.ntiles || get32(r + R_CODEC) != CODEC_SHUFFLE_ZSTD) return 0;
+  if (!ntk_tiling_needed(&s->tiling, tile) || get32(r + R_CODEC) != CODEC_SHUFFLE_ZSTD) return 0;
   struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
   if (get32(r + R_ROWS) != t.rows || get32(r + R_COLS) != t.cols) return 0;
   if (get64(r + R_RAW) != ntk_store_raw_bytes(s, &t)) return 0;

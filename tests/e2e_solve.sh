@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# End-to-end kernel regression ([test], [solve], `ntkd solve`): the
+# predictions of the whole path (data -> tiles -> store -> Cholesky) against
+# neural-tangents' nt.predict (tests/data/ref_solve.txt), a ridge sweep
+# from the store without recomputing, and every refusal a user can run into.
+# Usage: tests/e2e_solve.sh path/to/ntkd
+set -u
+NTKD=$(readlink -f "${1:?usage: e2e_solve.sh path/to/ntkd}")
+source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
+REF=$SRC/tests/data/ref_solve.txt
+CASE="$PY $SRC/tests/ref_solve_case.py"
+
+# reg NAME ARCH RIDGES TILE [extra lines]: a regression job on xtr/xte/ytr/yte.npy
+reg() {
+  local name=$1 arch=$2 ridges=$3 tile=$4; shift 4
+  {
+    printf '[data]\npath = xtr.npy\nlabels = ytr.npy\n[test]\npath = xte.npy\nlabels = yte.npy\n'
+    printf '[model]\narch = %s\n[compute]\nprecision = float64\ntile = %s\n' "$arch" "$tile"
+    printf '[output]\npath = %s.ntk\n[solve]\nridge = %s\n' "$name" "$ridges"
+    for l in "$@"; do printf '%s\n' "$l"; done
+  } > "$name.conf"
+}
+
+# --- against neural-tangents -----------------------------------------------------
+for c in solve_fc_relu solve_fc_relu_noreg solve_fc_erf solve_cnn_gap; do
+  read -r ntrain ridge arch < <($CASE write "$REF" "$c")
+  # Tile 5 never lines up with the train/test boundary: tiles straddle it.
+  reg "$c" "$arch" "$ridge" 5
+  expect_rc 0 "$c: mpirun -np 3 job with [test] and [solve]" mpirun -np 3 "$NTKD" "$c.conf"
+  check "$c: predictions match neural-tangents (float64, 1e-8)" $CASE compare "$REF" "$c" "$c" 1e-8
+done
+check "the table has test accuracy and MSE for NNGP and NTK" \
+  bash -c "grep -q 'test acc' out.log && grep -q '^nngp ' out.log && grep -q '^ntk ' out.log"
+check "the train/test split is in info" bash -c "'$NTKD' info solve_cnn_gap.ntk | grep -q 'split: *12 train + 4 test'"
+
+# --- a ridge sweep from the store, no recomputation -------------------------------
+c=solve_fc_relu
+read -r ntrain ridge arch < <($CASE write "$REF" "$c")
+cp "$c-ntk-ridge0.001.npy" first.npy
+before=$(stat -c %Y%s "$c.ntk")
+reg "$c" "$arch" "0.001, 0.01 1" 5
+expect_rc 0 "ntkd solve STORE JOB with three ridges" "$NTKD" solve "$c.ntk" "$c.conf"
+check "... gives the same predictions as the job did" cmp -s first.npy "$c-ntk-ridge0.001.npy"
+check "... writes one file per kernel and ridge" bash -c "ls $c-nngp-ridge1.npy $c-ntk-ridge0.01.npy >/dev/null"
+check "... and leaves the store alone" [ "$(stat -c %Y%s "$c.ntk")" = "$before" ]
+check "... one table line per kernel and ridge" [ "$(grep -cE '^(nngp|ntk) ' out.log)" = 6 ]
+reg pfx "$arch" 0.001 5 "predictions = preds/p"
+expect_rc 0 "[solve] predictions sets where the files go" mpirun -np 2 "$NTKD" pfx.conf
+check "... preds/p-ntk-ridge0.001.npy" [ -s preds/p-ntk-ridge0.001.npy ]
+
+# --- export of a regression store; test x test only when asked ---------------------
+expect_rc 0 "export of a store without test x test" "$NTKD" export "$c.ntk" tt.npy
+check "... test x test is NaN, train and test x train are finite" $PY -c "
+import numpy as np; K = np.load('tt.npy'); k = $ntrain
+assert np.isnan(K[k:, k:]).all() and np.isfinite(K[:, :k]).all() and np.isfinite(K[:k, :]).all()"
+reg full "$arch" 0.001 5 "[test]" "test_test = yes"
+# (a second [test] header continues the same section in inih)
+expect_rc 0 "test_test = yes computes the whole matrix" "$NTKD" full.conf
+"$NTKD" export full.ntk full.npy >/dev/null 2>&1
+check "... export has no NaN and agrees with the split store" $PY -c "
+import numpy as np; a = np.load('full.npy'); b = np.load('tt.npy'); k = $ntrain
+assert np.isfinite(a).all() and np.array_equal(a[:, :k], b[:, :k])"
+check "... and the same predictions" cmp -s full-ntk-ridge0.001.npy "$c-ntk-ridge0.001.npy"
+
+# --- refusals ------------------------------------------------------------------------
+# Two identical train samples and no ridge: singular. A clear message, no NaN
+# file, and the ridge that works is still solved.
+$PY -c "
+import numpy as np; x = np.load('xtr.npy'); x[1] = x[0]; np.save('dup.npy', x)"
+reg dup "$arch" "0, 0.01" 5
+sed -i 's/^path = xtr.npy/path = dup.npy/' dup.conf
+expect_rc 2 "a singular train kernel with ridge 0 is refused" "$NTKD" dup.conf
+check "... saying to increase the ridge" has "increase the ridge" err.log
+check "... writing no predictions for ridge 0" bash -c "! ls dup-*-ridge0.npy 2>/dev/null"
+check "... but solving ridge 0.01" [ -s dup-ntk-ridge0.01.npy ]
+check "... and keeping the store (complete)" bash -c "'$NTKD' info dup.ntk | grep -q complete"
+
+reg other "$arch" 0.001 5
+sed -i 's/^path = xte.npy/path = xtr.npy/' other.conf
+expect_rc 2 "ntkd solve with a job of other data is refused" "$NTKD" solve "$c.ntk" other.conf
+check "... saying the store was not computed by it" has "was not computed by other.conf" err.log
+job_plain() { printf '[data]\npath = xtr.npy\n[model]\narch = %s\n[output]\npath = plain.ntk\n' "$arch" > plain.conf; }
+job_plain
+"$NTKD" plain.conf >/dev/null 2>&1
+reg plainsolve "$arch" 0.001 5
+sed -i 's/^path = plainsolve.ntk/path = plain.ntk/' plainsolve.conf
+expect_rc 2 "ntkd solve on a store without a test set is refused" "$NTKD" solve plain.ntk plainsolve.conf
+expect_rc 2 "ntkd solve with a job without [solve] is refused" "$NTKD" solve "$c.ntk" plain.conf
+check "... saying so" has "has no \[solve\] section" err.log
+$PY -c "import numpy as np; np.save('short.npy', np.zeros(5, dtype=np.int64))"
+reg short "$arch" 0.001 5
+sed -i 's/^labels = ytr.npy/labels = short.npy/' short.conf
+expect_rc 2 "too few train labels are refused" "$NTKD" short.conf
+check "... naming the file" has "short.npy: holds 5 labels for $ntrain samples" err.log
+check "... before any store is made" [ ! -e short.ntk ]
+$PY -c "import numpy as np; y = np.load('yte.npy'); y[2] = -1; np.save('neg.npy', y)"
+reg neg "$arch" 0.001 5
+sed -i 's/^labels = yte.npy/labels = neg.npy/' neg.conf
+expect_rc 2 "a negative test label is refused" "$NTKD" neg.conf
+check "... naming the label" has "neg.npy: label 2 is -1" err.log
+$PY -c "import numpy as np; np.save('wide.npy', np.zeros((4, 7)))"
+reg wide "$arch" 0.001 5
+sed -i 's/^path = xte.npy/path = wide.npy/' wide.conf
+expect_rc 2 "test data of another shape are refused" "$NTKD" wide.conf
+check "... saying they must have the same shape" has "must have the same shape" err.log
+check "... before any store is made" [ ! -e wide.ntk ]
+expect_rc 2 "solve with a wrong number of arguments" "$NTKD" solve "$c.ntk"
+
+echo "e2e_solve: $passed passed, $failed failed"
+[ "$failed" = 0 ]
