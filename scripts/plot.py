@@ -75,7 +75,7 @@ def plot_kernel(opts):
   ax.loglog(np.arange(1, n + 1), np.maximum(ev, np.finfo(float).tiny), lw=1.2)
   ax.set_xlabel('index (largest first)')
   ax.set_ylabel('eigenvalue')
-  ax.set_title((opts.title + ': ' if opts.title else '') + f'spectrum of the {n} x {n} kernel')
+  ax.set_title((opts.title + ': ' if opts.title else '') + f'spectrum of the {n} x {n} kernel', fontsize=10)
   ax.grid(True, which='major', alpha=0.3)
   fig.tight_layout()
   fig.savefig(opts.out + '-spectrum.png')

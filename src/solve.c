@@ -16,6 +16,7 @@
 #include "ntkd/data.h"
 #include "ntkd/jobhash.h"
 #include "ntkd/npy.h"
+#include "ntkd/progress.h"
 #include "ntkd/store.h"
 
 /* LAPACK from OpenBLAS, Fortran interface (LP64: 32-bit integers). The
@@ -181,10 +182,13 @@ ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct n
   ntk_cpu_all_threads();
   printf("%-6s %-10s %-12s %-9s %-10s %s\n", "kernel", "ridge", "added", "rcond", "test acc", "test MSE");
   ntk_status bad = NTK_OK;
-  size_t nr = 0;
+  size_t nr = 0, nfact = 0;
+  double t_read = 0, t_solve = 0, t0;
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK && !st; which <<= 1) {
     if (!(in->kernels & (uint32_t)which)) continue;
+    t0 = ntk_now();
     if ((st = assemble(s, which, ktt, kst))) break;
+    t_read += ntk_now() - t0;
     double trace = 0;
     for (size_t i = 0; i < ntr; i++) trace += ktt[i * ntr + i];
     for (size_t r = 0; r < job->solve.nridge && !st; r++) {
@@ -192,7 +196,10 @@ ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct n
                                      0, 0, 0, 0};
       for (size_t i = 0; i < ntr; i++)
         for (size_t k = 0; k < classes; k++) alpha[i * classes + k] = (size_t)ytr[i] == k ? 1.0 : 0.0;
+      t0 = ntk_now();
       int info = ntk_spd_solve(ktt, ntr, res.reg, alpha, classes, &res.rcond);
+      t_solve += ntk_now() - t0;
+      nfact++;
       if (info < 0) {
         st = ntk_error(NTK_ENOMEM, "out of memory in the solve");
         break;
@@ -248,6 +255,8 @@ ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct n
     char *cut = strstr(path, "-ntk-ridge0.npy");
     if (cut) strcpy(cut, "-KERNEL-ridgeR.npy");
     fprintf(stderr, "ntkd: %zu train, %zu test samples, %zu classes; predictions in %s\n", ntr, nte, classes, path);
+    fprintf(stderr, "ntkd: solve times: reading the kernels %.2f s, %zu Cholesky solves %.2f s (%.2f s each)\n",
+            t_read, nfact, t_solve, nfact ? t_solve / (double)nfact : 0.0);
   }
   return st;
 }

@@ -106,5 +106,22 @@ check "... saying they must have the same shape" has "must have the same shape" 
 check "... before any store is made" [ ! -e wide.ntk ]
 expect_rc 2 "solve with a wrong number of arguments" "$NTKD" solve "$c.ntk"
 
+# --- pictures (scripts/plot.py, matplotlib) ----------------------------------------
+if $PY -c "import matplotlib" 2>/dev/null; then
+  PLOT="$PY $SRC/scripts/plot.py"
+  png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] && [ "$(stat -c %s "$1")" -gt 2000 ]; }
+  expect_rc 0 "plot.py kernel: matrix sorted by label and spectrum" $PLOT kernel tt.npy ytr.npy --count "$ntrain" --out pic
+  check "... two PNG files" bash -c "$(declare -f png); png pic-matrix.png && png pic-spectrum.png"
+  $PY -c "import numpy as np; np.save('yall.npy', np.concatenate([np.load('ytr.npy'), np.load('yte.npy')]))"
+  expect_rc 1 "plot.py kernel refuses rows with NaN (test x test)" $PLOT kernel tt.npy yall.npy --count 1000 --out nan
+  check "... saying so" has "hold NaN" err.log
+  printf '{"epoch": %d, "main/loss": %s, "validation/main/loss": %s, "main/accuracy": %s, "validation/main/accuracy": %s, "elapsed_time": %d}\n' \
+    1 0.5 0.45 0.83 0.84 9 2 0.35 0.38 0.87 0.86 18 3 0.3 0.36 0.89 0.87 27 > t.jsonl
+  expect_rc 0 "plot.py train: loss and accuracy curves" $PLOT train t.jsonl --out run
+  check "... a PNG file" bash -c "$(declare -f png); png run-curves.png"
+else
+  echo "skipped: plot.py tests (no matplotlib; scripts/install-deps.sh installs python3-matplotlib)"
+fi
+
 echo "e2e_solve: $passed passed, $failed failed"
 [ "$failed" = 0 ]
