@@ -17,6 +17,7 @@
 #include "ntkd/jobhash.h"
 #include "ntkd/npy.h"
 #include "ntkd/progress.h"
+#include "ntkd/run.h"
 #include "ntkd/store.h"
 
 /* LAPACK from OpenBLAS, Fortran interface (LP64: 32-bit integers). The
@@ -192,6 +193,11 @@ ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct n
     double trace = 0;
     for (size_t i = 0; i < ntr; i++) trace += ktt[i * ntr + i];
     for (size_t r = 0; r < job->solve.nridge && !st; r++) {
+      if (ntk_stop_requested()) { /* a job's signal handlers are installed; the store is complete */
+        st = ntk_error(NTK_EINTERRUPTED, "interrupted during the solve (the store is complete): "
+                       "ntkd solve %s JOB.conf solves again", store_path);
+        break;
+      }
       struct ntk_solve_result res = {which, job->solve.ridge[r], job->solve.ridge[r] * trace / (double)ntr,
                                      0, 0, 0, 0};
       for (size_t i = 0; i < ntr; i++)
