@@ -47,6 +47,27 @@ void ntk_comm_finalize(void) {
   active = 0;
 }
 
+ntk_status ntk_comm_node_slot(int *slot, int *count) {
+  *slot = 0;
+  *count = 1;
+  if (!active || size == 1) return NTK_OK;
+  MPI_Comm node;
+  int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "split by node");
+  int nrank = 0, nsize = 1, lowest = rank;
+  MPI_Comm_rank(node, &nrank);
+  MPI_Comm_size(node, &nsize);
+  rc = MPI_Allreduce(&rank, &lowest, 1, MPI_INT, MPI_MIN, node);
+  MPI_Comm_free(&node);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce on a node");
+  /* Ranks are ordered by world rank within the node: the coordinator
+   * (rank 0), when it is on this node, is its first and does not compute. */
+  int coordinator_here = lowest == 0;
+  *slot = rank == 0 ? -1 : nrank - coordinator_here;
+  *count = nsize - coordinator_here;
+  return NTK_OK;
+}
+
 int ntk_comm_rank(void) { return rank; }
 int ntk_comm_size(void) { return size; }
 int ntk_comm_active(void) { return active; }

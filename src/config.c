@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "ntkd/arch.h"
+#include "ntkd/backend.h"
 #include "ntkd/numparse.h"
 
 struct reader {
@@ -41,7 +42,7 @@ enum {
   SEEN_PRECISION, SEEN_TILE, SEEN_OPATH, SEEN_LEVEL, SEEN_PROGRESS, SEEN_SYNC, SEEN_LABELS, SEEN_LAYERS,
   SEEN_BATCH, SEEN_EPOCHS, SEEN_ALPHA, SEEN_BETA1, SEEN_BETA2, SEEN_EPS, SEEN_SEED, SEEN_FLUSH,
   SEEN_SNAPSHOT, SEEN_LOG, SEEN_VPATH, SEEN_VLABELS, SEEN_VCOUNT, SEEN_DEVICE, SEEN_TPATH, SEEN_TLABELS,
-  SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED,
+  SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND,
 };
 #define HAS(c, key) (((c)->seen >> (key)) & 1u)
 
@@ -167,8 +168,14 @@ static int on_compute(struct ctx *c, const char *s, const char *k, const char *v
     if (!once(c, s, k, SEEN_TILE)) return 0;
     if (!ntk_parse_size(v, &j->tile) || j->tile == 0 || j->tile > 16384)
       return fail(c, s, k, "'%s' is not an integer in 1..16384", v);
+  } else if (!strcmp(k, "backend")) {
+    if (!once(c, s, k, SEEN_BACKEND)) return 0;
+    if (!strcmp(v, "auto")) j->backend = NTK_BACKEND_AUTO;
+    else if (!strcmp(v, "cpu")) j->backend = NTK_BACKEND_CPU;
+    else if (!strcmp(v, "cuda")) j->backend = NTK_BACKEND_CUDA;
+    else return fail(c, s, k, "'%s' is not auto, cpu or cuda", v);
   } else {
-    return fail(c, s, k, "%s", "unknown key (precision, tile)");
+    return fail(c, s, k, "%s", "unknown key (precision, tile, backend)");
   }
   return 1;
 }

@@ -165,7 +165,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   t_shared = ntk_now();
   /* 3. Does the network fit the data? Checked on rank 0 before the store
    * is touched, so a bad job leaves no file behind. */
-  struct ntk_problem prob = {&arch, &data, job->kernels};
+  struct ntk_problem prob = {&arch, &data, job->kernels, -1};
   const struct ntk_backend_ops *backend = ntk_backend_find("cpu");
   if (!st) {
     ntk_status pst = NTK_OK;
@@ -178,7 +178,44 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     st = ntk_agree(pst);
   }
 
-  /* 4. The store (rank 0): resume, refuse, or create. */
+  /* 4. Placement: the first computing ranks of a node drive its GPUs, the
+   * others compute on the CPU ([compute] backend, docs/JOB-FILE.md). */
+  int computes = size == 1 || rank != 0, place = NTK_PLACE_CPU;
+  if (!st) {
+    int slot = 0, node_workers = 1;
+    st = ntk_agree(ntk_comm_node_slot(&slot, &node_workers));
+    char why[512] = "";
+    int ngpus = job->backend == NTK_BACKEND_CPU ? 0 : ntk_backend_gpu_count(why, sizeof why);
+    int gpu_arch = ntk_arch_is_fc(&arch);
+    if (computes) place = ntk_backend_place(job->backend, slot, ngpus, gpu_arch);
+    ntk_status pst = NTK_OK;
+    if (!st && place == NTK_PLACE_NO_GPU) {
+      if (!gpu_arch)
+        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda: CNN kernels on the GPU are not written yet "
+                        "(backend = auto computes them on the CPU)", conf_path);
+      else if (!ngpus)
+        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but there is no usable GPU: %s", conf_path, why);
+      else
+        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but this node has %d GPU%s for %d computing "
+                        "ranks: start fewer ranks per node, or use backend = auto to put the rest on the CPU",
+                        conf_path, ngpus, ngpus == 1 ? "" : "s", node_workers);
+    }
+    if (!st) st = ntk_agree(pst); /* each rank that cannot be placed says why */
+    double on_gpu = computes && place >= 0;
+    if (!st) st = ntk_agree(ntk_comm_sum_doubles(&on_gpu, 1));
+    if (!st && rank == 0) {
+      int workers = size == 1 ? 1 : size - 1;
+      if (on_gpu > 0)
+        fprintf(stderr, "ntkd: %d worker%s on GPUs (CUDA), %d on the CPU\n", (int)on_gpu, on_gpu == 1 ? "" : "s",
+                workers - (int)on_gpu);
+      else if (job->backend == NTK_BACKEND_AUTO && !ngpus && strstr(ntk_backend_names(), "cuda"))
+        fprintf(stderr, "ntkd: no usable GPU (%s): computing on the CPU\n", why);
+      else if (job->backend == NTK_BACKEND_AUTO && ngpus && !gpu_arch)
+        fprintf(stderr, "ntkd: CNN kernels on the GPU are not written yet: computing on the CPU\n");
+    }
+  }
+
+  /* 5. The store (rank 0): resume, refuse, or create. */
   ntk_store_t *store = NULL;
   uint64_t tile = job->tile;
   if (!st) {
@@ -196,13 +233,22 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     if (!st) st = ntk_agree(ntk_comm_bcast(&tile, sizeof tile));
   }
 
-  /* 5. Compute. */
+  /* 6. Compute. */
   struct ntk_tiling tiling;
   ntk_tiling_init(&tiling, data.n, tile);
   ntk_engine_t *engine = NULL;
   if (!st) {
     ntk_status est = NTK_OK;
-    if (size == 1 || rank != 0) est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
+    if (computes && place >= 0) {
+      prob.device = place;
+      est = ntk_engine_create(&prob, ntk_backend_find("cuda"), job->level, &tiling, &engine);
+      if (est && job->backend == NTK_BACKEND_AUTO) { /* auto: a GPU that fails to start is not fatal */
+        fprintf(stderr, "ntkd: rank %d: %s: computing on the CPU instead\n", rank, ntk_error_message());
+        est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
+      }
+    } else if (computes) {
+      est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
+    }
     st = ntk_agree(est);
   }
   ntk_status result = NTK_OK;
@@ -225,7 +271,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
             t_loaded - t_start, t_shared - t_loaded, t_ready - t_shared, ntk_now() - t_ready);
     fprintf(stderr, "ntkd: result in %s\n", job->out_path);
   }
-  /* 6. Kernel regression, on rank 0 alone; the others wait without
+  /* 7. Kernel regression, on rank 0 alone; the others wait without
    * spinning (ntk_comm_agree sleeps between tests). */
   if (!st && job->solve.enabled) {
     ntk_cpu_single_thread();

@@ -231,6 +231,26 @@ expect_rc 2 "missing job file" "$NTKD" nothere.conf
 expect_rc 2 "no arguments" "$NTKD"
 expect_rc 2 "unknown option" "$NTKD" --frobnicate
 expect_rc 2 "bad export kernel" "$NTKD" export a.ntk x.npy --kernel cntk
+# [compute] backend (GPU placement): on a machine without a usable GPU.
+job bk small.npy 512 float32 "[compute]" "backend = cuda"
+job ba small.npy 512 float32 "[compute]" "backend = auto"
+if "$NTKD" --version | grep -q "cuda: compiled in; no usable GPU"; then
+  expect_rc 2 "backend = cuda without a GPU is refused" mpirun -np 3 "$NTKD" bk.conf
+  check "... saying there is no usable GPU" has "backend = cuda, but there is no usable GPU" err.log
+  check "... before a store is made" [ ! -e bk.ntk ]
+  expect_rc 0 "backend = auto without a GPU computes on the CPU" mpirun -np 3 "$NTKD" ba.conf
+  check "... and says so once" [ "$(grep -c 'no usable GPU' err.log)" = 1 ]
+  "$NTKD" export ba.ntk ba.npy >/dev/null 2>&1
+  check "... the same matrix as backend = cpu" cmp -s ba.npy a_ntk.npy
+elif "$NTKD" --version | grep -q "cuda: not compiled in"; then
+  expect_rc 2 "backend = cuda in a build without CUDA is refused" "$NTKD" bk.conf
+  check "... saying why" has "built without CUDA" err.log
+else
+  echo "skipped: backend = cuda refusals (this machine has a GPU; scripts/gpu_check.sh)"
+fi
+job bx small.npy 512 float32 "[compute]" "backend = opencl"
+expect_rc 2 "an unknown backend is refused" "$NTKD" bx.conf
+check "... naming file, line and key" has "bx.conf:14: \[compute\] backend: 'opencl' is not auto, cpu or cuda" err.log
 expect_rc 0 "--help" "$NTKD" --help
 expect_rc 0 "--version" "$NTKD" --version
 check "--version lists the cpu backend" has "backends: cpu" out.log

@@ -1,4 +1,5 @@
 /* Job files: defaults, every key, and errors that name file, line and key. */
+#include "ntkd/backend.h"
 #include "ntkd/config.h"
 #include "testutil.h"
 
@@ -19,6 +20,7 @@ static const char good[] =
     "[compute]\n"
     "precision = float64\n"
     "tile = 256\n"
+    "backend = cuda\n"
     "[output]\n"
     "path = /abs/out.ntk\n"
     "level = 3\n"
@@ -41,6 +43,7 @@ START_TEST(test_good) {
   ck_assert_int_eq(j.kernels, NTK_KERNEL_NNGP);
   ck_assert_int_eq(j.precision, 8);
   ck_assert_uint_eq(j.tile, 256);
+  ck_assert_int_eq(j.backend, NTK_BACKEND_CUDA);
   ck_assert_str_eq(j.out_path, "/abs/out.ntk");
   ck_assert_int_eq(j.level, 3);
   ck_assert_double_eq(j.progress_interval, 10);
@@ -60,6 +63,7 @@ START_TEST(test_defaults) {
   ck_assert(!j.has_scale);
   ck_assert_uint_eq(j.count, 0);
   ck_assert_uint_eq(j.tile, 1024);
+  ck_assert_int_eq(j.backend, NTK_BACKEND_AUTO);
   ck_assert_int_eq(j.level, 1);
 }
 END_TEST
@@ -101,6 +105,7 @@ START_TEST(test_errors) {
   bad(BASE "[output]\nlevel = 30\n", "[output] level");
   bad(BASE "[output]\nlevel = 1.5\n", "[output] level");
   bad(BASE "[output]\nprogress = 0\n", "[output] progress");
+  bad(BASE "[compute]\nbackend = gpu\n", "bad.conf:8: [compute] backend: 'gpu' is not auto, cpu or cuda");
   bad("[data]\npath=x.npy\npath=y.npy\n[model]\narch=Dense\n[output]\npath=o\n", "bad.conf:3: [data] path: given twice");
   bad("[model]\narch=Dense\n[output]\npath=o\n", "[data] path is required");
   bad("[data]\npath=x.npy\n[output]\npath=o\n", "[model] arch is required");

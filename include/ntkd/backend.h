@@ -15,6 +15,7 @@ struct ntk_problem {
   const struct ntk_arch *arch;
   const struct ntk_dataset *data; /* precision = data->elem */
   int kernels;                    /* NTK_KERNEL_* mask */
+  int device;                     /* GPU backends: the device this rank drives */
 };
 
 struct ntk_backend_ops {
@@ -42,5 +43,25 @@ const char *ntk_backend_names(void);
 void ntk_backend_describe(char *buf, size_t cap);
 
 extern const struct ntk_backend_ops ntk_backend_cpu;
+#ifdef NTKD_HAVE_CUDA
+extern const struct ntk_backend_ops ntk_backend_cuda;
+#endif
+
+/* [compute] backend. */
+enum { NTK_BACKEND_AUTO, NTK_BACKEND_CPU, NTK_BACKEND_CUDA };
+
+/* GPUs this process can use (0 without CUDA compiled in or without a
+ * driver); `why` (may be NULL) gets a reason when 0. */
+int ntk_backend_gpu_count(char *why, size_t cap);
+
+/* Where a computing rank works. `slot` is its index among the computing
+ * ranks of its node (0, 1, ...), `ngpus` the node's GPUs, `gpu_arch` 1 if
+ * the network is one the GPU backend computes. Returns the GPU index
+ * (>= 0), NTK_PLACE_CPU, or NTK_PLACE_NO_GPU when backend = cuda cannot
+ * be honoured. auto: the first ngpus slots of a node drive one GPU each,
+ * the others compute on the CPU. Pure. */
+#define NTK_PLACE_CPU (-1)
+#define NTK_PLACE_NO_GPU (-2)
+int ntk_backend_place(int pref, int slot, int ngpus, int gpu_arch);
 
 #endif

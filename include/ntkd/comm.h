@@ -27,6 +27,11 @@ int ntk_comm_rank(void);
 int ntk_comm_size(void);
 int ntk_comm_active(void); /* MPI initialised */
 
+/* Collective: this rank's index among the ranks of its node that compute
+ * tiles (-1 for rank 0 of a multi-rank job, which coordinates) and how
+ * many of them the node has. Without mpirun: 0 and 1. */
+ntk_status ntk_comm_node_slot(int *slot, int *count);
+
 /* Collective: broadcast `bytes` bytes from rank 0 (any size). */
 ntk_status ntk_comm_bcast(void *buf, size_t bytes);
 

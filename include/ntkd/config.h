@@ -82,6 +82,7 @@ struct ntk_job {
   /* [compute] */
   int precision;   /* element size: 4 or 8 */
   size_t tile;
+  int backend;     /* NTK_BACKEND_AUTO | CPU | CUDA (ntkd/backend.h) */
   /* [output] */
   char out_path[NTK_PATH_MAX];
   int level;

@@ -27,6 +27,10 @@ void ntk_fc_free(ntk_fc_t *fc);
  * data's precision. Diagonal tiles are exactly symmetric. */
 ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void *ntk);
 
+/* All of them: (arch->n + 1) x n values in the data's precision, row l
+ * before layer l (a GPU backend copies them to the device). */
+const void *ntk_fc_variances(const ntk_fc_t *fc);
+
 /* Per-sample variance of sample i before layer l (l = arch->n: the output). */
 double ntk_fc_variance(const ntk_fc_t *fc, size_t l, size_t i);
 

@@ -216,3 +216,5 @@ double ntk_fc_variance(const ntk_fc_t *fc, size_t l, size_t i) {
   size_t k = l * fc->data->n + i;
   return fc->data->elem == 4 ? ((const float *)fc->var)[k] : ((const double *)fc->var)[k];
 }
+
+const void *ntk_fc_variances(const ntk_fc_t *fc) { return fc->var; }

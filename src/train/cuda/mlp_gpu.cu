@@ -10,6 +10,8 @@
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+
+#include "../../cuda/cublas_dl.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,18 +21,11 @@ extern "C" {
 #include "ntkd/train.h"
 }
 
-typedef cublasStatus_t (*create_fn)(cublasHandle_t *);
-typedef cublasStatus_t (*destroy_fn)(cublasHandle_t);
-typedef cublasStatus_t (*sgemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
-                                   const float *, int, const float *, int, const float *, float *, int);
 
 struct ntk_mlp_gpu {
   struct ntk_mlp m;
   size_t max_batch;
-  void *lib;
-  create_fn create;
-  destroy_fn destroy;
-  sgemm_fn sgemm;
+  struct ntk_cublas cb;        /* cuBLAS, loaded with dlopen */
   cublasHandle_t h;
   float *p, *mo, *v, *g;      /* device: parameters, Adam moments, gradient */
   float *x, *acts, *d1, *d2;  /* device: batch, activations, two gradient buffers */
@@ -55,8 +50,8 @@ static int fail(char *err, size_t cap, const char *what, const char *why) {
   do {                                                                                  \
     cublasStatus_t s_ = (call);                                                         \
     if (s_ != CUBLAS_STATUS_SUCCESS) {                                                  \
-      char code_[32];                                                                   \
-      snprintf(code_, sizeof code_, "cuBLAS status %d", (int)s_);                       \
+      char code_[64];                                                                   \
+      snprintf(code_, sizeof code_, "%s", ntk_cublas_status_name(s_));                  \
       return fail(err, cap, #call, code_);                                              \
     }                                                                                   \
   } while (0)
@@ -124,15 +119,9 @@ extern "C" int ntk_mlp_gpu_create(const struct ntk_mlp *m, size_t max_batch, int
   *out = G;
   G->m = *m;
   G->max_batch = max_batch;
-  const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
-  for (size_t i = 0; i < 4 && !G->lib; i++) G->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-  if (!G->lib) return fail(err, cap, "dlopen(libcublas.so)", dlerror());
-  G->create = (create_fn)dlsym(G->lib, "cublasCreate_v2");
-  G->destroy = (destroy_fn)dlsym(G->lib, "cublasDestroy_v2");
-  G->sgemm = (sgemm_fn)dlsym(G->lib, "cublasSgemm_v2");
-  if (!G->create || !G->destroy || !G->sgemm) return fail(err, cap, "dlsym(cublas*_v2)", dlerror());
+  if (ntk_cublas_load(&G->cb, err, cap)) return 1;
   CUDA_TRY(cudaSetDevice(device));
-  BLAS_TRY(G->create(&G->h));
+  BLAS_TRY(G->cb.create(&G->h));
   size_t np = m->nparams, acts = 0, widest = 0;
   for (size_t l = 1; l < m->nsizes; l++) {
     acts += max_batch * m->sizes[l];
@@ -161,7 +150,7 @@ extern "C" int ntk_mlp_gpu_create(const struct ntk_mlp *m, size_t max_batch, int
 
 extern "C" void ntk_mlp_gpu_free(ntk_mlp_gpu_t *G) {
   if (!G) return;
-  if (G->h && G->destroy) G->destroy(G->h);
+  if (G->h && G->cb.destroy) G->cb.destroy(G->h);
   cudaFree(G->p);
   cudaFree(G->mo);
   cudaFree(G->v);
@@ -175,7 +164,7 @@ extern "C" void ntk_mlp_gpu_free(ntk_mlp_gpu_t *G) {
   cudaFree(G->hit);
   free(G->loss_h);
   free(G->hit_h);
-  if (G->lib) dlclose(G->lib);
+  if (G->cb.lib) dlclose(G->cb.lib);
   free(G);
 }
 
@@ -203,7 +192,7 @@ extern "C" int ntk_mlp_gpu_grad(ntk_mlp_gpu_t *G, const float *x, const int32_t 
     off[l] = o;
     float *out = G->acts + o;
     rows_from_bias<<<blocks_for(b * no), 256>>>(out, G->p + m->b_off[l], b, (size_t)no);
-    BLAS_TRY(G->sgemm(G->h, CUBLAS_OP_N, CUBLAS_OP_N, no, (int)b, ni, &one, G->p + m->w_off[l], no, in, ni, &one,
+    BLAS_TRY(G->cb.sgemm(G->h, CUBLAS_OP_N, CUBLAS_OP_N, no, (int)b, ni, &one, G->p + m->w_off[l], no, in, ni, &one,
                       out, no));
     if (l + 1 < L) relu_inplace<<<blocks_for(b * no), 256>>>(out, b * (size_t)no);
     in = out;
@@ -218,12 +207,12 @@ extern "C" int ntk_mlp_gpu_grad(ntk_mlp_gpu_t *G, const float *x, const int32_t 
     int ni = (int)m->sizes[l], no = (int)m->sizes[l + 1];
     const float *a_in = l ? G->acts + off[l - 1] : G->x;
     /* dW (ni x no) = a_in^T (ni x b) . dz (b x no) */
-    BLAS_TRY(G->sgemm(G->h, CUBLAS_OP_N, CUBLAS_OP_T, no, ni, (int)b, &one, dz, no, a_in, ni, &zero,
+    BLAS_TRY(G->cb.sgemm(G->h, CUBLAS_OP_N, CUBLAS_OP_T, no, ni, (int)b, &one, dz, no, a_in, ni, &zero,
                       G->g + m->w_off[l], no));
     column_sums<<<blocks_for((size_t)no), 256>>>(dz, b, (size_t)no, G->g + m->b_off[l]);
     if (l == 0) break;
     /* da (b x ni) = dz (b x no) . W^T (no x ni), then the ReLU below. */
-    BLAS_TRY(G->sgemm(G->h, CUBLAS_OP_T, CUBLAS_OP_N, ni, (int)b, no, &one, G->p + m->w_off[l], no, dz, no, &zero, da,
+    BLAS_TRY(G->cb.sgemm(G->h, CUBLAS_OP_T, CUBLAS_OP_N, ni, (int)b, no, &one, G->p + m->w_off[l], no, dz, no, &zero, da,
                       ni));
     relu_backward<<<blocks_for(b * (size_t)ni), 256>>>(da, G->acts + off[l - 1], b * (size_t)ni);
     float *t = dz;

@@ -21,3 +21,15 @@ extern "C" int ntk_cuda_describe(char *buf, size_t cap) {
   }
   return n;
 }
+
+/* GPUs usable by this process; when none, why (the runtime's message). */
+extern "C" int ntk_cuda_count(char *why, size_t cap) {
+  int n = 0;
+  cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess) {
+    snprintf(why, cap, "%s", cudaGetErrorString(rc));
+    return 0;
+  }
+  if (n == 0) snprintf(why, cap, "no CUDA device");
+  return n;
+}

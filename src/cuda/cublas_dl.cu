@@ -1,0 +1,40 @@
+/* See cublas_dl.h. */
+#include "cublas_dl.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+int ntk_cublas_load(struct ntk_cublas *b, char *err, size_t cap) {
+  memset(b, 0, sizeof *b);
+  const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
+  for (size_t i = 0; i < sizeof names / sizeof *names && !b->lib; i++) b->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!b->lib) {
+    snprintf(err, cap, "dlopen(libcublas.so): %s", dlerror());
+    return 1;
+  }
+  b->create = (cublasStatus_t(*)(cublasHandle_t *))dlsym(b->lib, "cublasCreate_v2");
+  b->destroy = (cublasStatus_t(*)(cublasHandle_t))dlsym(b->lib, "cublasDestroy_v2");
+  *(void **)&b->sgemm = dlsym(b->lib, "cublasSgemm_v2");
+  *(void **)&b->dgemm = dlsym(b->lib, "cublasDgemm_v2");
+  if (!b->create || !b->destroy || !b->sgemm || !b->dgemm) {
+    snprintf(err, cap, "dlsym(cublas*_v2): %s", dlerror());
+    return 1;
+  }
+  return 0;
+}
+
+const char *ntk_cublas_status_name(cublasStatus_t s) {
+  switch (s) {
+  case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+  case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+  case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+  case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+  case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+  case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+  case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+  default: return "cuBLAS status (unknown code)";
+  }
+}

@@ -1,0 +1,28 @@
+/* cuBLAS loaded with dlopen when a GPU rank starts, so that ntkd never
+ * needs CUDA's libraries on a machine without a GPU (the CUDA runtime is
+ * linked statically). Shared by the GPU tile backend and GPU training.
+ * CUDA translation units only. */
+#ifndef NTKD_CUBLAS_DL_H
+#define NTKD_CUBLAS_DL_H
+
+#include <cublas_api.h>
+#include <stddef.h>
+
+struct ntk_cublas {
+  void *lib;
+  cublasStatus_t (*create)(cublasHandle_t *);
+  cublasStatus_t (*destroy)(cublasHandle_t);
+  cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
+                          const float *, int, const float *, int, const float *, float *, int);
+  cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
+                          const double *, int, const double *, int, const double *, double *, int);
+};
+
+/* Load libcublas (newest soname first) and its entry points. 0 on success;
+ * otherwise 1 with dlopen's or dlsym's message in err. */
+int ntk_cublas_load(struct ntk_cublas *b, char *err, size_t cap);
+
+/* cuBLAS's name for a status code ("CUBLAS_STATUS_ALLOC_FAILED", ...). */
+const char *ntk_cublas_status_name(cublasStatus_t s);
+
+#endif

@@ -1,0 +1,228 @@
+/* Fully-connected NNGP/NTK tiles on a GPU (see fc_cuda.h): the tile's input
+ * covariance X_r X_c^T / d from one cuBLAS gemm, then one kernel that runs
+ * every layer map on each entry in registers, with the per-sample
+ * variances computed once on the host (ntk_fc_create) and copied to the
+ * device. The maps are the CPU's own (include/ntkd/kernel_maps.h, NTK_HD).
+ * Device memory comes from plain cudaMalloc calls: the data and variances
+ * at creation, two tile buffers sized by the largest tile seen; all freed
+ * by ntk_fc_gpu_free. Not run on the development machine (no GPU):
+ * scripts/gpu_check.sh compares it with the CPU backend. */
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../cuda/cublas_dl.h"
+#include "fc_cuda.h"
+
+extern "C" {
+#include "ntkd/kernel_maps.h"
+}
+
+struct gpu_layer {
+  int kind; /* ntk_layer_kind */
+  double w2, b2, a, b;
+};
+
+struct ntk_fc_gpu {
+  int device, elem;
+  size_t n, d, nl;
+  struct ntk_cublas cb;
+  cublasHandle_t h;
+  void *x, *var;        /* device: n x d data, (nl + 1) x n variances */
+  struct gpu_layer *layers; /* device: nl layers */
+  void *g, *t;          /* device: tile buffers of cap elements each */
+  size_t cap;
+};
+
+static int fail(char *err, size_t cap, const char *what, const char *why) {
+  snprintf(err, cap, "%s: %s", what, why);
+  return 1;
+}
+
+#define CUDA_TRY(call)                                                                  \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) return fail(err, cap, #call, cudaGetErrorString(e_));        \
+  } while (0)
+#define BLAS_TRY(call)                                                                  \
+  do {                                                                                  \
+    cublasStatus_t s_ = (call);                                                         \
+    if (s_ != CUBLAS_STATUS_SUCCESS) return fail(err, cap, #call, ntk_cublas_status_name(s_)); \
+  } while (0)
+
+extern "C" int ntk_cuda_device_count(void) {
+  int n = 0;
+  /* The count is left untouched on error: do not trust it then. */
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+static __device__ inline float map_abrelu(float a, float b, float q12, float q11, float q22, float *td) {
+  return ntk_abreluf(a, b, q12, q11, q22, td);
+}
+static __device__ inline double map_abrelu(double a, double b, double q12, double q11, double q22, double *td) {
+  return ntk_abrelu(a, b, q12, q11, q22, td);
+}
+static __device__ inline float map_erf(float q12, float q11, float q22, float *td) {
+  return ntk_erff(q12, q11, q22, td);
+}
+static __device__ inline double map_erf(double q12, double q11, double q22, double *td) {
+  return ntk_erf(q12, q11, q22, td);
+}
+
+/* Every layer on every entry of a tile (the order of src/worker/fc.c's
+ * apply_layers: Dense then the NTK update t = g + w2 t; nonlinearities
+ * multiply t by E[f'f']; a sample paired with itself is its variance).
+ * On a diagonal tile only j <= i is computed and mirrored, so the tile is
+ * exactly symmetric. */
+template <typename T>
+__global__ static void layers_kernel(T *g, T *t, size_t rows, size_t cols, size_t r0, size_t c0, int diag,
+                                     const struct gpu_layer *L, size_t nl, const T *var, size_t n) {
+  size_t total = rows * cols;
+  for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
+    size_t i = k / cols, j = k % cols;
+    if (diag && j > i) continue;
+    int self = diag && i == j;
+    T gv = self ? var[r0 + i] : g[k], tv = 0;
+    for (size_t l = 0; l < nl; l++) {
+      const T *vl = var + l * n;
+      T td;
+      switch (L[l].kind) {
+      case NTK_LAYER_DENSE: {
+        T w2 = (T)L[l].w2;
+        gv = w2 * gv + (T)L[l].b2;
+        tv = gv + w2 * tv;
+        break;
+      }
+      case NTK_LAYER_ABRELU:
+        gv = map_abrelu((T)L[l].a, (T)L[l].b, gv, vl[r0 + i], vl[c0 + j], &td);
+        tv *= td;
+        break;
+      case NTK_LAYER_ERF:
+        gv = map_erf(gv, vl[r0 + i], vl[c0 + j], &td);
+        tv *= td;
+        break;
+      default: break;
+      }
+      if (self) gv = var[(l + 1) * n + r0 + i];
+    }
+    g[k] = gv;
+    if (t) t[k] = tv;
+    if (diag && j < i) {
+      g[j * cols + i] = gv;
+      if (t) t[j * cols + i] = tv;
+    }
+  }
+}
+
+extern "C" void ntk_fc_gpu_free(ntk_fc_gpu_t *G) {
+  if (!G) return;
+  cudaSetDevice(G->device);
+  cudaFree(G->x);
+  cudaFree(G->var);
+  cudaFree(G->layers);
+  cudaFree(G->g);
+  cudaFree(G->t);
+  if (G->h && G->cb.destroy) G->cb.destroy(G->h);
+  if (G->cb.lib) dlclose(G->cb.lib);
+  free(G);
+}
+
+extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t n, size_t d, int elem, const void *x,
+                                 const void *var, ntk_fc_gpu_t **out, char *err, size_t cap) {
+  *out = NULL;
+  ntk_fc_gpu_t *G = (ntk_fc_gpu_t *)calloc(1, sizeof *G);
+  if (!G) return fail(err, cap, "ntk_fc_gpu_create", "out of memory");
+  G->device = device;
+  G->elem = elem;
+  G->n = n;
+  G->d = d;
+  G->nl = arch->n;
+  struct gpu_layer *hl = (struct gpu_layer *)calloc(arch->n ? arch->n : 1, sizeof *hl);
+  if (!hl) {
+    free(G);
+    return fail(err, cap, "ntk_fc_gpu_create", "out of memory");
+  }
+  for (size_t l = 0; l < arch->n; l++) {
+    const struct ntk_layer *L = &arch->layers[l];
+    hl[l].kind = (int)L->kind;
+    hl[l].w2 = L->w_std * L->w_std;
+    hl[l].b2 = L->b_std * L->b_std;
+    hl[l].a = L->a;
+    hl[l].b = L->b;
+  }
+  /* From here on, failures leave G to the caller-facing cleanup below. */
+  int rc = 0;
+  do {
+    if ((rc = ntk_cublas_load(&G->cb, err, cap))) break;
+    cudaError_t e;
+    const char *what = NULL;
+    if ((e = cudaSetDevice(device)) != cudaSuccess) what = "cudaSetDevice";
+    else if ((e = cudaMalloc(&G->x, n * d * (size_t)elem + 1)) != cudaSuccess) what = "cudaMalloc(data)";
+    else if ((e = cudaMalloc(&G->var, (arch->n + 1) * n * (size_t)elem)) != cudaSuccess) what = "cudaMalloc(variances)";
+    else if ((e = cudaMalloc((void **)&G->layers, (arch->n ? arch->n : 1) * sizeof *hl)) != cudaSuccess)
+      what = "cudaMalloc(layers)";
+    else if ((e = cudaMemcpy(G->x, x, n * d * (size_t)elem, cudaMemcpyHostToDevice)) != cudaSuccess)
+      what = "cudaMemcpy(data)";
+    else if ((e = cudaMemcpy(G->var, var, (arch->n + 1) * n * (size_t)elem, cudaMemcpyHostToDevice)) != cudaSuccess)
+      what = "cudaMemcpy(variances)";
+    else if ((e = cudaMemcpy(G->layers, hl, arch->n * sizeof *hl, cudaMemcpyHostToDevice)) != cudaSuccess)
+      what = "cudaMemcpy(layers)";
+    if (what) {
+      rc = fail(err, cap, what, cudaGetErrorString(e));
+      break;
+    }
+    cublasStatus_t s = G->cb.create(&G->h);
+    if (s != CUBLAS_STATUS_SUCCESS) rc = fail(err, cap, "cublasCreate", ntk_cublas_status_name(s));
+  } while (0);
+  free(hl);
+  if (rc) {
+    ntk_fc_gpu_free(G);
+    return rc;
+  }
+  *out = G;
+  return 0;
+}
+
+static unsigned blocks_for(size_t n) {
+  size_t b = (n + 255) / 256;
+  return (unsigned)(b > 65535 ? 65535 : (b ? b : 1));
+}
+
+extern "C" int ntk_fc_gpu_tile(ntk_fc_gpu_t *G, const struct ntk_tile *tl, void *nngp, void *ntk, char *err,
+                               size_t cap) {
+  size_t rows = tl->rows, cols = tl->cols, count = rows * cols, es = (size_t)G->elem;
+  CUDA_TRY(cudaSetDevice(G->device));
+  if (count > G->cap) { /* sized by the tile: grows once, to the largest */
+    CUDA_TRY(cudaFree(G->g));
+    CUDA_TRY(cudaFree(G->t));
+    G->g = G->t = NULL;
+    G->cap = 0;
+    CUDA_TRY(cudaMalloc(&G->g, count * es));
+    CUDA_TRY(cudaMalloc(&G->t, count * es));
+    G->cap = count;
+  }
+  int diag = tl->bi == tl->bj;
+  /* Row-major G (rows x cols) = X_r X_c^T / d is column-major G^T = X_c X_r^T. */
+  if (es == 4) {
+    float alpha = (float)(1.0 / (double)G->d), beta = 0.0f;
+    const float *x = (const float *)G->x;
+    BLAS_TRY(G->cb.sgemm(G->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)cols, (int)rows, (int)G->d, &alpha, x + tl->c0 * G->d,
+                         (int)G->d, x + tl->r0 * G->d, (int)G->d, &beta, (float *)G->g, (int)cols));
+    layers_kernel<float><<<blocks_for(count), 256>>>((float *)G->g, ntk ? (float *)G->t : NULL, rows, cols, tl->r0,
+                                                    tl->c0, diag, G->layers, G->nl, (const float *)G->var, G->n);
+  } else {
+    double alpha = 1.0 / (double)G->d, beta = 0.0;
+    const double *x = (const double *)G->x;
+    BLAS_TRY(G->cb.dgemm(G->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)cols, (int)rows, (int)G->d, &alpha, x + tl->c0 * G->d,
+                         (int)G->d, x + tl->r0 * G->d, (int)G->d, &beta, (double *)G->g, (int)cols));
+    layers_kernel<double><<<blocks_for(count), 256>>>((double *)G->g, ntk ? (double *)G->t : NULL, rows, cols,
+                                                     tl->r0, tl->c0, diag, G->layers, G->nl, (const double *)G->var,
+                                                     G->n);
+  }
+  CUDA_TRY(cudaGetLastError());
+  CUDA_TRY(cudaMemcpy(nngp, G->g, count * es, cudaMemcpyDeviceToHost));
+  if (ntk) CUDA_TRY(cudaMemcpy(ntk, G->t, count * es, cudaMemcpyDeviceToHost));
+  return 0;
+}

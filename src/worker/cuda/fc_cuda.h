@@ -1,0 +1,41 @@
+/* Fully-connected NNGP/NTK tiles on a GPU: cuBLAS for the input covariance
+ * of the tile, one CUDA kernel for all layer maps (the same scalar maps as
+ * the CPU, include/ntkd/kernel_maps.h). C interface of fc_cuda.cu; only
+ * compiled and used with NTKD_HAVE_CUDA. Every call returns 0, or 1 with
+ * the failing call and CUDA's or cuBLAS's own message in err. */
+#ifndef NTKD_FC_CUDA_H
+#define NTKD_FC_CUDA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "ntkd/arch.h"
+#include "ntkd/tiling.h"
+
+typedef struct ntk_fc_gpu ntk_fc_gpu_t;
+
+/* Usable GPUs in this process (0 without a driver). */
+int ntk_cuda_device_count(void);
+
+/* On GPU `device`: copies the n x d data and the (arch->n + 1) x n
+ * per-sample variances (elements of `elem` bytes, as ntk_fc_create made
+ * them). Tile buffers are allocated by the first tile, sized by it. */
+int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t n, size_t d, int elem, const void *x,
+                      const void *var, ntk_fc_gpu_t **out, char *err, size_t cap);
+
+/* Tile t into host buffers nngp and (unless NULL) ntk, rows x cols
+ * row-major. Diagonal entries of diagonal tiles are the variances and
+ * diagonal tiles are exactly symmetric, as on the CPU. */
+int ntk_fc_gpu_tile(ntk_fc_gpu_t *g, const struct ntk_tile *t, void *nngp, void *ntk, char *err, size_t cap);
+
+/* Frees every device allocation; accepts NULL. */
+void ntk_fc_gpu_free(ntk_fc_gpu_t *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

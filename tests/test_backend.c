@@ -1,0 +1,133 @@
+/* Backends: placement of ranks on GPUs and CPUs, the registry, and -- on a
+ * machine with a GPU -- the CUDA backend's tiles against the CPU backend's
+ * for every fully-connected kernel type in float32 and float64 (skipped,
+ * saying so, where there is no GPU; scripts/gpu_check.sh runs it there). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ntkd/backend.h"
+#include "ntkd/config.h"
+#include "testutil.h"
+
+START_TEST(test_place) {
+  /* auto: the first ngpus computing ranks of a node get one GPU each. */
+  ck_assert_int_eq(ntk_backend_place(NTK_BACKEND_AUTO, 0, 2, 1), 0);
+  ck_assert_int_eq(ntk_backend_place(NTK_BACKEND_AUTO, 1, 2, 1), 1);
+  ck_assert_int_eq(ntk_backend_place(NTK_BACKEND_AUTO, 2, 2, 1), NTK_PLACE_CPU);
+  ck_assert_int_eq(ntk_backend_place(NTK_BACKEND_AUTO, 0, 0, 1), NTK_PLACE_CPU);
+  /* A network the GPU backend does not compute (CNN) stays on the CPU. */
+  ck_assert_int_eq(ntk_backend_place(NTK_BACKEND_AUTO, 0, 2, 0), NTK_PLACE_CPU);
+  /* cpu: never a GPU. */
+  ck_assert_int_eq(ntk_backend_place(NTK_BACKEND_CPU, 0, 8, 1), NTK_PLACE_CPU);
+  /* cuda: a GPU for every computing rank, or a refusal. */
+  ck_assert_int_eq(ntk_backend_place(NTK_BACKEND_CUDA, 1, 2, 1), 1);
+  ck_assert_int_eq(ntk_backend_place(NTK_BACKEND_CUDA, 2, 2, 1), NTK_PLACE_NO_GPU);
+  ck_assert_int_eq(ntk_backend_place(NTK_BACKEND_CUDA, 0, 0, 1), NTK_PLACE_NO_GPU);
+  ck_assert_int_eq(ntk_backend_place(NTK_BACKEND_CUDA, 0, 4, 0), NTK_PLACE_NO_GPU);
+}
+END_TEST
+
+START_TEST(test_registry) {
+  ck_assert_ptr_nonnull(ntk_backend_find("cpu"));
+  ck_assert_ptr_null(ntk_backend_find("opencl"));
+  const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
+  ck_assert_int_eq(cuda != NULL, strstr(ntk_backend_names(), "cuda") != NULL);
+  char why[256] = "";
+  int n = ntk_backend_gpu_count(why, sizeof why);
+  if (!n) ck_assert_msg(why[0], "no GPU but no reason given");
+  if (cuda) ck_assert_int_eq(cuda->available() != 0, n > 0);
+}
+END_TEST
+
+/* Largest |gpu - cpu| / max(|cpu_ij|, sqrt(cpu_ii cpu_jj)) over full n x n
+ * matrices (float64 copies): an entry small by cancellation carries the
+ * absolute rounding of its inputs, as in the neural-tangents tests. */
+static double matrix_err(const double *g, const double *c, size_t n) {
+  double worst = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j <= i; j++) {
+      double scale = fmax(fabs(c[i * n + j]), sqrt(fabs(c[i * n + i] * c[j * n + j])));
+      double e = fabs(g[i * n + j] - c[i * n + j]) / scale;
+      if (!(e <= worst)) worst = e;
+    }
+  return worst;
+}
+
+static void put_tile(double *m, size_t n, const struct ntk_tile *t, const void *v, int elem) {
+  for (size_t i = 0; i < t->rows; i++)
+    for (size_t j = 0; j < t->cols; j++)
+      m[(t->r0 + i) * n + t->c0 + j] =
+          elem == 4 ? ((const float *)v)[i * t->cols + j] : ((const double *)v)[i * t->cols + j];
+}
+
+START_TEST(test_cuda_matches_cpu) {
+  const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
+  char why[256] = "";
+  if (!cuda || !ntk_backend_gpu_count(why, sizeof why)) {
+    printf("skipped: CUDA tiles against CPU tiles (%s)\n", cuda ? why : "CUDA not compiled in");
+    return;
+  }
+  static const char *const archs[] = {
+      "Dense Relu Dense", "Dense(W_std=1.5, b_std=0.1) Erf Dense Relu Dense", "Dense LeakyRelu(0.1) Dense Abs Dense",
+      "Dense Identity Dense(b_std=0.3)", "[Dense(W_std=1.4) Relu]*10 Dense"};
+  size_t n = 700, d = 61;
+  for (int elem = 4; elem <= 8; elem += 4) {
+    struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * (size_t)elem), 0};
+    srand(7);
+    for (size_t k = 0; k < n * d; k++) {
+      double v = (double)rand() / RAND_MAX * 2 - 1;
+      if (elem == 4) ((float *)ds.x)[k] = (float)v;
+      else ((double *)ds.x)[k] = v;
+    }
+    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+      struct ntk_arch arch;
+      ck_assert_int_eq(ntk_arch_parse(archs[a], 1.0, 0.0, &arch), NTK_OK);
+      struct ntk_problem p = {&arch, &ds, NTK_KERNEL_NNGP | NTK_KERNEL_NTK, 0};
+      void *cc = NULL, *gc = NULL;
+      ck_assert_int_eq(ntk_backend_cpu.create(&p, &cc), NTK_OK);
+      ck_assert_msg(cuda->create(&p, &gc) == NTK_OK, "%s", ntk_error_message());
+      struct ntk_tiling tg;
+      ntk_tiling_init(&tg, n, 256); /* ragged: 700 = 2 * 256 + 188 */
+      size_t cap = 256 * 256 * (size_t)elem;
+      char *b[4];
+      for (int i = 0; i < 4; i++) b[i] = malloc(cap);
+      double *m[4];
+      for (int i = 0; i < 4; i++) m[i] = calloc(n * n, sizeof(double));
+      for (uint64_t idx = 0; idx < tg.ntiles; idx++) {
+        struct ntk_tile t = ntk_tiling_tile(&tg, idx);
+        ck_assert_int_eq(ntk_backend_cpu.compute_tile(cc, &t, b[0], b[1]), NTK_OK);
+        ck_assert_msg(cuda->compute_tile(gc, &t, b[2], b[3]) == NTK_OK, "%s", ntk_error_message());
+        for (int i = 0; i < 4; i++) put_tile(m[i], n, &t, b[i], elem);
+        if (t.bi == t.bj) /* exactly symmetric, like the CPU's */
+          for (size_t i = 0; i < t.rows; i++)
+            for (size_t j = 0; j < i; j++)
+              ck_assert(!memcmp(b[2] + (i * t.cols + j) * (size_t)elem, b[2] + (j * t.cols + i) * (size_t)elem,
+                                (size_t)elem));
+      }
+      double worst = fmax(matrix_err(m[2], m[0], n), matrix_err(m[3], m[1], n));
+      for (int i = 0; i < 4; i++) free(m[i]);
+      double bound = elem == 4 ? 1e-5 : 1e-12;
+      printf("cuda vs cpu, %s, %s: largest relative difference %.3g (bound %g)\n", elem == 4 ? "float32" : "float64",
+             archs[a], worst, bound);
+      ck_assert_msg(worst < bound, "%s %d: %g", archs[a], elem, worst);
+      for (int i = 0; i < 4; i++) free(b[i]);
+      ntk_backend_cpu.destroy(cc);
+      cuda->destroy(gc);
+      ntk_arch_free(&arch);
+    }
+    free(ds.x);
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("backend");
+  TCase *tc = tcase_create("backend");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_place);
+  tcase_add_test(tc, test_registry);
+  tcase_add_test(tc, test_cuda_matches_cpu);
+  suite_add_tcase(s, tc);
+  return tu_run(s);
+}
