@@ -466,15 +466,19 @@ def write_case(out, c, x, nngp, ntk, close=True):
     out.write('end\n')
 
 
+def write_versions(out):
+  out.write('# generator: scripts/nt_reference.py (ntkd)\n')
+  out.write(f'# neural-tangents {nt.__version__}\n')
+  out.write(f'# jax {jax.__version__}\n')
+  out.write(f'# jaxlib {jaxlib.__version__}\n')
+  out.write(f'# numpy {np.__version__}\n')
+
+
 def write_suite(path, cases, x_comment):
   names = [c['name'] for c in cases]
   assert len(set(names)) == len(names), 'duplicate case names'
   with open(path, 'w') as out:
-    out.write('# generator: scripts/nt_reference.py (ntkd)\n')
-    out.write(f'# neural-tangents {nt.__version__}\n')
-    out.write(f'# jax {jax.__version__}\n')
-    out.write(f'# jaxlib {jaxlib.__version__}\n')
-    out.write(f'# numpy {np.__version__}\n')
+    write_versions(out)
     out.write("# kernel_fn(x, None, ('nngp', 'ntk')), float64, "
               "parameterization='ntk'\n")
     for line in x_comment:
@@ -503,11 +507,7 @@ def solve_cases():
 
 def write_solve_suite(path, cases):
   with open(path, 'w') as out:
-    out.write('# generator: scripts/nt_reference.py (ntkd)\n')
-    out.write(f'# neural-tangents {nt.__version__}\n')
-    out.write(f'# jax {jax.__version__}\n')
-    out.write(f'# jaxlib {jaxlib.__version__}\n')
-    out.write(f'# numpy {np.__version__}\n')
+    write_versions(out)
     out.write('# kernel regression: nt.predict.gradient_descent_mse_ensemble('
               'kernel_fn, x_train, one_hot(y_train), diag_reg=ridge)'
               '(t=None, x_test=x_test, get=(nngp, ntk)), float64\n')

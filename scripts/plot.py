@@ -93,19 +93,14 @@ def plot_train(opts):
   if not rows:
     sys.exit(f'{opts.log}: no epochs logged')
   ep = [r['epoch'] for r in rows]
-  fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4), dpi=110)
-  a1.plot(ep, [r['main/loss'] for r in rows], 'o-', label='train')
-  a1.plot(ep, [r['validation/main/loss'] for r in rows], 's-', label='validation')
-  a1.set_xlabel('epoch')
-  a1.set_ylabel('loss (softmax cross-entropy)')
-  a1.legend()
-  a1.grid(alpha=0.3)
-  a2.plot(ep, [r['main/accuracy'] for r in rows], 'o-', label='train')
-  a2.plot(ep, [r['validation/main/accuracy'] for r in rows], 's-', label='validation')
-  a2.set_xlabel('epoch')
-  a2.set_ylabel('accuracy')
-  a2.legend()
-  a2.grid(alpha=0.3)
+  fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=110)
+  for ax, key, label in zip(axes, ('loss', 'accuracy'), ('loss (softmax cross-entropy)', 'accuracy')):
+    ax.plot(ep, [r[f'main/{key}'] for r in rows], 'o-', label='train')
+    ax.plot(ep, [r[f'validation/main/{key}'] for r in rows], 's-', label='validation')
+    ax.set_xlabel('epoch')
+    ax.set_ylabel(label)
+    ax.legend()
+    ax.grid(alpha=0.3)
   if opts.title:
     fig.suptitle(opts.title)
   fig.tight_layout()

@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 
 #include "../../cuda/cublas_dl.h"
+#include "../../cuda/cuda_try.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,25 +37,6 @@ struct ntk_mlp_gpu {
   int *hit_h;
 };
 
-static int fail(char *err, size_t cap, const char *what, const char *why) {
-  snprintf(err, cap, "%s: %s", what, why);
-  return 1;
-}
-
-#define CUDA_TRY(call)                                                                  \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) return fail(err, cap, #call, cudaGetErrorString(e_));        \
-  } while (0)
-#define BLAS_TRY(call)                                                                  \
-  do {                                                                                  \
-    cublasStatus_t s_ = (call);                                                         \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                  \
-      char code_[64];                                                                   \
-      snprintf(code_, sizeof code_, "%s", ntk_cublas_status_name(s_));                  \
-      return fail(err, cap, #call, code_);                                              \
-    }                                                                                   \
-  } while (0)
 
 extern "C" int ntk_mlp_gpu_devices(void) {
   int n = 0;
@@ -115,7 +97,7 @@ extern "C" int ntk_mlp_gpu_create(const struct ntk_mlp *m, size_t max_batch, int
                                   ntk_mlp_gpu_t **out, char *err, size_t cap) {
   *out = NULL;
   ntk_mlp_gpu_t *G = (ntk_mlp_gpu_t *)calloc(1, sizeof *G);
-  if (!G) return fail(err, cap, "ntk_mlp_gpu_create", "out of memory");
+  if (!G) return ntk_cuda_fail(err, cap, "ntk_mlp_gpu_create", "out of memory");
   *out = G;
   G->m = *m;
   G->max_batch = max_batch;
@@ -141,7 +123,7 @@ extern "C" int ntk_mlp_gpu_create(const struct ntk_mlp *m, size_t max_batch, int
   CUDA_TRY(cudaMalloc(&G->hit, max_batch * sizeof(int)));
   G->loss_h = (double *)malloc(max_batch * sizeof(double));
   G->hit_h = (int *)malloc(max_batch * sizeof(int));
-  if (!G->loss_h || !G->hit_h) return fail(err, cap, "ntk_mlp_gpu_create", "out of memory");
+  if (!G->loss_h || !G->hit_h) return ntk_cuda_fail(err, cap, "ntk_mlp_gpu_create", "out of memory");
   CUDA_TRY(cudaMemcpy(G->p, state, np * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_TRY(cudaMemcpy(G->mo, state + np, np * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_TRY(cudaMemcpy(G->v, state + 2 * np, np * sizeof(float), cudaMemcpyHostToDevice));
@@ -180,7 +162,7 @@ extern "C" int ntk_mlp_gpu_grad(ntk_mlp_gpu_t *G, const float *x, const int32_t 
     memset(grad, 0, np * sizeof(float));
     return 0;
   }
-  if (b > G->max_batch) return fail(err, cap, "ntk_mlp_gpu_grad", "batch larger than planned");
+  if (b > G->max_batch) return ntk_cuda_fail(err, cap, "ntk_mlp_gpu_grad", "batch larger than planned");
   CUDA_TRY(cudaMemcpy(G->x, x, b * m->sizes[0] * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_TRY(cudaMemcpy(G->y, y, b * sizeof(int32_t), cudaMemcpyHostToDevice));
   CUDA_TRY(cudaMemset(G->g, 0, np * sizeof(float)));

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../../cuda/cublas_dl.h"
+#include "../../cuda/cuda_try.h"
 #include "fc_cuda.h"
 
 extern "C" {
@@ -36,21 +37,6 @@ struct ntk_fc_gpu {
   size_t cap;
 };
 
-static int fail(char *err, size_t cap, const char *what, const char *why) {
-  snprintf(err, cap, "%s: %s", what, why);
-  return 1;
-}
-
-#define CUDA_TRY(call)                                                                  \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) return fail(err, cap, #call, cudaGetErrorString(e_));        \
-  } while (0)
-#define BLAS_TRY(call)                                                                  \
-  do {                                                                                  \
-    cublasStatus_t s_ = (call);                                                         \
-    if (s_ != CUBLAS_STATUS_SUCCESS) return fail(err, cap, #call, ntk_cublas_status_name(s_)); \
-  } while (0)
 
 extern "C" int ntk_cuda_device_count(void) {
   int n = 0;
@@ -133,7 +119,7 @@ extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t
                                  const void *var, ntk_fc_gpu_t **out, char *err, size_t cap) {
   *out = NULL;
   ntk_fc_gpu_t *G = (ntk_fc_gpu_t *)calloc(1, sizeof *G);
-  if (!G) return fail(err, cap, "ntk_fc_gpu_create", "out of memory");
+  if (!G) return ntk_cuda_fail(err, cap, "ntk_fc_gpu_create", "out of memory");
   G->device = device;
   G->elem = elem;
   G->n = n;
@@ -142,7 +128,7 @@ extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t
   struct gpu_layer *hl = (struct gpu_layer *)calloc(arch->n ? arch->n : 1, sizeof *hl);
   if (!hl) {
     free(G);
-    return fail(err, cap, "ntk_fc_gpu_create", "out of memory");
+    return ntk_cuda_fail(err, cap, "ntk_fc_gpu_create", "out of memory");
   }
   for (size_t l = 0; l < arch->n; l++) {
     const struct ntk_layer *L = &arch->layers[l];
@@ -170,11 +156,11 @@ extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t
     else if ((e = cudaMemcpy(G->layers, hl, arch->n * sizeof *hl, cudaMemcpyHostToDevice)) != cudaSuccess)
       what = "cudaMemcpy(layers)";
     if (what) {
-      rc = fail(err, cap, what, cudaGetErrorString(e));
+      rc = ntk_cuda_fail(err, cap, what, cudaGetErrorString(e));
       break;
     }
     cublasStatus_t s = G->cb.create(&G->h);
-    if (s != CUBLAS_STATUS_SUCCESS) rc = fail(err, cap, "cublasCreate", ntk_cublas_status_name(s));
+    if (s != CUBLAS_STATUS_SUCCESS) rc = ntk_cuda_fail(err, cap, "cublasCreate", ntk_cublas_status_name(s));
   } while (0);
   free(hl);
   if (rc) {
