@@ -62,6 +62,28 @@ import numpy as np; a = np.load('full.npy'); b = np.load('tt.npy'); k = $ntrain
 assert np.isfinite(a).all() and np.array_equal(a[:, :k], b[:, :k])"
 check "... and the same predictions" cmp -s full-ntk-ridge0.001.npy "$c-ntk-ridge0.001.npy"
 
+# --- a regression job stopped by SIGTERM resumes to the same predictions ------------
+$PY -c "
+import numpy as np; r = np.random.default_rng(9)
+np.save('btr.npy', r.standard_normal((3000, 64)).astype(np.float32)); np.save('bte.npy', r.standard_normal((600, 64)).astype(np.float32))
+np.save('bytr.npy', r.integers(0, 4, 3000)); np.save('byte.npy', r.integers(0, 4, 600))"
+for j in bclean bstop; do
+  reg "$j" "[Dense Relu]*8 Dense Erf Dense" "0.01" 64
+  sed -i -e 's/^path = xtr.npy/path = btr.npy/' -e 's/^path = xte.npy/path = bte.npy/' \
+    -e 's/^labels = ytr.npy/labels = bytr.npy/' -e 's/^labels = yte.npy/labels = byte.npy/' -e 's/float64/float32/' "$j.conf"
+done
+expect_rc 0 "an uninterrupted regression job" mpirun -np 3 "$NTKD" bclean.conf
+mpirun -np 3 "$NTKD" bstop.conf > /dev/null 2> bstop.log &
+mp=$!
+wait_tiles bstop.ntk 30
+kill -TERM $(rank_pids "ntkd bstop.conf" 0)
+wait $mp
+check "SIGTERM mid-job: exit 5" [ $? = 5 ]
+check "... no predictions yet" bash -c "! ls bstop-*.npy 2>/dev/null"
+expect_rc 0 "... the rerun resumes and solves" mpirun -np 3 "$NTKD" bstop.conf
+check "... computing only the missing tiles" has "resuming bstop.ntk" err.log
+check "... to the same predictions" bash -c "cmp -s bclean-ntk-ridge0.01.npy bstop-ntk-ridge0.01.npy && cmp -s bclean-nngp-ridge0.01.npy bstop-nngp-ridge0.01.npy"
+
 # --- refusals ------------------------------------------------------------------------
 # Two identical train samples and no ridge: singular. A clear message, no NaN
 # file, and the ridge that works is still solved.
