@@ -13,6 +13,7 @@
 
 #include "ntkd/arch.h"
 #include "ntkd/backend.h"
+#include "ntkd/cnn.h"
 #include "ntkd/comm.h"
 #include "ntkd/config.h"
 #include "ntkd/coordinator.h"
@@ -186,7 +187,9 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     st = ntk_agree(ntk_comm_node_slot(&slot, &node_workers));
     char why[512] = "";
     int ngpus = job->backend == NTK_BACKEND_CPU ? 0 : ntk_backend_gpu_count(why, sizeof why);
-    int gpu_arch = ntk_arch_is_fc(&arch);
+    /* The GPU backend computes what the CPU's FC path computes; CNNs,
+     * including Dense layers before a Flatten on images, stay on the CPU. */
+    int gpu_arch = !ntk_cnn_applies(&arch, &data);
     if (computes) place = ntk_backend_place(job->backend, slot, ngpus, gpu_arch);
     ntk_status pst = NTK_OK;
     if (!st && place == NTK_PLACE_NO_GPU) {
@@ -201,16 +204,10 @@ int ntk_run_job(const char *conf_path, int overwrite) {
                         conf_path, ngpus, ngpus == 1 ? "" : "s", node_workers);
     }
     if (!st) st = ntk_agree(pst); /* each rank that cannot be placed says why */
-    double on_gpu = computes && place >= 0;
-    if (!st) st = ntk_agree(ntk_comm_sum_doubles(&on_gpu, 1));
-    if (!st && rank == 0) {
-      int workers = size == 1 ? 1 : size - 1;
-      if (on_gpu > 0)
-        fprintf(stderr, "ntkd: %d worker%s on GPUs (CUDA), %d on the CPU\n", (int)on_gpu, on_gpu == 1 ? "" : "s",
-                workers - (int)on_gpu);
-      else if (job->backend == NTK_BACKEND_AUTO && !ngpus && strstr(ntk_backend_names(), "cuda"))
+    if (!st && rank == 0 && job->backend == NTK_BACKEND_AUTO) {
+      if (!ngpus && strstr(ntk_backend_names(), "cuda"))
         fprintf(stderr, "ntkd: no usable GPU (%s): computing on the CPU\n", why);
-      else if (job->backend == NTK_BACKEND_AUTO && ngpus && !gpu_arch)
+      else if (ngpus && !gpu_arch)
         fprintf(stderr, "ntkd: CNN kernels on the GPU are not written yet: computing on the CPU\n");
     }
   }
@@ -244,12 +241,21 @@ int ntk_run_job(const char *conf_path, int overwrite) {
       est = ntk_engine_create(&prob, ntk_backend_find("cuda"), job->level, &tiling, &engine);
       if (est && job->backend == NTK_BACKEND_AUTO) { /* auto: a GPU that fails to start is not fatal */
         fprintf(stderr, "ntkd: rank %d: %s: computing on the CPU instead\n", rank, ntk_error_message());
+        place = NTK_PLACE_CPU;
         est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
       }
     } else if (computes) {
       est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
     }
     st = ntk_agree(est);
+    /* Counted once the engines exist: a GPU that failed to start is not one. */
+    double on_gpu = computes && place >= 0;
+    if (!st) st = ntk_agree(ntk_comm_sum_doubles(&on_gpu, 1));
+    if (!st && rank == 0 && on_gpu > 0) {
+      int workers = size == 1 ? 1 : size - 1;
+      fprintf(stderr, "ntkd: %d worker%s on GPUs (CUDA), %d on the CPU\n", (int)on_gpu, on_gpu == 1 ? "" : "s",
+              workers - (int)on_gpu);
+    }
   }
   ntk_status result = NTK_OK;
   t_ready = ntk_now();

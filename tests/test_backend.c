@@ -99,11 +99,12 @@ START_TEST(test_cuda_matches_cpu) {
         ck_assert_int_eq(ntk_backend_cpu.compute_tile(cc, &t, b[0], b[1]), NTK_OK);
         ck_assert_msg(cuda->compute_tile(gc, &t, b[2], b[3]) == NTK_OK, "%s", ntk_error_message());
         for (int i = 0; i < 4; i++) put_tile(m[i], n, &t, b[i], elem);
-        if (t.bi == t.bj) /* exactly symmetric, like the CPU's */
-          for (size_t i = 0; i < t.rows; i++)
-            for (size_t j = 0; j < i; j++)
-              ck_assert(!memcmp(b[2] + (i * t.cols + j) * (size_t)elem, b[2] + (j * t.cols + i) * (size_t)elem,
-                                (size_t)elem));
+        if (t.bi == t.bj) /* exactly symmetric, NNGP and NTK, like the CPU's */
+          for (int k = 2; k < 4; k++)
+            for (size_t i = 0; i < t.rows; i++)
+              for (size_t j = 0; j < i; j++)
+                ck_assert(!memcmp(b[k] + (i * t.cols + j) * (size_t)elem, b[k] + (j * t.cols + i) * (size_t)elem,
+                                  (size_t)elem));
       }
       double worst = fmax(matrix_err(m[2], m[0], n), matrix_err(m[3], m[1], n));
       for (int i = 0; i < 4; i++) free(m[i]);

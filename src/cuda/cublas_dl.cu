@@ -17,6 +17,7 @@ int ntk_cublas_load(struct ntk_cublas *b, char *err, size_t cap) {
   b->destroy = (cublasStatus_t(*)(cublasHandle_t))dlsym(b->lib, "cublasDestroy_v2");
   *(void **)&b->sgemm = dlsym(b->lib, "cublasSgemm_v2");
   *(void **)&b->dgemm = dlsym(b->lib, "cublasDgemm_v2");
+  *(void **)&b->set_math_mode = dlsym(b->lib, "cublasSetMathMode"); /* optional */
   if (!b->create || !b->destroy || !b->sgemm || !b->dgemm) {
     snprintf(err, cap, "dlsym(cublas*_v2): %s", dlerror());
     return 1;

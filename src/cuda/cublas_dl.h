@@ -14,6 +14,7 @@ struct ntk_cublas {
   cublasStatus_t (*destroy)(cublasHandle_t);
   cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
                           const float *, int, const float *, int, const float *, float *, int);
+  cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t); /* NULL if absent */
   cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
                           const double *, int, const double *, int, const double *, double *, int);
 };

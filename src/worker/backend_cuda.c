@@ -8,18 +8,24 @@
 
 #include "cuda/fc_cuda.h"
 #include "ntkd/backend.h"
+#include "ntkd/cnn.h"
 #include "ntkd/fc.h"
+
+int ntk_cuda_count(char *why, size_t cap); /* cuda/device.cu */
 
 struct cuda_ctx {
   ntk_fc_t *fc; /* host variances */
   ntk_fc_gpu_t *gpu;
 };
 
-static int cuda_available(void) { return ntk_cuda_device_count() > 0; }
+static int cuda_available(void) {
+  char why[256];
+  return ntk_cuda_count(why, sizeof why) > 0;
+}
 
 static ntk_status cuda_create(const struct ntk_problem *p, void **ctx) {
   *ctx = NULL;
-  if (!ntk_arch_is_fc(p->arch))
+  if (ntk_cnn_applies(p->arch, p->data)) /* also Dense ... Flatten on images: per position */
     return ntk_error(NTK_ECONFIG, "the CUDA backend computes fully-connected networks; CNN kernels on the GPU "
                      "are not written yet (use backend = cpu or auto)");
   struct cuda_ctx *c = calloc(1, sizeof *c);

@@ -9,6 +9,7 @@
  * scripts/gpu_check.sh compares it with the CPU backend. */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +38,6 @@ struct ntk_fc_gpu {
   size_t cap;
 };
 
-
-extern "C" int ntk_cuda_device_count(void) {
-  int n = 0;
-  /* The count is left untouched on error: do not trust it then. */
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
 
 static __device__ inline float map_abrelu(float a, float b, float q12, float q11, float q22, float *td) {
   return ntk_abreluf(a, b, q12, q11, q22, td);
@@ -160,7 +155,14 @@ extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t
       break;
     }
     cublasStatus_t s = G->cb.create(&G->h);
-    if (s != CUBLAS_STATUS_SUCCESS) rc = ntk_cuda_fail(err, cap, "cublasCreate", ntk_cublas_status_name(s));
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      rc = ntk_cuda_fail(err, cap, "cublasCreate", ntk_cublas_status_name(s));
+      break;
+    }
+    /* Plain float32/float64 arithmetic: no TF32 or emulation, whatever the
+     * environment asks for. */
+    if (G->cb.set_math_mode && (s = G->cb.set_math_mode(G->h, CUBLAS_PEDANTIC_MATH)) != CUBLAS_STATUS_SUCCESS)
+      rc = ntk_cuda_fail(err, cap, "cublasSetMathMode", ntk_cublas_status_name(s));
   } while (0);
   free(hl);
   if (rc) {
@@ -181,10 +183,11 @@ extern "C" int ntk_fc_gpu_tile(ntk_fc_gpu_t *G, const struct ntk_tile *tl, void 
   size_t rows = tl->rows, cols = tl->cols, count = rows * cols, es = (size_t)G->elem;
   CUDA_TRY(cudaSetDevice(G->device));
   if (count > G->cap) { /* sized by the tile: grows once, to the largest */
-    CUDA_TRY(cudaFree(G->g));
-    CUDA_TRY(cudaFree(G->t));
-    G->g = G->t = NULL;
+    void *og = G->g, *ot = G->t;
+    G->g = G->t = NULL; /* never freed twice, whatever fails below */
     G->cap = 0;
+    CUDA_TRY(cudaFree(og));
+    CUDA_TRY(cudaFree(ot));
     CUDA_TRY(cudaMalloc(&G->g, count * es));
     CUDA_TRY(cudaMalloc(&G->t, count * es));
     G->cap = count;

@@ -17,9 +17,6 @@ extern "C" {
 
 typedef struct ntk_fc_gpu ntk_fc_gpu_t;
 
-/* Usable GPUs in this process (0 without a driver). */
-int ntk_cuda_device_count(void);
-
 /* On GPU `device`: copies the n x d data and the (arch->n + 1) x n
  * per-sample variances (elements of `elem` bytes, as ntk_fc_create made
  * them). Tile buffers are allocated by the first tile, sized by it. */
