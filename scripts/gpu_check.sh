@@ -19,7 +19,28 @@ fi
 #    fresh random inputs, every fully-connected kernel type, float32 (1e-5)
 #    and float64 (1e-12); diagonal tiles exactly symmetric.
 CK_FORK=no "$build/tests/test_backend"
-# 4. Benchmarks. FC: N = 10 000, d = 3 072, 3-layer ReLU NTK, float32, one
+# 4. A mixed job (issue 5, item 2): mpirun -np 4 with backend = auto puts
+#    the node's first workers on its GPUs and the rest on the CPU; the
+#    matrix must agree with a CPU-only run (float32, 1e-5 relative).
+mix=$(mktemp -d)
+/usr/bin/python3 -c "import numpy as np; np.save('$mix/x.npy', np.random.default_rng(2).standard_normal((3000, 256)).astype(np.float32))"
+for b in auto cpu; do
+  printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense Erf Dense\n[compute]\ntile = 256\nbackend = %s\n[output]\npath = %s.ntk\n' "$b" "$b" > "$mix/$b.conf"
+done
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+  mpirun -np 4 "$build/ntkd" "$mix/auto.conf" 2>&1 | grep -E "GPU|CPU|error" || true
+"$build/ntkd" "$mix/cpu.conf" 2>/dev/null
+"$build/ntkd" export "$mix/auto.ntk" "$mix/auto.npy" 2>/dev/null
+"$build/ntkd" export "$mix/cpu.ntk" "$mix/cpu.npy" 2>/dev/null
+/usr/bin/python3 -c "
+import numpy as np
+a = np.load('$mix/auto.npy').astype(np.float64); c = np.load('$mix/cpu.npy').astype(np.float64)
+d = np.sqrt(np.abs(np.outer(np.diag(c), np.diag(c))))
+err = float(np.max(np.abs(a - c) / np.maximum(np.abs(c), d)))
+print('mixed GPU/CPU job vs CPU-only: largest relative difference %.3g (bound 1e-5)' % err)
+raise SystemExit(0 if err < 1e-5 else 1)"
+rm -rf "$mix"
+# 5. Benchmarks. FC: N = 10 000, d = 3 072, 3-layer ReLU NTK, float32, one
 #    rank on one GPU, against one cublasSsyrk of the same size.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
