@@ -107,6 +107,51 @@ START_TEST(test_roundtrip) {
 }
 END_TEST
 
+/* A kernel-regression store: n = 10, tile 4 (3 blocks), train = the first 6
+ * samples, no test x test: tile (2, 2) = number 5 holds only test x test
+ * entries and is not needed. */
+START_TEST(test_split) {
+  char p[512];
+  tu_path(p, sizeof p, dir, "split.ntk");
+  struct ntk_store_info in = make_info();
+  in.n_train = 6;
+  ntk_store_t *s;
+  ck_assert_int_eq(ntk_store_create(p, &in, &s), NTK_OK);
+  ck_assert_uint_eq(ntk_store_tiling(s)->ntiles, 6);
+  ck_assert_uint_eq(ntk_store_tiling(s)->needed, 5);
+  ck_assert(!ntk_tiling_needed(ntk_store_tiling(s), 5) && ntk_tiling_needed(ntk_store_tiling(s), 4));
+  append(s, 0);
+  append(s, 5); /* no writer does this; readers must step over it */
+  for (uint64_t k = 1; k < 5; k++) append(s, k);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_WRITE | NTK_STORE_CHECK_PAYLOAD, &s), NTK_OK);
+  const struct ntk_store_info *got = ntk_store_get_info(s);
+  ck_assert_uint_eq(got->n_train, 6);
+  ck_assert_int_eq(got->test_test, 0);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 5); /* all needed tiles, the ones after tile 5 included */
+  ck_assert(!ntk_store_has_tile(s, 5));
+  ck_assert_uint_eq(ntk_store_get_scan(s)->tail_bytes, 0);
+  for (uint64_t k = 0; k < 5; k++) check_tile(s, k);
+  ntk_store_close(s);
+  /* With test x test the whole triangle is needed. */
+  tu_path(p, sizeof p, dir, "split-tt.ntk");
+  in.test_test = 1;
+  ck_assert_int_eq(ntk_store_create(p, &in, &s), NTK_OK);
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_get_info(s)->test_test, 1);
+  ck_assert_uint_eq(ntk_store_tiling(s)->needed, 6);
+  ntk_store_close(s);
+  /* A header claiming more train samples than samples is damaged. */
+  tu_path(p, sizeof p, dir, "split-bad.ntk");
+  in.test_test = 0;
+  in.n_train = 11;
+  ck_assert_int_eq(ntk_store_create(p, &in, &s), NTK_OK);
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_ECORRUPT);
+}
+END_TEST
+
 START_TEST(test_torn_and_garbage_tail) {
   char p[512];
   tu_path(p, sizeof p, dir, "torn.ntk");
@@ -242,6 +287,7 @@ int main(void) {
   Suite *s = suite_create("store");
   TCase *tc = tcase_create("store");
   tcase_add_test(tc, test_roundtrip);
+  tcase_add_test(tc, test_split);
   tcase_add_test(tc, test_torn_and_garbage_tail);
   tcase_add_test(tc, test_flipped_byte);
   tcase_add_test(tc, test_foreign_files);

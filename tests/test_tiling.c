@@ -35,6 +35,30 @@ START_TEST(test_cover_exactly_once) {
 }
 END_TEST
 
+START_TEST(test_limit_columns) {
+  /* needed = the tiles whose first column is among the first m samples,
+   * counted by brute force, for every m and a few shapes. */
+  const uint64_t shapes[][2] = {{10, 4}, {100, 7}, {1000, 64}, {12000, 512}, {5, 10}};
+  for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+    uint64_t n = shapes[k][0], T = shapes[k][1];
+    for (uint64_t m = 0; m <= n + 1; m += (n > 200 ? 97 : 1)) {
+      struct ntk_tiling t;
+      ntk_tiling_init(&t, n, T);
+      ntk_tiling_limit_columns(&t, m);
+      uint64_t count = 0;
+      for (uint64_t i = 0; i < t.ntiles; i++) {
+        struct ntk_tile tl = ntk_tiling_tile(&t, i);
+        int want = m == 0 || m >= n || tl.c0 < m;
+        ck_assert_int_eq(ntk_tiling_needed(&t, i), want);
+        count += (uint64_t)want;
+      }
+      ck_assert_uint_eq(t.needed, count);
+      ck_assert(!ntk_tiling_needed(&t, t.ntiles));
+    }
+  }
+}
+END_TEST
+
 START_TEST(test_large_index_inverse) {
   struct ntk_tiling t;
   ntk_tiling_init(&t, 1000000, 100); /* 10^4 blocks, ~5e7 tiles */
@@ -57,6 +81,7 @@ int main(void) {
   TCase *tc = tcase_create("tiles");
   tcase_add_test(tc, test_cover_exactly_once);
   tcase_add_test(tc, test_large_index_inverse);
+  tcase_add_test(tc, test_limit_columns);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }
