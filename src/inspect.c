@@ -69,23 +69,6 @@ int ntk_cmd_info(const char *path) {
   return 0;
 }
 
-/* Decode tile `index` into `buf` (rows*cols of the chosen kernel). */
-static ntk_status load_tile(ntk_store_t *s, ntk_codec_t *codec, uint64_t index, int which, void *raw, void *buf) {
-  const struct ntk_store_info *in = ntk_store_get_info(s);
-  struct ntk_tile t = ntk_tiling_tile(ntk_store_tiling(s), index);
-  void *payload;
-  size_t len, rawb = ntk_store_raw_bytes(s, &t);
-  ntk_status st = ntk_store_read_payload(s, index, &payload, &len);
-  if (st) return st;
-  st = ntk_codec_decompress(codec, payload, len, (int)in->elem, raw, rawb);
-  free(payload);
-  if (st) return ntk_error(st, "tile %llu: %s", (unsigned long long)index, ntk_error_message());
-  size_t one = (size_t)(t.rows * t.cols) * in->elem;
-  size_t off = (which == NTK_KERNEL_NTK && (in->kernels & NTK_KERNEL_NNGP)) ? one : 0;
-  memcpy(buf, (char *)raw + off, one);
-  return NTK_OK;
-}
-
 int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
   ntk_store_t *s;
   ntk_status st = ntk_store_open(path, NTK_STORE_READ, &s);
@@ -139,10 +122,10 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
             else *(double *)(void *)e = NAN;
           }
       } else if (J <= I) {
-        if ((st = load_tile(s, codec, ntk_tiling_index(I, J), which, raw, tb))) break;
+        if ((st = ntk_store_read_kernel(s, codec, ntk_tiling_index(I, J), which, raw, tb))) break;
         for (size_t i = 0; i < rows; i++) memcpy(rowbuf + (i * n + c0) * es, tb + i * cols * es, cols * es);
       } else { /* upper triangle: the transpose of tile (J, I) */
-        if ((st = load_tile(s, codec, ntk_tiling_index(J, I), which, raw, tb))) break;
+        if ((st = ntk_store_read_kernel(s, codec, ntk_tiling_index(J, I), which, raw, tb))) break;
         for (size_t i = 0; i < rows; i++)
           for (size_t j = 0; j < cols; j++) memcpy(rowbuf + (i * n + c0 + j) * es, tb + (j * rows + i) * es, es);
       }

@@ -80,22 +80,12 @@ static ntk_status assemble(ntk_store_t *s, int which, double *ktt, double *kst) 
   size_t ntr = (size_t)in->n_train, es = in->elem;
   ntk_codec_t *codec = ntk_codec_create(1);
   size_t edge = in->tile < in->n ? in->tile : (size_t)in->n;
-  char *raw = malloc(edge * edge * es * 2 + 1);
-  ntk_status st = codec && raw ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
+  char *raw = malloc(edge * edge * es * 2 + 1), *v = malloc(edge * edge * es + 1);
+  ntk_status st = codec && raw && v ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
   for (uint64_t idx = 0; idx < tg->ntiles && !st; idx++) {
     if (!ntk_tiling_needed(tg, idx)) continue;
     struct ntk_tile t = ntk_tiling_tile(tg, idx);
-    void *payload;
-    size_t len;
-    if ((st = ntk_store_read_payload(s, idx, &payload, &len))) break;
-    st = ntk_codec_decompress(codec, payload, len, (int)es, raw, ntk_store_raw_bytes(s, &t));
-    free(payload);
-    if (st) {
-      st = ntk_error(st, "tile %llu: %s", (unsigned long long)idx, ntk_error_message());
-      break;
-    }
-    size_t one = (size_t)(t.rows * t.cols) * es;
-    const char *v = raw + ((which == NTK_KERNEL_NTK && (in->kernels & NTK_KERNEL_NNGP)) ? one : 0);
+    if ((st = ntk_store_read_kernel(s, codec, idx, which, raw, v))) break;
     for (size_t r = 0; r < t.rows && !st; r++)
       for (size_t c = 0; c < t.cols; c++) {
         size_t i = (size_t)t.r0 + r, j = (size_t)t.c0 + c;
@@ -111,6 +101,7 @@ static ntk_status assemble(ntk_store_t *s, int which, double *ktt, double *kst) 
         /* both >= ntr: test x test, not used here */
       }
   }
+  free(v);
   free(raw);
   ntk_codec_free(codec);
   return st;

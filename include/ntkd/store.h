@@ -82,6 +82,14 @@ size_t ntk_store_raw_bytes(const ntk_store_t *s, const struct ntk_tile *t);
 ntk_status ntk_store_append(ntk_store_t *s, const struct ntk_tile *t, const void *payload, size_t len,
                             uint64_t checksum);
 
+/* Tile `tile`'s values of one kernel (NTK_KERNEL_NNGP or NTK_KERNEL_NTK,
+ * which the store must hold): its payload read, checked and decompressed
+ * into `raw` (ntk_store_raw_bytes of scratch), that kernel's rows x cols
+ * copied to `out`. Errors as ntk_store_read_payload, and the codec's. */
+struct ntk_codec;
+ntk_status ntk_store_read_kernel(ntk_store_t *s, struct ntk_codec *codec, uint64_t tile, int which, void *raw,
+                                 void *out);
+
 /* fdatasync the store. A failure is fatal: the caller must stop (never
  * retry and continue: the kernel may have dropped the dirty pages). */
 ntk_status ntk_store_sync(ntk_store_t *s);

@@ -387,6 +387,23 @@ ntk_status ntk_store_close(ntk_store_t *s) {
 const struct ntk_store_info *ntk_store_get_info(const ntk_store_t *s) { return &s->info; }
 const struct ntk_tiling *ntk_store_tiling(const ntk_store_t *s) { return &s->tiling; }
 const struct ntk_store_scan *ntk_store_get_scan(const ntk_store_t *s) { return &s->scan; }
+ntk_status ntk_store_read_kernel(ntk_store_t *s, ntk_codec_t *codec, uint64_t tile, int which, void *raw,
+                                 void *out) {
+  struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
+  void *payload;
+  size_t len, rawb = ntk_store_raw_bytes(s, &t);
+  ntk_status st = ntk_store_read_payload(s, tile, &payload, &len);
+  if (st) return st;
+  st = ntk_codec_decompress(codec, payload, len, (int)s->info.elem, raw, rawb);
+  free(payload);
+  if (st) return ntk_error(st, "tile %llu: %s", (unsigned long long)tile, ntk_error_message());
+  /* The raw tile holds NNGP, then NTK when both are stored. */
+  size_t one = (size_t)(t.rows * t.cols) * s->info.elem;
+  size_t off = (which == NTK_KERNEL_NTK && (s->info.kernels & NTK_KERNEL_NNGP)) ? one : 0;
+  memcpy(out, (char *)raw + off, one);
+  return NTK_OK;
+}
+
 uint64_t ntk_store_tiles_done(const ntk_store_t *s) { return s->done; }
 int ntk_store_has_tile(const ntk_store_t *s, uint64_t tile) {
   return tile < s->tiling.ntiles && s->offset[tile] != 0;
