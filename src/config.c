@@ -81,6 +81,15 @@ static int once(struct ctx *c, const char *section, const char *key, int bit) {
   return 1;
 }
 
+/* A key whose value is one path (given once, not empty), resolved against
+ * the job file's folder into `out` (NTK_PATH_MAX bytes). */
+static int path_key(struct ctx *c, const char *s, const char *k, const char *v, int bit, char *out) {
+  if (!once(c, s, k, bit)) return 0;
+  if (!*v) return fail(c, s, k, "%s", "empty");
+  if (!resolve_path(c, v, out)) return fail(c, s, k, "%s", "too long");
+  return 1;
+}
+
 /* Whitespace-separated paths (CIFAR-10 batches) into `paths`. */
 static int parse_paths(struct ctx *c, const char *s, const char *k, const char *v,
                        char paths[][NTK_PATH_MAX], int *n) {
@@ -123,9 +132,7 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
       return fail(c, s, k, "'%s' is not a finite non-zero number", v);
     j->has_scale = 1;
   } else if (!strcmp(k, "labels")) {
-    if (!once(c, s, k, SEEN_LABELS)) return 0;
-    if (!*v) return fail(c, s, k, "%s", "empty");
-    if (!resolve_path(c, v, j->labels_path)) return fail(c, s, k, "%s", "too long");
+    if (!path_key(c, s, k, v, SEEN_LABELS, j->labels_path)) return 0;
     c->labels_line = c->rd->line;
   } else {
     return fail(c, s, k, "%s", "unknown key (path, format, layout, count, scale, labels)");
@@ -183,9 +190,7 @@ static int on_compute(struct ctx *c, const char *s, const char *k, const char *v
 static int on_output(struct ctx *c, const char *s, const char *k, const char *v) {
   struct ntk_job *j = c->job;
   if (!strcmp(k, "path")) {
-    if (!once(c, s, k, SEEN_OPATH)) return 0;
-    if (!*v) return fail(c, s, k, "%s", "empty");
-    if (!resolve_path(c, v, j->out_path)) return fail(c, s, k, "%s", "too long");
+    if (!path_key(c, s, k, v, SEEN_OPATH, j->out_path)) return 0;
   } else if (!strcmp(k, "level")) {
     if (!once(c, s, k, SEEN_LEVEL)) return 0;
     double d;
@@ -262,9 +267,7 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
     else return fail(c, s, k, "'%s' is not auto, cpu or cuda", v);
   } else if (!strcmp(k, "snapshot") || !strcmp(k, "log")) {
     int snap = k[0] == 's';
-    if (!once(c, s, k, snap ? SEEN_SNAPSHOT : SEEN_LOG)) return 0;
-    if (!*v) return fail(c, s, k, "%s", "empty");
-    if (!resolve_path(c, v, snap ? t->snapshot : t->log)) return fail(c, s, k, "%s", "too long");
+    if (!path_key(c, s, k, v, snap ? SEEN_SNAPSHOT : SEEN_LOG, snap ? t->snapshot : t->log)) return 0;
   } else {
     return fail(c, s, k, "%s", "unknown key (layers, batch, epochs, alpha, beta1, beta2, eps, seed, "
                 "flush_denormals, device, snapshot, log)");
@@ -276,9 +279,7 @@ static int on_validation(struct ctx *c, const char *s, const char *k, const char
   struct ntk_train_opts *t = &c->job->train;
   if (!strcmp(k, "path") || !strcmp(k, "labels")) {
     int path = k[0] == 'p';
-    if (!once(c, s, k, path ? SEEN_VPATH : SEEN_VLABELS)) return 0;
-    if (!*v) return fail(c, s, k, "%s", "empty");
-    if (!resolve_path(c, v, path ? t->val_path : t->val_labels)) return fail(c, s, k, "%s", "too long");
+    if (!path_key(c, s, k, v, path ? SEEN_VPATH : SEEN_VLABELS, path ? t->val_path : t->val_labels)) return 0;
   } else if (!strcmp(k, "count")) {
     if (!once(c, s, k, SEEN_VCOUNT)) return 0;
     if (!ntk_parse_size(v, &t->val_count) || t->val_count == 0)
@@ -295,9 +296,7 @@ static int on_test(struct ctx *c, const char *s, const char *k, const char *v) {
     if (!once(c, s, k, SEEN_TPATH)) return 0;
     if (!parse_paths(c, s, k, v, t->path, &t->ndata)) return 0;
   } else if (!strcmp(k, "labels")) {
-    if (!once(c, s, k, SEEN_TLABELS)) return 0;
-    if (!*v) return fail(c, s, k, "%s", "empty");
-    if (!resolve_path(c, v, t->labels)) return fail(c, s, k, "%s", "too long");
+    if (!path_key(c, s, k, v, SEEN_TLABELS, t->labels)) return 0;
   } else if (!strcmp(k, "count")) {
     if (!once(c, s, k, SEEN_TCOUNT)) return 0;
     if (!ntk_parse_size(v, &t->count) || t->count == 0) return fail(c, s, k, "'%s' is not a positive integer", v);
@@ -328,9 +327,7 @@ static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) 
     }
     if (!o->nridge) return fail(c, s, k, "%s", "empty");
   } else if (!strcmp(k, "predictions")) {
-    if (!once(c, s, k, SEEN_PRED)) return 0;
-    if (!*v) return fail(c, s, k, "%s", "empty");
-    if (!resolve_path(c, v, o->predictions)) return fail(c, s, k, "%s", "too long");
+    if (!path_key(c, s, k, v, SEEN_PRED, o->predictions)) return 0;
   } else {
     return fail(c, s, k, "%s", "unknown key (ridge, predictions)");
   }
