@@ -18,15 +18,6 @@ void ntk_tiling_limit_columns(struct ntk_tiling *t, uint64_t m) {
   t->needed = t->nbc * (t->nbc + 1) / 2 + (t->nb - t->nbc) * t->nbc;
 }
 
-int ntk_tiling_needed(const struct ntk_tiling *t, uint64_t index) {
-  if (index >= t->ntiles) return 0;
-  if (t->nbc == t->nb) return 1;
-  uint64_t bi = (uint64_t)((sqrt(8.0 * (double)index + 1.0) - 1.0) / 2.0);
-  while (bi * (bi + 1) / 2 > index) bi--;
-  while ((bi + 1) * (bi + 2) / 2 <= index) bi++;
-  return index - bi * (bi + 1) / 2 < t->nbc;
-}
-
 uint64_t ntk_tiling_index(uint64_t bi, uint64_t bj) { return bi * (bi + 1) / 2 + bj; }
 
 struct ntk_tile ntk_tiling_tile(const struct ntk_tiling *t, uint64_t index) {
@@ -48,4 +39,9 @@ struct ntk_tile ntk_tiling_tile(const struct ntk_tiling *t, uint64_t index) {
 uint64_t ntk_tile_pairs(const struct ntk_tile *tile) {
   if (tile->bi != tile->bj) return tile->rows * tile->cols;
   return tile->rows * (tile->rows + 1) / 2;
+}
+
+int ntk_tiling_needed(const struct ntk_tiling *t, uint64_t index) {
+  if (index >= t->ntiles) return 0;
+  return t->nbc == t->nb || ntk_tiling_tile(t, index).bj < t->nbc;
 }
