@@ -1,4 +1,4 @@
-/* Error checking for CUDA translation units whose functions report
+/* Error checking (and the grid size of grid-stride loops) for CUDA translation units whose functions report
  * failures as (return 1, message in `err` of `cap` bytes): every CUDA
  * runtime and cuBLAS call goes through CUDA_TRY / BLAS_TRY, and the
  * message names the call and gives the library's own text. */
@@ -25,5 +25,12 @@ static inline int ntk_cuda_fail(char *err, size_t cap, const char *what, const c
     cublasStatus_t s_ = (call);                                                               \
     if (s_ != CUBLAS_STATUS_SUCCESS) return ntk_cuda_fail(err, cap, #call, ntk_cublas_status_name(s_)); \
   } while (0)
+
+/* Blocks of 256 threads for a grid-stride loop over n items (capped at
+ * 65535 blocks, at least 1). */
+static inline unsigned ntk_cuda_blocks(size_t n) {
+  size_t b = (n + 255) / 256;
+  return (unsigned)(b > 65535 ? 65535 : (b ? b : 1));
+}
 
 #endif

@@ -38,10 +38,11 @@ struct ntk_mlp_gpu {
 };
 
 
+extern "C" int ntk_cuda_count(char *why, size_t cap); /* src/worker/cuda/device.cu */
+
 extern "C" int ntk_mlp_gpu_devices(void) {
-  int n = 0;
-  /* The count is left untouched on error: do not trust it then. */
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+  char why[256];
+  return ntk_cuda_count(why, sizeof why);
 }
 
 __global__ static void rows_from_bias(float *out, const float *bias, size_t b, size_t n) {
@@ -88,10 +89,6 @@ __global__ static void column_sums(const float *dz, size_t b, size_t n, float *d
   db[j] = s;
 }
 
-static unsigned blocks_for(size_t n) {
-  size_t b = (n + 255) / 256;
-  return (unsigned)(b > 65535 ? 65535 : (b ? b : 1));
-}
 
 extern "C" int ntk_mlp_gpu_create(const struct ntk_mlp *m, size_t max_batch, int device, const float *state,
                                   ntk_mlp_gpu_t **out, char *err, size_t cap) {
@@ -173,16 +170,16 @@ extern "C" int ntk_mlp_gpu_grad(ntk_mlp_gpu_t *G, const float *x, const int32_t 
     int ni = (int)m->sizes[l], no = (int)m->sizes[l + 1];
     off[l] = o;
     float *out = G->acts + o;
-    rows_from_bias<<<blocks_for(b * no), 256>>>(out, G->p + m->b_off[l], b, (size_t)no);
+    rows_from_bias<<<ntk_cuda_blocks(b * no), 256>>>(out, G->p + m->b_off[l], b, (size_t)no);
     BLAS_TRY(G->cb.sgemm(G->h, CUBLAS_OP_N, CUBLAS_OP_N, no, (int)b, ni, &one, G->p + m->w_off[l], no, in, ni, &one,
                       out, no));
-    if (l + 1 < L) relu_inplace<<<blocks_for(b * no), 256>>>(out, b * (size_t)no);
+    if (l + 1 < L) relu_inplace<<<ntk_cuda_blocks(b * no), 256>>>(out, b * (size_t)no);
     in = out;
     o += b * (size_t)no;
   }
   size_t k = m->sizes[L];
   float *dz = G->d1, *da = G->d2;
-  softmax_xent<<<blocks_for(b), 256>>>(G->acts + off[L - 1], G->y, b, k, dz, G->loss, G->hit);
+  softmax_xent<<<ntk_cuda_blocks(b), 256>>>(G->acts + off[L - 1], G->y, b, k, dz, G->loss, G->hit);
   CUDA_TRY(cudaGetLastError());
   /* Backward. */
   for (size_t l = L; l-- > 0;) {
@@ -191,12 +188,12 @@ extern "C" int ntk_mlp_gpu_grad(ntk_mlp_gpu_t *G, const float *x, const int32_t 
     /* dW (ni x no) = a_in^T (ni x b) . dz (b x no) */
     BLAS_TRY(G->cb.sgemm(G->h, CUBLAS_OP_N, CUBLAS_OP_T, no, ni, (int)b, &one, dz, no, a_in, ni, &zero,
                       G->g + m->w_off[l], no));
-    column_sums<<<blocks_for((size_t)no), 256>>>(dz, b, (size_t)no, G->g + m->b_off[l]);
+    column_sums<<<ntk_cuda_blocks((size_t)no), 256>>>(dz, b, (size_t)no, G->g + m->b_off[l]);
     if (l == 0) break;
     /* da (b x ni) = dz (b x no) . W^T (no x ni), then the ReLU below. */
     BLAS_TRY(G->cb.sgemm(G->h, CUBLAS_OP_T, CUBLAS_OP_N, ni, (int)b, no, &one, G->p + m->w_off[l], no, dz, no, &zero, da,
                       ni));
-    relu_backward<<<blocks_for(b * (size_t)ni), 256>>>(da, G->acts + off[l - 1], b * (size_t)ni);
+    relu_backward<<<ntk_cuda_blocks(b * (size_t)ni), 256>>>(da, G->acts + off[l - 1], b * (size_t)ni);
     float *t = dz;
     dz = da;
     da = t;

@@ -173,10 +173,6 @@ extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t
   return 0;
 }
 
-static unsigned blocks_for(size_t n) {
-  size_t b = (n + 255) / 256;
-  return (unsigned)(b > 65535 ? 65535 : (b ? b : 1));
-}
 
 extern "C" int ntk_fc_gpu_tile(ntk_fc_gpu_t *G, const struct ntk_tile *tl, void *nngp, void *ntk, char *err,
                                size_t cap) {
@@ -199,14 +195,14 @@ extern "C" int ntk_fc_gpu_tile(ntk_fc_gpu_t *G, const struct ntk_tile *tl, void 
     const float *x = (const float *)G->x;
     BLAS_TRY(G->cb.sgemm(G->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)cols, (int)rows, (int)G->d, &alpha, x + tl->c0 * G->d,
                          (int)G->d, x + tl->r0 * G->d, (int)G->d, &beta, (float *)G->g, (int)cols));
-    layers_kernel<float><<<blocks_for(count), 256>>>((float *)G->g, ntk ? (float *)G->t : NULL, rows, cols, tl->r0,
+    layers_kernel<float><<<ntk_cuda_blocks(count), 256>>>((float *)G->g, ntk ? (float *)G->t : NULL, rows, cols, tl->r0,
                                                     tl->c0, diag, G->layers, G->nl, (const float *)G->var, G->n);
   } else {
     double alpha = 1.0 / (double)G->d, beta = 0.0;
     const double *x = (const double *)G->x;
     BLAS_TRY(G->cb.dgemm(G->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)cols, (int)rows, (int)G->d, &alpha, x + tl->c0 * G->d,
                          (int)G->d, x + tl->r0 * G->d, (int)G->d, &beta, (double *)G->g, (int)cols));
-    layers_kernel<double><<<blocks_for(count), 256>>>((double *)G->g, ntk ? (double *)G->t : NULL, rows, cols,
+    layers_kernel<double><<<ntk_cuda_blocks(count), 256>>>((double *)G->g, ntk ? (double *)G->t : NULL, rows, cols,
                                                      tl->r0, tl->c0, diag, G->layers, G->nl, (const double *)G->var,
                                                      G->n);
   }
