@@ -8,6 +8,7 @@
 
 #include "ntkd/backend.h"
 #include "ntkd/config.h"
+#include "refcase.h"
 #include "testutil.h"
 
 START_TEST(test_place) {
@@ -39,20 +40,6 @@ START_TEST(test_registry) {
   if (cuda) ck_assert_int_eq(cuda->available() != 0, n > 0);
 }
 END_TEST
-
-/* Largest |gpu - cpu| / max(|cpu_ij|, sqrt(cpu_ii cpu_jj)) over full n x n
- * matrices (float64 copies): an entry small by cancellation carries the
- * absolute rounding of its inputs, as in the neural-tangents tests. */
-static double matrix_err(const double *g, const double *c, size_t n) {
-  double worst = 0;
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j <= i; j++) {
-      double scale = fmax(fabs(c[i * n + j]), sqrt(fabs(c[i * n + i] * c[j * n + j])));
-      double e = fabs(g[i * n + j] - c[i * n + j]) / scale;
-      if (!(e <= worst)) worst = e;
-    }
-  return worst;
-}
 
 static void put_tile(double *m, size_t n, const struct ntk_tile *t, const void *v, int elem) {
   for (size_t i = 0; i < t->rows; i++)
@@ -106,7 +93,8 @@ START_TEST(test_cuda_matches_cpu) {
                 ck_assert(!memcmp(b[k] + (i * t.cols + j) * (size_t)elem, b[k] + (j * t.cols + i) * (size_t)elem,
                                   (size_t)elem));
       }
-      double worst = fmax(matrix_err(m[2], m[0], n), matrix_err(m[3], m[1], n));
+      /* relative to max(|K_ij|, sqrt(K_ii K_jj)), as against neural-tangents */
+      double worst = fmax(ref_max_err(m[2], 8, m[0], n, 0), ref_max_err(m[3], 8, m[1], n, 0));
       for (int i = 0; i < 4; i++) free(m[i]);
       double bound = elem == 4 ? 1e-5 : 1e-12;
       printf("cuda vs cpu, %s, %s: largest relative difference %.3g (bound %g)\n", elem == 4 ? "float32" : "float64",
