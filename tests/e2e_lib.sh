@@ -36,6 +36,19 @@ wait_tiles() {
   echo "    waited ${3:-120}s for $2 tiles in $1"
   return 1
 }
+# wait_file FILE PID [SECONDS]: poll until FILE exists, giving up early if
+# process PID has ended. A fixed bound in steps of sleeps is too short on a
+# slow machine (a sanitizer build on CI took over 8 s for the first epoch).
+wait_file() {
+  local end=$((SECONDS + ${3:-300}))
+  while [ $SECONDS -lt $end ]; do
+    [ -e "$1" ] && return 0
+    kill -0 "$2" 2>/dev/null || { [ -e "$1" ]; return; }
+    sleep 0.02
+  done
+  echo "    waited ${3:-300}s for $1"
+  return 1
+}
 # rank_pids PATTERN [RANK]: pids of the MPI ranks (processes with
 # OMPI_COMM_WORLD_RANK set, so not mpirun itself) whose command line matches
 # PATTERN; only rank RANK if given.

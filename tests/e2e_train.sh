@@ -61,7 +61,7 @@ tjob kfull "784 512 10" 3 20000
 tjob k "784 512 10" 3 20000
 "$NTKD" k.conf >/dev/null 2>&1 &
 pid=$!
-for _ in $(seq 1 400); do [ -e k.snap ] && break; sleep 0.02; done
+wait_file k.snap $pid
 kill -KILL $pid 2>/dev/null
 wait $pid 2>/dev/null
 check "killed after the first snapshot, before the end" bash -c "[ -e k.snap ] && [ \$(wc -l < k.jsonl) -lt 3 ]"
@@ -76,7 +76,7 @@ check "... and says so" has "nothing to train" err.log
 tjob st "784 512 10" 3 20000
 "$NTKD" st.conf >/dev/null 2>st.log &
 pid=$!
-for _ in $(seq 1 400); do [ -e st.snap ] && break; sleep 0.02; done
+wait_file st.snap $pid
 sleep 0.2
 kill -TERM $pid
 wait $pid
