@@ -102,6 +102,44 @@ START_TEST(test_paths_agree) {
 }
 END_TEST
 
+/* The batched code (16 images in SIMD lanes) gives the same bits as the
+ * same path pair by pair, in both precisions: the ReLU map depends on a pair
+ * (a, a) reproducing a's variances exactly, and the self runs that compute
+ * those variances go pair by pair. */
+static void check_batched_bits(int elem) {
+  struct ntk_dataset ds;
+  random_images(&ds, 19, 6, 5, 2, elem, 5);
+  size_t n = ds.n;
+  double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
+  int batched_archs = 0;
+  for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+    struct ntk_arch arch;
+    ck_assert_msg(ntk_arch_parse(archs[a], 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
+    ntk_cnn_t *c;
+    ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, &c), NTK_OK);
+    ntk_cnn_path fast = ntk_cnn_get_path(c);
+    ntk_cnn_free(c);
+    compute(&arch, &ds, fast, 7, g0, t0);          /* an explicit path: pair by pair */
+    compute(&arch, &ds, NTK_CNN_AUTO, 7, g1, t1);  /* batched where it applies */
+    ck_assert_msg(!memcmp(g0, g1, n * n * 8) && !memcmp(t0, t1, n * n * 8), "%s (%s): batched and pair-by-pair differ",
+                  archs[a], elem == 4 ? "float32" : "float64");
+    batched_archs += fast == NTK_CNN_DIAG || strstr(archs[a], "AvgPool(") == NULL;
+    ntk_arch_free(&arch);
+  }
+  ck_assert_int_ge(batched_archs, 4);
+  free(g0);
+  free(t0);
+  free(g1);
+  free(t1);
+  free(ds.x);
+}
+
+START_TEST(test_batched_bits_float32) { check_batched_bits(4); }
+END_TEST
+
+START_TEST(test_batched_bits_float64) { check_batched_bits(8); }
+END_TEST
+
 /* Every neural-tangents CNN case, on every path that applies, in both
  * precisions, with whole and ragged tiles. Float32 errors are taken
  * relative to max(|K_ij|, sqrt(K_ii K_jj)) as in test_kernel.c. */
@@ -157,6 +195,8 @@ int main(void) {
   TCase *tc = tcase_create("cnn");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_paths_agree);
+  tcase_add_test(tc, test_batched_bits_float32);
+  tcase_add_test(tc, test_batched_bits_float64);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);
   suite_add_tcase(s, tc);

@@ -124,6 +124,51 @@ START_TEST(test_atan2f) {
 }
 END_TEST
 
+/* The division-free float ReLU map against the double one over the whole
+ * angle range (both signs of q12, both sides of pi/4 and pi/8, near +-1),
+ * and its exact cases: a pair with itself, zero variances. */
+START_TEST(test_abreluf_angles) {
+  double worst_g = 0, worst_t = 0;
+  const float ab[3][2] = {{0, 1}, {0.1f, 1}, {-1, 1}};
+  for (int v = 0; v < 3; v++)
+    for (int i = 0; i <= 4000; i++) {
+      double th = NTK_PI * i / 4000.0;
+      float q11 = 0.37f + (float)(i % 7), q22 = 2.9f / (1 + (float)(i % 5));
+      float q12 = (float)(cos(th) * sqrt((double)q11 * q22));
+      float tf;
+      double td, g = ntk_abrelu(ab[v][0], ab[v][1], q12, q11, q22, &td);
+      float gf = ntk_abreluf(ab[v][0], ab[v][1], q12, q11, q22, &tf);
+      double scale = sqrt((double)q11 * q22); /* entries are O(scale), tdot O(1) */
+      double eg = fabs(gf - g) / scale, et = fabs(tf - td);
+      worst_g = eg > worst_g ? eg : worst_g;
+      worst_t = et > worst_t ? et : worst_t;
+      /* the precomputed-factor form is the same function, bit for bit */
+      float tf2, gf2 = ntk_abreluf_r(ab[v][0], ab[v][1], q12, q11, q22, ntk_rsqrtf(q11), ntk_rsqrtf(q22), &tf2);
+      ck_assert(gf2 == gf && tf2 == tf);
+    }
+  /* float32 inputs carry 6e-8 relative rounding; near q12 = +-sqrt(q11 q22)
+   * the angle amplifies it to ~sqrt(6e-8) in tdot, as in any float32 map. */
+  ck_assert_msg(worst_g < 2e-6, "nngp error %.3g", worst_g);
+  ck_assert_msg(worst_t < 2e-4, "tdot error %.3g", worst_t);
+  float tf;
+  /* A pair with itself: exactly q/2 and 1/2, whatever q. */
+  for (float q = 1e-20f; q < 1e18f; q *= 7.3f) {
+    ck_assert(ntk_abreluf(0, 1, q, q, q, &tf) == q * 0.5f);
+    ck_assert(tf == 0.5f);
+  }
+  /* Zero variances: angle pi/2, as the double map. */
+  ck_assert(ntk_abreluf(0, 1, 0.0f, 0.0f, 0.0f, &tf) == 0.0f);
+  ck_assert_float_eq_tol(tf, 0.25f, 1e-7f);
+  ck_assert(ntk_abreluf(0, 1, 0.0f, 0.0f, 3.0f, &tf) == 0.0f);
+  ck_assert_float_eq_tol(tf, 0.25f, 1e-7f);
+  /* Opposite inputs: nothing in common; tiny variances stay finite. */
+  ck_assert_float_eq_tol(ntk_abreluf(0, 1, -2.0f, 2.0f, 2.0f, &tf), 0.0f, 1e-7f);
+  ck_assert_float_eq_tol(tf, 0.0f, 1e-7f);
+  float g = ntk_abreluf(0, 1, 1e-41f, 1e-40f, 2e-40f, &tf);
+  ck_assert(isfinite(g) && isfinite(tf));
+}
+END_TEST
+
 /* The same entries, bit for bit, whatever the tile size (N > the Gram block). */
 static void check_tile_independence(int elem) {
   size_t n = 1100, d = 37, es = (size_t)elem;
@@ -177,6 +222,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_maps);
   tcase_add_test(tc, test_atan2f);
+  tcase_add_test(tc, test_abreluf_angles);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);
   tcase_add_test(tc, test_tile_independence_f32);

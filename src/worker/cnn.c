@@ -81,22 +81,30 @@ struct ntk_cnn {
 #define REAL float
 #define SFX(x) x##_f
 #define ABRELU ntk_abreluf
+#define ABRELU_R ntk_abreluf_r
+#define RSQRT ntk_rsqrtf
 #define ERF ntk_erff
 #include "cnn_impl.h"
 #include "cnn_batch_impl.h"
 #undef REAL
 #undef SFX
 #undef ABRELU
+#undef ABRELU_R
+#undef RSQRT
 #undef ERF
 #define REAL double
 #define SFX(x) x##_d
 #define ABRELU ntk_abrelu
+#define ABRELU_R ntk_abrelu_r
+#define RSQRT ntk_rsqrt
 #define ERF ntk_erf
 #include "cnn_impl.h"
 #include "cnn_batch_impl.h"
 #undef REAL
 #undef SFX
 #undef ABRELU
+#undef ABRELU_R
+#undef RSQRT
 #undef ERF
 
 int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data) {
@@ -160,10 +168,10 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
       op->ho = h;
       op->wo = w;
       op->slice_local = 1;
-      if (is_nonlinear(l->kind)) {
+      if (is_nonlinear(l->kind)) { /* h*w variances, then their ntk_rsqrt */
         op->var = (int)P->nvar;
         P->var_off[P->nvar++] = P->var_size;
-        P->var_size += h * w;
+        P->var_size += 2 * h * w;
       }
     }
     h = op->ho;

@@ -23,16 +23,18 @@ NTK_CLONES static void SFX(b_affine)(REAL *restrict g, REAL *restrict t, size_t 
     for (size_t k = 0; k < n; k++) t[k] = g[k] + w2 * t[k];
 }
 
-/* Nonlinearity on `n` positions: q11 per position (image a), q22 per lane. */
+/* Nonlinearity on `n` positions: q11 per position (image a), q22 per lane;
+ * ra, rb: their ntk_rsqrt, laid out alike. */
 NTK_CLONES static void SFX(b_relu)(REAL *restrict g, REAL *restrict t, size_t n, const REAL *restrict qa,
-                                   const REAL *restrict qb, size_t qb_stride, REAL a, REAL b) {
+                                   const REAL *restrict qb, const REAL *restrict ra, const REAL *restrict rb,
+                                   size_t qb_stride, REAL a, REAL b) {
   for (size_t p = 0; p < n; p++) {
-    REAL q11 = qa[p];
+    REAL q11 = qa[p], r11 = ra[p];
     REAL *gp = g + p * B, *tp = t ? t + p * B : NULL;
-    const REAL *qbp = qb + p * qb_stride;
+    const REAL *qbp = qb + p * qb_stride, *rbp = rb + p * qb_stride;
     for (size_t k = 0; k < B; k++) {
       REAL td;
-      gp[k] = ABRELU(a, b, gp[k], q11, qbp[k], &td);
+      gp[k] = ABRELU_R(a, b, gp[k], q11, qbp[k], r11, rbp[k], &td);
       if (tp) tp[k] *= td;
     }
   }
@@ -52,36 +54,57 @@ NTK_CLONES static void SFX(b_erf)(REAL *restrict g, REAL *restrict t, size_t n, 
   }
 }
 
-/* DIAG conv: out[i][j][:] = scale * sum over the filter of in[...][:]. */
-NTK_CLONES static void SFX(b_conv_diag)(const struct cnn_op *op, const REAL *restrict in, REAL *restrict out) {
-  size_t f = (size_t)op->layer->filter, s = (size_t)op->layer->stride;
+/* DIAG conv followed by the layer's affine map: the box sum of in, then
+ * nngp' = W^2 sum/f^2 + b^2 (gnew NULL) or ntk' = gnew + W^2 sum/f^2 (gnew
+ * the layer's nngp'), rounded as conv_diag and affine round them. The box
+ * sum goes as conv_diag's: first each input row's sums over the filter
+ * columns for every output column (rows: hi x wo cells), then those over
+ * the filter rows, cells outside the input skipped. */
+NTK_CLONES static void SFX(b_conv_diag)(const struct cnn_op *op, const REAL *restrict in, REAL *restrict rows,
+                                        REAL *restrict out, const REAL *restrict gnew) {
+  long f = op->layer->filter, s = op->layer->stride, lo_h = (long)op->lo_h, lo_w = (long)op->lo_w;
+  long hi = (long)op->hi, wi = (long)op->wi;
   REAL scale = (REAL)(1.0 / (double)(f * f));
-  for (size_t i = 0; i < op->ho; i++)
+  REAL w2 = (REAL)(op->layer->w_std * op->layer->w_std), b2 = (REAL)(op->layer->b_std * op->layer->b_std);
+  for (long r = 0; r < hi; r++)
     for (size_t j = 0; j < op->wo; j++) {
       SFX(lanes) acc = {0};
-      for (size_t a = 0; a < f; a++) {
-        long r = (long)(s * i + a) - (long)op->lo_h;
-        if (op->circular) r = (r % (long)op->hi + (long)op->hi) % (long)op->hi;
-        else if (r < 0 || r >= (long)op->hi) continue;
-        for (size_t bb = 0; bb < f; bb++) {
-          long cc = (long)(s * j + bb) - (long)op->lo_w;
-          if (op->circular) cc = (cc % (long)op->wi + (long)op->wi) % (long)op->wi;
-          else if (cc < 0 || cc >= (long)op->wi) continue;
-          acc += *(const SFX(lanes) *)(in + ((size_t)r * op->wi + (size_t)cc) * B);
-        }
+      long c0 = s * (long)j - lo_w;
+      if (op->circular) {
+        for (long bb = 0; bb < f; bb++)
+          acc += *(const SFX(lanes) *)(in + (size_t)(r * wi + ((c0 + bb) % wi + wi) % wi) * B);
+      } else {
+        long b0 = c0 < 0 ? -c0 : 0, b1 = c0 + f > wi ? wi - c0 : f;
+        const REAL *src = in + (size_t)(r * wi + c0 + b0) * B;
+        for (long bb = b0; bb < b1; bb++) acc += *(const SFX(lanes) *)(src + (size_t)(bb - b0) * B);
       }
-      *(SFX(lanes) *)(out + (i * op->wo + j) * B) = acc * scale;
+      *(SFX(lanes) *)(rows + ((size_t)r * op->wo + j) * B) = acc;
     }
+  for (size_t i = 0; i < op->ho; i++) {
+    long r0 = s * (long)i - lo_h;
+    long a0 = op->circular || r0 >= 0 ? 0 : -r0, a1 = !op->circular && r0 + f > hi ? hi - r0 : f;
+    for (size_t j = 0; j < op->wo; j++) {
+      SFX(lanes) acc = {0};
+      for (long a = a0; a < a1; a++) {
+        long r = op->circular ? ((r0 + a) % hi + hi) % hi : r0 + a;
+        acc += *(const SFX(lanes) *)(rows + ((size_t)r * op->wo + j) * B);
+      }
+      SFX(lanes) *o = (SFX(lanes) *)(out + (i * op->wo + j) * B);
+      if (gnew) *o = *(const SFX(lanes) *)(gnew + (i * op->wo + j) * B) + w2 * (acc * scale);
+      else *o = w2 * (acc * scale) + b2;
+    }
+  }
 }
 
 static void SFX(b_nonlin)(const struct cnn_op *op, REAL *g, REAL *t, size_t n, const REAL *qa, const REAL *qb,
-                          size_t qb_stride) {
+                          const REAL *ra, const REAL *rb, size_t qb_stride) {
   if (op->layer->kind == NTK_LAYER_ERF) SFX(b_erf)(g, t, n, qa, qb, qb_stride);
-  else SFX(b_relu)(g, t, n, qa, qb, qb_stride, (REAL)op->layer->a, (REAL)op->layer->b);
+  else SFX(b_relu)(g, t, n, qa, qb, ra, rb, qb_stride, (REAL)op->layer->a, (REAL)op->layer->b);
 }
 
 /* Image a against the batch: xbt is [position][channel][k], vbt is
- * [slot][position][k] for the spatial slots. Results per lane. */
+ * [slot][position][k] for the spatial slots (variances, then their
+ * ntk_rsqrt). Results per lane. */
 static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
                              const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
@@ -105,15 +128,15 @@ static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL 
     size_t n = op->ho * op->wo;
     const struct ntk_layer *l = op->layer;
     if (l->kind == NTK_LAYER_CONV) {
-      SFX(b_conv_diag)(op, g, g2);
-      if (with_t) SFX(b_conv_diag)(op, t, t2);
+      SFX(b_conv_diag)(op, g, (REAL *)ws->rows, g2, NULL);
+      if (with_t) SFX(b_conv_diag)(op, t, (REAL *)ws->rows, t2, g2);
       REAL *x = g; g = g2; g2 = x;
       x = t; t = t2; t2 = x;
-      SFX(b_affine)(g, with_t ? t : NULL, n * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
     } else if (l->kind == NTK_LAYER_DENSE) {
       SFX(b_affine)(g, with_t ? t : NULL, n * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
     } else if (op->var >= 0) {
-      SFX(b_nonlin)(op, g, with_t ? t : NULL, n, va + P->var_off[op->var], vbt + P->var_off[op->var] * B, B);
+      size_t off = P->var_off[op->var];
+      SFX(b_nonlin)(op, g, with_t ? t : NULL, n, va + off, vbt + off * B, va + off + n, vbt + (off + n) * B, B);
     }
   }
   size_t n = P->out_h * P->out_w;
@@ -150,20 +173,18 @@ NTK_CLONES static void SFX(b_slice_conv)(const struct cnn_op *op, struct cnn_bws
         for (size_t bb = 1; bb < f; bb++) acc += *(const SFX(lanes) *)(src + bb * B);
         *(SFX(lanes) *)(rows + (r * ld + j) * B) = acc;
       }
+    /* The vertical pass ends in the affine map, rounded as slice_conv's
+     * separate pass rounds it (the nngp pass runs first). */
+    const REAL *gnew = (const REAL *)ws->g2;
     for (size_t i = i0; i < i1; i++)
       for (size_t j = j0; j < j1; j++) {
         const REAL *src = rows + ((i + pad - lo) * ld + j) * B;
         SFX(lanes) acc = *(const SFX(lanes) *)src;
         for (size_t a = 1; a < f; a++) acc += *(const SFX(lanes) *)(src + a * ld * B);
-        *(SFX(lanes) *)(out + ((i + pad) * ld + pad + j) * B) = acc * scale;
+        size_t cell = ((i + pad) * ld + pad + j) * B;
+        if (which) *(SFX(lanes) *)(out + cell) = *(const SFX(lanes) *)(gnew + cell) + w2 * (acc * scale);
+        else *(SFX(lanes) *)(out + cell) = w2 * (acc * scale) + b2;
       }
-  }
-  for (size_t i = i0; i < i1; i++) {
-    REAL *g = (REAL *)ws->g2 + ((i + pad) * ld + pad + j0) * B, *t = (REAL *)ws->t2 + ((i + pad) * ld + pad + j0) * B;
-    size_t n = (j1 - j0) * B;
-    for (size_t k = 0; k < n; k++) g[k] = w2 * g[k] + b2;
-    if (with_t)
-      for (size_t k = 0; k < n; k++) t[k] = g[k] + w2 * t[k];
   }
   void *x = ws->g;
   ws->g = ws->g2;
@@ -204,9 +225,9 @@ static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
             if (l->kind == NTK_LAYER_DENSE) {
               SFX(b_affine)(g, t, (j1 - j0) * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
             } else {
-              const REAL *qa = va + P->var_off[op->var] + i * w + j0;
-              const REAL *qb = vbt + (P->var_off[op->var] + (size_t)(((long)i - di) * (long)w + (long)j0 - dj)) * B;
-              SFX(b_nonlin)(op, g, t, j1 - j0, qa, qb, B);
+              size_t pa = P->var_off[op->var] + i * w + j0;
+              size_t pb = (P->var_off[op->var] + (size_t)(((long)i - di) * (long)w + (long)j0 - dj)) * B;
+              SFX(b_nonlin)(op, g, t, j1 - j0, va + pa, vbt + pb, va + pa + hw, vbt + pb + hw * B, B);
             }
           }
         }

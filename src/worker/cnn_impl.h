@@ -5,7 +5,9 @@
  * A pair (a, b) carries the covariance between positions of image a and
  * image b: F[p * hw + p'] (GENERAL), one offset at a time (SLICE), or only
  * p = p' (DIAG). Nonlinearities read each image's own variance at its own
- * position from va / vb, computed by running the pair (a, a). */
+ * position from va / vb, computed by running the pair (a, a). A
+ * nonlinearity's slot holds the n variances of its layer, then their
+ * ntk_rsqrt (the ReLU map's factors), filled in by capture_vars. */
 
 /* ---- pointwise maps ------------------------------------------------------- */
 
@@ -20,8 +22,24 @@ static REAL SFX(nonlin1)(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22
   return ABRELU((REAL)l->a, (REAL)l->b, q12, q11, q22, td);
 }
 
+/* The same with the variances' ntk_rsqrt r11, r22 from a slot. */
+static inline REAL SFX(nonlin1r)(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
+                                 REAL *td) {
+  if (l->kind == NTK_LAYER_ERF) return ERF(q12, q11, q22, td);
+  return ABRELU_R((REAL)l->a, (REAL)l->b, q12, q11, q22, r11, r22, td);
+}
+
+/* Complete a slot whose n variances a self run has just written. */
+static void SFX(capture_vars)(REAL *slot, size_t n) {
+  for (size_t p = 0; p < n; p++) slot[n + p] = RSQRT(slot[p]);
+}
+
 /* ---- DIAG: same-position entries only ------------------------------------- */
 
+/* Each output is the sum over filter rows of that row's sum over filter
+ * columns (rows then columns, skipping cells outside the input): the order
+ * of the batched b_conv_diag, which shares the row sums between outputs,
+ * and of the slices' box filter. */
 static void SFX(conv_diag)(const struct cnn_op *op, const REAL *in, REAL *out) {
   const struct ntk_layer *l = op->layer;
   size_t f = (size_t)l->filter, s = (size_t)l->stride;
@@ -33,12 +51,14 @@ static void SFX(conv_diag)(const struct cnn_op *op, const REAL *in, REAL *out) {
         long r = (long)(s * i + a) - (long)op->lo_h;
         if (op->circular) r = (r % (long)op->hi + (long)op->hi) % (long)op->hi;
         else if (r < 0 || r >= (long)op->hi) continue;
+        REAL row = 0;
         for (size_t b = 0; b < f; b++) {
           long c = (long)(s * j + b) - (long)op->lo_w;
           if (op->circular) c = (c % (long)op->wi + (long)op->wi) % (long)op->wi;
           else if (c < 0 || c >= (long)op->wi) continue;
-          sum += in[(size_t)r * op->wi + (size_t)c];
+          row += in[(size_t)r * op->wi + (size_t)c];
         }
+        sum += row;
       }
       out[i * op->wo + j] = sum * scale;
     }
@@ -172,11 +192,13 @@ static void SFX(slice_pointwise)(struct SFX(slice) *S, const struct cnn_op *op, 
       }
       continue;
     }
-    const REAL *qa = va + i * S->w;
+    size_t hw = S->h * S->w;
+    const REAL *qa = va + i * S->w, *ra = qa + hw;
     long base = ((long)i - S->di) * (long)S->w - S->dj; /* image b's position of (i, j) is base + j */
     for (size_t j = S->j0; j < S->j1; j++) {
       REAL td;
-      g[j] = SFX(nonlin1)(l, g[j], qa[j], vb[(size_t)(base + (long)j)], &td);
+      size_t q = (size_t)(base + (long)j);
+      g[j] = SFX(nonlin1r)(l, g[j], qa[j], vb[q], ra[j], vb[hw + q], &td);
       if (with_t) t[j] *= td;
     }
   }
@@ -236,9 +258,11 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
         SFX(slice_pointwise)(&S, op, NULL, NULL, with_t);
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
-        if (idx < 0)
+        if (idx < 0) {
           for (size_t i = 0; i < h; i++)
             for (size_t j = 0; j < w; j++) qa[i * w + j] = S.g[(i + S.pad) * S.ld + S.pad + j];
+          SFX(capture_vars)(qa, hw);
+        }
         SFX(slice_pointwise)(&S, op, qa, vb + P->var_off[op->var], with_t);
       }
     }
@@ -296,10 +320,13 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
         const REAL *qb = vb + P->var_off[op->var];
-        if (self) memcpy(qa, dg, n * sizeof(REAL));
+        if (self) {
+          memcpy(qa, dg, n * sizeof(REAL));
+          SFX(capture_vars)(qa, n);
+        }
         for (size_t p = 0; p < n; p++) {
           REAL td;
-          dg[p] = SFX(nonlin1)(op->layer, dg[p], qa[p], qb[p], &td);
+          dg[p] = SFX(nonlin1r)(op->layer, dg[p], qa[p], qb[p], qa[n + p], qb[n + p], &td);
           if (with_t) dt[p] *= td;
         }
       }
@@ -353,12 +380,14 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
         const REAL *qb = vb + P->var_off[op->var];
-        if (self)
+        if (self) {
           for (size_t p = 0; p < n; p++) qa[p] = fg[p * n + p];
+          SFX(capture_vars)(qa, n);
+        }
         for (size_t p = 0; p < n; p++)
           for (size_t q = 0; q < n; q++) {
             REAL td;
-            fg[p * n + q] = SFX(nonlin1)(op->layer, fg[p * n + q], qa[p], qb[q], &td);
+            fg[p * n + q] = SFX(nonlin1r)(op->layer, fg[p * n + q], qa[p], qb[q], qa[n + p], qb[n + q], &td);
             if (with_t) ft[p * n + q] *= td;
           }
       }

@@ -21,32 +21,34 @@ struct ntk_fc {
   const struct ntk_arch *arch;
   const struct ntk_dataset *data;
   void *var;      /* (arch->n + 1) x n variances, in the data's precision */
+  void *rvar;     /* their ntk_rsqrt, for the ReLU map */
   void *scratch;  /* NTK_GRAM_BLOCK^2 elements */
 };
 
 /* ---- pointwise layer maps over a tile ------------------------------------ */
 
-#define DEFINE_MAPS(T, SFX, ABRELU, ERF)                                                          \
+#define DEFINE_MAPS(T, SFX, ABRELU_R, RSQRT, ERF)                                                        \
   NTK_CLONES static void dense_##SFX(T *restrict g, T *restrict t, size_t count, T w2, T b2) {   \
     for (size_t k = 0; k < count; k++) g[k] = w2 * g[k] + b2;                                    \
     if (t)                                                                                       \
       for (size_t k = 0; k < count; k++) t[k] = g[k] + w2 * t[k];                                \
   }                                                                                              \
   NTK_CLONES static void abrelu_##SFX(T *restrict g, T *restrict t, size_t rows, size_t cols,    \
-                                      const T *restrict qr, const T *restrict qc, T a, T b) {    \
+                                      const T *restrict qr, const T *restrict qc,                \
+                                      const T *restrict rr, const T *restrict rc, T a, T b) {    \
     for (size_t i = 0; i < rows; i++) {                                                          \
-      T *gi = g + i * cols, q11 = qr[i];                                                         \
+      T *gi = g + i * cols, q11 = qr[i], r11 = rr[i];                                            \
       if (t) {                                                                                   \
         T *ti = t + i * cols;                                                                    \
         for (size_t j = 0; j < cols; j++) {                                                      \
           T td;                                                                                  \
-          gi[j] = ABRELU(a, b, gi[j], q11, qc[j], &td);                                          \
+          gi[j] = ABRELU_R(a, b, gi[j], q11, qc[j], r11, rc[j], &td);                                          \
           ti[j] *= td;                                                                           \
         }                                                                                        \
       } else {                                                                                   \
         for (size_t j = 0; j < cols; j++) {                                                      \
           T td;                                                                                  \
-          gi[j] = ABRELU(a, b, gi[j], q11, qc[j], &td);                                          \
+          gi[j] = ABRELU_R(a, b, gi[j], q11, qc[j], r11, rc[j], &td);                                          \
         }                                                                                        \
       }                                                                                          \
     }                                                                                            \
@@ -68,7 +70,7 @@ struct ntk_fc {
       T td, v = q[i];                                                                            \
       switch (l->kind) {                                                                         \
       case NTK_LAYER_DENSE: v = (T)(l->w_std * l->w_std) * v + (T)(l->b_std * l->b_std); break;  \
-      case NTK_LAYER_ABRELU: v = ABRELU((T)l->a, (T)l->b, v, v, v, &td); break;                  \
+      case NTK_LAYER_ABRELU: v = ABRELU_R((T)l->a, (T)l->b, v, v, v, RSQRT(v), RSQRT(v), &td); break;\
       case NTK_LAYER_ERF: v = ERF(v, v, v, &td); break;                                          \
       default: break;                                                                            \
       }                                                                                          \
@@ -77,7 +79,7 @@ struct ntk_fc {
   }                                                                                              \
   static void apply_layers_##SFX(const ntk_fc_t *fc, const struct ntk_tile *tl, T *g, T *t) {    \
     size_t n = fc->data->n, rows = tl->rows, cols = tl->cols, count = rows * cols;               \
-    const T *var = fc->var;                                                                      \
+    const T *var = fc->var, *rvar = fc->rvar;                                                    \
     int diag = tl->bi == tl->bj;                                                                 \
     if (t) memset(t, 0, count * sizeof(T));                                                      \
     if (diag)                                                                                    \
@@ -85,11 +87,12 @@ struct ntk_fc {
     for (size_t li = 0; li < fc->arch->n; li++) {                                                \
       const struct ntk_layer *l = &fc->arch->layers[li];                                         \
       const T *qr = var + li * n + tl->r0, *qc = var + li * n + tl->c0;                          \
+      const T *rr = rvar + li * n + tl->r0, *rc = rvar + li * n + tl->c0;                        \
       switch (l->kind) {                                                                         \
       case NTK_LAYER_DENSE:                                                                      \
         dense_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std));            \
         break;                                                                                   \
-      case NTK_LAYER_ABRELU: abrelu_##SFX(g, t, rows, cols, qr, qc, (T)l->a, (T)l->b); break;    \
+      case NTK_LAYER_ABRELU: abrelu_##SFX(g, t, rows, cols, qr, qc, rr, rc, (T)l->a, (T)l->b); break;\
       case NTK_LAYER_ERF: erf_##SFX(g, t, rows, cols, qr, qc); break;                            \
       default: break;                                                                            \
       }                                                                                          \
@@ -105,8 +108,8 @@ struct ntk_fc {
         }                                                                                        \
   }
 
-DEFINE_MAPS(float, f, ntk_abreluf, ntk_erff)
-DEFINE_MAPS(double, d, ntk_abrelu, ntk_erf)
+DEFINE_MAPS(float, f, ntk_abreluf_r, ntk_rsqrtf, ntk_erff)
+DEFINE_MAPS(double, d, ntk_abrelu_r, ntk_rsqrt, ntk_erf)
 
 /* ---- input covariance in canonical blocks --------------------------------- */
 
@@ -179,8 +182,9 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
   fc->arch = arch;
   fc->data = data;
   fc->var = malloc((arch->n + 1) * n * es);
+  fc->rvar = malloc((arch->n + 1) * n * es);
   fc->scratch = malloc((size_t)NTK_GRAM_BLOCK * NTK_GRAM_BLOCK * es);
-  if (!fc->var || !fc->scratch) {
+  if (!fc->var || !fc->rvar || !fc->scratch) {
     ntk_fc_free(fc);
     return ntk_error(NTK_ENOMEM, "out of memory for per-sample variances");
   }
@@ -201,6 +205,10 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
     if (es == 4) next_var_f(&arch->layers[l], (float *)fc->var + l * n, (float *)fc->var + (l + 1) * n, n);
     else next_var_d(&arch->layers[l], (double *)fc->var + l * n, (double *)fc->var + (l + 1) * n, n);
   }
+  for (size_t k = 0; k < (arch->n + 1) * n; k++) {
+    if (es == 4) ((float *)fc->rvar)[k] = ntk_rsqrtf(((const float *)fc->var)[k]);
+    else ((double *)fc->rvar)[k] = ntk_rsqrt(((const double *)fc->var)[k]);
+  }
   *out = fc;
   return NTK_OK;
 }
@@ -208,6 +216,7 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
 void ntk_fc_free(ntk_fc_t *fc) {
   if (!fc) return;
   free(fc->var);
+  free(fc->rvar);
   free(fc->scratch);
   free(fc);
 }
