@@ -61,6 +61,11 @@ static const char *const archs[] = {
     "Conv(3, 2, VALID) Erf Conv(2, 1, CIRCULAR) Relu Flatten Dense(b_std=0.2) Erf Dense",
     "Dense Relu Conv(3, 1, SAME) Relu Flatten Dense",
     "Conv(3, 1, SAME) Relu AvgPool(2, 1) Conv(3, 1, SAME) Relu Flatten Dense",
+    /* pooling before Flatten: the SLICE path computes only a band of offsets */
+    "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu AvgPool(2, 1) Flatten Dense",
+    "Conv(3, 1, SAME) Relu AvgPool(2, 1) Conv(3, 2, SAME) Relu Flatten Dense",
+    "Conv(3, 1, SAME) Erf AvgPool(2, 1) Conv(3, 1, CIRCULAR) Relu Flatten Dense",
+    "AvgPool(3, 1) Conv(2, 1, SAME) Relu AvgPool(2, 1) Flatten Dense",
 };
 
 START_TEST(test_paths_agree) {

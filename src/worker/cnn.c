@@ -8,7 +8,8 @@
  *   SLICE   runs of stride-1 SAME convolutions and pointwise layers are done
  *           one diagonal slice (offset) at a time, all layers of the run
  *           while the slice sits in L1; other layers (pooling, strides) work
- *           on the full covariance between runs.
+ *           on the full covariance between runs. Before a Flatten readout
+ *           only the band of offsets it needs is computed (cnn_op.bh, bw).
  *   GENERAL every layer on the full (HW)^2 covariance: the reference the
  *           fast paths are tested against.
  * Each image's own variances per layer come from running the pair (a, a),
@@ -27,6 +28,7 @@ struct cnn_op {
   int circular;
   int var;               /* nonlinearity: its variance slot, else -1 */
   int slice_local;       /* stride-1 SAME conv, Dense, nonlinearity, Identity */
+  size_t bh, bw;         /* SLICE: the largest row and column offsets of this op's input that the readout needs */
 };
 
 struct cnn_plan {
@@ -196,6 +198,26 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
     return ntk_error(NTK_EINTERNAL, "the same-position path needs a Flatten readout and no pooling");
   P->path = path;
   P->fmax = path == NTK_CNN_DIAG ? maxhw : maxhw2;
+  /* Offset bands, from the readout back: Flatten needs only offset 0 at its
+   * input, GlobalAvgPool every offset. Pointwise layers and convolutions
+   * keep an offset (a stride s multiplies it; CIRCULAR wraps, so all);
+   * AvgPool(w, s) needs s*offset + w - 1. A network with pooling before
+   * Flatten then computes only a band of slices, not the whole covariance.
+   * The GENERAL path (the reference) always takes every offset. */
+  size_t bh = P->readout == NTK_LAYER_FLATTEN ? 0 : h, bw = P->readout == NTK_LAYER_FLATTEN ? 0 : w;
+  for (size_t k = P->nops; k-- > 0;) {
+    struct cnn_op *op = &P->ops[k];
+    const struct ntk_layer *l = op->layer;
+    if (l->kind == NTK_LAYER_CONV) {
+      bh = op->circular ? op->hi : bh * (size_t)l->stride;
+      bw = op->circular ? op->wi : bw * (size_t)l->stride;
+    } else if (l->kind == NTK_LAYER_AVGPOOL) {
+      bh = bh * (size_t)l->stride + (size_t)l->window - 1;
+      bw = bw * (size_t)l->stride + (size_t)l->window - 1;
+    }
+    op->bh = path != NTK_CNN_SLICE || bh + 1 > op->hi ? op->hi - 1 : bh;
+    op->bw = path != NTK_CNN_SLICE || bw + 1 > op->wi ? op->wi - 1 : bw;
+  }
   int single = P->readout == NTK_LAYER_GLOBALAVGPOOL;
   for (size_t k = 0; k < P->nops; k++) single &= P->ops[k].slice_local;
   int tail_nonlin = 0;
@@ -230,11 +252,13 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
     size_t es = (size_t)data->elem, f = c->plan.fmax;
     size_t cells = (c->plan.W + 2 * c->plan.pad) * (c->plan.H + 2 * c->plan.pad);
     struct cnn_ws *ws = &c->ws;
-    ws->a = malloc(f * es);
-    ws->b = malloc(f * es);
-    ws->c = malloc(f * es);
-    ws->d = malloc(f * es);
-    ws->e = malloc(f * es);
+    /* calloc: entries outside the offset band are never computed but are
+     * read (harmlessly) by the full pooling and convolution loops. */
+    ws->a = calloc(f, es);
+    ws->b = calloc(f, es);
+    ws->c = calloc(f, es);
+    ws->d = calloc(f, es);
+    ws->e = calloc(f, es);
     ws->sg = malloc(cells * es);
     ws->st = malloc(cells * es);
     ws->sg2 = malloc(cells * es);

@@ -228,10 +228,12 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
    * the batched code sums in, so that a pair (a, a) gives the same bits
    * either way. A self run whose only use is the variances stops there. */
   long noff = self && P->self_vars_only ? 0 : (long)(2 * h - 1) * (long)(2 * w - 1);
+  long bh = (long)P->ops[k0].bh, bw = (long)P->ops[k0].bw; /* offsets the readout needs */
   for (long idx = self ? -1 : 0; idx < noff; idx++) {
     long k = idx < 0 ? ((long)h - 1) * (long)(2 * w - 1) + (long)w - 1 : idx;
     S.di = k / (long)(2 * w - 1) - ((long)h - 1);
     S.dj = k % (long)(2 * w - 1) - ((long)w - 1);
+    if (S.di < -bh || S.di > bh || S.dj < -bw || S.dj > bw) continue;
     S.i0 = S.di > 0 ? (size_t)S.di : 0;
     S.i1 = S.di < 0 ? (size_t)((long)h + S.di) : h;
     S.j0 = S.dj > 0 ? (size_t)S.dj : 0;
@@ -340,8 +342,10 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
     t /= (REAL)n;
   } else {
     REAL *fg = (REAL *)ws->a, *ft = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
+    size_t bh = P->nops ? P->ops[0].bh : H, bw = P->nops ? P->ops[0].bw : W;
     for (size_t p = 0; p < HW; p++)
       for (size_t q = 0; q < HW; q++) {
+        if (p / W > q / W + bh || q / W > p / W + bh || p % W > q % W + bw || q % W > p % W + bw) continue;
         REAL sum = 0;
         for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[q * C + k];
         fg[p * HW + q] = sum / (REAL)C;
