@@ -82,7 +82,6 @@ struct ntk_cnn {
 
 #define REAL float
 #define SFX(x) x##_f
-#define ABRELU ntk_abreluf
 #define ABRELU_R ntk_abreluf_r
 #define RSQRT ntk_rsqrtf
 #define ERF ntk_erff
@@ -90,13 +89,11 @@ struct ntk_cnn {
 #include "cnn_batch_impl.h"
 #undef REAL
 #undef SFX
-#undef ABRELU
 #undef ABRELU_R
 #undef RSQRT
 #undef ERF
 #define REAL double
 #define SFX(x) x##_d
-#define ABRELU ntk_abrelu
 #define ABRELU_R ntk_abrelu_r
 #define RSQRT ntk_rsqrt
 #define ERF ntk_erf
@@ -104,7 +101,6 @@ struct ntk_cnn {
 #include "cnn_batch_impl.h"
 #undef REAL
 #undef SFX
-#undef ABRELU
 #undef ABRELU_R
 #undef RSQRT
 #undef ERF

@@ -1,6 +1,6 @@
 /* CNN pair kernels, written once for both precisions: src/worker/cnn.c
  * includes this file twice with REAL = float / double, SFX(x) = x##_f / x##_d
- * and ABRELU / ERF the matching maps of include/ntkd/kernel_maps.h.
+ * and ABRELU_R / RSQRT / ERF the matching maps of include/ntkd/kernel_maps.h.
  *
  * A pair (a, b) carries the covariance between positions of image a and
  * image b: F[p * hw + p'] (GENERAL), one offset at a time (SLICE), or only
@@ -17,16 +17,17 @@ static void SFX(affine)(REAL *g, REAL *t, size_t n, REAL w2, REAL b2) {
     for (size_t k = 0; k < n; k++) t[k] = g[k] + w2 * t[k];
 }
 
-static REAL SFX(nonlin1)(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL *td) {
-  if (l->kind == NTK_LAYER_ERF) return ERF(q12, q11, q22, td);
-  return ABRELU((REAL)l->a, (REAL)l->b, q12, q11, q22, td);
-}
-
-/* The same with the variances' ntk_rsqrt r11, r22 from a slot. */
+/* A nonlinearity on one entry; r11, r22: the variances' ntk_rsqrt from a
+ * slot (the ReLU family's factors; Erf ignores them). */
 static inline REAL SFX(nonlin1r)(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
                                  REAL *td) {
   if (l->kind == NTK_LAYER_ERF) return ERF(q12, q11, q22, td);
   return ABRELU_R((REAL)l->a, (REAL)l->b, q12, q11, q22, r11, r22, td);
+}
+
+/* The same where no slot holds the factors (the scalar tail). */
+static REAL SFX(nonlin1)(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL *td) {
+  return SFX(nonlin1r)(l, q12, q11, q22, RSQRT(q11), RSQRT(q22), td);
 }
 
 /* Complete a slot whose n variances a self run has just written. */
@@ -343,12 +344,16 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
   } else {
     REAL *fg = (REAL *)ws->a, *ft = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
     size_t bh = P->nops ? P->ops[0].bh : H, bw = P->nops ? P->ops[0].bw : W;
-    for (size_t p = 0; p < HW; p++)
-      for (size_t q = 0; q < HW; q++) {
-        if (p / W > q / W + bh || q / W > p / W + bh || p % W > q % W + bw || q % W > p % W + bw) continue;
-        REAL sum = 0;
-        for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[q * C + k];
-        fg[p * HW + q] = sum / (REAL)C;
+    for (size_t i = 0; i < H; i++)
+      for (size_t j = 0; j < W; j++) {
+        size_t p = i * W + j, i1 = i + bh + 1 < H ? i + bh + 1 : H, j1 = j + bw + 1 < W ? j + bw + 1 : W;
+        for (size_t i2 = i > bh ? i - bh : 0; i2 < i1; i2++)
+          for (size_t j2 = j > bw ? j - bw : 0; j2 < j1; j2++) {
+            size_t q = i2 * W + j2;
+            REAL sum = 0;
+            for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[q * C + k];
+            fg[p * HW + q] = sum / (REAL)C;
+          }
       }
     if (with_t) memset(ft, 0, HW * HW * sizeof(REAL));
     size_t h = H, w = W;
