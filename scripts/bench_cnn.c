@@ -1,21 +1,31 @@
-/* Times CNN kernel entries on one core: computes one tile of `n` random
- * 32x32x3 images (or H W C given) with the CPU backend's CNN path and prints
- * seconds per entry (pair), each pair computed once (lower triangle).
- *   ntkd_bench_cnn "ARCH" N [float32|float64] [H W C]
+/* Times CNN kernel entries: computes one tile of `n` random 32x32x3
+ * images (or H W C given) and prints seconds per entry (pair), each pair
+ * computed once (lower triangle). By default on one core with the CPU
+ * backend's CNN path; --gpu: the CUDA backend on GPU 0 (its start-up
+ * self-check not timed); --emu: the GPU kernels in the host emulation.
+ *   ntkd_bench_cnn [--gpu|--emu] "ARCH" N [float32|float64] [H W C]
  * Per-image work (the (a, a) runs) is included, as in a real tile. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/worker/cnn_gpu.h"
 #include "ntkd/arch.h"
+#include "ntkd/backend.h"
 #include "ntkd/cnn.h"
 #include "ntkd/cpuinit.h"
 #include "ntkd/progress.h"
 
 int main(int argc, char **argv) {
   ntk_cpu_fix_openblas(argv);
+  const char *mode = "cpu";
+  if (argc > 1 && (!strcmp(argv[1], "--gpu") || !strcmp(argv[1], "--emu"))) {
+    mode = argv[1] + 2;
+    argv++;
+    argc--;
+  }
   if (argc < 3) {
-    fprintf(stderr, "usage: ntkd_bench_cnn ARCH N [float32|float64] [H W C]\n");
+    fprintf(stderr, "usage: ntkd_bench_cnn [--gpu|--emu] ARCH N [float32|float64] [H W C]\n");
     return 2;
   }
   size_t n = (size_t)atol(argv[2]);
@@ -35,23 +45,44 @@ int main(int argc, char **argv) {
     if (elem == 4) ((float *)ds.x)[k] = (float)v;
     else ((double *)ds.x)[k] = v;
   }
-  ntk_cnn_t *cnn;
-  if (ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, &cnn)) {
-    fprintf(stderr, "%s\n", ntk_error_message());
-    return 2;
-  }
   struct ntk_tiling tg;
   ntk_tiling_init(&tg, n, n);
   struct ntk_tile t = ntk_tiling_tile(&tg, 0);
   void *g = malloc(n * n * (size_t)elem), *k = malloc(n * n * (size_t)elem);
+  ntk_cnn_t *cnn = NULL;
+  ntk_cnn_gpu_t *emu = NULL;
+  struct ntk_gpu_exec ex;
+  const struct ntk_backend_ops *gpu = NULL;
+  struct ntk_problem prob = {&arch, &ds, NTK_KERNEL_NNGP | NTK_KERNEL_NTK, 0};
+  void *gctx = NULL;
+  ntk_status st;
+  if (!strcmp(mode, "gpu")) {
+    gpu = ntk_backend_find("cuda");
+    st = gpu ? gpu->create(&prob, &gctx) : ntk_error(NTK_ECONFIG, "this build has no CUDA backend");
+  } else if (!strcmp(mode, "emu")) {
+    ntk_gpu_exec_host(&ex, 1);
+    st = ntk_cnn_gpu_create(&ex, &arch, &ds, &emu);
+  } else {
+    st = ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, &cnn);
+  }
+  if (st) {
+    fprintf(stderr, "%s\n", ntk_error_message());
+    return 2;
+  }
   double t0 = ntk_now();
-  ntk_cnn_tile(cnn, &t, g, k);
+  st = gpu ? gpu->compute_tile(gctx, &t, g, k) : emu ? ntk_cnn_gpu_tile(emu, &t, g, k) : ntk_cnn_tile(cnn, &t, g, k);
   double sec = ntk_now() - t0, pairs = (double)n * (double)(n + 1) / 2.0;
+  if (st) {
+    fprintf(stderr, "%s\n", ntk_error_message());
+    return 1;
+  }
   const char *names[] = {"auto", "diag", "slice", "general"};
   printf("%.6e\n", sec / pairs);
-  fprintf(stderr, "%s: %zu images %zux%zux%zu %s, path %s: %.3f s for %.0f entries: %.3g s per entry on one core\n",
-          argv[1], n, h, w, c, elem == 4 ? "float32" : "float64", names[ntk_cnn_get_path(cnn)], sec, pairs,
-          sec / pairs);
+  fprintf(stderr, "%s: %zu images %zux%zux%zu %s, %s: %.3f s for %.0f entries: %.3g s per entry%s\n", argv[1], n,
+          h, w, c, elem == 4 ? "float32" : "float64", cnn ? names[ntk_cnn_get_path(cnn)] : mode, sec, pairs,
+          sec / pairs, cnn ? " on one core" : "");
+  if (gpu) gpu->destroy(gctx);
+  ntk_cnn_gpu_free(emu);
   ntk_cnn_free(cnn);
   ntk_arch_free(&arch);
   free(ds.x);

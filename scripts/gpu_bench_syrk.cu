@@ -1,11 +1,15 @@
-/* The floor for a fully-connected kernel job on a GPU: one cublasSsyrk of
- * the whole N x d data (N^2 d flops), timed with CUDA events after a
- * warm-up. scripts/gpu_check.sh compares ntkd's FC job with it.
- *   ntkd_gpu_bench_syrk N D   -> prints "syrk N D SECONDS GFLOPS" */
+/* Floors measured on the GPU, for scripts/gpu_check.sh:
+ *   ntkd_gpu_bench_syrk N D   -> "syrk N D SECONDS GFLOPS": one cublasSsyrk
+ *     of the whole N x d data (N^2 d flops), timed with CUDA events after a
+ *     warm-up; ntkd's FC job is compared with it.
+ *   ntkd_gpu_bench_syrk peak  -> "peak GFLOPS": float32 FMAs in registers
+ *     (8 independent chains per thread, every SM full), the fp32 peak the
+ *     CNN kernels are measured against. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CK(call)                                                                  \
   do {                                                                            \
@@ -29,7 +33,47 @@ __global__ static void fill(float *x, size_t n) {
     x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
 }
 
+/* 8 independent FMA chains per thread: 16 flops per step. */
+__global__ static void fma_chains(float *out, int steps) {
+  float a = 1.0f + threadIdx.x * 1e-7f, b = 0.999999f, c = 1e-7f;
+  float x0 = a, x1 = a + 1, x2 = a + 2, x3 = a + 3, x4 = a + 4, x5 = a + 5, x6 = a + 6, x7 = a + 7;
+  for (int i = 0; i < steps; i++) {
+    x0 = x0 * b + c;
+    x1 = x1 * b + c;
+    x2 = x2 * b + c;
+    x3 = x3 * b + c;
+    x4 = x4 * b + c;
+    x5 = x5 * b + c;
+    x6 = x6 * b + c;
+    x7 = x7 * b + c;
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
+}
+
+static int peak(void) {
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  int blocks = sms * 8, threads = 256, steps = 1 << 16;
+  float *out;
+  CK(cudaMalloc(&out, (size_t)blocks * threads * sizeof *out));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  fma_chains<<<blocks, threads>>>(out, 1024); /* warm-up */
+  CK(cudaEventRecord(a));
+  fma_chains<<<blocks, threads>>>(out, steps);
+  CK(cudaEventRecord(b));
+  CK(cudaEventSynchronize(b));
+  CK(cudaGetLastError());
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  printf("peak %.1f\n", 16.0 * steps * (double)blocks * threads / (ms / 1e3) / 1e9);
+  cudaFree(out);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "peak")) return peak();
   if (argc != 3) {
     fprintf(stderr, "usage: %s N D\n", argv[0]);
     return 2;

@@ -187,17 +187,16 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     st = ntk_agree(ntk_comm_node_slot(&slot, &node_workers));
     char why[512] = "";
     int ngpus = job->backend == NTK_BACKEND_CPU ? 0 : ntk_backend_gpu_count(why, sizeof why);
-    /* The GPU backend computes what the CPU's FC path computes; CNNs,
-     * including Dense layers before a Flatten on images, stay on the CPU. */
-    int gpu_arch = !ntk_cnn_applies(&arch, &data);
+    char nogpu[512] = "";
+    int gpu_arch = ntk_backend_gpu_computes(&arch, &data, nogpu, sizeof nogpu);
     if (computes) place = ntk_backend_place(job->backend, slot, ngpus, gpu_arch);
     ntk_status pst = NTK_OK;
     if (!st && place == NTK_PLACE_NO_GPU) {
-      if (!gpu_arch)
-        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda: CNN kernels on the GPU are not written yet "
-                        "(backend = auto computes them on the CPU)", conf_path);
-      else if (!ngpus)
+      if (!ngpus)
         pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but there is no usable GPU: %s", conf_path, why);
+      else if (!gpu_arch)
+        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda: %s (backend = auto computes it on the CPU)",
+                        conf_path, nogpu);
       else
         pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but this node has %d GPU%s for %d computing "
                         "ranks: start fewer ranks per node, or use backend = auto to put the rest on the CPU",
@@ -208,7 +207,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
       if (!ngpus && strstr(ntk_backend_names(), "cuda"))
         fprintf(stderr, "ntkd: no usable GPU (%s): computing on the CPU\n", why);
       else if (ngpus && !gpu_arch)
-        fprintf(stderr, "ntkd: CNN kernels on the GPU are not written yet: computing on the CPU\n");
+        fprintf(stderr, "ntkd: %s: computing on the CPU\n", nogpu);
     }
   }
 

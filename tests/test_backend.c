@@ -1,11 +1,13 @@
 /* Backends: placement of ranks on GPUs and CPUs, the registry, and -- on a
  * machine with a GPU -- the CUDA backend's tiles against the CPU backend's
- * for every fully-connected kernel type in float32 and float64 (skipped,
- * saying so, where there is no GPU; scripts/gpu_check.sh runs it there). */
+ * for every fully-connected kernel type and the convolutional networks of
+ * tests/cnn_archs.h in float32 and float64 (skipped, saying so, where there
+ * is no GPU; scripts/gpu_check.sh runs it there). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cnn_archs.h"
 #include "ntkd/backend.h"
 #include "ntkd/config.h"
 #include "refcase.h"
@@ -48,6 +50,54 @@ static void put_tile(double *m, size_t n, const struct ntk_tile *t, const void *
           elem == 4 ? ((const float *)v)[i * t->cols + j] : ((const double *)v)[i * t->cols + j];
 }
 
+/* The CUDA backend's tiles against the CPU backend's on `ds`, for each
+ * architecture: largest relative difference < 1e-5 (float32) or 1e-12
+ * (float64), diagonal tiles exactly symmetric. */
+static void cuda_against_cpu(const struct ntk_backend_ops *cuda, struct ntk_dataset *ds, const char *const *list,
+                             size_t narchs, size_t tile) {
+  size_t n = ds->n;
+  int elem = ds->elem;
+  for (size_t a = 0; a < narchs; a++) {
+    const char *name = list[a];
+    struct ntk_arch arch;
+    ck_assert_int_eq(ntk_arch_parse(name, 1.3, 0.05, &arch), NTK_OK);
+    struct ntk_problem p = {&arch, ds, NTK_KERNEL_NNGP | NTK_KERNEL_NTK, 0};
+    void *cc = NULL, *gc = NULL;
+    ck_assert_int_eq(ntk_backend_cpu.create(&p, &cc), NTK_OK);
+    ck_assert_msg(cuda->create(&p, &gc) == NTK_OK, "%s", ntk_error_message());
+    struct ntk_tiling tg;
+    ntk_tiling_init(&tg, n, tile); /* ragged */
+    size_t cap = tile * tile * (size_t)elem;
+    char *b[4];
+    for (int i = 0; i < 4; i++) b[i] = malloc(cap);
+    double *m[4];
+    for (int i = 0; i < 4; i++) m[i] = calloc(n * n, sizeof(double));
+    for (uint64_t idx = 0; idx < tg.ntiles; idx++) {
+      struct ntk_tile t = ntk_tiling_tile(&tg, idx);
+      ck_assert_int_eq(ntk_backend_cpu.compute_tile(cc, &t, b[0], b[1]), NTK_OK);
+      ck_assert_msg(cuda->compute_tile(gc, &t, b[2], b[3]) == NTK_OK, "%s", ntk_error_message());
+      for (int i = 0; i < 4; i++) put_tile(m[i], n, &t, b[i], elem);
+      if (t.bi == t.bj) /* exactly symmetric, NNGP and NTK, like the CPU's */
+        for (int k = 2; k < 4; k++)
+          for (size_t i = 0; i < t.rows; i++)
+            for (size_t j = 0; j < i; j++)
+              ck_assert(!memcmp(b[k] + (i * t.cols + j) * (size_t)elem, b[k] + (j * t.cols + i) * (size_t)elem,
+                                (size_t)elem));
+    }
+    /* relative to max(|K_ij|, sqrt(K_ii K_jj)), as against neural-tangents */
+    double worst = fmax(ref_max_err(m[2], 8, m[0], n, 0), ref_max_err(m[3], 8, m[1], n, 0));
+    for (int i = 0; i < 4; i++) free(m[i]);
+    double bound = elem == 4 ? 1e-5 : 1e-12;
+    printf("cuda vs cpu, %s, %s: largest relative difference %.3g (bound %g)\n", elem == 4 ? "float32" : "float64",
+           name, worst, bound);
+    ck_assert_msg(worst < bound, "%s %d: %g", name, elem, worst);
+    for (int i = 0; i < 4; i++) free(b[i]);
+    ntk_backend_cpu.destroy(cc);
+    cuda->destroy(gc);
+    ntk_arch_free(&arch);
+  }
+}
+
 START_TEST(test_cuda_matches_cpu) {
   const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
   char why[256] = "";
@@ -55,58 +105,45 @@ START_TEST(test_cuda_matches_cpu) {
     printf("skipped: CUDA tiles against CPU tiles (%s)\n", cuda ? why : "CUDA not compiled in");
     return;
   }
-  static const char *const archs[] = {
+  static const char *const fc[] = {
       "Dense Relu Dense", "Dense(W_std=1.5, b_std=0.1) Erf Dense Relu Dense", "Dense LeakyRelu(0.1) Dense Abs Dense",
       "Dense Identity Dense(b_std=0.3)", "[Dense(W_std=1.4) Relu]*10 Dense"};
   size_t n = 700, d = 61;
   for (int elem = 4; elem <= 8; elem += 4) {
     struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * (size_t)elem), 0};
-    srand(7);
+    srand(getenv("NTKD_TEST_SEED") ? (unsigned)atoi(getenv("NTKD_TEST_SEED")) : 7u); /* gpu_check.sh: a fresh seed */
     for (size_t k = 0; k < n * d; k++) {
       double v = (double)rand() / RAND_MAX * 2 - 1;
       if (elem == 4) ((float *)ds.x)[k] = (float)v;
       else ((double *)ds.x)[k] = v;
     }
-    for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
-      struct ntk_arch arch;
-      ck_assert_int_eq(ntk_arch_parse(archs[a], 1.0, 0.0, &arch), NTK_OK);
-      struct ntk_problem p = {&arch, &ds, NTK_KERNEL_NNGP | NTK_KERNEL_NTK, 0};
-      void *cc = NULL, *gc = NULL;
-      ck_assert_int_eq(ntk_backend_cpu.create(&p, &cc), NTK_OK);
-      ck_assert_msg(cuda->create(&p, &gc) == NTK_OK, "%s", ntk_error_message());
-      struct ntk_tiling tg;
-      ntk_tiling_init(&tg, n, 256); /* ragged: 700 = 2 * 256 + 188 */
-      size_t cap = 256 * 256 * (size_t)elem;
-      char *b[4];
-      for (int i = 0; i < 4; i++) b[i] = malloc(cap);
-      double *m[4];
-      for (int i = 0; i < 4; i++) m[i] = calloc(n * n, sizeof(double));
-      for (uint64_t idx = 0; idx < tg.ntiles; idx++) {
-        struct ntk_tile t = ntk_tiling_tile(&tg, idx);
-        ck_assert_int_eq(ntk_backend_cpu.compute_tile(cc, &t, b[0], b[1]), NTK_OK);
-        ck_assert_msg(cuda->compute_tile(gc, &t, b[2], b[3]) == NTK_OK, "%s", ntk_error_message());
-        for (int i = 0; i < 4; i++) put_tile(m[i], n, &t, b[i], elem);
-        if (t.bi == t.bj) /* exactly symmetric, NNGP and NTK, like the CPU's */
-          for (int k = 2; k < 4; k++)
-            for (size_t i = 0; i < t.rows; i++)
-              for (size_t j = 0; j < i; j++)
-                ck_assert(!memcmp(b[k] + (i * t.cols + j) * (size_t)elem, b[k] + (j * t.cols + i) * (size_t)elem,
-                                  (size_t)elem));
-      }
-      /* relative to max(|K_ij|, sqrt(K_ii K_jj)), as against neural-tangents */
-      double worst = fmax(ref_max_err(m[2], 8, m[0], n, 0), ref_max_err(m[3], 8, m[1], n, 0));
-      for (int i = 0; i < 4; i++) free(m[i]);
-      double bound = elem == 4 ? 1e-5 : 1e-12;
-      printf("cuda vs cpu, %s, %s: largest relative difference %.3g (bound %g)\n", elem == 4 ? "float32" : "float64",
-             archs[a], worst, bound);
-      ck_assert_msg(worst < bound, "%s %d: %g", archs[a], elem, worst);
-      for (int i = 0; i < 4; i++) free(b[i]);
-      ntk_backend_cpu.destroy(cc);
-      cuda->destroy(gc);
-      ntk_arch_free(&arch);
-    }
+    cuda_against_cpu(cuda, &ds, fc, sizeof fc / sizeof *fc, 256); /* 700 = 2 * 256 + 188 */
     free(ds.x);
+    /* Convolutional networks: every path, on fresh 8 x 7 x 3 images. */
+    struct ntk_dataset im;
+    random_images(&im, 23, 8, 7, 3, elem, (unsigned)rand());
+    cuda_against_cpu(cuda, &im, archs, sizeof archs / sizeof *archs, 8);
+    free(im.x);
   }
+}
+END_TEST
+
+/* Which networks the GPU backend takes, decided without a device. */
+START_TEST(test_gpu_computes) {
+  struct ntk_dataset flat = {10, 12, 0, 0, 0, 4, NULL, 0}, img = {10, 48, 4, 4, 3, 4, NULL, 0};
+  struct ntk_arch arch;
+  char why[512] = "";
+  ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense", 1.0, 0.0, &arch), NTK_OK);
+  ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &flat, why, sizeof why), 1);
+  ntk_arch_free(&arch);
+  ck_assert_int_eq(ntk_arch_parse("Conv(3, 1, SAME) Relu AvgPool(2) GlobalAvgPool Dense", 1.0, 0.0, &arch), NTK_OK);
+  ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &img, why, sizeof why), 1);
+  ntk_arch_free(&arch);
+  /* More spatial layers than the kernels' plan holds: refused, saying so. */
+  ck_assert_int_eq(ntk_arch_parse("[Conv(3, 1, SAME) Relu]*81 GlobalAvgPool", 1.0, 0.0, &arch), NTK_OK);
+  ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &img, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "at most 160 layers"), "%s", why);
+  ntk_arch_free(&arch);
 }
 END_TEST
 
@@ -116,6 +153,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_place);
   tcase_add_test(tc, test_registry);
+  tcase_add_test(tc, test_gpu_computes);
   tcase_add_test(tc, test_cuda_matches_cpu);
   suite_add_tcase(s, tc);
   return tu_run(s);

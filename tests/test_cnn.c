@@ -2,27 +2,11 @@
  * the general full-covariance path; neural-tangents reference values. */
 #include <math.h>
 
+#include "cnn_archs.h"
 #include "ntkd/arch.h"
 #include "ntkd/cnn.h"
 #include "refcase.h"
 #include "testutil.h"
-
-static void random_images(struct ntk_dataset *ds, size_t n, size_t h, size_t w, size_t c, int elem, unsigned seed) {
-  ds->n = n;
-  ds->h = h;
-  ds->w = w;
-  ds->c = c;
-  ds->d = h * w * c;
-  ds->elem = elem;
-  ds->x = malloc(n * ds->d * (size_t)elem);
-  unsigned s = seed;
-  for (size_t k = 0; k < n * ds->d; k++) {
-    s = s * 1103515245u + 12345u;
-    double v = (double)((s >> 8) & 0xffff) / 32768.0 - 1.0;
-    if (elem == 4) ((float *)ds->x)[k] = (float)v;
-    else ((double *)ds->x)[k] = v;
-  }
-}
 
 /* Whole n x n matrices (nngp, ntk) with one tile of edge `tile`. */
 static void compute(const struct ntk_arch *arch, const struct ntk_dataset *ds, ntk_cnn_path path, size_t tile,
@@ -51,22 +35,6 @@ static void compute(const struct ntk_arch *arch, const struct ntk_dataset *ds, n
 }
 
 
-static const char *const archs[] = {
-    "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Erf GlobalAvgPool Dense",
-    "Conv(3, 1, SAME, W_std=1.5, b_std=0.1) Relu Conv(2, 1, SAME) Relu GlobalAvgPool Dense Relu Dense",
-    "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu GlobalAvgPool Dense",
-    "Conv(3, 2, SAME) Relu Conv(3, 1, VALID) Abs GlobalAvgPool Dense",
-    "Conv(3, 1, CIRCULAR) LeakyRelu(0.1) Conv(3, 1, SAME) Relu GlobalAvgPool",
-    "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Relu Flatten Dense",
-    "Conv(3, 2, VALID) Erf Conv(2, 1, CIRCULAR) Relu Flatten Dense(b_std=0.2) Erf Dense",
-    "Dense Relu Conv(3, 1, SAME) Relu Flatten Dense",
-    "Conv(3, 1, SAME) Relu AvgPool(2, 1) Conv(3, 1, SAME) Relu Flatten Dense",
-    /* pooling before Flatten: the SLICE path computes only a band of offsets */
-    "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu AvgPool(2, 1) Flatten Dense",
-    "Conv(3, 1, SAME) Relu AvgPool(2, 1) Conv(3, 2, SAME) Relu Flatten Dense",
-    "Conv(3, 1, SAME) Erf AvgPool(2, 1) Conv(3, 1, CIRCULAR) Relu Flatten Dense",
-    "AvgPool(3, 1) Conv(2, 1, SAME) Relu AvgPool(2, 1) Flatten Dense",
-};
 
 START_TEST(test_paths_agree) {
   struct ntk_dataset ds;

@@ -54,6 +54,12 @@ enum { NTK_BACKEND_AUTO, NTK_BACKEND_CPU, NTK_BACKEND_CUDA };
  * driver); `why` (may be NULL) gets a reason when 0. */
 int ntk_backend_gpu_count(char *why, size_t cap);
 
+/* 1 if the GPU backend computes `arch` on `data` (every fully-connected
+ * network; a CNN whose plan fits the GPU kernels' structs), else 0 with
+ * the reason in `why` (may be NULL). Whether a device has the shared
+ * memory the images need is only known when the backend starts there. */
+int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_dataset *data, char *why, size_t cap);
+
 /* Where a computing rank works. `slot` is its index among the computing
  * ranks of its node (0, 1, ...), `ngpus` the node's GPUs, `gpu_arch` 1 if
  * the network is one the GPU backend computes. Returns the GPU index

@@ -2,9 +2,11 @@
  * CUDA backend exists. */
 #include "ntkd/backend.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include <stdio.h>
+#include "cnn_dev.h"
 
 #ifdef NTKD_HAVE_CUDA
 #include "cuda/fc_cuda.h"
@@ -45,6 +47,15 @@ int ntk_backend_gpu_count(char *why, size_t cap) {
 #endif
 }
 
+int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_dataset *data, char *why, size_t cap) {
+  if (!ntk_cnn_applies(arch, data)) return 1;
+  struct ntk_dev_plan *P = malloc(sizeof *P);
+  ntk_status st = P ? ntk_cnn_dev_plan(arch, data, P) : ntk_error(NTK_ENOMEM, "out of memory");
+  free(P);
+  if (st && why) snprintf(why, cap, "%s", ntk_error_message());
+  return !st;
+}
+
 int ntk_backend_place(int pref, int slot, int ngpus, int gpu_arch) {
   if (pref == NTK_BACKEND_CPU) return NTK_PLACE_CPU;
   int gpu = gpu_arch && slot >= 0 && slot < ngpus;
@@ -56,7 +67,7 @@ void ntk_backend_describe(char *buf, size_t cap) {
 #ifdef NTKD_HAVE_CUDA
   char cuda[512];
   ntk_cuda_describe(cuda, sizeof cuda);
-  snprintf(buf, cap, "cpu (OpenBLAS + vectorised C), cuda (fully-connected networks; CNNs on the CPU); cuda: %s",
+  snprintf(buf, cap, "cpu (OpenBLAS + vectorised C), cuda (fully-connected and convolutional networks); cuda: %s",
            cuda);
 #else
   snprintf(buf, cap, "cpu (OpenBLAS + vectorised C); cuda: not compiled in");

@@ -1,12 +1,13 @@
-/* The CUDA backend: fully-connected networks on a GPU (src/worker/cuda/
- * fc_cuda.cu), with the per-sample variances from the CPU code (fc.c), so
- * both backends start every tile from the same numbers. CNN kernels on the
- * GPU are not written yet: create() refuses them, and placement keeps such
- * jobs on the CPU (backend = auto) or stops them (backend = cuda). Only
- * compiled with NTKD_HAVE_CUDA. */
+/* The CUDA backend. Fully-connected networks: src/worker/cuda/fc_cuda.cu,
+ * with the per-sample variances from the CPU code (fc.c), so both backends
+ * start every tile from the same numbers. Convolutional networks (Flatten,
+ * pooling, GlobalAvgPool): src/worker/cnn_gpu.c over the CUDA executor of
+ * src/worker/cuda/cnn_cuda.cu, each image's variances computed on the GPU.
+ * Only compiled with NTKD_HAVE_CUDA. */
 #include <math.h>
 #include <stdlib.h>
 
+#include "cnn_gpu.h"
 #include "cuda/fc_cuda.h"
 #include "ntkd/backend.h"
 #include "ntkd/cnn.h"
@@ -15,29 +16,56 @@
 int ntk_cuda_count(char *why, size_t cap); /* cuda/device.cu */
 
 struct cuda_ctx {
-  ntk_fc_t *fc; /* host variances */
+  const struct ntk_problem *p;
+  ntk_fc_t *fc; /* fully-connected: host variances */
   ntk_fc_gpu_t *gpu;
+  struct ntk_gpu_exec ex; /* convolutional */
+  int have_ex;
+  ntk_cnn_gpu_t *cnn;
 };
+
+static ntk_status gpu_tile(struct cuda_ctx *c, const struct ntk_tile *t, void *nngp, void *ntk) {
+  if (c->cnn) {
+    ntk_status st = ntk_cnn_gpu_tile(c->cnn, t, nngp, ntk);
+    if (st) st = ntk_error(st, "GPU %d, tile %llu: %s", c->p->device, (unsigned long long)t->index, ntk_error_message());
+    return st;
+  }
+  char err[512];
+  if (ntk_fc_gpu_tile(c->gpu, t, nngp, ntk, err, sizeof err))
+    return ntk_error(NTK_EINTERNAL, "GPU %d, tile %llu: %s", c->p->device, (unsigned long long)t->index, err);
+  return NTK_OK;
+}
+
+/* The same tile from the CPU code. */
+static ntk_status cpu_tile(struct cuda_ctx *c, const struct ntk_tile *t, void *nngp, void *ntk) {
+  if (!c->cnn) return ntk_fc_tile(c->fc, t, nngp, ntk);
+  ntk_cnn_t *cpu;
+  ntk_status st = ntk_cnn_create(c->p->arch, c->p->data, NTK_CNN_AUTO, &cpu);
+  if (!st) st = ntk_cnn_tile(cpu, t, nngp, ntk);
+  ntk_cnn_free(cpu);
+  return st;
+}
 
 static int cuda_available(void) {
   char why[256];
   return ntk_cuda_count(why, sizeof why) > 0;
 }
 
-/* Start-up self-check: the first diagonal tile (up to 64 samples) from the
- * GPU against the CPU path, NNGP and NTK, relative to max(|K_ij|,
- * sqrt(K_ii K_jj)). A GPU that disagrees is not used: with backend = auto
- * the rank computes on the CPU instead (run.c), with cuda the job stops. */
+/* Start-up self-check: the first diagonal tile from the GPU against the
+ * CPU code, NNGP and NTK, relative to max(|K_ij|, sqrt(K_ii K_jj)); up to
+ * 64 samples for a fully-connected network, 4 images for a CNN (a few CPU
+ * pairs of a deep CNN take a second). A GPU that disagrees is not used:
+ * with backend = auto the rank computes on the CPU instead (run.c), with
+ * cuda the job stops. */
 static ntk_status self_check(struct cuda_ctx *c, const struct ntk_problem *p) {
   struct ntk_tiling tg;
-  ntk_tiling_init(&tg, p->data->n, 64);
+  ntk_tiling_init(&tg, p->data->n, c->cnn ? 4 : 64);
   struct ntk_tile t = ntk_tiling_tile(&tg, 0);
   size_t es = (size_t)p->data->elem, cnt = (size_t)(t.rows * t.cols);
-  char *b = malloc(4 * cnt * es + 1), err[512];
+  char *b = malloc(4 * cnt * es + 1);
   if (!b) return ntk_error(NTK_ENOMEM, "out of memory");
-  ntk_status st = ntk_fc_tile(c->fc, &t, b, b + cnt * es);
-  if (!st && ntk_fc_gpu_tile(c->gpu, &t, b + 2 * cnt * es, b + 3 * cnt * es, err, sizeof err))
-    st = ntk_error(NTK_EINTERNAL, "GPU %d: %s", p->device, err);
+  ntk_status st = cpu_tile(c, &t, b, b + cnt * es);
+  if (!st) st = gpu_tile(c, &t, b + 2 * cnt * es, b + 3 * cnt * es);
   double worst = 0;
   for (int k = 0; k < 2 && !st; k++) {
     const char *cpu = b + (size_t)k * cnt * es, *gpu = b + (size_t)(k + 2) * cnt * es;
@@ -60,23 +88,37 @@ static ntk_status self_check(struct cuda_ctx *c, const struct ntk_problem *p) {
   return st;
 }
 
+static void ctx_free(struct cuda_ctx *c) {
+  if (!c) return;
+  ntk_cnn_gpu_free(c->cnn); /* before its executor */
+  if (c->have_ex) ntk_gpu_exec_cuda_free(&c->ex);
+  ntk_fc_gpu_free(c->gpu);
+  ntk_fc_free(c->fc);
+  free(c);
+}
+
 static ntk_status cuda_create(const struct ntk_problem *p, void **ctx) {
   *ctx = NULL;
-  if (ntk_cnn_applies(p->arch, p->data)) /* also Dense ... Flatten on images: per position */
-    return ntk_error(NTK_ECONFIG, "the CUDA backend computes fully-connected networks; CNN kernels on the GPU "
-                     "are not written yet (use backend = cpu or auto)");
   struct cuda_ctx *c = calloc(1, sizeof *c);
   if (!c) return ntk_error(NTK_ENOMEM, "out of memory");
-  ntk_status st = ntk_fc_create(p->arch, p->data, &c->fc);
+  c->p = p;
+  ntk_status st = NTK_OK;
   char err[512];
-  if (!st && ntk_fc_gpu_create(p->device, p->arch, p->data->n, p->data->d, p->data->elem, p->data->x,
-                               ntk_fc_variances(c->fc), &c->gpu, err, sizeof err))
-    st = ntk_error(NTK_EINTERNAL, "GPU %d: %s", p->device, err);
+  if (ntk_cnn_applies(p->arch, p->data)) { /* also Dense ... Flatten on images: per position */
+    if (ntk_gpu_exec_cuda(&c->ex, p->device, err, sizeof err))
+      st = ntk_error(NTK_EINTERNAL, "GPU %d: %s", p->device, err);
+    else
+      c->have_ex = 1;
+    if (!st) st = ntk_cnn_gpu_create(&c->ex, p->arch, p->data, &c->cnn);
+  } else {
+    st = ntk_fc_create(p->arch, p->data, &c->fc);
+    if (!st && ntk_fc_gpu_create(p->device, p->arch, p->data->n, p->data->d, p->data->elem, p->data->x,
+                                 ntk_fc_variances(c->fc), &c->gpu, err, sizeof err))
+      st = ntk_error(NTK_EINTERNAL, "GPU %d: %s", p->device, err);
+  }
   if (!st) st = self_check(c, p);
   if (st) {
-    ntk_fc_gpu_free(c->gpu);
-    ntk_fc_free(c->fc);
-    free(c);
+    ctx_free(c);
     return st;
   }
   *ctx = c;
@@ -84,20 +126,10 @@ static ntk_status cuda_create(const struct ntk_problem *p, void **ctx) {
 }
 
 static ntk_status cuda_compute_tile(void *ctx, const struct ntk_tile *t, void *nngp, void *ntk) {
-  struct cuda_ctx *c = ctx;
-  char err[512];
-  if (ntk_fc_gpu_tile(c->gpu, t, nngp, ntk, err, sizeof err))
-    return ntk_error(NTK_EINTERNAL, "GPU tile %llu: %s", (unsigned long long)t->index, err);
-  return NTK_OK;
+  return gpu_tile(ctx, t, nngp, ntk);
 }
 
-static void cuda_destroy(void *ctx) {
-  struct cuda_ctx *c = ctx;
-  if (!c) return;
-  ntk_fc_gpu_free(c->gpu);
-  ntk_fc_free(c->fc);
-  free(c);
-}
+static void cuda_destroy(void *ctx) { ctx_free(ctx); }
 
 const struct ntk_backend_ops ntk_backend_cuda = {
     .name = "cuda",

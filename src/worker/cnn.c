@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cnn_dev.h"
 #include "ntkd/kernel_maps.h"
 
 struct cnn_op {
@@ -455,3 +456,56 @@ ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void
   return c->data->elem == 4 ? pair_tile_f(c, t, nngp, ntk) : pair_tile_d(c, t, nngp, ntk);
 }
 
+
+ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_dataset *data, struct ntk_dev_plan *out) {
+  memset(out, 0, sizeof *out);
+  if (!ntk_cnn_applies(arch, data)) return ntk_error(NTK_ECONFIG, "not a convolutional network on image data");
+  struct cnn_plan P;
+  ntk_status st = plan_build(&P, arch, data, NTK_CNN_AUTO);
+  if (!st && (P.nops > NTK_DEV_MAXOPS || P.ntail > NTK_DEV_MAXTAIL))
+    st = ntk_error(NTK_ECONFIG, "arch: the GPU kernels take at most %d layers before the readout and %d after it",
+                   NTK_DEV_MAXOPS, NTK_DEV_MAXTAIL);
+  if (!st) {
+    out->H = (int)P.H;
+    out->W = (int)P.W;
+    out->C = (int)P.C;
+    out->pad = (int)P.pad;
+    out->path = P.path;
+    out->readout = P.readout;
+    out->out_h = (int)P.out_h;
+    out->out_w = (int)P.out_w;
+    out->nops = (int)P.nops;
+    out->ntail = (int)P.ntail;
+    out->var_size = (int)P.var_size;
+    out->tail_off = (int)P.tail_off;
+    for (size_t k = 0; k < P.nops + P.ntail; k++) {
+      int tail = k >= P.nops;
+      const struct cnn_op *op = tail ? NULL : &P.ops[k];
+      const struct ntk_layer *l = tail ? &P.tail[k - P.nops] : op->layer;
+      struct ntk_dev_op *o = tail ? &out->tail[k - P.nops] : &out->ops[k];
+      o->kind = l->kind;
+      o->w2 = l->w_std * l->w_std;
+      o->b2 = l->b_std * l->b_std;
+      o->a = l->a;
+      o->b = l->b;
+      o->f = l->kind == NTK_LAYER_AVGPOOL ? l->window : l->filter;
+      o->s = l->stride;
+      o->var_off = -1;
+      if (tail) continue;
+      o->hi = (int)op->hi;
+      o->wi = (int)op->wi;
+      o->ho = (int)op->ho;
+      o->wo = (int)op->wo;
+      o->lo_h = (int)op->lo_h;
+      o->lo_w = (int)op->lo_w;
+      o->circular = op->circular;
+      o->slice_local = op->slice_local;
+      o->bh = (int)op->bh;
+      o->bw = (int)op->bw;
+      o->var_off = op->var >= 0 ? (int)P.var_off[op->var] : -1;
+    }
+  }
+  free(P.ops);
+  free(P.var_off);
+  return st;
+}

@@ -1,0 +1,172 @@
+/* CNN kernels under CUDA: the kernel bodies of src/worker/cnn_dev_impl.h
+ * as __global__ functions, 256 threads per block, and the executor that
+ * src/worker/cnn_gpu.c drives (device memory from plain cudaMalloc calls,
+ * sized by the tile; every call checked, with CUDA's own message).
+ * Compiled with --fmad=false like fc_cuda.cu: the maps then round as the
+ * CPU's, so a pair with itself keeps its exact angle of 0.
+ * Not run on the development machine (no GPU): tests/test_cnn_gpu.c runs
+ * the same kernel bodies in the host emulation, and test_backend and
+ * scripts/gpu_check.sh run these on a GPU. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../cuda/cuda_try.h"
+
+extern "C" {
+#include "../cnn_gpu.h"
+#include "ntkd/kernel_maps.h"
+}
+
+#define DEV __device__
+#define BLK_SYNC(B) __syncthreads()
+#define REAL float
+#define SFX(x) x##_f
+#define ABRELU_R ntk_abreluf_r
+#define RSQRT ntk_rsqrtf
+#define ERF ntk_erff
+#include "../cnn_dev_impl.h"
+#undef REAL
+#undef SFX
+#undef ABRELU_R
+#undef RSQRT
+#undef ERF
+#undef DV_GRID_LOOP
+#define REAL double
+#define SFX(x) x##_d
+#define ABRELU_R ntk_abrelu_r
+#define RSQRT ntk_rsqrt
+#define ERF ntk_erf
+#include "../cnn_dev_impl.h"
+#undef REAL
+#undef SFX
+#undef ABRELU_R
+#undef RSQRT
+#undef ERF
+
+#define NTK_CUDA_THREADS 256
+
+#define BLK {blockIdx.x, blockIdx.y, gridDim.x, threadIdx.x, blockDim.x, NULL}
+#define DEFINE_KERNELS(SFX_, T)                                                                        \
+  __global__ static void k_diag_##SFX_(struct ntk_dev_args a) {                                       \
+    extern __shared__ double sm_[];                                                                   \
+    struct ntk_blk B = BLK;                                                                           \
+    dv_diag_##SFX_(&a, &B, (T *)sm_);                                                                 \
+  }                                                                                                   \
+  __global__ static void k_slice_##SFX_(struct ntk_dev_args a) {                                      \
+    extern __shared__ double sm_[];                                                                   \
+    struct ntk_blk B = BLK;                                                                           \
+    dv_slice_##SFX_(&a, &B, (T *)sm_);                                                                \
+  }                                                                                                   \
+  __global__ static void k_input_full_##SFX_(struct ntk_dev_args a) {                                 \
+    struct ntk_blk B = BLK;                                                                           \
+    dv_input_full_##SFX_(&a, &B);                                                                     \
+  }                                                                                                   \
+  __global__ static void k_conv_full_##SFX_(struct ntk_dev_args a) {                                  \
+    struct ntk_blk B = BLK;                                                                           \
+    dv_conv_full_##SFX_(&a, &B);                                                                      \
+  }                                                                                                   \
+  __global__ static void k_pool_full_##SFX_(struct ntk_dev_args a) {                                  \
+    struct ntk_blk B = BLK;                                                                           \
+    dv_pool_full_##SFX_(&a, &B);                                                                      \
+  }                                                                                                   \
+  __global__ static void k_readout_##SFX_(struct ntk_dev_args a) {                                    \
+    extern __shared__ double sm_[];                                                                   \
+    struct ntk_blk B = BLK;                                                                           \
+    dv_readout_##SFX_(&a, &B, (T *)sm_);                                                              \
+  }
+DEFINE_KERNELS(f, float)
+DEFINE_KERNELS(d, double)
+
+typedef void (*kernel_fn)(struct ntk_dev_args);
+
+static kernel_fn pick(int kernel, int elem) {
+  static const kernel_fn f[NTK_K_COUNT] = {k_diag_f, k_slice_f, k_input_full_f, k_conv_full_f, k_pool_full_f,
+                                           k_readout_f};
+  static const kernel_fn d[NTK_K_COUNT] = {k_diag_d, k_slice_d, k_input_full_d, k_conv_full_d, k_pool_full_d,
+                                           k_readout_d};
+  if (kernel < 0 || kernel >= NTK_K_COUNT) return NULL;
+  return elem == 4 ? f[kernel] : d[kernel];
+}
+
+struct cuda_exec {
+  int device;
+};
+
+static int cu_alloc(void *ctx, void **p, size_t bytes, char *err, size_t cap) {
+  *p = NULL;
+  CUDA_TRY(cudaSetDevice(((struct cuda_exec *)ctx)->device));
+  CUDA_TRY(cudaMalloc(p, bytes ? bytes : 1));
+  return 0;
+}
+
+static void cu_release(void *ctx, void *p) {
+  (void)ctx;
+  if (p) cudaFree(p);
+}
+
+static int cu_put(void *ctx, void *dev, const void *host, size_t bytes, char *err, size_t cap) {
+  (void)ctx;
+  CUDA_TRY(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+  return 0;
+}
+
+/* Waits for the kernels before it; an error in one surfaces here. */
+static int cu_get(void *ctx, void *host, const void *dev, size_t bytes, char *err, size_t cap) {
+  (void)ctx;
+  CUDA_TRY(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+static int cu_zero(void *ctx, void *dev, size_t bytes, char *err, size_t cap) {
+  (void)ctx;
+  CUDA_TRY(cudaMemset(dev, 0, bytes));
+  return 0;
+}
+
+static int cu_launch(void *ctx, int kernel, int elem, unsigned gx, unsigned gy, size_t smem,
+                     const struct ntk_dev_args *a, char *err, size_t cap) {
+  kernel_fn fn = pick(kernel, elem);
+  if (!fn) return ntk_cuda_fail(err, cap, "cnn kernel launch", "unknown kernel");
+  CUDA_TRY(cudaSetDevice(((struct cuda_exec *)ctx)->device));
+  if (smem > 48 * 1024) /* above the default: opt in (up to cudaDevAttrMaxSharedMemoryPerBlockOptin) */
+    CUDA_TRY(cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  fn<<<dim3(gx, gy), NTK_CUDA_THREADS, smem>>>(*a);
+  CUDA_TRY(cudaGetLastError());
+  return 0;
+}
+
+extern "C" int ntk_gpu_exec_cuda(struct ntk_gpu_exec *ex, int device, char *err, size_t cap) {
+  memset(ex, 0, sizeof *ex);
+  int optin = 0;
+  size_t free_b = 0, total_b = 0;
+  CUDA_TRY(cudaSetDevice(device));
+  CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+  struct cuda_exec *c = (struct cuda_exec *)calloc(1, sizeof *c);
+  if (!c) return ntk_cuda_fail(err, cap, "ntk_gpu_exec_cuda", "out of memory");
+  c->device = device;
+  ex->ctx = c;
+  ex->name = "cuda";
+  ex->threads = NTK_CUDA_THREADS;
+  ex->smem_max = (size_t)optin;
+  /* A tile's batch buffers: half the free memory, at most 16 GiB (other
+   * ranks may share the GPU; a larger batch gains nothing once the grid
+   * fills the device). */
+  size_t budget = free_b / 2, top = (size_t)16 << 30;
+  ex->mem_budget = budget < top ? budget : top;
+  ex->alloc = cu_alloc;
+  ex->release = cu_release;
+  ex->put = cu_put;
+  ex->get = cu_get;
+  ex->zero = cu_zero;
+  ex->launch = cu_launch;
+  return 0;
+}
+
+extern "C" void ntk_gpu_exec_cuda_free(struct ntk_gpu_exec *ex) {
+  if (!ex) return;
+  free(ex->ctx);
+  ex->ctx = NULL;
+}
