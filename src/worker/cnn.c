@@ -81,30 +81,10 @@ struct ntk_cnn {
   size_t xt_cap, vt_cap; /* bytes */
 };
 
-#define REAL float
-#define SFX(x) x##_f
-#define ABRELU_R ntk_abreluf_r
-#define RSQRT ntk_rsqrtf
-#define ERF ntk_erff
-#include "cnn_impl.h"
-#include "cnn_batch_impl.h"
-#undef REAL
-#undef SFX
-#undef ABRELU_R
-#undef RSQRT
-#undef ERF
-#define REAL double
-#define SFX(x) x##_d
-#define ABRELU_R ntk_abrelu_r
-#define RSQRT ntk_rsqrt
-#define ERF ntk_erf
-#include "cnn_impl.h"
-#include "cnn_batch_impl.h"
-#undef REAL
-#undef SFX
-#undef ABRELU_R
-#undef RSQRT
-#undef ERF
+#define EACH_PRECISION_FILE "cnn_impl.h"
+#include "each_precision.h"
+#define EACH_PRECISION_FILE "cnn_batch_impl.h"
+#include "each_precision.h"
 
 int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data) {
   if (data->h == 0) return 0;

@@ -1,7 +1,8 @@
 /* CNN kernels for a GPU block, written once for CUDA and for the host
- * emulation that tests them (src/worker/cnn_gpu.c): the includer defines
- * REAL, SFX(x), ABRELU_R, RSQRT, ERF (as src/worker/cnn.c does), DEV (the
- * function qualifiers) and BLK_SYNC(B) (__syncthreads(), or a barrier).
+ * emulation that tests them (src/worker/cnn_gpu.c): included through
+ * each_precision.h (REAL, SFX(x), ABRELU_R, RSQRT, ERF), with DEV (the
+ * function qualifiers) and BLK_SYNC(B) (__syncthreads(), or a barrier)
+ * defined by the includer.
  *
  * Each function is the body of one block: thread B->tid of B->nt, block
  * (B->bx, B->by); `sm` is the block's shared memory. Work is split by

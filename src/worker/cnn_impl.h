@@ -1,6 +1,6 @@
 /* CNN pair kernels, written once for both precisions: src/worker/cnn.c
- * includes this file twice with REAL = float / double, SFX(x) = x##_f / x##_d
- * and ABRELU_R / RSQRT / ERF the matching maps of include/ntkd/kernel_maps.h.
+ * includes this file through each_precision.h (REAL = float / double,
+ * SFX(x) = x##_f / x##_d, ABRELU_R / RSQRT / ERF the matching maps).
  *
  * A pair (a, b) carries the covariance between positions of image a and
  * image b: F[p * hw + p'] (GENERAL), one offset at a time (SLICE), or only

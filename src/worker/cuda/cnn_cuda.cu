@@ -21,29 +21,8 @@ extern "C" {
 
 #define DEV __device__
 #define BLK_SYNC(B) __syncthreads()
-#define REAL float
-#define SFX(x) x##_f
-#define ABRELU_R ntk_abreluf_r
-#define RSQRT ntk_rsqrtf
-#define ERF ntk_erff
-#include "../cnn_dev_impl.h"
-#undef REAL
-#undef SFX
-#undef ABRELU_R
-#undef RSQRT
-#undef ERF
-#undef DV_GRID_LOOP
-#define REAL double
-#define SFX(x) x##_d
-#define ABRELU_R ntk_abrelu_r
-#define RSQRT ntk_rsqrt
-#define ERF ntk_erf
-#include "../cnn_dev_impl.h"
-#undef REAL
-#undef SFX
-#undef ABRELU_R
-#undef RSQRT
-#undef ERF
+#define EACH_PRECISION_FILE "cnn_dev_impl.h"
+#include "../each_precision.h"
 
 #define NTK_CUDA_THREADS 256
 
