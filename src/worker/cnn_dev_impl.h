@@ -12,7 +12,7 @@
  * order of operations inside an entry; sums over many entries (readouts)
  * go in a different order, so GPU and CPU agree to rounding, not bits.
  *
- * Shared memory: DIAG 4 H*W + 2 nt elements; SLICE 5 (h + 2 pad)(w + 2 pad)
+ * Shared memory: DIAG 4 H*W + 2 nt elements; SLICE 6 (h + 2 pad)(w + 2 pad)
  * + 2 nt; READOUT 2 nt; the full-covariance kernels none. */
 
 static DEV REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
@@ -45,6 +45,28 @@ static DEV REAL SFX(dv_dot)(const REAL *xa, const REAL *xb, int C) {
   return sum / (REAL)C;
 }
 
+/* Nonlinearity o on one entry (g, t) pairing a's position p with b's
+ * position q; qa, qb: the layer's variance slots of a and b. When
+ * `capture` (a pair (a, a) at offset 0, so p == q and qa == qb), a's
+ * variance at p is written first: the thread that owns the entry is the
+ * only one that reads it in this launch. */
+static DEV void SFX(dv_cell_nonlin)(const struct ntk_dev_op *o, int capture, REAL *qa, const REAL *qb, unsigned hw,
+                                    unsigned p, unsigned q, REAL *g, REAL *t, int with_t) {
+  if (capture) {
+    qa[p] = *g;
+    qa[hw + p] = RSQRT(*g);
+  }
+  REAL td;
+  *g = SFX(dv_nonlin)(o, *g, qa[p], qb[q], qa[hw + p], qb[hw + q], &td);
+  if (with_t) *t *= td;
+}
+
+/* The nonlinearity right after op k, if any: fused into the convolution's
+ * last pass (it is pointwise, and reads only its own entry). */
+static DEV const struct ntk_dev_op *SFX(dv_next_nonlin)(const struct ntk_dev_plan *P, int k, int k1) {
+  return k + 1 < k1 && P->ops[k + 1].var_off >= 0 ? &P->ops[k + 1] : (const struct ntk_dev_op *)0;
+}
+
 /* ---- DIAG: one pair per block, same-position entries, all layers ------- */
 
 static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm) {
@@ -66,6 +88,7 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
     size_t n = (size_t)o->ho * (size_t)o->wo;
     REAL w2 = (REAL)o->w2, b2 = (REAL)o->b2;
     if (o->kind == NTK_LAYER_CONV) {
+      const struct ntk_dev_op *nl = SFX(dv_next_nonlin)(P, k, P->nops);
       REAL scale = (REAL)(1.0 / (double)(o->f * o->f));
       float inv = 1.0f / (float)o->wo;
       for (unsigned p = tid; p < (unsigned)n; p += nt) {
@@ -88,9 +111,10 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
           sg += rg;
           st += rt;
         }
-        REAL g = w2 * (sg * scale) + b2;
+        REAL g = w2 * (sg * scale) + b2, t = with_t ? g + w2 * (st * scale) : 0;
+        if (nl) SFX(dv_cell_nonlin)(nl, A->self, va + nl->var_off, vb + nl->var_off, (unsigned)n, p, p, &g, &t, with_t);
         ng[p] = g;
-        nt_[p] = with_t ? g + w2 * (st * scale) : 0;
+        nt_[p] = t;
       }
       BLK_SYNC(B);
       REAL *x = dg;
@@ -99,6 +123,7 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
       x = dt;
       dt = nt_;
       nt_ = x;
+      if (nl) k++;
     } else if (o->kind == NTK_LAYER_DENSE) {
       for (size_t p = tid; p < n; p += nt) {
         dg[p] = w2 * dg[p] + b2;
@@ -108,15 +133,8 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
     } else if (o->var_off >= 0) {
       REAL *qa = va + o->var_off;
       const REAL *qb = vb + o->var_off;
-      for (size_t p = tid; p < n; p += nt) {
-        REAL q = dg[p], td;
-        if (A->self) { /* this thread's own position: no barrier needed before use */
-          qa[p] = q;
-          qa[n + p] = RSQRT(q);
-        }
-        dg[p] = SFX(dv_nonlin)(o, q, qa[p], qb[p], qa[n + p], qb[n + p], &td);
-        if (with_t) dt[p] *= td;
-      }
+      for (unsigned p = tid; p < (unsigned)n; p += nt)
+        SFX(dv_cell_nonlin)(o, A->self, qa, qb, (unsigned)n, p, p, &dg[p], &dt[p], with_t);
       BLK_SYNC(B);
     }
   }
@@ -155,7 +173,7 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
   REAL *va = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size;
   const REAL *vb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size;
   REAL *g = sm, *t = sm + cells, *g2 = sm + 2 * cells, *t2 = sm + 3 * cells, *rows = sm + 4 * cells;
-  REAL *red = sm + 5 * cells;
+  REAL *rows_t = sm + 5 * cells, *red = sm + 6 * cells;
   /* Zero borders: SAME padding for every convolution of the run. */
   for (unsigned k = tid; k < 4 * cells; k += nt) sm[k] = 0;
   BLK_SYNC(B);
@@ -179,34 +197,39 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
     const struct ntk_dev_op *o = &P->ops[k];
     REAL w2 = (REAL)o->w2, b2 = (REAL)o->b2;
     if (o->kind == NTK_LAYER_CONV) {
+      /* Row sums of NNGP and NTK for every row read below; then per cell
+       * the column sums, the affine map and a following nonlinearity, in
+       * the CPU's order per entry: two barriers per Conv + nonlinearity. */
+      const struct ntk_dev_op *nl = SFX(dv_next_nonlin)(P, k, A->k1);
       unsigned f = (unsigned)o->f, lo = (unsigned)o->lo_h, r0 = i0 + pad - lo, nr = (i1 - i0) + f - 1;
       REAL scale = (REAL)(1.0 / (double)(f * f));
-      for (int which = 0; which < 1 + with_t; which++) {
-        const REAL *in = which ? t : g;
-        REAL *out = which ? t2 : g2;
-        for (unsigned k2 = tid; k2 < nr * vw; k2 += nt) { /* horizontal sums of every row read below */
-          DV_CELL(k2, vw, inv, ii, jj);
-          unsigned r = r0 + ii, j = j0 + jj;
-          const REAL *src = in + r * ld + pad - lo + j;
-          REAL sum = 0;
-          for (unsigned b = 0; b < f; b++) sum += src[b];
-          rows[r * ld + j] = sum;
+      for (unsigned k2 = tid; k2 < nr * vw; k2 += nt) {
+        DV_CELL(k2, vw, inv, ii, jj);
+        unsigned r = r0 + ii, j = j0 + jj, at = r * ld + pad - lo + j;
+        REAL sg = 0, st = 0;
+        for (unsigned b = 0; b < f; b++) sg += g[at + b];
+        rows[r * ld + j] = sg;
+        if (with_t) {
+          for (unsigned b = 0; b < f; b++) st += t[at + b];
+          rows_t[r * ld + j] = st;
         }
-        BLK_SYNC(B);
-        for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
-          DV_CELL(k2, vw, inv, ii, jj);
-          unsigned i = i0 + ii, j = j0 + jj;
-          REAL sum = 0;
-          for (unsigned a = 0; a < f; a++) sum += rows[(i + pad - lo + a) * ld + j];
-          out[(i + pad) * ld + pad + j] = sum * scale;
-        }
-        BLK_SYNC(B);
       }
+      BLK_SYNC(B);
       for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
         DV_CELL(k2, vw, inv, ii, jj);
-        unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
-        g2[idx] = w2 * g2[idx] + b2;
-        if (with_t) t2[idx] = g2[idx] + w2 * t2[idx];
+        unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
+        REAL sg = 0, st = 0;
+        for (unsigned a = 0; a < f; a++) sg += rows[(i + pad - lo + a) * ld + j];
+        REAL gv = w2 * (sg * scale) + b2, tv = 0;
+        if (with_t) {
+          for (unsigned a = 0; a < f; a++) st += rows_t[(i + pad - lo + a) * ld + j];
+          tv = gv + w2 * (st * scale);
+        }
+        if (nl)
+          SFX(dv_cell_nonlin)(nl, A->capture, va + nl->var_off, vb + nl->var_off, hw, p, (unsigned)((int)p - shift), &gv,
+                              &tv, with_t);
+        g2[idx] = gv;
+        t2[idx] = tv;
       }
       BLK_SYNC(B);
       REAL *x = g;
@@ -215,6 +238,7 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
       x = t;
       t = t2;
       t2 = x;
+      if (nl) k++;
     } else if (o->kind == NTK_LAYER_DENSE) {
       for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
         DV_CELL(k2, vw, inv, ii, jj);
@@ -224,25 +248,11 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
       }
       BLK_SYNC(B);
     } else if (o->var_off >= 0) {
-      REAL *qa = va + o->var_off;
-      const REAL *qb = vb + o->var_off;
-      if (A->capture) { /* the zero offset of (a, a): its slice is a's variances */
-        float invw = 1.0f / (float)w;
-        for (unsigned p = tid; p < hw; p += nt) {
-          DV_CELL(p, w, invw, ii, jj);
-          REAL q = g[(ii + pad) * ld + pad + jj];
-          qa[p] = q;
-          qa[hw + p] = RSQRT(q);
-        }
-      }
-      BLK_SYNC(B);
       for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
         DV_CELL(k2, vw, inv, ii, jj);
-        unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j;
-        unsigned p = i * w + j, q = (unsigned)((int)p - shift);
-        REAL td;
-        g[idx] = SFX(dv_nonlin)(o, g[idx], qa[p], qb[q], qa[hw + p], qb[hw + q], &td);
-        if (with_t) t[idx] *= td;
+        unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
+        SFX(dv_cell_nonlin)(o, A->capture, va + o->var_off, vb + o->var_off, hw, p, (unsigned)((int)p - shift), &g[idx],
+                            &t[idx], with_t);
       }
       BLK_SYNC(B);
     }

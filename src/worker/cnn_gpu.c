@@ -204,6 +204,13 @@ struct ntk_cnn_gpu {
     if (call) return ntk_error(NTK_EINTERNAL, "%s: %s", g->ex.name, g->err);          \
   } while (0)
 
+/* Bytes of shared memory of a SLICE block on an h x w covariance: six
+ * bordered arrays (NNGP, NTK, their next values, two row-sum scratches)
+ * and the reduction's two per thread (cnn_dev_impl.h). */
+static size_t slice_smem(size_t h, size_t w, size_t pad, size_t nt, size_t es) {
+  return (6 * (h + 2 * pad) * (w + 2 * pad) + 2 * nt) * es;
+}
+
 void ntk_cnn_gpu_free(ntk_cnn_gpu_t *g) {
   if (!g) return;
   void *dev[] = {g->dplan, g->x, g->var, g->pa, g->pb, g->fg, g->ft, g->ng, g->nt, g->part, g->out};
@@ -245,7 +252,7 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
     const struct ntk_dev_op *o = &P->ops[k];
     all_local &= o->slice_local;
     if (o->slice_local && (k == 0 || !P->ops[k - 1].slice_local)) { /* a run starts */
-      size_t s = (5 * (h + 2 * pad) * (w + 2 * pad) + 2 * nt) * es;
+      size_t s = slice_smem(h, w, pad, nt, es);
       if (s > smem_slice) smem_slice = s;
       /* a run into GlobalAvgPool leaves a sum per offset */
       if (P->readout == NTK_LAYER_GLOBALAVGPOOL) g->noff_max = (2 * h - 1) * (2 * w - 1);
@@ -403,7 +410,7 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
         A.bh = o->bh < h - 1 ? o->bh : h - 1;
         A.bw = o->bw < w - 1 ? o->bw : w - 1;
         A.from_x = from_x;
-        size_t smem = (5 * (size_t)(h + 2 * P->pad) * (size_t)(w + 2 * P->pad) + 2 * nt) * es;
+        size_t smem = slice_smem((size_t)h, (size_t)w, (size_t)P->pad, nt, es);
         if (self) { /* the zero offset first: the variances the other offsets read */
           A.capture = 1;
           A.to_part = 0;
