@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,7 @@ static void *host_thread_main(void *arg) {
 
 static int host_launch(void *ctx, int kernel, int elem, unsigned gx, unsigned gy, size_t smem,
                        const struct ntk_dev_args *a, char *err, size_t cap) {
-  unsigned nt = *(const unsigned *)ctx;
+  unsigned nt = (unsigned)(uintptr_t)ctx; /* the host executor's context is its thread count */
   struct host_launch L;
   memset(&L, 0, sizeof L);
   L.kernel = kernel;
@@ -158,14 +159,11 @@ static int host_zero(void *ctx, void *p, size_t bytes, char *err, size_t cap) {
   return 0;
 }
 
-static unsigned host_threads[65];
-
 void ntk_gpu_exec_host(struct ntk_gpu_exec *ex, unsigned threads) {
   if (threads < 1) threads = 1;
   if (threads > 64) threads = 64;
-  host_threads[threads] = threads;
   memset(ex, 0, sizeof *ex);
-  ex->ctx = &host_threads[threads];
+  ex->ctx = (void *)(uintptr_t)threads;
   ex->name = "host emulation";
   ex->threads = threads;
   ex->smem_max = (size_t)1 << 20;
