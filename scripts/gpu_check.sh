@@ -23,6 +23,24 @@ fi
 seed=$(( $(date +%s) % 100000 ))
 echo "test_backend seed: $seed"
 NTKD_TEST_SEED=$seed CK_FORK=no "$build/tests/test_backend"
+#    And the CNN kernels under compute-sanitizer where the toolkit has it:
+#    races in shared memory (racecheck), barriers (synccheck) and
+#    out-of-bounds accesses (memcheck), on small jobs of each kind.
+san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ -n "$san" ]; then
+  for tool in racecheck synccheck memcheck; do
+    for a in "[Conv(3, 1, SAME) Relu]*3 GlobalAvgPool Dense Relu Dense" "[Conv(3, 1, SAME) Relu]*3 Flatten Dense" \
+             "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 2, SAME) Erf AvgPool(2, 1) Flatten Dense"; do
+      for p in float32 float64; do
+        "$san" --tool "$tool" --error-exitcode 9 "$build/ntkd_bench_cnn" --gpu "$a" 6 "$p" 8 8 3 >/dev/null 2>"$build/san.log" ||
+          { cat "$build/san.log"; echo "compute-sanitizer $tool: $a ($p) failed"; exit 1; }
+      done
+    done
+    echo "compute-sanitizer $tool: CNN kernels clean"
+  done
+else
+  echo "skipped: compute-sanitizer (not in this CUDA toolkit)"
+fi
 # 4. Mixed jobs (issue 5, item 2): mpirun -np 4 with backend = auto puts
 #    the node's first workers on its GPUs and the rest on the CPU; the
 #    matrix must agree with a CPU-only run (float32, 1e-5 relative). A

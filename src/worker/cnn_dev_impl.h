@@ -21,22 +21,31 @@ static DEV REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, R
   return ABRELU_R((REAL)o->a, (REAL)o->b, q12, q11, q22, r11, r22, td);
 }
 
-/* Block sums of (*sg, *st), in thread order; the result in thread 0.
- * red: 2 nt elements of shared memory. */
+/* Block sums of (*sg, *st), in a fixed order for a given block size (so
+ * a tile's values do not depend on scheduling): threads past the largest
+ * power of two p <= nt fold into the first ones, then a tree of log2(p)
+ * steps. The result in thread 0. red: 2 nt elements of shared memory. */
 static DEV void SFX(dv_reduce)(struct ntk_blk *B, REAL *red, REAL *sg, REAL *st) {
-  red[B->tid] = *sg;
-  red[B->nt + B->tid] = *st;
+  unsigned tid = B->tid, nt = B->nt, p = 1;
+  while (2 * p <= nt) p *= 2;
+  red[tid] = *sg;
+  red[nt + tid] = *st;
   BLK_SYNC(B);
-  if (B->tid == 0) {
-    REAL a = 0, b = 0;
-    for (unsigned k = 0; k < B->nt; k++) {
-      a += red[k];
-      b += red[B->nt + k];
-    }
-    *sg = a;
-    *st = b;
+  if (tid >= p) {
+    red[tid - p] += red[tid];
+    red[nt + tid - p] += red[nt + tid];
   }
   BLK_SYNC(B);
+  for (unsigned half = p / 2; half > 0; half /= 2) {
+    if (tid < half) {
+      red[tid] += red[tid + half];
+      red[nt + tid] += red[nt + tid + half];
+    }
+    BLK_SYNC(B);
+  }
+  *sg = red[0];
+  *st = red[nt];
+  BLK_SYNC(B); /* red may be reused */
 }
 
 static DEV REAL SFX(dv_dot)(const REAL *xa, const REAL *xb, int C) {

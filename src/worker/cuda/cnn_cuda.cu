@@ -71,7 +71,12 @@ static kernel_fn pick(int kernel, int elem) {
 
 struct cuda_exec {
   int device;
+  int sync_each;                  /* NTKD_GPU_SYNC: wait for each kernel, so a fault names it */
+  size_t smem_set[NTK_K_COUNT][2]; /* dynamic shared memory opted in, per kernel and precision */
 };
+
+static const char *const kernel_names[NTK_K_COUNT] = {"DIAG kernel", "SLICE kernel", "INPUT_FULL kernel",
+                                                      "CONV_FULL kernel", "POOL_FULL kernel", "READOUT kernel"};
 
 static int cu_alloc(void *ctx, void **p, size_t bytes, char *err, size_t cap) {
   *p = NULL;
@@ -86,33 +91,41 @@ static void cu_release(void *ctx, void *p) {
 }
 
 static int cu_put(void *ctx, void *dev, const void *host, size_t bytes, char *err, size_t cap) {
-  (void)ctx;
+  CUDA_TRY(cudaSetDevice(((struct cuda_exec *)ctx)->device));
   CUDA_TRY(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
   return 0;
 }
 
-/* Waits for the kernels before it; an error in one surfaces here. */
+/* Waits for the kernels before it; a fault in one surfaces here, named
+ * after this copy (NTKD_GPU_SYNC=1 makes each launch wait and name its
+ * kernel instead). */
 static int cu_get(void *ctx, void *host, const void *dev, size_t bytes, char *err, size_t cap) {
-  (void)ctx;
+  CUDA_TRY(cudaSetDevice(((struct cuda_exec *)ctx)->device));
   CUDA_TRY(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
   return 0;
 }
 
 static int cu_zero(void *ctx, void *dev, size_t bytes, char *err, size_t cap) {
-  (void)ctx;
+  CUDA_TRY(cudaSetDevice(((struct cuda_exec *)ctx)->device));
   CUDA_TRY(cudaMemset(dev, 0, bytes));
   return 0;
 }
 
 static int cu_launch(void *ctx, int kernel, int elem, unsigned gx, unsigned gy, size_t smem,
                      const struct ntk_dev_args *a, char *err, size_t cap) {
+  struct cuda_exec *c = (struct cuda_exec *)ctx;
   kernel_fn fn = pick(kernel, elem);
   if (!fn) return ntk_cuda_fail(err, cap, "cnn kernel launch", "unknown kernel");
-  CUDA_TRY(cudaSetDevice(((struct cuda_exec *)ctx)->device));
-  if (smem > 48 * 1024) /* above the default: opt in (up to cudaDevAttrMaxSharedMemoryPerBlockOptin) */
+  CUDA_TRY(cudaSetDevice(c->device));
+  size_t *set = &c->smem_set[kernel][elem == 8];
+  if (smem > 48 * 1024 && smem > *set) { /* above the default: opt in (up to the device's optin limit) */
     CUDA_TRY(cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    *set = smem;
+  }
   fn<<<dim3(gx, gy), NTK_CUDA_THREADS, smem>>>(*a);
-  CUDA_TRY(cudaGetLastError());
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess && c->sync_each) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return ntk_cuda_fail(err, cap, kernel_names[kernel], cudaGetErrorString(e));
   return 0;
 }
 
@@ -126,6 +139,7 @@ extern "C" int ntk_gpu_exec_cuda(struct ntk_gpu_exec *ex, int device, char *err,
   struct cuda_exec *c = (struct cuda_exec *)calloc(1, sizeof *c);
   if (!c) return ntk_cuda_fail(err, cap, "ntk_gpu_exec_cuda", "out of memory");
   c->device = device;
+  c->sync_each = getenv("NTKD_GPU_SYNC") && atoi(getenv("NTKD_GPU_SYNC")) > 0;
   ex->ctx = c;
   ex->name = "cuda";
   ex->threads = NTK_CUDA_THREADS;
