@@ -17,7 +17,7 @@ fi
 "$build/ntkd_gpu_check_train" 50
 # 3. Kernel tiles (issue 5): the CUDA backend against the CPU backend on
 #    fresh random inputs (a new seed each run, printed), every
-#    fully-connected kernel type and the 13 convolutional networks of
+#    fully-connected kernel type and the 15 convolutional networks of
 #    tests/cnn_archs.h (DIAG, SLICE, pooling, strides, CIRCULAR, VALID),
 #    float32 (1e-5) and float64 (1e-12); diagonal tiles exactly symmetric.
 seed=$(( $(date +%s) % 100000 ))

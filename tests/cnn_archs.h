@@ -43,6 +43,9 @@ static const char *const archs[] = {
     "Conv(3, 1, SAME) Relu AvgPool(2, 1) Conv(3, 2, SAME) Relu Flatten Dense",
     "Conv(3, 1, SAME) Erf AvgPool(2, 1) Conv(3, 1, CIRCULAR) Relu Flatten Dense",
     "AvgPool(3, 1) Conv(2, 1, SAME) Relu AvgPool(2, 1) Flatten Dense",
+    /* no spatial layer at all; Dense and Identity inside a slice run */
+    "GlobalAvgPool Dense(b_std=0) Relu Dense",
+    "Dense(W_std=1.2) Relu Conv(3, 1, SAME) Identity Erf GlobalAvgPool Dense",
 };
 
 #endif

@@ -54,8 +54,10 @@ static void check_against_cpu(int elem) {
   size_t n = ds.n;
   double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
   /* float64 is the CPU's arithmetic per entry; only sums over many entries
-   * run in another order. float32 the same, at float32's rounding. */
-  double bound = elem == 4 ? 5e-6 : 1e-13, worst = 0;
+   * run in another order. float32 the same, at float32's rounding: 1e-5 as
+   * for a GPU (GlobalAvgPool of raw random images sums 900 products that
+   * nearly cancel, 6e-6 apart between the CPU's order and the tree's). */
+  double bound = elem == 4 ? 1e-5 : 1e-13, worst = 0;
   setenv("NTKD_GPU_MAX_BATCH", "7", 1); /* several batches per tile, ragged */
   for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
     struct ntk_arch arch;

@@ -195,7 +195,9 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
     op->bh = path != NTK_CNN_SLICE || bh + 1 > op->hi ? op->hi - 1 : bh;
     op->bw = path != NTK_CNN_SLICE || bw + 1 > op->wi ? op->wi - 1 : bw;
   }
-  int single = P->readout == NTK_LAYER_GLOBALAVGPOOL;
+  /* Batched: one run of slice-local layers from the input into GAP (not
+   * GAP of the raw input, whose pair path sums in another order). */
+  int single = P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0;
   for (size_t k = 0; k < P->nops; k++) single &= P->ops[k].slice_local;
   int tail_nonlin = 0;
   for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= is_nonlinear(P->tail[k].kind);
