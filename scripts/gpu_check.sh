@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# GPU checks, where a CUDA device is present: the CUDA parts against the
-# CPU path. Needs a CUDA build (scripts/build.sh with nvcc on PATH).
+# GPU checks, where a CUDA device is present: builds ntkd with CUDA into
+# BUILD_DIR (default build-gpu/, for the device's own architecture and
+# sm_75/sm_90), then checks every CUDA part against the CPU path and ends
+# with the benchmark table (docs/GPU.md). Needs nvcc and the build
+# dependencies of scripts/install-deps.sh; NTKD_GPU_CHECK_NO_BUILD=1 uses
+# BUILD_DIR as it is.
 #   scripts/gpu_check.sh [BUILD_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-build=$(readlink -f "${1:-$here/build}")
+build=$(readlink -m "${1:-$here/build-gpu}")
+if [ "${NTKD_GPU_CHECK_NO_BUILD:-0}" != 1 ]; then
+  archs="75;90" arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d . || true)
+  case "$arch" in ''|75|90) ;; *) archs="$archs;$arch" ;; esac
+  cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNTKD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
+  cmake --build "$build" -j "$(nproc)" >/dev/null
+fi
 "$build/ntkd" --version | sed -n 's/^backends: /ntkd backends: /p'
 if [ ! -x "$build/ntkd_gpu_check_adam" ]; then
   echo "gpu_check: $build is not a CUDA build (no ntkd_gpu_check_adam)"; exit 1
