@@ -93,6 +93,39 @@ END_TEST
 START_TEST(test_gpu_kernels_float64) { check_against_cpu(8); }
 END_TEST
 
+/* The sizes the benchmarks use: 32 x 32 x 3 images (1 024 positions, 3 969
+ * offsets), a pooled Myrtle-style network and a CNTK-style one, float32,
+ * emulated with 4 threads per block against the CPU. */
+START_TEST(test_gpu_kernels_32x32) {
+  static const char *const big[] = {
+      "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu GlobalAvgPool Dense",
+      "[Conv(3, 1, SAME) Relu]*2 GlobalAvgPool Dense",
+      "[Conv(3, 1, SAME) Relu]*2 Flatten Dense",
+  };
+  struct ntk_dataset ds;
+  random_images(&ds, 4, 32, 32, 3, 4, 17);
+  size_t n = ds.n;
+  double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
+  for (size_t a = 0; a < sizeof big / sizeof *big; a++) {
+    struct ntk_arch arch;
+    ck_assert_int_eq(ntk_arch_parse(big[a], 1.4142135623730951, 0.0, &arch), NTK_OK);
+    matrices(&arch, &ds, NULL, 3, g0, t0);
+    struct ntk_gpu_exec ex;
+    ntk_gpu_exec_host(&ex, 4);
+    matrices(&arch, &ds, &ex, 3, g1, t1);
+    double eg = ref_max_err(g1, 8, g0, n, 0), et = ref_max_err(t1, 8, t0, n, 0);
+    printf("emulated GPU vs CPU, 32x32x3 float32, %s: nngp %.3g ntk %.3g\n", big[a], eg, et);
+    ck_assert_msg(eg < 1e-5 && et < 1e-5, "%s: nngp %.3g ntk %.3g", big[a], eg, et);
+    ntk_arch_free(&arch);
+  }
+  free(g0);
+  free(t0);
+  free(g1);
+  free(t1);
+  free(ds.x);
+}
+END_TEST
+
 /* The division-free cell index of the kernels: exact for every region
  * width a block can have, over more cells than shared memory holds. */
 START_TEST(test_cell_index) {
@@ -151,7 +184,7 @@ START_TEST(test_gpu_refusals) {
   ntk_arch_free(&arch);
   ck_assert_int_eq(ntk_arch_parse("Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Relu GlobalAvgPool", 1.0, 0.0, &arch),
                    NTK_OK);
-  ex.smem_max = 16 << 10; /* a 32 x 32 float32 slice block needs 6 * 34 * 34 * 4 bytes = 27 KiB */
+  ex.smem_max = 16 << 10; /* a 32 x 32 float32 slice block needs 6 arrays of 34 x 34 floats: 27 KiB */
   ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &arch, &ds, &gc), NTK_ECONFIG);
   ck_assert_msg(strstr(ntk_error_message(), "shared memory") && strstr(ntk_error_message(), "backend = cpu"), "%s",
                 ntk_error_message());
@@ -177,6 +210,7 @@ int main(void) {
   tcase_set_timeout(tc, 900);
   tcase_add_test(tc, test_gpu_kernels_float32);
   tcase_add_test(tc, test_gpu_kernels_float64);
+  tcase_add_test(tc, test_gpu_kernels_32x32);
   tcase_add_test(tc, test_cell_index);
   tcase_add_test(tc, test_gpu_nngp_only);
   tcase_add_test(tc, test_gpu_refusals);

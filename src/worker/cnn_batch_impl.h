@@ -16,6 +16,9 @@
  * emitted scalar adds and shuffles: 78% of the time, perf). Unaligned, may
  * alias the REAL arrays. */
 typedef REAL SFX(lanes) __attribute__((vector_size(NTK_CNN_BATCH * sizeof(REAL)), aligned(sizeof(REAL)), may_alias));
+/* The same lanes in double: readout sums (GlobalAvgPool adds up to a
+ * million entries per pair; in float32 that alone cost 1e-4). */
+typedef double SFX(dlanes) __attribute__((vector_size(NTK_CNN_BATCH * sizeof(double))));
 
 NTK_CLONES static void SFX(b_affine)(REAL *restrict g, REAL *restrict t, size_t n, REAL w2, REAL b2) {
   for (size_t k = 0; k < n; k++) g[k] = w2 * g[k] + b2;
@@ -140,15 +143,15 @@ static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL 
     }
   }
   size_t n = P->out_h * P->out_w;
-  for (size_t k = 0; k < B; k++) out_g[k] = out_t[k] = 0;
+  double sg[NTK_CNN_BATCH] = {0}, st[NTK_CNN_BATCH] = {0}; /* readout sums in double, as pair() */
   for (size_t p = 0; p < n; p++)
     for (size_t k = 0; k < B; k++) {
-      out_g[k] += g[p * B + k];
-      if (with_t) out_t[k] += t[p * B + k];
+      sg[k] += (double)g[p * B + k];
+      if (with_t) st[k] += (double)t[p * B + k];
     }
   for (size_t k = 0; k < B; k++) {
-    out_g[k] /= (REAL)n;
-    out_t[k] /= (REAL)n;
+    out_g[k] = (REAL)(sg[k] / (double)n);
+    out_t[k] = (REAL)(st[k] / (double)n);
   }
 }
 
@@ -199,7 +202,7 @@ static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
                               const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   size_t h = P->H, w = P->W, C = P->C, pad = P->pad, ld = w + 2 * pad, hw = h * w;
-  SFX(lanes) gsum = {0}, tsum = {0};
+  SFX(dlanes) gsum = {0}, tsum = {0}; /* readout sums in double, as pair() */
   for (long di = -(long)h + 1; di < (long)h; di++)
     for (long dj = -(long)w + 1; dj < (long)w; dj++) {
       size_t i0 = di > 0 ? (size_t)di : 0, i1 = di < 0 ? (size_t)((long)h + di) : h;
@@ -236,9 +239,9 @@ static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
       for (size_t i = i0; i < i1; i++) {
         size_t cell = (i + pad) * ld + pad + j0, n = (j1 - j0) * B;
         REAL *g = (REAL *)ws->g + cell * B, *t = (REAL *)ws->t + cell * B;
-        for (size_t q = 0; q < n; q += B) gsum += *(const SFX(lanes) *)(g + q);
+        for (size_t q = 0; q < n; q += B) gsum += __builtin_convertvector(*(const SFX(lanes) *)(g + q), SFX(dlanes));
         if (with_t)
-          for (size_t q = 0; q < n; q += B) tsum += *(const SFX(lanes) *)(t + q);
+          for (size_t q = 0; q < n; q += B) tsum += __builtin_convertvector(*(const SFX(lanes) *)(t + q), SFX(dlanes));
         memset(g, 0, n * sizeof(REAL));
         memset((REAL *)ws->g2 + cell * B, 0, n * sizeof(REAL));
         if (with_t) {
@@ -248,8 +251,8 @@ static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
       }
     }
   for (size_t k = 0; k < B; k++) {
-    out_g[k] = gsum[k] / (REAL)(hw * hw);
-    out_t[k] = with_t ? tsum[k] / (REAL)(hw * hw) : 0;
+    out_g[k] = (REAL)(gsum[k] / (double)(hw * hw));
+    out_t[k] = with_t ? (REAL)(tsum[k] / (double)(hw * hw)) : 0;
   }
 }
 

@@ -77,7 +77,7 @@ struct ntk_dev_args {
   int mode;       /* READOUT: NTK_RO_* */
   size_t fstride; /* elements per pair in fg, ft, ng, nt */
   void *fg, *ft, *ng, *nt;
-  void *part;     /* [np][noff][2] */
+  void *part;     /* [np][noff][2] doubles: sums of NNGP and NTK */
   void *out;      /* [np][2]: nngp, ntk */
 };
 

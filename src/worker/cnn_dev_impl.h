@@ -12,7 +12,7 @@
  * order of operations inside an entry; sums over many entries (readouts)
  * go in a different order, so GPU and CPU agree to rounding, not bits.
  *
- * Shared memory: DIAG 4 H*W + 2 nt elements; SLICE 6 (h + 2 pad)(w + 2 pad)
+ * Shared memory: DIAG 4 H*W elements + 2 nt doubles; SLICE 6 (h + 2 pad)(w + 2 pad)
  * + 2 nt; READOUT 2 nt; the full-covariance kernels none. */
 
 static DEV REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
@@ -24,8 +24,9 @@ static DEV REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, R
 /* Block sums of (*sg, *st), in a fixed order for a given block size (so
  * a tile's values do not depend on scheduling): threads past the largest
  * power of two p <= nt fold into the first ones, then a tree of log2(p)
- * steps. The result in thread 0. red: 2 nt elements of shared memory. */
-static DEV void SFX(dv_reduce)(struct ntk_blk *B, REAL *red, REAL *sg, REAL *st) {
+ * steps. The result in thread 0. In double whatever REAL is, as the CPU's
+ * readout sums. red: 2 nt doubles of shared memory. */
+static DEV void SFX(dv_reduce)(struct ntk_blk *B, double *red, double *sg, double *st) {
   unsigned tid = B->tid, nt = B->nt, p = 1;
   while (2 * p <= nt) p *= 2;
   red[tid] = *sg;
@@ -86,7 +87,8 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
   const REAL *xa = (const REAL *)A->x + A->pa[pair] * d, *xb = (const REAL *)A->x + A->pb[pair] * d;
   REAL *va = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size;
   const REAL *vb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size;
-  REAL *dg = sm, *dt = sm + n0, *ng = sm + 2 * n0, *nt_ = sm + 3 * n0, *red = sm + 4 * n0;
+  REAL *dg = sm, *dt = sm + n0, *ng = sm + 2 * n0, *nt_ = sm + 3 * n0;
+  double *red = (double *)(void *)(sm + 4 * n0); /* 8-byte aligned: 4 n0 elements of 4 or 8 bytes */
   for (size_t p = tid; p < n0; p += nt) {
     dg[p] = SFX(dv_dot)(xa + p * (size_t)P->C, xb + p * (size_t)P->C, P->C);
     dt[p] = 0;
@@ -148,14 +150,14 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
     }
   }
   size_t n = (size_t)P->out_h * (size_t)P->out_w;
-  REAL sg = 0, st = 0;
+  double sg = 0, st = 0;
   for (size_t p = tid; p < n; p += nt) {
-    sg += dg[p];
-    st += dt[p];
+    sg += (double)dg[p];
+    st += (double)dt[p];
   }
   SFX(dv_reduce)(B, red, &sg, &st);
   if (tid == 0) {
-    REAL *part = (REAL *)A->part + pair * 2;
+    double *part = (double *)A->part + pair * 2;
     part[0] = sg;
     part[1] = st;
   }
@@ -182,7 +184,8 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
   REAL *va = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size;
   const REAL *vb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size;
   REAL *g = sm, *t = sm + cells, *g2 = sm + 2 * cells, *t2 = sm + 3 * cells, *rows = sm + 4 * cells;
-  REAL *rows_t = sm + 5 * cells, *red = sm + 6 * cells;
+  REAL *rows_t = sm + 5 * cells;
+  double *red = (double *)(void *)(sm + 6 * cells); /* 8-byte aligned: 6 cells elements of 4 or 8 bytes */
   /* Zero borders: SAME padding for every convolution of the run. */
   for (unsigned k = tid; k < 4 * cells; k += nt) sm[k] = 0;
   BLK_SYNC(B);
@@ -268,16 +271,16 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
   }
   if (A->capture) return;
   if (A->to_part) {
-    REAL sg = 0, st = 0;
+    double sg = 0, st = 0;
     for (unsigned k = tid; k < nvalid; k += nt) {
       DV_CELL(k, vw, inv, ii, jj);
       unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
-      sg += g[idx];
-      if (with_t) st += t[idx];
+      sg += (double)g[idx];
+      if (with_t) st += (double)t[idx];
     }
     SFX(dv_reduce)(B, red, &sg, &st);
     if (tid == 0) {
-      REAL *part = (REAL *)A->part + (pair * (size_t)A->noff + B->bx) * 2;
+      double *part = (double *)A->part + (pair * (size_t)A->noff + B->bx) * 2;
       part[0] = sg;
       part[1] = st;
     }
@@ -383,14 +386,14 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
   const struct ntk_dev_plan *P = A->P;
   size_t pair = B->bx, n = (size_t)A->h * (size_t)A->w;
   unsigned tid = B->tid, nt = B->nt;
-  REAL sg = 0, st = 0, norm;
+  double sg = 0, st = 0, norm;
   if (A->mode == NTK_RO_PART) {
-    const REAL *part = (const REAL *)A->part + pair * (size_t)A->noff * 2;
+    const double *part = (const double *)A->part + pair * (size_t)A->noff * 2;
     for (size_t k = tid; k < (size_t)A->noff; k += nt) {
       sg += part[2 * k];
       st += part[2 * k + 1];
     }
-    norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (REAL)(n * n) : (REAL)n;
+    norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (double)(n * n) : (double)n;
   } else {
     const REAL *fg = (const REAL *)A->fg + pair * A->fstride;
     const REAL *ft = A->with_t ? (const REAL *)A->ft + pair * A->fstride : fg;
@@ -398,14 +401,14 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
     size_t items = gap ? n * n : n;
     for (size_t k = tid; k < items; k += nt) {
       size_t at = gap ? k : k * n + k;
-      sg += fg[at];
-      if (A->with_t) st += ft[at];
+      sg += (double)fg[at];
+      if (A->with_t) st += (double)ft[at];
     }
-    norm = gap ? (REAL)(n * n) : (REAL)n;
+    norm = gap ? (double)(n * n) : (double)n;
   }
-  SFX(dv_reduce)(B, sm, &sg, &st);
+  SFX(dv_reduce)(B, (double *)(void *)sm, &sg, &st);
   if (tid != 0) return;
-  REAL g = sg / norm, t = st / norm;
+  REAL g = (REAL)(sg / norm), t = (REAL)(st / norm);
   REAL *ta = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size + P->tail_off;
   const REAL *tb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size + P->tail_off;
   for (int k = 0; k < P->ntail; k++) {

@@ -204,9 +204,9 @@ struct ntk_cnn_gpu {
 
 /* Bytes of shared memory of a SLICE block on an h x w covariance: six
  * bordered arrays (NNGP, NTK, their next values, two row-sum scratches)
- * and the reduction's two per thread (cnn_dev_impl.h). */
+ * and the reduction's two doubles per thread (cnn_dev_impl.h). */
 static size_t slice_smem(size_t h, size_t w, size_t pad, size_t nt, size_t es) {
-  return (6 * (h + 2 * pad) * (w + 2 * pad) + 2 * nt) * es;
+  return 6 * (h + 2 * pad) * (w + 2 * pad) * es + 2 * nt * sizeof(double);
 }
 
 void ntk_cnn_gpu_free(ntk_cnn_gpu_t *g) {
@@ -258,8 +258,8 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
     h = (size_t)o->ho;
     w = (size_t)o->wo;
   }
-  g->smem_diag = (4 * HW + 2 * nt) * es;
-  g->smem_ro = 2 * nt * es;
+  g->smem_diag = 4 * HW * es + 2 * nt * sizeof(double);
+  g->smem_ro = 2 * nt * sizeof(double);
   size_t smem = P->path == NTK_CNN_DIAG ? g->smem_diag : smem_slice;
   if (smem > ex->smem_max) {
     ntk_cnn_gpu_free(g);
@@ -272,7 +272,7 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
   g->fstride = g->need_full ? HW * HW : 0;
   if (P->nops == 0 || !P->ops[P->nops - 1].slice_local) g->noff_max = 1; /* the readout reads fg */
   /* Bytes per pair in a batch (NTK included): full covariances, slice sums, result. */
-  g->per_pair = 4 * g->fstride * es + 2 * g->noff_max * es + 2 * es + 2 * sizeof(unsigned);
+  g->per_pair = 4 * g->fstride * es + 2 * g->noff_max * sizeof(double) + 2 * es + 2 * sizeof(unsigned);
   /* Every image and its variance block stay on the device for the whole
    * job when they take at most a quarter of the budget: each image's
    * variances are then computed once per worker, not once per tile. */
@@ -337,7 +337,7 @@ static ntk_status grow_pairs(ntk_cnn_gpu_t *g, size_t pairs) {
     EX_TRY(g->ex.alloc(g->ex.ctx, &g->ng, full, g->err, sizeof g->err));
     EX_TRY(g->ex.alloc(g->ex.ctx, &g->nt, full, g->err, sizeof g->err));
   }
-  EX_TRY(g->ex.alloc(g->ex.ctx, &g->part, pairs * g->noff_max * 2 * es, g->err, sizeof g->err));
+  EX_TRY(g->ex.alloc(g->ex.ctx, &g->part, pairs * g->noff_max * 2 * sizeof(double), g->err, sizeof g->err));
   EX_TRY(g->ex.alloc(g->ex.ctx, &g->out, pairs * 2 * es, g->err, sizeof g->err));
   unsigned *a = realloc(g->hpa, pairs * sizeof *a), *b = a ? realloc(g->hpb, pairs * sizeof *b) : NULL;
   if (a) g->hpa = a;

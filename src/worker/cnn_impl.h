@@ -210,7 +210,7 @@ static void SFX(slice_pointwise)(struct SFX(slice) *S, const struct cnn_op *op, 
  * writing them back. In a self run (a, a) the zero offset goes first: its
  * slice is the diagonal, i.e. the variances the other offsets need. */
 static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, size_t h, size_t w, size_t k0,
-                            size_t k1, REAL *va, const REAL *vb, int self, int with_t, REAL *gsum, REAL *tsum) {
+                            size_t k1, REAL *va, const REAL *vb, int self, int with_t, double *gsum, double *tsum) {
   const struct cnn_plan *P = &c->plan;
   size_t hw = h * w;
   struct SFX(slice) S;
@@ -274,8 +274,8 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
       const REAL *g = S.g + (i + S.pad) * S.ld + S.pad, *t = S.t + (i + S.pad) * S.ld + S.pad;
       if (gsum) {
         for (size_t j = S.j0; j < S.j1; j++) {
-          *gsum += g[j];
-          if (with_t) *tsum += t[j];
+          *gsum += (double)g[j];
+          if (with_t) *tsum += (double)t[j];
         }
         continue;
       }
@@ -297,7 +297,10 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
                       const REAL *vb, int self, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   size_t H = P->H, W = P->W, C = P->C, HW = H * W;
-  REAL g = 0, t = 0;
+  /* Readout sums in double whatever REAL is: GlobalAvgPool adds up to a
+   * million entries per pair, which in a float32 sum cost 1e-4 relative. */
+  double gs = 0, ts = 0;
+  REAL g, t;
   if (self) vb = va;
   if (P->path == NTK_CNN_DIAG) {
     REAL *dg = (REAL *)ws->a, *dt = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
@@ -336,11 +339,11 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
     }
     size_t n = P->out_h * P->out_w;
     for (size_t p = 0; p < n; p++) {
-      g += dg[p];
-      t += dt[p];
+      gs += (double)dg[p];
+      ts += (double)dt[p];
     }
-    g /= (REAL)n;
-    t /= (REAL)n;
+    g = (REAL)(gs / (double)n);
+    t = (REAL)(ts / (double)n);
   } else {
     REAL *fg = (REAL *)ws->a, *ft = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
     size_t bh = P->nops ? P->ops[0].bh : H, bw = P->nops ? P->ops[0].bw : W;
@@ -364,7 +367,7 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
         size_t k1 = k;
         while (k1 < P->nops && P->ops[k1].slice_local) k1++;
         int to_gap = k1 == P->nops && P->readout == NTK_LAYER_GLOBALAVGPOOL;
-        SFX(run_slices)(c, ws, fg, ft, h, w, k, k1, va, vb, self, with_t, to_gap ? &g : NULL, to_gap ? &t : NULL);
+        SFX(run_slices)(c, ws, fg, ft, h, w, k, k1, va, vb, self, with_t, to_gap ? &gs : NULL, to_gap ? &ts : NULL);
         summed = to_gap;
         k = k1;
         continue;
@@ -408,19 +411,19 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
     if (!summed) {
       if (P->readout == NTK_LAYER_GLOBALAVGPOOL) {
         for (size_t p = 0; p < n * n; p++) {
-          g += fg[p];
-          if (with_t) t += ft[p];
+          gs += (double)fg[p];
+          if (with_t) ts += (double)ft[p];
         }
       } else {
         for (size_t p = 0; p < n; p++) {
-          g += fg[p * n + p];
-          if (with_t) t += ft[p * n + p];
+          gs += (double)fg[p * n + p];
+          if (with_t) ts += (double)ft[p * n + p];
         }
       }
     }
-    REAL norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (REAL)(n * n) : (REAL)n;
-    g /= norm;
-    t /= norm;
+    double norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (double)(n * n) : (double)n;
+    g = (REAL)(gs / norm);
+    t = (REAL)(ts / norm);
   }
   /* The fully-connected tail on scalars. */
   REAL *ta = va + P->tail_off;
