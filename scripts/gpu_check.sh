@@ -15,6 +15,10 @@ if [ "${NTKD_GPU_CHECK_NO_BUILD:-0}" != 1 ]; then
   cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNTKD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
   cmake --build "$build" -j "$(nproc)" >/dev/null
 fi
+py=${PYTHON:-python3}                    # with numpy
+mpirun=mpirun                             # a bundle (scripts/gpu_bundle.sh) brings its own
+[ -x "$build/mpirun" ] && mpirun="$build/mpirun"
+calc() { "$py" -c "print('%.4g' % ($1))"; }
 "$build/ntkd" --version | sed -n 's/^backends: /ntkd backends: /p'
 if [ ! -x "$build/ntkd_gpu_check_adam" ]; then
   echo "gpu_check: $build is not a CUDA build (no ntkd_gpu_check_adam)"; exit 1
@@ -56,7 +60,7 @@ fi
 #    matrix must agree with a CPU-only run (float32, 1e-5 relative). A
 #    fully-connected job and a pooled CNN on 32 x 32 x 3 images.
 mix=$(mktemp -d)
-/usr/bin/python3 -c "
+"$py" -c "
 import numpy as np
 r = np.random.default_rng($seed)
 np.save('$mix/x.npy', r.standard_normal((3000, 256)).astype(np.float32))
@@ -67,12 +71,12 @@ mixed() { # NAME DATA TILE ARCH
       "$2" "$4" "$3" "$b" "$1" "$b" > "$mix/$1-$b.conf"
   done
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-    mpirun -np 4 "$build/ntkd" "$mix/$1-auto.conf" 2>&1 | grep -E "GPU|CPU|error" || true
+    "$mpirun" -np 4 "$build/ntkd" "$mix/$1-auto.conf" 2>&1 | grep -E "GPU|CPU|error" || true
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
-    mpirun -np 4 "$build/ntkd" "$mix/$1-cpu.conf" >/dev/null 2>&1
+    "$mpirun" -np 4 "$build/ntkd" "$mix/$1-cpu.conf" >/dev/null 2>&1
   "$build/ntkd" export "$mix/$1-auto.ntk" "$mix/$1-auto.npy" 2>/dev/null
   "$build/ntkd" export "$mix/$1-cpu.ntk" "$mix/$1-cpu.npy" 2>/dev/null
-  /usr/bin/python3 -c "
+  "$py" -c "
 import numpy as np
 a = np.load('$mix/$1-auto.npy').astype(np.float64); c = np.load('$mix/$1-cpu.npy').astype(np.float64)
 d = np.sqrt(np.abs(np.outer(np.diag(c), np.diag(c))))
@@ -87,7 +91,7 @@ rm -rf "$mix"
 #    rank on one GPU, against one cublasSsyrk of the same size.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-/usr/bin/python3 -c "import numpy as np; np.save('$work/x.npy', np.random.default_rng(1).standard_normal((10000, 3072)).astype(np.float32))"
+"$py" -c "import numpy as np; np.save('$work/x.npy', np.random.default_rng(1).standard_normal((10000, 3072)).astype(np.float32))"
 printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense Relu Dense\nkernel = ntk\n[compute]\ntile = 2048\nbackend = cuda\n[output]\npath = fc.ntk\n' > "$work/fc.conf"
 "$build/ntkd" "$work/fc.conf" 2> "$work/fc.log" || { cat "$work/fc.log"; exit 1; }
 fc_s=$(sed -n 's/.*, tiles \([0-9.]*\) s$/\1/p' "$work/fc.log")
@@ -102,11 +106,11 @@ gap_s=$("$build/ntkd_bench_cnn" --gpu "$gap21" 256)
 flat_s=$("$build/ntkd_bench_cnn" --gpu "$flat21" 2048)
 gap_cpu=$("$build/ntkd_bench_cnn" "$gap21" 12)
 flat_cpu=$("$build/ntkd_bench_cnn" "$flat21" 256)
-us() { echo "$1 * 1000000" | sed 's/e/*10^/' | bc -l | cut -c1-8; }
+us() { calc "$1 * 1e6"; }
 printf '\n%-44s %s\n' "benchmark ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))" "result"
 printf '%-44s %s\n' "CNTK-GAP depth 21, us per entry" "$(us "$gap_s") (target <= 50; one CPU core here: $(us "$gap_cpu"))"
-printf '%-44s %s\n' "... fraction of the fp32 peak" "$(echo "0.48 / ($gap_s * $peak_gf)" | sed 's/e/*10^/' | bc -l | cut -c1-6) (peak measured: $peak_gf GFLOP/s)"
+printf '%-44s %s\n' "... fraction of the fp32 peak" "$(calc "0.48 / ($gap_s * $peak_gf)") (peak measured: $peak_gf GFLOP/s)"
 printf '%-44s %s\n' "CNN-Flatten depth 21, us per entry" "$(us "$flat_s") (one CPU core here: $(us "$flat_cpu"))"
 printf '%-44s %s\n' "FC N=10000 d=3072 NTK, ntkd tiles (s)" "$fc_s"
 printf '%-44s %s\n' "one cublasSsyrk 10000 x 3072 (s)" "$syrk_s ($syrk_gf GFLOP/s)"
-printf '%-44s %s\n' "ratio ntkd / ssyrk" "$(echo "$fc_s / $syrk_s" | bc -l | cut -c1-6)"
+printf '%-44s %s\n' "ratio ntkd / ssyrk" "$(calc "$fc_s / $syrk_s")"
