@@ -275,5 +275,24 @@ print('    rank 0: cpu %.2fs over %.2fs wall; workers: %.2fs cpu' % (u + s, e, w
 assert (u + s) < 0.15 * e and w > 1.0
 "
 
+# --- on-demand scheduling: a slower worker gets fewer tiles ------------------------
+# Rank 2 runs 5% of the time (stopped 190 ms, continued 10 ms), like a CPU
+# worker beside a GPU one: it must get fewer tiles and not hold the job back.
+# (nice 19 with both workers pinned to one core did not slow rank 2 enough
+# here: it still returned 28% of the tiles.)
+printf '[data]\npath = deep.npy\n[model]\narch = [Dense Erf]*300 Dense\n[compute]\ntile = 128\n[output]\npath = slow.ntk\n' > slow.conf
+expect_rc 0 "a job with one slow worker" mpirun -np 3 bash -c \
+  'if [ "$OMPI_COMM_WORLD_RANK" != 2 ]; then exec "$0" "$1"; fi
+   "$0" "$1" & p=$!
+   while kill -STOP $p 2>/dev/null; do sleep 0.19; kill -CONT $p 2>/dev/null; sleep 0.01; done
+   wait $p' "$NTKD" slow.conf
+check "... the fast worker returned most tiles" $PY -c "
+import re
+line = [l for l in open('err.log') if 'tiles per worker' in l][-1]
+n = dict((int(r), int(c)) for r, c in re.findall(r'rank (\d+): (\d+)', line))
+print('    ' + line.strip())
+assert n[1] + n[2] == 136 and n[1] > 3 * n[2], n
+"
+
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" = 0 ]

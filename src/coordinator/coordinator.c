@@ -28,6 +28,7 @@ struct sched {
   char failure_msg[2048];
   int stopping;        /* signal received (main thread only) */
   double compute_seconds; /* summed over tiles: compute + compress */
+  uint64_t *per_worker;    /* tiles each rank returned this run (MPI) */
 };
 
 static void set_failure(struct sched *s, ntk_status st) {
@@ -243,7 +244,11 @@ static ntk_status send_next(struct sched *s, int worker, int *inflight, int *act
 static ntk_status run_mpi(struct sched *s) {
   int nworkers = ntk_comm_size() - 1, active = nworkers;
   int *inflight = calloc((size_t)nworkers + 1, sizeof *inflight);
-  if (!inflight) return ntk_error(NTK_ENOMEM, "out of memory");
+  s->per_worker = calloc((size_t)nworkers + 1, sizeof *s->per_worker);
+  if (!inflight || !s->per_worker) {
+    free(inflight);
+    return ntk_error(NTK_ENOMEM, "out of memory");
+  }
   struct writer w;
   ntk_status st = writer_start(&w, s);
   if (st) {
@@ -281,6 +286,7 @@ static ntk_status run_mpi(struct sched *s) {
         break;
       }
       inflight[from]--;
+      s->per_worker[from]++;
       /* Top the worker's queue up first, then hand the tile to the writer. */
       if ((st = send_next(s, from, inflight, &active))) {
         free(buf);
@@ -312,6 +318,24 @@ static ntk_status run_mpi(struct sched *s) {
   return st;
 }
 
+/* Tiles per worker rank: scheduling is on demand, so faster workers (GPUs)
+ * return more. All ranks up to 16 workers, else the extremes. */
+static void print_per_worker(const uint64_t *count, int nw) {
+  if (nw <= 16) {
+    fprintf(stderr, "ntkd: tiles per worker:");
+    for (int k = 1; k <= nw; k++) fprintf(stderr, "%s rank %d: %llu", k > 1 ? "," : "", k, (unsigned long long)count[k]);
+    fprintf(stderr, "\n");
+    return;
+  }
+  int lo = 1, hi = 1;
+  for (int k = 2; k <= nw; k++) {
+    if (count[k] < count[lo]) lo = k;
+    if (count[k] > count[hi]) hi = k;
+  }
+  fprintf(stderr, "ntkd: tiles per worker: fewest %llu (rank %d), most %llu (rank %d), %d workers\n",
+          (unsigned long long)count[lo], lo, (unsigned long long)count[hi], hi, nw);
+}
+
 ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const struct ntk_job *job) {
   struct sched s;
   ntk_status st = sched_init(&s, store, job);
@@ -329,6 +353,8 @@ ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const str
   if (wall > 0 && s.progress.pairs_session)
     fprintf(stderr, "ntkd: workers spent %.2f s computing tiles: %.0f%% of %d x %.2f s\n", s.compute_seconds,
             100.0 * s.compute_seconds / (nw * wall), nw, wall);
+  if (s.per_worker && nw > 1) print_per_worker(s.per_worker, nw);
+  free(s.per_worker);
   free(s.pending);
   pthread_mutex_destroy(&s.mu);
   if (st) return st;
