@@ -10,10 +10,13 @@
  * block (no barrier inside thread-dependent branches). The arithmetic per
  * entry is the CPU's (src/worker/cnn_impl.h): the same maps, the same
  * order of operations inside an entry; sums over many entries (readouts)
- * go in a different order, so GPU and CPU agree to rounding, not bits.
+ * are in double as on the CPU but in another order, so float64 results
+ * agree to rounding, and float32 ones (rounded once from those sums) in
+ * practice to the bit.
  *
- * Shared memory: DIAG 4 H*W elements + 2 nt doubles; SLICE 6 (h + 2 pad)(w + 2 pad)
- * + 2 nt; READOUT 2 nt; the full-covariance kernels none. */
+ * Shared memory: DIAG 4 H*W elements, SLICE 6 (h + 2 pad)(w + 2 pad)
+ * elements, each plus 2 nt doubles; READOUT 2 nt doubles; the
+ * full-covariance kernels none. */
 
 static DEV REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
                                REAL *td) {
