@@ -1,17 +1,32 @@
-/* The convolutional networks the CNN tests run: every path (same-position,
- * slices, bands before Flatten, pooling, strides, CIRCULAR and VALID
- * padding, a fully-connected tail with nonlinearities). Shared by
- * test_cnn.c (fast paths against the general one) and test_cnn_gpu.c (the
- * GPU kernels, emulated, against the CPU). */
+/* What the CNN tests share: the convolutional networks they run (every
+ * path: same-position, slices, bands before Flatten, pooling, strides,
+ * CIRCULAR and VALID padding, a fully-connected tail with
+ * nonlinearities), random images, and gathering tiles into whole
+ * matrices. Used by test_cnn.c (fast paths against the general one) and
+ * test_cnn_gpu.c (the GPU kernels, emulated, against the CPU). */
 #ifndef NTKD_TEST_CNN_ARCHS_H
 #define NTKD_TEST_CNN_ARCHS_H
 
 #include <stdlib.h>
 
 #include "ntkd/data.h"
+#include "ntkd/tiling.h"
+
+/* Tile tl of NNGP bg and NTK bt (row-major, elements of es bytes) into the
+ * n x n double matrices g and t, and mirrored above the diagonal. */
+static inline void scatter_tile(const struct ntk_tile *tl, const void *bg, const void *bt, size_t es, size_t n,
+                                double *g, double *t) {
+  for (size_t i = 0; i < tl->rows; i++)
+    for (size_t j = 0; j < tl->cols; j++) {
+      size_t I = tl->r0 + i, J = tl->c0 + j, src = i * tl->cols + j;
+      g[I * n + J] = g[J * n + I] = es == 4 ? ((const float *)bg)[src] : ((const double *)bg)[src];
+      t[I * n + J] = t[J * n + I] = es == 4 ? ((const float *)bt)[src] : ((const double *)bt)[src];
+    }
+}
 
 /* n random h x w x c images in [-1, 1), elements of `elem` bytes. */
-static void random_images(struct ntk_dataset *ds, size_t n, size_t h, size_t w, size_t c, int elem, unsigned seed) {
+static inline void random_images(struct ntk_dataset *ds, size_t n, size_t h, size_t w, size_t c, int elem,
+                                 unsigned seed) {
   ds->n = n;
   ds->h = h;
   ds->w = w;

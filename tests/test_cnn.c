@@ -20,21 +20,12 @@ static void compute(const struct ntk_arch *arch, const struct ntk_dataset *ds, n
   for (uint64_t k = 0; k < tg.ntiles; k++) {
     struct ntk_tile tl = ntk_tiling_tile(&tg, k);
     ck_assert_int_eq(ntk_cnn_tile(c, &tl, bg, bt), NTK_OK);
-    for (size_t i = 0; i < tl.rows; i++)
-      for (size_t j = 0; j < tl.cols; j++) {
-        size_t I = tl.r0 + i, J = tl.c0 + j, src = i * tl.cols + j;
-        double vg = es == 4 ? ((float *)bg)[src] : ((double *)bg)[src];
-        double vt = es == 4 ? ((float *)bt)[src] : ((double *)bt)[src];
-        g[I * n + J] = g[J * n + I] = vg;
-        t[I * n + J] = t[J * n + I] = vt;
-      }
+    scatter_tile(&tl, bg, bt, es, n, g, t);
   }
   free(bg);
   free(bt);
   ntk_cnn_free(c);
 }
-
-
 
 START_TEST(test_paths_agree) {
   struct ntk_dataset ds;

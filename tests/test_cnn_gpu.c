@@ -31,16 +31,12 @@ static void matrices(const struct ntk_arch *arch, const struct ntk_dataset *ds, 
     struct ntk_tile tl = ntk_tiling_tile(&tg, k);
     ntk_status st = ex ? ntk_cnn_gpu_tile(gc, &tl, bg, bt) : ntk_cnn_tile(c, &tl, bg, bt);
     ck_assert_msg(st == NTK_OK, "%s", ntk_error_message());
-    for (size_t i = 0; i < tl.rows; i++)
-      for (size_t j = 0; j < tl.cols; j++) {
-        size_t src = i * tl.cols + j;
-        if (tl.bi == tl.bj)
-          ck_assert(!memcmp(bg + src * es, bg + (j * tl.cols + i) * es, es) &&
-                    !memcmp(bt + src * es, bt + (j * tl.cols + i) * es, es));
-        size_t I = tl.r0 + i, J = tl.c0 + j;
-        g[I * n + J] = g[J * n + I] = es == 4 ? ((float *)bg)[src] : ((double *)bg)[src];
-        t[I * n + J] = t[J * n + I] = es == 4 ? ((float *)bt)[src] : ((double *)bt)[src];
-      }
+    if (tl.bi == tl.bj)
+      for (size_t i = 0; i < tl.rows; i++)
+        for (size_t j = 0; j < i; j++)
+          ck_assert(!memcmp(bg + (i * tl.cols + j) * es, bg + (j * tl.cols + i) * es, es) &&
+                    !memcmp(bt + (i * tl.cols + j) * es, bt + (j * tl.cols + i) * es, es));
+    scatter_tile(&tl, bg, bt, es, n, g, t);
   }
   free(bg);
   free(bt);

@@ -117,9 +117,8 @@ static int host_launch(void *ctx, int kernel, int elem, unsigned gx, unsigned gy
   L.sm = malloc(smem ? smem : 1);
   if (!L.sm) return snprintf(err, cap, "host emulation: out of memory"), 1;
   memset(L.sm, 0xff, smem);
-  struct host_thread T[64];
+  struct host_thread T[64]; /* ntk_gpu_exec_host caps the thread count at 64 */
   pthread_t th[64];
-  if (nt > 64) nt = L.nt = 64;
   if (nt == 1) {
     T[0] = (struct host_thread){&L, 0};
     host_thread_main(&T[0]);
