@@ -42,7 +42,7 @@ enum {
   SEEN_PRECISION, SEEN_TILE, SEEN_OPATH, SEEN_LEVEL, SEEN_PROGRESS, SEEN_SYNC, SEEN_LABELS, SEEN_LAYERS,
   SEEN_BATCH, SEEN_EPOCHS, SEEN_ALPHA, SEEN_BETA1, SEEN_BETA2, SEEN_EPS, SEEN_SEED, SEEN_FLUSH,
   SEEN_SNAPSHOT, SEEN_LOG, SEEN_VPATH, SEEN_VLABELS, SEEN_VCOUNT, SEEN_DEVICE, SEEN_TPATH, SEEN_TLABELS,
-  SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND,
+  SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND, SEEN_WTIMEOUT,
 };
 #define HAS(c, key) (((c)->seen >> (key)) & 1u)
 
@@ -181,8 +181,12 @@ static int on_compute(struct ctx *c, const char *s, const char *k, const char *v
     else if (!strcmp(v, "cpu")) j->backend = NTK_BACKEND_CPU;
     else if (!strcmp(v, "cuda")) j->backend = NTK_BACKEND_CUDA;
     else return fail(c, s, k, "'%s' is not auto, cpu or cuda", v);
+  } else if (!strcmp(k, "worker_timeout")) {
+    if (!once(c, s, k, SEEN_WTIMEOUT)) return 0;
+    if (!ntk_parse_double(v, &j->worker_timeout) || j->worker_timeout <= 0)
+      return fail(c, s, k, "'%s' is not a positive number of seconds", v);
   } else {
-    return fail(c, s, k, "%s", "unknown key (precision, tile, backend)");
+    return fail(c, s, k, "%s", "unknown key (precision, tile, backend, worker_timeout)");
   }
   return 1;
 }
@@ -366,6 +370,7 @@ void ntk_job_defaults(struct ntk_job *job) {
   job->level = 1;
   job->progress_interval = 30.0;
   job->sync_interval = 1.0;
+  job->worker_timeout = 1800.0;
   /* Chainer's Adam defaults, and its train_mnist batch and epochs. */
   job->train.batch = 100;
   job->train.epochs = 20;

@@ -13,6 +13,8 @@
 #define NTK_HAVE_MXCSR 1
 #endif
 
+#include "ntkd/signals.h"
+
 const char *ntk_cpu_blas_core(void) { return openblas_get_corename(); }
 
 void ntk_cpu_single_thread(void) { openblas_set_num_threads(1); }
@@ -67,7 +69,11 @@ void ntk_cpu_fix_openblas(char **argv) {
   for (size_t i = 0; i < ngood; i++)
     if (!strcasecmp(core, good[i])) return;
   if (setenv("OPENBLAS_CORETYPE", want, 1)) return;
+  /* Stop signals stay blocked across the exec (pending, not lost) until
+   * the new image's main() has its handlers in place. */
+  ntk_signals_block();
   execv("/proc/self/exe", argv);
+  ntk_signals_install();
   /* exec failed: carry on with the kernels we have. */
 #else
   (void)argv;

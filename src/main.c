@@ -7,6 +7,7 @@
 #include "ntkd/comm.h"
 #include "ntkd/cpuinit.h"
 #include "ntkd/run.h"
+#include "ntkd/signals.h"
 #include "ntkd/solve.h"
 #include "ntkd/status.h"
 
@@ -53,6 +54,9 @@ static int run(int argc, char **argv, int first) {
 }
 
 int main(int argc, char **argv) {
+  /* First of all: a stop signal during start-up (MPI_Init takes a while)
+   * sets the flag that the job polls, instead of killing it unreported. */
+  ntk_signals_install();
   ntk_cpu_fix_openblas(argv);
   if (argc < 2) return bad_usage("no command");
   const char *cmd = argv[1];

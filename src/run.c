@@ -26,24 +26,6 @@
 #include "ntkd/train.h"
 #include "ntkd/worker.h"
 
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig) { stop_signal = sig; }
-
-void ntk_signals_install(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  int sigs[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
-  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaction(sigs[i], &sa, NULL);
-  /* Over a file-size limit, writes must fail with EFBIG (reported, store
-   * kept) rather than kill the process. */
-  signal(SIGXFSZ, SIG_IGN);
-}
-
-int ntk_stop_requested(void) { return stop_signal; }
-
 ntk_status ntk_agree(ntk_status st) {
   if (st) {
     if (ntk_comm_size() > 1 && ntk_comm_rank() != 0)
@@ -124,7 +106,6 @@ ntk_status ntk_data_bcast(struct ntk_dataset *ds) {
 
 int ntk_run_job(const char *conf_path, int overwrite) {
   int rank = ntk_comm_rank(), size = ntk_comm_size();
-  ntk_signals_install();
   ntk_cpu_single_thread();
 
   /* 1. The job file: read on rank 0, parsed identically everywhere. */

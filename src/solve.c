@@ -14,10 +14,12 @@
 #include "ntkd/codec.h"
 #include "ntkd/cpuinit.h"
 #include "ntkd/data.h"
+#include "ntkd/fsutil.h"
 #include "ntkd/jobhash.h"
 #include "ntkd/npy.h"
 #include "ntkd/progress.h"
 #include "ntkd/run.h"
+#include "ntkd/signals.h"
 #include "ntkd/store.h"
 
 /* LAPACK from OpenBLAS, Fortran interface (LP64: 32-bit integers). The

@@ -22,6 +22,9 @@ const char *ntk_status_str(ntk_status s) {
   case NTK_EINTERRUPTED: return "interrupted";
   case NTK_ECOMM: return "MPI error";
   case NTK_EINTERNAL: return "internal error";
+  case NTK_ELOCKED: return "store in use by another job";
+  case NTK_ENONFINITE: return "kernel value not finite";
+  case NTK_ESTALLED: return "worker stopped answering";
   }
   return "unknown status";
 }
@@ -40,6 +43,9 @@ int ntk_status_exit_code(ntk_status s) {
   case NTK_ENOMEM:
   case NTK_ECOMM:
   case NTK_EINTERNAL: return NTK_EXIT_FAILURE;
+  case NTK_ELOCKED: return NTK_EXIT_LOCKED;
+  case NTK_ENONFINITE: return NTK_EXIT_NONFINITE;
+  case NTK_ESTALLED: return NTK_EXIT_STALLED;
   }
   return NTK_EXIT_FAILURE;
 }

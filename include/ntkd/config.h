@@ -83,6 +83,7 @@ struct ntk_job {
   int precision;   /* element size: 4 or 8 */
   size_t tile;
   int backend;     /* NTK_BACKEND_AUTO | CPU | CUDA (ntkd/backend.h) */
+  double worker_timeout; /* seconds a worker may hold tiles without returning one */
   /* [output] */
   char out_path[NTK_PATH_MAX];
   int level;

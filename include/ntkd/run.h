@@ -19,11 +19,6 @@ int ntk_cmd_info(const char *store_path);
 int ntk_cmd_export(const char *store_path, const char *out_path, const char *kernel);
 int ntk_cmd_verify(const char *store_path);
 
-/* Install handlers for SIGINT, SIGTERM, SIGUSR1 and SIGHUP that request a
- * clean stop; ntk_stop_requested() then returns the signal number. */
-void ntk_signals_install(void);
-int ntk_stop_requested(void);
-
 /* Collective: rank 0's dataset to every rank (the others allocate its
  * array, which they free with ntk_data_free). Errors are agreed on. */
 ntk_status ntk_data_bcast(struct ntk_dataset *ds);

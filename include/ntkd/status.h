@@ -18,6 +18,9 @@ typedef enum ntk_status {
   NTK_EINTERRUPTED, /* stopped by a signal, resumable */
   NTK_ECOMM,        /* MPI failure */
   NTK_EINTERNAL,
+  NTK_ELOCKED,      /* the store (or snapshot) is in use by another running job */
+  NTK_ENONFINITE,   /* a computed kernel value is not finite (exceeds the precision) */
+  NTK_ESTALLED,     /* a worker stopped answering; what arrived is stored */
 } ntk_status;
 
 /* Process exit codes (documented in docs/CLI.md). */
@@ -29,6 +32,9 @@ enum {
   NTK_EXIT_CORRUPT = 4,     /* damaged store found (verify, export) */
   NTK_EXIT_INTERRUPTED = 5, /* signal received; rerun to resume */
   NTK_EXIT_INCOMPLETE = 6,  /* export of a store that is not finished */
+  NTK_EXIT_LOCKED = 7,      /* the store is in use by another running job; nothing touched */
+  NTK_EXIT_NONFINITE = 8,   /* a kernel value is not finite; finished tiles are kept */
+  NTK_EXIT_STALLED = 9,     /* a worker stopped answering; tiles received are kept, rerun to resume */
 };
 
 /* Name of a status, e.g. "configuration error". Rank-local, static memory. */

@@ -98,11 +98,4 @@ ntk_status ntk_store_sync(ntk_store_t *s);
  * caller frees. NTK_EINCOMPLETE if absent, NTK_ECORRUPT on checksum error. */
 ntk_status ntk_store_read_payload(ntk_store_t *s, uint64_t tile, void **payload, size_t *len);
 
-/* fsync the folder holding `path`, after a rename into it. Rank-local. */
-ntk_status ntk_fsync_folder_of(const char *path);
-
-/* Create the folders above `path` that are missing (mkdir -p of its
- * dirname). Rank-local. */
-ntk_status ntk_make_parents(const char *path);
-
 #endif

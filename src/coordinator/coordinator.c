@@ -14,7 +14,7 @@
 #include "ntkd/codec.h"
 #include "ntkd/comm.h"
 #include "ntkd/progress.h"
-#include "ntkd/run.h"
+#include "ntkd/signals.h"
 
 struct sched {
   ntk_store_t *store;

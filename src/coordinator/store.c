@@ -15,6 +15,7 @@
 
 #include "ntkd/codec.h"
 #include "ntkd/config.h"
+#include "ntkd/fsutil.h"
 
 static const char header_magic[8] = {'N', 'T', 'K', 'D', 'S', 'T', 'O', 'R'};
 static const char record_magic[8] = {'N', 'T', 'K', 'D', 'T', 'I', 'L', 'E'};
@@ -166,38 +167,6 @@ static ntk_status alloc_index(ntk_store_t *s) {
   s->offset = calloc((size_t)s->tiling.ntiles, sizeof *s->offset);
   s->length = calloc((size_t)s->tiling.ntiles, sizeof *s->length);
   if (!s->offset || !s->length) return ntk_error(NTK_ENOMEM, "%s: out of memory for the tile index", s->path);
-  return NTK_OK;
-}
-
-ntk_status ntk_fsync_folder_of(const char *path) {
-  char dir[NTK_PATH_MAX];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash == dir) dir[1] = '\0';
-  else if (slash) *slash = '\0';
-  else strcpy(dir, ".");
-  int fd = open(dir, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return ntk_error(NTK_EIO, "%s: cannot open folder for fsync: %s", dir, strerror(errno));
-  int rc = fsync(fd);
-  int e = errno;
-  close(fd);
-  if (rc) return ntk_error(NTK_EIO, "%s: fsync of folder failed: %s", dir, strerror(e));
-  return NTK_OK;
-}
-
-ntk_status ntk_make_parents(const char *path) {
-  char dir[NTK_PATH_MAX];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (!slash || slash == dir) return NTK_OK;
-  *slash = '\0';
-  for (char *p = dir + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(dir, 0777) && errno != EEXIST) return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
-    *p = '/';
-  }
-  if (mkdir(dir, 0777) && errno != EEXIST) return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
   return NTK_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ntkd/codec.h"
+#include "ntkd/fsutil.h"
 #include "ntkd/store.h"
 #include "ntkd/train.h"
 

@@ -16,8 +16,10 @@
 #include "ntkd/comm.h"
 #include "ntkd/cpuinit.h"
 #include "ntkd/data.h"
+#include "ntkd/fsutil.h"
 #include "ntkd/progress.h"
 #include "ntkd/run.h"
+#include "ntkd/signals.h"
 #include "ntkd/store.h"
 #include "ntkd/train.h"
 

@@ -8,7 +8,7 @@
 #include "ntkd/comm.h"
 #include "ntkd/config.h"
 #include "ntkd/progress.h"
-#include "ntkd/run.h"
+#include "ntkd/signals.h"
 
 struct ntk_engine {
   const struct ntk_backend_ops *be;

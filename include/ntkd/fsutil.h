@@ -1,0 +1,57 @@
+/* File-system helpers shared by every module that reads or writes files:
+ * opening without blocking on FIFOs or devices, telling whether two paths
+ * are one file, temporary names and their clean-up, folders. Rank-local. */
+#ifndef NTKD_FSUTIL_H
+#define NTKD_FSUTIL_H
+
+#include <stddef.h>
+
+#include "ntkd/status.h"
+
+/* open(2) `path` with `flags` (O_RDONLY, O_RDWR, ...; O_CLOEXEC is added),
+ * refusing anything that is not a regular file before it can block: a
+ * FIFO, a device or a socket gives NTK_EINPUT ("`what`: PATH is a FIFO,
+ * not a regular file"). With O_CREAT a missing file is created as usual.
+ * A missing file without O_CREAT: NTK_EUSAGE; other failures NTK_EIO. */
+ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *fd);
+
+/* NTK_OK if `path` does not exist or is a regular file; otherwise the
+ * error ntk_open_regular would give. Never opens it. */
+ntk_status ntk_check_regular(const char *path, const char *what);
+
+/* 1 if `a` and `b` name the same file: the same inode when both exist,
+ * else the same absolute path once the folders are resolved. */
+int ntk_same_file(const char *a, const char *b);
+
+/* Refuse an output that is one of the inputs (or another output): each of
+ * the `nout` outputs is compared with every input and every other output.
+ * NULL or "" entries are skipped. The message names the keys:
+ * "[output] path (x.npy) is also [data] path: an output never replaces an
+ * input". NTK_EUSAGE on a clash. */
+struct ntk_named_path {
+  const char *name; /* "[output] path", "OUT.npy", ... */
+  const char *path;
+};
+ntk_status ntk_check_outputs(const struct ntk_named_path *in, size_t nin, const struct ntk_named_path *out,
+                             size_t nout);
+
+/* The temporary name next to `path` that this process writes before a
+ * rename: PATH.tmp.HOST.PID. Returns 0 if it does not fit in `cap`. */
+int ntk_tmp_path(const char *path, char *out, size_t cap);
+
+/* Remove PATH.tmp.HOST.PID files of this host whose process is gone (a
+ * killed export, snapshot or store creation). Returns how many. */
+int ntk_clean_stale_tmp(const char *path);
+
+/* fsync the folder holding `path`, after a rename into it. */
+ntk_status ntk_fsync_folder_of(const char *path);
+
+/* Create the folders above `path` that are missing (mkdir -p of its
+ * dirname). */
+ntk_status ntk_make_parents(const char *path);
+
+/* This machine's host name ("?" if unknown), for lock holders and
+ * temporary names. Static memory. */
+const char *ntk_hostname(void);
+
+#endif

@@ -1,0 +1,23 @@
+/* The process-wide stop flag: SIGINT, SIGTERM, SIGUSR1 and SIGHUP request a
+ * clean stop that every long loop (loading data, the coordinator, workers,
+ * training, the solve) polls with ntk_stop_requested(). A low-level module:
+ * anything may call it, it calls nothing of ntkd's. */
+#ifndef NTKD_SIGNALS_H
+#define NTKD_SIGNALS_H
+
+/* Install the stop handlers (and ignore SIGXFSZ, so that a write past a
+ * file-size limit fails with EFBIG instead of killing the process), then
+ * unblock the stop signals. Called first thing in main(), before MPI
+ * starts, so a signal during start-up is not the default death. Idempotent;
+ * rank-local. */
+void ntk_signals_install(void);
+
+/* Block the stop signals (before an exec: the mask survives it, so a
+ * signal that arrives while the new image loads waits, pending, until its
+ * main() has installed the handlers). */
+void ntk_signals_block(void);
+
+/* The number of the first stop signal received, 0 if none. Async-safe. */
+int ntk_stop_requested(void);
+
+#endif
