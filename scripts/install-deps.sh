@@ -6,7 +6,7 @@ pkgs=(
   build-essential cmake pkg-config            # toolchain
   libopenmpi-dev openmpi-bin                  # MPI
   libopenblas-dev                             # BLAS (OpenBLAS, with LAPACK)
-  libzstd-dev libinih-dev zlib1g-dev libxxhash-dev
+  libzstd-dev zlib1g-dev libxxhash-dev
   check                                       # unit tests
   python3-numpy time bc procps                # end-to-end tests and benchmarks
   python3-matplotlib                          # scripts/plot.py (pictures)

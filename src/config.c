@@ -1,40 +1,20 @@
-/* Job-file parsing on top of libinih. inih's handler does not get the line
- * number, so we feed it through our own line reader that counts lines. */
+/* The job file: a small INI reader of our own (line by line, with file:line
+ * in every message and no limit on the length of a line or a value) and the
+ * checks of every section, key and value. */
 #include "ntkd/config.h"
 
 #include <errno.h>
-#include <ini.h>
-#include <limits.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+#include <unistd.h>
 
 #include "ntkd/arch.h"
 #include "ntkd/backend.h"
+#include "ntkd/fsutil.h"
 #include "ntkd/numparse.h"
-
-struct reader {
-  const char *text;
-  size_t pos;
-  int line;
-};
-
-/* fgets-like reader for ini_parse_stream: one line per call. */
-static char *read_line(char *buf, int size, void *stream) {
-  struct reader *r = stream;
-  if (!r->text[r->pos]) return NULL;
-  int n = 0;
-  while (r->text[r->pos] && n < size - 1) {
-    char c = r->text[r->pos++];
-    buf[n++] = c;
-    if (c == '\n') break;
-  }
-  buf[n] = '\0';
-  r->line++;
-  return buf;
-}
 
 /* Bit numbers (in a uint64_t) for the keys seen, to catch duplicates. */
 enum {
@@ -52,26 +32,39 @@ static const char *const section_names[NSECTIONS] = {"data", "model", "compute",
                                                      "train", "validation"};
 #define SECTION_LIST "data, model, compute, output, test, solve, train, validation"
 
+/* Longest value or key quoted in a message: values have no length limit. */
+#define SHOWN 200
+
 struct ctx {
   struct ntk_job *job;
-  struct reader *rd;
-  const char *name;
+  const char *name;      /* job file name, for messages */
+  size_t dirlen;         /* its folder: the first dirlen bytes of name ('/' included), 0: none */
+  int line;              /* line being read */
   uint64_t seen;
-  int labels_line; /* line of [data] labels, for refusing it in a kernel job */
+  int labels_line;       /* line of [data] labels, for refusing it in a kernel job */
+  int lines[NSECTIONS];  /* first line of each section, 0: absent */
   ntk_status st;
-  char dir[NTK_PATH_MAX]; /* folder of the job file, with trailing '/', or "" */
 };
 
 static int fail(struct ctx *c, const char *section, const char *key, const char *fmt, const char *val) {
-  char what[600];
+  char shown[SHOWN + 8], what[SHOWN + 400];
+  if (strlen(val) > SHOWN) {
+    snprintf(shown, sizeof shown, "%.*s...", SHOWN, val);
+    val = shown;
+  }
   snprintf(what, sizeof what, fmt, val);
-  c->st = ntk_error(NTK_ECONFIG, "%s:%d: [%s] %s: %s", c->name, c->rd->line, section, key, what);
+  c->st = ntk_error(NTK_ECONFIG, "%s:%d: [%s] %.*s: %s", c->name, c->line, section, SHOWN, key, what);
+  return 0;
+}
+
+static int out_of_memory(struct ctx *c) {
+  c->st = ntk_error(NTK_ENOMEM, "%s:%d: out of memory", c->name, c->line);
   return 0;
 }
 
 static int resolve_path(struct ctx *c, const char *v, char *out) {
   int n = v[0] == '/' ? snprintf(out, NTK_PATH_MAX, "%s", v)
-                      : snprintf(out, NTK_PATH_MAX, "%s%s", c->dir, v);
+                      : snprintf(out, NTK_PATH_MAX, "%.*s%s", (int)c->dirlen, c->name, v);
   return n > 0 && n < NTK_PATH_MAX;
 }
 
@@ -90,19 +83,64 @@ static int path_key(struct ctx *c, const char *s, const char *k, const char *v, 
   return 1;
 }
 
+/* The list parsers below cut their tokens from a heap copy of the value,
+ * since a value may be of any length; each frees it on every way out. */
+
 /* Whitespace-separated paths (CIFAR-10 batches) into `paths`. */
 static int parse_paths(struct ctx *c, const char *s, const char *k, const char *v,
                        char paths[][NTK_PATH_MAX], int *n) {
-  char tmp[NTK_PATH_MAX * 2];
-  if (strlen(v) >= sizeof tmp) return fail(c, s, k, "%s", "too long");
-  strcpy(tmp, v);
+  char *tmp = strdup(v);
+  if (!tmp) return out_of_memory(c);
+  int ok = 1;
   *n = 0;
-  for (char *save, *tok = strtok_r(tmp, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-    if (*n == NTK_MAX_DATA_FILES) return fail(c, s, k, "%s", "more than 16 files");
-    if (!resolve_path(c, tok, paths[(*n)++])) return fail(c, s, k, "'%s' is too long", tok);
+  for (char *save, *tok = strtok_r(tmp, " \t", &save); ok && tok; tok = strtok_r(NULL, " \t", &save)) {
+    if (*n == NTK_MAX_DATA_FILES) ok = fail(c, s, k, "%s", "more than 16 files");
+    else if (!resolve_path(c, tok, paths[(*n)++])) ok = fail(c, s, k, "'%s' is too long", tok);
   }
-  if (!*n) return fail(c, s, k, "%s", "empty");
+  free(tmp);
+  if (ok && !*n) ok = fail(c, s, k, "%s", "empty");
+  return ok;
+}
+
+/* [train] layers: 2 to 16 sizes. */
+static int parse_layers(struct ctx *c, const char *s, const char *k, const char *v) {
+  struct ntk_train_opts *t = &c->job->train;
+  char *tmp = strdup(v);
+  if (!tmp) return out_of_memory(c);
+  int ok = 1;
+  t->nlayers = 0;
+  for (char *save, *tok = strtok_r(tmp, " \t", &save); ok && tok; tok = strtok_r(NULL, " \t", &save)) {
+    size_t n;
+    if (t->nlayers == NTK_TRAIN_MAX_LAYERS) ok = fail(c, s, k, "%s", "more than 16 sizes");
+    /* 2^24: far beyond any MLP this trains, and keeps size products in range. */
+    else if (!ntk_parse_size(tok, &n) || n == 0 || n > (1u << 24))
+      ok = fail(c, s, k, "'%s' is not a layer size in 1..16777216", tok);
+    else t->layers[t->nlayers++] = n;
+  }
+  free(tmp);
+  if (!ok) return 0;
+  if (t->nlayers < 2)
+    return fail(c, s, k, "'%s' needs at least the input size and the number of classes, e.g. 784 1000 10", v);
+  if (t->layers[t->nlayers - 1] < 2) return fail(c, s, k, "%s", "the last size (classes) must be at least 2");
   return 1;
+}
+
+/* [solve] ridge: 1 to 32 values >= 0, separated by commas or whitespace. */
+static int parse_ridges(struct ctx *c, const char *s, const char *k, const char *v) {
+  struct ntk_solve_opts *o = &c->job->solve;
+  char *tmp = strdup(v);
+  if (!tmp) return out_of_memory(c);
+  int ok = 1;
+  o->nridge = 0;
+  for (char *save, *tok = strtok_r(tmp, " \t,", &save); ok && tok; tok = strtok_r(NULL, " \t,", &save)) {
+    double r;
+    if (o->nridge == NTK_MAX_RIDGES) ok = fail(c, s, k, "%s", "more than 32 values");
+    else if (!ntk_parse_double(tok, &r) || r < 0) ok = fail(c, s, k, "'%s' is not a number >= 0", tok);
+    else o->ridge[o->nridge++] = r;
+  }
+  free(tmp);
+  if (ok && !o->nridge) ok = fail(c, s, k, "%s", "empty");
+  return ok;
 }
 
 static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
@@ -133,7 +171,7 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
     j->has_scale = 1;
   } else if (!strcmp(k, "labels")) {
     if (!path_key(c, s, k, v, SEEN_LABELS, j->labels_path)) return 0;
-    c->labels_line = c->rd->line;
+    c->labels_line = c->line;
   } else {
     return fail(c, s, k, "%s", "unknown key (path, format, layout, count, scale, labels)");
   }
@@ -144,9 +182,8 @@ static int on_model(struct ctx *c, const char *s, const char *k, const char *v) 
   struct ntk_job *j = c->job;
   if (!strcmp(k, "arch")) {
     if (!once(c, s, k, SEEN_ARCH)) return 0;
-    if (strlen(v) >= sizeof j->arch) return fail(c, s, k, "%s", "too long");
-    strcpy(j->arch, v);
-    j->arch_line = c->rd->line;
+    if (!(j->arch = strdup(v))) return out_of_memory(c);
+    j->arch_line = c->line;
   } else if (!strcmp(k, "w_std")) {
     if (!once(c, s, k, SEEN_WSTD)) return 0;
     if (!ntk_parse_double(v, &j->w_std) || j->w_std < 0) return fail(c, s, k, "'%s' is not a number >= 0", v);
@@ -219,21 +256,7 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
   struct ntk_train_opts *t = &c->job->train;
   if (!strcmp(k, "layers")) {
     if (!once(c, s, k, SEEN_LAYERS)) return 0;
-    char tmp[1024];
-    if (strlen(v) >= sizeof tmp) return fail(c, s, k, "%s", "too long");
-    strcpy(tmp, v);
-    t->nlayers = 0;
-    for (char *save, *tok = strtok_r(tmp, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-      if (t->nlayers == NTK_TRAIN_MAX_LAYERS) return fail(c, s, k, "%s", "more than 16 sizes");
-      size_t n;
-      /* 2^24: far beyond any MLP this trains, and keeps size products in range. */
-      if (!ntk_parse_size(tok, &n) || n == 0 || n > (1u << 24))
-        return fail(c, s, k, "'%s' is not a layer size in 1..16777216", tok);
-      t->layers[t->nlayers++] = n;
-    }
-    if (t->nlayers < 2)
-      return fail(c, s, k, "'%s' needs at least the input size and the number of classes, e.g. 784 1000 10", v);
-    if (t->layers[t->nlayers - 1] < 2) return fail(c, s, k, "%s", "the last size (classes) must be at least 2");
+    if (!parse_layers(c, s, k, v)) return 0;
   } else if (!strcmp(k, "batch")) {
     if (!once(c, s, k, SEEN_BATCH)) return 0;
     if (!ntk_parse_size(v, &t->batch) || t->batch == 0 || t->batch > (1u << 24))
@@ -319,17 +342,7 @@ static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) 
   struct ntk_solve_opts *o = &c->job->solve;
   if (!strcmp(k, "ridge")) {
     if (!once(c, s, k, SEEN_RIDGE)) return 0;
-    char tmp[2048];
-    if (strlen(v) >= sizeof tmp) return fail(c, s, k, "%s", "too long");
-    strcpy(tmp, v);
-    o->nridge = 0;
-    for (char *save, *tok = strtok_r(tmp, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
-      if (o->nridge == NTK_MAX_RIDGES) return fail(c, s, k, "%s", "more than 32 values");
-      double r;
-      if (!ntk_parse_double(tok, &r) || r < 0) return fail(c, s, k, "'%s' is not a number >= 0", tok);
-      o->ridge[o->nridge++] = r;
-    }
-    if (!o->nridge) return fail(c, s, k, "%s", "empty");
+    if (!parse_ridges(c, s, k, v)) return 0;
   } else if (!strcmp(k, "predictions")) {
     if (!path_key(c, s, k, v, SEEN_PRED, o->predictions)) return 0;
   } else {
@@ -338,28 +351,12 @@ static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) 
   return 1;
 }
 
-static int handler(void *user, const char *section, const char *key, const char *value) {
-  struct ctx *c = user;
-  if (c->st) return 0;
-  if (!strcmp(section, "data")) return on_data(c, section, key, value);
-  if (!strcmp(section, "model")) return on_model(c, section, key, value);
-  if (!strcmp(section, "compute")) return on_compute(c, section, key, value);
-  if (!strcmp(section, "output")) return on_output(c, section, key, value);
-  if (!strcmp(section, "test")) return on_test(c, section, key, value);
-  if (!strcmp(section, "solve")) return on_solve(c, section, key, value);
-  if (!strcmp(section, "train")) return on_train(c, section, key, value);
-  if (!strcmp(section, "validation")) return on_validation(c, section, key, value);
-  if (!*section) {
-    c->st = ntk_error(NTK_ECONFIG, "%s:%d: key '%s' is outside any section", c->name, c->rd->line, key);
-    return 0;
-  }
-  c->st = ntk_error(NTK_ECONFIG, "%s:%d: unknown section [%s] (" SECTION_LIST ")",
-                    c->name, c->rd->line, section);
-  return 0;
-}
+static int (*const handlers[NSECTIONS])(struct ctx *, const char *, const char *, const char *) = {
+    on_data, on_model, on_compute, on_output, on_test, on_solve, on_train, on_validation};
 
 void ntk_job_defaults(struct ntk_job *job) {
   memset(job, 0, sizeof *job);
+  job->arch = NULL;
   job->format = NTK_FORMAT_AUTO;
   job->layout = NTK_LAYOUT_NHWC;
   job->w_std = 1.0;
@@ -381,44 +378,97 @@ void ntk_job_defaults(struct ntk_job *job) {
   job->train.flush_denormals = 1;
 }
 
-/* Section headers never reach the handler when a section is empty; catch
- * unknown ones here so "[comptue]" alone is still an error. Records the
- * first line of each known section (0: absent): an empty [train] still
- * makes a training job, and an empty [model] in one is still refused. */
-static ntk_status check_sections(const char *text, const char *name, int *lines) {
-  int line = 0;
-  const char *p = text;
-  while (*p) {
-    line++;
-    const char *e = strchr(p, '\n');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    const char *q = p;
-    while (q < p + len && (*q == ' ' || *q == '\t')) q++;
-    if (q < p + len && *q == '[') {
-      const char *close = memchr(q, ']', len - (size_t)(q - p));
-      if (!close) return ntk_error(NTK_ECONFIG, "%s:%d: section header without ']'", name, line);
-      size_t n = (size_t)(close - q - 1);
-      int found = -1;
-      for (int i = 0; i < NSECTIONS; i++)
-        if (strlen(section_names[i]) == n && !strncmp(q + 1, section_names[i], n)) found = i;
-      if (found < 0)
-        return ntk_error(NTK_ECONFIG, "%s:%d: unknown section [%.*s] (" SECTION_LIST ")",
-                         name, line, (int)n, q + 1);
-      if (!lines[found]) lines[found] = line;
+void ntk_job_free(struct ntk_job *job) {
+  if (!job) return;
+  free(job->arch);
+  job->arch = NULL;
+}
+
+/* The INI syntax (docs/JOB-FILE.md). Whitespace: what may surround keys,
+ * values and comments; '\r' makes CRLF files read like LF ones. */
+static int is_blank(char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\f' || ch == '\v'; }
+
+static char *trim(char *s) {
+  while (is_blank(*s)) s++;
+  size_t n = strlen(s);
+  while (n && is_blank(s[n - 1])) s[--n] = '\0';
+  return s;
+}
+
+/* Cut `s` (not empty, not starting with whitespace) at its inline comment:
+ * '#' or ';' after whitespace. A '#' or ';' inside a word is kept. */
+static void cut_comment(char *s) {
+  for (char *p = s + 1; *p; p++)
+    if ((*p == '#' || *p == ';') && is_blank(p[-1])) {
+      *p = '\0';
+      return;
     }
-    p = e ? e + 1 : p + len;
+}
+
+static ntk_status syntax_error(const struct ctx *c) {
+  return ntk_error(NTK_ECONFIG, "%s:%d: syntax error (expected 'key = value' or '[section]')", c->name, c->line);
+}
+
+/* Reads `text` (a private copy, cut up in place) line by line, handing every
+ * key to its section's handler. Stops at the first error. */
+static ntk_status read_lines(struct ctx *c, char *text) {
+  int section = -1; /* no header yet */
+  if (!strncmp(text, "\xEF\xBB\xBF", 3)) text += 3; /* a UTF-8 byte order mark, as some editors write */
+  char *next;
+  for (char *line = text; line; line = next) {
+    c->line++;
+    char *nl = strchr(line, '\n');
+    next = nl ? nl + 1 : NULL;
+    if (nl) *nl = '\0';
+    char *s = trim(line);
+    if (!*s || *s == '#' || *s == ';') continue;
+    cut_comment(s);
+    s = trim(s);
+    if (*s == '[') {
+      char *close = strchr(s, ']');
+      if (!close) return ntk_error(NTK_ECONFIG, "%s:%d: section header without ']'", c->name, c->line);
+      if (close[1]) return syntax_error(c);
+      *close = '\0';
+      const char *name = trim(s + 1);
+      section = -1;
+      for (int i = 0; i < NSECTIONS; i++)
+        if (!strcmp(name, section_names[i])) section = i;
+      if (section < 0)
+        return ntk_error(NTK_ECONFIG, "%s:%d: unknown section [%.*s] (" SECTION_LIST ")", c->name, c->line,
+                         SHOWN, name);
+      if (!c->lines[section]) c->lines[section] = c->line;
+      continue;
+    }
+    char *eq = strchr(s, '=');
+    if (!eq || eq == s) return syntax_error(c);
+    *eq = '\0';
+    const char *key = trim(s), *value = trim(eq + 1);
+    if (section < 0)
+      return ntk_error(NTK_ECONFIG, "%s:%d: key '%.*s' is outside any section", c->name, c->line, SHOWN, key);
+    if (!handlers[section](c, section_names[section], key, value)) return c->st;
   }
+  return NTK_OK;
+}
+
+/* The arch string is checked here, so that its errors carry file and line. */
+static ntk_status check_arch(const struct ctx *c) {
+  const struct ntk_job *job = c->job;
+  if (!job->arch) return NTK_OK;
+  struct ntk_arch arch;
+  ntk_status st = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
+  if (st) return ntk_error(st, "%s:%d: [model] %s", c->name, job->arch_line, ntk_error_message());
+  ntk_arch_free(&arch);
   return NTK_OK;
 }
 
 /* A training job takes its network from [train] layers and writes a log
  * and snapshots, not a store: a [model], [compute] or [output] section
  * would be silently ignored, so it is refused instead. */
-static ntk_status check_training_job(struct ctx *c, const int *lines) {
+static ntk_status check_training_job(const struct ctx *c) {
   for (int i = SEC_MODEL; i <= SEC_SOLVE; i++)
-    if (lines[i])
+    if (c->lines[i])
       return ntk_error(NTK_ECONFIG, "%s:%d: [%s] is for kernel jobs; a training job ([train]) takes its "
-                       "network from [train] layers and has no [%s] section", c->name, lines[i],
+                       "network from [train] layers and has no [%s] section", c->name, c->lines[i],
                        section_names[i], section_names[i]);
   if (!HAS(c, SEEN_LABELS)) return ntk_error(NTK_ECONFIG, "%s: [data] labels is required for training", c->name);
   if (!HAS(c, SEEN_LAYERS)) return ntk_error(NTK_ECONFIG, "%s: [train] layers is required", c->name);
@@ -428,85 +478,127 @@ static ntk_status check_training_job(struct ctx *c, const int *lines) {
   return NTK_OK;
 }
 
-ntk_status ntk_job_parse_string(const char *text, const char *name, struct ntk_job *job) {
-  ntk_job_defaults(job);
-  snprintf(job->source, sizeof job->source, "%s", name);
-  struct reader rd = {text, 0, 0};
-  struct ctx c = {job, &rd, name, 0, 0, NTK_OK, ""};
-  const char *slash = strrchr(name, '/');
-  if (slash && (size_t)(slash - name + 1) < sizeof c.dir) {
-    memcpy(c.dir, name, (size_t)(slash - name + 1));
-    c.dir[slash - name + 1] = '\0';
-  }
-  int lines[NSECTIONS] = {0};
-  ntk_status st = check_sections(text, name, lines);
-  if (st) return st;
-  int rc = ini_parse_stream(read_line, &rd, handler, &c);
-  if (c.st) return c.st;
-  if (rc > 0) return ntk_error(NTK_ECONFIG, "%s:%d: syntax error (expected 'key = value' or '[section]')", name, rc);
-  if (rc < 0) return ntk_error(NTK_ECONFIG, "%s: could not be parsed", name);
-  if (!HAS(&c, SEEN_PATH)) return ntk_error(NTK_ECONFIG, "%s: [data] path is required", name);
-  job->train.enabled = lines[SEC_TRAIN] != 0;
-  if (job->train.enabled) return check_training_job(&c, lines);
-  job->test.enabled = lines[SEC_TEST] != 0;
-  job->solve.enabled = lines[SEC_SOLVE] != 0;
-  if (job->test.enabled && !HAS(&c, SEEN_TPATH))
-    return ntk_error(NTK_ECONFIG, "%s:%d: [test] path is required", name, lines[SEC_TEST]);
+/* What a whole job needs and refuses, across sections. */
+static ntk_status check_job(const struct ctx *c) {
+  const char *name = c->name;
+  const struct ntk_job *job = c->job;
+  if (!HAS(c, SEEN_PATH)) return ntk_error(NTK_ECONFIG, "%s: [data] path is required", name);
+  if (job->train.enabled) return check_training_job(c);
+  if (job->test.enabled && !HAS(c, SEEN_TPATH))
+    return ntk_error(NTK_ECONFIG, "%s:%d: [test] path is required", name, c->lines[SEC_TEST]);
   if (job->solve.enabled) {
     if (!job->test.enabled)
       return ntk_error(NTK_ECONFIG, "%s:%d: [solve] needs a [test] section (path, labels) to predict",
-                       name, lines[SEC_SOLVE]);
-    if (!HAS(&c, SEEN_LABELS))
+                       name, c->lines[SEC_SOLVE]);
+    if (!HAS(c, SEEN_LABELS))
       return ntk_error(NTK_ECONFIG, "%s: [data] labels is required to solve ([solve])", name);
-    if (!HAS(&c, SEEN_TLABELS))
+    if (!HAS(c, SEEN_TLABELS))
       return ntk_error(NTK_ECONFIG, "%s: [test] labels is required to solve ([solve])", name);
-    if (!HAS(&c, SEEN_RIDGE))
+    if (!HAS(c, SEEN_RIDGE))
       return ntk_error(NTK_ECONFIG, "%s:%d: [solve] ridge is required (for example ridge = 1e-4, 1e-3, 1e-2)",
-                       name, lines[SEC_SOLVE]);
+                       name, c->lines[SEC_SOLVE]);
   }
-  if (c.labels_line && !job->test.enabled)
+  if (c->labels_line && !job->test.enabled)
     return ntk_error(NTK_ECONFIG, "%s:%d: [data] labels: only a training job ([train]) or a kernel "
-                     "regression ([test] and [solve]) reads labels", name, c.labels_line);
-  if (lines[SEC_VALIDATION])
+                     "regression ([test] and [solve]) reads labels", name, c->labels_line);
+  if (c->lines[SEC_VALIDATION])
     return ntk_error(NTK_ECONFIG, "%s:%d: [validation] is only for a training job (with a [train] section)",
-                     name, lines[SEC_VALIDATION]);
-  if (!HAS(&c, SEEN_ARCH)) return ntk_error(NTK_ECONFIG, "%s: [model] arch is required", name);
-  if (!HAS(&c, SEEN_OPATH)) return ntk_error(NTK_ECONFIG, "%s: [output] path is required", name);
-  /* The arch is checked here too, so that its errors carry the file name. */
-  struct ntk_arch arch;
-  st = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
-  if (st) return ntk_error(NTK_ECONFIG, "%s:%d: [model] %s", name, job->arch_line, ntk_error_message());
-  ntk_arch_free(&arch);
+                     name, c->lines[SEC_VALIDATION]);
+  if (!HAS(c, SEEN_ARCH)) return ntk_error(NTK_ECONFIG, "%s: [model] arch is required", name);
+  if (!HAS(c, SEEN_OPATH)) return ntk_error(NTK_ECONFIG, "%s: [output] path is required", name);
   return NTK_OK;
 }
 
+static ntk_status parse(const char *text, const char *name, int whole, struct ntk_job *job) {
+  ntk_job_defaults(job);
+  snprintf(job->source, sizeof job->source, "%s", name);
+  struct ctx c = {.job = job, .name = name, .st = NTK_OK};
+  const char *slash = strrchr(name, '/');
+  c.dirlen = slash ? (size_t)(slash - name + 1) : 0;
+  char *copy = strdup(text);
+  ntk_status st = copy ? read_lines(&c, copy) : ntk_error(NTK_ENOMEM, "%s: out of memory", name);
+  free(copy);
+  /* An empty [train] still makes a training job (and an empty [model] in
+   * one is still refused). */
+  job->train.enabled = c.lines[SEC_TRAIN] != 0;
+  job->test.enabled = c.lines[SEC_TEST] != 0;
+  job->solve.enabled = c.lines[SEC_SOLVE] != 0;
+  if (!st && whole) st = check_job(&c);
+  if (!st) st = check_arch(&c);
+  if (st) ntk_job_free(job); /* a job that failed owns nothing */
+  return st;
+}
+
+ntk_status ntk_job_parse_string(const char *text, const char *name, struct ntk_job *job) {
+  return parse(text, name, 1, job);
+}
+
+ntk_status ntk_job_parse_fragment(const char *text, const char *name, struct ntk_job *job) {
+  return parse(text, name, 0, job);
+}
+
+void ntk_job_summary(const struct ntk_job *job, char *buf, size_t cap) {
+  char files[96];
+  snprintf(files, sizeof files, "%d data file%s", job->ndata, job->ndata == 1 ? "" : "s");
+  if (job->count) snprintf(files + strlen(files), sizeof files - strlen(files), " (first %zu samples)", job->count);
+  if (job->train.enabled) {
+    const struct ntk_train_opts *t = &job->train;
+    int n = snprintf(buf, cap, "training job: %s, MLP ", files);
+    for (size_t i = 0; i < t->nlayers && n >= 0 && (size_t)n < cap; i++)
+      n += snprintf(buf + n, cap - (size_t)n, "%s%zu", i ? "-" : "", t->layers[i]);
+    if (n >= 0 && (size_t)n < cap)
+      snprintf(buf + n, cap - (size_t)n, ", batch %zu, %zu epochs, snapshot %s", t->batch, t->epochs,
+               t->snapshot[0] ? t->snapshot : "none");
+    return;
+  }
+  struct ntk_arch arch = {0, NULL};
+  size_t layers = job->arch && !ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch) ? arch.n : 0;
+  ntk_arch_free(&arch);
+  char test[128] = "";
+  if (job->test.enabled)
+    snprintf(test, sizeof test, ", test set of %d file%s%s", job->test.ndata, job->test.ndata == 1 ? "" : "s",
+             job->test.test_test ? " (test x test too)" : "");
+  if (job->solve.enabled)
+    snprintf(test + strlen(test), sizeof test - strlen(test), ", solved at %zu ridge%s", job->solve.nridge,
+             job->solve.nridge == 1 ? "" : "s");
+  snprintf(buf, cap, "kernel job: %s, %zu layers, %s, %s, tile %zu%s, store %s", files, layers,
+           job->kernels & NTK_KERNEL_NTK ? "NNGP and NTK" : "NNGP", job->precision == 8 ? "float64" : "float32",
+           job->tile, test, job->out_path);
+}
+
 ntk_status ntk_read_text_file(const char *path, char **text, size_t *len) {
+  enum { TEXT_MAX = 1 << 24 };
   *text = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return ntk_error(NTK_EUSAGE, "%s: cannot open: %s", path, strerror(errno));
+  int fd;
+  /* A FIFO or a device is refused before it can block. */
+  ntk_status st = ntk_open_regular(path, O_RDONLY, NULL, &fd);
+  if (st == NTK_EIO) st = ntk_error(NTK_EUSAGE, "%s", ntk_error_message()); /* unreadable: as a missing one */
+  if (st) return st;
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
-  while (buf) {
+  int err = 0;
+  while (buf && n <= TEXT_MAX) {
     if (n + 1 >= cap) {
-      if (cap > (1u << 24)) {
-        free(buf);
-        fclose(f);
-        return ntk_error(NTK_ECONFIG, "%s: larger than 16 MiB, not a job file", path);
-      }
       char *nb = realloc(buf, cap *= 2);
-      if (!nb) break;
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
       buf = nb;
     }
-    size_t r = fread(buf + n, 1, cap - n - 1, f);
-    n += r;
-    if (r == 0) break;
+    ssize_t r = read(fd, buf + n, cap - n - 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) err = errno;
+    if (r <= 0) break;
+    n += (size_t)r;
   }
-  int err = ferror(f);
-  fclose(f);
+  close(fd);
   if (!buf) return ntk_error(NTK_ENOMEM, "%s: out of memory", path);
-  if (err) {
+  if (err || n > TEXT_MAX) {
     free(buf);
-    return ntk_error(NTK_EUSAGE, "%s: read error", path);
+    return err ? ntk_error(NTK_EUSAGE, "%s: read error: %s", path, strerror(err))
+               : ntk_error(NTK_ECONFIG, "%s: larger than 16 MiB, not a job file", path);
   }
   buf[n] = '\0';
   if (memchr(buf, '\0', n)) {

@@ -1,10 +1,12 @@
 /* ntkd command line: run a kernel job, or inspect, export and verify a store. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
 
 #include "ntkd/backend.h"
 #include "ntkd/comm.h"
+#include "ntkd/config.h"
 #include "ntkd/cpuinit.h"
 #include "ntkd/run.h"
 #include "ntkd/signals.h"
@@ -21,6 +23,8 @@ static const char usage[] =
     "  ntkd verify STORE                    check every tile; exit 0 only if all are intact\n"
     "  ntkd solve STORE JOB.conf            kernel regression with the job's labels and [solve]\n"
     "                                       ridges: test accuracy, MSE, predictions (.npy)\n"
+    "  ntkd check JOB.conf [--fragment]     check the job file (sections, keys, values, arch)\n"
+    "                                       without reading data; --fragment: a piece of one\n"
     "  ntkd --help | --version\n"
     "\n"
     "--overwrite replaces a store that belongs to another job (different data or model).\n"
@@ -53,10 +57,51 @@ static int run(int argc, char **argv, int first) {
   return code;
 }
 
+/* `ntkd check JOB.conf [--fragment]`: the job file read and checked as a run
+ * reads it, the arch string included, but no data; one line on success. */
+static int check(int argc, char **argv) {
+  const char *conf = NULL;
+  int fragment = 0;
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--fragment")) fragment = 1;
+    else if (argv[i][0] == '-') return bad_usage("unknown option for check");
+    else if (conf) return bad_usage("check takes one job file");
+    else conf = argv[i];
+  }
+  if (!conf) return bad_usage("check takes one job file");
+  char *text = NULL;
+  struct ntk_job *job = calloc(1, sizeof *job);
+  ntk_status st = job ? ntk_read_text_file(conf, &text, NULL) : ntk_error(NTK_ENOMEM, "out of memory");
+  if (!st) st = fragment ? ntk_job_parse_fragment(text, conf, job) : ntk_job_parse_string(text, conf, job);
+  free(text);
+  if (st) {
+    fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+  } else if (fragment) {
+    printf("%s: a valid fragment (sections, keys and values; not what a whole job needs)\n", conf);
+  } else {
+    char line[1024];
+    ntk_job_summary(job, line, sizeof line);
+    printf("%s: %s\n", conf, line);
+  }
+  ntk_job_free(job);
+  free(job);
+  return ntk_status_exit_code(st);
+}
+
+/* Commands that are not a job run. */
+static int is_store_command(const char *cmd) {
+  static const char *const names[] = {"info", "verify", "solve", "export", "check", "--help", "-h", "help", "--version"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (!strcmp(cmd, names[i])) return 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  /* First of all: a stop signal during start-up (MPI_Init takes a while)
-   * sets the flag that the job polls, instead of killing it unreported. */
-  ntk_signals_install();
+  /* First of all: for a job, a stop signal during start-up (MPI_Init
+   * takes a while) sets the flag that the job polls instead of killing it
+   * unreported. The other commands keep the default action. */
+  if (argc >= 2 && is_store_command(argv[1])) ntk_signals_plain();
+  else ntk_signals_install();
   ntk_cpu_fix_openblas(argv);
   if (argc < 2) return bad_usage("no command");
   const char *cmd = argv[1];
@@ -83,6 +128,7 @@ int main(int argc, char **argv) {
     if (argc != 4) return bad_usage("solve takes a store path and a job file");
     return ntk_cmd_solve(argv[2], argv[3]);
   }
+  if (!strcmp(cmd, "check")) return check(argc, argv);
   if (!strcmp(cmd, "export")) {
     const char *kernel = NULL, *pos[2] = {NULL, NULL};
     int np = 0;

@@ -124,6 +124,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   free(text);
   if (!st && job->train.enabled) { /* a [train] section: an MLP to train, not a kernel */
     st = ntk_train_run(job, overwrite);
+    ntk_job_free(job);
     free(job);
     return ntk_status_exit_code(st);
   }
@@ -266,6 +267,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   ntk_engine_free(engine);
   ntk_data_free(&data);
   ntk_arch_free(&arch);
+  ntk_job_free(job);
   free(job);
   return ntk_status_exit_code(st);
 }

@@ -31,6 +31,13 @@ void ntk_signals_install(void) {
   sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
+void ntk_signals_plain(void) {
+  signal(SIGXFSZ, SIG_IGN);
+  sigset_t set;
+  stop_mask(&set);
+  sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
 void ntk_signals_block(void) {
   sigset_t set;
   stop_mask(&set);

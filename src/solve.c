@@ -300,6 +300,7 @@ int ntk_cmd_solve(const char *store_path, const char *conf_path) {
   ntk_data_free(&data);
   ntk_arch_free(&arch);
   if (!st) st = ntk_solve(store_path, job, NULL, 0, NULL);
+  ntk_job_free(job);
   free(job);
   if (st) fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
   return ntk_status_exit_code(st);

@@ -1,4 +1,8 @@
-/* Job files: defaults, every key, and errors that name file, line and key. */
+/* Job files: defaults, every key, the INI syntax (inline comments, CRLF,
+ * lines of any length), and errors that name file, line and key. */
+#include <sys/stat.h>
+
+#include "ntkd/arch.h"
 #include "ntkd/backend.h"
 #include "ntkd/config.h"
 #include "testutil.h"
@@ -48,6 +52,10 @@ START_TEST(test_good) {
   ck_assert_int_eq(j.level, 3);
   ck_assert_double_eq(j.progress_interval, 10);
   ck_assert_double_eq(j.sync_interval, 0);
+  ntk_job_free(&j);
+  ck_assert_ptr_null(j.arch);
+  ntk_job_free(&j); /* twice is harmless */
+  ntk_job_free(NULL);
 }
 END_TEST
 
@@ -65,6 +73,7 @@ START_TEST(test_defaults) {
   ck_assert_uint_eq(j.tile, 1024);
   ck_assert_int_eq(j.backend, NTK_BACKEND_AUTO);
   ck_assert_int_eq(j.level, 1);
+  ntk_job_free(&j);
 }
 END_TEST
 
@@ -74,6 +83,7 @@ START_TEST(test_cifar_list) {
                                         "d/j.conf", &j), NTK_OK);
   ck_assert_int_eq(j.ndata, 3);
   ck_assert_str_eq(j.data_path[2], "d/c.bin");
+  ntk_job_free(&j);
 }
 END_TEST
 
@@ -83,6 +93,7 @@ static void bad(const char *text, const char *needle) {
   ntk_status st = ntk_job_parse_string(text, "bad.conf", &j);
   ck_assert_msg(st == NTK_ECONFIG, "should fail: %s", text);
   ck_assert_msg(strstr(ntk_error_message(), needle), "message '%s' lacks '%s'", ntk_error_message(), needle);
+  ck_assert_ptr_null(j.arch); /* a job that failed owns nothing */
 }
 
 #define BASE "[data]\npath=x.npy\n[model]\narch=Dense\n[output]\npath=o\n"
@@ -148,6 +159,8 @@ START_TEST(test_train_good) {
   ck_assert_int_eq(j.train.device, NTK_TRAIN_DEVICE_CPU);
   ck_assert_str_eq(j.train.snapshot, "d/out/snap.bin");
   ck_assert_str_eq(j.train.log, "d/out/log.jsonl");
+  ck_assert_ptr_null(j.arch);
+  ntk_job_free(&j);
 }
 END_TEST
 
@@ -166,8 +179,10 @@ START_TEST(test_train_defaults) {
   ck_assert_str_eq(j.train.snapshot, "");
   ck_assert_str_eq(j.train.log, "");
   /* A kernel job is not a training job. */
+  ntk_job_free(&j);
   ck_assert_int_eq(ntk_job_parse_string(BASE, "k.conf", &j), NTK_OK);
   ck_assert(!j.train.enabled);
+  ntk_job_free(&j);
 }
 END_TEST
 
@@ -226,9 +241,11 @@ START_TEST(test_regression_good) {
   ck_assert_uint_eq(j.solve.nridge, 4);
   ck_assert(j.solve.ridge[0] == 0 && j.solve.ridge[1] == 1e-4 && j.solve.ridge[2] == 1e-2 && j.solve.ridge[3] == 1);
   ck_assert_str_eq(j.solve.predictions, "d/p/pred");
+  ntk_job_free(&j);
   /* [test] alone: the kernel over train and test, solved later. */
   ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = te.gz\n", "r.conf", &j), NTK_OK);
   ck_assert(j.test.enabled && !j.solve.enabled && !j.test.test_test && j.test.count == 0);
+  ntk_job_free(&j);
 }
 END_TEST
 
@@ -257,6 +274,252 @@ START_TEST(test_regression_errors) {
 }
 END_TEST
 
+/* The INI syntax people write: inline comments after whitespace ('#' or
+ * ';'), '#' and ';' inside a word kept, surrounding whitespace trimmed. */
+START_TEST(test_inline_comments) {
+  struct ntk_job j;
+  const char *text = "[data]   # the training set\n"
+                     "path = a#b.npy\tc;d.npy   ; two files, '#' and ';' inside names\n"
+                     "count = 100\t# tab before the comment\n"
+                     "[model] ; the network\n"
+                     "arch = Dense Relu Dense   # two Dense layers\n"
+                     "kernel = nngp              # NNGP only\n"
+                     "w_std = 1.5;not a comment\n"
+                     "[output]\n"
+                     "path = ../out/fc#1.ntk      # relative to this file\n"
+                     "   ; an indented full-line comment\n"
+                     "\t# and another\n";
+  ck_assert_int_eq(ntk_job_parse_fragment(text, "d/j.conf", &j), NTK_ECONFIG); /* w_std = '1.5;not a comment' */
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "d/j.conf:7: [model] w_std: '1.5;not a comment'"));
+  char *fixed = strdup(text);
+  memcpy(strstr(fixed, "1.5;not"), "1.5 ;not", 8); /* whitespace first: now a comment */
+  ck_assert_int_eq(ntk_job_parse_string(fixed, "d/j.conf", &j), NTK_OK);
+  free(fixed);
+  ck_assert_int_eq(j.ndata, 2);
+  ck_assert_str_eq(j.data_path[0], "d/a#b.npy");
+  ck_assert_str_eq(j.data_path[1], "d/c;d.npy");
+  ck_assert_uint_eq(j.count, 100);
+  ck_assert_str_eq(j.arch, "Dense Relu Dense");
+  ck_assert_int_eq(j.kernels, NTK_KERNEL_NNGP);
+  ck_assert_double_eq(j.w_std, 1.5);
+  ck_assert_str_eq(j.out_path, "d/../out/fc#1.ntk");
+  ntk_job_free(&j);
+  /* The README's worked example: `kernel = ntk   # stores NNGP and NTK`. */
+  ck_assert_int_eq(ntk_job_parse_string("[data]\npath = x.npy\n[model]\narch = Dense\n"
+                                        "kernel = ntk              # stores NNGP and NTK\n"
+                                        "[output]\npath = ../out/fc.ntk      # relative to this file\n",
+                                        "configs/fc.conf", &j), NTK_OK);
+  ck_assert_int_eq(j.kernels, NTK_KERNEL_NNGP | NTK_KERNEL_NTK);
+  ck_assert_str_eq(j.out_path, "configs/../out/fc.ntk");
+  ntk_job_free(&j);
+  /* A value that is only a comment is empty; a key cannot hide in one. */
+  bad("[data]\npath =   # none\n", "bad.conf:2: [data] path: empty");
+  bad("[data]\npath # = x\n", "bad.conf:2: syntax error");
+  bad("[data] x\npath = y\n", "bad.conf:1: syntax error");
+  bad("[data]#x\npath = y\n", "bad.conf:1: syntax error");
+}
+END_TEST
+
+/* Growable text for the long-line tests. */
+struct text {
+  char *s;
+  size_t n, cap;
+};
+
+static void add(struct text *t, const char *piece) {
+  size_t len = strlen(piece);
+  if (t->n + len + 1 > t->cap) {
+    t->cap = 2 * (t->n + len + 1);
+    t->s = realloc(t->s, t->cap);
+    ck_assert_ptr_nonnull(t->s);
+  }
+  memcpy(t->s + t->n, piece, len + 1);
+  t->n += len;
+}
+
+#define LONG_LAYERS 30000
+
+/* "Dense Relu " x 30000 + "Dense": about 330 000 characters on one line. */
+static void add_long_arch(struct text *t) {
+  add(t, "arch = ");
+  for (int i = 0; i < LONG_LAYERS; i++) add(t, "Dense Relu ");
+  add(t, "Dense\n");
+}
+
+START_TEST(test_long_arch) {
+  struct text t = {0};
+  add(&t, "[data]\npath = x.npy\n[model]\nw_std = 1.5\n");
+  add_long_arch(&t);
+  add(&t, "b_std = 0.1\n[output]\npath = o.ntk\n");
+  ck_assert_uint_gt(t.n, 300000);
+  struct ntk_job j;
+  ck_assert_int_eq(ntk_job_parse_string(t.s, "long.conf", &j), NTK_OK);
+  ck_assert_int_eq(j.arch_line, 5);
+  ck_assert_uint_eq(strlen(j.arch), (size_t)LONG_LAYERS * strlen("Dense Relu ") + strlen("Dense"));
+  ck_assert_double_eq(j.b_std, 0.1);
+  /* The same network as the compact form. */
+  struct ntk_arch a, b;
+  char compact[64];
+  snprintf(compact, sizeof compact, "[Dense Relu]*%d Dense", LONG_LAYERS);
+  ck_assert_int_eq(ntk_arch_parse(j.arch, j.w_std, j.b_std, &a), NTK_OK);
+  ck_assert_int_eq(ntk_arch_parse(compact, j.w_std, j.b_std, &b), NTK_OK);
+  ck_assert_uint_eq(a.n, 2 * LONG_LAYERS + 1);
+  ck_assert_uint_eq(a.n, b.n);
+  for (size_t i = 0; i < a.n; i++) {
+    const struct ntk_layer *x = &a.layers[i], *y = &b.layers[i];
+    ck_assert_int_eq(x->kind, y->kind);
+    ck_assert_int_eq(x->kind, i % 2 ? NTK_LAYER_ABRELU : NTK_LAYER_DENSE);
+    ck_assert(x->w_std == y->w_std && x->b_std == y->b_std && x->a == y->a && x->b == y->b);
+    ck_assert_str_eq(x->name, y->name);
+  }
+  ck_assert_double_eq(a.layers[0].w_std, 1.5);
+  ck_assert_double_eq(a.layers[0].b_std, 0.1);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  ntk_job_free(&j);
+  /* In a fragment, too. */
+  ck_assert_int_eq(ntk_job_parse_fragment(t.s + strlen("[data]\npath = x.npy\n"), "f.conf", &j), NTK_OK);
+  ck_assert_uint_eq(strlen(j.arch), (size_t)LONG_LAYERS * strlen("Dense Relu ") + strlen("Dense"));
+  ntk_job_free(&j);
+  free(t.s);
+}
+END_TEST
+
+/* Line numbers stay right after lines of any length, for every message. */
+START_TEST(test_lines_after_long_lines) {
+  struct text t = {0};
+  add(&t, "[data]\npath = x.npy\n[model]\n");
+  add_long_arch(&t); /* line 4 */
+  const char *head = t.s;
+  char *text = malloc(t.n + 200);
+  ck_assert_ptr_nonnull(text);
+  const char *tails[][2] = {
+      {"[compute]\ntiel = 5\n", "bad.conf:6: [compute] tiel: unknown key (precision, tile, backend, worker_timeout)"},
+      {"w_std = 1\narch = Dense\n", "bad.conf:6: [model] arch: given twice"},
+      {"\n\njust some words\n", "bad.conf:7: syntax error"},
+      {"[comptue]\n", "bad.conf:5: unknown section [comptue]"},
+      {"[output]\npath = o\n[train\n", "bad.conf:7: section header without ']'"},
+      {"[output]\npath = o\n[data]\npath = y.npy\n", "bad.conf:8: [data] path: given twice"},
+  };
+  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+    snprintf(text, t.n + 200, "%s%s", head, tails[i][0]);
+    bad(text, tails[i][1]);
+  }
+  /* An arch error names the line of the arch. */
+  snprintf(text, t.n + 200, "%s[output]\npath = o\n[model]\nkernel = ntk\n", head);
+  memcpy(strstr(text, "Relu Dense\n"), "Rulu", 4);
+  bad(text, "bad.conf:4: [model] arch, column");
+  free(text);
+  free(t.s);
+}
+END_TEST
+
+/* Many long paths on one line (CIFAR-10 batches in a deep folder). */
+#define LONG_PATH "/scratch/project-with-a-long-name/datasets/cifar-10-batches-bin/copy-%02d/data_batch.bin"
+
+START_TEST(test_long_path_lists) {
+  struct text t = {0};
+  add(&t, "[data]\npath =");
+  char p[200];
+  for (int i = 0; i < 16; i++) {
+    snprintf(p, sizeof p, " " LONG_PATH, i);
+    add(&t, p);
+  }
+  add(&t, "\nformat = cifar10\n[model]\narch = Dense\n[output]\npath = o.ntk\n");
+  struct ntk_job j;
+  ck_assert_int_eq(ntk_job_parse_string(t.s, "c.conf", &j), NTK_OK);
+  ck_assert_int_eq(j.ndata, 16);
+  for (int i = 0; i < 16; i++) {
+    snprintf(p, sizeof p, LONG_PATH, i);
+    ck_assert_str_eq(j.data_path[i], p);
+  }
+  ck_assert_int_eq(j.format, NTK_FORMAT_CIFAR10);
+  ntk_job_free(&j);
+  free(t.s);
+  /* 20 of them: more than the 16 files a job takes, said at the right line. */
+  t = (struct text){0};
+  add(&t, "# CIFAR-10\n[data]\npath =");
+  for (int i = 0; i < 20; i++) {
+    snprintf(p, sizeof p, " ../data/a-long-folder-name-for-cifar-10-batches-bin/batches-%02d/data_batch_1.bin", i);
+    add(&t, p);
+  }
+  add(&t, "\n");
+  bad(t.s, "bad.conf:3: [data] path: more than 16 files");
+  free(t.s);
+  /* A path longer than NTK_PATH_MAX is refused as such. */
+  t = (struct text){0};
+  add(&t, "[data]\npath = x.npy\n[model]\narch = Dense\n[output]\npath = ");
+  for (int i = 0; i < NTK_PATH_MAX; i++) add(&t, "p");
+  add(&t, "\n");
+  bad(t.s, "bad.conf:6: [output] path: too long");
+  free(t.s);
+  /* A long bad value is quoted shortened, and the message still says why. */
+  t = (struct text){0};
+  add(&t, BASE "[compute]\nprecision = ");
+  for (int i = 0; i < 5000; i++) add(&t, "f");
+  add(&t, "\n");
+  bad(t.s, "...' is not float32 or float64");
+  free(t.s);
+}
+END_TEST
+
+/* Windows line endings (and a byte order mark) read like Unix ones. */
+START_TEST(test_crlf) {
+  const char *text = "\xEF\xBB\xBF# job\r\n[data]\r\npath = x.npy\r\ncount = 5   # five\r\n\r\n[model]\r\n"
+                     "arch = Dense Relu Dense\r\nkernel = nngp\t; NNGP\r\n[output]\r\npath = o.ntk\r\n";
+  struct ntk_job j;
+  ck_assert_int_eq(ntk_job_parse_string(text, "w.conf", &j), NTK_OK);
+  ck_assert_str_eq(j.data_path[0], "x.npy");
+  ck_assert_uint_eq(j.count, 5);
+  ck_assert_str_eq(j.arch, "Dense Relu Dense");
+  ck_assert_int_eq(j.arch_line, 7);
+  ck_assert_int_eq(j.kernels, NTK_KERNEL_NNGP);
+  ck_assert_str_eq(j.out_path, "o.ntk");
+  ntk_job_free(&j);
+  bad("[data]\r\npath = x.npy\r\n[compute]\r\ntiel = 5   # typo\r\n", "bad.conf:4: [compute] tiel: unknown key");
+  bad("[data]\r\npath = x.npy\r\npath = y.npy # again\r\n", "bad.conf:3: [data] path: given twice");
+}
+END_TEST
+
+/* A piece of a job (the docs show sections alone): every key and value is
+ * checked, but not what a whole job needs. */
+START_TEST(test_fragment) {
+  struct ntk_job j;
+  const char *solve = "[solve]\nridge = 1e-4, 1e-3   # two ridges\n";
+  ck_assert_int_eq(ntk_job_parse_fragment(solve, "f.conf", &j), NTK_OK);
+  ck_assert_uint_eq(j.solve.nridge, 2);
+  ntk_job_free(&j);
+  ck_assert_int_eq(ntk_job_parse_string(solve, "f.conf", &j), NTK_ECONFIG);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "[data] path is required"));
+  ck_assert_int_eq(ntk_job_parse_fragment("[solve]\nridge = 1\nlambda = 2\n", "f.conf", &j), NTK_ECONFIG);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "f.conf:3: [solve] lambda: unknown key"));
+  ck_assert_int_eq(ntk_job_parse_fragment("[model]\narch = Relu\n", "f.conf", &j), NTK_ECONFIG);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "f.conf:2: [model] arch"));
+  ck_assert_ptr_null(j.arch);
+  ck_assert_int_eq(ntk_job_parse_fragment("[tset]\n", "f.conf", &j), NTK_ECONFIG);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "f.conf:1: unknown section [tset]"));
+  ck_assert_int_eq(ntk_job_parse_fragment("ridge = 1\n", "f.conf", &j), NTK_ECONFIG);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "f.conf:1: key 'ridge' is outside any section"));
+}
+END_TEST
+
+START_TEST(test_summary) {
+  struct ntk_job j;
+  char line[512];
+  ck_assert_int_eq(ntk_job_parse_string(good, "jobs/a.conf", &j), NTK_OK);
+  ntk_job_summary(&j, line, sizeof line);
+  ck_assert_msg(strstr(line, "kernel job: 1 data file (first 100 samples), 7 layers, NNGP, float64, tile 256") &&
+                strstr(line, "/abs/out.ntk"), "summary: %s", line);
+  ntk_job_free(&j);
+  ck_assert_int_eq(ntk_job_parse_string(TRAIN, "t.conf", &j), NTK_OK);
+  ntk_job_summary(&j, line, sizeof line);
+  ck_assert_msg(strstr(line, "training job: 1 data file, MLP 784-10, batch 100, 20 epochs"), "summary: %s", line);
+  ntk_job_summary(&j, line, 8); /* truncated, terminated */
+  ck_assert_str_eq(line, "trainin");
+  ntk_job_free(&j);
+}
+END_TEST
+
 START_TEST(test_read_file) {
   const char *dir = tu_tmpdir();
   char p[512];
@@ -272,6 +535,16 @@ START_TEST(test_read_file) {
   tu_path(p, sizeof p, dir, "missing.conf");
   ck_assert_int_eq(ntk_read_text_file(p, &text, &len), NTK_EUSAGE);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "missing.conf: cannot open"));
+  /* A FIFO is refused at once: reading it would wait for a writer. The
+   * alarm turns a hang into a failure. */
+  tu_path(p, sizeof p, dir, "fifo.conf");
+  ck_assert_int_eq(mkfifo(p, 0600), 0);
+  alarm(20);
+  ck_assert_int_eq(ntk_read_text_file(p, &text, &len), NTK_EINPUT);
+  alarm(0);
+  ck_assert_msg(strstr(ntk_error_message(), "fifo.conf is a FIFO, not a regular file"), "%s", ntk_error_message());
+  ck_assert_ptr_null(text);
+  unlink(p);
 }
 END_TEST
 
@@ -288,6 +561,13 @@ int main(void) {
   tcase_add_test(tc, test_train_errors);
   tcase_add_test(tc, test_regression_good);
   tcase_add_test(tc, test_regression_errors);
+  tcase_add_test(tc, test_inline_comments);
+  tcase_add_test(tc, test_long_arch);
+  tcase_add_test(tc, test_lines_after_long_lines);
+  tcase_add_test(tc, test_long_path_lists);
+  tcase_add_test(tc, test_crlf);
+  tcase_add_test(tc, test_fragment);
+  tcase_add_test(tc, test_summary);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -1,6 +1,7 @@
 /* The job file: an INI file with [data], [model], [compute] and [output]
  * sections (a kernel job, with [test] and [solve] for kernel regression),
- * or [data], [validation] and [train] (a training job). Parsing checks every key and value and reports file:line. */
+ * or [data], [validation] and [train] (a training job). Parsing checks every
+ * key and value and reports file:line; lines and values have no length limit. */
 #ifndef NTKD_CONFIG_H
 #define NTKD_CONFIG_H
 
@@ -75,7 +76,7 @@ struct ntk_job {
   int has_scale;
   char labels_path[NTK_PATH_MAX]; /* training and regression jobs; "" if not given */
   /* [model] */
-  char arch[8192];
+  char *arch;      /* the arch string, any length; owned (ntk_job_free). NULL if the job has none */
   int arch_line;   /* line of `arch` in the job file, for messages */
   double w_std, b_std;
   int kernels;     /* NTK_KERNEL_* mask; "ntk" stores both */
@@ -96,15 +97,41 @@ struct ntk_job {
   struct ntk_train_opts train;
 };
 
-/* Defaults for every key. */
+/* Ownership: a job owns its `arch` string and nothing else; ntk_job_free()
+ * releases it. A shallow copy (`*copy = *job`) shares it: free only one.
+ * The struct itself belongs to the caller (stack, calloc, ...). */
+
+/* Defaults for every key. The job owns nothing afterwards; what it owned
+ * before is not freed (call ntk_job_free() first on a parsed job). */
 void ntk_job_defaults(struct ntk_job *job);
+
+/* Free what `job` owns (its arch string) and set it to NULL; not the struct
+ * itself. Accepts NULL and a job that owns nothing (after ntk_job_defaults
+ * or a failed parse); `job` must have been through one of those or a parse,
+ * or be all zero (calloc). Rank-local. */
+void ntk_job_free(struct ntk_job *job);
 
 /* Parse job-file text. `name` is the file name used in messages and to
  * resolve relative paths. Rank-local, deterministic: every rank parsing the
- * same text gets the same job. Errors: NTK_ECONFIG "name:line: ...". */
+ * same text gets the same job. `job` is overwritten (ntk_job_defaults
+ * first). On success the caller releases it with ntk_job_free(); on failure
+ * it owns nothing. Errors: NTK_ECONFIG "name:line: ...", NTK_ENOMEM. */
 ntk_status ntk_job_parse_string(const char *text, const char *name, struct ntk_job *job);
 
-/* Read the whole file into a NUL-terminated buffer the caller frees. */
+/* The same for a piece of a job file (a section shown alone in the docs):
+ * the syntax, every section, key and value, duplicates and the arch string
+ * are checked, but not which sections and keys a whole job needs or refuses
+ * together (required keys, [model] in a training job, ...). Rank-local;
+ * ownership as ntk_job_parse_string. */
+ntk_status ntk_job_parse_fragment(const char *text, const char *name, struct ntk_job *job);
+
+/* One line (no newline) saying what a parsed job does: kind, data files,
+ * network, kernels, precision, output. Truncated to `cap` bytes. Rank-local. */
+void ntk_job_summary(const struct ntk_job *job, char *buf, size_t cap);
+
+/* Read the whole file (at most 16 MiB, no NUL bytes) into a NUL-terminated
+ * buffer the caller frees. A FIFO, device or socket is refused (NTK_EINPUT)
+ * without blocking; a file that cannot be opened is NTK_EUSAGE. Rank-local. */
 ntk_status ntk_read_text_file(const char *path, char **text, size_t *len);
 
 #endif

@@ -11,6 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   text[size] = '\0';
   struct ntk_job *job = malloc(sizeof *job);
   ntk_job_parse_string(text, "fuzz.conf", job);
+  ntk_job_free(job);
   free(job);
   free(text);
   return 0;
