@@ -369,33 +369,38 @@ static const char *pad_name(ntk_padding p) {
   return p == NTK_PAD_SAME ? "SAME" : p == NTK_PAD_CIRCULAR ? "CIRCULAR" : "VALID";
 }
 
+size_t ntk_arch_layer_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
+  char w[32], b[32];
+  fmt_exact(w, sizeof w, l->w_std);
+  fmt_exact(b, sizeof b, l->b_std);
+  int n;
+  switch (l->kind) {
+  case NTK_LAYER_DENSE:
+    n = snprintf(buf, cap, "Dense(W_std=%s, b_std=%s)", w, b);
+    break;
+  case NTK_LAYER_CONV:
+    n = snprintf(buf, cap, "Conv(%d, %d, %s, W_std=%s, b_std=%s)", l->filter, l->stride, pad_name(l->padding), w, b);
+    break;
+  case NTK_LAYER_ABRELU:
+    fmt_exact(w, sizeof w, l->a);
+    if (!strcmp(l->name, "LeakyRelu")) n = snprintf(buf, cap, "LeakyRelu(%s)", w);
+    else n = snprintf(buf, cap, "%s", l->name);
+    break;
+  case NTK_LAYER_AVGPOOL:
+    n = snprintf(buf, cap, "AvgPool(%d, %d)", l->window, l->stride);
+    break;
+  default:
+    n = snprintf(buf, cap, "%s", l->name);
+    break;
+  }
+  return n > 0 ? (size_t)n : 0;
+}
+
 size_t ntk_arch_canonical(const struct ntk_arch *arch, char *buf, size_t cap) {
   size_t len = 0;
   for (size_t i = 0; i < arch->n; i++) {
-    const struct ntk_layer *l = &arch->layers[i];
-    char one[160], w[32], b[32];
-    fmt_exact(w, sizeof w, l->w_std);
-    fmt_exact(b, sizeof b, l->b_std);
-    switch (l->kind) {
-    case NTK_LAYER_DENSE:
-      snprintf(one, sizeof one, "Dense(W_std=%s, b_std=%s)", w, b);
-      break;
-    case NTK_LAYER_CONV:
-      snprintf(one, sizeof one, "Conv(%d, %d, %s, W_std=%s, b_std=%s)", l->filter, l->stride,
-               pad_name(l->padding), w, b);
-      break;
-    case NTK_LAYER_ABRELU:
-      fmt_exact(w, sizeof w, l->a);
-      if (!strcmp(l->name, "LeakyRelu")) snprintf(one, sizeof one, "LeakyRelu(%s)", w);
-      else snprintf(one, sizeof one, "%s", l->name);
-      break;
-    case NTK_LAYER_AVGPOOL:
-      snprintf(one, sizeof one, "AvgPool(%d, %d)", l->window, l->stride);
-      break;
-    default:
-      snprintf(one, sizeof one, "%s", l->name);
-      break;
-    }
+    char one[160];
+    ntk_arch_layer_canonical(&arch->layers[i], one, sizeof one);
     size_t ol = strlen(one) + (i ? 1 : 0);
     if (len + ol < cap) snprintf(buf + len, cap - len, "%s%s", i ? " " : "", one);
     len += ol;

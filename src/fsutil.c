@@ -24,8 +24,8 @@ static const char *kind_of(mode_t m) {
 }
 
 static ntk_status not_regular(const char *path, const char *what, mode_t m) {
-  return ntk_error(NTK_EINPUT, "%s%s%s is %s, not a regular file", what ? what : "", what ? ": " : "", path,
-                   kind_of(m));
+  return ntk_error(NTK_EINPUT, "%s is %s, not a regular file%s%s%s", path, kind_of(m), what ? " (" : "",
+                   what ? what : "", what ? ")" : "");
 }
 
 ntk_status ntk_check_regular(const char *path, const char *what) {
@@ -44,10 +44,8 @@ ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *
   int f = open(path, flags | O_CLOEXEC | O_NONBLOCK, 0644);
   if (f < 0) {
     int e = errno;
-    if (e == ENXIO) return ntk_error(NTK_EINPUT, "%s%s%s is a FIFO, not a regular file", what ? what : "",
-                                     what ? ": " : "", path);
-    return ntk_error(e == ENOENT ? NTK_EUSAGE : NTK_EIO, "%s%s%s: cannot open: %s", what ? what : "",
-                     what ? ": " : "", path, strerror(e));
+    if (e == ENXIO) return not_regular(path, what, S_IFIFO);
+    return ntk_error(e == ENOENT ? NTK_EUSAGE : NTK_EIO, "%s: cannot open: %s", path, strerror(e));
   }
   struct stat sb;
   if (fstat(f, &sb) || !S_ISREG(sb.st_mode)) {

@@ -8,6 +8,8 @@
 
 #include "ntkd/codec.h"
 #include "ntkd/config.h"
+#include "ntkd/fsutil.h"
+#include "ntkd/lock.h"
 #include "ntkd/npy.h"
 #include "ntkd/run.h"
 #include "ntkd/store.h"
@@ -21,7 +23,29 @@ static const char *kernel_names(uint32_t k) {
   return k == (NTK_KERNEL_NNGP | NTK_KERNEL_NTK) ? "nngp, ntk" : k == NTK_KERNEL_NTK ? "ntk" : "nngp";
 }
 
-int ntk_cmd_info(const char *path) {
+/* Damage the scan found, for info and verify: every damaged region (the
+ * first NTK_STORE_DAMAGED_LIST), header copy, job text, tail. */
+static void print_damage(const char *path, const struct ntk_store_scan *sc) {
+  for (uint64_t k = 0; k < sc->regions && k < NTK_STORE_DAMAGED_LIST; k++) {
+    const struct ntk_store_region *r = &sc->region_list[k];
+    printf("damaged: bytes %llu..%llu (%llu bytes): %s", (unsigned long long)r->offset,
+           (unsigned long long)(r->offset + r->bytes - 1), (unsigned long long)r->bytes, r->why);
+    if (r->tile != UINT64_MAX) printf(", a record of tile %llu", (unsigned long long)r->tile);
+    printf("\n");
+  }
+  if (sc->regions > NTK_STORE_DAMAGED_LIST)
+    printf("damaged: ... and %llu more regions\n", (unsigned long long)(sc->regions - NTK_STORE_DAMAGED_LIST));
+  if (sc->header_damaged) printf("damaged: one of the two header copies (the other is intact)\n");
+  if (sc->job_text_damaged) printf("damaged: the job description kept in the store\n");
+  if (sc->tail_bytes && sc->tail_damaged)
+    printf("damaged: the last %llu bytes are not a write cut short (a damaged or foreign record, or garbage)\n",
+           (unsigned long long)sc->tail_bytes);
+  else if (sc->tail_bytes)
+    printf("%s: %llu bytes after the last intact record (a write cut short; the next run cuts it)\n", path,
+           (unsigned long long)sc->tail_bytes);
+}
+
+int ntk_cmd_info(const char *path, int records) {
   ntk_store_t *s;
   ntk_status st = ntk_store_open(path, NTK_STORE_READ, &s);
   if (st) return fail(st);
@@ -60,18 +84,34 @@ int ntk_cmd_info(const char *path) {
   printf("compression: %llu bytes stored for %llu raw (ratio %.3f)\n", (unsigned long long)sc->payload_bytes,
          (unsigned long long)raw, sc->payload_bytes ? (double)raw / (double)sc->payload_bytes : 0.0);
   if (sc->tail_bytes)
-    printf("tail:        %llu bytes after the last intact record (an interrupted write; the next run cuts it)\n",
-           (unsigned long long)sc->tail_bytes);
+    printf("tail:        %llu bytes after the last intact record (%s; the next run cuts it)\n",
+           (unsigned long long)sc->tail_bytes, sc->tail_damaged ? "damaged" : "a write cut short");
+  if (sc->dead) printf("dead:        %llu regions, %llu bytes (damage found and repaired by an earlier run)\n",
+                       (unsigned long long)sc->dead, (unsigned long long)sc->dead_bytes);
+  if (ntk_store_is_damaged(s)) printf("damage:      found (ntkd verify lists it; a rerun of the job repairs it)\n");
   printf("hash:        ");
   for (int i = 0; i < 16; i++) printf("%02x", in->job_hash[i]);
   printf("\n");
+  char holder[600];
+  if (ntk_lock_holder(path, holder, sizeof holder)) printf("writer:      a job is running on it (%s)\n", holder);
+  if (records) {
+    printf("records:     tile offset (first record at the start of the tile records; alignment %u)\n", in->align);
+    for (uint64_t i = 0; i < t->ntiles; i++)
+      if (ntk_store_has_tile(s, i)) printf("record:      %llu %llu\n", (unsigned long long)i,
+                                           (unsigned long long)ntk_store_record_offset(s, i));
+    print_damage(path, sc);
+  }
   ntk_store_close(s);
   return 0;
 }
 
 int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
+  struct ntk_named_path src = {"the store", path}, dst = {"OUT.npy", out};
+  ntk_status st = ntk_check_outputs(&src, 1, &dst, 1);
+  if (!st) st = ntk_check_regular(out, "OUT.npy");
+  if (st) return fail(st);
   ntk_store_t *s;
-  ntk_status st = ntk_store_open(path, NTK_STORE_READ, &s);
+  st = ntk_store_open(path, NTK_STORE_READ, &s);
   if (st) return fail(st);
   const struct ntk_store_info *in = ntk_store_get_info(s);
   const struct ntk_tiling *tg = ntk_store_tiling(s);
@@ -89,16 +129,26 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
       return NTK_EXIT_USAGE;
     }
   }
-  if (ntk_store_tiles_done(s) != tg->needed) {
+  /* Damage first: a store missing tiles because of damage is damaged,
+   * not merely unfinished. */
+  if (ntk_store_is_damaged(s))
+    st = ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it "
+                   "and recompute what was lost", path);
+  else if (ntk_store_tiles_done(s) != tg->needed)
     st = ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles); run the job to finish it",
                    path, (unsigned long long)ntk_store_tiles_done(s), (unsigned long long)tg->needed);
+  if (st) {
     ntk_store_close(s);
     return fail(st);
   }
   size_t n = (size_t)in->n, T = in->tile, es = in->elem;
   size_t edge = T < n ? T : n;
-  char tmp[NTK_PATH_MAX + 32];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+  char tmp[NTK_PATH_MAX + 400];
+  if (!ntk_tmp_path(out, tmp, sizeof tmp)) {
+    ntk_store_close(s);
+    return fail(ntk_error(NTK_EUSAGE, "%s: path too long", out));
+  }
+  ntk_clean_stale_tmp(out);
   FILE *f = fopen(tmp, "wb");
   char *rowbuf = malloc(edge * n * es);
   char *tb = malloc(edge * edge * es);
@@ -159,14 +209,17 @@ int ntk_cmd_verify(const char *path) {
   ntk_codec_t *codec = ntk_codec_create(1);
   size_t edge = in->tile < in->n ? in->tile : (size_t)in->n;
   char *raw = malloc(edge * edge * in->elem * 2 + 1);
-  uint64_t bad = sc->damaged, ok = 0;
+  uint64_t bad = 0, ok = 0;
   for (uint64_t k = 0; k < sc->ndamaged_list; k++) {
     struct ntk_tile t = ntk_tiling_tile(tg, sc->damaged_list[k]);
-    printf("damaged: tile %llu (rows %llu.., cols %llu..): payload checksum mismatch\n",
+    printf("damaged: tile %llu (rows %llu.., cols %llu..): payload checksum mismatch, no intact copy\n",
            (unsigned long long)t.index, (unsigned long long)t.r0, (unsigned long long)t.c0);
   }
   if (sc->damaged > sc->ndamaged_list)
     printf("damaged: ... and %llu more tiles\n", (unsigned long long)(sc->damaged - sc->ndamaged_list));
+  print_damage(path, sc);
+  /* Every indexed tile decoded: a frame that passes its checksum but does
+   * not decode to the tile's size is damage too. */
   for (uint64_t i = 0; i < tg->ntiles && codec && raw; i++) {
     if (!ntk_store_has_tile(s, i)) continue;
     struct ntk_tile t = ntk_tiling_tile(tg, i);
@@ -191,17 +244,18 @@ int ntk_cmd_verify(const char *path) {
   free(raw);
   ntk_codec_free(codec);
   /* Copy what the report needs: tg and sc belong to the store. */
-  uint64_t done = ntk_store_tiles_done(s), ntiles = tg->needed, tail = sc->tail_bytes;
+  uint64_t done = ntk_store_tiles_done(s), ntiles = tg->needed, lost = sc->damaged;
+  int damaged = ntk_store_is_damaged(s) || bad;
+  char holder[600];
+  int running = ntk_lock_holder(path, holder, sizeof holder);
   ntk_store_close(s);
   if (st) return fail(st);
   printf("%s: %llu tiles intact, %llu damaged, %llu of %llu tiles present%s\n", path, (unsigned long long)ok,
-         (unsigned long long)bad, (unsigned long long)done, (unsigned long long)ntiles,
-         done == ntiles ? " (complete)" : " (incomplete: run the job to finish it)");
-  if (tail)
-    printf("%s: %llu bytes after the last intact record (an interrupted write, cut on the next run)\n", path,
-           (unsigned long long)tail);
-  if (bad) {
-    printf("%s: FAILED: %llu damaged tiles; rerun the job to recompute them\n", path, (unsigned long long)bad);
+         (unsigned long long)(bad + lost), (unsigned long long)done, (unsigned long long)ntiles,
+         done == ntiles ? " (complete)" : running ? " (a job is writing it now)" : " (incomplete: run the job to finish it)");
+  if (running) printf("%s: being written by a running job (%s)\n", path, holder);
+  if (damaged) {
+    printf("%s: FAILED: the store is damaged (above); run the job again to repair it and recompute what was lost\n", path);
     return NTK_EXIT_CORRUPT;
   }
   return 0;

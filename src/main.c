@@ -17,7 +17,8 @@ static const char usage[] =
     "usage:\n"
     "  ntkd JOB.conf [--overwrite]          compute the kernel matrix, or resume it\n"
     "  mpirun -np N ntkd JOB.conf           the same on N ranks (rank 0 coordinates)\n"
-    "  ntkd info STORE                      shape, kernels, precision, progress, compression\n"
+    "  ntkd info [--records] STORE          shape, kernels, precision, progress, compression;\n"
+    "                                       --records: where each tile's record is, and any damage\n"
     "  ntkd export STORE OUT.npy [--kernel nngp|ntk]\n"
     "                                       the full symmetric matrix as .npy\n"
     "  ntkd verify STORE                    check every tile; exit 0 only if all are intact\n"
@@ -117,8 +118,9 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "info")) {
-    if (argc != 3) return bad_usage("info takes one store path");
-    return ntk_cmd_info(argv[2]);
+    int records = argc == 4 && !strcmp(argv[2], "--records");
+    if (argc != 3 + records) return bad_usage("info takes one store path (and --records before it)");
+    return ntk_cmd_info(argv[2 + records], records);
   }
   if (!strcmp(cmd, "verify")) {
     if (argc != 3) return bad_usage("verify takes one store path");

@@ -19,7 +19,10 @@
 #include "ntkd/coordinator.h"
 #include "ntkd/cpuinit.h"
 #include "ntkd/data.h"
+#include "ntkd/fsutil.h"
+#include "ntkd/jobfiles.h"
 #include "ntkd/jobhash.h"
+#include "ntkd/lock.h"
 #include "ntkd/progress.h"
 #include "ntkd/solve.h"
 #include "ntkd/store.h"
@@ -36,43 +39,40 @@ ntk_status ntk_agree(ntk_status st) {
   return ntk_comm_agree(st);
 }
 
-static int hex_eq(const uint8_t *a, const uint8_t *b) { return !memcmp(a, b, 16); }
-
-/* Rank 0: open the store for resuming, or create it. */
-static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_info *want, int overwrite,
-                             ntk_store_t **out) {
+/* Rank 0, holding the lock: resume the store of this job, refuse one of
+ * another job (or anything that is not a store), or create it. */
+static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_info *want, const char *text,
+                             int overwrite, ntk_lock_t *lock, ntk_store_t **out) {
   const char *path = job->out_path;
+  int stale = ntk_clean_stale_tmp(path);
+  if (stale) fprintf(stderr, "ntkd: removed %d temporary file%s left by a killed run\n", stale, stale == 1 ? "" : "s");
   struct stat sb;
   if (stat(path, &sb) == 0) {
     ntk_store_t *s = NULL;
     ntk_status st = ntk_store_open(path, NTK_STORE_READ, &s);
     int unusable = st == NTK_ECORRUPT || st == NTK_EINPUT;
-    if (unusable && !overwrite) {
+    if (unusable && !overwrite)
       return ntk_error(NTK_EMISMATCH, "%s\n  %s exists and is not a usable ntkd store; use --overwrite "
                        "to replace it", ntk_error_message(), path);
-    }
     if (st && !unusable) return st;
     if (!st) {
-      const struct ntk_store_info *have = ntk_store_get_info(s);
-      int same = hex_eq(have->job_hash, want->job_hash);
-      if (!same && !overwrite) {
-        st = ntk_error(NTK_EMISMATCH, "%s was computed for another job (different data, model, kernel "
-                       "or precision):\n  store: %s\n  job:   %s\n  use --overwrite to replace it, "
-                       "or set [output] path to a new file",
-                       path, have->description, want->description);
-        ntk_store_close(s);
-        return st;
-      }
+      st = ntk_job_check_store(path, s, want, text, "use --overwrite to replace it, or set [output] path to a new file");
       ntk_store_close(s);
-      if (same) {
-        /* Resume: this time check every payload and cut a torn tail. */
-        if ((st = ntk_store_open(path, NTK_STORE_WRITE | NTK_STORE_CHECK_PAYLOAD, &s))) return st;
+      if (st && !overwrite) return st;
+      if (!st) {
+        /* Resume: every payload checked, damage marked dead, the tail cut. */
+        if ((st = ntk_store_resume(path, text, lock, &s))) return st;
         const struct ntk_store_scan *sc = ntk_store_get_scan(s);
         fprintf(stderr, "ntkd: resuming %s: %llu of %llu tiles present", path,
-                (unsigned long long)ntk_store_tiles_done(s),
-                (unsigned long long)ntk_store_tiling(s)->needed);
+                (unsigned long long)ntk_store_tiles_done(s), (unsigned long long)ntk_store_tiling(s)->needed);
+        if (sc->regions)
+          fprintf(stderr, ", %llu damaged region%s (%llu bytes) marked dead", (unsigned long long)sc->regions,
+                  sc->regions == 1 ? "" : "s", (unsigned long long)sc->region_bytes);
         if (sc->damaged) fprintf(stderr, ", %llu damaged tiles to recompute", (unsigned long long)sc->damaged);
-        if (sc->tail_bytes) fprintf(stderr, ", %llu bytes of torn tail cut", (unsigned long long)sc->tail_bytes);
+        if (sc->tail_bytes)
+          fprintf(stderr, ", %llu bytes of %s tail cut", (unsigned long long)sc->tail_bytes,
+                  sc->tail_damaged ? "damaged" : "torn");
+        if (sc->header_damaged) fprintf(stderr, ", a damaged header copy rewritten");
         fprintf(stderr, "\n");
         if (ntk_store_get_info(s)->tile != want->tile)
           fprintf(stderr, "ntkd: note: the store was started with tile = %u; keeping it (values are the "
@@ -83,7 +83,7 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
     }
     fprintf(stderr, "ntkd: --overwrite: replacing %s\n", path);
   }
-  return ntk_store_create(path, want, out);
+  return ntk_store_create(path, want, text, lock, out);
 }
 
 ntk_status ntk_data_bcast(struct ntk_dataset *ds) {
@@ -122,8 +122,20 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   if (!st) st = ntk_agree(rank == 0 ? ntk_job_parse_string(text, conf_path, job)
                                 : (ntk_job_parse_string(text, conf_path, job), NTK_OK));
   free(text);
+  /* Before anything is read or written: no output may replace an input,
+   * and one job at a time writes the store (or the training snapshot), for
+   * its whole life, solve included. */
+  ntk_lock_t *lock = NULL;
+  if (!st) {
+    ntk_status fst = rank == 0 ? ntk_job_check_files(job) : NTK_OK;
+    const char *owned = job->train.enabled ? job->train.snapshot : job->out_path;
+    if (!fst && rank == 0 && owned[0])
+      fst = ntk_lock_acquire(owned, job->train.enabled ? "snapshot" : "store", &lock);
+    st = ntk_agree(fst);
+  }
   if (!st && job->train.enabled) { /* a [train] section: an MLP to train, not a kernel */
     st = ntk_train_run(job, overwrite);
+    ntk_lock_release(lock);
     ntk_job_free(job);
     free(job);
     return ntk_status_exit_code(st);
@@ -199,8 +211,10 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   if (!st) {
     if (rank == 0) {
       struct ntk_store_info info;
-      ntk_job_identity(job, &arch, &data, &info);
-      st = open_store(job, &info, overwrite, &store);
+      char *job_text = NULL;
+      st = ntk_job_identity(job, &arch, &data, &info, &job_text);
+      if (!st) st = open_store(job, &info, job_text, overwrite, lock, &store);
+      free(job_text);
       if (!st) tile = ntk_store_get_info(store)->tile;
       if (!st)
         fprintf(stderr, "ntkd: %s: %zu samples x %zu features, %s, %s, tile %llu, %d rank%s\n", conf_path,
@@ -267,6 +281,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   ntk_engine_free(engine);
   ntk_data_free(&data);
   ntk_arch_free(&arch);
+  ntk_lock_release(lock);
   ntk_job_free(job);
   free(job);
   return ntk_status_exit_code(st);

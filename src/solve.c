@@ -15,6 +15,7 @@
 #include "ntkd/cpuinit.h"
 #include "ntkd/data.h"
 #include "ntkd/fsutil.h"
+#include "ntkd/jobfiles.h"
 #include "ntkd/jobhash.h"
 #include "ntkd/npy.h"
 #include "ntkd/progress.h"
@@ -93,8 +94,10 @@ static ntk_status assemble(ntk_store_t *s, int which, double *ktt, double *kst) 
         size_t i = (size_t)t.r0 + r, j = (size_t)t.c0 + c;
         double x = es == 4 ? (double)((const float *)(const void *)v)[r * t.cols + c]
                            : ((const double *)(const void *)v)[r * t.cols + c];
-        if (!isfinite(x)) {
-          st = ntk_error(NTK_ECORRUPT, "%s kernel entry (%zu, %zu) is not finite", kname(which), i, j);
+        if (!isfinite(x)) { /* a store from a build that did not check tiles before storing them */
+          st = ntk_error(NTK_EINPUT, "%s kernel entry (%zu, %zu) is %g: not a kernel that can be solved%s",
+                         kname(which), i, j, x, es == 4 ? "; the kernel exceeds float32: recompute it with "
+                                                          "[compute] precision = float64" : "");
           break;
         }
         if (i < ntr && j < ntr) ktt[i * ntr + j] = ktt[j * ntr + i] = x;
@@ -110,10 +113,11 @@ static ntk_status assemble(ntk_store_t *s, int which, double *ktt, double *kst) 
 }
 
 static ntk_status write_npy(const char *path, const double *x, size_t rows, size_t cols) {
-  char tmp[NTK_PATH_MAX + 128], hdr[256];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  char tmp[NTK_PATH_MAX + 400], hdr[256];
+  if (!ntk_tmp_path(path, tmp, sizeof tmp)) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
   ntk_status st = ntk_make_parents(path);
   if (st) return st;
+  ntk_clean_stale_tmp(path);
   FILE *f = fopen(tmp, "wb");
   if (!f) return ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
   size_t hl = ntk_npy_header(hdr, sizeof hdr, 8, rows, cols);
@@ -139,6 +143,24 @@ static void prediction_path(const char *store_path, const struct ntk_job *job, i
   snprintf(out, cap, "%s-%s-ridge%g.npy", prefix, kname(kernel), ridge);
 }
 
+/* The prediction files must not replace the store or any input of the job. */
+static ntk_status check_outputs(const char *store_path, const struct ntk_job *job, uint32_t kernels) {
+  struct ntk_named_path in[NTK_JOB_MAX_INPUTS + 1], out[2 * NTK_MAX_RIDGES];
+  char(*names)[NTK_PATH_MAX + 64] = malloc(2 * NTK_MAX_RIDGES * sizeof *names);
+  if (!names) return ntk_error(NTK_ENOMEM, "out of memory");
+  size_t nin = ntk_job_inputs(job, in), nout = 0;
+  in[nin++] = (struct ntk_named_path){"the store", store_path};
+  for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK; which <<= 1)
+    for (size_t r = 0; r < job->solve.nridge && (kernels & (uint32_t)which); r++) {
+      prediction_path(store_path, job, which, job->solve.ridge[r], names[nout], sizeof names[nout]);
+      out[nout] = (struct ntk_named_path){"a predictions file", names[nout]};
+      nout++;
+    }
+  ntk_status st = ntk_check_outputs(in, nin, out, nout);
+  free(names);
+  return st;
+}
+
 ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct ntk_solve_result *results,
                      size_t cap, size_t *nresults) {
   if (nresults) *nresults = 0;
@@ -147,12 +169,16 @@ ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct n
   if (st) return st;
   const struct ntk_store_info *in = ntk_store_get_info(s);
   size_t ntr = (size_t)in->n_train, nte = (size_t)(in->n - in->n_train);
-  if (!ntr) st = ntk_error(NTK_EINPUT, "%s holds no test set: it was computed by a job without [test]", store_path);
-  else if (ntk_store_tiles_done(s) != ntk_store_tiling(s)->needed)
+  st = check_outputs(store_path, job, in->kernels);
+  if (!st && ntk_store_is_damaged(s))
+    st = ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it", store_path);
+  else if (!st && !ntr)
+    st = ntk_error(NTK_EINPUT, "%s holds no test set: it was computed by a job without [test]", store_path);
+  else if (!st && ntk_store_tiles_done(s) != ntk_store_tiling(s)->needed)
     st = ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles); run the job to finish it",
                    store_path, (unsigned long long)ntk_store_tiles_done(s),
                    (unsigned long long)ntk_store_tiling(s)->needed);
-  else if (ntr > MAX_SOLVE_N)
+  else if (!st && ntr > MAX_SOLVE_N)
     st = ntk_error(NTK_EINPUT, "%zu train samples: the single-node solve handles up to %d (%.0f GB); "
                    "docs/SOLVE.md says how a larger one runs", ntr, MAX_SOLVE_N, 8.0 * MAX_SOLVE_N * MAX_SOLVE_N / 1e9);
   int32_t *ytr = NULL, *yte = NULL;
@@ -289,12 +315,10 @@ int ntk_cmd_solve(const char *store_path, const char *conf_path) {
   if (!st) st = ntk_store_open(store_path, NTK_STORE_READ, &s);
   if (!st) {
     struct ntk_store_info want;
-    const struct ntk_store_info *have = ntk_store_get_info(s);
-    ntk_job_identity(job, &arch, &data, &want);
-    if (memcmp(want.job_hash, have->job_hash, 16))
-      st = ntk_error(NTK_EMISMATCH, "%s was not computed by %s (different data, test set, model, kernel or "
-                     "precision):\n  store: %s\n  job:   %s", store_path, conf_path, have->description,
-                     want.description);
+    char *want_text = NULL;
+    st = ntk_job_identity(job, &arch, &data, &want, &want_text);
+    if (!st) st = ntk_job_check_store(store_path, s, &want, want_text, "solve it with the job file that computed it");
+    free(want_text);
   }
   ntk_store_close(s);
   ntk_data_free(&data);

@@ -100,7 +100,7 @@ check "... and keeping the store (complete)" bash -c "'$NTKD' info dup.ntk | gre
 reg other "$arch" 0.001 5
 sed -i 's/^path = xte.npy/path = xtr.npy/' other.conf
 expect_rc 2 "ntkd solve with a job of other data is refused" "$NTKD" solve "$c.ntk" other.conf
-check "... saying the store was not computed by it" has "was not computed by other.conf" err.log
+check "... saying the store was computed for another job, and where they differ" bash -c "grep -q 'was computed for another job' err.log && grep -q 'first difference: ' err.log"
 job_plain() { printf '[data]\npath = xtr.npy\n[model]\narch = %s\n[output]\npath = plain.ntk\n' "$arch" > plain.conf; }
 job_plain
 "$NTKD" plain.conf >/dev/null 2>&1

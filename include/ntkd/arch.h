@@ -56,4 +56,7 @@ int ntk_arch_is_fc(const struct ntk_arch *arch);
  * `cap` bytes including the NUL; returns the length it needed. */
 size_t ntk_arch_canonical(const struct ntk_arch *arch, char *buf, size_t cap);
 
+/* The same for one layer ("Dense(W_std=1.5, b_std=0)"); snprintf's contract. */
+size_t ntk_arch_layer_canonical(const struct ntk_layer *layer, char *buf, size_t cap);
+
 #endif

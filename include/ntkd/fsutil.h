@@ -10,8 +10,8 @@
 
 /* open(2) `path` with `flags` (O_RDONLY, O_RDWR, ...; O_CLOEXEC is added),
  * refusing anything that is not a regular file before it can block: a
- * FIFO, a device or a socket gives NTK_EINPUT ("`what`: PATH is a FIFO,
- * not a regular file"). With O_CREAT a missing file is created as usual.
+ * FIFO, a device or a socket gives NTK_EINPUT ("PATH is a FIFO, not a
+ * regular file (`what`)"). With O_CREAT a missing file is created as usual.
  * A missing file without O_CREAT: NTK_EUSAGE; other failures NTK_EIO. */
 ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *fd);
 

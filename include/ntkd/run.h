@@ -15,7 +15,7 @@ int ntk_run_job(const char *conf_path, int overwrite);
 ntk_status ntk_agree(ntk_status st);
 
 /* `ntkd info|export|verify`: single-process commands on a store. */
-int ntk_cmd_info(const char *store_path);
+int ntk_cmd_info(const char *store_path, int records); /* records: list every record and damaged region */
 int ntk_cmd_export(const char *store_path, const char *out_path, const char *kernel);
 int ntk_cmd_verify(const char *store_path);
 

@@ -1,7 +1,11 @@
-/* The append-only tile store. Each record is a 64-byte header (with its own
- * checksum) followed by the payload; on open the records are scanned and a
- * torn or garbage tail is cut off, so a crash at any moment loses at most
- * the record being written. */
+/* The tile store (docs/STORE-FORMAT.md). Two copies of the header, the job
+ * text, then self-describing records at aligned offsets: each names its
+ * store (a random id), its tile and its extent, and carries checksums of
+ * itself and of its payload. A scan that meets damage looks for the next
+ * intact record at the following aligned offsets, so damage loses only the
+ * tiles it touches; a resume marks damaged stretches dead and cuts the
+ * torn tail, so that afterwards every byte before the end belongs to an
+ * intact record or a dead region. */
 #include "ntkd/store.h"
 
 #include <errno.h>
@@ -10,8 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "ntkd/codec.h"
 #include "ntkd/config.h"
@@ -19,8 +27,22 @@
 
 static const char header_magic[8] = {'N', 'T', 'K', 'D', 'S', 'T', 'O', 'R'};
 static const char record_magic[8] = {'N', 'T', 'K', 'D', 'T', 'I', 'L', 'E'};
-#define STORE_VERSION 1
 #define CODEC_SHUFFLE_ZSTD 1
+#define KIND_TILE 1
+#define KIND_DEAD 2
+#define NO_TILE UINT64_MAX
+/* The second header copy, and where the job text starts. */
+#define HEADER_B NTK_STORE_HEADER_SIZE
+#define JOB_TEXT_AT (2 * NTK_STORE_HEADER_SIZE)
+#define JOB_TEXT_MAX ((uint64_t)64 << 20)
+#define PAGE 4096u
+
+/* One stretch that is not an intact record (all of them, for the repair;
+ * the scan keeps the first few for reports). */
+struct region_vec {
+  struct ntk_store_region *v;
+  size_t n, cap;
+};
 
 struct ntk_store {
   int fd;
@@ -28,11 +50,17 @@ struct ntk_store {
   char path[NTK_PATH_MAX];
   struct ntk_store_info info;
   struct ntk_tiling tiling;
-  uint64_t *offset; /* per tile: record offset, 0 = absent */
-  uint64_t *length; /* per tile: payload bytes of that record */
+  uint64_t first;    /* offset of the first record */
+  uint64_t *offset;  /* per tile: record offset, 0 = absent */
+  uint64_t *length;  /* per tile: payload bytes of that record */
+  uint64_t *seq;     /* per tile: that record's sequence number */
   uint64_t done;
-  uint64_t end;     /* append position */
+  uint64_t end;      /* append position */
+  uint64_t last_seq; /* highest sequence number seen */
+  char *job_text;    /* "" if damaged */
   struct ntk_store_scan scan;
+  struct region_vec regions;
+  unsigned char good_header[NTK_STORE_HEADER_SIZE]; /* an intact copy, for repairs */
 };
 
 /* ---- little-endian field access ------------------------------------------ */
@@ -56,16 +84,21 @@ static uint64_t get64(const unsigned char *p) {
 
 /* Header layout (offsets in bytes). */
 enum {
-  H_MAGIC = 0, H_VERSION = 8, H_HSIZE = 12, H_N = 16, H_D = 24, H_TILE = 32, H_ELEM = 36,
-  H_KERNELS = 40, H_NTILES = 48, H_JOBHASH = 56, H_DESC = 72, H_NTRAIN = 1096, H_FLAGS = 1104, H_CHECKSUM = NTK_STORE_HEADER_SIZE - 8,
+  H_MAGIC = 0, H_VERSION = 8, H_HSIZE = 12, H_N = 16, H_D = 24, H_TILE = 32, H_ELEM = 36, H_KERNELS = 40,
+  H_ALIGN = 44, H_NTILES = 48, H_JOBHASH = 56, H_STOREID = 72, H_NTRAIN = 88, H_FLAGS = 96,
+  H_TEXT_AT = 104, H_TEXT_LEN = 112, H_TEXT_RAW = 120, H_TEXT_SUM = 128, H_FIRST = 136, H_DESC = 144,
+  H_CHECKSUM = NTK_STORE_HEADER_SIZE - 8,
 };
 /* Record header layout. */
 enum {
-  R_MAGIC = 0, R_TILE = 8, R_ROWS = 16, R_COLS = 20, R_RAW = 24, R_LEN = 32, R_SUM = 40,
-  R_CODEC = 48, R_CHECKSUM = 56,
+  R_MAGIC = 0, R_VERSION = 8, R_KIND = 12, R_STOREID = 16, R_TILE = 32, R_ROWS = 40, R_COLS = 44,
+  R_RAW = 48, R_LEN = 56, R_SUM = 64, R_CODEC = 72, R_EXTENT = 80, R_SEQ = 88,
+  R_CHECKSUM = NTK_STORE_RECORD_HEADER - 8,
 };
 
 static int kernel_count(uint32_t mask) { return (mask & 1) + ((mask >> 1) & 1); }
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 size_t ntk_store_raw_bytes(const ntk_store_t *s, const struct ntk_tile *t) {
   return (size_t)(t->rows * t->cols) * s->info.elem * (size_t)kernel_count(s->info.kernels);
@@ -112,250 +145,559 @@ void ntk_store_tiling_of(const struct ntk_store_info *info, struct ntk_tiling *t
   if (info->n_train && !info->test_test) ntk_tiling_limit_columns(t, info->n_train);
 }
 
-static void encode_header(const struct ntk_store_info *info, const struct ntk_tiling *t, unsigned char *h) {
+/* Records of small tiles (CNN kernels with pooling use 16-64 images) would
+ * be mostly padding at 4 KiB; everything else is page-aligned, which lets
+ * several writers share the file without sharing a page. */
+static uint32_t record_alignment(const struct ntk_store_info *info) {
+  uint64_t edge = info->tile < info->n ? info->tile : info->n;
+  uint64_t raw = edge * edge * info->elem * (uint64_t)kernel_count(info->kernels);
+  return raw >= (64u << 10) ? PAGE : 512u;
+}
+
+static void encode_header(const struct ntk_store_info *info, const struct ntk_tiling *t, uint64_t text_len,
+                          uint64_t text_raw, uint64_t text_sum, uint64_t first, unsigned char *h) {
   memset(h, 0, NTK_STORE_HEADER_SIZE);
   memcpy(h + H_MAGIC, header_magic, 8);
-  put32(h + H_VERSION, STORE_VERSION);
+  put32(h + H_VERSION, NTK_STORE_VERSION);
   put32(h + H_HSIZE, NTK_STORE_HEADER_SIZE);
   put64(h + H_N, info->n);
   put64(h + H_D, info->d);
   put32(h + H_TILE, info->tile);
   put32(h + H_ELEM, info->elem);
   put32(h + H_KERNELS, info->kernels);
+  put32(h + H_ALIGN, info->align);
   put64(h + H_NTILES, t->ntiles);
   memcpy(h + H_JOBHASH, info->job_hash, 16);
-  memcpy(h + H_DESC, info->description, strnlen(info->description, NTK_STORE_DESC_MAX - 1));
+  memcpy(h + H_STOREID, info->store_id, 16);
   put64(h + H_NTRAIN, info->n_train);
   put32(h + H_FLAGS, info->test_test ? NTK_STORE_FLAG_TEST_TEST : 0);
+  put64(h + H_TEXT_AT, JOB_TEXT_AT);
+  put64(h + H_TEXT_LEN, text_len);
+  put64(h + H_TEXT_RAW, text_raw);
+  put64(h + H_TEXT_SUM, text_sum);
+  put64(h + H_FIRST, first);
+  memcpy(h + H_DESC, info->description, strnlen(info->description, NTK_STORE_DESC_MAX - 1));
   put64(h + H_CHECKSUM, ntk_checksum(h, H_CHECKSUM));
 }
 
-static ntk_status decode_header(const char *path, const unsigned char *h, struct ntk_store_info *info,
-                                struct ntk_tiling *t) {
-  if (memcmp(h + H_MAGIC, header_magic, 8))
-    return ntk_error(NTK_EINPUT, "%s: not an ntkd store (no NTKDSTOR magic)", path);
-  if (get32(h + H_VERSION) != STORE_VERSION)
-    return ntk_error(NTK_ECORRUPT, "%s: store format version %u, this ntkd reads version %d", path,
-                     get32(h + H_VERSION), STORE_VERSION);
-  if (get64(h + H_CHECKSUM) != ntk_checksum(h, H_CHECKSUM))
-    return ntk_error(NTK_ECORRUPT, "%s: store header is damaged (checksum mismatch)", path);
+/* 1 if `h` is an intact header of any version (magic and checksum). */
+static int header_intact(const unsigned char *h) {
+  return !memcmp(h + H_MAGIC, header_magic, 8) && get64(h + H_CHECKSUM) == ntk_checksum(h, H_CHECKSUM);
+}
+
+/* Fields of an intact header: refuse what no writer makes, and sizes whose
+ * products would overflow (a header with N = 2^64 - 1 is not a store). */
+static ntk_status decode_header(ntk_store_t *s, const unsigned char *h) {
+  const char *path = s->path;
+  struct ntk_store_info *info = &s->info;
+  uint32_t version = get32(h + H_VERSION);
+  if (version != NTK_STORE_VERSION)
+    return ntk_error(NTK_EINPUT, "%s: store format version %u; this ntkd reads version %d%s", path, version,
+                     NTK_STORE_VERSION,
+                     version == 1 ? " (version 1 was written by ntkd 0.1: export it with that version, or rerun "
+                                    "the job with --overwrite)" : "");
   memset(info, 0, sizeof *info);
   info->n = get64(h + H_N);
   info->d = get64(h + H_D);
   info->tile = get32(h + H_TILE);
   info->elem = get32(h + H_ELEM);
   info->kernels = get32(h + H_KERNELS);
+  info->align = get32(h + H_ALIGN);
   memcpy(info->job_hash, h + H_JOBHASH, 16);
+  memcpy(info->store_id, h + H_STOREID, 16);
   memcpy(info->description, h + H_DESC, NTK_STORE_DESC_MAX - 1);
   info->n_train = get64(h + H_NTRAIN);
-  info->test_test = (get32(h + H_FLAGS) & NTK_STORE_FLAG_TEST_TEST) != 0;
-  if (get32(h + H_HSIZE) != NTK_STORE_HEADER_SIZE || info->n == 0 || info->tile == 0 ||
-      (info->elem != 4 && info->elem != 8) || info->kernels == 0 || info->kernels > 3)
-    return ntk_error(NTK_ECORRUPT, "%s: store header has impossible values", path);
-  if (info->n_train > info->n || (get32(h + H_FLAGS) & ~(uint32_t)NTK_STORE_FLAG_TEST_TEST))
-    return ntk_error(NTK_ECORRUPT, "%s: store header has impossible values", path);
-  ntk_store_tiling_of(info, t);
-  if (get64(h + H_NTILES) != t->ntiles)
+  uint32_t flags = get32(h + H_FLAGS);
+  info->test_test = (flags & NTK_STORE_FLAG_TEST_TEST) != 0;
+  s->first = get64(h + H_FIRST);
+  uint64_t text_len = get64(h + H_TEXT_LEN), text_raw = get64(h + H_TEXT_RAW);
+  int ok = get32(h + H_HSIZE) == NTK_STORE_HEADER_SIZE && info->n > 0 && info->n <= NTK_STORE_MAX_N &&
+           info->tile > 0 && info->tile <= NTK_STORE_MAX_TILE && (info->elem == 4 || info->elem == 8) &&
+           info->kernels > 0 && info->kernels <= 3 && (info->align == 512 || info->align == PAGE) &&
+           info->n_train <= info->n && !(flags & ~(uint32_t)NTK_STORE_FLAG_TEST_TEST) &&
+           get64(h + H_TEXT_AT) == JOB_TEXT_AT && text_len <= JOB_TEXT_MAX && text_raw <= JOB_TEXT_MAX &&
+           s->first == align_up(JOB_TEXT_AT + text_len, PAGE);
+  if (!ok) return ntk_error(NTK_ECORRUPT, "%s: store header has impossible values", path);
+  ntk_store_tiling_of(info, &s->tiling);
+  if (get64(h + H_NTILES) != s->tiling.ntiles)
     return ntk_error(NTK_ECORRUPT, "%s: store header tile count is inconsistent", path);
+  if (s->tiling.ntiles > ((uint64_t)1 << 34))
+    return ntk_error(NTK_ECORRUPT, "%s: %llu tiles is more than ntkd supports", path,
+                     (unsigned long long)s->tiling.ntiles);
   return NTK_OK;
 }
 
 static ntk_status alloc_index(ntk_store_t *s) {
-  if (s->tiling.ntiles > ((uint64_t)1 << 34))
-    return ntk_error(NTK_ECORRUPT, "%s: %llu tiles is more than ntkd supports", s->path,
-                     (unsigned long long)s->tiling.ntiles);
-  s->offset = calloc((size_t)s->tiling.ntiles, sizeof *s->offset);
-  s->length = calloc((size_t)s->tiling.ntiles, sizeof *s->length);
-  if (!s->offset || !s->length) return ntk_error(NTK_ENOMEM, "%s: out of memory for the tile index", s->path);
+  size_t n = (size_t)s->tiling.ntiles ? (size_t)s->tiling.ntiles : 1;
+  s->offset = calloc(n, sizeof *s->offset);
+  s->length = calloc(n, sizeof *s->length);
+  s->seq = calloc(n, sizeof *s->seq);
+  if (!s->offset || !s->length || !s->seq)
+    return ntk_error(NTK_ENOMEM, "%s: out of memory for the tile index", s->path);
   return NTK_OK;
 }
 
-ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info, ntk_store_t **out) {
-  *out = NULL;
-  ntk_status pst = ntk_make_parents(path);
-  if (pst) return pst;
+static void store_free(ntk_store_t *s) {
+  if (!s) return;
+  if (s->fd >= 0) close(s->fd);
+  free(s->offset);
+  free(s->length);
+  free(s->seq);
+  free(s->job_text);
+  free(s->regions.v);
+  free(s);
+}
+
+static ntk_store_t *store_new(const char *path) {
   ntk_store_t *s = calloc(1, sizeof *s);
-  if (!s) return ntk_error(NTK_ENOMEM, "out of memory");
+  if (!s) return NULL;
   s->fd = -1;
   snprintf(s->path, sizeof s->path, "%s", path);
+  return s;
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info, const char *job_text,
+                            ntk_lock_t *lock, ntk_store_t **out) {
+  (void)lock; /* the caller's proof that it may write (NULL under NTKD_NO_LOCK) */
+  *out = NULL;
+  ntk_status st = ntk_make_parents(path);
+  if (st) return st;
+  ntk_store_t *s = store_new(path);
+  if (!s) return ntk_error(NTK_ENOMEM, "out of memory");
   s->info = *info;
-  ntk_store_tiling_of(info, &s->tiling);
-  ntk_status st = alloc_index(s);
-  unsigned char *h = malloc(NTK_STORE_HEADER_SIZE);
-  char tmp[NTK_PATH_MAX + 32];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  s->info.align = record_alignment(info);
+  /* A fresh identity: records of any other store, even of the same job,
+   * are not this store's. */
+  if (getrandom(s->info.store_id, sizeof s->info.store_id, 0) != (ssize_t)sizeof s->info.store_id) {
+    uint64_t seed[2] = {(uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32), (uint64_t)clock()};
+    memcpy(s->info.store_id, seed, sizeof seed);
+  }
+  ntk_store_tiling_of(&s->info, &s->tiling);
+  if (s->tiling.ntiles > ((uint64_t)1 << 34))
+    st = ntk_error(NTK_EUSAGE, "%s: %llu tiles is more than ntkd supports: use a larger tile", path,
+                   (unsigned long long)s->tiling.ntiles);
+  if (!st) st = alloc_index(s);
+  size_t raw = strlen(job_text), cap = ZSTD_compressBound(raw);
+  unsigned char *text = st ? NULL : malloc(cap + 1);
+  if (!st && !text) st = ntk_error(NTK_ENOMEM, "out of memory");
+  size_t tlen = 0;
+  if (!st) {
+    tlen = ZSTD_compress(text, cap, job_text, raw, 3);
+    if (ZSTD_isError(tlen) || tlen > JOB_TEXT_MAX || raw > JOB_TEXT_MAX)
+      st = ntk_error(NTK_EUSAGE, "%s: the job description (%zu bytes) is too large for a store", path, raw);
+  }
+  unsigned char *h = st ? NULL : malloc(NTK_STORE_HEADER_SIZE);
   if (!st && !h) st = ntk_error(NTK_ENOMEM, "out of memory");
+  char tmp[NTK_PATH_MAX + 300];
+  if (!st && !ntk_tmp_path(path, tmp, sizeof tmp)) st = ntk_error(NTK_EUSAGE, "%s: path too long", path);
   int fd = -1;
   if (!st) {
-    encode_header(info, &s->tiling, h);
+    s->first = align_up(JOB_TEXT_AT + tlen, PAGE);
+    encode_header(&s->info, &s->tiling, tlen, raw, ntk_checksum(text, tlen), s->first, h);
+    memcpy(s->good_header, h, NTK_STORE_HEADER_SIZE);
     fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) st = ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
   }
-  if (!st && pwrite_all(fd, h, NTK_STORE_HEADER_SIZE, 0))
-    st = ntk_error(NTK_EIO, "%s: cannot write header: %s", tmp, strerror(errno));
+  if (!st && (pwrite_all(fd, h, NTK_STORE_HEADER_SIZE, 0) || pwrite_all(fd, h, NTK_STORE_HEADER_SIZE, HEADER_B) ||
+              pwrite_all(fd, text, tlen, JOB_TEXT_AT) || ftruncate(fd, (off_t)s->first)))
+    st = ntk_error(NTK_EIO, "%s: cannot write the store header: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
   if (!st && rename(tmp, path)) st = ntk_error(NTK_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
   if (!st) st = ntk_fsync_folder_of(path);
   free(h);
+  free(text);
+  if (!st && !(s->job_text = strdup(job_text))) st = ntk_error(NTK_ENOMEM, "out of memory");
   if (st) {
     if (fd >= 0) {
       close(fd);
       unlink(tmp);
     }
-    free(s->offset);
-    free(s->length);
-    free(s);
+    store_free(s);
     return st;
   }
   s->fd = fd;
   s->writable = 1;
-  s->end = NTK_STORE_HEADER_SIZE;
+  s->end = s->first;
   *out = s;
   return NTK_OK;
 }
 
-/* Check a record header at `off`; returns 1 if intact and plausible. */
-static int record_header_ok(const ntk_store_t *s, const unsigned char *r, uint64_t off, uint64_t size) {
-  if (memcmp(r + R_MAGIC, record_magic, 8)) return 0;
-  if (get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM)) return 0;
-  uint64_t tile = get64(r + R_TILE);
-  if (tile >= s->tiling.ntiles || get32(r + R_CODEC) != CODEC_SHUFFLE_ZSTD) return 0;
-  struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
-  if (get32(r + R_ROWS) != t.rows || get32(r + R_COLS) != t.cols) return 0;
-  if (get64(r + R_RAW) != ntk_store_raw_bytes(s, &t)) return 0;
-  uint64_t len = get64(r + R_LEN);
-  if (len == 0 || len > ntk_codec_bound(ntk_store_raw_bytes(s, &t))) return 0;
-  return off + NTK_STORE_RECORD_HEADER + len <= size;
+/* ---- scanning --------------------------------------------------------------- */
+
+enum { REC_BAD, REC_OK, REC_TORN };
+
+/* Classify the 128 bytes at `off`: an intact record of this store whose
+ * extent fits in the file (REC_OK), one that runs past the end (REC_TORN:
+ * a write cut short), or anything else (REC_BAD: damage, garbage, a record
+ * of another store). */
+static int classify(const ntk_store_t *s, const unsigned char *r, uint64_t off, uint64_t size) {
+  if (memcmp(r + R_MAGIC, record_magic, 8) || get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM)) return REC_BAD;
+  if (get32(r + R_VERSION) != NTK_STORE_VERSION || memcmp(r + R_STOREID, s->info.store_id, 16)) return REC_BAD;
+  uint64_t extent = get64(r + R_EXTENT), A = s->info.align;
+  if (extent == 0 || extent % A) return REC_BAD;
+  uint32_t kind = get32(r + R_KIND);
+  if (kind == KIND_DEAD) {
+    if (get64(r + R_TILE) != NO_TILE || get64(r + R_LEN) || get32(r + R_CODEC)) return REC_BAD;
+  } else if (kind == KIND_TILE) {
+    uint64_t tile = get64(r + R_TILE);
+    if (tile >= s->tiling.ntiles || get32(r + R_CODEC) != CODEC_SHUFFLE_ZSTD) return REC_BAD;
+    struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
+    size_t raw = ntk_store_raw_bytes(s, &t);
+    uint64_t len = get64(r + R_LEN);
+    if (get32(r + R_ROWS) != t.rows || get32(r + R_COLS) != t.cols || get64(r + R_RAW) != raw) return REC_BAD;
+    if (len == 0 || len > ntk_codec_bound(raw) || extent != align_up(NTK_STORE_RECORD_HEADER + len, A)) return REC_BAD;
+  } else {
+    return REC_BAD;
+  }
+  return extent <= size - off ? REC_OK : REC_TORN;
+}
+
+static ntk_status add_region(ntk_store_t *s, uint64_t off, uint64_t bytes, uint64_t tile, const char *why) {
+  struct region_vec *rv = &s->regions;
+  if (rv->n == rv->cap) {
+    size_t cap = rv->cap ? 2 * rv->cap : 16;
+    struct ntk_store_region *v = realloc(rv->v, cap * sizeof *v);
+    if (!v) return ntk_error(NTK_ENOMEM, "out of memory while scanning %s", s->path);
+    rv->v = v;
+    rv->cap = cap;
+  }
+  struct ntk_store_region r = {off, bytes, tile, why};
+  rv->v[rv->n++] = r;
+  if (s->scan.regions < NTK_STORE_DAMAGED_LIST) s->scan.region_list[s->scan.regions] = r;
+  s->scan.regions++;
+  s->scan.region_bytes += bytes;
+  return NTK_OK;
+}
+
+/* The next offset at or after `from` (a multiple of the alignment) where
+ * an intact record of this store starts, whole or torn; `size` if none. */
+static ntk_status find_next(ntk_store_t *s, uint64_t from, uint64_t size, uint64_t *next) {
+  const uint64_t A = s->info.align, chunk = (uint64_t)1 << 20;
+  unsigned char *buf = malloc(chunk), r[NTK_STORE_RECORD_HEADER];
+  if (!buf) return ntk_error(NTK_ENOMEM, "out of memory while scanning %s", s->path);
+  ntk_status st = NTK_OK;
+  *next = size;
+  for (uint64_t base = from; base < size && *next == size; base += chunk) {
+    size_t n = (size_t)(size - base < chunk ? size - base : chunk);
+    if (pread_all(s->fd, buf, n, base) < 0) {
+      st = io_error(s, "read failed");
+      break;
+    }
+    for (uint64_t p = 0; p + 8 <= n; p += A) {
+      if (memcmp(buf + p, record_magic, 8)) continue;
+      uint64_t off = base + p;
+      if (off + NTK_STORE_RECORD_HEADER > size) break;
+      if (pread_all(s->fd, r, sizeof r, off)) {
+        st = io_error(s, "read failed");
+        break;
+      }
+      if (classify(s, r, off, size) != REC_BAD) {
+        *next = off;
+        break;
+      }
+    }
+    if (st) break;
+  }
+  free(buf);
+  return st;
+}
+
+/* 1 if bytes [off, size) are all zero (what a crash leaves in a file that
+ * was extended but not yet written). */
+static int all_zero(int fd, uint64_t off, uint64_t size) {
+  unsigned char buf[65536];
+  while (off < size) {
+    size_t n = (size_t)(size - off < sizeof buf ? size - off : sizeof buf);
+    if (pread_all(fd, buf, n, off)) return 0;
+    for (size_t i = 0; i < n; i++)
+      if (buf[i]) return 0;
+    off += n;
+  }
+  return 1;
+}
+
+/* The payload (and padding) of the tile record at `off`: 1 if its checksum
+ * matches and its padding is zero. */
+static ntk_status payload_intact(ntk_store_t *s, const unsigned char *r, uint64_t off, unsigned char **buf,
+                                 size_t *cap, int *intact) {
+  uint64_t len = get64(r + R_LEN), extent = get64(r + R_EXTENT);
+  size_t body = (size_t)(extent - NTK_STORE_RECORD_HEADER);
+  if (body > *cap) {
+    free(*buf);
+    *cap = body;
+    if (!(*buf = malloc(body))) return ntk_error(NTK_ENOMEM, "out of memory while scanning %s", s->path);
+  }
+  int rc = pread_all(s->fd, *buf, body, off + NTK_STORE_RECORD_HEADER);
+  if (rc < 0) return io_error(s, "read failed");
+  *intact = rc == 0 && ntk_checksum(*buf, (size_t)len) == get64(r + R_SUM);
+  for (size_t i = (size_t)len; i < body && *intact; i++)
+    if ((*buf)[i]) *intact = 0;
+  return NTK_OK;
 }
 
 static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size) {
   unsigned char r[NTK_STORE_RECORD_HEADER];
   unsigned char *buf = NULL;
   size_t cap = 0;
-  uint64_t off = NTK_STORE_HEADER_SIZE;
+  uint64_t off = s->first;
   ntk_status st = NTK_OK;
-  /* Damaged records count only if no intact copy of the tile follows
-   * (a rerun appends a recomputed copy; the damaged one stays in place). */
-  unsigned char *hurt = calloc((size_t)s->tiling.ntiles, 1);
+  /* Tiles that have a damaged record: they count as damaged only while no
+   * intact record of theirs exists. */
+  unsigned char *hurt = calloc((size_t)s->tiling.ntiles ? (size_t)s->tiling.ntiles : 1, 1);
   if (!hurt) return ntk_error(NTK_ENOMEM, "out of memory while scanning %s", s->path);
-  while (off + NTK_STORE_RECORD_HEADER <= size) {
-    int rc = pread_all(s->fd, r, sizeof r, off);
+  while (off < size && !st) {
+    int rc = size - off >= NTK_STORE_RECORD_HEADER ? pread_all(s->fd, r, sizeof r, off) : 1;
     if (rc < 0) {
       st = io_error(s, "read failed");
       break;
     }
-    if (rc > 0 || !record_header_ok(s, r, off, size)) break;
-    uint64_t tile = get64(r + R_TILE), len = get64(r + R_LEN);
-    if (!ntk_tiling_needed(&s->tiling, tile)) {
-      /* A test x test tile this store does not ask for (no writer makes
-       * one): stepped over, never counted, and the records after it kept. */
-      off += NTK_STORE_RECORD_HEADER + len;
+    int kind = rc ? REC_TORN : classify(s, r, off, size);
+    if (kind == REC_TORN) break; /* the tail: a write cut short */
+    if (kind == REC_BAD) {
+      uint64_t next = size;
+      if ((st = find_next(s, off + s->info.align, size, &next))) break;
+      if (next == size) break; /* the tail, classified below */
+      st = add_region(s, off, next - off, NO_TILE, "not an intact record of this store");
+      off = next;
       continue;
     }
-    int intact = 1;
-    if (check_payload) {
-      if (len > cap) {
-        free(buf);
-        cap = (size_t)len;
-        buf = malloc(cap);
-        if (!buf) {
-          st = ntk_error(NTK_ENOMEM, "out of memory while scanning %s", s->path);
-          break;
-        }
-      }
-      rc = pread_all(s->fd, buf, (size_t)len, off + NTK_STORE_RECORD_HEADER);
-      if (rc) {
-        st = rc < 0 ? io_error(s, "read failed") : NTK_OK;
-        break;
-      }
-      intact = ntk_checksum(buf, (size_t)len) == get64(r + R_SUM);
+    uint64_t extent = get64(r + R_EXTENT), seq = get64(r + R_SEQ);
+    if (seq > s->last_seq) s->last_seq = seq;
+    if (get32(r + R_KIND) == KIND_DEAD) {
+      s->scan.dead++;
+      s->scan.dead_bytes += extent;
+      off += extent;
+      continue;
     }
+    uint64_t tile = get64(r + R_TILE), len = get64(r + R_LEN);
+    int intact = 1;
+    if (check_payload && (st = payload_intact(s, r, off, &buf, &cap, &intact))) break;
     if (!intact) {
       if (!hurt[tile] && s->scan.ndamaged_list < NTK_STORE_DAMAGED_LIST)
         s->scan.damaged_list[s->scan.ndamaged_list++] = tile;
       hurt[tile] = 1;
-    } else {
-      /* A later intact record of a tile is a recomputation: it wins. */
+      st = add_region(s, off, extent, tile, "payload checksum mismatch");
+    } else if (ntk_tiling_needed(&s->tiling, tile)) {
+      /* The newest record of a tile wins (by sequence number, not by
+       * position: with several writers file order is not write order). */
       if (s->offset[tile]) {
         s->scan.duplicates++;
-        s->scan.payload_bytes -= s->length[tile];
+        if (seq >= s->seq[tile]) {
+          s->scan.payload_bytes -= s->length[tile];
+          s->offset[tile] = 0;
+        }
       } else {
         s->done++;
       }
-      s->offset[tile] = off;
-      s->length[tile] = len;
+      if (!s->offset[tile]) {
+        s->offset[tile] = off;
+        s->length[tile] = len;
+        s->seq[tile] = seq;
+        s->scan.payload_bytes += len;
+      }
       s->scan.records++;
-      s->scan.payload_bytes += len;
     }
-    off += NTK_STORE_RECORD_HEADER + len;
+    /* else: a test x test tile this store does not ask for (no writer
+     * makes one): an intact record, stepped over and not counted. */
+    off += extent;
   }
   free(buf);
   for (uint64_t i = 0; i < s->tiling.ntiles; i++) s->scan.damaged += hurt[i] && !s->offset[i];
-  /* Keep in the list only tiles that are still damaged. */
-  uint64_t kept = 0;
+  uint64_t kept = 0; /* keep in the list only tiles that are still damaged */
   for (uint64_t k = 0; k < s->scan.ndamaged_list; k++)
     if (!s->offset[s->scan.damaged_list[k]]) s->scan.damaged_list[kept++] = s->scan.damaged_list[k];
   s->scan.ndamaged_list = kept;
   free(hurt);
   s->end = off;
-  s->scan.tail_bytes = size - off;
+  s->scan.tail_bytes = off < size ? size - off : 0;
+  if (!st && s->scan.tail_bytes) {
+    /* What a write cut short leaves: less than a record header, a record
+     * of ours that runs past the end, or zeros. Anything else is damage. */
+    int torn = s->scan.tail_bytes < NTK_STORE_RECORD_HEADER ||
+               (pread_all(s->fd, r, sizeof r, off) == 0 && classify(s, r, off, size) == REC_TORN) ||
+               all_zero(s->fd, off, size);
+    s->scan.tail_damaged = !torn;
+  }
   return st;
 }
 
-ntk_status ntk_store_open(const char *path, int flags, ntk_store_t **out) {
+/* The job text at JOB_TEXT_AT, as the header describes it; "" and
+ * job_text_damaged if it fails its checksum. */
+static ntk_status read_job_text(ntk_store_t *s, const unsigned char *h) {
+  uint64_t len = get64(h + H_TEXT_LEN), raw = get64(h + H_TEXT_RAW);
+  unsigned char *buf = malloc((size_t)len + 1);
+  s->job_text = malloc((size_t)raw + 1);
+  if (!buf || !s->job_text) {
+    free(buf);
+    return ntk_error(NTK_ENOMEM, "out of memory");
+  }
+  int ok = pread_all(s->fd, buf, (size_t)len, JOB_TEXT_AT) == 0 && ntk_checksum(buf, (size_t)len) == get64(h + H_TEXT_SUM);
+  if (ok) {
+    size_t got = ZSTD_decompress(s->job_text, (size_t)raw, buf, (size_t)len);
+    ok = !ZSTD_isError(got) && got == raw;
+  }
+  s->job_text[ok ? raw : 0] = '\0';
+  s->scan.job_text_damaged = !ok;
+  free(buf);
+  return NTK_OK;
+}
+
+/* Open, pick an intact header copy, index the records. */
+static ntk_status open_scan(const char *path, int writable, int check_payload, ntk_store_t **out) {
   *out = NULL;
-  ntk_store_t *s = calloc(1, sizeof *s);
+  ntk_store_t *s = store_new(path);
   if (!s) return ntk_error(NTK_ENOMEM, "out of memory");
-  snprintf(s->path, sizeof s->path, "%s", path);
-  s->writable = flags & NTK_STORE_WRITE;
-  s->fd = open(path, (s->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-  ntk_status st = NTK_OK;
-  if (s->fd < 0) st = ntk_error(errno == ENOENT ? NTK_EUSAGE : NTK_EIO, "%s: cannot open: %s", path, strerror(errno));
+  s->writable = writable;
+  ntk_status st = ntk_open_regular(path, writable ? O_RDWR : O_RDONLY, "store", &s->fd);
   struct stat sb;
   if (!st && fstat(s->fd, &sb)) st = io_error(s, "stat failed");
-  if (!st && !S_ISREG(sb.st_mode)) st = ntk_error(NTK_ECORRUPT, "%s: not a regular file", path);
-  if (!st && (uint64_t)sb.st_size < NTK_STORE_HEADER_SIZE)
-    st = ntk_error(NTK_EINPUT, "%s: not an ntkd store (%lld bytes, shorter than a store header)",
-                   path, (long long)sb.st_size);
-  unsigned char *h = NULL;
+  unsigned char *h = st ? NULL : malloc(2 * NTK_STORE_HEADER_SIZE);
+  if (!st && !h) st = ntk_error(NTK_ENOMEM, "out of memory");
   if (!st) {
-    h = malloc(NTK_STORE_HEADER_SIZE);
-    if (!h) st = ntk_error(NTK_ENOMEM, "out of memory");
-    else if (pread_all(s->fd, h, NTK_STORE_HEADER_SIZE, 0)) st = io_error(s, "cannot read header");
+    uint64_t size = (uint64_t)sb.st_size;
+    size_t got = (size_t)(size < 2 * NTK_STORE_HEADER_SIZE ? size : 2 * NTK_STORE_HEADER_SIZE);
+    memset(h, 0, 2 * NTK_STORE_HEADER_SIZE);
+    if (pread_all(s->fd, h, got, 0) < 0) st = io_error(s, "cannot read the header");
+    unsigned char *a = h, *b = h + NTK_STORE_HEADER_SIZE;
+    int a_ok = !st && header_intact(a), b_ok = !st && header_intact(b);
+    if (st) {
+    } else if (!a_ok && !b_ok) {
+      if (memcmp(a, header_magic, 8) && memcmp(b, header_magic, 8))
+        st = ntk_error(NTK_EINPUT, "%s: not an ntkd store (no NTKDSTOR magic)", path);
+      else
+        st = ntk_error(NTK_ECORRUPT, "%s: both copies of the store header are damaged", path);
+    } else {
+      const unsigned char *good = a_ok ? a : b;
+      /* Two intact copies that differ: neither can be trusted. */
+      if (a_ok && b_ok && memcmp(a, b, NTK_STORE_HEADER_SIZE))
+        st = ntk_error(NTK_ECORRUPT, "%s: the two copies of the store header disagree", path);
+      if (!st) st = decode_header(s, good);
+      if (!st) {
+        memcpy(s->good_header, good, NTK_STORE_HEADER_SIZE);
+        s->scan.header_damaged = !(a_ok && b_ok);
+        if (size < s->first) st = ntk_error(NTK_ECORRUPT, "%s: store is shorter than its own header", path);
+      }
+      if (!st) st = read_job_text(s, good);
+      if (!st) st = alloc_index(s);
+      if (!st) st = scan_records(s, check_payload, size);
+    }
   }
-  if (!st) st = decode_header(path, h, &s->info, &s->tiling);
   free(h);
-  if (!st) st = alloc_index(s);
-  if (!st) st = scan_records(s, flags & NTK_STORE_CHECK_PAYLOAD, (uint64_t)sb.st_size);
-  if (!st && s->writable && s->scan.tail_bytes) {
-    /* A torn or garbage tail: cut it off so appends follow the last intact record. */
-    if (ftruncate(s->fd, (off_t)s->end) || fsync(s->fd)) st = io_error(s, "cannot truncate damaged tail");
-  }
   if (st) {
-    if (s->fd >= 0) close(s->fd);
-    free(s->offset);
-    free(s->length);
-    free(s);
+    store_free(s);
     return st;
   }
   *out = s;
   return NTK_OK;
 }
 
+ntk_status ntk_store_open(const char *path, int flags, ntk_store_t **out) {
+  return open_scan(path, 0, flags & NTK_STORE_CHECK_PAYLOAD, out);
+}
+
+/* ---- resuming: repair before appending --------------------------------------- */
+
+static void encode_record(const ntk_store_t *s, unsigned char *r, uint32_t kind, uint64_t tile,
+                          const struct ntk_tile *t, uint64_t len, uint64_t sum, uint64_t extent, uint64_t seq) {
+  memset(r, 0, NTK_STORE_RECORD_HEADER);
+  memcpy(r + R_MAGIC, record_magic, 8);
+  put32(r + R_VERSION, NTK_STORE_VERSION);
+  put32(r + R_KIND, kind);
+  memcpy(r + R_STOREID, s->info.store_id, 16);
+  put64(r + R_TILE, tile);
+  if (t) {
+    put32(r + R_ROWS, (uint32_t)t->rows);
+    put32(r + R_COLS, (uint32_t)t->cols);
+    put64(r + R_RAW, ntk_store_raw_bytes(s, t));
+    put32(r + R_CODEC, CODEC_SHUFFLE_ZSTD);
+  }
+  put64(r + R_LEN, len);
+  put64(r + R_SUM, sum);
+  put64(r + R_EXTENT, extent);
+  put64(r + R_SEQ, seq);
+  put64(r + R_CHECKSUM, ntk_checksum(r, R_CHECKSUM));
+}
+
+ntk_status ntk_store_resume(const char *path, const char *job_text, ntk_lock_t *lock, ntk_store_t **out) {
+  (void)lock;
+  ntk_store_t *s;
+  ntk_status st = open_scan(path, 1, 1, &s);
+  if (st) return st;
+  struct ntk_store_scan *sc = &s->scan;
+  /* Both header copies from the intact one. */
+  if (sc->header_damaged && (pwrite_all(s->fd, s->good_header, NTK_STORE_HEADER_SIZE, 0) ||
+                             pwrite_all(s->fd, s->good_header, NTK_STORE_HEADER_SIZE, HEADER_B)))
+    st = io_error(s, "cannot repair the store header");
+  /* The job text from the job itself (the caller checked the job hash):
+   * the same text compressed the same way gives the same bytes. */
+  if (!st && sc->job_text_damaged) {
+    const unsigned char *h = s->good_header;
+    size_t raw = strlen(job_text), cap = ZSTD_compressBound(raw);
+    unsigned char *text = malloc(cap + 1);
+    size_t tlen = text ? ZSTD_compress(text, cap, job_text, raw, 3) : 0;
+    if (text && !ZSTD_isError(tlen) && tlen == get64(h + H_TEXT_LEN) && raw == get64(h + H_TEXT_RAW) &&
+        ntk_checksum(text, tlen) == get64(h + H_TEXT_SUM)) {
+      if (pwrite_all(s->fd, text, tlen, JOB_TEXT_AT)) st = io_error(s, "cannot repair the job text");
+      free(s->job_text);
+      s->job_text = strdup(job_text);
+      if (!s->job_text) st = ntk_error(NTK_ENOMEM, "out of memory");
+    } else {
+      fprintf(stderr, "ntkd: note: the job text kept in %s is damaged and this zstd cannot rebuild it "
+              "byte for byte; only messages use it\n", path);
+    }
+    free(text);
+  }
+  /* Each damaged stretch becomes a dead region; its tiles are missing now. */
+  for (size_t i = 0; i < s->regions.n && !st; i++) {
+    unsigned char r[NTK_STORE_RECORD_HEADER];
+    const struct ntk_store_region *g = &s->regions.v[i];
+    encode_record(s, r, KIND_DEAD, NO_TILE, NULL, 0, 0, g->bytes, ++s->last_seq);
+    if (pwrite_all(s->fd, r, sizeof r, g->offset)) st = io_error(s, "cannot mark a damaged region");
+  }
+  /* The tail, torn or damaged, is cut: appends follow the last intact record. */
+  if (!st && sc->tail_bytes && ftruncate(s->fd, (off_t)s->end)) st = io_error(s, "cannot truncate the tail");
+  if (!st && fsync(s->fd)) st = io_error(s, "fsync failed");
+  if (st) {
+    store_free(s);
+    return st;
+  }
+  *out = s;
+  return NTK_OK;
+}
+
+/* ---- access -------------------------------------------------------------------- */
+
 ntk_status ntk_store_close(ntk_store_t *s) {
   if (!s) return NTK_OK;
   ntk_status st = NTK_OK;
   if (s->writable && s->fd >= 0) st = ntk_store_sync(s);
   if (s->fd >= 0 && close(s->fd) && !st) st = io_error(s, "close failed");
-  free(s->offset);
-  free(s->length);
-  free(s);
+  s->fd = -1;
+  store_free(s);
   return st;
 }
 
 const struct ntk_store_info *ntk_store_get_info(const ntk_store_t *s) { return &s->info; }
 const struct ntk_tiling *ntk_store_tiling(const ntk_store_t *s) { return &s->tiling; }
 const struct ntk_store_scan *ntk_store_get_scan(const ntk_store_t *s) { return &s->scan; }
+const char *ntk_store_job_text(const ntk_store_t *s) { return s->job_text ? s->job_text : ""; }
+uint64_t ntk_store_tiles_done(const ntk_store_t *s) { return s->done; }
+
+int ntk_store_has_tile(const ntk_store_t *s, uint64_t tile) {
+  return tile < s->tiling.ntiles && s->offset[tile] != 0;
+}
+
+uint64_t ntk_store_record_offset(const ntk_store_t *s, uint64_t tile) {
+  return tile < s->tiling.ntiles ? s->offset[tile] : 0;
+}
+
+int ntk_store_is_damaged(const ntk_store_t *s) {
+  const struct ntk_store_scan *c = &s->scan;
+  return c->regions || c->damaged || c->tail_damaged || c->header_damaged || c->job_text_damaged;
+}
+
 ntk_status ntk_store_read_kernel(ntk_store_t *s, ntk_codec_t *codec, uint64_t tile, int which, void *raw,
                                  void *out) {
   struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
@@ -373,39 +715,47 @@ ntk_status ntk_store_read_kernel(ntk_store_t *s, ntk_codec_t *codec, uint64_t ti
   return NTK_OK;
 }
 
-uint64_t ntk_store_tiles_done(const ntk_store_t *s) { return s->done; }
-int ntk_store_has_tile(const ntk_store_t *s, uint64_t tile) {
-  return tile < s->tiling.ntiles && s->offset[tile] != 0;
-}
-
 ntk_status ntk_store_append(ntk_store_t *s, const struct ntk_tile *t, const void *payload, size_t len,
                             uint64_t checksum) {
   if (!s->writable) return ntk_error(NTK_EINTERNAL, "%s: store opened read-only", s->path);
   if (ntk_store_has_tile(s, t->index)) return NTK_OK;
+  static const unsigned char zeros[PAGE];
+  uint64_t extent = align_up(NTK_STORE_RECORD_HEADER + (uint64_t)len, s->info.align);
   unsigned char r[NTK_STORE_RECORD_HEADER];
-  memset(r, 0, sizeof r);
-  memcpy(r + R_MAGIC, record_magic, 8);
-  put64(r + R_TILE, t->index);
-  put32(r + R_ROWS, (uint32_t)t->rows);
-  put32(r + R_COLS, (uint32_t)t->cols);
-  put64(r + R_RAW, ntk_store_raw_bytes(s, t));
-  put64(r + R_LEN, len);
-  put64(r + R_SUM, checksum);
-  put32(r + R_CODEC, CODEC_SHUFFLE_ZSTD);
-  put64(r + R_CHECKSUM, ntk_checksum(r, R_CHECKSUM));
-  if (pwrite_all(s->fd, r, sizeof r, s->end) ||
-      pwrite_all(s->fd, payload, len, s->end + NTK_STORE_RECORD_HEADER)) {
-    int e = errno;
-    /* Cut the partial record so that the file ends on an intact record. */
-    if (ftruncate(s->fd, (off_t)s->end)) { /* the scan on reopen cuts it instead */ }
-    errno = e;
-    return io_error(s, e == ENOSPC ? "disk full while writing a tile (finished tiles are kept; "
-                                     "free space and rerun to resume)"
-                                   : "write failed (finished tiles are kept; rerun to resume)");
+  encode_record(s, r, KIND_TILE, t->index, t, len, checksum, extent, s->last_seq + 1);
+  /* Header, payload and padding in one write: a kill leaves a prefix of
+   * the record, which the next scan recognises as a torn tail. */
+  struct iovec iov[3] = {{r, sizeof r}, {(void *)payload, len}, {(void *)zeros, (size_t)(extent - sizeof r - len)}};
+  uint64_t at = s->end, left = extent;
+  int iv = 0;
+  while (left) {
+    ssize_t w = pwritev(s->fd, iov + iv, 3 - iv, (off_t)at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int e = w < 0 ? errno : EIO;
+      /* Cut the partial record so that the file ends on an intact record. */
+      if (ftruncate(s->fd, (off_t)s->end)) { /* the scan on reopen cuts it instead */ }
+      errno = e;
+      return io_error(s, e == ENOSPC ? "disk full while writing a tile (finished tiles are kept; "
+                                       "free space and rerun to resume)"
+                                     : "write failed (finished tiles are kept; rerun to resume)");
+    }
+    at += (uint64_t)w;
+    left -= (uint64_t)w;
+    for (size_t done = (size_t)w; done && iv < 3;) { /* step the iovecs past what was written */
+      size_t step = done < iov[iv].iov_len ? done : iov[iv].iov_len;
+      iov[iv].iov_base = (char *)iov[iv].iov_base + step;
+      iov[iv].iov_len -= step;
+      done -= step;
+      if (!iov[iv].iov_len) iv++;
+    }
+    while (iv < 3 && !iov[iv].iov_len) iv++;
   }
+  s->last_seq++;
   s->offset[t->index] = s->end;
   s->length[t->index] = len;
-  s->end += NTK_STORE_RECORD_HEADER + len;
+  s->seq[t->index] = s->last_seq;
+  s->end += extent;
   s->done++;
   s->scan.payload_bytes += len;
   return NTK_OK;
@@ -422,14 +772,17 @@ ntk_status ntk_store_read_payload(ntk_store_t *s, uint64_t tile, void **payload,
     return ntk_error(NTK_EINCOMPLETE, "%s: tile %llu is not in the store", s->path, (unsigned long long)tile);
   unsigned char r[NTK_STORE_RECORD_HEADER];
   uint64_t off = s->offset[tile];
-  if (pread_all(s->fd, r, sizeof r, off)) return io_error(s, "read failed");
-  if (memcmp(r, record_magic, 8) || get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM))
+  int rc = pread_all(s->fd, r, sizeof r, off);
+  if (rc < 0) return io_error(s, "read failed");
+  /* Read again now: the file may have changed since the scan. */
+  if (rc || memcmp(r, record_magic, 8) || get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM) ||
+      memcmp(r + R_STOREID, s->info.store_id, 16) || get64(r + R_TILE) != tile)
     return ntk_error(NTK_ECORRUPT, "%s: record of tile %llu at offset %llu is damaged", s->path,
                      (unsigned long long)tile, (unsigned long long)off);
   size_t n = (size_t)get64(r + R_LEN);
   void *buf = malloc(n ? n : 1);
   if (!buf) return ntk_error(NTK_ENOMEM, "out of memory");
-  int rc = pread_all(s->fd, buf, n, off + NTK_STORE_RECORD_HEADER);
+  rc = pread_all(s->fd, buf, n, off + NTK_STORE_RECORD_HEADER);
   if (rc) {
     free(buf);
     return rc < 0 ? io_error(s, "read failed")

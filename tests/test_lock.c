@@ -1,0 +1,126 @@
+/* The writer lock: one holder at a time, released by death (even SIGKILL),
+ * a holder named in the refusal, the cross-machine heartbeat check, and
+ * NTKD_NO_LOCK. */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "ntkd/fsutil.h"
+#include "ntkd/lock.h"
+#include "testutil.h"
+
+static const char *dir;
+
+START_TEST(test_one_holder) {
+  char p[512], lp[520];
+  tu_path(p, sizeof p, dir, "one.ntk");
+  snprintf(lp, sizeof lp, "%s.lock", p);
+  ntk_lock_t *a = NULL, *b = NULL;
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &a), NTK_OK);
+  ck_assert_ptr_nonnull(a);
+  /* OFD locks conflict between open file descriptions, even in one process. */
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &b), NTK_ELOCKED);
+  ck_assert_ptr_null(b);
+  char pid[32];
+  snprintf(pid, sizeof pid, "pid %ld", (long)getpid());
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), pid));
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), ntk_hostname()));
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "nothing was changed"));
+  char holder[600];
+  ck_assert(ntk_lock_holder(p, holder, sizeof holder));
+  ck_assert_ptr_nonnull(strstr(holder, pid));
+  ntk_lock_release(a);
+  ck_assert(!ntk_lock_holder(p, holder, sizeof holder));
+  ck_assert_int_eq(access(lp, F_OK), -1); /* removed on release */
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &b), NTK_OK);
+  ntk_lock_release(b);
+}
+END_TEST
+
+/* A holder killed with SIGKILL leaves its lock file behind but no lock. */
+START_TEST(test_released_by_death) {
+  char p[512];
+  tu_path(p, sizeof p, dir, "death.ntk");
+  int ready[2];
+  ck_assert_int_eq(pipe(ready), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    ntk_lock_t *l;
+    if (ntk_lock_acquire(p, "store", &l)) _exit(3);
+    if (write(ready[1], "x", 1) != 1) _exit(4);
+    for (;;) pause();
+  }
+  char c;
+  ck_assert_int_eq(read(ready[0], &c, 1), 1);
+  ntk_lock_t *l = NULL;
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_ELOCKED);
+  kill(child, SIGKILL);
+  int status;
+  waitpid(child, &status, 0);
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_OK);
+  ntk_lock_release(l);
+  close(ready[0]);
+  close(ready[1]);
+}
+END_TEST
+
+/* A lock file naming another machine, touched recently: that machine's
+ * job holds a lock this file system does not share. Untouched for longer
+ * than NTK_LOCK_STALE: a crashed job's leftover, taken over. */
+START_TEST(test_other_machine) {
+  char p[512], lp[520];
+  tu_path(p, sizeof p, dir, "remote.ntk");
+  snprintf(lp, sizeof lp, "%s.lock", p);
+  const char text[] = "ntkd writer lock\nhost=some-other-node-17\npid=4242\nstarted=2026-11-30 10:00:00 +0000\n";
+  tu_write(lp, text, sizeof text - 1);
+  ntk_lock_t *l = NULL;
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_ELOCKED);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "some-other-node-17"));
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "another machine"));
+  struct timespec old[2] = {{time(NULL) - NTK_LOCK_STALE - 5, 0}, {time(NULL) - NTK_LOCK_STALE - 5, 0}};
+  ck_assert_int_eq(utimensat(AT_FDCWD, lp, old, 0), 0);
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_OK);
+  ntk_lock_release(l);
+}
+END_TEST
+
+START_TEST(test_no_lock_setting) {
+  char p[512];
+  tu_path(p, sizeof p, dir, "nolock.ntk");
+  ntk_lock_t *a = NULL, *b = NULL;
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &a), NTK_OK);
+  setenv("NTKD_NO_LOCK", "1", 1);
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &b), NTK_OK); /* asked for: no locking */
+  ck_assert_ptr_null(b);
+  unsetenv("NTKD_NO_LOCK");
+  ntk_lock_release(a);
+  ntk_lock_release(NULL);
+}
+END_TEST
+
+START_TEST(test_fifo_lock_file) {
+  char p[512], lp[520];
+  tu_path(p, sizeof p, dir, "fifo.ntk");
+  snprintf(lp, sizeof lp, "%s.lock", p);
+  ck_assert_int_eq(mkfifo(lp, 0600), 0);
+  ntk_lock_t *l = NULL;
+  alarm(10);
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_EINPUT);
+  alarm(0);
+}
+END_TEST
+
+int main(void) {
+  dir = tu_tmpdir();
+  Suite *s = suite_create("lock");
+  TCase *tc = tcase_create("lock");
+  tcase_add_test(tc, test_one_holder);
+  tcase_add_test(tc, test_released_by_death);
+  tcase_add_test(tc, test_other_machine);
+  tcase_add_test(tc, test_no_lock_setting);
+  tcase_add_test(tc, test_fifo_lock_file);
+  suite_add_tcase(s, tc);
+  return tu_run(s);
+}
