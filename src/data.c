@@ -4,12 +4,18 @@
 #include "ntkd/data.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "ntkd/fsutil.h"
+#include "ntkd/signals.h"
 
 /* Element types found in files. */
 typedef enum { T_U8, T_I8, T_I16, T_I32, T_F32, T_F64, T_I64 } src_type;
@@ -27,16 +33,59 @@ struct raw {
   size_t cap; /* values x can hold: grown as data arrive (see raw_reserve) */
 };
 
+/* Open an input file for reading through zlib. FIFOs, devices and sockets
+ * are refused before anything can block on them (/dev/zero would never end,
+ * a FIFO would wait for a writer). `*plain_size` is the size in bytes of a
+ * file stored plain, -1 for a gzip-compressed one (no cheap size). zlib
+ * reads through a buffer of `buffer` bytes. */
+static ntk_status open_input(const char *path, unsigned buffer, gzFile *out, long long *plain_size) {
+  *out = NULL;
+  *plain_size = -1;
+  int fd;
+  /* A missing or unreadable input is an input error (exit 2), like every
+   * other data error, whatever ntk_open_regular calls it. */
+  if (ntk_open_regular(path, O_RDONLY, NULL, &fd)) return ntk_error(NTK_EINPUT, "%s", ntk_error_message());
+  struct stat sb;
+  if (fstat(fd, &sb)) {
+    int e = errno;
+    close(fd);
+    return ntk_error(NTK_EINPUT, "%s: cannot stat: %s", path, strerror(e));
+  }
+  gzFile f = gzdopen(fd, "rb");
+  if (!f) { /* zlib leaves the fd open when it fails; from here on gzclose() closes it */
+    close(fd);
+    return ntk_error(NTK_ENOMEM, "%s: out of memory", path);
+  }
+  gzbuffer(f, buffer); /* before gzdirect(), which starts reading */
+  if (gzdirect(f)) *plain_size = (long long)sb.st_size;
+  *out = f;
+  return NTK_OK;
+}
+
+/* The stop flag, polled by every loop that reads: a SIGTERM while a large
+ * file loads must not wait for the end of the file. */
+static ntk_status check_stop(const char *path) {
+  int sig = ntk_stop_requested();
+  return sig ? ntk_error(NTK_EINTERRUPTED, "interrupted while reading %s (signal %d)", path, sig) : NTK_OK;
+}
+
+/* A read error of `f`: interrupted (a stop signal makes read() fail with
+ * EINTR, the handlers do not restart it) or zlib's own text, without the
+ * "<fd:N>: " that gzdopen() puts in front of it. */
+static ntk_status read_error(gzFile f, const char *path, const char *what) {
+  if (ntk_stop_requested()) return check_stop(path);
+  int err;
+  const char *msg = gzerror(f, &err);
+  if (!strncmp(msg, "<fd:", 4) && strstr(msg, ": ")) msg = strstr(msg, ": ") + 2;
+  return ntk_error(NTK_EINPUT, "%s: read error in %s: %s", path, what, msg);
+}
+
 static ntk_status read_exact(gzFile f, const char *path, void *buf, size_t len, const char *what) {
   unsigned char *p = buf;
   while (len) {
     unsigned chunk = len > (1u << 30) ? (1u << 30) : (unsigned)len;
     int r = gzread(f, p, chunk);
-    if (r < 0) {
-      int err;
-      const char *msg = gzerror(f, &err);
-      return ntk_error(NTK_EINPUT, "%s: read error in %s: %s", path, what, msg);
-    }
+    if (r < 0) return read_error(f, path, what);
     if (r == 0) return ntk_error(NTK_EINPUT, "%s: file is truncated (ends inside %s)", path, what);
     p += r;
     len -= (size_t)r;
@@ -94,6 +143,7 @@ static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t 
   ntk_status st = NTK_OK;
   for (size_t i = 0; i < total && !st; i += chunk) {
     size_t count = total - i < chunk ? total - i : chunk;
+    if ((st = check_stop(path))) break;
     st = read_exact(f, path, buf, count * s, "the data");
     if (!st) st = raw_reserve(r, path, base + i + count);
     if (st) break;
@@ -115,6 +165,28 @@ static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t 
   }
   free(buf);
   return st;
+}
+
+/* The values per sample a header claims, dims[1] * ... * dims[nd-1], in
+ * `*sample`, once it is checked that neither that product nor the size in
+ * bytes of the whole array (times dims[0] and `elem_size`) wraps around 64
+ * bits: a crafted header could otherwise pass a sample of 5 values off as
+ * 3 x 12297829382473034411 x 5, whose image shape breaks the CNN code. */
+static ntk_status shape_size(const char *path, const char *kind, const size_t *dims, int nd, size_t elem_size,
+                             size_t *sample) {
+  size_t d = 1, bytes;
+  int wrap = 0;
+  for (int i = 1; i < nd; i++) wrap |= __builtin_mul_overflow(d, dims[i], &d);
+  wrap = wrap || __builtin_mul_overflow(d, dims[0], &bytes) || __builtin_mul_overflow(bytes, elem_size, &bytes);
+  if (!wrap) {
+    *sample = d;
+    return NTK_OK;
+  }
+  char s[128] = "";
+  size_t at = 0;
+  for (int i = 0; i < nd && at < sizeof s; i++)
+    at += (size_t)snprintf(s + at, sizeof s - at, "%s%zu", i ? ", " : "", dims[i]);
+  return ntk_error(NTK_EINPUT, "%s: %s shape (%s) is too large: its size overflows 64 bits", path, kind, s);
 }
 
 static size_t want_count(const struct ntk_job *job, size_t have, const char *path, ntk_status *st) {
@@ -169,6 +241,7 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
   for (;;) {
     while (*p == ' ') p++;
     if (*p == ')') break;
+    if (*p == '-') return ntk_error(NTK_EINPUT, "%s: .npy header: negative 'shape'", path); /* strtoull takes it */
     char *end;
     errno = 0;
     unsigned long long v = strtoull(p, &end, 10);
@@ -219,18 +292,13 @@ static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f
   size_t shape[4] = {0};
   ntk_status st = npy_read_header(path, f, 0, &t, &big, shape, &ndim);
   if (st) return st;
-  size_t total = shape[0];
-  r->n = want_count(job, total, path, &st);
+  if ((st = shape_size(path, ".npy", shape, ndim, type_size(t), &r->d))) return st;
+  r->n = want_count(job, shape[0], path, &st);
   if (st) return st;
   size_t h = 0, w = 0, c = 0;
-  if (ndim == 2) {
-    r->d = shape[1];
-  } else {
-    if (ndim == 3) { h = shape[1]; w = shape[2]; c = 1; }
-    else if (job->layout == NTK_LAYOUT_NHWC) { h = shape[1]; w = shape[2]; c = shape[3]; }
-    else { c = shape[1]; h = shape[2]; w = shape[3]; }
-    r->d = h * w * c;
-  }
+  if (ndim == 3) { h = shape[1]; w = shape[2]; c = 1; }
+  else if (ndim == 4 && job->layout == NTK_LAYOUT_NHWC) { h = shape[1]; w = shape[2]; c = shape[3]; }
+  else if (ndim == 4) { c = shape[1]; h = shape[2]; w = shape[3]; }
   r->h = h; r->w = w; r->c = c;
   r->is_u8 = t == T_U8;
   if ((st = alloc_raw(r, path))) return st;
@@ -291,12 +359,13 @@ static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f
   if (ndim == 1)
     return ntk_error(NTK_EINPUT, "%s: this IDX file has one dimension (a labels file?); "
                      "[data] path needs the images", path);
+  /* Four 32-bit sizes: their product can pass 64 bits. */
+  if ((st = shape_size(path, "IDX", dim, ndim, type_size(t), &r->d))) return st;
   r->n = want_count(job, dim[0], path, &st);
   if (st) return st;
   r->h = ndim >= 3 ? dim[1] : 0;
   r->w = ndim >= 3 ? dim[2] : 0;
   r->c = ndim == 4 ? dim[3] : ndim == 3 ? 1 : 0;
-  r->d = ndim == 2 ? dim[1] : r->h * r->w * r->c;
   r->is_u8 = t == T_U8;
   if ((st = alloc_raw(r, path))) return st;
   return read_values(f, path, r, 0, r->n, t, 1);
@@ -306,49 +375,80 @@ static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f
 
 #define CIFAR_REC 3073
 
-static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, int nfiles, struct raw *r) {
-  /* Count records: each file must be a whole number of records. */
+/* `sizes[k]`: the size of file k when it is stored plain, -1 when it is
+ * gzip-compressed. Plain files are counted from their sizes, which must be
+ * whole numbers of records, so a count of 10 reads 10 records of a 100 GB
+ * file. A compressed file has no cheap size: it is read record by record,
+ * only as far as the count needs, so past that point nothing is checked
+ * (neither its labels, nor that it ends on a whole record, nor that its
+ * compressed stream is intact), nor are the compressed files after it. */
+static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const long long *sizes, int nfiles,
+                             struct raw *r) {
   size_t total = 0, per_file[NTK_MAX_DATA_FILES];
-  unsigned char *rec = malloc(CIFAR_REC);
-  if (!rec) return ntk_error(NTK_ENOMEM, "out of memory");
-  ntk_status st = NTK_OK;
-  for (int k = 0; k < nfiles && !st; k++) {
-    size_t bytes = 0;
-    int got;
-    while ((got = gzread(files[k], rec, CIFAR_REC)) > 0) bytes += (size_t)got;
-    if (got < 0) st = ntk_error(NTK_EINPUT, "%s: read error", job->data_path[k]);
-    else if (bytes == 0 || bytes % CIFAR_REC)
-      st = ntk_error(NTK_EINPUT, "%s: %zu bytes is not a whole number of CIFAR-10 records "
-                     "(3073 bytes each: label + 3x32x32 pixels); truncated or not CIFAR-10",
-                     job->data_path[k], bytes);
-    per_file[k] = bytes / CIFAR_REC;
+  int all_plain = 1;
+  for (int k = 0; k < nfiles; k++) {
+    per_file[k] = SIZE_MAX; /* compressed: until its end */
+    if (sizes[k] < 0) {
+      all_plain = 0;
+      continue;
+    }
+    if (sizes[k] == 0 || sizes[k] % CIFAR_REC)
+      return ntk_error(NTK_EINPUT, "%s: %lld bytes is not a whole number of CIFAR-10 records "
+                       "(3073 bytes each: label + 3x32x32 pixels); truncated or not CIFAR-10",
+                       job->data_path[k], sizes[k]);
+    per_file[k] = (size_t)(sizes[k] / CIFAR_REC);
     total += per_file[k];
-    gzrewind(files[k]);
   }
-  if (!st) r->n = want_count(job, total, job->data_path[0], &st);
   r->h = r->w = 32;
   r->c = 3;
   r->d = 3072;
   r->is_u8 = 1;
+  ntk_status st = NTK_OK;
+  /* Without the total, n is the count or, for all the samples, the bound
+   * alloc_raw allows; memory grows as the records arrive. */
+  const size_t most = ((size_t)1 << 40) / 3072;
+  if (all_plain) r->n = want_count(job, total, job->data_path[0], &st);
+  else r->n = job->count ? job->count : most;
   if (!st) st = alloc_raw(r, job->data_path[0]);
-  if (!st) st = raw_reserve(r, job->data_path[0], r->n * r->d); /* the records were counted: they exist */
+  if (!st && all_plain) st = raw_reserve(r, job->data_path[0], r->n * r->d); /* the sizes say they exist */
+  unsigned char rec[CIFAR_REC];
   size_t i = 0;
   for (int k = 0; k < nfiles && !st && i < r->n; k++) {
-    for (size_t j = 0; j < per_file[k] && i < r->n && !st; j++, i++) {
-      st = read_exact(files[k], job->data_path[k], rec, CIFAR_REC, "a CIFAR-10 record");
-      if (st) break;
-      if (rec[0] > 9) {
+    const char *path = job->data_path[k];
+    for (size_t j = 0; j < per_file[k] && i < r->n; j++, i++) {
+      if ((st = check_stop(path))) break;
+      int got = gzread(files[k], rec, CIFAR_REC);
+      if (got < 0) {
+        st = read_error(files[k], path, "a CIFAR-10 record");
+      } else if (got == 0 && per_file[k] == SIZE_MAX && j > 0) {
+        break; /* the end of a compressed file, on a record boundary */
+      } else if (got < CIFAR_REC) {
+        st = per_file[k] != SIZE_MAX
+                 ? ntk_error(NTK_EINPUT, "%s: file is truncated (ends in record %zu)", path, j)
+                 : ntk_error(NTK_EINPUT, "%s: %zu bytes is not a whole number of CIFAR-10 records "
+                             "(3073 bytes each: label + 3x32x32 pixels); truncated or not CIFAR-10",
+                             path, j * CIFAR_REC + (size_t)got);
+      } else if (rec[0] > 9) {
         st = ntk_error(NTK_EINPUT, "%s: record %zu has label %d (CIFAR-10 labels are 0..9); "
-                       "not a CIFAR-10 batch", job->data_path[k], j, rec[0]);
-        break;
+                       "not a CIFAR-10 batch", path, j, rec[0]);
+      } else {
+        st = raw_reserve(r, path, (i + 1) * r->d);
       }
+      if (st) break;
       double *s = r->x + i * 3072;
       for (size_t ch = 0; ch < 3; ch++)
         for (size_t p = 0; p < 1024; p++) s[p * 3 + ch] = rec[1 + ch * 1024 + p];
     }
   }
-  free(rec);
-  return st;
+  if (st || all_plain) return st;
+  if (job->count && i < job->count)
+    return ntk_error(NTK_EINPUT, "%s: [data] count = %zu but the data hold only %zu samples", job->data_path[0],
+                     job->count, i);
+  if (!job->count && i == most) return ntk_error(NTK_EINPUT, "%s: data too large", job->data_path[0]);
+  r->n = i;
+  double *x = realloc(r->x, i * r->d * sizeof(double)); /* give back what the growth took in advance */
+  if (x) r->x = x;
+  return NTK_OK;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -372,22 +472,16 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
                      "supported for CIFAR-10 batches", job->source, job->ndata);
   /* Zeroed: gcc cannot see that ndata >= 1 and warns about files[0]. */
   gzFile files[NTK_MAX_DATA_FILES] = {0};
+  long long sizes[NTK_MAX_DATA_FILES];
   int opened = 0;
   ntk_status st = NTK_OK;
-  for (; opened < job->ndata; opened++) {
-    files[opened] = gzopen(job->data_path[opened], "rb");
-    if (!files[opened]) {
-      st = ntk_error(NTK_EINPUT, "%s: cannot open: %s", job->data_path[opened],
-                     errno ? strerror(errno) : "out of memory");
-      break;
-    }
-    gzbuffer(files[opened], 1 << 20);
-  }
+  for (; opened < job->ndata; opened++)
+    if ((st = open_input(job->data_path[opened], 1u << 20, &files[opened], &sizes[opened]))) break;
   if (!st) {
     const char *path = job->data_path[0];
     if (fmt == NTK_FORMAT_NPY) st = read_npy(job, path, files[0], &r);
     else if (fmt == NTK_FORMAT_IDX) st = read_idx(job, path, files[0], &r);
-    else st = read_cifar(job, files, job->ndata, &r);
+    else st = read_cifar(job, files, sizes, job->ndata, &r);
   }
   for (int k = 0; k < opened; k++) gzclose(files[k]);
   if (st) {
@@ -434,13 +528,15 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
  * file is a one-column matrix of integers. */
 ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes, int32_t **labels) {
   *labels = NULL;
-  gzFile f = gzopen(path, "rb");
-  if (!f) return ntk_error(NTK_EINPUT, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+  gzFile f;
+  long long size;
+  ntk_status st = open_input(path, 1u << 16, &f, &size); /* labels are small */
+  if (st) return st;
   src_type t = T_U8;
   int big = 1, ndim = 0;
-  size_t dim[4] = {0};
-  ntk_status st;
-  if (guess_format(path) == NTK_FORMAT_NPY) {
+  size_t dim[4] = {0}, one;
+  int npy = guess_format(path) == NTK_FORMAT_NPY;
+  if (npy) {
     st = npy_read_header(path, f, 1, &t, &big, dim, &ndim);
   } else {
     st = idx_read_header(path, f, &t, dim, &ndim);
@@ -448,6 +544,7 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
       st = ntk_error(NTK_EINPUT, "%s: not an IDX labels file (%d dimensions%s; labels have magic 0x00000801: "
                      "one dimension of uint8)", path, ndim, t != T_U8 ? ", not uint8" : "");
   }
+  if (!st) st = shape_size(path, npy ? "labels .npy" : "labels IDX", dim, ndim, type_size(t), &one);
   if (!st && dim[0] < n)
     st = ntk_error(NTK_EINPUT, "%s: holds %zu labels for %zu samples", path, dim[0], n);
   if (!st && exact && dim[0] != n)
@@ -505,8 +602,11 @@ ntk_status ntk_data_load_job(const struct ntk_job *job, int elem, struct ntk_dat
                    "(%zu values): they must have the same shape", job->test.path[0], te.h, te.w, te.c, te.d,
                    ds->h, ds->w, ds->c, ds->d);
   }
-  size_t row = ds->d * (size_t)elem;
-  void *x = st ? NULL : realloc(ds->x, (ds->n + te.n) * row + 1);
+  /* Each part passed alloc_raw's bound; checked all the same. */
+  size_t row = ds->d * (size_t)elem, all;
+  if (!st && (__builtin_add_overflow(ds->n, te.n, &all) || __builtin_mul_overflow(all, row, &all)))
+    st = ntk_error(NTK_EINPUT, "%s: [data] and [test] together are too large", job->test.path[0]);
+  void *x = st ? NULL : realloc(ds->x, all + 1);
   if (!st && !x) st = ntk_error(NTK_ENOMEM, "out of memory for %zu + %zu samples", ds->n, te.n);
   if (st) {
     ntk_data_free(&te);

@@ -1,10 +1,15 @@
 /* Data readers: .npy, IDX (plain and .gz), CIFAR-10; good files and every
- * kind of broken one. */
+ * kind of broken one, paths that are not files, and the stop flag. */
 #include <math.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <zlib.h>
 
 #include "ntkd/data.h"
 #include "ntkd/npy.h"
+#include "ntkd/signals.h"
 #include "testutil.h"
 
 static const char *dir;
@@ -365,6 +370,289 @@ START_TEST(test_cifar) {
 }
 END_TEST
 
+/* ---- hostile paths and files --------------------------------------------- */
+
+/* A reader that opens a FIFO blocks in open() until a writer comes, and
+ * /dev/zero as CIFAR-10 never ends: alarm() turns such a regression into a
+ * failure instead of a hang. Our own handler, not check's: with CK_FORK=no
+ * check's SIGALRM handler kills the whole process group, ctest included. */
+static void blocked(int sig) {
+  static const char msg[] = "test_not_regular: a reader blocked for 20 s on a FIFO or device\n";
+  (void)sig;
+  ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)w;
+  _exit(EXIT_FAILURE);
+}
+
+START_TEST(test_not_regular) {
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = blocked;
+  sigaction(SIGALRM, &sa, &old);
+  alarm(20);
+  char fifo[512], sock[512];
+  tu_path(fifo, sizeof fifo, dir, "fifo.npy");
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  expect_fail("fifo.npy", "is a FIFO, not a regular file");
+  int32_t *y = (int32_t *)1;
+  labels_fail("fifo.npy", 1, 0, "is a FIFO");
+
+  /* [test] path: the same reader, through ntk_data_load_job. */
+  float f[4] = {1, 2, 3, 4};
+  write_npy_raw("good.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", f, sizeof f);
+  struct ntk_job *j = malloc(sizeof *j);
+  ck_assert_ptr_nonnull(j);
+  job_for(j, "good.npy");
+  j->test.enabled = 1;
+  j->test.ndata = 1;
+  snprintf(j->test.path[0], sizeof j->test.path[0], "%s", fifo);
+  struct ntk_dataset ds;
+  ck_assert_int_eq(ntk_data_load_job(j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "[test]") && strstr(ntk_error_message(), "fifo.npy is a FIFO"), "%s",
+                ntk_error_message());
+
+  /* A CIFAR-10 batch list whose second file is a FIFO. */
+  write_cifar("one.bin", 1, 0, 0);
+  job_for(j, "one.bin");
+  j->ndata = 2;
+  snprintf(j->data_path[1], sizeof j->data_path[1], "%s", fifo);
+  ck_assert_int_eq(ntk_data_load(j, 8, &ds), NTK_EINPUT);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "is a FIFO"));
+
+  /* /dev/zero as CIFAR-10 with a count: refused, not read. */
+  if (!access("/dev/zero", R_OK)) {
+    ntk_job_defaults(j);
+    j->ndata = 1;
+    snprintf(j->data_path[0], sizeof j->data_path[0], "/dev/zero");
+    j->format = NTK_FORMAT_CIFAR10;
+    j->count = 10;
+    ck_assert_int_eq(ntk_data_load(j, 8, &ds), NTK_EINPUT);
+    ck_assert_msg(strstr(ntk_error_message(), "/dev/zero is a character device"), "%s", ntk_error_message());
+    ck_assert_int_eq(ntk_labels_load("/dev/zero", 1, 0, 10, &y), NTK_EINPUT);
+    ck_assert_ptr_null(y);
+  }
+
+  /* A socket (open() fails with ENXIO: said as what it is). */
+  int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ck_assert_int_ge(sfd, 0);
+  struct sockaddr_un addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  tu_path(sock, sizeof sock, dir, "sock.npy");
+  ck_assert_uint_lt(strlen(sock), sizeof addr.sun_path);
+  memcpy(addr.sun_path, sock, strlen(sock) + 1);
+  ck_assert_int_eq(bind(sfd, (struct sockaddr *)&addr, sizeof addr), 0);
+  expect_fail("sock.npy", "is a socket, not a regular file");
+  close(sfd);
+  unlink(sock);
+
+  /* A folder. */
+  expect_fail("", "is a folder");
+  free(j);
+  unlink(fifo);
+  alarm(0);
+  sigaction(SIGALRM, &old, NULL);
+}
+END_TEST
+
+/* Headers whose sizes wrap around 64 bits: the old readers took the wrapped
+ * (small) product as the sample size and accepted the file, whose image
+ * shape then broke the CNN code. */
+START_TEST(test_overflowing_shapes) {
+  float f[100] = {0};
+  /* 4-D: 5 * 3 * 12297829382473034411 = 5 (mod 2^64), 20 samples of "5 values". */
+  write_npy_raw("wrap4.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (20, 5, 3, 12297829382473034411), }",
+                f, sizeof f);
+  expect_fail("wrap4.npy", "overflows 64 bits");
+  struct ntk_job j;
+  job_for(&j, "wrap4.npy");
+  j.layout = NTK_LAYOUT_NCHW;
+  struct ntk_dataset ds;
+  ck_assert_int_eq(ntk_data_load(&j, 4, &ds), NTK_EINPUT);
+  /* 3-D: 3 * 6148914691236517206 = 2 (mod 2^64). */
+  write_npy_raw("wrap3.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 6148914691236517206), }",
+                f, 4 * sizeof *f);
+  expect_fail("wrap3.npy", "overflows 64 bits");
+  /* 2-D: n * d wraps (2 * 2^63 = 0). */
+  write_npy_raw("wrap2.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 9223372036854775808), }",
+                f, sizeof f);
+  expect_fail("wrap2.npy", "overflows 64 bits");
+  /* The whole array's bytes wrap even when count keeps only one sample:
+   * 2^62 samples of 4 float32 are 2^66 bytes, no such file exists. */
+  write_npy_raw("wrapn.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }",
+                f, 4 * sizeof *f);
+  job_for(&j, "wrapn.npy");
+  j.count = 1;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "overflows 64 bits"), "%s", ntk_error_message());
+  write_npy_raw("neg.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 4), }", f, 4 * sizeof *f);
+  expect_fail("neg.npy", "negative 'shape'");
+
+  /* IDX: four 32-bit sizes, 769546 * 494770 * 48448661 = 2^64 + 4: one
+   * sample of "4 bytes". */
+  unsigned char idx[24] = {0, 0, 8, 4, 0, 0, 0, 1};
+  const uint32_t dims[3] = {769546, 494770, 48448661};
+  for (int i = 0; i < 3; i++)
+    for (int k = 0; k < 4; k++) idx[8 + 4 * i + k] = (unsigned char)(dims[i] >> (24 - 8 * k));
+  char p[512];
+  tu_path(p, sizeof p, dir, "wrap-ubyte");
+  tu_write(p, idx, sizeof idx);
+  expect_fail("wrap-ubyte", "overflows 64 bits");
+  /* (2^32 - 1)^3: wraps to 12884901887, which passes the size bound. */
+  memset(idx + 8, 0xff, 12);
+  tu_path(p, sizeof p, dir, "max-ubyte");
+  tu_write(p, idx, sizeof idx);
+  expect_fail("max-ubyte", "overflows 64 bits");
+
+  /* Labels: 2^61 int64 labels are 2^64 bytes. */
+  int64_t l8[2] = {1, 2};
+  write_npy_raw("wrapl.npy", "{'descr': '<i8', 'fortran_order': False, 'shape': (2305843009213693952,), }", l8,
+                sizeof l8);
+  labels_fail("wrapl.npy", 2, 0, "overflows 64 bits");
+}
+END_TEST
+
+/* Bytes this process has read through read(2) so far (/proc/self/io), or
+ * -1 where that is not available. */
+static long long bytes_read(void) {
+  FILE *f = fopen("/proc/self/io", "r");
+  if (!f) return -1;
+  long long v = -1;
+  if (fscanf(f, "rchar: %lld", &v) != 1) v = -1;
+  fclose(f);
+  return v;
+}
+
+/* `count` stops the CIFAR-10 reader: it neither reads a large plain file to
+ * its end nor decompresses a compressed one past the records it needs. */
+START_TEST(test_cifar_count_stops) {
+  /* A gzip-compressed batch cut in the middle of its stream: the records
+   * before the cut are intact. With count = 2 they are all that is read,
+   * so the damage after them is not seen; without count it is. Records of
+   * pseudo-random bytes, so the compressed stream is about as long as the
+   * data and the cut lies far after record 2. */
+  size_t n = 20, len = n * 3073;
+  unsigned char *b = malloc(len);
+  ck_assert_ptr_nonnull(b);
+  uint32_t seed = 12345;
+  for (size_t k = 0; k < len; k++) {
+    seed = seed * 1664525u + 1013904223u;
+    b[k] = (unsigned char)(seed >> 24);
+  }
+  for (size_t i = 0; i < n; i++) b[i * 3073] = (unsigned char)(i % 10);
+  char p[512];
+  tu_path(p, sizeof p, dir, "cut.bin.gz");
+  gzFile g = gzopen(p, "wb");
+  ck_assert_ptr_nonnull(g);
+  ck_assert_int_eq(gzwrite(g, b, (unsigned)len), (int)len);
+  ck_assert_int_eq(gzclose(g), Z_OK);
+  struct stat sb;
+  ck_assert_int_eq(stat(p, &sb), 0);
+  ck_assert_int_gt(sb.st_size, (long long)len / 2);
+  ck_assert_int_eq(truncate(p, sb.st_size / 2), 0);
+  struct ntk_job j;
+  job_for(&j, "cut.bin.gz");
+  j.count = 2;
+  struct ntk_dataset ds;
+  ck_assert_msg(ntk_data_load(&j, 8, &ds) == NTK_OK, "%s", ntk_error_message());
+  ck_assert_uint_eq(ds.n, 2);
+  /* sample 1, pixel 7, channel 2 <- byte 1 + 2*1024 + 7 of record 1 */
+  ck_assert_double_eq_tol(((double *)ds.x)[3072 + 7 * 3 + 2], b[3073 + 1 + 2048 + 7] / 255.0, 1e-15);
+  ntk_data_free(&ds);
+  j.count = 0;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  j.count = 15; /* past the cut */
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  /* A compressed batch with fewer records than count. */
+  tu_path(p, sizeof p, dir, "few.bin.gz");
+  g = gzopen(p, "wb");
+  ck_assert_int_eq(gzwrite(g, b, 3 * 3073), 3 * 3073);
+  ck_assert_int_eq(gzclose(g), Z_OK);
+  job_for(&j, "few.bin.gz");
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_OK);
+  ck_assert_uint_eq(ds.n, 3);
+  ntk_data_free(&ds);
+  j.count = 4;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "count = 4 but the data hold only 3 samples"), "%s", ntk_error_message());
+  /* ... and one ending inside a record. */
+  tu_path(p, sizeof p, dir, "part.bin.gz");
+  g = gzopen(p, "wb");
+  ck_assert_int_eq(gzwrite(g, b, 3 * 3073 - 5), 3 * 3073 - 5);
+  ck_assert_int_eq(gzclose(g), Z_OK);
+  expect_fail("part.bin.gz", "9214 bytes is not a whole number");
+  free(b);
+
+  /* A plain batch of about 1 GiB, sparse (no disk used), whose first two
+   * records are valid: count = 2 reads them and not the rest. The bytes
+   * that went through read(2) say so, whatever the speed of the machine. */
+  size_t big = ((size_t)1 << 30) / 3073;
+  write_cifar("sparse.bin", 2, 0, 0);
+  tu_path(p, sizeof p, dir, "sparse.bin");
+  ck_assert_int_eq(truncate(p, (off_t)(big * 3073)), 0);
+  job_for(&j, "sparse.bin");
+  j.count = 2;
+  long long before = bytes_read();
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_OK);
+  long long after = bytes_read();
+  ck_assert_uint_eq(ds.n, 2);
+  ntk_data_free(&ds);
+  if (before < 0 || after < 0) fprintf(stderr, "test_cifar_count_stops: no /proc/self/io, read size not checked\n");
+  else ck_assert_msg(after - before < (16 << 20), "count = 2 read %lld bytes of a 1 GiB file", after - before);
+  /* More than the file holds: known from its size, refused unread. */
+  j.count = big + 1;
+  before = bytes_read();
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  after = bytes_read();
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "but the data hold only"));
+  if (before >= 0 && after >= 0) ck_assert_int_lt(after - before, 4 << 20); /* zlib looks at 1 MiB for a gzip header */
+  /* Its size must still be a whole number of records. */
+  ck_assert_int_eq(truncate(p, (off_t)(big * 3073 + 1)), 0);
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "not a whole number of CIFAR-10 records"));
+  unlink(p);
+}
+END_TEST
+
+/* A stop signal while loading: every reader returns NTK_EINTERRUPTED. The
+ * flag is process-wide and cannot be cleared, and ctest runs the unit tests
+ * with CK_FORK=no (one process): this test is in a test case of its own,
+ * added last, so no other test runs after the flag is set. (With CK_FORK=yes
+ * it is set in this test's child process only.) */
+START_TEST(test_stop_flag) {
+  float f[4] = {1, 2, 3, 4};
+  write_npy_raw("stop.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", f, sizeof f);
+  write_idx("stop-ubyte.gz", 3, 2, 2, 1, 0);
+  write_cifar("stop.bin", 2, 0, 0);
+  char p[512];
+  tu_path(p, sizeof p, dir, "stop.bin.gz");
+  gzFile g = gzopen(p, "wb");
+  unsigned char rec[3073] = {3};
+  gzwrite(g, rec, sizeof rec);
+  ck_assert_int_eq(gzclose(g), Z_OK);
+  unsigned char lab[9] = {0, 0, 8, 1, 0, 0, 0, 1, 4};
+  tu_path(p, sizeof p, dir, "stop-l-ubyte");
+  tu_write(p, lab, sizeof lab);
+  struct ntk_dataset ds;
+  ck_assert_int_eq(load("stop.npy", 8, &ds), NTK_OK); /* before the signal */
+  ntk_data_free(&ds);
+
+  ntk_signals_install();
+  raise(SIGTERM);
+  ck_assert_int_eq(ntk_stop_requested(), SIGTERM);
+  const char *names[] = {"stop.npy", "stop-ubyte.gz", "stop.bin", "stop.bin.gz"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    ck_assert_msg(load(names[i], 8, &ds) == NTK_EINTERRUPTED, "%s: %s", names[i], ntk_error_message());
+    ck_assert_msg(strstr(ntk_error_message(), "interrupted while reading") && strstr(ntk_error_message(), names[i]),
+                  "%s", ntk_error_message());
+  }
+  int32_t *y = (int32_t *)1;
+  ck_assert_int_eq(ntk_labels_load(p, 1, 1, 10, &y), NTK_EINTERRUPTED);
+  ck_assert_ptr_null(y);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "stop-l-ubyte"));
+}
+END_TEST
+
 int main(void) {
   dir = tu_tmpdir();
   Suite *s = suite_create("data");
@@ -377,6 +665,13 @@ int main(void) {
   tcase_add_test(tc, test_labels);
   tcase_add_test(tc, test_fashion_mnist_if_installed);
   tcase_add_test(tc, test_cifar);
+  tcase_add_test(tc, test_not_regular);
+  tcase_add_test(tc, test_overflowing_shapes);
+  tcase_add_test(tc, test_cifar_count_stops);
   suite_add_tcase(s, tc);
+  /* Last: it sets the process-wide stop flag (see test_stop_flag). */
+  TCase *stop = tcase_create("stop");
+  tcase_add_test(stop, test_stop_flag);
+  suite_add_tcase(s, stop);
   return tu_run(s);
 }

@@ -18,9 +18,12 @@ struct ntk_dataset {
 };
 
 /* Load [data] of `job` in precision `elem` (4 or 8): the first `count`
- * samples, multiplied by `scale` (default 1/255 for uint8 data, else 1).
- * Errors (NTK_EINPUT) name the file and what is wrong: truncated, wrong
- * type, bad header, NaN/Inf values. Rank-local. */
+ * samples, multiplied by `scale` (default 1/255 for uint8 data, else 1);
+ * only those are read. Errors (NTK_EINPUT) name the file and what is wrong:
+ * not a regular file (a FIFO, device or socket is refused before it is
+ * opened), truncated, wrong type, bad header (sizes that overflow), NaN/Inf
+ * values. NTK_EINTERRUPTED if a stop signal (ntk_stop_requested()) arrives
+ * while reading. Rank-local. */
 ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset *ds);
 
 /* All the samples of a kernel job: [data], followed by [test] when the
@@ -36,7 +39,8 @@ void ntk_data_free(struct ntk_dataset *ds);
  * uint8, int32 or int64 (by extension, as [data] format auto). The file
  * must hold at least n labels, exactly n with `exact` (when the data were
  * not cut by a count); every label must lie in 0..classes-1. Errors
- * (NTK_EINPUT) name the file. Rank-local; the caller frees *labels. */
+ * (NTK_EINPUT) name the file; NTK_EINTERRUPTED as ntk_data_load. Rank-local;
+ * the caller frees *labels. */
 ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes, int32_t **labels);
 
 #endif
