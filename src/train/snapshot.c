@@ -75,8 +75,10 @@ ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *
   uint64_t sums[3] = {ntk_checksum(p, bytes), ntk_checksum(m, bytes), ntk_checksum(v, bytes)};
   unsigned char h[SNAP_HEADER];
   encode(info, ntk_checksum(sums, sizeof sums), h);
-  char tmp[NTK_PATH_MAX + 32];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  char tmp[NTK_PATH_MAX + 400];
+  if (!ntk_tmp_path(path, tmp, sizeof tmp)) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
+  /* A snapshot write killed half-way leaves its temporary file: removed here. */
+  ntk_clean_stale_tmp(path);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
   if (write_all(fd, h, sizeof h) || write_all(fd, p, bytes) || write_all(fd, m, bytes) || write_all(fd, v, bytes))
@@ -93,8 +95,14 @@ ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *
 
 ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, float **state) {
   *state = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return ntk_error(NTK_EIO, "%s: cannot open: %s", path, strerror(errno));
+  int fd;
+  ntk_status ost = ntk_open_regular(path, O_RDONLY, "[train] snapshot", &fd);
+  if (ost) return ost;
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return ntk_error(NTK_EIO, "%s: cannot open: %s", path, strerror(errno));
+  }
   unsigned char h[SNAP_HEADER];
   ntk_status st = NTK_OK;
   uint64_t version = 0, hs, ps;
