@@ -1,15 +1,42 @@
 /* MPI behind include/ntkd/comm.h. Waiting is MPI_Iprobe + nanosleep with a
  * growing pause: a blocking receive would spin at 100 % CPU and steal a
- * core from a worker on the same node. */
+ * core from a worker on the same node. Messages above the piece size go as
+ * an announcement (total and piece size) followed by the pieces, each
+ * under MPI's int count limit. */
 #include "ntkd/comm.h"
 
 #include <limits.h>
 #include <mpi.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static int active, rank, size = 1;
+
+/* Large messages: tag NTK_COMM_TAGS + t announces a message of tag t whose
+ * pieces follow with tag 2 * NTK_COMM_TAGS + t. MPI keeps the messages of
+ * one sender in order, and a sender sends all pieces before anything else. */
+#define TAG_ANNOUNCE(t) (NTK_COMM_TAGS + (t))
+#define TAG_PIECE(t) (2 * NTK_COMM_TAGS + (t))
+#define IS_ANNOUNCE(t) ((t) >= NTK_COMM_TAGS && (t) < 2 * NTK_COMM_TAGS)
+
+struct announce {
+  uint64_t bytes, piece;
+};
+
+/* Per source: a message announced (its announcement already received by
+ * ntk_comm_poll) whose pieces are still to be received. */
+struct pending {
+  int tag; /* 0: none */
+  int rc;  /* MPI error receiving the announcement */
+  struct announce a;
+};
+
+static size_t piece_size = (size_t)1 << 30;
+static struct pending *pending;
+static long fail_send_at, fail_recv_at, sends, recvs; /* test settings */
 
 static int launched_by_mpi(void) {
   const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"};
@@ -23,6 +50,29 @@ static ntk_status mpi_fail(int rc, const char *what) {
   int len = 0;
   MPI_Error_string(rc, msg, &len);
   return ntk_error(NTK_ECOMM, "MPI %s failed: %.*s", what, len, msg);
+}
+
+/* NAME=R:K on rank R: K, else 0. */
+static long test_count(const char *name) {
+  const char *v = getenv(name);
+  int r = -1;
+  long k = 0;
+  char extra;
+  if (!v || sscanf(v, "%d:%ld%c", &r, &k, &extra) != 2 || r != rank || k < 1) return 0;
+  return k;
+}
+
+static void read_test_settings(void) {
+  const char *v = getenv("NTKD_TEST_MPI_PIECE");
+  char *end;
+  unsigned long long p = v ? strtoull(v, &end, 10) : 0;
+  if (v && *end == '\0' && p >= 1 && p <= INT_MAX) piece_size = (size_t)p;
+  fail_send_at = test_count("NTKD_TEST_FAIL_SEND");
+  fail_recv_at = test_count("NTKD_TEST_FAIL_RECV");
+  /* Said aloud, so that one left set by mistake is seen. */
+  const char *names[] = {"NTKD_TEST_MPI_PIECE", "NTKD_TEST_FAIL_SEND", "NTKD_TEST_FAIL_RECV"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (rank == 0 && getenv(names[i])) fprintf(stderr, "ntkd: test setting %s=%s\n", names[i], getenv(names[i]));
 }
 
 ntk_status ntk_comm_init(int *argc, char ***argv) {
@@ -39,12 +89,17 @@ ntk_status ntk_comm_init(int *argc, char ***argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   active = 1;
+  read_test_settings();
+  pending = calloc((size_t)size, sizeof *pending);
+  if (!pending) return ntk_error(NTK_ENOMEM, "out of memory");
   return NTK_OK;
 }
 
 void ntk_comm_finalize(void) {
   if (active) MPI_Finalize();
   active = 0;
+  free(pending);
+  pending = NULL;
 }
 
 ntk_status ntk_comm_node_slot(int *slot, int *count) {
@@ -103,7 +158,8 @@ ntk_status ntk_comm_sum_floats(float *buf, size_t n) { return sum_in_place(buf, 
 
 ntk_status ntk_comm_sum_doubles(double *buf, size_t n) { return sum_in_place(buf, n, MPI_DOUBLE, sizeof *buf); }
 
-static int wait_request(MPI_Request *req);
+#define WAIT_TIMEOUT (-1) /* not an MPI error code: those are >= 0 */
+static int wait_request(MPI_Request *req, double timeout);
 
 ntk_status ntk_comm_agree(ntk_status local) {
   if (!active || size == 1) return local;
@@ -112,33 +168,9 @@ ntk_status ntk_comm_agree(ntk_status local) {
    * time (while rank 0 solves a kernel regression) and must not spin. */
   MPI_Request req;
   int rc = MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
-  if (rc == MPI_SUCCESS) rc = wait_request(&req);
+  if (rc == MPI_SUCCESS) rc = wait_request(&req, -1);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
   return (ntk_status)out;
-}
-
-/* Complete a request by testing with short sleeps in between. Blocking
- * MPI_Send/MPI_Recv of a large message busy-wait (sched_yield in a loop when
- * oversubscribed): measured at half a core on rank 0 of a 3-rank job. */
-static int wait_request(MPI_Request *req) {
-  long pause_ns = 10000;
-  for (int tries = 0;; tries++) {
-    int done = 0;
-    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS || done) return rc;
-    if (tries < 4) continue;
-    struct timespec ts = {0, pause_ns};
-    nanosleep(&ts, NULL);
-    if (pause_ns < 200000) pause_ns *= 2;
-  }
-}
-
-ntk_status ntk_comm_send(int dest, int tag, const void *buf, size_t bytes) {
-  if (bytes > INT_MAX) return ntk_error(NTK_EINTERNAL, "message of %zu bytes is too large", bytes);
-  MPI_Request req;
-  int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, dest, tag, MPI_COMM_WORLD, &req);
-  if (rc == MPI_SUCCESS) rc = wait_request(&req);
-  return rc == MPI_SUCCESS ? NTK_OK : mpi_fail(rc, "send");
 }
 
 static double now(void) {
@@ -147,13 +179,87 @@ static double now(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Complete a request by testing with short sleeps in between. Blocking
+ * MPI_Send/MPI_Recv of a large message busy-wait (sched_yield in a loop when
+ * oversubscribed): measured at half a core on rank 0 of a 3-rank job.
+ * WAIT_TIMEOUT after `timeout` seconds (< 0: never); the request is then
+ * still pending. */
+static int wait_request(MPI_Request *req, double timeout) {
+  double deadline = timeout < 0 ? 0 : now() + timeout;
+  long pause_ns = 10000;
+  for (int tries = 0;; tries++) {
+    int done = 0;
+    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) return rc;
+    if (tries < 4) continue;
+    if (timeout >= 0 && now() >= deadline) return WAIT_TIMEOUT;
+    struct timespec ts = {0, pause_ns};
+    nanosleep(&ts, NULL);
+    if (pause_ns < 200000) pause_ns *= 2;
+  }
+}
+
+static ntk_status send_one(const void *buf, size_t bytes, int dest, int tag) {
+  MPI_Request req;
+  int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, dest, tag, MPI_COMM_WORLD, &req);
+  if (rc == MPI_SUCCESS) rc = wait_request(&req, -1);
+  if (rc == MPI_SUCCESS) return NTK_OK;
+  char what[64];
+  snprintf(what, sizeof what, "send to rank %d", dest);
+  return mpi_fail(rc, what);
+}
+
+ntk_status ntk_comm_send(int dest, int tag, const void *buf, size_t bytes) {
+  if (fail_send_at && ++sends == fail_send_at) {
+    /* Test setting: a real MPI error, from an invalid tag. */
+    MPI_Request req;
+    int rc = MPI_Isend(buf, 0, MPI_BYTE, dest, -7, MPI_COMM_WORLD, &req);
+    if (rc == MPI_SUCCESS) rc = MPI_ERR_TAG;
+    char what[64];
+    snprintf(what, sizeof what, "send to rank %d", dest);
+    mpi_fail(rc, what);
+    return ntk_error(NTK_ECOMM, "%s (NTKD_TEST_FAIL_SEND: send %ld of rank %d)", ntk_error_message(), sends, rank);
+  }
+  if (bytes <= piece_size) return send_one(buf, bytes, dest, tag);
+  struct announce a = {bytes, piece_size};
+  ntk_status st = send_one(&a, sizeof a, dest, TAG_ANNOUNCE(tag));
+  for (size_t off = 0; !st && off < bytes; off += piece_size)
+    st = send_one((const char *)buf + off, bytes - off < piece_size ? bytes - off : piece_size, dest, TAG_PIECE(tag));
+  return st;
+}
+
+/* Receive the announcement (probed: it is there) from `source` into pending[source]. */
+static void take_announcement(int source, int tag) {
+  struct pending *p = &pending[source];
+  p->tag = tag - NTK_COMM_TAGS;
+  p->rc = MPI_Recv(&p->a, (int)sizeof p->a, MPI_BYTE, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
+/* An announced message from `source` (-1: any) not yet received. */
+static int find_pending(int source) {
+  for (int r = source < 0 ? 0 : source; r < (source < 0 ? size : source + 1); r++)
+    if (pending[r].tag) return r;
+  return -1;
+}
+
 int ntk_comm_poll(int source, int *from, int *tag, size_t *bytes, double timeout) {
   double deadline = now() + timeout;
   long pause_ns = 20000;
   for (;;) {
+    int r = find_pending(source);
+    if (r >= 0) {
+      *from = r;
+      *tag = pending[r].tag;
+      *bytes = (size_t)pending[r].a.bytes;
+      return 1;
+    }
     int flag = 0;
     MPI_Status s;
     MPI_Iprobe(source < 0 ? MPI_ANY_SOURCE : source, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &s);
+    if (flag && IS_ANNOUNCE(s.MPI_TAG)) {
+      take_announcement(s.MPI_SOURCE, s.MPI_TAG);
+      continue;
+    }
     if (flag) {
       int count = 0;
       MPI_Get_count(&s, MPI_BYTE, &count);
@@ -169,21 +275,86 @@ int ntk_comm_poll(int source, int *from, int *tag, size_t *bytes, double timeout
   }
 }
 
-ntk_status ntk_comm_recv(int source, int tag, void *buf, size_t bytes) {
-  if (bytes > INT_MAX) return ntk_error(NTK_EINTERNAL, "message of %zu bytes is too large", bytes);
+static ntk_status stalled(int source, size_t bytes, double timeout) {
+  return ntk_error(NTK_ESTALLED, "nothing arrived from rank %d for %.0f s while receiving a %zu-byte message", source,
+                   timeout, bytes);
+}
+
+static ntk_status recv_one(int source, int tag, void *buf, size_t bytes, double timeout) {
+  if (bytes > INT_MAX) return ntk_error(NTK_ECOMM, "a %zu-byte message from rank %d came unannounced", bytes, source);
   MPI_Request req;
   int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, source, tag, MPI_COMM_WORLD, &req);
-  if (rc == MPI_SUCCESS) rc = wait_request(&req);
-  return rc == MPI_SUCCESS ? NTK_OK : mpi_fail(rc, "receive");
+  if (rc == MPI_SUCCESS) rc = wait_request(&req, timeout);
+  if (rc == WAIT_TIMEOUT) return stalled(source, bytes, timeout);
+  if (rc == MPI_SUCCESS) return NTK_OK;
+  char what[64];
+  snprintf(what, sizeof what, "receive from rank %d", source);
+  return mpi_fail(rc, what);
+}
+
+ntk_status ntk_comm_recv_within(int source, int tag, void *buf, size_t bytes, double timeout) {
+  if (fail_recv_at && ++recvs == fail_recv_at) {
+    /* Test setting: a real MPI error, from an invalid tag. */
+    MPI_Request req;
+    int rc = MPI_Irecv(buf, 0, MPI_BYTE, source, -7, MPI_COMM_WORLD, &req);
+    if (rc == MPI_SUCCESS) rc = MPI_ERR_TAG;
+    char what[64];
+    snprintf(what, sizeof what, "receive from rank %d", source);
+    mpi_fail(rc, what);
+    return ntk_error(NTK_ECOMM, "%s (NTKD_TEST_FAIL_RECV: receive %ld of rank %d)", ntk_error_message(), recvs, rank);
+  }
+  struct pending *p = &pending[source];
+  /* Not announced through ntk_comm_poll: wait for the message itself or
+   * for its announcement. */
+  double deadline = now() + timeout;
+  long pause_ns = 20000;
+  while (p->tag != tag) {
+    int flag = 0;
+    MPI_Status s;
+    if (MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &s) == MPI_SUCCESS && flag)
+      return recv_one(source, tag, buf, bytes, timeout);
+    if (MPI_Iprobe(source, TAG_ANNOUNCE(tag), MPI_COMM_WORLD, &flag, &s) == MPI_SUCCESS && flag) {
+      take_announcement(source, TAG_ANNOUNCE(tag));
+      break;
+    }
+    if (timeout >= 0 && now() >= deadline) return stalled(source, bytes, timeout);
+    struct timespec ts = {0, pause_ns};
+    nanosleep(&ts, NULL);
+    if (pause_ns < 2000000) pause_ns *= 2;
+  }
+  struct announce a = p->a;
+  int rc = p->rc;
+  memset(p, 0, sizeof *p);
+  if (rc != MPI_SUCCESS) {
+    char what[64];
+    snprintf(what, sizeof what, "receive from rank %d", source);
+    return mpi_fail(rc, what);
+  }
+  if (a.bytes != bytes || a.piece < 1 || a.piece > INT_MAX)
+    return ntk_error(NTK_ECOMM, "rank %d announced a %llu-byte message in %llu-byte pieces, expected %zu bytes",
+                     source, (unsigned long long)a.bytes, (unsigned long long)a.piece, bytes);
+  ntk_status st = NTK_OK;
+  for (size_t off = 0; !st && off < bytes; off += a.piece)
+    st = recv_one(source, TAG_PIECE(tag), (char *)buf + off, bytes - off < a.piece ? bytes - off : (size_t)a.piece,
+                  timeout);
+  return st;
+}
+
+ntk_status ntk_comm_recv(int source, int tag, void *buf, size_t bytes) {
+  return ntk_comm_recv_within(source, tag, buf, bytes, -1);
 }
 
 int ntk_comm_probe(int source, int tag) {
+  if (pending[source].tag == tag) return 1;
   int flag = 0;
   MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+  if (!flag) MPI_Iprobe(source, TAG_ANNOUNCE(tag), MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
   return flag;
 }
 
 void ntk_comm_abort(int code) {
+  fflush(stdout);
+  fflush(stderr);
   if (active) MPI_Abort(MPI_COMM_WORLD, code);
   exit(code);
 }

@@ -5,19 +5,23 @@
 #define NTKD_COMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ntkd/status.h"
 
+/* Message tags (below NTK_COMM_TAGS: the layer uses tags above it for the
+ * pieces of large messages). */
 enum ntk_tag {
   NTK_TAG_WORK = 1,      /* coordinator -> worker: uint64 tile index, or NTK_WORK_STOP */
   NTK_TAG_RESULT = 2,    /* worker -> coordinator: struct ntk_result_header + payload */
-  NTK_TAG_FAIL = 3,      /* worker -> coordinator: error text */
+  NTK_TAG_FAIL = 3,      /* worker -> coordinator: int32 status, then the error text */
   NTK_TAG_INTERRUPT = 4, /* worker -> coordinator: the worker got a signal */
   NTK_TAG_SKIP = 5,      /* worker -> coordinator: uint64 tile not computed (stopping) */
   NTK_TAG_CANCEL = 6,    /* coordinator -> worker: skip the tiles still queued */
 };
 
 #define NTK_WORK_STOP UINT64_MAX
+#define NTK_COMM_TAGS 64
 
 /* Collective. Initialises MPI if launched by mpirun/srun. */
 ntk_status ntk_comm_init(int *argc, char ***argv);
@@ -43,7 +47,17 @@ ntk_status ntk_comm_sum_doubles(double *buf, size_t n);
 /* Collective: every rank gets the worst (largest) of the ranks' statuses. */
 ntk_status ntk_comm_agree(ntk_status local);
 
-/* Point to point, rank-local. */
+/* Point to point, rank-local. A message may have any size: one above the
+ * piece size (1 GiB; MPI counts are int) travels as an announcement and
+ * pieces, reassembled by ntk_comm_poll/ntk_comm_recv; callers see one
+ * message. Test settings (environment, read at ntk_comm_init):
+ *   NTKD_TEST_MPI_PIECE=BYTES  piece size (so a small job exercises the
+ *                              pieces; each rank uses its own, the receiver
+ *                              follows the sender's announcement);
+ *   NTKD_TEST_FAIL_SEND=R:K    the K-th ntk_comm_send of rank R (from 1)
+ *                              fails, by an MPI call given an invalid tag;
+ *   NTKD_TEST_FAIL_RECV=R:K    the same for the K-th ntk_comm_recv.
+ * Never set them in production. */
 ntk_status ntk_comm_send(int dest, int tag, const void *buf, size_t bytes);
 
 /* Wait up to `timeout` seconds for a message from `source` (-1: any),
@@ -51,12 +65,22 @@ ntk_status ntk_comm_send(int dest, int tag, const void *buf, size_t bytes);
  * with its source, tag and size when one is there, 0 on timeout. */
 int ntk_comm_poll(int source, int *from, int *tag, size_t *bytes, double timeout);
 
+/* Receive the message ntk_comm_poll reported (or wait for it). */
 ntk_status ntk_comm_recv(int source, int tag, void *buf, size_t bytes);
+
+/* The same, but NTK_ESTALLED when `timeout` seconds pass without a piece
+ * of the message arriving (the sender stopped mid-way). After that error
+ * the receive may still be pending: `buf` must stay allocated and the
+ * caller must end the job (ntk_comm_abort), not talk to `source` again. */
+ntk_status ntk_comm_recv_within(int source, int tag, void *buf, size_t bytes, double timeout);
 
 /* Non-blocking: is a message with `tag` from `source` waiting? */
 int ntk_comm_probe(int source, int tag);
 
-/* Abort every rank (after a failure the others cannot learn about). */
-void ntk_comm_abort(int code);
+/* End every rank with exit code `code` (MPI_Abort; mpirun then exits with
+ * it), for a failure after which a collective could hang: a rank that
+ * stopped answering or whose messages fail. Without MPI: exit(code).
+ * Does not return. */
+void ntk_comm_abort(int code) __attribute__((noreturn));
 
 #endif

@@ -13,7 +13,15 @@
  * the coordinator computes the tiles itself; otherwise ranks 1..size-1 are
  * workers serving ntk_worker_serve(). Rank 0 only. Returns NTK_OK when the
  * store is complete, NTK_EINTERRUPTED after a signal (all received tiles
- * stored and synced), or the first error. */
+ * stored and synced), or the first error (a worker's included, with its
+ * status: NTK_ENONFINITE, ...), the other workers stopped cleanly.
+ * Does not return when a worker is counted out, because it held tiles and
+ * sent nothing for job->worker_timeout seconds (at least 3x the slowest
+ * tile; NTK_ESTALLED) or because a message to or from it failed
+ * (NTK_ECOMM): such a rank cannot take part in a collective, so once the
+ * other workers' tiles are stored and the store synced, this prints the
+ * error and ends every rank with ntk_comm_abort(exit code of the first
+ * failure), leaving the store open (the process ends; its lock with it). */
 ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const struct ntk_job *job);
 
 #endif

@@ -2,11 +2,15 @@
  * the cheaper diagonal and edge tiles last, so the workers finish together.
  * Under MPI the main thread only receives and hands out work; a writer
  * thread checks, appends and syncs, so a worker never waits for the disk
- * (measured: workers busy 63% -> see docs/PERFORMANCE.md). */
+ * (measured: workers busy 63% -> see docs/PERFORMANCE.md). The main thread
+ * also watches the workers: one that stops answering, or whose messages
+ * fail, is counted out, and once the others' tiles are stored and synced
+ * every rank is ended (a collective with it would hang). */
 #include "ntkd/coordinator.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,12 +27,18 @@ struct sched {
   uint64_t npending, next;
   struct ntk_progress progress;
   double last_sync, sync_interval;
+  int dirty;           /* appended since the last sync (writer thread) */
+  int store_failed;    /* an append or sync failed: store nothing more (writer thread) */
   pthread_mutex_t mu;  /* guards failure and failure_msg */
   ntk_status failure;  /* first error: stop handing out work */
   char failure_msg[2048];
   int stopping;        /* signal received (main thread only) */
   double compute_seconds; /* summed over tiles: compute + compress */
   uint64_t *per_worker;    /* tiles each rank returned this run (MPI) */
+  /* Main thread, MPI: */
+  double worker_timeout;   /* [compute] worker_timeout */
+  double slowest;          /* longest compute + compress time of a tile this run */
+  int lost;                /* workers counted out: the job must end with ntk_comm_abort */
 };
 
 static void set_failure(struct sched *s, ntk_status st) {
@@ -63,6 +73,7 @@ static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct n
   s->store = store;
   s->tiling = ntk_store_tiling(store);
   s->sync_interval = job->sync_interval;
+  s->worker_timeout = job->worker_timeout;
   uint64_t total_pairs = 0, done_pairs = 0;
   s->pending = malloc((size_t)(s->tiling->ntiles ? s->tiling->ntiles : 1) * sizeof *s->pending);
   if (!s->pending) return ntk_error(NTK_ENOMEM, "out of memory");
@@ -81,10 +92,26 @@ static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct n
   return NTK_OK;
 }
 
+/* Sync if tiles were appended `sync_interval` seconds or more after the
+ * last sync. Writer thread (or the solo loop). */
+static void sched_sync_due(struct sched *s) {
+  double now = ntk_now();
+  if (!s->dirty || now - s->last_sync < s->sync_interval) return;
+  s->last_sync = now;
+  s->dirty = 0;
+  ntk_status st = ntk_store_sync(s->store);
+  if (st) {
+    s->store_failed = 1;
+    set_failure(s, st);
+  }
+}
+
 /* Store one finished tile; errors stop the scheduling but never lose tiles
- * already written. Called by the writer thread (or the solo loop). */
+ * already written. After another rank's failure the tiles that still
+ * arrive are stored; after a failure of the store itself nothing more is
+ * written. Called by the writer thread (or the solo loop). */
 static void sched_store(struct sched *s, const struct ntk_result_header *h, const void *payload) {
-  if (get_failure(s)) return;
+  if (s->store_failed) return;
   if (!ntk_tiling_needed(s->tiling, h->tile) || ntk_checksum(payload, (size_t)h->len) != h->checksum) {
     set_failure(s, ntk_error(NTK_ECOMM, "a tile arrived damaged (checksum mismatch in transit)"));
     return;
@@ -92,16 +119,14 @@ static void sched_store(struct sched *s, const struct ntk_result_header *h, cons
   struct ntk_tile t = ntk_tiling_tile(s->tiling, h->tile);
   ntk_status st = ntk_store_append(s->store, &t, payload, (size_t)h->len, h->checksum);
   if (st) {
+    s->store_failed = 1;
     set_failure(s, st);
     return;
   }
   ntk_progress_add(&s->progress, ntk_tile_pairs(&t));
   s->compute_seconds += h->seconds;
-  double now = ntk_now();
-  if (now - s->last_sync >= s->sync_interval) {
-    s->last_sync = now;
-    if ((st = ntk_store_sync(s->store))) set_failure(s, st);
-  }
+  s->dirty = 1;
+  sched_sync_due(s);
 }
 
 /* ---- the writer thread ---------------------------------------------------- */
@@ -131,6 +156,9 @@ static void *writer_main(void *arg) {
       }
       if (pthread_cond_timedwait(&w->nonempty, &w->mu, &until) == ETIMEDOUT) {
         pthread_mutex_unlock(&w->mu);
+        /* Idle: what was stored becomes durable even if no tile follows
+         * (a stalled worker, a job about to be ended). */
+        if (!w->s->store_failed) sched_sync_due(w->s);
         ntk_progress_tick(&w->s->progress, 0);
         pthread_mutex_lock(&w->mu);
       }
@@ -223,99 +251,197 @@ static ntk_status run_solo(struct sched *s, ntk_engine_t *e) {
  * its inbox, so it never waits for the coordinator between tiles. */
 #define NTK_PREFETCH 2
 
-/* Top up worker w's queue, or tell it to stop once its queue is empty and
- * nothing is left to hand out. */
-static ntk_status send_next(struct sched *s, int worker, int *inflight, int *active) {
-  while (inflight[worker] < NTK_PREFETCH && sched_more(s)) {
-    uint64_t index = s->pending[s->next++];
-    ntk_status st = ntk_comm_send(worker, NTK_TAG_WORK, &index, sizeof index);
-    if (st) return st;
-    inflight[worker]++;
+/* Rank 0's view of one worker. */
+struct peer {
+  int inflight; /* tiles sent, not yet answered; -1 once stopped or counted out */
+  int lost;     /* counted out: stalled, or its messages failed */
+  double heard; /* when its last message arrived (or the run started) */
+};
+
+/* Worker k can no longer take part (failure `st`, message recorded): it
+ * gets no more work, its tiles in flight stay missing for a rerun, and the
+ * job will end with ntk_comm_abort once the others' tiles are stored. */
+static void lose(struct sched *s, struct peer *p, int k, int *active, ntk_status st) {
+  set_failure(s, st);
+  p[k].lost = 1;
+  if (p[k].inflight >= 0) {
+    (*active)--;
+    p[k].inflight = -1;
   }
-  if (inflight[worker] == 0) {
+  s->lost++;
+}
+
+/* Top up worker w's queue, or tell it to stop once its queue is empty and
+ * nothing is left to hand out. A failed send counts the worker out. */
+static void send_next(struct sched *s, int worker, struct peer *p, int *active) {
+  while (p[worker].inflight < NTK_PREFETCH && sched_more(s)) {
+    uint64_t index = s->pending[s->next];
+    ntk_status st = ntk_comm_send(worker, NTK_TAG_WORK, &index, sizeof index);
+    if (st) {
+      lose(s, p, worker, active, st);
+      return;
+    }
+    s->next++;
+    p[worker].inflight++;
+  }
+  if (p[worker].inflight == 0) {
     uint64_t stop = NTK_WORK_STOP;
     (*active)--;
-    inflight[worker] = -1; /* stopped */
-    return ntk_comm_send(worker, NTK_TAG_WORK, &stop, sizeof stop);
+    p[worker].inflight = -1; /* stopped */
+    ntk_status st = ntk_comm_send(worker, NTK_TAG_WORK, &stop, sizeof stop);
+    if (st) lose(s, p, worker, active, st);
   }
-  return NTK_OK;
+}
+
+/* How long a worker holding tiles may stay silent: [compute]
+ * worker_timeout, but at least 3 times the slowest tile seen this run. The
+ * largest tiles go first, so the first results bound the rest; a worker
+ * slowed down 3x by other load on its node is not taken for a hung one,
+ * and a worker_timeout set too low for the tile size does not end a
+ * healthy job. Until a tile has come back only worker_timeout applies. */
+static double stall_limit(const struct sched *s) {
+  return s->worker_timeout > 3 * s->slowest ? s->worker_timeout : 3 * s->slowest;
+}
+
+/* Count out every worker that holds tiles and has sent nothing for longer
+ * than stall_limit(). A message already waiting from it means this rank
+ * was slow to look, not the worker. */
+static void check_stalls(struct sched *s, struct peer *p, int nworkers, int *active) {
+  double limit = stall_limit(s), now = ntk_now();
+  for (int k = 1; k <= nworkers; k++) {
+    double quiet = now - p[k].heard;
+    int from, tag;
+    size_t bytes;
+    if (p[k].inflight <= 0 || p[k].lost || quiet <= limit || ntk_comm_poll(k, &from, &tag, &bytes, 0)) continue;
+    fprintf(stderr, "\nntkd: worker rank %d has returned nothing for %.1f s while holding %d tile%s (limit %.1f s): "
+            "counting it out; storing the tiles the others return, then ending the job\n",
+            k, quiet, p[k].inflight, p[k].inflight == 1 ? "" : "s", limit);
+    lose(s, p, k, active,
+         ntk_error(NTK_ESTALLED, "worker rank %d stopped answering: nothing for %.1f s while it held %d tile%s "
+                   "(limit %.1f s: [compute] worker_timeout, at least 3x the slowest tile)",
+                   k, quiet, p[k].inflight, p[k].inflight == 1 ? "" : "s", limit));
+  }
+}
+
+/* A FAIL message: int32 status, then text. A worker whose own messages
+ * failed is counted out (it waits for our stop as an acknowledgement, then
+ * for the end of the job); any other failure stops the job cleanly. */
+static void on_fail(struct sched *s, struct peer *p, int from, unsigned char *buf, size_t bytes, int *active) {
+  int32_t code = NTK_EINTERNAL;
+  const char *text = "(no message)";
+  if (bytes > sizeof code) {
+    memcpy(&code, buf, sizeof code);
+    buf[bytes - 1] = '\0';
+    text = (const char *)buf + sizeof code;
+  }
+  ntk_status st = code > 0 ? (ntk_status)code : NTK_EINTERNAL;
+  st = ntk_error(st, "worker rank %d: %s", from, text);
+  if (st == NTK_ECOMM) {
+    lose(s, p, from, active, st);
+    uint64_t stop = NTK_WORK_STOP;
+    ntk_comm_send(from, NTK_TAG_WORK, &stop, sizeof stop);
+    return;
+  }
+  set_failure(s, st);
+  p[from].inflight--;
+  send_next(s, from, p, active);
 }
 
 static ntk_status run_mpi(struct sched *s) {
   int nworkers = ntk_comm_size() - 1, active = nworkers;
-  int *inflight = calloc((size_t)nworkers + 1, sizeof *inflight);
+  struct peer *p = calloc((size_t)nworkers + 1, sizeof *p);
   s->per_worker = calloc((size_t)nworkers + 1, sizeof *s->per_worker);
-  if (!inflight || !s->per_worker) {
-    free(inflight);
+  if (!p || !s->per_worker) {
+    free(p);
     return ntk_error(NTK_ENOMEM, "out of memory");
   }
   struct writer w;
   ntk_status st = writer_start(&w, s);
   if (st) {
-    free(inflight);
+    free(p);
     return st;
   }
-  for (int k = 1; k <= nworkers && !st; k++) st = send_next(s, k, inflight, &active);
+  double last_check = ntk_now();
+  for (int k = 1; k <= nworkers; k++) {
+    p[k].heard = last_check;
+    send_next(s, k, p, &active);
+  }
   int cancelled = 0;
-  while (active > 0 && !st) {
+  while (active > 0) {
     int from, tag;
     size_t bytes;
     check_signal(s);
     if ((s->stopping || get_failure(s)) && !cancelled) {
       /* Workers hand back their queued tiles instead of computing them. */
       cancelled = 1;
-      for (int k = 1; k <= nworkers && !st; k++)
-        if (inflight[k] > 0) st = ntk_comm_send(k, NTK_TAG_CANCEL, NULL, 0);
-      if (st) break;
+      for (int k = 1; k <= nworkers; k++) {
+        if (p[k].inflight <= 0) continue;
+        ntk_status cst = ntk_comm_send(k, NTK_TAG_CANCEL, NULL, 0);
+        if (cst) lose(s, p, k, &active, cst);
+      }
     }
-    if (!ntk_comm_poll(-1, &from, &tag, &bytes, 0.25)) continue;
+    int got = ntk_comm_poll(-1, &from, &tag, &bytes, 0.25);
+    /* Look for silent workers when idle, and every second when busy. */
+    if (!got || ntk_now() - last_check >= 1.0) {
+      check_stalls(s, p, nworkers, &active);
+      last_check = ntk_now();
+    }
+    if (!got) continue;
     unsigned char *buf = malloc(bytes ? bytes : 1);
     if (!buf) {
-      st = ntk_error(NTK_ENOMEM, "coordinator: out of memory for a %zu-byte message", bytes);
+      lose(s, p, from, &active, ntk_error(NTK_ENOMEM, "coordinator: out of memory for a %zu-byte message from rank %d",
+                                          bytes, from));
+      /* Its message cannot be taken: nothing more from it can be either. */
       break;
     }
-    if ((st = ntk_comm_recv(from, tag, buf, bytes))) {
-      free(buf);
-      break;
+    p[from].heard = ntk_now();
+    ntk_status rst = ntk_comm_recv_within(from, tag, buf, bytes, stall_limit(s));
+    if (rst) {
+      if (rst != NTK_ESTALLED) free(buf); /* else MPI may still write into it: let it be */
+      if (!p[from].lost) lose(s, p, from, &active, ntk_error(rst, "worker rank %d: %s", from, ntk_error_message()));
+      continue;
     }
+    p[from].heard = ntk_now();
     if (tag == NTK_TAG_RESULT) {
       struct ntk_result_header h;
       if (bytes < sizeof h || (memcpy(&h, buf, sizeof h), sizeof h + h.len != bytes)) {
         free(buf);
-        st = ntk_error(NTK_ECOMM, "malformed result message from rank %d", from);
-        break;
+        if (!p[from].lost)
+          lose(s, p, from, &active, ntk_error(NTK_ECOMM, "malformed result message from rank %d", from));
+        continue;
       }
-      inflight[from]--;
+      if (p[from].lost) { /* a counted-out worker came back: keep its tile (checksummed), nothing more */
+        writer_push(&w, buf);
+        continue;
+      }
+      if (h.seconds > s->slowest) s->slowest = h.seconds;
+      p[from].inflight--;
       s->per_worker[from]++;
       /* Top the worker's queue up first, then hand the tile to the writer. */
-      if ((st = send_next(s, from, inflight, &active))) {
-        free(buf);
-        break;
-      }
+      send_next(s, from, p, &active);
       writer_push(&w, buf);
       continue;
     }
-    if (tag == NTK_TAG_FAIL) {
-      buf[bytes ? bytes - 1 : 0] = '\0';
-      set_failure(s, ntk_error(NTK_EINTERNAL, "worker rank %d: %s", from, (char *)buf));
-      inflight[from]--;
-      st = send_next(s, from, inflight, &active);
+    if (p[from].lost) {
+      /* Nothing else a counted-out worker says counts. */
+    } else if (tag == NTK_TAG_FAIL) {
+      on_fail(s, p, from, buf, bytes, &active);
     } else if (tag == NTK_TAG_SKIP) {
-      inflight[from]--; /* the tile stays missing: a rerun computes it */
-      st = send_next(s, from, inflight, &active);
+      p[from].inflight--; /* the tile stays missing: a rerun computes it */
+      send_next(s, from, p, &active);
     } else if (tag == NTK_TAG_INTERRUPT) {
       if (!s->stopping) {
         s->stopping = 1;
         fprintf(stderr, "\nntkd: worker rank %d was signalled: finishing the tiles in flight, then stopping\n", from);
       }
     } else {
-      st = ntk_error(NTK_ECOMM, "unexpected message tag %d from rank %d", tag, from);
+      lose(s, p, from, &active, ntk_error(NTK_ECOMM, "unexpected message tag %d from rank %d", tag, from));
     }
     free(buf);
   }
   writer_stop(&w);
-  free(inflight);
-  return st;
+  free(p);
+  return NTK_OK;
 }
 
 /* Tiles per worker rank: scheduling is on demand, so faster workers (GPUs)
@@ -357,6 +483,16 @@ ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const str
   free(s.per_worker);
   free(s.pending);
   pthread_mutex_destroy(&s.mu);
+  if (s.lost) {
+    /* A counted-out worker cannot take part in the collective that ends a
+     * job: end every rank from here, now that the store is synced. */
+    fprintf(stderr, "ntkd: error: %s\n", s.failure_msg);
+    if (sync) fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+    fprintf(stderr, "ntkd: %llu of %llu tiles in the store%s; ending every rank; rerun the same command to resume\n",
+            (unsigned long long)ntk_store_tiles_done(store), (unsigned long long)s.tiling->needed,
+            sync ? "" : ", synced");
+    ntk_comm_abort(ntk_status_exit_code(sync ? sync : s.failure));
+  }
   if (st) return st;
   if (s.failure) return ntk_error(s.failure, "%s", s.failure_msg);
   if (sync) return sync;
