@@ -89,6 +89,18 @@ static int check(int argc, char **argv) {
   return ntk_status_exit_code(st);
 }
 
+/* Before any library's constructor runs (OpenBLAS and the CUDA runtime
+ * start threads in theirs, Open MPI's libraries are large): the stop
+ * signals are blocked, so one that arrives during start-up waits, pending,
+ * until main() has decided what it does. Only the kernel's exec and the
+ * dynamic loader's relocations (a fraction of a millisecond) come before. */
+static void block_stop_signals(int argc, char **argv, char **envp) {
+  (void)argc, (void)argv, (void)envp;
+  ntk_signals_block();
+}
+__attribute__((section(".preinit_array"), used)) static void (*const preinit)(int, char **, char **) =
+    block_stop_signals;
+
 /* Commands that are not a job run. */
 static int is_store_command(const char *cmd) {
   static const char *const names[] = {"info", "verify", "solve", "export", "check", "--help", "-h", "help", "--version"};

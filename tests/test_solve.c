@@ -5,8 +5,10 @@
  * tests/e2e.sh. */
 #include <math.h>
 
+#include "ntkd/codec.h"
 #include "ntkd/config.h"
 #include "ntkd/solve.h"
+#include "ntkd/store.h"
 #include "refcase.h"
 #include "testutil.h"
 
@@ -119,6 +121,69 @@ START_TEST(test_known_answer) {
 }
 END_TEST
 
+/* A 1-D int64 labels .npy. */
+static void write_labels(const char *path, const int64_t *y, size_t n) {
+  char hdr[128];
+  int len = snprintf(hdr + 10, sizeof hdr - 10, "{'descr': '<i8', 'fortran_order': False, 'shape': (%zu,), }", n);
+  size_t total = (10 + (size_t)len + 1 + 63) / 64 * 64;
+  memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+  hdr[8] = (char)(total - 10);
+  hdr[9] = 0;
+  memset(hdr + 10 + len, ' ', total - 10 - (size_t)len - 1);
+  hdr[total - 1] = '\n';
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(hdr, 1, total, f), total);
+  ck_assert_uint_eq(fwrite(y, sizeof *y, n, f), n);
+  fclose(f);
+}
+
+/* A store whose kernel holds an infinity (one written before tiles were
+ * checked, or by hand): the solve says why and exits 2 (bad input), not 4
+ * (a damaged store: its checksums are fine). */
+START_TEST(test_non_finite_kernel) {
+  const char *dir = tu_tmpdir();
+  char store[512], ytr[512], yte[512];
+  tu_path(store, sizeof store, dir, "inf.ntk");
+  tu_path(ytr, sizeof ytr, dir, "ytr.npy");
+  tu_path(yte, sizeof yte, dir, "yte.npy");
+  struct ntk_store_info in;
+  memset(&in, 0, sizeof in);
+  in.n = 4;
+  in.d = 1;
+  in.tile = 4;
+  in.elem = 4;
+  in.kernels = NTK_KERNEL_NNGP;
+  in.n_train = 2;
+  ntk_store_t *s;
+  ck_assert_int_eq(ntk_store_create(store, &in, "test", NULL, &s), NTK_OK);
+  float k[16] = {2, 1, 0, 0, 1, 2, 0, 0, 1, INFINITY, 2, 0, 1, 1, 0, 2};
+  unsigned char payload[256];
+  size_t len;
+  ntk_codec_t *c = ntk_codec_create(1);
+  ck_assert_int_eq(ntk_codec_compress(c, k, sizeof k, 4, payload, sizeof payload, &len), NTK_OK);
+  ntk_codec_free(c);
+  struct ntk_tile t = ntk_tiling_tile(ntk_store_tiling(s), 0);
+  ck_assert_int_eq(ntk_store_append(s, &t, payload, len, ntk_checksum(payload, len)), NTK_OK);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
+  const int64_t y[2] = {0, 1};
+  write_labels(ytr, y, 2);
+  write_labels(yte, y, 2);
+  struct ntk_job *job = calloc(1, sizeof *job);
+  ntk_job_defaults(job);
+  snprintf(job->labels_path, sizeof job->labels_path, "%s", ytr);
+  snprintf(job->test.labels, sizeof job->test.labels, "%s", yte);
+  job->test.enabled = job->solve.enabled = 1;
+  job->solve.nridge = 1;
+  job->solve.ridge[0] = 0.1;
+  ck_assert_int_eq(ntk_solve(store, job, NULL, 0, NULL), NTK_EINPUT);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "inf"));
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "float64"));
+  ck_assert_int_eq(ntk_status_exit_code(NTK_EINPUT), 2);
+  free(job);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("solve");
   TCase *tc = tcase_create("solve");
@@ -126,6 +191,7 @@ int main(void) {
   tcase_add_test(tc, test_not_positive_definite);
   tcase_add_test(tc, test_ill_conditioned);
   tcase_add_test(tc, test_known_answer);
+  tcase_add_test(tc, test_non_finite_kernel);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

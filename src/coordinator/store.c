@@ -404,20 +404,6 @@ static ntk_status find_next(ntk_store_t *s, uint64_t from, uint64_t size, uint64
   return st;
 }
 
-/* 1 if bytes [off, size) are all zero (what a crash leaves in a file that
- * was extended but not yet written). */
-static int all_zero(int fd, uint64_t off, uint64_t size) {
-  unsigned char buf[65536];
-  while (off < size) {
-    size_t n = (size_t)(size - off < sizeof buf ? size - off : sizeof buf);
-    if (pread_all(fd, buf, n, off)) return 0;
-    for (size_t i = 0; i < n; i++)
-      if (buf[i]) return 0;
-    off += n;
-  }
-  return 1;
-}
-
 /* The payload (and padding) of the tile record at `off`: 1 if its checksum
  * matches and its padding is zero. */
 static ntk_status payload_intact(ntk_store_t *s, const unsigned char *r, uint64_t off, unsigned char **buf,
@@ -513,11 +499,12 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size)
   s->end = off;
   s->scan.tail_bytes = off < size ? size - off : 0;
   if (!st && s->scan.tail_bytes) {
-    /* What a write cut short leaves: less than a record header, a record
-     * of ours that runs past the end, or zeros. Anything else is damage. */
+    /* What a write cut short leaves is a prefix of a record: less than a
+     * record header, or a header of ours whose record runs past the end.
+     * Anything else (zeros included: a kill never leaves them, and a
+     * zeroed last record looks like nothing else) is damage. */
     int torn = s->scan.tail_bytes < NTK_STORE_RECORD_HEADER ||
-               (pread_all(s->fd, r, sizeof r, off) == 0 && classify(s, r, off, size) == REC_TORN) ||
-               all_zero(s->fd, off, size);
+               (pread_all(s->fd, r, sizeof r, off) == 0 && classify(s, r, off, size) == REC_TORN);
     s->scan.tail_damaged = !torn;
   }
   return st;
