@@ -1,6 +1,7 @@
 /* FC kernels against neural-tangents reference values (tests/data/ref_fc.txt,
  * from scripts/nt_reference.sh), the pointwise maps, and bit-identity of
  * tiles across tile sizes. */
+#include <float.h>
 #include <math.h>
 
 #include "ntkd/arch.h"
@@ -169,6 +170,331 @@ START_TEST(test_abreluf_angles) {
 }
 END_TEST
 
+/* ---- range: every value the precision holds comes out right ------------- */
+
+/* Deterministic inputs: a linear congruential generator, uniform in [0, 1). */
+static double lcg(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return (double)((*s >> 8) & 0xffffff) / 16777216.0;
+}
+
+/* The ABRelu map `act`: 0 Relu, 1 LeakyRelu(0.1), 2 Abs. */
+static const double act_ab[3][2] = {{0, 1}, {0.1, 1}, {-1, 1}};
+static float map_f(int act, float q12, float q11, float q22, float *td) {
+  return ntk_abreluf((float)act_ab[act][0], (float)act_ab[act][1], q12, q11, q22, td);
+}
+static double map_d(int act, double q12, double q11, double q22, double *td) {
+  return ntk_abrelu(act_ab[act][0], act_ab[act][1], q12, q11, q22, td);
+}
+
+/* One pair through Dense(W_std=1.5) act Dense(W_std=1.5) act Dense with
+ * b_std = 0, as src/worker/fc.c does it: k[0..2] the NNGP of (x, x'),
+ * (x, x), (x', x'), k[3..5] the NTK. The input covariances in `q`. */
+static void chain_f(int act, const double q[3], double k[6]) {
+  float g[3] = {(float)q[0], (float)q[1], (float)q[2]}, t[3] = {0, 0, 0}, w2 = 2.25f;
+  for (int l = 0; l < 3; l++) {
+    for (int e = 0; e < 3; e++) {
+      g[e] = w2 * g[e] + 0.0f;
+      t[e] = g[e] + w2 * t[e];
+    }
+    if (l == 2) break;
+    float td[3], g0 = map_f(act, g[0], g[1], g[2], &td[0]);
+    float g1 = map_f(act, g[1], g[1], g[1], &td[1]), g2 = map_f(act, g[2], g[2], g[2], &td[2]);
+    g[0] = g0, g[1] = g1, g[2] = g2;
+    for (int e = 0; e < 3; e++) t[e] *= td[e];
+  }
+  for (int e = 0; e < 3; e++) k[e] = g[e], k[3 + e] = t[e];
+}
+static void chain_d(int act, const double q[3], double k[6]) {
+  double g[3] = {q[0], q[1], q[2]}, t[3] = {0, 0, 0}, w2 = 2.25;
+  for (int l = 0; l < 3; l++) {
+    for (int e = 0; e < 3; e++) {
+      g[e] = w2 * g[e] + 0.0;
+      t[e] = g[e] + w2 * t[e];
+    }
+    if (l == 2) break;
+    double td[3], g0 = map_d(act, g[0], g[1], g[2], &td[0]);
+    double g1 = map_d(act, g[1], g[1], g[1], &td[1]), g2 = map_d(act, g[2], g[2], g[2], &td[2]);
+    g[0] = g0, g[1] = g1, g[2] = g2;
+    for (int e = 0; e < 3; e++) t[e] *= td[e];
+  }
+  for (int e = 0; e < 3; e++) k[e] = g[e], k[3 + e] = t[e];
+}
+
+/* The covariances of two random 8-vectors: q[0] = x.x'/8, q[1] = x.x/8,
+ * q[2] = x'.x'/8, with |correlation| <= 0.99 (closer to +-1 the float
+ * inputs' own rounding moves the angle by ~sqrt(eps): test_collinear). */
+static void random_pair(unsigned *seed, double q[3]) {
+  for (;;) {
+    double x[8], y[8], a = 0, b = 0, c = 0, w = lcg(seed) * 2;
+    for (int i = 0; i < 8; i++) {
+      x[i] = lcg(seed) * 2 - 1;
+      y[i] = w * x[i] + lcg(seed) * 2 - 1; /* correlations of either sign */
+      if (lcg(seed) < 0.3) y[i] = -y[i];
+      a += x[i] * y[i], b += x[i] * x[i], c += y[i] * y[i];
+    }
+    q[0] = a / 8, q[1] = b / 8, q[2] = c / 8;
+    if (fabs(q[0]) <= 0.99 * sqrt(q[1] * q[2])) return;
+  }
+}
+
+/* Relative error of entry e of `got` against `ref` (times s2), measured
+ * against max(|K12|, sqrt(K11 K22)) of that kernel, as the other tests. */
+static double rel_err(const double got[6], const double ref[6], double s2, int e) {
+  int g = e < 3 ? 0 : 3;
+  double scale = fmax(fabs(ref[g]), sqrt(ref[g + 1] * ref[g + 2])) * s2;
+  return fabs(got[e] - ref[e] * s2) / scale;
+}
+
+/* With b_std = 0 a network of Dense and ReLU-family layers is positively
+ * homogeneous: K(s x, s x') = s^2 K(x, x') for NNGP and NTK. The map chain
+ * on inputs scaled by s must be the scale-1 float64 chain times s^2, at
+ * scales where q11 q22 left the range of the old product formula (float:
+ * ~1.8e19 and ~1e-19 for the variances; double: 1e154, 1e-154). */
+START_TEST(test_range_homogeneous) {
+  const double sf[] = {1e10, 1e-10, 1e12, 1e-12, 1e15, 1e-15};
+  const double sd[] = {1e10, 1e-12, 1e80, 1e-80, 1e150, 1e-150};
+  double worst_f = 0, worst_d = 0;
+  unsigned seed = 11;
+  for (int act = 0; act < 3; act++)
+    for (int i = 0; i < 300; i++) {
+      double q[3], ref[6], got[6];
+      random_pair(&seed, q);
+      chain_d(act, q, ref);
+      for (int si = 0; si < 6; si++) {
+        double s2 = sf[si] * sf[si], qs[3] = {q[0] * s2, q[1] * s2, q[2] * s2};
+        chain_f(act, qs, got);
+        for (int e = 0; e < 6; e++) {
+          double err = rel_err(got, ref, s2, e);
+          ck_assert_msg(err < 1e-6, "float32, act %d, scale %g, entry %d: %g vs %g (relative error %.3g)", act,
+                        sf[si], e, got[e], ref[e] * s2, err);
+          worst_f = fmax(worst_f, err);
+        }
+        s2 = sd[si] * sd[si];
+        double qd[3] = {q[0] * s2, q[1] * s2, q[2] * s2};
+        chain_d(act, qd, got);
+        for (int e = 0; e < 6; e++) {
+          double err = rel_err(got, ref, s2, e);
+          ck_assert_msg(err < 1e-13, "float64, act %d, scale %g, entry %d: %g vs %g (relative error %.3g)", act,
+                        sd[si], e, got[e], ref[e] * s2, err);
+          worst_d = fmax(worst_d, err);
+        }
+      }
+    }
+  printf("range, homogeneity: largest relative error float32 %.3g (scales 1e+-10..15), float64 %.3g (to 1e+-150)\n",
+         worst_f, worst_d);
+}
+END_TEST
+
+/* Scaling q12, q11, q22 by 4^k scales the ABRelu maps' nngp by exactly
+ * 4^k and leaves tdot alone, bit for bit, over the whole normal range
+ * (the old product formula overflowed at 4^32 in float32, 4^256 in double). */
+START_TEST(test_range_pow4_exact) {
+  unsigned seed = 5;
+  for (int i = 0; i < 200; i++) {
+    double q[3];
+    random_pair(&seed, q);
+    if (i % 10 == 0) q[0] = q[1] = q[2]; /* a pair with itself */
+    for (int act = 0; act < 3; act++) {
+      float a = (float)act_ab[act][0], b = (float)act_ab[act][1], t0, tk;
+      float g0 = ntk_abreluf(a, b, (float)q[0], (float)q[1], (float)q[2], &t0);
+      for (int k = -50; k <= 50; k++) {
+        float gk = ntk_abreluf(a, b, ldexpf((float)q[0], 2 * k), ldexpf((float)q[1], 2 * k),
+                               ldexpf((float)q[2], 2 * k), &tk);
+        ck_assert_msg(gk == ldexpf(g0, 2 * k) && tk == t0, "float32 act %d, 4^%d: %a %a vs %a %a", act, k, gk, tk,
+                      ldexpf(g0, 2 * k), t0);
+      }
+      double s0, sk, h0 = ntk_abrelu(act_ab[act][0], act_ab[act][1], q[0], q[1], q[2], &s0);
+      for (int k = -500; k <= 500; k += 7) {
+        double hk = ntk_abrelu(act_ab[act][0], act_ab[act][1], ldexp(q[0], 2 * k), ldexp(q[1], 2 * k),
+                               ldexp(q[2], 2 * k), &sk);
+        ck_assert_msg(hk == ldexp(h0, 2 * k) && sk == s0, "float64 act %d, 4^%d: %a %a vs %a %a", act, k, hk, sk,
+                      ldexp(h0, 2 * k), s0);
+      }
+    }
+  }
+}
+END_TEST
+
+/* A pair with itself keeps the angle exactly 0 at every scale, subnormal
+ * variances included: nngp = tdot * q and tdot = (a^2 + b^2)/2 exactly. */
+START_TEST(test_range_pair_with_itself) {
+  const float mant[] = {1.0f, 1.37f, 1.9999999f};
+  for (int act = 0; act < 3; act++) {
+    float a = (float)act_ab[act][0], b = (float)act_ab[act][1], want_t = (a * a + b * b) * 0.5f, tf;
+    for (int e = -149; e <= 127; e++)
+      for (int m = 0; m < 3; m++) {
+        float q = ldexpf(mant[m], e);
+        if (q == 0.0f || !isfinite(q)) continue;
+        float g = ntk_abreluf(a, b, q, q, q, &tf);
+        ck_assert_msg(tf == want_t && g == want_t * q, "float32 act %d, q = %a: %a, tdot %a", act, q, g, tf);
+      }
+    double want_d = (act_ab[act][0] * act_ab[act][0] + act_ab[act][1] * act_ab[act][1]) / 2.0, td;
+    for (int e = -1074; e <= 1023; e++) {
+      double q = ldexp(1.37, e);
+      if (q == 0.0 || !isfinite(q)) continue;
+      double g = ntk_abrelu(act_ab[act][0], act_ab[act][1], q, q, q, &td);
+      ck_assert_msg(td == want_d && g == want_d * q, "float64 act %d, q = %a: %a, tdot %a", act, q, g, td);
+    }
+  }
+}
+END_TEST
+
+/* The float ABRelu map against the double one over the whole float range
+ * (variances 1e-36..1e36, both signs of q12): the same accuracy at every
+ * scale as test_abreluf_angles has at O(1). */
+START_TEST(test_range_abreluf_accuracy) {
+  unsigned seed = 17;
+  double worst_g = 0, worst_t = 0;
+  for (int i = 0; i < 200000; i++) {
+    int act = i % 3;
+    double q11 = pow(10, 72 * lcg(&seed) - 36), q22 = pow(10, 72 * lcg(&seed) - 36), rho = 1.98 * lcg(&seed) - 0.99;
+    float f11 = (float)q11, f22 = (float)q22, f12 = (float)(rho * sqrt(q11 * q22)), tf;
+    double td, g = ntk_abrelu(act_ab[act][0], act_ab[act][1], f12, f11, f22, &td);
+    float gf = ntk_abreluf((float)act_ab[act][0], (float)act_ab[act][1], f12, f11, f22, &tf);
+    double eg = fabs(gf - g) / sqrt((double)f11 * f22), et = fabs(tf - td);
+    ck_assert_msg(isfinite(gf) && eg < 2e-6 && et < 2e-6, "q12 %a q11 %a q22 %a: nngp %a vs %a, tdot %a vs %a", f12,
+                  f11, f22, gf, g, tf, td);
+    worst_g = fmax(worst_g, eg);
+    worst_t = fmax(worst_t, et);
+  }
+  printf("range, float ABRelu over 1e-36..1e36: nngp error %.3g of sqrt(q11 q22), tdot %.3g\n", worst_g, worst_t);
+}
+END_TEST
+
+/* The double ABRelu map's two paths: the product formula (what the map
+ * was before the range work, and still is where its products stay in
+ * range) and ntk_abrelu_scaled. Where both apply they must give the same
+ * bits, so that which one an entry takes never shows. */
+static double abrelu_tail(double a, double b, double q12, double sq, double theta, double *tdot) {
+  double factor = (a - b) * (a - b) / (2.0 * NTK_PI);
+  double dot_sigma = (a * a + b * b) / 2.0 - factor * theta;
+  *tdot = dot_sigma;
+  return factor * sq + dot_sigma * q12;
+}
+static double abrelu_products(double a, double b, double q12, double q11, double q22, double *tdot) {
+  double det = q11 * q22 - q12 * q12;
+  double sq = sqrt(det > 0.0 ? det : 0.0);
+  double theta = (sq == 0.0 && q12 == 0.0) ? NTK_PI_2 : atan2(sq, q12);
+  return abrelu_tail(a, b, q12, sq, theta, tdot);
+}
+static double abrelu_scaled(double a, double b, double q12, double q11, double q22, double *tdot) {
+  double theta, sq = ntk_abrelu_scaled(q12, q11, q22, &theta);
+  return abrelu_tail(a, b, q12, sq, theta, tdot);
+}
+
+START_TEST(test_range_abrelu_f64_bits) {
+  unsigned seed = 23;
+  for (int i = 0; i < 300000; i++) {
+    int act = i % 3;
+    double q11 = pow(10, 300 * lcg(&seed) - 150), q22 = pow(10, 300 * lcg(&seed) - 150), u = lcg(&seed);
+    double rho = u < 0.1 ? 1 - pow(10, -16 * lcg(&seed)) : u < 0.2 ? -1 + pow(10, -16 * lcg(&seed)) : 2 * u - 1;
+    double q12 = rho * sqrt(q11 * q22), t1, t2, t3, a = act_ab[act][0], b = act_ab[act][1];
+    if (i % 50 == 0) q12 = q11 = q22;
+    if (i % 50 == 1) q12 = 0;
+    double g1 = ntk_abrelu(a, b, q12, q11, q22, &t1), g2 = abrelu_products(a, b, q12, q11, q22, &t2);
+    double g3 = abrelu_scaled(a, b, q12, q11, q22, &t3);
+    ck_assert_msg(!memcmp(&g1, &g2, sizeof g1) && !memcmp(&t1, &t2, sizeof t1) && !memcmp(&g3, &g2, sizeof g3) &&
+                      !memcmp(&t3, &t2, sizeof t3),
+                  "q12 %a q11 %a q22 %a: map %a %a, product formula %a %a, scaled %a %a", q12, q11, q22, g1, t1, g2, t2,
+                  g3, t3);
+  }
+}
+END_TEST
+
+/* Erf at variances the product form could not take, against the double
+ * map (float, 1e4..1e37: the double map needs no scaling there) and
+ * against long double (double, 1e150..1e300), for pairs with
+ * |correlation| <= 0.99 and for a pair with itself, whose tdot the product
+ * form lost to cancellation from ~1e4 on (inf from ~1e8). */
+START_TEST(test_range_erf) {
+  unsigned seed = 29;
+  double worst_g = 0, worst_t = 0;
+  for (int i = 0; i < 100000; i++) {
+    double q11 = pow(10, 4 + 33 * lcg(&seed)), q22 = q11 * pow(10, 2 * lcg(&seed) - 1), rho = 1.98 * lcg(&seed) - 0.99;
+    float f11 = (float)q11, f22 = (float)q22, f12 = (float)(rho * sqrt(q11 * q22)), tf;
+    if (i % 10 == 0) f12 = f22 = f11;
+    double td, g = ntk_erf(f12, f11, f22, &td);
+    float gf = ntk_erff(f12, f11, f22, &tf);
+    double eg = fabs(gf - g), et = fabs(tf - td) / td;
+    ck_assert_msg(isfinite(gf) && isfinite(tf) && eg < 1e-6 && et < 1e-5,
+                  "float32 q12 %a q11 %a q22 %a: nngp %a vs %a, tdot %a vs %a", f12, f11, f22, gf, g, tf, td);
+    worst_g = fmax(worst_g, eg);
+    worst_t = fmax(worst_t, et);
+  }
+#if LDBL_MANT_DIG >= 64 && LDBL_MAX_EXP > 2 * DBL_MAX_EXP
+  const long double pi = 3.141592653589793238462643383279502884L;
+  for (int i = 0; i < 100000; i++) {
+    double q11 = pow(10, 150 + 150 * lcg(&seed)), q22 = q11 * pow(10, 2 * lcg(&seed) - 1);
+    double rho = 1.98 * lcg(&seed) - 0.99;
+    double q12 = rho * sqrt(q11) * sqrt(q22), td;
+    if (i % 10 == 0) q12 = q22 = q11;
+    long double det = (long double)q11 * q22 - (long double)q12 * q12;
+    long double d = 1 + 2 * (long double)q11 + 2 * (long double)q22 + 4 * (det > 0 ? det : 0);
+    long double rg = 2 / pi * atan2l(2 * (long double)q12, sqrtl(d)), rt = 4 / pi / sqrtl(d);
+    double g = ntk_erf(q12, q11, q22, &td);
+    ck_assert_msg(fabsl(g - rg) < 1e-14 && fabsl((td - rt) / rt) < 1e-13,
+                  "float64 q12 %a q11 %a q22 %a: %a %a vs %La %La", q12, q11, q22, g, td, rg, rt);
+  }
+#endif
+  printf("range, float Erf at variances 1e4..1e37: nngp error %.3g, tdot relative error %.3g\n", worst_g, worst_t);
+}
+END_TEST
+
+/* Exactly collinear inputs: (N, 1) data with b_std = 0. Then every pair of
+ * samples of the same sign has K(x, x') = sqrt(K(x, x) K(x', x')) exactly
+ * (positive homogeneity), and opposite signs stay exactly opposite at the
+ * first nonlinearity. The float inputs of a map carry their own rounding,
+ * though: q12 against sqrt(q11 q22) is only known to a few ulps, and the
+ * angle, whose slope in the correlation is infinite at +-1, turns that into
+ * up to sqrt(13 u) (u the unit roundoff; largest seen sqrt(8 u)). Each Relu
+ * layer's NTK factor (pi - theta)/(2 pi) then errs by up to sqrt(13 u)/pi
+ * relative: 2.8e-4 in float32, 1.2e-8 in float64, per Relu layer, always
+ * downwards, so they add up (docs/MATH.md, "Collinear inputs"). The NNGP
+ * only moves by theta^2. */
+START_TEST(test_collinear) {
+  size_t n = 300, nrelu = 2;
+  struct ntk_arch arch;
+  ck_assert_int_eq(ntk_arch_parse("Dense(W_std=1.5) Relu Dense(W_std=1.5) Relu Dense", 1.0, 0.0, &arch), NTK_OK);
+  float *xf = malloc(n * sizeof *xf);
+  double *xd = malloc(n * sizeof *xd);
+  unsigned seed = 31;
+  for (size_t i = 0; i < n; i++) {
+    xf[i] = (float)((lcg(&seed) * 2 - 1) * (0.1 + 3 * lcg(&seed)));
+    xd[i] = xf[i];
+  }
+  struct ntk_dataset df = {n, 1, 0, 0, 0, 4, xf, 0}, dd = {n, 1, 0, 0, 0, 8, xd, 0};
+  float *gf = malloc(n * n * 4), *tf = malloc(n * n * 4);
+  double *gd = malloc(n * n * 8), *td = malloc(n * n * 8);
+  compute_full(&arch, &df, n, gf, tf);
+  compute_full(&arch, &dd, n, gd, td);
+  const double bound_f = (double)nrelu * sqrt(13 * 0x1p-24) / NTK_PI;
+  const double bound_d = (double)nrelu * sqrt(13 * 0x1p-53) / NTK_PI;
+  double e_ideal = 0, e_t = 0, e_g = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < i; j++) {
+      size_t k = i * n + j;
+      double st = sqrt(td[i * n + i] * td[j * n + j]), sg = sqrt(gd[i * n + i] * gd[j * n + j]);
+      if ((xd[i] > 0) == (xd[j] > 0)) e_ideal = fmax(e_ideal, fabs(td[k] - st) / st);
+      e_t = fmax(e_t, fabs(tf[k] - td[k]) / st);
+      e_g = fmax(e_g, fabs(gf[k] - gd[k]) / sg);
+    }
+  printf("collinear (N, 1) data, %zu Relu layers: float64 NTK off the exact value by %.3g (bound %.3g); "
+         "float32 against float64: NTK %.3g (bound %.3g), NNGP %.3g\n",
+         nrelu, e_ideal, bound_d, e_t, bound_f, e_g);
+  ck_assert_msg(e_ideal < bound_d, "float64 NTK of collinear pairs off by %.3g >= %.3g", e_ideal, bound_d);
+  ck_assert_msg(e_t < bound_f, "float32 NTK of collinear pairs off by %.3g >= %.3g", e_t, bound_f);
+  ck_assert_msg(e_g < 1e-5, "float32 NNGP of collinear pairs off by %.3g", e_g);
+  free(xf);
+  free(xd);
+  free(gf);
+  free(tf);
+  free(gd);
+  free(td);
+  ntk_arch_free(&arch);
+}
+END_TEST
+
 /* The same entries, bit for bit, whatever the tile size (N > the Gram block). */
 static void check_tile_independence(int elem) {
   size_t n = 1100, d = 37, es = (size_t)elem;
@@ -223,6 +549,13 @@ int main(void) {
   tcase_add_test(tc, test_maps);
   tcase_add_test(tc, test_atan2f);
   tcase_add_test(tc, test_abreluf_angles);
+  tcase_add_test(tc, test_range_homogeneous);
+  tcase_add_test(tc, test_range_pow4_exact);
+  tcase_add_test(tc, test_range_pair_with_itself);
+  tcase_add_test(tc, test_range_abreluf_accuracy);
+  tcase_add_test(tc, test_range_abrelu_f64_bits);
+  tcase_add_test(tc, test_range_erf);
+  tcase_add_test(tc, test_collinear);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);
   tcase_add_test(tc, test_tile_independence_f32);

@@ -9,6 +9,8 @@
 #define NTKD_KERNEL_MAPS_H
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define NTK_HD __host__ __device__
@@ -28,6 +30,71 @@
 #define NTK_PI_2 1.57079632679489661923
 #define NTK_PI_4 0.78539816339744830962
 
+/* Bit casts for the power-of-two scales below (memcpy compiles to a plain
+ * register move and keeps the loops vectorised; CUDA has intrinsics). */
+static inline NTK_HD uint32_t ntk_f2u(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+static inline NTK_HD float ntk_u2f(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+static inline NTK_HD uint64_t ntk_d2u(double x) {
+#ifdef __CUDA_ARCH__
+  return (uint64_t)__double_as_longlong(x);
+#else
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+static inline NTK_HD double ntk_u2d(uint64_t u) {
+#ifdef __CUDA_ARCH__
+  return __longlong_as_double((long long)u);
+#else
+  double x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+/* 2^floor(e/2), e the exponent of q >= 0 (from the biased field E:
+ * ((E + bias) >> 1) << mantissa bits), so that q / (that)^2 is in [1, 4)
+ * for a normal q.
+ * A zero or subnormal q gives 2^-512 (float: 2^-64), inf and NaN 2^512
+ * (2^64): always normal, and so is its reciprocal, ntk_pow2_inv. */
+static inline NTK_HD double ntk_pow2_half_exp(double q) {
+  return ntk_u2d((((ntk_d2u(q) & 0x7ff0000000000000ull) + (1023ull << 52)) >> 1) & 0x7ff0000000000000ull);
+}
+static inline NTK_HD float ntk_pow2_half_expf(float q) {
+  return ntk_u2f((((ntk_f2u(q) & 0x7f800000u) + (127u << 23)) >> 1) & 0x7f800000u);
+}
+/* 1/p for a normal power of two p: exact. */
+static inline NTK_HD double ntk_pow2_inv(double p) { return ntk_u2d((2046ull << 52) - ntk_d2u(p)); }
+static inline NTK_HD float ntk_pow2_invf(float p) { return ntk_u2f((254u << 23) - ntk_f2u(p)); }
+
+/* c ? a : b, as bit operations: the same value. Written as ?: on floats,
+ * a select whose result feeds a polynomial (or a division) becomes, in
+ * the AVX-512 loops, two masked copies of that polynomial, one per
+ * outcome; this keeps one (the batched ReLU loop: 66 instructions per 16
+ * lanes instead of 72). Selects after the polynomial stay ?: (one masked
+ * instruction each). */
+static inline NTK_HD float ntk_selectf(int c, float a, float b) {
+  uint32_t m = 0u - (uint32_t)(c != 0);
+  return ntk_u2f((ntk_f2u(a) & m) | (ntk_f2u(b) & ~m));
+}
+
 /* atan2 for float in ~2e-8 relative error, branch-free so loops vectorise.
  * Reduction to |u| <= tan(pi/8) and an odd polynomial u + u^3 P(u^2) whose
  * coefficients scripts/fit_maps.py fitted (weighted least squares). */
@@ -39,7 +106,7 @@ static inline NTK_HD float ntk_atan2f(float y, float x) {
    * i.e. (mn-mx)/(mn+mx): one division either way (division and square
    * root bound this map on AVX-512). */
   int big = mn > 0.41421356f * mx;
-  float num = big ? mn - mx : mn, den = big ? mn + mx : mx;
+  float num = ntk_selectf(big, mn - mx, mn), den = ntk_selectf(big, mn + mx, mx);
   float u = num / (den > 0.0f ? den : 1.0f);
   float z = u * u;
   float p = ((0.080686243f * z - 0.13882883f) * z + 0.19978272f) * z - 0.33332967f;
@@ -66,6 +133,25 @@ static inline NTK_HD float ntk_asin_smallf(float m) {
   return m + m * z * p;
 }
 
+/* Range. The variances of a pair enter these maps as products (q11 q22,
+ * q12^2, (1+2q11)(1+2q22)) that overflow or underflow long before the
+ * results do: in float32 once variances pass ~1.8e19 or fall below
+ * ~1e-19, in float64 near 1e154 / 1e-154. So no map forms such a product
+ * of raw variances (docs/MATH.md, "Range"):
+ * - the float ABRelu map works with variances normalised by the factors
+ *   r = 1/sqrt(q) its caller passes (q r r ~ 1, q12 r11 r22 = cos(angle));
+ * - the double ABRelu map and the Erf maps scale their inputs by exact
+ *   powers of two s1, s2 (from exponent bits) to O(1) and scale the one
+ *   result that needs it back, one power of two at a time (the double
+ *   maps only where a product would leave the range: a branch, in their
+ *   scalar loops). A power-of-two scaling is exact unless a value goes
+ *   subnormal or overflows, and correctly rounded sqrt, division and
+ *   libm's atan2 commute with it: the double ABRelu map returns the bits
+ *   of the unscaled formula wherever that one was in range.
+ * All arithmetic is plain IEEE operations in a fixed order (no FMA under
+ * -ffp-contract=off / --fmad=false), so every clone and the GPU agree to
+ * the bit. */
+
 /* ABRelu(a, b): f(x) = a*min(x, 0) + b*max(x, 0). Relu = (0, 1),
  * LeakyRelu(s) = (s, 1), Abs = (-1, 1). The angle of a pair with zero
  * variance and zero covariance is pi/2, as in neural-tangents.
@@ -73,19 +159,58 @@ static inline NTK_HD float ntk_asin_smallf(float m) {
  * The float map takes r11 = ntk_rsqrtf(q11) and r22 = ntk_rsqrtf(q22) from
  * its caller and has no division: (s, c) = (sqrt(det), q12) / sqrt(q11 q22)
  * is a unit vector, its angle the asin of the smaller of |s|, |c| (past
- * pi/8 rotated back by pi/8 first). det = q11 q22 - q12^2 keeps a pair at
- * q12 = q11 = q22 exactly at angle 0. A division and atan2's reduction cost
+ * pi/8 rotated back by pi/8 first). A division and atan2's reduction cost
  * ~45% of the map on AVX-512 (docs/PERFORMANCE.md). The double map keeps
- * libm's atan2 and ignores r11, r22. */
+ * libm's atan2 and ignores r11, r22.
+ *
+ * In the float map u = q r r (1 to rounding, for any q > 0, subnormal
+ * included) and c = q12 r11 r22, so det = u11 u22 - c^2 is the normalised
+ * determinant: never out of range, and exactly 0 for a pair at
+ * q12 = q11 = q22 (then u11 = u22 = c bit for bit), which keeps its angle
+ * exactly 0. sqrt(q11 q22) comes back as (q11 r11)(q22 r22). A zero
+ * variance has r = 0: u = c = 0, the angle pi/2. An infinite one (r = 0
+ * too) gives NaN, never a finite value. The double map uses the product
+ * formula where q11 q22 is in [2^-1000, 2^1000] and scales the variances
+ * by powers of two elsewhere (ntk_abrelu_scaled, zero variances included):
+ * the same bits where both apply. */
+
+/* The double map's sqrt(det) and angle from inputs scaled by powers of two
+ * (s = 2^-floor(e/2), e the exponent of q, so q s^2 is in [1, 4)), with
+ * sqrt(det) scaled back. Out of line: the common path stays as it was (the
+ * loops around libm's atan2 are scalar, and a longer body there cost ~10%
+ * of a float64 CNN). */
+#if defined(__CUDACC__)
+#define NTK_COLD __noinline__
+#elif defined(__GNUC__)
+#define NTK_COLD __attribute__((noinline, cold, unused))
+#else
+#define NTK_COLD
+#endif
+static NTK_COLD NTK_HD double ntk_abrelu_scaled(double q12, double q11, double q22, double *theta) {
+  double i1 = ntk_pow2_half_exp(q11), i2 = ntk_pow2_half_exp(q22);
+  double s1 = ntk_pow2_inv(i1), s2 = ntk_pow2_inv(i2);
+  double x11 = q11 * s1 * s1, x22 = q22 * s2 * s2, x12 = q12 * s1 * s2;
+  double det = x11 * x22 - x12 * x12;
+  double sqx = sqrt(det > 0.0 ? det : 0.0);
+  *theta = (sqx == 0.0 && x12 == 0.0) ? NTK_PI_2 : atan2(sqx, x12);
+  return sqx * i1 * i2;
+}
+
 static inline NTK_HD double ntk_abrelu_r(double a, double b, double q12, double q11, double q22, double r11,
                                          double r22, double *tdot) {
   (void)r11;
   (void)r22;
-  double det = q11 * q22 - q12 * q12;
-  double sq = sqrt(det > 0.0 ? det : 0.0);
-  double theta = (sq == 0.0 && q12 == 0.0) ? NTK_PI_2 : atan2(sq, q12);
-  double factor = (a - b) * (a - b) / (2.0 * NTK_PI);
-  double dot_sigma = (a * a + b * b) / 2.0 - factor * theta;
+  /* first: loop invariants, which GCC then keeps out of the loops */
+  double factor = (a - b) * (a - b) / (2.0 * NTK_PI), half = (a * a + b * b) / 2.0;
+  double sq, theta, p = q11 * q22;
+  if (p >= 0x1p-1000 && p <= 0x1p1000) { /* q11 q22 and q12^2 in range as they are */
+    double det = p - q12 * q12;
+    sq = sqrt(det > 0.0 ? det : 0.0);
+    theta = (sq == 0.0 && q12 == 0.0) ? NTK_PI_2 : atan2(sq, q12);
+  } else {
+    sq = ntk_abrelu_scaled(q12, q11, q22, &theta);
+  }
+  double dot_sigma = half - factor * theta;
   *tdot = dot_sigma;
   return factor * sq + dot_sigma * q12;
 }
@@ -96,22 +221,22 @@ static inline NTK_HD double ntk_abrelu(double a, double b, double q12, double q1
 
 static inline NTK_HD float ntk_abreluf_r(float a, float b, float q12, float q11, float q22, float r11, float r22,
                                          float *tdot) {
-  float det = q11 * q22 - q12 * q12;
-  float sq = sqrtf(det > 0.0f ? det : 0.0f);
-  float rs = r11 * r22;
-  rs = rs < 3.0e38f ? rs : 3.0e38f; /* two tiny variances: stay finite */
-  float s = sq * rs, c = q12 * rs, ac = fabsf(c);
+  float v11 = q11 * r11, v22 = q22 * r22; /* sqrt(q), to rounding */
+  float u11 = v11 * r11, u22 = v22 * r22; /* 1, to rounding */
+  float c = q12 * r11 * r22, det = u11 * u22 - c * c;
+  float s = sqrtf(det < 0.0f ? 0.0f : det), ac = fabsf(c); /* NaN stays NaN */
   int s_big = s >= ac; /* also for s = c = 0: the angle pi/2 */
   float mx = s_big ? s : ac, mn = s_big ? ac : s;
   /* phi = atan2(mn, mx) in [0, pi/4]; past pi/8 rotate by -pi/8. */
   int far = mn > 0.41421356f * mx; /* tan(pi/8) */
-  float m = far ? mn * 0.92387953f - mx * 0.38268343f : mn;
+  float m = ntk_selectf(far, mn * 0.92387953f - mx * 0.38268343f, mn);
   float phi = ntk_asin_smallf(m);
   phi = far ? phi + (float)(NTK_PI / 8) : phi;
   float theta = s_big ? (float)NTK_PI_2 - phi : phi;
   theta = c < 0.0f ? (float)NTK_PI - theta : theta;
   float factor = (a - b) * (a - b) * (float)(1.0 / (2.0 * NTK_PI));
   float dot_sigma = (a * a + b * b) * 0.5f - factor * theta;
+  float sq = s * v11 * v22;
   *tdot = dot_sigma;
   return factor * sq + dot_sigma * q12;
 }
@@ -120,21 +245,50 @@ static inline NTK_HD float ntk_abreluf(float a, float b, float q12, float q11, f
   return ntk_abreluf_r(a, b, q12, q11, q22, ntk_rsqrtf(q11), ntk_rsqrtf(q22), tdot);
 }
 
-/* Erf: f(x) = erf(x). */
+/* Erf: f(x) = erf(x). With d = (1+2q11)(1+2q22) - 4q12^2,
+ * nngp' = (2/pi) atan2(2q12, sqrt(d)) and tdot = (4/pi)/sqrt(d). d is
+ * computed as 1 + 2q11 + 2q22 + 4 det, det = q11 q22 - q12^2 >= 0: the
+ * product form cancels to nothing once the variances pass ~1/eps (a
+ * pair at q12 = q11 = q22 = 1e8 had d = 0 and tdot = inf in float32),
+ * while here such a pair has det = 0 exactly. Scales: s = 2^-floor(e/2)
+ * from the exponent e of 1 + 2q (>= 1), so (1+2q) s^2 is in [1, 4); then
+ * d s1^2 s2^2 = (1+2q11) s1^2 s2^2 + 2 q22 s2^2 s1^2 + 4 det s1^2 s2^2.
+ * The double map needs them only once 1 + 2q passes 2^500. */
+static NTK_COLD NTK_HD double ntk_erf_scaled(double q12, double q11, double q22, double *tdot) {
+  double a1 = 1.0 + 2.0 * q11, a2 = 1.0 + 2.0 * q22;
+  double s1 = ntk_pow2_inv(ntk_pow2_half_exp(a1)), s2 = ntk_pow2_inv(ntk_pow2_half_exp(a2));
+  double t1 = s1 * s1, t2 = s2 * s2; /* exact: >= 2^-1024 */
+  double x11 = q11 * t1, x22 = q22 * t2, x12 = q12 * s1 * s2;
+  double det = x11 * x22 - x12 * x12;
+  det = det < 0.0 ? 0.0 : det; /* a Gram determinant; NaN stays NaN */
+  double d = (a1 * t1) * t2 + (2.0 * x22) * t1 + 4.0 * det;
+  double r = sqrt(d);
+  *tdot = (4.0 / NTK_PI) / r * s1 * s2;
+  return (2.0 / NTK_PI) * atan2(2.0 * x12, r);
+}
+
+/* The same with s1 = s2 = 1 while 1 + 2q < 2^500, out of line beyond. */
 static inline NTK_HD double ntk_erf(double q12, double q11, double q22, double *tdot) {
-  double prod = (1.0 + 2.0 * q11) * (1.0 + 2.0 * q22);
-  double d = prod - 4.0 * q12 * q12;
-  double r = sqrt(d > 0.0 ? d : 0.0);
+  double a1 = 1.0 + 2.0 * q11, a2 = 1.0 + 2.0 * q22;
+  if (!(a1 < 0x1p500 && a2 < 0x1p500)) return ntk_erf_scaled(q12, q11, q22, tdot);
+  double det = q11 * q22 - q12 * q12;
+  det = det < 0.0 ? 0.0 : det;
+  double r = sqrt(a1 + 2.0 * q22 + 4.0 * det);
   *tdot = (4.0 / NTK_PI) / r;
   return (2.0 / NTK_PI) * atan2(2.0 * q12, r);
 }
 
 static inline NTK_HD float ntk_erff(float q12, float q11, float q22, float *tdot) {
-  float prod = (1.0f + 2.0f * q11) * (1.0f + 2.0f * q22);
-  float d = prod - 4.0f * q12 * q12;
-  float r = sqrtf(d > 0.0f ? d : 0.0f);
-  *tdot = (float)(4.0 / NTK_PI) / r;
-  return (float)(2.0 / NTK_PI) * ntk_atan2f(2.0f * q12, r);
+  float a1 = 1.0f + 2.0f * q11, a2 = 1.0f + 2.0f * q22;
+  float s1 = ntk_pow2_invf(ntk_pow2_half_expf(a1)), s2 = ntk_pow2_invf(ntk_pow2_half_expf(a2));
+  float t1 = s1 * s1, t2 = s2 * s2; /* exact: >= 2^-128 */
+  float x11 = q11 * t1, x22 = q22 * t2, x12 = q12 * s1 * s2;
+  float det = x11 * x22 - x12 * x12;
+  det = det < 0.0f ? 0.0f : det; /* a Gram determinant; NaN stays NaN */
+  float d = (a1 * t1) * t2 + (2.0f * x22) * t1 + 4.0f * det;
+  float r = sqrtf(d);
+  *tdot = (float)(4.0 / NTK_PI) / r * s1 * s2;
+  return (float)(2.0 / NTK_PI) * ntk_atan2f(2.0f * x12, r);
 }
 
 #endif

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# End-to-end range of the kernel maps (docs/MATH.md, "Range"): float32 jobs on
+# inputs scaled by 1e10 and 1e-12, whose variances' products leave float32,
+# against the float64 job at scale 1 times s^2 (with b_std = 0 a ReLU
+# network is positively homogeneous of degree 2); Erf at a large variance
+# against float64; and a network whose kernel really exceeds float32, which
+# must be an error (exit 8), never a stored inf.
+# Usage: tests/e2e_range.sh path/to/ntkd
+set -u
+NTKD=$(readlink -f "${1:?usage: e2e_range.sh path/to/ntkd}")
+source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
+
+$PY - <<'PYEOF'
+import numpy as np
+rng = np.random.default_rng(11)
+np.save('fc.npy', rng.standard_normal((8, 16)).astype(np.float32))
+np.save('img.npy', rng.standard_normal((6, 8, 8, 3)).astype(np.float32))
+PYEOF
+
+# job NAME DATA SCALE PRECISION ARCH: a kernel job (b_std = 0), both kernels exported
+job() {
+  local name=$1 data=$2 scale=$3 prec=$4 arch=$5
+  {
+    printf '[data]\npath = %s\nscale = %s\n[model]\narch = %s\nkernel = ntk\n' "$data" "$scale" "$arch"
+    printf '[compute]\nprecision = %s\n[output]\npath = %s.ntk\n' "$prec" "$name"
+  } > "$name.conf"
+  expect_rc 0 "$name: $prec job, data scaled by $scale" "$NTKD" "$name.conf"
+  "$NTKD" export "$name.ntk" "$name-ntk.npy" --kernel ntk >/dev/null 2>&1
+  "$NTKD" export "$name.ntk" "$name-nngp.npy" --kernel nngp >/dev/null 2>&1
+}
+
+# close GOT REF S TOL: GOT equals REF times S^2 within TOL relative to
+# max(|K_ij|, sqrt(K_ii K_jj)), for NNGP and NTK, and GOT is all finite.
+close() {
+  $PY - "$@" <<'PYEOF'
+import sys
+import numpy as np
+got, ref, factor, tol = sys.argv[1], sys.argv[2], float(sys.argv[3]) ** 2, float(sys.argv[4])
+for k in ('nngp', 'ntk'):
+    g = np.load(f'{got}-{k}.npy').astype(np.float64)
+    r = np.load(f'{ref}-{k}.npy').astype(np.float64) * factor
+    assert np.isfinite(g).all(), f'{k}: {np.count_nonzero(~np.isfinite(g))} values not finite'
+    d = np.sqrt(np.outer(np.diag(r), np.diag(r)))
+    err = np.max(np.abs(g - r) / np.maximum(np.abs(r), d))
+    print(f'    {got} against {ref} x {factor:g}: {k} relative error {err:.3g}', file=sys.stderr)
+    assert err < tol, (k, err, tol)
+PYEOF
+}
+
+# --- positive homogeneity: float32 at 1e10 and 1e-12 against float64 at 1 -----
+for spec in "fc|fc.npy|Dense(W_std=1.5) Relu Dense(W_std=1.5) Relu Dense" \
+            "gap|img.npy|[Conv(3, 1, SAME, W_std=1.5) Relu]*2 GlobalAvgPool Dense" \
+            "flat|img.npy|[Conv(3, 1, SAME, W_std=1.5) Relu]*2 Flatten Dense"; do
+  IFS='|' read -r name data arch <<< "$spec"
+  job "$name-1" "$data" 1 float64 "$arch"
+  for s in 1e10 1e-12; do
+    job "$name-$s" "$data" "$s" float32 "$arch"
+    check "$name: float32 at scale $s = float64 at scale 1 times s^2 (1e-5)" close "$name-$s" "$name-1" "$s" 1e-5
+  done
+done
+
+# --- Erf at variances ~1e6: float32 against float64 on the same data ---------
+# (the product form (1+2q11)(1+2q22) - 4q12^2 lost a pair with itself to
+# cancellation there: its NTK was off by ~1e-2)
+arch="Dense(W_std=1.5) Erf Dense"
+job erf64 fc.npy 1000 float64 "$arch"
+job erf32 fc.npy 1000 float32 "$arch"
+check "Erf at variance ~2e6: float32 = float64 (1e-5)" close erf32 erf64 1 1e-5
+
+# --- a kernel beyond float32: an error, not an inf ---------------------------
+deep="[Dense(W_std=2) Relu]*150 Dense"
+printf '[data]\npath = fc.npy\n[model]\narch = %s\n[compute]\nprecision = float32\n[output]\npath = deep.ntk\n' \
+  "$deep" > deep.conf
+# (exit 8 comes from the worker's check for values that are not finite)
+expect_rc 8 "$deep, float32: the kernel (~1e45) exceeds float32" "$NTKD" deep.conf
+check "... the message names an entry" grep -Eq 'entry \(row [0-9]+, column [0-9]+\)' err.log
+check "... and says to use float64" grep -Eq 'use (\[compute\] precision = )?float64' err.log
+sed 's/precision = float32/precision = float64/; s/deep.ntk/deep64.ntk/' deep.conf > deep64.conf
+expect_rc 0 "the same network in float64" "$NTKD" deep64.conf
+"$NTKD" export deep64.ntk deep64.npy >/dev/null 2>&1
+check "... is finite and beyond float32" $PY -c "
+import numpy as np; k = np.load('deep64.npy'); assert np.isfinite(k).all() and np.abs(k).max() > 3.5e38, k.max()"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
