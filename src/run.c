@@ -42,7 +42,7 @@ ntk_status ntk_agree(ntk_status st) {
 /* Rank 0, holding the lock: resume the store of this job, refuse one of
  * another job (or anything that is not a store), or create it. */
 static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_info *want, const char *text,
-                             int overwrite, ntk_lock_t *lock, ntk_store_t **out) {
+                             int overwrite, ntk_store_t **out) {
   const char *path = job->out_path;
   int stale = ntk_clean_stale_tmp(path);
   if (stale) fprintf(stderr, "ntkd: removed %d temporary file%s left by a killed run\n", stale, stale == 1 ? "" : "s");
@@ -61,7 +61,7 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
       if (st && !overwrite) return st;
       if (!st) {
         /* Resume: every payload checked, damage marked dead, the tail cut. */
-        if ((st = ntk_store_resume(path, text, lock, &s))) return st;
+        if ((st = ntk_store_resume(path, text, &s))) return st;
         const struct ntk_store_scan *sc = ntk_store_get_scan(s);
         fprintf(stderr, "ntkd: resuming %s: %llu of %llu tiles present", path,
                 (unsigned long long)ntk_store_tiles_done(s), (unsigned long long)ntk_store_tiling(s)->needed);
@@ -83,7 +83,7 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
     }
     fprintf(stderr, "ntkd: --overwrite: replacing %s\n", path);
   }
-  return ntk_store_create(path, want, text, lock, out);
+  return ntk_store_create(path, want, text, out);
 }
 
 ntk_status ntk_data_bcast(struct ntk_dataset *ds) {
@@ -213,7 +213,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
       struct ntk_store_info info;
       char *job_text = NULL;
       st = ntk_job_identity(job, &arch, &data, &info, &job_text);
-      if (!st) st = open_store(job, &info, job_text, overwrite, lock, &store);
+      if (!st) st = open_store(job, &info, job_text, overwrite, &store);
       free(job_text);
       if (!st) tile = ntk_store_get_info(store)->tile;
       if (!st)

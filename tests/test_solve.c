@@ -156,7 +156,7 @@ START_TEST(test_non_finite_kernel) {
   in.kernels = NTK_KERNEL_NNGP;
   in.n_train = 2;
   ntk_store_t *s;
-  ck_assert_int_eq(ntk_store_create(store, &in, "test", NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_create(store, &in, "test", &s), NTK_OK);
   float k[16] = {2, 1, 0, 0, 1, 2, 0, 0, 1, INFINITY, 2, 0, 1, 1, 0, 2};
   unsigned char payload[256];
   size_t len;

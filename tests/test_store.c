@@ -66,7 +66,7 @@ static void check_tile(ntk_store_t *s, uint64_t k) {
 
 static void make_store_info(const char *path, const struct ntk_store_info *in, const uint64_t *tiles, int n) {
   ntk_store_t *s;
-  ck_assert_int_eq(ntk_store_create(path, in, job_text, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_create(path, in, job_text, &s), NTK_OK);
   for (int i = 0; i < n; i++) append(s, tiles[i]);
   ck_assert_int_eq(ntk_store_close(s), NTK_OK);
 }
@@ -117,7 +117,7 @@ static ntk_store_t *open_checked(const char *p) {
 /* Resume, recompute what is missing, and check the store is clean after. */
 static void resume_and_finish(const char *p) {
   ntk_store_t *s;
-  ck_assert_int_eq(ntk_store_resume(p, job_text, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
   for (uint64_t k = 0; k < 6; k++)
     if (!ntk_store_has_tile(s, k)) append(s, k);
   ck_assert_int_eq(ntk_store_close(s), NTK_OK);
@@ -153,7 +153,7 @@ START_TEST(test_roundtrip) {
   ck_assert_int_eq(ntk_store_read_payload(s, 2, &q, &len), NTK_EINCOMPLETE);
   ck_assert_int_eq(ntk_store_close(s), NTK_OK);
   /* Appending after a resume. */
-  ck_assert_int_eq(ntk_store_resume(p, job_text, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
   append(s, 2);
   append(s, 2); /* a duplicate is ignored */
   ck_assert_uint_eq(ntk_store_tiles_done(s), 5);
@@ -168,7 +168,7 @@ START_TEST(test_roundtrip) {
   big.n = 1000;
   big.tile = 128;
   tu_path(p, sizeof p, dir, "big.ntk");
-  ck_assert_int_eq(ntk_store_create(p, &big, job_text, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_create(p, &big, job_text, &s), NTK_OK);
   ck_assert_uint_eq(ntk_store_get_info(s)->align, 4096);
   ntk_store_close(s);
 }
@@ -183,7 +183,7 @@ START_TEST(test_split) {
   struct ntk_store_info in = make_info();
   in.n_train = 6;
   ntk_store_t *s;
-  ck_assert_int_eq(ntk_store_create(p, &in, job_text, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_OK);
   ck_assert_uint_eq(ntk_store_tiling(s)->ntiles, 6);
   ck_assert_uint_eq(ntk_store_tiling(s)->needed, 5);
   ck_assert(!ntk_tiling_needed(ntk_store_tiling(s), 5) && ntk_tiling_needed(ntk_store_tiling(s), 4));
@@ -204,7 +204,7 @@ START_TEST(test_split) {
   /* With test x test the whole triangle is needed. */
   tu_path(p, sizeof p, dir, "split-tt.ntk");
   in.test_test = 1;
-  ck_assert_int_eq(ntk_store_create(p, &in, job_text, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_OK);
   ntk_store_close(s);
   ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
   ck_assert_int_eq(ntk_store_get_info(s)->test_test, 1);
@@ -214,7 +214,7 @@ START_TEST(test_split) {
   tu_path(p, sizeof p, dir, "split-bad.ntk");
   in.test_test = 0;
   in.n_train = 11;
-  ck_assert_int_eq(ntk_store_create(p, &in, job_text, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_OK);
   ntk_store_close(s);
   ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_ECORRUPT);
 }
@@ -238,7 +238,7 @@ START_TEST(test_torn_and_garbage_tail) {
     ck_assert(ntk_store_get_scan(s)->tail_bytes > 0);
     ck_assert(!ntk_store_is_damaged(s));
     ntk_store_close(s);
-    ck_assert_int_eq(ntk_store_resume(p, job_text, NULL, &s), NTK_OK);
+    ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
     check_tile(s, 0);
     check_tile(s, 1);
     append(s, 2);
@@ -268,7 +268,7 @@ START_TEST(test_torn_and_garbage_tail) {
   ck_assert_uint_eq(ntk_store_get_scan(s)->tail_bytes, 20 * 63);
   ck_assert(ntk_store_get_scan(s)->tail_damaged && ntk_store_is_damaged(s));
   ntk_store_close(s);
-  ck_assert_int_eq(ntk_store_resume(p, job_text, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
   ck_assert_uint_eq(ntk_store_tiles_done(s), 3);
   ntk_store_close(s);
   ck_assert_int_eq(file_size(p), full);
@@ -456,7 +456,7 @@ START_TEST(test_job_text) {
   for (size_t i = 0; i < big; i++) t[i] = (char)('a' + i % 23);
   t[big] = '\0';
   struct ntk_store_info in = make_info();
-  ck_assert_int_eq(ntk_store_create(p, &in, t, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_create(p, &in, t, &s), NTK_OK);
   ntk_store_close(s);
   s = open_checked(p);
   ck_assert_str_eq(ntk_store_job_text(s), t);
@@ -521,7 +521,7 @@ START_TEST(test_foreign_files) {
   alarm(10);
   ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_EINPUT);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "FIFO"));
-  ck_assert_int_eq(ntk_store_resume(p, job_text, NULL, &s), NTK_EINPUT);
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_EINPUT);
   alarm(0);
   ck_assert_int_eq(ntk_store_open("/dev/zero", NTK_STORE_READ, &s), NTK_EINPUT);
 }
@@ -540,7 +540,7 @@ START_TEST(test_full_disk) {
   lim.rlim_cur = (rlim_t)before + 100; /* room for a record header, not a payload */
   ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
   ntk_store_t *s;
-  ck_assert_int_eq(ntk_store_resume(p, job_text, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
   unsigned char buf[4096];
   size_t len = payload_for(s, 2, buf, sizeof buf);
   struct ntk_tile t = ntk_tiling_tile(ntk_store_tiling(s), 2);
@@ -549,7 +549,7 @@ START_TEST(test_full_disk) {
   ntk_store_close(s);
   setrlimit(RLIMIT_FSIZE, &old);
   ck_assert_int_eq(file_size(p), before); /* partial record cut back */
-  ck_assert_int_eq(ntk_store_resume(p, job_text, NULL, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
   ck_assert_uint_eq(ntk_store_tiles_done(s), 2);
   append(s, 2); /* room again: resumes */
   ck_assert_uint_eq(ntk_store_tiles_done(s), 3);

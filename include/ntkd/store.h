@@ -9,7 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ntkd/lock.h"
 #include "ntkd/status.h"
 #include "ntkd/tiling.h"
 
@@ -73,13 +72,13 @@ enum {
 };
 
 /* Create a new, empty store at `path`, replacing any file there; the
- * caller holds `lock` on `path`. `job_text` (the canonical job, any
+ * caller holds the writer lock on `path` (ntkd/lock.h). `job_text` (the canonical job, any
  * length) is kept in the store for the message that refuses another job.
  * Header, job text and a second copy of the header are written to a
  * temporary file, fsynced, renamed into place and the folder fsynced, so
  * `path` is always either the old file or a valid empty store. */
 ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info, const char *job_text,
-                            ntk_lock_t *lock, ntk_store_t **out);
+                            ntk_store_t **out);
 
 /* Open an existing store for reading, check its header, and index its
  * records. `flags`: NTK_STORE_* bits. Never writes.
@@ -87,13 +86,13 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
  * NTK_ECORRUPT if both header copies are damaged or impossible, NTK_EIO. */
 ntk_status ntk_store_open(const char *path, int flags, ntk_store_t **out);
 
-/* Open an existing store of this job to resume it; the caller holds `lock`
- * and has checked the job hash (ntk_store_open first). Every payload is
+/* Open an existing store of this job to resume it; the caller holds the
+ * writer lock and has checked the job hash (ntk_store_open first). Every payload is
  * checked, then the store is repaired before anything is appended: a
  * damaged header copy is rewritten from the other, a damaged job text from
  * `job_text`, each damaged region is marked dead (its tiles are then
  * missing and get recomputed), and the tail is cut. All of it fsynced. */
-ntk_status ntk_store_resume(const char *path, const char *job_text, ntk_lock_t *lock, ntk_store_t **out);
+ntk_status ntk_store_resume(const char *path, const char *job_text, ntk_store_t **out);
 
 /* Close, fsyncing first if writable; accepts NULL. Returns fsync status.
  * The lock stays the caller's. */

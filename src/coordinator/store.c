@@ -259,8 +259,7 @@ static ntk_store_t *store_new(const char *path) {
 /* ---- creation ------------------------------------------------------------ */
 
 ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info, const char *job_text,
-                            ntk_lock_t *lock, ntk_store_t **out) {
-  (void)lock; /* the caller's proof that it may write (NULL under NTKD_NO_LOCK) */
+                            ntk_store_t **out) {
   *out = NULL;
   ntk_status st = ntk_make_parents(path);
   if (st) return st;
@@ -607,8 +606,7 @@ static void encode_record(const ntk_store_t *s, unsigned char *r, uint32_t kind,
   put64(r + R_CHECKSUM, ntk_checksum(r, R_CHECKSUM));
 }
 
-ntk_status ntk_store_resume(const char *path, const char *job_text, ntk_lock_t *lock, ntk_store_t **out) {
-  (void)lock;
+ntk_status ntk_store_resume(const char *path, const char *job_text, ntk_store_t **out) {
   ntk_store_t *s;
   ntk_status st = open_scan(path, 1, 1, &s);
   if (st) return st;
