@@ -11,17 +11,19 @@
 #   - a worker stopped with SIGSTOP is counted out after [compute]
 #     worker_timeout: exit 9, the store verifies, a rerun finishes
 #     byte-identical to a clean run;
-#   - SIGINT and SIGTERM to mpirun, with scripts/env.sh's kill grace: the
-#     ranks store the tiles in flight and stop cleanly (mpirun exits 1).
+#   - SIGINT and SIGTERM to mpirun, with a kill grace of 10 s (as
+#     scripts/slurm/kernel.sbatch sets it): the ranks store the tiles in
+#     flight and stop cleanly (mpirun exits 1).
 # Every mpirun runs under `timeout`, so a hang fails a check instead of the
 # script. Usage: tests/e2e_hangs.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_hangs.sh path/to/ntkd}")
 source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
-# The settings users get from scripts/env.sh, the kill grace included; the
-# tests that are not about signals to mpirun use Open MPI's 1 s instead.
+# The settings users get from scripts/env.sh; the tests that are not about
+# signals to mpirun use Open MPI's kill grace of 1 s, those that are the
+# 10 s of kernel.sbatch.
 source "$SRC/scripts/env.sh"
-GRACE=${OMPI_MCA_odls_base_sigkill_timeout:-"1 (not set: the Open MPI default)"}
+GRACE=10
 FAST="env OMPI_MCA_odls_base_sigkill_timeout=1"
 # guarded SECONDS CMD...: a hang ends as exit 124 (TERM, then KILL).
 guarded() { local s=$1; shift; timeout -k 15 "$s" "$@"; }
@@ -203,12 +205,12 @@ check "... byte-identical to a clean run" export_cmp stl.ntk ref.npy
 
 # --- SIGINT and SIGTERM to mpirun ---------------------------------------------------------
 # Tiles of several seconds: more than Open MPI's default grace (1 s), less
-# than scripts/env.sh's. mpirun sends the ranks SIGTERM GRACE seconds after
+# than kernel.sbatch's. mpirun sends the ranks SIGTERM GRACE seconds after
 # the signal; every tile they then hold must still reach the store.
-echo "    kill grace: OMPI_MCA_odls_base_sigkill_timeout=$GRACE (scripts/env.sh)"
+echo "    kill grace: OMPI_MCA_odls_base_sigkill_timeout=$GRACE (as scripts/slurm/kernel.sbatch sets it)"
 for sig in INT TERM; do
   job "sg$sig" sig.npy "[Dense Erf]*2000 Dense" 1024
-  mpirun -np 3 "$NTKD" "sg$sig.conf" >/dev/null 2>"sg$sig.log" &
+  OMPI_MCA_odls_base_sigkill_timeout=$GRACE mpirun -np 3 "$NTKD" "sg$sig.conf" >/dev/null 2>"sg$sig.log" &
   mp=$!
   watchdog $mp 300
   wait_tiles "sg$sig.ntk" 1 120
