@@ -41,7 +41,9 @@ tiles() { "$NTKD" info "$1" 2>/dev/null | sed -n 's|^progress: *\([0-9]*\)/.*|\1
 # ============================================================================
 # A job of ~3 s on one core here (deep network, 136 tiles; NNGP only: the
 # NTK of 2000 Erf layers exceeds float32).
-job race x.npy "[Dense Erf]*2000 Dense" 96 "[model]" "kernel = nngp"
+# NTKD_TRUST_DEPTH: fewer layers for slow (sanitizer) builds.
+DEPTH=${NTKD_TRUST_DEPTH:-2000}
+job race x.npy "[Dense Erf]*$DEPTH Dense" 96 "[model]" "kernel = nngp"
 "$NTKD" race.conf >/dev/null 2>&1 && "$NTKD" export race.ntk race_clean.npy >/dev/null 2>&1
 mv race.ntk race_clean.ntk
 check "a clean reference run" [ -s race_clean.npy ]
@@ -147,6 +149,7 @@ for code in 9 8; do
   fi
 done
 
+echo "trust: one writer: ${SECONDS}s"
 # ============================================================================
 # 2. A record belongs to its store
 # ============================================================================
@@ -195,6 +198,7 @@ else
   echo "skipped: foreign record in place (extents $ext7 and $ext differ)"
 fi
 
+echo "trust: records: ${SECONDS}s"
 # ============================================================================
 # 3. Damage stays local: 50 trials
 # ============================================================================
@@ -263,6 +267,7 @@ rc=$?
 sed 's/^/    /' damage.log | tail -12
 check "50 trials of a flipped record-header byte or a zeroed page: every tile outside the damage kept, verify and export exit 4, the rerun ends byte-identical and clean" [ $rc = 0 ]
 
+echo "trust: damage: ${SECONDS}s"
 # ============================================================================
 # 4. The job identity covers the whole job
 # ============================================================================
@@ -280,6 +285,7 @@ sed -i 's/data2.ntk/deep1.ntk/' data2.conf
 expect_rc 2 "the same network on other data values is refused" "$NTKD" data2.conf
 check "... saying the data values differ" has "first difference: data values" err.log
 
+echo "trust: identity: ${SECONDS}s"
 # ============================================================================
 # 6. Hostile paths and files
 # ============================================================================
@@ -360,8 +366,9 @@ rm -f pred-*.npy
 expect_rc 3 "solve under ulimit -f fails with exit 3" bash -c "ulimit -f 1; exec '$NTKD' solve reg.ntk reg.conf"
 check "... and leaves no temporary file" bash -c "! ls pred-*.tmp.* >/dev/null 2>&1"
 
+echo "trust: paths and files: ${SECONDS}s"
 # Signals during start-up: the stop is honoured (exit 5), never a silent death.
-job sig x.npy "[Dense Erf]*2000 Dense" 96 "[model]" "kernel = nngp"
+job sig x.npy "[Dense Erf]*$DEPTH Dense" 96 "[model]" "kernel = nngp"
 early_bad=0
 for d in 0.01 0.02 0.05 0.1 0.2; do
   rm -f sig.ntk
