@@ -109,11 +109,12 @@ rm -f race.ntk scontrol.calls
 "$NTKD" race.conf >old.log 2>&1 &
 old=$!
 wait_tiles race.ntk 1 >/dev/null
+kill -STOP $old # the previous run, still holding the store when the requeued one starts
 PATH="$W/fakebin:$PATH" SLURM_JOB_ID=7 SLURM_NTASKS=3 NTKD="$NTKD" NTKD_LOCK_POLL=1 \
   bash "$SRC/scripts/slurm/kernel.sbatch" race.conf > sl.log 2>&1 &
 sb=$!
-for _ in $(seq 200); do grep -q 'retrying in' sl.log && break; sleep 0.05; done
-kill -USR1 $old; wait $old
+for _ in $(seq 1200); do grep -q 'retrying in' sl.log && break; sleep 0.05; done
+kill -CONT $old; kill -USR1 $old; wait $old
 wait $sb
 check "SLURM script: exit 7 (store held by the previous run) is waited out, then the job resumes and finishes" \
   bash -c "grep -q 'in use by another run (exit 7); retrying' sl.log && grep -q 'finished with exit 0' sl.log && [ ! -e scontrol.calls ]"
