@@ -381,8 +381,8 @@ check "SIGTERM 10-200 ms after start (before and during set-up) stops the job wi
 early_bad=0
 for d in 0.05 0.2 0.5; do
   rm -f sig.ntk
-  mpirun -np 3 "$NTKD" sig.conf >s.log 2>&1 & p=$!
-  sleep $d; kill -USR1 $p; wait $p; r=$?
+  timeout -k 5 120 mpirun -np 3 "$NTKD" sig.conf >s.log 2>&1 & p=$!
+  sleep $d; pkill -USR1 -P $p -x mpirun; wait $p; r=$?
   [ $r = 5 ] || { early_bad=$((early_bad + 1)); echo "    SIGUSR1 to mpirun after ${d}s: exit $r"; tail -3 s.log; }
 done
 check "SIGUSR1 to mpirun while the ranks start (MPI_Init) stops the job with exit 5" [ $early_bad = 0 ]
