@@ -140,6 +140,16 @@ int ntk_clean_stale_tmp(const char *path) {
   return removed;
 }
 
+ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd) {
+  *fd = -1;
+  if (!ntk_tmp_path(path, tmp, cap)) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
+  ntk_clean_stale_tmp(path);
+  unlink(tmp); /* a leftover of an earlier process with this pid */
+  *fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (*fd < 0) return ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+  return NTK_OK;
+}
+
 ntk_status ntk_fsync_folder_of(const char *path) {
   char dir[NTK_PATH_MAX];
   snprintf(dir, sizeof dir, "%s", path);

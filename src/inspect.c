@@ -144,18 +144,23 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
   size_t n = (size_t)in->n, T = in->tile, es = in->elem;
   size_t edge = T < n ? T : n;
   char tmp[NTK_PATH_MAX + 400];
-  if (!ntk_tmp_path(out, tmp, sizeof tmp)) {
+  int fd;
+  if ((st = ntk_tmp_create(out, tmp, sizeof tmp, &fd))) {
     ntk_store_close(s);
-    return fail(ntk_error(NTK_EUSAGE, "%s: path too long", out));
+    return fail(st);
   }
-  ntk_clean_stale_tmp(out);
-  FILE *f = fopen(tmp, "wb");
+  FILE *f = fdopen(fd, "wb");
   char *rowbuf = malloc(edge * n * es);
   char *tb = malloc(edge * edge * es);
   char *raw = malloc(edge * edge * es * 2);
   ntk_codec_t *codec = ntk_codec_create(1);
-  if (!f) st = ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-  else if (!rowbuf || !tb || !raw || !codec) st = ntk_error(NTK_ENOMEM, "out of memory");
+  if (!f) {
+    st = ntk_error(NTK_EIO, "%s: cannot open: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+  } else if (!rowbuf || !tb || !raw || !codec) {
+    st = ntk_error(NTK_ENOMEM, "out of memory");
+  }
   char hdr[256];
   size_t hl = ntk_npy_header(hdr, sizeof hdr, (int)es, n, n);
   if (!st && fwrite(hdr, 1, hl, f) != hl) st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));

@@ -96,7 +96,8 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
   /* A releasing job removes the file: if ours was removed between our
    * open and our lock, the lock is on a dead inode; try again. */
   for (int attempt = 0; !st && attempt < 20; attempt++) {
-    if ((st = ntk_open_regular(l->path, O_RDWR | O_CREAT, "lock file", &l->fd))) break;
+    /* Never through a symbolic link: the file is truncated and rewritten. */
+    if ((st = ntk_open_regular(l->path, O_RDWR | O_CREAT | O_NOFOLLOW, "lock file", &l->fd))) break;
     if (try_lock(l->fd, F_WRLCK)) {
       int e = errno;
       if (e == EAGAIN || e == EACCES) {

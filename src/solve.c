@@ -114,12 +114,17 @@ static ntk_status assemble(ntk_store_t *s, int which, double *ktt, double *kst) 
 
 static ntk_status write_npy(const char *path, const double *x, size_t rows, size_t cols) {
   char tmp[NTK_PATH_MAX + 400], hdr[256];
-  if (!ntk_tmp_path(path, tmp, sizeof tmp)) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
+  int fd;
   ntk_status st = ntk_make_parents(path);
+  if (!st) st = ntk_tmp_create(path, tmp, sizeof tmp, &fd);
   if (st) return st;
-  ntk_clean_stale_tmp(path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+  FILE *f = fdopen(fd, "wb");
+  if (!f) {
+    st = ntk_error(NTK_EIO, "%s: cannot open: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return st;
+  }
   size_t hl = ntk_npy_header(hdr, sizeof hdr, 8, rows, cols);
   if (fwrite(hdr, 1, hl, f) != hl || fwrite(x, sizeof *x, rows * cols, f) != rows * cols || fflush(f) ||
       fsync(fileno(f)))

@@ -112,6 +112,27 @@ START_TEST(test_fifo_lock_file) {
 }
 END_TEST
 
+/* A lock file is truncated and rewritten: never through a symbolic link
+ * (one pointing at an unrelated file would destroy it). */
+START_TEST(test_symlink_lock_file) {
+  char p[512], lp[520], victim[512];
+  tu_path(p, sizeof p, dir, "sym.ntk");
+  tu_path(victim, sizeof victim, dir, "precious.txt");
+  snprintf(lp, sizeof lp, "%s.lock", p);
+  tu_write(victim, "keep me\n", 8);
+  ck_assert_int_eq(symlink(victim, lp), 0);
+  ntk_lock_t *l = NULL;
+  ck_assert_int_ne(ntk_lock_acquire(p, "store", &l), NTK_OK);
+  ck_assert_ptr_null(l);
+  char buf[16] = "";
+  FILE *f = fopen(victim, "rb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fread(buf, 1, sizeof buf, f), 8);
+  fclose(f);
+  ck_assert_int_eq(memcmp(buf, "keep me\n", 8), 0);
+}
+END_TEST
+
 int main(void) {
   dir = tu_tmpdir();
   Suite *s = suite_create("lock");
@@ -121,6 +142,7 @@ int main(void) {
   tcase_add_test(tc, test_other_machine);
   tcase_add_test(tc, test_no_lock_setting);
   tcase_add_test(tc, test_fifo_lock_file);
+  tcase_add_test(tc, test_symlink_lock_file);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

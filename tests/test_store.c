@@ -9,6 +9,7 @@
 
 #include "ntkd/codec.h"
 #include "ntkd/config.h"
+#include "ntkd/fsutil.h"
 #include "ntkd/store.h"
 #include "testutil.h"
 
@@ -527,6 +528,24 @@ START_TEST(test_foreign_files) {
 }
 END_TEST
 
+/* The temporary file a store is written to before its rename: created
+ * afresh, never through a link planted at its (predictable) name. */
+START_TEST(test_tmp_not_through_links) {
+  char p[512], tmp[1024], victim[512];
+  tu_path(p, sizeof p, dir, "linked.ntk");
+  tu_path(victim, sizeof victim, dir, "victim.txt");
+  tu_write(victim, "keep me", 7);
+  ck_assert(ntk_tmp_path(p, tmp, sizeof tmp));
+  ck_assert_int_eq(symlink(victim, tmp), 0);
+  make_store(p, all6, 6);
+  ntk_store_t *s = open_checked(p);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  ntk_store_close(s);
+  ck_assert_int_eq(file_size(victim), 7);
+  ck_assert_int_eq(access(tmp, F_OK), -1);
+}
+END_TEST
+
 START_TEST(test_full_disk) {
   char p[512];
   tu_path(p, sizeof p, dir, "full.ntk");
@@ -573,6 +592,7 @@ int main(void) {
   tcase_add_test(tc, test_job_text);
   tcase_add_test(tc, test_impossible_headers);
   tcase_add_test(tc, test_foreign_files);
+  tcase_add_test(tc, test_tmp_not_through_links);
   tcase_add_test(tc, test_full_disk);
   suite_add_tcase(s, tc);
   return tu_run(s);

@@ -43,6 +43,13 @@ int ntk_tmp_path(const char *path, char *out, size_t cap);
  * killed export, snapshot or store creation). Returns how many. */
 int ntk_clean_stale_tmp(const char *path);
 
+/* The temporary file this process writes before renaming it to `path`:
+ * stale ones of dead processes are removed, then PATH.tmp.HOST.PID (its
+ * name into `tmp`, `cap` bytes) is created afresh, never through a
+ * symbolic link or over an existing file (O_EXCL | O_NOFOLLOW), and opened
+ * for writing into *fd. */
+ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd);
+
 /* fsync the folder holding `path`, after a rename into it. */
 ntk_status ntk_fsync_folder_of(const char *path);
 

@@ -289,15 +289,13 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
   }
   unsigned char *h = st ? NULL : malloc(NTK_STORE_HEADER_SIZE);
   if (!st && !h) st = ntk_error(NTK_ENOMEM, "out of memory");
-  char tmp[NTK_PATH_MAX + 300];
-  if (!st && !ntk_tmp_path(path, tmp, sizeof tmp)) st = ntk_error(NTK_EUSAGE, "%s: path too long", path);
+  char tmp[NTK_PATH_MAX + 400];
   int fd = -1;
   if (!st) {
     s->first = align_up(JOB_TEXT_AT + tlen, PAGE);
     encode_header(&s->info, &s->tiling, tlen, raw, ntk_checksum(text, tlen), s->first, h);
     memcpy(s->good_header, h, NTK_STORE_HEADER_SIZE);
-    fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) st = ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    st = ntk_tmp_create(path, tmp, sizeof tmp, &fd);
   }
   if (!st && (pwrite_all(fd, h, NTK_STORE_HEADER_SIZE, 0) || pwrite_all(fd, h, NTK_STORE_HEADER_SIZE, HEADER_B) ||
               pwrite_all(fd, text, tlen, JOB_TEXT_AT) || ftruncate(fd, (off_t)s->first)))

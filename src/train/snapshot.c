@@ -76,11 +76,9 @@ ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *
   unsigned char h[SNAP_HEADER];
   encode(info, ntk_checksum(sums, sizeof sums), h);
   char tmp[NTK_PATH_MAX + 400];
-  if (!ntk_tmp_path(path, tmp, sizeof tmp)) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
+  int fd;
   /* A snapshot write killed half-way leaves its temporary file: removed here. */
-  ntk_clean_stale_tmp(path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+  if ((st = ntk_tmp_create(path, tmp, sizeof tmp, &fd))) return st;
   if (write_all(fd, h, sizeof h) || write_all(fd, p, bytes) || write_all(fd, m, bytes) || write_all(fd, v, bytes))
     st = ntk_error(NTK_EIO, "%s: cannot write the snapshot: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
