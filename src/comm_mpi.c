@@ -199,6 +199,20 @@ static int wait_request(MPI_Request *req, double timeout) {
   }
 }
 
+/* Test settings NTKD_TEST_FAIL_SEND / _RECV: the k-th send or receive of
+ * this rank fails with a real MPI error, from an invalid tag. */
+static ntk_status injected_failure(int send, int peer, const void *buf, long k) {
+  MPI_Request req;
+  int rc = send ? MPI_Isend(buf, 0, MPI_BYTE, peer, -7, MPI_COMM_WORLD, &req)
+                : MPI_Irecv((void *)buf, 0, MPI_BYTE, peer, -7, MPI_COMM_WORLD, &req);
+  if (rc == MPI_SUCCESS) rc = MPI_ERR_TAG;
+  char what[64];
+  snprintf(what, sizeof what, send ? "send to rank %d" : "receive from rank %d", peer);
+  mpi_fail(rc, what);
+  return ntk_error(NTK_ECOMM, "%s (NTKD_TEST_FAIL_%s: %s %ld of rank %d)", ntk_error_message(),
+                   send ? "SEND" : "RECV", send ? "send" : "receive", k, rank);
+}
+
 static ntk_status send_one(const void *buf, size_t bytes, int dest, int tag) {
   MPI_Request req;
   int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, dest, tag, MPI_COMM_WORLD, &req);
@@ -210,16 +224,7 @@ static ntk_status send_one(const void *buf, size_t bytes, int dest, int tag) {
 }
 
 ntk_status ntk_comm_send(int dest, int tag, const void *buf, size_t bytes) {
-  if (fail_send_at && ++sends == fail_send_at) {
-    /* Test setting: a real MPI error, from an invalid tag. */
-    MPI_Request req;
-    int rc = MPI_Isend(buf, 0, MPI_BYTE, dest, -7, MPI_COMM_WORLD, &req);
-    if (rc == MPI_SUCCESS) rc = MPI_ERR_TAG;
-    char what[64];
-    snprintf(what, sizeof what, "send to rank %d", dest);
-    mpi_fail(rc, what);
-    return ntk_error(NTK_ECOMM, "%s (NTKD_TEST_FAIL_SEND: send %ld of rank %d)", ntk_error_message(), sends, rank);
-  }
+  if (fail_send_at && ++sends == fail_send_at) return injected_failure(1, dest, buf, sends);
   if (bytes <= piece_size) return send_one(buf, bytes, dest, tag);
   struct announce a = {bytes, piece_size};
   ntk_status st = send_one(&a, sizeof a, dest, TAG_ANNOUNCE(tag));
@@ -293,16 +298,7 @@ static ntk_status recv_one(int source, int tag, void *buf, size_t bytes, double 
 }
 
 ntk_status ntk_comm_recv_within(int source, int tag, void *buf, size_t bytes, double timeout) {
-  if (fail_recv_at && ++recvs == fail_recv_at) {
-    /* Test setting: a real MPI error, from an invalid tag. */
-    MPI_Request req;
-    int rc = MPI_Irecv(buf, 0, MPI_BYTE, source, -7, MPI_COMM_WORLD, &req);
-    if (rc == MPI_SUCCESS) rc = MPI_ERR_TAG;
-    char what[64];
-    snprintf(what, sizeof what, "receive from rank %d", source);
-    mpi_fail(rc, what);
-    return ntk_error(NTK_ECOMM, "%s (NTKD_TEST_FAIL_RECV: receive %ld of rank %d)", ntk_error_message(), recvs, rank);
-  }
+  if (fail_recv_at && ++recvs == fail_recv_at) return injected_failure(0, source, buf, recvs);
   struct pending *p = &pending[source];
   /* Not announced through ntk_comm_poll: wait for the message itself or
    * for its announcement. */

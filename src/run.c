@@ -5,7 +5,6 @@
 #include "ntkd/run.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
