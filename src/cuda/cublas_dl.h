@@ -6,6 +6,7 @@
 #define NTKD_CUBLAS_DL_H
 
 #include <cublas_api.h>
+#include <cuda_runtime.h>
 #include <stddef.h>
 
 struct ntk_cublas {
@@ -17,10 +18,18 @@ struct ntk_cublas {
   cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t); /* NULL if absent */
   cublasStatus_t (*dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
                           const double *, int, const double *, int, const double *, double *, int);
+  /* C = alpha op(A) op(A)^T + beta C on one triangle (diagonal tiles, the benchmark's floor). */
+  cublasStatus_t (*ssyrk)(cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const float *, const float *,
+                          int, const float *, float *, int);
+  cublasStatus_t (*dsyrk)(cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const double *,
+                          const double *, int, const double *, double *, int);
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+  cublasStatus_t (*get_version)(cublasHandle_t, int *);
 };
 
 /* Load libcublas (newest soname first) and its entry points. 0 on success;
- * otherwise 1 with dlopen's or dlsym's message in err. */
+ * otherwise 1 with every failed dlopen's message (one per soname tried) or
+ * the missing symbol in err. */
 int ntk_cublas_load(struct ntk_cublas *b, char *err, size_t cap);
 
 /* cuBLAS's name for a status code ("CUBLAS_STATUS_ALLOC_FAILED", ...). */
