@@ -9,19 +9,50 @@
 # The bundle's programs are small scripts that start the real ones with
 # the bundled loader; libcuda (the driver) and cuBLAS come from the
 # machine (its ld.so.cache, /usr/local/nvidia/lib64, /usr/local/cuda/lib64).
-#   scripts/gpu_bundle.sh [ARCHIVE]     (default: ntkd-gpu-bundle.tar.xz)
+#   scripts/gpu_bundle.sh [--cuda 12|system] [ARCHIVE]
+#                                      (default: ntkd-gpu-bundle.tar.xz)
+# --cuda 12 (the default): built with scripts/cuda12_toolchain.sh, so the
+#   programs carry the CUDA 12.9 runtime and run on any driver >= R525
+#   (a CUDA 13 runtime needs R580 or newer). Needs pip and a CUDA 13 nvcc
+#   here (the front end); the wheels are fetched once.
+# --cuda system: the nvcc on PATH as it is (CUDA 13 here: driver >= R580).
+# The archive must stay under 40 MB (it travels in a 64 MiB transfer).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+cuda=${NTKD_BUNDLE_CUDA:-12}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cuda) cuda=$2; shift 2 ;;
+    --cuda=*) cuda=${1#--cuda=}; shift ;;
+    -*) echo "usage: gpu_bundle.sh [--cuda 12|system] [ARCHIVE]" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
 archive=$(readlink -m "${1:-$here/ntkd-gpu-bundle.tar.xz}")
-build="$here/build-gpu"
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNTKD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="75;90" >/dev/null
-cmake --build "$build" -j "$(nproc)" >/dev/null
+progs=(ntkd ntkd_bench_cnn ntkd_gpu_check_adam ntkd_gpu_check_train ntkd_gpu_bench_syrk tests/test_backend)
+case "$cuda" in
+  12)
+    root=$("$here/scripts/cuda12_toolchain.sh" | tail -1)
+    build=${NTKD_BUNDLE_BUILD:-$here/build-gpu12}
+    cudaflags=(-DCMAKE_CUDA_COMPILER="$root/bin/nvcc" -DCUDAToolkit_ROOT="$root")
+    want=12 ;;
+  system)
+    build=${NTKD_BUNDLE_BUILD:-$here/build-gpu}
+    cudaflags=()
+    want= ;;
+  *) echo "gpu_bundle: --cuda is 12 or system, not '$cuda'" >&2; exit 2 ;;
+esac
+log=$(mktemp)
+{ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNTKD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="75;90" \
+    "${cudaflags[@]}" && cmake --build "$build" -j "$(nproc)" --target "${progs[@]##*/}"; } >"$log" 2>&1 ||
+  { tail -40 "$log"; echo "gpu_bundle: the build in $build failed" >&2; rm -f "$log"; exit 1; }
+grep '^-- ntkd CUDA runtime' "$log" || true
+rm -f "$log"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 b="$stage/ntkd-gpu-bundle"
 mkdir -p "$b/real" "$b/lib" "$b/tests"
 ompi=/usr/lib/x86_64-linux-gnu/openmpi
-progs=(ntkd ntkd_bench_cnn ntkd_gpu_check_adam ntkd_gpu_check_train ntkd_gpu_bench_syrk tests/test_backend)
 for p in "${progs[@]}"; do cp "$build/$p" "$b/real/$(basename "$p")"; done
 cp /usr/bin/orterun /usr/bin/orted "$b/real/"
 # Open MPI's tree, relocated with OPAL_PREFIX=$b/usr (its plugins, help
@@ -57,12 +88,34 @@ if [ -z "\${OPENBLAS_CORETYPE:-}" ]; then
   if grep -q avx512f /proc/cpuinfo 2>/dev/null; then export OPENBLAS_CORETYPE=SkylakeX
   elif grep -q avx2 /proc/cpuinfo 2>/dev/null; then export OPENBLAS_CORETYPE=Haswell; fi
 fi
-exec "\$b/lib/ld-linux-x86-64.so.2" --library-path "\$b/lib:\$b/usr/lib/x86_64-linux-gnu/openmpi/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:/usr/lib64" "\$b/real/$1" "\$@"
+# The loader's --library-path replaces LD_LIBRARY_PATH: the machine's is
+# kept, last, for a driver or cuBLAS in a place of its own.
+exec "\$b/lib/ld-linux-x86-64.so.2" --library-path "\$b/lib:\$b/usr/lib/x86_64-linux-gnu/openmpi/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu:/usr/lib64\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" "\$b/real/$1" "\$@"
 EOF
   chmod +x "$2"
 }
 for p in "${progs[@]}"; do wrap "$(basename "$p")" "$b/$p"; done
 wrap orterun "$b/mpirun"
 wrap orted "$b/orted"
+# The runtime the programs carry, asked of the bundled bench itself (no
+# driver needed: cudaRuntimeGetVersion answers without one).
+rt=$("$b/ntkd_gpu_bench_syrk" versions 2>/dev/null | awk '$1 == "runtime" {print $2; exit}' || true)
+[ -n "$rt" ] || { echo "gpu_bundle: the bundled ntkd_gpu_bench_syrk does not start here" >&2; exit 1; }
+if [ -n "$want" ] && [ "$((rt / 1000))" != "$want" ]; then
+  echo "gpu_bundle: the programs carry CUDA runtime $rt, not CUDA $want" >&2; exit 1
+fi
+{
+  "$b/ntkd" --version 2>/dev/null | head -1 || true
+  echo "cuda_runtime $rt (needs a driver for CUDA $((rt / 1000)).0 or newer)"
+  nvcc=$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+  echo "nvcc $nvcc: $("$nvcc" --version | grep -o 'release [0-9.]*')"
+  if [ "$cuda" = 12 ]; then echo "toolkit $(cat "$root/NTKD-TOOLKIT")"; fi
+  echo "architectures 75;90"
+  echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+} > "$b/BUILD-INFO"
 tar -C "$stage" -cJf "$archive" ntkd-gpu-bundle
-echo "gpu_bundle: $archive ($(du -h "$archive" | cut -f1); $(du -sh "$b" | cut -f1) unpacked)"
+size=$(stat -c %s "$archive")
+echo "gpu_bundle: $archive ($(du -h "$archive" | cut -f1); $(du -sh "$b" | cut -f1) unpacked; CUDA runtime $rt)"
+if [ "$size" -gt $((40 * 1000 * 1000)) ]; then
+  echo "gpu_bundle: the archive is over 40 MB: it must travel in a 64 MiB transfer with the work tree" >&2; exit 1
+fi

@@ -7,13 +7,16 @@
 
 int ntk_cublas_load(struct ntk_cublas *b, char *err, size_t cap) {
   memset(b, 0, sizeof *b);
-  const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
+  char own[32];
+  snprintf(own, sizeof own, "libcublas.so.%d", CUDART_VERSION / 1000);
+  const char *names[] = {own, "libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
   /* Every failure is kept: the one that matters (a library found but not
    * loadable, say for a missing libcublasLt or an old driver) is often
    * not the last name tried. */
   size_t len = 0;
   if (cap) err[0] = 0;
   for (size_t i = 0; i < sizeof names / sizeof *names && !b->lib; i++) {
+    if (i > 0 && !strcmp(names[i], own)) continue; /* tried first */
     b->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!b->lib && len < cap) {
       const char *why = dlerror();

@@ -5,7 +5,7 @@
 #ifndef NTKD_CUBLAS_DL_H
 #define NTKD_CUBLAS_DL_H
 
-#include <cublas_api.h>
+#include <cublas_v2.h> /* types only: cuBLAS itself is loaded with dlopen */
 #include <cuda_runtime.h>
 #include <stddef.h>
 
@@ -27,7 +27,10 @@ struct ntk_cublas {
   cublasStatus_t (*get_version)(cublasHandle_t, int *);
 };
 
-/* Load libcublas (newest soname first) and its entry points. 0 on success;
+/* Load libcublas and its entry points: first the soname of the CUDA major
+ * version this binary's runtime carries (a cuBLAS of a newer major loads
+ * but fails cublasCreate on a driver too old for it), then the others,
+ * newest first. 0 on success;
  * otherwise 1 with every failed dlopen's message (one per soname tried) or
  * the missing symbol in err. */
 int ntk_cublas_load(struct ntk_cublas *b, char *err, size_t cap);

@@ -7,7 +7,7 @@
  * copy (snapshots, checksums, validation) stays the truth. Not run on the
  * development machine (no GPU): scripts/gpu_check.sh compares it with the
  * CPU path. */
-#include <cublas_api.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -101,6 +101,10 @@ extern "C" int ntk_mlp_gpu_create(const struct ntk_mlp *m, size_t max_batch, int
   if (ntk_cublas_load(&G->cb, err, cap)) return 1;
   CUDA_TRY(cudaSetDevice(device));
   BLAS_TRY(G->cb.create(&G->h));
+  /* Plain float32 gemms, as on the CPU: no TF32 or emulation, whatever the
+   * environment asks for (as src/worker/cuda/fc_cuda.cu). An old cuBLAS
+   * without cublasSetMathMode has no TF32 to turn off. */
+  if (G->cb.set_math_mode) BLAS_TRY(G->cb.set_math_mode(G->h, CUBLAS_PEDANTIC_MATH));
   size_t np = m->nparams, acts = 0, widest = 0;
   for (size_t l = 1; l < m->nsizes; l++) {
     acts += max_batch * m->sizes[l];
