@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int active, rank, size = 1;
 
@@ -102,24 +103,51 @@ void ntk_comm_finalize(void) {
   pending = NULL;
 }
 
-ntk_status ntk_comm_node_slot(int *slot, int *count) {
-  *slot = 0;
-  *count = 1;
+ntk_status ntk_comm_node_gather(const void *mine, size_t bytes, void **all, struct ntk_node_info *node) {
+  memset(node, 0, sizeof *node);
+  node->size = 1;
+  node->first_rank = rank;
+  if (gethostname(node->host, sizeof node->host) != 0) snprintf(node->host, sizeof node->host, "?");
+  node->host[sizeof node->host - 1] = '\0';
+  *all = malloc(bytes ? bytes : 1);
+  if (!*all) return ntk_error(NTK_ENOMEM, "out of memory");
+  if (bytes) memcpy(*all, mine, bytes);
   if (!active || size == 1) return NTK_OK;
-  MPI_Comm node;
-  int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  if (bytes > INT_MAX) return ntk_error(NTK_ECOMM, "a %zu-byte contribution to a node exchange", bytes);
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS && len > 0)
+    snprintf(node->host, sizeof node->host, "%.*s", len, name);
+  /* Keyed by world rank: node order is world-rank order. */
+  MPI_Comm comm;
+  int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &comm);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "split by node");
-  int nrank = 0, nsize = 1, lowest = rank;
-  MPI_Comm_rank(node, &nrank);
-  MPI_Comm_size(node, &nsize);
-  rc = MPI_Allreduce(&rank, &lowest, 1, MPI_INT, MPI_MIN, node);
-  MPI_Comm_free(&node);
-  if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce on a node");
-  /* Ranks are ordered by world rank within the node: the coordinator
-   * (rank 0), when it is on this node, is its first and does not compute. */
-  int coordinator_here = lowest == 0;
-  *slot = rank == 0 ? -1 : nrank - coordinator_here;
-  *count = nsize - coordinator_here;
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm, &node->index);
+  MPI_Comm_size(comm, &node->size);
+  void *buf = malloc((size_t)node->size * bytes + 1);
+  ntk_status st = buf ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
+  int err = !buf, any = 0;
+  /* Every rank of the node takes part in both collectives, also one that
+   * failed to allocate (it says so in the first). */
+  rc = MPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, comm);
+  if (rc != MPI_SUCCESS && !st) st = mpi_fail(rc, "allreduce on a node");
+  if (!st && any) st = ntk_error(NTK_ENOMEM, "out of memory on another rank of node %s", node->host);
+  if (!st) {
+    rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, buf, (int)bytes, MPI_BYTE, comm);
+    if (rc != MPI_SUCCESS) st = mpi_fail(rc, "allgather on a node");
+  }
+  if (!st) {
+    rc = MPI_Allreduce(&rank, &node->first_rank, 1, MPI_INT, MPI_MIN, comm);
+    if (rc != MPI_SUCCESS) st = mpi_fail(rc, "allreduce on a node");
+  }
+  MPI_Comm_free(&comm);
+  if (st) {
+    free(buf);
+    return st;
+  }
+  free(*all);
+  *all = buf;
   return NTK_OK;
 }
 

@@ -172,36 +172,81 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     st = ntk_agree(pst);
   }
 
-  /* 4. Placement: the first computing ranks of a node drive its GPUs, the
-   * others compute on the CPU ([compute] backend, docs/JOB-FILE.md). */
-  int computes = size == 1 || rank != 0, place = NTK_PLACE_CPU;
-  if (!st) {
-    int slot = 0, node_workers = 1;
-    st = ntk_agree(ntk_comm_node_slot(&slot, &node_workers));
-    char why[512] = "";
-    int ngpus = job->backend == NTK_BACKEND_CPU ? 0 : ntk_backend_gpu_count(why, sizeof why);
+  /* 4. Placement (docs/GPU.md, "Placement"): each rank lists the GPUs it
+   * sees, the ranks of a node exchange the lists, and each works out the
+   * node's table with the same pure function: the computing ranks, in slot
+   * order, take distinct physical GPUs (by UUID); the coordinator takes
+   * none; the rest compute on the CPU (auto) or stop the job (cuda). */
+  int computes = size == 1 || rank != 0, place = computes ? NTK_PLACE_CPU : NTK_PLACE_NONE;
+  double tally[4] = {0, 0, 0, 0}; /* GPU workers placed, started; nodes; distinct GPUs over nodes */
+  char mywhy[256] = "";           /* why this rank sees no GPU */
+  int list_failed = 0;            /* this rank could not list its GPUs */
+  if (!st && job->backend != NTK_BACKEND_CPU) {
+    struct ntk_gpu_view *view = calloc(1, sizeof *view);
+    if (view) {
+      view->rank = rank;
+      view->computes = computes;
+      ntk_backend_gpu_list(rank, view);
+      snprintf(mywhy, sizeof mywhy, "%s", view->why);
+      list_failed = view->n < 0;
+    }
+    st = ntk_agree(view ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
+    void *all = NULL;
+    struct ntk_node_info node;
+    if (!st) st = ntk_agree(ntk_comm_node_gather(view, sizeof *view, &all, &node));
     char nogpu[512] = "";
     int gpu_arch = ntk_backend_gpu_computes(&arch, &data, nogpu, sizeof nogpu);
-    if (computes) place = ntk_backend_place(job->backend, slot, ngpus, gpu_arch);
     ntk_status pst = NTK_OK;
-    if (!st && place == NTK_PLACE_NO_GPU) {
-      if (!ngpus)
-        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but there is no usable GPU: %s", conf_path, why);
-      else if (!gpu_arch)
+    if (!st) {
+      const struct ntk_gpu_view *v = all;
+      int *table = malloc((size_t)node.size * sizeof *table);
+      struct ntk_place_summary sum = {0, 0, 0};
+      if (table) {
+        ntk_backend_place_node(job->backend, gpu_arch, node.size, v, table, &sum);
+        place = table[node.index];
+      } else {
+        pst = ntk_error(NTK_ENOMEM, "out of memory");
+      }
+      free(table);
+      if (node.index == 0) tally[2] = 1, tally[3] = sum.distinct;
+      if (place >= 0) {
+        const struct ntk_gpu_info *d = &view->dev[place];
+        char u[32];
+        ntk_gpu_uuid_short(d->uuid, u, sizeof u);
+        tally[0] = 1;
+        fprintf(stderr, "ntkd: rank %d on %s: GPU %d of the %d it sees: %s, %s, PCI %s\n", rank, node.host, place,
+                view->n, d->name, u, d->pci);
+      } else if (place == NTK_PLACE_NO_GPU && !sum.distinct) {
+        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but there is no usable GPU: %s", conf_path,
+                        view->why);
+      } else if (place == NTK_PLACE_NO_GPU && !gpu_arch) {
         pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda: %s (backend = auto computes it on the CPU)",
                         conf_path, nogpu);
-      else
-        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but this node has %d GPU%s for %d computing "
-                        "ranks: start fewer ranks per node, or use backend = auto to put the rest on the CPU",
-                        conf_path, ngpus, ngpus == 1 ? "" : "s", node_workers);
+      } else if (place == NTK_PLACE_NO_GPU) {
+        char mine[400];
+        if (view->n < 0) snprintf(mine, sizeof mine, "; this rank cannot list its GPUs: %s", view->why);
+        else snprintf(mine, sizeof mine, "; this rank sees %d of them, all taken by the ranks before it", view->n);
+        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but rank %d gets no GPU: node %s has %d "
+                        "distinct GPU%s visible to its %d computing rank%s%s. Start at most one worker per GPU "
+                        "(on the coordinator's node one rank more: rank 0 only coordinates), let each rank see "
+                        "GPUs of its own, or use backend = auto to put the rest on the CPU",
+                        conf_path, rank, node.host, sum.distinct, sum.distinct == 1 ? "" : "s", sum.computing,
+                        sum.computing == 1 ? "" : "s", mine);
+      }
     }
+    free(all);
+    free(view);
     if (!st) st = ntk_agree(pst); /* each rank that cannot be placed says why */
+    if (!st) st = ntk_agree(ntk_comm_sum_doubles(tally + 2, 2));
     if (!st && rank == 0 && job->backend == NTK_BACKEND_AUTO) {
-      if (!ngpus && strstr(ntk_backend_names(), "cuda"))
-        fprintf(stderr, "ntkd: no usable GPU (%s): computing on the CPU\n", why);
-      else if (ngpus && !gpu_arch)
+      if (!tally[3] && strstr(ntk_backend_names(), "cuda"))
+        fprintf(stderr, "ntkd: no usable GPU (%s): computing on the CPU\n", mywhy);
+      else if (tally[3] && !gpu_arch)
         fprintf(stderr, "ntkd: %s: computing on the CPU\n", nogpu);
     }
+    /* Where GPUs are in use, a rank whose driver fails says so itself. */
+    if (!st && computes && list_failed && tally[3] && gpu_arch && job->backend == NTK_BACKEND_AUTO)
+      fprintf(stderr, "ntkd: rank %d cannot list its GPUs (%s): computing on the CPU\n", rank, mywhy);
   }
 
   /* 5. The store (rank 0): resume, refuse, or create. */
@@ -232,7 +277,9 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     ntk_status est = NTK_OK;
     if (computes && place >= 0) {
       prob.device = place;
-      est = ntk_engine_create(&prob, ntk_backend_find("cuda"), job->level, &tiling, &engine);
+      const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
+      est = cuda ? ntk_engine_create(&prob, cuda, job->level, &tiling, &engine)
+                 : ntk_error(NTK_ECONFIG, "this ntkd was built without CUDA");
       if (est && job->backend == NTK_BACKEND_AUTO) { /* auto: a GPU that fails to start is not fatal */
         fprintf(stderr, "ntkd: rank %d: %s: computing on the CPU instead\n", rank, ntk_error_message());
         place = NTK_PLACE_CPU;
@@ -243,12 +290,16 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     }
     st = ntk_agree(est);
     /* Counted once the engines exist: a GPU that failed to start is not one. */
-    double on_gpu = computes && place >= 0;
-    if (!st) st = ntk_agree(ntk_comm_sum_doubles(&on_gpu, 1));
-    if (!st && rank == 0 && on_gpu > 0) {
-      int workers = size == 1 ? 1 : size - 1;
-      fprintf(stderr, "ntkd: %d worker%s on GPUs (CUDA), %d on the CPU\n", (int)on_gpu, on_gpu == 1 ? "" : "s",
-              workers - (int)on_gpu);
+    tally[1] = computes && place >= 0;
+    if (!st) st = ntk_agree(ntk_comm_sum_doubles(tally, 2));
+    if (!st && rank == 0 && tally[3] > 0) {
+      int workers = size == 1 ? 1 : size - 1, placed = (int)tally[0], on_gpu = (int)tally[1];
+      fprintf(stderr, "ntkd: placement: %d of %d worker%s on GPUs (CUDA), %d on the CPU; %d distinct GPU%s seen "
+              "on %d node%s", on_gpu, workers, workers == 1 ? "" : "s", workers - on_gpu, (int)tally[3],
+              tally[3] == 1 ? "" : "s", (int)tally[2], tally[2] == 1 ? "" : "s");
+      if (placed > on_gpu)
+        fprintf(stderr, "; %d GPU worker%s fell back to the CPU", placed - on_gpu, placed - on_gpu == 1 ? "" : "s");
+      fprintf(stderr, "\n");
     }
   }
   ntk_status result = NTK_OK;

@@ -31,10 +31,20 @@ int ntk_comm_rank(void);
 int ntk_comm_size(void);
 int ntk_comm_active(void); /* MPI initialised */
 
-/* Collective: this rank's index among the ranks of its node that compute
- * tiles (-1 for rank 0 of a multi-rank job, which coordinates) and how
- * many of them the node has. Without mpirun: 0 and 1. */
-ntk_status ntk_comm_node_slot(int *slot, int *count);
+/* The ranks of this rank's node (those sharing its memory), in world-rank
+ * order, which is also their order in the node's GPU placement. */
+struct ntk_node_info {
+  int index;      /* this rank's position among them */
+  int size;       /* how many */
+  int first_rank; /* world rank of the first (0: the coordinator is here) */
+  char host[64];  /* MPI's processor name (the host), for messages */
+};
+
+/* Collective: every rank contributes `bytes` bytes (`mine`) and gets the
+ * contributions of all the ranks of its node, in node order, in a new
+ * buffer *all (node->size * bytes; free it), plus its node's details.
+ * Without mpirun: a copy of its own. */
+ntk_status ntk_comm_node_gather(const void *mine, size_t bytes, void **all, struct ntk_node_info *node);
 
 /* Collective: broadcast `bytes` bytes from rank 0 (any size). */
 ntk_status ntk_comm_bcast(void *buf, size_t bytes);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ntkd/backend.h"
 #include "ntkd/codec.h"
 #include "ntkd/comm.h"
 #include "ntkd/cpuinit.h"
@@ -46,50 +47,104 @@ struct trainer {
 #endif
 };
 
-/* Which GPU, if any, this rank trains on: with [train] device = auto the
- * first node-local ranks take one GPU each and the rest use the CPU; cuda
- * requires one. Returns the device or -1. */
-static int pick_gpu(const struct trainer *T, ntk_status *st) {
+/* Which GPU, if any, this rank trains on: the placement table of kernel
+ * jobs (docs/GPU.md, "Placement"), where every rank computes, rank 0
+ * too. Collective. Returns the device (its index in this process's CUDA
+ * numbering) or -1; *view gets what this rank sees; tally[0] 1 if placed,
+ * tally[2..3] this node's count and distinct GPUs (on its first rank). */
+static int pick_gpu(const struct trainer *T, struct ntk_gpu_view *view, double *tally, ntk_status *st) {
   *st = NTK_OK;
   if (T->o->device == NTK_TRAIN_DEVICE_CPU) return -1;
-#ifdef NTKD_HAVE_CUDA
-  const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
-  int local = T->rank;
-  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
-    if (getenv(vars[i])) {
-      local = atoi(getenv(vars[i]));
-      break;
-    }
-  int n = ntk_mlp_gpu_devices();
-  if (local < n) return local;
-  if (T->o->device == NTK_TRAIN_DEVICE_CUDA)
-    *st = ntk_error(NTK_ECONFIG, "%s: [train] device = cuda, but rank %d (node-local rank %d) has no GPU of its own "
-                    "(%d visible)", T->job->source, T->rank, local, n);
-  return -1;
-#else
-  if (T->o->device == NTK_TRAIN_DEVICE_CUDA)
-    *st = ntk_error(NTK_ECONFIG, "%s: [train] device = cuda, but this ntkd was built without CUDA", T->job->source);
-  return -1;
-#endif
+  int pref = T->o->device == NTK_TRAIN_DEVICE_CUDA ? NTK_BACKEND_CUDA : NTK_BACKEND_AUTO, place = -1;
+  view->rank = T->rank;
+  view->computes = 1;
+  ntk_backend_gpu_list(T->rank, view);
+  void *all = NULL;
+  struct ntk_node_info node;
+  if ((*st = ntk_agree(ntk_comm_node_gather(view, sizeof *view, &all, &node)))) return -1;
+  int *table = malloc((size_t)node.size * sizeof *table);
+  struct ntk_place_summary sum = {0, 0, 0};
+  ntk_status pst = table ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
+  if (table) {
+    ntk_backend_place_node(pref, 1, node.size, all, table, &sum);
+    place = table[node.index];
+  }
+  free(table);
+  free(all);
+  if (node.index == 0) tally[2] = 1, tally[3] = sum.distinct;
+  if (place >= 0) {
+    const struct ntk_gpu_info *d = &view->dev[place];
+    char u[32];
+    ntk_gpu_uuid_short(d->uuid, u, sizeof u);
+    tally[0] = 1;
+    fprintf(stderr, "ntkd: rank %d on %s: GPU %d of the %d it sees: %s, %s, PCI %s\n", T->rank, node.host, place,
+            view->n, d->name, u, d->pci);
+  } else if (place == NTK_PLACE_NO_GPU && !sum.distinct) {
+    pst = ntk_error(NTK_ECONFIG, "%s: [train] device = cuda, but rank %d has no usable GPU: %s", T->job->source,
+                    T->rank, view->why);
+  } else if (place == NTK_PLACE_NO_GPU) {
+    char mine[400];
+    if (view->n < 0) snprintf(mine, sizeof mine, "; this rank cannot list its GPUs: %s", view->why);
+    else snprintf(mine, sizeof mine, "; this rank sees %d of them, all taken by the ranks before it", view->n);
+    pst = ntk_error(NTK_ECONFIG, "%s: [train] device = cuda, but rank %d gets no GPU: node %s has %d distinct "
+                    "GPU%s visible to its %d rank%s%s. Start at most one rank per GPU (every rank trains, rank 0 "
+                    "too), let each rank see GPUs of its own, or use device = auto to put the rest on the CPU",
+                    T->job->source, T->rank, node.host, sum.distinct, sum.distinct == 1 ? "" : "s", sum.computing,
+                    sum.computing == 1 ? "" : "s", mine);
+  }
+  *st = ntk_agree(pst);
+  return *st ? -1 : place;
 }
 
-/* Set up this rank's GPU, if it has one. Collective (agrees on errors). */
+/* Set up this rank's GPU, if it has one; with device = auto a GPU that
+ * fails to start leaves its rank on the CPU. Collective (agrees on errors). */
 static ntk_status start_device(struct trainer *T, size_t bmax) {
   ntk_status st;
-  int dev = pick_gpu(T, &st);
-#ifdef NTKD_HAVE_CUDA
+  double tally[4] = {0, 0, 0, 0}; /* placed on a GPU, started there; nodes; distinct GPUs */
+  struct ntk_gpu_view *view = calloc(1, sizeof *view);
+  if ((st = ntk_agree(view ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+    free(view);
+    return st;
+  }
+  int dev = pick_gpu(T, view, tally, &st), list_failed = view->n < 0;
+  char why[256];
+  snprintf(why, sizeof why, "%s", view->why);
+  free(view);
   if (!st && dev >= 0) {
     char err[512];
-    if (ntk_mlp_gpu_create(&T->mlp, bmax ? bmax : 1, dev, T->state, &T->gpu, err, sizeof err))
+#ifdef NTKD_HAVE_CUDA
+    if (ntk_mlp_gpu_create(&T->mlp, bmax ? bmax : 1, dev, T->state, &T->gpu, err, sizeof err)) {
+      ntk_mlp_gpu_free(T->gpu);
+      T->gpu = NULL;
       st = ntk_error(NTK_EINTERNAL, "rank %d, GPU %d: %s", T->rank, dev, err);
-    else
-      fprintf(stderr, "ntkd: rank %d trains on GPU %d\n", T->rank, dev);
-  }
+    }
 #else
-  (void)bmax;
-  (void)dev;
+    (void)bmax;
+    snprintf(err, sizeof err, "this ntkd was built without CUDA");
+    st = ntk_error(NTK_ECONFIG, "rank %d, GPU %d: %s", T->rank, dev, err);
 #endif
-  return ntk_agree(st);
+    if (st && T->o->device == NTK_TRAIN_DEVICE_AUTO) {
+      fprintf(stderr, "ntkd: %s: training on the CPU instead\n", ntk_error_message());
+      st = NTK_OK;
+    } else if (!st) {
+      tally[1] = 1;
+    }
+  }
+  if ((st = ntk_agree(st))) return st;
+  if (T->o->device == NTK_TRAIN_DEVICE_CPU) return NTK_OK;
+  if ((st = ntk_agree(ntk_comm_sum_doubles(tally, 4)))) return st;
+  if (list_failed && tally[3] > 0) /* where GPUs are in use, a rank whose driver fails says so */
+    fprintf(stderr, "ntkd: rank %d cannot list its GPUs (%s): training on the CPU\n", T->rank, why);
+  if (T->rank == 0 && tally[3] > 0) {
+    int placed = (int)tally[0], on_gpu = (int)tally[1];
+    fprintf(stderr, "ntkd: placement: %d of %d rank%s train on GPUs (CUDA), %d on the CPU; %d distinct GPU%s seen "
+            "on %d node%s", on_gpu, T->size, T->size == 1 ? "" : "s", T->size - on_gpu, (int)tally[3],
+            tally[3] == 1 ? "" : "s", (int)tally[2], tally[2] == 1 ? "" : "s");
+    if (placed > on_gpu)
+      fprintf(stderr, "; %d GPU rank%s fell back to the CPU", placed - on_gpu, placed - on_gpu == 1 ? "" : "s");
+    fprintf(stderr, "\n");
+  }
+  return NTK_OK;
 }
 
 static void layers_text(const uint64_t *sizes, size_t n, char *buf, size_t cap) {
