@@ -302,10 +302,22 @@ int ntk_run_job(const char *conf_path, int overwrite) {
       fprintf(stderr, "\n");
     }
   }
+  /* How many tiles each worker wants queued (its pipeline's depth), for
+   * the coordinator. */
+  int *depth = NULL;
+  if (!st) {
+    double *d = calloc((size_t)size, sizeof *d);
+    depth = calloc((size_t)size, sizeof *depth);
+    st = ntk_agree(d && depth ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
+    if (!st && engine) d[rank] = ntk_engine_depth(engine);
+    if (!st) st = ntk_agree(ntk_comm_sum_doubles(d, (size_t)size));
+    for (int k = 0; !st && k < size; k++) depth[k] = (int)d[k];
+    free(d);
+  }
   ntk_status result = NTK_OK;
   t_ready = ntk_now();
   if (!st) {
-    if (rank == 0) result = ntk_coordinator_run(store, size == 1 ? engine : NULL, job);
+    if (rank == 0) result = ntk_coordinator_run(store, size == 1 ? engine : NULL, job, depth);
     else result = ntk_worker_serve(engine, &tiling);
     if (result && result != NTK_EINTERRUPTED) fprintf(stderr, "ntkd: %s%s\n", rank ? "worker: " : "error: ",
                                                       ntk_error_message());
@@ -329,6 +341,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     st = ntk_agree(rank == 0 ? ntk_solve(job->out_path, job, NULL, 0, NULL) : NTK_OK);
   }
   ntk_engine_free(engine);
+  free(depth);
   ntk_data_free(&data);
   ntk_arch_free(&arch);
   ntk_lock_release(lock);

@@ -11,7 +11,8 @@
 
 /* Compute every tile missing from `store`. With `solo` (a single process)
  * the coordinator computes the tiles itself; otherwise ranks 1..size-1 are
- * workers serving ntk_worker_serve(). Rank 0 only. Returns NTK_OK when the
+ * workers serving ntk_worker_serve(), worker k kept depth[k] tiles ahead
+ * (at least 2; depth may be NULL). Rank 0 only. Returns NTK_OK when the
  * store is complete, NTK_EINTERRUPTED after a signal (all received tiles
  * stored and synced), or the first error (a worker's included, with its
  * status: NTK_ENONFINITE, ...), the other workers stopped cleanly.
@@ -22,6 +23,6 @@
  * other workers' tiles are stored and the store synced, this prints the
  * error and ends every rank with ntk_comm_abort(exit code of the first
  * failure), leaving the store open (the process ends; its lock with it). */
-ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const struct ntk_job *job);
+ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const struct ntk_job *job, const int *depth);
 
 #endif

@@ -225,35 +225,48 @@ static void check_signal(struct sched *s) {
   }
 }
 
+/* One process computes and stores. Through the engine's pipeline: with
+ * compression threads (a GPU backend) the next tile is computed while the
+ * last one is checked and compressed; tiles are stored in the order they
+ * were computed, and those in the pipeline when a failure or a stop comes
+ * are still stored. */
 static ntk_status run_solo(struct sched *s, ntk_engine_t *e) {
-  while (sched_more(s)) {
-    struct ntk_tile t = ntk_tiling_tile(s->tiling, s->pending[s->next++]);
-    struct ntk_result_header h;
-    const void *payload;
-    size_t len;
-    double t0 = ntk_now();
-    ntk_status st = ntk_engine_run(e, &t, &payload, &len, &h.checksum);
-    h.seconds = ntk_now() - t0;
-    if (st) {
-      set_failure(s, st);
-      break;
+  for (;;) {
+    int room = sched_more(s) && ntk_engine_can_submit(e);
+    if (room) {
+      struct ntk_tile t = ntk_tiling_tile(s->tiling, s->pending[s->next++]);
+      ntk_status st = ntk_engine_submit(e, &t);
+      if (st) set_failure(s, st);
     }
-    h.tile = t.index;
-    h.len = len;
-    sched_store(s, &h, payload);
-    ntk_progress_tick(&s->progress, 0);
+    struct ntk_engine_result r;
+    if (!ntk_engine_take(e, room ? 0 : -1, &r)) {
+      if (!room && !ntk_engine_pending(e)) break;
+      continue;
+    }
+    if (r.status) {
+      set_failure(s, r.status); /* message recorded by take */
+    } else {
+      struct ntk_result_header h;
+      memcpy(&h, r.msg, sizeof h);
+      sched_store(s, &h, r.payload);
+      ntk_progress_tick(&s->progress, 0);
+    }
+    ntk_engine_release(e, &r);
     check_signal(s);
   }
   return NTK_OK;
 }
 
-/* Tiles queued per worker: while it computes one, the next is already in
- * its inbox, so it never waits for the coordinator between tiles. */
+/* Tiles queued per worker when it does not say (ntk_coordinator_run's
+ * depth): while it computes one, the next is already in its inbox, so it
+ * never waits for the coordinator between tiles. A worker with a pipeline
+ * (compression threads) asks for one more per thread. */
 #define NTK_PREFETCH 2
 
 /* Rank 0's view of one worker. */
 struct peer {
   int inflight; /* tiles sent, not yet answered; -1 once stopped or counted out */
+  int depth;    /* tiles to keep queued at it */
   int lost;     /* counted out: stalled, or its messages failed */
   double heard; /* when its last message arrived (or the run started) */
 };
@@ -274,7 +287,7 @@ static void lose(struct sched *s, struct peer *p, int k, int *active, ntk_status
 /* Top up worker w's queue, or tell it to stop once its queue is empty and
  * nothing is left to hand out. A failed send counts the worker out. */
 static void send_next(struct sched *s, int worker, struct peer *p, int *active) {
-  while (p[worker].inflight < NTK_PREFETCH && sched_more(s)) {
+  while (p[worker].inflight < p[worker].depth && sched_more(s)) {
     uint64_t index = s->pending[s->next];
     ntk_status st = ntk_comm_send(worker, NTK_TAG_WORK, &index, sizeof index);
     if (st) {
@@ -347,7 +360,7 @@ static void on_fail(struct sched *s, struct peer *p, int from, unsigned char *bu
   send_next(s, from, p, active);
 }
 
-static ntk_status run_mpi(struct sched *s) {
+static ntk_status run_mpi(struct sched *s, const int *depth) {
   int nworkers = ntk_comm_size() - 1, active = nworkers;
   struct peer *p = calloc((size_t)nworkers + 1, sizeof *p);
   s->per_worker = calloc((size_t)nworkers + 1, sizeof *s->per_worker);
@@ -364,6 +377,7 @@ static ntk_status run_mpi(struct sched *s) {
   double last_check = ntk_now();
   for (int k = 1; k <= nworkers; k++) {
     p[k].heard = last_check;
+    p[k].depth = depth && depth[k] > NTK_PREFETCH ? depth[k] : NTK_PREFETCH;
     send_next(s, k, p, &active);
   }
   int cancelled = 0;
@@ -462,14 +476,14 @@ static void print_per_worker(const uint64_t *count, int nw) {
           (unsigned long long)count[lo], lo, (unsigned long long)count[hi], hi, nw);
 }
 
-ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const struct ntk_job *job) {
+ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const struct ntk_job *job, const int *depth) {
   struct sched s;
   ntk_status st = sched_init(&s, store, job);
   if (st) return st;
   fprintf(stderr, "ntkd: %llu of %llu tiles to compute on %d %s\n", (unsigned long long)s.npending,
           (unsigned long long)s.tiling->needed, solo ? 1 : ntk_comm_size() - 1,
           solo || ntk_comm_size() == 2 ? "worker" : "workers");
-  st = solo ? run_solo(&s, solo) : run_mpi(&s);
+  st = solo ? run_solo(&s, solo) : run_mpi(&s, depth);
   /* Whatever happened, make what was stored durable. */
   ntk_status sync = ntk_store_sync(store);
   int complete = ntk_store_tiles_done(store) == s.tiling->needed;

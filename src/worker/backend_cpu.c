@@ -47,4 +47,8 @@ const struct ntk_backend_ops ntk_backend_cpu = {
     .create = cpu_create,
     .compute_tile = cpu_compute_tile,
     .destroy = cpu_destroy,
+    /* Its compute uses every core the rank has (OpenBLAS threads, or one
+     * core per rank with one rank per core): compressing beside it would
+     * only take cores from it. The engine compresses after each tile. */
+    .compress_threads = 0,
 };

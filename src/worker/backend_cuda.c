@@ -22,6 +22,10 @@ struct cuda_ctx {
   struct ntk_gpu_exec ex; /* convolutional */
   int have_ex;
   ntk_cnn_gpu_t *cnn;
+  /* The engine's tile buffers that are pinned (host_alloc); others came
+   * from malloc when pinning failed. */
+  void *pinned[64];
+  int npinned;
 };
 
 static ntk_status gpu_tile(struct cuda_ctx *c, const struct ntk_tile *t, void *nngp, void *ntk) {
@@ -131,10 +135,44 @@ static ntk_status cuda_compute_tile(void *ctx, const struct ntk_tile *t, void *n
 
 static void cuda_destroy(void *ctx) { ctx_free(ctx); }
 
+/* The engine's tile buffers: pinned, so that the copies back are DMA at
+ * the link's full rate (and asynchronous on the tile's stream); malloc if
+ * the pinned memory is refused (a tile buffer of a 16384-sample float64
+ * tile is 4 GiB). */
+static void *cuda_host_alloc(void *ctx, size_t bytes) {
+  struct cuda_ctx *c = ctx;
+  int room = c->npinned < (int)(sizeof c->pinned / sizeof *c->pinned);
+  void *p = room ? ntk_fc_gpu_host_alloc(c->p->device, bytes) : NULL;
+  if (p) {
+    c->pinned[c->npinned++] = p;
+    return p;
+  }
+  return malloc(bytes ? bytes : 1);
+}
+
+static void cuda_host_free(void *ctx, void *p) {
+  struct cuda_ctx *c = ctx;
+  if (!p) return;
+  for (int i = 0; i < c->npinned; i++)
+    if (c->pinned[i] == p) {
+      ntk_fc_gpu_host_free(p);
+      c->pinned[i] = c->pinned[--c->npinned];
+      return;
+    }
+  free(p);
+}
+
 const struct ntk_backend_ops ntk_backend_cuda = {
     .name = "cuda",
     .available = cuda_available,
     .create = cuda_create,
     .compute_tile = cuda_compute_tile,
     .destroy = cuda_destroy,
+    /* The host cores are free while the GPU computes: check and compress
+     * earlier tiles on them. Two by default (NTKD_COMPRESS_THREADS sets
+     * another count); the worker asks the coordinator for a queue as deep
+     * as its pipeline (ntk_engine_depth). */
+    .compress_threads = 2,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
 };

@@ -2,11 +2,14 @@
  * value is finite) and the MPI message loop. */
 #include "ntkd/worker.h"
 
+#include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ntkd/codec.h"
 #include "ntkd/comm.h"
@@ -14,16 +17,85 @@
 #include "ntkd/progress.h"
 #include "ntkd/signals.h"
 
+/* A tile buffer of the engine: the raw values (from the backend's
+ * host_alloc: pinned memory for the CUDA backend) and the message (result
+ * header + payload). Owned by the calling thread while FREE or TAKEN (and
+ * while compute_tile fills a FREE one), by one compression thread while
+ * BUSY; every state change is under the engine's mutex. */
+enum { SLOT_FREE, SLOT_QUEUED, SLOT_BUSY, SLOT_DONE, SLOT_TAKEN };
+
+struct slot {
+  unsigned char *raw; /* nngp then ntk */
+  unsigned char *msg; /* result header + payload */
+  int state;
+  uint64_t seq; /* submission order: results are taken in it */
+  struct ntk_tile t;
+  double compute_s;
+  ntk_status st; /* of the check and compression */
+  char err[2048];
+  size_t len;
+  uint64_t checksum;
+};
+
 struct ntk_engine {
   const struct ntk_backend_ops *be;
   void *ctx;
-  ntk_codec_t *codec;
+  ntk_codec_t *codec; /* the calling thread's (ntk_engine_run, and submit without threads) */
   int elem, kernels;
-  size_t raw_cap;
-  unsigned char *raw;  /* nngp then ntk */
-  unsigned char *msg;  /* result header + payload */
-  size_t msg_cap;
+  size_t raw_cap, msg_cap;
+  int nthreads, nslots;
+  struct slot *slots;
+  ntk_codec_t **codecs; /* one per compression thread */
+  pthread_t *threads;
+  int started; /* threads running */
+  pthread_mutex_t mu;
+  pthread_cond_t work; /* a slot was queued, or closing */
+  pthread_cond_t done; /* a slot is done */
+  int closing;
+  uint64_t next_seq;
+  void (*hook)(void *arg, const struct ntk_tile *t);
+  void *hook_arg;
 };
+
+static void finish_tile(ntk_engine_t *e, ntk_codec_t *codec, struct slot *s);
+
+static void *compress_main(void *arg) {
+  ntk_engine_t *e = ((void **)arg)[0];
+  ntk_codec_t *codec = ((void **)arg)[1];
+  free(arg);
+  pthread_mutex_lock(&e->mu);
+  for (;;) {
+    struct slot *s = NULL;
+    while (!e->closing) {
+      for (int i = 0; i < e->nslots; i++)
+        if (e->slots[i].state == SLOT_QUEUED && (!s || e->slots[i].seq < s->seq)) s = &e->slots[i];
+      if (s) break;
+      pthread_cond_wait(&e->work, &e->mu);
+    }
+    if (e->closing) break;
+    s->state = SLOT_BUSY;
+    pthread_mutex_unlock(&e->mu);
+    finish_tile(e, codec, s);
+    pthread_mutex_lock(&e->mu);
+    s->state = SLOT_DONE;
+    pthread_cond_broadcast(&e->done);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
+}
+
+/* Compression threads: the backend's choice, or NTKD_COMPRESS_THREADS
+ * (0-64) to try another (benchmarks; the pipelined message loop under the
+ * CPU backend in the end-to-end tests). */
+static int compress_threads(const struct ntk_backend_ops *be) {
+  const char *v = getenv("NTKD_COMPRESS_THREADS");
+  if (v && *v) {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*end && n >= 0 && n <= 64) return (int)n;
+  }
+  return be->compress_threads > 0 ? (be->compress_threads < 64 ? be->compress_threads : 64) : 0;
+}
 
 ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backend_ops *be, int level,
                              const struct ntk_tiling *tiling, ntk_engine_t **out) {
@@ -33,15 +105,46 @@ ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backe
   e->be = be;
   e->elem = p->data->elem;
   e->kernels = p->kernels;
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->work, NULL);
+  pthread_cond_init(&e->done, NULL);
   size_t edge = (size_t)(tiling->tile < tiling->n ? tiling->tile : tiling->n);
   e->raw_cap = edge * edge * (size_t)e->elem * ((p->kernels & NTK_KERNEL_NTK) ? 2 : 1);
   e->msg_cap = sizeof(struct ntk_result_header) + ntk_codec_bound(e->raw_cap);
-  e->raw = malloc(e->raw_cap);
-  e->msg = malloc(e->msg_cap);
+  e->nthreads = compress_threads(be);
+  /* One buffer being computed while each thread compresses another. */
+  e->nslots = e->nthreads + 1;
+  e->slots = calloc((size_t)e->nslots, sizeof *e->slots);
+  e->codecs = calloc((size_t)e->nthreads + 1, sizeof *e->codecs);
+  e->threads = calloc((size_t)e->nthreads + 1, sizeof *e->threads);
   e->codec = ntk_codec_create(level);
   ntk_status st = NTK_OK;
-  if (!e->raw || !e->msg || !e->codec) st = ntk_error(NTK_ENOMEM, "out of memory for tile buffers");
+  if (!e->slots || !e->codecs || !e->threads || !e->codec) st = ntk_error(NTK_ENOMEM, "out of memory");
+  for (int i = 0; !st && i < e->nthreads; i++)
+    if (!(e->codecs[i] = ntk_codec_create(level))) st = ntk_error(NTK_ENOMEM, "out of memory");
   if (!st) st = be->create(p, &e->ctx);
+  for (int i = 0; !st && i < e->nslots; i++) {
+    struct slot *s = &e->slots[i];
+    s->raw = be->host_alloc ? be->host_alloc(e->ctx, e->raw_cap) : malloc(e->raw_cap);
+    s->msg = malloc(e->msg_cap);
+    if (!s->raw || !s->msg)
+      st = ntk_error(NTK_ENOMEM, "out of memory for tile buffers (%d x %zu bytes)", e->nslots, e->raw_cap + e->msg_cap);
+  }
+  for (int i = 0; !st && i < e->nthreads; i++) {
+    void **arg = malloc(2 * sizeof *arg);
+    if (!arg) {
+      st = ntk_error(NTK_ENOMEM, "out of memory");
+      break;
+    }
+    arg[0] = e;
+    arg[1] = e->codecs[i];
+    if (pthread_create(&e->threads[i], NULL, compress_main, arg)) {
+      free(arg);
+      st = ntk_error(NTK_EINTERNAL, "cannot start a compression thread");
+      break;
+    }
+    e->started++;
+  }
   if (st) {
     ntk_engine_free(e);
     return st;
@@ -52,11 +155,38 @@ ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backe
 
 void ntk_engine_free(ntk_engine_t *e) {
   if (!e) return;
+  /* Threads finish the tile in hand and leave; queued ones are dropped. */
+  pthread_mutex_lock(&e->mu);
+  e->closing = 1;
+  pthread_cond_broadcast(&e->work);
+  pthread_mutex_unlock(&e->mu);
+  for (int i = 0; i < e->started; i++) pthread_join(e->threads[i], NULL);
+  for (int i = 0; e->slots && i < e->nslots; i++) {
+    if (e->be->host_free)
+      e->be->host_free(e->ctx, e->slots[i].raw);
+    else
+      free(e->slots[i].raw);
+    free(e->slots[i].msg);
+  }
   if (e->ctx) e->be->destroy(e->ctx);
+  for (int i = 0; e->codecs && i < e->nthreads; i++) ntk_codec_free(e->codecs[i]);
   ntk_codec_free(e->codec);
-  free(e->raw);
-  free(e->msg);
+  free(e->codecs);
+  free(e->threads);
+  free(e->slots);
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->work);
+  pthread_cond_destroy(&e->done);
   free(e);
+}
+
+int ntk_engine_threads(const ntk_engine_t *e) { return e->nthreads; }
+
+int ntk_engine_depth(const ntk_engine_t *e) { return e->nslots + 1; }
+
+void ntk_engine_set_hook(ntk_engine_t *e, void (*hook)(void *arg, const struct ntk_tile *t), void *arg) {
+  e->hook = hook;
+  e->hook_arg = arg;
 }
 
 /* The first of `count` values that is not finite, or `count`. Each block
@@ -97,28 +227,147 @@ static ntk_status check_finite(const struct ntk_tile *t, const void *vals, int e
                    hint);
 }
 
-ntk_status ntk_engine_run(ntk_engine_t *e, const struct ntk_tile *t, const void **payload, size_t *len,
-                          uint64_t *checksum) {
+/* Check, compress and checksum the tile computed into s->raw; the outcome
+ * in s (a failure's message in s->err). Any thread, with its own codec. */
+static void finish_tile(ntk_engine_t *e, ntk_codec_t *codec, struct slot *s) {
+  double t0 = ntk_now();
+  if (e->hook) e->hook(e->hook_arg, &s->t);
+  const struct ntk_tile *t = &s->t;
+  size_t one = (size_t)(t->rows * t->cols) * (size_t)e->elem;
+  int two = (e->kernels & NTK_KERNEL_NTK) != 0;
+  struct ntk_result_header h;
+  unsigned char *body = s->msg + sizeof h;
+  /* Never store a value that is not finite (NNGP first, then NTK). */
+  ntk_status st = check_finite(t, s->raw, e->elem, "NNGP");
+  if (!st && two) st = check_finite(t, s->raw + one, e->elem, "NTK");
+  if (!st) st = ntk_codec_compress(codec, s->raw, one * (two ? 2 : 1), e->elem, body, e->msg_cap - sizeof h, &s->len);
+  s->st = st;
+  if (st) {
+    snprintf(s->err, sizeof s->err, "%s", ntk_error_message());
+    return;
+  }
+  s->checksum = ntk_checksum(body, s->len);
+  h.tile = t->index;
+  h.len = s->len;
+  h.checksum = s->checksum;
+  h.seconds = s->compute_s + (ntk_now() - t0); /* the work, not the waits between */
+  memcpy(s->msg, &h, sizeof h);
+}
+
+static struct slot *free_slot(ntk_engine_t *e) {
+  for (int i = 0; i < e->nslots; i++)
+    if (e->slots[i].state == SLOT_FREE) return &e->slots[i];
+  return NULL;
+}
+
+/* Compute tile t into slot s on the calling thread. */
+static ntk_status compute_into(ntk_engine_t *e, struct slot *s, const struct ntk_tile *t) {
   double t0 = ntk_now();
   size_t one = (size_t)(t->rows * t->cols) * (size_t)e->elem;
   int two = (e->kernels & NTK_KERNEL_NTK) != 0;
-  ntk_status st = e->be->compute_tile(e->ctx, t, e->raw, two ? e->raw + one : NULL);
+  ntk_status st = e->be->compute_tile(e->ctx, t, s->raw, two ? s->raw + one : NULL);
+  s->t = *t;
+  s->compute_s = ntk_now() - t0;
+  return st;
+}
+
+ntk_status ntk_engine_run(ntk_engine_t *e, const struct ntk_tile *t, const void **payload, size_t *len,
+                          uint64_t *checksum) {
+  if (ntk_engine_pending(e)) return ntk_error(NTK_EINTERNAL, "ntk_engine_run with tiles in the pipeline");
+  ntk_status st = ntk_engine_submit(e, t);
   if (st) return st;
-  /* Never store a value that is not finite (NNGP first, then NTK). */
-  if ((st = check_finite(t, e->raw, e->elem, "NNGP"))) return st;
-  if (two && (st = check_finite(t, e->raw + one, e->elem, "NTK"))) return st;
-  struct ntk_result_header h;
-  unsigned char *body = e->msg + sizeof h;
-  st = ntk_codec_compress(e->codec, e->raw, one * (two ? 2 : 1), e->elem, body, e->msg_cap - sizeof h, len);
-  if (st) return st;
-  *checksum = ntk_checksum(body, *len);
-  h.tile = t->index;
-  h.len = *len;
-  h.checksum = *checksum;
-  h.seconds = ntk_now() - t0;
-  memcpy(e->msg, &h, sizeof h);
-  *payload = body;
+  struct ntk_engine_result r;
+  if (!ntk_engine_take(e, -1, &r)) return ntk_error(NTK_EINTERNAL, "ntk_engine_run: the tile did not come back");
+  ntk_engine_release(e, &r); /* the buffer keeps its bytes until the next submit */
+  if (r.status) return r.status; /* message recorded by take */
+  *len = r.len;
+  *checksum = r.checksum;
+  *payload = r.payload;
   return NTK_OK;
+}
+
+int ntk_engine_can_submit(ntk_engine_t *e) {
+  pthread_mutex_lock(&e->mu);
+  int ok = free_slot(e) != NULL;
+  pthread_mutex_unlock(&e->mu);
+  return ok;
+}
+
+int ntk_engine_pending(ntk_engine_t *e) {
+  pthread_mutex_lock(&e->mu);
+  int n = 0;
+  for (int i = 0; i < e->nslots; i++) {
+    int k = e->slots[i].state;
+    n += k == SLOT_QUEUED || k == SLOT_BUSY || k == SLOT_DONE;
+  }
+  pthread_mutex_unlock(&e->mu);
+  return n;
+}
+
+ntk_status ntk_engine_submit(ntk_engine_t *e, const struct ntk_tile *t) {
+  pthread_mutex_lock(&e->mu);
+  struct slot *s = free_slot(e);
+  pthread_mutex_unlock(&e->mu);
+  if (!s) return ntk_error(NTK_EINTERNAL, "ntk_engine_submit without a free tile buffer");
+  /* Only this thread takes FREE slots: s stays ours while it computes. */
+  ntk_status st = compute_into(e, s, t);
+  if (st) return st;
+  if (!e->nthreads) finish_tile(e, e->codec, s);
+  pthread_mutex_lock(&e->mu);
+  s->seq = e->next_seq++;
+  s->state = e->nthreads ? SLOT_QUEUED : SLOT_DONE;
+  pthread_cond_signal(&e->work);
+  pthread_mutex_unlock(&e->mu);
+  return NTK_OK;
+}
+
+int ntk_engine_take(ntk_engine_t *e, double wait, struct ntk_engine_result *r) {
+  struct timespec until;
+  if (wait > 0) {
+    clock_gettime(CLOCK_REALTIME, &until);
+    double ns = (double)until.tv_nsec + wait * 1e9;
+    until.tv_sec += (time_t)(ns / 1e9);
+    until.tv_nsec = (long)fmod(ns, 1e9);
+  }
+  pthread_mutex_lock(&e->mu);
+  struct slot *s;
+  for (;;) {
+    s = NULL;
+    for (int i = 0; i < e->nslots; i++) {
+      int k = e->slots[i].state;
+      if ((k == SLOT_QUEUED || k == SLOT_BUSY || k == SLOT_DONE) && (!s || e->slots[i].seq < s->seq))
+        s = &e->slots[i];
+    }
+    if (!s || s->state == SLOT_DONE || wait == 0) break;
+    if (wait < 0)
+      pthread_cond_wait(&e->done, &e->mu);
+    else if (pthread_cond_timedwait(&e->done, &e->mu, &until) == ETIMEDOUT)
+      wait = 0; /* one last look */
+  }
+  int got = s && s->state == SLOT_DONE;
+  if (got) s->state = SLOT_TAKEN;
+  pthread_mutex_unlock(&e->mu);
+  if (!got) return 0;
+  memset(r, 0, sizeof *r);
+  r->tile = s->t.index;
+  r->slot = (int)(s - e->slots);
+  r->status = s->st;
+  if (s->st) {
+    ntk_error(s->st, "%s", s->err);
+    return 1;
+  }
+  r->msg = s->msg;
+  r->msg_len = sizeof(struct ntk_result_header) + s->len;
+  r->payload = s->msg + sizeof(struct ntk_result_header);
+  r->len = s->len;
+  r->checksum = s->checksum;
+  return 1;
+}
+
+void ntk_engine_release(ntk_engine_t *e, const struct ntk_engine_result *r) {
+  pthread_mutex_lock(&e->mu);
+  if (r->slot >= 0 && r->slot < e->nslots && e->slots[r->slot].state == SLOT_TAKEN) e->slots[r->slot].state = SLOT_FREE;
+  pthread_mutex_unlock(&e->mu);
 }
 
 /* Take a waiting CANCEL message, if any. */
@@ -171,12 +420,85 @@ static ntk_status comm_failed(ntk_status st) {
   ntk_comm_abort(ntk_status_exit_code(st));
 }
 
-ntk_status ntk_worker_serve(ntk_engine_t *e, const struct ntk_tiling *tiling) {
+/* Send finished tile r to the coordinator (its result, or its failure)
+ * and free its buffer. */
+static ntk_status send_done(ntk_engine_t *e, struct ntk_engine_result *r, int *told_interrupt) {
+  ntk_status st;
+  if (r->status) /* message recorded by ntk_engine_take. Keep serving: the coordinator answers with stop. */
+    st = send_fail(r->status);
+  else
+    st = ntk_comm_send(0, NTK_TAG_RESULT, r->msg, r->msg_len);
+  ntk_engine_release(e, r);
+  if (st) return st;
+  if (ntk_stop_requested() && !*told_interrupt) {
+    *told_interrupt = 1;
+    return ntk_comm_send(0, NTK_TAG_INTERRUPT, NULL, 0);
+  }
+  return NTK_OK;
+}
+
+/* Tile numbers received and not computed yet, oldest first. */
+struct tile_queue {
+  uint64_t *v;
+  size_t n, cap;
+};
+
+static int queue_push(struct tile_queue *q, uint64_t index) {
+  if (q->n == q->cap) {
+    size_t cap = q->cap ? 2 * q->cap : 8;
+    uint64_t *v = realloc(q->v, cap * sizeof *v);
+    if (!v) return 0;
+    q->v = v;
+    q->cap = cap;
+  }
+  q->v[q->n++] = index;
+  return 1;
+}
+
+static uint64_t queue_pop(struct tile_queue *q) {
+  uint64_t index = q->v[0];
+  memmove(q->v, q->v + 1, --q->n * sizeof *q->v);
+  return index;
+}
+
+/* The loop of ntk_worker_serve; the queue is freed by the caller. MPI
+ * stays on this thread: the compression threads only fill buffers that
+ * this loop sends. Each turn: send every finished tile; then compute the
+ * oldest received tile if a buffer is free (compute_tile runs here while
+ * the threads compress earlier tiles); else look at messages, waiting up
+ * to 1 ms on the pipeline first when tiles are in it. */
+static ntk_status serve(ntk_engine_t *e, const struct ntk_tiling *tiling, struct tile_queue *q) {
   int told_interrupt = 0, cancelled = 0;
+  ntk_status st;
   for (;;) {
+    int ready = q->n > 0 && ntk_engine_can_submit(e);
+    struct ntk_engine_result r;
+    for (double wait = ready ? 0 : 0.001; ntk_engine_take(e, wait, &r); wait = 0)
+      if ((st = send_done(e, &r, &told_interrupt))) return comm_failed(st);
+    if (ready) {
+      uint64_t index = queue_pop(q);
+      /* Stopping (our signal, or the coordinator's cancel): hand queued
+       * tiles back uncomputed, so that every rank exits after the tiles
+       * already computed. */
+      cancelled |= take_cancel();
+      if (cancelled || ntk_stop_requested()) {
+        if (ntk_stop_requested() && !told_interrupt) {
+          told_interrupt = 1;
+          if ((st = ntk_comm_send(0, NTK_TAG_INTERRUPT, NULL, 0))) return comm_failed(st);
+        }
+        if ((st = ntk_comm_send(0, NTK_TAG_SKIP, &index, sizeof index))) return comm_failed(st);
+        continue;
+      }
+      struct ntk_tile t = ntk_tiling_tile(tiling, index);
+      /* A failure is reported and the loop goes on: the coordinator
+       * answers a failure with stop. */
+      if ((st = ntk_engine_submit(e, &t)) && (st = send_fail(st))) return comm_failed(st);
+      continue;
+    }
     int from, tag;
     size_t bytes;
-    if (!ntk_comm_poll(0, &from, &tag, &bytes, 0.5)) continue;
+    /* Idle (nothing in the pipeline or queued): wait for a message. */
+    if (!ntk_comm_poll(0, &from, &tag, &bytes, ntk_engine_pending(e) || q->n ? 0 : 0.5)) continue;
     if (tag == NTK_TAG_CANCEL) {
       cancelled |= take_cancel();
       continue;
@@ -185,17 +507,18 @@ ntk_status ntk_worker_serve(ntk_engine_t *e, const struct ntk_tiling *tiling) {
     if (tag != NTK_TAG_WORK || bytes != sizeof index)
       return comm_failed(ntk_error(NTK_ECOMM, "worker %d: unexpected message (tag %d, %zu bytes)", ntk_comm_rank(),
                                    tag, bytes));
-    ntk_status st = ntk_comm_recv(0, NTK_TAG_WORK, &index, sizeof index);
+    st = ntk_comm_recv(0, NTK_TAG_WORK, &index, sizeof index);
     if (st) return comm_failed(st);
     if (index == NTK_WORK_STOP) {
       take_cancel(); /* one may still be in flight: leave nothing unreceived */
+      /* The coordinator stops a worker once every tile it sent is
+       * answered, so nothing is left here; were anything, it is dropped. */
+      while (ntk_engine_take(e, -1, &r)) ntk_engine_release(e, &r);
       return NTK_OK;
     }
     if (index >= tiling->ntiles)
       return comm_failed(ntk_error(NTK_ECOMM, "worker %d: tile %llu out of range", ntk_comm_rank(),
                                    (unsigned long long)index));
-    /* Stopping (our signal, or the coordinator's cancel): hand queued tiles
-     * back uncomputed, so that every rank exits after at most one tile. */
     cancelled |= take_cancel();
     if (cancelled || ntk_stop_requested()) {
       if (ntk_stop_requested() && !told_interrupt) {
@@ -205,21 +528,14 @@ ntk_status ntk_worker_serve(ntk_engine_t *e, const struct ntk_tiling *tiling) {
       if ((st = ntk_comm_send(0, NTK_TAG_SKIP, &index, sizeof index))) return comm_failed(st);
       continue;
     }
-    struct ntk_tile t = ntk_tiling_tile(tiling, index);
-    const void *payload;
-    size_t len;
-    uint64_t sum;
-    st = ntk_engine_run(e, &t, &payload, &len, &sum);
-    if (st) {
-      /* Keep serving: the coordinator answers a failure with stop. */
-      if ((st = send_fail(st))) return comm_failed(st);
-      continue;
-    }
-    st = ntk_comm_send(0, NTK_TAG_RESULT, e->msg, sizeof(struct ntk_result_header) + len);
-    if (st) return comm_failed(st);
-    if (ntk_stop_requested() && !told_interrupt) {
-      told_interrupt = 1;
-      if ((st = ntk_comm_send(0, NTK_TAG_INTERRUPT, NULL, 0))) return comm_failed(st);
-    }
+    if (!queue_push(q, index))
+      return comm_failed(ntk_error(NTK_ECOMM, "worker %d: out of memory for its tile queue", ntk_comm_rank()));
   }
+}
+
+ntk_status ntk_worker_serve(ntk_engine_t *e, const struct ntk_tiling *tiling) {
+  struct tile_queue q = {0};
+  ntk_status st = serve(e, tiling, &q);
+  free(q.v);
+  return st;
 }

@@ -24,9 +24,18 @@ int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t n, size_t 
                       const void *var, ntk_fc_gpu_t **out, char *err, size_t cap);
 
 /* Tile t into host buffers nngp and (unless NULL) ntk, rows x cols
- * row-major. Diagonal entries of diagonal tiles are the variances and
- * diagonal tiles are exactly symmetric, as on the CPU. */
+ * row-major; returns once both are filled (the buffers may be pinned, from
+ * ntk_fc_gpu_host_alloc, or not). Diagonal entries of diagonal tiles are
+ * the variances and diagonal tiles are exactly symmetric, as on the CPU
+ * (a diagonal tile is computed on its lower triangle: syrk, then the
+ * layer maps on j <= i, mirrored). */
 int ntk_fc_gpu_tile(ntk_fc_gpu_t *g, const struct ntk_tile *t, void *nngp, void *ntk, char *err, size_t cap);
+
+/* Pinned (page-locked) host memory on `device` for tile buffers, so that
+ * the copies back are DMA: NULL on failure (the caller falls back to
+ * malloc). ntk_fc_gpu_host_free accepts NULL. */
+void *ntk_fc_gpu_host_alloc(int device, size_t bytes);
+void ntk_fc_gpu_host_free(void *p);
 
 /* Frees every device allocation; accepts NULL. */
 void ntk_fc_gpu_free(ntk_fc_gpu_t *g);
