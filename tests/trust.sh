@@ -386,7 +386,14 @@ early_bad=0
 for d in 0.05 0.2 0.5; do
   rm -f sig.ntk
   timeout -k 5 120 mpirun -np 3 "$NTKD" sig.conf >s.log 2>&1 & p=$!
-  sleep $d; pkill -USR1 -P $p -x mpirun; wait $p; r=$?
+  # From mpirun's start, not timeout's: on a loaded machine exec takes a
+  # while, and a signal sent before mpirun exists reaches nobody.
+  for _ in $(seq 500); do pgrep -P $p -x mpirun >/dev/null && break; sleep 0.01; done
+  sleep $d
+  if ! pkill -USR1 -P $p -x mpirun; then
+    early_bad=$((early_bad + 1)); echo "    SIGUSR1 after ${d}s: no mpirun to signal"
+  fi
+  wait $p; r=$?
   [ $r = 5 ] || { early_bad=$((early_bad + 1)); echo "    SIGUSR1 to mpirun after ${d}s: exit $r"; tail -3 s.log; }
 done
 check "SIGUSR1 to mpirun while the ranks start (MPI_Init) stops the job with exit 5" [ $early_bad = 0 ]
