@@ -12,6 +12,9 @@ set -u
 NTKD=$(readlink -f "${1:?usage: e2e_pipeline.sh path/to/ntkd}")
 export OPENBLAS_NUM_THREADS=1
 source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
+# The stopped jobs need to run for a while: 40 Erf layers here, 4 in the
+# sanitizer build (NTKD_TEST_SLOW, ~100x slower).
+stop_arch="[Dense Erf]*$([ -n "${NTKD_TEST_SLOW:-}" ] && echo 4 || echo 40) Dense"
 
 $PY - <<'PYEOF'
 import numpy as np
@@ -45,10 +48,10 @@ check "mpirun, pipelined: both workers got tiles" \
 
 # A stop in the middle: every finished tile kept, the rest on a rerun.
 # (One process: SIGTERM, exit 5; then mpirun: SIGUSR1.)
-job stopref big.npy 96 "[Dense Erf]*40 Dense"
+job stopref big.npy 96 "$stop_arch"
 NTKD_COMPRESS_THREADS=0 "$NTKD" stopref.conf >/dev/null 2>&1
 "$NTKD" export stopref.ntk stopref.npy >/dev/null 2>&1
-job solostop big.npy 96 "[Dense Erf]*40 Dense"
+job solostop big.npy 96 "$stop_arch"
 NTKD_COMPRESS_THREADS=3 "$NTKD" solostop.conf >solostop.out 2>solostop.err &
 pid=$!
 if wait_tiles solostop.ntk 4; then
@@ -64,7 +67,7 @@ else
   kill -KILL $pid 2>/dev/null
   bad "the pipelined single process stored no tiles"
 fi
-job stop big.npy 96 "[Dense Erf]*40 Dense"
+job stop big.npy 96 "$stop_arch"
 NTKD_COMPRESS_THREADS=2 mpirun -np 3 "$NTKD" stop.conf >stop.out 2>stop.err &
 pid=$!
 if wait_tiles stop.ntk 4; then
