@@ -174,13 +174,15 @@ backend_tiles() {
   fi
 }
 run_step "test_backend: CUDA vs CPU backend" backend_tiles
-# 5. A float64 SLICE network on 32 x 32 x 3 images: its block needs ~66 KiB
-#    of shared memory, above the 48 KiB default (the cudaFuncSetAttribute
-#    opt-in). The backend's start-up self-check compares the first 4-image
-#    tile with the CPU (1e-10); then a 6-image job on the GPU against the
-#    same job on the CPU (1e-12 relative).
+# 5. A float64 CNTK-style network on 32 x 32 x 3 images, with the SLICE3
+#    kernel (39 KiB of shared memory per block) and with the generic SLICE
+#    kernel (NTKD_GPU_SLICE3=0: ~66 KiB, above the 48 KiB default, so the
+#    cudaFuncSetAttribute opt-in). The backend's start-up self-check
+#    compares the first 4-image tile with the CPU (1e-10); then a 6-image
+#    job on the GPU against the same job on the CPU (1e-12 relative).
 cnn64_arch="[Conv(3, 1, SAME) Relu]*3 GlobalAvgPool Dense"
-cnn64() {
+cnn64() { # NTKD_GPU_SLICE3 value
+  export NTKD_GPU_SLICE3=$1
   "$build/ntkd_bench_cnn" --gpu "$cnn64_arch" 4 float64 32 32 3
   need_py
   "$py" -c "
@@ -200,7 +202,8 @@ err = float(np.max(np.abs(a - c) / np.maximum(np.abs(c), d)))
 print('float64 32x32x3 GPU vs CPU: largest relative difference %.3g (bound 1e-12)' % err)
 raise SystemExit(0 if err < 1e-12 else 1)"
 }
-run_step "CNN float64 32x32x3 (shared memory > 48 KiB) vs CPU" cnn64
+run_step "CNN float64 32x32x3, SLICE3 kernel, vs CPU" cnn64 1
+run_step "CNN float64 32x32x3, SLICE kernel (shared memory > 48 KiB), vs CPU" cnn64 0
 #    And the CNN kernels under compute-sanitizer where the toolkit has it:
 #    races in shared memory (racecheck), barriers (synccheck) and
 #    out-of-bounds accesses (memcheck), on small jobs of each kind, and
@@ -209,19 +212,22 @@ san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2
 sanitize() { # TOOL
   [ -n "$san" ] || skip "compute-sanitizer not in this CUDA toolkit"
   need_gpu
-  local a p
-  for a in "[Conv(3, 1, SAME) Relu]*3 GlobalAvgPool Dense Relu Dense" "[Conv(3, 1, SAME) Relu]*3 Flatten Dense" \
-           "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 2, SAME) Erf AvgPool(2, 1) Flatten Dense"; do
-    for p in float32 float64; do
-      "$san" --target-processes all --tool "$1" --error-exitcode 9 "$build/ntkd_bench_cnn" --gpu "$a" 6 "$p" 8 8 3 >/dev/null 2>"$work/san.log" ||
-        { cat "$work/san.log"; echo "compute-sanitizer $1: $a ($p) failed"; return 1; }
+  local a p s3
+  # Each network with the SLICE3 kernel and with the generic SLICE one.
+  for s3 in 1 0; do
+    for a in "[Conv(3, 1, SAME) Relu]*3 GlobalAvgPool Dense Relu Dense" "[Conv(3, 1, SAME) Relu]*3 Flatten Dense" \
+             "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 2, SAME) Erf AvgPool(2, 1) Flatten Dense"; do
+      for p in float32 float64; do
+        NTKD_GPU_SLICE3=$s3 "$san" --target-processes all --tool "$1" --error-exitcode 9 "$build/ntkd_bench_cnn" --gpu "$a" 6 "$p" 8 8 3 >/dev/null 2>"$work/san.log" ||
+          { cat "$work/san.log"; echo "compute-sanitizer $1: $a ($p, NTKD_GPU_SLICE3=$s3) failed"; return 1; }
+      done
     done
+    if [ "$1" = memcheck ]; then
+      NTKD_GPU_SLICE3=$s3 "$san" --target-processes all --tool memcheck --error-exitcode 9 "$build/ntkd_bench_cnn" --gpu "$cnn64_arch" 4 float64 32 32 3 \
+        >/dev/null 2>"$work/san.log" ||
+        { cat "$work/san.log"; echo "compute-sanitizer memcheck: $cnn64_arch (float64 32x32x3, NTKD_GPU_SLICE3=$s3) failed"; return 1; }
+    fi
   done
-  if [ "$1" = memcheck ]; then
-    "$san" --target-processes all --tool memcheck --error-exitcode 9 "$build/ntkd_bench_cnn" --gpu "$cnn64_arch" 4 float64 32 32 3 \
-      >/dev/null 2>"$work/san.log" ||
-      { cat "$work/san.log"; echo "compute-sanitizer memcheck: $cnn64_arch (float64 32x32x3) failed"; return 1; }
-  fi
   echo "compute-sanitizer $1: CNN kernels clean"
 }
 for tool in racecheck synccheck memcheck; do run_step "compute-sanitizer $tool: CNN kernels" sanitize $tool; done
