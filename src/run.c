@@ -179,7 +179,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
    * none; the rest compute on the CPU (auto) or stop the job (cuda). */
   int computes = size == 1 || rank != 0, place = computes ? NTK_PLACE_CPU : NTK_PLACE_NONE;
   double tally[4] = {0, 0, 0, 0}; /* GPU workers placed, started; nodes; distinct GPUs over nodes */
-  char mywhy[256] = "";           /* why this rank sees no GPU */
+  char mywhy[320] = "";           /* why this rank (or, on rank 0, the first computing one) sees no GPU */
   int list_failed = 0;            /* this rank could not list its GPUs */
   if (!st && job->backend != NTK_BACKEND_CPU) {
     struct ntk_gpu_view *view = calloc(1, sizeof *view);
@@ -199,6 +199,14 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     ntk_status pst = NTK_OK;
     if (!st) {
       const struct ntk_gpu_view *v = all;
+      /* Rank 0 speaks for the job below: when it only coordinates, the
+       * reason it gives is that of the first computing rank of its node. */
+      if (!computes)
+        for (int i = 0; i < node.size; i++)
+          if (v[i].computes && v[i].n <= 0) {
+            snprintf(mywhy, sizeof mywhy, "rank %d: %s", v[i].rank, v[i].why);
+            break;
+          }
       int *table = malloc((size_t)node.size * sizeof *table);
       struct ntk_place_summary sum = {0, 0, 0};
       if (table) {

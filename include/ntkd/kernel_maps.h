@@ -19,8 +19,9 @@
 #endif
 
 /* Hot CPU loops are compiled for AVX-512, AVX2 and baseline x86-64 and the
- * best is picked at run time. With -ffp-contract=off all three round alike. */
-#if defined(__x86_64__) && !defined(__CUDACC__) && !defined(__SANITIZE_ADDRESS__)
+ * best is picked at run time. With -ffp-contract=off all three round alike.
+ * Not under ASan or TSan: their run-time starts after ifunc resolvers run. */
+#if defined(__x86_64__) && !defined(__CUDACC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define NTK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define NTK_CLONES

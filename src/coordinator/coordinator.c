@@ -287,7 +287,14 @@ static void lose(struct sched *s, struct peer *p, int k, int *active, ntk_status
 /* Top up worker w's queue, or tell it to stop once its queue is empty and
  * nothing is left to hand out. A failed send counts the worker out. */
 static void send_next(struct sched *s, int worker, struct peer *p, int *active) {
-  while (p[worker].inflight < p[worker].depth && sched_more(s)) {
+  /* A deep queue only where there are tiles enough for every worker: at
+   * most its share of what is left (and never less than NTK_PREFETCH), so
+   * the first workers served do not take every tile of a small job. */
+  uint64_t left = s->npending - s->next + (uint64_t)(p[worker].inflight > 0 ? p[worker].inflight : 0);
+  uint64_t share = *active > 0 ? (left + (uint64_t)*active - 1) / (uint64_t)*active : left;
+  int limit = share < (uint64_t)p[worker].depth ? (int)share : p[worker].depth;
+  if (limit < NTK_PREFETCH) limit = NTK_PREFETCH;
+  while (p[worker].inflight < limit && sched_more(s)) {
     uint64_t index = s->pending[s->next];
     ntk_status st = ntk_comm_send(worker, NTK_TAG_WORK, &index, sizeof index);
     if (st) {
@@ -311,7 +318,10 @@ static void send_next(struct sched *s, int worker, struct peer *p, int *active) 
  * largest tiles go first, so the first results bound the rest; a worker
  * slowed down 3x by other load on its node is not taken for a hung one,
  * and a worker_timeout set too low for the tile size does not end a
- * healthy job. Until a tile has come back only worker_timeout applies. */
+ * healthy job. Until a tile has come back only worker_timeout applies. A
+ * worker with a pipeline sends its first tile only once the tiles behind it
+ * are computed: before its first result it gets that many times the limit
+ * (check_stalls). */
 static double stall_limit(const struct sched *s) {
   return s->worker_timeout > 3 * s->slowest ? s->worker_timeout : 3 * s->slowest;
 }
@@ -320,9 +330,10 @@ static double stall_limit(const struct sched *s) {
  * than stall_limit(). A message already waiting from it means this rank
  * was slow to look, not the worker. */
 static void check_stalls(struct sched *s, struct peer *p, int nworkers, int *active) {
-  double limit = stall_limit(s), now = ntk_now();
+  double base = stall_limit(s), now = ntk_now();
   for (int k = 1; k <= nworkers; k++) {
     double quiet = now - p[k].heard;
+    double limit = s->per_worker[k] || p[k].depth <= NTK_PREFETCH ? base : base * (p[k].depth - 1);
     int from, tag;
     size_t bytes;
     if (p[k].inflight <= 0 || p[k].lost || quiet <= limit || ntk_comm_poll(k, &from, &tag, &bytes, 0)) continue;

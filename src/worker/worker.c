@@ -93,6 +93,8 @@ static int compress_threads(const struct ntk_backend_ops *be) {
     char *end;
     long n = strtol(v, &end, 10);
     if (!*end && n >= 0 && n <= 64) return (int)n;
+    fprintf(stderr, "ntkd: rank %d: NTKD_COMPRESS_THREADS=%s is not a number from 0 to 64: ignored\n",
+            ntk_comm_rank(), v);
   }
   return be->compress_threads > 0 ? (be->compress_threads < 64 ? be->compress_threads : 64) : 0;
 }
