@@ -9,6 +9,8 @@
 # Every step runs whatever the earlier ones gave, and reports pass, FAIL or
 # skipped (with why); the summary table at the end has one row per step
 # and one per benchmark. Exit status: 0 when no step failed, 1 otherwise.
+# NTKD_GPU_CHECK_ONLY=REGEX runs only the steps whose names match (grep -E;
+# the versions step always runs), for a short session on a lent GPU.
 set -uo pipefail
 set -a   # the steps run in their own bash: variables and functions go along
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +28,11 @@ run_step() {
   local name=$1 rc state
   shift
   current=$name
+  if [ -n "${NTKD_GPU_CHECK_ONLY:-}" ] && [[ $name != versions* ]] && ! grep -Eq -- "$NTKD_GPU_CHECK_ONLY" <<< "$name"; then
+    names+=("$name") states+=("skipped: not selected (NTKD_GPU_CHECK_ONLY)")
+    current=
+    return
+  fi
   printf '\n== step: %s\n' "$name"
   rm -f "$work/skip" "$work/note"
   export -f $(declare -F | awk '{print $3}')
