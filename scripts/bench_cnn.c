@@ -2,9 +2,13 @@
  * images (or H W C given) and prints seconds per entry (pair), each pair
  * computed once (lower triangle). By default on one core with the CPU
  * backend's CNN path; --gpu: the CUDA backend on GPU 0 (its start-up
- * self-check not timed); --emu: the GPU kernels in the host emulation.
- *   ntkd_bench_cnn [--gpu|--emu] "ARCH" N [float32|float64] [H W C]
+ * self-check not timed); --emu: the GPU kernels in the host emulation;
+ * --plan: no computing at all, each GPU launch of the tile printed as a
+ * JSON line (scripts/gpu_model.py reads the geometry from there, so the
+ * model follows src/worker/cnn_gpu.c as it is).
+ *   ntkd_bench_cnn [--gpu|--emu|--plan] "ARCH" N [float32|float64] [H W C]
  * Per-image work (the (a, a) runs) is included, as in a real tile. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,16 +20,57 @@
 #include "ntkd/cpuinit.h"
 #include "ntkd/progress.h"
 
+/* --plan: an executor that records launches and computes nothing. Its
+ * device pointers are dummies; the CUDA executor's block size and limits. */
+#define PLAN_THREADS 256 /* NTK_CUDA_THREADS, src/worker/cuda/cnn_cuda.cu */
+static struct ntk_dev_plan plan_ops;
+static const char *const plan_kernels[NTK_K_COUNT] = {"DIAG", "SLICE", "INPUT_FULL", "CONV_FULL", "POOL_FULL",
+                                                      "READOUT", "SLICE3"};
+static int plan_alloc(void *ctx, void **p, size_t bytes, char *err, size_t cap) {
+  static uintptr_t next = 0x10000;
+  (void)ctx, (void)err, (void)cap;
+  *p = (void *)next;
+  next += (bytes + 0xffff) & ~(uintptr_t)0xffff;
+  return 0;
+}
+static void plan_release(void *ctx, void *p) { (void)ctx, (void)p; }
+static int plan_copy(void *ctx, void *dst, const void *src, size_t bytes, char *err, size_t cap) {
+  (void)ctx, (void)dst, (void)src, (void)bytes, (void)err, (void)cap;
+  return 0;
+}
+static int plan_zero(void *ctx, void *p, size_t bytes, char *err, size_t cap) {
+  (void)ctx, (void)p, (void)bytes, (void)err, (void)cap;
+  return 0;
+}
+static int plan_launch(void *ctx, int kernel, int elem, unsigned gx, unsigned gy, size_t smem,
+                       const struct ntk_dev_args *a, char *err, size_t cap) {
+  (void)ctx, (void)err, (void)cap;
+  printf("{\"kernel\": \"%s\", \"elem\": %d, \"gx\": %u, \"gy\": %u, \"threads\": %d, \"smem\": %zu, "
+         "\"h\": %d, \"w\": %d, \"bh\": %d, \"bw\": %d, \"k0\": %d, \"k1\": %d, \"with_t\": %d, "
+         "\"capture\": %d, \"self\": %d, \"to_part\": %d, \"noff\": %d, \"ops\": [",
+         plan_kernels[kernel], elem, gx, gy, PLAN_THREADS, smem, a->h, a->w, a->bh, a->bw, a->k0, a->k1, a->with_t,
+         a->capture, a->self, a->to_part, a->noff);
+  int k1 = kernel == NTK_K_SLICE || kernel == NTK_K_SLICE3 ? a->k1 : a->k0 + 1;
+  for (int k = a->k0; k < k1 && k < plan_ops.nops; k++) {
+    int kind = plan_ops.ops[k].kind;
+    printf("%s\"%s\"", k > a->k0 ? ", " : "",
+           kind == NTK_LAYER_CONV ? "CONV" : kind == NTK_LAYER_ABRELU ? "ABRELU" : kind == NTK_LAYER_ERF ? "ERF"
+           : kind == NTK_LAYER_DENSE ? "DENSE" : "OTHER");
+  }
+  printf("]}\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   ntk_cpu_fix_openblas(argv);
   const char *mode = "cpu";
-  if (argc > 1 && (!strcmp(argv[1], "--gpu") || !strcmp(argv[1], "--emu"))) {
+  if (argc > 1 && (!strcmp(argv[1], "--gpu") || !strcmp(argv[1], "--emu") || !strcmp(argv[1], "--plan"))) {
     mode = argv[1] + 2;
     argv++;
     argc--;
   }
   if (argc < 3) {
-    fprintf(stderr, "usage: ntkd_bench_cnn [--gpu|--emu] ARCH N [float32|float64] [H W C]\n");
+    fprintf(stderr, "usage: ntkd_bench_cnn [--gpu|--emu|--plan] ARCH N [float32|float64] [H W C]\n");
     return 2;
   }
   size_t n = (size_t)atol(argv[2]);
@@ -62,6 +107,21 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "emu")) {
     ntk_gpu_exec_host(&ex, 1);
     st = ntk_cnn_gpu_create(&ex, &arch, &ds, &emu);
+  } else if (!strcmp(mode, "plan")) {
+    ntk_gpu_exec_host(&ex, 1);
+    ex.name = "launch plan";
+    ex.threads = PLAN_THREADS;
+    ex.smem_max = 227 << 10;          /* sm_90's opt-in limit */
+    ex.mem_budget = (size_t)16 << 30; /* ntk_gpu_exec_cuda's cap */
+    ex.mem_free = (size_t)140 << 30;  /* an H200's free memory */
+    ex.alloc = plan_alloc;
+    ex.release = plan_release;
+    ex.put = plan_copy;
+    ex.get = plan_copy;
+    ex.zero = plan_zero;
+    ex.launch = plan_launch;
+    st = ntk_cnn_dev_plan(&arch, &ds, &plan_ops);
+    if (!st) st = ntk_cnn_gpu_create(&ex, &arch, &ds, &emu);
   } else {
     st = ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, &cnn);
   }

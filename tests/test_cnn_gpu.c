@@ -7,13 +7,65 @@
  * tiles and small batches. On a machine with a GPU, test_backend and
  * scripts/gpu_check.sh run the same kernels under CUDA. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
+
 
 #include "../src/worker/cnn_gpu.h"
 #include "cnn_archs.h"
 #include "ntkd/cnn.h"
 #include "refcase.h"
 #include "testutil.h"
+
+/* The host emulation, recording each kernel's launches: how many, the
+ * SLICE3 variants (bit with_t + 2 capture) and the largest shared memory
+ * a block of each kernel asks for. */
+struct rec_exec {
+  struct ntk_gpu_exec inner;
+  unsigned launches[NTK_K_COUNT], slice3_variants;
+  size_t smem[NTK_K_COUNT];
+};
+static int rec_alloc(void *ctx, void **p, size_t bytes, char *err, size_t cap) {
+  struct rec_exec *r = ctx;
+  return r->inner.alloc(r->inner.ctx, p, bytes, err, cap);
+}
+static void rec_release(void *ctx, void *p) {
+  struct rec_exec *r = ctx;
+  r->inner.release(r->inner.ctx, p);
+}
+static int rec_put(void *ctx, void *dev, const void *host, size_t bytes, char *err, size_t cap) {
+  struct rec_exec *r = ctx;
+  return r->inner.put(r->inner.ctx, dev, host, bytes, err, cap);
+}
+static int rec_get(void *ctx, void *host, const void *dev, size_t bytes, char *err, size_t cap) {
+  struct rec_exec *r = ctx;
+  return r->inner.get(r->inner.ctx, host, dev, bytes, err, cap);
+}
+static int rec_zero(void *ctx, void *dev, size_t bytes, char *err, size_t cap) {
+  struct rec_exec *r = ctx;
+  return r->inner.zero(r->inner.ctx, dev, bytes, err, cap);
+}
+static int rec_launch(void *ctx, int kernel, int elem, unsigned gx, unsigned gy, size_t smem,
+                      const struct ntk_dev_args *a, char *err, size_t cap) {
+  struct rec_exec *r = ctx;
+  r->launches[kernel]++;
+  if (smem > r->smem[kernel]) r->smem[kernel] = smem;
+  if (kernel == NTK_K_SLICE3) r->slice3_variants |= 1u << ((a->with_t ? 1 : 0) + (a->capture ? 2 : 0));
+  return r->inner.launch(r->inner.ctx, kernel, elem, gx, gy, smem, a, err, cap);
+}
+/* ex: the executor to pass on (it points at r). */
+static void rec_init(struct rec_exec *r, struct ntk_gpu_exec *ex, unsigned threads) {
+  memset(r, 0, sizeof *r);
+  ntk_gpu_exec_host(&r->inner, threads);
+  *ex = r->inner;
+  ex->ctx = r;
+  ex->alloc = rec_alloc;
+  ex->release = rec_release;
+  ex->put = rec_put;
+  ex->get = rec_get;
+  ex->zero = rec_zero;
+  ex->launch = rec_launch;
+}
 
 /* Whole n x n matrices from tiles of edge `tile`: the CPU (ex NULL) or
  * the emulated GPU. Checks that diagonal tiles are exactly symmetric. */
@@ -62,9 +114,9 @@ static void check_against_cpu(int elem) {
     for (unsigned threads = 1; threads <= 3; threads += 2) {
       struct ntk_gpu_exec ex;
       ntk_gpu_exec_host(&ex, threads);
-      /* 3 threads: a budget too small for the job-wide image cache, so
+      /* 3 threads: a device too small for the job-wide image cache, so
        * each tile copies its images and computes their variances. */
-      if (threads == 3) ex.mem_budget = 7500 * (size_t)elem;
+      if (threads == 3) ex.mem_budget = ex.mem_free = 7500 * (size_t)elem;
       matrices(&arch, &ds, &ex, 5, g1, t1);
       double eg = ref_max_err(g1, 8, g0, n, 0), et = ref_max_err(t1, 8, t0, n, 0);
       ck_assert_msg(eg < bound && et < bound, "%s, %s, %u threads: nngp %.3g ntk %.3g (bound %g)", archs[a],
@@ -93,32 +145,123 @@ END_TEST
  * offsets), a pooled Myrtle-style network and a CNTK-style one, float32,
  * emulated with 4 threads per block against the CPU. */
 START_TEST(test_gpu_kernels_32x32) {
-  static const char *const big[] = {
-      "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu GlobalAvgPool Dense",
-      "[Conv(3, 1, SAME) Relu]*2 GlobalAvgPool Dense",
-      "[Conv(3, 1, SAME) Relu]*2 Flatten Dense",
+  /* elem 8: float64, whose SLICE blocks need the most shared memory: the
+   * generic kernel's (a Conv(2) in the run) more than the 48 KiB a GPU
+   * block gets without opting in (cnn_cuda.cu opts in). */
+  static const struct {
+    const char *arch;
+    int elem;
+  } big[] = {
+      {"Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu GlobalAvgPool Dense", 4},
+      {"[Conv(3, 1, SAME) Relu]*2 GlobalAvgPool Dense", 4},
+      {"[Conv(3, 1, SAME) Relu]*2 Flatten Dense", 4},
+      {"[Conv(3, 1, SAME) Relu]*2 GlobalAvgPool Dense", 8},
+      {"Conv(3, 1, SAME) Relu Conv(2, 1, SAME) Relu GlobalAvgPool Dense", 8},
   };
-  struct ntk_dataset ds;
-  random_images(&ds, 4, 32, 32, 3, 4, 17);
-  size_t n = ds.n;
-  double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
+  struct ntk_dataset ds[2]; /* float64: two images, two emulated threads (CI time) */
+  random_images(&ds[0], 4, 32, 32, 3, 4, 17);
+  random_images(&ds[1], 2, 32, 32, 3, 8, 17);
+  double *g0 = malloc(16 * 8), *t0 = malloc(16 * 8), *g1 = malloc(16 * 8), *t1 = malloc(16 * 8);
   for (size_t a = 0; a < sizeof big / sizeof *big; a++) {
+    int elem = big[a].elem;
+    const struct ntk_dataset *d = &ds[elem == 8];
+    size_t n = d->n;
     struct ntk_arch arch;
-    ck_assert_int_eq(ntk_arch_parse(big[a], 1.4142135623730951, 0.0, &arch), NTK_OK);
-    matrices(&arch, &ds, NULL, 3, g0, t0);
+    ck_assert_int_eq(ntk_arch_parse(big[a].arch, 1.4142135623730951, 0.0, &arch), NTK_OK);
+    matrices(&arch, d, NULL, 3, g0, t0);
+    struct rec_exec rec;
     struct ntk_gpu_exec ex;
-    ntk_gpu_exec_host(&ex, 4);
-    matrices(&arch, &ds, &ex, 3, g1, t1);
+    rec_init(&rec, &ex, elem == 4 ? 4 : 2);
+    matrices(&arch, d, &ex, 3, g1, t1);
     double eg = ref_max_err(g1, 8, g0, n, 0), et = ref_max_err(t1, 8, t0, n, 0);
-    printf("emulated GPU vs CPU, 32x32x3 float32, %s: nngp %.3g ntk %.3g\n", big[a], eg, et);
-    ck_assert_msg(eg < 1e-5 && et < 1e-5, "%s: nngp %.3g ntk %.3g", big[a], eg, et);
+    size_t sm = rec.smem[NTK_K_SLICE] > rec.smem[NTK_K_SLICE3] ? rec.smem[NTK_K_SLICE] : rec.smem[NTK_K_SLICE3];
+    printf("emulated GPU vs CPU, 32x32x3 %s, %s: nngp %.3g ntk %.3g (SLICE block %zu bytes of shared memory)\n",
+           elem == 4 ? "float32" : "float64", big[a].arch, eg, et, sm);
+    if (elem == 4) ck_assert_msg(eg == 0 && et == 0, "%s: nngp %.3g ntk %.3g", big[a].arch, eg, et);
+    else ck_assert_msg(eg < 1e-13 && et < 1e-13, "%s: nngp %.3g ntk %.3g", big[a].arch, eg, et);
+    if (strstr(big[a].arch, "Conv(2")) /* the generic SLICE kernel, past 48 KiB */
+      ck_assert_msg(rec.launches[NTK_K_SLICE] > 0 && rec.smem[NTK_K_SLICE] > 48 << 10, "%zu", rec.smem[NTK_K_SLICE]);
+    else if (strstr(big[a].arch, "GlobalAvgPool"))
+      ck_assert(rec.launches[NTK_K_SLICE3] > 0 && rec.launches[NTK_K_SLICE] == 0);
     ntk_arch_free(&arch);
   }
   free(g0);
   free(t0);
   free(g1);
   free(t1);
-  free(ds.x);
+  free(ds[0].x);
+  free(ds[1].x);
+}
+END_TEST
+
+/* SLICE3, the kernel for runs of 3x3 convolutions, in each of its cases:
+ * a Conv with Relu, LeakyRelu/Abs or Erf folded in, other pointwise layers
+ * after a Conv, a nonlinear tail (the self pairs then run every offset), a
+ * band of offsets before Flatten (cells written back, the rest of a block
+ * left out), a network whose other run takes the generic SLICE kernel;
+ * three threads per block (block-stride loops over the strips), and for
+ * float32 also one and 16 (one strip per thread, as on a GPU); NTK and
+ * NNGP only. float32 equal to the CPU's bit for bit, float64 within 1e-13.
+ * Removing SLICE3's one barrier per convolution makes this test fail
+ * (checked), as a missing __syncthreads() would on a GPU. */
+START_TEST(test_gpu_slice3) {
+  static const char *const nets[] = {
+      "Conv(3, 1, SAME) LeakyRelu(0.1) Conv(3, 1, SAME) Abs GlobalAvgPool Dense",
+      "Conv(3, 1, SAME, b_std=0.1) Erf Conv(3, 1, SAME) Relu GlobalAvgPool Dense Relu Dense",
+      "Conv(3, 1, SAME) Relu Dense Conv(3, 1, SAME) Relu Dense(W_std=0.9) GlobalAvgPool",
+      "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Relu AvgPool(2) Flatten Dense",
+      "Conv(3, 1, SAME) Relu AvgPool(2, 1) Conv(2, 1, SAME) Relu GlobalAvgPool Dense",
+  };
+  unsigned variants = 0;
+  for (int elem = 4; elem <= 8; elem += 4) {
+    struct ntk_dataset ds;
+    random_images(&ds, 5, 6, 5, 2, elem, 5);
+    size_t n = ds.n;
+    double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
+    setenv("NTKD_GPU_MAX_BATCH", "4", 1);
+    for (size_t a = 0; a < sizeof nets / sizeof *nets; a++) {
+      struct ntk_arch arch;
+      ck_assert_msg(ntk_arch_parse(nets[a], 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
+      matrices(&arch, &ds, NULL, 4, g0, t0);
+      static const unsigned threads[] = {3, 1, 16}; /* float64: 3 only (CI time) */
+      for (size_t k = 0; k < (elem == 4 ? 3u : 1u); k++) {
+        struct rec_exec rec;
+        struct ntk_gpu_exec ex;
+        rec_init(&rec, &ex, threads[k]);
+        matrices(&arch, &ds, &ex, 4, g1, t1);
+        double eg = ref_max_err(g1, 8, g0, n, 0), et = ref_max_err(t1, 8, t0, n, 0);
+        double bound = elem == 4 ? 0 : 1e-13;
+        ck_assert_msg(eg <= bound && et <= bound, "%s, %s, %u threads: nngp %.3g ntk %.3g", nets[a],
+                      elem == 4 ? "float32" : "float64", threads[k], eg, et);
+        ck_assert_msg(rec.launches[NTK_K_SLICE3] > 0, "%s: no SLICE3 launch", nets[a]);
+        variants |= rec.slice3_variants;
+      }
+      /* NNGP only: the same NNGP */
+      ntk_cnn_gpu_t *gc;
+      struct ntk_gpu_exec ex;
+      ntk_gpu_exec_host(&ex, 3);
+      ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &arch, &ds, &gc), NTK_OK);
+      struct ntk_tiling tg;
+      ntk_tiling_init(&tg, ds.n, 4);
+      for (uint64_t k = 0; k < tg.ntiles; k++) {
+        struct ntk_tile tl = ntk_tiling_tile(&tg, k);
+        double a2[16], b2[16], c2[16];
+        ck_assert_int_eq(ntk_cnn_gpu_tile(gc, &tl, a2, b2), NTK_OK);
+        ck_assert_int_eq(ntk_cnn_gpu_tile(gc, &tl, c2, NULL), NTK_OK);
+        ck_assert(!memcmp(a2, c2, tl.rows * tl.cols * (size_t)elem));
+      }
+      ntk_cnn_gpu_free(gc);
+      ntk_arch_free(&arch);
+    }
+    unsetenv("NTKD_GPU_MAX_BATCH");
+    free(g0);
+    free(t0);
+    free(g1);
+    free(t1);
+    free(ds.x);
+  }
+  /* the pairs with the NTK, and the self pairs' variance capture */
+  ck_assert_msg((variants & 0x2) && (variants & 0x4), "SLICE3 variants seen: %#x", variants);
 }
 END_TEST
 
@@ -200,6 +343,82 @@ START_TEST(test_gpu_refusals) {
 }
 END_TEST
 
+/* The GPU's float ABRelu map on variance slots (ntk_dev_abreluf_vu on
+ * (q, r, v, u) as ntk_dev_vslotf fills them, cnn_dev.h) against the shared
+ * map ntk_abreluf_r, bit for bit, value and tdot: random variances and
+ * covariances over the whole float range (raw bit patterns too, so
+ * subnormal, inf and NaN), correlations near +-1, the exact angle-0 case
+ * of a pair with itself (q12 = q11 = q22), and edge values; with Relu,
+ * LeakyRelu, Abs and a general ABRelu. Also the domain the GPU's square
+ * root assumes (ntk_dev_sqrtf_map): the clamped det is +-0, NaN or in
+ * [2^-101, FLT_MAX]. */
+static uint64_t vs_rng = 0x9e3779b97f4a7c15ull;
+static uint32_t vs_next(void) {
+  vs_rng ^= vs_rng << 13;
+  vs_rng ^= vs_rng >> 7;
+  vs_rng ^= vs_rng << 17;
+  return (uint32_t)(vs_rng >> 16);
+}
+static float vs_float(void) {
+  static const float edge[] = {0.0f,    -0.0f,     0x1p-149f, 1e-40f,   0x1p-126f, 1e-20f, 1.0f,
+                               1.5f,    2.0f,      1e19f,     1e38f,    3.4028235e38f, INFINITY, -1.0f,
+                               -1e-30f, -INFINITY, NAN,       0x1p-75f, 0x1p63f};
+  uint32_t k = vs_next() % 8, u = vs_next();
+  float x;
+  if (k == 0) return edge[u % (sizeof edge / sizeof *edge)];
+  if (k == 1) { /* any bit pattern */
+    memcpy(&x, &u, sizeof x);
+    return x;
+  }
+  /* positive, log-uniform over the whole range, subnormal included */
+  u = (u % (0x7f7fffffu - 1u)) + 1u;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+START_TEST(test_gpu_relu_slots) {
+  static const float ab[][2] = {{0.0f, 1.0f}, {0.1f, 1.0f}, {-1.0f, 1.0f}, {0.5f, 2.0f}};
+  long n = 0, zero_angle = 0;
+  for (int it = 0; it < 1500000; it++) {
+    float q11 = vs_float(), q22 = it % 5 == 0 ? q11 : vs_float(), q12;
+    uint32_t kind = vs_next() % 6;
+    if (kind == 0) q12 = vs_float();
+    else if (kind == 1) q12 = q11; /* with itself when q22 == q11: the angle 0 */
+    else if (kind == 2) q12 = -q11;
+    else { /* a correlation, near +-1 often */
+      float rho = kind == 3 ? 1.0f - (float)(vs_next() % 1000) * 1e-7f : (float)(vs_next() % 2001) / 1000.0f - 1.0f;
+      q12 = rho * sqrtf(q11) * sqrtf(q22);
+    }
+    float s1[4], s2[4];
+    ntk_dev_vslotf(q11, s1);
+    ntk_dev_vslotf(q22, s2);
+    const float *p = ab[it % 4];
+    float t_ref, t_dev;
+    float g_ref = ntk_abreluf_r(p[0], p[1], q12, q11, q22, ntk_rsqrtf(q11), ntk_rsqrtf(q22), &t_ref);
+    float g_dev = ntk_dev_abreluf_vu(p[0], p[1], q12, s1[1], s1[2], s1[3], s2[1], s2[2], s2[3], &t_dev);
+    uint32_t a1, a2, b1, b2;
+    memcpy(&a1, &g_ref, 4);
+    memcpy(&a2, &g_dev, 4);
+    memcpy(&b1, &t_ref, 4);
+    memcpy(&b2, &t_dev, 4);
+    ck_assert_msg(a1 == a2 && b1 == b2,
+                  "a %g b %g q12 %a q11 %a q22 %a: map %a (tdot %a), slots %a (tdot %a)", (double)p[0],
+                  (double)p[1], (double)q12, (double)q11, (double)q22, (double)g_ref, (double)t_ref, (double)g_dev,
+                  (double)t_dev);
+    /* the square root's domain, with the map's own det */
+    float c = q12 * s1[1] * s2[1], det = s1[3] * s2[3] - c * c, x = det < 0.0f ? 0.0f : det;
+    ck_assert_msg(x == 0.0f || isnan(x) || (x >= 0x1p-101f && x <= 3.4028235e38f),
+                  "det %a for q12 %a q11 %a q22 %a", (double)x, (double)q12, (double)q11, (double)q22);
+    if (q12 == q11 && q11 == q22 && q11 > 0.0f && q11 < INFINITY) {
+      ck_assert_msg(x == 0.0f, "angle 0: det %a at q %a", (double)x, (double)q11);
+      zero_angle++;
+    }
+    n++;
+  }
+  ck_assert_int_gt(zero_angle, 1000);
+  ck_assert_int_eq(n, 1500000);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cnn_gpu");
   TCase *tc = tcase_create("cnn_gpu");
@@ -207,7 +426,9 @@ int main(void) {
   tcase_add_test(tc, test_gpu_kernels_float32);
   tcase_add_test(tc, test_gpu_kernels_float64);
   tcase_add_test(tc, test_gpu_kernels_32x32);
+  tcase_add_test(tc, test_gpu_slice3);
   tcase_add_test(tc, test_cell_index);
+  tcase_add_test(tc, test_gpu_relu_slots);
   tcase_add_test(tc, test_gpu_nngp_only);
   tcase_add_test(tc, test_gpu_refusals);
   suite_add_tcase(s, tc);

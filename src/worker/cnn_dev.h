@@ -11,6 +11,7 @@
 #include "ntkd/arch.h"
 #include "ntkd/cnn.h"
 #include "ntkd/data.h"
+#include "ntkd/kernel_maps.h"
 #include "ntkd/status.h"
 
 #define NTK_DEV_MAXOPS 160 /* spatial layers */
@@ -25,7 +26,13 @@ struct ntk_dev_op {
   int bh, bw;                /* offsets of this op's input the readout needs */
   int var_off;               /* nonlinearity: its slot in an image's variance block, else -1 */
   double w2, b2, a, b;       /* W_std^2, b_std^2; ABRelu slopes */
+  /* Filled in by cnn_gpu.c for the SLICE3 kernel: */
+  float w2f, b2f, af, bf;    /* the same, rounded to float (the float kernels' operands) */
+  int next;                  /* the first op after this one that is a Conv or not slice-local (or nops) */
+  int fuse;                  /* a Conv followed by exactly one nonlinearity before `next`: NTK_FUSE_* */
 };
+
+enum { NTK_FUSE_NONE, NTK_FUSE_RELU, NTK_FUSE_ABRELU, NTK_FUSE_ERF }; /* RELU: ABRelu(0, 1) */
 
 struct ntk_dev_plan {
   int H, W, C, pad;          /* input; slice border (largest slice-local filter - 1) */
@@ -51,6 +58,7 @@ enum {
   NTK_K_CONV_FULL,  /* grid-stride: ops[k0] (a Conv) on fg into ng */
   NTK_K_POOL_FULL,  /* grid-stride: ops[k0] (an AvgPool) on fg into ng */
   NTK_K_READOUT,    /* grid (np): sum, normalise, the tail; out[pair] */
+  NTK_K_SLICE3,     /* grid (nDi * nDj, np): ops [k0, k1), all Conv f = 3, on one wrapped offset (four slices) */
   NTK_K_COUNT
 };
 
@@ -90,6 +98,111 @@ struct ntk_dev_args {
     (i) = (unsigned)(((float)(k) + 0.5f) * (inv));   \
     (j) = (k) - (i) * (vw);                          \
   } while (0)
+
+/* An (NNGP, NTK) pair of shared-memory cells, or a (variance, its
+ * ntk_rsqrt) pair of a variance slot: one 8- or 16-byte load. */
+#ifdef __CUDACC__
+typedef float2 dv_pair_f;
+typedef double2 dv_pair_d;
+typedef float4 dv_quad_f;
+typedef struct __align__(16) {
+  double x, y, z, w;
+} dv_quad_d;
+#define DV_INLINE __forceinline__
+#define DV_RESTRICT __restrict__
+#else
+typedef struct {
+  _Alignas(8) float x;
+  float y;
+} dv_pair_f;
+typedef struct {
+  _Alignas(16) double x;
+  double y;
+} dv_pair_d;
+typedef struct {
+  _Alignas(16) float x;
+  float y, z, w;
+} dv_quad_f;
+typedef struct {
+  _Alignas(16) double x;
+  double y, z, w;
+} dv_quad_d;
+#define DV_INLINE inline
+#define DV_RESTRICT restrict
+#endif
+
+/* A position's variance slot on the GPU, (q, r, v, u): the variance q,
+ * r = RSQRT(q), v = q r and u = v r, in four elements (one 16-byte load
+ * in float). v and u are the first two products of ntk_abreluf_r, per
+ * image and position: written once by the capture pass instead of once
+ * per entry. dv_quad_f/_d: one slot. */
+#define NTK_DEV_VSLOT 4
+
+/* sqrtf(x) where x is +-0, NaN, negative or in [2^-101, FLT_MAX], the
+ * inputs ntk_dev_abreluf_vu can give it. On a GPU that is the fast path
+ * of the IEEE square root CUDA compiles sqrtf to under -prec-sqrt=true
+ * (MUFU.RSQ, two FTZ products, two FMAs: correctly rounded on that range)
+ * without its range check and slow-path call, and +-0 back as they are
+ * (sqrtf(+-0) = +-0). Below 2^-101 (subnormal included) and at +inf it
+ * would differ from sqrtf; the map's det never is there: it is
+ * u11 u22 - c^2 with u = 1 to a few ulp (or +-0 or NaN, for a variance
+ * <= 0 or inf), so a nonzero det is >= 2^-24 (Sterbenz: the two products
+ * are within a factor 2, on a grid of 2^-25) or NaN, and never above
+ * ~1 + 2^-20; negative ones are clamped to 0 before (tests/test_cnn_gpu.c
+ * checks that domain on the map's inputs). Checked on an H200 against
+ * sqrtf for all 2^32 bit patterns: equal on the whole domain (docs/GPU.md,
+ * "On paper"). On the host: sqrtf. */
+static inline NTK_HD float ntk_dev_sqrtf_map(float x) {
+#ifdef __CUDA_ARCH__
+  float s;
+  asm("{\n\t.reg .f32 r, y, h, e;\n\t"
+      "rsqrt.approx.ftz.f32 r, %1;\n\t"
+      "mul.ftz.f32 y, %1, r;\n\t"
+      "mul.ftz.f32 h, r, 0f3F000000;\n\t"
+      "neg.f32 e, y;\n\t"
+      "fma.rn.f32 e, e, y, %1;\n\t"
+      "fma.rn.f32 %0, e, h, y;\n\t}"
+      : "=f"(s)
+      : "f"(x));
+  return x == 0.0f ? x : s;
+#else
+  return sqrtf(x);
+#endif
+}
+
+/* ntk_abreluf_r (include/ntkd/kernel_maps.h) on slots A = (q11, r11, v11,
+ * u11) and B = (q22, r22, v22, u22) as above: the same operations in the
+ * same order after its first two lines (v = q r, u = v r, which the slot
+ * holds), so the same bits for every input when A and B were filled from
+ * q11, q22 as the capture pass does. tests/test_cnn_gpu.c compares the two
+ * on random, edge (zero, negative, subnormal, huge, inf, NaN) and
+ * angle-0 inputs. */
+static inline NTK_HD float ntk_dev_abreluf_vu(float a, float b, float q12, float r11, float v11, float u11,
+                                              float r22, float v22, float u22, float *tdot) {
+  float c = q12 * r11 * r22, det = u11 * u22 - c * c;
+  float s = ntk_dev_sqrtf_map(det < 0.0f ? 0.0f : det), ac = fabsf(c);
+  int s_big = s >= ac;
+  float mx = s_big ? s : ac, mn = s_big ? ac : s;
+  int far = mn > 0.41421356f * mx;
+  float m = ntk_selectf(far, mn * 0.92387953f - mx * 0.38268343f, mn);
+  float phi = ntk_asin_smallf(m);
+  phi = far ? phi + (float)(NTK_PI / 8) : phi;
+  float theta = s_big ? (float)NTK_PI_2 - phi : phi;
+  theta = c < 0.0f ? (float)NTK_PI - theta : theta;
+  float factor = (a - b) * (a - b) * (float)(1.0 / (2.0 * NTK_PI));
+  float dot_sigma = (a * a + b * b) * 0.5f - factor * theta;
+  float sq = s * v11 * v22;
+  *tdot = dot_sigma;
+  return factor * sq + dot_sigma * q12;
+}
+
+/* The slot of variance q, as the capture pass fills it. */
+static inline NTK_HD void ntk_dev_vslotf(float q, float *slot) {
+  slot[0] = q;
+  slot[1] = ntk_rsqrtf(q);
+  slot[2] = slot[0] * slot[1];
+  slot[3] = slot[2] * slot[1];
+}
 
 /* One block of a launch: its indices and, in the host emulation, the
  * barrier its threads meet at. */

@@ -18,6 +18,11 @@
  * elements, each plus 2 nt doubles; READOUT 2 nt doubles; the
  * full-covariance kernels none. */
 
+#ifndef DV_PAIR
+#define DV_PAIR SFX(dv_pair)
+#define DV_QUAD SFX(dv_quad)
+#endif
+
 static DEV REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
                                REAL *td) {
   if (o->kind == NTK_LAYER_ERF) return ERF(q12, q11, q22, td);
@@ -59,18 +64,22 @@ static DEV REAL SFX(dv_dot)(const REAL *xa, const REAL *xb, int C) {
 }
 
 /* Nonlinearity o on one entry (g, t) pairing a's position p with b's
- * position q; qa, qb: the layer's variance slots of a and b. When
- * `capture` (a pair (a, a) at offset 0, so p == q and qa == qb), a's
- * variance at p is written first: the thread that owns the entry is the
- * only one that reads it in this launch. */
-static DEV void SFX(dv_cell_nonlin)(const struct ntk_dev_op *o, int capture, REAL *qa, const REAL *qb, unsigned hw,
-                                    unsigned p, unsigned q, REAL *g, REAL *t, int with_t) {
+ * position q; qa, qb: the layer's variance slots of a and b (per
+ * position NTK_DEV_VSLOT elements: the variance, its RSQRT, and the
+ * products v, u of cnn_dev.h). When `capture` (a pair (a, a) at offset 0,
+ * so p == q and qa == qb), a's slot at p is written first: the thread that
+ * owns the entry is the only one that reads it in this launch. */
+static DEV void SFX(dv_cell_nonlin)(const struct ntk_dev_op *o, int capture, REAL *qa, const REAL *qb, unsigned p,
+                                    unsigned q, REAL *g, REAL *t, int with_t) {
   if (capture) {
-    qa[p] = *g;
-    qa[hw + p] = RSQRT(*g);
+    qa[NTK_DEV_VSLOT * p] = *g;
+    qa[NTK_DEV_VSLOT * p + 1] = RSQRT(*g);
+    qa[NTK_DEV_VSLOT * p + 2] = qa[NTK_DEV_VSLOT * p] * qa[NTK_DEV_VSLOT * p + 1];
+    qa[NTK_DEV_VSLOT * p + 3] = qa[NTK_DEV_VSLOT * p + 2] * qa[NTK_DEV_VSLOT * p + 1];
   }
   REAL td;
-  *g = SFX(dv_nonlin)(o, *g, qa[p], qb[q], qa[hw + p], qb[hw + q], &td);
+  *g = SFX(dv_nonlin)(o, *g, qa[NTK_DEV_VSLOT * p], qb[NTK_DEV_VSLOT * q], qa[NTK_DEV_VSLOT * p + 1],
+                      qb[NTK_DEV_VSLOT * q + 1], &td);
   if (with_t) *t *= td;
 }
 
@@ -126,7 +135,7 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
           st += rt;
         }
         REAL g = w2 * (sg * scale) + b2, t = with_t ? g + w2 * (st * scale) : 0;
-        if (nl) SFX(dv_cell_nonlin)(nl, A->self, va + nl->var_off, vb + nl->var_off, (unsigned)n, p, p, &g, &t, with_t);
+        if (nl) SFX(dv_cell_nonlin)(nl, A->self, va + nl->var_off, vb + nl->var_off, p, p, &g, &t, with_t);
         ng[p] = g;
         nt_[p] = t;
       }
@@ -148,7 +157,7 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
       REAL *qa = va + o->var_off;
       const REAL *qb = vb + o->var_off;
       for (unsigned p = tid; p < (unsigned)n; p += nt)
-        SFX(dv_cell_nonlin)(o, A->self, qa, qb, (unsigned)n, p, p, &dg[p], &dt[p], with_t);
+        SFX(dv_cell_nonlin)(o, A->self, qa, qb, p, p, &dg[p], &dt[p], with_t);
       BLK_SYNC(B);
     }
   }
@@ -241,7 +250,7 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
           tv = gv + w2 * (st * scale);
         }
         if (nl)
-          SFX(dv_cell_nonlin)(nl, A->capture, va + nl->var_off, vb + nl->var_off, hw, p, (unsigned)((int)p - shift), &gv,
+          SFX(dv_cell_nonlin)(nl, A->capture, va + nl->var_off, vb + nl->var_off, p, (unsigned)((int)p - shift), &gv,
                               &tv, with_t);
         g2[idx] = gv;
         t2[idx] = tv;
@@ -266,7 +275,7 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
       for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
         DV_CELL(k2, vw, inv, ii, jj);
         unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
-        SFX(dv_cell_nonlin)(o, A->capture, va + o->var_off, vb + o->var_off, hw, p, (unsigned)((int)p - shift), &g[idx],
+        SFX(dv_cell_nonlin)(o, A->capture, va + o->var_off, vb + o->var_off, p, (unsigned)((int)p - shift), &g[idx],
                             &t[idx], with_t);
       }
       BLK_SYNC(B);
@@ -297,6 +306,389 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
     if (with_t) ((REAL *)A->ft)[at] = t[idx];
   }
 }
+
+/* ---- SLICE3: every offset of a run of 3x3 convolutions, packed ----------- */
+
+#ifndef DV_OPAQUE
+#ifdef __CUDA_ARCH__
+#define DV_OPAQUE(p) asm("" : "+l"(p)) /* an empty asm: the compiler no longer sees where p came from */
+#else
+#define DV_OPAQUE(p) (void)0
+#endif
+#endif
+
+/* The fast path of SLICE for a run whose convolutions all have f = 3 (the
+ * CNTK and Myrtle stages). Block (Di, Dj) holds the wrapped offset: a's
+ * row i pairs with b's row i - Di when i >= Di (offset di = Di) and with
+ * row i - Di + h when i < Di (di = Di - h), likewise for columns. The two
+ * offsets of a row pair (and of a column pair) have h - Di and Di rows, so
+ * a block always holds the four slices (di, dj) whose cells add up to one
+ * whole h x w image: every block has the same work, and the grid has h w
+ * blocks per pair instead of (2h - 1)(2w - 1) of uneven size. In shared
+ * memory the four slices sit side by side, a's row i at memory row
+ * i + 1 + [i >= Di] and column j at j + 1 + [j >= Dj], each with its own
+ * zero border: the row and column between them stay zero, which is the
+ * SAME padding of each slice, so every entry is the CPU's. Offsets outside
+ * the band (Flatten readouts) stay zero and are not computed.
+ *
+ * Each thread owns a vertical strip of DV_S cells of one column: per 3x3
+ * convolution it reads the DV_S + 2 rows around the strip once (3 loads
+ * of an (NNGP, NTK) pair each: the row sums), adds the column sums as a
+ * sliding window in registers, then the affine map and the pointwise
+ * layers after the convolution, and stores into the other buffer: one
+ * barrier per convolution. The entry is rounded as on the CPU: row sums
+ * (left + centre) + right, column sums (top + centre) + bottom,
+ * nngp' = W^2 (sum / 9) + b^2, ntk' = nngp' + W^2 (sum_t / 9). A Conv
+ * followed by one nonlinearity (ops[k].fuse, set by cnn_gpu.c) runs it
+ * inline, Relu with its constants folded; other pointwise layers go
+ * through s3_post. A strip that crosses the row between two slices, or
+ * runs past the last row, or holds cells of an offset outside the band,
+ * takes the cells one at a time (the same arithmetic). with_t (NTK) and
+ * capture are compile-time constants in the CUDA kernels (cnn_cuda.cu). */
+#ifndef DV_S
+#define DV_S 4 /* rows per strip */
+#endif
+/* An op's parameter as REAL: the float copy in the float kernels. */
+#define DV_R(o, fld) (sizeof(REAL) == 4 ? (REAL)(o)->fld##f : (REAL)(o)->fld)
+
+/* A variance slot, through the read-only data path on a GPU (the slots
+ * are not written during a launch that reads them this way). */
+static DEV DV_INLINE DV_QUAD SFX(dv_ldq)(const DV_QUAD *p) {
+#ifdef __CUDA_ARCH__
+  DV_QUAD r;
+  if (sizeof(REAL) == 4) {
+    float4 v = __ldg((const float4 *)(const void *)p);
+    r.x = (REAL)v.x;
+    r.y = (REAL)v.y;
+    r.z = (REAL)v.z;
+    r.w = (REAL)v.w;
+  } else {
+    double2 a = __ldg((const double2 *)(const void *)p), b = __ldg((const double2 *)(const void *)p + 1);
+    r.x = (REAL)a.x;
+    r.y = (REAL)a.y;
+    r.z = (REAL)b.x;
+    r.w = (REAL)b.y;
+  }
+  return r;
+#else
+  return *p;
+#endif
+}
+
+/* ABRelu on slots A, B: in float the map on the slots' products
+ * (ntk_dev_abreluf_vu, the bits of ntk_abreluf_r), in double
+ * ntk_abrelu_r itself (it takes the variances only). */
+static DEV DV_INLINE REAL SFX(s3_abrelu)(REAL a, REAL b, REAL q12, const DV_QUAD *A, const DV_QUAD *B, REAL *td) {
+  if (sizeof(REAL) == 4) {
+    float tf, g = ntk_dev_abreluf_vu((float)a, (float)b, (float)q12, (float)A->y, (float)A->z, (float)A->w,
+                                     (float)B->y, (float)B->z, (float)B->w, &tf);
+    *td = (REAL)tf;
+    return (REAL)g;
+  }
+  return ABRELU_R(a, b, q12, A->x, B->x, A->y, B->y, td);
+}
+
+/* Nonlinearity o (fuse: NTK_FUSE_RELU, _ABRELU or _ERF) on n cells (g, t),
+ * a's positions pp, b's qq. With capture (a pair (a, a) at offset 0) the
+ * variance and its RSQRT are written first, and used as they are. */
+static DEV DV_INLINE void SFX(s3_nl)(int fuse, const struct ntk_dev_op *DV_RESTRICT o, int with_t, int capture,
+                                     REAL *DV_RESTRICT va, const REAL *DV_RESTRICT vb, int n, const unsigned *pp,
+                                     const unsigned *qq, REAL *G, REAL *T) {
+  DV_QUAD *sa = (DV_QUAD *)(va + (unsigned)o->var_off); /* >= 0 here */
+  const DV_QUAD *sb = (const DV_QUAD *)(vb + (unsigned)o->var_off);
+  DV_QUAD ua[DV_S], ub[DV_S];
+  for (int c = 0; c < n; c++) {
+    if (capture) {
+      ua[c].x = G[c];
+      ua[c].y = RSQRT(G[c]);
+      ua[c].z = ua[c].x * ua[c].y;
+      ua[c].w = ua[c].z * ua[c].y;
+      sa[pp[c]] = ua[c];
+      ub[c] = ua[c];
+    } else {
+      ua[c] = SFX(dv_ldq)(sa + pp[c]);
+      ub[c] = SFX(dv_ldq)(sb + qq[c]);
+    }
+  }
+  REAL td[DV_S];
+  if (fuse == NTK_FUSE_ERF) {
+    for (int c = 0; c < n; c++) G[c] = ERF(G[c], ua[c].x, ub[c].x, &td[c]);
+  } else if (fuse == NTK_FUSE_RELU) {
+    for (int c = 0; c < n; c++) G[c] = SFX(s3_abrelu)((REAL)0, (REAL)1, G[c], &ua[c], &ub[c], &td[c]);
+  } else {
+    REAL a = DV_R(o, a), b = DV_R(o, b);
+    for (int c = 0; c < n; c++) G[c] = SFX(s3_abrelu)(a, b, G[c], &ua[c], &ub[c], &td[c]);
+  }
+  if (with_t)
+    for (int c = 0; c < n; c++) T[c] *= td[c];
+}
+
+/* Pointwise layers ops [k, k1) on n cells. */
+static DEV DV_INLINE void SFX(s3_post)(const struct ntk_dev_plan *DV_RESTRICT P, int k, int k1, int with_t,
+                                       int capture, REAL *DV_RESTRICT va, const REAL *DV_RESTRICT vb, int n,
+                                       const unsigned *pp, const unsigned *qq, REAL *G, REAL *T) {
+  for (; k < k1; k++) {
+    const struct ntk_dev_op *o = &P->ops[k];
+    if (o->kind == NTK_LAYER_DENSE) {
+      REAL w2 = DV_R(o, w2), b2 = DV_R(o, b2);
+      for (int c = 0; c < n; c++) {
+        G[c] = w2 * G[c] + b2;
+        if (with_t) T[c] = G[c] + w2 * T[c];
+      }
+    } else if (o->var_off >= 0) {
+      SFX(s3_nl)(o->kind == NTK_LAYER_ERF ? NTK_FUSE_ERF : NTK_FUSE_ABRELU, o, with_t, capture, va, vb, n, pp, qq, G,
+                 T);
+    }
+  }
+}
+
+/* Row sum of NNGP and NTK around memory cell `at`: (left + centre) + right. */
+#define S3_ROW(at, rg, rt)                             \
+  do {                                                 \
+    DV_PAIR l_ = (at)[-1], c_ = (at)[0], r_ = (at)[1]; \
+    (rg) = (l_.x + c_.x) + r_.x;                       \
+    if (with_t) (rt) = (l_.y + c_.y) + r_.y;           \
+  } while (0)
+
+/* A block's wrapped offset, as the strips see it. */
+struct SFX(s3ctx) {
+  const struct ntk_dev_args *A;
+  const struct ntk_dev_plan *P;
+  REAL *va;
+  const REAL *vb;
+  size_t pair;
+  int h, w, Di, Dj, ok_lo, ok_up, ok_ri, ok_le, sh_lo, sh_up;
+  unsigned LD, hw;
+};
+
+/* A thread's strip: rows s DV_S .. of column c, and what the fast path
+ * needs of it in every layer (computed once per block where a thread has
+ * one strip): the pair index in either buffer of the first row it reads,
+ * a's positions pp and b's positions qq of its cells. */
+struct SFX(s3me) {
+  unsigned s, c;
+  int fast; /* DV_S cells of one slice, all in the band */
+  int cok;  /* the column's offset is in the band (0: no strip) */
+  unsigned at;
+  unsigned rb[DV_S + 2]; /* byte offsets in a buffer of the rows m0 - 1 .. m0 + DV_S at the strip's column */
+  unsigned pp[DV_S], qq[DV_S];
+};
+
+static DEV DV_INLINE void SFX(s3_place)(const struct SFX(s3ctx) *X, unsigned s, unsigned c, struct SFX(s3me) *M) {
+  const int i0 = (int)s * DV_S, j = (int)c, ri = j >= X->Dj, w = X->w, h = X->h, Di = X->Di;
+  const int dj = ri ? X->Dj : X->Dj - w, cok = ri ? X->ok_ri : X->ok_le, lo = i0 >= Di;
+  const unsigned m0 = (unsigned)i0 + 1 + (unsigned)lo, mc = c + 1 + (unsigned)ri;
+  const int shift = (lo ? X->sh_lo : X->sh_up) + dj;
+  M->s = s;
+  M->c = c;
+  M->cok = cok;
+  M->fast = cok && i0 + DV_S <= h && (lo || i0 + DV_S <= Di) && (lo ? X->ok_lo : X->ok_up);
+  M->at = (m0 - 1) * X->LD + mc;
+  for (int r = 0; r < DV_S + 2; r++) M->rb[r] = (M->at + (unsigned)r * X->LD) * (unsigned)sizeof(DV_PAIR);
+  for (int k = 0; k < DV_S; k++) {
+    M->pp[k] = (unsigned)(i0 + k) * (unsigned)w + c;
+    M->qq[k] = (unsigned)((int)M->pp[k] - shift);
+  }
+}
+
+/* One convolution (ops[kc], then ops (kc, kn)) on the strip M, from `in`
+ * into `out` (or, in the run's last layer, into the sums or the pair's
+ * covariance). */
+static DEV DV_INLINE void SFX(s3_strip)(const struct SFX(s3ctx) *X, const int with_t, const int capture,
+                                        const struct SFX(s3me) *M, const DV_PAIR *DV_RESTRICT in,
+                                        DV_PAIR *DV_RESTRICT out, int kc, int kn, int last, int fuse, REAL w2, REAL b2,
+                                        double *sg, double *st) {
+  const struct ntk_dev_args *A = X->A;
+  const REAL scale = (REAL)(1.0 / 9.0);
+  const unsigned s = M->s, c = M->c, LD = X->LD;
+  const int i0 = (int)s * DV_S, j = (int)c, ri = j >= X->Dj, w = X->w, h = X->h, Di = X->Di;
+  const unsigned mc = c + 1 + (unsigned)ri;
+  const int dj = ri ? X->Dj : X->Dj - w;
+  if (M->fast) {
+    /* the fast path: DV_S cells of one slice, rows m0 - 1 .. m0 + DV_S */
+    REAL G[DV_S], T[DV_S];
+    REAL rg[DV_S + 2], rt[DV_S + 2];
+    for (int r = 0; r < DV_S + 2; r++)
+      S3_ROW((const DV_PAIR *)(const void *)((const char *)in + M->rb[r]), rg[r], rt[r]);
+    for (int k = 0; k < DV_S; k++) {
+      G[k] = w2 * (((rg[k] + rg[k + 1]) + rg[k + 2]) * scale) + b2;
+      T[k] = with_t ? G[k] + w2 * (((rt[k] + rt[k + 1]) + rt[k + 2]) * scale) : 0;
+    }
+    if (fuse) SFX(s3_nl)(fuse, &X->P->ops[kc + 1], with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
+    else SFX(s3_post)(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
+    if (!last) {
+      for (int k = 0; k < DV_S; k++) {
+        DV_PAIR v;
+        v.x = G[k];
+        v.y = T[k];
+        *(DV_PAIR *)(void *)((char *)out + M->rb[k + 1]) = v;
+      }
+    } else if (!capture) {
+      for (int k = 0; k < DV_S; k++) {
+        if (A->to_part) {
+          *sg += (double)G[k];
+          *st += (double)T[k];
+        } else {
+          size_t at = X->pair * A->fstride + (size_t)M->pp[k] * X->hw + M->qq[k];
+          ((REAL *)A->fg)[at] = G[k];
+          if (with_t) ((REAL *)A->ft)[at] = T[k];
+        }
+      }
+    }
+    return;
+  }
+  /* cell by cell: a strip across two slices, the last rows, or the band's edge */
+  if (!M->cok) return;
+  for (int k = 0; k < DV_S; k++) {
+    const int i = i0 + k, il = i >= Di;
+    if (i >= h || !(il ? X->ok_lo : X->ok_up)) continue;
+    const unsigned m = (unsigned)i + 1 + (unsigned)il;
+    const DV_PAIR *x = in + m * LD + mc;
+    REAL r0g, r1g, r2g, r0t = 0, r1t = 0, r2t = 0;
+    S3_ROW(x - LD, r0g, r0t);
+    S3_ROW(x, r1g, r1t);
+    S3_ROW(x + LD, r2g, r2t);
+    REAL g1 = w2 * (((r0g + r1g) + r2g) * scale) + b2;
+    REAL t1 = with_t ? g1 + w2 * (((r0t + r1t) + r2t) * scale) : 0;
+    unsigned p = (unsigned)i * (unsigned)w + c;
+    unsigned q = (unsigned)((int)p - (il ? X->sh_lo : X->sh_up) - dj);
+    SFX(s3_post)(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, 1, &p, &q, &g1, &t1);
+    if (!last) {
+      DV_PAIR v;
+      v.x = g1;
+      v.y = t1;
+      out[m * LD + mc] = v;
+    } else if (capture) {
+    } else if (A->to_part) {
+      *sg += (double)g1;
+      *st += (double)t1;
+    } else {
+      size_t at = X->pair * A->fstride + (size_t)p * X->hw + q;
+      ((REAL *)A->fg)[at] = g1;
+      if (with_t) ((REAL *)A->ft)[at] = t1;
+    }
+  }
+}
+
+static DEV DV_INLINE void SFX(dv_slice3)(const struct ntk_dev_args *DV_RESTRICT A, struct ntk_blk *B, REAL *sm,
+                                         const int with_t, const int capture) {
+  const struct ntk_dev_plan *DV_RESTRICT P = A->P;
+  const int h = A->h, w = A->w, bh = A->bh, bw = A->bw, k0 = A->k0, k1 = A->k1;
+  const unsigned tid = B->tid, nt = B->nt, C = (unsigned)P->C, hw = (unsigned)(h * w);
+  const size_t pair = B->by, d = (size_t)P->H * P->W * C;
+  const int ndi = 2 * bh + 1 < h ? 2 * bh + 1 : h, ndj = 2 * bw + 1 < w ? 2 * bw + 1 : w;
+  const int ti = capture ? 0 : (int)(B->bx / (unsigned)ndj), tj = capture ? 0 : (int)(B->bx % (unsigned)ndj);
+  struct SFX(s3ctx) X;
+  X.A = A;
+  X.P = P;
+  X.pair = pair;
+  X.h = h;
+  X.w = w;
+  X.Di = ti <= bh ? ti : ti + (h - ndi);
+  X.Dj = tj <= bw ? tj : tj + (w - ndj);
+  const int Di = X.Di, Dj = X.Dj;
+  /* rows i >= Di: di = Di; rows i < Di: di = Di - h (likewise columns) */
+  X.ok_lo = Di <= bh;
+  X.ok_up = h - Di <= bh;
+  X.ok_ri = Dj <= bw;
+  X.ok_le = w - Dj <= bw;
+  X.sh_lo = Di * w; /* b's position of a's p is p - (sh_row + dj) */
+  X.sh_up = (Di - h) * w;
+  X.LD = (unsigned)w + 3;
+  X.hw = hw;
+  const unsigned LD = X.LD, cells = ((unsigned)h + 3) * LD;
+  DV_PAIR *buf = (DV_PAIR *)(void *)sm, *in = buf, *out = buf + cells;
+  double *red = (double *)(void *)(buf + 2 * cells); /* pairs of 8 or 16 bytes */
+  REAL *va = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size;
+  const REAL *vb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size;
+  DV_OPAQUE(va); /* kept as the block's two pointers, not recomputed per layer */
+  DV_OPAQUE(vb);
+  X.va = va;
+  X.vb = vb;
+  const unsigned nstrip = ((unsigned)h + DV_S - 1) / DV_S, items = nstrip * (unsigned)w;
+  const float inv = 1.0f / (float)w;
+  double sg = 0, st = 0;
+  for (unsigned k = tid; k < 2 * cells; k += nt) buf[k].x = buf[k].y = 0;
+  BLK_SYNC(B);
+  int kc = k0;
+  while (kc < k1 && P->ops[kc].kind != NTK_LAYER_CONV) kc++;
+  /* Stage 0: the run's input, and the pointwise layers before its first
+   * convolution, cell by cell. */
+  for (unsigned it = tid; it < nstrip * DV_S * (unsigned)w; it += nt) {
+    unsigned ii, c;
+    DV_CELL(it, (unsigned)w, inv, ii, c);
+    int i = (int)ii, j = (int)c;
+    if (i >= h || !(i >= Di ? X.ok_lo : X.ok_up) || !(j >= Dj ? X.ok_ri : X.ok_le)) continue;
+    unsigned p = ii * (unsigned)w + c;
+    unsigned q = (unsigned)((int)p - (i >= Di ? X.sh_lo : X.sh_up) - (j >= Dj ? Dj : Dj - w));
+    REAL G, T = 0;
+    if (A->from_x) {
+      G = SFX(dv_dot)((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
+                      (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
+    } else {
+      size_t at = pair * A->fstride + (size_t)p * hw + q;
+      G = ((const REAL *)A->fg)[at];
+      if (with_t) T = ((const REAL *)A->ft)[at];
+    }
+    SFX(s3_post)(P, k0, kc, with_t, capture, va, vb, 1, &p, &q, &G, &T);
+    if (kc == k1) { /* no convolution in the run */
+      if (capture) continue;
+      if (A->to_part) {
+        sg += (double)G;
+        st += (double)T;
+      } else {
+        size_t at = pair * A->fstride + (size_t)p * hw + q;
+        ((REAL *)A->fg)[at] = G;
+        if (with_t) ((REAL *)A->ft)[at] = T;
+      }
+      continue;
+    }
+    DV_PAIR v;
+    v.x = G;
+    v.y = T;
+    in[(unsigned)(i + 1 + (i >= Di)) * LD + (unsigned)(j + 1 + (j >= Dj))] = v;
+  }
+  /* The thread's strip when there is one per thread (a GPU block on an
+   * image up to 32 x 32): its place, the same in every layer. */
+  struct SFX(s3me) me;
+  me.s = me.c = 0;
+  me.fast = me.cok = 0; /* no strip: nothing to do */
+  if (items <= nt && tid < items) {
+    unsigned s_me, c_me;
+    DV_CELL(tid, (unsigned)w, inv, s_me, c_me);
+    SFX(s3_place)(&X, s_me, c_me, &me);
+  }
+  while (kc < k1) {
+    BLK_SYNC(B);
+    const struct ntk_dev_op *oc = &P->ops[kc];
+    const int kn = oc->next < k1 ? oc->next : k1, last = kn == k1;
+    const int fuse = kn == kc + 2 ? oc->fuse : NTK_FUSE_NONE;
+    const REAL w2 = DV_R(oc, w2), b2 = DV_R(oc, b2);
+    if (items <= nt) {
+      SFX(s3_strip)(&X, with_t, capture, &me, in, out, kc, kn, last, fuse, w2, b2, &sg, &st);
+    } else {
+      for (unsigned it = tid; it < items; it += nt) {
+        unsigned s, c;
+        DV_CELL(it, (unsigned)w, inv, s, c);
+        SFX(s3_place)(&X, s, c, &me);
+        SFX(s3_strip)(&X, with_t, capture, &me, in, out, kc, kn, last, fuse, w2, b2, &sg, &st);
+      }
+    }
+    DV_PAIR *x = in;
+    in = out;
+    out = x;
+    kc = kn;
+  }
+  if (capture || !A->to_part) return;
+  SFX(dv_reduce)(B, red, &sg, &st);
+  if (tid == 0) {
+    double *part = (double *)A->part + (pair * (size_t)A->noff + B->bx) * 2;
+    part[0] = sg;
+    part[1] = with_t ? st : 0;
+  }
+}
+#undef S3_ROW
+#undef DV_R
 
 /* ---- the full covariance, for layers that couple offsets ---------------- */
 

@@ -7,15 +7,18 @@
  *   1. the tile's images paired with themselves (a, a): each image's
  *      variances at every nonlinearity, written into its variance block on
  *      the device (a slice run first takes its zero offset alone, which is
- *      those variances);
+ *      those variances; the rest only where a later layer or the tail
+ *      needs more);
  *   2. the tile's pairs, reading the variance blocks.
  * Per batch: DIAG is one launch (a block per pair, all layers in shared
  * memory) and a readout. SLICE launches one grid of (offset, pair) blocks
  * per run of slice-local layers -- every layer of the run on one slice in
- * shared memory -- and one grid-stride launch per layer that couples
- * offsets (pooling, strided or CIRCULAR convolutions) on each pair's full
- * covariance in device memory; a run into GlobalAvgPool leaves one partial
- * sum per slice, which the readout adds up in a fixed order. */
+ * shared memory; SLICE3, for runs whose convolutions are all 3x3, packs
+ * four offsets into each block (h w blocks of h w cells) -- and one
+ * grid-stride launch per layer that couples offsets (pooling, strided or
+ * CIRCULAR convolutions) on each pair's full covariance in device memory;
+ * a run into GlobalAvgPool leaves one partial sum per block, which the
+ * readout adds up in a fixed order. */
 #include "cnn_gpu.h"
 
 #include <pthread.h>
@@ -83,6 +86,9 @@ static void host_block(struct host_launch *L, unsigned bx, unsigned by, unsigned
   case NTK_K_CONV_FULL: f ? dv_conv_full_f(a, &B) : dv_conv_full_d(a, &B); break;
   case NTK_K_POOL_FULL: f ? dv_pool_full_f(a, &B) : dv_pool_full_d(a, &B); break;
   case NTK_K_READOUT: f ? dv_readout_f(a, &B, L->sm) : dv_readout_d(a, &B, L->sm); break;
+  case NTK_K_SLICE3:
+    f ? dv_slice3_f(a, &B, L->sm, a->with_t, a->capture) : dv_slice3_d(a, &B, L->sm, a->with_t, a->capture);
+    break;
   default: break;
   }
 }
@@ -167,6 +173,7 @@ void ntk_gpu_exec_host(struct ntk_gpu_exec *ex, unsigned threads) {
   ex->threads = threads;
   ex->smem_max = (size_t)1 << 20;
   ex->mem_budget = (size_t)256 << 20;
+  ex->mem_free = (size_t)1 << 30; /* every test job fits the cache, unless a test lowers this */
   ex->alloc = host_alloc;
   ex->release = host_release;
   ex->put = host_copy;
@@ -184,6 +191,8 @@ struct ntk_cnn_gpu {
   void *dplan;
   size_t es, d, fstride, noff_max, batch, per_pair;
   int need_full;
+  int last_var;    /* the last op with a variance slot, -1 if none */
+  int tail_nonlin; /* the tail has a nonlinearity: it reads the readout's variances */
   size_t smem_diag, smem_ro;
   /* device buffers, grown as tiles need */
   void *x, *var;
@@ -206,6 +215,23 @@ struct ntk_cnn_gpu {
  * and the reduction's two doubles per thread (cnn_dev_impl.h). */
 static size_t slice_smem(size_t h, size_t w, size_t pad, size_t nt, size_t es) {
   return 6 * (h + 2 * pad) * (w + 2 * pad) * es + 2 * nt * sizeof(double);
+}
+
+/* SLICE3 (cnn_dev_impl.h): two buffers of (h + 3)(w + 3) (NNGP, NTK)
+ * pairs, and the reduction's. */
+static size_t slice3_smem(size_t h, size_t w, size_t nt, size_t es) {
+  return 2 * (h + 3) * (w + 3) * 2 * es + 2 * nt * sizeof(double);
+}
+
+/* Whether the run of slice-local ops [k0, k1) takes SLICE3: every
+ * convolution in it has f = 3. NTKD_GPU_SLICE3=0 keeps the generic SLICE
+ * kernel (for comparisons). */
+static int run_is_slice3(const struct ntk_dev_plan *P, int k0, int k1) {
+  const char *e = getenv("NTKD_GPU_SLICE3");
+  if (e && !atoi(e)) return 0;
+  for (int k = k0; k < k1; k++)
+    if (P->ops[k].kind == NTK_LAYER_CONV && P->ops[k].f != 3) return 0;
+  return 1;
 }
 
 void ntk_cnn_gpu_free(ntk_cnn_gpu_t *g) {
@@ -237,6 +263,34 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
     ntk_cnn_gpu_free(g);
     return st;
   }
+  /* The GPU's variance slots hold NTK_DEV_VSLOT = 4 elements per position
+   * (cnn_dev.h: the variance, its RSQRT and two products of the float
+   * ABRelu map) where cnn.c plans 2: every offset doubles. Blocks start at
+   * multiples of 4 elements: the kernels read a slot as one 16-byte load
+   * (float) or two (double). */
+  for (int k = 0; k < g->plan->nops; k++)
+    if (g->plan->ops[k].var_off >= 0) g->plan->ops[k].var_off *= NTK_DEV_VSLOT / 2;
+  g->plan->tail_off *= NTK_DEV_VSLOT / 2;
+  g->plan->var_size *= NTK_DEV_VSLOT / 2;
+  g->plan->var_size += (4 - g->plan->var_size % 4) % 4;
+  for (int k = 0; k < g->plan->nops + g->plan->ntail; k++) { /* SLICE3's operands and fusions */
+    struct ntk_dev_op *o = k < g->plan->nops ? &g->plan->ops[k] : &g->plan->tail[k - g->plan->nops];
+    o->w2f = (float)o->w2;
+    o->b2f = (float)o->b2;
+    o->af = (float)o->a;
+    o->bf = (float)o->b;
+    if (k >= g->plan->nops) continue;
+    int n = k + 1;
+    while (n < g->plan->nops && g->plan->ops[n].kind != NTK_LAYER_CONV && g->plan->ops[n].slice_local) n++;
+    o->next = n;
+    const struct ntk_dev_op *nl = n == k + 2 ? &g->plan->ops[k + 1] : NULL;
+    o->fuse = NTK_FUSE_NONE;
+    if (o->kind == NTK_LAYER_CONV && nl && nl->var_off >= 0)
+      o->fuse = nl->kind == NTK_LAYER_ERF                    ? NTK_FUSE_ERF
+                : nl->kind == NTK_LAYER_ABRELU && nl->a == 0.0 && nl->b == 1.0 ? NTK_FUSE_RELU
+                : nl->kind == NTK_LAYER_ABRELU                 ? NTK_FUSE_ABRELU
+                                                               : NTK_FUSE_NONE;
+  }
   const struct ntk_dev_plan *P = g->plan;
   size_t es = (size_t)data->elem, nt = ex->threads, HW = (size_t)P->H * P->W, pad = (size_t)P->pad;
   g->es = es;
@@ -249,14 +303,22 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
     const struct ntk_dev_op *o = &P->ops[k];
     all_local &= o->slice_local;
     if (o->slice_local && (k == 0 || !P->ops[k - 1].slice_local)) { /* a run starts */
-      size_t s = slice_smem(h, w, pad, nt, es);
+      int k1 = k;
+      while (k1 < P->nops && P->ops[k1].slice_local) k1++;
+      size_t s = run_is_slice3(P, k, k1) ? slice3_smem(h, w, nt, es) : slice_smem(h, w, pad, nt, es);
       if (s > smem_slice) smem_slice = s;
       /* a run into GlobalAvgPool leaves a sum per offset */
-      if (P->readout == NTK_LAYER_GLOBALAVGPOOL) g->noff_max = (2 * h - 1) * (2 * w - 1);
+      if (P->readout == NTK_LAYER_GLOBALAVGPOOL)
+        g->noff_max = run_is_slice3(P, k, k1) ? h * w : (2 * h - 1) * (2 * w - 1);
     }
     h = (size_t)o->ho;
     w = (size_t)o->wo;
   }
+  g->last_var = -1;
+  for (int k = 0; k < P->nops; k++)
+    if (P->ops[k].var_off >= 0) g->last_var = k;
+  for (int k = 0; k < P->ntail; k++)
+    g->tail_nonlin |= P->tail[k].kind == NTK_LAYER_ABRELU || P->tail[k].kind == NTK_LAYER_ERF;
   g->smem_diag = 4 * HW * es + 2 * nt * sizeof(double);
   g->smem_ro = 2 * nt * sizeof(double);
   size_t smem = P->path == NTK_CNN_DIAG ? g->smem_diag : smem_slice;
@@ -273,17 +335,23 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
   /* Bytes per pair in a batch (NTK included): full covariances, slice sums, result. */
   g->per_pair = 4 * g->fstride * es + 2 * g->noff_max * sizeof(double) + 2 * es + 2 * sizeof(unsigned);
   /* Every image and its variance block stay on the device for the whole
-   * job when they take at most a quarter of the budget: each image's
-   * variances are then computed once per worker, not once per tile. */
-  size_t all = data->n * (g->d + (size_t)P->var_size) * es, cache = all <= ex->mem_budget / 4 ? all : 0;
-  g->batch = (ex->mem_budget - cache) / g->per_pair;
+   * job when they take at most 60 % of the free memory and leave room for
+   * a full batch (65 535 pairs, or as many as mem_budget holds) within 90 %
+   * of it: each image's variances are then computed once per worker, not
+   * once per tile. Batches take the rest of those 90 %, at most mem_budget. */
+  size_t all = data->n * (g->d + (size_t)P->var_size) * es;
+  size_t free_b = ex->mem_free ? ex->mem_free : 2 * ex->mem_budget, usable = free_b / 10 * 9;
+  size_t full = g->per_pair * 65535 < ex->mem_budget ? g->per_pair * 65535 : ex->mem_budget;
+  size_t cache = all <= free_b / 10 * 6 && all + full <= usable ? all : 0;
+  size_t room = usable > cache ? usable - cache : 0, budget = room < ex->mem_budget ? room : ex->mem_budget;
+  g->batch = budget / g->per_pair;
   if (g->batch > 65535) g->batch = 65535; /* the grid's y dimension */
   /* NTKD_GPU_MAX_BATCH (pairs): the tests use small batches to run many. */
   const char *mb = getenv("NTKD_GPU_MAX_BATCH");
   if (mb && strtoull(mb, NULL, 10) > 0 && strtoull(mb, NULL, 10) < g->batch) g->batch = (size_t)strtoull(mb, NULL, 10);
   if (g->batch < 1) {
     st = ntk_error(NTK_ECONFIG, "one pair of %zu x %zu images needs %zu MiB of GPU memory, more than the %zu MiB "
-                   "budget; use backend = cpu", data->h, data->w, g->per_pair >> 20, ex->mem_budget >> 20);
+                   "budget; use backend = cpu", data->h, data->w, g->per_pair >> 20, budget >> 20);
     ntk_cnn_gpu_free(g);
     return st;
   }
@@ -364,6 +432,9 @@ static unsigned grid_for(const ntk_cnn_gpu_t *g, size_t items) {
 static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
   const struct ntk_dev_plan *P = g->plan;
   size_t es = g->es, nt = g->ex.threads;
+  /* A self batch is there for the variances: with no nonlinearity at all
+   * it has nothing to do. */
+  if (self && g->last_var < 0 && !g->tail_nonlin) return NTK_OK;
   EX_TRY(g->ex.put(g->ex.ctx, g->pa, g->hpa, np * sizeof(unsigned), g->err, sizeof g->err));
   EX_TRY(g->ex.put(g->ex.ctx, g->pb, g->hpb, np * sizeof(unsigned), g->err, sizeof g->err));
   struct ntk_dev_args A;
@@ -407,16 +478,26 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
         A.bh = o->bh < h - 1 ? o->bh : h - 1;
         A.bw = o->bw < w - 1 ? o->bw : w - 1;
         A.from_x = from_x;
-        size_t smem = slice_smem((size_t)h, (size_t)w, (size_t)P->pad, nt, es);
+        int s3 = run_is_slice3(P, k, k1), kern = s3 ? NTK_K_SLICE3 : NTK_K_SLICE;
+        size_t smem = s3 ? slice3_smem((size_t)h, (size_t)w, nt, es)
+                         : slice_smem((size_t)h, (size_t)w, (size_t)P->pad, nt, es);
         if (self) { /* the zero offset first: the variances the other offsets read */
           A.capture = 1;
           A.to_part = 0;
-          if ((st = launch(g, NTK_K_SLICE, 1, (unsigned)np, smem, &A))) return st;
+          if ((st = launch(g, kern, 1, (unsigned)np, smem, &A))) return st;
           A.capture = 0;
+          /* Every variance is captured and the tail reads none: the self
+           * pairs' own values are not used (as the CPU's self_vars_only). */
+          if (k1 > g->last_var && !g->tail_nonlin) return NTK_OK;
         }
         A.to_part = to_gap;
-        A.noff = (2 * A.bh + 1) * (2 * A.bw + 1);
-        if ((st = launch(g, NTK_K_SLICE, (unsigned)A.noff, (unsigned)np, smem, &A))) return st;
+        if (s3) { /* wrapped offsets: one block per (Di, Dj) of the band */
+          int ndi = 2 * A.bh + 1 < h ? 2 * A.bh + 1 : h, ndj = 2 * A.bw + 1 < w ? 2 * A.bw + 1 : w;
+          A.noff = ndi * ndj;
+        } else {
+          A.noff = (2 * A.bh + 1) * (2 * A.bw + 1);
+        }
+        if ((st = launch(g, kern, (unsigned)A.noff, (unsigned)np, smem, &A))) return st;
         from_x = 0;
         to_part = to_gap;
         k = k1;

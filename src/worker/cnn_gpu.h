@@ -18,7 +18,8 @@ struct ntk_gpu_exec {
   const char *name;     /* "cuda", "host emulation" */
   unsigned threads;     /* per block */
   size_t smem_max;      /* bytes of shared memory a block may have */
-  size_t mem_budget;    /* bytes the batch buffers of a tile may take */
+  size_t mem_budget;    /* bytes the batch buffers of a tile may take at most */
+  size_t mem_free;      /* bytes free on the device at start-up (0: unknown, taken as 2 mem_budget) */
   int (*alloc)(void *ctx, void **p, size_t bytes, char *err, size_t cap);
   void (*release)(void *ctx, void *p); /* accepts NULL */
   int (*put)(void *ctx, void *dev, const void *host, size_t bytes, char *err, size_t cap);

@@ -58,25 +58,48 @@ extern "C" {
 DEFINE_KERNELS(f, float)
 DEFINE_KERNELS(d, double)
 
+/* SLICE3 with the NTK (WT) and the variance capture (CAP) as constants:
+ * four kernels per precision, each with only its own code. The arguments
+ * stay in the constant bank (__grid_constant__), read in place. */
+template <int WT, int CAP>
+__global__ static void k_slice3_f(const __grid_constant__ struct ntk_dev_args a) {
+  extern __shared__ __align__(16) double sm3_[]; /* (NNGP, NTK) pairs: float2 here, double2 below */
+  struct ntk_blk B = BLK;
+  dv_slice3_f(&a, &B, (float *)sm3_, WT, CAP);
+}
+template <int WT, int CAP>
+__global__ static void k_slice3_d(const __grid_constant__ struct ntk_dev_args a) {
+  extern __shared__ __align__(16) double sm3_[];
+  struct ntk_blk B = BLK;
+  dv_slice3_d(&a, &B, (double *)sm3_, WT, CAP);
+}
+
 typedef void (*kernel_fn)(struct ntk_dev_args);
 
-static kernel_fn pick(int kernel, int elem) {
+static kernel_fn pick(int kernel, int elem, const struct ntk_dev_args *a) {
   static const kernel_fn f[NTK_K_COUNT] = {k_diag_f, k_slice_f, k_input_full_f, k_conv_full_f, k_pool_full_f,
-                                           k_readout_f};
+                                           k_readout_f, NULL};
   static const kernel_fn d[NTK_K_COUNT] = {k_diag_d, k_slice_d, k_input_full_d, k_conv_full_d, k_pool_full_d,
-                                           k_readout_d};
+                                           k_readout_d, NULL};
+  static const kernel_fn f3[4] = {k_slice3_f<0, 0>, k_slice3_f<1, 0>, k_slice3_f<0, 1>, k_slice3_f<1, 1>};
+  static const kernel_fn d3[4] = {k_slice3_d<0, 0>, k_slice3_d<1, 0>, k_slice3_d<0, 1>, k_slice3_d<1, 1>};
   if (kernel < 0 || kernel >= NTK_K_COUNT) return NULL;
+  if (kernel == NTK_K_SLICE3) {
+    int v = (a->with_t ? 1 : 0) + (a->capture ? 2 : 0);
+    return elem == 4 ? f3[v] : d3[v];
+  }
   return elem == 4 ? f[kernel] : d[kernel];
 }
 
 struct cuda_exec {
   int device;
-  int sync_each;                  /* NTKD_GPU_SYNC: wait for each kernel, so a fault names it */
-  size_t smem_set[NTK_K_COUNT][2]; /* dynamic shared memory opted in, per kernel and precision */
+  int sync_each;                     /* NTKD_GPU_SYNC: wait for each kernel, so a fault names it */
+  size_t smem_set[NTK_K_COUNT][2][4]; /* dynamic shared memory opted in, per kernel, precision and variant */
 };
 
 static const char *const kernel_names[NTK_K_COUNT] = {"DIAG kernel", "SLICE kernel", "INPUT_FULL kernel",
-                                                      "CONV_FULL kernel", "POOL_FULL kernel", "READOUT kernel"};
+                                                      "CONV_FULL kernel", "POOL_FULL kernel", "READOUT kernel",
+                                                      "SLICE3 kernel"};
 
 static int cu_alloc(void *ctx, void **p, size_t bytes, char *err, size_t cap) {
   *p = NULL;
@@ -114,10 +137,11 @@ static int cu_zero(void *ctx, void *dev, size_t bytes, char *err, size_t cap) {
 static int cu_launch(void *ctx, int kernel, int elem, unsigned gx, unsigned gy, size_t smem,
                      const struct ntk_dev_args *a, char *err, size_t cap) {
   struct cuda_exec *c = (struct cuda_exec *)ctx;
-  kernel_fn fn = pick(kernel, elem);
+  kernel_fn fn = pick(kernel, elem, a);
   if (!fn) return ntk_cuda_fail(err, cap, "cnn kernel launch", "unknown kernel");
   CUDA_TRY(cudaSetDevice(c->device));
-  size_t *set = &c->smem_set[kernel][elem == 8];
+  int variant = kernel == NTK_K_SLICE3 ? (a->with_t ? 1 : 0) + (a->capture ? 2 : 0) : 0;
+  size_t *set = &c->smem_set[kernel][elem == 8][variant];
   if (smem > 48 * 1024 && smem > *set) { /* above the default: opt in (up to the device's optin limit) */
     CUDA_TRY(cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     *set = smem;
@@ -144,11 +168,12 @@ extern "C" int ntk_gpu_exec_cuda(struct ntk_gpu_exec *ex, int device, char *err,
   ex->name = "cuda";
   ex->threads = NTK_CUDA_THREADS;
   ex->smem_max = (size_t)optin;
-  /* A tile's batch buffers: half the free memory, at most 16 GiB (other
-   * ranks may share the GPU; a larger batch gains nothing once the grid
-   * fills the device). */
-  size_t budget = free_b / 2, top = (size_t)16 << 30;
-  ex->mem_budget = budget < top ? budget : top;
+  /* The free memory, from which cnn_gpu.c sizes the job-wide image and
+   * variance cache and the batches; a tile's batch buffers at most 16 GiB
+   * (a larger batch gains nothing once the grid fills the device). */
+  size_t top = (size_t)16 << 30;
+  ex->mem_free = free_b;
+  ex->mem_budget = free_b < top ? free_b : top;
   ex->alloc = cu_alloc;
   ex->release = cu_release;
   ex->put = cu_put;
