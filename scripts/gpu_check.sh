@@ -197,13 +197,14 @@ import numpy as np
 np.save('$work/im64.npy', np.random.default_rng($seed).standard_normal((6, 32, 32, 3)))"
   for b in cuda cpu; do
     printf '[data]\npath = %s\n[model]\narch = %s\n[compute]\nprecision = float64\ntile = 6\nbackend = %s\n[output]\npath = %s\n' \
-      "$work/im64.npy" "$cnn64_arch" "$b" "$work/cnn64-$b.ntk" > "$work/cnn64-$b.conf"
-    "$build/ntkd" "$work/cnn64-$b.conf"
-    "$build/ntkd" export "$work/cnn64-$b.ntk" "$work/cnn64-$b.npy"
+      "$work/im64.npy" "$cnn64_arch" "$b" "$work/cnn64-$1-$b.ntk" > "$work/cnn64-$1-$b.conf"
+    # A store of its own per kernel: a second step must compute, not resume.
+    "$build/ntkd" "$work/cnn64-$1-$b.conf"
+    "$build/ntkd" export "$work/cnn64-$1-$b.ntk" "$work/cnn64-$1-$b.npy"
   done
   "$py" -c "
 import numpy as np
-a = np.load('$work/cnn64-cuda.npy'); c = np.load('$work/cnn64-cpu.npy')
+a = np.load('$work/cnn64-$1-cuda.npy'); c = np.load('$work/cnn64-$1-cpu.npy')
 d = np.sqrt(np.abs(np.outer(np.diag(c), np.diag(c))))
 err = float(np.max(np.abs(a - c) / np.maximum(np.abs(c), d)))
 print('float64 32x32x3 GPU vs CPU: largest relative difference %.3g (bound 1e-12)' % err)

@@ -4,9 +4,9 @@
  * sized by the tile; every call checked, with CUDA's own message).
  * Compiled with --fmad=false like fc_cuda.cu: the maps then round as the
  * CPU's, so a pair with itself keeps its exact angle of 0.
- * Not run on the development machine (no GPU): tests/test_cnn_gpu.c runs
- * the same kernel bodies in the host emulation, and test_backend and
- * scripts/gpu_check.sh run these on a GPU. */
+ * The development machine has no GPU: tests/test_cnn_gpu.c runs the same
+ * kernel bodies in the host emulation, and test_backend and
+ * scripts/gpu_check.sh run these on a GPU (docs/GPU.md, "Measured"). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,8 +11,8 @@
  * host never touches a buffer whose copy has not completed.
  * Device memory comes from plain cudaMalloc calls: the data and variances
  * at creation, two tile buffers sized by the largest tile seen; all freed
- * by ntk_fc_gpu_free. Not run on the development machine (no GPU):
- * scripts/gpu_check.sh compares it with the CPU backend. */
+ * by ntk_fc_gpu_free. The development machine has no GPU:
+ * scripts/gpu_check.sh compares it with the CPU backend on one. */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <math.h>
