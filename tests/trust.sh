@@ -373,30 +373,38 @@ check "... and leaves no temporary file" bash -c "! ls pred-*.tmp.* >/dev/null 2
 
 echo "trust: paths and files: ${SECONDS}s"
 # Signals during start-up: the stop is honoured (exit 5), never a silent death.
-job sig x.npy "[Dense Erf]*$DEPTH Dense" 96 "[model]" "kernel = nngp"
-early_bad=0
-for d in 0.01 0.02 0.05 0.1 0.2; do
-  rm -f sig.ntk
-  "$NTKD" sig.conf >s.log 2>&1 & p=$!
-  sleep $d; kill -TERM $p; wait $p; r=$?
-  [ $r = 5 ] || { early_bad=$((early_bad + 1)); echo "    SIGTERM after ${d}s: exit $r"; }
-done
-check "SIGTERM 10-200 ms after start (before and during set-up) stops the job with exit 5" [ $early_bad = 0 ]
-early_bad=0
-for d in 0.05 0.2 0.5; do
-  rm -f sig.ntk
-  timeout -k 5 120 mpirun -np 3 "$NTKD" sig.conf >s.log 2>&1 & p=$!
-  # From mpirun's start, not timeout's: on a loaded machine exec takes a
-  # while, and a signal sent before mpirun exists reaches nobody.
-  for _ in $(seq 500); do pgrep -P $p -x mpirun >/dev/null && break; sleep 0.01; done
-  sleep $d
-  if ! pkill -USR1 -P $p -x mpirun; then
-    early_bad=$((early_bad + 1)); echo "    SIGUSR1 after ${d}s: no mpirun to signal"
-  fi
-  wait $p; r=$?
-  [ $r = 5 ] || { early_bad=$((early_bad + 1)); echo "    SIGUSR1 to mpirun after ${d}s: exit $r"; tail -3 s.log; }
-done
-check "SIGUSR1 to mpirun while the ranks start (MPI_Init) stops the job with exit 5" [ $early_bad = 0 ]
+# Not in the sanitizer build (NTKD_TEST_SLOW): there the ASan run-time and
+# its libraries load and initialise before main.c's .preinit_array blocks
+# the stop signals, tens of milliseconds in which a signal is fatal (the
+# normal build's window is the dynamic loader's ~3 ms, docs/RELIABILITY.md).
+if [ -n "${NTKD_TEST_SLOW:-}" ]; then
+  echo "skipped: signals 10-500 ms after start (sanitizer build)"
+else
+  job sig x.npy "[Dense Erf]*$DEPTH Dense" 96 "[model]" "kernel = nngp"
+  early_bad=0
+  for d in 0.01 0.02 0.05 0.1 0.2; do
+    rm -f sig.ntk
+    "$NTKD" sig.conf >s.log 2>&1 & p=$!
+    sleep $d; kill -TERM $p; wait $p; r=$?
+    [ $r = 5 ] || { early_bad=$((early_bad + 1)); echo "    SIGTERM after ${d}s: exit $r"; }
+  done
+  check "SIGTERM 10-200 ms after start (before and during set-up) stops the job with exit 5" [ $early_bad = 0 ]
+  early_bad=0
+  for d in 0.05 0.2 0.5; do
+    rm -f sig.ntk
+    timeout -k 5 120 mpirun -np 3 "$NTKD" sig.conf >s.log 2>&1 & p=$!
+    # From mpirun's start, not timeout's: on a loaded machine exec takes a
+    # while, and a signal sent before mpirun exists reaches nobody.
+    for _ in $(seq 500); do pgrep -P $p -x mpirun >/dev/null && break; sleep 0.01; done
+    sleep $d
+    if ! pkill -USR1 -P $p -x mpirun; then
+      early_bad=$((early_bad + 1)); echo "    SIGUSR1 after ${d}s: no mpirun to signal"
+    fi
+    wait $p; r=$?
+    [ $r = 5 ] || { early_bad=$((early_bad + 1)); echo "    SIGUSR1 to mpirun after ${d}s: exit $r"; tail -3 s.log; }
+  done
+  check "SIGUSR1 to mpirun while the ranks start (MPI_Init) stops the job with exit 5" [ $early_bad = 0 ]
+fi
 
 echo "trust: $passed passed, $failed failed"
 [ "$failed" = 0 ]
