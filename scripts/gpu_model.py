@@ -429,6 +429,7 @@ def model(kname, funcs, regs, plan, verbose):
     erf_lines = [("kernel_maps.h",) + source_block(maps, r"ntk_erff\(float q12"),
                  ("kernel_maps.h",) + source_block(maps, r"ntk_atan2f\(float y")]
     relu = [("kernel_maps.h",) + source_block(maps, r"ntk_abreluf_r\(float a"),
+            ("kernel_maps.h",) + source_block(maps, r"ntk_abreluf_angle\(float a"),
             ("kernel_maps.h",) + source_block(maps, r"ntk_asin_smallf\(float m"),
             ("kernel_maps.h",) + source_block(maps, r"ntk_selectf\(int c"),
             ("kernel_maps.h",) + source_block(maps, r"ntk_f2u\(float x"),

@@ -220,12 +220,13 @@ static inline NTK_HD double ntk_abrelu(double a, double b, double q12, double q1
   return ntk_abrelu_r(a, b, q12, q11, q22, 0.0, 0.0, tdot);
 }
 
-static inline NTK_HD float ntk_abreluf_r(float a, float b, float q12, float q11, float q22, float r11, float r22,
-                                         float *tdot) {
-  float v11 = q11 * r11, v22 = q22 * r22; /* sqrt(q), to rounding */
-  float u11 = v11 * r11, u22 = v22 * r22; /* 1, to rounding */
-  float c = q12 * r11 * r22, det = u11 * u22 - c * c;
-  float s = sqrtf(det < 0.0f ? 0.0f : det), ac = fabsf(c); /* NaN stays NaN */
+/* The float ABRelu map from its normalised cosine c, s = sqrt(det) and
+ * the square roots v11, v22 of the variances: ntk_abreluf_r's angle and
+ * value, shared with the GPU's form on precomputed variance slots
+ * (ntk_dev_abreluf_vu, src/worker/cnn_dev.h), so that both round alike. */
+static inline NTK_HD float ntk_abreluf_angle(float a, float b, float q12, float c, float s, float v11, float v22,
+                                             float *tdot) {
+  float ac = fabsf(c);
   int s_big = s >= ac; /* also for s = c = 0: the angle pi/2 */
   float mx = s_big ? s : ac, mn = s_big ? ac : s;
   /* phi = atan2(mn, mx) in [0, pi/4]; past pi/8 rotate by -pi/8. */
@@ -240,6 +241,14 @@ static inline NTK_HD float ntk_abreluf_r(float a, float b, float q12, float q11,
   float sq = s * v11 * v22;
   *tdot = dot_sigma;
   return factor * sq + dot_sigma * q12;
+}
+
+static inline NTK_HD float ntk_abreluf_r(float a, float b, float q12, float q11, float q22, float r11, float r22,
+                                         float *tdot) {
+  float v11 = q11 * r11, v22 = q22 * r22; /* sqrt(q), to rounding */
+  float u11 = v11 * r11, u22 = v22 * r22; /* 1, to rounding */
+  float c = q12 * r11 * r22, det = u11 * u22 - c * c;
+  return ntk_abreluf_angle(a, b, q12, c, sqrtf(det < 0.0f ? 0.0f : det), v11, v22, tdot); /* NaN stays NaN */
 }
 
 static inline NTK_HD float ntk_abreluf(float a, float b, float q12, float q11, float q22, float *tdot) {

@@ -171,29 +171,16 @@ static inline NTK_HD float ntk_dev_sqrtf_map(float x) {
 }
 
 /* ntk_abreluf_r (include/ntkd/kernel_maps.h) on slots A = (q11, r11, v11,
- * u11) and B = (q22, r22, v22, u22) as above: the same operations in the
- * same order after its first two lines (v = q r, u = v r, which the slot
- * holds), so the same bits for every input when A and B were filled from
- * q11, q22 as the capture pass does. tests/test_cnn_gpu.c compares the two
+ * u11) and B = (q22, r22, v22, u22) as above: its first two lines (v = q r,
+ * u = v r) are what the slot holds, its third is repeated here, and the
+ * rest is ntk_abreluf_angle itself, so the same bits for every input when
+ * A and B were filled from q11, q22 as the capture pass does. tests/test_cnn_gpu.c compares the two
  * on random, edge (zero, negative, subnormal, huge, inf, NaN) and
  * angle-0 inputs. */
 static inline NTK_HD float ntk_dev_abreluf_vu(float a, float b, float q12, float r11, float v11, float u11,
                                               float r22, float v22, float u22, float *tdot) {
   float c = q12 * r11 * r22, det = u11 * u22 - c * c;
-  float s = ntk_dev_sqrtf_map(det < 0.0f ? 0.0f : det), ac = fabsf(c);
-  int s_big = s >= ac;
-  float mx = s_big ? s : ac, mn = s_big ? ac : s;
-  int far = mn > 0.41421356f * mx;
-  float m = ntk_selectf(far, mn * 0.92387953f - mx * 0.38268343f, mn);
-  float phi = ntk_asin_smallf(m);
-  phi = far ? phi + (float)(NTK_PI / 8) : phi;
-  float theta = s_big ? (float)NTK_PI_2 - phi : phi;
-  theta = c < 0.0f ? (float)NTK_PI - theta : theta;
-  float factor = (a - b) * (a - b) * (float)(1.0 / (2.0 * NTK_PI));
-  float dot_sigma = (a * a + b * b) * 0.5f - factor * theta;
-  float sq = s * v11 * v22;
-  *tdot = dot_sigma;
-  return factor * sq + dot_sigma * q12;
+  return ntk_abreluf_angle(a, b, q12, c, ntk_dev_sqrtf_map(det < 0.0f ? 0.0f : det), v11, v22, tdot);
 }
 
 /* The slot of variance q, as the capture pass fills it. */
