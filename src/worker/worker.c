@@ -439,6 +439,17 @@ static ntk_status send_done(ntk_engine_t *e, struct ntk_engine_result *r, int *t
   return NTK_OK;
 }
 
+/* Hand tile `index` back uncomputed (stopping: our signal, or the
+ * coordinator's cancel), first telling the coordinator of our signal, once. */
+static ntk_status hand_back(uint64_t index, int *told_interrupt) {
+  if (ntk_stop_requested() && !*told_interrupt) {
+    *told_interrupt = 1;
+    ntk_status st = ntk_comm_send(0, NTK_TAG_INTERRUPT, NULL, 0);
+    if (st) return st;
+  }
+  return ntk_comm_send(0, NTK_TAG_SKIP, &index, sizeof index);
+}
+
 /* Tile numbers received and not computed yet, oldest first. */
 struct tile_queue {
   uint64_t *v;
@@ -484,11 +495,7 @@ static ntk_status serve(ntk_engine_t *e, const struct ntk_tiling *tiling, struct
        * already computed. */
       cancelled |= take_cancel();
       if (cancelled || ntk_stop_requested()) {
-        if (ntk_stop_requested() && !told_interrupt) {
-          told_interrupt = 1;
-          if ((st = ntk_comm_send(0, NTK_TAG_INTERRUPT, NULL, 0))) return comm_failed(st);
-        }
-        if ((st = ntk_comm_send(0, NTK_TAG_SKIP, &index, sizeof index))) return comm_failed(st);
+        if ((st = hand_back(index, &told_interrupt))) return comm_failed(st);
         continue;
       }
       struct ntk_tile t = ntk_tiling_tile(tiling, index);
@@ -523,11 +530,7 @@ static ntk_status serve(ntk_engine_t *e, const struct ntk_tiling *tiling, struct
                                    (unsigned long long)index));
     cancelled |= take_cancel();
     if (cancelled || ntk_stop_requested()) {
-      if (ntk_stop_requested() && !told_interrupt) {
-        told_interrupt = 1;
-        if ((st = ntk_comm_send(0, NTK_TAG_INTERRUPT, NULL, 0))) return comm_failed(st);
-      }
-      if ((st = ntk_comm_send(0, NTK_TAG_SKIP, &index, sizeof index))) return comm_failed(st);
+      if ((st = hand_back(index, &told_interrupt))) return comm_failed(st);
       continue;
     }
     if (!queue_push(q, index))
