@@ -207,23 +207,13 @@ int ntk_run_job(const char *conf_path, int overwrite) {
             snprintf(mywhy, sizeof mywhy, "rank %d: %s", v[i].rank, v[i].why);
             break;
           }
-      int *table = malloc((size_t)node.size * sizeof *table);
       struct ntk_place_summary sum = {0, 0, 0};
-      if (table) {
-        ntk_backend_place_node(job->backend, gpu_arch, node.size, v, table, &sum);
-        place = table[node.index];
-      } else {
-        pst = ntk_error(NTK_ENOMEM, "out of memory");
-      }
-      free(table);
+      pst = ntk_backend_place_rank(job->backend, gpu_arch, node.size, v, node.index, node.host, &place, &sum);
       if (node.index == 0) tally[2] = 1, tally[3] = sum.distinct;
-      if (place >= 0) {
-        const struct ntk_gpu_info *d = &view->dev[place];
-        char u[32];
-        ntk_gpu_uuid_short(d->uuid, u, sizeof u);
+      if (pst) {
+        place = computes ? NTK_PLACE_CPU : NTK_PLACE_NONE;
+      } else if (place >= 0) {
         tally[0] = 1;
-        fprintf(stderr, "ntkd: rank %d on %s: GPU %d of the %d it sees: %s, %s, PCI %s\n", rank, node.host, place,
-                view->n, d->name, u, d->pci);
       } else if (place == NTK_PLACE_NO_GPU && !sum.distinct) {
         pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but there is no usable GPU: %s", conf_path,
                         view->why);

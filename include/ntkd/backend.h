@@ -135,6 +135,13 @@ struct ntk_place_summary {
 void ntk_backend_place_node(int pref, int gpu_arch, int n, const struct ntk_gpu_view *v, int *place,
                             struct ntk_place_summary *sum);
 
+/* Rank `me`'s row of the table of its node (`v`, `n` ranks gathered on
+ * host `host`): *place as ntk_backend_place_node gives it, *sum the node's
+ * summary. A rank that gets a GPU says which, in one line on stderr
+ * (docs/GPU.md, "Placement"). NTK_ENOMEM if the table cannot be made. */
+ntk_status ntk_backend_place_rank(int pref, int gpu_arch, int n, const struct ntk_gpu_view *v, int me,
+                                  const char *host, int *place, struct ntk_place_summary *sum);
+
 /* The old per-slot form, kept for its callers: the table's answer for
  * computing rank `slot` of a node whose computing ranks all see the same
  * `ngpus` GPUs in the same order. */

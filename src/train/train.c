@@ -62,23 +62,13 @@ static int pick_gpu(const struct trainer *T, struct ntk_gpu_view *view, double *
   void *all = NULL;
   struct ntk_node_info node;
   if ((*st = ntk_agree(ntk_comm_node_gather(view, sizeof *view, &all, &node)))) return -1;
-  int *table = malloc((size_t)node.size * sizeof *table);
   struct ntk_place_summary sum = {0, 0, 0};
-  ntk_status pst = table ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
-  if (table) {
-    ntk_backend_place_node(pref, 1, node.size, all, table, &sum);
-    place = table[node.index];
-  }
-  free(table);
+  ntk_status pst = ntk_backend_place_rank(pref, 1, node.size, all, node.index, node.host, &place, &sum);
   free(all);
+  if (pst) place = -1;
   if (node.index == 0) tally[2] = 1, tally[3] = sum.distinct;
   if (place >= 0) {
-    const struct ntk_gpu_info *d = &view->dev[place];
-    char u[32];
-    ntk_gpu_uuid_short(d->uuid, u, sizeof u);
     tally[0] = 1;
-    fprintf(stderr, "ntkd: rank %d on %s: GPU %d of the %d it sees: %s, %s, PCI %s\n", T->rank, node.host, place,
-            view->n, d->name, u, d->pci);
   } else if (place == NTK_PLACE_NO_GPU && !sum.distinct) {
     pst = ntk_error(NTK_ECONFIG, "%s: [train] device = cuda, but rank %d has no usable GPU: %s", T->job->source,
                     T->rank, view->why);

@@ -223,6 +223,24 @@ void ntk_backend_place_node(int pref, int gpu_arch, int n, const struct ntk_gpu_
   if (sum) *sum = s;
 }
 
+ntk_status ntk_backend_place_rank(int pref, int gpu_arch, int n, const struct ntk_gpu_view *v, int me,
+                                  const char *host, int *place, struct ntk_place_summary *sum) {
+  int *table = malloc((size_t)(n > 0 ? n : 1) * sizeof *table);
+  if (!table) return ntk_error(NTK_ENOMEM, "out of memory");
+  ntk_backend_place_node(pref, gpu_arch, n, v, table, sum);
+  *place = table[me];
+  free(table);
+  if (*place >= 0) {
+    const struct ntk_gpu_view *mine = &v[me];
+    const struct ntk_gpu_info *d = &mine->dev[*place];
+    char u[32];
+    ntk_gpu_uuid_short(d->uuid, u, sizeof u);
+    fprintf(stderr, "ntkd: rank %d on %s: GPU %d of the %d it sees: %s, %s, PCI %s\n", mine->rank, host, *place,
+            mine->n, d->name, u, d->pci);
+  }
+  return NTK_OK;
+}
+
 int ntk_backend_place(int pref, int slot, int ngpus, int gpu_arch) {
   if (slot < 0) return NTK_PLACE_NONE;
   struct ntk_gpu_view *v = calloc((size_t)slot + 1, sizeof *v);
