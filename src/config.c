@@ -22,7 +22,8 @@ enum {
   SEEN_PRECISION, SEEN_TILE, SEEN_OPATH, SEEN_LEVEL, SEEN_PROGRESS, SEEN_SYNC, SEEN_LABELS, SEEN_LAYERS,
   SEEN_BATCH, SEEN_EPOCHS, SEEN_ALPHA, SEEN_BETA1, SEEN_BETA2, SEEN_EPS, SEEN_SEED, SEEN_FLUSH,
   SEEN_SNAPSHOT, SEEN_LOG, SEEN_VPATH, SEEN_VLABELS, SEEN_VCOUNT, SEEN_DEVICE, SEEN_TPATH, SEEN_TLABELS,
-  SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND, SEEN_WTIMEOUT,
+  SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND, SEEN_WTIMEOUT, SEEN_METHOD, SEEN_BLOCK, SEEN_GRID,
+  SEEN_TOL, SEEN_MAXIT, SEEN_PRANK, SEEN_CGKERNEL, SEEN_LOO, SEEN_VARIANCE,
 };
 #define HAS(c, key) (((c)->seen >> (key)) & 1u)
 
@@ -338,6 +339,13 @@ static int on_test(struct ctx *c, const char *s, const char *k, const char *v) {
   return 1;
 }
 
+/* Position of `v` in the NULL-terminated `words`, or -1. */
+static int word_index(const char *v, const char *const *words) {
+  for (int i = 0; words[i]; i++)
+    if (!strcmp(v, words[i])) return i;
+  return -1;
+}
+
 static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) {
   struct ntk_solve_opts *o = &c->job->solve;
   if (!strcmp(k, "ridge")) {
@@ -345,8 +353,51 @@ static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) 
     if (!parse_ridges(c, s, k, v)) return 0;
   } else if (!strcmp(k, "predictions")) {
     if (!path_key(c, s, k, v, SEEN_PRED, o->predictions)) return 0;
+  } else if (!strcmp(k, "method")) {
+    if (!once(c, s, k, SEEN_METHOD)) return 0;
+    int m = word_index(v, (const char *const[]){"auto", "lapack", "scalapack", "cg", NULL});
+    if (m < 0) return fail(c, s, k, "'%s' is not auto, lapack, scalapack or cg", v);
+    o->method = m;
+  } else if (!strcmp(k, "block")) {
+    if (!once(c, s, k, SEEN_BLOCK)) return 0;
+    if (!ntk_parse_size(v, &o->block) || o->block == 0 || o->block > 16384)
+      return fail(c, s, k, "'%s' is not a block size from 1 to 16384", v);
+  } else if (!strcmp(k, "grid")) {
+    if (!once(c, s, k, SEEN_GRID)) return 0;
+    int pr = 0, pc = 0, used = 0;
+    if (sscanf(v, "%d x %d%n", &pr, &pc, &used) != 2 || v[used] || pr < 1 || pc < 1 || pr > 65536 || pc > 65536)
+      return fail(c, s, k, "'%s' is not a process grid ROWS x COLS, e.g. 2 x 3", v);
+    o->grid_rows = pr, o->grid_cols = pc;
+  } else if (!strcmp(k, "tolerance")) {
+    if (!once(c, s, k, SEEN_TOL)) return 0;
+    if (!ntk_parse_double(v, &o->tolerance) || !(o->tolerance > 0) || o->tolerance >= 1)
+      return fail(c, s, k, "'%s' is not a relative residual in (0, 1)", v);
+  } else if (!strcmp(k, "max_iterations")) {
+    if (!once(c, s, k, SEEN_MAXIT)) return 0;
+    if (!ntk_parse_size(v, &o->max_iterations) || o->max_iterations == 0 || o->max_iterations > 100000000)
+      return fail(c, s, k, "'%s' is not a positive integer", v);
+  } else if (!strcmp(k, "preconditioner_rank")) {
+    if (!once(c, s, k, SEEN_PRANK)) return 0;
+    if (!ntk_parse_size(v, &o->precond_rank) || o->precond_rank > 1000000)
+      return fail(c, s, k, "'%s' is not an integer from 0 (none) to 1000000", v);
+  } else if (!strcmp(k, "cg_kernel")) {
+    if (!once(c, s, k, SEEN_CGKERNEL)) return 0;
+    int m = word_index(v, (const char *const[]){"auto", "memory", "stream", NULL});
+    if (m < 0) return fail(c, s, k, "'%s' is not auto, memory or stream", v);
+    o->cg_kernel = m;
+  } else if (!strcmp(k, "loo")) {
+    if (!once(c, s, k, SEEN_LOO)) return 0;
+    int m = word_index(v, (const char *const[]){"no", "yes", NULL});
+    if (m < 0) return fail(c, s, k, "'%s' is not yes or no", v);
+    o->loo = m;
+  } else if (!strcmp(k, "variance")) {
+    if (!once(c, s, k, SEEN_VARIANCE)) return 0;
+    int m = word_index(v, (const char *const[]){"no", "yes", "full", NULL});
+    if (m < 0) return fail(c, s, k, "'%s' is not no, yes (the test variances) or full (the test covariance)", v);
+    o->variance = m;
   } else {
-    return fail(c, s, k, "%s", "unknown key (ridge, predictions)");
+    return fail(c, s, k, "%s", "unknown key (ridge, predictions, method, block, grid, tolerance, max_iterations, "
+                "preconditioner_rank, cg_kernel, loo, variance)");
   }
   return 1;
 }
@@ -368,6 +419,8 @@ void ntk_job_defaults(struct ntk_job *job) {
   job->progress_interval = 30.0;
   job->sync_interval = 1.0;
   job->worker_timeout = 1800.0;
+  job->solve.loo = 1;
+  job->solve.precond_rank = NTK_PRECOND_DEFAULT;
   /* Chainer's Adam defaults, and its train_mnist batch and epochs. */
   job->train.batch = 100;
   job->train.epochs = 20;
@@ -497,6 +550,12 @@ static ntk_status check_job(const struct ctx *c) {
     if (!HAS(c, SEEN_RIDGE))
       return ntk_error(NTK_ECONFIG, "%s:%d: [solve] ridge is required (for example ridge = 1e-4, 1e-3, 1e-2)",
                        name, c->lines[SEC_SOLVE]);
+    if (job->solve.variance && !job->test.test_test)
+      return ntk_error(NTK_ECONFIG, "%s:%d: [solve] variance needs the test x test kernel: add test_test = yes "
+                       "to [test]", name, c->lines[SEC_SOLVE]);
+    if (job->solve.variance && job->solve.method != NTK_SOLVE_AUTO && job->solve.method != NTK_SOLVE_LAPACK)
+      return ntk_error(NTK_ECONFIG, "%s:%d: [solve] variance is computed by method = lapack only", name,
+                       c->lines[SEC_SOLVE]);
   }
   if (c->labels_line && !job->test.enabled)
     return ntk_error(NTK_ECONFIG, "%s:%d: [data] labels: only a training job ([train]) or a kernel "

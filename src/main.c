@@ -142,7 +142,14 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "solve")) {
     if (argc != 4) return bad_usage("solve takes a store path and a job file");
-    return ntk_cmd_solve(argv[2], argv[3]);
+    ntk_status st = ntk_comm_init(&argc, &argv); /* under mpirun the methods use every rank */
+    if (st) {
+      fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+      return ntk_status_exit_code(st);
+    }
+    int code = ntk_cmd_solve(argv[2], argv[3]);
+    ntk_comm_finalize();
+    return code;
   }
   if (!strcmp(cmd, "check")) return check(argc, argv);
   if (!strcmp(cmd, "export")) {

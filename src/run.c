@@ -332,11 +332,11 @@ int ntk_run_job(const char *conf_path, int overwrite) {
             t_loaded - t_start, t_shared - t_loaded, t_ready - t_shared, ntk_now() - t_ready);
     fprintf(stderr, "ntkd: result in %s\n", job->out_path);
   }
-  /* 7. Kernel regression, on rank 0 alone; the others wait without
-   * spinning (ntk_comm_agree sleeps between tests). */
+  /* 7. Kernel regression: every rank takes part (the method decides how:
+   * src/solve/, docs/SOLVE.md). */
   if (!st && job->solve.enabled) {
     ntk_cpu_single_thread();
-    st = ntk_agree(rank == 0 ? ntk_solve(job->out_path, job, NULL, 0, NULL) : NTK_OK);
+    st = ntk_solve(job->out_path, job, NULL, 0, NULL); /* collective; prints its own errors */
   }
   ntk_engine_free(engine);
   free(depth);

@@ -240,7 +240,26 @@ START_TEST(test_regression_good) {
   ck_assert_int_eq(j.test.test_test, 1);
   ck_assert_uint_eq(j.solve.nridge, 4);
   ck_assert(j.solve.ridge[0] == 0 && j.solve.ridge[1] == 1e-4 && j.solve.ridge[2] == 1e-2 && j.solve.ridge[3] == 1);
+  /* the solve method's defaults */
+  ck_assert_int_eq(j.solve.method, NTK_SOLVE_AUTO);
+  ck_assert_int_eq(j.solve.loo, 1);
+  ck_assert_int_eq(j.solve.variance, NTK_VARIANCE_NO);
+  ck_assert(j.solve.precond_rank == NTK_PRECOND_DEFAULT && j.solve.block == 0 && j.solve.grid_rows == 0);
   ck_assert_str_eq(j.solve.predictions, "d/p/pred");
+  ntk_job_free(&j);
+  /* every key of the solve methods */
+  ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nmethod = scalapack\n"
+                                        "block = 128\ngrid = 2 x 3\ntolerance = 1e-9\nmax_iterations = 500\n"
+                                        "preconditioner_rank = 0\ncg_kernel = stream\nloo = no\n",
+                                        "r.conf", &j), NTK_OK);
+  ck_assert_int_eq(j.solve.method, NTK_SOLVE_SCALAPACK);
+  ck_assert(j.solve.block == 128 && j.solve.grid_rows == 2 && j.solve.grid_cols == 3);
+  ck_assert(j.solve.tolerance == 1e-9 && j.solve.max_iterations == 500 && j.solve.precond_rank == 0);
+  ck_assert(j.solve.cg_kernel == NTK_CG_KERNEL_STREAM && j.solve.loo == 0);
+  ntk_job_free(&j);
+  ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = t\nlabels = l\ntest_test = yes\n[solve]\nridge = 1\n"
+                                        "variance = full\n", "r.conf", &j), NTK_OK);
+  ck_assert_int_eq(j.solve.variance, NTK_VARIANCE_FULL);
   ntk_job_free(&j);
   /* [test] alone: the kernel over train and test, solved later. */
   ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = te.gz\n", "r.conf", &j), NTK_OK);
@@ -260,7 +279,23 @@ START_TEST(test_regression_errors) {
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1, x\n", "[solve] ridge: 'x'");
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = ,\n", "[solve] ridge: empty");
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nridge = 2\n", "bad.conf:14: [solve] ridge: given twice");
-  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nlambda = 2\n", "[solve] lambda: unknown key (ridge, predictions)");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nlambda = 2\n", "[solve] lambda: unknown key (ridge, predictions, method");
+#define SOLVE REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\n"
+  bad(SOLVE "method = qr\n", "bad.conf:14: [solve] method: 'qr' is not auto, lapack, scalapack or cg");
+  bad(SOLVE "block = 0\n", "[solve] block: '0' is not a block size");
+  bad(SOLVE "grid = 2x\n", "[solve] grid: '2x' is not a process grid");
+  bad(SOLVE "grid = 0 x 2\n", "[solve] grid: '0 x 2'");
+  bad(SOLVE "tolerance = 1\n", "[solve] tolerance: '1' is not a relative residual in (0, 1)");
+  bad(SOLVE "tolerance = 0\n", "[solve] tolerance: '0'");
+  bad(SOLVE "max_iterations = 0\n", "[solve] max_iterations: '0' is not a positive integer");
+  bad(SOLVE "preconditioner_rank = -1\n", "[solve] preconditioner_rank: '-1'");
+  bad(SOLVE "cg_kernel = disk\n", "[solve] cg_kernel: 'disk' is not auto, memory or stream");
+  bad(SOLVE "loo = 1\n", "[solve] loo: '1' is not yes or no");
+  bad(SOLVE "variance = diag\n", "[solve] variance: 'diag' is not no, yes");
+  bad(SOLVE "variance = yes\n", "bad.conf:12: [solve] variance needs the test x test kernel: add test_test = yes");
+  bad(REG "[test]\npath = t\nlabels = l\ntest_test = yes\n[solve]\nridge = 1\nvariance = yes\nmethod = cg\n",
+      "[solve] variance is computed by method = lapack only");
+  bad(SOLVE "method = cg\nmethod = cg\n", "bad.conf:15: [solve] method: given twice");
   bad(REG "[test]\npath = t\ncount = 0\n", "bad.conf:11: [test] count: '0' is not a positive integer");
   bad(REG "[test]\npath = t\ntest_test = maybe\n", "[test] test_test: 'maybe' is not yes or no");
   bad(REG "[test]\npath = t\nscale = 2\n", "[test] scale: unknown key (path, labels, count, test_test)");

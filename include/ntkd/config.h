@@ -62,7 +62,20 @@ struct ntk_solve_opts {
   size_t nridge;
   double ridge[NTK_MAX_RIDGES]; /* neural-tangents' diag_reg: times mean(diag K_train) */
   char predictions[NTK_PATH_MAX]; /* output prefix; "" for the store path without .ntk */
+  int method;            /* NTK_SOLVE_AUTO | LAPACK | SCALAPACK | CG (docs/SOLVE.md) */
+  size_t block;          /* ScaLAPACK block size; 0: the method's default (divides the tile) */
+  int grid_rows, grid_cols; /* ScaLAPACK process grid; 0 x 0: as square as the rank count allows */
+  double tolerance;      /* CG: relative residual to stop at; 0: the method's default */
+  size_t max_iterations; /* CG; 0: the method's default */
+  size_t precond_rank;   /* CG: rank of the low-rank preconditioner, 0: none; NTK_PRECOND_DEFAULT: the method's */
+  int cg_kernel;         /* CG: NTK_CG_KERNEL_AUTO | MEMORY (float32 across the ranks) | STREAM (from the store) */
+  int loo;               /* Cholesky: leave-one-out accuracy and MSE per ridge (default yes) */
+  int variance;          /* NTK_VARIANCE_NO | DIAG (the m test variances) | FULL (the m x m covariance) */
 };
+#define NTK_PRECOND_DEFAULT SIZE_MAX
+enum { NTK_SOLVE_AUTO = 0, NTK_SOLVE_LAPACK = 1, NTK_SOLVE_SCALAPACK = 2, NTK_SOLVE_CG = 3 };
+enum { NTK_CG_KERNEL_AUTO = 0, NTK_CG_KERNEL_MEMORY = 1, NTK_CG_KERNEL_STREAM = 2 };
+enum { NTK_VARIANCE_NO = 0, NTK_VARIANCE_DIAG = 1, NTK_VARIANCE_FULL = 2 };
 
 struct ntk_job {
   char source[NTK_PATH_MAX]; /* job file name, for messages */

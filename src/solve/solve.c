@@ -1,0 +1,375 @@
+/* Kernel regression on a finished store, the driver: see
+ * include/ntkd/solve.h, include/ntkd/solve_method.h and docs/SOLVE.md. */
+#include "ntkd/solve.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ntkd/arch.h"
+#include "ntkd/codec.h"
+#include "ntkd/cpuinit.h"
+#include "ntkd/data.h"
+#include "ntkd/fsutil.h"
+#include "ntkd/jobfiles.h"
+#include "ntkd/jobhash.h"
+#include "ntkd/npy.h"
+#include "ntkd/progress.h"
+#include "ntkd/run.h"
+#include "ntkd/signals.h"
+#include "ntkd/solve_method.h"
+#include "ntkd/comm.h"
+#include "ntkd/store.h"
+
+#define kname ntk_solve_kernel_name
+
+/* Collective: every rank gets the worst of the ranks' statuses; a local
+ * error is printed where it happened (ranks other than 0 name
+ * themselves), once. */
+static ntk_status agree(ntk_status st) {
+  if (st) {
+    if (ntk_comm_size() > 1 && ntk_comm_rank() != 0)
+      fprintf(stderr, "ntkd: rank %d: %s\n", ntk_comm_rank(), ntk_error_message());
+    else
+      fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+  }
+  return ntk_comm_agree(st);
+}
+
+static ntk_status write_npy(const char *path, const double *x, size_t rows, size_t cols) {
+  char tmp[NTK_PATH_MAX + 400], hdr[256];
+  int fd;
+  ntk_status st = ntk_make_parents(path);
+  if (!st) st = ntk_tmp_create(path, tmp, sizeof tmp, &fd);
+  if (st) return st;
+  FILE *f = fdopen(fd, "wb");
+  if (!f) {
+    st = ntk_error(NTK_EIO, "%s: cannot open: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    return st;
+  }
+  size_t hl = ntk_npy_header(hdr, sizeof hdr, 8, rows, cols);
+  if (fwrite(hdr, 1, hl, f) != hl || fwrite(x, sizeof *x, rows * cols, f) != rows * cols || fflush(f) ||
+      fsync(fileno(f)))
+    st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
+  if (fclose(f) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
+  if (!st && rename(tmp, path)) st = ntk_error(NTK_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
+  if (st) unlink(tmp);
+  return st;
+}
+
+static void prediction_path(const char *store_path, const struct ntk_job *job, int kernel, double ridge, char *out,
+                            size_t cap) {
+  char prefix[NTK_PATH_MAX];
+  if (job->solve.predictions[0]) {
+    snprintf(prefix, sizeof prefix, "%s", job->solve.predictions);
+  } else {
+    snprintf(prefix, sizeof prefix, "%s", store_path);
+    size_t l = strlen(prefix);
+    if (l > 4 && !strcmp(prefix + l - 4, ".ntk")) prefix[l - 4] = '\0';
+  }
+  snprintf(out, cap, "%s-%s-ridge%g.npy", prefix, kname(kernel), ridge);
+}
+
+/* PREFIX-KERNEL-ridgeR-var.npy (or -cov.npy) next to the predictions. */
+static void variance_path(const char *pred_path, const struct ntk_job *job, char *out, size_t cap) {
+  size_t l = strlen(pred_path);
+  snprintf(out, cap, "%.*s-%s.npy", (int)(l > 4 ? l - 4 : l), pred_path,
+           job->solve.variance == NTK_VARIANCE_FULL ? "cov" : "var");
+}
+
+/* The prediction files must not replace the store or any input of the job. */
+static ntk_status check_outputs(const char *store_path, const struct ntk_job *job, uint32_t kernels) {
+  struct ntk_named_path in[NTK_JOB_MAX_INPUTS + 1], out[4 * NTK_MAX_RIDGES];
+  char(*names)[NTK_PATH_MAX + 64] = malloc(4 * NTK_MAX_RIDGES * sizeof *names);
+  if (!names) return ntk_error(NTK_ENOMEM, "out of memory");
+  size_t nin = ntk_job_inputs(job, in), nout = 0;
+  in[nin++] = (struct ntk_named_path){"the store", store_path};
+  for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK; which <<= 1)
+    for (size_t r = 0; r < job->solve.nridge && (kernels & (uint32_t)which); r++) {
+      prediction_path(store_path, job, which, job->solve.ridge[r], names[nout], sizeof names[nout]);
+      out[nout] = (struct ntk_named_path){"a predictions file", names[nout]};
+      nout++;
+      if (job->solve.variance) {
+        char v[NTK_PATH_MAX + 64];
+        variance_path(names[nout - 1], job, v, sizeof v);
+        memcpy(names[nout], v, sizeof v);
+        out[nout] = (struct ntk_named_path){"a variance file", names[nout]};
+        nout++;
+      }
+    }
+  ntk_status st = ntk_check_outputs(in, nin, out, nout);
+  free(names);
+  return st;
+}
+
+/* Bytes of memory available to this node's ranks (MemAvailable), or 0 if
+ * it cannot be read. */
+static size_t mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  unsigned long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return (size_t)kb * 1024;
+}
+
+static const char *method_name(int m) {
+  return m == NTK_SOLVE_LAPACK ? "lapack" : m == NTK_SOLVE_SCALAPACK ? "scalapack" : m == NTK_SOLVE_CG ? "cg" : "auto";
+}
+
+/* [solve] method = auto: one process with LAPACK when the train block fits
+ * rank 0's node (all cores), else ScaLAPACK over the ranks when their
+ * shares fit, else conjugate gradients. Collective: rank 0 decides. */
+static ntk_status choose_method(const struct ntk_job *job, size_t ntr, size_t nte, size_t classes, int *method) {
+  int m = job->solve.method, size = ntk_comm_size();
+  if (m == NTK_SOLVE_AUTO && ntk_comm_rank() == 0) {
+    size_t avail = mem_available(), need1 = ntk_solve_lapack_bytes(ntr, nte, classes);
+    size_t needp = ntk_solve_scalapack_bytes(ntr, nte, classes, size);
+    if (ntr <= NTK_LAPACK_MAX_N && (!avail || need1 < avail / 10 * 9)) m = NTK_SOLVE_LAPACK;
+    else if (size > 1 && needp && (!avail || needp * (size_t)size < avail / 10 * 9)) m = NTK_SOLVE_SCALAPACK;
+    else m = NTK_SOLVE_CG;
+    if (m != NTK_SOLVE_LAPACK)
+      fprintf(stderr, "ntkd: solve: %zu train samples: the one-process solve needs %.1f GB (%.1f GB available%s); "
+              "method = auto chose %s\n", ntr, (double)need1 / 1e9, (double)avail / 1e9,
+              ntr > NTK_LAPACK_MAX_N ? ", and n is above its 46340" : "", method_name(m));
+  }
+  int32_t mm = m;
+  ntk_status st = ntk_comm_bcast(&mm, sizeof mm);
+  *method = mm;
+  return st;
+}
+
+/* Accuracy (largest prediction = label) and MSE against one-hot labels. */
+static void score(const double *pred, const int32_t *y, size_t n, size_t classes, double *acc, double *mse) {
+  size_t right = 0;
+  double se = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t best = 0;
+    for (size_t k = 0; k < classes; k++) {
+      double p = pred[i * classes + k], e = p - ((size_t)y[i] == k ? 1.0 : 0.0);
+      se += e * e;
+      if (p > pred[i * classes + best]) best = k;
+    }
+    right += best == (size_t)y[i];
+  }
+  *acc = n ? (double)right / (double)n : 0;
+  *mse = n ? se / (double)(n * classes) : 0;
+}
+
+/* Leave-one-out predictions of the train set: the prediction for sample i
+ * from the others is y_i - alpha_i / diag_inv_i (kernel ridge regression's
+ * closed form; docs/SOLVE.md). */
+static void loo_predictions(const struct ntk_ridge_out *o, const int32_t *y, size_t n, size_t classes, double *p) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < classes; k++)
+      p[i * classes + k] = ((size_t)y[i] == k ? 1.0 : 0.0) - o->alpha[i * classes + k] / o->diag_inv[i];
+}
+
+static void free_outs(struct ntk_ridge_out *o, size_t n) {
+  for (size_t r = 0; o && r < n; r++) free(o[r].pred), free(o[r].alpha), free(o[r].diag_inv), free(o[r].var);
+  free(o);
+}
+
+/* Rank 0's arrays for every ridge (NULL on the other ranks). */
+static ntk_status alloc_outs(const struct ntk_job *job, int method, size_t ntr, size_t nte, size_t classes,
+                             struct ntk_ridge_out **out) {
+  size_t nr = job->solve.nridge;
+  *out = calloc(nr, sizeof **out);
+  if (!*out) return ntk_error(NTK_ENOMEM, "out of memory");
+  if (ntk_comm_rank() != 0) return NTK_OK;
+  int loo = job->solve.loo && method != NTK_SOLVE_CG;
+  size_t nvar = job->solve.variance == NTK_VARIANCE_FULL ? nte * nte : job->solve.variance ? nte : 0;
+  for (size_t r = 0; r < nr; r++) {
+    struct ntk_ridge_out *o = &(*out)[r];
+    o->pred = calloc(nte * classes + 1, sizeof *o->pred);
+    o->alpha = calloc(ntr * classes + 1, sizeof *o->alpha);
+    o->diag_inv = loo ? calloc(ntr + 1, sizeof *o->diag_inv) : NULL;
+    o->var = nvar ? calloc(nvar, sizeof *o->var) : NULL;
+    if (!o->pred || !o->alpha || (loo && !o->diag_inv) || (nvar && !o->var))
+      return ntk_error(NTK_ENOMEM, "out of memory for the predictions of %zu ridges", nr);
+  }
+  return NTK_OK;
+}
+
+/* Rank 0: print one ridge's line, write its files, fill *res. A ridge that
+ * was not solved prints "failed" and returns NTK_EINPUT with its reason. */
+static ntk_status report_ridge(const char *store_path, const struct ntk_job *job, int which, int method,
+                               const struct ntk_ridge_out *o, double ridge, const int32_t *ytr, const int32_t *yte,
+                               size_t ntr, size_t nte, size_t classes, struct ntk_solve_result *res) {
+  *res = (struct ntk_solve_result){which, ridge, o->reg, o->rcond, 0, 0, 0, NAN, NAN, o->iterations, method};
+  char cond[32];
+  if (method == NTK_SOLVE_CG) snprintf(cond, sizeof cond, "%zu it", o->iterations);
+  else snprintf(cond, sizeof cond, "%.2e", o->rcond);
+  if (o->failure) {
+    printf("%-6s %-10g %-12.4g %-9s %s\n", kname(which), ridge, o->reg, cond,
+           "failed: not solved (see the message below)");
+    fflush(stdout);
+    return ntk_error(NTK_EINPUT, "%s", o->why);
+  }
+  score(o->pred, yte, nte, classes, &res->accuracy, &res->mse);
+  if (o->diag_inv) {
+    double *lp = malloc((ntr * classes + 1) * sizeof *lp);
+    if (!lp) return ntk_error(NTK_ENOMEM, "out of memory");
+    loo_predictions(o, ytr, ntr, classes, lp);
+    score(lp, ytr, ntr, classes, &res->loo_accuracy, &res->loo_mse);
+    free(lp);
+  }
+  res->ok = isfinite(res->mse);
+  printf("%-6s %-10g %-12.4g %-9s %-10.4f %-10.6f", kname(which), ridge, o->reg, cond, res->accuracy, res->mse);
+  if (o->diag_inv) printf(" %-10.4f %.6f", res->loo_accuracy, res->loo_mse);
+  printf("\n");
+  fflush(stdout);
+  char path[NTK_PATH_MAX + 64];
+  prediction_path(store_path, job, which, ridge, path, sizeof path);
+  ntk_status st = write_npy(path, o->pred, nte, classes);
+  if (!st && o->var) {
+    char vpath[NTK_PATH_MAX + 64];
+    variance_path(path, job, vpath, sizeof vpath);
+    st = write_npy(vpath, o->var, nte, job->solve.variance == NTK_VARIANCE_FULL ? nte : 1);
+  }
+  return st;
+}
+
+ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct ntk_solve_result *results,
+                     size_t cap, size_t *nresults) {
+  if (nresults) *nresults = 0;
+  int rank = ntk_comm_rank();
+  ntk_store_t *s = NULL;
+  ntk_status st = agree(ntk_store_open(store_path, NTK_STORE_READ, &s));
+  if (st) {
+    ntk_store_close(s);
+    return st;
+  }
+  const struct ntk_store_info *in = ntk_store_get_info(s);
+  size_t ntr = (size_t)in->n_train, nte = (size_t)(in->n - in->n_train);
+  st = rank == 0 ? check_outputs(store_path, job, in->kernels) : NTK_OK;
+  if (!st && ntk_store_is_damaged(s))
+    st = ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it", store_path);
+  else if (!st && !ntr)
+    st = ntk_error(NTK_EINPUT, "%s holds no test set: it was computed by a job without [test]", store_path);
+  else if (!st && ntk_store_tiles_done(s) != ntk_store_tiling(s)->needed)
+    st = ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles); run the job to finish it",
+                   store_path, (unsigned long long)ntk_store_tiles_done(s),
+                   (unsigned long long)ntk_store_tiling(s)->needed);
+  else if (!st && job->solve.variance && !in->test_test)
+    st = ntk_error(NTK_EINPUT, "[solve] variance needs the test x test kernel, which %s does not hold: compute it "
+                   "with [test] test_test = yes", store_path);
+  int32_t *ytr = NULL, *yte = NULL;
+  if (!st) st = ntk_labels_load(job->labels_path, ntr, job->count == 0, 65536, &ytr);
+  if (!st) st = ntk_labels_load(job->test.labels, nte, job->test.count == 0, 65536, &yte);
+  st = agree(st);
+  size_t classes = 2;
+  for (size_t i = 0; !st && i < ntr; i++) classes = (size_t)ytr[i] + 1 > classes ? (size_t)ytr[i] + 1 : classes;
+  for (size_t i = 0; !st && i < nte; i++) classes = (size_t)yte[i] + 1 > classes ? (size_t)yte[i] + 1 : classes;
+  int method = NTK_SOLVE_LAPACK;
+  if (!st) st = agree(choose_method(job, ntr, nte, classes, &method));
+  ntk_status (*const fn[])(const struct ntk_solve_problem *, struct ntk_ridge_out *) = {
+      [NTK_SOLVE_LAPACK] = ntk_solve_lapack, [NTK_SOLVE_SCALAPACK] = ntk_solve_scalapack,
+      [NTK_SOLVE_CG] = ntk_solve_cg};
+  if (!st && job->solve.variance && method != NTK_SOLVE_LAPACK)
+    st = agree(rank == 0 ? ntk_error(NTK_EINPUT, "[solve] variance is computed by method = lapack (one process) only; "
+                                     "this solve uses %s", method_name(method)) : NTK_OK);
+  int loo = job->solve.loo && method != NTK_SOLVE_CG;
+  if (!st && rank == 0) {
+    fprintf(stderr, "ntkd: solve: %zu train, %zu test samples, %zu classes, %zu ridge%s, method %s on %d rank%s\n",
+            ntr, nte, classes, job->solve.nridge, job->solve.nridge == 1 ? "" : "s", method_name(method),
+            ntk_comm_size(), ntk_comm_size() == 1 ? "" : "s");
+    printf("%-6s %-10s %-12s %-9s %-10s %-10s%s\n", "kernel", "ridge", "added", method == NTK_SOLVE_CG ? "CG" : "rcond",
+           "test acc", "test MSE", loo ? " LOO acc    LOO MSE" : "");
+    fflush(stdout);
+  }
+  ntk_status bad = NTK_OK;
+  size_t nr = 0;
+  double t_start = ntk_now();
+  for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK && !st; which <<= 1) {
+    if (!(in->kernels & (uint32_t)which)) continue;
+    struct ntk_ridge_out *out = NULL;
+    st = agree(alloc_outs(job, method, ntr, nte, classes, &out));
+    struct ntk_solve_problem p = {s, store_path, which, ntr, nte, classes, ytr, job->solve.nridge, job->solve.ridge,
+                                  &job->solve, ntk_comm_size(), rank};
+    if (!st) st = agree(fn[method](&p, out));
+    ntk_status wr = NTK_OK; /* rank 0: writing the results */
+    for (size_t r = 0; r < job->solve.nridge && !st && !wr && rank == 0; r++) {
+      struct ntk_solve_result res;
+      ntk_status rs = report_ridge(store_path, job, which, method, &out[r], job->solve.ridge[r], ytr, yte, ntr, nte,
+                                   classes, &res);
+      if (rs == NTK_EINPUT && out[r].failure) {
+        fprintf(stderr, "ntkd: %s\n", ntk_error_message());
+        bad = rs;
+      } else {
+        wr = rs;
+      }
+      if (results && nr < cap) results[nr] = res;
+      nr++;
+    }
+    if (!st) st = agree(wr);
+    free_outs(out, job->solve.nridge);
+  }
+  if (nresults) *nresults = nr < cap ? nr : cap;
+  free(ytr), free(yte);
+  ntk_store_close(s);
+  if (!st && bad) bad = ntk_error(bad, "%s", "some ridges could not be solved (see above); the others were written");
+  if (!st) st = agree(bad);
+  if (!st && rank == 0) {
+    char path[NTK_PATH_MAX + 64];
+    prediction_path(store_path, job, NTK_KERNEL_NTK, 0, path, sizeof path);
+    char *cut = strstr(path, "-ntk-ridge0.npy");
+    if (cut) strcpy(cut, "-KERNEL-ridgeR.npy");
+    fprintf(stderr, "ntkd: %zu train, %zu test samples, %zu classes; predictions in %s\n", ntr, nte, classes, path);
+    fprintf(stderr, "ntkd: solve time %.2f s (method %s)\n", ntk_now() - t_start, method_name(method));
+  }
+  return st;
+}
+
+ntk_status ntk_solve_check_labels(const struct ntk_job *job, size_t ntr, size_t nte) {
+  int32_t *y = NULL;
+  ntk_status st = ntk_labels_load(job->labels_path, ntr, job->count == 0, 65536, &y);
+  free(y);
+  y = NULL;
+  if (!st) st = ntk_labels_load(job->test.labels, nte, job->test.count == 0, 65536, &y);
+  free(y);
+  return st;
+}
+
+int ntk_cmd_solve(const char *store_path, const char *conf_path) {
+  char *text = NULL;
+  int rank = ntk_comm_rank();
+  struct ntk_job *job = calloc(1, sizeof *job);
+  ntk_status st = job ? ntk_read_text_file(conf_path, &text, NULL) : ntk_error(NTK_ENOMEM, "out of memory");
+  if (!st) st = ntk_job_parse_string(text, conf_path, job);
+  free(text);
+  if (!st && !job->solve.enabled)
+    st = ntk_error(NTK_ECONFIG, "%s: has no [solve] section (ridge = ...) to solve with", conf_path);
+  /* The store must be this job's: the same data, test set, model and
+   * precision (the hash of ntk_job_identity). Rank 0 checks; the data is
+   * not needed by the solve. */
+  struct ntk_arch arch = {0, NULL};
+  struct ntk_dataset data;
+  memset(&data, 0, sizeof data);
+  if (!st && rank == 0) st = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
+  if (!st && rank == 0) st = ntk_data_load_job(job, job->precision, &data);
+  ntk_store_t *s = NULL;
+  if (!st && rank == 0) st = ntk_store_open(store_path, NTK_STORE_READ, &s);
+  if (!st && rank == 0) {
+    struct ntk_store_info want;
+    char *want_text = NULL;
+    st = ntk_job_identity(job, &arch, &data, &want, &want_text);
+    if (!st) st = ntk_job_check_store(store_path, s, &want, want_text, "solve it with the job file that computed it");
+    free(want_text);
+  }
+  ntk_store_close(s);
+  ntk_data_free(&data);
+  ntk_arch_free(&arch);
+  st = agree(st);
+  if (!st) st = ntk_solve(store_path, job, NULL, 0, NULL); /* prints its own errors */
+  if (job) ntk_job_free(job);
+  free(job);
+  return ntk_status_exit_code(st);
+}
