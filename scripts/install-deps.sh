@@ -6,9 +6,12 @@ pkgs=(
   build-essential cmake pkg-config            # toolchain
   libopenmpi-dev openmpi-bin                  # MPI
   libopenblas-dev                             # BLAS (OpenBLAS, with LAPACK)
+  libscalapack-openmpi-dev                    # ScaLAPACK ([solve] method = scalapack)
   libzstd-dev zlib1g-dev libxxhash-dev
   check                                       # unit tests
   python3-numpy time bc procps                # end-to-end tests and benchmarks
+  python3-zstandard python3-xxhash            # python/ntkd_store (the Python reader)
+  python3-venv python3-setuptools python3-wheel  # pip install ./python (tests/e2e_python.sh)
   python3-matplotlib                          # scripts/plot.py (pictures)
   dataset-fashion-mnist                       # the quickstart's real data
   clang libclang-rt-14-dev                    # libFuzzer (scripts/fuzz.sh)

@@ -23,6 +23,11 @@ echo
 echo "Kernel regression: 10 000 train, 2 000 test images (configs/fc-fashion-solve.conf)"
 rm -f out/fc-fashion-solve.ntk
 mpirun -np "$ranks" build/ntkd configs/fc-fashion-solve.conf
+echo
+echo "A block of that store from Python (python/ntkd_store), no export: README.md's example, run as is"
+sed -n '/^## From Python/,/^## /p' README.md | awk '/^```python/ {f = 1; next} /^```/ {f = 0} f' > out/readme_python.py
+grep -q ntkd_store out/readme_python.py   # the example is there (set -e stops the quickstart if not)
+PYTHONPATH=python /usr/bin/python3 out/readme_python.py
 
 cat <<MSG
 
@@ -32,4 +37,6 @@ The 10 000 x 10 000 kernel took $(printf '%.1f' "$(echo "$end - $start" | bc -l)
   test predictions:              out/fc-fashion-solve-{nngp,ntk}-ridge*.npy (accuracy table above)
 Load it in Python:
   import numpy; K = numpy.load('out/fc_ntk.npy')
+Or read any block of a store without exporting (pip install ./python, or PYTHONPATH=python):
+  import ntkd_store; K = ntkd_store.open('out/fc-fashion-solve.ntk')['ntk']; B = K[10000:, :10000]
 MSG

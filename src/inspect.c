@@ -105,10 +105,88 @@ int ntk_cmd_info(const char *path, int records) {
   return 0;
 }
 
-int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
-  struct ntk_named_path src = {"the store", path}, dst = {"OUT.npy", out};
+/* One bound of a --rows/--cols range: decimal digits only (empty: absent).
+ * 1 and *v set when it is a number below 2^62, else 0. */
+static int parse_bound(const char *s, size_t len, int *given, uint64_t *v) {
+  *given = len > 0;
+  uint64_t x = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9' || x > ((uint64_t)1 << 58)) return 0;
+    x = x * 10 + (uint64_t)(s[i] - '0');
+  }
+  *v = x;
+  return 1;
+}
+
+/* `--rows`/`--cols SPEC` as a Python slice of 0..n with step 1: "A:B",
+ * ":B", "A:" or ":"; NULL is the whole range. 0 after printing the usage
+ * error (which names the option and the matrix size) if SPEC is not one,
+ * is empty, or goes beyond n. */
+static int parse_range(const char *opt, const char *spec, uint64_t n, uint64_t *a, uint64_t *b) {
+  *a = 0;
+  *b = n;
+  if (!spec) return 1;
+  const char *colon = strchr(spec, ':');
+  int ga = 0, gb = 0;
+  uint64_t va = 0, vb = n;
+  const char *why = NULL;
+  if (!colon || strchr(colon + 1, ':') || !parse_bound(spec, (size_t)(colon - spec), &ga, &va) ||
+      !parse_bound(colon + 1, strlen(colon + 1), &gb, &vb))
+    why = "is not a range";
+  if (!why) {
+    *a = ga ? va : 0;
+    *b = gb ? vb : n;
+    if (*b > n || *a >= n) why = "goes beyond the matrix";
+    else if (*b <= *a) why = "is empty";
+  }
+  if (!why) return 1;
+  fprintf(stderr, "ntkd: error: %s %s %s: the matrix is %llu x %llu; write A:B, :B or A: "
+          "with 0 <= A < B <= %llu (B excluded, as in Python)\n", opt, spec, why, (unsigned long long)n,
+          (unsigned long long)n, (unsigned long long)n);
+  return 0;
+}
+
+/* Refuse a damaged store (whatever the block), and a block that needs a
+ * tile the store does not hold yet: the first such tile is named. Tiles a
+ * regression store never computes (test x test) are not needed: NaN. */
+static ntk_status export_check(ntk_store_t *s, const char *path, uint64_t bi0, uint64_t bi1, uint64_t bj0,
+                               uint64_t bj1) {
+  const struct ntk_tiling *tg = ntk_store_tiling(s);
+  /* Damage first: a store missing tiles because of damage is damaged,
+   * not merely unfinished. */
+  if (ntk_store_is_damaged(s))
+    return ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it "
+                     "and recompute what was lost", path);
+  uint64_t missing = 0, first = 0;
+  for (uint64_t I = bi0; I <= bi1; I++)
+    for (uint64_t J = bj0; J <= bj1; J++) {
+      /* An upper-triangle tile whose mirror is in the block too counts once. */
+      if (J > I && J <= bi1 && I >= bj0) continue;
+      uint64_t idx = J <= I ? ntk_tiling_index(I, J) : ntk_tiling_index(J, I);
+      if (ntk_tiling_needed(tg, idx) && !ntk_store_has_tile(s, idx) && !missing++) first = idx;
+    }
+  if (!missing) return NTK_OK;
+  int all = (bi0 == 0 && bj0 == 0 && bi1 + 1 == tg->nb && bj1 + 1 == tg->nb);
+  struct ntk_tile t = ntk_tiling_tile(tg, first);
+  if (all)
+    return ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles); run the job to finish it", path,
+                     (unsigned long long)ntk_store_tiles_done(s), (unsigned long long)tg->needed);
+  return ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles) and the block needs %llu tiles it "
+                   "lacks, the first tile %llu (rows %llu:%llu, cols %llu:%llu); run the job to finish it", path,
+                   (unsigned long long)ntk_store_tiles_done(s), (unsigned long long)tg->needed,
+                   (unsigned long long)missing, (unsigned long long)first, (unsigned long long)t.r0,
+                   (unsigned long long)(t.r0 + t.rows), (unsigned long long)t.c0, (unsigned long long)(t.c0 + t.cols));
+}
+
+/* The block [ra, rb) x [ca, cb) of the symmetric matrix, streamed one
+ * tile-row at a time: memory is one tile-row of the block plus one tile.
+ * The upper triangle is the transpose of the stored lower one. */
+int ntk_cmd_export(const char *path, const char *out, const char *kernel, const char *rows_spec,
+                   const char *cols_spec, int raw_format) {
+  const char *what = raw_format ? "OUT" : "OUT.npy";
+  struct ntk_named_path src = {"the store", path}, dst = {what, out};
   ntk_status st = ntk_check_outputs(&src, 1, &dst, 1);
-  if (!st) st = ntk_check_regular(out, "OUT.npy");
+  if (!st) st = ntk_check_regular(out, what);
   if (st) return fail(st);
   ntk_store_t *s;
   st = ntk_store_open(path, NTK_STORE_READ, &s);
@@ -129,20 +207,18 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
       return NTK_EXIT_USAGE;
     }
   }
-  /* Damage first: a store missing tiles because of damage is damaged,
-   * not merely unfinished. */
-  if (ntk_store_is_damaged(s))
-    st = ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it "
-                   "and recompute what was lost", path);
-  else if (ntk_store_tiles_done(s) != tg->needed)
-    st = ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles); run the job to finish it",
-                   path, (unsigned long long)ntk_store_tiles_done(s), (unsigned long long)tg->needed);
-  if (st) {
+  uint64_t ra, rb, ca, cb;
+  if (!parse_range("--rows", rows_spec, in->n, &ra, &rb) || !parse_range("--cols", cols_spec, in->n, &ca, &cb)) {
+    ntk_store_close(s);
+    return NTK_EXIT_USAGE;
+  }
+  size_t n = (size_t)in->n, T = in->tile, es = in->elem;
+  size_t edge = T < n ? T : n, bh = (size_t)(rb - ra), bw = (size_t)(cb - ca);
+  uint64_t bi0 = ra / T, bi1 = (rb - 1) / T, bj0 = ca / T, bj1 = (cb - 1) / T;
+  if ((st = export_check(s, path, bi0, bi1, bj0, bj1))) {
     ntk_store_close(s);
     return fail(st);
   }
-  size_t n = (size_t)in->n, T = in->tile, es = in->elem;
-  size_t edge = T < n ? T : n;
   char tmp[NTK_PATH_MAX + 400];
   int fd;
   if ((st = ntk_tmp_create(out, tmp, sizeof tmp, &fd))) {
@@ -150,7 +226,7 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
     return fail(st);
   }
   FILE *f = fdopen(fd, "wb");
-  char *rowbuf = malloc(edge * n * es);
+  char *rowbuf = malloc(edge * bw * es);
   char *tb = malloc(edge * edge * es);
   char *raw = malloc(edge * edge * es * 2);
   ntk_codec_t *codec = ntk_codec_create(1);
@@ -161,31 +237,39 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
   } else if (!rowbuf || !tb || !raw || !codec) {
     st = ntk_error(NTK_ENOMEM, "out of memory");
   }
-  char hdr[256];
-  size_t hl = ntk_npy_header(hdr, sizeof hdr, (int)es, n, n);
-  if (!st && fwrite(hdr, 1, hl, f) != hl) st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
-  for (uint64_t I = 0; I < tg->nb && !st; I++) {
+  if (!st && !raw_format) {
+    char hdr[256];
+    size_t hl = ntk_npy_header(hdr, sizeof hdr, (int)es, bh, bw);
+    if (fwrite(hdr, 1, hl, f) != hl) st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
+  }
+  for (uint64_t I = bi0; I <= bi1 && !st; I++) {
+    /* Tile-row I holds rows [r0, r0 + rows); the block takes [i0, i1) of them. */
     size_t r0 = I * T, rows = n - r0 < T ? n - r0 : T;
-    for (uint64_t J = 0; J < tg->nb && !st; J++) {
+    size_t i0 = r0 > ra ? r0 : (size_t)ra, i1 = r0 + rows < rb ? r0 + rows : (size_t)rb, h = i1 - i0;
+    for (uint64_t J = bj0; J <= bj1 && !st; J++) {
       size_t c0 = J * T, cols = n - c0 < T ? n - c0 : T;
+      size_t j0 = c0 > ca ? c0 : (size_t)ca, j1 = c0 + cols < cb ? c0 + cols : (size_t)cb, w = j1 - j0;
+      char *dst0 = rowbuf + (j0 - ca) * es; /* row i of this tile's part: dst0 + i * bw * es */
       if (!ntk_tiling_needed(tg, J <= I ? ntk_tiling_index(I, J) : ntk_tiling_index(J, I))) {
         /* test x test of a regression job that did not ask for it */
-        for (size_t i = 0; i < rows; i++)
-          for (size_t j = 0; j < cols; j++) {
-            char *e = rowbuf + (i * n + c0 + j) * es;
+        for (size_t i = 0; i < h; i++)
+          for (size_t j = 0; j < w; j++) {
+            char *e = dst0 + (i * bw + j) * es;
             if (es == 4) *(float *)(void *)e = NAN;
             else *(double *)(void *)e = NAN;
           }
       } else if (J <= I) {
         if ((st = ntk_store_read_kernel(s, codec, ntk_tiling_index(I, J), which, raw, tb))) break;
-        for (size_t i = 0; i < rows; i++) memcpy(rowbuf + (i * n + c0) * es, tb + i * cols * es, cols * es);
-      } else { /* upper triangle: the transpose of tile (J, I) */
+        for (size_t i = 0; i < h; i++)
+          memcpy(dst0 + i * bw * es, tb + ((i0 - r0 + i) * cols + (j0 - c0)) * es, w * es);
+      } else { /* upper triangle: the transpose of tile (J, I), which is cols x rows */
         if ((st = ntk_store_read_kernel(s, codec, ntk_tiling_index(J, I), which, raw, tb))) break;
-        for (size_t i = 0; i < rows; i++)
-          for (size_t j = 0; j < cols; j++) memcpy(rowbuf + (i * n + c0 + j) * es, tb + (j * rows + i) * es, es);
+        for (size_t i = 0; i < h; i++)
+          for (size_t j = 0; j < w; j++)
+            memcpy(dst0 + (i * bw + j) * es, tb + ((j0 - c0 + j) * rows + (i0 - r0 + i)) * es, es);
       }
     }
-    if (!st && fwrite(rowbuf, es, rows * n, f) != rows * n)
+    if (!st && fwrite(rowbuf, es, h * bw, f) != h * bw)
       st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   }
   if (f && fflush(f)) st = st ? st : ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
@@ -199,8 +283,13 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel) {
   ntk_codec_free(codec);
   ntk_store_close(s);
   if (st) return fail(st);
-  fprintf(stderr, "ntkd: wrote %s: %zu x %zu %s %s\n", out, n, n, es == 4 ? "float32" : "float64",
+  fprintf(stderr, "ntkd: wrote %s: %zu x %zu %s %s", out, bh, bw, es == 4 ? "float32" : "float64",
           which == NTK_KERNEL_NTK ? "NTK" : "NNGP");
+  if (bh != n || bw != n)
+    fprintf(stderr, " (rows %llu:%llu, cols %llu:%llu)", (unsigned long long)ra, (unsigned long long)rb,
+            (unsigned long long)ca, (unsigned long long)cb);
+  if (raw_format) fprintf(stderr, ", raw little-endian <f%zu, row-major, no header", es);
+  fprintf(stderr, "\n");
   return 0;
 }
 

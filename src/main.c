@@ -19,8 +19,9 @@ static const char usage[] =
     "  mpirun -np N ntkd JOB.conf           the same on N ranks (rank 0 coordinates)\n"
     "  ntkd info [--records] STORE          shape, kernels, precision, progress, compression;\n"
     "                                       --records: where each tile's record is, and any damage\n"
-    "  ntkd export STORE OUT.npy [--kernel nngp|ntk]\n"
-    "                                       the full symmetric matrix as .npy\n"
+    "  ntkd export STORE OUT [--kernel nngp|ntk] [--rows A:B] [--cols C:D] [--format npy|raw]\n"
+    "                                       the symmetric matrix, or the block of rows A..B-1 and\n"
+    "                                       columns C..D-1 (:B and A: as in Python), as .npy or raw\n"
     "  ntkd verify STORE                    check every tile; exit 0 only if all are intact\n"
     "  ntkd solve STORE JOB.conf            kernel regression with the job's labels and [solve]\n"
     "                                       ridges: test accuracy, MSE, predictions (.npy)\n"
@@ -153,17 +154,30 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "check")) return check(argc, argv);
   if (!strcmp(cmd, "export")) {
-    const char *kernel = NULL, *pos[2] = {NULL, NULL};
+    const char *kernel = NULL, *rows = NULL, *cols = NULL, *format = NULL, *pos[2] = {NULL, NULL};
+    static const char *const opts[] = {"--kernel", "--rows", "--cols", "--format"};
+    const char **vals[] = {&kernel, &rows, &cols, &format};
     int np = 0;
     for (int i = 2; i < argc; i++) {
-      if (!strcmp(argv[i], "--kernel") && i + 1 < argc) kernel = argv[++i];
-      else if (!strncmp(argv[i], "--kernel=", 9)) kernel = argv[i] + 9;
+      int o = -1;
+      size_t ol = 0;
+      for (int k = 0; k < 4 && o < 0; k++) {
+        ol = strlen(opts[k]);
+        if (!strncmp(argv[i], opts[k], ol) && (argv[i][ol] == '\0' || argv[i][ol] == '=')) o = k;
+      }
+      if (o >= 0 && argv[i][ol] == '=') *vals[o] = argv[i] + ol + 1;
+      else if (o >= 0 && i + 1 < argc) *vals[o] = argv[++i];
+      else if (o >= 0) return bad_usage("export: an option without its value");
       else if (argv[i][0] == '-') return bad_usage("unknown option for export");
       else if (np < 2) pos[np++] = argv[i];
-      else return bad_usage("export takes STORE and OUT.npy");
+      else return bad_usage("export takes STORE and OUT");
     }
-    if (np != 2) return bad_usage("export takes STORE and OUT.npy");
-    return ntk_cmd_export(pos[0], pos[1], kernel);
+    if (np != 2) return bad_usage("export takes STORE and OUT");
+    if (format && strcmp(format, "npy") && strcmp(format, "raw")) {
+      fprintf(stderr, "ntkd: error: --format must be npy or raw, not '%s'\n", format);
+      return NTK_EXIT_USAGE;
+    }
+    return ntk_cmd_export(pos[0], pos[1], kernel, rows, cols, format && !strcmp(format, "raw"));
   }
   if (!strcmp(cmd, "run")) return run(argc, argv, 2);
   if (cmd[0] == '-' && strcmp(cmd, "--overwrite")) return bad_usage("unknown option");

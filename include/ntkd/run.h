@@ -16,7 +16,10 @@ ntk_status ntk_agree(ntk_status st);
 
 /* `ntkd info|export|verify`: single-process commands on a store. */
 int ntk_cmd_info(const char *store_path, int records); /* records: list every record and damaged region */
-int ntk_cmd_export(const char *store_path, const char *out_path, const char *kernel);
+/* export: the block rows x cols ("A:B", ":B", "A:"; NULL: all) as .npy, or as
+ * raw little-endian values without a header (raw_format). */
+int ntk_cmd_export(const char *store_path, const char *out_path, const char *kernel, const char *rows,
+                   const char *cols, int raw_format);
 int ntk_cmd_verify(const char *store_path);
 
 /* Collective: rank 0's dataset to every rank (the others allocate its
