@@ -41,10 +41,34 @@ samples (train first, then test), with before `end`:
     pred_ntk
     <N - n lines of `classes` values>
 
+    loo_nngp <accuracy> <mse>      (leave-one-out on the train set, below)
+    loo_pred_nngp
+    <n lines of `classes` values>
+    loo_ntk <accuracy> <mse>
+    loo_pred_ntk
+    <n lines of `classes` values>
+    cov_nngp
+    <N - n lines of N - n values>  (the test covariance, below)
+    cov_ntk
+    <N - n lines of N - n values>
+
 pred_* are nt.predict.gradient_descent_mse_ensemble(kernel_fn, x_train,
 one_hot(labels_train), diag_reg=ridge)(t=None, x_test=x_test, get=...): the
 infinite-time mean, i.e. K_test,train (K_train + ridge * mean(diag K_train)
 I)^-1 Y for each kernel.
+
+cov_* are the covariances of the same call with compute_cov=True (the same
+matrix for every output class); the predictive variances are their
+diagonals.
+
+loo_pred_* are brute-force leave-one-out predictions: for each train sample
+i, nt.predict.gradient_descent_mse_ensemble on the other n - 1 train samples
+with diag_reg_absolute_scale=True and diag_reg = ridge * mean(diag K_train)
+of the whole train set (the regulariser is held fixed, as in the closed form
+y_i - alpha_i / [(K + reg I)^-1]_ii), predicting sample i; loo_* give the
+fraction of train samples whose largest LOO prediction (the first, on ties)
+is their label, and the mean over samples and classes of (LOO prediction -
+one-hot)^2.
 
 CNN layers in ntkd syntax (no spaces inside the brackets):
     Conv(f,stride,PADDING,W_std=w,b_std=b)
@@ -505,6 +529,22 @@ def solve_cases():
   ]
 
 
+def loo_brute_force(kernel_fn, x_train, y_train, get, reg):
+  """Leave-one-out predictions of each train sample by neural-tangents on
+  the other samples, with `reg` added to the diagonal (absolute)."""
+  n = x_train.shape[0]
+  loo = np.empty(y_train.shape)
+  for i in range(n):
+    rest = np.arange(n) != i
+    predict = nt.predict.gradient_descent_mse_ensemble(
+        kernel_fn, x_train[rest], y_train[rest], diag_reg=reg,
+        diag_reg_absolute_scale=True)
+    loo[i] = np.asarray(predict(t=None, x_test=x_train[i:i + 1], get=get),
+                        dtype=np.float64)[0]
+  assert np.all(np.isfinite(loo))
+  return loo
+
+
 def write_solve_suite(path, cases):
   with open(path, 'w') as out:
     write_versions(out)
@@ -513,6 +553,10 @@ def write_solve_suite(path, cases):
               '(t=None, x_test=x_test, get=(nngp, ntk)), float64\n')
     out.write('# x as in ref_fc.txt / ref_cnn.txt; labels: '
               'RandomState(crc32(name) + 1).randint(classes)\n')
+    out.write('# cov_*: the same call with compute_cov=True; loo_*: brute-force '
+              'leave-one-out (nt.predict on the other n - 1 train samples, '
+              'diag_reg_absolute_scale=True, the regulariser of the whole '
+              'train set)\n')
     for c, ntrain, classes, ridge in cases:
       x = case_inputs(c)
       nngp, ntk = compute(c, x)
@@ -534,6 +578,26 @@ def write_solve_suite(path, cases):
         assert mat.shape == (x.shape[0] - ntrain, classes) and np.all(np.isfinite(mat))
         out.write(label + '\n')
         for row in mat:
+          out.write(fmt_row(row) + '\n')
+      for get, k in (('nngp', nngp), ('ntk', ntk)):
+        loo = loo_brute_force(kernel_fn, x[:ntrain], y, get, ridge * np.trace(k[:ntrain, :ntrain]) / ntrain)
+        acc = float(np.mean(np.argmax(loo, axis=1) == labels[:ntrain]))
+        mse = float(np.mean((loo - y) ** 2))
+        out.write(f'loo_{get} {acc!r} {mse!r}\nloo_pred_{get}\n')
+        for row in loo:
+          out.write(fmt_row(row) + '\n')
+      # A predictor of its own: predict_inf caches the train kernels of its
+      # first call, which must hold both NNGP and NTK for the NTK covariance.
+      covs = nt.predict.gradient_descent_mse_ensemble(kernel_fn, x[:ntrain], y, diag_reg=ridge)(
+          t=None, x_test=x[ntrain:], get=('nngp', 'ntk'), compute_cov=True)
+      for get in ('nngp', 'ntk'):
+        g = getattr(covs, get)
+        assert np.array_equal(np.asarray(g.mean), np.asarray(getattr(pred, get)))
+        cov = np.asarray(g.covariance, dtype=np.float64)
+        m = x.shape[0] - ntrain
+        assert cov.shape == (m, m) and np.all(np.isfinite(cov)) and np.all(np.diag(cov) > 0)
+        out.write(f'cov_{get}\n')
+        for row in cov:
           out.write(fmt_row(row) + '\n')
       out.write('end\n')
   print(f'wrote {len(cases)} cases to {path}', file=sys.stderr)

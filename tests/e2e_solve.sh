@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end kernel regression ([test], [solve], `ntkd solve`): the
-# predictions of the whole path (data -> tiles -> store -> Cholesky) against
-# neural-tangents' nt.predict (tests/data/ref_solve.txt), a ridge sweep
-# from the store without recomputing, and every refusal a user can run into.
+# predictions, leave-one-out figures and predictive variances of the whole
+# path (data -> tiles -> store -> Cholesky) against neural-tangents'
+# nt.predict (tests/data/ref_solve.txt), a ridge sweep from the store
+# without recomputing, and every refusal a user can run into.
 # Usage: tests/e2e_solve.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_solve.sh path/to/ntkd}")
@@ -28,9 +29,47 @@ for c in solve_fc_relu solve_fc_relu_noreg solve_fc_erf solve_cnn_gap; do
   reg "$c" "$arch" "$ridge" 5
   expect_rc 0 "$c: mpirun -np 3 job with [test] and [solve]" mpirun -np 3 "$NTKD" "$c.conf"
   check "$c: predictions match neural-tangents (float64, 1e-8)" $CASE compare "$REF" "$c" "$c" 1e-8
+  # The table prints LOO accuracy to 4 decimals and MSE to 6 (test_solve
+  # checks the full precision to 1e-8).
+  check "$c: LOO accuracy and MSE in the table match neural-tangents' brute-force leave-one-out" \
+    $CASE loo "$REF" "$c" out.log 1e-5
 done
 check "the table has test accuracy and MSE for NNGP and NTK" \
   bash -c "grep -q 'test acc' out.log && grep -q '^nngp ' out.log && grep -q '^ntk ' out.log"
+check "... and leave-one-out accuracy and MSE (loo = yes by default)" \
+  bash -c "grep -q 'LOO acc *LOO MSE' out.log && [ \"\$(awk '/^(nngp|ntk) / {print NF}' out.log | sort -u)\" = 8 ]"
+
+# --- predictive variance (compute_cov) --------------------------------------------
+for c in solve_fc_relu solve_fc_relu_noreg solve_fc_erf solve_cnn_gap; do
+  read -r ntrain ridge arch < <($CASE write "$REF" "$c")
+  reg "v$c" "$arch" "$ridge" 5 "variance = yes" "[test]" "test_test = yes"
+  expect_rc 0 "$c: variance = yes, test_test = yes" mpirun -np 2 "$NTKD" "v$c.conf"
+  check "... v$c-{nngp,ntk}-ridge$ridge-var.npy match neural-tangents' variances (1e-8)" \
+    $CASE var "$REF" "$c" "v$c" 1e-8
+  sed -i 's/^variance = yes/variance = full/' "v$c.conf"
+  expect_rc 0 "$c: ntkd solve with variance = full" "$NTKD" solve "v$c.ntk" "v$c.conf"
+  check "... v$c-{nngp,ntk}-ridge$ridge-cov.npy match neural-tangents' covariances (1e-8)" \
+    $CASE cov "$REF" "$c" "v$c" 1e-8
+done
+c=solve_fc_relu
+check "the variance run left the predictions as they were" cmp -s "v$c-ntk-ridge0.001.npy" "$c-ntk-ridge0.001.npy"
+read -r ntrain ridge arch < <($CASE write "$REF" "$c")
+reg "v$c" "$arch" "$ridge" 5 "loo = no" "[test]" "test_test = yes"
+expect_rc 0 "ntkd solve with loo = no" "$NTKD" solve "v$c.ntk" "v$c.conf"
+check "... prints no LOO columns" \
+  bash -c "! grep -q LOO out.log && [ \"\$(awk '/^(nngp|ntk) / {print NF}' out.log | sort -u)\" = 6 ]"
+reg novar "$arch" "$ridge" 5 "variance = yes"
+expect_rc 2 "variance without test_test = yes is refused" "$NTKD" novar.conf
+check "... saying to add test_test = yes, before any store is made" \
+  bash -c "grep -q 'novar.conf:[0-9]*: \[solve\] variance needs the test x test kernel: add test_test = yes to \[test\]' err.log && [ ! -e novar.ntk ]"
+expect_rc 2 "... also by ntkd check" "$NTKD" check novar.conf
+reg novar "$arch" "$ridge" 5 "variance = full" "method = cg" "[test]" "test_test = yes"
+expect_rc 2 "variance with method = cg is refused" "$NTKD" novar.conf
+check "... saying lapack computes it" has "\[solve\] variance is computed by method = lapack only" err.log
+reg novar "$arch" "$ridge" 5 "variance = yes" "[test]" "test_test = yes"
+expect_rc 2 "ntkd solve with variance on a store computed without test x test is refused" \
+  "$NTKD" solve "$c.ntk" novar.conf
+check "... naming the difference" has "test x test: the store has no, this job yes" err.log
 check "the train/test split is in info" bash -c "'$NTKD' info solve_cnn_gap.ntk | grep -q 'split: *12 train + 4 test'"
 
 # --- a ridge sweep from the store, no recomputation -------------------------------

@@ -1,14 +1,17 @@
-/* Kernel regression (src/solve.c): predictions against neural-tangents'
- * nt.predict (tests/data/ref_solve.txt, from scripts/nt_reference.sh), and
- * the dense solver's refusals of matrices it cannot solve. The end-to-end
- * path (store -> `ntkd solve` -> .npy) is checked against the same file by
- * tests/e2e.sh. */
+/* Kernel regression (src/solve/): predictions, leave-one-out and the
+ * predictive variance against neural-tangents' nt.predict
+ * (tests/data/ref_solve.txt, from scripts/nt_reference.sh), and the dense
+ * solver's refusals of matrices it cannot solve. The end-to-end path (data
+ * -> tiles -> store -> `ntkd solve` -> .npy) is checked against the same
+ * file by tests/e2e_solve.sh. */
 #include <math.h>
+#include <unistd.h>
 
 #include "ntkd/codec.h"
 #include "ntkd/config.h"
 #include "ntkd/solve.h"
 #include "ntkd/store.h"
+#include "ntkd/tiling.h"
 #include "refcase.h"
 #include "testutil.h"
 
@@ -17,11 +20,14 @@ static void read_label_block(FILE *f, const char *label, double *out, size_t cou
 }
 
 /* Kernel-regression predictions of one kernel (n x n reference matrix k). */
+/* loo (may be NULL): the closed-form leave-one-out predictions of the train
+ * set, y_i - alpha_i / [(K + reg I)^-1]_ii (ntr x classes), from
+ * ntk_spd_solve's diag_inv. */
 static void predict(const double *k, size_t n, size_t ntr, const int *labels, size_t classes, double ridge,
-                    double *pred, double *rcond) {
+                    double *pred, double *rcond, double *loo) {
   size_t nte = n - ntr;
   double *ktt = malloc(ntr * ntr * sizeof *ktt), *copy = malloc(ntr * ntr * sizeof *copy);
-  double *alpha = calloc(ntr * classes, sizeof *alpha);
+  double *alpha = calloc(ntr * classes, sizeof *alpha), *dinv = malloc(ntr * sizeof *dinv);
   double trace = 0;
   for (size_t i = 0; i < ntr; i++) {
     /* Symmetric from the lower triangle, as ntkd's store holds it
@@ -31,16 +37,32 @@ static void predict(const double *k, size_t n, size_t ntr, const int *labels, si
     alpha[i * classes + (size_t)labels[i]] = 1.0;
   }
   memcpy(copy, ktt, ntr * ntr * sizeof *ktt);
-  ck_assert_int_eq(ntk_spd_solve(ktt, ntr, ridge * trace / (double)ntr, alpha, classes, rcond, NULL), 0);
-  /* The matrix comes back as it was, bit for bit, for the next ridge. */
+  ck_assert_int_eq(ntk_spd_solve(ktt, ntr, ridge * trace / (double)ntr, alpha, classes, rcond, loo ? dinv : NULL),
+                   0);
+  /* The matrix comes back as it was, bit for bit, for the next ridge (also
+   * after the inverse's diagonal, computed in place of the factor). */
   ck_assert(!memcmp(copy, ktt, ntr * ntr * sizeof *ktt));
+  for (size_t i = 0; loo && i < ntr; i++)
+    for (size_t c = 0; c < classes; c++)
+      loo[i * classes + c] = ((size_t)labels[i] == c ? 1.0 : 0.0) - alpha[i * classes + c] / dinv[i];
   for (size_t i = 0; i < nte; i++)
     for (size_t c = 0; c < classes; c++) {
       double s = 0;
       for (size_t j = 0; j < ntr; j++) s += k[(ntr + i) * n + j] * alpha[j * classes + c];
       pred[i * classes + c] = s;
     }
-  free(ktt), free(copy), free(alpha);
+  free(ktt), free(copy), free(alpha), free(dinv);
+}
+
+/* Largest |got - want| over the largest |want|. */
+static double rel_err(const double *got, const double *want, size_t count, size_t stride) {
+  double scale = 0, err = 0;
+  for (size_t k = 0; k < count; k++) scale = fmax(scale, fabs(want[k * stride]));
+  for (size_t k = 0; k < count; k++) {
+    double e = fabs(got[k] - want[k * stride]) / scale;
+    if (!(e <= err)) err = e;
+  }
+  return err;
 }
 
 START_TEST(test_against_neural_tangents) {
@@ -64,18 +86,27 @@ START_TEST(test_against_neural_tangents) {
     for (int which = 0; which < 2; which++) {
       read_label_block(f, which ? "pred_ntk" : "pred_nngp", want, nte * classes);
       double rcond;
-      predict(which ? c.ntk : c.nngp, c.n, ntr, labels, classes, ridge, got, &rcond);
-      double scale = 0, err = 0;
-      for (size_t k = 0; k < nte * classes; k++) scale = fmax(scale, fabs(want[k]));
-      for (size_t k = 0; k < nte * classes; k++) {
-        double e = fabs(got[k] - want[k]) / scale;
-        if (!(e <= err)) err = e;
-      }
+      predict(which ? c.ntk : c.nngp, c.n, ntr, labels, classes, ridge, got, &rcond, NULL);
+      double err = rel_err(got, want, nte * classes, 1);
       /* Both sides solve the same float64 system; the bound allows for
        * the condition number (rcond down to ~1e-6 here). */
       ck_assert_msg(err < 1e-8, "%s %s: prediction error %.3g (rcond %.2g)", c.name, which ? "ntk" : "nngp", err,
                     rcond);
     }
+    /* Leave-one-out: the closed form from diag((K + reg I)^-1) against
+     * neural-tangents predicting each train sample from the other n - 1
+     * (same regulariser), sample by sample. */
+    double *loo_want = malloc(ntr * classes * sizeof *loo_want), *loo_got = malloc(ntr * classes * sizeof *loo_got);
+    for (int which = 0; which < 2; which++) {
+      double summary[2], rcond;
+      read_label_block(f, which ? "loo_ntk" : "loo_nngp", summary, 2);
+      read_label_block(f, which ? "loo_pred_ntk" : "loo_pred_nngp", loo_want, ntr * classes);
+      predict(which ? c.ntk : c.nngp, c.n, ntr, labels, classes, ridge, got, &rcond, loo_got);
+      double err = rel_err(loo_got, loo_want, ntr * classes, 1);
+      printf("%s %s: leave-one-out predictions: largest relative error %.3g\n", c.name, which ? "ntk" : "nngp", err);
+      ck_assert_msg(err < 1e-8, "%s %s: leave-one-out error %.3g", c.name, which ? "ntk" : "nngp", err);
+    }
+    free(loo_want), free(loo_got);
     free(lab), free(labels), free(want), free(got);
     ref_free_case(&c);
     cases++;
@@ -138,6 +169,165 @@ static void write_labels(const char *path, const int64_t *y, size_t n) {
   fclose(f);
 }
 
+/* A float64 store (tile 5: tiles straddle the train/test boundary) holding
+ * a reference case's two kernels, every tile including test x test. */
+static void write_ref_store(const char *path, const struct ref_case *c, size_t ntr) {
+  struct ntk_store_info in;
+  memset(&in, 0, sizeof in);
+  in.n = c->n;
+  in.d = c->d;
+  in.tile = 5;
+  in.elem = 8;
+  in.kernels = NTK_KERNEL_NNGP | NTK_KERNEL_NTK;
+  in.n_train = ntr;
+  in.test_test = 1;
+  ntk_store_t *s;
+  ck_assert_int_eq(ntk_store_create(path, &in, "test", &s), NTK_OK);
+  const struct ntk_tiling *tg = ntk_store_tiling(s);
+  ck_assert_uint_eq(tg->needed, tg->ntiles);
+  ntk_codec_t *codec = ntk_codec_create(1);
+  double raw[2 * 25];
+  unsigned char payload[4096];
+  for (uint64_t idx = 0; idx < tg->ntiles; idx++) {
+    struct ntk_tile t = ntk_tiling_tile(tg, idx);
+    size_t cells = (size_t)(t.rows * t.cols);
+    /* The lower triangle of neural-tangents' matrices, as a worker stores it. */
+    for (size_t i = 0; i < t.rows; i++)
+      for (size_t j = 0; j < t.cols; j++) {
+        size_t r = t.r0 + i, q = t.c0 + j, a = r >= q ? r : q, b = r >= q ? q : r;
+        raw[i * t.cols + j] = c->nngp[a * c->n + b];
+        raw[cells + i * t.cols + j] = c->ntk[a * c->n + b];
+      }
+    size_t len;
+    ck_assert_int_eq(ntk_codec_compress(codec, raw, 2 * cells * sizeof *raw, 8, payload, sizeof payload, &len), NTK_OK);
+    ck_assert_int_eq(ntk_store_append(s, &t, payload, len, ntk_checksum(payload, len)), NTK_OK);
+  }
+  ntk_codec_free(codec);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
+}
+
+/* A float64 .npy of `count` values; the header must give `shape`. */
+static void read_npy(const char *path, const char *shape, double *out, size_t count) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  unsigned char pre[10];
+  ck_assert_uint_eq(fread(pre, 1, 10, f), 10);
+  size_t hl = pre[8] | (size_t)pre[9] << 8;
+  char hdr[256] = "";
+  ck_assert(hl < sizeof hdr && fread(hdr, 1, hl, f) == hl);
+  ck_assert_msg(strstr(hdr, "'<f8'") && strstr(hdr, shape), "%s: header %s, want shape %s", path, hdr, shape);
+  ck_assert_uint_eq(fread(out, sizeof *out, count, f), count);
+  ck_assert_int_eq(fgetc(f), EOF);
+  fclose(f);
+}
+
+/* The whole solve (src/solve/solve.c and lapack.c) on neural-tangents' own
+ * kernels, read from a store: leave-one-out accuracy and MSE of the table
+ * against the brute-force leave-one-out, and the predictive variance
+ * (variance = yes: the diagonal; full: the covariance) against
+ * compute_cov=True. */
+START_TEST(test_loo_and_variance_against_neural_tangents) {
+  const char *dir = tu_tmpdir();
+  FILE *f = ref_open("ref_solve.txt");
+  struct ref_case c;
+  int cases = 0;
+  double worst_loo = 0, worst_var = 0, worst_cov = 0;
+  while (ref_read_case(f, &c)) {
+    size_t ntr;
+    double ridge;
+    ck_assert_int_eq(fscanf(f, " ntrain %zu ridge %lf", &ntr, &ridge), 2);
+    size_t nte = c.n - ntr, classes = 0;
+    double *lab = malloc(c.n * sizeof *lab);
+    read_label_block(f, "labels", lab, c.n);
+    int64_t *y = malloc(c.n * sizeof *y);
+    for (size_t i = 0; i < c.n; i++) {
+      y[i] = (int64_t)lab[i];
+      if ((size_t)y[i] + 1 > classes) classes = (size_t)y[i] + 1;
+    }
+    double *skip = malloc((nte > ntr ? nte : ntr) * classes * sizeof *skip);
+    double loo[2][2], *cov[2], *got = malloc(nte * nte * sizeof *got);
+    read_label_block(f, "pred_nngp", skip, nte * classes);
+    read_label_block(f, "pred_ntk", skip, nte * classes);
+    for (int which = 0; which < 2; which++) {
+      read_label_block(f, which ? "loo_ntk" : "loo_nngp", loo[which], 2);
+      read_label_block(f, which ? "loo_pred_ntk" : "loo_pred_nngp", skip, ntr * classes);
+    }
+    for (int which = 0; which < 2; which++) {
+      cov[which] = malloc(nte * nte * sizeof *cov[which]);
+      read_label_block(f, which ? "cov_ntk" : "cov_nngp", cov[which], nte * nte);
+    }
+    char store[512], ytr[512], yte[512], prefix[512];
+    tu_path(store, sizeof store, dir, "ref.ntk");
+    tu_path(ytr, sizeof ytr, dir, "ytr.npy");
+    tu_path(yte, sizeof yte, dir, "yte.npy");
+    tu_path(prefix, sizeof prefix, dir, c.name);
+    unlink(store);
+    write_ref_store(store, &c, ntr);
+    write_labels(ytr, y, ntr);
+    write_labels(yte, y + ntr, nte);
+    struct ntk_job *job = calloc(1, sizeof *job);
+    ntk_job_defaults(job);
+    snprintf(job->labels_path, sizeof job->labels_path, "%s", ytr);
+    snprintf(job->test.labels, sizeof job->test.labels, "%s", yte);
+    snprintf(job->solve.predictions, sizeof job->solve.predictions, "%s", prefix);
+    job->test.enabled = job->test.test_test = job->solve.enabled = 1;
+    job->solve.method = NTK_SOLVE_LAPACK;
+    job->solve.nridge = 1;
+    job->solve.ridge[0] = ridge;
+    for (int variance = NTK_VARIANCE_DIAG; variance <= NTK_VARIANCE_FULL; variance++) {
+      job->solve.variance = variance;
+      struct ntk_solve_result res[2];
+      size_t nres = 0;
+      ck_assert_int_eq(ntk_solve(store, job, res, 2, &nres), NTK_OK);
+      ck_assert_uint_eq(nres, 2);
+      for (int which = 0; which < 2; which++) {
+        const char *kn = which ? "ntk" : "nngp";
+        ck_assert_int_eq(res[which].kernel, which ? NTK_KERNEL_NTK : NTK_KERNEL_NNGP);
+        /* One train sample is 1/ntr of the accuracy: equal, not close. */
+        ck_assert_msg(fabs(res[which].loo_accuracy - loo[which][0]) < 1e-12, "%s %s: LOO accuracy %.17g, "
+                      "neural-tangents %.17g", c.name, kn, res[which].loo_accuracy, loo[which][0]);
+        double e = fabs(res[which].loo_mse - loo[which][1]) / loo[which][1];
+        worst_loo = fmax(worst_loo, e);
+        ck_assert_msg(e < 1e-8, "%s %s: LOO MSE %.17g, neural-tangents %.17g", c.name, kn, res[which].loo_mse,
+                      loo[which][1]);
+        char path[700], shape[64];
+        snprintf(path, sizeof path, "%s-%s-ridge%g-%s.npy", prefix, kn, ridge,
+                 variance == NTK_VARIANCE_FULL ? "cov" : "var");
+        if (variance == NTK_VARIANCE_FULL) {
+          snprintf(shape, sizeof shape, "(%zu, %zu)", nte, nte);
+          read_npy(path, shape, got, nte * nte);
+          e = rel_err(got, cov[which], nte * nte, 1);
+          worst_cov = fmax(worst_cov, e);
+          for (size_t i = 0; i < nte; i++)
+            for (size_t j = 0; j < i; j++) ck_assert(got[i * nte + j] == got[j * nte + i]);
+        } else {
+          snprintf(shape, sizeof shape, "(%zu, 1)", nte);
+          read_npy(path, shape, got, nte);
+          e = rel_err(got, cov[which], nte, nte + 1); /* the diagonal */
+          worst_var = fmax(worst_var, e);
+        }
+        ck_assert_msg(e < 1e-8, "%s %s: %s error %.3g", c.name, kn, variance == NTK_VARIANCE_FULL ? "covariance"
+                      : "variance", e);
+      }
+    }
+    /* loo = no: no leave-one-out (NaN in the results). */
+    job->solve.loo = 0;
+    job->solve.variance = NTK_VARIANCE_NO;
+    struct ntk_solve_result res[2];
+    size_t nres = 0;
+    ck_assert_int_eq(ntk_solve(store, job, res, 2, &nres), NTK_OK);
+    ck_assert(nres == 2 && isnan(res[0].loo_accuracy) && isnan(res[1].loo_mse));
+    free(job), free(lab), free(y), free(skip), free(got), free(cov[0]), free(cov[1]);
+    ref_free_case(&c);
+    cases++;
+  }
+  fclose(f);
+  printf("through ntk_solve: largest relative error: LOO MSE %.3g, variance %.3g, covariance %.3g\n", worst_loo,
+         worst_var, worst_cov);
+  ck_assert_int_ge(cases, 4);
+}
+END_TEST
+
 /* A store whose kernel holds an infinity (one written before tiles were
  * checked, or by hand): the solve says why and exits 2 (bad input), not 4
  * (a damaged store: its checksums are fine). */
@@ -192,6 +382,7 @@ int main(void) {
   tcase_add_test(tc, test_ill_conditioned);
   tcase_add_test(tc, test_known_answer);
   tcase_add_test(tc, test_non_finite_kernel);
+  tcase_add_test(tc, test_loo_and_variance_against_neural_tangents);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

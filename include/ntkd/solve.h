@@ -34,10 +34,12 @@ struct ntk_solve_result {
  * 2^31 (reference dpocon computes such offsets). */
 #define NTK_LAPACK_MAX_N 46340
 
-/* Dense symmetric positive-definite solve, the core of the lapack method
- * (exposed for tests). `a` is n x n, row-major, full (both triangles); it is
- * restored on return except that its diagonal has `reg` added and removed
- * again. `b` is n x nrhs, row-major, and is overwritten by the solution.
+/* Dense symmetric positive-definite solve: the steps of the lapack method
+ * (src/solve/lapack.c: Cholesky and condition estimate, solve, then the
+ * inverse's diagonal in place of the factor) in one call, exposed for
+ * tests. `a` is n x n, row-major, full (both triangles); it is restored on
+ * return, bit for bit (its diagonal has `reg` added and then put back).
+ * `b` is n x nrhs, row-major, and is overwritten by the solution.
  * `diag_inv` (may be NULL) receives diag((a + reg I)^-1), for leave-one-out.
  * Returns 0 and sets *rcond, or the LAPACK info (> 0: not positive
  * definite at that column; -1: out of memory; -2: n > NTK_LAPACK_MAX_N).

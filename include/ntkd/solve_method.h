@@ -64,7 +64,8 @@ struct ntk_ridge_out {
   double *diag_inv;   /* ntr: diag((K + reg I)^-1), for leave-one-out; NULL when loo is off or
                        * the method cannot give it (cg) */
   double *var;        /* variance = yes: nte predictive variances; = full: nte x nte covariance;
-                       * NULL when not asked for (docs/SOLVE.md, "Predictive variance") */
+                       * NULL when not asked for (docs/SOLVE.md, "Leave-one-out and predictive
+                       * variance") */
 };
 
 /* The methods: collective over every rank of the job (lapack computes on

@@ -131,6 +131,8 @@ static ntk_status choose_method(const struct ntk_job *job, size_t ntr, size_t nt
   int m = job->solve.method, size = ntk_comm_size();
   if (m == NTK_SOLVE_AUTO && ntk_comm_rank() == 0) {
     size_t avail = mem_available(), need1 = ntk_solve_lapack_bytes(ntr, nte, classes);
+    if (job->solve.variance) /* the NTK's variance: the NNGP blocks and Z (docs/SOLVE.md) */
+      need1 += 8 * (ntr * ntr + 2 * ntr * nte + 256 * ntr) + (job->solve.variance == NTK_VARIANCE_FULL ? 8 * nte * nte : 0);
     size_t needp = ntk_solve_scalapack_bytes(ntr, nte, classes, size);
     if (ntr <= NTK_LAPACK_MAX_N && (!avail || need1 < avail / 10 * 9)) m = NTK_SOLVE_LAPACK;
     else if (size > 1 && needp && (!avail || needp * (size_t)size < avail / 10 * 9)) m = NTK_SOLVE_SCALAPACK;
