@@ -134,7 +134,8 @@ static ntk_status choose_method(const struct ntk_job *job, size_t ntr, size_t nt
     if (job->solve.variance) /* the NTK's variance: the NNGP blocks and Z (docs/SOLVE.md) */
       need1 += 8 * (ntr * ntr + 2 * ntr * nte + 256 * ntr) + (job->solve.variance == NTK_VARIANCE_FULL ? 8 * nte * nte : 0);
     size_t needp = ntk_solve_scalapack_bytes(ntr, nte, classes, size);
-    if (ntr <= NTK_LAPACK_MAX_N && (!avail || need1 < avail / 10 * 9)) m = NTK_SOLVE_LAPACK;
+    if (job->solve.variance) m = NTK_SOLVE_LAPACK; /* the only method that computes it */
+    else if (ntr <= NTK_LAPACK_MAX_N && (!avail || need1 < avail / 10 * 9)) m = NTK_SOLVE_LAPACK;
     else if (size > 1 && needp && (!avail || needp * (size_t)size < avail / 10 * 9)) m = NTK_SOLVE_SCALAPACK;
     else m = NTK_SOLVE_CG;
     if (m != NTK_SOLVE_LAPACK)
@@ -296,7 +297,10 @@ ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct n
     st = agree(alloc_outs(job, method, ntr, nte, classes, &out));
     struct ntk_solve_problem p = {s, store_path, which, ntr, nte, classes, ytr, job->solve.nridge, job->solve.ridge,
                                   &job->solve, ntk_comm_size(), rank};
-    if (!st) st = agree(fn[method](&p, out));
+    if (!st) { /* a method prints a failure that only one of its ranks saw; rank 0 prints the agreed one */
+      st = ntk_comm_agree(fn[method](&p, out));
+      if (st && rank == 0) fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+    }
     ntk_status wr = NTK_OK; /* rank 0: writing the results */
     for (size_t r = 0; r < job->solve.nridge && !st && !wr && rank == 0; r++) {
       struct ntk_solve_result res;

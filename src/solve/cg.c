@@ -1,0 +1,1042 @@
+/* The cg method (include/ntkd/solve_method.h, docs/SOLVE.md "n beyond
+ * memory: conjugate gradients"): kernel regression without ever forming
+ * the n x n matrix. Every rank takes part.
+ *
+ * - The train kernel K: the store's lower-triangle tiles are dealt to the
+ *   ranks (greedy, by work); a rank applies its tiles T as T x and T^T x
+ *   (a diagonal tile, full and symmetric, once) and the ranks' products
+ *   are summed. cg_kernel = memory: each rank holds its tiles' train part
+ *   in the store's precision (float32 or float64), decompressed once;
+ *   stream: each product reads and decompresses them from the store again.
+ *   Products accumulate in float64: a float32 tile is converted to float64
+ *   CHUNK rows at a time and multiplied by OpenBLAS's dgemm, so CG solves
+ *   exactly the matrix the Cholesky methods factorise.
+ * - Every rank holds the full vectors (n x columns doubles); the columns
+ *   are all (ridge, class) pairs, each with its own shift reg_r, one
+ *   product K P per iteration for all columns still running.
+ * - The preconditioner: a partial Cholesky factorisation of K with greedy
+ *   pivoting on the residual diagonal, K ~ L L^T with L n x k, its rows
+ *   spread over the ranks. The pivots come in batches: the BATCH largest
+ *   residual diagonals are candidates, their kernel columns are read in
+ *   one pass over the tiles, and they are taken greedily while each is at
+ *   least ACCEPT times the largest residual outside the batch (so every
+ *   pivot is within that factor of the greedy choice). For shift s the
+ *   preconditioner (L L^T + s I)^-1 is applied by Woodbury,
+ *   (r - L (s I + L^T L)^-1 L^T r) / s, one k x k Cholesky factor per
+ *   ridge; s = reg, and for ridge 0 the mean residual diagonal (what
+ *   L L^T leaves out).
+ * - Decisions that steer collectives (which columns still run, the
+ *   pivots) are made identically on every rank: from values that are
+ *   exact sums (each summed entry has one contributor), or broadcast from
+ *   rank 0.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ntkd/codec.h"
+#include "ntkd/comm.h"
+#include "ntkd/progress.h"
+#include "ntkd/signals.h"
+#include "ntkd/solve_method.h"
+#include "ntkd/tiling.h"
+
+void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info, size_t);
+void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *a, const int *lda, double *b,
+             const int *ldb, int *info, size_t);
+
+/* Defaults (docs/SOLVE.md says why). */
+#define CG_TOLERANCE 1e-8
+#define CG_MAX_ITERATIONS 2000
+#define CG_RANK_MAX 4000 /* default preconditioner rank: n / 4, at most this, */
+#define CG_CHOL_BYTES 1e9 /* and its per-ridge factors at most this per rank */
+#ifndef CG_CHUNK
+#define CG_CHUNK 64 /* float32 tile rows converted to float64 per dgemm pair */
+#endif
+#ifndef CG_BATCH
+#define CG_BATCH 128 /* pivot candidates per pass over the tiles */
+#endif
+#ifndef CG_ACCEPT
+#define CG_ACCEPT 0.5
+#endif
+#ifndef CG_FLEXIBLE
+#define CG_FLEXIBLE 1
+#endif
+#ifndef CG_PRINT_EVERY
+#define CG_PRINT_EVERY 5.0 /* seconds between progress lines */
+#endif
+#define CG_RESTARTS 3      /* restarts from the true residual when the recurrence drifted */
+
+enum { COL_RUN = 0, COL_DONE = 1, COL_FAIL = 2 };
+enum { WHY_NONE = 0, WHY_MAXIT = 1, WHY_BREAKDOWN = 2 };
+
+struct cg_tile {
+  uint64_t idx;
+  size_t r0, rows, c0, cols; /* the block of the tile used (absolute indices) */
+  int diag;                  /* a diagonal tile's train block: square, symmetric, applied once */
+  double cost;
+  void *v; /* memory mode: rows x cols values, compact; NULL when streamed */
+};
+
+struct cg {
+  const struct ntk_solve_problem *p;
+  ntk_store_t *s;
+  int rank, nranks, memory;
+  size_t n, nte, T, elem, classes, ncols;
+  struct cg_tile *tr, *te; /* this rank's train and test tiles */
+  size_t ntr_t, nte_t, all_tr_t;
+  double tile_bytes;       /* this rank's held train values */
+  ntk_codec_t *codec;
+  char *raw, *val; /* stream scratch: a tile's payload and one kernel's values */
+  double *conv;    /* CG_CHUNK x T */
+  size_t lo, hi;   /* this rank's rows of the preconditioner */
+  size_t m;        /* preconditioner rank */
+  double *L;       /* (hi - lo) x m, row stride ldl: this rank's rows of the factor */
+  size_t ldl;
+  double *chol;    /* per ridge: m x m Cholesky factor of s I + L^T L */
+  double rshift[NTK_MAX_RIDGES]; /* per ridge: preconditioner shift, 0: none */
+  double *reg;     /* per column */
+  double t0;
+  double t_prod, t_comm, t_pre; /* time in products (local), their sums, and the preconditioner */
+  size_t passes;   /* passes over the tiles for the preconditioner */
+};
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static double mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  unsigned long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return (double)kb * 1024.0;
+}
+
+static double peak_rss(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  unsigned long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return (double)kb * 1024.0;
+}
+
+/* Collective: the worst status; a rank that is fine but stops for another
+ * rank's failure gets a message saying so (the failing rank keeps its own). */
+static ntk_status agree(ntk_status local) {
+  ntk_status st = ntk_comm_agree(local);
+  if (st == NTK_EINTERRUPTED && local != NTK_EINTERRUPTED)
+    ntk_error(st, "interrupted during the solve (the store is complete): ntkd solve STORE JOB.conf solves again");
+  else if (st && !local)
+    ntk_error(st, "the solve stopped: another rank failed (its message names it)");
+  return st;
+}
+
+static ntk_status stop_check(void) {
+  return ntk_stop_requested()
+             ? ntk_error(NTK_EINTERRUPTED,
+                         "interrupted during the solve (the store is complete): ntkd solve STORE JOB.conf solves again")
+             : NTK_OK;
+}
+
+static ntk_status check_finite(const struct cg *c, const void *v, size_t rows, size_t cols, size_t ld, size_t r0,
+                               size_t c0) {
+  for (size_t i = 0; i < rows; i++)
+    for (size_t j = 0; j < cols; j++) {
+      double x = c->elem == 4 ? (double)((const float *)v)[i * ld + j] : ((const double *)v)[i * ld + j];
+      if (!isfinite(x))
+        return ntk_error(NTK_EINPUT, "%s kernel entry (%zu, %zu) is %g: not a kernel that can be solved%s",
+                         ntk_solve_kernel_name(c->p->which), r0 + i, c0 + j, x,
+                         c->elem == 4 ? "; the kernel exceeds float32: recompute it with [compute] precision = "
+                                        "float64"
+                                      : "");
+    }
+  return NTK_OK;
+}
+
+/* ---- tiles ------------------------------------------------------------ */
+
+/* Deal tiles to ranks: each to the rank with the least work so far, in
+ * index order (the same on every rank). */
+static void deal(struct cg_tile *t, size_t count, int nranks, int *owner) {
+  double load[1024] = {0};
+  double *ld = nranks <= 1024 ? load : calloc((size_t)nranks, sizeof *ld);
+  for (size_t i = 0; i < count; i++) {
+    int best = 0;
+    if (ld)
+      for (int r = 1; r < nranks; r++)
+        if (ld[r] < ld[best]) best = r;
+    owner[i] = ld ? best : (int)(i % (size_t)nranks);
+    if (ld) ld[best] += t[i].cost;
+  }
+  if (ld != load) free(ld);
+}
+
+/* This rank's train tiles (train rows x train columns) and test tiles
+ * (test rows x train columns). */
+static ntk_status plan_tiles(struct cg *c) {
+  const struct ntk_tiling *tg = ntk_store_tiling(c->s);
+  size_t n = c->n, T = c->T, nb_tr = (n + T - 1) / T, nb = (size_t)tg->nb;
+  size_t ctr = nb_tr * (nb_tr + 1) / 2, cte = 0;
+  for (size_t bi = 0; bi < nb; bi++)
+    if ((bi + 1) * T > n) cte += nb_tr < bi + 1 ? nb_tr : bi + 1;
+  struct cg_tile *all = calloc(ctr + cte + 1, sizeof *all);
+  int *own = malloc((ctr + cte + 1) * sizeof *own);
+  if (!all || !own) {
+    free(all), free(own);
+    return ntk_error(NTK_ENOMEM, "out of memory");
+  }
+  size_t k = 0;
+  for (size_t bi = 0; bi < nb_tr; bi++)
+    for (size_t bj = 0; bj <= bi; bj++) {
+      struct ntk_tile t = ntk_tiling_tile(tg, ntk_tiling_index(bi, bj));
+      size_t r1 = t.r0 + t.rows < n ? t.r0 + t.rows : n, c1 = t.c0 + t.cols < n ? t.c0 + t.cols : n;
+      all[k] = (struct cg_tile){t.index, t.r0, r1 - t.r0, t.c0, c1 - t.c0, bi == bj, 0, NULL};
+      all[k].cost = (double)all[k].rows * (double)all[k].cols * (bi == bj ? 1.0 : 2.0);
+      k++;
+    }
+  deal(all, ctr, c->nranks, own);
+  size_t mine = 0;
+  for (size_t i = 0; i < ctr; i++) mine += own[i] == c->rank;
+  c->tr = calloc(mine + 1, sizeof *c->tr);
+  c->all_tr_t = ctr;
+  for (size_t i = 0; c->tr && i < ctr; i++)
+    if (own[i] == c->rank) c->tr[c->ntr_t++] = all[i];
+  size_t k0 = k;
+  for (size_t bi = 0; bi < nb; bi++) {
+    if ((bi + 1) * T <= n) continue;
+    for (size_t bj = 0; bj <= bi && bj < nb_tr; bj++) {
+      struct ntk_tile t = ntk_tiling_tile(tg, ntk_tiling_index(bi, bj));
+      size_t r0 = t.r0 > n ? t.r0 : n, c1 = t.c0 + t.cols < n ? t.c0 + t.cols : n;
+      all[k] = (struct cg_tile){t.index, r0, t.r0 + t.rows - r0, t.c0, c1 - t.c0, 0, 0, NULL};
+      all[k].cost = (double)all[k].rows * (double)all[k].cols;
+      k++;
+    }
+  }
+  deal(all + k0, k - k0, c->nranks, own + k0);
+  mine = 0;
+  for (size_t i = k0; i < k; i++) mine += own[i] == c->rank;
+  c->te = calloc(mine + 1, sizeof *c->te);
+  for (size_t i = k0; c->te && i < k; i++)
+    if (own[i] == c->rank) c->te[c->nte_t++] = all[i];
+  free(all), free(own);
+  if (!c->tr || !c->te) return ntk_error(NTK_ENOMEM, "out of memory");
+  c->tile_bytes = 0;
+  for (size_t i = 0; i < c->ntr_t; i++) c->tile_bytes += (double)c->tr[i].rows * (double)c->tr[i].cols * (double)c->elem;
+  return NTK_OK;
+}
+
+/* A tile's used block: held (memory mode) or read and decompressed into
+ * c->val. *ld: its row stride. */
+static ntk_status tile_values(struct cg *c, const struct cg_tile *t, const void **v, size_t *ld) {
+  if (t->v) {
+    *v = t->v;
+    *ld = t->cols;
+    return NTK_OK;
+  }
+  struct ntk_tile g = ntk_tiling_tile(ntk_store_tiling(c->s), t->idx);
+  ntk_status st = ntk_store_read_kernel(c->s, c->codec, t->idx, c->p->which, c->raw, c->val);
+  if (st) return st;
+  *ld = (size_t)g.cols;
+  *v = c->val + ((t->r0 - (size_t)g.r0) * (size_t)g.cols + (t->c0 - (size_t)g.c0)) * c->elem;
+  return check_finite(c, *v, t->rows, t->cols, *ld, t->r0, t->c0);
+}
+
+/* Memory mode: read this rank's train tiles once. */
+static ntk_status load_tiles(struct cg *c) {
+  ntk_status st = NTK_OK;
+  for (size_t i = 0; i < c->ntr_t && !st; i++) {
+    struct cg_tile *t = &c->tr[i];
+    const void *v;
+    size_t ld;
+    if ((st = stop_check())) break;
+    if ((st = tile_values(c, t, &v, &ld))) break;
+    t->v = malloc(t->rows * t->cols * c->elem + 1);
+    if (!t->v) {
+      st = ntk_error(NTK_ENOMEM, "out of memory holding the kernel's tiles (%.1f GB on this rank): set [solve] "
+                     "cg_kernel = stream", c->tile_bytes / 1e9);
+      break;
+    }
+    for (size_t r = 0; r < t->rows; r++)
+      memcpy((char *)t->v + r * t->cols * c->elem, (const char *)v + r * ld * c->elem, t->cols * c->elem);
+  }
+  return st;
+}
+
+static void free_tiles(struct cg *c) {
+  for (size_t i = 0; c->tr && i < c->ntr_t; i++) free(c->tr[i].v), c->tr[i].v = NULL;
+}
+
+/* y[rows] += A x[cols] (x, y: n x na row-major, indexed from xoff, yoff);
+ * with yt: yt[cols] += A^T xt[rows]. Float64 accumulation; a float32 A is
+ * converted CG_CHUNK rows at a time. */
+static void block_product(struct cg *c, const void *a, size_t rows, size_t cols, size_t ld, const double *x,
+                          double *y, const double *xt, double *yt, size_t na) {
+  int ina = (int)na;
+  if (c->elem == 8) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, ina, (int)cols, 1.0, a, (int)ld, x, ina, 1.0,
+                y, ina);
+    if (yt)
+      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, ina, (int)rows, 1.0, a, (int)ld, xt, ina, 1.0,
+                  yt, ina);
+    return;
+  }
+  const float *f = a;
+  for (size_t i0 = 0; i0 < rows; i0 += CG_CHUNK) {
+    size_t nr = rows - i0 < CG_CHUNK ? rows - i0 : CG_CHUNK;
+    for (size_t i = 0; i < nr; i++) {
+      const float *src = f + (i0 + i) * ld;
+      double *dst = c->conv + i * cols;
+      for (size_t j = 0; j < cols; j++) dst[j] = (double)src[j];
+    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, ina, (int)cols, 1.0, c->conv, (int)cols, x, ina,
+                1.0, y + i0 * na, ina);
+    if (yt)
+      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, ina, (int)nr, 1.0, c->conv, (int)cols,
+                  xt + i0 * na, ina, 1.0, yt, ina);
+  }
+}
+
+/* This rank's share of Y = K X (n x na, zeroed here): not yet summed. */
+static ntk_status local_product(struct cg *c, const double *x, double *y, size_t na) {
+  memset(y, 0, c->n * na * sizeof *y);
+  ntk_status st = NTK_OK;
+  for (size_t i = 0; i < c->ntr_t && !st; i++) {
+    const struct cg_tile *t = &c->tr[i];
+    const void *v;
+    size_t ld;
+    if ((st = tile_values(c, t, &v, &ld))) break;
+    block_product(c, v, t->rows, t->cols, ld, x + t->c0 * na, y + t->r0 * na, t->diag ? NULL : x + t->r0 * na,
+                  t->diag ? NULL : y + t->c0 * na, na);
+    if (!c->memory && (st = stop_check())) break;
+  }
+  return st;
+}
+
+/* Collective: Y = K X, the same on every rank. */
+static ntk_status product(struct cg *c, const double *x, double *y, size_t na) {
+  double t = ntk_now();
+  ntk_status st = local_product(c, x, y, na);
+  c->t_prod += ntk_now() - t;
+  if (!st) st = stop_check();
+  t = ntk_now();
+  if (!(st = agree(st))) st = agree(ntk_comm_sum_doubles(y, c->n * na));
+  c->t_comm += ntk_now() - t;
+  return st;
+}
+
+/* ---- the preconditioner ------------------------------------------------- */
+
+/* Collective: the diagonal of K (n, on every rank). */
+static ntk_status diagonal(struct cg *c, double *d) {
+  memset(d, 0, c->n * sizeof *d);
+  ntk_status st = NTK_OK;
+  for (size_t i = 0; i < c->ntr_t && !st; i++) {
+    const struct cg_tile *t = &c->tr[i];
+    if (!t->diag) continue;
+    const void *v;
+    size_t ld;
+    if ((st = tile_values(c, t, &v, &ld))) break;
+    for (size_t r = 0; r < t->rows; r++)
+      d[t->r0 + r] = c->elem == 4 ? (double)((const float *)v)[r * ld + r] : ((const double *)v)[r * ld + r];
+  }
+  if ((st = agree(st))) return st;
+  return agree(ntk_comm_sum_doubles(d, c->n));
+}
+
+/* Is (value, index) a before b: larger value first, then smaller index. */
+static int before(double va, double ia, double vb, double ib) { return va > vb || (va == vb && ia < ib); }
+
+/* Insert (v, i) into the sorted top list (val, idx) of *cnt <= cap entries. */
+static void top_insert(double *val, double *idx, size_t *cnt, size_t cap, double v, double i) {
+  if (*cnt == cap && !before(v, i, val[cap - 1], idx[cap - 1])) return;
+  size_t k = *cnt < cap ? (*cnt)++ : cap - 1;
+  while (k > 0 && before(v, i, val[k - 1], idx[k - 1])) {
+    val[k] = val[k - 1], idx[k] = idx[k - 1];
+    k--;
+  }
+  val[k] = v, idx[k] = i;
+}
+
+/* Columns K[:, S] for the b candidates S (sorted), this rank's tiles'
+ * entries into out (n x b, zeroed here); then summed. */
+static ntk_status read_columns(struct cg *c, const size_t *S, size_t b, double *out, unsigned char *blk) {
+  size_t n = c->n, T = c->T, nbl = (n + T - 1) / T;
+  memset(out, 0, n * b * sizeof *out);
+  memset(blk, 0, nbl);
+  for (size_t j = 0; j < b; j++) blk[S[j] / T] = 1;
+  ntk_status st = NTK_OK;
+  for (size_t i = 0; i < c->ntr_t && !st; i++) {
+    const struct cg_tile *t = &c->tr[i];
+    int hit_c = blk[t->c0 / T], hit_r = !t->diag && blk[t->r0 / T];
+    if (!hit_c && !hit_r) continue;
+    const void *v;
+    size_t ld;
+    if ((st = tile_values(c, t, &v, &ld))) break;
+    const float *f = v;
+    const double *dd = v;
+    for (size_t j = 0; j < b; j++) {
+      size_t p = S[j];
+      if (hit_c && p >= t->c0 && p < t->c0 + t->cols) /* K[rows, p]: column p - c0 */
+        for (size_t r = 0; r < t->rows; r++)
+          out[(t->r0 + r) * b + j] = c->elem == 4 ? (double)f[r * ld + (p - t->c0)] : dd[r * ld + (p - t->c0)];
+      if (hit_r && p >= t->r0 && p < t->r0 + t->rows) /* K[cols, p] = row p - r0 */
+        for (size_t q = 0; q < t->cols; q++)
+          out[(t->c0 + q) * b + j] = c->elem == 4 ? (double)f[(p - t->r0) * ld + q] : dd[(p - t->r0) * ld + q];
+    }
+  }
+  if (!st) st = stop_check();
+  if ((st = agree(st))) return st;
+  c->passes++;
+  return agree(ntk_comm_sum_doubles(out, n * b));
+}
+
+static int cmp_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Collective: the partial pivoted Cholesky factor (rank <= k) of K, its
+ * rows [lo, hi) in L (n_loc x k); the residual diagonal's sum in *resid.
+ * d: the diagonal (n, every rank). */
+static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, double *L, double *resid) {
+  size_t n = c->n, lo = c->lo, nl = c->hi - c->lo, R = (size_t)c->nranks;
+  size_t bcap = k < CG_BATCH ? k : CG_BATCH;
+  /* n x b of columns: keep it under 512 MB at large n */
+  while (bcap > 8 && (double)n * (double)bcap * 8.0 > 512e6) bcap /= 2;
+  double *dl = malloc((nl + 1) * sizeof *dl), *C = malloc((n * bcap + 1) * sizeof *C);
+  double *top = malloc((2 * R * bcap + 1) * sizeof *top), *tv = malloc((bcap + 1) * sizeof *tv);
+  double *ti = malloc((bcap + 1) * sizeof *ti), *E = malloc((bcap * bcap + 1) * sizeof *E);
+  double *LS = malloc((bcap * k + 1) * sizeof *LS), *lS = malloc((bcap * bcap + 1) * sizeof *lS);
+  double *col = malloc((nl + 1) * sizeof *col);
+  size_t *S = malloc((bcap + 1) * sizeof *S), *ord = malloc((bcap + 1) * sizeof *ord);
+  unsigned char *blk = malloc((n + c->T - 1) / c->T + 1), *left = malloc(bcap + 1), *chosen = calloc(nl + 1, 1);
+  ntk_status st = dl && C && top && tv && ti && E && LS && lS && col && S && ord && blk && left && chosen
+                      ? NTK_OK
+                      : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner");
+  st = agree(st);
+  double dmax0 = 0;
+  for (size_t i = 0; i < n; i++) dmax0 = d[i] > dmax0 ? d[i] : dmax0;
+  double floor = 1e-13 * dmax0;
+  if (!st) memcpy(dl, d + lo, nl * sizeof *dl);
+  size_t m = 0;
+  while (!st && m < k) {
+    size_t b = k - m < bcap ? k - m : bcap;
+    /* The b largest residual diagonals: each rank's own, then merged. */
+    size_t cnt = 0;
+    for (size_t i = 0; i < nl; i++)
+      if (!chosen[i] && dl[i] > floor) top_insert(tv, ti, &cnt, b, dl[i], (double)(lo + i));
+    memset(top, 0, 2 * R * b * sizeof *top);
+    for (size_t j = 0; j < cnt; j++) top[2 * ((size_t)c->rank * b + j)] = tv[j], top[2 * ((size_t)c->rank * b + j) + 1] = ti[j] + 1;
+    if ((st = agree(ntk_comm_sum_doubles(top, 2 * R * b)))) break;
+    size_t avail = 0;
+    cnt = 0;
+    for (size_t j = 0; j < R * b; j++)
+      if (top[2 * j + 1] > 0) avail++, top_insert(tv, ti, &cnt, b, top[2 * j], top[2 * j + 1] - 1);
+    if (cnt == 0) break; /* the residual is below the floor everywhere: K has numerical rank m */
+    b = cnt;
+    /* theta bounds every residual diagonal outside the batch */
+    double theta = avail > b ? tv[b - 1] : 0;
+    for (size_t j = 0; j < b; j++) S[j] = (size_t)ti[j];
+    qsort(S, b, sizeof *S, cmp_size);
+    if ((st = read_columns(c, S, b, C, blk))) break;
+    /* L's rows at the candidates (b x m), from their owners */
+    memset(LS, 0, b * m * sizeof *LS);
+    for (size_t j = 0; j < b; j++)
+      if (S[j] >= lo && S[j] < c->hi) memcpy(LS + j * m, L + (S[j] - lo) * k, m * sizeof *LS);
+    if (m && (st = agree(ntk_comm_sum_doubles(LS, b * m)))) break;
+    /* E = K[S, S] - L_S L_S^T, the residual on the batch (every rank alike) */
+    for (size_t i = 0; i < b; i++)
+      for (size_t j = 0; j < b; j++) {
+        double e = C[S[i] * b + j];
+        for (size_t q = 0; q < m; q++) e -= LS[i * m + q] * LS[j * m + q];
+        E[i * b + j] = e;
+      }
+    /* local rows of the candidates' residual columns */
+    double *Cl = C + lo * b;
+    if (m && nl)
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nl, (int)b, (int)m, -1.0, L, (int)k, LS, (int)m, 1.0,
+                  Cl, (int)b);
+    memset(left, 1, b);
+    size_t a = 0, m0 = m;
+    while (m < k) {
+      size_t js = b;
+      for (size_t j = 0; j < b; j++)
+        if (left[j] && (js == b || E[j * b + j] > E[js * b + js])) js = j;
+      if (js == b) break;
+      double piv = E[js * b + js];
+      if (!(piv > floor) || piv < CG_ACCEPT * theta) break;
+      double sq = sqrt(piv);
+      left[js] = 0;
+      for (size_t j = 0; j < b; j++) lS[a * b + j] = left[j] ? E[j * b + js] / sq : 0;
+      lS[a * b + js] = sq;
+      for (size_t i = 0; i < b; i++)
+        for (size_t j = 0; j < b; j++)
+          if (left[i] && left[j]) E[i * b + j] -= lS[a * b + i] * lS[a * b + j];
+      /* the new column on this rank's rows */
+      for (size_t i = 0; i < nl; i++) col[i] = Cl[i * b + js];
+      if (a && nl) {
+        double *w = tv; /* lS[0..a) at js */
+        for (size_t t = 0; t < a; t++) w[t] = lS[t * b + js];
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)nl, (int)a, -1.0, L + m0, (int)k, w, 1, 1.0, col, 1);
+      }
+      for (size_t i = 0; i < nl; i++) {
+        double l = col[i] / sq;
+        L[i * k + m] = l;
+        dl[i] -= l * l;
+        if (dl[i] < 0) dl[i] = 0;
+      }
+      if (S[js] >= lo && S[js] < c->hi) dl[S[js] - lo] = 0, chosen[S[js] - lo] = 1, L[(S[js] - lo) * k + m] = sq;
+      m++, a++;
+    }
+    if (a == 0) break; /* cannot happen: the batch's best is the global best */
+  }
+  double sum = 0;
+  for (size_t i = 0; !st && i < nl; i++) sum += dl[i];
+  if (!st) st = agree(ntk_comm_sum_doubles(&sum, 1));
+  if (!st) st = agree(ntk_comm_bcast(&sum, sizeof sum));
+  *resid = sum;
+  c->m = m;
+  free(dl), free(C), free(top), free(tv), free(ti), free(E), free(LS), free(lS), free(col), free(S), free(ord);
+  free(blk), free(left), free(chosen);
+  return st;
+}
+
+/* Collective: the preconditioner of rank <= k (0: none): L (this rank's
+ * rows), G = L^T L, and per ridge the Cholesky factor of s I + G. */
+static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, const double *regs, size_t nridge,
+                                       double trace) {
+  size_t n = c->n, nl = c->hi - c->lo;
+  c->m = 0;
+  double resid = trace;
+  ntk_status st = NTK_OK;
+  if (k) {
+    c->L = malloc((nl * k + 1) * sizeof *c->L);
+    if ((st = agree(c->L ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the %zu x %zu preconditioner", n, k))))
+      return st;
+    if ((st = pivoted_cholesky(c, d, k, c->L, &resid))) return st;
+    c->ldl = k;
+  }
+  /* per ridge: the shift, reg plus the mean residual diagonal: M = L L^T +
+   * mean(diag(K - L L^T)) I + reg I has the trace of K + reg I. (reg alone
+   * measured 0 to 60 % more iterations at small ridges, as the Woodbury
+   * form's rounding, about eps |L^T L| / s relative, reached 1e-8.) */
+  double mean_resid = resid / (double)n;
+  for (size_t r = 0; r < nridge; r++) {
+    double s = regs[r] + (mean_resid > 0 ? mean_resid : 0);
+    c->rshift[r] = c->m ? s : 0;
+  }
+  if (!c->m) return NTK_OK;
+  size_t m = c->m;
+  double *G = calloc(m * m + 1, sizeof *G);
+  c->chol = malloc((nridge * m * m + 1) * sizeof *c->chol);
+  st = G && c->chol ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner (%zu ridges x %zu^2)",
+                                          nridge, m);
+  if (!st && nl) {
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)m, (int)nl, 1.0, c->L, (int)c->ldl, 0.0, G, (int)m);
+    for (size_t i = 0; i < m; i++)
+      for (size_t j = 0; j < i; j++) G[i * m + j] = G[j * m + i];
+  }
+  if (!(st = agree(st))) st = agree(ntk_comm_sum_doubles(G, m * m));
+  if (!st) st = agree(ntk_comm_bcast(G, m * m * sizeof *G));
+  /* s I + G, one Cholesky factor per ridge (column-major lower = G's
+   * row-major upper; G is symmetric) */
+  double bad[NTK_MAX_RIDGES] = {0};
+  for (size_t r = 0; !st && r < nridge; r++) {
+    double *f = c->chol + r * m * m;
+    memcpy(f, G, m * m * sizeof *f);
+    if (!(c->rshift[r] > 0)) continue;
+    for (size_t i = 0; i < m; i++) f[i * m + i] += c->rshift[r];
+    int mi = (int)m, info = 0;
+    dpotrf_("L", &mi, f, &mi, &info, 1);
+    bad[r] = info != 0;
+  }
+  if (!st) st = agree(ntk_comm_sum_doubles(bad, nridge));
+  for (size_t r = 0; !st && r < nridge; r++)
+    if (bad[r] > 0) c->rshift[r] = 0; /* not positive definite to working precision: that ridge goes unpreconditioned */
+  free(G);
+  return st;
+}
+
+/* Collective: Z = M^-1 R = (R - L (s I + G)^-1 L^T R) / s for na columns
+ * (n x na, every rank) whose ridges are rid[] (columns of one ridge are
+ * adjacent); a ridge with shift 0 is not preconditioned (Z = R). w: m x na,
+ * corr: n x na scratch. */
+static ntk_status precondition(struct cg *c, const double *R, double *Z, const size_t *rid, size_t na, double *w,
+                               double *corr) {
+  size_t n = c->n, nl = c->hi - c->lo, m = c->m;
+  int any = 0;
+  for (size_t a = 0; a < na; a++) any |= c->rshift[rid[a]] > 0;
+  if (!m || !any) {
+    memcpy(Z, R, n * na * sizeof *Z);
+    return NTK_OK;
+  }
+  /* w = L^T R, column-major (m x na) so each ridge's columns are one block */
+  memset(w, 0, m * na * sizeof *w);
+  if (nl)
+    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (int)m, (int)na, (int)nl, 1.0, c->L, (int)c->ldl,
+                R + c->lo * na, (int)na, 0.0, w, (int)m);
+  ntk_status st = agree(ntk_comm_sum_doubles(w, m * na));
+  if (st) return st;
+  for (size_t a = 0; a < na;) {
+    size_t r = rid[a], e = a;
+    while (e < na && rid[e] == r) e++;
+    if (c->rshift[r] > 0) {
+      int mi = (int)m, nr = (int)(e - a), info = 0;
+      dpotrs_("L", &mi, &nr, c->chol + r * m * m, &mi, w + a * m, &mi, &info, 1);
+    } else {
+      memset(w + a * m, 0, (e - a) * m * sizeof *w);
+    }
+    a = e;
+  }
+  /* corr = L w on this rank's rows, summed */
+  memset(corr, 0, n * na * sizeof *corr);
+  if (nl)
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nl, (int)na, (int)m, 1.0, c->L, (int)c->ldl, w, (int)m,
+                0.0, corr + c->lo * na, (int)na);
+  if ((st = agree(ntk_comm_sum_doubles(corr, n * na)))) return st;
+  for (size_t i = 0; i < n; i++)
+    for (size_t a = 0; a < na; a++) {
+      double sh = c->rshift[rid[a]], r = R[i * na + a];
+      Z[i * na + a] = sh > 0 ? (r - corr[i * na + a]) / sh : r;
+    }
+  return NTK_OK;
+}
+
+/* ---- conjugate gradients ------------------------------------------------ */
+
+struct cgv {
+  double *X, *R, *P;      /* n x ncols */
+  double *Pa, *Qa, *Za;   /* n x na scratch (packed active columns) */
+  double *corr, *w;       /* precondition scratch */
+  double *bnorm, *rz, *res, *best, *alpha; /* best: the smallest residual reached */
+  size_t *it, *act, *rid, *pos;
+  int *state, *why;
+};
+
+static void free_cgv(struct cgv *v) {
+  free(v->X), free(v->R), free(v->P), free(v->Pa), free(v->Qa), free(v->Za), free(v->corr), free(v->w);
+  free(v->bnorm), free(v->rz), free(v->res), free(v->best), free(v->alpha), free(v->pos), free(v->rid), free(v->it), free(v->act), free(v->state);
+  free(v->why);
+}
+
+static void pack(const double *A, size_t n, size_t ncols, const size_t *act, size_t na, double *out) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t a = 0; a < na; a++) out[i * na + a] = A[i * ncols + act[a]];
+}
+
+/* Collective: (re)start the given columns from X: R = B - (K + reg) X,
+ * Z = M^-1 R, P = Z, rz = R.Z; res = |R| / |B|. */
+static ntk_status restart(struct cg *c, struct cgv *v, const size_t *cols, size_t na, int zero_x) {
+  size_t n = c->n, nc = c->ncols;
+  ntk_status st = NTK_OK;
+  if (!zero_x) {
+    pack(v->X, n, nc, cols, na, v->Pa);
+    if ((st = product(c, v->Pa, v->Qa, na))) return st;
+  }
+  for (size_t i = 0; i < n; i++)
+    for (size_t a = 0; a < na; a++) {
+      size_t q = cols[a];
+      double b = (size_t)c->p->ytr[i] == q % c->classes ? 1.0 : 0.0;
+      double r = zero_x ? b : b - (v->Qa[i * na + a] + c->reg[q] * v->X[i * nc + q]);
+      v->R[i * nc + q] = r;
+    }
+  pack(v->R, n, nc, cols, na, v->Pa);
+  for (size_t a = 0; a < na; a++) v->rid[a] = cols[a] / c->classes;
+  if ((st = precondition(c, v->Pa, v->Za, v->rid, na, v->w, v->corr))) return st;
+  for (size_t a = 0; a < na; a++) {
+    size_t q = cols[a];
+    double rz = 0, rr = 0;
+    for (size_t i = 0; i < n; i++) {
+      double r = v->R[i * nc + q], z = v->Za[i * na + a];
+      v->P[i * nc + q] = z;
+      rz += r * z, rr += r * r;
+    }
+    v->rz[q] = rz;
+    v->res[q] = v->bnorm[q] > 0 ? sqrt(rr) / v->bnorm[q] : 0;
+  }
+  return NTK_OK;
+}
+
+static void fmt_time(double s, char *out, size_t cap) {
+  if (s < 100) snprintf(out, cap, "%.0f s", s);
+  else if (s < 6000) snprintf(out, cap, "%.0f min", s / 60);
+  else snprintf(out, cap, "%.1f h", s / 3600);
+}
+
+/* Collective: run CG on every column until each converges (relative
+ * residual <= tol), fails, or uses max_it iterations. */
+static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it, size_t *total_it) {
+  size_t n = c->n, nc = c->ncols;
+  const char *kn = ntk_solve_kernel_name(c->p->which);
+  ntk_status st = NTK_OK;
+  double last_print = 0, hist_t[64];
+  double hist_r[64];
+  size_t hist_n = 0;
+  int restarts = 0;
+  *total_it = 0;
+  for (size_t q = 0; q < nc; q++) {
+    double b = 0;
+    for (size_t i = 0; i < n; i++) b += (size_t)c->p->ytr[i] == q % c->classes;
+    v->bnorm[q] = sqrt(b);
+    v->state[q] = b > 0 ? COL_RUN : COL_DONE;
+    v->it[q] = 0, v->why[q] = WHY_NONE, v->best[q] = 1;
+  }
+  memset(v->X, 0, n * nc * sizeof *v->X);
+  size_t na = 0;
+  for (size_t q = 0; q < nc; q++)
+    if (v->state[q] == COL_RUN) v->act[na++] = q;
+    else v->res[q] = 0;
+  if ((st = restart(c, v, v->act, na, 1))) return st;
+  for (;;) {
+    na = 0;
+    for (size_t q = 0; q < nc; q++)
+      if (v->state[q] == COL_RUN) v->act[na++] = q;
+    if (na == 0) {
+      /* all done: check the true residual of the converged columns */
+      size_t nd = 0;
+      for (size_t q = 0; q < nc; q++)
+        if (v->state[q] == COL_DONE && v->bnorm[q] > 0) v->act[nd++] = q;
+      if (!nd) break;
+      if ((st = restart(c, v, v->act, nd, 0))) return st;
+      int again = 0;
+      /* decisions on rank 0's numbers */
+      unsigned char *flag = (unsigned char *)v->Qa;
+      if (c->rank == 0)
+        for (size_t a = 0; a < nd; a++) {
+          size_t q = v->act[a];
+          flag[a] = v->res[q] > tol && v->it[q] < max_it && restarts < CG_RESTARTS;
+        }
+      if ((st = agree(ntk_comm_bcast(flag, nd)))) return st;
+      for (size_t a = 0; a < nd; a++)
+        if (flag[a]) v->state[v->act[a]] = COL_RUN, again++;
+      if (!again) break;
+      restarts++;
+      if (c->rank == 0)
+        fprintf(stderr, "ntkd: solve: cg %s: the true residual drifted above the tolerance in %d column%s; "
+                "restarting them\n", kn, again, again == 1 ? "" : "s");
+      continue;
+    }
+    /* one product for every running column */
+    pack(v->P, n, nc, v->act, na, v->Pa);
+    if ((st = product(c, v->Pa, v->Qa, na))) return st;
+    (*total_it)++;
+    unsigned char *flag = malloc(na + 1);
+    if ((st = agree(flag ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+      free(flag);
+      return st;
+    }
+    for (size_t a = 0; a < na; a++) {
+      size_t q = v->act[a];
+      double reg = c->reg[q], pq = 0, rr = 0;
+      for (size_t i = 0; i < n; i++) {
+        double qq = v->Qa[i * na + a] + reg * v->Pa[i * na + a];
+        v->Qa[i * na + a] = qq;
+        pq += v->Pa[i * na + a] * qq;
+      }
+      v->it[q]++;
+      flag[a] = COL_RUN;
+      if (!(pq > 0) || !isfinite(pq) || !(v->rz[q] > 0)) {
+        flag[a] = COL_FAIL;
+        v->why[q] = WHY_BREAKDOWN;
+        continue;
+      }
+      double alpha = v->rz[q] / pq;
+      v->alpha[q] = alpha;
+      for (size_t i = 0; i < n; i++) {
+        v->X[i * nc + q] += alpha * v->Pa[i * na + a];
+        double r = v->R[i * nc + q] - alpha * v->Qa[i * na + a];
+        v->R[i * nc + q] = r;
+        rr += r * r;
+      }
+      v->res[q] = sqrt(rr) / v->bnorm[q];
+      if (v->res[q] < v->best[q]) v->best[q] = v->res[q];
+      if (!isfinite(v->res[q])) flag[a] = COL_FAIL, v->why[q] = WHY_BREAKDOWN;
+      else if (v->res[q] <= tol) flag[a] = COL_DONE;
+      else if (v->it[q] >= max_it) flag[a] = COL_FAIL, v->why[q] = WHY_MAXIT;
+    }
+    if ((st = agree(ntk_comm_bcast(flag, na)))) {
+      free(flag);
+      return st;
+    }
+    /* progress: the worst running residual */
+    double worst = 0;
+    for (size_t a = 0; a < na; a++) worst = v->res[v->act[a]] > worst ? v->res[v->act[a]] : worst;
+    size_t still = 0;
+    for (size_t a = 0; a < na; a++) {
+      size_t q = v->act[a];
+      v->state[q] = flag[a];
+      if (flag[a] == COL_RUN) v->pos[still] = a, v->act[still++] = q;
+    }
+    free(flag);
+    double now = ntk_now();
+    if (hist_n == 64) memmove(hist_r, hist_r + 1, 63 * sizeof *hist_r), memmove(hist_t, hist_t + 1, 63 * sizeof *hist_t), hist_n--;
+    hist_r[hist_n] = worst, hist_t[hist_n] = now, hist_n++;
+    if (c->rank == 0 && (*total_it == 1 || now - last_print >= CG_PRINT_EVERY || still == 0)) {
+      char el[32], eta[48] = "";
+      fmt_time(now - c->t0, el, sizeof el);
+      if (hist_n >= 8 && still) {
+        double rate = log(hist_r[0] / hist_r[hist_n - 1]) / (double)(hist_n - 1); /* per iteration */
+        double per = (hist_t[hist_n - 1] - hist_t[0]) / (double)(hist_n - 1);
+        if (rate > 0) {
+          char e[32];
+          fmt_time(log(worst / tol) / rate * per, e, sizeof e);
+          snprintf(eta, sizeof eta, ", ETA ~%s", e);
+        }
+      }
+      fprintf(stderr, "ntkd: solve: cg %s iteration %zu: residual %.1e (worst of %zu column%s), %s%s\n", kn,
+              *total_it, worst, na, na == 1 ? "" : "s", el, eta);
+      last_print = now;
+    }
+    if (!still) continue;
+    /* Z = M^-1 R for the columns still running; new directions */
+    pack(v->R, n, nc, v->act, still, v->Pa);
+    for (size_t a = 0; a < still; a++) v->rid[a] = v->act[a] / c->classes;
+    double tp = ntk_now();
+    if ((st = precondition(c, v->Pa, v->Za, v->rid, still, v->w, v->corr))) return st;
+    c->t_pre += ntk_now() - tp;
+    for (size_t a = 0; a < still; a++) {
+      size_t q = v->act[a];
+      double rz = 0;
+      double zq = 0;
+      for (size_t i = 0; i < n; i++) {
+        rz += v->Pa[i * still + a] * v->Za[i * still + a];
+        zq += v->Za[i * still + a] * v->Qa[i * na + v->pos[a]];
+      }
+      /* Polak-Ribiere: z'(r - r_old) / z_old'r_old with r - r_old = -alpha q
+       * (flexible CG: robust to the preconditioner's rounding, which is
+       * about eps * |L'L| / reg relative: 1e-8 at small ridges) */
+      double beta = CG_FLEXIBLE ? -v->alpha[q] * zq / v->rz[q] : rz / v->rz[q];
+      v->rz[q] = rz;
+      for (size_t i = 0; i < n; i++) v->P[i * nc + q] = v->Za[i * still + a] + beta * v->P[i * nc + q];
+    }
+  }
+  return NTK_OK;
+}
+
+/* ---- the method ----------------------------------------------------------- */
+
+ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out *out) {
+  const struct ntk_store_info *in = ntk_store_get_info(p->store);
+  const struct ntk_solve_opts *o = p->opts;
+  const char *kn = ntk_solve_kernel_name(p->which);
+  struct cg c;
+  memset(&c, 0, sizeof c);
+  c.p = p, c.s = p->store, c.rank = p->rank, c.nranks = p->nranks;
+  c.n = p->ntr, c.nte = p->nte, c.T = in->tile, c.elem = in->elem, c.classes = p->classes;
+  c.ncols = p->nridge * p->classes;
+  c.t0 = ntk_now();
+  size_t n = c.n, nc = c.ncols, R = (size_t)c.nranks;
+  double tol = o->tolerance > 0 ? o->tolerance : CG_TOLERANCE;
+  size_t max_it = o->max_iterations ? o->max_iterations : CG_MAX_ITERATIONS;
+  size_t k = o->precond_rank;
+  if (k == NTK_PRECOND_DEFAULT) {
+    k = n / 4 < CG_RANK_MAX ? n / 4 : CG_RANK_MAX;
+    if (k < 100) k = 100;
+    size_t cap = (size_t)sqrt(CG_CHOL_BYTES / 8.0 / (double)(p->nridge ? p->nridge : 1));
+    if (k > cap) k = cap;
+  }
+  if (k > n) k = n;
+  c.lo = n * (size_t)c.rank / R, c.hi = n * ((size_t)c.rank + 1) / R;
+
+  ntk_status st = NTK_OK;
+  if (p->nridge > NTK_MAX_RIDGES) st = ntk_error(NTK_EINPUT, "more than %d ridges", NTK_MAX_RIDGES);
+  else if (o->variance != NTK_VARIANCE_NO)
+    st = ntk_error(NTK_EINPUT, "[solve] variance needs the inverse of the train kernel, which method = cg does not "
+                   "form: use method = lapack or scalapack");
+  if ((st = agree(st))) return st;
+
+  /* OpenBLAS threads: this node's cores shared by its ranks */
+  struct { double need, avail; } mine = {0, mem_available()}, *all = NULL;
+  struct ntk_node_info node;
+  if (!st) st = plan_tiles(&c);
+  size_t edge = c.T < in->n ? c.T : (size_t)in->n;
+  c.codec = ntk_codec_create(1);
+  c.raw = malloc(ntk_store_raw_bytes(c.s, &(struct ntk_tile){0, 0, 0, 0, edge, 0, edge}) + 1);
+  c.val = malloc(edge * edge * c.elem + 1);
+  c.conv = malloc(CG_CHUNK * edge * sizeof *c.conv + 1);
+  c.reg = malloc((nc + 1) * sizeof *c.reg);
+  double *d = malloc((n + 1) * sizeof *d);
+  struct cgv v;
+  memset(&v, 0, sizeof v);
+  v.X = malloc((n * nc + 1) * sizeof *v.X), v.R = malloc((n * nc + 1) * sizeof *v.R);
+  v.P = malloc((n * nc + 1) * sizeof *v.P), v.Pa = malloc((n * nc + 1) * sizeof *v.Pa);
+  v.Qa = malloc(((n > c.nte ? n : c.nte) * nc + 1) * sizeof *v.Qa), v.Za = malloc((n * nc + 1) * sizeof *v.Za);
+  v.corr = malloc((n * nc + 1) * sizeof *v.corr), v.w = malloc((k * nc + 1) * sizeof *v.w);
+  v.bnorm = malloc((nc + 1) * sizeof *v.bnorm), v.rz = malloc((nc + 1) * sizeof *v.rz);
+  v.res = calloc(nc + 1, sizeof *v.res), v.best = calloc(nc + 1, sizeof *v.best), v.alpha = calloc(nc + 1, sizeof *v.alpha),
+  v.pos = calloc(nc + 1, sizeof *v.pos), v.rid = malloc((nc + 1) * sizeof *v.rid);
+  v.it = calloc(nc + 1, sizeof *v.it), v.act = malloc((nc + 1) * sizeof *v.act);
+  v.state = calloc(nc + 1, sizeof *v.state), v.why = calloc(nc + 1, sizeof *v.why);
+  if (!st && !(c.codec && c.raw && c.val && c.conv && c.reg && d && v.X && v.R && v.P && v.Pa && v.Qa &&
+               v.Za && v.corr && v.w && v.bnorm && v.rz && v.res && v.best && v.alpha && v.pos && v.rid && v.it && v.act && v.state && v.why))
+    st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
+  /* what this rank needs besides the tiles: the vectors above, L and its
+   * conversion, the batch of columns */
+  double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * (double)(c.hi - c.lo) * (double)k +
+                 8.0 * (double)k * (double)k * (double)(p->nridge + 1) + 8.0 * (double)n * CG_BATCH +
+                 3.0 * (double)edge * (double)edge * (double)c.elem * 2;
+  mine.need = c.tile_bytes + other;
+  if (!st) st = ntk_comm_node_gather(&mine, sizeof mine, (void **)&all, &node);
+  if ((st = agree(st))) goto done;
+  {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int th = cores > 0 ? (int)(cores / node.size) : 1;
+    openblas_set_num_threads(th > 0 ? th : 1);
+  }
+  /* cg_kernel: memory if it fits every node (MemAvailable, 80 %) */
+  {
+    double node_need = 0, node_tiles = 0;
+    for (int i = 0; i < node.size; i++) node_need += all[i].need;
+    double avail = all[0].avail, nofit = node_need > 0.8 * avail ? 1 : 0;
+    node_tiles = c.tile_bytes;
+    if ((st = agree(ntk_comm_sum_doubles(&nofit, 1)))) goto done;
+    double total_tiles = node_tiles;
+    if ((st = agree(ntk_comm_sum_doubles(&total_tiles, 1)))) goto done;
+    int want = o->cg_kernel;
+    c.memory = want == NTK_CG_KERNEL_MEMORY || (want == NTK_CG_KERNEL_AUTO && nofit == 0);
+    if (c.rank == 0)
+      fprintf(stderr, "ntkd: solve: cg %s: %zu train tiles, %.2f GB of %s values: %s (node %s: %.1f GB needed, "
+              "%.1f GB available)\n", kn, c.all_tr_t, total_tiles / 1e9, c.elem == 4 ? "float32" : "float64",
+              c.memory ? "held in memory across the ranks" : "streamed from the store each iteration", node.host,
+              node_need / 1e9, avail / 1e9);
+  }
+  if (c.memory) {
+    double t = ntk_now();
+    st = load_tiles(&c);
+    if (st == NTK_ENOMEM && o->cg_kernel == NTK_CG_KERNEL_AUTO) st = NTK_OK, c.memory = -1; /* agreed below */
+    double fallback = c.memory < 0;
+    if ((st = agree(st))) goto done;
+    if ((st = agree(ntk_comm_sum_doubles(&fallback, 1)))) goto done;
+    if (fallback > 0) {
+      free_tiles(&c);
+      c.memory = 0;
+      if (c.rank == 0) fprintf(stderr, "ntkd: solve: cg %s: out of memory holding the tiles: streaming them\n", kn);
+    } else if (c.rank == 0) {
+      fprintf(stderr, "ntkd: solve: cg %s: tiles loaded in %.1f s\n", kn, ntk_now() - t);
+    }
+  }
+
+  /* the diagonal, the shifts, the preconditioner */
+  if ((st = diagonal(&c, d))) goto done;
+  double trace = 0;
+  for (size_t i = 0; i < n; i++) trace += d[i];
+  for (size_t r = 0; r < p->nridge; r++)
+    for (size_t q = 0; q < c.classes; q++) c.reg[r * c.classes + q] = p->ridge[r] * trace / (double)n;
+  {
+    double t = ntk_now();
+    double regs[NTK_MAX_RIDGES];
+    for (size_t r = 0; r < p->nridge && r < NTK_MAX_RIDGES; r++) regs[r] = p->ridge[r] * trace / (double)n;
+    if ((st = build_preconditioner(&c, k, d, regs, p->nridge, trace))) goto done;
+    if (c.rank == 0)
+      fprintf(stderr, "ntkd: solve: cg %s: preconditioner: pivoted Cholesky of rank %zu (asked %zu), %zu pass%s over "
+              "the tiles, %.1f s\n", kn, c.m, k, c.passes, c.passes == 1 ? "" : "es", ntk_now() - t);
+  }
+
+  /* conjugate gradients on every (ridge, class) column */
+  size_t total_it = 0;
+  double tcg = ntk_now();
+  if ((st = run_cg(&c, &v, tol, max_it, &total_it))) goto done;
+  tcg = ntk_now() - tcg;
+  /* rank 0's residuals decide which ridges failed */
+  if ((st = agree(ntk_comm_bcast(v.res, nc * sizeof *v.res)))) goto done;
+  if ((st = agree(ntk_comm_bcast(v.best, nc * sizeof *v.best)))) goto done;
+
+  /* predictions: K_test,train X, each rank its test tiles, summed */
+  {
+    double *Y = v.Qa; /* nte x nc */
+    memset(Y, 0, c.nte * nc * sizeof *Y);
+    for (size_t i = 0; i < c.nte_t && !st; i++) {
+      const struct cg_tile *t = &c.te[i];
+      const void *val;
+      size_t ld;
+      if ((st = tile_values(&c, t, &val, &ld))) break;
+      block_product(&c, val, t->rows, t->cols, ld, v.X + t->c0 * nc, Y + (t->r0 - n) * nc, NULL, NULL, nc);
+      st = stop_check();
+    }
+    if ((st = agree(st))) goto done;
+    if ((st = agree(ntk_comm_sum_doubles(Y, c.nte * nc)))) goto done;
+    for (size_t r = 0; r < p->nridge; r++) {
+      struct ntk_ridge_out *o_r = &out[r];
+      o_r->reg = c.reg[r * c.classes];
+      o_r->rcond = 0;
+      o_r->iterations = 0, o_r->residual = 0, o_r->failure = NTK_RIDGE_OK, o_r->why[0] = '\0';
+      int why = WHY_NONE;
+      for (size_t q = r * c.classes; q < (r + 1) * c.classes; q++) {
+        /* a failed column: the best residual it reached */
+        double rq = v.state[q] == COL_FAIL ? v.best[q] : v.res[q];
+        o_r->iterations = v.it[q] > o_r->iterations ? v.it[q] : o_r->iterations;
+        o_r->residual = rq > o_r->residual || isnan(rq) ? rq : o_r->residual;
+        if (v.state[q] == COL_FAIL && why != WHY_BREAKDOWN) why = v.why[q];
+        if (v.state[q] != COL_FAIL && v.res[q] > tol && why == WHY_NONE) why = WHY_MAXIT;
+      }
+      if (why != WHY_NONE) {
+        o_r->failure = NTK_RIDGE_NOT_CONVERGED;
+        if (why == WHY_BREAKDOWN)
+          snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
+                   "gradients broke down after %zu iterations, having reached a relative residual of %.1e (tolerance "
+                   "%.0e): the matrix is not positive definite to working precision (duplicate samples and ridge "
+                   "0?): increase the ridge", kn, p->ridge[r], o_r->reg, o_r->iterations, o_r->residual, tol);
+        else
+          snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
+                   "gradients reached a relative residual of %.1e after %zu iterations, not the tolerance %.0e: "
+                   "increase the ridge or [solve] max_iterations (now %zu)", kn, p->ridge[r], o_r->reg,
+                   o_r->residual, o_r->iterations, tol, max_it);
+      }
+      if (c.rank == 0) {
+        for (size_t i = 0; o_r->pred && i < c.nte; i++)
+          for (size_t q = 0; q < c.classes; q++) o_r->pred[i * c.classes + q] = Y[i * nc + r * c.classes + q];
+        for (size_t i = 0; o_r->alpha && i < n; i++)
+          for (size_t q = 0; q < c.classes; q++) o_r->alpha[i * c.classes + q] = v.X[i * nc + r * c.classes + q];
+        fprintf(stderr, "ntkd: solve: cg %s ridge %g: %zu iterations, relative residual %.1e%s\n", kn, p->ridge[r],
+                o_r->iterations, o_r->residual, o_r->failure ? " (not converged)" : "");
+      }
+    }
+  }
+  {
+    double rss[2] = {peak_rss(), 0};
+    struct { double rss; } me = {rss[0]}, *nodes = NULL;
+    struct ntk_node_info ni;
+    if ((st = agree(ntk_comm_node_gather(&me, sizeof me, (void **)&nodes, &ni)))) {
+      free(nodes);
+      goto done;
+    }
+    double node_sum = 0, worst_rank = 0, worst_node = 0;
+    for (int i = 0; i < ni.size; i++) node_sum += nodes[i].rss;
+    free(nodes);
+    worst_rank = rss[0], worst_node = ni.index == 0 ? node_sum : 0;
+    double ww[2] = {worst_rank, worst_node};
+    /* the largest over ranks and nodes, via a sum of one-hot slots */
+    double *slots = calloc(2 * R + 1, sizeof *slots);
+    if ((st = agree(slots ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+      free(slots);
+      goto done;
+    }
+    slots[2 * (size_t)c.rank] = ww[0], slots[2 * (size_t)c.rank + 1] = ww[1];
+    st = agree(ntk_comm_sum_doubles(slots, 2 * R));
+    for (size_t r = 0; !st && r < R; r++) {
+      worst_rank = slots[2 * r] > worst_rank ? slots[2 * r] : worst_rank;
+      worst_node = slots[2 * r + 1] > worst_node ? slots[2 * r + 1] : worst_node;
+    }
+    free(slots);
+    if (!st && c.rank == 0)
+      fprintf(stderr, "ntkd: solve: cg %s: %zu iterations (products) in %.1f s (products %.1f s, waiting and summing "
+              "%.1f s, preconditioner %.1f s on rank 0), %.1f s in all; peak memory %.2f GB per rank, %.2f GB per "
+              "node\n", kn, total_it, tcg, c.t_prod, c.t_comm, c.t_pre, ntk_now() - c.t0, worst_rank / 1e9,
+              worst_node / 1e9);
+  }
+
+done:
+  openblas_set_num_threads(1);
+  free_tiles(&c);
+  free(c.tr), free(c.te), free(c.raw), free(c.val), free(c.conv), free(c.reg), free(c.L), free(c.chol);
+  ntk_codec_free(c.codec);
+  free(d), free(all);
+  free_cgv(&v);
+  return st;
+}
