@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The Cholesky solve methods on this machine: method = lapack (one process,
+# OpenBLAS's dpotrf on all cores) against method = scalapack (pdpotrf;
+# mpirun -np 1, and -np 2 on a 2 x 1 and a 1 x 2 grid), on Fashion-MNIST
+# FC NNGP kernels (configs/fc-fashion-solve.conf's network, float32 tiles,
+# float64 solve), one ridge, leave-one-out off: per run the Cholesky time,
+# GFLOP/s (n^3/3 flops), the whole solve, and the peak memory of each rank
+# (/usr/bin/time -v), the ratio ScaLAPACK / LAPACK of this run, and the CPU
+# seconds other processes took meanwhile (anything well above 0: rerun).
+#
+# Usage: scripts/bench_solve.sh [BUILD_DIR] [N ...]
+#   BUILD_DIR  holds ntkd (default: build); N: train sizes (default 20000 30000)
+#   NTE=2000   test samples;  GRIDS="1x1 2x1 1x2" ScaLAPACK grids (ranks = R*C)
+#   OUT=out/bench-solve  stores, job files and logs (a store is reused when there)
+# Needs Debian's dataset-fashion-mnist and `time`; about 8 n^2 bytes of free
+# memory (7.2 GB at n = 30 000). Run it alone: the timings are of the whole
+# machine.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "${1:-$ROOT/build}" && pwd)
+shift || true
+NS=${*:-20000 30000}
+NTE=${NTE:-2000}
+GRIDS=${GRIDS:-1x1 2x1 1x2}
+OUT=${OUT:-$ROOT/out/bench-solve}
+NTKD=$BUILD/ntkd
+FM=/usr/share/datasets/fashion-mnist
+source "$ROOT/scripts/env.sh"
+[ -x "$NTKD" ] || { echo "bench_solve: no $NTKD (build first)" >&2; exit 1; }
+[ -e "$FM/train-images-idx3-ubyte.gz" ] || { echo "bench_solve: no $FM (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "bench_solve: no /usr/bin/time (apt-get install time)" >&2; exit 1; }
+mkdir -p "$OUT"
+cd "$OUT"
+
+# job NAME N [solve lines]: the kernel job; with solve lines, its [solve]
+job() {
+  local name=$1 n=$2; shift 2
+  {
+    printf '[data]\npath = %s/train-images-idx3-ubyte.gz\n' "$FM"
+    [ $# -gt 0 ] && printf 'labels = %s/train-labels-idx1-ubyte.gz\n' "$FM"
+    printf 'count = %s\n[test]\npath = %s/t10k-images-idx3-ubyte.gz\n' "$n" "$FM"
+    [ $# -gt 0 ] && printf 'labels = %s/t10k-labels-idx1-ubyte.gz\n' "$FM"
+    printf 'count = %s\n[model]\narch = Dense Relu Dense Relu Dense\nw_std = 1.4142135623730951\n' "$NTE"
+    printf 'b_std = 0.05\nkernel = nngp\n[compute]\nprecision = float32\ntile = 1024\n[output]\npath = fc%s.ntk\n' "$n"
+    if [ $# -gt 0 ]; then
+      printf '[solve]\nridge = 1e-3\nloo = no\npredictions = %s\n' "$name"
+      for l in "$@"; do printf '%s\n' "$l"; done
+    fi
+  } > "$name.conf"
+}
+# busy: CPU seconds the whole machine has spent busy since boot (/proc/stat)
+busy() { awk -v hz="$(getconf CLK_TCK)" '/^cpu / {printf "%.1f", ($2 + $3 + $4 + $7 + $8 + $9) / hz}' /proc/stat; }
+# others LOG BUSY0: CPU seconds of other processes during the run that wrote
+# LOG (/usr/bin/time -v of each rank): the machine's busy time minus the ranks'
+others() {
+  awk -v b0="$2" -v b1="$(busy)" '/User time|System time/ {mine += $NF}
+    END {x = b1 - b0 - mine; printf "%.0f", x < 0 ? 0 : x}' "$1"
+}
+free_gb() { awk '/MemAvailable/ {printf "%.1f", $2 / 1048576}' /proc/meminfo; }
+# field LOG REGEX: the number of seconds after REGEX in LOG ("REGEX 12.3 s")
+field() { sed -n "s/.*$2 \([0-9.][0-9.]*\) s.*/\1/p" "$1" | head -1; }
+# peak LOG: the largest "Maximum resident set size" of the ranks, GB
+peak() { awk '/Maximum resident set size/ {if ($6 > m) m = $6} END {printf "%.2f", m / 1048576}' "$1"; }
+
+rows=()
+for n in $NS; do
+  job "base$n" "$n"
+  if [ ! -e "fc$n.ntk" ]; then
+    echo "bench_solve: computing the $n + $NTE sample kernel (fc$n.ntk)" >&2
+    mpirun -np 3 "$NTKD" "base$n.conf" > "base$n.log" 2>&1 || { tail "base$n.log" >&2; exit 1; }
+  fi
+  need=$(awk -v n="$n" 'BEGIN {printf "%.1f", 8 * n * n * 1.1 / 2^30}')
+  echo "bench_solve: n = $n: $(free_gb) GiB available, the one-process solve needs about $need GiB" >&2
+  awk -v a="$(free_gb)" -v b="$need" 'BEGIN {exit !(a > b)}' ||
+    { echo "bench_solve: not enough free memory for n = $n" >&2; exit 1; }
+  job "lapack$n" "$n" "method = lapack"
+  b0=$(busy)
+  /usr/bin/time -v "$NTKD" solve "fc$n.ntk" "lapack$n.conf" > "lapack$n.out" 2> "lapack$n.log" ||
+    { tail "lapack$n.log" >&2; exit 1; }
+  t_lap=$(field "lapack$n.log" "ridge 0.001: Cholesky")
+  wall=$(field "lapack$n.log" "solve time")
+  gf=$(awk -v n="$n" -v t="$t_lap" 'BEGIN {printf "%.1f", n * n * n / 3 / t / 1e9}')
+  rows+=("| $n | lapack (dpotrf) | 1 process, all cores | $t_lap | $gf | $wall | $(peak "lapack$n.log") | 1.00 | $(others "lapack$n.log" "$b0") |")
+  echo "${rows[-1]}" >&2
+  for g in $GRIDS; do
+    r=${g%x*} c=${g#*x} np=$((${g%x*} * ${g#*x}))
+    job "sl$g-$n" "$n" "method = scalapack" "grid = $r x $c"
+    b0=$(busy)
+    # Open MPI binds each rank to one core when np <= 2: one rank may use both
+    bind=$([ "$np" = 1 ] && echo "--bind-to none" || true)
+    mpirun $bind -np "$np" /usr/bin/time -v "$NTKD" solve "fc$n.ntk" "sl$g-$n.conf" > "sl$g-$n.out" 2> "sl$g-$n.log" ||
+      { tail "sl$g-$n.log" >&2; exit 1; }
+    t=$(field "sl$g-$n.log" "ridge 0.001: Cholesky")
+    wall=$(field "sl$g-$n.log" "solve time")
+    gf=$(awk -v n="$n" -v t="$t" 'BEGIN {printf "%.1f", n * n * n / 3 / t / 1e9}')
+    ratio=$(awk -v a="$t" -v b="$t_lap" 'BEGIN {printf "%.2f", a / b}')
+    rows+=("| $n | scalapack (pdpotrf) | $np rank$([ "$np" = 1 ] && echo "" || echo s), grid $r x $c | $t | $gf | $wall | $(peak "sl$g-$n.log") | $ratio | $(others "sl$g-$n.log" "$b0") |")
+    echo "${rows[-1]}" >&2
+    # the same predictions as lapack (to rounding)
+    /usr/bin/python3 -c "
+import numpy as np, sys
+a = np.load('lapack$n-nngp-ridge0.001.npy'); b = np.load('sl$g-$n-nngp-ridge0.001.npy')
+d = np.abs(a - b).max() / np.abs(a).max()
+print(f'bench_solve: sl$g-$n predictions against lapack: largest relative difference {d:.1e}', file=sys.stderr)"
+  done
+done
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), OpenBLAS $("$NTKD" --version | sed -n 's/OpenBLAS kernels: //p') kernels"
+echo "| n (train) | method | processes | Cholesky s | GFLOP/s (n³/3) | whole solve s | peak RSS per rank GB | Cholesky time / LAPACK's | other processes' CPU s during the run |"
+echo "|---|---|---|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
