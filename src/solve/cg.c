@@ -227,7 +227,8 @@ static ntk_status plan_tiles(struct cg *c) {
   free(all), free(own);
   if (!c->tr || !c->te) return ntk_error(NTK_ENOMEM, "out of memory");
   c->tile_bytes = 0;
-  for (size_t i = 0; i < c->ntr_t; i++) c->tile_bytes += (double)c->tr[i].rows * (double)c->tr[i].cols * (double)c->elem;
+  for (size_t i = 0; i < c->ntr_t; i++)
+    c->tile_bytes += (double)c->tr[i].rows * (double)c->tr[i].cols * (double)c->elem;
   return NTK_OK;
 }
 
@@ -414,9 +415,9 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
   double *ti = malloc((bcap + 1) * sizeof *ti), *E = malloc((bcap * bcap + 1) * sizeof *E);
   double *LS = malloc((bcap * k + 1) * sizeof *LS), *lS = malloc((bcap * bcap + 1) * sizeof *lS);
   double *col = malloc((nl + 1) * sizeof *col);
-  size_t *S = malloc((bcap + 1) * sizeof *S), *ord = malloc((bcap + 1) * sizeof *ord);
+  size_t *S = malloc((bcap + 1) * sizeof *S);
   unsigned char *blk = malloc((n + c->T - 1) / c->T + 1), *left = malloc(bcap + 1), *chosen = calloc(nl + 1, 1);
-  ntk_status st = dl && C && top && tv && ti && E && LS && lS && col && S && ord && blk && left && chosen
+  ntk_status st = dl && C && top && tv && ti && E && LS && lS && col && S && blk && left && chosen
                       ? NTK_OK
                       : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner");
   st = agree(st);
@@ -432,7 +433,10 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
     for (size_t i = 0; i < nl; i++)
       if (!chosen[i] && dl[i] > floor) top_insert(tv, ti, &cnt, b, dl[i], (double)(lo + i));
     memset(top, 0, 2 * R * b * sizeof *top);
-    for (size_t j = 0; j < cnt; j++) top[2 * ((size_t)c->rank * b + j)] = tv[j], top[2 * ((size_t)c->rank * b + j) + 1] = ti[j] + 1;
+    for (size_t j = 0; j < cnt; j++) { /* (value, index + 1) in this rank's slots */
+      top[2 * ((size_t)c->rank * b + j)] = tv[j];
+      top[2 * ((size_t)c->rank * b + j) + 1] = ti[j] + 1;
+    }
     if ((st = agree(ntk_comm_sum_doubles(top, 2 * R * b)))) break;
     size_t avail = 0;
     cnt = 0;
@@ -502,7 +506,7 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
   if (!st) st = agree(ntk_comm_bcast(&sum, sizeof sum));
   *resid = sum;
   c->m = m;
-  free(dl), free(C), free(top), free(tv), free(ti), free(E), free(LS), free(lS), free(col), free(S), free(ord);
+  free(dl), free(C), free(top), free(tv), free(ti), free(E), free(LS), free(lS), free(col), free(S);
   free(blk), free(left), free(chosen);
   return st;
 }
@@ -621,7 +625,8 @@ struct cgv {
 
 static void free_cgv(struct cgv *v) {
   free(v->X), free(v->R), free(v->P), free(v->Pa), free(v->Qa), free(v->Za), free(v->corr), free(v->w);
-  free(v->bnorm), free(v->rz), free(v->res), free(v->best), free(v->alpha), free(v->pos), free(v->rid), free(v->it), free(v->act), free(v->state);
+  free(v->bnorm), free(v->rz), free(v->res), free(v->best), free(v->alpha), free(v->pos), free(v->rid), free(v->it);
+  free(v->act), free(v->state);
   free(v->why);
 }
 
@@ -775,7 +780,11 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
     }
     free(flag);
     double now = ntk_now();
-    if (hist_n == 64) memmove(hist_r, hist_r + 1, 63 * sizeof *hist_r), memmove(hist_t, hist_t + 1, 63 * sizeof *hist_t), hist_n--;
+    if (hist_n == 64) { /* the last 64 iterations, for the ETA */
+      memmove(hist_r, hist_r + 1, 63 * sizeof *hist_r);
+      memmove(hist_t, hist_t + 1, 63 * sizeof *hist_t);
+      hist_n--;
+    }
     hist_r[hist_n] = worst, hist_t[hist_n] = now, hist_n++;
     if (c->rank == 0 && (*total_it == 1 || now - last_print >= CG_PRINT_EVERY || still == 0)) {
       char el[32], eta[48] = "";
@@ -809,8 +818,9 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
         zq += v->Za[i * still + a] * v->Qa[i * na + v->pos[a]];
       }
       /* Polak-Ribiere: z'(r - r_old) / z_old'r_old with r - r_old = -alpha q
-       * (flexible CG: robust to the preconditioner's rounding, which is
-       * about eps * |L'L| / reg relative: 1e-8 at small ridges) */
+       * (flexible CG: robust to the preconditioner's rounding, about
+       * eps * |L'L| / s relative; the same iterations as Fletcher-Reeves
+       * with the shift reg + mean residual diagonal, docs/SOLVE.md) */
       double beta = CG_FLEXIBLE ? -v->alpha[q] * zq / v->rz[q] : rz / v->rz[q];
       v->rz[q] = rz;
       for (size_t i = 0; i < n; i++) v->P[i * nc + q] = v->Za[i * still + a] + beta * v->P[i * nc + q];
@@ -851,7 +861,6 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
                    "form: use method = lapack or scalapack");
   if ((st = agree(st))) return st;
 
-  /* OpenBLAS threads: this node's cores shared by its ranks */
   struct { double need, avail; } mine = {0, mem_available()}, *all = NULL;
   struct ntk_node_info node;
   if (!st) st = plan_tiles(&c);
@@ -869,12 +878,14 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   v.Qa = malloc(((n > c.nte ? n : c.nte) * nc + 1) * sizeof *v.Qa), v.Za = malloc((n * nc + 1) * sizeof *v.Za);
   v.corr = malloc((n * nc + 1) * sizeof *v.corr), v.w = malloc((k * nc + 1) * sizeof *v.w);
   v.bnorm = malloc((nc + 1) * sizeof *v.bnorm), v.rz = malloc((nc + 1) * sizeof *v.rz);
-  v.res = calloc(nc + 1, sizeof *v.res), v.best = calloc(nc + 1, sizeof *v.best), v.alpha = calloc(nc + 1, sizeof *v.alpha),
+  v.res = calloc(nc + 1, sizeof *v.res), v.best = calloc(nc + 1, sizeof *v.best);
+  v.alpha = calloc(nc + 1, sizeof *v.alpha),
   v.pos = calloc(nc + 1, sizeof *v.pos), v.rid = malloc((nc + 1) * sizeof *v.rid);
   v.it = calloc(nc + 1, sizeof *v.it), v.act = malloc((nc + 1) * sizeof *v.act);
   v.state = calloc(nc + 1, sizeof *v.state), v.why = calloc(nc + 1, sizeof *v.why);
   if (!st && !(c.codec && c.raw && c.val && c.conv && c.reg && d && v.X && v.R && v.P && v.Pa && v.Qa &&
-               v.Za && v.corr && v.w && v.bnorm && v.rz && v.res && v.best && v.alpha && v.pos && v.rid && v.it && v.act && v.state && v.why))
+               v.Za && v.corr && v.w && v.bnorm && v.rz && v.res && v.best && v.alpha && v.pos && v.rid && v.it &&
+               v.act && v.state && v.why))
     st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
   /* what this rank needs besides the tiles: the vectors above, L and its
    * conversion, the batch of columns */
@@ -884,19 +895,18 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   mine.need = c.tile_bytes + other;
   if (!st) st = ntk_comm_node_gather(&mine, sizeof mine, (void **)&all, &node);
   if ((st = agree(st))) goto done;
-  {
+  { /* OpenBLAS threads: this node's cores shared by its ranks */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int th = cores > 0 ? (int)(cores / node.size) : 1;
     openblas_set_num_threads(th > 0 ? th : 1);
   }
   /* cg_kernel: memory if it fits every node (MemAvailable, 80 %) */
   {
-    double node_need = 0, node_tiles = 0;
+    double node_need = 0;
     for (int i = 0; i < node.size; i++) node_need += all[i].need;
     double avail = all[0].avail, nofit = node_need > 0.8 * avail ? 1 : 0;
-    node_tiles = c.tile_bytes;
     if ((st = agree(ntk_comm_sum_doubles(&nofit, 1)))) goto done;
-    double total_tiles = node_tiles;
+    double total_tiles = c.tile_bytes;
     if ((st = agree(ntk_comm_sum_doubles(&total_tiles, 1)))) goto done;
     int want = o->cg_kernel;
     c.memory = want == NTK_CG_KERNEL_MEMORY || (want == NTK_CG_KERNEL_AUTO && nofit == 0);
