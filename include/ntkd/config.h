@@ -68,7 +68,7 @@ struct ntk_solve_opts {
   double tolerance;      /* CG: relative residual to stop at; 0: the method's default */
   size_t max_iterations; /* CG; 0: the method's default */
   size_t precond_rank;   /* CG: rank of the low-rank preconditioner, 0: none; NTK_PRECOND_DEFAULT: the method's */
-  int cg_kernel;         /* CG: NTK_CG_KERNEL_AUTO | MEMORY (float32 across the ranks) | STREAM (from the store) */
+  int cg_kernel;         /* CG: NTK_CG_KERNEL_AUTO | MEMORY (the tiles across the ranks) | STREAM (from the store) */
   int loo;               /* Cholesky: leave-one-out accuracy and MSE per ridge (default yes) */
   int variance;          /* NTK_VARIANCE_NO | DIAG (the m test variances) | FULL (the m x m covariance) */
 };
