@@ -97,6 +97,17 @@ ntk_status ntk_solve_read_block(ntk_store_t *s, int which, size_t r0, size_t r1,
 /* trace of the train block of kernel `which` (its diagonal tiles only). */
 ntk_status ntk_solve_train_trace(ntk_store_t *s, int which, size_t ntr, double *trace);
 
+/* Bytes this node has available (MemAvailable) and this process's peak
+ * resident memory (VmHWM), from /proc; 0 where they cannot be read. */
+double ntk_solve_mem_available(void);
+double ntk_solve_peak_rss(void);
+
+/* A Cholesky method's verdict on one ridge from the factorisation's info
+ * and o->rcond: sets o->failure and o->why (not positive definite, or
+ * rcond below NTK_SOLVE_MIN_RCOND) and returns 0, or returns 1 when the
+ * ridge can be solved. */
+int ntk_solve_ridge_verdict(struct ntk_ridge_out *o, const char *kernel, double ridge, int info, size_t ntr);
+
 /* "nngp" or "ntk". */
 const char *ntk_solve_kernel_name(int which);
 

@@ -106,26 +106,6 @@ struct cg {
 
 /* ---- helpers ---------------------------------------------------------- */
 
-static double mem_available(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
-  char line[256];
-  unsigned long long kb = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-  if (f) fclose(f);
-  return (double)kb * 1024.0;
-}
-
-static double peak_rss(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  unsigned long long kb = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
-  if (f) fclose(f);
-  return (double)kb * 1024.0;
-}
-
 /* Collective: the worst status; a rank that is fine but stops for another
  * rank's failure gets a message saying so (the failing rank keeps its own). */
 static ntk_status agree(ntk_status local) {
@@ -861,7 +841,7 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
                    "form: use method = lapack or scalapack");
   if ((st = agree(st))) return st;
 
-  struct { double need, avail; } mine = {0, mem_available()}, *all = NULL;
+  struct { double need, avail; } mine = {0, ntk_solve_mem_available()}, *all = NULL;
   struct ntk_node_info node;
   if (!st) st = plan_tiles(&c);
   size_t edge = c.T < in->n ? c.T : (size_t)in->n;
@@ -1009,7 +989,7 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
     }
   }
   {
-    double rss[2] = {peak_rss(), 0};
+    double rss[2] = {ntk_solve_peak_rss(), 0};
     struct { double rss; } me = {rss[0]}, *nodes = NULL;
     struct ntk_node_info ni;
     if ((st = agree(ntk_comm_node_gather(&me, sizeof me, (void **)&nodes, &ni)))) {

@@ -1,11 +1,13 @@
 /* What the solve methods share: blocks of a kernel in float64 from the
  * store's tiles. See include/ntkd/solve_method.h. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ntkd/codec.h"
 #include "ntkd/config.h"
+#include "ntkd/solve.h"
 #include "ntkd/solve_method.h"
 #include "ntkd/tiling.h"
 
@@ -75,4 +77,32 @@ ntk_status ntk_solve_train_trace(ntk_store_t *s, int which, size_t ntr, double *
   }
   free(d);
   return st;
+}
+
+/* A "KEY: N kB" line of a /proc file, in bytes; 0 if absent. */
+static double proc_kb(const char *path, const char *key) {
+  FILE *f = fopen(path, "r");
+  char line[256], fmt[64];
+  unsigned long long kb = 0;
+  snprintf(fmt, sizeof fmt, "%s: %%llu kB", key);
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, fmt, &kb) == 1) break;
+  if (f) fclose(f);
+  return (double)kb * 1024.0;
+}
+
+double ntk_solve_mem_available(void) { return proc_kb("/proc/meminfo", "MemAvailable"); }
+double ntk_solve_peak_rss(void) { return proc_kb("/proc/self/status", "VmHWM"); }
+
+int ntk_solve_ridge_verdict(struct ntk_ridge_out *o, const char *kernel, double ridge, int info, size_t ntr) {
+  if (info > 0) {
+    o->failure = NTK_RIDGE_NOT_PD;
+    snprintf(o->why, sizeof o->why, "%s train kernel with ridge %g (%.3g added to the diagonal) is not positive "
+             "definite (Cholesky stopped at column %d of %zu): increase the ridge", kernel, ridge, o->reg, info, ntr);
+  } else if (o->rcond < NTK_SOLVE_MIN_RCOND) {
+    o->failure = NTK_RIDGE_ILL;
+    snprintf(o->why, sizeof o->why, "%s train kernel with ridge %g is too ill-conditioned to solve (reciprocal "
+             "condition number %.1e < %.0e): increase the ridge", kernel, ridge, o->rcond, NTK_SOLVE_MIN_RCOND);
+  }
+  return o->failure == NTK_RIDGE_OK;
 }

@@ -282,16 +282,7 @@ ntk_status ntk_solve_lapack(const struct ntk_solve_problem *p, struct ntk_ridge_
       st = ntk_error(NTK_ENOMEM, "out of memory in the solve");
       break;
     }
-    if (info > 0) {
-      o->failure = NTK_RIDGE_NOT_PD;
-      snprintf(o->why, sizeof o->why, "%s train kernel with ridge %g (%.3g added to the diagonal) is not positive "
-               "definite (Cholesky stopped at column %d of %zu): increase the ridge", kn, p->ridge[r], o->reg, info,
-               ntr);
-    } else if (o->rcond < NTK_SOLVE_MIN_RCOND) {
-      o->failure = NTK_RIDGE_ILL;
-      snprintf(o->why, sizeof o->why, "%s train kernel with ridge %g is too ill-conditioned to solve (reciprocal "
-               "condition number %.1e < %.0e): increase the ridge", kn, p->ridge[r], o->rcond, NTK_SOLVE_MIN_RCOND);
-    } else {
+    if (ntk_solve_ridge_verdict(o, kn, p->ridge[r], info, ntr)) {
       /* alpha = A^-1 Y, Y one-hot, column-major for dpotrs. */
       memset(bc, 0, ntr * classes * sizeof *bc);
       for (size_t i = 0; i < ntr; i++) bc[(size_t)p->ytr[i] * ntr + i] = 1.0;

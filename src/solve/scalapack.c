@@ -504,16 +504,7 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
       if ((st = condition(d, b, descb, anorm, &ro->rcond))) break;
       t_cond = ntk_now() - t_cond;
     }
-    if (info > 0) {
-      ro->failure = NTK_RIDGE_NOT_PD;
-      snprintf(ro->why, sizeof ro->why, "%s train kernel with ridge %g (%.3g added to the diagonal) is not positive "
-               "definite (Cholesky stopped at column %d of %zu): increase the ridge", kn, p->ridge[r], ro->reg, info,
-               ntr);
-    } else if (ro->rcond < NTK_SOLVE_MIN_RCOND) {
-      ro->failure = NTK_RIDGE_ILL;
-      snprintf(ro->why, sizeof ro->why, "%s train kernel with ridge %g is too ill-conditioned to solve (reciprocal "
-               "condition number %.1e < %.0e): increase the ridge", kn, p->ridge[r], ro->rcond, NTK_SOLVE_MIN_RCOND);
-    } else {
+    if (ntk_solve_ridge_verdict(ro, kn, p->ridge[r], info, ntr)) {
       /* alpha = (K + reg I)^-1 Y, all classes at once, then on every rank */
       for (size_t lj = 0; lj < locc_b; lj++) {
         size_t k = l2g(lj, nb, d->myc, pc);

@@ -108,18 +108,6 @@ static ntk_status check_outputs(const char *store_path, const struct ntk_job *jo
   return st;
 }
 
-/* Bytes of memory available to this node's ranks (MemAvailable), or 0 if
- * it cannot be read. */
-static size_t mem_available(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
-  char line[256];
-  unsigned long long kb = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-  if (f) fclose(f);
-  return (size_t)kb * 1024;
-}
-
 static const char *method_name(int m) {
   return m == NTK_SOLVE_LAPACK ? "lapack" : m == NTK_SOLVE_SCALAPACK ? "scalapack" : m == NTK_SOLVE_CG ? "cg" : "auto";
 }
@@ -130,7 +118,7 @@ static const char *method_name(int m) {
 static ntk_status choose_method(const struct ntk_job *job, size_t ntr, size_t nte, size_t classes, int *method) {
   int m = job->solve.method, size = ntk_comm_size();
   if (m == NTK_SOLVE_AUTO && ntk_comm_rank() == 0) {
-    size_t avail = mem_available(), need1 = ntk_solve_lapack_bytes(ntr, nte, classes);
+    size_t avail = (size_t)ntk_solve_mem_available(), need1 = ntk_solve_lapack_bytes(ntr, nte, classes);
     if (job->solve.variance) /* the NTK's variance: the NNGP blocks and Z (docs/SOLVE.md) */
       need1 += 8 * (ntr * ntr + 2 * ntr * nte + 256 * ntr) + (job->solve.variance == NTK_VARIANCE_FULL ? 8 * nte * nte : 0);
     size_t needp = ntk_solve_scalapack_bytes(ntr, nte, classes, size);
