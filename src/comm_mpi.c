@@ -14,7 +14,17 @@
 #include <time.h>
 #include <unistd.h>
 
-static int active, rank, size = 1;
+/* A communicator: an MPI one (comm is MPI_COMM_NULL without MPI) and the
+ * announced messages of its ranks still to be received. */
+struct ntk_comm {
+  MPI_Comm comm;
+  int rank, size;
+  struct pending *pending; /* per source rank of this communicator */
+};
+
+static int active, world_rank; /* world_rank: for the test settings and messages */
+static struct ntk_comm world = {MPI_COMM_NULL, 0, 1, NULL};
+static int test_nodes;         /* NTKD_TEST_NODES */
 
 /* Large messages: tag NTK_COMM_TAGS + t announces a message of tag t whose
  * pieces follow with tag 2 * NTK_COMM_TAGS + t. MPI keeps the messages of
@@ -36,7 +46,6 @@ struct pending {
 };
 
 static size_t piece_size = (size_t)1 << 30;
-static struct pending *pending;
 static long fail_send_at, fail_recv_at, sends, recvs; /* test settings */
 
 static int launched_by_mpi(void) {
@@ -59,7 +68,7 @@ static long test_count(const char *name) {
   int r = -1;
   long k = 0;
   char extra;
-  if (!v || sscanf(v, "%d:%ld%c", &r, &k, &extra) != 2 || r != rank || k < 1) return 0;
+  if (!v || sscanf(v, "%d:%ld%c", &r, &k, &extra) != 2 || r != world_rank || k < 1) return 0;
   return k;
 }
 
@@ -70,13 +79,28 @@ static void read_test_settings(void) {
   if (v && *end == '\0' && p >= 1 && p <= INT_MAX) piece_size = (size_t)p;
   fail_send_at = test_count("NTKD_TEST_FAIL_SEND");
   fail_recv_at = test_count("NTKD_TEST_FAIL_RECV");
+  v = getenv("NTKD_TEST_NODES");
+  long k = v ? strtol(v, &end, 10) : 0;
+  if (v && *end == '\0' && k >= 1 && k <= 4096) test_nodes = (int)k;
   /* Said aloud, so that one left set by mistake is seen. */
-  const char *names[] = {"NTKD_TEST_MPI_PIECE", "NTKD_TEST_FAIL_SEND", "NTKD_TEST_FAIL_RECV"};
+  const char *names[] = {"NTKD_TEST_MPI_PIECE", "NTKD_TEST_FAIL_SEND", "NTKD_TEST_FAIL_RECV", "NTKD_TEST_NODES"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (rank == 0 && getenv(names[i])) fprintf(stderr, "ntkd: test setting %s=%s\n", names[i], getenv(names[i]));
+    if (world_rank == 0 && getenv(names[i]))
+      fprintf(stderr, "ntkd: test setting %s=%s\n", names[i], getenv(names[i]));
 }
 
-ntk_status ntk_comm_init(int *argc, char ***argv) {
+static ntk_status comm_wrap(MPI_Comm mc, ntk_comm_t *c) {
+  c->comm = mc;
+  MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(mc, &c->rank);
+  MPI_Comm_size(mc, &c->size);
+  c->pending = calloc((size_t)c->size, sizeof *c->pending);
+  if (!c->pending) return ntk_error(NTK_ENOMEM, "out of memory");
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_init(int *argc, char ***argv, ntk_comm_t **out) {
+  *out = &world;
   if (!launched_by_mpi()) return NTK_OK;
   /* Tiles are megabytes. Without single-copy transfers (CMA, often off in
    * containers) Open MPI's shared-memory transport moves them in 32 KiB
@@ -86,62 +110,126 @@ ntk_status ntk_comm_init(int *argc, char ***argv) {
   setenv("OMPI_MCA_btl_vader_max_send_size", "262144", 0);
   int rc = MPI_Init(argc, argv);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "init");
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   active = 1;
+  ntk_status st = comm_wrap(MPI_COMM_WORLD, &world);
+  world_rank = world.rank;
   read_test_settings();
-  pending = calloc((size_t)size, sizeof *pending);
-  if (!pending) return ntk_error(NTK_ENOMEM, "out of memory");
-  return NTK_OK;
+  return st;
 }
 
 void ntk_comm_finalize(void) {
   if (active) MPI_Finalize();
   active = 0;
-  free(pending);
-  pending = NULL;
+  free(world.pending);
+  world.pending = NULL;
 }
 
-ntk_status ntk_comm_node_gather(const void *mine, size_t bytes, void **all, struct ntk_node_info *node) {
+ntk_status ntk_comm_split(const ntk_comm_t *c, int color, ntk_comm_t **out) {
+  *out = NULL;
+  ntk_comm_t *n = calloc(1, sizeof *n);
+  if (!n) return ntk_error(NTK_ENOMEM, "out of memory");
+  if (!active) { /* one rank: itself, or nothing */
+    if (color < 0) {
+      free(n);
+      return NTK_OK;
+    }
+    n->comm = MPI_COMM_NULL;
+    n->size = 1;
+    if (!(n->pending = calloc(1, sizeof *n->pending))) {
+      free(n);
+      return ntk_error(NTK_ENOMEM, "out of memory");
+    }
+    *out = n;
+    return NTK_OK;
+  }
+  MPI_Comm mc;
+  int rc = MPI_Comm_split(c->comm, color < 0 ? MPI_UNDEFINED : color, c->rank, &mc);
+  if (rc != MPI_SUCCESS) {
+    free(n);
+    return mpi_fail(rc, "split");
+  }
+  if (mc == MPI_COMM_NULL) {
+    free(n);
+    return NTK_OK;
+  }
+  ntk_status st = comm_wrap(mc, n);
+  if (st) {
+    ntk_comm_free(n);
+    return st;
+  }
+  *out = n;
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_split_node(const ntk_comm_t *c, ntk_comm_t **out) {
+  *out = NULL;
+  if (!active) return ntk_comm_split(c, 0, out);
+  /* Keyed by rank: node order is rank order. */
+  MPI_Comm real;
+  int rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &real);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "split by node");
+  int nr = 0, nsize = 1, leader = c->rank;
+  MPI_Comm_rank(real, &nr);
+  MPI_Comm_size(real, &nsize);
+  MPI_Allreduce(&c->rank, &leader, 1, MPI_INT, MPI_MIN, real);
+  MPI_Comm_free(&real);
+  /* The real node's first rank in c names it; a pretend node is a block of
+   * consecutive positions within it. Ranks of c on one node are not always
+   * consecutive in c, so the colour is (node, block), made unique by the
+   * leader's rank times the block count. */
+  int k = test_nodes > 1 ? test_nodes : 1;
+  if (k > nsize) k = nsize;
+  int block = (int)((long)nr * k / nsize);
+  return ntk_comm_split(c, leader * k + block, out);
+}
+
+void ntk_comm_free(ntk_comm_t *c) {
+  if (!c || c == &world) return;
+  if (active && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+  free(c->pending);
+  free(c);
+}
+
+ntk_status ntk_comm_node_gather(const ntk_comm_t *c, const void *mine, size_t bytes, void **all,
+                                struct ntk_node_info *node) {
   memset(node, 0, sizeof *node);
   node->size = 1;
-  node->first_rank = rank;
+  node->first_rank = c->rank;
   if (gethostname(node->host, sizeof node->host) != 0) snprintf(node->host, sizeof node->host, "?");
   node->host[sizeof node->host - 1] = '\0';
   *all = malloc(bytes ? bytes : 1);
   if (!*all) return ntk_error(NTK_ENOMEM, "out of memory");
   if (bytes) memcpy(*all, mine, bytes);
-  if (!active || size == 1) return NTK_OK;
+  if (!active || c->size == 1) return NTK_OK;
   if (bytes > INT_MAX) return ntk_error(NTK_ECOMM, "a %zu-byte contribution to a node exchange", bytes);
   char name[MPI_MAX_PROCESSOR_NAME];
   int len = 0;
   if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS && len > 0)
     snprintf(node->host, sizeof node->host, "%.*s", len, name);
-  /* Keyed by world rank: node order is world-rank order. */
-  MPI_Comm comm;
-  int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &comm);
-  if (rc != MPI_SUCCESS) return mpi_fail(rc, "split by node");
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(comm, &node->index);
-  MPI_Comm_size(comm, &node->size);
+  ntk_comm_t *nc;
+  ntk_status st = ntk_comm_split_node(c, &nc);
+  if (st) return st;
+  node->index = nc->rank;
+  node->size = nc->size;
+  if (test_nodes > 1) /* a pretend node: its host name says which */
+    snprintf(node->host + strnlen(node->host, 40), sizeof node->host - strnlen(node->host, 40), "/pretend");
   void *buf = malloc((size_t)node->size * bytes + 1);
-  ntk_status st = buf ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
+  st = buf ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
   int err = !buf, any = 0;
   /* Every rank of the node takes part in both collectives, also one that
    * failed to allocate (it says so in the first). */
-  rc = MPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, comm);
+  int rc = MPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, nc->comm);
   if (rc != MPI_SUCCESS && !st) st = mpi_fail(rc, "allreduce on a node");
   if (!st && any) st = ntk_error(NTK_ENOMEM, "out of memory on another rank of node %s", node->host);
   if (!st) {
-    rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, buf, (int)bytes, MPI_BYTE, comm);
+    rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, buf, (int)bytes, MPI_BYTE, nc->comm);
     if (rc != MPI_SUCCESS) st = mpi_fail(rc, "allgather on a node");
   }
   if (!st) {
-    rc = MPI_Allreduce(&rank, &node->first_rank, 1, MPI_INT, MPI_MIN, comm);
+    rc = MPI_Allreduce(&c->rank, &node->first_rank, 1, MPI_INT, MPI_MIN, nc->comm);
     if (rc != MPI_SUCCESS) st = mpi_fail(rc, "allreduce on a node");
   }
-  MPI_Comm_free(&comm);
+  ntk_comm_free(nc);
   if (st) {
     free(buf);
     return st;
@@ -151,16 +239,16 @@ ntk_status ntk_comm_node_gather(const void *mine, size_t bytes, void **all, stru
   return NTK_OK;
 }
 
-int ntk_comm_rank(void) { return rank; }
-int ntk_comm_size(void) { return size; }
+int ntk_comm_rank(const ntk_comm_t *c) { return c->rank; }
+int ntk_comm_size(const ntk_comm_t *c) { return c->size; }
 int ntk_comm_active(void) { return active; }
 
-ntk_status ntk_comm_bcast(void *buf, size_t bytes) {
-  if (!active || size == 1) return NTK_OK;
+ntk_status ntk_comm_bcast(const ntk_comm_t *c, void *buf, size_t bytes) {
+  if (!active || c->size == 1) return NTK_OK;
   char *p = buf;
   while (bytes) {
     int chunk = bytes > (1u << 30) ? (1 << 30) : (int)bytes;
-    int rc = MPI_Bcast(p, chunk, MPI_BYTE, 0, MPI_COMM_WORLD);
+    int rc = MPI_Bcast(p, chunk, MPI_BYTE, 0, c->comm);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast");
     p += chunk;
     bytes -= (size_t)chunk;
@@ -169,12 +257,12 @@ ntk_status ntk_comm_bcast(void *buf, size_t bytes) {
 }
 
 /* In chunks of 2^28 values: MPI counts are int. */
-static ntk_status sum_in_place(void *buf, size_t n, MPI_Datatype type, size_t elem) {
-  if (!active || size == 1) return NTK_OK;
+static ntk_status sum_in_place(const ntk_comm_t *c, void *buf, size_t n, MPI_Datatype type, size_t elem) {
+  if (!active || c->size == 1) return NTK_OK;
   char *p = buf;
   while (n) {
     int chunk = n > (1u << 28) ? (1 << 28) : (int)n;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, p, chunk, type, MPI_SUM, MPI_COMM_WORLD);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, p, chunk, type, MPI_SUM, c->comm);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
     p += (size_t)chunk * elem;
     n -= (size_t)chunk;
@@ -182,23 +270,37 @@ static ntk_status sum_in_place(void *buf, size_t n, MPI_Datatype type, size_t el
   return NTK_OK;
 }
 
-ntk_status ntk_comm_sum_floats(float *buf, size_t n) { return sum_in_place(buf, n, MPI_FLOAT, sizeof *buf); }
+ntk_status ntk_comm_sum_floats(const ntk_comm_t *c, float *buf, size_t n) {
+  return sum_in_place(c, buf, n, MPI_FLOAT, sizeof *buf);
+}
 
-ntk_status ntk_comm_sum_doubles(double *buf, size_t n) { return sum_in_place(buf, n, MPI_DOUBLE, sizeof *buf); }
+ntk_status ntk_comm_sum_doubles(const ntk_comm_t *c, double *buf, size_t n) {
+  return sum_in_place(c, buf, n, MPI_DOUBLE, sizeof *buf);
+}
 
 #define WAIT_TIMEOUT (-1) /* not an MPI error code: those are >= 0 */
 static int wait_request(MPI_Request *req, double timeout);
 
-ntk_status ntk_comm_agree(ntk_status local) {
-  if (!active || size == 1) return local;
+ntk_status ntk_comm_agree(const ntk_comm_t *c, ntk_status local) {
+  if (!active || c->size == 1) return local;
   int in = (int)local, out = 0;
   /* Non-blocking and waited on with sleeps: ranks may wait here a long
    * time (while rank 0 solves a kernel regression) and must not spin. */
   MPI_Request req;
-  int rc = MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
+  int rc = MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, c->comm, &req);
   if (rc == MPI_SUCCESS) rc = wait_request(&req, -1);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
   return (ntk_status)out;
+}
+
+ntk_status ntk_comm_agree_report(const ntk_comm_t *c, ntk_status local) {
+  if (local) {
+    if (world.size > 1 && world_rank != 0)
+      fprintf(stderr, "ntkd: rank %d: %s\n", world_rank, ntk_error_message());
+    else
+      fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+  }
+  return ntk_comm_agree(c, local);
 }
 
 static double now(void) {
@@ -229,21 +331,21 @@ static int wait_request(MPI_Request *req, double timeout) {
 
 /* Test settings NTKD_TEST_FAIL_SEND / _RECV: the k-th send or receive of
  * this rank fails with a real MPI error, from an invalid tag. */
-static ntk_status injected_failure(int send, int peer, const void *buf, long k) {
+static ntk_status injected_failure(const ntk_comm_t *c, int send, int peer, const void *buf, long k) {
   MPI_Request req;
-  int rc = send ? MPI_Isend(buf, 0, MPI_BYTE, peer, -7, MPI_COMM_WORLD, &req)
-                : MPI_Irecv((void *)buf, 0, MPI_BYTE, peer, -7, MPI_COMM_WORLD, &req);
+  int rc = send ? MPI_Isend(buf, 0, MPI_BYTE, peer, -7, c->comm, &req)
+                : MPI_Irecv((void *)buf, 0, MPI_BYTE, peer, -7, c->comm, &req);
   if (rc == MPI_SUCCESS) rc = MPI_ERR_TAG;
   char what[64];
   snprintf(what, sizeof what, send ? "send to rank %d" : "receive from rank %d", peer);
   mpi_fail(rc, what);
   return ntk_error(NTK_ECOMM, "%s (NTKD_TEST_FAIL_%s: %s %ld of rank %d)", ntk_error_message(),
-                   send ? "SEND" : "RECV", send ? "send" : "receive", k, rank);
+                   send ? "SEND" : "RECV", send ? "send" : "receive", k, world_rank);
 }
 
-static ntk_status send_one(const void *buf, size_t bytes, int dest, int tag) {
+static ntk_status send_one(const ntk_comm_t *c, const void *buf, size_t bytes, int dest, int tag) {
   MPI_Request req;
-  int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, dest, tag, MPI_COMM_WORLD, &req);
+  int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, dest, tag, c->comm, &req);
   if (rc == MPI_SUCCESS) rc = wait_request(&req, -1);
   if (rc == MPI_SUCCESS) return NTK_OK;
   char what[64];
@@ -251,46 +353,46 @@ static ntk_status send_one(const void *buf, size_t bytes, int dest, int tag) {
   return mpi_fail(rc, what);
 }
 
-ntk_status ntk_comm_send(int dest, int tag, const void *buf, size_t bytes) {
-  if (fail_send_at && ++sends == fail_send_at) return injected_failure(1, dest, buf, sends);
-  if (bytes <= piece_size) return send_one(buf, bytes, dest, tag);
+ntk_status ntk_comm_send(const ntk_comm_t *c, int dest, int tag, const void *buf, size_t bytes) {
+  if (fail_send_at && ++sends == fail_send_at) return injected_failure(c, 1, dest, buf, sends);
+  if (bytes <= piece_size) return send_one(c, buf, bytes, dest, tag);
   struct announce a = {bytes, piece_size};
-  ntk_status st = send_one(&a, sizeof a, dest, TAG_ANNOUNCE(tag));
+  ntk_status st = send_one(c, &a, sizeof a, dest, TAG_ANNOUNCE(tag));
   for (size_t off = 0; !st && off < bytes; off += piece_size)
-    st = send_one((const char *)buf + off, bytes - off < piece_size ? bytes - off : piece_size, dest, TAG_PIECE(tag));
+    st = send_one(c, (const char *)buf + off, bytes - off < piece_size ? bytes - off : piece_size, dest, TAG_PIECE(tag));
   return st;
 }
 
 /* Receive the announcement (probed: it is there) from `source` into pending[source]. */
-static void take_announcement(int source, int tag) {
-  struct pending *p = &pending[source];
+static void take_announcement(const ntk_comm_t *c, int source, int tag) {
+  struct pending *p = &c->pending[source];
   p->tag = tag - NTK_COMM_TAGS;
-  p->rc = MPI_Recv(&p->a, (int)sizeof p->a, MPI_BYTE, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  p->rc = MPI_Recv(&p->a, (int)sizeof p->a, MPI_BYTE, source, tag, c->comm, MPI_STATUS_IGNORE);
 }
 
 /* An announced message from `source` (-1: any) not yet received. */
-static int find_pending(int source) {
-  for (int r = source < 0 ? 0 : source; r < (source < 0 ? size : source + 1); r++)
-    if (pending[r].tag) return r;
+static int find_pending(const ntk_comm_t *c, int source) {
+  for (int r = source < 0 ? 0 : source; r < (source < 0 ? c->size : source + 1); r++)
+    if (c->pending[r].tag) return r;
   return -1;
 }
 
-int ntk_comm_poll(int source, int *from, int *tag, size_t *bytes, double timeout) {
+int ntk_comm_poll(const ntk_comm_t *c, int source, int *from, int *tag, size_t *bytes, double timeout) {
   double deadline = now() + timeout;
   long pause_ns = 20000;
   for (;;) {
-    int r = find_pending(source);
+    int r = find_pending(c, source);
     if (r >= 0) {
       *from = r;
-      *tag = pending[r].tag;
-      *bytes = (size_t)pending[r].a.bytes;
+      *tag = c->pending[r].tag;
+      *bytes = (size_t)c->pending[r].a.bytes;
       return 1;
     }
     int flag = 0;
     MPI_Status s;
-    MPI_Iprobe(source < 0 ? MPI_ANY_SOURCE : source, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &s);
+    MPI_Iprobe(source < 0 ? MPI_ANY_SOURCE : source, MPI_ANY_TAG, c->comm, &flag, &s);
     if (flag && IS_ANNOUNCE(s.MPI_TAG)) {
-      take_announcement(s.MPI_SOURCE, s.MPI_TAG);
+      take_announcement(c, s.MPI_SOURCE, s.MPI_TAG);
       continue;
     }
     if (flag) {
@@ -313,10 +415,10 @@ static ntk_status stalled(int source, size_t bytes, double timeout) {
                    timeout, bytes);
 }
 
-static ntk_status recv_one(int source, int tag, void *buf, size_t bytes, double timeout) {
+static ntk_status recv_one(const ntk_comm_t *c, int source, int tag, void *buf, size_t bytes, double timeout) {
   if (bytes > INT_MAX) return ntk_error(NTK_ECOMM, "a %zu-byte message from rank %d came unannounced", bytes, source);
   MPI_Request req;
-  int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, source, tag, MPI_COMM_WORLD, &req);
+  int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, source, tag, c->comm, &req);
   if (rc == MPI_SUCCESS) rc = wait_request(&req, timeout);
   if (rc == WAIT_TIMEOUT) return stalled(source, bytes, timeout);
   if (rc == MPI_SUCCESS) return NTK_OK;
@@ -325,9 +427,9 @@ static ntk_status recv_one(int source, int tag, void *buf, size_t bytes, double 
   return mpi_fail(rc, what);
 }
 
-ntk_status ntk_comm_recv_within(int source, int tag, void *buf, size_t bytes, double timeout) {
-  if (fail_recv_at && ++recvs == fail_recv_at) return injected_failure(0, source, buf, recvs);
-  struct pending *p = &pending[source];
+ntk_status ntk_comm_recv_within(const ntk_comm_t *c, int source, int tag, void *buf, size_t bytes, double timeout) {
+  if (fail_recv_at && ++recvs == fail_recv_at) return injected_failure(c, 0, source, buf, recvs);
+  struct pending *p = &c->pending[source];
   /* Not announced through ntk_comm_poll: wait for the message itself or
    * for its announcement. */
   double deadline = now() + timeout;
@@ -335,10 +437,10 @@ ntk_status ntk_comm_recv_within(int source, int tag, void *buf, size_t bytes, do
   while (p->tag != tag) {
     int flag = 0;
     MPI_Status s;
-    if (MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, &s) == MPI_SUCCESS && flag)
-      return recv_one(source, tag, buf, bytes, timeout);
-    if (MPI_Iprobe(source, TAG_ANNOUNCE(tag), MPI_COMM_WORLD, &flag, &s) == MPI_SUCCESS && flag) {
-      take_announcement(source, TAG_ANNOUNCE(tag));
+    if (MPI_Iprobe(source, tag, c->comm, &flag, &s) == MPI_SUCCESS && flag)
+      return recv_one(c, source, tag, buf, bytes, timeout);
+    if (MPI_Iprobe(source, TAG_ANNOUNCE(tag), c->comm, &flag, &s) == MPI_SUCCESS && flag) {
+      take_announcement(c, source, TAG_ANNOUNCE(tag));
       break;
     }
     if (timeout >= 0 && now() >= deadline) return stalled(source, bytes, timeout);
@@ -359,20 +461,20 @@ ntk_status ntk_comm_recv_within(int source, int tag, void *buf, size_t bytes, do
                      source, (unsigned long long)a.bytes, (unsigned long long)a.piece, bytes);
   ntk_status st = NTK_OK;
   for (size_t off = 0; !st && off < bytes; off += a.piece)
-    st = recv_one(source, TAG_PIECE(tag), (char *)buf + off, bytes - off < a.piece ? bytes - off : (size_t)a.piece,
+    st = recv_one(c, source, TAG_PIECE(tag), (char *)buf + off, bytes - off < a.piece ? bytes - off : (size_t)a.piece,
                   timeout);
   return st;
 }
 
-ntk_status ntk_comm_recv(int source, int tag, void *buf, size_t bytes) {
-  return ntk_comm_recv_within(source, tag, buf, bytes, -1);
+ntk_status ntk_comm_recv(const ntk_comm_t *c, int source, int tag, void *buf, size_t bytes) {
+  return ntk_comm_recv_within(c, source, tag, buf, bytes, -1);
 }
 
-int ntk_comm_probe(int source, int tag) {
-  if (pending[source].tag == tag) return 1;
+int ntk_comm_probe(const ntk_comm_t *c, int source, int tag) {
+  if (c->pending[source].tag == tag) return 1;
   int flag = 0;
-  MPI_Iprobe(source, tag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-  if (!flag) MPI_Iprobe(source, TAG_ANNOUNCE(tag), MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+  MPI_Iprobe(source, tag, c->comm, &flag, MPI_STATUS_IGNORE);
+  if (!flag) MPI_Iprobe(source, TAG_ANNOUNCE(tag), c->comm, &flag, MPI_STATUS_IGNORE);
   return flag;
 }
 
@@ -381,4 +483,72 @@ void ntk_comm_abort(int code) {
   fflush(stderr);
   if (active) MPI_Abort(MPI_COMM_WORLD, code);
   exit(code);
+}
+
+/* ---- node-shared memory ---------------------------------------------------- */
+
+struct ntk_comm_shared {
+  MPI_Win win;   /* MPI_WIN_NULL: a private allocation (no MPI) */
+  MPI_Comm comm; /* the node's (outlives the window: the caller frees it after) */
+  void *priv;
+};
+
+ntk_status ntk_comm_shared_alloc(const ntk_comm_t *node, size_t bytes, ntk_comm_shared_t **out, void **base) {
+  *out = NULL;
+  *base = NULL;
+  ntk_comm_shared_t *sh = calloc(1, sizeof *sh);
+  if (!sh) return ntk_error(NTK_ENOMEM, "out of memory");
+  sh->win = MPI_WIN_NULL;
+  sh->comm = node->comm;
+  if (!active || node->comm == MPI_COMM_NULL) {
+    if (!(sh->priv = malloc(bytes ? bytes : 1))) {
+      free(sh);
+      return ntk_error(NTK_ENOMEM, "out of memory for %zu bytes", bytes);
+    }
+    *base = sh->priv;
+    *out = sh;
+    return NTK_OK;
+  }
+  /* The whole segment belongs to the node's first rank; the others map it. */
+  void *mine = NULL;
+  MPI_Aint size = node->rank == 0 ? (MPI_Aint)(bytes ? bytes : 1) : 0;
+  int rc = MPI_Win_allocate_shared(size, 1, MPI_INFO_NULL, node->comm, &mine, &sh->win);
+  if (rc != MPI_SUCCESS) {
+    free(sh);
+    return mpi_fail(rc, "shared-memory window allocation (is /dev/shm large enough?)");
+  }
+  MPI_Win_set_errhandler(sh->win, MPI_ERRORS_RETURN);
+  MPI_Aint got = 0;
+  int unit = 0;
+  void *at = NULL;
+  rc = MPI_Win_shared_query(sh->win, 0, &got, &unit, &at);
+  if (rc == MPI_SUCCESS) rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, sh->win);
+  if (rc != MPI_SUCCESS) {
+    MPI_Win_free(&sh->win);
+    free(sh);
+    return mpi_fail(rc, "shared-memory window query");
+  }
+  *base = at;
+  *out = sh;
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_shared_fence(ntk_comm_shared_t *sh) {
+  if (!sh || sh->win == MPI_WIN_NULL) return NTK_OK;
+  /* Stores before the barrier are seen by every rank of the node after it
+   * (the unified memory model of a shared window: sync, barrier, sync). */
+  int rc = MPI_Win_sync(sh->win);
+  if (rc == MPI_SUCCESS) rc = MPI_Barrier(sh->comm);
+  if (rc == MPI_SUCCESS) rc = MPI_Win_sync(sh->win);
+  return rc == MPI_SUCCESS ? NTK_OK : mpi_fail(rc, "shared-memory fence");
+}
+
+void ntk_comm_shared_free(ntk_comm_shared_t *sh) {
+  if (!sh) return;
+  if (sh->win != MPI_WIN_NULL) {
+    MPI_Win_unlock_all(sh->win);
+    MPI_Win_free(&sh->win);
+  }
+  free(sh->priv);
+  free(sh);
 }

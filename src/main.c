@@ -51,12 +51,13 @@ static int run(int argc, char **argv, int first) {
     else conf = argv[i];
   }
   if (!conf) return bad_usage("no job file given");
-  ntk_status st = ntk_comm_init(&argc, &argv);
+  ntk_comm_t *world = NULL;
+  ntk_status st = ntk_comm_init(&argc, &argv, &world);
   if (st) {
     fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     return ntk_status_exit_code(st);
   }
-  int code = ntk_run_job(conf, overwrite);
+  int code = ntk_run_job(world, conf, overwrite);
   ntk_comm_finalize();
   return code;
 }
@@ -143,12 +144,13 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "solve")) {
     if (argc != 4) return bad_usage("solve takes a store path and a job file");
-    ntk_status st = ntk_comm_init(&argc, &argv); /* under mpirun the methods use every rank */
+    ntk_comm_t *world = NULL;
+    ntk_status st = ntk_comm_init(&argc, &argv, &world); /* under mpirun the methods use every rank */
     if (st) {
       fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
       return ntk_status_exit_code(st);
     }
-    int code = ntk_cmd_solve(argv[2], argv[3]);
+    int code = ntk_cmd_solve(world, argv[2], argv[3]);
     ntk_comm_finalize();
     return code;
   }

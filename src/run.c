@@ -18,6 +18,7 @@
 #include "ntkd/coordinator.h"
 #include "ntkd/cpuinit.h"
 #include "ntkd/data.h"
+#include "ntkd/data_share.h"
 #include "ntkd/fsutil.h"
 #include "ntkd/jobfiles.h"
 #include "ntkd/jobhash.h"
@@ -27,16 +28,6 @@
 #include "ntkd/store.h"
 #include "ntkd/train.h"
 #include "ntkd/worker.h"
-
-ntk_status ntk_agree(ntk_status st) {
-  if (st) {
-    if (ntk_comm_size() > 1 && ntk_comm_rank() != 0)
-      fprintf(stderr, "ntkd: rank %d: %s\n", ntk_comm_rank(), ntk_error_message());
-    else
-      fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
-  }
-  return ntk_comm_agree(st);
-}
 
 /* Rank 0, holding the lock: resume the store of this job, refuse one of
  * another job (or anything that is not a store), or create it. */
@@ -85,40 +76,23 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
   return ntk_store_create(path, want, text, out);
 }
 
-ntk_status ntk_data_bcast(struct ntk_dataset *ds) {
-  uint64_t dims[7] = {ds->n, ds->d, ds->h, ds->w, ds->c, (uint64_t)ds->elem, ds->n_train};
-  ntk_status st = ntk_agree(ntk_comm_bcast(dims, sizeof dims));
-  if (!st && ntk_comm_rank() != 0) {
-    ds->n = dims[0];
-    ds->d = dims[1];
-    ds->h = dims[2];
-    ds->w = dims[3];
-    ds->c = dims[4];
-    ds->elem = (int)dims[5];
-    ds->n_train = dims[6];
-    ds->x = malloc(ds->n && ds->d ? ds->n * ds->d * (size_t)ds->elem : 1);
-    if (!ds->x) st = ntk_error(NTK_ENOMEM, "out of memory for %zu x %zu data", ds->n, ds->d);
-  }
-  if (!(st = ntk_agree(st))) st = ntk_agree(ntk_comm_bcast(ds->x, ds->n * ds->d * (size_t)ds->elem));
-  return st;
-}
 
-int ntk_run_job(const char *conf_path, int overwrite) {
-  int rank = ntk_comm_rank(), size = ntk_comm_size();
+int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
+  int rank = ntk_comm_rank(comm), size = ntk_comm_size(comm);
   ntk_cpu_single_thread();
 
   /* 1. The job file: read on rank 0, parsed identically everywhere. */
   char *text = NULL;
   size_t len = 0;
   ntk_status st = rank == 0 ? ntk_read_text_file(conf_path, &text, &len) : NTK_OK;
-  if ((st = ntk_agree(st))) return ntk_status_exit_code(st);
+  if ((st = ntk_comm_agree_report(comm, st))) return ntk_status_exit_code(st);
   uint64_t len64 = len;
-  if ((st = ntk_agree(ntk_comm_bcast(&len64, sizeof len64)))) return ntk_status_exit_code(st);
+  if ((st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, &len64, sizeof len64)))) return ntk_status_exit_code(st);
   if (rank != 0 && !(text = calloc(1, (size_t)len64 + 1))) st = ntk_error(NTK_ENOMEM, "out of memory");
-  if (!(st = ntk_agree(st))) st = ntk_agree(ntk_comm_bcast(text, (size_t)len64));
+  if (!(st = ntk_comm_agree_report(comm, st))) st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, text, (size_t)len64));
   struct ntk_job *job = calloc(1, sizeof *job);
-  if (!st && !job) st = ntk_agree(ntk_error(NTK_ENOMEM, "out of memory"));
-  if (!st) st = ntk_agree(rank == 0 ? ntk_job_parse_string(text, conf_path, job)
+  if (!st && !job) st = ntk_comm_agree_report(comm, ntk_error(NTK_ENOMEM, "out of memory"));
+  if (!st) st = ntk_comm_agree_report(comm, rank == 0 ? ntk_job_parse_string(text, conf_path, job)
                                 : (ntk_job_parse_string(text, conf_path, job), NTK_OK));
   free(text);
   /* Before anything is read or written: no output may replace an input,
@@ -130,10 +104,10 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     const char *owned = job->train.enabled ? job->train.snapshot : job->out_path;
     if (!fst && rank == 0 && owned[0])
       fst = ntk_lock_acquire(owned, job->train.enabled ? "snapshot" : "store", &lock);
-    st = ntk_agree(fst);
+    st = ntk_comm_agree_report(comm, fst);
   }
   if (!st && job->train.enabled) { /* a [train] section: an MLP to train, not a kernel */
-    st = ntk_train_run(job, overwrite);
+    st = ntk_train_run(comm, job, overwrite);
     ntk_lock_release(lock);
     ntk_job_free(job);
     free(job);
@@ -142,19 +116,20 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   struct ntk_arch arch = {0, NULL};
   if (!st) {
     ntk_status a = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
-    st = ntk_agree(rank == 0 ? a : NTK_OK);
+    st = ntk_comm_agree_report(comm, rank == 0 ? a : NTK_OK);
   }
 
   double t_start = ntk_now(), t_loaded = 0, t_shared = 0, t_ready = 0;
   /* 2. The data: loaded on rank 0, broadcast to the workers. */
   struct ntk_dataset data;
   memset(&data, 0, sizeof data);
-  if (!st) st = ntk_agree(rank == 0 ? ntk_data_load_job(job, job->precision, &data) : NTK_OK);
+  if (!st) st = ntk_comm_agree_report(comm, rank == 0 ? ntk_data_load_job(job, job->precision, &data) : NTK_OK);
   /* Labels of a regression are checked now, not after the tiles. */
   if (!st && job->solve.enabled)
-    st = ntk_agree(rank == 0 ? ntk_solve_check_labels(job, data.n_train, data.n - data.n_train) : NTK_OK);
+    st = ntk_comm_agree_report(comm, rank == 0 ? ntk_solve_check_labels(job, data.n_train, data.n - data.n_train) : NTK_OK);
   t_loaded = ntk_now();
-  if (!st && size > 1) st = ntk_data_bcast(&data);
+  ntk_data_share_t *shared = NULL; /* one copy of the data per node */
+  if (!st && size > 1) st = ntk_data_share(comm, &data, &shared);
 
   t_shared = ntk_now();
   /* 3. Does the network fit the data? Checked on rank 0 before the store
@@ -169,7 +144,7 @@ int ntk_run_job(const char *conf_path, int overwrite) {
       backend->destroy(probe);
       if (pst) pst = ntk_error(pst, "%s:%d: [model] arch: %s", conf_path, job->arch_line, ntk_error_message());
     }
-    st = ntk_agree(pst);
+    st = ntk_comm_agree_report(comm, pst);
   }
 
   /* 4. Placement (docs/GPU.md, "Placement"): each rank lists the GPUs it
@@ -190,10 +165,10 @@ int ntk_run_job(const char *conf_path, int overwrite) {
       snprintf(mywhy, sizeof mywhy, "%s", view->why);
       list_failed = view->n < 0;
     }
-    st = ntk_agree(view ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
+    st = ntk_comm_agree_report(comm, view ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
     void *all = NULL;
     struct ntk_node_info node;
-    if (!st) st = ntk_agree(ntk_comm_node_gather(view, sizeof *view, &all, &node));
+    if (!st) st = ntk_comm_agree_report(comm, ntk_comm_node_gather(comm, view, sizeof *view, &all, &node));
     char nogpu[512] = "";
     int gpu_arch = ntk_backend_gpu_computes(&arch, &data, nogpu, sizeof nogpu);
     ntk_status pst = NTK_OK;
@@ -234,8 +209,8 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     }
     free(all);
     free(view);
-    if (!st) st = ntk_agree(pst); /* each rank that cannot be placed says why */
-    if (!st) st = ntk_agree(ntk_comm_sum_doubles(tally + 2, 2));
+    if (!st) st = ntk_comm_agree_report(comm, pst); /* each rank that cannot be placed says why */
+    if (!st) st = ntk_comm_agree_report(comm, ntk_comm_sum_doubles(comm, tally + 2, 2));
     if (!st && rank == 0 && job->backend == NTK_BACKEND_AUTO) {
       if (!tally[3] && strstr(ntk_backend_names(), "cuda"))
         fprintf(stderr, "ntkd: no usable GPU (%s): computing on the CPU\n", mywhy);
@@ -263,8 +238,8 @@ int ntk_run_job(const char *conf_path, int overwrite) {
                 data.n, data.d, info.kernels & NTK_KERNEL_NTK ? "NNGP+NTK" : "NNGP",
                 data.elem == 4 ? "float32" : "float64", (unsigned long long)tile, size, size > 1 ? "s" : "");
     }
-    st = ntk_agree(st);
-    if (!st) st = ntk_agree(ntk_comm_bcast(&tile, sizeof tile));
+    st = ntk_comm_agree_report(comm, st);
+    if (!st) st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, &tile, sizeof tile));
   }
 
   /* 6. Compute. */
@@ -286,10 +261,10 @@ int ntk_run_job(const char *conf_path, int overwrite) {
     } else if (computes) {
       est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
     }
-    st = ntk_agree(est);
+    st = ntk_comm_agree_report(comm, est);
     /* Counted once the engines exist: a GPU that failed to start is not one. */
     tally[1] = computes && place >= 0;
-    if (!st) st = ntk_agree(ntk_comm_sum_doubles(tally, 2));
+    if (!st) st = ntk_comm_agree_report(comm, ntk_comm_sum_doubles(comm, tally, 2));
     if (!st && rank == 0 && tally[3] > 0) {
       int workers = size == 1 ? 1 : size - 1, placed = (int)tally[0], on_gpu = (int)tally[1];
       fprintf(stderr, "ntkd: placement: %d of %d worker%s on GPUs (CUDA), %d on the CPU; %d distinct GPU%s seen "
@@ -306,21 +281,21 @@ int ntk_run_job(const char *conf_path, int overwrite) {
   if (!st) {
     double *d = calloc((size_t)size, sizeof *d);
     depth = calloc((size_t)size, sizeof *depth);
-    st = ntk_agree(d && depth ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
+    st = ntk_comm_agree_report(comm, d && depth ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
     if (!st && engine) d[rank] = ntk_engine_depth(engine);
-    if (!st) st = ntk_agree(ntk_comm_sum_doubles(d, (size_t)size));
+    if (!st) st = ntk_comm_agree_report(comm, ntk_comm_sum_doubles(comm, d, (size_t)size));
     for (int k = 0; !st && k < size; k++) depth[k] = (int)d[k];
     free(d);
   }
   ntk_status result = NTK_OK;
   t_ready = ntk_now();
   if (!st) {
-    if (rank == 0) result = ntk_coordinator_run(store, size == 1 ? engine : NULL, job, depth);
-    else result = ntk_worker_serve(engine, &tiling);
+    if (rank == 0) result = ntk_coordinator_run(comm, store, size == 1 ? engine : NULL, job, depth);
+    else result = ntk_worker_serve(comm, engine, &tiling);
     if (result && result != NTK_EINTERRUPTED) fprintf(stderr, "ntkd: %s%s\n", rank ? "worker: " : "error: ",
                                                       ntk_error_message());
     else if (result) fprintf(stderr, "ntkd: %s\n", ntk_error_message());
-    st = ntk_comm_agree(result);
+    st = ntk_comm_agree(comm, result);
   }
   ntk_status closed = store ? ntk_store_close(store) : NTK_OK;
   if (closed && !st) {
@@ -336,11 +311,11 @@ int ntk_run_job(const char *conf_path, int overwrite) {
    * src/solve/, docs/SOLVE.md). */
   if (!st && job->solve.enabled) {
     ntk_cpu_single_thread();
-    st = ntk_solve(job->out_path, job, NULL, 0, NULL); /* collective; prints its own errors */
+    st = ntk_solve(comm, job->out_path, job, NULL, 0, NULL); /* collective; prints its own errors */
   }
   ntk_engine_free(engine);
   free(depth);
-  ntk_data_free(&data);
+  ntk_data_unshare(shared, &data);
   ntk_arch_free(&arch);
   ntk_lock_release(lock);
   ntk_job_free(job);

@@ -63,6 +63,14 @@ job d2 small.npy 64 float64
 expect_rc 0 "float64 mpirun -np 3, tile 64" mpirun -np 3 "$NTKD" d2.conf
 "$NTKD" export d2.ntk d2_ntk.npy >/dev/null 2>&1
 check "float64 mpirun output byte-identical" cmp -s d_ntk.npy d2_ntk.npy
+# Pretend nodes (NTKD_TEST_NODES, docs/CLI.md): the data reach the ranks
+# through node leaders and one shared window per node; the multi-node path.
+job pn small.npy 128 float32
+expect_rc 0 "mpirun -np 5 as 3 pretend nodes" env NTKD_TEST_NODES=3 mpirun -np 5 "$NTKD" pn.conf
+check "... says the test setting aloud" has "test setting NTKD_TEST_NODES=3" err.log
+check "... reports one copy of the data per node" has "data: one copy per node on 3 nodes" err.log
+"$NTKD" export pn.ntk pn_ntk.npy >/dev/null 2>&1
+check "... byte-identical to one process" cmp -s a_ntk.npy pn_ntk.npy
 
 # --- CNN jobs: same bits for any rank count and tile size ---------------------
 $PY -c "import numpy as np; np.save('img.npy', np.random.default_rng(9).standard_normal((37, 8, 8, 3)).astype(np.float32))"

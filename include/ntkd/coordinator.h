@@ -4,6 +4,7 @@
 #ifndef NTKD_COORDINATOR_H
 #define NTKD_COORDINATOR_H
 
+#include "ntkd/comm.h"
 #include "ntkd/config.h"
 #include "ntkd/status.h"
 #include "ntkd/store.h"
@@ -23,6 +24,7 @@
  * other workers' tiles are stored and the store synced, this prints the
  * error and ends every rank with ntk_comm_abort(exit code of the first
  * failure), leaving the store open (the process ends; its lock with it). */
-ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const struct ntk_job *job, const int *depth);
+ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_engine_t *solo,
+                               const struct ntk_job *job, const int *depth);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ntkd/comm.h"
 #include "ntkd/config.h"
 #include "ntkd/status.h"
 
@@ -57,7 +58,7 @@ int ntk_spd_solve(double *a, size_t n, double reg, double *b, size_t nrhs, doubl
  * NTK_EINCOMPLETE, NTK_EINPUT (labels, no test set, an ill-conditioned
  * matrix: the other ridges are still solved and written), NTK_ENOMEM,
  * NTK_EIO, NTK_ECORRUPT. */
-ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct ntk_solve_result *results,
+ntk_status ntk_solve(const ntk_comm_t *world, const char *store_path, const struct ntk_job *job, struct ntk_solve_result *results,
                      size_t cap, size_t *nresults);
 
 /* Read the job's train and test labels for ntr and nte samples and check
@@ -68,6 +69,6 @@ ntk_status ntk_solve_check_labels(const struct ntk_job *job, size_t ntr, size_t 
 /* `[mpirun -np P] ntkd solve STORE JOB.conf`: check that the store was
  * computed from the job's data and model, then ntk_solve. Collective.
  * Returns the exit code. */
-int ntk_cmd_solve(const char *store_path, const char *conf_path);
+int ntk_cmd_solve(const ntk_comm_t *world, const char *store_path, const char *conf_path);
 
 #endif

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ntkd/comm.h"
 #include "ntkd/config.h"
 #include "ntkd/status.h"
 #include "ntkd/store.h"
@@ -39,6 +40,7 @@ struct ntk_solve_problem {
   const double *ridge;  /* [solve] ridge, as given (diag_reg) */
   const struct ntk_solve_opts *opts; /* block, grid, tolerance, loo, variance, ... */
   int nranks, rank;     /* the job's ranks (1 and 0 without mpirun) */
+  const ntk_comm_t *comm; /* and their communicator */
 };
 
 /* Why a ridge was not solved. */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ntkd/comm.h"
 #include "ntkd/config.h"
 #include "ntkd/status.h"
 
@@ -147,6 +148,6 @@ ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, f
  * every rank returns the same status: NTK_EINTERRUPTED after a signal (a
  * snapshot was written), NTK_EMISMATCH for a snapshot of another job
  * without `overwrite`. */
-ntk_status ntk_train_run(const struct ntk_job *job, int overwrite);
+ntk_status ntk_train_run(const ntk_comm_t *world, const struct ntk_job *job, int overwrite);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "ntkd/backend.h"
+#include "ntkd/comm.h"
 #include "ntkd/status.h"
 #include "ntkd/tiling.h"
 
@@ -87,6 +88,6 @@ void ntk_engine_set_hook(ntk_engine_t *e, void (*hook)(void *arg, const struct n
  * then ends the job (ntk_comm_abort) once the others' tiles are stored.
  * Without an answer within a minute this rank ends the job itself.
  * Rank-local (talks only to rank 0). */
-ntk_status ntk_worker_serve(ntk_engine_t *e, const struct ntk_tiling *tiling);
+ntk_status ntk_worker_serve(const ntk_comm_t *world, ntk_engine_t *e, const struct ntk_tiling *tiling);
 
 #endif

@@ -21,6 +21,7 @@
 #include "ntkd/signals.h"
 
 struct sched {
+  const ntk_comm_t *comm; /* the job's ranks: 0 coordinates, the others compute */
   ntk_store_t *store;
   const struct ntk_tiling *tiling;
   uint64_t *pending;
@@ -296,7 +297,7 @@ static void send_next(struct sched *s, int worker, struct peer *p, int *active) 
   if (limit < NTK_PREFETCH) limit = NTK_PREFETCH;
   while (p[worker].inflight < limit && sched_more(s)) {
     uint64_t index = s->pending[s->next];
-    ntk_status st = ntk_comm_send(worker, NTK_TAG_WORK, &index, sizeof index);
+    ntk_status st = ntk_comm_send(s->comm, worker, NTK_TAG_WORK, &index, sizeof index);
     if (st) {
       lose(s, p, worker, active, st);
       return;
@@ -308,7 +309,7 @@ static void send_next(struct sched *s, int worker, struct peer *p, int *active) 
     uint64_t stop = NTK_WORK_STOP;
     (*active)--;
     p[worker].inflight = -1; /* stopped */
-    ntk_status st = ntk_comm_send(worker, NTK_TAG_WORK, &stop, sizeof stop);
+    ntk_status st = ntk_comm_send(s->comm, worker, NTK_TAG_WORK, &stop, sizeof stop);
     if (st) lose(s, p, worker, active, st);
   }
 }
@@ -336,7 +337,7 @@ static void check_stalls(struct sched *s, struct peer *p, int nworkers, int *act
     double limit = s->per_worker[k] || p[k].depth <= NTK_PREFETCH ? base : base * (p[k].depth - 1);
     int from, tag;
     size_t bytes;
-    if (p[k].inflight <= 0 || p[k].lost || quiet <= limit || ntk_comm_poll(k, &from, &tag, &bytes, 0)) continue;
+    if (p[k].inflight <= 0 || p[k].lost || quiet <= limit || ntk_comm_poll(s->comm, k, &from, &tag, &bytes, 0)) continue;
     fprintf(stderr, "\nntkd: worker rank %d has returned nothing for %.1f s while holding %d tile%s (limit %.1f s): "
             "counting it out; storing the tiles the others return, then ending the job\n",
             k, quiet, p[k].inflight, p[k].inflight == 1 ? "" : "s", limit);
@@ -363,7 +364,7 @@ static void on_fail(struct sched *s, struct peer *p, int from, unsigned char *bu
   if (st == NTK_ECOMM) {
     lose(s, p, from, active, st);
     uint64_t stop = NTK_WORK_STOP;
-    ntk_comm_send(from, NTK_TAG_WORK, &stop, sizeof stop);
+    ntk_comm_send(s->comm, from, NTK_TAG_WORK, &stop, sizeof stop);
     return;
   }
   set_failure(s, st);
@@ -372,7 +373,7 @@ static void on_fail(struct sched *s, struct peer *p, int from, unsigned char *bu
 }
 
 static ntk_status run_mpi(struct sched *s, const int *depth) {
-  int nworkers = ntk_comm_size() - 1, active = nworkers;
+  int nworkers = ntk_comm_size(s->comm) - 1, active = nworkers;
   struct peer *p = calloc((size_t)nworkers + 1, sizeof *p);
   s->per_worker = calloc((size_t)nworkers + 1, sizeof *s->per_worker);
   if (!p || !s->per_worker) {
@@ -401,11 +402,11 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
       cancelled = 1;
       for (int k = 1; k <= nworkers; k++) {
         if (p[k].inflight <= 0) continue;
-        ntk_status cst = ntk_comm_send(k, NTK_TAG_CANCEL, NULL, 0);
+        ntk_status cst = ntk_comm_send(s->comm, k, NTK_TAG_CANCEL, NULL, 0);
         if (cst) lose(s, p, k, &active, cst);
       }
     }
-    int got = ntk_comm_poll(-1, &from, &tag, &bytes, 0.25);
+    int got = ntk_comm_poll(s->comm, -1, &from, &tag, &bytes, 0.25);
     /* Look for silent workers when idle, and every second when busy. */
     if (!got || ntk_now() - last_check >= 1.0) {
       check_stalls(s, p, nworkers, &active);
@@ -420,7 +421,7 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
       break;
     }
     p[from].heard = ntk_now();
-    ntk_status rst = ntk_comm_recv_within(from, tag, buf, bytes, stall_limit(s));
+    ntk_status rst = ntk_comm_recv_within(s->comm, from, tag, buf, bytes, stall_limit(s));
     if (rst) {
       if (rst != NTK_ESTALLED) free(buf); /* else MPI may still write into it: let it be */
       if (!p[from].lost) lose(s, p, from, &active, ntk_error(rst, "worker rank %d: %s", from, ntk_error_message()));
@@ -487,19 +488,21 @@ static void print_per_worker(const uint64_t *count, int nw) {
           (unsigned long long)count[lo], lo, (unsigned long long)count[hi], hi, nw);
 }
 
-ntk_status ntk_coordinator_run(ntk_store_t *store, ntk_engine_t *solo, const struct ntk_job *job, const int *depth) {
+ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_engine_t *solo,
+                               const struct ntk_job *job, const int *depth) {
   struct sched s;
   ntk_status st = sched_init(&s, store, job);
   if (st) return st;
+  s.comm = world;
   fprintf(stderr, "ntkd: %llu of %llu tiles to compute on %d %s\n", (unsigned long long)s.npending,
-          (unsigned long long)s.tiling->needed, solo ? 1 : ntk_comm_size() - 1,
-          solo || ntk_comm_size() == 2 ? "worker" : "workers");
+          (unsigned long long)s.tiling->needed, solo ? 1 : ntk_comm_size(world) - 1,
+          solo || ntk_comm_size(world) == 2 ? "worker" : "workers");
   st = solo ? run_solo(&s, solo) : run_mpi(&s, depth);
   /* Whatever happened, make what was stored durable. */
   ntk_status sync = ntk_store_sync(store);
   int complete = ntk_store_tiles_done(store) == s.tiling->needed;
   ntk_progress_finish(&s.progress, complete ? "done" : s.failure || st ? "failed" : "stopped");
-  int nw = solo ? 1 : ntk_comm_size() - 1;
+  int nw = solo ? 1 : ntk_comm_size(world) - 1;
   double wall = ntk_now() - s.progress.start;
   if (wall > 0 && s.progress.pairs_session)
     fprintf(stderr, "ntkd: workers spent %.2f s computing tiles: %.0f%% of %d x %.2f s\n", s.compute_seconds,

@@ -108,8 +108,8 @@ struct cg {
 
 /* Collective: the worst status; a rank that is fine but stops for another
  * rank's failure gets a message saying so (the failing rank keeps its own). */
-static ntk_status agree(ntk_status local) {
-  ntk_status st = ntk_comm_agree(local);
+static ntk_status agree(const ntk_comm_t *comm, ntk_status local) {
+  ntk_status st = ntk_comm_agree(comm, local);
   if (st == NTK_EINTERRUPTED && local != NTK_EINTERRUPTED)
     ntk_error(st, "interrupted during the solve (the store is complete): ntkd solve STORE JOB.conf solves again");
   else if (st && !local)
@@ -306,7 +306,7 @@ static ntk_status product(struct cg *c, const double *x, double *y, size_t na) {
   c->t_prod += ntk_now() - t;
   if (!st) st = stop_check();
   t = ntk_now();
-  if (!(st = agree(st))) st = agree(ntk_comm_sum_doubles(y, c->n * na));
+  if (!(st = agree(c->p->comm, st))) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, y, c->n * na));
   c->t_comm += ntk_now() - t;
   return st;
 }
@@ -326,8 +326,8 @@ static ntk_status diagonal(struct cg *c, double *d) {
     for (size_t r = 0; r < t->rows; r++)
       d[t->r0 + r] = c->elem == 4 ? (double)((const float *)v)[r * ld + r] : ((const double *)v)[r * ld + r];
   }
-  if ((st = agree(st))) return st;
-  return agree(ntk_comm_sum_doubles(d, c->n));
+  if ((st = agree(c->p->comm, st))) return st;
+  return agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, d, c->n));
 }
 
 /* Is (value, index) a before b: larger value first, then smaller index. */
@@ -372,9 +372,9 @@ static ntk_status read_columns(struct cg *c, const size_t *S, size_t b, double *
     }
   }
   if (!st) st = stop_check();
-  if ((st = agree(st))) return st;
+  if ((st = agree(c->p->comm, st))) return st;
   c->passes++;
-  return agree(ntk_comm_sum_doubles(out, n * b));
+  return agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, out, n * b));
 }
 
 static int cmp_size(const void *a, const void *b) {
@@ -400,7 +400,7 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
   ntk_status st = dl && C && top && tv && ti && E && LS && lS && col && S && blk && left && chosen
                       ? NTK_OK
                       : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner");
-  st = agree(st);
+  st = agree(c->p->comm, st);
   double dmax0 = 0;
   for (size_t i = 0; i < n; i++) dmax0 = d[i] > dmax0 ? d[i] : dmax0;
   double floor = 1e-13 * dmax0;
@@ -417,7 +417,7 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
       top[2 * ((size_t)c->rank * b + j)] = tv[j];
       top[2 * ((size_t)c->rank * b + j) + 1] = ti[j] + 1;
     }
-    if ((st = agree(ntk_comm_sum_doubles(top, 2 * R * b)))) break;
+    if ((st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, top, 2 * R * b)))) break;
     size_t avail = 0;
     cnt = 0;
     for (size_t j = 0; j < R * b; j++)
@@ -433,7 +433,7 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
     memset(LS, 0, b * m * sizeof *LS);
     for (size_t j = 0; j < b; j++)
       if (S[j] >= lo && S[j] < c->hi) memcpy(LS + j * m, L + (S[j] - lo) * k, m * sizeof *LS);
-    if (m && (st = agree(ntk_comm_sum_doubles(LS, b * m)))) break;
+    if (m && (st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, LS, b * m)))) break;
     /* E = K[S, S] - L_S L_S^T, the residual on the batch (every rank alike) */
     for (size_t i = 0; i < b; i++)
       for (size_t j = 0; j < b; j++) {
@@ -482,8 +482,8 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
   }
   double sum = 0;
   for (size_t i = 0; !st && i < nl; i++) sum += dl[i];
-  if (!st) st = agree(ntk_comm_sum_doubles(&sum, 1));
-  if (!st) st = agree(ntk_comm_bcast(&sum, sizeof sum));
+  if (!st) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, &sum, 1));
+  if (!st) st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, &sum, sizeof sum));
   *resid = sum;
   c->m = m;
   free(dl), free(C), free(top), free(tv), free(ti), free(E), free(LS), free(lS), free(col), free(S);
@@ -501,7 +501,7 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
   ntk_status st = NTK_OK;
   if (k) {
     c->L = malloc((nl * k + 1) * sizeof *c->L);
-    if ((st = agree(c->L ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the %zu x %zu preconditioner", n, k))))
+    if ((st = agree(c->p->comm, c->L ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the %zu x %zu preconditioner", n, k))))
       return st;
     if ((st = pivoted_cholesky(c, d, k, c->L, &resid))) return st;
     c->ldl = k;
@@ -526,8 +526,8 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
     for (size_t i = 0; i < m; i++)
       for (size_t j = 0; j < i; j++) G[i * m + j] = G[j * m + i];
   }
-  if (!(st = agree(st))) st = agree(ntk_comm_sum_doubles(G, m * m));
-  if (!st) st = agree(ntk_comm_bcast(G, m * m * sizeof *G));
+  if (!(st = agree(c->p->comm, st))) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, G, m * m));
+  if (!st) st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, G, m * m * sizeof *G));
   /* s I + G, one Cholesky factor per ridge (column-major lower = G's
    * row-major upper; G is symmetric) */
   double bad[NTK_MAX_RIDGES] = {0};
@@ -540,7 +540,7 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
     dpotrf_("L", &mi, f, &mi, &info, 1);
     bad[r] = info != 0;
   }
-  if (!st) st = agree(ntk_comm_sum_doubles(bad, nridge));
+  if (!st) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, bad, nridge));
   for (size_t r = 0; !st && r < nridge; r++)
     if (bad[r] > 0) c->rshift[r] = 0; /* not positive definite to working precision: that ridge goes unpreconditioned */
   free(G);
@@ -565,7 +565,7 @@ static ntk_status precondition(struct cg *c, const double *R, double *Z, const s
   if (nl)
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (int)m, (int)na, (int)nl, 1.0, c->L, (int)c->ldl,
                 R + c->lo * na, (int)na, 0.0, w, (int)m);
-  ntk_status st = agree(ntk_comm_sum_doubles(w, m * na));
+  ntk_status st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, w, m * na));
   if (st) return st;
   for (size_t a = 0; a < na;) {
     size_t r = rid[a], e = a;
@@ -583,7 +583,7 @@ static ntk_status precondition(struct cg *c, const double *R, double *Z, const s
   if (nl)
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nl, (int)na, (int)m, 1.0, c->L, (int)c->ldl, w, (int)m,
                 0.0, corr + c->lo * na, (int)na);
-  if ((st = agree(ntk_comm_sum_doubles(corr, n * na)))) return st;
+  if ((st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, corr, n * na)))) return st;
   for (size_t i = 0; i < n; i++)
     for (size_t a = 0; a < na; a++) {
       double sh = c->rshift[rid[a]], r = R[i * na + a];
@@ -697,7 +697,7 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
           size_t q = v->act[a];
           flag[a] = v->res[q] > tol && v->it[q] < max_it && restarts < CG_RESTARTS;
         }
-      if ((st = agree(ntk_comm_bcast(flag, nd)))) return st;
+      if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, nd)))) return st;
       for (size_t a = 0; a < nd; a++)
         if (flag[a]) v->state[v->act[a]] = COL_RUN, again++;
       if (!again) break;
@@ -712,7 +712,7 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
     if ((st = product(c, v->Pa, v->Qa, na))) return st;
     (*total_it)++;
     unsigned char *flag = malloc(na + 1);
-    if ((st = agree(flag ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+    if ((st = agree(c->p->comm, flag ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
       free(flag);
       return st;
     }
@@ -745,7 +745,7 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
       else if (v->res[q] <= tol) flag[a] = COL_DONE;
       else if (v->it[q] >= max_it) flag[a] = COL_FAIL, v->why[q] = WHY_MAXIT;
     }
-    if ((st = agree(ntk_comm_bcast(flag, na)))) {
+    if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, na)))) {
       free(flag);
       return st;
     }
@@ -839,7 +839,7 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   else if (o->variance != NTK_VARIANCE_NO)
     st = ntk_error(NTK_EINPUT, "[solve] variance needs the inverse of the train kernel, which method = cg does not "
                    "form: use method = lapack or scalapack");
-  if ((st = agree(st))) return st;
+  if ((st = agree(p->comm, st))) return st;
 
   struct { double need, avail; } mine = {0, ntk_solve_mem_available()}, *all = NULL;
   struct ntk_node_info node;
@@ -873,8 +873,8 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
                  8.0 * (double)k * (double)k * (double)(p->nridge + 1) + 8.0 * (double)n * CG_BATCH +
                  3.0 * (double)edge * (double)edge * (double)c.elem * 2;
   mine.need = c.tile_bytes + other;
-  if (!st) st = ntk_comm_node_gather(&mine, sizeof mine, (void **)&all, &node);
-  if ((st = agree(st))) goto done;
+  if (!st) st = ntk_comm_node_gather(p->comm, &mine, sizeof mine, (void **)&all, &node);
+  if ((st = agree(p->comm, st))) goto done;
   { /* OpenBLAS threads: this node's cores shared by its ranks */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int th = cores > 0 ? (int)(cores / node.size) : 1;
@@ -885,9 +885,9 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
     double node_need = 0;
     for (int i = 0; i < node.size; i++) node_need += all[i].need;
     double avail = all[0].avail, nofit = node_need > 0.8 * avail ? 1 : 0;
-    if ((st = agree(ntk_comm_sum_doubles(&nofit, 1)))) goto done;
+    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, &nofit, 1)))) goto done;
     double total_tiles = c.tile_bytes;
-    if ((st = agree(ntk_comm_sum_doubles(&total_tiles, 1)))) goto done;
+    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, &total_tiles, 1)))) goto done;
     int want = o->cg_kernel;
     c.memory = want == NTK_CG_KERNEL_MEMORY || (want == NTK_CG_KERNEL_AUTO && nofit == 0);
     if (c.rank == 0)
@@ -901,8 +901,8 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
     st = load_tiles(&c);
     if (st == NTK_ENOMEM && o->cg_kernel == NTK_CG_KERNEL_AUTO) st = NTK_OK, c.memory = -1; /* agreed below */
     double fallback = c.memory < 0;
-    if ((st = agree(st))) goto done;
-    if ((st = agree(ntk_comm_sum_doubles(&fallback, 1)))) goto done;
+    if ((st = agree(p->comm, st))) goto done;
+    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, &fallback, 1)))) goto done;
     if (fallback > 0) {
       free_tiles(&c);
       c.memory = 0;
@@ -934,8 +934,8 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   if ((st = run_cg(&c, &v, tol, max_it, &total_it))) goto done;
   tcg = ntk_now() - tcg;
   /* rank 0's residuals decide which ridges failed */
-  if ((st = agree(ntk_comm_bcast(v.res, nc * sizeof *v.res)))) goto done;
-  if ((st = agree(ntk_comm_bcast(v.best, nc * sizeof *v.best)))) goto done;
+  if ((st = agree(p->comm, ntk_comm_bcast(p->comm, v.res, nc * sizeof *v.res)))) goto done;
+  if ((st = agree(p->comm, ntk_comm_bcast(p->comm, v.best, nc * sizeof *v.best)))) goto done;
 
   /* predictions: K_test,train X, each rank its test tiles, summed */
   {
@@ -949,8 +949,8 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
       block_product(&c, val, t->rows, t->cols, ld, v.X + t->c0 * nc, Y + (t->r0 - n) * nc, NULL, NULL, nc);
       st = stop_check();
     }
-    if ((st = agree(st))) goto done;
-    if ((st = agree(ntk_comm_sum_doubles(Y, c.nte * nc)))) goto done;
+    if ((st = agree(p->comm, st))) goto done;
+    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, Y, c.nte * nc)))) goto done;
     for (size_t r = 0; r < p->nridge; r++) {
       struct ntk_ridge_out *o_r = &out[r];
       o_r->reg = c.reg[r * c.classes];
@@ -992,7 +992,7 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
     double rss[2] = {ntk_solve_peak_rss(), 0};
     struct { double rss; } me = {rss[0]}, *nodes = NULL;
     struct ntk_node_info ni;
-    if ((st = agree(ntk_comm_node_gather(&me, sizeof me, (void **)&nodes, &ni)))) {
+    if ((st = agree(p->comm, ntk_comm_node_gather(p->comm, &me, sizeof me, (void **)&nodes, &ni)))) {
       free(nodes);
       goto done;
     }
@@ -1003,12 +1003,12 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
     double ww[2] = {worst_rank, worst_node};
     /* the largest over ranks and nodes, via a sum of one-hot slots */
     double *slots = calloc(2 * R + 1, sizeof *slots);
-    if ((st = agree(slots ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+    if ((st = agree(p->comm, slots ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
       free(slots);
       goto done;
     }
     slots[2 * (size_t)c.rank] = ww[0], slots[2 * (size_t)c.rank + 1] = ww[1];
-    st = agree(ntk_comm_sum_doubles(slots, 2 * R));
+    st = agree(p->comm, ntk_comm_sum_doubles(p->comm, slots, 2 * R));
     for (size_t r = 0; !st && r < R; r++) {
       worst_rank = slots[2 * r] > worst_rank ? slots[2 * r] : worst_rank;
       worst_node = slots[2 * r + 1] > worst_node ? slots[2 * r + 1] : worst_node;

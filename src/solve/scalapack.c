@@ -135,6 +135,7 @@ size_t ntk_solve_scalapack_bytes(size_t ntr, size_t nte, size_t classes, int nra
 
 /* The distributed train matrix and what goes with it. */
 struct dist {
+  const ntk_comm_t *comm;
   int ctxt, pr, pc, myr, myc, rank;
   size_t n, nb, locr, locc, lld;
   int desc[9];
@@ -146,10 +147,10 @@ struct dist {
 /* Collective: the worst of the ranks' statuses. A failure seen by one rank
  * is printed by it (ranks other than 0; rank 0's message is returned to
  * the driver); the others return the same status saying so. */
-static ntk_status agree_all(ntk_status st) {
-  int rank = ntk_comm_rank();
+static ntk_status agree_all(const ntk_comm_t *comm, ntk_status st) {
+  int rank = ntk_comm_rank(comm);
   if (st && rank != 0) fprintf(stderr, "ntkd: rank %d: %s\n", rank, ntk_error_message());
-  ntk_status all = ntk_comm_agree(st);
+  ntk_status all = ntk_comm_agree(comm, st);
   if (all && !st) ntk_error(all, "the ScaLAPACK solve stopped: another rank failed (its message is above)");
   return all;
 }
@@ -177,7 +178,7 @@ static void read_test_settings(int rank) {
 static ntk_status stop_point(const struct ntk_solve_problem *p) {
   static long count;
   if (test_stop_rank == p->rank && ++count == test_stop_at) raise(SIGTERM);
-  ntk_status st = agree_all(ntk_stop_requested() ? NTK_EINTERRUPTED : NTK_OK);
+  ntk_status st = agree_all(p->comm, ntk_stop_requested() ? NTK_EINTERRUPTED : NTK_OK);
   if (st == NTK_EINTERRUPTED)
     return ntk_error(st, "interrupted during the solve (the store is complete): %sntkd solve %s JOB.conf solves again",
                      p->nranks > 1 ? "mpirun " : "", p->store_path);
@@ -319,7 +320,7 @@ static ntk_status apply_inverse(struct dist *d, double *b, const int *descb, dou
   memset(x, 0, d->n * sizeof *x);
   if (d->myc == 0)
     for (size_t li = 0; li < d->locr; li++) x[l2g(li, d->nb, d->myr, d->pr)] = b[li];
-  return agree_all(ntk_comm_sum_doubles(x, d->n)); /* each entry from one rank: exact, the same everywhere */
+  return agree_all(d->comm, ntk_comm_sum_doubles(d->comm, x, d->n)); /* each entry from one rank: exact, the same everywhere */
 }
 
 static double asum(const double *x, size_t n) {
@@ -341,7 +342,7 @@ static ntk_status condition(struct dist *d, double *b, const int *descb, double 
   size_t n = d->n;
   double *x = malloc(n * sizeof *x + 1);
   int *sgn = malloc(n * sizeof *sgn + 1);
-  ntk_status st = agree_all(x && sgn ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
+  ntk_status st = agree_all(d->comm, x && sgn ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
   double est = 0;
   *rcond = 0;
   if (!st) {
@@ -389,7 +390,7 @@ static ntk_status condition(struct dist *d, double *b, const int *descb, double 
 static ntk_status norm1(struct dist *d, double *anorm) {
   int n = (int)d->n, one_i = 1;
   double *work = malloc((2 * d->locc + 2 * d->locr + d->nb + 64) * sizeof *work);
-  ntk_status st = agree_all(work ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
+  ntk_status st = agree_all(d->comm, work ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
   if (!st) *anorm = pdlansy_("1", "L", &n, d->a, &one_i, &one_i, d->desc, work, 1, 1);
   free(work);
   return st;
@@ -439,7 +440,7 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
   else ntk_cpu_all_threads();
 
   struct dist D = {0}, *d = &D;
-  d->pr = pr, d->pc = pc, d->n = ntr, d->nb = nb, d->rank = p->rank;
+  d->pr = pr, d->pc = pc, d->n = ntr, d->nb = nb, d->rank = p->rank, d->comm = p->comm;
   Cblacs_get(-1, 0, &d->ctxt);
   Cblacs_gridinit(&d->ctxt, "Row", pr, pc);
   int gpr, gpc;
@@ -461,11 +462,11 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
     st = ntk_error(NTK_ENOMEM, "out of memory for this rank's %zu x %zu share of the %zu x %zu train kernel "
                    "(%.1f GB); more ranks need less each", d->locr, d->locc, ntr, ntr,
                    8.0 * (double)(d->lld * d->locc) / 1e9);
-  st = agree_all(st);
+  st = agree_all(p->comm, st);
 
   /* The train block, each rank its own blocks. */
   double t0 = ntk_now();
-  if (!st) st = agree_all(read_train(p, d));
+  if (!st) st = agree_all(p->comm, read_train(p, d));
   if (!st && p->rank == 0)
     fprintf(stderr, "ntkd: solve: %s: read the %zu x %zu train block in %.2f s (ScaLAPACK grid %d x %d, block %zu)\n",
             kn, ntr, ntr, ntk_now() - t0, pr, pc, nb);
@@ -477,12 +478,12 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
     for (size_t i = 0; i < ntr; i += nb)
       if (owner(i, nb, pr) == d->myr && owner(i, nb, pc) == d->myc)
         for (size_t k = i; k < ntr && k < i + nb; k++) diag[k] = AT(d, g2l(k, nb, pr), g2l(k, nb, pc));
-    st = agree_all(ntk_comm_sum_doubles(diag, ntr));
+    st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, diag, ntr));
     for (size_t i = 0; i < ntr && !st; i++) trace += diag[i];
   }
   /* Leave-one-out as rank 0's arrays say (the driver allocates them). */
   int32_t want_loo = p->rank == 0 && o->loo && nr && out[0].diag_inv;
-  if (!st) st = agree_all(ntk_comm_bcast(&want_loo, sizeof want_loo));
+  if (!st) st = agree_all(p->comm, ntk_comm_bcast(p->comm, &want_loo, sizeof want_loo));
 
   for (size_t r = 0; r < nr && !st; r++) {
     if ((st = stop_point(p))) break;
@@ -520,7 +521,7 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
       for (size_t lj = 0; lj < locc_b; lj++)
         for (size_t li = 0; li < d->locr; li++)
           alpha[l2g(li, nb, d->myr, pr) * classes + l2g(lj, nb, d->myc, pc)] = b[li + lj * d->lld];
-      if ((st = agree_all(ntk_comm_sum_doubles(alpha, ntr * classes)))) break;
+      if ((st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, alpha, ntr * classes)))) break;
       for (size_t i = 0; i < ntr; i++) memcpy(all + i * M + r * classes, alpha + i * classes, classes * sizeof *all);
       if (ro->alpha) memcpy(ro->alpha, alpha, ntr * classes * sizeof *alpha);
       /* diag((L L^T)^-1) = squared column norms of L^-1, the inverse in
@@ -539,7 +540,7 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
           for (size_t li = first_local(j, nb, d->myr, pr); li < d->locr; li++) s += AT(d, li, lj) * AT(d, li, lj);
           colsq[j] = s;
         }
-        if ((st = agree_all(ntk_comm_sum_doubles(colsq, ntr)))) break;
+        if ((st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, colsq, ntr)))) break;
         if (ro->diag_inv) memcpy(ro->diag_inv, colsq, ntr * sizeof *colsq);
         t_loo = ntk_now() - t;
       }
@@ -577,8 +578,8 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
                     (int)(c1 - c0), all + c0 * M, (int)M, 1.0, pred + (r0 - ntr) * M, (int)M);
       }
     free(buf);
-    st = agree_all(st);
-    if (!st) st = agree_all(ntk_comm_sum_doubles(pred, nte * M));
+    st = agree_all(p->comm, st);
+    if (!st) st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, pred, nte * M));
     for (size_t r = 0; r < nr && !st; r++)
       if (out[r].pred && !out[r].failure)
         for (size_t i = 0; i < nte; i++) memcpy(out[r].pred + i * classes, pred + i * M + r * classes,

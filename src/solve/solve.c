@@ -27,18 +27,6 @@
 
 #define kname ntk_solve_kernel_name
 
-/* Collective: every rank gets the worst of the ranks' statuses; a local
- * error is printed where it happened (ranks other than 0 name
- * themselves), once. */
-static ntk_status agree(ntk_status st) {
-  if (st) {
-    if (ntk_comm_size() > 1 && ntk_comm_rank() != 0)
-      fprintf(stderr, "ntkd: rank %d: %s\n", ntk_comm_rank(), ntk_error_message());
-    else
-      fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
-  }
-  return ntk_comm_agree(st);
-}
 
 static ntk_status write_npy(const char *path, const double *x, size_t rows, size_t cols) {
   char tmp[NTK_PATH_MAX + 400], hdr[256];
@@ -115,9 +103,9 @@ static const char *method_name(int m) {
 /* [solve] method = auto: one process with LAPACK when the train block fits
  * rank 0's node (all cores), else ScaLAPACK over the ranks when their
  * shares fit, else conjugate gradients. Collective: rank 0 decides. */
-static ntk_status choose_method(const struct ntk_job *job, size_t ntr, size_t nte, size_t classes, int *method) {
-  int m = job->solve.method, size = ntk_comm_size();
-  if (m == NTK_SOLVE_AUTO && ntk_comm_rank() == 0) {
+static ntk_status choose_method(const ntk_comm_t *comm, const struct ntk_job *job, size_t ntr, size_t nte, size_t classes, int *method) {
+  int m = job->solve.method, size = ntk_comm_size(comm);
+  if (m == NTK_SOLVE_AUTO && ntk_comm_rank(comm) == 0) {
     size_t avail = (size_t)ntk_solve_mem_available(), need1 = ntk_solve_lapack_bytes(ntr, nte, classes);
     if (job->solve.variance) /* the NTK's variance: the NNGP blocks and Z (docs/SOLVE.md) */
       need1 += 8 * (ntr * ntr + 2 * ntr * nte + 256 * ntr) + (job->solve.variance == NTK_VARIANCE_FULL ? 8 * nte * nte : 0);
@@ -132,7 +120,7 @@ static ntk_status choose_method(const struct ntk_job *job, size_t ntr, size_t nt
               ntr > NTK_LAPACK_MAX_N ? ", and n is above its 46340" : "", method_name(m));
   }
   int32_t mm = m;
-  ntk_status st = ntk_comm_bcast(&mm, sizeof mm);
+  ntk_status st = ntk_comm_bcast(comm, &mm, sizeof mm);
   *method = mm;
   return st;
 }
@@ -169,12 +157,12 @@ static void free_outs(struct ntk_ridge_out *o, size_t n) {
 }
 
 /* Rank 0's arrays for every ridge (NULL on the other ranks). */
-static ntk_status alloc_outs(const struct ntk_job *job, int method, size_t ntr, size_t nte, size_t classes,
+static ntk_status alloc_outs(const ntk_comm_t *comm, const struct ntk_job *job, int method, size_t ntr, size_t nte, size_t classes,
                              struct ntk_ridge_out **out) {
   size_t nr = job->solve.nridge;
   *out = calloc(nr, sizeof **out);
   if (!*out) return ntk_error(NTK_ENOMEM, "out of memory");
-  if (ntk_comm_rank() != 0) return NTK_OK;
+  if (ntk_comm_rank(comm) != 0) return NTK_OK;
   int loo = job->solve.loo && method != NTK_SOLVE_CG;
   size_t nvar = job->solve.variance == NTK_VARIANCE_FULL ? nte * nte : job->solve.variance ? nte : 0;
   for (size_t r = 0; r < nr; r++) {
@@ -228,12 +216,12 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
   return st;
 }
 
-ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct ntk_solve_result *results,
+ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, const struct ntk_job *job, struct ntk_solve_result *results,
                      size_t cap, size_t *nresults) {
   if (nresults) *nresults = 0;
-  int rank = ntk_comm_rank();
+  int rank = ntk_comm_rank(comm);
   ntk_store_t *s = NULL;
-  ntk_status st = agree(ntk_store_open(store_path, NTK_STORE_READ, &s));
+  ntk_status st = ntk_comm_agree_report(comm, ntk_store_open(store_path, NTK_STORE_READ, &s));
   if (st) {
     ntk_store_close(s);
     return st;
@@ -255,23 +243,23 @@ ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct n
   int32_t *ytr = NULL, *yte = NULL;
   if (!st) st = ntk_labels_load(job->labels_path, ntr, job->count == 0, 65536, &ytr);
   if (!st) st = ntk_labels_load(job->test.labels, nte, job->test.count == 0, 65536, &yte);
-  st = agree(st);
+  st = ntk_comm_agree_report(comm, st);
   size_t classes = 2;
   for (size_t i = 0; !st && i < ntr; i++) classes = (size_t)ytr[i] + 1 > classes ? (size_t)ytr[i] + 1 : classes;
   for (size_t i = 0; !st && i < nte; i++) classes = (size_t)yte[i] + 1 > classes ? (size_t)yte[i] + 1 : classes;
   int method = NTK_SOLVE_LAPACK;
-  if (!st) st = agree(choose_method(job, ntr, nte, classes, &method));
+  if (!st) st = ntk_comm_agree_report(comm, choose_method(comm, job, ntr, nte, classes, &method));
   ntk_status (*const fn[])(const struct ntk_solve_problem *, struct ntk_ridge_out *) = {
       [NTK_SOLVE_LAPACK] = ntk_solve_lapack, [NTK_SOLVE_SCALAPACK] = ntk_solve_scalapack,
       [NTK_SOLVE_CG] = ntk_solve_cg};
   if (!st && job->solve.variance && method != NTK_SOLVE_LAPACK)
-    st = agree(rank == 0 ? ntk_error(NTK_EINPUT, "[solve] variance is computed by method = lapack (one process) only; "
+    st = ntk_comm_agree_report(comm, rank == 0 ? ntk_error(NTK_EINPUT, "[solve] variance is computed by method = lapack (one process) only; "
                                      "this solve uses %s", method_name(method)) : NTK_OK);
   int loo = job->solve.loo && method != NTK_SOLVE_CG;
   if (!st && rank == 0) {
     fprintf(stderr, "ntkd: solve: %zu train, %zu test samples, %zu classes, %zu ridge%s, method %s on %d rank%s\n",
             ntr, nte, classes, job->solve.nridge, job->solve.nridge == 1 ? "" : "s", method_name(method),
-            ntk_comm_size(), ntk_comm_size() == 1 ? "" : "s");
+            ntk_comm_size(comm), ntk_comm_size(comm) == 1 ? "" : "s");
     printf("%-6s %-10s %-12s %-9s %-10s %-10s%s\n", "kernel", "ridge", "added", method == NTK_SOLVE_CG ? "CG" : "rcond",
            "test acc", "test MSE", loo ? " LOO acc    LOO MSE" : "");
     fflush(stdout);
@@ -282,11 +270,11 @@ ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct n
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK && !st; which <<= 1) {
     if (!(in->kernels & (uint32_t)which)) continue;
     struct ntk_ridge_out *out = NULL;
-    st = agree(alloc_outs(job, method, ntr, nte, classes, &out));
+    st = ntk_comm_agree_report(comm, alloc_outs(comm, job, method, ntr, nte, classes, &out));
     struct ntk_solve_problem p = {s, store_path, which, ntr, nte, classes, ytr, job->solve.nridge, job->solve.ridge,
-                                  &job->solve, ntk_comm_size(), rank};
+                                  &job->solve, ntk_comm_size(comm), rank, comm};
     if (!st) { /* a method prints a failure that only one of its ranks saw; rank 0 prints the agreed one */
-      st = ntk_comm_agree(fn[method](&p, out));
+      st = ntk_comm_agree(comm, fn[method](&p, out));
       if (st && rank == 0) fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     }
     ntk_status wr = NTK_OK; /* rank 0: writing the results */
@@ -303,14 +291,14 @@ ntk_status ntk_solve(const char *store_path, const struct ntk_job *job, struct n
       if (results && nr < cap) results[nr] = res;
       nr++;
     }
-    if (!st) st = agree(wr);
+    if (!st) st = ntk_comm_agree_report(comm, wr);
     free_outs(out, job->solve.nridge);
   }
   if (nresults) *nresults = nr < cap ? nr : cap;
   free(ytr), free(yte);
   ntk_store_close(s);
   if (!st && bad) bad = ntk_error(bad, "%s", "some ridges could not be solved (see above); the others were written");
-  if (!st) st = agree(bad);
+  if (!st) st = ntk_comm_agree_report(comm, bad);
   if (!st && rank == 0) {
     char path[NTK_PATH_MAX + 64];
     prediction_path(store_path, job, NTK_KERNEL_NTK, 0, path, sizeof path);
@@ -332,9 +320,9 @@ ntk_status ntk_solve_check_labels(const struct ntk_job *job, size_t ntr, size_t 
   return st;
 }
 
-int ntk_cmd_solve(const char *store_path, const char *conf_path) {
+int ntk_cmd_solve(const ntk_comm_t *comm, const char *store_path, const char *conf_path) {
   char *text = NULL;
-  int rank = ntk_comm_rank();
+  int rank = ntk_comm_rank(comm);
   struct ntk_job *job = calloc(1, sizeof *job);
   ntk_status st = job ? ntk_read_text_file(conf_path, &text, NULL) : ntk_error(NTK_ENOMEM, "out of memory");
   if (!st) st = ntk_job_parse_string(text, conf_path, job);
@@ -361,8 +349,8 @@ int ntk_cmd_solve(const char *store_path, const char *conf_path) {
   ntk_store_close(s);
   ntk_data_free(&data);
   ntk_arch_free(&arch);
-  st = agree(st);
-  if (!st) st = ntk_solve(store_path, job, NULL, 0, NULL); /* prints its own errors */
+  st = ntk_comm_agree_report(comm, st);
+  if (!st) st = ntk_solve(comm, store_path, job, NULL, 0, NULL); /* prints its own errors */
   if (job) ntk_job_free(job);
   free(job);
   return ntk_status_exit_code(st);

@@ -17,9 +17,9 @@
 #include "ntkd/comm.h"
 #include "ntkd/cpuinit.h"
 #include "ntkd/data.h"
+#include "ntkd/data_share.h"
 #include "ntkd/fsutil.h"
 #include "ntkd/progress.h"
-#include "ntkd/run.h"
 #include "ntkd/signals.h"
 #include "ntkd/store.h"
 #include "ntkd/train.h"
@@ -28,6 +28,8 @@
 #define EVAL_CHUNK 500
 
 struct trainer {
+  const ntk_comm_t *comm; /* the job's ranks, each training on its shard */
+  ntk_data_share_t *train_share, *val_share; /* one copy of each set per node */
   const struct ntk_job *job;
   const struct ntk_train_opts *o;
   int rank, size;
@@ -61,7 +63,7 @@ static int pick_gpu(const struct trainer *T, struct ntk_gpu_view *view, double *
   ntk_backend_gpu_list(T->rank, view);
   void *all = NULL;
   struct ntk_node_info node;
-  if ((*st = ntk_agree(ntk_comm_node_gather(view, sizeof *view, &all, &node)))) return -1;
+  if ((*st = ntk_comm_agree_report(T->comm, ntk_comm_node_gather(T->comm, view, sizeof *view, &all, &node)))) return -1;
   struct ntk_place_summary sum = {0, 0, 0};
   ntk_status pst = ntk_backend_place_rank(pref, 1, node.size, all, node.index, node.host, &place, &sum);
   free(all);
@@ -82,7 +84,7 @@ static int pick_gpu(const struct trainer *T, struct ntk_gpu_view *view, double *
                     T->job->source, T->rank, node.host, sum.distinct, sum.distinct == 1 ? "" : "s", sum.computing,
                     sum.computing == 1 ? "" : "s", mine);
   }
-  *st = ntk_agree(pst);
+  *st = ntk_comm_agree_report(T->comm, pst);
   return *st ? -1 : place;
 }
 
@@ -92,7 +94,7 @@ static ntk_status start_device(struct trainer *T, size_t bmax) {
   ntk_status st;
   double tally[4] = {0, 0, 0, 0}; /* placed on a GPU, started there; nodes; distinct GPUs */
   struct ntk_gpu_view *view = calloc(1, sizeof *view);
-  if ((st = ntk_agree(view ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+  if ((st = ntk_comm_agree_report(T->comm, view ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
     free(view);
     return st;
   }
@@ -120,9 +122,9 @@ static ntk_status start_device(struct trainer *T, size_t bmax) {
       tally[1] = 1;
     }
   }
-  if ((st = ntk_agree(st))) return st;
+  if ((st = ntk_comm_agree_report(T->comm, st))) return st;
   if (T->o->device == NTK_TRAIN_DEVICE_CPU) return NTK_OK;
-  if ((st = ntk_agree(ntk_comm_sum_doubles(tally, 4)))) return st;
+  if ((st = ntk_comm_agree_report(T->comm, ntk_comm_sum_doubles(T->comm, tally, 4)))) return st;
   if (list_failed && tally[3] > 0) /* where GPUs are in use, a rank whose driver fails says so */
     fprintf(stderr, "ntkd: rank %d cannot list its GPUs (%s): training on the CPU\n", T->rank, why);
   if (T->rank == 0 && tally[3] > 0) {
@@ -178,13 +180,13 @@ static ntk_status load_data(struct trainer *T) {
 }
 
 /* Collective: rank 0's samples and labels to every rank. */
-static ntk_status share_data(struct trainer *T, struct ntk_dataset *ds, int32_t **y) {
-  ntk_status st = ntk_data_bcast(ds);
+static ntk_status share_data(struct trainer *T, struct ntk_dataset *ds, ntk_data_share_t **sh, int32_t **y) {
+  ntk_status st = ntk_data_share(T->comm, ds, sh);
   if (st) return st;
   if (T->rank != 0 && !(*y = malloc((ds->n ? ds->n : 1) * sizeof **y)))
     st = ntk_error(NTK_ENOMEM, "out of memory for %zu labels", ds->n);
-  if ((st = ntk_agree(st))) return st;
-  return ntk_comm_bcast(*y, ds->n * sizeof **y);
+  if ((st = ntk_comm_agree_report(T->comm, st))) return st;
+  return ntk_comm_bcast(T->comm, *y, ds->n * sizeof **y);
 }
 
 static int same_identity(const struct ntk_snapshot_info *a, const struct ntk_snapshot_info *b) {
@@ -278,7 +280,7 @@ static ntk_status validate(struct trainer *T, double *loss, double *acc, int *st
     s[0] += ntk_mlp_eval(&T->mlp, T->state, x + i * T->val.d, T->yval + i, b, T->work, &hits);
     s[1] += (double)hits;
   }
-  ntk_status st = ntk_comm_sum_doubles(s, 3);
+  ntk_status st = ntk_comm_sum_doubles(T->comm, s, 3);
   *loss = s[0] / (double)nv;
   *acc = s[1] / (double)nv;
   *stop = s[2] > 0;
@@ -288,17 +290,17 @@ static ntk_status validate(struct trainer *T, double *loss, double *acc, int *st
 /* Collective: every rank's parameters must be bit-identical to rank 0's. */
 static ntk_status check_in_step(struct trainer *T, uint64_t *sum) {
   uint64_t mine = ntk_checksum(T->state, T->mlp.nparams * sizeof(float)), root = mine;
-  ntk_status st = ntk_comm_bcast(&root, sizeof root);
+  ntk_status st = ntk_comm_bcast(T->comm, &root, sizeof root);
   if (!st && mine != root)
     st = ntk_error(NTK_EINTERNAL, "rank %d: parameters differ from rank 0's after epoch %" PRIu64
                    " (checksum %016" PRIx64 " vs %016" PRIx64 ")", T->rank, T->pos.epoch, mine, root);
   *sum = root;
-  return ntk_agree(st);
+  return ntk_comm_agree_report(T->comm, st);
 }
 
 static ntk_status interrupted(struct trainer *T) {
   ntk_status st = T->rank == 0 ? write_snapshot(T) : NTK_OK;
-  if ((st = ntk_agree(st))) return st;
+  if ((st = ntk_comm_agree_report(T->comm, st))) return st;
   if (*T->o->snapshot)
     return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 " after step %" PRIu64 "; snapshot in %s; "
                      "rerun the same command to resume", T->pos.epoch + 1, T->pos.step, T->o->snapshot);
@@ -340,7 +342,7 @@ static ntk_status train_epochs(struct trainer *T) {
       g[np] = (float)ntk_mlp_grad(&T->mlp, p, T->xb, T->yb, bl, T->work, g, &hits);
       g[np + 1] = (float)hits;
       g[np + 2] = ntk_stop_requested() ? 1.0f : 0.0f;
-      ntk_status st = ntk_comm_sum_floats(g, np + 3);
+      ntk_status st = ntk_comm_sum_floats(T->comm, g, np + 3);
       if (st) return st;
       /* Gradient sums over the global batch, divided by it inside the update. */
 #ifdef NTKD_HAVE_CUDA
@@ -383,7 +385,7 @@ static ntk_status train_epochs(struct trainer *T) {
       }
       if (!st) st = write_snapshot(T);
     }
-    if ((st = ntk_agree(st))) return st;
+    if ((st = ntk_comm_agree_report(T->comm, st))) return st;
     if (e + 1 == o->epochs && T->rank == 0)
       fprintf(stderr, "ntkd: %" PRIu64 " epochs trained; parameters identical on all %d rank%s (checksum %016"
               PRIx64 ")\n", T->pos.epoch, T->size, T->size > 1 ? "s" : "", sum);
@@ -394,9 +396,9 @@ static ntk_status train_epochs(struct trainer *T) {
 
 static ntk_status setup(struct trainer *T, int overwrite) {
   const struct ntk_train_opts *o = T->o;
-  ntk_status st = ntk_agree(T->rank == 0 ? load_data(T) : NTK_OK);
-  if (!st) st = ntk_agree(share_data(T, &T->train, &T->ytrain));
-  if (!st) st = ntk_agree(share_data(T, &T->val, &T->yval));
+  ntk_status st = ntk_comm_agree_report(T->comm, T->rank == 0 ? load_data(T) : NTK_OK);
+  if (!st) st = ntk_comm_agree_report(T->comm, share_data(T, &T->train, &T->train_share, &T->ytrain));
+  if (!st) st = ntk_comm_agree_report(T->comm, share_data(T, &T->val, &T->val_share, &T->yval));
   if (st) return st;
   ntk_mlp_init(&T->mlp, o->layers, o->nlayers);
   size_t np = T->mlp.nparams, B = o->batch, bmax = (B + (size_t)T->size - 1) / (size_t)T->size;
@@ -409,7 +411,7 @@ static ntk_status setup(struct trainer *T, int overwrite) {
   T->perm = malloc(T->train.n * sizeof *T->perm);
   if (!T->state || !T->g || !T->work || !T->xb || !T->yb || !T->perm)
     st = ntk_error(NTK_ENOMEM, "out of memory for %zu parameters", np);
-  if ((st = ntk_agree(st))) return st;
+  if ((st = ntk_comm_agree_report(T->comm, st))) return st;
 
   struct ntk_snapshot_info *id = &T->pos;
   memset(id, 0, sizeof *id);
@@ -430,11 +432,11 @@ static ntk_status setup(struct trainer *T, int overwrite) {
     st = start_state(T, overwrite, &resumed);
     if (!st) st = open_log(T, resumed);
   }
-  if ((st = ntk_agree(st))) return st;
+  if ((st = ntk_comm_agree_report(T->comm, st))) return st;
   /* Rank 0 initialised or resumed; everyone starts from its state. */
-  st = ntk_comm_bcast(&T->pos, sizeof T->pos);
-  if (!st) st = ntk_comm_bcast(T->state, 3 * np * sizeof *T->state);
-  if ((st = ntk_agree(st))) return st;
+  st = ntk_comm_bcast(T->comm, &T->pos, sizeof T->pos);
+  if (!st) st = ntk_comm_bcast(T->comm, T->state, 3 * np * sizeof *T->state);
+  if ((st = ntk_comm_agree_report(T->comm, st))) return st;
   if ((st = start_device(T, bmax))) return st;
   if (T->rank == 0) {
     char layers[256];
@@ -447,7 +449,7 @@ static ntk_status setup(struct trainer *T, int overwrite) {
   return NTK_OK;
 }
 
-ntk_status ntk_train_run(const struct ntk_job *job, int overwrite) {
+ntk_status ntk_train_run(const ntk_comm_t *comm, const struct ntk_job *job, int overwrite) {
   /* Before any arithmetic, on every rank: this (main) thread is the only
    * one that computes. ntkd creates no threads while training and OpenBLAS
    * runs single-threaded (ntk_cpu_single_thread), so sgemm executes here
@@ -457,8 +459,9 @@ ntk_status ntk_train_run(const struct ntk_job *job, int overwrite) {
   memset(&T, 0, sizeof T);
   T.job = job;
   T.o = &job->train;
-  T.rank = ntk_comm_rank();
-  T.size = ntk_comm_size();
+  T.comm = comm;
+  T.rank = ntk_comm_rank(comm);
+  T.size = ntk_comm_size(comm);
   T.adam = (struct ntk_adam){job->train.alpha, job->train.beta1, job->train.beta2, job->train.eps};
   ntk_status st = setup(&T, overwrite);
   if (!st && T.pos.epoch >= T.o->epochs) {
@@ -470,8 +473,8 @@ ntk_status ntk_train_run(const struct ntk_job *job, int overwrite) {
     if (st == NTK_EINTERRUPTED && T.rank == 0) fprintf(stderr, "ntkd: %s\n", ntk_error_message());
   }
   if (T.log) fclose(T.log);
-  ntk_data_free(&T.train);
-  ntk_data_free(&T.val);
+  ntk_data_unshare(T.train_share, &T.train);
+  ntk_data_unshare(T.val_share, &T.val);
   free(T.ytrain);
   free(T.yval);
   free(T.state);

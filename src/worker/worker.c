@@ -93,8 +93,7 @@ static int compress_threads(const struct ntk_backend_ops *be) {
     char *end;
     long n = strtol(v, &end, 10);
     if (!*end && n >= 0 && n <= 64) return (int)n;
-    fprintf(stderr, "ntkd: rank %d: NTKD_COMPRESS_THREADS=%s is not a number from 0 to 64: ignored\n",
-            ntk_comm_rank(), v);
+    fprintf(stderr, "ntkd: NTKD_COMPRESS_THREADS=%s is not a number from 0 to 64: ignored\n", v);
   }
   return be->compress_threads > 0 ? (be->compress_threads < 64 ? be->compress_threads : 64) : 0;
 }
@@ -373,21 +372,21 @@ void ntk_engine_release(ntk_engine_t *e, const struct ntk_engine_result *r) {
 }
 
 /* Take a waiting CANCEL message, if any. */
-static int take_cancel(void) {
-  if (!ntk_comm_probe(0, NTK_TAG_CANCEL)) return 0;
-  ntk_comm_recv(0, NTK_TAG_CANCEL, NULL, 0);
+static int take_cancel(const ntk_comm_t *comm) {
+  if (!ntk_comm_probe(comm, 0, NTK_TAG_CANCEL)) return 0;
+  ntk_comm_recv(comm, 0, NTK_TAG_CANCEL, NULL, 0);
   return 1;
 }
 
 /* Report failure `st` (its message recorded) to the coordinator: the
  * status, then the text. */
-static ntk_status send_fail(ntk_status st) {
+static ntk_status send_fail(const ntk_comm_t *comm, ntk_status st) {
   unsigned char buf[sizeof(int32_t) + 2048];
   int32_t code = (int32_t)st;
   memcpy(buf, &code, sizeof code);
   int n = snprintf((char *)buf + sizeof code, sizeof buf - sizeof code, "%s", ntk_error_message());
   size_t len = n < 0 ? 0 : (size_t)n < sizeof buf - sizeof code ? (size_t)n : sizeof buf - sizeof code - 1;
-  return ntk_comm_send(0, NTK_TAG_FAIL, buf, sizeof code + len + 1);
+  return ntk_comm_send(comm, 0, NTK_TAG_FAIL, buf, sizeof code + len + 1);
 }
 
 /* How long a worker whose messages failed waits for the coordinator's
@@ -402,52 +401,52 @@ static ntk_status send_fail(ntk_status st) {
  * stop is the acknowledgement, after which this returns `st` (and the rank
  * waits to be ended). Without one (the coordinator cannot be reached) this
  * rank ends the job itself rather than hang. */
-static ntk_status comm_failed(ntk_status st) {
+static ntk_status comm_failed(const ntk_comm_t *comm, ntk_status st) {
   char msg[2048];
   snprintf(msg, sizeof msg, "%s", ntk_error_message());
-  if (!send_fail(st)) {
+  if (!send_fail(comm, st)) {
     double until = ntk_now() + NTK_ACK_WAIT;
     int from, tag;
     size_t bytes;
-    while (ntk_now() < until && ntk_comm_poll(0, &from, &tag, &bytes, until - ntk_now())) {
+    while (ntk_now() < until && ntk_comm_poll(comm, 0, &from, &tag, &bytes, until - ntk_now())) {
       uint64_t index = 0;
-      if (bytes > sizeof index || ntk_comm_recv(0, tag, &index, bytes)) break;
+      if (bytes > sizeof index || ntk_comm_recv(comm, 0, tag, &index, bytes)) break;
       if (tag == NTK_TAG_WORK && bytes == sizeof index && index == NTK_WORK_STOP) return ntk_error(st, "%s", msg);
       /* Work still queued, or a cancel: dropped; the coordinator has counted
        * this rank out, its tiles stay missing for a rerun. */
     }
   }
   fprintf(stderr, "ntkd: rank %d: %s\nntkd: rank %d: the coordinator does not answer: ending the job (rerun to "
-          "resume)\n", ntk_comm_rank(), msg, ntk_comm_rank());
+          "resume)\n", ntk_comm_rank(comm), msg, ntk_comm_rank(comm));
   ntk_comm_abort(ntk_status_exit_code(st));
 }
 
 /* Send finished tile r to the coordinator (its result, or its failure)
  * and free its buffer. */
-static ntk_status send_done(ntk_engine_t *e, struct ntk_engine_result *r, int *told_interrupt) {
+static ntk_status send_done(const ntk_comm_t *comm, ntk_engine_t *e, struct ntk_engine_result *r, int *told_interrupt) {
   ntk_status st;
   if (r->status) /* message recorded by ntk_engine_take. Keep serving: the coordinator answers with stop. */
-    st = send_fail(r->status);
+    st = send_fail(comm, r->status);
   else
-    st = ntk_comm_send(0, NTK_TAG_RESULT, r->msg, r->msg_len);
+    st = ntk_comm_send(comm, 0, NTK_TAG_RESULT, r->msg, r->msg_len);
   ntk_engine_release(e, r);
   if (st) return st;
   if (ntk_stop_requested() && !*told_interrupt) {
     *told_interrupt = 1;
-    return ntk_comm_send(0, NTK_TAG_INTERRUPT, NULL, 0);
+    return ntk_comm_send(comm, 0, NTK_TAG_INTERRUPT, NULL, 0);
   }
   return NTK_OK;
 }
 
 /* Hand tile `index` back uncomputed (stopping: our signal, or the
  * coordinator's cancel), first telling the coordinator of our signal, once. */
-static ntk_status hand_back(uint64_t index, int *told_interrupt) {
+static ntk_status hand_back(const ntk_comm_t *comm, uint64_t index, int *told_interrupt) {
   if (ntk_stop_requested() && !*told_interrupt) {
     *told_interrupt = 1;
-    ntk_status st = ntk_comm_send(0, NTK_TAG_INTERRUPT, NULL, 0);
+    ntk_status st = ntk_comm_send(comm, 0, NTK_TAG_INTERRUPT, NULL, 0);
     if (st) return st;
   }
-  return ntk_comm_send(0, NTK_TAG_SKIP, &index, sizeof index);
+  return ntk_comm_send(comm, 0, NTK_TAG_SKIP, &index, sizeof index);
 }
 
 /* Tile numbers received and not computed yet, oldest first. */
@@ -480,67 +479,67 @@ static uint64_t queue_pop(struct tile_queue *q) {
  * oldest received tile if a buffer is free (compute_tile runs here while
  * the threads compress earlier tiles); else look at messages, waiting up
  * to 1 ms on the pipeline first when tiles are in it. */
-static ntk_status serve(ntk_engine_t *e, const struct ntk_tiling *tiling, struct tile_queue *q) {
+static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct ntk_tiling *tiling, struct tile_queue *q) {
   int told_interrupt = 0, cancelled = 0;
   ntk_status st;
   for (;;) {
     int ready = q->n > 0 && ntk_engine_can_submit(e);
     struct ntk_engine_result r;
     for (double wait = ready ? 0 : 0.001; ntk_engine_take(e, wait, &r); wait = 0)
-      if ((st = send_done(e, &r, &told_interrupt))) return comm_failed(st);
+      if ((st = send_done(comm, e, &r, &told_interrupt))) return comm_failed(comm, st);
     if (ready) {
       uint64_t index = queue_pop(q);
       /* Stopping (our signal, or the coordinator's cancel): hand queued
        * tiles back uncomputed, so that every rank exits after the tiles
        * already computed. */
-      cancelled |= take_cancel();
+      cancelled |= take_cancel(comm);
       if (cancelled || ntk_stop_requested()) {
-        if ((st = hand_back(index, &told_interrupt))) return comm_failed(st);
+        if ((st = hand_back(comm, index, &told_interrupt))) return comm_failed(comm, st);
         continue;
       }
       struct ntk_tile t = ntk_tiling_tile(tiling, index);
       /* A failure is reported and the loop goes on: the coordinator
        * answers a failure with stop. */
-      if ((st = ntk_engine_submit(e, &t)) && (st = send_fail(st))) return comm_failed(st);
+      if ((st = ntk_engine_submit(e, &t)) && (st = send_fail(comm, st))) return comm_failed(comm, st);
       continue;
     }
     int from, tag;
     size_t bytes;
     /* Idle (nothing in the pipeline or queued): wait for a message. */
-    if (!ntk_comm_poll(0, &from, &tag, &bytes, ntk_engine_pending(e) || q->n ? 0 : 0.5)) continue;
+    if (!ntk_comm_poll(comm, 0, &from, &tag, &bytes, ntk_engine_pending(e) || q->n ? 0 : 0.5)) continue;
     if (tag == NTK_TAG_CANCEL) {
-      cancelled |= take_cancel();
+      cancelled |= take_cancel(comm);
       continue;
     }
     uint64_t index;
     if (tag != NTK_TAG_WORK || bytes != sizeof index)
-      return comm_failed(ntk_error(NTK_ECOMM, "worker %d: unexpected message (tag %d, %zu bytes)", ntk_comm_rank(),
+      return comm_failed(comm, ntk_error(NTK_ECOMM, "worker %d: unexpected message (tag %d, %zu bytes)", ntk_comm_rank(comm),
                                    tag, bytes));
-    st = ntk_comm_recv(0, NTK_TAG_WORK, &index, sizeof index);
-    if (st) return comm_failed(st);
+    st = ntk_comm_recv(comm, 0, NTK_TAG_WORK, &index, sizeof index);
+    if (st) return comm_failed(comm, st);
     if (index == NTK_WORK_STOP) {
-      take_cancel(); /* one may still be in flight: leave nothing unreceived */
+      take_cancel(comm); /* one may still be in flight: leave nothing unreceived */
       /* The coordinator stops a worker once every tile it sent is
        * answered, so nothing is left here; were anything, it is dropped. */
       while (ntk_engine_take(e, -1, &r)) ntk_engine_release(e, &r);
       return NTK_OK;
     }
     if (index >= tiling->ntiles)
-      return comm_failed(ntk_error(NTK_ECOMM, "worker %d: tile %llu out of range", ntk_comm_rank(),
+      return comm_failed(comm, ntk_error(NTK_ECOMM, "worker %d: tile %llu out of range", ntk_comm_rank(comm),
                                    (unsigned long long)index));
-    cancelled |= take_cancel();
+    cancelled |= take_cancel(comm);
     if (cancelled || ntk_stop_requested()) {
-      if ((st = hand_back(index, &told_interrupt))) return comm_failed(st);
+      if ((st = hand_back(comm, index, &told_interrupt))) return comm_failed(comm, st);
       continue;
     }
     if (!queue_push(q, index))
-      return comm_failed(ntk_error(NTK_ECOMM, "worker %d: out of memory for its tile queue", ntk_comm_rank()));
+      return comm_failed(comm, ntk_error(NTK_ECOMM, "worker %d: out of memory for its tile queue", ntk_comm_rank(comm)));
   }
 }
 
-ntk_status ntk_worker_serve(ntk_engine_t *e, const struct ntk_tiling *tiling) {
+ntk_status ntk_worker_serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct ntk_tiling *tiling) {
   struct tile_queue q = {0};
-  ntk_status st = serve(e, tiling, &q);
+  ntk_status st = serve(comm, e, tiling, &q);
   free(q.v);
   return st;
 }
