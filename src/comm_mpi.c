@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* O_DIRECT */
 /* MPI behind include/ntkd/comm.h. Waiting is MPI_Iprobe + nanosleep with a
  * growing pause: a blocking receive would spin at 100 % CPU and steal a
  * core from a worker on the same node. Messages above the piece size go as
@@ -5,12 +6,16 @@
  * under MPI's int count limit. */
 #include "ntkd/comm.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -509,6 +514,30 @@ ntk_status ntk_comm_shared_alloc(const ntk_comm_t *node, size_t bytes, ntk_comm_
     *out = sh;
     return NTK_OK;
   }
+  /* Open MPI backs the window with a file in /dev/shm: one that does not
+   * fit (a small /dev/shm in a container, a file-size limit) fails on the
+   * first rank only, and the others then hang in the collective. So the
+   * first rank checks first, and the node agrees before trying. */
+  int cannot = 0;
+  if (node->rank == 0) {
+    struct rlimit rl;
+    struct statvfs fs;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (uint64_t)rl.rlim_cur < bytes + 4096)
+      cannot = 1;
+    if (statvfs("/dev/shm", &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes + ((uint64_t)64 << 20))
+      cannot = 2;
+  }
+  int any = 0;
+  int rc0 = MPI_Allreduce(&cannot, &any, 1, MPI_INT, MPI_MAX, node->comm);
+  if (rc0 != MPI_SUCCESS) {
+    free(sh);
+    return mpi_fail(rc0, "allreduce on a node");
+  }
+  if (any) {
+    free(sh);
+    return ntk_error(NTK_ENOMEM, "%s", any == 1 ? "a file-size limit (ulimit -f) below the data's size"
+                                                : "too little room in /dev/shm for the data");
+  }
   /* The whole segment belongs to the node's first rank; the others map it. */
   void *mine = NULL;
   MPI_Aint size = node->rank == 0 ? (MPI_Aint)(bytes ? bytes : 1) : 0;
@@ -551,4 +580,170 @@ void ntk_comm_shared_free(ntk_comm_shared_t *sh) {
   }
   free(sh->priv);
   free(sh);
+}
+
+/* ---- files written at given offsets ------------------------------------------ */
+
+struct ntk_comm_file {
+  MPI_File fh; /* MPI_FILE_NULL: POSIX (no MPI) */
+  int fd;
+  int dfd;     /* O_DIRECT descriptor for aligned writes; -1: none */
+  int direct_used;
+  char path[4096];
+};
+
+#define DIRECT_ALIGN 4096u
+
+static ntk_status file_fail(const ntk_comm_file_t *f, int rc, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0, cls = 0;
+  MPI_Error_string(rc, msg, &len);
+  MPI_Error_class(rc, &cls);
+  if (cls == MPI_ERR_NO_SPACE || cls == MPI_ERR_QUOTA)
+    return ntk_error(NTK_EIO, "%s: disk full while writing a tile (finished tiles are kept; free space and rerun "
+                     "to resume): %.*s", f->path, len, msg);
+  return ntk_error(NTK_EIO, "%s: %s failed: %.*s (finished tiles are kept; rerun to resume)", f->path, what, len,
+                   msg);
+}
+
+ntk_status ntk_comm_file_open(const char *path, int direct, ntk_comm_file_t **out) {
+  *out = NULL;
+  ntk_comm_file_t *f = calloc(1, sizeof *f);
+  if (!f) return ntk_error(NTK_ENOMEM, "out of memory");
+  snprintf(f->path, sizeof f->path, "%s", path);
+  f->fh = MPI_FILE_NULL;
+  f->fd = -1;
+  /* A file system without O_DIRECT (tmpfs) refuses it here: then every
+   * write goes the other way. */
+  f->dfd = direct ? open(path, O_RDWR | O_DIRECT | O_CLOEXEC) : -1;
+  if (!active) {
+    f->fd = open(path, O_RDWR | O_CLOEXEC);
+    if (f->fd < 0) {
+      ntk_status st = ntk_error(NTK_EIO, "%s: cannot open the store to write tiles: %s", path, strerror(errno));
+      free(f);
+      return st;
+    }
+    *out = f;
+    return NTK_OK;
+  }
+  int rc = MPI_File_open(MPI_COMM_SELF, path, MPI_MODE_RDWR, MPI_INFO_NULL, &f->fh);
+  if (rc != MPI_SUCCESS) {
+    ntk_status st = file_fail(f, rc, "opening the store to write tiles (MPI_File_open)");
+    free(f);
+    return st;
+  }
+  MPI_File_set_errhandler(f->fh, MPI_ERRORS_RETURN);
+  *out = f;
+  return NTK_OK;
+}
+
+/* Pieces under MPI's int count limit. */
+#define FILE_PIECE ((size_t)1 << 30)
+
+ntk_status ntk_comm_file_read_at(ntk_comm_file_t *f, uint64_t off, void *buf, size_t len) {
+  char *p = buf;
+  while (len) {
+    size_t n = len < FILE_PIECE ? len : FILE_PIECE;
+    int got = 0;
+    if (f->fh == MPI_FILE_NULL) {
+      ssize_t r = pread(f->fd, p, n, (off_t)off);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return ntk_error(NTK_EIO, "%s: read failed: %s", f->path, r < 0 ? strerror(errno) : "end of file");
+      got = (int)r;
+    } else {
+      MPI_Status s;
+      int rc = MPI_File_read_at(f->fh, (MPI_Offset)off, p, (int)n, MPI_BYTE, &s);
+      if (rc != MPI_SUCCESS) return file_fail(f, rc, "read (MPI_File_read_at)");
+      MPI_Get_count(&s, MPI_BYTE, &got);
+      if (got <= 0) return ntk_error(NTK_EIO, "%s: read failed: end of file", f->path);
+    }
+    p += got;
+    off += (uint64_t)got;
+    len -= (size_t)got;
+  }
+  return NTK_OK;
+}
+
+/* O_DIRECT: straight from the buffer to the device, no copy into the page
+ * cache (what a buffered write costs the writing rank). 1 when done, 0 when
+ * the file system refused the alignment (then direct writes stop here). */
+static int write_direct(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len, ntk_status *st) {
+  const char *p = buf;
+  while (len) {
+    ssize_t w = pwrite(f->dfd, p, len < FILE_PIECE ? len : FILE_PIECE, (off_t)off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EINVAL && p == buf) { /* refused before anything was written */
+      close(f->dfd);
+      f->dfd = -1;
+      return 0;
+    }
+    if (w <= 0 || (size_t)w % DIRECT_ALIGN) {
+      int e = w < 0 ? errno : EIO;
+      *st = ntk_error(NTK_EIO, "%s: %s", f->path,
+                      e == ENOSPC || e == EFBIG ? "disk full while writing a tile (finished tiles are kept; free "
+                                                 "space and rerun to resume)" : strerror(e));
+      return 1;
+    }
+    p += w;
+    off += (uint64_t)w;
+    len -= (size_t)w;
+  }
+  f->direct_used = 1;
+  *st = NTK_OK;
+  return 1;
+}
+
+ntk_status ntk_comm_file_write_at(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len) {
+  if (f->dfd >= 0 && off % DIRECT_ALIGN == 0 && len % DIRECT_ALIGN == 0 && (uintptr_t)buf % DIRECT_ALIGN == 0) {
+    ntk_status st;
+    if (write_direct(f, off, buf, len, &st)) return st;
+  }
+  const char *p = buf;
+  while (len) {
+    size_t n = len < FILE_PIECE ? len : FILE_PIECE;
+    int put = 0;
+    if (f->fh == MPI_FILE_NULL) {
+      ssize_t w = pwrite(f->fd, p, n, (off_t)off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        int e = w < 0 ? errno : EIO;
+        return ntk_error(NTK_EIO, "%s: %s", f->path,
+                         e == ENOSPC || e == EFBIG ? "disk full while writing a tile (finished tiles are kept; "
+                                                     "free space and rerun to resume)" : strerror(e));
+      }
+      put = (int)w;
+    } else {
+      MPI_Status s;
+      int rc = MPI_File_write_at(f->fh, (MPI_Offset)off, p, (int)n, MPI_BYTE, &s);
+      if (rc != MPI_SUCCESS) return file_fail(f, rc, "write (MPI_File_write_at)");
+      MPI_Get_count(&s, MPI_BYTE, &put);
+      if (put <= 0)
+        return ntk_error(NTK_EIO, "%s: write failed: nothing written (disk full or a file-size limit; finished "
+                         "tiles are kept; free space and rerun to resume)", f->path);
+    }
+    p += put;
+    off += (uint64_t)put;
+    len -= (size_t)put;
+  }
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_file_sync(ntk_comm_file_t *f) {
+  /* O_DIRECT data may still sit in the device's cache: flushed too. */
+  if (f->direct_used && f->dfd >= 0 && fdatasync(f->dfd))
+    return ntk_error(NTK_EIO, "%s: fsync failed: %s", f->path, strerror(errno));
+  if (f->fh == MPI_FILE_NULL) {
+    if (fdatasync(f->fd)) return ntk_error(NTK_EIO, "%s: fsync failed: %s", f->path, strerror(errno));
+    return NTK_OK;
+  }
+  int rc = MPI_File_sync(f->fh);
+  return rc == MPI_SUCCESS ? NTK_OK : file_fail(f, rc, "sync (MPI_File_sync)");
+}
+
+void ntk_comm_file_close(ntk_comm_file_t *f) {
+  if (!f) return;
+  if (f->fh != MPI_FILE_NULL) MPI_File_close(&f->fh);
+  if (f->fd >= 0) close(f->fd);
+  if (f->dfd >= 0) close(f->dfd);
+  free(f);
 }

@@ -19,7 +19,7 @@
 /* Bit numbers (in a uint64_t) for the keys seen, to catch duplicates. */
 enum {
   SEEN_PATH, SEEN_FORMAT, SEEN_LAYOUT, SEEN_COUNT, SEEN_SCALE, SEEN_ARCH, SEEN_WSTD, SEEN_BSTD, SEEN_KERNEL,
-  SEEN_PRECISION, SEEN_TILE, SEEN_OPATH, SEEN_LEVEL, SEEN_PROGRESS, SEEN_SYNC, SEEN_LABELS, SEEN_LAYERS,
+  SEEN_PRECISION, SEEN_TILE, SEEN_OPATH, SEEN_LEVEL, SEEN_PROGRESS, SEEN_SYNC, SEEN_DIRECT, SEEN_LABELS, SEEN_LAYERS,
   SEEN_BATCH, SEEN_EPOCHS, SEEN_ALPHA, SEEN_BETA1, SEEN_BETA2, SEEN_EPS, SEEN_SEED, SEEN_FLUSH,
   SEEN_SNAPSHOT, SEEN_LOG, SEEN_VPATH, SEEN_VLABELS, SEEN_VCOUNT, SEEN_DEVICE, SEEN_TPATH, SEEN_TLABELS,
   SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND, SEEN_WTIMEOUT, SEEN_METHOD, SEEN_BLOCK, SEEN_GRID,
@@ -247,8 +247,12 @@ static int on_output(struct ctx *c, const char *s, const char *k, const char *v)
     if (!once(c, s, k, SEEN_SYNC)) return 0;
     if (!ntk_parse_double(v, &j->sync_interval) || j->sync_interval < 0)
       return fail(c, s, k, "'%s' is not a number of seconds >= 0", v);
+  } else if (!strcmp(k, "direct_io")) {
+    if (!once(c, s, k, SEEN_DIRECT)) return 0;
+    if (strcmp(v, "yes") && strcmp(v, "no")) return fail(c, s, k, "'%s' is not yes or no", v);
+    j->direct_io = !strcmp(v, "yes");
   } else {
-    return fail(c, s, k, "%s", "unknown key (path, level, progress, sync)");
+    return fail(c, s, k, "%s", "unknown key (path, level, progress, sync, direct_io)");
   }
   return 1;
 }
@@ -416,6 +420,7 @@ void ntk_job_defaults(struct ntk_job *job) {
   job->precision = 4;
   job->tile = 1024;
   job->level = 1;
+  job->direct_io = 1;
   job->progress_interval = 30.0;
   job->sync_interval = 1.0;
   job->worker_timeout = 1800.0;

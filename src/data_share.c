@@ -41,12 +41,33 @@ ntk_status ntk_data_share(const ntk_comm_t *world, struct ntk_dataset *ds, ntk_d
   }
   void *base = NULL;
   if (!(st = ntk_comm_agree_report(world, st))) {
-    st = ntk_comm_shared_alloc(sh->node, bytes, &sh->window, &base);
-    sh->base = base;
-    if (st) st = ntk_error(st, "the node-shared copy of the %zu x %zu data (%zu bytes): %s", ds->n, ds->d, bytes,
-                           ntk_error_message());
+    ntk_status ast = ntk_comm_shared_alloc(sh->node, bytes, &sh->window, &base);
+    /* Where a node cannot share (too little /dev/shm, a file-size limit),
+     * every rank holds its own copy, as before: slower to start, as right. */
+    char why[512] = "";
+    if (ast) snprintf(why, sizeof why, "%s", ntk_error_message());
+    double fails = ast ? 1 : 0;
+    st = ntk_comm_agree_report(world, ntk_comm_sum_doubles(world, &fails, 1));
+    if (!st && fails == 0) {
+      sh->base = base;
+    } else if (!st) {
+      if (ast && ntk_comm_rank(sh->node) == 0) fprintf(stderr, "ntkd: rank %d: note: the data cannot be shared in node memory (%s): each rank holds "
+                       "its own copy\n", rank, why);
+      ntk_comm_shared_free(sh->window); /* collective over the node: every rank, allocated or not */
+      sh->window = NULL;
+      base = rank == 0 ? ds->x : malloc(bytes ? bytes : 1);
+      st = base ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for %zu x %zu data", ds->n, ds->d);
+      if (!st) ds->x = base;
+      if (!(st = ntk_comm_agree_report(world, st))) st = ntk_comm_agree_report(world, ntk_comm_bcast(world, base, bytes));
+      if (st) {
+        ntk_data_unshare(sh, ds);
+        return st;
+      }
+      *out = sh;
+      return NTK_OK;
+    }
   }
-  if (!(st = ntk_comm_agree_report(world, st))) {
+  if (!st) {
     /* Rank 0 is the first leader (ranks keep world order), so it is the
      * leaders' rank 0, the root of their broadcast. */
     if (rank == 0) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "ntkd/codec.h"
+#include "ntkd/comm.h"
 #include "ntkd/config.h"
 #include "ntkd/fsutil.h"
 #include "ntkd/lock.h"
@@ -47,7 +48,9 @@ static void print_damage(const char *path, const struct ntk_store_scan *sc) {
 
 int ntk_cmd_info(const char *path, int records) {
   ntk_store_t *s;
-  ntk_status st = ntk_store_open(path, NTK_STORE_READ, &s);
+  /* Every record header read (not the payloads): the dead and damaged
+   * regions below the index's sync mark are counted too. */
+  ntk_status st = ntk_store_open(path, NTK_STORE_READ | NTK_STORE_FULL_SCAN, &s);
   if (st) return fail(st);
   const struct ntk_store_info *in = ntk_store_get_info(s);
   const struct ntk_tiling *t = ntk_store_tiling(s);
@@ -293,60 +296,87 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
   return 0;
 }
 
-int ntk_cmd_verify(const char *path) {
-  ntk_store_t *s;
-  ntk_status st = ntk_store_open(path, NTK_STORE_READ | NTK_STORE_CHECK_PAYLOAD, &s);
-  if (st) return fail(st);
+/* The full header scan on every rank (cheap: one record header each),
+ * then every size-th tile's record checked (checksum, padding) and decoded
+ * by each rank: the reads of the payloads, which are the cost, are shared.
+ * A frame that passes its checksum but does not decode to the tile's size
+ * is damage too. Rank 0 adds the counts and reports. */
+int ntk_cmd_verify(const ntk_comm_t *world, const char *path) {
+  int rank = ntk_comm_rank(world), size = ntk_comm_size(world);
+  ntk_store_t *s = NULL;
+  ntk_status st = ntk_store_open(path, NTK_STORE_READ | NTK_STORE_FULL_SCAN, &s);
+  if (ntk_comm_agree(world, st)) {
+    if (st && rank == 0) return fail(st);
+    ntk_store_close(s);
+    return ntk_status_exit_code(st ? st : NTK_ECOMM);
+  }
   const struct ntk_store_info *in = ntk_store_get_info(s);
   const struct ntk_tiling *tg = ntk_store_tiling(s);
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);
   ntk_codec_t *codec = ntk_codec_create(1);
   size_t edge = in->tile < in->n ? in->tile : (size_t)in->n;
   char *raw = malloc(edge * edge * in->elem * 2 + 1);
-  uint64_t bad = 0, ok = 0;
-  for (uint64_t k = 0; k < sc->ndamaged_list; k++) {
-    struct ntk_tile t = ntk_tiling_tile(tg, sc->damaged_list[k]);
-    printf("damaged: tile %llu (rows %llu.., cols %llu..): payload checksum mismatch, no intact copy\n",
-           (unsigned long long)t.index, (unsigned long long)t.r0, (unsigned long long)t.c0);
-  }
-  if (sc->damaged > sc->ndamaged_list)
-    printf("damaged: ... and %llu more tiles\n", (unsigned long long)(sc->damaged - sc->ndamaged_list));
-  print_damage(path, sc);
-  /* Every indexed tile decoded: a frame that passes its checksum but does
-   * not decode to the tile's size is damage too. */
-  for (uint64_t i = 0; i < tg->ntiles && codec && raw; i++) {
+  double count[3] = {0, 0, 0}; /* damaged, intact, unfinished: this rank's share, then everyone's */
+  if (rank == 0) print_damage(path, sc);
+  for (uint64_t i = (uint64_t)rank; i < tg->ntiles && codec && raw; i += (uint64_t)size) {
     if (!ntk_store_has_tile(s, i)) continue;
     struct ntk_tile t = ntk_tiling_tile(tg, i);
-    void *payload;
-    size_t len;
-    st = ntk_store_read_payload(s, i, &payload, &len);
-    if (!st) {
-      st = ntk_codec_decompress(codec, payload, len, (int)in->elem, raw, ntk_store_raw_bytes(s, &t));
-      free(payload);
-    }
-    if (st == NTK_EIO || st == NTK_ENOMEM) break;
-    if (st) {
-      bad++;
-      printf("damaged: tile %llu (rows %llu.., cols %llu..): %s\n", (unsigned long long)i,
-             (unsigned long long)t.r0, (unsigned long long)t.c0, ntk_error_message());
+    int intact = 0;
+    st = ntk_store_check_record(s, i, &intact);
+    if (st) break;
+    const char *why = "payload checksum mismatch or damaged record";
+    if (intact) {
+      void *payload;
+      size_t len;
+      st = ntk_store_read_payload(s, i, &payload, &len);
+      if (!st) {
+        st = ntk_codec_decompress(codec, payload, len, (int)in->elem, raw, ntk_store_raw_bytes(s, &t));
+        free(payload);
+      }
+      if (st == NTK_EIO || st == NTK_ENOMEM) break;
+      intact = !st;
+      why = ntk_error_message();
       st = NTK_OK;
-    } else {
-      ok++;
     }
+    /* Past the index's sync mark a record may still be being written (a
+     * running job, several writers): unfinished, not damage, as the scan
+     * treats it. */
+    if (!intact && sc->settled && ntk_store_record_offset(s, i) >= sc->settled) {
+      count[2]++;
+      continue;
+    }
+    if (!intact)
+      printf("damaged: tile %llu (rows %llu.., cols %llu..): %s\n", (unsigned long long)i, (unsigned long long)t.r0,
+             (unsigned long long)t.c0, why);
+    count[intact]++;
   }
-  if (!codec || !raw) st = ntk_error(NTK_ENOMEM, "out of memory");
+  if (!st && (!codec || !raw)) st = ntk_error(NTK_ENOMEM, "out of memory");
   free(raw);
   ntk_codec_free(codec);
-  /* Copy what the report needs: tg and sc belong to the store. */
-  uint64_t done = ntk_store_tiles_done(s), ntiles = tg->needed, lost = sc->damaged;
-  int damaged = ntk_store_is_damaged(s) || bad;
+  fflush(stdout);
+  if (!(st = ntk_comm_agree_report(world, st))) st = ntk_comm_agree_report(world, ntk_comm_sum_doubles(world, count, 3));
+  uint64_t bad = (uint64_t)count[0], ok = (uint64_t)count[1], unfinished = (uint64_t)count[2];
+  /* The index must name what the scan found: resume and export trust it. */
+  uint64_t entries = 0, wrong = 0;
+  char note[320] = "";
+  int have_index = rank == 0 && ntk_store_check_index(s, &entries, &wrong, note, sizeof note);
+  /* Present: an intact record (a tile whose record failed the check is not). */
+  uint64_t done = ntk_store_tiles_done(s) - bad - unfinished, ntiles = tg->needed, lost = sc->damaged;
+  int damaged = ntk_store_is_damaged(s) || bad || wrong;
   char holder[600];
   int running = ntk_lock_holder(path, holder, sizeof holder);
   ntk_store_close(s);
-  if (st) return fail(st);
+  if (st) return ntk_status_exit_code(st);
+  if (rank != 0) return damaged ? NTK_EXIT_CORRUPT : 0;
+  if (have_index && wrong)
+    printf("damaged: the index (%s.index) lists %llu of its %llu entries where the store has no such record\n", path,
+           (unsigned long long)wrong, (unsigned long long)entries);
+  else if (!have_index)
+    printf("%s: no usable index (%s): the next run rebuilds it by a scan\n", path, note);
   printf("%s: %llu tiles intact, %llu damaged, %llu of %llu tiles present%s\n", path, (unsigned long long)ok,
          (unsigned long long)(bad + lost), (unsigned long long)done, (unsigned long long)ntiles,
          done == ntiles ? " (complete)" : running ? " (a job is writing it now)" : " (incomplete: run the job to finish it)");
+  if (size > 1) printf("%s: checked by %d ranks\n", path, size);
   if (running) printf("%s: being written by a running job (%s)\n", path, holder);
   if (damaged) {
     printf("%s: FAILED: the store is damaged (above); run the job again to repair it and recompute what was lost\n", path);

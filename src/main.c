@@ -140,7 +140,15 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "verify")) {
     if (argc != 3) return bad_usage("verify takes one store path");
-    return ntk_cmd_verify(argv[2]);
+    ntk_comm_t *world = NULL;
+    ntk_status st = ntk_comm_init(&argc, &argv, &world); /* under mpirun each rank checks a share of the tiles */
+    if (st) {
+      fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+      return ntk_status_exit_code(st);
+    }
+    int code = ntk_cmd_verify(world, argv[2]);
+    ntk_comm_finalize();
+    return code;
   }
   if (!strcmp(cmd, "solve")) {
     if (argc != 4) return bad_usage("solve takes a store path and a job file");

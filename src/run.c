@@ -222,8 +222,12 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
       fprintf(stderr, "ntkd: rank %d cannot list its GPUs (%s): computing on the CPU\n", rank, mywhy);
   }
 
-  /* 5. The store (rank 0): resume, refuse, or create. */
+  /* 5. The store (rank 0): resume, refuse, or create. The workers then
+   * open it too: they write their own tiles' records. */
   ntk_store_t *store = NULL;
+  ntk_worker_store_t *wstore = NULL;
+  struct ntk_store_info sinfo;
+  memset(&sinfo, 0, sizeof sinfo);
   uint64_t tile = job->tile;
   if (!st) {
     if (rank == 0) {
@@ -240,6 +244,20 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
     }
     st = ntk_comm_agree_report(comm, st);
     if (!st) st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, &tile, sizeof tile));
+    if (!st && size > 1) {
+      if (rank == 0) sinfo = *ntk_store_get_info(store);
+      st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, &sinfo, sizeof sinfo));
+      /* A worker on rank 0's node leaves the sync of its records to rank 0's
+       * fdatasync (one page cache); elsewhere it syncs them itself. */
+      unsigned char none = 0;
+      void *all = NULL;
+      struct ntk_node_info node;
+      if (!st) st = ntk_comm_agree_report(comm, ntk_comm_node_gather(comm, &none, 1, &all, &node));
+      free(all);
+      ntk_status ost = NTK_OK;
+      if (!st && rank != 0) ost = ntk_worker_open_store(job->out_path, &sinfo, node.first_rank != 0, job->direct_io, &wstore);
+      if (!st) st = ntk_comm_agree_report(comm, ost);
+    }
   }
 
   /* 6. Compute. */
@@ -291,12 +309,13 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
   t_ready = ntk_now();
   if (!st) {
     if (rank == 0) result = ntk_coordinator_run(comm, store, size == 1 ? engine : NULL, job, depth);
-    else result = ntk_worker_serve(comm, engine, &tiling);
+    else result = ntk_worker_serve(comm, engine, &tiling, wstore);
     if (result && result != NTK_EINTERRUPTED) fprintf(stderr, "ntkd: %s%s\n", rank ? "worker: " : "error: ",
                                                       ntk_error_message());
     else if (result) fprintf(stderr, "ntkd: %s\n", ntk_error_message());
     st = ntk_comm_agree(comm, result);
   }
+  ntk_worker_close_store(wstore);
   ntk_status closed = store ? ntk_store_close(store) : NTK_OK;
   if (closed && !st) {
     fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());

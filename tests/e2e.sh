@@ -207,6 +207,17 @@ check "... with ${kept:-no} intact tiles in the store" bash -c "[ '${kept:-0}' -
 expect_rc 0 "with room again, the job resumes and finishes" "$NTKD" fd.conf
 "$NTKD" export fd.ntk fd.npy >/dev/null 2>&1
 check "... byte-identical to a clean run" cmp -s clean.npy fd.npy
+# The same with the workers writing (their MPI-IO write fails; rank 0 marks
+# the place dead and stops the job).
+job fdm big.npy 256 float32 "sync = 0"
+(ulimit -f 20000; exec mpirun -np 3 "$NTKD" fdm.conf) >/dev/null 2>fdm.log
+rc=$?
+check "mpirun: a full disk under the workers' writes stops the job with exit 3 (exit $rc)" [ "$rc" = 3 ]
+check "... saying finished tiles are kept" has "finished tiles are kept" fdm.log
+check "... and the store verifies" "$NTKD" verify fdm.ntk
+expect_rc 0 "with room again, the mpirun job resumes and finishes" mpirun -np 3 "$NTKD" fdm.conf
+"$NTKD" export fdm.ntk fdm.npy >/dev/null 2>&1
+check "... byte-identical to a clean run" cmp -s clean.npy fdm.npy
 
 # --- refusals ------------------------------------------------------------------
 cp a.ntk other.ntk

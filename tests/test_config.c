@@ -29,7 +29,8 @@ static const char good[] =
     "path = /abs/out.ntk\n"
     "level = 3\n"
     "progress = 10\n"
-    "sync = 0\n";
+    "sync = 0\n"
+    "direct_io = no\n";
 
 START_TEST(test_good) {
   struct ntk_job j;
@@ -52,6 +53,7 @@ START_TEST(test_good) {
   ck_assert_int_eq(j.level, 3);
   ck_assert_double_eq(j.progress_interval, 10);
   ck_assert_double_eq(j.sync_interval, 0);
+  ck_assert_int_eq(j.direct_io, 0);
   ntk_job_free(&j);
   ck_assert_ptr_null(j.arch);
   ntk_job_free(&j); /* twice is harmless */
@@ -73,6 +75,7 @@ START_TEST(test_defaults) {
   ck_assert_uint_eq(j.tile, 1024);
   ck_assert_int_eq(j.backend, NTK_BACKEND_AUTO);
   ck_assert_int_eq(j.level, 1);
+  ck_assert_int_eq(j.direct_io, 1);
   ntk_job_free(&j);
 }
 END_TEST
@@ -114,6 +117,7 @@ START_TEST(test_errors) {
   bad(BASE "[data]\nlayout = NWHC\n", "[data] layout");
   bad(BASE "[data]\nformat = hdf5\n", "[data] format");
   bad(BASE "[output]\nlevel = 30\n", "[output] level");
+  bad(BASE "[output]\ndirect_io = 1\n", "[output] direct_io: '1' is not yes or no");
   bad(BASE "[output]\nlevel = 1.5\n", "[output] level");
   bad(BASE "[output]\nprogress = 0\n", "[output] progress");
   bad(BASE "[compute]\nbackend = gpu\n", "bad.conf:8: [compute] backend: 'gpu' is not auto, cpu or cuda");

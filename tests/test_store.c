@@ -108,17 +108,25 @@ static void record_offsets(const char *p, uint64_t *off) {
   ntk_store_close(s);
 }
 
-/* Open with the payload check and count what survives. */
+/* Open as `verify` does (every record scanned, every payload checked) and
+ * count what survives. */
 static ntk_store_t *open_checked(const char *p) {
   ntk_store_t *s;
-  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ | NTK_STORE_CHECK_PAYLOAD, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ | NTK_STORE_CHECK_PAYLOAD | NTK_STORE_FULL_SCAN, &s), NTK_OK);
   return s;
 }
 
-/* Resume, recompute what is missing, and check the store is clean after. */
+/* Resume, let the audit check what the index vouched for (as the
+ * coordinator does, here before rather than while computing), recompute
+ * what is missing, and check the store is clean after. */
 static void resume_and_finish(const char *p) {
   ntk_store_t *s;
   ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
+  uint64_t *bad;
+  size_t nbad;
+  ck_assert_int_eq(ntk_store_audit(s, &bad, &nbad), NTK_OK);
+  for (size_t i = 0; i < nbad; i++) ck_assert(!ntk_store_has_tile(s, bad[i]));
+  free(bad);
   for (uint64_t k = 0; k < 6; k++)
     if (!ntk_store_has_tile(s, k)) append(s, k);
   ck_assert_int_eq(ntk_store_close(s), NTK_OK);
@@ -140,7 +148,7 @@ START_TEST(test_roundtrip) {
   const struct ntk_store_info *in = ntk_store_get_info(s);
   ck_assert_uint_eq(in->n, 10);
   ck_assert_uint_eq(in->tile, 4);
-  ck_assert_uint_eq(in->align, 512); /* small tiles: 512-byte records */
+  ck_assert_uint_eq(in->align, 4096); /* page-aligned records: writers on two nodes never share a page */
   ck_assert_str_eq(in->description, "test store");
   ck_assert_str_eq(ntk_store_job_text(s), job_text);
   ck_assert_uint_eq(ntk_store_tiling(s)->ntiles, 6);
@@ -148,7 +156,7 @@ START_TEST(test_roundtrip) {
   ck_assert(!ntk_store_is_damaged(s));
   ck_assert(ntk_store_has_tile(s, 3) && !ntk_store_has_tile(s, 2) && !ntk_store_has_tile(s, 4));
   for (int i = 0; i < 4; i++) check_tile(s, tiles[i]);
-  for (int i = 0; i < 4; i++) ck_assert_uint_eq(ntk_store_record_offset(s, tiles[i]) % 512, 0);
+  for (int i = 0; i < 4; i++) ck_assert_uint_eq(ntk_store_record_offset(s, tiles[i]) % 4096, 0);
   void *q;
   size_t len;
   ck_assert_int_eq(ntk_store_read_payload(s, 2, &q, &len), NTK_EINCOMPLETE);
@@ -347,14 +355,100 @@ START_TEST(test_flipped_record_header) {
 }
 END_TEST
 
-/* A zeroed 4 KiB page over several small records loses only those. */
+/* The index: read instead of a scan, the same records as a full scan;
+ * lost, rebuilt by the resume's scan; another store's, ignored; one that
+ * does not fit the file, ignored. Damage below its sync mark is not seen
+ * by an open through it (a read of that tile fails its checksum), but by
+ * the audit after a resume. */
+START_TEST(test_index) {
+  char p[512], ip[600], other[512];
+  tu_path(p, sizeof p, dir, "idx.ntk");
+  tu_path(other, sizeof other, dir, "idx-other.ntk");
+  snprintf(ip, sizeof ip, "%s.index", p);
+  make_store(p, all6, 6);
+  ntk_store_t *s, *f;
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  f = open_checked(p);
+  ck_assert_int_eq(ntk_store_get_scan(s)->index_used, 1);
+  ck_assert_int_eq(ntk_store_get_scan(f)->index_used, 0);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  for (uint64_t k = 0; k < 6; k++) {
+    ck_assert_uint_eq(ntk_store_record_offset(s, k), ntk_store_record_offset(f, k));
+    check_tile(s, k);
+  }
+  ntk_store_close(f);
+  ntk_store_close(s);
+  /* Lost: a full scan, and the resume writes it again. */
+  ck_assert_int_eq(unlink(ip), 0);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_get_scan(s)->index_used, 0);
+  ck_assert_str_eq(ntk_store_get_scan(s)->index_note, "no index");
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_get_scan(s)->index_used, 1);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  ntk_store_close(s);
+  /* Another store's index in its place. */
+  make_store(other, all6, 3);
+  char oip[600], cmd[2000];
+  snprintf(oip, sizeof oip, "%s.index", other);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", oip, ip);
+  ck_assert_int_eq(system(cmd), 0);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_get_scan(s)->index_used, 0);
+  ck_assert_str_eq(ntk_store_get_scan(s)->index_note, "the index is of another store");
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  ntk_store_close(s);
+  /* The store cut short under its index: the index does not fit. */
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK); /* a good index again */
+  uint64_t off[6];
+  for (uint64_t k = 0; k < 6; k++) off[k] = ntk_store_record_offset(s, k);
+  ntk_store_close(s);
+  uint64_t last = 0;
+  for (int k = 0; k < 6; k++) last = off[k] > last ? off[k] : last;
+  ck_assert_int_eq(truncate(p, (off_t)last + 100), 0);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_get_scan(s)->index_used, 0);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 5);
+  ntk_store_close(s);
+  resume_and_finish(p);
+  /* A flipped payload byte below the mark: not seen through the index,
+   * refused when read, found by the audit. */
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  uint64_t at = ntk_store_record_offset(s, 4);
+  ntk_store_close(s);
+  flip(p, (off_t)at + 128 + 10);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  void *q;
+  size_t len;
+  ck_assert_int_eq(ntk_store_read_payload(s, 4, &q, &len), NTK_ECORRUPT);
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
+  ck_assert(ntk_store_has_tile(s, 4));
+  uint64_t *bad;
+  size_t nbad;
+  ck_assert_int_eq(ntk_store_audit(s, &bad, &nbad), NTK_OK);
+  ck_assert_uint_eq(nbad, 1);
+  ck_assert_uint_eq(bad[0], 4);
+  ck_assert(!ntk_store_has_tile(s, 4));
+  free(bad);
+  ntk_store_close(s);
+  resume_and_finish(p);
+}
+END_TEST
+
+/* Zeroed pages over two records lose only those. */
 START_TEST(test_zeroed_page) {
   char p[512];
   tu_path(p, sizeof p, dir, "zpage.ntk");
   make_store(p, all6, 6);
   uint64_t off[6];
   record_offsets(p, off);
-  zero(p, (off_t)off[1], 1024); /* records 1 and 2 (512 bytes each here) */
+  zero(p, (off_t)off[1], 8192); /* records 1 and 2 (4 KiB each here) */
   ntk_store_t *s = open_checked(p);
   ck_assert_uint_eq(ntk_store_tiles_done(s), 4);
   ck_assert(ntk_store_has_tile(s, 0) && ntk_store_has_tile(s, 3) && ntk_store_has_tile(s, 5));
@@ -583,6 +677,7 @@ int main(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_roundtrip);
   tcase_add_test(tc, test_split);
+  tcase_add_test(tc, test_index);
   tcase_add_test(tc, test_torn_and_garbage_tail);
   tcase_add_test(tc, test_flipped_payload);
   tcase_add_test(tc, test_flipped_record_header);

@@ -24,6 +24,7 @@
 
 #include "ntkd/codec.h"
 #include "ntkd/config.h"
+#include "ntkd/store.h"
 #include "ntkd/worker.h"
 #include "testutil.h"
 
@@ -204,9 +205,10 @@ static void take_one(ntk_engine_t *e, struct got *g) {
   if (r.status) {
     snprintf(g->err, sizeof g->err, "%s", ntk_error_message());
   } else {
-    ck_assert_uint_eq(r.msg_len, sizeof g->h + r.len);
-    memcpy(&g->h, r.msg, sizeof g->h);
-    ck_assert_ptr_eq(r.payload, (const unsigned char *)r.msg + sizeof g->h);
+    g->h = r.header;
+    ck_assert_uint_eq(r.header.len, r.len);
+    ck_assert_ptr_eq(r.payload, r.record + NTK_STORE_RECORD_HEADER);
+    ck_assert_uint_eq((uintptr_t)r.record % NTK_STORE_HEADER_SIZE, 0);
     g->payload = malloc(r.len);
     memcpy(g->payload, r.payload, r.len);
     g->len = r.len;

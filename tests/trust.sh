@@ -196,7 +196,9 @@ if [ "$ext7" = "$ext" ]; then
   expect_rc 4 "a foreign record in place of one of ours: verify fails" "$NTKD" verify mine.ntk
   check "... 20 tiles still indexed" [ "$(tiles mine.ntk)" = 20 ]
   expect_rc 0 "... the rerun recomputes that tile" "$NTKD" mine.conf
-  check "... saying 20 of 21 present" has "20 of 21 tiles present" err.log
+  # The index vouches for the tile; the resume's audit of the records
+  # below its sync mark finds the foreign one and gives the tile back.
+  check "... saying 1 damaged tile to recompute" has "1 damaged tile to recompute" err.log
   rm -f mine.npy; "$NTKD" export mine.ntk mine.npy >/dev/null 2>&1
   check "... byte-identical" cmp -s mine.npy mine_clean.npy
 else

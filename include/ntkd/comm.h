@@ -17,11 +17,14 @@
  * pieces of large messages). */
 enum ntk_tag {
   NTK_TAG_WORK = 1,      /* coordinator -> worker: uint64 tile index, or NTK_WORK_STOP */
-  NTK_TAG_RESULT = 2,    /* worker -> coordinator: struct ntk_result_header + payload */
+  NTK_TAG_RESULT = 2,    /* worker -> coordinator: struct ntk_result_header of a finished tile */
   NTK_TAG_FAIL = 3,      /* worker -> coordinator: int32 status, then the error text */
   NTK_TAG_INTERRUPT = 4, /* worker -> coordinator: the worker got a signal */
   NTK_TAG_SKIP = 5,      /* worker -> coordinator: uint64 tile not computed (stopping) */
   NTK_TAG_CANCEL = 6,    /* coordinator -> worker: skip the tiles still queued */
+  NTK_TAG_GRANT = 7,     /* coordinator -> worker: struct ntk_store_grant, where to write that tile's
+                            record (offset 0: do not write it) */
+  NTK_TAG_WRITTEN = 8,   /* worker -> coordinator: the grant, int32 status, then the error text */
 };
 
 #define NTK_WORK_STOP UINT64_MAX
@@ -98,6 +101,24 @@ void ntk_comm_shared_free(ntk_comm_shared_t *sh);
 /* Collective over the node: what every rank of it wrote before is seen by
  * all after (a barrier with a memory fence). */
 ntk_status ntk_comm_shared_fence(ntk_comm_shared_t *sh);
+
+/* A file written by this rank alone at offsets it is given (MPI-IO,
+ * independent: MPI_File_open on MPI_COMM_SELF; without MPI, POSIX). The
+ * store's records from the workers go through it. Rank-local. */
+typedef struct ntk_comm_file ntk_comm_file_t;
+/* Open an existing file for reading and writing; errors name `path`.
+ * `direct`: writes whose offset, length and buffer are multiples of 4 096
+ * bytes go through an O_DIRECT descriptor instead (no page-cache copy),
+ * where the file system takes it; the others, and all of them where it
+ * does not, through MPI-IO. */
+ntk_status ntk_comm_file_open(const char *path, int direct, ntk_comm_file_t **out);
+ntk_status ntk_comm_file_read_at(ntk_comm_file_t *f, uint64_t off, void *buf, size_t len);
+/* All `len` bytes at `off`, or NTK_EIO (disk full said so). */
+ntk_status ntk_comm_file_write_at(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len);
+/* What this rank wrote, on stable storage (MPI_File_sync). */
+ntk_status ntk_comm_file_sync(ntk_comm_file_t *f);
+/* Accepts NULL. */
+void ntk_comm_file_close(ntk_comm_file_t *f);
 
 /* Point to point, rank-local. A message may have any size: one above the
  * piece size (1 GiB; MPI counts are int) travels as an announcement and

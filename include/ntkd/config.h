@@ -103,6 +103,7 @@ struct ntk_job {
   int level;
   double progress_interval; /* seconds between plain progress lines */
   double sync_interval;     /* seconds between store fsyncs */
+  int direct_io;            /* workers write their records with O_DIRECT where the file system allows */
   /* [test], [solve] */
   struct ntk_test_opts test;
   struct ntk_solve_opts solve;

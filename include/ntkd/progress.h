@@ -18,6 +18,8 @@ struct ntk_progress {
 void ntk_progress_init(struct ntk_progress *p, FILE *out, double interval, uint64_t tiles_total,
                        uint64_t tiles_done, uint64_t pairs_total, uint64_t pairs_done);
 void ntk_progress_add(struct ntk_progress *p, uint64_t pairs);
+/* A tile counted done turned out damaged (the resume's audit): not done. */
+void ntk_progress_remove(struct ntk_progress *p, uint64_t pairs);
 /* Print if due (or always when `force`). */
 void ntk_progress_tick(struct ntk_progress *p, int force);
 /* Final line. */

@@ -15,7 +15,9 @@ int ntk_cmd_info(const char *store_path, int records); /* records: list every re
  * raw little-endian values without a header (raw_format). */
 int ntk_cmd_export(const char *store_path, const char *out_path, const char *kernel, const char *rows,
                    const char *cols, int raw_format);
-int ntk_cmd_verify(const char *store_path);
+/* verify: collective over `world` (under mpirun each rank checks the
+ * payloads of every size-th tile; rank 0 reports). */
+int ntk_cmd_verify(const ntk_comm_t *world, const char *store_path);
 
 
 #endif

@@ -1,8 +1,12 @@
 /* The output store: one file holding the compressed tiles of a kernel
- * matrix; it is also the checkpoint. Format: docs/STORE-FORMAT.md.
- * Only the coordinator (rank 0) writes it, holding the writer lock
- * (ntkd/lock.h); `info`, `export`, `verify` and `solve` read it. All
- * functions are rank-local. */
+ * matrix, and its index PATH.index; together the checkpoint. Format:
+ * docs/STORE-FORMAT.md. One job writes it, holding the writer lock
+ * (ntkd/lock.h): its rank 0 owns the ntk_store_t, reserves room for each
+ * record, indexes and syncs; the record itself is written by rank 0 (one
+ * process) or by the worker that computed the tile, at the reserved
+ * offset (ntk_store_encode_record). `info`, `export`, `verify` and `solve`
+ * read it. All functions are rank-local; reserve, confirm, abandon and
+ * sync may be called from two threads. */
 #ifndef NTKD_STORE_H
 #define NTKD_STORE_H
 
@@ -58,17 +62,31 @@ struct ntk_store_scan {
   uint64_t regions, region_bytes; /* damaged regions before the tail */
   struct ntk_store_region region_list[NTK_STORE_DAMAGED_LIST]; /* the first of them */
   uint64_t dead, dead_bytes; /* regions marked dead by an earlier resume (repaired damage) */
+  uint64_t unsettled, unsettled_bytes; /* regions past the index's sync mark that are not intact
+                                          records: writes still under way (a running job), or cut
+                                          short by a kill; not damage (the next resume marks them dead) */
   uint64_t tail_bytes;    /* bytes after the last intact record */
   int tail_damaged;       /* the tail is not what a torn write leaves (it holds a
                              foreign or damaged record, or garbage) */
   int header_damaged;     /* one of the two header copies is damaged */
   int job_text_damaged;   /* the stored job text fails its checksum */
   uint64_t payload_bytes; /* compressed bytes of the indexed tiles */
+  /* How the records were found: from the index (index_used: the records
+   * below its sync mark `index_covered` taken from it, only the rest
+   * scanned, so regions and dead records below it are not counted), or by
+   * scanning the whole store (index_note says why: no index, another
+   * store's, damaged, or NTK_STORE_FULL_SCAN). */
+  int index_used;
+  uint64_t index_covered;
+  uint64_t settled;      /* the index's sync mark the scan used (0: none): past it, what is not
+                            an intact record may be a write under way */
+  char index_note[320];
 };
 
 enum {
   NTK_STORE_READ = 0,
   NTK_STORE_CHECK_PAYLOAD = 2, /* verify every payload checksum (and padding) while scanning */
+  NTK_STORE_FULL_SCAN = 4,     /* ignore the index: scan every record (verify, info --records) */
 };
 
 /* Create a new, empty store at `path`, replacing any file there; the
@@ -81,17 +99,23 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
                             ntk_store_t **out);
 
 /* Open an existing store for reading, check its header, and index its
- * records. `flags`: NTK_STORE_* bits. Never writes.
+ * records: those the index lists below its last sync mark without reading
+ * them (each is checked when read: ntk_store_read_payload), the rest by a
+ * scan from the mark on. `flags`: NTK_STORE_* bits. Never writes.
  * Errors: NTK_EINPUT if the file is not a store (or an old format),
  * NTK_ECORRUPT if both header copies are damaged or impossible, NTK_EIO. */
 ntk_status ntk_store_open(const char *path, int flags, ntk_store_t **out);
 
 /* Open an existing store of this job to resume it; the caller holds the
- * writer lock and has checked the job hash (ntk_store_open first). Every payload is
- * checked, then the store is repaired before anything is appended: a
+ * writer lock and has checked the job hash (ntk_store_open first). The
+ * index is trusted below its last sync mark; every record after it is
+ * read and its payload checked (with no usable index: every record of
+ * the store). Then the store is repaired before anything is appended: a
  * damaged header copy is rewritten from the other, a damaged job text from
  * `job_text`, each damaged region is marked dead (its tiles are then
- * missing and get recomputed), and the tail is cut. All of it fsynced. */
+ * missing and get recomputed), the tail is cut, and a fresh index of the
+ * result written (so a lost index is rebuilt by this scan). All of it
+ * fsynced. */
 ntk_status ntk_store_resume(const char *path, const char *job_text, ntk_store_t **out);
 
 /* Close, fsyncing first if writable; accepts NULL. Returns fsync status.
@@ -122,9 +146,10 @@ uint64_t ntk_store_record_offset(const ntk_store_t *s, uint64_t tile);
 /* Uncompressed payload size of a tile: rows*cols*elem*(number of kernels). */
 size_t ntk_store_raw_bytes(const ntk_store_t *s, const struct ntk_tile *t);
 
-/* Append tile `t`'s compressed payload (with its checksum, as computed by
- * the worker) as one record. On a write error the file is cut back to its
- * previous end and NTK_EIO returned; earlier tiles are untouched. */
+/* Write tile `t`'s compressed payload (with its checksum, as computed by
+ * the worker) as one record, from this process: reserve, write, confirm.
+ * On a write error the partial record is cut (when it is the last one) and
+ * NTK_EIO returned; earlier tiles are untouched. */
 ntk_status ntk_store_append(ntk_store_t *s, const struct ntk_tile *t, const void *payload, size_t len,
                             uint64_t checksum);
 
@@ -136,9 +161,65 @@ struct ntk_codec;
 ntk_status ntk_store_read_kernel(ntk_store_t *s, struct ntk_codec *codec, uint64_t tile, int which, void *raw,
                                  void *out);
 
-/* fdatasync the store. A failure is fatal: the caller must stop (never
- * retry and continue: the kernel may have dropped the dirty pages). */
+/* After a resume that took records from the index: check every record
+ * below the index's sync mark as a full scan would (each payload read and
+ * checked), mark each damaged stretch there dead, and drop from the store
+ * the tiles whose record is damaged: *tiles (free it) lists them, *n how
+ * many, for the caller to compute again. Meant for a thread of its own
+ * while the job computes (reserve, confirm and sync may run meanwhile);
+ * nothing to do when the resume scanned everything. NTK_EINTERRUPTED on a
+ * stop signal (nothing dropped: the next resume checks again). */
+ntk_status ntk_store_audit(ntk_store_t *s, uint64_t **tiles, size_t *n);
+
+/* A record's place, reserved by the writer for one tile. */
+struct ntk_store_grant {
+  uint64_t tile, offset, extent, seq; /* extent: bytes from offset, header + payload + zero padding */
+  uint64_t len, checksum;             /* the payload's */
+};
+
+/* Reserve room at the end of the store for tile `tile`'s record of a
+ * `len`-byte payload with `checksum`: the offset, the extent and the next
+ * sequence number. NTK_ECOMM for a tile or a length no worker makes. */
+ntk_status ntk_store_reserve(ntk_store_t *s, uint64_t tile, uint64_t len, uint64_t checksum,
+                             struct ntk_store_grant *g);
+/* The record of reservation g is written in full: index it (durable at the
+ * next ntk_store_sync). NTK_ECOMM if g is not an open reservation. */
+ntk_status ntk_store_confirm(ntk_store_t *s, const struct ntk_store_grant *g);
+/* Reservation g will never be written in full (its writer failed): its
+ * region is marked dead so that scans step over it. */
+ntk_status ntk_store_abandon(ntk_store_t *s, const struct ntk_store_grant *g);
+
+/* For the rank that writes a granted record: its 128-byte header, from the
+ * store's header fields (info: as ntk_store_get_info on rank 0) and the
+ * grant. The record is the header, the payload, then zeros to g->extent. */
+void ntk_store_encode_record(const struct ntk_store_info *info, const struct ntk_tile *t,
+                             const struct ntk_store_grant *g, unsigned char *rec);
+/* Bytes a record of a `len`-byte payload takes (header, payload, padding). */
+uint64_t ntk_store_extent(const struct ntk_store_info *info, uint64_t len);
+/* 1 if `h` (the file's first NTK_STORE_HEADER_SIZE bytes) is an intact
+ * header of the store `info` describes: a writing rank's check that the
+ * file it opened is the job's store. */
+int ntk_store_header_names(const unsigned char *h, const struct ntk_store_info *info);
+
+/* Make the records confirmed so far durable, then the index entries that
+ * name them and a sync mark below which every byte is accounted for (the
+ * first open reservation, or the end): fdatasync of the store, an append
+ * to PATH.index, fdatasync of it. Records written by ranks on another node
+ * must be synced by them first. A failure is fatal: the caller must stop
+ * (never retry and continue: the kernel may have dropped the dirty
+ * pages). */
 ntk_status ntk_store_sync(ntk_store_t *s);
+
+/* verify: 1 in *intact if tile `tile`'s record is intact (header, payload
+ * checksum, zero padding). NTK_EIO on a read error. */
+ntk_status ntk_store_check_record(ntk_store_t *s, uint64_t tile, int *intact);
+
+/* verify: the index against the records a full scan found. *entries: the
+ * index's entries up to its last sync mark; *wrong: those that do not name
+ * the tile's intact record (nor one older than the record the scan found);
+ * note: why no index was read (then both 0 and the return 0); 1 when an
+ * index of this store was read. */
+int ntk_store_check_index(ntk_store_t *s, uint64_t *entries, uint64_t *wrong, char *note, size_t cap);
 
 /* Read and verify tile `tile`'s compressed payload into a buffer the
  * caller frees. NTK_EINCOMPLETE if absent, NTK_ECORRUPT on checksum error. */

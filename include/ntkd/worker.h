@@ -9,9 +9,11 @@
 #include "ntkd/backend.h"
 #include "ntkd/comm.h"
 #include "ntkd/status.h"
+#include "ntkd/store.h"
 #include "ntkd/tiling.h"
 
-/* Fixed-size prefix of a RESULT message; the payload follows. */
+/* A RESULT message: a finished tile, whose record the worker writes where
+ * rank 0 grants. */
 struct ntk_result_header {
   uint64_t tile;
   uint64_t len;      /* payload bytes */
@@ -62,9 +64,11 @@ ntk_status ntk_engine_submit(ntk_engine_t *e, const struct ntk_tile *t);
 struct ntk_engine_result {
   uint64_t tile;
   ntk_status status;   /* of the check and compression; message recorded by take */
-  const void *msg;     /* NTK_OK: result header + payload, msg_len bytes */
-  size_t msg_len;
-  const void *payload; /* NTK_OK: the payload alone, len bytes */
+  struct ntk_result_header header; /* NTK_OK: tile, len, checksum, seconds */
+  unsigned char *record; /* NTK_OK: the record buffer, page-aligned, record_cap bytes: room for the
+                            record header, then the payload, then room for the padding */
+  size_t record_cap;
+  const void *payload; /* NTK_OK: the payload alone (record + NTK_STORE_RECORD_HEADER), len bytes */
   size_t len;
   uint64_t checksum;
   int slot;
@@ -81,13 +85,30 @@ void ntk_engine_release(ntk_engine_t *e, const struct ntk_engine_result *r);
  * tile, before it starts on it. */
 void ntk_engine_set_hook(ntk_engine_t *e, void (*hook)(void *arg, const struct ntk_tile *t), void *arg);
 
+/* The job's store as a worker writes it: its own MPI-IO handle on the
+ * file (ntkd/comm.h), the store's header fields (info, from rank 0), and
+ * whether to sync each record itself (sync_own: a rank on another node
+ * than rank 0, whose fdatasync does not reach this node's cache), and
+ * whether to write with O_DIRECT where possible (direct: [output]
+ * direct_io; records are page-aligned, and so are the engine's buffers). The
+ * file's header must name the store `info` describes (NTK_EMISMATCH).
+ * Rank-local. */
+typedef struct ntk_worker_store ntk_worker_store_t;
+ntk_status ntk_worker_open_store(const char *path, const struct ntk_store_info *info, int sync_own, int direct,
+                                 ntk_worker_store_t **out);
+void ntk_worker_close_store(ntk_worker_store_t *ws);
+
 /* The worker's message loop (rank > 0): compute what rank 0 sends until it
- * says stop. A tile that fails is reported to rank 0 with its status and
+ * says stop. Each finished tile is reported (RESULT), rank 0 grants its
+ * record a place in the store (GRANT), this rank writes the record there
+ * through `ws` and reports it (WRITTEN), so tiles never travel through
+ * rank 0. A tile that fails is reported to rank 0 with its status and
  * the loop goes on (rank 0 answers with stop). If a message of this rank
  * fails, it tells rank 0, waits for its stop and returns the error; rank 0
  * then ends the job (ntk_comm_abort) once the others' tiles are stored.
  * Without an answer within a minute this rank ends the job itself.
  * Rank-local (talks only to rank 0). */
-ntk_status ntk_worker_serve(const ntk_comm_t *world, ntk_engine_t *e, const struct ntk_tiling *tiling);
+ntk_status ntk_worker_serve(const ntk_comm_t *world, ntk_engine_t *e, const struct ntk_tiling *tiling,
+                            ntk_worker_store_t *ws);
 
 #endif

@@ -1,11 +1,14 @@
 /* Dynamic scheduling of tiles over workers. The largest tiles go first and
  * the cheaper diagonal and edge tiles last, so the workers finish together.
- * Under MPI the main thread only receives and hands out work; a writer
- * thread checks, appends and syncs, so a worker never waits for the disk
- * (measured: workers busy 63% -> see docs/PERFORMANCE.md). The main thread
- * also watches the workers: one that stops answering, or whose messages
- * fail, is counted out, and once the others' tiles are stored and synced
- * every rank is ended (a collective with it would hang). */
+ * Under MPI the main thread hands out work and grants each finished tile a
+ * place in the store; the worker writes the record there itself and says
+ * so, and the main thread indexes it. A sync thread makes records and index
+ * durable every sync interval, so nobody waits for the disk. The main
+ * thread also watches the workers: one that stops answering, or whose
+ * messages fail, is counted out, and once the others' tiles are stored and
+ * synced every rank is ended (a collective with it would hang). After a
+ * resume from the index an audit thread checks the records the index
+ * vouched for, and the tiles it finds damaged are computed again. */
 #include "ntkd/coordinator.h"
 
 #include <errno.h>
@@ -28,9 +31,9 @@ struct sched {
   uint64_t npending, next;
   struct ntk_progress progress;
   double last_sync, sync_interval;
-  int dirty;           /* appended since the last sync (writer thread) */
-  int store_failed;    /* an append or sync failed: store nothing more (writer thread) */
-  pthread_mutex_t mu;  /* guards failure and failure_msg */
+  int dirty;           /* stored since the last sync (under mu) */
+  int store_failed;    /* an append or sync failed: store nothing more (under mu) */
+  pthread_mutex_t mu;  /* guards failure and failure_msg, dirty, store_failed, the audit's results */
   ntk_status failure;  /* first error: stop handing out work */
   char failure_msg[2048];
   int stopping;        /* signal received (main thread only) */
@@ -40,6 +43,14 @@ struct sched {
   double worker_timeout;   /* [compute] worker_timeout */
   double slowest;          /* longest compute + compress time of a tile this run */
   int lost;                /* workers counted out: the job must end with ntk_comm_abort */
+  /* The audit (ntk_store_audit) of a resume from the index: */
+  pthread_t audit_thread;
+  int auditing;            /* the thread runs or has not been joined (main thread) */
+  int audit_done;          /* under mu */
+  ntk_status audit_st;
+  char audit_msg[2048];
+  uint64_t *audit_tiles;
+  size_t naudit;
 };
 
 static void set_failure(struct sched *s, ntk_status st) {
@@ -93,125 +104,171 @@ static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct n
   return NTK_OK;
 }
 
-/* Sync if tiles were appended `sync_interval` seconds or more after the
- * last sync. Writer thread (or the solo loop). */
+static void *audit_main(void *arg) {
+  struct sched *s = arg;
+  uint64_t *tiles = NULL;
+  size_t n = 0;
+  ntk_status st = ntk_store_audit(s->store, &tiles, &n);
+  pthread_mutex_lock(&s->mu);
+  s->audit_st = st;
+  if (st) snprintf(s->audit_msg, sizeof s->audit_msg, "%s", ntk_error_message());
+  s->audit_tiles = tiles;
+  s->naudit = n;
+  s->audit_done = 1;
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+/* Start the audit if the store was resumed from its index. */
+static void audit_start(struct sched *s) {
+  const struct ntk_store_scan *sc = ntk_store_get_scan(s->store);
+  if (!sc->index_used || !ntk_store_tiles_done(s->store)) return;
+  if (pthread_create(&s->audit_thread, NULL, audit_main, s)) {
+    set_failure(s, ntk_error(NTK_EINTERNAL, "cannot start the thread that checks the resumed store"));
+    return;
+  }
+  s->auditing = 1;
+}
+
+/* If the audit has finished (or `wait`: once it has), join it and queue
+ * the tiles it found damaged. 1 if it was joined just now. Main thread. */
+static int audit_collect(struct sched *s, int wait) {
+  if (!s->auditing) return 0;
+  pthread_mutex_lock(&s->mu);
+  int done = s->audit_done;
+  pthread_mutex_unlock(&s->mu);
+  if (!done && !wait) return 0;
+  pthread_join(s->audit_thread, NULL);
+  s->auditing = 0;
+  if (s->audit_st == NTK_EINTERRUPTED) {
+    /* Stopping: the next resume checks again. */
+  } else if (s->audit_st) {
+    ntk_error(s->audit_st, "%s", s->audit_msg);
+    set_failure(s, s->audit_st);
+  } else {
+    const struct ntk_store_scan *sc = ntk_store_get_scan(s->store);
+    fprintf(stderr, "\nntkd: resume check of the records below the index's sync mark: %s", s->naudit ? "" : "all intact");
+    if (s->naudit)
+      fprintf(stderr, "%zu damaged tile%s to recompute, %llu damaged region%s marked dead", s->naudit,
+              s->naudit == 1 ? "" : "s", (unsigned long long)sc->regions, sc->regions == 1 ? "" : "s");
+    fprintf(stderr, "\n");
+    for (size_t i = 0; i < s->naudit; i++) {
+      struct ntk_tile t = ntk_tiling_tile(s->tiling, s->audit_tiles[i]);
+      s->pending[s->npending++] = s->audit_tiles[i];
+      ntk_progress_remove(&s->progress, ntk_tile_pairs(&t));
+    }
+  }
+  free(s->audit_tiles);
+  s->audit_tiles = NULL;
+  return 1;
+}
+
+/* Sync if tiles were stored `sync_interval` seconds or more after the
+ * last sync. Sync thread (or the solo loop). */
 static void sched_sync_due(struct sched *s) {
   double now = ntk_now();
-  if (!s->dirty || now - s->last_sync < s->sync_interval) return;
-  s->last_sync = now;
-  s->dirty = 0;
+  pthread_mutex_lock(&s->mu);
+  int due = s->dirty && !s->store_failed && now - s->last_sync >= s->sync_interval;
+  if (due) {
+    s->last_sync = now;
+    s->dirty = 0;
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (!due) return;
   ntk_status st = ntk_store_sync(s->store);
   if (st) {
+    pthread_mutex_lock(&s->mu);
     s->store_failed = 1;
+    pthread_mutex_unlock(&s->mu);
     set_failure(s, st);
   }
 }
 
-/* Store one finished tile; errors stop the scheduling but never lose tiles
- * already written. After another rank's failure the tiles that still
- * arrive are stored; after a failure of the store itself nothing more is
- * written. Called by the writer thread (or the solo loop). */
+static int store_broken(struct sched *s) {
+  pthread_mutex_lock(&s->mu);
+  int f = s->store_failed;
+  pthread_mutex_unlock(&s->mu);
+  return f;
+}
+
+static void mark_dirty(struct sched *s) {
+  pthread_mutex_lock(&s->mu);
+  s->dirty = 1;
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Store one finished tile from this process (the solo loop); errors stop
+ * the scheduling but never lose tiles already written. */
 static void sched_store(struct sched *s, const struct ntk_result_header *h, const void *payload) {
-  if (s->store_failed) return;
+  if (store_broken(s)) return;
   if (!ntk_tiling_needed(s->tiling, h->tile) || ntk_checksum(payload, (size_t)h->len) != h->checksum) {
-    set_failure(s, ntk_error(NTK_ECOMM, "a tile arrived damaged (checksum mismatch in transit)"));
+    set_failure(s, ntk_error(NTK_EINTERNAL, "a tile came out of the engine damaged (checksum mismatch)"));
     return;
   }
   struct ntk_tile t = ntk_tiling_tile(s->tiling, h->tile);
   ntk_status st = ntk_store_append(s->store, &t, payload, (size_t)h->len, h->checksum);
   if (st) {
+    pthread_mutex_lock(&s->mu);
     s->store_failed = 1;
+    pthread_mutex_unlock(&s->mu);
     set_failure(s, st);
     return;
   }
   ntk_progress_add(&s->progress, ntk_tile_pairs(&t));
   s->compute_seconds += h->seconds;
-  s->dirty = 1;
+  mark_dirty(s);
   sched_sync_due(s);
 }
 
-/* ---- the writer thread ---------------------------------------------------- */
+/* ---- the sync thread ------------------------------------------------------ */
 
-#define NTK_WRITE_QUEUE 4
-
-struct writer {
+struct syncer {
   struct sched *s;
   pthread_t thread;
   pthread_mutex_t mu;
-  pthread_cond_t nonempty, nonfull;
-  unsigned char *items[NTK_WRITE_QUEUE]; /* result header + payload, owned */
-  int head, count, closing;
+  pthread_cond_t wake;
+  int closing;
 };
 
-static void *writer_main(void *arg) {
-  struct writer *w = arg;
-  for (;;) {
-    pthread_mutex_lock(&w->mu);
-    while (w->count == 0 && !w->closing) {
-      struct timespec until;
-      clock_gettime(CLOCK_REALTIME, &until);
-      until.tv_nsec += 250000000;
-      if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-      }
-      if (pthread_cond_timedwait(&w->nonempty, &w->mu, &until) == ETIMEDOUT) {
-        pthread_mutex_unlock(&w->mu);
-        /* Idle: what was stored becomes durable even if no tile follows
-         * (a stalled worker, a job about to be ended). */
-        if (!w->s->store_failed) sched_sync_due(w->s);
-        ntk_progress_tick(&w->s->progress, 0);
-        pthread_mutex_lock(&w->mu);
-      }
+static void *syncer_main(void *arg) {
+  struct syncer *y = arg;
+  pthread_mutex_lock(&y->mu);
+  while (!y->closing) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 250000000;
+    if (until.tv_nsec >= 1000000000) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000;
     }
-    if (w->count == 0) { /* closing and drained */
-      pthread_mutex_unlock(&w->mu);
-      return NULL;
-    }
-    unsigned char *item = w->items[w->head];
-    w->head = (w->head + 1) % NTK_WRITE_QUEUE;
-    w->count--;
-    pthread_cond_signal(&w->nonfull);
-    pthread_mutex_unlock(&w->mu);
-    struct ntk_result_header h;
-    memcpy(&h, item, sizeof h);
-    sched_store(w->s, &h, item + sizeof h);
-    free(item);
-    ntk_progress_tick(&w->s->progress, 0);
+    pthread_cond_timedwait(&y->wake, &y->mu, &until);
+    pthread_mutex_unlock(&y->mu);
+    /* What was indexed becomes durable even if no tile follows (a stalled
+     * worker, a job about to be ended). */
+    sched_sync_due(y->s);
+    pthread_mutex_lock(&y->mu);
   }
+  pthread_mutex_unlock(&y->mu);
+  return NULL;
 }
 
-/* Hand a received result to the writer; blocks while its queue is full. */
-static void writer_push(struct writer *w, unsigned char *item) {
-  pthread_mutex_lock(&w->mu);
-  while (w->count == NTK_WRITE_QUEUE) pthread_cond_wait(&w->nonfull, &w->mu);
-  w->items[(w->head + w->count) % NTK_WRITE_QUEUE] = item;
-  w->count++;
-  pthread_cond_signal(&w->nonempty);
-  pthread_mutex_unlock(&w->mu);
-}
-
-static ntk_status writer_start(struct writer *w, struct sched *s) {
-  memset(w, 0, sizeof *w);
-  w->s = s;
-  pthread_mutex_init(&w->mu, NULL);
-  pthread_cond_init(&w->nonempty, NULL);
-  pthread_cond_init(&w->nonfull, NULL);
-  if (pthread_create(&w->thread, NULL, writer_main, w))
-    return ntk_error(NTK_EINTERNAL, "cannot start the writer thread");
+static ntk_status syncer_start(struct syncer *y, struct sched *s) {
+  memset(y, 0, sizeof *y);
+  y->s = s;
+  pthread_mutex_init(&y->mu, NULL);
+  pthread_cond_init(&y->wake, NULL);
+  if (pthread_create(&y->thread, NULL, syncer_main, y)) return ntk_error(NTK_EINTERNAL, "cannot start the sync thread");
   return NTK_OK;
 }
 
-/* Drain the queue and stop the thread. */
-static void writer_stop(struct writer *w) {
-  pthread_mutex_lock(&w->mu);
-  w->closing = 1;
-  pthread_cond_signal(&w->nonempty);
-  pthread_mutex_unlock(&w->mu);
-  pthread_join(w->thread, NULL);
-  pthread_mutex_destroy(&w->mu);
-  pthread_cond_destroy(&w->nonempty);
-  pthread_cond_destroy(&w->nonfull);
+static void syncer_stop(struct syncer *y) {
+  pthread_mutex_lock(&y->mu);
+  y->closing = 1;
+  pthread_cond_signal(&y->wake);
+  pthread_mutex_unlock(&y->mu);
+  pthread_join(y->thread, NULL);
+  pthread_mutex_destroy(&y->mu);
+  pthread_cond_destroy(&y->wake);
 }
 
 static int sched_more(struct sched *s) {
@@ -241,15 +298,13 @@ static ntk_status run_solo(struct sched *s, ntk_engine_t *e) {
     }
     struct ntk_engine_result r;
     if (!ntk_engine_take(e, room ? 0 : -1, &r)) {
-      if (!room && !ntk_engine_pending(e)) break;
+      if (!room && !ntk_engine_pending(e) && !audit_collect(s, 1)) break;
       continue;
     }
     if (r.status) {
       set_failure(s, r.status); /* message recorded by take */
     } else {
-      struct ntk_result_header h;
-      memcpy(&h, r.msg, sizeof h);
-      sched_store(s, &h, r.payload);
+      sched_store(s, &r.header, r.payload);
       ntk_progress_tick(&s->progress, 0);
     }
     ntk_engine_release(e, &r);
@@ -305,6 +360,9 @@ static void send_next(struct sched *s, int worker, struct peer *p, int *active) 
     s->next++;
     p[worker].inflight++;
   }
+  /* The audit of a resumed store may still give tiles back: an idle worker
+   * waits for it, unless the job is stopping anyway. */
+  if (p[worker].inflight == 0 && s->auditing && !s->stopping && !get_failure(s)) return;
   if (p[worker].inflight == 0) {
     uint64_t stop = NTK_WORK_STOP;
     (*active)--;
@@ -372,6 +430,72 @@ static void on_fail(struct sched *s, struct peer *p, int from, unsigned char *bu
   send_next(s, from, p, active);
 }
 
+/* A RESULT from worker `from`: a finished tile. Grant its record a place
+ * (or none, offset 0, when the store failed or has it already); the tile
+ * stays in flight until the worker says it is written. */
+static void on_result(struct sched *s, struct peer *p, int from, const unsigned char *buf, size_t bytes,
+                      int *active) {
+  struct ntk_result_header h;
+  if (bytes != sizeof h) {
+    if (!p[from].lost) lose(s, p, from, active, ntk_error(NTK_ECOMM, "malformed result message from rank %d", from));
+    return;
+  }
+  memcpy(&h, buf, sizeof h);
+  struct ntk_store_grant g;
+  memset(&g, 0, sizeof g);
+  if (h.tile < s->tiling->ntiles && !ntk_tiling_needed(s->tiling, h.tile)) {
+    set_failure(s, ntk_error(NTK_ECOMM, "worker rank %d computed tile %llu, which this job does not need", from,
+                             (unsigned long long)h.tile));
+  } else if (!p[from].lost && !store_broken(s) && !ntk_store_has_tile(s->store, h.tile)) {
+    ntk_status st = ntk_store_reserve(s->store, h.tile, h.len, h.checksum, &g);
+    if (st) {
+      set_failure(s, ntk_error(st, "worker rank %d: %s", from, ntk_error_message()));
+      memset(&g, 0, sizeof g);
+    }
+  }
+  if (h.seconds > s->slowest) s->slowest = h.seconds;
+  s->compute_seconds += h.seconds;
+  ntk_status st = ntk_comm_send(s->comm, from, NTK_TAG_GRANT, &g, sizeof g);
+  if (st && !p[from].lost) {
+    if (g.offset) ntk_store_abandon(s->store, &g);
+    lose(s, p, from, active, st);
+  }
+}
+
+/* A WRITTEN from worker `from`: the grant, int32 status, the error text. */
+static void on_written(struct sched *s, struct peer *p, int from, unsigned char *buf, size_t bytes, int *active) {
+  struct ntk_store_grant g;
+  int32_t code;
+  if (bytes < sizeof g + sizeof code) {
+    if (!p[from].lost) lose(s, p, from, active, ntk_error(NTK_ECOMM, "malformed message from rank %d", from));
+    return;
+  }
+  memcpy(&g, buf, sizeof g);
+  memcpy(&code, buf + sizeof g, sizeof code);
+  if (g.offset && !code) {
+    ntk_status st = ntk_store_confirm(s->store, &g);
+    if (st) {
+      set_failure(s, ntk_error(st, "worker rank %d: %s", from, ntk_error_message()));
+    } else {
+      struct ntk_tile t = ntk_tiling_tile(s->tiling, g.tile);
+      ntk_progress_add(&s->progress, ntk_tile_pairs(&t));
+      mark_dirty(s);
+    }
+  } else if (g.offset) {
+    /* The write failed: whatever reached the file is marked dead, the
+     * tile stays missing, the job stops (the other tiles are kept). */
+    buf[bytes - 1] = '\0';
+    const char *text = bytes > sizeof g + sizeof code ? (const char *)buf + sizeof g + sizeof code : "(no message)";
+    ntk_status st = ntk_store_abandon(s->store, &g);
+    set_failure(s, ntk_error(code > 0 ? (ntk_status)code : NTK_EIO, "worker rank %d: %s", from, text));
+    if (st) set_failure(s, st);
+  }
+  if (p[from].lost) return;
+  p[from].inflight--;
+  if (g.offset && !code) s->per_worker[from]++;
+  send_next(s, from, p, active);
+}
+
 static ntk_status run_mpi(struct sched *s, const int *depth) {
   int nworkers = ntk_comm_size(s->comm) - 1, active = nworkers;
   struct peer *p = calloc((size_t)nworkers + 1, sizeof *p);
@@ -380,8 +504,8 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
     free(p);
     return ntk_error(NTK_ENOMEM, "out of memory");
   }
-  struct writer w;
-  ntk_status st = writer_start(&w, s);
+  struct syncer y;
+  ntk_status st = syncer_start(&y, s);
   if (st) {
     free(p);
     return st;
@@ -397,16 +521,21 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
     int from, tag;
     size_t bytes;
     check_signal(s);
+    if (audit_collect(s, 0)) /* tiles it gave back, or the stop it held up */
+      for (int k = 1; k <= nworkers; k++)
+        if (p[k].inflight == 0 && !p[k].lost) send_next(s, k, p, &active);
     if ((s->stopping || get_failure(s)) && !cancelled) {
       /* Workers hand back their queued tiles instead of computing them. */
       cancelled = 1;
       for (int k = 1; k <= nworkers; k++) {
+        if (p[k].inflight == 0 && !p[k].lost) send_next(s, k, p, &active); /* idle, waiting for the audit */
         if (p[k].inflight <= 0) continue;
         ntk_status cst = ntk_comm_send(s->comm, k, NTK_TAG_CANCEL, NULL, 0);
         if (cst) lose(s, p, k, &active, cst);
       }
     }
     int got = ntk_comm_poll(s->comm, -1, &from, &tag, &bytes, 0.25);
+    ntk_progress_tick(&s->progress, 0);
     /* Look for silent workers when idle, and every second when busy. */
     if (!got || ntk_now() - last_check >= 1.0) {
       check_stalls(s, p, nworkers, &active);
@@ -429,26 +558,10 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
     }
     p[from].heard = ntk_now();
     if (tag == NTK_TAG_RESULT) {
-      struct ntk_result_header h;
-      if (bytes < sizeof h || (memcpy(&h, buf, sizeof h), sizeof h + h.len != bytes)) {
-        free(buf);
-        if (!p[from].lost)
-          lose(s, p, from, &active, ntk_error(NTK_ECOMM, "malformed result message from rank %d", from));
-        continue;
-      }
-      if (p[from].lost) { /* a counted-out worker came back: keep its tile (checksummed), nothing more */
-        writer_push(&w, buf);
-        continue;
-      }
-      if (h.seconds > s->slowest) s->slowest = h.seconds;
-      p[from].inflight--;
-      s->per_worker[from]++;
-      /* Top the worker's queue up first, then hand the tile to the writer. */
-      send_next(s, from, p, &active);
-      writer_push(&w, buf);
-      continue;
-    }
-    if (p[from].lost) {
+      on_result(s, p, from, buf, bytes, &active); /* a counted-out worker is answered too: it waits for it */
+    } else if (tag == NTK_TAG_WRITTEN) {
+      on_written(s, p, from, buf, bytes, &active);
+    } else if (p[from].lost) {
       /* Nothing else a counted-out worker says counts. */
     } else if (tag == NTK_TAG_FAIL) {
       on_fail(s, p, from, buf, bytes, &active);
@@ -465,7 +578,8 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
     }
     free(buf);
   }
-  writer_stop(&w);
+  audit_collect(s, 1);
+  syncer_stop(&y);
   free(p);
   return NTK_OK;
 }
@@ -494,10 +608,12 @@ ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_
   ntk_status st = sched_init(&s, store, job);
   if (st) return st;
   s.comm = world;
+  audit_start(&s);
   fprintf(stderr, "ntkd: %llu of %llu tiles to compute on %d %s\n", (unsigned long long)s.npending,
           (unsigned long long)s.tiling->needed, solo ? 1 : ntk_comm_size(world) - 1,
           solo || ntk_comm_size(world) == 2 ? "worker" : "workers");
   st = solo ? run_solo(&s, solo) : run_mpi(&s, depth);
+  audit_collect(&s, 1); /* joined on every path before the store is touched again */
   /* Whatever happened, make what was stored durable. */
   ntk_status sync = ntk_store_sync(store);
   int complete = ntk_store_tiles_done(store) == s.tiling->needed;

@@ -30,6 +30,11 @@ void ntk_progress_add(struct ntk_progress *p, uint64_t pairs) {
   p->pairs_session += pairs;
 }
 
+void ntk_progress_remove(struct ntk_progress *p, uint64_t pairs) {
+  if (p->tiles_done) p->tiles_done--;
+  p->pairs_done = p->pairs_done >= pairs ? p->pairs_done - pairs : 0;
+}
+
 static void fmt_time(char *buf, size_t cap, double s) {
   if (s < 0 || s > 1e8) {
     snprintf(buf, cap, "--:--:--");

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,8 @@
 #include "ntkd/codec.h"
 #include "ntkd/config.h"
 #include "ntkd/fsutil.h"
+#include "ntkd/signals.h"
+#include "index.h"
 
 static const char header_magic[8] = {'N', 'T', 'K', 'D', 'S', 'T', 'O', 'R'};
 static const char record_magic[8] = {'N', 'T', 'K', 'D', 'T', 'I', 'L', 'E'};
@@ -47,6 +50,7 @@ struct region_vec {
 struct ntk_store {
   int fd;
   int writable;
+  int ifd;           /* the index, open for appending (writable stores) */
   char path[NTK_PATH_MAX];
   struct ntk_store_info info;
   struct ntk_tiling tiling;
@@ -61,6 +65,17 @@ struct ntk_store {
   struct ntk_store_scan scan;
   struct region_vec regions;
   unsigned char good_header[NTK_STORE_HEADER_SIZE]; /* an intact copy, for repairs */
+  /* The writer's reservations and its index (rank 0's main thread reserves
+   * and confirms while its sync thread syncs): under mu. */
+  pthread_mutex_t mu;
+  struct ntk_store_grant *open; /* reserved, neither confirmed nor abandoned */
+  size_t nopen, capopen;
+  struct ntk_index_entry *fresh; /* confirmed since the last index sync */
+  size_t nfresh, capfresh;
+  uint64_t synced_covered;       /* the last sync mark's `covered` */
+  uint64_t settled;              /* the index's sync mark when opened (0: none): what a scan finds
+                                    past it that is not a record is an unfinished write */
+  int stop_aware;                /* the scan gives up on a stop signal (the audit) */
 };
 
 /* ---- little-endian field access ------------------------------------------ */
@@ -100,9 +115,11 @@ static int kernel_count(uint32_t mask) { return (mask & 1) + ((mask >> 1) & 1); 
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-size_t ntk_store_raw_bytes(const ntk_store_t *s, const struct ntk_tile *t) {
-  return (size_t)(t->rows * t->cols) * s->info.elem * (size_t)kernel_count(s->info.kernels);
+static size_t raw_bytes(const struct ntk_store_info *info, const struct ntk_tile *t) {
+  return (size_t)(t->rows * t->cols) * info->elem * (size_t)kernel_count(info->kernels);
 }
+
+size_t ntk_store_raw_bytes(const ntk_store_t *s, const struct ntk_tile *t) { return raw_bytes(&s->info, t); }
 
 static ntk_status io_error(const ntk_store_t *s, const char *what) {
   return ntk_error(NTK_EIO, "%s: %s: %s", s->path, what, strerror(errno));
@@ -145,13 +162,13 @@ void ntk_store_tiling_of(const struct ntk_store_info *info, struct ntk_tiling *t
   if (info->n_train && !info->test_test) ntk_tiling_limit_columns(t, info->n_train);
 }
 
-/* Records of small tiles (CNN kernels with pooling use 16-64 images) would
- * be mostly padding at 4 KiB; everything else is page-aligned, which lets
- * several writers share the file without sharing a page. */
+/* Records are page-aligned, so that writers on different nodes never
+ * share a page (a network file system writes back whole pages). Stores
+ * written before several ranks wrote used 512 bytes for small tiles; they
+ * are still read and resumed with their alignment. */
 static uint32_t record_alignment(const struct ntk_store_info *info) {
-  uint64_t edge = info->tile < info->n ? info->tile : info->n;
-  uint64_t raw = edge * edge * info->elem * (uint64_t)kernel_count(info->kernels);
-  return raw >= (64u << 10) ? PAGE : 512u;
+  (void)info;
+  return PAGE;
 }
 
 static void encode_header(const struct ntk_store_info *info, const struct ntk_tiling *t, uint64_t text_len,
@@ -240,6 +257,10 @@ static ntk_status alloc_index(ntk_store_t *s) {
 static void store_free(ntk_store_t *s) {
   if (!s) return;
   if (s->fd >= 0) close(s->fd);
+  if (s->ifd >= 0) close(s->ifd);
+  free(s->open);
+  free(s->fresh);
+  pthread_mutex_destroy(&s->mu);
   free(s->offset);
   free(s->length);
   free(s->seq);
@@ -252,6 +273,8 @@ static ntk_store_t *store_new(const char *path) {
   ntk_store_t *s = calloc(1, sizeof *s);
   if (!s) return NULL;
   s->fd = -1;
+  s->ifd = -1;
+  pthread_mutex_init(&s->mu, NULL);
   snprintf(s->path, sizeof s->path, "%s", path);
   return s;
 }
@@ -301,6 +324,9 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
               pwrite_all(fd, text, tlen, JOB_TEXT_AT) || ftruncate(fd, (off_t)s->first)))
     st = ntk_error(NTK_EIO, "%s: cannot write the store header: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+  /* The new store's (empty) index first: an index names its store, so the
+   * old file, if this stops here, is not misread through it. */
+  if (!st) st = ntk_index_write(path, s->info.store_id, NULL, 0, s->first, &s->ifd);
   if (!st && rename(tmp, path)) st = ntk_error(NTK_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
   if (!st) st = ntk_fsync_folder_of(path);
   free(h);
@@ -317,6 +343,7 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
   s->fd = fd;
   s->writable = 1;
   s->end = s->first;
+  s->synced_covered = s->first;
   *out = s;
   return NTK_OK;
 }
@@ -351,7 +378,28 @@ static int classify(const ntk_store_t *s, const unsigned char *r, uint64_t off, 
   return extent <= size - off ? REC_OK : REC_TORN;
 }
 
+/* 1 if [off, off + bytes) reads as zeros (a hole: room reserved for a
+ * record not yet written). */
+static int all_zero(ntk_store_t *s, uint64_t off, uint64_t bytes) {
+  unsigned char buf[1 << 16];
+  while (bytes) {
+    size_t n = bytes < sizeof buf ? (size_t)bytes : sizeof buf;
+    if (pread_all(s->fd, buf, n, off)) return 0;
+    for (size_t i = 0; i < n; i++)
+      if (buf[i]) return 0;
+    off += n;
+    bytes -= n;
+  }
+  return 1;
+}
+
 static ntk_status add_region(ntk_store_t *s, uint64_t off, uint64_t bytes, uint64_t tile, const char *why) {
+  /* Past the index's sync mark, several writers leave holes and records
+   * not yet whole while they write, and a kill leaves them: unfinished
+   * writes, not damage (a resume marks them dead all the same). Only
+   * those: a hole reads as zeros, a record being written has our intact
+   * header; anything else there (garbage, a foreign record) is damage. */
+  int unsettled = s->settled && off >= s->settled && (tile != NO_TILE || all_zero(s, off, bytes));
   struct region_vec *rv = &s->regions;
   if (rv->n == rv->cap) {
     size_t cap = rv->cap ? 2 * rv->cap : 16;
@@ -362,6 +410,11 @@ static ntk_status add_region(ntk_store_t *s, uint64_t off, uint64_t bytes, uint6
   }
   struct ntk_store_region r = {off, bytes, tile, why};
   rv->v[rv->n++] = r;
+  if (unsettled) {
+    s->scan.unsettled++;
+    s->scan.unsettled_bytes += bytes;
+    return NTK_OK;
+  }
   if (s->scan.regions < NTK_STORE_DAMAGED_LIST) s->scan.region_list[s->scan.regions] = r;
   s->scan.regions++;
   s->scan.region_bytes += bytes;
@@ -420,17 +473,36 @@ static ntk_status payload_intact(ntk_store_t *s, const unsigned char *r, uint64_
   return NTK_OK;
 }
 
-static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size) {
+/* Drop tile `tile` from the index built so far (its record turned out
+ * damaged or missing). */
+static void unindex(ntk_store_t *s, uint64_t tile) {
+  if (!s->offset[tile]) return;
+  s->offset[tile] = 0;
+  s->scan.payload_bytes -= s->length[tile];
+  s->scan.records--;
+  s->done--;
+}
+
+/* Index the records from `start` on (the store's first record, or the
+ * index's sync mark). beyond[tile] (NULL without an index) marks tiles the
+ * index places at or after `start`: the scan must meet their record there
+ * intact, or they are dropped again. */
+static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size, uint64_t start,
+                               unsigned char *beyond) {
   unsigned char r[NTK_STORE_RECORD_HEADER];
   unsigned char *buf = NULL;
   size_t cap = 0;
-  uint64_t off = s->first;
+  uint64_t off = start;
   ntk_status st = NTK_OK;
   /* Tiles that have a damaged record: they count as damaged only while no
    * intact record of theirs exists. */
   unsigned char *hurt = calloc((size_t)s->tiling.ntiles ? (size_t)s->tiling.ntiles : 1, 1);
   if (!hurt) return ntk_error(NTK_ENOMEM, "out of memory while scanning %s", s->path);
   while (off < size && !st) {
+    if (s->stop_aware && ntk_stop_requested()) {
+      st = ntk_error(NTK_EINTERRUPTED, "interrupted while checking the store");
+      break;
+    }
     int rc = size - off >= NTK_STORE_RECORD_HEADER ? pread_all(s->fd, r, sizeof r, off) : 1;
     if (rc < 0) {
       st = io_error(s, "read failed");
@@ -457,7 +529,17 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size)
     uint64_t tile = get64(r + R_TILE), len = get64(r + R_LEN);
     int intact = 1;
     if (check_payload && (st = payload_intact(s, r, off, &buf, &cap, &intact))) break;
-    if (!intact) {
+    if (beyond && beyond[tile] && s->offset[tile] == off) { /* the index's own record of it */
+      beyond[tile] = 0;
+      if (intact) {
+        off += extent;
+        continue;
+      }
+      unindex(s, tile);
+    }
+    if (!intact && s->settled && off >= s->settled) {
+      st = add_region(s, off, extent, tile, "payload checksum mismatch"); /* a write under way */
+    } else if (!intact) {
       if (!hurt[tile] && s->scan.ndamaged_list < NTK_STORE_DAMAGED_LIST)
         s->scan.damaged_list[s->scan.ndamaged_list++] = tile;
       hurt[tile] = 1;
@@ -479,6 +561,7 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size)
         s->length[tile] = len;
         s->seq[tile] = seq;
         s->scan.payload_bytes += len;
+        if (beyond) beyond[tile] = 0; /* a newer record than the index's */
       }
       s->scan.records++;
     }
@@ -487,6 +570,10 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size)
     off += extent;
   }
   free(buf);
+  /* Tiles the index places past its sync mark whose record the scan did
+   * not meet intact: missing, to be computed again. */
+  for (uint64_t i = 0; beyond && i < s->tiling.ntiles; i++)
+    if (beyond[i]) unindex(s, i);
   for (uint64_t i = 0; i < s->tiling.ntiles; i++) s->scan.damaged += hurt[i] && !s->offset[i];
   uint64_t kept = 0; /* keep in the list only tiles that are still damaged */
   for (uint64_t k = 0; k < s->scan.ndamaged_list; k++)
@@ -502,6 +589,9 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size)
      * zeroed last record looks like nothing else) is damage. */
     int torn = s->scan.tail_bytes < NTK_STORE_RECORD_HEADER ||
                (pread_all(s->fd, r, sizeof r, off) == 0 && classify(s, r, off, size) == REC_TORN);
+    /* Zeros at the end are damage even past the index's sync mark: a
+     * reservation not yet written extends the file only once a later one
+     * is, and then it is a hole before that record, not the tail. */
     s->scan.tail_damaged = !torn;
   }
   return st;
@@ -528,8 +618,84 @@ static ntk_status read_job_text(ntk_store_t *s, const unsigned char *h) {
   return NTK_OK;
 }
 
-/* Open, pick an intact header copy, index the records. */
-static ntk_status open_scan(const char *path, int writable, int check_payload, ntk_store_t **out) {
+/* The index's sync mark, when there is an index of this store whose mark
+ * fits the file; 0 otherwise. */
+static uint64_t index_mark(ntk_store_t *s, uint64_t size) {
+  struct ntk_index_entry *e = NULL;
+  size_t n = 0;
+  uint64_t covered = 0;
+  char why[300];
+  int r = ntk_index_read(s->path, s->info.store_id, &e, &n, &covered, why, sizeof why);
+  free(e);
+  return r > 0 && covered >= s->first && covered <= size ? covered : 0;
+}
+
+/* Take the index's entries (PATH.index, written by the job's writer at
+ * each sync) as the records below its sync mark, and those it lists past
+ * it as expected there (beyond[], for scan_records). Each entry is checked
+ * against the store's geometry; one that cannot be right discards the
+ * whole index (the caller then scans the store whole). *start stays
+ * s->first without a usable index. */
+static ntk_status apply_index(ntk_store_t *s, uint64_t size, uint64_t *start, unsigned char **beyond) {
+  struct ntk_index_entry *e = NULL;
+  size_t n = 0;
+  uint64_t covered = 0;
+  char why[300] = "";
+  int r = ntk_index_read(s->path, s->info.store_id, &e, &n, &covered, why, sizeof why);
+  if (r < 0) snprintf(why, sizeof why, "%s", ntk_error_message());
+  const uint64_t A = s->info.align;
+  int ok = r > 0 && covered >= s->first && covered <= size && (covered - s->first) % A == 0;
+  for (size_t i = 0; ok && i < n; i++) {
+    if (e[i].tile >= s->tiling.ntiles) {
+      ok = 0;
+      break;
+    }
+    struct ntk_tile t = ntk_tiling_tile(&s->tiling, e[i].tile);
+    uint64_t extent = align_up(NTK_STORE_RECORD_HEADER + e[i].len, A);
+    ok = e[i].offset >= s->first && (e[i].offset - s->first) % A == 0 && e[i].len > 0 &&
+         e[i].len <= ntk_codec_bound(ntk_store_raw_bytes(s, &t)) && e[i].offset + extent <= size &&
+         !(e[i].offset < covered && e[i].offset + extent > covered);
+  }
+  if (r > 0 && !ok) snprintf(why, sizeof why, "the index does not fit the store");
+  if (!ok) {
+    free(e);
+    snprintf(s->scan.index_note, sizeof s->scan.index_note, "%s", why);
+    return NTK_OK;
+  }
+  unsigned char *b = calloc((size_t)s->tiling.ntiles ? (size_t)s->tiling.ntiles : 1, 1);
+  if (!b) {
+    free(e);
+    return ntk_error(NTK_ENOMEM, "out of memory for the index of %s", s->path);
+  }
+  for (size_t i = 0; i < n; i++) {
+    uint64_t tile = e[i].tile;
+    if (e[i].seq > s->last_seq) s->last_seq = e[i].seq;
+    if (!ntk_tiling_needed(&s->tiling, tile)) continue; /* as the scan: stepped over, not counted */
+    if (s->offset[tile]) {
+      s->scan.duplicates++;
+      if (s->seq[tile] >= e[i].seq) continue;
+      unindex(s, tile);
+    }
+    s->offset[tile] = e[i].offset;
+    s->length[tile] = e[i].len;
+    s->seq[tile] = e[i].seq;
+    s->scan.payload_bytes += e[i].len;
+    s->scan.records++;
+    s->done++;
+    b[tile] = e[i].offset >= covered;
+  }
+  free(e);
+  s->scan.index_used = 1;
+  s->scan.index_covered = covered;
+  *start = covered;
+  *beyond = b;
+  return NTK_OK;
+}
+
+/* Open, pick an intact header copy, index the records: from the index and
+ * a scan of what follows its sync mark, or (full_scan, or no usable
+ * index) by a scan of the whole store. */
+static ntk_status open_scan(const char *path, int writable, int check_payload, int full_scan, ntk_store_t **out) {
   *out = NULL;
   ntk_store_t *s = store_new(path);
   if (!s) return ntk_error(NTK_ENOMEM, "out of memory");
@@ -565,7 +731,14 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, n
       }
       if (!st) st = read_job_text(s, good);
       if (!st) st = alloc_index(s);
-      if (!st) st = scan_records(s, check_payload, size);
+      uint64_t start = s->first;
+      unsigned char *beyond = NULL;
+      if (!st && !full_scan) st = apply_index(s, size, &start, &beyond);
+      if (!st && full_scan) s->settled = index_mark(s, size);
+      else if (!st && s->scan.index_used) s->settled = s->scan.index_covered;
+      s->scan.settled = s->settled;
+      if (!st) st = scan_records(s, check_payload, size, start, beyond);
+      free(beyond);
     }
   }
   free(h);
@@ -578,7 +751,7 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, n
 }
 
 ntk_status ntk_store_open(const char *path, int flags, ntk_store_t **out) {
-  return open_scan(path, 0, flags & NTK_STORE_CHECK_PAYLOAD, out);
+  return open_scan(path, 0, flags & NTK_STORE_CHECK_PAYLOAD, (flags & NTK_STORE_FULL_SCAN) != 0, out);
 }
 
 /* ---- resuming: repair before appending --------------------------------------- */
@@ -604,9 +777,23 @@ static void encode_record(const ntk_store_t *s, unsigned char *r, uint32_t kind,
   put64(r + R_CHECKSUM, ntk_checksum(r, R_CHECKSUM));
 }
 
+static ntk_status rewrite_index(ntk_store_t *s) {
+  struct ntk_index_entry *e = malloc((size_t)(s->done ? s->done : 1) * sizeof *e);
+  if (!e) return ntk_error(NTK_ENOMEM, "out of memory for the index of %s", s->path);
+  size_t n = 0;
+  for (uint64_t t = 0; t < s->tiling.ntiles; t++)
+    if (s->offset[t] && n < s->done) e[n++] = (struct ntk_index_entry){t, s->offset[t], s->length[t], s->seq[t]};
+  if (s->ifd >= 0) close(s->ifd);
+  s->ifd = -1;
+  ntk_status st = ntk_index_write(s->path, s->info.store_id, e, n, s->end, &s->ifd);
+  free(e);
+  if (!st) s->synced_covered = s->end;
+  return st;
+}
+
 ntk_status ntk_store_resume(const char *path, const char *job_text, ntk_store_t **out) {
   ntk_store_t *s;
-  ntk_status st = open_scan(path, 1, 1, &s);
+  ntk_status st = open_scan(path, 1, 1, 0, &s);
   if (st) return st;
   struct ntk_store_scan *sc = &s->scan;
   /* Both header copies from the intact one. */
@@ -642,6 +829,9 @@ ntk_status ntk_store_resume(const char *path, const char *job_text, ntk_store_t 
   /* The tail, torn or damaged, is cut: appends follow the last intact record. */
   if (!st && sc->tail_bytes && ftruncate(s->fd, (off_t)s->end)) st = io_error(s, "cannot truncate the tail");
   if (!st && fsync(s->fd)) st = io_error(s, "fsync failed");
+  /* A fresh index of everything now in the store (rebuilt from the scan
+   * when there was none): every byte below the end is accounted for. */
+  if (!st) st = rewrite_index(s);
   if (st) {
     store_free(s);
     return st;
@@ -698,26 +888,149 @@ ntk_status ntk_store_read_kernel(ntk_store_t *s, ntk_codec_t *codec, uint64_t ti
   return NTK_OK;
 }
 
+/* ---- writing: reservations, records, the index ------------------------------- */
+
+static void encode_tile_record(const struct ntk_store_info *info, const struct ntk_tile *t,
+                               const struct ntk_store_grant *g, unsigned char *r) {
+  memset(r, 0, NTK_STORE_RECORD_HEADER);
+  memcpy(r + R_MAGIC, record_magic, 8);
+  put32(r + R_VERSION, NTK_STORE_VERSION);
+  put32(r + R_KIND, KIND_TILE);
+  memcpy(r + R_STOREID, info->store_id, 16);
+  put64(r + R_TILE, g->tile);
+  put32(r + R_ROWS, (uint32_t)t->rows);
+  put32(r + R_COLS, (uint32_t)t->cols);
+  put64(r + R_RAW, raw_bytes(info, t));
+  put32(r + R_CODEC, CODEC_SHUFFLE_ZSTD);
+  put64(r + R_LEN, g->len);
+  put64(r + R_SUM, g->checksum);
+  put64(r + R_EXTENT, g->extent);
+  put64(r + R_SEQ, g->seq);
+  put64(r + R_CHECKSUM, ntk_checksum(r, R_CHECKSUM));
+}
+
+void ntk_store_encode_record(const struct ntk_store_info *info, const struct ntk_tile *t,
+                             const struct ntk_store_grant *g, unsigned char *rec) {
+  encode_tile_record(info, t, g, rec);
+}
+
+int ntk_store_header_names(const unsigned char *h, const struct ntk_store_info *info) {
+  return header_intact(h) && !memcmp(h + H_STOREID, info->store_id, 16) && get32(h + H_VERSION) == NTK_STORE_VERSION;
+}
+
+uint64_t ntk_store_extent(const struct ntk_store_info *info, uint64_t len) {
+  return align_up(NTK_STORE_RECORD_HEADER + len, info->align);
+}
+
+ntk_status ntk_store_reserve(ntk_store_t *s, uint64_t tile, uint64_t len, uint64_t checksum,
+                             struct ntk_store_grant *g) {
+  memset(g, 0, sizeof *g);
+  if (!s->writable) return ntk_error(NTK_EINTERNAL, "%s: store opened read-only", s->path);
+  if (tile >= s->tiling.ntiles)
+    return ntk_error(NTK_ECOMM, "a tile number (%llu) this store does not hold", (unsigned long long)tile);
+  struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
+  if (len == 0 || len > ntk_codec_bound(ntk_store_raw_bytes(s, &t)))
+    return ntk_error(NTK_ECOMM, "tile %llu: a %llu-byte payload cannot be a tile of this store",
+                     (unsigned long long)tile, (unsigned long long)len);
+  pthread_mutex_lock(&s->mu);
+  ntk_status st = NTK_OK;
+  if (s->nopen == s->capopen) {
+    size_t cap = s->capopen ? 2 * s->capopen : 16;
+    struct ntk_store_grant *v = realloc(s->open, cap * sizeof *v);
+    if (!v) st = ntk_error(NTK_ENOMEM, "out of memory");
+    else s->open = v, s->capopen = cap;
+  }
+  if (!st) {
+    g->tile = tile;
+    g->len = len;
+    g->checksum = checksum;
+    g->offset = s->end;
+    g->extent = align_up(NTK_STORE_RECORD_HEADER + len, s->info.align);
+    g->seq = ++s->last_seq;
+    s->end += g->extent;
+    s->open[s->nopen++] = *g;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+/* Remove the open reservation matching g; 0 if there is none. Under mu. */
+static int close_reservation(ntk_store_t *s, const struct ntk_store_grant *g) {
+  for (size_t i = 0; i < s->nopen; i++)
+    if (s->open[i].offset == g->offset && s->open[i].tile == g->tile && s->open[i].seq == g->seq) {
+      s->open[i] = s->open[--s->nopen];
+      return 1;
+    }
+  return 0;
+}
+
+ntk_status ntk_store_confirm(ntk_store_t *s, const struct ntk_store_grant *g) {
+  pthread_mutex_lock(&s->mu);
+  ntk_status st = NTK_OK;
+  if (!close_reservation(s, g)) {
+    st = ntk_error(NTK_ECOMM, "tile %llu: a record reported written at offset %llu that was not reserved there",
+                   (unsigned long long)g->tile, (unsigned long long)g->offset);
+  } else if (s->nfresh == s->capfresh) {
+    size_t cap = s->capfresh ? 2 * s->capfresh : 64;
+    struct ntk_index_entry *v = realloc(s->fresh, cap * sizeof *v);
+    if (!v) st = ntk_error(NTK_ENOMEM, "out of memory");
+    else s->fresh = v, s->capfresh = cap;
+  }
+  if (!st) {
+    s->fresh[s->nfresh++] = (struct ntk_index_entry){g->tile, g->offset, g->len, g->seq};
+    if (!s->offset[g->tile] || s->seq[g->tile] < g->seq) {
+      if (!s->offset[g->tile]) s->done++;
+      else s->scan.payload_bytes -= s->length[g->tile];
+      s->offset[g->tile] = g->offset;
+      s->length[g->tile] = g->len;
+      s->seq[g->tile] = g->seq;
+      s->scan.payload_bytes += g->len;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+ntk_status ntk_store_abandon(ntk_store_t *s, const struct ntk_store_grant *g) {
+  pthread_mutex_lock(&s->mu);
+  int known = close_reservation(s, g);
+  pthread_mutex_unlock(&s->mu);
+  if (!known) return NTK_OK;
+  /* A dead record over whatever the writer left: scans step over it. */
+  unsigned char r[NTK_STORE_RECORD_HEADER];
+  encode_record(s, r, KIND_DEAD, NO_TILE, NULL, 0, 0, g->extent, g->seq);
+  if (pwrite_all(s->fd, r, sizeof r, g->offset)) return io_error(s, "cannot mark an abandoned record dead");
+  return NTK_OK;
+}
+
 ntk_status ntk_store_append(ntk_store_t *s, const struct ntk_tile *t, const void *payload, size_t len,
                             uint64_t checksum) {
   if (!s->writable) return ntk_error(NTK_EINTERNAL, "%s: store opened read-only", s->path);
   if (ntk_store_has_tile(s, t->index)) return NTK_OK;
   static const unsigned char zeros[PAGE];
-  uint64_t extent = align_up(NTK_STORE_RECORD_HEADER + (uint64_t)len, s->info.align);
+  struct ntk_store_grant g;
+  ntk_status st = ntk_store_reserve(s, t->index, len, checksum, &g);
+  if (st) return st;
   unsigned char r[NTK_STORE_RECORD_HEADER];
-  encode_record(s, r, KIND_TILE, t->index, t, len, checksum, extent, s->last_seq + 1);
+  encode_tile_record(&s->info, t, &g, r);
   /* Header, payload and padding in one write: a kill leaves a prefix of
    * the record, which the next scan recognises as a torn tail. */
-  struct iovec iov[3] = {{r, sizeof r}, {(void *)payload, len}, {(void *)zeros, (size_t)(extent - sizeof r - len)}};
-  uint64_t at = s->end, left = extent;
+  struct iovec iov[3] = {{r, sizeof r}, {(void *)payload, len}, {(void *)zeros, (size_t)(g.extent - sizeof r - len)}};
+  uint64_t at = g.offset, left = g.extent;
   int iv = 0;
   while (left) {
     ssize_t w = pwritev(s->fd, iov + iv, 3 - iv, (off_t)at);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       int e = w < 0 ? errno : EIO;
-      /* Cut the partial record so that the file ends on an intact record. */
-      if (ftruncate(s->fd, (off_t)s->end)) { /* the scan on reopen cuts it instead */ }
+      /* Cut the partial record so that the file ends on an intact record
+       * (this writer's reservation is the last one: nobody else writes). */
+      pthread_mutex_lock(&s->mu);
+      close_reservation(s, &g);
+      int last = s->end == g.offset + g.extent && !s->nopen;
+      if (last) s->end = g.offset;
+      pthread_mutex_unlock(&s->mu);
+      if (last && ftruncate(s->fd, (off_t)g.offset)) { /* the scan on reopen cuts it instead */ }
       errno = e;
       return io_error(s, e == ENOSPC ? "disk full while writing a tile (finished tiles are kept; "
                                        "free space and rerun to resume)"
@@ -734,19 +1047,139 @@ ntk_status ntk_store_append(ntk_store_t *s, const struct ntk_tile *t, const void
     }
     while (iv < 3 && !iov[iv].iov_len) iv++;
   }
-  s->last_seq++;
-  s->offset[t->index] = s->end;
-  s->length[t->index] = len;
-  s->seq[t->index] = s->last_seq;
-  s->end += extent;
-  s->done++;
-  s->scan.payload_bytes += len;
+  return ntk_store_confirm(s, &g);
+}
+
+ntk_status ntk_store_audit(ntk_store_t *s, uint64_t **tiles, size_t *ntiles_out) {
+  *tiles = NULL;
+  *ntiles_out = 0;
+  uint64_t covered = s->scan.index_covered;
+  if (!s->writable || !s->scan.index_used || covered <= s->first) return NTK_OK;
+  /* A second, read-only view of the store below the mark, scanned as a
+   * full scan would (every payload checked), while the writer goes on. */
+  ntk_store_t *v = store_new(s->path);
+  if (!v) return ntk_error(NTK_ENOMEM, "out of memory");
+  ntk_status st = ntk_open_regular(s->path, O_RDONLY, "store", &v->fd);
+  if (!st) {
+    v->info = s->info;
+    v->tiling = s->tiling;
+    v->first = s->first;
+    v->stop_aware = 1;
+    st = alloc_index(v);
+  }
+  if (!st) st = scan_records(v, 1, covered, v->first, NULL);
+  uint64_t *bad = NULL;
+  size_t nbad = 0;
+  if (!st && !(bad = malloc((size_t)(s->tiling.ntiles ? s->tiling.ntiles : 1) * sizeof *bad)))
+    st = ntk_error(NTK_ENOMEM, "out of memory");
+  if (!st && ntk_stop_requested()) st = ntk_error(NTK_EINTERRUPTED, "interrupted while checking the store");
+  /* Every damaged stretch below the mark (and a damaged end of it: covered
+   * is a record boundary) becomes a dead region. */
+  if (!st && v->end < covered && (st = add_region(v, v->end, covered - v->end, NO_TILE, "damaged"))) {}
+  for (size_t i = 0; !st && i < v->regions.n; i++) {
+    unsigned char r[NTK_STORE_RECORD_HEADER];
+    const struct ntk_store_region *g = &v->regions.v[i];
+    pthread_mutex_lock(&s->mu);
+    uint64_t seq = ++s->last_seq;
+    pthread_mutex_unlock(&s->mu);
+    encode_record(s, r, KIND_DEAD, NO_TILE, NULL, 0, 0, g->bytes, seq);
+    if (pwrite_all(s->fd, r, sizeof r, g->offset)) st = io_error(s, "cannot mark a damaged region");
+  }
+  if (!st && v->regions.n && fdatasync(s->fd)) st = io_error(s, "fsync failed");
+  /* The tiles the index places below the mark that are not intact there
+   * are missing now. */
+  for (uint64_t t = 0; !st && t < s->tiling.ntiles; t++) {
+    pthread_mutex_lock(&s->mu);
+    uint64_t off = s->offset[t];
+    if (off && off < covered && v->offset[t] != off) {
+      unindex(s, t);
+      bad[nbad++] = t;
+    }
+    pthread_mutex_unlock(&s->mu);
+  }
+  s->scan.regions += v->scan.regions;
+  s->scan.region_bytes += v->scan.region_bytes;
+  store_free(v);
+  if (st) {
+    free(bad);
+    return st;
+  }
+  *tiles = bad;
+  *ntiles_out = nbad;
   return NTK_OK;
 }
 
 ntk_status ntk_store_sync(ntk_store_t *s) {
-  if (fdatasync(s->fd)) return io_error(s, "fsync failed; the store may have lost recent tiles");
-  return NTK_OK;
+  if (!s->writable) return NTK_OK;
+  /* What is confirmed now, and how far every byte is accounted for: below
+   * the first open reservation (a record still being written). */
+  pthread_mutex_lock(&s->mu);
+  struct ntk_index_entry *e = s->fresh;
+  size_t n = s->nfresh;
+  uint64_t covered = s->end;
+  for (size_t i = 0; i < s->nopen; i++)
+    if (s->open[i].offset < covered) covered = s->open[i].offset;
+  s->fresh = NULL;
+  s->nfresh = s->capfresh = 0;
+  pthread_mutex_unlock(&s->mu);
+  ntk_status st = NTK_OK;
+  /* The records first (one page cache on this node: the fdatasync covers
+   * what this node's ranks wrote; ranks on other nodes sync their own
+   * records before they report them written), then the index that names
+   * them. */
+  if (fdatasync(s->fd)) st = io_error(s, "fsync failed; the store may have lost recent tiles");
+  if (!st && (n || covered != s->synced_covered)) {
+    if (s->ifd < 0) st = ntk_error(NTK_EINTERNAL, "%s: no index open", s->path);
+    else st = ntk_index_append(s->ifd, s->path, e, n, covered);
+    if (!st) s->synced_covered = covered;
+  }
+  free(e);
+  return st;
+}
+
+ntk_status ntk_store_check_record(ntk_store_t *s, uint64_t tile, int *intact) {
+  *intact = 0;
+  if (!ntk_store_has_tile(s, tile)) return NTK_OK;
+  unsigned char r[NTK_STORE_RECORD_HEADER];
+  uint64_t off = s->offset[tile];
+  int rc = pread_all(s->fd, r, sizeof r, off);
+  if (rc < 0) return io_error(s, "read failed");
+  if (rc || memcmp(r, record_magic, 8) || get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM) ||
+      memcmp(r + R_STOREID, s->info.store_id, 16) || get64(r + R_TILE) != tile || get32(r + R_KIND) != KIND_TILE)
+    return NTK_OK;
+  unsigned char *buf = NULL;
+  size_t cap = 0;
+  ntk_status st = payload_intact(s, r, off, &buf, &cap, intact);
+  free(buf);
+  return st;
+}
+
+int ntk_store_check_index(ntk_store_t *s, uint64_t *entries, uint64_t *wrong, char *note, size_t cap) {
+  *entries = *wrong = 0;
+  struct ntk_index_entry *e = NULL;
+  size_t n = 0;
+  uint64_t covered = 0;
+  int r = ntk_index_read(s->path, s->info.store_id, &e, &n, &covered, note, cap);
+  if (r <= 0) {
+    if (r < 0) snprintf(note, cap, "%s", ntk_error_message());
+    return 0;
+  }
+  *entries = n;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t t = e[i].tile;
+    /* Entries past the mark the scan used were written after it (a running
+     * job): the scan could not have seen their records. */
+    if (!s->settled || e[i].offset >= s->settled) continue;
+    if (t >= s->tiling.ntiles || !ntk_tiling_needed(&s->tiling, t)) {
+      ++*wrong;
+      continue;
+    }
+    int same = s->offset[t] == e[i].offset && s->length[t] == e[i].len && s->seq[t] == e[i].seq;
+    int superseded = s->offset[t] && s->seq[t] > e[i].seq;
+    if (!same && !superseded) ++*wrong;
+  }
+  free(e);
+  return 1;
 }
 
 ntk_status ntk_store_read_payload(ntk_store_t *s, uint64_t tile, void **payload, size_t *len) {

@@ -1,5 +1,6 @@
 /* Worker side: the tile engine (backend + codec, with a check that every
- * value is finite) and the MPI message loop. */
+ * value is finite) and the MPI message loop, in which a worker writes the
+ * records of its tiles into the store at the offsets rank 0 grants. */
 #include "ntkd/worker.h"
 
 #include <errno.h>
@@ -16,17 +17,20 @@
 #include "ntkd/config.h"
 #include "ntkd/progress.h"
 #include "ntkd/signals.h"
+#include "ntkd/store.h"
 
 /* A tile buffer of the engine: the raw values (from the backend's
- * host_alloc: pinned memory for the CUDA backend) and the message (result
- * header + payload). Owned by the calling thread while FREE or TAKEN (and
+ * host_alloc: pinned memory for the CUDA backend) and the record (room for
+ * the store's record header, the payload, room for the padding; page
+ * aligned, so that it can be written as it is). Owned by the calling thread while FREE or TAKEN (and
  * while compute_tile fills a FREE one), by one compression thread while
  * BUSY; every state change is under the engine's mutex. */
 enum { SLOT_FREE, SLOT_QUEUED, SLOT_BUSY, SLOT_DONE, SLOT_TAKEN };
 
 struct slot {
   unsigned char *raw; /* nngp then ntk */
-  unsigned char *msg; /* result header + payload */
+  unsigned char *msg; /* record: NTK_STORE_RECORD_HEADER bytes, payload, padding */
+  struct ntk_result_header h;
   int state;
   uint64_t seq; /* submission order: results are taken in it */
   struct ntk_tile t;
@@ -111,7 +115,7 @@ ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backe
   pthread_cond_init(&e->done, NULL);
   size_t edge = (size_t)(tiling->tile < tiling->n ? tiling->tile : tiling->n);
   e->raw_cap = edge * edge * (size_t)e->elem * ((p->kernels & NTK_KERNEL_NTK) ? 2 : 1);
-  e->msg_cap = sizeof(struct ntk_result_header) + ntk_codec_bound(e->raw_cap);
+  e->msg_cap = NTK_STORE_RECORD_HEADER + ntk_codec_bound(e->raw_cap) + NTK_STORE_HEADER_SIZE;
   e->nthreads = compress_threads(be);
   /* One buffer being computed while each thread compresses another. */
   e->nslots = e->nthreads + 1;
@@ -127,7 +131,7 @@ ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backe
   for (int i = 0; !st && i < e->nslots; i++) {
     struct slot *s = &e->slots[i];
     s->raw = be->host_alloc ? be->host_alloc(e->ctx, e->raw_cap) : malloc(e->raw_cap);
-    s->msg = malloc(e->msg_cap);
+    if (posix_memalign((void **)&s->msg, NTK_STORE_HEADER_SIZE, e->msg_cap)) s->msg = NULL;
     if (!s->raw || !s->msg)
       st = ntk_error(NTK_ENOMEM, "out of memory for tile buffers (%d x %zu bytes)", e->nslots, e->raw_cap + e->msg_cap);
   }
@@ -237,11 +241,13 @@ static void finish_tile(ntk_engine_t *e, ntk_codec_t *codec, struct slot *s) {
   size_t one = (size_t)(t->rows * t->cols) * (size_t)e->elem;
   int two = (e->kernels & NTK_KERNEL_NTK) != 0;
   struct ntk_result_header h;
-  unsigned char *body = s->msg + sizeof h;
+  unsigned char *body = s->msg + NTK_STORE_RECORD_HEADER;
   /* Never store a value that is not finite (NNGP first, then NTK). */
   ntk_status st = check_finite(t, s->raw, e->elem, "NNGP");
   if (!st && two) st = check_finite(t, s->raw + one, e->elem, "NTK");
-  if (!st) st = ntk_codec_compress(codec, s->raw, one * (two ? 2 : 1), e->elem, body, e->msg_cap - sizeof h, &s->len);
+  if (!st)
+    st = ntk_codec_compress(codec, s->raw, one * (two ? 2 : 1), e->elem, body,
+                            e->msg_cap - NTK_STORE_RECORD_HEADER - NTK_STORE_HEADER_SIZE, &s->len);
   s->st = st;
   if (st) {
     snprintf(s->err, sizeof s->err, "%s", ntk_error_message());
@@ -252,7 +258,7 @@ static void finish_tile(ntk_engine_t *e, ntk_codec_t *codec, struct slot *s) {
   h.len = s->len;
   h.checksum = s->checksum;
   h.seconds = s->compute_s + (ntk_now() - t0); /* the work, not the waits between */
-  memcpy(s->msg, &h, sizeof h);
+  s->h = h;
 }
 
 static struct slot *free_slot(ntk_engine_t *e) {
@@ -357,9 +363,10 @@ int ntk_engine_take(ntk_engine_t *e, double wait, struct ntk_engine_result *r) {
     ntk_error(s->st, "%s", s->err);
     return 1;
   }
-  r->msg = s->msg;
-  r->msg_len = sizeof(struct ntk_result_header) + s->len;
-  r->payload = s->msg + sizeof(struct ntk_result_header);
+  r->header = s->h;
+  r->record = s->msg;
+  r->record_cap = e->msg_cap;
+  r->payload = s->msg + NTK_STORE_RECORD_HEADER;
   r->len = s->len;
   r->checksum = s->checksum;
   return 1;
@@ -421,14 +428,90 @@ static ntk_status comm_failed(const ntk_comm_t *comm, ntk_status st) {
   ntk_comm_abort(ntk_status_exit_code(st));
 }
 
-/* Send finished tile r to the coordinator (its result, or its failure)
- * and free its buffer. */
-static ntk_status send_done(const ntk_comm_t *comm, ntk_engine_t *e, struct ntk_engine_result *r, int *told_interrupt) {
+struct ntk_worker_store {
+  ntk_comm_file_t *f;
+  struct ntk_store_info info;
+  struct ntk_tiling tiling;
+  int sync_own; /* on another node than rank 0: sync each record before reporting it */
+};
+
+ntk_status ntk_worker_open_store(const char *path, const struct ntk_store_info *info, int sync_own, int direct,
+                                 ntk_worker_store_t **out) {
+  *out = NULL;
+  ntk_worker_store_t *ws = calloc(1, sizeof *ws);
+  unsigned char *h = malloc(NTK_STORE_HEADER_SIZE);
+  ntk_status st = ws && h ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
+  if (!st) {
+    ws->info = *info;
+    ws->sync_own = sync_own;
+    ntk_store_tiling_of(info, &ws->tiling);
+    st = ntk_comm_file_open(path, direct, &ws->f);
+  }
+  if (!st) st = ntk_comm_file_read_at(ws->f, 0, h, NTK_STORE_HEADER_SIZE);
+  /* The file this rank opened must be the store rank 0 opened (the same
+   * path on another node may be another file). */
+  if (!st && !ntk_store_header_names(h, info))
+    st = ntk_error(NTK_EMISMATCH, "%s: the file this rank opened is not the job's store (another store, or a "
+                   "different file at this path on this node)", path);
+  free(h);
+  if (st) {
+    ntk_worker_close_store(ws);
+    return st;
+  }
+  *out = ws;
+  return NTK_OK;
+}
+
+void ntk_worker_close_store(ntk_worker_store_t *ws) {
+  if (!ws) return;
+  ntk_comm_file_close(ws->f);
+  free(ws);
+}
+
+/* Finished tile r: ask rank 0 where its record goes, write it there (and
+ * sync it when this rank is on another node), report it written. A write
+ * that fails is reported with its error; rank 0 marks the region dead and
+ * stops the job (the other tiles are kept). A failure of a message is
+ * returned (the caller ends with comm_failed). */
+static ntk_status write_tile(const ntk_comm_t *comm, ntk_worker_store_t *ws, struct ntk_engine_result *r) {
+  ntk_status st = ntk_comm_send(comm, 0, NTK_TAG_RESULT, &r->header, sizeof r->header);
+  struct ntk_store_grant g;
+  if (!st) st = ntk_comm_recv(comm, 0, NTK_TAG_GRANT, &g, sizeof g);
+  if (st) return st;
+  if (g.offset && (g.tile != r->tile || g.len != r->len || g.checksum != r->checksum ||
+                   g.extent != ntk_store_extent(&ws->info, r->len) || g.extent > r->record_cap))
+    return ntk_error(NTK_ECOMM, "worker %d: a grant that does not match tile %llu", ntk_comm_rank(comm),
+                     (unsigned long long)r->tile);
+  unsigned char msg[sizeof g + sizeof(int32_t) + 2048];
+  int32_t code = 0;
+  size_t len = sizeof g + sizeof code;
+  if (g.offset) { /* else: rank 0 does not want it (stopping after a failure) */
+    struct ntk_tile t = ntk_tiling_tile(&ws->tiling, g.tile);
+    ntk_store_encode_record(&ws->info, &t, &g, r->record);
+    memset(r->record + NTK_STORE_RECORD_HEADER + r->len, 0, (size_t)(g.extent - NTK_STORE_RECORD_HEADER - r->len));
+    ntk_status wst = ntk_comm_file_write_at(ws->f, g.offset, r->record, (size_t)g.extent);
+    if (!wst && ws->sync_own) wst = ntk_comm_file_sync(ws->f);
+    if (wst) {
+      code = (int32_t)wst;
+      int n = snprintf((char *)msg + len, sizeof msg - len, "%s", ntk_error_message());
+      len += n < 0 ? 1 : (size_t)n < sizeof msg - len ? (size_t)n + 1 : sizeof msg - len;
+      msg[sizeof msg - 1] = '\0';
+    }
+  }
+  memcpy(msg, &g, sizeof g);
+  memcpy(msg + sizeof g, &code, sizeof code);
+  return ntk_comm_send(comm, 0, NTK_TAG_WRITTEN, msg, len);
+}
+
+/* Finished tile r: its record written (or its failure sent to the
+ * coordinator), its buffer freed. */
+static ntk_status send_done(const ntk_comm_t *comm, ntk_engine_t *e, struct ntk_engine_result *r, int *told_interrupt,
+                            ntk_worker_store_t *ws) {
   ntk_status st;
   if (r->status) /* message recorded by ntk_engine_take. Keep serving: the coordinator answers with stop. */
     st = send_fail(comm, r->status);
   else
-    st = ntk_comm_send(comm, 0, NTK_TAG_RESULT, r->msg, r->msg_len);
+    st = write_tile(comm, ws, r);
   ntk_engine_release(e, r);
   if (st) return st;
   if (ntk_stop_requested() && !*told_interrupt) {
@@ -479,14 +562,15 @@ static uint64_t queue_pop(struct tile_queue *q) {
  * oldest received tile if a buffer is free (compute_tile runs here while
  * the threads compress earlier tiles); else look at messages, waiting up
  * to 1 ms on the pipeline first when tiles are in it. */
-static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct ntk_tiling *tiling, struct tile_queue *q) {
+static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct ntk_tiling *tiling, struct tile_queue *q,
+                        ntk_worker_store_t *ws) {
   int told_interrupt = 0, cancelled = 0;
   ntk_status st;
   for (;;) {
     int ready = q->n > 0 && ntk_engine_can_submit(e);
     struct ntk_engine_result r;
     for (double wait = ready ? 0 : 0.001; ntk_engine_take(e, wait, &r); wait = 0)
-      if ((st = send_done(comm, e, &r, &told_interrupt))) return comm_failed(comm, st);
+      if ((st = send_done(comm, e, &r, &told_interrupt, ws))) return comm_failed(comm, st);
     if (ready) {
       uint64_t index = queue_pop(q);
       /* Stopping (our signal, or the coordinator's cancel): hand queued
@@ -537,9 +621,10 @@ static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct nt
   }
 }
 
-ntk_status ntk_worker_serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct ntk_tiling *tiling) {
+ntk_status ntk_worker_serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct ntk_tiling *tiling,
+                            ntk_worker_store_t *ws) {
   struct tile_queue q = {0};
-  ntk_status st = serve(comm, e, tiling, &q);
+  ntk_status st = serve(comm, e, tiling, &q, ws);
   free(q.v);
   return st;
 }
