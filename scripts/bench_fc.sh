@@ -24,6 +24,7 @@
 #                              package dataset-fashion-mnist)
 #   NTKD_BENCH_DROP_CACHES=1   as root: sync and drop the page cache before the job
 #   NTKD_BENCH_KEEP=1          keep the scratch folder (data, config, log, store)
+#   NTKD_BENCH_LEVEL=0         [output] level (default 1; 0: tiles stored raw)
 #   NTKD_BENCH_OUTPUT='K = V'  a line added to the job's [output] (e.g. 'direct_io = no',
 #                              to compare the workers' buffered MPI-IO writes)
 #   TMPDIR                     where the scratch folder goes (holds the store)
@@ -94,7 +95,7 @@ tile = $tile
 
 [output]
 path = bench.ntk
-level = 1
+level = ${NTKD_BENCH_LEVEL:-1}
 progress = 1000
 ${NTKD_BENCH_OUTPUT:-}
 CONF

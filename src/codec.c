@@ -1,5 +1,7 @@
 /* Byte shuffle + zstd. zstd alone gains ~1.13x on raw floats; grouping the
- * exponent bytes together first brings ~1.25x (design notes section 4). */
+ * exponent bytes together first brings ~1.25x (design notes section 4).
+ * Level 0 stores the values raw: on FC kernels the shuffle and zstd cost
+ * the workers a third of their CPU for 1.27x (docs/PERFORMANCE.md). */
 #include "ntkd/codec.h"
 
 #include <stdlib.h>
@@ -39,6 +41,8 @@ void ntk_codec_free(ntk_codec_t *c) {
 
 size_t ntk_codec_bound(size_t raw_bytes) { return ZSTD_compressBound(raw_bytes); }
 
+int ntk_codec_id(const ntk_codec_t *c) { return c->level == 0 ? NTK_CODEC_RAW : NTK_CODEC_SHUFFLE_ZSTD; }
+
 static int reserve(ntk_codec_t *c, size_t bytes) {
   if (c->scratch_cap >= bytes) return 1;
   unsigned char *p = realloc(c->scratch, bytes);
@@ -74,6 +78,12 @@ void ntk_unshuffle(const void *src, void *dst, size_t count, int elem) {
 
 ntk_status ntk_codec_compress(ntk_codec_t *c, const void *src, size_t bytes, int elem, void *dst,
                               size_t cap, size_t *out_len) {
+  if (c->level == 0) {
+    if (cap < bytes) return ntk_error(NTK_EINTERNAL, "codec: %zu bytes do not fit in %zu", bytes, cap);
+    memcpy(dst, src, bytes);
+    *out_len = bytes;
+    return NTK_OK;
+  }
   if (!reserve(c, bytes)) return ntk_error(NTK_ENOMEM, "codec: out of memory");
   ntk_shuffle(src, c->scratch, bytes / (size_t)elem, elem);
   size_t r = ZSTD_compress2(c->cctx, dst, cap, c->scratch, bytes);
@@ -92,6 +102,16 @@ ntk_status ntk_codec_decompress(ntk_codec_t *c, const void *src, size_t len, int
   if (ZSTD_isError(r)) return ntk_error(NTK_ECORRUPT, "zstd: %s", ZSTD_getErrorName(r));
   if (r != raw_bytes) return ntk_error(NTK_ECORRUPT, "tile payload decodes to %zu bytes, expected %zu", r, raw_bytes);
   ntk_unshuffle(c->scratch, dst, raw_bytes / (size_t)elem, elem);
+  return NTK_OK;
+}
+
+ntk_status ntk_codec_decode(ntk_codec_t *c, int id, const void *src, size_t len, int elem, void *dst,
+                            size_t raw_bytes) {
+  if (id == NTK_CODEC_SHUFFLE_ZSTD) return ntk_codec_decompress(c, src, len, elem, dst, raw_bytes);
+  if (id != NTK_CODEC_RAW) return ntk_error(NTK_ECORRUPT, "tile payload of unknown codec %d", id);
+  if (len != raw_bytes)
+    return ntk_error(NTK_ECORRUPT, "raw tile payload of %zu bytes, expected %zu", len, raw_bytes);
+  memcpy(dst, src, len);
   return NTK_OK;
 }
 

@@ -326,13 +326,7 @@ int ntk_cmd_verify(const ntk_comm_t *world, const char *path) {
     if (st) break;
     const char *why = "payload checksum mismatch or damaged record";
     if (intact) {
-      void *payload;
-      size_t len;
-      st = ntk_store_read_payload(s, i, &payload, &len);
-      if (!st) {
-        st = ntk_codec_decompress(codec, payload, len, (int)in->elem, raw, ntk_store_raw_bytes(s, &t));
-        free(payload);
-      }
+      st = ntk_store_read_tile(s, codec, i, raw);
       if (st == NTK_EIO || st == NTK_ENOMEM) break;
       intact = !st;
       why = ntk_error_message();

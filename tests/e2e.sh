@@ -63,6 +63,17 @@ job d2 small.npy 64 float64
 expect_rc 0 "float64 mpirun -np 3, tile 64" mpirun -np 3 "$NTKD" d2.conf
 "$NTKD" export d2.ntk d2_ntk.npy >/dev/null 2>&1
 check "float64 mpirun output byte-identical" cmp -s d_ntk.npy d2_ntk.npy
+# level = 0: tiles stored raw (no shuffle, no zstd), read back the same by
+# ntkd and by the Python reader.
+job raw small.npy 256 float32 "level = 0"
+expect_rc 0 "mpirun -np 3 with level = 0 (stored raw)" mpirun -np 3 "$NTKD" raw.conf
+"$NTKD" export raw.ntk raw_ntk.npy >/dev/null 2>&1
+check "... byte-identical to a zstd store" cmp -s a_ntk.npy raw_ntk.npy
+check "... a store of the raw size (ratio 1.000)" bash -c "'$NTKD' info raw.ntk | grep -q 'ratio 1.000'"
+expect_rc 0 "... verify passes" "$NTKD" verify raw.ntk
+check "... the Python reader reads it" env PYTHONPATH="$SRC/python" $PY -c "
+import numpy as np, ntkd_store
+assert np.array_equal(ntkd_store.open('raw.ntk')['ntk'][:, :], np.load('a_ntk.npy'))"
 # Pretend nodes (NTKD_TEST_NODES, docs/CLI.md): the data reach the ranks
 # through node leaders and one shared window per node; the multi-node path.
 job pn small.npy 128 float32

@@ -49,11 +49,41 @@ START_TEST(test_compress_roundtrip_and_ratio) {
 }
 END_TEST
 
+/* Level 0: the values stored as they are, decoded by the record's codec id
+ * whatever the reader's level; a raw payload of another size is damage. */
+START_TEST(test_raw) {
+  float v[1000];
+  for (int i = 0; i < 1000; i++) v[i] = (float)i * 0.37f - 11.0f;
+  ntk_codec_t *raw = ntk_codec_create(0), *z = ntk_codec_create(1);
+  ck_assert_int_eq(ntk_codec_id(raw), NTK_CODEC_RAW);
+  ck_assert_int_eq(ntk_codec_id(z), NTK_CODEC_SHUFFLE_ZSTD);
+  unsigned char out[8000];
+  size_t len = 0;
+  ck_assert_int_eq(ntk_codec_compress(raw, v, sizeof v, 4, out, sizeof out, &len), NTK_OK);
+  ck_assert_uint_eq(len, sizeof v);
+  ck_assert_mem_eq(out, v, sizeof v);
+  float back[1000];
+  ck_assert_int_eq(ntk_codec_decode(z, NTK_CODEC_RAW, out, len, 4, back, sizeof back), NTK_OK);
+  ck_assert_mem_eq(back, v, sizeof v);
+  ck_assert_int_eq(ntk_codec_decode(z, NTK_CODEC_RAW, out, len - 4, 4, back, sizeof back), NTK_ECORRUPT);
+  ck_assert_int_eq(ntk_codec_decode(z, 7, out, len, 4, back, sizeof back), NTK_ECORRUPT);
+  /* A zstd payload is not read as raw values, nor raw ones as zstd. */
+  size_t zl = 0;
+  ck_assert_int_eq(ntk_codec_compress(z, v, sizeof v, 4, out, sizeof out, &zl), NTK_OK);
+  ck_assert_int_eq(ntk_codec_decode(z, NTK_CODEC_SHUFFLE_ZSTD, out, zl, 4, back, sizeof back), NTK_OK);
+  ck_assert_mem_eq(back, v, sizeof v);
+  ck_assert_int_eq(ntk_codec_decode(z, NTK_CODEC_SHUFFLE_ZSTD, v, sizeof v, 4, back, sizeof back), NTK_ECORRUPT);
+  ntk_codec_free(raw);
+  ntk_codec_free(z);
+}
+END_TEST
+
 int main(void) {
-  Suite *s = suite_create("codec");
+Suite *s = suite_create("codec");
   TCase *tc = tcase_create("codec");
   tcase_add_test(tc, test_shuffle_roundtrip);
   tcase_add_test(tc, test_compress_roundtrip_and_ratio);
+  tcase_add_test(tc, test_raw);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -202,7 +202,7 @@ static void write_ref_store(const char *path, const struct ref_case *c, size_t n
       }
     size_t len;
     ck_assert_int_eq(ntk_codec_compress(codec, raw, 2 * cells * sizeof *raw, 8, payload, sizeof payload, &len), NTK_OK);
-    ck_assert_int_eq(ntk_store_append(s, &t, payload, len, ntk_checksum(payload, len)), NTK_OK);
+    ck_assert_int_eq(ntk_store_append(s, &t, payload, len, ntk_checksum(payload, len), NTK_CODEC_SHUFFLE_ZSTD), NTK_OK);
   }
   ntk_codec_free(codec);
   ck_assert_int_eq(ntk_store_close(s), NTK_OK);
@@ -356,7 +356,7 @@ START_TEST(test_non_finite_kernel) {
   ck_assert_int_eq(ntk_codec_compress(c, k, sizeof k, 4, payload, sizeof payload, &len), NTK_OK);
   ntk_codec_free(c);
   struct ntk_tile t = ntk_tiling_tile(ntk_store_tiling(s), 0);
-  ck_assert_int_eq(ntk_store_append(s, &t, payload, len, ntk_checksum(payload, len)), NTK_OK);
+  ck_assert_int_eq(ntk_store_append(s, &t, payload, len, ntk_checksum(payload, len), NTK_CODEC_SHUFFLE_ZSTD), NTK_OK);
   ck_assert_int_eq(ntk_store_close(s), NTK_OK);
   const int64_t y[2] = {0, 1};
   write_labels(ytr, y, 2);

@@ -47,7 +47,7 @@ static void append(ntk_store_t *s, uint64_t k) {
   unsigned char buf[4096];
   size_t len = payload_for(s, k, buf, sizeof buf);
   struct ntk_tile t = ntk_tiling_tile(ntk_store_tiling(s), k);
-  ck_assert_int_eq(ntk_store_append(s, &t, buf, len, ntk_checksum(buf, len)), NTK_OK);
+  ck_assert_int_eq(ntk_store_append(s, &t, buf, len, ntk_checksum(buf, len), NTK_CODEC_SHUFFLE_ZSTD), NTK_OK);
 }
 
 static void check_tile(ntk_store_t *s, uint64_t k) {
@@ -657,7 +657,7 @@ START_TEST(test_full_disk) {
   unsigned char buf[4096];
   size_t len = payload_for(s, 2, buf, sizeof buf);
   struct ntk_tile t = ntk_tiling_tile(ntk_store_tiling(s), 2);
-  ck_assert_int_eq(ntk_store_append(s, &t, buf, len, ntk_checksum(buf, len)), NTK_EIO);
+  ck_assert_int_eq(ntk_store_append(s, &t, buf, len, ntk_checksum(buf, len), NTK_CODEC_SHUFFLE_ZSTD), NTK_EIO);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "finished tiles are kept"));
   ntk_store_close(s);
   setrlimit(RLIMIT_FSIZE, &old);

@@ -151,7 +151,7 @@ size_t ntk_store_raw_bytes(const ntk_store_t *s, const struct ntk_tile *t);
  * On a write error the partial record is cut (when it is the last one) and
  * NTK_EIO returned; earlier tiles are untouched. */
 ntk_status ntk_store_append(ntk_store_t *s, const struct ntk_tile *t, const void *payload, size_t len,
-                            uint64_t checksum);
+                            uint64_t checksum, int codec);
 
 /* Tile `tile`'s values of one kernel (NTK_KERNEL_NNGP or NTK_KERNEL_NTK,
  * which the store must hold): its payload read, checked and decompressed
@@ -175,12 +175,13 @@ ntk_status ntk_store_audit(ntk_store_t *s, uint64_t **tiles, size_t *n);
 struct ntk_store_grant {
   uint64_t tile, offset, extent, seq; /* extent: bytes from offset, header + payload + zero padding */
   uint64_t len, checksum;             /* the payload's */
+  uint64_t codec;                     /* NTK_CODEC_* (ntkd/codec.h) */
 };
 
 /* Reserve room at the end of the store for tile `tile`'s record of a
  * `len`-byte payload with `checksum`: the offset, the extent and the next
  * sequence number. NTK_ECOMM for a tile or a length no worker makes. */
-ntk_status ntk_store_reserve(ntk_store_t *s, uint64_t tile, uint64_t len, uint64_t checksum,
+ntk_status ntk_store_reserve(ntk_store_t *s, uint64_t tile, uint64_t len, uint64_t checksum, int codec,
                              struct ntk_store_grant *g);
 /* The record of reservation g is written in full: index it (durable at the
  * next ntk_store_sync). NTK_ECOMM if g is not an open reservation. */
@@ -220,6 +221,11 @@ ntk_status ntk_store_check_record(ntk_store_t *s, uint64_t tile, int *intact);
  * note: why no index was read (then both 0 and the return 0); 1 when an
  * index of this store was read. */
 int ntk_store_check_index(ntk_store_t *s, uint64_t *entries, uint64_t *wrong, char *note, size_t cap);
+
+/* Tile `tile` whole (every kernel it stores) into `raw`
+ * (ntk_store_raw_bytes): read, checked, decoded by its record's codec.
+ * Errors as ntk_store_read_payload, and the codec's (NTK_ECORRUPT). */
+ntk_status ntk_store_read_tile(ntk_store_t *s, struct ntk_codec *codec, uint64_t tile, void *raw);
 
 /* Read and verify tile `tile`'s compressed payload into a buffer the
  * caller frees. NTK_EINCOMPLETE if absent, NTK_ECORRUPT on checksum error. */

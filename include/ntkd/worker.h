@@ -19,6 +19,7 @@ struct ntk_result_header {
   uint64_t len;      /* payload bytes */
   uint64_t checksum; /* ntk_checksum(payload) */
   double seconds;    /* compute + check + compress time (the work, not waits between) */
+  uint64_t codec;    /* NTK_CODEC_* of the payload */
 };
 
 typedef struct ntk_engine ntk_engine_t;

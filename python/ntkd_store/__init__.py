@@ -58,6 +58,7 @@ _MAX_TILES = 1 << 34
 _FLAG_TEST_TEST = 1
 _KIND_TILE, _KIND_DEAD = 1, 2
 _CODEC_SHUFFLE_ZSTD = 1
+_CODEC_RAW = 2
 _NO_TILE = (1 << 64) - 1
 _KERNEL_NNGP, _KERNEL_NTK = 1, 2
 _SCAN_CHUNK = 1 << 20
@@ -359,7 +360,8 @@ class Store:
                 return _REC_BAD
         elif kind == _KIND_TILE:
             tile = _u64(r, _R_TILE)
-            if tile >= self._tiling.ntiles or _u32(r, _R_CODEC) != _CODEC_SHUFFLE_ZSTD:
+            codec = _u32(r, _R_CODEC)
+            if tile >= self._tiling.ntiles or codec not in (_CODEC_SHUFFLE_ZSTD, _CODEC_RAW):
                 return _REC_BAD
             _, _, _, rows, _, cols = self._tiling.tile_of(tile)
             raw = self._raw_bytes(rows, cols)
@@ -367,6 +369,8 @@ class Store:
             if _u32(r, _R_ROWS) != rows or _u32(r, _R_COLS) != cols or _u64(r, _R_RAW) != raw:
                 return _REC_BAD
             if n == 0 or n > _compress_bound(raw) or extent != _align_up(_RECORD_HEADER + n, A):
+                return _REC_BAD
+            if codec == _CODEC_RAW and n != raw:
                 return _REC_BAD
         else:
             return _REC_BAD
@@ -471,14 +475,19 @@ class Store:
         if _xxh3(payload) != _u64(r, _R_SUM):
             raise self._damaged("%s at offset %d is damaged: checksum mismatch" % (self._tile_desc(tile), off),
                                 tile, off)
-        return payload, off
+        return payload, off, _u32(r, _R_CODEC)
 
     def _read_tile(self, tile, index=None):
         """Every kernel of tile `tile`: an array (kernels, rows, cols) of the store's dtype."""
         index = self._scan.index if index is None else index
         _, _, _, rows, _, cols = self._tiling.tile_of(tile)
         raw = self._raw_bytes(rows, cols)
-        payload, off = self._read_payload(tile, index)
+        payload, off, codec = self._read_payload(tile, index)
+        if codec == _CODEC_RAW:  # stored raw ([output] level = 0): the values as they are
+            if len(payload) != raw:
+                raise self._damaged("%s at offset %d: a raw payload of %d bytes, expected %d"
+                                    % (self._tile_desc(tile), off, len(payload), raw), tile, off)
+            return np.frombuffer(bytes(payload), dtype=self.dtype).reshape(-1, rows, cols)
         data = _zstd_decode(payload, raw, True)
         if data is None:
             raise self._damaged("%s at offset %d: the payload is not a zstd frame of the expected size (%d bytes)"

@@ -206,7 +206,7 @@ static void sched_store(struct sched *s, const struct ntk_result_header *h, cons
     return;
   }
   struct ntk_tile t = ntk_tiling_tile(s->tiling, h->tile);
-  ntk_status st = ntk_store_append(s->store, &t, payload, (size_t)h->len, h->checksum);
+  ntk_status st = ntk_store_append(s->store, &t, payload, (size_t)h->len, h->checksum, (int)h->codec);
   if (st) {
     pthread_mutex_lock(&s->mu);
     s->store_failed = 1;
@@ -447,7 +447,7 @@ static void on_result(struct sched *s, struct peer *p, int from, const unsigned 
     set_failure(s, ntk_error(NTK_ECOMM, "worker rank %d computed tile %llu, which this job does not need", from,
                              (unsigned long long)h.tile));
   } else if (!p[from].lost && !store_broken(s) && !ntk_store_has_tile(s->store, h.tile)) {
-    ntk_status st = ntk_store_reserve(s->store, h.tile, h.len, h.checksum, &g);
+    ntk_status st = ntk_store_reserve(s->store, h.tile, h.len, h.checksum, (int)h.codec, &g);
     if (st) {
       set_failure(s, ntk_error(st, "worker rank %d: %s", from, ntk_error_message()));
       memset(&g, 0, sizeof g);

@@ -30,7 +30,6 @@
 
 static const char header_magic[8] = {'N', 'T', 'K', 'D', 'S', 'T', 'O', 'R'};
 static const char record_magic[8] = {'N', 'T', 'K', 'D', 'T', 'I', 'L', 'E'};
-#define CODEC_SHUFFLE_ZSTD 1
 #define KIND_TILE 1
 #define KIND_DEAD 2
 #define NO_TILE UINT64_MAX
@@ -366,12 +365,14 @@ static int classify(const ntk_store_t *s, const unsigned char *r, uint64_t off, 
     if (get64(r + R_TILE) != NO_TILE || get64(r + R_LEN) || get32(r + R_CODEC)) return REC_BAD;
   } else if (kind == KIND_TILE) {
     uint64_t tile = get64(r + R_TILE);
-    if (tile >= s->tiling.ntiles || get32(r + R_CODEC) != CODEC_SHUFFLE_ZSTD) return REC_BAD;
+    uint32_t codec = get32(r + R_CODEC);
+    if (tile >= s->tiling.ntiles || (codec != NTK_CODEC_SHUFFLE_ZSTD && codec != NTK_CODEC_RAW)) return REC_BAD;
     struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
     size_t raw = ntk_store_raw_bytes(s, &t);
     uint64_t len = get64(r + R_LEN);
     if (get32(r + R_ROWS) != t.rows || get32(r + R_COLS) != t.cols || get64(r + R_RAW) != raw) return REC_BAD;
     if (len == 0 || len > ntk_codec_bound(raw) || extent != align_up(NTK_STORE_RECORD_HEADER + len, A)) return REC_BAD;
+    if (codec == NTK_CODEC_RAW && len != raw) return REC_BAD;
   } else {
     return REC_BAD;
   }
@@ -768,7 +769,7 @@ static void encode_record(const ntk_store_t *s, unsigned char *r, uint32_t kind,
     put32(r + R_ROWS, (uint32_t)t->rows);
     put32(r + R_COLS, (uint32_t)t->cols);
     put64(r + R_RAW, ntk_store_raw_bytes(s, t));
-    put32(r + R_CODEC, CODEC_SHUFFLE_ZSTD);
+    put32(r + R_CODEC, NTK_CODEC_SHUFFLE_ZSTD);
   }
   put64(r + R_LEN, len);
   put64(r + R_SUM, sum);
@@ -871,16 +872,26 @@ int ntk_store_is_damaged(const ntk_store_t *s) {
   return c->regions || c->damaged || c->tail_damaged || c->header_damaged || c->job_text_damaged;
 }
 
-ntk_status ntk_store_read_kernel(ntk_store_t *s, ntk_codec_t *codec, uint64_t tile, int which, void *raw,
-                                 void *out) {
+static ntk_status read_payload(ntk_store_t *s, uint64_t tile, void **payload, size_t *len, int *codec);
+
+ntk_status ntk_store_read_tile(ntk_store_t *s, ntk_codec_t *codec, uint64_t tile, void *raw) {
   struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
   void *payload;
   size_t len, rawb = ntk_store_raw_bytes(s, &t);
-  ntk_status st = ntk_store_read_payload(s, tile, &payload, &len);
+  int id = 0;
+  ntk_status st = read_payload(s, tile, &payload, &len, &id);
   if (st) return st;
-  st = ntk_codec_decompress(codec, payload, len, (int)s->info.elem, raw, rawb);
+  st = ntk_codec_decode(codec, id, payload, len, (int)s->info.elem, raw, rawb);
   free(payload);
   if (st) return ntk_error(st, "tile %llu: %s", (unsigned long long)tile, ntk_error_message());
+  return NTK_OK;
+}
+
+ntk_status ntk_store_read_kernel(ntk_store_t *s, ntk_codec_t *codec, uint64_t tile, int which, void *raw,
+                                 void *out) {
+  struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
+  ntk_status st = ntk_store_read_tile(s, codec, tile, raw);
+  if (st) return st;
   /* The raw tile holds NNGP, then NTK when both are stored. */
   size_t one = (size_t)(t.rows * t.cols) * s->info.elem;
   size_t off = (which == NTK_KERNEL_NTK && (s->info.kernels & NTK_KERNEL_NNGP)) ? one : 0;
@@ -901,7 +912,7 @@ static void encode_tile_record(const struct ntk_store_info *info, const struct n
   put32(r + R_ROWS, (uint32_t)t->rows);
   put32(r + R_COLS, (uint32_t)t->cols);
   put64(r + R_RAW, raw_bytes(info, t));
-  put32(r + R_CODEC, CODEC_SHUFFLE_ZSTD);
+  put32(r + R_CODEC, (uint32_t)g->codec);
   put64(r + R_LEN, g->len);
   put64(r + R_SUM, g->checksum);
   put64(r + R_EXTENT, g->extent);
@@ -922,16 +933,18 @@ uint64_t ntk_store_extent(const struct ntk_store_info *info, uint64_t len) {
   return align_up(NTK_STORE_RECORD_HEADER + len, info->align);
 }
 
-ntk_status ntk_store_reserve(ntk_store_t *s, uint64_t tile, uint64_t len, uint64_t checksum,
+ntk_status ntk_store_reserve(ntk_store_t *s, uint64_t tile, uint64_t len, uint64_t checksum, int codec,
                              struct ntk_store_grant *g) {
   memset(g, 0, sizeof *g);
   if (!s->writable) return ntk_error(NTK_EINTERNAL, "%s: store opened read-only", s->path);
   if (tile >= s->tiling.ntiles)
     return ntk_error(NTK_ECOMM, "a tile number (%llu) this store does not hold", (unsigned long long)tile);
   struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
-  if (len == 0 || len > ntk_codec_bound(ntk_store_raw_bytes(s, &t)))
-    return ntk_error(NTK_ECOMM, "tile %llu: a %llu-byte payload cannot be a tile of this store",
-                     (unsigned long long)tile, (unsigned long long)len);
+  size_t rawb = ntk_store_raw_bytes(s, &t);
+  if (len == 0 || len > ntk_codec_bound(rawb) || (codec != NTK_CODEC_SHUFFLE_ZSTD && codec != NTK_CODEC_RAW) ||
+      (codec == NTK_CODEC_RAW && len != rawb))
+    return ntk_error(NTK_ECOMM, "tile %llu: a %llu-byte payload of codec %d cannot be a tile of this store",
+                     (unsigned long long)tile, (unsigned long long)len, codec);
   pthread_mutex_lock(&s->mu);
   ntk_status st = NTK_OK;
   if (s->nopen == s->capopen) {
@@ -944,6 +957,7 @@ ntk_status ntk_store_reserve(ntk_store_t *s, uint64_t tile, uint64_t len, uint64
     g->tile = tile;
     g->len = len;
     g->checksum = checksum;
+    g->codec = (uint64_t)codec;
     g->offset = s->end;
     g->extent = align_up(NTK_STORE_RECORD_HEADER + len, s->info.align);
     g->seq = ++s->last_seq;
@@ -1004,12 +1018,12 @@ ntk_status ntk_store_abandon(ntk_store_t *s, const struct ntk_store_grant *g) {
 }
 
 ntk_status ntk_store_append(ntk_store_t *s, const struct ntk_tile *t, const void *payload, size_t len,
-                            uint64_t checksum) {
+                            uint64_t checksum, int codec) {
   if (!s->writable) return ntk_error(NTK_EINTERNAL, "%s: store opened read-only", s->path);
   if (ntk_store_has_tile(s, t->index)) return NTK_OK;
   static const unsigned char zeros[PAGE];
   struct ntk_store_grant g;
-  ntk_status st = ntk_store_reserve(s, t->index, len, checksum, &g);
+  ntk_status st = ntk_store_reserve(s, t->index, len, checksum, codec, &g);
   if (st) return st;
   unsigned char r[NTK_STORE_RECORD_HEADER];
   encode_tile_record(&s->info, t, &g, r);
@@ -1183,6 +1197,11 @@ int ntk_store_check_index(ntk_store_t *s, uint64_t *entries, uint64_t *wrong, ch
 }
 
 ntk_status ntk_store_read_payload(ntk_store_t *s, uint64_t tile, void **payload, size_t *len) {
+  int codec;
+  return read_payload(s, tile, payload, len, &codec);
+}
+
+static ntk_status read_payload(ntk_store_t *s, uint64_t tile, void **payload, size_t *len, int *codec) {
   *payload = NULL;
   if (!ntk_store_has_tile(s, tile))
     return ntk_error(NTK_EINCOMPLETE, "%s: tile %llu is not in the store", s->path, (unsigned long long)tile);
@@ -1211,5 +1230,6 @@ ntk_status ntk_store_read_payload(ntk_store_t *s, uint64_t tile, void **payload,
   }
   *payload = buf;
   *len = n;
+  *codec = (int)get32(r + R_CODEC);
   return NTK_OK;
 }

@@ -258,6 +258,7 @@ static void finish_tile(ntk_engine_t *e, ntk_codec_t *codec, struct slot *s) {
   h.len = s->len;
   h.checksum = s->checksum;
   h.seconds = s->compute_s + (ntk_now() - t0); /* the work, not the waits between */
+  h.codec = (uint64_t)ntk_codec_id(codec);
   s->h = h;
 }
 
@@ -478,7 +479,7 @@ static ntk_status write_tile(const ntk_comm_t *comm, ntk_worker_store_t *ws, str
   struct ntk_store_grant g;
   if (!st) st = ntk_comm_recv(comm, 0, NTK_TAG_GRANT, &g, sizeof g);
   if (st) return st;
-  if (g.offset && (g.tile != r->tile || g.len != r->len || g.checksum != r->checksum ||
+  if (g.offset && (g.tile != r->tile || g.len != r->len || g.checksum != r->checksum || g.codec != r->header.codec ||
                    g.extent != ntk_store_extent(&ws->info, r->len) || g.extent > r->record_cap))
     return ntk_error(NTK_ECOMM, "worker %d: a grant that does not match tile %llu", ntk_comm_rank(comm),
                      (unsigned long long)r->tile);
