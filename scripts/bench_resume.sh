@@ -33,7 +33,7 @@ kernel = ntk
 tile = 2048
 [output]
 path = $work/job.ntk
-progress = 1000
+progress = 0.1
 CONF
 drop() {
   sync
@@ -49,15 +49,16 @@ ranks() {
 
 mpirun -np 3 "$new/ntkd" "$work/job.conf" >/dev/null 2>"$work/run.log" &
 mp=$!
+# The coordinator's progress lines ("ntkd: 300/465 tiles (64.5%) ...").
 while :; do
-  read -r done total < <(tiles || echo "0 1") || true
-  [ -n "${total:-}" ] && [ "${done:-0}" -ge $(( ${total:-1} * 7 / 10 )) ] && break
+  pct=$(grep -o '([0-9.]*%)' "$work/run.log" 2>/dev/null | tail -1 | tr -d '(%)' | cut -d. -f1 || true)
+  [ "${pct:-0}" -ge 70 ] && break
   kill -0 $mp 2>/dev/null || { echo "the job ended before 70 %"; exit 1; }
-  sleep 0.5
+  sleep 0.05
 done
 kill -9 $(ranks) 2>/dev/null || true
 wait $mp 2>/dev/null || true
-read -r done total < <(tiles)
+read -r done total < <(tiles) || true
 size=$(stat -c %s "$work/job.ntk")
 echo "store after the SIGKILL: $done of $total tiles, $(( size / 1000000 )) MB; uptime: $(uptime)"
 

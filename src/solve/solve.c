@@ -19,7 +19,6 @@
 #include "ntkd/jobhash.h"
 #include "ntkd/npy.h"
 #include "ntkd/progress.h"
-#include "ntkd/run.h"
 #include "ntkd/signals.h"
 #include "ntkd/solve_method.h"
 #include "ntkd/comm.h"

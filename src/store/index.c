@@ -5,6 +5,7 @@
  * earlier mark) lists, or to a dead region. Entries after the last mark
  * (a write cut short) are ignored. Format: docs/STORE-FORMAT.md. */
 #include "index.h"
+#include "le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,36 +26,20 @@ static const char index_magic[8] = {'N', 'T', 'K', 'D', 'I', 'N', 'D', 'X'};
 #define KIND_SYNC 2u
 #define SUM_AT 56
 
-static void put32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-static uint64_t get64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
 
 int ntk_index_path(const char *store_path, char *out, size_t cap) {
   int n = snprintf(out, cap, "%s.index", store_path);
   return n > 0 && (size_t)n < cap;
 }
 
-static void seal(unsigned char *b) { put64(b + SUM_AT, ntk_checksum(b, SUM_AT)); }
-static int sealed(const unsigned char *b) { return get64(b + SUM_AT) == ntk_checksum(b, SUM_AT); }
+static void seal(unsigned char *b) { ntk_put64(b + SUM_AT, ntk_checksum(b, SUM_AT)); }
+static int sealed(const unsigned char *b) { return ntk_get64(b + SUM_AT) == ntk_checksum(b, SUM_AT); }
 
 static void encode_header(unsigned char *h, const uint8_t id[16]) {
   memset(h, 0, ENTRY);
   memcpy(h, index_magic, 8);
-  put32(h + 8, INDEX_VERSION);
-  put32(h + 12, ENTRY);
+  ntk_put32(h + 8, INDEX_VERSION);
+  ntk_put32(h + 12, ENTRY);
   memcpy(h + 16, id, 16);
   seal(h);
 }
@@ -64,16 +49,16 @@ static void encode_entries(unsigned char *buf, const struct ntk_index_entry *e, 
   memset(buf, 0, (n + 1) * ENTRY);
   for (size_t i = 0; i < n; i++) {
     unsigned char *b = buf + i * ENTRY;
-    put32(b, KIND_TILE);
-    put64(b + 8, e[i].tile);
-    put64(b + 16, e[i].offset);
-    put64(b + 24, e[i].len);
-    put64(b + 32, e[i].seq);
+    ntk_put32(b, KIND_TILE);
+    ntk_put64(b + 8, e[i].tile);
+    ntk_put64(b + 16, e[i].offset);
+    ntk_put64(b + 24, e[i].len);
+    ntk_put64(b + 32, e[i].seq);
     seal(b);
   }
   unsigned char *m = buf + n * ENTRY;
-  put32(m, KIND_SYNC);
-  put64(m + 40, covered);
+  ntk_put32(m, KIND_SYNC);
+  ntk_put64(m + 40, covered);
   seal(m);
 }
 
@@ -174,8 +159,8 @@ int ntk_index_read(const char *store_path, const uint8_t id[16], struct ntk_inde
     ntk_error(NTK_EIO, "%s: read failed", path);
     return -1;
   }
-  int ok = !memcmp(buf, index_magic, 8) && sealed(buf) && get32(buf + 8) == INDEX_VERSION &&
-           get32(buf + 12) == ENTRY;
+  int ok = !memcmp(buf, index_magic, 8) && sealed(buf) && ntk_get32(buf + 8) == INDEX_VERSION &&
+           ntk_get32(buf + 12) == ENTRY;
   if (!ok || memcmp(buf + 16, id, 16)) {
     free(buf);
     free(e);
@@ -187,16 +172,16 @@ int ntk_index_read(const char *store_path, const uint8_t id[16], struct ntk_inde
   for (size_t off = ENTRY; off + ENTRY <= size; off += ENTRY) {
     const unsigned char *b = buf + off;
     if (!sealed(b)) break; /* a write cut short: what follows is not durable */
-    uint32_t kind = get32(b);
+    uint32_t kind = ntk_get32(b);
     if (kind == KIND_TILE) {
-      e[n].tile = get64(b + 8);
-      e[n].offset = get64(b + 16);
-      e[n].len = get64(b + 24);
-      e[n].seq = get64(b + 32);
+      e[n].tile = ntk_get64(b + 8);
+      e[n].offset = ntk_get64(b + 16);
+      e[n].len = ntk_get64(b + 24);
+      e[n].seq = ntk_get64(b + 32);
       n++;
     } else if (kind == KIND_SYNC) {
       kept = n;
-      *covered = get64(b + 40);
+      *covered = ntk_get64(b + 40);
       marks++;
     } else {
       break;

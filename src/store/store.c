@@ -27,6 +27,7 @@
 #include "ntkd/fsutil.h"
 #include "ntkd/signals.h"
 #include "index.h"
+#include "le.h"
 
 static const char header_magic[8] = {'N', 'T', 'K', 'D', 'S', 'T', 'O', 'R'};
 static const char record_magic[8] = {'N', 'T', 'K', 'D', 'T', 'I', 'L', 'E'};
@@ -77,24 +78,6 @@ struct ntk_store {
   int stop_aware;                /* the scan gives up on a stop signal (the audit) */
 };
 
-/* ---- little-endian field access ------------------------------------------ */
-
-static void put32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-static uint64_t get64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
 
 /* Header layout (offsets in bytes). */
 enum {
@@ -174,31 +157,31 @@ static void encode_header(const struct ntk_store_info *info, const struct ntk_ti
                           uint64_t text_raw, uint64_t text_sum, uint64_t first, unsigned char *h) {
   memset(h, 0, NTK_STORE_HEADER_SIZE);
   memcpy(h + H_MAGIC, header_magic, 8);
-  put32(h + H_VERSION, NTK_STORE_VERSION);
-  put32(h + H_HSIZE, NTK_STORE_HEADER_SIZE);
-  put64(h + H_N, info->n);
-  put64(h + H_D, info->d);
-  put32(h + H_TILE, info->tile);
-  put32(h + H_ELEM, info->elem);
-  put32(h + H_KERNELS, info->kernels);
-  put32(h + H_ALIGN, info->align);
-  put64(h + H_NTILES, t->ntiles);
+  ntk_put32(h + H_VERSION, NTK_STORE_VERSION);
+  ntk_put32(h + H_HSIZE, NTK_STORE_HEADER_SIZE);
+  ntk_put64(h + H_N, info->n);
+  ntk_put64(h + H_D, info->d);
+  ntk_put32(h + H_TILE, info->tile);
+  ntk_put32(h + H_ELEM, info->elem);
+  ntk_put32(h + H_KERNELS, info->kernels);
+  ntk_put32(h + H_ALIGN, info->align);
+  ntk_put64(h + H_NTILES, t->ntiles);
   memcpy(h + H_JOBHASH, info->job_hash, 16);
   memcpy(h + H_STOREID, info->store_id, 16);
-  put64(h + H_NTRAIN, info->n_train);
-  put32(h + H_FLAGS, info->test_test ? NTK_STORE_FLAG_TEST_TEST : 0);
-  put64(h + H_TEXT_AT, JOB_TEXT_AT);
-  put64(h + H_TEXT_LEN, text_len);
-  put64(h + H_TEXT_RAW, text_raw);
-  put64(h + H_TEXT_SUM, text_sum);
-  put64(h + H_FIRST, first);
+  ntk_put64(h + H_NTRAIN, info->n_train);
+  ntk_put32(h + H_FLAGS, info->test_test ? NTK_STORE_FLAG_TEST_TEST : 0);
+  ntk_put64(h + H_TEXT_AT, JOB_TEXT_AT);
+  ntk_put64(h + H_TEXT_LEN, text_len);
+  ntk_put64(h + H_TEXT_RAW, text_raw);
+  ntk_put64(h + H_TEXT_SUM, text_sum);
+  ntk_put64(h + H_FIRST, first);
   memcpy(h + H_DESC, info->description, strnlen(info->description, NTK_STORE_DESC_MAX - 1));
-  put64(h + H_CHECKSUM, ntk_checksum(h, H_CHECKSUM));
+  ntk_put64(h + H_CHECKSUM, ntk_checksum(h, H_CHECKSUM));
 }
 
 /* 1 if `h` is an intact header of any version (magic and checksum). */
 static int header_intact(const unsigned char *h) {
-  return !memcmp(h + H_MAGIC, header_magic, 8) && get64(h + H_CHECKSUM) == ntk_checksum(h, H_CHECKSUM);
+  return !memcmp(h + H_MAGIC, header_magic, 8) && ntk_get64(h + H_CHECKSUM) == ntk_checksum(h, H_CHECKSUM);
 }
 
 /* Fields of an intact header: refuse what no writer makes, and sizes whose
@@ -206,36 +189,36 @@ static int header_intact(const unsigned char *h) {
 static ntk_status decode_header(ntk_store_t *s, const unsigned char *h) {
   const char *path = s->path;
   struct ntk_store_info *info = &s->info;
-  uint32_t version = get32(h + H_VERSION);
+  uint32_t version = ntk_get32(h + H_VERSION);
   if (version != NTK_STORE_VERSION)
     return ntk_error(NTK_EINPUT, "%s: store format version %u; this ntkd reads version %d%s", path, version,
                      NTK_STORE_VERSION,
                      version == 1 ? " (version 1 was written by ntkd 0.1: export it with that version, or rerun "
                                     "the job with --overwrite)" : "");
   memset(info, 0, sizeof *info);
-  info->n = get64(h + H_N);
-  info->d = get64(h + H_D);
-  info->tile = get32(h + H_TILE);
-  info->elem = get32(h + H_ELEM);
-  info->kernels = get32(h + H_KERNELS);
-  info->align = get32(h + H_ALIGN);
+  info->n = ntk_get64(h + H_N);
+  info->d = ntk_get64(h + H_D);
+  info->tile = ntk_get32(h + H_TILE);
+  info->elem = ntk_get32(h + H_ELEM);
+  info->kernels = ntk_get32(h + H_KERNELS);
+  info->align = ntk_get32(h + H_ALIGN);
   memcpy(info->job_hash, h + H_JOBHASH, 16);
   memcpy(info->store_id, h + H_STOREID, 16);
   memcpy(info->description, h + H_DESC, NTK_STORE_DESC_MAX - 1);
-  info->n_train = get64(h + H_NTRAIN);
-  uint32_t flags = get32(h + H_FLAGS);
+  info->n_train = ntk_get64(h + H_NTRAIN);
+  uint32_t flags = ntk_get32(h + H_FLAGS);
   info->test_test = (flags & NTK_STORE_FLAG_TEST_TEST) != 0;
-  s->first = get64(h + H_FIRST);
-  uint64_t text_len = get64(h + H_TEXT_LEN), text_raw = get64(h + H_TEXT_RAW);
-  int ok = get32(h + H_HSIZE) == NTK_STORE_HEADER_SIZE && info->n > 0 && info->n <= NTK_STORE_MAX_N &&
+  s->first = ntk_get64(h + H_FIRST);
+  uint64_t text_len = ntk_get64(h + H_TEXT_LEN), text_raw = ntk_get64(h + H_TEXT_RAW);
+  int ok = ntk_get32(h + H_HSIZE) == NTK_STORE_HEADER_SIZE && info->n > 0 && info->n <= NTK_STORE_MAX_N &&
            info->tile > 0 && info->tile <= NTK_STORE_MAX_TILE && (info->elem == 4 || info->elem == 8) &&
            info->kernels > 0 && info->kernels <= 3 && (info->align == 512 || info->align == PAGE) &&
            info->n_train <= info->n && !(flags & ~(uint32_t)NTK_STORE_FLAG_TEST_TEST) &&
-           get64(h + H_TEXT_AT) == JOB_TEXT_AT && text_len <= JOB_TEXT_MAX && text_raw <= JOB_TEXT_MAX &&
+           ntk_get64(h + H_TEXT_AT) == JOB_TEXT_AT && text_len <= JOB_TEXT_MAX && text_raw <= JOB_TEXT_MAX &&
            s->first == align_up(JOB_TEXT_AT + text_len, PAGE);
   if (!ok) return ntk_error(NTK_ECORRUPT, "%s: store header has impossible values", path);
   ntk_store_tiling_of(info, &s->tiling);
-  if (get64(h + H_NTILES) != s->tiling.ntiles)
+  if (ntk_get64(h + H_NTILES) != s->tiling.ntiles)
     return ntk_error(NTK_ECORRUPT, "%s: store header tile count is inconsistent", path);
   if (s->tiling.ntiles > ((uint64_t)1 << 34))
     return ntk_error(NTK_ECORRUPT, "%s: %llu tiles is more than ntkd supports", path,
@@ -356,21 +339,21 @@ enum { REC_BAD, REC_OK, REC_TORN };
  * a write cut short), or anything else (REC_BAD: damage, garbage, a record
  * of another store). */
 static int classify(const ntk_store_t *s, const unsigned char *r, uint64_t off, uint64_t size) {
-  if (memcmp(r + R_MAGIC, record_magic, 8) || get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM)) return REC_BAD;
-  if (get32(r + R_VERSION) != NTK_STORE_VERSION || memcmp(r + R_STOREID, s->info.store_id, 16)) return REC_BAD;
-  uint64_t extent = get64(r + R_EXTENT), A = s->info.align;
+  if (memcmp(r + R_MAGIC, record_magic, 8) || ntk_get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM)) return REC_BAD;
+  if (ntk_get32(r + R_VERSION) != NTK_STORE_VERSION || memcmp(r + R_STOREID, s->info.store_id, 16)) return REC_BAD;
+  uint64_t extent = ntk_get64(r + R_EXTENT), A = s->info.align;
   if (extent == 0 || extent % A) return REC_BAD;
-  uint32_t kind = get32(r + R_KIND);
+  uint32_t kind = ntk_get32(r + R_KIND);
   if (kind == KIND_DEAD) {
-    if (get64(r + R_TILE) != NO_TILE || get64(r + R_LEN) || get32(r + R_CODEC)) return REC_BAD;
+    if (ntk_get64(r + R_TILE) != NO_TILE || ntk_get64(r + R_LEN) || ntk_get32(r + R_CODEC)) return REC_BAD;
   } else if (kind == KIND_TILE) {
-    uint64_t tile = get64(r + R_TILE);
-    uint32_t codec = get32(r + R_CODEC);
+    uint64_t tile = ntk_get64(r + R_TILE);
+    uint32_t codec = ntk_get32(r + R_CODEC);
     if (tile >= s->tiling.ntiles || (codec != NTK_CODEC_SHUFFLE_ZSTD && codec != NTK_CODEC_RAW)) return REC_BAD;
     struct ntk_tile t = ntk_tiling_tile(&s->tiling, tile);
     size_t raw = ntk_store_raw_bytes(s, &t);
-    uint64_t len = get64(r + R_LEN);
-    if (get32(r + R_ROWS) != t.rows || get32(r + R_COLS) != t.cols || get64(r + R_RAW) != raw) return REC_BAD;
+    uint64_t len = ntk_get64(r + R_LEN);
+    if (ntk_get32(r + R_ROWS) != t.rows || ntk_get32(r + R_COLS) != t.cols || ntk_get64(r + R_RAW) != raw) return REC_BAD;
     if (len == 0 || len > ntk_codec_bound(raw) || extent != align_up(NTK_STORE_RECORD_HEADER + len, A)) return REC_BAD;
     if (codec == NTK_CODEC_RAW && len != raw) return REC_BAD;
   } else {
@@ -459,7 +442,7 @@ static ntk_status find_next(ntk_store_t *s, uint64_t from, uint64_t size, uint64
  * matches and its padding is zero. */
 static ntk_status payload_intact(ntk_store_t *s, const unsigned char *r, uint64_t off, unsigned char **buf,
                                  size_t *cap, int *intact) {
-  uint64_t len = get64(r + R_LEN), extent = get64(r + R_EXTENT);
+  uint64_t len = ntk_get64(r + R_LEN), extent = ntk_get64(r + R_EXTENT);
   size_t body = (size_t)(extent - NTK_STORE_RECORD_HEADER);
   if (body > *cap) {
     free(*buf);
@@ -468,7 +451,7 @@ static ntk_status payload_intact(ntk_store_t *s, const unsigned char *r, uint64_
   }
   int rc = pread_all(s->fd, *buf, body, off + NTK_STORE_RECORD_HEADER);
   if (rc < 0) return io_error(s, "read failed");
-  *intact = rc == 0 && ntk_checksum(*buf, (size_t)len) == get64(r + R_SUM);
+  *intact = rc == 0 && ntk_checksum(*buf, (size_t)len) == ntk_get64(r + R_SUM);
   for (size_t i = (size_t)len; i < body && *intact; i++)
     if ((*buf)[i]) *intact = 0;
   return NTK_OK;
@@ -519,15 +502,15 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size,
       off = next;
       continue;
     }
-    uint64_t extent = get64(r + R_EXTENT), seq = get64(r + R_SEQ);
+    uint64_t extent = ntk_get64(r + R_EXTENT), seq = ntk_get64(r + R_SEQ);
     if (seq > s->last_seq) s->last_seq = seq;
-    if (get32(r + R_KIND) == KIND_DEAD) {
+    if (ntk_get32(r + R_KIND) == KIND_DEAD) {
       s->scan.dead++;
       s->scan.dead_bytes += extent;
       off += extent;
       continue;
     }
-    uint64_t tile = get64(r + R_TILE), len = get64(r + R_LEN);
+    uint64_t tile = ntk_get64(r + R_TILE), len = ntk_get64(r + R_LEN);
     int intact = 1;
     if (check_payload && (st = payload_intact(s, r, off, &buf, &cap, &intact))) break;
     if (beyond && beyond[tile] && s->offset[tile] == off) { /* the index's own record of it */
@@ -601,14 +584,14 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size,
 /* The job text at JOB_TEXT_AT, as the header describes it; "" and
  * job_text_damaged if it fails its checksum. */
 static ntk_status read_job_text(ntk_store_t *s, const unsigned char *h) {
-  uint64_t len = get64(h + H_TEXT_LEN), raw = get64(h + H_TEXT_RAW);
+  uint64_t len = ntk_get64(h + H_TEXT_LEN), raw = ntk_get64(h + H_TEXT_RAW);
   unsigned char *buf = malloc((size_t)len + 1);
   s->job_text = malloc((size_t)raw + 1);
   if (!buf || !s->job_text) {
     free(buf);
     return ntk_error(NTK_ENOMEM, "out of memory");
   }
-  int ok = pread_all(s->fd, buf, (size_t)len, JOB_TEXT_AT) == 0 && ntk_checksum(buf, (size_t)len) == get64(h + H_TEXT_SUM);
+  int ok = pread_all(s->fd, buf, (size_t)len, JOB_TEXT_AT) == 0 && ntk_checksum(buf, (size_t)len) == ntk_get64(h + H_TEXT_SUM);
   if (ok) {
     size_t got = ZSTD_decompress(s->job_text, (size_t)raw, buf, (size_t)len);
     ok = !ZSTD_isError(got) && got == raw;
@@ -761,21 +744,21 @@ static void encode_record(const ntk_store_t *s, unsigned char *r, uint32_t kind,
                           const struct ntk_tile *t, uint64_t len, uint64_t sum, uint64_t extent, uint64_t seq) {
   memset(r, 0, NTK_STORE_RECORD_HEADER);
   memcpy(r + R_MAGIC, record_magic, 8);
-  put32(r + R_VERSION, NTK_STORE_VERSION);
-  put32(r + R_KIND, kind);
+  ntk_put32(r + R_VERSION, NTK_STORE_VERSION);
+  ntk_put32(r + R_KIND, kind);
   memcpy(r + R_STOREID, s->info.store_id, 16);
-  put64(r + R_TILE, tile);
+  ntk_put64(r + R_TILE, tile);
   if (t) {
-    put32(r + R_ROWS, (uint32_t)t->rows);
-    put32(r + R_COLS, (uint32_t)t->cols);
-    put64(r + R_RAW, ntk_store_raw_bytes(s, t));
-    put32(r + R_CODEC, NTK_CODEC_SHUFFLE_ZSTD);
+    ntk_put32(r + R_ROWS, (uint32_t)t->rows);
+    ntk_put32(r + R_COLS, (uint32_t)t->cols);
+    ntk_put64(r + R_RAW, ntk_store_raw_bytes(s, t));
+    ntk_put32(r + R_CODEC, NTK_CODEC_SHUFFLE_ZSTD);
   }
-  put64(r + R_LEN, len);
-  put64(r + R_SUM, sum);
-  put64(r + R_EXTENT, extent);
-  put64(r + R_SEQ, seq);
-  put64(r + R_CHECKSUM, ntk_checksum(r, R_CHECKSUM));
+  ntk_put64(r + R_LEN, len);
+  ntk_put64(r + R_SUM, sum);
+  ntk_put64(r + R_EXTENT, extent);
+  ntk_put64(r + R_SEQ, seq);
+  ntk_put64(r + R_CHECKSUM, ntk_checksum(r, R_CHECKSUM));
 }
 
 static ntk_status rewrite_index(ntk_store_t *s) {
@@ -808,8 +791,8 @@ ntk_status ntk_store_resume(const char *path, const char *job_text, ntk_store_t 
     size_t raw = strlen(job_text), cap = ZSTD_compressBound(raw);
     unsigned char *text = malloc(cap + 1);
     size_t tlen = text ? ZSTD_compress(text, cap, job_text, raw, 3) : 0;
-    if (text && !ZSTD_isError(tlen) && tlen == get64(h + H_TEXT_LEN) && raw == get64(h + H_TEXT_RAW) &&
-        ntk_checksum(text, tlen) == get64(h + H_TEXT_SUM)) {
+    if (text && !ZSTD_isError(tlen) && tlen == ntk_get64(h + H_TEXT_LEN) && raw == ntk_get64(h + H_TEXT_RAW) &&
+        ntk_checksum(text, tlen) == ntk_get64(h + H_TEXT_SUM)) {
       if (pwrite_all(s->fd, text, tlen, JOB_TEXT_AT)) st = io_error(s, "cannot repair the job text");
       free(s->job_text);
       s->job_text = strdup(job_text);
@@ -905,19 +888,19 @@ static void encode_tile_record(const struct ntk_store_info *info, const struct n
                                const struct ntk_store_grant *g, unsigned char *r) {
   memset(r, 0, NTK_STORE_RECORD_HEADER);
   memcpy(r + R_MAGIC, record_magic, 8);
-  put32(r + R_VERSION, NTK_STORE_VERSION);
-  put32(r + R_KIND, KIND_TILE);
+  ntk_put32(r + R_VERSION, NTK_STORE_VERSION);
+  ntk_put32(r + R_KIND, KIND_TILE);
   memcpy(r + R_STOREID, info->store_id, 16);
-  put64(r + R_TILE, g->tile);
-  put32(r + R_ROWS, (uint32_t)t->rows);
-  put32(r + R_COLS, (uint32_t)t->cols);
-  put64(r + R_RAW, raw_bytes(info, t));
-  put32(r + R_CODEC, (uint32_t)g->codec);
-  put64(r + R_LEN, g->len);
-  put64(r + R_SUM, g->checksum);
-  put64(r + R_EXTENT, g->extent);
-  put64(r + R_SEQ, g->seq);
-  put64(r + R_CHECKSUM, ntk_checksum(r, R_CHECKSUM));
+  ntk_put64(r + R_TILE, g->tile);
+  ntk_put32(r + R_ROWS, (uint32_t)t->rows);
+  ntk_put32(r + R_COLS, (uint32_t)t->cols);
+  ntk_put64(r + R_RAW, raw_bytes(info, t));
+  ntk_put32(r + R_CODEC, (uint32_t)g->codec);
+  ntk_put64(r + R_LEN, g->len);
+  ntk_put64(r + R_SUM, g->checksum);
+  ntk_put64(r + R_EXTENT, g->extent);
+  ntk_put64(r + R_SEQ, g->seq);
+  ntk_put64(r + R_CHECKSUM, ntk_checksum(r, R_CHECKSUM));
 }
 
 void ntk_store_encode_record(const struct ntk_store_info *info, const struct ntk_tile *t,
@@ -926,7 +909,7 @@ void ntk_store_encode_record(const struct ntk_store_info *info, const struct ntk
 }
 
 int ntk_store_header_names(const unsigned char *h, const struct ntk_store_info *info) {
-  return header_intact(h) && !memcmp(h + H_STOREID, info->store_id, 16) && get32(h + H_VERSION) == NTK_STORE_VERSION;
+  return header_intact(h) && !memcmp(h + H_STOREID, info->store_id, 16) && ntk_get32(h + H_VERSION) == NTK_STORE_VERSION;
 }
 
 uint64_t ntk_store_extent(const struct ntk_store_info *info, uint64_t len) {
@@ -1158,8 +1141,8 @@ ntk_status ntk_store_check_record(ntk_store_t *s, uint64_t tile, int *intact) {
   uint64_t off = s->offset[tile];
   int rc = pread_all(s->fd, r, sizeof r, off);
   if (rc < 0) return io_error(s, "read failed");
-  if (rc || memcmp(r, record_magic, 8) || get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM) ||
-      memcmp(r + R_STOREID, s->info.store_id, 16) || get64(r + R_TILE) != tile || get32(r + R_KIND) != KIND_TILE)
+  if (rc || memcmp(r, record_magic, 8) || ntk_get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM) ||
+      memcmp(r + R_STOREID, s->info.store_id, 16) || ntk_get64(r + R_TILE) != tile || ntk_get32(r + R_KIND) != KIND_TILE)
     return NTK_OK;
   unsigned char *buf = NULL;
   size_t cap = 0;
@@ -1210,11 +1193,11 @@ static ntk_status read_payload(ntk_store_t *s, uint64_t tile, void **payload, si
   int rc = pread_all(s->fd, r, sizeof r, off);
   if (rc < 0) return io_error(s, "read failed");
   /* Read again now: the file may have changed since the scan. */
-  if (rc || memcmp(r, record_magic, 8) || get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM) ||
-      memcmp(r + R_STOREID, s->info.store_id, 16) || get64(r + R_TILE) != tile)
+  if (rc || memcmp(r, record_magic, 8) || ntk_get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM) ||
+      memcmp(r + R_STOREID, s->info.store_id, 16) || ntk_get64(r + R_TILE) != tile)
     return ntk_error(NTK_ECORRUPT, "%s: record of tile %llu at offset %llu is damaged", s->path,
                      (unsigned long long)tile, (unsigned long long)off);
-  size_t n = (size_t)get64(r + R_LEN);
+  size_t n = (size_t)ntk_get64(r + R_LEN);
   void *buf = malloc(n ? n : 1);
   if (!buf) return ntk_error(NTK_ENOMEM, "out of memory");
   rc = pread_all(s->fd, buf, n, off + NTK_STORE_RECORD_HEADER);
@@ -1223,13 +1206,13 @@ static ntk_status read_payload(ntk_store_t *s, uint64_t tile, void **payload, si
     return rc < 0 ? io_error(s, "read failed")
                   : ntk_error(NTK_ECORRUPT, "%s: tile %llu is truncated", s->path, (unsigned long long)tile);
   }
-  if (ntk_checksum(buf, n) != get64(r + R_SUM)) {
+  if (ntk_checksum(buf, n) != ntk_get64(r + R_SUM)) {
     free(buf);
     return ntk_error(NTK_ECORRUPT, "%s: tile %llu (offset %llu) is damaged: checksum mismatch", s->path,
                      (unsigned long long)tile, (unsigned long long)off);
   }
   *payload = buf;
   *len = n;
-  *codec = (int)get32(r + R_CODEC);
+  *codec = (int)ntk_get32(r + R_CODEC);
   return NTK_OK;
 }
