@@ -54,8 +54,12 @@ static int plan_launch(void *ctx, int kernel, int elem, unsigned gx, unsigned gy
   for (int k = a->k0; k < k1 && k < plan_ops.nops; k++) {
     int kind = plan_ops.ops[k].kind;
     printf("%s\"%s\"", k > a->k0 ? ", " : "",
-           kind == NTK_LAYER_CONV ? "CONV" : kind == NTK_LAYER_ABRELU ? "ABRELU" : kind == NTK_LAYER_ERF ? "ERF"
-           : kind == NTK_LAYER_DENSE ? "DENSE" : "OTHER");
+           kind == NTK_LAYER_CONV  ? "CONV"
+           : kind == NTK_LAYER_MAP ? (plan_ops.ops[k].map.kind == NTK_MAP_ABRELU ? "ABRELU"
+                                      : ntk_map_is_plain_erf(&plan_ops.ops[k].map) ? "ERF"
+                                                                                   : "MAP")
+           : kind == NTK_LAYER_DENSE ? "DENSE"
+                                     : "OTHER");
   }
   printf("]}\n");
   return 0;

@@ -450,7 +450,7 @@ def model(kname, funcs, regs, plan, verbose):
         hot = [(F, fast, slow - 1), (F,) + source_block(src, r"\} else if \(fuse == NTK_FUSE_RELU\) \{", nl[0]),
                (F,) + source_block(src, r"\} else \{", source_line(src, r"if \(capture\) \{", nl[0]))] + relu
         cold = [(F,) + source_block(src, r"if \(fuse == NTK_FUSE_ERF\) \{", nl[0]),
-                (F,) + source_block(src, r"\} else \{", source_line(src, r"REAL a = DV_R\(o, a\)", nl[0]) - 2),
+                (F,) + source_block(src, r"\} else \{", source_line(src, r"REAL a = sizeof\(REAL\) == 4 \? \(REAL\)o->af", nl[0]) - 2),
                 (F,) + source_block(src, r"if \(capture\) \{", nl[0]),
                 (F, generic, generic),
                 (F, slow, strip[1]),
@@ -463,12 +463,16 @@ def model(kname, funcs, regs, plan, verbose):
         conv = source_block(src, r"if \(o->kind == NTK_LAYER_CONV\)", body[0])
         cn = source_block(src, r"SFX\(dv_cell_nonlin\)\(")
         nl = source_block(src, r"SFX\(dv_nonlin\)\(")
-        erf_call = source_line(src, r"NTK_LAYER_ERF\) return ERF", nl[0])
-        hot = [(F,) + conv, (F,) + cn, (F, erf_call + 1, erf_call + 1)] + relu
+        map_call = source_line(src, r"return MAP\(&o->map", nl[0])
+        mapf = source_line(maps, r"ntk_mapf\(const struct ntk_map")
+        mapf_relu = source_line(maps, r"case NTK_MAP_ABRELU: return ntk_abreluf_r", mapf)
+        mapf_erf = source_line(maps, r"case NTK_MAP_ERF: return ntk_erf_abcf", mapf)
+        hot = [(F,) + conv, (F,) + cn, (F, map_call, map_call), ("kernel_maps.h", mapf_relu, mapf_relu)] + relu
         cold = [(F,) + source_block(src, r"o->kind == NTK_LAYER_DENSE", body[0]),
                 (F,) + source_block(src, r"\} else if \(o->var_off >= 0\) \{", conv[1]),
                 (F,) + source_block(src, r"if \(capture\) \{", cn[0]),
-                (F, erf_call, erf_call)] + erf_lines
+                ("kernel_maps.h", mapf_erf, mapf_erf),
+                ("kernel_maps.h",) + source_block(maps, r"ntk_erf_abcf\(const struct ntk_map")] + erf_lines
         bar_line = source_line(src, r"BLK_SYNC\(B\);", source_line(src, r"rows_t\[r \* ld \+ j\] = st;", body[0]))
     lo, hi = layer_loop(ins, bar_line)
     print(f"\n== {kname.upper()}: {fname}")

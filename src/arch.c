@@ -49,10 +49,15 @@ static ntk_status vec_push(struct parser *p, struct layer_vec *v, const struct n
   return NTK_OK;
 }
 
-/* One argument: either positional (key[0] == 0) or key=value. */
+/* One argument: either positional (key[0] == 0) or key=value. A value is
+ * a word or number, a quoted string ('SAME', "SAME": the quotes dropped)
+ * or a list of numbers in brackets or parentheses ([1, 2], (3, 3)). */
+#define NTK_ARCH_MAX_LIST 8
 struct arg {
   char key[16];
   char val[48];
+  int is_list, nlist;
+  double list[NTK_ARCH_MAX_LIST];
   size_t pos;
 };
 
@@ -69,6 +74,56 @@ static ntk_status read_word(struct parser *p, char *buf, size_t cap, int (*ok)(i
 static int is_ident(int c) { return isalnum(c) || c == '_'; }
 static int is_value(int c) { return isalnum(c) || c == '_' || c == '.' || c == '-' || c == '+'; }
 
+static ntk_status read_list(struct parser *p, struct arg *a) {
+  char close = p->text[p->pos] == '[' ? ']' : ')';
+  p->pos++;
+  a->is_list = 1;
+  a->nlist = 0;
+  snprintf(a->val, sizeof a->val, "a list");
+  for (;;) {
+    skip_ws(p);
+    if (p->text[p->pos] == close) { /* empty, or a trailing comma: (3,) */
+      p->pos++;
+      return NTK_OK;
+    }
+    if (a->nlist == NTK_ARCH_MAX_LIST) return perr(p, "more than %s values in a list", "8");
+    char word[48];
+    size_t at = p->pos;
+    ntk_status st = read_word(p, word, sizeof word, is_value);
+    if (st) return st;
+    if (!ntk_parse_double(word, &a->list[a->nlist])) {
+      p->pos = at;
+      return perr(p, "expected a number in the list, got '%s'", word[0] ? word : p->text + p->pos);
+    }
+    a->nlist++;
+    skip_ws(p);
+    if (p->text[p->pos] == ',') {
+      p->pos++;
+      continue;
+    }
+    if (p->text[p->pos] == close) {
+      p->pos++;
+      return NTK_OK;
+    }
+    return close == ']' ? perr(p, "expected ',' or ']' in a list%s", "") : perr(p, "expected ',' or ')' in a list%s", "");
+  }
+}
+
+static ntk_status read_value(struct parser *p, struct arg *a) {
+  char c = p->text[p->pos];
+  a->is_list = 0;
+  if (c == '[' || c == '(') return read_list(p, a);
+  if (c == '\'' || c == '"') {
+    p->pos++;
+    ntk_status st = read_word(p, a->val, sizeof a->val, is_value);
+    if (st) return st;
+    if (p->text[p->pos] != c) return perr(p, "unterminated quoted value%s", "");
+    p->pos++;
+    return a->val[0] ? NTK_OK : perr(p, "empty quoted value%s", "");
+  }
+  return read_word(p, a->val, sizeof a->val, is_value);
+}
+
 static ntk_status parse_args(struct parser *p, struct arg *args, int *nargs) {
   *nargs = 0;
   p->pos++; /* '(' */
@@ -83,18 +138,19 @@ static ntk_status parse_args(struct parser *p, struct arg *args, int *nargs) {
     skip_ws(p);
     a->pos = p->pos;
     a->key[0] = '\0';
-    ntk_status st = read_word(p, a->val, sizeof a->val, is_value);
+    ntk_status st = read_value(p, a);
     if (st) return st;
     skip_ws(p);
-    if (p->text[p->pos] == '=') {
+    if (p->text[p->pos] == '=' && !a->is_list) {
       if (strlen(a->val) >= sizeof a->key) return perr(p, "unknown argument '%s'", a->val);
       strcpy(a->key, a->val);
       p->pos++;
       skip_ws(p);
-      if ((st = read_word(p, a->val, sizeof a->val, is_value))) return st;
+      a->pos = p->pos;
+      if ((st = read_value(p, a))) return st;
       skip_ws(p);
     }
-    if (!a->val[0]) return perr(p, "expected a value%s", "");
+    if (!a->is_list && !a->val[0]) return perr(p, "expected a value%s", "");
     if (p->text[p->pos] == ',') {
       p->pos++;
       continue;
@@ -116,7 +172,7 @@ static int parse_int(const char *s, int *out) {
 }
 
 static ntk_status arg_double(struct parser *p, const struct arg *a, double lo, double *out) {
-  if (!ntk_parse_double(a->val, out) || *out < lo) {
+  if (a->is_list || !ntk_parse_double(a->val, out) || *out < lo) {
     p->pos = a->pos;
     return perr(p, "'%s' is not a valid number here", a->val);
   }
@@ -124,7 +180,7 @@ static ntk_status arg_double(struct parser *p, const struct arg *a, double lo, d
 }
 
 static ntk_status arg_int(struct parser *p, const struct arg *a, int *out) {
-  if (!parse_int(a->val, out)) {
+  if (a->is_list || !parse_int(a->val, out)) {
     p->pos = a->pos;
     return perr(p, "'%s' is not a positive integer", a->val);
   }
@@ -161,8 +217,6 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
         else st = arg_padding(p, a, &l->padding);
       } else if (l->kind == NTK_LAYER_AVGPOOL) {
         st = npos == 1 ? arg_int(p, a, &l->window) : arg_int(p, a, &l->stride);
-      } else if (l->kind == NTK_LAYER_ABRELU) {
-        st = arg_double(p, a, -INFINITY, &l->a);
       }
     } else if (!strcmp(a->key, "W_std") && (l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV)) {
       st = arg_double(p, a, 0.0, &l->w_std);
@@ -172,9 +226,6 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
       st = arg_int(p, a, &l->stride);
     } else if (!strcmp(a->key, "padding") && l->kind == NTK_LAYER_CONV) {
       st = arg_padding(p, a, &l->padding);
-    } else if (!strcmp(a->key, "alpha") && l->kind == NTK_LAYER_ABRELU && !strcmp(l->name, "LeakyRelu")) {
-      st = arg_double(p, a, -INFINITY, &l->a);
-      npos++;
     } else {
       p->pos = a->pos;
       char what[96];
@@ -184,6 +235,114 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
     if (st) return st;
   }
   return NTK_OK;
+}
+
+/* A nonlinearity's arguments, by the table of src/layers.c: positional in
+ * stax's order or by keyword, each once, the required ones present. */
+static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct ntk_map_name *nm, const struct arg *args,
+                           int nargs, size_t start) {
+  int np = 0, given[NTK_MAP_MAXPARAMS] = {0};
+  size_t end = p->pos; /* after the arguments; errors point into them */
+  while (np < NTK_MAP_MAXPARAMS && nm->params[np].key) np++;
+  l->map = nm->fixed;
+  for (int k = 0; k < np; k++) l->param[k] = nm->params[k].dflt;
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    int k = -1;
+    if (!a->key[0]) {
+      if (npos >= np) {
+        p->pos = a->pos;
+        return np ? perr(p, "too many arguments for %s", l->name) : perr(p, "%s takes no arguments", l->name);
+      }
+      k = npos++;
+    } else {
+      for (int j = 0; j < np; j++)
+        if (!strcmp(a->key, nm->params[j].key)) k = j;
+      if (k < 0) {
+        p->pos = a->pos;
+        char what[96];
+        snprintf(what, sizeof what, "%s for %s", a->key, l->name);
+        return perr(p, "unknown argument %s", what);
+      }
+    }
+    if (given[k]++) {
+      p->pos = a->pos;
+      return perr(p, "%s given twice", nm->params[k].key);
+    }
+    const struct ntk_param *pm = &nm->params[k];
+    double v = 0;
+    p->pos = a->pos;
+    switch (pm->type) {
+    case NTK_PARAM_NUMBER:
+      if (a->is_list || !ntk_parse_double(a->val, &v) || !isfinite(v)) return perr(p, "'%s' is not a number", a->val);
+      break;
+    case NTK_PARAM_INT: {
+      size_t u;
+      if (a->is_list || !ntk_parse_size(a->val, &u) || u > 1000) return perr(p, "'%s' is not an integer in [0, 1000]", a->val);
+      v = (double)u;
+      break;
+    }
+    case NTK_PARAM_BOOL:
+      if (a->is_list || (strcmp(a->val, "True") && strcmp(a->val, "False")))
+        return perr(p, "'%s' is not True or False", a->val);
+      v = !strcmp(a->val, "True");
+      break;
+    case NTK_PARAM_LIST:
+      if (!a->is_list) return perr(p, "%s wants a list of numbers, e.g. [1, 0, 2]", pm->key);
+      if (a->nlist > NTK_MAP_MAXCOEF) return perr(p, "more than %s coefficients", "8");
+      for (int c = 0; c < a->nlist; c++) {
+        if (!isfinite(a->list[c])) return perr(p, "a coefficient is not finite%s", "");
+        l->map.coef[c] = a->list[c];
+      }
+      l->map.degree = a->nlist;
+      v = a->nlist;
+      break;
+    }
+    l->param[k] = v;
+    switch (pm->slot) {
+    case NTK_SLOT_A: l->map.a = v; break;
+    case NTK_SLOT_B: l->map.b = v; break;
+    case NTK_SLOT_C: l->map.c = v; break;
+    case NTK_SLOT_DEGREE: l->map.degree = (int)v; break;
+    case NTK_SLOT_COEF: break;
+    case NTK_SLOT_NONE: break;
+    }
+  }
+  for (int k = 0; k < np; k++) {
+    if (given[k]) continue;
+    p->pos = start;
+    if (isnan(nm->params[k].dflt)) {
+      char what[96];
+      snprintf(what, sizeof what, "%s needs %s", l->name, nm->params[k].key);
+      return perr(p, "%s", what);
+    }
+    double v = nm->params[k].dflt; /* defaults go where values would */
+    switch (nm->params[k].slot) {
+    case NTK_SLOT_A: l->map.a = v; break;
+    case NTK_SLOT_B: l->map.b = v; break;
+    case NTK_SLOT_C: l->map.c = v; break;
+    case NTK_SLOT_DEGREE: l->map.degree = (int)v; break;
+    case NTK_SLOT_COEF: break;
+    case NTK_SLOT_NONE: break;
+    }
+  }
+  char why[160] = "";
+  if (nm->finish && !nm->finish(&l->map, why, sizeof why)) {
+    p->pos = start;
+    char what[200];
+    snprintf(what, sizeof what, "%s: %s", l->name, why);
+    return perr(p, "%s", what);
+  }
+  p->pos = end;
+  return NTK_OK;
+}
+
+/* "Dense, Conv, ..., Relu, ...": every name the parser knows, for messages. */
+static void known_names(char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, Identity, AvgPool, Flatten, GlobalAvgPool");
+  size_t count;
+  const struct ntk_map_name *nm = ntk_map_names(&count);
+  for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
 }
 
 static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
@@ -199,42 +358,44 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
   l.stride = 1;
   l.padding = NTK_PAD_VALID;
   int need_args = 0, max_pos = 0;
+  const struct ntk_map_name *nm = NULL;
   if (!strcmp(name, "Dense")) l.kind = NTK_LAYER_DENSE;
   else if (!strcmp(name, "Conv")) { l.kind = NTK_LAYER_CONV; need_args = 1; max_pos = 3; }
-  else if (!strcmp(name, "Relu")) { l.kind = NTK_LAYER_ABRELU; l.a = 0; l.b = 1; }
-  else if (!strcmp(name, "LeakyRelu")) { l.kind = NTK_LAYER_ABRELU; l.b = 1; need_args = 1; max_pos = 1; }
-  else if (!strcmp(name, "Abs")) { l.kind = NTK_LAYER_ABRELU; l.a = -1; l.b = 1; }
-  else if (!strcmp(name, "Erf")) l.kind = NTK_LAYER_ERF;
   else if (!strcmp(name, "Identity")) l.kind = NTK_LAYER_IDENTITY;
   else if (!strcmp(name, "AvgPool")) { l.kind = NTK_LAYER_AVGPOOL; need_args = 1; max_pos = 2; l.stride = 0; }
   else if (!strcmp(name, "Flatten")) l.kind = NTK_LAYER_FLATTEN;
   else if (!strcmp(name, "GlobalAvgPool")) l.kind = NTK_LAYER_GLOBALAVGPOOL;
+  else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
   else {
     p->pos = start;
-    return perr(p, "unknown layer '%s' (Dense, Conv, Relu, LeakyRelu, Abs, Erf, Identity, "
-                   "AvgPool, Flatten, GlobalAvgPool)", name);
+    char known[1024];
+    known_names(known, sizeof known);
+    char what[1100];
+    snprintf(what, sizeof what, "'%s' (%s)", name, known);
+    return perr(p, "unknown layer %s", what);
   }
-  snprintf(l.name, sizeof l.name, "%.15s", name);
-  if (p->text[p->pos] == '(') {
-    struct arg args[NTK_ARCH_MAX_ARGS];
-    int nargs;
-    if ((st = parse_args(p, args, &nargs))) return st;
-    if (nargs && !max_pos && l.kind != NTK_LAYER_DENSE) {
+  snprintf(l.name, sizeof l.name, "%.23s", name);
+  struct arg args[NTK_ARCH_MAX_ARGS];
+  int nargs = 0;
+  if (p->text[p->pos] == '(' && (st = parse_args(p, args, &nargs))) return st;
+  if (nm) {
+    if ((st = map_args(p, &l, nm, args, nargs, start))) return st;
+    return vec_push(p, out, &l);
+  }
+  if (nargs) {
+    if (!max_pos && l.kind != NTK_LAYER_DENSE) {
       p->pos = start;
       return perr(p, "%s takes no arguments", name);
     }
     if ((st = layer_args(p, &l, args, nargs, max_pos))) return st;
-    int have_required = l.kind == NTK_LAYER_CONV ? l.filter > 0
-                        : l.kind == NTK_LAYER_AVGPOOL ? l.window > 0
-                        : 1;
-    if (l.kind == NTK_LAYER_ABRELU && need_args && nargs == 0) have_required = 0;
+    int have_required = l.kind == NTK_LAYER_CONV ? l.filter > 0 : l.kind == NTK_LAYER_AVGPOOL ? l.window > 0 : 1;
     if (!have_required) {
       p->pos = start;
       return perr(p, "%s needs its size argument", name);
     }
   } else if (need_args) {
     p->pos = start;
-    return perr(p, "%s needs arguments, e.g. Conv(3), LeakyRelu(0.1), AvgPool(2)", name);
+    return perr(p, "%s needs arguments, e.g. Conv(3), AvgPool(2)", name);
   }
   if (l.kind == NTK_LAYER_AVGPOOL && l.stride == 0) l.stride = l.window;
   return vec_push(p, out, &l);
@@ -293,34 +454,25 @@ static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, 
   }
 }
 
-static int is_nonlinear(ntk_layer_kind k) { return k == NTK_LAYER_ABRELU || k == NTK_LAYER_ERF; }
-
 /* neural-tangents' rules: a nonlinearity needs a Gaussian input, which only
- * a Dense or Conv layer produces; nothing spatial follows Flatten/GAP. */
+ * a Dense or Conv layer produces (and Identity and pooling keep); nothing
+ * spatial follows Flatten/GAP. */
 static ntk_status validate(const struct ntk_arch *a) {
   if (a->n == 0) return ntk_error(NTK_ECONFIG, "arch: no layers");
   int gaussian = 0, flat = 0;
   for (size_t i = 0; i < a->n; i++) {
     const struct ntk_layer *l = &a->layers[i];
-    if (is_nonlinear(l->kind)) {
-      if (!gaussian)
-        return ntk_error(NTK_ECONFIG,
-                         "arch, layer %zu (%s): a nonlinearity must follow Dense or Conv "
-                         "(its input must be Gaussian)%s",
-                         i + 1, l->name, i == 0 ? "; it cannot be the first layer" : "");
-      gaussian = 0;
-    } else if (l->kind == NTK_LAYER_DENSE) {
-      gaussian = 1;
-    } else if (l->kind == NTK_LAYER_CONV || l->kind == NTK_LAYER_AVGPOOL) {
-      if (flat)
-        return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): spatial layer after Flatten or GlobalAvgPool",
-                         i + 1, l->name);
-      if (l->kind == NTK_LAYER_CONV) gaussian = 1;
-    } else if (l->kind == NTK_LAYER_FLATTEN || l->kind == NTK_LAYER_GLOBALAVGPOOL) {
-      flat = 1;
-      /* As in neural-tangents: Flatten's output is not Gaussian, pooling's is. */
-      if (l->kind == NTK_LAYER_FLATTEN) gaussian = 0;
-    }
+    const struct ntk_layer_traits *t = ntk_layer_traits(l->kind);
+    if (t->nonlinear && !gaussian)
+      return ntk_error(NTK_ECONFIG,
+                       "arch, layer %zu (%s): a nonlinearity must follow Dense or Conv "
+                       "(its input must be Gaussian)%s",
+                       i + 1, l->name, i == 0 ? "; it cannot be the first layer" : "");
+    if (t->couples && flat)
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): spatial layer after Flatten or GlobalAvgPool", i + 1,
+                       l->name);
+    if (t->readout) flat = 1;
+    gaussian = t->gaussian_out || (t->keeps_gaussian && gaussian);
   }
   return NTK_OK;
 }
@@ -350,10 +502,8 @@ void ntk_arch_free(struct ntk_arch *arch) {
 }
 
 int ntk_arch_is_fc(const struct ntk_arch *arch) {
-  for (size_t i = 0; i < arch->n; i++) {
-    ntk_layer_kind k = arch->layers[i].kind;
-    if (k == NTK_LAYER_CONV || k == NTK_LAYER_AVGPOOL || k == NTK_LAYER_GLOBALAVGPOOL) return 0;
-  }
+  for (size_t i = 0; i < arch->n; i++)
+    if (ntk_layer_traits(arch->layers[i].kind)->spatial) return 0;
   return 1;
 }
 
@@ -369,11 +519,46 @@ static const char *pad_name(ntk_padding p) {
   return p == NTK_PAD_SAME ? "SAME" : p == NTK_PAD_CIRCULAR ? "CIRCULAR" : "VALID";
 }
 
+/* A nonlinearity: its name alone while every parameter is its default
+ * (Relu, Erf), else all of them in stax's order (LeakyRelu(0.1),
+ * Erf(2, 1, 0)). */
+static int map_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
+  const struct ntk_map_name *nm = ntk_map_name_find(l->name);
+  int np = 0, all_default = 1;
+  while (nm && np < NTK_MAP_MAXPARAMS && nm->params[np].key) {
+    if (!(l->param[np] == nm->params[np].dflt)) all_default = 0; /* NAN (required) never equals */
+    np++;
+  }
+  if (all_default) return snprintf(buf, cap, "%s", l->name);
+  char text[512];
+  size_t n = (size_t)snprintf(text, sizeof text, "%s(", l->name);
+  for (int k = 0; k < np && n < sizeof text; k++) {
+    char v[32];
+    const struct ntk_param *pm = &nm->params[k];
+    if (k) n += (size_t)snprintf(text + n, sizeof text - n, ", ");
+    if (pm->type == NTK_PARAM_BOOL) {
+      n += (size_t)snprintf(text + n, sizeof text - n, "%s", l->param[k] != 0 ? "True" : "False");
+    } else if (pm->type == NTK_PARAM_LIST) {
+      n += (size_t)snprintf(text + n, sizeof text - n, "[");
+      for (int c = 0; c < l->map.degree && n < sizeof text; c++) {
+        fmt_exact(v, sizeof v, l->map.coef[c]);
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", c ? ", " : "", v);
+      }
+      n += (size_t)snprintf(text + n, sizeof text - n, "]");
+    } else {
+      fmt_exact(v, sizeof v, l->param[k]);
+      n += (size_t)snprintf(text + n, sizeof text - n, "%s", v);
+    }
+  }
+  if (n < sizeof text) snprintf(text + n, sizeof text - n, ")");
+  return snprintf(buf, cap, "%s", text);
+}
+
 size_t ntk_arch_layer_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
   char w[32], b[32];
   fmt_exact(w, sizeof w, l->w_std);
   fmt_exact(b, sizeof b, l->b_std);
-  int n;
+  int n = 0;
   switch (l->kind) {
   case NTK_LAYER_DENSE:
     n = snprintf(buf, cap, "Dense(W_std=%s, b_std=%s)", w, b);
@@ -381,15 +566,16 @@ size_t ntk_arch_layer_canonical(const struct ntk_layer *l, char *buf, size_t cap
   case NTK_LAYER_CONV:
     n = snprintf(buf, cap, "Conv(%d, %d, %s, W_std=%s, b_std=%s)", l->filter, l->stride, pad_name(l->padding), w, b);
     break;
-  case NTK_LAYER_ABRELU:
-    fmt_exact(w, sizeof w, l->a);
-    if (!strcmp(l->name, "LeakyRelu")) n = snprintf(buf, cap, "LeakyRelu(%s)", w);
-    else n = snprintf(buf, cap, "%s", l->name);
+  case NTK_LAYER_MAP:
+    n = map_canonical(l, buf, cap);
     break;
   case NTK_LAYER_AVGPOOL:
     n = snprintf(buf, cap, "AvgPool(%d, %d)", l->window, l->stride);
     break;
-  default:
+  case NTK_LAYER_IDENTITY:
+  case NTK_LAYER_FLATTEN:
+  case NTK_LAYER_GLOBALAVGPOOL:
+  case NTK_LAYER_KINDS:
     n = snprintf(buf, cap, "%s", l->name);
     break;
   }

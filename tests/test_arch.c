@@ -25,14 +25,14 @@ START_TEST(test_fc_layers) {
   ck_assert_uint_eq(a.n, 10);
   ck_assert_int_eq(a.layers[0].kind, NTK_LAYER_DENSE);
   ck_assert_double_eq(a.layers[0].w_std, 1.0);
-  ck_assert_int_eq(a.layers[1].kind, NTK_LAYER_ABRELU);
-  ck_assert_double_eq(a.layers[1].a, 0.0);
-  ck_assert_double_eq(a.layers[1].b, 1.0);
+  ck_assert_int_eq(a.layers[1].map.kind, NTK_MAP_ABRELU);
+  ck_assert_double_eq(a.layers[1].map.a, 0.0);
+  ck_assert_double_eq(a.layers[1].map.b, 1.0);
   ck_assert_double_eq(a.layers[2].w_std, 2.0);
   ck_assert_double_eq(a.layers[2].b_std, 0.1);
-  ck_assert_double_eq(a.layers[3].a, 0.2);
-  ck_assert_double_eq(a.layers[5].a, -1.0);
-  ck_assert_int_eq(a.layers[7].kind, NTK_LAYER_ERF);
+  ck_assert_double_eq(a.layers[3].map.a, 0.2);
+  ck_assert_double_eq(a.layers[5].map.a, -1.0);
+  ck_assert_int_eq(a.layers[7].map.kind, NTK_MAP_ERF);
   ck_assert_int_eq(a.layers[8].kind, NTK_LAYER_IDENTITY);
   ck_assert(ntk_arch_is_fc(&a));
   ntk_arch_free(&a);
@@ -56,7 +56,7 @@ START_TEST(test_cnn_layers_and_repeat) {
   ck_assert_int_eq(a.layers[0].kind, NTK_LAYER_CONV);
   ck_assert_int_eq(a.layers[0].filter, 3);
   ck_assert_int_eq(a.layers[0].padding, NTK_PAD_SAME);
-  ck_assert_int_eq(a.layers[39].kind, NTK_LAYER_ABRELU);
+  ck_assert_int_eq(a.layers[39].map.kind, NTK_MAP_ABRELU);
   ck_assert_int_eq(a.layers[40].kind, NTK_LAYER_GLOBALAVGPOOL);
   ck_assert(!ntk_arch_is_fc(&a));
   ntk_arch_free(&a);
@@ -108,8 +108,8 @@ START_TEST(test_bad_strings) {
   parse_bad("Conv(0)", "not a positive integer");
   parse_bad("Conv(3, SAMEISH)", "unknown padding");
   parse_bad("Conv(3, 1, SAME, 4)", "too many positional");
-  parse_bad("LeakyRelu", "needs arguments");
-  parse_bad("Dense LeakyRelu()", "needs its size argument");
+  parse_bad("LeakyRelu", "LeakyRelu needs alpha");
+  parse_bad("Dense LeakyRelu()", "LeakyRelu needs alpha");
   parse_bad("Dense Relu(2)", "takes no arguments");
   parse_bad("[Dense Relu", "missing ']'");
   parse_bad("Dense ] Relu", "unmatched ']'");
@@ -121,6 +121,55 @@ START_TEST(test_bad_strings) {
   parse_bad("Dense, Relu", "unexpected character ','");
   parse_bad("[Dense Relu]*99999 Dense", "more than 100000 layers");
   parse_bad("[[[[[[[[[[[[[[[[[Dense]]]]]]]]]]]]]]]]]", "nested too deeply");
+}
+END_TEST
+
+/* The nonlinearities come from src/layers.c's table: stax's names,
+ * parameters positional or by keyword, defaults, the derived constants. */
+START_TEST(test_map_params) {
+  struct ntk_arch a = parse_ok("Dense ABRelu(0.1, 2) Dense ABRelu(b=3, a=-1) Dense Erf(2) Dense Erf(c=0.5, b=3) "
+                               "Dense Sigmoid_like Dense LeakyRelu(alpha=0.2) Dense Erf(1, 1, 0)");
+  const struct ntk_layer *L = a.layers;
+  ck_assert_int_eq(L[1].kind, NTK_LAYER_MAP);
+  ck_assert(L[1].map.kind == NTK_MAP_ABRELU && L[1].map.a == 0.1 && L[1].map.b == 2);
+  ck_assert(L[3].map.kind == NTK_MAP_ABRELU && L[3].map.a == -1 && L[3].map.b == 3);
+  ck_assert(L[5].map.kind == NTK_MAP_ERF && L[5].map.a == 2 && L[5].map.b == 1 && L[5].map.c == 0);
+  ck_assert(L[7].map.a == 1 && L[7].map.b == 3 && L[7].map.c == 0.5);
+  ck_assert(L[9].map.kind == NTK_MAP_ERF && L[9].map.a == 0.5 && L[9].map.b == 1 / 2.4020563531719796 &&
+            L[9].map.c == 0.5);
+  ck_assert(L[11].map.kind == NTK_MAP_ABRELU && L[11].map.a == 0.2 && L[11].map.b == 1);
+  ck_assert(ntk_map_is_plain_erf(&L[13].map) && !ntk_map_is_plain_erf(&L[5].map));
+  char buf[1024];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  /* defaults spelled out only where one differs; the old spellings unchanged (job hashes) */
+  ck_assert_msg(strstr(buf, "ABRelu(0.1, 2) ") && strstr(buf, "ABRelu(-1, 3) ") && strstr(buf, "Erf(2, 1, 0) ") &&
+                    strstr(buf, "Erf(1, 3, 0.5) ") && strstr(buf, "Sigmoid_like ") && strstr(buf, "LeakyRelu(0.2) "),
+                "%s", buf);
+  size_t len = strlen(buf);
+  ck_assert_msg(len > 3 && !strcmp(buf + len - 3, "Erf"), "%s", buf);
+  ntk_arch_free(&a);
+  a = parse_ok("Dense Relu Dense Abs Dense Erf Dense LeakyRelu(0.1) Dense");
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_str_eq(buf, "Dense(W_std=1, b_std=0) Relu Dense(W_std=1, b_std=0) Abs Dense(W_std=1, b_std=0) Erf "
+                        "Dense(W_std=1, b_std=0) LeakyRelu(0.1) Dense(W_std=1, b_std=0)");
+  ntk_arch_free(&a);
+  /* quoted strings are the words they quote */
+  a = parse_ok("Conv(3, 1, 'SAME') Relu Conv(3, padding=\"VALID\") GlobalAvgPool");
+  ck_assert_int_eq(a.layers[0].padding, NTK_PAD_SAME);
+  ck_assert_int_eq(a.layers[2].padding, NTK_PAD_VALID);
+  ntk_arch_free(&a);
+  parse_bad("Dense ABRelu(0.1)", "ABRelu needs b");
+  parse_bad("Dense ABRelu(1, 2, 3)", "too many arguments for ABRelu");
+  parse_bad("Dense Erf(a=1, a=2)", "a given twice");
+  parse_bad("Dense Erf(1, a=2)", "a given twice");
+  parse_bad("Dense Erf(d=1)", "unknown argument d for Erf");
+  parse_bad("Dense Erf(x)", "'x' is not a number");
+  parse_bad("Dense Erf(inf)", "'inf' is not a number");
+  parse_bad("Dense Erf([1, 2])", "is not a number");
+  parse_bad("Dense Sigmoid_like(1)", "Sigmoid_like takes no arguments");
+  parse_bad("Dense Erf([1, x])", "expected a number in the list");
+  parse_bad("Conv(3, 1, 'SAME)", "unterminated quoted value");
+  parse_bad("Dense Gelu2", "unknown layer 'Gelu2' (Dense, Conv");
 }
 END_TEST
 
@@ -139,6 +188,7 @@ int main(void) {
   tcase_add_test(tc, test_cnn_layers_and_repeat);
   tcase_add_test(tc, test_canonical);
   tcase_add_test(tc, test_bad_strings);
+  tcase_add_test(tc, test_map_params);
   tcase_add_test(tc, test_error_column);
   suite_add_tcase(s, tc);
   return tu_run(s);

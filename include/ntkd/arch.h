@@ -5,18 +5,8 @@
 
 #include <stddef.h>
 
+#include "ntkd/layers.h"
 #include "ntkd/status.h"
-
-typedef enum ntk_layer_kind {
-  NTK_LAYER_DENSE,
-  NTK_LAYER_CONV,
-  NTK_LAYER_ABRELU, /* Relu, LeakyRelu(a), Abs: a*min(x,0) + b*max(x,0) */
-  NTK_LAYER_ERF,
-  NTK_LAYER_IDENTITY,
-  NTK_LAYER_AVGPOOL,
-  NTK_LAYER_FLATTEN,
-  NTK_LAYER_GLOBALAVGPOOL,
-} ntk_layer_kind;
 
 typedef enum ntk_padding {
   NTK_PAD_VALID,
@@ -25,13 +15,14 @@ typedef enum ntk_padding {
 } ntk_padding;
 
 struct ntk_layer {
-  ntk_layer_kind kind;
+  ntk_layer_kind kind;  /* what it is: ntk_layer_traits(kind) */
   double w_std, b_std;  /* Dense, Conv */
-  double a, b;          /* ABRelu slopes for x<0 and x>0 */
+  struct ntk_map map;   /* NTK_LAYER_MAP: the nonlinearity */
+  double param[NTK_MAP_MAXPARAMS]; /* NTK_LAYER_MAP: the parameters as written (canonical text) */
   int filter, stride;   /* Conv: filter edge; Conv, AvgPool: stride */
   int window;           /* AvgPool window edge */
   ntk_padding padding;  /* Conv */
-  char name[16];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
+  char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
 };
 
 struct ntk_arch {

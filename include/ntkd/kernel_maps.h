@@ -4,7 +4,14 @@
  *
  * Each map takes the pre-activation covariance q12 of a pair and the two
  * variances q11, q22, and returns the post-activation covariance and the
- * factor tdot = E[f'(u) f'(v)] by which the NTK is multiplied. */
+ * factor tdot = E[f'(u) f'(v)] by which the NTK is multiplied.
+ *
+ * A nonlinearity is a struct ntk_map (its kind and parameters); ntk_mapf
+ * and ntk_map at the end of this file dispatch on the kind, one switch per
+ * precision without a default, so a kind added to the enum and not to a
+ * dispatcher fails the build (-Werror=switch). Every engine, CPU and GPU,
+ * reaches the maps through them or through src/worker/map_rows.c, the
+ * vectorised loop for every map. */
 #ifndef NTKD_KERNEL_MAPS_H
 #define NTKD_KERNEL_MAPS_H
 
@@ -26,6 +33,23 @@
 #else
 #define NTK_CLONES
 #endif
+
+/* The nonlinearities with a closed-form kernel (src/layers.c names them
+ * and their parameters as stax does). */
+typedef enum ntk_map_kind {
+  NTK_MAP_ABRELU, /* a*min(x, 0) + b*max(x, 0): Relu, LeakyRelu, Abs, ABRelu */
+  NTK_MAP_ERF,    /* a*erf(b*x) + c: Erf, Sigmoid_like */
+} ntk_map_kind;
+
+#define NTK_MAP_MAXCOEF 8 /* Polynomial coefficients */
+
+/* A nonlinearity as plain data (the GPU copies it as it is). */
+struct ntk_map {
+  ntk_map_kind kind;
+  int degree;                   /* Monomial, RectifiedMonomial, Hermite; Polynomial: coefficients */
+  double a, b, c;               /* the stax parameters, in stax's order (docs/JOB-FILE.md) */
+  double coef[NTK_MAP_MAXCOEF]; /* Polynomial */
+};
 
 #define NTK_PI 3.14159265358979323846
 #define NTK_PI_2 1.57079632679489661923
@@ -299,6 +323,62 @@ static inline NTK_HD float ntk_erff(float q12, float q11, float q22, float *tdot
   float r = sqrtf(d);
   *tdot = (float)(4.0 / NTK_PI) / r * s1 * s2;
   return (float)(2.0 / NTK_PI) * ntk_atan2f(2.0f * x12, r);
+}
+
+/* Erf(a, b, c): f(x) = a erf(b x) + c. As stax: the kernel scaled by b^2
+ * (q and the NTK), the Erf map, then nngp a^2 nngp + c^2 and the NTK a^2.
+ * Erf(1, 1, 0) is ntk_erf itself, bit for bit (no scaling at all). */
+static inline NTK_HD double ntk_erf_abc(const struct ntk_map *m, double q12, double q11, double q22, double *tdot) {
+  double b2 = m->b * m->b, a2 = m->a * m->a;
+  if (b2 != 1.0) {
+    q12 *= b2;
+    q11 *= b2;
+    q22 *= b2;
+  }
+  double g = ntk_erf(q12, q11, q22, tdot);
+  if (a2 != 1.0 || b2 != 1.0) *tdot *= a2 * b2;
+  return a2 != 1.0 || m->c != 0.0 ? a2 * g + m->c * m->c : g;
+}
+static inline NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, float q11, float q22, float *tdot) {
+  float b2 = (float)(m->b * m->b), a2 = (float)(m->a * m->a), c2 = (float)(m->c * m->c);
+  if (b2 != 1.0f) {
+    q12 *= b2;
+    q11 *= b2;
+    q22 *= b2;
+  }
+  float g = ntk_erff(q12, q11, q22, tdot);
+  if (a2 != 1.0f || b2 != 1.0f) *tdot *= a2 * b2;
+  return a2 != 1.0f || c2 != 0.0f ? a2 * g + c2 : g;
+}
+
+/* ---- dispatchers ---------------------------------------------------------- */
+
+/* Map m on one entry. r11, r22: ntk_rsqrt of the variances (the float
+ * ABRelu map's factors; the other maps ignore them). A kind no case knows
+ * (memory damage) gives NaN, which no tile is stored with. */
+static inline NTK_HD double ntk_map(const struct ntk_map *m, double q12, double q11, double q22, double r11,
+                                    double r22, double *tdot) {
+  switch (m->kind) {
+  case NTK_MAP_ABRELU: return ntk_abrelu_r(m->a, m->b, q12, q11, q22, r11, r22, tdot);
+  case NTK_MAP_ERF: return ntk_erf_abc(m, q12, q11, q22, tdot);
+  }
+  *tdot = NAN;
+  return NAN;
+}
+
+static inline NTK_HD float ntk_mapf(const struct ntk_map *m, float q12, float q11, float q22, float r11, float r22,
+                                    float *tdot) {
+  switch (m->kind) {
+  case NTK_MAP_ABRELU: return ntk_abreluf_r((float)m->a, (float)m->b, q12, q11, q22, r11, r22, tdot);
+  case NTK_MAP_ERF: return ntk_erf_abcf(m, q12, q11, q22, tdot);
+  }
+  *tdot = NAN;
+  return NAN;
+}
+
+/* True for Erf(1, 1, 0), the map the specialised Erf loops compute. */
+static inline NTK_HD int ntk_map_is_plain_erf(const struct ntk_map *m) {
+  return m->kind == NTK_MAP_ERF && m->a == 1.0 && m->b == 1.0 && m->c == 0.0;
 }
 
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cnn_dev.h"
+#include "map_rows.h"
 #include "ntkd/kernel_maps.h"
 
 struct cnn_op {
@@ -89,14 +90,12 @@ struct ntk_cnn {
 int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data) {
   if (data->h == 0) return 0;
   for (size_t i = 0; i < arch->n; i++) {
-    ntk_layer_kind k = arch->layers[i].kind;
-    if (k == NTK_LAYER_CONV || k == NTK_LAYER_AVGPOOL || k == NTK_LAYER_GLOBALAVGPOOL) return 1;
-    if (k == NTK_LAYER_FLATTEN) return i > 0;
+    const struct ntk_layer_traits *t = ntk_layer_traits(arch->layers[i].kind);
+    if (t->spatial) return 1;
+    if (t->readout) return i > 0; /* Flatten */
   }
   return 0;
 }
-
-static int is_nonlinear(ntk_layer_kind k) { return k == NTK_LAYER_ABRELU || k == NTK_LAYER_ERF; }
 
 static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, const struct ntk_dataset *data,
                              ntk_cnn_path want) {
@@ -112,7 +111,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   int has_pool = 0;
   for (; i < arch->n; i++) {
     const struct ntk_layer *l = &arch->layers[i];
-    if (l->kind == NTK_LAYER_FLATTEN || l->kind == NTK_LAYER_GLOBALAVGPOOL) break;
+    if (ntk_layer_traits(l->kind)->readout) break;
     struct cnn_op *op = &P->ops[P->nops++];
     op->layer = l;
     op->hi = h;
@@ -147,7 +146,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
       op->ho = h;
       op->wo = w;
       op->slice_local = 1;
-      if (is_nonlinear(l->kind)) { /* h*w variances, then their ntk_rsqrt */
+      if (ntk_layer_traits(l->kind)->var_slot) { /* h*w variances, then their ntk_rsqrt */
         op->var = (int)P->nvar;
         P->var_off[P->nvar++] = P->var_size;
         P->var_size += 2 * h * w;
@@ -165,7 +164,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   P->tail = &arch->layers[i + 1];
   P->ntail = arch->n - i - 1;
   for (size_t k = 0; k < P->ntail; k++)
-    if (P->tail[k].kind == NTK_LAYER_FLATTEN || P->tail[k].kind == NTK_LAYER_GLOBALAVGPOOL)
+    if (ntk_layer_traits(P->tail[k].kind)->readout)
       return ntk_error(NTK_ECONFIG, "arch, layer %zu: a second readout", i + 2 + k);
   P->tail_off = P->var_size;
   P->var_size += P->ntail ? P->ntail : 1;
@@ -200,7 +199,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   int single = P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0;
   for (size_t k = 0; k < P->nops; k++) single &= P->ops[k].slice_local;
   int tail_nonlin = 0;
-  for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= is_nonlinear(P->tail[k].kind);
+  for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= ntk_layer_traits(P->tail[k].kind)->var_slot;
   P->batched = want == NTK_CNN_AUTO && (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && single));
   P->self_vars_only = P->batched && path == NTK_CNN_SLICE && !tail_nonlin;
   return NTK_OK;
@@ -468,8 +467,7 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->kind = l->kind;
       o->w2 = l->w_std * l->w_std;
       o->b2 = l->b_std * l->b_std;
-      o->a = l->a;
-      o->b = l->b;
+      o->map = l->map;
       o->f = l->kind == NTK_LAYER_AVGPOOL ? l->window : l->filter;
       o->s = l->stride;
       o->var_off = -1;

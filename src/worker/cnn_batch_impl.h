@@ -26,37 +26,6 @@ NTK_CLONES static void SFX(b_affine)(REAL *restrict g, REAL *restrict t, size_t 
     for (size_t k = 0; k < n; k++) t[k] = g[k] + w2 * t[k];
 }
 
-/* Nonlinearity on `n` positions: q11 per position (image a), q22 per lane;
- * ra, rb: their ntk_rsqrt, laid out alike. */
-NTK_CLONES static void SFX(b_relu)(REAL *restrict g, REAL *restrict t, size_t n, const REAL *restrict qa,
-                                   const REAL *restrict qb, const REAL *restrict ra, const REAL *restrict rb,
-                                   size_t qb_stride, REAL a, REAL b) {
-  for (size_t p = 0; p < n; p++) {
-    REAL q11 = qa[p], r11 = ra[p];
-    REAL *gp = g + p * B, *tp = t ? t + p * B : NULL;
-    const REAL *qbp = qb + p * qb_stride, *rbp = rb + p * qb_stride;
-    for (size_t k = 0; k < B; k++) {
-      REAL td;
-      gp[k] = ABRELU_R(a, b, gp[k], q11, qbp[k], r11, rbp[k], &td);
-      if (tp) tp[k] *= td;
-    }
-  }
-}
-
-NTK_CLONES static void SFX(b_erf)(REAL *restrict g, REAL *restrict t, size_t n, const REAL *restrict qa,
-                                  const REAL *restrict qb, size_t qb_stride) {
-  for (size_t p = 0; p < n; p++) {
-    REAL q11 = qa[p];
-    REAL *gp = g + p * B, *tp = t ? t + p * B : NULL;
-    const REAL *qbp = qb + p * qb_stride;
-    for (size_t k = 0; k < B; k++) {
-      REAL td;
-      gp[k] = ERF(gp[k], q11, qbp[k], &td);
-      if (tp) tp[k] *= td;
-    }
-  }
-}
-
 /* DIAG conv followed by the layer's affine map: the box sum of in, then
  * nngp' = W^2 sum/f^2 + b^2 (gnew NULL) or ntk' = gnew + W^2 sum/f^2 (gnew
  * the layer's nngp'), rounded as conv_diag and affine round them. The box
@@ -99,10 +68,11 @@ NTK_CLONES static void SFX(b_conv_diag)(const struct cnn_op *op, const REAL *res
   }
 }
 
+/* Nonlinearity on `n` positions: q11 per position (image a), q22 per lane;
+ * ra, rb: their ntk_rsqrt, laid out alike (src/worker/map_rows.c). */
 static void SFX(b_nonlin)(const struct cnn_op *op, REAL *g, REAL *t, size_t n, const REAL *qa, const REAL *qb,
                           const REAL *ra, const REAL *rb, size_t qb_stride) {
-  if (op->layer->kind == NTK_LAYER_ERF) SFX(b_erf)(g, t, n, qa, qb, qb_stride);
-  else SFX(b_relu)(g, t, n, qa, qb, ra, rb, qb_stride, (REAL)op->layer->a, (REAL)op->layer->b);
+  MAP_ROWS(&op->layer->map, g, t, n, B, qa, ra, qb, rb, qb_stride);
 }
 
 /* Image a against the batch: xbt is [position][channel][k], vbt is
@@ -266,7 +236,7 @@ static void SFX(b_tail)(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REA
         REAL w2 = (REAL)(l->w_std * l->w_std);
         g[k] = w2 * g[k] + (REAL)(l->b_std * l->b_std);
         t[k] = g[k] + w2 * t[k];
-      } else if (l->kind == NTK_LAYER_ABRELU || l->kind == NTK_LAYER_ERF) {
+      } else if (ntk_layer_traits(l->kind)->nonlinear) {
         REAL td;
         g[k] = SFX(nonlin1)(l, g[k], ta[kk], tbt[kk * B + k], &td);
         t[k] *= td;

@@ -25,14 +25,16 @@ struct ntk_dev_op {
   int slice_local;           /* stride-1 SAME Conv, Dense, nonlinearity, Identity */
   int bh, bw;                /* offsets of this op's input the readout needs */
   int var_off;               /* nonlinearity: its slot in an image's variance block, else -1 */
-  double w2, b2, a, b;       /* W_std^2, b_std^2; ABRelu slopes */
+  double w2, b2;             /* W_std^2, b_std^2 */
+  struct ntk_map map;        /* a nonlinearity (var_off >= 0) */
   /* Filled in by cnn_gpu.c for the SLICE3 kernel: */
-  float w2f, b2f, af, bf;    /* the same, rounded to float (the float kernels' operands) */
+  float w2f, b2f, af, bf;    /* the same, rounded to float (the float kernels' operands; af, bf: ABRelu's slopes) */
   int next;                  /* the first op after this one that is a Conv or not slice-local (or nops) */
   int fuse;                  /* a Conv followed by exactly one nonlinearity before `next`: NTK_FUSE_* */
 };
 
-enum { NTK_FUSE_NONE, NTK_FUSE_RELU, NTK_FUSE_ABRELU, NTK_FUSE_ERF }; /* RELU: ABRelu(0, 1) */
+/* RELU: ABRelu(0, 1); ERF: Erf(1, 1, 0); the other maps are not fused. */
+enum { NTK_FUSE_NONE, NTK_FUSE_RELU, NTK_FUSE_ABRELU, NTK_FUSE_ERF };
 
 struct ntk_dev_plan {
   int H, W, C, pad;          /* input; slice border (largest slice-local filter - 1) */

@@ -23,10 +23,14 @@
 #define DV_QUAD SFX(dv_quad)
 #endif
 
+/* Every map through the dispatcher. Inlined here it costs the generic
+ * SLICE kernel 5 registers (48 -> 53) and ~18 % more instructions per cell
+ * on the ReLU path (scripts/gpu_model.py, "before" column); SLICE3, the
+ * kernel of the f = 3 networks, takes only ABRelu and Erf(1, 1, 0) and
+ * keeps its 80 registers. */
 static DEV REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
                                REAL *td) {
-  if (o->kind == NTK_LAYER_ERF) return ERF(q12, q11, q22, td);
-  return ABRELU_R((REAL)o->a, (REAL)o->b, q12, q11, q22, r11, r22, td);
+  return MAP(&o->map, q12, q11, q22, r11, r22, td);
 }
 
 /* Block sums of (*sg, *st), in a fixed order for a given block size (so
@@ -388,7 +392,8 @@ static DEV DV_INLINE REAL SFX(s3_abrelu)(REAL a, REAL b, REAL q12, const DV_QUAD
   return ABRELU_R(a, b, q12, A->x, B->x, A->y, B->y, td);
 }
 
-/* Nonlinearity o (fuse: NTK_FUSE_RELU, _ABRELU or _ERF) on n cells (g, t),
+/* Nonlinearity o (fuse: NTK_FUSE_RELU, _ABRELU or _ERF: the maps SLICE3
+ * takes, cnn_gpu.c's run_is_slice3) on n cells (g, t),
  * a's positions pp, b's qq. With capture (a pair (a, a) at offset 0) the
  * variance and its RSQRT are written first, and used as they are. */
 static DEV DV_INLINE void SFX(s3_nl)(int fuse, const struct ntk_dev_op *DV_RESTRICT o, int with_t, int capture,
@@ -416,7 +421,7 @@ static DEV DV_INLINE void SFX(s3_nl)(int fuse, const struct ntk_dev_op *DV_RESTR
   } else if (fuse == NTK_FUSE_RELU) {
     for (int c = 0; c < n; c++) G[c] = SFX(s3_abrelu)((REAL)0, (REAL)1, G[c], &ua[c], &ub[c], &td[c]);
   } else {
-    REAL a = DV_R(o, a), b = DV_R(o, b);
+    REAL a = sizeof(REAL) == 4 ? (REAL)o->af : (REAL)o->map.a, b = sizeof(REAL) == 4 ? (REAL)o->bf : (REAL)o->map.b;
     for (int c = 0; c < n; c++) G[c] = SFX(s3_abrelu)(a, b, G[c], &ua[c], &ub[c], &td[c]);
   }
   if (with_t)
@@ -436,8 +441,8 @@ static DEV DV_INLINE void SFX(s3_post)(const struct ntk_dev_plan *DV_RESTRICT P,
         if (with_t) T[c] = G[c] + w2 * T[c];
       }
     } else if (o->var_off >= 0) {
-      SFX(s3_nl)(o->kind == NTK_LAYER_ERF ? NTK_FUSE_ERF : NTK_FUSE_ABRELU, o, with_t, capture, va, vb, n, pp, qq, G,
-                 T);
+      SFX(s3_nl)(ntk_map_is_plain_erf(&o->map) ? NTK_FUSE_ERF : NTK_FUSE_ABRELU, o, with_t, capture, va, vb, n, pp,
+                 qq, G, T);
     }
   }
 }
@@ -813,7 +818,7 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
       REAL w2 = (REAL)o->w2;
       g = w2 * g + (REAL)o->b2;
       t = g + w2 * t;
-    } else if (o->kind == NTK_LAYER_ABRELU || o->kind == NTK_LAYER_ERF) {
+    } else if (o->kind == NTK_LAYER_MAP) {
       REAL td;
       g = SFX(dv_nonlin)(o, g, ta[k], tb[k], RSQRT(ta[k]), RSQRT(tb[k]), &td);
       t *= td;

@@ -224,13 +224,18 @@ static size_t slice3_smem(size_t h, size_t w, size_t nt, size_t es) {
 }
 
 /* Whether the run of slice-local ops [k0, k1) takes SLICE3: every
- * convolution in it has f = 3. NTKD_GPU_SLICE3=0 keeps the generic SLICE
- * kernel (for comparisons). */
+ * convolution in it has f = 3, and every nonlinearity is ABRelu or
+ * Erf(1, 1, 0), the maps it inlines (the other maps' code in the kernel
+ * cost 3 registers, a third of the blocks per SM: scripts/gpu_model.py).
+ * NTKD_GPU_SLICE3=0 keeps the generic SLICE kernel (for comparisons). */
 static int run_is_slice3(const struct ntk_dev_plan *P, int k0, int k1) {
   const char *e = getenv("NTKD_GPU_SLICE3");
   if (e && !atoi(e)) return 0;
-  for (int k = k0; k < k1; k++)
-    if (P->ops[k].kind == NTK_LAYER_CONV && P->ops[k].f != 3) return 0;
+  for (int k = k0; k < k1; k++) {
+    const struct ntk_dev_op *o = &P->ops[k];
+    if (o->kind == NTK_LAYER_CONV && o->f != 3) return 0;
+    if (o->kind == NTK_LAYER_MAP && o->map.kind != NTK_MAP_ABRELU && !ntk_map_is_plain_erf(&o->map)) return 0;
+  }
   return 1;
 }
 
@@ -277,8 +282,8 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
     struct ntk_dev_op *o = k < g->plan->nops ? &g->plan->ops[k] : &g->plan->tail[k - g->plan->nops];
     o->w2f = (float)o->w2;
     o->b2f = (float)o->b2;
-    o->af = (float)o->a;
-    o->bf = (float)o->b;
+    o->af = (float)o->map.a;
+    o->bf = (float)o->map.b;
     if (k >= g->plan->nops) continue;
     int n = k + 1;
     while (n < g->plan->nops && g->plan->ops[n].kind != NTK_LAYER_CONV && g->plan->ops[n].slice_local) n++;
@@ -286,10 +291,10 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
     const struct ntk_dev_op *nl = n == k + 2 ? &g->plan->ops[k + 1] : NULL;
     o->fuse = NTK_FUSE_NONE;
     if (o->kind == NTK_LAYER_CONV && nl && nl->var_off >= 0)
-      o->fuse = nl->kind == NTK_LAYER_ERF                    ? NTK_FUSE_ERF
-                : nl->kind == NTK_LAYER_ABRELU && nl->a == 0.0 && nl->b == 1.0 ? NTK_FUSE_RELU
-                : nl->kind == NTK_LAYER_ABRELU                 ? NTK_FUSE_ABRELU
-                                                               : NTK_FUSE_NONE;
+      o->fuse = ntk_map_is_plain_erf(&nl->map)                                         ? NTK_FUSE_ERF
+                : nl->map.kind == NTK_MAP_ABRELU && nl->map.a == 0.0 && nl->map.b == 1.0 ? NTK_FUSE_RELU
+                : nl->map.kind == NTK_MAP_ABRELU                                       ? NTK_FUSE_ABRELU
+                                                                                       : NTK_FUSE_NONE;
   }
   const struct ntk_dev_plan *P = g->plan;
   size_t es = (size_t)data->elem, nt = ex->threads, HW = (size_t)P->H * P->W, pad = (size_t)P->pad;
@@ -318,7 +323,7 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
   for (int k = 0; k < P->nops; k++)
     if (P->ops[k].var_off >= 0) g->last_var = k;
   for (int k = 0; k < P->ntail; k++)
-    g->tail_nonlin |= P->tail[k].kind == NTK_LAYER_ABRELU || P->tail[k].kind == NTK_LAYER_ERF;
+    g->tail_nonlin |= ntk_layer_traits((ntk_layer_kind)P->tail[k].kind)->var_slot;
   g->smem_diag = 4 * HW * es + 2 * nt * sizeof(double);
   g->smem_ro = 2 * nt * sizeof(double);
   size_t smem = P->path == NTK_CNN_DIAG ? g->smem_diag : smem_slice;

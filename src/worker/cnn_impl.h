@@ -18,11 +18,10 @@ static void SFX(affine)(REAL *g, REAL *t, size_t n, REAL w2, REAL b2) {
 }
 
 /* A nonlinearity on one entry; r11, r22: the variances' ntk_rsqrt from a
- * slot (the ReLU family's factors; Erf ignores them). */
+ * slot (the ReLU family's factors; the other maps ignore them). */
 static inline REAL SFX(nonlin1r)(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
                                  REAL *td) {
-  if (l->kind == NTK_LAYER_ERF) return ERF(q12, q11, q22, td);
-  return ABRELU_R((REAL)l->a, (REAL)l->b, q12, q11, q22, r11, r22, td);
+  return MAP(&l->map, q12, q11, q22, r11, r22, td);
 }
 
 /* The same where no slot holds the factors (the scalar tail). */
@@ -435,7 +434,7 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
       REAL w2 = (REAL)(l->w_std * l->w_std);
       g = w2 * g + (REAL)(l->b_std * l->b_std);
       t = g + w2 * t;
-    } else if (l->kind == NTK_LAYER_ABRELU || l->kind == NTK_LAYER_ERF) {
+    } else if (ntk_layer_traits(l->kind)->nonlinear) {
       REAL td;
       g = SFX(nonlin1)(l, g, ta[k], tb[k], &td);
       t *= td;

@@ -1,6 +1,7 @@
 /* Includes EACH_PRECISION_FILE twice, once per precision, with the names
  * code written for both expects: REAL, SFX(x) (x##_f or x##_d), and the
- * matching maps of include/ntkd/kernel_maps.h (ABRELU_R, RSQRT, ERF).
+ * matching maps of include/ntkd/kernel_maps.h (ABRELU_R, RSQRT, ERF, and
+ * MAP, the dispatcher over every nonlinearity).
  * Used by cnn.c (the CPU kernels), cnn_gpu.c and cuda/cnn_cuda.cu (the GPU
  * kernel bodies). No include guard: included once per file it expands. */
 #define REAL float
@@ -8,21 +9,29 @@
 #define ABRELU_R ntk_abreluf_r
 #define RSQRT ntk_rsqrtf
 #define ERF ntk_erff
+#define MAP ntk_mapf
+#define MAP_ROWS ntk_map_rows_f
 #include EACH_PRECISION_FILE
 #undef REAL
 #undef SFX
 #undef ABRELU_R
 #undef RSQRT
 #undef ERF
+#undef MAP
+#undef MAP_ROWS
 #define REAL double
 #define SFX(x) x##_d
 #define ABRELU_R ntk_abrelu_r
 #define RSQRT ntk_rsqrt
 #define ERF ntk_erf
+#define MAP ntk_map
+#define MAP_ROWS ntk_map_rows_d
 #include EACH_PRECISION_FILE
 #undef REAL
 #undef SFX
 #undef ABRELU_R
 #undef RSQRT
 #undef ERF
+#undef MAP
+#undef MAP_ROWS
 #undef EACH_PRECISION_FILE

@@ -11,10 +11,12 @@
 #include "ntkd/fc.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ntkd/config.h"
+#include "map_rows.h"
 #include "ntkd/kernel_maps.h"
 
 struct ntk_fc {
@@ -27,42 +29,11 @@ struct ntk_fc {
 
 /* ---- pointwise layer maps over a tile ------------------------------------ */
 
-#define DEFINE_MAPS(T, SFX, ABRELU_R, RSQRT, ERF)                                                        \
+#define DEFINE_MAPS(T, SFX, MAP, RSQRT)                                                          \
   NTK_CLONES static void dense_##SFX(T *restrict g, T *restrict t, size_t count, T w2, T b2) {   \
     for (size_t k = 0; k < count; k++) g[k] = w2 * g[k] + b2;                                    \
     if (t)                                                                                       \
       for (size_t k = 0; k < count; k++) t[k] = g[k] + w2 * t[k];                                \
-  }                                                                                              \
-  NTK_CLONES static void abrelu_##SFX(T *restrict g, T *restrict t, size_t rows, size_t cols,    \
-                                      const T *restrict qr, const T *restrict qc,                \
-                                      const T *restrict rr, const T *restrict rc, T a, T b) {    \
-    for (size_t i = 0; i < rows; i++) {                                                          \
-      T *gi = g + i * cols, q11 = qr[i], r11 = rr[i];                                            \
-      if (t) {                                                                                   \
-        T *ti = t + i * cols;                                                                    \
-        for (size_t j = 0; j < cols; j++) {                                                      \
-          T td;                                                                                  \
-          gi[j] = ABRELU_R(a, b, gi[j], q11, qc[j], r11, rc[j], &td);                                          \
-          ti[j] *= td;                                                                           \
-        }                                                                                        \
-      } else {                                                                                   \
-        for (size_t j = 0; j < cols; j++) {                                                      \
-          T td;                                                                                  \
-          gi[j] = ABRELU_R(a, b, gi[j], q11, qc[j], r11, rc[j], &td);                                          \
-        }                                                                                        \
-      }                                                                                          \
-    }                                                                                            \
-  }                                                                                              \
-  NTK_CLONES static void erf_##SFX(T *restrict g, T *restrict t, size_t rows, size_t cols,       \
-                                   const T *restrict qr, const T *restrict qc) {                 \
-    for (size_t i = 0; i < rows; i++) {                                                          \
-      T *gi = g + i * cols, q11 = qr[i];                                                         \
-      for (size_t j = 0; j < cols; j++) {                                                        \
-        T td;                                                                                    \
-        gi[j] = ERF(gi[j], q11, qc[j], &td);                                                     \
-        if (t) t[i * cols + j] *= td;                                                            \
-      }                                                                                          \
-    }                                                                                            \
   }                                                                                              \
   /* Variances after layer l from those before it: the same maps at q12 = q11 = q22. */         \
   static void next_var_##SFX(const struct ntk_layer *l, const T *q, T *out, size_t n) {          \
@@ -70,9 +41,13 @@ struct ntk_fc {
       T td, v = q[i];                                                                            \
       switch (l->kind) {                                                                         \
       case NTK_LAYER_DENSE: v = (T)(l->w_std * l->w_std) * v + (T)(l->b_std * l->b_std); break;  \
-      case NTK_LAYER_ABRELU: v = ABRELU_R((T)l->a, (T)l->b, v, v, v, RSQRT(v), RSQRT(v), &td); break;\
-      case NTK_LAYER_ERF: v = ERF(v, v, v, &td); break;                                          \
-      default: break;                                                                            \
+      case NTK_LAYER_MAP: v = MAP(&l->map, v, v, v, RSQRT(v), RSQRT(v), &td); break;             \
+      case NTK_LAYER_IDENTITY:                                                                   \
+      case NTK_LAYER_FLATTEN: break;                                                             \
+      case NTK_LAYER_CONV: /* not on vectors: ntk_fc_create refuses them */                     \
+      case NTK_LAYER_AVGPOOL:                                                                    \
+      case NTK_LAYER_GLOBALAVGPOOL:                                                              \
+      case NTK_LAYER_KINDS: v = (T)NAN; break;                                                   \
       }                                                                                          \
       out[i] = v;                                                                                \
     }                                                                                            \
@@ -92,9 +67,15 @@ struct ntk_fc {
       case NTK_LAYER_DENSE:                                                                      \
         dense_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std));            \
         break;                                                                                   \
-      case NTK_LAYER_ABRELU: abrelu_##SFX(g, t, rows, cols, qr, qc, rr, rc, (T)l->a, (T)l->b); break;\
-      case NTK_LAYER_ERF: erf_##SFX(g, t, rows, cols, qr, qc); break;                            \
-      default: break;                                                                            \
+      case NTK_LAYER_MAP: ntk_map_rows_##SFX(&l->map, g, t, rows, cols, qr, rr, qc, rc, 0); break;\
+      case NTK_LAYER_IDENTITY:                                                                   \
+      case NTK_LAYER_FLATTEN: break;                                                             \
+      case NTK_LAYER_CONV:                                                                       \
+      case NTK_LAYER_AVGPOOL:                                                                    \
+      case NTK_LAYER_GLOBALAVGPOOL:                                                              \
+      case NTK_LAYER_KINDS: /* refused by ntk_fc_create; NaN if one ever got here */            \
+        for (size_t k = 0; k < count; k++) g[k] = (T)NAN;                                        \
+        break;                                                                                   \
       }                                                                                          \
       /* A pair of a sample with itself is exactly its variance. */                             \
       if (diag)                                                                                  \
@@ -108,8 +89,8 @@ struct ntk_fc {
         }                                                                                        \
   }
 
-DEFINE_MAPS(float, f, ntk_abreluf_r, ntk_rsqrtf, ntk_erff)
-DEFINE_MAPS(double, d, ntk_abrelu_r, ntk_rsqrt, ntk_erf)
+DEFINE_MAPS(float, f, ntk_mapf, ntk_rsqrtf)
+DEFINE_MAPS(double, d, ntk_map, ntk_rsqrt)
 
 /* ---- input covariance in canonical blocks --------------------------------- */
 

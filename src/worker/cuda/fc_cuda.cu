@@ -30,7 +30,8 @@ extern "C" {
 
 struct gpu_layer {
   int kind; /* ntk_layer_kind */
-  double w2, b2, a, b;
+  double w2, b2;
+  struct ntk_map map; /* NTK_LAYER_MAP */
 };
 
 struct ntk_fc_gpu {
@@ -46,17 +47,13 @@ struct ntk_fc_gpu {
 };
 
 
-static __device__ inline float map_abrelu(float a, float b, float q12, float q11, float q22, float *td) {
-  return ntk_abreluf(a, b, q12, q11, q22, td);
+/* The dispatchers of kernel_maps.h, with the variances' ntk_rsqrt computed
+ * on the spot (the CPU's FC path reads the same values from a table). */
+static __device__ inline float map_apply(const struct ntk_map *m, float q12, float q11, float q22, float *td) {
+  return ntk_mapf(m, q12, q11, q22, ntk_rsqrtf(q11), ntk_rsqrtf(q22), td);
 }
-static __device__ inline double map_abrelu(double a, double b, double q12, double q11, double q22, double *td) {
-  return ntk_abrelu(a, b, q12, q11, q22, td);
-}
-static __device__ inline float map_erf(float q12, float q11, float q22, float *td) {
-  return ntk_erff(q12, q11, q22, td);
-}
-static __device__ inline double map_erf(double q12, double q11, double q22, double *td) {
-  return ntk_erf(q12, q11, q22, td);
+static __device__ inline double map_apply(const struct ntk_map *m, double q12, double q11, double q22, double *td) {
+  return ntk_map(m, q12, q11, q22, ntk_rsqrt(q11), ntk_rsqrt(q22), td);
 }
 
 /* Entries of a tile's layer kernel: all of them, or on a diagonal tile
@@ -99,15 +96,11 @@ __global__ static void layers_kernel(T *g, T *t, size_t rows, size_t cols, size_
         tv = gv + w2 * tv;
         break;
       }
-      case NTK_LAYER_ABRELU:
-        gv = map_abrelu((T)L[l].a, (T)L[l].b, gv, vl[r0 + i], vl[c0 + j], &td);
+      case NTK_LAYER_MAP:
+        gv = map_apply(&L[l].map, gv, vl[r0 + i], vl[c0 + j], &td);
         tv *= td;
         break;
-      case NTK_LAYER_ERF:
-        gv = map_erf(gv, vl[r0 + i], vl[c0 + j], &td);
-        tv *= td;
-        break;
-      default: break;
+      default: break; /* Identity, Flatten: nothing (the host refuses spatial layers) */
       }
       if (self) gv = var[(l + 1) * n + r0 + i];
     }
@@ -154,8 +147,7 @@ extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t
     hl[l].kind = (int)L->kind;
     hl[l].w2 = L->w_std * L->w_std;
     hl[l].b2 = L->b_std * L->b_std;
-    hl[l].a = L->a;
-    hl[l].b = L->b;
+    hl[l].map = L->map;
   }
   /* From here on, failures leave G to the caller-facing cleanup below. */
   int rc = 0;

@@ -1,0 +1,57 @@
+/* The table of layer traits and the stax names of the nonlinearities.
+ * Adding a nonlinearity: its map in include/ntkd/kernel_maps.h (and a case
+ * in each dispatcher there), its loop case in src/worker/map_rows.c, and its
+ * name here. */
+#include "ntkd/layers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct ntk_layer_traits traits[NTK_LAYER_KINDS] = {
+    [NTK_LAYER_DENSE] = {.name = "Dense", .affine = 1, .per_position = 1, .gaussian_out = 1},
+    [NTK_LAYER_CONV] = {.name = "Conv", .affine = 1, .couples = 1, .spatial = 1, .gaussian_out = 1},
+    [NTK_LAYER_MAP] = {.name = "nonlinearity", .nonlinear = 1, .per_position = 1, .var_slot = 1},
+    [NTK_LAYER_IDENTITY] = {.name = "Identity", .per_position = 1, .keeps_gaussian = 1},
+    [NTK_LAYER_AVGPOOL] = {.name = "AvgPool", .couples = 1, .spatial = 1, .keeps_gaussian = 1},
+    /* As in neural-tangents: Flatten's output is not Gaussian, pooling's is. */
+    [NTK_LAYER_FLATTEN] = {.name = "Flatten", .readout = 1},
+    [NTK_LAYER_GLOBALAVGPOOL] = {.name = "GlobalAvgPool", .spatial = 1, .readout = 1, .keeps_gaussian = 1},
+};
+
+const struct ntk_layer_traits *ntk_layer_traits(ntk_layer_kind k) {
+  static const struct ntk_layer_traits none = {.name = "?"};
+  return (unsigned)k < NTK_LAYER_KINDS ? &traits[k] : &none;
+}
+
+/* ---- nonlinearities ---------------------------------------------------------- */
+
+#define REQUIRED NAN
+
+static const struct ntk_map_name names[] = {
+    {"Relu", {.kind = NTK_MAP_ABRELU, .a = 0, .b = 1}, {{0}}, NULL},
+    {"LeakyRelu", {.kind = NTK_MAP_ABRELU, .b = 1}, {{"alpha", NTK_PARAM_NUMBER, NTK_SLOT_A, REQUIRED}}, NULL},
+    {"Abs", {.kind = NTK_MAP_ABRELU, .a = -1, .b = 1}, {{0}}, NULL},
+    {"ABRelu",
+     {.kind = NTK_MAP_ABRELU},
+     {{"a", NTK_PARAM_NUMBER, NTK_SLOT_A, REQUIRED}, {"b", NTK_PARAM_NUMBER, NTK_SLOT_B, REQUIRED}},
+     NULL},
+    {"Erf",
+     {.kind = NTK_MAP_ERF},
+     {{"a", NTK_PARAM_NUMBER, NTK_SLOT_A, 1.0}, {"b", NTK_PARAM_NUMBER, NTK_SLOT_B, 1.0},
+      {"c", NTK_PARAM_NUMBER, NTK_SLOT_C, 0.0}},
+     NULL},
+    /* 0.5 erf(x / 2.4020563531719796) + 0.5, stax's constants. */
+    {"Sigmoid_like", {.kind = NTK_MAP_ERF, .a = 0.5, .b = 1 / 2.4020563531719796, .c = 0.5}, {{0}}, NULL},
+};
+
+const struct ntk_map_name *ntk_map_name_find(const char *name) {
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(names[i].name, name)) return &names[i];
+  return NULL;
+}
+
+const struct ntk_map_name *ntk_map_names(size_t *count) {
+  *count = sizeof names / sizeof names[0];
+  return names;
+}

@@ -1,0 +1,69 @@
+/* One loop per map and precision, compiled for AVX-512, AVX2 and baseline
+ * x86-64 (NTK_CLONES) under -ffp-contract=off: the same bits as the scalar
+ * dispatchers of include/ntkd/kernel_maps.h. The switch on the kind sits
+ * outside the loops, so each loop inlines one map and vectorises; it has
+ * no default, so a map without a loop fails the build (-Werror=switch).
+ * A batch of 16 lanes (the CNN batch) gets its own copy with a constant
+ * trip count. */
+#include "map_rows.h"
+
+/* The loop over rows x COLS with MAP(q12, q11, q22, r11, r22, &td). */
+#define ROWS(COLS, MAP)                                                  \
+  for (size_t i = 0; i < rows; i++) {                                    \
+    T *restrict gi = g + i * (COLS), q11 = qa[i], r11 = ra[i];           \
+    const T *qbi = qb + i * qb_row, *rbi = rb + i * qb_row;              \
+    (void)r11, (void)rbi; /* only the float ABRelu map reads them */     \
+    if (t) {                                                             \
+      T *restrict ti = t + i * (COLS);                                   \
+      for (size_t j = 0; j < (COLS); j++) {                              \
+        T td;                                                            \
+        gi[j] = MAP(gi[j], q11, qbi[j], r11, rbi[j], &td);               \
+        ti[j] *= td;                                                     \
+      }                                                                  \
+    } else {                                                             \
+      for (size_t j = 0; j < (COLS); j++) {                              \
+        T td;                                                            \
+        gi[j] = MAP(gi[j], q11, qbi[j], r11, rbi[j], &td);               \
+      }                                                                  \
+    }                                                                    \
+  }
+
+#define ROWS_ANY(MAP)              \
+  do {                             \
+    if (cols == 16) ROWS(16, MAP)  \
+    else ROWS(cols, MAP)           \
+  } while (0)
+
+/* Each map with its parameters bound, as MAP(q12, q11, q22, r11, r22, td). */
+#define F_ABRELU(q12, q11, q22, r11, r22, td) ABRELU(pa, pb, q12, q11, q22, r11, r22, td)
+#define F_ERF(q12, q11, q22, r11, r22, td) ERF(q12, q11, q22, td)
+#define F_ERF_ABC(q12, q11, q22, r11, r22, td) ERF_ABC(m, q12, q11, q22, td)
+
+#define DEFINE_ROWS(T_, SFX)                                                          \
+  NTK_CLONES void ntk_map_rows_##SFX(const struct ntk_map *m, T_ *g, T_ *t, size_t rows, size_t cols,        \
+                                     const T_ *qa, const T_ *ra, const T_ *qb, const T_ *rb, size_t qb_row) { \
+    typedef T_ T;                                                                                            \
+    const T pa = (T)m->a, pb = (T)m->b;                                                                      \
+    const int plain = ntk_map_is_plain_erf(m);                                                               \
+    switch (m->kind) {                                                                                       \
+    case NTK_MAP_ABRELU:                                                                                     \
+      ROWS_ANY(F_ABRELU);                                                                                    \
+      break;                                                                                                 \
+    case NTK_MAP_ERF: /* Erf(1, 1, 0) is ERF itself (ERF_ABC's bits), without its scaling */            \
+      if (plain) ROWS_ANY(F_ERF);                                                                            \
+      else ROWS_ANY(F_ERF_ABC);                                                                              \
+      break;                                                                                                 \
+    }                                                                                                        \
+  }
+
+#define ABRELU ntk_abreluf_r
+#define ERF ntk_erff
+#define ERF_ABC ntk_erf_abcf
+DEFINE_ROWS(float, f)
+#undef ABRELU
+#undef ERF
+#undef ERF_ABC
+#define ABRELU ntk_abrelu_r
+#define ERF ntk_erf
+#define ERF_ABC ntk_erf_abc
+DEFINE_ROWS(double, d)

@@ -1,0 +1,22 @@
+/* The vectorised loop of every nonlinearity (src/worker/map_rows.c), for
+ * the engines that apply a map to many entries at once: the FC tiles and
+ * the batched CNN kernels. Pure; no I/O. */
+#ifndef NTKD_MAP_ROWS_H
+#define NTKD_MAP_ROWS_H
+
+#include <stddef.h>
+
+#include "ntkd/kernel_maps.h"
+
+/* Map m on rows x cols entries g[i * cols + j] and, unless t is NULL,
+ * multiply t[i * cols + j] by the map's tdot. Row i pairs variance
+ * qa[i] (and its ntk_rsqrt ra[i]) with qb[i * qb_row + j] (rb alike):
+ * qb_row = 0 for one set of column variances (an FC tile), the lane
+ * stride for the batched CNN kernels. Every entry gets the bits of
+ * ntk_mapf / ntk_map on the same inputs, whichever CPU clone runs. */
+void ntk_map_rows_f(const struct ntk_map *m, float *g, float *t, size_t rows, size_t cols, const float *qa,
+                    const float *ra, const float *qb, const float *rb, size_t qb_row);
+void ntk_map_rows_d(const struct ntk_map *m, double *g, double *t, size_t rows, size_t cols, const double *qa,
+                    const double *ra, const double *qb, const double *rb, size_t qb_row);
+
+#endif
