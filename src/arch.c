@@ -525,10 +525,14 @@ static const char *pad_name(ntk_padding p) {
 static int map_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
   const struct ntk_map_name *nm = ntk_map_name_find(l->name);
   int np = 0, all_default = 1;
+  /* A parameter without a slot (Gelu's approximate) changes nothing in the
+   * kernel: never spelled out, so it leaves the job identity alone. */
   while (nm && np < NTK_MAP_MAXPARAMS && nm->params[np].key) {
-    if (!(l->param[np] == nm->params[np].dflt)) all_default = 0; /* NAN (required) never equals */
+    if (nm->params[np].slot != NTK_SLOT_NONE && !(l->param[np] == nm->params[np].dflt))
+      all_default = 0; /* NAN (required) never equals */
     np++;
   }
+  while (np > 0 && nm->params[np - 1].slot == NTK_SLOT_NONE) np--;
   if (all_default) return snprintf(buf, cap, "%s", l->name);
   char text[512];
   size_t n = (size_t)snprintf(text, sizeof text, "%s(", l->name);

@@ -8,6 +8,9 @@
 #                     alone): `ntkd check --fragment` must accept it, which
 #                     checks the syntax and every section, key and value,
 #                     but not the keys and sections a whole job needs.
+#   ```arch           architecture strings, one per line (# comments and
+#                     blank lines skipped): each must pass `ntkd check` as
+#                     the [model] arch of a minimal job.
 #   A block whose introducing line (the last line of text before it) names
 #   a shipped job file as `configs/NAME.conf` is that file's content, byte
 #   for byte (the file must exist).
@@ -34,6 +37,14 @@ if [ "$rc" != 2 ] || [[ "$out" != *"typo.conf:6: [compute] tiel: unknown key"* ]
   fail "ntkd check accepted a job with an unknown key, or did not name it (exit $rc): $out"
 fi
 
+# ... and so must it for an architecture.
+printf '[data]\npath = x.npy\n[model]\narch = Dense Gelu2 Dense\n[output]\npath = o\n' > "$work/arch.conf"
+rc=0
+out=$("$NTKD" check "$work/arch.conf" 2>&1) || rc=$?
+if [ "$rc" != 2 ] || [[ "$out" != *"unknown layer 'Gelu2'"* ]]; then
+  fail "ntkd check accepted an unknown layer, or did not name it (exit $rc): $out"
+fi
+
 # Split the Markdown files into blocks: $work/blocks/FILE-LLINE.conf, and one
 # line per block in $work/list: markdown file, fence line, kind, block file,
 # introducing line (tab-separated).
@@ -48,11 +59,11 @@ for md in "$root"/README.md "$root"/docs/*.md; do
         inside = 1; ini = 0
         indent = $0; sub(/```.*/, "", indent)
         info = $0; sub(/^[ \t]*```[ \t]*/, "", info); sub(/[ \t]+$/, "", info)
-        if (info == "ini" || info == "ini fragment") {
+        if (info == "ini" || info == "ini fragment" || info == "arch") {
           ini = 1
           out = dir "/" flat(rel) "-L" FNR ".conf"
           printf "" > out
-          printf "%s\t%d\t%s\t%s\t%s\n", rel, FNR, info == "ini" ? "job" : "fragment", out, intro
+          printf "%s\t%d\t%s\t%s\t%s\n", rel, FNR, info == "ini" ? "job" : info == "arch" ? "arch" : "fragment", out, intro
         } else if (info ~ /^ini/) {
           printf "%s\t%d\tbad-info\t-\t%s\n", rel, FNR, info
         }
@@ -76,6 +87,7 @@ for md in "$root"/README.md "$root"/docs/*.md; do
 done
 
 blocks=0
+archs=0
 while IFS=$'\t' read -r md line kind file intro; do
   where="$md:$line"
   case $kind in
@@ -83,6 +95,20 @@ while IFS=$'\t' read -r md line kind file intro; do
     unclosed) fail "$where: a code block is not closed"; continue ;;
   esac
   blocks=$((blocks + 1))
+  if [ "$kind" = arch ]; then
+    n=0
+    while IFS= read -r a; do
+      n=$((n + 1))
+      [[ "$a" =~ ^[[:space:]]*(#|$) ]] && continue
+      printf '[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o\n' "$a" > "$work/arch.conf"
+      rc=0
+      out=$("$NTKD" check "$work/arch.conf" 2>&1) || rc=$?
+      if [ "$rc" != 0 ]; then fail "$md:$((line + n)): the architecture '$a' is refused (exit $rc): $out"
+      else archs=$((archs + 1)); fi
+    done < "$file"
+    echo "ok   $where (arch block)"
+    continue
+  fi
   opt=()
   [ "$kind" = fragment ] && opt=(--fragment)
   rc=0
@@ -119,4 +145,4 @@ if [ "$failed" != 0 ]; then
   echo "docs_ini: $failed failure(s) ($blocks \`\`\`ini blocks)"
   exit 1
 fi
-echo "docs_ini: $blocks \`\`\`ini blocks and every configs/*.conf pass ntkd check"
+echo "docs_ini: $blocks \`\`\`ini and \`\`\`arch blocks ($archs architectures) and every configs/*.conf pass ntkd check"
