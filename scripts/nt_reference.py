@@ -200,6 +200,13 @@ def _avg_pool(args, kwargs):
                       normalize_edges=False)
 
 
+def _map(ctor):
+  """A nonlinearity with stax's own parameters, positional or keyword."""
+  def build(args, kwargs):
+    return ctor(*args, **kwargs)
+  return build
+
+
 LAYER_BUILDERS = {
     'Dense': _dense,
     'Conv': _conv,
@@ -209,7 +216,10 @@ LAYER_BUILDERS = {
     'Relu': _no_args(stax.Relu),
     'LeakyRelu': _leaky_relu,
     'Abs': _no_args(stax.Abs),
-    'Erf': _no_args(stax.Erf),  # a=1, b=1, c=0
+    'Erf': _map(stax.Erf),  # a=1, b=1, c=0 unless given
+    'ABRelu': _map(stax.ABRelu),
+    'Sigmoid_like': _no_args(stax.Sigmoid_like),
+    'Gelu': _no_args(stax.Gelu),
     'Identity': _no_args(stax.Identity),
 }
 
@@ -293,7 +303,43 @@ def fc_cases():
                     n=9, d=17, scale=3.0))
   cases.append(case('fc_leaky_d2_b_big', mlp(2, 'LeakyRelu(0.1)', 1.5, 0.1),
                     n=9, d=17, scale=3.0))
+  cases += map_fc_cases()
   return cases
+
+
+# Every nonlinearity with a closed form, each with parameters away from its
+# defaults where it has them: (tag, ntkd spelling, input scale).
+MAPS = [
+    ('abrelu', 'ABRelu(-0.3,1.7)', 1.0),
+    ('erf_abc', 'Erf(1.5,0.7,0.2)', 1.0),
+    ('sigmoid', 'Sigmoid_like', 1.0),
+    ('gelu', 'Gelu', 1.0),
+]
+
+
+def map_fc_cases():
+  out = []
+  for tag, act, scale in MAPS:
+    out.append(case(f'fc_{tag}_d3_b', mlp(3, act, 1.5, 0.1), scale=scale))
+    out.append(case(f'fc_{tag}_d2_act', f'{dense(1.2, 0.0)} {act}', n=5, d=7, scale=scale))
+  return out
+
+
+def map_cnn_cases():
+  small = (4, 6, 6, 2)
+  out = []
+  for tag, act, scale in MAPS:
+    # GlobalAvgPool after stride-1 SAME convolutions (the slice paths), and a
+    # Flatten readout without pooling (the same-position path).
+    out.append(image_case(
+        f'cnn_{tag}_gap_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} {act} {conv(3, 1, "SAME", 1.5, 0.1)} '
+        f'{act} GlobalAvgPool {dense(1.5, 0.1)}', small, scale=scale))
+    out.append(image_case(
+        f'cnn_{tag}_flat',
+        f'{conv(3, 1, "VALID", 1.3, 0)} {act} Flatten {dense(1.0, 0)} {act} '
+        f'{dense(1.0, 0.1)}', small, scale=scale))
+  return out
 
 
 def conv(f, stride, padding, w, b):
@@ -411,7 +457,7 @@ def cnn_cases():
       c('cnn_erf_gap_b_big', two_conv(3, 1, 'SAME', 'Erf', 1.5, 0.1, gap),
         small, scale=3.0),
   ]
-  return cases
+  return cases + map_cnn_cases()
 
 
 # --------------------------------------------------------------------------

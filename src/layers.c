@@ -43,6 +43,8 @@ static const struct ntk_map_name names[] = {
      NULL},
     /* 0.5 erf(x / 2.4020563531719796) + 0.5, stax's constants. */
     {"Sigmoid_like", {.kind = NTK_MAP_ERF, .a = 0.5, .b = 1 / 2.4020563531719796, .c = 0.5}, {{0}}, NULL},
+    /* approximate (tanh) changes only stax's finite-width apply_fn */
+    {"Gelu", {.kind = NTK_MAP_GELU}, {{"approximate", NTK_PARAM_BOOL, NTK_SLOT_NONE, 0.0}}, NULL},
 };
 
 const struct ntk_map_name *ntk_map_name_find(const char *name) {

@@ -61,6 +61,9 @@ static const char *const archs[] = {
     /* no spatial layer at all; Dense and Identity inside a slice run */
     "GlobalAvgPool Dense(b_std=0) Relu Dense",
     "Dense(W_std=1.2) Relu Conv(3, 1, SAME) Identity Erf GlobalAvgPool Dense",
+    /* the maps beyond ABRelu and Erf(1, 1, 0): not fused on the GPU, the generic loops on the CPU */
+    "Conv(3, 1, SAME) Gelu Conv(3, 1, SAME) ABRelu(-0.3, 1.7) GlobalAvgPool Dense Erf(1.5, 0.7, 0.2) Dense",
+    "Conv(3, 1, VALID) Sigmoid_like Conv(2, 1, SAME) Gelu Flatten Dense Gelu Dense",
 };
 
 #endif

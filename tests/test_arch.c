@@ -158,6 +158,13 @@ START_TEST(test_map_params) {
   ck_assert_int_eq(a.layers[0].padding, NTK_PAD_SAME);
   ck_assert_int_eq(a.layers[2].padding, NTK_PAD_VALID);
   ntk_arch_free(&a);
+  /* Gelu's approximate changes only stax's finite-width function: the same network, the same text */
+  a = parse_ok("Dense Gelu(approximate=True) Dense Gelu(False) Dense Gelu");
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_str_eq(buf, "Dense(W_std=1, b_std=0) Gelu Dense(W_std=1, b_std=0) Gelu Dense(W_std=1, b_std=0) Gelu");
+  ck_assert(a.layers[1].map.kind == NTK_MAP_GELU);
+  ntk_arch_free(&a);
+  parse_bad("Dense Gelu(yes)", "'yes' is not True or False");
   parse_bad("Dense ABRelu(0.1)", "ABRelu needs b");
   parse_bad("Dense ABRelu(1, 2, 3)", "too many arguments for ABRelu");
   parse_bad("Dense Erf(a=1, a=2)", "a given twice");

@@ -39,6 +39,7 @@
 typedef enum ntk_map_kind {
   NTK_MAP_ABRELU, /* a*min(x, 0) + b*max(x, 0): Relu, LeakyRelu, Abs, ABRelu */
   NTK_MAP_ERF,    /* a*erf(b*x) + c: Erf, Sigmoid_like */
+  NTK_MAP_GELU,   /* x * Phi(x), Phi the standard normal CDF */
 } ntk_map_kind;
 
 #define NTK_MAP_MAXCOEF 8 /* Polynomial coefficients */
@@ -351,6 +352,26 @@ static inline NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, floa
   return a2 != 1.0f || c2 != 0.0f ? a2 * g + c2 : g;
 }
 
+/* Gelu: f(x) = x Phi(x). With p = q11 q22, p1 = (1 + q11)(1 + q22),
+ * d = sqrt(p1 - q12^2) and angle = atan2(q12, d) (Tsuchida et al., "Avoiding
+ * kernel fixed points", arXiv:2002.08517, as neural-tangents writes it):
+ *   nngp' = ((q12^2 + p d^2) / (p1 d) + q12 angle) / (2 pi) + q12 / 4
+ *   tdot  = q12 / (2 pi d) (1/d^2 + (1 - p) / p1 + 1) + 1/4 + angle / (2 pi)
+ * d^2 >= 1 + q11 + q22 > 0. The products overflow past variances of ~1e154
+ * (float: ~1e19); the tile is then not finite, and refused. */
+static inline NTK_HD double ntk_gelu(double q12, double q11, double q22, double *tdot) {
+  double p = q11 * q22, p1 = (1.0 + q11) * (1.0 + q22), d2 = p1 - q12 * q12, d = sqrt(d2);
+  double angle = atan2(q12, d);
+  *tdot = q12 / (2.0 * NTK_PI * d) * (1.0 / d2 + (1.0 - p) / p1 + 1.0) + 0.25 + angle / (2.0 * NTK_PI);
+  return ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / (2.0 * NTK_PI) + 0.25 * q12;
+}
+static inline NTK_HD float ntk_geluf(float q12, float q11, float q22, float *tdot) {
+  float p = q11 * q22, p1 = (1.0f + q11) * (1.0f + q22), d2 = p1 - q12 * q12, d = sqrtf(d2);
+  float angle = atan2f(q12, d), pi2 = (float)(2.0 * NTK_PI);
+  *tdot = q12 / (pi2 * d) * (1.0f / d2 + (1.0f - p) / p1 + 1.0f) + 0.25f + angle / pi2;
+  return ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / pi2 + 0.25f * q12;
+}
+
 /* ---- dispatchers ---------------------------------------------------------- */
 
 /* Map m on one entry. r11, r22: ntk_rsqrt of the variances (the float
@@ -361,6 +382,7 @@ static inline NTK_HD double ntk_map(const struct ntk_map *m, double q12, double 
   switch (m->kind) {
   case NTK_MAP_ABRELU: return ntk_abrelu_r(m->a, m->b, q12, q11, q22, r11, r22, tdot);
   case NTK_MAP_ERF: return ntk_erf_abc(m, q12, q11, q22, tdot);
+  case NTK_MAP_GELU: return ntk_gelu(q12, q11, q22, tdot);
   }
   *tdot = NAN;
   return NAN;
@@ -371,6 +393,7 @@ static inline NTK_HD float ntk_mapf(const struct ntk_map *m, float q12, float q1
   switch (m->kind) {
   case NTK_MAP_ABRELU: return ntk_abreluf_r((float)m->a, (float)m->b, q12, q11, q22, r11, r22, tdot);
   case NTK_MAP_ERF: return ntk_erf_abcf(m, q12, q11, q22, tdot);
+  case NTK_MAP_GELU: return ntk_geluf(q12, q11, q22, tdot);
   }
   *tdot = NAN;
   return NAN;

@@ -38,6 +38,7 @@
 #define F_ABRELU(q12, q11, q22, r11, r22, td) ABRELU(pa, pb, q12, q11, q22, r11, r22, td)
 #define F_ERF(q12, q11, q22, r11, r22, td) ERF(q12, q11, q22, td)
 #define F_ERF_ABC(q12, q11, q22, r11, r22, td) ERF_ABC(m, q12, q11, q22, td)
+#define F_GELU(q12, q11, q22, r11, r22, td) GELU(q12, q11, q22, td)
 
 #define DEFINE_ROWS(T_, SFX)                                                          \
   NTK_CLONES void ntk_map_rows_##SFX(const struct ntk_map *m, T_ *g, T_ *t, size_t rows, size_t cols,        \
@@ -53,17 +54,23 @@
       if (plain) ROWS_ANY(F_ERF);                                                                            \
       else ROWS_ANY(F_ERF_ABC);                                                                              \
       break;                                                                                                 \
+    case NTK_MAP_GELU:                                                                                       \
+      ROWS_ANY(F_GELU);                                                                                      \
+      break;                                                                                                 \
     }                                                                                                        \
   }
 
 #define ABRELU ntk_abreluf_r
 #define ERF ntk_erff
 #define ERF_ABC ntk_erf_abcf
+#define GELU ntk_geluf
 DEFINE_ROWS(float, f)
 #undef ABRELU
 #undef ERF
 #undef ERF_ABC
+#undef GELU
 #define ABRELU ntk_abrelu_r
 #define ERF ntk_erf
 #define ERF_ABC ntk_erf_abc
+#define GELU ntk_gelu
 DEFINE_ROWS(double, d)
