@@ -110,6 +110,15 @@ WIDTH = 512  # irrelevant for kernel_fn; any positive width works.
 _TOKEN_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\(([^()]*)\))?')
 
 
+def _value(v):
+  """A number, True/False, or a [list] of numbers."""
+  if v in ('True', 'False'):
+    return v == 'True'
+  if v.startswith('['):
+    return [float(x) for x in v.strip('[]').split(',') if x.strip()]
+  return float(v)
+
+
 def parse_arch(arch):
   """Splits an ntkd arch string into [(name, args, kwargs)].
 
@@ -128,15 +137,16 @@ def parse_arch(arch):
     name, argstr = m.group(1), m.group(2)
     args, kwargs = [], {}
     if argstr is not None and argstr.strip():
-      for item in argstr.split(','):
+      # commas inside [...] belong to a list value
+      for item in re.split(r',(?![^\[]*\])', argstr):
         item = item.strip()
         if '=' in item:
           k, v = item.split('=', 1)
-          kwargs[k.strip()] = float(v)
-        elif re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', item):
+          kwargs[k.strip()] = _value(v.strip())
+        elif re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', item) and item not in ('True', 'False'):
           args.append(item)  # a bare word, e.g. a padding mode
         else:
-          args.append(float(item))
+          args.append(_value(item))
     layers.append((name, args, kwargs))
     pos = m.end()
     while pos < len(arch) and arch[pos].isspace():
@@ -207,6 +217,14 @@ def _map(ctor):
   return build
 
 
+def _degree(ctor):
+  def build(args, kwargs):
+    if len(args) != 1 or kwargs or args[0] != int(args[0]):
+      raise ValueError(f'{ctor.__name__} takes one integer degree')
+    return ctor(int(args[0]))
+  return build
+
+
 LAYER_BUILDERS = {
     'Dense': _dense,
     'Conv': _conv,
@@ -220,6 +238,17 @@ LAYER_BUILDERS = {
     'ABRelu': _map(stax.ABRelu),
     'Sigmoid_like': _no_args(stax.Sigmoid_like),
     'Gelu': _no_args(stax.Gelu),
+    'Sin': _map(stax.Sin),
+    'Cos': _map(stax.Cos),
+    'Rbf': _map(stax.Rbf),
+    'Exp': _map(stax.Exp),
+    'ExpNormalized': _map(stax.ExpNormalized),
+    'Gaussian': _map(stax.Gaussian),
+    'Sign': _no_args(stax.Sign),
+    'Monomial': _degree(stax.Monomial),
+    'RectifiedMonomial': _degree(stax.RectifiedMonomial),
+    'Hermite': _degree(stax.Hermite),
+    'Polynomial': _map(stax.Polynomial),
     'Identity': _no_args(stax.Identity),
 }
 
@@ -314,6 +343,19 @@ MAPS = [
     ('erf_abc', 'Erf(1.5,0.7,0.2)', 1.0),
     ('sigmoid', 'Sigmoid_like', 1.0),
     ('gelu', 'Gelu', 1.0),
+    ('sin', 'Sin(1.3,0.8,0.3)', 1.0),
+    ('cos', 'Cos(0.9,1.2,-0.2)', 1.0),
+    ('rbf', 'Rbf(0.7)', 1.0),
+    ('exp', 'Exp(0.8,0.5)', 0.6),  # 3 layers of exp grow fast: float32 overflows near 1e38
+    ('expnorm', 'ExpNormalized(1.2,-0.8)', 1.0),
+    ('expnorm_clip', 'ExpNormalized(gamma=0.9,shift=-1,do_clip=True)', 1.0),
+    ('gaussian', 'Gaussian(1.1,-0.7)', 1.0),
+    ('sign', 'Sign', 1.0),
+    ('mono2', 'Monomial(2)', 1.0),
+    ('mono3', 'Monomial(3)', 1.0),
+    ('mono5', 'Monomial(5)', 0.7),
+    ('poly', 'Polynomial([0.3,1,-0.5,0.2])', 1.0),
+    ('hermite3', 'Hermite(3)', 1.0),
 ]
 
 
@@ -322,6 +364,14 @@ def map_fc_cases():
   for tag, act, scale in MAPS:
     out.append(case(f'fc_{tag}_d3_b', mlp(3, act, 1.5, 0.1), scale=scale))
     out.append(case(f'fc_{tag}_d2_act', f'{dense(1.2, 0.0)} {act}', n=5, d=7, scale=scale))
+  # RectifiedMonomial: stax's own kernel is NaN on the diagonal, and so
+  # everywhere after a second such layer (compute()): one layer, with and
+  # without a Dense after it.
+  for n in (0, 1, 3):
+    out.append(dict(case(f'fc_rectmono{n}_d2_b', f'{dense(1.3, 0.1)} RectifiedMonomial({n}) {dense(1.1, 0.2)}',
+                         n=7, d=5), nan_diag=True))
+    out.append(dict(case(f'fc_rectmono{n}_act', f'{dense(0.9, 0.0)} RectifiedMonomial({n})', n=6, d=4),
+                    nan_diag=True))
   return out
 
 
@@ -483,12 +533,22 @@ def case_inputs(c):
 
 def compute(c, x):
   _, _, kernel_fn = build_network(c)
-  nngp, ntk = kernel_fn(x, None, ('nngp', 'ntk'))
-  nngp = np.asarray(nngp, dtype=np.float64)
-  ntk = np.asarray(ntk, dtype=np.float64)
+  k = kernel_fn(x, None)
+  nngp = np.asarray(k.nngp, dtype=np.float64)
+  ntk = np.asarray(k.ntk, dtype=np.float64)
   n = x.shape[0]
   assert nngp.shape == (n, n) and ntk.shape == (n, n), (nngp.shape, ntk.shape)
-  assert np.all(np.isfinite(nngp)) and np.all(np.isfinite(ntk))
+  if c.get('nan_diag'):
+    # stax's RectifiedMonomial takes arccos(q12 / sqrt(q11 q22)) and
+    # differentiates (pi - theta) / sin(theta) there: at theta = 0, a pair
+    # of a sample with itself, that is 0 * inf = NaN (its variances too).
+    # The diagonal stays NaN and the tests skip NaN entries
+    # (tests/test_kernel.c checks the variances against stax's diagonal
+    # formula). Off-diagonal entries must be finite.
+    off = ~np.eye(n, dtype=bool)
+    assert np.all(np.isfinite(nngp[off])) and np.all(np.isfinite(ntk[off]))
+  else:
+    assert np.all(np.isfinite(nngp)) and np.all(np.isfinite(ntk))
   return nngp, ntk
 
 

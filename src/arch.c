@@ -304,6 +304,7 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
     case NTK_SLOT_B: l->map.b = v; break;
     case NTK_SLOT_C: l->map.c = v; break;
     case NTK_SLOT_DEGREE: l->map.degree = (int)v; break;
+    case NTK_SLOT_FLAG: l->map.flag = v != 0; break;
     case NTK_SLOT_COEF: break;
     case NTK_SLOT_NONE: break;
     }
@@ -322,6 +323,7 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
     case NTK_SLOT_B: l->map.b = v; break;
     case NTK_SLOT_C: l->map.c = v; break;
     case NTK_SLOT_DEGREE: l->map.degree = (int)v; break;
+    case NTK_SLOT_FLAG: l->map.flag = v != 0; break;
     case NTK_SLOT_COEF: break;
     case NTK_SLOT_NONE: break;
     }

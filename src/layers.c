@@ -27,6 +27,25 @@ const struct ntk_layer_traits *ntk_layer_traits(ntk_layer_kind k) {
 /* ---- nonlinearities ---------------------------------------------------------- */
 
 #define REQUIRED NAN
+#define ABC_PARAMS                                                                                      \
+  {                                                                                                     \
+    {"a", NTK_PARAM_NUMBER, NTK_SLOT_A, 1.0}, {"b", NTK_PARAM_NUMBER, NTK_SLOT_B, 1.0},                 \
+        {"c", NTK_PARAM_NUMBER, NTK_SLOT_C, 0.0}                                                        \
+  }
+
+/* stax: Cos(a, b, c) is Sin(a, b, c + pi/2). */
+static int cos_phase(struct ntk_map *m, char *why, size_t cap) {
+  (void)why, (void)cap;
+  m->c += NTK_PI_2;
+  return 1;
+}
+
+/* stax refuses other degrees (NotImplementedError). */
+static int monomial_degree(struct ntk_map *m, char *why, size_t cap) {
+  if (m->degree <= 5) return 1;
+  snprintf(why, cap, "degree %d: neural-tangents computes Monomial for degrees 0 to 5 only", m->degree);
+  return 0;
+}
 
 static const struct ntk_map_name names[] = {
     {"Relu", {.kind = NTK_MAP_ABRELU, .a = 0, .b = 1}, {{0}}, NULL},
@@ -45,6 +64,28 @@ static const struct ntk_map_name names[] = {
     {"Sigmoid_like", {.kind = NTK_MAP_ERF, .a = 0.5, .b = 1 / 2.4020563531719796, .c = 0.5}, {{0}}, NULL},
     /* approximate (tanh) changes only stax's finite-width apply_fn */
     {"Gelu", {.kind = NTK_MAP_GELU}, {{"approximate", NTK_PARAM_BOOL, NTK_SLOT_NONE, 0.0}}, NULL},
+    {"Sin", {.kind = NTK_MAP_SIN}, ABC_PARAMS, NULL},
+    {"Cos", {.kind = NTK_MAP_SIN}, ABC_PARAMS, cos_phase},
+    {"Rbf", {.kind = NTK_MAP_RBF}, {{"gamma", NTK_PARAM_NUMBER, NTK_SLOT_A, 1.0}}, NULL},
+    {"Exp",
+     {.kind = NTK_MAP_EXP},
+     {{"a", NTK_PARAM_NUMBER, NTK_SLOT_A, 1.0}, {"b", NTK_PARAM_NUMBER, NTK_SLOT_B, 1.0}},
+     NULL},
+    {"ExpNormalized",
+     {.kind = NTK_MAP_EXPNORM},
+     {{"gamma", NTK_PARAM_NUMBER, NTK_SLOT_A, 1.0},
+      {"shift", NTK_PARAM_NUMBER, NTK_SLOT_B, -1.0},
+      {"do_clip", NTK_PARAM_BOOL, NTK_SLOT_FLAG, 0.0}},
+     NULL},
+    {"Gaussian",
+     {.kind = NTK_MAP_GAUSSIAN},
+     {{"a", NTK_PARAM_NUMBER, NTK_SLOT_A, 1.0}, {"b", NTK_PARAM_NUMBER, NTK_SLOT_B, -1.0}},
+     NULL},
+    {"Sign", {.kind = NTK_MAP_SIGN}, {{0}}, NULL},
+    {"Monomial", {.kind = NTK_MAP_MONOMIAL}, {{"degree", NTK_PARAM_INT, NTK_SLOT_DEGREE, REQUIRED}}, monomial_degree},
+    {"RectifiedMonomial", {.kind = NTK_MAP_RECTMONO}, {{"degree", NTK_PARAM_INT, NTK_SLOT_DEGREE, REQUIRED}}, NULL},
+    {"Polynomial", {.kind = NTK_MAP_POLYNOMIAL}, {{"coef", NTK_PARAM_LIST, NTK_SLOT_COEF, REQUIRED}}, NULL},
+    {"Hermite", {.kind = NTK_MAP_HERMITE}, {{"degree", NTK_PARAM_INT, NTK_SLOT_DEGREE, REQUIRED}}, NULL},
 };
 
 const struct ntk_map_name *ntk_map_name_find(const char *name) {

@@ -64,6 +64,9 @@ static const char *const archs[] = {
     /* the maps beyond ABRelu and Erf(1, 1, 0): not fused on the GPU, the generic loops on the CPU */
     "Conv(3, 1, SAME) Gelu Conv(3, 1, SAME) ABRelu(-0.3, 1.7) GlobalAvgPool Dense Erf(1.5, 0.7, 0.2) Dense",
     "Conv(3, 1, VALID) Sigmoid_like Conv(2, 1, SAME) Gelu Flatten Dense Gelu Dense",
+    "Conv(3, 1, SAME) Sin(1.2, 0.8, 0.3) Conv(3, 1, SAME) Polynomial([0.2, 1, -0.4]) GlobalAvgPool Dense Sign Dense",
+    "Conv(3, 1, SAME, W_std=0.8) Exp(0.7, 0.5) AvgPool(2) Conv(3, 1, SAME) Monomial(2) Flatten Dense "
+    "ExpNormalized(1.1, -0.9) Dense",
 };
 
 #endif

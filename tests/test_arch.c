@@ -165,6 +165,27 @@ START_TEST(test_map_params) {
   ck_assert(a.layers[1].map.kind == NTK_MAP_GELU);
   ntk_arch_free(&a);
   parse_bad("Dense Gelu(yes)", "'yes' is not True or False");
+  a = parse_ok("Dense Polynomial([1, -0.5, 0.25]) Dense Polynomial(coef=(2,)) Dense Cos(c=0.5) Dense "
+               "ExpNormalized(do_clip=True) Dense Monomial(5) Dense Hermite(0) Dense Sign Dense Rbf");
+  ck_assert(a.layers[1].map.kind == NTK_MAP_POLYNOMIAL && a.layers[1].map.degree == 3 &&
+            a.layers[1].map.coef[2] == 0.25);
+  ck_assert(a.layers[3].map.degree == 1 && a.layers[3].map.coef[0] == 2);
+  ck_assert(a.layers[5].map.kind == NTK_MAP_SIN && a.layers[5].map.c == 0.5 + NTK_PI_2);
+  ck_assert(a.layers[7].map.kind == NTK_MAP_EXPNORM && a.layers[7].map.flag && a.layers[7].map.a == 1 &&
+            a.layers[7].map.b == -1);
+  ck_assert(a.layers[9].map.degree == 5 && a.layers[11].map.degree == 0);
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "Polynomial([1, -0.5, 0.25]) ") && strstr(buf, "Polynomial([2]) ") &&
+                    strstr(buf, "Cos(1, 1, 0.5) ") && strstr(buf, "ExpNormalized(1, -1, True) ") &&
+                    strstr(buf, "Monomial(5) ") && strstr(buf, "Hermite(0) ") && strstr(buf, " Sign ") &&
+                    !strcmp(buf + strlen(buf) - 4, " Rbf"),
+                "%s", buf);
+  ntk_arch_free(&a);
+  parse_bad("Dense Monomial(6)", "Monomial: degree 6: neural-tangents computes Monomial for degrees 0 to 5 only");
+  parse_bad("Dense Polynomial(3)", "coef wants a list of numbers");
+  parse_bad("Dense Polynomial([1,2,3,4,5,6,7,8,9])", "more than 8 values in a list");
+  parse_bad("Dense Hermite(-1)", "is not an integer in [0, 1000]");
+  parse_bad("Dense Hermite(1.5)", "is not an integer in [0, 1000]");
   parse_bad("Dense ABRelu(0.1)", "ABRelu needs b");
   parse_bad("Dense ABRelu(1, 2, 3)", "too many arguments for ABRelu");
   parse_bad("Dense Erf(a=1, a=2)", "a given twice");

@@ -8,6 +8,7 @@
 #include "ntkd/config.h"
 #include "ntkd/fc.h"
 #include "ntkd/kernel_maps.h"
+#include "ntkd/layers.h"
 #include "refcase.h"
 #include "testutil.h"
 
@@ -531,6 +532,69 @@ END_TEST
 START_TEST(test_tile_independence_f64) { check_tile_independence(8); }
 END_TEST
 
+/* Identities between the maps that no single reference pins down. */
+static double rel(double a, double b) { return a == b ? 0 : fabs(a - b) / fmax(fabs(a), fabs(b)); }
+
+START_TEST(test_map_identities) {
+  unsigned seed = 12345;
+  double worst = 0;
+  for (int it = 0; it < 2000; it++) {
+    seed = seed * 1103515245u + 12345u;
+    double q11 = 0.05 + (seed >> 8) % 1000 / 200.0;
+    seed = seed * 1103515245u + 12345u;
+    double q22 = 0.05 + (seed >> 8) % 1000 / 200.0;
+    seed = seed * 1103515245u + 12345u;
+    double q12 = ((double)((seed >> 8) % 2001) / 1000.0 - 1.0) * sqrt(q11 * q22) * 0.999;
+    double g1, t1, g2, t2;
+    /* RectifiedMonomial(1) is Relu */
+    struct ntk_map rm = {.kind = NTK_MAP_RECTMONO, .degree = 1}, relu = {.kind = NTK_MAP_ABRELU, .a = 0, .b = 1};
+    g1 = ntk_map(&rm, q12, q11, q22, 0, 0, &t1);
+    g2 = ntk_map(&relu, q12, q11, q22, 0, 0, &t2);
+    worst = fmax(worst, fmax(fabs(g1 - g2) / sqrt(q11 * q22), fabs(t1 - t2))); /* near theta = pi both vanish */
+    /* Monomial(k) is Polynomial(e_k) */
+    for (int k = 0; k <= 5; k++) {
+      struct ntk_map mo = {.kind = NTK_MAP_MONOMIAL, .degree = k}, po = {.kind = NTK_MAP_POLYNOMIAL, .degree = k + 1};
+      po.coef[k] = 1.0;
+      g1 = ntk_map(&mo, q12, q11, q22, 0, 0, &t1);
+      g2 = ntk_map(&po, q12, q11, q22, 0, 0, &t2);
+      ck_assert_msg(rel(g1, g2) < 1e-12 && rel(t1, t2) < 1e-12, "Monomial(%d) %g %g vs Polynomial %g %g", k, g1, t1,
+                    g2, t2);
+    }
+    /* Rbf(gamma) is Sin(sqrt(2), sqrt(2 gamma), pi/4) */
+    struct ntk_map rbf = {.kind = NTK_MAP_RBF, .a = 0.7}, sn = {.kind = NTK_MAP_SIN, .a = sqrt(2.0), .b = sqrt(1.4), .c = NTK_PI_4};
+    g1 = ntk_map(&rbf, q12, q11, q22, 0, 0, &t1);
+    g2 = ntk_map(&sn, q12, q11, q22, 0, 0, &t2);
+    ck_assert_msg(fabs(g1 - g2) < 1e-13 && fabs(t1 - t2) < 1e-13, "Rbf %g %g vs Sin %g %g", g1, t1, g2, t2);
+    /* the float dispatcher of a double-computed map: the double result, rounded */
+    float tf;
+    float gf = ntk_mapf(&sn, (float)q12, (float)q11, (float)q22, 0, 0, &tf);
+    double gd = ntk_map(&sn, (float)q12, (float)q11, (float)q22, 0, 0, &t2);
+    ck_assert(gf == (float)gd && tf == (float)t2);
+  }
+  ck_assert_msg(worst < 1e-13, "RectifiedMonomial(1) vs Relu: %g", worst);
+  /* RectifiedMonomial's variance: stax's diagonal formula (2n-1)!! q^n / 2, the
+   * entries the neural-tangents references cannot give (NaN there) */
+  for (int n = 0; n <= 5; n++)
+    for (double q = 0.01; q < 100; q *= 1.7) {
+      struct ntk_map rm = {.kind = NTK_MAP_RECTMONO, .degree = n};
+      double td, df = 1, want = 0.5;
+      for (int k = 2 * n - 1; k > 1; k -= 2) df *= k;
+      for (int k = 0; k < n; k++) want *= q;
+      want *= df;
+      double got = ntk_map(&rm, q, q, q, 0, 0, &td);
+      ck_assert_msg(rel(got, want) < 1e-14, "RectifiedMonomial(%d) at q = %g: %.17g vs %.17g", n, q, got, want);
+    }
+  /* every map kind has a stax name (a kind no name reaches is dead code or a half-added map) */
+  size_t count;
+  const struct ntk_map_name *names = ntk_map_names(&count);
+  for (int k = 0; k <= NTK_MAP_HERMITE; k++) {
+    int found = 0;
+    for (size_t i = 0; i < count; i++) found |= names[i].fixed.kind == (ntk_map_kind)k;
+    ck_assert_msg(found, "map kind %d has no name in src/layers.c", k);
+  }
+}
+END_TEST
+
 START_TEST(test_refuses_cnn) {
   struct ntk_arch arch;
   ck_assert_int_eq(ntk_arch_parse("Conv(3) Relu GlobalAvgPool Dense", 1, 0, &arch), NTK_OK);
@@ -561,6 +625,7 @@ int main(void) {
   tcase_add_test(tc, test_tile_independence_f32);
   tcase_add_test(tc, test_tile_independence_f64);
   tcase_add_test(tc, test_refuses_cnn);
+  tcase_add_test(tc, test_map_identities);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

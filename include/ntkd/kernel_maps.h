@@ -40,6 +40,16 @@ typedef enum ntk_map_kind {
   NTK_MAP_ABRELU, /* a*min(x, 0) + b*max(x, 0): Relu, LeakyRelu, Abs, ABRelu */
   NTK_MAP_ERF,    /* a*erf(b*x) + c: Erf, Sigmoid_like */
   NTK_MAP_GELU,   /* x * Phi(x), Phi the standard normal CDF */
+  NTK_MAP_SIN,    /* a*sin(b*x + c): Sin, Cos (c + pi/2) */
+  NTK_MAP_RBF,    /* sqrt(2) sin(sqrt(2 gamma) x + pi/4), gamma in a */
+  NTK_MAP_EXP,    /* a*exp(b*x) */
+  NTK_MAP_EXPNORM,/* ExpNormalized: gamma in a, shift in b, do_clip in flag */
+  NTK_MAP_GAUSSIAN, /* a*exp(b*x^2) */
+  NTK_MAP_SIGN,   /* sign(x) */
+  NTK_MAP_MONOMIAL, /* x^degree, degree 0..5 */
+  NTK_MAP_RECTMONO, /* (x >= 0) x^degree */
+  NTK_MAP_POLYNOMIAL, /* coef[0] + coef[1] x + ... (degree coefficients) */
+  NTK_MAP_HERMITE,  /* the normalised probabilists' Hermite polynomial of that degree */
 } ntk_map_kind;
 
 #define NTK_MAP_MAXCOEF 8 /* Polynomial coefficients */
@@ -48,6 +58,7 @@ typedef enum ntk_map_kind {
 struct ntk_map {
   ntk_map_kind kind;
   int degree;                   /* Monomial, RectifiedMonomial, Hermite; Polynomial: coefficients */
+  int flag;                     /* ExpNormalized's do_clip */
   double a, b, c;               /* the stax parameters, in stax's order (docs/JOB-FILE.md) */
   double coef[NTK_MAP_MAXCOEF]; /* Polynomial */
 };
@@ -372,6 +383,153 @@ static inline NTK_HD float ntk_geluf(float q12, float q11, float q22, float *tdo
   return ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / pi2 + 0.25f * q12;
 }
 
+/* ---- the other closed forms ------------------------------------------------ */
+
+/* neural-tangents' formulas (stax/elementwise.py), in double in both
+ * precisions: these maps are not on any hot path, and double keeps float32
+ * kernels at float32's rounding without float-specific range work. s is
+ * q11 + q22, p is q11 q22. Where a product leaves double's range the tile
+ * is not finite, and refused. */
+
+/* Sin(a, b, c) (Cos: c + pi/2): E[sin(bu+c) sin(bv+c)] from cos(b(u -+ v)). */
+static inline NTK_HD double ntk_sin_map(const struct ntk_map *m, double q12, double q11, double q22, double *tdot) {
+  double b2 = m->b * m->b, half_a2 = m->a * m->a / 2.0, s = q11 + q22;
+  double s1 = exp(b2 * (-0.5 * s + q12)), s2 = exp(b2 * (-0.5 * s - q12)) * cos(2.0 * m->c);
+  *tdot = half_a2 * b2 * (s1 + s2);
+  return half_a2 * (s1 - s2);
+}
+
+/* Rbf(gamma): exp(-gamma (q11 + q22 - 2 q12)). */
+static inline NTK_HD double ntk_rbf_map(const struct ntk_map *m, double q12, double q11, double q22, double *tdot) {
+  double g = exp(m->a * (-(q11 + q22) + 2.0 * q12));
+  *tdot = 2.0 * m->a * g;
+  return g;
+}
+
+/* Exp(a, b): a^2 exp(b^2 (s/2 + q12)). */
+static inline NTK_HD double ntk_exp_map(const struct ntk_map *m, double q12, double q11, double q22, double *tdot) {
+  double b2 = m->b * m->b, a2 = m->a * m->a, e = exp(b2 * ((q11 + q22) / 2.0 + q12));
+  *tdot = a2 * (b2 * e);
+  return a2 * e;
+}
+
+/* ExpNormalized(gamma, shift, do_clip): r = sqrt(max(p, 1e-30)),
+ * nngp' = r exp(gamma (q12 / r + shift)), tdot = gamma exp(...). */
+static inline NTK_HD double ntk_expnorm_map(const struct ntk_map *m, double q12, double q11, double q22,
+                                            double *tdot) {
+  double p = q11 * q22, r = sqrt(p > 1e-30 ? p : 1e-30), c = q12 / r;
+  if (m->flag) c = c < -1.0 ? -1.0 : c > 1.0 ? 1.0 : c;
+  double e = exp(m->a * (c + m->b));
+  *tdot = m->a * e;
+  return r * e;
+}
+
+/* Gaussian(a, b): a^2 / sqrt((1 - 2b q11)(1 - 2b q22) - 4 b^2 q12^2). */
+static inline NTK_HD double ntk_gaussian_map(const struct ntk_map *m, double q12, double q11, double q22,
+                                             double *tdot) {
+  double f = 4.0 * m->b * m->b, a2 = m->a * m->a;
+  double x = (1.0 - 2.0 * m->b * q11) * (1.0 - 2.0 * m->b * q22) - f * q12 * q12;
+  double det = sqrt(x > 0.0 ? x : 0.0);
+  *tdot = a2 * (f * q12 / (det * det * det));
+  return a2 * (1.0 / det);
+}
+
+/* Sign: 1 - 2 angle / pi (the angle pi/2 for zero variance and covariance).
+ * Its derivative is a delta: neural-tangents sets the NTK to zero, and so
+ * does this map (tdot = 0). */
+static inline NTK_HD double ntk_sign_map(double q12, double q11, double q22, double *tdot) {
+  double x = q11 * q22 - q12 * q12, det = sqrt(x > 0.0 ? x : 0.0);
+  double angle = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : atan2(det, q12);
+  *tdot = 0.0;
+  return 1.0 - angle * 2.0 / NTK_PI;
+}
+
+/* E[u^k v^k] for (u, v) of covariance q12 and p = q11 q22, k = 0..5 (-1: 0). */
+static inline NTK_HD double ntk_monomial_moment(int k, double x, double p) {
+  switch (k) {
+  case 0: return 1.0;
+  case 1: return x;
+  case 2: return 2.0 * x * x + p;
+  case 3: return 6.0 * x * x * x + 9.0 * x * p;
+  case 4: return 3.0 * (8.0 * x * x * x * x + 3.0 * p * (8.0 * x * x + p));
+  case 5: return 15.0 * x * (8.0 * x * x * x * x + 5.0 * p * (8.0 * x * x + 3.0 * p));
+  default: return 0.0;
+  }
+}
+
+/* Monomial(degree): nngp' the moment of that degree, tdot degree^2 times the one below. */
+static inline NTK_HD double ntk_monomial_map(const struct ntk_map *m, double q12, double q11, double q22,
+                                             double *tdot) {
+  double p = q11 * q22;
+  *tdot = (double)(m->degree * m->degree) * ntk_monomial_moment(m->degree - 1, q12, p);
+  return ntk_monomial_moment(m->degree, q12, p);
+}
+
+/* RectifiedMonomial(degree) = ReLU^n: the arc-cosine kernels (Cho and
+ * Saul), k_n = (q11 q22)^(n/2) J_n(theta) / (2 pi), with J_0 = pi - theta,
+ * J_1 = sin + (pi - theta) cos and J_n = (2n-1) cos J_(n-1) + (n-1)^2 sin^2
+ * J_(n-2); tdot = n^2 (q11 q22)^((n-1)/2) J_(n-1) / (2 pi) (Price's
+ * theorem). The angle as the ABRelu map takes it. */
+static inline NTK_HD double ntk_rectmono_map(const struct ntk_map *m, double q12, double q11, double q22,
+                                             double *tdot) {
+  int n = m->degree;
+  double p = q11 * q22, sp = sqrt(p > 0.0 ? p : 0.0), x = p - q12 * q12, det = sqrt(x > 0.0 ? x : 0.0);
+  double theta = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : atan2(det, q12);
+  double c = sp > 0.0 ? q12 / sp : 0.0, sn = sp > 0.0 ? det / sp : 1.0;
+  double jm = 0.0, j = NTK_PI - theta; /* J_(k-1), J_k at k = 0 */
+  double pw = 1.0, pw_below = 0.0;     /* sp^k, sp^(k-1) */
+  for (int k = 1; k <= n; k++) {
+    double next = k == 1 ? sn + (NTK_PI - theta) * c
+                         : (double)(2 * k - 1) * c * j + (double)((k - 1) * (k - 1)) * sn * sn * jm;
+    jm = j;
+    j = next;
+    pw_below = pw;
+    pw *= sp;
+  }
+  *tdot = n == 0 ? 0.0 : (double)(n * n) * pw_below * jm / (2.0 * NTK_PI);
+  return pw * j / (2.0 * NTK_PI);
+}
+
+/* Polynomial(coef), n = degree coefficients: with the per-variance series
+ * r_l(q) = sum_i coef[2i+l] (2i+l)! / (2^i i! sqrt(l!)) q^((2i+l)/2) and
+ * rho = q12 / sqrt(p), nngp' = sum_l r_l(q11) r_l(q22) rho^l and tdot =
+ * sum_(l>=1) l r_l(q11) r_l(q22) rho^(l-1) / sqrt(p). */
+static inline NTK_HD double ntk_poly_r(const struct ntk_map *m, int l, double q) {
+  double sq = sqrt(q), r = 0.0, fl = 1.0;
+  for (int k = 2; k <= l; k++) fl *= k;
+  for (int i = 0; 2 * i + l < m->degree; i++) {
+    double f = 1.0, pw = 1.0; /* (2i+l)! / (2^i i!), sq^(2i+l) */
+    for (int k = 2; k <= 2 * i + l; k++) f *= k;
+    for (int k = 1; k <= i; k++) f /= 2.0 * k;
+    for (int k = 0; k < 2 * i + l; k++) pw *= sq;
+    r += m->coef[2 * i + l] * f / sqrt(fl) * pw;
+  }
+  return r;
+}
+static inline NTK_HD double ntk_polynomial_map(const struct ntk_map *m, double q12, double q11, double q22,
+                                               double *tdot) {
+  double p = q11 * q22, sp = sqrt(p > 0.0 ? p : 0.0), rho = q12 / sp, g = 0.0, t = 0.0, rl = 1.0;
+  for (int l = 0; l < m->degree; l++) {
+    double rr = ntk_poly_r(m, l, q11) * ntk_poly_r(m, l, q22);
+    if (l >= 1) t += (double)l * rr * rl; /* rl = rho^(l-1) here */
+    g += rr * (l >= 1 ? rl * rho : 1.0);
+    if (l >= 1) rl *= rho;
+  }
+  *tdot = t / sp;
+  return g;
+}
+
+/* Hermite(degree), inputs assumed of unit variance as in stax: q12^n, tdot n q12^(n-1). */
+static inline NTK_HD double ntk_hermite_map(const struct ntk_map *m, double q12, double *tdot) {
+  double pw = 1.0, below = 0.0;
+  for (int k = 0; k < m->degree; k++) {
+    below = pw;
+    pw *= q12;
+  }
+  *tdot = (double)m->degree * below;
+  return pw;
+}
+
 /* ---- dispatchers ---------------------------------------------------------- */
 
 /* Map m on one entry. r11, r22: ntk_rsqrt of the variances (the float
@@ -383,20 +541,43 @@ static inline NTK_HD double ntk_map(const struct ntk_map *m, double q12, double 
   case NTK_MAP_ABRELU: return ntk_abrelu_r(m->a, m->b, q12, q11, q22, r11, r22, tdot);
   case NTK_MAP_ERF: return ntk_erf_abc(m, q12, q11, q22, tdot);
   case NTK_MAP_GELU: return ntk_gelu(q12, q11, q22, tdot);
+  case NTK_MAP_SIN: return ntk_sin_map(m, q12, q11, q22, tdot);
+  case NTK_MAP_RBF: return ntk_rbf_map(m, q12, q11, q22, tdot);
+  case NTK_MAP_EXP: return ntk_exp_map(m, q12, q11, q22, tdot);
+  case NTK_MAP_EXPNORM: return ntk_expnorm_map(m, q12, q11, q22, tdot);
+  case NTK_MAP_GAUSSIAN: return ntk_gaussian_map(m, q12, q11, q22, tdot);
+  case NTK_MAP_SIGN: return ntk_sign_map(q12, q11, q22, tdot);
+  case NTK_MAP_MONOMIAL: return ntk_monomial_map(m, q12, q11, q22, tdot);
+  case NTK_MAP_RECTMONO: return ntk_rectmono_map(m, q12, q11, q22, tdot);
+  case NTK_MAP_POLYNOMIAL: return ntk_polynomial_map(m, q12, q11, q22, tdot);
+  case NTK_MAP_HERMITE: return ntk_hermite_map(m, q12, tdot);
   }
   *tdot = NAN;
   return NAN;
 }
 
+/* The float dispatcher: ABRelu, Erf and Gelu in float; the other maps in
+ * double (ntk_map), rounded once. */
 static inline NTK_HD float ntk_mapf(const struct ntk_map *m, float q12, float q11, float q22, float r11, float r22,
                                     float *tdot) {
+  double td = NAN, g = NAN;
   switch (m->kind) {
   case NTK_MAP_ABRELU: return ntk_abreluf_r((float)m->a, (float)m->b, q12, q11, q22, r11, r22, tdot);
   case NTK_MAP_ERF: return ntk_erf_abcf(m, q12, q11, q22, tdot);
   case NTK_MAP_GELU: return ntk_geluf(q12, q11, q22, tdot);
+  case NTK_MAP_SIN:
+  case NTK_MAP_RBF:
+  case NTK_MAP_EXP:
+  case NTK_MAP_EXPNORM:
+  case NTK_MAP_GAUSSIAN:
+  case NTK_MAP_SIGN:
+  case NTK_MAP_MONOMIAL:
+  case NTK_MAP_RECTMONO:
+  case NTK_MAP_POLYNOMIAL:
+  case NTK_MAP_HERMITE: g = ntk_map(m, q12, q11, q22, 0.0, 0.0, &td); break;
   }
-  *tdot = NAN;
-  return NAN;
+  *tdot = (float)td;
+  return (float)g;
 }
 
 /* True for Erf(1, 1, 0), the map the specialised Erf loops compute. */

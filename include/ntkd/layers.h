@@ -46,7 +46,7 @@ enum ntk_param_type {
 };
 
 /* Where a parameter goes in struct ntk_map. */
-enum ntk_param_slot { NTK_SLOT_A, NTK_SLOT_B, NTK_SLOT_C, NTK_SLOT_DEGREE, NTK_SLOT_COEF, NTK_SLOT_NONE };
+enum ntk_param_slot { NTK_SLOT_A, NTK_SLOT_B, NTK_SLOT_C, NTK_SLOT_DEGREE, NTK_SLOT_COEF, NTK_SLOT_FLAG, NTK_SLOT_NONE };
 
 struct ntk_param {
   const char *key;           /* stax's keyword */

@@ -39,6 +39,7 @@
 #define F_ERF(q12, q11, q22, r11, r22, td) ERF(q12, q11, q22, td)
 #define F_ERF_ABC(q12, q11, q22, r11, r22, td) ERF_ABC(m, q12, q11, q22, td)
 #define F_GELU(q12, q11, q22, r11, r22, td) GELU(q12, q11, q22, td)
+#define F_ANY(q12, q11, q22, r11, r22, td) MAP(m, q12, q11, q22, r11, r22, td)
 
 #define DEFINE_ROWS(T_, SFX)                                                          \
   NTK_CLONES void ntk_map_rows_##SFX(const struct ntk_map *m, T_ *g, T_ *t, size_t rows, size_t cols,        \
@@ -57,6 +58,19 @@
     case NTK_MAP_GELU:                                                                                       \
       ROWS_ANY(F_GELU);                                                                                      \
       break;                                                                                                 \
+    /* libm-bound (exp, atan2, sin) and in double: scalar loops through the dispatcher */                   \
+    case NTK_MAP_SIN:                                                                                        \
+    case NTK_MAP_RBF:                                                                                        \
+    case NTK_MAP_EXP:                                                                                        \
+    case NTK_MAP_EXPNORM:                                                                                    \
+    case NTK_MAP_GAUSSIAN:                                                                                   \
+    case NTK_MAP_SIGN:                                                                                       \
+    case NTK_MAP_MONOMIAL:                                                                                   \
+    case NTK_MAP_RECTMONO:                                                                                   \
+    case NTK_MAP_POLYNOMIAL:                                                                                 \
+    case NTK_MAP_HERMITE:                                                                                    \
+      ROWS(cols, F_ANY);                                                                                     \
+      break;                                                                                                 \
     }                                                                                                        \
   }
 
@@ -64,13 +78,16 @@
 #define ERF ntk_erff
 #define ERF_ABC ntk_erf_abcf
 #define GELU ntk_geluf
+#define MAP ntk_mapf
 DEFINE_ROWS(float, f)
 #undef ABRELU
 #undef ERF
 #undef ERF_ABC
 #undef GELU
+#undef MAP
 #define ABRELU ntk_abrelu_r
 #define ERF ntk_erf
 #define ERF_ABC ntk_erf_abc
 #define GELU ntk_gelu
+#define MAP ntk_map
 DEFINE_ROWS(double, d)
