@@ -253,8 +253,41 @@ LAYER_BUILDERS = {
 }
 
 
+def split_layers(arch):
+  """Top-level layers of an arch string: split on whitespace outside
+  brackets, so "Conv(32, (3, 3)) Relu" gives two."""
+  out, depth, cur = [], 0, ''
+  for ch in arch:
+    if ch in '([':
+      depth += 1
+    elif ch in ')]':
+      depth -= 1
+    if ch.isspace() and depth == 0:
+      if cur:
+        out.append(cur)
+      cur = ''
+    else:
+      cur += ch
+  if cur:
+    out.append(cur)
+  return out
+
+
+def build_stax_syntax(arch):
+  """An arch written in stax's own syntax (tuples, strides=, quoted
+  padding, widths): each layer is evaluated as the stax call it spells,
+  so the reference is what stax makes of exactly that text."""
+  layers = []
+  for text in split_layers(arch):
+    call = text if '(' in text else text + '()'
+    layers.append(eval('stax.' + call, {'stax': stax, 'None': None}))
+  return stax.serial(*layers)
+
+
 def build_network(case):
   """Builds the stax (init_fn, apply_fn, kernel_fn) triple for a case spec."""
+  if case.get('stax_syntax'):
+    return build_stax_syntax(case['arch'])
   layers = []
   for name, args, kwargs in parse_arch(case['arch']):
     if name not in LAYER_BUILDERS:
@@ -506,6 +539,18 @@ def cnn_cases():
         two_conv(3, 1, 'CIRCULAR', 'Erf', 2.0, 0, flat), tiny),
       c('cnn_erf_gap_b_big', two_conv(3, 1, 'SAME', 'Erf', 1.5, 0.1, gap),
         small, scale=3.0),
+  ]
+  # Written as stax users write them (see build_stax_syntax): ntkd must read
+  # the same network from the same text.
+  cases += [
+      dict(c('cnn_stax_syntax_pool_flat',
+             "Conv(32, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu AvgPool((2, 2)) "
+             "Conv(16, (3, 3), strides=(2, 2), padding='SAME', W_std=1.5, b_std=None) Relu Flatten "
+             "Dense(10, W_std=1.2, b_std=0.1)", large), stax_syntax=True),
+      dict(c('cnn_stax_syntax_strided_gap',
+             "Conv(8, (3, 3), (2, 2), 'VALID', W_std=2.0) Erf AvgPool((2, 2), strides=(2, 2)) "
+             "Conv(8, filter_shape=(2, 2), padding='CIRCULAR', b_std=0.2) Gelu GlobalAvgPool Dense(512, W_std=1.1)",
+             (3, 9, 9, 2)), stax_syntax=True),
   ]
   return cases + map_cnn_cases()
 

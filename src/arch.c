@@ -198,42 +198,103 @@ static ntk_status arg_padding(struct parser *p, const struct arg *a, ntk_padding
   return NTK_OK;
 }
 
-/* Dense and Conv: keyword W_std / b_std anywhere; Conv positionals f, stride, padding. */
-static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct arg *args,
-                             int nargs, int max_positional) {
-  int npos = 0;
+/* A size given as n or as stax's tuple (n, n): filters, windows, strides.
+ * ntkd's kernels take square ones; a rectangle or a 1-D size is refused
+ * with what was asked for. */
+static ntk_status arg_square(struct parser *p, const struct arg *a, const char *what, int *out) {
+  if (!a->is_list) return arg_int(p, a, out);
+  char msg[160];
+  if (a->nlist == 2 && a->list[0] == a->list[1] && a->list[0] >= 1 && a->list[0] <= 1000000 &&
+      a->list[0] == (double)(int)a->list[0]) {
+    *out = (int)a->list[0];
+    return NTK_OK;
+  }
+  p->pos = a->pos;
+  if (a->nlist == 2)
+    snprintf(msg, sizeof msg, "%s (%g, %g): only square %ss (n, n) of positive integers are supported", what,
+             a->list[0], a->list[1], what);
+  else
+    snprintf(msg, sizeof msg, "%s with %d values: images are 2-D here, a %s is n or (n, n)", what, a->nlist, what);
+  return perr(p, "%s", msg);
+}
+
+/* b_std=None is stax's "no bias": 0. */
+static ntk_status arg_bias(struct parser *p, const struct arg *a, double *out) {
+  if (!a->is_list && !strcmp(a->val, "None")) {
+    *out = 0.0;
+    return NTK_OK;
+  }
+  return arg_double(p, a, 0.0, out);
+}
+
+/* Dense, Conv and AvgPool, in either syntax:
+ *   ntkd's short forms  Dense, Conv(f, stride, padding), AvgPool(w, stride)
+ *                       (AvgPool's stride defaults to w);
+ *   stax's forms        Dense(out_dim), Conv(out_chan, (f, f), strides, padding),
+ *                       AvgPool((w, w), strides, padding) (stride 1 by default),
+ * told apart by a tuple among the positionals or a stax keyword
+ * (filter_shape, window_shape, out_chan, out_dim, strides). Keywords W_std,
+ * b_std, stride / strides and padding in both. A width (out_dim,
+ * out_chan) is kept, and means nothing in the NTK parameterisation. */
+static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs) {
+  int stax = 0, npos = 0, stride_given = 0;
+  for (int i = 0; i < nargs; i++)
+    if ((!args[i].key[0] && args[i].is_list) || !strcmp(args[i].key, "filter_shape") ||
+        !strcmp(args[i].key, "window_shape") || !strcmp(args[i].key, "out_chan") || !strcmp(args[i].key, "out_dim"))
+      stax = 1;
+  if (l->kind == NTK_LAYER_DENSE) stax = 1; /* Dense(512): stax's out_dim */
+  static const char *const pos_short[][3] = {{NULL}, {"filter", "stride", "padding"}, {"window", "stride", NULL}};
+  static const char *const pos_stax[][4] = {
+      {"out_dim", NULL}, {"out_chan", "filter_shape", "strides", "padding"}, {"window_shape", "strides", "padding", NULL}};
+  int row = l->kind == NTK_LAYER_DENSE ? 0 : l->kind == NTK_LAYER_CONV ? 1 : 2;
   for (int i = 0; i < nargs; i++) {
     const struct arg *a = &args[i];
-    ntk_status st = NTK_OK;
-    if (!a->key[0]) {
-      if (npos >= max_positional) {
+    const char *key = a->key;
+    if (!key[0]) { /* positional: its name in this syntax */
+      const char *name = NULL;
+      if (stax ? npos < 4 : npos < 3) name = stax ? pos_stax[row][npos] : pos_short[row][npos];
+      /* ntkd's Conv(3, SAME): padding may come second */
+      if (!stax && row == 1 && npos == 1 && !a->is_list && !isdigit((unsigned char)a->val[0])) name = "padding";
+      if (!name) {
         p->pos = a->pos;
         return perr(p, "too many positional arguments for %s", l->name);
       }
       npos++;
-      if (l->kind == NTK_LAYER_CONV) {
-        if (npos == 1) st = arg_int(p, a, &l->filter);
-        else if (isdigit((unsigned char)a->val[0]) && npos == 2) st = arg_int(p, a, &l->stride);
-        else st = arg_padding(p, a, &l->padding);
-      } else if (l->kind == NTK_LAYER_AVGPOOL) {
-        st = npos == 1 ? arg_int(p, a, &l->window) : arg_int(p, a, &l->stride);
-      }
-    } else if (!strcmp(a->key, "W_std") && (l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV)) {
+      key = name;
+    }
+    ntk_status st = NTK_OK;
+    int dense_conv = l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV;
+    if (!strcmp(key, "W_std") && dense_conv) {
       st = arg_double(p, a, 0.0, &l->w_std);
-    } else if (!strcmp(a->key, "b_std") && (l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV)) {
-      st = arg_double(p, a, 0.0, &l->b_std);
-    } else if (!strcmp(a->key, "stride") && (l->kind == NTK_LAYER_CONV || l->kind == NTK_LAYER_AVGPOOL)) {
-      st = arg_int(p, a, &l->stride);
-    } else if (!strcmp(a->key, "padding") && l->kind == NTK_LAYER_CONV) {
+    } else if (!strcmp(key, "b_std") && dense_conv) {
+      st = arg_bias(p, a, &l->b_std);
+    } else if ((!strcmp(key, "out_dim") && row == 0) || (!strcmp(key, "out_chan") && row == 1)) {
+      st = arg_int(p, a, &l->width);
+    } else if ((!strcmp(key, "filter") || !strcmp(key, "filter_shape")) && row == 1) {
+      st = arg_square(p, a, "filter", &l->filter);
+    } else if ((!strcmp(key, "window") || !strcmp(key, "window_shape")) && row == 2) {
+      st = arg_square(p, a, "window", &l->window);
+    } else if ((!strcmp(key, "stride") || !strcmp(key, "strides")) && row > 0) {
+      if (a->is_list || strcmp(a->val, "None")) { /* strides=None: the default */
+        st = arg_square(p, a, "stride", &l->stride);
+        stride_given = 1;
+      }
+    } else if (!strcmp(key, "padding") && row > 0) {
       st = arg_padding(p, a, &l->padding);
+      if (!st && row == 2 && l->padding != NTK_PAD_VALID) {
+        p->pos = a->pos;
+        st = perr(p, "AvgPool takes padding VALID only%s", "");
+      }
     } else {
       p->pos = a->pos;
       char what[96];
-      snprintf(what, sizeof what, "%s for %s", a->key, l->name);
-      return perr(p, "unknown argument %s", what);
+      snprintf(what, sizeof what, "%s for %s", a->key[0] ? a->key : a->val, l->name);
+      return perr(p, a->key[0] ? "unknown argument %s" : "unexpected argument %s", what);
     }
     if (st) return st;
   }
+  /* AvgPool's stride: stax's default is 1, ntkd's short form's the window */
+  if (row == 2 && !stride_given) l->stride = stax ? 1 : 0;
   return NTK_OK;
 }
 
@@ -389,7 +450,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
       p->pos = start;
       return perr(p, "%s takes no arguments", name);
     }
-    if ((st = layer_args(p, &l, args, nargs, max_pos))) return st;
+    if ((st = layer_args(p, &l, args, nargs))) return st;
     int have_required = l.kind == NTK_LAYER_CONV ? l.filter > 0 : l.kind == NTK_LAYER_AVGPOOL ? l.window > 0 : 1;
     if (!have_required) {
       p->pos = start;

@@ -103,7 +103,7 @@ START_TEST(test_bad_strings) {
   parse_bad("Dense(W_std=-1)", "not a valid number");
   parse_bad("Dense(W_std=abc)", "not a valid number");
   parse_bad("Dense(w=1)", "unknown argument w for Dense");
-  parse_bad("Dense(3)", "too many positional");
+  parse_bad("Dense(3, 4)", "too many positional");
   parse_bad("Conv", "needs arguments");
   parse_bad("Conv(0)", "not a positive integer");
   parse_bad("Conv(3, SAMEISH)", "unknown padding");
@@ -201,6 +201,45 @@ START_TEST(test_map_params) {
 }
 END_TEST
 
+/* stax's own spellings: tuples, strides=, quoted padding, widths, b_std=None. */
+START_TEST(test_stax_syntax) {
+  struct ntk_arch a = parse_ok("Conv(32, (3, 3), padding='SAME') Relu Conv(64, (3, 3), (2, 2), 'VALID', W_std=1.5, "
+                               "b_std=None) Relu AvgPool((2, 2)) AvgPool((2, 2), strides=(2, 2)) "
+                               "Conv(16, filter_shape=(5, 5), strides=2) Erf AvgPool(3, strides=1) Flatten "
+                               "Dense(512, W_std=1.5, b_std=0.05) Gelu Dense(10)");
+  const struct ntk_layer *L = a.layers;
+  ck_assert(L[0].kind == NTK_LAYER_CONV && L[0].filter == 3 && L[0].stride == 1 && L[0].padding == NTK_PAD_SAME &&
+            L[0].width == 32);
+  ck_assert(L[2].filter == 3 && L[2].stride == 2 && L[2].padding == NTK_PAD_VALID && L[2].w_std == 1.5 &&
+            L[2].b_std == 0 && L[2].width == 64);
+  ck_assert_msg(L[4].window == 2 && L[4].stride == 1, "stax's AvgPool((2, 2)) has stride 1: %d", L[4].stride);
+  ck_assert(L[5].window == 2 && L[5].stride == 2);
+  ck_assert(L[6].filter == 5 && L[6].stride == 2 && L[6].padding == NTK_PAD_VALID && L[6].width == 16);
+  ck_assert_msg(L[8].window == 3 && L[8].stride == 1, "%d %d", L[8].window, L[8].stride);
+  ck_assert(L[10].width == 512 && L[10].w_std == 1.5 && L[10].b_std == 0.05 && L[12].width == 10);
+  /* the same network in ntkd's short forms has the same canonical text */
+  struct ntk_arch b = parse_ok("Conv(3, 1, SAME) Relu Conv(3, 2, VALID, W_std=1.5, b_std=0) Relu AvgPool(2, 1) "
+                               "AvgPool(2) Conv(5, stride=2) Erf AvgPool(3, 1) Flatten Dense(W_std=1.5, b_std=0.05) "
+                               "Gelu Dense");
+  char ca[2048], cb[2048];
+  ntk_arch_canonical(&a, ca, sizeof ca);
+  ntk_arch_canonical(&b, cb, sizeof cb);
+  ck_assert_str_eq(ca, cb);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  /* ntkd's short AvgPool(2) keeps stride 2 */
+  a = parse_ok("Conv(3) AvgPool(2) Flatten");
+  ck_assert_int_eq(a.layers[1].stride, 2);
+  ntk_arch_free(&a);
+  parse_bad("Conv(32, (3, 5))", "filter (3, 5): only square filters (n, n) of positive integers are supported");
+  parse_bad("Conv(32, (3,))", "filter with 1 values: images are 2-D here");
+  parse_bad("Conv(32, (3, 3), (2, 1))", "stride (2, 1): only square strides");
+  parse_bad("AvgPool((2, 2), padding='SAME')", "AvgPool takes padding VALID only");
+  parse_bad("Conv(32, (3, 3), 1, SAME, 5)", "too many positional arguments for Conv");
+  parse_bad("Dense(512, b_std=Nonsense)", "'Nonsense' is not a valid number here");
+}
+END_TEST
+
 START_TEST(test_error_column) {
   struct ntk_arch a;
   ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense Foo", 1, 0, &a), NTK_ECONFIG);
@@ -217,6 +256,7 @@ int main(void) {
   tcase_add_test(tc, test_canonical);
   tcase_add_test(tc, test_bad_strings);
   tcase_add_test(tc, test_map_params);
+  tcase_add_test(tc, test_stax_syntax);
   tcase_add_test(tc, test_error_column);
   suite_add_tcase(s, tc);
   return tu_run(s);

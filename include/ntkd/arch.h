@@ -21,6 +21,7 @@ struct ntk_layer {
   double param[NTK_MAP_MAXPARAMS]; /* NTK_LAYER_MAP: the parameters as written (canonical text) */
   int filter, stride;   /* Conv: filter edge; Conv, AvgPool: stride */
   int window;           /* AvgPool window edge */
+  int width;            /* Dense out_dim, Conv out_chan as written (stax's syntax); 0 if not given */
   ntk_padding padding;  /* Conv */
   char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
 };
