@@ -249,6 +249,7 @@ LAYER_BUILDERS = {
     'RectifiedMonomial': _degree(stax.RectifiedMonomial),
     'Hermite': _degree(stax.Hermite),
     'Polynomial': _map(stax.Polynomial),
+    'LayerNorm': _map(stax.LayerNorm),
     'Identity': _no_args(stax.Identity),
 }
 
@@ -397,6 +398,9 @@ def map_fc_cases():
   for tag, act, scale in MAPS:
     out.append(case(f'fc_{tag}_d3_b', mlp(3, act, 1.5, 0.1), scale=scale))
     out.append(case(f'fc_{tag}_d2_act', f'{dense(1.2, 0.0)} {act}', n=5, d=7, scale=scale))
+  # LayerNorm after Dense (it needs a Gaussian input), then nonlinearities.
+  out.append(case('fc_layernorm_d3_b', f'{dense(1.5, 0.1)} LayerNorm Relu {dense(2.0, 0.3)} LayerNorm(eps=0.5) '
+                  f'Erf {dense(1.2, 0.1)} LayerNorm', scale=2.0))
   # RectifiedMonomial: stax's own kernel is NaN on the diagonal, and so
   # everywhere after a second such layer (compute()): one layer, with and
   # without a Dense after it.
@@ -551,6 +555,16 @@ def cnn_cases():
              "Conv(8, (3, 3), (2, 2), 'VALID', W_std=2.0) Erf AvgPool((2, 2), strides=(2, 2)) "
              "Conv(8, filter_shape=(2, 2), padding='CIRCULAR', b_std=0.2) Gelu GlobalAvgPool Dense(512, W_std=1.1)",
              (3, 9, 9, 2)), stax_syntax=True),
+  ]
+  # LayerNorm over channels, per position: in a slice run, before pooling,
+  # and in the tail after the readout.
+  cases += [
+      c('cnn_layernorm_gap_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} LayerNorm Relu {conv(3, 1, "SAME", 1.5, 0.1)} LayerNorm Gelu '
+        f'GlobalAvgPool {dense(1.5, 0.1)} LayerNorm', small, scale=2.0),
+      c('cnn_layernorm_pool_flat',
+        f'{conv(3, 1, "SAME", 2.0, 0)} Relu AvgPool(2,2) {conv(3, 1, "VALID", 1.5, 0.2)} LayerNorm(eps=0.25) Erf '
+        f'Flatten {dense(1.5, 0.1)}', large),
   ]
   return cases + map_cnn_cases()
 

@@ -400,9 +400,41 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
   return NTK_OK;
 }
 
+/* LayerNorm(axis=-1, eps=1e-12), stax's: the channel axis only (normalising
+ * over positions too couples them, which ntkd does not compute). */
+static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs) {
+  size_t end = p->pos; /* after the arguments; errors point into them */
+  l->map.kind = NTK_MAP_LAYERNORM;
+  l->map.a = 1e-12;
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    const char *key = a->key[0] ? a->key : npos == 0 ? "axis" : npos == 1 ? "eps" : NULL;
+    if (!a->key[0]) npos++;
+    p->pos = a->pos;
+    if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    if (!strcmp(key, "axis")) {
+      double v;
+      int ok = a->is_list ? a->nlist == 1 && a->list[0] == -1 : ntk_parse_double(a->val, &v) && v == -1;
+      if (!ok)
+        return perr(p, "LayerNorm over axis %s: only the channel axis (-1) is supported, as stax's default",
+                    a->is_list ? "(a list)" : a->val);
+    } else if (!strcmp(key, "eps")) {
+      ntk_status st = arg_double(p, a, 0.0, &l->map.a);
+      if (st) return st;
+    } else {
+      char what[96];
+      snprintf(what, sizeof what, "%s for %s", key, l->name);
+      return perr(p, "unknown argument %s", what);
+    }
+  }
+  l->param[0] = l->map.a;
+  p->pos = end;
+  return NTK_OK;
+}
+
 /* "Dense, Conv, ..., Relu, ...": every name the parser knows, for messages. */
 static void known_names(char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, Identity, AvgPool, Flatten, GlobalAvgPool");
+  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, Identity, AvgPool, Flatten, GlobalAvgPool, LayerNorm");
   size_t count;
   const struct ntk_map_name *nm = ntk_map_names(&count);
   for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
@@ -428,6 +460,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
   else if (!strcmp(name, "AvgPool")) { l.kind = NTK_LAYER_AVGPOOL; need_args = 1; max_pos = 2; l.stride = 0; }
   else if (!strcmp(name, "Flatten")) l.kind = NTK_LAYER_FLATTEN;
   else if (!strcmp(name, "GlobalAvgPool")) l.kind = NTK_LAYER_GLOBALAVGPOOL;
+  else if (!strcmp(name, "LayerNorm")) l.kind = NTK_LAYER_LAYERNORM;
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
   else {
     p->pos = start;
@@ -443,6 +476,10 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
   if (p->text[p->pos] == '(' && (st = parse_args(p, args, &nargs))) return st;
   if (nm) {
     if ((st = map_args(p, &l, nm, args, nargs, start))) return st;
+    return vec_push(p, out, &l);
+  }
+  if (l.kind == NTK_LAYER_LAYERNORM) {
+    if ((st = layernorm_args(p, &l, args, nargs))) return st;
     return vec_push(p, out, &l);
   }
   if (nargs) {
@@ -526,11 +563,12 @@ static ntk_status validate(const struct ntk_arch *a) {
   for (size_t i = 0; i < a->n; i++) {
     const struct ntk_layer *l = &a->layers[i];
     const struct ntk_layer_traits *t = ntk_layer_traits(l->kind);
-    if (t->nonlinear && !gaussian)
+    if (t->needs_gaussian && !gaussian)
       return ntk_error(NTK_ECONFIG,
-                       "arch, layer %zu (%s): a nonlinearity must follow Dense or Conv "
+                       "arch, layer %zu (%s): %s must follow Dense or Conv "
                        "(its input must be Gaussian)%s",
-                       i + 1, l->name, i == 0 ? "; it cannot be the first layer" : "");
+                       i + 1, l->name, t->nonlinear ? "a nonlinearity" : l->name,
+                       i == 0 ? "; it cannot be the first layer" : "");
     if (t->couples && flat)
       return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): spatial layer after Flatten or GlobalAvgPool", i + 1,
                        l->name);
@@ -638,6 +676,10 @@ size_t ntk_arch_layer_canonical(const struct ntk_layer *l, char *buf, size_t cap
     break;
   case NTK_LAYER_AVGPOOL:
     n = snprintf(buf, cap, "AvgPool(%d, %d)", l->window, l->stride);
+    break;
+  case NTK_LAYER_LAYERNORM:
+    fmt_exact(w, sizeof w, l->map.a);
+    n = l->map.a == 1e-12 ? snprintf(buf, cap, "LayerNorm") : snprintf(buf, cap, "LayerNorm(eps=%s)", w);
     break;
   case NTK_LAYER_IDENTITY:
   case NTK_LAYER_FLATTEN:

@@ -11,12 +11,15 @@
 static const struct ntk_layer_traits traits[NTK_LAYER_KINDS] = {
     [NTK_LAYER_DENSE] = {.name = "Dense", .affine = 1, .per_position = 1, .gaussian_out = 1},
     [NTK_LAYER_CONV] = {.name = "Conv", .affine = 1, .couples = 1, .spatial = 1, .gaussian_out = 1},
-    [NTK_LAYER_MAP] = {.name = "nonlinearity", .nonlinear = 1, .per_position = 1, .var_slot = 1},
+    [NTK_LAYER_MAP] = {.name = "nonlinearity", .nonlinear = 1, .needs_gaussian = 1, .per_position = 1, .var_slot = 1},
     [NTK_LAYER_IDENTITY] = {.name = "Identity", .per_position = 1, .keeps_gaussian = 1},
     [NTK_LAYER_AVGPOOL] = {.name = "AvgPool", .couples = 1, .spatial = 1, .keeps_gaussian = 1},
     /* As in neural-tangents: Flatten's output is not Gaussian, pooling's is. */
     [NTK_LAYER_FLATTEN] = {.name = "Flatten", .readout = 1},
     [NTK_LAYER_GLOBALAVGPOOL] = {.name = "GlobalAvgPool", .spatial = 1, .readout = 1, .keeps_gaussian = 1},
+    /* neural-tangents: Gaussian in (else NotImplementedError), Gaussian out */
+    [NTK_LAYER_LAYERNORM] = {.name = "LayerNorm", .needs_gaussian = 1, .per_position = 1, .var_slot = 1,
+                             .keeps_gaussian = 1},
 };
 
 const struct ntk_layer_traits *ntk_layer_traits(ntk_layer_kind k) {

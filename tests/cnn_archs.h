@@ -67,6 +67,7 @@ static const char *const archs[] = {
     "Conv(3, 1, SAME) Sin(1.2, 0.8, 0.3) Conv(3, 1, SAME) Polynomial([0.2, 1, -0.4]) GlobalAvgPool Dense Sign Dense",
     "Conv(3, 1, SAME, W_std=0.8) Exp(0.7, 0.5) AvgPool(2) Conv(3, 1, SAME) Monomial(2) Flatten Dense "
     "ExpNormalized(1.1, -0.9) Dense",
+    "Conv(3, 1, SAME) LayerNorm Relu Conv(3, 1, SAME) LayerNorm(eps=0.5) Erf GlobalAvgPool Dense LayerNorm Dense",
 };
 
 #endif

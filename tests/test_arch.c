@@ -181,6 +181,20 @@ START_TEST(test_map_params) {
                     !strcmp(buf + strlen(buf) - 4, " Rbf"),
                 "%s", buf);
   ntk_arch_free(&a);
+  a = parse_ok("Dense LayerNorm Relu Dense LayerNorm(eps=0.5) Dense LayerNorm(-1, 0.25) Dense LayerNorm(axis=(-1,))");
+  ck_assert(a.layers[1].kind == NTK_LAYER_LAYERNORM && a.layers[1].map.kind == NTK_MAP_LAYERNORM &&
+            a.layers[1].map.a == 1e-12);
+  ck_assert(a.layers[4].map.a == 0.5 && a.layers[6].map.a == 0.25);
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, " LayerNorm Relu ") && strstr(buf, " LayerNorm(eps=0.5) ") &&
+                    strstr(buf, " LayerNorm(eps=0.25) ") && !strcmp(buf + strlen(buf) - 10, " LayerNorm"),
+                "%s", buf);
+  ntk_arch_free(&a);
+  parse_bad("Dense Relu LayerNorm", "LayerNorm must follow Dense or Conv (its input must be Gaussian)");
+  parse_bad("Dense LayerNorm(axis=(1, 2, 3))", "only the channel axis (-1) is supported");
+  parse_bad("Dense LayerNorm(axis=0)", "LayerNorm over axis 0");
+  parse_bad("Dense LayerNorm(eps=-1)", "not a valid number");
+  parse_bad("Dense LayerNorm(batch_axis=0)", "unknown argument batch_axis for LayerNorm");
   parse_bad("Dense Monomial(6)", "Monomial: degree 6: neural-tangents computes Monomial for degrees 0 to 5 only");
   parse_bad("Dense Polynomial(3)", "coef wants a list of numbers");
   parse_bad("Dense Polynomial([1,2,3,4,5,6,7,8,9])", "more than 8 values in a list");

@@ -50,6 +50,7 @@ typedef enum ntk_map_kind {
   NTK_MAP_RECTMONO, /* (x >= 0) x^degree */
   NTK_MAP_POLYNOMIAL, /* coef[0] + coef[1] x + ... (degree coefficients) */
   NTK_MAP_HERMITE,  /* the normalised probabilists' Hermite polynomial of that degree */
+  NTK_MAP_LAYERNORM, /* LayerNorm over channels (a layer of its own, not a nonlinearity): eps in a */
 } ntk_map_kind;
 
 #define NTK_MAP_MAXCOEF 8 /* Polynomial coefficients */
@@ -530,6 +531,15 @@ static inline NTK_HD double ntk_hermite_map(const struct ntk_map *m, double q12,
   return pw;
 }
 
+/* LayerNorm over the channel axis, eps in a: both kernels divided by
+ * sqrt((eps + q11)(eps + q22)), as neural-tangents. */
+static inline NTK_HD double ntk_layernorm_map(const struct ntk_map *m, double q12, double q11, double q22,
+                                              double *tdot) {
+  double r = sqrt((m->a + q11) * (m->a + q22));
+  *tdot = 1.0 / r;
+  return q12 / r;
+}
+
 /* ---- dispatchers ---------------------------------------------------------- */
 
 /* Map m on one entry. r11, r22: ntk_rsqrt of the variances (the float
@@ -551,6 +561,7 @@ static inline NTK_HD double ntk_map(const struct ntk_map *m, double q12, double 
   case NTK_MAP_RECTMONO: return ntk_rectmono_map(m, q12, q11, q22, tdot);
   case NTK_MAP_POLYNOMIAL: return ntk_polynomial_map(m, q12, q11, q22, tdot);
   case NTK_MAP_HERMITE: return ntk_hermite_map(m, q12, tdot);
+  case NTK_MAP_LAYERNORM: return ntk_layernorm_map(m, q12, q11, q22, tdot);
   }
   *tdot = NAN;
   return NAN;
@@ -574,7 +585,8 @@ static inline NTK_HD float ntk_mapf(const struct ntk_map *m, float q12, float q1
   case NTK_MAP_MONOMIAL:
   case NTK_MAP_RECTMONO:
   case NTK_MAP_POLYNOMIAL:
-  case NTK_MAP_HERMITE: g = ntk_map(m, q12, q11, q22, 0.0, 0.0, &td); break;
+  case NTK_MAP_HERMITE:
+  case NTK_MAP_LAYERNORM: g = ntk_map(m, q12, q11, q22, 0.0, 0.0, &td); break;
   }
   *tdot = (float)td;
   return (float)g;

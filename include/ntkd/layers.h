@@ -17,16 +17,19 @@ typedef enum ntk_layer_kind {
   NTK_LAYER_AVGPOOL,
   NTK_LAYER_FLATTEN,
   NTK_LAYER_GLOBALAVGPOOL,
+  NTK_LAYER_LAYERNORM, /* over the channel axis: struct ntk_map of kind NTK_MAP_LAYERNORM */
   NTK_LAYER_KINDS /* the number of kinds */
 } ntk_layer_kind;
 
 struct ntk_layer_traits {
   const char *name;
   unsigned affine : 1;       /* nngp' = W^2 A(nngp) + b^2, ntk' = nngp' + W^2 A(ntk): Dense, Conv */
-  unsigned nonlinear : 1;    /* a closed-form map; its input must be Gaussian */
+  unsigned nonlinear : 1;    /* a closed-form nonlinearity (its output is not Gaussian) */
+  unsigned needs_gaussian : 1; /* its input must be Gaussian (neural-tangents refuses others) */
   unsigned per_position : 1; /* acts on each position alone (or not at all): Dense, maps, Identity */
   unsigned couples : 1;      /* mixes positions: Conv, AvgPool */
-  unsigned var_slot : 1;     /* reads each image's own variance at its input: a slot per image */
+  unsigned var_slot : 1;     /* applies its struct ntk_map per entry, reading each image's own
+                                variance at its input (a slot per image): maps, LayerNorm */
   unsigned spatial : 1;      /* needs image data: Conv, AvgPool, GlobalAvgPool */
   unsigned readout : 1;      /* ends the spatial part: Flatten, GlobalAvgPool */
   unsigned gaussian_out : 1; /* its output is Gaussian again (what a nonlinearity needs) */

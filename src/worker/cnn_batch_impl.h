@@ -236,7 +236,7 @@ static void SFX(b_tail)(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REA
         REAL w2 = (REAL)(l->w_std * l->w_std);
         g[k] = w2 * g[k] + (REAL)(l->b_std * l->b_std);
         t[k] = g[k] + w2 * t[k];
-      } else if (ntk_layer_traits(l->kind)->nonlinear) {
+      } else if (ntk_layer_traits(l->kind)->var_slot) {
         REAL td;
         g[k] = SFX(nonlin1)(l, g[k], ta[kk], tbt[kk * B + k], &td);
         t[k] *= td;

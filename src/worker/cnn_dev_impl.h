@@ -818,7 +818,7 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
       REAL w2 = (REAL)o->w2;
       g = w2 * g + (REAL)o->b2;
       t = g + w2 * t;
-    } else if (o->kind == NTK_LAYER_MAP) {
+    } else if (o->kind == NTK_LAYER_MAP || o->kind == NTK_LAYER_LAYERNORM) {
       REAL td;
       g = SFX(dv_nonlin)(o, g, ta[k], tb[k], RSQRT(ta[k]), RSQRT(tb[k]), &td);
       t *= td;

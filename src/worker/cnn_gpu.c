@@ -234,7 +234,7 @@ static int run_is_slice3(const struct ntk_dev_plan *P, int k0, int k1) {
   for (int k = k0; k < k1; k++) {
     const struct ntk_dev_op *o = &P->ops[k];
     if (o->kind == NTK_LAYER_CONV && o->f != 3) return 0;
-    if (o->kind == NTK_LAYER_MAP && o->map.kind != NTK_MAP_ABRELU && !ntk_map_is_plain_erf(&o->map)) return 0;
+    if (o->var_off >= 0 && o->map.kind != NTK_MAP_ABRELU && !ntk_map_is_plain_erf(&o->map)) return 0;
   }
   return 1;
 }

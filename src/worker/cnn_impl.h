@@ -434,7 +434,7 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
       REAL w2 = (REAL)(l->w_std * l->w_std);
       g = w2 * g + (REAL)(l->b_std * l->b_std);
       t = g + w2 * t;
-    } else if (ntk_layer_traits(l->kind)->nonlinear) {
+    } else if (ntk_layer_traits(l->kind)->var_slot) {
       REAL td;
       g = SFX(nonlin1)(l, g, ta[k], tb[k], &td);
       t *= td;

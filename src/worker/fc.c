@@ -41,7 +41,8 @@ struct ntk_fc {
       T td, v = q[i];                                                                            \
       switch (l->kind) {                                                                         \
       case NTK_LAYER_DENSE: v = (T)(l->w_std * l->w_std) * v + (T)(l->b_std * l->b_std); break;  \
-      case NTK_LAYER_MAP: v = MAP(&l->map, v, v, v, RSQRT(v), RSQRT(v), &td); break;             \
+      case NTK_LAYER_MAP:                                                                        \
+      case NTK_LAYER_LAYERNORM: v = MAP(&l->map, v, v, v, RSQRT(v), RSQRT(v), &td); break;       \
       case NTK_LAYER_IDENTITY:                                                                   \
       case NTK_LAYER_FLATTEN: break;                                                             \
       case NTK_LAYER_CONV: /* not on vectors: ntk_fc_create refuses them */                     \
@@ -67,7 +68,8 @@ struct ntk_fc {
       case NTK_LAYER_DENSE:                                                                      \
         dense_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std));            \
         break;                                                                                   \
-      case NTK_LAYER_MAP: ntk_map_rows_##SFX(&l->map, g, t, rows, cols, qr, rr, qc, rc, 0); break;\
+      case NTK_LAYER_MAP:                                                                        \
+      case NTK_LAYER_LAYERNORM: ntk_map_rows_##SFX(&l->map, g, t, rows, cols, qr, rr, qc, rc, 0); break;\
       case NTK_LAYER_IDENTITY:                                                                   \
       case NTK_LAYER_FLATTEN: break;                                                             \
       case NTK_LAYER_CONV:                                                                       \

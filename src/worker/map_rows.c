@@ -69,6 +69,7 @@
     case NTK_MAP_RECTMONO:                                                                                   \
     case NTK_MAP_POLYNOMIAL:                                                                                 \
     case NTK_MAP_HERMITE:                                                                                    \
+    case NTK_MAP_LAYERNORM:                                                                                  \
       ROWS(cols, F_ANY);                                                                                     \
       break;                                                                                                 \
     }                                                                                                        \

@@ -97,6 +97,7 @@ __global__ static void layers_kernel(T *g, T *t, size_t rows, size_t cols, size_
         break;
       }
       case NTK_LAYER_MAP:
+      case NTK_LAYER_LAYERNORM:
         gv = map_apply(&L[l].map, gv, vl[r0 + i], vl[c0 + j], &td);
         tv *= td;
         break;
