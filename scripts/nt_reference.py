@@ -225,6 +225,14 @@ def _degree(ctor):
   return build
 
 
+def _sum_pool(args, kwargs):
+  if len(args) != 2 or kwargs:
+    raise ValueError('SumPool takes exactly (window, stride)')
+  w = _int_arg(args[0], 'SumPool window')
+  s = _int_arg(args[1], 'SumPool stride')
+  return stax.SumPool((w, w), strides=(s, s), padding='VALID')
+
+
 LAYER_BUILDERS = {
     'Dense': _dense,
     'Conv': _conv,
@@ -250,6 +258,8 @@ LAYER_BUILDERS = {
     'Hermite': _degree(stax.Hermite),
     'Polynomial': _map(stax.Polynomial),
     'LayerNorm': _map(stax.LayerNorm),
+    'SumPool': _sum_pool,
+    'GlobalSumPool': _no_args(stax.GlobalSumPool),
     'Identity': _no_args(stax.Identity),
 }
 
@@ -555,6 +565,20 @@ def cnn_cases():
              "Conv(8, (3, 3), (2, 2), 'VALID', W_std=2.0) Erf AvgPool((2, 2), strides=(2, 2)) "
              "Conv(8, filter_shape=(2, 2), padding='CIRCULAR', b_std=0.2) Gelu GlobalAvgPool Dense(512, W_std=1.1)",
              (3, 9, 9, 2)), stax_syntax=True),
+  ]
+  # Sums instead of means: SumPool between stages, GlobalSumPool readouts
+  # (the slice paths' sums and the batched one), and stax's spelling.
+  cases += [
+      c('cnn_sumpool_gsp_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} Relu SumPool(2,2) {conv(3, 1, "SAME", 1.2, 0.1)} Relu GlobalSumPool '
+        f'{dense(1.1, 0.1)}', large),
+      c('cnn_gsp_single', two_conv(3, 1, 'SAME', 'Erf', 1.5, 0.1, 'GlobalSumPool'), small),
+      c('cnn_sumpool_s1_flat',
+        f'{conv(3, 1, "SAME", 1.5, 0)} Relu SumPool(2,1) {conv(2, 1, "VALID", 1.2, 0.1)} Relu Flatten '
+        f'{dense(1.0, 0.1)}', small),
+      dict(c('cnn_stax_syntax_sumpool',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu SumPool((2, 2), strides=(2, 2)) "
+             "Conv(8, (2, 2), W_std=1.3, b_std=0.1) Relu GlobalSumPool Dense(4)", large), stax_syntax=True),
   ]
   # LayerNorm over channels, per position: in a slice run, before pooling,
   # and in the tail after the readout.

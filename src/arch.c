@@ -283,7 +283,7 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
       st = arg_padding(p, a, &l->padding);
       if (!st && row == 2 && l->padding != NTK_PAD_VALID) {
         p->pos = a->pos;
-        st = perr(p, "AvgPool takes padding VALID only%s", "");
+        st = perr(p, "%s takes padding VALID only", l->name);
       }
     } else {
       p->pos = a->pos;
@@ -434,7 +434,8 @@ static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const st
 
 /* "Dense, Conv, ..., Relu, ...": every name the parser knows, for messages. */
 static void known_names(char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, Identity, AvgPool, Flatten, GlobalAvgPool, LayerNorm");
+  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, Identity, AvgPool, SumPool, Flatten, GlobalAvgPool, "
+                                        "GlobalSumPool, LayerNorm");
   size_t count;
   const struct ntk_map_name *nm = ntk_map_names(&count);
   for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
@@ -461,6 +462,8 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
   else if (!strcmp(name, "Flatten")) l.kind = NTK_LAYER_FLATTEN;
   else if (!strcmp(name, "GlobalAvgPool")) l.kind = NTK_LAYER_GLOBALAVGPOOL;
   else if (!strcmp(name, "LayerNorm")) l.kind = NTK_LAYER_LAYERNORM;
+  else if (!strcmp(name, "SumPool")) { l.kind = NTK_LAYER_AVGPOOL; l.sum = 1; need_args = 1; max_pos = 2; l.stride = 0; }
+  else if (!strcmp(name, "GlobalSumPool")) { l.kind = NTK_LAYER_GLOBALAVGPOOL; l.sum = 1; }
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
   else {
     p->pos = start;
@@ -675,7 +678,7 @@ size_t ntk_arch_layer_canonical(const struct ntk_layer *l, char *buf, size_t cap
     n = map_canonical(l, buf, cap);
     break;
   case NTK_LAYER_AVGPOOL:
-    n = snprintf(buf, cap, "AvgPool(%d, %d)", l->window, l->stride);
+    n = snprintf(buf, cap, "%s(%d, %d)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride);
     break;
   case NTK_LAYER_LAYERNORM:
     fmt_exact(w, sizeof w, l->map.a);

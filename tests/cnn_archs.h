@@ -68,6 +68,8 @@ static const char *const archs[] = {
     "Conv(3, 1, SAME, W_std=0.8) Exp(0.7, 0.5) AvgPool(2) Conv(3, 1, SAME) Monomial(2) Flatten Dense "
     "ExpNormalized(1.1, -0.9) Dense",
     "Conv(3, 1, SAME) LayerNorm Relu Conv(3, 1, SAME) LayerNorm(eps=0.5) Erf GlobalAvgPool Dense LayerNorm Dense",
+    "Conv(3, 1, SAME) Relu SumPool(2, 1) Conv(3, 1, SAME) Relu GlobalSumPool Dense",
+    "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Relu GlobalSumPool Dense Relu Dense",
 };
 
 #endif

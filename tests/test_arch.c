@@ -195,6 +195,14 @@ START_TEST(test_map_params) {
   parse_bad("Dense LayerNorm(axis=0)", "LayerNorm over axis 0");
   parse_bad("Dense LayerNorm(eps=-1)", "not a valid number");
   parse_bad("Dense LayerNorm(batch_axis=0)", "unknown argument batch_axis for LayerNorm");
+  a = parse_ok("Conv(3) SumPool(2) SumPool((2, 2)) AvgPool(2) GlobalSumPool");
+  ck_assert(a.layers[1].kind == NTK_LAYER_AVGPOOL && a.layers[1].sum && a.layers[1].stride == 2);
+  ck_assert(a.layers[2].sum && a.layers[2].stride == 1 && !a.layers[3].sum);
+  ck_assert(a.layers[4].kind == NTK_LAYER_GLOBALAVGPOOL && a.layers[4].sum);
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, " SumPool(2, 2) SumPool(2, 1) AvgPool(2, 2) GlobalSumPool"), "%s", buf);
+  ntk_arch_free(&a);
+  parse_bad("Conv(3) SumPool((2, 2), padding=SAME)", "SumPool takes padding VALID only");
   parse_bad("Dense Monomial(6)", "Monomial: degree 6: neural-tangents computes Monomial for degrees 0 to 5 only");
   parse_bad("Dense Polynomial(3)", "coef wants a list of numbers");
   parse_bad("Dense Polynomial([1,2,3,4,5,6,7,8,9])", "more than 8 values in a list");

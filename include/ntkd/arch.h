@@ -22,6 +22,7 @@ struct ntk_layer {
   int filter, stride;   /* Conv: filter edge; Conv, AvgPool: stride */
   int window;           /* AvgPool window edge */
   int width;            /* Dense out_dim, Conv out_chan as written (stax's syntax); 0 if not given */
+  int sum;              /* AvgPool, GlobalAvgPool kinds spelled SumPool, GlobalSumPool: sums, not means */
   ntk_padding padding;  /* Conv */
   char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
 };

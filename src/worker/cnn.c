@@ -38,6 +38,7 @@ struct cnn_plan {
   struct cnn_op *ops;
   size_t nops;
   ntk_layer_kind readout;
+  int readout_sum;     /* GlobalSumPool: the readout sums instead of averaging */
   const struct ntk_layer *tail;
   size_t ntail;
   size_t *var_off; /* per slot: offset in an image's variance block */
@@ -159,6 +160,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
     return ntk_error(NTK_ECONFIG, "arch: a convolutional network must end its spatial part with Flatten or "
                      "GlobalAvgPool (before any Dense readout)");
   P->readout = arch->layers[i].kind;
+  P->readout_sum = arch->layers[i].sum;
   P->out_h = h;
   P->out_w = w;
   P->tail = &arch->layers[i + 1];
@@ -453,6 +455,7 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
     out->pad = (int)P.pad;
     out->path = P.path;
     out->readout = P.readout;
+    out->readout_sum = P.readout_sum;
     out->out_h = (int)P.out_h;
     out->out_w = (int)P.out_w;
     out->nops = (int)P.nops;
@@ -469,6 +472,7 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->b2 = l->b_std * l->b_std;
       o->map = l->map;
       o->f = l->kind == NTK_LAYER_AVGPOOL ? l->window : l->filter;
+      o->sum = l->sum;
       o->s = l->stride;
       o->var_off = -1;
       if (tail) continue;

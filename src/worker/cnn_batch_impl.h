@@ -220,9 +220,10 @@ static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
         }
       }
     }
+  double norm = P->readout_sum ? 1.0 : (double)(hw * hw); /* GlobalSumPool: the sum */
   for (size_t k = 0; k < B; k++) {
-    out_g[k] = (REAL)(gsum[k] / (double)(hw * hw));
-    out_t[k] = with_t ? (REAL)(tsum[k] / (double)(hw * hw)) : 0;
+    out_g[k] = (REAL)(gsum[k] / norm);
+    out_t[k] = with_t ? (REAL)(tsum[k] / norm) : 0;
   }
 }
 

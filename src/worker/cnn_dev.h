@@ -22,6 +22,7 @@ struct ntk_dev_op {
   int hi, wi, ho, wo;        /* input and output sizes */
   int lo_h, lo_w, circular;  /* Conv padding before, CIRCULAR */
   int f, s;                  /* Conv filter or AvgPool window; stride */
+  int sum;                   /* SumPool: window sums, not means */
   int slice_local;           /* stride-1 SAME Conv, Dense, nonlinearity, Identity */
   int bh, bw;                /* offsets of this op's input the readout needs */
   int var_off;               /* nonlinearity: its slot in an image's variance block, else -1 */
@@ -40,6 +41,7 @@ struct ntk_dev_plan {
   int H, W, C, pad;          /* input; slice border (largest slice-local filter - 1) */
   int path;                  /* NTK_CNN_DIAG or NTK_CNN_SLICE */
   int readout;               /* NTK_LAYER_FLATTEN or NTK_LAYER_GLOBALAVGPOOL */
+  int readout_sum;           /* GlobalSumPool: a sum, not a mean */
   int out_h, out_w;          /* size at the readout */
   int nops, ntail;
   int var_size, tail_off;    /* elements of an image's variance block; the tail's slots */

@@ -758,7 +758,7 @@ static DEV void SFX(dv_pool_full)(const struct ntk_dev_args *A, struct ntk_blk *
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
   size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo, win = (size_t)o->f, s = (size_t)o->s;
   size_t wi = (size_t)o->wi, wo = (size_t)o->wo;
-  REAL scale = (REAL)(1.0 / (double)(win * win));
+  REAL scale = o->sum ? (REAL)1 : (REAL)(1.0 / (double)(win * win));
   for (int which = 0; which < 1 + A->with_t; which++) {
     const REAL *in = (const REAL *)(which ? A->ft : A->fg);
     REAL *out = (REAL *)(which ? A->nt : A->ng);
@@ -793,7 +793,7 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
       sg += part[2 * k];
       st += part[2 * k + 1];
     }
-    norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (double)(n * n) : (double)n;
+    norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
   } else {
     const REAL *fg = (const REAL *)A->fg + pair * A->fstride;
     const REAL *ft = A->with_t ? (const REAL *)A->ft + pair * A->fstride : fg;
@@ -804,7 +804,7 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
       sg += (double)fg[at];
       if (A->with_t) st += (double)ft[at];
     }
-    norm = gap ? (double)(n * n) : (double)n;
+    norm = gap ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
   }
   SFX(dv_reduce)(B, (double *)(void *)sm, &sg, &st);
   if (tid != 0) return;

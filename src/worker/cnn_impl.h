@@ -101,7 +101,7 @@ static void SFX(conv_full)(const struct cnn_op *op, const REAL *in, REAL *out) {
 static void SFX(pool_full)(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *out) {
   size_t w = (size_t)op->layer->window, s = (size_t)op->layer->stride;
   size_t hwi = op->hi * op->wi, hwo = op->ho * op->wo;
-  REAL scale = (REAL)(1.0 / (double)(w * w));
+  REAL scale = op->layer->sum ? (REAL)1 : (REAL)(1.0 / (double)(w * w)); /* SumPool: no mean */
   for (size_t p = 0; p < hwi; p++)
     for (size_t q = 0; q < hwo; q++) {
       size_t i2 = q / op->wo, j2 = q % op->wo;
@@ -420,7 +420,7 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
         }
       }
     }
-    double norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (double)(n * n) : (double)n;
+    double norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
     g = (REAL)(gs / norm);
     t = (REAL)(ts / norm);
   }
