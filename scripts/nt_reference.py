@@ -284,13 +284,16 @@ def split_layers(arch):
   return out
 
 
-def build_stax_syntax(arch):
+def build_stax_syntax(arch, standard=False):
   """An arch written in stax's own syntax (tuples, strides=, quoted
   padding, widths): each layer is evaluated as the stax call it spells,
-  so the reference is what stax makes of exactly that text."""
+  so the reference is what stax makes of exactly that text. With
+  `standard`, every Dense and Conv gets parameterization='standard'."""
   layers = []
   for text in split_layers(arch):
     call = text if '(' in text else text + '()'
+    if standard and call.split('(')[0] in ('Dense', 'Conv'):
+      call = call[:-1] + (", " if call[-2] != '(' else '') + "parameterization='standard')"
     layers.append(eval('stax.' + call, {'stax': stax, 'None': None}))
   return stax.serial(*layers)
 
@@ -298,7 +301,7 @@ def build_stax_syntax(arch):
 def build_network(case):
   """Builds the stax (init_fn, apply_fn, kernel_fn) triple for a case spec."""
   if case.get('stax_syntax'):
-    return build_stax_syntax(case['arch'])
+    return build_stax_syntax(case['arch'], case.get('standard', False))
   layers = []
   for name, args, kwargs in parse_arch(case['arch']):
     if name not in LAYER_BUILDERS:
@@ -411,6 +414,14 @@ def map_fc_cases():
   # LayerNorm after Dense (it needs a Gaussian input), then nonlinearities.
   out.append(case('fc_layernorm_d3_b', f'{dense(1.5, 0.1)} LayerNorm Relu {dense(2.0, 0.3)} LayerNorm(eps=0.5) '
                   f'Erf {dense(1.2, 0.1)} LayerNorm', scale=2.0))
+  # Standard parameterisation (stax's syntax, every Dense with
+  # parameterization='standard'): the widths scale the NTK; a bias given as
+  # a number, even 0, adds 1 to it, None does not.
+  for name, arch in (
+      ('fc_standard_d3_b', 'Dense(64, W_std=1.5, b_std=0.1) Relu Dense(32, W_std=1.2, b_std=0.0) Erf Dense(3)'),
+      ('fc_standard_d3_nobias', 'Dense(16, W_std=1.3) Gelu Dense(128, W_std=0.9, b_std=None) Relu Dense(1, b_std=0.2)'),
+  ):
+    out.append(dict(case(name, arch, n=6, d=9), stax_syntax=True, standard=True))
   # RectifiedMonomial: stax's own kernel is NaN on the diagonal, and so
   # everywhere after a second such layer (compute()): one layer, with and
   # without a Dense after it.
@@ -580,6 +591,16 @@ def cnn_cases():
              "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu SumPool((2, 2), strides=(2, 2)) "
              "Conv(8, (2, 2), W_std=1.3, b_std=0.1) Relu GlobalSumPool Dense(4)", large), stax_syntax=True),
   ]
+  # Standard parameterisation on images: fan-ins of channels x filter area,
+  # a per-position Dense, Flatten's and GlobalAvgPool's widths.
+  for name, arch, shape in (
+      ('cnn_standard_gap', "Conv(16, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu Dense(8, W_std=1.2) "
+       "Relu Conv(4, (2, 2), W_std=1.1, b_std=0.0) Erf GlobalAvgPool Dense(32, W_std=1.3) Relu Dense(2)", small),
+      ('cnn_standard_pool_flat', "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu AvgPool((2, 2), strides=(2, 2)) "
+       "Conv(4, (3, 3), strides=(2, 2), padding='SAME', b_std=0.2) Relu Flatten Dense(16, W_std=1.2) Gelu Dense(1)",
+       large),
+  ):
+    cases.append(dict(c(name, arch, shape), stax_syntax=True, standard=True))
   # LayerNorm over channels, per position: in a slice run, before pooling,
   # and in the tail after the readout.
   cases += [
@@ -669,6 +690,8 @@ def fmt_row(row):
 def write_case(out, c, x, nngp, ntk, close=True):
   out.write(f'case {c["name"]}\n')
   out.write(f'arch {c["arch"]}\n')
+  if c.get('standard'):
+    out.write('parameterization standard\n')
   out.write('shape ' + ' '.join(str(d) for d in x.shape) + '\n')
   x_rows = x.reshape(x.shape[0], -1)  # NHWC row-major: h, then w, then c
   for label, mat in (('x', x_rows), ('nngp', nngp), ('ntk', ntk)):

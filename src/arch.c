@@ -268,6 +268,7 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
       st = arg_double(p, a, 0.0, &l->w_std);
     } else if (!strcmp(key, "b_std") && dense_conv) {
       st = arg_bias(p, a, &l->b_std);
+      l->bias = a->is_list || strcmp(a->val, "None"); /* stax: a number, even 0, is a bias parameter */
     } else if ((!strcmp(key, "out_dim") && row == 0) || (!strcmp(key, "out_chan") && row == 1)) {
       st = arg_int(p, a, &l->width);
     } else if ((!strcmp(key, "filter") || !strcmp(key, "filter_shape")) && row == 1) {
@@ -581,9 +582,46 @@ static ntk_status validate(const struct ntk_arch *a) {
   return NTK_OK;
 }
 
+/* Standard parameterisation: the widths the NTK needs. The last Dense or
+ * Conv's own width never enters the kernel (only input widths do). */
+static ntk_status validate_standard(const struct ntk_arch *a) {
+  size_t last = a->n;
+  for (size_t i = 0; i < a->n; i++)
+    if (ntk_layer_traits(a->layers[i].kind)->affine) last = i;
+  for (size_t i = 0; i < a->n; i++) {
+    const struct ntk_layer *l = &a->layers[i];
+    if (!ntk_layer_traits(l->kind)->affine || i == last || l->width > 0) continue;
+    return ntk_error(NTK_ECONFIG,
+                     "arch, layer %zu (%s): under parameterization = standard every Dense and Conv but the last "
+                     "gives its width, as in stax: %s",
+                     i + 1, l->name, l->kind == NTK_LAYER_DENSE ? "Dense(512, ...)" : "Conv(64, (3, 3), ...)");
+  }
+  return NTK_OK;
+}
+
+size_t ntk_arch_next_width(const struct ntk_layer *l, size_t chan, size_t hw_at_readout) {
+  switch (l->kind) {
+  case NTK_LAYER_DENSE:
+  case NTK_LAYER_CONV: return l->width > 0 ? (size_t)l->width : chan;
+  case NTK_LAYER_FLATTEN: return chan * (hw_at_readout ? hw_at_readout : 1);
+  case NTK_LAYER_MAP:
+  case NTK_LAYER_IDENTITY:
+  case NTK_LAYER_AVGPOOL:
+  case NTK_LAYER_GLOBALAVGPOOL:
+  case NTK_LAYER_LAYERNORM:
+  case NTK_LAYER_KINDS: return chan;
+  }
+  return chan;
+}
+
 ntk_status ntk_arch_parse(const char *text, double w_std, double b_std, struct ntk_arch *out) {
+  return ntk_arch_parse_param(text, w_std, b_std, 0, out);
+}
+
+ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, int standard, struct ntk_arch *out) {
   out->n = 0;
   out->layers = NULL;
+  out->standard = standard;
   if (!text) return ntk_error(NTK_ECONFIG, "arch: missing");
   struct parser p = {text, 0, w_std, b_std};
   struct layer_vec v = {0, 0, NULL};
@@ -594,7 +632,9 @@ ntk_status ntk_arch_parse(const char *text, double w_std, double b_std, struct n
   }
   out->n = v.n;
   out->layers = v.v;
-  if ((st = validate(out))) ntk_arch_free(out);
+  for (size_t i = 0; i < out->n; i++) /* a bias: written as a number, or a b_std > 0 */
+    out->layers[i].bias = out->layers[i].bias || out->layers[i].b_std > 0;
+  if ((st = validate(out)) || (standard && (st = validate_standard(out)))) ntk_arch_free(out);
   return st;
 }
 
@@ -662,17 +702,22 @@ static int map_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
   return snprintf(buf, cap, "%s", text);
 }
 
-size_t ntk_arch_layer_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
+static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, size_t cap) {
   char w[32], b[32];
   fmt_exact(w, sizeof w, l->w_std);
   fmt_exact(b, sizeof b, l->b_std);
   int n = 0;
   switch (l->kind) {
   case NTK_LAYER_DENSE:
-    n = snprintf(buf, cap, "Dense(W_std=%s, b_std=%s)", w, b);
+    if (std) n = snprintf(buf, cap, "Dense(%d, W_std=%s, b_std=%s)", l->width, w, l->bias ? b : "None");
+    else n = snprintf(buf, cap, "Dense(W_std=%s, b_std=%s)", w, b);
     break;
   case NTK_LAYER_CONV:
-    n = snprintf(buf, cap, "Conv(%d, %d, %s, W_std=%s, b_std=%s)", l->filter, l->stride, pad_name(l->padding), w, b);
+    if (std)
+      n = snprintf(buf, cap, "Conv(%d, (%d, %d), (%d, %d), %s, W_std=%s, b_std=%s)", l->width, l->filter, l->filter,
+                   l->stride, l->stride, pad_name(l->padding), w, l->bias ? b : "None");
+    else
+      n = snprintf(buf, cap, "Conv(%d, %d, %s, W_std=%s, b_std=%s)", l->filter, l->stride, pad_name(l->padding), w, b);
     break;
   case NTK_LAYER_MAP:
     n = map_canonical(l, buf, cap);
@@ -694,13 +739,26 @@ size_t ntk_arch_layer_canonical(const struct ntk_layer *l, char *buf, size_t cap
   return n > 0 ? (size_t)n : 0;
 }
 
+size_t ntk_arch_layer_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
+  return layer_canonical(l, 0, buf, cap);
+}
+
+size_t ntk_arch_layer_canonical_param(const struct ntk_arch *arch, size_t i, char *buf, size_t cap) {
+  return layer_canonical(&arch->layers[i], arch->standard, buf, cap);
+}
+
 size_t ntk_arch_canonical(const struct ntk_arch *arch, char *buf, size_t cap) {
   size_t len = 0;
+  if (arch->standard) { /* the same layers under the other parameterisation are another network */
+    const char *pre = "parameterization=standard:";
+    if (cap > strlen(pre)) snprintf(buf, cap, "%s", pre);
+    len = strlen(pre);
+  }
   for (size_t i = 0; i < arch->n; i++) {
-    char one[160];
-    ntk_arch_layer_canonical(&arch->layers[i], one, sizeof one);
-    size_t ol = strlen(one) + (i ? 1 : 0);
-    if (len + ol < cap) snprintf(buf + len, cap - len, "%s%s", i ? " " : "", one);
+    char one[512];
+    ntk_arch_layer_canonical_param(arch, i, one, sizeof one);
+    size_t ol = strlen(one) + (len ? 1 : 0);
+    if (len + ol < cap) snprintf(buf + len, cap - len, "%s%s", len ? " " : "", one);
     len += ol;
   }
   if (cap && len >= cap) buf[cap - 1] = '\0';

@@ -18,7 +18,7 @@
 
 /* Bit numbers (in a uint64_t) for the keys seen, to catch duplicates. */
 enum {
-  SEEN_PATH, SEEN_FORMAT, SEEN_LAYOUT, SEEN_COUNT, SEEN_SCALE, SEEN_ARCH, SEEN_WSTD, SEEN_BSTD, SEEN_KERNEL,
+  SEEN_PATH, SEEN_FORMAT, SEEN_LAYOUT, SEEN_COUNT, SEEN_SCALE, SEEN_ARCH, SEEN_WSTD, SEEN_BSTD, SEEN_PARAM, SEEN_KERNEL,
   SEEN_PRECISION, SEEN_TILE, SEEN_OPATH, SEEN_LEVEL, SEEN_PROGRESS, SEEN_SYNC, SEEN_DIRECT, SEEN_LABELS, SEEN_LAYERS,
   SEEN_BATCH, SEEN_EPOCHS, SEEN_ALPHA, SEEN_BETA1, SEEN_BETA2, SEEN_EPS, SEEN_SEED, SEEN_FLUSH,
   SEEN_SNAPSHOT, SEEN_LOG, SEEN_VPATH, SEEN_VLABELS, SEEN_VCOUNT, SEEN_DEVICE, SEEN_TPATH, SEEN_TLABELS,
@@ -191,13 +191,18 @@ static int on_model(struct ctx *c, const char *s, const char *k, const char *v) 
   } else if (!strcmp(k, "b_std")) {
     if (!once(c, s, k, SEEN_BSTD)) return 0;
     if (!ntk_parse_double(v, &j->b_std) || j->b_std < 0) return fail(c, s, k, "'%s' is not a number >= 0", v);
+  } else if (!strcmp(k, "parameterization")) {
+    if (!once(c, s, k, SEEN_PARAM)) return 0;
+    if (!strcmp(v, "ntk")) j->standard = 0;
+    else if (!strcmp(v, "standard")) j->standard = 1;
+    else return fail(c, s, k, "'%s' is not ntk or standard", v);
   } else if (!strcmp(k, "kernel")) {
     if (!once(c, s, k, SEEN_KERNEL)) return 0;
     if (!strcmp(v, "nngp")) j->kernels = NTK_KERNEL_NNGP;
     else if (!strcmp(v, "ntk")) j->kernels = NTK_KERNEL_NNGP | NTK_KERNEL_NTK;
     else return fail(c, s, k, "'%s' is not nngp or ntk", v);
   } else {
-    return fail(c, s, k, "%s", "unknown key (arch, w_std, b_std, kernel)");
+    return fail(c, s, k, "%s", "unknown key (arch, w_std, b_std, parameterization, kernel)");
   }
   return 1;
 }
@@ -442,6 +447,10 @@ void ntk_job_free(struct ntk_job *job) {
   job->arch = NULL;
 }
 
+ntk_status ntk_job_arch(const struct ntk_job *job, struct ntk_arch *out) {
+  return ntk_arch_parse_param(job->arch, job->w_std, job->b_std, job->standard, out);
+}
+
 /* The INI syntax (docs/JOB-FILE.md). Whitespace: what may surround keys,
  * values and comments; '\r' makes CRLF files read like LF ones. */
 static int is_blank(char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\f' || ch == '\v'; }
@@ -513,7 +522,7 @@ static ntk_status check_arch(const struct ctx *c) {
   const struct ntk_job *job = c->job;
   if (!job->arch) return NTK_OK;
   struct ntk_arch arch;
-  ntk_status st = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
+  ntk_status st = ntk_job_arch(job, &arch);
   if (st) return ntk_error(st, "%s:%d: [model] %s", c->name, job->arch_line, ntk_error_message());
   ntk_arch_free(&arch);
   return NTK_OK;
@@ -615,8 +624,8 @@ void ntk_job_summary(const struct ntk_job *job, char *buf, size_t cap) {
                t->snapshot[0] ? t->snapshot : "none");
     return;
   }
-  struct ntk_arch arch = {0, NULL};
-  size_t layers = job->arch && !ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch) ? arch.n : 0;
+  struct ntk_arch arch = {0};
+  size_t layers = job->arch && !ntk_job_arch(job, &arch) ? arch.n : 0;
   ntk_arch_free(&arch);
   char test[128] = "";
   if (job->test.enabled)

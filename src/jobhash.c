@@ -72,9 +72,10 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
       job->kernels & NTK_KERNEL_NTK ? "nngp+ntk" : "nngp");
   add(&t, "train samples = %zu\ntest x test = %s\ndata values = %s\nlayers = %zu\n", data->n_train,
       info->test_test ? "yes" : "no", data_hex, arch->n);
+  if (arch->standard) add(&t, "parameterization = standard\n"); /* absent: ntk, as every older store */
   for (size_t i = 0; i < arch->n; i++) {
-    char one[256];
-    ntk_arch_layer_canonical(&arch->layers[i], one, sizeof one);
+    char one[512];
+    ntk_arch_layer_canonical_param(arch, i, one, sizeof one);
     add(&t, "layer %zu = %s\n", i + 1, one);
   }
   if (t.failed) {

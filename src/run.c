@@ -113,9 +113,9 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
     free(job);
     return ntk_status_exit_code(st);
   }
-  struct ntk_arch arch = {0, NULL};
+  struct ntk_arch arch = {0};
   if (!st) {
-    ntk_status a = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
+    ntk_status a = ntk_job_arch(job, &arch);
     st = ntk_comm_agree_report(comm, rank == 0 ? a : NTK_OK);
   }
 

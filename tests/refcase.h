@@ -15,6 +15,7 @@ struct ref_case {
   char name[128];
   char arch[8192];
   size_t n, d, h, w, c; /* h = w = c = 0 for flat inputs */
+  int standard;         /* parameterization standard (else ntk) */
   double *x, *nngp, *ntk;
 };
 
@@ -45,6 +46,11 @@ static inline int ref_read_case(FILE *f, struct ref_case *c) {
     line[strcspn(line, "\n")] = '\0';
     snprintf(c->arch, sizeof c->arch, "%s", line + 5);
     ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    c->standard = 0;
+    if (!strncmp(line, "parameterization standard", 25)) { /* else 'ntk', stax's default */
+      c->standard = 1;
+      ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    }
     size_t v[4] = {0};
     int got = sscanf(line, "shape %zu %zu %zu %zu", &v[0], &v[1], &v[2], &v[3]);
     ck_assert(got == 2 || got == 4);

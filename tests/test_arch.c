@@ -262,6 +262,36 @@ START_TEST(test_stax_syntax) {
 }
 END_TEST
 
+/* parameterization = standard: widths needed (but the last), kept in the
+ * canonical text with the bias rule; the same layers under 'ntk' differ. */
+START_TEST(test_standard) {
+  struct ntk_arch a, b;
+  ck_assert_int_eq(ntk_arch_parse_param("Dense(64, b_std=0) Relu Dense(32, b_std=None) Relu Dense", 1, 0, 1, &a),
+                   NTK_OK);
+  ck_assert(a.standard && a.layers[0].bias && !a.layers[2].bias && !a.layers[4].bias);
+  char buf[1024], nb[1024];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_str_eq(buf, "parameterization=standard: Dense(64, W_std=1, b_std=0) Relu Dense(32, W_std=1, b_std=None) "
+                        "Relu Dense(0, W_std=1, b_std=None)");
+  ck_assert_int_eq(ntk_arch_parse_param("Dense(64, b_std=0) Relu Dense(32, b_std=None) Relu Dense", 1, 0, 0, &b),
+                   NTK_OK);
+  ntk_arch_canonical(&b, nb, sizeof nb);
+  ck_assert_str_eq(nb, "Dense(W_std=1, b_std=0) Relu Dense(W_std=1, b_std=0) Relu Dense(W_std=1, b_std=0)");
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  /* a b_std > 0 from the job's defaults is a bias too */
+  ck_assert_int_eq(ntk_arch_parse_param("Conv(8, (3, 3)) Relu GlobalAvgPool Dense", 1, 0.1, 1, &a), NTK_OK);
+  ck_assert(a.layers[0].bias && a.layers[3].bias);
+  ntk_arch_free(&a);
+  ck_assert_int_eq(ntk_arch_parse_param("Dense Relu Dense(10)", 1, 0, 1, &a), NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "layer 1 (Dense): under parameterization = standard every Dense and Conv "
+                                            "but the last gives its width, as in stax: Dense(512, ...)"),
+                "%s", ntk_error_message());
+  ck_assert_int_eq(ntk_arch_parse_param("Conv(3) Relu Flatten Dense(10)", 1, 0, 1, &a), NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "Conv(64, (3, 3), ...)"), "%s", ntk_error_message());
+}
+END_TEST
+
 START_TEST(test_error_column) {
   struct ntk_arch a;
   ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense Foo", 1, 0, &a), NTK_ECONFIG);
@@ -279,6 +309,7 @@ int main(void) {
   tcase_add_test(tc, test_bad_strings);
   tcase_add_test(tc, test_map_params);
   tcase_add_test(tc, test_stax_syntax);
+  tcase_add_test(tc, test_standard);
   tcase_add_test(tc, test_error_column);
   suite_add_tcase(s, tc);
   return tu_run(s);

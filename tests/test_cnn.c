@@ -114,7 +114,7 @@ static void check_reference(int elem, double tol) {
   double worst = 0;
   while (ref_read_case(f, &c)) {
     struct ntk_arch arch;
-    ck_assert_msg(ntk_arch_parse(c.arch, 1.0, 0.0, &arch) == NTK_OK, "%s: %s", c.name, ntk_error_message());
+    ck_assert_msg(ntk_arch_parse_param(c.arch, 1.0, 0.0, c.standard, &arch) == NTK_OK, "%s: %s", c.name, ntk_error_message());
     struct ntk_dataset ds = ref_dataset(&c, elem);
     ck_assert_msg(ntk_cnn_applies(&arch, &ds), "%s: not taken as a CNN", c.name);
     double *g = malloc(c.n * c.n * 8), *t = malloc(c.n * c.n * 8);

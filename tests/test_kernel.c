@@ -46,7 +46,7 @@ static void check_against_reference(int elem, double tol) {
   double worst_nngp = 0, worst_ntk = 0;
   while (ref_read_case(f, &c)) {
     struct ntk_arch arch;
-    ck_assert_msg(ntk_arch_parse(c.arch, 1.0, 0.0, &arch) == NTK_OK, "%s: %s", c.name, ntk_error_message());
+    ck_assert_msg(ntk_arch_parse_param(c.arch, 1.0, 0.0, c.standard, &arch) == NTK_OK, "%s: %s", c.name, ntk_error_message());
     struct ntk_dataset ds = ref_dataset(&c, elem);
     void *g = malloc(c.n * c.n * (size_t)elem), *t = malloc(c.n * c.n * (size_t)elem);
     /* One tile, then ragged tiles: both must match. */

@@ -23,6 +23,8 @@ struct ntk_layer {
   int window;           /* AvgPool window edge */
   int width;            /* Dense out_dim, Conv out_chan as written (stax's syntax); 0 if not given */
   int sum;              /* AvgPool, GlobalAvgPool kinds spelled SumPool, GlobalSumPool: sums, not means */
+  int bias;             /* Dense, Conv: under standard parameterisation, a bias parameter (b_std written
+                           as a number in the layer, or > 0): the NTK gains 1, as stax's b_std is not None */
   ntk_padding padding;  /* Conv */
   char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
 };
@@ -30,6 +32,7 @@ struct ntk_layer {
 struct ntk_arch {
   size_t n;
   struct ntk_layer *layers; /* owned; free with ntk_arch_free() */
+  int standard;             /* stax's parameterization='standard' (widths matter), else 'ntk' */
 };
 
 /* Parse `text`. Layers without W_std/b_std get `w_std`/`b_std`. On error
@@ -37,6 +40,19 @@ struct ntk_arch {
  * Rank-local. The caller frees `out` with ntk_arch_free(). */
 ntk_status ntk_arch_parse(const char *text, double w_std, double b_std,
                           struct ntk_arch *out);
+
+/* The same under stax's parameterization: `standard` 0 ('ntk', the
+ * default) or 1 ('standard': every Dense and Conv but the last must give
+ * its width, which then scales the NTK; docs/JOB-FILE.md). */
+ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, int standard, struct ntk_arch *out);
+
+/* Under standard parameterisation, the NTK of an affine layer is
+ * fan_in * A(nngp) + W^2 A(ntk) + (bias ? 1 : 0), fan_in its input's width
+ * (channels times the filter area for a Conv). The width of the input
+ * to layer i given `chan`, the width before it (the data's channels or
+ * features at the start); returns the width after it. Flatten multiplies
+ * by the positions h * w it flattens. */
+size_t ntk_arch_next_width(const struct ntk_layer *l, size_t chan, size_t hw_at_readout);
 
 void ntk_arch_free(struct ntk_arch *arch);
 
@@ -51,5 +67,9 @@ size_t ntk_arch_canonical(const struct ntk_arch *arch, char *buf, size_t cap);
 
 /* The same for one layer ("Dense(W_std=1.5, b_std=0)"); snprintf's contract. */
 size_t ntk_arch_layer_canonical(const struct ntk_layer *layer, char *buf, size_t cap);
+
+/* Layer i of arch, with its width and bias where the parameterisation is
+ * standard (they matter there). */
+size_t ntk_arch_layer_canonical_param(const struct ntk_arch *arch, size_t i, char *buf, size_t cap);
 
 #endif

@@ -10,6 +10,8 @@
 
 #include "ntkd/status.h"
 
+struct ntk_arch;
+
 #define NTK_PATH_MAX 1024
 #define NTK_MAX_DATA_FILES 16
 
@@ -92,6 +94,7 @@ struct ntk_job {
   char *arch;      /* the arch string, any length; owned (ntk_job_free). NULL if the job has none */
   int arch_line;   /* line of `arch` in the job file, for messages */
   double w_std, b_std;
+  int standard;    /* [model] parameterization = standard (else ntk) */
   int kernels;     /* NTK_KERNEL_* mask; "ntk" stores both */
   /* [compute] */
   int precision;   /* element size: 4 or 8 */
@@ -124,6 +127,10 @@ void ntk_job_defaults(struct ntk_job *job);
  * or a failed parse); `job` must have been through one of those or a parse,
  * or be all zero (calloc). Rank-local. */
 void ntk_job_free(struct ntk_job *job);
+
+/* The job's network: its arch string under its [model] defaults and
+ * parameterization. Rank-local; the caller frees `out` (ntk_arch_free). */
+ntk_status ntk_job_arch(const struct ntk_job *job, struct ntk_arch *out);
 
 /* Parse job-file text. `name` is the file name used in messages and to
  * resolve relative paths. Rank-local, deterministic: every rank parsing the

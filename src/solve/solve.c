@@ -331,10 +331,10 @@ int ntk_cmd_solve(const ntk_comm_t *comm, const char *store_path, const char *co
   /* The store must be this job's: the same data, test set, model and
    * precision (the hash of ntk_job_identity). Rank 0 checks; the data is
    * not needed by the solve. */
-  struct ntk_arch arch = {0, NULL};
+  struct ntk_arch arch = {0};
   struct ntk_dataset data;
   memset(&data, 0, sizeof data);
-  if (!st && rank == 0) st = ntk_arch_parse(job->arch, job->w_std, job->b_std, &arch);
+  if (!st && rank == 0) st = ntk_job_arch(job, &arch);
   if (!st && rank == 0) st = ntk_data_load_job(job, job->precision, &data);
   ntk_store_t *s = NULL;
   if (!st && rank == 0) st = ntk_store_open(store_path, NTK_STORE_READ, &s);

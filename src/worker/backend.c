@@ -51,6 +51,10 @@ int ntk_backend_gpu_count(char *why, size_t cap) {
 }
 
 int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_dataset *data, char *why, size_t cap) {
+  if (arch->standard) { /* the GPU kernels fuse the 'ntk' parameterisation's affine maps */
+    if (why) snprintf(why, cap, "parameterization = standard is computed by the CPU backend only");
+    return 0;
+  }
   if (!ntk_cnn_applies(arch, data)) return 1;
   struct ntk_dev_plan *P = malloc(sizeof *P);
   ntk_status st = P ? ntk_cnn_dev_plan(arch, data, P) : ntk_error(NTK_ENOMEM, "out of memory");

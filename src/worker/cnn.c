@@ -31,6 +31,7 @@ struct cnn_op {
   int var;               /* nonlinearity: its variance slot, else -1 */
   int slice_local;       /* stride-1 SAME conv, Dense, nonlinearity, Identity */
   size_t bh, bw;         /* SLICE: the largest row and column offsets of this op's input that the readout needs */
+  double fan;            /* standard parameterisation: Conv's fan-in (channels x f^2), Dense's (channels) */
 };
 
 struct cnn_plan {
@@ -41,6 +42,8 @@ struct cnn_plan {
   int readout_sum;     /* GlobalSumPool: the readout sums instead of averaging */
   const struct ntk_layer *tail;
   size_t ntail;
+  int standard;        /* parameterization = standard: the NTK's affine maps take the fan-ins */
+  double *tail_fan;    /* standard: the tail layers' fan-ins */
   size_t *var_off; /* per slot: offset in an image's variance block */
   size_t nvar, tail_off, var_size;
   size_t out_h, out_w; /* spatial size at the readout */
@@ -168,6 +171,22 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   for (size_t k = 0; k < P->ntail; k++)
     if (ntk_layer_traits(P->tail[k].kind)->readout)
       return ntk_error(NTK_ECONFIG, "arch, layer %zu: a second readout", i + 2 + k);
+  /* Fan-ins under standard parameterisation: the data's channels, then
+   * each layer's width; Flatten multiplies by the positions it flattens. */
+  P->standard = arch->standard;
+  P->tail_fan = calloc(P->ntail ? P->ntail : 1, sizeof *P->tail_fan);
+  if (!P->tail_fan) return ntk_error(NTK_ENOMEM, "out of memory");
+  size_t chan = P->C;
+  for (size_t k = 0; k < P->nops; k++) {
+    const struct ntk_layer *l = P->ops[k].layer;
+    P->ops[k].fan = (double)chan * (l->kind == NTK_LAYER_CONV ? (double)l->filter * (double)l->filter : 1.0);
+    chan = ntk_arch_next_width(l, chan, 0);
+  }
+  chan = ntk_arch_next_width(&arch->layers[i], chan, h * w);
+  for (size_t k = 0; k < P->ntail; k++) {
+    P->tail_fan[k] = (double)chan;
+    chan = ntk_arch_next_width(&P->tail[k], chan, 0);
+  }
   P->tail_off = P->var_size;
   P->var_size += P->ntail ? P->ntail : 1;
   ntk_cnn_path path = want;
@@ -202,7 +221,8 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   for (size_t k = 0; k < P->nops; k++) single &= P->ops[k].slice_local;
   int tail_nonlin = 0;
   for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= ntk_layer_traits(P->tail[k].kind)->var_slot;
-  P->batched = want == NTK_CNN_AUTO && (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && single));
+  /* (the batched kernels fuse the NTK parameterisation's affine maps) */
+  P->batched = want == NTK_CNN_AUTO && !P->standard && (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && single));
   P->self_vars_only = P->batched && path == NTK_CNN_SLICE && !tail_nonlin;
   return NTK_OK;
 }
@@ -291,6 +311,7 @@ void ntk_cnn_free(ntk_cnn_t *c) {
   free(c->vt);
   free(c->plan.ops);
   free(c->plan.var_off);
+  free(c->plan.tail_fan);
   free(c->rowvar);
   free(c->colvar);
   free(c->allvar);
@@ -491,5 +512,6 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   }
   free(P.ops);
   free(P.var_off);
+  free(P.tail_fan);
   return st;
 }

@@ -17,6 +17,31 @@ static void SFX(affine)(REAL *g, REAL *t, size_t n, REAL w2, REAL b2) {
     for (size_t k = 0; k < n; k++) t[k] = g[k] + w2 * t[k];
 }
 
+/* One entry's affine map under either parameterisation: nngp' = W^2 g + b^2;
+ * ntk' = nngp' + W^2 t ('ntk'), or fan_in g + W^2 t (+ 1 with a bias)
+ * ('standard'; docs/MATH.md). g, t: the entry after the layer's averaging. */
+static inline void SFX(affine1)(const struct cnn_plan *P, double fan, const struct ntk_layer *l, REAL *g, REAL *t) {
+  REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
+  if (P->standard) {
+    *t = ((REAL)fan * *g + (REAL)(l->bias ? 1 : 0)) + w2 * *t;
+    *g = w2 * *g + b2;
+  } else {
+    *g = w2 * *g + b2;
+    *t = *g + w2 * *t;
+  }
+}
+
+/* affine over n entries, for op (Conv or Dense); t NULL: the NNGP only. */
+static void SFX(affine_op)(const struct cnn_plan *P, const struct cnn_op *op, REAL *g, REAL *t, size_t n) {
+  const struct ntk_layer *l = op->layer;
+  if (!P->standard) {
+    SFX(affine)(g, t, n, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
+    return;
+  }
+  REAL dummy = 0;
+  for (size_t k = 0; k < n; k++) SFX(affine1)(P, op->fan, l, &g[k], t ? &t[k] : &dummy);
+}
+
 /* A nonlinearity on one entry; r11, r22: the variances' ntk_rsqrt from a
  * slot (the ReLU family's factors; the other maps ignore them). */
 static inline REAL SFX(nonlin1r)(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
@@ -134,7 +159,7 @@ struct SFX(slice) {
   size_t i0, i1, j0, j1;
 };
 
-static void SFX(slice_conv)(struct SFX(slice) *S, const struct cnn_op *op, int with_t) {
+static void SFX(slice_conv)(const struct cnn_plan *P, struct SFX(slice) *S, const struct cnn_op *op, int with_t) {
   const struct ntk_layer *l = op->layer;
   size_t f = (size_t)l->filter, lo = op->lo_h, ld = S->ld, pad = S->pad;
   REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
@@ -165,6 +190,11 @@ static void SFX(slice_conv)(struct SFX(slice) *S, const struct cnn_op *op, int w
   /* nngp' = W^2 A(nngp) + b^2, ntk' = nngp' + W^2 A(ntk), on the valid region. */
   for (size_t i = S->i0; i < S->i1; i++) {
     REAL *g = S->g2 + (i + pad) * ld + pad, *t = S->t2 + (i + pad) * ld + pad;
+    if (P->standard) {
+      REAL dummy = 0;
+      for (size_t j = S->j0; j < S->j1; j++) SFX(affine1)(P, op->fan, l, &g[j], with_t ? &t[j] : &dummy);
+      continue;
+    }
     for (size_t j = S->j0; j < S->j1; j++) {
       g[j] = w2 * g[j] + b2;
       if (with_t) t[j] = g[j] + w2 * t[j];
@@ -178,18 +208,14 @@ static void SFX(slice_conv)(struct SFX(slice) *S, const struct cnn_op *op, int w
   S->t2 = x;
 }
 
-static void SFX(slice_pointwise)(struct SFX(slice) *S, const struct cnn_op *op, const REAL *va, const REAL *vb,
-                                 int with_t) {
+static void SFX(slice_pointwise)(const struct cnn_plan *P, struct SFX(slice) *S, const struct cnn_op *op,
+                                 const REAL *va, const REAL *vb, int with_t) {
   const struct ntk_layer *l = op->layer;
   size_t ld = S->ld, pad = S->pad;
   for (size_t i = S->i0; i < S->i1; i++) {
     REAL *g = S->g + (i + pad) * ld + pad, *t = S->t + (i + pad) * ld + pad;
     if (l->kind == NTK_LAYER_DENSE) {
-      REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
-      for (size_t j = S->j0; j < S->j1; j++) {
-        g[j] = w2 * g[j] + b2;
-        if (with_t) t[j] = g[j] + w2 * t[j];
-      }
+      SFX(affine_op)(P, op, g + S->j0, with_t ? t + S->j0 : NULL, S->j1 - S->j0);
       continue;
     }
     size_t hw = S->h * S->w;
@@ -255,9 +281,9 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
     for (size_t kk = k0; kk < k1; kk++) {
       const struct cnn_op *op = &P->ops[kk];
       if (op->layer->kind == NTK_LAYER_CONV) {
-        SFX(slice_conv)(&S, op, with_t);
+        SFX(slice_conv)(P, &S, op, with_t);
       } else if (op->layer->kind == NTK_LAYER_DENSE) {
-        SFX(slice_pointwise)(&S, op, NULL, NULL, with_t);
+        SFX(slice_pointwise)(P, &S, op, NULL, NULL, with_t);
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
         if (idx < 0) {
@@ -265,7 +291,7 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
             for (size_t j = 0; j < w; j++) qa[i * w + j] = S.g[(i + S.pad) * S.ld + S.pad + j];
           SFX(capture_vars)(qa, hw);
         }
-        SFX(slice_pointwise)(&S, op, qa, vb + P->var_off[op->var], with_t);
+        SFX(slice_pointwise)(P, &S, op, qa, vb + P->var_off[op->var], with_t);
       }
     }
     if (idx < 0) continue; /* the capture pass */
@@ -317,11 +343,9 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
         if (with_t) SFX(conv_diag)(op, dt, nt);
         REAL *x = dg; dg = ng; ng = x;
         x = dt; dt = nt; nt = x;
-        SFX(affine)(dg, with_t ? dt : NULL, n, (REAL)(op->layer->w_std * op->layer->w_std),
-                    (REAL)(op->layer->b_std * op->layer->b_std));
+        SFX(affine_op)(P, op, dg, with_t ? dt : NULL, n);
       } else if (op->layer->kind == NTK_LAYER_DENSE) {
-        SFX(affine)(dg, with_t ? dt : NULL, n, (REAL)(op->layer->w_std * op->layer->w_std),
-                    (REAL)(op->layer->b_std * op->layer->b_std));
+        SFX(affine_op)(P, op, dg, with_t ? dt : NULL, n);
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
         const REAL *qb = vb + P->var_off[op->var];
@@ -383,11 +407,9 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
         REAL *x = fg; fg = ng; ng = x;
         x = ft; ft = nt; nt = x;
         if (op->layer->kind == NTK_LAYER_CONV)
-          SFX(affine)(fg, with_t ? ft : NULL, n * n, (REAL)(op->layer->w_std * op->layer->w_std),
-                      (REAL)(op->layer->b_std * op->layer->b_std));
+          SFX(affine_op)(P, op, fg, with_t ? ft : NULL, n * n);
       } else if (op->layer->kind == NTK_LAYER_DENSE) {
-        SFX(affine)(fg, with_t ? ft : NULL, n * n, (REAL)(op->layer->w_std * op->layer->w_std),
-                    (REAL)(op->layer->b_std * op->layer->b_std));
+        SFX(affine_op)(P, op, fg, with_t ? ft : NULL, n * n);
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
         const REAL *qb = vb + P->var_off[op->var];
@@ -431,9 +453,7 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
     const struct ntk_layer *l = &P->tail[k];
     if (self) ta[k] = g;
     if (l->kind == NTK_LAYER_DENSE) {
-      REAL w2 = (REAL)(l->w_std * l->w_std);
-      g = w2 * g + (REAL)(l->b_std * l->b_std);
-      t = g + w2 * t;
+      SFX(affine1)(P, P->tail_fan[k], l, &g, &t);
     } else if (ntk_layer_traits(l->kind)->var_slot) {
       REAL td;
       g = SFX(nonlin1)(l, g, ta[k], tb[k], &td);

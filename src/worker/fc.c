@@ -25,6 +25,7 @@ struct ntk_fc {
   void *var;      /* (arch->n + 1) x n variances, in the data's precision */
   void *rvar;     /* their ntk_rsqrt, for the ReLU map */
   void *scratch;  /* NTK_GRAM_BLOCK^2 elements */
+  double *fan;    /* standard parameterisation: each layer's input width (Dense: its fan-in) */
 };
 
 /* ---- pointwise layer maps over a tile ------------------------------------ */
@@ -34,6 +35,13 @@ struct ntk_fc {
     for (size_t k = 0; k < count; k++) g[k] = w2 * g[k] + b2;                                    \
     if (t)                                                                                       \
       for (size_t k = 0; k < count; k++) t[k] = g[k] + w2 * t[k];                                \
+  }                                                                                              \
+  /* Standard parameterisation: ntk' = fan_in nngp + W^2 ntk (+ 1 with a bias). */               \
+  NTK_CLONES static void dense_std_##SFX(T *restrict g, T *restrict t, size_t count, T w2, T b2, T fan, \
+                                         T one) {                                                \
+    if (t)                                                                                       \
+      for (size_t k = 0; k < count; k++) t[k] = (fan * g[k] + one) + w2 * t[k];                  \
+    for (size_t k = 0; k < count; k++) g[k] = w2 * g[k] + b2;                                    \
   }                                                                                              \
   /* Variances after layer l from those before it: the same maps at q12 = q11 = q22. */         \
   static void next_var_##SFX(const struct ntk_layer *l, const T *q, T *out, size_t n) {          \
@@ -66,7 +74,11 @@ struct ntk_fc {
       const T *rr = rvar + li * n + tl->r0, *rc = rvar + li * n + tl->c0;                        \
       switch (l->kind) {                                                                         \
       case NTK_LAYER_DENSE:                                                                      \
-        dense_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std));            \
+        if (fc->arch->standard)                                                                  \
+          dense_std_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std), (T)fc->fan[li], \
+                          (T)(l->bias ? 1 : 0));                                                 \
+        else                                                                                     \
+          dense_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std));          \
         break;                                                                                   \
       case NTK_LAYER_MAP:                                                                        \
       case NTK_LAYER_LAYERNORM: ntk_map_rows_##SFX(&l->map, g, t, rows, cols, qr, rr, qc, rc, 0); break;\
@@ -167,9 +179,15 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
   fc->var = malloc((arch->n + 1) * n * es);
   fc->rvar = malloc((arch->n + 1) * n * es);
   fc->scratch = malloc((size_t)NTK_GRAM_BLOCK * NTK_GRAM_BLOCK * es);
-  if (!fc->var || !fc->rvar || !fc->scratch) {
+  fc->fan = malloc((arch->n ? arch->n : 1) * sizeof *fc->fan);
+  if (!fc->var || !fc->rvar || !fc->scratch || !fc->fan) {
     ntk_fc_free(fc);
     return ntk_error(NTK_ENOMEM, "out of memory for per-sample variances");
+  }
+  /* Input widths (standard parameterisation): the data's features, then each layer's width. */
+  for (size_t l = 0, chan = data->d; l < arch->n; l++) {
+    fc->fan[l] = (double)chan;
+    chan = ntk_arch_next_width(&arch->layers[l], chan, 0);
   }
   /* Input variances x.x/d, accumulated in double whatever the precision. */
   for (size_t i = 0; i < n; i++) {
@@ -201,6 +219,7 @@ void ntk_fc_free(ntk_fc_t *fc) {
   free(fc->var);
   free(fc->rvar);
   free(fc->scratch);
+  free(fc->fan);
   free(fc);
 }
 
