@@ -601,6 +601,20 @@ def cnn_cases():
        large),
   ):
     cases.append(dict(c(name, arch, shape), stax_syntax=True, standard=True))
+  # Pooling with SAME padding: the window's cells in the padding count
+  # (normalize_edges=False, stax's default) or not (True); odd sizes, so the
+  # padding is uneven; SumPool too.
+  for name, arch, shape in (
+      ('cnn_avgpool_same_gap', "Conv(8, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu "
+       "AvgPool((3, 3), strides=(2, 2), padding='SAME') Conv(8, (3, 3), padding='SAME', W_std=1.2) Relu "
+       "GlobalAvgPool Dense(1)", (3, 7, 7, 2)),
+      ('cnn_avgpool_same_norm_flat', "Conv(8, (3, 3), padding='SAME', W_std=1.5) Erf "
+       "AvgPool((2, 2), strides=(1, 1), padding='SAME', normalize_edges=True) Conv(4, (2, 2), W_std=1.3, b_std=0.1) "
+       "Relu AvgPool((3, 3), (2, 2), 'SAME', normalize_edges=True) Flatten Dense(1)", (3, 6, 5, 2)),
+      ('cnn_sumpool_same_gap', "Conv(8, (3, 3), W_std=1.5) Relu SumPool((2, 2), strides=(2, 2), padding='SAME') "
+       "Conv(4, (2, 2), padding='SAME', W_std=0.7) Relu GlobalAvgPool Dense(1)", (3, 7, 7, 2)),
+  ):
+    cases.append(dict(c(name, arch, shape), stax_syntax=True))
   # LayerNorm over channels, per position: in a slice run, before pooling,
   # and in the tail after the readout.
   cases += [

@@ -282,10 +282,16 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
       }
     } else if (!strcmp(key, "padding") && row > 0) {
       st = arg_padding(p, a, &l->padding);
-      if (!st && row == 2 && l->padding != NTK_PAD_VALID) {
+      if (!st && row == 2 && l->padding == NTK_PAD_CIRCULAR) {
         p->pos = a->pos;
-        st = perr(p, "%s takes padding VALID only", l->name);
+        st = perr(p, "%s takes padding VALID or SAME", l->name);
       }
+    } else if (!strcmp(key, "normalize_edges") && row == 2 && !l->sum) {
+      if (a->is_list || (strcmp(a->val, "True") && strcmp(a->val, "False"))) {
+        p->pos = a->pos;
+        return perr(p, "'%s' is not True or False", a->val);
+      }
+      l->normalize_edges = !strcmp(a->val, "True");
     } else {
       p->pos = a->pos;
       char what[96];
@@ -723,7 +729,11 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     n = map_canonical(l, buf, cap);
     break;
   case NTK_LAYER_AVGPOOL:
-    n = snprintf(buf, cap, "%s(%d, %d)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride);
+    if (l->padding == NTK_PAD_VALID) /* the text every VALID pooling had */
+      n = snprintf(buf, cap, "%s(%d, %d)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride);
+    else
+      n = snprintf(buf, cap, "%s(%d, %d, SAME%s)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride,
+                   l->normalize_edges ? ", normalize_edges=True" : "");
     break;
   case NTK_LAYER_LAYERNORM:
     fmt_exact(w, sizeof w, l->map.a);

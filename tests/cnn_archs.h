@@ -70,6 +70,8 @@ static const char *const archs[] = {
     "Conv(3, 1, SAME) LayerNorm Relu Conv(3, 1, SAME) LayerNorm(eps=0.5) Erf GlobalAvgPool Dense LayerNorm Dense",
     "Conv(3, 1, SAME) Relu SumPool(2, 1) Conv(3, 1, SAME) Relu GlobalSumPool Dense",
     "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Relu GlobalSumPool Dense Relu Dense",
+    "Conv(3, 1, SAME) Relu AvgPool((3, 3), (2, 2), 'SAME', normalize_edges=True) Conv(2, 1, SAME) Relu "
+    "AvgPool(2, 1, padding=SAME) Flatten Dense",
 };
 
 #endif

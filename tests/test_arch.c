@@ -202,7 +202,18 @@ START_TEST(test_map_params) {
   ntk_arch_canonical(&a, buf, sizeof buf);
   ck_assert_msg(strstr(buf, " SumPool(2, 2) SumPool(2, 1) AvgPool(2, 2) GlobalSumPool"), "%s", buf);
   ntk_arch_free(&a);
-  parse_bad("Conv(3) SumPool((2, 2), padding=SAME)", "SumPool takes padding VALID only");
+  a = parse_ok("Conv(3) AvgPool((3, 3), (2, 2), 'SAME', normalize_edges=True) AvgPool(2, padding=SAME) "
+               "SumPool((2, 2), padding='SAME') AvgPool(2, 2, normalize_edges=True) Flatten");
+  ck_assert(a.layers[1].padding == NTK_PAD_SAME && a.layers[1].normalize_edges && a.layers[1].stride == 2);
+  ck_assert(a.layers[2].padding == NTK_PAD_SAME && !a.layers[2].normalize_edges && a.layers[2].stride == 2);
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, " AvgPool(3, 2, SAME, normalize_edges=True) AvgPool(2, 2, SAME) SumPool(2, 1, SAME) "
+                            "AvgPool(2, 2) Flatten"),
+                "%s", buf);
+  ntk_arch_free(&a);
+  parse_bad("Conv(3) SumPool((2, 2), padding=CIRCULAR)", "SumPool takes padding VALID or SAME");
+  parse_bad("Conv(3) SumPool(2, normalize_edges=True)", "unknown argument normalize_edges for SumPool");
+  parse_bad("Conv(3) AvgPool(2, normalize_edges=yes)", "'yes' is not True or False");
   parse_bad("Dense Monomial(6)", "Monomial: degree 6: neural-tangents computes Monomial for degrees 0 to 5 only");
   parse_bad("Dense Polynomial(3)", "coef wants a list of numbers");
   parse_bad("Dense Polynomial([1,2,3,4,5,6,7,8,9])", "more than 8 values in a list");
@@ -256,7 +267,7 @@ START_TEST(test_stax_syntax) {
   parse_bad("Conv(32, (3, 5))", "filter (3, 5): only square filters (n, n) of positive integers are supported");
   parse_bad("Conv(32, (3,))", "filter with 1 values: images are 2-D here");
   parse_bad("Conv(32, (3, 3), (2, 1))", "stride (2, 1): only square strides");
-  parse_bad("AvgPool((2, 2), padding='SAME')", "AvgPool takes padding VALID only");
+  parse_bad("AvgPool((2, 2), padding='CIRCULAR')", "AvgPool takes padding VALID or SAME");
   parse_bad("Conv(32, (3, 3), 1, SAME, 5)", "too many positional arguments for Conv");
   parse_bad("Dense(512, b_std=Nonsense)", "'Nonsense' is not a valid number here");
 }

@@ -23,6 +23,8 @@ struct ntk_layer {
   int window;           /* AvgPool window edge */
   int width;            /* Dense out_dim, Conv out_chan as written (stax's syntax); 0 if not given */
   int sum;              /* AvgPool, GlobalAvgPool kinds spelled SumPool, GlobalSumPool: sums, not means */
+  int normalize_edges;  /* AvgPool SAME: divide by the window's cells inside the input (stax's
+                           normalize_edges=True), not by w^2 (count_include_pad, the default) */
   int bias;             /* Dense, Conv: under standard parameterisation, a bias parameter (b_std written
                            as a number in the layer, or > 0): the NTK gains 1, as stax's b_std is not None */
   ntk_padding padding;  /* Conv */

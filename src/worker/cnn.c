@@ -141,10 +141,19 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
       if (op->slice_local && f - 1 > P->pad) P->pad = f - 1;
     } else if (l->kind == NTK_LAYER_AVGPOOL) {
       size_t win = (size_t)l->window, s = (size_t)l->stride;
-      if (h < win || w < win)
-        return ntk_error(NTK_ECONFIG, "arch, layer %zu: AvgPool(%zu) on a %zu x %zu input", i + 1, win, h, w);
-      op->ho = (h - win) / s + 1;
-      op->wo = (w - win) / s + 1;
+      if (l->padding == NTK_PAD_SAME) { /* as Conv's SAME: ceil(h / s) outputs, the padding split low-first */
+        op->ho = (h + s - 1) / s;
+        op->wo = (w + s - 1) / s;
+        size_t th = (op->ho - 1) * s + win > h ? (op->ho - 1) * s + win - h : 0;
+        size_t tw = (op->wo - 1) * s + win > w ? (op->wo - 1) * s + win - w : 0;
+        op->lo_h = th / 2;
+        op->lo_w = tw / 2;
+      } else {
+        if (h < win || w < win)
+          return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s(%zu) on a %zu x %zu input", i + 1, l->name, win, h, w);
+        op->ho = (h - win) / s + 1;
+        op->wo = (w - win) / s + 1;
+      }
       has_pool = 1;
     } else {
       op->ho = h;
@@ -494,6 +503,7 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->map = l->map;
       o->f = l->kind == NTK_LAYER_AVGPOOL ? l->window : l->filter;
       o->sum = l->sum;
+      o->norm_edges = l->normalize_edges;
       o->s = l->stride;
       o->var_off = -1;
       if (tail) continue;

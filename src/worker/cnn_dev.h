@@ -23,6 +23,7 @@ struct ntk_dev_op {
   int lo_h, lo_w, circular;  /* Conv padding before, CIRCULAR */
   int f, s;                  /* Conv filter or AvgPool window; stride */
   int sum;                   /* SumPool: window sums, not means */
+  int norm_edges;            /* AvgPool SAME with normalize_edges: means over the cells inside */
   int slice_local;           /* stride-1 SAME Conv, Dense, nonlinearity, Identity */
   int bh, bw;                /* offsets of this op's input the readout needs */
   int var_off;               /* nonlinearity: its slot in an image's variance block, else -1 */

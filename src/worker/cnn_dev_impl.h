@@ -754,27 +754,52 @@ static DEV void SFX(dv_conv_full)(const struct ntk_dev_args *A, struct ntk_blk *
 /* AvgPool over both positions: per output, image a's window of (image b's
  * window sums times scale), times scale -- pool_full's two passes, in its
  * order, for one entry. */
+/* pool_scale of cnn_impl.h: SumPool 1, else 1/w^2, or with normalize_edges
+ * 1/(the window's cells inside the input). */
+static DEV REAL SFX(dv_pool_scale)(const struct ntk_dev_op *o, long i, long j) {
+  if (o->sum) return (REAL)1;
+  if (!o->norm_edges) return (REAL)(1.0 / (double)(o->f * o->f));
+  size_t rows = 0, cols = 0;
+  for (long a = 0; a < o->f; a++) {
+    long r = o->s * i + a - o->lo_h, c = o->s * j + a - o->lo_w;
+    rows += r >= 0 && r < o->hi;
+    cols += c >= 0 && c < o->wi;
+  }
+  return (REAL)(1.0 / (double)(rows * cols));
+}
+
 static DEV void SFX(dv_pool_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
-  size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo, win = (size_t)o->f, s = (size_t)o->s;
-  size_t wi = (size_t)o->wi, wo = (size_t)o->wo;
-  REAL scale = o->sum ? (REAL)1 : (REAL)(1.0 / (double)(win * win));
+  size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo;
+  long win = o->f, s = o->s, wi = o->wi, hi = o->hi, wo = o->wo, lo_h = o->lo_h, lo_w = o->lo_w;
   for (int which = 0; which < 1 + A->with_t; which++) {
     const REAL *in = (const REAL *)(which ? A->ft : A->fg);
     REAL *out = (REAL *)(which ? A->nt : A->ng);
     DV_GRID_LOOP(k, (size_t)A->np * hwo * hwo) {
       size_t pair = k / (hwo * hwo), r = k % (hwo * hwo), p = r / hwo, q = r % hwo;
-      size_t i = p / wo, j = p % wo, i2 = q / wo, j2 = q % wo;
+      long i = (long)p / wo, j = (long)p % wo, i2 = (long)q / wo, j2 = (long)q % wo;
       const REAL *src = in + pair * A->fstride;
+      REAL scale = SFX(dv_pool_scale)(o, i, j), scale2 = SFX(dv_pool_scale)(o, i2, j2);
       REAL outer = 0;
-      for (size_t a = 0; a < win; a++)
-        for (size_t b = 0; b < win; b++) {
-          const REAL *row = src + ((s * i + a) * wi + s * j + b) * hwi;
+      for (long a = 0; a < win; a++) {
+        long ra = s * i + a - lo_h;
+        if (ra < 0 || ra >= hi) continue;
+        for (long b = 0; b < win; b++) {
+          long cb = s * j + b - lo_w;
+          if (cb < 0 || cb >= wi) continue;
+          const REAL *row = src + (size_t)(ra * wi + cb) * hwi;
           REAL inner = 0;
-          for (size_t a2 = 0; a2 < win; a2++)
-            for (size_t b2 = 0; b2 < win; b2++) inner += row[(s * i2 + a2) * wi + s * j2 + b2];
-          outer += inner * scale;
+          for (long a2 = 0; a2 < win; a2++) {
+            long r2 = s * i2 + a2 - lo_h;
+            if (r2 < 0 || r2 >= hi) continue;
+            for (long b2 = 0; b2 < win; b2++) {
+              long c2 = s * j2 + b2 - lo_w;
+              if (c2 >= 0 && c2 < wi) inner += row[r2 * wi + c2];
+            }
+          }
+          outer += inner * scale2;
         }
+      }
       out[pair * A->fstride + r] = outer * scale;
     }
   }

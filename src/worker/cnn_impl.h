@@ -122,25 +122,56 @@ static void SFX(conv_full)(const struct cnn_op *op, const REAL *in, REAL *out) {
     }
 }
 
+/* The scale of output position (i, j) of a pooling op: 1 for SumPool,
+ * else 1/w^2, or with normalize_edges (SAME) 1/(the window's cells inside
+ * the input), as stax. Cells outside the input (SAME's zero padding) are
+ * skipped by pool_full. */
+static REAL SFX(pool_scale)(const struct cnn_op *op, size_t i, size_t j) {
+  const struct ntk_layer *l = op->layer;
+  size_t w = (size_t)l->window, s = (size_t)l->stride;
+  if (l->sum) return (REAL)1;
+  if (!l->normalize_edges) return (REAL)(1.0 / (double)(w * w));
+  size_t rows = 0, cols = 0;
+  for (size_t a = 0; a < w; a++) {
+    long r = (long)(s * i + a) - (long)op->lo_h, c = (long)(s * j + a) - (long)op->lo_w;
+    rows += r >= 0 && r < (long)op->hi;
+    cols += c >= 0 && c < (long)op->wi;
+  }
+  return (REAL)(1.0 / (double)(rows * cols));
+}
+
 /* AvgPool over both positions, separably: first image b's, then image a's. */
 static void SFX(pool_full)(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *out) {
   size_t w = (size_t)op->layer->window, s = (size_t)op->layer->stride;
   size_t hwi = op->hi * op->wi, hwo = op->ho * op->wo;
-  REAL scale = op->layer->sum ? (REAL)1 : (REAL)(1.0 / (double)(w * w)); /* SumPool: no mean */
+  long hi = (long)op->hi, wi = (long)op->wi, lo_h = (long)op->lo_h, lo_w = (long)op->lo_w;
   for (size_t p = 0; p < hwi; p++)
     for (size_t q = 0; q < hwo; q++) {
       size_t i2 = q / op->wo, j2 = q % op->wo;
       REAL sum = 0;
-      for (size_t a = 0; a < w; a++)
-        for (size_t b = 0; b < w; b++) sum += in[p * hwi + (s * i2 + a) * op->wi + s * j2 + b];
-      tmp[p * hwo + q] = sum * scale;
+      for (size_t a = 0; a < w; a++) {
+        long r = (long)(s * i2 + a) - lo_h;
+        if (r < 0 || r >= hi) continue;
+        for (size_t b = 0; b < w; b++) {
+          long c = (long)(s * j2 + b) - lo_w;
+          if (c >= 0 && c < wi) sum += in[p * hwi + (size_t)(r * wi + c)];
+        }
+      }
+      tmp[p * hwo + q] = sum * SFX(pool_scale)(op, i2, j2);
     }
   for (size_t p = 0; p < hwo; p++) {
     size_t i = p / op->wo, j = p % op->wo;
+    REAL scale = SFX(pool_scale)(op, i, j);
     for (size_t q = 0; q < hwo; q++) {
       REAL sum = 0;
-      for (size_t a = 0; a < w; a++)
-        for (size_t b = 0; b < w; b++) sum += tmp[((s * i + a) * op->wi + s * j + b) * hwo + q];
+      for (size_t a = 0; a < w; a++) {
+        long r = (long)(s * i + a) - lo_h;
+        if (r < 0 || r >= hi) continue;
+        for (size_t b = 0; b < w; b++) {
+          long c = (long)(s * j + b) - lo_w;
+          if (c >= 0 && c < wi) sum += tmp[(size_t)(r * wi + c) * hwo + q];
+        }
+      }
       out[p * hwo + q] = sum * scale;
     }
   }
