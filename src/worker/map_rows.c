@@ -10,11 +10,11 @@
 /* The loop over rows x COLS with MAP(q12, q11, q22, r11, r22, &td). */
 #define ROWS(COLS, MAP)                                                  \
   for (size_t i = 0; i < rows; i++) {                                    \
-    T *restrict gi = g + i * (COLS), q11 = qa[i], r11 = ra[i];           \
+    T *gi = g + i * (COLS), q11 = qa[i], r11 = ra[i];                    \
     const T *qbi = qb + i * qb_row, *rbi = rb + i * qb_row;              \
     (void)r11, (void)rbi; /* only the float ABRelu map reads them */     \
     if (t) {                                                             \
-      T *restrict ti = t + i * (COLS);                                   \
+      T *ti = t + i * (COLS);                                            \
       for (size_t j = 0; j < (COLS); j++) {                              \
         T td;                                                            \
         gi[j] = MAP(gi[j], q11, qbi[j], r11, rbi[j], &td);               \
@@ -42,8 +42,9 @@
 #define F_ANY(q12, q11, q22, r11, r22, td) MAP(m, q12, q11, q22, r11, r22, td)
 
 #define DEFINE_ROWS(T_, SFX)                                                          \
-  NTK_CLONES void ntk_map_rows_##SFX(const struct ntk_map *m, T_ *g, T_ *t, size_t rows, size_t cols,        \
-                                     const T_ *qa, const T_ *ra, const T_ *qb, const T_ *rb, size_t qb_row) { \
+  NTK_CLONES void ntk_map_rows_##SFX(const struct ntk_map *restrict m, T_ *restrict g, T_ *restrict t,        \
+                                     size_t rows, size_t cols, const T_ *restrict qa, const T_ *restrict ra,   \
+                                     const T_ *restrict qb, const T_ *restrict rb, size_t qb_row) {            \
     typedef T_ T;                                                                                            \
     const T pa = (T)m->a, pb = (T)m->b;                                                                      \
     const int plain = ntk_map_is_plain_erf(m);                                                               \

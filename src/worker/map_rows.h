@@ -14,9 +14,11 @@
  * qb_row = 0 for one set of column variances (an FC tile), the lane
  * stride for the batched CNN kernels. Every entry gets the bits of
  * ntk_mapf / ntk_map on the same inputs, whichever CPU clone runs. */
-void ntk_map_rows_f(const struct ntk_map *m, float *g, float *t, size_t rows, size_t cols, const float *qa,
-                    const float *ra, const float *qb, const float *rb, size_t qb_row);
-void ntk_map_rows_d(const struct ntk_map *m, double *g, double *t, size_t rows, size_t cols, const double *qa,
-                    const double *ra, const double *qb, const double *rb, size_t qb_row);
+void ntk_map_rows_f(const struct ntk_map *restrict m, float *restrict g, float *restrict t, size_t rows, size_t cols,
+                    const float *restrict qa, const float *restrict ra, const float *restrict qb,
+                    const float *restrict rb, size_t qb_row);
+void ntk_map_rows_d(const struct ntk_map *restrict m, double *restrict g, double *restrict t, size_t rows,
+                    size_t cols, const double *restrict qa, const double *restrict ra, const double *restrict qb,
+                    const double *restrict rb, size_t qb_row);
 
 #endif
