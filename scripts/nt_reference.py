@@ -284,11 +284,78 @@ def split_layers(arch):
   return out
 
 
+def _balanced(text, i):
+  """Index just past the bracket group opening at text[i]."""
+  depth = 0
+  for j in range(i, len(text)):
+    if text[j] in '([':
+      depth += 1
+    elif text[j] in ')]':
+      depth -= 1
+      if depth == 0:
+        return j + 1
+  raise ValueError(f'unbalanced brackets in {text!r}')
+
+
+def _stax_items(text):
+  """The layers of a sequence (whitespace or commas between them) as
+  Python expressions for stax: serial(...) and parallel(a, b) nest, a
+  branch of several layers is a serial, [...]*k repeats."""
+  items, i = [], 0
+  while i < len(text):
+    c = text[i]
+    if c.isspace() or c == ',':
+      i += 1
+      continue
+    if c == '[':
+      j = _balanced(text, i)
+      m = re.match(r'\s*\*\s*(\d+)', text[j:])
+      inner = _stax_items(text[i + 1:j - 1])
+      items += inner * (int(m.group(1)) if m else 1)
+      i = j + (m.end() if m else 0)
+      continue
+    m = re.match(r'[A-Za-z_][A-Za-z0-9_]*', text[i:])
+    if not m:
+      raise ValueError(f'cannot read {text[i:]!r}')
+    name, i = m.group(0), i + m.end()
+    if i < len(text) and text[i] == '(':
+      j = _balanced(text, i)
+      args = text[i + 1:j - 1]
+      i = j
+    else:
+      args = None
+    if name == 'serial':
+      items.append('stax.serial(' + ', '.join(_stax_items(args)) + ')')
+    elif name == 'parallel':
+      branches, depth, cur = [], 0, ''
+      for ch in args:
+        if ch in '([':
+          depth += 1
+        elif ch in ')]':
+          depth -= 1
+        if ch == ',' and depth == 0:
+          branches.append(cur)
+          cur = ''
+        else:
+          cur += ch
+      branches.append(cur)
+      exprs = []
+      for b in branches:
+        sub_items = _stax_items(b)
+        exprs.append(sub_items[0] if len(sub_items) == 1 else 'stax.serial(' + ', '.join(sub_items) + ')')
+      items.append('stax.parallel(' + ', '.join(exprs) + ')')
+    else:
+      items.append(f'stax.{name}({args or ""})')
+  return items
+
+
 def build_stax_syntax(arch, standard=False):
   """An arch written in stax's own syntax (tuples, strides=, quoted
   padding, widths): each layer is evaluated as the stax call it spells,
   so the reference is what stax makes of exactly that text. With
   `standard`, every Dense and Conv gets parameterization='standard'."""
+  if any(w in arch for w in ('FanOut', 'serial', 'parallel')):
+    return eval('stax.serial(' + ', '.join(_stax_items(arch)) + ')', {'stax': stax, 'None': None})
   layers = []
   for text in split_layers(arch):
     call = text if '(' in text else text + '()'
@@ -414,6 +481,19 @@ def map_fc_cases():
   # LayerNorm after Dense (it needs a Gaussian input), then nonlinearities.
   out.append(case('fc_layernorm_d3_b', f'{dense(1.5, 0.1)} LayerNorm Relu {dense(2.0, 0.3)} LayerNorm(eps=0.5) '
                   f'Erf {dense(1.2, 0.1)} LayerNorm', scale=2.0))
+  # Residual blocks (stax's combinators), evaluated as stax's own calls.
+  for name, arch in (
+      ('fc_residual_sum', 'Dense(64, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(64, W_std=1.3, '
+       'b_std=0.1), Relu, Dense(64, W_std=1.1)), Identity) FanInSum Relu Dense(1, W_std=1.2, b_std=0.05)'),
+      ('fc_residual_nested3', 'Dense(8, W_std=1.2) FanOut(3) parallel(Identity, serial(Erf Dense(8, W_std=2.0)), '
+       'serial(FanOut(2), parallel(serial(Gelu, Dense(8, b_std=0.3)), Dense(8, W_std=0.7)), FanInSum)) FanInSum '
+       'Gelu Dense(2)'),
+      ('fc_residual_concat', 'Dense(16, W_std=1.3) FanOut(2) parallel(serial(Relu, Dense(16, W_std=1.5, '
+       'b_std=0.2)), Dense(16, W_std=0.8)) FanInConcat Dense(1)'),
+      ('fc_residual_repeat', 'Dense(8, W_std=1.4, b_std=0.1) [FanOut(2) parallel(serial(Relu Dense(8, W_std=1.5)), '
+       'Identity) FanInSum]*3 Relu Dense(1)'),
+  ):
+    out.append(dict(case(name, arch, n=6, d=7), stax_syntax=True))
   # Standard parameterisation (stax's syntax, every Dense with
   # parameterization='standard'): the widths scale the NTK; a bias given as
   # a number, even 0, adds 1 to it, None does not.
@@ -458,6 +538,28 @@ def conv(f, stride, padding, w, b):
 def image_case(name, arch, shape, scale=1.0):
   """shape = (N, H, W, C); inputs are NHWC."""
   return {'name': name, 'arch': arch, 'shape': tuple(shape), 'scale': scale}
+
+
+def wrn_arch(block_size, k, num_classes, pool):
+  """neural-tangents' README WideResnet (stax.WideResnet in its docs:
+  WideResnetBlock / WideResnetGroup / WideResnet) in ntkd's syntax, which
+  is stax's: the first block of each group has a Conv shortcut, the
+  others Identity; AvgPool((pool, pool)) at the end (8 on 32 x 32)."""
+  def block(ch, s, conv_shortcut):
+    strides = f'({s}, {s})'
+    main = (f"serial(Relu, Conv({ch}, (3, 3), {strides}, padding='SAME'), Relu, "
+            f"Conv({ch}, (3, 3), padding='SAME'))")
+    short = f"Conv({ch}, (3, 3), {strides}, padding='SAME')" if conv_shortcut else 'Identity'
+    return f'FanOut(2) parallel({main}, {short}) FanInSum'
+
+  def group(ch, s):
+    out = block(ch, s, True)
+    if block_size > 1:
+      out += f' [{block(ch, 1, False)}]*{block_size - 1}'
+    return out
+
+  return (f"Conv(16, (3, 3), padding='SAME') {group(16 * k, 1)} {group(32 * k, 2)} {group(64 * k, 2)} "
+          f"AvgPool(({pool}, {pool})) Flatten Dense({num_classes}, W_std=1.0, b_std=0.0)")
 
 
 def cnn_cases():
@@ -601,6 +703,24 @@ def cnn_cases():
        large),
   ):
     cases.append(dict(c(name, arch, shape), stax_syntax=True, standard=True))
+  # Residual blocks: the WideResNet block (identity shortcut), a strided
+  # block with a convolutional shortcut, a same-position (Flatten) network,
+  # FanInConcat, and neural-tangents' README WideResNet (block size 4,
+  # k = 1) at 8 x 8 with its final pooling scaled to the image (wrn_arch).
+  cases += [
+      dict(c('cnn_residual_block_gap',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, Conv(8, (3, 3), "
+             "padding='SAME', W_std=1.3, b_std=0.1), Relu, Conv(8, (3, 3), padding='SAME')), Identity) FanInSum "
+             "Relu GlobalAvgPool Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_residual_strided_shortcut',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.4) FanOut(2) parallel(serial(Relu, Conv(8, (3, 3), (2, 2), "
+             "'SAME', W_std=1.3), Relu, Conv(8, (3, 3), padding='SAME', b_std=0.1)), Conv(8, (3, 3), (2, 2), "
+             "'SAME')) FanInSum Relu AvgPool((2, 2)) Flatten Dense(1)", large), stax_syntax=True),
+      dict(c('cnn_residual_flat_concat',
+             "Conv(8, (3, 3), W_std=1.5) FanOut(2) parallel(serial(Erf, Conv(8, (1, 1), W_std=1.2)), "
+             "Conv(8, (1, 1), b_std=0.2)) FanInConcat Flatten Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_wrn_8x8', wrn_arch(4, 1, 10, 2), (2, 8, 8, 3)), stax_syntax=True),
+  ]
   # Pooling with SAME padding: the window's cells in the padding count
   # (normalize_edges=False, stax's default) or not (True); odd sizes, so the
   # padding is uneven; SumPool too.

@@ -511,14 +511,15 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
   return vec_push(p, out, &l);
 }
 
-static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, int in_group);
+static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, int ctx);
+enum { CTX_TOP, CTX_GROUP, CTX_SERIAL, CTX_BRANCH };
 
 static ntk_status parse_group(struct parser *p, struct layer_vec *out, int depth) {
   size_t start = p->pos;
   if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "brackets nested too deeply%s", "");
   p->pos++; /* '[' */
   struct layer_vec inner = {0, 0, NULL};
-  ntk_status st = parse_seq(p, &inner, depth + 1, 1);
+  ntk_status st = parse_seq(p, &inner, depth + 1, CTX_GROUP);
   if (st) goto done;
   if (p->text[p->pos] != ']') {
     p->pos = start;
@@ -553,13 +554,153 @@ done:
   return st;
 }
 
-static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, int in_group) {
+/* The word at the parser's position, without consuming it. */
+static int peek_word(const struct parser *p, const char *w) {
+  size_t n = strlen(w);
+  return !strncmp(p->text + p->pos, w, n) && !is_ident((unsigned char)p->text[p->pos + n]);
+}
+
+static ntk_status push_marker(struct parser *p, struct layer_vec *out, ntk_layer_kind kind, int branches, int sum,
+                              const char *name) {
+  struct ntk_layer l;
+  memset(&l, 0, sizeof l);
+  l.kind = kind;
+  l.branches = branches;
+  l.sum = sum;
+  snprintf(l.name, sizeof l.name, "%s", name);
+  return vec_push(p, out, &l);
+}
+
+/* In a serial(...) or a list of layers, a comma may separate layers. */
+static void skip_sep(struct parser *p, int commas) {
+  skip_ws(p);
+  if (commas && p->text[p->pos] == ',') {
+    p->pos++;
+    skip_ws(p);
+  }
+}
+
+/* stax's residual pattern FanOut(n) parallel(b1, ..., bn) FanInSum (or
+ * FanInConcat), flattened into FORK(n) b1 NEXT b2 ... NEXT bn JOIN: the
+ * engines keep the block's input for each branch and sum (or average)
+ * the branches' kernels at JOIN. A branch is any sequence of layers,
+ * serial(...) or a nested block. `commas`: inside serial(...). */
+static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int depth, int commas) {
+  size_t start = p->pos;
+  if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "residual blocks nested too deeply%s", "");
+  char name[32];
+  ntk_status st = read_word(p, name, sizeof name, is_ident);
+  if (st) return st;
+  int n = 0;
+  if (p->text[p->pos] == '(') {
+    struct arg args[NTK_ARCH_MAX_ARGS];
+    int nargs;
+    if ((st = parse_args(p, args, &nargs))) return st;
+    if (nargs != 1 || args[0].is_list || !parse_int(args[0].val, &n) || n < 1 || n > 64) {
+      p->pos = start;
+      return perr(p, "FanOut takes the number of branches, 1 to 64: FanOut(2)%s", "");
+    }
+  } else {
+    p->pos = start;
+    return perr(p, "FanOut needs its number of branches: FanOut(2)%s", "");
+  }
+  skip_sep(p, commas);
+  if (!peek_word(p, "parallel")) return perr(p, "FanOut(n) must be followed by parallel(...) with n branches%s", "");
+  size_t ppos = p->pos;
+  p->pos += strlen("parallel");
+  skip_ws(p);
+  if (p->text[p->pos] != '(') return perr(p, "expected '(' after parallel%s", "");
+  p->pos++;
+  if ((st = push_marker(p, out, NTK_LAYER_FORK, n, 0, "FanOut"))) return st;
+  int got = 0;
+  for (;;) {
+    size_t bstart = p->pos, before = out->n;
+    if ((st = parse_seq(p, out, depth + 1, CTX_BRANCH))) return st;
+    if (out->n == before) {
+      p->pos = bstart;
+      return perr(p, "an empty branch in parallel(...): write Identity for a shortcut%s", "");
+    }
+    got++;
+    if (p->text[p->pos] == ',') {
+      p->pos++;
+      if ((st = push_marker(p, out, NTK_LAYER_NEXT, 0, 0, "parallel"))) return st;
+      continue;
+    }
+    if (p->text[p->pos] == ')') {
+      p->pos++;
+      break;
+    }
+    return perr(p, "expected ',' or ')' in parallel(...)%s", "");
+  }
+  if (got != n) {
+    p->pos = ppos;
+    char what[96];
+    snprintf(what, sizeof what, "parallel(...) has %d branches after FanOut(%d)", got, n);
+    return perr(p, "%s", what);
+  }
+  skip_sep(p, commas);
+  if (peek_word(p, "FanInSum")) {
+    p->pos += strlen("FanInSum");
+    if (p->text[p->pos] == '(' && p->text[p->pos + 1] == ')') p->pos += 2;
+    return push_marker(p, out, NTK_LAYER_JOIN, n, 1, "FanInSum");
+  }
+  if (peek_word(p, "FanInConcat")) {
+    size_t at = p->pos;
+    p->pos += strlen("FanInConcat");
+    if (p->text[p->pos] == '(') {
+      struct arg args[NTK_ARCH_MAX_ARGS];
+      int nargs;
+      if ((st = parse_args(p, args, &nargs))) return st;
+      double ax = -1;
+      if (nargs > 1 || (nargs == 1 && (args[0].is_list || (args[0].key[0] && strcmp(args[0].key, "axis")) ||
+                                       !ntk_parse_double(args[0].val, &ax) || ax != -1))) {
+        p->pos = at;
+        return perr(p, "FanInConcat concatenates channels only: FanInConcat or FanInConcat(axis=-1)%s", "");
+      }
+    }
+    return push_marker(p, out, NTK_LAYER_JOIN, n, 0, "FanInConcat");
+  }
+  return perr(p, "FanOut(n) parallel(...) must end in FanInSum or FanInConcat%s", "");
+}
+
+static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, int ctx) {
+  int commas = ctx == CTX_SERIAL;
   for (;;) {
     skip_ws(p);
     char c = p->text[p->pos];
-    if (!c) return in_group ? perr(p, "missing ']'%s", "") : NTK_OK;
-    if (c == ']') return in_group ? NTK_OK : perr(p, "unmatched ']'%s", "");
-    ntk_status st = c == '[' ? parse_group(p, out, depth) : parse_layer(p, out);
+    if (!c) {
+      if (ctx == CTX_TOP) return NTK_OK;
+      return perr(p, ctx == CTX_GROUP ? "missing ']'%s" : "missing ')'%s", "");
+    }
+    if (c == ']') return ctx == CTX_GROUP ? NTK_OK : perr(p, "unmatched ']'%s", "");
+    if (c == ')') return ctx == CTX_SERIAL || ctx == CTX_BRANCH ? NTK_OK : perr(p, "unmatched ')'%s", "");
+    if (c == ',') {
+      if (ctx == CTX_BRANCH) return NTK_OK;
+      if (ctx == CTX_SERIAL) {
+        p->pos++;
+        continue;
+      }
+      return perr(p, "unexpected character ','%s (commas separate layers inside serial(...) only)", "");
+    }
+    ntk_status st;
+    if (c == '[') {
+      st = parse_group(p, out, depth);
+    } else if (peek_word(p, "serial")) {
+      p->pos += strlen("serial");
+      skip_ws(p);
+      if (p->text[p->pos] != '(') return perr(p, "expected '(' after serial%s", "");
+      p->pos++;
+      if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "brackets nested too deeply%s", "");
+      st = parse_seq(p, out, depth + 1, CTX_SERIAL);
+      if (!st) p->pos++; /* ')' */
+    } else if (peek_word(p, "FanOut")) {
+      st = parse_fanout(p, out, depth, commas);
+    } else if (peek_word(p, "parallel") || peek_word(p, "FanInSum") || peek_word(p, "FanInConcat")) {
+      st = perr(p, "parallel(...), FanInSum and FanInConcat come in stax's residual pattern: FanOut(n) "
+                   "parallel(b1, ..., bn) FanInSum%s", "");
+    } else {
+      st = parse_layer(p, out);
+    }
     if (st) return st;
   }
 }
@@ -569,10 +710,42 @@ static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, 
  * spatial follows Flatten/GAP. */
 static ntk_status validate(const struct ntk_arch *a) {
   if (a->n == 0) return ntk_error(NTK_ECONFIG, "arch: no layers");
-  int gaussian = 0, flat = 0;
+  int gaussian = 0, flat = 0, depth = 0;
+  /* per open block: its input's state, and whether every branch so far ends Gaussian / flat */
+  int in_gauss[NTK_ARCH_MAX_DEPTH + 1], in_flat[NTK_ARCH_MAX_DEPTH + 1];
+  int all_gauss[NTK_ARCH_MAX_DEPTH + 1], any_flat[NTK_ARCH_MAX_DEPTH + 1];
   for (size_t i = 0; i < a->n; i++) {
     const struct ntk_layer *l = &a->layers[i];
     const struct ntk_layer_traits *t = ntk_layer_traits(l->kind);
+    if (t->branch) {
+      if (l->kind == NTK_LAYER_FORK) {
+        in_gauss[depth] = gaussian;
+        in_flat[depth] = flat;
+        all_gauss[depth] = 1;
+        any_flat[depth] = 0;
+        depth++;
+        continue;
+      }
+      /* NEXT or JOIN: a branch ends */
+      all_gauss[depth - 1] &= gaussian;
+      any_flat[depth - 1] |= flat != in_flat[depth - 1];
+      if (l->kind == NTK_LAYER_NEXT) {
+        gaussian = in_gauss[depth - 1];
+        flat = in_flat[depth - 1];
+        continue;
+      }
+      depth--;
+      if (any_flat[depth])
+        return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): a branch of a residual block contains a readout "
+                         "(Flatten or GlobalAvgPool); put it after the block", i + 1, l->name);
+      if (l->sum && !all_gauss[depth])
+        return ntk_error(NTK_ECONFIG,
+                         "arch, layer %zu (FanInSum): every branch must end Gaussian (with Dense, Conv, or "
+                         "Identity or pooling of a Gaussian input), as neural-tangents requires",
+                         i + 1);
+      gaussian = l->sum; /* FanInConcat's output is not Gaussian in neural-tangents */
+      continue;
+    }
     if (t->needs_gaussian && !gaussian)
       return ntk_error(NTK_ECONFIG,
                        "arch, layer %zu (%s): %s must follow Dense or Conv "
@@ -591,6 +764,10 @@ static ntk_status validate(const struct ntk_arch *a) {
 /* Standard parameterisation: the widths the NTK needs. The last Dense or
  * Conv's own width never enters the kernel (only input widths do). */
 static ntk_status validate_standard(const struct ntk_arch *a) {
+  for (size_t i = 0; i < a->n; i++)
+    if (ntk_layer_traits(a->layers[i].kind)->branch)
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu: residual blocks under parameterization = standard are not "
+                       "supported yet (the widths of their branches)", i + 1);
   size_t last = a->n;
   for (size_t i = 0; i < a->n; i++)
     if (ntk_layer_traits(a->layers[i].kind)->affine) last = i;
@@ -615,6 +792,9 @@ size_t ntk_arch_next_width(const struct ntk_layer *l, size_t chan, size_t hw_at_
   case NTK_LAYER_AVGPOOL:
   case NTK_LAYER_GLOBALAVGPOOL:
   case NTK_LAYER_LAYERNORM:
+  case NTK_LAYER_FORK: /* residual blocks: refused under standard (validate_standard) */
+  case NTK_LAYER_NEXT:
+  case NTK_LAYER_JOIN:
   case NTK_LAYER_KINDS: return chan;
   }
   return chan;
@@ -631,7 +811,7 @@ ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, in
   if (!text) return ntk_error(NTK_ECONFIG, "arch: missing");
   struct parser p = {text, 0, w_std, b_std};
   struct layer_vec v = {0, 0, NULL};
-  ntk_status st = parse_seq(&p, &v, 0, 0);
+  ntk_status st = parse_seq(&p, &v, 0, CTX_TOP);
   if (st) {
     free(v.v);
     return st;
@@ -738,6 +918,15 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
   case NTK_LAYER_LAYERNORM:
     fmt_exact(w, sizeof w, l->map.a);
     n = l->map.a == 1e-12 ? snprintf(buf, cap, "LayerNorm") : snprintf(buf, cap, "LayerNorm(eps=%s)", w);
+    break;
+  case NTK_LAYER_FORK:
+    n = snprintf(buf, cap, "FanOut(%d) parallel(", l->branches);
+    break;
+  case NTK_LAYER_NEXT:
+    n = snprintf(buf, cap, ",");
+    break;
+  case NTK_LAYER_JOIN:
+    n = snprintf(buf, cap, ") %s", l->sum ? "FanInSum" : "FanInConcat");
     break;
   case NTK_LAYER_IDENTITY:
   case NTK_LAYER_FLATTEN:

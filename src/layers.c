@@ -20,6 +20,9 @@ static const struct ntk_layer_traits traits[NTK_LAYER_KINDS] = {
     /* neural-tangents: Gaussian in (else NotImplementedError), Gaussian out */
     [NTK_LAYER_LAYERNORM] = {.name = "LayerNorm", .needs_gaussian = 1, .per_position = 1, .var_slot = 1,
                              .keeps_gaussian = 1},
+    [NTK_LAYER_FORK] = {.name = "FanOut", .per_position = 1, .keeps_gaussian = 1, .branch = 1},
+    [NTK_LAYER_NEXT] = {.name = "parallel", .per_position = 1, .branch = 1},
+    [NTK_LAYER_JOIN] = {.name = "FanIn", .per_position = 1, .branch = 1},
 };
 
 const struct ntk_layer_traits *ntk_layer_traits(ntk_layer_kind k) {

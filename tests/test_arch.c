@@ -303,6 +303,49 @@ START_TEST(test_standard) {
 }
 END_TEST
 
+/* stax's combinators: FanOut(n) parallel(...) FanInSum/FanInConcat, serial
+ * with commas, nesting; flattened to FORK ... NEXT ... JOIN. */
+START_TEST(test_residual) {
+  struct ntk_arch a = parse_ok("Conv(3) FanOut(2) parallel(serial(Relu, Conv(3, 1, SAME), Relu Conv(3, 1, SAME)), "
+                               "Identity) FanInSum serial(FanOut(3), parallel(Identity, Conv(1), serial(FanOut(2) "
+                               "parallel(Conv(1), Identity) FanInSum)), FanInConcat) GlobalAvgPool");
+  ntk_layer_kind want[] = {NTK_LAYER_CONV, NTK_LAYER_FORK,     NTK_LAYER_MAP,  NTK_LAYER_CONV,     NTK_LAYER_MAP,
+                           NTK_LAYER_CONV, NTK_LAYER_NEXT,     NTK_LAYER_IDENTITY, NTK_LAYER_JOIN, NTK_LAYER_FORK,
+                           NTK_LAYER_IDENTITY, NTK_LAYER_NEXT, NTK_LAYER_CONV, NTK_LAYER_NEXT,     NTK_LAYER_FORK,
+                           NTK_LAYER_CONV, NTK_LAYER_NEXT,     NTK_LAYER_IDENTITY, NTK_LAYER_JOIN, NTK_LAYER_JOIN,
+                           NTK_LAYER_GLOBALAVGPOOL};
+  ck_assert_uint_eq(a.n, sizeof want / sizeof want[0]);
+  for (size_t i = 0; i < a.n; i++) ck_assert_msg(a.layers[i].kind == want[i], "layer %zu: %d", i, a.layers[i].kind);
+  ck_assert(a.layers[1].branches == 2 && a.layers[8].sum && a.layers[9].branches == 3 && a.layers[18].sum &&
+            !a.layers[19].sum);
+  char buf[2048];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  struct ntk_arch b = parse_ok(buf); /* the canonical text reads back as the same network */
+  char again[2048];
+  ntk_arch_canonical(&b, again, sizeof again);
+  ck_assert_str_eq(buf, again);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  parse_bad("Conv(3) FanOut(2) parallel(Relu, Identity) FanInSum", "every branch must end Gaussian");
+  parse_bad("Conv(3) Relu FanOut(2) parallel(serial(Relu Conv(3)), Identity) FanInSum",
+            "a nonlinearity must follow Dense or Conv");
+  parse_bad("Dense FanOut(2) parallel(serial(Dense Relu), Identity) FanInSum",
+            "FanInSum): every branch must end Gaussian");
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense, Dense) FanInSum", "parallel(...) has 3 branches after FanOut(2)");
+  parse_bad("Dense FanOut(2) parallel(Dense, ) FanInSum", "an empty branch in parallel(...)");
+  parse_bad("Dense FanOut(2) Dense", "FanOut(n) must be followed by parallel(...)");
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense) Relu", "must end in FanInSum or FanInConcat");
+  parse_bad("Dense parallel(Dense, Dense) FanInSum", "come in stax's residual pattern");
+  parse_bad("Dense FanInSum", "come in stax's residual pattern");
+  parse_bad("Dense FanOut parallel(Dense) FanInSum", "FanOut needs its number of branches");
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat(axis=1)", "FanInConcat concatenates channels only");
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat Relu", "a nonlinearity must follow Dense or Conv");
+  parse_bad("Conv(3) FanOut(2) parallel(serial(Conv(3) Flatten), Identity) FanInSum",
+            "a branch of a residual block contains a readout");
+  parse_bad("serial(Dense Relu", "missing ')'");
+}
+END_TEST
+
 START_TEST(test_error_column) {
   struct ntk_arch a;
   ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense Foo", 1, 0, &a), NTK_ECONFIG);
@@ -321,6 +364,7 @@ int main(void) {
   tcase_add_test(tc, test_map_params);
   tcase_add_test(tc, test_stax_syntax);
   tcase_add_test(tc, test_standard);
+  tcase_add_test(tc, test_residual);
   tcase_add_test(tc, test_error_column);
   suite_add_tcase(s, tc);
   return tu_run(s);

@@ -22,7 +22,9 @@ struct ntk_layer {
   int filter, stride;   /* Conv: filter edge; Conv, AvgPool: stride */
   int window;           /* AvgPool window edge */
   int width;            /* Dense out_dim, Conv out_chan as written (stax's syntax); 0 if not given */
-  int sum;              /* AvgPool, GlobalAvgPool kinds spelled SumPool, GlobalSumPool: sums, not means */
+  int sum;              /* AvgPool, GlobalAvgPool kinds spelled SumPool, GlobalSumPool: sums, not means;
+                           NTK_LAYER_JOIN: FanInSum (else FanInConcat) */
+  int branches;         /* NTK_LAYER_FORK, NTK_LAYER_JOIN: the block's number of branches */
   int normalize_edges;  /* AvgPool SAME: divide by the window's cells inside the input (stax's
                            normalize_edges=True), not by w^2 (count_include_pad, the default) */
   int bias;             /* Dense, Conv: under standard parameterisation, a bias parameter (b_std written

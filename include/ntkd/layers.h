@@ -18,6 +18,9 @@ typedef enum ntk_layer_kind {
   NTK_LAYER_FLATTEN,
   NTK_LAYER_GLOBALAVGPOOL,
   NTK_LAYER_LAYERNORM, /* over the channel axis: struct ntk_map of kind NTK_MAP_LAYERNORM */
+  NTK_LAYER_FORK,      /* FanOut(n) parallel( : keep the input for each of n branches */
+  NTK_LAYER_NEXT,      /* ',' in parallel(...): the next branch starts from the kept input */
+  NTK_LAYER_JOIN,      /* ) FanInSum / FanInConcat: the branches' kernels summed / averaged */
   NTK_LAYER_KINDS /* the number of kinds */
 } ntk_layer_kind;
 
@@ -34,6 +37,7 @@ struct ntk_layer_traits {
   unsigned readout : 1;      /* ends the spatial part: Flatten, GlobalAvgPool */
   unsigned gaussian_out : 1; /* its output is Gaussian again (what a nonlinearity needs) */
   unsigned keeps_gaussian : 1; /* Gaussian out if Gaussian in: Identity, AvgPool */
+  unsigned branch : 1;       /* a residual block's structure: FORK, NEXT, JOIN */
 };
 
 /* The traits of kind k (every kind below NTK_LAYER_KINDS has them). */

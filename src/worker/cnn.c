@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "branch.h"
 #include "cnn_dev.h"
 #include "map_rows.h"
 #include "ntkd/kernel_maps.h"
@@ -32,6 +33,8 @@ struct cnn_op {
   int slice_local;       /* stride-1 SAME conv, Dense, nonlinearity, Identity */
   size_t bh, bw;         /* SLICE: the largest row and column offsets of this op's input that the readout needs */
   double fan;            /* standard parameterisation: Conv's fan-in (channels x f^2), Dense's (channels) */
+  int depth;             /* FORK, NEXT, JOIN: the block's stack slot (branch.h) */
+  int first;             /* NEXT: it ends the block's first branch */
 };
 
 struct cnn_plan {
@@ -51,6 +54,7 @@ struct cnn_plan {
   size_t fmax;         /* elements of one covariance buffer */
   ntk_cnn_path path;
   int batched;         /* DIAG, or SLICE with one run from the input to GAP */
+  int branch_depth;    /* residual blocks: the deepest nesting (0: none) */
   int self_vars_only;  /* a self run need not compute its own entry */
 };
 
@@ -70,6 +74,7 @@ struct cnn_bws {
 struct cnn_ws {
   void *a, *b, *c, *d, *e;             /* covariance buffers, fmax elements */
   void *sg, *st, *sg2, *st2, *srows;   /* slice buffers */
+  void *stack;                         /* residual blocks: 4 fmax-element arrays per depth (branch.h) */
 };
 
 struct ntk_cnn {
@@ -112,7 +117,9 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   P->var_off = calloc(arch->n ? arch->n : 1, sizeof *P->var_off);
   if (!P->ops || !P->var_off) return ntk_error(NTK_ENOMEM, "out of memory");
   size_t h = P->H, w = P->W, i = 0, maxhw2 = h * w * h * w, maxhw = h * w;
-  int has_pool = 0;
+  int has_pool = 0, depth = 0, ended[NTK_BRANCH_MAXDEPTH];
+  size_t fork_h[NTK_BRANCH_MAXDEPTH], fork_w[NTK_BRANCH_MAXDEPTH], end_h[NTK_BRANCH_MAXDEPTH],
+      end_w[NTK_BRANCH_MAXDEPTH];
   for (; i < arch->n; i++) {
     const struct ntk_layer *l = &arch->layers[i];
     if (ntk_layer_traits(l->kind)->readout) break;
@@ -155,6 +162,39 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
         op->wo = (w - win) / s + 1;
       }
       has_pool = 1;
+    } else if (ntk_layer_traits(l->kind)->branch) {
+      /* a residual block: every branch starts from the block's input and
+       * must end at the same size (stax's FanInSum needs equal shapes) */
+      if (l->kind == NTK_LAYER_FORK) {
+        if (depth == NTK_BRANCH_MAXDEPTH)
+          return ntk_error(NTK_ECONFIG, "arch, layer %zu: residual blocks nested deeper than %d", i + 1,
+                           NTK_BRANCH_MAXDEPTH);
+        op->depth = depth;
+        fork_h[depth] = h;
+        fork_w[depth] = w;
+        ended[depth] = 0;
+        depth++;
+        if (depth > P->branch_depth) P->branch_depth = depth;
+      } else {
+        int d = depth - 1;
+        op->depth = d;
+        if (ended[d] && (h != end_h[d] || w != end_w[d]))
+          return ntk_error(NTK_ECONFIG,
+                           "arch, layer %zu (%s): the branches of a residual block end at different sizes "
+                           "(%zu x %zu and %zu x %zu); stax's FanIn needs equal shapes",
+                           i + 1, l->name, end_h[d], end_w[d], h, w);
+        end_h[d] = h;
+        end_w[d] = w;
+        op->first = ended[d]++ == 0;
+        if (l->kind == NTK_LAYER_NEXT) {
+          h = fork_h[d];
+          w = fork_w[d];
+        } else {
+          depth--;
+        }
+      }
+      op->ho = h;
+      op->wo = w;
     } else {
       op->ho = h;
       op->wo = w;
@@ -199,7 +239,13 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   P->tail_off = P->var_size;
   P->var_size += P->ntail ? P->ntail : 1;
   ntk_cnn_path path = want;
-  if (path == NTK_CNN_AUTO) path = (!has_pool && P->readout == NTK_LAYER_FLATTEN) ? NTK_CNN_DIAG : NTK_CNN_SLICE;
+  /* (the slice path's offset bands do not follow branches yet: residual
+   * networks take the full covariance, or same-position entries) */
+  if (path == NTK_CNN_AUTO)
+    path = (!has_pool && P->readout == NTK_LAYER_FLATTEN) ? NTK_CNN_DIAG
+           : P->branch_depth                              ? NTK_CNN_GENERAL
+                                                          : NTK_CNN_SLICE;
+  if (path == NTK_CNN_SLICE && P->branch_depth) path = NTK_CNN_GENERAL;
   if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
     return ntk_error(NTK_EINTERNAL, "the same-position path needs a Flatten readout and no pooling");
   P->path = path;
@@ -231,7 +277,8 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   int tail_nonlin = 0;
   for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= ntk_layer_traits(P->tail[k].kind)->var_slot;
   /* (the batched kernels fuse the NTK parameterisation's affine maps) */
-  P->batched = want == NTK_CNN_AUTO && !P->standard && (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && single));
+  P->batched = want == NTK_CNN_AUTO && !P->standard && !P->branch_depth &&
+               (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && single));
   P->self_vars_only = P->batched && path == NTK_CNN_SLICE && !tail_nonlin;
   return NTK_OK;
 }
@@ -258,6 +305,7 @@ static void ws_free(struct cnn_ws *ws) {
   free(ws->sg2);
   free(ws->st2);
   free(ws->srows);
+  free(ws->stack);
 }
 
 ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_cnn_path path,
@@ -284,6 +332,8 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
     ws->sg2 = malloc(cells * es);
     ws->st2 = malloc(cells * es);
     ws->srows = calloc(cells, es);
+    if (c->plan.branch_depth && !(ws->stack = malloc(4 * f * (size_t)c->plan.branch_depth * es)))
+      st = ntk_error(NTK_ENOMEM, "out of memory for the residual blocks' buffers");
     if (!ws->a || !ws->b || !ws->c || !ws->d || !ws->e || !ws->sg || !ws->st || !ws->sg2 || !ws->st2 || !ws->srows)
       st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers (%zu elements each)", f);
     if (!st && c->plan.batched) {
@@ -489,6 +539,8 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   if (!ntk_cnn_applies(arch, data)) return ntk_error(NTK_ECONFIG, "not a convolutional network on image data");
   struct cnn_plan P;
   ntk_status st = plan_build(&P, arch, data, NTK_CNN_AUTO);
+  if (!st && P.branch_depth)
+    st = ntk_error(NTK_ECONFIG, "residual networks (FanOut, parallel, FanIn) have no GPU kernels yet");
   if (!st && (P.nops > NTK_DEV_MAXOPS || P.ntail > NTK_DEV_MAXTAIL))
     st = ntk_error(NTK_ECONFIG, "arch: the GPU kernels take at most %d layers before the readout and %d after it",
                    NTK_DEV_MAXOPS, NTK_DEV_MAXTAIL);

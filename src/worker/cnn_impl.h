@@ -59,6 +59,24 @@ static void SFX(capture_vars)(REAL *slot, size_t n) {
   for (size_t p = 0; p < n; p++) slot[n + p] = RSQRT(slot[p]);
 }
 
+/* A residual block's FORK, NEXT or JOIN on the pair's values
+ * (src/worker/branch.h); the plan gives the slot and the first branch.
+ * full: the full covariance (n^2 values for n positions), else one per
+ * position. A NEXT's input is a branch's end, its output the block's
+ * input again (op->hi x wi and ho x wo). */
+static void SFX(branch_op)(struct cnn_ws *ws, const struct cnn_plan *P, const struct cnn_op *op, REAL *g, REAL *t,
+                           int full) {
+  REAL *slot = (REAL *)ws->stack + 4 * P->fmax * (size_t)op->depth;
+  size_t n = op->hi * op->wi, n_out = op->ho * op->wo;
+  if (full) {
+    n *= n;
+    n_out *= n_out;
+  }
+  if (op->layer->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot, P->fmax, n, g, t);
+  else if (op->layer->kind == NTK_LAYER_NEXT) SFX(branch_next)(slot, P->fmax, n, n_out, op->first, g, t);
+  else SFX(branch_join)(slot, P->fmax, n, op->layer->branches, op->layer->sum, g, t);
+}
+
 /* ---- DIAG: same-position entries only ------------------------------------- */
 
 /* Each output is the sum over filter rows of that row's sum over filter
@@ -377,6 +395,8 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
         SFX(affine_op)(P, op, dg, with_t ? dt : NULL, n);
       } else if (op->layer->kind == NTK_LAYER_DENSE) {
         SFX(affine_op)(P, op, dg, with_t ? dt : NULL, n);
+      } else if (ntk_layer_traits(op->layer->kind)->branch) {
+        SFX(branch_op)(ws, P, op, dg, with_t ? dt : NULL, 0);
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
         const REAL *qb = vb + P->var_off[op->var];
@@ -441,6 +461,8 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
           SFX(affine_op)(P, op, fg, with_t ? ft : NULL, n * n);
       } else if (op->layer->kind == NTK_LAYER_DENSE) {
         SFX(affine_op)(P, op, fg, with_t ? ft : NULL, n * n);
+      } else if (ntk_layer_traits(op->layer->kind)->branch) {
+        SFX(branch_op)(ws, P, op, fg, with_t ? ft : NULL, 1);
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
         const REAL *qb = vb + P->var_off[op->var];

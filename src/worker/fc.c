@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ntkd/config.h"
+#include "branch.h"
 #include "map_rows.h"
 #include "ntkd/kernel_maps.h"
 
@@ -26,6 +27,9 @@ struct ntk_fc {
   void *rvar;     /* their ntk_rsqrt, for the ReLU map */
   void *scratch;  /* NTK_GRAM_BLOCK^2 elements */
   double *fan;    /* standard parameterisation: each layer's input width (Dense: its fan-in) */
+  void *bstack;   /* residual blocks: NTK_BRANCH_MAXDEPTH slots of 4 tile-sized arrays (branch.h) */
+  size_t bstack_count; /* elements per array */
+  int *nexts;     /* per NEXT/JOIN layer: how many branches of its block ended before it */
 };
 
 /* ---- pointwise layer maps over a tile ------------------------------------ */
@@ -52,7 +56,10 @@ struct ntk_fc {
       case NTK_LAYER_MAP:                                                                        \
       case NTK_LAYER_LAYERNORM: v = MAP(&l->map, v, v, v, RSQRT(v), RSQRT(v), &td); break;       \
       case NTK_LAYER_IDENTITY:                                                                   \
-      case NTK_LAYER_FLATTEN: break;                                                             \
+      case NTK_LAYER_FLATTEN:                                                                    \
+      case NTK_LAYER_FORK:                                                                       \
+      case NTK_LAYER_NEXT: /* ntk_fc_create does these rows (whole rows, not per sample) */     \
+      case NTK_LAYER_JOIN: break;                                                                \
       case NTK_LAYER_CONV: /* not on vectors: ntk_fc_create refuses them */                     \
       case NTK_LAYER_AVGPOOL:                                                                    \
       case NTK_LAYER_GLOBALAVGPOOL:                                                              \
@@ -64,7 +71,8 @@ struct ntk_fc {
   static void apply_layers_##SFX(const ntk_fc_t *fc, const struct ntk_tile *tl, T *g, T *t) {    \
     size_t n = fc->data->n, rows = tl->rows, cols = tl->cols, count = rows * cols;               \
     const T *var = fc->var, *rvar = fc->rvar;                                                    \
-    int diag = tl->bi == tl->bj;                                                                 \
+    int diag = tl->bi == tl->bj, depth = 0;                                                      \
+    T *bs = fc->bstack;                                                                          \
     if (t) memset(t, 0, count * sizeof(T));                                                      \
     if (diag)                                                                                    \
       for (size_t i = 0; i < rows; i++) g[i * cols + i] = var[tl->r0 + i];                       \
@@ -84,6 +92,13 @@ struct ntk_fc {
       case NTK_LAYER_LAYERNORM: ntk_map_rows_##SFX(&l->map, g, t, rows, cols, qr, rr, qc, rc, 0); break;\
       case NTK_LAYER_IDENTITY:                                                                   \
       case NTK_LAYER_FLATTEN: break;                                                             \
+      case NTK_LAYER_FORK: branch_fork_##SFX(bs + 4 * count * (size_t)depth++, count, count, g, t); break; \
+      case NTK_LAYER_NEXT:                                                                       \
+        branch_next_##SFX(bs + 4 * count * (size_t)(depth - 1), count, count, count, fc->nexts[li] == 0, g, t); \
+        break;                                                                                   \
+      case NTK_LAYER_JOIN:                                                                       \
+        branch_join_##SFX(bs + 4 * count * (size_t)--depth, count, count, l->branches, l->sum, g, t); \
+        break;                                                                                   \
       case NTK_LAYER_CONV:                                                                       \
       case NTK_LAYER_AVGPOOL:                                                                    \
       case NTK_LAYER_GLOBALAVGPOOL:                                                              \
@@ -160,6 +175,14 @@ static void gram_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
 }
 
 ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void *ntk) {
+  size_t count = t->rows * t->cols;
+  if (fc->nexts && fc->bstack_count < count) { /* residual blocks: the stack for this tile size */
+    void *p = malloc(4 * count * NTK_BRANCH_MAXDEPTH * (size_t)fc->data->elem);
+    if (!p) return ntk_error(NTK_ENOMEM, "out of memory for the residual blocks' buffers");
+    free(fc->bstack);
+    fc->bstack = p;
+    fc->bstack_count = count;
+  }
   gram_tile(fc, t, nngp);
   if (fc->data->elem == 4) apply_layers_f(fc, t, nngp, ntk);
   else apply_layers_d(fc, t, nngp, ntk);
@@ -202,10 +225,49 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
       ((double *)fc->var)[i] = s / (double)data->d;
     }
   }
-  for (size_t l = 0; l < arch->n; l++) {
-    if (es == 4) next_var_f(&arch->layers[l], (float *)fc->var + l * n, (float *)fc->var + (l + 1) * n, n);
-    else next_var_d(&arch->layers[l], (double *)fc->var + l * n, (double *)fc->var + (l + 1) * n, n);
+  /* Residual blocks: which branch each NEXT ends; the variance rows go
+   * through the same stack as the tiles (branch.h), one row per block. */
+  int has_branch = 0;
+  for (size_t l = 0; l < arch->n; l++) has_branch |= ntk_layer_traits(arch->layers[l].kind)->branch;
+  void *vstack = NULL;
+  if (has_branch) {
+    fc->nexts = calloc(arch->n, sizeof *fc->nexts);
+    vstack = malloc(4 * n * NTK_BRANCH_MAXDEPTH * es);
+    if (!fc->nexts || !vstack) {
+      free(vstack);
+      ntk_fc_free(fc);
+      return ntk_error(NTK_ENOMEM, "out of memory for the residual blocks' buffers");
+    }
+    int ended[NTK_BRANCH_MAXDEPTH], d = 0;
+    for (size_t l = 0; l < arch->n; l++) {
+      ntk_layer_kind k = arch->layers[l].kind;
+      if (k == NTK_LAYER_FORK) ended[d++] = 0;
+      else if (k == NTK_LAYER_NEXT) fc->nexts[l] = ended[d - 1]++;
+      else if (k == NTK_LAYER_JOIN) fc->nexts[l] = ended[--d];
+    }
   }
+  for (size_t l = 0, d = 0; l < arch->n; l++) {
+    const struct ntk_layer *L = &arch->layers[l];
+    void *in = (char *)fc->var + l * n * es, *vout = (char *)fc->var + (l + 1) * n * es;
+    memcpy(vout, in, n * es);
+    if (L->kind == NTK_LAYER_FORK) {
+      if (es == 4) branch_fork_f((float *)vstack + 4 * n * d, n, n, vout, NULL);
+      else branch_fork_d((double *)vstack + 4 * n * d, n, n, vout, NULL);
+      d++;
+    } else if (L->kind == NTK_LAYER_NEXT) {
+      if (es == 4) branch_next_f((float *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, vout, NULL);
+      else branch_next_d((double *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, vout, NULL);
+    } else if (L->kind == NTK_LAYER_JOIN) {
+      d--;
+      if (es == 4) branch_join_f((float *)vstack + 4 * n * d, n, n, L->branches, L->sum, vout, NULL);
+      else branch_join_d((double *)vstack + 4 * n * d, n, n, L->branches, L->sum, vout, NULL);
+    } else if (es == 4) {
+      next_var_f(L, in, vout, n);
+    } else {
+      next_var_d(L, in, vout, n);
+    }
+  }
+  free(vstack);
   for (size_t k = 0; k < (arch->n + 1) * n; k++) {
     if (es == 4) ((float *)fc->rvar)[k] = ntk_rsqrtf(((const float *)fc->var)[k]);
     else ((double *)fc->rvar)[k] = ntk_rsqrt(((const double *)fc->var)[k]);
@@ -220,6 +282,8 @@ void ntk_fc_free(ntk_fc_t *fc) {
   free(fc->rvar);
   free(fc->scratch);
   free(fc->fan);
+  free(fc->bstack);
+  free(fc->nexts);
   free(fc);
 }
 

@@ -101,7 +101,9 @@ __global__ static void layers_kernel(T *g, T *t, size_t rows, size_t cols, size_
         gv = map_apply(&L[l].map, gv, vl[r0 + i], vl[c0 + j], &td);
         tv *= td;
         break;
-      default: break; /* Identity, Flatten: nothing (the host refuses spatial layers) */
+      case NTK_LAYER_IDENTITY:
+      case NTK_LAYER_FLATTEN: break;
+      default: gv = (T)NAN; break; /* spatial layers and residual blocks: the host never sends them here */
       }
       if (self) gv = var[(l + 1) * n + r0 + i];
     }
