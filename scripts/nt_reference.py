@@ -721,6 +721,24 @@ def cnn_cases():
              "Conv(8, (1, 1), b_std=0.2)) FanInConcat Flatten Dense(1)", small), stax_syntax=True),
       dict(c('cnn_wrn_8x8', wrn_arch(4, 1, 10, 2), (2, 8, 8, 3)), stax_syntax=True),
   ]
+  # Rectangular filters, windows and strides, and 1-D convolutions on
+  # (N, L, C) sequences (ntkd: [data] layout = NLC, L x 1 images).
+  cases += [
+      dict(c('cnn_rect_filters',
+             "Conv(8, (3, 5), strides=(2, 1), padding='SAME', W_std=1.5, b_std=0.1) Relu Conv(8, (1, 3), "
+             "padding='SAME', W_std=1.2) Erf AvgPool((2, 3), strides=(1, 2)) Conv(4, (2, 1), W_std=1.3) Relu "
+             "GlobalAvgPool Dense(1)", (3, 7, 9, 2)), stax_syntax=True),
+      dict(c('cnn_rect_flat',
+             "Conv(8, (1, 3), W_std=1.4) Relu Conv(8, (3, 1), strides=(1, 2), padding='CIRCULAR', b_std=0.1) Gelu "
+             "Flatten Dense(1)", (3, 5, 6, 2)), stax_syntax=True),
+      dict(c('cnn_1d_gap',
+             "Conv(8, (3,), padding='SAME', W_std=1.5, b_std=0.1) Relu Conv(8, (5,), strides=(2,), padding='SAME', "
+             "W_std=1.3) Relu AvgPool((2,), strides=(2,)) Conv(4, (3,), padding='SAME') Relu GlobalAvgPool Dense(1)",
+             (4, 12, 3)), stax_syntax=True, one_d=True),
+      dict(c('cnn_1d_flat',
+             "Conv(8, (3,), W_std=1.4) Relu Conv(8, (2,), padding='CIRCULAR', b_std=0.2) Erf Flatten Dense(1, b_std=0.1)",
+             (4, 9, 2)), stax_syntax=True, one_d=True),
+  ]
   # Pooling with SAME padding: the window's cells in the padding count
   # (normalize_edges=False, stax's default) or not (True); odd sizes, so the
   # padding is uneven; SumPool too.
@@ -826,7 +844,10 @@ def write_case(out, c, x, nngp, ntk, close=True):
   out.write(f'arch {c["arch"]}\n')
   if c.get('standard'):
     out.write('parameterization standard\n')
-  out.write('shape ' + ' '.join(str(d) for d in x.shape) + '\n')
+  shape = x.shape
+  if c.get('one_d'):  # (N, L, C) sequences: ntkd holds them as L x 1 images
+    shape = (shape[0], shape[1], 1, shape[2])
+  out.write('shape ' + ' '.join(str(d) for d in shape) + '\n')
   x_rows = x.reshape(x.shape[0], -1)  # NHWC row-major: h, then w, then c
   for label, mat in (('x', x_rows), ('nngp', nngp), ('ntk', ntk)):
     out.write(label + '\n')

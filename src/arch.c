@@ -198,24 +198,28 @@ static ntk_status arg_padding(struct parser *p, const struct arg *a, ntk_padding
   return NTK_OK;
 }
 
-/* A size given as n or as stax's tuple (n, n): filters, windows, strides.
- * ntkd's kernels take square ones; a rectangle or a 1-D size is refused
- * with what was asked for. */
-static ntk_status arg_square(struct parser *p, const struct arg *a, const char *what, int *out) {
-  if (!a->is_list) return arg_int(p, a, out);
-  char msg[160];
-  if (a->nlist == 2 && a->list[0] == a->list[1] && a->list[0] >= 1 && a->list[0] <= 1000000 &&
-      a->list[0] == (double)(int)a->list[0]) {
-    *out = (int)a->list[0];
-    return NTK_OK;
+/* A size given as n, as stax's tuple (h, w), or as a 1-D (n,) for (N, L,
+ * C) data, which ntkd holds as L x 1 images: (n, 1). Filters, windows,
+ * strides. */
+static ntk_status arg_shape(struct parser *p, const struct arg *a, const char *what, int *h, int *w, int *one_d) {
+  if (!a->is_list) {
+    ntk_status st = arg_int(p, a, h);
+    if (!st) *w = *h;
+    return st;
   }
-  p->pos = a->pos;
-  if (a->nlist == 2)
-    snprintf(msg, sizeof msg, "%s (%g, %g): only square %ss (n, n) of positive integers are supported", what,
-             a->list[0], a->list[1], what);
-  else
-    snprintf(msg, sizeof msg, "%s with %d values: images are 2-D here, a %s is n or (n, n)", what, a->nlist, what);
-  return perr(p, "%s", msg);
+  int ok = a->nlist == 1 || a->nlist == 2;
+  for (int k = 0; ok && k < a->nlist; k++)
+    ok = a->list[k] >= 1 && a->list[k] <= 1000000 && a->list[k] == (double)(int)a->list[k];
+  if (!ok) {
+    p->pos = a->pos;
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: expected n, (h, w) or, for 1-D data, (n,): positive integers", what);
+    return perr(p, "%s", msg);
+  }
+  *h = (int)a->list[0];
+  *w = a->nlist == 2 ? (int)a->list[1] : 1;
+  if (a->nlist == 1) *one_d = 1;
+  return NTK_OK;
 }
 
 /* b_std=None is stax's "no bias": 0. */
@@ -272,12 +276,12 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
     } else if ((!strcmp(key, "out_dim") && row == 0) || (!strcmp(key, "out_chan") && row == 1)) {
       st = arg_int(p, a, &l->width);
     } else if ((!strcmp(key, "filter") || !strcmp(key, "filter_shape")) && row == 1) {
-      st = arg_square(p, a, "filter", &l->filter);
+      st = arg_shape(p, a, "filter", &l->filter, &l->filter_w, &l->one_d);
     } else if ((!strcmp(key, "window") || !strcmp(key, "window_shape")) && row == 2) {
-      st = arg_square(p, a, "window", &l->window);
+      st = arg_shape(p, a, "window", &l->window, &l->window_w, &l->one_d);
     } else if ((!strcmp(key, "stride") || !strcmp(key, "strides")) && row > 0) {
       if (a->is_list || strcmp(a->val, "None")) { /* strides=None: the default */
-        st = arg_square(p, a, "stride", &l->stride);
+        st = arg_shape(p, a, "stride", &l->stride, &l->stride_w, &l->one_d);
         stride_given = 1;
       }
     } else if (!strcmp(key, "padding") && row > 0) {
@@ -301,7 +305,7 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
     if (st) return st;
   }
   /* AvgPool's stride: stax's default is 1, ntkd's short form's the window */
-  if (row == 2 && !stride_given) l->stride = stax ? 1 : 0;
+  if (row == 2 && !stride_given) l->stride = l->stride_w = stax ? 1 : 0;
   return NTK_OK;
 }
 
@@ -458,18 +462,18 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
   memset(&l, 0, sizeof l);
   l.w_std = p->w_std;
   l.b_std = p->b_std;
-  l.stride = 1;
+  l.stride = l.stride_w = 1;
   l.padding = NTK_PAD_VALID;
   int need_args = 0, max_pos = 0;
   const struct ntk_map_name *nm = NULL;
   if (!strcmp(name, "Dense")) l.kind = NTK_LAYER_DENSE;
   else if (!strcmp(name, "Conv")) { l.kind = NTK_LAYER_CONV; need_args = 1; max_pos = 3; }
   else if (!strcmp(name, "Identity")) l.kind = NTK_LAYER_IDENTITY;
-  else if (!strcmp(name, "AvgPool")) { l.kind = NTK_LAYER_AVGPOOL; need_args = 1; max_pos = 2; l.stride = 0; }
+  else if (!strcmp(name, "AvgPool")) { l.kind = NTK_LAYER_AVGPOOL; need_args = 1; max_pos = 2; l.stride = l.stride_w = 0; }
   else if (!strcmp(name, "Flatten")) l.kind = NTK_LAYER_FLATTEN;
   else if (!strcmp(name, "GlobalAvgPool")) l.kind = NTK_LAYER_GLOBALAVGPOOL;
   else if (!strcmp(name, "LayerNorm")) l.kind = NTK_LAYER_LAYERNORM;
-  else if (!strcmp(name, "SumPool")) { l.kind = NTK_LAYER_AVGPOOL; l.sum = 1; need_args = 1; max_pos = 2; l.stride = 0; }
+  else if (!strcmp(name, "SumPool")) { l.kind = NTK_LAYER_AVGPOOL; l.sum = 1; need_args = 1; max_pos = 2; l.stride = l.stride_w = 0; }
   else if (!strcmp(name, "GlobalSumPool")) { l.kind = NTK_LAYER_GLOBALAVGPOOL; l.sum = 1; }
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
   else {
@@ -507,7 +511,19 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
     p->pos = start;
     return perr(p, "%s needs arguments, e.g. Conv(3), AvgPool(2)", name);
   }
-  if (l.kind == NTK_LAYER_AVGPOOL && l.stride == 0) l.stride = l.window;
+  if (l.kind == NTK_LAYER_AVGPOOL && l.stride == 0) {
+    l.stride = l.window;
+    l.stride_w = l.window_w;
+  }
+  if (l.one_d) { /* (n,) sizes: the width stays 1; strides=2 means (2,) */
+    if (l.filter_w > 1 || l.window_w > 1 || (l.stride_w > 1 && l.stride_w != l.stride)) {
+      p->pos = start;
+      return perr(p, "%s mixes 1-D sizes (n,) with 2-D ones", name);
+    }
+    l.stride_w = 1;
+    if (l.kind == NTK_LAYER_CONV) l.filter_w = 1;
+    else l.window_w = 1;
+  }
   return vec_push(p, out, &l);
 }
 
@@ -899,7 +915,18 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     else n = snprintf(buf, cap, "Dense(W_std=%s, b_std=%s)", w, b);
     break;
   case NTK_LAYER_CONV:
-    if (std)
+    if (l->filter != l->filter_w || l->stride != l->stride_w || l->one_d) {
+      char fs[48], ss[48];
+      if (l->one_d) {
+        snprintf(fs, sizeof fs, "(%d,)", l->filter);
+        snprintf(ss, sizeof ss, "(%d,)", l->stride);
+      } else {
+        snprintf(fs, sizeof fs, "(%d, %d)", l->filter, l->filter_w);
+        snprintf(ss, sizeof ss, "(%d, %d)", l->stride, l->stride_w);
+      }
+      n = snprintf(buf, cap, "Conv(%d, %s, %s, %s, W_std=%s, b_std=%s)", std ? l->width : 1, fs, ss,
+                   pad_name(l->padding), w, std && !l->bias ? "None" : b);
+    } else if (std)
       n = snprintf(buf, cap, "Conv(%d, (%d, %d), (%d, %d), %s, W_std=%s, b_std=%s)", l->width, l->filter, l->filter,
                    l->stride, l->stride, pad_name(l->padding), w, l->bias ? b : "None");
     else
@@ -909,7 +936,18 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     n = map_canonical(l, buf, cap);
     break;
   case NTK_LAYER_AVGPOOL:
-    if (l->padding == NTK_PAD_VALID) /* the text every VALID pooling had */
+    if (l->window != l->window_w || l->stride != l->stride_w || l->one_d) {
+      char ws[48], ss[48];
+      if (l->one_d) {
+        snprintf(ws, sizeof ws, "(%d,)", l->window);
+        snprintf(ss, sizeof ss, "(%d,)", l->stride);
+      } else {
+        snprintf(ws, sizeof ws, "(%d, %d)", l->window, l->window_w);
+        snprintf(ss, sizeof ss, "(%d, %d)", l->stride, l->stride_w);
+      }
+      n = snprintf(buf, cap, "%s(%s, %s, %s%s)", l->sum ? "SumPool" : "AvgPool", ws, ss, pad_name(l->padding),
+                   l->normalize_edges && l->padding == NTK_PAD_SAME ? ", normalize_edges=True" : "");
+    } else if (l->padding == NTK_PAD_VALID) /* the text every VALID pooling had */
       n = snprintf(buf, cap, "%s(%d, %d)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride);
     else
       n = snprintf(buf, cap, "%s(%d, %d, SAME%s)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride,

@@ -160,7 +160,8 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
     if (!once(c, s, k, SEEN_LAYOUT)) return 0;
     if (!strcmp(v, "NHWC")) j->layout = NTK_LAYOUT_NHWC;
     else if (!strcmp(v, "NCHW")) j->layout = NTK_LAYOUT_NCHW;
-    else return fail(c, s, k, "'%s' is not NHWC or NCHW", v);
+    else if (!strcmp(v, "NLC")) j->layout = NTK_LAYOUT_NLC;
+    else return fail(c, s, k, "'%s' is not NHWC, NCHW or NLC", v);
   } else if (!strcmp(k, "count")) {
     if (!once(c, s, k, SEEN_COUNT)) return 0;
     if (!ntk_parse_size(v, &j->count) || j->count == 0)

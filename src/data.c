@@ -296,7 +296,11 @@ static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f
   r->n = want_count(job, shape[0], path, &st);
   if (st) return st;
   size_t h = 0, w = 0, c = 0;
-  if (ndim == 3) { h = shape[1]; w = shape[2]; c = 1; }
+  if (ndim != 3 && job->layout == NTK_LAYOUT_NLC)
+    return ntk_error(NTK_EINPUT, "%s: [data] layout = NLC is for 3-D (N, L, C) arrays, this one has %d dimensions",
+                     path, ndim);
+  if (ndim == 3 && job->layout == NTK_LAYOUT_NLC) { h = shape[1]; w = 1; c = shape[2]; } /* 1-D: L x 1 images */
+  else if (ndim == 3) { h = shape[1]; w = shape[2]; c = 1; }
   else if (ndim == 4 && job->layout == NTK_LAYOUT_NHWC) { h = shape[1]; w = shape[2]; c = shape[3]; }
   else if (ndim == 4) { c = shape[1]; h = shape[2]; w = shape[3]; }
   r->h = h; r->w = w; r->c = c;

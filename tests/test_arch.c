@@ -264,9 +264,31 @@ START_TEST(test_stax_syntax) {
   a = parse_ok("Conv(3) AvgPool(2) Flatten");
   ck_assert_int_eq(a.layers[1].stride, 2);
   ntk_arch_free(&a);
-  parse_bad("Conv(32, (3, 5))", "filter (3, 5): only square filters (n, n) of positive integers are supported");
-  parse_bad("Conv(32, (3,))", "filter with 1 values: images are 2-D here");
-  parse_bad("Conv(32, (3, 3), (2, 1))", "stride (2, 1): only square strides");
+  a = parse_ok("Conv(32, (3, 5), strides=(2, 1)) Relu AvgPool((2, 3)) Conv(4, (1, 3), padding=SAME) GlobalAvgPool");
+  ck_assert(a.layers[0].filter == 3 && a.layers[0].filter_w == 5 && a.layers[0].stride == 2 &&
+            a.layers[0].stride_w == 1);
+  ck_assert(a.layers[2].window == 2 && a.layers[2].window_w == 3 && a.layers[2].stride == 1 &&
+            a.layers[2].stride_w == 1);
+  ck_assert(a.layers[3].filter == 1 && a.layers[3].filter_w == 3);
+  ntk_arch_canonical(&a, ca, sizeof ca);
+  ck_assert_msg(strstr(ca, "Conv(1, (3, 5), (2, 1), VALID, W_std=1, b_std=0) Relu AvgPool((2, 3), (1, 1), VALID) "
+                           "Conv(1, (1, 3), (1, 1), SAME, "),
+                "%s", ca);
+  b = parse_ok(ca); /* reads back */
+  ntk_arch_canonical(&b, cb, sizeof cb);
+  ck_assert_str_eq(ca, cb);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  a = parse_ok("Conv(8, (3,), strides=2, padding='SAME') Relu AvgPool((2,)) Flatten");
+  ck_assert(a.layers[0].one_d && a.layers[0].filter == 3 && a.layers[0].filter_w == 1 && a.layers[0].stride == 2 &&
+            a.layers[0].stride_w == 1);
+  ck_assert(a.layers[2].one_d && a.layers[2].window == 2 && a.layers[2].window_w == 1 && a.layers[2].stride == 1);
+  ntk_arch_canonical(&a, ca, sizeof ca);
+  ck_assert_msg(strstr(ca, "Conv(1, (3,), (2,), SAME, ") && strstr(ca, "AvgPool((2,), (1,), VALID)"), "%s", ca);
+  ntk_arch_free(&a);
+  parse_bad("Conv(32, (3, 0))", "filter: expected n, (h, w) or, for 1-D data, (n,)");
+  parse_bad("Conv(32, (3, 3, 3))", "filter: expected n, (h, w)");
+  parse_bad("Conv(32, (3,), (2, 3))", "Conv mixes 1-D sizes (n,) with 2-D ones");
   parse_bad("AvgPool((2, 2), padding='CIRCULAR')", "AvgPool takes padding VALID or SAME");
   parse_bad("Conv(32, (3, 3), 1, SAME, 5)", "too many positional arguments for Conv");
   parse_bad("Dense(512, b_std=Nonsense)", "'Nonsense' is not a valid number here");

@@ -19,8 +19,10 @@ struct ntk_layer {
   double w_std, b_std;  /* Dense, Conv */
   struct ntk_map map;   /* NTK_LAYER_MAP: the nonlinearity */
   double param[NTK_MAP_MAXPARAMS]; /* NTK_LAYER_MAP: the parameters as written (canonical text) */
-  int filter, stride;   /* Conv: filter edge; Conv, AvgPool: stride */
-  int window;           /* AvgPool window edge */
+  int filter, stride;   /* Conv: filter height; Conv, AvgPool: stride along the height */
+  int window;           /* AvgPool window height */
+  int filter_w, stride_w, window_w; /* the same along the width (equal for square sizes) */
+  int one_d;            /* written with 1-D sizes, (3,): for (N, L, C) data */
   int width;            /* Dense out_dim, Conv out_chan as written (stax's syntax); 0 if not given */
   int sum;              /* AvgPool, GlobalAvgPool kinds spelled SumPool, GlobalSumPool: sums, not means;
                            NTK_LAYER_JOIN: FanInSum (else FanInConcat) */

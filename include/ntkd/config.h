@@ -22,7 +22,8 @@ typedef enum ntk_data_format {
   NTK_FORMAT_CIFAR10,
 } ntk_data_format;
 
-typedef enum ntk_layout { NTK_LAYOUT_NHWC, NTK_LAYOUT_NCHW } ntk_layout;
+/* NLC: 3-D (N, L, C) sequences for 1-D convolutions, held as L x 1 images. */
+typedef enum ntk_layout { NTK_LAYOUT_NHWC, NTK_LAYOUT_NCHW, NTK_LAYOUT_NLC } ntk_layout;
 
 enum { NTK_KERNEL_NNGP = 1, NTK_KERNEL_NTK = 2 };
 

@@ -33,6 +33,7 @@ struct cnn_op {
   int slice_local;       /* stride-1 SAME conv, Dense, nonlinearity, Identity */
   size_t bh, bw;         /* SLICE: the largest row and column offsets of this op's input that the readout needs */
   double fan;            /* standard parameterisation: Conv's fan-in (channels x f^2), Dense's (channels) */
+  size_t fh, fw, sh, sw; /* Conv filter or pooling window, and strides, per dimension */
   int depth;             /* FORK, NEXT, JOIN: the block's stack slot (branch.h) */
   int first;             /* NEXT: it ends the block's first branch */
 };
@@ -128,40 +129,40 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
     op->hi = h;
     op->wi = w;
     op->var = -1;
-    if (l->kind == NTK_LAYER_CONV) {
-      size_t f = (size_t)l->filter, s = (size_t)l->stride;
+    if (l->kind == NTK_LAYER_CONV || l->kind == NTK_LAYER_AVGPOOL) {
+      /* filter or window fh x fw, strides sh, sw (rectangular, or (f, 1) on 1-D data) */
+      int conv = l->kind == NTK_LAYER_CONV;
+      size_t fh = (size_t)(conv ? l->filter : l->window), fw = (size_t)(conv ? l->filter_w : l->window_w);
+      size_t sh = (size_t)l->stride, sw = (size_t)l->stride_w;
+      op->fh = fh;
+      op->fw = fw;
+      op->sh = sh;
+      op->sw = sw;
+      if (l->one_d && w != 1)
+        return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s with a 1-D size on %zu x %zu images; 1-D layers take "
+                         "(N, L, C) data ([data] layout = NLC)", i + 1, l->name, h, w);
       if (l->padding == NTK_PAD_VALID) {
-        if (h < f || w < f)
-          return ntk_error(NTK_ECONFIG, "arch, layer %zu: Conv(%zu) VALID on a %zu x %zu input", i + 1, f, h, w);
-        op->ho = (h - f) / s + 1;
-        op->wo = (w - f) / s + 1;
-      } else {
-        op->ho = (h + s - 1) / s;
-        op->wo = (w + s - 1) / s;
-        size_t th = (op->ho - 1) * s + f > h ? (op->ho - 1) * s + f - h : 0;
-        size_t tw = (op->wo - 1) * s + f > w ? (op->wo - 1) * s + f - w : 0;
+        if (h < fh || w < fw)
+          return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s(%zu x %zu) VALID on a %zu x %zu input", i + 1, l->name,
+                           fh, fw, h, w);
+        op->ho = (h - fh) / sh + 1;
+        op->wo = (w - fw) / sw + 1;
+      } else { /* SAME, CIRCULAR: ceil(h / s) outputs, the padding split low-first */
+        op->ho = (h + sh - 1) / sh;
+        op->wo = (w + sw - 1) / sw;
+        size_t th = (op->ho - 1) * sh + fh > h ? (op->ho - 1) * sh + fh - h : 0;
+        size_t tw = (op->wo - 1) * sw + fw > w ? (op->wo - 1) * sw + fw - w : 0;
         op->lo_h = th / 2;
         op->lo_w = tw / 2;
         op->circular = l->padding == NTK_PAD_CIRCULAR;
       }
-      op->slice_local = s == 1 && l->padding == NTK_PAD_SAME;
-      if (op->slice_local && f - 1 > P->pad) P->pad = f - 1;
-    } else if (l->kind == NTK_LAYER_AVGPOOL) {
-      size_t win = (size_t)l->window, s = (size_t)l->stride;
-      if (l->padding == NTK_PAD_SAME) { /* as Conv's SAME: ceil(h / s) outputs, the padding split low-first */
-        op->ho = (h + s - 1) / s;
-        op->wo = (w + s - 1) / s;
-        size_t th = (op->ho - 1) * s + win > h ? (op->ho - 1) * s + win - h : 0;
-        size_t tw = (op->wo - 1) * s + win > w ? (op->wo - 1) * s + win - w : 0;
-        op->lo_h = th / 2;
-        op->lo_w = tw / 2;
+      if (conv) {
+        op->slice_local = sh == 1 && sw == 1 && l->padding == NTK_PAD_SAME;
+        if (op->slice_local && fh - 1 > P->pad) P->pad = fh - 1;
+        if (op->slice_local && fw - 1 > P->pad) P->pad = fw - 1;
       } else {
-        if (h < win || w < win)
-          return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s(%zu) on a %zu x %zu input", i + 1, l->name, win, h, w);
-        op->ho = (h - win) / s + 1;
-        op->wo = (w - win) / s + 1;
+        has_pool = 1;
       }
-      has_pool = 1;
     } else if (ntk_layer_traits(l->kind)->branch) {
       /* a residual block: every branch starts from the block's input and
        * must end at the same size (stax's FanInSum needs equal shapes) */
@@ -228,7 +229,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   size_t chan = P->C;
   for (size_t k = 0; k < P->nops; k++) {
     const struct ntk_layer *l = P->ops[k].layer;
-    P->ops[k].fan = (double)chan * (l->kind == NTK_LAYER_CONV ? (double)l->filter * (double)l->filter : 1.0);
+    P->ops[k].fan = (double)chan * (l->kind == NTK_LAYER_CONV ? (double)l->filter * (double)l->filter_w : 1.0);
     chan = ntk_arch_next_width(l, chan, 0);
   }
   chan = ntk_arch_next_width(&arch->layers[i], chan, h * w);
@@ -261,11 +262,11 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
     struct cnn_op *op = &P->ops[k];
     const struct ntk_layer *l = op->layer;
     if (l->kind == NTK_LAYER_CONV) {
-      bh = op->circular ? op->hi : bh * (size_t)l->stride;
-      bw = op->circular ? op->wi : bw * (size_t)l->stride;
+      bh = op->circular ? op->hi : bh * op->sh;
+      bw = op->circular ? op->wi : bw * op->sw;
     } else if (l->kind == NTK_LAYER_AVGPOOL) {
-      bh = bh * (size_t)l->stride + (size_t)l->window - 1;
-      bw = bw * (size_t)l->stride + (size_t)l->window - 1;
+      bh = bh * op->sh + op->fh - 1;
+      bw = bw * op->sw + op->fw - 1;
     }
     op->bh = path != NTK_CNN_SLICE || bh + 1 > op->hi ? op->hi - 1 : bh;
     op->bw = path != NTK_CNN_SLICE || bw + 1 > op->wi ? op->wi - 1 : bw;
@@ -541,6 +542,10 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   ntk_status st = plan_build(&P, arch, data, NTK_CNN_AUTO);
   if (!st && P.branch_depth)
     st = ntk_error(NTK_ECONFIG, "residual networks (FanOut, parallel, FanIn) have no GPU kernels yet");
+  for (size_t k = 0; !st && k < P.nops; k++)
+    if (P.ops[k].fh != P.ops[k].fw || P.ops[k].sh != P.ops[k].sw)
+      st = ntk_error(NTK_ECONFIG, "arch, %s %zu x %zu stride %zu x %zu: the GPU kernels take square filters, windows "
+                     "and strides only", P.ops[k].layer->name, P.ops[k].fh, P.ops[k].fw, P.ops[k].sh, P.ops[k].sw);
   if (!st && (P.nops > NTK_DEV_MAXOPS || P.ntail > NTK_DEV_MAXTAIL))
     st = ntk_error(NTK_ECONFIG, "arch: the GPU kernels take at most %d layers before the readout and %d after it",
                    NTK_DEV_MAXOPS, NTK_DEV_MAXTAIL);

@@ -34,27 +34,28 @@ NTK_CLONES static void SFX(b_affine)(REAL *restrict g, REAL *restrict t, size_t 
  * the filter rows, cells outside the input skipped. */
 NTK_CLONES static void SFX(b_conv_diag)(const struct cnn_op *op, const REAL *restrict in, REAL *restrict rows,
                                         REAL *restrict out, const REAL *restrict gnew) {
-  long f = op->layer->filter, s = op->layer->stride, lo_h = (long)op->lo_h, lo_w = (long)op->lo_w;
+  long fh = (long)op->fh, fw = (long)op->fw, sh = (long)op->sh, sw = (long)op->sw;
+  long lo_h = (long)op->lo_h, lo_w = (long)op->lo_w;
   long hi = (long)op->hi, wi = (long)op->wi;
-  REAL scale = (REAL)(1.0 / (double)(f * f));
+  REAL scale = (REAL)(1.0 / (double)(fh * fw));
   REAL w2 = (REAL)(op->layer->w_std * op->layer->w_std), b2 = (REAL)(op->layer->b_std * op->layer->b_std);
   for (long r = 0; r < hi; r++)
     for (size_t j = 0; j < op->wo; j++) {
       SFX(lanes) acc = {0};
-      long c0 = s * (long)j - lo_w;
+      long c0 = sw * (long)j - lo_w;
       if (op->circular) {
-        for (long bb = 0; bb < f; bb++)
+        for (long bb = 0; bb < fw; bb++)
           acc += *(const SFX(lanes) *)(in + (size_t)(r * wi + ((c0 + bb) % wi + wi) % wi) * B);
       } else {
-        long b0 = c0 < 0 ? -c0 : 0, b1 = c0 + f > wi ? wi - c0 : f;
+        long b0 = c0 < 0 ? -c0 : 0, b1 = c0 + fw > wi ? wi - c0 : fw;
         const REAL *src = in + (size_t)(r * wi + c0 + b0) * B;
         for (long bb = b0; bb < b1; bb++) acc += *(const SFX(lanes) *)(src + (size_t)(bb - b0) * B);
       }
       *(SFX(lanes) *)(rows + ((size_t)r * op->wo + j) * B) = acc;
     }
   for (size_t i = 0; i < op->ho; i++) {
-    long r0 = s * (long)i - lo_h;
-    long a0 = op->circular || r0 >= 0 ? 0 : -r0, a1 = !op->circular && r0 + f > hi ? hi - r0 : f;
+    long r0 = sh * (long)i - lo_h;
+    long a0 = op->circular || r0 >= 0 ? 0 : -r0, a1 = !op->circular && r0 + fh > hi ? hi - r0 : fh;
     for (size_t j = 0; j < op->wo; j++) {
       SFX(lanes) acc = {0};
       for (long a = a0; a < a1; a++) {
@@ -131,19 +132,19 @@ static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL 
 NTK_CLONES static void SFX(b_slice_conv)(const struct cnn_op *op, struct cnn_bws *ws, size_t ld, size_t pad,
                                          size_t i0, size_t i1, size_t j0, size_t j1, int with_t) {
   const struct ntk_layer *l = op->layer;
-  size_t f = (size_t)l->filter, lo = op->lo_h;
+  size_t fh = op->fh, fw = op->fw, lo = op->lo_h, lo_w = op->lo_w;
   REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
-  REAL scale = (REAL)(1.0 / (double)(f * f));
+  REAL scale = (REAL)(1.0 / (double)(fh * fw));
   REAL *rows = (REAL *)ws->rows;
   for (int which = 0; which < 1 + with_t; which++) {
     const REAL *in = (const REAL *)(which ? ws->t : ws->g);
     REAL *out = (REAL *)(which ? ws->t2 : ws->g2);
-    size_t r0 = i0 + pad - lo, r1 = i1 + pad - lo + f - 1;
+    size_t r0 = i0 + pad - lo, r1 = i1 + pad - lo + fh - 1;
     for (size_t r = r0; r < r1; r++)
       for (size_t j = j0; j < j1; j++) {
-        const REAL *src = in + (r * ld + pad - lo + j) * B;
+        const REAL *src = in + (r * ld + pad - lo_w + j) * B;
         SFX(lanes) acc = *(const SFX(lanes) *)src;
-        for (size_t bb = 1; bb < f; bb++) acc += *(const SFX(lanes) *)(src + bb * B);
+        for (size_t bb = 1; bb < fw; bb++) acc += *(const SFX(lanes) *)(src + bb * B);
         *(SFX(lanes) *)(rows + (r * ld + j) * B) = acc;
       }
     /* The vertical pass ends in the affine map, rounded as slice_conv's
@@ -153,7 +154,7 @@ NTK_CLONES static void SFX(b_slice_conv)(const struct cnn_op *op, struct cnn_bws
       for (size_t j = j0; j < j1; j++) {
         const REAL *src = rows + ((i + pad - lo) * ld + j) * B;
         SFX(lanes) acc = *(const SFX(lanes) *)src;
-        for (size_t a = 1; a < f; a++) acc += *(const SFX(lanes) *)(src + a * ld * B);
+        for (size_t a = 1; a < fh; a++) acc += *(const SFX(lanes) *)(src + a * ld * B);
         size_t cell = ((i + pad) * ld + pad + j) * B;
         if (which) *(SFX(lanes) *)(out + cell) = *(const SFX(lanes) *)(gnew + cell) + w2 * (acc * scale);
         else *(SFX(lanes) *)(out + cell) = w2 * (acc * scale) + b2;

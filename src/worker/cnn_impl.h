@@ -84,19 +84,18 @@ static void SFX(branch_op)(struct cnn_ws *ws, const struct cnn_plan *P, const st
  * of the batched b_conv_diag, which shares the row sums between outputs,
  * and of the slices' box filter. */
 static void SFX(conv_diag)(const struct cnn_op *op, const REAL *in, REAL *out) {
-  const struct ntk_layer *l = op->layer;
-  size_t f = (size_t)l->filter, s = (size_t)l->stride;
-  REAL scale = (REAL)(1.0 / (double)(f * f));
+  size_t fh = op->fh, fw = op->fw, sh = op->sh, sw = op->sw;
+  REAL scale = (REAL)(1.0 / (double)(fh * fw));
   for (size_t i = 0; i < op->ho; i++)
     for (size_t j = 0; j < op->wo; j++) {
       REAL sum = 0;
-      for (size_t a = 0; a < f; a++) {
-        long r = (long)(s * i + a) - (long)op->lo_h;
+      for (size_t a = 0; a < fh; a++) {
+        long r = (long)(sh * i + a) - (long)op->lo_h;
         if (op->circular) r = (r % (long)op->hi + (long)op->hi) % (long)op->hi;
         else if (r < 0 || r >= (long)op->hi) continue;
         REAL row = 0;
-        for (size_t b = 0; b < f; b++) {
-          long c = (long)(s * j + b) - (long)op->lo_w;
+        for (size_t b = 0; b < fw; b++) {
+          long c = (long)(sw * j + b) - (long)op->lo_w;
           if (op->circular) c = (c % (long)op->wi + (long)op->wi) % (long)op->wi;
           else if (c < 0 || c >= (long)op->wi) continue;
           row += in[(size_t)r * op->wi + (size_t)c];
@@ -110,23 +109,22 @@ static void SFX(conv_diag)(const struct cnn_op *op, const REAL *in, REAL *out) {
 /* ---- GENERAL: the full covariance ------------------------------------------ */
 
 static void SFX(conv_full)(const struct cnn_op *op, const REAL *in, REAL *out) {
-  const struct ntk_layer *l = op->layer;
-  size_t f = (size_t)l->filter, s = (size_t)l->stride, hwi = op->hi * op->wi, hwo = op->ho * op->wo;
-  REAL scale = (REAL)(1.0 / (double)(f * f));
+  size_t fh = op->fh, fw = op->fw, sh = op->sh, sw = op->sw, hwi = op->hi * op->wi, hwo = op->ho * op->wo;
+  REAL scale = (REAL)(1.0 / (double)(fh * fw));
   for (size_t p = 0; p < hwo; p++)
     for (size_t q = 0; q < hwo; q++) {
       size_t i = p / op->wo, j = p % op->wo, i2 = q / op->wo, j2 = q % op->wo;
       REAL sum = 0;
-      for (size_t a = 0; a < f; a++) {
-        long r1 = (long)(s * i + a) - (long)op->lo_h, r2 = (long)(s * i2 + a) - (long)op->lo_h;
+      for (size_t a = 0; a < fh; a++) {
+        long r1 = (long)(sh * i + a) - (long)op->lo_h, r2 = (long)(sh * i2 + a) - (long)op->lo_h;
         if (op->circular) {
           r1 = (r1 % (long)op->hi + (long)op->hi) % (long)op->hi;
           r2 = (r2 % (long)op->hi + (long)op->hi) % (long)op->hi;
         } else if (r1 < 0 || r1 >= (long)op->hi || r2 < 0 || r2 >= (long)op->hi) {
           continue;
         }
-        for (size_t b = 0; b < f; b++) {
-          long c1 = (long)(s * j + b) - (long)op->lo_w, c2 = (long)(s * j2 + b) - (long)op->lo_w;
+        for (size_t b = 0; b < fw; b++) {
+          long c1 = (long)(sw * j + b) - (long)op->lo_w, c2 = (long)(sw * j2 + b) - (long)op->lo_w;
           if (op->circular) {
             c1 = (c1 % (long)op->wi + (long)op->wi) % (long)op->wi;
             c2 = (c2 % (long)op->wi + (long)op->wi) % (long)op->wi;
@@ -146,13 +144,15 @@ static void SFX(conv_full)(const struct cnn_op *op, const REAL *in, REAL *out) {
  * skipped by pool_full. */
 static REAL SFX(pool_scale)(const struct cnn_op *op, size_t i, size_t j) {
   const struct ntk_layer *l = op->layer;
-  size_t w = (size_t)l->window, s = (size_t)l->stride;
   if (l->sum) return (REAL)1;
-  if (!l->normalize_edges) return (REAL)(1.0 / (double)(w * w));
+  if (!l->normalize_edges) return (REAL)(1.0 / (double)(op->fh * op->fw));
   size_t rows = 0, cols = 0;
-  for (size_t a = 0; a < w; a++) {
-    long r = (long)(s * i + a) - (long)op->lo_h, c = (long)(s * j + a) - (long)op->lo_w;
+  for (size_t a = 0; a < op->fh; a++) {
+    long r = (long)(op->sh * i + a) - (long)op->lo_h;
     rows += r >= 0 && r < (long)op->hi;
+  }
+  for (size_t b = 0; b < op->fw; b++) {
+    long c = (long)(op->sw * j + b) - (long)op->lo_w;
     cols += c >= 0 && c < (long)op->wi;
   }
   return (REAL)(1.0 / (double)(rows * cols));
@@ -160,18 +160,18 @@ static REAL SFX(pool_scale)(const struct cnn_op *op, size_t i, size_t j) {
 
 /* AvgPool over both positions, separably: first image b's, then image a's. */
 static void SFX(pool_full)(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *out) {
-  size_t w = (size_t)op->layer->window, s = (size_t)op->layer->stride;
+  size_t wh = op->fh, ww = op->fw, sh = op->sh, sw = op->sw;
   size_t hwi = op->hi * op->wi, hwo = op->ho * op->wo;
   long hi = (long)op->hi, wi = (long)op->wi, lo_h = (long)op->lo_h, lo_w = (long)op->lo_w;
   for (size_t p = 0; p < hwi; p++)
     for (size_t q = 0; q < hwo; q++) {
       size_t i2 = q / op->wo, j2 = q % op->wo;
       REAL sum = 0;
-      for (size_t a = 0; a < w; a++) {
-        long r = (long)(s * i2 + a) - lo_h;
+      for (size_t a = 0; a < wh; a++) {
+        long r = (long)(sh * i2 + a) - lo_h;
         if (r < 0 || r >= hi) continue;
-        for (size_t b = 0; b < w; b++) {
-          long c = (long)(s * j2 + b) - lo_w;
+        for (size_t b = 0; b < ww; b++) {
+          long c = (long)(sw * j2 + b) - lo_w;
           if (c >= 0 && c < wi) sum += in[p * hwi + (size_t)(r * wi + c)];
         }
       }
@@ -182,11 +182,11 @@ static void SFX(pool_full)(const struct cnn_op *op, const REAL *in, REAL *tmp, R
     REAL scale = SFX(pool_scale)(op, i, j);
     for (size_t q = 0; q < hwo; q++) {
       REAL sum = 0;
-      for (size_t a = 0; a < w; a++) {
-        long r = (long)(s * i + a) - lo_h;
+      for (size_t a = 0; a < wh; a++) {
+        long r = (long)(sh * i + a) - lo_h;
         if (r < 0 || r >= hi) continue;
-        for (size_t b = 0; b < w; b++) {
-          long c = (long)(s * j + b) - lo_w;
+        for (size_t b = 0; b < ww; b++) {
+          long c = (long)(sw * j + b) - lo_w;
           if (c >= 0 && c < wi) sum += tmp[(size_t)(r * wi + c) * hwo + q];
         }
       }
@@ -210,20 +210,20 @@ struct SFX(slice) {
 
 static void SFX(slice_conv)(const struct cnn_plan *P, struct SFX(slice) *S, const struct cnn_op *op, int with_t) {
   const struct ntk_layer *l = op->layer;
-  size_t f = (size_t)l->filter, lo = op->lo_h, ld = S->ld, pad = S->pad;
+  size_t fh = op->fh, fw = op->fw, lo = op->lo_h, lo_w = op->lo_w, ld = S->ld, pad = S->pad;
   REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
-  REAL scale = (REAL)(1.0 / (double)(f * f));
+  REAL scale = (REAL)(1.0 / (double)(fh * fw));
   for (int which = 0; which < 1 + with_t; which++) {
     const REAL *in = which ? S->t : S->g;
     REAL *out = which ? S->t2 : S->g2;
     /* Horizontal sums for every row the vertical pass reads. */
-    size_t r0 = S->i0 + pad - lo, r1 = S->i1 + pad - lo + f - 1;
+    size_t r0 = S->i0 + pad - lo, r1 = S->i1 + pad - lo + fh - 1;
     for (size_t r = r0; r < r1; r++) {
-      const REAL *src = in + r * ld + pad - lo;
+      const REAL *src = in + r * ld + pad - lo_w;
       REAL *dst = S->rows + r * ld;
       for (size_t j = S->j0; j < S->j1; j++) {
         REAL sum = 0;
-        for (size_t b = 0; b < f; b++) sum += src[j + b];
+        for (size_t b = 0; b < fw; b++) sum += src[j + b];
         dst[j] = sum;
       }
     }
@@ -231,7 +231,7 @@ static void SFX(slice_conv)(const struct cnn_plan *P, struct SFX(slice) *S, cons
       REAL *o = out + (i + pad) * ld + pad;
       for (size_t j = S->j0; j < S->j1; j++) {
         REAL sum = 0;
-        for (size_t a = 0; a < f; a++) sum += S->rows[(i + pad - lo + a) * ld + j];
+        for (size_t a = 0; a < fh; a++) sum += S->rows[(i + pad - lo + a) * ld + j];
         o[j] = sum * scale;
       }
     }
