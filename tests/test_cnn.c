@@ -76,9 +76,11 @@ static void check_batched_bits(int elem) {
   size_t n = ds.n;
   double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
   int batched_archs = 0;
-  for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+  size_t n_gpu = sizeof archs / sizeof *archs, n_all = n_gpu + sizeof archs_cpu / sizeof *archs_cpu;
+  for (size_t a = 0; a < n_all; a++) {
+    const char *text = a < n_gpu ? archs[a] : archs_cpu[a - n_gpu];
     struct ntk_arch arch;
-    ck_assert_msg(ntk_arch_parse(archs[a], 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
+    ck_assert_msg(ntk_arch_parse(text, 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
     ntk_cnn_t *c;
     ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, &c), NTK_OK);
     ntk_cnn_path fast = ntk_cnn_get_path(c);
@@ -86,8 +88,22 @@ static void check_batched_bits(int elem) {
     compute(&arch, &ds, fast, 7, g0, t0);          /* an explicit path: pair by pair */
     compute(&arch, &ds, NTK_CNN_AUTO, 7, g1, t1);  /* batched where it applies */
     ck_assert_msg(!memcmp(g0, g1, n * n * 8) && !memcmp(t0, t1, n * n * 8), "%s (%s): batched and pair-by-pair differ",
-                  archs[a], elem == 4 ? "float32" : "float64");
-    batched_archs += fast == NTK_CNN_DIAG || strstr(archs[a], "AvgPool(") == NULL;
+                  text, elem == 4 ? "float32" : "float64");
+    /* and the slice path against the full covariance (the reference path), to rounding */
+    if (fast == NTK_CNN_SLICE) {
+      double *g2 = malloc(n * n * 8), *t2 = malloc(n * n * 8);
+      compute(&arch, &ds, NTK_CNN_GENERAL, 7, g2, t2);
+      double worst = 0;
+      for (size_t k = 0; k < n * n; k++) {
+        double sc = fmax(1e-30, sqrt(fabs(g2[(k / n) * n + k / n] * g2[(k % n) * n + k % n])));
+        worst = fmax(worst, fabs(g1[k] - g2[k]) / sc);
+      }
+      ck_assert_msg(worst < (elem == 4 ? 1e-5 : 1e-12), "%s (%s): slice vs general %g", text,
+                    elem == 4 ? "float32" : "float64", worst);
+      free(g2);
+      free(t2);
+    }
+    batched_archs += fast == NTK_CNN_DIAG || strstr(text, "AvgPool(") == NULL;
     ntk_arch_free(&arch);
   }
   ck_assert_int_ge(batched_archs, 4);

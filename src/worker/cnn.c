@@ -70,12 +70,14 @@ struct cnn_plan {
 
 struct cnn_bws {
   void *g, *t, *g2, *t2, *rows; /* [cell][lane] */
+  void *stack;                  /* residual blocks: 4 such arrays per depth (branch.h) */
 };
 
 struct cnn_ws {
   void *a, *b, *c, *d, *e;             /* covariance buffers, fmax elements */
   void *sg, *st, *sg2, *st2, *srows;   /* slice buffers */
   void *stack;                         /* residual blocks: 4 fmax-element arrays per depth (branch.h) */
+  void *sstack;                        /* the same for slice buffers: 4 slice-sized arrays per depth */
 };
 
 struct ntk_cnn {
@@ -239,14 +241,28 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   }
   P->tail_off = P->var_size;
   P->var_size += P->ntail ? P->ntail : 1;
+  /* A residual block whose layers are all slice-local (stride-1 SAME
+   * convolutions and pointwise layers) is slice-local as a whole: its
+   * FORK, NEXT and JOIN then run per offset inside a slice run. */
+  for (size_t k = 0; k < P->nops; k++) {
+    if (P->ops[k].layer->kind != NTK_LAYER_FORK) continue;
+    size_t j = k + 1;
+    int d = 1, local = 1;
+    for (; j < P->nops && d; j++) {
+      ntk_layer_kind kind = P->ops[j].layer->kind;
+      d += kind == NTK_LAYER_FORK ? 1 : kind == NTK_LAYER_JOIN ? -1 : 0;
+      if (!ntk_layer_traits(kind)->branch) local &= P->ops[j].slice_local;
+    }
+    P->ops[k].slice_local = local; /* this block's own markers: its FORK, NEXTs and JOIN */
+    for (size_t m = k + 1, dd = 1; m < j; m++) {
+      ntk_layer_kind kind = P->ops[m].layer->kind;
+      if (kind == NTK_LAYER_FORK) dd++;
+      if ((kind == NTK_LAYER_NEXT || kind == NTK_LAYER_JOIN) && dd == 1) P->ops[m].slice_local = local;
+      if (kind == NTK_LAYER_JOIN) dd--;
+    }
+  }
   ntk_cnn_path path = want;
-  /* (the slice path's offset bands do not follow branches yet: residual
-   * networks take the full covariance, or same-position entries) */
-  if (path == NTK_CNN_AUTO)
-    path = (!has_pool && P->readout == NTK_LAYER_FLATTEN) ? NTK_CNN_DIAG
-           : P->branch_depth                              ? NTK_CNN_GENERAL
-                                                          : NTK_CNN_SLICE;
-  if (path == NTK_CNN_SLICE && P->branch_depth) path = NTK_CNN_GENERAL;
+  if (path == NTK_CNN_AUTO) path = (!has_pool && P->readout == NTK_LAYER_FLATTEN) ? NTK_CNN_DIAG : NTK_CNN_SLICE;
   if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
     return ntk_error(NTK_EINTERNAL, "the same-position path needs a Flatten readout and no pooling");
   P->path = path;
@@ -268,8 +284,9 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
       bh = bh * op->sh + op->fh - 1;
       bw = bw * op->sw + op->fw - 1;
     }
-    op->bh = path != NTK_CNN_SLICE || bh + 1 > op->hi ? op->hi - 1 : bh;
-    op->bw = path != NTK_CNN_SLICE || bw + 1 > op->wi ? op->wi - 1 : bw;
+    /* (bands do not follow branches yet: a residual network takes every offset) */
+    op->bh = path != NTK_CNN_SLICE || P->branch_depth || bh + 1 > op->hi ? op->hi - 1 : bh;
+    op->bw = path != NTK_CNN_SLICE || P->branch_depth || bw + 1 > op->wi ? op->wi - 1 : bw;
   }
   /* Batched: one run of slice-local layers from the input into GAP (not
    * GAP of the raw input, whose pair path sums in another order). */
@@ -278,8 +295,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   int tail_nonlin = 0;
   for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= ntk_layer_traits(P->tail[k].kind)->var_slot;
   /* (the batched kernels fuse the NTK parameterisation's affine maps) */
-  P->batched = want == NTK_CNN_AUTO && !P->standard && !P->branch_depth &&
-               (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && single));
+  P->batched = want == NTK_CNN_AUTO && !P->standard && (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && single));
   P->self_vars_only = P->batched && path == NTK_CNN_SLICE && !tail_nonlin;
   return NTK_OK;
 }
@@ -307,6 +323,7 @@ static void ws_free(struct cnn_ws *ws) {
   free(ws->st2);
   free(ws->srows);
   free(ws->stack);
+  free(ws->sstack);
 }
 
 ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_cnn_path path,
@@ -333,7 +350,8 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
     ws->sg2 = malloc(cells * es);
     ws->st2 = malloc(cells * es);
     ws->srows = calloc(cells, es);
-    if (c->plan.branch_depth && !(ws->stack = malloc(4 * f * (size_t)c->plan.branch_depth * es)))
+    if (c->plan.branch_depth && (!(ws->stack = malloc(4 * f * (size_t)c->plan.branch_depth * es)) ||
+                                 !(ws->sstack = calloc(4 * cells * (size_t)c->plan.branch_depth, es))))
       st = ntk_error(NTK_ENOMEM, "out of memory for the residual blocks' buffers");
     if (!ws->a || !ws->b || !ws->c || !ws->d || !ws->e || !ws->sg || !ws->st || !ws->sg2 || !ws->st2 || !ws->srows)
       st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers (%zu elements each)", f);
@@ -346,7 +364,9 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
       b->g2 = zalloc64(lanes);
       b->t2 = zalloc64(lanes);
       b->rows = zalloc64(lanes);
-      if (!b->g || !b->t || !b->g2 || !b->t2 || !b->rows) st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers");
+      if (c->plan.branch_depth) b->stack = zalloc64(4 * lanes * (size_t)c->plan.branch_depth);
+      if (!b->g || !b->t || !b->g2 || !b->t2 || !b->rows || (c->plan.branch_depth && !b->stack))
+        st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers");
     }
   }
   /* NTKD_CNN_VAR_CACHE (bytes) overrides the bound; the tests use 0. */
@@ -378,6 +398,7 @@ void ntk_cnn_free(ntk_cnn_t *c) {
   free(c->bws.g2);
   free(c->bws.t2);
   free(c->bws.rows);
+  free(c->bws.stack);
   free(c->xt);
   free(c->vt);
   free(c->plan.ops);

@@ -108,6 +108,12 @@ static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL 
       x = t; t = t2; t2 = x;
     } else if (l->kind == NTK_LAYER_DENSE) {
       SFX(b_affine)(g, with_t ? t : NULL, n * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
+    } else if (ntk_layer_traits(l->kind)->branch) { /* a residual block (branch.h), B lanes per position */
+      size_t cap = HW * B, nin = op->hi * op->wi * B;
+      REAL *slot = (REAL *)ws->stack + 4 * cap * (size_t)op->depth, *tt = with_t ? t : NULL;
+      if (l->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot, cap, nin, g, tt);
+      else if (l->kind == NTK_LAYER_NEXT) SFX(branch_next)(slot, cap, nin, n * B, op->first, g, tt);
+      else SFX(branch_join)(slot, cap, nin, l->branches, l->sum, g, tt);
     } else if (op->var >= 0) {
       size_t off = P->var_off[op->var];
       SFX(b_nonlin)(op, g, with_t ? t : NULL, n, va + off, vbt + off * B, va + off + n, vbt + (off + n) * B, B);
@@ -192,6 +198,16 @@ static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
         const struct ntk_layer *l = op->layer;
         if (l->kind == NTK_LAYER_CONV) {
           SFX(b_slice_conv)(op, ws, ld, pad, i0, i1, j0, j1, with_t);
+        } else if (ntk_layer_traits(l->kind)->branch) { /* a slice-local residual block, row by row */
+          size_t cap = ld * (h + 2 * pad) * B, nrow = (j1 - j0) * B;
+          REAL *slot = (REAL *)ws->stack + 4 * cap * (size_t)op->depth;
+          for (size_t i = i0; i < i1; i++) {
+            size_t at = ((i + pad) * ld + pad + j0) * B;
+            REAL *gr = (REAL *)ws->g + at, *tr = with_t ? (REAL *)ws->t + at : NULL;
+            if (l->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot + at, cap, nrow, gr, tr);
+            else if (l->kind == NTK_LAYER_NEXT) SFX(branch_next)(slot + at, cap, nrow, nrow, op->first, gr, tr);
+            else SFX(branch_join)(slot + at, cap, nrow, l->branches, l->sum, gr, tr);
+          }
         } else if (l->kind == NTK_LAYER_DENSE || op->var >= 0) {
           for (size_t i = i0; i < i1; i++) {
             size_t cell = (i + pad) * ld + pad + j0;

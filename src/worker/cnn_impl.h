@@ -333,6 +333,17 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
         SFX(slice_conv)(P, &S, op, with_t);
       } else if (op->layer->kind == NTK_LAYER_DENSE) {
         SFX(slice_pointwise)(P, &S, op, NULL, NULL, with_t);
+      } else if (ntk_layer_traits(op->layer->kind)->branch) {
+        /* a slice-local residual block: its stack holds this slice's
+         * valid region, row by row at the slice buffers' own offsets */
+        REAL *slot = (REAL *)ws->sstack + 4 * cells * (size_t)op->depth;
+        for (size_t i = S.i0; i < S.i1; i++) {
+          size_t at = (i + S.pad) * S.ld + S.pad + S.j0, nrow = S.j1 - S.j0;
+          REAL *gr = S.g + at, *tr = with_t ? S.t + at : NULL;
+          if (op->layer->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot + at, cells, nrow, gr, tr);
+          else if (op->layer->kind == NTK_LAYER_NEXT) SFX(branch_next)(slot + at, cells, nrow, nrow, op->first, gr, tr);
+          else SFX(branch_join)(slot + at, cells, nrow, op->layer->branches, op->layer->sum, gr, tr);
+        }
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
         if (idx < 0) {
