@@ -297,7 +297,7 @@ def _balanced(text, i):
   raise ValueError(f'unbalanced brackets in {text!r}')
 
 
-def _stax_items(text):
+def _stax_items(text, standard=False):
   """The layers of a sequence (whitespace or commas between them) as
   Python expressions for stax: serial(...) and parallel(a, b) nest, a
   branch of several layers is a serial, [...]*k repeats."""
@@ -310,7 +310,7 @@ def _stax_items(text):
     if c == '[':
       j = _balanced(text, i)
       m = re.match(r'\s*\*\s*(\d+)', text[j:])
-      inner = _stax_items(text[i + 1:j - 1])
+      inner = _stax_items(text[i + 1:j - 1], standard)
       items += inner * (int(m.group(1)) if m else 1)
       i = j + (m.end() if m else 0)
       continue
@@ -325,7 +325,7 @@ def _stax_items(text):
     else:
       args = None
     if name == 'serial':
-      items.append('stax.serial(' + ', '.join(_stax_items(args)) + ')')
+      items.append('stax.serial(' + ', '.join(_stax_items(args, standard)) + ')')
     elif name == 'parallel':
       branches, depth, cur = [], 0, ''
       for ch in args:
@@ -341,10 +341,12 @@ def _stax_items(text):
       branches.append(cur)
       exprs = []
       for b in branches:
-        sub_items = _stax_items(b)
+        sub_items = _stax_items(b, standard)
         exprs.append(sub_items[0] if len(sub_items) == 1 else 'stax.serial(' + ', '.join(sub_items) + ')')
       items.append('stax.parallel(' + ', '.join(exprs) + ')')
     else:
+      if standard and name in ('Dense', 'Conv'):
+        args = (args + ', ' if args and args.strip() else '') + "parameterization='standard'"
       items.append(f'stax.{name}({args or ""})')
   return items
 
@@ -355,7 +357,7 @@ def build_stax_syntax(arch, standard=False):
   so the reference is what stax makes of exactly that text. With
   `standard`, every Dense and Conv gets parameterization='standard'."""
   if any(w in arch for w in ('FanOut', 'serial', 'parallel')):
-    return eval('stax.serial(' + ', '.join(_stax_items(arch)) + ')', {'stax': stax, 'None': None})
+    return eval('stax.serial(' + ', '.join(_stax_items(arch, standard)) + ')', {'stax': stax, 'None': None})
   layers = []
   for text in split_layers(arch):
     call = text if '(' in text else text + '()'
@@ -500,6 +502,8 @@ def map_fc_cases():
   for name, arch in (
       ('fc_standard_d3_b', 'Dense(64, W_std=1.5, b_std=0.1) Relu Dense(32, W_std=1.2, b_std=0.0) Erf Dense(3)'),
       ('fc_standard_d3_nobias', 'Dense(16, W_std=1.3) Gelu Dense(128, W_std=0.9, b_std=None) Relu Dense(1, b_std=0.2)'),
+      ('fc_standard_residual', 'Dense(32, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(64, W_std=1.3), '
+       'Relu, Dense(32, W_std=1.1, b_std=0.0)), Identity) FanInSum Relu Dense(1)'),
   ):
     out.append(dict(case(name, arch, n=6, d=9), stax_syntax=True, standard=True))
   # RectifiedMonomial: stax's own kernel is NaN on the diagonal, and so
@@ -701,6 +705,9 @@ def cnn_cases():
       ('cnn_standard_pool_flat', "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu AvgPool((2, 2), strides=(2, 2)) "
        "Conv(4, (3, 3), strides=(2, 2), padding='SAME', b_std=0.2) Relu Flatten Dense(16, W_std=1.2) Gelu Dense(1)",
        large),
+      ('cnn_standard_residual', "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, "
+       "Conv(16, (3, 3), (2, 2), 'SAME', W_std=1.3), Relu, Conv(8, (3, 3), padding='SAME', b_std=0.1)), "
+       "Conv(8, (1, 1), (2, 2), 'SAME')) FanInSum Relu GlobalAvgPool Dense(1)", large),
   ):
     cases.append(dict(c(name, arch, shape), stax_syntax=True, standard=True))
   # Residual blocks: the WideResNet block (identity shortcut), a strided

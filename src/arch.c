@@ -780,10 +780,6 @@ static ntk_status validate(const struct ntk_arch *a) {
 /* Standard parameterisation: the widths the NTK needs. The last Dense or
  * Conv's own width never enters the kernel (only input widths do). */
 static ntk_status validate_standard(const struct ntk_arch *a) {
-  for (size_t i = 0; i < a->n; i++)
-    if (ntk_layer_traits(a->layers[i].kind)->branch)
-      return ntk_error(NTK_ECONFIG, "arch, layer %zu: residual blocks under parameterization = standard are not "
-                       "supported yet (the widths of their branches)", i + 1);
   size_t last = a->n;
   for (size_t i = 0; i < a->n; i++)
     if (ntk_layer_traits(a->layers[i].kind)->affine) last = i;
@@ -798,22 +794,53 @@ static ntk_status validate_standard(const struct ntk_arch *a) {
   return NTK_OK;
 }
 
-size_t ntk_arch_next_width(const struct ntk_layer *l, size_t chan, size_t hw_at_readout) {
+void ntk_widths_init(struct ntk_widths *w, size_t chan) {
+  memset(w, 0, sizeof *w);
+  w->chan = chan;
+}
+
+int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t index, size_t hw) {
+  int d = w->depth - 1;
   switch (l->kind) {
   case NTK_LAYER_DENSE:
-  case NTK_LAYER_CONV: return l->width > 0 ? (size_t)l->width : chan;
-  case NTK_LAYER_FLATTEN: return chan * (hw_at_readout ? hw_at_readout : 1);
+  case NTK_LAYER_CONV: w->chan = l->width > 0 ? (size_t)l->width : 0; break;
+  case NTK_LAYER_FLATTEN: w->chan *= hw ? hw : 1; break;
+  case NTK_LAYER_FORK:
+    if (w->depth < 16) {
+      w->in[w->depth] = w->chan;
+      w->sum_end[w->depth] = 0;
+      w->first_end[w->depth] = 0;
+      w->unequal[w->depth] = 0;
+    }
+    w->depth++;
+    break;
+  case NTK_LAYER_NEXT:
+  case NTK_LAYER_JOIN:
+    if (d < 0 || d >= 16) break;
+    if (w->chan && w->first_end[d] && w->chan != w->first_end[d]) w->unequal[d] = 1;
+    if (!w->first_end[d]) w->first_end[d] = w->chan;
+    w->sum_end[d] += w->chan;
+    if (l->kind == NTK_LAYER_NEXT) {
+      w->chan = w->in[d];
+      break;
+    }
+    w->depth--;
+    if (w->unequal[d]) {
+      ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): its branches end at different widths%s", index + 1, l->name,
+                l->sum ? ": neural-tangents' FanInSum needs equal shapes"
+                       : "; a width-weighted FanInConcat is not supported yet (equal widths are)");
+      return -1;
+    }
+    w->chan = l->sum ? w->first_end[d] : w->sum_end[d];
+    break;
   case NTK_LAYER_MAP:
   case NTK_LAYER_IDENTITY:
   case NTK_LAYER_AVGPOOL:
   case NTK_LAYER_GLOBALAVGPOOL:
   case NTK_LAYER_LAYERNORM:
-  case NTK_LAYER_FORK: /* residual blocks: refused under standard (validate_standard) */
-  case NTK_LAYER_NEXT:
-  case NTK_LAYER_JOIN:
-  case NTK_LAYER_KINDS: return chan;
+  case NTK_LAYER_KINDS: break;
   }
-  return chan;
+  return 0;
 }
 
 ntk_status ntk_arch_parse(const char *text, double w_std, double b_std, struct ntk_arch *out) {

@@ -595,6 +595,38 @@ START_TEST(test_map_identities) {
 }
 END_TEST
 
+/* Branch widths, where stax's kernel shapes carry them: a FanInSum of
+ * different widths is refused (neural-tangents raises), as is a
+ * FanInConcat of different widths (not weighted yet); unknown widths (the
+ * short forms) pass. */
+START_TEST(test_branch_widths) {
+  struct ntk_dataset ds = {4, 3, 0, 0, 0, 8, calloc(12, 8), 0};
+  const char *bad[] = {"Dense(8) FanOut(2) parallel(serial(Relu, Dense(16)), Identity) FanInSum Dense",
+                       "Dense(8) FanOut(2) parallel(Dense(4), Dense(8)) FanInConcat Dense",
+                       "FanOut(2) parallel(Dense(3), Dense(4)) FanInSum Dense"};
+  for (size_t k = 0; k < 3; k++) {
+    struct ntk_arch arch;
+    ck_assert_int_eq(ntk_arch_parse(bad[k], 1, 0, &arch), NTK_OK);
+    ntk_fc_t *fc = NULL;
+    ck_assert_int_eq(ntk_fc_create(&arch, &ds, &fc), NTK_ECONFIG);
+    ck_assert_msg(strstr(ntk_error_message(), "its branches end at different widths"), "%s", ntk_error_message());
+    ntk_arch_free(&arch);
+  }
+  const char *good[] = {"Dense FanOut(2) parallel(serial(Relu, Dense), Identity) FanInSum Dense",
+                        "Dense(3) FanOut(2) parallel(Dense(3), Identity) FanInSum Dense",
+                        "Dense(8) FanOut(2) parallel(Dense(8), Dense) FanInConcat Dense"};
+  for (size_t k = 0; k < 3; k++) {
+    struct ntk_arch arch;
+    ck_assert_int_eq(ntk_arch_parse(good[k], 1, 0, &arch), NTK_OK);
+    ntk_fc_t *fc = NULL;
+    ck_assert_msg(ntk_fc_create(&arch, &ds, &fc) == NTK_OK, "%s: %s", good[k], ntk_error_message());
+    ntk_fc_free(fc);
+    ntk_arch_free(&arch);
+  }
+  free(ds.x);
+}
+END_TEST
+
 START_TEST(test_refuses_cnn) {
   struct ntk_arch arch;
   ck_assert_int_eq(ntk_arch_parse("Conv(3) Relu GlobalAvgPool Dense", 1, 0, &arch), NTK_OK);
@@ -626,6 +658,7 @@ int main(void) {
   tcase_add_test(tc, test_tile_independence_f64);
   tcase_add_test(tc, test_refuses_cnn);
   tcase_add_test(tc, test_map_identities);
+  tcase_add_test(tc, test_branch_widths);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

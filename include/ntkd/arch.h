@@ -52,13 +52,26 @@ ntk_status ntk_arch_parse(const char *text, double w_std, double b_std,
  * its width, which then scales the NTK; docs/JOB-FILE.md). */
 ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, int standard, struct ntk_arch *out);
 
-/* Under standard parameterisation, the NTK of an affine layer is
- * fan_in * A(nngp) + W^2 A(ntk) + (bias ? 1 : 0), fan_in its input's width
- * (channels times the filter area for a Conv). The width of the input
- * to layer i given `chan`, the width before it (the data's channels or
- * features at the start); returns the width after it. Flatten multiplies
- * by the positions h * w it flattens. */
-size_t ntk_arch_next_width(const struct ntk_layer *l, size_t chan, size_t hw_at_readout);
+/* Channel widths along a network, as stax's kernel shapes carry them:
+ * under standard parameterisation the NTK of an affine layer is
+ * fan_in * A(nngp) + W^2 A(ntk) + (bias ? 1 : 0), fan_in the width of its
+ * input (times the filter area for a Conv); FanInSum needs equal widths
+ * and FanInConcat adds them. A layer without a width (ntkd's short forms)
+ * has width 0: unknown, and equal to anything. Start with the data's
+ * features or channels; `chan` is the width before the next layer. */
+struct ntk_widths {
+  size_t chan;
+  int depth;
+  size_t in[16], first_end[16], sum_end[16];
+  int unequal[16];
+};
+void ntk_widths_init(struct ntk_widths *w, size_t chan);
+
+/* Past layer l (hw: the positions a Flatten flattens). Returns 0, or -1
+ * for a FanInSum or FanInConcat whose branches end at different known
+ * widths (neural-tangents refuses the sum; ntkd does not weight a
+ * concatenation yet), with ntk_error set. */
+int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t index, size_t hw);
 
 void ntk_arch_free(struct ntk_arch *arch);
 

@@ -228,16 +228,17 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   P->standard = arch->standard;
   P->tail_fan = calloc(P->ntail ? P->ntail : 1, sizeof *P->tail_fan);
   if (!P->tail_fan) return ntk_error(NTK_ENOMEM, "out of memory");
-  size_t chan = P->C;
+  struct ntk_widths wd;
+  ntk_widths_init(&wd, P->C);
   for (size_t k = 0; k < P->nops; k++) {
     const struct ntk_layer *l = P->ops[k].layer;
-    P->ops[k].fan = (double)chan * (l->kind == NTK_LAYER_CONV ? (double)l->filter * (double)l->filter_w : 1.0);
-    chan = ntk_arch_next_width(l, chan, 0);
+    P->ops[k].fan = (double)wd.chan * (l->kind == NTK_LAYER_CONV ? (double)l->filter * (double)l->filter_w : 1.0);
+    if (ntk_widths_step(&wd, l, (size_t)(l - arch->layers), 0)) return NTK_ECONFIG;
   }
-  chan = ntk_arch_next_width(&arch->layers[i], chan, h * w);
+  if (ntk_widths_step(&wd, &arch->layers[i], i, h * w)) return NTK_ECONFIG;
   for (size_t k = 0; k < P->ntail; k++) {
-    P->tail_fan[k] = (double)chan;
-    chan = ntk_arch_next_width(&P->tail[k], chan, 0);
+    P->tail_fan[k] = (double)wd.chan;
+    if (ntk_widths_step(&wd, &P->tail[k], i + 1 + k, 0)) return NTK_ECONFIG;
   }
   P->tail_off = P->var_size;
   P->var_size += P->ntail ? P->ntail : 1;

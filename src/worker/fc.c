@@ -207,10 +207,17 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
     ntk_fc_free(fc);
     return ntk_error(NTK_ENOMEM, "out of memory for per-sample variances");
   }
-  /* Input widths (standard parameterisation): the data's features, then each layer's width. */
-  for (size_t l = 0, chan = data->d; l < arch->n; l++) {
-    fc->fan[l] = (double)chan;
-    chan = ntk_arch_next_width(&arch->layers[l], chan, 0);
+  /* Input widths (standard parameterisation): the data's features, then
+   * each layer's width, through residual blocks; unequal branch widths are
+   * refused here, where the data's width is known. */
+  struct ntk_widths wd;
+  ntk_widths_init(&wd, data->d);
+  for (size_t l = 0; l < arch->n; l++) {
+    fc->fan[l] = (double)wd.chan;
+    if (ntk_widths_step(&wd, &arch->layers[l], l, 0)) {
+      ntk_fc_free(fc);
+      return NTK_ECONFIG;
+    }
   }
   /* Input variances x.x/d, accumulated in double whatever the precision. */
   for (size_t i = 0; i < n; i++) {
