@@ -463,16 +463,14 @@ def model(kname, funcs, regs, plan, verbose):
         conv = source_block(src, r"if \(o->kind == NTK_LAYER_CONV\)", body[0])
         cn = source_block(src, r"SFX\(dv_cell_nonlin\)\(")
         nl = source_block(src, r"SFX\(dv_nonlin\)\(")
-        map_call = source_line(src, r"return MAP\(&o->map", nl[0])
-        mapf = source_line(maps, r"ntk_mapf\(const struct ntk_map")
-        mapf_relu = source_line(maps, r"case NTK_MAP_ABRELU: return ntk_abreluf_r", mapf)
-        mapf_erf = source_line(maps, r"case NTK_MAP_ERF: return ntk_erf_abcf", mapf)
-        hot = [(F,) + conv, (F,) + cn, (F, map_call, map_call), ("kernel_maps.h", mapf_relu, mapf_relu)] + relu
+        # the plain SLICE kernel (dv_nonlin's any = 0): ABRelu hot, Erf cold
+        erf_call = source_line(src, r"NTK_MAP_ERF\) return ERF", nl[0])
+        relu_call = source_line(src, r"return ABRELU_R\(\(REAL\)o->map.a", nl[0])
+        hot = [(F,) + conv, (F,) + cn, (F, relu_call, relu_call)] + relu
         cold = [(F,) + source_block(src, r"o->kind == NTK_LAYER_DENSE", body[0]),
                 (F,) + source_block(src, r"\} else if \(o->var_off >= 0\) \{", conv[1]),
                 (F,) + source_block(src, r"if \(capture\) \{", cn[0]),
-                ("kernel_maps.h", mapf_erf, mapf_erf),
-                ("kernel_maps.h",) + source_block(maps, r"ntk_erf_abcf\(const struct ntk_map")] + erf_lines
+                (F, erf_call, erf_call)] + erf_lines
         bar_line = source_line(src, r"BLK_SYNC\(B\);", source_line(src, r"rows_t\[r \* ld \+ j\] = st;", body[0]))
     lo, hi = layer_loop(ins, bar_line)
     print(f"\n== {kname.upper()}: {fname}")

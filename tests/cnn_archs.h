@@ -72,21 +72,22 @@ static const char *const archs[] = {
     "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Relu GlobalSumPool Dense Relu Dense",
     "Conv(3, 1, SAME) Relu AvgPool((3, 3), (2, 2), 'SAME', normalize_edges=True) Conv(2, 1, SAME) Relu "
     "AvgPool(2, 1, padding=SAME) Flatten Dense",
-};
-
-/* Networks the CPU computes and the GPU plan refuses (no GPU kernels yet):
- * residual blocks (slice-local ones run inside slices and batched; one with
- * a strided branch on the full covariance), rectangular and 1-D-shaped
- * sizes. test_cnn.c runs them through every path. */
-static const char *const archs_cpu[] = {
+    /* residual blocks: on the GPU, FORK, NEXT and JOIN run on the full covariance between slice runs */
     "Conv(3, 1, SAME) [FanOut(2) parallel(serial(Relu Conv(3, 1, SAME) Relu Conv(3, 1, SAME)), Identity) FanInSum]*2 "
     "Relu GlobalAvgPool Dense",
     "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME)), Conv(3, 2, SAME)) FanInSum "
     "FanOut(3) parallel(Identity, serial(Erf Conv(3, 1, SAME)), Conv(1)) FanInConcat GlobalAvgPool Dense",
-    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, VALID)), Conv(3, 1, VALID)) FanInSum Relu Flatten "
-    "Dense",
     "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME) Relu Conv(3, 1, SAME)), Identity) FanInSum "
     "Relu AvgPool(2, 1) Flatten Dense",
+};
+
+/* Networks the CPU computes and the GPU plan refuses (no GPU kernels yet):
+ * a residual network on the same-position path (Flatten without pooling),
+ * rectangular and 1-D-shaped sizes. test_cnn.c runs them through every
+ * path. */
+static const char *const archs_cpu[] = {
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, VALID)), Conv(3, 1, VALID)) FanInSum Relu Flatten "
+    "Dense",
     "Conv(4, (3, 5), strides=(1, 2), padding=SAME) Relu Conv(4, (2, 3), padding=SAME) Relu GlobalAvgPool Dense",
     "Conv(4, (1, 3), padding=SAME) Relu AvgPool((2, 1), strides=(1, 1)) Conv(4, (3, 1)) Relu Flatten Dense",
 };

@@ -55,12 +55,14 @@ int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_datas
     if (why) snprintf(why, cap, "parameterization = standard is computed by the CPU backend only");
     return 0;
   }
-  for (size_t i = 0; i < arch->n; i++)
-    if (ntk_layer_traits(arch->layers[i].kind)->branch) { /* no GPU kernel keeps a block's input yet */
-      if (why) snprintf(why, cap, "residual networks (FanOut, parallel, FanIn) are computed by the CPU backend only");
-      return 0;
-    }
-  if (!ntk_cnn_applies(arch, data)) return 1;
+  if (!ntk_cnn_applies(arch, data)) {
+    for (size_t i = 0; i < arch->n; i++)
+      if (ntk_layer_traits(arch->layers[i].kind)->branch) { /* the FC kernel keeps no branch stack */
+        if (why) snprintf(why, cap, "fully-connected residual networks are computed by the CPU backend only");
+        return 0;
+      }
+    return 1;
+  }
   struct ntk_dev_plan *P = malloc(sizeof *P);
   ntk_status st = P ? ntk_cnn_dev_plan(arch, data, P) : ntk_error(NTK_ENOMEM, "out of memory");
   free(P);

@@ -562,8 +562,11 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   if (!ntk_cnn_applies(arch, data)) return ntk_error(NTK_ECONFIG, "not a convolutional network on image data");
   struct cnn_plan P;
   ntk_status st = plan_build(&P, arch, data, NTK_CNN_AUTO);
-  if (!st && P.branch_depth)
-    st = ntk_error(NTK_ECONFIG, "residual networks (FanOut, parallel, FanIn) have no GPU kernels yet");
+  if (!st && P.branch_depth && P.path == NTK_CNN_DIAG)
+    st = ntk_error(NTK_ECONFIG, "residual networks before a Flatten without pooling have no GPU kernel yet (the "
+                   "same-position kernel keeps no branch stack)");
+  if (!st && P.standard)
+    st = ntk_error(NTK_ECONFIG, "parameterization = standard has no GPU kernels yet");
   for (size_t k = 0; !st && k < P.nops; k++)
     if (P.ops[k].fh != P.ops[k].fw || P.ops[k].sh != P.ops[k].sw)
       st = ntk_error(NTK_ECONFIG, "arch, %s %zu x %zu stride %zu x %zu: the GPU kernels take square filters, windows "
@@ -584,6 +587,7 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
     out->nops = (int)P.nops;
     out->ntail = (int)P.ntail;
     out->var_size = (int)P.var_size;
+    out->branch_depth = P.branch_depth;
     out->tail_off = (int)P.tail_off;
     for (size_t k = 0; k < P.nops + P.ntail; k++) {
       int tail = k >= P.nops;
@@ -596,6 +600,7 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->map = l->map;
       o->f = l->kind == NTK_LAYER_AVGPOOL ? l->window : l->filter;
       o->sum = l->sum;
+      o->branches = l->branches;
       o->norm_edges = l->normalize_edges;
       o->s = l->stride;
       o->var_off = -1;
@@ -607,7 +612,11 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->lo_h = (int)op->lo_h;
       o->lo_w = (int)op->lo_w;
       o->circular = op->circular;
-      o->slice_local = op->slice_local;
+      /* the GPU's slice kernels keep no branch stack: a block's FORK, NEXT
+       * and JOIN run on the full covariance (BRANCH_FULL), between runs */
+      o->slice_local = op->slice_local && !ntk_layer_traits(l->kind)->branch;
+      o->depth = op->depth;
+      o->first = op->first;
       o->bh = (int)op->bh;
       o->bw = (int)op->bw;
       o->var_off = op->var >= 0 ? (int)P.var_off[op->var] : -1;

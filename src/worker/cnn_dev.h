@@ -22,7 +22,8 @@ struct ntk_dev_op {
   int hi, wi, ho, wo;        /* input and output sizes */
   int lo_h, lo_w, circular;  /* Conv padding before, CIRCULAR */
   int f, s;                  /* Conv filter or AvgPool window; stride */
-  int sum;                   /* SumPool: window sums, not means */
+  int sum;                   /* SumPool: window sums, not means; JOIN: FanInSum (else FanInConcat) */
+  int depth, first, branches; /* FORK, NEXT, JOIN: the block's stack slot, a NEXT ending the first branch, n */
   int norm_edges;            /* AvgPool SAME with normalize_edges: means over the cells inside */
   int slice_local;           /* stride-1 SAME Conv, Dense, nonlinearity, Identity */
   int bh, bw;                /* offsets of this op's input the readout needs */
@@ -46,6 +47,7 @@ struct ntk_dev_plan {
   int out_h, out_w;          /* size at the readout */
   int nops, ntail;
   int var_size, tail_off;    /* elements of an image's variance block; the tail's slots */
+  int branch_depth;          /* residual blocks: the deepest nesting (0: none) */
   struct ntk_dev_op ops[NTK_DEV_MAXOPS];
   struct ntk_dev_op tail[NTK_DEV_MAXTAIL];
 };
@@ -64,6 +66,9 @@ enum {
   NTK_K_POOL_FULL,  /* grid-stride: ops[k0] (an AvgPool) on fg into ng */
   NTK_K_READOUT,    /* grid (np): sum, normalise, the tail; out[pair] */
   NTK_K_SLICE3,     /* grid (nDi * nDj, np): ops [k0, k1), all Conv f = 3, on one wrapped offset (four slices) */
+  NTK_K_BRANCH_FULL, /* grid-stride: ops[k0] (a residual block's FORK, NEXT or JOIN) on fg, ft in place */
+  NTK_K_DIAG_ANY,   /* DIAG and SLICE compiled for every map (dv_nonlin's `any`); the plain */
+  NTK_K_SLICE_ANY,  /* variants only for ABRelu and Erf(1, 1, 0) */
   NTK_K_COUNT
 };
 
@@ -91,6 +96,7 @@ struct ntk_dev_args {
   size_t fstride; /* elements per pair in fg, ft, ng, nt */
   void *fg, *ft, *ng, *nt;
   void *part;     /* [np][noff][2] doubles: sums of NNGP and NTK */
+  void *bstack;   /* BRANCH_FULL: per pair and depth 4 x fstride elements (src/worker/branch.h's layout) */
   void *out;      /* [np][2]: nngp, ntk */
 };
 

@@ -23,14 +23,16 @@
 #define DV_QUAD SFX(dv_quad)
 #endif
 
-/* Every map through the dispatcher. Inlined here it costs the generic
- * SLICE kernel 5 registers (48 -> 53) and ~18 % more instructions per cell
- * on the ReLU path (scripts/gpu_model.py, "before" column); SLICE3, the
- * kernel of the f = 3 networks, takes only ABRelu and Erf(1, 1, 0) and
- * keeps its 80 registers. */
-static DEV REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
-                               REAL *td) {
-  return MAP(&o->map, q12, q11, q22, r11, r22, td);
+/* A nonlinearity on one entry. `any` is a constant of each kernel variant
+ * (cnn_cuda.cu): 0 for runs whose maps are all ABRelu or Erf(1, 1, 0),
+ * whose code alone is then compiled in (the other maps' code had cost the
+ * SLICE kernel 30 registers: 48 -> 78, cuobjdump -res-usage); 1 for any
+ * map, through the dispatcher. cnn_gpu.c picks the variant per run. */
+static DEV DV_INLINE REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, REAL q22, REAL r11,
+                                         REAL r22, REAL *td, int any) {
+  if (any) return MAP(&o->map, q12, q11, q22, r11, r22, td);
+  if (o->map.kind == NTK_MAP_ERF) return ERF(q12, q11, q22, td);
+  return ABRELU_R((REAL)o->map.a, (REAL)o->map.b, q12, q11, q22, r11, r22, td);
 }
 
 /* Block sums of (*sg, *st), in a fixed order for a given block size (so
@@ -73,7 +75,7 @@ static DEV REAL SFX(dv_dot)(const REAL *xa, const REAL *xb, int C) {
  * products v, u of cnn_dev.h). When `capture` (a pair (a, a) at offset 0,
  * so p == q and qa == qb), a's slot at p is written first: the thread that
  * owns the entry is the only one that reads it in this launch. */
-static DEV void SFX(dv_cell_nonlin)(const struct ntk_dev_op *o, int capture, REAL *qa, const REAL *qb, unsigned p,
+static DEV DV_INLINE void SFX(dv_cell_nonlin)(const struct ntk_dev_op *o, int any, int capture, REAL *qa, const REAL *qb, unsigned p,
                                     unsigned q, REAL *g, REAL *t, int with_t) {
   if (capture) {
     qa[NTK_DEV_VSLOT * p] = *g;
@@ -83,7 +85,7 @@ static DEV void SFX(dv_cell_nonlin)(const struct ntk_dev_op *o, int capture, REA
   }
   REAL td;
   *g = SFX(dv_nonlin)(o, *g, qa[NTK_DEV_VSLOT * p], qb[NTK_DEV_VSLOT * q], qa[NTK_DEV_VSLOT * p + 1],
-                      qb[NTK_DEV_VSLOT * q + 1], &td);
+                      qb[NTK_DEV_VSLOT * q + 1], &td, any);
   if (with_t) *t *= td;
 }
 
@@ -95,7 +97,7 @@ static DEV const struct ntk_dev_op *SFX(dv_next_nonlin)(const struct ntk_dev_pla
 
 /* ---- DIAG: one pair per block, same-position entries, all layers ------- */
 
-static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm) {
+static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
   const struct ntk_dev_plan *P = A->P;
   size_t pair = B->bx, n0 = (size_t)P->H * (size_t)P->W, d = n0 * (size_t)P->C;
   unsigned tid = B->tid, nt = B->nt;
@@ -139,7 +141,7 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
           st += rt;
         }
         REAL g = w2 * (sg * scale) + b2, t = with_t ? g + w2 * (st * scale) : 0;
-        if (nl) SFX(dv_cell_nonlin)(nl, A->self, va + nl->var_off, vb + nl->var_off, p, p, &g, &t, with_t);
+        if (nl) SFX(dv_cell_nonlin)(nl, any, A->self, va + nl->var_off, vb + nl->var_off, p, p, &g, &t, with_t);
         ng[p] = g;
         nt_[p] = t;
       }
@@ -161,7 +163,7 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
       REAL *qa = va + o->var_off;
       const REAL *qb = vb + o->var_off;
       for (unsigned p = tid; p < (unsigned)n; p += nt)
-        SFX(dv_cell_nonlin)(o, A->self, qa, qb, p, p, &dg[p], &dt[p], with_t);
+        SFX(dv_cell_nonlin)(o, any, A->self, qa, qb, p, p, &dg[p], &dt[p], with_t);
       BLK_SYNC(B);
     }
   }
@@ -181,7 +183,7 @@ static DEV void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, RE
 
 /* ---- SLICE: one offset of one pair through a run of slice-local ops ------ */
 
-static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm) {
+static DEV DV_INLINE void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
   const struct ntk_dev_plan *P = A->P;
   /* In-block indices are 32-bit: a slice block holds at most a few
    * thousand cells (shared memory); global offsets stay size_t. */
@@ -254,7 +256,7 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
           tv = gv + w2 * (st * scale);
         }
         if (nl)
-          SFX(dv_cell_nonlin)(nl, A->capture, va + nl->var_off, vb + nl->var_off, p, (unsigned)((int)p - shift), &gv,
+          SFX(dv_cell_nonlin)(nl, any, A->capture, va + nl->var_off, vb + nl->var_off, p, (unsigned)((int)p - shift), &gv,
                               &tv, with_t);
         g2[idx] = gv;
         t2[idx] = tv;
@@ -279,7 +281,7 @@ static DEV void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, R
       for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
         DV_CELL(k2, vw, inv, ii, jj);
         unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
-        SFX(dv_cell_nonlin)(o, A->capture, va + o->var_off, vb + o->var_off, p, (unsigned)((int)p - shift), &g[idx],
+        SFX(dv_cell_nonlin)(o, any, A->capture, va + o->var_off, vb + o->var_off, p, (unsigned)((int)p - shift), &g[idx],
                             &t[idx], with_t);
       }
       BLK_SYNC(B);
@@ -805,6 +807,45 @@ static DEV void SFX(dv_pool_full)(const struct ntk_dev_args *A, struct ntk_blk *
   }
 }
 
+/* A residual block's FORK, NEXT or JOIN on the full covariance, entry by
+ * entry: branch.h's operations, in its order (a NEXT adds the branch's
+ * end to the sum before it restores the block's input), on a stack of 4
+ * arrays of fstride elements per pair and depth. */
+static DEV void SFX(dv_branch_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
+  const struct ntk_dev_op *o = &A->P->ops[A->k0];
+  size_t n = (size_t)o->hi * o->wi, n_in = (size_t)o->ho * o->wo, cap = A->fstride;
+  n *= n; /* a branch's end (FORK: the block's input) */
+  n_in *= n_in;
+  size_t m = n > n_in ? n : n_in;
+  DV_GRID_LOOP(k, (size_t)A->np * m) {
+    size_t pair = k / m, e = k % m;
+    REAL *g = (REAL *)A->fg + pair * cap, *t = A->with_t ? (REAL *)A->ft + pair * cap : (REAL *)0;
+    REAL *slot = (REAL *)A->bstack + (pair * (size_t)A->P->branch_depth + (size_t)o->depth) * 4 * cap;
+    if (o->kind == NTK_LAYER_FORK) {
+      if (e < n) {
+        slot[e] = g[e];
+        if (t) slot[cap + e] = t[e];
+      }
+    } else if (o->kind == NTK_LAYER_NEXT) {
+      if (e < n) {
+        slot[2 * cap + e] = o->first ? g[e] : slot[2 * cap + e] + g[e];
+        if (t) slot[3 * cap + e] = o->first ? t[e] : slot[3 * cap + e] + t[e];
+      }
+      if (e < n_in) {
+        g[e] = slot[e];
+        if (t) t[e] = slot[cap + e];
+      }
+    } else if (e < n && o->branches > 1) { /* JOIN */
+      g[e] = slot[2 * cap + e] + g[e];
+      if (t) t[e] = slot[3 * cap + e] + t[e];
+      if (!o->sum) {
+        g[e] /= (REAL)o->branches;
+        if (t) t[e] /= (REAL)o->branches;
+      }
+    }
+  }
+}
+
 /* ---- readout and the fully-connected tail -------------------------------- */
 
 static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm) {
@@ -845,7 +886,7 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
       t = g + w2 * t;
     } else if (o->kind == NTK_LAYER_MAP || o->kind == NTK_LAYER_LAYERNORM) {
       REAL td;
-      g = SFX(dv_nonlin)(o, g, ta[k], tb[k], RSQRT(ta[k]), RSQRT(tb[k]), &td);
+      g = SFX(dv_nonlin)(o, g, ta[k], tb[k], RSQRT(ta[k]), RSQRT(tb[k]), &td, 1);
       t *= td;
     }
   }

@@ -80,11 +80,14 @@ static void host_block(struct host_launch *L, unsigned bx, unsigned by, unsigned
   const struct ntk_dev_args *a = L->a;
   int f = L->elem == 4;
   switch (L->kernel) {
-  case NTK_K_DIAG: f ? dv_diag_f(a, &B, L->sm) : dv_diag_d(a, &B, L->sm); break;
-  case NTK_K_SLICE: f ? dv_slice_f(a, &B, L->sm) : dv_slice_d(a, &B, L->sm); break;
+  case NTK_K_DIAG: f ? dv_diag_f(a, &B, L->sm, 0) : dv_diag_d(a, &B, L->sm, 0); break;
+  case NTK_K_SLICE: f ? dv_slice_f(a, &B, L->sm, 0) : dv_slice_d(a, &B, L->sm, 0); break;
+  case NTK_K_DIAG_ANY: f ? dv_diag_f(a, &B, L->sm, 1) : dv_diag_d(a, &B, L->sm, 1); break;
+  case NTK_K_SLICE_ANY: f ? dv_slice_f(a, &B, L->sm, 1) : dv_slice_d(a, &B, L->sm, 1); break;
   case NTK_K_INPUT_FULL: f ? dv_input_full_f(a, &B) : dv_input_full_d(a, &B); break;
   case NTK_K_CONV_FULL: f ? dv_conv_full_f(a, &B) : dv_conv_full_d(a, &B); break;
   case NTK_K_POOL_FULL: f ? dv_pool_full_f(a, &B) : dv_pool_full_d(a, &B); break;
+  case NTK_K_BRANCH_FULL: f ? dv_branch_full_f(a, &B) : dv_branch_full_d(a, &B); break;
   case NTK_K_READOUT: f ? dv_readout_f(a, &B, L->sm) : dv_readout_d(a, &B, L->sm); break;
   case NTK_K_SLICE3:
     f ? dv_slice3_f(a, &B, L->sm, a->with_t, a->capture) : dv_slice3_d(a, &B, L->sm, a->with_t, a->capture);
@@ -198,7 +201,7 @@ struct ntk_cnn_gpu {
   void *x, *var;
   size_t img_cap;
   unsigned char *have; /* job-wide cache: x and var hold every image, have[i] once var[i] is computed */
-  void *pa, *pb, *fg, *ft, *ng, *nt, *part, *out;
+  void *pa, *pb, *fg, *ft, *ng, *nt, *part, *out, *bstack;
   size_t pair_cap;
   unsigned *hpa, *hpb; /* host staging */
   void *hout;
@@ -221,6 +224,17 @@ static size_t slice_smem(size_t h, size_t w, size_t pad, size_t nt, size_t es) {
  * pairs, and the reduction's. */
 static size_t slice3_smem(size_t h, size_t w, size_t nt, size_t es) {
   return 2 * (h + 3) * (w + 3) * 2 * es + 2 * nt * sizeof(double);
+}
+
+/* Whether the nonlinearities of ops [k0, k1) are all ABRelu or Erf(1, 1,
+ * 0): then the plain DIAG and SLICE kernels, compiled for those alone,
+ * take them; else their ANY variants (cnn_dev_impl.h, dv_nonlin). */
+static int plain_maps(const struct ntk_dev_plan *P, int k0, int k1) {
+  for (int k = k0; k < k1; k++) {
+    const struct ntk_dev_op *o = &P->ops[k];
+    if (o->var_off >= 0 && o->map.kind != NTK_MAP_ABRELU && !ntk_map_is_plain_erf(&o->map)) return 0;
+  }
+  return 1;
 }
 
 /* Whether the run of slice-local ops [k0, k1) takes SLICE3: every
@@ -338,7 +352,8 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
   g->fstride = g->need_full ? HW * HW : 0;
   if (P->nops == 0 || !P->ops[P->nops - 1].slice_local) g->noff_max = 1; /* the readout reads fg */
   /* Bytes per pair in a batch (NTK included): full covariances, slice sums, result. */
-  g->per_pair = 4 * g->fstride * es + 2 * g->noff_max * sizeof(double) + 2 * es + 2 * sizeof(unsigned);
+  g->per_pair = 4 * g->fstride * es * (1 + (size_t)P->branch_depth) + 2 * g->noff_max * sizeof(double) + 2 * es +
+                2 * sizeof(unsigned); /* residual blocks: 4 more per depth (the branch stack) */
   /* Every image and its variance block stay on the device for the whole
    * job when they take at most 60 % of the free memory and leave room for
    * a full batch (65 535 pairs, or as many as mem_budget holds) within 90 %
@@ -394,7 +409,7 @@ static ntk_status grow_images(ntk_cnn_gpu_t *g, size_t images) {
 
 static ntk_status grow_pairs(ntk_cnn_gpu_t *g, size_t pairs) {
   if (g->pair_cap >= pairs) return NTK_OK;
-  void **dev[] = {&g->pa, &g->pb, &g->fg, &g->ft, &g->ng, &g->nt, &g->part, &g->out};
+  void **dev[] = {&g->pa, &g->pb, &g->fg, &g->ft, &g->ng, &g->nt, &g->part, &g->out, &g->bstack};
   for (size_t k = 0; k < sizeof dev / sizeof *dev; k++) {
     g->ex.release(g->ex.ctx, *dev[k]);
     *dev[k] = NULL;
@@ -408,6 +423,8 @@ static ntk_status grow_pairs(ntk_cnn_gpu_t *g, size_t pairs) {
     EX_TRY(g->ex.alloc(g->ex.ctx, &g->ft, full, g->err, sizeof g->err));
     EX_TRY(g->ex.alloc(g->ex.ctx, &g->ng, full, g->err, sizeof g->err));
     EX_TRY(g->ex.alloc(g->ex.ctx, &g->nt, full, g->err, sizeof g->err));
+    if (g->plan->branch_depth)
+      EX_TRY(g->ex.alloc(g->ex.ctx, &g->bstack, 4 * full * (size_t)g->plan->branch_depth, g->err, sizeof g->err));
   }
   EX_TRY(g->ex.alloc(g->ex.ctx, &g->part, pairs * g->noff_max * 2 * sizeof(double), g->err, sizeof g->err));
   EX_TRY(g->ex.alloc(g->ex.ctx, &g->out, pairs * 2 * es, g->err, sizeof g->err));
@@ -459,9 +476,11 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
   A.nt = with_t ? g->nt : NULL;
   A.part = g->part;
   A.out = g->out;
+  A.bstack = g->bstack;
   ntk_status st;
   if (P->path == NTK_CNN_DIAG) {
-    if ((st = launch(g, NTK_K_DIAG, (unsigned)np, 1, g->smem_diag, &A))) return st;
+    int kern = plain_maps(P, 0, P->nops) ? NTK_K_DIAG : NTK_K_DIAG_ANY;
+    if ((st = launch(g, kern, (unsigned)np, 1, g->smem_diag, &A))) return st;
     A.mode = NTK_RO_PART;
     A.noff = 1;
   } else {
@@ -483,7 +502,8 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
         A.bh = o->bh < h - 1 ? o->bh : h - 1;
         A.bw = o->bw < w - 1 ? o->bw : w - 1;
         A.from_x = from_x;
-        int s3 = run_is_slice3(P, k, k1), kern = s3 ? NTK_K_SLICE3 : NTK_K_SLICE;
+        int s3 = run_is_slice3(P, k, k1);
+        int kern = s3 ? NTK_K_SLICE3 : plain_maps(P, k, k1) ? NTK_K_SLICE : NTK_K_SLICE_ANY;
         size_t smem = s3 ? slice3_smem((size_t)h, (size_t)w, nt, es)
                          : slice_smem((size_t)h, (size_t)w, (size_t)P->pad, nt, es);
         if (self) { /* the zero offset first: the variances the other offsets read */
@@ -516,6 +536,14 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
         from_x = 0;
       }
       A.k0 = k;
+      if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN) {
+        size_t a = (size_t)o->hi * o->wi, b = (size_t)o->ho * o->wo, m = a > b ? a : b; /* in place on fg, ft */
+        if ((st = launch(g, NTK_K_BRANCH_FULL, grid_for(g, np * m * m), 1, 0, &A))) return st;
+        h = o->ho;
+        w = o->wo;
+        k++;
+        continue;
+      }
       size_t hwo = (size_t)o->ho * o->wo;
       int kern = o->kind == NTK_LAYER_CONV ? NTK_K_CONV_FULL : NTK_K_POOL_FULL;
       if ((st = launch(g, kern, grid_for(g, np * hwo * hwo), 1, 0, &A))) return st;

@@ -31,12 +31,22 @@ extern "C" {
   __global__ static void k_diag_##SFX_(struct ntk_dev_args a) {                                       \
     extern __shared__ double sm_[];                                                                   \
     struct ntk_blk B = BLK;                                                                           \
-    dv_diag_##SFX_(&a, &B, (T *)sm_);                                                                 \
+    dv_diag_##SFX_(&a, &B, (T *)sm_, 0);                                                              \
   }                                                                                                   \
   __global__ static void k_slice_##SFX_(struct ntk_dev_args a) {                                      \
     extern __shared__ double sm_[];                                                                   \
     struct ntk_blk B = BLK;                                                                           \
-    dv_slice_##SFX_(&a, &B, (T *)sm_);                                                                \
+    dv_slice_##SFX_(&a, &B, (T *)sm_, 0);                                                             \
+  }                                                                                                   \
+  __global__ static void k_diag_any_##SFX_(struct ntk_dev_args a) {                                   \
+    extern __shared__ double sm_[];                                                                   \
+    struct ntk_blk B = BLK;                                                                           \
+    dv_diag_##SFX_(&a, &B, (T *)sm_, 1);                                                              \
+  }                                                                                                   \
+  __global__ static void k_slice_any_##SFX_(struct ntk_dev_args a) {                                  \
+    extern __shared__ double sm_[];                                                                   \
+    struct ntk_blk B = BLK;                                                                           \
+    dv_slice_##SFX_(&a, &B, (T *)sm_, 1);                                                             \
   }                                                                                                   \
   __global__ static void k_input_full_##SFX_(struct ntk_dev_args a) {                                 \
     struct ntk_blk B = BLK;                                                                           \
@@ -49,6 +59,10 @@ extern "C" {
   __global__ static void k_pool_full_##SFX_(struct ntk_dev_args a) {                                  \
     struct ntk_blk B = BLK;                                                                           \
     dv_pool_full_##SFX_(&a, &B);                                                                      \
+  }                                                                                                   \
+  __global__ static void k_branch_full_##SFX_(struct ntk_dev_args a) {                                \
+    struct ntk_blk B = BLK;                                                                           \
+    dv_branch_full_##SFX_(&a, &B);                                                                    \
   }                                                                                                   \
   __global__ static void k_readout_##SFX_(struct ntk_dev_args a) {                                    \
     extern __shared__ double sm_[];                                                                   \
@@ -78,9 +92,9 @@ typedef void (*kernel_fn)(struct ntk_dev_args);
 
 static kernel_fn pick(int kernel, int elem, const struct ntk_dev_args *a) {
   static const kernel_fn f[NTK_K_COUNT] = {k_diag_f, k_slice_f, k_input_full_f, k_conv_full_f, k_pool_full_f,
-                                           k_readout_f, NULL};
+                                           k_readout_f, NULL, k_branch_full_f, k_diag_any_f, k_slice_any_f};
   static const kernel_fn d[NTK_K_COUNT] = {k_diag_d, k_slice_d, k_input_full_d, k_conv_full_d, k_pool_full_d,
-                                           k_readout_d, NULL};
+                                           k_readout_d, NULL, k_branch_full_d, k_diag_any_d, k_slice_any_d};
   static const kernel_fn f3[4] = {k_slice3_f<0, 0>, k_slice3_f<1, 0>, k_slice3_f<0, 1>, k_slice3_f<1, 1>};
   static const kernel_fn d3[4] = {k_slice3_d<0, 0>, k_slice3_d<1, 0>, k_slice3_d<0, 1>, k_slice3_d<1, 1>};
   if (kernel < 0 || kernel >= NTK_K_COUNT) return NULL;
@@ -99,7 +113,8 @@ struct cuda_exec {
 
 static const char *const kernel_names[NTK_K_COUNT] = {"DIAG kernel", "SLICE kernel", "INPUT_FULL kernel",
                                                       "CONV_FULL kernel", "POOL_FULL kernel", "READOUT kernel",
-                                                      "SLICE3 kernel"};
+                                                      "SLICE3 kernel", "BRANCH_FULL kernel", "DIAG (any map) kernel",
+                                                      "SLICE (any map) kernel"};
 
 static int cu_alloc(void *ctx, void **p, size_t bytes, char *err, size_t cap) {
   *p = NULL;
