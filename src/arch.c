@@ -931,6 +931,12 @@ static int map_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
   return snprintf(buf, cap, "%s", text);
 }
 
+/* A size as stax writes it: (h, w), or (h,) for 1-D data. */
+static void fmt_size(char *buf, size_t cap, int h, int w, int one_d) {
+  if (one_d) snprintf(buf, cap, "(%d,)", h);
+  else snprintf(buf, cap, "(%d, %d)", h, w);
+}
+
 static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, size_t cap) {
   char w[32], b[32];
   fmt_exact(w, sizeof w, l->w_std);
@@ -944,13 +950,8 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
   case NTK_LAYER_CONV:
     if (l->filter != l->filter_w || l->stride != l->stride_w || l->one_d) {
       char fs[48], ss[48];
-      if (l->one_d) {
-        snprintf(fs, sizeof fs, "(%d,)", l->filter);
-        snprintf(ss, sizeof ss, "(%d,)", l->stride);
-      } else {
-        snprintf(fs, sizeof fs, "(%d, %d)", l->filter, l->filter_w);
-        snprintf(ss, sizeof ss, "(%d, %d)", l->stride, l->stride_w);
-      }
+      fmt_size(fs, sizeof fs, l->filter, l->filter_w, l->one_d);
+      fmt_size(ss, sizeof ss, l->stride, l->stride_w, l->one_d);
       n = snprintf(buf, cap, "Conv(%d, %s, %s, %s, W_std=%s, b_std=%s)", std ? l->width : 1, fs, ss,
                    pad_name(l->padding), w, std && !l->bias ? "None" : b);
     } else if (std)
@@ -965,13 +966,8 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
   case NTK_LAYER_AVGPOOL:
     if (l->window != l->window_w || l->stride != l->stride_w || l->one_d) {
       char ws[48], ss[48];
-      if (l->one_d) {
-        snprintf(ws, sizeof ws, "(%d,)", l->window);
-        snprintf(ss, sizeof ss, "(%d,)", l->stride);
-      } else {
-        snprintf(ws, sizeof ws, "(%d, %d)", l->window, l->window_w);
-        snprintf(ss, sizeof ss, "(%d, %d)", l->stride, l->stride_w);
-      }
+      fmt_size(ws, sizeof ws, l->window, l->window_w, l->one_d);
+      fmt_size(ss, sizeof ss, l->stride, l->stride_w, l->one_d);
       n = snprintf(buf, cap, "%s(%s, %s, %s%s)", l->sum ? "SumPool" : "AvgPool", ws, ss, pad_name(l->padding),
                    l->normalize_edges && l->padding == NTK_PAD_SAME ? ", normalize_edges=True" : "");
     } else if (l->padding == NTK_PAD_VALID) /* the text every VALID pooling had */
