@@ -584,6 +584,12 @@ START_TEST(test_map_identities) {
       double got = ntk_map(&rm, q, q, q, 0, 0, &td);
       ck_assert_msg(rel(got, want) < 1e-14, "RectifiedMonomial(%d) at q = %g: %.17g vs %.17g", n, q, got, want);
     }
+  /* Polynomial where a variance is 0 (an all-zero input, b_std = 0): finite, s_0(0) s_0(q22) + 0 */
+  {
+    struct ntk_map po = {.kind = NTK_MAP_POLYNOMIAL, .degree = 3, .coef = {0.3, 0.7, 0.4}};
+    double td, g = ntk_map(&po, 0.0, 0.0, 1.7, 0, 0, &td);
+    ck_assert_msg(g == 0.3 * (0.3 + 0.4 * 1.7) && td == 0.7 * 0.7 * 1.0 * 1.0, "Polynomial at q11 = 0: %g %g", g, td);
+  }
   /* every map kind has a stax name (a kind no name reaches is dead code or a half-added map) */
   size_t count;
   const struct ntk_map_name *names = ntk_map_names(&count);

@@ -491,32 +491,40 @@ static inline NTK_HD double ntk_rectmono_map(const struct ntk_map *m, double q12
   return pw * j / (2.0 * NTK_PI);
 }
 
-/* Polynomial(coef), n = degree coefficients: with the per-variance series
- * r_l(q) = sum_i coef[2i+l] (2i+l)! / (2^i i! sqrt(l!)) q^((2i+l)/2) and
- * rho = q12 / sqrt(p), nngp' = sum_l r_l(q11) r_l(q22) rho^l and tdot =
- * sum_(l>=1) l r_l(q11) r_l(q22) rho^(l-1) / sqrt(p). */
-static inline NTK_HD double ntk_poly_r(const struct ntk_map *m, int l, double q) {
-  double sq = sqrt(q), r = 0.0, fl = 1.0;
+/* Polynomial(coef), n = degree coefficients. stax writes it with the
+ * per-variance series r_l(q) = sum_i coef[2i+l] (2i+l)! / (2^i i! sqrt(l!))
+ * q^((2i+l)/2) and rho = q12 / sqrt(q11 q22): nngp' = sum_l r_l(q11)
+ * r_l(q22) rho^l, tdot = sum_(l>=1) l r_l(q11) r_l(q22) rho^(l-1) /
+ * sqrt(q11 q22). With r_l(q) = q^(l/2) s_l(q), s_l the series in q^i, the
+ * powers of sqrt(q11 q22) cancel: nngp' = sum_l s_l(q11) s_l(q22) q12^l,
+ * tdot = sum_(l>=1) l s_l(q11) s_l(q22) q12^(l-1), the same values without
+ * a division, so finite where a variance is 0 (stax's form is NaN there). */
+static inline NTK_HD double ntk_poly_s(const struct ntk_map *m, int l, double q) {
+  double s = 0.0, fl = 1.0, qi = 1.0; /* qi = q^i */
   for (int k = 2; k <= l; k++) fl *= k;
   for (int i = 0; 2 * i + l < m->degree; i++) {
-    double f = 1.0, pw = 1.0; /* (2i+l)! / (2^i i!), sq^(2i+l) */
+    double f = 1.0; /* (2i+l)! / (2^i i!) */
     for (int k = 2; k <= 2 * i + l; k++) f *= k;
     for (int k = 1; k <= i; k++) f /= 2.0 * k;
-    for (int k = 0; k < 2 * i + l; k++) pw *= sq;
-    r += m->coef[2 * i + l] * f / sqrt(fl) * pw;
+    s += m->coef[2 * i + l] * f / sqrt(fl) * qi;
+    qi *= q;
   }
-  return r;
+  return s;
 }
 static inline NTK_HD double ntk_polynomial_map(const struct ntk_map *m, double q12, double q11, double q22,
                                                double *tdot) {
-  double p = q11 * q22, sp = sqrt(p > 0.0 ? p : 0.0), rho = q12 / sp, g = 0.0, t = 0.0, rl = 1.0;
+  double g = 0.0, t = 0.0, pw = 1.0; /* pw = q12^(l-1) inside the loop for l >= 1 */
   for (int l = 0; l < m->degree; l++) {
-    double rr = ntk_poly_r(m, l, q11) * ntk_poly_r(m, l, q22);
-    if (l >= 1) t += (double)l * rr * rl; /* rl = rho^(l-1) here */
-    g += rr * (l >= 1 ? rl * rho : 1.0);
-    if (l >= 1) rl *= rho;
+    double ss = ntk_poly_s(m, l, q11) * ntk_poly_s(m, l, q22);
+    if (l == 0) {
+      g += ss;
+      continue;
+    }
+    t += (double)l * ss * pw;
+    pw *= q12;
+    g += ss * pw;
   }
-  *tdot = t / sp;
+  *tdot = t;
   return g;
 }
 

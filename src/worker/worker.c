@@ -214,19 +214,22 @@ DEFINE_FIND_NONFINITE(float, f, fabsf, FLT_MAX)
 DEFINE_FIND_NONFINITE(double, d, fabs, DBL_MAX)
 
 /* NTK_ENONFINITE naming the first non-finite entry of one kernel's
- * rows x cols values, if any. The data are checked finite when loaded and
- * every layer map is finite on finite inputs, so a value that is not comes
- * from an intermediate that left the precision's range (overflow, or an
- * underflow to 0 later divided by): the hint says what to change. */
+ * rows x cols values, if any. The data are checked finite when loaded, so
+ * a value that is not comes from an intermediate that left the
+ * precision's range (overflow, or an underflow to 0 later divided by), or
+ * from a map outside its domain (Gaussian with b > 0 once 1 - 2 b q <= 0,
+ * as in neural-tangents): the hint says what to change. */
 static ntk_status check_finite(const struct ntk_tile *t, const void *vals, int elem, const char *kernel) {
   size_t count = (size_t)(t->rows * t->cols);
   size_t at = elem == 4 ? find_nonfinite_f(vals, count) : find_nonfinite_d(vals, count);
   if (at == count) return NTK_OK;
   double v = elem == 4 ? (double)((const float *)vals)[at] : ((const double *)vals)[at];
   const char *what = isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf";
-  const char *hint = elem == 4 ? "the kernel exceeds float32; use [compute] precision = float64"
+  const char *hint = elem == 4 ? "the kernel exceeds float32; use [compute] precision = float64 (or a "
+                                 "nonlinearity is undefined there: Gaussian with b > 0 and large variances)"
                                : "the kernel exceeds even the float64 range: the network is too deep for its "
-                                 "w_std and b_std (the variances grow or shrink by a factor per layer)";
+                                 "w_std and b_std (the variances grow or shrink by a factor per layer), or a "
+                                 "nonlinearity is undefined there (Gaussian with b > 0 and large variances)";
   return ntk_error(NTK_ENONFINITE, "%s entry (row %llu, column %llu) is %s: %s", kernel,
                    (unsigned long long)(t->r0 + at / t->cols), (unsigned long long)(t->c0 + at % t->cols), what,
                    hint);
