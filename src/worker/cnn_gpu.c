@@ -255,7 +255,7 @@ static int run_is_slice3(const struct ntk_dev_plan *P, int k0, int k1) {
 
 void ntk_cnn_gpu_free(ntk_cnn_gpu_t *g) {
   if (!g) return;
-  void *dev[] = {g->dplan, g->x, g->var, g->pa, g->pb, g->fg, g->ft, g->ng, g->nt, g->part, g->out};
+  void *dev[] = {g->dplan, g->x, g->var, g->pa, g->pb, g->fg, g->ft, g->ng, g->nt, g->part, g->out, g->bstack};
   for (size_t k = 0; k < sizeof dev / sizeof *dev; k++) g->ex.release(g->ex.ctx, dev[k]);
   free(g->plan);
   free(g->have);
