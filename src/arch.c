@@ -309,6 +309,19 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
   return NTK_OK;
 }
 
+/* A parameter's value into its place in the map (lists are copied by the caller). */
+static void set_slot(struct ntk_map *m, enum ntk_param_slot slot, double v) {
+  switch (slot) {
+  case NTK_SLOT_A: m->a = v; break;
+  case NTK_SLOT_B: m->b = v; break;
+  case NTK_SLOT_C: m->c = v; break;
+  case NTK_SLOT_DEGREE: m->degree = (int)v; break;
+  case NTK_SLOT_FLAG: m->flag = v != 0; break;
+  case NTK_SLOT_COEF: break;
+  case NTK_SLOT_NONE: break;
+  }
+}
+
 /* A nonlinearity's arguments, by the table of src/layers.c: positional in
  * stax's order or by keyword, each once, the required ones present. */
 static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct ntk_map_name *nm, const struct arg *args,
@@ -371,15 +384,7 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
       break;
     }
     l->param[k] = v;
-    switch (pm->slot) {
-    case NTK_SLOT_A: l->map.a = v; break;
-    case NTK_SLOT_B: l->map.b = v; break;
-    case NTK_SLOT_C: l->map.c = v; break;
-    case NTK_SLOT_DEGREE: l->map.degree = (int)v; break;
-    case NTK_SLOT_FLAG: l->map.flag = v != 0; break;
-    case NTK_SLOT_COEF: break;
-    case NTK_SLOT_NONE: break;
-    }
+    set_slot(&l->map, pm->slot, v);
   }
   for (int k = 0; k < np; k++) {
     if (given[k]) continue;
@@ -389,16 +394,7 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
       snprintf(what, sizeof what, "%s needs %s", l->name, nm->params[k].key);
       return perr(p, "%s", what);
     }
-    double v = nm->params[k].dflt; /* defaults go where values would */
-    switch (nm->params[k].slot) {
-    case NTK_SLOT_A: l->map.a = v; break;
-    case NTK_SLOT_B: l->map.b = v; break;
-    case NTK_SLOT_C: l->map.c = v; break;
-    case NTK_SLOT_DEGREE: l->map.degree = (int)v; break;
-    case NTK_SLOT_FLAG: l->map.flag = v != 0; break;
-    case NTK_SLOT_COEF: break;
-    case NTK_SLOT_NONE: break;
-    }
+    set_slot(&l->map, nm->params[k].slot, nm->params[k].dflt); /* defaults go where values would */
   }
   char why[160] = "";
   if (nm->finish && !nm->finish(&l->map, why, sizeof why)) {
