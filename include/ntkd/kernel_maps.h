@@ -25,13 +25,33 @@
 #define NTK_HD
 #endif
 
-/* Hot CPU loops are compiled for AVX-512, AVX2 and baseline x86-64 and the
- * best is picked at run time. With -ffp-contract=off all three round alike.
- * Not under ASan or TSan: their run-time starts after ifunc resolvers run. */
+/* The maps on the hot paths and their helpers are always inlined on the
+ * CPU. The clones of the loops (NTK_CLONES: arch=x86-64-v4, -v3) have
+ * another `arch` than the functions they call, and GCC then inlines only
+ * as its size limits allow: one more loop calling the Erf map left it out
+ * of line, the loop scalar, and an Erf FC job 22x slower (issue 15). */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define NTK_INLINE inline __attribute__((always_inline))
+#else
+#define NTK_INLINE inline
+#endif
+
+/* Hot CPU loops are compiled for x86-64-v4 (AVX-512), x86-64-v3 (AVX2 and
+ * FMA) and baseline x86-64, and the best is picked at run time. All three
+ * round alike: -ffp-contract=off fuses nothing behind the code's back, and
+ * the fused multiply-adds the maps do want are written out as fmaf/fma,
+ * which IEEE 754 rounds once everywhere (a vfmadd instruction in the v3
+ * and v4 clones, libm's correctly rounded fma in the baseline one, which
+ * runs only on a CPU without FMA). tests/test_clones.c compiles the map
+ * loops for each target and compares them bit for bit.
+ * Not under ASan or TSan: their run-time starts after ifunc resolvers run.
+ * A build may define NTK_CLONES itself (empty: one target, the test's). */
+#ifndef NTK_CLONES
 #if defined(__x86_64__) && !defined(__CUDACC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define NTK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define NTK_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define NTK_CLONES
+#endif
 #endif
 
 /* The nonlinearities with a closed-form kernel (src/layers.c names them
@@ -70,7 +90,7 @@ struct ntk_map {
 
 /* Bit casts for the power-of-two scales below (memcpy compiles to a plain
  * register move and keeps the loops vectorised; CUDA has intrinsics). */
-static inline NTK_HD uint32_t ntk_f2u(float x) {
+static NTK_INLINE NTK_HD uint32_t ntk_f2u(float x) {
 #ifdef __CUDA_ARCH__
   return __float_as_uint(x);
 #else
@@ -79,7 +99,7 @@ static inline NTK_HD uint32_t ntk_f2u(float x) {
   return u;
 #endif
 }
-static inline NTK_HD float ntk_u2f(uint32_t u) {
+static NTK_INLINE NTK_HD float ntk_u2f(uint32_t u) {
 #ifdef __CUDA_ARCH__
   return __uint_as_float(u);
 #else
@@ -88,7 +108,7 @@ static inline NTK_HD float ntk_u2f(uint32_t u) {
   return x;
 #endif
 }
-static inline NTK_HD uint64_t ntk_d2u(double x) {
+static NTK_INLINE NTK_HD uint64_t ntk_d2u(double x) {
 #ifdef __CUDA_ARCH__
   return (uint64_t)__double_as_longlong(x);
 #else
@@ -97,7 +117,7 @@ static inline NTK_HD uint64_t ntk_d2u(double x) {
   return u;
 #endif
 }
-static inline NTK_HD double ntk_u2d(uint64_t u) {
+static NTK_INLINE NTK_HD double ntk_u2d(uint64_t u) {
 #ifdef __CUDA_ARCH__
   return __longlong_as_double((long long)u);
 #else
@@ -112,15 +132,15 @@ static inline NTK_HD double ntk_u2d(uint64_t u) {
  * for a normal q.
  * A zero or subnormal q gives 2^-512 (float: 2^-64), inf and NaN 2^512
  * (2^64): always normal, and so is its reciprocal, ntk_pow2_inv. */
-static inline NTK_HD double ntk_pow2_half_exp(double q) {
+static NTK_INLINE NTK_HD double ntk_pow2_half_exp(double q) {
   return ntk_u2d((((ntk_d2u(q) & 0x7ff0000000000000ull) + (1023ull << 52)) >> 1) & 0x7ff0000000000000ull);
 }
-static inline NTK_HD float ntk_pow2_half_expf(float q) {
+static NTK_INLINE NTK_HD float ntk_pow2_half_expf(float q) {
   return ntk_u2f((((ntk_f2u(q) & 0x7f800000u) + (127u << 23)) >> 1) & 0x7f800000u);
 }
 /* 1/p for a normal power of two p: exact. */
-static inline NTK_HD double ntk_pow2_inv(double p) { return ntk_u2d((2046ull << 52) - ntk_d2u(p)); }
-static inline NTK_HD float ntk_pow2_invf(float p) { return ntk_u2f((254u << 23) - ntk_f2u(p)); }
+static NTK_INLINE NTK_HD double ntk_pow2_inv(double p) { return ntk_u2d((2046ull << 52) - ntk_d2u(p)); }
+static NTK_INLINE NTK_HD float ntk_pow2_invf(float p) { return ntk_u2f((254u << 23) - ntk_f2u(p)); }
 
 /* c ? a : b, as bit operations: the same value. Written as ?: on floats,
  * a select whose result feeds a polynomial (or a division) becomes, in
@@ -128,7 +148,7 @@ static inline NTK_HD float ntk_pow2_invf(float p) { return ntk_u2f((254u << 23) 
  * outcome; this keeps one (the batched ReLU loop: 66 instructions per 16
  * lanes instead of 72). Selects after the polynomial stay ?: (one masked
  * instruction each). */
-static inline NTK_HD float ntk_selectf(int c, float a, float b) {
+static NTK_INLINE NTK_HD float ntk_selectf(int c, float a, float b) {
   uint32_t m = 0u - (uint32_t)(c != 0);
   return ntk_u2f((ntk_f2u(a) & m) | (ntk_f2u(b) & ~m));
 }
@@ -136,7 +156,7 @@ static inline NTK_HD float ntk_selectf(int c, float a, float b) {
 /* atan2 for float in ~2e-8 relative error, branch-free so loops vectorise.
  * Reduction to |u| <= tan(pi/8) and an odd polynomial u + u^3 P(u^2) whose
  * coefficients scripts/fit_maps.py fitted (weighted least squares). */
-static inline NTK_HD float ntk_atan2f(float y, float x) {
+static NTK_INLINE NTK_HD float ntk_atan2f(float y, float x) {
   float ay = fabsf(y), ax = fabsf(x);
   int swap = ay > ax;
   float mx = swap ? ay : ax, mn = swap ? ax : ay;
@@ -147,8 +167,8 @@ static inline NTK_HD float ntk_atan2f(float y, float x) {
   float num = ntk_selectf(big, mn - mx, mn), den = ntk_selectf(big, mn + mx, mx);
   float u = num / (den > 0.0f ? den : 1.0f);
   float z = u * u;
-  float p = ((0.080686243f * z - 0.13882883f) * z + 0.19978272f) * z - 0.33332967f;
-  float r = u + u * z * p;
+  float p = fmaf(fmaf(fmaf(0.080686243f, z, -0.13882883f), z, 0.19978272f), z, -0.33332967f);
+  float r = fmaf(u * z, p, u);
   r = big ? r + (float)NTK_PI_4 : r;
   r = swap ? (float)NTK_PI_2 - r : r;
   r = x < 0.0f ? (float)NTK_PI - r : r;
@@ -160,15 +180,15 @@ static inline NTK_HD float ntk_atan2f(float y, float x) {
  * entry. Correctly rounded on every target (and in CUDA without
  * --use_fast_math), so a precomputed value and one computed on the spot are
  * the same bits. */
-static inline NTK_HD float ntk_rsqrtf(float q) { return q > 0.0f ? 1.0f / sqrtf(q) : 0.0f; }
-static inline NTK_HD double ntk_rsqrt(double q) { return q > 0.0 ? 1.0 / sqrt(q) : 0.0; }
+static NTK_INLINE NTK_HD float ntk_rsqrtf(float q) { return q > 0.0f ? 1.0f / sqrtf(q) : 0.0f; }
+static NTK_INLINE NTK_HD double ntk_rsqrt(double q) { return q > 0.0 ? 1.0 / sqrt(q) : 0.0; }
 
 /* asin(m) for 0 <= m <= sin(pi/8) in ~6e-8 relative error:
  * m + m^3 P(m^2), coefficients from scripts/fit_maps.py. */
-static inline NTK_HD float ntk_asin_smallf(float m) {
+static NTK_INLINE NTK_HD float ntk_asin_smallf(float m) {
   float z = m * m;
-  float p = ((0.039999873f * z + 0.043400775f) * z + 0.075060871f) * z + 0.16666576f;
-  return m + m * z * p;
+  float p = fmaf(fmaf(fmaf(0.039999873f, z, 0.043400775f), z, 0.075060871f), z, 0.16666576f);
+  return fmaf(m * z, p, m);
 }
 
 /* Range. The variances of a pair enter these maps as products (q11 q22,
@@ -186,9 +206,13 @@ static inline NTK_HD float ntk_asin_smallf(float m) {
  *   subnormal or overflows, and correctly rounded sqrt, division and
  *   libm's atan2 commute with it: the double ABRelu map returns the bits
  *   of the unscaled formula wherever that one was in range.
- * All arithmetic is plain IEEE operations in a fixed order (no FMA under
- * -ffp-contract=off / --fmad=false), so every clone and the GPU agree to
- * the bit. */
+ * All arithmetic is plain IEEE operations in a fixed order (no implicit
+ * FMA under -ffp-contract=off / --fmad=false; the explicit fmaf calls of
+ * the float maps round once on every CPU clone and, as fmaf/__fmaf_rn, on
+ * the GPU), so every clone and the GPU agree to the bit. A difference of
+ * products that must cancel exactly (q11 q22 - q12^2 of a sample with
+ * itself) stays two roundings apart: fused, it would be a rounding error
+ * instead of 0. */
 
 /* ABRelu(a, b): f(x) = a*min(x, 0) + b*max(x, 0). Relu = (0, 1),
  * LeakyRelu(s) = (s, 1), Abs = (-1, 1). The angle of a pair with zero
@@ -234,7 +258,7 @@ static NTK_COLD NTK_HD double ntk_abrelu_scaled(double q12, double q11, double q
   return sqx * i1 * i2;
 }
 
-static inline NTK_HD double ntk_abrelu_r(double a, double b, double q12, double q11, double q22, double r11,
+static NTK_INLINE NTK_HD double ntk_abrelu_r(double a, double b, double q12, double q11, double q22, double r11,
                                          double r22, double *tdot) {
   (void)r11;
   (void)r22;
@@ -253,7 +277,7 @@ static inline NTK_HD double ntk_abrelu_r(double a, double b, double q12, double 
   return factor * sq + dot_sigma * q12;
 }
 
-static inline NTK_HD double ntk_abrelu(double a, double b, double q12, double q11, double q22, double *tdot) {
+static NTK_INLINE NTK_HD double ntk_abrelu(double a, double b, double q12, double q11, double q22, double *tdot) {
   return ntk_abrelu_r(a, b, q12, q11, q22, 0.0, 0.0, tdot);
 }
 
@@ -261,26 +285,26 @@ static inline NTK_HD double ntk_abrelu(double a, double b, double q12, double q1
  * the square roots v11, v22 of the variances: ntk_abreluf_r's angle and
  * value, shared with the GPU's form on precomputed variance slots
  * (ntk_dev_abreluf_vu, src/worker/cnn_dev.h), so that both round alike. */
-static inline NTK_HD float ntk_abreluf_angle(float a, float b, float q12, float c, float s, float v11, float v22,
+static NTK_INLINE NTK_HD float ntk_abreluf_angle(float a, float b, float q12, float c, float s, float v11, float v22,
                                              float *tdot) {
   float ac = fabsf(c);
   int s_big = s >= ac; /* also for s = c = 0: the angle pi/2 */
   float mx = s_big ? s : ac, mn = s_big ? ac : s;
   /* phi = atan2(mn, mx) in [0, pi/4]; past pi/8 rotate by -pi/8. */
   int far = mn > 0.41421356f * mx; /* tan(pi/8) */
-  float m = ntk_selectf(far, mn * 0.92387953f - mx * 0.38268343f, mn);
+  float m = ntk_selectf(far, fmaf(mn, 0.92387953f, -(mx * 0.38268343f)), mn);
   float phi = ntk_asin_smallf(m);
   phi = far ? phi + (float)(NTK_PI / 8) : phi;
   float theta = s_big ? (float)NTK_PI_2 - phi : phi;
   theta = c < 0.0f ? (float)NTK_PI - theta : theta;
   float factor = (a - b) * (a - b) * (float)(1.0 / (2.0 * NTK_PI));
-  float dot_sigma = (a * a + b * b) * 0.5f - factor * theta;
+  float dot_sigma = fmaf(-factor, theta, (a * a + b * b) * 0.5f);
   float sq = s * v11 * v22;
   *tdot = dot_sigma;
-  return factor * sq + dot_sigma * q12;
+  return fmaf(factor, sq, dot_sigma * q12);
 }
 
-static inline NTK_HD float ntk_abreluf_r(float a, float b, float q12, float q11, float q22, float r11, float r22,
+static NTK_INLINE NTK_HD float ntk_abreluf_r(float a, float b, float q12, float q11, float q22, float r11, float r22,
                                          float *tdot) {
   float v11 = q11 * r11, v22 = q22 * r22; /* sqrt(q), to rounding */
   float u11 = v11 * r11, u22 = v22 * r22; /* 1, to rounding */
@@ -288,7 +312,7 @@ static inline NTK_HD float ntk_abreluf_r(float a, float b, float q12, float q11,
   return ntk_abreluf_angle(a, b, q12, c, sqrtf(det < 0.0f ? 0.0f : det), v11, v22, tdot); /* NaN stays NaN */
 }
 
-static inline NTK_HD float ntk_abreluf(float a, float b, float q12, float q11, float q22, float *tdot) {
+static NTK_INLINE NTK_HD float ntk_abreluf(float a, float b, float q12, float q11, float q22, float *tdot) {
   return ntk_abreluf_r(a, b, q12, q11, q22, ntk_rsqrtf(q11), ntk_rsqrtf(q22), tdot);
 }
 
@@ -315,7 +339,7 @@ static NTK_COLD NTK_HD double ntk_erf_scaled(double q12, double q11, double q22,
 }
 
 /* The same with s1 = s2 = 1 while 1 + 2q < 2^500, out of line beyond. */
-static inline NTK_HD double ntk_erf(double q12, double q11, double q22, double *tdot) {
+static NTK_INLINE NTK_HD double ntk_erf(double q12, double q11, double q22, double *tdot) {
   double a1 = 1.0 + 2.0 * q11, a2 = 1.0 + 2.0 * q22;
   if (!(a1 < 0x1p500 && a2 < 0x1p500)) return ntk_erf_scaled(q12, q11, q22, tdot);
   double det = q11 * q22 - q12 * q12;
@@ -325,7 +349,7 @@ static inline NTK_HD double ntk_erf(double q12, double q11, double q22, double *
   return (2.0 / NTK_PI) * atan2(2.0 * q12, r);
 }
 
-static inline NTK_HD float ntk_erff(float q12, float q11, float q22, float *tdot) {
+static NTK_INLINE NTK_HD float ntk_erff(float q12, float q11, float q22, float *tdot) {
   float a1 = 1.0f + 2.0f * q11, a2 = 1.0f + 2.0f * q22;
   float s1 = ntk_pow2_invf(ntk_pow2_half_expf(a1)), s2 = ntk_pow2_invf(ntk_pow2_half_expf(a2));
   float t1 = s1 * s1, t2 = s2 * s2; /* exact: >= 2^-128 */
@@ -341,7 +365,7 @@ static inline NTK_HD float ntk_erff(float q12, float q11, float q22, float *tdot
 /* Erf(a, b, c): f(x) = a erf(b x) + c. As stax: the kernel scaled by b^2
  * (q and the NTK), the Erf map, then nngp a^2 nngp + c^2 and the NTK a^2.
  * Erf(1, 1, 0) is ntk_erf itself, bit for bit (no scaling at all). */
-static inline NTK_HD double ntk_erf_abc(const struct ntk_map *m, double q12, double q11, double q22, double *tdot) {
+static NTK_INLINE NTK_HD double ntk_erf_abc(const struct ntk_map *m, double q12, double q11, double q22, double *tdot) {
   double b2 = m->b * m->b, a2 = m->a * m->a;
   if (b2 != 1.0) {
     q12 *= b2;
@@ -352,7 +376,7 @@ static inline NTK_HD double ntk_erf_abc(const struct ntk_map *m, double q12, dou
   if (a2 != 1.0 || b2 != 1.0) *tdot *= a2 * b2;
   return a2 != 1.0 || m->c != 0.0 ? a2 * g + m->c * m->c : g;
 }
-static inline NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, float q11, float q22, float *tdot) {
+static NTK_INLINE NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, float q11, float q22, float *tdot) {
   float b2 = (float)(m->b * m->b), a2 = (float)(m->a * m->a), c2 = (float)(m->c * m->c);
   if (b2 != 1.0f) {
     q12 *= b2;
@@ -371,13 +395,13 @@ static inline NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, floa
  *   tdot  = q12 / (2 pi d) (1/d^2 + (1 - p) / p1 + 1) + 1/4 + angle / (2 pi)
  * d^2 >= 1 + q11 + q22 > 0. The products overflow past variances of ~1e154
  * (float: ~1e19); the tile is then not finite, and refused. */
-static inline NTK_HD double ntk_gelu(double q12, double q11, double q22, double *tdot) {
+static NTK_INLINE NTK_HD double ntk_gelu(double q12, double q11, double q22, double *tdot) {
   double p = q11 * q22, p1 = (1.0 + q11) * (1.0 + q22), d2 = p1 - q12 * q12, d = sqrt(d2);
   double angle = atan2(q12, d);
   *tdot = q12 / (2.0 * NTK_PI * d) * (1.0 / d2 + (1.0 - p) / p1 + 1.0) + 0.25 + angle / (2.0 * NTK_PI);
   return ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / (2.0 * NTK_PI) + 0.25 * q12;
 }
-static inline NTK_HD float ntk_geluf(float q12, float q11, float q22, float *tdot) {
+static NTK_INLINE NTK_HD float ntk_geluf(float q12, float q11, float q22, float *tdot) {
   float p = q11 * q22, p1 = (1.0f + q11) * (1.0f + q22), d2 = p1 - q12 * q12, d = sqrtf(d2);
   float angle = atan2f(q12, d), pi2 = (float)(2.0 * NTK_PI);
   *tdot = q12 / (pi2 * d) * (1.0f / d2 + (1.0f - p) / p1 + 1.0f) + 0.25f + angle / pi2;

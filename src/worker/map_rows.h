@@ -1,6 +1,6 @@
 /* The vectorised loop of every nonlinearity (src/worker/map_rows.c), for
- * the engines that apply a map to many entries at once: the FC tiles and
- * the batched CNN kernels. Pure; no I/O. */
+ * the engines that apply a map to many entries at once: the FC tiles, the
+ * batched CNN kernels and the pair-by-pair CNN paths. Pure; no I/O. */
 #ifndef NTKD_MAP_ROWS_H
 #define NTKD_MAP_ROWS_H
 
@@ -20,5 +20,15 @@ void ntk_map_rows_f(const struct ntk_map *restrict m, float *restrict g, float *
 void ntk_map_rows_d(const struct ntk_map *restrict m, double *restrict g, double *restrict t, size_t rows,
                     size_t cols, const double *restrict qa, const double *restrict ra, const double *restrict qb,
                     const double *restrict rb, size_t qb_row);
+
+/* Map m on n entries g[k], each with its own pair of variances: qa[k]
+ * with qb[k] (ra, rb their ntk_rsqrt); t as above. The pair-by-pair CNN
+ * paths. The bits of ntk_mapf / ntk_map, whichever CPU clone runs. */
+void ntk_map_pairs_f(const struct ntk_map *restrict m, float *restrict g, float *restrict t, size_t n,
+                     const float *restrict qa, const float *restrict ra, const float *restrict qb,
+                     const float *restrict rb);
+void ntk_map_pairs_d(const struct ntk_map *restrict m, double *restrict g, double *restrict t, size_t n,
+                     const double *restrict qa, const double *restrict ra, const double *restrict qb,
+                     const double *restrict rb);
 
 #endif
