@@ -79,6 +79,13 @@ static const char *const archs[] = {
     "FanOut(3) parallel(Identity, serial(Erf Conv(3, 1, SAME)), Conv(1)) FanInConcat GlobalAvgPool Dense",
     "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME) Relu Conv(3, 1, SAME)), Identity) FanInSum "
     "Relu AvgPool(2, 1) Flatten Dense",
+    /* Myrtle-style: runs joined by pooling into GAP, batched on the CPU
+     * (b_pair_multi): two poolings, overlapping windows, SAME windows
+     * normalised at the edges */
+    "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu GlobalAvgPool Dense",
+    "Conv(3, 1, SAME) Relu AvgPool(3, 2) Conv(3, 1, SAME) Erf GlobalAvgPool Dense Relu Dense",
+    "Conv(3, 1, SAME) Relu AvgPool((3, 3), (2, 2), 'SAME', normalize_edges=True) Conv(2, 1, SAME) Relu "
+    "GlobalAvgPool Dense",
 };
 
 /* Networks the CPU computes and the GPU plan refuses (no GPU kernels yet):
@@ -90,6 +97,8 @@ static const char *const archs_cpu[] = {
     "Dense",
     "Conv(4, (3, 5), strides=(1, 2), padding=SAME) Relu Conv(4, (2, 3), padding=SAME) Relu GlobalAvgPool Dense",
     "Conv(4, (1, 3), padding=SAME) Relu AvgPool((2, 1), strides=(1, 1)) Conv(4, (3, 1)) Relu Flatten Dense",
+    "Conv(4, (1, 3), padding=SAME) Relu AvgPool((2, 1), strides=(2, 1)) Conv(4, (3, 1), padding=SAME) Relu "
+    "GlobalAvgPool Dense",
 };
 
 #endif

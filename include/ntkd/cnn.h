@@ -33,6 +33,10 @@ void ntk_cnn_free(ntk_cnn_t *c);
 /* The path the plan uses. */
 ntk_cnn_path ntk_cnn_get_path(const ntk_cnn_t *c);
 
+/* Whether tiles go 16 images at a time in SIMD lanes (the batched kernels,
+ * src/worker/cnn_batch_impl.h) rather than pair by pair. */
+int ntk_cnn_batched(const ntk_cnn_t *c);
+
 /* Fill tile t (rows x cols, row-major, the data's precision); ntk may be
  * NULL. Per-image self-covariances are computed for the tile's images only. */
 ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void *ntk);

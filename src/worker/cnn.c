@@ -32,6 +32,7 @@ struct cnn_op {
   int var;               /* nonlinearity: its variance slot, else -1 */
   int slice_local;       /* stride-1 SAME conv, Dense, nonlinearity, Identity */
   size_t bh, bw;         /* SLICE: the largest row and column offsets of this op's input that the readout needs */
+  size_t vbh, vbw;       /* the same for the per-position variances alone (a self run that only captures them) */
   double fan;            /* standard parameterisation: Conv's fan-in (channels x f^2), Dense's (channels) */
   size_t fh, fw, sh, sw; /* Conv filter or pooling window, and strides, per dimension */
   int depth;             /* FORK, NEXT, JOIN: the block's stack slot (branch.h) */
@@ -54,7 +55,9 @@ struct cnn_plan {
   size_t pad;          /* slice border: the largest slice-local filter - 1 */
   size_t fmax;         /* elements of one covariance buffer */
   ntk_cnn_path path;
-  int batched;         /* DIAG, or SLICE with one run from the input to GAP */
+  int batched;         /* DIAG, or SLICE with one run from the input to GAP, or `multi` */
+  int multi;           /* batched SLICE: runs of slice-local layers joined by pooling, into GAP (Myrtle) */
+  size_t multi_part, multi_full; /* its buffers' elements per lane: pooling partial sums, a run's input */
   int branch_depth;    /* residual blocks: the deepest nesting (0: none) */
   int self_vars_only;  /* a self run need not compute its own entry */
 };
@@ -65,12 +68,20 @@ struct cnn_plan {
  * beyond this bound. */
 #define NTK_CNN_VAR_CACHE ((size_t)256 << 20)
 
+/* The most bytes the batched Myrtle-style path (plan_build's `multi`)
+ * holds for pooling partial sums and the next run's input, per worker: 40
+ * MB for 32 x 32 images in float32; beyond it the pair path. */
+#define NTK_CNN_MULTI_MAX ((size_t)256 << 20)
+
 /* Images b per batch (lanes): 16 floats fill one AVX-512 register. */
 #define NTK_CNN_BATCH 16
 
 struct cnn_bws {
-  void *g, *t, *g2, *t2, *rows; /* [cell][lane] */
+  void *g, *t, *g2, *t2; /* [cell][lane] */
+  void *rows;             /* the filters' row sums: two such arrays, rows_cap elements apart */
+  size_t rows_cap;
   void *stack;                  /* residual blocks: 4 such arrays per depth (branch.h) */
+  void *pg, *pt, *fg, *ft;      /* multi: pooling partial sums and the next run's input covariance */
 };
 
 struct cnn_ws {
@@ -274,29 +285,54 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
    * AvgPool(w, s) needs s*offset + w - 1. A network with pooling before
    * Flatten then computes only a band of slices, not the whole covariance.
    * The GENERAL path (the reference) always takes every offset. */
+  /* The variances alone (vbh, vbw) need only what the diagonal needs at
+   * every layer: the same rule from offset 0 at the readout. */
   size_t bh = P->readout == NTK_LAYER_FLATTEN ? 0 : h, bw = P->readout == NTK_LAYER_FLATTEN ? 0 : w;
+  size_t vbh = 0, vbw = 0;
   for (size_t k = P->nops; k-- > 0;) {
     struct cnn_op *op = &P->ops[k];
     const struct ntk_layer *l = op->layer;
     if (l->kind == NTK_LAYER_CONV) {
       bh = op->circular ? op->hi : bh * op->sh;
       bw = op->circular ? op->wi : bw * op->sw;
+      vbh = op->circular ? op->hi : vbh * op->sh;
+      vbw = op->circular ? op->wi : vbw * op->sw;
     } else if (l->kind == NTK_LAYER_AVGPOOL) {
       bh = bh * op->sh + op->fh - 1;
       bw = bw * op->sw + op->fw - 1;
+      vbh = vbh * op->sh + op->fh - 1;
+      vbw = vbw * op->sw + op->fw - 1;
     }
     /* (bands do not follow branches yet: a residual network takes every offset) */
-    op->bh = path != NTK_CNN_SLICE || P->branch_depth || bh + 1 > op->hi ? op->hi - 1 : bh;
-    op->bw = path != NTK_CNN_SLICE || P->branch_depth || bw + 1 > op->wi ? op->wi - 1 : bw;
+    int all = path != NTK_CNN_SLICE || P->branch_depth;
+    op->bh = all || bh + 1 > op->hi ? op->hi - 1 : bh;
+    op->bw = all || bw + 1 > op->wi ? op->wi - 1 : bw;
+    op->vbh = all || vbh + 1 > op->hi ? op->hi - 1 : vbh;
+    op->vbw = all || vbw + 1 > op->wi ? op->wi - 1 : vbw;
   }
   /* Batched: one run of slice-local layers from the input into GAP (not
    * GAP of the raw input, whose pair path sums in another order). */
   int single = P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0;
   for (size_t k = 0; k < P->nops; k++) single &= P->ops[k].slice_local;
+  /* Batched too (b_pair_multi): runs of slice-local layers, each pair
+   * joined by one pooling layer, into GAP, no residual blocks, and buffers
+   * within NTK_CNN_MULTI_MAX. */
+  int multi = !single && path == NTK_CNN_SLICE && P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0 &&
+              !P->branch_depth && P->ops[0].slice_local && P->ops[P->nops - 1].slice_local;
+  for (size_t k = 0; multi && k < P->nops; k++) {
+    const struct cnn_op *op = &P->ops[k];
+    if (op->slice_local) continue;
+    multi = op->layer->kind == NTK_LAYER_AVGPOOL && P->ops[k + 1].slice_local; /* (the last op is slice-local) */
+    size_t in = op->hi * op->wi, out = op->ho * op->wo;
+    if (in * out > P->multi_part) P->multi_part = in * out;
+    if (out * out > P->multi_full) P->multi_full = out * out;
+  }
+  if (multi && 2 * (P->multi_part + P->multi_full) * NTK_CNN_BATCH * (size_t)data->elem > NTK_CNN_MULTI_MAX) multi = 0;
   int tail_nonlin = 0;
   for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= ntk_layer_traits(P->tail[k].kind)->var_slot;
   /* (the batched kernels fuse the NTK parameterisation's affine maps) */
-  P->batched = want == NTK_CNN_AUTO && !P->standard && (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && single));
+  P->batched = want == NTK_CNN_AUTO && !P->standard && (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && (single || multi)));
+  P->multi = P->batched && multi;
   P->self_vars_only = P->batched && path == NTK_CNN_SLICE && !tail_nonlin;
   return NTK_OK;
 }
@@ -364,9 +400,18 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
       b->t = zalloc64(lanes);
       b->g2 = zalloc64(lanes);
       b->t2 = zalloc64(lanes);
-      b->rows = zalloc64(lanes);
+      b->rows = zalloc64(2 * lanes);
+      b->rows_cap = lanes / es;
       if (c->plan.branch_depth) b->stack = zalloc64(4 * lanes * (size_t)c->plan.branch_depth);
-      if (!b->g || !b->t || !b->g2 || !b->t2 || !b->rows || (c->plan.branch_depth && !b->stack))
+      if (c->plan.multi) {
+        size_t part = c->plan.multi_part * NTK_CNN_BATCH * es, full = c->plan.multi_full * NTK_CNN_BATCH * es;
+        b->pg = zalloc64(part);
+        b->pt = zalloc64(part);
+        b->fg = zalloc64(full);
+        b->ft = zalloc64(full);
+      }
+      if (!b->g || !b->t || !b->g2 || !b->t2 || !b->rows || (c->plan.branch_depth && !b->stack) ||
+          (c->plan.multi && (!b->pg || !b->pt || !b->fg || !b->ft)))
         st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers");
     }
   }
@@ -400,6 +445,10 @@ void ntk_cnn_free(ntk_cnn_t *c) {
   free(c->bws.t2);
   free(c->bws.rows);
   free(c->bws.stack);
+  free(c->bws.pg);
+  free(c->bws.pt);
+  free(c->bws.fg);
+  free(c->bws.ft);
   free(c->xt);
   free(c->vt);
   free(c->plan.ops);
@@ -413,6 +462,8 @@ void ntk_cnn_free(ntk_cnn_t *c) {
 }
 
 ntk_cnn_path ntk_cnn_get_path(const ntk_cnn_t *c) { return c->plan.path; }
+
+int ntk_cnn_batched(const ntk_cnn_t *c) { return c->plan.batched; }
 
 static ntk_status reserve_vars(ntk_cnn_t *c, size_t images) {
   if (c->var_cap >= images) return NTK_OK;
@@ -501,6 +552,8 @@ DEFINE_SELF_VARS(double, d)
         const REAL *xbt = xt + bt * d * B, *vbt = vt + bt * vs * B;                                             \
         if (c->plan.path == NTK_CNN_DIAG)                                                                       \
           b_pair_diag_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);           \
+        else if (c->plan.multi)                                                                                 \
+          b_pair_multi_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);          \
         else                                                                                                    \
           b_pair_slice_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);          \
         b_tail_##SFX(c, rv + i * vs + c->plan.tail_off, vbt + c->plan.tail_off * B, og, ot);                   \

@@ -267,15 +267,10 @@ static void SFX(slice_pointwise)(const struct cnn_plan *P, struct SFX(slice) *S,
       SFX(affine_op)(P, op, g + S->j0, with_t ? t + S->j0 : NULL, S->j1 - S->j0);
       continue;
     }
-    size_t hw = S->h * S->w;
-    const REAL *qa = va + i * S->w, *ra = qa + hw;
-    long base = ((long)i - S->di) * (long)S->w - S->dj; /* image b's position of (i, j) is base + j */
-    for (size_t j = S->j0; j < S->j1; j++) {
-      REAL td;
-      size_t q = (size_t)(base + (long)j);
-      g[j] = SFX(nonlin1r)(l, g[j], qa[j], vb[q], ra[j], vb[hw + q], &td);
-      if (with_t) t[j] *= td;
-    }
+    /* (i, j) pairs image a's position (i, j) with image b's (i - di, j - dj) */
+    size_t hw = S->h * S->w, j0 = S->j0;
+    const REAL *qa = va + i * S->w + j0, *qb = vb + (size_t)(((long)i - S->di) * (long)S->w + (long)j0 - S->dj);
+    MAP_PAIRS(&l->map, g + j0, with_t ? t + j0 : NULL, S->j1 - j0, qa, qa + hw, qb, qb + hw);
   }
 }
 
@@ -301,9 +296,13 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
   /* A self run first takes the zero offset alone to capture the variances
    * (its slice is the diagonal). Then every offset in row order, the order
    * the batched code sums in, so that a pair (a, a) gives the same bits
-   * either way. A self run whose only use is the variances stops there. */
-  long noff = self && P->self_vars_only ? 0 : (long)(2 * h - 1) * (long)(2 * w - 1);
-  long bh = (long)P->ops[k0].bh, bw = (long)P->ops[k0].bw; /* offsets the readout needs */
+   * either way. A self run whose only use is the variances computes only
+   * the offsets they need (vbh, vbw: none past the capture in the run into
+   * GAP, a band around the diagonal before a pooling layer). */
+  int vars_only = self && P->self_vars_only;
+  long noff = vars_only && gsum ? 0 : (long)(2 * h - 1) * (long)(2 * w - 1);
+  long bh = (long)(vars_only ? P->ops[k0].vbh : P->ops[k0].bh); /* offsets the readout needs */
+  long bw = (long)(vars_only ? P->ops[k0].vbw : P->ops[k0].bw);
   for (long idx = self ? -1 : 0; idx < noff; idx++) {
     long k = idx < 0 ? ((long)h - 1) * (long)(2 * w - 1) + (long)w - 1 : idx;
     S.di = k / (long)(2 * w - 1) - ((long)h - 1);
@@ -415,11 +414,7 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
           memcpy(qa, dg, n * sizeof(REAL));
           SFX(capture_vars)(qa, n);
         }
-        for (size_t p = 0; p < n; p++) {
-          REAL td;
-          dg[p] = SFX(nonlin1r)(op->layer, dg[p], qa[p], qb[p], qa[n + p], qb[n + p], &td);
-          if (with_t) dt[p] *= td;
-        }
+        MAP_PAIRS(&op->layer->map, dg, with_t ? dt : NULL, n, qa, qa + n, qb, qb + n);
       }
     }
     size_t n = P->out_h * P->out_w;
@@ -431,7 +426,9 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
     t = (REAL)(ts / (double)n);
   } else {
     REAL *fg = (REAL *)ws->a, *ft = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
-    size_t bh = P->nops ? P->ops[0].bh : H, bw = P->nops ? P->ops[0].bw : W;
+    int vars_only = self && P->self_vars_only; /* run_slices: only the variances' band */
+    size_t bh = P->nops ? (vars_only ? P->ops[0].vbh : P->ops[0].bh) : H;
+    size_t bw = P->nops ? (vars_only ? P->ops[0].vbw : P->ops[0].bw) : W;
     for (size_t i = 0; i < H; i++)
       for (size_t j = 0; j < W; j++) {
         size_t p = i * W + j, i1 = i + bh + 1 < H ? i + bh + 1 : H, j1 = j + bw + 1 < W ? j + bw + 1 : W;
@@ -481,12 +478,7 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
           for (size_t p = 0; p < n; p++) qa[p] = fg[p * n + p];
           SFX(capture_vars)(qa, n);
         }
-        for (size_t p = 0; p < n; p++)
-          for (size_t q = 0; q < n; q++) {
-            REAL td;
-            fg[p * n + q] = SFX(nonlin1r)(op->layer, fg[p * n + q], qa[p], qb[q], qa[n + p], qb[n + q], &td);
-            if (with_t) ft[p * n + q] *= td;
-          }
+        MAP_ROWS(&op->layer->map, fg, with_t ? ft : NULL, n, n, qa, qa + n, qb, qb + n, 0);
       }
       h = op->ho;
       w = op->wo;
