@@ -6,8 +6,15 @@
  * --plan: no computing at all, each GPU launch of the tile printed as a
  * JSON line (scripts/gpu_model.py reads the geometry from there, so the
  * model follows src/worker/cnn_gpu.c as it is).
- *   ntkd_bench_cnn [--gpu|--emu|--plan] "ARCH" N [float32|float64] [H W C]
- * Per-image work (the (a, a) runs) is included, as in a real tile. */
+ *   ntkd_bench_cnn [--gpu|--emu|--plan] [--check K] "ARCH" N [float32|float64] [H W C]
+ * Per-image work (the (a, a) runs) is included, as in a real tile.
+ * Then, untimed, the entries of the first K images (default 3, 0: none)
+ * are computed again on the GENERAL path (the full covariance, layer by
+ * layer: the reference the fast paths are tested against) and compared
+ * with the timed ones, as nccl-tests checks every timed run: the largest
+ * error relative to sqrt(K_ii K_jj) is printed, and above the bound
+ * (float32 1e-5, float64 1e-10) the exit status is 1. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +72,51 @@ static int plan_launch(void *ctx, int kernel, int elem, unsigned gx, unsigned gy
   return 0;
 }
 
+/* Entry (i, j) of an n x n tile in double. */
+static double at(const void *m, size_t i, size_t j, size_t n, int elem) {
+  return elem == 4 ? (double)((const float *)m)[i * n + j] : ((const double *)m)[i * n + j];
+}
+
+/* The timed tile's entries among the first k images against the GENERAL
+ * path on those images. Returns 1 past the bound. */
+static int check_general(const struct ntk_arch *arch, const struct ntk_dataset *ds, size_t k, const void *g,
+                         const void *t, size_t n) {
+  struct ntk_dataset sub = *ds;
+  sub.n = k;
+  ntk_cnn_t *ref = NULL;
+  struct ntk_tiling tg;
+  ntk_tiling_init(&tg, k, k);
+  struct ntk_tile tl = ntk_tiling_tile(&tg, 0);
+  void *rg = malloc(k * k * (size_t)ds->elem), *rt = malloc(k * k * (size_t)ds->elem);
+  if (!rg || !rt || ntk_cnn_create(arch, &sub, NTK_CNN_GENERAL, &ref) || ntk_cnn_tile(ref, &tl, rg, rt)) {
+    fprintf(stderr, "check: the general path failed: %s\n", ntk_error_message());
+    ntk_cnn_free(ref);
+    free(rg);
+    free(rt);
+    return 1;
+  }
+  double worst = 0, bound = ds->elem == 4 ? 1e-5 : 1e-10;
+  int finite = 1;
+  for (size_t i = 0; i < k; i++)
+    for (size_t j = 0; j <= i; j++)
+      for (int which = 0; which < 2; which++) {
+        const void *got = which ? t : g, *want = which ? rt : rg;
+        double a = at(got, i, j, n, ds->elem), b = at(want, i, j, k, ds->elem);
+        double sc = sqrt(fabs(at(want, i, i, k, ds->elem) * at(want, j, j, k, ds->elem)));
+        finite &= isfinite(a) && isfinite(b);
+        double e = fabs(a - b) / (sc > 1e-300 ? sc : 1e-300);
+        if (!(e <= worst)) worst = e; /* NaN wins */
+      }
+  int bad = !finite || !(worst <= bound);
+  fprintf(stderr, "check: %zu entries (NNGP and NTK) of the first %zu images against the general path: largest "
+          "error %.2e relative to sqrt(K_ii K_jj) (bound %.0e)%s\n", k * (k + 1), k, worst, bound,
+          bad ? ": FAILED" : "");
+  ntk_cnn_free(ref);
+  free(rg);
+  free(rt);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   ntk_cpu_fix_openblas(argv);
   const char *mode = "cpu";
@@ -73,8 +125,14 @@ int main(int argc, char **argv) {
     argv++;
     argc--;
   }
+  size_t check = 3;
+  if (argc > 2 && !strcmp(argv[1], "--check")) {
+    check = (size_t)atol(argv[2]);
+    argv += 2;
+    argc -= 2;
+  }
   if (argc < 3) {
-    fprintf(stderr, "usage: ntkd_bench_cnn [--gpu|--emu|--plan] ARCH N [float32|float64] [H W C]\n");
+    fprintf(stderr, "usage: ntkd_bench_cnn [--gpu|--emu|--plan] [--check K] ARCH N [float32|float64] [H W C]\n");
     return 2;
   }
   size_t n = (size_t)atol(argv[2]);
@@ -142,9 +200,11 @@ int main(int argc, char **argv) {
   }
   const char *names[] = {"auto", "diag", "slice", "general"};
   printf("%.6e\n", sec / pairs);
-  fprintf(stderr, "%s: %zu images %zux%zux%zu %s, %s: %.3f s for %.0f entries: %.3g s per entry%s\n", argv[1], n,
-          h, w, c, elem == 4 ? "float32" : "float64", cnn ? names[ntk_cnn_get_path(cnn)] : mode, sec, pairs,
-          sec / pairs, cnn ? " on one core" : "");
+  fprintf(stderr, "%s: %zu images %zux%zux%zu %s, %s%s: %.3f s for %.0f entries: %.3g s per entry%s\n", argv[1],
+          n, h, w, c, elem == 4 ? "float32" : "float64", cnn ? names[ntk_cnn_get_path(cnn)] : mode,
+          cnn && ntk_cnn_batched(cnn) ? " batched" : "", sec, pairs, sec / pairs, cnn ? " on one core" : "");
+  int bad = 0;
+  if (strcmp(mode, "plan") && check) bad = check_general(&arch, &ds, check < n ? check : n, g, k, n);
   if (gpu) gpu->destroy(gctx);
   ntk_cnn_gpu_free(emu);
   ntk_cnn_free(cnn);
@@ -152,5 +212,5 @@ int main(int argc, char **argv) {
   free(ds.x);
   free(g);
   free(k);
-  return 0;
+  return bad;
 }

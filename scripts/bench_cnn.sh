@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# CNN benchmarks (issue "CNN kernels", item 6): float32, random 32x32x3
-# inputs, mpirun on all cores (one rank per core + the coordinator), each
-# pair computed once. Prints seconds per kernel entry for CNTK-GAP depth 21,
-# CNN-Flatten depth 21 and Myrtle-5/7/10 (NNGP+NTK), and for CNTK-GAP the
-# GFLOP/s achieved against the fp32 peak measured in the same run (OpenBLAS
-# ssyrk on all cores), assuming 0.48 GFLOP per pair (design notes: ~23 flops
-# per covariance entry per conv+ReLU layer, 1024^2 entries, 20 layers).
+# CNN benchmarks (issue "CNN kernels", item 6, and issue 15): float32,
+# random 32x32x3 inputs, mpirun on all cores (one rank per core + the
+# coordinator), each pair computed once. Prints seconds per kernel entry for
+# CNTK-GAP depth 21, CNN-Flatten depth 21 and Myrtle-5/7/10 (NNGP+NTK), and
+# for CNTK-GAP the GFLOP/s achieved against the fp32 peak measured in the
+# same run (OpenBLAS ssyrk on all cores), assuming 0.48 GFLOP per pair
+# (design notes: ~23 flops per covariance entry per conv+ReLU layer, 1024^2
+# entries, 20 layers); then each Myrtle's time as a fraction of CNTK-GAP-21's
+# (issue 15's target: Myrtle-10 at most 1/3). Then each network once more
+# on one core (ntkd_bench_cnn, one tile of 16 images), whose entries of the
+# first 3 images are checked against the general path (the reference
+# layer-by-layer path): a wrong value fails the benchmark (exit 1).
 #   scripts/bench_cnn.sh [BUILD_DIR] [SCALE]   (SCALE multiplies the image counts)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +34,8 @@ np.save('$work/$name.npy', np.random.default_rng(1).random(($n, 32, 32, 3), dtyp
   entries=$(( n * (n + 1) / 2 ))
   local per
   per=$(echo "$secs / $entries" | bc -l)
-  printf '  %-14s N=%-5s tile %-4s %6d entries in %7.2f s: %10.3f ms per entry' "$name" "$n" "$tile" "$entries" "$secs" \
+  per_entry[$name]=$per
+  printf '  %-14s N=%-5s tile %-4s %6d entries in %7.2f s: %10.4f ms per entry' "$name" "$n" "$tile" "$entries" "$secs" \
     "$(echo "$per * 1000" | bc -l)"
   if [ "$name" = cntk-gap21 ]; then
     local gf
@@ -38,10 +44,25 @@ np.save('$work/$name.npy', np.random.default_rng(1).random(($n, 32, 32, 3), dtyp
   fi
   printf '\n'
 }
+declare -A per_entry arch
+arch[cntk-gap21]="[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense"
+arch[cnn-flatten21]="[Conv(3, 1, SAME) Relu]*20 Flatten Dense"
+arch[myrtle5]="[Conv(3, 1, SAME) Relu]*2 AvgPool(2) [Conv(3, 1, SAME) Relu]*1 AvgPool(2) [Conv(3, 1, SAME) Relu]*1 GlobalAvgPool Dense"
+arch[myrtle7]="[Conv(3, 1, SAME) Relu]*2 AvgPool(2) [Conv(3, 1, SAME) Relu]*2 AvgPool(2) [Conv(3, 1, SAME) Relu]*2 GlobalAvgPool Dense"
+arch[myrtle10]="[Conv(3, 1, SAME) Relu]*3 AvgPool(2) [Conv(3, 1, SAME) Relu]*3 AvgPool(2) [Conv(3, 1, SAME) Relu]*3 GlobalAvgPool Dense"
 echo "CNN benchmarks: float32, random 32x32x3 images, mpirun -np $ranks on $(nproc) cores, NNGP+NTK"
-run cntk-gap21 48 16 "[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense"
-run cnn-flatten21 1024 128 "[Conv(3, 1, SAME) Relu]*20 Flatten Dense"
-run myrtle5 16 4 "[Conv(3, 1, SAME) Relu]*2 AvgPool(2) [Conv(3, 1, SAME) Relu]*1 AvgPool(2) [Conv(3, 1, SAME) Relu]*1 GlobalAvgPool Dense"
-run myrtle7 16 4 "[Conv(3, 1, SAME) Relu]*2 AvgPool(2) [Conv(3, 1, SAME) Relu]*2 AvgPool(2) [Conv(3, 1, SAME) Relu]*2 GlobalAvgPool Dense"
-run myrtle10 16 4 "[Conv(3, 1, SAME) Relu]*3 AvgPool(2) [Conv(3, 1, SAME) Relu]*3 AvgPool(2) [Conv(3, 1, SAME) Relu]*3 GlobalAvgPool Dense"
-echo "targets on this 2-core machine: CNTK-GAP-21 <= 10 ms per entry, CNN-Flatten-21 <= 0.010 ms per entry"
+run cntk-gap21 48 16 "${arch[cntk-gap21]}"
+run cnn-flatten21 1024 128 "${arch[cnn-flatten21]}"
+for m in myrtle5 myrtle7 myrtle10; do run $m 48 16 "${arch[$m]}"; done
+for m in myrtle5 myrtle7 myrtle10; do
+  printf '  %-14s %.3f of CNTK-GAP-21 per entry\n' "$m" "$(echo "${per_entry[$m]} / ${per_entry[cntk-gap21]}" | bc -l)"
+done
+echo "targets on this 2-core machine: CNTK-GAP-21 <= 10 ms per entry, CNN-Flatten-21 <= 0.010 ms per entry, Myrtle-10 <= 1/3 of CNTK-GAP-21"
+echo "one core, one tile of 16 images (ntkd_bench_cnn), checked against the general path:"
+status=0
+for name in cntk-gap21 cnn-flatten21 myrtle5 myrtle7 myrtle10; do
+  out=$("$build/ntkd_bench_cnn" "${arch[$name]}" 16 2>&1 >/dev/null) || status=1
+  printf '  %-14s %s\n' "$name" "$(echo "$out" | sed -n 's/.*: \([0-9.e-]* s per entry\).*/\1/p')"
+  printf '  %-14s %s\n' "" "$(echo "$out" | grep '^check:')"
+done
+exit $status
