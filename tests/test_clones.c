@@ -88,9 +88,9 @@ static double uniform(void) { /* [0, 1) */
 #define ROWS 41
 
 /* The same bits; any NaN matches any NaN (a NaN's sign and payload follow
- * the instructions, and a tile with one is refused, never stored). */
-static int same_f(float a, float b) { return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a); }
-static int same_d(double a, double b) { return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a); }
+ * the instructions, and a tile with one is refused, never stored). A float
+ * widens to double exactly, so one comparison serves both precisions. */
+static int same(double a, double b) { return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a); }
 
 /* Row i's variance and the column variances: log-uniform over `decades`
  * around 1, with edge cells: zero, subnormal, huge, inf, NaN, and pairs of
@@ -106,99 +106,55 @@ static double variance(size_t k, double decades) {
   }
 }
 
-/* Fill, run every target on rows x cols and compare with the scalar map. */
-static void check_f(const struct ntk_map *m, size_t cols, size_t qb_row, double decades) {
-  size_t n = ROWS * cols, nb = qb_row ? n : cols;
-  float *qa = malloc(ROWS * sizeof *qa), *ra = malloc(ROWS * sizeof *ra), *qb = malloc(nb * sizeof *qb),
-        *rb = malloc(nb * sizeof *rb), *g0 = malloc(n * sizeof *g0), *t0 = malloc(n * sizeof *t0),
-        *ge = malloc(n * sizeof *ge), *te = malloc(n * sizeof *te), *g = malloc(n * sizeof *g),
-        *t = malloc(n * sizeof *t);
-  for (size_t i = 0; i < ROWS; i++) qa[i] = (float)variance(i, decades), ra[i] = ntk_rsqrtf(qa[i]);
-  for (size_t k = 0; k < nb; k++) qb[k] = (float)variance(k + 5, decades), rb[k] = ntk_rsqrtf(qb[k]);
-  for (size_t i = 0; i < ROWS; i++)
-    for (size_t j = 0; j < cols; j++) {
-      size_t k = i * cols + j;
-      float q11 = qa[i], q22 = qb[i * qb_row + j];
-      double c = uniform() * 2.0 - 1.0;
-      if (j % 5 == 0) c = j % 10 ? 1.0 : -1.0;
-      g0[k] = (float)(c * sqrt((double)q11 * (double)q22));
-      if (j == 1) g0[k] = q11; /* with q22 = q11 below: a sample with itself */
-      t0[k] = (float)(0.5 + uniform());
-    }
-  if (qb_row)
-    for (size_t i = 0; i < ROWS; i++) qb[i * qb_row + 1] = qa[i], rb[i * qb_row + 1] = ra[i];
-  float *pqa = malloc(n * sizeof *pqa), *pra = malloc(n * sizeof *pra), *pqb = malloc(n * sizeof *pqb),
-        *prb = malloc(n * sizeof *prb);
-  for (size_t i = 0; i < ROWS; i++)
-    for (size_t j = 0; j < cols; j++) {
-      size_t k = i * cols + j, b = i * qb_row + j;
-      pqa[k] = qa[i], pra[k] = ra[i], pqb[k] = qb[b], prb[k] = rb[b];
-      float td;
-      ge[k] = ntk_mapf(m, g0[k], qa[i], qb[b], ra[i], rb[b], &td);
-      te[k] = t0[k] * td;
-    }
-  for (size_t v = 0; v < NTARGETS; v++) {
-    if (!runs_here(targets[v].cpu)) {
-      fprintf(stderr, "test_clones: this CPU has no %s; its loop is not run\n", targets[v].name);
-      continue;
-    }
-    for (int shape = 0; shape < 2; shape++) { /* rows x cols, then the same entries one pair each */
-      memcpy(g, g0, n * sizeof *g);
-      memcpy(t, t0, n * sizeof *t);
-      if (shape) targets[v].pf(m, g, t, n, pqa, pra, pqb, prb);
-      else targets[v].f(m, g, t, ROWS, cols, qa, ra, qb, rb, qb_row);
-      for (size_t k = 0; k < n; k++)
-        if (!same_f(g[k], ge[k]) || !same_f(t[k], te[k]))
-          ck_abort_msg("float map %d on %s (%s), cols %zu, entry %zu: (%a, %a), the scalar map (%a, %a)",
-                       (int)m->kind, targets[v].name, shape ? "pairs" : "rows", cols, k, (double)g[k],
-                       (double)t[k], (double)ge[k], (double)te[k]);
-    }
+/* check_f / check_d: fill rows x cols entries (a sample with itself in
+ * column 1 where the columns have a variance per row, cosines of +-1 in
+ * every fifth), run every target's loops in both shapes (rows x cols, then
+ * the same entries one pair each) and compare with the scalar map. */
+#define DEFINE_CHECK(T, SFX, NAME, RSQRT, SCALAR, ROWS_FN, PAIRS_FN)                                             \
+  static void check_##SFX(const struct ntk_map *m, size_t cols, size_t qb_row, double decades) {                \
+    size_t n = ROWS * cols, nb = qb_row ? n : cols;                                                             \
+    T *qa = malloc(ROWS * sizeof *qa), *ra = malloc(ROWS * sizeof *ra), *qb = malloc(nb * sizeof *qb),          \
+      *rb = malloc(nb * sizeof *rb), *g0 = malloc(n * sizeof *g0), *t0 = malloc(n * sizeof *t0),                \
+      *ge = malloc(n * sizeof *ge), *te = malloc(n * sizeof *te), *g = malloc(n * sizeof *g),                   \
+      *t = malloc(n * sizeof *t), *pqa = malloc(n * sizeof *pqa), *pra = malloc(n * sizeof *pra),               \
+      *pqb = malloc(n * sizeof *pqb), *prb = malloc(n * sizeof *prb);                                           \
+    for (size_t i = 0; i < ROWS; i++) qa[i] = (T)variance(i, decades), ra[i] = RSQRT(qa[i]);                    \
+    for (size_t k = 0; k < nb; k++) qb[k] = (T)variance(k + 5, decades), rb[k] = RSQRT(qb[k]);                  \
+    if (qb_row) /* column 1: a sample with itself */                                                           \
+      for (size_t i = 0; i < ROWS; i++) qb[i * qb_row + 1] = qa[i], rb[i * qb_row + 1] = ra[i];                \
+    for (size_t i = 0; i < ROWS; i++)                                                                           \
+      for (size_t j = 0; j < cols; j++) {                                                                       \
+        size_t k = i * cols + j, b = i * qb_row + j;                                                            \
+        double c = j % 5 == 0 ? (j % 10 ? 1.0 : -1.0) : uniform() * 2.0 - 1.0;                                  \
+        g0[k] = qb_row && j == 1 ? qa[i] : (T)(c * sqrt((double)qa[i] * (double)qb[b]));                        \
+        t0[k] = (T)(0.5 + uniform());                                                                           \
+        pqa[k] = qa[i], pra[k] = ra[i], pqb[k] = qb[b], prb[k] = rb[b];                                         \
+        T td;                                                                                                   \
+        ge[k] = SCALAR(m, g0[k], qa[i], qb[b], ra[i], rb[b], &td);                                              \
+        te[k] = t0[k] * td;                                                                                     \
+      }                                                                                                         \
+    for (size_t v = 0; v < NTARGETS; v++) {                                                                     \
+      if (!runs_here(targets[v].cpu)) {                                                                         \
+        fprintf(stderr, "test_clones: this CPU has no %s; its loops are not run\n", targets[v].name);          \
+        continue;                                                                                               \
+      }                                                                                                         \
+      for (int shape = 0; shape < 2; shape++) {                                                                 \
+        memcpy(g, g0, n * sizeof *g);                                                                           \
+        memcpy(t, t0, n * sizeof *t);                                                                           \
+        if (shape) targets[v].PAIRS_FN(m, g, t, n, pqa, pra, pqb, prb);                                         \
+        else targets[v].ROWS_FN(m, g, t, ROWS, cols, qa, ra, qb, rb, qb_row);                                   \
+        for (size_t k = 0; k < n; k++)                                                                          \
+          if (!same(g[k], ge[k]) || !same(t[k], te[k]))                                                         \
+            ck_abort_msg(NAME " map %d on %s (%s), cols %zu, entry %zu: (%a, %a), the scalar map (%a, %a)",    \
+                         (int)m->kind, targets[v].name, shape ? "pairs" : "rows", cols, k, (double)g[k],        \
+                         (double)t[k], (double)ge[k], (double)te[k]);                                           \
+      }                                                                                                         \
+    }                                                                                                           \
+    free(qa), free(ra), free(qb), free(rb), free(g0), free(t0), free(ge), free(te), free(g), free(t);           \
+    free(pqa), free(pra), free(pqb), free(prb);                                                                 \
   }
-  free(qa), free(ra), free(qb), free(rb), free(g0), free(t0), free(ge), free(te), free(g), free(t);
-  free(pqa), free(pra), free(pqb), free(prb);
-}
-
-static void check_d(const struct ntk_map *m, size_t cols, size_t qb_row, double decades) {
-  size_t n = ROWS * cols, nb = qb_row ? n : cols;
-  double *qa = malloc(ROWS * sizeof *qa), *ra = malloc(ROWS * sizeof *ra), *qb = malloc(nb * sizeof *qb),
-         *rb = malloc(nb * sizeof *rb), *g0 = malloc(n * sizeof *g0), *t0 = malloc(n * sizeof *t0),
-         *ge = malloc(n * sizeof *ge), *te = malloc(n * sizeof *te), *g = malloc(n * sizeof *g),
-         *t = malloc(n * sizeof *t);
-  for (size_t i = 0; i < ROWS; i++) qa[i] = variance(i, decades), ra[i] = ntk_rsqrt(qa[i]);
-  for (size_t k = 0; k < nb; k++) qb[k] = variance(k + 5, decades), rb[k] = ntk_rsqrt(qb[k]);
-  for (size_t i = 0; i < ROWS; i++)
-    for (size_t j = 0; j < cols; j++) {
-      size_t k = i * cols + j;
-      double c = j % 5 == 0 ? (j % 10 ? 1.0 : -1.0) : uniform() * 2.0 - 1.0;
-      g0[k] = c * sqrt(qa[i] * qb[i * qb_row + j]);
-      t0[k] = 0.5 + uniform();
-    }
-  double *pqa = malloc(n * sizeof *pqa), *pra = malloc(n * sizeof *pra), *pqb = malloc(n * sizeof *pqb),
-         *prb = malloc(n * sizeof *prb);
-  for (size_t i = 0; i < ROWS; i++)
-    for (size_t j = 0; j < cols; j++) {
-      size_t k = i * cols + j, b = i * qb_row + j;
-      pqa[k] = qa[i], pra[k] = ra[i], pqb[k] = qb[b], prb[k] = rb[b];
-      double td;
-      ge[k] = ntk_map(m, g0[k], qa[i], qb[i * qb_row + j], ra[i], rb[i * qb_row + j], &td);
-      te[k] = t0[k] * td;
-    }
-  for (size_t v = 0; v < NTARGETS; v++) {
-    if (!runs_here(targets[v].cpu)) continue;
-    for (int shape = 0; shape < 2; shape++) {
-      memcpy(g, g0, n * sizeof *g);
-      memcpy(t, t0, n * sizeof *t);
-      if (shape) targets[v].pd(m, g, t, n, pqa, pra, pqb, prb);
-      else targets[v].d(m, g, t, ROWS, cols, qa, ra, qb, rb, qb_row);
-      for (size_t k = 0; k < n; k++)
-        if (!same_d(g[k], ge[k]) || !same_d(t[k], te[k]))
-          ck_abort_msg("double map %d on %s (%s), cols %zu, entry %zu: (%a, %a), the scalar map (%a, %a)",
-                       (int)m->kind, targets[v].name, shape ? "pairs" : "rows", cols, k, g[k], t[k], ge[k], te[k]);
-    }
-  }
-  free(qa), free(ra), free(qb), free(rb), free(g0), free(t0), free(ge), free(te), free(g), free(t);
-  free(pqa), free(pra), free(pqb), free(prb);
-}
+DEFINE_CHECK(float, f, "float", ntk_rsqrtf, ntk_mapf, f, pf)
+DEFINE_CHECK(double, d, "double", ntk_rsqrt, ntk_map, d, pd)
 
 /* The batched CNN shape (16 lanes, a variance per lane) and the FC shape
  * (one set of column variances), near 1 and over float32's whole range. */
