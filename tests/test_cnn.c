@@ -124,6 +124,75 @@ END_TEST
 START_TEST(test_batched_bits_float64) { check_batched_bits(8); }
 END_TEST
 
+/* The same on random networks the lists above do not hold: one to three
+ * runs of stride-1 SAME convolutions (filters 1 to 3, even ones padded
+ * low-first) and nonlinearities, joined by AvgPool or SumPool windows of 1
+ * to 3 with strides 1 or 2, VALID or SAME (normalised edges or not), into
+ * GlobalAvgPool, on random image sizes, channel counts, tiles and both
+ * precisions; the batched kernels (one run: b_pair_slice, several:
+ * b_pair_multi) against the same path pair by pair, bit for bit. */
+static unsigned rnd_state = 12345;
+static size_t rnd(size_t k) {
+  rnd_state = rnd_state * 1103515245u + 12345u;
+  return (size_t)((rnd_state >> 8) % k);
+}
+#define RND rnd
+
+START_TEST(test_batched_bits_random) {
+  static const char *const maps[] = {"Relu", "Erf", "LeakyRelu(0.2)", "Gelu", "Abs"};
+  int batched_runs[4] = {0}, skipped = 0;
+  for (int trial = 0; trial < 80; trial++) {
+    char arch[1024] = "";
+    size_t runs = 1 + RND(3);
+    for (size_t r = 0; r < runs; r++) {
+      for (size_t l = 1 + RND(2); l > 0; l--) {
+        char b[64];
+        snprintf(b, sizeof b, "Conv(%zu, 1, SAME) %s ", 1 + RND(3), maps[RND(5)]);
+        strcat(arch, b);
+      }
+      if (r + 1 == runs) break;
+      char b[96];
+      size_t w = 1 + RND(3), st = 1 + RND(2);
+      const char *pad = RND(2) ? "SAME" : "VALID";
+      if (RND(3) == 0)
+        snprintf(b, sizeof b, "AvgPool((%zu, %zu), (%zu, %zu), '%s', normalize_edges=True) ", w, w, st, st, pad);
+      else
+        snprintf(b, sizeof b, "%s(%zu, %zu, padding=%s) ", RND(4) ? "AvgPool" : "SumPool", w, st, pad);
+      strcat(arch, b);
+    }
+    strcat(arch, RND(2) ? "GlobalAvgPool Dense" : "GlobalAvgPool Dense Relu Dense");
+    int elem = RND(2) ? 4 : 8;
+    struct ntk_dataset ds;
+    random_images(&ds, 5 + RND(10), 4 + RND(6), 3 + RND(6), 1 + RND(3), elem, (unsigned)trial + 1);
+    size_t n = ds.n, tile = 1 + RND(8);
+    struct ntk_arch a;
+    ck_assert_msg(ntk_arch_parse(arch, 1.3, 0.1, &a) == NTK_OK, "%s: %s", arch, ntk_error_message());
+    ntk_cnn_t *c;
+    if (ntk_cnn_create(&a, &ds, NTK_CNN_AUTO, &c) != NTK_OK) { /* a VALID window larger than its input */
+      skipped++;
+      free(ds.x);
+      ntk_arch_free(&a);
+      continue;
+    }
+    ntk_cnn_path path = ntk_cnn_get_path(c);
+    batched_runs[runs] += ntk_cnn_batched(c);
+    ntk_cnn_free(c);
+    double *g0 = calloc(n * n, 8), *t0 = calloc(n * n, 8), *g1 = calloc(n * n, 8), *t1 = calloc(n * n, 8);
+    compute(&a, &ds, path, tile, g0, t0);
+    compute(&a, &ds, NTK_CNN_AUTO, tile, g1, t1);
+    ck_assert_msg(!memcmp(g0, g1, n * n * 8) && !memcmp(t0, t1, n * n * 8),
+                  "%s on %zu %zux%zux%zu images (%s), tile %zu: batched and pair-by-pair differ", arch, n, ds.h,
+                  ds.w, ds.c, elem == 4 ? "float32" : "float64", tile);
+    free(g0), free(t0), free(g1), free(t1), free(ds.x);
+    ntk_arch_free(&a);
+  }
+  /* both batched shapes were exercised */
+  ck_assert_int_le(skipped, 15);
+  ck_assert_int_ge(batched_runs[1], 5);
+  ck_assert_int_ge(batched_runs[2] + batched_runs[3], 10);
+}
+END_TEST
+
 /* Every neural-tangents CNN case, on every path that applies, in both
  * precisions, with whole and ragged tiles. Float32 errors are taken
  * relative to max(|K_ij|, sqrt(K_ii K_jj)) as in test_kernel.c. */
@@ -181,6 +250,7 @@ int main(void) {
   tcase_add_test(tc, test_paths_agree);
   tcase_add_test(tc, test_batched_bits_float32);
   tcase_add_test(tc, test_batched_bits_float64);
+  tcase_add_test(tc, test_batched_bits_random);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);
   suite_add_tcase(s, tc);
