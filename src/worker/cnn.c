@@ -327,11 +327,13 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
     if (in * out > P->multi_part) P->multi_part = in * out;
     if (out * out > P->multi_full) P->multi_full = out * out;
   }
-  if (multi && 2 * (P->multi_part + P->multi_full) * NTK_CNN_BATCH * (size_t)data->elem > NTK_CNN_MULTI_MAX) multi = 0;
+  if (multi && 2 * (P->multi_part + P->multi_full) * NTK_CNN_BATCH * (size_t)data->elem > NTK_CNN_MULTI_MAX)
+    multi = 0;
   int tail_nonlin = 0;
   for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= ntk_layer_traits(P->tail[k].kind)->var_slot;
   /* (the batched kernels fuse the NTK parameterisation's affine maps) */
-  P->batched = want == NTK_CNN_AUTO && !P->standard && (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && (single || multi)));
+  P->batched = want == NTK_CNN_AUTO && !P->standard &&
+               (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && (single || multi)));
   P->multi = P->batched && multi;
   P->self_vars_only = P->batched && path == NTK_CNN_SLICE && !tail_nonlin;
   return NTK_OK;

@@ -298,8 +298,9 @@ static void SFX(b_slice_ops)(const struct cnn_plan *P, struct cnn_bws *ws, size_
 /* The input covariance of offset (di, dj) into the slice, straight from
  * the images (the same operations, in the same order, as the per-pair
  * code). */
-NTK_CLONES static void SFX(b_slice_input)(const struct cnn_plan *P, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, long di,
-                               long dj, size_t i0, size_t i1, size_t j0, size_t j1) {
+NTK_CLONES static void SFX(b_slice_input)(const struct cnn_plan *P, struct cnn_bws *ws, const REAL *xa,
+                                          const REAL *xbt, long di, long dj, size_t i0, size_t i1, size_t j0,
+                                          size_t j1) {
   size_t w = P->W, C = P->C, pad = P->pad, ld = w + 2 * pad;
   for (size_t i = i0; i < i1; i++)
     for (size_t j = j0; j < j1; j++) {
@@ -328,8 +329,8 @@ static void SFX(b_slice_clear)(struct cnn_bws *ws, size_t ld, size_t pad, size_t
 
 /* The slice's region added to the readout sums (in double), row by row as
  * pair() adds it. */
-NTK_CLONES static void SFX(b_slice_sum)(struct cnn_bws *ws, size_t ld, size_t pad, size_t i0, size_t i1, size_t j0, size_t j1,
-                             int with_t, SFX(dlanes) *gsum, SFX(dlanes) *tsum) {
+NTK_CLONES static void SFX(b_slice_sum)(struct cnn_bws *ws, size_t ld, size_t pad, size_t i0, size_t i1, size_t j0,
+                                        size_t j1, int with_t, SFX(dlanes) *gsum, SFX(dlanes) *tsum) {
   for (size_t i = i0; i < i1; i++) {
     size_t cell = ((i + pad) * ld + pad + j0) * B, n = (j1 - j0) * B;
     const REAL *g = (const REAL *)ws->g + cell, *t = (const REAL *)ws->t + cell;
