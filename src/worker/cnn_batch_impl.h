@@ -101,6 +101,26 @@ static int SFX(b_is_nonlin)(const struct cnn_op *op) {
   return op->layer->kind != NTK_LAYER_DENSE && !ntk_layer_traits(op->layer->kind)->branch && op->var >= 0;
 }
 
+/* The input covariance of image a against the batch, position by
+ * position, with the per-pair code's operations (a division, not a
+ * reciprocal: the entry of a pair (a, a) must equal a's variance bit for
+ * bit). */
+NTK_CLONES static void SFX(b_diag_input)(REAL *restrict g, const REAL *restrict xa, const REAL *restrict xbt,
+                                         size_t HW, size_t C) {
+  for (size_t p = 0; p < HW; p++) {
+    SFX(lanes) acc = {0};
+    for (size_t ch = 0; ch < C; ch++) acc += xa[p * C + ch] * *(const SFX(lanes) *)(xbt + (p * C + ch) * B);
+    *(SFX(lanes) *)(g + p * B) = acc / (REAL)C;
+  }
+}
+
+/* s[k] += the n positions of lane k, in double, in position order. */
+NTK_CLONES static void SFX(b_diag_sum)(const REAL *restrict g, size_t n, double *restrict s) {
+  SFX(dlanes) acc = {0};
+  for (size_t p = 0; p < n; p++) acc += __builtin_convertvector(*(const SFX(lanes) *)(g + p * B), SFX(dlanes));
+  for (size_t k = 0; k < B; k++) s[k] += acc[k];
+}
+
 /* Image a against the batch: xbt is [position][channel][k], vbt is
  * [slot][position][k] for the spatial slots (variances, then their
  * ntk_rsqrt). Results per lane. */
@@ -109,18 +129,7 @@ static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL 
   const struct cnn_plan *P = &c->plan;
   size_t HW = P->H * P->W, C = P->C;
   REAL *g = (REAL *)ws->g, *t = (REAL *)ws->t, *g2 = (REAL *)ws->g2, *t2 = (REAL *)ws->t2;
-  /* Same operations as the per-pair code (a division, not a reciprocal):
-   * the entry of a pair (a, a) must equal a's variance bit for bit. */
-  for (size_t p = 0; p < HW; p++) {
-    REAL *gp = g + p * B;
-    for (size_t k = 0; k < B; k++) gp[k] = 0;
-    for (size_t ch = 0; ch < C; ch++) {
-      REAL xv = xa[p * C + ch];
-      const REAL *xb = xbt + (p * C + ch) * B;
-      for (size_t k = 0; k < B; k++) gp[k] += xv * xb[k];
-    }
-    for (size_t k = 0; k < B; k++) gp[k] /= (REAL)C;
-  }
+  SFX(b_diag_input)(g, xa, xbt, HW, C);
   if (with_t) memset(t, 0, HW * B * sizeof(REAL));
   for (size_t k = 0; k < P->nops; k++) {
     const struct cnn_op *op = &P->ops[k];
@@ -146,11 +155,8 @@ static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL 
   }
   size_t n = P->out_h * P->out_w;
   double sg[NTK_CNN_BATCH] = {0}, st[NTK_CNN_BATCH] = {0}; /* readout sums in double, as pair() */
-  for (size_t p = 0; p < n; p++)
-    for (size_t k = 0; k < B; k++) {
-      sg[k] += (double)g[p * B + k];
-      if (with_t) st[k] += (double)t[p * B + k];
-    }
+  SFX(b_diag_sum)(g, n, sg);
+  if (with_t) SFX(b_diag_sum)(t, n, st);
   for (size_t k = 0; k < B; k++) {
     out_g[k] = (REAL)(sg[k] / (double)n);
     out_t[k] = (REAL)(st[k] / (double)n);
