@@ -377,13 +377,24 @@ static int all_zero(ntk_store_t *s, uint64_t off, uint64_t bytes) {
   return 1;
 }
 
+/* 1 if an intact record header of this store is at `off` now: the scan
+ * read the place before a running job's writer reached it (zeros for the
+ * header), and by the zero check its record was on its way in. */
+static int header_now(ntk_store_t *s, uint64_t off) {
+  unsigned char r[NTK_STORE_RECORD_HEADER];
+  return pread_all(s->fd, r, sizeof r, off) == 0 && classify(s, r, off, UINT64_MAX) != REC_BAD;
+}
+
 static ntk_status add_region(ntk_store_t *s, uint64_t off, uint64_t bytes, uint64_t tile, const char *why) {
   /* Past the index's sync mark, several writers leave holes and records
    * not yet whole while they write, and a kill leaves them: unfinished
    * writes, not damage (a resume marks them dead all the same). Only
    * those: a hole reads as zeros, a record being written has our intact
-   * header; anything else there (garbage, a foreign record) is damage. */
-  int unsettled = s->settled && off >= s->settled && (tile != NO_TILE || all_zero(s, off, bytes));
+   * header (looked at again: a reader can see a record's place empty and,
+   * a moment later, its payload; trust.sh's readers once did); anything
+   * else there (garbage, a foreign record) is damage. */
+  int unsettled = s->settled && off >= s->settled &&
+                  (tile != NO_TILE || all_zero(s, off, bytes) || header_now(s, off));
   struct region_vec *rv = &s->regions;
   if (rv->n == rv->cap) {
     size_t cap = rv->cap ? 2 * rv->cap : 16;
