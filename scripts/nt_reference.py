@@ -494,6 +494,11 @@ def map_fc_cases():
        'b_std=0.2)), Dense(16, W_std=0.8)) FanInConcat Dense(1)'),
       ('fc_residual_repeat', 'Dense(8, W_std=1.4, b_std=0.1) [FanOut(2) parallel(serial(Relu Dense(8, W_std=1.5)), '
        'Identity) FanInSum]*3 Relu Dense(1)'),
+      # FanInConcat of unequal widths: stax weights each branch by its width.
+      ('fc_residual_concat_widths', 'Dense(16, W_std=1.3) FanOut(3) parallel(serial(Relu, Dense(32, W_std=1.5, '
+       'b_std=0.2)), Identity, serial(Erf, Dense(8, W_std=0.8))) FanInConcat Dense(8, W_std=1.2) Relu Dense(1)'),
+      ('fc_residual_concat_input', 'FanOut(2) parallel(Dense(16, W_std=1.4, b_std=0.1), Identity) FanInConcat '
+       'Dense(4, W_std=1.1) Relu Dense(1)'),
   ):
     out.append(dict(case(name, arch, n=6, d=7), stax_syntax=True))
   # Standard parameterisation (stax's syntax, every Dense with
@@ -504,6 +509,8 @@ def map_fc_cases():
       ('fc_standard_d3_nobias', 'Dense(16, W_std=1.3) Gelu Dense(128, W_std=0.9, b_std=None) Relu Dense(1, b_std=0.2)'),
       ('fc_standard_residual', 'Dense(32, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(64, W_std=1.3), '
        'Relu, Dense(32, W_std=1.1, b_std=0.0)), Identity) FanInSum Relu Dense(1)'),
+      ('fc_standard_concat', 'Dense(16, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(32, W_std=1.3)), '
+       'Identity) FanInConcat Dense(8, W_std=1.2) Relu Dense(1)'),
   ):
     out.append(dict(case(name, arch, n=6, d=9), stax_syntax=True, standard=True))
   # RectifiedMonomial: stax's own kernel is NaN on the diagonal, and so
@@ -708,6 +715,9 @@ def cnn_cases():
       ('cnn_standard_residual', "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, "
        "Conv(16, (3, 3), (2, 2), 'SAME', W_std=1.3), Relu, Conv(8, (3, 3), padding='SAME', b_std=0.1)), "
        "Conv(8, (1, 1), (2, 2), 'SAME')) FanInSum Relu GlobalAvgPool Dense(1)", large),
+      ('cnn_standard_concat', "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, "
+       "Conv(16, (3, 3), padding='SAME', W_std=1.3)), Identity) FanInConcat Conv(4, (3, 3), padding='SAME', "
+       "b_std=0.1) Relu GlobalAvgPool Dense(8) Relu Dense(1)", small),
   ):
     cases.append(dict(c(name, arch, shape), stax_syntax=True, standard=True))
   # Residual blocks: the WideResNet block (identity shortcut), a strided
@@ -727,6 +737,24 @@ def cnn_cases():
              "Conv(8, (3, 3), W_std=1.5) FanOut(2) parallel(serial(Erf, Conv(8, (1, 1), W_std=1.2)), "
              "Conv(8, (1, 1), b_std=0.2)) FanInConcat Flatten Dense(1)", small), stax_syntax=True),
       dict(c('cnn_wrn_8x8', wrn_arch(4, 1, 10, 2), (2, 8, 8, 3)), stax_syntax=True),
+      # FanInConcat of unequal widths (stax weights the branches by their
+      # widths; an Identity branch has its input's), on the slice path and
+      # on the same-position path.
+      dict(c('cnn_residual_concat_widths',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(3) parallel(serial(Relu, Conv(16, (3, 3), "
+             "padding='SAME', W_std=1.3, b_std=0.1)), Identity, serial(Erf, Conv(4, (1, 1)))) FanInConcat "
+             "Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_residual_concat_input_flat',
+             "FanOut(2) parallel(Conv(8, (3, 3), padding='SAME', W_std=1.5), Identity) FanInConcat "
+             "Conv(8, (3, 3), W_std=1.2, b_std=0.1) Relu Flatten Dense(1)", small), stax_syntax=True),
+      # Residual blocks after the readout, in the fully-connected tail.
+      dict(c('cnn_tail_residual_flat',
+             "Conv(8, (3, 3), W_std=1.5) Relu Flatten Dense(16, W_std=1.2) FanOut(2) parallel(serial(Relu, "
+             "Dense(16, W_std=1.3, b_std=0.1)), Identity) FanInSum Relu Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_tail_residual_gap_concat',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.4) Relu GlobalAvgPool Dense(16, b_std=0.1) FanOut(2) "
+             "parallel(serial(Erf, Dense(32, W_std=1.5)), Identity) FanInConcat Dense(4) Relu Dense(1)", small),
+           stax_syntax=True),
   ]
   # Rectangular filters, windows and strides, and 1-D convolutions on
   # (N, L, C) sequences (ntkd: [data] layout = NLC, L x 1 images).

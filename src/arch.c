@@ -802,33 +802,48 @@ int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t inde
   case NTK_LAYER_CONV: w->chan = l->width > 0 ? (size_t)l->width : 0; break;
   case NTK_LAYER_FLATTEN: w->chan *= hw ? hw : 1; break;
   case NTK_LAYER_FORK:
-    if (w->depth < 16) {
+    if (w->depth < NTK_WIDTHS_MAXDEPTH) {
       w->in[w->depth] = w->chan;
-      w->sum_end[w->depth] = 0;
-      w->first_end[w->depth] = 0;
-      w->unequal[w->depth] = 0;
+      w->nend[w->depth] = 0;
     }
     w->depth++;
     break;
   case NTK_LAYER_NEXT:
-  case NTK_LAYER_JOIN:
-    if (d < 0 || d >= 16) break;
-    if (w->chan && w->first_end[d] && w->chan != w->first_end[d]) w->unequal[d] = 1;
-    if (!w->first_end[d]) w->first_end[d] = w->chan;
-    w->sum_end[d] += w->chan;
+  case NTK_LAYER_JOIN: {
+    if (d < 0 || d >= NTK_WIDTHS_MAXDEPTH) break; /* (the parser and the planners bound the nesting) */
+    int b = w->nend[d];
+    if (b < NTK_WIDTHS_MAXBRANCH) {
+      w->end_w[d][b] = w->chan;
+      w->end_at[d][b] = index;
+      w->nend[d]++;
+    }
     if (l->kind == NTK_LAYER_NEXT) {
       w->chan = w->in[d];
       break;
     }
     w->depth--;
-    if (w->unequal[d]) {
+    int nb = w->nend[d], unequal = 0, unknown = 0;
+    size_t known = 0, total = 0;
+    for (int k = 0; k < nb; k++) {
+      size_t e = w->end_w[d][k];
+      if (!e) unknown = 1;
+      else if (!known) known = e;
+      else if (e != known) unequal = 1;
+      total += e;
+    }
+    if (unequal && (l->sum || unknown)) {
       ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): its branches end at different widths%s", index + 1, l->name,
                 l->sum ? ": neural-tangents' FanInSum needs equal shapes"
-                       : "; a width-weighted FanInConcat is not supported yet (equal widths are)");
+                       : ", and a branch without a width: FanInConcat weights each branch by its width, as stax "
+                         "does, so give every branch's last Dense or Conv its width (Dense(64), Conv(64, (3, 3)))");
       return -1;
     }
-    w->chan = l->sum ? w->first_end[d] : w->sum_end[d];
+    int weighted = !l->sum && unequal;
+    for (int k = 0; k < nb && w->weight; k++) w->weight[w->end_at[d][k]] = weighted ? (double)w->end_w[d][k] : 1.0;
+    if (w->div) w->div[index] = l->sum || nb < 2 ? 0.0 : weighted ? (double)total : (double)nb;
+    w->chan = l->sum ? known : unknown ? 0 : total;
     break;
+  }
   case NTK_LAYER_MAP:
   case NTK_LAYER_IDENTITY:
   case NTK_LAYER_AVGPOOL:

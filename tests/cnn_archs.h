@@ -79,6 +79,13 @@ static const char *const archs[] = {
     "FanOut(3) parallel(Identity, serial(Erf Conv(3, 1, SAME)), Conv(1)) FanInConcat GlobalAvgPool Dense",
     "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME) Relu Conv(3, 1, SAME)), Identity) FanInSum "
     "Relu AvgPool(2, 1) Flatten Dense",
+    /* FanInConcat of unequal widths (weighted by them, as stax), and residual blocks after the readout */
+    "Conv(4, (3, 3), padding=SAME) FanOut(3) parallel(serial(Relu Conv(8, (3, 3), padding=SAME)), Identity, "
+    "serial(Erf Conv(2, (1, 1)))) FanInConcat Conv(3, 1, SAME) Relu GlobalAvgPool Dense",
+    "Conv(3, 1, SAME) Relu AvgPool(2, 1) Flatten Dense(8) FanOut(2) parallel(serial(Relu Dense(8)), Identity) "
+    "FanInSum Relu Dense",
+    "Conv(3, 1, SAME) Relu GlobalAvgPool Dense(4) FanOut(2) parallel(serial(Erf Dense(12)), Identity) FanInConcat "
+    "Dense Relu Dense",
     /* Myrtle-style: runs joined by pooling into GAP, batched on the CPU
      * (b_pair_multi): two poolings, overlapping windows, SAME windows
      * normalised at the edges */

@@ -603,14 +603,17 @@ END_TEST
 
 /* Branch widths, where stax's kernel shapes carry them: a FanInSum of
  * different widths is refused (neural-tangents raises), as is a
- * FanInConcat of different widths (not weighted yet); unknown widths (the
- * short forms) pass. */
+ * FanInConcat of different known widths with a branch of unknown width
+ * (its weight is unknown); unknown widths (the short forms) pass, and a
+ * FanInConcat of different known widths is weighted (ref_fc.txt's
+ * fc_residual_concat_* cases check the values). */
 START_TEST(test_branch_widths) {
   struct ntk_dataset ds = {4, 3, 0, 0, 0, 8, calloc(12, 8), 0};
   const char *bad[] = {"Dense(8) FanOut(2) parallel(serial(Relu, Dense(16)), Identity) FanInSum Dense",
-                       "Dense(8) FanOut(2) parallel(Dense(4), Dense(8)) FanInConcat Dense",
-                       "FanOut(2) parallel(Dense(3), Dense(4)) FanInSum Dense"};
-  for (size_t k = 0; k < 3; k++) {
+                       "Dense(8) FanOut(3) parallel(Dense(4), Dense(8), Dense) FanInConcat Dense",
+                       "FanOut(2) parallel(Dense(3), Dense(4)) FanInSum Dense",
+                       "FanOut(3) parallel(Dense(2), Identity, Dense) FanInConcat Dense"};
+  for (size_t k = 0; k < 4; k++) {
     struct ntk_arch arch;
     ck_assert_int_eq(ntk_arch_parse(bad[k], 1, 0, &arch), NTK_OK);
     ntk_fc_t *fc = NULL;
@@ -620,8 +623,10 @@ START_TEST(test_branch_widths) {
   }
   const char *good[] = {"Dense FanOut(2) parallel(serial(Relu, Dense), Identity) FanInSum Dense",
                         "Dense(3) FanOut(2) parallel(Dense(3), Identity) FanInSum Dense",
-                        "Dense(8) FanOut(2) parallel(Dense(8), Dense) FanInConcat Dense"};
-  for (size_t k = 0; k < 3; k++) {
+                        "Dense(8) FanOut(2) parallel(Dense(8), Dense) FanInConcat Dense",
+                        "Dense(8) FanOut(2) parallel(Dense(4), Dense(8)) FanInConcat Dense",
+                        "FanOut(2) parallel(Dense(5), Identity) FanInConcat Dense"};
+  for (size_t k = 0; k < 5; k++) {
     struct ntk_arch arch;
     ck_assert_int_eq(ntk_arch_parse(good[k], 1, 0, &arch), NTK_OK);
     ntk_fc_t *fc = NULL;

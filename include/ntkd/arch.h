@@ -58,19 +58,32 @@ ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, in
  * input (times the filter area for a Conv); FanInSum needs equal widths
  * and FanInConcat adds them. A layer without a width (ntkd's short forms)
  * has width 0: unknown, and equal to anything. Start with the data's
- * features or channels; `chan` is the width before the next layer. */
+ * features or channels; `chan` is the width before the next layer.
+ *
+ * FanInConcat averages its branches' kernels weighted by their widths, as
+ * stax does (equally when the widths are equal). With `weight` and `div`
+ * set (arrays indexed by layer, as `index` below), each JOIN writes its
+ * block's weights: weight[i] for every NEXT and the JOIN ending a branch,
+ * div[join] the divisor, 0 for none (src/worker/branch.h applies them).
+ * FanInSum: weights 1, div 0. */
+#define NTK_WIDTHS_MAXDEPTH 16
+#define NTK_WIDTHS_MAXBRANCH 64
 struct ntk_widths {
   size_t chan;
   int depth;
-  size_t in[16], first_end[16], sum_end[16];
-  int unequal[16];
+  size_t in[NTK_WIDTHS_MAXDEPTH];                           /* the width at each open block's input */
+  int nend[NTK_WIDTHS_MAXDEPTH];                            /* its branches ended so far */
+  size_t end_w[NTK_WIDTHS_MAXDEPTH][NTK_WIDTHS_MAXBRANCH];  /* their widths */
+  size_t end_at[NTK_WIDTHS_MAXDEPTH][NTK_WIDTHS_MAXBRANCH]; /* the layers ending them */
+  double *weight, *div;                                     /* optional: FanIn weights (above) */
 };
 void ntk_widths_init(struct ntk_widths *w, size_t chan);
 
-/* Past layer l (hw: the positions a Flatten flattens). Returns 0, or -1
- * for a FanInSum or FanInConcat whose branches end at different known
- * widths (neural-tangents refuses the sum; ntkd does not weight a
- * concatenation yet), with ntk_error set. */
+/* Past layer l, layer `index` of the network (hw: the positions a Flatten
+ * flattens). Returns 0, or -1 with ntk_error set for a FanInSum whose
+ * branches end at different known widths (neural-tangents refuses it), or
+ * a FanInConcat of different known widths with a branch of unknown width
+ * (its weights are unknown). */
 int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t index, size_t hw);
 
 void ntk_arch_free(struct ntk_arch *arch);

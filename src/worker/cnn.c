@@ -37,6 +37,7 @@ struct cnn_op {
   size_t fh, fw, sh, sw; /* Conv filter or pooling window, and strides, per dimension */
   int depth;             /* FORK, NEXT, JOIN: the block's stack slot (branch.h) */
   int first;             /* NEXT: it ends the block's first branch */
+  double fanw, fandiv;   /* NEXT, JOIN: the FanIn weight of the branch it ends; JOIN: the divisor (branch.h) */
 };
 
 struct cnn_plan {
@@ -49,6 +50,7 @@ struct cnn_plan {
   size_t ntail;
   int standard;        /* parameterization = standard: the NTK's affine maps take the fan-ins */
   double *tail_fan;    /* standard: the tail layers' fan-ins */
+  double *tail_fanw;   /* the tail's FanIn weights and divisors (as cnn_op's fanw, fandiv), 2 per layer */
   size_t *var_off; /* per slot: offset in an image's variance block */
   size_t nvar, tail_off, var_size;
   size_t out_h, out_w; /* spatial size at the readout */
@@ -238,19 +240,37 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
    * each layer's width; Flatten multiplies by the positions it flattens. */
   P->standard = arch->standard;
   P->tail_fan = calloc(P->ntail ? P->ntail : 1, sizeof *P->tail_fan);
-  if (!P->tail_fan) return ntk_error(NTK_ENOMEM, "out of memory");
+  P->tail_fanw = calloc(2 * (P->ntail ? P->ntail : 1), sizeof *P->tail_fanw);
+  double *fanw = calloc(2 * arch->n, sizeof *fanw); /* per layer: FanIn weight, divisor */
+  if (!P->tail_fan || !P->tail_fanw || !fanw) {
+    free(fanw);
+    return ntk_error(NTK_ENOMEM, "out of memory");
+  }
   struct ntk_widths wd;
   ntk_widths_init(&wd, P->C);
-  for (size_t k = 0; k < P->nops; k++) {
+  wd.weight = fanw;
+  wd.div = fanw + arch->n;
+  int bad = 0;
+  for (size_t k = 0; !bad && k < P->nops; k++) {
     const struct ntk_layer *l = P->ops[k].layer;
     P->ops[k].fan = (double)wd.chan * (l->kind == NTK_LAYER_CONV ? (double)l->filter * (double)l->filter_w : 1.0);
-    if (ntk_widths_step(&wd, l, (size_t)(l - arch->layers), 0)) return NTK_ECONFIG;
+    bad = ntk_widths_step(&wd, l, (size_t)(l - arch->layers), 0);
   }
-  if (ntk_widths_step(&wd, &arch->layers[i], i, h * w)) return NTK_ECONFIG;
-  for (size_t k = 0; k < P->ntail; k++) {
+  if (!bad) bad = ntk_widths_step(&wd, &arch->layers[i], i, h * w);
+  for (size_t k = 0; !bad && k < P->ntail; k++) {
     P->tail_fan[k] = (double)wd.chan;
-    if (ntk_widths_step(&wd, &P->tail[k], i + 1 + k, 0)) return NTK_ECONFIG;
+    bad = ntk_widths_step(&wd, &P->tail[k], i + 1 + k, 0);
   }
+  for (size_t k = 0; !bad && k < P->nops; k++) {
+    P->ops[k].fanw = fanw[k];
+    P->ops[k].fandiv = fanw[arch->n + k];
+  }
+  for (size_t k = 0; !bad && k < P->ntail; k++) {
+    P->tail_fanw[2 * k] = fanw[i + 1 + k];
+    P->tail_fanw[2 * k + 1] = fanw[arch->n + i + 1 + k];
+  }
+  free(fanw);
+  if (bad) return NTK_ECONFIG;
   P->tail_off = P->var_size;
   P->var_size += P->ntail ? P->ntail : 1;
   /* A residual block whose layers are all slice-local (stride-1 SAME
@@ -456,6 +476,7 @@ void ntk_cnn_free(ntk_cnn_t *c) {
   free(c->plan.ops);
   free(c->plan.var_off);
   free(c->plan.tail_fan);
+  free(c->plan.tail_fanw);
   free(c->rowvar);
   free(c->colvar);
   free(c->allvar);
@@ -644,6 +665,7 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
     out->var_size = (int)P.var_size;
     out->branch_depth = P.branch_depth;
     out->tail_off = (int)P.tail_off;
+    int tail_ended[NTK_BRANCH_MAXDEPTH], tail_depth = 0;
     for (size_t k = 0; k < P.nops + P.ntail; k++) {
       int tail = k >= P.nops;
       const struct cnn_op *op = tail ? NULL : &P.ops[k];
@@ -659,7 +681,16 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->norm_edges = l->normalize_edges;
       o->s = l->stride;
       o->var_off = -1;
-      if (tail) continue;
+      if (tail) { /* a residual block after the readout, on the scalar */
+        o->fanw = P.tail_fanw[2 * (k - P.nops)];
+        o->fandiv = P.tail_fanw[2 * (k - P.nops) + 1];
+        if (l->kind == NTK_LAYER_FORK) tail_ended[tail_depth++] = 0;
+        if (l->kind == NTK_LAYER_NEXT) o->first = tail_ended[tail_depth - 1]++ == 0;
+        if (l->kind == NTK_LAYER_JOIN) tail_depth--;
+        continue;
+      }
+      o->fanw = op->fanw;
+      o->fandiv = op->fandiv;
       o->hi = (int)op->hi;
       o->wi = (int)op->wi;
       o->ho = (int)op->ho;
@@ -680,5 +711,6 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   free(P.ops);
   free(P.var_off);
   free(P.tail_fan);
+  free(P.tail_fanw);
   return st;
 }

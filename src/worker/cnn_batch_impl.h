@@ -146,8 +146,8 @@ static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL 
       size_t cap = HW * B, nin = op->hi * op->wi * B;
       REAL *slot = (REAL *)ws->stack + 4 * cap * (size_t)op->depth, *tt = with_t ? t : NULL;
       if (l->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot, cap, nin, g, tt);
-      else if (l->kind == NTK_LAYER_NEXT) SFX(branch_next)(slot, cap, nin, n * B, op->first, g, tt);
-      else SFX(branch_join)(slot, cap, nin, l->branches, l->sum, g, tt);
+      else if (l->kind == NTK_LAYER_NEXT) SFX(branch_next)(slot, cap, nin, n * B, op->first, (REAL)op->fanw, g, tt);
+      else SFX(branch_join)(slot, cap, nin, l->branches, (REAL)op->fanw, (REAL)op->fandiv, g, tt);
     } else if (op->var >= 0) {
       size_t off = P->var_off[op->var];
       SFX(b_nonlin)(op, g, with_t ? t : NULL, n, va + off, vbt + off * B, va + off + n, vbt + (off + n) * B, B);
@@ -282,8 +282,9 @@ static void SFX(b_slice_ops)(const struct cnn_plan *P, struct cnn_bws *ws, size_
         size_t at = ((i + pad) * ld + pad + j0) * B;
         REAL *gr = (REAL *)ws->g + at, *tr = with_t ? (REAL *)ws->t + at : NULL;
         if (l->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot + at, cap, nrow, gr, tr);
-        else if (l->kind == NTK_LAYER_NEXT) SFX(branch_next)(slot + at, cap, nrow, nrow, op->first, gr, tr);
-        else SFX(branch_join)(slot + at, cap, nrow, l->branches, l->sum, gr, tr);
+        else if (l->kind == NTK_LAYER_NEXT)
+          SFX(branch_next)(slot + at, cap, nrow, nrow, op->first, (REAL)op->fanw, gr, tr);
+        else SFX(branch_join)(slot + at, cap, nrow, l->branches, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
       }
     } else if (l->kind == NTK_LAYER_DENSE || op->var >= 0) {
       for (size_t i = i0; i < i1; i++) {
@@ -520,8 +521,20 @@ static void SFX(b_pair_multi)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
 /* The fully-connected tail for a batch of scalars. */
 static void SFX(b_tail)(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REAL *g, REAL *t) {
   const struct cnn_plan *P = &c->plan;
+  REAL stack[4 * NTK_BRANCH_MAXDEPTH * B]; /* residual blocks (branch.h): 4 arrays of B lanes per depth */
+  int ended[NTK_BRANCH_MAXDEPTH], depth = 0;
   for (size_t kk = 0; kk < P->ntail; kk++) {
     const struct ntk_layer *l = &P->tail[kk];
+    REAL fw = (REAL)P->tail_fanw[2 * kk], fdiv = (REAL)P->tail_fanw[2 * kk + 1];
+    if (l->kind == NTK_LAYER_FORK) {
+      ended[depth] = 0;
+      SFX(branch_fork)(stack + 4 * B * (size_t)depth++, B, B, g, t);
+    } else if (l->kind == NTK_LAYER_NEXT) {
+      SFX(branch_next)(stack + 4 * B * (size_t)(depth - 1), B, B, B, ended[depth - 1]++ == 0, fw, g, t);
+    } else if (l->kind == NTK_LAYER_JOIN) {
+      depth--;
+      SFX(branch_join)(stack + 4 * B * (size_t)depth, B, B, l->branches, fw, fdiv, g, t);
+    }
     for (size_t k = 0; k < B; k++) {
       if (l->kind == NTK_LAYER_DENSE) {
         REAL w2 = (REAL)(l->w_std * l->w_std);

@@ -16,6 +16,7 @@
 
 #define NTK_DEV_MAXOPS 160 /* spatial layers */
 #define NTK_DEV_MAXTAIL 32 /* layers after the readout */
+#define NTK_DEV_MAXDEPTH 16 /* residual blocks nested (NTK_BRANCH_MAXDEPTH) */
 
 struct ntk_dev_op {
   int kind;                  /* ntk_layer_kind */
@@ -24,6 +25,7 @@ struct ntk_dev_op {
   int f, s;                  /* Conv filter or AvgPool window; stride */
   int sum;                   /* SumPool: window sums, not means; JOIN: FanInSum (else FanInConcat) */
   int depth, first, branches; /* FORK, NEXT, JOIN: the block's stack slot, a NEXT ending the first branch, n */
+  double fanw, fandiv;       /* NEXT, JOIN: the FanIn weight of the branch it ends; JOIN: the divisor (branch.h) */
   int norm_edges;            /* AvgPool SAME with normalize_edges: means over the cells inside */
   int slice_local;           /* stride-1 SAME Conv, Dense, nonlinearity, Identity */
   int bh, bw;                /* offsets of this op's input the readout needs */

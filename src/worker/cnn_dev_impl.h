@@ -828,19 +828,21 @@ static DEV void SFX(dv_branch_full)(const struct ntk_dev_args *A, struct ntk_blk
       }
     } else if (o->kind == NTK_LAYER_NEXT) {
       if (e < n) {
-        slot[2 * cap + e] = o->first ? g[e] : slot[2 * cap + e] + g[e];
-        if (t) slot[3 * cap + e] = o->first ? t[e] : slot[3 * cap + e] + t[e];
+        REAL w = (REAL)o->fanw;
+        slot[2 * cap + e] = o->first ? w * g[e] : slot[2 * cap + e] + w * g[e];
+        if (t) slot[3 * cap + e] = o->first ? w * t[e] : slot[3 * cap + e] + w * t[e];
       }
       if (e < n_in) {
         g[e] = slot[e];
         if (t) t[e] = slot[cap + e];
       }
     } else if (e < n && o->branches > 1) { /* JOIN */
-      g[e] = slot[2 * cap + e] + g[e];
-      if (t) t[e] = slot[3 * cap + e] + t[e];
-      if (!o->sum) {
-        g[e] /= (REAL)o->branches;
-        if (t) t[e] /= (REAL)o->branches;
+      REAL w = (REAL)o->fanw, div = (REAL)o->fandiv;
+      g[e] = slot[2 * cap + e] + w * g[e];
+      if (t) t[e] = slot[3 * cap + e] + w * t[e];
+      if (div != 0) {
+        g[e] /= div;
+        if (t) t[e] /= div;
       }
     }
   }
@@ -877,6 +879,8 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
   REAL g = (REAL)(sg / norm), t = (REAL)(st / norm);
   REAL *ta = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size + P->tail_off;
   const REAL *tb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size + P->tail_off;
+  REAL stack[4 * NTK_DEV_MAXDEPTH]; /* residual blocks: branch.h's operations on the scalar */
+  int depth = 0;
   for (int k = 0; k < P->ntail; k++) {
     const struct ntk_dev_op *o = &P->tail[k];
     if (A->self) ta[k] = g;
@@ -888,6 +892,26 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
       REAL td;
       g = SFX(dv_nonlin)(o, g, ta[k], tb[k], RSQRT(ta[k]), RSQRT(tb[k]), &td, 1);
       t *= td;
+    } else if (o->kind == NTK_LAYER_FORK) {
+      REAL *s = stack + 4 * depth++;
+      s[0] = g;
+      s[1] = t;
+    } else if (o->kind == NTK_LAYER_NEXT) {
+      REAL *s = stack + 4 * (depth - 1), w = (REAL)o->fanw;
+      s[2] = o->first ? w * g : s[2] + w * g;
+      s[3] = o->first ? w * t : s[3] + w * t;
+      g = s[0];
+      t = s[1];
+    } else if (o->kind == NTK_LAYER_JOIN && o->branches > 1) {
+      REAL *s = stack + 4 * --depth, w = (REAL)o->fanw, div = (REAL)o->fandiv;
+      g = s[2] + w * g;
+      t = s[3] + w * t;
+      if (div != 0) {
+        g /= div;
+        t /= div;
+      }
+    } else if (o->kind == NTK_LAYER_JOIN) {
+      depth--;
     }
   }
   REAL *out = (REAL *)A->out + pair * 2;

@@ -73,8 +73,9 @@ static void SFX(branch_op)(struct cnn_ws *ws, const struct cnn_plan *P, const st
     n_out *= n_out;
   }
   if (op->layer->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot, P->fmax, n, g, t);
-  else if (op->layer->kind == NTK_LAYER_NEXT) SFX(branch_next)(slot, P->fmax, n, n_out, op->first, g, t);
-  else SFX(branch_join)(slot, P->fmax, n, op->layer->branches, op->layer->sum, g, t);
+  else if (op->layer->kind == NTK_LAYER_NEXT)
+    SFX(branch_next)(slot, P->fmax, n, n_out, op->first, (REAL)op->fanw, g, t);
+  else SFX(branch_join)(slot, P->fmax, n, op->layer->branches, (REAL)op->fanw, (REAL)op->fandiv, g, t);
 }
 
 /* ---- DIAG: same-position entries only ------------------------------------- */
@@ -340,8 +341,9 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
           size_t at = (i + S.pad) * S.ld + S.pad + S.j0, nrow = S.j1 - S.j0;
           REAL *gr = S.g + at, *tr = with_t ? S.t + at : NULL;
           if (op->layer->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot + at, cells, nrow, gr, tr);
-          else if (op->layer->kind == NTK_LAYER_NEXT) SFX(branch_next)(slot + at, cells, nrow, nrow, op->first, gr, tr);
-          else SFX(branch_join)(slot + at, cells, nrow, op->layer->branches, op->layer->sum, gr, tr);
+          else if (op->layer->kind == NTK_LAYER_NEXT)
+            SFX(branch_next)(slot + at, cells, nrow, nrow, op->first, (REAL)op->fanw, gr, tr);
+          else SFX(branch_join)(slot + at, cells, nrow, op->layer->branches, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
         }
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
@@ -505,6 +507,8 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
   /* The fully-connected tail on scalars. */
   REAL *ta = va + P->tail_off;
   const REAL *tb = vb + P->tail_off;
+  REAL stack[4 * NTK_BRANCH_MAXDEPTH]; /* residual blocks on the scalar (branch.h, one value per array) */
+  int ended[NTK_BRANCH_MAXDEPTH], depth = 0;
   for (size_t k = 0; k < P->ntail; k++) {
     const struct ntk_layer *l = &P->tail[k];
     if (self) ta[k] = g;
@@ -514,6 +518,15 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
       REAL td;
       g = SFX(nonlin1)(l, g, ta[k], tb[k], &td);
       t *= td;
+    } else if (l->kind == NTK_LAYER_FORK) {
+      ended[depth] = 0;
+      SFX(branch_fork)(stack + 4 * depth++, 1, 1, &g, &t);
+    } else if (l->kind == NTK_LAYER_NEXT) {
+      SFX(branch_next)(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, (REAL)P->tail_fanw[2 * k], &g, &t);
+    } else if (l->kind == NTK_LAYER_JOIN) {
+      depth--;
+      SFX(branch_join)(stack + 4 * depth, 1, 1, l->branches, (REAL)P->tail_fanw[2 * k], (REAL)P->tail_fanw[2 * k + 1],
+                       &g, &t);
     }
   }
   *out_g = g;

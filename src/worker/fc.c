@@ -30,6 +30,7 @@ struct ntk_fc {
   void *bstack;   /* residual blocks: NTK_BRANCH_MAXDEPTH slots of 4 tile-sized arrays (branch.h) */
   size_t bstack_count; /* elements per array */
   int *nexts;     /* per NEXT/JOIN layer: how many branches of its block ended before it */
+  double *bw, *bdiv; /* per NEXT/JOIN layer: its branch's FanIn weight; JOIN: the divisor (branch.h) */
 };
 
 /* ---- pointwise layer maps over a tile ------------------------------------ */
@@ -94,10 +95,12 @@ struct ntk_fc {
       case NTK_LAYER_FLATTEN: break;                                                             \
       case NTK_LAYER_FORK: branch_fork_##SFX(bs + 4 * count * (size_t)depth++, count, count, g, t); break; \
       case NTK_LAYER_NEXT:                                                                       \
-        branch_next_##SFX(bs + 4 * count * (size_t)(depth - 1), count, count, count, fc->nexts[li] == 0, g, t); \
+        branch_next_##SFX(bs + 4 * count * (size_t)(depth - 1), count, count, count, fc->nexts[li] == 0, \
+                          (T)fc->bw[li], g, t);                                                  \
         break;                                                                                   \
       case NTK_LAYER_JOIN:                                                                       \
-        branch_join_##SFX(bs + 4 * count * (size_t)--depth, count, count, l->branches, l->sum, g, t); \
+        branch_join_##SFX(bs + 4 * count * (size_t)--depth, count, count, l->branches, (T)fc->bw[li], \
+                          (T)fc->bdiv[li], g, t);                                                \
         break;                                                                                   \
       case NTK_LAYER_CONV:                                                                       \
       case NTK_LAYER_AVGPOOL:                                                                    \
@@ -203,15 +206,19 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
   fc->rvar = malloc((arch->n + 1) * n * es);
   fc->scratch = malloc((size_t)NTK_GRAM_BLOCK * NTK_GRAM_BLOCK * es);
   fc->fan = malloc((arch->n ? arch->n : 1) * sizeof *fc->fan);
-  if (!fc->var || !fc->rvar || !fc->scratch || !fc->fan) {
+  fc->bw = calloc(arch->n ? arch->n : 1, sizeof *fc->bw);
+  fc->bdiv = calloc(arch->n ? arch->n : 1, sizeof *fc->bdiv);
+  if (!fc->var || !fc->rvar || !fc->scratch || !fc->fan || !fc->bw || !fc->bdiv) {
     ntk_fc_free(fc);
     return ntk_error(NTK_ENOMEM, "out of memory for per-sample variances");
   }
   /* Input widths (standard parameterisation): the data's features, then
-   * each layer's width, through residual blocks; unequal branch widths are
-   * refused here, where the data's width is known. */
+   * each layer's width, through residual blocks, and FanInConcat's weights;
+   * unequal branch widths are checked here, where the data's width is known. */
   struct ntk_widths wd;
   ntk_widths_init(&wd, data->d);
+  wd.weight = fc->bw;
+  wd.div = fc->bdiv;
   for (size_t l = 0; l < arch->n; l++) {
     fc->fan[l] = (double)wd.chan;
     if (ntk_widths_step(&wd, &arch->layers[l], l, 0)) {
@@ -262,12 +269,15 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
       else branch_fork_d((double *)vstack + 4 * n * d, n, n, vout, NULL);
       d++;
     } else if (L->kind == NTK_LAYER_NEXT) {
-      if (es == 4) branch_next_f((float *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, vout, NULL);
-      else branch_next_d((double *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, vout, NULL);
+      if (es == 4)
+        branch_next_f((float *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, (float)fc->bw[l], vout, NULL);
+      else branch_next_d((double *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, fc->bw[l], vout, NULL);
     } else if (L->kind == NTK_LAYER_JOIN) {
       d--;
-      if (es == 4) branch_join_f((float *)vstack + 4 * n * d, n, n, L->branches, L->sum, vout, NULL);
-      else branch_join_d((double *)vstack + 4 * n * d, n, n, L->branches, L->sum, vout, NULL);
+      if (es == 4)
+        branch_join_f((float *)vstack + 4 * n * d, n, n, L->branches, (float)fc->bw[l], (float)fc->bdiv[l], vout,
+                      NULL);
+      else branch_join_d((double *)vstack + 4 * n * d, n, n, L->branches, fc->bw[l], fc->bdiv[l], vout, NULL);
     } else if (es == 4) {
       next_var_f(L, in, vout, n);
     } else {
@@ -291,6 +301,8 @@ void ntk_fc_free(ntk_fc_t *fc) {
   free(fc->fan);
   free(fc->bstack);
   free(fc->nexts);
+  free(fc->bw);
+  free(fc->bdiv);
   free(fc);
 }
 
