@@ -9,6 +9,9 @@
 
 #include <stdlib.h>
 
+#include <string.h>
+
+#include "ntkd/arch.h"
 #include "ntkd/data.h"
 #include "ntkd/tiling.h"
 
@@ -93,19 +96,39 @@ static const char *const archs[] = {
     "Conv(3, 1, SAME) Relu AvgPool(3, 2) Conv(3, 1, SAME) Erf GlobalAvgPool Dense Relu Dense",
     "Conv(3, 1, SAME) Relu AvgPool((3, 3), (2, 2), 'SAME', normalize_edges=True) Conv(2, 1, SAME) Relu "
     "GlobalAvgPool Dense",
-};
-
-/* Networks the CPU computes and the GPU plan refuses (no GPU kernels yet):
- * a residual network on the same-position path (Flatten without pooling),
- * rectangular and 1-D-shaped sizes. test_cnn.c runs them through every
- * path. */
-static const char *const archs_cpu[] = {
-    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, VALID)), Conv(3, 1, VALID)) FanInSum Relu Flatten "
-    "Dense",
+    /* rectangular filters, windows and strides, and 1-D-shaped ones */
     "Conv(4, (3, 5), strides=(1, 2), padding=SAME) Relu Conv(4, (2, 3), padding=SAME) Relu GlobalAvgPool Dense",
     "Conv(4, (1, 3), padding=SAME) Relu AvgPool((2, 1), strides=(1, 1)) Conv(4, (3, 1)) Relu Flatten Dense",
     "Conv(4, (1, 3), padding=SAME) Relu AvgPool((2, 1), strides=(2, 1)) Conv(4, (3, 1), padding=SAME) Relu "
     "GlobalAvgPool Dense",
+    "Conv(4, (3, 1), padding=CIRCULAR) Erf Conv(4, (2, 3), strides=(2, 1)) Relu Flatten Dense",
+    "Conv(4, (1, 3), padding=SAME) Relu AvgPool((3, 2), strides=(2, 1), padding=SAME, normalize_edges=True) "
+    "Conv(4, (3, 3), padding=SAME) Relu Flatten Dense",
+    /* standard parameterisation: the NTK's affine maps take the fan-ins */
+    "standard: Conv(8, (3, 3), padding=SAME, W_std=1.5, b_std=0.1) Relu Conv(4, (3, 3), padding=SAME) Erf "
+    "GlobalAvgPool Dense(8) Relu Dense",
+    "standard: Conv(6, (3, 3), b_std=0.2) Relu Dense(5, b_std=None) Conv(4, (2, 2), padding=SAME, b_std=None) Relu "
+    "Flatten Dense(8) Gelu Dense",
+    "standard: Conv(8, (3, 3), strides=(2, 2), padding=SAME) Relu AvgPool((2, 2), strides=(1, 1)) "
+    "Conv(4, (3, 2), padding=SAME) Relu Flatten Dense",
+    "standard: Conv(4, (3, 3), padding=SAME) FanOut(2) parallel(serial(Relu, Conv(8, (3, 3), padding=SAME), Relu, "
+    "Conv(4, (3, 3), padding=SAME)), Identity) FanInSum Relu GlobalAvgPool Dense(6) FanOut(2) parallel(serial(Relu, "
+    "Dense(12)), Identity) FanInConcat Dense",
 };
+
+/* Networks the CPU computes and the GPU plan refuses (no GPU kernel yet):
+ * a residual network on the same-position path (Flatten without pooling).
+ * test_cnn.c runs them through every path. */
+static const char *const archs_cpu[] = {
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, VALID)), Conv(3, 1, VALID)) FanInSum Relu Flatten "
+    "Dense",
+};
+
+/* An entry of the lists above: "standard: " in front asks for
+ * parameterization = standard; layers without W_std, b_std get w, b. */
+static inline ntk_status test_arch_parse(const char *text, double w, double b, struct ntk_arch *arch) {
+  int standard = !strncmp(text, "standard: ", 10);
+  return ntk_arch_parse_param(standard ? text + 10 : text, w, b, standard, arch);
+}
 
 #endif

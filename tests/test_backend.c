@@ -60,7 +60,7 @@ static void cuda_against_cpu(const struct ntk_backend_ops *cuda, struct ntk_data
   for (size_t a = 0; a < narchs; a++) {
     const char *name = list[a];
     struct ntk_arch arch;
-    ck_assert_int_eq(ntk_arch_parse(name, 1.3, 0.05, &arch), NTK_OK);
+    ck_assert_int_eq(test_arch_parse(name, 1.3, 0.05, &arch), NTK_OK);
     struct ntk_problem p = {&arch, ds, NTK_KERNEL_NNGP | NTK_KERNEL_NTK, 0};
     void *cc = NULL, *gc = NULL;
     ck_assert_int_eq(ntk_backend_cpu.create(&p, &cc), NTK_OK);

@@ -34,7 +34,7 @@ START_TEST(test_paths_agree) {
   double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
   for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
     struct ntk_arch arch;
-    ck_assert_msg(ntk_arch_parse(archs[a], 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
+    ck_assert_msg(test_arch_parse(archs[a], 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
     compute(&arch, &ds, NTK_CNN_GENERAL, n, g0, t0);
     ntk_cnn_t *c;
     ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, &c), NTK_OK);
@@ -80,7 +80,7 @@ static void check_batched_bits(int elem) {
   for (size_t a = 0; a < n_all; a++) {
     const char *text = a < n_gpu ? archs[a] : archs_cpu[a - n_gpu];
     struct ntk_arch arch;
-    ck_assert_msg(ntk_arch_parse(text, 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
+    ck_assert_msg(test_arch_parse(text, 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
     ntk_cnn_t *c;
     ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, &c), NTK_OK);
     ntk_cnn_path fast = ntk_cnn_get_path(c);

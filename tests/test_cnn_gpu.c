@@ -109,7 +109,7 @@ static void check_against_cpu(int elem) {
   setenv("NTKD_GPU_MAX_BATCH", "7", 1); /* several batches per tile, ragged */
   for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
     struct ntk_arch arch;
-    ck_assert_msg(ntk_arch_parse(archs[a], 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
+    ck_assert_msg(test_arch_parse(archs[a], 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
     matrices(&arch, &ds, NULL, 5, g0, t0);
     for (unsigned threads = 1; threads <= 3; threads += 2) {
       struct ntk_gpu_exec ex;

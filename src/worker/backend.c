@@ -51,11 +51,12 @@ int ntk_backend_gpu_count(char *why, size_t cap) {
 }
 
 int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_dataset *data, char *why, size_t cap) {
-  if (arch->standard) { /* the GPU kernels fuse the 'ntk' parameterisation's affine maps */
-    if (why) snprintf(why, cap, "parameterization = standard is computed by the CPU backend only");
-    return 0;
-  }
   if (!ntk_cnn_applies(arch, data)) {
+    if (arch->standard) { /* the FC kernel fuses the 'ntk' parameterisation's affine maps */
+      if (why) snprintf(why, cap, "fully-connected networks under parameterization = standard are computed by "
+                        "the CPU backend only");
+      return 0;
+    }
     for (size_t i = 0; i < arch->n; i++)
       if (ntk_layer_traits(arch->layers[i].kind)->branch) { /* the FC kernel keeps no branch stack */
         if (why) snprintf(why, cap, "fully-connected residual networks are computed by the CPU backend only");

@@ -641,12 +641,6 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   if (!st && P.branch_depth && P.path == NTK_CNN_DIAG)
     st = ntk_error(NTK_ECONFIG, "residual networks before a Flatten without pooling have no GPU kernel yet (the "
                    "same-position kernel keeps no branch stack)");
-  if (!st && P.standard)
-    st = ntk_error(NTK_ECONFIG, "parameterization = standard has no GPU kernels yet");
-  for (size_t k = 0; !st && k < P.nops; k++)
-    if (P.ops[k].fh != P.ops[k].fw || P.ops[k].sh != P.ops[k].sw)
-      st = ntk_error(NTK_ECONFIG, "arch, %s %zu x %zu stride %zu x %zu: the GPU kernels take square filters, windows "
-                     "and strides only", P.ops[k].layer->name, P.ops[k].fh, P.ops[k].fw, P.ops[k].sh, P.ops[k].sw);
   if (!st && (P.nops > NTK_DEV_MAXOPS || P.ntail > NTK_DEV_MAXTAIL))
     st = ntk_error(NTK_ECONFIG, "arch: the GPU kernels take at most %d layers before the readout and %d after it",
                    NTK_DEV_MAXOPS, NTK_DEV_MAXTAIL);
@@ -675,11 +669,16 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->w2 = l->w_std * l->w_std;
       o->b2 = l->b_std * l->b_std;
       o->map = l->map;
-      o->f = l->kind == NTK_LAYER_AVGPOOL ? l->window : l->filter;
+      o->fh = l->kind == NTK_LAYER_AVGPOOL ? l->window : l->filter;
+      o->fw = l->kind == NTK_LAYER_AVGPOOL ? l->window_w : l->filter_w;
+      o->sh = l->stride;
+      o->sw = l->stride_w;
+      o->standard = P.standard && ntk_layer_traits(l->kind)->affine;
+      o->fan = tail ? P.tail_fan[k - P.nops] : op->fan;
+      o->one = l->bias ? 1 : 0;
       o->sum = l->sum;
       o->branches = l->branches;
       o->norm_edges = l->normalize_edges;
-      o->s = l->stride;
       o->var_off = -1;
       if (tail) { /* a residual block after the readout, on the scalar */
         o->fanw = P.tail_fanw[2 * (k - P.nops)];

@@ -22,7 +22,7 @@ struct ntk_dev_op {
   int kind;                  /* ntk_layer_kind */
   int hi, wi, ho, wo;        /* input and output sizes */
   int lo_h, lo_w, circular;  /* Conv padding before, CIRCULAR */
-  int f, s;                  /* Conv filter or AvgPool window; stride */
+  int fh, fw, sh, sw;        /* Conv filter or AvgPool window, and strides, per dimension */
   int sum;                   /* SumPool: window sums, not means; JOIN: FanInSum (else FanInConcat) */
   int depth, first, branches; /* FORK, NEXT, JOIN: the block's stack slot, a NEXT ending the first branch, n */
   double fanw, fandiv;       /* NEXT, JOIN: the FanIn weight of the branch it ends; JOIN: the divisor (branch.h) */
@@ -31,6 +31,8 @@ struct ntk_dev_op {
   int bh, bw;                /* offsets of this op's input the readout needs */
   int var_off;               /* nonlinearity: its slot in an image's variance block, else -1 */
   double w2, b2;             /* W_std^2, b_std^2 */
+  int standard;              /* Dense, Conv under parameterization = standard: the NTK takes fan and one */
+  double fan, one;           /* standard: the fan-in, and 1 with a bias (cnn_impl.h's affine1) */
   struct ntk_map map;        /* a nonlinearity (var_off >= 0) */
   /* Filled in by cnn_gpu.c for the SLICE3 kernel: */
   float w2f, b2f, af, bf;    /* the same, rounded to float (the float kernels' operands; af, bf: ABRelu's slopes) */

@@ -35,6 +35,21 @@ static DEV DV_INLINE REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, R
   return ABRELU_R((REAL)o->map.a, (REAL)o->map.b, q12, q11, q22, r11, r22, td);
 }
 
+/* Affine op o (Conv or Dense) on one entry, G and T the entry after the
+ * layer's averaging: cnn_impl.h's affine1, in its order. 'ntk':
+ * nngp' = W^2 G + b^2, ntk' = nngp' + W^2 T; 'standard': ntk' =
+ * (fan G + one) + W^2 T. *t is 0 without the NTK. */
+static DEV DV_INLINE void SFX(dv_affine)(const struct ntk_dev_op *o, REAL G, REAL T, int with_t, REAL *g, REAL *t) {
+  REAL w2 = (REAL)o->w2, b2 = (REAL)o->b2;
+  if (o->standard) {
+    *t = with_t ? ((REAL)o->fan * G + (REAL)o->one) + w2 * T : 0;
+    *g = w2 * G + b2;
+  } else {
+    *g = w2 * G + b2;
+    *t = with_t ? *g + w2 * T : 0;
+  }
+}
+
 /* Block sums of (*sg, *st), in a fixed order for a given block size (so
  * a tile's values do not depend on scheduling): threads past the largest
  * power of two p <= nt fold into the first ones, then a tree of log2(p)
@@ -115,23 +130,22 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
   for (int k = 0; k < P->nops; k++) {
     const struct ntk_dev_op *o = &P->ops[k];
     size_t n = (size_t)o->ho * (size_t)o->wo;
-    REAL w2 = (REAL)o->w2, b2 = (REAL)o->b2;
     if (o->kind == NTK_LAYER_CONV) {
       const struct ntk_dev_op *nl = SFX(dv_next_nonlin)(P, k, P->nops);
-      REAL scale = (REAL)(1.0 / (double)(o->f * o->f));
+      REAL scale = (REAL)(1.0 / (double)(o->fh * o->fw));
       float inv = 1.0f / (float)o->wo;
       for (unsigned p = tid; p < (unsigned)n; p += nt) {
         unsigned pi, pj;
         DV_CELL(p, (unsigned)o->wo, inv, pi, pj);
         int i = (int)pi, j = (int)pj;
         REAL sg = 0, st = 0;
-        for (int a = 0; a < o->f; a++) { /* rows, then columns: conv_diag's order */
-          int r = o->s * i + a - o->lo_h;
+        for (int a = 0; a < o->fh; a++) { /* rows, then columns: conv_diag's order */
+          int r = o->sh * i + a - o->lo_h;
           if (o->circular) r = (r % o->hi + o->hi) % o->hi;
           else if (r < 0 || r >= o->hi) continue;
           REAL rg = 0, rt = 0;
-          for (int b = 0; b < o->f; b++) {
-            int c = o->s * j + b - o->lo_w;
+          for (int b = 0; b < o->fw; b++) {
+            int c = o->sw * j + b - o->lo_w;
             if (o->circular) c = (c % o->wi + o->wi) % o->wi;
             else if (c < 0 || c >= o->wi) continue;
             rg += dg[r * o->wi + c];
@@ -140,7 +154,8 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
           sg += rg;
           st += rt;
         }
-        REAL g = w2 * (sg * scale) + b2, t = with_t ? g + w2 * (st * scale) : 0;
+        REAL g, t;
+        SFX(dv_affine)(o, sg * scale, st * scale, with_t, &g, &t);
         if (nl) SFX(dv_cell_nonlin)(nl, any, A->self, va + nl->var_off, vb + nl->var_off, p, p, &g, &t, with_t);
         ng[p] = g;
         nt_[p] = t;
@@ -155,8 +170,10 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
       if (nl) k++;
     } else if (o->kind == NTK_LAYER_DENSE) {
       for (size_t p = tid; p < n; p += nt) {
-        dg[p] = w2 * dg[p] + b2;
-        if (with_t) dt[p] = dg[p] + w2 * dt[p];
+        REAL g, t;
+        SFX(dv_affine)(o, dg[p], dt[p], with_t, &g, &t);
+        dg[p] = g;
+        if (with_t) dt[p] = t;
       }
       BLK_SYNC(B);
     } else if (o->var_off >= 0) {
@@ -225,22 +242,22 @@ static DEV DV_INLINE void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk
   BLK_SYNC(B);
   for (int k = A->k0; k < A->k1; k++) {
     const struct ntk_dev_op *o = &P->ops[k];
-    REAL w2 = (REAL)o->w2, b2 = (REAL)o->b2;
     if (o->kind == NTK_LAYER_CONV) {
       /* Row sums of NNGP and NTK for every row read below; then per cell
        * the column sums, the affine map and a following nonlinearity, in
        * the CPU's order per entry: two barriers per Conv + nonlinearity. */
       const struct ntk_dev_op *nl = SFX(dv_next_nonlin)(P, k, A->k1);
-      unsigned f = (unsigned)o->f, lo = (unsigned)o->lo_h, r0 = i0 + pad - lo, nr = (i1 - i0) + f - 1;
-      REAL scale = (REAL)(1.0 / (double)(f * f));
+      unsigned fh = (unsigned)o->fh, fw = (unsigned)o->fw, lo = (unsigned)o->lo_h, lo_w = (unsigned)o->lo_w;
+      unsigned r0 = i0 + pad - lo, nr = (i1 - i0) + fh - 1;
+      REAL scale = (REAL)(1.0 / (double)(fh * fw));
       for (unsigned k2 = tid; k2 < nr * vw; k2 += nt) {
         DV_CELL(k2, vw, inv, ii, jj);
-        unsigned r = r0 + ii, j = j0 + jj, at = r * ld + pad - lo + j;
+        unsigned r = r0 + ii, j = j0 + jj, at = r * ld + pad - lo_w + j;
         REAL sg = 0, st = 0;
-        for (unsigned b = 0; b < f; b++) sg += g[at + b];
+        for (unsigned b = 0; b < fw; b++) sg += g[at + b];
         rows[r * ld + j] = sg;
         if (with_t) {
-          for (unsigned b = 0; b < f; b++) st += t[at + b];
+          for (unsigned b = 0; b < fw; b++) st += t[at + b];
           rows_t[r * ld + j] = st;
         }
       }
@@ -249,12 +266,11 @@ static DEV DV_INLINE void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk
         DV_CELL(k2, vw, inv, ii, jj);
         unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
         REAL sg = 0, st = 0;
-        for (unsigned a = 0; a < f; a++) sg += rows[(i + pad - lo + a) * ld + j];
-        REAL gv = w2 * (sg * scale) + b2, tv = 0;
-        if (with_t) {
-          for (unsigned a = 0; a < f; a++) st += rows_t[(i + pad - lo + a) * ld + j];
-          tv = gv + w2 * (st * scale);
-        }
+        for (unsigned a = 0; a < fh; a++) sg += rows[(i + pad - lo + a) * ld + j];
+        if (with_t)
+          for (unsigned a = 0; a < fh; a++) st += rows_t[(i + pad - lo + a) * ld + j];
+        REAL gv, tv;
+        SFX(dv_affine)(o, sg * scale, st * scale, with_t, &gv, &tv);
         if (nl)
           SFX(dv_cell_nonlin)(nl, any, A->capture, va + nl->var_off, vb + nl->var_off, p, (unsigned)((int)p - shift), &gv,
                               &tv, with_t);
@@ -273,8 +289,10 @@ static DEV DV_INLINE void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk
       for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
         DV_CELL(k2, vw, inv, ii, jj);
         unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
-        g[idx] = w2 * g[idx] + b2;
-        if (with_t) t[idx] = g[idx] + w2 * t[idx];
+        REAL gv, tv;
+        SFX(dv_affine)(o, g[idx], t[idx], with_t, &gv, &tv);
+        g[idx] = gv;
+        if (with_t) t[idx] = tv;
       }
       BLK_SYNC(B);
     } else if (o->var_off >= 0) {
@@ -718,7 +736,7 @@ static DEV void SFX(dv_input_full)(const struct ntk_dev_args *A, struct ntk_blk 
 static DEV void SFX(dv_conv_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
   size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo;
-  REAL scale = (REAL)(1.0 / (double)(o->f * o->f)), w2 = (REAL)o->w2, b2 = (REAL)o->b2;
+  REAL scale = (REAL)(1.0 / (double)(o->fh * o->fw));
   DV_GRID_LOOP(k, (size_t)A->np * hwo * hwo) {
     size_t pair = k / (hwo * hwo), r = k % (hwo * hwo), p = r / hwo, q = r % hwo;
     long i = (long)(p / (size_t)o->wo), j = (long)(p % (size_t)o->wo);
@@ -726,16 +744,16 @@ static DEV void SFX(dv_conv_full)(const struct ntk_dev_args *A, struct ntk_blk *
     const REAL *ing = (const REAL *)A->fg + pair * A->fstride;
     const REAL *int_ = A->with_t ? (const REAL *)A->ft + pair * A->fstride : ing;
     REAL sg = 0, st = 0;
-    for (int a = 0; a < o->f; a++) { /* conv_full's order */
-      long r1 = o->s * i + a - o->lo_h, r2 = o->s * i2 + a - o->lo_h;
+    for (int a = 0; a < o->fh; a++) { /* conv_full's order */
+      long r1 = o->sh * i + a - o->lo_h, r2 = o->sh * i2 + a - o->lo_h;
       if (o->circular) {
         r1 = (r1 % o->hi + o->hi) % o->hi;
         r2 = (r2 % o->hi + o->hi) % o->hi;
       } else if (r1 < 0 || r1 >= o->hi || r2 < 0 || r2 >= o->hi) {
         continue;
       }
-      for (int b = 0; b < o->f; b++) {
-        long c1 = o->s * j + b - o->lo_w, c2 = o->s * j2 + b - o->lo_w;
+      for (int b = 0; b < o->fw; b++) {
+        long c1 = o->sw * j + b - o->lo_w, c2 = o->sw * j2 + b - o->lo_w;
         if (o->circular) {
           c1 = (c1 % o->wi + o->wi) % o->wi;
           c2 = (c2 % o->wi + o->wi) % o->wi;
@@ -747,9 +765,10 @@ static DEV void SFX(dv_conv_full)(const struct ntk_dev_args *A, struct ntk_blk *
         if (A->with_t) st += int_[at];
       }
     }
-    REAL g = w2 * (sg * scale) + b2;
+    REAL g, t;
+    SFX(dv_affine)(o, sg * scale, st * scale, A->with_t, &g, &t);
     ((REAL *)A->ng)[pair * A->fstride + r] = g;
-    if (A->with_t) ((REAL *)A->nt)[pair * A->fstride + r] = g + w2 * (st * scale);
+    if (A->with_t) ((REAL *)A->nt)[pair * A->fstride + r] = t;
   }
 }
 
@@ -760,11 +779,14 @@ static DEV void SFX(dv_conv_full)(const struct ntk_dev_args *A, struct ntk_blk *
  * 1/(the window's cells inside the input). */
 static DEV REAL SFX(dv_pool_scale)(const struct ntk_dev_op *o, long i, long j) {
   if (o->sum) return (REAL)1;
-  if (!o->norm_edges) return (REAL)(1.0 / (double)(o->f * o->f));
+  if (!o->norm_edges) return (REAL)(1.0 / (double)(o->fh * o->fw));
   size_t rows = 0, cols = 0;
-  for (long a = 0; a < o->f; a++) {
-    long r = o->s * i + a - o->lo_h, c = o->s * j + a - o->lo_w;
+  for (long a = 0; a < o->fh; a++) {
+    long r = o->sh * i + a - o->lo_h;
     rows += r >= 0 && r < o->hi;
+  }
+  for (long b = 0; b < o->fw; b++) {
+    long c = o->sw * j + b - o->lo_w;
     cols += c >= 0 && c < o->wi;
   }
   return (REAL)(1.0 / (double)(rows * cols));
@@ -773,7 +795,8 @@ static DEV REAL SFX(dv_pool_scale)(const struct ntk_dev_op *o, long i, long j) {
 static DEV void SFX(dv_pool_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
   size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo;
-  long win = o->f, s = o->s, wi = o->wi, hi = o->hi, wo = o->wo, lo_h = o->lo_h, lo_w = o->lo_w;
+  long fh = o->fh, fw = o->fw, sh = o->sh, sw = o->sw, wi = o->wi, hi = o->hi, wo = o->wo, lo_h = o->lo_h;
+  long lo_w = o->lo_w;
   for (int which = 0; which < 1 + A->with_t; which++) {
     const REAL *in = (const REAL *)(which ? A->ft : A->fg);
     REAL *out = (REAL *)(which ? A->nt : A->ng);
@@ -783,19 +806,19 @@ static DEV void SFX(dv_pool_full)(const struct ntk_dev_args *A, struct ntk_blk *
       const REAL *src = in + pair * A->fstride;
       REAL scale = SFX(dv_pool_scale)(o, i, j), scale2 = SFX(dv_pool_scale)(o, i2, j2);
       REAL outer = 0;
-      for (long a = 0; a < win; a++) {
-        long ra = s * i + a - lo_h;
+      for (long a = 0; a < fh; a++) {
+        long ra = sh * i + a - lo_h;
         if (ra < 0 || ra >= hi) continue;
-        for (long b = 0; b < win; b++) {
-          long cb = s * j + b - lo_w;
+        for (long b = 0; b < fw; b++) {
+          long cb = sw * j + b - lo_w;
           if (cb < 0 || cb >= wi) continue;
           const REAL *row = src + (size_t)(ra * wi + cb) * hwi;
           REAL inner = 0;
-          for (long a2 = 0; a2 < win; a2++) {
-            long r2 = s * i2 + a2 - lo_h;
+          for (long a2 = 0; a2 < fh; a2++) {
+            long r2 = sh * i2 + a2 - lo_h;
             if (r2 < 0 || r2 >= hi) continue;
-            for (long b2 = 0; b2 < win; b2++) {
-              long c2 = s * j2 + b2 - lo_w;
+            for (long b2 = 0; b2 < fw; b2++) {
+              long c2 = sw * j2 + b2 - lo_w;
               if (c2 >= 0 && c2 < wi) inner += row[r2 * wi + c2];
             }
           }
@@ -885,9 +908,7 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
     const struct ntk_dev_op *o = &P->tail[k];
     if (A->self) ta[k] = g;
     if (o->kind == NTK_LAYER_DENSE) {
-      REAL w2 = (REAL)o->w2;
-      g = w2 * g + (REAL)o->b2;
-      t = g + w2 * t;
+      SFX(dv_affine)(o, g, t, 1, &g, &t);
     } else if (o->kind == NTK_LAYER_MAP || o->kind == NTK_LAYER_LAYERNORM) {
       REAL td;
       g = SFX(dv_nonlin)(o, g, ta[k], tb[k], RSQRT(ta[k]), RSQRT(tb[k]), &td, 1);

@@ -247,7 +247,8 @@ static int run_is_slice3(const struct ntk_dev_plan *P, int k0, int k1) {
   if (e && !atoi(e)) return 0;
   for (int k = k0; k < k1; k++) {
     const struct ntk_dev_op *o = &P->ops[k];
-    if (o->kind == NTK_LAYER_CONV && o->f != 3) return 0;
+    if (o->kind == NTK_LAYER_CONV && (o->fh != 3 || o->fw != 3)) return 0;
+    if (o->standard) return 0; /* SLICE3 fuses the 'ntk' affine maps */
     if (o->var_off >= 0 && o->map.kind != NTK_MAP_ABRELU && !ntk_map_is_plain_erf(&o->map)) return 0;
   }
   return 1;
