@@ -107,7 +107,12 @@ START_TEST(test_cuda_matches_cpu) {
   }
   static const char *const fc[] = {
       "Dense Relu Dense", "Dense(W_std=1.5, b_std=0.1) Erf Dense Relu Dense", "Dense LeakyRelu(0.1) Dense Abs Dense",
-      "Dense Identity Dense(b_std=0.3)", "[Dense(W_std=1.4) Relu]*10 Dense"};
+      "Dense Identity Dense(b_std=0.3)", "[Dense(W_std=1.4) Relu]*10 Dense",
+      /* residual blocks (a weighted FanInConcat) and standard parameterisation: fc_entry.h */
+      "Dense(16) FanOut(3) parallel(serial(Relu, Dense(32)), Identity, serial(Erf, Dense(8))) FanInConcat Dense(8) "
+      "Relu Dense",
+      "Dense(8) [FanOut(2) parallel(serial(Relu Dense(8, W_std=1.5)), Identity) FanInSum]*3 Gelu Dense",
+      "standard: Dense(64, W_std=1.5, b_std=0.1) Relu Dense(32, b_std=None) Erf Dense(16) Sin Dense"};
   size_t n = 700, d = 61;
   for (int elem = 4; elem <= 8; elem += 4) {
     struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * (size_t)elem), 0};
@@ -143,6 +148,17 @@ START_TEST(test_gpu_computes) {
   ck_assert_int_eq(ntk_arch_parse("[Conv(3, 1, SAME) Relu]*81 GlobalAvgPool", 1.0, 0.0, &arch), NTK_OK);
   ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &img, why, sizeof why), 0);
   ck_assert_msg(strstr(why, "at most 160 layers"), "%s", why);
+  ntk_arch_free(&arch);
+  /* FC residual networks under standard parameterisation: the FC kernel's entry walk */
+  ck_assert_int_eq(ntk_arch_parse_param("Dense(8) FanOut(2) parallel(serial(Relu, Dense(8)), Identity) FanInSum "
+                                        "Relu Dense", 1.0, 0.0, 1, &arch), NTK_OK);
+  ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &flat, why, sizeof why), 1);
+  ntk_arch_free(&arch);
+  /* a residual network on the same-position path: no GPU kernel, saying so */
+  ck_assert_int_eq(ntk_arch_parse("Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Identity) "
+                                  "FanInSum Relu Flatten Dense", 1.0, 0.0, &arch), NTK_OK);
+  ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &img, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "same-position"), "%s", why);
   ntk_arch_free(&arch);
 }
 END_TEST

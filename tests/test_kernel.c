@@ -9,6 +9,7 @@
 #include "ntkd/fc.h"
 #include "ntkd/kernel_maps.h"
 #include "ntkd/layers.h"
+#include "../src/worker/fc_entry.h"
 #include "refcase.h"
 #include "testutil.h"
 
@@ -638,6 +639,84 @@ START_TEST(test_branch_widths) {
 }
 END_TEST
 
+/* The GPU's FC kernel runs fc_entry.h's walk per entry (cuBLAS gives it
+ * the input covariance): on the CPU's own input covariance (the tiles of
+ * the network "Identity") it must give the CPU's tiles bit for bit, in
+ * both precisions, for every layer kind, residual blocks (a weighted
+ * FanInConcat included) and standard parameterisation. Diagonal tiles on
+ * and below the diagonal: both engines mirror the rest (the maps are not
+ * bitwise symmetric in q11 and q22). */
+START_TEST(test_fc_entry_walk) {
+  static const struct {
+    const char *arch;
+    int standard;
+  } nets[] = {
+      {"Dense(W_std=1.5, b_std=0.1) Relu Dense Erf Dense LeakyRelu(0.2) Dense Gelu Dense", 0},
+      {"Dense LayerNorm Sin(1.1, 0.5, 0.2) Dense Rbf(0.7) Dense Sigmoid_like Dense Abs Dense", 0},
+      {"Dense(16, W_std=1.5, b_std=0.1) FanOut(3) parallel(serial(Relu, Dense(32)), Identity, serial(Erf, "
+       "Dense(8, W_std=0.8))) FanInConcat Dense(8) Relu Dense", 0},
+      {"Dense(8) [FanOut(2) parallel(serial(Relu Dense(8, W_std=1.5)), Identity) FanInSum]*2 FanOut(2) "
+       "parallel(FanOut(2) parallel(Dense(8), serial(Gelu Dense(8))) FanInSum, Identity) FanInSum Relu Dense", 0},
+      {"Dense(64, W_std=1.5, b_std=0.1) Relu Dense(32, W_std=1.2, b_std=0.0) Erf Dense(16, b_std=None) Gelu Dense", 1},
+      {"Dense(16, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(32, W_std=1.3)), Identity) "
+       "FanInConcat Dense(8, W_std=1.2) Relu Dense", 1},
+  };
+  for (int elem = 4; elem <= 8; elem += 4)
+    for (size_t a = 0; a < sizeof nets / sizeof *nets; a++) {
+      size_t n = 23, d = 7, es = (size_t)elem;
+      struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es), 0};
+      for (size_t k = 0; k < n * d; k++) {
+        double v = sin(0.37 * (double)k + 0.1 * (double)a) * 1.7;
+        if (elem == 4) ((float *)ds.x)[k] = (float)v;
+        else ((double *)ds.x)[k] = v;
+      }
+      struct ntk_arch arch, id;
+      ck_assert_msg(ntk_arch_parse_param(nets[a].arch, 1.3, 0.05, nets[a].standard, &arch) == NTK_OK, "%s",
+                    ntk_error_message());
+      ck_assert_int_eq(ntk_arch_parse("Identity", 1, 0, &id), NTK_OK);
+      ntk_fc_t *fc, *fid;
+      ck_assert_msg(ntk_fc_create(&arch, &ds, &fc) == NTK_OK, "%s", ntk_error_message());
+      ck_assert_int_eq(ntk_fc_create(&id, &ds, &fid), NTK_OK);
+      struct ntk_fc_entry_layer *L = calloc(arch.n, sizeof *L);
+      ck_assert_msg(ntk_fc_entry_layers(fc, L, arch.n) == NTK_OK, "%s", ntk_error_message());
+      struct ntk_tiling tg;
+      ntk_tiling_init(&tg, n, 10);
+      char *g = malloc(100 * es), *t = malloc(100 * es), *g0 = malloc(100 * es);
+      size_t differ = 0;
+      for (uint64_t k = 0; k < tg.ntiles; k++) {
+        struct ntk_tile tl = ntk_tiling_tile(&tg, k);
+        ck_assert_int_eq(ntk_fc_tile(fc, &tl, g, t), NTK_OK);
+        ck_assert_int_eq(ntk_fc_tile(fid, &tl, g0, NULL), NTK_OK);
+        for (size_t i = 0; i < tl.rows; i++)
+          for (size_t j = 0; j < (tl.bi == tl.bj ? i + 1 : tl.cols); j++) { /* a diagonal tile mirrors j > i */
+            size_t at = i * tl.cols + j;
+            int self = tl.bi == tl.bj && i == j;
+            if (elem == 4) {
+              float gv = ((float *)g0)[at], tv = 0;
+              ntk_fc_entry_f(L, arch.n, ntk_fc_variances(fc), n, tl.r0 + i, tl.c0 + j, self, &gv, &tv);
+              differ += memcmp(&gv, (float *)g + at, 4) || memcmp(&tv, (float *)t + at, 4);
+            } else {
+              double gv = ((double *)g0)[at], tv = 0;
+              ntk_fc_entry_d(L, arch.n, ntk_fc_variances(fc), n, tl.r0 + i, tl.c0 + j, self, &gv, &tv);
+              differ += memcmp(&gv, (double *)g + at, 8) || memcmp(&tv, (double *)t + at, 8);
+            }
+          }
+      }
+      ck_assert_msg(!differ, "%s (float%d): %zu entries differ from the CPU's tiles", nets[a].arch, 8 * elem,
+                    differ);
+      free(g);
+      free(t);
+      free(g0);
+      free(L);
+      ntk_fc_free(fc);
+      ntk_fc_free(fid);
+      ntk_arch_free(&arch);
+      ntk_arch_free(&id);
+      free(ds.x);
+    }
+}
+END_TEST
+
 START_TEST(test_refuses_cnn) {
   struct ntk_arch arch;
   ck_assert_int_eq(ntk_arch_parse("Conv(3) Relu GlobalAvgPool Dense", 1, 0, &arch), NTK_OK);
@@ -663,6 +742,7 @@ int main(void) {
   tcase_add_test(tc, test_range_abrelu_f64_bits);
   tcase_add_test(tc, test_range_erf);
   tcase_add_test(tc, test_collinear);
+  tcase_add_test(tc, test_fc_entry_walk);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);
   tcase_add_test(tc, test_tile_independence_f32);

@@ -51,19 +51,7 @@ int ntk_backend_gpu_count(char *why, size_t cap) {
 }
 
 int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_dataset *data, char *why, size_t cap) {
-  if (!ntk_cnn_applies(arch, data)) {
-    if (arch->standard) { /* the FC kernel fuses the 'ntk' parameterisation's affine maps */
-      if (why) snprintf(why, cap, "fully-connected networks under parameterization = standard are computed by "
-                        "the CPU backend only");
-      return 0;
-    }
-    for (size_t i = 0; i < arch->n; i++)
-      if (ntk_layer_traits(arch->layers[i].kind)->branch) { /* the FC kernel keeps no branch stack */
-        if (why) snprintf(why, cap, "fully-connected residual networks are computed by the CPU backend only");
-        return 0;
-      }
-    return 1;
-  }
+  if (!ntk_cnn_applies(arch, data)) return 1; /* the FC kernel: every FC network (src/worker/fc_entry.h) */
   struct ntk_dev_plan *P = malloc(sizeof *P);
   ntk_status st = P ? ntk_cnn_dev_plan(arch, data, P) : ntk_error(NTK_ENOMEM, "out of memory");
   free(P);

@@ -9,6 +9,7 @@
 
 #include "cnn_gpu.h"
 #include "cuda/fc_cuda.h"
+#include "fc_entry.h"
 #include "ntkd/backend.h"
 #include "ntkd/cnn.h"
 #include "ntkd/fc.h"
@@ -115,10 +116,14 @@ static ntk_status cuda_create(const struct ntk_problem *p, void **ctx) {
       c->have_ex = 1;
     if (!st) st = ntk_cnn_gpu_create(&c->ex, p->arch, p->data, &c->cnn);
   } else {
-    st = ntk_fc_create(p->arch, p->data, &c->fc);
-    if (!st && ntk_fc_gpu_create(p->device, p->arch, p->data->n, p->data->d, p->data->elem, p->data->x,
+    size_t nl = p->arch->n;
+    struct ntk_fc_entry_layer *layers = calloc(nl ? nl : 1, sizeof *layers);
+    st = layers ? ntk_fc_create(p->arch, p->data, &c->fc) : ntk_error(NTK_ENOMEM, "out of memory");
+    if (!st) st = ntk_fc_entry_layers(c->fc, layers, nl);
+    if (!st && ntk_fc_gpu_create(p->device, layers, nl, p->data->n, p->data->d, p->data->elem, p->data->x,
                                  ntk_fc_variances(c->fc), &c->gpu, err, sizeof err))
       st = ntk_error(NTK_EINTERNAL, "GPU %d: %s", p->device, err);
+    free(layers);
   }
   if (!st) st = self_check(c, p);
   if (st) {

@@ -17,6 +17,7 @@
 
 #include "ntkd/config.h"
 #include "branch.h"
+#include "fc_entry.h"
 #include "map_rows.h"
 #include "ntkd/kernel_maps.h"
 
@@ -304,6 +305,40 @@ void ntk_fc_free(ntk_fc_t *fc) {
   free(fc->bw);
   free(fc->bdiv);
   free(fc);
+}
+
+ntk_status ntk_fc_entry_layers(const ntk_fc_t *fc, struct ntk_fc_entry_layer *out, size_t nl) {
+  const struct ntk_arch *arch = fc->arch;
+  int ended[NTK_FC_ENTRY_MAXDEPTH], depth = 0;
+  if (nl != arch->n) return ntk_error(NTK_EINTERNAL, "ntk_fc_entry_layers: %zu layers, not %zu", nl, arch->n);
+  for (size_t l = 0; l < arch->n; l++) {
+    const struct ntk_layer *L = &arch->layers[l];
+    struct ntk_fc_entry_layer *y = &out[l];
+    memset(y, 0, sizeof *y);
+    y->kind = (int)L->kind;
+    y->w2 = L->w_std * L->w_std;
+    y->b2 = L->b_std * L->b_std;
+    y->standard = arch->standard && L->kind == NTK_LAYER_DENSE;
+    y->fan = fc->fan[l];
+    y->one = L->bias ? 1 : 0;
+    y->fanw = fc->bw[l];
+    y->fandiv = fc->bdiv[l];
+    y->branches = L->branches;
+    y->map = L->map;
+    if (L->kind == NTK_LAYER_FORK) {
+      if (depth == NTK_FC_ENTRY_MAXDEPTH)
+        return ntk_error(NTK_ECONFIG, "arch, layer %zu: residual blocks nested deeper than %d", l + 1,
+                         NTK_FC_ENTRY_MAXDEPTH);
+      ended[depth++] = 0;
+    } else if (L->kind == NTK_LAYER_NEXT) {
+      y->first = ended[depth - 1]++ == 0;
+    } else if (L->kind == NTK_LAYER_JOIN) {
+      depth--;
+    } else if (ntk_layer_traits(L->kind)->spatial) {
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): not a fully-connected layer", l + 1, L->name);
+    }
+  }
+  return NTK_OK;
 }
 
 double ntk_fc_variance(const ntk_fc_t *fc, size_t l, size_t i) {

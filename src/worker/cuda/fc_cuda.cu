@@ -27,12 +27,7 @@
 extern "C" {
 #include "ntkd/kernel_maps.h"
 }
-
-struct gpu_layer {
-  int kind; /* ntk_layer_kind */
-  double w2, b2;
-  struct ntk_map map; /* NTK_LAYER_MAP */
-};
+#include "../fc_entry.h"
 
 struct ntk_fc_gpu {
   int device, elem;
@@ -41,19 +36,20 @@ struct ntk_fc_gpu {
   cublasHandle_t h;
   cudaStream_t stream; /* every tile's work, in order */
   void *x, *var;        /* device: n x d data, (nl + 1) x n variances */
-  struct gpu_layer *layers; /* device: nl layers */
+  struct ntk_fc_entry_layer *layers; /* device: nl layers */
   void *g, *t;          /* device: tile buffers of cap elements each */
   size_t cap;
 };
 
 
-/* The dispatchers of kernel_maps.h, with the variances' ntk_rsqrt computed
- * on the spot (the CPU's FC path reads the same values from a table). */
-static __device__ inline float map_apply(const struct ntk_map *m, float q12, float q11, float q22, float *td) {
-  return ntk_mapf(m, q12, q11, q22, ntk_rsqrtf(q11), ntk_rsqrtf(q22), td);
+/* The per-entry layer walk of fc_entry.h, one overload per precision. */
+static __device__ inline void entry(const struct ntk_fc_entry_layer *L, size_t nl, const float *var, size_t n,
+                                    size_t i, size_t j, int self, float *g, float *t) {
+  ntk_fc_entry_f(L, nl, var, n, i, j, self, g, t);
 }
-static __device__ inline double map_apply(const struct ntk_map *m, double q12, double q11, double q22, double *td) {
-  return ntk_map(m, q12, q11, q22, ntk_rsqrt(q11), ntk_rsqrt(q22), td);
+static __device__ inline void entry(const struct ntk_fc_entry_layer *L, size_t nl, const double *var, size_t n,
+                                    size_t i, size_t j, int self, double *g, double *t) {
+  ntk_fc_entry_d(L, nl, var, n, i, j, self, g, t);
 }
 
 /* Entries of a tile's layer kernel: all of them, or on a diagonal tile
@@ -62,15 +58,15 @@ static __host__ __device__ size_t kernel_entries(size_t rows, size_t cols, int d
   return diag ? rows * (rows + 1) / 2 : rows * cols;
 }
 
-/* Every layer on every entry of a tile (the order of src/worker/fc.c's
- * apply_layers: Dense then the NTK update t = g + w2 t; nonlinearities
- * multiply t by E[f'f']; a sample paired with itself is its variance).
- * On a diagonal tile the grid runs over the lower triangle j <= i only
+/* Every layer on every entry of a tile: fc_entry.h's walk (src/worker/fc.c's
+ * operations in its order, residual blocks and standard parameterisation
+ * included; a sample paired with itself is its variance). On a diagonal
+ * tile the grid runs over the lower triangle j <= i only
  * (entry k is row i, column k - i(i+1)/2), which is all the syrk filled;
  * each value is mirrored, so the tile is exactly symmetric. */
 template <typename T>
 __global__ static void layers_kernel(T *g, T *t, size_t rows, size_t cols, size_t r0, size_t c0, int diag,
-                                     const struct gpu_layer *L, size_t nl, const T *var, size_t n) {
+                                     const struct ntk_fc_entry_layer *L, size_t nl, const T *var, size_t n) {
   size_t total = kernel_entries(rows, cols, diag);
   for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
     size_t i, j;
@@ -86,27 +82,7 @@ __global__ static void layers_kernel(T *g, T *t, size_t rows, size_t cols, size_
     size_t at = i * cols + j;
     int self = diag && i == j;
     T gv = self ? var[r0 + i] : g[at], tv = 0;
-    for (size_t l = 0; l < nl; l++) {
-      const T *vl = var + l * n;
-      T td;
-      switch (L[l].kind) {
-      case NTK_LAYER_DENSE: {
-        T w2 = (T)L[l].w2;
-        gv = w2 * gv + (T)L[l].b2;
-        tv = gv + w2 * tv;
-        break;
-      }
-      case NTK_LAYER_MAP:
-      case NTK_LAYER_LAYERNORM:
-        gv = map_apply(&L[l].map, gv, vl[r0 + i], vl[c0 + j], &td);
-        tv *= td;
-        break;
-      case NTK_LAYER_IDENTITY:
-      case NTK_LAYER_FLATTEN: break;
-      default: gv = (T)NAN; break; /* spatial layers and residual blocks: the host never sends them here */
-      }
-      if (self) gv = var[(l + 1) * n + r0 + i];
-    }
+    entry(L, nl, var, n, r0 + i, c0 + j, self, &gv, &tv);
     g[at] = gv;
     if (t) t[at] = tv;
     if (diag && j < i) {
@@ -130,8 +106,8 @@ extern "C" void ntk_fc_gpu_free(ntk_fc_gpu_t *G) {
   free(G);
 }
 
-extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t n, size_t d, int elem, const void *x,
-                                 const void *var, ntk_fc_gpu_t **out, char *err, size_t cap) {
+extern "C" int ntk_fc_gpu_create(int device, const struct ntk_fc_entry_layer *layers, size_t nl, size_t n, size_t d,
+                                 int elem, const void *x, const void *var, ntk_fc_gpu_t **out, char *err, size_t cap) {
   *out = NULL;
   ntk_fc_gpu_t *G = (ntk_fc_gpu_t *)calloc(1, sizeof *G);
   if (!G) return ntk_cuda_fail(err, cap, "ntk_fc_gpu_create", "out of memory");
@@ -139,19 +115,7 @@ extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t
   G->elem = elem;
   G->n = n;
   G->d = d;
-  G->nl = arch->n;
-  struct gpu_layer *hl = (struct gpu_layer *)calloc(arch->n ? arch->n : 1, sizeof *hl);
-  if (!hl) {
-    free(G);
-    return ntk_cuda_fail(err, cap, "ntk_fc_gpu_create", "out of memory");
-  }
-  for (size_t l = 0; l < arch->n; l++) {
-    const struct ntk_layer *L = &arch->layers[l];
-    hl[l].kind = (int)L->kind;
-    hl[l].w2 = L->w_std * L->w_std;
-    hl[l].b2 = L->b_std * L->b_std;
-    hl[l].map = L->map;
-  }
+  G->nl = nl;
   /* From here on, failures leave G to the caller-facing cleanup below. */
   int rc = 0;
   do {
@@ -160,14 +124,14 @@ extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t
     const char *what = NULL;
     if ((e = cudaSetDevice(device)) != cudaSuccess) what = "cudaSetDevice";
     else if ((e = cudaMalloc(&G->x, n * d * (size_t)elem + 1)) != cudaSuccess) what = "cudaMalloc(data)";
-    else if ((e = cudaMalloc(&G->var, (arch->n + 1) * n * (size_t)elem)) != cudaSuccess) what = "cudaMalloc(variances)";
-    else if ((e = cudaMalloc((void **)&G->layers, (arch->n ? arch->n : 1) * sizeof *hl)) != cudaSuccess)
+    else if ((e = cudaMalloc(&G->var, (nl + 1) * n * (size_t)elem)) != cudaSuccess) what = "cudaMalloc(variances)";
+    else if ((e = cudaMalloc((void **)&G->layers, (nl ? nl : 1) * sizeof *layers)) != cudaSuccess)
       what = "cudaMalloc(layers)";
     else if ((e = cudaMemcpy(G->x, x, n * d * (size_t)elem, cudaMemcpyHostToDevice)) != cudaSuccess)
       what = "cudaMemcpy(data)";
-    else if ((e = cudaMemcpy(G->var, var, (arch->n + 1) * n * (size_t)elem, cudaMemcpyHostToDevice)) != cudaSuccess)
+    else if ((e = cudaMemcpy(G->var, var, (nl + 1) * n * (size_t)elem, cudaMemcpyHostToDevice)) != cudaSuccess)
       what = "cudaMemcpy(variances)";
-    else if ((e = cudaMemcpy(G->layers, hl, arch->n * sizeof *hl, cudaMemcpyHostToDevice)) != cudaSuccess)
+    else if ((e = cudaMemcpy(G->layers, layers, nl * sizeof *layers, cudaMemcpyHostToDevice)) != cudaSuccess)
       what = "cudaMemcpy(layers)";
     if (what) {
       rc = ntk_cuda_fail(err, cap, what, cudaGetErrorString(e));
@@ -198,7 +162,6 @@ extern "C" int ntk_fc_gpu_create(int device, const struct ntk_arch *arch, size_t
     if ((e = cudaDeviceSynchronize()) != cudaSuccess)
       rc = ntk_cuda_fail(err, cap, "cudaDeviceSynchronize", cudaGetErrorString(e));
   } while (0);
-  free(hl);
   if (rc) {
     ntk_fc_gpu_free(G);
     return rc;
