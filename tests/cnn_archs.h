@@ -96,6 +96,12 @@ static const char *const archs[] = {
     "Conv(3, 1, SAME) Relu AvgPool(3, 2) Conv(3, 1, SAME) Erf GlobalAvgPool Dense Relu Dense",
     "Conv(3, 1, SAME) Relu AvgPool((3, 3), (2, 2), 'SAME', normalize_edges=True) Conv(2, 1, SAME) Relu "
     "GlobalAvgPool Dense",
+    /* residual blocks on the same-position path (Flatten without pooling; a strided block) */
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, VALID)), Conv(3, 1, VALID)) FanInSum Relu Flatten "
+    "Dense",
+    "Conv(4, (3, 3), padding=SAME) FanOut(3) parallel(serial(Relu Conv(4, (3, 3), strides=(2, 2), padding=SAME)), "
+    "Conv(8, (1, 1), strides=(2, 2)), serial(Erf Conv(2, (3, 3), strides=(2, 2), padding=SAME))) FanInConcat "
+    "Conv(3, 1, SAME) Relu Flatten Dense",
     /* rectangular filters, windows and strides, and 1-D-shaped ones */
     "Conv(4, (3, 5), strides=(1, 2), padding=SAME) Relu Conv(4, (2, 3), padding=SAME) Relu GlobalAvgPool Dense",
     "Conv(4, (1, 3), padding=SAME) Relu AvgPool((2, 1), strides=(1, 1)) Conv(4, (3, 1)) Relu Flatten Dense",
@@ -114,14 +120,6 @@ static const char *const archs[] = {
     "standard: Conv(4, (3, 3), padding=SAME) FanOut(2) parallel(serial(Relu, Conv(8, (3, 3), padding=SAME), Relu, "
     "Conv(4, (3, 3), padding=SAME)), Identity) FanInSum Relu GlobalAvgPool Dense(6) FanOut(2) parallel(serial(Relu, "
     "Dense(12)), Identity) FanInConcat Dense",
-};
-
-/* Networks the CPU computes and the GPU plan refuses (no GPU kernel yet):
- * a residual network on the same-position path (Flatten without pooling).
- * test_cnn.c runs them through every path. */
-static const char *const archs_cpu[] = {
-    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, VALID)), Conv(3, 1, VALID)) FanInSum Relu Flatten "
-    "Dense",
 };
 
 /* An entry of the lists above: "standard: " in front asks for

@@ -76,9 +76,8 @@ static void check_batched_bits(int elem) {
   size_t n = ds.n;
   double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
   int batched_archs = 0;
-  size_t n_gpu = sizeof archs / sizeof *archs, n_all = n_gpu + sizeof archs_cpu / sizeof *archs_cpu;
-  for (size_t a = 0; a < n_all; a++) {
-    const char *text = a < n_gpu ? archs[a] : archs_cpu[a - n_gpu];
+  for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+    const char *text = archs[a];
     struct ntk_arch arch;
     ck_assert_msg(test_arch_parse(text, 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
     ntk_cnn_t *c;

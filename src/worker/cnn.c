@@ -638,9 +638,6 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   if (!ntk_cnn_applies(arch, data)) return ntk_error(NTK_ECONFIG, "not a convolutional network on image data");
   struct cnn_plan P;
   ntk_status st = plan_build(&P, arch, data, NTK_CNN_AUTO);
-  if (!st && P.branch_depth && P.path == NTK_CNN_DIAG)
-    st = ntk_error(NTK_ECONFIG, "residual networks before a Flatten without pooling have no GPU kernel yet (the "
-                   "same-position kernel keeps no branch stack)");
   if (!st && (P.nops > NTK_DEV_MAXOPS || P.ntail > NTK_DEV_MAXTAIL))
     st = ntk_error(NTK_ECONFIG, "arch: the GPU kernels take at most %d layers before the readout and %d after it",
                    NTK_DEV_MAXOPS, NTK_DEV_MAXTAIL);

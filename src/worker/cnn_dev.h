@@ -100,7 +100,8 @@ struct ntk_dev_args {
   size_t fstride; /* elements per pair in fg, ft, ng, nt */
   void *fg, *ft, *ng, *nt;
   void *part;     /* [np][noff][2] doubles: sums of NNGP and NTK */
-  void *bstack;   /* BRANCH_FULL: per pair and depth 4 x fstride elements (src/worker/branch.h's layout) */
+  void *bstack;   /* residual blocks: per pair and depth 4 x bstride elements (src/worker/branch.h's layout) */
+  size_t bstride; /* BRANCH_FULL: fstride; DIAG: the positions of the input */
   void *out;      /* [np][2]: nngp, ntk */
 };
 

@@ -112,6 +112,41 @@ static DEV const struct ntk_dev_op *SFX(dv_next_nonlin)(const struct ntk_dev_pla
 
 /* ---- DIAG: one pair per block, same-position entries, all layers ------- */
 
+/* A residual block's FORK, NEXT or JOIN on the pair's same-position
+ * values dg, dt (shared memory): branch.h's operations, in its order, on
+ * the pair's stack in global memory (4 arrays of bstride elements per
+ * depth). Each thread owns its positions; the caller synchronises. */
+static DEV DV_INLINE void SFX(dv_branch_diag)(const struct ntk_dev_args *A, struct ntk_blk *B,
+                                              const struct ntk_dev_op *o, size_t pair, REAL *dg, REAL *dt) {
+  size_t n = (size_t)o->hi * o->wi, n_in = (size_t)o->ho * o->wo, cap = A->bstride, m = n > n_in ? n : n_in;
+  REAL *slot = (REAL *)A->bstack + (pair * (size_t)A->P->branch_depth + (size_t)o->depth) * 4 * cap;
+  REAL w = (REAL)o->fanw, div = (REAL)o->fandiv;
+  for (size_t e = B->tid; e < m; e += B->nt) {
+    if (o->kind == NTK_LAYER_FORK) {
+      if (e < n) {
+        slot[e] = dg[e];
+        slot[cap + e] = dt[e];
+      }
+    } else if (o->kind == NTK_LAYER_NEXT) {
+      if (e < n) {
+        slot[2 * cap + e] = o->first ? w * dg[e] : slot[2 * cap + e] + w * dg[e];
+        slot[3 * cap + e] = o->first ? w * dt[e] : slot[3 * cap + e] + w * dt[e];
+      }
+      if (e < n_in) {
+        dg[e] = slot[e];
+        dt[e] = slot[cap + e];
+      }
+    } else if (e < n && o->branches > 1) { /* JOIN */
+      dg[e] = slot[2 * cap + e] + w * dg[e];
+      dt[e] = slot[3 * cap + e] + w * dt[e];
+      if (div != 0) {
+        dg[e] /= div;
+        dt[e] /= div;
+      }
+    }
+  }
+}
+
 static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
   const struct ntk_dev_plan *P = A->P;
   size_t pair = B->bx, n0 = (size_t)P->H * (size_t)P->W, d = n0 * (size_t)P->C;
@@ -181,6 +216,9 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
       const REAL *qb = vb + o->var_off;
       for (unsigned p = tid; p < (unsigned)n; p += nt)
         SFX(dv_cell_nonlin)(o, any, A->self, qa, qb, p, p, &dg[p], &dt[p], with_t);
+      BLK_SYNC(B);
+    } else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN) {
+      SFX(dv_branch_diag)(A, B, o, pair, dg, dt);
       BLK_SYNC(B);
     }
   }
@@ -836,7 +874,7 @@ static DEV void SFX(dv_pool_full)(const struct ntk_dev_args *A, struct ntk_blk *
  * arrays of fstride elements per pair and depth. */
 static DEV void SFX(dv_branch_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
-  size_t n = (size_t)o->hi * o->wi, n_in = (size_t)o->ho * o->wo, cap = A->fstride;
+  size_t n = (size_t)o->hi * o->wi, n_in = (size_t)o->ho * o->wo, cap = A->bstride;
   n *= n; /* a branch's end (FORK: the block's input) */
   n_in *= n_in;
   size_t m = n > n_in ? n : n_in;

@@ -192,7 +192,7 @@ struct ntk_cnn_gpu {
   const struct ntk_dataset *data;
   struct ntk_dev_plan *plan; /* host copy */
   void *dplan;
-  size_t es, d, fstride, noff_max, batch, per_pair;
+  size_t es, d, fstride, bstride, noff_max, batch, per_pair;
   int need_full;
   int last_var;    /* the last op with a variance slot, -1 if none */
   int tail_nonlin; /* the tail has a nonlinearity: it reads the readout's variances */
@@ -351,10 +351,13 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
   int single = P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0 && all_local;
   g->need_full = P->path == NTK_CNN_SLICE && !single;
   g->fstride = g->need_full ? HW * HW : 0;
+  /* residual blocks: the stack's arrays per pair and depth (the full
+   * covariance between slice runs, or one value per position for DIAG) */
+  g->bstride = !P->branch_depth ? 0 : P->path == NTK_CNN_DIAG ? HW : g->fstride;
   if (P->nops == 0 || !P->ops[P->nops - 1].slice_local) g->noff_max = 1; /* the readout reads fg */
   /* Bytes per pair in a batch (NTK included): full covariances, slice sums, result. */
-  g->per_pair = 4 * g->fstride * es * (1 + (size_t)P->branch_depth) + 2 * g->noff_max * sizeof(double) + 2 * es +
-                2 * sizeof(unsigned); /* residual blocks: 4 more per depth (the branch stack) */
+  g->per_pair = 4 * (g->fstride + g->bstride * (size_t)P->branch_depth) * es + 2 * g->noff_max * sizeof(double) +
+                2 * es + 2 * sizeof(unsigned); /* residual blocks: 4 per depth (the branch stack) */
   /* Every image and its variance block stay on the device for the whole
    * job when they take at most 60 % of the free memory and leave room for
    * a full batch (65 535 pairs, or as many as mem_budget holds) within 90 %
@@ -424,9 +427,10 @@ static ntk_status grow_pairs(ntk_cnn_gpu_t *g, size_t pairs) {
     EX_TRY(g->ex.alloc(g->ex.ctx, &g->ft, full, g->err, sizeof g->err));
     EX_TRY(g->ex.alloc(g->ex.ctx, &g->ng, full, g->err, sizeof g->err));
     EX_TRY(g->ex.alloc(g->ex.ctx, &g->nt, full, g->err, sizeof g->err));
-    if (g->plan->branch_depth)
-      EX_TRY(g->ex.alloc(g->ex.ctx, &g->bstack, 4 * full * (size_t)g->plan->branch_depth, g->err, sizeof g->err));
   }
+  if (g->bstride)
+    EX_TRY(g->ex.alloc(g->ex.ctx, &g->bstack, 4 * pairs * g->bstride * es * (size_t)g->plan->branch_depth, g->err,
+                       sizeof g->err));
   EX_TRY(g->ex.alloc(g->ex.ctx, &g->part, pairs * g->noff_max * 2 * sizeof(double), g->err, sizeof g->err));
   EX_TRY(g->ex.alloc(g->ex.ctx, &g->out, pairs * 2 * es, g->err, sizeof g->err));
   unsigned *a = realloc(g->hpa, pairs * sizeof *a), *b = a ? realloc(g->hpb, pairs * sizeof *b) : NULL;
@@ -478,6 +482,7 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
   A.part = g->part;
   A.out = g->out;
   A.bstack = g->bstack;
+  A.bstride = g->bstride;
   ntk_status st;
   if (P->path == NTK_CNN_DIAG) {
     int kern = plain_maps(P, 0, P->nops) ? NTK_K_DIAG : NTK_K_DIAG_ANY;
