@@ -280,6 +280,53 @@ START_TEST(test_cell_index) {
 }
 END_TEST
 
+/* Residual blocks of stride-1 SAME layers run inside the SLICE kernel's
+ * runs (a stack in shared memory), with no BRANCH_FULL launch and no full
+ * covariance; a strided block still takes BRANCH_FULL. Both against the
+ * CPU: float32 bit for bit, float64 to 1e-13. */
+START_TEST(test_gpu_blocks_in_slices) {
+  static const struct {
+    const char *arch;
+    int full; /* BRANCH_FULL launches expected */
+  } nets[] = {
+      {"Conv(3, 1, SAME) [FanOut(2) parallel(serial(Relu Conv(3, 1, SAME) Relu Conv(3, 1, SAME)), Identity) "
+       "FanInSum]*2 Relu GlobalAvgPool Dense", 0},
+      {"Conv(4, (3, 3), padding=SAME) FanOut(2) parallel(serial(Relu Conv(8, (3, 3), padding=SAME) FanOut(2) "
+       "parallel(serial(Erf Conv(8, (1, 3), padding=SAME)), Identity) FanInSum), Identity) FanInConcat "
+       "Conv(3, 1, SAME) Relu AvgPool(2, 1) Flatten Dense", 0},
+      {"Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME)), Conv(3, 2, SAME)) FanInSum "
+       "FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Identity) FanInSum Relu GlobalAvgPool Dense", 1},
+  };
+  for (int elem = 4; elem <= 8; elem += 4) {
+    struct ntk_dataset ds;
+    random_images(&ds, 9, 6, 5, 2, elem, 11);
+    size_t n = ds.n;
+    double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
+    for (size_t a = 0; a < sizeof nets / sizeof *nets; a++) {
+      struct ntk_arch arch;
+      ck_assert_msg(ntk_arch_parse(nets[a].arch, 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
+      matrices(&arch, &ds, NULL, 4, g0, t0);
+      struct rec_exec rec;
+      struct ntk_gpu_exec ex;
+      rec_init(&rec, &ex, 3);
+      matrices(&arch, &ds, &ex, 4, g1, t1);
+      double eg = ref_max_err(g1, 8, g0, n, 0), et = ref_max_err(t1, 8, t0, n, 0), bound = elem == 4 ? 0 : 1e-13;
+      ck_assert_msg(eg <= bound && et <= bound, "%s, float%d: nngp %.3g ntk %.3g", nets[a].arch, 8 * elem, eg, et);
+      ck_assert_msg(rec.launches[NTK_K_SLICE] + rec.launches[NTK_K_SLICE_ANY] > 0, "%s: no SLICE launch",
+                    nets[a].arch);
+      ck_assert_msg((rec.launches[NTK_K_BRANCH_FULL] > 0) == nets[a].full, "%s: %u BRANCH_FULL launches",
+                    nets[a].arch, rec.launches[NTK_K_BRANCH_FULL]);
+      ntk_arch_free(&arch);
+    }
+    free(g0);
+    free(t0);
+    free(g1);
+    free(t1);
+    free(ds.x);
+  }
+}
+END_TEST
+
 /* NNGP only (ntk NULL): the same NNGP as with the NTK. */
 START_TEST(test_gpu_nngp_only) {
   struct ntk_dataset ds;
@@ -431,6 +478,7 @@ int main(void) {
   tcase_add_test(tc, test_cell_index);
   tcase_add_test(tc, test_gpu_relu_slots);
   tcase_add_test(tc, test_gpu_nngp_only);
+  tcase_add_test(tc, test_gpu_blocks_in_slices);
   tcase_add_test(tc, test_gpu_refusals);
   suite_add_tcase(s, tc);
   return tu_run(s);

@@ -694,9 +694,10 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->lo_h = (int)op->lo_h;
       o->lo_w = (int)op->lo_w;
       o->circular = op->circular;
-      /* the GPU's slice kernels keep no branch stack: a block's FORK, NEXT
-       * and JOIN run on the full covariance (BRANCH_FULL), between runs */
-      o->slice_local = op->slice_local && !ntk_layer_traits(l->kind)->branch;
+      /* a slice-local block's FORK, NEXT and JOIN run inside the SLICE
+       * kernel's runs (a stack in shared memory); the others on the full
+       * covariance between runs (BRANCH_FULL) */
+      o->slice_local = op->slice_local;
       o->depth = op->depth;
       o->first = op->first;
       o->bh = (int)op->bh;

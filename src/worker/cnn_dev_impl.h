@@ -259,6 +259,7 @@ static DEV DV_INLINE void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk
   REAL *g = sm, *t = sm + cells, *g2 = sm + 2 * cells, *t2 = sm + 3 * cells, *rows = sm + 4 * cells;
   REAL *rows_t = sm + 5 * cells;
   double *red = (double *)(void *)(sm + 6 * cells); /* 8-byte aligned: 6 cells elements of 4 or 8 bytes */
+  REAL *stk = (REAL *)(void *)(red + 2 * nt); /* residual blocks: 4 bordered arrays per depth */
   /* Zero borders: SAME padding for every convolution of the run. */
   for (unsigned k = tid; k < 4 * cells; k += nt) sm[k] = 0;
   BLK_SYNC(B);
@@ -339,6 +340,31 @@ static DEV DV_INLINE void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk
         unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
         SFX(dv_cell_nonlin)(o, any, A->capture, va + o->var_off, vb + o->var_off, p, (unsigned)((int)p - shift), &g[idx],
                             &t[idx], with_t);
+      }
+      BLK_SYNC(B);
+    } else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN) {
+      /* a slice-local block (stride-1 SAME: every branch keeps the size),
+       * branch.h's operations on the offset's valid cells */
+      REAL *slot = stk + 4 * cells * (unsigned)o->depth, fw = (REAL)o->fanw, div = (REAL)o->fandiv;
+      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
+        DV_CELL(k2, vw, inv, ii, jj);
+        unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
+        if (o->kind == NTK_LAYER_FORK) {
+          slot[idx] = g[idx];
+          slot[cells + idx] = t[idx];
+        } else if (o->kind == NTK_LAYER_NEXT) {
+          slot[2 * cells + idx] = o->first ? fw * g[idx] : slot[2 * cells + idx] + fw * g[idx];
+          slot[3 * cells + idx] = o->first ? fw * t[idx] : slot[3 * cells + idx] + fw * t[idx];
+          g[idx] = slot[idx];
+          t[idx] = slot[cells + idx];
+        } else if (o->branches > 1) {
+          g[idx] = slot[2 * cells + idx] + fw * g[idx];
+          t[idx] = slot[3 * cells + idx] + fw * t[idx];
+          if (div != 0) {
+            g[idx] /= div;
+            t[idx] /= div;
+          }
+        }
       }
       BLK_SYNC(B);
     }

@@ -214,10 +214,20 @@ struct ntk_cnn_gpu {
   } while (0)
 
 /* Bytes of shared memory of a SLICE block on an h x w covariance: six
- * bordered arrays (NNGP, NTK, their next values, two row-sum scratches)
- * and the reduction's two doubles per thread (cnn_dev_impl.h). */
-static size_t slice_smem(size_t h, size_t w, size_t pad, size_t nt, size_t es) {
-  return 6 * (h + 2 * pad) * (w + 2 * pad) * es + 2 * nt * sizeof(double);
+ * bordered arrays (NNGP, NTK, their next values, two row-sum scratches),
+ * the reduction's two doubles per thread, and 4 bordered arrays per depth
+ * of the residual blocks in the run (cnn_dev_impl.h). */
+static size_t slice_smem(size_t h, size_t w, size_t pad, size_t nt, size_t es, int depth) {
+  return (6 + 4 * (size_t)depth) * (h + 2 * pad) * (w + 2 * pad) * es + 2 * nt * sizeof(double);
+}
+
+/* The depths of branch stack the run of ops [k0, k1) uses: one past the
+ * deepest block marker in it, 0 for none. */
+static int run_depth(const struct ntk_dev_plan *P, int k0, int k1) {
+  int d = 0;
+  for (int k = k0; k < k1; k++)
+    if (ntk_layer_traits((ntk_layer_kind)P->ops[k].kind)->branch && P->ops[k].depth + 1 > d) d = P->ops[k].depth + 1;
+  return d;
 }
 
 /* SLICE3 (cnn_dev_impl.h): two buffers of (h + 3)(w + 3) (NNGP, NTK)
@@ -248,6 +258,7 @@ static int run_is_slice3(const struct ntk_dev_plan *P, int k0, int k1) {
   for (int k = k0; k < k1; k++) {
     const struct ntk_dev_op *o = &P->ops[k];
     if (o->kind == NTK_LAYER_CONV && (o->fh != 3 || o->fw != 3)) return 0;
+    if (ntk_layer_traits((ntk_layer_kind)o->kind)->branch) return 0; /* SLICE3 keeps no branch stack */
     if (o->standard) return 0; /* SLICE3 fuses the 'ntk' affine maps */
     if (o->var_off >= 0 && o->map.kind != NTK_MAP_ABRELU && !ntk_map_is_plain_erf(&o->map)) return 0;
   }
@@ -325,7 +336,8 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
     if (o->slice_local && (k == 0 || !P->ops[k - 1].slice_local)) { /* a run starts */
       int k1 = k;
       while (k1 < P->nops && P->ops[k1].slice_local) k1++;
-      size_t s = run_is_slice3(P, k, k1) ? slice3_smem(h, w, nt, es) : slice_smem(h, w, pad, nt, es);
+      size_t s = run_is_slice3(P, k, k1) ? slice3_smem(h, w, nt, es)
+                                         : slice_smem(h, w, pad, nt, es, run_depth(P, k, k1));
       if (s > smem_slice) smem_slice = s;
       /* a run into GlobalAvgPool leaves a sum per offset */
       if (P->readout == NTK_LAYER_GLOBALAVGPOOL)
@@ -511,7 +523,7 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
         int s3 = run_is_slice3(P, k, k1);
         int kern = s3 ? NTK_K_SLICE3 : plain_maps(P, k, k1) ? NTK_K_SLICE : NTK_K_SLICE_ANY;
         size_t smem = s3 ? slice3_smem((size_t)h, (size_t)w, nt, es)
-                         : slice_smem((size_t)h, (size_t)w, (size_t)P->pad, nt, es);
+                         : slice_smem((size_t)h, (size_t)w, (size_t)P->pad, nt, es, run_depth(P, k, k1));
         if (self) { /* the zero offset first: the variances the other offsets read */
           A.capture = 1;
           A.to_part = 0;
