@@ -309,10 +309,26 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
    * every layer: the same rule from offset 0 at the readout. */
   size_t bh = P->readout == NTK_LAYER_FLATTEN ? 0 : h, bw = P->readout == NTK_LAYER_FLATTEN ? 0 : w;
   size_t vbh = 0, vbw = 0;
+  /* Residual blocks, walked backwards: every branch's end needs the band
+   * the JOIN's output needs; the block's input, the largest band any
+   * branch's start needs. Per open block: [0..3] the end's bh, bw, vbh,
+   * vbw, [4..7] the input's so far. */
+  size_t bstk[NTK_BRANCH_MAXDEPTH][8];
+  int bd = 0;
   for (size_t k = P->nops; k-- > 0;) {
     struct cnn_op *op = &P->ops[k];
     const struct ntk_layer *l = op->layer;
-    if (l->kind == NTK_LAYER_CONV) {
+    size_t *cur[4] = {&bh, &bw, &vbh, &vbw};
+    if (l->kind == NTK_LAYER_JOIN && bd < NTK_BRANCH_MAXDEPTH) {
+      for (int q = 0; q < 4; q++) bstk[bd][q] = *cur[q];
+      for (int q = 0; q < 4; q++) bstk[bd][4 + q] = 0;
+      bd++;
+    } else if ((l->kind == NTK_LAYER_NEXT || l->kind == NTK_LAYER_FORK) && bd > 0) {
+      size_t *s = bstk[bd - 1];
+      for (int q = 0; q < 4; q++) s[4 + q] = *cur[q] > s[4 + q] ? *cur[q] : s[4 + q]; /* a branch's start */
+      for (int q = 0; q < 4; q++) *cur[q] = s[l->kind == NTK_LAYER_NEXT ? q : 4 + q]; /* the previous end, or the input */
+      if (l->kind == NTK_LAYER_FORK) bd--;
+    } else if (l->kind == NTK_LAYER_CONV) {
       bh = op->circular ? op->hi : bh * op->sh;
       bw = op->circular ? op->wi : bw * op->sw;
       vbh = op->circular ? op->hi : vbh * op->sh;
@@ -323,8 +339,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
       vbh = vbh * op->sh + op->fh - 1;
       vbw = vbw * op->sw + op->fw - 1;
     }
-    /* (bands do not follow branches yet: a residual network takes every offset) */
-    int all = path != NTK_CNN_SLICE || P->branch_depth;
+    int all = path != NTK_CNN_SLICE;
     op->bh = all || bh + 1 > op->hi ? op->hi - 1 : bh;
     op->bw = all || bw + 1 > op->wi ? op->wi - 1 : bw;
     op->vbh = all || vbh + 1 > op->hi ? op->hi - 1 : vbh;
