@@ -19,7 +19,7 @@ fc() { # BUILD ARCH
   (cd "$work" && "$1/ntkd" fc.conf 2> fc.log >/dev/null)
   sed -n 's/.*tiles \([0-9.]*\) s$/\1/p' "$work/fc.log"
 }
-cnn() { "$1/ntkd_bench_cnn" "$2" "$3" 2>/dev/null | tail -1; }
+cnn() { "$1/ntkd_bench_cnn" --check 0 "$2" "$3" 2>/dev/null | tail -1; } # timing only: bench_cnn.sh checks
 declare -A arch=(
   [cntk-gap21]="[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense|8"
   [cnn-flatten21]="[Conv(3, 1, SAME) Relu]*20 Flatten Dense|64"

@@ -536,14 +536,26 @@ static void SFX(b_tail)(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REA
       SFX(branch_join)(stack + 4 * B * (size_t)depth, B, B, l->branches, fw, fdiv, g, t);
     }
     for (size_t k = 0; k < B; k++) {
-      if (l->kind == NTK_LAYER_DENSE) {
-        REAL w2 = (REAL)(l->w_std * l->w_std);
+      REAL td, w2 = (REAL)(l->w_std * l->w_std);
+      switch (l->kind) { /* every kind, no default: -Werror=switch catches a new one */
+      case NTK_LAYER_DENSE: /* ('ntk' only: a standard network is not batched) */
         g[k] = w2 * g[k] + (REAL)(l->b_std * l->b_std);
         t[k] = g[k] + w2 * t[k];
-      } else if (ntk_layer_traits(l->kind)->var_slot) {
-        REAL td;
+        break;
+      case NTK_LAYER_MAP:
+      case NTK_LAYER_LAYERNORM:
         g[k] = SFX(nonlin1)(l, g[k], ta[kk], tbt[kk * B + k], &td);
         t[k] *= td;
+        break;
+      case NTK_LAYER_IDENTITY:
+      case NTK_LAYER_FORK: /* above, on all lanes */
+      case NTK_LAYER_NEXT:
+      case NTK_LAYER_JOIN: break;
+      case NTK_LAYER_CONV: /* spatial layers and a second readout: refused by plan_build and the parser */
+      case NTK_LAYER_AVGPOOL:
+      case NTK_LAYER_FLATTEN:
+      case NTK_LAYER_GLOBALAVGPOOL:
+      case NTK_LAYER_KINDS: g[k] = (REAL)NAN; break;
       }
     }
   }

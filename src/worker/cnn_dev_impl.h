@@ -971,32 +971,42 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
   for (int k = 0; k < P->ntail; k++) {
     const struct ntk_dev_op *o = &P->tail[k];
     if (A->self) ta[k] = g;
-    if (o->kind == NTK_LAYER_DENSE) {
-      SFX(dv_affine)(o, g, t, 1, &g, &t);
-    } else if (o->kind == NTK_LAYER_MAP || o->kind == NTK_LAYER_LAYERNORM) {
-      REAL td;
+    REAL td, *s, w = (REAL)o->fanw, div = (REAL)o->fandiv;
+    switch ((ntk_layer_kind)o->kind) { /* every kind, no default: -Werror=switch catches a new one */
+    case NTK_LAYER_DENSE: SFX(dv_affine)(o, g, t, 1, &g, &t); break;
+    case NTK_LAYER_MAP:
+    case NTK_LAYER_LAYERNORM:
       g = SFX(dv_nonlin)(o, g, ta[k], tb[k], RSQRT(ta[k]), RSQRT(tb[k]), &td, 1);
       t *= td;
-    } else if (o->kind == NTK_LAYER_FORK) {
-      REAL *s = stack + 4 * depth++;
+      break;
+    case NTK_LAYER_IDENTITY: break;
+    case NTK_LAYER_FORK:
+      s = stack + 4 * depth++;
       s[0] = g;
       s[1] = t;
-    } else if (o->kind == NTK_LAYER_NEXT) {
-      REAL *s = stack + 4 * (depth - 1), w = (REAL)o->fanw;
+      break;
+    case NTK_LAYER_NEXT:
+      s = stack + 4 * (depth - 1);
       s[2] = o->first ? w * g : s[2] + w * g;
       s[3] = o->first ? w * t : s[3] + w * t;
       g = s[0];
       t = s[1];
-    } else if (o->kind == NTK_LAYER_JOIN && o->branches > 1) {
-      REAL *s = stack + 4 * --depth, w = (REAL)o->fanw, div = (REAL)o->fandiv;
+      break;
+    case NTK_LAYER_JOIN:
+      s = stack + 4 * --depth;
+      if (o->branches < 2) break;
       g = s[2] + w * g;
       t = s[3] + w * t;
       if (div != 0) {
         g /= div;
         t /= div;
       }
-    } else if (o->kind == NTK_LAYER_JOIN) {
-      depth--;
+      break;
+    case NTK_LAYER_CONV: /* spatial layers and a second readout: refused by the plan and the parser */
+    case NTK_LAYER_AVGPOOL:
+    case NTK_LAYER_FLATTEN:
+    case NTK_LAYER_GLOBALAVGPOOL:
+    case NTK_LAYER_KINDS: g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
     }
   }
   REAL *out = (REAL *)A->out + pair * 2;

@@ -511,22 +511,30 @@ static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
   int ended[NTK_BRANCH_MAXDEPTH], depth = 0;
   for (size_t k = 0; k < P->ntail; k++) {
     const struct ntk_layer *l = &P->tail[k];
+    REAL td, fw = (REAL)P->tail_fanw[2 * k], fdiv = (REAL)P->tail_fanw[2 * k + 1];
     if (self) ta[k] = g;
-    if (l->kind == NTK_LAYER_DENSE) {
-      SFX(affine1)(P, P->tail_fan[k], l, &g, &t);
-    } else if (ntk_layer_traits(l->kind)->var_slot) {
-      REAL td;
+    switch (l->kind) { /* every kind, no default: -Werror=switch catches a new one */
+    case NTK_LAYER_DENSE: SFX(affine1)(P, P->tail_fan[k], l, &g, &t); break;
+    case NTK_LAYER_MAP:
+    case NTK_LAYER_LAYERNORM:
       g = SFX(nonlin1)(l, g, ta[k], tb[k], &td);
       t *= td;
-    } else if (l->kind == NTK_LAYER_FORK) {
+      break;
+    case NTK_LAYER_IDENTITY: break;
+    case NTK_LAYER_FORK:
       ended[depth] = 0;
       SFX(branch_fork)(stack + 4 * depth++, 1, 1, &g, &t);
-    } else if (l->kind == NTK_LAYER_NEXT) {
-      SFX(branch_next)(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, (REAL)P->tail_fanw[2 * k], &g, &t);
-    } else if (l->kind == NTK_LAYER_JOIN) {
+      break;
+    case NTK_LAYER_NEXT: SFX(branch_next)(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, fw, &g, &t); break;
+    case NTK_LAYER_JOIN:
       depth--;
-      SFX(branch_join)(stack + 4 * depth, 1, 1, l->branches, (REAL)P->tail_fanw[2 * k], (REAL)P->tail_fanw[2 * k + 1],
-                       &g, &t);
+      SFX(branch_join)(stack + 4 * depth, 1, 1, l->branches, fw, fdiv, &g, &t);
+      break;
+    case NTK_LAYER_CONV: /* spatial layers and a second readout: refused by plan_build and the parser */
+    case NTK_LAYER_AVGPOOL:
+    case NTK_LAYER_FLATTEN:
+    case NTK_LAYER_GLOBALAVGPOOL:
+    case NTK_LAYER_KINDS: g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
     }
   }
   *out_g = g;
