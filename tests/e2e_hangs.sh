@@ -58,6 +58,7 @@ np.save('small.npy', rng.standard_normal((700, 40)).astype(np.float32))
 np.save('mid.npy', rng.standard_normal((3072, 32)).astype(np.float32))
 np.save('sig.npy', rng.standard_normal((8192, 32)).astype(np.float32))
 np.save('few.npy', rng.standard_normal((10, 5)).astype(np.float32))
+np.save('cal.npy', rng.standard_normal((512, 32)).astype(np.float32))
 # Samples 0-7 so small that 150 layers of Dense(W_std=2) Relu (x2 per
 # layer) keep them inside float32; samples 8-11 overflow.
 x = rng.standard_normal((12, 5)); x[:8] *= 1e-5
@@ -162,8 +163,33 @@ else
 fi
 check "... byte-identical to the single process" export_cmp pc3.ntk pc1.npy
 
+# --- calibration ------------------------------------------------------------------------
+# The checks below time tiles against fixed clocks: the 21-tile job's
+# tiles must stay well under worker_timeout = 3 s, and the signal jobs'
+# tiles must take a few seconds, more than Open MPI's 1 s kill grace and
+# less than GRACE. Layers cost ~30x more on some machines than on others
+# (an AVX2 EPYC against a Zen 5: the Erf map runs scalar), so the depths
+# come from this machine's time per layer and entry, measured on one
+# 512 x 512 tile of 50 [Dense Erf] layers: at most 1000 and 2000 layers
+# (the depths of a fast machine), tiles of at most 0.5 s and 4 s. Under
+# NTKD_TEST_SLOW the timed checks are skipped and the depth is 1000 / SLOW.
+if [ "$SLOW" -gt 1 ]; then
+  MID_LAYERS=$((1000 / SLOW)) SIG_LAYERS=0
+else
+  job cal cal.npy "[Dense Erf]*50 Dense" 512
+  guarded 300 "$NTKD" cal.conf >/dev/null 2>cal.log
+  read -r MID_LAYERS SIG_LAYERS < <($PY - <<'PYEOF'
+import re
+m = re.search(r'tiles ([0-9.]+) s', open('cal.log').read())
+per = max(float(m.group(1)) if m else 1.0, 1e-3) / (50 * 512 * 512)  # s per layer and entry
+print(max(10, min(1000, int(0.5 / (per * 512 * 512)))), max(10, min(2000, int(4.0 / (per * 1024 * 1024)))))
+PYEOF
+  )
+  echo "    calibration: $(sed -n 's/.*\(tiles [0-9.]* s\)$/\1/p' cal.log) for 50 layers of one 512 x 512 tile: $MID_LAYERS and $SIG_LAYERS layers below"
+fi
+
 # --- a failed send or receive ends the job ---------------------------------------------
-MID="[Dense Erf]*$((1000 / SLOW)) Dense"
+MID="[Dense Erf]*$MID_LAYERS Dense"
 job ref mid.npy "$MID" 512
 expect_rc 0 "reference: a clean run of the 21-tile job" guarded 300 $FAST mpirun -np 3 "$NTKD" ref.conf
 "$NTKD" export ref.ntk ref.npy >/dev/null 2>&1
@@ -226,7 +252,7 @@ check "... byte-identical to a clean run" export_cmp stl.ntk ref.npy
 # the signal; every tile they then hold must still reach the store.
 echo "    kill grace: OMPI_MCA_odls_base_sigkill_timeout=$GRACE (as scripts/slurm/kernel.sbatch sets it)"
 for sig in INT TERM; do
-  job "sg$sig" sig.npy "[Dense Erf]*2000 Dense" 1024
+  job "sg$sig" sig.npy "[Dense Erf]*$SIG_LAYERS Dense" 1024
   OMPI_MCA_odls_base_sigkill_timeout=$GRACE mpirun -np 3 "$NTKD" "sg$sig.conf" >/dev/null 2>"sg$sig.log" &
   mp=$!
   watchdog $mp 300

@@ -39,10 +39,24 @@ tiles() { "$NTKD" info "$1" 2>/dev/null | sed -n 's|^progress: *\([0-9]*\)/.*|\1
 # ============================================================================
 # 1. One writer per store
 # ============================================================================
-# A job of ~3 s on one core here (deep network, 136 tiles; NNGP only: the
-# NTK of 2000 Erf layers exceeds float32).
-# NTKD_TRUST_DEPTH: fewer layers for slow (sanitizer) builds.
-DEPTH=${NTKD_TRUST_DEPTH:-2000}
+# A job of ~3 s on one core (deep network, 136 tiles; NNGP only: the NTK
+# of 2000 Erf layers exceeds float32): 2000 layers on a fast machine
+# (Zen 5), fewer where a layer costs more (~30x on an AVX2 EPYC, where the
+# Erf map runs scalar), from this machine's time per layer and entry on
+# 384 samples (10 tiles of 96 x 96) and 200 layers, so that the 20 pairs
+# of runs take minutes there too. NTKD_TRUST_DEPTH: a fixed depth (the sanitizer builds' 20).
+if [ -n "${NTKD_TRUST_DEPTH:-}" ]; then
+  DEPTH=$NTKD_TRUST_DEPTH
+else
+  job cal x.npy "[Dense Erf]*200 Dense" 96 "[model]" "kernel = nngp" "[data]" "count = 384"
+  "$NTKD" cal.conf >/dev/null 2>cal.log
+  DEPTH=$($PY -c "
+import re
+m = re.search(r'tiles ([0-9.]+) s', open('cal.log').read())
+per = max(float(m.group(1)) if m else 1.0, 1e-3) / (200 * 10 * 96 * 96)  # s per layer and entry
+print(max(50, min(2000, int(3.0 / (per * 1500 * 1501 / 2)))))")
+  echo "    calibration: $(sed -n 's/.*\(tiles [0-9.]* s\)$/\1/p' cal.log) for 200 layers of 10 tiles of 96 x 96: $DEPTH layers below"
+fi
 job race x.npy "[Dense Erf]*$DEPTH Dense" 96 "[model]" "kernel = nngp"
 "$NTKD" race.conf >/dev/null 2>&1 && "$NTKD" export race.ntk race_clean.npy >/dev/null 2>&1
 mv race.ntk race_clean.ntk
