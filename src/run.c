@@ -316,7 +316,9 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
     st = ntk_comm_agree(comm, result);
   }
   ntk_worker_close_store(wstore);
-  ntk_status closed = store ? ntk_store_close(store) : NTK_OK;
+  /* Synced now; closed (and its file lock released) only once the solve,
+   * which reads it, is done. */
+  ntk_status closed = store ? ntk_store_sync(store) : NTK_OK;
   if (closed && !st) {
     fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     st = closed;
@@ -331,6 +333,10 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
   if (!st && job->solve.enabled) {
     ntk_cpu_single_thread();
     st = ntk_solve(comm, job->out_path, job, NULL, 0, NULL); /* collective; prints its own errors */
+  }
+  if ((closed = ntk_store_close(store)) && !st) {
+    fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+    st = closed;
   }
   ntk_engine_free(engine);
   free(depth);

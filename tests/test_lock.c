@@ -122,7 +122,8 @@ START_TEST(test_symlink_lock_file) {
   tu_write(victim, "keep me\n", 8);
   ck_assert_int_eq(symlink(victim, lp), 0);
   ntk_lock_t *l = NULL;
-  ck_assert_int_ne(ntk_lock_acquire(p, "store", &l), NTK_OK);
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_EINPUT); /* exit 2: rerunning would not help */
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "symbolic link"));
   ck_assert_ptr_null(l);
   char buf[16] = "";
   FILE *f = fopen(victim, "rb");
@@ -130,6 +131,41 @@ START_TEST(test_symlink_lock_file) {
   ck_assert_uint_eq(fread(buf, 1, sizeof buf, f), 8);
   fclose(f);
   ck_assert_int_eq(memcmp(buf, "keep me\n", 8), 0);
+}
+END_TEST
+
+/* The file's own lock: whatever name reaches the file (a hard link, a
+ * symbolic link), one writer; the name lock through a symbolic link is the
+ * lock file beside its target. */
+START_TEST(test_file_lock) {
+  char p[512], hard[512], sym[512];
+  tu_path(p, sizeof p, dir, "file.ntk");
+  tu_path(hard, sizeof hard, dir, "hard.ntk");
+  tu_path(sym, sizeof sym, dir, "sym-to-file.ntk");
+  tu_write(p, "data\n", 5);
+  ck_assert_int_eq(link(p, hard), 0);
+  ck_assert_int_eq(symlink(p, sym), 0);
+  int a = open(p, O_RDWR), b = open(hard, O_RDWR);
+  ck_assert_int_ge(a, 0);
+  ck_assert_int_ge(b, 0);
+  ck_assert(!ntk_lock_file_held(hard));
+  ck_assert_int_eq(ntk_lock_file(a, p, "store"), NTK_OK);
+  ck_assert(ntk_lock_file_held(hard));
+  ck_assert_int_eq(ntk_lock_file(b, hard, "store"), NTK_ELOCKED);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "another name"));
+  char holder[600];
+  ck_assert(ntk_lock_holder(sym, holder, sizeof holder)); /* no lock file: the file's own lock */
+  close(a);
+  ck_assert(!ntk_lock_file_held(hard));
+  ck_assert_int_eq(ntk_lock_file(b, hard, "store"), NTK_OK);
+  close(b);
+  ntk_lock_t *l = NULL, *m = NULL;
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_OK);
+  ck_assert_int_eq(ntk_lock_acquire(sym, "store", &m), NTK_ELOCKED);
+  char lsym[530];
+  snprintf(lsym, sizeof lsym, "%s.lock", sym);
+  ck_assert_int_eq(access(lsym, F_OK), -1); /* none beside the link */
+  ntk_lock_release(l);
 }
 END_TEST
 
@@ -143,6 +179,7 @@ int main(void) {
   tcase_add_test(tc, test_no_lock_setting);
   tcase_add_test(tc, test_fifo_lock_file);
   tcase_add_test(tc, test_symlink_lock_file);
+  tcase_add_test(tc, test_file_lock);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -11,7 +11,8 @@
 /* open(2) `path` with `flags` (O_RDONLY, O_RDWR, ...; O_CLOEXEC is added),
  * refusing anything that is not a regular file before it can block: a
  * FIFO, a device or a socket gives NTK_EINPUT ("PATH is a FIFO, not a
- * regular file (`what`)"). With O_CREAT a missing file is created as usual.
+ * regular file (`what`)"); with O_NOFOLLOW a symbolic link too. With
+ * O_CREAT a missing file is created as usual.
  * A missing file without O_CREAT: NTK_EUSAGE; other failures NTK_EIO. */
 ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *fd);
 
@@ -31,13 +32,27 @@ int ntk_same_file(const char *a, const char *b);
 struct ntk_named_path {
   const char *name; /* "[output] path", "OUT.npy", ... */
   const char *path;
+  int own;          /* an output that is itself one of ntkd's files (NTK_FILE_STORE,
+                       NTK_FILE_SNAPSHOT: ntkd/jobfiles.h) may replace one of that kind */
 };
 ntk_status ntk_check_outputs(const struct ntk_named_path *in, size_t nin, const struct ntk_named_path *out,
                              size_t nout);
 
 /* The temporary name next to `path` that this process writes before a
- * rename: PATH.tmp.HOST.PID. Returns 0 if it does not fit in `cap`. */
+ * rename: PATH.tmp.HOST.PID (for a name so long that this would exceed
+ * NAME_MAX, its first bytes and a hash of the whole instead of NAME).
+ * Returns 0 if it does not fit in `cap`. */
 int ntk_tmp_path(const char *path, char *out, size_t cap);
+
+/* 1 if the last component of `path` has the form of an ntkd temporary
+ * file, NAME.tmp.HOST.PID. */
+int ntk_is_tmp_name(const char *path);
+
+/* `path` with the symbolic links of its last component followed (to a
+ * file that need not exist), into `out`: the name by which a store's
+ * companions (PATH.index, PATH.lock, temporary files) are found, whatever
+ * link reaches it. A path without links is returned as it is. */
+ntk_status ntk_resolve_links(const char *path, char *out, size_t cap);
 
 /* Remove PATH.tmp.HOST.PID files of this host whose process is gone (a
  * killed export, snapshot or store creation). Returns how many. */

@@ -211,6 +211,14 @@ int ntk_store_header_names(const unsigned char *h, const struct ntk_store_info *
  * pages). */
 ntk_status ntk_store_sync(ntk_store_t *s);
 
+/* The writer's last check before its job says it is done (after the last
+ * ntk_store_sync): the path still names the file it wrote; every tile it
+ * holds is a record of this store, of that tile and sequence number, at
+ * the offset it holds (the 128-byte record headers read back); the index
+ * on disk names each of them and ends with this writer's last sync mark.
+ * NTK_ECORRUPT saying what differs (another writer, or damage). */
+ntk_status ntk_store_check_final(ntk_store_t *s);
+
 /* verify: 1 in *intact if tile `tile`'s record is intact (header, payload
  * checksum, zero padding). NTK_EIO on a read error. */
 ntk_status ntk_store_check_record(ntk_store_t *s, uint64_t tile, int *intact);

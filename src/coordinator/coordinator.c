@@ -617,6 +617,13 @@ ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_
   /* Whatever happened, make what was stored durable. */
   ntk_status sync = ntk_store_sync(store);
   int complete = ntk_store_tiles_done(store) == s.tiling->needed;
+  /* Before the last word: what this job believes stored is in the file,
+   * as records of this store, and the index names them. */
+  ntk_status final = complete && !sync && !st && !s.failure ? ntk_store_check_final(store) : NTK_OK;
+  if (final) {
+    set_failure(&s, final);
+    complete = 0;
+  }
   ntk_progress_finish(&s.progress, complete ? "done" : s.failure || st ? "failed" : "stopped");
   int nw = solo ? 1 : ntk_comm_size(world) - 1;
   double wall = ntk_now() - s.progress.start;

@@ -6,6 +6,7 @@
  * tiles it touches; a resume marks damaged stretches dead and cuts the
  * torn tail, so that afterwards every byte before the end belongs to an
  * intact record or a dead region. */
+#define _GNU_SOURCE /* renameat2 */
 #include "ntkd/store.h"
 
 #include <errno.h>
@@ -25,12 +26,14 @@
 #include "ntkd/codec.h"
 #include "ntkd/config.h"
 #include "ntkd/fsutil.h"
+#include "ntkd/lock.h"
+#include "ntkd/magic.h"
 #include "ntkd/signals.h"
 #include "index.h"
 #include "le.h"
 
-static const char header_magic[8] = {'N', 'T', 'K', 'D', 'S', 'T', 'O', 'R'};
-static const char record_magic[8] = {'N', 'T', 'K', 'D', 'T', 'I', 'L', 'E'};
+static const char header_magic[NTK_MAGIC_LEN] = NTK_MAGIC_STORE;
+static const char record_magic[NTK_MAGIC_LEN] = NTK_MAGIC_RECORD;
 #define KIND_TILE 1
 #define KIND_DEAD 2
 #define NO_TILE UINT64_MAX
@@ -257,8 +260,55 @@ static ntk_store_t *store_new(const char *path) {
   s->fd = -1;
   s->ifd = -1;
   pthread_mutex_init(&s->mu, NULL);
-  snprintf(s->path, sizeof s->path, "%s", path);
+  /* The file the name reaches: its index and temporary files sit beside
+   * it, whatever symbolic link the caller named (a name that cannot be
+   * resolved is kept: opening it reports why). */
+  if (ntk_resolve_links(path, s->path, sizeof s->path)) snprintf(s->path, sizeof s->path, "%s", path);
   return s;
+}
+
+/* The file a new store replaces (--overwrite), if there is one: locked by
+ * this writer until the new one is in its place, so that no job writing
+ * it through another name loses it unawares (*fd -1: there is none). */
+static ntk_status lock_replaced(const ntk_store_t *s, int *fd) {
+  *fd = -1;
+  struct stat sb;
+  if (lstat(s->path, &sb)) return NTK_OK;
+  ntk_status st = ntk_open_regular(s->path, O_RDWR | O_NOFOLLOW, "store", fd);
+  if (st == NTK_EIO && errno == EACCES) { /* a read-only file: see whether a writer holds it */
+    if (ntk_lock_file_held(s->path))
+      return ntk_error(NTK_ELOCKED, "%s: the store is being written by another running job; nothing was changed",
+                       s->path);
+    return NTK_OK;
+  }
+  if (!st) st = ntk_lock_file(*fd, s->path, "store");
+  if (st && *fd >= 0) {
+    close(*fd);
+    *fd = -1;
+  }
+  return st;
+}
+
+/* Put the finished temporary file `tmp` at the store's path: over the
+ * file there if `replacing` (whose lock this writer holds), else only if
+ * nothing appeared there meanwhile (another job that went around the
+ * lock file): then NTK_ELOCKED, and `tmp` is left for the caller. */
+static ntk_status put_in_place(const ntk_store_t *s, const char *tmp, int replacing) {
+  if (replacing) {
+    if (rename(tmp, s->path)) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", s->path, strerror(errno));
+    return NTK_OK;
+  }
+  int rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, s->path, RENAME_NOREPLACE);
+  if (rc && (errno == EINVAL || errno == ENOSYS)) { /* a file system without it: link(2) cannot replace either */
+    rc = link(tmp, s->path);
+    if (rc && errno != EEXIST && (errno == EPERM || errno == ENOSYS || errno == EOPNOTSUPP)) rc = rename(tmp, s->path);
+    else if (!rc) unlink(tmp);
+  }
+  if (rc && errno == EEXIST)
+    return ntk_error(NTK_ELOCKED, "%s: another job created this store while this one was starting (it went around "
+                     "the lock file); nothing of it was changed", s->path);
+  if (rc) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", s->path, strerror(errno));
+  return NTK_OK;
 }
 
 /* ---- creation ------------------------------------------------------------ */
@@ -295,22 +345,30 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
   unsigned char *h = st ? NULL : malloc(NTK_STORE_HEADER_SIZE);
   if (!st && !h) st = ntk_error(NTK_ENOMEM, "out of memory");
   char tmp[NTK_PATH_MAX + 400];
-  int fd = -1;
+  int fd = -1, old = -1;
+  if (!st) st = lock_replaced(s, &old);
+  int replacing = old >= 0;
   if (!st) {
     s->first = align_up(JOB_TEXT_AT + tlen, PAGE);
     encode_header(&s->info, &s->tiling, tlen, raw, ntk_checksum(text, tlen), s->first, h);
     memcpy(s->good_header, h, NTK_STORE_HEADER_SIZE);
-    st = ntk_tmp_create(path, tmp, sizeof tmp, &fd);
+    st = ntk_tmp_create(s->path, tmp, sizeof tmp, &fd);
+    /* Locked before it has a name anyone else could open. */
+    if (!st) st = ntk_lock_file(fd, s->path, "store");
   }
   if (!st && (pwrite_all(fd, h, NTK_STORE_HEADER_SIZE, 0) || pwrite_all(fd, h, NTK_STORE_HEADER_SIZE, HEADER_B) ||
               pwrite_all(fd, text, tlen, JOB_TEXT_AT) || ftruncate(fd, (off_t)s->first)))
     st = ntk_error(NTK_EIO, "%s: cannot write the store header: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
-  /* The new store's (empty) index first: an index names its store, so the
-   * old file, if this stops here, is not misread through it. */
-  if (!st) st = ntk_index_write(path, s->info.store_id, NULL, 0, s->first, &s->ifd);
-  if (!st && rename(tmp, path)) st = ntk_error(NTK_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
-  if (!st) st = ntk_fsync_folder_of(path);
+  /* Replacing a file: the new store's (empty) index first (an index names
+   * its store, so the old file, if this stops here, is not misread
+   * through it). Else the file first: the index of a store that another
+   * job put there meanwhile is not replaced before put_in_place says so. */
+  if (!st && replacing) st = ntk_index_write(s->path, s->info.store_id, NULL, 0, s->first, &s->ifd);
+  if (!st) st = put_in_place(s, tmp, replacing);
+  if (!st && !replacing) st = ntk_index_write(s->path, s->info.store_id, NULL, 0, s->first, &s->ifd);
+  if (!st) st = ntk_fsync_folder_of(s->path);
+  if (old >= 0) close(old);
   free(h);
   free(text);
   if (!st && !(s->job_text = strdup(job_text))) st = ntk_error(NTK_ENOMEM, "out of memory");
@@ -695,7 +753,9 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, i
   ntk_store_t *s = store_new(path);
   if (!s) return ntk_error(NTK_ENOMEM, "out of memory");
   s->writable = writable;
-  ntk_status st = ntk_open_regular(path, writable ? O_RDWR : O_RDONLY, "store", &s->fd);
+  ntk_status st = ntk_open_regular(s->path, writable ? O_RDWR : O_RDONLY, "store", &s->fd);
+  /* The writer holds the file itself before it reads what it will repair. */
+  if (!st && writable) st = ntk_lock_file(s->fd, s->path, "store");
   struct stat sb;
   if (!st && fstat(s->fd, &sb)) st = io_error(s, "stat failed");
   unsigned char *h = st ? NULL : malloc(2 * NTK_STORE_HEADER_SIZE);
@@ -1143,6 +1203,72 @@ ntk_status ntk_store_sync(ntk_store_t *s) {
   }
   free(e);
   return st;
+}
+
+ntk_status ntk_store_check_final(ntk_store_t *s) {
+  if (!s->writable) return NTK_OK;
+  struct stat mine, now;
+  if (fstat(s->fd, &mine)) return io_error(s, "stat failed");
+  if (stat(s->path, &now) || now.st_ino != mine.st_ino || now.st_dev != mine.st_dev)
+    return ntk_error(NTK_ECORRUPT, "%s is no longer the file this job wrote: it was removed or replaced while the "
+                     "job ran; run the job again", s->path);
+  /* Every tile this writer holds: a record of this store, of that tile and
+   * sequence number, where it believes it is (headers only: 128 bytes a
+   * tile). */
+  uint64_t bad = 0, first_bad = 0, first_off = 0;
+  const char *why = "";
+  for (uint64_t t = 0; t < s->tiling.ntiles; t++) {
+    if (!s->offset[t]) continue;
+    unsigned char r[NTK_STORE_RECORD_HEADER];
+    int rc = pread_all(s->fd, r, sizeof r, s->offset[t]);
+    if (rc < 0) return io_error(s, "read failed");
+    const char *w = rc ? "the file ends before it"
+                    : memcmp(r + R_MAGIC, record_magic, 8) || ntk_get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM)
+                        ? "no intact record header there"
+                    : memcmp(r + R_STOREID, s->info.store_id, 16) ? "a record of another store there"
+                    : ntk_get32(r + R_KIND) != KIND_TILE || ntk_get64(r + R_TILE) != t || ntk_get64(r + R_SEQ) != s->seq[t] ||
+                            ntk_get64(r + R_LEN) != s->length[t]
+                        ? "another record there"
+                        : NULL;
+    if (w && !bad++) first_bad = t, first_off = s->offset[t], why = w;
+  }
+  /* The index names each of them below its last sync mark. */
+  struct ntk_index_entry *e = NULL;
+  size_t n = 0;
+  uint64_t covered = 0;
+  char note[320] = "";
+  int r = ntk_index_read(s->path, s->info.store_id, &e, &n, &covered, note, sizeof note);
+  if (r < 0) return ntk_error(NTK_EIO, "%s", ntk_error_message());
+  uint64_t unlisted = 0;
+  if (r > 0) {
+    unsigned char *seen = calloc((size_t)(s->tiling.ntiles ? s->tiling.ntiles : 1), 1);
+    if (!seen) {
+      free(e);
+      return ntk_error(NTK_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+      if (e[i].tile < s->tiling.ntiles && e[i].offset == s->offset[e[i].tile] && e[i].seq == s->seq[e[i].tile])
+        seen[e[i].tile] = 1;
+    for (uint64_t t = 0; t < s->tiling.ntiles; t++) unlisted += s->offset[t] && !seen[t];
+    free(seen);
+    if (covered != s->synced_covered)
+      snprintf(note, sizeof note, "its last sync mark is at %llu, this job's at %llu", (unsigned long long)covered,
+               (unsigned long long)s->synced_covered);
+    else if (unlisted)
+      snprintf(note, sizeof note, "it does not list %llu of the %llu tiles", (unsigned long long)unlisted,
+               (unsigned long long)s->done);
+  }
+  free(e);
+  int index_wrong = r == 0 || unlisted || covered != s->synced_covered;
+  if (bad)
+    return ntk_error(NTK_ECORRUPT, "%s changed under this job: %llu of the %llu tiles it holds are not its records "
+                     "there any more (first: tile %llu at offset %llu: %s): another writer or damage; run the job "
+                     "again to repair the store and recompute them", s->path, (unsigned long long)bad,
+                     (unsigned long long)s->done, (unsigned long long)first_bad, (unsigned long long)first_off, why);
+  if (index_wrong)
+    return ntk_error(NTK_ECORRUPT, "%s: its index (%s.index) is not the one this job wrote: %s; another writer or "
+                     "damage; run the job again to rebuild it (no tile is recomputed)", s->path, s->path, note);
+  return NTK_OK;
 }
 
 ntk_status ntk_store_check_record(ntk_store_t *s, uint64_t tile, int *intact) {
