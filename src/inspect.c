@@ -10,6 +10,7 @@
 #include "ntkd/comm.h"
 #include "ntkd/config.h"
 #include "ntkd/fsutil.h"
+#include "ntkd/jobfiles.h"
 #include "ntkd/lock.h"
 #include "ntkd/npy.h"
 #include "ntkd/run.h"
@@ -187,9 +188,8 @@ static ntk_status export_check(ntk_store_t *s, const char *path, uint64_t bi0, u
 int ntk_cmd_export(const char *path, const char *out, const char *kernel, const char *rows_spec,
                    const char *cols_spec, int raw_format) {
   const char *what = raw_format ? "OUT" : "OUT.npy";
-  struct ntk_named_path src = {"the store", path}, dst = {what, out};
-  ntk_status st = ntk_check_outputs(&src, 1, &dst, 1);
-  if (!st) st = ntk_check_regular(out, what);
+  struct ntk_named_path src = {"the store", path, 0}, dst = {what, out, 0};
+  ntk_status st = ntk_check_output_files(&src, 1, &dst, 1);
   if (st) return fail(st);
   ntk_store_t *s;
   st = ntk_store_open(path, NTK_STORE_READ, &s);

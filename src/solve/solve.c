@@ -76,21 +76,21 @@ static ntk_status check_outputs(const char *store_path, const struct ntk_job *jo
   char(*names)[NTK_PATH_MAX + 64] = malloc(4 * NTK_MAX_RIDGES * sizeof *names);
   if (!names) return ntk_error(NTK_ENOMEM, "out of memory");
   size_t nin = ntk_job_inputs(job, in), nout = 0;
-  in[nin++] = (struct ntk_named_path){"the store", store_path};
+  in[nin++] = (struct ntk_named_path){"the store", store_path, 0};
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK; which <<= 1)
     for (size_t r = 0; r < job->solve.nridge && (kernels & (uint32_t)which); r++) {
       prediction_path(store_path, job, which, job->solve.ridge[r], names[nout], sizeof names[nout]);
-      out[nout] = (struct ntk_named_path){"a predictions file", names[nout]};
+      out[nout] = (struct ntk_named_path){"a predictions file", names[nout], 0};
       nout++;
       if (job->solve.variance) {
         char v[NTK_PATH_MAX + 64];
         variance_path(names[nout - 1], job, v, sizeof v);
         memcpy(names[nout], v, sizeof v);
-        out[nout] = (struct ntk_named_path){"a variance file", names[nout]};
+        out[nout] = (struct ntk_named_path){"a variance file", names[nout], 0};
         nout++;
       }
     }
-  ntk_status st = ntk_check_outputs(in, nin, out, nout);
+  ntk_status st = ntk_check_output_files(in, nin, out, nout);
   free(names);
   return st;
 }
