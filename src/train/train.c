@@ -215,7 +215,19 @@ static ntk_status start_state(struct trainer *T, int overwrite, int *resumed) {
       return ntk_error(NTK_EMISMATCH, "%s\n  %s is not a usable snapshot; use --overwrite to start over",
                        ntk_error_message(), path);
     if (st && st != NTK_ECORRUPT) return st;
-    if (!st && same_identity(&have, &T->pos)) {
+    int ours = !st && same_identity(&have, &T->pos);
+    /* Trained into more epochs than this job asks: exit 0 would hand over
+     * a model trained longer than the job file says. */
+    uint64_t into = have.epoch + (have.step ? 1 : 0);
+    if (ours && into > T->o->epochs && !overwrite) {
+      char steps[64] = "";
+      if (have.step) snprintf(steps, sizeof steps, " and %" PRIu64 " steps of epoch %" PRIu64, have.step, into);
+      free(s);
+      return ntk_error(NTK_EMISMATCH, "%s holds %" PRIu64 " epochs%s, more than this job's [train] epochs = %zu: "
+                       "set epochs to at least %" PRIu64 " to keep it, or use --overwrite to start over", path,
+                       have.epoch, steps, T->o->epochs, into);
+    }
+    if (ours && into <= T->o->epochs) {
       memcpy(T->state, s, 3 * np * sizeof *s);
       free(s);
       T->pos = have;
