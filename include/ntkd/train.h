@@ -171,7 +171,9 @@ ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, f
  * JSON lines in [train] log and a snapshot after every epoch. Collective;
  * every rank returns the same status: NTK_EINTERRUPTED after a signal (a
  * snapshot was written), NTK_EMISMATCH for a snapshot of another job (or a
- * damaged one, or one of more epochs) without `overwrite`. */
+ * damaged one, or one of more epochs) without `overwrite`, NTK_ENONFINITE
+ * when a loss, gradient or state is not finite (training diverged; the log
+ * and snapshot keep the last finite epoch). */
 ntk_status ntk_train_run(const ntk_comm_t *world, const struct ntk_job *job, int overwrite);
 
 #endif
