@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,8 +114,7 @@ static int parse_layers(struct ctx *c, const char *s, const char *k, const char 
   for (char *save, *tok = strtok_r(tmp, " \t", &save); ok && tok; tok = strtok_r(NULL, " \t", &save)) {
     size_t n;
     if (t->nlayers == NTK_TRAIN_MAX_LAYERS) ok = fail(c, s, k, "%s", "more than 16 sizes");
-    /* 2^24: far beyond any MLP this trains, and keeps size products in range. */
-    else if (!ntk_parse_size(tok, &n) || n == 0 || n > (1u << 24))
+    else if (!ntk_parse_size(tok, &n) || n == 0 || n > NTK_TRAIN_MAX_SIZE)
       ok = fail(c, s, k, "'%s' is not a layer size in 1..16777216", tok);
     else t->layers[t->nlayers++] = n;
   }
@@ -270,15 +270,17 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
     if (!parse_layers(c, s, k, v)) return 0;
   } else if (!strcmp(k, "batch")) {
     if (!once(c, s, k, SEEN_BATCH)) return 0;
-    if (!ntk_parse_size(v, &t->batch) || t->batch == 0 || t->batch > (1u << 24))
+    if (!ntk_parse_size(v, &t->batch) || t->batch == 0 || t->batch > NTK_TRAIN_MAX_SIZE)
       return fail(c, s, k, "'%s' is not an integer in 1..16777216", v);
   } else if (!strcmp(k, "epochs")) {
     if (!once(c, s, k, SEEN_EPOCHS)) return 0;
-    if (!ntk_parse_size(v, &t->epochs) || t->epochs == 0 || t->epochs > 1000000)
+    if (!ntk_parse_size(v, &t->epochs) || t->epochs == 0 || t->epochs > NTK_TRAIN_MAX_EPOCHS)
       return fail(c, s, k, "'%s' is not an integer in 1..1000000", v);
   } else if (!strcmp(k, "alpha")) {
     if (!once(c, s, k, SEEN_ALPHA)) return 0;
-    if (!ntk_parse_double(v, &t->alpha) || t->alpha <= 0) return fail(c, s, k, "'%s' is not a number > 0", v);
+    /* The update runs in float32: a larger alpha is inf there. */
+    if (!ntk_parse_double(v, &t->alpha) || t->alpha <= 0 || t->alpha > FLT_MAX)
+      return fail(c, s, k, "'%s' is not a number in (0, 3.4e38] (float32's range)", v);
   } else if (!strcmp(k, "beta1") || !strcmp(k, "beta2")) {
     int one = k[4] == '1';
     if (!once(c, s, k, one ? SEEN_BETA1 : SEEN_BETA2)) return 0;
@@ -286,7 +288,11 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
     if (!ntk_parse_double(v, b) || *b < 0 || *b >= 1) return fail(c, s, k, "'%s' is not a number in [0, 1)", v);
   } else if (!strcmp(k, "eps")) {
     if (!once(c, s, k, SEEN_EPS)) return 0;
-    if (!ntk_parse_double(v, &t->eps) || t->eps <= 0) return fail(c, s, k, "'%s' is not a number > 0", v);
+    /* In float32 a smaller eps is subnormal or 0 (flushed to 0 under
+     * flush_denormals), and a parameter whose gradient has always been 0
+     * then gets 0 / 0 = NaN. */
+    if (!ntk_parse_double(v, &t->eps) || t->eps < FLT_MIN || t->eps > FLT_MAX)
+      return fail(c, s, k, "'%s' is not a number in [1.18e-38, 3.4e38] (float32's normal range)", v);
   } else if (!strcmp(k, "seed")) {
     if (!once(c, s, k, SEEN_SEED)) return 0;
     size_t seed;

@@ -1,9 +1,11 @@
 /* Training numerics: Adam against hand-computed values, the subnormal
  * decay of Adam's moments with and without FTZ/DAZ, softmax
  * cross-entropy, the MLP gradient against finite differences in double,
- * the shuffle, and snapshots. Single process, no MPI. */
+ * the shuffle, and snapshots (forged ones too). Single process, no MPI. */
+#include <float.h>
 #include <math.h>
 
+#include "ntkd/codec.h"
 #include "ntkd/cpuinit.h"
 #include "ntkd/train.h"
 #include "testutil.h"
@@ -208,6 +210,192 @@ START_TEST(test_snapshot) {
 }
 END_TEST
 
+/* The snapshot of test_snapshot's job (layers 4-3-2, 100 samples in
+ * batches of 10, 2 epochs and 3 steps done, t = 23) written at `path`. */
+static void good_snapshot(const char *path, struct ntk_snapshot_info *in, float *s) {
+  memset(in, 0, sizeof *in);
+  in->nsizes = 3;
+  in->sizes[0] = 4;
+  in->sizes[1] = 3;
+  in->sizes[2] = 2;
+  in->n_train = 100, in->batch = 10, in->seed = 5, in->data_hash = 0x1234, in->epoch = 2, in->step = 3, in->t = 23;
+  in->loss_sum = 1.5, in->correct = 7, in->elapsed = 3.25, in->nparams = 23;
+  for (int i = 0; i < 69; i++) s[i] = (float)i * 0.5f;
+  ck_assert_int_eq(ntk_snapshot_write(path, in, s, s + 23, s + 46), NTK_OK);
+}
+
+/* Replace `len` bytes of the file at `at` and reseal the checksums as a
+ * forger would: the payload's (XXH3 of the XXH3s of p, m, v) and the
+ * header's. */
+static void forge(const char *path, size_t at, const void *val, size_t len) {
+  FILE *f = fopen(path, "r+b");
+  ck_assert_ptr_nonnull(f);
+  unsigned char b[512 + 3 * 23 * 4];
+  ck_assert_uint_eq(fread(b, 1, sizeof b, f), sizeof b);
+  ck_assert_uint_le(at + len, sizeof b);
+  memcpy(b + at, val, len);
+  uint64_t sums[3], ps, hs;
+  for (int i = 0; i < 3; i++) sums[i] = ntk_checksum(b + 512 + (size_t)i * 23 * 4, 23 * 4);
+  ps = ntk_checksum(sums, sizeof sums);
+  memcpy(b + 496, &ps, 8);
+  hs = ntk_checksum(b, 504);
+  memcpy(b + 504, &hs, 8);
+  rewind(f);
+  ck_assert_uint_eq(fwrite(b, 1, sizeof b, f), sizeof b);
+  fclose(f);
+}
+
+START_TEST(test_snapshot_forged) {
+  /* Every header field out of range or inconsistent with the others, and
+   * impossible values in p, m, v, all with resealed checksums: refused as
+   * damaged (NTK_ECORRUPT), naming the field. Offsets: docs/TRAINING.md. */
+  const char *dir = tu_tmpdir();
+  char path[512];
+  tu_path(path, sizeof path, dir, "forged.snap");
+  double nan = NAN, inf = INFINITY;
+  struct {
+    size_t at;
+    int is_double;
+    uint64_t u;
+    double d;
+    const char *says;
+  } cases[] = {
+      {16, 0, 1, 0, "number of layer sizes = 1"},
+      {16, 0, 17, 0, "number of layer sizes = 17"},
+      {16, 0, 4, 0, "layer size 4 = 0"},
+      {24 + 8, 0, 0, 0, "layer size 2 = 0"},
+      {24 + 8, 0, (1u << 24) + 1, 0, "layer size 2 = 16777217"},
+      {24 + 8, 0, 5, 0, "number of parameters = 23, but its layer sizes make"},
+      {24 + 16, 0, 1, 0, "last layer size (classes) = 1"},
+      {24 + 40, 0, 7, 0, "layer size 6 = 7, past the 3 sizes"},
+      {232, 0, 24, 0, "number of parameters = 24"},
+      {232, 0, (uint64_t)1 << 40, 0, "number of parameters"},
+      {152, 0, 0, 0, "training samples = 0"},
+      {152, 0, (uint64_t)1 << 32, 0, "training samples = 4294967296"},
+      {152, 0, 9, 0, "batch = 10, expected 1..16777216 and at most the 9 samples"},
+      {160, 0, 0, 0, "batch = 0"},
+      {160, 0, 101, 0, "batch = 101"},
+      {160, 0, 20, 0, "Adam's t = 23, but 2 epochs of 5 steps and 3 steps more make 13"},
+      {184, 0, 999999999, 0, "epochs finished = 999999999"},
+      {184, 0, 3, 0, "Adam's t = 23, but 3 epochs of 10 steps and 3 steps more make 33"},
+      {192, 0, 999999999, 0, "steps of the next epoch done = 999999999, but 100 samples in batches of 10 make "
+                             "10 steps per epoch: expected 0..9"},
+      {192, 0, 10, 0, "steps of the next epoch done = 10"},
+      {192, 0, 4, 0, "Adam's t = 23, but 2 epochs of 10 steps and 4 steps more make 24"},
+      {200, 0, UINT64_MAX, 0, "Adam's t = 18446744073709551615"},
+      {200, 0, 0, 0, "Adam's t = 0"},
+      {200, 0, 22, 0, "Adam's t = 22"},
+      {208, 1, 0, nan, "loss sum of the partial epoch = nan"},
+      {208, 1, 0, -inf, "loss sum of the partial epoch = -inf"},
+      {208, 1, 0, -1, "loss sum of the partial epoch = -1"},
+      {216, 1, 0, 1.5, "hits of the partial epoch = 1.5, expected an integer in 0..30"},
+      {216, 1, 0, 31, "hits of the partial epoch = 31"},
+      {216, 1, 0, -1, "hits of the partial epoch = -1"},
+      {216, 1, 0, nan, "hits of the partial epoch = nan"},
+      {224, 1, 0, -1, "seconds trained = -1"},
+      {224, 1, 0, inf, "seconds trained = inf"},
+      {224, 1, 0, nan, "seconds trained = nan"},
+      {512 + 5 * 4, 2, 0, nan, "parameter 5 of 23 is NaN"},
+      {512 + 23 * 4, 2, 0, inf, "Adam's m 0 of 23 is inf"},
+      {512 + 49 * 4, 2, 0, -2, "Adam's v 3 of 23 is -2 (expected a finite number >= 0)"},
+      {512 + 68 * 4, 2, 0, -inf, "Adam's v 22 of 23 is -inf"},
+  };
+  int failed = 0;
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    struct ntk_snapshot_info in, out;
+    float s[69], *st = NULL;
+    good_snapshot(path, &in, s);
+    float f = (float)cases[c].d;
+    if (cases[c].is_double == 2) forge(path, cases[c].at, &f, 4); /* a float of p, m or v */
+    else forge(path, cases[c].at, cases[c].is_double ? (const void *)&cases[c].d : (const void *)&cases[c].u, 8);
+    ntk_status r = ntk_snapshot_read(path, &out, &st);
+    if (r != NTK_ECORRUPT || !strstr(ntk_error_message(), cases[c].says)) {
+      fprintf(stderr, "case %zu (offset %zu): status %d, message '%s', wanted '%s'\n", c, cases[c].at, (int)r,
+              ntk_error_message(), cases[c].says);
+      failed++;
+    }
+    free(st);
+  }
+  ck_assert_msg(!failed, "%d of %zu forged snapshots not refused as they should be", failed,
+                sizeof cases / sizeof *cases);
+  /* The other way round: the untouched file, and a consistent position
+   * at the start of an epoch, are read. */
+  struct ntk_snapshot_info in, out;
+  float s[69], *st = NULL;
+  good_snapshot(path, &in, s);
+  uint64_t zero = 0, t20 = 20;
+  double dz = 0;
+  forge(path, 192, &zero, 8);
+  forge(path, 200, &t20, 8);
+  forge(path, 208, &dz, 8);
+  forge(path, 216, &dz, 8);
+  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st), NTK_OK);
+  ck_assert_uint_eq(out.t, 20);
+  free(st);
+}
+END_TEST
+
+START_TEST(test_snapshot_write_refuses) {
+  /* ntkd never writes what it would refuse to read; the snapshot in place stays. */
+  const char *dir = tu_tmpdir();
+  char path[512];
+  tu_path(path, sizeof path, dir, "kept.snap");
+  struct ntk_snapshot_info in;
+  float s[69], *st = NULL;
+  good_snapshot(path, &in, s);
+  FILE *f = fopen(path, "rb");
+  unsigned char before[788], after[788];
+  ck_assert_uint_eq(fread(before, 1, sizeof before, f), sizeof before);
+  fclose(f);
+  struct ntk_snapshot_info bad = in;
+  bad.t = 24;
+  ck_assert_int_eq(ntk_snapshot_write(path, &bad, s, s + 23, s + 46), NTK_EINTERNAL);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "Adam's t = 24"));
+  s[30] = NAN;
+  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46), NTK_ENONFINITE);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "Adam's m 7 of 23 is NaN"));
+  s[30] = 1, s[50] = -1;
+  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46), NTK_ENONFINITE);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "Adam's v 4 of 23 is -1"));
+  f = fopen(path, "rb");
+  ck_assert_uint_eq(fread(after, 1, sizeof after, f), sizeof after);
+  ck_assert_int_eq(fgetc(f), EOF);
+  fclose(f);
+  ck_assert_mem_eq(before, after, sizeof before);
+  ck_assert_int_eq(ntk_snapshot_read(path, &in, &st), NTK_OK);
+  free(st);
+}
+END_TEST
+
+START_TEST(test_first_nonfinite) {
+  /* Every position of a 3000-value vector (three blocks of the scan and a
+   * part), each kind of non-finite value, and the first of two. */
+  static float x[3000];
+  const float bad[3] = {NAN, INFINITY, -INFINITY};
+  for (size_t i = 0; i < 3000; i++) x[i] = (float)i - 1500.0f;
+  ck_assert_uint_eq(ntk_train_first_nonfinite(x, 3000), 3000);
+  ck_assert_uint_eq(ntk_train_first_nonfinite(x, 0), 0);
+  for (size_t i = 0; i < 3000; i++) {
+    float keep = x[i];
+    x[i] = bad[i % 3];
+    ck_assert_uint_eq(ntk_train_first_nonfinite(x, 3000), i);
+    ck_assert_uint_eq(ntk_train_first_nonfinite(x, i), i);
+    if (i > 0) {
+      x[i - 1] = NAN;
+      ck_assert_uint_eq(ntk_train_first_nonfinite(x, 3000), i - 1);
+      x[i - 1] = (float)(i - 1) - 1500.0f;
+    }
+    x[i] = keep;
+  }
+  /* FLT_MAX is finite; v = -0 (flushed) is a valid second moment. */
+  x[7] = FLT_MAX, x[8] = -FLT_MAX;
+  ck_assert_uint_eq(ntk_train_first_nonfinite(x, 3000), 3000);
+  float p[2] = {1, 2}, m[2] = {0, 0}, v[2] = {-0.0f, 0};
+  char why[200];
+  ck_assert_int_eq(ntk_adam_state_problem(p, m, v, 2, why, sizeof why), 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("train");
   TCase *tc = tcase_create("numerics");
@@ -219,6 +407,9 @@ int main(void) {
   tcase_add_test(tc, test_mlp_gradient);
   tcase_add_test(tc, test_permutation);
   tcase_add_test(tc, test_snapshot);
+  tcase_add_test(tc, test_snapshot_forged);
+  tcase_add_test(tc, test_snapshot_write_refuses);
+  tcase_add_test(tc, test_first_nonfinite);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -29,6 +29,11 @@ enum { NTK_KERNEL_NNGP = 1, NTK_KERNEL_NTK = 2 };
 
 /* Layer sizes of a trained MLP, input and output included. */
 #define NTK_TRAIN_MAX_LAYERS 16
+/* Largest layer size and batch, and most epochs, a [train] section takes:
+ * far beyond any MLP this trains, and size products stay in range. A
+ * snapshot's header is checked against the same bounds. */
+#define NTK_TRAIN_MAX_SIZE ((size_t)1 << 24)
+#define NTK_TRAIN_MAX_EPOCHS ((size_t)1000000)
 
 /* [train] and [validation] of a training job (docs/JOB-FILE.md). */
 enum { NTK_TRAIN_DEVICE_AUTO, NTK_TRAIN_DEVICE_CPU, NTK_TRAIN_DEVICE_CUDA };

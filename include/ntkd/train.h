@@ -70,6 +70,15 @@ struct ntk_adam {
 void ntk_adam_update(const struct ntk_adam *h, uint64_t t, float gscale, float *p, float *m, float *v,
                      const float *g, size_t n);
 
+/* Index of the first value of x[0..n) that is not finite (NaN, +-inf), or
+ * n if all are. Pure. */
+size_t ntk_train_first_nonfinite(const float *x, size_t n);
+
+/* Whether p, m, v (n floats each) hold a value no Adam run on finite
+ * gradients holds: one not finite, or v < 0. Returns 0, or 1 with which
+ * value in why ("Adam's v 17 of 163 is inf (...)"). Pure. */
+int ntk_adam_state_problem(const float *p, const float *m, const float *v, size_t n, char *why, size_t cap);
+
 #ifdef NTKD_HAVE_CUDA
 /* The same update on device arrays (src/train/cuda/adam.cu, compiled with
  * -ftz=true). Returns 0 or a cudaError_t value; rank-local. */
@@ -128,16 +137,31 @@ struct ntk_snapshot_info {
   uint64_t nparams;
 };
 
+/* Whether a snapshot's header is one a training run writes: each field
+ * within its bounds and consistent with the others (the layer sizes and the
+ * parameter count; samples, batch and the step within the epoch; Adam's
+ * t = epochs x steps per epoch + steps, one Adam step per batch; the
+ * partial epoch's loss and hits; seconds trained). Fields that must match
+ * the job resuming it (layers, data, batch, seed, epochs) are the caller's.
+ * Returns 0, or 1 with the field, its value and what was expected in why.
+ * Pure. */
+int ntk_snapshot_check(const struct ntk_snapshot_info *s, char *why, size_t cap);
+
 /* Write path atomically: a temporary file, fsync, rename, fsync of the
  * folder, so `path` is always the old or the new snapshot. p, m, v have
- * info->nparams floats each. Rank-local (rank 0). Errors: NTK_EIO. */
+ * info->nparams floats each. Nothing is written for a header that
+ * ntk_snapshot_check refuses (NTK_EINTERNAL) or a state that
+ * ntk_adam_state_problem refuses (NTK_ENONFINITE): the reader would refuse
+ * either. Rank-local (rank 0). Errors: NTK_EIO. */
 ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *info, const float *p,
                               const float *m, const float *v);
 
-/* Read and check (magic, version, checksums) a snapshot. *state gets
- * 3 * nparams floats (p, m, v), which the caller frees. Errors: NTK_EIO
- * (cannot read), NTK_ECORRUPT (not a snapshot, damaged, truncated).
- * Rank-local. */
+/* Read and check a snapshot: magic, version, checksums, every header field
+ * (ntk_snapshot_check) and the state (ntk_adam_state_problem), so a forged
+ * file with resealed checksums is refused too. *state gets 3 * nparams
+ * floats (p, m, v), which the caller frees. Errors: NTK_EIO (cannot read),
+ * NTK_ECORRUPT (not a snapshot, damaged, truncated, impossible values,
+ * naming the field). Rank-local. */
 ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, float **state);
 
 /* ---- the loop (src/train/train.c) ----------------------------------------- */
@@ -146,8 +170,10 @@ ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, f
  * initialise, then epochs of data-parallel Adam with a table on stdout,
  * JSON lines in [train] log and a snapshot after every epoch. Collective;
  * every rank returns the same status: NTK_EINTERRUPTED after a signal (a
- * snapshot was written), NTK_EMISMATCH for a snapshot of another job
- * without `overwrite`. */
+ * snapshot was written), NTK_EMISMATCH for a snapshot of another job (or a
+ * damaged one, or one of more epochs) without `overwrite`, NTK_ENONFINITE
+ * when a loss, gradient or state is not finite (training diverged; the log
+ * and snapshot keep the last finite epoch). */
 ntk_status ntk_train_run(const ntk_comm_t *world, const struct ntk_job *job, int overwrite);
 
 #endif

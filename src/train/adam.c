@@ -1,7 +1,9 @@
 /* Adam's update (Chainer's form, which is where the subnormal slowdown was
  * reported). A plain loop the compiler vectorises; whether subnormals are
  * flushed is the calling thread's MXCSR, set by ntk_cpu_flush_denormals. */
+#include <float.h>
 #include <math.h>
+#include <stdio.h>
 
 #include "ntkd/train.h"
 
@@ -18,4 +20,43 @@ void ntk_adam_update(const struct ntk_adam *h, uint64_t t, float gscale, float *
     v[i] += a2 * (gi * gi - v[i]);
     p[i] -= lr * m[i] / (sqrtf(v[i]) + eps);
   }
+}
+
+size_t ntk_train_first_nonfinite(const float *x, size_t n) {
+  /* Blocks of 1024 without a branch (vectorised), then the block again to
+   * find the first: the common case, all finite, is one pass. */
+  for (size_t b = 0; b < n; b += 1024) {
+    size_t end = n - b < 1024 ? n : b + 1024;
+    int bad = 0;
+    for (size_t i = b; i < end; i++) bad |= !(fabsf(x[i]) <= FLT_MAX);
+    if (bad)
+      for (size_t i = b; i < end; i++)
+        if (!(fabsf(x[i]) <= FLT_MAX)) return i;
+  }
+  return n;
+}
+
+int ntk_adam_state_problem(const float *p, const float *m, const float *v, size_t n, char *why, size_t cap) {
+  const float *arr[3] = {p, m, v};
+  static const char *const name[3] = {"parameter", "Adam's m", "Adam's v"};
+  for (int a = 0; a < 3; a++) {
+    size_t i = ntk_train_first_nonfinite(arr[a], n);
+    /* v is a running mean of squares: never below 0 (-0 under FTZ is fine). */
+    if (a == 2)
+      for (size_t j = 0; j < i; j++)
+        if (v[j] < 0) {
+          i = j;
+          break;
+        }
+    if (i < n) {
+      float x = arr[a][i];
+      char val[32];
+      if (isnan(x)) snprintf(val, sizeof val, "NaN");
+      else snprintf(val, sizeof val, "%g", (double)x); /* inf, -inf or a number < 0 */
+      snprintf(why, cap, "%s %zu of %zu is %s (expected a finite number%s)", name[a], i, n, val,
+               a == 2 ? " >= 0" : "");
+      return 1;
+    }
+  }
+  return 0;
 }

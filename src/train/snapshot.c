@@ -5,6 +5,7 @@
  * torn or foreign file is refused, never half-resumed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,55 @@ static void decode(const unsigned char *h, struct ntk_snapshot_info *out) {
 #undef GET
 }
 
+#define BAD(...) return (snprintf(why, cap, __VA_ARGS__), 1)
+#define U(x) ((unsigned long long)(x))
+
+int ntk_snapshot_check(const struct ntk_snapshot_info *s, char *why, size_t cap) {
+  if (s->nsizes < 2 || s->nsizes > NTK_TRAIN_MAX_LAYERS)
+    BAD("number of layer sizes = %llu, expected 2..%d", U(s->nsizes), NTK_TRAIN_MAX_LAYERS);
+  uint64_t np = 0;
+  for (uint64_t i = 0; i < NTK_TRAIN_MAX_LAYERS; i++) {
+    uint64_t z = s->sizes[i];
+    if (i < s->nsizes && (z == 0 || z > NTK_TRAIN_MAX_SIZE))
+      BAD("layer size %llu = %llu, expected 1..%llu", U(i + 1), U(z), U(NTK_TRAIN_MAX_SIZE));
+    if (i >= s->nsizes && z)
+      BAD("layer size %llu = %llu, past the %llu sizes in use: expected 0", U(i + 1), U(z), U(s->nsizes));
+    if (i > 0 && i < s->nsizes) np += s->sizes[i - 1] * z + z; /* < 2^53: sizes <= 2^24 */
+  }
+  if (s->sizes[s->nsizes - 1] < 2)
+    BAD("last layer size (classes) = %llu, expected at least 2", U(s->sizes[s->nsizes - 1]));
+  if (s->nparams != np) BAD("number of parameters = %llu, but its layer sizes make %llu", U(s->nparams), U(np));
+  if (np > ((uint64_t)1 << 34)) BAD("%llu parameters, more than this ntkd reads (2^34)", U(np));
+  if (s->n_train == 0 || s->n_train > UINT32_MAX)
+    BAD("training samples = %llu, expected 1..%llu", U(s->n_train), U(UINT32_MAX));
+  if (s->batch == 0 || s->batch > NTK_TRAIN_MAX_SIZE || s->batch > s->n_train)
+    BAD("batch = %llu, expected 1..%llu and at most the %llu samples", U(s->batch), U(NTK_TRAIN_MAX_SIZE),
+        U(s->n_train));
+  uint64_t steps = s->n_train / s->batch;
+  if (s->epoch > NTK_TRAIN_MAX_EPOCHS)
+    BAD("epochs finished = %llu, expected at most %llu", U(s->epoch), U(NTK_TRAIN_MAX_EPOCHS));
+  if (s->step >= steps)
+    BAD("steps of the next epoch done = %llu, but %llu samples in batches of %llu make %llu steps per epoch: "
+        "expected 0..%llu", U(s->step), U(s->n_train), U(s->batch), U(steps), U(steps - 1));
+  /* One Adam step per batch, counted from 1: t is the number of steps taken. */
+  uint64_t t = s->epoch * steps + s->step; /* <= 10^6 x 2^32 */
+  if (s->t != t)
+    BAD("Adam's t = %llu, but %llu epochs of %llu steps and %llu steps more make %llu", U(s->t), U(s->epoch),
+        U(steps), U(s->step), U(t));
+  if (!isfinite(s->loss_sum) || !(s->loss_sum >= 0) || (s->step == 0 && s->loss_sum != 0))
+    BAD("loss sum of the partial epoch = %g, expected %s", s->loss_sum,
+        s->step ? "a finite number >= 0" : "0 (no step of it done)");
+  double seen = (double)(s->step * s->batch);
+  if (!(s->correct >= 0 && s->correct <= seen && s->correct == floor(s->correct)))
+    BAD("hits of the partial epoch = %g, expected an integer in 0..%.0f (%llu steps of %llu samples)", s->correct,
+        seen, U(s->step), U(s->batch));
+  if (!isfinite(s->elapsed) || !(s->elapsed >= 0))
+    BAD("seconds trained = %g, expected a finite number >= 0", s->elapsed);
+  return 0;
+}
+#undef BAD
+#undef U
+
 static int write_all(int fd, const void *buf, size_t len) {
   const char *p = buf;
   while (len) {
@@ -68,6 +118,11 @@ static int write_all(int fd, const void *buf, size_t len) {
 
 ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *info, const float *p,
                               const float *m, const float *v) {
+  char why[400];
+  if (ntk_snapshot_check(info, why, sizeof why))
+    return ntk_error(NTK_EINTERNAL, "%s: snapshot not written, its header would be refused: %s", path, why);
+  if (ntk_adam_state_problem(p, m, v, (size_t)info->nparams, why, sizeof why))
+    return ntk_error(NTK_ENONFINITE, "%s: snapshot not written: %s", path, why);
   ntk_status st = ntk_make_parents(path);
   if (st) return st;
   size_t bytes = info->nparams * sizeof(float);
@@ -116,10 +171,13 @@ ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, f
     else if (hs != ntk_checksum(h, 504))
       st = ntk_error(NTK_ECORRUPT, "%s: snapshot header is damaged (checksum mismatch)", path);
   }
+  char why[400];
   if (!st) {
+    /* A header whose checksum matches can still be forged or written by a
+     * faulty ntkd: every field is checked before any is used. */
     decode(h, info);
-    if (info->nsizes < 2 || info->nsizes > NTK_TRAIN_MAX_LAYERS || info->nparams > ((size_t)1 << 34))
-      st = ntk_error(NTK_ECORRUPT, "%s: snapshot header has impossible sizes", path);
+    if (ntk_snapshot_check(info, why, sizeof why))
+      st = ntk_error(NTK_ECORRUPT, "%s: snapshot header has an impossible value: %s", path, why);
   }
   float *s = NULL;
   size_t n = st ? 0 : (size_t)info->nparams;
@@ -133,6 +191,8 @@ ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, f
     uint64_t sums[3] = {ntk_checksum(s, bytes), ntk_checksum(s + n, bytes), ntk_checksum(s + 2 * n, bytes)};
     if (ntk_checksum(sums, sizeof sums) != ps)
       st = ntk_error(NTK_ECORRUPT, "%s: snapshot parameters are damaged (checksum mismatch)", path);
+    else if (ntk_adam_state_problem(s, s + n, s + 2 * n, n, why, sizeof why))
+      st = ntk_error(NTK_ECORRUPT, "%s: snapshot has an impossible value: %s", path, why);
   }
   fclose(f);
   if (st) {

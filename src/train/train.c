@@ -7,6 +7,7 @@
  * prints the table, appends the JSON log and writes the snapshots. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,8 @@ struct trainer {
   int32_t *yb;
   uint32_t *perm;
   struct ntk_snapshot_info pos; /* identity and position, as in the snapshot */
+  struct ntk_snapshot_info saved; /* what [train] snapshot holds now (resumed or written) */
+  int have_saved;
   FILE *log;
 #ifdef NTKD_HAVE_CUDA
   ntk_mlp_gpu_t *gpu; /* this rank computes on a GPU */
@@ -215,11 +218,23 @@ static ntk_status start_state(struct trainer *T, int overwrite, int *resumed) {
       return ntk_error(NTK_EMISMATCH, "%s\n  %s is not a usable snapshot; use --overwrite to start over",
                        ntk_error_message(), path);
     if (st && st != NTK_ECORRUPT) return st;
-    if (!st && same_identity(&have, &T->pos)) {
+    int ours = !st && same_identity(&have, &T->pos);
+    /* Trained into more epochs than this job asks: exit 0 would hand over
+     * a model trained longer than the job file says. */
+    uint64_t into = have.epoch + (have.step ? 1 : 0);
+    if (ours && into > T->o->epochs && !overwrite) {
+      char steps[64] = "";
+      if (have.step) snprintf(steps, sizeof steps, " and %" PRIu64 " steps of epoch %" PRIu64, have.step, into);
+      free(s);
+      return ntk_error(NTK_EMISMATCH, "%s holds %" PRIu64 " epochs%s, more than this job's [train] epochs = %zu: "
+                       "set epochs to at least %" PRIu64 " to keep it, or use --overwrite to start over", path,
+                       have.epoch, steps, T->o->epochs, into);
+    }
+    if (ours && into <= T->o->epochs) {
       memcpy(T->state, s, 3 * np * sizeof *s);
       free(s);
-      T->pos = have;
-      *resumed = 1;
+      T->pos = T->saved = have;
+      T->have_saved = *resumed = 1;
       fprintf(stderr, "ntkd: resuming from %s: %" PRIu64 " epochs done", path, have.epoch);
       if (have.step) fprintf(stderr, " and %" PRIu64 " steps of epoch %" PRIu64, have.step, have.epoch + 1);
       fprintf(stderr, "\n");
@@ -253,8 +268,15 @@ static ntk_status open_log(struct trainer *T, int resumed) {
     char line[1024];
     long keep = 0;
     unsigned long long e;
-    while (fgets(line, sizeof line, f) && sscanf(line, "{\"epoch\": %llu", &e) == 1 && e <= T->pos.epoch)
+    /* Whole records only: a line cut short (a write torn by a kill or a
+     * crash: no "}\n" at its end), and everything after it, goes. */
+    while (fgets(line, sizeof line, f)) {
+      size_t len = strlen(line);
+      if (len < 2 || line[len - 1] != '\n' || line[len - 2] != '}' || sscanf(line, "{\"epoch\": %llu", &e) != 1 ||
+          e > T->pos.epoch)
+        break;
       keep = ftell(f);
+    }
     fclose(f);
     if (truncate(path, keep)) return ntk_error(NTK_EIO, "%s: cannot cut back the log: %s", path, strerror(errno));
   }
@@ -263,10 +285,46 @@ static ntk_status open_log(struct trainer *T, int resumed) {
   return NTK_OK;
 }
 
+/* Rank 0: training diverged `where` ("in epoch 3, step 5 of 12"), because
+ * of `what`. NTK_ENONFINITE (exit 8) saying what the snapshot and the log
+ * still hold, which are never given a non-finite value, and what to change. */
+static ntk_status diverged(const struct trainer *T, const char *where, const char *what) {
+  const struct ntk_train_opts *o = T->o;
+  char kept[NTK_PATH_MAX + 200];
+  if (!*o->snapshot)
+    snprintf(kept, sizeof kept, "no [train] snapshot is set, so a rerun starts over");
+  else if (!T->have_saved)
+    snprintf(kept, sizeof kept, "no snapshot was written yet, so a rerun starts over");
+  else if (T->saved.step)
+    snprintf(kept, sizeof kept, "%s holds %" PRIu64 " epochs and %" PRIu64 " steps, and a rerun resumes from it "
+             "with the constants of the job file then (they may change between runs; --overwrite starts over)",
+             o->snapshot, T->saved.epoch, T->saved.step);
+  else
+    snprintf(kept, sizeof kept, "%s holds %" PRIu64 " epochs, and a rerun resumes from it with the constants of "
+             "the job file then (they may change between runs; --overwrite starts over)", o->snapshot,
+             T->saved.epoch);
+  return ntk_error(NTK_ENONFINITE, "%s: training diverged %s: %s. Neither the log nor the snapshot has it: %s. "
+                   "The steps are too large for this network and data: lower [train] alpha (now %g), or raise "
+                   "beta2 towards 1 (now %g) or eps (now %g)", T->job->source, where, what, kept, o->alpha,
+                   o->beta2, o->eps);
+}
+
+/* Rank 0: exit 8 unless the parameters and Adam's m and v are finite
+ * (and v >= 0): nothing else may be logged or snapshotted. One pass. */
+static ntk_status check_state(const struct trainer *T, const char *where) {
+  size_t np = T->mlp.nparams;
+  char why[400];
+  if (ntk_adam_state_problem(T->state, T->state + np, T->state + 2 * np, np, why, sizeof why))
+    return diverged(T, where, why);
+  return NTK_OK;
+}
+
 static ntk_status write_snapshot(struct trainer *T) {
   if (!*T->o->snapshot) return NTK_OK;
   size_t np = T->mlp.nparams;
-  return ntk_snapshot_write(T->o->snapshot, &T->pos, T->state, T->state + np, T->state + 2 * np);
+  ntk_status st = ntk_snapshot_write(T->o->snapshot, &T->pos, T->state, T->state + np, T->state + 2 * np);
+  if (!st) T->saved = T->pos, T->have_saved = 1;
+  return st;
 }
 
 /* Collective: summed validation loss and hits over the ranks' contiguous
@@ -299,7 +357,14 @@ static ntk_status check_in_step(struct trainer *T, uint64_t *sum) {
 }
 
 static ntk_status interrupted(struct trainer *T) {
-  ntk_status st = T->rank == 0 ? write_snapshot(T) : NTK_OK;
+  ntk_status st = NTK_OK;
+  if (T->rank == 0) {
+    char where[200];
+    snprintf(where, sizeof where, "by the stop in epoch %" PRIu64 " after step %" PRIu64, T->pos.epoch + 1,
+             T->pos.step);
+    st = check_state(T, where);
+    if (!st) st = write_snapshot(T);
+  }
   if ((st = ntk_comm_agree_report(T->comm, st))) return st;
   if (*T->o->snapshot)
     return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 " after step %" PRIu64 "; snapshot in %s; "
@@ -344,6 +409,22 @@ static ntk_status train_epochs(struct trainer *T) {
       g[np + 2] = ntk_stop_requested() ? 1.0f : 0.0f;
       ntk_status st = ntk_comm_sum_floats(T->comm, g, np + 3);
       if (st) return st;
+      /* A non-finite loss or gradient stops the run before the update:
+       * every rank holds the same reduced bits (as for the parameters),
+       * so all stop at this step; rank 0 says why. */
+      int loss_bad = !isfinite(g[np]);
+      size_t bad = loss_bad ? np : ntk_train_first_nonfinite(g, np);
+      if (loss_bad || bad < np) {
+        if (T->rank == 0) {
+          char where[200], what[200];
+          snprintf(where, sizeof where, "in epoch %" PRIu64 ", step %" PRIu64 " of %zu", e + 1, s + 1, steps);
+          if (loss_bad) snprintf(what, sizeof what, "the batch's loss is %s", g[np] > 0 ? "inf" : "NaN");
+          else snprintf(what, sizeof what, "the batch's gradient of parameter %zu of %zu is %s", bad, np,
+                        isnan(g[bad]) ? "NaN" : g[bad] > 0 ? "inf" : "-inf");
+          st = diverged(T, where, what);
+        }
+        return ntk_comm_agree_report(T->comm, st);
+      }
       /* Gradient sums over the global batch, divided by it inside the update. */
 #ifdef NTKD_HAVE_CUDA
       if (T->gpu) {
@@ -374,14 +455,30 @@ static ntk_status train_epochs(struct trainer *T) {
     uint64_t sum;
     if ((st = check_in_step(T, &sum))) return st;
     if (T->rank == 0) {
-      printf("%-12" PRIu64 "%-12.6g%-22.6g%-15.6g%-26.6g%.6g\n", T->pos.epoch, loss, vloss, acc, vacc,
-             T->pos.elapsed);
-      fflush(stdout);
-      if (T->log) {
+      /* Only finite numbers reach the table, the log and the snapshot. */
+      char where[64];
+      snprintf(where, sizeof where, "after epoch %" PRIu64, T->pos.epoch);
+      if (!isfinite(vloss)) {
+        char what[64];
+        snprintf(what, sizeof what, "the validation loss is %s", vloss > 0 ? "inf" : "NaN");
+        st = diverged(T, where, what);
+      }
+      if (!st) st = check_state(T, where);
+      if (!st) {
+        printf("%-12" PRIu64 "%-12.6g%-22.6g%-15.6g%-26.6g%.6g\n", T->pos.epoch, loss, vloss, acc, vacc,
+               T->pos.elapsed);
+        fflush(stdout);
+      }
+      if (!st && T->log) {
+        /* One write() per record: the line (under 300 bytes) is formatted
+         * into the stream's empty buffer and flushed at once. fsync before
+         * the snapshot: the log holds every epoch the snapshot holds, also
+         * after a crash (a device that cannot sync, EINVAL, is let be). */
         fprintf(T->log, "{\"epoch\": %" PRIu64 ", \"main/loss\": %.9g, \"validation/main/loss\": %.9g, "
                 "\"main/accuracy\": %.9g, \"validation/main/accuracy\": %.9g, \"elapsed_time\": %.6f}\n",
                 T->pos.epoch, loss, vloss, acc, vacc, T->pos.elapsed);
-        if (fflush(T->log)) st = ntk_error(NTK_EIO, "%s: cannot write the log: %s", o->log, strerror(errno));
+        if (fflush(T->log) || (fsync(fileno(T->log)) && errno != EINVAL))
+          st = ntk_error(NTK_EIO, "%s: cannot write the log: %s", o->log, strerror(errno));
       }
       if (!st) st = write_snapshot(T);
     }

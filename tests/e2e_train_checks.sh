@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Training files under attack (issue 25, item 6), on small synthetic data
+# (seconds): a snapshot with any header field forged and its checksums
+# resealed is refused (exit 2) naming the field, and nothing is touched; a
+# snapshot of more epochs than the job asks for is refused; a diverging
+# run (alpha = 1e30, beta2 = 0) stops with exit 8 and its log stays JSON
+# with finite numbers only; a torn log line is dropped on resume; Adam
+# constants outside float32's range are refused at check time.
+# Usage: tests/e2e_train_checks.sh path/to/ntkd
+set -u
+NTKD=$(readlink -f "${1:?usage: e2e_train_checks.sh path/to/ntkd}")
+export OPENBLAS_NUM_THREADS=1
+source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
+
+$PY - <<'PYEOF'
+import numpy as np
+rng = np.random.default_rng(11)
+np.save('x.npy', rng.standard_normal((600, 16)).astype(np.float32))
+np.save('y.npy', rng.integers(0, 3, 600).astype(np.int64))
+np.save('vx.npy', rng.standard_normal((50, 16)).astype(np.float32))
+np.save('vy.npy', rng.integers(0, 3, 50).astype(np.int64))
+PYEOF
+
+# tconf NAME EPOCHS [extra [train] lines]: 600 samples in batches of 50
+# (12 steps an epoch), layers 16-8-3 (163 parameters), files NAME.snap and
+# NAME.jsonl.
+tconf() {
+  local name=$1 epochs=$2; shift 2
+  {
+    printf '[data]\npath = x.npy\nlabels = y.npy\n[validation]\npath = vx.npy\nlabels = vy.npy\n'
+    printf '[train]\nlayers = 16 8 3\nbatch = 50\nepochs = %s\nsnapshot = %s.snap\nlog = %s.jsonl\n' "$epochs" "$name" "$name"
+    for l in "$@"; do printf '%s\n' "$l"; done
+  } > "$name.conf"
+}
+# json_log FILE [EPOCHS...]: every line a whole JSON object of finite
+# numbers (NaN and Infinity tokens refused too), with exactly these epochs.
+json_log() {
+  $PY - "$@" <<'PYEOF'
+import json, math, sys
+def refuse(c): raise ValueError("not JSON: " + c)
+text = open(sys.argv[1]).read()
+assert text == "" or text.endswith("\n"), "last line not whole"
+recs = [json.loads(l, parse_constant=refuse) for l in text.splitlines()]
+for r in recs:
+    assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in r.values()), r
+want = [int(a) for a in sys.argv[2:]]
+assert [r["epoch"] for r in recs] == want, ([r["epoch"] for r in recs], want)
+PYEOF
+}
+# forge SRC DST OFFSET KIND VALUE: copy SRC to DST with 8 bytes at OFFSET
+# (u64, f64; or f32 at a payload offset) replaced and both checksums
+# resealed (docs/TRAINING.md: XXH3 of the XXH3s of p, m, v at 496, XXH3 of
+# bytes 0..503 at 504).
+forge() {
+  $PY - "$@" <<'PYEOF'
+import struct, sys, xxhash
+src, dst, at, kind, val = sys.argv[1:]
+b = bytearray(open(src, "rb").read()); at = int(at)
+fmt = {"u64": "<Q", "f64": "<d", "f32": "<f"}[kind]
+struct.pack_into(fmt, b, at, int(val) if kind == "u64" else float(val))
+n = struct.unpack_from("<Q", b, 232)[0]
+sums = b"".join(xxhash.xxh3_64_intdigest(bytes(b[512 + 4 * n * i: 512 + 4 * n * (i + 1)])).to_bytes(8, "little")
+                for i in range(3))
+b[496:504] = xxhash.xxh3_64_intdigest(sums).to_bytes(8, "little")
+b[504:512] = xxhash.xxh3_64_intdigest(bytes(b[:504])).to_bytes(8, "little")
+open(dst, "wb").write(b)
+PYEOF
+}
+
+# --- a snapshot of 2 epochs (t = 24) to forge ---------------------------------
+tconf good 2
+expect_rc 0 "a 2-epoch run" "$NTKD" good.conf
+check "... its log: epochs 1, 2" json_log good.jsonl 1 2
+
+# Each field out of range or inconsistent, checksums resealed; the job asks
+# for 3 epochs. Offsets from docs/TRAINING.md.
+while IFS='|' read -r at kind val says; do
+  tconf f 3
+  forge good.snap f.snap "$at" "$kind" "$val"
+  cp f.snap f.before
+  cp good.jsonl f.jsonl
+  expect_rc 2 "forged: offset $at = $val refused" "$NTKD" f.conf
+  check "... naming it: $says" has "$says" err.log
+  check "... saying how to start over" has "use --overwrite to start over" err.log
+  check "... snapshot and log untouched" bash -c "cmp -s f.snap f.before && cmp -s f.jsonl good.jsonl"
+done <<'EOF'
+192|u64|999999999|steps of the next epoch done = 999999999, but 600 samples in batches of 50 make 12 steps per epoch: expected 0..11
+192|u64|12|steps of the next epoch done = 12
+200|u64|18446744073709551615|Adam's t = 18446744073709551615, but 2 epochs of 12 steps and 0 steps more make 24
+200|u64|25|Adam's t = 25
+184|u64|999999999|epochs finished = 999999999
+184|u64|3|Adam's t = 24, but 3 epochs of 12 steps
+16|u64|4|layer size 4 = 0
+32|u64|9|number of parameters = 163, but its layer sizes make 183
+48|u64|7|layer size 4 = 7, past the 3 sizes
+232|u64|164|number of parameters = 164
+160|u64|0|batch = 0
+208|f64|1.5|loss sum of the partial epoch = 1.5, expected 0 (no step of it done)
+208|f64|nan|loss sum of the partial epoch = nan
+216|f64|3|hits of the partial epoch = 3, expected an integer in 0..0
+224|f64|-1|seconds trained = -1
+224|f64|inf|seconds trained = inf
+512|f32|nan|parameter 0 of 163 is NaN
+1164|f32|inf|Adam's m 0 of 163 is inf
+1820|f32|-0.5|Adam's v 1 of 163 is -0.5
+EOF
+
+# A consistent mid-epoch position (5 steps: t = 29, 250 samples seen) is
+# what a stop writes: resumed. Then its hits beyond the samples seen: refused.
+forge good.snap m1 192 u64 5 && forge m1 m2 200 u64 29 && forge m2 m3 208 f64 270 && forge m3 mid.snap 216 f64 90
+tconf f 3
+cp mid.snap f.snap
+expect_rc 0 "a consistent mid-epoch snapshot is resumed" "$NTKD" f.conf
+check "... from step 5 of epoch 3" has "2 epochs done and 5 steps of epoch 3" err.log
+check "... log valid" json_log f.jsonl 1 2 3
+forge mid.snap f.snap 216 f64 251
+cp f.snap f.before
+expect_rc 2 "hits beyond the 250 samples of 5 steps refused" "$NTKD" f.conf
+check "... naming them" has "hits of the partial epoch = 251, expected an integer in 0..250" err.log
+check "... untouched" cmp -s f.snap f.before
+
+# More epochs than the job asks for: refused, not "nothing to train".
+tconf f 1
+cp good.snap f.snap
+cp good.jsonl f.jsonl
+expect_rc 2 "a snapshot of 2 epochs for a job of 1 is refused" "$NTKD" f.conf
+check "... saying so" has "f.snap holds 2 epochs, more than this job's \[train\] epochs = 1" err.log
+check "... untouched" bash -c "cmp -s f.snap good.snap && cmp -s f.jsonl good.jsonl"
+tconf f 2
+expect_rc 0 "the same snapshot for a job of 2 epochs: nothing to train" "$NTKD" f.conf
+check "... says so" has "nothing to train" err.log
+cp mid.snap f.snap
+expect_rc 2 "a snapshot 5 steps into epoch 3 for a job of 2 epochs is refused" "$NTKD" f.conf
+check "... saying so" has "f.snap holds 2 epochs and 5 steps of epoch 3, more than this job's \[train\] epochs = 2: set epochs to at least 3" err.log
+check "... untouched" cmp -s f.snap mid.snap
+
+# --- divergence: exit 8, finite JSON --------------------------------------------
+tconf d 4 "alpha = 1e30"
+cp good.snap d.snap
+cp good.jsonl d.jsonl
+expect_rc 8 "alpha = 1e30 after 2 good epochs: exit 8" "$NTKD" d.conf
+check "... saying where and what to change" bash -c "grep -q 'training diverged in epoch 3, step' err.log && grep -q 'lower \[train\] alpha (now 1e+30)' err.log"
+check "... and what the snapshot holds" has "d.snap holds 2 epochs, and a rerun resumes from it" err.log
+check "... log: JSON, epochs 1, 2 only" json_log d.jsonl 1 2
+check "... snapshot untouched" cmp -s d.snap good.snap
+check "... no nan in the table" bash -c "! grep -qi 'nan\|inf' out.log"
+sed -i '/^alpha/d' d.conf
+expect_rc 0 "the rerun with alpha back resumes" "$NTKD" d.conf
+check "... to a valid log of 4 epochs" json_log d.jsonl 1 2 3 4
+
+tconf b 1000 "beta2 = 0"
+expect_rc 8 "beta2 = 0 diverges: exit 8" "$NTKD" b.conf
+n=$(wc -l < b.jsonl)
+check "... after some epochs" [ "$n" -ge 1 ]
+check "... a valid log up to the last finite epoch" json_log b.jsonl $(seq 1 "$n")
+check "... the snapshot holds that epoch" has "b.snap holds $n epochs" err.log
+expect_rc 8 "... and the rerun diverges again from it" "$NTKD" b.conf
+
+tconf m 2 "alpha = 1e30"
+expect_rc 8 "-np 2, alpha = 1e30 from the start: exit 8" mpirun -np 2 "$NTKD" m.conf
+check "... said once" bash -c "[ \$(grep -c 'training diverged' err.log) = 1 ] && grep -q 'no snapshot was written yet' err.log"
+check "... no snapshot" [ ! -e m.snap ]
+check "... an empty log" json_log m.jsonl
+
+# --- the log after a torn write --------------------------------------------------
+# The snapshot holds 2 epochs, the log's second line lost its end (a crash
+# mid-write): the line goes on resume, the log stays JSON lines.
+tconf l 3
+cp good.snap l.snap
+head -c -30 good.jsonl > l.jsonl
+expect_rc 0 "resume with a torn last log line" "$NTKD" l.conf
+check "... the torn line dropped, the log JSON" json_log l.jsonl 1 3
+
+# --- Adam constants float32 cannot hold ------------------------------------------
+tconf c 1 "eps = 1e-40"
+expect_rc 2 "eps = 1e-40 (0 in float32 with FTZ: 0/0) refused" "$NTKD" check c.conf
+check "... with file:line" has "c.conf:13: \[train\] eps: '1e-40' is not a number in \[1.18e-38, 3.4e38\]" err.log
+tconf c 1 "alpha = 1e39"
+expect_rc 2 "alpha = 1e39 (inf in float32) refused" "$NTKD" check c.conf
+check "... with file:line" has "c.conf:13: \[train\] alpha: '1e39' is not a number in (0, 3.4e38\]" err.log
+
+echo "e2e_train_checks: $passed passed, $failed failed"
+[ "$failed" = 0 ]
