@@ -332,6 +332,17 @@ START_TEST(test_snapshot_forged) {
   ck_assert_int_eq(ntk_snapshot_read(path, &out, &st), NTK_OK);
   ck_assert_uint_eq(out.t, 20);
   free(st);
+  /* A header consistent in itself that claims 8.6e9 parameters (103 GB of
+   * state) in a 788-byte file: refused by the file's size, before any
+   * allocation sized by the claim. */
+  good_snapshot(path, &in, s);
+  uint64_t big = (uint64_t)1 << 23, kilo = 1024, np = big * kilo + kilo + kilo * 2 + 2;
+  forge(path, 24, &big, 8);
+  forge(path, 32, &kilo, 8);
+  forge(path, 232, &np, 8);
+  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st), NTK_ECORRUPT);
+  ck_assert_msg(strstr(ntk_error_message(), "truncated") && strstr(ntk_error_message(), "its header says"), "%s",
+                ntk_error_message());
 }
 END_TEST
 

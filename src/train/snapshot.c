@@ -9,14 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ntkd/codec.h"
 #include "ntkd/fsutil.h"
 #include "ntkd/store.h"
+#include "ntkd/magic.h"
 #include "ntkd/train.h"
 
-#define SNAP_MAGIC "NTKDSNAP"
+#define SNAP_MAGIC NTK_MAGIC_SNAPSHOT
 #define SNAP_VERSION 1
 #define SNAP_HEADER 512
 
@@ -181,6 +183,13 @@ ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, f
   }
   float *s = NULL;
   size_t n = st ? 0 : (size_t)info->nparams;
+  /* Memory follows the file, not its header's claim: the size first. */
+  struct stat sb;
+  if (!st && fstat(fd, &sb)) st = ntk_error(NTK_EIO, "%s: cannot stat: %s", path, strerror(errno));
+  if (!st && (uint64_t)sb.st_size != SNAP_HEADER + 3 * (uint64_t)n * sizeof *s)
+    st = ntk_error(NTK_ECORRUPT, "%s: snapshot is %s: %llu bytes, its header says %llu", path,
+                   (uint64_t)sb.st_size < SNAP_HEADER + 3 * (uint64_t)n * sizeof *s ? "truncated" : "longer than its header says",
+                   (unsigned long long)sb.st_size, (unsigned long long)(SNAP_HEADER + 3 * (uint64_t)n * sizeof *s));
   if (!st && !(s = malloc(3 * n * sizeof *s + 1)))
     st = ntk_error(NTK_ENOMEM, "%s: out of memory for %zu parameters", path, n);
   if (!st && fread(s, sizeof *s, 3 * n, f) != 3 * n)
