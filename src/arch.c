@@ -411,8 +411,25 @@ static void set_slot(struct ntk_map *m, enum ntk_param_slot slot, double v) {
   }
 }
 
+/* Is v in the domain d of a number parameter? */
+static int in_domain(const struct ntk_domain *d, double v) {
+  return (d->lo_open ? v > d->lo : v >= d->lo) && v <= d->hi;
+}
+
+/* "> 0", ">= 0 and <= 1"; "" for any number. */
+static void domain_text(const struct ntk_domain *d, char *buf, size_t cap) {
+  char lo[32], hi[32];
+  fmt_exact(lo, sizeof lo, d->lo);
+  fmt_exact(hi, sizeof hi, d->hi);
+  if (isinf(d->lo) && isinf(d->hi)) snprintf(buf, cap, "%s", "");
+  else if (isinf(d->hi)) snprintf(buf, cap, "%s %s", d->lo_open ? ">" : ">=", lo);
+  else if (isinf(d->lo)) snprintf(buf, cap, "<= %s", hi);
+  else snprintf(buf, cap, "%s %s and <= %s", d->lo_open ? ">" : ">=", lo, hi);
+}
+
 /* A nonlinearity's arguments, by the table of src/layers.c: positional in
- * stax's order or by keyword, each once, the required ones present. */
+ * stax's order or by keyword, each once, the required ones present, each
+ * in its domain. */
 static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct ntk_map_name *nm, const struct arg *args,
                            int nargs, size_t start) {
   int np = 0, given[NTK_MAP_MAXPARAMS] = {0};
@@ -446,14 +463,31 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
     const struct ntk_param *pm = &nm->params[k];
     double v = 0;
     p->pos = a->pos;
+    char what[64];
+    snprintf(what, sizeof what, "%s: %s", l->name, pm->key);
     switch (pm->type) {
-    case NTK_PARAM_NUMBER:
-      if (a->is_list || !ntk_parse_double(a->val, &v) || !isfinite(v)) return perr(p, "'%s' is not a number", a->val);
-      break;
+    case NTK_PARAM_NUMBER: {
+      int number = !a->is_list && ntk_parse_double(a->val, &v);
+      if (number && in_domain(&pm->domain, v)) break;
+      char msg[300], val[64], dom[96];
+      domain_text(&pm->domain, dom, sizeof dom);
+      if (a->is_list) snprintf(val, sizeof val, "a list");
+      else shown(val, sizeof val, a->val, strlen(a->val));
+      if (number) snprintf(msg, sizeof msg, "%s must be %s, not %s", what, dom, val);
+      else snprintf(msg, sizeof msg, "%s must be a number%s%s, not %s", what, dom[0] ? " " : "", dom, val);
+      return perr(p, "%s", msg);
+    }
     case NTK_PARAM_INT: {
-      size_t u;
-      if (a->is_list || !ntk_parse_size(a->val, &u) || u > 1000) return perr(p, "'%s' is not an integer in [0, 1000]", a->val);
-      v = (double)u;
+      long lo = (long)pm->domain.lo, hi = (long)pm->domain.hi;
+      int u;
+      if (a->is_list) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s must be an integer from %ld to %ld, not a list", what, lo, hi);
+        return perr(p, "%s", msg);
+      }
+      ntk_status st = int_value(p, a->pos, what, a->val, strlen(a->val), lo, hi, NULL, &u);
+      if (st) return st;
+      v = u;
       break;
     }
     case NTK_PARAM_BOOL:

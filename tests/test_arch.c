@@ -1,4 +1,5 @@
 /* Architecture strings: what parses, to what, and what is refused. */
+#include <float.h>
 #include <math.h>
 
 #include "ntkd/arch.h"
@@ -223,19 +224,19 @@ START_TEST(test_map_params) {
   parse_bad("Conv(3) SumPool((2, 2), padding=CIRCULAR)", "SumPool takes padding VALID or SAME");
   parse_bad("Conv(3) SumPool(2, normalize_edges=True)", "unknown argument normalize_edges for SumPool");
   parse_bad("Conv(3) AvgPool(2, normalize_edges=yes)", "'yes' is not True or False");
-  parse_bad("Dense Monomial(6)", "Monomial: degree 6: neural-tangents computes Monomial for degrees 0 to 5 only");
+  parse_bad("Dense Monomial(6)", "Monomial: degree must be an integer from 0 to 5, not 6");
   parse_bad("Dense Polynomial(3)", "coef wants a list of numbers");
   parse_bad("Dense Polynomial([1,2,3,4,5,6,7,8,9])", "more than 8 values in a list");
-  parse_bad("Dense Hermite(-1)", "is not an integer in [0, 1000]");
-  parse_bad("Dense Hermite(1.5)", "is not an integer in [0, 1000]");
+  parse_bad("Dense Hermite(-1)", "Hermite: degree must be an integer from 0 to 1000, not -1");
+  parse_bad("Dense Hermite(1.5)", "Hermite: degree must be an integer from 0 to 1000, not 1.5");
   parse_bad("Dense ABRelu(0.1)", "ABRelu needs b");
   parse_bad("Dense ABRelu(1, 2, 3)", "too many arguments for ABRelu");
   parse_bad("Dense Erf(a=1, a=2)", "a given twice");
   parse_bad("Dense Erf(1, a=2)", "a given twice");
   parse_bad("Dense Erf(d=1)", "unknown argument d for Erf");
-  parse_bad("Dense Erf(x)", "'x' is not a number");
-  parse_bad("Dense Erf(inf)", "'inf' is not a number");
-  parse_bad("Dense Erf([1, 2])", "is not a number");
+  parse_bad("Dense Erf(x)", "Erf: a must be a number, not 'x'");
+  parse_bad("Dense Erf(inf)", "Erf: a must be a number, not 'inf'");
+  parse_bad("Dense Erf([1, 2])", "Erf: a must be a number, not a list");
   parse_bad("Dense Sigmoid_like(1)", "Sigmoid_like takes no arguments");
   parse_bad("Dense Erf([1, x])", "expected a number in the list");
   parse_bad("Conv(3, 1, 'SAME)", "unterminated quoted value");
@@ -463,6 +464,129 @@ START_TEST(test_integer_arguments) {
 }
 END_TEST
 
+/* A value inside the parameter's domain: the lower end when closed, one
+ * above an open one, 0.5 where any number goes. */
+static void inside(const struct ntk_param *pm, char *buf, size_t cap) {
+  if (pm->type == NTK_PARAM_LIST) snprintf(buf, cap, "[1]");
+  else if (pm->type == NTK_PARAM_BOOL) snprintf(buf, cap, "False");
+  else if (isinf(pm->domain.lo)) snprintf(buf, cap, "0.5");
+  else snprintf(buf, cap, "%.17g", pm->domain.lo + (pm->domain.lo_open ? 1 : 0));
+}
+
+/* "Dense NAME(k0=..., k1=...) Dense" with parameter k set to `value` and
+ * every other required one inside its domain. */
+static void map_text(const struct ntk_map_name *nm, int k, const char *value, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "Dense %s(", nm->name);
+  for (int j = 0, first = 1; j < NTK_MAP_MAXPARAMS && nm->params[j].key; j++) {
+    char v[64];
+    if (j == k) snprintf(v, sizeof v, "%s", value);
+    else if (isnan(nm->params[j].dflt)) inside(&nm->params[j], v, sizeof v);
+    else continue;
+    n += (size_t)snprintf(buf + n, cap - n, "%s%s=%s", first ? "" : ", ", nm->params[j].key, v);
+    first = 0;
+  }
+  snprintf(buf + n, cap - n, ") Dense");
+}
+
+static void map_accepts(const struct ntk_map_name *nm, int k, double v) {
+  char value[64], text[256];
+  snprintf(value, sizeof value, "%.17g", v);
+  map_text(nm, k, value, text, sizeof text);
+  struct ntk_arch a = parse_ok(text);
+  ck_assert_msg(a.layers[1].param[k] == v, "%s: %s read as %g, not %s", text, nm->params[k].key, a.layers[1].param[k],
+                value);
+  ntk_arch_free(&a);
+}
+
+static void map_refuses(const struct ntk_map_name *nm, int k, double v) {
+  char value[64], text[256], needle[128];
+  snprintf(value, sizeof value, "%.17g", v);
+  map_text(nm, k, value, text, sizeof text);
+  snprintf(needle, sizeof needle, "%s: %s must be ", nm->name, nm->params[k].key);
+  parse_bad(text, needle);
+  snprintf(needle, sizeof needle, ", not %s", value);
+  ck_assert_msg(strstr(ntk_error_message(), needle), "'%s': message '%s' lacks '%s'", text, ntk_error_message(),
+                needle);
+}
+
+/* Parameters outside a nonlinearity's domain (src/layers.c, docs/JOB-FILE.md)
+ * are refused, naming the parameter, the value and the domain: the named
+ * cases, then every bound of every parameter of the table, just inside
+ * accepted and just outside refused. */
+START_TEST(test_nonlinearity_domains) {
+  parse_bad_at("Dense Rbf(gamma=-1) Dense", 17, "Rbf: gamma must be > 0, not -1");
+  parse_bad("Dense Rbf(-1) Dense", "Rbf: gamma must be > 0, not -1");
+  parse_bad("Dense Rbf(0) Dense", "Rbf: gamma must be > 0, not 0");
+  parse_bad("Dense Rbf(-1e-300) Dense", "Rbf: gamma must be > 0, not -1e-300");
+  parse_bad("Dense Rbf(x) Dense", "Rbf: gamma must be a number > 0, not 'x'");
+  parse_bad("Dense ExpNormalized(0) Dense", "ExpNormalized: gamma must be > 0, not 0");
+  parse_bad("Dense ExpNormalized(gamma=-2, shift=0) Dense", "ExpNormalized: gamma must be > 0, not -2");
+  parse_bad("Dense Monomial(-1) Dense", "Monomial: degree must be an integer from 0 to 5, not -1");
+  parse_bad("Dense RectifiedMonomial(1001) Dense", "RectifiedMonomial: degree must be an integer from 0 to 1000, "
+                                                   "not 1001");
+  parse_bad("Dense RectifiedMonomial(-1) Dense", "RectifiedMonomial: degree must be an integer from 0 to 1000, not -1");
+  parse_bad("Dense Hermite(99999999999999999999) Dense", "Hermite: degree must be an integer from 0 to 1000, not "
+                                                         "99999999999999999999");
+  parse_bad("Dense LayerNorm(eps=-5e-324) Dense", "LayerNorm: eps must be a number >= 0, not -5e-324");
+  parse_bad("Dense(W_std=-5e-324) Relu Dense", "Dense: W_std must be a number >= 0, not -5e-324");
+  parse_bad("Conv(3, b_std=-1) Relu Flatten", "Conv: b_std must be a number >= 0 or None, not -1");
+  struct ntk_arch a = parse_ok("Dense Rbf(5e-324) Dense Rbf(1e-300) Dense ExpNormalized(1e-300, -1e300) Dense "
+                               "Monomial(0) Dense Monomial(5) Dense RectifiedMonomial(1000) Dense Hermite(1000) Dense "
+                               "LayerNorm(eps=0) Dense(W_std=0, b_std=0) LeakyRelu(-1e300) Dense ABRelu(-3, 7) Dense "
+                               "Erf(-2, -3, -4) Dense Sin(-1, -1, -1) Dense Exp(-2, -3) Dense Gaussian(-1, 2) Dense "
+                               "Polynomial([]) Dense Polynomial([-1e300, 0.5]) Dense");
+  ck_assert(a.layers[1].map.a == 5e-324 && a.layers[9].map.degree == 5 && a.layers[13].map.degree == 1000);
+  ntk_arch_free(&a);
+  size_t count;
+  const struct ntk_map_name *names = ntk_map_names(&count);
+  int bounds = 0;
+  for (size_t i = 0; i < count; i++) {
+    const struct ntk_map_name *nm = &names[i];
+    int required = 0;
+    for (int k = 0; k < NTK_MAP_MAXPARAMS && nm->params[k].key; k++) {
+      const struct ntk_param *pm = &nm->params[k];
+      const struct ntk_domain *d = &pm->domain;
+      if (isnan(pm->dflt)) required = 1;
+      else if (pm->type == NTK_PARAM_NUMBER || pm->type == NTK_PARAM_INT) /* a default is inside */
+        ck_assert_msg((d->lo_open ? pm->dflt > d->lo : pm->dflt >= d->lo) && pm->dflt <= d->hi, "%s: %s's default",
+                      nm->name, pm->key);
+      if (pm->type == NTK_PARAM_INT) {
+        ck_assert(!d->lo_open && isfinite(d->lo) && isfinite(d->hi));
+        map_accepts(nm, k, d->lo);
+        map_accepts(nm, k, d->hi);
+        map_refuses(nm, k, d->lo - 1);
+        map_refuses(nm, k, d->hi + 1);
+        bounds += 2;
+      } else if (pm->type == NTK_PARAM_NUMBER) {
+        if (isfinite(d->lo)) {
+          if (d->lo_open) map_refuses(nm, k, d->lo);
+          else map_accepts(nm, k, d->lo);
+          map_refuses(nm, k, nextafter(d->lo, -INFINITY));
+          map_accepts(nm, k, nextafter(d->lo, INFINITY));
+          bounds++;
+        } else {
+          map_accepts(nm, k, -DBL_MAX);
+        }
+        if (isfinite(d->hi)) {
+          map_accepts(nm, k, d->hi);
+          map_refuses(nm, k, nextafter(d->hi, INFINITY));
+          bounds++;
+        } else {
+          map_accepts(nm, k, DBL_MAX);
+        }
+      }
+    }
+    if (!required) { /* every default inside: the name alone parses */
+      char text[64];
+      snprintf(text, sizeof text, "Dense %s Dense", nm->name);
+      a = parse_ok(text);
+      ntk_arch_free(&a);
+    }
+  }
+  ck_assert_int_ge(bounds, 8); /* Rbf, ExpNormalized, and the three degrees at both ends */
+}
+END_TEST
+
 START_TEST(test_error_column) {
   struct ntk_arch a;
   ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense Foo", 1, 0, &a), NTK_ECONFIG);
@@ -485,6 +609,7 @@ int main(void) {
   tcase_add_test(tc, test_error_column);
   tcase_add_test(tc, test_repeat_counts);
   tcase_add_test(tc, test_integer_arguments);
+  tcase_add_test(tc, test_nonlinearity_domains);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }
