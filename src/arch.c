@@ -11,9 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Limits (docs/JOB-FILE.md, "Limits"): layers after expanding repeats,
+ * and so repeat counts; nesting of brackets, serial(...) and blocks;
+ * widths, filters, windows and strides; branches of a block. */
 #define NTK_ARCH_MAX_LAYERS 100000
 #define NTK_ARCH_MAX_DEPTH 16
 #define NTK_ARCH_MAX_ARGS 8
+#define NTK_ARCH_MAX_SIZE 1000000
+#define NTK_ARCH_MAX_BRANCHES 64
 
 struct parser {
   const char *text;
@@ -37,7 +42,8 @@ static void skip_ws(struct parser *p) {
 }
 
 static ntk_status vec_push(struct parser *p, struct layer_vec *v, const struct ntk_layer *l) {
-  if (v->n >= NTK_ARCH_MAX_LAYERS) return perr(p, "more than %s layers", "100000");
+  if (v->n >= NTK_ARCH_MAX_LAYERS)
+    return perr(p, "more than %s layers, the limit of an arch string (repeats expanded)", "100000");
   if (v->n == v->cap) {
     size_t cap = v->cap ? 2 * v->cap : 16;
     struct ntk_layer *nv = realloc(v->v, cap * sizeof *nv);
@@ -47,6 +53,15 @@ static ntk_status vec_push(struct parser *p, struct layer_vec *v, const struct n
   }
   v->v[v->n++] = *l;
   return NTK_OK;
+}
+
+/* vec_push for a layer written at `start`: an error points there. */
+static ntk_status push_at(struct parser *p, struct layer_vec *v, const struct ntk_layer *l, size_t start) {
+  size_t end = p->pos;
+  p->pos = start;
+  ntk_status st = vec_push(p, v, l);
+  if (!st) p->pos = end;
+  return st;
 }
 
 /* One argument: either positional (key[0] == 0) or key=value. A value is
@@ -62,9 +77,14 @@ struct arg {
 };
 
 static ntk_status read_word(struct parser *p, char *buf, size_t cap, int (*ok)(int)) {
-  size_t n = 0;
+  size_t n = 0, start = p->pos;
   while (p->text[p->pos] && ok((unsigned char)p->text[p->pos])) {
-    if (n + 1 >= cap) return perr(p, "token too long%s", "");
+    if (n + 1 >= cap) {
+      p->pos = start;
+      char what[96];
+      snprintf(what, sizeof what, "'%.*s...' is longer than %zu characters", 24, p->text + start, cap - 1);
+      return perr(p, "%s", what);
+    }
     buf[n++] = p->text[p->pos++];
   }
   buf[n] = '\0';
@@ -163,28 +183,83 @@ static ntk_status parse_args(struct parser *p, struct arg *args, int *nargs) {
   }
 }
 
-/* A positive integer up to 10^6 (filter sizes, strides, repeat counts). */
-static int parse_int(const char *s, int *out) {
-  size_t v;
-  if (!ntk_parse_size(s, &v) || v < 1 || v > 1000000) return 0;
-  *out = (int)v;
-  return 1;
+/* Shortest decimal that reads back as exactly v: "0.05", not "0.050000000000000003". */
+static void fmt_exact(char *buf, size_t cap, double v) {
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, cap, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return;
+  }
 }
 
-static ntk_status arg_double(struct parser *p, const struct arg *a, double lo, double *out) {
-  if (a->is_list || !ntk_parse_double(a->val, out) || *out < lo) {
-    p->pos = a->pos;
-    return perr(p, "'%s' is not a valid number here", a->val);
-  }
-  return NTK_OK;
+/* A value as written, for messages: a number as it is, anything else
+ * quoted, a long one cut. */
+static void shown(char *buf, size_t cap, const char *text, size_t len) {
+  char word[48];
+  double v;
+  snprintf(word, sizeof word, "%.*s%s", (int)(len > 40 ? 40 : len), text, len > 40 ? "..." : "");
+  if (len <= 40 && ntk_parse_double(word, &v)) snprintf(buf, cap, "%s", word);
+  else if (len && strspn(text, "0123456789") >= len) /* a long integer */
+    snprintf(buf, cap, "%s", word);
+  else snprintf(buf, cap, "'%s'", word);
 }
 
-static ntk_status arg_int(struct parser *p, const struct arg *a, int *out) {
-  if (a->is_list || !parse_int(a->val, out)) {
-    p->pos = a->pos;
-    return perr(p, "'%s' is not a positive integer", a->val);
+/* Every integer of an arch string: text[0..len), at column `at`, must be an
+ * integer in lo..hi. The message says what was written, what is allowed
+ * and the limit: "Conv: filter must be an integer from 1 to 1000000, not
+ * 0"; past hi, where hi is a limit of ntkd's (`limit` set, its reason
+ * after it), "repeat count 100000000 is above the limit of 100000 ...".
+ * Digits beyond any int are above hi, never wrapped. */
+static ntk_status int_value(struct parser *p, size_t at, const char *what, const char *text, size_t len, long lo,
+                            long hi, const char *limit, int *out) {
+  size_t digits = strspn(text, "0123456789");
+  int integer = digits && digits >= len;
+  long v = 0;
+  for (size_t i = 0; integer && i < len; i++) v = v > hi ? v : v * 10 + (text[i] - '0'); /* stops above hi */
+  if (integer && v >= lo && v <= hi) {
+    *out = (int)v;
+    return NTK_OK;
   }
-  return NTK_OK;
+  p->pos = at;
+  char msg[400], val[64];
+  shown(val, sizeof val, text, len);
+  if (integer && v > hi && limit)
+    snprintf(msg, sizeof msg, "%s %s is above the limit of %ld%s", what, val, hi, limit);
+  else if (!len)
+    snprintf(msg, sizeof msg, "%s is missing: an integer from %ld to %ld", what, lo, hi);
+  else
+    snprintf(msg, sizeof msg, "%s must be an integer from %ld to %ld, not %s", what, lo, hi, val);
+  return perr(p, "%s", msg);
+}
+
+/* A number argument >= lo: W_std, b_std, LayerNorm's eps. */
+static ntk_status arg_double(struct parser *p, const struct arg *a, const char *layer, const char *key, double lo,
+                             double *out) {
+  if (!a->is_list && ntk_parse_double(a->val, out) && *out >= lo) return NTK_OK;
+  p->pos = a->pos;
+  char msg[300], val[64], low[32];
+  fmt_exact(low, sizeof low, lo);
+  if (a->is_list) snprintf(val, sizeof val, "a list");
+  else shown(val, sizeof val, a->val, strlen(a->val));
+  snprintf(msg, sizeof msg, "%s: %s must be a number >= %s%s, not %s", layer, key, low,
+           !strcmp(key, "b_std") ? " or None" : "", val);
+  return perr(p, "%s", msg);
+}
+
+/* After a size past NTK_ARCH_MAX_SIZE. */
+static const char size_limit[] = " (ntkd's limit on widths and sizes)";
+
+/* An integer argument in lo..hi (widths, sizes): int_value on its text. */
+static ntk_status arg_int(struct parser *p, const struct arg *a, const char *layer, const char *key, long lo, long hi,
+                          int *out) {
+  char what[64];
+  snprintf(what, sizeof what, "%s: %s", layer, key);
+  if (a->is_list) {
+    p->pos = a->pos;
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s must be an integer from %ld to %ld, not a list", what, lo, hi);
+    return perr(p, "%s", msg);
+  }
+  return int_value(p, a->pos, what, a->val, strlen(a->val), lo, hi, size_limit, out);
 }
 
 static ntk_status arg_padding(struct parser *p, const struct arg *a, ntk_padding *out) {
@@ -200,35 +275,49 @@ static ntk_status arg_padding(struct parser *p, const struct arg *a, ntk_padding
 
 /* A size given as n, as stax's tuple (h, w), or as a 1-D (n,) for (N, L,
  * C) data, which ntkd holds as L x 1 images: (n, 1). Filters, windows,
- * strides. */
-static ntk_status arg_shape(struct parser *p, const struct arg *a, const char *what, int *h, int *w, int *one_d) {
+ * strides: each an integer from 1 to NTK_ARCH_MAX_SIZE. */
+static ntk_status arg_shape(struct parser *p, const struct arg *a, const char *layer, const char *key, int *h, int *w,
+                            int *one_d) {
   if (!a->is_list) {
-    ntk_status st = arg_int(p, a, h);
+    ntk_status st = arg_int(p, a, layer, key, 1, NTK_ARCH_MAX_SIZE, h);
     if (!st) *w = *h;
     return st;
   }
-  int ok = a->nlist == 1 || a->nlist == 2;
-  for (int k = 0; ok && k < a->nlist; k++)
-    ok = a->list[k] >= 1 && a->list[k] <= 1000000 && a->list[k] == (double)(int)a->list[k];
-  if (!ok) {
+  char what[64];
+  snprintf(what, sizeof what, "%s: %s", layer, key);
+  if (a->nlist != 1 && a->nlist != 2) {
     p->pos = a->pos;
     char msg[160];
-    snprintf(msg, sizeof msg, "%s: expected n, (h, w) or, for 1-D data, (n,): positive integers", what);
+    snprintf(msg, sizeof msg, "%s: expected n, (h, w) or, for 1-D data, (n,): %d values given", what, a->nlist);
     return perr(p, "%s", msg);
   }
-  *h = (int)a->list[0];
-  *w = a->nlist == 2 ? (int)a->list[1] : 1;
+  int v[2] = {1, 1};
+  for (int k = 0; k < a->nlist; k++) { /* each as it reads back: 3, 3.5, -1, 1e+300 */
+    char text[32];
+    if (fabs(a->list[k]) < 1e15 && a->list[k] == floor(a->list[k])) snprintf(text, sizeof text, "%.0f", a->list[k]);
+    else fmt_exact(text, sizeof text, a->list[k]);
+    if (a->list[k] > NTK_ARCH_MAX_SIZE && a->list[k] == floor(a->list[k])) { /* 1e9, 1e+300: too large */
+      p->pos = a->pos;
+      char msg[200];
+      snprintf(msg, sizeof msg, "%s %s is above the limit of %d%s", what, text, NTK_ARCH_MAX_SIZE, size_limit);
+      return perr(p, "%s", msg);
+    }
+    ntk_status st = int_value(p, a->pos, what, text, strlen(text), 1, NTK_ARCH_MAX_SIZE, size_limit, &v[k]);
+    if (st) return st;
+  }
+  *h = v[0];
+  *w = v[1];
   if (a->nlist == 1) *one_d = 1;
   return NTK_OK;
 }
 
 /* b_std=None is stax's "no bias": 0. */
-static ntk_status arg_bias(struct parser *p, const struct arg *a, double *out) {
+static ntk_status arg_bias(struct parser *p, const struct arg *a, const char *layer, double *out) {
   if (!a->is_list && !strcmp(a->val, "None")) {
     *out = 0.0;
     return NTK_OK;
   }
-  return arg_double(p, a, 0.0, out);
+  return arg_double(p, a, layer, "b_std", 0.0, out);
 }
 
 /* Dense, Conv and AvgPool, in either syntax:
@@ -269,19 +358,19 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
     ntk_status st = NTK_OK;
     int dense_conv = l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV;
     if (!strcmp(key, "W_std") && dense_conv) {
-      st = arg_double(p, a, 0.0, &l->w_std);
+      st = arg_double(p, a, l->name, "W_std", 0.0, &l->w_std);
     } else if (!strcmp(key, "b_std") && dense_conv) {
-      st = arg_bias(p, a, &l->b_std);
+      st = arg_bias(p, a, l->name, &l->b_std);
       l->bias = a->is_list || strcmp(a->val, "None"); /* stax: a number, even 0, is a bias parameter */
     } else if ((!strcmp(key, "out_dim") && row == 0) || (!strcmp(key, "out_chan") && row == 1)) {
-      st = arg_int(p, a, &l->width);
+      st = arg_int(p, a, l->name, key, 1, NTK_ARCH_MAX_SIZE, &l->width);
     } else if ((!strcmp(key, "filter") || !strcmp(key, "filter_shape")) && row == 1) {
-      st = arg_shape(p, a, "filter", &l->filter, &l->filter_w, &l->one_d);
+      st = arg_shape(p, a, l->name, "filter", &l->filter, &l->filter_w, &l->one_d);
     } else if ((!strcmp(key, "window") || !strcmp(key, "window_shape")) && row == 2) {
-      st = arg_shape(p, a, "window", &l->window, &l->window_w, &l->one_d);
+      st = arg_shape(p, a, l->name, "window", &l->window, &l->window_w, &l->one_d);
     } else if ((!strcmp(key, "stride") || !strcmp(key, "strides")) && row > 0) {
       if (a->is_list || strcmp(a->val, "None")) { /* strides=None: the default */
-        st = arg_shape(p, a, "stride", &l->stride, &l->stride_w, &l->one_d);
+        st = arg_shape(p, a, l->name, "stride", &l->stride, &l->stride_w, &l->one_d);
         stride_given = 1;
       }
     } else if (!strcmp(key, "padding") && row > 0) {
@@ -322,8 +411,25 @@ static void set_slot(struct ntk_map *m, enum ntk_param_slot slot, double v) {
   }
 }
 
+/* Is v in the domain d of a number parameter? */
+static int in_domain(const struct ntk_domain *d, double v) {
+  return (d->lo_open ? v > d->lo : v >= d->lo) && v <= d->hi;
+}
+
+/* "> 0", ">= 0 and <= 1"; "" for any number. */
+static void domain_text(const struct ntk_domain *d, char *buf, size_t cap) {
+  char lo[32], hi[32];
+  fmt_exact(lo, sizeof lo, d->lo);
+  fmt_exact(hi, sizeof hi, d->hi);
+  if (isinf(d->lo) && isinf(d->hi)) snprintf(buf, cap, "%s", "");
+  else if (isinf(d->hi)) snprintf(buf, cap, "%s %s", d->lo_open ? ">" : ">=", lo);
+  else if (isinf(d->lo)) snprintf(buf, cap, "<= %s", hi);
+  else snprintf(buf, cap, "%s %s and <= %s", d->lo_open ? ">" : ">=", lo, hi);
+}
+
 /* A nonlinearity's arguments, by the table of src/layers.c: positional in
- * stax's order or by keyword, each once, the required ones present. */
+ * stax's order or by keyword, each once, the required ones present, each
+ * in its domain. */
 static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct ntk_map_name *nm, const struct arg *args,
                            int nargs, size_t start) {
   int np = 0, given[NTK_MAP_MAXPARAMS] = {0};
@@ -357,14 +463,31 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
     const struct ntk_param *pm = &nm->params[k];
     double v = 0;
     p->pos = a->pos;
+    char what[64];
+    snprintf(what, sizeof what, "%s: %s", l->name, pm->key);
     switch (pm->type) {
-    case NTK_PARAM_NUMBER:
-      if (a->is_list || !ntk_parse_double(a->val, &v) || !isfinite(v)) return perr(p, "'%s' is not a number", a->val);
-      break;
+    case NTK_PARAM_NUMBER: {
+      int number = !a->is_list && ntk_parse_double(a->val, &v);
+      if (number && in_domain(&pm->domain, v)) break;
+      char msg[300], val[64], dom[96];
+      domain_text(&pm->domain, dom, sizeof dom);
+      if (a->is_list) snprintf(val, sizeof val, "a list");
+      else shown(val, sizeof val, a->val, strlen(a->val));
+      if (number) snprintf(msg, sizeof msg, "%s must be %s, not %s", what, dom, val);
+      else snprintf(msg, sizeof msg, "%s must be a number%s%s, not %s", what, dom[0] ? " " : "", dom, val);
+      return perr(p, "%s", msg);
+    }
     case NTK_PARAM_INT: {
-      size_t u;
-      if (a->is_list || !ntk_parse_size(a->val, &u) || u > 1000) return perr(p, "'%s' is not an integer in [0, 1000]", a->val);
-      v = (double)u;
+      long lo = (long)pm->domain.lo, hi = (long)pm->domain.hi;
+      int u;
+      if (a->is_list) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s must be an integer from %ld to %ld, not a list", what, lo, hi);
+        return perr(p, "%s", msg);
+      }
+      ntk_status st = int_value(p, a->pos, what, a->val, strlen(a->val), lo, hi, NULL, &u);
+      if (st) return st;
+      v = u;
       break;
     }
     case NTK_PARAM_BOOL:
@@ -426,11 +549,11 @@ static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const st
         return perr(p, "LayerNorm over axis %s: only the channel axis (-1) is supported, as stax's default",
                     a->is_list ? "(a list)" : a->val);
     } else if (!strcmp(key, "eps")) {
-      ntk_status st = arg_double(p, a, 0.0, &l->map.a);
+      ntk_status st = arg_double(p, a, l->name, "eps", 0.0, &l->map.a);
       if (st) return st;
     } else {
       char what[96];
-      snprintf(what, sizeof what, "%s for %s", key, l->name);
+      snprintf(what, sizeof what, "%.15s for %.23s", key, l->name);
       return perr(p, "unknown argument %s", what);
     }
   }
@@ -486,11 +609,11 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
   if (p->text[p->pos] == '(' && (st = parse_args(p, args, &nargs))) return st;
   if (nm) {
     if ((st = map_args(p, &l, nm, args, nargs, start))) return st;
-    return vec_push(p, out, &l);
+    return push_at(p, out, &l, start);
   }
   if (l.kind == NTK_LAYER_LAYERNORM) {
     if ((st = layernorm_args(p, &l, args, nargs))) return st;
-    return vec_push(p, out, &l);
+    return push_at(p, out, &l, start);
   }
   if (nargs) {
     if (!max_pos && l.kind != NTK_LAYER_DENSE) {
@@ -520,7 +643,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
     if (l.kind == NTK_LAYER_CONV) l.filter_w = 1;
     else l.window_w = 1;
   }
-  return vec_push(p, out, &l);
+  return push_at(p, out, &l, start);
 }
 
 static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, int ctx);
@@ -528,7 +651,7 @@ enum { CTX_TOP, CTX_GROUP, CTX_SERIAL, CTX_BRANCH };
 
 static ntk_status parse_group(struct parser *p, struct layer_vec *out, int depth) {
   size_t start = p->pos;
-  if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "brackets nested too deeply%s", "");
+  if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "brackets nested too deeply (the limit: %s levels)", "16");
   p->pos++; /* '[' */
   struct layer_vec inner = {0, 0, NULL};
   ntk_status st = parse_seq(p, &inner, depth + 1, CTX_GROUP);
@@ -540,23 +663,31 @@ static ntk_status parse_group(struct parser *p, struct layer_vec *out, int depth
   }
   p->pos++;
   skip_ws(p);
-  int count = 1;
-  if (p->text[p->pos] == '*') {
+  int count = 1, starred = p->text[p->pos] == '*';
+  size_t npos = p->pos;
+  if (starred) {
     p->pos++;
     skip_ws(p);
-    char num[16];
-    size_t npos = p->pos;
-    if ((st = read_word(p, num, sizeof num, is_ident))) goto done;
-    if (!parse_int(num, &count) && strcmp(num, "0")) {
-      p->pos = npos;
-      st = perr(p, "repeat count '%s' is not a non-negative integer", num);
+    npos = p->pos;
+    size_t len = 0; /* what was written, of any length: 12, -1, 1.5, 1e9, x */
+    while (p->text[npos + len] && is_value((unsigned char)p->text[npos + len])) len++;
+    if ((st = int_value(p, npos, "repeat count", p->text + npos, len, 0, NTK_ARCH_MAX_LAYERS,
+                        " (an arch string has at most 100000 layers, repeats expanded)", &count)))
       goto done;
-    }
-    if (!strcmp(num, "0")) count = 0;
+    p->pos = npos + len;
   }
   if (inner.n == 0) {
     p->pos = start;
     st = perr(p, "empty group%s", "");
+    goto done;
+  }
+  if (starred && count && inner.n > (NTK_ARCH_MAX_LAYERS - out->n) / (size_t)count) { /* before expanding */
+    p->pos = npos;
+    char what[200];
+    snprintf(what, sizeof what, "repeat count %d makes a group of %zu layer%s %zu layers, at least %zu in all: above "
+             "the limit of 100000 layers of an arch string (repeats expanded)", count, inner.n,
+             inner.n == 1 ? "" : "s", inner.n * (size_t)count, out->n + inner.n * (size_t)count);
+    st = perr(p, "%s", what);
     goto done;
   }
   for (int r = 0; r < count && !st; r++)
@@ -599,7 +730,7 @@ static void skip_sep(struct parser *p, int commas) {
  * serial(...) or a nested block. `commas`: inside serial(...). */
 static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int depth, int commas) {
   size_t start = p->pos;
-  if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "residual blocks nested too deeply%s", "");
+  if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "residual blocks nested too deeply (the limit: %s levels)", "16");
   char name[32];
   ntk_status st = read_word(p, name, sizeof name, is_ident);
   if (st) return st;
@@ -608,10 +739,13 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     struct arg args[NTK_ARCH_MAX_ARGS];
     int nargs;
     if ((st = parse_args(p, args, &nargs))) return st;
-    if (nargs != 1 || args[0].is_list || !parse_int(args[0].val, &n) || n < 1 || n > 64) {
+    if (nargs != 1 || args[0].is_list) {
       p->pos = start;
       return perr(p, "FanOut takes the number of branches, 1 to 64: FanOut(2)%s", "");
     }
+    if ((st = int_value(p, args[0].pos, "FanOut: the number of branches", args[0].val, strlen(args[0].val), 1,
+                        NTK_ARCH_MAX_BRANCHES, " (ntkd's limit)", &n)))
+      return st;
   } else {
     p->pos = start;
     return perr(p, "FanOut needs its number of branches: FanOut(2)%s", "");
@@ -702,7 +836,7 @@ static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, 
       skip_ws(p);
       if (p->text[p->pos] != '(') return perr(p, "expected '(' after serial%s", "");
       p->pos++;
-      if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "brackets nested too deeply%s", "");
+      if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "brackets nested too deeply (the limit: %s levels)", "16");
       st = parse_seq(p, out, depth + 1, CTX_SERIAL);
       if (!st) p->pos++; /* ')' */
     } else if (peek_word(p, "FanOut")) {
@@ -889,14 +1023,6 @@ int ntk_arch_is_fc(const struct ntk_arch *arch) {
   for (size_t i = 0; i < arch->n; i++)
     if (ntk_layer_traits(arch->layers[i].kind)->spatial) return 0;
   return 1;
-}
-
-/* Shortest decimal that reads back as exactly v: "0.05", not "0.050000000000000003". */
-static void fmt_exact(char *buf, size_t cap, double v) {
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(buf, cap, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v) return;
-  }
 }
 
 static const char *pad_name(ntk_padding p) {

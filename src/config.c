@@ -24,7 +24,7 @@ enum {
   SEEN_BATCH, SEEN_EPOCHS, SEEN_ALPHA, SEEN_BETA1, SEEN_BETA2, SEEN_EPS, SEEN_SEED, SEEN_FLUSH,
   SEEN_SNAPSHOT, SEEN_LOG, SEEN_VPATH, SEEN_VLABELS, SEEN_VCOUNT, SEEN_DEVICE, SEEN_TPATH, SEEN_TLABELS,
   SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND, SEEN_WTIMEOUT, SEEN_METHOD, SEEN_BLOCK, SEEN_GRID,
-  SEEN_TOL, SEEN_MAXIT, SEEN_PRANK, SEEN_CGKERNEL, SEEN_LOO, SEEN_VARIANCE,
+  SEEN_TOL, SEEN_MAXIT, SEEN_PRANK, SEEN_CGKERNEL, SEEN_LOO, SEEN_VARIANCE, SEEN_CLASSES,
 };
 #define HAS(c, key) (((c)->seen >> (key)) & 1u)
 
@@ -173,9 +173,14 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
     j->has_scale = 1;
   } else if (!strcmp(k, "labels")) {
     if (!path_key(c, s, k, v, SEEN_LABELS, j->labels_path)) return 0;
-    c->labels_line = c->line;
+    c->labels_line = j->labels_line = c->line;
+  } else if (!strcmp(k, "classes")) {
+    if (!once(c, s, k, SEEN_CLASSES)) return 0;
+    if (!ntk_parse_size(v, &j->classes) || j->classes < 2 || j->classes > NTK_LABELS_MAX)
+      return fail(c, s, k, "'%s' is not a class count from 2 to 65536", v);
+    j->classes_line = c->line;
   } else {
-    return fail(c, s, k, "%s", "unknown key (path, format, layout, count, scale, labels)");
+    return fail(c, s, k, "%s", "unknown key (path, format, layout, count, scale, labels, classes)");
   }
   return 1;
 }
@@ -341,6 +346,7 @@ static int on_test(struct ctx *c, const char *s, const char *k, const char *v) {
     if (!parse_paths(c, s, k, v, t->path, &t->ndata)) return 0;
   } else if (!strcmp(k, "labels")) {
     if (!path_key(c, s, k, v, SEEN_TLABELS, t->labels)) return 0;
+    t->labels_line = c->line;
   } else if (!strcmp(k, "count")) {
     if (!once(c, s, k, SEEN_TCOUNT)) return 0;
     if (!ntk_parse_size(v, &t->count) || t->count == 0) return fail(c, s, k, "'%s' is not a positive integer", v);
@@ -549,6 +555,10 @@ static ntk_status check_training_job(const struct ctx *c) {
   if (!HAS(c, SEEN_VPATH)) return ntk_error(NTK_ECONFIG, "%s: [validation] path is required for training", c->name);
   if (!HAS(c, SEEN_VLABELS))
     return ntk_error(NTK_ECONFIG, "%s: [validation] labels is required for training", c->name);
+  size_t last = c->job->train.layers[c->job->train.nlayers - 1];
+  if (c->job->classes && c->job->classes != last)
+    return ntk_error(NTK_ECONFIG, "%s:%d: [data] classes = %zu, but [train] layers ends in %zu classes", c->name,
+                     c->job->classes_line, c->job->classes, last);
   return NTK_OK;
 }
 
@@ -581,6 +591,9 @@ static ntk_status check_job(const struct ctx *c) {
   if (c->labels_line && !job->test.enabled)
     return ntk_error(NTK_ECONFIG, "%s:%d: [data] labels: only a training job ([train]) or a kernel "
                      "regression ([test] and [solve]) reads labels", name, c->labels_line);
+  if (job->classes_line && !c->labels_line)
+    return ntk_error(NTK_ECONFIG, "%s:%d: [data] classes: states the class count of labels, and this job has no "
+                     "[data] labels", name, job->classes_line);
   if (c->lines[SEC_VALIDATION])
     return ntk_error(NTK_ECONFIG, "%s:%d: [validation] is only for a training job (with a [train] section)",
                      name, c->lines[SEC_VALIDATION]);

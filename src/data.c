@@ -575,6 +575,85 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
   return NTK_OK;
 }
 
+/* Sets y's labels in `bits` (limit bits; the labels were read below it,
+ * and any other is left out, never written past the bitmap); *max the
+ * largest (0 for none). */
+static void mark_labels(const int32_t *y, size_t n, uint64_t *bits, size_t limit, size_t *max) {
+  *max = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (y[i] < 0 || (size_t)y[i] >= limit) continue;
+    size_t v = (size_t)y[i];
+    bits[v / 64] |= (uint64_t)1 << (v % 64);
+    if (v > *max) *max = v;
+  }
+}
+
+static size_t count_bits(const uint64_t *bits, size_t words) {
+  size_t c = 0;
+  for (size_t w = 0; w < words; w++) c += (size_t)__builtin_popcountll(bits[w]);
+  return c;
+}
+
+ntk_status ntk_labels_count(const int32_t *y, size_t n, size_t limit, struct ntk_label_counts *out) {
+  size_t words = (limit + 63) / 64;
+  uint64_t *bits = calloc(words ? words : 1, sizeof *bits);
+  if (!bits) return ntk_error(NTK_ENOMEM, "out of memory for counting %zu classes", limit);
+  out->n = n;
+  mark_labels(y, n, bits, limit, &out->max);
+  out->distinct = count_bits(bits, words);
+  free(bits);
+  return NTK_OK;
+}
+
+void ntk_labels_describe(const char *path, const struct ntk_label_counts *c, char *buf, size_t cap) {
+  if (!c->n) snprintf(buf, cap, "%s: no labels", path);
+  else if (c->distinct == c->max + 1)
+    snprintf(buf, cap, "%s: %zu class%s (0..%zu), %zu labels", path, c->distinct, c->distinct == 1 ? "" : "es",
+             c->max, c->n);
+  else
+    snprintf(buf, cap, "%s: %zu class%s in 0..%zu, %zu labels", path, c->distinct, c->distinct == 1 ? "" : "es",
+             c->max, c->n);
+}
+
+ntk_status ntk_labels_classes(const struct ntk_job *job, const int32_t *ytr, size_t ntr, const int32_t *yte, size_t nte,
+                              int say, size_t *classes) {
+  size_t limit = job->classes ? job->classes : NTK_LABELS_MAX, words = (limit + 63) / 64;
+  uint64_t *bits = calloc(2 * words, sizeof *bits); /* train, then test */
+  if (!bits) return ntk_error(NTK_ENOMEM, "out of memory for counting %zu classes", limit);
+  struct ntk_label_counts c[2] = {{ntr, 0, 0}, {nte, 0, 0}};
+  mark_labels(ytr, ntr, bits, limit, &c[0].max);
+  mark_labels(yte, nte, bits + words, limit, &c[1].max);
+  c[0].distinct = count_bits(bits, words);
+  c[1].distinct = count_bits(bits + words, words);
+  for (size_t w = 0; w < words; w++) bits[w] |= bits[words + w];
+  size_t both = count_bits(bits, words);
+  free(bits);
+  for (int f = 0; f < 2 && say; f++) {
+    char line[NTK_PATH_MAX + 200];
+    ntk_labels_describe(f ? job->test.labels : job->labels_path, &c[f], line, sizeof line);
+    if (job->classes) fprintf(stderr, "ntkd: labels: %s; of the %zu [data] classes\n", line, job->classes);
+    else fprintf(stderr, "ntkd: labels: %s\n", line);
+  }
+  if (job->classes) {
+    *classes = job->classes;
+    return NTK_OK;
+  }
+  int in_test = c[1].n && c[1].max > c[0].max; /* the file with the largest label */
+  size_t max = c[in_test].max, range = max + 1, absent = range - both;
+  if (2 * absent > range) {
+    const int32_t *y = in_test ? yte : ytr;
+    size_t at = 0;
+    while (at < c[in_test].n && (size_t)y[at] != max) at++;
+    return ntk_error(NTK_ECONFIG, "%s:%d: [%s] labels: %s: label %zu is %zu, and only %zu of the %zu classes 0..%zu "
+                     "occur in the train and test labels (%zu never do): a stray label? If the task has %zu classes, "
+                     "state it in [data]: classes = %zu", job->source, in_test ? job->test.labels_line : job->labels_line,
+                     in_test ? "test" : "data", in_test ? job->test.labels : job->labels_path, at, max, both, range,
+                     max, absent, range, range);
+  }
+  *classes = range < 2 ? 2 : range;
+  return NTK_OK;
+}
+
 void ntk_data_free(struct ntk_dataset *ds) {
   if (!ds) return;
   free(ds->x);

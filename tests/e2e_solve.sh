@@ -159,6 +159,29 @@ reg neg "$arch" 0.001 5
 sed -i 's/^labels = yte.npy/labels = neg.npy/' neg.conf
 expect_rc 2 "a negative test label is refused" "$NTKD" neg.conf
 check "... naming the label" has "neg.npy: label 2 is -1" err.log
+# The classes come from the labels (0 .. the largest), said per file; a
+# stray label (255 among 0..2) would make 256 of them: refused before any
+# tile, unless the job states the class count.
+$PY -c "import numpy as np; y = np.load('ytr.npy'); y[3] = 255; np.save('stray.npy', y)"
+reg stray "$arch" 0.001 5
+sed -i 's/^labels = ytr.npy/labels = stray.npy/' stray.conf
+expect_rc 2 "a label of 255 among 0..2 is refused" "$NTKD" stray.conf
+check "... at the labels key, saying how many classes occur and how to state the class count" has \
+  "stray.conf:3: \[data\] labels: stray.npy: label 3 is 255, and only 4 of the 256 classes 0..255 occur in the train and test labels (252 never do): a stray label? If the task has 256 classes, state it in \[data\]: classes = 256" err.log
+check "... after a line on what each labels file holds" \
+  bash -c "grep -q 'ntkd: labels: stray.npy: 4 classes in 0..255, $ntrain labels' err.log && grep -q 'ntkd: labels: yte.npy: 3 classes (0..2), ' err.log"
+check "... before any store is made" [ ! -e stray.ntk ]
+reg stray "$arch" 0.001 5 "[data]" "classes = 256"
+sed -i 's/^labels = ytr.npy/labels = stray.npy/' stray.conf
+expect_rc 0 "... with classes = 256 in [data] the same job runs" "$NTKD" stray.conf
+check "... and solves for 256 classes" bash -c "grep -q '256 classes' err.log && $PY -c \"
+import numpy as np; assert np.load('stray-ntk-ridge0.001.npy').shape == (len(np.load('yte.npy')), 256)\""
+expect_rc 0 "... ntkd solve says the labels' classes too" "$NTKD" solve stray.ntk stray.conf
+check "... of the 256 stated" has "ntkd: labels: stray.npy: 4 classes in 0..255, $ntrain labels; of the 256 \[data\] classes" err.log
+reg stray9 "$arch" 0.001 5 "[data]" "classes = 9"
+sed -i 's/^labels = ytr.npy/labels = stray.npy/' stray9.conf
+expect_rc 2 "... and a label at or above the stated classes is refused" "$NTKD" stray9.conf
+check "... naming the label and the classes line" has "stray.npy: label 3 is 255, outside the classes 0..8 (stray9.conf:17: \[data\] classes = 9)" err.log
 $PY -c "import numpy as np; np.save('wide.npy', np.zeros((4, 7)))"
 reg wide "$arch" 0.001 5
 sed -i 's/^path = xte.npy/path = wide.npy/' wide.conf

@@ -1,4 +1,5 @@
 /* Architecture strings: what parses, to what, and what is refused. */
+#include <float.h>
 #include <math.h>
 
 #include "ntkd/arch.h"
@@ -18,6 +19,14 @@ static void parse_bad(const char *s, const char *needle) {
   ck_assert_msg(strstr(ntk_error_message(), needle), "'%s': message '%s' lacks '%s'", s, ntk_error_message(),
                 needle);
   ck_assert_ptr_null(a.layers);
+}
+
+/* parse_bad, and the message points at `column` (1-based). */
+static void parse_bad_at(const char *s, size_t column, const char *needle) {
+  parse_bad(s, needle);
+  char col[32];
+  snprintf(col, sizeof col, "column %zu: ", column);
+  ck_assert_msg(strstr(ntk_error_message(), col), "'%s': message '%s' is not at %s", s, ntk_error_message(), col);
 }
 
 START_TEST(test_fc_layers) {
@@ -100,12 +109,12 @@ START_TEST(test_bad_strings) {
   parse_bad("Dense Relu Identity Relu", "must follow Dense or Conv");
   parse_bad("Dence Relu", "unknown layer 'Dence'");
   parse_bad("Dense Relu(", "expected");
-  parse_bad("Dense(W_std=-1)", "not a valid number");
-  parse_bad("Dense(W_std=abc)", "not a valid number");
+  parse_bad("Dense(W_std=-1)", "Dense: W_std must be a number >= 0, not -1");
+  parse_bad("Dense(W_std=abc)", "Dense: W_std must be a number >= 0, not 'abc'");
   parse_bad("Dense(w=1)", "unknown argument w for Dense");
   parse_bad("Dense(3, 4)", "too many positional");
   parse_bad("Conv", "needs arguments");
-  parse_bad("Conv(0)", "not a positive integer");
+  parse_bad("Conv(0)", "Conv: filter must be an integer from 1 to 1000000, not 0");
   parse_bad("Conv(3, SAMEISH)", "unknown padding");
   parse_bad("Conv(3, 1, SAME, 4)", "too many positional");
   parse_bad("LeakyRelu", "LeakyRelu needs alpha");
@@ -113,13 +122,14 @@ START_TEST(test_bad_strings) {
   parse_bad("Dense Relu(2)", "takes no arguments");
   parse_bad("[Dense Relu", "missing ']'");
   parse_bad("Dense ] Relu", "unmatched ']'");
-  parse_bad("[Dense Relu]*x", "repeat count");
-  parse_bad("[Dense Relu]*-2", "repeat count");
+  parse_bad("[Dense Relu]*x", "repeat count must be an integer from 0 to 100000, not 'x'");
+  parse_bad("[Dense Relu]*-2", "repeat count must be an integer from 0 to 100000, not -2");
   parse_bad("[]*3 Dense", "empty group");
   parse_bad("Dense GlobalAvgPool Conv(3)", "spatial layer after Flatten");
   parse_bad("Conv(3) Flatten Relu Dense", "must follow Dense or Conv");
   parse_bad("Dense, Relu", "unexpected character ','");
-  parse_bad("[Dense Relu]*99999 Dense", "more than 100000 layers");
+  parse_bad("[Dense Relu]*99999 Dense", "repeat count 99999 makes a group of 2 layers 199998 layers");
+  parse_bad("[Dense Relu]*50000 Dense", "more than 100000 layers, the limit of an arch string (repeats expanded)");
   parse_bad("[[[[[[[[[[[[[[[[[Dense]]]]]]]]]]]]]]]]]", "nested too deeply");
 }
 END_TEST
@@ -193,7 +203,7 @@ START_TEST(test_map_params) {
   parse_bad("Dense Relu LayerNorm", "LayerNorm must follow Dense or Conv (its input must be Gaussian)");
   parse_bad("Dense LayerNorm(axis=(1, 2, 3))", "only the channel axis (-1) is supported");
   parse_bad("Dense LayerNorm(axis=0)", "LayerNorm over axis 0");
-  parse_bad("Dense LayerNorm(eps=-1)", "not a valid number");
+  parse_bad("Dense LayerNorm(eps=-1)", "LayerNorm: eps must be a number >= 0, not -1");
   parse_bad("Dense LayerNorm(batch_axis=0)", "unknown argument batch_axis for LayerNorm");
   a = parse_ok("Conv(3) SumPool(2) SumPool((2, 2)) AvgPool(2) GlobalSumPool");
   ck_assert(a.layers[1].kind == NTK_LAYER_AVGPOOL && a.layers[1].sum && a.layers[1].stride == 2);
@@ -214,19 +224,19 @@ START_TEST(test_map_params) {
   parse_bad("Conv(3) SumPool((2, 2), padding=CIRCULAR)", "SumPool takes padding VALID or SAME");
   parse_bad("Conv(3) SumPool(2, normalize_edges=True)", "unknown argument normalize_edges for SumPool");
   parse_bad("Conv(3) AvgPool(2, normalize_edges=yes)", "'yes' is not True or False");
-  parse_bad("Dense Monomial(6)", "Monomial: degree 6: neural-tangents computes Monomial for degrees 0 to 5 only");
+  parse_bad("Dense Monomial(6)", "Monomial: degree must be an integer from 0 to 5, not 6");
   parse_bad("Dense Polynomial(3)", "coef wants a list of numbers");
   parse_bad("Dense Polynomial([1,2,3,4,5,6,7,8,9])", "more than 8 values in a list");
-  parse_bad("Dense Hermite(-1)", "is not an integer in [0, 1000]");
-  parse_bad("Dense Hermite(1.5)", "is not an integer in [0, 1000]");
+  parse_bad("Dense Hermite(-1)", "Hermite: degree must be an integer from 0 to 1000, not -1");
+  parse_bad("Dense Hermite(1.5)", "Hermite: degree must be an integer from 0 to 1000, not 1.5");
   parse_bad("Dense ABRelu(0.1)", "ABRelu needs b");
   parse_bad("Dense ABRelu(1, 2, 3)", "too many arguments for ABRelu");
   parse_bad("Dense Erf(a=1, a=2)", "a given twice");
   parse_bad("Dense Erf(1, a=2)", "a given twice");
   parse_bad("Dense Erf(d=1)", "unknown argument d for Erf");
-  parse_bad("Dense Erf(x)", "'x' is not a number");
-  parse_bad("Dense Erf(inf)", "'inf' is not a number");
-  parse_bad("Dense Erf([1, 2])", "is not a number");
+  parse_bad("Dense Erf(x)", "Erf: a must be a number, not 'x'");
+  parse_bad("Dense Erf(inf)", "Erf: a must be a number, not 'inf'");
+  parse_bad("Dense Erf([1, 2])", "Erf: a must be a number, not a list");
   parse_bad("Dense Sigmoid_like(1)", "Sigmoid_like takes no arguments");
   parse_bad("Dense Erf([1, x])", "expected a number in the list");
   parse_bad("Conv(3, 1, 'SAME)", "unterminated quoted value");
@@ -286,12 +296,12 @@ START_TEST(test_stax_syntax) {
   ntk_arch_canonical(&a, ca, sizeof ca);
   ck_assert_msg(strstr(ca, "Conv(1, (3,), (2,), SAME, ") && strstr(ca, "AvgPool((2,), (1,), VALID)"), "%s", ca);
   ntk_arch_free(&a);
-  parse_bad("Conv(32, (3, 0))", "filter: expected n, (h, w) or, for 1-D data, (n,)");
+  parse_bad("Conv(32, (3, 0))", "Conv: filter must be an integer from 1 to 1000000, not 0");
   parse_bad("Conv(32, (3, 3, 3))", "filter: expected n, (h, w)");
   parse_bad("Conv(32, (3,), (2, 3))", "Conv mixes 1-D sizes (n,) with 2-D ones");
   parse_bad("AvgPool((2, 2), padding='CIRCULAR')", "AvgPool takes padding VALID or SAME");
   parse_bad("Conv(32, (3, 3), 1, SAME, 5)", "too many positional arguments for Conv");
-  parse_bad("Dense(512, b_std=Nonsense)", "'Nonsense' is not a valid number here");
+  parse_bad("Dense(512, b_std=Nonsense)", "Dense: b_std must be a number >= 0 or None, not 'Nonsense'");
 }
 END_TEST
 
@@ -368,6 +378,215 @@ START_TEST(test_residual) {
 }
 END_TEST
 
+/* A repeat count that is not an integer from 0 to the layer limit is
+ * refused at its column, saying what was written, what is allowed and the
+ * limit; so is a count whose expansion would pass the limit, before
+ * anything is expanded (nested groups too). */
+START_TEST(test_repeat_counts) {
+  parse_bad_at("[Dense Relu]*100000000", 14,
+               "repeat count 100000000 is above the limit of 100000 (an arch string has at most 100000 layers, "
+               "repeats expanded)");
+  parse_bad_at("[Dense Relu]*100001", 14, "repeat count 100001 is above the limit of 100000");
+  parse_bad_at("[Dense Relu]*123456789012345678901234567890", 14,
+               "repeat count 123456789012345678901234567890 is above the limit of 100000");
+  parse_bad_at("[Dense Relu]*18446744073709551617", 14, "repeat count 18446744073709551617 is above the limit");
+  parse_bad_at("[Dense Relu]*-1", 14, "repeat count must be an integer from 0 to 100000, not -1");
+  parse_bad_at("[Dense Relu] * -1", 16, "repeat count must be an integer from 0 to 100000, not -1");
+  parse_bad_at("[Dense Relu]*1.5", 14, "repeat count must be an integer from 0 to 100000, not 1.5");
+  parse_bad_at("[Dense Relu]*1e3", 14, "repeat count must be an integer from 0 to 100000, not 1e3");
+  parse_bad_at("[Dense Relu]*+3", 14, "repeat count must be an integer from 0 to 100000, not +3");
+  parse_bad_at("[Dense Relu]*three", 14, "repeat count must be an integer from 0 to 100000, not 'three'");
+  parse_bad_at("[Dense Relu]*", 14, "repeat count is missing: an integer from 0 to 100000");
+  parse_bad_at("[Dense Relu]*(2)", 14, "repeat count is missing: an integer from 0 to 100000");
+  /* the limit counts layers, repeats expanded: up to it accepted */
+  struct ntk_arch a = parse_ok("[Dense]*100000");
+  ck_assert_uint_eq(a.n, 100000);
+  ntk_arch_free(&a);
+  a = parse_ok("Dense [Relu Dense]*49999 [Relu Dense]*0 Identity");
+  ck_assert_uint_eq(a.n, 100000);
+  ntk_arch_free(&a);
+  parse_bad_at("Dense [Dense]*100000", 15,
+               "repeat count 100000 makes a group of 1 layer 100000 layers, at least 100001 in all: above the limit "
+               "of 100000 layers of an arch string (repeats expanded)");
+  parse_bad_at("[[Dense Relu]*1000]*1000", 21, "repeat count 1000 makes a group of 2000 layers 2000000 layers");
+  parse_bad_at("[[[Dense]*100]*100]*100", 21, "repeat count 100 makes a group of 10000 layers 1000000 layers");
+  parse_bad_at("[Dense]*100000 Relu", 16, "more than 100000 layers, the limit of an arch string (repeats expanded)");
+}
+END_TEST
+
+/* Every other integer of an arch string (widths, filters, windows and
+ * strides, alone or in tuples, a block's branches): its range accepted
+ * up to both ends, anything outside refused naming the layer, the
+ * argument, the value as written and the range or limit; never wrapped
+ * into range. */
+START_TEST(test_integer_arguments) {
+  struct ntk_arch a = parse_ok("Dense(1000000) Relu Dense(1)");
+  ck_assert(a.layers[0].width == 1000000 && a.layers[2].width == 1);
+  ntk_arch_free(&a);
+  a = parse_ok("Conv(1000000, (1000000, 1), strides=(1, 1000000)) Relu AvgPool((1, 1000000), 1000000) Flatten");
+  ck_assert(a.layers[0].width == 1000000 && a.layers[0].filter == 1000000 && a.layers[0].stride_w == 1000000);
+  ck_assert(a.layers[2].window_w == 1000000 && a.layers[2].stride == 1000000);
+  ntk_arch_free(&a);
+  parse_bad_at("Dense(1000001)", 7, "Dense: out_dim 1000001 is above the limit of 1000000 (ntkd's limit on widths and sizes)");
+  parse_bad("Dense(4294967297)", "Dense: out_dim 4294967297 is above the limit of 1000000");
+  parse_bad("Dense(99999999999999999999999)", "Dense: out_dim 99999999999999999999999 is above the limit of 1000000");
+  parse_bad("Dense(0)", "Dense: out_dim must be an integer from 1 to 1000000, not 0");
+  parse_bad("Dense(-5)", "Dense: out_dim must be an integer from 1 to 1000000, not -5");
+  parse_bad("Dense(5.5)", "Dense: out_dim must be an integer from 1 to 1000000, not 5.5");
+  parse_bad("Dense((5, 5))", "Dense: out_dim must be an integer from 1 to 1000000, not a list");
+  parse_bad("Conv(out_chan=2147483648, filter_shape=(3, 3))", "Conv: out_chan 2147483648 is above the limit of 1000000");
+  parse_bad("Conv(1000001)", "Conv: filter 1000001 is above the limit of 1000000");
+  parse_bad("Conv(-3)", "Conv: filter must be an integer from 1 to 1000000, not -3");
+  parse_bad_at("Conv(32, (3, 4294967299))", 10, "Conv: filter 4294967299 is above the limit of 1000000");
+  parse_bad("Conv(32, (3, 1e300))", "Conv: filter 1e+300 is above the limit of 1000000");
+  parse_bad("Conv(32, (3, -1))", "Conv: filter must be an integer from 1 to 1000000, not -1");
+  parse_bad("Conv(32, (3, 2.5))", "Conv: filter must be an integer from 1 to 1000000, not 2.5");
+  parse_bad("Conv(32, (3, 3, 3))", "Conv: filter: expected n, (h, w) or, for 1-D data, (n,): 3 values given");
+  parse_bad("Conv(3, 0)", "Conv: stride must be an integer from 1 to 1000000, not 0");
+  parse_bad("Conv(32, (3, 3), strides=(1, 1000001))", "Conv: stride 1000001 is above the limit of 1000000");
+  parse_bad("Conv(3) AvgPool(1000001)", "AvgPool: window 1000001 is above the limit of 1000000");
+  parse_bad("Conv(3) SumPool((2, 2), (0, 1))", "SumPool: stride must be an integer from 1 to 1000000, not 0");
+  char text[1024] = "Dense FanOut(64) parallel(Dense";
+  for (int b = 1; b < 64; b++) strcat(text, ", Dense");
+  strcat(text, ") FanInSum");
+  a = parse_ok(text);
+  ck_assert(a.layers[1].branches == 64);
+  ntk_arch_free(&a);
+  parse_bad_at("Dense FanOut(65) parallel(Dense) FanInSum", 14,
+               "FanOut: the number of branches 65 is above the limit of 64 (ntkd's limit)");
+  parse_bad("Dense FanOut(99999999999999999999) parallel(Dense) FanInSum", "branches 99999999999999999999 is above");
+  parse_bad("Dense FanOut(0) parallel(Dense) FanInSum", "FanOut: the number of branches must be an integer from 1 to "
+                                                        "64, not 0");
+  parse_bad("Dense FanOut(-1) parallel(Dense) FanInSum", "must be an integer from 1 to 64, not -1");
+  parse_bad("Dense FanOut(1.5) parallel(Dense) FanInSum", "must be an integer from 1 to 64, not 1.5");
+  parse_bad_at("Conv(123456789012345678901234567890123456789012345678901234567890)", 6,
+               "'123456789012345678901234...' is longer than 47 characters");
+}
+END_TEST
+
+/* A value inside the parameter's domain: the lower end when closed, one
+ * above an open one, 0.5 where any number goes. */
+static void inside(const struct ntk_param *pm, char *buf, size_t cap) {
+  if (pm->type == NTK_PARAM_LIST) snprintf(buf, cap, "[1]");
+  else if (pm->type == NTK_PARAM_BOOL) snprintf(buf, cap, "False");
+  else if (isinf(pm->domain.lo)) snprintf(buf, cap, "0.5");
+  else snprintf(buf, cap, "%.17g", pm->domain.lo + (pm->domain.lo_open ? 1 : 0));
+}
+
+/* "Dense NAME(k0=..., k1=...) Dense" with parameter k set to `value` and
+ * every other required one inside its domain. */
+static void map_text(const struct ntk_map_name *nm, int k, const char *value, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "Dense %s(", nm->name);
+  for (int j = 0, first = 1; j < NTK_MAP_MAXPARAMS && nm->params[j].key; j++) {
+    char v[64];
+    if (j == k) snprintf(v, sizeof v, "%s", value);
+    else if (isnan(nm->params[j].dflt)) inside(&nm->params[j], v, sizeof v);
+    else continue;
+    n += (size_t)snprintf(buf + n, cap - n, "%s%s=%s", first ? "" : ", ", nm->params[j].key, v);
+    first = 0;
+  }
+  snprintf(buf + n, cap - n, ") Dense");
+}
+
+static void map_accepts(const struct ntk_map_name *nm, int k, double v) {
+  char value[64], text[256];
+  snprintf(value, sizeof value, "%.17g", v);
+  map_text(nm, k, value, text, sizeof text);
+  struct ntk_arch a = parse_ok(text);
+  ck_assert_msg(a.layers[1].param[k] == v, "%s: %s read as %g, not %s", text, nm->params[k].key, a.layers[1].param[k],
+                value);
+  ntk_arch_free(&a);
+}
+
+static void map_refuses(const struct ntk_map_name *nm, int k, double v) {
+  char value[64], text[256], needle[128];
+  snprintf(value, sizeof value, "%.17g", v);
+  map_text(nm, k, value, text, sizeof text);
+  snprintf(needle, sizeof needle, "%s: %s must be ", nm->name, nm->params[k].key);
+  parse_bad(text, needle);
+  snprintf(needle, sizeof needle, ", not %s", value);
+  ck_assert_msg(strstr(ntk_error_message(), needle), "'%s': message '%s' lacks '%s'", text, ntk_error_message(),
+                needle);
+}
+
+/* Parameters outside a nonlinearity's domain (src/layers.c, docs/JOB-FILE.md)
+ * are refused, naming the parameter, the value and the domain: the named
+ * cases, then every bound of every parameter of the table, just inside
+ * accepted and just outside refused. */
+START_TEST(test_nonlinearity_domains) {
+  parse_bad_at("Dense Rbf(gamma=-1) Dense", 17, "Rbf: gamma must be > 0, not -1");
+  parse_bad("Dense Rbf(-1) Dense", "Rbf: gamma must be > 0, not -1");
+  parse_bad("Dense Rbf(0) Dense", "Rbf: gamma must be > 0, not 0");
+  parse_bad("Dense Rbf(-1e-300) Dense", "Rbf: gamma must be > 0, not -1e-300");
+  parse_bad("Dense Rbf(x) Dense", "Rbf: gamma must be a number > 0, not 'x'");
+  parse_bad("Dense ExpNormalized(0) Dense", "ExpNormalized: gamma must be > 0, not 0");
+  parse_bad("Dense ExpNormalized(gamma=-2, shift=0) Dense", "ExpNormalized: gamma must be > 0, not -2");
+  parse_bad("Dense Monomial(-1) Dense", "Monomial: degree must be an integer from 0 to 5, not -1");
+  parse_bad("Dense RectifiedMonomial(1001) Dense", "RectifiedMonomial: degree must be an integer from 0 to 1000, "
+                                                   "not 1001");
+  parse_bad("Dense RectifiedMonomial(-1) Dense", "RectifiedMonomial: degree must be an integer from 0 to 1000, not -1");
+  parse_bad("Dense Hermite(99999999999999999999) Dense", "Hermite: degree must be an integer from 0 to 1000, not "
+                                                         "99999999999999999999");
+  parse_bad("Dense LayerNorm(eps=-5e-324) Dense", "LayerNorm: eps must be a number >= 0, not -5e-324");
+  parse_bad("Dense(W_std=-5e-324) Relu Dense", "Dense: W_std must be a number >= 0, not -5e-324");
+  parse_bad("Conv(3, b_std=-1) Relu Flatten", "Conv: b_std must be a number >= 0 or None, not -1");
+  struct ntk_arch a = parse_ok("Dense Rbf(5e-324) Dense Rbf(1e-300) Dense ExpNormalized(1e-300, -1e300) Dense "
+                               "Monomial(0) Dense Monomial(5) Dense RectifiedMonomial(1000) Dense Hermite(1000) Dense "
+                               "LayerNorm(eps=0) Dense(W_std=0, b_std=0) LeakyRelu(-1e300) Dense ABRelu(-3, 7) Dense "
+                               "Erf(-2, -3, -4) Dense Sin(-1, -1, -1) Dense Exp(-2, -3) Dense Gaussian(-1, 2) Dense "
+                               "Polynomial([]) Dense Polynomial([-1e300, 0.5]) Dense");
+  ck_assert(a.layers[1].map.a == 5e-324 && a.layers[9].map.degree == 5 && a.layers[13].map.degree == 1000);
+  ntk_arch_free(&a);
+  size_t count;
+  const struct ntk_map_name *names = ntk_map_names(&count);
+  int bounds = 0;
+  for (size_t i = 0; i < count; i++) {
+    const struct ntk_map_name *nm = &names[i];
+    int required = 0;
+    for (int k = 0; k < NTK_MAP_MAXPARAMS && nm->params[k].key; k++) {
+      const struct ntk_param *pm = &nm->params[k];
+      const struct ntk_domain *d = &pm->domain;
+      if (isnan(pm->dflt)) required = 1;
+      else if (pm->type == NTK_PARAM_NUMBER || pm->type == NTK_PARAM_INT) /* a default is inside */
+        ck_assert_msg((d->lo_open ? pm->dflt > d->lo : pm->dflt >= d->lo) && pm->dflt <= d->hi, "%s: %s's default",
+                      nm->name, pm->key);
+      if (pm->type == NTK_PARAM_INT) {
+        ck_assert(!d->lo_open && isfinite(d->lo) && isfinite(d->hi));
+        map_accepts(nm, k, d->lo);
+        map_accepts(nm, k, d->hi);
+        map_refuses(nm, k, d->lo - 1);
+        map_refuses(nm, k, d->hi + 1);
+        bounds += 2;
+      } else if (pm->type == NTK_PARAM_NUMBER) {
+        if (isfinite(d->lo)) {
+          if (d->lo_open) map_refuses(nm, k, d->lo);
+          else map_accepts(nm, k, d->lo);
+          map_refuses(nm, k, nextafter(d->lo, -INFINITY));
+          map_accepts(nm, k, nextafter(d->lo, INFINITY));
+          bounds++;
+        } else {
+          map_accepts(nm, k, -DBL_MAX);
+        }
+        if (isfinite(d->hi)) {
+          map_accepts(nm, k, d->hi);
+          map_refuses(nm, k, nextafter(d->hi, INFINITY));
+          bounds++;
+        } else {
+          map_accepts(nm, k, DBL_MAX);
+        }
+      }
+    }
+    if (!required) { /* every default inside: the name alone parses */
+      char text[64];
+      snprintf(text, sizeof text, "Dense %s Dense", nm->name);
+      a = parse_ok(text);
+      ntk_arch_free(&a);
+    }
+  }
+  ck_assert_int_ge(bounds, 8); /* Rbf, ExpNormalized, and the three degrees at both ends */
+}
+END_TEST
+
 START_TEST(test_error_column) {
   struct ntk_arch a;
   ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense Foo", 1, 0, &a), NTK_ECONFIG);
@@ -388,6 +607,9 @@ int main(void) {
   tcase_add_test(tc, test_standard);
   tcase_add_test(tc, test_residual);
   tcase_add_test(tc, test_error_column);
+  tcase_add_test(tc, test_repeat_counts);
+  tcase_add_test(tc, test_integer_arguments);
+  tcase_add_test(tc, test_nonlinearity_domains);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -320,6 +320,44 @@ END_TEST
 
 /* The INI syntax people write: inline comments after whitespace ('#' or
  * ';'), '#' and ';' inside a word kept, surrounding whitespace trimmed. */
+/* [data] classes (the class count a regression's labels are read
+ * against): 2 to 65536, once, only with labels; in a training job it must
+ * be [train] layers' last size. The lines of the labels keys are kept for
+ * the messages about labels. */
+START_TEST(test_classes) {
+  struct ntk_job j;
+  ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\n[data]\nclasses = 256\n",
+                                        "r.conf", &j), NTK_OK);
+  ck_assert_uint_eq(j.classes, 256);
+  ck_assert_int_eq(j.classes_line, 15);
+  ck_assert_int_eq(j.labels_line, 3);
+  ck_assert_int_eq(j.test.labels_line, 11);
+  ntk_job_free(&j);
+  ck_assert_int_eq(ntk_job_parse_string(SOLVE "[data]\nclasses = 2\n", "r.conf", &j), NTK_OK);
+  ck_assert_uint_eq(j.classes, 2);
+  ntk_job_free(&j);
+  ck_assert_int_eq(ntk_job_parse_string(SOLVE "[data]\nclasses = 65536\n", "r.conf", &j), NTK_OK);
+  ck_assert_uint_eq(j.classes, 65536);
+  ntk_job_free(&j);
+  ck_assert_int_eq(ntk_job_parse_string(SOLVE, "r.conf", &j), NTK_OK);
+  ck_assert_uint_eq(j.classes, 0); /* from the labels */
+  ntk_job_free(&j);
+  bad(SOLVE "[data]\nclasses = 1\n", "bad.conf:15: [data] classes: '1' is not a class count from 2 to 65536");
+  bad(SOLVE "[data]\nclasses = 65537\n", "[data] classes: '65537' is not a class count from 2 to 65536");
+  bad(SOLVE "[data]\nclasses = -10\n", "[data] classes: '-10' is not a class count");
+  bad(SOLVE "[data]\nclasses = 10.5\n", "[data] classes: '10.5' is not a class count");
+  bad(SOLVE "[data]\nclasses = 18446744073709551626\n", "[data] classes: '18446744073709551626' is not a class count");
+  bad(SOLVE "[data]\nclasses = 10\nclasses = 10\n", "bad.conf:16: [data] classes: given twice");
+  bad(BASE "[data]\nclasses = 10\n", "bad.conf:8: [data] classes: states the class count of labels, and this job has "
+                                     "no [data] labels");
+  bad(BASE "[data]\nlabelz = y\n", "unknown key (path, format, layout, count, scale, labels, classes)");
+  ck_assert_int_eq(ntk_job_parse_string(TRAIN "[data]\nclasses = 10\n", "t.conf", &j), NTK_OK);
+  ck_assert_uint_eq(j.classes, 10);
+  ntk_job_free(&j);
+  bad(TRAIN "[data]\nclasses = 12\n", "bad.conf:10: [data] classes = 12, but [train] layers ends in 10 classes");
+}
+END_TEST
+
 START_TEST(test_inline_comments) {
   struct ntk_job j;
   const char *text = "[data]   # the training set\n"
@@ -605,6 +643,7 @@ int main(void) {
   tcase_add_test(tc, test_train_errors);
   tcase_add_test(tc, test_regression_good);
   tcase_add_test(tc, test_regression_errors);
+  tcase_add_test(tc, test_classes);
   tcase_add_test(tc, test_inline_comments);
   tcase_add_test(tc, test_long_arch);
   tcase_add_test(tc, test_lines_after_long_lines);

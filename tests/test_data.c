@@ -238,6 +238,73 @@ static void labels_fail(const char *name, size_t n, int exact, const char *needl
   ck_assert_msg(strstr(ntk_error_message(), name), "message '%s' does not name the file", ntk_error_message());
 }
 
+/* The classes a regression's labels make (ntk_labels_classes): 0 .. the
+ * largest label while at most half of those never occur, else refused at
+ * the labels key holding that label, with the counts and how to state the
+ * class count; a stated [data] classes is used as it is. The counts and
+ * the line said about each file. */
+START_TEST(test_label_classes) {
+  struct ntk_job j;
+  ntk_job_defaults(&j);
+  snprintf(j.source, sizeof j.source, "job.conf");
+  snprintf(j.labels_path, sizeof j.labels_path, "ytr.npy");
+  snprintf(j.test.labels, sizeof j.test.labels, "yte.npy");
+  j.labels_line = 3;
+  j.test.labels_line = 9;
+  int32_t tr[40], te[10];
+  for (int i = 0; i < 40; i++) tr[i] = i % 10;
+  for (int i = 0; i < 10; i++) te[i] = (i * 3) % 10;
+  size_t classes = 0;
+  ck_assert_int_eq(ntk_labels_classes(&j, tr, 40, te, 10, 0, &classes), NTK_OK);
+  ck_assert_uint_eq(classes, 10);
+  /* one stray label, in the train labels or the test labels */
+  tr[17] = 255;
+  ck_assert_int_eq(ntk_labels_classes(&j, tr, 40, te, 10, 0, &classes), NTK_ECONFIG);
+  ck_assert_str_eq(ntk_error_message(),
+                   "job.conf:3: [data] labels: ytr.npy: label 17 is 255, and only 11 of the 256 classes 0..255 occur "
+                   "in the train and test labels (245 never do): a stray label? If the task has 256 classes, state "
+                   "it in [data]: classes = 256");
+  tr[17] = 7;
+  te[4] = 65535;
+  ck_assert_int_eq(ntk_labels_classes(&j, tr, 40, te, 10, 0, &classes), NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "job.conf:9: [test] labels: yte.npy: label 4 is 65535, and only 11 of the "
+                                            "65536 classes 0..65535 occur"), "%s", ntk_error_message());
+  /* stated, it is the count: no refusal */
+  j.classes = 65536;
+  ck_assert_int_eq(ntk_labels_classes(&j, tr, 40, te, 10, 0, &classes), NTK_OK);
+  ck_assert_uint_eq(classes, 65536);
+  j.classes = 12;
+  te[4] = 2;
+  ck_assert_int_eq(ntk_labels_classes(&j, tr, 40, te, 10, 0, &classes), NTK_OK);
+  ck_assert_uint_eq(classes, 12);
+  j.classes = 0;
+  /* the bound: half of 0..max absent is accepted, one more is not; the
+   * train and test labels count together */
+  int32_t a[5] = {0, 1, 2, 3, 9}, b[4] = {0, 1, 2, 9}, c[1] = {4};
+  ck_assert_int_eq(ntk_labels_classes(&j, a, 5, a, 5, 0, &classes), NTK_OK);
+  ck_assert_uint_eq(classes, 10);
+  ck_assert_int_eq(ntk_labels_classes(&j, b, 4, b, 4, 0, &classes), NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "only 4 of the 10 classes 0..9 occur in the train and test labels (6 never "
+                                            "do)"), "%s", ntk_error_message());
+  ck_assert_int_eq(ntk_labels_classes(&j, b, 4, c, 1, 0, &classes), NTK_OK);
+  ck_assert_uint_eq(classes, 10);
+  int32_t zero[3] = {0, 0, 0}; /* one class: still two columns, as before */
+  ck_assert_int_eq(ntk_labels_classes(&j, zero, 3, zero, 1, 0, &classes), NTK_OK);
+  ck_assert_uint_eq(classes, 2);
+  /* what a file holds */
+  struct ntk_label_counts k;
+  tr[17] = 255;
+  ck_assert_int_eq(ntk_labels_count(tr, 40, NTK_LABELS_MAX, &k), NTK_OK);
+  ck_assert(k.n == 40 && k.max == 255 && k.distinct == 11);
+  char line[256];
+  ntk_labels_describe("ytr.npy", &k, line, sizeof line);
+  ck_assert_str_eq(line, "ytr.npy: 11 classes in 0..255, 40 labels");
+  ck_assert_int_eq(ntk_labels_count(te, 10, 10, &k), NTK_OK);
+  ntk_labels_describe("yte.npy", &k, line, sizeof line);
+  ck_assert_str_eq(line, "yte.npy: 10 classes (0..9), 10 labels");
+}
+END_TEST
+
 START_TEST(test_labels) {
   unsigned char idx[12] = {0, 0, 8, 1, 0, 0, 0, 4, 3, 0, 9, 1};
   char p[512];
@@ -663,6 +730,7 @@ int main(void) {
   tcase_add_test(tc, test_npy_broken);
   tcase_add_test(tc, test_idx);
   tcase_add_test(tc, test_labels);
+  tcase_add_test(tc, test_label_classes);
   tcase_add_test(tc, test_fashion_mnist_if_installed);
   tcase_add_test(tc, test_cifar);
   tcase_add_test(tc, test_not_regular);

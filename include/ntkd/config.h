@@ -14,6 +14,8 @@ struct ntk_arch;
 
 #define NTK_PATH_MAX 1024
 #define NTK_MAX_DATA_FILES 16
+/* Class labels are 0 .. NTK_LABELS_MAX - 1 ([data] classes at most this). */
+#define NTK_LABELS_MAX 65536
 
 typedef enum ntk_data_format {
   NTK_FORMAT_AUTO,
@@ -61,6 +63,7 @@ struct ntk_test_opts {
   int ndata;
   char path[NTK_MAX_DATA_FILES][NTK_PATH_MAX]; /* read like [data] path, same format and layout */
   char labels[NTK_PATH_MAX]; /* "" if not given */
+  int labels_line; /* its line in the job file, for messages */
   size_t count;  /* 0: all */
   int test_test; /* compute test x test too */
 };
@@ -96,6 +99,10 @@ struct ntk_job {
   double scale;    /* used when has_scale */
   int has_scale;
   char labels_path[NTK_PATH_MAX]; /* training and regression jobs; "" if not given */
+  int labels_line; /* its line in the job file, for messages */
+  size_t classes;  /* [data] classes: the class count the labels are read against; 0: from the labels
+                      (docs/JOB-FILE.md, "Labels") */
+  int classes_line;
   /* [model] */
   char *arch;      /* the arch string, any length; owned (ntk_job_free). NULL if the job has none */
   int arch_line;   /* line of `arch` in the job file, for messages */

@@ -43,4 +43,29 @@ void ntk_data_free(struct ntk_dataset *ds);
  * the caller frees *labels. */
 ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes, int32_t **labels);
 
+/* What labels hold: how many, the largest (0 for none), how many distinct. */
+struct ntk_label_counts {
+  size_t n, max, distinct;
+};
+
+/* Count y[0..n), labels as ntk_labels_load returned them (each below its
+ * `classes`, here `limit`). Memory: a bitmap of `limit` bits, never one
+ * sized by the labels' values. NTK_ENOMEM. Rank-local. */
+ntk_status ntk_labels_count(const int32_t *y, size_t n, size_t limit, struct ntk_label_counts *out);
+
+/* "PATH: 10 classes (0..9), 60000 labels", or "PATH: 11 classes in
+ * 0..255, 60000 labels" where some never occur. */
+void ntk_labels_describe(const char *path, const struct ntk_label_counts *c, char *buf, size_t cap);
+
+/* The classes a kernel regression solves for, from its train labels ytr
+ * and test labels yte (read with ntk_labels_load against job->classes, or
+ * NTK_LABELS_MAX where the job states none): job->classes when stated;
+ * else 0 .. the largest label (at least 2), refused (NTK_ECONFIG, at the
+ * labels key holding that label) when more than half of those classes
+ * occur in neither file: a stray label (255 among 0..9) would otherwise
+ * size the one-hot targets, the predictions and the MSE's divisor. `say`:
+ * one line per file on stderr (ntk_labels_describe). Rank-local. */
+ntk_status ntk_labels_classes(const struct ntk_job *job, const int32_t *ytr, size_t ntr, const int32_t *yte, size_t nte,
+                              int say, size_t *classes);
+
 #endif

@@ -55,11 +55,20 @@ enum ntk_param_type {
 /* Where a parameter goes in struct ntk_map. */
 enum ntk_param_slot { NTK_SLOT_A, NTK_SLOT_B, NTK_SLOT_C, NTK_SLOT_DEGREE, NTK_SLOT_COEF, NTK_SLOT_FLAG, NTK_SLOT_NONE };
 
+/* The values a parameter may take (docs/JOB-FILE.md lists them): lo..hi,
+ * lo itself excluded when lo_open. An NTK_PARAM_INT takes the integers in
+ * lo..hi; an NTK_PARAM_LIST's coefficients are any finite numbers. */
+struct ntk_domain {
+  double lo, hi;
+  int lo_open;
+};
+
 struct ntk_param {
   const char *key;           /* stax's keyword */
   enum ntk_param_type type;
   enum ntk_param_slot slot;
-  double dflt;               /* NAN: required */
+  double dflt;               /* NAN: required; else inside the domain */
+  struct ntk_domain domain;  /* outside it the parser refuses the value, naming it */
 };
 
 #define NTK_MAP_MAXPARAMS 3

@@ -8,12 +8,15 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-/* A finite double, nothing after it. Returns 1 and sets *out, else 0. */
+/* A finite double, nothing after it. Returns 1 and sets *out, else 0. A
+ * subnormal (5e-324) is a value like any other, though strtod flags it
+ * ERANGE; overflow and underflow to 0 are not. */
 static inline int ntk_parse_double(const char *s, double *out) {
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (end == s || *end || errno || !isfinite(v)) return 0;
+  int subnormal = errno == ERANGE && v != 0.0 && fabs(v) < 1.0;
+  if (end == s || *end || (errno && !subnormal) || !isfinite(v)) return 0;
   *out = v;
   return 1;
 }

@@ -62,8 +62,9 @@ ntk_status ntk_solve(const ntk_comm_t *world, const char *store_path, const stru
                      size_t cap, size_t *nresults);
 
 /* Read the job's train and test labels for ntr and nte samples and check
- * them (count, range), so that a bad labels file stops a job before its
- * tiles are computed rather than after. Rank-local. */
+ * them (count, range, and the classes they make: ntk_labels_classes),
+ * saying on stderr what each file holds, so that a bad labels file stops
+ * a job before its tiles are computed rather than after. Rank-local. */
 ntk_status ntk_solve_check_labels(const struct ntk_job *job, size_t ntr, size_t nte);
 
 /* `[mpirun -np P] ntkd solve STORE JOB.conf`: check that the store was

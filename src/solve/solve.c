@@ -95,6 +95,25 @@ static ntk_status check_outputs(const char *store_path, const struct ntk_job *jo
   return st;
 }
 
+/* The train and test labels and the classes they make (ntk_labels_classes:
+ * [data] classes, or 0 .. the largest label without a large gap). `say`:
+ * a line per file on stderr. On error nothing is left allocated. */
+static ntk_status load_labels(const struct ntk_job *job, size_t ntr, size_t nte, int say, int32_t **ytr, int32_t **yte,
+                              size_t *classes) {
+  size_t limit = job->classes ? job->classes : NTK_LABELS_MAX;
+  ntk_status st = ntk_labels_load(job->labels_path, ntr, job->count == 0, limit, ytr);
+  if (!st) st = ntk_labels_load(job->test.labels, nte, job->test.count == 0, limit, yte);
+  if (st && job->classes) /* say where the bound comes from */
+    st = ntk_error(st, "%s (%s:%d: [data] classes = %zu)", ntk_error_message(), job->source, job->classes_line,
+                   job->classes);
+  if (!st) st = ntk_labels_classes(job, *ytr, ntr, *yte, nte, say, classes);
+  if (st) {
+    free(*ytr), free(*yte);
+    *ytr = *yte = NULL;
+  }
+  return st;
+}
+
 static const char *method_name(int m) {
   return m == NTK_SOLVE_LAPACK ? "lapack" : m == NTK_SOLVE_SCALAPACK ? "scalapack" : m == NTK_SOLVE_CG ? "cg" : "auto";
 }
@@ -240,12 +259,9 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, const struc
     st = ntk_error(NTK_EINPUT, "[solve] variance needs the test x test kernel, which %s does not hold: compute it "
                    "with [test] test_test = yes", store_path);
   int32_t *ytr = NULL, *yte = NULL;
-  if (!st) st = ntk_labels_load(job->labels_path, ntr, job->count == 0, 65536, &ytr);
-  if (!st) st = ntk_labels_load(job->test.labels, nte, job->test.count == 0, 65536, &yte);
-  st = ntk_comm_agree_report(comm, st);
   size_t classes = 2;
-  for (size_t i = 0; !st && i < ntr; i++) classes = (size_t)ytr[i] + 1 > classes ? (size_t)ytr[i] + 1 : classes;
-  for (size_t i = 0; !st && i < nte; i++) classes = (size_t)yte[i] + 1 > classes ? (size_t)yte[i] + 1 : classes;
+  if (!st) st = load_labels(job, ntr, nte, 0, &ytr, &yte, &classes);
+  st = ntk_comm_agree_report(comm, st);
   int method = NTK_SOLVE_LAPACK;
   if (!st) st = ntk_comm_agree_report(comm, choose_method(comm, job, ntr, nte, classes, &method));
   ntk_status (*const fn[])(const struct ntk_solve_problem *, struct ntk_ridge_out *) = {
@@ -310,12 +326,10 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, const struc
 }
 
 ntk_status ntk_solve_check_labels(const struct ntk_job *job, size_t ntr, size_t nte) {
-  int32_t *y = NULL;
-  ntk_status st = ntk_labels_load(job->labels_path, ntr, job->count == 0, 65536, &y);
-  free(y);
-  y = NULL;
-  if (!st) st = ntk_labels_load(job->test.labels, nte, job->test.count == 0, 65536, &y);
-  free(y);
+  int32_t *ytr = NULL, *yte = NULL;
+  size_t classes;
+  ntk_status st = load_labels(job, ntr, nte, 1, &ytr, &yte, &classes);
+  free(ytr), free(yte);
   return st;
 }
 
@@ -345,6 +359,8 @@ int ntk_cmd_solve(const ntk_comm_t *comm, const char *store_path, const char *co
     if (!st) st = ntk_job_check_store(store_path, s, &want, want_text, "solve it with the job file that computed it");
     free(want_text);
   }
+  /* The labels, and the classes they make, said and checked as a run does. */
+  if (!st && rank == 0) st = ntk_solve_check_labels(job, data.n_train, data.n - data.n_train);
   ntk_store_close(s);
   ntk_data_free(&data);
   ntk_arch_free(&arch);

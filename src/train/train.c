@@ -148,6 +148,17 @@ static void layers_text(const uint64_t *sizes, size_t n, char *buf, size_t cap) 
     len += (size_t)snprintf(buf + len, cap - len, "%s%" PRIu64, i ? "-" : "", sizes[i]);
 }
 
+/* One line on stderr: what a labels file holds, against the classes. */
+static ntk_status say_labels(const char *path, const int32_t *y, size_t n, size_t classes) {
+  struct ntk_label_counts c;
+  ntk_status st = ntk_labels_count(y, n, classes, &c);
+  if (st) return st;
+  char line[NTK_PATH_MAX + 200];
+  ntk_labels_describe(path, &c, line, sizeof line);
+  fprintf(stderr, "ntkd: labels: %s; of the %zu classes of [train] layers\n", line, classes);
+  return NTK_OK;
+}
+
 /* Rank 0: the training and validation sets and their labels, checked
  * against [train] layers. */
 static ntk_status load_data(struct trainer *T) {
@@ -159,6 +170,7 @@ static ntk_status load_data(struct trainer *T) {
     st = ntk_error(NTK_ECONFIG, "%s: [train] layers starts with %zu inputs but %s has %zu features per sample",
                    job->source, o->layers[0], job->data_path[0], T->train.d);
   if (!st) st = ntk_labels_load(job->labels_path, T->train.n, job->count == 0, classes, &T->ytrain);
+  if (!st) st = say_labels(job->labels_path, T->ytrain, T->train.n, classes);
   if (!st && T->train.n < o->batch)
     st = ntk_error(NTK_ECONFIG, "%s: [train] batch = %zu is larger than the %zu training samples", job->source,
                    o->batch, T->train.n);
@@ -179,6 +191,7 @@ static ntk_status load_data(struct trainer *T) {
     st = ntk_error(NTK_EINPUT, "%s: %zu features per sample, the training data have %zu", o->val_path, T->val.d,
                    T->train.d);
   if (!st) st = ntk_labels_load(o->val_labels, T->val.n, o->val_count == 0, classes, &T->yval);
+  if (!st) st = say_labels(o->val_labels, T->yval, T->val.n, classes);
   return st;
 }
 
