@@ -490,6 +490,43 @@ int ntk_comm_probe(const ntk_comm_t *c, int source, int tag) {
   return flag;
 }
 
+/* BLACS, C interface (Debian ships no header): a BLACS system handle for
+ * an MPI communicator, and the grid calls. */
+int Csys2blacs_handle(MPI_Comm comm);
+void Cfree_blacs_system_handle(int handle);
+void Cblacs_pinfo(int *mypnum, int *nprocs);
+void Cblacs_get(int context, int what, int *value);
+void Cblacs_gridinit(int *context, const char *order, int nprow, int npcol);
+void Cblacs_gridinfo(int context, int *nprow, int *npcol, int *myrow, int *mycol);
+void Cblacs_gridexit(int context);
+
+ntk_status ntk_comm_blacs_grid(const ntk_comm_t *c, int rows, int cols, struct ntk_blacs_grid *g) {
+  if ((long)rows * cols != c->size) return ntk_error(NTK_EINTERNAL, "a %d x %d grid over %d ranks", rows, cols, c->size);
+  g->handle = -1;
+  if (active) {
+    g->handle = Csys2blacs_handle(c->comm);
+    g->ctxt = g->handle;
+  } else { /* one process without mpirun: BLACS starts MPI itself */
+    int me, np;
+    Cblacs_pinfo(&me, &np);
+    Cblacs_get(-1, 0, &g->ctxt);
+  }
+  Cblacs_gridinit(&g->ctxt, "Row", rows, cols);
+  int pr = 0, pc = 0, myr = -1, myc = -1;
+  Cblacs_gridinfo(g->ctxt, &pr, &pc, &myr, &myc);
+  if (pr != rows || pc != cols || myr * cols + myc != c->rank) {
+    ntk_comm_blacs_free(g);
+    return ntk_error(NTK_EINTERNAL, "BLACS made a %d x %d grid with this rank at (%d, %d); wanted %d x %d with rank "
+                     "%d at (%d, %d)", pr, pc, myr, myc, rows, cols, c->rank, c->rank / cols, c->rank % cols);
+  }
+  return NTK_OK;
+}
+
+void ntk_comm_blacs_free(const struct ntk_blacs_grid *g) {
+  Cblacs_gridexit(g->ctxt);
+  if (g->handle >= 0) Cfree_blacs_system_handle(g->handle);
+}
+
 void ntk_comm_abort(int code) {
   fflush(stdout);
   fflush(stderr);

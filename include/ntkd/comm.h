@@ -150,6 +150,19 @@ ntk_status ntk_comm_recv_within(const ntk_comm_t *c, int source, int tag, void *
 /* Non-blocking: is a message with `tag` from `source` waiting? */
 int ntk_comm_probe(const ntk_comm_t *c, int source, int tag);
 
+/* A BLACS process grid (ScaLAPACK's) of `rows` x `cols` over the ranks of
+ * `c`, in row-major order (rank r of c is process (r / cols, r % cols)),
+ * built from c itself, not from MPI_COMM_WORLD, as HPL builds its grid
+ * from the communicator it is given. rows * cols must be c's size.
+ * g->ctxt is the BLACS context for ScaLAPACK's descriptors; release the
+ * grid with ntk_comm_blacs_free. Collective over c. */
+struct ntk_blacs_grid {
+  int ctxt;
+  int handle; /* the BLACS system handle of c (-1: BLACS's own world, without mpirun) */
+};
+ntk_status ntk_comm_blacs_grid(const ntk_comm_t *c, int rows, int cols, struct ntk_blacs_grid *g);
+void ntk_comm_blacs_free(const struct ntk_blacs_grid *g);
+
 /* End every rank with exit code `code` (MPI_Abort; mpirun then exits with
  * it), for a failure after which a collective could hang: a rank that
  * stopped answering or whose messages fail. Without MPI: exit(code).

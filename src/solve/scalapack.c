@@ -32,12 +32,9 @@
 #include "ntkd/solve.h"
 #include "ntkd/solve_method.h"
 
-/* BLACS, C interface (Debian ships no header). */
-void Cblacs_pinfo(int *mypnum, int *nprocs);
-void Cblacs_get(int context, int what, int *value);
-void Cblacs_gridinit(int *context, const char *order, int nprow, int npcol);
+/* The grid comes from the job's communicator (ntk_comm_blacs_grid,
+ * comm_mpi.c). */
 void Cblacs_gridinfo(int context, int *nprow, int *npcol, int *myrow, int *mycol);
-void Cblacs_gridexit(int context);
 
 /* ScaLAPACK, Fortran (32-bit integers; the trailing size_t are the hidden
  * lengths of the character arguments). */
@@ -432,17 +429,17 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
                      nloc(ntr, nb, 0, pr), nloc(ntr, nb, 0, pc), need, need);
   }
   read_test_settings(p->rank);
-  int me = 0, np = 0;
-  Cblacs_pinfo(&me, &np);
-  if (np != P || me != p->rank)
-    return ntk_error(NTK_EINTERNAL, "BLACS sees rank %d of %d, MPI rank %d of %d", me, np, p->rank, P);
-  if (P > 1) ntk_cpu_single_thread(); /* the ranks share the cores */
-  else ntk_cpu_all_threads();
-
   struct dist D = {0}, *d = &D;
   d->pr = pr, d->pc = pc, d->n = ntr, d->nb = nb, d->rank = p->rank, d->comm = p->comm;
-  Cblacs_get(-1, 0, &d->ctxt);
-  Cblacs_gridinit(&d->ctxt, "Row", pr, pc);
+  struct ntk_blacs_grid grid;
+  ntk_status mine = ntk_comm_blacs_grid(p->comm, pr, pc, &grid), gst = agree_all(p->comm, mine);
+  if (gst) {
+    if (!mine) ntk_comm_blacs_free(&grid); /* another rank's failed */
+    return gst;
+  }
+  d->ctxt = grid.ctxt;
+  if (P > 1) ntk_cpu_single_thread(); /* the ranks share the cores */
+  else ntk_cpu_all_threads();
   int gpr, gpc;
   Cblacs_gridinfo(d->ctxt, &gpr, &gpc, &d->myr, &d->myc);
   d->locr = nloc(ntr, nb, d->myr, pr), d->locc = nloc(ntr, nb, d->myc, pc);
@@ -586,7 +583,7 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
                                                 classes * sizeof *pred);
   }
   free(pred), free(all), free(diag);
-  Cblacs_gridexit(d->ctxt);
+  ntk_comm_blacs_free(&grid);
   ntk_cpu_single_thread();
   return st;
 }
