@@ -5,7 +5,7 @@
  * self-check not timed); --emu: the GPU kernels in the host emulation;
  * --plan: no computing at all, each GPU launch of the tile printed as a
  * JSON line (scripts/gpu_model.py reads the geometry from there, so the
- * model follows src/worker/cnn_gpu.c as it is).
+ * model follows src/backend/cuda/cnn_gpu.c as it is).
  *   ntkd_bench_cnn [--gpu|--emu|--plan] [--check K] "ARCH" N [float32|float64] [H W C]
  * Per-image work (the (a, a) runs) is included, as in a real tile.
  * Then, untimed, the entries of the first K images (default 3, 0: none)
@@ -20,16 +20,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/worker/cnn_gpu.h"
-#include "ntkd/arch.h"
-#include "ntkd/backend.h"
-#include "ntkd/cnn.h"
-#include "ntkd/cpuinit.h"
-#include "ntkd/progress.h"
+#include "backend/cuda/cnn_gpu.h"
+#include "kernels/arch.h"
+#include "backend/backend.h"
+#include "kernels/cnn.h"
+#include "base/cpuinit.h"
+#include "coordinator/progress.h"
 
 /* --plan: an executor that records launches and computes nothing. Its
  * device pointers are dummies; the CUDA executor's block size and limits. */
-#define PLAN_THREADS 256 /* NTK_CUDA_THREADS, src/worker/cuda/cnn_cuda.cu */
+#define PLAN_THREADS 256 /* NTK_CUDA_THREADS, src/backend/cuda/cnn_cuda.cu */
 static struct ntk_dev_plan plan_ops;
 static const char *const plan_kernels[NTK_K_COUNT] = {"DIAG", "SLICE", "INPUT_FULL", "CONV_FULL", "POOL_FULL",
                                                       "READOUT", "SLICE3"};

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ntkd/cpuinit.h"
-#include "ntkd/progress.h"
+#include "base/cpuinit.h"
+#include "coordinator/progress.h"
 
 int main(int argc, char **argv) {
   ntk_cpu_fix_openblas(argv);

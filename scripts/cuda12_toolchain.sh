@@ -11,7 +11,7 @@
 #   from the CUDA 12.9 wheels (pip, pinned below): the runtime headers,
 #     libcudart_static.a / libcudadevrt.a / libculibos.a, ptxas 12.9,
 #     libdevice, the cuBLAS headers (cuBLAS itself is loaded at run time,
-#     src/cuda/cublas_dl.cu), CCCL;
+#     src/backend/cuda/cublas_dl.cu), CCCL;
 #   from a CUDA 13 toolkit (the front end: NTKD_CUDA_FRONTEND, else the one
 #     of the nvcc on PATH, else /usr/local/cuda, else - or with
 #     NTKD_CUDA_FRONTEND=pip - the 13.0.88 wheels nvidia-cuda-nvcc,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The kernel maps' IEEE arithmetic cannot be changed by global CUDA flags
-# (CMakeLists.txt: src/worker/cuda/fc_cuda.cu and cnn_cuda.cu carry
+# (CMakeLists.txt: src/backend/cuda/fc_cuda.cu and cnn_cuda.cu carry
 # --fmad=false -prec-div=true -prec-sqrt=true -ftz=false). For each global
 # flag set below, configures ntkd with CMAKE_CUDA_FLAGS set to it, runs
 # CMake's own nvcc line for both files (from compile_commands.json, so the
@@ -16,7 +16,7 @@ nvcc=${1:-$(command -v nvcc || true)}
 [ -n "$nvcc" ] && [ -x "$nvcc" ] || { echo "cuda_ieee_check: no nvcc; skipped"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-files=(src/worker/cuda/fc_cuda.cu src/worker/cuda/cnn_cuda.cu)
+files=(src/backend/cuda/fc_cuda.cu src/backend/cuda/cnn_cuda.cu)
 pinned="--fmad=false -prec-div=true -prec-sqrt=true -ftz=false"
 sets=("" "--use_fast_math" "-ftz=true -prec-div=false -prec-sqrt=false --fmad=true")
 # Architectures: one is enough for the flags; sm_90 is the one run.

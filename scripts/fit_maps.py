@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fit the polynomials of the float32 kernel maps (include/ntkd/kernel_maps.h).
+"""Fit the polynomials of the float32 kernel maps (src/kernels/kernel_maps.h).
 
 Both are odd: f(u) ~= u + u*z*P(z), z = u^2, P of degree 3, fitted by least
 squares weighted for relative error; each is printed with its coefficients

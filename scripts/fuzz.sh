@@ -16,7 +16,7 @@ command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (Debian: clang, libcl
 flags="-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DNTKD_VERSION=\"fuzz\" -Iinclude
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 libs="$(pkg-config --libs libzstd libxxhash zlib) -lm"
-core="src/status.c src/signals.c src/fsutil.c src/config.c src/arch.c src/layers.c src/data.c src/npy.c src/tiling.c src/codec.c src/store/store.c src/store/index.c"
+core="src/base/status.c src/base/signals.c src/base/fsutil.c src/job/config.c src/kernels/arch.c src/kernels/layers.c src/job/data.c src/base/npy.c src/base/tiling.c src/base/codec.c src/store/store.c src/store/index.c"
 for t in config arch data store; do
   # shellcheck disable=SC2086
   $CC $flags tests/fuzz/fuzz_$t.c $core $libs -o "$out/fuzz_$t"

@@ -9,7 +9,7 @@
  *   ntkd_gpu_bench_syrk peak  -> "peak GFLOPS": float32 FMAs in registers
  *     (8 independent chains per thread, every SM full), the fp32 peak the
  *     CNN kernels are measured against.
- * cuBLAS is loaded with dlopen (src/cuda/cublas_dl.cu) as in ntkd, and the
+ * cuBLAS is loaded with dlopen (src/backend/cuda/cublas_dl.cu) as in ntkd, and the
  * runtime is linked statically: this binary starts without any CUDA
  * library and says which one is missing. */
 #include <cuda_runtime.h>
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cublas_dl.h"
+#include "backend/cuda/cublas_dl.h"
 
 #define CK(call)                                                                  \
   do {                                                                            \

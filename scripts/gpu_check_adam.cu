@@ -1,4 +1,4 @@
-/* Compare the CUDA Adam kernel (src/train/cuda/adam.cu, -ftz=true) with
+/* Compare the CUDA Adam kernel (src/backend/cuda/adam.cu, -ftz=true) with
  * the CPU update under FTZ/DAZ on random data: STEPS steps, the last half
  * with zero gradients so the moments pass through the subnormal range.
  * Prints the largest differences; exit 0 if p, m and v agree to 1 ulp-ish
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 
 extern "C" {
-#include "ntkd/cpuinit.h"
-#include "ntkd/train.h"
+#include "base/cpuinit.h"
+#include "train/train.h"
 }
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \

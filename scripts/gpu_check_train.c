@@ -1,4 +1,4 @@
-/* Compare the GPU training step (src/train/cuda/mlp_gpu.cu: cuBLAS sgemm
+/* Compare the GPU training step (src/backend/cuda/mlp_gpu.cu: cuBLAS sgemm
  * and kernels) with the CPU path (src/train/mlp.c) on random data: the
  * gradient of one batch of a 784-1000-1000-10 MLP, then ten Adam steps.
  * Exit 0 if the gradients agree within 1e-4 relative to their largest
@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ntkd/cpuinit.h"
-#include "ntkd/train.h"
+#include "base/cpuinit.h"
+#include "train/train.h"
 
 static double max_abs(const float *a, size_t n) {
   double m = 0;

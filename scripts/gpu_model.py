@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Performance model of the CNN SLICE kernels on a GPU, without a GPU.
 
-Reads the sm_90 SASS of the SLICE kernels (src/worker/cuda/cnn_cuda.cu,
+Reads the sm_90 SASS of the SLICE kernels (src/backend/cuda/cnn_cuda.cu,
 compiled here with nvcc -cubin -lineinfo and the build's IEEE flags; the
 line table does not change the code), follows the path one thread takes
 through one layer of CNTK-GAP-21 ([Conv(3, 1, SAME) Relu]*20 GlobalAvgPool
 Dense, 32x32x3 images, float32, NNGP and NTK), takes the launch geometry
 of a pair from the real launch plan (ntkd_bench_cnn --plan, which runs
-src/worker/cnn_gpu.c with an executor that records launches), the
+src/backend/cuda/cnn_gpu.c with an executor that records launches), the
 registers from cuobjdump -res-usage and the shared-memory layout from the
 kernels' index formulas, and prints a predicted time per entry on an H200.
 
@@ -310,7 +310,7 @@ def main():
             nvcc = tool("nvcc")
             cmd = [nvcc, "-cubin", "-arch=sm_90", "-lineinfo"] + NVCC_FLAGS + [
                 "-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "src"),
-                "-o", cubin, os.path.join(ROOT, "src/worker/cuda/cnn_cuda.cu")]
+                "-o", cubin, os.path.join(ROOT, "src/backend/cuda/cnn_cuda.cu")]
             print("compile:", " ".join(os.path.basename(c) if c == nvcc else c for c in cmd))
             run(cmd)
         dis = run([tool("nvdisasm"), "-gi", "-c", cubin])
@@ -422,10 +422,10 @@ def smem_traffic(kname, L, S, pad):
 
 
 def model(kname, funcs, regs, plan, verbose):
-    src_path = os.path.join(ROOT, "src/worker/cnn_dev_impl.h")
+    src_path = os.path.join(ROOT, "src/kernels/cnn_dev_impl.h")
     src = open(src_path).read().splitlines()
     F = "cnn_dev_impl.h"
-    maps = open(os.path.join(ROOT, "include/ntkd/kernel_maps.h")).read().splitlines()
+    maps = open(os.path.join(ROOT, "src/kernels/kernel_maps.h")).read().splitlines()
     erf_lines = [("kernel_maps.h",) + source_block(maps, r"ntk_erff\(float q12"),
                  ("kernel_maps.h",) + source_block(maps, r"ntk_atan2f\(float y")]
     relu = [("kernel_maps.h",) + source_block(maps, r"ntk_abreluf_r\(float a"),
@@ -435,7 +435,7 @@ def model(kname, funcs, regs, plan, verbose):
             ("kernel_maps.h",) + source_block(maps, r"ntk_f2u\(float x"),
             ("kernel_maps.h",) + source_block(maps, r"ntk_u2f\(uint32_t u")]
     # the GPU's copy of the float ABRelu map on precomputed slot products, and its square root
-    devh = open(os.path.join(ROOT, "src/worker/cnn_dev.h")).read().splitlines()
+    devh = open(os.path.join(ROOT, "src/kernels/cnn_dev.h")).read().splitlines()
     relu += [("cnn_dev.h",) + source_block(devh, r"ntk_dev_abreluf_vu\(float a"),
              ("cnn_dev.h",) + source_block(devh, r"ntk_dev_sqrtf_map\(float x")]
     if kname == "slice3":

@@ -6,15 +6,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/comm.h"
-#include "ntkd/config.h"
-#include "ntkd/fsutil.h"
-#include "ntkd/jobfiles.h"
-#include "ntkd/lock.h"
-#include "ntkd/npy.h"
-#include "ntkd/run.h"
-#include "ntkd/store.h"
+#include "base/codec.h"
+#include "comm/comm.h"
+#include "job/config.h"
+#include "base/fsutil.h"
+#include "job/jobfiles.h"
+#include "store/lock.h"
+#include "base/npy.h"
+#include "run.h"
+#include "store/store.h"
 
 static int fail(ntk_status st) {
   fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());

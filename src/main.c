@@ -4,14 +4,14 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "ntkd/backend.h"
-#include "ntkd/comm.h"
-#include "ntkd/config.h"
-#include "ntkd/cpuinit.h"
-#include "ntkd/run.h"
-#include "ntkd/signals.h"
-#include "ntkd/solve.h"
-#include "ntkd/status.h"
+#include "backend/backend.h"
+#include "comm/comm.h"
+#include "job/config.h"
+#include "base/cpuinit.h"
+#include "run.h"
+#include "base/signals.h"
+#include "solve/solve.h"
+#include "base/status.h"
 
 static const char usage[] =
     "usage:\n"

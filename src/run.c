@@ -2,7 +2,7 @@
  * store; every step ends with all ranks agreeing on its status before any
  * acts on it (HPL style), so a bad input stops every rank with one message
  * and the same exit code. Then rank 0 coordinates and the others work. */
-#include "ntkd/run.h"
+#include "run.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,24 +10,24 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ntkd/arch.h"
-#include "ntkd/backend.h"
-#include "ntkd/cnn.h"
-#include "ntkd/comm.h"
-#include "ntkd/config.h"
-#include "ntkd/coordinator.h"
-#include "ntkd/cpuinit.h"
-#include "ntkd/data.h"
-#include "ntkd/data_share.h"
-#include "ntkd/fsutil.h"
-#include "ntkd/jobfiles.h"
-#include "ntkd/jobhash.h"
-#include "ntkd/lock.h"
-#include "ntkd/progress.h"
-#include "ntkd/solve.h"
-#include "ntkd/store.h"
-#include "ntkd/train.h"
-#include "ntkd/worker.h"
+#include "kernels/arch.h"
+#include "backend/backend.h"
+#include "kernels/cnn.h"
+#include "comm/comm.h"
+#include "job/config.h"
+#include "coordinator/coordinator.h"
+#include "base/cpuinit.h"
+#include "job/data.h"
+#include "job/data_share.h"
+#include "base/fsutil.h"
+#include "job/jobfiles.h"
+#include "job/jobhash.h"
+#include "store/lock.h"
+#include "coordinator/progress.h"
+#include "solve/solve.h"
+#include "store/store.h"
+#include "train/train.h"
+#include "worker/worker.h"
 
 /* Rank 0, holding the lock: resume the store of this job, refuse one of
  * another job (or anything that is not a store), or create it. */

@@ -11,9 +11,9 @@
 
 #include <string.h>
 
-#include "ntkd/arch.h"
-#include "ntkd/data.h"
-#include "ntkd/tiling.h"
+#include "kernels/arch.h"
+#include "job/data.h"
+#include "base/tiling.h"
 
 /* Tile tl of NNGP bg and NTK bt (row-major, elements of es bytes) into the
  * n x n double matrices g and t, and mirrored above the diagonal. */

@@ -7,7 +7,7 @@
 #     NTKD_TEST_MPI_PIECE makes the workers' small messages do so) and
 #     arrive bit-exact;
 #   - a worker's failed send and the coordinator's failed receive (test
-#     settings NTKD_TEST_FAIL_SEND / NTKD_TEST_FAIL_RECV, include/ntkd/comm.h)
+#     settings NTKD_TEST_FAIL_SEND / NTKD_TEST_FAIL_RECV, src/comm/comm.h)
 #     end the job within seconds with a message and exit 1; the store verifies;
 #   - a worker stopped with SIGSTOP is counted out after [compute]
 #     worker_timeout: exit 9, the store verifies, a rerun finishes

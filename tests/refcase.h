@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ntkd/data.h"
+#include "job/data.h"
 #include "testutil.h"
 
 struct ref_case {

@@ -2,7 +2,7 @@
 #include <float.h>
 #include <math.h>
 
-#include "ntkd/arch.h"
+#include "kernels/arch.h"
 #include "testutil.h"
 
 static struct ntk_arch parse_ok(const char *s) {
@@ -134,7 +134,7 @@ START_TEST(test_bad_strings) {
 }
 END_TEST
 
-/* The nonlinearities come from src/layers.c's table: stax's names,
+/* The nonlinearities come from src/kernels/layers.c's table: stax's names,
  * parameters positional or by keyword, defaults, the derived constants. */
 START_TEST(test_map_params) {
   struct ntk_arch a = parse_ok("Dense ABRelu(0.1, 2) Dense ABRelu(b=3, a=-1) Dense Erf(2) Dense Erf(c=0.5, b=3) "
@@ -509,7 +509,7 @@ static void map_refuses(const struct ntk_map_name *nm, int k, double v) {
                 needle);
 }
 
-/* Parameters outside a nonlinearity's domain (src/layers.c, docs/JOB-FILE.md)
+/* Parameters outside a nonlinearity's domain (src/kernels/layers.c, docs/JOB-FILE.md)
  * are refused, naming the parameter, the value and the domain: the named
  * cases, then every bound of every parameter of the table, just inside
  * accepted and just outside refused. */

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 
 #include "cnn_archs.h"
-#include "ntkd/backend.h"
-#include "ntkd/config.h"
+#include "backend/backend.h"
+#include "job/config.h"
 #include "refcase.h"
 #include "testutil.h"
 

@@ -4,7 +4,7 @@
  * grid over itself and sums its ranks with BLACS: each half must see only
  * its own two ranks. With the implicit world (Cblacs_get(-1, 0)) ranks 2
  * and 3 would find no place in a 2 x 1 grid. MPI test: CK_FORK=no. */
-#include "ntkd/comm.h"
+#include "comm/comm.h"
 #include "testutil.h"
 
 void Cdgsum2d(int ctxt, const char *scope, const char *top, int m, int n, double *a, int lda, int rdest, int cdest);

@@ -1,6 +1,6 @@
 /* Every CPU clone of the map loops gives the same bits (issue 15: FMAs
  * without giving up bit-identity). tests/CMakeLists.txt compiles
- * src/worker/map_rows.c (both loop shapes) once per target the clones cover (baseline x86-64,
+ * src/kernels/map_rows.c (both loop shapes) once per target the clones cover (baseline x86-64,
  * x86-64-v3, x86-64-v4), under the project's flags, as ntk_map_rows_f_TARGET
  * and ntk_map_rows_d_TARGET. Each runs (where this CPU has its
  * instructions) on the same inputs, random and at the edges, and must
@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "ntkd/kernel_maps.h"
+#include "kernels/kernel_maps.h"
 #include "testutil.h"
 
 #define DECL(V)                                                                                                    \

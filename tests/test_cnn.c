@@ -3,8 +3,8 @@
 #include <math.h>
 
 #include "cnn_archs.h"
-#include "ntkd/arch.h"
-#include "ntkd/cnn.h"
+#include "kernels/arch.h"
+#include "kernels/cnn.h"
 #include "refcase.h"
 #include "testutil.h"
 

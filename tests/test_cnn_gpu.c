@@ -1,5 +1,5 @@
-/* The GPU's CNN kernels (src/worker/cnn_dev_impl.h) and their launch order
- * (src/worker/cnn_gpu.c), run by the host emulation, against the CPU
+/* The GPU's CNN kernels (src/kernels/cnn_dev_impl.h) and their launch order
+ * (src/backend/cuda/cnn_gpu.c), run by the host emulation, against the CPU
  * backend: every test architecture, float32 and float64, with one thread
  * per block (plain loops; every image on the device for the whole job) and
  * with three threads meeting at barriers (the block-stride loops and
@@ -11,9 +11,9 @@
 #include <string.h>
 
 
-#include "../src/worker/cnn_gpu.h"
+#include "backend/cuda/cnn_gpu.h"
 #include "cnn_archs.h"
-#include "ntkd/cnn.h"
+#include "kernels/cnn.h"
 #include "refcase.h"
 #include "testutil.h"
 

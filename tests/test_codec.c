@@ -1,5 +1,5 @@
 /* Shuffle + zstd codec: round trips, and damage is detected. */
-#include "ntkd/codec.h"
+#include "base/codec.h"
 #include "testutil.h"
 
 START_TEST(test_shuffle_roundtrip) {

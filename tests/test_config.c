@@ -2,9 +2,9 @@
  * lines of any length), and errors that name file, line and key. */
 #include <sys/stat.h>
 
-#include "ntkd/arch.h"
-#include "ntkd/backend.h"
-#include "ntkd/config.h"
+#include "kernels/arch.h"
+#include "backend/backend.h"
+#include "job/config.h"
 #include "testutil.h"
 
 static const char good[] =

@@ -7,9 +7,9 @@
 #include <sys/un.h>
 #include <zlib.h>
 
-#include "ntkd/data.h"
-#include "ntkd/npy.h"
-#include "ntkd/signals.h"
+#include "job/data.h"
+#include "base/npy.h"
+#include "base/signals.h"
 #include "testutil.h"
 
 static const char *dir;

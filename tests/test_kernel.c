@@ -4,12 +4,12 @@
 #include <float.h>
 #include <math.h>
 
-#include "ntkd/arch.h"
-#include "ntkd/config.h"
-#include "ntkd/fc.h"
-#include "ntkd/kernel_maps.h"
-#include "ntkd/layers.h"
-#include "../src/worker/fc_entry.h"
+#include "kernels/arch.h"
+#include "job/config.h"
+#include "kernels/fc.h"
+#include "kernels/kernel_maps.h"
+#include "kernels/layers.h"
+#include "kernels/fc_entry.h"
 #include "refcase.h"
 #include "testutil.h"
 
@@ -190,7 +190,7 @@ static double map_d(int act, double q12, double q11, double q22, double *td) {
 }
 
 /* One pair through Dense(W_std=1.5) act Dense(W_std=1.5) act Dense with
- * b_std = 0, as src/worker/fc.c does it: k[0..2] the NNGP of (x, x'),
+ * b_std = 0, as src/kernels/fc.c does it: k[0..2] the NNGP of (x, x'),
  * (x, x), (x', x'), k[3..5] the NTK. The input covariances in `q`. */
 static void chain_f(int act, const double q[3], double k[6]) {
   float g[3] = {(float)q[0], (float)q[1], (float)q[2]}, t[3] = {0, 0, 0}, w2 = 2.25f;
@@ -597,7 +597,7 @@ START_TEST(test_map_identities) {
   for (int k = 0; k <= NTK_MAP_HERMITE; k++) {
     int found = 0;
     for (size_t i = 0; i < count; i++) found |= names[i].fixed.kind == (ntk_map_kind)k;
-    ck_assert_msg(found, "map kind %d has no name in src/layers.c", k);
+    ck_assert_msg(found, "map kind %d has no name in src/kernels/layers.c", k);
   }
 }
 END_TEST

@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "ntkd/fsutil.h"
-#include "ntkd/lock.h"
+#include "base/fsutil.h"
+#include "store/lock.h"
 #include "testutil.h"
 
 static const char *dir;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ntkd/backend.h"
+#include "backend/backend.h"
 #include "testutil.h"
 
 #define MAXR 16

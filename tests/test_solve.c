@@ -7,11 +7,11 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/config.h"
-#include "ntkd/solve.h"
-#include "ntkd/store.h"
-#include "ntkd/tiling.h"
+#include "base/codec.h"
+#include "job/config.h"
+#include "solve/solve.h"
+#include "store/store.h"
+#include "base/tiling.h"
 #include "refcase.h"
 #include "testutil.h"
 

@@ -7,10 +7,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/config.h"
-#include "ntkd/fsutil.h"
-#include "ntkd/store.h"
+#include "base/codec.h"
+#include "job/config.h"
+#include "base/fsutil.h"
+#include "store/store.h"
 #include "testutil.h"
 
 static const char *dir;

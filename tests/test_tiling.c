@@ -1,5 +1,5 @@
 /* Tiling: every lower-triangle pair in exactly one tile, for ragged sizes. */
-#include "ntkd/tiling.h"
+#include "base/tiling.h"
 #include "testutil.h"
 
 START_TEST(test_cover_exactly_once) {

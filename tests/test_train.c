@@ -5,9 +5,9 @@
 #include <float.h>
 #include <math.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/cpuinit.h"
-#include "ntkd/train.h"
+#include "base/codec.h"
+#include "base/cpuinit.h"
+#include "train/train.h"
 #include "testutil.h"
 
 START_TEST(test_adam_reference) {

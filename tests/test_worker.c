@@ -22,10 +22,10 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/config.h"
-#include "ntkd/store.h"
-#include "ntkd/worker.h"
+#include "base/codec.h"
+#include "job/config.h"
+#include "store/store.h"
+#include "worker/worker.h"
 #include "testutil.h"
 
 /* How long one side of the overlap test waits for the other. */

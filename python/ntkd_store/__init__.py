@@ -136,7 +136,7 @@ class IncompleteStoreError(StoreError):
         self.missing = missing
 
 
-# ---- tiling (include/ntkd/tiling.h) -----------------------------------------------------
+# ---- tiling (src/base/tiling.h) -----------------------------------------------------
 
 
 class _Tiling:
@@ -169,7 +169,7 @@ class _Tiling:
         return self.nbc == self.nb or self.tile_of(index)[1] < self.nbc
 
 
-# ---- codec (src/codec.c) --------------------------------------------------------------
+# ---- codec (src/base/codec.c) --------------------------------------------------------------
 
 _DCTX = zstandard.ZstdDecompressor()
 

@@ -9,7 +9,7 @@
  * synced every rank is ended (a collective with it would hang). After a
  * resume from the index an audit thread checks the records the index
  * vouched for, and the tiles it finds damaged are computed again. */
-#include "ntkd/coordinator.h"
+#include "coordinator/coordinator.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -18,10 +18,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/comm.h"
-#include "ntkd/progress.h"
-#include "ntkd/signals.h"
+#include "base/codec.h"
+#include "comm/comm.h"
+#include "coordinator/progress.h"
+#include "base/signals.h"
 
 struct sched {
   const ntk_comm_t *comm; /* the job's ranks: 0 coordinates, the others compute */

@@ -1,6 +1,6 @@
 /* Progress lines: "\r" updates at most 4 times a second on a terminal, a
  * newline-terminated line every `interval` seconds otherwise. */
-#include "ntkd/progress.h"
+#include "coordinator/progress.h"
 
 #include <time.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-/* The cg method (include/ntkd/solve_method.h, docs/SOLVE.md "n beyond
+/* The cg method (src/solve/solve_method.h, docs/SOLVE.md "n beyond
  * memory: conjugate gradients"): kernel regression without ever forming
  * the n x n matrix. Every rank takes part.
  *
@@ -37,12 +37,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/comm.h"
-#include "ntkd/progress.h"
-#include "ntkd/signals.h"
-#include "ntkd/solve_method.h"
-#include "ntkd/tiling.h"
+#include "base/codec.h"
+#include "comm/comm.h"
+#include "coordinator/progress.h"
+#include "base/signals.h"
+#include "solve/solve_method.h"
+#include "base/tiling.h"
 
 void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info, size_t);
 void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *a, const int *lda, double *b,

@@ -1,15 +1,15 @@
 /* What the solve methods share: blocks of a kernel in float64 from the
- * store's tiles. See include/ntkd/solve_method.h. */
+ * store's tiles. See src/solve/solve_method.h. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/config.h"
-#include "ntkd/solve.h"
-#include "ntkd/solve_method.h"
-#include "ntkd/tiling.h"
+#include "base/codec.h"
+#include "job/config.h"
+#include "solve/solve.h"
+#include "solve/solve_method.h"
+#include "base/tiling.h"
 
 const char *ntk_solve_kernel_name(int which) { return which == NTK_KERNEL_NTK ? "ntk" : "nngp"; }
 

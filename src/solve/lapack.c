@@ -1,17 +1,17 @@
 /* The single-process solve method: rank 0 holds the train block of one
  * kernel in float64 and factorises it with OpenBLAS's LAPACK, all cores.
- * See include/ntkd/solve_method.h and docs/SOLVE.md. */
+ * See src/solve/solve_method.h and docs/SOLVE.md. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ntkd/cpuinit.h"
-#include "ntkd/progress.h"
-#include "ntkd/signals.h"
-#include "ntkd/solve.h"
-#include "ntkd/solve_method.h"
+#include "base/cpuinit.h"
+#include "coordinator/progress.h"
+#include "base/signals.h"
+#include "solve/solve.h"
+#include "solve/solve_method.h"
 
 /* LAPACK from OpenBLAS, Fortran interface (LP64: 32-bit integers). The
  * trailing size_t are the hidden lengths of the character arguments. */

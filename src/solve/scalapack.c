@@ -3,7 +3,7 @@
  * factorise it together (pdpotrf; pdpotrs for alpha and for the condition
  * estimate; pdtrtri for leave-one-out). Each rank reads only the store
  * tiles that hold its blocks; the test x train block is never held whole.
- * See include/ntkd/solve_method.h and docs/SOLVE.md ("Beyond one node's
+ * See src/solve/solve_method.h and docs/SOLVE.md ("Beyond one node's
  * memory").
  *
  * Layout: a P_r x P_c BLACS grid in row-major rank order (rank 0 is
@@ -25,12 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ntkd/comm.h"
-#include "ntkd/cpuinit.h"
-#include "ntkd/progress.h"
-#include "ntkd/signals.h"
-#include "ntkd/solve.h"
-#include "ntkd/solve_method.h"
+#include "comm/comm.h"
+#include "base/cpuinit.h"
+#include "coordinator/progress.h"
+#include "base/signals.h"
+#include "solve/solve.h"
+#include "solve/solve_method.h"
 
 /* The grid comes from the job's communicator (ntk_comm_blacs_grid,
  * comm_mpi.c). */

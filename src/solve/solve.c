@@ -1,6 +1,6 @@
 /* Kernel regression on a finished store, the driver: see
- * include/ntkd/solve.h, include/ntkd/solve_method.h and docs/SOLVE.md. */
-#include "ntkd/solve.h"
+ * src/solve/solve.h, src/solve/solve_method.h and docs/SOLVE.md. */
+#include "solve/solve.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -10,19 +10,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ntkd/arch.h"
-#include "ntkd/codec.h"
-#include "ntkd/cpuinit.h"
-#include "ntkd/data.h"
-#include "ntkd/fsutil.h"
-#include "ntkd/jobfiles.h"
-#include "ntkd/jobhash.h"
-#include "ntkd/npy.h"
-#include "ntkd/progress.h"
-#include "ntkd/signals.h"
-#include "ntkd/solve_method.h"
-#include "ntkd/comm.h"
-#include "ntkd/store.h"
+#include "kernels/arch.h"
+#include "base/codec.h"
+#include "base/cpuinit.h"
+#include "job/data.h"
+#include "base/fsutil.h"
+#include "job/jobfiles.h"
+#include "job/jobhash.h"
+#include "base/npy.h"
+#include "coordinator/progress.h"
+#include "base/signals.h"
+#include "solve/solve_method.h"
+#include "comm/comm.h"
+#include "store/store.h"
 
 #define kname ntk_solve_kernel_name
 

@@ -4,8 +4,8 @@
  * every byte of the store below `covered` belongs to a record it (or an
  * earlier mark) lists, or to a dead region. Entries after the last mark
  * (a write cut short) are ignored. Format: docs/STORE-FORMAT.md. */
-#include "index.h"
-#include "le.h"
+#include "store/index.h"
+#include "store/le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/config.h"
-#include "ntkd/fsutil.h"
+#include "base/codec.h"
+#include "job/config.h"
+#include "base/fsutil.h"
 
 static const char index_magic[8] = {'N', 'T', 'K', 'D', 'I', 'N', 'D', 'X'};
 #define INDEX_VERSION 1u

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ntkd/status.h"
+#include "base/status.h"
 
 struct ntk_index_entry {
   uint64_t tile, offset, len, seq;

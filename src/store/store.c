@@ -7,7 +7,7 @@
  * torn tail, so that afterwards every byte before the end belongs to an
  * intact record or a dead region. */
 #define _GNU_SOURCE /* renameat2 */
-#include "ntkd/store.h"
+#include "store/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,14 +23,14 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/config.h"
-#include "ntkd/fsutil.h"
-#include "ntkd/lock.h"
-#include "ntkd/magic.h"
-#include "ntkd/signals.h"
-#include "index.h"
-#include "le.h"
+#include "base/codec.h"
+#include "job/config.h"
+#include "base/fsutil.h"
+#include "store/lock.h"
+#include "base/magic.h"
+#include "base/signals.h"
+#include "store/index.h"
+#include "store/le.h"
 
 static const char header_magic[NTK_MAGIC_LEN] = NTK_MAGIC_STORE;
 static const char record_magic[NTK_MAGIC_LEN] = NTK_MAGIC_RECORD;

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ntkd/train.h"
+#include "train/train.h"
 
 void ntk_mlp_init(struct ntk_mlp *m, const size_t *sizes, size_t nsizes) {
   memset(m, 0, sizeof *m);

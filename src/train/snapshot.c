@@ -12,11 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/fsutil.h"
-#include "ntkd/store.h"
-#include "ntkd/magic.h"
-#include "ntkd/train.h"
+#include "base/codec.h"
+#include "base/fsutil.h"
+#include "store/store.h"
+#include "base/magic.h"
+#include "train/train.h"
 
 #define SNAP_MAGIC NTK_MAGIC_SNAPSHOT
 #define SNAP_VERSION 1

@@ -13,17 +13,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ntkd/backend.h"
-#include "ntkd/codec.h"
-#include "ntkd/comm.h"
-#include "ntkd/cpuinit.h"
-#include "ntkd/data.h"
-#include "ntkd/data_share.h"
-#include "ntkd/fsutil.h"
-#include "ntkd/progress.h"
-#include "ntkd/signals.h"
-#include "ntkd/store.h"
-#include "ntkd/train.h"
+#include "backend/backend.h"
+#include "base/codec.h"
+#include "comm/comm.h"
+#include "base/cpuinit.h"
+#include "job/data.h"
+#include "job/data_share.h"
+#include "base/fsutil.h"
+#include "coordinator/progress.h"
+#include "base/signals.h"
+#include "store/store.h"
+#include "train/train.h"
 
 /* Validation rows per forward pass: bounds the scratch space, not the result. */
 #define EVAL_CHUNK 500

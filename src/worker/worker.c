@@ -1,7 +1,7 @@
 /* Worker side: the tile engine (backend + codec, with a check that every
  * value is finite) and the MPI message loop, in which a worker writes the
  * records of its tiles into the store at the offsets rank 0 grants. */
-#include "ntkd/worker.h"
+#include "worker/worker.h"
 
 #include <errno.h>
 #include <float.h>
@@ -12,12 +12,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/comm.h"
-#include "ntkd/config.h"
-#include "ntkd/progress.h"
-#include "ntkd/signals.h"
-#include "ntkd/store.h"
+#include "base/codec.h"
+#include "comm/comm.h"
+#include "job/config.h"
+#include "coordinator/progress.h"
+#include "base/signals.h"
+#include "store/store.h"
 
 /* A tile buffer of the engine: the raw values (from the backend's
  * host_alloc: pinned memory for the CUDA backend) and the record (room for

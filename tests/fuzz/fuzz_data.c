@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ntkd/data.h"
+#include "job/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;

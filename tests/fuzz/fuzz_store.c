@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ntkd/codec.h"
-#include "ntkd/store.h"
+#include "base/codec.h"
+#include "store/store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static char path[64];

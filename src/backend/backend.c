@@ -1,0 +1,272 @@
+/* Registry of compiled-in backends; the only place that knows whether the
+ * CUDA backend exists. */
+#include "backend/backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cnn_dev.h"
+
+#ifdef NTKD_HAVE_CUDA
+#include "backend/cuda/fc_cuda.h"
+int ntk_cuda_describe(char *buf, size_t cap); /* src/backend/cuda/device.cu */
+int ntk_cuda_count(char *why, size_t cap);
+int ntk_cuda_list_count(int *failed, char *why, size_t cap);
+int ntk_cuda_device_info(int i, unsigned char *uuid, char *pci, size_t pcicap, char *name, size_t namecap, char *why,
+                         size_t cap);
+#endif
+
+static const struct ntk_backend_ops *const registry[] = {
+    &ntk_backend_cpu,
+#ifdef NTKD_HAVE_CUDA
+    &ntk_backend_cuda,
+#endif
+};
+
+const struct ntk_backend_ops *ntk_backend_find(const char *name) {
+  for (size_t i = 0; i < sizeof registry / sizeof *registry; i++)
+    if (!strcmp(registry[i]->name, name)) return registry[i];
+  return NULL;
+}
+
+const char *ntk_backend_names(void) {
+#ifdef NTKD_HAVE_CUDA
+  return "cpu cuda";
+#else
+  return "cpu";
+#endif
+}
+
+int ntk_backend_gpu_count(char *why, size_t cap) {
+#ifdef NTKD_HAVE_CUDA
+  char tmp[256];
+  int n = ntk_cuda_count(tmp, sizeof tmp);
+  if (!n && why) snprintf(why, cap, "%s", tmp);
+  return n;
+#else
+  if (why) snprintf(why, cap, "this ntkd was built without CUDA");
+  return 0;
+#endif
+}
+
+int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_dataset *data, char *why, size_t cap) {
+  if (!ntk_cnn_applies(arch, data)) return 1; /* the FC kernel: every FC network (src/kernels/fc_entry.h) */
+  struct ntk_dev_plan *P = malloc(sizeof *P);
+  ntk_status st = P ? ntk_cnn_dev_plan(arch, data, P) : ntk_error(NTK_ENOMEM, "out of memory");
+  free(P);
+  if (st && why) snprintf(why, cap, "%s", ntk_error_message());
+  return !st;
+}
+
+/* ---- Placement ---------------------------------------------------------- */
+
+/* NTKD_TEST_GPU_UUIDS (backend.h): rank `rank`'s entry as fake devices. */
+static void test_list(const char *spec, int rank, struct ntk_gpu_view *v) {
+  const char *e = spec;
+  for (int i = 0; i < rank && e; i++) {
+    e = strchr(e, ';');
+    if (e) e++;
+  }
+  size_t len = e ? strcspn(e, ";") : 0;
+  if (!e || len == 0) {
+    snprintf(v->why, sizeof v->why, "no CUDA device (NTKD_TEST_GPU_UUIDS)");
+    return;
+  }
+  if (len == 1 && e[0] == '!') {
+    v->n = -1;
+    snprintf(v->why, sizeof v->why, "the driver failed (NTKD_TEST_GPU_UUIDS)");
+    return;
+  }
+  for (size_t at = 0; at <= len;) {
+    size_t t = strcspn(e + at, ",;");
+    if (at + t > len) t = len - at;
+    int ok = t >= 1 && t <= NTK_GPU_UUID_BYTES;
+    for (size_t k = 0; ok && k < t; k++) {
+      char c = e[at + k];
+      ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    }
+    if (!ok) {
+      v->n = -1;
+      snprintf(v->why, sizeof v->why, "NTKD_TEST_GPU_UUIDS: bad device tag in the entry of rank %d", rank);
+      return;
+    }
+    if (v->n < NTK_GPU_MAX) {
+      struct ntk_gpu_info *d = &v->dev[v->n++];
+      memcpy(d->uuid, e + at, t);
+      snprintf(d->pci, sizeof d->pci, "test");
+      snprintf(d->name, sizeof d->name, "test GPU %.*s", (int)t, e + at);
+    }
+    at += t + 1;
+  }
+}
+
+void ntk_backend_gpu_list(int rank, struct ntk_gpu_view *v) {
+  v->n = 0;
+  v->why[0] = '\0';
+  memset(v->dev, 0, sizeof v->dev);
+  const char *spec = getenv("NTKD_TEST_GPU_UUIDS");
+  if (spec) {
+    if (rank == 0) fprintf(stderr, "ntkd: test setting NTKD_TEST_GPU_UUIDS=%s\n", spec);
+    test_list(spec, rank, v);
+    return;
+  }
+#ifdef NTKD_HAVE_CUDA
+  char why[256] = "";
+  int failed = 0, n = ntk_cuda_list_count(&failed, why, sizeof why);
+  if (n <= 0) {
+    /* No device at all is a normal CPU machine; a failing driver is not. */
+    v->n = failed ? -1 : 0;
+    snprintf(v->why, sizeof v->why, "%s", why);
+    return;
+  }
+  for (int i = 0; i < n && i < NTK_GPU_MAX; i++) {
+    struct ntk_gpu_info *d = &v->dev[i];
+    if (ntk_cuda_device_info(i, d->uuid, d->pci, sizeof d->pci, d->name, sizeof d->name, why, sizeof why)) {
+      v->n = -1;
+      snprintf(v->why, sizeof v->why, "%s", why);
+      return;
+    }
+    v->n = i + 1;
+  }
+#else
+  snprintf(v->why, sizeof v->why, "this ntkd was built without CUDA");
+#endif
+}
+
+void ntk_gpu_uuid_short(const unsigned char *u, char *buf, size_t cap) {
+  snprintf(buf, cap, "GPU-%02x%02x%02x%02x", u[0], u[1], u[2], u[3]);
+}
+
+/* Augmenting path from rank r (Kuhn): r takes a device it sees that is
+ * free, or whose owner can move to another; devices in r's own order. */
+static int augment(int r, int n, const struct ntk_gpu_view *v, const int *const *ids, int *owner, int *held,
+                   unsigned char *seen) {
+  for (int k = 0; k < v[r].n; k++) {
+    int u = ids[r][k];
+    if (u < 0 || seen[u]) continue;
+    seen[u] = 1;
+    if (owner[u] < 0 || augment(owner[u], n, v, ids, owner, held, seen)) {
+      owner[u] = r;
+      held[r] = k;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void ntk_backend_place_node(int pref, int gpu_arch, int n, const struct ntk_gpu_view *v, int *place,
+                            struct ntk_place_summary *sum) {
+  struct ntk_place_summary s = {0, 0, 0};
+  /* Distinct UUIDs the computing ranks see, numbered in order of first
+   * sight; ids[r][k] is the number of rank r's device k (-1: a repeat of
+   * an earlier device in r's own list, never taken). */
+  size_t cap = 0;
+  for (int r = 0; r < n; r++)
+    if (v[r].computes && v[r].n > 0) cap += (size_t)(v[r].n < NTK_GPU_MAX ? v[r].n : NTK_GPU_MAX);
+  const unsigned char **uuid = malloc((cap ? cap : 1) * sizeof *uuid);
+  int *idbuf = malloc((cap ? cap : 1) * sizeof *idbuf);
+  const int **ids = calloc(n > 0 ? (size_t)n : 1, sizeof *ids);
+  int *owner = malloc((cap ? cap : 1) * sizeof *owner), *held = malloc((n > 0 ? (size_t)n : 1) * sizeof *held);
+  unsigned char *seen = malloc(cap ? cap : 1);
+  int nomem = !uuid || !idbuf || !ids || !owner || !held || !seen;
+  size_t used = 0;
+  for (int r = 0; r < n; r++) {
+    held[r] = -1;
+    if (v[r].computes) s.computing++;
+    if (nomem || !v[r].computes || v[r].n <= 0) continue;
+    int *my = idbuf + used;
+    ids[r] = my;
+    int nd = v[r].n < NTK_GPU_MAX ? v[r].n : NTK_GPU_MAX;
+    for (int k = 0; k < nd; k++) {
+      int u = 0;
+      while (u < s.distinct && memcmp(uuid[u], v[r].dev[k].uuid, NTK_GPU_UUID_BYTES)) u++;
+      if (u == s.distinct) uuid[s.distinct++] = v[r].dev[k].uuid;
+      for (int j = 0; j < k; j++)
+        if (my[j] == u) u = -1;
+      my[k] = u;
+    }
+    used += (size_t)nd;
+  }
+  int gpus = !nomem && pref != NTK_BACKEND_CPU && gpu_arch;
+  if (gpus) {
+    for (int u = 0; u < s.distinct; u++) owner[u] = -1;
+    /* Greedy in slot order: the first device, in the rank's own order,
+     * that no earlier rank took. */
+    for (int r = 0; r < n; r++)
+      for (int k = 0; ids[r] && k < v[r].n && k < NTK_GPU_MAX; k++) {
+        int u = ids[r][k];
+        if (u >= 0 && owner[u] < 0) {
+          owner[u] = r;
+          held[r] = k;
+          break;
+        }
+      }
+    /* Then the ranks left over, in slot order: an augmenting path each. */
+    for (int r = 0; r < n; r++)
+      if (ids[r] && held[r] < 0) {
+        memset(seen, 0, (size_t)s.distinct);
+        augment(r, n, v, ids, owner, held, seen);
+      }
+  }
+  for (int r = 0; r < n; r++) {
+    if (!v[r].computes) place[r] = NTK_PLACE_NONE;
+    else if (gpus && held[r] >= 0) place[r] = held[r], s.on_gpu++;
+    else place[r] = pref == NTK_BACKEND_CUDA ? NTK_PLACE_NO_GPU : NTK_PLACE_CPU;
+  }
+  free(uuid);
+  free(idbuf);
+  free(ids);
+  free(owner);
+  free(held);
+  free(seen);
+  if (sum) *sum = s;
+}
+
+ntk_status ntk_backend_place_rank(int pref, int gpu_arch, int n, const struct ntk_gpu_view *v, int me,
+                                  const char *host, int *place, struct ntk_place_summary *sum) {
+  int *table = malloc((size_t)(n > 0 ? n : 1) * sizeof *table);
+  if (!table) return ntk_error(NTK_ENOMEM, "out of memory");
+  ntk_backend_place_node(pref, gpu_arch, n, v, table, sum);
+  *place = table[me];
+  free(table);
+  if (*place >= 0) {
+    const struct ntk_gpu_view *mine = &v[me];
+    const struct ntk_gpu_info *d = &mine->dev[*place];
+    char u[32];
+    ntk_gpu_uuid_short(d->uuid, u, sizeof u);
+    fprintf(stderr, "ntkd: rank %d on %s: GPU %d of the %d it sees: %s, %s, PCI %s\n", mine->rank, host, *place,
+            mine->n, d->name, u, d->pci);
+  }
+  return NTK_OK;
+}
+
+int ntk_backend_place(int pref, int slot, int ngpus, int gpu_arch) {
+  if (slot < 0) return NTK_PLACE_NONE;
+  struct ntk_gpu_view *v = calloc((size_t)slot + 1, sizeof *v);
+  int *place = malloc(((size_t)slot + 1) * sizeof *place);
+  int out = pref == NTK_BACKEND_CUDA ? NTK_PLACE_NO_GPU : NTK_PLACE_CPU;
+  if (v && place) {
+    for (int r = 0; r <= slot; r++) {
+      v[r].computes = 1;
+      v[r].n = ngpus < NTK_GPU_MAX ? ngpus : NTK_GPU_MAX;
+      for (int k = 0; k < v[r].n; k++) v[r].dev[k].uuid[0] = (unsigned char)(k + 1);
+    }
+    ntk_backend_place_node(pref, gpu_arch, slot + 1, v, place, NULL);
+    out = place[slot];
+  }
+  free(v);
+  free(place);
+  return out;
+}
+
+void ntk_backend_describe(char *buf, size_t cap) {
+#ifdef NTKD_HAVE_CUDA
+  char cuda[1024];
+  ntk_cuda_describe(cuda, sizeof cuda);
+  snprintf(buf, cap, "cpu (OpenBLAS + vectorised C), cuda (fully-connected and convolutional networks); cuda: %s",
+           cuda);
+#else
+  snprintf(buf, cap, "cpu (OpenBLAS + vectorised C); cuda: not compiled in");
+#endif
+}

@@ -1,0 +1,81 @@
+/* OpenBLAS kernel choice and threading (see src/base/cpuinit.h). */
+#include "base/cpuinit.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <pmmintrin.h>
+#include <xmmintrin.h>
+#define NTK_HAVE_MXCSR 1
+#endif
+
+#include "base/signals.h"
+
+const char *ntk_cpu_blas_core(void) { return openblas_get_corename(); }
+
+void ntk_cpu_single_thread(void) { openblas_set_num_threads(1); }
+
+void ntk_cpu_all_threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  openblas_set_num_threads(n > 0 ? (int)n : 1);
+}
+
+void ntk_cpu_flush_denormals(int on) {
+#ifdef NTK_HAVE_MXCSR
+  /* FTZ: results that would be subnormal become 0. DAZ: subnormal inputs
+   * read as 0. Both, since a subnormal can also arrive from memory (a
+   * snapshot written without the fix, data). */
+  _MM_SET_FLUSH_ZERO_MODE(on ? _MM_FLUSH_ZERO_ON : _MM_FLUSH_ZERO_OFF);
+  _MM_SET_DENORMALS_ZERO_MODE(on ? _MM_DENORMALS_ZERO_ON : _MM_DENORMALS_ZERO_OFF);
+#else
+  (void)on;
+#endif
+}
+
+int ntk_cpu_flushing_denormals(void) {
+#ifdef NTK_HAVE_MXCSR
+  return _MM_GET_FLUSH_ZERO_MODE() == _MM_FLUSH_ZERO_ON && _MM_GET_DENORMALS_ZERO_MODE() == _MM_DENORMALS_ZERO_ON;
+#else
+  return 0;
+#endif
+}
+
+void ntk_cpu_fix_openblas(char **argv) {
+#if defined(__x86_64__)
+  if (getenv("OPENBLAS_CORETYPE") || getenv("NTKD_KEEP_BLAS_CORE")) return;
+  const char *core = openblas_get_corename();
+  if (!core) return;
+  static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
+  static const char *const avx2[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"};
+  const char *want = NULL;
+  const char *const *good = NULL;
+  size_t ngood = 0;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
+    want = "SkylakeX";
+    good = avx512;
+    ngood = 3;
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    want = "Haswell";
+    good = avx2;
+    ngood = 5;
+  }
+  if (!want) return;
+  for (size_t i = 0; i < ngood; i++)
+    if (!strcasecmp(core, good[i])) return;
+  if (setenv("OPENBLAS_CORETYPE", want, 1)) return;
+  /* Stop signals stay blocked across the exec (pending, not lost) until
+   * the new image's main() has its handlers in place. */
+  ntk_signals_block();
+  execv("/proc/self/exe", argv);
+  ntk_signals_install();
+  /* exec failed: carry on with the kernels we have. */
+#else
+  (void)argv;
+#endif
+}

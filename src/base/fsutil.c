@@ -1,0 +1,254 @@
+/* File-system helpers: see src/base/fsutil.h. */
+#include "base/fsutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "job/config.h"
+
+static const char *kind_of(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISDIR(m)) return "a folder";
+  if (S_ISLNK(m)) return "a symbolic link";
+  return "not a regular file";
+}
+
+static ntk_status not_regular(const char *path, const char *what, mode_t m) {
+  return ntk_error(NTK_EINPUT, "%s is %s, not a regular file%s%s%s", path, kind_of(m), what ? " (" : "",
+                   what ? what : "", what ? ")" : "");
+}
+
+ntk_status ntk_check_regular(const char *path, const char *what) {
+  struct stat sb;
+  if (stat(path, &sb)) return NTK_OK; /* absent (or unreachable: the open that follows reports it) */
+  return S_ISREG(sb.st_mode) ? NTK_OK : not_regular(path, what, sb.st_mode);
+}
+
+ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *fd) {
+  *fd = -1;
+  /* Checked before open(): opening a FIFO blocks until a writer comes,
+   * opening some devices has effects of its own. */
+  ntk_status st = ntk_check_regular(path, what);
+  if (st) return st;
+  struct stat lb;
+  if ((flags & O_NOFOLLOW) && lstat(path, &lb) == 0 && S_ISLNK(lb.st_mode)) return not_regular(path, what, S_IFLNK);
+  /* O_NONBLOCK closes the race with a FIFO put there after the stat. */
+  int f = open(path, flags | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (f < 0) {
+    int e = errno;
+    if (e == ENXIO) return not_regular(path, what, S_IFIFO);
+    if (e == ELOOP && (flags & O_NOFOLLOW)) return not_regular(path, what, S_IFLNK);
+    return ntk_error(e == ENOENT ? NTK_EUSAGE : NTK_EIO, "%s: cannot open: %s", path, strerror(e));
+  }
+  struct stat sb;
+  if (fstat(f, &sb) || !S_ISREG(sb.st_mode)) {
+    mode_t m = sb.st_mode;
+    close(f);
+    return not_regular(path, what, m);
+  }
+  int fl = fcntl(f, F_GETFL);
+  if (fl != -1) fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+  *fd = f;
+  return NTK_OK;
+}
+
+/* The folder and the name of `path` ("." for a bare name). */
+static void split_path(const char *path, char *dir, size_t cap, const char **base) {
+  const char *slash = strrchr(path, '/');
+  *base = slash ? slash + 1 : path;
+  if (!slash) snprintf(dir, cap, ".");
+  else if (slash == path) snprintf(dir, cap, "/");
+  else snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+}
+
+/* `path` made absolute with its folder resolved (the file itself need not
+ * exist): "a/../b/x.npy" and "/w/b/x.npy" agree. */
+static void canonical(const char *path, char *out, size_t cap) {
+  char dir[PATH_MAX], res[PATH_MAX];
+  const char *base;
+  split_path(path, dir, sizeof dir, &base);
+  if (realpath(dir, res)) snprintf(out, cap, "%s/%s", strcmp(res, "/") ? res : "", base);
+  else snprintf(out, cap, "%s", path);
+}
+
+int ntk_same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+  if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  if (ea != eb) return 0;
+  char ca[PATH_MAX + 256], cb[PATH_MAX + 256];
+  canonical(a, ca, sizeof ca);
+  canonical(b, cb, sizeof cb);
+  return !strcmp(ca, cb);
+}
+
+ntk_status ntk_check_outputs(const struct ntk_named_path *in, size_t nin, const struct ntk_named_path *out,
+                             size_t nout) {
+  for (size_t i = 0; i < nout; i++) {
+    if (!out[i].path || !*out[i].path) continue;
+    for (size_t k = 0; k < nin; k++)
+      if (in[k].path && *in[k].path && ntk_same_file(out[i].path, in[k].path))
+        return ntk_error(NTK_EUSAGE, "%s (%s) is also %s: an output never replaces an input", out[i].name,
+                         out[i].path, in[k].name);
+    for (size_t k = 0; k < i; k++)
+      if (out[k].path && *out[k].path && ntk_same_file(out[i].path, out[k].path))
+        return ntk_error(NTK_EUSAGE, "%s (%s) is also %s: two outputs cannot share a file", out[i].name,
+                         out[i].path, out[k].name);
+  }
+  return NTK_OK;
+}
+
+const char *ntk_hostname(void) {
+  static char host[256];
+  if (!host[0]) {
+    if (gethostname(host, sizeof host - 1) || !host[0]) snprintf(host, sizeof host, "?");
+    for (char *p = host; *p; p++)
+      if (*p == '/') *p = '_';
+  }
+  return host;
+}
+
+/* The part of a temporary name before ".tmp.HOST.PID": the file's own name,
+ * or, where that would make the temporary name longer than a name may be
+ * (NAME_MAX), its first bytes and a hash of the whole, so that any legal
+ * name can be written. The same for every pid, so the clean-up finds it. */
+static void tmp_stem(const char *base, char *out, size_t cap) {
+  size_t room = NAME_MAX - (5 + strlen(ntk_hostname()) + 1 + 10); /* ".tmp." HOST "." up to 10 digits */
+  size_t len = strlen(base);
+  if (len <= room) {
+    snprintf(out, cap, "%s", base);
+    return;
+  }
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)base; *p; p++) h = (h ^ *p) * 1099511628211ull;
+  snprintf(out, cap, "%.*s~%016llx", (int)(room - 17), base, (unsigned long long)h);
+}
+
+int ntk_tmp_path(const char *path, char *out, size_t cap) {
+  char dir[PATH_MAX], stem[NAME_MAX + 1];
+  const char *base;
+  split_path(path, dir, sizeof dir, &base);
+  tmp_stem(base, stem, sizeof stem);
+  int n = base == path ? snprintf(out, cap, "%s.tmp.%s.%ld", stem, ntk_hostname(), (long)getpid())
+                       : snprintf(out, cap, "%.*s%s.tmp.%s.%ld", (int)(base - path), path, stem, ntk_hostname(),
+                                  (long)getpid());
+  return n > 0 && (size_t)n < cap;
+}
+
+int ntk_is_tmp_name(const char *path) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  /* NAME.tmp.HOST.PID: the last dot is followed by digits only, and ".tmp."
+   * comes before it. */
+  const char *dot = strrchr(base, '.');
+  if (!dot || !dot[1] || strspn(dot + 1, "0123456789") != strlen(dot + 1)) return 0;
+  for (const char *p = base; p + 5 <= dot; p++)
+    if (!strncmp(p, ".tmp.", 5) && p + 5 < dot) return 1;
+  return 0;
+}
+
+int ntk_clean_stale_tmp(const char *path) {
+  char resolved[PATH_MAX], dir[PATH_MAX], stem[NAME_MAX + 1], prefix[NAME_MAX + 300];
+  /* The temporary files sit beside the file the name reaches. */
+  if (ntk_resolve_links(path, resolved, sizeof resolved) == NTK_OK) path = resolved;
+  const char *base;
+  split_path(path, dir, sizeof dir, &base);
+  tmp_stem(base, stem, sizeof stem);
+  int plen = snprintf(prefix, sizeof prefix, "%s.tmp.%s.", stem, ntk_hostname());
+  if (plen <= 0 || (size_t)plen >= sizeof prefix) return 0;
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int removed = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strncmp(e->d_name, prefix, (size_t)plen)) continue;
+    const char *digits = e->d_name + plen;
+    char *end;
+    long pid = strtol(digits, &end, 10);
+    if (end == digits || *end || pid <= 0) continue;
+    if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    char full[PATH_MAX + NAME_MAX + 2];
+    snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+    if (unlink(full) == 0) removed++;
+  }
+  closedir(d);
+  return removed;
+}
+
+ntk_status ntk_resolve_links(const char *path, char *out, size_t cap) {
+  char cur[PATH_MAX], target[PATH_MAX];
+  if (snprintf(cur, sizeof cur, "%s", path) >= (int)sizeof cur)
+    return ntk_error(NTK_EUSAGE, "%s: path too long", path);
+  for (int hops = 0;; hops++) {
+    struct stat sb;
+    if (lstat(cur, &sb) || !S_ISLNK(sb.st_mode)) break;
+    if (hops == 40) return ntk_error(NTK_EUSAGE, "%s: too many levels of symbolic links", path);
+    ssize_t n = readlink(cur, target, sizeof target - 1);
+    if (n < 0) return ntk_error(NTK_EIO, "%s: cannot read the symbolic link: %s", cur, strerror(errno));
+    target[n] = '\0';
+    const char *slash = strrchr(cur, '/');
+    if (target[0] == '/' || !slash) {
+      memmove(cur, target, (size_t)n + 1);
+    } else { /* relative to the link's folder */
+      size_t keep = (size_t)(slash - cur) + 1;
+      if (keep + (size_t)n >= sizeof cur) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
+      memcpy(cur + keep, target, (size_t)n + 1);
+    }
+  }
+  if (snprintf(out, cap, "%s", cur) >= (int)cap) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
+  return NTK_OK;
+}
+
+ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd) {
+  *fd = -1;
+  if (!ntk_tmp_path(path, tmp, cap)) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
+  ntk_clean_stale_tmp(path);
+  unlink(tmp); /* a leftover of an earlier process with this pid */
+  *fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (*fd < 0) return ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+  return NTK_OK;
+}
+
+ntk_status ntk_fsync_folder_of(const char *path) {
+  char dir[NTK_PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir) dir[1] = '\0';
+  else if (slash) *slash = '\0';
+  else strcpy(dir, ".");
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ntk_error(NTK_EIO, "%s: cannot open folder for fsync: %s", dir, strerror(errno));
+  int rc = fsync(fd);
+  int e = errno;
+  close(fd);
+  if (rc) return ntk_error(NTK_EIO, "%s: fsync of folder failed: %s", dir, strerror(e));
+  return NTK_OK;
+}
+
+ntk_status ntk_make_parents(const char *path) {
+  char dir[NTK_PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return NTK_OK;
+  *slash = '\0';
+  for (char *p = dir + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(dir, 0777) && errno != EEXIST) return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(dir, 0777) && errno != EEXIST) return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+  return NTK_OK;
+}

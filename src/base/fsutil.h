@@ -1,0 +1,79 @@
+/* File-system helpers shared by every module that reads or writes files:
+ * opening without blocking on FIFOs or devices, telling whether two paths
+ * are one file, temporary names and their clean-up, folders. Rank-local. */
+#ifndef NTKD_FSUTIL_H
+#define NTKD_FSUTIL_H
+
+#include <stddef.h>
+
+#include "base/status.h"
+
+/* open(2) `path` with `flags` (O_RDONLY, O_RDWR, ...; O_CLOEXEC is added),
+ * refusing anything that is not a regular file before it can block: a
+ * FIFO, a device or a socket gives NTK_EINPUT ("PATH is a FIFO, not a
+ * regular file (`what`)"); with O_NOFOLLOW a symbolic link too. With
+ * O_CREAT a missing file is created as usual.
+ * A missing file without O_CREAT: NTK_EUSAGE; other failures NTK_EIO. */
+ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *fd);
+
+/* NTK_OK if `path` does not exist or is a regular file; otherwise the
+ * error ntk_open_regular would give. Never opens it. */
+ntk_status ntk_check_regular(const char *path, const char *what);
+
+/* 1 if `a` and `b` name the same file: the same inode when both exist,
+ * else the same absolute path once the folders are resolved. */
+int ntk_same_file(const char *a, const char *b);
+
+/* Refuse an output that is one of the inputs (or another output): each of
+ * the `nout` outputs is compared with every input and every other output.
+ * NULL or "" entries are skipped. The message names the keys:
+ * "[output] path (x.npy) is also [data] path: an output never replaces an
+ * input". NTK_EUSAGE on a clash. */
+struct ntk_named_path {
+  const char *name; /* "[output] path", "OUT.npy", ... */
+  const char *path;
+  int own;          /* an output that is itself one of ntkd's files (NTK_FILE_STORE,
+                       NTK_FILE_SNAPSHOT: job/jobfiles.h) may replace one of that kind */
+};
+ntk_status ntk_check_outputs(const struct ntk_named_path *in, size_t nin, const struct ntk_named_path *out,
+                             size_t nout);
+
+/* The temporary name next to `path` that this process writes before a
+ * rename: PATH.tmp.HOST.PID (for a name so long that this would exceed
+ * NAME_MAX, its first bytes and a hash of the whole instead of NAME).
+ * Returns 0 if it does not fit in `cap`. */
+int ntk_tmp_path(const char *path, char *out, size_t cap);
+
+/* 1 if the last component of `path` has the form of an ntkd temporary
+ * file, NAME.tmp.HOST.PID. */
+int ntk_is_tmp_name(const char *path);
+
+/* `path` with the symbolic links of its last component followed (to a
+ * file that need not exist), into `out`: the name by which a store's
+ * companions (PATH.index, PATH.lock, temporary files) are found, whatever
+ * link reaches it. A path without links is returned as it is. */
+ntk_status ntk_resolve_links(const char *path, char *out, size_t cap);
+
+/* Remove PATH.tmp.HOST.PID files of this host whose process is gone (a
+ * killed export, snapshot or store creation). Returns how many. */
+int ntk_clean_stale_tmp(const char *path);
+
+/* The temporary file this process writes before renaming it to `path`:
+ * stale ones of dead processes are removed, then PATH.tmp.HOST.PID (its
+ * name into `tmp`, `cap` bytes) is created afresh, never through a
+ * symbolic link or over an existing file (O_EXCL | O_NOFOLLOW), and opened
+ * for writing into *fd. */
+ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd);
+
+/* fsync the folder holding `path`, after a rename into it. */
+ntk_status ntk_fsync_folder_of(const char *path);
+
+/* Create the folders above `path` that are missing (mkdir -p of its
+ * dirname). */
+ntk_status ntk_make_parents(const char *path);
+
+/* This machine's host name ("?" if unknown), for lock holders and
+ * temporary names. Static memory. */
+const char *ntk_hostname(void);
+
+#endif

@@ -1,0 +1,47 @@
+/* Tile numbering of the lower triangle. */
+#include "base/tiling.h"
+
+#include <math.h>
+
+void ntk_tiling_init(struct ntk_tiling *t, uint64_t n, uint64_t tile) {
+  t->n = n;
+  t->tile = tile;
+  t->nb = tile ? (n + tile - 1) / tile : 0;
+  t->ntiles = t->nb * (t->nb + 1) / 2;
+  t->nbc = t->nb;
+  t->needed = t->ntiles;
+}
+
+void ntk_tiling_limit_columns(struct ntk_tiling *t, uint64_t m) {
+  t->nbc = m == 0 || m >= t->n || !t->tile ? t->nb : (m + t->tile - 1) / t->tile;
+  /* Block rows I < nbc need I + 1 tiles, the others nbc each. */
+  t->needed = t->nbc * (t->nbc + 1) / 2 + (t->nb - t->nbc) * t->nbc;
+}
+
+uint64_t ntk_tiling_index(uint64_t bi, uint64_t bj) { return bi * (bi + 1) / 2 + bj; }
+
+struct ntk_tile ntk_tiling_tile(const struct ntk_tiling *t, uint64_t index) {
+  /* Invert index = bi(bi+1)/2 + bj with a float guess, then fix it up. */
+  uint64_t bi = (uint64_t)((sqrt(8.0 * (double)index + 1.0) - 1.0) / 2.0);
+  while (bi * (bi + 1) / 2 > index) bi--;
+  while ((bi + 1) * (bi + 2) / 2 <= index) bi++;
+  struct ntk_tile r;
+  r.index = index;
+  r.bi = bi;
+  r.bj = index - bi * (bi + 1) / 2;
+  r.r0 = bi * t->tile;
+  r.c0 = r.bj * t->tile;
+  r.rows = t->n - r.r0 < t->tile ? t->n - r.r0 : t->tile;
+  r.cols = t->n - r.c0 < t->tile ? t->n - r.c0 : t->tile;
+  return r;
+}
+
+uint64_t ntk_tile_pairs(const struct ntk_tile *tile) {
+  if (tile->bi != tile->bj) return tile->rows * tile->cols;
+  return tile->rows * (tile->rows + 1) / 2;
+}
+
+int ntk_tiling_needed(const struct ntk_tiling *t, uint64_t index) {
+  if (index >= t->ntiles) return 0;
+  return t->nbc == t->nb || ntk_tiling_tile(t, index).bj < t->nbc;
+}

@@ -1,0 +1,793 @@
+#define _GNU_SOURCE /* O_DIRECT */
+/* MPI behind src/comm/comm.h. Waiting is MPI_Iprobe + nanosleep with a
+ * growing pause: a blocking receive would spin at 100 % CPU and steal a
+ * core from a worker on the same node. Messages above the piece size go as
+ * an announcement (total and piece size) followed by the pieces, each
+ * under MPI's int count limit. */
+#include "comm/comm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A communicator: an MPI one (comm is MPI_COMM_NULL without MPI) and the
+ * announced messages of its ranks still to be received. */
+struct ntk_comm {
+  MPI_Comm comm;
+  int rank, size;
+  struct pending *pending; /* per source rank of this communicator */
+};
+
+static int active, world_rank; /* world_rank: for the test settings and messages */
+static struct ntk_comm world = {MPI_COMM_NULL, 0, 1, NULL};
+static int test_nodes;         /* NTKD_TEST_NODES */
+
+/* Large messages: tag NTK_COMM_TAGS + t announces a message of tag t whose
+ * pieces follow with tag 2 * NTK_COMM_TAGS + t. MPI keeps the messages of
+ * one sender in order, and a sender sends all pieces before anything else. */
+#define TAG_ANNOUNCE(t) (NTK_COMM_TAGS + (t))
+#define TAG_PIECE(t) (2 * NTK_COMM_TAGS + (t))
+#define IS_ANNOUNCE(t) ((t) >= NTK_COMM_TAGS && (t) < 2 * NTK_COMM_TAGS)
+
+struct announce {
+  uint64_t bytes, piece;
+};
+
+/* Per source: a message announced (its announcement already received by
+ * ntk_comm_poll) whose pieces are still to be received. */
+struct pending {
+  int tag; /* 0: none */
+  int rc;  /* MPI error receiving the announcement */
+  struct announce a;
+};
+
+static size_t piece_size = (size_t)1 << 30;
+static long fail_send_at, fail_recv_at, sends, recvs; /* test settings */
+
+static int launched_by_mpi(void) {
+  const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+    if (getenv(vars[i])) return 1;
+  return 0;
+}
+
+static ntk_status mpi_fail(int rc, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return ntk_error(NTK_ECOMM, "MPI %s failed: %.*s", what, len, msg);
+}
+
+/* NAME=R:K on rank R: K, else 0. */
+static long test_count(const char *name) {
+  const char *v = getenv(name);
+  int r = -1;
+  long k = 0;
+  char extra;
+  if (!v || sscanf(v, "%d:%ld%c", &r, &k, &extra) != 2 || r != world_rank || k < 1) return 0;
+  return k;
+}
+
+static void read_test_settings(void) {
+  const char *v = getenv("NTKD_TEST_MPI_PIECE");
+  char *end;
+  unsigned long long p = v ? strtoull(v, &end, 10) : 0;
+  if (v && *end == '\0' && p >= 1 && p <= INT_MAX) piece_size = (size_t)p;
+  fail_send_at = test_count("NTKD_TEST_FAIL_SEND");
+  fail_recv_at = test_count("NTKD_TEST_FAIL_RECV");
+  v = getenv("NTKD_TEST_NODES");
+  long k = v ? strtol(v, &end, 10) : 0;
+  if (v && *end == '\0' && k >= 1 && k <= 4096) test_nodes = (int)k;
+  /* Said aloud, so that one left set by mistake is seen. */
+  const char *names[] = {"NTKD_TEST_MPI_PIECE", "NTKD_TEST_FAIL_SEND", "NTKD_TEST_FAIL_RECV", "NTKD_TEST_NODES"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (world_rank == 0 && getenv(names[i]))
+      fprintf(stderr, "ntkd: test setting %s=%s\n", names[i], getenv(names[i]));
+}
+
+static ntk_status comm_wrap(MPI_Comm mc, ntk_comm_t *c) {
+  c->comm = mc;
+  MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(mc, &c->rank);
+  MPI_Comm_size(mc, &c->size);
+  c->pending = calloc((size_t)c->size, sizeof *c->pending);
+  if (!c->pending) return ntk_error(NTK_ENOMEM, "out of memory");
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_init(int *argc, char ***argv, ntk_comm_t **out) {
+  *out = &world;
+  if (!launched_by_mpi()) return NTK_OK;
+  /* Tiles are megabytes. Without single-copy transfers (CMA, often off in
+   * containers) Open MPI's shared-memory transport moves them in 32 KiB
+   * fragments; 256 KiB fragments made the tile phase of a 10 000-sample
+   * Fashion-MNIST job 2.2x faster (2.94 s -> 1.33 s, docs/PERFORMANCE.md).
+   * A value set by the user wins. */
+  setenv("OMPI_MCA_btl_vader_max_send_size", "262144", 0);
+  /* The store's writer holds a lock on the store file itself (store/lock.h,
+   * one byte far past the data). On NFS, Open MPI's MPI-IO would by
+   * default lock the whole file around every write, wait for that lock
+   * for ever, and hang the workers; locks on the ranges written are all
+   * that page-aligned records need. A value set by the user wins
+   * (docs/RELIABILITY.md: do not set 2). */
+  setenv("OMPI_MCA_fs_ufs_lock_algorithm", "3", 0);
+  int rc = MPI_Init(argc, argv);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "init");
+  active = 1;
+  ntk_status st = comm_wrap(MPI_COMM_WORLD, &world);
+  world_rank = world.rank;
+  read_test_settings();
+  return st;
+}
+
+void ntk_comm_finalize(void) {
+  if (active) MPI_Finalize();
+  active = 0;
+  free(world.pending);
+  world.pending = NULL;
+}
+
+ntk_status ntk_comm_split(const ntk_comm_t *c, int color, ntk_comm_t **out) {
+  *out = NULL;
+  ntk_comm_t *n = calloc(1, sizeof *n);
+  if (!n) return ntk_error(NTK_ENOMEM, "out of memory");
+  if (!active) { /* one rank: itself, or nothing */
+    if (color < 0) {
+      free(n);
+      return NTK_OK;
+    }
+    n->comm = MPI_COMM_NULL;
+    n->size = 1;
+    if (!(n->pending = calloc(1, sizeof *n->pending))) {
+      free(n);
+      return ntk_error(NTK_ENOMEM, "out of memory");
+    }
+    *out = n;
+    return NTK_OK;
+  }
+  MPI_Comm mc;
+  int rc = MPI_Comm_split(c->comm, color < 0 ? MPI_UNDEFINED : color, c->rank, &mc);
+  if (rc != MPI_SUCCESS) {
+    free(n);
+    return mpi_fail(rc, "split");
+  }
+  if (mc == MPI_COMM_NULL) {
+    free(n);
+    return NTK_OK;
+  }
+  ntk_status st = comm_wrap(mc, n);
+  if (st) {
+    ntk_comm_free(n);
+    return st;
+  }
+  *out = n;
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_split_node(const ntk_comm_t *c, ntk_comm_t **out) {
+  *out = NULL;
+  if (!active) return ntk_comm_split(c, 0, out);
+  /* Keyed by rank: node order is rank order. */
+  MPI_Comm real;
+  int rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &real);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "split by node");
+  int nr = 0, nsize = 1, leader = c->rank;
+  MPI_Comm_rank(real, &nr);
+  MPI_Comm_size(real, &nsize);
+  MPI_Allreduce(&c->rank, &leader, 1, MPI_INT, MPI_MIN, real);
+  MPI_Comm_free(&real);
+  /* The real node's first rank in c names it; a pretend node is a block of
+   * consecutive positions within it. Ranks of c on one node are not always
+   * consecutive in c, so the colour is (node, block), made unique by the
+   * leader's rank times the block count. */
+  int k = test_nodes > 1 ? test_nodes : 1;
+  if (k > nsize) k = nsize;
+  int block = (int)((long)nr * k / nsize);
+  return ntk_comm_split(c, leader * k + block, out);
+}
+
+void ntk_comm_free(ntk_comm_t *c) {
+  if (!c || c == &world) return;
+  if (active && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+  free(c->pending);
+  free(c);
+}
+
+ntk_status ntk_comm_node_gather(const ntk_comm_t *c, const void *mine, size_t bytes, void **all,
+                                struct ntk_node_info *node) {
+  memset(node, 0, sizeof *node);
+  node->size = 1;
+  node->first_rank = c->rank;
+  if (gethostname(node->host, sizeof node->host) != 0) snprintf(node->host, sizeof node->host, "?");
+  node->host[sizeof node->host - 1] = '\0';
+  *all = malloc(bytes ? bytes : 1);
+  if (!*all) return ntk_error(NTK_ENOMEM, "out of memory");
+  if (bytes) memcpy(*all, mine, bytes);
+  if (!active || c->size == 1) return NTK_OK;
+  if (bytes > INT_MAX) return ntk_error(NTK_ECOMM, "a %zu-byte contribution to a node exchange", bytes);
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS && len > 0)
+    snprintf(node->host, sizeof node->host, "%.*s", len, name);
+  ntk_comm_t *nc;
+  ntk_status st = ntk_comm_split_node(c, &nc);
+  if (st) return st;
+  node->index = nc->rank;
+  node->size = nc->size;
+  if (test_nodes > 1) /* a pretend node: its host name says which */
+    snprintf(node->host + strnlen(node->host, 40), sizeof node->host - strnlen(node->host, 40), "/pretend");
+  void *buf = malloc((size_t)node->size * bytes + 1);
+  st = buf ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
+  int err = !buf, any = 0;
+  /* Every rank of the node takes part in both collectives, also one that
+   * failed to allocate (it says so in the first). */
+  int rc = MPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, nc->comm);
+  if (rc != MPI_SUCCESS && !st) st = mpi_fail(rc, "allreduce on a node");
+  if (!st && any) st = ntk_error(NTK_ENOMEM, "out of memory on another rank of node %s", node->host);
+  if (!st) {
+    rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, buf, (int)bytes, MPI_BYTE, nc->comm);
+    if (rc != MPI_SUCCESS) st = mpi_fail(rc, "allgather on a node");
+  }
+  if (!st) {
+    rc = MPI_Allreduce(&c->rank, &node->first_rank, 1, MPI_INT, MPI_MIN, nc->comm);
+    if (rc != MPI_SUCCESS) st = mpi_fail(rc, "allreduce on a node");
+  }
+  ntk_comm_free(nc);
+  if (st) {
+    free(buf);
+    return st;
+  }
+  free(*all);
+  *all = buf;
+  return NTK_OK;
+}
+
+int ntk_comm_rank(const ntk_comm_t *c) { return c->rank; }
+int ntk_comm_size(const ntk_comm_t *c) { return c->size; }
+int ntk_comm_active(void) { return active; }
+
+ntk_status ntk_comm_bcast(const ntk_comm_t *c, void *buf, size_t bytes) {
+  if (!active || c->size == 1) return NTK_OK;
+  char *p = buf;
+  while (bytes) {
+    int chunk = bytes > (1u << 30) ? (1 << 30) : (int)bytes;
+    int rc = MPI_Bcast(p, chunk, MPI_BYTE, 0, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast");
+    p += chunk;
+    bytes -= (size_t)chunk;
+  }
+  return NTK_OK;
+}
+
+/* In chunks of 2^28 values: MPI counts are int. */
+static ntk_status sum_in_place(const ntk_comm_t *c, void *buf, size_t n, MPI_Datatype type, size_t elem) {
+  if (!active || c->size == 1) return NTK_OK;
+  char *p = buf;
+  while (n) {
+    int chunk = n > (1u << 28) ? (1 << 28) : (int)n;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, p, chunk, type, MPI_SUM, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
+    p += (size_t)chunk * elem;
+    n -= (size_t)chunk;
+  }
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_sum_floats(const ntk_comm_t *c, float *buf, size_t n) {
+  return sum_in_place(c, buf, n, MPI_FLOAT, sizeof *buf);
+}
+
+ntk_status ntk_comm_sum_doubles(const ntk_comm_t *c, double *buf, size_t n) {
+  return sum_in_place(c, buf, n, MPI_DOUBLE, sizeof *buf);
+}
+
+#define WAIT_TIMEOUT (-1) /* not an MPI error code: those are >= 0 */
+static int wait_request(MPI_Request *req, double timeout);
+
+ntk_status ntk_comm_agree(const ntk_comm_t *c, ntk_status local) {
+  if (!active || c->size == 1) return local;
+  int in = (int)local, out = 0;
+  /* Non-blocking and waited on with sleeps: ranks may wait here a long
+   * time (while rank 0 solves a kernel regression) and must not spin. */
+  MPI_Request req;
+  int rc = MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, c->comm, &req);
+  if (rc == MPI_SUCCESS) rc = wait_request(&req, -1);
+  if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
+  return (ntk_status)out;
+}
+
+ntk_status ntk_comm_agree_report(const ntk_comm_t *c, ntk_status local) {
+  if (local) {
+    if (world.size > 1 && world_rank != 0)
+      fprintf(stderr, "ntkd: rank %d: %s\n", world_rank, ntk_error_message());
+    else
+      fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+  }
+  return ntk_comm_agree(c, local);
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Complete a request by testing with short sleeps in between. Blocking
+ * MPI_Send/MPI_Recv of a large message busy-wait (sched_yield in a loop when
+ * oversubscribed): measured at half a core on rank 0 of a 3-rank job.
+ * WAIT_TIMEOUT after `timeout` seconds (< 0: never); the request is then
+ * still pending. */
+static int wait_request(MPI_Request *req, double timeout) {
+  double deadline = timeout < 0 ? 0 : now() + timeout;
+  long pause_ns = 10000;
+  for (int tries = 0;; tries++) {
+    int done = 0;
+    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) return rc;
+    if (tries < 4) continue;
+    if (timeout >= 0 && now() >= deadline) return WAIT_TIMEOUT;
+    struct timespec ts = {0, pause_ns};
+    nanosleep(&ts, NULL);
+    if (pause_ns < 200000) pause_ns *= 2;
+  }
+}
+
+/* Test settings NTKD_TEST_FAIL_SEND / _RECV: the k-th send or receive of
+ * this rank fails with a real MPI error, from an invalid tag. */
+static ntk_status injected_failure(const ntk_comm_t *c, int send, int peer, const void *buf, long k) {
+  MPI_Request req;
+  int rc = send ? MPI_Isend(buf, 0, MPI_BYTE, peer, -7, c->comm, &req)
+                : MPI_Irecv((void *)buf, 0, MPI_BYTE, peer, -7, c->comm, &req);
+  if (rc == MPI_SUCCESS) rc = MPI_ERR_TAG;
+  char what[64];
+  snprintf(what, sizeof what, send ? "send to rank %d" : "receive from rank %d", peer);
+  mpi_fail(rc, what);
+  return ntk_error(NTK_ECOMM, "%s (NTKD_TEST_FAIL_%s: %s %ld of rank %d)", ntk_error_message(),
+                   send ? "SEND" : "RECV", send ? "send" : "receive", k, world_rank);
+}
+
+static ntk_status send_one(const ntk_comm_t *c, const void *buf, size_t bytes, int dest, int tag) {
+  MPI_Request req;
+  int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, dest, tag, c->comm, &req);
+  if (rc == MPI_SUCCESS) rc = wait_request(&req, -1);
+  if (rc == MPI_SUCCESS) return NTK_OK;
+  char what[64];
+  snprintf(what, sizeof what, "send to rank %d", dest);
+  return mpi_fail(rc, what);
+}
+
+ntk_status ntk_comm_send(const ntk_comm_t *c, int dest, int tag, const void *buf, size_t bytes) {
+  if (fail_send_at && ++sends == fail_send_at) return injected_failure(c, 1, dest, buf, sends);
+  if (bytes <= piece_size) return send_one(c, buf, bytes, dest, tag);
+  struct announce a = {bytes, piece_size};
+  ntk_status st = send_one(c, &a, sizeof a, dest, TAG_ANNOUNCE(tag));
+  for (size_t off = 0; !st && off < bytes; off += piece_size)
+    st = send_one(c, (const char *)buf + off, bytes - off < piece_size ? bytes - off : piece_size, dest, TAG_PIECE(tag));
+  return st;
+}
+
+/* Receive the announcement (probed: it is there) from `source` into pending[source]. */
+static void take_announcement(const ntk_comm_t *c, int source, int tag) {
+  struct pending *p = &c->pending[source];
+  p->tag = tag - NTK_COMM_TAGS;
+  p->rc = MPI_Recv(&p->a, (int)sizeof p->a, MPI_BYTE, source, tag, c->comm, MPI_STATUS_IGNORE);
+}
+
+/* An announced message from `source` (-1: any) not yet received. */
+static int find_pending(const ntk_comm_t *c, int source) {
+  for (int r = source < 0 ? 0 : source; r < (source < 0 ? c->size : source + 1); r++)
+    if (c->pending[r].tag) return r;
+  return -1;
+}
+
+int ntk_comm_poll(const ntk_comm_t *c, int source, int *from, int *tag, size_t *bytes, double timeout) {
+  double deadline = now() + timeout;
+  long pause_ns = 20000;
+  for (;;) {
+    int r = find_pending(c, source);
+    if (r >= 0) {
+      *from = r;
+      *tag = c->pending[r].tag;
+      *bytes = (size_t)c->pending[r].a.bytes;
+      return 1;
+    }
+    int flag = 0;
+    MPI_Status s;
+    MPI_Iprobe(source < 0 ? MPI_ANY_SOURCE : source, MPI_ANY_TAG, c->comm, &flag, &s);
+    if (flag && IS_ANNOUNCE(s.MPI_TAG)) {
+      take_announcement(c, s.MPI_SOURCE, s.MPI_TAG);
+      continue;
+    }
+    if (flag) {
+      int count = 0;
+      MPI_Get_count(&s, MPI_BYTE, &count);
+      *from = s.MPI_SOURCE;
+      *tag = s.MPI_TAG;
+      *bytes = (size_t)count;
+      return 1;
+    }
+    if (now() >= deadline) return 0;
+    struct timespec ts = {0, pause_ns};
+    nanosleep(&ts, NULL);
+    if (pause_ns < 2000000) pause_ns *= 2;
+  }
+}
+
+static ntk_status stalled(int source, size_t bytes, double timeout) {
+  return ntk_error(NTK_ESTALLED, "nothing arrived from rank %d for %.0f s while receiving a %zu-byte message", source,
+                   timeout, bytes);
+}
+
+static ntk_status recv_one(const ntk_comm_t *c, int source, int tag, void *buf, size_t bytes, double timeout) {
+  if (bytes > INT_MAX) return ntk_error(NTK_ECOMM, "a %zu-byte message from rank %d came unannounced", bytes, source);
+  MPI_Request req;
+  int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, source, tag, c->comm, &req);
+  if (rc == MPI_SUCCESS) rc = wait_request(&req, timeout);
+  if (rc == WAIT_TIMEOUT) return stalled(source, bytes, timeout);
+  if (rc == MPI_SUCCESS) return NTK_OK;
+  char what[64];
+  snprintf(what, sizeof what, "receive from rank %d", source);
+  return mpi_fail(rc, what);
+}
+
+ntk_status ntk_comm_recv_within(const ntk_comm_t *c, int source, int tag, void *buf, size_t bytes, double timeout) {
+  if (fail_recv_at && ++recvs == fail_recv_at) return injected_failure(c, 0, source, buf, recvs);
+  struct pending *p = &c->pending[source];
+  /* Not announced through ntk_comm_poll: wait for the message itself or
+   * for its announcement. */
+  double deadline = now() + timeout;
+  long pause_ns = 20000;
+  while (p->tag != tag) {
+    int flag = 0;
+    MPI_Status s;
+    if (MPI_Iprobe(source, tag, c->comm, &flag, &s) == MPI_SUCCESS && flag)
+      return recv_one(c, source, tag, buf, bytes, timeout);
+    if (MPI_Iprobe(source, TAG_ANNOUNCE(tag), c->comm, &flag, &s) == MPI_SUCCESS && flag) {
+      take_announcement(c, source, TAG_ANNOUNCE(tag));
+      break;
+    }
+    if (timeout >= 0 && now() >= deadline) return stalled(source, bytes, timeout);
+    struct timespec ts = {0, pause_ns};
+    nanosleep(&ts, NULL);
+    if (pause_ns < 2000000) pause_ns *= 2;
+  }
+  struct announce a = p->a;
+  int rc = p->rc;
+  memset(p, 0, sizeof *p);
+  if (rc != MPI_SUCCESS) {
+    char what[64];
+    snprintf(what, sizeof what, "receive from rank %d", source);
+    return mpi_fail(rc, what);
+  }
+  if (a.bytes != bytes || a.piece < 1 || a.piece > INT_MAX)
+    return ntk_error(NTK_ECOMM, "rank %d announced a %llu-byte message in %llu-byte pieces, expected %zu bytes",
+                     source, (unsigned long long)a.bytes, (unsigned long long)a.piece, bytes);
+  ntk_status st = NTK_OK;
+  for (size_t off = 0; !st && off < bytes; off += a.piece)
+    st = recv_one(c, source, TAG_PIECE(tag), (char *)buf + off, bytes - off < a.piece ? bytes - off : (size_t)a.piece,
+                  timeout);
+  return st;
+}
+
+ntk_status ntk_comm_recv(const ntk_comm_t *c, int source, int tag, void *buf, size_t bytes) {
+  return ntk_comm_recv_within(c, source, tag, buf, bytes, -1);
+}
+
+int ntk_comm_probe(const ntk_comm_t *c, int source, int tag) {
+  if (c->pending[source].tag == tag) return 1;
+  int flag = 0;
+  MPI_Iprobe(source, tag, c->comm, &flag, MPI_STATUS_IGNORE);
+  if (!flag) MPI_Iprobe(source, TAG_ANNOUNCE(tag), c->comm, &flag, MPI_STATUS_IGNORE);
+  return flag;
+}
+
+/* BLACS, C interface (Debian ships no header): a BLACS system handle for
+ * an MPI communicator, and the grid calls. */
+int Csys2blacs_handle(MPI_Comm comm);
+void Cfree_blacs_system_handle(int handle);
+void Cblacs_pinfo(int *mypnum, int *nprocs);
+void Cblacs_get(int context, int what, int *value);
+void Cblacs_gridinit(int *context, const char *order, int nprow, int npcol);
+void Cblacs_gridinfo(int context, int *nprow, int *npcol, int *myrow, int *mycol);
+void Cblacs_gridexit(int context);
+
+ntk_status ntk_comm_blacs_grid(const ntk_comm_t *c, int rows, int cols, struct ntk_blacs_grid *g) {
+  if ((long)rows * cols != c->size) return ntk_error(NTK_EINTERNAL, "a %d x %d grid over %d ranks", rows, cols, c->size);
+  g->handle = -1;
+  if (active) {
+    g->handle = Csys2blacs_handle(c->comm);
+    g->ctxt = g->handle;
+  } else { /* one process without mpirun: BLACS starts MPI itself */
+    int me, np;
+    Cblacs_pinfo(&me, &np);
+    Cblacs_get(-1, 0, &g->ctxt);
+  }
+  Cblacs_gridinit(&g->ctxt, "Row", rows, cols);
+  int pr = 0, pc = 0, myr = -1, myc = -1;
+  Cblacs_gridinfo(g->ctxt, &pr, &pc, &myr, &myc);
+  if (pr != rows || pc != cols || myr * cols + myc != c->rank) {
+    ntk_comm_blacs_free(g);
+    return ntk_error(NTK_EINTERNAL, "BLACS made a %d x %d grid with this rank at (%d, %d); wanted %d x %d with rank "
+                     "%d at (%d, %d)", pr, pc, myr, myc, rows, cols, c->rank, c->rank / cols, c->rank % cols);
+  }
+  return NTK_OK;
+}
+
+void ntk_comm_blacs_free(const struct ntk_blacs_grid *g) {
+  Cblacs_gridexit(g->ctxt);
+  if (g->handle >= 0) Cfree_blacs_system_handle(g->handle);
+}
+
+void ntk_comm_abort(int code) {
+  fflush(stdout);
+  fflush(stderr);
+  if (active) MPI_Abort(MPI_COMM_WORLD, code);
+  exit(code);
+}
+
+/* ---- node-shared memory ---------------------------------------------------- */
+
+struct ntk_comm_shared {
+  MPI_Win win;   /* MPI_WIN_NULL: a private allocation (no MPI) */
+  MPI_Comm comm; /* the node's (outlives the window: the caller frees it after) */
+  void *priv;
+};
+
+ntk_status ntk_comm_shared_alloc(const ntk_comm_t *node, size_t bytes, ntk_comm_shared_t **out, void **base) {
+  *out = NULL;
+  *base = NULL;
+  ntk_comm_shared_t *sh = calloc(1, sizeof *sh);
+  if (!sh) return ntk_error(NTK_ENOMEM, "out of memory");
+  sh->win = MPI_WIN_NULL;
+  sh->comm = node->comm;
+  if (!active || node->comm == MPI_COMM_NULL) {
+    if (!(sh->priv = malloc(bytes ? bytes : 1))) {
+      free(sh);
+      return ntk_error(NTK_ENOMEM, "out of memory for %zu bytes", bytes);
+    }
+    *base = sh->priv;
+    *out = sh;
+    return NTK_OK;
+  }
+  /* Open MPI backs the window with a file in /dev/shm: one that does not
+   * fit (a small /dev/shm in a container, a file-size limit) fails on the
+   * first rank only, and the others then hang in the collective. So the
+   * first rank checks first, and the node agrees before trying. */
+  int cannot = 0;
+  if (node->rank == 0) {
+    struct rlimit rl;
+    struct statvfs fs;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (uint64_t)rl.rlim_cur < bytes + 4096)
+      cannot = 1;
+    if (statvfs("/dev/shm", &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes + ((uint64_t)64 << 20))
+      cannot = 2;
+  }
+  int any = 0;
+  int rc0 = MPI_Allreduce(&cannot, &any, 1, MPI_INT, MPI_MAX, node->comm);
+  if (rc0 != MPI_SUCCESS) {
+    free(sh);
+    return mpi_fail(rc0, "allreduce on a node");
+  }
+  if (any) {
+    free(sh);
+    return ntk_error(NTK_ENOMEM, "%s", any == 1 ? "a file-size limit (ulimit -f) below the data's size"
+                                                : "too little room in /dev/shm for the data");
+  }
+  /* The whole segment belongs to the node's first rank; the others map it. */
+  void *mine = NULL;
+  MPI_Aint size = node->rank == 0 ? (MPI_Aint)(bytes ? bytes : 1) : 0;
+  int rc = MPI_Win_allocate_shared(size, 1, MPI_INFO_NULL, node->comm, &mine, &sh->win);
+  if (rc != MPI_SUCCESS) {
+    free(sh);
+    return mpi_fail(rc, "shared-memory window allocation (is /dev/shm large enough?)");
+  }
+  MPI_Win_set_errhandler(sh->win, MPI_ERRORS_RETURN);
+  MPI_Aint got = 0;
+  int unit = 0;
+  void *at = NULL;
+  rc = MPI_Win_shared_query(sh->win, 0, &got, &unit, &at);
+  if (rc == MPI_SUCCESS) rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, sh->win);
+  if (rc != MPI_SUCCESS) {
+    MPI_Win_free(&sh->win);
+    free(sh);
+    return mpi_fail(rc, "shared-memory window query");
+  }
+  *base = at;
+  *out = sh;
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_shared_fence(ntk_comm_shared_t *sh) {
+  if (!sh || sh->win == MPI_WIN_NULL) return NTK_OK;
+  /* Stores before the barrier are seen by every rank of the node after it
+   * (the unified memory model of a shared window: sync, barrier, sync). */
+  int rc = MPI_Win_sync(sh->win);
+  if (rc == MPI_SUCCESS) rc = MPI_Barrier(sh->comm);
+  if (rc == MPI_SUCCESS) rc = MPI_Win_sync(sh->win);
+  return rc == MPI_SUCCESS ? NTK_OK : mpi_fail(rc, "shared-memory fence");
+}
+
+void ntk_comm_shared_free(ntk_comm_shared_t *sh) {
+  if (!sh) return;
+  if (sh->win != MPI_WIN_NULL) {
+    MPI_Win_unlock_all(sh->win);
+    MPI_Win_free(&sh->win);
+  }
+  free(sh->priv);
+  free(sh);
+}
+
+/* ---- files written at given offsets ------------------------------------------ */
+
+struct ntk_comm_file {
+  MPI_File fh; /* MPI_FILE_NULL: POSIX (no MPI) */
+  int fd;
+  int dfd;     /* O_DIRECT descriptor for aligned writes; -1: none */
+  int direct_used;
+  char path[4096];
+};
+
+#define DIRECT_ALIGN 4096u
+
+static ntk_status file_fail(const ntk_comm_file_t *f, int rc, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0, cls = 0;
+  MPI_Error_string(rc, msg, &len);
+  MPI_Error_class(rc, &cls);
+  if (cls == MPI_ERR_NO_SPACE || cls == MPI_ERR_QUOTA)
+    return ntk_error(NTK_EIO, "%s: disk full while writing a tile (finished tiles are kept; free space and rerun "
+                     "to resume): %.*s", f->path, len, msg);
+  return ntk_error(NTK_EIO, "%s: %s failed: %.*s (finished tiles are kept; rerun to resume)", f->path, what, len,
+                   msg);
+}
+
+ntk_status ntk_comm_file_open(const char *path, int direct, ntk_comm_file_t **out) {
+  *out = NULL;
+  ntk_comm_file_t *f = calloc(1, sizeof *f);
+  if (!f) return ntk_error(NTK_ENOMEM, "out of memory");
+  snprintf(f->path, sizeof f->path, "%s", path);
+  f->fh = MPI_FILE_NULL;
+  f->fd = -1;
+  /* A file system without O_DIRECT (tmpfs) refuses it here: then every
+   * write goes the other way. */
+  f->dfd = direct ? open(path, O_RDWR | O_DIRECT | O_CLOEXEC) : -1;
+  if (!active) {
+    f->fd = open(path, O_RDWR | O_CLOEXEC);
+    if (f->fd < 0) {
+      ntk_status st = ntk_error(NTK_EIO, "%s: cannot open the store to write tiles: %s", path, strerror(errno));
+      free(f);
+      return st;
+    }
+    *out = f;
+    return NTK_OK;
+  }
+  int rc = MPI_File_open(MPI_COMM_SELF, path, MPI_MODE_RDWR, MPI_INFO_NULL, &f->fh);
+  if (rc != MPI_SUCCESS) {
+    ntk_status st = file_fail(f, rc, "opening the store to write tiles (MPI_File_open)");
+    free(f);
+    return st;
+  }
+  MPI_File_set_errhandler(f->fh, MPI_ERRORS_RETURN);
+  *out = f;
+  return NTK_OK;
+}
+
+/* Pieces under MPI's int count limit. */
+#define FILE_PIECE ((size_t)1 << 30)
+
+ntk_status ntk_comm_file_read_at(ntk_comm_file_t *f, uint64_t off, void *buf, size_t len) {
+  char *p = buf;
+  while (len) {
+    size_t n = len < FILE_PIECE ? len : FILE_PIECE;
+    int got = 0;
+    if (f->fh == MPI_FILE_NULL) {
+      ssize_t r = pread(f->fd, p, n, (off_t)off);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return ntk_error(NTK_EIO, "%s: read failed: %s", f->path, r < 0 ? strerror(errno) : "end of file");
+      got = (int)r;
+    } else {
+      MPI_Status s;
+      int rc = MPI_File_read_at(f->fh, (MPI_Offset)off, p, (int)n, MPI_BYTE, &s);
+      if (rc != MPI_SUCCESS) return file_fail(f, rc, "read (MPI_File_read_at)");
+      MPI_Get_count(&s, MPI_BYTE, &got);
+      if (got <= 0) return ntk_error(NTK_EIO, "%s: read failed: end of file", f->path);
+    }
+    p += got;
+    off += (uint64_t)got;
+    len -= (size_t)got;
+  }
+  return NTK_OK;
+}
+
+/* O_DIRECT: straight from the buffer to the device, no copy into the page
+ * cache (what a buffered write costs the writing rank). 1 when done, 0 when
+ * the file system refused the alignment (then direct writes stop here). */
+static int write_direct(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len, ntk_status *st) {
+  const char *p = buf;
+  while (len) {
+    ssize_t w = pwrite(f->dfd, p, len < FILE_PIECE ? len : FILE_PIECE, (off_t)off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EINVAL && p == buf) { /* refused before anything was written */
+      close(f->dfd);
+      f->dfd = -1;
+      return 0;
+    }
+    if (w <= 0 || (size_t)w % DIRECT_ALIGN) {
+      int e = w < 0 ? errno : EIO;
+      *st = ntk_error(NTK_EIO, "%s: %s", f->path,
+                      e == ENOSPC || e == EFBIG ? "disk full while writing a tile (finished tiles are kept; free "
+                                                 "space and rerun to resume)" : strerror(e));
+      return 1;
+    }
+    p += w;
+    off += (uint64_t)w;
+    len -= (size_t)w;
+  }
+  f->direct_used = 1;
+  *st = NTK_OK;
+  return 1;
+}
+
+ntk_status ntk_comm_file_write_at(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len) {
+  if (f->dfd >= 0 && off % DIRECT_ALIGN == 0 && len % DIRECT_ALIGN == 0 && (uintptr_t)buf % DIRECT_ALIGN == 0) {
+    ntk_status st;
+    if (write_direct(f, off, buf, len, &st)) return st;
+  }
+  const char *p = buf;
+  while (len) {
+    size_t n = len < FILE_PIECE ? len : FILE_PIECE;
+    int put = 0;
+    if (f->fh == MPI_FILE_NULL) {
+      ssize_t w = pwrite(f->fd, p, n, (off_t)off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        int e = w < 0 ? errno : EIO;
+        return ntk_error(NTK_EIO, "%s: %s", f->path,
+                         e == ENOSPC || e == EFBIG ? "disk full while writing a tile (finished tiles are kept; "
+                                                     "free space and rerun to resume)" : strerror(e));
+      }
+      put = (int)w;
+    } else {
+      MPI_Status s;
+      int rc = MPI_File_write_at(f->fh, (MPI_Offset)off, p, (int)n, MPI_BYTE, &s);
+      if (rc != MPI_SUCCESS) return file_fail(f, rc, "write (MPI_File_write_at)");
+      MPI_Get_count(&s, MPI_BYTE, &put);
+      if (put <= 0)
+        return ntk_error(NTK_EIO, "%s: write failed: nothing written (disk full or a file-size limit; finished "
+                         "tiles are kept; free space and rerun to resume)", f->path);
+    }
+    p += put;
+    off += (uint64_t)put;
+    len -= (size_t)put;
+  }
+  return NTK_OK;
+}
+
+ntk_status ntk_comm_file_sync(ntk_comm_file_t *f) {
+  /* O_DIRECT data may still sit in the device's cache: flushed too. */
+  if (f->direct_used && f->dfd >= 0 && fdatasync(f->dfd))
+    return ntk_error(NTK_EIO, "%s: fsync failed: %s", f->path, strerror(errno));
+  if (f->fh == MPI_FILE_NULL) {
+    if (fdatasync(f->fd)) return ntk_error(NTK_EIO, "%s: fsync failed: %s", f->path, strerror(errno));
+    return NTK_OK;
+  }
+  int rc = MPI_File_sync(f->fh);
+  return rc == MPI_SUCCESS ? NTK_OK : file_fail(f, rc, "sync (MPI_File_sync)");
+}
+
+void ntk_comm_file_close(ntk_comm_file_t *f) {
+  if (!f) return;
+  if (f->fh != MPI_FILE_NULL) MPI_File_close(&f->fh);
+  if (f->fd >= 0) close(f->fd);
+  if (f->dfd >= 0) close(f->dfd);
+  free(f);
+}

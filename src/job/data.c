@@ -1,0 +1,705 @@
+/* Readers for the input formats. All go through zlib's gzFile, which reads
+ * plain files transparently, so any of them may also be gzip-compressed.
+ * Samples are read into doubles, checked, scaled, then narrowed. */
+#include "job/data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/fsutil.h"
+#include "base/signals.h"
+
+/* Element types found in files. */
+typedef enum { T_U8, T_I8, T_I16, T_I32, T_F32, T_F64, T_I64 } src_type;
+
+static size_t type_size(src_type t) {
+  static const size_t s[] = {1, 1, 2, 4, 4, 8, 8};
+  return s[t];
+}
+
+/* Partially loaded matrix, before scaling and narrowing. */
+struct raw {
+  size_t n, d, h, w, c;
+  double *x;
+  int is_u8;
+  size_t cap; /* values x can hold: grown as data arrive (see raw_reserve) */
+};
+
+/* Open an input file for reading through zlib. FIFOs, devices and sockets
+ * are refused before anything can block on them (/dev/zero would never end,
+ * a FIFO would wait for a writer). `*plain_size` is the size in bytes of a
+ * file stored plain, -1 for a gzip-compressed one (no cheap size). zlib
+ * reads through a buffer of `buffer` bytes. */
+static ntk_status open_input(const char *path, unsigned buffer, gzFile *out, long long *plain_size) {
+  *out = NULL;
+  *plain_size = -1;
+  int fd;
+  /* A missing or unreadable input is an input error (exit 2), like every
+   * other data error, whatever ntk_open_regular calls it. */
+  if (ntk_open_regular(path, O_RDONLY, NULL, &fd)) return ntk_error(NTK_EINPUT, "%s", ntk_error_message());
+  struct stat sb;
+  if (fstat(fd, &sb)) {
+    int e = errno;
+    close(fd);
+    return ntk_error(NTK_EINPUT, "%s: cannot stat: %s", path, strerror(e));
+  }
+  gzFile f = gzdopen(fd, "rb");
+  if (!f) { /* zlib leaves the fd open when it fails; from here on gzclose() closes it */
+    close(fd);
+    return ntk_error(NTK_ENOMEM, "%s: out of memory", path);
+  }
+  gzbuffer(f, buffer); /* before gzdirect(), which starts reading */
+  if (gzdirect(f)) *plain_size = (long long)sb.st_size;
+  *out = f;
+  return NTK_OK;
+}
+
+/* The stop flag, polled by every loop that reads: a SIGTERM while a large
+ * file loads must not wait for the end of the file. */
+static ntk_status check_stop(const char *path) {
+  int sig = ntk_stop_requested();
+  return sig ? ntk_error(NTK_EINTERRUPTED, "interrupted while reading %s (signal %d)", path, sig) : NTK_OK;
+}
+
+/* A read error of `f`: interrupted (a stop signal makes read() fail with
+ * EINTR, the handlers do not restart it) or zlib's own text, without the
+ * "<fd:N>: " that gzdopen() puts in front of it. */
+static ntk_status read_error(gzFile f, const char *path, const char *what) {
+  if (ntk_stop_requested()) return check_stop(path);
+  int err;
+  const char *msg = gzerror(f, &err);
+  if (!strncmp(msg, "<fd:", 4) && strstr(msg, ": ")) msg = strstr(msg, ": ") + 2;
+  return ntk_error(NTK_EINPUT, "%s: read error in %s: %s", path, what, msg);
+}
+
+static ntk_status read_exact(gzFile f, const char *path, void *buf, size_t len, const char *what) {
+  unsigned char *p = buf;
+  while (len) {
+    unsigned chunk = len > (1u << 30) ? (1u << 30) : (unsigned)len;
+    int r = gzread(f, p, chunk);
+    if (r < 0) return read_error(f, path, what);
+    if (r == 0) return ntk_error(NTK_EINPUT, "%s: file is truncated (ends inside %s)", path, what);
+    p += r;
+    len -= (size_t)r;
+  }
+  return NTK_OK;
+}
+
+static double get_value(const unsigned char *p, src_type t, int big_endian) {
+  unsigned char b[8];
+  size_t s = type_size(t);
+  for (size_t i = 0; i < s; i++) b[i] = big_endian ? p[s - 1 - i] : p[i];
+  switch (t) {
+  case T_U8: return b[0];
+  case T_I8: return (int8_t)b[0];
+  case T_I16: { int16_t v; memcpy(&v, b, 2); return v; }
+  case T_I32: { int32_t v; memcpy(&v, b, 4); return v; }
+  case T_F32: { float v; memcpy(&v, b, 4); return v; }
+  case T_F64: { double v; memcpy(&v, b, 8); return v; }
+  case T_I64: { int64_t v; memcpy(&v, b, 8); return (double)v; }
+  }
+  return 0;
+}
+
+/* Check the sizes a header claims. Memory is taken as the values arrive
+ * (raw_reserve), so a header that claims terabytes in a 100-byte file is
+ * reported as truncated, not answered with a giant allocation (found by
+ * fuzzing). */
+static ntk_status alloc_raw(struct raw *r, const char *path) {
+  if (r->d == 0 || r->n == 0) return ntk_error(NTK_EINPUT, "%s: empty data (no samples or no features)", path);
+  if (r->d > ((size_t)1 << 40) / r->n) return ntk_error(NTK_EINPUT, "%s: data too large", path);
+  r->x = NULL;
+  r->cap = 0;
+  return NTK_OK;
+}
+
+/* Room for at least `values` values, growing geometrically up to n*d. */
+static ntk_status raw_reserve(struct raw *r, const char *path, size_t values) {
+  if (values <= r->cap) return NTK_OK;
+  size_t want = r->cap * 2 > values ? r->cap * 2 : values, all = r->n * r->d;
+  if (want > all) want = all;
+  double *x = realloc(r->x, want * sizeof(double));
+  if (!x) return ntk_error(NTK_ENOMEM, "%s: out of memory for %zu values", path, want);
+  r->x = x;
+  r->cap = want;
+  return NTK_OK;
+}
+
+/* Read n*d values of type t into raw->x starting at sample `at`, in
+ * chunks of at most 4 Mi values whatever the sample size. */
+static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t at, size_t n,
+                              src_type t, int big_endian) {
+  size_t s = type_size(t), total = n * r->d, chunk = (size_t)1 << 22, base = at * r->d;
+  unsigned char *buf = malloc((total < chunk ? total : chunk) * s + 1);
+  if (!buf) return ntk_error(NTK_ENOMEM, "%s: out of memory", path);
+  ntk_status st = NTK_OK;
+  for (size_t i = 0; i < total && !st; i += chunk) {
+    size_t count = total - i < chunk ? total - i : chunk;
+    if ((st = check_stop(path))) break;
+    st = read_exact(f, path, buf, count * s, "the data");
+    if (!st) st = raw_reserve(r, path, base + i + count);
+    if (st) break;
+    double *out = r->x + base + i;
+    /* Common cases without a per-value switch. */
+    if (t == T_U8) {
+      for (size_t k = 0; k < count; k++) out[k] = buf[k];
+    } else if (t == T_F32 && !big_endian) {
+      for (size_t k = 0; k < count; k++) {
+        float v;
+        memcpy(&v, buf + 4 * k, 4);
+        out[k] = v;
+      }
+    } else if (t == T_F64 && !big_endian) {
+      memcpy(out, buf, count * 8);
+    } else {
+      for (size_t k = 0; k < count; k++) out[k] = get_value(buf + k * s, t, big_endian);
+    }
+  }
+  free(buf);
+  return st;
+}
+
+/* The values per sample a header claims, dims[1] * ... * dims[nd-1], in
+ * `*sample`, once it is checked that neither that product nor the size in
+ * bytes of the whole array (times dims[0] and `elem_size`) wraps around 64
+ * bits: a crafted header could otherwise pass a sample of 5 values off as
+ * 3 x 12297829382473034411 x 5, whose image shape breaks the CNN code. */
+static ntk_status shape_size(const char *path, const char *kind, const size_t *dims, int nd, size_t elem_size,
+                             size_t *sample) {
+  size_t d = 1, bytes;
+  int wrap = 0;
+  for (int i = 1; i < nd; i++) wrap |= __builtin_mul_overflow(d, dims[i], &d);
+  wrap = wrap || __builtin_mul_overflow(d, dims[0], &bytes) || __builtin_mul_overflow(bytes, elem_size, &bytes);
+  if (!wrap) {
+    *sample = d;
+    return NTK_OK;
+  }
+  char s[128] = "";
+  size_t at = 0;
+  for (int i = 0; i < nd && at < sizeof s; i++)
+    at += (size_t)snprintf(s + at, sizeof s - at, "%s%zu", i ? ", " : "", dims[i]);
+  return ntk_error(NTK_EINPUT, "%s: %s shape (%s) is too large: its size overflows 64 bits", path, kind, s);
+}
+
+static size_t want_count(const struct ntk_job *job, size_t have, const char *path, ntk_status *st) {
+  *st = NTK_OK;
+  if (job->count == 0) return have;
+  if (job->count > have)
+    *st = ntk_error(NTK_EINPUT, "%s: [data] count = %zu but the data hold only %zu samples", path,
+                    job->count, have);
+  return job->count;
+}
+
+
+/* ---- .npy ---------------------------------------------------------------- */
+
+/* `labels`: a 1-D array of integers (uint8, int32, int64) instead of 2-D
+ * to 4-D samples (float32, float64, uint8). */
+static ntk_status npy_parse_header(const char *path, const char *hdr, int labels, src_type *t, int *big,
+                                   size_t *shape, int *ndim) {
+  const char *p = strstr(hdr, "'descr'");
+  if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'descr'", path);
+  p = strchr(p + 7, '\'');
+  if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'descr'", path);
+  char descr[16] = {0};
+  const char *q = strchr(p + 1, '\'');
+  if (!q || q - p - 1 >= (long)sizeof descr) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'descr'", path);
+  memcpy(descr, p + 1, (size_t)(q - p - 1));
+  *big = descr[0] == '>';
+  const char *ty = descr + (descr[0] == '<' || descr[0] == '>' || descr[0] == '|' || descr[0] == '=');
+  if (!strcmp(ty, "u1")) *t = T_U8;
+  else if (!labels && !strcmp(ty, "f4")) *t = T_F32;
+  else if (!labels && !strcmp(ty, "f8")) *t = T_F64;
+  else if (labels && !strcmp(ty, "i4")) *t = T_I32;
+  else if (labels && !strcmp(ty, "i8")) *t = T_I64;
+  else if (labels)
+    return ntk_error(NTK_EINPUT, "%s: .npy dtype '%s' is not supported for labels (uint8, int32 or int64)",
+                     path, descr);
+  else
+    return ntk_error(NTK_EINPUT, "%s: .npy dtype '%s' is not supported (float32, float64 or uint8)",
+                     path, descr);
+  p = strstr(hdr, "'fortran_order'");
+  if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'fortran_order'", path);
+  p += strlen("'fortran_order'");
+  while (*p == ' ' || *p == ':') p++;
+  if (!strncmp(p, "True", 4))
+    return ntk_error(NTK_EINPUT, "%s: Fortran-ordered .npy is not supported; save with "
+                     "numpy.ascontiguousarray", path);
+  if (strncmp(p, "False", 5)) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'fortran_order'", path);
+  p = strstr(hdr, "'shape'");
+  if (!p || !(p = strchr(p, '('))) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'shape'", path);
+  p++;
+  *ndim = 0;
+  for (;;) {
+    while (*p == ' ') p++;
+    if (*p == ')') break;
+    if (*p == '-') return ntk_error(NTK_EINPUT, "%s: .npy header: negative 'shape'", path); /* strtoull takes it */
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p || errno || *ndim == 4)
+      return ntk_error(NTK_EINPUT, "%s: .npy shape must have %s dimensions", path, labels ? "one" : "2 to 4");
+    shape[(*ndim)++] = (size_t)v;
+    p = end;
+    while (*p == ' ') p++;
+    if (*p == ',') p++;
+    else if (*p != ')') return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'shape'", path);
+  }
+  if (labels && *ndim != 1)
+    return ntk_error(NTK_EINPUT, "%s: a labels .npy must have one dimension (N,), not %d", path, *ndim);
+  if (!labels && *ndim < 2) return ntk_error(NTK_EINPUT, "%s: .npy shape must have 2 to 4 dimensions (N, d) "
+                                             "or (N, H, W, C)", path);
+  return NTK_OK;
+}
+
+/* Read the preamble and header of a .npy file, leaving `f` at the data. */
+static ntk_status npy_read_header(const char *path, gzFile f, int labels, src_type *t, int *big, size_t *shape,
+                                  int *ndim) {
+  unsigned char pre[10];
+  ntk_status st = read_exact(f, path, pre, 10, "the .npy preamble");
+  if (st) return st;
+  if (memcmp(pre, "\x93NUMPY", 6)) return ntk_error(NTK_EINPUT, "%s: not a .npy file (bad magic)", path);
+  size_t hlen;
+  if (pre[6] == 1) {
+    hlen = pre[8] | (size_t)pre[9] << 8;
+  } else if (pre[6] == 2 || pre[6] == 3) {
+    unsigned char more[2];
+    if ((st = read_exact(f, path, more, 2, "the .npy preamble"))) return st;
+    hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)more[0] << 16 | (size_t)more[1] << 24;
+  } else {
+    return ntk_error(NTK_EINPUT, "%s: unsupported .npy version %d", path, pre[6]);
+  }
+  if (hlen > 1 << 20) return ntk_error(NTK_EINPUT, "%s: .npy header too long", path);
+  char *hdr = calloc(1, hlen + 1);
+  if (!hdr) return ntk_error(NTK_ENOMEM, "out of memory");
+  st = read_exact(f, path, hdr, hlen, "the .npy header");
+  if (!st) st = npy_parse_header(path, hdr, labels, t, big, shape, ndim);
+  free(hdr);
+  return st;
+}
+
+static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f, struct raw *r) {
+  src_type t = T_F64;
+  int big = 0, ndim = 0;
+  size_t shape[4] = {0};
+  ntk_status st = npy_read_header(path, f, 0, &t, &big, shape, &ndim);
+  if (st) return st;
+  if ((st = shape_size(path, ".npy", shape, ndim, type_size(t), &r->d))) return st;
+  r->n = want_count(job, shape[0], path, &st);
+  if (st) return st;
+  size_t h = 0, w = 0, c = 0;
+  if (ndim != 3 && job->layout == NTK_LAYOUT_NLC)
+    return ntk_error(NTK_EINPUT, "%s: [data] layout = NLC is for 3-D (N, L, C) arrays, this one has %d dimensions",
+                     path, ndim);
+  if (ndim == 3 && job->layout == NTK_LAYOUT_NLC) { h = shape[1]; w = 1; c = shape[2]; } /* 1-D: L x 1 images */
+  else if (ndim == 3) { h = shape[1]; w = shape[2]; c = 1; }
+  else if (ndim == 4 && job->layout == NTK_LAYOUT_NHWC) { h = shape[1]; w = shape[2]; c = shape[3]; }
+  else if (ndim == 4) { c = shape[1]; h = shape[2]; w = shape[3]; }
+  r->h = h; r->w = w; r->c = c;
+  r->is_u8 = t == T_U8;
+  if ((st = alloc_raw(r, path))) return st;
+  if ((st = read_values(f, path, r, 0, r->n, t, big))) return st;
+  if (ndim == 4 && job->layout == NTK_LAYOUT_NCHW && c > 1) {
+    /* Reorder each sample from CHW to HWC. */
+    double *tmp = malloc(r->d * sizeof *tmp);
+    if (!tmp) return ntk_error(NTK_ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->n; i++) {
+      double *s = r->x + i * r->d;
+      for (size_t ch = 0; ch < c; ch++)
+        for (size_t p = 0; p < h * w; p++) tmp[p * c + ch] = s[ch * h * w + p];
+      memcpy(s, tmp, r->d * sizeof *tmp);
+    }
+    free(tmp);
+  }
+  return NTK_OK;
+}
+
+/* ---- IDX (MNIST) --------------------------------------------------------- */
+
+/* Read the magic number and dimensions of an IDX file, leaving `f` at the
+ * data. Any number of dimensions (1..4); the callers decide what they take. */
+static ntk_status idx_read_header(const char *path, gzFile f, src_type *type, size_t *dim, int *ndim_out) {
+  unsigned char m[4];
+  ntk_status st = read_exact(f, path, m, 4, "the IDX magic number");
+  if (st) return st;
+  src_type t;
+  switch (m[2]) {
+  case 0x08: t = T_U8; break;
+  case 0x09: t = T_I8; break;
+  case 0x0B: t = T_I16; break;
+  case 0x0C: t = T_I32; break;
+  case 0x0D: t = T_F32; break;
+  case 0x0E: t = T_F64; break;
+  default: t = T_U8; m[0] = 1; break;
+  }
+  if (m[0] || m[1])
+    return ntk_error(NTK_EINPUT, "%s: not an IDX file (bad magic %02x %02x %02x %02x); "
+                     "set [data] format if this is another format", path, m[0], m[1], m[2], m[3]);
+  int ndim = m[3];
+  if (ndim < 1 || ndim > 4) return ntk_error(NTK_EINPUT, "%s: IDX file with %d dimensions", path, ndim);
+  unsigned char db[16];
+  if ((st = read_exact(f, path, db, (size_t)ndim * 4, "the IDX dimensions"))) return st;
+  for (int i = 0; i < ndim; i++)
+    dim[i] = (size_t)db[4 * i] << 24 | (size_t)db[4 * i + 1] << 16 | (size_t)db[4 * i + 2] << 8 | db[4 * i + 3];
+  *type = t;
+  *ndim_out = ndim;
+  return NTK_OK;
+}
+
+static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f, struct raw *r) {
+  src_type t;
+  size_t dim[4];
+  int ndim;
+  ntk_status st = idx_read_header(path, f, &t, dim, &ndim);
+  if (st) return st;
+  if (ndim == 1)
+    return ntk_error(NTK_EINPUT, "%s: this IDX file has one dimension (a labels file?); "
+                     "[data] path needs the images", path);
+  /* Four 32-bit sizes: their product can pass 64 bits. */
+  if ((st = shape_size(path, "IDX", dim, ndim, type_size(t), &r->d))) return st;
+  r->n = want_count(job, dim[0], path, &st);
+  if (st) return st;
+  r->h = ndim >= 3 ? dim[1] : 0;
+  r->w = ndim >= 3 ? dim[2] : 0;
+  r->c = ndim == 4 ? dim[3] : ndim == 3 ? 1 : 0;
+  r->is_u8 = t == T_U8;
+  if ((st = alloc_raw(r, path))) return st;
+  return read_values(f, path, r, 0, r->n, t, 1);
+}
+
+/* ---- CIFAR-10 binary ------------------------------------------------------ */
+
+#define CIFAR_REC 3073
+
+/* `sizes[k]`: the size of file k when it is stored plain, -1 when it is
+ * gzip-compressed. Plain files are counted from their sizes, which must be
+ * whole numbers of records, so a count of 10 reads 10 records of a 100 GB
+ * file. A compressed file has no cheap size: it is read record by record,
+ * only as far as the count needs, so past that point nothing is checked
+ * (neither its labels, nor that it ends on a whole record, nor that its
+ * compressed stream is intact), nor are the compressed files after it. */
+static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const long long *sizes, int nfiles,
+                             struct raw *r) {
+  size_t total = 0, per_file[NTK_MAX_DATA_FILES];
+  int all_plain = 1;
+  for (int k = 0; k < nfiles; k++) {
+    per_file[k] = SIZE_MAX; /* compressed: until its end */
+    if (sizes[k] < 0) {
+      all_plain = 0;
+      continue;
+    }
+    if (sizes[k] == 0 || sizes[k] % CIFAR_REC)
+      return ntk_error(NTK_EINPUT, "%s: %lld bytes is not a whole number of CIFAR-10 records "
+                       "(3073 bytes each: label + 3x32x32 pixels); truncated or not CIFAR-10",
+                       job->data_path[k], sizes[k]);
+    per_file[k] = (size_t)(sizes[k] / CIFAR_REC);
+    total += per_file[k];
+  }
+  r->h = r->w = 32;
+  r->c = 3;
+  r->d = 3072;
+  r->is_u8 = 1;
+  ntk_status st = NTK_OK;
+  /* Without the total, n is the count or, for all the samples, the bound
+   * alloc_raw allows; memory grows as the records arrive. */
+  const size_t most = ((size_t)1 << 40) / 3072;
+  if (all_plain) r->n = want_count(job, total, job->data_path[0], &st);
+  else r->n = job->count ? job->count : most;
+  if (!st) st = alloc_raw(r, job->data_path[0]);
+  if (!st && all_plain) st = raw_reserve(r, job->data_path[0], r->n * r->d); /* the sizes say they exist */
+  unsigned char rec[CIFAR_REC];
+  size_t i = 0;
+  for (int k = 0; k < nfiles && !st && i < r->n; k++) {
+    const char *path = job->data_path[k];
+    for (size_t j = 0; j < per_file[k] && i < r->n; j++, i++) {
+      if ((st = check_stop(path))) break;
+      int got = gzread(files[k], rec, CIFAR_REC);
+      if (got < 0) {
+        st = read_error(files[k], path, "a CIFAR-10 record");
+      } else if (got == 0 && per_file[k] == SIZE_MAX && j > 0) {
+        break; /* the end of a compressed file, on a record boundary */
+      } else if (got < CIFAR_REC) {
+        st = per_file[k] != SIZE_MAX
+                 ? ntk_error(NTK_EINPUT, "%s: file is truncated (ends in record %zu)", path, j)
+                 : ntk_error(NTK_EINPUT, "%s: %zu bytes is not a whole number of CIFAR-10 records "
+                             "(3073 bytes each: label + 3x32x32 pixels); truncated or not CIFAR-10",
+                             path, j * CIFAR_REC + (size_t)got);
+      } else if (rec[0] > 9) {
+        st = ntk_error(NTK_EINPUT, "%s: record %zu has label %d (CIFAR-10 labels are 0..9); "
+                       "not a CIFAR-10 batch", path, j, rec[0]);
+      } else {
+        st = raw_reserve(r, path, (i + 1) * r->d);
+      }
+      if (st) break;
+      double *s = r->x + i * 3072;
+      for (size_t ch = 0; ch < 3; ch++)
+        for (size_t p = 0; p < 1024; p++) s[p * 3 + ch] = rec[1 + ch * 1024 + p];
+    }
+  }
+  if (st || all_plain) return st;
+  if (job->count && i < job->count)
+    return ntk_error(NTK_EINPUT, "%s: [data] count = %zu but the data hold only %zu samples", job->data_path[0],
+                     job->count, i);
+  if (!job->count && i == most) return ntk_error(NTK_EINPUT, "%s: data too large", job->data_path[0]);
+  r->n = i;
+  double *x = realloc(r->x, i * r->d * sizeof(double)); /* give back what the growth took in advance */
+  if (x) r->x = x;
+  return NTK_OK;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static ntk_data_format guess_format(const char *path) {
+  if (ends_with(path, ".npy") || ends_with(path, ".npy.gz")) return NTK_FORMAT_NPY;
+  if (ends_with(path, ".bin") || ends_with(path, ".bin.gz")) return NTK_FORMAT_CIFAR10;
+  return NTK_FORMAT_IDX;
+}
+
+ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset *ds) {
+  memset(ds, 0, sizeof *ds);
+  struct raw r;
+  memset(&r, 0, sizeof r);
+  ntk_data_format fmt = job->format == NTK_FORMAT_AUTO ? guess_format(job->data_path[0]) : job->format;
+  if (job->ndata > 1 && fmt != NTK_FORMAT_CIFAR10)
+    return ntk_error(NTK_EINPUT, "%s: [data] path lists %d files; several files are only "
+                     "supported for CIFAR-10 batches", job->source, job->ndata);
+  /* Zeroed: gcc cannot see that ndata >= 1 and warns about files[0]. */
+  gzFile files[NTK_MAX_DATA_FILES] = {0};
+  long long sizes[NTK_MAX_DATA_FILES];
+  int opened = 0;
+  ntk_status st = NTK_OK;
+  for (; opened < job->ndata; opened++)
+    if ((st = open_input(job->data_path[opened], 1u << 20, &files[opened], &sizes[opened]))) break;
+  if (!st) {
+    const char *path = job->data_path[0];
+    if (fmt == NTK_FORMAT_NPY) st = read_npy(job, path, files[0], &r);
+    else if (fmt == NTK_FORMAT_IDX) st = read_idx(job, path, files[0], &r);
+    else st = read_cifar(job, files, sizes, job->ndata, &r);
+  }
+  for (int k = 0; k < opened; k++) gzclose(files[k]);
+  if (st) {
+    free(r.x);
+    return st;
+  }
+  double scale = job->has_scale ? job->scale : r.is_u8 ? 1.0 / 255.0 : 1.0;
+  size_t total = r.n * r.d;
+  for (size_t k = 0; k < total; k++) {
+    double v = r.x[k] * scale;
+    if (!(fabs(v) <= (elem == 4 ? 3.0e38 : 1.7e308))) { /* NaN, Inf, or beyond float32 */
+      st = ntk_error(NTK_EINPUT, "%s: sample %zu, feature %zu is %s%s", job->data_path[0], k / r.d,
+                     k % r.d, isnan(r.x[k]) ? "NaN" : "infinite or out of range",
+                     isfinite(r.x[k]) ? " after scaling" : "");
+      free(r.x);
+      return st;
+    }
+    r.x[k] = v;
+  }
+  ds->n = r.n;
+  ds->d = r.d;
+  ds->h = r.h;
+  ds->w = r.w;
+  ds->c = r.c;
+  ds->elem = elem;
+  if (elem == 8) {
+    ds->x = r.x;
+  } else {
+    float *f = malloc(total * sizeof *f);
+    if (!f) {
+      free(r.x);
+      return ntk_error(NTK_ENOMEM, "out of memory for the data");
+    }
+    for (size_t k = 0; k < total; k++) f[k] = (float)r.x[k];
+    free(r.x);
+    ds->x = f;
+  }
+  return NTK_OK;
+}
+
+/* ---- labels ----------------------------------------------------------------- */
+
+/* Through the same header readers and read_values as the samples: a label
+ * file is a one-column matrix of integers. */
+ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes, int32_t **labels) {
+  *labels = NULL;
+  gzFile f;
+  long long size;
+  ntk_status st = open_input(path, 1u << 16, &f, &size); /* labels are small */
+  if (st) return st;
+  src_type t = T_U8;
+  int big = 1, ndim = 0;
+  size_t dim[4] = {0}, one;
+  int npy = guess_format(path) == NTK_FORMAT_NPY;
+  if (npy) {
+    st = npy_read_header(path, f, 1, &t, &big, dim, &ndim);
+  } else {
+    st = idx_read_header(path, f, &t, dim, &ndim);
+    if (!st && (ndim != 1 || t != T_U8))
+      st = ntk_error(NTK_EINPUT, "%s: not an IDX labels file (%d dimensions%s; labels have magic 0x00000801: "
+                     "one dimension of uint8)", path, ndim, t != T_U8 ? ", not uint8" : "");
+  }
+  if (!st) st = shape_size(path, npy ? "labels .npy" : "labels IDX", dim, ndim, type_size(t), &one);
+  if (!st && dim[0] < n)
+    st = ntk_error(NTK_EINPUT, "%s: holds %zu labels for %zu samples", path, dim[0], n);
+  if (!st && exact && dim[0] != n)
+    st = ntk_error(NTK_EINPUT, "%s: holds %zu labels but the data hold %zu samples; set count to use "
+                   "the first ones", path, dim[0], n);
+  struct raw r = {n, 1, 0, 0, 0, NULL, 0, 0};
+  if (!st) st = alloc_raw(&r, path);
+  if (!st) st = read_values(f, path, &r, 0, n, t, big);
+  gzclose(f);
+  int32_t *out = st ? NULL : malloc(n * sizeof *out);
+  if (!st && !out) st = ntk_error(NTK_ENOMEM, "%s: out of memory for %zu labels", path, n);
+  for (size_t i = 0; i < n && !st; i++) {
+    if (!(r.x[i] >= 0 && r.x[i] < (double)classes))
+      st = ntk_error(NTK_EINPUT, "%s: label %zu is %.0f, outside the classes 0..%zu", path, i, r.x[i],
+                     classes - 1);
+    else out[i] = (int32_t)r.x[i];
+  }
+  free(r.x);
+  if (st) {
+    free(out);
+    return st;
+  }
+  *labels = out;
+  return NTK_OK;
+}
+
+/* Sets y's labels in `bits` (limit bits; the labels were read below it,
+ * and any other is left out, never written past the bitmap); *max the
+ * largest (0 for none). */
+static void mark_labels(const int32_t *y, size_t n, uint64_t *bits, size_t limit, size_t *max) {
+  *max = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (y[i] < 0 || (size_t)y[i] >= limit) continue;
+    size_t v = (size_t)y[i];
+    bits[v / 64] |= (uint64_t)1 << (v % 64);
+    if (v > *max) *max = v;
+  }
+}
+
+static size_t count_bits(const uint64_t *bits, size_t words) {
+  size_t c = 0;
+  for (size_t w = 0; w < words; w++) c += (size_t)__builtin_popcountll(bits[w]);
+  return c;
+}
+
+ntk_status ntk_labels_count(const int32_t *y, size_t n, size_t limit, struct ntk_label_counts *out) {
+  size_t words = (limit + 63) / 64;
+  uint64_t *bits = calloc(words ? words : 1, sizeof *bits);
+  if (!bits) return ntk_error(NTK_ENOMEM, "out of memory for counting %zu classes", limit);
+  out->n = n;
+  mark_labels(y, n, bits, limit, &out->max);
+  out->distinct = count_bits(bits, words);
+  free(bits);
+  return NTK_OK;
+}
+
+void ntk_labels_describe(const char *path, const struct ntk_label_counts *c, char *buf, size_t cap) {
+  if (!c->n) snprintf(buf, cap, "%s: no labels", path);
+  else if (c->distinct == c->max + 1)
+    snprintf(buf, cap, "%s: %zu class%s (0..%zu), %zu labels", path, c->distinct, c->distinct == 1 ? "" : "es",
+             c->max, c->n);
+  else
+    snprintf(buf, cap, "%s: %zu class%s in 0..%zu, %zu labels", path, c->distinct, c->distinct == 1 ? "" : "es",
+             c->max, c->n);
+}
+
+ntk_status ntk_labels_classes(const struct ntk_job *job, const int32_t *ytr, size_t ntr, const int32_t *yte, size_t nte,
+                              int say, size_t *classes) {
+  size_t limit = job->classes ? job->classes : NTK_LABELS_MAX, words = (limit + 63) / 64;
+  uint64_t *bits = calloc(2 * words, sizeof *bits); /* train, then test */
+  if (!bits) return ntk_error(NTK_ENOMEM, "out of memory for counting %zu classes", limit);
+  struct ntk_label_counts c[2] = {{ntr, 0, 0}, {nte, 0, 0}};
+  mark_labels(ytr, ntr, bits, limit, &c[0].max);
+  mark_labels(yte, nte, bits + words, limit, &c[1].max);
+  c[0].distinct = count_bits(bits, words);
+  c[1].distinct = count_bits(bits + words, words);
+  for (size_t w = 0; w < words; w++) bits[w] |= bits[words + w];
+  size_t both = count_bits(bits, words);
+  free(bits);
+  for (int f = 0; f < 2 && say; f++) {
+    char line[NTK_PATH_MAX + 200];
+    ntk_labels_describe(f ? job->test.labels : job->labels_path, &c[f], line, sizeof line);
+    if (job->classes) fprintf(stderr, "ntkd: labels: %s; of the %zu [data] classes\n", line, job->classes);
+    else fprintf(stderr, "ntkd: labels: %s\n", line);
+  }
+  if (job->classes) {
+    *classes = job->classes;
+    return NTK_OK;
+  }
+  int in_test = c[1].n && c[1].max > c[0].max; /* the file with the largest label */
+  size_t max = c[in_test].max, range = max + 1, absent = range - both;
+  if (2 * absent > range) {
+    const int32_t *y = in_test ? yte : ytr;
+    size_t at = 0;
+    while (at < c[in_test].n && (size_t)y[at] != max) at++;
+    return ntk_error(NTK_ECONFIG, "%s:%d: [%s] labels: %s: label %zu is %zu, and only %zu of the %zu classes 0..%zu "
+                     "occur in the train and test labels (%zu never do): a stray label? If the task has %zu classes, "
+                     "state it in [data]: classes = %zu", job->source, in_test ? job->test.labels_line : job->labels_line,
+                     in_test ? "test" : "data", in_test ? job->test.labels : job->labels_path, at, max, both, range,
+                     max, absent, range, range);
+  }
+  *classes = range < 2 ? 2 : range;
+  return NTK_OK;
+}
+
+void ntk_data_free(struct ntk_dataset *ds) {
+  if (!ds) return;
+  free(ds->x);
+  ds->x = NULL;
+}
+
+ntk_status ntk_data_load_job(const struct ntk_job *job, int elem, struct ntk_dataset *ds) {
+  ntk_status st = ntk_data_load(job, elem, ds);
+  if (st || !job->test.enabled) return st;
+  /* The test set: the same reader with [test]'s files and count. */
+  struct ntk_job *tj = malloc(sizeof *tj);
+  if (!tj) {
+    ntk_data_free(ds);
+    return ntk_error(NTK_ENOMEM, "out of memory");
+  }
+  *tj = *job;
+  tj->ndata = job->test.ndata;
+  memcpy(tj->data_path, job->test.path, sizeof tj->data_path);
+  tj->count = job->test.count;
+  struct ntk_dataset te;
+  st = ntk_data_load(tj, elem, &te);
+  free(tj);
+  if (st) {
+    ntk_data_free(ds);
+    return ntk_error(st, "[test] %s", ntk_error_message());
+  }
+  if (te.d != ds->d || te.h != ds->h || te.w != ds->w || te.c != ds->c) {
+    st = ntk_error(NTK_EINPUT, "%s: [test] samples are %zux%zux%zu (%zu values), the [data] samples %zux%zux%zu "
+                   "(%zu values): they must have the same shape", job->test.path[0], te.h, te.w, te.c, te.d,
+                   ds->h, ds->w, ds->c, ds->d);
+  }
+  /* Each part passed alloc_raw's bound; checked all the same. */
+  size_t row = ds->d * (size_t)elem, all;
+  if (!st && (__builtin_add_overflow(ds->n, te.n, &all) || __builtin_mul_overflow(all, row, &all)))
+    st = ntk_error(NTK_EINPUT, "%s: [data] and [test] together are too large", job->test.path[0]);
+  void *x = st ? NULL : realloc(ds->x, all + 1);
+  if (!st && !x) st = ntk_error(NTK_ENOMEM, "out of memory for %zu + %zu samples", ds->n, te.n);
+  if (st) {
+    ntk_data_free(&te);
+    ntk_data_free(ds);
+    return st;
+  }
+  memcpy((char *)x + ds->n * row, te.x, te.n * row);
+  ds->x = x;
+  ds->n_train = ds->n;
+  ds->n += te.n;
+  ntk_data_free(&te);
+  return NTK_OK;
+}

@@ -1,0 +1,71 @@
+/* Dataset readers: .npy, MNIST-style IDX (plain or .gz) and CIFAR-10 binary
+ * batches, into one row-major (N, d) matrix in the working precision. */
+#ifndef NTKD_DATA_H
+#define NTKD_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job/config.h"
+#include "base/status.h"
+
+struct ntk_dataset {
+  size_t n, d;       /* samples, features per sample (h*w*c for images) */
+  size_t h, w, c;    /* image shape, NHWC order; h = w = 0 for flat data */
+  int elem;          /* 4 (float) or 8 (double) */
+  void *x;           /* n*d elements, owned; free with ntk_data_free() */
+  size_t n_train;    /* regression jobs: rows 0..n_train-1 train, the rest test; 0: no split */
+};
+
+/* Load [data] of `job` in precision `elem` (4 or 8): the first `count`
+ * samples, multiplied by `scale` (default 1/255 for uint8 data, else 1);
+ * only those are read. Errors (NTK_EINPUT) name the file and what is wrong:
+ * not a regular file (a FIFO, device or socket is refused before it is
+ * opened), truncated, wrong type, bad header (sizes that overflow), NaN/Inf
+ * values. NTK_EINTERRUPTED if a stop signal (ntk_stop_requested()) arrives
+ * while reading. Rank-local. */
+ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset *ds);
+
+/* All the samples of a kernel job: [data], followed by [test] when the
+ * job has one (then ds->n_train is the number of [data] samples). The test
+ * set is read with [data]'s format, layout and scale and must have the
+ * same sample shape. Rank-local. */
+ntk_status ntk_data_load_job(const struct ntk_job *job, int elem, struct ntk_dataset *ds);
+
+void ntk_data_free(struct ntk_dataset *ds);
+
+/* Class labels of the first `n` samples: an IDX labels file (magic
+ * 0x00000801, one dimension of uint8; plain or .gz) or a 1-D .npy of
+ * uint8, int32 or int64 (by extension, as [data] format auto). The file
+ * must hold at least n labels, exactly n with `exact` (when the data were
+ * not cut by a count); every label must lie in 0..classes-1. Errors
+ * (NTK_EINPUT) name the file; NTK_EINTERRUPTED as ntk_data_load. Rank-local;
+ * the caller frees *labels. */
+ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes, int32_t **labels);
+
+/* What labels hold: how many, the largest (0 for none), how many distinct. */
+struct ntk_label_counts {
+  size_t n, max, distinct;
+};
+
+/* Count y[0..n), labels as ntk_labels_load returned them (each below its
+ * `classes`, here `limit`). Memory: a bitmap of `limit` bits, never one
+ * sized by the labels' values. NTK_ENOMEM. Rank-local. */
+ntk_status ntk_labels_count(const int32_t *y, size_t n, size_t limit, struct ntk_label_counts *out);
+
+/* "PATH: 10 classes (0..9), 60000 labels", or "PATH: 11 classes in
+ * 0..255, 60000 labels" where some never occur. */
+void ntk_labels_describe(const char *path, const struct ntk_label_counts *c, char *buf, size_t cap);
+
+/* The classes a kernel regression solves for, from its train labels ytr
+ * and test labels yte (read with ntk_labels_load against job->classes, or
+ * NTK_LABELS_MAX where the job states none): job->classes when stated;
+ * else 0 .. the largest label (at least 2), refused (NTK_ECONFIG, at the
+ * labels key holding that label) when more than half of those classes
+ * occur in neither file: a stray label (255 among 0..9) would otherwise
+ * size the one-hot targets, the predictions and the MSE's divisor. `say`:
+ * one line per file on stderr (ntk_labels_describe). Rank-local. */
+ntk_status ntk_labels_classes(const struct ntk_job *job, const int32_t *ytr, size_t ntr, const int32_t *yte, size_t nte,
+                              int say, size_t *classes);
+
+#endif

@@ -1,0 +1,118 @@
+/* A job's files: see src/job/jobfiles.h. */
+#include "job/jobfiles.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/magic.h"
+
+size_t ntk_job_inputs(const struct ntk_job *job, struct ntk_named_path *in) {
+  size_t n = 0;
+  in[n++] = (struct ntk_named_path){"the job file", job->source, 0};
+  for (int i = 0; i < job->ndata; i++) in[n++] = (struct ntk_named_path){"[data] path", job->data_path[i], 0};
+  in[n++] = (struct ntk_named_path){"[data] labels", job->labels_path, 0};
+  if (job->train.enabled) {
+    in[n++] = (struct ntk_named_path){"[validation] path", job->train.val_path, 0};
+    in[n++] = (struct ntk_named_path){"[validation] labels", job->train.val_labels, 0};
+  } else if (job->test.enabled) {
+    for (int i = 0; i < job->test.ndata; i++) in[n++] = (struct ntk_named_path){"[test] path", job->test.path[i], 0};
+    in[n++] = (struct ntk_named_path){"[test] labels", job->test.labels, 0};
+  }
+  return n;
+}
+
+/* `path`'s first bytes name one of ntkd's files. */
+static int kind_by_content(const char *path) {
+  int fd = -1;
+  if (ntk_open_regular(path, O_RDONLY, NULL, &fd)) return NTK_FILE_OTHER;
+  char head[32] = "";
+  ssize_t n = pread(fd, head, sizeof head, 0);
+  close(fd);
+  size_t lock_len = strlen(NTK_MAGIC_LOCK);
+  if (n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_STORE, NTK_MAGIC_LEN)) return NTK_FILE_STORE;
+  if (n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_INDEX, NTK_MAGIC_LEN)) return NTK_FILE_INDEX;
+  if (n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_SNAPSHOT, NTK_MAGIC_LEN)) return NTK_FILE_SNAPSHOT;
+  if (n >= (ssize_t)lock_len && !memcmp(head, NTK_MAGIC_LOCK, lock_len)) return NTK_FILE_LOCK;
+  return NTK_FILE_OTHER;
+}
+
+/* 1 if `path` is STEM + `suffix` where STEM is a file of kind `a` or `b`. */
+static int companion_of(const char *path, const char *suffix, int a, int b) {
+  size_t n = strlen(path), k = strlen(suffix);
+  if (n <= k || strcmp(path + n - k, suffix)) return 0;
+  char stem[PATH_MAX];
+  if (n - k >= sizeof stem) return 0;
+  memcpy(stem, path, n - k);
+  stem[n - k] = '\0';
+  int kind = kind_by_content(stem);
+  return kind != NTK_FILE_OTHER && (kind == a || kind == b);
+}
+
+int ntk_file_kind(const char *path) {
+  if (ntk_is_tmp_name(path)) return NTK_FILE_TMP;
+  int kind = kind_by_content(path);
+  if (kind != NTK_FILE_OTHER) return kind;
+  /* An index or lock file not yet (or no longer) written: by the name. */
+  if (companion_of(path, ".index", NTK_FILE_STORE, NTK_FILE_STORE)) return NTK_FILE_INDEX;
+  if (companion_of(path, ".lock", NTK_FILE_STORE, NTK_FILE_SNAPSHOT)) return NTK_FILE_LOCK;
+  return NTK_FILE_OTHER;
+}
+
+static const char *kind_name(int kind) {
+  switch (kind) {
+    case NTK_FILE_STORE: return "an ntkd store";
+    case NTK_FILE_INDEX: return "the index of an ntkd store";
+    case NTK_FILE_LOCK: return "the lock file of a running or finished ntkd job";
+    case NTK_FILE_SNAPSHOT: return "an ntkd training snapshot";
+    case NTK_FILE_TMP: return "named as an ntkd temporary file (NAME.tmp.HOST.PID: a file a job is writing)";
+    default: return "another file";
+  }
+}
+
+ntk_status ntk_check_output_files(const struct ntk_named_path *in, size_t nin, const struct ntk_named_path *out,
+                                  size_t nout) {
+  ntk_status st = ntk_check_outputs(in, nin, out, nout);
+  for (size_t i = 0; !st && i < nout; i++) {
+    if (!out[i].path || !*out[i].path) continue;
+    /* Outputs are replaced by rename: never over a FIFO, a device or a
+     * socket, whatever the flags. */
+    if ((st = ntk_check_regular(out[i].path, out[i].name))) break;
+    int kind = ntk_file_kind(out[i].path);
+    if (kind != NTK_FILE_OTHER && kind != out[i].own)
+      st = ntk_error(NTK_EUSAGE, "%s (%s) is %s: an output never replaces one of ntkd's own files (a store, its "
+                     "index or lock file, a training snapshot, a temporary file); choose another name",
+                     out[i].name, out[i].path, kind_name(kind));
+  }
+  return st;
+}
+
+/* A store or snapshot keeps NAME.index and NAME.lock beside it: its name
+ * must leave room for them. */
+static ntk_status check_room(const char *path, const char *what, const char *suffix) {
+  char file[PATH_MAX];
+  if (ntk_resolve_links(path, file, sizeof file)) return NTK_OK; /* reported when it is opened */
+  const char *slash = strrchr(file, '/'), *base = slash ? slash + 1 : file;
+  size_t most = NAME_MAX - strlen(suffix);
+  if (strlen(base) > most)
+    return ntk_error(NTK_EUSAGE, "%s (%s): the name is %zu bytes; ntkd keeps NAME%s beside it, so it may have at "
+                     "most %zu bytes", what, path, strlen(base), suffix, most);
+  return NTK_OK;
+}
+
+ntk_status ntk_job_check_files(const struct ntk_job *job) {
+  struct ntk_named_path in[NTK_JOB_MAX_INPUTS], out[2];
+  size_t nin = ntk_job_inputs(job, in), nout = 0;
+  if (job->train.enabled) {
+    out[nout++] = (struct ntk_named_path){"[train] snapshot", job->train.snapshot, NTK_FILE_SNAPSHOT};
+    out[nout++] = (struct ntk_named_path){"[train] log", job->train.log, NTK_FILE_OTHER};
+  } else {
+    out[nout++] = (struct ntk_named_path){"[output] path", job->out_path, NTK_FILE_STORE};
+  }
+  ntk_status st = ntk_check_output_files(in, nin, out, nout);
+  if (!st && !job->train.enabled) st = check_room(job->out_path, "[output] path", ".index");
+  if (!st && job->train.enabled && job->train.snapshot[0]) st = check_room(job->train.snapshot, "[train] snapshot", ".lock");
+  if (st) return ntk_error(st, "%s: %s", job->source, ntk_error_message());
+  return NTK_OK;
+}

@@ -1,0 +1,157 @@
+/* Job identity: the job text, its XXH3-128, and how two texts differ. */
+#include "job/jobhash.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* A growing string. */
+struct text {
+  char *p;
+  size_t len, cap;
+  int failed;
+};
+
+static void add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(struct text *t, const char *fmt, ...) {
+  if (t->failed) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      t->failed = 1;
+      return;
+    }
+    if ((size_t)n < t->cap - t->len) {
+      t->len += (size_t)n;
+      return;
+    }
+    size_t cap = 2 * t->cap + (size_t)n + 1;
+    char *p = realloc(t->p, cap);
+    if (!p) {
+      t->failed = 1;
+      return;
+    }
+    t->p = p;
+    t->cap = cap;
+  }
+}
+
+static void hex(const uint8_t *b, size_t n, char *out) {
+  for (size_t i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *arch, const struct ntk_dataset *data,
+                            struct ntk_store_info *info, char **text) {
+  *text = NULL;
+  memset(info, 0, sizeof *info);
+  info->n = data->n;
+  info->d = data->d;
+  info->tile = (uint32_t)job->tile;
+  info->elem = (uint32_t)data->elem;
+  info->kernels = (uint32_t)job->kernels;
+  info->n_train = data->n_train;
+  info->test_test = data->n_train && job->test.test_test;
+
+  /* The data values, hashed on their own so that the text can say "the
+   * data differ" without holding them. */
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits(data->x, data->n * data->d * (size_t)data->elem));
+  char data_hex[33];
+  hex(c.digest, 16, data_hex);
+
+  struct text t = {malloc(4096), 0, 4096, 0};
+  if (!t.p) return ntk_error(NTK_ENOMEM, "out of memory");
+  t.p[0] = '\0';
+  add(&t, "ntkd job = 2\nsamples = %zu\nfeatures = %zu\nimage = %zu x %zu x %zu\nprecision = %s\nkernels = %s\n",
+      data->n, data->d, data->h, data->w, data->c, data->elem == 4 ? "float32" : "float64",
+      job->kernels & NTK_KERNEL_NTK ? "nngp+ntk" : "nngp");
+  add(&t, "train samples = %zu\ntest x test = %s\ndata values = %s\nlayers = %zu\n", data->n_train,
+      info->test_test ? "yes" : "no", data_hex, arch->n);
+  if (arch->standard) add(&t, "parameterization = standard\n"); /* absent: ntk, as every older store */
+  for (size_t i = 0; i < arch->n; i++) {
+    char one[512];
+    ntk_arch_layer_canonical_param(arch, i, one, sizeof one);
+    add(&t, "layer %zu = %s\n", i + 1, one);
+  }
+  if (t.failed) {
+    free(t.p);
+    return ntk_error(NTK_ENOMEM, "out of memory for the job description");
+  }
+  XXH128_canonicalFromHash(&c, XXH3_128bits(t.p, t.len));
+  memcpy(info->job_hash, c.digest, 16);
+
+  /* The one-line summary `info` shows: cut to fit, the text above is whole. */
+  char canon[401];
+  size_t need = ntk_arch_canonical(arch, canon, sizeof canon);
+  snprintf(info->description, sizeof info->description,
+           "kernel=%s precision=%s n=%zu d=%zu data=%.200s%s%s%.200s arch=%.400s%s",
+           job->kernels & NTK_KERNEL_NTK ? "nngp+ntk" : "nngp", data->elem == 4 ? "float32" : "float64", data->n,
+           data->d, job->data_path[0], job->ndata > 1 ? " (+more)" : "", data->n_train ? " test=" : "",
+           data->n_train ? job->test.path[0] : "", canon, need >= sizeof canon ? " ..." : "");
+  *text = t.p;
+  return NTK_OK;
+}
+
+/* Line k (0-based) of `s` as key and value ("layer 3" and "Relu" of
+ * "layer 3 = Relu"); 0 if the text has no line k. */
+static int line_at(const char *s, size_t k, const char **key, int *klen, const char **val, int *vlen) {
+  for (size_t i = 0; i < k; i++) {
+    const char *nl = strchr(s, '\n');
+    if (!nl) return 0;
+    s = nl + 1;
+  }
+  if (!*s) return 0;
+  const char *nl = strchr(s, '\n');
+  size_t len = nl ? (size_t)(nl - s) : strlen(s);
+  const char *eq = memchr(s, '=', len);
+  *key = s;
+  *klen = eq ? (int)(eq - s) - (eq > s && eq[-1] == ' ') : (int)len;
+  *val = eq ? eq + 1 + (eq[1] == ' ') : s + len;
+  *vlen = (int)(s + len - *val);
+  return 1;
+}
+
+void ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap) {
+  out[0] = '\0';
+  if (!*have) {
+    snprintf(out, cap, "the job text kept in the store is damaged, so only its hash can be compared");
+    return;
+  }
+  size_t first = 0, ndiff = 0;
+  const char *a = have, *b = want;
+  /* Both texts line by line, in one pass. */
+  for (size_t k = 0; *a || *b; k++) {
+    const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+    size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+    if (!*a || !*b || la != lb || memcmp(a, b, la)) {
+      if (!ndiff) first = k;
+      ndiff++;
+    }
+    a = ea ? ea + 1 : a + la;
+    b = eb ? eb + 1 : b + lb;
+  }
+  if (!ndiff) return;
+  const char *ka = "", *va = "", *kb = "", *vb = "";
+  int kla = 0, vla = 0, klb = 0, vlb = 0;
+  int ha = line_at(have, first, &ka, &kla, &va, &vla), hb = line_at(want, first, &kb, &klb, &vb, &vlb);
+  snprintf(out, cap, "%.*s: the store has %.*s, this job %.*s (%zu line%s of the job description differ%s)",
+           ha ? kla : klb, ha ? ka : kb, ha ? vla : 9, ha ? va : "no line", hb ? vlb : 9, hb ? vb : "no line",
+           ndiff, ndiff == 1 ? "" : "s", ndiff == 1 ? "s" : "");
+}
+
+ntk_status ntk_job_check_store(const char *path, const ntk_store_t *s, const struct ntk_store_info *want,
+                               const char *want_text, const char *advice) {
+  const struct ntk_store_info *have = ntk_store_get_info(s);
+  if (!memcmp(have->job_hash, want->job_hash, 16)) return NTK_OK;
+  char where[1024];
+  ntk_job_text_diff(ntk_store_job_text(s), want_text, where, sizeof where);
+  return ntk_error(NTK_EMISMATCH, "%s was computed for another job (different data, model, kernel or precision):\n"
+                   "  first difference: %s\n  store: %s\n  job:   %s\n  %s",
+                   path, where[0] ? where : "the job descriptions agree but the hashes differ", have->description,
+                   want->description, advice);
+}

@@ -1,0 +1,1164 @@
+/* Recursive-descent parser for architecture strings such as
+ *   "[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense(W_std=2, b_std=0.1)"
+ * and the checks neural-tangents makes on a layer sequence. */
+#include "kernels/arch.h"
+#include "base/numparse.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Limits (docs/JOB-FILE.md, "Limits"): layers after expanding repeats,
+ * and so repeat counts; nesting of brackets, serial(...) and blocks;
+ * widths, filters, windows and strides; branches of a block. */
+#define NTK_ARCH_MAX_LAYERS 100000
+#define NTK_ARCH_MAX_DEPTH 16
+#define NTK_ARCH_MAX_ARGS 8
+#define NTK_ARCH_MAX_SIZE 1000000
+#define NTK_ARCH_MAX_BRANCHES 64
+
+struct parser {
+  const char *text;
+  size_t pos;
+  double w_std, b_std;
+};
+
+struct layer_vec {
+  size_t n, cap;
+  struct ntk_layer *v;
+};
+
+static ntk_status perr(const struct parser *p, const char *fmt, const char *what) {
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, what);
+  return ntk_error(NTK_ECONFIG, "arch, column %zu: %s", p->pos + 1, msg);
+}
+
+static void skip_ws(struct parser *p) {
+  while (isspace((unsigned char)p->text[p->pos])) p->pos++;
+}
+
+static ntk_status vec_push(struct parser *p, struct layer_vec *v, const struct ntk_layer *l) {
+  if (v->n >= NTK_ARCH_MAX_LAYERS)
+    return perr(p, "more than %s layers, the limit of an arch string (repeats expanded)", "100000");
+  if (v->n == v->cap) {
+    size_t cap = v->cap ? 2 * v->cap : 16;
+    struct ntk_layer *nv = realloc(v->v, cap * sizeof *nv);
+    if (!nv) return ntk_error(NTK_ENOMEM, "arch: out of memory");
+    v->v = nv;
+    v->cap = cap;
+  }
+  v->v[v->n++] = *l;
+  return NTK_OK;
+}
+
+/* vec_push for a layer written at `start`: an error points there. */
+static ntk_status push_at(struct parser *p, struct layer_vec *v, const struct ntk_layer *l, size_t start) {
+  size_t end = p->pos;
+  p->pos = start;
+  ntk_status st = vec_push(p, v, l);
+  if (!st) p->pos = end;
+  return st;
+}
+
+/* One argument: either positional (key[0] == 0) or key=value. A value is
+ * a word or number, a quoted string ('SAME', "SAME": the quotes dropped)
+ * or a list of numbers in brackets or parentheses ([1, 2], (3, 3)). */
+#define NTK_ARCH_MAX_LIST 8
+struct arg {
+  char key[16];
+  char val[48];
+  int is_list, nlist;
+  double list[NTK_ARCH_MAX_LIST];
+  size_t pos;
+};
+
+static ntk_status read_word(struct parser *p, char *buf, size_t cap, int (*ok)(int)) {
+  size_t n = 0, start = p->pos;
+  while (p->text[p->pos] && ok((unsigned char)p->text[p->pos])) {
+    if (n + 1 >= cap) {
+      p->pos = start;
+      char what[96];
+      snprintf(what, sizeof what, "'%.*s...' is longer than %zu characters", 24, p->text + start, cap - 1);
+      return perr(p, "%s", what);
+    }
+    buf[n++] = p->text[p->pos++];
+  }
+  buf[n] = '\0';
+  return NTK_OK;
+}
+
+static int is_ident(int c) { return isalnum(c) || c == '_'; }
+static int is_value(int c) { return isalnum(c) || c == '_' || c == '.' || c == '-' || c == '+'; }
+
+static ntk_status read_list(struct parser *p, struct arg *a) {
+  char close = p->text[p->pos] == '[' ? ']' : ')';
+  p->pos++;
+  a->is_list = 1;
+  a->nlist = 0;
+  snprintf(a->val, sizeof a->val, "a list");
+  for (;;) {
+    skip_ws(p);
+    if (p->text[p->pos] == close) { /* empty, or a trailing comma: (3,) */
+      p->pos++;
+      return NTK_OK;
+    }
+    if (a->nlist == NTK_ARCH_MAX_LIST) return perr(p, "more than %s values in a list", "8");
+    char word[48];
+    size_t at = p->pos;
+    ntk_status st = read_word(p, word, sizeof word, is_value);
+    if (st) return st;
+    if (!ntk_parse_double(word, &a->list[a->nlist])) {
+      p->pos = at;
+      return perr(p, "expected a number in the list, got '%s'", word[0] ? word : p->text + p->pos);
+    }
+    a->nlist++;
+    skip_ws(p);
+    if (p->text[p->pos] == ',') {
+      p->pos++;
+      continue;
+    }
+    if (p->text[p->pos] == close) {
+      p->pos++;
+      return NTK_OK;
+    }
+    return close == ']' ? perr(p, "expected ',' or ']' in a list%s", "") : perr(p, "expected ',' or ')' in a list%s", "");
+  }
+}
+
+static ntk_status read_value(struct parser *p, struct arg *a) {
+  char c = p->text[p->pos];
+  a->is_list = 0;
+  if (c == '[' || c == '(') return read_list(p, a);
+  if (c == '\'' || c == '"') {
+    p->pos++;
+    ntk_status st = read_word(p, a->val, sizeof a->val, is_value);
+    if (st) return st;
+    if (p->text[p->pos] != c) return perr(p, "unterminated quoted value%s", "");
+    p->pos++;
+    return a->val[0] ? NTK_OK : perr(p, "empty quoted value%s", "");
+  }
+  return read_word(p, a->val, sizeof a->val, is_value);
+}
+
+static ntk_status parse_args(struct parser *p, struct arg *args, int *nargs) {
+  *nargs = 0;
+  p->pos++; /* '(' */
+  skip_ws(p);
+  if (p->text[p->pos] == ')') {
+    p->pos++;
+    return NTK_OK;
+  }
+  for (;;) {
+    if (*nargs == NTK_ARCH_MAX_ARGS) return perr(p, "too many arguments%s", "");
+    struct arg *a = &args[(*nargs)++];
+    skip_ws(p);
+    a->pos = p->pos;
+    a->key[0] = '\0';
+    ntk_status st = read_value(p, a);
+    if (st) return st;
+    skip_ws(p);
+    if (p->text[p->pos] == '=' && !a->is_list) {
+      if (strlen(a->val) >= sizeof a->key) return perr(p, "unknown argument '%s'", a->val);
+      strcpy(a->key, a->val);
+      p->pos++;
+      skip_ws(p);
+      a->pos = p->pos;
+      if ((st = read_value(p, a))) return st;
+      skip_ws(p);
+    }
+    if (!a->is_list && !a->val[0]) return perr(p, "expected a value%s", "");
+    if (p->text[p->pos] == ',') {
+      p->pos++;
+      continue;
+    }
+    if (p->text[p->pos] == ')') {
+      p->pos++;
+      return NTK_OK;
+    }
+    return perr(p, "expected ',' or ')' in argument list%s", "");
+  }
+}
+
+/* Shortest decimal that reads back as exactly v: "0.05", not "0.050000000000000003". */
+static void fmt_exact(char *buf, size_t cap, double v) {
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, cap, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
+/* A value as written, for messages: a number as it is, anything else
+ * quoted, a long one cut. */
+static void shown(char *buf, size_t cap, const char *text, size_t len) {
+  char word[48];
+  double v;
+  snprintf(word, sizeof word, "%.*s%s", (int)(len > 40 ? 40 : len), text, len > 40 ? "..." : "");
+  if (len <= 40 && ntk_parse_double(word, &v)) snprintf(buf, cap, "%s", word);
+  else if (len && strspn(text, "0123456789") >= len) /* a long integer */
+    snprintf(buf, cap, "%s", word);
+  else snprintf(buf, cap, "'%s'", word);
+}
+
+/* Every integer of an arch string: text[0..len), at column `at`, must be an
+ * integer in lo..hi. The message says what was written, what is allowed
+ * and the limit: "Conv: filter must be an integer from 1 to 1000000, not
+ * 0"; past hi, where hi is a limit of ntkd's (`limit` set, its reason
+ * after it), "repeat count 100000000 is above the limit of 100000 ...".
+ * Digits beyond any int are above hi, never wrapped. */
+static ntk_status int_value(struct parser *p, size_t at, const char *what, const char *text, size_t len, long lo,
+                            long hi, const char *limit, int *out) {
+  size_t digits = strspn(text, "0123456789");
+  int integer = digits && digits >= len;
+  long v = 0;
+  for (size_t i = 0; integer && i < len; i++) v = v > hi ? v : v * 10 + (text[i] - '0'); /* stops above hi */
+  if (integer && v >= lo && v <= hi) {
+    *out = (int)v;
+    return NTK_OK;
+  }
+  p->pos = at;
+  char msg[400], val[64];
+  shown(val, sizeof val, text, len);
+  if (integer && v > hi && limit)
+    snprintf(msg, sizeof msg, "%s %s is above the limit of %ld%s", what, val, hi, limit);
+  else if (!len)
+    snprintf(msg, sizeof msg, "%s is missing: an integer from %ld to %ld", what, lo, hi);
+  else
+    snprintf(msg, sizeof msg, "%s must be an integer from %ld to %ld, not %s", what, lo, hi, val);
+  return perr(p, "%s", msg);
+}
+
+/* A number argument >= lo: W_std, b_std, LayerNorm's eps. */
+static ntk_status arg_double(struct parser *p, const struct arg *a, const char *layer, const char *key, double lo,
+                             double *out) {
+  if (!a->is_list && ntk_parse_double(a->val, out) && *out >= lo) return NTK_OK;
+  p->pos = a->pos;
+  char msg[300], val[64], low[32];
+  fmt_exact(low, sizeof low, lo);
+  if (a->is_list) snprintf(val, sizeof val, "a list");
+  else shown(val, sizeof val, a->val, strlen(a->val));
+  snprintf(msg, sizeof msg, "%s: %s must be a number >= %s%s, not %s", layer, key, low,
+           !strcmp(key, "b_std") ? " or None" : "", val);
+  return perr(p, "%s", msg);
+}
+
+/* After a size past NTK_ARCH_MAX_SIZE. */
+static const char size_limit[] = " (ntkd's limit on widths and sizes)";
+
+/* An integer argument in lo..hi (widths, sizes): int_value on its text. */
+static ntk_status arg_int(struct parser *p, const struct arg *a, const char *layer, const char *key, long lo, long hi,
+                          int *out) {
+  char what[64];
+  snprintf(what, sizeof what, "%s: %s", layer, key);
+  if (a->is_list) {
+    p->pos = a->pos;
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s must be an integer from %ld to %ld, not a list", what, lo, hi);
+    return perr(p, "%s", msg);
+  }
+  return int_value(p, a->pos, what, a->val, strlen(a->val), lo, hi, size_limit, out);
+}
+
+static ntk_status arg_padding(struct parser *p, const struct arg *a, ntk_padding *out) {
+  if (!strcmp(a->val, "SAME")) *out = NTK_PAD_SAME;
+  else if (!strcmp(a->val, "VALID")) *out = NTK_PAD_VALID;
+  else if (!strcmp(a->val, "CIRCULAR")) *out = NTK_PAD_CIRCULAR;
+  else {
+    p->pos = a->pos;
+    return perr(p, "unknown padding '%s' (SAME, VALID or CIRCULAR)", a->val);
+  }
+  return NTK_OK;
+}
+
+/* A size given as n, as stax's tuple (h, w), or as a 1-D (n,) for (N, L,
+ * C) data, which ntkd holds as L x 1 images: (n, 1). Filters, windows,
+ * strides: each an integer from 1 to NTK_ARCH_MAX_SIZE. */
+static ntk_status arg_shape(struct parser *p, const struct arg *a, const char *layer, const char *key, int *h, int *w,
+                            int *one_d) {
+  if (!a->is_list) {
+    ntk_status st = arg_int(p, a, layer, key, 1, NTK_ARCH_MAX_SIZE, h);
+    if (!st) *w = *h;
+    return st;
+  }
+  char what[64];
+  snprintf(what, sizeof what, "%s: %s", layer, key);
+  if (a->nlist != 1 && a->nlist != 2) {
+    p->pos = a->pos;
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: expected n, (h, w) or, for 1-D data, (n,): %d values given", what, a->nlist);
+    return perr(p, "%s", msg);
+  }
+  int v[2] = {1, 1};
+  for (int k = 0; k < a->nlist; k++) { /* each as it reads back: 3, 3.5, -1, 1e+300 */
+    char text[32];
+    if (fabs(a->list[k]) < 1e15 && a->list[k] == floor(a->list[k])) snprintf(text, sizeof text, "%.0f", a->list[k]);
+    else fmt_exact(text, sizeof text, a->list[k]);
+    if (a->list[k] > NTK_ARCH_MAX_SIZE && a->list[k] == floor(a->list[k])) { /* 1e9, 1e+300: too large */
+      p->pos = a->pos;
+      char msg[200];
+      snprintf(msg, sizeof msg, "%s %s is above the limit of %d%s", what, text, NTK_ARCH_MAX_SIZE, size_limit);
+      return perr(p, "%s", msg);
+    }
+    ntk_status st = int_value(p, a->pos, what, text, strlen(text), 1, NTK_ARCH_MAX_SIZE, size_limit, &v[k]);
+    if (st) return st;
+  }
+  *h = v[0];
+  *w = v[1];
+  if (a->nlist == 1) *one_d = 1;
+  return NTK_OK;
+}
+
+/* b_std=None is stax's "no bias": 0. */
+static ntk_status arg_bias(struct parser *p, const struct arg *a, const char *layer, double *out) {
+  if (!a->is_list && !strcmp(a->val, "None")) {
+    *out = 0.0;
+    return NTK_OK;
+  }
+  return arg_double(p, a, layer, "b_std", 0.0, out);
+}
+
+/* Dense, Conv and AvgPool, in either syntax:
+ *   ntkd's short forms  Dense, Conv(f, stride, padding), AvgPool(w, stride)
+ *                       (AvgPool's stride defaults to w);
+ *   stax's forms        Dense(out_dim), Conv(out_chan, (f, f), strides, padding),
+ *                       AvgPool((w, w), strides, padding) (stride 1 by default),
+ * told apart by a tuple among the positionals or a stax keyword
+ * (filter_shape, window_shape, out_chan, out_dim, strides). Keywords W_std,
+ * b_std, stride / strides and padding in both. A width (out_dim,
+ * out_chan) is kept, and means nothing in the NTK parameterisation. */
+static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs) {
+  int stax = 0, npos = 0, stride_given = 0;
+  for (int i = 0; i < nargs; i++)
+    if ((!args[i].key[0] && args[i].is_list) || !strcmp(args[i].key, "filter_shape") ||
+        !strcmp(args[i].key, "window_shape") || !strcmp(args[i].key, "out_chan") || !strcmp(args[i].key, "out_dim"))
+      stax = 1;
+  if (l->kind == NTK_LAYER_DENSE) stax = 1; /* Dense(512): stax's out_dim */
+  static const char *const pos_short[][3] = {{NULL}, {"filter", "stride", "padding"}, {"window", "stride", NULL}};
+  static const char *const pos_stax[][4] = {
+      {"out_dim", NULL}, {"out_chan", "filter_shape", "strides", "padding"}, {"window_shape", "strides", "padding", NULL}};
+  int row = l->kind == NTK_LAYER_DENSE ? 0 : l->kind == NTK_LAYER_CONV ? 1 : 2;
+  for (int i = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    const char *key = a->key;
+    if (!key[0]) { /* positional: its name in this syntax */
+      const char *name = NULL;
+      if (stax ? npos < 4 : npos < 3) name = stax ? pos_stax[row][npos] : pos_short[row][npos];
+      /* ntkd's Conv(3, SAME): padding may come second */
+      if (!stax && row == 1 && npos == 1 && !a->is_list && !isdigit((unsigned char)a->val[0])) name = "padding";
+      if (!name) {
+        p->pos = a->pos;
+        return perr(p, "too many positional arguments for %s", l->name);
+      }
+      npos++;
+      key = name;
+    }
+    ntk_status st = NTK_OK;
+    int dense_conv = l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV;
+    if (!strcmp(key, "W_std") && dense_conv) {
+      st = arg_double(p, a, l->name, "W_std", 0.0, &l->w_std);
+    } else if (!strcmp(key, "b_std") && dense_conv) {
+      st = arg_bias(p, a, l->name, &l->b_std);
+      l->bias = a->is_list || strcmp(a->val, "None"); /* stax: a number, even 0, is a bias parameter */
+    } else if ((!strcmp(key, "out_dim") && row == 0) || (!strcmp(key, "out_chan") && row == 1)) {
+      st = arg_int(p, a, l->name, key, 1, NTK_ARCH_MAX_SIZE, &l->width);
+    } else if ((!strcmp(key, "filter") || !strcmp(key, "filter_shape")) && row == 1) {
+      st = arg_shape(p, a, l->name, "filter", &l->filter, &l->filter_w, &l->one_d);
+    } else if ((!strcmp(key, "window") || !strcmp(key, "window_shape")) && row == 2) {
+      st = arg_shape(p, a, l->name, "window", &l->window, &l->window_w, &l->one_d);
+    } else if ((!strcmp(key, "stride") || !strcmp(key, "strides")) && row > 0) {
+      if (a->is_list || strcmp(a->val, "None")) { /* strides=None: the default */
+        st = arg_shape(p, a, l->name, "stride", &l->stride, &l->stride_w, &l->one_d);
+        stride_given = 1;
+      }
+    } else if (!strcmp(key, "padding") && row > 0) {
+      st = arg_padding(p, a, &l->padding);
+      if (!st && row == 2 && l->padding == NTK_PAD_CIRCULAR) {
+        p->pos = a->pos;
+        st = perr(p, "%s takes padding VALID or SAME", l->name);
+      }
+    } else if (!strcmp(key, "normalize_edges") && row == 2 && !l->sum) {
+      if (a->is_list || (strcmp(a->val, "True") && strcmp(a->val, "False"))) {
+        p->pos = a->pos;
+        return perr(p, "'%s' is not True or False", a->val);
+      }
+      l->normalize_edges = !strcmp(a->val, "True");
+    } else {
+      p->pos = a->pos;
+      char what[96];
+      snprintf(what, sizeof what, "%s for %s", a->key[0] ? a->key : a->val, l->name);
+      return perr(p, a->key[0] ? "unknown argument %s" : "unexpected argument %s", what);
+    }
+    if (st) return st;
+  }
+  /* AvgPool's stride: stax's default is 1, ntkd's short form's the window */
+  if (row == 2 && !stride_given) l->stride = l->stride_w = stax ? 1 : 0;
+  return NTK_OK;
+}
+
+/* A parameter's value into its place in the map (lists are copied by the caller). */
+static void set_slot(struct ntk_map *m, enum ntk_param_slot slot, double v) {
+  switch (slot) {
+  case NTK_SLOT_A: m->a = v; break;
+  case NTK_SLOT_B: m->b = v; break;
+  case NTK_SLOT_C: m->c = v; break;
+  case NTK_SLOT_DEGREE: m->degree = (int)v; break;
+  case NTK_SLOT_FLAG: m->flag = v != 0; break;
+  case NTK_SLOT_COEF: break;
+  case NTK_SLOT_NONE: break;
+  }
+}
+
+/* Is v in the domain d of a number parameter? */
+static int in_domain(const struct ntk_domain *d, double v) {
+  return (d->lo_open ? v > d->lo : v >= d->lo) && v <= d->hi;
+}
+
+/* "> 0", ">= 0 and <= 1"; "" for any number. */
+static void domain_text(const struct ntk_domain *d, char *buf, size_t cap) {
+  char lo[32], hi[32];
+  fmt_exact(lo, sizeof lo, d->lo);
+  fmt_exact(hi, sizeof hi, d->hi);
+  if (isinf(d->lo) && isinf(d->hi)) snprintf(buf, cap, "%s", "");
+  else if (isinf(d->hi)) snprintf(buf, cap, "%s %s", d->lo_open ? ">" : ">=", lo);
+  else if (isinf(d->lo)) snprintf(buf, cap, "<= %s", hi);
+  else snprintf(buf, cap, "%s %s and <= %s", d->lo_open ? ">" : ">=", lo, hi);
+}
+
+/* A nonlinearity's arguments, by the table of src/kernels/layers.c: positional in
+ * stax's order or by keyword, each once, the required ones present, each
+ * in its domain. */
+static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct ntk_map_name *nm, const struct arg *args,
+                           int nargs, size_t start) {
+  int np = 0, given[NTK_MAP_MAXPARAMS] = {0};
+  size_t end = p->pos; /* after the arguments; errors point into them */
+  while (np < NTK_MAP_MAXPARAMS && nm->params[np].key) np++;
+  l->map = nm->fixed;
+  for (int k = 0; k < np; k++) l->param[k] = nm->params[k].dflt;
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    int k = -1;
+    if (!a->key[0]) {
+      if (npos >= np) {
+        p->pos = a->pos;
+        return np ? perr(p, "too many arguments for %s", l->name) : perr(p, "%s takes no arguments", l->name);
+      }
+      k = npos++;
+    } else {
+      for (int j = 0; j < np; j++)
+        if (!strcmp(a->key, nm->params[j].key)) k = j;
+      if (k < 0) {
+        p->pos = a->pos;
+        char what[96];
+        snprintf(what, sizeof what, "%s for %s", a->key, l->name);
+        return perr(p, "unknown argument %s", what);
+      }
+    }
+    if (given[k]++) {
+      p->pos = a->pos;
+      return perr(p, "%s given twice", nm->params[k].key);
+    }
+    const struct ntk_param *pm = &nm->params[k];
+    double v = 0;
+    p->pos = a->pos;
+    char what[64];
+    snprintf(what, sizeof what, "%s: %s", l->name, pm->key);
+    switch (pm->type) {
+    case NTK_PARAM_NUMBER: {
+      int number = !a->is_list && ntk_parse_double(a->val, &v);
+      if (number && in_domain(&pm->domain, v)) break;
+      char msg[300], val[64], dom[96];
+      domain_text(&pm->domain, dom, sizeof dom);
+      if (a->is_list) snprintf(val, sizeof val, "a list");
+      else shown(val, sizeof val, a->val, strlen(a->val));
+      if (number) snprintf(msg, sizeof msg, "%s must be %s, not %s", what, dom, val);
+      else snprintf(msg, sizeof msg, "%s must be a number%s%s, not %s", what, dom[0] ? " " : "", dom, val);
+      return perr(p, "%s", msg);
+    }
+    case NTK_PARAM_INT: {
+      long lo = (long)pm->domain.lo, hi = (long)pm->domain.hi;
+      int u;
+      if (a->is_list) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s must be an integer from %ld to %ld, not a list", what, lo, hi);
+        return perr(p, "%s", msg);
+      }
+      ntk_status st = int_value(p, a->pos, what, a->val, strlen(a->val), lo, hi, NULL, &u);
+      if (st) return st;
+      v = u;
+      break;
+    }
+    case NTK_PARAM_BOOL:
+      if (a->is_list || (strcmp(a->val, "True") && strcmp(a->val, "False")))
+        return perr(p, "'%s' is not True or False", a->val);
+      v = !strcmp(a->val, "True");
+      break;
+    case NTK_PARAM_LIST:
+      if (!a->is_list) return perr(p, "%s wants a list of numbers, e.g. [1, 0, 2]", pm->key);
+      if (a->nlist > NTK_MAP_MAXCOEF) return perr(p, "more than %s coefficients", "8");
+      for (int c = 0; c < a->nlist; c++) {
+        if (!isfinite(a->list[c])) return perr(p, "a coefficient is not finite%s", "");
+        l->map.coef[c] = a->list[c];
+      }
+      l->map.degree = a->nlist;
+      v = a->nlist;
+      break;
+    }
+    l->param[k] = v;
+    set_slot(&l->map, pm->slot, v);
+  }
+  for (int k = 0; k < np; k++) {
+    if (given[k]) continue;
+    p->pos = start;
+    if (isnan(nm->params[k].dflt)) {
+      char what[96];
+      snprintf(what, sizeof what, "%s needs %s", l->name, nm->params[k].key);
+      return perr(p, "%s", what);
+    }
+    set_slot(&l->map, nm->params[k].slot, nm->params[k].dflt); /* defaults go where values would */
+  }
+  char why[160] = "";
+  if (nm->finish && !nm->finish(&l->map, why, sizeof why)) {
+    p->pos = start;
+    char what[200];
+    snprintf(what, sizeof what, "%s: %s", l->name, why);
+    return perr(p, "%s", what);
+  }
+  p->pos = end;
+  return NTK_OK;
+}
+
+/* LayerNorm(axis=-1, eps=1e-12), stax's: the channel axis only (normalising
+ * over positions too couples them, which ntkd does not compute). */
+static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs) {
+  size_t end = p->pos; /* after the arguments; errors point into them */
+  l->map.kind = NTK_MAP_LAYERNORM;
+  l->map.a = 1e-12;
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    const char *key = a->key[0] ? a->key : npos == 0 ? "axis" : npos == 1 ? "eps" : NULL;
+    if (!a->key[0]) npos++;
+    p->pos = a->pos;
+    if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    if (!strcmp(key, "axis")) {
+      double v;
+      int ok = a->is_list ? a->nlist == 1 && a->list[0] == -1 : ntk_parse_double(a->val, &v) && v == -1;
+      if (!ok)
+        return perr(p, "LayerNorm over axis %s: only the channel axis (-1) is supported, as stax's default",
+                    a->is_list ? "(a list)" : a->val);
+    } else if (!strcmp(key, "eps")) {
+      ntk_status st = arg_double(p, a, l->name, "eps", 0.0, &l->map.a);
+      if (st) return st;
+    } else {
+      char what[96];
+      snprintf(what, sizeof what, "%.15s for %.23s", key, l->name);
+      return perr(p, "unknown argument %s", what);
+    }
+  }
+  l->param[0] = l->map.a;
+  p->pos = end;
+  return NTK_OK;
+}
+
+/* "Dense, Conv, ..., Relu, ...": every name the parser knows, for messages. */
+static void known_names(char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, Identity, AvgPool, SumPool, Flatten, GlobalAvgPool, "
+                                        "GlobalSumPool, LayerNorm");
+  size_t count;
+  const struct ntk_map_name *nm = ntk_map_names(&count);
+  for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
+}
+
+static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
+  size_t start = p->pos;
+  char name[32];
+  ntk_status st = read_word(p, name, sizeof name, is_ident);
+  if (st) return st;
+  if (!name[0]) return perr(p, "unexpected character '%.1s'", p->text + p->pos);
+  struct ntk_layer l;
+  memset(&l, 0, sizeof l);
+  l.w_std = p->w_std;
+  l.b_std = p->b_std;
+  l.stride = l.stride_w = 1;
+  l.padding = NTK_PAD_VALID;
+  int need_args = 0, max_pos = 0;
+  const struct ntk_map_name *nm = NULL;
+  if (!strcmp(name, "Dense")) l.kind = NTK_LAYER_DENSE;
+  else if (!strcmp(name, "Conv")) { l.kind = NTK_LAYER_CONV; need_args = 1; max_pos = 3; }
+  else if (!strcmp(name, "Identity")) l.kind = NTK_LAYER_IDENTITY;
+  else if (!strcmp(name, "AvgPool")) { l.kind = NTK_LAYER_AVGPOOL; need_args = 1; max_pos = 2; l.stride = l.stride_w = 0; }
+  else if (!strcmp(name, "Flatten")) l.kind = NTK_LAYER_FLATTEN;
+  else if (!strcmp(name, "GlobalAvgPool")) l.kind = NTK_LAYER_GLOBALAVGPOOL;
+  else if (!strcmp(name, "LayerNorm")) l.kind = NTK_LAYER_LAYERNORM;
+  else if (!strcmp(name, "SumPool")) { l.kind = NTK_LAYER_AVGPOOL; l.sum = 1; need_args = 1; max_pos = 2; l.stride = l.stride_w = 0; }
+  else if (!strcmp(name, "GlobalSumPool")) { l.kind = NTK_LAYER_GLOBALAVGPOOL; l.sum = 1; }
+  else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
+  else {
+    p->pos = start;
+    char known[1024];
+    known_names(known, sizeof known);
+    char what[1100];
+    snprintf(what, sizeof what, "'%s' (%s)", name, known);
+    return perr(p, "unknown layer %s", what);
+  }
+  snprintf(l.name, sizeof l.name, "%.23s", name);
+  struct arg args[NTK_ARCH_MAX_ARGS];
+  int nargs = 0;
+  if (p->text[p->pos] == '(' && (st = parse_args(p, args, &nargs))) return st;
+  if (nm) {
+    if ((st = map_args(p, &l, nm, args, nargs, start))) return st;
+    return push_at(p, out, &l, start);
+  }
+  if (l.kind == NTK_LAYER_LAYERNORM) {
+    if ((st = layernorm_args(p, &l, args, nargs))) return st;
+    return push_at(p, out, &l, start);
+  }
+  if (nargs) {
+    if (!max_pos && l.kind != NTK_LAYER_DENSE) {
+      p->pos = start;
+      return perr(p, "%s takes no arguments", name);
+    }
+    if ((st = layer_args(p, &l, args, nargs))) return st;
+    int have_required = l.kind == NTK_LAYER_CONV ? l.filter > 0 : l.kind == NTK_LAYER_AVGPOOL ? l.window > 0 : 1;
+    if (!have_required) {
+      p->pos = start;
+      return perr(p, "%s needs its size argument", name);
+    }
+  } else if (need_args) {
+    p->pos = start;
+    return perr(p, "%s needs arguments, e.g. Conv(3), AvgPool(2)", name);
+  }
+  if (l.kind == NTK_LAYER_AVGPOOL && l.stride == 0) {
+    l.stride = l.window;
+    l.stride_w = l.window_w;
+  }
+  if (l.one_d) { /* (n,) sizes: the width stays 1; strides=2 means (2,) */
+    if (l.filter_w > 1 || l.window_w > 1 || (l.stride_w > 1 && l.stride_w != l.stride)) {
+      p->pos = start;
+      return perr(p, "%s mixes 1-D sizes (n,) with 2-D ones", name);
+    }
+    l.stride_w = 1;
+    if (l.kind == NTK_LAYER_CONV) l.filter_w = 1;
+    else l.window_w = 1;
+  }
+  return push_at(p, out, &l, start);
+}
+
+static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, int ctx);
+enum { CTX_TOP, CTX_GROUP, CTX_SERIAL, CTX_BRANCH };
+
+static ntk_status parse_group(struct parser *p, struct layer_vec *out, int depth) {
+  size_t start = p->pos;
+  if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "brackets nested too deeply (the limit: %s levels)", "16");
+  p->pos++; /* '[' */
+  struct layer_vec inner = {0, 0, NULL};
+  ntk_status st = parse_seq(p, &inner, depth + 1, CTX_GROUP);
+  if (st) goto done;
+  if (p->text[p->pos] != ']') {
+    p->pos = start;
+    st = perr(p, "unclosed '['%s", "");
+    goto done;
+  }
+  p->pos++;
+  skip_ws(p);
+  int count = 1, starred = p->text[p->pos] == '*';
+  size_t npos = p->pos;
+  if (starred) {
+    p->pos++;
+    skip_ws(p);
+    npos = p->pos;
+    size_t len = 0; /* what was written, of any length: 12, -1, 1.5, 1e9, x */
+    while (p->text[npos + len] && is_value((unsigned char)p->text[npos + len])) len++;
+    if ((st = int_value(p, npos, "repeat count", p->text + npos, len, 0, NTK_ARCH_MAX_LAYERS,
+                        " (an arch string has at most 100000 layers, repeats expanded)", &count)))
+      goto done;
+    p->pos = npos + len;
+  }
+  if (inner.n == 0) {
+    p->pos = start;
+    st = perr(p, "empty group%s", "");
+    goto done;
+  }
+  if (starred && count && inner.n > (NTK_ARCH_MAX_LAYERS - out->n) / (size_t)count) { /* before expanding */
+    p->pos = npos;
+    char what[200];
+    snprintf(what, sizeof what, "repeat count %d makes a group of %zu layer%s %zu layers, at least %zu in all: above "
+             "the limit of 100000 layers of an arch string (repeats expanded)", count, inner.n,
+             inner.n == 1 ? "" : "s", inner.n * (size_t)count, out->n + inner.n * (size_t)count);
+    st = perr(p, "%s", what);
+    goto done;
+  }
+  for (int r = 0; r < count && !st; r++)
+    for (size_t i = 0; i < inner.n && !st; i++) st = vec_push(p, out, &inner.v[i]);
+done:
+  free(inner.v);
+  return st;
+}
+
+/* The word at the parser's position, without consuming it. */
+static int peek_word(const struct parser *p, const char *w) {
+  size_t n = strlen(w);
+  return !strncmp(p->text + p->pos, w, n) && !is_ident((unsigned char)p->text[p->pos + n]);
+}
+
+static ntk_status push_marker(struct parser *p, struct layer_vec *out, ntk_layer_kind kind, int branches, int sum,
+                              const char *name) {
+  struct ntk_layer l;
+  memset(&l, 0, sizeof l);
+  l.kind = kind;
+  l.branches = branches;
+  l.sum = sum;
+  snprintf(l.name, sizeof l.name, "%s", name);
+  return vec_push(p, out, &l);
+}
+
+/* In a serial(...) or a list of layers, a comma may separate layers. */
+static void skip_sep(struct parser *p, int commas) {
+  skip_ws(p);
+  if (commas && p->text[p->pos] == ',') {
+    p->pos++;
+    skip_ws(p);
+  }
+}
+
+/* stax's residual pattern FanOut(n) parallel(b1, ..., bn) FanInSum (or
+ * FanInConcat), flattened into FORK(n) b1 NEXT b2 ... NEXT bn JOIN: the
+ * engines keep the block's input for each branch and sum (or average)
+ * the branches' kernels at JOIN. A branch is any sequence of layers,
+ * serial(...) or a nested block. `commas`: inside serial(...). */
+static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int depth, int commas) {
+  size_t start = p->pos;
+  if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "residual blocks nested too deeply (the limit: %s levels)", "16");
+  char name[32];
+  ntk_status st = read_word(p, name, sizeof name, is_ident);
+  if (st) return st;
+  int n = 0;
+  if (p->text[p->pos] == '(') {
+    struct arg args[NTK_ARCH_MAX_ARGS];
+    int nargs;
+    if ((st = parse_args(p, args, &nargs))) return st;
+    if (nargs != 1 || args[0].is_list) {
+      p->pos = start;
+      return perr(p, "FanOut takes the number of branches, 1 to 64: FanOut(2)%s", "");
+    }
+    if ((st = int_value(p, args[0].pos, "FanOut: the number of branches", args[0].val, strlen(args[0].val), 1,
+                        NTK_ARCH_MAX_BRANCHES, " (ntkd's limit)", &n)))
+      return st;
+  } else {
+    p->pos = start;
+    return perr(p, "FanOut needs its number of branches: FanOut(2)%s", "");
+  }
+  skip_sep(p, commas);
+  if (!peek_word(p, "parallel")) return perr(p, "FanOut(n) must be followed by parallel(...) with n branches%s", "");
+  size_t ppos = p->pos;
+  p->pos += strlen("parallel");
+  skip_ws(p);
+  if (p->text[p->pos] != '(') return perr(p, "expected '(' after parallel%s", "");
+  p->pos++;
+  if ((st = push_marker(p, out, NTK_LAYER_FORK, n, 0, "FanOut"))) return st;
+  int got = 0;
+  for (;;) {
+    size_t bstart = p->pos, before = out->n;
+    if ((st = parse_seq(p, out, depth + 1, CTX_BRANCH))) return st;
+    if (out->n == before) {
+      p->pos = bstart;
+      return perr(p, "an empty branch in parallel(...): write Identity for a shortcut%s", "");
+    }
+    got++;
+    if (p->text[p->pos] == ',') {
+      p->pos++;
+      if ((st = push_marker(p, out, NTK_LAYER_NEXT, 0, 0, "parallel"))) return st;
+      continue;
+    }
+    if (p->text[p->pos] == ')') {
+      p->pos++;
+      break;
+    }
+    return perr(p, "expected ',' or ')' in parallel(...)%s", "");
+  }
+  if (got != n) {
+    p->pos = ppos;
+    char what[96];
+    snprintf(what, sizeof what, "parallel(...) has %d branches after FanOut(%d)", got, n);
+    return perr(p, "%s", what);
+  }
+  skip_sep(p, commas);
+  if (peek_word(p, "FanInSum")) {
+    p->pos += strlen("FanInSum");
+    if (p->text[p->pos] == '(' && p->text[p->pos + 1] == ')') p->pos += 2;
+    return push_marker(p, out, NTK_LAYER_JOIN, n, 1, "FanInSum");
+  }
+  if (peek_word(p, "FanInConcat")) {
+    size_t at = p->pos;
+    p->pos += strlen("FanInConcat");
+    if (p->text[p->pos] == '(') {
+      struct arg args[NTK_ARCH_MAX_ARGS];
+      int nargs;
+      if ((st = parse_args(p, args, &nargs))) return st;
+      double ax = -1;
+      if (nargs > 1 || (nargs == 1 && (args[0].is_list || (args[0].key[0] && strcmp(args[0].key, "axis")) ||
+                                       !ntk_parse_double(args[0].val, &ax) || ax != -1))) {
+        p->pos = at;
+        return perr(p, "FanInConcat concatenates channels only: FanInConcat or FanInConcat(axis=-1)%s", "");
+      }
+    }
+    return push_marker(p, out, NTK_LAYER_JOIN, n, 0, "FanInConcat");
+  }
+  return perr(p, "FanOut(n) parallel(...) must end in FanInSum or FanInConcat%s", "");
+}
+
+static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, int ctx) {
+  int commas = ctx == CTX_SERIAL;
+  for (;;) {
+    skip_ws(p);
+    char c = p->text[p->pos];
+    if (!c) {
+      if (ctx == CTX_TOP) return NTK_OK;
+      return perr(p, ctx == CTX_GROUP ? "missing ']'%s" : "missing ')'%s", "");
+    }
+    if (c == ']') return ctx == CTX_GROUP ? NTK_OK : perr(p, "unmatched ']'%s", "");
+    if (c == ')') return ctx == CTX_SERIAL || ctx == CTX_BRANCH ? NTK_OK : perr(p, "unmatched ')'%s", "");
+    if (c == ',') {
+      if (ctx == CTX_BRANCH) return NTK_OK;
+      if (ctx == CTX_SERIAL) {
+        p->pos++;
+        continue;
+      }
+      return perr(p, "unexpected character ','%s (commas separate layers inside serial(...) only)", "");
+    }
+    ntk_status st;
+    if (c == '[') {
+      st = parse_group(p, out, depth);
+    } else if (peek_word(p, "serial")) {
+      p->pos += strlen("serial");
+      skip_ws(p);
+      if (p->text[p->pos] != '(') return perr(p, "expected '(' after serial%s", "");
+      p->pos++;
+      if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "brackets nested too deeply (the limit: %s levels)", "16");
+      st = parse_seq(p, out, depth + 1, CTX_SERIAL);
+      if (!st) p->pos++; /* ')' */
+    } else if (peek_word(p, "FanOut")) {
+      st = parse_fanout(p, out, depth, commas);
+    } else if (peek_word(p, "parallel") || peek_word(p, "FanInSum") || peek_word(p, "FanInConcat")) {
+      st = perr(p, "parallel(...), FanInSum and FanInConcat come in stax's residual pattern: FanOut(n) "
+                   "parallel(b1, ..., bn) FanInSum%s", "");
+    } else {
+      st = parse_layer(p, out);
+    }
+    if (st) return st;
+  }
+}
+
+/* neural-tangents' rules: a nonlinearity needs a Gaussian input, which only
+ * a Dense or Conv layer produces (and Identity and pooling keep); nothing
+ * spatial follows Flatten/GAP. */
+static ntk_status validate(const struct ntk_arch *a) {
+  if (a->n == 0) return ntk_error(NTK_ECONFIG, "arch: no layers");
+  int gaussian = 0, flat = 0, depth = 0;
+  /* per open block: its input's state, and whether every branch so far ends Gaussian / flat */
+  int in_gauss[NTK_ARCH_MAX_DEPTH + 1], in_flat[NTK_ARCH_MAX_DEPTH + 1];
+  int all_gauss[NTK_ARCH_MAX_DEPTH + 1], any_flat[NTK_ARCH_MAX_DEPTH + 1];
+  for (size_t i = 0; i < a->n; i++) {
+    const struct ntk_layer *l = &a->layers[i];
+    const struct ntk_layer_traits *t = ntk_layer_traits(l->kind);
+    if (t->branch) {
+      if (l->kind == NTK_LAYER_FORK) {
+        in_gauss[depth] = gaussian;
+        in_flat[depth] = flat;
+        all_gauss[depth] = 1;
+        any_flat[depth] = 0;
+        depth++;
+        continue;
+      }
+      /* NEXT or JOIN: a branch ends */
+      all_gauss[depth - 1] &= gaussian;
+      any_flat[depth - 1] |= flat != in_flat[depth - 1];
+      if (l->kind == NTK_LAYER_NEXT) {
+        gaussian = in_gauss[depth - 1];
+        flat = in_flat[depth - 1];
+        continue;
+      }
+      depth--;
+      if (any_flat[depth])
+        return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): a branch of a residual block contains a readout "
+                         "(Flatten or GlobalAvgPool); put it after the block", i + 1, l->name);
+      if (l->sum && !all_gauss[depth])
+        return ntk_error(NTK_ECONFIG,
+                         "arch, layer %zu (FanInSum): every branch must end Gaussian (with Dense, Conv, or "
+                         "Identity or pooling of a Gaussian input), as neural-tangents requires",
+                         i + 1);
+      gaussian = l->sum; /* FanInConcat's output is not Gaussian in neural-tangents */
+      continue;
+    }
+    if (t->needs_gaussian && !gaussian)
+      return ntk_error(NTK_ECONFIG,
+                       "arch, layer %zu (%s): %s must follow Dense or Conv "
+                       "(its input must be Gaussian)%s",
+                       i + 1, l->name, t->nonlinear ? "a nonlinearity" : l->name,
+                       i == 0 ? "; it cannot be the first layer" : "");
+    if (t->couples && flat)
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): spatial layer after Flatten or GlobalAvgPool", i + 1,
+                       l->name);
+    if (t->readout) flat = 1;
+    gaussian = t->gaussian_out || (t->keeps_gaussian && gaussian);
+  }
+  return NTK_OK;
+}
+
+/* Standard parameterisation: the widths the NTK needs. The last Dense or
+ * Conv's own width never enters the kernel (only input widths do). */
+static ntk_status validate_standard(const struct ntk_arch *a) {
+  size_t last = a->n;
+  for (size_t i = 0; i < a->n; i++)
+    if (ntk_layer_traits(a->layers[i].kind)->affine) last = i;
+  for (size_t i = 0; i < a->n; i++) {
+    const struct ntk_layer *l = &a->layers[i];
+    if (!ntk_layer_traits(l->kind)->affine || i == last || l->width > 0) continue;
+    return ntk_error(NTK_ECONFIG,
+                     "arch, layer %zu (%s): under parameterization = standard every Dense and Conv but the last "
+                     "gives its width, as in stax: %s",
+                     i + 1, l->name, l->kind == NTK_LAYER_DENSE ? "Dense(512, ...)" : "Conv(64, (3, 3), ...)");
+  }
+  return NTK_OK;
+}
+
+void ntk_widths_init(struct ntk_widths *w, size_t chan) {
+  memset(w, 0, sizeof *w);
+  w->chan = chan;
+}
+
+int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t index, size_t hw) {
+  int d = w->depth - 1;
+  switch (l->kind) {
+  case NTK_LAYER_DENSE:
+  case NTK_LAYER_CONV: w->chan = l->width > 0 ? (size_t)l->width : 0; break;
+  case NTK_LAYER_FLATTEN: w->chan *= hw ? hw : 1; break;
+  case NTK_LAYER_FORK:
+    if (w->depth < NTK_WIDTHS_MAXDEPTH) {
+      w->in[w->depth] = w->chan;
+      w->nend[w->depth] = 0;
+    }
+    w->depth++;
+    break;
+  case NTK_LAYER_NEXT:
+  case NTK_LAYER_JOIN: {
+    if (d < 0 || d >= NTK_WIDTHS_MAXDEPTH) break; /* (the parser and the planners bound the nesting) */
+    int b = w->nend[d];
+    if (b < NTK_WIDTHS_MAXBRANCH) {
+      w->end_w[d][b] = w->chan;
+      w->end_at[d][b] = index;
+      w->nend[d]++;
+    }
+    if (l->kind == NTK_LAYER_NEXT) {
+      w->chan = w->in[d];
+      break;
+    }
+    w->depth--;
+    int nb = w->nend[d], unequal = 0, unknown = 0;
+    size_t known = 0, total = 0;
+    for (int k = 0; k < nb; k++) {
+      size_t e = w->end_w[d][k];
+      if (!e) unknown = 1;
+      else if (!known) known = e;
+      else if (e != known) unequal = 1;
+      total += e;
+    }
+    if (unequal && (l->sum || unknown)) {
+      ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): its branches end at different widths%s", index + 1, l->name,
+                l->sum ? ": neural-tangents' FanInSum needs equal shapes"
+                       : ", and a branch without a width: FanInConcat weights each branch by its width, as stax "
+                         "does, so give every branch's last Dense or Conv its width (Dense(64), Conv(64, (3, 3)))");
+      return -1;
+    }
+    int weighted = !l->sum && unequal;
+    for (int k = 0; k < nb && w->weight; k++) w->weight[w->end_at[d][k]] = weighted ? (double)w->end_w[d][k] : 1.0;
+    if (w->div) w->div[index] = l->sum || nb < 2 ? 0.0 : weighted ? (double)total : (double)nb;
+    w->chan = l->sum ? known : unknown ? 0 : total;
+    break;
+  }
+  case NTK_LAYER_MAP:
+  case NTK_LAYER_IDENTITY:
+  case NTK_LAYER_AVGPOOL:
+  case NTK_LAYER_GLOBALAVGPOOL:
+  case NTK_LAYER_LAYERNORM:
+  case NTK_LAYER_KINDS: break;
+  }
+  return 0;
+}
+
+ntk_status ntk_arch_parse(const char *text, double w_std, double b_std, struct ntk_arch *out) {
+  return ntk_arch_parse_param(text, w_std, b_std, 0, out);
+}
+
+ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, int standard, struct ntk_arch *out) {
+  out->n = 0;
+  out->layers = NULL;
+  out->standard = standard;
+  if (!text) return ntk_error(NTK_ECONFIG, "arch: missing");
+  struct parser p = {text, 0, w_std, b_std};
+  struct layer_vec v = {0, 0, NULL};
+  ntk_status st = parse_seq(&p, &v, 0, CTX_TOP);
+  if (st) {
+    free(v.v);
+    return st;
+  }
+  out->n = v.n;
+  out->layers = v.v;
+  for (size_t i = 0; i < out->n; i++) /* a bias: written as a number, or a b_std > 0 */
+    out->layers[i].bias = out->layers[i].bias || out->layers[i].b_std > 0;
+  if ((st = validate(out)) || (standard && (st = validate_standard(out)))) ntk_arch_free(out);
+  return st;
+}
+
+void ntk_arch_free(struct ntk_arch *arch) {
+  if (!arch) return;
+  free(arch->layers);
+  arch->layers = NULL;
+  arch->n = 0;
+}
+
+int ntk_arch_is_fc(const struct ntk_arch *arch) {
+  for (size_t i = 0; i < arch->n; i++)
+    if (ntk_layer_traits(arch->layers[i].kind)->spatial) return 0;
+  return 1;
+}
+
+static const char *pad_name(ntk_padding p) {
+  return p == NTK_PAD_SAME ? "SAME" : p == NTK_PAD_CIRCULAR ? "CIRCULAR" : "VALID";
+}
+
+/* A nonlinearity: its name alone while every parameter is its default
+ * (Relu, Erf), else all of them in stax's order (LeakyRelu(0.1),
+ * Erf(2, 1, 0)). */
+static int map_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
+  const struct ntk_map_name *nm = ntk_map_name_find(l->name);
+  int np = 0, all_default = 1;
+  /* A parameter without a slot (Gelu's approximate) changes nothing in the
+   * kernel: never spelled out, so it leaves the job identity alone. */
+  while (nm && np < NTK_MAP_MAXPARAMS && nm->params[np].key) {
+    if (nm->params[np].slot != NTK_SLOT_NONE && !(l->param[np] == nm->params[np].dflt))
+      all_default = 0; /* NAN (required) never equals */
+    np++;
+  }
+  while (np > 0 && nm->params[np - 1].slot == NTK_SLOT_NONE) np--;
+  if (all_default) return snprintf(buf, cap, "%s", l->name);
+  char text[512];
+  size_t n = (size_t)snprintf(text, sizeof text, "%s(", l->name);
+  for (int k = 0; k < np && n < sizeof text; k++) {
+    char v[32];
+    const struct ntk_param *pm = &nm->params[k];
+    if (k) n += (size_t)snprintf(text + n, sizeof text - n, ", ");
+    if (pm->type == NTK_PARAM_BOOL) {
+      n += (size_t)snprintf(text + n, sizeof text - n, "%s", l->param[k] != 0 ? "True" : "False");
+    } else if (pm->type == NTK_PARAM_LIST) {
+      n += (size_t)snprintf(text + n, sizeof text - n, "[");
+      for (int c = 0; c < l->map.degree && n < sizeof text; c++) {
+        fmt_exact(v, sizeof v, l->map.coef[c]);
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", c ? ", " : "", v);
+      }
+      n += (size_t)snprintf(text + n, sizeof text - n, "]");
+    } else {
+      fmt_exact(v, sizeof v, l->param[k]);
+      n += (size_t)snprintf(text + n, sizeof text - n, "%s", v);
+    }
+  }
+  if (n < sizeof text) snprintf(text + n, sizeof text - n, ")");
+  return snprintf(buf, cap, "%s", text);
+}
+
+/* A size as stax writes it: (h, w), or (h,) for 1-D data. */
+static void fmt_size(char *buf, size_t cap, int h, int w, int one_d) {
+  if (one_d) snprintf(buf, cap, "(%d,)", h);
+  else snprintf(buf, cap, "(%d, %d)", h, w);
+}
+
+static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, size_t cap) {
+  char w[32], b[32];
+  fmt_exact(w, sizeof w, l->w_std);
+  fmt_exact(b, sizeof b, l->b_std);
+  int n = 0;
+  switch (l->kind) {
+  case NTK_LAYER_DENSE:
+    if (std) n = snprintf(buf, cap, "Dense(%d, W_std=%s, b_std=%s)", l->width, w, l->bias ? b : "None");
+    else n = snprintf(buf, cap, "Dense(W_std=%s, b_std=%s)", w, b);
+    break;
+  case NTK_LAYER_CONV:
+    if (l->filter != l->filter_w || l->stride != l->stride_w || l->one_d) {
+      char fs[48], ss[48];
+      fmt_size(fs, sizeof fs, l->filter, l->filter_w, l->one_d);
+      fmt_size(ss, sizeof ss, l->stride, l->stride_w, l->one_d);
+      n = snprintf(buf, cap, "Conv(%d, %s, %s, %s, W_std=%s, b_std=%s)", std ? l->width : 1, fs, ss,
+                   pad_name(l->padding), w, std && !l->bias ? "None" : b);
+    } else if (std)
+      n = snprintf(buf, cap, "Conv(%d, (%d, %d), (%d, %d), %s, W_std=%s, b_std=%s)", l->width, l->filter, l->filter,
+                   l->stride, l->stride, pad_name(l->padding), w, l->bias ? b : "None");
+    else
+      n = snprintf(buf, cap, "Conv(%d, %d, %s, W_std=%s, b_std=%s)", l->filter, l->stride, pad_name(l->padding), w, b);
+    break;
+  case NTK_LAYER_MAP:
+    n = map_canonical(l, buf, cap);
+    break;
+  case NTK_LAYER_AVGPOOL:
+    if (l->window != l->window_w || l->stride != l->stride_w || l->one_d) {
+      char ws[48], ss[48];
+      fmt_size(ws, sizeof ws, l->window, l->window_w, l->one_d);
+      fmt_size(ss, sizeof ss, l->stride, l->stride_w, l->one_d);
+      n = snprintf(buf, cap, "%s(%s, %s, %s%s)", l->sum ? "SumPool" : "AvgPool", ws, ss, pad_name(l->padding),
+                   l->normalize_edges && l->padding == NTK_PAD_SAME ? ", normalize_edges=True" : "");
+    } else if (l->padding == NTK_PAD_VALID) /* the text every VALID pooling had */
+      n = snprintf(buf, cap, "%s(%d, %d)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride);
+    else
+      n = snprintf(buf, cap, "%s(%d, %d, SAME%s)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride,
+                   l->normalize_edges ? ", normalize_edges=True" : "");
+    break;
+  case NTK_LAYER_LAYERNORM:
+    fmt_exact(w, sizeof w, l->map.a);
+    n = l->map.a == 1e-12 ? snprintf(buf, cap, "LayerNorm") : snprintf(buf, cap, "LayerNorm(eps=%s)", w);
+    break;
+  case NTK_LAYER_FORK:
+    n = snprintf(buf, cap, "FanOut(%d) parallel(", l->branches);
+    break;
+  case NTK_LAYER_NEXT:
+    n = snprintf(buf, cap, ",");
+    break;
+  case NTK_LAYER_JOIN:
+    n = snprintf(buf, cap, ") %s", l->sum ? "FanInSum" : "FanInConcat");
+    break;
+  case NTK_LAYER_IDENTITY:
+  case NTK_LAYER_FLATTEN:
+  case NTK_LAYER_GLOBALAVGPOOL:
+  case NTK_LAYER_KINDS:
+    n = snprintf(buf, cap, "%s", l->name);
+    break;
+  }
+  return n > 0 ? (size_t)n : 0;
+}
+
+size_t ntk_arch_layer_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
+  return layer_canonical(l, 0, buf, cap);
+}
+
+size_t ntk_arch_layer_canonical_param(const struct ntk_arch *arch, size_t i, char *buf, size_t cap) {
+  return layer_canonical(&arch->layers[i], arch->standard, buf, cap);
+}
+
+size_t ntk_arch_canonical(const struct ntk_arch *arch, char *buf, size_t cap) {
+  size_t len = 0;
+  if (arch->standard) { /* the same layers under the other parameterisation are another network */
+    const char *pre = "parameterization=standard:";
+    if (cap > strlen(pre)) snprintf(buf, cap, "%s", pre);
+    len = strlen(pre);
+  }
+  for (size_t i = 0; i < arch->n; i++) {
+    char one[512];
+    ntk_arch_layer_canonical_param(arch, i, one, sizeof one);
+    size_t ol = strlen(one) + (len ? 1 : 0);
+    if (len + ol < cap) snprintf(buf + len, cap - len, "%s%s", len ? " " : "", one);
+    len += ol;
+  }
+  if (cap && len >= cap) buf[cap - 1] = '\0';
+  if (cap && arch->n == 0) buf[0] = '\0';
+  return len;
+}

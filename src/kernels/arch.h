@@ -1,0 +1,107 @@
+/* Architecture strings in neural-tangents' stax vocabulary, parsed into a
+ * flat list of layers, and the validity rules stax enforces. Pure; no I/O. */
+#ifndef NTKD_ARCH_H
+#define NTKD_ARCH_H
+
+#include <stddef.h>
+
+#include "kernels/layers.h"
+#include "base/status.h"
+
+typedef enum ntk_padding {
+  NTK_PAD_VALID,
+  NTK_PAD_SAME,
+  NTK_PAD_CIRCULAR,
+} ntk_padding;
+
+struct ntk_layer {
+  ntk_layer_kind kind;  /* what it is: ntk_layer_traits(kind) */
+  double w_std, b_std;  /* Dense, Conv */
+  struct ntk_map map;   /* NTK_LAYER_MAP: the nonlinearity */
+  double param[NTK_MAP_MAXPARAMS]; /* NTK_LAYER_MAP: the parameters as written (canonical text) */
+  int filter, stride;   /* Conv: filter height; Conv, AvgPool: stride along the height */
+  int window;           /* AvgPool window height */
+  int filter_w, stride_w, window_w; /* the same along the width (equal for square sizes) */
+  int one_d;            /* written with 1-D sizes, (3,): for (N, L, C) data */
+  int width;            /* Dense out_dim, Conv out_chan as written (stax's syntax); 0 if not given */
+  int sum;              /* AvgPool, GlobalAvgPool kinds spelled SumPool, GlobalSumPool: sums, not means;
+                           NTK_LAYER_JOIN: FanInSum (else FanInConcat) */
+  int branches;         /* NTK_LAYER_FORK, NTK_LAYER_JOIN: the block's number of branches */
+  int normalize_edges;  /* AvgPool SAME: divide by the window's cells inside the input (stax's
+                           normalize_edges=True), not by w^2 (count_include_pad, the default) */
+  int bias;             /* Dense, Conv: under standard parameterisation, a bias parameter (b_std written
+                           as a number in the layer, or > 0): the NTK gains 1, as stax's b_std is not None */
+  ntk_padding padding;  /* Conv */
+  char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
+};
+
+struct ntk_arch {
+  size_t n;
+  struct ntk_layer *layers; /* owned; free with ntk_arch_free() */
+  int standard;             /* stax's parameterization='standard' (widths matter), else 'ntk' */
+};
+
+/* Parse `text`. Layers without W_std/b_std get `w_std`/`b_std`. On error
+ * returns NTK_ECONFIG with a message naming the column and the problem.
+ * Rank-local. The caller frees `out` with ntk_arch_free(). */
+ntk_status ntk_arch_parse(const char *text, double w_std, double b_std,
+                          struct ntk_arch *out);
+
+/* The same under stax's parameterization: `standard` 0 ('ntk', the
+ * default) or 1 ('standard': every Dense and Conv but the last must give
+ * its width, which then scales the NTK; docs/JOB-FILE.md). */
+ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, int standard, struct ntk_arch *out);
+
+/* Channel widths along a network, as stax's kernel shapes carry them:
+ * under standard parameterisation the NTK of an affine layer is
+ * fan_in * A(nngp) + W^2 A(ntk) + (bias ? 1 : 0), fan_in the width of its
+ * input (times the filter area for a Conv); FanInSum needs equal widths
+ * and FanInConcat adds them. A layer without a width (ntkd's short forms)
+ * has width 0: unknown, and equal to anything. Start with the data's
+ * features or channels; `chan` is the width before the next layer.
+ *
+ * FanInConcat averages its branches' kernels weighted by their widths, as
+ * stax does (equally when the widths are equal). With `weight` and `div`
+ * set (arrays indexed by layer, as `index` below), each JOIN writes its
+ * block's weights: weight[i] for every NEXT and the JOIN ending a branch,
+ * div[join] the divisor, 0 for none (src/kernels/branch.h applies them).
+ * FanInSum: weights 1, div 0. */
+#define NTK_WIDTHS_MAXDEPTH 16
+#define NTK_WIDTHS_MAXBRANCH 64
+struct ntk_widths {
+  size_t chan;
+  int depth;
+  size_t in[NTK_WIDTHS_MAXDEPTH];                           /* the width at each open block's input */
+  int nend[NTK_WIDTHS_MAXDEPTH];                            /* its branches ended so far */
+  size_t end_w[NTK_WIDTHS_MAXDEPTH][NTK_WIDTHS_MAXBRANCH];  /* their widths */
+  size_t end_at[NTK_WIDTHS_MAXDEPTH][NTK_WIDTHS_MAXBRANCH]; /* the layers ending them */
+  double *weight, *div;                                     /* optional: FanIn weights (above) */
+};
+void ntk_widths_init(struct ntk_widths *w, size_t chan);
+
+/* Past layer l, layer `index` of the network (hw: the positions a Flatten
+ * flattens). Returns 0, or -1 with ntk_error set for a FanInSum whose
+ * branches end at different known widths (neural-tangents refuses it), or
+ * a FanInConcat of different known widths with a branch of unknown width
+ * (its weights are unknown). */
+int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t index, size_t hw);
+
+void ntk_arch_free(struct ntk_arch *arch);
+
+/* True if every layer is one the fully-connected path computes
+ * (Dense, nonlinearities, Identity, Flatten). */
+int ntk_arch_is_fc(const struct ntk_arch *arch);
+
+/* Canonical text: every layer with all its parameters spelled out, so two
+ * strings that denote the same network give the same text. Writes at most
+ * `cap` bytes including the NUL; returns the length it needed. */
+size_t ntk_arch_canonical(const struct ntk_arch *arch, char *buf, size_t cap);
+
+/* The same for one layer ("Dense(W_std=1.5, b_std=0)"); snprintf's contract. */
+size_t ntk_arch_layer_canonical(const struct ntk_layer *layer, char *buf, size_t cap);
+
+/* Layer i of arch, with its width and bias where the parameterisation is
+ * standard (they matter there). */
+size_t ntk_arch_layer_canonical_param(const struct ntk_arch *arch, size_t i, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,728 @@
+/* Convolutional NNGP/NTK tiles on the CPU.
+ *
+ * The architecture is compiled into a plan: spatial operations (with the
+ * layer sizes and paddings they see), a readout (Flatten or GlobalAvgPool)
+ * and a fully-connected tail on scalars. Three ways to run the spatial part
+ * (docs/MATH.md):
+ *   DIAG    Flatten without pooling: only same-position entries, O(HW) per pair.
+ *   SLICE   runs of stride-1 SAME convolutions and pointwise layers are done
+ *           one diagonal slice (offset) at a time, all layers of the run
+ *           while the slice sits in L1; other layers (pooling, strides) work
+ *           on the full covariance between runs. Before a Flatten readout
+ *           only the band of offsets it needs is computed (cnn_op.bh, bw).
+ *   GENERAL every layer on the full (HW)^2 covariance: the reference the
+ *           fast paths are tested against.
+ * Each image's own variances per layer come from running the pair (a, a),
+ * once per tile for the tile's images: memory is bounded by the tile. */
+#include "kernels/cnn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/branch.h"
+#include "kernels/cnn_dev.h"
+#include "kernels/map_rows.h"
+#include "kernels/kernel_maps.h"
+
+struct cnn_op {
+  const struct ntk_layer *layer;
+  size_t hi, wi, ho, wo; /* input and output sizes */
+  size_t lo_h, lo_w;     /* padding before (Conv SAME/CIRCULAR) */
+  int circular;
+  int var;               /* nonlinearity: its variance slot, else -1 */
+  int slice_local;       /* stride-1 SAME conv, Dense, nonlinearity, Identity */
+  size_t bh, bw;         /* SLICE: the largest row and column offsets of this op's input that the readout needs */
+  size_t vbh, vbw;       /* the same for the per-position variances alone (a self run that only captures them) */
+  double fan;            /* standard parameterisation: Conv's fan-in (channels x f^2), Dense's (channels) */
+  size_t fh, fw, sh, sw; /* Conv filter or pooling window, and strides, per dimension */
+  int depth;             /* FORK, NEXT, JOIN: the block's stack slot (branch.h) */
+  int first;             /* NEXT: it ends the block's first branch */
+  double fanw, fandiv;   /* NEXT, JOIN: the FanIn weight of the branch it ends; JOIN: the divisor (branch.h) */
+};
+
+struct cnn_plan {
+  size_t H, W, C;
+  struct cnn_op *ops;
+  size_t nops;
+  ntk_layer_kind readout;
+  int readout_sum;     /* GlobalSumPool: the readout sums instead of averaging */
+  const struct ntk_layer *tail;
+  size_t ntail;
+  int standard;        /* parameterization = standard: the NTK's affine maps take the fan-ins */
+  double *tail_fan;    /* standard: the tail layers' fan-ins */
+  double *tail_fanw;   /* the tail's FanIn weights and divisors (as cnn_op's fanw, fandiv), 2 per layer */
+  size_t *var_off; /* per slot: offset in an image's variance block */
+  size_t nvar, tail_off, var_size;
+  size_t out_h, out_w; /* spatial size at the readout */
+  size_t pad;          /* slice border: the largest slice-local filter - 1 */
+  size_t fmax;         /* elements of one covariance buffer */
+  ntk_cnn_path path;
+  int batched;         /* DIAG, or SLICE with one run from the input to GAP, or `multi` */
+  int multi;           /* batched SLICE: runs of slice-local layers joined by pooling, into GAP (Myrtle) */
+  size_t multi_part, multi_full; /* its buffers' elements per lane: pooling partial sums, a run's input */
+  int branch_depth;    /* residual blocks: the deepest nesting (0: none) */
+  int self_vars_only;  /* a self run need not compute its own entry */
+};
+
+/* Per-image variances are kept for the whole job (computed once per
+ * worker) when all of them fit in this many bytes, and recomputed for each
+ * tile's images otherwise, so that a worker's memory never grows with N
+ * beyond this bound. */
+#define NTK_CNN_VAR_CACHE ((size_t)256 << 20)
+
+/* The most bytes the batched Myrtle-style path (plan_build's `multi`)
+ * holds for pooling partial sums and the next run's input, per worker: 40
+ * MB for 32 x 32 images in float32; beyond it the pair path. */
+#define NTK_CNN_MULTI_MAX ((size_t)256 << 20)
+
+/* Images b per batch (lanes): 16 floats fill one AVX-512 register. */
+#define NTK_CNN_BATCH 16
+
+struct cnn_bws {
+  void *g, *t, *g2, *t2; /* [cell][lane] */
+  void *rows;             /* the filters' row sums: two such arrays, rows_cap elements apart */
+  size_t rows_cap;
+  void *stack;                  /* residual blocks: 4 such arrays per depth (branch.h) */
+  void *pg, *pt, *fg, *ft;      /* multi: pooling partial sums and the next run's input covariance */
+};
+
+struct cnn_ws {
+  void *a, *b, *c, *d, *e;             /* covariance buffers, fmax elements */
+  void *sg, *st, *sg2, *st2, *srows;   /* slice buffers */
+  void *stack;                         /* residual blocks: 4 fmax-element arrays per depth (branch.h) */
+  void *sstack;                        /* the same for slice buffers: 4 slice-sized arrays per depth */
+};
+
+struct ntk_cnn {
+  const struct ntk_arch *arch;
+  const struct ntk_dataset *data;
+  struct cnn_plan plan;
+  struct cnn_ws ws;
+  void *rowvar, *colvar; /* variance blocks of a tile's row and column images */
+  size_t var_cap;        /* images each can hold */
+  void *allvar;          /* every image's block, when they fit in NTK_CNN_VAR_CACHE */
+  unsigned char *have;   /* allvar[i] computed */
+  struct cnn_bws bws;
+  void *xt, *vt;         /* a tile's column images and variances, [batch][index][lane] */
+  size_t xt_cap, vt_cap; /* bytes */
+};
+
+#define EACH_PRECISION_FILE "cnn_impl.h"
+#include "kernels/each_precision.h"
+#define EACH_PRECISION_FILE "cnn_batch_impl.h"
+#include "kernels/each_precision.h"
+
+int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data) {
+  if (data->h == 0) return 0;
+  for (size_t i = 0; i < arch->n; i++) {
+    const struct ntk_layer_traits *t = ntk_layer_traits(arch->layers[i].kind);
+    if (t->spatial) return 1;
+    if (t->readout) return i > 0; /* Flatten */
+  }
+  return 0;
+}
+
+static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, const struct ntk_dataset *data,
+                             ntk_cnn_path want) {
+  memset(P, 0, sizeof *P);
+  if (!data->h) return ntk_error(NTK_ECONFIG, "a convolutional network needs image data ((N, H, W, C) arrays)");
+  P->H = data->h;
+  P->W = data->w;
+  P->C = data->c;
+  P->ops = calloc(arch->n ? arch->n : 1, sizeof *P->ops);
+  P->var_off = calloc(arch->n ? arch->n : 1, sizeof *P->var_off);
+  if (!P->ops || !P->var_off) return ntk_error(NTK_ENOMEM, "out of memory");
+  size_t h = P->H, w = P->W, i = 0, maxhw2 = h * w * h * w, maxhw = h * w;
+  int has_pool = 0, depth = 0, ended[NTK_BRANCH_MAXDEPTH];
+  size_t fork_h[NTK_BRANCH_MAXDEPTH], fork_w[NTK_BRANCH_MAXDEPTH], end_h[NTK_BRANCH_MAXDEPTH],
+      end_w[NTK_BRANCH_MAXDEPTH];
+  for (; i < arch->n; i++) {
+    const struct ntk_layer *l = &arch->layers[i];
+    if (ntk_layer_traits(l->kind)->readout) break;
+    struct cnn_op *op = &P->ops[P->nops++];
+    op->layer = l;
+    op->hi = h;
+    op->wi = w;
+    op->var = -1;
+    if (l->kind == NTK_LAYER_CONV || l->kind == NTK_LAYER_AVGPOOL) {
+      /* filter or window fh x fw, strides sh, sw (rectangular, or (f, 1) on 1-D data) */
+      int conv = l->kind == NTK_LAYER_CONV;
+      size_t fh = (size_t)(conv ? l->filter : l->window), fw = (size_t)(conv ? l->filter_w : l->window_w);
+      size_t sh = (size_t)l->stride, sw = (size_t)l->stride_w;
+      op->fh = fh;
+      op->fw = fw;
+      op->sh = sh;
+      op->sw = sw;
+      if (l->one_d && w != 1)
+        return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s with a 1-D size on %zu x %zu images; 1-D layers take "
+                         "(N, L, C) data ([data] layout = NLC)", i + 1, l->name, h, w);
+      if (l->padding == NTK_PAD_VALID) {
+        if (h < fh || w < fw)
+          return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s(%zu x %zu) VALID on a %zu x %zu input", i + 1, l->name,
+                           fh, fw, h, w);
+        op->ho = (h - fh) / sh + 1;
+        op->wo = (w - fw) / sw + 1;
+      } else { /* SAME, CIRCULAR: ceil(h / s) outputs, the padding split low-first */
+        op->ho = (h + sh - 1) / sh;
+        op->wo = (w + sw - 1) / sw;
+        size_t th = (op->ho - 1) * sh + fh > h ? (op->ho - 1) * sh + fh - h : 0;
+        size_t tw = (op->wo - 1) * sw + fw > w ? (op->wo - 1) * sw + fw - w : 0;
+        op->lo_h = th / 2;
+        op->lo_w = tw / 2;
+        op->circular = l->padding == NTK_PAD_CIRCULAR;
+      }
+      if (conv) {
+        op->slice_local = sh == 1 && sw == 1 && l->padding == NTK_PAD_SAME;
+        if (op->slice_local && fh - 1 > P->pad) P->pad = fh - 1;
+        if (op->slice_local && fw - 1 > P->pad) P->pad = fw - 1;
+      } else {
+        has_pool = 1;
+      }
+    } else if (ntk_layer_traits(l->kind)->branch) {
+      /* a residual block: every branch starts from the block's input and
+       * must end at the same size (stax's FanInSum needs equal shapes) */
+      if (l->kind == NTK_LAYER_FORK) {
+        if (depth == NTK_BRANCH_MAXDEPTH)
+          return ntk_error(NTK_ECONFIG, "arch, layer %zu: residual blocks nested deeper than %d", i + 1,
+                           NTK_BRANCH_MAXDEPTH);
+        op->depth = depth;
+        fork_h[depth] = h;
+        fork_w[depth] = w;
+        ended[depth] = 0;
+        depth++;
+        if (depth > P->branch_depth) P->branch_depth = depth;
+      } else {
+        int d = depth - 1;
+        op->depth = d;
+        if (ended[d] && (h != end_h[d] || w != end_w[d]))
+          return ntk_error(NTK_ECONFIG,
+                           "arch, layer %zu (%s): the branches of a residual block end at different sizes "
+                           "(%zu x %zu and %zu x %zu); stax's FanIn needs equal shapes",
+                           i + 1, l->name, end_h[d], end_w[d], h, w);
+        end_h[d] = h;
+        end_w[d] = w;
+        op->first = ended[d]++ == 0;
+        if (l->kind == NTK_LAYER_NEXT) {
+          h = fork_h[d];
+          w = fork_w[d];
+        } else {
+          depth--;
+        }
+      }
+      op->ho = h;
+      op->wo = w;
+    } else {
+      op->ho = h;
+      op->wo = w;
+      op->slice_local = 1;
+      if (ntk_layer_traits(l->kind)->var_slot) { /* h*w variances, then their ntk_rsqrt */
+        op->var = (int)P->nvar;
+        P->var_off[P->nvar++] = P->var_size;
+        P->var_size += 2 * h * w;
+      }
+    }
+    h = op->ho;
+    w = op->wo;
+  }
+  if (i == arch->n)
+    return ntk_error(NTK_ECONFIG, "arch: a convolutional network must end its spatial part with Flatten or "
+                     "GlobalAvgPool (before any Dense readout)");
+  P->readout = arch->layers[i].kind;
+  P->readout_sum = arch->layers[i].sum;
+  P->out_h = h;
+  P->out_w = w;
+  P->tail = &arch->layers[i + 1];
+  P->ntail = arch->n - i - 1;
+  for (size_t k = 0; k < P->ntail; k++)
+    if (ntk_layer_traits(P->tail[k].kind)->readout)
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu: a second readout", i + 2 + k);
+  /* Fan-ins under standard parameterisation: the data's channels, then
+   * each layer's width; Flatten multiplies by the positions it flattens. */
+  P->standard = arch->standard;
+  P->tail_fan = calloc(P->ntail ? P->ntail : 1, sizeof *P->tail_fan);
+  P->tail_fanw = calloc(2 * (P->ntail ? P->ntail : 1), sizeof *P->tail_fanw);
+  double *fanw = calloc(2 * arch->n, sizeof *fanw); /* per layer: FanIn weight, divisor */
+  if (!P->tail_fan || !P->tail_fanw || !fanw) {
+    free(fanw);
+    return ntk_error(NTK_ENOMEM, "out of memory");
+  }
+  struct ntk_widths wd;
+  ntk_widths_init(&wd, P->C);
+  wd.weight = fanw;
+  wd.div = fanw + arch->n;
+  int bad = 0;
+  for (size_t k = 0; !bad && k < P->nops; k++) {
+    const struct ntk_layer *l = P->ops[k].layer;
+    P->ops[k].fan = (double)wd.chan * (l->kind == NTK_LAYER_CONV ? (double)l->filter * (double)l->filter_w : 1.0);
+    bad = ntk_widths_step(&wd, l, (size_t)(l - arch->layers), 0);
+  }
+  if (!bad) bad = ntk_widths_step(&wd, &arch->layers[i], i, h * w);
+  for (size_t k = 0; !bad && k < P->ntail; k++) {
+    P->tail_fan[k] = (double)wd.chan;
+    bad = ntk_widths_step(&wd, &P->tail[k], i + 1 + k, 0);
+  }
+  for (size_t k = 0; !bad && k < P->nops; k++) {
+    P->ops[k].fanw = fanw[k];
+    P->ops[k].fandiv = fanw[arch->n + k];
+  }
+  for (size_t k = 0; !bad && k < P->ntail; k++) {
+    P->tail_fanw[2 * k] = fanw[i + 1 + k];
+    P->tail_fanw[2 * k + 1] = fanw[arch->n + i + 1 + k];
+  }
+  free(fanw);
+  if (bad) return NTK_ECONFIG;
+  P->tail_off = P->var_size;
+  P->var_size += P->ntail ? P->ntail : 1;
+  /* A residual block whose layers are all slice-local (stride-1 SAME
+   * convolutions and pointwise layers) is slice-local as a whole: its
+   * FORK, NEXT and JOIN then run per offset inside a slice run. */
+  for (size_t k = 0; k < P->nops; k++) {
+    if (P->ops[k].layer->kind != NTK_LAYER_FORK) continue;
+    size_t j = k + 1;
+    int d = 1, local = 1;
+    for (; j < P->nops && d; j++) {
+      ntk_layer_kind kind = P->ops[j].layer->kind;
+      d += kind == NTK_LAYER_FORK ? 1 : kind == NTK_LAYER_JOIN ? -1 : 0;
+      if (!ntk_layer_traits(kind)->branch) local &= P->ops[j].slice_local;
+    }
+    P->ops[k].slice_local = local; /* this block's own markers: its FORK, NEXTs and JOIN */
+    for (size_t m = k + 1, dd = 1; m < j; m++) {
+      ntk_layer_kind kind = P->ops[m].layer->kind;
+      if (kind == NTK_LAYER_FORK) dd++;
+      if ((kind == NTK_LAYER_NEXT || kind == NTK_LAYER_JOIN) && dd == 1) P->ops[m].slice_local = local;
+      if (kind == NTK_LAYER_JOIN) dd--;
+    }
+  }
+  ntk_cnn_path path = want;
+  if (path == NTK_CNN_AUTO) path = (!has_pool && P->readout == NTK_LAYER_FLATTEN) ? NTK_CNN_DIAG : NTK_CNN_SLICE;
+  if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
+    return ntk_error(NTK_EINTERNAL, "the same-position path needs a Flatten readout and no pooling");
+  P->path = path;
+  P->fmax = path == NTK_CNN_DIAG ? maxhw : maxhw2;
+  /* Offset bands, from the readout back: Flatten needs only offset 0 at its
+   * input, GlobalAvgPool every offset. Pointwise layers and convolutions
+   * keep an offset (a stride s multiplies it; CIRCULAR wraps, so all);
+   * AvgPool(w, s) needs s*offset + w - 1. A network with pooling before
+   * Flatten then computes only a band of slices, not the whole covariance.
+   * The GENERAL path (the reference) always takes every offset. */
+  /* The variances alone (vbh, vbw) need only what the diagonal needs at
+   * every layer: the same rule from offset 0 at the readout. */
+  size_t bh = P->readout == NTK_LAYER_FLATTEN ? 0 : h, bw = P->readout == NTK_LAYER_FLATTEN ? 0 : w;
+  size_t vbh = 0, vbw = 0;
+  /* Residual blocks, walked backwards: every branch's end needs the band
+   * the JOIN's output needs; the block's input, the largest band any
+   * branch's start needs. Per open block: [0..3] the end's bh, bw, vbh,
+   * vbw, [4..7] the input's so far. */
+  size_t bstk[NTK_BRANCH_MAXDEPTH][8];
+  int bd = 0;
+  for (size_t k = P->nops; k-- > 0;) {
+    struct cnn_op *op = &P->ops[k];
+    const struct ntk_layer *l = op->layer;
+    size_t *cur[4] = {&bh, &bw, &vbh, &vbw};
+    if (l->kind == NTK_LAYER_JOIN && bd < NTK_BRANCH_MAXDEPTH) {
+      for (int q = 0; q < 4; q++) bstk[bd][q] = *cur[q];
+      for (int q = 0; q < 4; q++) bstk[bd][4 + q] = 0;
+      bd++;
+    } else if ((l->kind == NTK_LAYER_NEXT || l->kind == NTK_LAYER_FORK) && bd > 0) {
+      size_t *s = bstk[bd - 1];
+      for (int q = 0; q < 4; q++) s[4 + q] = *cur[q] > s[4 + q] ? *cur[q] : s[4 + q]; /* a branch's start */
+      for (int q = 0; q < 4; q++) *cur[q] = s[l->kind == NTK_LAYER_NEXT ? q : 4 + q]; /* the previous end, or the input */
+      if (l->kind == NTK_LAYER_FORK) bd--;
+    } else if (l->kind == NTK_LAYER_CONV) {
+      bh = op->circular ? op->hi : bh * op->sh;
+      bw = op->circular ? op->wi : bw * op->sw;
+      vbh = op->circular ? op->hi : vbh * op->sh;
+      vbw = op->circular ? op->wi : vbw * op->sw;
+    } else if (l->kind == NTK_LAYER_AVGPOOL) {
+      bh = bh * op->sh + op->fh - 1;
+      bw = bw * op->sw + op->fw - 1;
+      vbh = vbh * op->sh + op->fh - 1;
+      vbw = vbw * op->sw + op->fw - 1;
+    }
+    int all = path != NTK_CNN_SLICE;
+    op->bh = all || bh + 1 > op->hi ? op->hi - 1 : bh;
+    op->bw = all || bw + 1 > op->wi ? op->wi - 1 : bw;
+    op->vbh = all || vbh + 1 > op->hi ? op->hi - 1 : vbh;
+    op->vbw = all || vbw + 1 > op->wi ? op->wi - 1 : vbw;
+  }
+  /* Batched: one run of slice-local layers from the input into GAP (not
+   * GAP of the raw input, whose pair path sums in another order). */
+  int single = P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0;
+  for (size_t k = 0; k < P->nops; k++) single &= P->ops[k].slice_local;
+  /* Batched too (b_pair_multi): runs of slice-local layers, each pair
+   * joined by one pooling layer, into GAP, no residual blocks, and buffers
+   * within NTK_CNN_MULTI_MAX. */
+  int multi = !single && path == NTK_CNN_SLICE && P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0 &&
+              !P->branch_depth && P->ops[0].slice_local && P->ops[P->nops - 1].slice_local;
+  for (size_t k = 0; multi && k < P->nops; k++) {
+    const struct cnn_op *op = &P->ops[k];
+    if (op->slice_local) continue;
+    multi = op->layer->kind == NTK_LAYER_AVGPOOL && P->ops[k + 1].slice_local; /* (the last op is slice-local) */
+    size_t in = op->hi * op->wi, out = op->ho * op->wo;
+    if (in * out > P->multi_part) P->multi_part = in * out;
+    if (out * out > P->multi_full) P->multi_full = out * out;
+  }
+  if (multi && 2 * (P->multi_part + P->multi_full) * NTK_CNN_BATCH * (size_t)data->elem > NTK_CNN_MULTI_MAX)
+    multi = 0;
+  int tail_nonlin = 0;
+  for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= ntk_layer_traits(P->tail[k].kind)->var_slot;
+  /* (the batched kernels fuse the NTK parameterisation's affine maps) */
+  P->batched = want == NTK_CNN_AUTO && !P->standard &&
+               (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && (single || multi)));
+  P->multi = P->batched && multi;
+  P->self_vars_only = P->batched && path == NTK_CNN_SLICE && !tail_nonlin;
+  return NTK_OK;
+}
+
+/* Zeroed memory on a 64-byte boundary: the batched kernels load 16 lanes
+ * (64 bytes in float32) per cell, and a buffer 16 bytes off a cache line
+ * splits every load in two: CNTK-GAP-21 ran 7-10 % slower after an
+ * unrelated allocation moved the heap (issue 14's benchmark). */
+static void *zalloc64(size_t bytes) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+  memset(p, 0, bytes);
+  return p;
+}
+
+static void ws_free(struct cnn_ws *ws) {
+  free(ws->a);
+  free(ws->b);
+  free(ws->c);
+  free(ws->d);
+  free(ws->e);
+  free(ws->sg);
+  free(ws->st);
+  free(ws->sg2);
+  free(ws->st2);
+  free(ws->srows);
+  free(ws->stack);
+  free(ws->sstack);
+}
+
+ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_cnn_path path,
+                          ntk_cnn_t **out) {
+  *out = NULL;
+  ntk_cnn_t *c = calloc(1, sizeof *c);
+  if (!c) return ntk_error(NTK_ENOMEM, "out of memory");
+  c->arch = arch;
+  c->data = data;
+  ntk_status st = plan_build(&c->plan, arch, data, path);
+  if (!st) {
+    size_t es = (size_t)data->elem, f = c->plan.fmax;
+    size_t cells = (c->plan.W + 2 * c->plan.pad) * (c->plan.H + 2 * c->plan.pad);
+    struct cnn_ws *ws = &c->ws;
+    /* calloc: entries outside the offset band are never computed but are
+     * read (harmlessly) by the full pooling and convolution loops. */
+    ws->a = calloc(f, es);
+    ws->b = calloc(f, es);
+    ws->c = calloc(f, es);
+    ws->d = calloc(f, es);
+    ws->e = calloc(f, es);
+    ws->sg = malloc(cells * es);
+    ws->st = malloc(cells * es);
+    ws->sg2 = malloc(cells * es);
+    ws->st2 = malloc(cells * es);
+    ws->srows = calloc(cells, es);
+    if (c->plan.branch_depth && (!(ws->stack = malloc(4 * f * (size_t)c->plan.branch_depth * es)) ||
+                                 !(ws->sstack = calloc(4 * cells * (size_t)c->plan.branch_depth, es))))
+      st = ntk_error(NTK_ENOMEM, "out of memory for the residual blocks' buffers");
+    if (!ws->a || !ws->b || !ws->c || !ws->d || !ws->e || !ws->sg || !ws->st || !ws->sg2 || !ws->st2 || !ws->srows)
+      st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers (%zu elements each)", f);
+    if (!st && c->plan.batched) {
+      size_t lanes = (c->plan.path == NTK_CNN_DIAG ? c->plan.H * c->plan.W : cells) * NTK_CNN_BATCH * es;
+      struct cnn_bws *b = &c->bws;
+      /* calloc: the slice path relies on cells outside a slice being zero. */
+      b->g = zalloc64(lanes);
+      b->t = zalloc64(lanes);
+      b->g2 = zalloc64(lanes);
+      b->t2 = zalloc64(lanes);
+      b->rows = zalloc64(2 * lanes);
+      b->rows_cap = lanes / es;
+      if (c->plan.branch_depth) b->stack = zalloc64(4 * lanes * (size_t)c->plan.branch_depth);
+      if (c->plan.multi) {
+        size_t part = c->plan.multi_part * NTK_CNN_BATCH * es, full = c->plan.multi_full * NTK_CNN_BATCH * es;
+        b->pg = zalloc64(part);
+        b->pt = zalloc64(part);
+        b->fg = zalloc64(full);
+        b->ft = zalloc64(full);
+      }
+      if (!b->g || !b->t || !b->g2 || !b->t2 || !b->rows || (c->plan.branch_depth && !b->stack) ||
+          (c->plan.multi && (!b->pg || !b->pt || !b->fg || !b->ft)))
+        st = ntk_error(NTK_ENOMEM, "out of memory for CNN buffers");
+    }
+  }
+  /* NTKD_CNN_VAR_CACHE (bytes) overrides the bound; the tests use 0. */
+  size_t cache = getenv("NTKD_CNN_VAR_CACHE") ? (size_t)strtoull(getenv("NTKD_CNN_VAR_CACHE"), NULL, 10)
+                                              : NTK_CNN_VAR_CACHE;
+  if (!st && data->n * c->plan.var_size * (size_t)data->elem <= cache) {
+    c->allvar = malloc(data->n * c->plan.var_size * (size_t)data->elem);
+    c->have = calloc(data->n, 1);
+    if (!c->allvar || !c->have) { /* no cache: recompute per tile */
+      free(c->allvar);
+      free(c->have);
+      c->allvar = NULL;
+      c->have = NULL;
+    }
+  }
+  if (st) {
+    ntk_cnn_free(c);
+    return st;
+  }
+  *out = c;
+  return NTK_OK;
+}
+
+void ntk_cnn_free(ntk_cnn_t *c) {
+  if (!c) return;
+  ws_free(&c->ws);
+  free(c->bws.g);
+  free(c->bws.t);
+  free(c->bws.g2);
+  free(c->bws.t2);
+  free(c->bws.rows);
+  free(c->bws.stack);
+  free(c->bws.pg);
+  free(c->bws.pt);
+  free(c->bws.fg);
+  free(c->bws.ft);
+  free(c->xt);
+  free(c->vt);
+  free(c->plan.ops);
+  free(c->plan.var_off);
+  free(c->plan.tail_fan);
+  free(c->plan.tail_fanw);
+  free(c->rowvar);
+  free(c->colvar);
+  free(c->allvar);
+  free(c->have);
+  free(c);
+}
+
+ntk_cnn_path ntk_cnn_get_path(const ntk_cnn_t *c) { return c->plan.path; }
+
+int ntk_cnn_batched(const ntk_cnn_t *c) { return c->plan.batched; }
+
+static ntk_status reserve_vars(ntk_cnn_t *c, size_t images) {
+  if (c->var_cap >= images) return NTK_OK;
+  size_t bytes = images * c->plan.var_size * (size_t)c->data->elem;
+  void *r = realloc(c->rowvar, bytes), *k = r ? realloc(c->colvar, bytes) : NULL;
+  if (r) c->rowvar = r;
+  if (k) c->colvar = k;
+  if (!r || !k) return ntk_error(NTK_ENOMEM, "out of memory for per-image variances");
+  c->var_cap = images;
+  return NTK_OK;
+}
+
+/* A buffer of at least `bytes`, 64-byte aligned like the batch buffers;
+ * its contents are not kept (each tile rewrites them). */
+static void *grow(void **buf, size_t *cap, size_t bytes) {
+  if (*cap >= bytes) return *buf;
+  void *p = zalloc64(bytes);
+  if (!p) return NULL;
+  free(*buf);
+  *buf = p;
+  *cap = bytes;
+  return p;
+}
+
+/* Each image's variance blocks, from the pair (a, a): *rv for the tile's
+ * row images and *cv for its column images. From the job-wide cache where
+ * there is one (each image computed once per worker), else computed into
+ * the tile buffers. */
+#define DEFINE_SELF_VARS(REAL, SFX)                                                                              \
+  static void self_vars_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **cv) {                   \
+    size_t vs = c->plan.var_size, d = c->data->d;                                                               \
+    const REAL *x = c->data->x;                                                                                 \
+    REAL dummy[2];                                                                                              \
+    int diag = t->bi == t->bj;                                                                                  \
+    if (c->allvar) {                                                                                            \
+      REAL *all = c->allvar;                                                                                    \
+      *rv = all + t->r0 * vs;                                                                                   \
+      *cv = all + t->c0 * vs;                                                                                   \
+      for (int side = 0; side < 2; side++) {                                                                    \
+        size_t first = side ? t->c0 : t->r0, count = side ? t->cols : t->rows;                                  \
+        for (size_t i = first; i < first + count; i++) {                                                        \
+          if (c->have[i]) continue;                                                                             \
+          pair_##SFX(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);         \
+          c->have[i] = 1;                                                                                       \
+        }                                                                                                       \
+      }                                                                                                         \
+      return;                                                                                                   \
+    }                                                                                                           \
+    *rv = c->rowvar;                                                                                            \
+    *cv = diag ? c->rowvar : c->colvar;                                                                         \
+    for (size_t i = 0; i < t->rows; i++)                                                                        \
+      pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, *rv + i * vs, NULL, 1, 0, &dummy[0],     \
+                 &dummy[1]);                                                                                    \
+    if (!diag)                                                                                                  \
+      for (size_t j = 0; j < t->cols; j++)                                                                      \
+        pair_##SFX(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, *cv + j * vs, NULL, 1, 0, &dummy[0],   \
+                   &dummy[1]);                                                                                  \
+  }
+
+DEFINE_SELF_VARS(float, f)
+DEFINE_SELF_VARS(double, d)
+
+#define DEFINE_BATCHED_TILE(REAL, SFX)                                                                           \
+  static ntk_status batched_tile_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REAL *tt) {             \
+    const size_t B = NTK_CNN_BATCH, rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;      \
+    const REAL *x = c->data->x;                                                                                 \
+    int diag = t->bi == t->bj, with_t = tt != NULL;                                                             \
+    REAL *rv, *cv;                                                                                              \
+    self_vars_##SFX(c, t, &rv, &cv);                                                                            \
+    /* Column images and variances transposed per batch; spare lanes repeat the last image. */                \
+    size_t nb = (cols + B - 1) / B;                                                                             \
+    REAL *xt = grow(&c->xt, &c->xt_cap, nb * d * B * sizeof(REAL));                                             \
+    REAL *vt = grow(&c->vt, &c->vt_cap, nb * vs * B * sizeof(REAL));                                            \
+    if (!xt || !vt) return ntk_error(NTK_ENOMEM, "out of memory for a tile's images");                         \
+    for (size_t bt = 0; bt < nb; bt++)                                                                          \
+      for (size_t k = 0; k < B; k++) {                                                                          \
+        size_t j = bt * B + k < cols ? bt * B + k : cols - 1;                                                   \
+        const REAL *xj = x + (t->c0 + j) * d, *vj = cv + j * vs;                                                \
+        for (size_t q = 0; q < d; q++) xt[(bt * d + q) * B + k] = xj[q];                                        \
+        for (size_t q = 0; q < vs; q++) vt[(bt * vs + q) * B + k] = vj[q];                                      \
+      }                                                                                                         \
+    REAL og[NTK_CNN_BATCH], ot[NTK_CNN_BATCH];                                                                  \
+    for (size_t i = 0; i < rows; i++) {                                                                         \
+      size_t jend = diag ? i + 1 : cols;                                                                        \
+      for (size_t bt = 0; bt * B < jend; bt++) {                                                                \
+        const REAL *xbt = xt + bt * d * B, *vbt = vt + bt * vs * B;                                             \
+        if (c->plan.path == NTK_CNN_DIAG)                                                                       \
+          b_pair_diag_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);           \
+        else if (c->plan.multi)                                                                                 \
+          b_pair_multi_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);          \
+        else                                                                                                    \
+          b_pair_slice_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);          \
+        b_tail_##SFX(c, rv + i * vs + c->plan.tail_off, vbt + c->plan.tail_off * B, og, ot);                   \
+        for (size_t k = 0; k < B && bt * B + k < jend; k++) {                                                   \
+          size_t j = bt * B + k;                                                                                \
+          g[i * cols + j] = og[k];                                                                              \
+          if (with_t) tt[i * cols + j] = ot[k];                                                                 \
+          if (diag) {                                                                                           \
+            g[j * cols + i] = og[k];                                                                            \
+            if (with_t) tt[j * cols + i] = ot[k];                                                               \
+          }                                                                                                     \
+        }                                                                                                       \
+      }                                                                                                         \
+    }                                                                                                           \
+    return NTK_OK;                                                                                              \
+  }
+
+DEFINE_BATCHED_TILE(float, f)
+DEFINE_BATCHED_TILE(double, d)
+
+/* Pair by pair: each image's variances, then every pair (i >= j on the diagonal). */
+#define DEFINE_PAIR_TILE(REAL, SFX)                                                                              \
+  static ntk_status pair_tile_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REAL *tt) {                \
+    size_t rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;                               \
+    int diag = t->bi == t->bj, with_t = tt != NULL;                                                             \
+    const REAL *x = c->data->x;                                                                                 \
+    REAL *rv, *cv;                                                                                              \
+    self_vars_##SFX(c, t, &rv, &cv);                                                                            \
+    for (size_t i = 0; i < rows; i++)                                                                           \
+      for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {                                                      \
+        REAL gv, tv;                                                                                            \
+        pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t,   \
+                   &gv, &tv);                                                                                   \
+        g[i * cols + j] = gv;                                                                                   \
+        if (with_t) tt[i * cols + j] = tv;                                                                      \
+        if (diag) {                                                                                             \
+          g[j * cols + i] = gv;                                                                                 \
+          if (with_t) tt[j * cols + i] = tv;                                                                    \
+        }                                                                                                       \
+      }                                                                                                         \
+    return NTK_OK;                                                                                              \
+  }
+
+DEFINE_PAIR_TILE(float, f)
+DEFINE_PAIR_TILE(double, d)
+
+ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void *ntk) {
+  size_t rows = t->rows, cols = t->cols;
+  ntk_status st = reserve_vars(c, rows > cols ? rows : cols);
+  if (st) return st;
+  if (c->plan.batched)
+    return c->data->elem == 4 ? batched_tile_f(c, t, nngp, ntk) : batched_tile_d(c, t, nngp, ntk);
+  return c->data->elem == 4 ? pair_tile_f(c, t, nngp, ntk) : pair_tile_d(c, t, nngp, ntk);
+}
+
+
+ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_dataset *data, struct ntk_dev_plan *out) {
+  memset(out, 0, sizeof *out);
+  if (!ntk_cnn_applies(arch, data)) return ntk_error(NTK_ECONFIG, "not a convolutional network on image data");
+  struct cnn_plan P;
+  ntk_status st = plan_build(&P, arch, data, NTK_CNN_AUTO);
+  if (!st && (P.nops > NTK_DEV_MAXOPS || P.ntail > NTK_DEV_MAXTAIL))
+    st = ntk_error(NTK_ECONFIG, "arch: the GPU kernels take at most %d layers before the readout and %d after it",
+                   NTK_DEV_MAXOPS, NTK_DEV_MAXTAIL);
+  if (!st) {
+    out->H = (int)P.H;
+    out->W = (int)P.W;
+    out->C = (int)P.C;
+    out->pad = (int)P.pad;
+    out->path = P.path;
+    out->readout = P.readout;
+    out->readout_sum = P.readout_sum;
+    out->out_h = (int)P.out_h;
+    out->out_w = (int)P.out_w;
+    out->nops = (int)P.nops;
+    out->ntail = (int)P.ntail;
+    out->var_size = (int)P.var_size;
+    out->branch_depth = P.branch_depth;
+    out->tail_off = (int)P.tail_off;
+    int tail_ended[NTK_BRANCH_MAXDEPTH], tail_depth = 0;
+    for (size_t k = 0; k < P.nops + P.ntail; k++) {
+      int tail = k >= P.nops;
+      const struct cnn_op *op = tail ? NULL : &P.ops[k];
+      const struct ntk_layer *l = tail ? &P.tail[k - P.nops] : op->layer;
+      struct ntk_dev_op *o = tail ? &out->tail[k - P.nops] : &out->ops[k];
+      o->kind = l->kind;
+      o->w2 = l->w_std * l->w_std;
+      o->b2 = l->b_std * l->b_std;
+      o->map = l->map;
+      o->fh = l->kind == NTK_LAYER_AVGPOOL ? l->window : l->filter;
+      o->fw = l->kind == NTK_LAYER_AVGPOOL ? l->window_w : l->filter_w;
+      o->sh = l->stride;
+      o->sw = l->stride_w;
+      o->standard = P.standard && ntk_layer_traits(l->kind)->affine;
+      o->fan = tail ? P.tail_fan[k - P.nops] : op->fan;
+      o->one = l->bias ? 1 : 0;
+      o->sum = l->sum;
+      o->branches = l->branches;
+      o->norm_edges = l->normalize_edges;
+      o->var_off = -1;
+      if (tail) { /* a residual block after the readout, on the scalar */
+        o->fanw = P.tail_fanw[2 * (k - P.nops)];
+        o->fandiv = P.tail_fanw[2 * (k - P.nops) + 1];
+        if (l->kind == NTK_LAYER_FORK) tail_ended[tail_depth++] = 0;
+        if (l->kind == NTK_LAYER_NEXT) o->first = tail_ended[tail_depth - 1]++ == 0;
+        if (l->kind == NTK_LAYER_JOIN) tail_depth--;
+        continue;
+      }
+      o->fanw = op->fanw;
+      o->fandiv = op->fandiv;
+      o->hi = (int)op->hi;
+      o->wi = (int)op->wi;
+      o->ho = (int)op->ho;
+      o->wo = (int)op->wo;
+      o->lo_h = (int)op->lo_h;
+      o->lo_w = (int)op->lo_w;
+      o->circular = op->circular;
+      /* a slice-local block's FORK, NEXT and JOIN run inside the SLICE
+       * kernel's runs (a stack in shared memory); the others on the full
+       * covariance between runs (BRANCH_FULL) */
+      o->slice_local = op->slice_local;
+      o->depth = op->depth;
+      o->first = op->first;
+      o->bh = (int)op->bh;
+      o->bw = (int)op->bw;
+      o->var_off = op->var >= 0 ? (int)P.var_off[op->var] : -1;
+    }
+  }
+  free(P.ops);
+  free(P.var_off);
+  free(P.tail_fan);
+  free(P.tail_fanw);
+  return st;
+}

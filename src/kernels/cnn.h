@@ -1,0 +1,44 @@
+/* Convolutional kernels on the CPU (Conv, AvgPool, Flatten, GlobalAvgPool
+ * with Dense and the nonlinearities), pair by pair, in memory bounded by the
+ * image size and the tile, never by N. MPI-free, no I/O. */
+#ifndef NTKD_CNN_H
+#define NTKD_CNN_H
+
+#include "kernels/arch.h"
+#include "job/data.h"
+#include "base/status.h"
+#include "base/tiling.h"
+
+typedef enum ntk_cnn_path {
+  NTK_CNN_AUTO = 0,
+  NTK_CNN_DIAG,    /* Flatten readout, no pooling: only same-position entries */
+  NTK_CNN_SLICE,   /* runs of stride-1 SAME convs per diagonal slice, fused */
+  NTK_CNN_GENERAL, /* the full spatial covariance, layer by layer */
+} ntk_cnn_path;
+
+typedef struct ntk_cnn ntk_cnn_t;
+
+/* True if `arch` on `data` needs the CNN path: the data are images and the
+ * network has Conv, AvgPool, GlobalAvgPool, or a Flatten after its first
+ * layer (a Dense before Flatten acts per position, as in stax). */
+int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data);
+
+/* Plan the computation; `path` NTK_CNN_AUTO picks the fastest valid one.
+ * Errors (NTK_ECONFIG): no readout, flat data, an impossible layer size.
+ * `arch` and `data` must outlive the context. Rank-local. */
+ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_cnn_path path,
+                          ntk_cnn_t **out);
+void ntk_cnn_free(ntk_cnn_t *c);
+
+/* The path the plan uses. */
+ntk_cnn_path ntk_cnn_get_path(const ntk_cnn_t *c);
+
+/* Whether tiles go 16 images at a time in SIMD lanes (the batched kernels,
+ * src/kernels/cnn_batch_impl.h) rather than pair by pair. */
+int ntk_cnn_batched(const ntk_cnn_t *c);
+
+/* Fill tile t (rows x cols, row-major, the data's precision); ntk may be
+ * NULL. Per-image self-covariances are computed for the tile's images only. */
+ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void *ntk);
+
+#endif

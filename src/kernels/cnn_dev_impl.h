@@ -1,0 +1,1015 @@
+/* CNN kernels for a GPU block, written once for CUDA and for the host
+ * emulation that tests them (src/backend/cuda/cnn_gpu.c): included through
+ * each_precision.h (REAL, SFX(x), ABRELU_R, RSQRT, ERF), with DEV (the
+ * function qualifiers) and BLK_SYNC(B) (__syncthreads(), or a barrier)
+ * defined by the includer.
+ *
+ * Each function is the body of one block: thread B->tid of B->nt, block
+ * (B->bx, B->by); `sm` is the block's shared memory. Work is split by
+ * block-stride loops, and every BLK_SYNC is reached by all threads of the
+ * block (no barrier inside thread-dependent branches). The arithmetic per
+ * entry is the CPU's (src/kernels/cnn_impl.h): the same maps, the same
+ * order of operations inside an entry; sums over many entries (readouts)
+ * are in double as on the CPU but in another order, so float64 results
+ * agree to rounding, and float32 ones (rounded once from those sums) in
+ * practice to the bit.
+ *
+ * Shared memory: DIAG 4 H*W elements, SLICE 6 (h + 2 pad)(w + 2 pad)
+ * elements, each plus 2 nt doubles; READOUT 2 nt doubles; the
+ * full-covariance kernels none. */
+
+#ifndef DV_PAIR
+#define DV_PAIR SFX(dv_pair)
+#define DV_QUAD SFX(dv_quad)
+#endif
+
+/* A nonlinearity on one entry. `any` is a constant of each kernel variant
+ * (cnn_cuda.cu): 0 for runs whose maps are all ABRelu or Erf(1, 1, 0),
+ * whose code alone is then compiled in (the other maps' code had cost the
+ * SLICE kernel 30 registers: 48 -> 78, cuobjdump -res-usage); 1 for any
+ * map, through the dispatcher. cnn_gpu.c picks the variant per run. */
+static DEV DV_INLINE REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, REAL q22, REAL r11,
+                                         REAL r22, REAL *td, int any) {
+  if (any) return MAP(&o->map, q12, q11, q22, r11, r22, td);
+  if (o->map.kind == NTK_MAP_ERF) return ERF(q12, q11, q22, td);
+  return ABRELU_R((REAL)o->map.a, (REAL)o->map.b, q12, q11, q22, r11, r22, td);
+}
+
+/* Affine op o (Conv or Dense) on one entry, G and T the entry after the
+ * layer's averaging: cnn_impl.h's affine1, in its order. 'ntk':
+ * nngp' = W^2 G + b^2, ntk' = nngp' + W^2 T; 'standard': ntk' =
+ * (fan G + one) + W^2 T. *t is 0 without the NTK. */
+static DEV DV_INLINE void SFX(dv_affine)(const struct ntk_dev_op *o, REAL G, REAL T, int with_t, REAL *g, REAL *t) {
+  REAL w2 = (REAL)o->w2, b2 = (REAL)o->b2;
+  if (o->standard) {
+    *t = with_t ? ((REAL)o->fan * G + (REAL)o->one) + w2 * T : 0;
+    *g = w2 * G + b2;
+  } else {
+    *g = w2 * G + b2;
+    *t = with_t ? *g + w2 * T : 0;
+  }
+}
+
+/* Block sums of (*sg, *st), in a fixed order for a given block size (so
+ * a tile's values do not depend on scheduling): threads past the largest
+ * power of two p <= nt fold into the first ones, then a tree of log2(p)
+ * steps. The result in thread 0. In double whatever REAL is, as the CPU's
+ * readout sums. red: 2 nt doubles of shared memory. */
+static DEV void SFX(dv_reduce)(struct ntk_blk *B, double *red, double *sg, double *st) {
+  unsigned tid = B->tid, nt = B->nt, p = 1;
+  while (2 * p <= nt) p *= 2;
+  red[tid] = *sg;
+  red[nt + tid] = *st;
+  BLK_SYNC(B);
+  if (tid >= p) {
+    red[tid - p] += red[tid];
+    red[nt + tid - p] += red[nt + tid];
+  }
+  BLK_SYNC(B);
+  for (unsigned half = p / 2; half > 0; half /= 2) {
+    if (tid < half) {
+      red[tid] += red[tid + half];
+      red[nt + tid] += red[nt + tid + half];
+    }
+    BLK_SYNC(B);
+  }
+  *sg = red[0];
+  *st = red[nt];
+  BLK_SYNC(B); /* red may be reused */
+}
+
+static DEV REAL SFX(dv_dot)(const REAL *xa, const REAL *xb, int C) {
+  REAL sum = 0;
+  for (int k = 0; k < C; k++) sum += xa[k] * xb[k];
+  return sum / (REAL)C;
+}
+
+/* Nonlinearity o on one entry (g, t) pairing a's position p with b's
+ * position q; qa, qb: the layer's variance slots of a and b (per
+ * position NTK_DEV_VSLOT elements: the variance, its RSQRT, and the
+ * products v, u of cnn_dev.h). When `capture` (a pair (a, a) at offset 0,
+ * so p == q and qa == qb), a's slot at p is written first: the thread that
+ * owns the entry is the only one that reads it in this launch. */
+static DEV DV_INLINE void SFX(dv_cell_nonlin)(const struct ntk_dev_op *o, int any, int capture, REAL *qa, const REAL *qb, unsigned p,
+                                    unsigned q, REAL *g, REAL *t, int with_t) {
+  if (capture) {
+    qa[NTK_DEV_VSLOT * p] = *g;
+    qa[NTK_DEV_VSLOT * p + 1] = RSQRT(*g);
+    qa[NTK_DEV_VSLOT * p + 2] = qa[NTK_DEV_VSLOT * p] * qa[NTK_DEV_VSLOT * p + 1];
+    qa[NTK_DEV_VSLOT * p + 3] = qa[NTK_DEV_VSLOT * p + 2] * qa[NTK_DEV_VSLOT * p + 1];
+  }
+  REAL td;
+  *g = SFX(dv_nonlin)(o, *g, qa[NTK_DEV_VSLOT * p], qb[NTK_DEV_VSLOT * q], qa[NTK_DEV_VSLOT * p + 1],
+                      qb[NTK_DEV_VSLOT * q + 1], &td, any);
+  if (with_t) *t *= td;
+}
+
+/* The nonlinearity right after op k, if any: fused into the convolution's
+ * last pass (it is pointwise, and reads only its own entry). */
+static DEV const struct ntk_dev_op *SFX(dv_next_nonlin)(const struct ntk_dev_plan *P, int k, int k1) {
+  return k + 1 < k1 && P->ops[k + 1].var_off >= 0 ? &P->ops[k + 1] : (const struct ntk_dev_op *)0;
+}
+
+/* ---- DIAG: one pair per block, same-position entries, all layers ------- */
+
+/* A residual block's FORK, NEXT or JOIN on the pair's same-position
+ * values dg, dt (shared memory): branch.h's operations, in its order, on
+ * the pair's stack in global memory (4 arrays of bstride elements per
+ * depth). Each thread owns its positions; the caller synchronises. */
+static DEV DV_INLINE void SFX(dv_branch_diag)(const struct ntk_dev_args *A, struct ntk_blk *B,
+                                              const struct ntk_dev_op *o, size_t pair, REAL *dg, REAL *dt) {
+  size_t n = (size_t)o->hi * o->wi, n_in = (size_t)o->ho * o->wo, cap = A->bstride, m = n > n_in ? n : n_in;
+  REAL *slot = (REAL *)A->bstack + (pair * (size_t)A->P->branch_depth + (size_t)o->depth) * 4 * cap;
+  REAL w = (REAL)o->fanw, div = (REAL)o->fandiv;
+  for (size_t e = B->tid; e < m; e += B->nt) {
+    if (o->kind == NTK_LAYER_FORK) {
+      if (e < n) {
+        slot[e] = dg[e];
+        slot[cap + e] = dt[e];
+      }
+    } else if (o->kind == NTK_LAYER_NEXT) {
+      if (e < n) {
+        slot[2 * cap + e] = o->first ? w * dg[e] : slot[2 * cap + e] + w * dg[e];
+        slot[3 * cap + e] = o->first ? w * dt[e] : slot[3 * cap + e] + w * dt[e];
+      }
+      if (e < n_in) {
+        dg[e] = slot[e];
+        dt[e] = slot[cap + e];
+      }
+    } else if (e < n && o->branches > 1) { /* JOIN */
+      dg[e] = slot[2 * cap + e] + w * dg[e];
+      dt[e] = slot[3 * cap + e] + w * dt[e];
+      if (div != 0) {
+        dg[e] /= div;
+        dt[e] /= div;
+      }
+    }
+  }
+}
+
+static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
+  const struct ntk_dev_plan *P = A->P;
+  size_t pair = B->bx, n0 = (size_t)P->H * (size_t)P->W, d = n0 * (size_t)P->C;
+  unsigned tid = B->tid, nt = B->nt;
+  int with_t = A->with_t;
+  const REAL *xa = (const REAL *)A->x + A->pa[pair] * d, *xb = (const REAL *)A->x + A->pb[pair] * d;
+  REAL *va = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size;
+  const REAL *vb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size;
+  REAL *dg = sm, *dt = sm + n0, *ng = sm + 2 * n0, *nt_ = sm + 3 * n0;
+  double *red = (double *)(void *)(sm + 4 * n0); /* 8-byte aligned: 4 n0 elements of 4 or 8 bytes */
+  for (size_t p = tid; p < n0; p += nt) {
+    dg[p] = SFX(dv_dot)(xa + p * (size_t)P->C, xb + p * (size_t)P->C, P->C);
+    dt[p] = 0;
+  }
+  BLK_SYNC(B);
+  for (int k = 0; k < P->nops; k++) {
+    const struct ntk_dev_op *o = &P->ops[k];
+    size_t n = (size_t)o->ho * (size_t)o->wo;
+    if (o->kind == NTK_LAYER_CONV) {
+      const struct ntk_dev_op *nl = SFX(dv_next_nonlin)(P, k, P->nops);
+      REAL scale = (REAL)(1.0 / (double)(o->fh * o->fw));
+      float inv = 1.0f / (float)o->wo;
+      for (unsigned p = tid; p < (unsigned)n; p += nt) {
+        unsigned pi, pj;
+        DV_CELL(p, (unsigned)o->wo, inv, pi, pj);
+        int i = (int)pi, j = (int)pj;
+        REAL sg = 0, st = 0;
+        for (int a = 0; a < o->fh; a++) { /* rows, then columns: conv_diag's order */
+          int r = o->sh * i + a - o->lo_h;
+          if (o->circular) r = (r % o->hi + o->hi) % o->hi;
+          else if (r < 0 || r >= o->hi) continue;
+          REAL rg = 0, rt = 0;
+          for (int b = 0; b < o->fw; b++) {
+            int c = o->sw * j + b - o->lo_w;
+            if (o->circular) c = (c % o->wi + o->wi) % o->wi;
+            else if (c < 0 || c >= o->wi) continue;
+            rg += dg[r * o->wi + c];
+            rt += dt[r * o->wi + c];
+          }
+          sg += rg;
+          st += rt;
+        }
+        REAL g, t;
+        SFX(dv_affine)(o, sg * scale, st * scale, with_t, &g, &t);
+        if (nl) SFX(dv_cell_nonlin)(nl, any, A->self, va + nl->var_off, vb + nl->var_off, p, p, &g, &t, with_t);
+        ng[p] = g;
+        nt_[p] = t;
+      }
+      BLK_SYNC(B);
+      REAL *x = dg;
+      dg = ng;
+      ng = x;
+      x = dt;
+      dt = nt_;
+      nt_ = x;
+      if (nl) k++;
+    } else if (o->kind == NTK_LAYER_DENSE) {
+      for (size_t p = tid; p < n; p += nt) {
+        REAL g, t;
+        SFX(dv_affine)(o, dg[p], dt[p], with_t, &g, &t);
+        dg[p] = g;
+        if (with_t) dt[p] = t;
+      }
+      BLK_SYNC(B);
+    } else if (o->var_off >= 0) {
+      REAL *qa = va + o->var_off;
+      const REAL *qb = vb + o->var_off;
+      for (unsigned p = tid; p < (unsigned)n; p += nt)
+        SFX(dv_cell_nonlin)(o, any, A->self, qa, qb, p, p, &dg[p], &dt[p], with_t);
+      BLK_SYNC(B);
+    } else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN) {
+      SFX(dv_branch_diag)(A, B, o, pair, dg, dt);
+      BLK_SYNC(B);
+    }
+  }
+  size_t n = (size_t)P->out_h * (size_t)P->out_w;
+  double sg = 0, st = 0;
+  for (size_t p = tid; p < n; p += nt) {
+    sg += (double)dg[p];
+    st += (double)dt[p];
+  }
+  SFX(dv_reduce)(B, red, &sg, &st);
+  if (tid == 0) {
+    double *part = (double *)A->part + pair * 2;
+    part[0] = sg;
+    part[1] = st;
+  }
+}
+
+/* ---- SLICE: one offset of one pair through a run of slice-local ops ------ */
+
+static DEV DV_INLINE void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
+  const struct ntk_dev_plan *P = A->P;
+  /* In-block indices are 32-bit: a slice block holds at most a few
+   * thousand cells (shared memory); global offsets stay size_t. */
+  unsigned h = (unsigned)A->h, w = (unsigned)A->w, hw = h * w, pad = (unsigned)P->pad;
+  unsigned ld = w + 2 * pad, cells = ld * (h + 2 * pad), C = (unsigned)P->C;
+  unsigned tid = B->tid, nt = B->nt;
+  size_t pair = B->by, d = (size_t)P->H * P->W * C;
+  int with_t = A->with_t;
+  int nbw = 2 * A->bw + 1;
+  int di = A->capture ? 0 : (int)B->bx / nbw - A->bh, dj = A->capture ? 0 : (int)B->bx % nbw - A->bw;
+  unsigned i0 = di > 0 ? (unsigned)di : 0, i1 = di < 0 ? (unsigned)((int)h + di) : h;
+  unsigned j0 = dj > 0 ? (unsigned)dj : 0, j1 = dj < 0 ? (unsigned)((int)w + dj) : w;
+  unsigned vw = j1 - j0, nvalid = (i1 - i0) * vw, ii, jj;
+  float inv = 1.0f / (float)vw;
+  int shift = di * (int)w + dj; /* image b's position of a's position p is p - shift */
+  REAL *va = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size;
+  const REAL *vb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size;
+  REAL *g = sm, *t = sm + cells, *g2 = sm + 2 * cells, *t2 = sm + 3 * cells, *rows = sm + 4 * cells;
+  REAL *rows_t = sm + 5 * cells;
+  double *red = (double *)(void *)(sm + 6 * cells); /* 8-byte aligned: 6 cells elements of 4 or 8 bytes */
+  REAL *stk = (REAL *)(void *)(red + 2 * nt); /* residual blocks: 4 bordered arrays per depth */
+  /* Zero borders: SAME padding for every convolution of the run. */
+  for (unsigned k = tid; k < 4 * cells; k += nt) sm[k] = 0;
+  BLK_SYNC(B);
+  for (unsigned k = tid; k < nvalid; k += nt) {
+    DV_CELL(k, vw, inv, ii, jj);
+    unsigned i = i0 + ii, j = j0 + jj, p = i * w + j, q = (unsigned)((int)p - shift);
+    REAL gv, tv = 0;
+    if (A->from_x) {
+      gv = SFX(dv_dot)((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
+                       (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
+    } else {
+      size_t at = pair * A->fstride + (size_t)p * hw + q;
+      gv = ((const REAL *)A->fg)[at];
+      if (with_t) tv = ((const REAL *)A->ft)[at];
+    }
+    g[(i + pad) * ld + pad + j] = gv;
+    t[(i + pad) * ld + pad + j] = tv;
+  }
+  BLK_SYNC(B);
+  for (int k = A->k0; k < A->k1; k++) {
+    const struct ntk_dev_op *o = &P->ops[k];
+    if (o->kind == NTK_LAYER_CONV) {
+      /* Row sums of NNGP and NTK for every row read below; then per cell
+       * the column sums, the affine map and a following nonlinearity, in
+       * the CPU's order per entry: two barriers per Conv + nonlinearity. */
+      const struct ntk_dev_op *nl = SFX(dv_next_nonlin)(P, k, A->k1);
+      unsigned fh = (unsigned)o->fh, fw = (unsigned)o->fw, lo = (unsigned)o->lo_h, lo_w = (unsigned)o->lo_w;
+      unsigned r0 = i0 + pad - lo, nr = (i1 - i0) + fh - 1;
+      REAL scale = (REAL)(1.0 / (double)(fh * fw));
+      for (unsigned k2 = tid; k2 < nr * vw; k2 += nt) {
+        DV_CELL(k2, vw, inv, ii, jj);
+        unsigned r = r0 + ii, j = j0 + jj, at = r * ld + pad - lo_w + j;
+        REAL sg = 0, st = 0;
+        for (unsigned b = 0; b < fw; b++) sg += g[at + b];
+        rows[r * ld + j] = sg;
+        if (with_t) {
+          for (unsigned b = 0; b < fw; b++) st += t[at + b];
+          rows_t[r * ld + j] = st;
+        }
+      }
+      BLK_SYNC(B);
+      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
+        DV_CELL(k2, vw, inv, ii, jj);
+        unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
+        REAL sg = 0, st = 0;
+        for (unsigned a = 0; a < fh; a++) sg += rows[(i + pad - lo + a) * ld + j];
+        if (with_t)
+          for (unsigned a = 0; a < fh; a++) st += rows_t[(i + pad - lo + a) * ld + j];
+        REAL gv, tv;
+        SFX(dv_affine)(o, sg * scale, st * scale, with_t, &gv, &tv);
+        if (nl)
+          SFX(dv_cell_nonlin)(nl, any, A->capture, va + nl->var_off, vb + nl->var_off, p, (unsigned)((int)p - shift), &gv,
+                              &tv, with_t);
+        g2[idx] = gv;
+        t2[idx] = tv;
+      }
+      BLK_SYNC(B);
+      REAL *x = g;
+      g = g2;
+      g2 = x;
+      x = t;
+      t = t2;
+      t2 = x;
+      if (nl) k++;
+    } else if (o->kind == NTK_LAYER_DENSE) {
+      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
+        DV_CELL(k2, vw, inv, ii, jj);
+        unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
+        REAL gv, tv;
+        SFX(dv_affine)(o, g[idx], t[idx], with_t, &gv, &tv);
+        g[idx] = gv;
+        if (with_t) t[idx] = tv;
+      }
+      BLK_SYNC(B);
+    } else if (o->var_off >= 0) {
+      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
+        DV_CELL(k2, vw, inv, ii, jj);
+        unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
+        SFX(dv_cell_nonlin)(o, any, A->capture, va + o->var_off, vb + o->var_off, p, (unsigned)((int)p - shift), &g[idx],
+                            &t[idx], with_t);
+      }
+      BLK_SYNC(B);
+    } else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN) {
+      /* a slice-local block (stride-1 SAME: every branch keeps the size),
+       * branch.h's operations on the offset's valid cells */
+      REAL *slot = stk + 4 * cells * (unsigned)o->depth, fw = (REAL)o->fanw, div = (REAL)o->fandiv;
+      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
+        DV_CELL(k2, vw, inv, ii, jj);
+        unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
+        if (o->kind == NTK_LAYER_FORK) {
+          slot[idx] = g[idx];
+          slot[cells + idx] = t[idx];
+        } else if (o->kind == NTK_LAYER_NEXT) {
+          slot[2 * cells + idx] = o->first ? fw * g[idx] : slot[2 * cells + idx] + fw * g[idx];
+          slot[3 * cells + idx] = o->first ? fw * t[idx] : slot[3 * cells + idx] + fw * t[idx];
+          g[idx] = slot[idx];
+          t[idx] = slot[cells + idx];
+        } else if (o->branches > 1) {
+          g[idx] = slot[2 * cells + idx] + fw * g[idx];
+          t[idx] = slot[3 * cells + idx] + fw * t[idx];
+          if (div != 0) {
+            g[idx] /= div;
+            t[idx] /= div;
+          }
+        }
+      }
+      BLK_SYNC(B);
+    }
+  }
+  if (A->capture) return;
+  if (A->to_part) {
+    double sg = 0, st = 0;
+    for (unsigned k = tid; k < nvalid; k += nt) {
+      DV_CELL(k, vw, inv, ii, jj);
+      unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
+      sg += (double)g[idx];
+      if (with_t) st += (double)t[idx];
+    }
+    SFX(dv_reduce)(B, red, &sg, &st);
+    if (tid == 0) {
+      double *part = (double *)A->part + (pair * (size_t)A->noff + B->bx) * 2;
+      part[0] = sg;
+      part[1] = st;
+    }
+    return;
+  }
+  for (unsigned k = tid; k < nvalid; k += nt) { /* back into the pair's covariance: only this offset's entries */
+    DV_CELL(k, vw, inv, ii, jj);
+    unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
+    size_t at = pair * A->fstride + (size_t)p * hw + (unsigned)((int)p - shift);
+    ((REAL *)A->fg)[at] = g[idx];
+    if (with_t) ((REAL *)A->ft)[at] = t[idx];
+  }
+}
+
+/* ---- SLICE3: every offset of a run of 3x3 convolutions, packed ----------- */
+
+#ifndef DV_OPAQUE
+#ifdef __CUDA_ARCH__
+#define DV_OPAQUE(p) asm("" : "+l"(p)) /* an empty asm: the compiler no longer sees where p came from */
+#else
+#define DV_OPAQUE(p) (void)0
+#endif
+#endif
+
+/* The fast path of SLICE for a run whose convolutions all have f = 3 (the
+ * CNTK and Myrtle stages). Block (Di, Dj) holds the wrapped offset: a's
+ * row i pairs with b's row i - Di when i >= Di (offset di = Di) and with
+ * row i - Di + h when i < Di (di = Di - h), likewise for columns. The two
+ * offsets of a row pair (and of a column pair) have h - Di and Di rows, so
+ * a block always holds the four slices (di, dj) whose cells add up to one
+ * whole h x w image: every block has the same work, and the grid has h w
+ * blocks per pair instead of (2h - 1)(2w - 1) of uneven size. In shared
+ * memory the four slices sit side by side, a's row i at memory row
+ * i + 1 + [i >= Di] and column j at j + 1 + [j >= Dj], each with its own
+ * zero border: the row and column between them stay zero, which is the
+ * SAME padding of each slice, so every entry is the CPU's. Offsets outside
+ * the band (Flatten readouts) stay zero and are not computed.
+ *
+ * Each thread owns a vertical strip of DV_S cells of one column: per 3x3
+ * convolution it reads the DV_S + 2 rows around the strip once (3 loads
+ * of an (NNGP, NTK) pair each: the row sums), adds the column sums as a
+ * sliding window in registers, then the affine map and the pointwise
+ * layers after the convolution, and stores into the other buffer: one
+ * barrier per convolution. The entry is rounded as on the CPU: row sums
+ * (left + centre) + right, column sums (top + centre) + bottom,
+ * nngp' = W^2 (sum / 9) + b^2, ntk' = nngp' + W^2 (sum_t / 9). A Conv
+ * followed by one nonlinearity (ops[k].fuse, set by cnn_gpu.c) runs it
+ * inline, Relu with its constants folded; other pointwise layers go
+ * through s3_post. A strip that crosses the row between two slices, or
+ * runs past the last row, or holds cells of an offset outside the band,
+ * takes the cells one at a time (the same arithmetic). with_t (NTK) and
+ * capture are compile-time constants in the CUDA kernels (cnn_cuda.cu). */
+#ifndef DV_S
+#define DV_S 4 /* rows per strip */
+#endif
+/* An op's parameter as REAL: the float copy in the float kernels. */
+#define DV_R(o, fld) (sizeof(REAL) == 4 ? (REAL)(o)->fld##f : (REAL)(o)->fld)
+
+/* A variance slot, through the read-only data path on a GPU (the slots
+ * are not written during a launch that reads them this way). */
+static DEV DV_INLINE DV_QUAD SFX(dv_ldq)(const DV_QUAD *p) {
+#ifdef __CUDA_ARCH__
+  DV_QUAD r;
+  if (sizeof(REAL) == 4) {
+    float4 v = __ldg((const float4 *)(const void *)p);
+    r.x = (REAL)v.x;
+    r.y = (REAL)v.y;
+    r.z = (REAL)v.z;
+    r.w = (REAL)v.w;
+  } else {
+    double2 a = __ldg((const double2 *)(const void *)p), b = __ldg((const double2 *)(const void *)p + 1);
+    r.x = (REAL)a.x;
+    r.y = (REAL)a.y;
+    r.z = (REAL)b.x;
+    r.w = (REAL)b.y;
+  }
+  return r;
+#else
+  return *p;
+#endif
+}
+
+/* ABRelu on slots A, B: in float the map on the slots' products
+ * (ntk_dev_abreluf_vu, the bits of ntk_abreluf_r), in double
+ * ntk_abrelu_r itself (it takes the variances only). */
+static DEV DV_INLINE REAL SFX(s3_abrelu)(REAL a, REAL b, REAL q12, const DV_QUAD *A, const DV_QUAD *B, REAL *td) {
+  if (sizeof(REAL) == 4) {
+    float tf, g = ntk_dev_abreluf_vu((float)a, (float)b, (float)q12, (float)A->y, (float)A->z, (float)A->w,
+                                     (float)B->y, (float)B->z, (float)B->w, &tf);
+    *td = (REAL)tf;
+    return (REAL)g;
+  }
+  return ABRELU_R(a, b, q12, A->x, B->x, A->y, B->y, td);
+}
+
+/* Nonlinearity o (fuse: NTK_FUSE_RELU, _ABRELU or _ERF: the maps SLICE3
+ * takes, cnn_gpu.c's run_is_slice3) on n cells (g, t),
+ * a's positions pp, b's qq. With capture (a pair (a, a) at offset 0) the
+ * variance and its RSQRT are written first, and used as they are. */
+static DEV DV_INLINE void SFX(s3_nl)(int fuse, const struct ntk_dev_op *DV_RESTRICT o, int with_t, int capture,
+                                     REAL *DV_RESTRICT va, const REAL *DV_RESTRICT vb, int n, const unsigned *pp,
+                                     const unsigned *qq, REAL *G, REAL *T) {
+  DV_QUAD *sa = (DV_QUAD *)(va + (unsigned)o->var_off); /* >= 0 here */
+  const DV_QUAD *sb = (const DV_QUAD *)(vb + (unsigned)o->var_off);
+  DV_QUAD ua[DV_S], ub[DV_S];
+  for (int c = 0; c < n; c++) {
+    if (capture) {
+      ua[c].x = G[c];
+      ua[c].y = RSQRT(G[c]);
+      ua[c].z = ua[c].x * ua[c].y;
+      ua[c].w = ua[c].z * ua[c].y;
+      sa[pp[c]] = ua[c];
+      ub[c] = ua[c];
+    } else {
+      ua[c] = SFX(dv_ldq)(sa + pp[c]);
+      ub[c] = SFX(dv_ldq)(sb + qq[c]);
+    }
+  }
+  REAL td[DV_S];
+  if (fuse == NTK_FUSE_ERF) {
+    for (int c = 0; c < n; c++) G[c] = ERF(G[c], ua[c].x, ub[c].x, &td[c]);
+  } else if (fuse == NTK_FUSE_RELU) {
+    for (int c = 0; c < n; c++) G[c] = SFX(s3_abrelu)((REAL)0, (REAL)1, G[c], &ua[c], &ub[c], &td[c]);
+  } else {
+    REAL a = sizeof(REAL) == 4 ? (REAL)o->af : (REAL)o->map.a, b = sizeof(REAL) == 4 ? (REAL)o->bf : (REAL)o->map.b;
+    for (int c = 0; c < n; c++) G[c] = SFX(s3_abrelu)(a, b, G[c], &ua[c], &ub[c], &td[c]);
+  }
+  if (with_t)
+    for (int c = 0; c < n; c++) T[c] *= td[c];
+}
+
+/* Pointwise layers ops [k, k1) on n cells. */
+static DEV DV_INLINE void SFX(s3_post)(const struct ntk_dev_plan *DV_RESTRICT P, int k, int k1, int with_t,
+                                       int capture, REAL *DV_RESTRICT va, const REAL *DV_RESTRICT vb, int n,
+                                       const unsigned *pp, const unsigned *qq, REAL *G, REAL *T) {
+  for (; k < k1; k++) {
+    const struct ntk_dev_op *o = &P->ops[k];
+    if (o->kind == NTK_LAYER_DENSE) {
+      REAL w2 = DV_R(o, w2), b2 = DV_R(o, b2);
+      for (int c = 0; c < n; c++) {
+        G[c] = w2 * G[c] + b2;
+        if (with_t) T[c] = G[c] + w2 * T[c];
+      }
+    } else if (o->var_off >= 0) {
+      SFX(s3_nl)(ntk_map_is_plain_erf(&o->map) ? NTK_FUSE_ERF : NTK_FUSE_ABRELU, o, with_t, capture, va, vb, n, pp,
+                 qq, G, T);
+    }
+  }
+}
+
+/* Row sum of NNGP and NTK around memory cell `at`: (left + centre) + right. */
+#define S3_ROW(at, rg, rt)                             \
+  do {                                                 \
+    DV_PAIR l_ = (at)[-1], c_ = (at)[0], r_ = (at)[1]; \
+    (rg) = (l_.x + c_.x) + r_.x;                       \
+    if (with_t) (rt) = (l_.y + c_.y) + r_.y;           \
+  } while (0)
+
+/* A block's wrapped offset, as the strips see it. */
+struct SFX(s3ctx) {
+  const struct ntk_dev_args *A;
+  const struct ntk_dev_plan *P;
+  REAL *va;
+  const REAL *vb;
+  size_t pair;
+  int h, w, Di, Dj, ok_lo, ok_up, ok_ri, ok_le, sh_lo, sh_up;
+  unsigned LD, hw;
+};
+
+/* A thread's strip: rows s DV_S .. of column c, and what the fast path
+ * needs of it in every layer (computed once per block where a thread has
+ * one strip): the pair index in either buffer of the first row it reads,
+ * a's positions pp and b's positions qq of its cells. */
+struct SFX(s3me) {
+  unsigned s, c;
+  int fast; /* DV_S cells of one slice, all in the band */
+  int cok;  /* the column's offset is in the band (0: no strip) */
+  unsigned at;
+  unsigned rb[DV_S + 2]; /* byte offsets in a buffer of the rows m0 - 1 .. m0 + DV_S at the strip's column */
+  unsigned pp[DV_S], qq[DV_S];
+};
+
+static DEV DV_INLINE void SFX(s3_place)(const struct SFX(s3ctx) *X, unsigned s, unsigned c, struct SFX(s3me) *M) {
+  const int i0 = (int)s * DV_S, j = (int)c, ri = j >= X->Dj, w = X->w, h = X->h, Di = X->Di;
+  const int dj = ri ? X->Dj : X->Dj - w, cok = ri ? X->ok_ri : X->ok_le, lo = i0 >= Di;
+  const unsigned m0 = (unsigned)i0 + 1 + (unsigned)lo, mc = c + 1 + (unsigned)ri;
+  const int shift = (lo ? X->sh_lo : X->sh_up) + dj;
+  M->s = s;
+  M->c = c;
+  M->cok = cok;
+  M->fast = cok && i0 + DV_S <= h && (lo || i0 + DV_S <= Di) && (lo ? X->ok_lo : X->ok_up);
+  M->at = (m0 - 1) * X->LD + mc;
+  for (int r = 0; r < DV_S + 2; r++) M->rb[r] = (M->at + (unsigned)r * X->LD) * (unsigned)sizeof(DV_PAIR);
+  for (int k = 0; k < DV_S; k++) {
+    M->pp[k] = (unsigned)(i0 + k) * (unsigned)w + c;
+    M->qq[k] = (unsigned)((int)M->pp[k] - shift);
+  }
+}
+
+/* One convolution (ops[kc], then ops (kc, kn)) on the strip M, from `in`
+ * into `out` (or, in the run's last layer, into the sums or the pair's
+ * covariance). */
+static DEV DV_INLINE void SFX(s3_strip)(const struct SFX(s3ctx) *X, const int with_t, const int capture,
+                                        const struct SFX(s3me) *M, const DV_PAIR *DV_RESTRICT in,
+                                        DV_PAIR *DV_RESTRICT out, int kc, int kn, int last, int fuse, REAL w2, REAL b2,
+                                        double *sg, double *st) {
+  const struct ntk_dev_args *A = X->A;
+  const REAL scale = (REAL)(1.0 / 9.0);
+  const unsigned s = M->s, c = M->c, LD = X->LD;
+  const int i0 = (int)s * DV_S, j = (int)c, ri = j >= X->Dj, w = X->w, h = X->h, Di = X->Di;
+  const unsigned mc = c + 1 + (unsigned)ri;
+  const int dj = ri ? X->Dj : X->Dj - w;
+  if (M->fast) {
+    /* the fast path: DV_S cells of one slice, rows m0 - 1 .. m0 + DV_S */
+    REAL G[DV_S], T[DV_S];
+    REAL rg[DV_S + 2], rt[DV_S + 2];
+    for (int r = 0; r < DV_S + 2; r++)
+      S3_ROW((const DV_PAIR *)(const void *)((const char *)in + M->rb[r]), rg[r], rt[r]);
+    for (int k = 0; k < DV_S; k++) {
+      G[k] = w2 * (((rg[k] + rg[k + 1]) + rg[k + 2]) * scale) + b2;
+      T[k] = with_t ? G[k] + w2 * (((rt[k] + rt[k + 1]) + rt[k + 2]) * scale) : 0;
+    }
+    if (fuse) SFX(s3_nl)(fuse, &X->P->ops[kc + 1], with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
+    else SFX(s3_post)(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
+    if (!last) {
+      for (int k = 0; k < DV_S; k++) {
+        DV_PAIR v;
+        v.x = G[k];
+        v.y = T[k];
+        *(DV_PAIR *)(void *)((char *)out + M->rb[k + 1]) = v;
+      }
+    } else if (!capture) {
+      for (int k = 0; k < DV_S; k++) {
+        if (A->to_part) {
+          *sg += (double)G[k];
+          *st += (double)T[k];
+        } else {
+          size_t at = X->pair * A->fstride + (size_t)M->pp[k] * X->hw + M->qq[k];
+          ((REAL *)A->fg)[at] = G[k];
+          if (with_t) ((REAL *)A->ft)[at] = T[k];
+        }
+      }
+    }
+    return;
+  }
+  /* cell by cell: a strip across two slices, the last rows, or the band's edge */
+  if (!M->cok) return;
+  for (int k = 0; k < DV_S; k++) {
+    const int i = i0 + k, il = i >= Di;
+    if (i >= h || !(il ? X->ok_lo : X->ok_up)) continue;
+    const unsigned m = (unsigned)i + 1 + (unsigned)il;
+    const DV_PAIR *x = in + m * LD + mc;
+    REAL r0g, r1g, r2g, r0t = 0, r1t = 0, r2t = 0;
+    S3_ROW(x - LD, r0g, r0t);
+    S3_ROW(x, r1g, r1t);
+    S3_ROW(x + LD, r2g, r2t);
+    REAL g1 = w2 * (((r0g + r1g) + r2g) * scale) + b2;
+    REAL t1 = with_t ? g1 + w2 * (((r0t + r1t) + r2t) * scale) : 0;
+    unsigned p = (unsigned)i * (unsigned)w + c;
+    unsigned q = (unsigned)((int)p - (il ? X->sh_lo : X->sh_up) - dj);
+    SFX(s3_post)(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, 1, &p, &q, &g1, &t1);
+    if (!last) {
+      DV_PAIR v;
+      v.x = g1;
+      v.y = t1;
+      out[m * LD + mc] = v;
+    } else if (capture) {
+    } else if (A->to_part) {
+      *sg += (double)g1;
+      *st += (double)t1;
+    } else {
+      size_t at = X->pair * A->fstride + (size_t)p * X->hw + q;
+      ((REAL *)A->fg)[at] = g1;
+      if (with_t) ((REAL *)A->ft)[at] = t1;
+    }
+  }
+}
+
+static DEV DV_INLINE void SFX(dv_slice3)(const struct ntk_dev_args *DV_RESTRICT A, struct ntk_blk *B, REAL *sm,
+                                         const int with_t, const int capture) {
+  const struct ntk_dev_plan *DV_RESTRICT P = A->P;
+  const int h = A->h, w = A->w, bh = A->bh, bw = A->bw, k0 = A->k0, k1 = A->k1;
+  const unsigned tid = B->tid, nt = B->nt, C = (unsigned)P->C, hw = (unsigned)(h * w);
+  const size_t pair = B->by, d = (size_t)P->H * P->W * C;
+  const int ndi = 2 * bh + 1 < h ? 2 * bh + 1 : h, ndj = 2 * bw + 1 < w ? 2 * bw + 1 : w;
+  const int ti = capture ? 0 : (int)(B->bx / (unsigned)ndj), tj = capture ? 0 : (int)(B->bx % (unsigned)ndj);
+  struct SFX(s3ctx) X;
+  X.A = A;
+  X.P = P;
+  X.pair = pair;
+  X.h = h;
+  X.w = w;
+  X.Di = ti <= bh ? ti : ti + (h - ndi);
+  X.Dj = tj <= bw ? tj : tj + (w - ndj);
+  const int Di = X.Di, Dj = X.Dj;
+  /* rows i >= Di: di = Di; rows i < Di: di = Di - h (likewise columns) */
+  X.ok_lo = Di <= bh;
+  X.ok_up = h - Di <= bh;
+  X.ok_ri = Dj <= bw;
+  X.ok_le = w - Dj <= bw;
+  X.sh_lo = Di * w; /* b's position of a's p is p - (sh_row + dj) */
+  X.sh_up = (Di - h) * w;
+  X.LD = (unsigned)w + 3;
+  X.hw = hw;
+  const unsigned LD = X.LD, cells = ((unsigned)h + 3) * LD;
+  DV_PAIR *buf = (DV_PAIR *)(void *)sm, *in = buf, *out = buf + cells;
+  double *red = (double *)(void *)(buf + 2 * cells); /* pairs of 8 or 16 bytes */
+  REAL *va = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size;
+  const REAL *vb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size;
+  DV_OPAQUE(va); /* kept as the block's two pointers, not recomputed per layer */
+  DV_OPAQUE(vb);
+  X.va = va;
+  X.vb = vb;
+  const unsigned nstrip = ((unsigned)h + DV_S - 1) / DV_S, items = nstrip * (unsigned)w;
+  const float inv = 1.0f / (float)w;
+  double sg = 0, st = 0;
+  for (unsigned k = tid; k < 2 * cells; k += nt) buf[k].x = buf[k].y = 0;
+  BLK_SYNC(B);
+  int kc = k0;
+  while (kc < k1 && P->ops[kc].kind != NTK_LAYER_CONV) kc++;
+  /* Stage 0: the run's input, and the pointwise layers before its first
+   * convolution, cell by cell. */
+  for (unsigned it = tid; it < nstrip * DV_S * (unsigned)w; it += nt) {
+    unsigned ii, c;
+    DV_CELL(it, (unsigned)w, inv, ii, c);
+    int i = (int)ii, j = (int)c;
+    if (i >= h || !(i >= Di ? X.ok_lo : X.ok_up) || !(j >= Dj ? X.ok_ri : X.ok_le)) continue;
+    unsigned p = ii * (unsigned)w + c;
+    unsigned q = (unsigned)((int)p - (i >= Di ? X.sh_lo : X.sh_up) - (j >= Dj ? Dj : Dj - w));
+    REAL G, T = 0;
+    if (A->from_x) {
+      G = SFX(dv_dot)((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
+                      (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
+    } else {
+      size_t at = pair * A->fstride + (size_t)p * hw + q;
+      G = ((const REAL *)A->fg)[at];
+      if (with_t) T = ((const REAL *)A->ft)[at];
+    }
+    SFX(s3_post)(P, k0, kc, with_t, capture, va, vb, 1, &p, &q, &G, &T);
+    if (kc == k1) { /* no convolution in the run */
+      if (capture) continue;
+      if (A->to_part) {
+        sg += (double)G;
+        st += (double)T;
+      } else {
+        size_t at = pair * A->fstride + (size_t)p * hw + q;
+        ((REAL *)A->fg)[at] = G;
+        if (with_t) ((REAL *)A->ft)[at] = T;
+      }
+      continue;
+    }
+    DV_PAIR v;
+    v.x = G;
+    v.y = T;
+    in[(unsigned)(i + 1 + (i >= Di)) * LD + (unsigned)(j + 1 + (j >= Dj))] = v;
+  }
+  /* The thread's strip when there is one per thread (a GPU block on an
+   * image up to 32 x 32): its place, the same in every layer. */
+  struct SFX(s3me) me;
+  me.s = me.c = 0;
+  me.fast = me.cok = 0; /* no strip: nothing to do */
+  if (items <= nt && tid < items) {
+    unsigned s_me, c_me;
+    DV_CELL(tid, (unsigned)w, inv, s_me, c_me);
+    SFX(s3_place)(&X, s_me, c_me, &me);
+  }
+  while (kc < k1) {
+    BLK_SYNC(B);
+    const struct ntk_dev_op *oc = &P->ops[kc];
+    const int kn = oc->next < k1 ? oc->next : k1, last = kn == k1;
+    const int fuse = kn == kc + 2 ? oc->fuse : NTK_FUSE_NONE;
+    const REAL w2 = DV_R(oc, w2), b2 = DV_R(oc, b2);
+    if (items <= nt) {
+      SFX(s3_strip)(&X, with_t, capture, &me, in, out, kc, kn, last, fuse, w2, b2, &sg, &st);
+    } else {
+      for (unsigned it = tid; it < items; it += nt) {
+        unsigned s, c;
+        DV_CELL(it, (unsigned)w, inv, s, c);
+        SFX(s3_place)(&X, s, c, &me);
+        SFX(s3_strip)(&X, with_t, capture, &me, in, out, kc, kn, last, fuse, w2, b2, &sg, &st);
+      }
+    }
+    DV_PAIR *x = in;
+    in = out;
+    out = x;
+    kc = kn;
+  }
+  if (capture || !A->to_part) return;
+  SFX(dv_reduce)(B, red, &sg, &st);
+  if (tid == 0) {
+    double *part = (double *)A->part + (pair * (size_t)A->noff + B->bx) * 2;
+    part[0] = sg;
+    part[1] = with_t ? st : 0;
+  }
+}
+#undef S3_ROW
+#undef DV_R
+
+/* ---- the full covariance, for layers that couple offsets ---------------- */
+
+/* Items k = bx * nt + tid, stepping by gx * nt: a grid-stride loop. */
+#define DV_GRID_LOOP(k, total) \
+  for (size_t k = (size_t)B->bx * B->nt + B->tid; k < (total); k += (size_t)B->gx * B->nt)
+
+static DEV void SFX(dv_input_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
+  const struct ntk_dev_plan *P = A->P;
+  size_t W = (size_t)P->W, HW = (size_t)P->H * W, C = (size_t)P->C, d = HW * C;
+  DV_GRID_LOOP(k, (size_t)A->np * HW * HW) {
+    size_t pair = k / (HW * HW), r = k % (HW * HW), p = r / HW, q = r % HW;
+    long di = (long)(p / W) - (long)(q / W), dj = (long)(p % W) - (long)(q % W);
+    if (di < -A->bh || di > A->bh || dj < -A->bw || dj > A->bw) continue; /* outside the band: stays 0 */
+    ((REAL *)A->fg)[pair * A->fstride + r] = SFX(dv_dot)((const REAL *)A->x + A->pa[pair] * d + p * C,
+                                                         (const REAL *)A->x + A->pb[pair] * d + q * C, (int)C);
+  }
+}
+
+static DEV void SFX(dv_conv_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
+  const struct ntk_dev_op *o = &A->P->ops[A->k0];
+  size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo;
+  REAL scale = (REAL)(1.0 / (double)(o->fh * o->fw));
+  DV_GRID_LOOP(k, (size_t)A->np * hwo * hwo) {
+    size_t pair = k / (hwo * hwo), r = k % (hwo * hwo), p = r / hwo, q = r % hwo;
+    long i = (long)(p / (size_t)o->wo), j = (long)(p % (size_t)o->wo);
+    long i2 = (long)(q / (size_t)o->wo), j2 = (long)(q % (size_t)o->wo);
+    const REAL *ing = (const REAL *)A->fg + pair * A->fstride;
+    const REAL *int_ = A->with_t ? (const REAL *)A->ft + pair * A->fstride : ing;
+    REAL sg = 0, st = 0;
+    for (int a = 0; a < o->fh; a++) { /* conv_full's order */
+      long r1 = o->sh * i + a - o->lo_h, r2 = o->sh * i2 + a - o->lo_h;
+      if (o->circular) {
+        r1 = (r1 % o->hi + o->hi) % o->hi;
+        r2 = (r2 % o->hi + o->hi) % o->hi;
+      } else if (r1 < 0 || r1 >= o->hi || r2 < 0 || r2 >= o->hi) {
+        continue;
+      }
+      for (int b = 0; b < o->fw; b++) {
+        long c1 = o->sw * j + b - o->lo_w, c2 = o->sw * j2 + b - o->lo_w;
+        if (o->circular) {
+          c1 = (c1 % o->wi + o->wi) % o->wi;
+          c2 = (c2 % o->wi + o->wi) % o->wi;
+        } else if (c1 < 0 || c1 >= o->wi || c2 < 0 || c2 >= o->wi) {
+          continue;
+        }
+        size_t at = (size_t)(r1 * o->wi + c1) * hwi + (size_t)(r2 * o->wi + c2);
+        sg += ing[at];
+        if (A->with_t) st += int_[at];
+      }
+    }
+    REAL g, t;
+    SFX(dv_affine)(o, sg * scale, st * scale, A->with_t, &g, &t);
+    ((REAL *)A->ng)[pair * A->fstride + r] = g;
+    if (A->with_t) ((REAL *)A->nt)[pair * A->fstride + r] = t;
+  }
+}
+
+/* AvgPool over both positions: per output, image a's window of (image b's
+ * window sums times scale), times scale -- pool_full's two passes, in its
+ * order, for one entry. */
+/* pool_scale of cnn_impl.h: SumPool 1, else 1/w^2, or with normalize_edges
+ * 1/(the window's cells inside the input). */
+static DEV REAL SFX(dv_pool_scale)(const struct ntk_dev_op *o, long i, long j) {
+  if (o->sum) return (REAL)1;
+  if (!o->norm_edges) return (REAL)(1.0 / (double)(o->fh * o->fw));
+  size_t rows = 0, cols = 0;
+  for (long a = 0; a < o->fh; a++) {
+    long r = o->sh * i + a - o->lo_h;
+    rows += r >= 0 && r < o->hi;
+  }
+  for (long b = 0; b < o->fw; b++) {
+    long c = o->sw * j + b - o->lo_w;
+    cols += c >= 0 && c < o->wi;
+  }
+  return (REAL)(1.0 / (double)(rows * cols));
+}
+
+static DEV void SFX(dv_pool_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
+  const struct ntk_dev_op *o = &A->P->ops[A->k0];
+  size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo;
+  long fh = o->fh, fw = o->fw, sh = o->sh, sw = o->sw, wi = o->wi, hi = o->hi, wo = o->wo, lo_h = o->lo_h;
+  long lo_w = o->lo_w;
+  for (int which = 0; which < 1 + A->with_t; which++) {
+    const REAL *in = (const REAL *)(which ? A->ft : A->fg);
+    REAL *out = (REAL *)(which ? A->nt : A->ng);
+    DV_GRID_LOOP(k, (size_t)A->np * hwo * hwo) {
+      size_t pair = k / (hwo * hwo), r = k % (hwo * hwo), p = r / hwo, q = r % hwo;
+      long i = (long)p / wo, j = (long)p % wo, i2 = (long)q / wo, j2 = (long)q % wo;
+      const REAL *src = in + pair * A->fstride;
+      REAL scale = SFX(dv_pool_scale)(o, i, j), scale2 = SFX(dv_pool_scale)(o, i2, j2);
+      REAL outer = 0;
+      for (long a = 0; a < fh; a++) {
+        long ra = sh * i + a - lo_h;
+        if (ra < 0 || ra >= hi) continue;
+        for (long b = 0; b < fw; b++) {
+          long cb = sw * j + b - lo_w;
+          if (cb < 0 || cb >= wi) continue;
+          const REAL *row = src + (size_t)(ra * wi + cb) * hwi;
+          REAL inner = 0;
+          for (long a2 = 0; a2 < fh; a2++) {
+            long r2 = sh * i2 + a2 - lo_h;
+            if (r2 < 0 || r2 >= hi) continue;
+            for (long b2 = 0; b2 < fw; b2++) {
+              long c2 = sw * j2 + b2 - lo_w;
+              if (c2 >= 0 && c2 < wi) inner += row[r2 * wi + c2];
+            }
+          }
+          outer += inner * scale2;
+        }
+      }
+      out[pair * A->fstride + r] = outer * scale;
+    }
+  }
+}
+
+/* A residual block's FORK, NEXT or JOIN on the full covariance, entry by
+ * entry: branch.h's operations, in its order (a NEXT adds the branch's
+ * end to the sum before it restores the block's input), on a stack of 4
+ * arrays of fstride elements per pair and depth. */
+static DEV void SFX(dv_branch_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
+  const struct ntk_dev_op *o = &A->P->ops[A->k0];
+  size_t n = (size_t)o->hi * o->wi, n_in = (size_t)o->ho * o->wo, cap = A->bstride;
+  n *= n; /* a branch's end (FORK: the block's input) */
+  n_in *= n_in;
+  size_t m = n > n_in ? n : n_in;
+  DV_GRID_LOOP(k, (size_t)A->np * m) {
+    size_t pair = k / m, e = k % m;
+    REAL *g = (REAL *)A->fg + pair * cap, *t = A->with_t ? (REAL *)A->ft + pair * cap : (REAL *)0;
+    REAL *slot = (REAL *)A->bstack + (pair * (size_t)A->P->branch_depth + (size_t)o->depth) * 4 * cap;
+    if (o->kind == NTK_LAYER_FORK) {
+      if (e < n) {
+        slot[e] = g[e];
+        if (t) slot[cap + e] = t[e];
+      }
+    } else if (o->kind == NTK_LAYER_NEXT) {
+      if (e < n) {
+        REAL w = (REAL)o->fanw;
+        slot[2 * cap + e] = o->first ? w * g[e] : slot[2 * cap + e] + w * g[e];
+        if (t) slot[3 * cap + e] = o->first ? w * t[e] : slot[3 * cap + e] + w * t[e];
+      }
+      if (e < n_in) {
+        g[e] = slot[e];
+        if (t) t[e] = slot[cap + e];
+      }
+    } else if (e < n && o->branches > 1) { /* JOIN */
+      REAL w = (REAL)o->fanw, div = (REAL)o->fandiv;
+      g[e] = slot[2 * cap + e] + w * g[e];
+      if (t) t[e] = slot[3 * cap + e] + w * t[e];
+      if (div != 0) {
+        g[e] /= div;
+        if (t) t[e] /= div;
+      }
+    }
+  }
+}
+
+/* ---- readout and the fully-connected tail -------------------------------- */
+
+static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm) {
+  const struct ntk_dev_plan *P = A->P;
+  size_t pair = B->bx, n = (size_t)A->h * (size_t)A->w;
+  unsigned tid = B->tid, nt = B->nt;
+  double sg = 0, st = 0, norm;
+  if (A->mode == NTK_RO_PART) {
+    const double *part = (const double *)A->part + pair * (size_t)A->noff * 2;
+    for (size_t k = tid; k < (size_t)A->noff; k += nt) {
+      sg += part[2 * k];
+      st += part[2 * k + 1];
+    }
+    norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
+  } else {
+    const REAL *fg = (const REAL *)A->fg + pair * A->fstride;
+    const REAL *ft = A->with_t ? (const REAL *)A->ft + pair * A->fstride : fg;
+    int gap = A->mode == NTK_RO_FULL_GAP;
+    size_t items = gap ? n * n : n;
+    for (size_t k = tid; k < items; k += nt) {
+      size_t at = gap ? k : k * n + k;
+      sg += (double)fg[at];
+      if (A->with_t) st += (double)ft[at];
+    }
+    norm = gap ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
+  }
+  SFX(dv_reduce)(B, (double *)(void *)sm, &sg, &st);
+  if (tid != 0) return;
+  REAL g = (REAL)(sg / norm), t = (REAL)(st / norm);
+  REAL *ta = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size + P->tail_off;
+  const REAL *tb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size + P->tail_off;
+  REAL stack[4 * NTK_DEV_MAXDEPTH]; /* residual blocks: branch.h's operations on the scalar */
+  int depth = 0;
+  for (int k = 0; k < P->ntail; k++) {
+    const struct ntk_dev_op *o = &P->tail[k];
+    if (A->self) ta[k] = g;
+    REAL td, *s, w = (REAL)o->fanw, div = (REAL)o->fandiv;
+    switch ((ntk_layer_kind)o->kind) { /* every kind, no default: -Werror=switch catches a new one */
+    case NTK_LAYER_DENSE: SFX(dv_affine)(o, g, t, 1, &g, &t); break;
+    case NTK_LAYER_MAP:
+    case NTK_LAYER_LAYERNORM:
+      g = SFX(dv_nonlin)(o, g, ta[k], tb[k], RSQRT(ta[k]), RSQRT(tb[k]), &td, 1);
+      t *= td;
+      break;
+    case NTK_LAYER_IDENTITY: break;
+    case NTK_LAYER_FORK:
+      s = stack + 4 * depth++;
+      s[0] = g;
+      s[1] = t;
+      break;
+    case NTK_LAYER_NEXT:
+      s = stack + 4 * (depth - 1);
+      s[2] = o->first ? w * g : s[2] + w * g;
+      s[3] = o->first ? w * t : s[3] + w * t;
+      g = s[0];
+      t = s[1];
+      break;
+    case NTK_LAYER_JOIN:
+      s = stack + 4 * --depth;
+      if (o->branches < 2) break;
+      g = s[2] + w * g;
+      t = s[3] + w * t;
+      if (div != 0) {
+        g /= div;
+        t /= div;
+      }
+      break;
+    case NTK_LAYER_CONV: /* spatial layers and a second readout: refused by the plan and the parser */
+    case NTK_LAYER_AVGPOOL:
+    case NTK_LAYER_FLATTEN:
+    case NTK_LAYER_GLOBALAVGPOOL:
+    case NTK_LAYER_KINDS: g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
+    }
+  }
+  REAL *out = (REAL *)A->out + pair * 2;
+  out[0] = g;
+  out[1] = A->with_t ? t : 0;
+}

@@ -1,0 +1,349 @@
+/* Fully-connected NNGP/NTK tiles on the CPU.
+ *
+ * The input covariance X_r X_c^T / d of a tile is assembled from fixed
+ * NTK_GRAM_BLOCK-row blocks (syrk on the diagonal blocks, gemm elsewhere),
+ * so an entry's bits never depend on the tile size: OpenBLAS picks different
+ * kernels and summation orders for different call shapes. The layer maps
+ * then run pointwise with the per-sample variances computed once in
+ * ntk_fc_create(). Built with -ffp-contract=off: vectorised loop bodies and
+ * scalar tails round identically, so an entry's value never depends on its
+ * position in the tile either. */
+#include "kernels/fc.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job/config.h"
+#include "kernels/branch.h"
+#include "kernels/fc_entry.h"
+#include "kernels/map_rows.h"
+#include "kernels/kernel_maps.h"
+
+struct ntk_fc {
+  const struct ntk_arch *arch;
+  const struct ntk_dataset *data;
+  void *var;      /* (arch->n + 1) x n variances, in the data's precision */
+  void *rvar;     /* their ntk_rsqrt, for the ReLU map */
+  void *scratch;  /* NTK_GRAM_BLOCK^2 elements */
+  double *fan;    /* standard parameterisation: each layer's input width (Dense: its fan-in) */
+  void *bstack;   /* residual blocks: NTK_BRANCH_MAXDEPTH slots of 4 tile-sized arrays (branch.h) */
+  size_t bstack_count; /* elements per array */
+  int *nexts;     /* per NEXT/JOIN layer: how many branches of its block ended before it */
+  double *bw, *bdiv; /* per NEXT/JOIN layer: its branch's FanIn weight; JOIN: the divisor (branch.h) */
+};
+
+/* ---- pointwise layer maps over a tile ------------------------------------ */
+
+#define DEFINE_MAPS(T, SFX, MAP, RSQRT)                                                          \
+  NTK_CLONES static void dense_##SFX(T *restrict g, T *restrict t, size_t count, T w2, T b2) {   \
+    for (size_t k = 0; k < count; k++) g[k] = w2 * g[k] + b2;                                    \
+    if (t)                                                                                       \
+      for (size_t k = 0; k < count; k++) t[k] = g[k] + w2 * t[k];                                \
+  }                                                                                              \
+  /* Standard parameterisation: ntk' = fan_in nngp + W^2 ntk (+ 1 with a bias). */               \
+  NTK_CLONES static void dense_std_##SFX(T *restrict g, T *restrict t, size_t count, T w2, T b2, T fan, \
+                                         T one) {                                                \
+    if (t)                                                                                       \
+      for (size_t k = 0; k < count; k++) t[k] = (fan * g[k] + one) + w2 * t[k];                  \
+    for (size_t k = 0; k < count; k++) g[k] = w2 * g[k] + b2;                                    \
+  }                                                                                              \
+  /* Variances after layer l from those before it: the same maps at q12 = q11 = q22. */         \
+  static void next_var_##SFX(const struct ntk_layer *l, const T *q, T *out, size_t n) {          \
+    for (size_t i = 0; i < n; i++) {                                                             \
+      T td, v = q[i];                                                                            \
+      switch (l->kind) {                                                                         \
+      case NTK_LAYER_DENSE: v = (T)(l->w_std * l->w_std) * v + (T)(l->b_std * l->b_std); break;  \
+      case NTK_LAYER_MAP:                                                                        \
+      case NTK_LAYER_LAYERNORM: v = MAP(&l->map, v, v, v, RSQRT(v), RSQRT(v), &td); break;       \
+      case NTK_LAYER_IDENTITY:                                                                   \
+      case NTK_LAYER_FLATTEN:                                                                    \
+      case NTK_LAYER_FORK:                                                                       \
+      case NTK_LAYER_NEXT: /* ntk_fc_create does these rows (whole rows, not per sample) */     \
+      case NTK_LAYER_JOIN: break;                                                                \
+      case NTK_LAYER_CONV: /* not on vectors: ntk_fc_create refuses them */                     \
+      case NTK_LAYER_AVGPOOL:                                                                    \
+      case NTK_LAYER_GLOBALAVGPOOL:                                                              \
+      case NTK_LAYER_KINDS: v = (T)NAN; break;                                                   \
+      }                                                                                          \
+      out[i] = v;                                                                                \
+    }                                                                                            \
+  }                                                                                              \
+  static void apply_layers_##SFX(const ntk_fc_t *fc, const struct ntk_tile *tl, T *g, T *t) {    \
+    size_t n = fc->data->n, rows = tl->rows, cols = tl->cols, count = rows * cols;               \
+    const T *var = fc->var, *rvar = fc->rvar;                                                    \
+    int diag = tl->bi == tl->bj, depth = 0;                                                      \
+    T *bs = fc->bstack;                                                                          \
+    if (t) memset(t, 0, count * sizeof(T));                                                      \
+    if (diag)                                                                                    \
+      for (size_t i = 0; i < rows; i++) g[i * cols + i] = var[tl->r0 + i];                       \
+    for (size_t li = 0; li < fc->arch->n; li++) {                                                \
+      const struct ntk_layer *l = &fc->arch->layers[li];                                         \
+      const T *qr = var + li * n + tl->r0, *qc = var + li * n + tl->c0;                          \
+      const T *rr = rvar + li * n + tl->r0, *rc = rvar + li * n + tl->c0;                        \
+      switch (l->kind) {                                                                         \
+      case NTK_LAYER_DENSE:                                                                      \
+        if (fc->arch->standard)                                                                  \
+          dense_std_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std), (T)fc->fan[li], \
+                          (T)(l->bias ? 1 : 0));                                                 \
+        else                                                                                     \
+          dense_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std));          \
+        break;                                                                                   \
+      case NTK_LAYER_MAP:                                                                        \
+      case NTK_LAYER_LAYERNORM: ntk_map_rows_##SFX(&l->map, g, t, rows, cols, qr, rr, qc, rc, 0); break;\
+      case NTK_LAYER_IDENTITY:                                                                   \
+      case NTK_LAYER_FLATTEN: break;                                                             \
+      case NTK_LAYER_FORK: branch_fork_##SFX(bs + 4 * count * (size_t)depth++, count, count, g, t); break; \
+      case NTK_LAYER_NEXT:                                                                       \
+        branch_next_##SFX(bs + 4 * count * (size_t)(depth - 1), count, count, count, fc->nexts[li] == 0, \
+                          (T)fc->bw[li], g, t);                                                  \
+        break;                                                                                   \
+      case NTK_LAYER_JOIN:                                                                       \
+        branch_join_##SFX(bs + 4 * count * (size_t)--depth, count, count, l->branches, (T)fc->bw[li], \
+                          (T)fc->bdiv[li], g, t);                                                \
+        break;                                                                                   \
+      case NTK_LAYER_CONV:                                                                       \
+      case NTK_LAYER_AVGPOOL:                                                                    \
+      case NTK_LAYER_GLOBALAVGPOOL:                                                              \
+      case NTK_LAYER_KINDS: /* refused by ntk_fc_create; NaN if one ever got here */            \
+        for (size_t k = 0; k < count; k++) g[k] = (T)NAN;                                        \
+        break;                                                                                   \
+      }                                                                                          \
+      /* A pair of a sample with itself is exactly its variance. */                             \
+      if (diag)                                                                                  \
+        for (size_t i = 0; i < rows; i++) g[i * cols + i] = var[(li + 1) * n + tl->r0 + i];      \
+    }                                                                                            \
+    if (diag) /* exact symmetry of diagonal tiles */                                             \
+      for (size_t i = 0; i < rows; i++)                                                          \
+        for (size_t j = i + 1; j < cols; j++) {                                                  \
+          g[i * cols + j] = g[j * cols + i];                                                     \
+          if (t) t[i * cols + j] = t[j * cols + i];                                              \
+        }                                                                                        \
+  }
+
+DEFINE_MAPS(float, f, ntk_mapf, ntk_rsqrtf)
+DEFINE_MAPS(double, d, ntk_map, ntk_rsqrt)
+
+/* ---- input covariance in canonical blocks --------------------------------- */
+
+/* Block (a, b), a >= b, of X X^T / d into out (leading dimension ldo). For
+ * a == b only the lower triangle is written. */
+static void gram_block(const ntk_fc_t *fc, size_t a, size_t b, void *out, size_t ldo) {
+  const struct ntk_dataset *ds = fc->data;
+  size_t B = NTK_GRAM_BLOCK, d = ds->d;
+  size_t ra = a * B, rb = b * B;
+  size_t ma = ds->n - ra < B ? ds->n - ra : B, mb = ds->n - rb < B ? ds->n - rb : B;
+  double alpha = 1.0 / (double)d;
+  if (ds->elem == 4) {
+    const float *x = ds->x;
+    if (a == b)
+      cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)ma, (int)d, (float)alpha, x + ra * d,
+                  (int)d, 0.0f, out, (int)ldo);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ma, (int)mb, (int)d, (float)alpha,
+                  x + ra * d, (int)d, x + rb * d, (int)d, 0.0f, out, (int)ldo);
+  } else {
+    const double *x = ds->x;
+    if (a == b)
+      cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)ma, (int)d, alpha, x + ra * d, (int)d,
+                  0.0, out, (int)ldo);
+    else
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ma, (int)mb, (int)d, alpha, x + ra * d,
+                  (int)d, x + rb * d, (int)d, 0.0, out, (int)ldo);
+  }
+}
+
+/* Fill the tile's input covariance for all entries with i >= j. */
+static void gram_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
+  size_t B = NTK_GRAM_BLOCK, n = fc->data->n, es = (size_t)fc->data->elem;
+  size_t r1 = t->r0 + t->rows, c1 = t->c0 + t->cols;
+  for (size_t a = t->r0 / B; a * B < r1; a++) {
+    for (size_t b = t->c0 / B; b * B < c1 && b <= a; b++) {
+      size_t br0 = a * B, bc0 = b * B;
+      size_t br1 = br0 + B < n ? br0 + B : n, bc1 = bc0 + B < n ? bc0 + B : n;
+      char *tile = g;
+      if (br0 >= t->r0 && br1 <= r1 && bc0 >= t->c0 && bc1 <= c1) {
+        gram_block(fc, a, b, tile + ((br0 - t->r0) * t->cols + (bc0 - t->c0)) * es, t->cols);
+        continue;
+      }
+      /* Block straddles the tile edge: compute it whole, copy the overlap. */
+      gram_block(fc, a, b, fc->scratch, bc1 - bc0);
+      size_t i0 = br0 > t->r0 ? br0 : t->r0, i1 = br1 < r1 ? br1 : r1;
+      size_t j0 = bc0 > t->c0 ? bc0 : t->c0, j1 = bc1 < c1 ? bc1 : c1;
+      for (size_t i = i0; i < i1; i++)
+        memcpy(tile + ((i - t->r0) * t->cols + (j0 - t->c0)) * es,
+               (char *)fc->scratch + ((i - br0) * (bc1 - bc0) + (j0 - bc0)) * es, (j1 - j0) * es);
+    }
+  }
+}
+
+ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void *ntk) {
+  size_t count = t->rows * t->cols;
+  if (fc->nexts && fc->bstack_count < count) { /* residual blocks: the stack for this tile size */
+    void *p = malloc(4 * count * NTK_BRANCH_MAXDEPTH * (size_t)fc->data->elem);
+    if (!p) return ntk_error(NTK_ENOMEM, "out of memory for the residual blocks' buffers");
+    free(fc->bstack);
+    fc->bstack = p;
+    fc->bstack_count = count;
+  }
+  gram_tile(fc, t, nngp);
+  if (fc->data->elem == 4) apply_layers_f(fc, t, nngp, ntk);
+  else apply_layers_d(fc, t, nngp, ntk);
+  return NTK_OK;
+}
+
+ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_fc_t **out) {
+  *out = NULL;
+  if (!ntk_arch_is_fc(arch))
+    return ntk_error(NTK_ECONFIG, "Conv, AvgPool and GlobalAvgPool need image data: an (N, H, W, C) or "
+                     "(N, C, H, W) .npy, IDX images or CIFAR-10, not (N, d) vectors");
+  ntk_fc_t *fc = calloc(1, sizeof *fc);
+  if (!fc) return ntk_error(NTK_ENOMEM, "out of memory");
+  size_t n = data->n, es = (size_t)data->elem;
+  fc->arch = arch;
+  fc->data = data;
+  fc->var = malloc((arch->n + 1) * n * es);
+  fc->rvar = malloc((arch->n + 1) * n * es);
+  fc->scratch = malloc((size_t)NTK_GRAM_BLOCK * NTK_GRAM_BLOCK * es);
+  fc->fan = malloc((arch->n ? arch->n : 1) * sizeof *fc->fan);
+  fc->bw = calloc(arch->n ? arch->n : 1, sizeof *fc->bw);
+  fc->bdiv = calloc(arch->n ? arch->n : 1, sizeof *fc->bdiv);
+  if (!fc->var || !fc->rvar || !fc->scratch || !fc->fan || !fc->bw || !fc->bdiv) {
+    ntk_fc_free(fc);
+    return ntk_error(NTK_ENOMEM, "out of memory for per-sample variances");
+  }
+  /* Input widths (standard parameterisation): the data's features, then
+   * each layer's width, through residual blocks, and FanInConcat's weights;
+   * unequal branch widths are checked here, where the data's width is known. */
+  struct ntk_widths wd;
+  ntk_widths_init(&wd, data->d);
+  wd.weight = fc->bw;
+  wd.div = fc->bdiv;
+  for (size_t l = 0; l < arch->n; l++) {
+    fc->fan[l] = (double)wd.chan;
+    if (ntk_widths_step(&wd, &arch->layers[l], l, 0)) {
+      ntk_fc_free(fc);
+      return NTK_ECONFIG;
+    }
+  }
+  /* Input variances x.x/d, accumulated in double whatever the precision. */
+  for (size_t i = 0; i < n; i++) {
+    double s = 0;
+    if (es == 4) {
+      const float *x = (const float *)data->x + i * data->d;
+      for (size_t k = 0; k < data->d; k++) s += (double)x[k] * x[k];
+      ((float *)fc->var)[i] = (float)(s / (double)data->d);
+    } else {
+      const double *x = (const double *)data->x + i * data->d;
+      for (size_t k = 0; k < data->d; k++) s += x[k] * x[k];
+      ((double *)fc->var)[i] = s / (double)data->d;
+    }
+  }
+  /* Residual blocks: which branch each NEXT ends; the variance rows go
+   * through the same stack as the tiles (branch.h), one row per block. */
+  int has_branch = 0;
+  for (size_t l = 0; l < arch->n; l++) has_branch |= ntk_layer_traits(arch->layers[l].kind)->branch;
+  void *vstack = NULL;
+  if (has_branch) {
+    fc->nexts = calloc(arch->n, sizeof *fc->nexts);
+    vstack = malloc(4 * n * NTK_BRANCH_MAXDEPTH * es);
+    if (!fc->nexts || !vstack) {
+      free(vstack);
+      ntk_fc_free(fc);
+      return ntk_error(NTK_ENOMEM, "out of memory for the residual blocks' buffers");
+    }
+    int ended[NTK_BRANCH_MAXDEPTH], d = 0;
+    for (size_t l = 0; l < arch->n; l++) {
+      ntk_layer_kind k = arch->layers[l].kind;
+      if (k == NTK_LAYER_FORK) ended[d++] = 0;
+      else if (k == NTK_LAYER_NEXT) fc->nexts[l] = ended[d - 1]++;
+      else if (k == NTK_LAYER_JOIN) fc->nexts[l] = ended[--d];
+    }
+  }
+  for (size_t l = 0, d = 0; l < arch->n; l++) {
+    const struct ntk_layer *L = &arch->layers[l];
+    void *in = (char *)fc->var + l * n * es, *vout = (char *)fc->var + (l + 1) * n * es;
+    memcpy(vout, in, n * es);
+    if (L->kind == NTK_LAYER_FORK) {
+      if (es == 4) branch_fork_f((float *)vstack + 4 * n * d, n, n, vout, NULL);
+      else branch_fork_d((double *)vstack + 4 * n * d, n, n, vout, NULL);
+      d++;
+    } else if (L->kind == NTK_LAYER_NEXT) {
+      if (es == 4)
+        branch_next_f((float *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, (float)fc->bw[l], vout, NULL);
+      else branch_next_d((double *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, fc->bw[l], vout, NULL);
+    } else if (L->kind == NTK_LAYER_JOIN) {
+      d--;
+      if (es == 4)
+        branch_join_f((float *)vstack + 4 * n * d, n, n, L->branches, (float)fc->bw[l], (float)fc->bdiv[l], vout,
+                      NULL);
+      else branch_join_d((double *)vstack + 4 * n * d, n, n, L->branches, fc->bw[l], fc->bdiv[l], vout, NULL);
+    } else if (es == 4) {
+      next_var_f(L, in, vout, n);
+    } else {
+      next_var_d(L, in, vout, n);
+    }
+  }
+  free(vstack);
+  for (size_t k = 0; k < (arch->n + 1) * n; k++) {
+    if (es == 4) ((float *)fc->rvar)[k] = ntk_rsqrtf(((const float *)fc->var)[k]);
+    else ((double *)fc->rvar)[k] = ntk_rsqrt(((const double *)fc->var)[k]);
+  }
+  *out = fc;
+  return NTK_OK;
+}
+
+void ntk_fc_free(ntk_fc_t *fc) {
+  if (!fc) return;
+  free(fc->var);
+  free(fc->rvar);
+  free(fc->scratch);
+  free(fc->fan);
+  free(fc->bstack);
+  free(fc->nexts);
+  free(fc->bw);
+  free(fc->bdiv);
+  free(fc);
+}
+
+ntk_status ntk_fc_entry_layers(const ntk_fc_t *fc, struct ntk_fc_entry_layer *out, size_t nl) {
+  const struct ntk_arch *arch = fc->arch;
+  int ended[NTK_FC_ENTRY_MAXDEPTH], depth = 0;
+  if (nl != arch->n) return ntk_error(NTK_EINTERNAL, "ntk_fc_entry_layers: %zu layers, not %zu", nl, arch->n);
+  for (size_t l = 0; l < arch->n; l++) {
+    const struct ntk_layer *L = &arch->layers[l];
+    struct ntk_fc_entry_layer *y = &out[l];
+    memset(y, 0, sizeof *y);
+    y->kind = (int)L->kind;
+    y->w2 = L->w_std * L->w_std;
+    y->b2 = L->b_std * L->b_std;
+    y->standard = arch->standard && L->kind == NTK_LAYER_DENSE;
+    y->fan = fc->fan[l];
+    y->one = L->bias ? 1 : 0;
+    y->fanw = fc->bw[l];
+    y->fandiv = fc->bdiv[l];
+    y->branches = L->branches;
+    y->map = L->map;
+    if (L->kind == NTK_LAYER_FORK) {
+      if (depth == NTK_FC_ENTRY_MAXDEPTH)
+        return ntk_error(NTK_ECONFIG, "arch, layer %zu: residual blocks nested deeper than %d", l + 1,
+                         NTK_FC_ENTRY_MAXDEPTH);
+      ended[depth++] = 0;
+    } else if (L->kind == NTK_LAYER_NEXT) {
+      y->first = ended[depth - 1]++ == 0;
+    } else if (L->kind == NTK_LAYER_JOIN) {
+      depth--;
+    } else if (ntk_layer_traits(L->kind)->spatial) {
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): not a fully-connected layer", l + 1, L->name);
+    }
+  }
+  return NTK_OK;
+}
+
+double ntk_fc_variance(const ntk_fc_t *fc, size_t l, size_t i) {
+  size_t k = l * fc->data->n + i;
+  return fc->data->elem == 4 ? ((const float *)fc->var)[k] : ((const double *)fc->var)[k];
+}
+
+const void *ntk_fc_variances(const ntk_fc_t *fc) { return fc->var; }

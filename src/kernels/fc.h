@@ -1,0 +1,37 @@
+/* Fully-connected kernels on the CPU: the input covariance of a tile from
+ * BLAS, then the layer maps applied pointwise. MPI-free, no I/O. */
+#ifndef NTKD_FC_H
+#define NTKD_FC_H
+
+#include <stddef.h>
+
+#include "kernels/arch.h"
+#include "job/data.h"
+#include "base/status.h"
+#include "base/tiling.h"
+
+/* Rows of the fixed blocks in which the input covariance is computed. Every
+ * entry comes from the same BLAS call shape wherever its tile lies, which
+ * is what makes the matrix bit-identical for any tile size. Tiles whose
+ * edge is a multiple of it waste no work. */
+#define NTK_GRAM_BLOCK 512
+
+typedef struct ntk_fc ntk_fc_t;
+
+/* Per-sample variances before every layer, computed once: O(N * layers).
+ * `arch` and `data` must outlive the plan. Rank-local. */
+ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_fc_t **out);
+void ntk_fc_free(ntk_fc_t *fc);
+
+/* Compute tile t: nngp (and ntk unless NULL), rows x cols, row-major, in the
+ * data's precision. Diagonal tiles are exactly symmetric. */
+ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void *ntk);
+
+/* All of them: (arch->n + 1) x n values in the data's precision, row l
+ * before layer l (a GPU backend copies them to the device). */
+const void *ntk_fc_variances(const ntk_fc_t *fc);
+
+/* Per-sample variance of sample i before layer l (l = arch->n: the output). */
+double ntk_fc_variance(const ntk_fc_t *fc, size_t l, size_t i);
+
+#endif
