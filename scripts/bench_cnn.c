@@ -25,7 +25,7 @@
 #include "backend/backend.h"
 #include "kernels/cnn.h"
 #include "base/cpuinit.h"
-#include "coordinator/progress.h"
+#include "base/clock.h"
 
 /* --plan: an executor that records launches and computes nothing. Its
  * device pointers are dummies; the CUDA executor's block size and limits. */

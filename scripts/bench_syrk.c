@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "base/cpuinit.h"
-#include "coordinator/progress.h"
+#include "base/clock.h"
 
 int main(int argc, char **argv) {
   ntk_cpu_fix_openblas(argv);

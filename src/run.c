@@ -23,7 +23,7 @@
 #include "job/jobfiles.h"
 #include "job/jobhash.h"
 #include "store/lock.h"
-#include "coordinator/progress.h"
+#include "base/clock.h"
 #include "solve/solve.h"
 #include "store/store.h"
 #include "train/train.h"

@@ -59,8 +59,6 @@ extern const struct ntk_backend_ops ntk_backend_cpu;
 extern const struct ntk_backend_ops ntk_backend_cuda;
 #endif
 
-/* [compute] backend. */
-enum { NTK_BACKEND_AUTO, NTK_BACKEND_CPU, NTK_BACKEND_CUDA };
 
 /* GPUs this process can use (0 without CUDA compiled in or without a
  * driver); `why` (may be NULL) gets a reason when 0. */

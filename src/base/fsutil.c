@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "job/config.h"
+#include "base/defs.h"
 
 static const char *kind_of(mode_t m) {
   if (S_ISFIFO(m)) return "a FIFO";

@@ -20,6 +20,7 @@
 
 #include "base/codec.h"
 #include "comm/comm.h"
+#include "base/clock.h"
 #include "coordinator/progress.h"
 #include "base/signals.h"
 

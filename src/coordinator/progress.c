@@ -2,14 +2,9 @@
  * newline-terminated line every `interval` seconds otherwise. */
 #include "coordinator/progress.h"
 
-#include <time.h>
 #include <unistd.h>
 
-double ntk_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "base/clock.h"
 
 void ntk_progress_init(struct ntk_progress *p, FILE *out, double interval, uint64_t tiles_total,
                        uint64_t tiles_done, uint64_t pairs_total, uint64_t pairs_done) {

@@ -25,6 +25,4 @@ void ntk_progress_tick(struct ntk_progress *p, int force);
 /* Final line. */
 void ntk_progress_finish(struct ntk_progress *p, const char *state);
 
-double ntk_now(void);
-
 #endif

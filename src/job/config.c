@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "kernels/arch.h"
-#include "backend/backend.h"
 #include "base/fsutil.h"
 #include "base/numparse.h"
 

@@ -8,11 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/defs.h"
 #include "base/status.h"
 
 struct ntk_arch;
 
-#define NTK_PATH_MAX 1024
 #define NTK_MAX_DATA_FILES 16
 /* Class labels are 0 .. NTK_LABELS_MAX - 1 ([data] classes at most this). */
 #define NTK_LABELS_MAX 65536
@@ -27,10 +27,6 @@ typedef enum ntk_data_format {
 /* NLC: 3-D (N, L, C) sequences for 1-D convolutions, held as L x 1 images. */
 typedef enum ntk_layout { NTK_LAYOUT_NHWC, NTK_LAYOUT_NCHW, NTK_LAYOUT_NLC } ntk_layout;
 
-enum { NTK_KERNEL_NNGP = 1, NTK_KERNEL_NTK = 2 };
-
-/* Layer sizes of a trained MLP, input and output included. */
-#define NTK_TRAIN_MAX_LAYERS 16
 /* Largest layer size and batch, and most epochs, a [train] section takes:
  * far beyond any MLP this trains, and size products stay in range. A
  * snapshot's header is checked against the same bounds. */
@@ -38,7 +34,6 @@ enum { NTK_KERNEL_NNGP = 1, NTK_KERNEL_NTK = 2 };
 #define NTK_TRAIN_MAX_EPOCHS ((size_t)1000000)
 
 /* [train] and [validation] of a training job (docs/JOB-FILE.md). */
-enum { NTK_TRAIN_DEVICE_AUTO, NTK_TRAIN_DEVICE_CPU, NTK_TRAIN_DEVICE_CUDA };
 
 struct ntk_train_opts {
   int enabled;          /* the job file has a [train] section */
@@ -112,7 +107,7 @@ struct ntk_job {
   /* [compute] */
   int precision;   /* element size: 4 or 8 */
   size_t tile;
-  int backend;     /* NTK_BACKEND_AUTO | CPU | CUDA (backend/backend.h) */
+  int backend;     /* NTK_BACKEND_AUTO | CPU | CUDA (base/defs.h) */
   double worker_timeout; /* seconds a worker may hold tiles without returning one */
   /* [output] */
   char out_path[NTK_PATH_MAX];

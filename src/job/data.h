@@ -8,14 +8,8 @@
 
 #include "job/config.h"
 #include "base/status.h"
+#include "kernels/dataset.h"
 
-struct ntk_dataset {
-  size_t n, d;       /* samples, features per sample (h*w*c for images) */
-  size_t h, w, c;    /* image shape, NHWC order; h = w = 0 for flat data */
-  int elem;          /* 4 (float) or 8 (double) */
-  void *x;           /* n*d elements, owned; free with ntk_data_free() */
-  size_t n_train;    /* regression jobs: rows 0..n_train-1 train, the rest test; 0: no split */
-};
 
 /* Load [data] of `job` in precision `elem` (4 or 8): the first `count`
  * samples, multiplied by `scale` (default 1/255 for uint8 data, else 1);

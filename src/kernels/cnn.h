@@ -5,7 +5,7 @@
 #define NTKD_CNN_H
 
 #include "kernels/arch.h"
-#include "job/data.h"
+#include "kernels/dataset.h"
 #include "base/status.h"
 #include "base/tiling.h"
 

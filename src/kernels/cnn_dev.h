@@ -10,7 +10,7 @@
 
 #include "kernels/arch.h"
 #include "kernels/cnn.h"
-#include "job/data.h"
+#include "kernels/dataset.h"
 #include "kernels/kernel_maps.h"
 #include "base/status.h"
 

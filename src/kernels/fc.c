@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "job/config.h"
+#include "base/defs.h"
 #include "kernels/branch.h"
 #include "kernels/fc_entry.h"
 #include "kernels/map_rows.h"

@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "kernels/arch.h"
-#include "job/data.h"
+#include "kernels/dataset.h"
 #include "base/status.h"
 #include "base/tiling.h"
 

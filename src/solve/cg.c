@@ -39,7 +39,7 @@
 
 #include "base/codec.h"
 #include "comm/comm.h"
-#include "coordinator/progress.h"
+#include "base/clock.h"
 #include "base/signals.h"
 #include "solve/solve_method.h"
 #include "base/tiling.h"

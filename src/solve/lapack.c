@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/cpuinit.h"
-#include "coordinator/progress.h"
+#include "base/clock.h"
 #include "base/signals.h"
 #include "solve/solve.h"
 #include "solve/solve_method.h"

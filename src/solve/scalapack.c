@@ -27,7 +27,7 @@
 
 #include "comm/comm.h"
 #include "base/cpuinit.h"
-#include "coordinator/progress.h"
+#include "base/clock.h"
 #include "base/signals.h"
 #include "solve/solve.h"
 #include "solve/solve_method.h"

@@ -18,7 +18,7 @@
 #include "job/jobfiles.h"
 #include "job/jobhash.h"
 #include "base/npy.h"
-#include "coordinator/progress.h"
+#include "base/clock.h"
 #include "base/signals.h"
 #include "solve/solve_method.h"
 #include "comm/comm.h"

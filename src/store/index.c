@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "base/codec.h"
-#include "job/config.h"
+#include "base/defs.h"
 #include "base/fsutil.h"
 
 static const char index_magic[8] = {'N', 'T', 'K', 'D', 'I', 'N', 'D', 'X'};

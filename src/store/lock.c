@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "job/config.h"
+#include "base/defs.h"
 #include "base/fsutil.h"
 #include "base/magic.h"
 

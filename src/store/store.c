@@ -24,7 +24,7 @@
 #include <zstd.h>
 
 #include "base/codec.h"
-#include "job/config.h"
+#include "base/defs.h"
 #include "base/fsutil.h"
 #include "store/lock.h"
 #include "base/magic.h"

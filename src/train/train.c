@@ -20,7 +20,7 @@
 #include "job/data.h"
 #include "job/data_share.h"
 #include "base/fsutil.h"
-#include "coordinator/progress.h"
+#include "base/clock.h"
 #include "base/signals.h"
 #include "store/store.h"
 #include "train/train.h"

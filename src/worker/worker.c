@@ -15,7 +15,7 @@
 #include "base/codec.h"
 #include "comm/comm.h"
 #include "job/config.h"
-#include "coordinator/progress.h"
+#include "base/clock.h"
 #include "base/signals.h"
 #include "store/store.h"
 
