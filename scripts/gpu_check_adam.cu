@@ -11,6 +11,8 @@
 
 extern "C" {
 #include "base/cpuinit.h"
+#include "backend/cuda/mlp_gpu.h"
+#include "base/rng.h"
 #include "train/train.h"
 }
 

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 
 #include "base/cpuinit.h"
+#include "backend/cuda/mlp_gpu.h"
+#include "base/rng.h"
 #include "train/train.h"
 
 static double max_abs(const float *a, size_t n) {

@@ -7,6 +7,7 @@
 
 #include "base/codec.h"
 #include "base/cpuinit.h"
+#include "base/rng.h"
 #include "train/train.h"
 #include "testutil.h"
 

@@ -23,10 +23,28 @@
 #include "base/clock.h"
 #include "base/signals.h"
 #include "store/store.h"
+#include "base/rng.h"
 #include "train/train.h"
+#ifdef NTKD_HAVE_CUDA
+#include "backend/cuda/mlp_gpu.h"
+#endif
 
 /* Validation rows per forward pass: bounds the scratch space, not the result. */
 #define EVAL_CHUNK 500
+
+void ntk_train_permutation(uint64_t seed, uint64_t epoch, size_t n, uint32_t *perm) {
+  /* Mix (seed, epoch) through splitmix64 so nearby epochs get unrelated streams. */
+  uint64_t s = seed;
+  s = ntk_splitmix64(&s) ^ (epoch * 0xD1B54A32D192ED03ull);
+  for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
+  for (size_t i = n; i > 1; i--) {
+    /* Lemire's multiply-shift: unbiased enough for 2^32 > n, and cheap. */
+    size_t j = (size_t)(((ntk_splitmix64(&s) >> 32) * (uint64_t)i) >> 32);
+    uint32_t t = perm[i - 1];
+    perm[i - 1] = perm[j];
+    perm[j] = t;
+  }
+}
 
 struct trainer {
   const ntk_comm_t *comm; /* the job's ranks, each training on its shard */

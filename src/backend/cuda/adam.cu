@@ -8,7 +8,7 @@
 #include <math.h>
 
 extern "C" {
-#include "train/train.h"
+#include "backend/cuda/mlp_gpu.h"
 }
 
 __global__ static void adam_kernel(size_t n, float lr, float a1, float a2, float eps, float gscale, float *p,

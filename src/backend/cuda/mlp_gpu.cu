@@ -19,7 +19,7 @@
 #include <string.h>
 
 extern "C" {
-#include "train/train.h"
+#include "backend/cuda/mlp_gpu.h"
 }
 
 

@@ -1,11 +1,12 @@
 /* The MLP's forward and backward passes with cblas_sgemm, softmax
- * cross-entropy, initialisation and the shuffling PRNG. Pure functions on
+ * cross-entropy, initialisation. Pure functions on
  * plain arrays: no MPI, no I/O, so the unit tests check them directly. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
-#include "train/train.h"
+#include "backend/mlp.h"
+#include "base/rng.h"
 
 void ntk_mlp_init(struct ntk_mlp *m, const size_t *sizes, size_t nsizes) {
   memset(m, 0, sizeof *m);
@@ -21,12 +22,6 @@ void ntk_mlp_init(struct ntk_mlp *m, const size_t *sizes, size_t nsizes) {
   m->nparams = off;
 }
 
-uint64_t ntk_splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 /* Uniform in (0, 1]: never 0, so log() in Box-Muller is finite. */
 static double uniform(uint64_t *s) { return ((double)(ntk_splitmix64(s) >> 11) + 1.0) * 0x1.0p-53; }
@@ -46,19 +41,6 @@ void ntk_mlp_init_params(const struct ntk_mlp *m, uint64_t seed, float *params) 
   }
 }
 
-void ntk_train_permutation(uint64_t seed, uint64_t epoch, size_t n, uint32_t *perm) {
-  /* Mix (seed, epoch) through splitmix64 so nearby epochs get unrelated streams. */
-  uint64_t s = seed;
-  s = ntk_splitmix64(&s) ^ (epoch * 0xD1B54A32D192ED03ull);
-  for (size_t i = 0; i < n; i++) perm[i] = (uint32_t)i;
-  for (size_t i = n; i > 1; i--) {
-    /* Lemire's multiply-shift: unbiased enough for 2^32 > n, and cheap. */
-    size_t j = (size_t)(((ntk_splitmix64(&s) >> 32) * (uint64_t)i) >> 32);
-    uint32_t t = perm[i - 1];
-    perm[i - 1] = perm[j];
-    perm[j] = t;
-  }
-}
 
 static size_t max_width(const struct ntk_mlp *m) {
   size_t w = 0;

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "train/train.h"
+#include "backend/mlp.h"
 
 void ntk_adam_update(const struct ntk_adam *h, uint64_t t, float gscale, float *p, float *m, float *v,
                      const float *g, size_t n) {
