@@ -147,79 +147,29 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
     st = ntk_comm_agree_report(comm, pst);
   }
 
-  /* 4. Placement (docs/GPU.md, "Placement"): each rank lists the GPUs it
-   * sees, the ranks of a node exchange the lists, and each works out the
-   * node's table with the same pure function: the computing ranks, in slot
+  /* 4. Placement (docs/GPU.md, "Placement"): the computing ranks, in slot
    * order, take distinct physical GPUs (by UUID); the coordinator takes
    * none; the rest compute on the CPU (auto) or stop the job (cuda). */
-  int computes = size == 1 || rank != 0, place = computes ? NTK_PLACE_CPU : NTK_PLACE_NONE;
-  double tally[4] = {0, 0, 0, 0}; /* GPU workers placed, started; nodes; distinct GPUs over nodes */
-  char mywhy[320] = "";           /* why this rank (or, on rank 0, the first computing one) sees no GPU */
-  int list_failed = 0;            /* this rank could not list its GPUs */
-  if (!st && job->backend != NTK_BACKEND_CPU) {
-    struct ntk_gpu_view *view = calloc(1, sizeof *view);
-    if (view) {
-      view->rank = rank;
-      view->computes = computes;
-      ntk_backend_gpu_list(rank, view);
-      snprintf(mywhy, sizeof mywhy, "%s", view->why);
-      list_failed = view->n < 0;
-    }
-    st = ntk_comm_agree_report(comm, view ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
-    void *all = NULL;
-    struct ntk_node_info node;
-    if (!st) st = ntk_comm_agree_report(comm, ntk_comm_node_gather(comm, view, sizeof *view, &all, &node));
-    char nogpu[512] = "";
-    int gpu_arch = ntk_backend_gpu_computes(&arch, &data, nogpu, sizeof nogpu);
-    ntk_status pst = NTK_OK;
-    if (!st) {
-      const struct ntk_gpu_view *v = all;
-      /* Rank 0 speaks for the job below: when it only coordinates, the
-       * reason it gives is that of the first computing rank of its node. */
-      if (!computes)
-        for (int i = 0; i < node.size; i++)
-          if (v[i].computes && v[i].n <= 0) {
-            snprintf(mywhy, sizeof mywhy, "rank %d: %s", v[i].rank, v[i].why);
-            break;
-          }
-      struct ntk_place_summary sum = {0, 0, 0};
-      pst = ntk_backend_place_rank(job->backend, gpu_arch, node.size, v, node.index, node.host, &place, &sum);
-      if (node.index == 0) tally[2] = 1, tally[3] = sum.distinct;
-      if (pst) {
-        place = computes ? NTK_PLACE_CPU : NTK_PLACE_NONE;
-      } else if (place >= 0) {
-        tally[0] = 1;
-      } else if (place == NTK_PLACE_NO_GPU && !sum.distinct) {
-        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but there is no usable GPU: %s", conf_path,
-                        view->why);
-      } else if (place == NTK_PLACE_NO_GPU && !gpu_arch) {
-        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda: %s (backend = auto computes it on the CPU)",
-                        conf_path, nogpu);
-      } else if (place == NTK_PLACE_NO_GPU) {
-        char mine[400];
-        if (view->n < 0) snprintf(mine, sizeof mine, "; this rank cannot list its GPUs: %s", view->why);
-        else snprintf(mine, sizeof mine, "; this rank sees %d of them, all taken by the ranks before it", view->n);
-        pst = ntk_error(NTK_ECONFIG, "%s: [compute] backend = cuda, but rank %d gets no GPU: node %s has %d "
-                        "distinct GPU%s visible to its %d computing rank%s%s. Start at most one worker per GPU "
-                        "(on the coordinator's node one rank more: rank 0 only coordinates), let each rank see "
-                        "GPUs of its own, or use backend = auto to put the rest on the CPU",
-                        conf_path, rank, node.host, sum.distinct, sum.distinct == 1 ? "" : "s", sum.computing,
-                        sum.computing == 1 ? "" : "s", mine);
-      }
-    }
-    free(all);
-    free(view);
-    if (!st) st = ntk_comm_agree_report(comm, pst); /* each rank that cannot be placed says why */
-    if (!st) st = ntk_comm_agree_report(comm, ntk_comm_sum_doubles(comm, tally + 2, 2));
-    if (!st && rank == 0 && job->backend == NTK_BACKEND_AUTO) {
-      if (!tally[3] && strstr(ntk_backend_names(), "cuda"))
-        fprintf(stderr, "ntkd: no usable GPU (%s): computing on the CPU\n", mywhy);
-      else if (tally[3] && !gpu_arch)
-        fprintf(stderr, "ntkd: %s: computing on the CPU\n", nogpu);
-    }
+  static const struct ntk_place_words words = {
+      "[compute] backend", "backend", "there is no usable GPU", "computing rank",
+      "Start at most one worker per GPU (on the coordinator's node one rank more: rank 0 only coordinates)",
+      "worker", ""};
+  char nogpu[512] = "";
+  int computes = size == 1 || rank != 0;
+  struct ntk_place_job pj = {job->backend, computes, 0, nogpu, conf_path, &words};
+  struct ntk_place place = {computes ? NTK_PLACE_CPU : NTK_PLACE_NONE, 0, "", {0, 0, 0, 0}};
+  if (!st) {
+    pj.gpu_arch = ntk_backend_gpu_computes(&arch, &data, nogpu, sizeof nogpu);
+    st = ntk_place_ranks(comm, &pj, &place);
+  }
+  if (!st && job->backend == NTK_BACKEND_AUTO) {
+    if (rank == 0 && !place.tally[3] && strstr(ntk_backend_names(), "cuda"))
+      fprintf(stderr, "ntkd: no usable GPU (%s): computing on the CPU\n", place.why);
+    else if (rank == 0 && place.tally[3] && !pj.gpu_arch)
+      fprintf(stderr, "ntkd: %s: computing on the CPU\n", nogpu);
     /* Where GPUs are in use, a rank whose driver fails says so itself. */
-    if (!st && computes && list_failed && tally[3] && gpu_arch && job->backend == NTK_BACKEND_AUTO)
-      fprintf(stderr, "ntkd: rank %d cannot list its GPUs (%s): computing on the CPU\n", rank, mywhy);
+    if (computes && place.list_failed && place.tally[3] && pj.gpu_arch)
+      fprintf(stderr, "ntkd: rank %d cannot list its GPUs (%s): computing on the CPU\n", rank, place.why);
   }
 
   /* 5. The store (rank 0): resume, refuse, or create. The workers then
@@ -266,32 +216,21 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
   ntk_engine_t *engine = NULL;
   if (!st) {
     ntk_status est = NTK_OK;
-    if (computes && place >= 0) {
-      prob.device = place;
+    if (computes && place.device >= 0) {
+      prob.device = place.device;
       const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
       est = cuda ? ntk_engine_create(&prob, cuda, job->level, &tiling, &engine)
                  : ntk_error(NTK_ECONFIG, "this ntkd was built without CUDA");
       if (est && job->backend == NTK_BACKEND_AUTO) { /* auto: a GPU that fails to start is not fatal */
         fprintf(stderr, "ntkd: rank %d: %s: computing on the CPU instead\n", rank, ntk_error_message());
-        place = NTK_PLACE_CPU;
+        place.device = NTK_PLACE_CPU;
         est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
       }
     } else if (computes) {
       est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
     }
     st = ntk_comm_agree_report(comm, est);
-    /* Counted once the engines exist: a GPU that failed to start is not one. */
-    tally[1] = computes && place >= 0;
-    if (!st) st = ntk_comm_agree_report(comm, ntk_comm_sum_doubles(comm, tally, 2));
-    if (!st && rank == 0 && tally[3] > 0) {
-      int workers = size == 1 ? 1 : size - 1, placed = (int)tally[0], on_gpu = (int)tally[1];
-      fprintf(stderr, "ntkd: placement: %d of %d worker%s on GPUs (CUDA), %d on the CPU; %d distinct GPU%s seen "
-              "on %d node%s", on_gpu, workers, workers == 1 ? "" : "s", workers - on_gpu, (int)tally[3],
-              tally[3] == 1 ? "" : "s", (int)tally[2], tally[2] == 1 ? "" : "s");
-      if (placed > on_gpu)
-        fprintf(stderr, "; %d GPU worker%s fell back to the CPU", placed - on_gpu, placed - on_gpu == 1 ? "" : "s");
-      fprintf(stderr, "\n");
-    }
+    if (!st) st = ntk_place_started(comm, &pj, &place, computes && place.device >= 0, size == 1 ? 1 : size - 1);
   }
   /* How many tiles each worker wants queued (its pipeline's depth), for
    * the coordinator. */

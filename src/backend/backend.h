@@ -1,14 +1,21 @@
-/* The worker backend interface: what a CPU or GPU implementation provides
- * to compute tiles. A backend gets the whole problem once (architecture,
- * data, which kernels) and then fills tiles on request. MPI-free. */
+/* The device interface: what a CPU or GPU implementation provides, to the
+ * tile engine (worker/worker.c) and to training (train/train.c) alike. A
+ * backend gets a kernel problem once (architecture, data, which kernels)
+ * and then fills tiles on request; or an MLP, whose gradient and Adam
+ * steps it computes. The registry (backend.c) is the one place that knows
+ * which backends were compiled in; placement (place.c) decides which
+ * device each rank takes. MPI-free but for placement's exchange. */
 #ifndef NTKD_BACKEND_H
 #define NTKD_BACKEND_H
 
 #include <stddef.h>
 
+#include "base/defs.h"
+#include "backend/mlp.h"
 #include "kernels/arch.h"
-#include "job/data.h"
+#include "kernels/dataset.h"
 #include "base/status.h"
+#include "comm/comm.h"
 #include "base/tiling.h"
 
 struct ntk_problem {
@@ -42,6 +49,22 @@ struct ntk_backend_ops {
    * NULL on failure; host_free accepts NULL. */
   void *(*host_alloc)(void *ctx, size_t bytes);
   void (*host_free)(void *ctx, void *p);
+
+  /* Training an MLP (train/train.c) on this device. `state` is the host's
+   * p, m, v (m->nparams floats each), which mlp_create takes as the
+   * device's starting point and mlp_adam leaves updated: the host's copy
+   * stays the truth (snapshots, validation, checksums). Rank-local; a
+   * failure's message names the device. */
+  ntk_status (*mlp_create)(const struct ntk_mlp *m, size_t max_batch, int device, float *state, void **ctx);
+  /* Into grad (m->nparams floats, host): the gradient of the summed loss
+   * of b samples x (b x sizes[0]) with labels y; *loss the summed loss,
+   * the correct predictions added to *correct (as ntk_mlp_grad). */
+  ntk_status (*mlp_grad)(void *ctx, const float *x, const int32_t *y, size_t b, float *grad, double *loss,
+                         size_t *correct);
+  /* Adam's step t with the (reduced) gradient g times gscale, then the
+   * host state updated. */
+  ntk_status (*mlp_adam)(void *ctx, const struct ntk_adam *h, uint64_t t, float gscale, const float *g);
+  void (*mlp_destroy)(void *ctx); /* accepts NULL */
 };
 
 /* The backend called `name` ("cpu", "cuda") if compiled in, else NULL. */
@@ -144,5 +167,44 @@ ntk_status ntk_backend_place_rank(int pref, int gpu_arch, int n, const struct nt
  * computing rank `slot` of a node whose computing ranks all see the same
  * `ngpus` GPUs in the same order. */
 int ntk_backend_place(int pref, int slot, int ngpus, int gpu_arch);
+
+/* The placement of a job's ranks, around that table: what a kernel job
+ * and a training job both do. `words` says it in the job's terms. */
+struct ntk_place_words {
+  const char *key;     /* "[compute] backend", "[train] device" */
+  const char *setting; /* "backend", "device" */
+  const char *none;    /* a GPU-less rank under cuda: "there is no usable GPU", "rank %d has no usable GPU" */
+  const char *peers;   /* the ranks a node's GPUs are for: "computing rank", "rank" */
+  const char *advice;  /* what to do when GPUs are too few: "Start at most one worker per GPU (...)" */
+  const char *unit;    /* what the summary counts: "worker", "rank" */
+  const char *verb;    /* "" ("3 of 3 workers on GPUs"), "train " ("3 of 3 ranks train on GPUs") */
+};
+struct ntk_place_job {
+  int pref;            /* NTK_BACKEND_AUTO | CPU | CUDA */
+  int computes;        /* this rank computes (rank 0 of a multi-rank kernel job only coordinates) */
+  int gpu_arch;        /* the GPU backend computes the job (ntk_backend_gpu_computes) */
+  const char *nogpu;   /* if not: why */
+  const char *source;  /* the job file, for messages */
+  const struct ntk_place_words *words;
+};
+struct ntk_place {
+  int device;      /* this rank's GPU (an index into its own list), NTK_PLACE_CPU or NTK_PLACE_NONE */
+  int list_failed; /* this rank could not list its GPUs */
+  char why[320];   /* why it (rank 0 when it only coordinates: its node's first computing rank) has no GPU */
+  double tally[4]; /* summed over the ranks: placed on a GPU, started on one, nodes, distinct GPUs */
+};
+
+/* Where this rank computes: each rank lists its GPUs, the ranks of a node
+ * exchange the lists and each takes its row of the node's table (a rank
+ * given a GPU says which); a rank that cannot be placed under cuda says
+ * why and the job stops (NTK_ECONFIG on every rank). With pref = cpu
+ * nothing is asked. Collective over comm. */
+ntk_status ntk_place_ranks(const ntk_comm_t *comm, const struct ntk_place_job *j, struct ntk_place *p);
+
+/* After each rank tried to start on its device (`on_gpu`: it did): rank 0
+ * says how `units` ranks ended up placed where GPUs were seen.
+ * Collective over comm. */
+ntk_status ntk_place_started(const ntk_comm_t *comm, const struct ntk_place_job *j, struct ntk_place *p, int on_gpu,
+                             int units);
 
 #endif

@@ -25,9 +25,6 @@
 #include "store/store.h"
 #include "base/rng.h"
 #include "train/train.h"
-#ifdef NTKD_HAVE_CUDA
-#include "backend/cuda/mlp_gpu.h"
-#endif
 
 /* Validation rows per forward pass: bounds the scratch space, not the result. */
 #define EVAL_CHUNK 500
@@ -65,99 +62,45 @@ struct trainer {
   struct ntk_snapshot_info saved; /* what [train] snapshot holds now (resumed or written) */
   int have_saved;
   FILE *log;
-#ifdef NTKD_HAVE_CUDA
-  ntk_mlp_gpu_t *gpu; /* this rank computes on a GPU */
-#endif
+  const struct ntk_backend_ops *dev; /* the device this rank trains on (backend/backend.h) */
+  void *dctx;
 };
 
-/* Which GPU, if any, this rank trains on: the placement table of kernel
- * jobs (docs/GPU.md, "Placement"), where every rank computes, rank 0
- * too. Collective. Returns the device (its index in this process's CUDA
- * numbering) or -1; *view gets what this rank sees; tally[0] 1 if placed,
- * tally[2..3] this node's count and distinct GPUs (on its first rank). */
-static int pick_gpu(const struct trainer *T, struct ntk_gpu_view *view, double *tally, ntk_status *st) {
-  *st = NTK_OK;
-  if (T->o->device == NTK_TRAIN_DEVICE_CPU) return -1;
-  int pref = T->o->device == NTK_TRAIN_DEVICE_CUDA ? NTK_BACKEND_CUDA : NTK_BACKEND_AUTO, place = -1;
-  view->rank = T->rank;
-  view->computes = 1;
-  ntk_backend_gpu_list(T->rank, view);
-  void *all = NULL;
-  struct ntk_node_info node;
-  if ((*st = ntk_comm_agree_report(T->comm, ntk_comm_node_gather(T->comm, view, sizeof *view, &all, &node)))) return -1;
-  struct ntk_place_summary sum = {0, 0, 0};
-  ntk_status pst = ntk_backend_place_rank(pref, 1, node.size, all, node.index, node.host, &place, &sum);
-  free(all);
-  if (pst) place = -1;
-  if (node.index == 0) tally[2] = 1, tally[3] = sum.distinct;
-  if (place >= 0) {
-    tally[0] = 1;
-  } else if (place == NTK_PLACE_NO_GPU && !sum.distinct) {
-    pst = ntk_error(NTK_ECONFIG, "%s: [train] device = cuda, but rank %d has no usable GPU: %s", T->job->source,
-                    T->rank, view->why);
-  } else if (place == NTK_PLACE_NO_GPU) {
-    char mine[400];
-    if (view->n < 0) snprintf(mine, sizeof mine, "; this rank cannot list its GPUs: %s", view->why);
-    else snprintf(mine, sizeof mine, "; this rank sees %d of them, all taken by the ranks before it", view->n);
-    pst = ntk_error(NTK_ECONFIG, "%s: [train] device = cuda, but rank %d gets no GPU: node %s has %d distinct "
-                    "GPU%s visible to its %d rank%s%s. Start at most one rank per GPU (every rank trains, rank 0 "
-                    "too), let each rank see GPUs of its own, or use device = auto to put the rest on the CPU",
-                    T->job->source, T->rank, node.host, sum.distinct, sum.distinct == 1 ? "" : "s", sum.computing,
-                    sum.computing == 1 ? "" : "s", mine);
-  }
-  *st = ntk_comm_agree_report(T->comm, pst);
-  return *st ? -1 : place;
-}
-
-/* Set up this rank's GPU, if it has one; with device = auto a GPU that
- * fails to start leaves its rank on the CPU. Collective (agrees on errors). */
+/* The device this rank trains on: the placement of kernel jobs (docs/GPU.md,
+ * "Placement"), where every rank computes, rank 0 too; with device = auto
+ * a GPU that fails to start leaves its rank on the CPU. Collective
+ * (agrees on errors). */
 static ntk_status start_device(struct trainer *T, size_t bmax) {
-  ntk_status st;
-  double tally[4] = {0, 0, 0, 0}; /* placed on a GPU, started there; nodes; distinct GPUs */
-  struct ntk_gpu_view *view = calloc(1, sizeof *view);
-  if ((st = ntk_comm_agree_report(T->comm, view ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
-    free(view);
-    return st;
-  }
-  int dev = pick_gpu(T, view, tally, &st), list_failed = view->n < 0;
-  char why[256];
-  snprintf(why, sizeof why, "%s", view->why);
-  free(view);
-  if (!st && dev >= 0) {
-    char err[512];
-#ifdef NTKD_HAVE_CUDA
-    if (ntk_mlp_gpu_create(&T->mlp, bmax ? bmax : 1, dev, T->state, &T->gpu, err, sizeof err)) {
-      ntk_mlp_gpu_free(T->gpu);
-      T->gpu = NULL;
-      st = ntk_error(NTK_EINTERNAL, "rank %d, GPU %d: %s", T->rank, dev, err);
-    }
-#else
-    (void)bmax;
-    snprintf(err, sizeof err, "this ntkd was built without CUDA");
-    st = ntk_error(NTK_ECONFIG, "rank %d, GPU %d: %s", T->rank, dev, err);
-#endif
-    if (st && T->o->device == NTK_TRAIN_DEVICE_AUTO) {
+  static const struct ntk_place_words words = {
+      "[train] device", "device", "rank %d has no usable GPU", "rank",
+      "Start at most one rank per GPU (every rank trains, rank 0 too)", "rank", "train "};
+  int pref = T->o->device == NTK_TRAIN_DEVICE_CPU    ? NTK_BACKEND_CPU
+             : T->o->device == NTK_TRAIN_DEVICE_CUDA ? NTK_BACKEND_CUDA
+                                                      : NTK_BACKEND_AUTO;
+  struct ntk_place_job pj = {pref, 1, 1, "", T->job->source, &words};
+  struct ntk_place place;
+  ntk_status st = ntk_place_ranks(T->comm, &pj, &place);
+  if (st) return st;
+  if (pref == NTK_BACKEND_AUTO && place.list_failed && place.tally[3] > 0) /* where GPUs are in use */
+    fprintf(stderr, "ntkd: rank %d cannot list its GPUs (%s): training on the CPU\n", T->rank, place.why);
+  const struct ntk_backend_ops *cpu = ntk_backend_find("cpu"), *gpu = ntk_backend_find("cuda");
+  int on_gpu = 0;
+  if (place.device >= 0) {
+    st = gpu ? gpu->mlp_create(&T->mlp, bmax, place.device, T->state, &T->dctx)
+             : ntk_error(NTK_ECONFIG, "GPU %d: this ntkd was built without CUDA", place.device);
+    if (st) st = ntk_error(st, "rank %d, %s", T->rank, ntk_error_message());
+    if (!st) T->dev = gpu, on_gpu = 1;
+    else if (pref == NTK_BACKEND_AUTO) {
       fprintf(stderr, "ntkd: %s: training on the CPU instead\n", ntk_error_message());
       st = NTK_OK;
-    } else if (!st) {
-      tally[1] = 1;
     }
   }
-  if ((st = ntk_comm_agree_report(T->comm, st))) return st;
-  if (T->o->device == NTK_TRAIN_DEVICE_CPU) return NTK_OK;
-  if ((st = ntk_comm_agree_report(T->comm, ntk_comm_sum_doubles(T->comm, tally, 4)))) return st;
-  if (list_failed && tally[3] > 0) /* where GPUs are in use, a rank whose driver fails says so */
-    fprintf(stderr, "ntkd: rank %d cannot list its GPUs (%s): training on the CPU\n", T->rank, why);
-  if (T->rank == 0 && tally[3] > 0) {
-    int placed = (int)tally[0], on_gpu = (int)tally[1];
-    fprintf(stderr, "ntkd: placement: %d of %d rank%s train on GPUs (CUDA), %d on the CPU; %d distinct GPU%s seen "
-            "on %d node%s", on_gpu, T->size, T->size == 1 ? "" : "s", T->size - on_gpu, (int)tally[3],
-            tally[3] == 1 ? "" : "s", (int)tally[2], tally[2] == 1 ? "" : "s");
-    if (placed > on_gpu)
-      fprintf(stderr, "; %d GPU rank%s fell back to the CPU", placed - on_gpu, placed - on_gpu == 1 ? "" : "s");
-    fprintf(stderr, "\n");
+  if (!st && !T->dev) {
+    st = cpu->mlp_create(&T->mlp, bmax, -1, T->state, &T->dctx);
+    if (!st) T->dev = cpu;
   }
-  return NTK_OK;
+  if ((st = ntk_comm_agree_report(T->comm, st))) return st;
+  return ntk_place_started(T->comm, &pj, &place, on_gpu, T->size);
 }
 
 static void layers_text(const uint64_t *sizes, size_t n, char *buf, size_t cap) {
@@ -409,7 +352,7 @@ static ntk_status train_epochs(struct trainer *T) {
   size_t np = T->mlp.nparams, d = T->train.d, B = o->batch, steps = T->train.n / B;
   size_t lo = B * (size_t)T->rank / (size_t)T->size, bl = B * (size_t)(T->rank + 1) / (size_t)T->size - lo;
   const float *x = T->train.x;
-  float *p = T->state, *m = p + np, *v = m + np, *g = T->g;
+  float *g = T->g;
   double t0 = ntk_now(), elapsed0 = T->pos.elapsed;
   if (T->rank == 0) {
     printf("%-12s%-12s%-22s%-15s%-26s%s\n", "epoch", "main/loss", "validation/main/loss", "main/accuracy",
@@ -426,16 +369,10 @@ static ntk_status train_epochs(struct trainer *T) {
         T->yb[i] = T->ytrain[idx[i]];
       }
       size_t hits = 0;
-#ifdef NTKD_HAVE_CUDA
-      if (T->gpu) {
-        char err[512];
-        double loss;
-        if (ntk_mlp_gpu_grad(T->gpu, T->xb, T->yb, bl, g, &loss, &hits, err, sizeof err))
-          return ntk_error(NTK_EINTERNAL, "rank %d: GPU gradient: %s", T->rank, err);
-        g[np] = (float)loss;
-      } else
-#endif
-      g[np] = (float)ntk_mlp_grad(&T->mlp, p, T->xb, T->yb, bl, T->work, g, &hits);
+      double loss = 0;
+      ntk_status dst = T->dev->mlp_grad(T->dctx, T->xb, T->yb, bl, g, &loss, &hits);
+      if (dst) return ntk_error(dst, "rank %d: %s", T->rank, ntk_error_message());
+      g[np] = (float)loss;
       g[np + 1] = (float)hits;
       g[np + 2] = ntk_stop_requested() ? 1.0f : 0.0f;
       ntk_status st = ntk_comm_sum_floats(T->comm, g, np + 3);
@@ -457,14 +394,8 @@ static ntk_status train_epochs(struct trainer *T) {
         return ntk_comm_agree_report(T->comm, st);
       }
       /* Gradient sums over the global batch, divided by it inside the update. */
-#ifdef NTKD_HAVE_CUDA
-      if (T->gpu) {
-        char err[512];
-        if (ntk_mlp_gpu_adam(T->gpu, &T->adam, ++T->pos.t, 1.0f / (float)B, g, p, err, sizeof err))
-          return ntk_error(NTK_EINTERNAL, "rank %d: GPU Adam: %s", T->rank, err);
-      } else
-#endif
-      ntk_adam_update(&T->adam, ++T->pos.t, 1.0f / (float)B, p, m, v, g, np);
+      if ((dst = T->dev->mlp_adam(T->dctx, &T->adam, ++T->pos.t, 1.0f / (float)B, g)))
+        return ntk_error(dst, "rank %d: %s", T->rank, ntk_error_message());
       T->pos.loss_sum += g[np];
       T->pos.correct += g[np + 1];
       T->pos.step = s + 1;
@@ -611,8 +542,6 @@ ntk_status ntk_train_run(const ntk_comm_t *comm, const struct ntk_job *job, int 
   free(T.xb);
   free(T.yb);
   free(T.perm);
-#ifdef NTKD_HAVE_CUDA
-  ntk_mlp_gpu_free(T.gpu);
-#endif
+  if (T.dev) T.dev->mlp_destroy(T.dctx);
   return st;
 }

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cnn_gpu.h"
 #include "backend/cuda/fc_cuda.h"
+#include "backend/cuda/mlp_gpu.h"
 #include "kernels/fc_entry.h"
 #include "backend/backend.h"
 #include "kernels/cnn.h"
@@ -167,6 +168,52 @@ static void cuda_host_free(void *ctx, void *p) {
   free(p);
 }
 
+/* Training: the MLP on the device (mlp_gpu.cu); p, m, v copied back into
+ * the host state after each Adam step. */
+struct cuda_mlp {
+  ntk_mlp_gpu_t *gpu;
+  float *state;
+  int device;
+};
+
+static ntk_status cuda_mlp_create(const struct ntk_mlp *m, size_t max_batch, int device, float *state, void **ctx) {
+  struct cuda_mlp *c = calloc(1, sizeof *c);
+  if (!c) return ntk_error(NTK_ENOMEM, "out of memory");
+  char err[512];
+  c->state = state;
+  c->device = device;
+  if (ntk_mlp_gpu_create(m, max_batch ? max_batch : 1, device, state, &c->gpu, err, sizeof err)) {
+    ntk_mlp_gpu_free(c->gpu);
+    free(c);
+    return ntk_error(NTK_EINTERNAL, "GPU %d: %s", device, err);
+  }
+  *ctx = c;
+  return NTK_OK;
+}
+
+static ntk_status cuda_mlp_grad(void *ctx, const float *x, const int32_t *y, size_t b, float *grad, double *loss,
+                                size_t *correct) {
+  struct cuda_mlp *c = ctx;
+  char err[512];
+  if (ntk_mlp_gpu_grad(c->gpu, x, y, b, grad, loss, correct, err, sizeof err))
+    return ntk_error(NTK_EINTERNAL, "GPU %d: gradient: %s", c->device, err);
+  return NTK_OK;
+}
+
+static ntk_status cuda_mlp_adam(void *ctx, const struct ntk_adam *h, uint64_t t, float gscale, const float *g) {
+  struct cuda_mlp *c = ctx;
+  char err[512];
+  if (ntk_mlp_gpu_adam(c->gpu, h, t, gscale, g, c->state, err, sizeof err))
+    return ntk_error(NTK_EINTERNAL, "GPU %d: Adam: %s", c->device, err);
+  return NTK_OK;
+}
+
+static void cuda_mlp_destroy(void *ctx) {
+  struct cuda_mlp *c = ctx;
+  if (c) ntk_mlp_gpu_free(c->gpu);
+  free(c);
+}
+
 const struct ntk_backend_ops ntk_backend_cuda = {
     .name = "cuda",
     .available = cuda_available,
@@ -180,4 +227,8 @@ const struct ntk_backend_ops ntk_backend_cuda = {
     .compress_threads = 2,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .mlp_create = cuda_mlp_create,
+    .mlp_grad = cuda_mlp_grad,
+    .mlp_adam = cuda_mlp_adam,
+    .mlp_destroy = cuda_mlp_destroy,
 };
