@@ -1,4 +1,6 @@
-/* The store commands: info, export and verify. Single process, read-only. */
+/* The store commands: info, export and verify (inspect.h). Read-only. */
+#include "inspect.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,7 +15,6 @@
 #include "job/jobfiles.h"
 #include "store/lock.h"
 #include "base/npy.h"
-#include "run.h"
 #include "store/store.h"
 
 static int fail(ntk_status st) {

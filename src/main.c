@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "job/config.h"
 #include "base/cpuinit.h"
+#include "inspect.h"
 #include "run.h"
 #include "base/signals.h"
 #include "solve/solve.h"

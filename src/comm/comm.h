@@ -13,21 +13,8 @@
 
 #include "base/status.h"
 
-/* Message tags (below NTK_COMM_TAGS: the layer uses tags above it for the
- * pieces of large messages). */
-enum ntk_tag {
-  NTK_TAG_WORK = 1,      /* coordinator -> worker: uint64 tile index, or NTK_WORK_STOP */
-  NTK_TAG_RESULT = 2,    /* worker -> coordinator: struct ntk_result_header of a finished tile */
-  NTK_TAG_FAIL = 3,      /* worker -> coordinator: int32 status, then the error text */
-  NTK_TAG_INTERRUPT = 4, /* worker -> coordinator: the worker got a signal */
-  NTK_TAG_SKIP = 5,      /* worker -> coordinator: uint64 tile not computed (stopping) */
-  NTK_TAG_CANCEL = 6,    /* coordinator -> worker: skip the tiles still queued */
-  NTK_TAG_GRANT = 7,     /* coordinator -> worker: struct ntk_store_grant, where to write that tile's
-                            record (offset 0: do not write it) */
-  NTK_TAG_WRITTEN = 8,   /* worker -> coordinator: the grant, int32 status, then the error text */
-};
-
-#define NTK_WORK_STOP UINT64_MAX
+/* Tags at and above NTK_COMM_TAGS are this layer's own (the pieces of
+ * large messages); callers use those below (worker/protocol.h). */
 #define NTK_COMM_TAGS 64
 
 typedef struct ntk_comm ntk_comm_t;

@@ -23,6 +23,7 @@
 #include "base/clock.h"
 #include "coordinator/progress.h"
 #include "base/signals.h"
+#include "worker/protocol.h"
 
 struct sched {
   const ntk_comm_t *comm; /* the job's ranks: 0 coordinates, the others compute */

@@ -8,19 +8,11 @@
 
 #include "backend/backend.h"
 #include "comm/comm.h"
+#include "worker/protocol.h"
 #include "base/status.h"
 #include "store/store.h"
 #include "base/tiling.h"
 
-/* A RESULT message: a finished tile, whose record the worker writes where
- * rank 0 grants. */
-struct ntk_result_header {
-  uint64_t tile;
-  uint64_t len;      /* payload bytes */
-  uint64_t checksum; /* ntk_checksum(payload) */
-  double seconds;    /* compute + check + compress time (the work, not waits between) */
-  uint64_t codec;    /* NTK_CODEC_* of the payload */
-};
 
 typedef struct ntk_engine ntk_engine_t;
 

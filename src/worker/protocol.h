@@ -1,0 +1,48 @@
+/* The messages between the coordinator (rank 0, coordinator/) and its
+ * workers (worker/worker.c), in one place. Every message is sent with
+ * ntk_comm_send (comm/comm.h) under one of these tags; a worker's
+ * conversation with rank 0, for each tile:
+ *
+ *   rank 0  -- WORK (tile) ------------->  worker   (kept queued: a pipeline's depth)
+ *   rank 0  <- RESULT (result header) ---  worker   the tile is computed and compressed
+ *   rank 0  -- GRANT (store grant) ----->  worker   where to write its record
+ *   rank 0  <- WRITTEN (grant, status) --  worker   the record is written (and, off rank 0's
+ *                                                   node, synced): rank 0 indexes it
+ *
+ * and otherwise FAIL (a tile failed), SKIP (a queued tile handed back on a
+ * stop), INTERRUPT (a worker got a stop signal), CANCEL (rank 0: hand back
+ * what is queued), WORK with NTK_WORK_STOP (no more tiles). */
+#ifndef NTKD_PROTOCOL_H
+#define NTKD_PROTOCOL_H
+
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "store/store.h" /* struct ntk_store_grant: a GRANT's body */
+
+enum ntk_tag {
+  NTK_TAG_WORK = 1,      /* coordinator -> worker: uint64 tile index, or NTK_WORK_STOP */
+  NTK_TAG_RESULT = 2,    /* worker -> coordinator: struct ntk_result_header of a finished tile */
+  NTK_TAG_FAIL = 3,      /* worker -> coordinator: int32 status, then the error text */
+  NTK_TAG_INTERRUPT = 4, /* worker -> coordinator: the worker got a signal */
+  NTK_TAG_SKIP = 5,      /* worker -> coordinator: uint64 tile not computed (stopping) */
+  NTK_TAG_CANCEL = 6,    /* coordinator -> worker: skip the tiles still queued */
+  NTK_TAG_GRANT = 7,     /* coordinator -> worker: struct ntk_store_grant, where to write that tile's
+                            record (offset 0: do not write it) */
+  NTK_TAG_WRITTEN = 8,   /* worker -> coordinator: the grant, int32 status, then the error text */
+};
+_Static_assert(NTK_TAG_WRITTEN < NTK_COMM_TAGS, "tags at and above NTK_COMM_TAGS are the comm layer's");
+
+#define NTK_WORK_STOP UINT64_MAX
+
+/* A RESULT message: a finished tile, whose record the worker writes where
+ * rank 0 grants. */
+struct ntk_result_header {
+  uint64_t tile;
+  uint64_t len;      /* payload bytes */
+  uint64_t checksum; /* ntk_checksum(payload) */
+  double seconds;    /* compute + check + compress time (the work, not waits between) */
+  uint64_t codec;    /* NTK_CODEC_* of the payload */
+};
+
+#endif
