@@ -1,0 +1,265 @@
+/* The worker's message loop (worker/worker.h): tiles from rank 0, computed
+ * by the engine, their records written into the store where rank 0
+ * grants (worker/protocol.h). */
+#include "worker/worker.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/signals.h"
+#include "comm/comm.h"
+#include "store/store.h"
+
+/* Take a waiting CANCEL message, if any. */
+static int take_cancel(const ntk_comm_t *comm) {
+  if (!ntk_comm_probe(comm, 0, NTK_TAG_CANCEL)) return 0;
+  ntk_comm_recv(comm, 0, NTK_TAG_CANCEL, NULL, 0);
+  return 1;
+}
+
+/* Report failure `st` (its message recorded) to the coordinator: the
+ * status, then the text. */
+static ntk_status send_fail(const ntk_comm_t *comm, ntk_status st) {
+  unsigned char buf[sizeof(int32_t) + 2048];
+  int32_t code = (int32_t)st;
+  memcpy(buf, &code, sizeof code);
+  int n = snprintf((char *)buf + sizeof code, sizeof buf - sizeof code, "%s", ntk_error_message());
+  size_t len = n < 0 ? 0 : (size_t)n < sizeof buf - sizeof code ? (size_t)n : sizeof buf - sizeof code - 1;
+  return ntk_comm_send(comm, 0, NTK_TAG_FAIL, buf, sizeof code + len + 1);
+}
+
+/* How long a worker whose messages failed waits for the coordinator's
+ * acknowledgement before it ends the job itself. The coordinator answers
+ * within a poll (0.25 s) unless its disk holds it up. */
+#define NTK_ACK_WAIT 60.0
+
+/* A message of this worker failed (`st`, message recorded): it cannot be
+ * relied on to serve tiles or to take part in a collective any more. It
+ * tells the coordinator, which counts it out, stores what the others still
+ * return, syncs and ends every rank (ntk_comm_abort); the coordinator's
+ * stop is the acknowledgement, after which this returns `st` (and the rank
+ * waits to be ended). Without one (the coordinator cannot be reached) this
+ * rank ends the job itself rather than hang. */
+static ntk_status comm_failed(const ntk_comm_t *comm, ntk_status st) {
+  char msg[2048];
+  snprintf(msg, sizeof msg, "%s", ntk_error_message());
+  if (!send_fail(comm, st)) {
+    double until = ntk_now() + NTK_ACK_WAIT;
+    int from, tag;
+    size_t bytes;
+    while (ntk_now() < until && ntk_comm_poll(comm, 0, &from, &tag, &bytes, until - ntk_now())) {
+      uint64_t index = 0;
+      if (bytes > sizeof index || ntk_comm_recv(comm, 0, tag, &index, bytes)) break;
+      if (tag == NTK_TAG_WORK && bytes == sizeof index && index == NTK_WORK_STOP) return ntk_error(st, "%s", msg);
+      /* Work still queued, or a cancel: dropped; the coordinator has counted
+       * this rank out, its tiles stay missing for a rerun. */
+    }
+  }
+  fprintf(stderr, "ntkd: rank %d: %s\nntkd: rank %d: the coordinator does not answer: ending the job (rerun to "
+          "resume)\n", ntk_comm_rank(comm), msg, ntk_comm_rank(comm));
+  ntk_comm_abort(ntk_status_exit_code(st));
+}
+
+struct ntk_worker_store {
+  ntk_comm_file_t *f;
+  struct ntk_store_info info;
+  struct ntk_tiling tiling;
+  int sync_own; /* on another node than rank 0: sync each record before reporting it */
+};
+
+ntk_status ntk_worker_open_store(const char *path, const struct ntk_store_info *info, int sync_own, int direct,
+                                 ntk_worker_store_t **out) {
+  *out = NULL;
+  ntk_worker_store_t *ws = calloc(1, sizeof *ws);
+  unsigned char *h = malloc(NTK_STORE_HEADER_SIZE);
+  ntk_status st = ws && h ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
+  if (!st) {
+    ws->info = *info;
+    ws->sync_own = sync_own;
+    ntk_store_tiling_of(info, &ws->tiling);
+    st = ntk_comm_file_open(path, direct, &ws->f);
+  }
+  if (!st) st = ntk_comm_file_read_at(ws->f, 0, h, NTK_STORE_HEADER_SIZE);
+  /* The file this rank opened must be the store rank 0 opened (the same
+   * path on another node may be another file). */
+  if (!st && !ntk_store_header_names(h, info))
+    st = ntk_error(NTK_EMISMATCH, "%s: the file this rank opened is not the job's store (another store, or a "
+                   "different file at this path on this node)", path);
+  free(h);
+  if (st) {
+    ntk_worker_close_store(ws);
+    return st;
+  }
+  *out = ws;
+  return NTK_OK;
+}
+
+void ntk_worker_close_store(ntk_worker_store_t *ws) {
+  if (!ws) return;
+  ntk_comm_file_close(ws->f);
+  free(ws);
+}
+
+/* Finished tile r: ask rank 0 where its record goes, write it there (and
+ * sync it when this rank is on another node), report it written. A write
+ * that fails is reported with its error; rank 0 marks the region dead and
+ * stops the job (the other tiles are kept). A failure of a message is
+ * returned (the caller ends with comm_failed). */
+static ntk_status write_tile(const ntk_comm_t *comm, ntk_worker_store_t *ws, struct ntk_engine_result *r) {
+  ntk_status st = ntk_comm_send(comm, 0, NTK_TAG_RESULT, &r->header, sizeof r->header);
+  struct ntk_store_grant g;
+  if (!st) st = ntk_comm_recv(comm, 0, NTK_TAG_GRANT, &g, sizeof g);
+  if (st) return st;
+  if (g.offset && (g.tile != r->tile || g.len != r->len || g.checksum != r->checksum || g.codec != r->header.codec ||
+                   g.extent != ntk_store_extent(&ws->info, r->len) || g.extent > r->record_cap))
+    return ntk_error(NTK_ECOMM, "worker %d: a grant that does not match tile %llu", ntk_comm_rank(comm),
+                     (unsigned long long)r->tile);
+  unsigned char msg[sizeof g + sizeof(int32_t) + 2048];
+  int32_t code = 0;
+  size_t len = sizeof g + sizeof code;
+  if (g.offset) { /* else: rank 0 does not want it (stopping after a failure) */
+    struct ntk_tile t = ntk_tiling_tile(&ws->tiling, g.tile);
+    ntk_store_encode_record(&ws->info, &t, &g, r->record);
+    memset(r->record + NTK_STORE_RECORD_HEADER + r->len, 0, (size_t)(g.extent - NTK_STORE_RECORD_HEADER - r->len));
+    ntk_status wst = ntk_comm_file_write_at(ws->f, g.offset, r->record, (size_t)g.extent);
+    if (!wst && ws->sync_own) wst = ntk_comm_file_sync(ws->f);
+    if (wst) {
+      code = (int32_t)wst;
+      int n = snprintf((char *)msg + len, sizeof msg - len, "%s", ntk_error_message());
+      len += n < 0 ? 1 : (size_t)n < sizeof msg - len ? (size_t)n + 1 : sizeof msg - len;
+      msg[sizeof msg - 1] = '\0';
+    }
+  }
+  memcpy(msg, &g, sizeof g);
+  memcpy(msg + sizeof g, &code, sizeof code);
+  return ntk_comm_send(comm, 0, NTK_TAG_WRITTEN, msg, len);
+}
+
+/* Finished tile r: its record written (or its failure sent to the
+ * coordinator), its buffer freed. */
+static ntk_status send_done(const ntk_comm_t *comm, ntk_engine_t *e, struct ntk_engine_result *r, int *told_interrupt,
+                            ntk_worker_store_t *ws) {
+  ntk_status st;
+  if (r->status) /* message recorded by ntk_engine_take. Keep serving: the coordinator answers with stop. */
+    st = send_fail(comm, r->status);
+  else
+    st = write_tile(comm, ws, r);
+  ntk_engine_release(e, r);
+  if (st) return st;
+  if (ntk_stop_requested() && !*told_interrupt) {
+    *told_interrupt = 1;
+    return ntk_comm_send(comm, 0, NTK_TAG_INTERRUPT, NULL, 0);
+  }
+  return NTK_OK;
+}
+
+/* Hand tile `index` back uncomputed (stopping: our signal, or the
+ * coordinator's cancel), first telling the coordinator of our signal, once. */
+static ntk_status hand_back(const ntk_comm_t *comm, uint64_t index, int *told_interrupt) {
+  if (ntk_stop_requested() && !*told_interrupt) {
+    *told_interrupt = 1;
+    ntk_status st = ntk_comm_send(comm, 0, NTK_TAG_INTERRUPT, NULL, 0);
+    if (st) return st;
+  }
+  return ntk_comm_send(comm, 0, NTK_TAG_SKIP, &index, sizeof index);
+}
+
+/* Tile numbers received and not computed yet, oldest first. */
+struct tile_queue {
+  uint64_t *v;
+  size_t n, cap;
+};
+
+static int queue_push(struct tile_queue *q, uint64_t index) {
+  if (q->n == q->cap) {
+    size_t cap = q->cap ? 2 * q->cap : 8;
+    uint64_t *v = realloc(q->v, cap * sizeof *v);
+    if (!v) return 0;
+    q->v = v;
+    q->cap = cap;
+  }
+  q->v[q->n++] = index;
+  return 1;
+}
+
+static uint64_t queue_pop(struct tile_queue *q) {
+  uint64_t index = q->v[0];
+  memmove(q->v, q->v + 1, --q->n * sizeof *q->v);
+  return index;
+}
+
+/* The loop of ntk_worker_serve; the queue is freed by the caller. MPI
+ * stays on this thread: the compression threads only fill buffers that
+ * this loop sends. Each turn: send every finished tile; then compute the
+ * oldest received tile if a buffer is free (compute_tile runs here while
+ * the threads compress earlier tiles); else look at messages, waiting up
+ * to 1 ms on the pipeline first when tiles are in it. */
+static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct ntk_tiling *tiling, struct tile_queue *q,
+                        ntk_worker_store_t *ws) {
+  int told_interrupt = 0, cancelled = 0;
+  ntk_status st;
+  for (;;) {
+    int ready = q->n > 0 && ntk_engine_can_submit(e);
+    struct ntk_engine_result r;
+    for (double wait = ready ? 0 : 0.001; ntk_engine_take(e, wait, &r); wait = 0)
+      if ((st = send_done(comm, e, &r, &told_interrupt, ws))) return comm_failed(comm, st);
+    if (ready) {
+      uint64_t index = queue_pop(q);
+      /* Stopping (our signal, or the coordinator's cancel): hand queued
+       * tiles back uncomputed, so that every rank exits after the tiles
+       * already computed. */
+      cancelled |= take_cancel(comm);
+      if (cancelled || ntk_stop_requested()) {
+        if ((st = hand_back(comm, index, &told_interrupt))) return comm_failed(comm, st);
+        continue;
+      }
+      struct ntk_tile t = ntk_tiling_tile(tiling, index);
+      /* A failure is reported and the loop goes on: the coordinator
+       * answers a failure with stop. */
+      if ((st = ntk_engine_submit(e, &t)) && (st = send_fail(comm, st))) return comm_failed(comm, st);
+      continue;
+    }
+    int from, tag;
+    size_t bytes;
+    /* Idle (nothing in the pipeline or queued): wait for a message. */
+    if (!ntk_comm_poll(comm, 0, &from, &tag, &bytes, ntk_engine_pending(e) || q->n ? 0 : 0.5)) continue;
+    if (tag == NTK_TAG_CANCEL) {
+      cancelled |= take_cancel(comm);
+      continue;
+    }
+    uint64_t index;
+    if (tag != NTK_TAG_WORK || bytes != sizeof index)
+      return comm_failed(comm, ntk_error(NTK_ECOMM, "worker %d: unexpected message (tag %d, %zu bytes)", ntk_comm_rank(comm),
+                                   tag, bytes));
+    st = ntk_comm_recv(comm, 0, NTK_TAG_WORK, &index, sizeof index);
+    if (st) return comm_failed(comm, st);
+    if (index == NTK_WORK_STOP) {
+      take_cancel(comm); /* one may still be in flight: leave nothing unreceived */
+      /* The coordinator stops a worker once every tile it sent is
+       * answered, so nothing is left here; were anything, it is dropped. */
+      while (ntk_engine_take(e, -1, &r)) ntk_engine_release(e, &r);
+      return NTK_OK;
+    }
+    if (index >= tiling->ntiles)
+      return comm_failed(comm, ntk_error(NTK_ECOMM, "worker %d: tile %llu out of range", ntk_comm_rank(comm),
+                                   (unsigned long long)index));
+    cancelled |= take_cancel(comm);
+    if (cancelled || ntk_stop_requested()) {
+      if ((st = hand_back(comm, index, &told_interrupt))) return comm_failed(comm, st);
+      continue;
+    }
+    if (!queue_push(q, index))
+      return comm_failed(comm, ntk_error(NTK_ECOMM, "worker %d: out of memory for its tile queue", ntk_comm_rank(comm)));
+  }
+}
+
+ntk_status ntk_worker_serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct ntk_tiling *tiling,
+                            ntk_worker_store_t *ws) {
+  struct tile_queue q = {0};
+  ntk_status st = serve(comm, e, tiling, &q, ws);
+  free(q.v);
+  return st;
+}
