@@ -19,6 +19,10 @@ const char *ntk_cpu_blas_core(void) { return openblas_get_corename(); }
 
 void ntk_cpu_single_thread(void) { openblas_set_num_threads(1); }
 
+int ntk_cpu_blas_threads(void) { return openblas_get_num_threads(); }
+
+void ntk_cpu_set_blas_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+
 void ntk_cpu_all_threads(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   openblas_set_num_threads(n > 0 ? (int)n : 1);

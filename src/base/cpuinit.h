@@ -14,6 +14,11 @@ void ntk_cpu_fix_openblas(char **argv);
  * thread count keeps BLAS results bit-reproducible. */
 void ntk_cpu_single_thread(void);
 
+/* OpenBLAS's thread count now, and setting it (the library computes with
+ * its own threads, one OpenBLAS thread each, and gives the count back). */
+int ntk_cpu_blas_threads(void);
+void ntk_cpu_set_blas_threads(int n);
+
 /* One OpenBLAS thread per online core: for the kernel-regression solve,
  * which runs on rank 0 alone after the tiles are done. */
 void ntk_cpu_all_threads(void);

@@ -230,6 +230,17 @@ ntk_status ntk_store_check_record(ntk_store_t *s, uint64_t tile, int *intact);
  * index of this store was read. */
 int ntk_store_check_index(ntk_store_t *s, uint64_t *entries, uint64_t *wrong, char *note, size_t cap);
 
+/* The block rows [r0, r1) x columns [c0, c1) of kernel `which`
+ * (NTK_KERNEL_NNGP or NTK_KERNEL_NTK) into `out`, in the store's precision,
+ * row-major with leading dimension `ld` (elements); the upper triangle by
+ * symmetry, NaN for test x test tiles a regression store never computes.
+ * Reads only the tiles the block touches, each checked. NTK_ECORRUPT for a
+ * damaged store, whatever the block; NTK_EINCOMPLETE naming the first
+ * tile the block needs that the store lacks; NTK_EUSAGE for a block
+ * outside the matrix or a kernel it does not hold. (store/block.c) */
+ntk_status ntk_store_read_block(ntk_store_t *s, int which, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1,
+                                void *out, size_t ld);
+
 /* Tile `tile` whole (every kernel it stores) into `raw`
  * (ntk_store_raw_bytes): read, checked, decoded by its record's codec.
  * Errors as ntk_store_read_payload, and the codec's (NTK_ECORRUPT). */

@@ -1,0 +1,397 @@
+/* The library's face (include/ntkd.h): networks, the kernels of any block
+ * computed by the in-process pool (worker/pool.h) over the same engine and
+ * backends as a job, and the store's reads. Only this file knows the
+ * public types; it translates them to the internal ones and back. */
+#include "ntkd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "base/cpuinit.h"
+#include "base/defs.h"
+#include "base/status.h"
+#include "base/tiling.h"
+#include "kernels/arch.h"
+#include "kernels/cnn.h"
+#include "store/store.h"
+#include "worker/pool.h"
+
+const char *ntkd_version(void) { return NTKD_VERSION; }
+
+/* ---- errors ------------------------------------------------------------------ */
+
+static ntkd_status public_status(ntk_status st) {
+  switch (st) {
+  case NTK_OK: return NTKD_OK;
+  case NTK_EUSAGE: return NTKD_ERROR_USAGE;
+  case NTK_ECONFIG: return NTKD_ERROR_ARCH;
+  case NTK_EINPUT:
+  case NTK_EMISMATCH: return NTKD_ERROR_INPUT;
+  case NTK_EIO:
+  case NTK_ELOCKED: return NTKD_ERROR_IO;
+  case NTK_ECORRUPT: return NTKD_ERROR_DAMAGED;
+  case NTK_EINCOMPLETE: return NTKD_ERROR_INCOMPLETE;
+  case NTK_ENOMEM: return NTKD_ERROR_MEMORY;
+  case NTK_EINTERRUPTED: return NTKD_ERROR_CANCELLED;
+  case NTK_ENONFINITE: return NTKD_ERROR_NONFINITE;
+  case NTK_ECOMM:
+  case NTK_EINTERNAL:
+  case NTK_ESTALLED: return NTKD_ERROR_INTERNAL;
+  }
+  return NTKD_ERROR_INTERNAL;
+}
+
+/* The failure `st` (its message recorded) as the library returns it. */
+static ntkd_status fail(ntk_status st) { return public_status(st); }
+
+static ntkd_status usage(const char *fmt, const char *what) {
+  ntk_error(NTK_EUSAGE, fmt, what);
+  return NTKD_ERROR_USAGE;
+}
+
+const char *ntkd_status_name(ntkd_status s) {
+  switch (s) {
+  case NTKD_OK: return "ok";
+  case NTKD_ERROR_USAGE: return "usage";
+  case NTKD_ERROR_ARCH: return "arch";
+  case NTKD_ERROR_INPUT: return "input";
+  case NTKD_ERROR_NONFINITE: return "nonfinite";
+  case NTKD_ERROR_CANCELLED: return "cancelled";
+  case NTKD_ERROR_MEMORY: return "memory";
+  case NTKD_ERROR_IO: return "io";
+  case NTKD_ERROR_DAMAGED: return "damaged";
+  case NTKD_ERROR_INCOMPLETE: return "incomplete";
+  case NTKD_ERROR_DEVICE: return "device";
+  case NTKD_ERROR_INTERNAL: return "internal";
+  }
+  return "unknown";
+}
+
+const char *ntkd_last_error(void) { return ntk_error_message(); }
+
+/* ---- networks ------------------------------------------------------------------ */
+
+struct ntkd_net {
+  struct ntk_arch arch;
+};
+
+void ntkd_net_options_init(ntkd_net_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->w_std = 1.0;
+  o->b_std = 0.0;
+  o->parameterization = NTKD_PARAM_NTK;
+}
+
+ntkd_status ntkd_net_create(const char *arch, const ntkd_net_options *options, ntkd_net **net) {
+  if (!net) return usage("%s: no place for the network (net is NULL)", "ntkd_net_create");
+  *net = NULL;
+  if (!arch) return usage("%s: no architecture (arch is NULL)", "ntkd_net_create");
+  ntkd_net_options o;
+  ntkd_net_options_init(&o);
+  if (options) o = *options;
+  if (o.parameterization != NTKD_PARAM_NTK && o.parameterization != NTKD_PARAM_STANDARD)
+    return usage("%s: parameterization is NTKD_PARAM_NTK or NTKD_PARAM_STANDARD", "ntkd_net_create");
+  if (!isfinite(o.w_std) || !isfinite(o.b_std) || o.w_std < 0 || o.b_std < 0)
+    return usage("%s: w_std and b_std must be finite numbers >= 0", "ntkd_net_create");
+  ntkd_net *n = calloc(1, sizeof *n);
+  if (!n) return fail(ntk_error(NTK_ENOMEM, "out of memory"));
+  ntk_status st = ntk_arch_parse_param(arch, o.w_std, o.b_std, o.parameterization == NTKD_PARAM_STANDARD, &n->arch);
+  if (st) {
+    free(n);
+    return fail(ntk_error(st, "arch, %s", ntk_error_message()));
+  }
+  *net = n;
+  return NTKD_OK;
+}
+
+ntkd_status ntkd_net_create_layers(const char *const *layers, size_t nlayers, const ntkd_net_options *options,
+                                   ntkd_net **net) {
+  if (!net) return usage("%s: no place for the network (net is NULL)", "ntkd_net_create_layers");
+  *net = NULL;
+  if (!layers && nlayers) return usage("%s: layers is NULL", "ntkd_net_create_layers");
+  size_t len = 1;
+  for (size_t i = 0; i < nlayers; i++) {
+    if (!layers[i]) return usage("%s: a layer is NULL", "ntkd_net_create_layers");
+    len += strlen(layers[i]) + 1;
+  }
+  char *text = malloc(len);
+  if (!text) return fail(ntk_error(NTK_ENOMEM, "out of memory"));
+  size_t at = 0;
+  for (size_t i = 0; i < nlayers; i++) at += (size_t)sprintf(text + at, "%s%s", i ? " " : "", layers[i]);
+  text[at] = '\0';
+  ntkd_status st = ntkd_net_create(text, options, net);
+  free(text);
+  return st;
+}
+
+void ntkd_net_free(ntkd_net *net) {
+  if (!net) return;
+  ntk_arch_free(&net->arch);
+  free(net);
+}
+
+size_t ntkd_net_describe(const ntkd_net *net, char *buf, size_t cap) {
+  if (!net) {
+    if (cap) buf[0] = '\0';
+    return 0;
+  }
+  return ntk_arch_canonical(&net->arch, buf, cap);
+}
+
+/* ---- kernels --------------------------------------------------------------------- */
+
+void ntkd_compute_options_init(ntkd_compute_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->device = NTKD_DEVICE_AUTO;
+}
+
+/* The per-sample shape of `x` as the kernels take it: (d), images (h, w,
+ * c), sequences (l, c) as l x 1 images. */
+static ntkd_status sample_shape(const ntkd_data *x, const char *name, size_t *d, size_t *h, size_t *w, size_t *c) {
+  if (!x->x && x->n) return usage("%s: no data (x is NULL)", name);
+  if (x->dtype != NTKD_FLOAT32 && x->dtype != NTKD_FLOAT64)
+    return usage("%s: dtype must be NTKD_FLOAT32 or NTKD_FLOAT64", name);
+  if (x->ndim < 1 || x->ndim > 3) return usage("%s: ndim must be 1 (features), 2 (length, channels) or 3 (height, "
+                                              "width, channels)", name);
+  for (int i = 0; i < x->ndim; i++)
+    if (!x->shape[i] || x->shape[i] > ((size_t)1 << 32)) return usage("%s: a dimension of its shape is 0 or above 2^32", name);
+  *d = x->shape[0];
+  *h = *w = *c = 0;
+  if (x->ndim == 2) *h = x->shape[0], *w = 1, *c = x->shape[1];
+  if (x->ndim == 3) *h = x->shape[0], *w = x->shape[1], *c = x->shape[2];
+  if (x->ndim >= 2) *d = *h * *w * *c;
+  if (*d > ((size_t)1 << 32)) return usage("%s: more than 2^32 values per sample", name);
+  return NTKD_OK;
+}
+
+/* The first value of n samples of d values that is not finite, as an
+ * error naming it; NTKD_OK if all are. */
+static ntkd_status check_values(const ntkd_data *x, size_t d, const char *name) {
+  size_t count = x->n * d;
+  for (size_t i = 0; i < count; i++) {
+    double v = x->dtype == NTKD_FLOAT32 ? (double)((const float *)x->x)[i] : ((const double *)x->x)[i];
+    if (!isfinite(v)) {
+      ntk_error(NTK_EINPUT, "%s: value %zu of sample %zu is %s", name, i % d, i / d, isnan(v) ? "NaN" : "inf");
+      return NTKD_ERROR_INPUT;
+    }
+  }
+  return NTKD_OK;
+}
+
+/* Where the results go: the caller's matrices, n1 x n2 row-major. */
+struct sink {
+  char *nngp, *ntk;
+  size_t es, n1, n2;
+  int symmetric, two; /* two: the tiles hold NTK after NNGP */
+};
+
+/* Symmetric: the tile at its place and, off the diagonal, its mirror.
+ * Against x2: the tile's rows are x2's samples (after x1's n1 in the
+ * dataset), its columns x1's: transposed into the n1 x n2 result. */
+static void deliver(void *arg, const struct ntk_tile *t, const void *vals) {
+  const struct sink *k = arg;
+  size_t one = (size_t)(t->rows * t->cols) * k->es;
+  for (int which = 0; which < 2; which++) {
+    char *out = which ? k->ntk : k->nngp;
+    if (!out || (which && !k->two)) continue;
+    const char *v = (const char *)vals + (which ? one : 0);
+    for (uint64_t i = 0; i < t->rows; i++)
+      for (uint64_t j = 0; j < t->cols; j++) {
+        const char *src = v + (i * t->cols + j) * k->es;
+        if (k->symmetric) {
+          memcpy(out + ((t->r0 + i) * k->n2 + t->c0 + j) * k->es, src, k->es);
+          if (t->bi != t->bj) memcpy(out + ((t->c0 + j) * k->n2 + t->r0 + i) * k->es, src, k->es);
+        } else {
+          memcpy(out + ((t->c0 + j) * k->n2 + (t->r0 - k->n1) + i) * k->es, src, k->es);
+        }
+      }
+  }
+}
+
+/* The devices of the pool: GPUs first (auto: where the network runs on
+ * them; one engine per distinct GPU), the other threads on the CPU. */
+static ntkd_status pool_devices(const ntkd_compute_options *o, const struct ntk_arch *arch,
+                                const struct ntk_dataset *data, struct ntk_pool_device **out, int *n) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = o->threads > 0 ? o->threads : (cores > 0 ? (int)cores : 1);
+  struct ntk_pool_device *dev = calloc((size_t)threads, sizeof *dev);
+  if (!dev) return fail(ntk_error(NTK_ENOMEM, "out of memory"));
+  int k = 0;
+  const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
+  if (o->device != NTKD_DEVICE_CPU) {
+    char why[512] = "this ntkd was built without CUDA";
+    struct ntk_gpu_view *v = calloc(1, sizeof *v);
+    int computes = v && cuda && ntk_backend_gpu_computes(arch, data, why, sizeof why);
+    if (v && computes) {
+      ntk_backend_gpu_list(0, v);
+      v->computes = 1;
+      for (int g = 0; g < v->n && k < threads; g++) { /* distinct physical GPUs, in this process's order */
+        int seen = 0;
+        for (int e = 0; e < g; e++) seen |= !memcmp(v->dev[e].uuid, v->dev[g].uuid, NTK_GPU_UUID_BYTES);
+        if (!seen) dev[k++] = (struct ntk_pool_device){cuda, g};
+      }
+      if (v->n <= 0) snprintf(why, sizeof why, "%s", v->why);
+    }
+    free(v);
+    if (o->device == NTKD_DEVICE_CUDA && !k) {
+      free(dev);
+      ntk_error(NTK_ECONFIG, "device = cuda, but no GPU computes this network here: %s", why);
+      return NTKD_ERROR_DEVICE;
+    }
+  }
+  if (o->device != NTKD_DEVICE_CUDA)
+    for (const struct ntk_backend_ops *cpu = ntk_backend_find("cpu"); k < threads;) dev[k++] = (struct ntk_pool_device){cpu, -1};
+  *out = dev;
+  *n = k;
+  return NTKD_OK;
+}
+
+/* The tiles: symmetric, the lower triangle of n x n; against x2, the
+ * block x2 x x1 of the dataset [x1; x2]. */
+static struct ntk_tile *make_tiles(size_t n1, size_t n2, int symmetric, uint64_t T, size_t *count) {
+  uint64_t b1 = (n1 + T - 1) / T, b2 = (n2 + T - 1) / T;
+  size_t n = symmetric ? (size_t)(b1 * (b1 + 1) / 2) : (size_t)(b1 * b2);
+  struct ntk_tile *t = malloc((n ? n : 1) * sizeof *t);
+  if (!t) return NULL;
+  size_t k = 0;
+  if (symmetric) {
+    struct ntk_tiling tg;
+    ntk_tiling_init(&tg, n1, T);
+    for (uint64_t i = 0; i < tg.ntiles; i++) t[k++] = ntk_tiling_tile(&tg, i);
+  } else {
+    for (uint64_t i = 0; i < b2; i++)
+      for (uint64_t j = 0; j < b1; j++) {
+        uint64_t r0 = n1 + i * T, c0 = j * T;
+        t[k] = (struct ntk_tile){k, b1 + i, j, r0, n1 + n2 - r0 < T ? n1 + n2 - r0 : T, c0, n1 - c0 < T ? n1 - c0 : T};
+        k++;
+      }
+  }
+  *count = k;
+  return t;
+}
+
+ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_data *x2, unsigned kernels,
+                         void *nngp, void *ntk, const ntkd_compute_options *options) {
+  if (!net || !x1) return usage("%s: net and x1 are needed", "ntkd_kernels");
+  if (!kernels || (kernels & ~(unsigned)(NTKD_NNGP | NTKD_NTK)))
+    return usage("%s: kernels is NTKD_NNGP, NTKD_NTK or both", "ntkd_kernels");
+  if (((kernels & NTKD_NNGP) && !nngp) || ((kernels & NTKD_NTK) && !ntk))
+    return usage("%s: no output buffer for a kernel asked for", "ntkd_kernels");
+  ntkd_compute_options o;
+  ntkd_compute_options_init(&o);
+  if (options) o = *options;
+  if (o.threads < 0 || o.device < NTKD_DEVICE_AUTO || o.device > NTKD_DEVICE_CUDA)
+    return usage("%s: threads must be >= 0 and device NTKD_DEVICE_AUTO, _CPU or _CUDA", "ntkd_kernels");
+  size_t d, h, w, c, d2, h2, w2, c2;
+  ntkd_status ps = sample_shape(x1, "x1", &d, &h, &w, &c);
+  if (!ps && x2) ps = sample_shape(x2, "x2", &d2, &h2, &w2, &c2);
+  if (ps) return ps;
+  if (x2 && (x2->dtype != x1->dtype || x2->ndim != x1->ndim || d2 != d || h2 != h || w2 != w || c2 != c))
+    return usage("%s: x2 must have x1's dtype and per-sample shape", "ntkd_kernels");
+  if ((ps = check_values(x1, d, "x1")) || (x2 && (ps = check_values(x2, d, "x2")))) return ps;
+  size_t n1 = x1->n, n2 = x2 ? x2->n : x1->n, es = (size_t)x1->dtype;
+  if (!n1 || !n2) return NTKD_OK;
+
+  /* The dataset the engines compute on: x1, or [x1; x2]. */
+  struct ntk_dataset data = {n1 + (x2 ? n2 : 0), d, h, w, c, (int)es, (void *)x1->x, 0};
+  char *both = NULL;
+  if (x2) {
+    if (!(both = malloc((n1 + n2) * d * es))) return fail(ntk_error(NTK_ENOMEM, "out of memory for the data"));
+    memcpy(both, x1->x, n1 * d * es);
+    memcpy(both + n1 * d * es, x2->x, n2 * d * es);
+    data.x = both;
+  }
+  int mask = NTK_KERNEL_NNGP | ((kernels & NTKD_NTK) ? NTK_KERNEL_NTK : 0);
+  struct ntk_problem prob = {&net->arch, &data, mask, -1};
+  int cnn = ntk_cnn_applies(&net->arch, &data);
+  uint64_t T = o.tile ? o.tile : cnn ? 16 : 512;
+  if (T > NTK_STORE_MAX_TILE) T = NTK_STORE_MAX_TILE;
+  struct ntk_tiling tiling;
+  ntk_tiling_init(&tiling, data.n, T);
+  size_t ntiles = 0;
+  struct ntk_tile *tiles = make_tiles(n1, n2, !x2, T, &ntiles);
+  struct ntk_pool_device *dev = NULL;
+  int ndev = 0;
+  ntk_pool_t *pool = NULL;
+  ntkd_status out = tiles ? NTKD_OK : fail(ntk_error(NTK_ENOMEM, "out of memory"));
+  if (!out) out = pool_devices(&o, &net->arch, &data, &dev, &ndev);
+  /* Each thread computes with one OpenBLAS thread, as each rank of a job
+   * does (and gets the same bits); the count is given back after. */
+  int blas = ntk_cpu_blas_threads();
+  ntk_cpu_set_blas_threads(1);
+  if (!out) {
+    ntk_status st = ntk_pool_create(&prob, dev, ndev < (int)ntiles ? ndev : (int)ntiles, &tiling, &pool);
+    if (st) out = fail(ntk_error(st, "%s", ntk_error_message()));
+  }
+  if (!out) {
+    struct sink k = {kernels & NTKD_NNGP ? nngp : NULL, kernels & NTKD_NTK ? ntk : NULL, es, n1, n2, !x2,
+                     (mask & NTK_KERNEL_NTK) != 0};
+    ntk_status st = ntk_pool_run(pool, tiles, ntiles, deliver, &k, o.progress, o.progress_arg, o.cancel);
+    if (st) out = fail(st);
+  }
+  ntk_cpu_set_blas_threads(blas);
+  ntk_pool_free(pool);
+  free(dev);
+  free(tiles);
+  free(both);
+  return out;
+}
+
+/* ---- stores ------------------------------------------------------------------------ */
+
+struct ntkd_store {
+  ntk_store_t *s;
+};
+
+ntkd_status ntkd_store_open(const char *path, ntkd_store **store) {
+  if (!store) return usage("%s: no place for the store (store is NULL)", "ntkd_store_open");
+  *store = NULL;
+  if (!path) return usage("%s: no path", "ntkd_store_open");
+  ntkd_store *h = calloc(1, sizeof *h);
+  if (!h) return fail(ntk_error(NTK_ENOMEM, "out of memory"));
+  ntk_status st = ntk_store_open(path, NTK_STORE_READ, &h->s);
+  if (st) {
+    free(h);
+    return fail(st);
+  }
+  *store = h;
+  return NTKD_OK;
+}
+
+void ntkd_store_close(ntkd_store *store) {
+  if (!store) return;
+  ntk_store_close(store->s);
+  free(store);
+}
+
+ntkd_status ntkd_store_get_info(const ntkd_store *store, ntkd_store_info *info) {
+  if (!store || !info) return usage("%s: store and info are needed", "ntkd_store_get_info");
+  const struct ntk_store_info *in = ntk_store_get_info(store->s);
+  memset(info, 0, sizeof *info);
+  info->n = in->n;
+  info->n_train = in->n_train;
+  info->test_test = in->test_test;
+  info->dtype = (int)in->elem;
+  info->kernels = (in->kernels & NTK_KERNEL_NNGP ? NTKD_NNGP : 0u) | (in->kernels & NTK_KERNEL_NTK ? NTKD_NTK : 0u);
+  info->tile = in->tile;
+  info->tiles = ntk_store_tiling(store->s)->needed;
+  info->tiles_done = ntk_store_tiles_done(store->s);
+  info->damaged = ntk_store_is_damaged(store->s);
+  snprintf(info->description, sizeof info->description, "%s", in->description);
+  return NTKD_OK;
+}
+
+ntkd_status ntkd_store_read(ntkd_store *store, unsigned kernel, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1,
+                            void *out, size_t ld) {
+  if (!store || (!out && r1 > r0 && c1 > c0)) return usage("%s: store and out are needed", "ntkd_store_read");
+  if (kernel != NTKD_NNGP && kernel != NTKD_NTK) return usage("%s: kernel is NTKD_NNGP or NTKD_NTK", "ntkd_store_read");
+  ntk_status st = ntk_store_read_block(store->s, kernel == NTKD_NTK ? NTK_KERNEL_NTK : NTK_KERNEL_NNGP, r0, r1, c0, c1,
+                                       out, ld);
+  return st ? fail(st) : NTKD_OK;
+}

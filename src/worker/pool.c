@@ -1,0 +1,171 @@
+/* The in-process pool: see worker/pool.h. */
+#include "worker/pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "worker/worker.h"
+
+struct ntk_pool {
+  int n;
+  ntk_engine_t **engines;
+};
+
+ntk_status ntk_pool_create(const struct ntk_problem *p, const struct ntk_pool_device *devices, int n,
+                           const struct ntk_tiling *tiling, ntk_pool_t **out) {
+  *out = NULL;
+  ntk_pool_t *pool = calloc(1, sizeof *pool);
+  if (pool) pool->engines = calloc((size_t)(n > 0 ? n : 1), sizeof *pool->engines);
+  if (!pool || !pool->engines) {
+    free(pool);
+    return ntk_error(NTK_ENOMEM, "out of memory");
+  }
+  pool->n = n;
+  ntk_status st = NTK_OK;
+  for (int i = 0; !st && i < n; i++) {
+    struct ntk_problem q = *p;
+    q.device = devices[i].device;
+    /* Level 1: the engine's codec is never used by ntk_engine_compute. */
+    st = ntk_engine_create(&q, devices[i].backend, 1, tiling, &pool->engines[i]);
+  }
+  if (st) {
+    ntk_pool_free(pool);
+    return st;
+  }
+  *out = pool;
+  return NTK_OK;
+}
+
+void ntk_pool_free(ntk_pool_t *pool) {
+  if (!pool) return;
+  for (int i = 0; i < pool->n; i++) ntk_engine_free(pool->engines[i]);
+  free(pool->engines);
+  free(pool);
+}
+
+/* A run: the tiles handed out in order, the first failure, the counts. */
+struct run {
+  ntk_pool_t *pool;
+  const struct ntk_tile *tiles;
+  size_t n, next;
+  ntk_pool_deliver_fn deliver;
+  void *deliver_arg;
+  const volatile int *cancel;
+  pthread_mutex_t mu;
+  pthread_cond_t changed;
+  int stop;         /* a failure or a cancel: take no more tiles */
+  int running;      /* threads not yet finished */
+  ntk_status failure;
+  char message[2048];
+  uint64_t pairs_done;
+};
+
+struct worker_arg {
+  struct run *r;
+  ntk_engine_t *engine;
+};
+
+static int cancelled(const struct run *r) { return r->cancel && *r->cancel; }
+
+static void *pool_main(void *arg) {
+  struct worker_arg *w = arg;
+  struct run *r = w->r;
+  for (;;) {
+    pthread_mutex_lock(&r->mu);
+    if (cancelled(r)) r->stop = 1;
+    size_t i = r->stop || r->next >= r->n ? r->n : r->next++;
+    pthread_mutex_unlock(&r->mu);
+    if (i >= r->n) break;
+    const void *vals;
+    ntk_status st = ntk_engine_compute(w->engine, &r->tiles[i], &vals);
+    if (!st) r->deliver(r->deliver_arg, &r->tiles[i], vals);
+    pthread_mutex_lock(&r->mu);
+    if (st && !r->failure) {
+      r->failure = st;
+      snprintf(r->message, sizeof r->message, "%s", ntk_error_message()); /* this thread's */
+    }
+    if (st) r->stop = 1;
+    else r->pairs_done += r->tiles[i].rows * r->tiles[i].cols;
+    pthread_cond_broadcast(&r->changed);
+    pthread_mutex_unlock(&r->mu);
+  }
+  pthread_mutex_lock(&r->mu);
+  r->running--;
+  pthread_cond_broadcast(&r->changed);
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n, ntk_pool_deliver_fn deliver,
+                        void *deliver_arg, ntk_pool_progress_fn progress, void *progress_arg,
+                        const volatile int *cancel) {
+  struct run r;
+  memset(&r, 0, sizeof r);
+  r.pool = pool;
+  r.tiles = tiles;
+  r.n = n;
+  r.deliver = deliver;
+  r.deliver_arg = deliver_arg;
+  r.cancel = cancel;
+  pthread_mutex_init(&r.mu, NULL);
+  pthread_cond_init(&r.changed, NULL);
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; i++) total += tiles[i].rows * tiles[i].cols;
+  /* A first word before any tile: a caller may stop at once. */
+  if (progress && progress(progress_arg, 0, total)) r.stop = 1;
+  int asked_stop = r.stop;
+  int nt = pool->n < (int)n ? pool->n : (int)n;
+  pthread_t *th = calloc((size_t)(nt > 0 ? nt : 1), sizeof *th);
+  struct worker_arg *wa = calloc((size_t)(nt > 0 ? nt : 1), sizeof *wa);
+  ntk_status st = th && wa ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
+  int started = 0;
+  for (int i = 0; !st && i < nt; i++) {
+    wa[i] = (struct worker_arg){&r, pool->engines[i]};
+    pthread_mutex_lock(&r.mu);
+    r.running++;
+    pthread_mutex_unlock(&r.mu);
+    if (pthread_create(&th[i], NULL, pool_main, &wa[i])) {
+      pthread_mutex_lock(&r.mu);
+      r.running--;
+      r.stop = 1;
+      pthread_mutex_unlock(&r.mu);
+      st = ntk_error(NTK_EINTERNAL, "cannot start a computing thread");
+      break;
+    }
+    started++;
+  }
+  /* Wait, telling progress every 0.1 s; a cancel from it or *cancel stops
+   * the threads at their next tile. */
+  pthread_mutex_lock(&r.mu);
+  while (r.running > 0) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100000000;
+    if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&r.changed, &r.mu, &until);
+    uint64_t done = r.pairs_done;
+    if (progress && !asked_stop) {
+      pthread_mutex_unlock(&r.mu);
+      int halt = progress(progress_arg, done, total);
+      pthread_mutex_lock(&r.mu);
+      if (halt) asked_stop = r.stop = 1;
+    }
+    if (cancelled(&r)) asked_stop = r.stop = 1;
+  }
+  pthread_mutex_unlock(&r.mu);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  free(th);
+  free(wa);
+  if (!st && r.failure) st = ntk_error(r.failure, "%s", r.message);
+  if (!st && (asked_stop || cancelled(&r)) && r.pairs_done < total)
+    st = ntk_error(NTK_EINTERRUPTED, "cancelled with %llu of %llu entries computed", (unsigned long long)r.pairs_done,
+                   (unsigned long long)total);
+  if (!st && progress) progress(progress_arg, r.pairs_done, total);
+  pthread_mutex_destroy(&r.mu);
+  pthread_cond_destroy(&r.changed);
+  return st;
+}

@@ -1,0 +1,212 @@
+/* The library through its public header alone (include/ntkd.h), linked
+ * against libntkd.so: networks and their errors, the kernels of x1 against
+ * itself and against x2, bit for bit the same whatever the threads, the
+ * tile or the kernels asked for; cancellation; progress. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ntkd.h"
+
+/* Deterministic data on a coarse grid. */
+static double *grid_data(size_t n, size_t d, unsigned seed) {
+  double *x = malloc(n * d * sizeof *x);
+  uint64_t s = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n * d; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (double)((int)(s >> 59) - 16) / 8.0;
+  }
+  return x;
+}
+
+static ntkd_net *net_of(const char *arch) {
+  ntkd_net *net = NULL;
+  ntkd_status st = ntkd_net_create(arch, NULL, &net);
+  ck_assert_msg(st == NTKD_OK, "%s: %s", arch, ntkd_last_error());
+  return net;
+}
+
+START_TEST(test_net_errors) {
+  ntkd_net *net = (ntkd_net *)1;
+  ck_assert_int_eq(ntkd_net_create("Dense Relu Relu Dense", NULL, &net), NTKD_ERROR_ARCH);
+  ck_assert_ptr_null(net);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "arch"));
+  ck_assert_int_eq(ntkd_net_create("[Dense Relu]*100000000", NULL, &net), NTKD_ERROR_ARCH);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "100000"));
+  ck_assert_int_eq(ntkd_net_create(NULL, NULL, &net), NTKD_ERROR_USAGE);
+  ntkd_net_options o;
+  ntkd_net_options_init(&o);
+  o.parameterization = 7;
+  ck_assert_int_eq(ntkd_net_create("Dense", &o, &net), NTKD_ERROR_USAGE);
+  ntkd_net_free(NULL);
+  /* The layer-list form is the same network as the string. */
+  const char *layers[] = {"Dense(W_std=1.5, b_std=0.1)", "Relu", "Dense"};
+  ntkd_net *a = NULL, *b = net_of("Dense(W_std=1.5, b_std=0.1) Relu Dense");
+  ck_assert_int_eq(ntkd_net_create_layers(layers, 3, NULL, &a), NTKD_OK);
+  char ta[512], tb[512];
+  ck_assert_uint_lt(ntkd_net_describe(a, ta, sizeof ta), sizeof ta);
+  ntkd_net_describe(b, tb, sizeof tb);
+  ck_assert_str_eq(ta, tb);
+  ck_assert_str_eq(ntkd_status_name(NTKD_ERROR_ARCH), "arch");
+  ntkd_net_free(a);
+  ntkd_net_free(b);
+}
+END_TEST
+
+/* K(x, x) of `arch` on n samples of shape `shape`, with `threads` threads and `tile`. */
+static void kernels(const char *arch, const double *x, size_t n, int ndim, const size_t *shape, const double *x2,
+                    size_t n2, int threads, size_t tile, unsigned which, double *nngp, double *ntk) {
+  ntkd_net *net = net_of(arch);
+  ntkd_data a = {x, n, ndim, {shape[0], ndim > 1 ? shape[1] : 0, ndim > 2 ? shape[2] : 0}, NTKD_FLOAT64};
+  ntkd_data b = a;
+  b.x = x2;
+  b.n = n2;
+  ntkd_compute_options o;
+  ntkd_compute_options_init(&o);
+  o.threads = threads;
+  o.tile = tile;
+  ntkd_status st = ntkd_kernels(net, &a, x2 ? &b : NULL, which, nngp, ntk, &o);
+  ck_assert_msg(st == NTKD_OK, "%s: %s", arch, ntkd_last_error());
+  ntkd_net_free(net);
+}
+
+/* For an FC network and a pooled CNN: K(x1, x2) is the x1 x x2 block of
+ * K([x1; x2]), and every way of computing gives the same bits. */
+static void block_consistency(const char *arch, int ndim, const size_t *shape) {
+  size_t d = shape[0] * (ndim > 1 ? shape[1] : 1) * (ndim > 2 ? shape[2] : 1), n1 = 13, n2 = 9, n = n1 + n2;
+  double *x = grid_data(n, d, 5);
+  double *full_g = malloc(n * n * sizeof(double)), *full_t = malloc(n * n * sizeof(double));
+  double *blk_g = malloc(n1 * n2 * sizeof(double)), *blk_t = malloc(n1 * n2 * sizeof(double));
+  double *other = malloc(n * n * sizeof(double));
+  kernels(arch, x, n, ndim, shape, NULL, 0, 2, 4, NTKD_NNGP | NTKD_NTK, full_g, full_t);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < n; j++) {
+      ck_assert(isfinite(full_g[i * n + j]) && isfinite(full_t[i * n + j]));
+      ck_assert_msg(full_g[i * n + j] == full_g[j * n + i], "%s: not symmetric at (%zu, %zu)", arch, i, j);
+    }
+  kernels(arch, x, n1, ndim, shape, x + n1 * d, n2, 3, 5, NTKD_NNGP | NTKD_NTK, blk_g, blk_t);
+  for (size_t i = 0; i < n1; i++)
+    for (size_t j = 0; j < n2; j++) {
+      ck_assert_msg(blk_g[i * n2 + j] == full_g[i * n + n1 + j], "%s: NNGP block (%zu, %zu)", arch, i, j);
+      ck_assert_msg(blk_t[i * n2 + j] == full_t[i * n + n1 + j], "%s: NTK block (%zu, %zu)", arch, i, j);
+    }
+  /* One thread and another tile: the same bits; NNGP alone: the same NNGP. */
+  kernels(arch, x, n, ndim, shape, NULL, 0, 1, 7, NTKD_NNGP, other, NULL);
+  ck_assert_msg(!memcmp(other, full_g, n * n * sizeof(double)), "%s: NNGP differs with 1 thread, tile 7", arch);
+  kernels(arch, x, n, ndim, shape, NULL, 0, 4, 32, NTKD_NTK, NULL, other);
+  ck_assert_msg(!memcmp(other, full_t, n * n * sizeof(double)), "%s: NTK differs with 4 threads, one tile", arch);
+  free(x), free(full_g), free(full_t), free(blk_g), free(blk_t), free(other);
+}
+
+START_TEST(test_fc_blocks) {
+  size_t shape[1] = {6};
+  block_consistency("Dense(W_std=1.5, b_std=0.1) Relu Dense(W_std=1.5) Erf Dense", 1, shape);
+}
+END_TEST
+
+START_TEST(test_cnn_blocks) {
+  size_t shape[3] = {4, 4, 2};
+  block_consistency("Conv(8, (3, 3), padding='SAME', W_std=1.4) Relu AvgPool((2, 2)) Conv(8, (2, 2)) Relu "
+                    "GlobalAvgPool Dense",
+                    3, shape);
+  size_t seq[2] = {5, 3}; /* 1-D: (length, channels) */
+  block_consistency("Conv(4, (3,), padding='SAME') Relu Flatten Dense", 2, seq);
+}
+END_TEST
+
+static int stop_at_first(void *arg, uint64_t done, uint64_t total) {
+  int *calls = arg;
+  ++*calls;
+  ck_assert_uint_le(done, total);
+  return 1;
+}
+
+struct seen {
+  uint64_t last, total;
+  int calls;
+};
+static int watch(void *arg, uint64_t done, uint64_t total) {
+  struct seen *s = arg;
+  ck_assert_uint_ge(done, s->last);
+  s->last = done;
+  s->total = total;
+  s->calls++;
+  return 0;
+}
+
+START_TEST(test_progress_and_cancel) {
+  size_t n = 64, d = 8;
+  double *x = grid_data(n, d, 9), *k = malloc(n * n * sizeof *k);
+  ntkd_net *net = net_of("[Dense Erf]*50 Dense");
+  ntkd_data a = {x, n, 1, {d, 0, 0}, NTKD_FLOAT64};
+  ntkd_compute_options o;
+  ntkd_compute_options_init(&o);
+  o.tile = 4;
+  o.threads = 2;
+  struct seen s = {0, 0, 0};
+  o.progress = watch;
+  o.progress_arg = &s;
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, &o), NTKD_OK);
+  ck_assert_int_ge(s.calls, 1);
+  ck_assert_uint_eq(s.last, s.total); /* the last call says all is done */
+  int calls = 0;
+  o.progress = stop_at_first;
+  o.progress_arg = &calls;
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, &o), NTKD_ERROR_CANCELLED);
+  ck_assert_int_eq(calls, 1);
+  volatile int cancel = 1;
+  o.progress = NULL;
+  o.cancel = &cancel;
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, &o), NTKD_ERROR_CANCELLED);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "cancelled"));
+  ntkd_net_free(net);
+  free(x);
+  free(k);
+}
+END_TEST
+
+START_TEST(test_bad_arguments) {
+  ntkd_net *net = net_of("Dense Relu Dense");
+  double x[6] = {1, 2, 3, 4, 5, NAN}, k[9];
+  ntkd_data a = {x, 3, 1, {2, 0, 0}, NTKD_FLOAT64};
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_INPUT);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "NaN"));
+  x[5] = 6;
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NTK, k, NULL, NULL), NTKD_ERROR_USAGE); /* no NTK buffer */
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, 0, k, NULL, NULL), NTKD_ERROR_USAGE);
+  ntkd_data b = a;
+  b.dtype = NTKD_FLOAT32;
+  ck_assert_int_eq(ntkd_kernels(net, &a, &b, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  b = a;
+  b.shape[0] = 3;
+  ck_assert_int_eq(ntkd_kernels(net, &a, &b, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  a.ndim = 4;
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_int_eq(ntkd_kernels(NULL, &a, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  ntkd_store *s = (ntkd_store *)1;
+  ck_assert_int_eq(ntkd_store_open("/nonexistent/x.ntk", &s), NTKD_ERROR_USAGE);
+  ck_assert_ptr_null(s);
+  ntkd_store_close(NULL);
+  ntkd_net_free(net);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("lib");
+  TCase *tc = tcase_create("lib");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_net_errors);
+  tcase_add_test(tc, test_fc_blocks);
+  tcase_add_test(tc, test_cnn_blocks);
+  tcase_add_test(tc, test_progress_and_cancel);
+  tcase_add_test(tc, test_bad_arguments);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
