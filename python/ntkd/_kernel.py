@@ -1,0 +1,279 @@
+"""The ``kernel_fn`` behind ``ntkd.stax``: a network as text in ntkd's
+architecture language, computed by libntkd (include/ntkd.h) in this process
+on every core."""
+
+import collections
+import ctypes
+import threading
+
+import numpy as np
+
+from . import _lib
+from .errors import raise_for
+
+_KINDS = ("nngp", "ntk")
+_kernel_tuples = {}
+
+
+def _namedtuple(names):
+    """neural-tangents' return type for get=('nngp', 'ntk'): a namedtuple in that order."""
+    key = tuple(names)
+    if key not in _kernel_tuples:
+        _kernel_tuples[key] = collections.namedtuple("Kernel", key)
+    return _kernel_tuples[key]
+
+
+class Kernel:
+    """What ``kernel_fn(x1, x2)`` returns with ``get=None``: ``.nngp`` and ``.ntk``
+    (numpy arrays, n1 x n2), as neural-tangents' Kernel object carries them."""
+
+    def __init__(self, nngp, ntk):
+        self.nngp = nngp
+        self.ntk = ntk
+
+    def __repr__(self):
+        return f"Kernel(nngp={self.nngp.shape} {self.nngp.dtype}, ntk={self.ntk.shape} {self.ntk.dtype})"
+
+
+class _Spec:
+    """One stax layer or block as ntkd reads it: its text, and the
+    parameterization its Dense and Conv layers ask for (a set)."""
+
+    def __init__(self, text, params):
+        self.text = text
+        self.params = frozenset(params)
+
+
+def _no_finite(*args, **kwargs):
+    raise NotImplementedError("ntkd computes infinite-width kernels only (kernel_fn): it has no finite network to "
+                              "initialise or apply; use neural-tangents or JAX's stax for init_fn and apply_fn")
+
+
+def _spec_of(layer, where):
+    try:
+        fn = layer[2]
+    except (TypeError, IndexError, KeyError):
+        raise TypeError(f"{where}: expected a layer (init_fn, apply_fn, kernel_fn) of ntkd.stax, got {layer!r}") \
+            from None
+    spec = getattr(fn, "_ntkd_spec", None)
+    if spec is None:
+        raise TypeError(f"{where}: {fn!r} is not a kernel_fn of ntkd.stax (a neural_tangents.stax layer? build "
+                        "the network with `from ntkd import stax`)")
+    return spec
+
+
+def layer(text, parameterization=None):
+    return _triple(_Spec(text, [parameterization] if parameterization else []))
+
+
+def combine(kind, layers, count=None):
+    specs = [_spec_of(l, f"stax.{kind}") for l in layers]
+    params = set().union(*[s.params for s in specs]) if specs else set()
+    if kind == "serial":
+        text = " ".join(s.text for s in specs)
+    elif kind == "repeat":
+        text = f"[{specs[0].text}]*{count}"
+    else:  # parallel: each branch one argument
+        text = "parallel(" + ", ".join(f"serial({s.text})" if " " in s.text else s.text for s in specs) + ")"
+    return _triple(_Spec(text, params))
+
+
+def _triple(spec):
+    kf = KernelFn(spec)
+    return _no_finite, _no_finite, kf
+
+
+def _as_array(x, name):
+    if x is None:
+        return None
+    try:
+        a = np.asarray(x)
+    except Exception as e:  # an object without __array__
+        raise TypeError(f"{name} must be an array (numpy, or anything with __array__), not {type(x).__name__}") \
+            from e
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must hold real numbers, not {a.dtype}")
+    if a.ndim not in (2, 3, 4):
+        raise ValueError(f"{name} has shape {a.shape}: ntkd takes (N, D) vectors, (N, L, C) sequences or "
+                         "(N, H, W, C) images")
+    return a
+
+
+class KernelFn:
+    """``kernel_fn(x1, x2=None, get=None)`` with neural-tangents' semantics.
+
+    x1 (n1 samples), x2 (n2 samples, or None: x1 against itself); get None
+    returns a Kernel with .nngp and .ntk; 'nngp' or 'ntk' returns that
+    array; a tuple returns a namedtuple in its order. float64 inputs give
+    float64 kernels, any other dtype float32. ntkd's own keywords:
+    threads (0: every core), device ('auto', 'cpu', 'cuda'), tile
+    (0: chosen), progress (a callable(done, total), or True for a tqdm bar).
+    """
+
+    def __init__(self, spec):
+        self._ntkd_spec = spec
+        self._net = None
+        self._lock = threading.Lock()
+
+    @property
+    def arch(self):
+        """The network in ntkd's architecture language."""
+        return self._ntkd_spec.text
+
+    @property
+    def parameterization(self):
+        params = self._ntkd_spec.params
+        if len(params) > 1:
+            raise NotImplementedError("ntkd computes one parameterization for the whole network: this one mixes "
+                                      "'ntk' and 'standard' layers")
+        return next(iter(params)) if params else "ntk"
+
+    def _handle(self):
+        with self._lock:
+            if self._net is None:
+                opts = _lib.NetOptions(1.0, 0.0, _lib.PARAM_STANDARD if self.parameterization == "standard"
+                                       else _lib.PARAM_NTK)
+                net = ctypes.c_void_p()
+                st = _lib.lib.ntkd_net_create(self.arch.encode(), ctypes.byref(opts), ctypes.byref(net))
+                raise_for(st)
+                self._net = net
+            return self._net
+
+    def __del__(self):
+        net = getattr(self, "_net", None)
+        if net is not None and _lib is not None and _lib.lib is not None:
+            _lib.lib.ntkd_net_free(net)
+
+    def canonical(self):
+        """The network as ntkd computes it: every layer with all its parameters."""
+        net = self._handle()
+        n = _lib.lib.ntkd_net_describe(net, None, 0)
+        buf = ctypes.create_string_buffer(n + 1)
+        _lib.lib.ntkd_net_describe(net, buf, n + 1)
+        return buf.value.decode()
+
+    def __repr__(self):
+        return f"ntkd kernel_fn: {self.arch}"
+
+    def __call__(self, x1, x2=None, get=None, *, threads=0, device="auto", tile=0, progress=None, **kwargs):
+        for k, v in kwargs.items():  # neural-tangents keywords that do not change the kernel
+            if k in ("diagonal_batch", "diagonal_spatial") and not v:
+                continue
+            if k == "batch_size":
+                continue
+            raise TypeError(f"kernel_fn() got an unexpected keyword argument {k!r}")
+        names = _requested(get)
+        a1 = _as_array(x1, "x1")
+        a2 = _as_array(x2, "x2")
+        dtype = np.float64 if a1.dtype == np.float64 else np.float32
+        a1 = np.ascontiguousarray(a1, dtype=dtype)
+        if a2 is not None:
+            a2 = np.ascontiguousarray(a2, dtype=dtype)
+            if a2.shape[1:] != a1.shape[1:]:
+                raise ValueError(f"x2's samples have shape {a2.shape[1:]}, x1's {a1.shape[1:]}: they must agree")
+        n1 = a1.shape[0]
+        n2 = n1 if a2 is None else a2.shape[0]
+        want_ntk = "ntk" in names
+        nngp = np.empty((n1, n2), dtype=dtype)
+        ntk = np.empty((n1, n2), dtype=dtype) if want_ntk else None
+        _compute(self._handle(), a1, a2, nngp, ntk, threads, device, tile, progress)
+        out = {"nngp": nngp, "ntk": ntk}
+        if get is None:
+            return Kernel(nngp, ntk)
+        if isinstance(get, str):
+            return out[get]
+        return _namedtuple(names)(*[out[n] for n in names])
+
+
+def _requested(get):
+    if get is None:
+        return ("nngp", "ntk")
+    names = (get,) if isinstance(get, str) else tuple(get)
+    for n in names:
+        if n not in _KINDS:
+            raise ValueError(f"get: ntkd computes 'nngp' and 'ntk', not {n!r}")
+    if not names:
+        raise ValueError("get: an empty tuple asks for nothing")
+    return names
+
+
+def _data(a):
+    d = _lib.Data()
+    d.x = a.ctypes.data if a is not None else None
+    d.n = a.shape[0]
+    per = a.shape[1:]
+    d.ndim = len(per)
+    for i, s in enumerate(per):
+        d.shape[i] = s
+    d.dtype = _lib.FLOAT64 if a.dtype == np.float64 else _lib.FLOAT32
+    return d
+
+
+_DEVICES = {"auto": _lib.DEVICE_AUTO, "cpu": _lib.DEVICE_CPU, "cuda": _lib.DEVICE_CUDA, "gpu": _lib.DEVICE_CUDA}
+
+
+def _progress_fn(progress):
+    if progress is True:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return None, None
+        bar = tqdm(total=None, unit="entry", unit_scale=True)
+
+        def tick(done, total):
+            if bar.total != total:
+                bar.total = total
+            bar.update(done - bar.n)
+        return tick, bar
+    return progress, None
+
+
+def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress):
+    """ntkd_kernels on a thread of its own, so that Ctrl-C (KeyboardInterrupt
+    in the main thread) stops it within a second: the flag it polls."""
+    if device not in _DEVICES:
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', not {device!r}")
+    if not isinstance(threads, int) or threads < 0:
+        raise ValueError(f"threads must be an integer >= 0, not {threads!r}")
+    if not isinstance(tile, int) or tile < 0:
+        raise ValueError(f"tile must be an integer >= 0, not {tile!r}")
+    callback, bar = _progress_fn(progress)
+    cancel = ctypes.c_int(0)
+    opts = _lib.ComputeOptions()
+    opts.threads = threads
+    opts.device = _DEVICES[device]
+    opts.tile = tile
+    opts.cancel = ctypes.pointer(cancel)
+    if callback is not None:
+        def c_progress(arg, done, total):
+            try:
+                callback(int(done), int(total))
+            except Exception:  # a failing callback stops the computation
+                return 1
+            return 0
+        opts.progress = _lib.PROGRESS(c_progress)
+    d1 = _data(a1)
+    d2 = _data(a2) if a2 is not None else None
+    which = _lib.NNGP | (_lib.NTK if ntk is not None else 0)
+    result = {}
+
+    def run():
+        st = _lib.lib.ntkd_kernels(net, ctypes.byref(d1), ctypes.byref(d2) if d2 is not None else None, which,
+                                   nngp.ctypes.data, ntk.ctypes.data if ntk is not None else None,
+                                   ctypes.byref(opts))
+        result["status"] = st
+        result["message"] = _lib.last_error() if st else ""
+
+    worker = threading.Thread(target=run, name="ntkd kernels", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.05)
+    except KeyboardInterrupt:
+        cancel.value = 1
+        worker.join()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    raise_for(result["status"], result["message"])

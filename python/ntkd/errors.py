@@ -1,0 +1,71 @@
+"""ntkd's failures as Python exceptions: each a subclass of NtkdError and of the
+built-in exception a Python user expects (ValueError for bad input,
+MemoryError, OSError, ...), carrying libntkd's message (what and where)."""
+
+from . import _lib
+
+
+class NtkdError(Exception):
+    """Any failure reported by libntkd."""
+
+
+class ArchError(NtkdError, ValueError):
+    """An architecture ntkd cannot read, or does not compute on this data."""
+
+
+class InputError(NtkdError, ValueError):
+    """Bad data: a value that is not finite, a shape the network cannot take."""
+
+
+class NonFiniteKernelError(NtkdError, FloatingPointError):
+    """A kernel value beyond the precision (in float32: use float64 inputs)."""
+
+
+class CancelledError(NtkdError):
+    """The computation was stopped (its progress callback failed, or it was cancelled)."""
+
+
+class StoreError(NtkdError, OSError):
+    """A store could not be read."""
+
+
+class DamagedStoreError(StoreError):
+    """A damaged store: `ntkd verify STORE` lists where; rerunning its job repairs it."""
+
+
+class IncompleteStoreError(StoreError):
+    """A read needs a tile the store does not hold yet."""
+
+
+class DeviceError(NtkdError, RuntimeError):
+    """A GPU failed, or none was there where one was asked for."""
+
+
+_BY_STATUS = {
+    _lib.E_USAGE: (NtkdError, ValueError),
+    _lib.E_ARCH: ArchError,
+    _lib.E_INPUT: InputError,
+    _lib.E_NONFINITE: NonFiniteKernelError,
+    _lib.E_CANCELLED: CancelledError,
+    _lib.E_MEMORY: MemoryError,
+    _lib.E_IO: StoreError,
+    _lib.E_DAMAGED: DamagedStoreError,
+    _lib.E_INCOMPLETE: IncompleteStoreError,
+    _lib.E_DEVICE: DeviceError,
+    _lib.E_INTERNAL: (NtkdError, RuntimeError),
+}
+_made = {}
+
+
+def raise_for(status, message=None):
+    """Raise the exception for a libntkd status (nothing for NTKD_OK)."""
+    if status == _lib.OK:
+        return
+    if message is None:
+        message = _lib.last_error()
+    cls = _BY_STATUS.get(status, (NtkdError, RuntimeError))
+    if isinstance(cls, tuple):  # an NtkdError that is also a built-in exception
+        if cls not in _made:
+            _made[cls] = type(cls[1].__name__, cls, {"__module__": __name__})
+        cls = _made[cls]
+    raise cls(message)

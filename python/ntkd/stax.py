@@ -1,0 +1,308 @@
+"""neural-tangents' ``stax``, computed by ntkd: the same names, signatures and
+defaults (neural-tangents 0.6.5) for every layer ntkd computes. Each layer
+returns ``(init_fn, apply_fn, kernel_fn)``, so code written for
+neural-tangents runs with one changed import::
+
+    from ntkd import stax
+    init_fn, apply_fn, kernel_fn = stax.serial(stax.Dense(512), stax.Relu(), stax.Dense(1))
+    k = kernel_fn(x_train, x_test, ('nngp', 'ntk'))
+
+ntkd computes infinite-width kernels only: ``init_fn`` and ``apply_fn`` raise.
+A stax layer that ntkd does not compute raises ``NotImplementedError`` when it
+is constructed, naming it. Each layer becomes one layer of ntkd's
+architecture language (docs/JOB-FILE.md); ``kernel_fn.arch`` shows the
+network as ntkd reads it.
+"""
+
+import enum
+import math
+import numbers
+
+from . import _kernel
+
+__all__ = [
+    "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInConcat", "Identity", "Dense", "Conv", "AvgPool",
+    "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm", "Relu", "LeakyRelu", "Abs", "ABRelu",
+    "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial",
+    "RectifiedMonomial", "Polynomial", "Hermite", "Padding",
+]
+
+
+class Padding(enum.Enum):
+    """stax's padding names (``stax.Padding.SAME``); a string works too."""
+    CIRCULAR = "CIRCULAR"
+    SAME = "SAME"
+    VALID = "VALID"
+
+
+# ---- the text of one layer -----------------------------------------------------------
+
+def _num(x, what):
+    """A finite number as ntkd's parser reads it, the shortest text that gives the same double."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        try:
+            x = float(x)  # numpy and JAX scalars, 0-d arrays
+        except (TypeError, ValueError):
+            raise TypeError(f"{what} must be a number, not {type(x).__name__}") from None
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"{what} must be finite, not {x}")
+    return repr(x)
+
+
+def _int(x, what, low=1):
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        if isinstance(x, numbers.Real) and float(x).is_integer():
+            x = int(x)
+        else:
+            raise TypeError(f"{what} must be an integer, not {x!r}")
+    x = int(x)
+    if x < low:
+        raise ValueError(f"{what} must be at least {low}, not {x}")
+    return x
+
+
+def _sizes(x, what):
+    """A filter, window or stride: an int or a sequence of ints, as a tuple text."""
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+        x = (x,)
+    try:
+        vals = tuple(_int(v, what) for v in x)
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of integers, not {x!r}") from None
+    if not 1 <= len(vals) <= 2:
+        raise NotImplementedError(f"{what} {vals}: ntkd computes 1-D and 2-D layers only")
+    return "(" + ", ".join(str(v) for v in vals) + ("," if len(vals) == 1 else "") + ")"
+
+
+def _padding(p):
+    if isinstance(p, enum.Enum):
+        p = p.name
+    if not isinstance(p, str) or p.upper() not in ("VALID", "SAME", "CIRCULAR"):
+        raise ValueError(f"padding must be 'VALID', 'SAME' or 'CIRCULAR', not {p!r}")
+    return p.upper()
+
+
+def _axes(batch_axis, channel_axis, layer):
+    if batch_axis != 0 or channel_axis not in (-1, None):
+        raise NotImplementedError(
+            f"stax.{layer}(batch_axis={batch_axis}, channel_axis={channel_axis}): ntkd takes the batch axis first "
+            "and channels last (batch_axis=0, channel_axis=-1)")
+
+
+def _param(parameterization, s, layer):
+    if parameterization not in ("ntk", "standard"):
+        raise ValueError(f"stax.{layer}: parameterization must be 'ntk' or 'standard', not {parameterization!r}")
+    if tuple(s) != (1, 1):
+        raise NotImplementedError(f"stax.{layer}(s={tuple(s)}): ntkd computes s = (1, 1) only")
+    return parameterization
+
+
+def _std(b_std, what):
+    return "None" if b_std is None else _num(b_std, what)
+
+
+# ---- layers ------------------------------------------------------------------------------
+
+def _layer(text, parameterization=None):
+    return _kernel.layer(text, parameterization)
+
+
+def serial(*layers):
+    """Layers one after the other."""
+    return _kernel.combine("serial", layers)
+
+
+def parallel(*layers):
+    """Branches side by side, between a FanOut and a FanIn: ntkd's residual blocks."""
+    return _kernel.combine("parallel", layers)
+
+
+def repeat(layer, n):
+    """The layer (or serial block) n times."""
+    return _kernel.combine("repeat", (layer,), count=_int(n, "stax.repeat: n", low=0))
+
+
+def FanOut(num):
+    return _layer(f"FanOut({_int(num, 'stax.FanOut: num')})")
+
+
+def FanInSum():
+    return _layer("FanInSum")
+
+
+def FanInConcat(axis=-1):
+    if axis != -1:
+        raise NotImplementedError(f"stax.FanInConcat(axis={axis}): ntkd concatenates channels only (axis=-1)")
+    return _layer("FanInConcat")
+
+
+def Identity():
+    return _layer("Identity")
+
+
+def Dense(out_dim, W_std=1.0, b_std=None, batch_axis=0, channel_axis=-1, parameterization="ntk", s=(1, 1)):
+    _axes(batch_axis, channel_axis, "Dense")
+    p = _param(parameterization, s, "Dense")
+    return _layer(f"Dense({_int(out_dim, 'stax.Dense: out_dim')}, W_std={_num(W_std, 'stax.Dense: W_std')}, "
+                  f"b_std={_std(b_std, 'stax.Dense: b_std')})", p)
+
+
+def Conv(out_chan, filter_shape, strides=None, padding="VALID", W_std=1.0, b_std=None, dimension_numbers=None,
+         parameterization="ntk", s=(1, 1)):
+    if dimension_numbers not in (None, ("NHWC", "HWIO", "NHWC"), ("NWC", "WIO", "NWC")):
+        raise NotImplementedError(f"stax.Conv(dimension_numbers={dimension_numbers}): ntkd takes NHWC data")
+    p = _param(parameterization, s, "Conv")
+    text = f"Conv({_int(out_chan, 'stax.Conv: out_chan')}, {_sizes(filter_shape, 'stax.Conv: filter_shape')}"
+    if strides is not None:
+        text += f", strides={_sizes(strides, 'stax.Conv: strides')}"
+    text += (f", padding='{_padding(padding)}', W_std={_num(W_std, 'stax.Conv: W_std')}, "
+             f"b_std={_std(b_std, 'stax.Conv: b_std')})")
+    return _layer(text, p)
+
+
+def _pool(name, window_shape, strides, padding, extra=""):
+    text = f"{name}({_sizes(window_shape, f'stax.{name}: window_shape')}"
+    if strides is not None:
+        text += f", strides={_sizes(strides, f'stax.{name}: strides')}"
+    return _layer(text + f", padding='{_padding(padding)}'{extra})")
+
+
+def AvgPool(window_shape, strides=None, padding="VALID", normalize_edges=False, batch_axis=0, channel_axis=-1):
+    _axes(batch_axis, channel_axis, "AvgPool")
+    return _pool("AvgPool", window_shape, strides, padding, f", normalize_edges={bool(normalize_edges)}")
+
+
+def SumPool(window_shape, strides=None, padding="VALID", batch_axis=0, channel_axis=-1):
+    _axes(batch_axis, channel_axis, "SumPool")
+    return _pool("SumPool", window_shape, strides, padding)
+
+
+def Flatten(batch_axis=0, batch_axis_out=0):
+    if batch_axis != 0 or batch_axis_out != 0:
+        raise NotImplementedError("stax.Flatten: ntkd takes the batch axis first (batch_axis=0, batch_axis_out=0)")
+    return _layer("Flatten")
+
+
+def GlobalAvgPool(batch_axis=0, channel_axis=-1):
+    _axes(batch_axis, channel_axis, "GlobalAvgPool")
+    return _layer("GlobalAvgPool")
+
+
+def GlobalSumPool(batch_axis=0, channel_axis=-1):
+    _axes(batch_axis, channel_axis, "GlobalSumPool")
+    return _layer("GlobalSumPool")
+
+
+def LayerNorm(axis=-1, eps=1e-12, batch_axis=0, channel_axis=-1):
+    _axes(batch_axis, channel_axis, "LayerNorm")
+    if axis not in (-1, (-1,), [-1]):
+        raise NotImplementedError(f"stax.LayerNorm(axis={axis}): ntkd normalises over the channel axis only (axis=-1)")
+    return _layer(f"LayerNorm(axis=-1, eps={_num(eps, 'stax.LayerNorm: eps')})")
+
+
+# ---- nonlinearities (do_stabilize changes nothing in the kernel: accepted) ---------------
+
+def Relu(do_stabilize=False):
+    return _layer("Relu")
+
+
+def LeakyRelu(alpha, do_stabilize=False):
+    return _layer(f"LeakyRelu({_num(alpha, 'stax.LeakyRelu: alpha')})")
+
+
+def Abs(do_stabilize=False):
+    return _layer("Abs")
+
+
+def ABRelu(a, b, do_stabilize=False):
+    return _layer(f"ABRelu({_num(a, 'stax.ABRelu: a')}, {_num(b, 'stax.ABRelu: b')})")
+
+
+def Erf(a=1.0, b=1.0, c=0.0):
+    return _layer(f"Erf({_num(a, 'stax.Erf: a')}, {_num(b, 'stax.Erf: b')}, {_num(c, 'stax.Erf: c')})")
+
+
+def Sigmoid_like():
+    return _layer("Sigmoid_like")
+
+
+def Gelu(approximate=False):
+    return _layer(f"Gelu(approximate={bool(approximate)})")
+
+
+def Sin(a=1.0, b=1.0, c=0.0):
+    return _layer(f"Sin({_num(a, 'stax.Sin: a')}, {_num(b, 'stax.Sin: b')}, {_num(c, 'stax.Sin: c')})")
+
+
+def Cos(a=1.0, b=1.0, c=0.0):
+    return _layer(f"Cos({_num(a, 'stax.Cos: a')}, {_num(b, 'stax.Cos: b')}, {_num(c, 'stax.Cos: c')})")
+
+
+def Rbf(gamma=1.0):
+    return _layer(f"Rbf({_num(gamma, 'stax.Rbf: gamma')})")
+
+
+def Exp(a=1, b=1):
+    return _layer(f"Exp({_num(a, 'stax.Exp: a')}, {_num(b, 'stax.Exp: b')})")
+
+
+def ExpNormalized(gamma=1, shift=-1, do_clip=False):
+    return _layer(f"ExpNormalized({_num(gamma, 'stax.ExpNormalized: gamma')}, "
+                  f"{_num(shift, 'stax.ExpNormalized: shift')}, do_clip={bool(do_clip)})")
+
+
+def Gaussian(a=1, b=-1):
+    return _layer(f"Gaussian({_num(a, 'stax.Gaussian: a')}, {_num(b, 'stax.Gaussian: b')})")
+
+
+def Sign():
+    return _layer("Sign")
+
+
+def Monomial(degree):
+    return _layer(f"Monomial({_int(degree, 'stax.Monomial: degree', low=0)})")
+
+
+def RectifiedMonomial(degree):
+    return _layer(f"RectifiedMonomial({_int(degree, 'stax.RectifiedMonomial: degree', low=0)})")
+
+
+def Polynomial(coef):
+    try:
+        coefs = [_num(c, "stax.Polynomial: coef") for c in coef]
+    except TypeError:
+        raise TypeError(f"stax.Polynomial: coef must be a sequence of numbers, not {coef!r}") from None
+    return _layer("Polynomial([" + ", ".join(coefs) + "])")
+
+
+def Hermite(degree):
+    return _layer(f"Hermite({_int(degree, 'stax.Hermite: degree', low=0)})")
+
+
+# ---- what ntkd does not compute: refused when constructed --------------------------------
+
+def _refused(name, why):
+    def layer(*args, **kwargs):
+        raise NotImplementedError(f"stax.{name}: ntkd does not compute it ({why})")
+    layer.__name__ = name
+    layer.__doc__ = f"Not computed by ntkd: {why}. Raises NotImplementedError."
+    return layer
+
+
+for _name, _why in [
+    ("Dropout", "its kernel depends on the mode and rate at finite width"),
+    ("ConvLocal", "locally connected layers are not implemented"),
+    ("ConvTranspose", "transposed convolutions are not implemented"),
+    ("ImageResize", "not implemented"),
+    ("Aggregate", "graph layers are not implemented"),
+    ("DotGeneral", "not implemented"),
+    ("Index", "not implemented"),
+    ("GlobalSelfAttention", "attention is not implemented"),
+    ("Elementwise", "arbitrary nonlinearities need their kernel in closed form: use a named one"),
+    ("ElementwiseNumerical", "nonlinearities by quadrature are not implemented yet"),
+    ("Gabor", "not implemented"),
+    ("FanInProd", "not implemented"),
+]:
+    globals()[_name] = _refused(_name, _why)
+del _name, _why
