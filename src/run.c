@@ -113,20 +113,19 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
     free(job);
     return ntk_status_exit_code(st);
   }
-  struct ntk_arch arch = {0};
-  if (!st) {
-    ntk_status a = ntk_job_arch(job, &arch);
-    st = ntk_comm_agree_report(comm, rank == 0 ? a : NTK_OK);
-  }
+  const struct ntk_arch *arch = job->net; /* parsed with the job file */
+
 
   double t_start = ntk_now(), t_loaded = 0, t_shared = 0, t_ready = 0;
   /* 2. The data: loaded on rank 0, broadcast to the workers. */
   struct ntk_dataset data;
   memset(&data, 0, sizeof data);
   if (!st) st = ntk_comm_agree_report(comm, rank == 0 ? ntk_data_load_job(job, job->precision, &data) : NTK_OK);
+  struct ntk_solve_labels labels = {0}; /* a regression's: loaded once, kept for the solve */
   /* Labels of a regression are checked now, not after the tiles. */
   if (!st && job->solve.enabled)
-    st = ntk_comm_agree_report(comm, rank == 0 ? ntk_solve_check_labels(job, data.n_train, data.n - data.n_train) : NTK_OK);
+    st = ntk_comm_agree_report(comm, rank == 0 ? ntk_solve_labels_load(job, data.n_train, data.n - data.n_train, &labels)
+                                              : NTK_OK);
   t_loaded = ntk_now();
   ntk_data_share_t *shared = NULL; /* one copy of the data per node */
   if (!st && size > 1) st = ntk_data_share(comm, &data, &shared);
@@ -134,16 +133,12 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
   t_shared = ntk_now();
   /* 3. Does the network fit the data? Checked on rank 0 before the store
    * is touched, so a bad job leaves no file behind. */
-  struct ntk_problem prob = {&arch, &data, job->kernels, -1};
+  struct ntk_problem prob = {arch, &data, job->kernels, -1};
   const struct ntk_backend_ops *backend = ntk_backend_find("cpu");
   if (!st) {
     ntk_status pst = NTK_OK;
-    if (rank == 0) {
-      void *probe = NULL;
-      pst = backend->create(&prob, &probe);
-      backend->destroy(probe);
-      if (pst) pst = ntk_error(pst, "%s:%d: [model] arch: %s", conf_path, job->arch_line, ntk_error_message());
-    }
+    if (rank == 0 && (pst = ntk_backend_check(&prob)))
+      pst = ntk_error(pst, "%s:%d: [model] arch: %s", conf_path, job->arch_line, ntk_error_message());
     st = ntk_comm_agree_report(comm, pst);
   }
 
@@ -159,7 +154,7 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
   struct ntk_place_job pj = {job->backend, computes, 0, nogpu, conf_path, &words};
   struct ntk_place place = {computes ? NTK_PLACE_CPU : NTK_PLACE_NONE, 0, "", {0, 0, 0, 0}};
   if (!st) {
-    pj.gpu_arch = ntk_backend_gpu_computes(&arch, &data, nogpu, sizeof nogpu);
+    pj.gpu_arch = ntk_backend_gpu_computes(arch, &data, nogpu, sizeof nogpu);
     st = ntk_place_ranks(comm, &pj, &place);
   }
   if (!st && job->backend == NTK_BACKEND_AUTO) {
@@ -183,7 +178,7 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
     if (rank == 0) {
       struct ntk_store_info info;
       char *job_text = NULL;
-      st = ntk_job_identity(job, &arch, &data, &info, &job_text);
+      st = ntk_job_identity(job, arch, &data, &info, &job_text);
       if (!st) st = open_store(job, &info, job_text, overwrite, &store);
       free(job_text);
       if (!st) tile = ntk_store_get_info(store)->tile;
@@ -271,17 +266,18 @@ int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
    * src/solve/, docs/SOLVE.md). */
   if (!st && job->solve.enabled) {
     ntk_cpu_single_thread();
-    st = ntk_solve(comm, job->out_path, job, NULL, 0, NULL); /* collective; prints its own errors */
+    /* Through the writer's own handle: the store is opened once. */
+    st = ntk_solve(comm, job->out_path, store, job, &labels, NULL, 0, NULL); /* collective; prints its own errors */
   }
   if ((closed = ntk_store_close(store)) && !st) {
     fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     st = closed;
   }
+  ntk_solve_labels_free(&labels);
   ntk_engine_free(engine);
   free(depth);
   ntk_data_unshare(shared, &data);
-  ntk_arch_free(&arch);
-  ntk_lock_release(lock);
+    ntk_lock_release(lock);
   ntk_job_free(job);
   free(job);
   return ntk_status_exit_code(st);

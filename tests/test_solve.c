@@ -280,7 +280,7 @@ START_TEST(test_loo_and_variance_against_neural_tangents) {
       job->solve.variance = variance;
       struct ntk_solve_result res[2];
       size_t nres = 0;
-      ck_assert_int_eq(ntk_solve(world, store, job, res, 2, &nres), NTK_OK);
+      ck_assert_int_eq(ntk_solve(world, store, NULL, job, NULL, res, 2, &nres), NTK_OK);
       ck_assert_uint_eq(nres, 2);
       for (int which = 0; which < 2; which++) {
         const char *kn = which ? "ntk" : "nngp";
@@ -317,7 +317,7 @@ START_TEST(test_loo_and_variance_against_neural_tangents) {
     job->solve.variance = NTK_VARIANCE_NO;
     struct ntk_solve_result res[2];
     size_t nres = 0;
-    ck_assert_int_eq(ntk_solve(world, store, job, res, 2, &nres), NTK_OK);
+    ck_assert_int_eq(ntk_solve(world, store, NULL, job, NULL, res, 2, &nres), NTK_OK);
     ck_assert(nres == 2 && isnan(res[0].loo_accuracy) && isnan(res[1].loo_mse));
     free(job), free(lab), free(y), free(skip), free(got), free(cov[0]), free(cov[1]);
     ref_free_case(&c);
@@ -368,7 +368,7 @@ START_TEST(test_non_finite_kernel) {
   job->test.enabled = job->solve.enabled = 1;
   job->solve.nridge = 1;
   job->solve.ridge[0] = 0.1;
-  ck_assert_int_eq(ntk_solve(world, store, job, NULL, 0, NULL), NTK_EINPUT);
+  ck_assert_int_eq(ntk_solve(world, store, NULL, job, NULL, NULL, 0, NULL), NTK_EINPUT);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "inf"));
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "float64"));
   ck_assert_int_eq(ntk_status_exit_code(NTK_EINPUT), 2);

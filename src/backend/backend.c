@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cnn.h"
 #include "kernels/cnn_dev.h"
+#include "kernels/fc.h"
 
 #ifdef NTKD_HAVE_CUDA
 #include "backend/cuda/fc_cuda.h"
@@ -48,6 +50,10 @@ int ntk_backend_gpu_count(char *why, size_t cap) {
   if (why) snprintf(why, cap, "this ntkd was built without CUDA");
   return 0;
 #endif
+}
+
+ntk_status ntk_backend_check(const struct ntk_problem *p) {
+  return ntk_cnn_applies(p->arch, p->data) ? ntk_cnn_check(p->arch, p->data) : ntk_fc_check(p->arch, p->data);
 }
 
 int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_dataset *data, char *why, size_t cap) {

@@ -67,6 +67,13 @@ struct ntk_backend_ops {
   void (*mlp_destroy)(void *ctx); /* accepts NULL */
 };
 
+/* Whether the network of `p` computes on its data (a fully-connected or a
+ * convolutional network that fits the data's shape, widths that agree):
+ * what every backend's create would refuse, said before anything is
+ * computed or written, without the per-sample work. NTK_ECONFIG with the
+ * reason. Pure. */
+ntk_status ntk_backend_check(const struct ntk_problem *p);
+
 /* The backend called `name` ("cpu", "cuda") if compiled in, else NULL. */
 const struct ntk_backend_ops *ntk_backend_find(const char *name);
 

@@ -457,10 +457,9 @@ void ntk_job_free(struct ntk_job *job) {
   if (!job) return;
   free(job->arch);
   job->arch = NULL;
-}
-
-ntk_status ntk_job_arch(const struct ntk_job *job, struct ntk_arch *out) {
-  return ntk_arch_parse_param(job->arch, job->w_std, job->b_std, job->standard, out);
+  if (job->net) ntk_arch_free(job->net);
+  free(job->net);
+  job->net = NULL;
 }
 
 /* The INI syntax (docs/JOB-FILE.md). Whitespace: what may surround keys,
@@ -529,14 +528,19 @@ static ntk_status read_lines(struct ctx *c, char *text) {
   return NTK_OK;
 }
 
-/* The arch string is checked here, so that its errors carry file and line. */
-static ntk_status check_arch(const struct ctx *c) {
-  const struct ntk_job *job = c->job;
+/* The arch string is parsed here, once, so that its errors carry file and
+ * line; the job keeps the network (job->net). */
+static ntk_status parse_arch(const struct ctx *c) {
+  struct ntk_job *job = c->job;
   if (!job->arch) return NTK_OK;
-  struct ntk_arch arch;
-  ntk_status st = ntk_job_arch(job, &arch);
-  if (st) return ntk_error(st, "%s:%d: [model] %s", c->name, job->arch_line, ntk_error_message());
-  ntk_arch_free(&arch);
+  struct ntk_arch *net = calloc(1, sizeof *net);
+  if (!net) return ntk_error(NTK_ENOMEM, "out of memory");
+  ntk_status st = ntk_arch_parse_param(job->arch, job->w_std, job->b_std, job->standard, net);
+  if (st) {
+    free(net);
+    return ntk_error(st, "%s:%d: [model] %s", c->name, job->arch_line, ntk_error_message());
+  }
+  job->net = net;
   return NTK_OK;
 }
 
@@ -616,7 +620,7 @@ static ntk_status parse(const char *text, const char *name, int whole, struct nt
   job->test.enabled = c.lines[SEC_TEST] != 0;
   job->solve.enabled = c.lines[SEC_SOLVE] != 0;
   if (!st && whole) st = check_job(&c);
-  if (!st) st = check_arch(&c);
+  if (!st) st = parse_arch(&c);
   if (st) ntk_job_free(job); /* a job that failed owns nothing */
   return st;
 }
@@ -643,9 +647,7 @@ void ntk_job_summary(const struct ntk_job *job, char *buf, size_t cap) {
                t->snapshot[0] ? t->snapshot : "none");
     return;
   }
-  struct ntk_arch arch = {0};
-  size_t layers = job->arch && !ntk_job_arch(job, &arch) ? arch.n : 0;
-  ntk_arch_free(&arch);
+  size_t layers = job->net ? job->net->n : 0;
   char test[128] = "";
   if (job->test.enabled)
     snprintf(test, sizeof test, ", test set of %d file%s%s", job->test.ndata, job->test.ndata == 1 ? "" : "s",

@@ -100,6 +100,8 @@ struct ntk_job {
   int classes_line;
   /* [model] */
   char *arch;      /* the arch string, any length; owned (ntk_job_free). NULL if the job has none */
+  struct ntk_arch *net; /* the arch, parsed once when the job file is (with w_std, b_std, standard);
+                           owned (ntk_job_free). NULL if the job has none */
   int arch_line;   /* line of `arch` in the job file, for messages */
   double w_std, b_std;
   int standard;    /* [model] parameterization = standard (else ntk) */
@@ -122,7 +124,7 @@ struct ntk_job {
   struct ntk_train_opts train;
 };
 
-/* Ownership: a job owns its `arch` string and nothing else; ntk_job_free()
+/* Ownership: a job owns its `arch` string and its `net` and nothing else; ntk_job_free()
  * releases it. A shallow copy (`*copy = *job`) shares it: free only one.
  * The struct itself belongs to the caller (stack, calloc, ...). */
 
@@ -130,15 +132,12 @@ struct ntk_job {
  * before is not freed (call ntk_job_free() first on a parsed job). */
 void ntk_job_defaults(struct ntk_job *job);
 
-/* Free what `job` owns (its arch string) and set it to NULL; not the struct
+/* Free what `job` owns (its arch string and network) and set them to NULL; not the struct
  * itself. Accepts NULL and a job that owns nothing (after ntk_job_defaults
  * or a failed parse); `job` must have been through one of those or a parse,
  * or be all zero (calloc). Rank-local. */
 void ntk_job_free(struct ntk_job *job);
 
-/* The job's network: its arch string under its [model] defaults and
- * parameterization. Rank-local; the caller frees `out` (ntk_arch_free). */
-ntk_status ntk_job_arch(const struct ntk_job *job, struct ntk_arch *out);
 
 /* Parse job-file text. `name` is the file name used in messages and to
  * resolve relative paths. Rank-local, deterministic: every rank parsing the

@@ -726,3 +726,11 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   free(P.tail_fanw);
   return st;
 }
+
+ntk_status ntk_cnn_check(const struct ntk_arch *arch, const struct ntk_dataset *data) {
+  struct cnn_plan *P = malloc(sizeof *P);
+  if (!P) return ntk_error(NTK_ENOMEM, "out of memory");
+  ntk_status st = plan_build(P, arch, data, NTK_CNN_AUTO);
+  free(P);
+  return st;
+}

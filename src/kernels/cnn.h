@@ -26,6 +26,11 @@ int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data)
 /* Plan the computation; `path` NTK_CNN_AUTO picks the fastest valid one.
  * Errors (NTK_ECONFIG): no readout, flat data, an impossible layer size.
  * `arch` and `data` must outlive the context. Rank-local. */
+/* Whether `arch` computes on `data` as a convolutional network: its plan
+ * (every layer against the image's size), what ntk_cnn_create refuses,
+ * without its buffers. NTK_ECONFIG with the reason. Pure. */
+ntk_status ntk_cnn_check(const struct ntk_arch *arch, const struct ntk_dataset *data);
+
 ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_cnn_path path,
                           ntk_cnn_t **out);
 void ntk_cnn_free(ntk_cnn_t *c);

@@ -193,11 +193,36 @@ ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void 
   return NTK_OK;
 }
 
-ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_fc_t **out) {
-  *out = NULL;
+/* Whether the network computes on this data as a fully-connected one, and
+ * its widths: input widths (standard parameterisation) from the data's
+ * features, then each layer's width, through residual blocks; unequal
+ * branch widths are refused here, where the data's width is known. With
+ * fan, weight and div (arch->n entries each, or NULL), each layer's
+ * fan-in and the FanIn weights. No per-sample work. */
+static ntk_status fc_widths(const struct ntk_arch *arch, const struct ntk_dataset *data, double *fan, double *weight,
+                            double *div) {
   if (!ntk_arch_is_fc(arch))
     return ntk_error(NTK_ECONFIG, "Conv, AvgPool and GlobalAvgPool need image data: an (N, H, W, C) or "
                      "(N, C, H, W) .npy, IDX images or CIFAR-10, not (N, d) vectors");
+  struct ntk_widths wd;
+  ntk_widths_init(&wd, data->d);
+  wd.weight = weight;
+  wd.div = div;
+  for (size_t l = 0; l < arch->n; l++) {
+    if (fan) fan[l] = (double)wd.chan;
+    if (ntk_widths_step(&wd, &arch->layers[l], l, 0)) return NTK_ECONFIG;
+  }
+  return NTK_OK;
+}
+
+ntk_status ntk_fc_check(const struct ntk_arch *arch, const struct ntk_dataset *data) {
+  return fc_widths(arch, data, NULL, NULL, NULL);
+}
+
+ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_fc_t **out) {
+  *out = NULL;
+  ntk_status st = ntk_fc_check(arch, data);
+  if (st) return st;
   ntk_fc_t *fc = calloc(1, sizeof *fc);
   if (!fc) return ntk_error(NTK_ENOMEM, "out of memory");
   size_t n = data->n, es = (size_t)data->elem;
@@ -213,19 +238,9 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
     ntk_fc_free(fc);
     return ntk_error(NTK_ENOMEM, "out of memory for per-sample variances");
   }
-  /* Input widths (standard parameterisation): the data's features, then
-   * each layer's width, through residual blocks, and FanInConcat's weights;
-   * unequal branch widths are checked here, where the data's width is known. */
-  struct ntk_widths wd;
-  ntk_widths_init(&wd, data->d);
-  wd.weight = fc->bw;
-  wd.div = fc->bdiv;
-  for (size_t l = 0; l < arch->n; l++) {
-    fc->fan[l] = (double)wd.chan;
-    if (ntk_widths_step(&wd, &arch->layers[l], l, 0)) {
-      ntk_fc_free(fc);
-      return NTK_ECONFIG;
-    }
+  if (fc_widths(arch, data, fc->fan, fc->bw, fc->bdiv)) {
+    ntk_fc_free(fc);
+    return NTK_ECONFIG;
   }
   /* Input variances x.x/d, accumulated in double whatever the precision. */
   for (size_t i = 0; i < n; i++) {

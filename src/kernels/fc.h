@@ -18,6 +18,11 @@
 
 typedef struct ntk_fc ntk_fc_t;
 
+/* Whether `arch` computes on `data` as a fully-connected network (and its
+ * widths agree): what ntk_fc_create refuses, without its per-sample work.
+ * NTK_ECONFIG with the reason. Pure. */
+ntk_status ntk_fc_check(const struct ntk_arch *arch, const struct ntk_dataset *data);
+
 /* Per-sample variances before every layer, computed once: O(N * layers).
  * `arch` and `data` must outlive the plan. Rank-local. */
 ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_fc_t **out);

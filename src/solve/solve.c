@@ -234,14 +234,45 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
   return st;
 }
 
-ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, const struct ntk_job *job, struct ntk_solve_result *results,
-                     size_t cap, size_t *nresults) {
+ntk_status ntk_solve_labels_load(const struct ntk_job *job, size_t ntr, size_t nte, struct ntk_solve_labels *L) {
+  memset(L, 0, sizeof *L);
+  L->ntr = ntr;
+  L->nte = nte;
+  return load_labels(job, ntr, nte, 1, &L->ytr, &L->yte, &L->classes);
+}
+
+void ntk_solve_labels_free(struct ntk_solve_labels *L) {
+  if (!L) return;
+  free(L->ytr);
+  free(L->yte);
+  L->ytr = L->yte = NULL;
+}
+
+/* Every rank's copy of the train labels and the class count, from rank 0's
+ * (the methods build their share of the targets from them); the test
+ * labels stay on rank 0, which scores. Collective. */
+static ntk_status share_labels(const ntk_comm_t *comm, struct ntk_solve_labels *L) {
+  uint64_t classes = L->classes;
+  ntk_status st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, &classes, sizeof classes));
+  L->classes = (size_t)classes;
+  if (!st && ntk_comm_rank(comm) != 0 && !(L->ytr = malloc((L->ntr ? L->ntr : 1) * sizeof *L->ytr)))
+    st = ntk_error(NTK_ENOMEM, "out of memory for the labels");
+  if (!(st = ntk_comm_agree_report(comm, st)))
+    st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, L->ytr, L->ntr * sizeof *L->ytr));
+  return st;
+}
+
+ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t *opened, const struct ntk_job *job,
+                     const struct ntk_solve_labels *labels, struct ntk_solve_result *results, size_t cap,
+                     size_t *nresults) {
   if (nresults) *nresults = 0;
   int rank = ntk_comm_rank(comm);
-  ntk_store_t *s = NULL;
-  ntk_status st = ntk_comm_agree_report(comm, ntk_store_open(store_path, NTK_STORE_READ, &s));
+  /* Rank 0's handle as the caller opened it (it checked the job's identity
+   * on it): the store is opened once per rank. */
+  ntk_store_t *s = rank == 0 ? opened : NULL;
+  ntk_status st = ntk_comm_agree_report(comm, s ? NTK_OK : ntk_store_open(store_path, NTK_STORE_READ, &s));
   if (st) {
-    ntk_store_close(s);
+    if (s != opened) ntk_store_close(s);
     return st;
   }
   const struct ntk_store_info *in = ntk_store_get_info(s);
@@ -258,10 +289,21 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, const struc
   else if (!st && job->solve.variance && !in->test_test)
     st = ntk_error(NTK_EINPUT, "[solve] variance needs the test x test kernel, which %s does not hold: compute it "
                    "with [test] test_test = yes", store_path);
-  int32_t *ytr = NULL, *yte = NULL;
-  size_t classes = 2;
-  if (!st) st = load_labels(job, ntr, nte, 0, &ytr, &yte, &classes);
+  /* The labels: loaded once, on rank 0 (by the caller, or here). */
+  struct ntk_solve_labels L = {NULL, NULL, ntr, nte, 2};
+  if (!st && rank == 0 && labels) {
+    if (labels->ntr != ntr || labels->nte != nte)
+      st = ntk_error(NTK_EINTERNAL, "labels for %zu + %zu samples, the store has %zu + %zu", labels->ntr, labels->nte,
+                     ntr, nte);
+    L = *labels;
+  } else if (!st && rank == 0) {
+    st = ntk_solve_labels_load(job, ntr, nte, &L);
+  }
+  int own = rank != 0 || !labels; /* L's arrays are this function's to free */
   st = ntk_comm_agree_report(comm, st);
+  if (!st) st = share_labels(comm, &L);
+  const int32_t *ytr = L.ytr, *yte = L.yte;
+  size_t classes = L.classes;
   int method = NTK_SOLVE_LAPACK;
   if (!st) st = ntk_comm_agree_report(comm, choose_method(comm, job, ntr, nte, classes, &method));
   ntk_status (*const fn[])(const struct ntk_solve_problem *, struct ntk_ridge_out *) = {
@@ -310,8 +352,8 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, const struc
     free_outs(out, job->solve.nridge);
   }
   if (nresults) *nresults = nr < cap ? nr : cap;
-  free(ytr), free(yte);
-  ntk_store_close(s);
+  if (own) ntk_solve_labels_free(&L);
+  if (s != opened) ntk_store_close(s);
   if (!st && bad) bad = ntk_error(bad, "%s", "some ridges could not be solved (see above); the others were written");
   if (!st) st = ntk_comm_agree_report(comm, bad);
   if (!st && rank == 0) {
@@ -325,13 +367,6 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, const struc
   return st;
 }
 
-ntk_status ntk_solve_check_labels(const struct ntk_job *job, size_t ntr, size_t nte) {
-  int32_t *ytr = NULL, *yte = NULL;
-  size_t classes;
-  ntk_status st = load_labels(job, ntr, nte, 1, &ytr, &yte, &classes);
-  free(ytr), free(yte);
-  return st;
-}
 
 int ntk_cmd_solve(const ntk_comm_t *comm, const char *store_path, const char *conf_path) {
   char *text = NULL;
@@ -345,27 +380,27 @@ int ntk_cmd_solve(const ntk_comm_t *comm, const char *store_path, const char *co
   /* The store must be this job's: the same data, test set, model and
    * precision (the hash of ntk_job_identity). Rank 0 checks; the data is
    * not needed by the solve. */
-  struct ntk_arch arch = {0};
   struct ntk_dataset data;
   memset(&data, 0, sizeof data);
-  if (!st && rank == 0) st = ntk_job_arch(job, &arch);
   if (!st && rank == 0) st = ntk_data_load_job(job, job->precision, &data);
   ntk_store_t *s = NULL;
   if (!st && rank == 0) st = ntk_store_open(store_path, NTK_STORE_READ, &s);
   if (!st && rank == 0) {
     struct ntk_store_info want;
     char *want_text = NULL;
-    st = ntk_job_identity(job, &arch, &data, &want, &want_text);
+    st = ntk_job_identity(job, job->net, &data, &want, &want_text);
     if (!st) st = ntk_job_check_store(store_path, s, &want, want_text, "solve it with the job file that computed it");
     free(want_text);
   }
-  /* The labels, and the classes they make, said and checked as a run does. */
-  if (!st && rank == 0) st = ntk_solve_check_labels(job, data.n_train, data.n - data.n_train);
-  ntk_store_close(s);
+  /* The labels, and the classes they make, said and checked as a run does,
+   * and kept for the solve, which also keeps rank 0's store. */
+  struct ntk_solve_labels L = {0};
+  if (!st && rank == 0) st = ntk_solve_labels_load(job, data.n_train, data.n - data.n_train, &L);
   ntk_data_free(&data);
-  ntk_arch_free(&arch);
   st = ntk_comm_agree_report(comm, st);
-  if (!st) st = ntk_solve(comm, store_path, job, NULL, 0, NULL); /* prints its own errors */
+  if (!st) st = ntk_solve(comm, store_path, s, job, &L, NULL, 0, NULL); /* prints its own errors */
+  ntk_solve_labels_free(&L);
+  ntk_store_close(s);
   if (job) ntk_job_free(job);
   free(job);
   return ntk_status_exit_code(st);

@@ -12,6 +12,7 @@
 #include "comm/comm.h"
 #include "job/config.h"
 #include "base/status.h"
+#include "store/store.h"
 
 /* One (kernel, ridge) result. */
 struct ntk_solve_result {
@@ -48,6 +49,9 @@ struct ntk_solve_result {
 int ntk_spd_solve(double *a, size_t n, double reg, double *b, size_t nrhs, double *rcond, double *diag_inv);
 
 /* Collective over every rank of the job (the methods may use them all).
+ * `store` (rank 0, may be NULL): its own open handle of store_path, which
+ * the caller checked; `labels` (rank 0, may be NULL): the job's labels
+ * as ntk_solve_labels_load gave them. Either NULL: opened or loaded here.
  * Solve every kernel in the store at every ridge of job->solve with the
  * job's method ([solve] method, or auto: docs/SOLVE.md), print a table of
  * test accuracy and MSE (rank 0), and write the predictions
@@ -58,14 +62,25 @@ int ntk_spd_solve(double *a, size_t n, double reg, double *b, size_t nrhs, doubl
  * NTK_EINCOMPLETE, NTK_EINPUT (labels, no test set, an ill-conditioned
  * matrix: the other ridges are still solved and written), NTK_ENOMEM,
  * NTK_EIO, NTK_ECORRUPT. */
-ntk_status ntk_solve(const ntk_comm_t *world, const char *store_path, const struct ntk_job *job, struct ntk_solve_result *results,
-                     size_t cap, size_t *nresults);
+struct ntk_solve_labels;
+ntk_status ntk_solve(const ntk_comm_t *world, const char *store_path, ntk_store_t *store, const struct ntk_job *job,
+                     const struct ntk_solve_labels *labels, struct ntk_solve_result *results, size_t cap,
+                     size_t *nresults);
+
+/* A regression's labels, loaded and checked once: ntr train and nte test
+ * labels and the classes they make. */
+struct ntk_solve_labels {
+  int32_t *ytr, *yte;
+  size_t ntr, nte, classes;
+};
 
 /* Read the job's train and test labels for ntr and nte samples and check
  * them (count, range, and the classes they make: ntk_labels_classes),
  * saying on stderr what each file holds, so that a bad labels file stops
- * a job before its tiles are computed rather than after. Rank-local. */
-ntk_status ntk_solve_check_labels(const struct ntk_job *job, size_t ntr, size_t nte);
+ * a job before its tiles are computed rather than after; the job keeps
+ * them for the solve (ntk_solve's `labels`). Rank-local. */
+ntk_status ntk_solve_labels_load(const struct ntk_job *job, size_t ntr, size_t nte, struct ntk_solve_labels *L);
+void ntk_solve_labels_free(struct ntk_solve_labels *L); /* accepts NULL */
 
 /* `[mpirun -np P] ntkd solve STORE JOB.conf`: check that the store was
  * computed from the job's data and model, then ntk_solve. Collective.
