@@ -229,20 +229,41 @@ START_TEST(test_split) {
 }
 END_TEST
 
+static void copy_file(const char *from, const char *to) {
+  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+  ck_assert(a && b);
+  char buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, a)) > 0) ck_assert_uint_eq(fwrite(buf, 1, n, b), n);
+  fclose(a);
+  ck_assert_int_eq(fclose(b), 0);
+}
+
 START_TEST(test_torn_and_garbage_tail) {
-  char p[512];
+  char p[512], ip[600], saved[600], ipsaved[700];
   tu_path(p, sizeof p, dir, "torn.ntk");
+  snprintf(ip, sizeof ip, "%s.index", p);
+  snprintf(saved, sizeof saved, "%s.three", p);
+  snprintf(ipsaved, sizeof ipsaved, "%s.index.two", p);
   const uint64_t tiles[] = {0, 1, 2};
+  /* The store as a kill during the write of its third record leaves it:
+   * the index synced after two records, the third record a prefix. */
   make_store(p, tiles, 2);
   off_t two = file_size(p);
-  make_store(p, tiles, 3);
+  copy_file(ip, ipsaved);
+  ntk_store_t *s;
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
+  append(s, 2);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
   off_t full = file_size(p);
+  copy_file(p, saved);
   /* Every cut inside the last record loses only that record, and is a
    * torn write, not damage. */
   for (off_t cut = 1; cut < full - two; cut += 13) {
-    make_store(p, tiles, 3);
+    copy_file(saved, p);
+    copy_file(ipsaved, ip);
     ck_assert_int_eq(truncate(p, full - cut), 0);
-    ntk_store_t *s = open_checked(p);
+    s = open_checked(p);
     ck_assert_uint_eq(ntk_store_tiles_done(s), 2);
     ck_assert(ntk_store_get_scan(s)->tail_bytes > 0);
     ck_assert(!ntk_store_is_damaged(s));
@@ -254,11 +275,20 @@ START_TEST(test_torn_and_garbage_tail) {
     ck_assert_int_eq(ntk_store_close(s), NTK_OK);
     ck_assert_int_eq(file_size(p), full);
   }
+  /* The same cut under an index that lists the third record as synced: a
+   * finished tile lost, which the index says. */
+  copy_file(saved, p);
+  ck_assert_int_eq(truncate(p, full - 100), 0);
+  s = open_checked(p);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 2);
+  ck_assert(ntk_store_get_scan(s)->index_damaged && ntk_store_is_damaged(s));
+  ck_assert_ptr_nonnull(strstr(ntk_store_get_scan(s)->index_problem, "sync mark says the first"));
+  ntk_store_close(s);
   /* Zeros after the last record are not a write cut short: a zeroed last
    * record looks just like them. */
   make_store(p, tiles, 3);
   ck_assert_int_eq(truncate(p, full + 3000), 0);
-  ntk_store_t *s = open_checked(p);
+  s = open_checked(p);
   ck_assert_uint_eq(ntk_store_get_scan(s)->tail_bytes, 3000);
   ck_assert(ntk_store_is_damaged(s));
   ntk_store_close(s);
