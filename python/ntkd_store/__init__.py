@@ -900,6 +900,11 @@ class Store:
         if len(payload) != n:
             raise self._damaged("%s at offset %d is truncated" % (self._tile_desc(tile), off), tile, off)
         if _xxh3(payload) != _u64(r, _R_SUM):
+            if v.settled and off >= v.settled:
+                # Past the index's sync mark: a write under way (or cut short), as the scan takes it.
+                raise IncompleteStoreError(
+                    "%s: %s is not in the store yet: its record (offset %d, past the index's sync mark) is still "
+                    "being written or was cut short" % (self.path, self._tile_desc(tile), off), self.path, tile, 1)
             raise self._damaged("%s at offset %d is damaged: checksum mismatch" % (self._tile_desc(tile), off),
                                 tile, off)
         return payload, off, _u32(r, _R_CODEC)

@@ -1779,6 +1779,13 @@ static ntk_status read_payload(ntk_store_t *s, uint64_t tile, void **payload, si
   }
   if (ntk_checksum(buf, n) != ntk_get64(r + R_SUM)) {
     free(buf);
+    /* Past the index's sync mark a record whose payload is not yet whole
+     * is a write under way (or cut short), as the scan takes it: the tile
+     * is not there yet. */
+    if (s->settled && off >= s->settled)
+      return ntk_error(NTK_EINCOMPLETE, "%s: tile %llu is not in the store yet: its record (offset %llu, past the "
+                       "index's sync mark) is still being written or was cut short", s->path,
+                       (unsigned long long)tile, (unsigned long long)off);
     return ntk_error(NTK_ECORRUPT, "%s: tile %llu (offset %llu) is damaged: checksum mismatch", s->path,
                      (unsigned long long)tile, (unsigned long long)off);
   }
