@@ -394,17 +394,22 @@ int ntk_cmd_verify(const ntk_comm_t *world, const char *path) {
     ntk_store_close(s);
     return ntk_status_exit_code(st ? st : NTK_ECOMM);
   }
-  const struct ntk_store_info *in = ntk_store_get_info(s);
   const struct ntk_tiling *tg = ntk_store_tiling(s);
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);
   ntk_codec_t *codec = ntk_codec_create(1);
-  size_t edge = in->tile < in->n ? in->tile : (size_t)in->n;
-  char *raw = malloc(edge * edge * in->elem * 2 + 1);
   double count[3] = {0, 0, 0}; /* damaged, intact, unfinished: this rank's share, then everyone's */
   if (rank == 0) print_damage(path, sc);
   uint64_t *have = NULL;
-  size_t nhave = 0;
+  size_t nhave = 0, most = 1;
   st = ntk_store_stored_tiles(s, &have, &nhave);
+  /* One tile's values at a time, the largest this rank checks: memory
+   * follows what is stored, not the tile edge a header claims. */
+  for (size_t k = (size_t)rank; !st && k < nhave; k += (size_t)size) {
+    struct ntk_tile t = ntk_tiling_tile(tg, have[k]);
+    size_t b = ntk_store_raw_bytes(s, &t);
+    most = b > most ? b : most;
+  }
+  char *raw = malloc(most);
   for (size_t k = (size_t)rank; !st && k < nhave && codec && raw; k += (size_t)size) {
     uint64_t i = have[k];
     struct ntk_tile t = ntk_tiling_tile(tg, i);
