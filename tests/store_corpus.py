@@ -433,8 +433,11 @@ def main():
                 f.write(ra)
             readers("swap", a, "two intact records swapped in place", {"verify": 4, "full": 4, "block": 4})
             out, info = resume("swap", "two intact records swapped in place", recompute=0, clean="mine-clean.npy")
-            check("two intact records swapped: ... the audit takes them from the records, rewrites the index",
-                  "placed 2 tiles wrongly" in out and "dead:" not in info, out[-800:])
+            # (the audit corrects them, or, when one is the record before the mark, the open's
+            # check already finds it and the resume rebuilds the index by a scan)
+            check("two intact records swapped: ... taken from the records, the index rewritten, nothing marked dead",
+                  ("placed 2 tiles wrongly" in out or "rebuilt from a scan of the records" in out)
+                  and "dead:" not in info, out[-800:])
             readers("swap", a, "two intact records swapped, after the rerun", {"verify": 0, "full": 0})
 
 

@@ -33,9 +33,9 @@ Dependencies: numpy, zstandard, xxhash (Debian: python3-numpy,
 python3-zstandard, python3-xxhash).
 """
 
+import bisect
 import io
 import math
-import numbers
 import os
 import stat
 import struct
@@ -241,6 +241,7 @@ class _View:
         self.hurt = []  # tiles with a damaged payload, in the order found
         self.damaged_count = 0
         self.regions = []  # (offset, bytes, tile or None, why), damage and unfinished writes alike
+        self.region_starts = []  # their offsets, in file order
         self.region_list = []  # damage only
         self.unsettled = 0
         self.dead = self.dead_bytes = 0
@@ -439,6 +440,7 @@ class Store:
             tile is not None or self._all_zero(off, n)
             or self._classify(self._pread(_RECORD_HEADER, off), off, _ANY_SIZE) != _REC_BAD))
         v.regions.append((off, n, tile, why))
+        v.region_starts.append(off)
         if unsettled:
             v.unsettled += 1
         else:
@@ -764,6 +766,12 @@ class Store:
         v.index_used = True
         return size, covered
 
+    @staticmethod
+    def _in_region(v, off):
+        """Whether byte `off` lies in a region the scan found (in file order) not intact."""
+        k = bisect.bisect_right(v.region_starts, off)
+        return k > 0 and off - v.regions[k - 1][0] < v.regions[k - 1][1]
+
     def _check_entries_all(self, v):
         """After a full scan (verify): every entry below the mark against the record at its
         place (check_entries_all)."""
@@ -771,8 +779,7 @@ class Store:
         for i, e in enumerate(v.ient):
             verdict, what = self._probe(v.ient, i)
             v.index_dead += verdict == _PROBE_DEAD
-            if verdict in (_PROBE_OK, _PROBE_DEAD) or (
-                    verdict == _PROBE_DAMAGED and any(o <= e[1] < o + n for o, n, _, _ in v.regions)):
+            if verdict in (_PROBE_OK, _PROBE_DEAD) or (verdict == _PROBE_DAMAGED and self._in_region(v, e[1])):
                 continue
             if not wrong:
                 first = "its entry for tile %d at offset %d, where the store has %s" % (e[0], e[1], what)

@@ -1068,11 +1068,16 @@ static size_t ient_at(const ntk_store_t *s, uint64_t off) {
   return lo < s->nient && s->ient[lo].offset == off ? lo : SIZE_MAX;
 }
 
-/* 1 if [off, off + 1) lies in a region the scan found damaged. */
+/* 1 if byte `off` lies in a region the scan found not intact (the regions
+ * are in file order: the scan walks forward). */
 static int in_region(const ntk_store_t *s, uint64_t off) {
-  for (size_t i = 0; i < s->regions.n; i++)
-    if (off >= s->regions.v[i].offset && off - s->regions.v[i].offset < s->regions.v[i].bytes) return 1;
-  return 0;
+  size_t lo = 0, hi = s->regions.n; /* the first region starting after off */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->regions.v[mid].offset <= off) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo > 0 && off - s->regions.v[lo - 1].offset < s->regions.v[lo - 1].bytes;
 }
 
 /* After a full scan (verify, info): every entry below the index's mark
