@@ -779,6 +779,36 @@ START_TEST(test_memory_follows_store) {
 }
 END_TEST
 
+/* A worker's write that failed for want of room: rank 0 marks the place
+ * dead, but the file does not reach its end. No sync mark may pass it
+ * (the index would claim bytes the store does not have): the store
+ * verifies, with a torn tail the next resume cuts. */
+START_TEST(test_abandon_past_end) {
+  char p[512];
+  tu_path(p, sizeof p, dir, "abandon.ntk");
+  ntk_store_t *s;
+  struct ntk_store_info in = make_info();
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_OK);
+  append(s, 0);
+  struct ntk_store_grant g;
+  ck_assert_int_eq(ntk_store_reserve(s, 1, 100, 1, NTK_CODEC_SHUFFLE_ZSTD, &g), NTK_OK);
+  ck_assert_int_eq(ntk_store_abandon(s, &g), NTK_OK); /* nothing of the record was written */
+  ck_assert_int_eq(ntk_store_sync(s), NTK_OK);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
+  ck_assert((uint64_t)file_size(p) < g.offset + g.extent);
+  s = open_checked(p);
+  ck_assert_msg(!ntk_store_is_damaged(s), "damaged: %s", ntk_store_get_scan(s)->index_problem);
+  ck_assert(ntk_store_get_scan(s)->tail_bytes > 0 && !ntk_store_get_scan(s)->tail_damaged);
+  ck_assert_uint_eq(ntk_store_get_scan(s)->index_covered, g.offset);
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert(ntk_store_get_scan(s)->index_used && !ntk_store_is_damaged(s));
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 1);
+  ntk_store_close(s);
+  resume_and_finish(p);
+}
+END_TEST
+
 /* Zeroed pages over two records lose only those. */
 START_TEST(test_zeroed_page) {
   char p[512];
@@ -1019,6 +1049,7 @@ int main(void) {
   tcase_add_test(tc, test_index_claim);
   tcase_add_test(tc, test_repaired_interrupted);
   tcase_add_test(tc, test_memory_follows_store);
+  tcase_add_test(tc, test_abandon_past_end);
   tcase_add_test(tc, test_torn_and_garbage_tail);
   tcase_add_test(tc, test_flipped_payload);
   tcase_add_test(tc, test_flipped_record_header);

@@ -1466,12 +1466,17 @@ ntk_status ntk_store_abandon(ntk_store_t *s, const struct ntk_store_grant *g) {
   pthread_mutex_unlock(&s->mu);
   if (!known) return NTK_OK;
   /* A dead record over whatever the writer left: scans step over it. The
-   * reservation stays open until it is written, so that no sync mark
+   * reservation stays open until that is written, so that no sync mark
    * passes the place before it is a dead region (the index's claim); if it
-   * cannot be written, it stays open and no mark ever passes it. */
+   * cannot be written, or the file does not reach the place's end (the
+   * write failed for want of room: the dead region would run past the
+   * end, a torn tail that the next resume cuts), it stays open and no
+   * mark ever passes it. */
   unsigned char r[NTK_STORE_RECORD_HEADER];
   encode_record(s, r, KIND_DEAD, NO_TILE, NULL, 0, 0, g->extent, g->seq);
   if (pwrite_all(s->fd, r, sizeof r, g->offset)) return io_error(s, "cannot mark an abandoned record dead");
+  struct stat sb;
+  if (fstat(s->fd, &sb) || (uint64_t)sb.st_size < g->offset + g->extent) return NTK_OK;
   pthread_mutex_lock(&s->mu);
   close_reservation(s, g);
   pthread_mutex_unlock(&s->mu);
