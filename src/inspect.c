@@ -40,6 +40,9 @@ static void print_damage(const char *path, const struct ntk_store_scan *sc) {
     printf("damaged: ... and %llu more regions\n", (unsigned long long)(sc->regions - NTK_STORE_DAMAGED_LIST));
   if (sc->header_damaged) printf("damaged: one of the two header copies (the other is intact)\n");
   if (sc->job_text_damaged) printf("damaged: the job description kept in the store\n");
+  if (sc->index_damaged)
+    printf("damaged: the index (%s.index) %s; run the job again: the resume rebuilds the index from the records "
+           "(no tile is lost)\n", path, sc->index_problem);
   if (sc->tail_bytes && sc->tail_damaged)
     printf("damaged: the last %llu bytes are not a write cut short (a damaged or foreign record, or garbage)\n",
            (unsigned long long)sc->tail_bytes);
@@ -48,34 +51,65 @@ static void print_damage(const char *path, const struct ntk_store_scan *sc) {
            (unsigned long long)sc->tail_bytes);
 }
 
+/* Pairs (i >= j) of the tiles a store needs: per block row I, its
+ * diagonal tile (if needed) and min(I, nbc) full-width tiles to its left.
+ * O(number of block rows), not of tiles. */
+static uint64_t needed_pairs(const struct ntk_tiling *t) {
+  uint64_t sum = 0;
+  for (uint64_t I = 0; I < t->nb; I++) {
+    uint64_t rows = t->n - I * t->tile < t->tile ? t->n - I * t->tile : t->tile;
+    uint64_t left = I < t->nbc ? I : t->nbc;
+    sum += rows * t->tile * left + (I < t->nbc ? rows * (rows + 1) / 2 : 0);
+  }
+  return sum;
+}
+
+/* The index, in one line for info and verify: what a resume will do with it. */
+static void print_index(const char *label, const char *path, const struct ntk_store_scan *sc) {
+  if (sc->index_damaged)
+    printf("%sthe index (%s.index) %s; run the job again: the resume rebuilds it from the records (no tile is lost)\n",
+           label, path, sc->index_problem);
+  else if (sc->index_note[0])
+    printf("%sno usable index (%s): the next run rebuilds it by a scan\n", label, sc->index_note);
+  else if (sc->index_dead)
+    printf("%s%llu entries below its sync mark at byte %llu, %llu of them over regions a resume marked dead since "
+           "(those tiles are missing; the next run rewrites the index)\n", label,
+           (unsigned long long)sc->index_entries, (unsigned long long)sc->index_covered,
+           (unsigned long long)sc->index_dead);
+  else
+    printf("%s%llu entries below its sync mark at byte %llu, as the store has them\n", label,
+           (unsigned long long)sc->index_entries, (unsigned long long)sc->index_covered);
+}
+
 int ntk_cmd_info(const char *path, int records) {
   ntk_store_t *s;
   /* Every record header read (not the payloads): the dead and damaged
-   * regions below the index's sync mark are counted too. */
+   * regions below the index's sync mark are counted too, and the index is
+   * checked against them. */
   ntk_status st = ntk_store_open(path, NTK_STORE_READ | NTK_STORE_FULL_SCAN, &s);
   if (st) return fail(st);
   const struct ntk_store_info *in = ntk_store_get_info(s);
   const struct ntk_tiling *t = ntk_store_tiling(s);
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);
-  uint64_t done = ntk_store_tiles_done(s), raw = 0, pairs = 0;
-  for (uint64_t i = 0; i < t->ntiles; i++)
-    if (ntk_store_has_tile(s, i)) {
-      struct ntk_tile tl = ntk_tiling_tile(t, i);
-      raw += ntk_store_raw_bytes(s, &tl);
-      pairs += ntk_tile_pairs(&tl);
-    }
+  uint64_t *have = NULL;
+  size_t nhave = 0;
+  if ((st = ntk_store_stored_tiles(s, &have, &nhave))) {
+    ntk_store_close(s);
+    return fail(st);
+  }
+  uint64_t done = nhave, raw = 0, pairs = 0;
+  for (size_t k = 0; k < nhave; k++) {
+    struct ntk_tile tl = ntk_tiling_tile(t, have[k]);
+    raw += ntk_store_raw_bytes(s, &tl);
+    pairs += ntk_tile_pairs(&tl);
+  }
   printf("store:       %s\n", path);
   printf("job:         %s\n", in->description);
   printf("shape:       %llu x %llu (input features %llu)\n", (unsigned long long)in->n,
          (unsigned long long)in->n, (unsigned long long)in->d);
   printf("kernels:     %s\n", kernel_names(in->kernels));
   printf("precision:   %s\n", in->elem == 4 ? "float32" : "float64");
-  uint64_t want_pairs = 0;
-  for (uint64_t i = 0; i < t->ntiles; i++)
-    if (ntk_tiling_needed(t, i)) {
-      struct ntk_tile tl = ntk_tiling_tile(t, i);
-      want_pairs += ntk_tile_pairs(&tl);
-    }
+  uint64_t want_pairs = needed_pairs(t);
   if (in->n_train)
     printf("split:       %llu train + %llu test samples (train x train, test x train%s)\n",
            (unsigned long long)in->n_train, (unsigned long long)(in->n - in->n_train),
@@ -93,6 +127,7 @@ int ntk_cmd_info(const char *path, int records) {
            (unsigned long long)sc->tail_bytes, sc->tail_damaged ? "damaged" : "a write cut short");
   if (sc->dead) printf("dead:        %llu regions, %llu bytes (damage found and repaired by an earlier run)\n",
                        (unsigned long long)sc->dead, (unsigned long long)sc->dead_bytes);
+  print_index("index:       ", path, sc);
   if (ntk_store_is_damaged(s)) printf("damage:      found (ntkd verify lists it; a rerun of the job repairs it)\n");
   printf("hash:        ");
   for (int i = 0; i < 16; i++) printf("%02x", in->job_hash[i]);
@@ -101,11 +136,12 @@ int ntk_cmd_info(const char *path, int records) {
   if (ntk_lock_holder(path, holder, sizeof holder)) printf("writer:      a job is running on it (%s)\n", holder);
   if (records) {
     printf("records:     tile offset (first record at the start of the tile records; alignment %u)\n", in->align);
-    for (uint64_t i = 0; i < t->ntiles; i++)
-      if (ntk_store_has_tile(s, i)) printf("record:      %llu %llu\n", (unsigned long long)i,
-                                           (unsigned long long)ntk_store_record_offset(s, i));
+    for (size_t k = 0; k < nhave; k++)
+      printf("record:      %llu %llu\n", (unsigned long long)have[k],
+             (unsigned long long)ntk_store_record_offset(s, have[k]));
     print_damage(path, sc);
   }
+  free(have);
   ntk_store_close(s);
   return 0;
 }
@@ -151,27 +187,73 @@ static int parse_range(const char *opt, const char *spec, uint64_t n, uint64_t *
   return 0;
 }
 
+/* The error for a store that is damaged: what the scan or the index check
+ * found (the index named when it is all there is). */
+static ntk_status damaged_error(ntk_store_t *s, const char *path) {
+  const struct ntk_store_scan *sc = ntk_store_get_scan(s);
+  if (sc->index_damaged && !(sc->regions || sc->damaged || sc->tail_damaged || sc->header_damaged ||
+                             sc->job_text_damaged))
+    return ntk_error(NTK_ECORRUPT, "%s: the index (%s.index) %s; run the job again: the resume rebuilds the index "
+                     "from the records (no tile is lost)", path, path, sc->index_problem);
+  return ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it "
+                   "and recompute what was lost", path);
+}
+
+/* The tiles of the block [bi0, bi1] x [bj0, bj1] (of tile rows and
+ * columns) that the store needs and lacks: how many, and the first. An
+ * upper-triangle tile whose mirror is in the block too counts once. */
+static void block_missing(ntk_store_t *s, uint64_t bi0, uint64_t bi1, uint64_t bj0, uint64_t bj1, uint64_t *missing,
+                          uint64_t *first) {
+  const struct ntk_tiling *tg = ntk_store_tiling(s);
+  *missing = 0;
+  for (uint64_t I = bi0; I <= bi1; I++)
+    for (uint64_t J = bj0; J <= bj1; J++) {
+      if (J > I && J <= bi1 && I >= bj0) continue;
+      uint64_t idx = J <= I ? ntk_tiling_index(I, J) : ntk_tiling_index(J, I);
+      if (ntk_tiling_needed(tg, idx) && !ntk_store_has_tile(s, idx) && !(*missing)++) *first = idx;
+    }
+}
+
 /* Refuse a damaged store (whatever the block), and a block that needs a
  * tile the store does not hold yet: the first such tile is named. Tiles a
- * regression store never computes (test x test) are not needed: NaN. */
+ * regression store never computes (test x test) are not needed: NaN. The
+ * records the block needs are checked against the index first (a record a
+ * resume has since marked dead is missing; one the index misnames is
+ * damage), and before a tile is called missing, all of the index (a tile
+ * it hides is damage, not an unfinished store). */
 static ntk_status export_check(ntk_store_t *s, const char *path, uint64_t bi0, uint64_t bi1, uint64_t bj0,
                                uint64_t bj1) {
   const struct ntk_tiling *tg = ntk_store_tiling(s);
   /* Damage first: a store missing tiles because of damage is damaged,
    * not merely unfinished. */
-  if (ntk_store_is_damaged(s))
-    return ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it "
-                     "and recompute what was lost", path);
-  uint64_t missing = 0, first = 0;
-  for (uint64_t I = bi0; I <= bi1; I++)
-    for (uint64_t J = bj0; J <= bj1; J++) {
-      /* An upper-triangle tile whose mirror is in the block too counts once. */
-      if (J > I && J <= bi1 && I >= bj0) continue;
-      uint64_t idx = J <= I ? ntk_tiling_index(I, J) : ntk_tiling_index(J, I);
-      if (ntk_tiling_needed(tg, idx) && !ntk_store_has_tile(s, idx) && !missing++) first = idx;
-    }
-  if (!missing) return NTK_OK;
+  if (ntk_store_is_damaged(s)) return damaged_error(s, path);
   int all = (bi0 == 0 && bj0 == 0 && bi1 + 1 == tg->nb && bj1 + 1 == tg->nb);
+  ntk_status st = NTK_OK;
+  uint64_t missing = 0, first = 0;
+  if (all) {
+    /* The whole matrix: every entry, and the first tile missing found in
+     * as many steps as there are tiles present. */
+    if ((st = ntk_store_check_entries(s))) return st;
+    missing = tg->needed - ntk_store_tiles_done(s);
+    for (uint64_t i = 0; missing && i < tg->ntiles; i++)
+      if (ntk_tiling_needed(tg, i) && !ntk_store_has_tile(s, i)) {
+        first = i;
+        break;
+      }
+  } else {
+    for (uint64_t I = bi0; I <= bi1 && !st; I++)
+      for (uint64_t J = bj0; J <= bj1 && !st; J++) {
+        uint64_t idx = J <= I ? ntk_tiling_index(I, J) : ntk_tiling_index(J, I);
+        if (ntk_tiling_needed(tg, idx)) st = ntk_store_check_entry(s, idx);
+      }
+    if (st) return st;
+    block_missing(s, bi0, bi1, bj0, bj1, &missing, &first);
+    if (missing) {
+      if ((st = ntk_store_check_entries(s))) return st;
+      block_missing(s, bi0, bi1, bj0, bj1, &missing, &first);
+    }
+  }
+  if (!missing) return NTK_OK;
   struct ntk_tile t = ntk_tiling_tile(tg, first);
   if (all)
     return ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles); run the job to finish it", path,
@@ -230,7 +312,9 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
     return fail(st);
   }
   FILE *f = fdopen(fd, "wb");
-  char *rowbuf = malloc(edge * bw * es);
+  /* One tile-row of the block: at most a tile's rows, and no more rows
+   * than the block has. */
+  char *rowbuf = malloc((bh < edge ? bh : edge) * bw * es);
   char *tb = malloc(edge * edge * es);
   char *raw = malloc(edge * edge * es * 2);
   ntk_codec_t *codec = ntk_codec_create(1);
@@ -311,16 +395,24 @@ int ntk_cmd_verify(const ntk_comm_t *world, const char *path) {
     ntk_store_close(s);
     return ntk_status_exit_code(st ? st : NTK_ECOMM);
   }
-  const struct ntk_store_info *in = ntk_store_get_info(s);
   const struct ntk_tiling *tg = ntk_store_tiling(s);
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);
   ntk_codec_t *codec = ntk_codec_create(1);
-  size_t edge = in->tile < in->n ? in->tile : (size_t)in->n;
-  char *raw = malloc(edge * edge * in->elem * 2 + 1);
   double count[3] = {0, 0, 0}; /* damaged, intact, unfinished: this rank's share, then everyone's */
   if (rank == 0) print_damage(path, sc);
-  for (uint64_t i = (uint64_t)rank; i < tg->ntiles && codec && raw; i += (uint64_t)size) {
-    if (!ntk_store_has_tile(s, i)) continue;
+  uint64_t *have = NULL;
+  size_t nhave = 0, most = 1;
+  st = ntk_store_stored_tiles(s, &have, &nhave);
+  /* One tile's values at a time, the largest this rank checks: memory
+   * follows what is stored, not the tile edge a header claims. */
+  for (size_t k = (size_t)rank; !st && k < nhave; k += (size_t)size) {
+    struct ntk_tile t = ntk_tiling_tile(tg, have[k]);
+    size_t b = ntk_store_raw_bytes(s, &t);
+    most = b > most ? b : most;
+  }
+  char *raw = malloc(most);
+  for (size_t k = (size_t)rank; !st && k < nhave && codec && raw; k += (size_t)size) {
+    uint64_t i = have[k];
     struct ntk_tile t = ntk_tiling_tile(tg, i);
     int intact = 0;
     st = ntk_store_check_record(s, i, &intact);
@@ -346,33 +438,35 @@ int ntk_cmd_verify(const ntk_comm_t *world, const char *path) {
     count[intact]++;
   }
   if (!st && (!codec || !raw)) st = ntk_error(NTK_ENOMEM, "out of memory");
+  free(have);
   free(raw);
   ntk_codec_free(codec);
   fflush(stdout);
   if (!(st = ntk_comm_agree_report(world, st))) st = ntk_comm_agree_report(world, ntk_comm_sum_doubles(world, count, 3));
   uint64_t bad = (uint64_t)count[0], ok = (uint64_t)count[1], unfinished = (uint64_t)count[2];
-  /* The index must name what the scan found: resume and export trust it. */
-  uint64_t entries = 0, wrong = 0;
-  char note[320] = "";
-  int have_index = rank == 0 && ntk_store_check_index(s, &entries, &wrong, note, sizeof note);
-  /* Present: an intact record (a tile whose record failed the check is not). */
+  /* Present: an intact record (a tile whose record failed the check is
+   * not). The index was checked against the scan when the store was
+   * opened (print_damage says what is wrong with it). */
   uint64_t done = ntk_store_tiles_done(s) - bad - unfinished, ntiles = tg->needed, lost = sc->damaged;
-  int damaged = ntk_store_is_damaged(s) || bad || wrong;
+  int damaged = ntk_store_is_damaged(s) || bad;
+  int sc_index_only = sc->index_damaged && !bad && !sc->regions && !sc->damaged && !sc->tail_damaged &&
+                      !sc->header_damaged && !sc->job_text_damaged;
   char holder[600];
   int running = ntk_lock_holder(path, holder, sizeof holder);
+  if (rank == 0 && !sc->index_damaged && sc->index_note[0])
+    printf("%s: no usable index (%s): the next run rebuilds it by a scan\n", path, sc->index_note);
   ntk_store_close(s);
   if (st) return ntk_status_exit_code(st);
   if (rank != 0) return damaged ? NTK_EXIT_CORRUPT : 0;
-  if (have_index && wrong)
-    printf("damaged: the index (%s.index) lists %llu of its %llu entries where the store has no such record\n", path,
-           (unsigned long long)wrong, (unsigned long long)entries);
-  else if (!have_index)
-    printf("%s: no usable index (%s): the next run rebuilds it by a scan\n", path, note);
   printf("%s: %llu tiles intact, %llu damaged, %llu of %llu tiles present%s\n", path, (unsigned long long)ok,
          (unsigned long long)(bad + lost), (unsigned long long)done, (unsigned long long)ntiles,
          done == ntiles ? " (complete)" : running ? " (a job is writing it now)" : " (incomplete: run the job to finish it)");
   if (size > 1) printf("%s: checked by %d ranks\n", path, size);
   if (running) printf("%s: being written by a running job (%s)\n", path, holder);
+  if (damaged && sc_index_only) {
+    printf("%s: FAILED: the index disagrees with the store (above); run the job again to rebuild it\n", path);
+    return NTK_EXIT_CORRUPT;
+  }
   if (damaged) {
     printf("%s: FAILED: the store is damaged (above); run the job again to repair it and recompute what was lost\n", path);
     return NTK_EXIT_CORRUPT;

@@ -64,6 +64,9 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
                   sc->tail_damaged ? "damaged" : "torn");
         if (sc->header_damaged) fprintf(stderr, ", a damaged header copy rewritten");
         fprintf(stderr, "\n");
+        if (sc->index_damaged)
+          fprintf(stderr, "ntkd: the index (%s.index) %s: not used; rebuilt from a scan of the records\n", path,
+                  sc->index_problem);
         if (ntk_store_get_info(s)->tile != want->tile)
           fprintf(stderr, "ntkd: note: the store was started with tile = %u; keeping it (values are the "
                   "same for any tile size)\n", ntk_store_get_info(s)->tile);

@@ -60,3 +60,23 @@ rank_pids() {
   done
   return 0
 }
+# sync_mark STORE: the `covered` offset of the last intact sync mark of
+# STORE.index (docs/STORE-FORMAT.md, "The index"); empty without one.
+sync_mark() {
+  $PY - "$1.index" <<'PY'
+import struct, sys, xxhash
+try:
+    b = open(sys.argv[1], 'rb').read()
+except OSError:
+    sys.exit(0)
+mark = None
+for at in range(64, len(b) - 63, 64):
+    e = b[at:at + 64]
+    if struct.unpack_from('<Q', e, 56)[0] != xxhash.xxh3_64_intdigest(e[:56]):
+        break
+    if struct.unpack_from('<I', e, 0)[0] == 2:
+        mark = struct.unpack_from('<Q', e, 40)[0]
+if mark is not None:
+    print(mark)
+PY
+}

@@ -229,20 +229,41 @@ START_TEST(test_split) {
 }
 END_TEST
 
+static void copy_file(const char *from, const char *to) {
+  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+  ck_assert(a && b);
+  char buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, a)) > 0) ck_assert_uint_eq(fwrite(buf, 1, n, b), n);
+  fclose(a);
+  ck_assert_int_eq(fclose(b), 0);
+}
+
 START_TEST(test_torn_and_garbage_tail) {
-  char p[512];
+  char p[512], ip[600], saved[600], ipsaved[700];
   tu_path(p, sizeof p, dir, "torn.ntk");
+  snprintf(ip, sizeof ip, "%s.index", p);
+  snprintf(saved, sizeof saved, "%s.three", p);
+  snprintf(ipsaved, sizeof ipsaved, "%s.index.two", p);
   const uint64_t tiles[] = {0, 1, 2};
+  /* The store as a kill during the write of its third record leaves it:
+   * the index synced after two records, the third record a prefix. */
   make_store(p, tiles, 2);
   off_t two = file_size(p);
-  make_store(p, tiles, 3);
+  copy_file(ip, ipsaved);
+  ntk_store_t *s;
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
+  append(s, 2);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
   off_t full = file_size(p);
+  copy_file(p, saved);
   /* Every cut inside the last record loses only that record, and is a
    * torn write, not damage. */
   for (off_t cut = 1; cut < full - two; cut += 13) {
-    make_store(p, tiles, 3);
+    copy_file(saved, p);
+    copy_file(ipsaved, ip);
     ck_assert_int_eq(truncate(p, full - cut), 0);
-    ntk_store_t *s = open_checked(p);
+    s = open_checked(p);
     ck_assert_uint_eq(ntk_store_tiles_done(s), 2);
     ck_assert(ntk_store_get_scan(s)->tail_bytes > 0);
     ck_assert(!ntk_store_is_damaged(s));
@@ -254,11 +275,20 @@ START_TEST(test_torn_and_garbage_tail) {
     ck_assert_int_eq(ntk_store_close(s), NTK_OK);
     ck_assert_int_eq(file_size(p), full);
   }
+  /* The same cut under an index that lists the third record as synced: a
+   * finished tile lost, which the index says. */
+  copy_file(saved, p);
+  ck_assert_int_eq(truncate(p, full - 100), 0);
+  s = open_checked(p);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 2);
+  ck_assert(ntk_store_get_scan(s)->index_damaged && ntk_store_is_damaged(s));
+  ck_assert_ptr_nonnull(strstr(ntk_store_get_scan(s)->index_problem, "sync mark says the first"));
+  ntk_store_close(s);
   /* Zeros after the last record are not a write cut short: a zeroed last
    * record looks just like them. */
   make_store(p, tiles, 3);
   ck_assert_int_eq(truncate(p, full + 3000), 0);
-  ntk_store_t *s = open_checked(p);
+  s = open_checked(p);
   ck_assert_uint_eq(ntk_store_get_scan(s)->tail_bytes, 3000);
   ck_assert(ntk_store_is_damaged(s));
   ntk_store_close(s);
@@ -436,6 +466,344 @@ START_TEST(test_index) {
   ck_assert_uint_eq(bad[0], 4);
   ck_assert(!ntk_store_has_tile(s, 4));
   free(bad);
+  ntk_store_close(s);
+  resume_and_finish(p);
+}
+END_TEST
+
+/* ---- the index's claim, checked (issue 25) --------------------------------------- */
+
+static void put64le(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get64le(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+/* PATH.index read whole: 64-byte lines, the header first. */
+static unsigned char *index_lines(const char *p, size_t *lines) {
+  char ip[600];
+  snprintf(ip, sizeof ip, "%s.index", p);
+  FILE *f = fopen(ip, "rb");
+  ck_assert_ptr_nonnull(f);
+  unsigned char *b = malloc(1 << 16);
+  size_t n = fread(b, 1, 1 << 16, f);
+  fclose(f);
+  *lines = n / 64;
+  return b;
+}
+
+static void index_save(const char *p, const unsigned char *b, size_t lines) {
+  char ip[600];
+  snprintf(ip, sizeof ip, "%s.index", p);
+  tu_write(ip, b, lines * 64);
+}
+
+/* A tile entry or a sync mark, sealed as ntkd seals them. */
+static void line_tile(unsigned char *e, uint64_t tile, uint64_t off, uint64_t len, uint64_t seq) {
+  memset(e, 0, 64);
+  e[0] = 1;
+  put64le(e + 8, tile);
+  put64le(e + 16, off);
+  put64le(e + 24, len);
+  put64le(e + 32, seq);
+  put64le(e + 56, ntk_checksum(e, 56));
+}
+static void line_mark(unsigned char *e, uint64_t covered) {
+  memset(e, 0, 64);
+  e[0] = 2;
+  put64le(e + 40, covered);
+  put64le(e + 56, ntk_checksum(e, 56));
+}
+
+/* Open through the index (as export): the index is damage, naming `what`. */
+static void expect_index_damage(const char *p, const char *what) {
+  ntk_store_t *s;
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  const struct ntk_store_scan *sc = ntk_store_get_scan(s);
+  ck_assert_msg(sc->index_damaged && ntk_store_is_damaged(s) && !sc->index_used, "not damage: %s", sc->index_note);
+  ck_assert_msg(strstr(sc->index_problem, what), "%s: not in '%s'", what, sc->index_problem);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6); /* scanned whole instead */
+  ntk_store_close(s);
+  s = open_checked(p); /* as verify and info */
+  ck_assert(ntk_store_get_scan(s)->index_damaged && ntk_store_is_damaged(s));
+  ntk_store_close(s);
+}
+
+/* A resume after a forged index: it scans, writes into no record (no dead
+ * region), keeps every tile, and its index is usable again. */
+static void resume_untouched(const char *p) {
+  ntk_store_t *s;
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  ck_assert_uint_eq(ntk_store_get_scan(s)->regions, 0);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
+  s = open_checked(p);
+  ck_assert_uint_eq(ntk_store_get_scan(s)->dead, 0);
+  ck_assert(!ntk_store_is_damaged(s));
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_get_scan(s)->index_used, 1);
+  for (uint64_t k = 0; k < 6; k++) check_tile(s, k);
+  ntk_store_close(s);
+}
+
+/* Tile k's record with its values stored raw: 3 pages for a 32 x 32 tile. */
+static void append_raw(ntk_store_t *s, uint64_t k) {
+  struct ntk_tile t = ntk_tiling_tile(ntk_store_tiling(s), k);
+  size_t raw = ntk_store_raw_bytes(s, &t);
+  float *v = malloc(raw);
+  for (size_t i = 0; i < raw / 4; i++) v[i] = (float)(k * 1000 + i);
+  ck_assert_int_eq(ntk_store_append(s, &t, v, raw, ntk_checksum(v, raw), NTK_CODEC_RAW), NTK_OK);
+  free(v);
+}
+
+/* An index whose sync mark covers the whole store with no entries, one
+ * whose mark falls inside a record, a zeroed stretch in its middle (a
+ * zeroed end is a torn append, not damage), an entry renamed to another
+ * tile, a 4 GB sparse index: damage, named; a resume never writes into a
+ * record because of it. */
+START_TEST(test_index_claim) {
+  char p[512];
+  tu_path(p, sizeof p, dir, "claim.ntk");
+  make_store(p, all6, 6);
+  size_t n;
+  unsigned char *good = index_lines(p, &n); /* header, the new store's mark, 6 entries, a mark */
+  ck_assert_uint_eq(n, 9);
+  uint64_t end = (uint64_t)file_size(p);
+  unsigned char *b = malloc(64 * 16);
+
+  memcpy(b, good, 64);
+  line_mark(b + 64, end);
+  index_save(p, b, 2);
+  expect_index_damage(p, "no entry accounts for bytes");
+  resume_untouched(p);
+
+  index_save(p, good, n); /* the zeroed middle */
+  memcpy(b, good, 64 * n);
+  memset(b + 3 * 64, 0, 64);
+  index_save(p, b, n);
+  expect_index_damage(p, "fails its checksum and intact entries follow it");
+  memcpy(b, good, 64 * n); /* a zeroed end after the last mark: a torn append */
+  memset(b + 64 * n, 0, 3 * 64);
+  index_save(p, b, n + 3);
+  ntk_store_t *s;
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert(ntk_store_get_scan(s)->index_used && !ntk_store_is_damaged(s));
+  ntk_store_close(s);
+  resume_untouched(p);
+
+  /* Tile 2's entry renamed to tile 4 (sealed again): the extents still
+   * cover every byte, so only a reader that meets it sees it. */
+  unsigned char *fresh = index_lines(p, &n);
+  memcpy(b, fresh, 64 * n);
+  for (size_t i = 1; i < n; i++)
+    if (b[i * 64] == 1 && get64le(b + i * 64 + 8) == 2)
+      line_tile(b + i * 64, 4, get64le(b + i * 64 + 16), get64le(b + i * 64 + 24), get64le(b + i * 64 + 32));
+  index_save(p, b, n);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert(!ntk_store_is_damaged(s) && !ntk_store_has_tile(s, 2));
+  ck_assert_int_eq(ntk_store_check_entry(s, 4), NTK_OK); /* tile 4's own entry (the newer) is right */
+  ck_assert_int_eq(ntk_store_check_entries(s), NTK_ECORRUPT); /* before tile 2 is called missing */
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "disagrees with the store: its entry for tile 4"));
+  ck_assert(ntk_store_is_damaged(s));
+  ntk_store_close(s);
+  s = open_checked(p);
+  ck_assert(ntk_store_get_scan(s)->index_damaged && ntk_store_tiles_done(s) == 6);
+  ntk_store_close(s);
+  /* The resume trusts it (it covers every byte); its audit takes the
+   * record as it is, and the index is written afresh. */
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
+  uint64_t *bad;
+  size_t nbad;
+  ck_assert_int_eq(ntk_store_audit(s, &bad, &nbad), NTK_OK);
+  free(bad);
+  ck_assert_uint_eq(nbad, 0);
+  ck_assert(ntk_store_has_tile(s, 2));
+  ck_assert_uint_eq(ntk_store_get_scan(s)->index_corrected, 1);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
+  resume_untouched(p);
+  free(fresh);
+
+  /* 4 GB of zeros after it: refused unread. */
+  char ip[600];
+  snprintf(ip, sizeof ip, "%s.index", p);
+  ck_assert_int_eq(truncate(ip, (off_t)4 << 30), 0);
+  expect_index_damage(p, "more than this store can need");
+  resume_untouched(p);
+  free(good);
+
+  /* The mark one page inside a record of three pages. */
+  struct ntk_store_info in = make_info();
+  in.n = 64;
+  in.tile = 32; /* 3 tiles, 8 KiB raw each */
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_OK);
+  for (uint64_t k = 0; k < 3; k++) append_raw(s, k);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
+  good = index_lines(p, &n);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  uint64_t at = ntk_store_record_offset(s, 1);
+  ntk_store_close(s);
+  size_t k = 1;
+  memcpy(b, good, 64);
+  for (size_t i = 1; i < n; i++)
+    if (good[i * 64] == 1 && get64le(good + i * 64 + 16) < at) memcpy(b + 64 * k++, good + i * 64, 64);
+  line_mark(b + 64 * k++, at + 4096);
+  index_save(p, b, k);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert(ntk_store_get_scan(s)->index_damaged && ntk_store_tiles_done(s) == 3);
+  ck_assert_ptr_nonnull(strstr(ntk_store_get_scan(s)->index_problem, "a record of tile 1"));
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
+  ck_assert_uint_eq(ntk_store_get_scan(s)->regions, 0); /* no dead header into tile 1's record */
+  ntk_store_close(s);
+  s = open_checked(p);
+  ck_assert(!ntk_store_is_damaged(s) && ntk_store_get_scan(s)->dead == 0 && ntk_store_tiles_done(s) == 3);
+  ntk_store_close(s);
+  free(good);
+  free(b);
+}
+END_TEST
+
+/* Repaired, then interrupted: the audit marks a damaged record dead; the
+ * next sync writes a fresh index without it; until then (a kill in that
+ * window: the index as the resume wrote it) readers find the tile
+ * missing, not the store damaged. */
+START_TEST(test_repaired_interrupted) {
+  char p[512], ip[600], saved[700];
+  tu_path(p, sizeof p, dir, "rti.ntk");
+  snprintf(ip, sizeof ip, "%s.index", p);
+  snprintf(saved, sizeof saved, "%s.stale", ip);
+  make_store(p, all6, 6);
+  uint64_t off[6];
+  record_offsets(p, off);
+  flip(p, (off_t)off[3] + 128 + 10);
+  ntk_store_t *s;
+  ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
+  uint64_t *bad;
+  size_t nbad;
+  ck_assert_int_eq(ntk_store_audit(s, &bad, &nbad), NTK_OK);
+  ck_assert_uint_eq(nbad, 1);
+  ck_assert_uint_eq(bad[0], 3);
+  free(bad);
+  copy_file(ip, saved); /* the index a kill now would leave: it lists tile 3 */
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK); /* stopped: the closing sync */
+  /* The index written at the stop no longer lists it. */
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert(ntk_store_get_scan(s)->index_used && !ntk_store_is_damaged(s));
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 5);
+  ck_assert(!ntk_store_has_tile(s, 3));
+  ntk_store_close(s);
+  s = open_checked(p);
+  ck_assert(!ntk_store_is_damaged(s) && ntk_store_tiles_done(s) == 5 && ntk_store_get_scan(s)->index_dead == 0);
+  ntk_store_close(s);
+  /* The stale index: tile 3 is missing, nothing is damaged. */
+  copy_file(saved, ip);
+  s = open_checked(p);
+  ck_assert(!ntk_store_is_damaged(s) && ntk_store_tiles_done(s) == 5);
+  ck_assert_uint_eq(ntk_store_get_scan(s)->index_dead, 1);
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert(!ntk_store_is_damaged(s));
+  ck_assert_int_eq(ntk_store_check_entry(s, 3), NTK_OK);
+  ck_assert(!ntk_store_has_tile(s, 3));
+  ck_assert_int_eq(ntk_store_check_entries(s), NTK_OK);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 5);
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK); /* read without a check first (solve) */
+  void *q;
+  size_t len;
+  ck_assert_int_eq(ntk_store_read_payload(s, 3, &q, &len), NTK_EINCOMPLETE);
+  ck_assert(!ntk_store_has_tile(s, 3));
+  ntk_store_close(s);
+  resume_and_finish(p);
+}
+END_TEST
+
+/* Memory follows the store: a header claiming 1.7e10 tiles with no
+ * records, and a 4 GB sparse index, open in 512 MB more address space
+ * than the test already has. */
+static void limit_memory(struct rlimit *old) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  unsigned long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmSize: %lu kB", &kb) == 1) break;
+  if (f) fclose(f);
+  ck_assert(kb > 0);
+  getrlimit(RLIMIT_AS, old);
+  struct rlimit r = *old;
+  r.rlim_cur = (rlim_t)(kb + (512ul << 10)) << 10;
+  ck_assert_int_eq(setrlimit(RLIMIT_AS, &r), 0);
+}
+
+START_TEST(test_memory_follows_store) {
+  char p[512], ip[600];
+  tu_path(p, sizeof p, dir, "claim-huge.ntk");
+  snprintf(ip, sizeof ip, "%s.index", p);
+  struct ntk_store_info in = make_info();
+  in.n = (uint64_t)185363 * 16384;
+  in.tile = 16384;
+  ntk_store_t *s;
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
+  struct rlimit old;
+  limit_memory(&old);
+  for (int flags = 0; flags < 2; flags++) {
+    ntk_status st = ntk_store_open(p, flags ? NTK_STORE_READ | NTK_STORE_FULL_SCAN : NTK_STORE_READ, &s);
+    if (st) setrlimit(RLIMIT_AS, &old);
+    ck_assert_int_eq(st, NTK_OK);
+    ck_assert_uint_eq(ntk_store_tiling(s)->ntiles, (uint64_t)185363 * 185364 / 2);
+    ck_assert_uint_eq(ntk_store_tiles_done(s), 0);
+    uint64_t *t;
+    size_t n;
+    ck_assert_int_eq(ntk_store_stored_tiles(s, &t, &n), NTK_OK);
+    ck_assert_uint_eq(n, 0);
+    free(t);
+    ck_assert(!ntk_store_is_damaged(s));
+    ntk_store_close(s);
+  }
+  setrlimit(RLIMIT_AS, &old);
+  make_store(p, all6, 6);
+  ck_assert_int_eq(truncate(ip, (off_t)4 << 30), 0);
+  limit_memory(&old);
+  ntk_status st = ntk_store_open(p, NTK_STORE_READ, &s);
+  setrlimit(RLIMIT_AS, &old);
+  ck_assert_int_eq(st, NTK_OK);
+  ck_assert(ntk_store_get_scan(s)->index_damaged);
+  ck_assert_ptr_nonnull(strstr(ntk_store_get_scan(s)->index_problem, "not read"));
+  ntk_store_close(s);
+}
+END_TEST
+
+/* A worker's write that failed for want of room: rank 0 marks the place
+ * dead, but the file does not reach its end. No sync mark may pass it
+ * (the index would claim bytes the store does not have): the store
+ * verifies, with a torn tail the next resume cuts. */
+START_TEST(test_abandon_past_end) {
+  char p[512];
+  tu_path(p, sizeof p, dir, "abandon.ntk");
+  ntk_store_t *s;
+  struct ntk_store_info in = make_info();
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_OK);
+  append(s, 0);
+  struct ntk_store_grant g;
+  ck_assert_int_eq(ntk_store_reserve(s, 1, 100, 1, NTK_CODEC_SHUFFLE_ZSTD, &g), NTK_OK);
+  ck_assert_int_eq(ntk_store_abandon(s, &g), NTK_OK); /* nothing of the record was written */
+  ck_assert_int_eq(ntk_store_sync(s), NTK_OK);
+  ck_assert_int_eq(ntk_store_close(s), NTK_OK);
+  ck_assert((uint64_t)file_size(p) < g.offset + g.extent);
+  s = open_checked(p);
+  ck_assert_msg(!ntk_store_is_damaged(s), "damaged: %s", ntk_store_get_scan(s)->index_problem);
+  ck_assert(ntk_store_get_scan(s)->tail_bytes > 0 && !ntk_store_get_scan(s)->tail_damaged);
+  ck_assert_uint_eq(ntk_store_get_scan(s)->index_covered, g.offset);
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_OK);
+  ck_assert(ntk_store_get_scan(s)->index_used && !ntk_store_is_damaged(s));
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 1);
   ntk_store_close(s);
   resume_and_finish(p);
 }
@@ -678,6 +1046,10 @@ int main(void) {
   tcase_add_test(tc, test_roundtrip);
   tcase_add_test(tc, test_split);
   tcase_add_test(tc, test_index);
+  tcase_add_test(tc, test_index_claim);
+  tcase_add_test(tc, test_repaired_interrupted);
+  tcase_add_test(tc, test_memory_follows_store);
+  tcase_add_test(tc, test_abandon_past_end);
   tcase_add_test(tc, test_torn_and_garbage_tail);
   tcase_add_test(tc, test_flipped_payload);
   tcase_add_test(tc, test_flipped_record_header);

@@ -153,6 +153,9 @@ static int audit_collect(struct sched *s, int wait) {
     if (s->naudit)
       fprintf(stderr, "%zu damaged tile%s to recompute, %llu damaged region%s marked dead", s->naudit,
               s->naudit == 1 ? "" : "s", (unsigned long long)sc->regions, sc->regions == 1 ? "" : "s");
+    if (sc->index_corrected)
+      fprintf(stderr, "; the index placed %llu tile%s wrongly: taken from the records, the index rewritten",
+              (unsigned long long)sc->index_corrected, sc->index_corrected == 1 ? "" : "s");
     fprintf(stderr, "\n");
     for (size_t i = 0; i < s->naudit; i++) {
       struct ntk_tile t = ntk_tiling_tile(s->tiling, s->audit_tiles[i]);

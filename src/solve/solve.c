@@ -278,11 +278,17 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   const struct ntk_store_info *in = ntk_store_get_info(s);
   size_t ntr = (size_t)in->n_train, nte = (size_t)(in->n - in->n_train);
   st = rank == 0 ? check_outputs(store_path, job, in->kernels) : NTK_OK;
-  if (!st && ntk_store_is_damaged(s))
+  const struct ntk_store_scan *sc = ntk_store_get_scan(s);
+  if (!st && ntk_store_is_damaged(s) && sc->index_damaged)
+    st = ntk_error(NTK_ECORRUPT, "%s: the index (%s.index) %s; run the job again to rebuild it (no tile is lost)",
+                   store_path, store_path, sc->index_problem);
+  else if (!st && ntk_store_is_damaged(s))
     st = ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it", store_path);
   else if (!st && !ntr)
     st = ntk_error(NTK_EINPUT, "%s holds no test set: it was computed by a job without [test]", store_path);
-  else if (!st && ntk_store_tiles_done(s) != ntk_store_tiling(s)->needed)
+  /* Before a tile is called missing, the index is checked whole: one it
+   * hides is damage (as export says). */
+  else if (!st && ntk_store_tiles_done(s) != ntk_store_tiling(s)->needed && !(st = ntk_store_check_entries(s)))
     st = ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles); run the job to finish it",
                    store_path, (unsigned long long)ntk_store_tiles_done(s),
                    (unsigned long long)ntk_store_tiling(s)->needed);

@@ -3,7 +3,9 @@
  * is; a sync mark says that every entry before it is durable, and that
  * every byte of the store below `covered` belongs to a record it (or an
  * earlier mark) lists, or to a dead region. Entries after the last mark
- * (a write cut short) are ignored. Format: docs/STORE-FORMAT.md. */
+ * (a write cut short) are ignored. This file reads and writes it; whether
+ * what it says is true of the store is store.c's to check. Format:
+ * docs/STORE-FORMAT.md. */
 #include "store/index.h"
 #include "store/le.h"
 
@@ -117,83 +119,153 @@ ntk_status ntk_index_append(int fd, const char *store_path, const struct ntk_ind
   return st;
 }
 
-int ntk_index_read(const char *store_path, const uint8_t id[16], struct ntk_index_entry **out, size_t *nout,
-                   uint64_t *covered, char *why, size_t cap) {
+/* 0 on success, 1 at end of file before len bytes, -1 on error. */
+static int pread_full(int fd, unsigned char *p, size_t len, uint64_t off) {
+  while (len) {
+    ssize_t r = pread(fd, p, len, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) return 1;
+    p += r;
+    len -= (size_t)r;
+    off += (uint64_t)r;
+  }
+  return 0;
+}
+
+#define CHUNK_LINES 1024 /* 64 KiB read at a time */
+
+ntk_status ntk_index_read(const char *store_path, const uint8_t id[16], int store_fd, uint64_t first, uint32_t align,
+                          struct ntk_index_entry **out, size_t *nout, uint64_t *covered, int *verdict, char *why,
+                          size_t cap) {
   *out = NULL;
   *nout = 0;
   *covered = 0;
+  *verdict = NTK_INDEX_NONE;
   char path[NTK_PATH_MAX + 16];
   if (!ntk_index_path(store_path, path, sizeof path)) {
     snprintf(why, cap, "path too long");
-    return 0;
+    return NTK_OK;
   }
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    snprintf(why, cap, errno == ENOENT ? "no index" : "cannot open %s: %s", path, strerror(errno));
-    return 0;
+    if (errno == ENOENT) snprintf(why, cap, "no index");
+    else snprintf(why, cap, "cannot open %s: %s", path, strerror(errno));
+    return NTK_OK; /* a link in its place included: ignored, and replaced by the next run */
   }
   struct stat sb;
-  if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || sb.st_size < 2 * ENTRY) {
+  unsigned char h[ENTRY];
+  if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
     close(fd);
-    snprintf(why, cap, "%s is not an index", path);
-    return 0;
+    snprintf(why, cap, "%s is not a regular file", path); /* ignored, and replaced by the next run */
+    return NTK_OK;
   }
-  size_t size = (size_t)sb.st_size / ENTRY * ENTRY;
-  unsigned char *buf = malloc(size);
-  struct ntk_index_entry *e = malloc((size / ENTRY) * sizeof *e);
-  size_t got = 0;
-  while (buf && e && got < size) {
-    ssize_t r = pread(fd, buf + got, size - got, (off_t)got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += (size_t)r;
+  int rc = pread_full(fd, h, ENTRY, 0);
+  if (rc < 0) {
+    close(fd);
+    return ntk_error(NTK_EIO, "%s: read failed: %s", path, strerror(errno));
   }
-  close(fd);
-  if (!buf || !e || got < size) {
-    free(buf);
-    free(e);
-    if (!buf || !e) {
-      ntk_error(NTK_ENOMEM, "out of memory for the index of %s", store_path);
-      return -1;
-    }
-    ntk_error(NTK_EIO, "%s: read failed", path);
-    return -1;
+  if (rc) {
+    close(fd);
+    *verdict = NTK_INDEX_DAMAGED;
+    snprintf(why, cap, "%s is %lld bytes, shorter than an index header", path, (long long)sb.st_size);
+    return NTK_OK;
   }
-  int ok = !memcmp(buf, index_magic, 8) && sealed(buf) && ntk_get32(buf + 8) == INDEX_VERSION &&
-           ntk_get32(buf + 12) == ENTRY;
-  if (!ok || memcmp(buf + 16, id, 16)) {
-    free(buf);
-    free(e);
-    snprintf(why, cap, ok ? "the index is of another store" : "the index header is damaged");
-    return 0;
+  /* The header first: whose index it is decides whether anything else counts. */
+  if (memcmp(h, index_magic, 8) || !sealed(h) || ntk_get32(h + 8) != INDEX_VERSION || ntk_get32(h + 12) != ENTRY) {
+    close(fd);
+    *verdict = NTK_INDEX_DAMAGED;
+    snprintf(why, cap, memcmp(h, index_magic, 8) ? "%s is not an index (no NTKDINDX magic)" : "the header of %s is damaged",
+             path);
+    return NTK_OK;
   }
-  size_t n = 0, kept = 0;
-  int marks = 0;
-  for (size_t off = ENTRY; off + ENTRY <= size; off += ENTRY) {
-    const unsigned char *b = buf + off;
-    if (!sealed(b)) break; /* a write cut short: what follows is not durable */
-    uint32_t kind = ntk_get32(b);
-    if (kind == KIND_TILE) {
-      e[n].tile = ntk_get64(b + 8);
-      e[n].offset = ntk_get64(b + 16);
-      e[n].len = ntk_get64(b + 24);
-      e[n].seq = ntk_get64(b + 32);
-      n++;
-    } else if (kind == KIND_SYNC) {
-      kept = n;
-      *covered = ntk_get64(b + 40);
-      marks++;
-    } else {
+  if (memcmp(h + 16, id, 16)) {
+    close(fd);
+    snprintf(why, cap, "the index is of another store");
+    return NTK_OK;
+  }
+  /* Then its size: never more than the store can need, so that memory and
+   * time follow the store, not the file's length. */
+  struct stat ss;
+  if (fstat(store_fd, &ss)) {
+    close(fd);
+    return ntk_error(NTK_EIO, "%s: stat failed: %s", store_path, strerror(errno));
+  }
+  uint64_t records = (uint64_t)ss.st_size > first ? ((uint64_t)ss.st_size - first) / align + 1 : 1;
+  uint64_t lines = (uint64_t)sb.st_size / ENTRY, max_lines = 3 * records + 1;
+  if (lines - 1 > max_lines) {
+    close(fd);
+    *verdict = NTK_INDEX_DAMAGED;
+    snprintf(why, cap, "%s is %lld bytes, more than this store can need (at most %llu): not read", path,
+             (long long)sb.st_size, (unsigned long long)((max_lines + 1) * ENTRY));
+    return NTK_OK;
+  }
+  unsigned char *buf = malloc(CHUNK_LINES * ENTRY);
+  struct ntk_index_entry *e = NULL;
+  size_t n = 0, ecap = 0, kept = 0;
+  uint64_t bad = 0; /* the first line that fails its checksum (0: none) */
+  int marks = 0, unknown = 0;
+  ntk_status st = buf ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the index of %s", store_path);
+  for (uint64_t line = 1; !st && line < lines && !unknown;) {
+    size_t k = lines - line < CHUNK_LINES ? (size_t)(lines - line) : CHUNK_LINES;
+    rc = pread_full(fd, buf, k * ENTRY, line * ENTRY);
+    if (rc < 0) {
+      st = ntk_error(NTK_EIO, "%s: read failed: %s", path, strerror(errno));
       break;
     }
+    if (rc) break; /* shorter now than when it was measured: read as it was */
+    for (size_t j = 0; j < k && !unknown; j++, line++) {
+      const unsigned char *b = buf + j * ENTRY;
+      uint32_t kind = ntk_get32(b);
+      if (!sealed(b)) {
+        if (!bad) bad = line;
+      } else if (bad) {
+        /* An intact line after a damaged one: a torn append leaves only
+         * a damaged end, so this is damage. */
+        unknown = 1;
+        snprintf(why, cap, "entry %llu of %s fails its checksum and intact entries follow it",
+                 (unsigned long long)bad, path);
+      } else if (kind == KIND_TILE) {
+        if (n == ecap) {
+          size_t c = ecap ? 2 * ecap : 256;
+          struct ntk_index_entry *v = realloc(e, c * sizeof *v);
+          if (!v) {
+            st = ntk_error(NTK_ENOMEM, "out of memory for the index of %s", store_path);
+            break;
+          }
+          e = v;
+          ecap = c;
+        }
+        e[n].tile = ntk_get64(b + 8);
+        e[n].offset = ntk_get64(b + 16);
+        e[n].len = ntk_get64(b + 24);
+        e[n].seq = ntk_get64(b + 32);
+        n++;
+      } else if (kind == KIND_SYNC) {
+        kept = n;
+        *covered = ntk_get64(b + 40);
+        marks++;
+      } else {
+        unknown = 1;
+        snprintf(why, cap, "entry %llu of %s is of no known kind (%u)", (unsigned long long)line, path, kind);
+      }
+    }
   }
+  close(fd);
   free(buf);
-  if (!marks) {
+  if (st) {
     free(e);
-    snprintf(why, cap, "the index has no sync mark");
-    return 0;
+    return st;
+  }
+  if (unknown || !marks) {
+    free(e);
+    *covered = 0;
+    *verdict = NTK_INDEX_DAMAGED;
+    if (!unknown) snprintf(why, cap, "%s has no sync mark", path);
+    return NTK_OK;
   }
   *out = e;
   *nout = kept;
-  return 1;
+  *verdict = NTK_INDEX_READ;
+  return NTK_OK;
 }

@@ -27,11 +27,29 @@ ntk_status ntk_index_write(const char *store_path, const uint8_t id[16], const s
 ntk_status ntk_index_append(int fd, const char *store_path, const struct ntk_index_entry *e, size_t n,
                             uint64_t covered);
 
-/* Read PATH.index: 1 with the entries up to its last sync mark (*e, free
- * it) and that mark's `covered` when it is an index of store `id`; 0 when
- * there is none, or it is of another store, or damaged before its first
- * mark (`why` says which). -1 on a read error (message recorded). */
-int ntk_index_read(const char *store_path, const uint8_t id[16], struct ntk_index_entry **e, size_t *n,
-                   uint64_t *covered, char *why, size_t cap);
+/* What ntk_index_read found. */
+enum {
+  NTK_INDEX_NONE = 0,    /* no index, or one of another store (a crash while a store was
+                            created leaves one): not damage; `why` says which */
+  NTK_INDEX_READ = 1,    /* an index of this store: its entries up to its last sync mark */
+  NTK_INDEX_DAMAGED = 2, /* not what ntkd writes: damaged header or entries, no sync mark,
+                            larger than the store can need; `why` says what */
+};
+
+/* Read PATH.index of store `id`, its header first, then its entries in
+ * chunks: *e (free it) the entries up to its last sync mark, *n of them,
+ * *covered that mark's. A file larger than the store can need is refused
+ * unread: every record takes `align` bytes or more from `first` on, and
+ * each gives the index at most three lines (its entry, the sync mark
+ * after it, a sync mark that only moves `covered` past it); the store
+ * (store_fd) is measured after the index, so that a running job never
+ * makes the index look too long. Entries after the last mark are a write
+ * cut short and left out, unless an intact line follows a damaged one
+ * (damage: a torn append leaves only a damaged end). The verdict
+ * (NTK_INDEX_*) in *verdict; NTK_EIO or NTK_ENOMEM on a read error or
+ * out of memory (message recorded). */
+ntk_status ntk_index_read(const char *store_path, const uint8_t id[16], int store_fd, uint64_t first, uint32_t align,
+                          struct ntk_index_entry **e, size_t *n, uint64_t *covered, int *verdict, char *why,
+                          size_t cap);
 
 #endif

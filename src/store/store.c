@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,26 @@ struct region_vec {
   size_t n, cap;
 };
 
+/* The tiles the store holds, by tile number: open addressing (linear
+ * probing, a power-of-two capacity at most half full), so that memory
+ * follows the records stored, not the tile count a header claims. */
+struct slot {
+  uint64_t tile;   /* NO_TILE: empty */
+  uint64_t offset; /* the tile's newest intact record: offset, payload bytes, sequence number */
+  uint64_t len, seq;
+  int beyond;      /* taken from the index past its sync mark: the scan must meet it there */
+};
+struct tile_map {
+  struct slot *v;
+  size_t cap, n;
+};
+
+/* Index entries (records) in a growable array. */
+struct entry_vec {
+  struct ntk_index_entry *v;
+  size_t n, cap;
+};
+
 struct ntk_store {
   int fd;
   int writable;
@@ -58,10 +79,16 @@ struct ntk_store {
   struct ntk_store_info info;
   struct ntk_tiling tiling;
   uint64_t first;    /* offset of the first record */
-  uint64_t *offset;  /* per tile: record offset, 0 = absent */
-  uint64_t *length;  /* per tile: payload bytes of that record */
-  uint64_t *seq;     /* per tile: that record's sequence number */
-  uint64_t done;
+  struct tile_map map; /* the needed tiles present: their newest intact record */
+  /* The other intact tile records: older records of a tile that has a
+   * newer one, records of tiles the store does not need. No reader uses
+   * them; the index lists them so that it accounts for every byte. */
+  struct entry_vec others;
+  /* The index's entries below its sync mark, sorted by offset (when an
+   * index of this store passed the checks of load_index): what
+   * probe_entry checks a record against. */
+  struct ntk_index_entry *ient;
+  size_t nient;
   uint64_t end;      /* append position */
   uint64_t last_seq; /* highest sequence number seen */
   char *job_text;    /* "" if damaged */
@@ -69,18 +96,20 @@ struct ntk_store {
   struct region_vec regions;
   unsigned char good_header[NTK_STORE_HEADER_SIZE]; /* an intact copy, for repairs */
   /* The writer's reservations and its index (rank 0's main thread reserves
-   * and confirms while its sync thread syncs): under mu. */
+   * and confirms while its sync thread syncs and the audit thread checks):
+   * under mu, as are map and others while a writer runs. */
   pthread_mutex_t mu;
   struct ntk_store_grant *open; /* reserved, neither confirmed nor abandoned */
   size_t nopen, capopen;
   struct ntk_index_entry *fresh; /* confirmed since the last index sync */
   size_t nfresh, capfresh;
   uint64_t synced_covered;       /* the last sync mark's `covered` */
+  int index_stale;               /* the index lists records the audit found damaged or placed
+                                    otherwise: the next sync writes a fresh one */
   uint64_t settled;              /* the index's sync mark when opened (0: none): what a scan finds
                                     past it that is not a record is an unfinished write */
   int stop_aware;                /* the scan gives up on a stop signal (the audit) */
 };
-
 
 /* Header layout (offsets in bytes). */
 enum {
@@ -99,6 +128,92 @@ enum {
 static int kernel_count(uint32_t mask) { return (mask & 1) + ((mask >> 1) & 1); }
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+/* ---- the tile map -------------------------------------------------------------- */
+
+static size_t slot_home(uint64_t tile, size_t cap) {
+  tile ^= tile >> 33;
+  tile *= 0xff51afd7ed558ccdull;
+  tile ^= tile >> 33;
+  return (size_t)tile & (cap - 1);
+}
+
+static struct slot *map_find(const struct tile_map *m, uint64_t tile) {
+  if (!m->cap) return NULL;
+  for (size_t i = slot_home(tile, m->cap);; i = (i + 1) & (m->cap - 1)) {
+    if (m->v[i].tile == tile) return &m->v[i];
+    if (m->v[i].tile == NO_TILE) return NULL;
+  }
+}
+
+static int map_grow(struct tile_map *m) {
+  size_t cap = m->cap ? 2 * m->cap : 64;
+  struct slot *v = malloc(cap * sizeof *v);
+  if (!v) return 0;
+  for (size_t i = 0; i < cap; i++) v[i].tile = NO_TILE;
+  for (size_t i = 0; i < m->cap; i++) {
+    if (m->v[i].tile == NO_TILE) continue;
+    size_t j = slot_home(m->v[i].tile, cap);
+    while (v[j].tile != NO_TILE) j = (j + 1) & (cap - 1);
+    v[j] = m->v[i];
+  }
+  free(m->v);
+  m->v = v;
+  m->cap = cap;
+  return 1;
+}
+
+/* The slot of `tile`, added empty (offset 0) if absent; NULL when out of memory. */
+static struct slot *map_add(struct tile_map *m, uint64_t tile) {
+  struct slot *f = map_find(m, tile);
+  if (f) return f;
+  if (2 * (m->n + 1) > m->cap && !map_grow(m)) return NULL;
+  size_t i = slot_home(tile, m->cap);
+  while (m->v[i].tile != NO_TILE) i = (i + 1) & (m->cap - 1);
+  memset(&m->v[i], 0, sizeof m->v[i]);
+  m->v[i].tile = tile;
+  m->n++;
+  return &m->v[i];
+}
+
+static void map_del(struct tile_map *m, uint64_t tile) {
+  struct slot *f = map_find(m, tile);
+  if (!f) return;
+  size_t mask = m->cap - 1, i = (size_t)(f - m->v);
+  /* Backward shift: move up each later slot of the run whose home is not
+   * between the hole and it. */
+  for (size_t j = (i + 1) & mask; m->v[j].tile != NO_TILE; j = (j + 1) & mask) {
+    size_t k = slot_home(m->v[j].tile, m->cap);
+    if (j > i ? (k <= i || k > j) : (k <= i && k > j)) {
+      m->v[i] = m->v[j];
+      i = j;
+    }
+  }
+  m->v[i].tile = NO_TILE;
+  m->n--;
+}
+
+static int push_entry(struct entry_vec *v, const struct ntk_index_entry *e) {
+  if (v->n == v->cap) {
+    size_t cap = v->cap ? 2 * v->cap : 64;
+    struct ntk_index_entry *p = realloc(v->v, cap * sizeof *p);
+    if (!p) return 0;
+    v->v = p;
+    v->cap = cap;
+  }
+  v->v[v->n++] = *e;
+  return 1;
+}
+
+static int by_offset(const void *a, const void *b) {
+  uint64_t x = ((const struct ntk_index_entry *)a)->offset, y = ((const struct ntk_index_entry *)b)->offset;
+  return x < y ? -1 : x > y;
+}
+
+static int by_tile(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
 
 static size_t raw_bytes(const struct ntk_store_info *info, const struct ntk_tile *t) {
   return (size_t)(t->rows * t->cols) * info->elem * (size_t)kernel_count(info->kernels);
@@ -229,13 +344,10 @@ static ntk_status decode_header(ntk_store_t *s, const unsigned char *h) {
   return NTK_OK;
 }
 
+/* The tile map, empty (sized by what is stored as it grows, not by the
+ * tile count). */
 static ntk_status alloc_index(ntk_store_t *s) {
-  size_t n = (size_t)s->tiling.ntiles ? (size_t)s->tiling.ntiles : 1;
-  s->offset = calloc(n, sizeof *s->offset);
-  s->length = calloc(n, sizeof *s->length);
-  s->seq = calloc(n, sizeof *s->seq);
-  if (!s->offset || !s->length || !s->seq)
-    return ntk_error(NTK_ENOMEM, "%s: out of memory for the tile index", s->path);
+  if (!s->map.cap && !map_grow(&s->map)) return ntk_error(NTK_ENOMEM, "%s: out of memory for the tile index", s->path);
   return NTK_OK;
 }
 
@@ -246,9 +358,9 @@ static void store_free(ntk_store_t *s) {
   free(s->open);
   free(s->fresh);
   pthread_mutex_destroy(&s->mu);
-  free(s->offset);
-  free(s->length);
-  free(s->seq);
+  free(s->map.v);
+  free(s->others.v);
+  free(s->ient);
   free(s->job_text);
   free(s->regions.v);
   free(s);
@@ -526,31 +638,77 @@ static ntk_status payload_intact(ntk_store_t *s, const unsigned char *r, uint64_
   return NTK_OK;
 }
 
-/* Drop tile `tile` from the index built so far (its record turned out
- * damaged or missing). */
+/* Take the record at `off` as tile `tile`'s newest, when its sequence
+ * number is the highest so far (ties: the later one found); the loser
+ * becomes one of the others. 0 when out of memory. */
+static int index_record(ntk_store_t *s, uint64_t tile, uint64_t off, uint64_t len, uint64_t seq, int *won) {
+  struct ntk_index_entry e = {tile, off, len, seq};
+  *won = 0;
+  if (!ntk_tiling_needed(&s->tiling, tile)) return push_entry(&s->others, &e); /* test x test: not counted */
+  struct slot *f = map_find(&s->map, tile);
+  if (f) {
+    s->scan.duplicates++;
+    if (seq < f->seq) return push_entry(&s->others, &e);
+    /* (An entry the index places past its mark is not known to be there
+     * yet: if it is, the scan meets it and it joins the others then.) */
+    struct ntk_index_entry old = {tile, f->offset, f->len, f->seq};
+    if (!f->beyond && !push_entry(&s->others, &old)) return 0;
+    s->scan.payload_bytes -= f->len;
+  } else {
+    if (!(f = map_add(&s->map, tile))) return 0;
+    s->scan.records++;
+  }
+  f->offset = off;
+  f->len = len;
+  f->seq = seq;
+  f->beyond = 0;
+  s->scan.payload_bytes += len;
+  *won = 1;
+  return 1;
+}
+
+/* Drop tile `tile`'s record from the index built so far (it turned out
+ * damaged, missing, or marked dead): the newest other intact record of it
+ * takes its place, if there is one. */
 static void unindex(ntk_store_t *s, uint64_t tile) {
-  if (!s->offset[tile]) return;
-  s->offset[tile] = 0;
-  s->scan.payload_bytes -= s->length[tile];
+  struct slot *f = map_find(&s->map, tile);
+  if (!f) return;
+  s->scan.payload_bytes -= f->len;
   s->scan.records--;
-  s->done--;
+  map_del(&s->map, tile);
+  size_t best = SIZE_MAX;
+  for (size_t i = 0; i < s->others.n; i++)
+    if (s->others.v[i].tile == tile && (best == SIZE_MAX || s->others.v[i].seq >= s->others.v[best].seq)) best = i;
+  if (best == SIZE_MAX) return;
+  struct ntk_index_entry e = s->others.v[best];
+  s->others.v[best] = s->others.v[--s->others.n];
+  s->scan.duplicates--;
+  if ((f = map_add(&s->map, tile))) { /* cannot fail: a slot was just freed */
+    f->offset = e.offset;
+    f->len = e.len;
+    f->seq = e.seq;
+    s->scan.payload_bytes += e.len;
+    s->scan.records++;
+  }
+}
+
+static ntk_status scan_oom(const ntk_store_t *s) {
+  return ntk_error(NTK_ENOMEM, "out of memory while scanning %s", s->path);
 }
 
 /* Index the records from `start` on (the store's first record, or the
- * index's sync mark). beyond[tile] (NULL without an index) marks tiles the
- * index places at or after `start`: the scan must meet their record there
- * intact, or they are dropped again. */
-static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size, uint64_t start,
-                               unsigned char *beyond) {
+ * index's sync mark). Tiles the index places at or after `start` (slots
+ * marked beyond) must be met there intact, or they are dropped again. */
+static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size, uint64_t start) {
   unsigned char r[NTK_STORE_RECORD_HEADER];
   unsigned char *buf = NULL;
   size_t cap = 0;
   uint64_t off = start;
   ntk_status st = NTK_OK;
-  /* Tiles that have a damaged record: they count as damaged only while no
-   * intact record of theirs exists. */
-  unsigned char *hurt = calloc((size_t)s->tiling.ntiles ? (size_t)s->tiling.ntiles : 1, 1);
-  if (!hurt) return ntk_error(NTK_ENOMEM, "out of memory while scanning %s", s->path);
+  /* Tiles that have a damaged record, in the order found: they count as
+   * damaged only while no intact record of theirs exists. */
+  uint64_t *hurt = NULL;
+  size_t nhurt = 0, caphurt = 0;
   while (off < size && !st) {
     if (s->stop_aware && ntk_stop_requested()) {
       st = ntk_error(NTK_EINTERRUPTED, "interrupted while checking the store");
@@ -582,9 +740,10 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size,
     uint64_t tile = ntk_get64(r + R_TILE), len = ntk_get64(r + R_LEN);
     int intact = 1;
     if (check_payload && (st = payload_intact(s, r, off, &buf, &cap, &intact))) break;
-    if (beyond && beyond[tile] && s->offset[tile] == off) { /* the index's own record of it */
-      beyond[tile] = 0;
-      if (intact) {
+    struct slot *f = map_find(&s->map, tile);
+    if (f && f->beyond && f->offset == off) { /* the index's own record of it */
+      f->beyond = 0;
+      if (intact && f->len == len && f->seq == seq) {
         off += extent;
         continue;
       }
@@ -593,45 +752,50 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size,
     if (!intact && s->settled && off >= s->settled) {
       st = add_region(s, off, extent, tile, "payload checksum mismatch"); /* a write under way */
     } else if (!intact) {
-      if (!hurt[tile] && s->scan.ndamaged_list < NTK_STORE_DAMAGED_LIST)
-        s->scan.damaged_list[s->scan.ndamaged_list++] = tile;
-      hurt[tile] = 1;
-      st = add_region(s, off, extent, tile, "payload checksum mismatch");
-    } else if (ntk_tiling_needed(&s->tiling, tile)) {
-      /* The newest record of a tile wins (by sequence number, not by
-       * position: with several writers file order is not write order). */
-      if (s->offset[tile]) {
-        s->scan.duplicates++;
-        if (seq >= s->seq[tile]) {
-          s->scan.payload_bytes -= s->length[tile];
-          s->offset[tile] = 0;
+      if (nhurt == caphurt) {
+        size_t c = caphurt ? 2 * caphurt : 16;
+        uint64_t *v = realloc(hurt, c * sizeof *v);
+        if (!v) {
+          st = scan_oom(s);
+          break;
         }
-      } else {
-        s->done++;
+        hurt = v;
+        caphurt = c;
       }
-      if (!s->offset[tile]) {
-        s->offset[tile] = off;
-        s->length[tile] = len;
-        s->seq[tile] = seq;
-        s->scan.payload_bytes += len;
-        if (beyond) beyond[tile] = 0; /* a newer record than the index's */
-      }
-      s->scan.records++;
+      hurt[nhurt++] = tile;
+      st = add_region(s, off, extent, tile, "payload checksum mismatch");
+    } else {
+      /* The newest record of a tile wins (by sequence number, not by
+       * position: with several writers file order is not write order); a
+       * test x test tile this store does not ask for (no writer makes one)
+       * is stepped over and not counted. */
+      int won;
+      if (!index_record(s, tile, off, len, seq, &won)) st = scan_oom(s);
     }
-    /* else: a test x test tile this store does not ask for (no writer
-     * makes one): an intact record, stepped over and not counted. */
     off += extent;
   }
   free(buf);
   /* Tiles the index places past its sync mark whose record the scan did
    * not meet intact: missing, to be computed again. */
-  for (uint64_t i = 0; beyond && i < s->tiling.ntiles; i++)
-    if (beyond[i]) unindex(s, i);
-  for (uint64_t i = 0; i < s->tiling.ntiles; i++) s->scan.damaged += hurt[i] && !s->offset[i];
-  uint64_t kept = 0; /* keep in the list only tiles that are still damaged */
-  for (uint64_t k = 0; k < s->scan.ndamaged_list; k++)
-    if (!s->offset[s->scan.damaged_list[k]]) s->scan.damaged_list[kept++] = s->scan.damaged_list[k];
-  s->scan.ndamaged_list = kept;
+  uint64_t *drop = NULL;
+  size_t ndrop = 0;
+  if (!st && s->map.n && !(drop = malloc(s->map.n * sizeof *drop))) st = scan_oom(s);
+  for (size_t i = 0; !st && i < s->map.cap; i++)
+    if (s->map.v[i].tile != NO_TILE && s->map.v[i].beyond) drop[ndrop++] = s->map.v[i].tile;
+  for (size_t i = 0; i < ndrop; i++) unindex(s, drop[i]);
+  free(drop);
+  /* Damaged: tiles with a damaged record and no intact one; the list keeps
+   * the first of them in the order found. */
+  if (nhurt) {
+    for (size_t i = 0; i < nhurt && s->scan.ndamaged_list < NTK_STORE_DAMAGED_LIST; i++) {
+      int seen = map_find(&s->map, hurt[i]) != NULL;
+      for (uint64_t k = 0; k < s->scan.ndamaged_list && !seen; k++) seen = s->scan.damaged_list[k] == hurt[i];
+      if (!seen) s->scan.damaged_list[s->scan.ndamaged_list++] = hurt[i];
+    }
+    qsort(hurt, nhurt, sizeof *hurt, by_tile);
+    for (size_t i = 0; i < nhurt; i++)
+      s->scan.damaged += (i == 0 || hurt[i] != hurt[i - 1]) && !map_find(&s->map, hurt[i]);
+  }
   free(hurt);
   s->end = off;
   s->scan.tail_bytes = off < size ? size - off : 0;
@@ -651,16 +815,21 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size,
 }
 
 /* The job text at JOB_TEXT_AT, as the header describes it; "" and
- * job_text_damaged if it fails its checksum. */
+ * job_text_damaged if it fails its checksum. The stored bytes fit the file
+ * (the header's first record offset follows from them); the raw size is
+ * allocated only once the stored text checks out and its zstd frame says
+ * that size. */
 static ntk_status read_job_text(ntk_store_t *s, const unsigned char *h) {
   uint64_t len = ntk_get64(h + H_TEXT_LEN), raw = ntk_get64(h + H_TEXT_RAW);
   unsigned char *buf = malloc((size_t)len + 1);
-  s->job_text = malloc((size_t)raw + 1);
-  if (!buf || !s->job_text) {
+  if (!buf) return ntk_error(NTK_ENOMEM, "out of memory");
+  int ok = pread_all(s->fd, buf, (size_t)len, JOB_TEXT_AT) == 0 && ntk_checksum(buf, (size_t)len) == ntk_get64(h + H_TEXT_SUM) &&
+           ZSTD_getFrameContentSize(buf, (size_t)len) == raw;
+  s->job_text = malloc(ok ? (size_t)raw + 1 : 1);
+  if (!s->job_text) {
     free(buf);
     return ntk_error(NTK_ENOMEM, "out of memory");
   }
-  int ok = pread_all(s->fd, buf, (size_t)len, JOB_TEXT_AT) == 0 && ntk_checksum(buf, (size_t)len) == ntk_get64(h + H_TEXT_SUM);
   if (ok) {
     size_t got = ZSTD_decompress(s->job_text, (size_t)raw, buf, (size_t)len);
     ok = !ZSTD_isError(got) && got == raw;
@@ -671,77 +840,325 @@ static ntk_status read_job_text(ntk_store_t *s, const unsigned char *h) {
   return NTK_OK;
 }
 
-/* The index's sync mark, when there is an index of this store whose mark
- * fits the file; 0 otherwise. */
-static uint64_t index_mark(ntk_store_t *s, uint64_t size) {
-  struct ntk_index_entry *e = NULL;
-  size_t n = 0;
-  uint64_t covered = 0;
-  char why[300];
-  int r = ntk_index_read(s->path, s->info.store_id, &e, &n, &covered, why, sizeof why);
-  free(e);
-  return r > 0 && covered >= s->first && covered <= size ? covered : 0;
+/* ---- the index: what it claims, checked ---------------------------------------- */
+
+static uint64_t entry_extent(const ntk_store_t *s, const struct ntk_index_entry *e) {
+  return align_up(NTK_STORE_RECORD_HEADER + e->len, s->info.align);
 }
 
-/* Take the index's entries (PATH.index, written by the job's writer at
- * each sync) as the records below its sync mark, and those it lists past
- * it as expected there (beyond[], for scan_records). Each entry is checked
- * against the store's geometry; one that cannot be right discards the
- * whole index (the caller then scans the store whole). *start stays
- * s->first without a usable index. */
-static ntk_status apply_index(ntk_store_t *s, uint64_t size, uint64_t *start, unsigned char **beyond) {
+/* What the 128 bytes at `off` are, in words, for messages. */
+static void describe_at(ntk_store_t *s, uint64_t off, char *what, size_t cap) {
+  unsigned char r[NTK_STORE_RECORD_HEADER];
+  int rc = pread_all(s->fd, r, sizeof r, off);
+  if (rc) {
+    snprintf(what, cap, rc < 0 ? "bytes that cannot be read" : "the end of the store");
+  } else if (classify(s, r, off, UINT64_MAX) == REC_BAD) {
+    snprintf(what, cap, "no intact record header");
+  } else if (ntk_get32(r + R_KIND) == KIND_DEAD) {
+    snprintf(what, cap, "a dead region of %llu bytes", (unsigned long long)ntk_get64(r + R_EXTENT));
+  } else {
+    snprintf(what, cap, "a record of tile %llu (sequence number %llu, %llu payload bytes)",
+             (unsigned long long)ntk_get64(r + R_TILE), (unsigned long long)ntk_get64(r + R_SEQ),
+             (unsigned long long)ntk_get64(r + R_LEN));
+  }
+}
+
+/* The record header at `off`: 1 if it is an intact header of this store
+ * (*dead: of a dead region; *extent: its extent), 0 if not, -1 on a read
+ * error. */
+static int header_at(ntk_store_t *s, uint64_t off, int *dead, uint64_t *extent) {
+  unsigned char r[NTK_STORE_RECORD_HEADER];
+  int rc = pread_all(s->fd, r, sizeof r, off);
+  if (rc < 0) return -1;
+  if (rc || classify(s, r, off, UINT64_MAX) == REC_BAD) return 0;
+  *dead = ntk_get32(r + R_KIND) == KIND_DEAD;
+  *extent = ntk_get64(r + R_EXTENT);
+  return 1;
+}
+
+enum { PROBE_OK, PROBE_DEAD, PROBE_OTHER, PROBE_DAMAGED };
+
+/* What is at the place of the index's entry ient[i] now: its record
+ * (PROBE_OK: an intact header of that tile, length and sequence number),
+ * a region a resume marked dead since the index was written (PROBE_DEAD:
+ * a dead header there, or at an earlier record boundary with an extent
+ * over it; the tile is missing, not damaged), another intact record
+ * (PROBE_OTHER: the index disagrees with the store), or no intact header
+ * (PROBE_DAMAGED). `what` says what is there. Reads the record header,
+ * and at damage the headers of the boundaries before it. */
+static ntk_status probe_entry(ntk_store_t *s, size_t i, int *verdict, char *what, size_t cap) {
+  const struct ntk_index_entry *e = &s->ient[i];
+  unsigned char r[NTK_STORE_RECORD_HEADER];
+  int rc = pread_all(s->fd, r, sizeof r, e->offset);
+  if (rc < 0) return io_error(s, "read failed");
+  if (!rc && classify(s, r, e->offset, UINT64_MAX) != REC_BAD) {
+    if (ntk_get32(r + R_KIND) == KIND_DEAD) *verdict = PROBE_DEAD;
+    else if (ntk_get64(r + R_TILE) == e->tile && ntk_get64(r + R_LEN) == e->len && ntk_get64(r + R_SEQ) == e->seq)
+      *verdict = PROBE_OK;
+    else *verdict = PROBE_OTHER;
+    describe_at(s, e->offset, what, cap);
+    return NTK_OK;
+  }
+  /* Damaged bytes: inside a dead region that starts at an earlier record
+   * boundary (a region over several records is marked dead at its start)?
+   * The boundaries below are the earlier entries and the starts of the
+   * gaps between them (each filled by dead regions when the index was
+   * checked), down to the first record; the walk stops at the first
+   * intact header. */
+  *verdict = PROBE_DAMAGED;
+  snprintf(what, cap, rc ? "the end of the store" : "no intact record header");
+  for (size_t j = i + 1; j-- > 0;) {
+    /* Below entry j: the gap before it (if any), then entry j - 1. */
+    uint64_t prev_end = j ? s->ient[j - 1].offset + entry_extent(s, &s->ient[j - 1]) : s->first;
+    uint64_t cand[2] = {prev_end, j ? s->ient[j - 1].offset : 0};
+    for (int c = 0; c < 2; c++) {
+      if (c == 0 && prev_end >= s->ient[j].offset) continue; /* no gap */
+      if (c == 1 && !j) continue;
+      int dead = 0;
+      uint64_t ext = 0;
+      int h = header_at(s, cand[c], &dead, &ext);
+      if (h < 0) return io_error(s, "read failed");
+      if (h && dead && cand[c] + ext > e->offset) {
+        *verdict = PROBE_DEAD;
+        snprintf(what, cap, "a dead region from offset %llu", (unsigned long long)cand[c]);
+        return NTK_OK;
+      }
+      if (h) return NTK_OK; /* an intact header whose record does not reach it */
+    }
+  }
+  return NTK_OK;
+}
+
+/* Record the index as damage (verify, info, export and solve report it;
+ * a resume rebuilds the index from the records). */
+static void index_damage(ntk_store_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void index_damage(ntk_store_t *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->scan.index_problem, sizeof s->scan.index_problem, fmt, ap);
+  va_end(ap);
+  s->scan.index_damaged = 1;
+}
+
+/* From `*pos` to `to`, every byte must be a dead region (a gap between the
+ * index's entries, or after the last one up to its sync mark). Where it is
+ * not, *blame says whom: the index when an intact record is there (it
+ * left it out), not when the bytes there are damaged (store damage, which
+ * the scan finds; the index only cannot be checked). */
+static ntk_status dead_walk(ntk_store_t *s, uint64_t *pos, uint64_t to, int *ok, int *blame, char *why, size_t cap) {
+  while (*ok && *pos < to) {
+    uint64_t ext = 0;
+    int dead = 0, h = header_at(s, *pos, &dead, &ext);
+    if (h < 0) return io_error(s, "read failed");
+    if (!h || !dead || *pos + ext > to) {
+      char what[160];
+      describe_at(s, *pos, what, sizeof what);
+      snprintf(why, cap, "no entry accounts for bytes %llu..%llu below its sync mark, where the store has %s",
+               (unsigned long long)*pos, (unsigned long long)(to - 1), what);
+      *ok = 0;
+      *blame = h != 0;
+      break;
+    }
+    *pos += ext;
+  }
+  return NTK_OK;
+}
+
+/* Whether the index's claim holds, as far as it can be checked without
+ * reading the records it lists: its mark is a record offset inside the
+ * file; every entry names a tile of this store and fits the file without
+ * straddling the mark; sorted by offset, the entries below the mark and
+ * the dead regions in the gaps between them cover [first record, mark)
+ * exactly; and the record that ends at the mark is what the index says
+ * (so the mark is a record boundary: a scan from it never starts inside a
+ * record). Sorts e[0..n) by offset; *below: how many are below the mark.
+ * Reads only the record headers at gaps and the one before the mark.
+ * *ok = 0 when it fails; *blame = 0 then when what failed is damage of
+ * the store at a place looked at (the index cannot be checked: not used,
+ * not blamed). */
+static ntk_status index_check(ntk_store_t *s, struct ntk_index_entry *e, size_t n, uint64_t covered, uint64_t size,
+                              size_t *below, int *ok, int *blame, char *why, size_t cap) {
+  const uint64_t A = s->info.align;
+  *ok = 1;
+  *blame = 1;
+  *below = 0;
+  if (covered < s->first || (covered - s->first) % A) {
+    snprintf(why, cap, "its sync mark (byte %llu) is not a record offset of this store", (unsigned long long)covered);
+    *ok = 0;
+    return NTK_OK;
+  }
+  if (covered > size) {
+    snprintf(why, cap, "its sync mark says the first %llu bytes are written, but the store has %llu",
+             (unsigned long long)covered, (unsigned long long)size);
+    *ok = 0;
+    return NTK_OK;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const char *bad = NULL;
+    if (e[i].tile >= s->tiling.ntiles) {
+      bad = "names no tile of this store";
+    } else {
+      struct ntk_tile t = ntk_tiling_tile(&s->tiling, e[i].tile);
+      uint64_t extent = entry_extent(s, &e[i]);
+      if (e[i].offset < s->first || (e[i].offset - s->first) % A) bad = "is not at a record offset";
+      else if (!e[i].len || e[i].len > ntk_codec_bound(ntk_store_raw_bytes(s, &t))) bad = "has an impossible length";
+      else if (e[i].offset > size || extent > size - e[i].offset) bad = "runs past the end of the store";
+      else if (e[i].offset < covered && e[i].offset + extent > covered) bad = "straddles its sync mark";
+    }
+    if (bad) {
+      snprintf(why, cap, "its entry for tile %llu at offset %llu %s", (unsigned long long)e[i].tile,
+               (unsigned long long)e[i].offset, bad);
+      *ok = 0;
+      return NTK_OK;
+    }
+  }
+  qsort(e, n, sizeof *e, by_offset);
+  size_t k = 0;
+  while (k < n && e[k].offset < covered) k++;
+  uint64_t pos = s->first;
+  ntk_status st = NTK_OK;
+  for (size_t i = 0; i < k && *ok && !st; i++) {
+    if (e[i].offset < pos) {
+      snprintf(why, cap, "its entries for tiles %llu and %llu overlap at offset %llu",
+               (unsigned long long)e[i - 1].tile, (unsigned long long)e[i].tile, (unsigned long long)e[i].offset);
+      *ok = 0;
+      break;
+    }
+    st = dead_walk(s, &pos, e[i].offset, ok, blame, why, cap);
+    pos = e[i].offset + entry_extent(s, &e[i]);
+  }
+  int last_is_entry = k && pos == covered;
+  if (!st && *ok) st = dead_walk(s, &pos, covered, ok, blame, why, cap);
+  *below = k;
+  if (!st && *ok && last_is_entry) {
+    /* The record before the mark, read: the mark is where it ends. */
+    struct ntk_index_entry *save = s->ient;
+    size_t nsave = s->nient;
+    s->ient = e;
+    s->nient = k;
+    int v = PROBE_OK;
+    char what[160];
+    st = probe_entry(s, k - 1, &v, what, sizeof what);
+    s->ient = save;
+    s->nient = nsave;
+    if (!st && v != PROBE_OK && v != PROBE_DEAD) {
+      snprintf(why, cap, "its entry for tile %llu at offset %llu, the last below its sync mark, where the store has %s",
+               (unsigned long long)e[k - 1].tile, (unsigned long long)e[k - 1].offset, what);
+      *ok = 0;
+      *blame = v == PROBE_OTHER;
+    }
+  }
+  return st;
+}
+
+/* Read the index (PATH.index) and check its claim (index_check). Without
+ * full_scan, take its entries below the sync mark as the records there
+ * and those past it as expected there (scan_records checks them), and
+ * set *start to the mark. An index that fails a check is damage
+ * (scan.index_damaged) and is not used: the store is scanned whole. No
+ * index, or one of another store, is not damage (index_note says which).
+ * *size: the store's size, measured again after the index was read (a
+ * running job's records are written before the index names them). */
+static ntk_status load_index(ntk_store_t *s, uint64_t *size, int full_scan, uint64_t *start) {
   struct ntk_index_entry *e = NULL;
   size_t n = 0;
   uint64_t covered = 0;
+  int verdict = NTK_INDEX_NONE;
   char why[300] = "";
-  int r = ntk_index_read(s->path, s->info.store_id, &e, &n, &covered, why, sizeof why);
-  if (r < 0) snprintf(why, sizeof why, "%s", ntk_error_message());
-  const uint64_t A = s->info.align;
-  int ok = r > 0 && covered >= s->first && covered <= size && (covered - s->first) % A == 0;
-  for (size_t i = 0; ok && i < n; i++) {
-    if (e[i].tile >= s->tiling.ntiles) {
-      ok = 0;
-      break;
-    }
-    struct ntk_tile t = ntk_tiling_tile(&s->tiling, e[i].tile);
-    uint64_t extent = align_up(NTK_STORE_RECORD_HEADER + e[i].len, A);
-    ok = e[i].offset >= s->first && (e[i].offset - s->first) % A == 0 && e[i].len > 0 &&
-         e[i].len <= ntk_codec_bound(ntk_store_raw_bytes(s, &t)) && e[i].offset + extent <= size &&
-         !(e[i].offset < covered && e[i].offset + extent > covered);
+  ntk_status st = ntk_index_read(s->path, s->info.store_id, s->fd, s->first, s->info.align, &e, &n, &covered,
+                                 &verdict, why, sizeof why);
+  if (st) return st;
+  struct stat sb;
+  if (fstat(s->fd, &sb)) {
+    free(e);
+    return io_error(s, "stat failed");
   }
-  if (r > 0 && !ok) snprintf(why, sizeof why, "the index does not fit the store");
+  *size = (uint64_t)sb.st_size;
+  char path[NTK_PATH_MAX + 16];
+  ntk_index_path(s->path, path, sizeof path);
+  int ok = verdict == NTK_INDEX_READ, blame = 1;
+  size_t below = 0;
+  if (ok && (st = index_check(s, e, n, covered, *size, &below, &ok, &blame, why, sizeof why))) {
+    free(e);
+    return st;
+  }
+  if (verdict == NTK_INDEX_DAMAGED) index_damage(s, "is damaged: %s", why);
+  else if (verdict == NTK_INDEX_READ && !ok && blame) index_damage(s, "disagrees with the store: %s", why);
   if (!ok) {
     free(e);
-    snprintf(s->scan.index_note, sizeof s->scan.index_note, "%s", why);
+    snprintf(s->scan.index_note, sizeof s->scan.index_note, "%s%s", why,
+             verdict == NTK_INDEX_READ && !blame ? " (the store is damaged there; the index cannot be checked)" : "");
     return NTK_OK;
   }
-  unsigned char *b = calloc((size_t)s->tiling.ntiles ? (size_t)s->tiling.ntiles : 1, 1);
-  if (!b) {
-    free(e);
-    return ntk_error(NTK_ENOMEM, "out of memory for the index of %s", s->path);
-  }
+  s->ient = e;
+  s->nient = below;
+  s->scan.index_entries = below;
+  s->scan.index_covered = covered;
+  s->settled = covered;
+  if (full_scan) return NTK_OK; /* checked against the scan after it (check_entries_all) */
   for (size_t i = 0; i < n; i++) {
     uint64_t tile = e[i].tile;
     if (e[i].seq > s->last_seq) s->last_seq = e[i].seq;
-    if (!ntk_tiling_needed(&s->tiling, tile)) continue; /* as the scan: stepped over, not counted */
-    if (s->offset[tile]) {
-      s->scan.duplicates++;
-      if (s->seq[tile] >= e[i].seq) continue;
-      unindex(s, tile);
+    int won = 0;
+    if (e[i].offset < covered) {
+      if (!index_record(s, tile, e[i].offset, e[i].len, e[i].seq, &won)) return scan_oom(s);
+      continue;
     }
-    s->offset[tile] = e[i].offset;
-    s->length[tile] = e[i].len;
-    s->seq[tile] = e[i].seq;
-    s->scan.payload_bytes += e[i].len;
-    s->scan.records++;
-    s->done++;
-    b[tile] = e[i].offset >= covered;
+    /* Past the mark: expected there; the scan must meet it. */
+    struct slot *f = map_find(&s->map, tile);
+    if (!ntk_tiling_needed(&s->tiling, tile) || (f && f->seq > e[i].seq)) continue;
+    if (!index_record(s, tile, e[i].offset, e[i].len, e[i].seq, &won)) return scan_oom(s);
+    if (won) map_find(&s->map, tile)->beyond = 1;
   }
-  free(e);
   s->scan.index_used = 1;
-  s->scan.index_covered = covered;
   *start = covered;
-  *beyond = b;
+  return NTK_OK;
+}
+
+/* Index of the entry below the mark at `off` in ient (sorted); SIZE_MAX if none. */
+static size_t ient_at(const ntk_store_t *s, uint64_t off) {
+  size_t lo = 0, hi = s->nient;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->ient[mid].offset < off) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < s->nient && s->ient[lo].offset == off ? lo : SIZE_MAX;
+}
+
+/* 1 if byte `off` lies in a region the scan found not intact (the regions
+ * are in file order: the scan walks forward). */
+static int in_region(const ntk_store_t *s, uint64_t off) {
+  size_t lo = 0, hi = s->regions.n; /* the first region starting after off */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->regions.v[mid].offset <= off) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo > 0 && off - s->regions.v[lo - 1].offset < s->regions.v[lo - 1].bytes;
+}
+
+/* After a full scan (verify, info): every entry below the index's mark
+ * against the record at its place. One that names another record, or
+ * damaged bytes the scan did not find damaged, makes the index damage;
+ * one over a region marked dead since is a tile now missing. */
+static ntk_status check_entries_all(ntk_store_t *s) {
+  uint64_t wrong = 0;
+  char first[300] = "";
+  for (size_t i = 0; i < s->nient; i++) {
+    int v = PROBE_OK;
+    char what[160];
+    ntk_status st = probe_entry(s, i, &v, what, sizeof what);
+    if (st) return st;
+    s->scan.index_dead += v == PROBE_DEAD;
+    if (v == PROBE_OK || v == PROBE_DEAD || (v == PROBE_DAMAGED && in_region(s, s->ient[i].offset))) continue;
+    if (!wrong++)
+      snprintf(first, sizeof first, "its entry for tile %llu at offset %llu, where the store has %s",
+               (unsigned long long)s->ient[i].tile, (unsigned long long)s->ient[i].offset, what);
+  }
+  if (wrong == 1) index_damage(s, "disagrees with the store: %s", first);
+  else if (wrong) index_damage(s, "disagrees with the store: %s (and %llu more of its %llu entries)", first,
+                               (unsigned long long)(wrong - 1), (unsigned long long)s->nient);
   return NTK_OK;
 }
 
@@ -787,13 +1204,10 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, i
       if (!st) st = read_job_text(s, good);
       if (!st) st = alloc_index(s);
       uint64_t start = s->first;
-      unsigned char *beyond = NULL;
-      if (!st && !full_scan) st = apply_index(s, size, &start, &beyond);
-      if (!st && full_scan) s->settled = index_mark(s, size);
-      else if (!st && s->scan.index_used) s->settled = s->scan.index_covered;
+      if (!st) st = load_index(s, &size, full_scan, &start);
       s->scan.settled = s->settled;
-      if (!st) st = scan_records(s, check_payload, size, start, beyond);
-      free(beyond);
+      if (!st) st = scan_records(s, check_payload, size, start);
+      if (!st && full_scan) st = check_entries_all(s);
     }
   }
   free(h);
@@ -832,17 +1246,38 @@ static void encode_record(const ntk_store_t *s, unsigned char *r, uint32_t kind,
   ntk_put64(r + R_CHECKSUM, ntk_checksum(r, R_CHECKSUM));
 }
 
-static ntk_status rewrite_index(ntk_store_t *s) {
-  struct ntk_index_entry *e = malloc((size_t)(s->done ? s->done : 1) * sizeof *e);
-  if (!e) return ntk_error(NTK_ENOMEM, "out of memory for the index of %s", s->path);
-  size_t n = 0;
-  for (uint64_t t = 0; t < s->tiling.ntiles; t++)
-    if (s->offset[t] && n < s->done) e[n++] = (struct ntk_index_entry){t, s->offset[t], s->length[t], s->seq[t]};
+/* Every intact tile record the store holds, as index entries sorted by
+ * offset (*e: free it): the newest of each tile and the others. Under mu
+ * where a writer runs. */
+static ntk_status all_entries(ntk_store_t *s, struct ntk_index_entry **e, size_t *n) {
+  *n = 0;
+  *e = malloc((s->map.n + s->others.n + 1) * sizeof **e);
+  if (!*e) return ntk_error(NTK_ENOMEM, "out of memory for the index of %s", s->path);
+  for (size_t i = 0; i < s->map.cap; i++)
+    if (s->map.v[i].tile != NO_TILE)
+      (*e)[(*n)++] = (struct ntk_index_entry){s->map.v[i].tile, s->map.v[i].offset, s->map.v[i].len, s->map.v[i].seq};
+  memcpy(*e + *n, s->others.v, s->others.n * sizeof **e);
+  *n += s->others.n;
+  qsort(*e, *n, sizeof **e, by_offset);
+  return NTK_OK;
+}
+
+/* A fresh index of every record now in the store, its mark at `covered`;
+ * the index stays open for appending. */
+static ntk_status write_fresh_index(ntk_store_t *s, const struct ntk_index_entry *e, size_t n, uint64_t covered) {
   if (s->ifd >= 0) close(s->ifd);
   s->ifd = -1;
-  ntk_status st = ntk_index_write(s->path, s->info.store_id, e, n, s->end, &s->ifd);
+  ntk_status st = ntk_index_write(s->path, s->info.store_id, e, n, covered, &s->ifd);
+  if (!st) s->synced_covered = covered;
+  return st;
+}
+
+static ntk_status rewrite_index(ntk_store_t *s) {
+  struct ntk_index_entry *e;
+  size_t n;
+  ntk_status st = all_entries(s, &e, &n);
+  if (!st) st = write_fresh_index(s, e, n, s->end);
   free(e);
-  if (!st) s->synced_covered = s->end;
   return st;
 }
 
@@ -911,19 +1346,44 @@ const struct ntk_store_info *ntk_store_get_info(const ntk_store_t *s) { return &
 const struct ntk_tiling *ntk_store_tiling(const ntk_store_t *s) { return &s->tiling; }
 const struct ntk_store_scan *ntk_store_get_scan(const ntk_store_t *s) { return &s->scan; }
 const char *ntk_store_job_text(const ntk_store_t *s) { return s->job_text ? s->job_text : ""; }
-uint64_t ntk_store_tiles_done(const ntk_store_t *s) { return s->done; }
 
-int ntk_store_has_tile(const ntk_store_t *s, uint64_t tile) {
-  return tile < s->tiling.ntiles && s->offset[tile] != 0;
+/* The map under the writer's mutex: the audit thread changes it while the
+ * main thread asks (the store is not const to the mutex). */
+static pthread_mutex_t *map_mu(const ntk_store_t *s) { return (pthread_mutex_t *)&s->mu; }
+
+uint64_t ntk_store_tiles_done(const ntk_store_t *s) {
+  pthread_mutex_lock(map_mu(s));
+  uint64_t n = s->map.n;
+  pthread_mutex_unlock(map_mu(s));
+  return n;
 }
 
 uint64_t ntk_store_record_offset(const ntk_store_t *s, uint64_t tile) {
-  return tile < s->tiling.ntiles ? s->offset[tile] : 0;
+  pthread_mutex_lock(map_mu(s));
+  const struct slot *f = map_find(&s->map, tile);
+  uint64_t off = f ? f->offset : 0;
+  pthread_mutex_unlock(map_mu(s));
+  return off;
+}
+
+int ntk_store_has_tile(const ntk_store_t *s, uint64_t tile) { return ntk_store_record_offset(s, tile) != 0; }
+
+ntk_status ntk_store_stored_tiles(const ntk_store_t *s, uint64_t **tiles, size_t *n) {
+  pthread_mutex_lock(map_mu(s));
+  *n = 0;
+  *tiles = malloc((s->map.n + 1) * sizeof **tiles);
+  if (*tiles)
+    for (size_t i = 0; i < s->map.cap; i++)
+      if (s->map.v[i].tile != NO_TILE) (*tiles)[(*n)++] = s->map.v[i].tile;
+  pthread_mutex_unlock(map_mu(s));
+  if (!*tiles) return ntk_error(NTK_ENOMEM, "out of memory");
+  qsort(*tiles, *n, sizeof **tiles, by_tile);
+  return NTK_OK;
 }
 
 int ntk_store_is_damaged(const ntk_store_t *s) {
   const struct ntk_store_scan *c = &s->scan;
-  return c->regions || c->damaged || c->tail_damaged || c->header_damaged || c->job_text_damaged;
+  return c->regions || c->damaged || c->tail_damaged || c->header_damaged || c->job_text_damaged || c->index_damaged;
 }
 
 static ntk_status read_payload(ntk_store_t *s, uint64_t tile, void **payload, size_t *len, int *codec);
@@ -1046,28 +1506,40 @@ ntk_status ntk_store_confirm(ntk_store_t *s, const struct ntk_store_grant *g) {
   }
   if (!st) {
     s->fresh[s->nfresh++] = (struct ntk_index_entry){g->tile, g->offset, g->len, g->seq};
-    if (!s->offset[g->tile] || s->seq[g->tile] < g->seq) {
-      if (!s->offset[g->tile]) s->done++;
-      else s->scan.payload_bytes -= s->length[g->tile];
-      s->offset[g->tile] = g->offset;
-      s->length[g->tile] = g->len;
-      s->seq[g->tile] = g->seq;
-      s->scan.payload_bytes += g->len;
-    }
+    int won;
+    if (!index_record(s, g->tile, g->offset, g->len, g->seq, &won)) st = ntk_error(NTK_ENOMEM, "out of memory");
   }
   pthread_mutex_unlock(&s->mu);
   return st;
 }
 
+/* 1 if g is an open reservation. Under mu. */
+static int is_reserved(const ntk_store_t *s, const struct ntk_store_grant *g) {
+  for (size_t i = 0; i < s->nopen; i++)
+    if (s->open[i].offset == g->offset && s->open[i].tile == g->tile && s->open[i].seq == g->seq) return 1;
+  return 0;
+}
+
 ntk_status ntk_store_abandon(ntk_store_t *s, const struct ntk_store_grant *g) {
   pthread_mutex_lock(&s->mu);
-  int known = close_reservation(s, g);
+  int known = is_reserved(s, g);
   pthread_mutex_unlock(&s->mu);
   if (!known) return NTK_OK;
-  /* A dead record over whatever the writer left: scans step over it. */
+  /* A dead record over whatever the writer left: scans step over it. The
+   * reservation stays open until that is written, so that no sync mark
+   * passes the place before it is a dead region (the index's claim); if it
+   * cannot be written, or the file does not reach the place's end (the
+   * write failed for want of room: the dead region would run past the
+   * end, a torn tail that the next resume cuts), it stays open and no
+   * mark ever passes it. */
   unsigned char r[NTK_STORE_RECORD_HEADER];
   encode_record(s, r, KIND_DEAD, NO_TILE, NULL, 0, 0, g->extent, g->seq);
   if (pwrite_all(s->fd, r, sizeof r, g->offset)) return io_error(s, "cannot mark an abandoned record dead");
+  struct stat sb;
+  if (fstat(s->fd, &sb) || (uint64_t)sb.st_size < g->offset + g->extent) return NTK_OK;
+  pthread_mutex_lock(&s->mu);
+  close_reservation(s, g);
+  pthread_mutex_unlock(&s->mu);
   return NTK_OK;
 }
 
@@ -1135,11 +1607,7 @@ ntk_status ntk_store_audit(ntk_store_t *s, uint64_t **tiles, size_t *ntiles_out)
     v->stop_aware = 1;
     st = alloc_index(v);
   }
-  if (!st) st = scan_records(v, 1, covered, v->first, NULL);
-  uint64_t *bad = NULL;
-  size_t nbad = 0;
-  if (!st && !(bad = malloc((size_t)(s->tiling.ntiles ? s->tiling.ntiles : 1) * sizeof *bad)))
-    st = ntk_error(NTK_ENOMEM, "out of memory");
+  if (!st) st = scan_records(v, 1, covered, v->first);
   if (!st && ntk_stop_requested()) st = ntk_error(NTK_EINTERRUPTED, "interrupted while checking the store");
   /* Every damaged stretch below the mark (and a damaged end of it: covered
    * is a record boundary) becomes a dead region. */
@@ -1154,33 +1622,82 @@ ntk_status ntk_store_audit(ntk_store_t *s, uint64_t **tiles, size_t *ntiles_out)
     if (pwrite_all(s->fd, r, sizeof r, g->offset)) st = io_error(s, "cannot mark a damaged region");
   }
   if (!st && v->regions.n && fdatasync(s->fd)) st = io_error(s, "fsync failed");
-  /* The tiles the index places below the mark that are not intact there
-   * are missing now. */
-  for (uint64_t t = 0; !st && t < s->tiling.ntiles; t++) {
-    pthread_mutex_lock(&s->mu);
-    uint64_t off = s->offset[t];
-    if (off && off < covered && v->offset[t] != off) {
-      unindex(s, t);
-      bad[nbad++] = t;
-    }
-    pthread_mutex_unlock(&s->mu);
+  /* Below the mark the scan is the truth, the index only a claim: a tile
+   * the index placed there whose record the scan did not find intact is
+   * missing now (computed again); one the scan found elsewhere, or only
+   * the scan found, is taken from the scan. Either way the index no longer
+   * says what the store holds: the next sync writes a fresh one. */
+  uint64_t *bad = NULL;
+  size_t nbad = 0;
+  int changed = v->regions.n > 0, locked = !st;
+  if (locked) pthread_mutex_lock(&s->mu);
+  if (!st && !(bad = malloc((s->map.n + 1) * sizeof *bad))) st = ntk_error(NTK_ENOMEM, "out of memory");
+  if (!st) {
+    /* The other records below the mark: the scan's. */
+    size_t k = 0;
+    for (size_t i = 0; i < s->others.n; i++)
+      if (s->others.v[i].offset >= covered) s->others.v[k++] = s->others.v[i];
+    qsort(s->others.v + k, s->others.n - k, sizeof *s->others.v, by_offset);
+    qsort(v->others.v, v->others.n, sizeof *v->others.v, by_offset);
+    changed |= s->others.n - k != v->others.n ||
+               (v->others.n && memcmp(s->others.v + k, v->others.v, v->others.n * sizeof *v->others.v));
+    s->others.n = k;
+    for (size_t i = 0; !st && i < v->others.n; i++)
+      if (!push_entry(&s->others, &v->others.v[i])) st = ntk_error(NTK_ENOMEM, "out of memory");
   }
-  s->scan.regions += v->scan.regions;
-  s->scan.region_bytes += v->scan.region_bytes;
+  for (size_t i = 0; !st && i < s->map.cap; i++) {
+    const struct slot *f = &s->map.v[i];
+    if (f->tile == NO_TILE || f->offset >= covered) continue;
+    const struct slot *t = map_find(&v->map, f->tile);
+    if (!t) bad[nbad++] = f->tile;
+  }
+  for (size_t i = 0; !st && i < nbad; i++) unindex(s, bad[i]);
+  if (!st) {
+    /* The newest record of each tile below the mark: the scan's, unless a
+     * newer one was written past the mark. */
+    for (size_t i = 0; !st && i < v->map.cap; i++) {
+      const struct slot *t = &v->map.v[i];
+      if (t->tile == NO_TILE) continue;
+      struct slot *f = map_find(&s->map, t->tile);
+      if (f && f->offset == t->offset && f->len == t->len && f->seq == t->seq) continue;
+      changed = 1;
+      s->scan.index_corrected++;
+      if (f && f->offset < covered) { /* the index's claim, wrong: the scan's record instead */
+        s->scan.payload_bytes -= f->len;
+        s->scan.records--;
+        map_del(&s->map, t->tile);
+      }
+      int won;
+      if (!index_record(s, t->tile, t->offset, t->len, t->seq, &won)) st = ntk_error(NTK_ENOMEM, "out of memory");
+    }
+  }
+  if (!st && (changed || nbad)) s->index_stale = 1;
+  if (!st) {
+    s->scan.regions += v->scan.regions;
+    s->scan.region_bytes += v->scan.region_bytes;
+  }
+  if (locked) pthread_mutex_unlock(&s->mu);
   store_free(v);
   if (st) {
     free(bad);
     return st;
   }
+  /* A tile the scan found below the mark after all (an older intact record
+   * promoted in its place) is not missing. */
+  size_t k = 0;
+  for (size_t i = 0; i < nbad; i++)
+    if (!ntk_store_has_tile(s, bad[i])) bad[k++] = bad[i];
   *tiles = bad;
-  *ntiles_out = nbad;
+  *ntiles_out = k;
   return NTK_OK;
 }
 
 ntk_status ntk_store_sync(ntk_store_t *s) {
   if (!s->writable) return NTK_OK;
   /* What is confirmed now, and how far every byte is accounted for: below
-   * the first open reservation (a record still being written). */
+   * the first open reservation (a record still being written). After the
+   * audit changed what the store holds below the index's mark, the whole
+   * index is written afresh instead (its entries there would be wrong). */
   pthread_mutex_lock(&s->mu);
   struct ntk_index_entry *e = s->fresh;
   size_t n = s->nfresh;
@@ -1189,14 +1706,22 @@ ntk_status ntk_store_sync(ntk_store_t *s) {
     if (s->open[i].offset < covered) covered = s->open[i].offset;
   s->fresh = NULL;
   s->nfresh = s->capfresh = 0;
-  pthread_mutex_unlock(&s->mu);
+  int whole = s->index_stale;
   ntk_status st = NTK_OK;
+  if (whole) {
+    free(e);
+    st = all_entries(s, &e, &n);
+    s->index_stale = 0;
+  }
+  pthread_mutex_unlock(&s->mu);
   /* The records first (one page cache on this node: the fdatasync covers
    * what this node's ranks wrote; ranks on other nodes sync their own
    * records before they report them written), then the index that names
    * them. */
-  if (fdatasync(s->fd)) st = io_error(s, "fsync failed; the store may have lost recent tiles");
-  if (!st && (n || covered != s->synced_covered)) {
+  if (!st && fdatasync(s->fd)) st = io_error(s, "fsync failed; the store may have lost recent tiles");
+  if (!st && whole) {
+    st = write_fresh_index(s, e, n, covered);
+  } else if (!st && (n || covered != s->synced_covered)) {
     if (s->ifd < 0) st = ntk_error(NTK_EINTERNAL, "%s: no index open", s->path);
     else st = ntk_index_append(s->ifd, s->path, e, n, covered);
     if (!st) s->synced_covered = covered;
@@ -1217,69 +1742,75 @@ ntk_status ntk_store_check_final(ntk_store_t *s) {
    * tile). */
   uint64_t bad = 0, first_bad = 0, first_off = 0;
   const char *why = "";
-  for (uint64_t t = 0; t < s->tiling.ntiles; t++) {
-    if (!s->offset[t]) continue;
+  for (size_t i = 0; i < s->map.cap; i++) {
+    const struct slot *f = &s->map.v[i];
+    if (f->tile == NO_TILE) continue;
     unsigned char r[NTK_STORE_RECORD_HEADER];
-    int rc = pread_all(s->fd, r, sizeof r, s->offset[t]);
+    int rc = pread_all(s->fd, r, sizeof r, f->offset);
     if (rc < 0) return io_error(s, "read failed");
     const char *w = rc ? "the file ends before it"
                     : memcmp(r + R_MAGIC, record_magic, 8) || ntk_get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM)
                         ? "no intact record header there"
                     : memcmp(r + R_STOREID, s->info.store_id, 16) ? "a record of another store there"
-                    : ntk_get32(r + R_KIND) != KIND_TILE || ntk_get64(r + R_TILE) != t || ntk_get64(r + R_SEQ) != s->seq[t] ||
-                            ntk_get64(r + R_LEN) != s->length[t]
+                    : ntk_get32(r + R_KIND) != KIND_TILE || ntk_get64(r + R_TILE) != f->tile ||
+                            ntk_get64(r + R_SEQ) != f->seq || ntk_get64(r + R_LEN) != f->len
                         ? "another record there"
                         : NULL;
-    if (w && !bad++) first_bad = t, first_off = s->offset[t], why = w;
+    if (w && !bad++) first_bad = f->tile, first_off = f->offset, why = w;
   }
   /* The index names each of them below its last sync mark. */
   struct ntk_index_entry *e = NULL;
   size_t n = 0;
   uint64_t covered = 0;
+  int verdict = NTK_INDEX_NONE;
   char note[320] = "";
-  int r = ntk_index_read(s->path, s->info.store_id, &e, &n, &covered, note, sizeof note);
-  if (r < 0) return ntk_error(NTK_EIO, "%s", ntk_error_message());
+  ntk_status st = ntk_index_read(s->path, s->info.store_id, s->fd, s->first, s->info.align, &e, &n, &covered,
+                                 &verdict, note, sizeof note);
+  if (st) return st;
   uint64_t unlisted = 0;
-  if (r > 0) {
-    unsigned char *seen = calloc((size_t)(s->tiling.ntiles ? s->tiling.ntiles : 1), 1);
-    if (!seen) {
-      free(e);
-      return ntk_error(NTK_ENOMEM, "out of memory");
+  if (verdict == NTK_INDEX_READ) {
+    struct tile_map seen = {NULL, 0, 0};
+    for (size_t i = 0; i < n && !st; i++) {
+      const struct slot *f = map_find(&s->map, e[i].tile);
+      if (!f || f->offset != e[i].offset || f->seq != e[i].seq) continue;
+      if (!map_add(&seen, e[i].tile)) st = ntk_error(NTK_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < n; i++)
-      if (e[i].tile < s->tiling.ntiles && e[i].offset == s->offset[e[i].tile] && e[i].seq == s->seq[e[i].tile])
-        seen[e[i].tile] = 1;
-    for (uint64_t t = 0; t < s->tiling.ntiles; t++) unlisted += s->offset[t] && !seen[t];
-    free(seen);
+    unlisted = st ? 0 : s->map.n - seen.n;
+    free(seen.v);
+    if (st) {
+      free(e);
+      return st;
+    }
     if (covered != s->synced_covered)
       snprintf(note, sizeof note, "its last sync mark is at %llu, this job's at %llu", (unsigned long long)covered,
                (unsigned long long)s->synced_covered);
     else if (unlisted)
       snprintf(note, sizeof note, "it does not list %llu of the %llu tiles", (unsigned long long)unlisted,
-               (unsigned long long)s->done);
+               (unsigned long long)s->map.n);
   }
   free(e);
-  int index_wrong = r == 0 || unlisted || covered != s->synced_covered;
+  int index_wrong = verdict != NTK_INDEX_READ || unlisted || covered != s->synced_covered;
   if (bad)
     return ntk_error(NTK_ECORRUPT, "%s changed under this job: %llu of the %llu tiles it holds are not its records "
                      "there any more (first: tile %llu at offset %llu: %s): another writer or damage; run the job "
                      "again to repair the store and recompute them", s->path, (unsigned long long)bad,
-                     (unsigned long long)s->done, (unsigned long long)first_bad, (unsigned long long)first_off, why);
+                     (unsigned long long)s->map.n, (unsigned long long)first_bad, (unsigned long long)first_off, why);
   if (index_wrong)
     return ntk_error(NTK_ECORRUPT, "%s: its index (%s.index) is not the one this job wrote: %s; another writer or "
-                     "damage; run the job again to rebuild it (no tile is recomputed)", s->path, s->path, note);
+                     "damage; run the job again to rebuild it (no tile is recomputed)", s->path, s->path,
+                     note[0] ? note : "it cannot be read as an index of this store");
   return NTK_OK;
 }
 
 ntk_status ntk_store_check_record(ntk_store_t *s, uint64_t tile, int *intact) {
   *intact = 0;
-  if (!ntk_store_has_tile(s, tile)) return NTK_OK;
+  uint64_t off = ntk_store_record_offset(s, tile);
+  if (!off) return NTK_OK;
   unsigned char r[NTK_STORE_RECORD_HEADER];
-  uint64_t off = s->offset[tile];
   int rc = pread_all(s->fd, r, sizeof r, off);
   if (rc < 0) return io_error(s, "read failed");
-  if (rc || memcmp(r, record_magic, 8) || ntk_get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM) ||
-      memcmp(r + R_STOREID, s->info.store_id, 16) || ntk_get64(r + R_TILE) != tile || ntk_get32(r + R_KIND) != KIND_TILE)
+  if (rc || classify(s, r, off, UINT64_MAX) == REC_BAD || ntk_get32(r + R_KIND) != KIND_TILE ||
+      ntk_get64(r + R_TILE) != tile)
     return NTK_OK;
   unsigned char *buf = NULL;
   size_t cap = 0;
@@ -1288,32 +1819,60 @@ ntk_status ntk_store_check_record(ntk_store_t *s, uint64_t tile, int *intact) {
   return st;
 }
 
-int ntk_store_check_index(ntk_store_t *s, uint64_t *entries, uint64_t *wrong, char *note, size_t cap) {
-  *entries = *wrong = 0;
-  struct ntk_index_entry *e = NULL;
-  size_t n = 0;
-  uint64_t covered = 0;
-  int r = ntk_index_read(s->path, s->info.store_id, &e, &n, &covered, note, cap);
-  if (r <= 0) {
-    if (r < 0) snprintf(note, cap, "%s", ntk_error_message());
-    return 0;
+/* The error for an index entry whose place holds something else than its
+ * record (probe_entry's PROBE_OTHER: the index is damage; PROBE_DAMAGED:
+ * the record is). */
+static ntk_status entry_error(ntk_store_t *s, const struct ntk_index_entry *e, int verdict, const char *what) {
+  if (verdict == PROBE_OTHER) {
+    index_damage(s, "disagrees with the store: its entry for tile %llu at offset %llu, where the store has %s",
+                 (unsigned long long)e->tile, (unsigned long long)e->offset, what);
+    return ntk_error(NTK_ECORRUPT, "%s: the index (%s.index) %s; run the job again: the resume rebuilds the index "
+                     "from the records (no tile is lost)", s->path, s->path, s->scan.index_problem);
   }
-  *entries = n;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t t = e[i].tile;
-    /* Entries past the mark the scan used were written after it (a running
-     * job): the scan could not have seen their records. */
-    if (!s->settled || e[i].offset >= s->settled) continue;
-    if (t >= s->tiling.ntiles || !ntk_tiling_needed(&s->tiling, t)) {
-      ++*wrong;
+  return ntk_error(NTK_ECORRUPT, "%s: the record of tile %llu at offset %llu is damaged (%s there); run the job "
+                   "again to repair it and recompute what was lost", s->path, (unsigned long long)e->tile,
+                   (unsigned long long)e->offset, what);
+}
+
+ntk_status ntk_store_check_entry(ntk_store_t *s, uint64_t tile) {
+  for (;;) {
+    const struct slot *f = map_find(&s->map, tile);
+    if (!f || !s->scan.index_used || f->offset >= s->scan.index_covered) return NTK_OK; /* absent, or scanned */
+    size_t i = ient_at(s, f->offset);
+    if (i == SIZE_MAX) return NTK_OK;
+    int v = PROBE_OK;
+    char what[160];
+    ntk_status st = probe_entry(s, i, &v, what, sizeof what);
+    if (st) return st;
+    if (v == PROBE_OK) return NTK_OK;
+    if (v != PROBE_DEAD) return entry_error(s, &s->ient[i], v, what);
+    unindex(s, tile); /* marked dead by a resume since: missing (an older record may take its place) */
+  }
+}
+
+ntk_status ntk_store_check_entries(ntk_store_t *s) {
+  if (!s->scan.index_used) return NTK_OK;
+  for (size_t i = 0; i < s->nient; i++) {
+    const struct ntk_index_entry *e = &s->ient[i];
+    int v = PROBE_OK;
+    char what[160];
+    ntk_status st = probe_entry(s, i, &v, what, sizeof what);
+    if (st) return st;
+    if (v == PROBE_OK) continue;
+    if (v != PROBE_DEAD) return entry_error(s, e, v, what);
+    const struct slot *f = map_find(&s->map, e->tile);
+    if (f && f->offset == e->offset) {
+      unindex(s, e->tile);
       continue;
     }
-    int same = s->offset[t] == e[i].offset && s->length[t] == e[i].len && s->seq[t] == e[i].seq;
-    int superseded = s->offset[t] && s->seq[t] > e[i].seq;
-    if (!same && !superseded) ++*wrong;
+    for (size_t k = 0; k < s->others.n; k++)
+      if (s->others.v[k].offset == e->offset) {
+        s->others.v[k] = s->others.v[--s->others.n];
+        s->scan.duplicates -= ntk_tiling_needed(&s->tiling, e->tile) != 0;
+        break;
+      }
   }
-  free(e);
-  return 1;
+  return NTK_OK;
 }
 
 ntk_status ntk_store_read_payload(ntk_store_t *s, uint64_t tile, void **payload, size_t *len) {
@@ -1323,18 +1882,35 @@ ntk_status ntk_store_read_payload(ntk_store_t *s, uint64_t tile, void **payload,
 
 static ntk_status read_payload(ntk_store_t *s, uint64_t tile, void **payload, size_t *len, int *codec) {
   *payload = NULL;
-  if (!ntk_store_has_tile(s, tile))
+  const struct slot *f = map_find(&s->map, tile);
+  if (!f)
     return ntk_error(NTK_EINCOMPLETE, "%s: tile %llu is not in the store", s->path, (unsigned long long)tile);
   unsigned char r[NTK_STORE_RECORD_HEADER];
-  uint64_t off = s->offset[tile];
+  uint64_t off = f->offset;
   int rc = pread_all(s->fd, r, sizeof r, off);
   if (rc < 0) return io_error(s, "read failed");
-  /* Read again now: the file may have changed since the scan. */
-  if (rc || memcmp(r, record_magic, 8) || ntk_get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM) ||
-      memcmp(r + R_STOREID, s->info.store_id, 16) || ntk_get64(r + R_TILE) != tile)
+  /* Read again now: the file may have changed since the scan, and a
+   * record below the index's mark was not read by it. */
+  if (rc || classify(s, r, off, UINT64_MAX) == REC_BAD || ntk_get32(r + R_KIND) != KIND_TILE ||
+      ntk_get64(r + R_TILE) != tile || ntk_get64(r + R_LEN) != f->len || ntk_get64(r + R_SEQ) != f->seq) {
+    size_t i = s->scan.index_used && off < s->scan.index_covered ? ient_at(s, off) : SIZE_MAX;
+    if (i != SIZE_MAX) {
+      int v = PROBE_OK;
+      char what[160];
+      ntk_status st = probe_entry(s, i, &v, what, sizeof what);
+      if (st) return st;
+      if (v == PROBE_DEAD) {
+        unindex(s, tile);
+        return ntk_error(NTK_EINCOMPLETE, "%s: tile %llu is missing: a resume found its record (offset %llu) "
+                         "damaged and marked it dead; run the job to compute it again", s->path,
+                         (unsigned long long)tile, (unsigned long long)off);
+      }
+      if (v != PROBE_OK) return entry_error(s, &s->ient[i], v, what);
+    }
     return ntk_error(NTK_ECORRUPT, "%s: record of tile %llu at offset %llu is damaged", s->path,
                      (unsigned long long)tile, (unsigned long long)off);
-  size_t n = (size_t)ntk_get64(r + R_LEN);
+  }
+  size_t n = (size_t)ntk_get64(r + R_LEN); /* at most the tile's compressed bound (classify) */
   void *buf = malloc(n ? n : 1);
   if (!buf) return ntk_error(NTK_ENOMEM, "out of memory");
   rc = pread_all(s->fd, buf, n, off + NTK_STORE_RECORD_HEADER);
@@ -1345,6 +1921,13 @@ static ntk_status read_payload(ntk_store_t *s, uint64_t tile, void **payload, si
   }
   if (ntk_checksum(buf, n) != ntk_get64(r + R_SUM)) {
     free(buf);
+    /* Past the index's sync mark a record whose payload is not yet whole
+     * is a write under way (or cut short), as the scan takes it: the tile
+     * is not there yet. */
+    if (s->settled && off >= s->settled)
+      return ntk_error(NTK_EINCOMPLETE, "%s: tile %llu is not in the store yet: its record (offset %llu, past the "
+                       "index's sync mark) is still being written or was cut short", s->path,
+                       (unsigned long long)tile, (unsigned long long)off);
     return ntk_error(NTK_ECORRUPT, "%s: tile %llu (offset %llu) is damaged: checksum mismatch", s->path,
                      (unsigned long long)tile, (unsigned long long)off);
   }

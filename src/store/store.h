@@ -74,13 +74,24 @@ struct ntk_store_scan {
   /* How the records were found: from the index (index_used: the records
    * below its sync mark `index_covered` taken from it, only the rest
    * scanned, so regions and dead records below it are not counted), or by
-   * scanning the whole store (index_note says why: no index, another
-   * store's, damaged, or NTK_STORE_FULL_SCAN). */
+   * scanning the whole store (NTK_STORE_FULL_SCAN, or no usable index:
+   * index_note says why). */
   int index_used;
   uint64_t index_covered;
+  uint64_t index_entries; /* the index's entries below its sync mark (a usable index) */
   uint64_t settled;      /* the index's sync mark the scan used (0: none): past it, what is not
                             an intact record may be a write under way */
-  char index_note[320];
+  char index_note[320];  /* why no index was used: "no index", "the index is of another store"
+                            (neither is damage), or what is wrong with it; "" when it was */
+  /* The index is damaged, or what it says disagrees with the store
+   * (docs/STORE-FORMAT.md, "The index"): damage, as the store's own. The
+   * records are what counts: a resume ignores such an index and writes a
+   * fresh one from a scan. index_problem completes "the index (PATH.index) ". */
+  int index_damaged;
+  char index_problem[480];
+  uint64_t index_dead;      /* full scan: entries over regions marked dead since the index was written
+                               (their tiles are missing; the next run rewrites the index) */
+  uint64_t index_corrected; /* the audit: tiles whose record it found elsewhere than the index said */
 };
 
 enum {
@@ -223,12 +234,24 @@ ntk_status ntk_store_check_final(ntk_store_t *s);
  * checksum, zero padding). NTK_EIO on a read error. */
 ntk_status ntk_store_check_record(ntk_store_t *s, uint64_t tile, int *intact);
 
-/* verify: the index against the records a full scan found. *entries: the
- * index's entries up to its last sync mark; *wrong: those that do not name
- * the tile's intact record (nor one older than the record the scan found);
- * note: why no index was read (then both 0 and the return 0); 1 when an
- * index of this store was read. */
-int ntk_store_check_index(ntk_store_t *s, uint64_t *entries, uint64_t *wrong, char *note, size_t cap);
+/* Readers through the index (export, solve): the record of tile `tile`
+ * that the index lists below its sync mark, checked against the header at
+ * its place (what the open did not read). Where a resume has marked it
+ * dead since (the index not yet rewritten), the tile is missing: taken out
+ * of the store, NTK_OK. NTK_ECORRUPT (message: what is there) when the
+ * place holds another record (the index disagrees with the store: damage,
+ * also set in the scan) or no intact record. NTK_OK for a tile absent or
+ * found by the scan. */
+ntk_status ntk_store_check_entry(ntk_store_t *s, uint64_t tile);
+
+/* The same for every entry below the index's sync mark: what a reader
+ * runs before it says a tile is missing, so that an index that hides a
+ * record is reported as damage (4), not as an unfinished store (6). */
+ntk_status ntk_store_check_entries(ntk_store_t *s);
+
+/* The tiles present, ascending, in *tiles (free it): memory and time
+ * follow what is stored, not the tile count. */
+ntk_status ntk_store_stored_tiles(const ntk_store_t *s, uint64_t **tiles, size_t *n);
 
 /* The block rows [r0, r1) x columns [c0, c1) of kernel `which`
  * (NTK_KERNEL_NNGP or NTK_KERNEL_NTK) into `out`, in the store's precision,
