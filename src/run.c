@@ -80,208 +80,268 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
 }
 
 
-int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
-  int rank = ntk_comm_rank(comm), size = ntk_comm_size(comm);
-  ntk_cpu_single_thread();
+/* What the steps of a job share. */
+struct run {
+  const ntk_comm_t *comm;
+  int rank, size;
+  const char *conf;
+  int overwrite;
+  struct ntk_job *job;
+  ntk_lock_t *lock;
+  struct ntk_dataset data;
+  ntk_data_share_t *shared;        /* one copy of the data per node */
+  struct ntk_solve_labels labels;  /* a regression's: loaded once, kept for the solve */
+  struct ntk_problem prob;
+  int computes;                    /* this rank computes tiles (not the coordinator of several) */
+  char nogpu[512];
+  struct ntk_place_job pj;
+  struct ntk_place place;
+  ntk_store_t *store;              /* rank 0's */
+  ntk_worker_store_t *wstore;      /* a worker's */
+  uint64_t tile;
+  struct ntk_tiling tiling;
+  ntk_engine_t *engine;
+  int *depth;                      /* tiles each worker wants queued */
+  double t_start, t_loaded, t_shared, t_ready;
+};
 
-  /* 1. The job file: read on rank 0, parsed identically everywhere. */
+/* 1. The job file: read on rank 0, parsed identically everywhere (the
+ * network too: job->net). */
+static ntk_status read_job(struct run *r) {
   char *text = NULL;
   size_t len = 0;
-  ntk_status st = rank == 0 ? ntk_read_text_file(conf_path, &text, &len) : NTK_OK;
-  if ((st = ntk_comm_agree_report(comm, st))) return ntk_status_exit_code(st);
+  ntk_status st = r->rank == 0 ? ntk_read_text_file(r->conf, &text, &len) : NTK_OK;
+  if ((st = ntk_comm_agree_report(r->comm, st))) return st;
   uint64_t len64 = len;
-  if ((st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, &len64, sizeof len64)))) return ntk_status_exit_code(st);
-  if (rank != 0 && !(text = calloc(1, (size_t)len64 + 1))) st = ntk_error(NTK_ENOMEM, "out of memory");
-  if (!(st = ntk_comm_agree_report(comm, st))) st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, text, (size_t)len64));
-  struct ntk_job *job = calloc(1, sizeof *job);
-  if (!st && !job) st = ntk_comm_agree_report(comm, ntk_error(NTK_ENOMEM, "out of memory"));
-  if (!st) st = ntk_comm_agree_report(comm, rank == 0 ? ntk_job_parse_string(text, conf_path, job)
-                                : (ntk_job_parse_string(text, conf_path, job), NTK_OK));
+  if ((st = ntk_comm_agree_report(r->comm, ntk_comm_bcast(r->comm, &len64, sizeof len64)))) return st;
+  if (r->rank != 0 && !(text = calloc(1, (size_t)len64 + 1))) st = ntk_error(NTK_ENOMEM, "out of memory");
+  if (!(st = ntk_comm_agree_report(r->comm, st)))
+    st = ntk_comm_agree_report(r->comm, ntk_comm_bcast(r->comm, text, (size_t)len64));
+  if (!st && !(r->job = calloc(1, sizeof *r->job))) st = ntk_comm_agree_report(r->comm, ntk_error(NTK_ENOMEM, "out of memory"));
+  if (!st)
+    st = ntk_comm_agree_report(r->comm, r->rank == 0 ? ntk_job_parse_string(text, r->conf, r->job)
+                                                     : (ntk_job_parse_string(text, r->conf, r->job), NTK_OK));
   free(text);
-  /* Before anything is read or written: no output may replace an input,
-   * and one job at a time writes the store (or the training snapshot), for
-   * its whole life, solve included. */
-  ntk_lock_t *lock = NULL;
-  if (!st) {
-    ntk_status fst = rank == 0 ? ntk_job_check_files(job) : NTK_OK;
-    const char *owned = job->train.enabled ? job->train.snapshot : job->out_path;
-    if (!fst && rank == 0 && owned[0])
-      fst = ntk_lock_acquire(owned, job->train.enabled ? "snapshot" : "store", &lock);
-    st = ntk_comm_agree_report(comm, fst);
-  }
-  if (!st && job->train.enabled) { /* a [train] section: an MLP to train, not a kernel */
-    st = ntk_train_run(comm, job, overwrite);
-    ntk_lock_release(lock);
-    ntk_job_free(job);
-    free(job);
-    return ntk_status_exit_code(st);
-  }
-  const struct ntk_arch *arch = job->net; /* parsed with the job file */
+  return st;
+}
 
+/* Before anything is read or written: no output may replace an input,
+ * and one job at a time writes the store (or the training snapshot), for
+ * its whole life, solve included. */
+static ntk_status take_lock(struct run *r) {
+  const struct ntk_job *job = r->job;
+  ntk_status st = r->rank == 0 ? ntk_job_check_files(job) : NTK_OK;
+  const char *owned = job->train.enabled ? job->train.snapshot : job->out_path;
+  if (!st && r->rank == 0 && owned[0])
+    st = ntk_lock_acquire(owned, job->train.enabled ? "snapshot" : "store", &r->lock);
+  return ntk_comm_agree_report(r->comm, st);
+}
 
-  double t_start = ntk_now(), t_loaded = 0, t_shared = 0, t_ready = 0;
-  /* 2. The data: loaded on rank 0, broadcast to the workers. */
-  struct ntk_dataset data;
-  memset(&data, 0, sizeof data);
-  if (!st) st = ntk_comm_agree_report(comm, rank == 0 ? ntk_data_load_job(job, job->precision, &data) : NTK_OK);
-  struct ntk_solve_labels labels = {0}; /* a regression's: loaded once, kept for the solve */
-  /* Labels of a regression are checked now, not after the tiles. */
+/* 2. The data: loaded on rank 0 (a regression's labels checked now, not
+ * after the tiles), then held once per node. */
+static ntk_status load_data(struct run *r) {
+  const struct ntk_job *job = r->job;
+  r->t_start = ntk_now();
+  ntk_status st = ntk_comm_agree_report(r->comm, r->rank == 0 ? ntk_data_load_job(job, job->precision, &r->data) : NTK_OK);
   if (!st && job->solve.enabled)
-    st = ntk_comm_agree_report(comm, rank == 0 ? ntk_solve_labels_load(job, data.n_train, data.n - data.n_train, &labels)
-                                              : NTK_OK);
-  t_loaded = ntk_now();
-  ntk_data_share_t *shared = NULL; /* one copy of the data per node */
-  if (!st && size > 1) st = ntk_data_share(comm, &data, &shared);
+    st = ntk_comm_agree_report(r->comm, r->rank == 0 ? ntk_solve_labels_load(job, r->data.n_train,
+                                                                             r->data.n - r->data.n_train, &r->labels)
+                                                     : NTK_OK);
+  r->t_loaded = ntk_now();
+  if (!st && r->size > 1) st = ntk_data_share(r->comm, &r->data, &r->shared);
+  r->t_shared = ntk_now();
+  return st;
+}
 
-  t_shared = ntk_now();
-  /* 3. Does the network fit the data? Checked on rank 0 before the store
-   * is touched, so a bad job leaves no file behind. */
-  struct ntk_problem prob = {arch, &data, job->kernels, -1};
-  const struct ntk_backend_ops *backend = ntk_backend_find("cpu");
-  if (!st) {
-    ntk_status pst = NTK_OK;
-    if (rank == 0 && (pst = ntk_backend_check(&prob)))
-      pst = ntk_error(pst, "%s:%d: [model] arch: %s", conf_path, job->arch_line, ntk_error_message());
-    st = ntk_comm_agree_report(comm, pst);
-  }
+/* 3. Does the network fit the data? Checked on rank 0 before the store is
+ * touched, so a bad job leaves no file behind. */
+static ntk_status check_network(struct run *r) {
+  r->prob = (struct ntk_problem){r->job->net, &r->data, r->job->kernels, -1};
+  ntk_status st = NTK_OK;
+  if (r->rank == 0 && (st = ntk_backend_check(&r->prob)))
+    st = ntk_error(st, "%s:%d: [model] arch: %s", r->conf, r->job->arch_line, ntk_error_message());
+  return ntk_comm_agree_report(r->comm, st);
+}
 
-  /* 4. Placement (docs/GPU.md, "Placement"): the computing ranks, in slot
-   * order, take distinct physical GPUs (by UUID); the coordinator takes
-   * none; the rest compute on the CPU (auto) or stop the job (cuda). */
+/* 4. Placement (docs/GPU.md, "Placement"): the computing ranks, in slot
+ * order, take distinct physical GPUs (by UUID); the coordinator takes
+ * none; the rest compute on the CPU (auto) or stop the job (cuda). */
+static ntk_status place_ranks(struct run *r) {
   static const struct ntk_place_words words = {
       "[compute] backend", "backend", "there is no usable GPU", "computing rank",
       "Start at most one worker per GPU (on the coordinator's node one rank more: rank 0 only coordinates)",
       "worker", ""};
-  char nogpu[512] = "";
-  int computes = size == 1 || rank != 0;
-  struct ntk_place_job pj = {job->backend, computes, 0, nogpu, conf_path, &words};
-  struct ntk_place place = {computes ? NTK_PLACE_CPU : NTK_PLACE_NONE, 0, "", {0, 0, 0, 0}};
-  if (!st) {
-    pj.gpu_arch = ntk_backend_gpu_computes(arch, &data, nogpu, sizeof nogpu);
-    st = ntk_place_ranks(comm, &pj, &place);
-  }
-  if (!st && job->backend == NTK_BACKEND_AUTO) {
-    if (rank == 0 && !place.tally[3] && strstr(ntk_backend_names(), "cuda"))
-      fprintf(stderr, "ntkd: no usable GPU (%s): computing on the CPU\n", place.why);
-    else if (rank == 0 && place.tally[3] && !pj.gpu_arch)
-      fprintf(stderr, "ntkd: %s: computing on the CPU\n", nogpu);
+  r->pj = (struct ntk_place_job){r->job->backend, r->computes, 0, r->nogpu, r->conf, &words};
+  r->pj.gpu_arch = ntk_backend_gpu_computes(r->job->net, &r->data, r->nogpu, sizeof r->nogpu);
+  ntk_status st = ntk_place_ranks(r->comm, &r->pj, &r->place);
+  if (!st && r->job->backend == NTK_BACKEND_AUTO) {
+    if (r->rank == 0 && !r->place.tally[3] && strstr(ntk_backend_names(), "cuda"))
+      fprintf(stderr, "ntkd: no usable GPU (%s): computing on the CPU\n", r->place.why);
+    else if (r->rank == 0 && r->place.tally[3] && !r->pj.gpu_arch)
+      fprintf(stderr, "ntkd: %s: computing on the CPU\n", r->nogpu);
     /* Where GPUs are in use, a rank whose driver fails says so itself. */
-    if (computes && place.list_failed && place.tally[3] && pj.gpu_arch)
-      fprintf(stderr, "ntkd: rank %d cannot list its GPUs (%s): computing on the CPU\n", rank, place.why);
+    if (r->computes && r->place.list_failed && r->place.tally[3] && r->pj.gpu_arch)
+      fprintf(stderr, "ntkd: rank %d cannot list its GPUs (%s): computing on the CPU\n", r->rank, r->place.why);
   }
+  return st;
+}
 
-  /* 5. The store (rank 0): resume, refuse, or create. The workers then
-   * open it too: they write their own tiles' records. */
-  ntk_store_t *store = NULL;
-  ntk_worker_store_t *wstore = NULL;
+/* 5. The store (rank 0): resume, refuse, or create; its tile size is the
+ * job's. The workers then open it too: they write their own tiles'
+ * records (a worker on rank 0's node leaves the sync of its records to
+ * rank 0's fdatasync, one page cache; elsewhere it syncs them itself). */
+static ntk_status prepare_store(struct run *r) {
+  const struct ntk_job *job = r->job;
+  ntk_status st = NTK_OK;
+  r->tile = job->tile;
+  if (r->rank == 0) {
+    struct ntk_store_info info;
+    char *job_text = NULL;
+    st = ntk_job_identity(job, job->net, &r->data, &info, &job_text);
+    if (!st) st = open_store(job, &info, job_text, r->overwrite, &r->store);
+    free(job_text);
+    if (!st) r->tile = ntk_store_get_info(r->store)->tile;
+    if (!st)
+      fprintf(stderr, "ntkd: %s: %zu samples x %zu features, %s, %s, tile %llu, %d rank%s\n", r->conf, r->data.n,
+              r->data.d, info.kernels & NTK_KERNEL_NTK ? "NNGP+NTK" : "NNGP",
+              r->data.elem == 4 ? "float32" : "float64", (unsigned long long)r->tile, r->size, r->size > 1 ? "s" : "");
+  }
+  st = ntk_comm_agree_report(r->comm, st);
+  if (!st) st = ntk_comm_agree_report(r->comm, ntk_comm_bcast(r->comm, &r->tile, sizeof r->tile));
+  if (st || r->size == 1) return st;
   struct ntk_store_info sinfo;
   memset(&sinfo, 0, sizeof sinfo);
-  uint64_t tile = job->tile;
-  if (!st) {
-    if (rank == 0) {
-      struct ntk_store_info info;
-      char *job_text = NULL;
-      st = ntk_job_identity(job, arch, &data, &info, &job_text);
-      if (!st) st = open_store(job, &info, job_text, overwrite, &store);
-      free(job_text);
-      if (!st) tile = ntk_store_get_info(store)->tile;
-      if (!st)
-        fprintf(stderr, "ntkd: %s: %zu samples x %zu features, %s, %s, tile %llu, %d rank%s\n", conf_path,
-                data.n, data.d, info.kernels & NTK_KERNEL_NTK ? "NNGP+NTK" : "NNGP",
-                data.elem == 4 ? "float32" : "float64", (unsigned long long)tile, size, size > 1 ? "s" : "");
-    }
-    st = ntk_comm_agree_report(comm, st);
-    if (!st) st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, &tile, sizeof tile));
-    if (!st && size > 1) {
-      if (rank == 0) sinfo = *ntk_store_get_info(store);
-      st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, &sinfo, sizeof sinfo));
-      /* A worker on rank 0's node leaves the sync of its records to rank 0's
-       * fdatasync (one page cache); elsewhere it syncs them itself. */
-      unsigned char none = 0;
-      void *all = NULL;
-      struct ntk_node_info node;
-      if (!st) st = ntk_comm_agree_report(comm, ntk_comm_node_gather(comm, &none, 1, &all, &node));
-      free(all);
-      ntk_status ost = NTK_OK;
-      if (!st && rank != 0) ost = ntk_worker_open_store(job->out_path, &sinfo, node.first_rank != 0, job->direct_io, &wstore);
-      if (!st) st = ntk_comm_agree_report(comm, ost);
-    }
-  }
+  if (r->rank == 0) sinfo = *ntk_store_get_info(r->store);
+  st = ntk_comm_agree_report(r->comm, ntk_comm_bcast(r->comm, &sinfo, sizeof sinfo));
+  unsigned char none = 0;
+  void *all = NULL;
+  struct ntk_node_info node;
+  if (!st) st = ntk_comm_agree_report(r->comm, ntk_comm_node_gather(r->comm, &none, 1, &all, &node));
+  free(all);
+  ntk_status ost = NTK_OK;
+  if (!st && r->rank != 0)
+    ost = ntk_worker_open_store(job->out_path, &sinfo, node.first_rank != 0, job->direct_io, &r->wstore);
+  if (!st) st = ntk_comm_agree_report(r->comm, ost);
+  return st;
+}
 
-  /* 6. Compute. */
-  struct ntk_tiling tiling;
-  ntk_tiling_init(&tiling, data.n, tile);
-  ntk_engine_t *engine = NULL;
-  if (!st) {
-    ntk_status est = NTK_OK;
-    if (computes && place.device >= 0) {
-      prob.device = place.device;
-      const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
-      est = cuda ? ntk_engine_create(&prob, cuda, job->level, &tiling, &engine)
-                 : ntk_error(NTK_ECONFIG, "this ntkd was built without CUDA");
-      if (est && job->backend == NTK_BACKEND_AUTO) { /* auto: a GPU that fails to start is not fatal */
-        fprintf(stderr, "ntkd: rank %d: %s: computing on the CPU instead\n", rank, ntk_error_message());
-        place.device = NTK_PLACE_CPU;
-        est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
-      }
-    } else if (computes) {
-      est = ntk_engine_create(&prob, backend, job->level, &tiling, &engine);
+/* 6. Each computing rank's engine on its device (auto: a GPU that fails
+ * to start leaves its rank on the CPU), and each worker's pipeline depth,
+ * which the coordinator keeps queued at it. */
+static ntk_status start_engines(struct run *r) {
+  const struct ntk_job *job = r->job;
+  const struct ntk_backend_ops *cpu = ntk_backend_find("cpu");
+  ntk_tiling_init(&r->tiling, r->data.n, r->tile);
+  ntk_status st = NTK_OK;
+  if (r->computes && r->place.device >= 0) {
+    r->prob.device = r->place.device;
+    const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
+    st = cuda ? ntk_engine_create(&r->prob, cuda, job->level, &r->tiling, &r->engine)
+              : ntk_error(NTK_ECONFIG, "this ntkd was built without CUDA");
+    if (st && job->backend == NTK_BACKEND_AUTO) {
+      fprintf(stderr, "ntkd: rank %d: %s: computing on the CPU instead\n", r->rank, ntk_error_message());
+      r->place.device = NTK_PLACE_CPU;
+      st = ntk_engine_create(&r->prob, cpu, job->level, &r->tiling, &r->engine);
     }
-    st = ntk_comm_agree_report(comm, est);
-    if (!st) st = ntk_place_started(comm, &pj, &place, computes && place.device >= 0, size == 1 ? 1 : size - 1);
+  } else if (r->computes) {
+    st = ntk_engine_create(&r->prob, cpu, job->level, &r->tiling, &r->engine);
   }
-  /* How many tiles each worker wants queued (its pipeline's depth), for
-   * the coordinator. */
-  int *depth = NULL;
-  if (!st) {
-    double *d = calloc((size_t)size, sizeof *d);
-    depth = calloc((size_t)size, sizeof *depth);
-    st = ntk_comm_agree_report(comm, d && depth ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
-    if (!st && engine) d[rank] = ntk_engine_depth(engine);
-    if (!st) st = ntk_comm_agree_report(comm, ntk_comm_sum_doubles(comm, d, (size_t)size));
-    for (int k = 0; !st && k < size; k++) depth[k] = (int)d[k];
-    free(d);
+  st = ntk_comm_agree_report(r->comm, st);
+  if (!st)
+    st = ntk_place_started(r->comm, &r->pj, &r->place, r->computes && r->place.device >= 0, r->size == 1 ? 1 : r->size - 1);
+  if (st) return st;
+  double *d = calloc((size_t)r->size, sizeof *d);
+  r->depth = calloc((size_t)r->size, sizeof *r->depth);
+  st = ntk_comm_agree_report(r->comm, d && r->depth ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
+  if (!st && r->engine) d[r->rank] = ntk_engine_depth(r->engine);
+  if (!st) st = ntk_comm_agree_report(r->comm, ntk_comm_sum_doubles(r->comm, d, (size_t)r->size));
+  for (int k = 0; !st && k < r->size; k++) r->depth[k] = (int)d[k];
+  free(d);
+  return st;
+}
+
+/* 7. The tiles: rank 0 coordinates (and computes, alone), the others work. */
+static ntk_status compute_tiles(struct run *r) {
+  r->t_ready = ntk_now();
+  ntk_status result = r->rank == 0 ? ntk_coordinator_run(r->comm, r->store, r->size == 1 ? r->engine : NULL, r->job,
+                                                         r->depth)
+                                   : ntk_worker_serve(r->comm, r->engine, &r->tiling, r->wstore);
+  if (result && result != NTK_EINTERRUPTED)
+    fprintf(stderr, "ntkd: %s%s\n", r->rank ? "worker: " : "error: ", ntk_error_message());
+  else if (result)
+    fprintf(stderr, "ntkd: %s\n", ntk_error_message());
+  return ntk_comm_agree(r->comm, result);
+}
+
+/* After the tiles: the store synced (closed, and its file lock released,
+ * only once the solve, which reads it, is done) and the times said. */
+static ntk_status finish_tiles(struct run *r, ntk_status st) {
+  ntk_worker_close_store(r->wstore);
+  r->wstore = NULL;
+  ntk_status synced = r->store ? ntk_store_sync(r->store) : NTK_OK;
+  if (synced && !st) {
+    fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+    st = synced;
   }
-  ntk_status result = NTK_OK;
-  t_ready = ntk_now();
-  if (!st) {
-    if (rank == 0) result = ntk_coordinator_run(comm, store, size == 1 ? engine : NULL, job, depth);
-    else result = ntk_worker_serve(comm, engine, &tiling, wstore);
-    if (result && result != NTK_EINTERRUPTED) fprintf(stderr, "ntkd: %s%s\n", rank ? "worker: " : "error: ",
-                                                      ntk_error_message());
-    else if (result) fprintf(stderr, "ntkd: %s\n", ntk_error_message());
-    st = ntk_comm_agree(comm, result);
+  if (!st && r->rank == 0) {
+    fprintf(stderr, "ntkd: times: load data %.2f s, share %.2f s, store and set-up %.2f s, tiles %.2f s\n",
+            r->t_loaded - r->t_start, r->t_shared - r->t_loaded, r->t_ready - r->t_shared, ntk_now() - r->t_ready);
+    fprintf(stderr, "ntkd: result in %s\n", r->job->out_path);
   }
-  ntk_worker_close_store(wstore);
-  /* Synced now; closed (and its file lock released) only once the solve,
-   * which reads it, is done. */
-  ntk_status closed = store ? ntk_store_sync(store) : NTK_OK;
+  return st;
+}
+
+/* 8. Kernel regression: every rank takes part (the method decides how:
+ * src/solve/, docs/SOLVE.md), through the writer's own handle of the
+ * store and the labels loaded in step 2. */
+static ntk_status solve(struct run *r) {
+  ntk_cpu_single_thread();
+  return ntk_solve(r->comm, r->job->out_path, r->store, r->job, &r->labels, NULL, 0, NULL); /* prints its own errors */
+}
+
+/* Everything the steps made, in reverse; the store's close is its last
+ * fsync. */
+static ntk_status release(struct run *r, ntk_status st) {
+  ntk_status closed = ntk_store_close(r->store);
   if (closed && !st) {
     fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     st = closed;
   }
-  if (!st && rank == 0) {
-    fprintf(stderr, "ntkd: times: load data %.2f s, share %.2f s, store and set-up %.2f s, tiles %.2f s\n",
-            t_loaded - t_start, t_shared - t_loaded, t_ready - t_shared, ntk_now() - t_ready);
-    fprintf(stderr, "ntkd: result in %s\n", job->out_path);
+  ntk_worker_close_store(r->wstore);
+  ntk_solve_labels_free(&r->labels);
+  ntk_engine_free(r->engine);
+  free(r->depth);
+  ntk_data_unshare(r->shared, &r->data);
+  ntk_lock_release(r->lock);
+  ntk_job_free(r->job);
+  free(r->job);
+  return st;
+}
+
+int ntk_run_job(const ntk_comm_t *comm, const char *conf_path, int overwrite) {
+  struct run r;
+  memset(&r, 0, sizeof r);
+  r.comm = comm;
+  r.rank = ntk_comm_rank(comm);
+  r.size = ntk_comm_size(comm);
+  r.conf = conf_path;
+  r.overwrite = overwrite;
+  r.computes = r.size == 1 || r.rank != 0;
+  r.place.device = r.computes ? NTK_PLACE_CPU : NTK_PLACE_NONE;
+  ntk_cpu_single_thread();
+  ntk_status st = read_job(&r);
+  if (!st) st = take_lock(&r);
+  if (!st && r.job->train.enabled) /* a [train] section: an MLP to train, not a kernel */
+    st = ntk_train_run(comm, r.job, overwrite);
+  else {
+    if (!st) st = load_data(&r);
+    if (!st) st = check_network(&r);
+    if (!st) st = place_ranks(&r);
+    if (!st) st = prepare_store(&r);
+    if (!st) st = start_engines(&r);
+    if (!st) st = compute_tiles(&r);
+    if (r.job) st = finish_tiles(&r, st);
+    if (!st && r.job->solve.enabled) st = solve(&r);
   }
-  /* 7. Kernel regression: every rank takes part (the method decides how:
-   * src/solve/, docs/SOLVE.md). */
-  if (!st && job->solve.enabled) {
-    ntk_cpu_single_thread();
-    /* Through the writer's own handle: the store is opened once. */
-    st = ntk_solve(comm, job->out_path, store, job, &labels, NULL, 0, NULL); /* collective; prints its own errors */
-  }
-  if ((closed = ntk_store_close(store)) && !st) {
-    fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
-    st = closed;
-  }
-  ntk_solve_labels_free(&labels);
-  ntk_engine_free(engine);
-  free(depth);
-  ntk_data_unshare(shared, &data);
-    ntk_lock_release(lock);
-  ntk_job_free(job);
-  free(job);
-  return ntk_status_exit_code(st);
+  return ntk_status_exit_code(release(&r, st));
 }
