@@ -1,0 +1,731 @@
+"""The reference cases of scripts/nt_reference.py: each a network in ntkd's
+architecture syntax, turned into stax calls, and its inputs. Written
+against a `stax` module that the importer sets (`nt_cases.stax = ...`):
+neural-tangents' own to write the references (scripts/nt_reference.py),
+ntkd's (`from ntkd import stax`) to check ntkd's Python package against
+them (tests/python/test_refcases.py). Needs numpy only.
+"""
+
+import re
+import zlib
+
+import numpy as np
+
+stax = None  # set by the importer
+
+WIDTH = 512  # irrelevant for kernel_fn; any positive width works.
+
+
+# --------------------------------------------------------------------------
+# ntkd architecture syntax -> stax layers
+# --------------------------------------------------------------------------
+
+_TOKEN_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\(([^()]*)\))?')
+
+
+def _value(v):
+  """A number, True/False, or a [list] of numbers."""
+  if v in ('True', 'False'):
+    return v == 'True'
+  if v.startswith('['):
+    return [float(x) for x in v.strip('[]').split(',') if x.strip()]
+  return float(v)
+
+
+def parse_arch(arch):
+  """Splits an ntkd arch string into [(name, args, kwargs)].
+
+  Layers are whitespace separated; a layer may carry a parenthesised argument
+  list (positional numbers or bare words such as SAME, and/or key=value
+  numbers), which may itself contain whitespace, e.g.
+  "Dense(W_std=1.5, b_std=0.1) Relu LeakyRelu(0.1) Conv(3,1,SAME,...)".
+  """
+  layers = []
+  pos = 0
+  arch = arch.strip()
+  while pos < len(arch):
+    m = _TOKEN_RE.match(arch, pos)
+    if not m or m.end() == pos:
+      raise ValueError(f'cannot parse arch at {arch[pos:]!r}')
+    name, argstr = m.group(1), m.group(2)
+    args, kwargs = [], {}
+    if argstr is not None and argstr.strip():
+      # commas inside [...] belong to a list value
+      for item in re.split(r',(?![^\[]*\])', argstr):
+        item = item.strip()
+        if '=' in item:
+          k, v = item.split('=', 1)
+          kwargs[k.strip()] = _value(v.strip())
+        elif re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', item) and item not in ('True', 'False'):
+          args.append(item)  # a bare word, e.g. a padding mode
+        else:
+          args.append(_value(item))
+    layers.append((name, args, kwargs))
+    pos = m.end()
+    while pos < len(arch) and arch[pos].isspace():
+      pos += 1
+  return layers
+
+
+def _dense(args, kwargs):
+  if args or set(kwargs) != {'W_std', 'b_std'}:
+    raise ValueError('reference Dense layers must give exactly W_std= and '
+                     f'b_std=, got {args} {kwargs}')
+  b_std = kwargs['b_std']
+  # stax's "no bias" is b_std=None; b_std=0.0 adds 0.0**2 and gives a
+  # bit-identical kernel (checked in check_zero_bias_equivalence).
+  return stax.Dense(WIDTH, W_std=kwargs['W_std'],
+                    b_std=None if b_std == 0 else b_std)
+
+
+def _no_args(name):
+  def build(args, kwargs):
+    if args or kwargs:
+      raise ValueError(f'{name} takes no arguments')
+    return getattr(stax, name)()
+  return build
+
+
+def _leaky_relu(args, kwargs):
+  if len(args) != 1 or kwargs:
+    raise ValueError('LeakyRelu takes exactly one positional slope')
+  return stax.LeakyRelu(args[0])
+
+
+def _int_arg(v, what):
+  if isinstance(v, str) or v != int(v) or v < 1:
+    raise ValueError(f'{what} must be a positive integer, got {v!r}')
+  return int(v)
+
+
+def _conv(args, kwargs):
+  if (len(args) != 3 or set(kwargs) != {'W_std', 'b_std'} or
+      args[2] not in ('SAME', 'VALID', 'CIRCULAR')):
+    raise ValueError('reference Conv layers must be Conv(f,stride,PADDING,'
+                     f'W_std=w,b_std=b), got {args} {kwargs}')
+  f = _int_arg(args[0], 'Conv filter size')
+  stride = _int_arg(args[1], 'Conv stride')
+  b_std = kwargs['b_std']
+  # Default NHWC / HWIO dimension numbers; out_chan is irrelevant to kernel_fn
+  # in the 'ntk' parameterization.
+  return stax.Conv(WIDTH, (f, f), (stride, stride), padding=args[2],
+                   W_std=kwargs['W_std'], b_std=None if b_std == 0 else b_std)
+
+
+def _avg_pool(args, kwargs):
+  if len(args) != 2 or kwargs:
+    raise ValueError('AvgPool takes exactly (window, stride)')
+  w = _int_arg(args[0], 'AvgPool window')
+  s = _int_arg(args[1], 'AvgPool stride')
+  # stax defaults: strides=None (= 1), padding='VALID', normalize_edges=False;
+  # all given explicitly here.
+  return stax.AvgPool((w, w), strides=(s, s), padding='VALID',
+                      normalize_edges=False)
+
+
+def _map(name):
+  """A nonlinearity with stax's own parameters, positional or keyword."""
+  def build(args, kwargs):
+    return getattr(stax, name)(*args, **kwargs)
+  return build
+
+
+def _degree(name):
+  def build(args, kwargs):
+    if len(args) != 1 or kwargs or args[0] != int(args[0]):
+      raise ValueError(f'{name} takes one integer degree')
+    return getattr(stax, name)(int(args[0]))
+  return build
+
+
+def _sum_pool(args, kwargs):
+  if len(args) != 2 or kwargs:
+    raise ValueError('SumPool takes exactly (window, stride)')
+  w = _int_arg(args[0], 'SumPool window')
+  s = _int_arg(args[1], 'SumPool stride')
+  return stax.SumPool((w, w), strides=(s, s), padding='VALID')
+
+
+LAYER_BUILDERS = {
+    'Dense': _dense,
+    'Conv': _conv,
+    'AvgPool': _avg_pool,
+    'Flatten': _no_args('Flatten'),
+    'GlobalAvgPool': _no_args('GlobalAvgPool'),
+    'Relu': _no_args('Relu'),
+    'LeakyRelu': _leaky_relu,
+    'Abs': _no_args('Abs'),
+    'Erf': _map('Erf'),  # a=1, b=1, c=0 unless given
+    'ABRelu': _map('ABRelu'),
+    'Sigmoid_like': _no_args('Sigmoid_like'),
+    'Gelu': _no_args('Gelu'),
+    'Sin': _map('Sin'),
+    'Cos': _map('Cos'),
+    'Rbf': _map('Rbf'),
+    'Exp': _map('Exp'),
+    'ExpNormalized': _map('ExpNormalized'),
+    'Gaussian': _map('Gaussian'),
+    'Sign': _no_args('Sign'),
+    'Monomial': _degree('Monomial'),
+    'RectifiedMonomial': _degree('RectifiedMonomial'),
+    'Hermite': _degree('Hermite'),
+    'Polynomial': _map('Polynomial'),
+    'LayerNorm': _map('LayerNorm'),
+    'SumPool': _sum_pool,
+    'GlobalSumPool': _no_args('GlobalSumPool'),
+    'Identity': _no_args('Identity'),
+}
+
+
+def split_layers(arch):
+  """Top-level layers of an arch string: split on whitespace outside
+  brackets, so "Conv(32, (3, 3)) Relu" gives two."""
+  out, depth, cur = [], 0, ''
+  for ch in arch:
+    if ch in '([':
+      depth += 1
+    elif ch in ')]':
+      depth -= 1
+    if ch.isspace() and depth == 0:
+      if cur:
+        out.append(cur)
+      cur = ''
+    else:
+      cur += ch
+  if cur:
+    out.append(cur)
+  return out
+
+
+def _balanced(text, i):
+  """Index just past the bracket group opening at text[i]."""
+  depth = 0
+  for j in range(i, len(text)):
+    if text[j] in '([':
+      depth += 1
+    elif text[j] in ')]':
+      depth -= 1
+      if depth == 0:
+        return j + 1
+  raise ValueError(f'unbalanced brackets in {text!r}')
+
+
+def _stax_items(text, standard=False):
+  """The layers of a sequence (whitespace or commas between them) as
+  Python expressions for stax: serial(...) and parallel(a, b) nest, a
+  branch of several layers is a serial, [...]*k repeats."""
+  items, i = [], 0
+  while i < len(text):
+    c = text[i]
+    if c.isspace() or c == ',':
+      i += 1
+      continue
+    if c == '[':
+      j = _balanced(text, i)
+      m = re.match(r'\s*\*\s*(\d+)', text[j:])
+      inner = _stax_items(text[i + 1:j - 1], standard)
+      items += inner * (int(m.group(1)) if m else 1)
+      i = j + (m.end() if m else 0)
+      continue
+    m = re.match(r'[A-Za-z_][A-Za-z0-9_]*', text[i:])
+    if not m:
+      raise ValueError(f'cannot read {text[i:]!r}')
+    name, i = m.group(0), i + m.end()
+    if i < len(text) and text[i] == '(':
+      j = _balanced(text, i)
+      args = text[i + 1:j - 1]
+      i = j
+    else:
+      args = None
+    if name == 'serial':
+      items.append('stax.serial(' + ', '.join(_stax_items(args, standard)) + ')')
+    elif name == 'parallel':
+      branches, depth, cur = [], 0, ''
+      for ch in args:
+        if ch in '([':
+          depth += 1
+        elif ch in ')]':
+          depth -= 1
+        if ch == ',' and depth == 0:
+          branches.append(cur)
+          cur = ''
+        else:
+          cur += ch
+      branches.append(cur)
+      exprs = []
+      for b in branches:
+        sub_items = _stax_items(b, standard)
+        exprs.append(sub_items[0] if len(sub_items) == 1 else 'stax.serial(' + ', '.join(sub_items) + ')')
+      items.append('stax.parallel(' + ', '.join(exprs) + ')')
+    else:
+      if standard and name in ('Dense', 'Conv'):
+        args = (args + ', ' if args and args.strip() else '') + "parameterization='standard'"
+      items.append(f'stax.{name}({args or ""})')
+  return items
+
+
+def build_stax_syntax(arch, standard=False):
+  """An arch written in stax's own syntax (tuples, strides=, quoted
+  padding, widths): each layer is evaluated as the stax call it spells,
+  so the reference is what stax makes of exactly that text. With
+  `standard`, every Dense and Conv gets parameterization='standard'."""
+  if any(w in arch for w in ('FanOut', 'serial', 'parallel')):
+    return eval('stax.serial(' + ', '.join(_stax_items(arch, standard)) + ')', {'stax': stax, 'None': None})
+  layers = []
+  for text in split_layers(arch):
+    call = text if '(' in text else text + '()'
+    if standard and call.split('(')[0] in ('Dense', 'Conv'):
+      call = call[:-1] + (", " if call[-2] != '(' else '') + "parameterization='standard')"
+    layers.append(eval('stax.' + call, {'stax': stax, 'None': None}))
+  return stax.serial(*layers)
+
+
+def build_network(case):
+  """Builds the stax (init_fn, apply_fn, kernel_fn) triple for a case spec."""
+  if case.get('stax_syntax'):
+    return build_stax_syntax(case['arch'], case.get('standard', False))
+  layers = []
+  for name, args, kwargs in parse_arch(case['arch']):
+    if name not in LAYER_BUILDERS:
+      raise ValueError(f'unsupported layer {name!r} in case {case["name"]}')
+    layers.append(LAYER_BUILDERS[name](args, kwargs))
+  return stax.serial(*layers)
+
+
+# --------------------------------------------------------------------------
+# Case specs
+# --------------------------------------------------------------------------
+
+def fmt_num(v):
+  """Shortest exact decimal for a parameter (repr round-trips), no '.0'."""
+  s = repr(float(v))
+  return s[:-2] if s.endswith('.0') else s
+
+
+def dense(w, b):
+  return f'Dense(W_std={fmt_num(w)},b_std={fmt_num(b)})'
+
+
+def mlp(depth, act, w, b):
+  """depth Dense layers with `act` between consecutive ones."""
+  parts = []
+  for i in range(depth):
+    if i:
+      parts.append(act)
+    parts.append(dense(w, b))
+  return ' '.join(parts)
+
+
+def case(name, arch, n=6, d=5, scale=1.0):
+  return {'name': name, 'arch': arch, 'n': n, 'd': d, 'scale': scale}
+
+
+def fc_cases():
+  acts = [('relu', 'Relu'), ('erf', 'Erf'), ('leaky', 'LeakyRelu(0.1)'),
+          ('abs', 'Abs')]
+  w_cycle = [1.0, 1.5, 2.0]
+  cases = []
+  i = 0
+  for depth in range(1, 5):
+    for tag, act in acts:
+      if depth == 1 and tag != 'relu':
+        continue  # depth 1 has no activation: one case per bias suffices
+      for b in (0.0, 0.1):
+        w = w_cycle[i % len(w_cycle)]
+        i += 1
+        prefix = 'fc_dense' if depth == 1 else f'fc_{tag}'
+        name = f'{prefix}_d{depth}' + ('_b' if b else '')
+        cases.append(case(name, mlp(depth, act, w, b)))
+
+  # Ends with an activation.
+  cases.append(case('fc_relu_d1_act', f'{dense(1.5, 0.1)} Relu'))
+  cases.append(case('fc_erf_d2_act',
+                    f'{dense(1.0, 0.0)} Erf {dense(2.0, 0.1)} Erf'))
+  # Identity layers.
+  cases.append(case('fc_relu_d2_ident',
+                    f'{dense(1.5, 0.1)} Relu Identity {dense(1.5, 0.1)}'))
+  # Unusual slopes.
+  cases.append(case('fc_leakyneg_d3_b', mlp(3, 'LeakyRelu(-0.5)', 1.5, 0.1)))
+  cases.append(case('fc_leaky2_d2', mlp(2, 'LeakyRelu(2)', 1.0, 0.0)))
+  # Mixed activations and per-layer W/b.
+  cases.append(case(
+      'fc_mixed_d4_b',
+      f'{dense(2.0, 0.5)} Relu {dense(0.5, 0.0)} Erf {dense(1.25, 0.05)} '
+      f'Abs {dense(1.0, 0.3)}'))
+  # Larger N, d and large input variances (x scaled by 3).
+  cases.append(case('fc_relu_d3_b_big', mlp(3, 'Relu', 1.5, 0.1),
+                    n=9, d=17, scale=3.0))
+  cases.append(case('fc_erf_d3_b_big', mlp(3, 'Erf', 2.0, 0.1),
+                    n=9, d=17, scale=3.0))
+  cases.append(case('fc_abs_d4_big', mlp(4, 'Abs', 1.0, 0.0),
+                    n=9, d=17, scale=3.0))
+  cases.append(case('fc_leaky_d2_b_big', mlp(2, 'LeakyRelu(0.1)', 1.5, 0.1),
+                    n=9, d=17, scale=3.0))
+  cases += map_fc_cases()
+  return cases
+
+
+# Every nonlinearity with a closed form, each with parameters away from its
+# defaults where it has them: (tag, ntkd spelling, input scale).
+MAPS = [
+    ('abrelu', 'ABRelu(-0.3,1.7)', 1.0),
+    ('erf_abc', 'Erf(1.5,0.7,0.2)', 1.0),
+    ('sigmoid', 'Sigmoid_like', 1.0),
+    ('gelu', 'Gelu', 1.0),
+    ('sin', 'Sin(1.3,0.8,0.3)', 1.0),
+    ('cos', 'Cos(0.9,1.2,-0.2)', 1.0),
+    ('rbf', 'Rbf(0.7)', 1.0),
+    ('exp', 'Exp(0.8,0.5)', 0.6),  # 3 layers of exp grow fast: float32 overflows near 1e38
+    ('expnorm', 'ExpNormalized(1.2,-0.8)', 1.0),
+    ('expnorm_clip', 'ExpNormalized(gamma=0.9,shift=-1,do_clip=True)', 1.0),
+    ('gaussian', 'Gaussian(1.1,-0.7)', 1.0),
+    ('sign', 'Sign', 1.0),
+    ('mono2', 'Monomial(2)', 1.0),
+    ('mono3', 'Monomial(3)', 1.0),
+    ('mono5', 'Monomial(5)', 0.7),
+    ('poly', 'Polynomial([0.3,1,-0.5,0.2])', 1.0),
+    ('hermite3', 'Hermite(3)', 1.0),
+]
+
+
+def map_fc_cases():
+  out = []
+  for tag, act, scale in MAPS:
+    out.append(case(f'fc_{tag}_d3_b', mlp(3, act, 1.5, 0.1), scale=scale))
+    out.append(case(f'fc_{tag}_d2_act', f'{dense(1.2, 0.0)} {act}', n=5, d=7, scale=scale))
+  # LayerNorm after Dense (it needs a Gaussian input), then nonlinearities.
+  out.append(case('fc_layernorm_d3_b', f'{dense(1.5, 0.1)} LayerNorm Relu {dense(2.0, 0.3)} LayerNorm(eps=0.5) '
+                  f'Erf {dense(1.2, 0.1)} LayerNorm', scale=2.0))
+  # Residual blocks (stax's combinators), evaluated as stax's own calls.
+  for name, arch in (
+      ('fc_residual_sum', 'Dense(64, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(64, W_std=1.3, '
+       'b_std=0.1), Relu, Dense(64, W_std=1.1)), Identity) FanInSum Relu Dense(1, W_std=1.2, b_std=0.05)'),
+      ('fc_residual_nested3', 'Dense(8, W_std=1.2) FanOut(3) parallel(Identity, serial(Erf Dense(8, W_std=2.0)), '
+       'serial(FanOut(2), parallel(serial(Gelu, Dense(8, b_std=0.3)), Dense(8, W_std=0.7)), FanInSum)) FanInSum '
+       'Gelu Dense(2)'),
+      ('fc_residual_concat', 'Dense(16, W_std=1.3) FanOut(2) parallel(serial(Relu, Dense(16, W_std=1.5, '
+       'b_std=0.2)), Dense(16, W_std=0.8)) FanInConcat Dense(1)'),
+      ('fc_residual_repeat', 'Dense(8, W_std=1.4, b_std=0.1) [FanOut(2) parallel(serial(Relu Dense(8, W_std=1.5)), '
+       'Identity) FanInSum]*3 Relu Dense(1)'),
+      # FanInConcat of unequal widths: stax weights each branch by its width.
+      ('fc_residual_concat_widths', 'Dense(16, W_std=1.3) FanOut(3) parallel(serial(Relu, Dense(32, W_std=1.5, '
+       'b_std=0.2)), Identity, serial(Erf, Dense(8, W_std=0.8))) FanInConcat Dense(8, W_std=1.2) Relu Dense(1)'),
+      ('fc_residual_concat_input', 'FanOut(2) parallel(Dense(16, W_std=1.4, b_std=0.1), Identity) FanInConcat '
+       'Dense(4, W_std=1.1) Relu Dense(1)'),
+  ):
+    out.append(dict(case(name, arch, n=6, d=7), stax_syntax=True))
+  # Standard parameterisation (stax's syntax, every Dense with
+  # parameterization='standard'): the widths scale the NTK; a bias given as
+  # a number, even 0, adds 1 to it, None does not.
+  for name, arch in (
+      ('fc_standard_d3_b', 'Dense(64, W_std=1.5, b_std=0.1) Relu Dense(32, W_std=1.2, b_std=0.0) Erf Dense(3)'),
+      ('fc_standard_d3_nobias', 'Dense(16, W_std=1.3) Gelu Dense(128, W_std=0.9, b_std=None) Relu Dense(1, b_std=0.2)'),
+      ('fc_standard_residual', 'Dense(32, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(64, W_std=1.3), '
+       'Relu, Dense(32, W_std=1.1, b_std=0.0)), Identity) FanInSum Relu Dense(1)'),
+      ('fc_standard_concat', 'Dense(16, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(32, W_std=1.3)), '
+       'Identity) FanInConcat Dense(8, W_std=1.2) Relu Dense(1)'),
+  ):
+    out.append(dict(case(name, arch, n=6, d=9), stax_syntax=True, standard=True))
+  # RectifiedMonomial: stax's own kernel is NaN on the diagonal, and so
+  # everywhere after a second such layer (compute()): one layer, with and
+  # without a Dense after it.
+  for n in (0, 1, 3):
+    out.append(dict(case(f'fc_rectmono{n}_d2_b', f'{dense(1.3, 0.1)} RectifiedMonomial({n}) {dense(1.1, 0.2)}',
+                         n=7, d=5), nan_diag=True))
+    out.append(dict(case(f'fc_rectmono{n}_act', f'{dense(0.9, 0.0)} RectifiedMonomial({n})', n=6, d=4),
+                    nan_diag=True))
+  return out
+
+
+def map_cnn_cases():
+  small = (4, 6, 6, 2)
+  out = []
+  for tag, act, scale in MAPS:
+    # GlobalAvgPool after stride-1 SAME convolutions (the slice paths), and a
+    # Flatten readout without pooling (the same-position path).
+    out.append(image_case(
+        f'cnn_{tag}_gap_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} {act} {conv(3, 1, "SAME", 1.5, 0.1)} '
+        f'{act} GlobalAvgPool {dense(1.5, 0.1)}', small, scale=scale))
+    out.append(image_case(
+        f'cnn_{tag}_flat',
+        f'{conv(3, 1, "VALID", 1.3, 0)} {act} Flatten {dense(1.0, 0)} {act} '
+        f'{dense(1.0, 0.1)}', small, scale=scale))
+  return out
+
+
+def conv(f, stride, padding, w, b):
+  return (f'Conv({f},{stride},{padding},W_std={fmt_num(w)},'
+          f'b_std={fmt_num(b)})')
+
+
+def image_case(name, arch, shape, scale=1.0):
+  """shape = (N, H, W, C); inputs are NHWC."""
+  return {'name': name, 'arch': arch, 'shape': tuple(shape), 'scale': scale}
+
+
+def wrn_arch(block_size, k, num_classes, pool):
+  """neural-tangents' README WideResnet (stax.WideResnet in its docs:
+  WideResnetBlock / WideResnetGroup / WideResnet) in ntkd's syntax, which
+  is stax's: the first block of each group has a Conv shortcut, the
+  others Identity; AvgPool((pool, pool)) at the end (8 on 32 x 32)."""
+  def block(ch, s, conv_shortcut):
+    strides = f'({s}, {s})'
+    main = (f"serial(Relu, Conv({ch}, (3, 3), {strides}, padding='SAME'), Relu, "
+            f"Conv({ch}, (3, 3), padding='SAME'))")
+    short = f"Conv({ch}, (3, 3), {strides}, padding='SAME')" if conv_shortcut else 'Identity'
+    return f'FanOut(2) parallel({main}, {short}) FanInSum'
+
+  def group(ch, s):
+    out = block(ch, s, True)
+    if block_size > 1:
+      out += f' [{block(ch, 1, False)}]*{block_size - 1}'
+    return out
+
+  return (f"Conv(16, (3, 3), padding='SAME') {group(16 * k, 1)} {group(32 * k, 2)} {group(64 * k, 2)} "
+          f"AvgPool(({pool}, {pool})) Flatten Dense({num_classes}, W_std=1.0, b_std=0.0)")
+
+
+def cnn_cases():
+  small = (4, 6, 6, 2)   # N, H, W, C
+  large = (3, 8, 8, 3)
+  tiny = (4, 4, 4, 1)
+  rect = (4, 5, 7, 2)    # non-square images
+  gap, flat = 'GlobalAvgPool', 'Flatten'
+
+  def two_conv(f, stride, padding, act, w, b, readout, w_out=None):
+    """conv act conv act readout Dense; only the first conv has `stride`."""
+    parts = [conv(f, stride, padding, w, b), act, conv(f, 1, padding, w, b),
+             act, readout]
+    parts.append(dense(w if w_out is None else w_out, b))
+    return ' '.join(parts)
+
+  c = image_case
+  cases = [
+      # Each padding mode, Relu and Erf, GlobalAvgPool readout.
+      c('cnn_same_relu_gap', two_conv(3, 1, 'SAME', 'Relu', 1.5, 0, gap),
+        small),
+      c('cnn_same_relu_gap_b', two_conv(3, 1, 'SAME', 'Relu', 1.5, 0.1, gap),
+        large),
+      c('cnn_same_erf_gap', two_conv(3, 1, 'SAME', 'Erf', 1.0, 0, gap), small),
+      c('cnn_same_erf_gap_b', two_conv(3, 1, 'SAME', 'Erf', 2.0, 0.1, gap),
+        large),
+      c('cnn_valid_relu_gap_b', two_conv(3, 1, 'VALID', 'Relu', 1.5, 0.1, gap),
+        large),
+      c('cnn_valid_erf_gap', two_conv(3, 1, 'VALID', 'Erf', 1.0, 0, gap),
+        small),
+      c('cnn_circ_relu_gap_b',
+        two_conv(3, 1, 'CIRCULAR', 'Relu', 2.0, 0.1, gap), small),
+      c('cnn_circ_erf_gap_b', two_conv(3, 1, 'CIRCULAR', 'Erf', 1.5, 0.05, gap),
+        large),
+      # Stride 2 (SAME with stride 2 pads asymmetrically: 6 -> 3 pads (0, 1),
+      # 5 -> 3 pads (1, 1), 7 -> 4 pads (1, 1)).
+      c('cnn_same_s2_relu_gap_b',
+        two_conv(3, 2, 'SAME', 'Relu', 1.5, 0.1, gap), small),
+      c('cnn_same_s2_relu_gap', two_conv(3, 2, 'SAME', 'Relu', 2.0, 0, gap),
+        large),
+      c('cnn_valid_s2_relu_gap_b',
+        f'{conv(3, 2, "VALID", 1.5, 0.1)} Relu {conv(2, 1, "VALID", 1.5, 0.1)}'
+        f' Relu {gap} {dense(1.5, 0.1)}', large),
+      c('cnn_circ_s2_erf_gap_b',
+        two_conv(3, 2, 'CIRCULAR', 'Erf', 1.5, 0.1, gap), small),
+      # Even and larger filters (SAME with f=2 pads (0, 1), f=4 pads (1, 2)).
+      c('cnn_f2_same_relu_gap_b',
+        two_conv(2, 1, 'SAME', 'Relu', 1.5, 0.1, gap), small),
+      c('cnn_f2_valid_erf_gap', two_conv(2, 1, 'VALID', 'Erf', 2.0, 0, gap),
+        small),
+      c('cnn_f4_circ_relu_gap_b',
+        two_conv(4, 1, 'CIRCULAR', 'Relu', 1.5, 0.1, gap), small),
+      c('cnn_f5_same_relu_gap', two_conv(5, 1, 'SAME', 'Relu', 1.0, 0, gap),
+        large),
+      # Non-square images.
+      c('cnn_rect_same_relu_gap_b',
+        two_conv(3, 1, 'SAME', 'Relu', 1.5, 0.1, gap), rect),
+      c('cnn_rect_s2_relu_gap_b',
+        two_conv(3, 2, 'SAME', 'Relu', 1.5, 0.1, gap), rect),
+      c('cnn_rect_valid_s2_erf_flat',
+        f'{conv(3, 2, "VALID", 1.5, 0)} Erf {conv(2, 1, "VALID", 1.5, 0)} '
+        f'Erf {flat} {dense(1.5, 0)}', rect),
+      # Average pooling between conv stages.
+      c('cnn_myrtle_relu_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} Relu AvgPool(2,2) '
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} Relu {gap} {dense(1.5, 0.1)}', large),
+      c('cnn_pool3_relu',
+        f'{conv(3, 1, "SAME", 2.0, 0)} Relu AvgPool(3,1) '
+        f'{conv(3, 1, "SAME", 2.0, 0)} Relu {gap} {dense(1.0, 0)}', small),
+      c('cnn_pool2s1_erf_flat_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} Erf AvgPool(2,1) '
+        f'{conv(3, 1, "VALID", 1.5, 0.1)} Erf {flat} {dense(1.5, 0.1)}',
+        small),
+      c('cnn_pool_first_relu_gap_b',
+        f'AvgPool(2,2) {conv(3, 1, "SAME", 1.5, 0.1)} Relu {gap} '
+        f'{dense(1.5, 0.1)}', large),
+      # Flatten readouts.
+      c('cnn_same_relu_flat_b', two_conv(3, 1, 'SAME', 'Relu', 1.5, 0.1, flat),
+        small),
+      c('cnn_valid_relu_flat', two_conv(3, 1, 'VALID', 'Relu', 2.0, 0, flat),
+        large),
+      c('cnn_s2_erf_flat_b',
+        f'{conv(3, 2, "SAME", 1.5, 0.1)} Erf {conv(3, 2, "SAME", 1.5, 0.1)} '
+        f'Erf {flat} {dense(1.5, 0.1)}', large),
+      # Deeper: [Conv Relu] x 4.
+      c('cnn_deep4_relu_gap_b',
+        ' '.join([f'{conv(3, 1, "SAME", 1.5, 0.1)} Relu'] * 4) +
+        f' {gap} {dense(1.5, 0.1)}', small),
+      # Other readout shapes.
+      c('cnn_same_relu_gap_nodense',
+        f'{conv(3, 1, "SAME", 1.5, 0)} Relu {conv(3, 1, "SAME", 1.5, 0)} '
+        f'Relu {gap}', small),
+      c('cnn_same_relu_gap_mlp_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} Relu {conv(3, 1, "SAME", 1.5, 0.1)} '
+        f'Relu {gap} {dense(1.5, 0.1)} Relu {dense(1.5, 0.1)}', large),
+      c('cnn_conv_gap', f'{conv(3, 1, "SAME", 1.0, 0)} {gap}', small),
+      # Other activations, tiny single-channel images, large variances.
+      c('cnn_leaky_gap_b',
+        two_conv(3, 1, 'SAME', 'LeakyRelu(0.1)', 1.5, 0.1, gap), small),
+      c('cnn_abs_flat', two_conv(3, 1, 'VALID', 'Abs', 1.0, 0, flat), small),
+      c('cnn_tiny_relu_gap_b', two_conv(3, 1, 'SAME', 'Relu', 1.5, 0.1, gap),
+        tiny),
+      c('cnn_tiny_circ_erf_flat',
+        two_conv(3, 1, 'CIRCULAR', 'Erf', 2.0, 0, flat), tiny),
+      c('cnn_erf_gap_b_big', two_conv(3, 1, 'SAME', 'Erf', 1.5, 0.1, gap),
+        small, scale=3.0),
+  ]
+  # Written as stax users write them (see build_stax_syntax): ntkd must read
+  # the same network from the same text.
+  cases += [
+      dict(c('cnn_stax_syntax_pool_flat',
+             "Conv(32, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu AvgPool((2, 2)) "
+             "Conv(16, (3, 3), strides=(2, 2), padding='SAME', W_std=1.5, b_std=None) Relu Flatten "
+             "Dense(10, W_std=1.2, b_std=0.1)", large), stax_syntax=True),
+      dict(c('cnn_stax_syntax_strided_gap',
+             "Conv(8, (3, 3), (2, 2), 'VALID', W_std=2.0) Erf AvgPool((2, 2), strides=(2, 2)) "
+             "Conv(8, filter_shape=(2, 2), padding='CIRCULAR', b_std=0.2) Gelu GlobalAvgPool Dense(512, W_std=1.1)",
+             (3, 9, 9, 2)), stax_syntax=True),
+  ]
+  # Sums instead of means: SumPool between stages, GlobalSumPool readouts
+  # (the slice paths' sums and the batched one), and stax's spelling.
+  cases += [
+      c('cnn_sumpool_gsp_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} Relu SumPool(2,2) {conv(3, 1, "SAME", 1.2, 0.1)} Relu GlobalSumPool '
+        f'{dense(1.1, 0.1)}', large),
+      c('cnn_gsp_single', two_conv(3, 1, 'SAME', 'Erf', 1.5, 0.1, 'GlobalSumPool'), small),
+      c('cnn_sumpool_s1_flat',
+        f'{conv(3, 1, "SAME", 1.5, 0)} Relu SumPool(2,1) {conv(2, 1, "VALID", 1.2, 0.1)} Relu Flatten '
+        f'{dense(1.0, 0.1)}', small),
+      dict(c('cnn_stax_syntax_sumpool',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu SumPool((2, 2), strides=(2, 2)) "
+             "Conv(8, (2, 2), W_std=1.3, b_std=0.1) Relu GlobalSumPool Dense(4)", large), stax_syntax=True),
+  ]
+  # Standard parameterisation on images: fan-ins of channels x filter area,
+  # a per-position Dense, Flatten's and GlobalAvgPool's widths.
+  for name, arch, shape in (
+      ('cnn_standard_gap', "Conv(16, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu Dense(8, W_std=1.2) "
+       "Relu Conv(4, (2, 2), W_std=1.1, b_std=0.0) Erf GlobalAvgPool Dense(32, W_std=1.3) Relu Dense(2)", small),
+      ('cnn_standard_pool_flat', "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu AvgPool((2, 2), strides=(2, 2)) "
+       "Conv(4, (3, 3), strides=(2, 2), padding='SAME', b_std=0.2) Relu Flatten Dense(16, W_std=1.2) Gelu Dense(1)",
+       large),
+      ('cnn_standard_residual', "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, "
+       "Conv(16, (3, 3), (2, 2), 'SAME', W_std=1.3), Relu, Conv(8, (3, 3), padding='SAME', b_std=0.1)), "
+       "Conv(8, (1, 1), (2, 2), 'SAME')) FanInSum Relu GlobalAvgPool Dense(1)", large),
+      ('cnn_standard_concat', "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, "
+       "Conv(16, (3, 3), padding='SAME', W_std=1.3)), Identity) FanInConcat Conv(4, (3, 3), padding='SAME', "
+       "b_std=0.1) Relu GlobalAvgPool Dense(8) Relu Dense(1)", small),
+  ):
+    cases.append(dict(c(name, arch, shape), stax_syntax=True, standard=True))
+  # Residual blocks: the WideResNet block (identity shortcut), a strided
+  # block with a convolutional shortcut, a same-position (Flatten) network,
+  # FanInConcat, and neural-tangents' README WideResNet (block size 4,
+  # k = 1) at 8 x 8 with its final pooling scaled to the image (wrn_arch).
+  cases += [
+      dict(c('cnn_residual_block_gap',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, Conv(8, (3, 3), "
+             "padding='SAME', W_std=1.3, b_std=0.1), Relu, Conv(8, (3, 3), padding='SAME')), Identity) FanInSum "
+             "Relu GlobalAvgPool Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_residual_strided_shortcut',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.4) FanOut(2) parallel(serial(Relu, Conv(8, (3, 3), (2, 2), "
+             "'SAME', W_std=1.3), Relu, Conv(8, (3, 3), padding='SAME', b_std=0.1)), Conv(8, (3, 3), (2, 2), "
+             "'SAME')) FanInSum Relu AvgPool((2, 2)) Flatten Dense(1)", large), stax_syntax=True),
+      dict(c('cnn_residual_flat_concat',
+             "Conv(8, (3, 3), W_std=1.5) FanOut(2) parallel(serial(Erf, Conv(8, (1, 1), W_std=1.2)), "
+             "Conv(8, (1, 1), b_std=0.2)) FanInConcat Flatten Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_wrn_8x8', wrn_arch(4, 1, 10, 2), (2, 8, 8, 3)), stax_syntax=True),
+      # FanInConcat of unequal widths (stax weights the branches by their
+      # widths; an Identity branch has its input's), on the slice path and
+      # on the same-position path.
+      dict(c('cnn_residual_concat_widths',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(3) parallel(serial(Relu, Conv(16, (3, 3), "
+             "padding='SAME', W_std=1.3, b_std=0.1)), Identity, serial(Erf, Conv(4, (1, 1)))) FanInConcat "
+             "Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_residual_concat_input_flat',
+             "FanOut(2) parallel(Conv(8, (3, 3), padding='SAME', W_std=1.5), Identity) FanInConcat "
+             "Conv(8, (3, 3), W_std=1.2, b_std=0.1) Relu Flatten Dense(1)", small), stax_syntax=True),
+      # Residual blocks after the readout, in the fully-connected tail.
+      dict(c('cnn_tail_residual_flat',
+             "Conv(8, (3, 3), W_std=1.5) Relu Flatten Dense(16, W_std=1.2) FanOut(2) parallel(serial(Relu, "
+             "Dense(16, W_std=1.3, b_std=0.1)), Identity) FanInSum Relu Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_tail_residual_gap_concat',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.4) Relu GlobalAvgPool Dense(16, b_std=0.1) FanOut(2) "
+             "parallel(serial(Erf, Dense(32, W_std=1.5)), Identity) FanInConcat Dense(4) Relu Dense(1)", small),
+           stax_syntax=True),
+  ]
+  # Rectangular filters, windows and strides, and 1-D convolutions on
+  # (N, L, C) sequences (ntkd: [data] layout = NLC, L x 1 images).
+  cases += [
+      dict(c('cnn_rect_filters',
+             "Conv(8, (3, 5), strides=(2, 1), padding='SAME', W_std=1.5, b_std=0.1) Relu Conv(8, (1, 3), "
+             "padding='SAME', W_std=1.2) Erf AvgPool((2, 3), strides=(1, 2)) Conv(4, (2, 1), W_std=1.3) Relu "
+             "GlobalAvgPool Dense(1)", (3, 7, 9, 2)), stax_syntax=True),
+      dict(c('cnn_rect_flat',
+             "Conv(8, (1, 3), W_std=1.4) Relu Conv(8, (3, 1), strides=(1, 2), padding='CIRCULAR', b_std=0.1) Gelu "
+             "Flatten Dense(1)", (3, 5, 6, 2)), stax_syntax=True),
+      dict(c('cnn_1d_gap',
+             "Conv(8, (3,), padding='SAME', W_std=1.5, b_std=0.1) Relu Conv(8, (5,), strides=(2,), padding='SAME', "
+             "W_std=1.3) Relu AvgPool((2,), strides=(2,)) Conv(4, (3,), padding='SAME') Relu GlobalAvgPool Dense(1)",
+             (4, 12, 3)), stax_syntax=True, one_d=True),
+      dict(c('cnn_1d_flat',
+             "Conv(8, (3,), W_std=1.4) Relu Conv(8, (2,), padding='CIRCULAR', b_std=0.2) Erf Flatten Dense(1, b_std=0.1)",
+             (4, 9, 2)), stax_syntax=True, one_d=True),
+  ]
+  # Pooling with SAME padding: the window's cells in the padding count
+  # (normalize_edges=False, stax's default) or not (True); odd sizes, so the
+  # padding is uneven; SumPool too.
+  for name, arch, shape in (
+      ('cnn_avgpool_same_gap', "Conv(8, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu "
+       "AvgPool((3, 3), strides=(2, 2), padding='SAME') Conv(8, (3, 3), padding='SAME', W_std=1.2) Relu "
+       "GlobalAvgPool Dense(1)", (3, 7, 7, 2)),
+      ('cnn_avgpool_same_norm_flat', "Conv(8, (3, 3), padding='SAME', W_std=1.5) Erf "
+       "AvgPool((2, 2), strides=(1, 1), padding='SAME', normalize_edges=True) Conv(4, (2, 2), W_std=1.3, b_std=0.1) "
+       "Relu AvgPool((3, 3), (2, 2), 'SAME', normalize_edges=True) Flatten Dense(1)", (3, 6, 5, 2)),
+      ('cnn_sumpool_same_gap', "Conv(8, (3, 3), W_std=1.5) Relu SumPool((2, 2), strides=(2, 2), padding='SAME') "
+       "Conv(4, (2, 2), padding='SAME', W_std=0.7) Relu GlobalAvgPool Dense(1)", (3, 7, 7, 2)),
+  ):
+    cases.append(dict(c(name, arch, shape), stax_syntax=True))
+  # LayerNorm over channels, per position: in a slice run, before pooling,
+  # and in the tail after the readout.
+  cases += [
+      c('cnn_layernorm_gap_b',
+        f'{conv(3, 1, "SAME", 1.5, 0.1)} LayerNorm Relu {conv(3, 1, "SAME", 1.5, 0.1)} LayerNorm Gelu '
+        f'GlobalAvgPool {dense(1.5, 0.1)} LayerNorm', small, scale=2.0),
+      c('cnn_layernorm_pool_flat',
+        f'{conv(3, 1, "SAME", 2.0, 0)} Relu AvgPool(2,2) {conv(3, 1, "VALID", 1.5, 0.2)} LayerNorm(eps=0.25) Erf '
+        f'Flatten {dense(1.5, 0.1)}', large),
+  ]
+  return cases + map_cnn_cases()
+
+
+def case_inputs(c):
+  # Per-case seed from the name: adding/reordering cases never changes the
+  # inputs of existing ones.
+  rng = np.random.RandomState(zlib.crc32(c['name'].encode()) & 0x7fffffff)
+  dims = c['shape'] if 'shape' in c else (c['n'], c['d'])
+  x = rng.standard_normal(dims) * c['scale']
+  # Quantise to multiples of 1/8: every product and partial sum of x.x' is
+  # then exact in float64, so neural-tangents' nngp[i,i] (a dot product) and
+  # cov1[i] (a separate sum of squares) agree bit for bit. With unquantised
+  # inputs they differ by an ulp, which the ReLU angle theta = atan2(sq, q12)
+  # amplifies to ~1e-8 noise on the NTK diagonal, above the 1e-10 test bound.
+  # For images the same holds for the input layer's per-position channel dot
+  # products (at most a few channels).
+  x = np.round(x * 8.0) / 8.0
+  return np.asarray(x, dtype=np.float64)

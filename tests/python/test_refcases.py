@@ -1,0 +1,73 @@
+"""Every reference case of the C tests (tests/data/ref_fc.txt, ref_cnn.txt:
+neural-tangents 0.6.5 in float64) through ntkd's Python package: each
+network built with `from ntkd import stax` by the very calls that built it
+with neural-tangents' stax (scripts/nt_cases.py), computed by kernel_fn,
+against the reference within 1e-10 relative in float64 and 1e-5 in float32,
+as the C tests require."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+import nt_cases  # noqa: E402
+from ntkd import stax  # noqa: E402
+
+nt_cases.stax = stax
+DATA = os.environ.get("NTKD_TEST_DATA", os.path.join(HERE, "..", "data"))
+
+
+def read_cases(name):
+    cases, lines = [], open(os.path.join(DATA, name)).read().split("\n")
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("case "):
+            i += 1
+            continue
+        c = {"name": lines[i][5:].strip(), "arch": lines[i + 1][5:], "standard": False}
+        i += 2
+        if lines[i].startswith("parameterization standard"):
+            c["standard"] = True
+            i += 1
+        shape = [int(v) for v in lines[i].split()[1:]]
+        i += 1
+        n = shape[0]
+        for label in ("x", "nngp", "ntk"):
+            assert lines[i] == label, (c["name"], lines[i])
+            rows = [np.array(lines[i + 1 + k].split(), dtype=np.float64) for k in range(n)]
+            c[label] = np.stack(rows)
+            i += 1 + n
+        c["x"] = c["x"].reshape(shape)
+        cases.append(c)
+    return cases
+
+
+SPECS = {c["name"]: c for c in nt_cases.fc_cases() + nt_cases.cnn_cases()}
+CASES = read_cases("ref_fc.txt") + read_cases("ref_cnn.txt")
+
+
+def relative_error(got, want):
+    ok = np.isfinite(want)  # stax's own NaN diagonals (nan_diag cases) are skipped, as in the C tests
+    scale = np.max(np.abs(want[ok]))  # a kernel that is 0 everywhere (the NTK after Sign): absolute
+    return np.max(np.abs(got[ok] - want[ok])) / (scale if scale > 0 else 1.0)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+@pytest.mark.parametrize("dtype,bound", [(np.float64, 1e-10), (np.float32, 1e-5)])
+def test_case(case, dtype, bound):
+    spec = SPECS[case["name"]]
+    assert spec["arch"] == case["arch"]
+    assert np.array_equal(nt_cases.case_inputs(spec).reshape(case["x"].shape), case["x"])
+    _, _, kernel_fn = nt_cases.build_network(spec)
+    k = kernel_fn(case["x"].astype(dtype), None, ("nngp", "ntk"))
+    assert k.nngp.dtype == dtype and k.ntk.dtype == dtype
+    for name, got in (("nngp", k.nngp), ("ntk", k.ntk)):
+        err = relative_error(got.astype(np.float64), case[name])
+        assert err < bound, f"{case['name']} {name} {np.dtype(dtype).name}: relative error {err:.3g} ({kernel_fn.arch})"
+
+
+def test_every_case_read():
+    assert len(CASES) == 87 + 96 and len({c["name"] for c in CASES}) == len(CASES)
