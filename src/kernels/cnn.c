@@ -107,9 +107,9 @@ struct ntk_cnn {
   size_t xt_cap, vt_cap; /* bytes */
 };
 
-#define EACH_PRECISION_FILE "cnn_impl.h"
+#define EACH_PRECISION_FILE "kernels/cnn_impl.h"
 #include "kernels/each_precision.h"
-#define EACH_PRECISION_FILE "cnn_batch_impl.h"
+#define EACH_PRECISION_FILE "kernels/cnn_batch_impl.h"
 #include "kernels/each_precision.h"
 
 int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data) {

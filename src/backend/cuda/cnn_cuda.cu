@@ -21,7 +21,7 @@ extern "C" {
 
 #define DEV __device__
 #define BLK_SYNC(B) __syncthreads()
-#define EACH_PRECISION_FILE "cnn_dev_impl.h"
+#define EACH_PRECISION_FILE "kernels/cnn_dev_impl.h"
 #include "kernels/each_precision.h"
 
 #define NTK_CUDA_THREADS 256

@@ -57,7 +57,7 @@ static void host_barrier_wait(struct host_barrier *b) {
   do { \
     if ((B)->nt > 1) host_barrier_wait((struct host_barrier *)(B)->barrier); \
   } while (0)
-#define EACH_PRECISION_FILE "cnn_dev_impl.h"
+#define EACH_PRECISION_FILE "kernels/cnn_dev_impl.h"
 #include "kernels/each_precision.h"
 
 /* ---- the host executor ------------------------------------------------- */
