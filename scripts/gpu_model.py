@@ -440,12 +440,12 @@ def model(kname, funcs, regs, plan, verbose):
              ("cnn_dev.h",) + source_block(devh, r"ntk_dev_sqrtf_map\(float x")]
     if kname == "slice3":
         fname, ins = func_named(funcs, r"k_slice3_fILi1ELi0E")
-        body = source_block(src, r"SFX\(dv_slice3\)\(")
-        nl = source_block(src, r"SFX\(s3_nl\)\(")
-        strip = source_block(src, r"SFX\(s3_strip\)\(")
+        body = source_block(src, r"^static .*\bdv_slice3\(")
+        nl = source_block(src, r"^static .*\bs3_nl\(")
+        strip = source_block(src, r"^static .*\bs3_strip\(")
         fast = source_line(src, r"the fast path", strip[0])
         slow = source_line(src, r"cell by cell: a strip", strip[0])
-        generic = source_line(src, r"else SFX\(s3_post\)", fast)
+        generic = source_line(src, r"else s3_post\(", fast)
         last_out = source_block(src, r"\} else if \(!capture\) \{", fast)
         hot = [(F, fast, slow - 1), (F,) + source_block(src, r"\} else if \(fuse == NTK_FUSE_RELU\) \{", nl[0]),
                (F,) + source_block(src, r"\} else \{", source_line(src, r"if \(capture\) \{", nl[0]))] + relu
@@ -459,10 +459,10 @@ def model(kname, funcs, regs, plan, verbose):
         bar_line = source_line(src, r"BLK_SYNC\(B\);", source_line(src, r"while \(kc < k1\)", body[0]))
     else:
         fname, ins = func_named(funcs, r"^_Z9k_slice_f12ntk_dev_args$")
-        body = source_block(src, r"SFX\(dv_slice\)\(")
+        body = source_block(src, r"^static .*\bdv_slice\(")
         conv = source_block(src, r"if \(o->kind == NTK_LAYER_CONV\)", body[0])
-        cn = source_block(src, r"SFX\(dv_cell_nonlin\)\(")
-        nl = source_block(src, r"SFX\(dv_nonlin\)\(")
+        cn = source_block(src, r"^static .*\bdv_cell_nonlin\(")
+        nl = source_block(src, r"^static .*\bdv_nonlin\(")
         # the plain SLICE kernel (dv_nonlin's any = 0): ABRelu hot, Erf cold
         erf_call = source_line(src, r"NTK_MAP_ERF\) return ERF", nl[0])
         relu_call = source_line(src, r"return ABRELU_R\(\(REAL\)o->map.a", nl[0])
