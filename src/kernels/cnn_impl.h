@@ -26,6 +26,10 @@
 #define slice_conv SFX(slice_conv)
 #define slice_pointwise SFX(slice_pointwise)
 #define run_slices SFX(run_slices)
+#define pair_diag SFX(pair_diag)
+#define full_input SFX(full_input)
+#define pair_full SFX(pair_full)
+#define pair_tail SFX(pair_tail)
 #define pair SFX(pair)
 /* ... and those of src/kernels/branch_impl.h it calls. */
 #define branch_fork SFX(branch_fork)
@@ -301,8 +305,10 @@ static void slice_pointwise(const struct cnn_plan *P, struct slice *S, const str
 /* Run layers [k0, k1) (all slice-local) over every offset of the h x w
  * covariance F. With gsum, add the results up for GlobalAvgPool instead of
  * writing them back. In a self run (a, a) the zero offset goes first: its
- * slice is the diagonal, i.e. the variances the other offsets need. */
-static void run_slices(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, size_t h, size_t w, size_t k0,
+ * slice is the diagonal, i.e. the variances the other offsets need.
+ * Not inlined: inside pair_full (GCC 12 -O3) the pair path ran 20 %
+ * slower (issue 26). */
+__attribute__((noinline)) static void run_slices(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, size_t h, size_t w, size_t k0,
                        size_t k1, REAL *va, const REAL *vb, int self, int with_t, double *gsum, double *tsum) {
   const struct cnn_plan *P = &c->plan;
   size_t hw = h * w;
@@ -400,166 +406,193 @@ static void run_slices(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft
 
 /* ---- one pair ---------------------------------------------------------------- */
 
-/* Compute the kernel of images xa, xb. va, vb: their variance blocks (see
- * cnn.c); when `self` (xa == xb), va is filled in on the way instead. */
-static void pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
-                 const REAL *vb, int self, int with_t, REAL *out_g, REAL *out_t) {
-  const struct cnn_plan *P = &c->plan;
-  size_t H = P->H, W = P->W, C = P->C, HW = H * W;
-  /* Readout sums in double whatever REAL is: GlobalAvgPool adds up to a
-   * million entries per pair, which in a float32 sum cost 1e-4 relative. */
+/* Readout sums are in double whatever REAL is: GlobalAvgPool adds up to a
+ * million entries per pair, which in a float32 sum cost 1e-4 relative. */
+
+/* DIAG: the same-position entries of images xa, xb through the spatial
+ * layers, and their mean at the Flatten readout into *g, *t. */
+static void pair_diag(const struct cnn_plan *P, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
+                      const REAL *vb, int self, int with_t, REAL *g, REAL *t) {
+  size_t C = P->C, HW = P->H * P->W;
   double gs = 0, ts = 0;
-  REAL g, t;
-  if (self) vb = va;
-  if (P->path == NTK_CNN_DIAG) {
-    REAL *dg = (REAL *)ws->a, *dt = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
-    for (size_t p = 0; p < HW; p++) {
-      REAL sum = 0;
-      for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[p * C + k];
-      dg[p] = sum / (REAL)C;
-      dt[p] = 0;
-    }
-    for (size_t k = 0; k < P->nops; k++) {
-      const struct cnn_op *op = &P->ops[k];
-      size_t n = op->ho * op->wo;
-      if (op->layer->kind == NTK_LAYER_CONV) {
-        conv_diag(op, dg, ng);
-        if (with_t) conv_diag(op, dt, nt);
-        REAL *x = dg; dg = ng; ng = x;
-        x = dt; dt = nt; nt = x;
-        affine_op(P, op, dg, with_t ? dt : NULL, n);
-      } else if (op->layer->kind == NTK_LAYER_DENSE) {
-        affine_op(P, op, dg, with_t ? dt : NULL, n);
-      } else if (ntk_layer_traits(op->layer->kind)->branch) {
-        branch_op(ws, P, op, dg, with_t ? dt : NULL, 0);
-      } else if (op->var >= 0) {
-        REAL *qa = va + P->var_off[op->var];
-        const REAL *qb = vb + P->var_off[op->var];
-        if (self) {
-          memcpy(qa, dg, n * sizeof(REAL));
-          capture_vars(qa, n);
-        }
-        MAP_PAIRS(&op->layer->map, dg, with_t ? dt : NULL, n, qa, qa + n, qb, qb + n);
-      }
-    }
-    size_t n = P->out_h * P->out_w;
-    for (size_t p = 0; p < n; p++) {
-      gs += (double)dg[p];
-      ts += (double)dt[p];
-    }
-    g = (REAL)(gs / (double)n);
-    t = (REAL)(ts / (double)n);
-  } else {
-    REAL *fg = (REAL *)ws->a, *ft = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
-    int vars_only = self && P->self_vars_only; /* run_slices: only the variances' band */
-    size_t bh = P->nops ? (vars_only ? P->ops[0].vbh : P->ops[0].bh) : H;
-    size_t bw = P->nops ? (vars_only ? P->ops[0].vbw : P->ops[0].bw) : W;
-    for (size_t i = 0; i < H; i++)
-      for (size_t j = 0; j < W; j++) {
-        size_t p = i * W + j, i1 = i + bh + 1 < H ? i + bh + 1 : H, j1 = j + bw + 1 < W ? j + bw + 1 : W;
-        for (size_t i2 = i > bh ? i - bh : 0; i2 < i1; i2++)
-          for (size_t j2 = j > bw ? j - bw : 0; j2 < j1; j2++) {
-            size_t q = i2 * W + j2;
-            REAL sum = 0;
-            for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[q * C + k];
-            fg[p * HW + q] = sum / (REAL)C;
-          }
-      }
-    if (with_t) memset(ft, 0, HW * HW * sizeof(REAL));
-    size_t h = H, w = W;
-    int summed = 0;
-    for (size_t k = 0; k < P->nops;) {
-      const struct cnn_op *op = &P->ops[k];
-      if (P->path == NTK_CNN_SLICE && op->slice_local) {
-        size_t k1 = k;
-        while (k1 < P->nops && P->ops[k1].slice_local) k1++;
-        int to_gap = k1 == P->nops && P->readout == NTK_LAYER_GLOBALAVGPOOL;
-        run_slices(c, ws, fg, ft, h, w, k, k1, va, vb, self, with_t, to_gap ? &gs : NULL, to_gap ? &ts : NULL);
-        summed = to_gap;
-        k = k1;
-        continue;
-      }
-      size_t n = op->ho * op->wo;
-      if (op->layer->kind == NTK_LAYER_CONV || op->layer->kind == NTK_LAYER_AVGPOOL) {
-        if (op->layer->kind == NTK_LAYER_CONV) {
-          conv_full(op, fg, ng);
-          if (with_t) conv_full(op, ft, nt);
-        } else {
-          pool_full(op, fg, (REAL *)ws->e, ng);
-          if (with_t) pool_full(op, ft, (REAL *)ws->e, nt);
-        }
-        REAL *x = fg; fg = ng; ng = x;
-        x = ft; ft = nt; nt = x;
-        if (op->layer->kind == NTK_LAYER_CONV)
-          affine_op(P, op, fg, with_t ? ft : NULL, n * n);
-      } else if (op->layer->kind == NTK_LAYER_DENSE) {
-        affine_op(P, op, fg, with_t ? ft : NULL, n * n);
-      } else if (ntk_layer_traits(op->layer->kind)->branch) {
-        branch_op(ws, P, op, fg, with_t ? ft : NULL, 1);
-      } else if (op->var >= 0) {
-        REAL *qa = va + P->var_off[op->var];
-        const REAL *qb = vb + P->var_off[op->var];
-        if (self) {
-          for (size_t p = 0; p < n; p++) qa[p] = fg[p * n + p];
-          capture_vars(qa, n);
-        }
-        MAP_ROWS(&op->layer->map, fg, with_t ? ft : NULL, n, n, qa, qa + n, qb, qb + n, 0);
-      }
-      h = op->ho;
-      w = op->wo;
-      k++;
-    }
-    size_t n = h * w;
-    if (!summed) {
-      if (P->readout == NTK_LAYER_GLOBALAVGPOOL) {
-        for (size_t p = 0; p < n * n; p++) {
-          gs += (double)fg[p];
-          if (with_t) ts += (double)ft[p];
-        }
-      } else {
-        for (size_t p = 0; p < n; p++) {
-          gs += (double)fg[p * n + p];
-          if (with_t) ts += (double)ft[p * n + p];
-        }
-      }
-    }
-    double norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
-    g = (REAL)(gs / norm);
-    t = (REAL)(ts / norm);
+  REAL *dg = (REAL *)ws->a, *dt = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
+  for (size_t p = 0; p < HW; p++) {
+    REAL sum = 0;
+    for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[p * C + k];
+    dg[p] = sum / (REAL)C;
+    dt[p] = 0;
   }
-  /* The fully-connected tail on scalars. */
-  REAL *ta = va + P->tail_off;
-  const REAL *tb = vb + P->tail_off;
+  for (size_t k = 0; k < P->nops; k++) {
+    const struct cnn_op *op = &P->ops[k];
+    size_t n = op->ho * op->wo;
+    if (op->layer->kind == NTK_LAYER_CONV) {
+      conv_diag(op, dg, ng);
+      if (with_t) conv_diag(op, dt, nt);
+      REAL *x = dg; dg = ng; ng = x;
+      x = dt; dt = nt; nt = x;
+      affine_op(P, op, dg, with_t ? dt : NULL, n);
+    } else if (op->layer->kind == NTK_LAYER_DENSE) {
+      affine_op(P, op, dg, with_t ? dt : NULL, n);
+    } else if (ntk_layer_traits(op->layer->kind)->branch) {
+      branch_op(ws, P, op, dg, with_t ? dt : NULL, 0);
+    } else if (op->var >= 0) {
+      REAL *qa = va + P->var_off[op->var];
+      const REAL *qb = vb + P->var_off[op->var];
+      if (self) {
+        memcpy(qa, dg, n * sizeof(REAL));
+        capture_vars(qa, n);
+      }
+      MAP_PAIRS(&op->layer->map, dg, with_t ? dt : NULL, n, qa, qa + n, qb, qb + n);
+    }
+  }
+  size_t n = P->out_h * P->out_w;
+  for (size_t p = 0; p < n; p++) {
+    gs += (double)dg[p];
+    ts += (double)dt[p];
+  }
+  *g = (REAL)(gs / (double)n);
+  *t = (REAL)(ts / (double)n);
+}
+
+/* SLICE and GENERAL: the input covariance of images xa, xb into fg,
+ * only the offsets up to bh, bw the first layer needs. */
+static void full_input(const struct cnn_plan *P, const REAL *xa, const REAL *xb, REAL *fg, size_t bh, size_t bw) {
+  size_t H = P->H, W = P->W, C = P->C, HW = H * W;
+  for (size_t i = 0; i < H; i++)
+    for (size_t j = 0; j < W; j++) {
+      size_t p = i * W + j, i1 = i + bh + 1 < H ? i + bh + 1 : H, j1 = j + bw + 1 < W ? j + bw + 1 : W;
+      for (size_t i2 = i > bh ? i - bh : 0; i2 < i1; i2++)
+        for (size_t j2 = j > bw ? j - bw : 0; j2 < j1; j2++) {
+          size_t q = i2 * W + j2;
+          REAL sum = 0;
+          for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[q * C + k];
+          fg[p * HW + q] = sum / (REAL)C;
+        }
+    }
+}
+
+/* SLICE and GENERAL: the covariance of images xa, xb through the spatial
+ * layers (runs of slice-local layers one offset at a time on the SLICE
+ * path, the others on the full covariance), and the readout's sum
+ * normalised into *g, *t. */
+static void pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
+                      const REAL *vb, int self, int with_t, REAL *g, REAL *t) {
+  const struct cnn_plan *P = &c->plan;
+  size_t H = P->H, W = P->W, HW = H * W;
+  double gs = 0, ts = 0;
+  REAL *fg = (REAL *)ws->a, *ft = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
+  int vars_only = self && P->self_vars_only; /* run_slices: only the variances' band */
+  size_t bh = P->nops ? (vars_only ? P->ops[0].vbh : P->ops[0].bh) : H;
+  size_t bw = P->nops ? (vars_only ? P->ops[0].vbw : P->ops[0].bw) : W;
+  full_input(P, xa, xb, fg, bh, bw);
+  if (with_t) memset(ft, 0, HW * HW * sizeof(REAL));
+  size_t h = H, w = W;
+  int summed = 0;
+  for (size_t k = 0; k < P->nops;) {
+    const struct cnn_op *op = &P->ops[k];
+    if (P->path == NTK_CNN_SLICE && op->slice_local) {
+      size_t k1 = k;
+      while (k1 < P->nops && P->ops[k1].slice_local) k1++;
+      int to_gap = k1 == P->nops && P->readout == NTK_LAYER_GLOBALAVGPOOL;
+      run_slices(c, ws, fg, ft, h, w, k, k1, va, vb, self, with_t, to_gap ? &gs : NULL, to_gap ? &ts : NULL);
+      summed = to_gap;
+      k = k1;
+      continue;
+    }
+    size_t n = op->ho * op->wo;
+    if (op->layer->kind == NTK_LAYER_CONV || op->layer->kind == NTK_LAYER_AVGPOOL) {
+      if (op->layer->kind == NTK_LAYER_CONV) {
+        conv_full(op, fg, ng);
+        if (with_t) conv_full(op, ft, nt);
+      } else {
+        pool_full(op, fg, (REAL *)ws->e, ng);
+        if (with_t) pool_full(op, ft, (REAL *)ws->e, nt);
+      }
+      REAL *x = fg; fg = ng; ng = x;
+      x = ft; ft = nt; nt = x;
+      if (op->layer->kind == NTK_LAYER_CONV)
+        affine_op(P, op, fg, with_t ? ft : NULL, n * n);
+    } else if (op->layer->kind == NTK_LAYER_DENSE) {
+      affine_op(P, op, fg, with_t ? ft : NULL, n * n);
+    } else if (ntk_layer_traits(op->layer->kind)->branch) {
+      branch_op(ws, P, op, fg, with_t ? ft : NULL, 1);
+    } else if (op->var >= 0) {
+      REAL *qa = va + P->var_off[op->var];
+      const REAL *qb = vb + P->var_off[op->var];
+      if (self) {
+        for (size_t p = 0; p < n; p++) qa[p] = fg[p * n + p];
+        capture_vars(qa, n);
+      }
+      MAP_ROWS(&op->layer->map, fg, with_t ? ft : NULL, n, n, qa, qa + n, qb, qb + n, 0);
+    }
+    h = op->ho;
+    w = op->wo;
+    k++;
+  }
+  size_t n = h * w;
+  if (!summed) {
+    if (P->readout == NTK_LAYER_GLOBALAVGPOOL) {
+      for (size_t p = 0; p < n * n; p++) {
+        gs += (double)fg[p];
+        if (with_t) ts += (double)ft[p];
+      }
+    } else {
+      for (size_t p = 0; p < n; p++) {
+        gs += (double)fg[p * n + p];
+        if (with_t) ts += (double)ft[p * n + p];
+      }
+    }
+  }
+  double norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
+  *g = (REAL)(gs / norm);
+  *t = (REAL)(ts / norm);
+}
+
+/* The fully-connected tail on the scalars *g, *t; ta, tb: the tail's
+ * variances of the two images (in a self run ta is written instead). */
+static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int self, REAL *g, REAL *t) {
   REAL stack[4 * NTK_BRANCH_MAXDEPTH]; /* residual blocks on the scalar (branch.h, one value per array) */
   int ended[NTK_BRANCH_MAXDEPTH], depth = 0;
   for (size_t k = 0; k < P->ntail; k++) {
     const struct ntk_layer *l = &P->tail[k];
     REAL td, fw = (REAL)P->tail_fanw[2 * k], fdiv = (REAL)P->tail_fanw[2 * k + 1];
-    if (self) ta[k] = g;
+    if (self) ta[k] = *g;
     switch (l->kind) { /* every kind, no default: -Werror=switch catches a new one */
-    case NTK_LAYER_DENSE: affine1(P, P->tail_fan[k], l, &g, &t); break;
+    case NTK_LAYER_DENSE: affine1(P, P->tail_fan[k], l, g, t); break;
     case NTK_LAYER_MAP:
     case NTK_LAYER_LAYERNORM:
-      g = nonlin1(l, g, ta[k], tb[k], &td);
-      t *= td;
+      *g = nonlin1(l, *g, ta[k], tb[k], &td);
+      *t *= td;
       break;
     case NTK_LAYER_IDENTITY: break;
     case NTK_LAYER_FORK:
       ended[depth] = 0;
-      branch_fork(stack + 4 * depth++, 1, 1, &g, &t);
+      branch_fork(stack + 4 * depth++, 1, 1, g, t);
       break;
-    case NTK_LAYER_NEXT: branch_next(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, fw, &g, &t); break;
+    case NTK_LAYER_NEXT: branch_next(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, fw, g, t); break;
     case NTK_LAYER_JOIN:
       depth--;
-      branch_join(stack + 4 * depth, 1, 1, l->branches, fw, fdiv, &g, &t);
+      branch_join(stack + 4 * depth, 1, 1, l->branches, fw, fdiv, g, t);
       break;
     case NTK_LAYER_CONV: /* spatial layers and a second readout: refused by plan_build and the parser */
     case NTK_LAYER_AVGPOOL:
     case NTK_LAYER_FLATTEN:
     case NTK_LAYER_GLOBALAVGPOOL:
-    case NTK_LAYER_KINDS: g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
+    case NTK_LAYER_KINDS: *g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
     }
   }
+}
+
+/* Compute the kernel of images xa, xb. va, vb: their variance blocks (see
+ * cnn.c); when `self` (xa == xb), va is filled in on the way instead. */
+static void pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
+                 const REAL *vb, int self, int with_t, REAL *out_g, REAL *out_t) {
+  const struct cnn_plan *P = &c->plan;
+  REAL g, t;
+  if (self) vb = va;
+  if (P->path == NTK_CNN_DIAG) pair_diag(P, ws, xa, xb, va, vb, self, with_t, &g, &t);
+  else pair_full(c, ws, xa, xb, va, vb, self, with_t, &g, &t);
+  pair_tail(P, va + P->tail_off, vb + P->tail_off, self, &g, &t);
   *out_g = g;
   *out_t = with_t ? t : 0;
 }
@@ -582,4 +615,8 @@ static void pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const RE
 #undef slice_conv
 #undef slice_pointwise
 #undef run_slices
+#undef pair_diag
+#undef full_input
+#undef pair_full
+#undef pair_tail
 #undef pair
