@@ -27,6 +27,14 @@
 #define dv_next_nonlin SFX(dv_next_nonlin)
 #define dv_branch_diag SFX(dv_branch_diag)
 #define dv_diag SFX(dv_diag)
+#define dv_slice_blk SFX(dv_slice_blk)
+#define dv_slice_setup SFX(dv_slice_setup)
+#define dv_slice_load SFX(dv_slice_load)
+#define dv_slice_conv SFX(dv_slice_conv)
+#define dv_slice_dense SFX(dv_slice_dense)
+#define dv_slice_nonlin SFX(dv_slice_nonlin)
+#define dv_slice_branch SFX(dv_slice_branch)
+#define dv_slice_store SFX(dv_slice_store)
 #define dv_slice SFX(dv_slice)
 #define dv_ldq SFX(dv_ldq)
 #define s3_abrelu SFX(s3_abrelu)
@@ -262,161 +270,235 @@ static DEV DV_INLINE void dv_diag(const struct ntk_dev_args *A, struct ntk_blk *
 
 /* ---- SLICE: one offset of one pair through a run of slice-local ops ------ */
 
-static DEV DV_INLINE void dv_slice(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
+/* What every step of a SLICE block shares: the run's size and the slice
+ * border, this block's offset (di, dj: its valid cells [i0, i1) x [j0,
+ * j1), nvalid of them, vw a row) and pair, the two images' variance
+ * blocks, and the block's shared-memory arrays. In-block indices are
+ * 32-bit: a slice block holds at most a few thousand cells (shared
+ * memory); global offsets stay size_t. */
+struct dv_slice_blk {
+  unsigned h, w, hw, pad, ld, cells, tid, nt;
+  size_t pair;
+  int with_t;
+  unsigned i0, i1, j0, j1, vw, nvalid;
+  float inv;        /* 1 / vw, for DV_CELL */
+  int shift;        /* image b's position of a's position p is p - shift */
+  REAL *va;
+  const REAL *vb;
+  REAL *g, *t, *g2, *t2, *rows, *rows_t; /* bordered arrays of `cells` elements */
+  double *red;      /* dv_reduce's 2 nt doubles */
+  REAL *stk;        /* residual blocks: 4 bordered arrays per depth */
+};
+
+/* The block's offset and arrays (see struct dv_slice_blk). */
+static DEV DV_INLINE void dv_slice_setup(const struct ntk_dev_args *A, const struct ntk_blk *B, REAL *sm,
+                                         struct dv_slice_blk *S) {
   const struct ntk_dev_plan *P = A->P;
-  /* In-block indices are 32-bit: a slice block holds at most a few
-   * thousand cells (shared memory); global offsets stay size_t. */
-  unsigned h = (unsigned)A->h, w = (unsigned)A->w, hw = h * w, pad = (unsigned)P->pad;
-  unsigned ld = w + 2 * pad, cells = ld * (h + 2 * pad), C = (unsigned)P->C;
-  unsigned tid = B->tid, nt = B->nt;
-  size_t pair = B->by, d = (size_t)P->H * P->W * C;
-  int with_t = A->with_t;
+  S->h = (unsigned)A->h, S->w = (unsigned)A->w, S->hw = S->h * S->w, S->pad = (unsigned)P->pad;
+  S->ld = S->w + 2 * S->pad, S->cells = S->ld * (S->h + 2 * S->pad);
+  S->tid = B->tid, S->nt = B->nt;
+  S->pair = B->by;
+  S->with_t = A->with_t;
   int nbw = 2 * A->bw + 1;
   int di = A->capture ? 0 : (int)B->bx / nbw - A->bh, dj = A->capture ? 0 : (int)B->bx % nbw - A->bw;
-  unsigned i0 = di > 0 ? (unsigned)di : 0, i1 = di < 0 ? (unsigned)((int)h + di) : h;
-  unsigned j0 = dj > 0 ? (unsigned)dj : 0, j1 = dj < 0 ? (unsigned)((int)w + dj) : w;
-  unsigned vw = j1 - j0, nvalid = (i1 - i0) * vw, ii, jj;
-  float inv = 1.0f / (float)vw;
-  int shift = di * (int)w + dj; /* image b's position of a's position p is p - shift */
-  REAL *va = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size;
-  const REAL *vb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size;
-  REAL *g = sm, *t = sm + cells, *g2 = sm + 2 * cells, *t2 = sm + 3 * cells, *rows = sm + 4 * cells;
-  REAL *rows_t = sm + 5 * cells;
-  double *red = (double *)(void *)(sm + 6 * cells); /* 8-byte aligned: 6 cells elements of 4 or 8 bytes */
-  REAL *stk = (REAL *)(void *)(red + 2 * nt); /* residual blocks: 4 bordered arrays per depth */
-  /* Zero borders: SAME padding for every convolution of the run. */
-  for (unsigned k = tid; k < 4 * cells; k += nt) sm[k] = 0;
+  S->i0 = di > 0 ? (unsigned)di : 0, S->i1 = di < 0 ? (unsigned)((int)S->h + di) : S->h;
+  S->j0 = dj > 0 ? (unsigned)dj : 0, S->j1 = dj < 0 ? (unsigned)((int)S->w + dj) : S->w;
+  S->vw = S->j1 - S->j0, S->nvalid = (S->i1 - S->i0) * S->vw;
+  S->inv = 1.0f / (float)S->vw;
+  S->shift = di * (int)S->w + dj;
+  S->va = (REAL *)A->var + A->pa[S->pair] * (size_t)P->var_size;
+  S->vb = (const REAL *)A->var + A->pb[S->pair] * (size_t)P->var_size;
+  unsigned cells = S->cells;
+  S->g = sm, S->t = sm + cells, S->g2 = sm + 2 * cells, S->t2 = sm + 3 * cells, S->rows = sm + 4 * cells;
+  S->rows_t = sm + 5 * cells;
+  S->red = (double *)(void *)(sm + 6 * cells); /* 8-byte aligned: 6 cells elements of 4 or 8 bytes */
+  S->stk = (REAL *)(void *)(S->red + 2 * S->nt);
+}
+
+/* The slice's entries, from the images (from_x) or the pair's covariance
+ * fg, ft, inside zero borders: SAME padding for every convolution of the
+ * run. */
+static DEV DV_INLINE void dv_slice_load(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm,
+                                        const struct dv_slice_blk *S) {
+  const struct ntk_dev_plan *P = A->P;
+  unsigned C = (unsigned)P->C, ii, jj;
+  size_t pair = S->pair, d = (size_t)P->H * P->W * C;
+  for (unsigned k = S->tid; k < 4 * S->cells; k += S->nt) sm[k] = 0;
   BLK_SYNC(B);
-  for (unsigned k = tid; k < nvalid; k += nt) {
-    DV_CELL(k, vw, inv, ii, jj);
-    unsigned i = i0 + ii, j = j0 + jj, p = i * w + j, q = (unsigned)((int)p - shift);
+  for (unsigned k = S->tid; k < S->nvalid; k += S->nt) {
+    DV_CELL(k, S->vw, S->inv, ii, jj);
+    unsigned i = S->i0 + ii, j = S->j0 + jj, p = i * S->w + j, q = (unsigned)((int)p - S->shift);
     REAL gv, tv = 0;
     if (A->from_x) {
       gv = dv_dot((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
                   (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
     } else {
-      size_t at = pair * A->fstride + (size_t)p * hw + q;
+      size_t at = pair * A->fstride + (size_t)p * S->hw + q;
       gv = ((const REAL *)A->fg)[at];
-      if (with_t) tv = ((const REAL *)A->ft)[at];
+      if (S->with_t) tv = ((const REAL *)A->ft)[at];
     }
-    g[(i + pad) * ld + pad + j] = gv;
-    t[(i + pad) * ld + pad + j] = tv;
+    S->g[(i + S->pad) * S->ld + S->pad + j] = gv;
+    S->t[(i + S->pad) * S->ld + S->pad + j] = tv;
   }
   BLK_SYNC(B);
-  for (int k = A->k0; k < A->k1; k++) {
-    const struct ntk_dev_op *o = &P->ops[k];
-    if (o->kind == NTK_LAYER_CONV) {
-      /* Row sums of NNGP and NTK for every row read below; then per cell
-       * the column sums, the affine map and a following nonlinearity, in
-       * the CPU's order per entry: two barriers per Conv + nonlinearity. */
-      const struct ntk_dev_op *nl = dv_next_nonlin(P, k, A->k1);
-      unsigned fh = (unsigned)o->fh, fw = (unsigned)o->fw, lo = (unsigned)o->lo_h, lo_w = (unsigned)o->lo_w;
-      unsigned r0 = i0 + pad - lo, nr = (i1 - i0) + fh - 1;
-      REAL scale = (REAL)(1.0 / (double)(fh * fw));
-      for (unsigned k2 = tid; k2 < nr * vw; k2 += nt) {
-        DV_CELL(k2, vw, inv, ii, jj);
-        unsigned r = r0 + ii, j = j0 + jj, at = r * ld + pad - lo_w + j;
-        REAL sg = 0, st = 0;
-        for (unsigned b = 0; b < fw; b++) sg += g[at + b];
-        rows[r * ld + j] = sg;
-        if (with_t) {
-          for (unsigned b = 0; b < fw; b++) st += t[at + b];
-          rows_t[r * ld + j] = st;
-        }
-      }
-      BLK_SYNC(B);
-      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
-        DV_CELL(k2, vw, inv, ii, jj);
-        unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
-        REAL sg = 0, st = 0;
-        for (unsigned a = 0; a < fh; a++) sg += rows[(i + pad - lo + a) * ld + j];
-        if (with_t)
-          for (unsigned a = 0; a < fh; a++) st += rows_t[(i + pad - lo + a) * ld + j];
-        REAL gv, tv;
-        dv_affine(o, sg * scale, st * scale, with_t, &gv, &tv);
-        if (nl)
-          dv_cell_nonlin(nl, any, A->capture, va + nl->var_off, vb + nl->var_off, p, (unsigned)((int)p - shift), &gv,
-                         &tv, with_t);
-        g2[idx] = gv;
-        t2[idx] = tv;
-      }
-      BLK_SYNC(B);
-      REAL *x = g;
-      g = g2;
-      g2 = x;
-      x = t;
-      t = t2;
-      t2 = x;
-      if (nl) k++;
-    } else if (o->kind == NTK_LAYER_DENSE) {
-      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
-        DV_CELL(k2, vw, inv, ii, jj);
-        unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
-        REAL gv, tv;
-        dv_affine(o, g[idx], t[idx], with_t, &gv, &tv);
-        g[idx] = gv;
-        if (with_t) t[idx] = tv;
-      }
-      BLK_SYNC(B);
-    } else if (o->var_off >= 0) {
-      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
-        DV_CELL(k2, vw, inv, ii, jj);
-        unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
-        dv_cell_nonlin(o, any, A->capture, va + o->var_off, vb + o->var_off, p, (unsigned)((int)p - shift), &g[idx],
-                       &t[idx], with_t);
-      }
-      BLK_SYNC(B);
-    } else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN) {
-      /* a slice-local block (stride-1 SAME: every branch keeps the size),
-       * branch.h's operations on the offset's valid cells */
-      REAL *slot = stk + 4 * cells * (unsigned)o->depth, fw = (REAL)o->fanw, div = (REAL)o->fandiv;
-      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
-        DV_CELL(k2, vw, inv, ii, jj);
-        unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
-        if (o->kind == NTK_LAYER_FORK) {
-          slot[idx] = g[idx];
-          slot[cells + idx] = t[idx];
-        } else if (o->kind == NTK_LAYER_NEXT) {
-          slot[2 * cells + idx] = o->first ? fw * g[idx] : slot[2 * cells + idx] + fw * g[idx];
-          slot[3 * cells + idx] = o->first ? fw * t[idx] : slot[3 * cells + idx] + fw * t[idx];
-          g[idx] = slot[idx];
-          t[idx] = slot[cells + idx];
-        } else if (o->branches > 1) {
-          g[idx] = slot[2 * cells + idx] + fw * g[idx];
-          t[idx] = slot[3 * cells + idx] + fw * t[idx];
-          if (div != 0) {
-            g[idx] /= div;
-            t[idx] /= div;
-          }
-        }
-      }
-      BLK_SYNC(B);
+}
+
+/* Conv o (op k) on the slice: row sums of NNGP and NTK for every row read
+ * below; then per cell the column sums, the affine map and a following
+ * nonlinearity, in the CPU's order per entry: two barriers per Conv +
+ * nonlinearity. Returns 1 when it took that nonlinearity (op k + 1). */
+static DEV DV_INLINE int dv_slice_conv(const struct ntk_dev_args *A, struct ntk_blk *B, struct dv_slice_blk *S,
+                                       const struct ntk_dev_op *o, int k, int any) {
+  const struct ntk_dev_op *nl = dv_next_nonlin(A->P, k, A->k1);
+  unsigned tid = S->tid, nt = S->nt, pad = S->pad, ld = S->ld, vw = S->vw, ii, jj;
+  unsigned fh = (unsigned)o->fh, fw = (unsigned)o->fw, lo = (unsigned)o->lo_h, lo_w = (unsigned)o->lo_w;
+  unsigned r0 = S->i0 + pad - lo, nr = (S->i1 - S->i0) + fh - 1;
+  REAL scale = (REAL)(1.0 / (double)(fh * fw));
+  for (unsigned k2 = tid; k2 < nr * vw; k2 += nt) {
+    DV_CELL(k2, vw, S->inv, ii, jj);
+    unsigned r = r0 + ii, j = S->j0 + jj, at = r * ld + pad - lo_w + j;
+    REAL sg = 0, st = 0;
+    for (unsigned b = 0; b < fw; b++) sg += S->g[at + b];
+    S->rows[r * ld + j] = sg;
+    if (S->with_t) {
+      for (unsigned b = 0; b < fw; b++) st += S->t[at + b];
+      S->rows_t[r * ld + j] = st;
     }
   }
-  if (A->capture) return;
+  BLK_SYNC(B);
+  for (unsigned k2 = tid; k2 < S->nvalid; k2 += nt) {
+    DV_CELL(k2, vw, S->inv, ii, jj);
+    unsigned i = S->i0 + ii, j = S->j0 + jj, idx = (i + pad) * ld + pad + j, p = i * S->w + j;
+    REAL sg = 0, st = 0;
+    for (unsigned a = 0; a < fh; a++) sg += S->rows[(i + pad - lo + a) * ld + j];
+    if (S->with_t)
+      for (unsigned a = 0; a < fh; a++) st += S->rows_t[(i + pad - lo + a) * ld + j];
+    REAL gv, tv;
+    dv_affine(o, sg * scale, st * scale, S->with_t, &gv, &tv);
+    if (nl)
+      dv_cell_nonlin(nl, any, A->capture, S->va + nl->var_off, S->vb + nl->var_off, p,
+                     (unsigned)((int)p - S->shift), &gv, &tv, S->with_t);
+    S->g2[idx] = gv;
+    S->t2[idx] = tv;
+  }
+  BLK_SYNC(B);
+  REAL *x = S->g;
+  S->g = S->g2;
+  S->g2 = x;
+  x = S->t;
+  S->t = S->t2;
+  S->t2 = x;
+  return nl != NULL;
+}
+
+/* Dense op o on the slice's valid cells. */
+static DEV DV_INLINE void dv_slice_dense(struct ntk_blk *B, const struct dv_slice_blk *S, const struct ntk_dev_op *o) {
+  unsigned ii, jj;
+  for (unsigned k2 = S->tid; k2 < S->nvalid; k2 += S->nt) {
+    DV_CELL(k2, S->vw, S->inv, ii, jj);
+    unsigned idx = (S->i0 + ii + S->pad) * S->ld + S->pad + S->j0 + jj;
+    REAL gv, tv;
+    dv_affine(o, S->g[idx], S->t[idx], S->with_t, &gv, &tv);
+    S->g[idx] = gv;
+    if (S->with_t) S->t[idx] = tv;
+  }
+  BLK_SYNC(B);
+}
+
+/* Nonlinearity o on the slice's valid cells (in a capture run, recording
+ * the variances). */
+static DEV DV_INLINE void dv_slice_nonlin(const struct ntk_dev_args *A, struct ntk_blk *B,
+                                          const struct dv_slice_blk *S, const struct ntk_dev_op *o, int any) {
+  unsigned ii, jj;
+  for (unsigned k2 = S->tid; k2 < S->nvalid; k2 += S->nt) {
+    DV_CELL(k2, S->vw, S->inv, ii, jj);
+    unsigned i = S->i0 + ii, j = S->j0 + jj, idx = (i + S->pad) * S->ld + S->pad + j, p = i * S->w + j;
+    dv_cell_nonlin(o, any, A->capture, S->va + o->var_off, S->vb + o->var_off, p, (unsigned)((int)p - S->shift),
+                   &S->g[idx], &S->t[idx], S->with_t);
+  }
+  BLK_SYNC(B);
+}
+
+/* A slice-local residual block's FORK, NEXT or JOIN o (stride-1 SAME:
+ * every branch keeps the size): branch.h's operations on the offset's
+ * valid cells. */
+static DEV DV_INLINE void dv_slice_branch(struct ntk_blk *B, const struct dv_slice_blk *S,
+                                          const struct ntk_dev_op *o) {
+  unsigned cells = S->cells, ii, jj;
+  REAL *g = S->g, *t = S->t;
+  REAL *slot = S->stk + 4 * cells * (unsigned)o->depth, fw = (REAL)o->fanw, div = (REAL)o->fandiv;
+  for (unsigned k2 = S->tid; k2 < S->nvalid; k2 += S->nt) {
+    DV_CELL(k2, S->vw, S->inv, ii, jj);
+    unsigned idx = (S->i0 + ii + S->pad) * S->ld + S->pad + S->j0 + jj;
+    if (o->kind == NTK_LAYER_FORK) {
+      slot[idx] = g[idx];
+      slot[cells + idx] = t[idx];
+    } else if (o->kind == NTK_LAYER_NEXT) {
+      slot[2 * cells + idx] = o->first ? fw * g[idx] : slot[2 * cells + idx] + fw * g[idx];
+      slot[3 * cells + idx] = o->first ? fw * t[idx] : slot[3 * cells + idx] + fw * t[idx];
+      g[idx] = slot[idx];
+      t[idx] = slot[cells + idx];
+    } else if (o->branches > 1) {
+      g[idx] = slot[2 * cells + idx] + fw * g[idx];
+      t[idx] = slot[3 * cells + idx] + fw * t[idx];
+      if (div != 0) {
+        g[idx] /= div;
+        t[idx] /= div;
+      }
+    }
+  }
+  BLK_SYNC(B);
+}
+
+/* The slice's result: its sums into the block's part entry (a run into
+ * GlobalAvgPool), or back into the pair's covariance (only this offset's
+ * entries). */
+static DEV DV_INLINE void dv_slice_store(const struct ntk_dev_args *A, struct ntk_blk *B,
+                                         const struct dv_slice_blk *S) {
+  unsigned ii, jj;
   if (A->to_part) {
     double sg = 0, st = 0;
-    for (unsigned k = tid; k < nvalid; k += nt) {
-      DV_CELL(k, vw, inv, ii, jj);
-      unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
-      sg += (double)g[idx];
-      if (with_t) st += (double)t[idx];
+    for (unsigned k = S->tid; k < S->nvalid; k += S->nt) {
+      DV_CELL(k, S->vw, S->inv, ii, jj);
+      unsigned idx = (S->i0 + ii + S->pad) * S->ld + S->pad + S->j0 + jj;
+      sg += (double)S->g[idx];
+      if (S->with_t) st += (double)S->t[idx];
     }
-    dv_reduce(B, red, &sg, &st);
-    if (tid == 0) {
-      double *part = (double *)A->part + (pair * (size_t)A->noff + B->bx) * 2;
+    dv_reduce(B, S->red, &sg, &st);
+    if (S->tid == 0) {
+      double *part = (double *)A->part + (S->pair * (size_t)A->noff + B->bx) * 2;
       part[0] = sg;
       part[1] = st;
     }
     return;
   }
-  for (unsigned k = tid; k < nvalid; k += nt) { /* back into the pair's covariance: only this offset's entries */
-    DV_CELL(k, vw, inv, ii, jj);
-    unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
-    size_t at = pair * A->fstride + (size_t)p * hw + (unsigned)((int)p - shift);
-    ((REAL *)A->fg)[at] = g[idx];
-    if (with_t) ((REAL *)A->ft)[at] = t[idx];
+  for (unsigned k = S->tid; k < S->nvalid; k += S->nt) {
+    DV_CELL(k, S->vw, S->inv, ii, jj);
+    unsigned i = S->i0 + ii, j = S->j0 + jj, idx = (i + S->pad) * S->ld + S->pad + j, p = i * S->w + j;
+    size_t at = S->pair * A->fstride + (size_t)p * S->hw + (unsigned)((int)p - S->shift);
+    ((REAL *)A->fg)[at] = S->g[idx];
+    if (S->with_t) ((REAL *)A->ft)[at] = S->t[idx];
   }
+}
+
+/* One offset (block bx) of one pair (block by) through ops [k0, k1) of the
+ * plan, all slice-local, in shared memory; a capture run (the zero offset)
+ * only records the variances. */
+static DEV DV_INLINE void dv_slice(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
+  const struct ntk_dev_plan *P = A->P;
+  struct dv_slice_blk S;
+  dv_slice_setup(A, B, sm, &S);
+  dv_slice_load(A, B, sm, &S);
+  for (int k = A->k0; k < A->k1; k++) {
+    const struct ntk_dev_op *o = &P->ops[k];
+    if (o->kind == NTK_LAYER_CONV) k += dv_slice_conv(A, B, &S, o, k, any);
+    else if (o->kind == NTK_LAYER_DENSE) dv_slice_dense(B, &S, o);
+    else if (o->var_off >= 0) dv_slice_nonlin(A, B, &S, o, any);
+    else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN)
+      dv_slice_branch(B, &S, o);
+  }
+  if (A->capture) return;
+  dv_slice_store(A, B, &S);
 }
 
 /* ---- SLICE3: every offset of a run of 3x3 convolutions, packed ----------- */
@@ -1048,6 +1130,14 @@ static DEV void dv_readout(const struct ntk_dev_args *A, struct ntk_blk *B, REAL
 #undef dv_next_nonlin
 #undef dv_branch_diag
 #undef dv_diag
+#undef dv_slice_blk
+#undef dv_slice_setup
+#undef dv_slice_load
+#undef dv_slice_conv
+#undef dv_slice_dense
+#undef dv_slice_nonlin
+#undef dv_slice_branch
+#undef dv_slice_store
 #undef dv_slice
 #undef dv_ldq
 #undef s3_abrelu
