@@ -654,17 +654,19 @@ static void fmt_time(double s, char *out, size_t cap) {
   else snprintf(out, cap, "%.1f h", s / 3600);
 }
 
-/* Collective: run CG on every column until each converges (relative
- * residual <= tol), fails, or uses max_it iterations. */
-static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it, size_t *total_it) {
+/* run_cg's progress lines: the worst running residual of the last 64
+ * iterations and when each was reached (for the ETA), and when the last
+ * line was printed. */
+struct cg_eta {
+  double last_print, t[64], r[64];
+  size_t n;
+};
+
+/* Every column's right-hand side norm and state (a class no train label
+ * has is done at once), X = 0; the running columns into v->act. Returns
+ * their count. */
+static size_t start_columns(struct cg *c, struct cgv *v) {
   size_t n = c->n, nc = c->ncols;
-  const char *kn = ntk_solve_kernel_name(c->p->which);
-  ntk_status st = NTK_OK;
-  double last_print = 0, hist_t[64];
-  double hist_r[64];
-  size_t hist_n = 0;
-  int restarts = 0;
-  *total_it = 0;
   for (size_t q = 0; q < nc; q++) {
     double b = 0;
     for (size_t i = 0; i < n; i++) b += (size_t)c->p->ytr[i] == q % c->classes;
@@ -677,134 +679,187 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
   for (size_t q = 0; q < nc; q++)
     if (v->state[q] == COL_RUN) v->act[na++] = q;
     else v->res[q] = 0;
+  return na;
+}
+
+/* Collective, when no column runs: the true residual of the converged
+ * columns; those above the tolerance (rank 0's numbers decide) run again
+ * from it, at most CG_RESTARTS times in all. *again: how many. */
+static ntk_status recheck_converged(struct cg *c, struct cgv *v, double tol, size_t max_it, int *restarts,
+                                    int *again) {
+  size_t nc = c->ncols, nd = 0;
+  ntk_status st;
+  *again = 0;
+  for (size_t q = 0; q < nc; q++)
+    if (v->state[q] == COL_DONE && v->bnorm[q] > 0) v->act[nd++] = q;
+  if (!nd) return NTK_OK;
+  if ((st = restart(c, v, v->act, nd, 0))) return st;
+  /* decisions on rank 0's numbers */
+  unsigned char *flag = (unsigned char *)v->Qa;
+  if (c->rank == 0)
+    for (size_t a = 0; a < nd; a++) {
+      size_t q = v->act[a];
+      flag[a] = v->res[q] > tol && v->it[q] < max_it && *restarts < CG_RESTARTS;
+    }
+  if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, nd)))) return st;
+  for (size_t a = 0; a < nd; a++)
+    if (flag[a]) v->state[v->act[a]] = COL_RUN, (*again)++;
+  if (!*again) return NTK_OK;
+  (*restarts)++;
+  if (c->rank == 0)
+    fprintf(stderr, "ntkd: solve: cg %s: the true residual drifted above the tolerance in %d column%s; "
+            "restarting them\n", ntk_solve_kernel_name(c->p->which), *again, *again == 1 ? "" : "s");
+  return NTK_OK;
+}
+
+/* Collective, after the product Q = K P of the na running columns (v->Qa,
+ * packed): each column's step alpha, X and R updated, its residual, and
+ * whether it converged, failed or runs on (rank 0's verdicts broadcast).
+ * The columns still running stay in v->act (*still of them; v->pos: their
+ * places among the na); *worst: the largest residual of the na. */
+static ntk_status update_columns(struct cg *c, struct cgv *v, size_t na, double tol, size_t max_it, size_t *still,
+                                 double *worst) {
+  size_t n = c->n, nc = c->ncols;
+  ntk_status st;
+  unsigned char *flag = malloc(na + 1);
+  if ((st = agree(c->p->comm, flag ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+    free(flag);
+    return st;
+  }
+  for (size_t a = 0; a < na; a++) {
+    size_t q = v->act[a];
+    double reg = c->reg[q], pq = 0, rr = 0;
+    for (size_t i = 0; i < n; i++) {
+      double qq = v->Qa[i * na + a] + reg * v->Pa[i * na + a];
+      v->Qa[i * na + a] = qq;
+      pq += v->Pa[i * na + a] * qq;
+    }
+    v->it[q]++;
+    flag[a] = COL_RUN;
+    if (!(pq > 0) || !isfinite(pq) || !(v->rz[q] > 0)) {
+      flag[a] = COL_FAIL;
+      v->why[q] = WHY_BREAKDOWN;
+      continue;
+    }
+    double alpha = v->rz[q] / pq;
+    v->alpha[q] = alpha;
+    for (size_t i = 0; i < n; i++) {
+      v->X[i * nc + q] += alpha * v->Pa[i * na + a];
+      double r = v->R[i * nc + q] - alpha * v->Qa[i * na + a];
+      v->R[i * nc + q] = r;
+      rr += r * r;
+    }
+    v->res[q] = sqrt(rr) / v->bnorm[q];
+    if (v->res[q] < v->best[q]) v->best[q] = v->res[q];
+    if (!isfinite(v->res[q])) flag[a] = COL_FAIL, v->why[q] = WHY_BREAKDOWN;
+    else if (v->res[q] <= tol) flag[a] = COL_DONE;
+    else if (v->it[q] >= max_it) flag[a] = COL_FAIL, v->why[q] = WHY_MAXIT;
+  }
+  if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, na)))) {
+    free(flag);
+    return st;
+  }
+  /* progress: the worst running residual */
+  *worst = 0;
+  for (size_t a = 0; a < na; a++) *worst = v->res[v->act[a]] > *worst ? v->res[v->act[a]] : *worst;
+  *still = 0;
+  for (size_t a = 0; a < na; a++) {
+    size_t q = v->act[a];
+    v->state[q] = flag[a];
+    if (flag[a] == COL_RUN) v->pos[*still] = a, v->act[(*still)++] = q;
+  }
+  free(flag);
+  return NTK_OK;
+}
+
+/* Rank 0's progress line after iteration `it` (the first, then every
+ * CG_PRINT_EVERY seconds and the last), with an ETA from the rate the
+ * worst residual fell over the last iterations. */
+static void progress(struct cg *c, struct cg_eta *e, double worst, size_t na, size_t still, size_t it, double tol) {
+  double now = ntk_now();
+  if (e->n == 64) { /* the last 64 iterations, for the ETA */
+    memmove(e->r, e->r + 1, 63 * sizeof *e->r);
+    memmove(e->t, e->t + 1, 63 * sizeof *e->t);
+    e->n--;
+  }
+  e->r[e->n] = worst, e->t[e->n] = now, e->n++;
+  if (c->rank == 0 && (it == 1 || now - e->last_print >= CG_PRINT_EVERY || still == 0)) {
+    char el[32], eta[48] = "";
+    fmt_time(now - c->t0, el, sizeof el);
+    if (e->n >= 8 && still) {
+      double rate = log(e->r[0] / e->r[e->n - 1]) / (double)(e->n - 1); /* per iteration */
+      double per = (e->t[e->n - 1] - e->t[0]) / (double)(e->n - 1);
+      if (rate > 0) {
+        char s[32];
+        fmt_time(log(worst / tol) / rate * per, s, sizeof s);
+        snprintf(eta, sizeof eta, ", ETA ~%s", s);
+      }
+    }
+    fprintf(stderr, "ntkd: solve: cg %s iteration %zu: residual %.1e (worst of %zu column%s), %s%s\n",
+            ntk_solve_kernel_name(c->p->which), it, worst, na, na == 1 ? "" : "s", el, eta);
+    e->last_print = now;
+  }
+}
+
+/* Collective: Z = M^-1 R for the `still` columns still running (v->act;
+ * v->pos: their places among the na of this iteration's Q) and their new
+ * directions P. */
+static ntk_status new_directions(struct cg *c, struct cgv *v, size_t na, size_t still) {
+  size_t n = c->n, nc = c->ncols;
+  ntk_status st;
+  pack(v->R, n, nc, v->act, still, v->Pa);
+  for (size_t a = 0; a < still; a++) v->rid[a] = v->act[a] / c->classes;
+  double tp = ntk_now();
+  if ((st = precondition(c, v->Pa, v->Za, v->rid, still, v->w, v->corr))) return st;
+  c->t_pre += ntk_now() - tp;
+  for (size_t a = 0; a < still; a++) {
+    size_t q = v->act[a];
+    double rz = 0;
+    double zq = 0;
+    for (size_t i = 0; i < n; i++) {
+      rz += v->Pa[i * still + a] * v->Za[i * still + a];
+      zq += v->Za[i * still + a] * v->Qa[i * na + v->pos[a]];
+    }
+    /* Polak-Ribiere: z'(r - r_old) / z_old'r_old with r - r_old = -alpha q
+     * (flexible CG: robust to the preconditioner's rounding, about
+     * eps * |L'L| / s relative; the same iterations as Fletcher-Reeves
+     * with the shift reg + mean residual diagonal, docs/SOLVE.md) */
+    double beta = CG_FLEXIBLE ? -v->alpha[q] * zq / v->rz[q] : rz / v->rz[q];
+    v->rz[q] = rz;
+    for (size_t i = 0; i < n; i++) v->P[i * nc + q] = v->Za[i * still + a] + beta * v->P[i * nc + q];
+  }
+  return NTK_OK;
+}
+
+/* Collective: run CG on every column until each converges (relative
+ * residual <= tol), fails, or uses max_it iterations. */
+static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it, size_t *total_it) {
+  size_t n = c->n, nc = c->ncols;
+  struct cg_eta eta = {0};
+  int restarts = 0;
+  ntk_status st;
+  *total_it = 0;
+  size_t na = start_columns(c, v);
   if ((st = restart(c, v, v->act, na, 1))) return st;
   for (;;) {
     na = 0;
     for (size_t q = 0; q < nc; q++)
       if (v->state[q] == COL_RUN) v->act[na++] = q;
-    if (na == 0) {
-      /* all done: check the true residual of the converged columns */
-      size_t nd = 0;
-      for (size_t q = 0; q < nc; q++)
-        if (v->state[q] == COL_DONE && v->bnorm[q] > 0) v->act[nd++] = q;
-      if (!nd) break;
-      if ((st = restart(c, v, v->act, nd, 0))) return st;
-      int again = 0;
-      /* decisions on rank 0's numbers */
-      unsigned char *flag = (unsigned char *)v->Qa;
-      if (c->rank == 0)
-        for (size_t a = 0; a < nd; a++) {
-          size_t q = v->act[a];
-          flag[a] = v->res[q] > tol && v->it[q] < max_it && restarts < CG_RESTARTS;
-        }
-      if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, nd)))) return st;
-      for (size_t a = 0; a < nd; a++)
-        if (flag[a]) v->state[v->act[a]] = COL_RUN, again++;
+    if (na == 0) { /* all done: check the true residual of the converged columns */
+      int again;
+      if ((st = recheck_converged(c, v, tol, max_it, &restarts, &again))) return st;
       if (!again) break;
-      restarts++;
-      if (c->rank == 0)
-        fprintf(stderr, "ntkd: solve: cg %s: the true residual drifted above the tolerance in %d column%s; "
-                "restarting them\n", kn, again, again == 1 ? "" : "s");
       continue;
     }
     /* one product for every running column */
     pack(v->P, n, nc, v->act, na, v->Pa);
     if ((st = product(c, v->Pa, v->Qa, na))) return st;
     (*total_it)++;
-    unsigned char *flag = malloc(na + 1);
-    if ((st = agree(c->p->comm, flag ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
-      free(flag);
-      return st;
-    }
-    for (size_t a = 0; a < na; a++) {
-      size_t q = v->act[a];
-      double reg = c->reg[q], pq = 0, rr = 0;
-      for (size_t i = 0; i < n; i++) {
-        double qq = v->Qa[i * na + a] + reg * v->Pa[i * na + a];
-        v->Qa[i * na + a] = qq;
-        pq += v->Pa[i * na + a] * qq;
-      }
-      v->it[q]++;
-      flag[a] = COL_RUN;
-      if (!(pq > 0) || !isfinite(pq) || !(v->rz[q] > 0)) {
-        flag[a] = COL_FAIL;
-        v->why[q] = WHY_BREAKDOWN;
-        continue;
-      }
-      double alpha = v->rz[q] / pq;
-      v->alpha[q] = alpha;
-      for (size_t i = 0; i < n; i++) {
-        v->X[i * nc + q] += alpha * v->Pa[i * na + a];
-        double r = v->R[i * nc + q] - alpha * v->Qa[i * na + a];
-        v->R[i * nc + q] = r;
-        rr += r * r;
-      }
-      v->res[q] = sqrt(rr) / v->bnorm[q];
-      if (v->res[q] < v->best[q]) v->best[q] = v->res[q];
-      if (!isfinite(v->res[q])) flag[a] = COL_FAIL, v->why[q] = WHY_BREAKDOWN;
-      else if (v->res[q] <= tol) flag[a] = COL_DONE;
-      else if (v->it[q] >= max_it) flag[a] = COL_FAIL, v->why[q] = WHY_MAXIT;
-    }
-    if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, na)))) {
-      free(flag);
-      return st;
-    }
-    /* progress: the worst running residual */
-    double worst = 0;
-    for (size_t a = 0; a < na; a++) worst = v->res[v->act[a]] > worst ? v->res[v->act[a]] : worst;
-    size_t still = 0;
-    for (size_t a = 0; a < na; a++) {
-      size_t q = v->act[a];
-      v->state[q] = flag[a];
-      if (flag[a] == COL_RUN) v->pos[still] = a, v->act[still++] = q;
-    }
-    free(flag);
-    double now = ntk_now();
-    if (hist_n == 64) { /* the last 64 iterations, for the ETA */
-      memmove(hist_r, hist_r + 1, 63 * sizeof *hist_r);
-      memmove(hist_t, hist_t + 1, 63 * sizeof *hist_t);
-      hist_n--;
-    }
-    hist_r[hist_n] = worst, hist_t[hist_n] = now, hist_n++;
-    if (c->rank == 0 && (*total_it == 1 || now - last_print >= CG_PRINT_EVERY || still == 0)) {
-      char el[32], eta[48] = "";
-      fmt_time(now - c->t0, el, sizeof el);
-      if (hist_n >= 8 && still) {
-        double rate = log(hist_r[0] / hist_r[hist_n - 1]) / (double)(hist_n - 1); /* per iteration */
-        double per = (hist_t[hist_n - 1] - hist_t[0]) / (double)(hist_n - 1);
-        if (rate > 0) {
-          char e[32];
-          fmt_time(log(worst / tol) / rate * per, e, sizeof e);
-          snprintf(eta, sizeof eta, ", ETA ~%s", e);
-        }
-      }
-      fprintf(stderr, "ntkd: solve: cg %s iteration %zu: residual %.1e (worst of %zu column%s), %s%s\n", kn,
-              *total_it, worst, na, na == 1 ? "" : "s", el, eta);
-      last_print = now;
-    }
-    if (!still) continue;
-    /* Z = M^-1 R for the columns still running; new directions */
-    pack(v->R, n, nc, v->act, still, v->Pa);
-    for (size_t a = 0; a < still; a++) v->rid[a] = v->act[a] / c->classes;
-    double tp = ntk_now();
-    if ((st = precondition(c, v->Pa, v->Za, v->rid, still, v->w, v->corr))) return st;
-    c->t_pre += ntk_now() - tp;
-    for (size_t a = 0; a < still; a++) {
-      size_t q = v->act[a];
-      double rz = 0;
-      double zq = 0;
-      for (size_t i = 0; i < n; i++) {
-        rz += v->Pa[i * still + a] * v->Za[i * still + a];
-        zq += v->Za[i * still + a] * v->Qa[i * na + v->pos[a]];
-      }
-      /* Polak-Ribiere: z'(r - r_old) / z_old'r_old with r - r_old = -alpha q
-       * (flexible CG: robust to the preconditioner's rounding, about
-       * eps * |L'L| / s relative; the same iterations as Fletcher-Reeves
-       * with the shift reg + mean residual diagonal, docs/SOLVE.md) */
-      double beta = CG_FLEXIBLE ? -v->alpha[q] * zq / v->rz[q] : rz / v->rz[q];
-      v->rz[q] = rz;
-      for (size_t i = 0; i < n; i++) v->P[i * nc + q] = v->Za[i * still + a] + beta * v->P[i * nc + q];
-    }
+    size_t still;
+    double worst;
+    if ((st = update_columns(c, v, na, tol, max_it, &still, &worst))) return st;
+    progress(c, &eta, worst, na, still, *total_it, tol);
+    if (still && (st = new_directions(c, v, na, still))) return st;
   }
   return NTK_OK;
 }
