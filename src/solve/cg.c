@@ -866,20 +866,29 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
 
 /* ---- the method ----------------------------------------------------------- */
 
-ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out *out) {
+/* What a rank needs in bytes and the memory available on its node, as
+ * the ranks of a node exchange them. */
+struct cg_need {
+  double need, avail;
+};
+
+/* The problem's sizes, this rank's rows of the preconditioner. */
+static void cg_init(struct cg *c, const struct ntk_solve_problem *p) {
   const struct ntk_store_info *in = ntk_store_get_info(p->store);
-  const struct ntk_solve_opts *o = p->opts;
-  const char *kn = ntk_solve_kernel_name(p->which);
-  struct cg c;
-  memset(&c, 0, sizeof c);
-  c.p = p, c.s = p->store, c.rank = p->rank, c.nranks = p->nranks;
-  c.n = p->ntr, c.nte = p->nte, c.T = in->tile, c.elem = in->elem, c.classes = p->classes;
-  c.ncols = p->nridge * p->classes;
-  c.t0 = ntk_now();
-  size_t n = c.n, nc = c.ncols, R = (size_t)c.nranks;
-  double tol = o->tolerance > 0 ? o->tolerance : CG_TOLERANCE;
-  size_t max_it = o->max_iterations ? o->max_iterations : CG_MAX_ITERATIONS;
-  size_t k = o->precond_rank;
+  memset(c, 0, sizeof *c);
+  c->p = p, c->s = p->store, c->rank = p->rank, c->nranks = p->nranks;
+  c->n = p->ntr, c->nte = p->nte, c->T = in->tile, c->elem = in->elem, c->classes = p->classes;
+  c->ncols = p->nridge * p->classes;
+  c->t0 = ntk_now();
+  size_t n = c->n, R = (size_t)c->nranks;
+  c->lo = n * (size_t)c->rank / R, c->hi = n * ((size_t)c->rank + 1) / R;
+}
+
+/* The preconditioner's rank: [solve] preconditioner_rank, or n / 4 within
+ * [100, CG_RANK_MAX] whose per-ridge factors stay within CG_CHOL_BYTES;
+ * at most n. */
+static size_t precond_rank(const struct ntk_solve_problem *p, size_t n) {
+  size_t k = p->opts->precond_rank;
   if (k == NTK_PRECOND_DEFAULT) {
     k = n / 4 < CG_RANK_MAX ? n / 4 : CG_RANK_MAX;
     if (k < 100) k = 100;
@@ -887,8 +896,230 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
     if (k > cap) k = cap;
   }
   if (k > n) k = n;
-  c.lo = n * (size_t)c.rank / R, c.hi = n * ((size_t)c.rank + 1) / R;
+  return k;
+}
 
+/* This rank's tiles (plan_tiles), the stream scratch, the shifts, the
+ * diagonal *d and the CG vectors v for preconditioner rank k; *need:
+ * the bytes this rank needs with its tiles held. */
+static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, double *need) {
+  const struct ntk_store_info *in = ntk_store_get_info(c->s);
+  size_t n = c->n, nc = c->ncols;
+  ntk_status st = plan_tiles(c);
+  size_t edge = c->T < in->n ? c->T : (size_t)in->n;
+  c->codec = ntk_codec_create(1);
+  c->raw = malloc(ntk_store_raw_bytes(c->s, &(struct ntk_tile){0, 0, 0, 0, edge, 0, edge}) + 1);
+  c->val = malloc(edge * edge * c->elem + 1);
+  c->conv = malloc(CG_CHUNK * edge * sizeof *c->conv + 1);
+  c->reg = malloc((nc + 1) * sizeof *c->reg);
+  *d = malloc((n + 1) * sizeof **d);
+  v->X = malloc((n * nc + 1) * sizeof *v->X), v->R = malloc((n * nc + 1) * sizeof *v->R);
+  v->P = malloc((n * nc + 1) * sizeof *v->P), v->Pa = malloc((n * nc + 1) * sizeof *v->Pa);
+  v->Qa = malloc(((n > c->nte ? n : c->nte) * nc + 1) * sizeof *v->Qa), v->Za = malloc((n * nc + 1) * sizeof *v->Za);
+  v->corr = malloc((n * nc + 1) * sizeof *v->corr), v->w = malloc((k * nc + 1) * sizeof *v->w);
+  v->bnorm = malloc((nc + 1) * sizeof *v->bnorm), v->rz = malloc((nc + 1) * sizeof *v->rz);
+  v->res = calloc(nc + 1, sizeof *v->res), v->best = calloc(nc + 1, sizeof *v->best);
+  v->alpha = calloc(nc + 1, sizeof *v->alpha),
+  v->pos = calloc(nc + 1, sizeof *v->pos), v->rid = malloc((nc + 1) * sizeof *v->rid);
+  v->it = calloc(nc + 1, sizeof *v->it), v->act = malloc((nc + 1) * sizeof *v->act);
+  v->state = calloc(nc + 1, sizeof *v->state), v->why = calloc(nc + 1, sizeof *v->why);
+  if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->P && v->Pa && v->Qa &&
+               v->Za && v->corr && v->w && v->bnorm && v->rz && v->res && v->best && v->alpha && v->pos && v->rid &&
+               v->it && v->act && v->state && v->why))
+    st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
+  /* what this rank needs besides the tiles: the vectors above, L and its
+   * conversion, the batch of columns */
+  double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * (double)(c->hi - c->lo) * (double)k +
+                 8.0 * (double)k * (double)k * (double)(c->p->nridge + 1) + 8.0 * (double)n * CG_BATCH +
+                 3.0 * (double)edge * (double)edge * (double)c->elem * 2;
+  *need = c->tile_bytes + other;
+  return st;
+}
+
+/* Collective: cg_kernel = memory where asked, or (auto) where every
+ * node's ranks' needs fit in 80 % of its available memory; rank 0 says
+ * which. OpenBLAS gets this node's cores shared by its ranks. */
+static ntk_status choose_kernel_mode(struct cg *c, const struct cg_need *all, const struct ntk_node_info *node) {
+  const ntk_comm_t *comm = c->p->comm;
+  ntk_status st;
+  { /* OpenBLAS threads: this node's cores shared by its ranks */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int th = cores > 0 ? (int)(cores / node->size) : 1;
+    openblas_set_num_threads(th > 0 ? th : 1);
+  }
+  double node_need = 0;
+  for (int i = 0; i < node->size; i++) node_need += all[i].need;
+  double avail = all[0].avail, nofit = node_need > 0.8 * avail ? 1 : 0;
+  if ((st = agree(comm, ntk_comm_sum_doubles(comm, &nofit, 1)))) return st;
+  double total_tiles = c->tile_bytes;
+  if ((st = agree(comm, ntk_comm_sum_doubles(comm, &total_tiles, 1)))) return st;
+  int want = c->p->opts->cg_kernel;
+  c->memory = want == NTK_CG_KERNEL_MEMORY || (want == NTK_CG_KERNEL_AUTO && nofit == 0);
+  if (c->rank == 0)
+    fprintf(stderr, "ntkd: solve: cg %s: %zu train tiles, %.2f GB of %s values: %s (node %s: %.1f GB needed, "
+            "%.1f GB available)\n", ntk_solve_kernel_name(c->p->which), c->all_tr_t, total_tiles / 1e9,
+            c->elem == 4 ? "float32" : "float64",
+            c->memory ? "held in memory across the ranks" : "streamed from the store each iteration", node->host,
+            node_need / 1e9, avail / 1e9);
+  return NTK_OK;
+}
+
+/* Collective: this rank's tiles into memory (cg_kernel = memory); under
+ * auto, where any rank runs out of memory, every rank streams them
+ * instead. */
+static ntk_status hold_tiles(struct cg *c) {
+  const ntk_comm_t *comm = c->p->comm;
+  const char *kn = ntk_solve_kernel_name(c->p->which);
+  double t = ntk_now();
+  ntk_status st = load_tiles(c);
+  if (st == NTK_ENOMEM && c->p->opts->cg_kernel == NTK_CG_KERNEL_AUTO) st = NTK_OK, c->memory = -1; /* agreed below */
+  double fallback = c->memory < 0;
+  if ((st = agree(comm, st))) return st;
+  if ((st = agree(comm, ntk_comm_sum_doubles(comm, &fallback, 1)))) return st;
+  if (fallback > 0) {
+    free_tiles(c);
+    c->memory = 0;
+    if (c->rank == 0) fprintf(stderr, "ntkd: solve: cg %s: out of memory holding the tiles: streaming them\n", kn);
+  } else if (c->rank == 0) {
+    fprintf(stderr, "ntkd: solve: cg %s: tiles loaded in %.1f s\n", kn, ntk_now() - t);
+  }
+  return NTK_OK;
+}
+
+/* Collective: the diagonal d, each column's shift (ridge times the mean
+ * diagonal) and the preconditioner of rank k. */
+static ntk_status shifts_and_preconditioner(struct cg *c, double *d, size_t k) {
+  const struct ntk_solve_problem *p = c->p;
+  size_t n = c->n;
+  ntk_status st;
+  if ((st = diagonal(c, d))) return st;
+  double trace = 0;
+  for (size_t i = 0; i < n; i++) trace += d[i];
+  for (size_t r = 0; r < p->nridge; r++)
+    for (size_t q = 0; q < c->classes; q++) c->reg[r * c->classes + q] = p->ridge[r] * trace / (double)n;
+  double t = ntk_now();
+  double regs[NTK_MAX_RIDGES];
+  for (size_t r = 0; r < p->nridge && r < NTK_MAX_RIDGES; r++) regs[r] = p->ridge[r] * trace / (double)n;
+  if ((st = build_preconditioner(c, k, d, regs, p->nridge, trace))) return st;
+  if (c->rank == 0)
+    fprintf(stderr, "ntkd: solve: cg %s: preconditioner: pivoted Cholesky of rank %zu (asked %zu), %zu pass%s over "
+            "the tiles, %.1f s\n", ntk_solve_kernel_name(p->which), c->m, k, c->passes, c->passes == 1 ? "" : "es",
+            ntk_now() - t);
+  return NTK_OK;
+}
+
+/* Collective: the predictions Y = K_test,train X (nte x ncols, into v->Qa),
+ * each rank its test tiles, summed. */
+static ntk_status test_predictions(struct cg *c, struct cgv *v) {
+  size_t n = c->n, nc = c->ncols;
+  ntk_status st = NTK_OK;
+  double *Y = v->Qa; /* nte x nc */
+  memset(Y, 0, c->nte * nc * sizeof *Y);
+  for (size_t i = 0; i < c->nte_t && !st; i++) {
+    const struct cg_tile *t = &c->te[i];
+    const void *val;
+    size_t ld;
+    if ((st = tile_values(c, t, &val, &ld))) break;
+    block_product(c, val, t->rows, t->cols, ld, v->X + t->c0 * nc, Y + (t->r0 - n) * nc, NULL, NULL, nc);
+    st = stop_check();
+  }
+  if ((st = agree(c->p->comm, st))) return st;
+  return agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, Y, c->nte * nc));
+}
+
+/* Each ridge's result from its columns (rank 0's residuals): iterations,
+ * the worst residual (a failed column's best), why it failed; on rank 0
+ * its predictions (from v->Qa) and alpha, and a line. */
+static void ridge_outputs(struct cg *c, const struct cgv *v, struct ntk_ridge_out *out, double tol, size_t max_it) {
+  const struct ntk_solve_problem *p = c->p;
+  const char *kn = ntk_solve_kernel_name(p->which);
+  size_t n = c->n, nc = c->ncols;
+  const double *Y = v->Qa;
+  for (size_t r = 0; r < p->nridge; r++) {
+    struct ntk_ridge_out *o_r = &out[r];
+    o_r->reg = c->reg[r * c->classes];
+    o_r->rcond = 0;
+    o_r->iterations = 0, o_r->residual = 0, o_r->failure = NTK_RIDGE_OK, o_r->why[0] = '\0';
+    int why = WHY_NONE;
+    for (size_t q = r * c->classes; q < (r + 1) * c->classes; q++) {
+      /* a failed column: the best residual it reached */
+      double rq = v->state[q] == COL_FAIL ? v->best[q] : v->res[q];
+      o_r->iterations = v->it[q] > o_r->iterations ? v->it[q] : o_r->iterations;
+      o_r->residual = rq > o_r->residual || isnan(rq) ? rq : o_r->residual;
+      if (v->state[q] == COL_FAIL && why != WHY_BREAKDOWN) why = v->why[q];
+      if (v->state[q] != COL_FAIL && v->res[q] > tol && why == WHY_NONE) why = WHY_MAXIT;
+    }
+    if (why != WHY_NONE) {
+      o_r->failure = NTK_RIDGE_NOT_CONVERGED;
+      if (why == WHY_BREAKDOWN)
+        snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
+                 "gradients broke down after %zu iterations, having reached a relative residual of %.1e (tolerance "
+                 "%.0e): the matrix is not positive definite to working precision (duplicate samples and ridge "
+                 "0?): increase the ridge", kn, p->ridge[r], o_r->reg, o_r->iterations, o_r->residual, tol);
+      else
+        snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
+                 "gradients reached a relative residual of %.1e after %zu iterations, not the tolerance %.0e: "
+                 "increase the ridge or [solve] max_iterations (now %zu)", kn, p->ridge[r], o_r->reg,
+                 o_r->residual, o_r->iterations, tol, max_it);
+    }
+    if (c->rank == 0) {
+      for (size_t i = 0; o_r->pred && i < c->nte; i++)
+        for (size_t q = 0; q < c->classes; q++) o_r->pred[i * c->classes + q] = Y[i * nc + r * c->classes + q];
+      for (size_t i = 0; o_r->alpha && i < n; i++)
+        for (size_t q = 0; q < c->classes; q++) o_r->alpha[i * c->classes + q] = v->X[i * nc + r * c->classes + q];
+      fprintf(stderr, "ntkd: solve: cg %s ridge %g: %zu iterations, relative residual %.1e%s\n", kn, p->ridge[r],
+              o_r->iterations, o_r->residual, o_r->failure ? " (not converged)" : "");
+    }
+  }
+}
+
+/* Collective: rank 0's summary line: iterations and times, and the peak
+ * memory of the worst rank and the worst node. */
+static ntk_status report_summary(struct cg *c, size_t total_it, double tcg) {
+  const ntk_comm_t *comm = c->p->comm;
+  size_t R = (size_t)c->nranks;
+  ntk_status st;
+  double rss[2] = {ntk_solve_peak_rss(), 0};
+  struct { double rss; } me = {rss[0]}, *nodes = NULL;
+  struct ntk_node_info ni;
+  if ((st = agree(comm, ntk_comm_node_gather(comm, &me, sizeof me, (void **)&nodes, &ni)))) {
+    free(nodes);
+    return st;
+  }
+  double node_sum = 0, worst_rank = 0, worst_node = 0;
+  for (int i = 0; i < ni.size; i++) node_sum += nodes[i].rss;
+  free(nodes);
+  worst_rank = rss[0], worst_node = ni.index == 0 ? node_sum : 0;
+  double ww[2] = {worst_rank, worst_node};
+  /* the largest over ranks and nodes, via a sum of one-hot slots */
+  double *slots = calloc(2 * R + 1, sizeof *slots);
+  if ((st = agree(comm, slots ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+    free(slots);
+    return st;
+  }
+  slots[2 * (size_t)c->rank] = ww[0], slots[2 * (size_t)c->rank + 1] = ww[1];
+  st = agree(comm, ntk_comm_sum_doubles(comm, slots, 2 * R));
+  for (size_t r = 0; !st && r < R; r++) {
+    worst_rank = slots[2 * r] > worst_rank ? slots[2 * r] : worst_rank;
+    worst_node = slots[2 * r + 1] > worst_node ? slots[2 * r + 1] : worst_node;
+  }
+  free(slots);
+  if (!st && c->rank == 0)
+    fprintf(stderr, "ntkd: solve: cg %s: %zu iterations (products) in %.1f s (products %.1f s, waiting and summing "
+            "%.1f s, preconditioner %.1f s on rank 0), %.1f s in all; peak memory %.2f GB per rank, %.2f GB per "
+            "node\n", ntk_solve_kernel_name(c->p->which), total_it, tcg, c->t_prod, c->t_comm, c->t_pre,
+            ntk_now() - c->t0, worst_rank / 1e9, worst_node / 1e9);
+  return st;
+}
+
+ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out *out) {
+  const struct ntk_solve_opts *o = p->opts;
+  struct cg c;
+  cg_init(&c, p);
+  size_t nc = c.ncols;
+  double tol = o->tolerance > 0 ? o->tolerance : CG_TOLERANCE;
+  size_t max_it = o->max_iterations ? o->max_iterations : CG_MAX_ITERATIONS;
+  size_t k = precond_rank(p, c.n);
   ntk_status st = NTK_OK;
   if (p->nridge > NTK_MAX_RIDGES) st = ntk_error(NTK_EINPUT, "more than %d ridges", NTK_MAX_RIDGES);
   else if (o->variance != NTK_VARIANCE_NO)
@@ -896,92 +1127,20 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
                    "form: use method = lapack or scalapack");
   if ((st = agree(p->comm, st))) return st;
 
-  struct { double need, avail; } mine = {0, ntk_solve_mem_available()}, *all = NULL;
+  /* this rank's tiles and vectors; the kernel held or streamed */
+  struct cg_need mine = {0, ntk_solve_mem_available()}, *all = NULL;
   struct ntk_node_info node;
-  if (!st) st = plan_tiles(&c);
-  size_t edge = c.T < in->n ? c.T : (size_t)in->n;
-  c.codec = ntk_codec_create(1);
-  c.raw = malloc(ntk_store_raw_bytes(c.s, &(struct ntk_tile){0, 0, 0, 0, edge, 0, edge}) + 1);
-  c.val = malloc(edge * edge * c.elem + 1);
-  c.conv = malloc(CG_CHUNK * edge * sizeof *c.conv + 1);
-  c.reg = malloc((nc + 1) * sizeof *c.reg);
-  double *d = malloc((n + 1) * sizeof *d);
+  double *d = NULL;
   struct cgv v;
   memset(&v, 0, sizeof v);
-  v.X = malloc((n * nc + 1) * sizeof *v.X), v.R = malloc((n * nc + 1) * sizeof *v.R);
-  v.P = malloc((n * nc + 1) * sizeof *v.P), v.Pa = malloc((n * nc + 1) * sizeof *v.Pa);
-  v.Qa = malloc(((n > c.nte ? n : c.nte) * nc + 1) * sizeof *v.Qa), v.Za = malloc((n * nc + 1) * sizeof *v.Za);
-  v.corr = malloc((n * nc + 1) * sizeof *v.corr), v.w = malloc((k * nc + 1) * sizeof *v.w);
-  v.bnorm = malloc((nc + 1) * sizeof *v.bnorm), v.rz = malloc((nc + 1) * sizeof *v.rz);
-  v.res = calloc(nc + 1, sizeof *v.res), v.best = calloc(nc + 1, sizeof *v.best);
-  v.alpha = calloc(nc + 1, sizeof *v.alpha),
-  v.pos = calloc(nc + 1, sizeof *v.pos), v.rid = malloc((nc + 1) * sizeof *v.rid);
-  v.it = calloc(nc + 1, sizeof *v.it), v.act = malloc((nc + 1) * sizeof *v.act);
-  v.state = calloc(nc + 1, sizeof *v.state), v.why = calloc(nc + 1, sizeof *v.why);
-  if (!st && !(c.codec && c.raw && c.val && c.conv && c.reg && d && v.X && v.R && v.P && v.Pa && v.Qa &&
-               v.Za && v.corr && v.w && v.bnorm && v.rz && v.res && v.best && v.alpha && v.pos && v.rid && v.it &&
-               v.act && v.state && v.why))
-    st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
-  /* what this rank needs besides the tiles: the vectors above, L and its
-   * conversion, the batch of columns */
-  double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * (double)(c.hi - c.lo) * (double)k +
-                 8.0 * (double)k * (double)k * (double)(p->nridge + 1) + 8.0 * (double)n * CG_BATCH +
-                 3.0 * (double)edge * (double)edge * (double)c.elem * 2;
-  mine.need = c.tile_bytes + other;
+  st = cg_alloc(&c, &v, k, &d, &mine.need);
   if (!st) st = ntk_comm_node_gather(p->comm, &mine, sizeof mine, (void **)&all, &node);
   if ((st = agree(p->comm, st))) goto done;
-  { /* OpenBLAS threads: this node's cores shared by its ranks */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int th = cores > 0 ? (int)(cores / node.size) : 1;
-    openblas_set_num_threads(th > 0 ? th : 1);
-  }
-  /* cg_kernel: memory if it fits every node (MemAvailable, 80 %) */
-  {
-    double node_need = 0;
-    for (int i = 0; i < node.size; i++) node_need += all[i].need;
-    double avail = all[0].avail, nofit = node_need > 0.8 * avail ? 1 : 0;
-    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, &nofit, 1)))) goto done;
-    double total_tiles = c.tile_bytes;
-    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, &total_tiles, 1)))) goto done;
-    int want = o->cg_kernel;
-    c.memory = want == NTK_CG_KERNEL_MEMORY || (want == NTK_CG_KERNEL_AUTO && nofit == 0);
-    if (c.rank == 0)
-      fprintf(stderr, "ntkd: solve: cg %s: %zu train tiles, %.2f GB of %s values: %s (node %s: %.1f GB needed, "
-              "%.1f GB available)\n", kn, c.all_tr_t, total_tiles / 1e9, c.elem == 4 ? "float32" : "float64",
-              c.memory ? "held in memory across the ranks" : "streamed from the store each iteration", node.host,
-              node_need / 1e9, avail / 1e9);
-  }
-  if (c.memory) {
-    double t = ntk_now();
-    st = load_tiles(&c);
-    if (st == NTK_ENOMEM && o->cg_kernel == NTK_CG_KERNEL_AUTO) st = NTK_OK, c.memory = -1; /* agreed below */
-    double fallback = c.memory < 0;
-    if ((st = agree(p->comm, st))) goto done;
-    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, &fallback, 1)))) goto done;
-    if (fallback > 0) {
-      free_tiles(&c);
-      c.memory = 0;
-      if (c.rank == 0) fprintf(stderr, "ntkd: solve: cg %s: out of memory holding the tiles: streaming them\n", kn);
-    } else if (c.rank == 0) {
-      fprintf(stderr, "ntkd: solve: cg %s: tiles loaded in %.1f s\n", kn, ntk_now() - t);
-    }
-  }
+  if ((st = choose_kernel_mode(&c, all, &node))) goto done;
+  if (c.memory && (st = hold_tiles(&c))) goto done;
 
   /* the diagonal, the shifts, the preconditioner */
-  if ((st = diagonal(&c, d))) goto done;
-  double trace = 0;
-  for (size_t i = 0; i < n; i++) trace += d[i];
-  for (size_t r = 0; r < p->nridge; r++)
-    for (size_t q = 0; q < c.classes; q++) c.reg[r * c.classes + q] = p->ridge[r] * trace / (double)n;
-  {
-    double t = ntk_now();
-    double regs[NTK_MAX_RIDGES];
-    for (size_t r = 0; r < p->nridge && r < NTK_MAX_RIDGES; r++) regs[r] = p->ridge[r] * trace / (double)n;
-    if ((st = build_preconditioner(&c, k, d, regs, p->nridge, trace))) goto done;
-    if (c.rank == 0)
-      fprintf(stderr, "ntkd: solve: cg %s: preconditioner: pivoted Cholesky of rank %zu (asked %zu), %zu pass%s over "
-              "the tiles, %.1f s\n", kn, c.m, k, c.passes, c.passes == 1 ? "" : "es", ntk_now() - t);
-  }
+  if ((st = shifts_and_preconditioner(&c, d, k))) goto done;
 
   /* conjugate gradients on every (ridge, class) column */
   size_t total_it = 0;
@@ -993,88 +1152,9 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   if ((st = agree(p->comm, ntk_comm_bcast(p->comm, v.best, nc * sizeof *v.best)))) goto done;
 
   /* predictions: K_test,train X, each rank its test tiles, summed */
-  {
-    double *Y = v.Qa; /* nte x nc */
-    memset(Y, 0, c.nte * nc * sizeof *Y);
-    for (size_t i = 0; i < c.nte_t && !st; i++) {
-      const struct cg_tile *t = &c.te[i];
-      const void *val;
-      size_t ld;
-      if ((st = tile_values(&c, t, &val, &ld))) break;
-      block_product(&c, val, t->rows, t->cols, ld, v.X + t->c0 * nc, Y + (t->r0 - n) * nc, NULL, NULL, nc);
-      st = stop_check();
-    }
-    if ((st = agree(p->comm, st))) goto done;
-    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, Y, c.nte * nc)))) goto done;
-    for (size_t r = 0; r < p->nridge; r++) {
-      struct ntk_ridge_out *o_r = &out[r];
-      o_r->reg = c.reg[r * c.classes];
-      o_r->rcond = 0;
-      o_r->iterations = 0, o_r->residual = 0, o_r->failure = NTK_RIDGE_OK, o_r->why[0] = '\0';
-      int why = WHY_NONE;
-      for (size_t q = r * c.classes; q < (r + 1) * c.classes; q++) {
-        /* a failed column: the best residual it reached */
-        double rq = v.state[q] == COL_FAIL ? v.best[q] : v.res[q];
-        o_r->iterations = v.it[q] > o_r->iterations ? v.it[q] : o_r->iterations;
-        o_r->residual = rq > o_r->residual || isnan(rq) ? rq : o_r->residual;
-        if (v.state[q] == COL_FAIL && why != WHY_BREAKDOWN) why = v.why[q];
-        if (v.state[q] != COL_FAIL && v.res[q] > tol && why == WHY_NONE) why = WHY_MAXIT;
-      }
-      if (why != WHY_NONE) {
-        o_r->failure = NTK_RIDGE_NOT_CONVERGED;
-        if (why == WHY_BREAKDOWN)
-          snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
-                   "gradients broke down after %zu iterations, having reached a relative residual of %.1e (tolerance "
-                   "%.0e): the matrix is not positive definite to working precision (duplicate samples and ridge "
-                   "0?): increase the ridge", kn, p->ridge[r], o_r->reg, o_r->iterations, o_r->residual, tol);
-        else
-          snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
-                   "gradients reached a relative residual of %.1e after %zu iterations, not the tolerance %.0e: "
-                   "increase the ridge or [solve] max_iterations (now %zu)", kn, p->ridge[r], o_r->reg,
-                   o_r->residual, o_r->iterations, tol, max_it);
-      }
-      if (c.rank == 0) {
-        for (size_t i = 0; o_r->pred && i < c.nte; i++)
-          for (size_t q = 0; q < c.classes; q++) o_r->pred[i * c.classes + q] = Y[i * nc + r * c.classes + q];
-        for (size_t i = 0; o_r->alpha && i < n; i++)
-          for (size_t q = 0; q < c.classes; q++) o_r->alpha[i * c.classes + q] = v.X[i * nc + r * c.classes + q];
-        fprintf(stderr, "ntkd: solve: cg %s ridge %g: %zu iterations, relative residual %.1e%s\n", kn, p->ridge[r],
-                o_r->iterations, o_r->residual, o_r->failure ? " (not converged)" : "");
-      }
-    }
-  }
-  {
-    double rss[2] = {ntk_solve_peak_rss(), 0};
-    struct { double rss; } me = {rss[0]}, *nodes = NULL;
-    struct ntk_node_info ni;
-    if ((st = agree(p->comm, ntk_comm_node_gather(p->comm, &me, sizeof me, (void **)&nodes, &ni)))) {
-      free(nodes);
-      goto done;
-    }
-    double node_sum = 0, worst_rank = 0, worst_node = 0;
-    for (int i = 0; i < ni.size; i++) node_sum += nodes[i].rss;
-    free(nodes);
-    worst_rank = rss[0], worst_node = ni.index == 0 ? node_sum : 0;
-    double ww[2] = {worst_rank, worst_node};
-    /* the largest over ranks and nodes, via a sum of one-hot slots */
-    double *slots = calloc(2 * R + 1, sizeof *slots);
-    if ((st = agree(p->comm, slots ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
-      free(slots);
-      goto done;
-    }
-    slots[2 * (size_t)c.rank] = ww[0], slots[2 * (size_t)c.rank + 1] = ww[1];
-    st = agree(p->comm, ntk_comm_sum_doubles(p->comm, slots, 2 * R));
-    for (size_t r = 0; !st && r < R; r++) {
-      worst_rank = slots[2 * r] > worst_rank ? slots[2 * r] : worst_rank;
-      worst_node = slots[2 * r + 1] > worst_node ? slots[2 * r + 1] : worst_node;
-    }
-    free(slots);
-    if (!st && c.rank == 0)
-      fprintf(stderr, "ntkd: solve: cg %s: %zu iterations (products) in %.1f s (products %.1f s, waiting and summing "
-              "%.1f s, preconditioner %.1f s on rank 0), %.1f s in all; peak memory %.2f GB per rank, %.2f GB per "
-              "node\n", kn, total_it, tcg, c.t_prod, c.t_comm, c.t_pre, ntk_now() - c.t0, worst_rank / 1e9,
-              worst_node / 1e9);
-  }
+  if ((st = test_predictions(&c, &v))) goto done;
+  ridge_outputs(&c, &v, out, tol, max_it);
+  st = report_summary(&c, total_it, tcg);
 
 done:
   openblas_set_num_threads(1);
