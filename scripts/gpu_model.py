@@ -440,12 +440,12 @@ def model(kname, funcs, regs, plan, verbose):
              ("cnn_dev.h",) + source_block(devh, r"ntk_dev_sqrtf_map\(float x")]
     if kname == "slice3":
         fname, ins = func_named(funcs, r"k_slice3_fILi1ELi0E")
-        body = source_block(src, r"SFX\(dv_slice3\)\(")
-        nl = source_block(src, r"SFX\(s3_nl\)\(")
-        strip = source_block(src, r"SFX\(s3_strip\)\(")
+        body = source_block(src, r"^static .*\bdv_slice3\(")
+        nl = source_block(src, r"^static .*\bs3_nl\(")
+        strip = source_block(src, r"^static .*\bs3_strip\(")
         fast = source_line(src, r"the fast path", strip[0])
         slow = source_line(src, r"cell by cell: a strip", strip[0])
-        generic = source_line(src, r"else SFX\(s3_post\)", fast)
+        generic = source_line(src, r"else s3_post\(", fast)
         last_out = source_block(src, r"\} else if \(!capture\) \{", fast)
         hot = [(F, fast, slow - 1), (F,) + source_block(src, r"\} else if \(fuse == NTK_FUSE_RELU\) \{", nl[0]),
                (F,) + source_block(src, r"\} else \{", source_line(src, r"if \(capture\) \{", nl[0]))] + relu
@@ -459,19 +459,20 @@ def model(kname, funcs, regs, plan, verbose):
         bar_line = source_line(src, r"BLK_SYNC\(B\);", source_line(src, r"while \(kc < k1\)", body[0]))
     else:
         fname, ins = func_named(funcs, r"^_Z9k_slice_f12ntk_dev_args$")
-        body = source_block(src, r"SFX\(dv_slice\)\(")
-        conv = source_block(src, r"if \(o->kind == NTK_LAYER_CONV\)", body[0])
-        cn = source_block(src, r"SFX\(dv_cell_nonlin\)\(")
-        nl = source_block(src, r"SFX\(dv_nonlin\)\(")
+        # dv_slice's steps: the Conv (with its fused nonlinearity) hot, Dense
+        # and a nonlinearity on its own cold
+        conv = source_block(src, r"^static .*\bdv_slice_conv\(")
+        cn = source_block(src, r"^static .*\bdv_cell_nonlin\(")
+        nl = source_block(src, r"^static .*\bdv_nonlin\(")
         # the plain SLICE kernel (dv_nonlin's any = 0): ABRelu hot, Erf cold
         erf_call = source_line(src, r"NTK_MAP_ERF\) return ERF", nl[0])
         relu_call = source_line(src, r"return ABRELU_R\(\(REAL\)o->map.a", nl[0])
         hot = [(F,) + conv, (F,) + cn, (F, relu_call, relu_call)] + relu
-        cold = [(F,) + source_block(src, r"o->kind == NTK_LAYER_DENSE", body[0]),
-                (F,) + source_block(src, r"\} else if \(o->var_off >= 0\) \{", conv[1]),
+        cold = [(F,) + source_block(src, r"^static .*\bdv_slice_dense\("),
+                (F,) + source_block(src, r"^static .*\bdv_slice_nonlin\("),
                 (F,) + source_block(src, r"if \(capture\) \{", cn[0]),
                 (F, erf_call, erf_call)] + erf_lines
-        bar_line = source_line(src, r"BLK_SYNC\(B\);", source_line(src, r"rows_t\[r \* ld \+ j\] = st;", body[0]))
+        bar_line = source_line(src, r"BLK_SYNC\(B\);", source_line(src, r"rows_t\[r \* ld \+ j\] = st;", conv[0]))
     lo, hi = layer_loop(ins, bar_line)
     print(f"\n== {kname.upper()}: {fname}")
     print(f"  per-layer loop: SASS {lo:#06x}..{hi:#06x} ({(hi - lo) // 16 + 1} instructions of code), "
@@ -517,12 +518,12 @@ def model(kname, funcs, regs, plan, verbose):
     else:
         # SLICE: the row pass (rows of the slice + 2 per cell column) and the cell pass;
         # f = 3 loops: the compiler's unrolled-by-4 bodies are skipped, the remainder runs 3 times.
-        f_loops = {l for l in range(body[0], body[1] + 1) if re.search(r"for \(unsigned [ab] = 0; [ab] < f;", src[l - 1])}
+        f_loops = {l for l in range(conv[0], conv[1] + 1) if re.search(r"for \(unsigned [ab] = 0; [ab] < f;", src[l - 1])}
         wk = Walker(ins, hot, cold, lambda i: 1, verbose)
         wk.unroll_trips = {l: 3 for l in f_loops}
         n_layer, hist = wk.walk(lo, hi + 16)
         # the row pass: its loop body once per row cell, (h + 2) rows per h cells
-        row_line = source_line(src, r"for \(unsigned k2 = tid; k2 < nr \* vw; k2 \+= nt\)", body[0])
+        row_line = source_line(src, r"for \(unsigned k2 = tid; k2 < nr \* vw; k2 \+= nt\)", conv[0])
         back = [i for i in ins if i.op.startswith("BRA") and i.target is not None and i.target <= i.addr
                 and i.stack and i.stack[0][1] == row_line and i.addr in wk.visited]
         if len(back) != 1:

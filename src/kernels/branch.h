@@ -22,36 +22,8 @@
 
 #define NTK_BRANCH_MAXDEPTH 16
 
-/* One open block: 4 arrays of `cap` elements (input g, t; sum g, t).
- * A branch may change the size (a strided block): n_in values at the
- * block's input, n values at a branch's end. */
-#define DEFINE_BRANCH(T, SFX)                                                                                  \
-  static inline void branch_fork_##SFX(T *slot, size_t cap, size_t n_in, const T *g, const T *t) {            \
-    memcpy(slot, g, n_in * sizeof(T));                                                                       \
-    if (t) memcpy(slot + cap, t, n_in * sizeof(T));                                                          \
-  }                                                                                                          \
-  static inline void branch_next_##SFX(T *slot, size_t cap, size_t n, size_t n_in, int first, T w, T *g, T *t) { \
-    T *sg = slot + 2 * cap, *st = slot + 3 * cap;                                                            \
-    for (size_t k = 0; k < n; k++) sg[k] = first ? w * g[k] : sg[k] + w * g[k];                             \
-    if (t)                                                                                                   \
-      for (size_t k = 0; k < n; k++) st[k] = first ? w * t[k] : st[k] + w * t[k];                           \
-    memcpy(g, slot, n_in * sizeof(T));                                                                       \
-    if (t) memcpy(t, slot + cap, n_in * sizeof(T));                                                          \
-  }                                                                                                          \
-  static inline void branch_join_##SFX(const T *slot, size_t cap, size_t n, int nb, T w, T div, T *g, T *t) { \
-    const T *sg = slot + 2 * cap, *st = slot + 3 * cap;                                                      \
-    if (nb < 2) return;                                                                                      \
-    for (size_t k = 0; k < n; k++) g[k] = sg[k] + w * g[k];                                                  \
-    if (t)                                                                                                   \
-      for (size_t k = 0; k < n; k++) t[k] = st[k] + w * t[k];                                                \
-    if (div != 0) {                                                                                          \
-      for (size_t k = 0; k < n; k++) g[k] /= div;                                                            \
-      if (t)                                                                                                 \
-        for (size_t k = 0; k < n; k++) t[k] /= div;                                                          \
-    }                                                                                                        \
-  }
-
-DEFINE_BRANCH(float, f)
-DEFINE_BRANCH(double, d)
+/* branch_fork_f, branch_next_f, branch_join_f and the _d ones. */
+#define EACH_PRECISION_FILE "kernels/branch_impl.h"
+#include "kernels/each_precision.h"
 
 #endif

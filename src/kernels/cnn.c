@@ -107,9 +107,9 @@ struct ntk_cnn {
   size_t xt_cap, vt_cap; /* bytes */
 };
 
-#define EACH_PRECISION_FILE "cnn_impl.h"
+#define EACH_PRECISION_FILE "kernels/cnn_impl.h"
 #include "kernels/each_precision.h"
-#define EACH_PRECISION_FILE "cnn_batch_impl.h"
+#define EACH_PRECISION_FILE "kernels/cnn_batch_impl.h"
 #include "kernels/each_precision.h"
 
 int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data) {
@@ -122,122 +122,165 @@ int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data)
   return 0;
 }
 
-static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, const struct ntk_dataset *data,
-                             ntk_cnn_path want) {
-  memset(P, 0, sizeof *P);
-  if (!data->h) return ntk_error(NTK_ECONFIG, "a convolutional network needs image data ((N, H, W, C) arrays)");
-  P->H = data->h;
-  P->W = data->w;
-  P->C = data->c;
-  P->ops = calloc(arch->n ? arch->n : 1, sizeof *P->ops);
-  P->var_off = calloc(arch->n ? arch->n : 1, sizeof *P->var_off);
-  if (!P->ops || !P->var_off) return ntk_error(NTK_ENOMEM, "out of memory");
-  size_t h = P->H, w = P->W, i = 0, maxhw2 = h * w * h * w, maxhw = h * w;
-  int has_pool = 0, depth = 0, ended[NTK_BRANCH_MAXDEPTH];
+/* plan_build's walk over the spatial layers: the size at the current
+ * layer's input and, per residual block open around it, its input's size,
+ * where its branches ended and how many did. */
+struct plan_walk {
+  size_t h, w;
+  int has_pool; /* an AvgPool so far */
+  int depth;    /* blocks open */
+  int ended[NTK_BRANCH_MAXDEPTH];
   size_t fork_h[NTK_BRANCH_MAXDEPTH], fork_w[NTK_BRANCH_MAXDEPTH], end_h[NTK_BRANCH_MAXDEPTH],
       end_w[NTK_BRANCH_MAXDEPTH];
+};
+
+/* A convolution or pooling layer (layer i): its window and strides, its
+ * output size and padding, and whether a slice run takes it (a stride-1
+ * SAME convolution, whose filter then widens the slices' border). */
+static ntk_status plan_window(struct cnn_plan *P, struct cnn_op *op, const struct ntk_layer *l, size_t i,
+                              struct plan_walk *W) {
+  size_t h = W->h, w = W->w;
+  /* filter or window fh x fw, strides sh, sw (rectangular, or (f, 1) on 1-D data) */
+  int conv = l->kind == NTK_LAYER_CONV;
+  size_t fh = (size_t)(conv ? l->filter : l->window), fw = (size_t)(conv ? l->filter_w : l->window_w);
+  size_t sh = (size_t)l->stride, sw = (size_t)l->stride_w;
+  op->fh = fh;
+  op->fw = fw;
+  op->sh = sh;
+  op->sw = sw;
+  if (l->one_d && w != 1)
+    return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s with a 1-D size on %zu x %zu images; 1-D layers take "
+                     "(N, L, C) data ([data] layout = NLC)", i + 1, l->name, h, w);
+  if (l->padding == NTK_PAD_VALID) {
+    if (h < fh || w < fw)
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s(%zu x %zu) VALID on a %zu x %zu input", i + 1, l->name,
+                       fh, fw, h, w);
+    op->ho = (h - fh) / sh + 1;
+    op->wo = (w - fw) / sw + 1;
+  } else { /* SAME, CIRCULAR: ceil(h / s) outputs, the padding split low-first */
+    op->ho = (h + sh - 1) / sh;
+    op->wo = (w + sw - 1) / sw;
+    size_t th = (op->ho - 1) * sh + fh > h ? (op->ho - 1) * sh + fh - h : 0;
+    size_t tw = (op->wo - 1) * sw + fw > w ? (op->wo - 1) * sw + fw - w : 0;
+    op->lo_h = th / 2;
+    op->lo_w = tw / 2;
+    op->circular = l->padding == NTK_PAD_CIRCULAR;
+  }
+  if (conv) {
+    op->slice_local = sh == 1 && sw == 1 && l->padding == NTK_PAD_SAME;
+    if (op->slice_local && fh - 1 > P->pad) P->pad = fh - 1;
+    if (op->slice_local && fw - 1 > P->pad) P->pad = fw - 1;
+  } else {
+    W->has_pool = 1;
+  }
+  return NTK_OK;
+}
+
+/* A residual block's FORK, NEXT or JOIN (layer i): its stack slot, and
+ * the size the next layer sees (after a NEXT the block's input again).
+ * Every branch starts from the block's input and must end at the same
+ * size (stax's FanInSum needs equal shapes). */
+static ntk_status plan_branch(struct cnn_plan *P, struct cnn_op *op, const struct ntk_layer *l, size_t i,
+                              struct plan_walk *W) {
+  if (l->kind == NTK_LAYER_FORK) {
+    if (W->depth == NTK_BRANCH_MAXDEPTH)
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu: residual blocks nested deeper than %d", i + 1,
+                       NTK_BRANCH_MAXDEPTH);
+    op->depth = W->depth;
+    W->fork_h[W->depth] = W->h;
+    W->fork_w[W->depth] = W->w;
+    W->ended[W->depth] = 0;
+    W->depth++;
+    if (W->depth > P->branch_depth) P->branch_depth = W->depth;
+  } else {
+    int d = W->depth - 1;
+    op->depth = d;
+    if (W->ended[d] && (W->h != W->end_h[d] || W->w != W->end_w[d]))
+      return ntk_error(NTK_ECONFIG,
+                       "arch, layer %zu (%s): the branches of a residual block end at different sizes "
+                       "(%zu x %zu and %zu x %zu); stax's FanIn needs equal shapes",
+                       i + 1, l->name, W->end_h[d], W->end_w[d], W->h, W->w);
+    W->end_h[d] = W->h;
+    W->end_w[d] = W->w;
+    op->first = W->ended[d]++ == 0;
+    if (l->kind == NTK_LAYER_NEXT) {
+      W->h = W->fork_h[d];
+      W->w = W->fork_w[d];
+    } else {
+      W->depth--;
+    }
+  }
+  op->ho = W->h;
+  op->wo = W->w;
+  return NTK_OK;
+}
+
+/* A pointwise layer (Dense, a nonlinearity, Identity): slice-local, the
+ * same size out; a nonlinearity gets a slot in the variance block: its
+ * h*w variances, then their ntk_rsqrt. */
+static void plan_pointwise(struct cnn_plan *P, struct cnn_op *op, const struct ntk_layer *l,
+                           const struct plan_walk *W) {
+  op->ho = W->h;
+  op->wo = W->w;
+  op->slice_local = 1;
+  if (ntk_layer_traits(l->kind)->var_slot) {
+    op->var = (int)P->nvar;
+    P->var_off[P->nvar++] = P->var_size;
+    P->var_size += 2 * W->h * W->w;
+  }
+}
+
+/* One op per spatial layer, with the sizes it sees, up to the readout
+ * (layer *readout; its input is out_h x out_w). */
+static ntk_status plan_spatial(struct cnn_plan *P, const struct ntk_arch *arch, size_t *readout, int *has_pool) {
+  struct plan_walk W = {.h = P->H, .w = P->W};
+  size_t i = 0;
   for (; i < arch->n; i++) {
     const struct ntk_layer *l = &arch->layers[i];
     if (ntk_layer_traits(l->kind)->readout) break;
     struct cnn_op *op = &P->ops[P->nops++];
     op->layer = l;
-    op->hi = h;
-    op->wi = w;
+    op->hi = W.h;
+    op->wi = W.w;
     op->var = -1;
-    if (l->kind == NTK_LAYER_CONV || l->kind == NTK_LAYER_AVGPOOL) {
-      /* filter or window fh x fw, strides sh, sw (rectangular, or (f, 1) on 1-D data) */
-      int conv = l->kind == NTK_LAYER_CONV;
-      size_t fh = (size_t)(conv ? l->filter : l->window), fw = (size_t)(conv ? l->filter_w : l->window_w);
-      size_t sh = (size_t)l->stride, sw = (size_t)l->stride_w;
-      op->fh = fh;
-      op->fw = fw;
-      op->sh = sh;
-      op->sw = sw;
-      if (l->one_d && w != 1)
-        return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s with a 1-D size on %zu x %zu images; 1-D layers take "
-                         "(N, L, C) data ([data] layout = NLC)", i + 1, l->name, h, w);
-      if (l->padding == NTK_PAD_VALID) {
-        if (h < fh || w < fw)
-          return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s(%zu x %zu) VALID on a %zu x %zu input", i + 1, l->name,
-                           fh, fw, h, w);
-        op->ho = (h - fh) / sh + 1;
-        op->wo = (w - fw) / sw + 1;
-      } else { /* SAME, CIRCULAR: ceil(h / s) outputs, the padding split low-first */
-        op->ho = (h + sh - 1) / sh;
-        op->wo = (w + sw - 1) / sw;
-        size_t th = (op->ho - 1) * sh + fh > h ? (op->ho - 1) * sh + fh - h : 0;
-        size_t tw = (op->wo - 1) * sw + fw > w ? (op->wo - 1) * sw + fw - w : 0;
-        op->lo_h = th / 2;
-        op->lo_w = tw / 2;
-        op->circular = l->padding == NTK_PAD_CIRCULAR;
-      }
-      if (conv) {
-        op->slice_local = sh == 1 && sw == 1 && l->padding == NTK_PAD_SAME;
-        if (op->slice_local && fh - 1 > P->pad) P->pad = fh - 1;
-        if (op->slice_local && fw - 1 > P->pad) P->pad = fw - 1;
-      } else {
-        has_pool = 1;
-      }
-    } else if (ntk_layer_traits(l->kind)->branch) {
-      /* a residual block: every branch starts from the block's input and
-       * must end at the same size (stax's FanInSum needs equal shapes) */
-      if (l->kind == NTK_LAYER_FORK) {
-        if (depth == NTK_BRANCH_MAXDEPTH)
-          return ntk_error(NTK_ECONFIG, "arch, layer %zu: residual blocks nested deeper than %d", i + 1,
-                           NTK_BRANCH_MAXDEPTH);
-        op->depth = depth;
-        fork_h[depth] = h;
-        fork_w[depth] = w;
-        ended[depth] = 0;
-        depth++;
-        if (depth > P->branch_depth) P->branch_depth = depth;
-      } else {
-        int d = depth - 1;
-        op->depth = d;
-        if (ended[d] && (h != end_h[d] || w != end_w[d]))
-          return ntk_error(NTK_ECONFIG,
-                           "arch, layer %zu (%s): the branches of a residual block end at different sizes "
-                           "(%zu x %zu and %zu x %zu); stax's FanIn needs equal shapes",
-                           i + 1, l->name, end_h[d], end_w[d], h, w);
-        end_h[d] = h;
-        end_w[d] = w;
-        op->first = ended[d]++ == 0;
-        if (l->kind == NTK_LAYER_NEXT) {
-          h = fork_h[d];
-          w = fork_w[d];
-        } else {
-          depth--;
-        }
-      }
-      op->ho = h;
-      op->wo = w;
-    } else {
-      op->ho = h;
-      op->wo = w;
-      op->slice_local = 1;
-      if (ntk_layer_traits(l->kind)->var_slot) { /* h*w variances, then their ntk_rsqrt */
-        op->var = (int)P->nvar;
-        P->var_off[P->nvar++] = P->var_size;
-        P->var_size += 2 * h * w;
-      }
-    }
-    h = op->ho;
-    w = op->wo;
+    ntk_status st = NTK_OK;
+    if (l->kind == NTK_LAYER_CONV || l->kind == NTK_LAYER_AVGPOOL) st = plan_window(P, op, l, i, &W);
+    else if (ntk_layer_traits(l->kind)->branch) st = plan_branch(P, op, l, i, &W);
+    else plan_pointwise(P, op, l, &W);
+    if (st) return st;
+    W.h = op->ho;
+    W.w = op->wo;
   }
   if (i == arch->n)
     return ntk_error(NTK_ECONFIG, "arch: a convolutional network must end its spatial part with Flatten or "
                      "GlobalAvgPool (before any Dense readout)");
+  P->out_h = W.h;
+  P->out_w = W.w;
+  *readout = i;
+  *has_pool = W.has_pool;
+  return NTK_OK;
+}
+
+/* The readout (layer i) and the fully-connected tail after it, which has
+ * no second readout; the tail's variances go after the spatial ones. */
+static ntk_status plan_readout(struct cnn_plan *P, const struct ntk_arch *arch, size_t i) {
   P->readout = arch->layers[i].kind;
   P->readout_sum = arch->layers[i].sum;
-  P->out_h = h;
-  P->out_w = w;
   P->tail = &arch->layers[i + 1];
   P->ntail = arch->n - i - 1;
   for (size_t k = 0; k < P->ntail; k++)
     if (ntk_layer_traits(P->tail[k].kind)->readout)
       return ntk_error(NTK_ECONFIG, "arch, layer %zu: a second readout", i + 2 + k);
-  /* Fan-ins under standard parameterisation: the data's channels, then
-   * each layer's width; Flatten multiplies by the positions it flattens. */
+  P->tail_off = P->var_size;
+  P->var_size += P->ntail ? P->ntail : 1;
+  return NTK_OK;
+}
+
+/* Fan-ins under standard parameterisation: the data's channels, then
+ * each layer's width; Flatten (layer i) multiplies by the positions it
+ * flattens. With them the FanIn weights and divisors (branch.h), per op
+ * and per tail layer. */
+static ntk_status plan_fans(struct cnn_plan *P, const struct ntk_arch *arch, size_t i) {
   P->standard = arch->standard;
   P->tail_fan = calloc(P->ntail ? P->ntail : 1, sizeof *P->tail_fan);
   P->tail_fanw = calloc(2 * (P->ntail ? P->ntail : 1), sizeof *P->tail_fanw);
@@ -256,7 +299,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
     P->ops[k].fan = (double)wd.chan * (l->kind == NTK_LAYER_CONV ? (double)l->filter * (double)l->filter_w : 1.0);
     bad = ntk_widths_step(&wd, l, (size_t)(l - arch->layers), 0);
   }
-  if (!bad) bad = ntk_widths_step(&wd, &arch->layers[i], i, h * w);
+  if (!bad) bad = ntk_widths_step(&wd, &arch->layers[i], i, P->out_h * P->out_w);
   for (size_t k = 0; !bad && k < P->ntail; k++) {
     P->tail_fan[k] = (double)wd.chan;
     bad = ntk_widths_step(&wd, &P->tail[k], i + 1 + k, 0);
@@ -270,12 +313,13 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
     P->tail_fanw[2 * k + 1] = fanw[arch->n + i + 1 + k];
   }
   free(fanw);
-  if (bad) return NTK_ECONFIG;
-  P->tail_off = P->var_size;
-  P->var_size += P->ntail ? P->ntail : 1;
-  /* A residual block whose layers are all slice-local (stride-1 SAME
-   * convolutions and pointwise layers) is slice-local as a whole: its
-   * FORK, NEXT and JOIN then run per offset inside a slice run. */
+  return bad ? NTK_ECONFIG : NTK_OK;
+}
+
+/* A residual block whose layers are all slice-local (stride-1 SAME
+ * convolutions and pointwise layers) is slice-local as a whole: its
+ * FORK, NEXT and JOIN then run per offset inside a slice run. */
+static void plan_local_blocks(struct cnn_plan *P) {
   for (size_t k = 0; k < P->nops; k++) {
     if (P->ops[k].layer->kind != NTK_LAYER_FORK) continue;
     size_t j = k + 1;
@@ -293,20 +337,32 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
       if (kind == NTK_LAYER_JOIN) dd--;
     }
   }
+}
+
+/* The path (see the top of this file): the one asked for, or for AUTO
+ * DIAG where the readout is Flatten with no pooling before it, else
+ * SLICE; and the elements of a covariance buffer it needs. */
+static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool) {
   ntk_cnn_path path = want;
   if (path == NTK_CNN_AUTO) path = (!has_pool && P->readout == NTK_LAYER_FLATTEN) ? NTK_CNN_DIAG : NTK_CNN_SLICE;
   if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
     return ntk_error(NTK_EINTERNAL, "the same-position path needs a Flatten readout and no pooling");
   P->path = path;
-  P->fmax = path == NTK_CNN_DIAG ? maxhw : maxhw2;
-  /* Offset bands, from the readout back: Flatten needs only offset 0 at its
-   * input, GlobalAvgPool every offset. Pointwise layers and convolutions
-   * keep an offset (a stride s multiplies it; CIRCULAR wraps, so all);
-   * AvgPool(w, s) needs s*offset + w - 1. A network with pooling before
-   * Flatten then computes only a band of slices, not the whole covariance.
-   * The GENERAL path (the reference) always takes every offset. */
-  /* The variances alone (vbh, vbw) need only what the diagonal needs at
-   * every layer: the same rule from offset 0 at the readout. */
+  size_t hw = P->H * P->W;
+  P->fmax = path == NTK_CNN_DIAG ? hw : hw * hw;
+  return NTK_OK;
+}
+
+/* Offset bands, from the readout back: Flatten needs only offset 0 at its
+ * input, GlobalAvgPool every offset. Pointwise layers and convolutions
+ * keep an offset (a stride s multiplies it; CIRCULAR wraps, so all);
+ * AvgPool(w, s) needs s*offset + w - 1. A network with pooling before
+ * Flatten then computes only a band of slices, not the whole covariance.
+ * The GENERAL path (the reference) always takes every offset.
+ * The variances alone (vbh, vbw) need only what the diagonal needs at
+ * every layer: the same rule from offset 0 at the readout. */
+static void plan_bands(struct cnn_plan *P) {
+  size_t h = P->out_h, w = P->out_w;
   size_t bh = P->readout == NTK_LAYER_FLATTEN ? 0 : h, bw = P->readout == NTK_LAYER_FLATTEN ? 0 : w;
   size_t vbh = 0, vbw = 0;
   /* Residual blocks, walked backwards: every branch's end needs the band
@@ -339,20 +395,27 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
       vbh = vbh * op->sh + op->fh - 1;
       vbw = vbw * op->sw + op->fw - 1;
     }
-    int all = path != NTK_CNN_SLICE;
+    int all = P->path != NTK_CNN_SLICE;
     op->bh = all || bh + 1 > op->hi ? op->hi - 1 : bh;
     op->bw = all || bw + 1 > op->wi ? op->wi - 1 : bw;
     op->vbh = all || vbh + 1 > op->hi ? op->hi - 1 : vbh;
     op->vbw = all || vbw + 1 > op->wi ? op->wi - 1 : vbw;
   }
-  /* Batched: one run of slice-local layers from the input into GAP (not
-   * GAP of the raw input, whose pair path sums in another order). */
+}
+
+/* Whether the batched kernels (cnn_batch_impl.h) take the plan, for
+ * elements of `elem` bytes: DIAG, or SLICE with one run of slice-local
+ * layers from the input into GAP (not GAP of the raw input, whose pair
+ * path sums in another order), or `multi`; only under the NTK
+ * parameterisation, whose affine maps they fuse, and only when the path
+ * was not forced. */
+static void plan_batched(struct cnn_plan *P, ntk_cnn_path want, size_t elem) {
   int single = P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0;
   for (size_t k = 0; k < P->nops; k++) single &= P->ops[k].slice_local;
   /* Batched too (b_pair_multi): runs of slice-local layers, each pair
    * joined by one pooling layer, into GAP, no residual blocks, and buffers
    * within NTK_CNN_MULTI_MAX. */
-  int multi = !single && path == NTK_CNN_SLICE && P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0 &&
+  int multi = !single && P->path == NTK_CNN_SLICE && P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0 &&
               !P->branch_depth && P->ops[0].slice_local && P->ops[P->nops - 1].slice_local;
   for (size_t k = 0; multi && k < P->nops; k++) {
     const struct cnn_op *op = &P->ops[k];
@@ -362,15 +425,39 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
     if (in * out > P->multi_part) P->multi_part = in * out;
     if (out * out > P->multi_full) P->multi_full = out * out;
   }
-  if (multi && 2 * (P->multi_part + P->multi_full) * NTK_CNN_BATCH * (size_t)data->elem > NTK_CNN_MULTI_MAX)
-    multi = 0;
+  if (multi && 2 * (P->multi_part + P->multi_full) * NTK_CNN_BATCH * elem > NTK_CNN_MULTI_MAX) multi = 0;
   int tail_nonlin = 0;
   for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= ntk_layer_traits(P->tail[k].kind)->var_slot;
-  /* (the batched kernels fuse the NTK parameterisation's affine maps) */
   P->batched = want == NTK_CNN_AUTO && !P->standard &&
-               (path == NTK_CNN_DIAG || (path == NTK_CNN_SLICE && (single || multi)));
+               (P->path == NTK_CNN_DIAG || (P->path == NTK_CNN_SLICE && (single || multi)));
   P->multi = P->batched && multi;
-  P->self_vars_only = P->batched && path == NTK_CNN_SLICE && !tail_nonlin;
+  P->self_vars_only = P->batched && P->path == NTK_CNN_SLICE && !tail_nonlin;
+}
+
+/* The plan of `arch` on `data` (`want`: a path, or NTK_CNN_AUTO): the
+ * spatial ops and their sizes, the readout and tail, the fan-ins, the
+ * path, the offset bands each op needs, and whether the batched kernels
+ * run it. On error the caller frees what P holds. */
+static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, const struct ntk_dataset *data,
+                             ntk_cnn_path want) {
+  memset(P, 0, sizeof *P);
+  if (!data->h) return ntk_error(NTK_ECONFIG, "a convolutional network needs image data ((N, H, W, C) arrays)");
+  P->H = data->h;
+  P->W = data->w;
+  P->C = data->c;
+  P->ops = calloc(arch->n ? arch->n : 1, sizeof *P->ops);
+  P->var_off = calloc(arch->n ? arch->n : 1, sizeof *P->var_off);
+  if (!P->ops || !P->var_off) return ntk_error(NTK_ENOMEM, "out of memory");
+  size_t readout = 0;
+  int has_pool = 0;
+  ntk_status st = plan_spatial(P, arch, &readout, &has_pool);
+  if (!st) st = plan_readout(P, arch, readout);
+  if (!st) st = plan_fans(P, arch, readout);
+  if (st) return st;
+  plan_local_blocks(P);
+  if ((st = plan_path(P, want, has_pool))) return st;
+  plan_bands(P);
+  plan_batched(P, want, (size_t)data->elem);
   return NTK_OK;
 }
 
@@ -526,117 +613,10 @@ static void *grow(void **buf, size_t *cap, size_t bytes) {
   return p;
 }
 
-/* Each image's variance blocks, from the pair (a, a): *rv for the tile's
- * row images and *cv for its column images. From the job-wide cache where
- * there is one (each image computed once per worker), else computed into
- * the tile buffers. */
-#define DEFINE_SELF_VARS(REAL, SFX)                                                                              \
-  static void self_vars_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **cv) {                   \
-    size_t vs = c->plan.var_size, d = c->data->d;                                                               \
-    const REAL *x = c->data->x;                                                                                 \
-    REAL dummy[2];                                                                                              \
-    int diag = t->bi == t->bj;                                                                                  \
-    if (c->allvar) {                                                                                            \
-      REAL *all = c->allvar;                                                                                    \
-      *rv = all + t->r0 * vs;                                                                                   \
-      *cv = all + t->c0 * vs;                                                                                   \
-      for (int side = 0; side < 2; side++) {                                                                    \
-        size_t first = side ? t->c0 : t->r0, count = side ? t->cols : t->rows;                                  \
-        for (size_t i = first; i < first + count; i++) {                                                        \
-          if (c->have[i]) continue;                                                                             \
-          pair_##SFX(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);         \
-          c->have[i] = 1;                                                                                       \
-        }                                                                                                       \
-      }                                                                                                         \
-      return;                                                                                                   \
-    }                                                                                                           \
-    *rv = c->rowvar;                                                                                            \
-    *cv = diag ? c->rowvar : c->colvar;                                                                         \
-    for (size_t i = 0; i < t->rows; i++)                                                                        \
-      pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, *rv + i * vs, NULL, 1, 0, &dummy[0],     \
-                 &dummy[1]);                                                                                    \
-    if (!diag)                                                                                                  \
-      for (size_t j = 0; j < t->cols; j++)                                                                      \
-        pair_##SFX(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, *cv + j * vs, NULL, 1, 0, &dummy[0],   \
-                   &dummy[1]);                                                                                  \
-  }
-
-DEFINE_SELF_VARS(float, f)
-DEFINE_SELF_VARS(double, d)
-
-#define DEFINE_BATCHED_TILE(REAL, SFX)                                                                           \
-  static ntk_status batched_tile_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REAL *tt) {             \
-    const size_t B = NTK_CNN_BATCH, rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;      \
-    const REAL *x = c->data->x;                                                                                 \
-    int diag = t->bi == t->bj, with_t = tt != NULL;                                                             \
-    REAL *rv, *cv;                                                                                              \
-    self_vars_##SFX(c, t, &rv, &cv);                                                                            \
-    /* Column images and variances transposed per batch; spare lanes repeat the last image. */                \
-    size_t nb = (cols + B - 1) / B;                                                                             \
-    REAL *xt = grow(&c->xt, &c->xt_cap, nb * d * B * sizeof(REAL));                                             \
-    REAL *vt = grow(&c->vt, &c->vt_cap, nb * vs * B * sizeof(REAL));                                            \
-    if (!xt || !vt) return ntk_error(NTK_ENOMEM, "out of memory for a tile's images");                         \
-    for (size_t bt = 0; bt < nb; bt++)                                                                          \
-      for (size_t k = 0; k < B; k++) {                                                                          \
-        size_t j = bt * B + k < cols ? bt * B + k : cols - 1;                                                   \
-        const REAL *xj = x + (t->c0 + j) * d, *vj = cv + j * vs;                                                \
-        for (size_t q = 0; q < d; q++) xt[(bt * d + q) * B + k] = xj[q];                                        \
-        for (size_t q = 0; q < vs; q++) vt[(bt * vs + q) * B + k] = vj[q];                                      \
-      }                                                                                                         \
-    REAL og[NTK_CNN_BATCH], ot[NTK_CNN_BATCH];                                                                  \
-    for (size_t i = 0; i < rows; i++) {                                                                         \
-      size_t jend = diag ? i + 1 : cols;                                                                        \
-      for (size_t bt = 0; bt * B < jend; bt++) {                                                                \
-        const REAL *xbt = xt + bt * d * B, *vbt = vt + bt * vs * B;                                             \
-        if (c->plan.path == NTK_CNN_DIAG)                                                                       \
-          b_pair_diag_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);           \
-        else if (c->plan.multi)                                                                                 \
-          b_pair_multi_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);          \
-        else                                                                                                    \
-          b_pair_slice_##SFX(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);          \
-        b_tail_##SFX(c, rv + i * vs + c->plan.tail_off, vbt + c->plan.tail_off * B, og, ot);                   \
-        for (size_t k = 0; k < B && bt * B + k < jend; k++) {                                                   \
-          size_t j = bt * B + k;                                                                                \
-          g[i * cols + j] = og[k];                                                                              \
-          if (with_t) tt[i * cols + j] = ot[k];                                                                 \
-          if (diag) {                                                                                           \
-            g[j * cols + i] = og[k];                                                                            \
-            if (with_t) tt[j * cols + i] = ot[k];                                                               \
-          }                                                                                                     \
-        }                                                                                                       \
-      }                                                                                                         \
-    }                                                                                                           \
-    return NTK_OK;                                                                                              \
-  }
-
-DEFINE_BATCHED_TILE(float, f)
-DEFINE_BATCHED_TILE(double, d)
-
-/* Pair by pair: each image's variances, then every pair (i >= j on the diagonal). */
-#define DEFINE_PAIR_TILE(REAL, SFX)                                                                              \
-  static ntk_status pair_tile_##SFX(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REAL *tt) {                \
-    size_t rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;                               \
-    int diag = t->bi == t->bj, with_t = tt != NULL;                                                             \
-    const REAL *x = c->data->x;                                                                                 \
-    REAL *rv, *cv;                                                                                              \
-    self_vars_##SFX(c, t, &rv, &cv);                                                                            \
-    for (size_t i = 0; i < rows; i++)                                                                           \
-      for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {                                                      \
-        REAL gv, tv;                                                                                            \
-        pair_##SFX(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t,   \
-                   &gv, &tv);                                                                                   \
-        g[i * cols + j] = gv;                                                                                   \
-        if (with_t) tt[i * cols + j] = tv;                                                                      \
-        if (diag) {                                                                                             \
-          g[j * cols + i] = gv;                                                                                 \
-          if (with_t) tt[j * cols + i] = tv;                                                                    \
-        }                                                                                                       \
-      }                                                                                                         \
-    return NTK_OK;                                                                                              \
-  }
-
-DEFINE_PAIR_TILE(float, f)
-DEFINE_PAIR_TILE(double, d)
+/* A tile: its images' variances, then its entries batched or pair by pair
+ * (self_vars_f, batched_tile_f, pair_tile_f and the _d ones). */
+#define EACH_PRECISION_FILE "kernels/cnn_tile_impl.h"
+#include "kernels/each_precision.h"
 
 ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void *ntk) {
   size_t rows = t->rows, cols = t->cols;

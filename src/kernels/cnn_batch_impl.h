@@ -14,18 +14,50 @@
  * Inputs of the batch images (xb) and their variances (vb) are transposed
  * per tile to [position][channel or slot][k]. */
 
+/* The per-precision names this file defines (each_precision.h), ... */
+#define lanes SFX(lanes)
+#define dlanes SFX(dlanes)
+#define b_affine SFX(b_affine)
+#define b_conv_diag SFX(b_conv_diag)
+#define b_nonlin SFX(b_nonlin)
+#define b_is_nonlin SFX(b_is_nonlin)
+#define b_diag_input SFX(b_diag_input)
+#define b_diag_sum SFX(b_diag_sum)
+#define b_pair_diag SFX(b_pair_diag)
+#define box_sums SFX(box_sums)
+#define box_affine SFX(box_affine)
+#define slice_map SFX(slice_map)
+#define b_slice_conv SFX(b_slice_conv)
+#define b_slice_ops SFX(b_slice_ops)
+#define b_slice_input SFX(b_slice_input)
+#define b_slice_clear SFX(b_slice_clear)
+#define b_slice_sum SFX(b_slice_sum)
+#define b_pair_slice SFX(b_pair_slice)
+#define b_pool_range SFX(b_pool_range)
+#define b_slice_from_full SFX(b_slice_from_full)
+#define b_pool_add SFX(b_pool_add)
+#define b_pool_finish SFX(b_pool_finish)
+#define b_pair_multi SFX(b_pair_multi)
+#define b_tail SFX(b_tail)
+/* ... and those of cnn_impl.h and branch_impl.h it calls. */
+#define pool_scale SFX(pool_scale)
+#define nonlin1 SFX(nonlin1)
+#define branch_fork SFX(branch_fork)
+#define branch_next SFX(branch_next)
+#define branch_join SFX(branch_join)
+
 #define B NTK_CNN_BATCH
 
 /* One value per lane as a GCC vector: the filter sums below are plain vector
  * adds whatever the compiler makes of short loops (with arrays and loops it
  * emitted scalar adds and shuffles: 78% of the time, perf). Unaligned, may
  * alias the REAL arrays. */
-typedef REAL SFX(lanes) __attribute__((vector_size(NTK_CNN_BATCH * sizeof(REAL)), aligned(sizeof(REAL)), may_alias));
+typedef REAL lanes __attribute__((vector_size(NTK_CNN_BATCH * sizeof(REAL)), aligned(sizeof(REAL)), may_alias));
 /* The same lanes in double: readout sums (GlobalAvgPool adds up to a
  * million entries per pair; in float32 that alone cost 1e-4). */
-typedef double SFX(dlanes) __attribute__((vector_size(NTK_CNN_BATCH * sizeof(double))));
+typedef double dlanes __attribute__((vector_size(NTK_CNN_BATCH * sizeof(double))));
 
-NTK_CLONES static void SFX(b_affine)(REAL *restrict g, REAL *restrict t, size_t n, REAL w2, REAL b2) {
+NTK_CLONES static void b_affine(REAL *restrict g, REAL *restrict t, size_t n, REAL w2, REAL b2) {
   for (size_t k = 0; k < n; k++) g[k] = w2 * g[k] + b2;
   if (t)
     for (size_t k = 0; k < n; k++) t[k] = g[k] + w2 * t[k];
@@ -37,8 +69,8 @@ NTK_CLONES static void SFX(b_affine)(REAL *restrict g, REAL *restrict t, size_t 
  * sum goes as conv_diag's: first each input row's sums over the filter
  * columns for every output column (rows: hi x wo cells), then those over
  * the filter rows, cells outside the input skipped. */
-NTK_CLONES static void SFX(b_conv_diag)(const struct cnn_op *op, const REAL *restrict in, REAL *restrict rows,
-                                        REAL *restrict out, const REAL *restrict gnew) {
+NTK_CLONES static void b_conv_diag(const struct cnn_op *op, const REAL *restrict in, REAL *restrict rows,
+                                   REAL *restrict out, const REAL *restrict gnew) {
   long fh = (long)op->fh, fw = (long)op->fw, sh = (long)op->sh, sw = (long)op->sw;
   long lo_h = (long)op->lo_h, lo_w = (long)op->lo_w;
   long hi = (long)op->hi, wi = (long)op->wi;
@@ -46,23 +78,23 @@ NTK_CLONES static void SFX(b_conv_diag)(const struct cnn_op *op, const REAL *res
   REAL w2 = (REAL)(op->layer->w_std * op->layer->w_std), b2 = (REAL)(op->layer->b_std * op->layer->b_std);
   for (long r = 0; r < hi; r++)
     for (size_t j = 0; j < op->wo; j++) {
-      SFX(lanes) acc = {0};
+      lanes acc = {0};
       long c0 = sw * (long)j - lo_w;
       if (op->circular) {
         for (long bb = 0; bb < fw; bb++)
-          acc += *(const SFX(lanes) *)(in + (size_t)(r * wi + ((c0 + bb) % wi + wi) % wi) * B);
+          acc += *(const lanes *)(in + (size_t)(r * wi + ((c0 + bb) % wi + wi) % wi) * B);
       } else {
         long b0 = c0 < 0 ? -c0 : 0, b1 = c0 + fw > wi ? wi - c0 : fw;
         const REAL *src = in + (size_t)(r * wi + c0 + b0) * B;
         if (b1 - b0 == 3) { /* the usual 3-wide window, whole: the same adds unrolled */
-          acc += *(const SFX(lanes) *)src;
-          acc += *(const SFX(lanes) *)(src + B);
-          acc += *(const SFX(lanes) *)(src + 2 * B);
+          acc += *(const lanes *)src;
+          acc += *(const lanes *)(src + B);
+          acc += *(const lanes *)(src + 2 * B);
         } else {
-          for (long bb = b0; bb < b1; bb++) acc += *(const SFX(lanes) *)(src + (size_t)(bb - b0) * B);
+          for (long bb = b0; bb < b1; bb++) acc += *(const lanes *)(src + (size_t)(bb - b0) * B);
         }
       }
-      *(SFX(lanes) *)(rows + ((size_t)r * op->wo + j) * B) = acc;
+      *(lanes *)(rows + ((size_t)r * op->wo + j) * B) = acc;
     }
   for (size_t i = 0; i < op->ho; i++) {
     long r0 = sh * (long)i - lo_h;
@@ -71,19 +103,19 @@ NTK_CLONES static void SFX(b_conv_diag)(const struct cnn_op *op, const REAL *res
     const REAL *row0 = three ? rows + (size_t)(r0 + a0) * op->wo * B : rows;
     const REAL *row1 = three ? row0 + op->wo * B : rows, *row2 = three ? row1 + op->wo * B : rows;
     for (size_t j = 0; j < op->wo; j++) {
-      SFX(lanes) acc = {0};
+      lanes acc = {0};
       if (three) {
-        acc += *(const SFX(lanes) *)(row0 + j * B);
-        acc += *(const SFX(lanes) *)(row1 + j * B);
-        acc += *(const SFX(lanes) *)(row2 + j * B);
+        acc += *(const lanes *)(row0 + j * B);
+        acc += *(const lanes *)(row1 + j * B);
+        acc += *(const lanes *)(row2 + j * B);
       } else {
         for (long a = a0; a < a1; a++) {
           long r = op->circular ? ((r0 + a) % hi + hi) % hi : r0 + a;
-          acc += *(const SFX(lanes) *)(rows + ((size_t)r * op->wo + j) * B);
+          acc += *(const lanes *)(rows + ((size_t)r * op->wo + j) * B);
         }
       }
-      SFX(lanes) *o = (SFX(lanes) *)(out + (i * op->wo + j) * B);
-      if (gnew) *o = *(const SFX(lanes) *)(gnew + (i * op->wo + j) * B) + w2 * (acc * scale);
+      lanes *o = (lanes *)(out + (i * op->wo + j) * B);
+      if (gnew) *o = *(const lanes *)(gnew + (i * op->wo + j) * B) + w2 * (acc * scale);
       else *o = w2 * (acc * scale) + b2;
     }
   }
@@ -91,13 +123,13 @@ NTK_CLONES static void SFX(b_conv_diag)(const struct cnn_op *op, const REAL *res
 
 /* Nonlinearity on `n` positions: q11 per position (image a), q22 per lane;
  * ra, rb: their ntk_rsqrt, laid out alike (src/kernels/map_rows.c). */
-static void SFX(b_nonlin)(const struct cnn_op *op, REAL *g, REAL *t, size_t n, const REAL *qa, const REAL *qb,
-                          const REAL *ra, const REAL *rb, size_t qb_stride) {
+static void b_nonlin(const struct cnn_op *op, REAL *g, REAL *t, size_t n, const REAL *qa, const REAL *qb,
+                     const REAL *ra, const REAL *rb, size_t qb_stride) {
   MAP_ROWS(&op->layer->map, g, t, n, B, qa, ra, qb, rb, qb_stride);
 }
 
 /* Whether op is a nonlinearity on per-position variances (b_nonlin). */
-static int SFX(b_is_nonlin)(const struct cnn_op *op) {
+static int b_is_nonlin(const struct cnn_op *op) {
   return op->layer->kind != NTK_LAYER_DENSE && !ntk_layer_traits(op->layer->kind)->branch && op->var >= 0;
 }
 
@@ -105,58 +137,58 @@ static int SFX(b_is_nonlin)(const struct cnn_op *op) {
  * position, with the per-pair code's operations (a division, not a
  * reciprocal: the entry of a pair (a, a) must equal a's variance bit for
  * bit). */
-NTK_CLONES static void SFX(b_diag_input)(REAL *restrict g, const REAL *restrict xa, const REAL *restrict xbt,
-                                         size_t HW, size_t C) {
+NTK_CLONES static void b_diag_input(REAL *restrict g, const REAL *restrict xa, const REAL *restrict xbt,
+                                    size_t HW, size_t C) {
   for (size_t p = 0; p < HW; p++) {
-    SFX(lanes) acc = {0};
-    for (size_t ch = 0; ch < C; ch++) acc += xa[p * C + ch] * *(const SFX(lanes) *)(xbt + (p * C + ch) * B);
-    *(SFX(lanes) *)(g + p * B) = acc / (REAL)C;
+    lanes acc = {0};
+    for (size_t ch = 0; ch < C; ch++) acc += xa[p * C + ch] * *(const lanes *)(xbt + (p * C + ch) * B);
+    *(lanes *)(g + p * B) = acc / (REAL)C;
   }
 }
 
 /* s[k] += the n positions of lane k, in double, in position order. */
-NTK_CLONES static void SFX(b_diag_sum)(const REAL *restrict g, size_t n, double *restrict s) {
-  SFX(dlanes) acc = {0};
-  for (size_t p = 0; p < n; p++) acc += __builtin_convertvector(*(const SFX(lanes) *)(g + p * B), SFX(dlanes));
+NTK_CLONES static void b_diag_sum(const REAL *restrict g, size_t n, double *restrict s) {
+  dlanes acc = {0};
+  for (size_t p = 0; p < n; p++) acc += __builtin_convertvector(*(const lanes *)(g + p * B), dlanes);
   for (size_t k = 0; k < B; k++) s[k] += acc[k];
 }
 
 /* Image a against the batch: xbt is [position][channel][k], vbt is
  * [slot][position][k] for the spatial slots (variances, then their
  * ntk_rsqrt). Results per lane. */
-static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
-                             const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
+static void b_pair_diag(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
+                        const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   size_t HW = P->H * P->W, C = P->C;
   REAL *g = (REAL *)ws->g, *t = (REAL *)ws->t, *g2 = (REAL *)ws->g2, *t2 = (REAL *)ws->t2;
-  SFX(b_diag_input)(g, xa, xbt, HW, C);
+  b_diag_input(g, xa, xbt, HW, C);
   if (with_t) memset(t, 0, HW * B * sizeof(REAL));
   for (size_t k = 0; k < P->nops; k++) {
     const struct cnn_op *op = &P->ops[k];
     size_t n = op->ho * op->wo;
     const struct ntk_layer *l = op->layer;
     if (l->kind == NTK_LAYER_CONV) {
-      SFX(b_conv_diag)(op, g, (REAL *)ws->rows, g2, NULL);
-      if (with_t) SFX(b_conv_diag)(op, t, (REAL *)ws->rows, t2, g2);
+      b_conv_diag(op, g, (REAL *)ws->rows, g2, NULL);
+      if (with_t) b_conv_diag(op, t, (REAL *)ws->rows, t2, g2);
       REAL *x = g; g = g2; g2 = x;
       x = t; t = t2; t2 = x;
     } else if (l->kind == NTK_LAYER_DENSE) {
-      SFX(b_affine)(g, with_t ? t : NULL, n * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
+      b_affine(g, with_t ? t : NULL, n * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
     } else if (ntk_layer_traits(l->kind)->branch) { /* a residual block (branch.h), B lanes per position */
       size_t cap = HW * B, nin = op->hi * op->wi * B;
       REAL *slot = (REAL *)ws->stack + 4 * cap * (size_t)op->depth, *tt = with_t ? t : NULL;
-      if (l->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot, cap, nin, g, tt);
-      else if (l->kind == NTK_LAYER_NEXT) SFX(branch_next)(slot, cap, nin, n * B, op->first, (REAL)op->fanw, g, tt);
-      else SFX(branch_join)(slot, cap, nin, l->branches, (REAL)op->fanw, (REAL)op->fandiv, g, tt);
+      if (l->kind == NTK_LAYER_FORK) branch_fork(slot, cap, nin, g, tt);
+      else if (l->kind == NTK_LAYER_NEXT) branch_next(slot, cap, nin, n * B, op->first, (REAL)op->fanw, g, tt);
+      else branch_join(slot, cap, nin, l->branches, (REAL)op->fanw, (REAL)op->fandiv, g, tt);
     } else if (op->var >= 0) {
       size_t off = P->var_off[op->var];
-      SFX(b_nonlin)(op, g, with_t ? t : NULL, n, va + off, vbt + off * B, va + off + n, vbt + (off + n) * B, B);
+      b_nonlin(op, g, with_t ? t : NULL, n, va + off, vbt + off * B, va + off + n, vbt + (off + n) * B, B);
     }
   }
   size_t n = P->out_h * P->out_w;
   double sg[NTK_CNN_BATCH] = {0}, st[NTK_CNN_BATCH] = {0}; /* readout sums in double, as pair() */
-  SFX(b_diag_sum)(g, n, sg);
-  if (with_t) SFX(b_diag_sum)(t, n, st);
+  b_diag_sum(g, n, sg);
+  if (with_t) b_diag_sum(t, n, st);
   for (size_t k = 0; k < B; k++) {
     out_g[k] = (REAL)(sg[k] / (double)n);
     out_t[k] = (REAL)(st[k] / (double)n);
@@ -166,36 +198,36 @@ static void SFX(b_pair_diag)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL 
 /* dst[j] = src[j] + src[j + step] + ... (f terms, added in that order) for
  * the lanes of cells j0 <= j < j1. Inlined with f constant for the usual
  * 3 x 3 filter, so that the sum is two plain adds per cell. */
-static inline __attribute__((always_inline)) void SFX(box_sums)(const REAL *restrict src, REAL *restrict dst,
-                                                                size_t j0, size_t j1, size_t step, size_t f) {
+static inline __attribute__((always_inline)) void box_sums(const REAL *restrict src, REAL *restrict dst,
+                                                           size_t j0, size_t j1, size_t step, size_t f) {
   for (size_t j = j0; j < j1; j++) {
     const REAL *p = src + j * B;
-    SFX(lanes) acc = *(const SFX(lanes) *)p;
-    for (size_t k = 1; k < f; k++) acc += *(const SFX(lanes) *)(p + k * step);
-    *(SFX(lanes) *)(dst + j * B) = acc;
+    lanes acc = *(const lanes *)p;
+    for (size_t k = 1; k < f; k++) acc += *(const lanes *)(p + k * step);
+    *(lanes *)(dst + j * B) = acc;
   }
 }
 
 /* The vertical sums, as box_sums, of cells j0 <= j < j1 and the layer's
  * affine map on them: out[j] = W^2 (sum * scale) + b^2, or with gnew (the
  * ntk pass) gnew[j] + W^2 (sum * scale). out and gnew start at cell j0. */
-static inline __attribute__((always_inline)) void SFX(box_affine)(const REAL *restrict src, REAL *out,
-                                                                  const REAL *gnew, size_t j0, size_t j1,
-                                                                  size_t step, size_t f, REAL w2, REAL b2,
-                                                                  REAL scale) {
+static inline __attribute__((always_inline)) void box_affine(const REAL *restrict src, REAL *out,
+                                                             const REAL *gnew, size_t j0, size_t j1,
+                                                             size_t step, size_t f, REAL w2, REAL b2,
+                                                             REAL scale) {
   for (size_t j = j0; j < j1; j++) {
     const REAL *p = src + j * B;
-    SFX(lanes) acc = *(const SFX(lanes) *)p;
-    for (size_t k = 1; k < f; k++) acc += *(const SFX(lanes) *)(p + k * step);
-    SFX(lanes) *o = (SFX(lanes) *)(out + (j - j0) * B);
-    if (gnew) *o = *(const SFX(lanes) *)(gnew + (j - j0) * B) + w2 * (acc * scale);
+    lanes acc = *(const lanes *)p;
+    for (size_t k = 1; k < f; k++) acc += *(const lanes *)(p + k * step);
+    lanes *o = (lanes *)(out + (j - j0) * B);
+    if (gnew) *o = *(const lanes *)(gnew + (j - j0) * B) + w2 * (acc * scale);
     else *o = w2 * (acc * scale) + b2;
   }
 }
 
 /* The nonlinearity after a slice's conv, for b_slice_conv to apply row by
  * row: op NULL for none. */
-struct SFX(slice_map) {
+struct slice_map {
   const struct cnn_op *op;
   const REAL *va, *vbt; /* image a's variance slots, the batch's ([slot][position][k]) */
   size_t off, w, hw;    /* the op's slot offset, the image width, positions */
@@ -212,9 +244,9 @@ struct SFX(slice_map) {
  * layer at a time, the slice (~70 KB per array) went to L2 and back five
  * times. The arithmetic, and so every bit, is that of the separate passes:
  * the nngp row first, then the ntk row from it, then the map on both. */
-NTK_CLONES static void SFX(b_slice_conv)(const struct cnn_op *op, struct cnn_bws *ws, size_t ld, size_t pad,
-                                         size_t i0, size_t i1, size_t j0, size_t j1, int with_t,
-                                         const struct SFX(slice_map) *m) {
+NTK_CLONES static void b_slice_conv(const struct cnn_op *op, struct cnn_bws *ws, size_t ld, size_t pad,
+                                    size_t i0, size_t i1, size_t j0, size_t j1, int with_t,
+                                    const struct slice_map *m) {
   const struct ntk_layer *l = op->layer;
   size_t fh = op->fh, fw = op->fw, lo = op->lo_h, lo_w = op->lo_w;
   REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
@@ -230,8 +262,8 @@ NTK_CLONES static void SFX(b_slice_conv)(const struct cnn_op *op, struct cnn_bws
         REAL *rows = which ? rows_t : rows_g;
         const REAL *src = in + (next * ld + pad - lo_w) * B;
         REAL *dst = rows + next * ld * B;
-        if (fw == 3) SFX(box_sums)(src, dst, j0, j1, B, 3);
-        else SFX(box_sums)(src, dst, j0, j1, B, fw);
+        if (fw == 3) box_sums(src, dst, j0, j1, B, 3);
+        else box_sums(src, dst, j0, j1, B, fw);
       }
     size_t row = ((i + pad) * ld + pad + j0) * B;
     for (int which = 0; which < 1 + with_t; which++) {
@@ -239,14 +271,14 @@ NTK_CLONES static void SFX(b_slice_conv)(const struct cnn_op *op, struct cnn_bws
       REAL *out = which ? out_t : out_g;
       const REAL *src = rows + (i + pad - lo) * ld * B;
       const REAL *gnew = which ? out_g + row : NULL; /* the ntk row adds the new nngp row */
-      if (fh == 3) SFX(box_affine)(src, out + row, gnew, j0, j1, ld * B, 3, w2, b2, scale);
-      else SFX(box_affine)(src, out + row, gnew, j0, j1, ld * B, fh, w2, b2, scale);
+      if (fh == 3) box_affine(src, out + row, gnew, j0, j1, ld * B, 3, w2, b2, scale);
+      else box_affine(src, out + row, gnew, j0, j1, ld * B, fh, w2, b2, scale);
     }
     if (m->op) {
       size_t pa = m->off + i * m->w + j0;
       size_t pb = (m->off + (size_t)(((long)i - m->di) * (long)m->w + (long)j0 - m->dj)) * B;
-      SFX(b_nonlin)(m->op, out_g + row, with_t ? out_t + row : NULL, j1 - j0, m->va + pa, m->vbt + pb,
-                    m->va + pa + m->hw, m->vbt + pb + m->hw * B, B);
+      b_nonlin(m->op, out_g + row, with_t ? out_t + row : NULL, j1 - j0, m->va + pa, m->vbt + pb,
+               m->va + pa + m->hw, m->vbt + pb + m->hw * B, B);
     }
   }
   void *x = ws->g;
@@ -260,42 +292,42 @@ NTK_CLONES static void SFX(b_slice_conv)(const struct cnn_op *op, struct cnn_bws
 /* Layers [k0, k1) of the plan, all slice-local, on the slice of offset
  * (di, dj) of an h x w stage, held in ws->g and ws->t over its valid region
  * [i0, i1) x [j0, j1). va, vbt: the variance slots (b_nonlin). */
-static void SFX(b_slice_ops)(const struct cnn_plan *P, struct cnn_bws *ws, size_t k0, size_t k1, size_t h, size_t w,
-                             long di, long dj, size_t i0, size_t i1, size_t j0, size_t j1, const REAL *va,
-                             const REAL *vbt, int with_t) {
+static void b_slice_ops(const struct cnn_plan *P, struct cnn_bws *ws, size_t k0, size_t k1, size_t h, size_t w,
+                        long di, long dj, size_t i0, size_t i1, size_t j0, size_t j1, const REAL *va,
+                        const REAL *vbt, int with_t) {
   size_t pad = P->pad, ld = w + 2 * pad, hw = h * w;
   for (size_t kk = k0; kk < k1; kk++) {
     const struct cnn_op *op = &P->ops[kk];
     const struct ntk_layer *l = op->layer;
     if (l->kind == NTK_LAYER_CONV) {
       /* the nonlinearity right after it goes with it, row by row */
-      struct SFX(slice_map) m = {NULL, va, vbt, 0, w, hw, di, dj};
-      if (kk + 1 < k1 && SFX(b_is_nonlin)(&P->ops[kk + 1])) {
+      struct slice_map m = {NULL, va, vbt, 0, w, hw, di, dj};
+      if (kk + 1 < k1 && b_is_nonlin(&P->ops[kk + 1])) {
         m.op = &P->ops[++kk];
         m.off = P->var_off[m.op->var];
       }
-      SFX(b_slice_conv)(op, ws, ld, pad, i0, i1, j0, j1, with_t, &m);
+      b_slice_conv(op, ws, ld, pad, i0, i1, j0, j1, with_t, &m);
     } else if (ntk_layer_traits(l->kind)->branch) { /* a slice-local residual block, row by row */
       size_t cap = ld * (h + 2 * pad) * B, nrow = (j1 - j0) * B;
       REAL *slot = (REAL *)ws->stack + 4 * cap * (size_t)op->depth;
       for (size_t i = i0; i < i1; i++) {
         size_t at = ((i + pad) * ld + pad + j0) * B;
         REAL *gr = (REAL *)ws->g + at, *tr = with_t ? (REAL *)ws->t + at : NULL;
-        if (l->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot + at, cap, nrow, gr, tr);
+        if (l->kind == NTK_LAYER_FORK) branch_fork(slot + at, cap, nrow, gr, tr);
         else if (l->kind == NTK_LAYER_NEXT)
-          SFX(branch_next)(slot + at, cap, nrow, nrow, op->first, (REAL)op->fanw, gr, tr);
-        else SFX(branch_join)(slot + at, cap, nrow, l->branches, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
+          branch_next(slot + at, cap, nrow, nrow, op->first, (REAL)op->fanw, gr, tr);
+        else branch_join(slot + at, cap, nrow, l->branches, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
       }
     } else if (l->kind == NTK_LAYER_DENSE || op->var >= 0) {
       for (size_t i = i0; i < i1; i++) {
         size_t cell = (i + pad) * ld + pad + j0;
         REAL *g = (REAL *)ws->g + cell * B, *t = with_t ? (REAL *)ws->t + cell * B : NULL;
         if (l->kind == NTK_LAYER_DENSE) {
-          SFX(b_affine)(g, t, (j1 - j0) * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
+          b_affine(g, t, (j1 - j0) * B, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
         } else {
           size_t pa = P->var_off[op->var] + i * w + j0;
           size_t pb = (P->var_off[op->var] + (size_t)(((long)i - di) * (long)w + (long)j0 - dj)) * B;
-          SFX(b_nonlin)(op, g, t, j1 - j0, va + pa, vbt + pb, va + pa + hw, vbt + pb + hw * B, B);
+          b_nonlin(op, g, t, j1 - j0, va + pa, vbt + pb, va + pa + hw, vbt + pb + hw * B, B);
         }
       }
     }
@@ -305,24 +337,24 @@ static void SFX(b_slice_ops)(const struct cnn_plan *P, struct cnn_bws *ws, size_
 /* The input covariance of offset (di, dj) into the slice, straight from
  * the images (the same operations, in the same order, as the per-pair
  * code). */
-NTK_CLONES static void SFX(b_slice_input)(const struct cnn_plan *P, struct cnn_bws *ws, const REAL *xa,
-                                          const REAL *xbt, long di, long dj, size_t i0, size_t i1, size_t j0,
-                                          size_t j1) {
+NTK_CLONES static void b_slice_input(const struct cnn_plan *P, struct cnn_bws *ws, const REAL *xa,
+                                     const REAL *xbt, long di, long dj, size_t i0, size_t i1, size_t j0,
+                                     size_t j1) {
   size_t w = P->W, C = P->C, pad = P->pad, ld = w + 2 * pad;
   for (size_t i = i0; i < i1; i++)
     for (size_t j = j0; j < j1; j++) {
       size_t pa = i * w + j, pb = (size_t)(((long)i - di) * (long)w + (long)j - dj);
-      SFX(lanes) acc = {0};
-      for (size_t ch = 0; ch < C; ch++) acc += xa[pa * C + ch] * *(const SFX(lanes) *)(xbt + (pb * C + ch) * B);
-      *(SFX(lanes) *)((REAL *)ws->g + ((i + pad) * ld + pad + j) * B) = acc / (REAL)C;
+      lanes acc = {0};
+      for (size_t ch = 0; ch < C; ch++) acc += xa[pa * C + ch] * *(const lanes *)(xbt + (pb * C + ch) * B);
+      *(lanes *)((REAL *)ws->g + ((i + pad) * ld + pad + j) * B) = acc / (REAL)C;
     }
 }
 
 /* Zero the slice's valid region again (in all four buffers), so that
  * every cell outside the next offset's region is zero, as SAME padding
  * needs. */
-static void SFX(b_slice_clear)(struct cnn_bws *ws, size_t ld, size_t pad, size_t i0, size_t i1, size_t j0, size_t j1,
-                               int with_t) {
+static void b_slice_clear(struct cnn_bws *ws, size_t ld, size_t pad, size_t i0, size_t i1, size_t j0, size_t j1,
+                          int with_t) {
   for (size_t i = i0; i < i1; i++) {
     size_t cell = ((i + pad) * ld + pad + j0) * B, n = (j1 - j0) * B;
     memset((REAL *)ws->g + cell, 0, n * sizeof(REAL));
@@ -336,31 +368,31 @@ static void SFX(b_slice_clear)(struct cnn_bws *ws, size_t ld, size_t pad, size_t
 
 /* The slice's region added to the readout sums (in double), row by row as
  * pair() adds it. */
-NTK_CLONES static void SFX(b_slice_sum)(struct cnn_bws *ws, size_t ld, size_t pad, size_t i0, size_t i1, size_t j0,
-                                        size_t j1, int with_t, SFX(dlanes) *gsum, SFX(dlanes) *tsum) {
+NTK_CLONES static void b_slice_sum(struct cnn_bws *ws, size_t ld, size_t pad, size_t i0, size_t i1, size_t j0,
+                                   size_t j1, int with_t, dlanes *gsum, dlanes *tsum) {
   for (size_t i = i0; i < i1; i++) {
     size_t cell = ((i + pad) * ld + pad + j0) * B, n = (j1 - j0) * B;
     const REAL *g = (const REAL *)ws->g + cell, *t = (const REAL *)ws->t + cell;
-    for (size_t q = 0; q < n; q += B) *gsum += __builtin_convertvector(*(const SFX(lanes) *)(g + q), SFX(dlanes));
+    for (size_t q = 0; q < n; q += B) *gsum += __builtin_convertvector(*(const lanes *)(g + q), dlanes);
     if (with_t)
-      for (size_t q = 0; q < n; q += B) *tsum += __builtin_convertvector(*(const SFX(lanes) *)(t + q), SFX(dlanes));
+      for (size_t q = 0; q < n; q += B) *tsum += __builtin_convertvector(*(const lanes *)(t + q), dlanes);
   }
 }
 
 /* Image a against the batch, single slice-local stage to GlobalAvgPool. */
-static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
-                              const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
+static void b_pair_slice(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
+                         const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   size_t h = P->H, w = P->W, pad = P->pad, ld = w + 2 * pad, hw = h * w;
-  SFX(dlanes) gsum = {0}, tsum = {0}; /* readout sums in double, as pair() */
+  dlanes gsum = {0}, tsum = {0}; /* readout sums in double, as pair() */
   for (long di = -(long)h + 1; di < (long)h; di++)
     for (long dj = -(long)w + 1; dj < (long)w; dj++) {
       size_t i0 = di > 0 ? (size_t)di : 0, i1 = di < 0 ? (size_t)((long)h + di) : h;
       size_t j0 = dj > 0 ? (size_t)dj : 0, j1 = dj < 0 ? (size_t)((long)w + dj) : w;
-      SFX(b_slice_input)(P, ws, xa, xbt, di, dj, i0, i1, j0, j1);
-      SFX(b_slice_ops)(P, ws, 0, P->nops, h, w, di, dj, i0, i1, j0, j1, va, vbt, with_t);
-      SFX(b_slice_sum)(ws, ld, pad, i0, i1, j0, j1, with_t, &gsum, &tsum);
-      SFX(b_slice_clear)(ws, ld, pad, i0, i1, j0, j1, with_t);
+      b_slice_input(P, ws, xa, xbt, di, dj, i0, i1, j0, j1);
+      b_slice_ops(P, ws, 0, P->nops, h, w, di, dj, i0, i1, j0, j1, va, vbt, with_t);
+      b_slice_sum(ws, ld, pad, i0, i1, j0, j1, with_t, &gsum, &tsum);
+      b_slice_clear(ws, ld, pad, i0, i1, j0, j1, with_t);
     }
   double norm = P->readout_sum ? 1.0 : (double)(hw * hw); /* GlobalSumPool: the sum */
   for (size_t k = 0; k < B; k++) {
@@ -371,7 +403,7 @@ static void SFX(b_pair_slice)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
 
 /* Output positions [*q0, *q1) of a pooling window (size f, stride s,
  * padding lo, n outputs) that contain input position x. */
-static inline void SFX(b_pool_range)(long x, long f, long s, long lo, long n, long *q0, long *q1) {
+static inline void b_pool_range(long x, long f, long s, long lo, long n, long *q0, long *q1) {
   long first = x + lo - f + 1; /* s q >= first */
   *q0 = first <= 0 ? 0 : (first + s - 1) / s;
   long last = (x + lo) / s + 1;
@@ -380,42 +412,42 @@ static inline void SFX(b_pool_range)(long x, long f, long s, long lo, long n, lo
 
 /* A run's input slice of offset (di, dj) from the full covariance of an
  * h x w stage, [p][q][lane]: entry (p, p - offset). */
-NTK_CLONES static void SFX(b_slice_from_full)(struct cnn_bws *ws, size_t ld, size_t pad, size_t h, size_t w, long di,
-                                              long dj, size_t i0, size_t i1, size_t j0, size_t j1, int with_t) {
+NTK_CLONES static void b_slice_from_full(struct cnn_bws *ws, size_t ld, size_t pad, size_t h, size_t w, long di,
+                                         long dj, size_t i0, size_t i1, size_t j0, size_t j1, int with_t) {
   const REAL *fg = (const REAL *)ws->fg, *ft = (const REAL *)ws->ft;
   size_t hw = h * w;
   for (size_t i = i0; i < i1; i++)
     for (size_t j = j0; j < j1; j++) {
       size_t q = ((i * w + j) * hw + (size_t)(((long)i - di) * (long)w + (long)j - dj)) * B;
       size_t cell = ((i + pad) * ld + pad + j) * B;
-      *(SFX(lanes) *)((REAL *)ws->g + cell) = *(const SFX(lanes) *)(fg + q);
-      if (with_t) *(SFX(lanes) *)((REAL *)ws->t + cell) = *(const SFX(lanes) *)(ft + q);
+      *(lanes *)((REAL *)ws->g + cell) = *(const lanes *)(fg + q);
+      if (with_t) *(lanes *)((REAL *)ws->t + cell) = *(const lanes *)(ft + q);
     }
 }
 
 /* The slice's region added into the pooling's first-pass sums: cell (i, j)
  * is entry (p, q) = ((i, j), (i - di, j - dj)), added to (p, Q) for every
  * window Q of image b that holds q. */
-NTK_CLONES static void SFX(b_pool_add)(const struct cnn_op *pool, struct cnn_bws *ws, size_t ld, size_t pad,
-                                       size_t w, long di, long dj, size_t i0, size_t i1, size_t j0, size_t j1,
-                                       int with_t) {
+NTK_CLONES static void b_pool_add(const struct cnn_op *pool, struct cnn_bws *ws, size_t ld, size_t pad,
+                                  size_t w, long di, long dj, size_t i0, size_t i1, size_t j0, size_t j1,
+                                  int with_t) {
   long fh = (long)pool->fh, fw = (long)pool->fw, sh = (long)pool->sh, sw = (long)pool->sw;
   size_t ho = pool->ho, wo = pool->wo;
   REAL *pg = (REAL *)ws->pg, *pt = (REAL *)ws->pt;
   for (size_t i = i0; i < i1; i++) {
     long qi0, qi1; /* the windows of image b's row i - di */
-    SFX(b_pool_range)((long)i - di, fh, sh, (long)pool->lo_h, (long)ho, &qi0, &qi1);
+    b_pool_range((long)i - di, fh, sh, (long)pool->lo_h, (long)ho, &qi0, &qi1);
     for (size_t j = j0; j < j1; j++) {
       long qj0, qj1;
-      SFX(b_pool_range)((long)j - dj, fw, sw, (long)pool->lo_w, (long)wo, &qj0, &qj1);
+      b_pool_range((long)j - dj, fw, sw, (long)pool->lo_w, (long)wo, &qj0, &qj1);
       size_t cell = ((i + pad) * ld + pad + j) * B;
-      SFX(lanes) vg = *(const SFX(lanes) *)((const REAL *)ws->g + cell);
-      SFX(lanes) vt = *(const SFX(lanes) *)((const REAL *)ws->t + cell);
+      lanes vg = *(const lanes *)((const REAL *)ws->g + cell);
+      lanes vt = *(const lanes *)((const REAL *)ws->t + cell);
       for (long qi = qi0; qi < qi1; qi++)
         for (long qj = qj0; qj < qj1; qj++) {
           size_t at = (((i * ho + (size_t)qi) * w + j) * wo + (size_t)qj) * B;
-          *(SFX(lanes) *)(pg + at) += vg;
-          if (with_t) *(SFX(lanes) *)(pt + at) += vt;
+          *(lanes *)(pg + at) += vg;
+          if (with_t) *(lanes *)(pt + at) += vt;
         }
     }
   }
@@ -423,8 +455,8 @@ NTK_CLONES static void SFX(b_pool_add)(const struct cnn_op *pool, struct cnn_bws
 
 /* pool_full's scale of its first pass, then its second pass over image
  * a's windows, into the next run's input ws->fg, ws->ft ([P][Q][lane]). */
-NTK_CLONES static void SFX(b_pool_finish)(const struct cnn_op *pool, struct cnn_bws *ws, size_t h, size_t w,
-                                          int with_t) {
+NTK_CLONES static void b_pool_finish(const struct cnn_op *pool, struct cnn_bws *ws, size_t h, size_t w,
+                                     int with_t) {
   size_t ho = pool->ho, wo = pool->wo;
   long hi = (long)h, wi = (long)w;
   for (int which = 0; which < 1 + with_t; which++) {
@@ -433,25 +465,25 @@ NTK_CLONES static void SFX(b_pool_finish)(const struct cnn_op *pool, struct cnn_
       for (size_t qi = 0; qi < ho; qi++)
         for (size_t j = 0; j < w; j++)
           for (size_t qj = 0; qj < wo; qj++) {
-            SFX(lanes) *x = (SFX(lanes) *)(part + (((i * ho + qi) * w + j) * wo + qj) * B);
-            *x = *x * SFX(pool_scale)(pool, qi, qj);
+            lanes *x = (lanes *)(part + (((i * ho + qi) * w + j) * wo + qj) * B);
+            *x = *x * pool_scale(pool, qi, qj);
           }
     for (size_t pi = 0; pi < ho; pi++)
       for (size_t pj = 0; pj < wo; pj++) {
-        REAL scale = SFX(pool_scale)(pool, pi, pj);
+        REAL scale = pool_scale(pool, pi, pj);
         for (size_t qi = 0; qi < ho; qi++)
           for (size_t qj = 0; qj < wo; qj++) {
-            SFX(lanes) sum = {0};
+            lanes sum = {0};
             for (size_t a = 0; a < pool->fh; a++) {
               long r = (long)(pool->sh * pi + a) - (long)pool->lo_h;
               if (r < 0 || r >= hi) continue;
               for (size_t b = 0; b < pool->fw; b++) {
                 long cc = (long)(pool->sw * pj + b) - (long)pool->lo_w;
                 if (cc >= 0 && cc < wi)
-                  sum += *(const SFX(lanes) *)(part + ((((size_t)r * ho + qi) * w + (size_t)cc) * wo + qj) * B);
+                  sum += *(const lanes *)(part + ((((size_t)r * ho + qi) * w + (size_t)cc) * wo + qj) * B);
               }
             }
-            *(SFX(lanes) *)(out + ((pi * wo + pj) * (ho * wo) + qi * wo + qj) * B) = sum * scale;
+            *(lanes *)(out + ((pi * wo + pj) * (ho * wo) + qi * wo + qj) * B) = sum * scale;
           }
       }
   }
@@ -470,11 +502,11 @@ NTK_CLONES static void SFX(b_pool_finish)(const struct cnn_op *pool, struct cnn_
  * full covariance of the next run's input ([P][Q][lane]). Partial sums are
  * kept as [i][Qi][j][Qj][lane] (p = (i, j), Q = (Qi, Qj)), so that a slice
  * row touches one block of them. */
-static void SFX(b_pair_multi)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
-                              const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
+static void b_pair_multi(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
+                         const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   size_t h = P->H, w = P->W, pad = P->pad, k0 = 0;
-  SFX(dlanes) gsum = {0}, tsum = {0}; /* readout sums in double, as pair() */
+  dlanes gsum = {0}, tsum = {0}; /* readout sums in double, as pair() */
   for (;;) {
     size_t k1 = k0;
     while (k1 < P->nops && P->ops[k1].layer->kind != NTK_LAYER_AVGPOOL) k1++;
@@ -491,17 +523,17 @@ static void SFX(b_pair_multi)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
       size_t i0 = di > 0 ? (size_t)di : 0, i1 = di < 0 ? (size_t)((long)h + di) : h;
       size_t j0 = dj > 0 ? (size_t)dj : 0, j1 = dj < 0 ? (size_t)((long)w + dj) : w;
       if (k0 == 0) {
-        SFX(b_slice_input)(P, ws, xa, xbt, di, dj, i0, i1, j0, j1);
+        b_slice_input(P, ws, xa, xbt, di, dj, i0, i1, j0, j1);
       } else {
-        SFX(b_slice_from_full)(ws, ld, pad, h, w, di, dj, i0, i1, j0, j1, with_t);
+        b_slice_from_full(ws, ld, pad, h, w, di, dj, i0, i1, j0, j1, with_t);
       }
-      SFX(b_slice_ops)(P, ws, k0, k1, h, w, di, dj, i0, i1, j0, j1, va, vbt, with_t);
+      b_slice_ops(P, ws, k0, k1, h, w, di, dj, i0, i1, j0, j1, va, vbt, with_t);
       if (!pool) {
-        SFX(b_slice_sum)(ws, ld, pad, i0, i1, j0, j1, with_t, &gsum, &tsum);
+        b_slice_sum(ws, ld, pad, i0, i1, j0, j1, with_t, &gsum, &tsum);
       } else {
-        SFX(b_pool_add)(pool, ws, ld, pad, w, di, dj, i0, i1, j0, j1, with_t);
+        b_pool_add(pool, ws, ld, pad, w, di, dj, i0, i1, j0, j1, with_t);
       }
-      SFX(b_slice_clear)(ws, ld, pad, i0, i1, j0, j1, with_t);
+      b_slice_clear(ws, ld, pad, i0, i1, j0, j1, with_t);
     }
     if (!pool) {
       double norm = P->readout_sum ? 1.0 : (double)(hw * hw); /* GlobalSumPool: the sum */
@@ -511,7 +543,7 @@ static void SFX(b_pair_multi)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
       }
       return;
     }
-    SFX(b_pool_finish)(pool, ws, h, w, with_t);
+    b_pool_finish(pool, ws, h, w, with_t);
     h = ho;
     w = wo;
     k0 = k1 + 1;
@@ -519,7 +551,7 @@ static void SFX(b_pair_multi)(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL
 }
 
 /* The fully-connected tail for a batch of scalars. */
-static void SFX(b_tail)(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REAL *g, REAL *t) {
+static void b_tail(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REAL *g, REAL *t) {
   const struct cnn_plan *P = &c->plan;
   REAL stack[4 * NTK_BRANCH_MAXDEPTH * B]; /* residual blocks (branch.h): 4 arrays of B lanes per depth */
   int ended[NTK_BRANCH_MAXDEPTH], depth = 0;
@@ -528,12 +560,12 @@ static void SFX(b_tail)(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REA
     REAL fw = (REAL)P->tail_fanw[2 * kk], fdiv = (REAL)P->tail_fanw[2 * kk + 1];
     if (l->kind == NTK_LAYER_FORK) {
       ended[depth] = 0;
-      SFX(branch_fork)(stack + 4 * B * (size_t)depth++, B, B, g, t);
+      branch_fork(stack + 4 * B * (size_t)depth++, B, B, g, t);
     } else if (l->kind == NTK_LAYER_NEXT) {
-      SFX(branch_next)(stack + 4 * B * (size_t)(depth - 1), B, B, B, ended[depth - 1]++ == 0, fw, g, t);
+      branch_next(stack + 4 * B * (size_t)(depth - 1), B, B, B, ended[depth - 1]++ == 0, fw, g, t);
     } else if (l->kind == NTK_LAYER_JOIN) {
       depth--;
-      SFX(branch_join)(stack + 4 * B * (size_t)depth, B, B, l->branches, fw, fdiv, g, t);
+      branch_join(stack + 4 * B * (size_t)depth, B, B, l->branches, fw, fdiv, g, t);
     }
     for (size_t k = 0; k < B; k++) {
       REAL td, w2 = (REAL)(l->w_std * l->w_std);
@@ -544,7 +576,7 @@ static void SFX(b_tail)(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REA
         break;
       case NTK_LAYER_MAP:
       case NTK_LAYER_LAYERNORM:
-        g[k] = SFX(nonlin1)(l, g[k], ta[kk], tbt[kk * B + k], &td);
+        g[k] = nonlin1(l, g[k], ta[kk], tbt[kk * B + k], &td);
         t[k] *= td;
         break;
       case NTK_LAYER_IDENTITY:
@@ -562,3 +594,33 @@ static void SFX(b_tail)(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REA
 }
 
 #undef B
+
+#undef lanes
+#undef dlanes
+#undef b_affine
+#undef b_conv_diag
+#undef b_nonlin
+#undef b_is_nonlin
+#undef b_diag_input
+#undef b_diag_sum
+#undef b_pair_diag
+#undef branch_fork
+#undef branch_next
+#undef branch_join
+#undef box_sums
+#undef box_affine
+#undef slice_map
+#undef b_slice_conv
+#undef b_slice_ops
+#undef b_slice_input
+#undef b_slice_clear
+#undef b_slice_sum
+#undef b_pair_slice
+#undef b_pool_range
+#undef b_slice_from_full
+#undef b_pool_add
+#undef b_pool_finish
+#undef pool_scale
+#undef b_pair_multi
+#undef b_tail
+#undef nonlin1

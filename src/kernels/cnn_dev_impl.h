@@ -1,8 +1,8 @@
 /* CNN kernels for a GPU block, written once for CUDA and for the host
  * emulation that tests them (src/backend/cuda/cnn_gpu.c): included through
- * each_precision.h (REAL, SFX(x), ABRELU_R, RSQRT, ERF), with DEV (the
- * function qualifiers) and BLK_SYNC(B) (__syncthreads(), or a barrier)
- * defined by the includer.
+ * each_precision.h (REAL, ABRELU_R, RSQRT, ERF, MAP; each name below
+ * becomes name_f / name_d), with DEV (the function qualifiers) and
+ * BLK_SYNC(B) (__syncthreads(), or a barrier) defined by the includer.
  *
  * Each function is the body of one block: thread B->tid of B->nt, block
  * (B->bx, B->by); `sm` is the block's shared memory. Work is split by
@@ -18,18 +18,50 @@
  * elements, each plus 2 nt doubles; READOUT 2 nt doubles; the
  * full-covariance kernels none. */
 
-#ifndef DV_PAIR
-#define DV_PAIR SFX(dv_pair)
-#define DV_QUAD SFX(dv_quad)
-#endif
+/* The per-precision names this file defines (each_precision.h), ... */
+#define dv_nonlin SFX(dv_nonlin)
+#define dv_affine SFX(dv_affine)
+#define dv_reduce SFX(dv_reduce)
+#define dv_dot SFX(dv_dot)
+#define dv_cell_nonlin SFX(dv_cell_nonlin)
+#define dv_next_nonlin SFX(dv_next_nonlin)
+#define dv_branch_diag SFX(dv_branch_diag)
+#define dv_diag SFX(dv_diag)
+#define dv_slice_blk SFX(dv_slice_blk)
+#define dv_slice_setup SFX(dv_slice_setup)
+#define dv_slice_load SFX(dv_slice_load)
+#define dv_slice_conv SFX(dv_slice_conv)
+#define dv_slice_dense SFX(dv_slice_dense)
+#define dv_slice_nonlin SFX(dv_slice_nonlin)
+#define dv_slice_branch SFX(dv_slice_branch)
+#define dv_slice_store SFX(dv_slice_store)
+#define dv_slice SFX(dv_slice)
+#define dv_ldq SFX(dv_ldq)
+#define s3_abrelu SFX(s3_abrelu)
+#define s3_nl SFX(s3_nl)
+#define s3_post SFX(s3_post)
+#define s3ctx SFX(s3ctx)
+#define s3me SFX(s3me)
+#define s3_place SFX(s3_place)
+#define s3_strip SFX(s3_strip)
+#define dv_slice3 SFX(dv_slice3)
+#define dv_input_full SFX(dv_input_full)
+#define dv_conv_full SFX(dv_conv_full)
+#define dv_pool_scale SFX(dv_pool_scale)
+#define dv_pool_full SFX(dv_pool_full)
+#define dv_branch_full SFX(dv_branch_full)
+#define dv_readout SFX(dv_readout)
+/* ... and the types of src/kernels/cnn_dev.h it uses. */
+#define dv_pair SFX(dv_pair)
+#define dv_quad SFX(dv_quad)
 
 /* A nonlinearity on one entry. `any` is a constant of each kernel variant
  * (cnn_cuda.cu): 0 for runs whose maps are all ABRelu or Erf(1, 1, 0),
  * whose code alone is then compiled in (the other maps' code had cost the
  * SLICE kernel 30 registers: 48 -> 78, cuobjdump -res-usage); 1 for any
  * map, through the dispatcher. cnn_gpu.c picks the variant per run. */
-static DEV DV_INLINE REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, REAL q11, REAL q22, REAL r11,
-                                         REAL r22, REAL *td, int any) {
+static DEV DV_INLINE REAL dv_nonlin(const struct ntk_dev_op *o, REAL q12, REAL q11, REAL q22, REAL r11,
+                                    REAL r22, REAL *td, int any) {
   if (any) return MAP(&o->map, q12, q11, q22, r11, r22, td);
   if (o->map.kind == NTK_MAP_ERF) return ERF(q12, q11, q22, td);
   return ABRELU_R((REAL)o->map.a, (REAL)o->map.b, q12, q11, q22, r11, r22, td);
@@ -39,7 +71,7 @@ static DEV DV_INLINE REAL SFX(dv_nonlin)(const struct ntk_dev_op *o, REAL q12, R
  * layer's averaging: cnn_impl.h's affine1, in its order. 'ntk':
  * nngp' = W^2 G + b^2, ntk' = nngp' + W^2 T; 'standard': ntk' =
  * (fan G + one) + W^2 T. *t is 0 without the NTK. */
-static DEV DV_INLINE void SFX(dv_affine)(const struct ntk_dev_op *o, REAL G, REAL T, int with_t, REAL *g, REAL *t) {
+static DEV DV_INLINE void dv_affine(const struct ntk_dev_op *o, REAL G, REAL T, int with_t, REAL *g, REAL *t) {
   REAL w2 = (REAL)o->w2, b2 = (REAL)o->b2;
   if (o->standard) {
     *t = with_t ? ((REAL)o->fan * G + (REAL)o->one) + w2 * T : 0;
@@ -55,7 +87,7 @@ static DEV DV_INLINE void SFX(dv_affine)(const struct ntk_dev_op *o, REAL G, REA
  * power of two p <= nt fold into the first ones, then a tree of log2(p)
  * steps. The result in thread 0. In double whatever REAL is, as the CPU's
  * readout sums. red: 2 nt doubles of shared memory. */
-static DEV void SFX(dv_reduce)(struct ntk_blk *B, double *red, double *sg, double *st) {
+static DEV void dv_reduce(struct ntk_blk *B, double *red, double *sg, double *st) {
   unsigned tid = B->tid, nt = B->nt, p = 1;
   while (2 * p <= nt) p *= 2;
   red[tid] = *sg;
@@ -78,7 +110,7 @@ static DEV void SFX(dv_reduce)(struct ntk_blk *B, double *red, double *sg, doubl
   BLK_SYNC(B); /* red may be reused */
 }
 
-static DEV REAL SFX(dv_dot)(const REAL *xa, const REAL *xb, int C) {
+static DEV REAL dv_dot(const REAL *xa, const REAL *xb, int C) {
   REAL sum = 0;
   for (int k = 0; k < C; k++) sum += xa[k] * xb[k];
   return sum / (REAL)C;
@@ -90,7 +122,7 @@ static DEV REAL SFX(dv_dot)(const REAL *xa, const REAL *xb, int C) {
  * products v, u of cnn_dev.h). When `capture` (a pair (a, a) at offset 0,
  * so p == q and qa == qb), a's slot at p is written first: the thread that
  * owns the entry is the only one that reads it in this launch. */
-static DEV DV_INLINE void SFX(dv_cell_nonlin)(const struct ntk_dev_op *o, int any, int capture, REAL *qa, const REAL *qb, unsigned p,
+static DEV DV_INLINE void dv_cell_nonlin(const struct ntk_dev_op *o, int any, int capture, REAL *qa, const REAL *qb, unsigned p,
                                     unsigned q, REAL *g, REAL *t, int with_t) {
   if (capture) {
     qa[NTK_DEV_VSLOT * p] = *g;
@@ -99,14 +131,14 @@ static DEV DV_INLINE void SFX(dv_cell_nonlin)(const struct ntk_dev_op *o, int an
     qa[NTK_DEV_VSLOT * p + 3] = qa[NTK_DEV_VSLOT * p + 2] * qa[NTK_DEV_VSLOT * p + 1];
   }
   REAL td;
-  *g = SFX(dv_nonlin)(o, *g, qa[NTK_DEV_VSLOT * p], qb[NTK_DEV_VSLOT * q], qa[NTK_DEV_VSLOT * p + 1],
-                      qb[NTK_DEV_VSLOT * q + 1], &td, any);
+  *g = dv_nonlin(o, *g, qa[NTK_DEV_VSLOT * p], qb[NTK_DEV_VSLOT * q], qa[NTK_DEV_VSLOT * p + 1],
+                 qb[NTK_DEV_VSLOT * q + 1], &td, any);
   if (with_t) *t *= td;
 }
 
 /* The nonlinearity right after op k, if any: fused into the convolution's
  * last pass (it is pointwise, and reads only its own entry). */
-static DEV const struct ntk_dev_op *SFX(dv_next_nonlin)(const struct ntk_dev_plan *P, int k, int k1) {
+static DEV const struct ntk_dev_op *dv_next_nonlin(const struct ntk_dev_plan *P, int k, int k1) {
   return k + 1 < k1 && P->ops[k + 1].var_off >= 0 ? &P->ops[k + 1] : (const struct ntk_dev_op *)0;
 }
 
@@ -116,8 +148,8 @@ static DEV const struct ntk_dev_op *SFX(dv_next_nonlin)(const struct ntk_dev_pla
  * values dg, dt (shared memory): branch.h's operations, in its order, on
  * the pair's stack in global memory (4 arrays of bstride elements per
  * depth). Each thread owns its positions; the caller synchronises. */
-static DEV DV_INLINE void SFX(dv_branch_diag)(const struct ntk_dev_args *A, struct ntk_blk *B,
-                                              const struct ntk_dev_op *o, size_t pair, REAL *dg, REAL *dt) {
+static DEV DV_INLINE void dv_branch_diag(const struct ntk_dev_args *A, struct ntk_blk *B,
+                                         const struct ntk_dev_op *o, size_t pair, REAL *dg, REAL *dt) {
   size_t n = (size_t)o->hi * o->wi, n_in = (size_t)o->ho * o->wo, cap = A->bstride, m = n > n_in ? n : n_in;
   REAL *slot = (REAL *)A->bstack + (pair * (size_t)A->P->branch_depth + (size_t)o->depth) * 4 * cap;
   REAL w = (REAL)o->fanw, div = (REAL)o->fandiv;
@@ -147,7 +179,7 @@ static DEV DV_INLINE void SFX(dv_branch_diag)(const struct ntk_dev_args *A, stru
   }
 }
 
-static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
+static DEV DV_INLINE void dv_diag(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
   const struct ntk_dev_plan *P = A->P;
   size_t pair = B->bx, n0 = (size_t)P->H * (size_t)P->W, d = n0 * (size_t)P->C;
   unsigned tid = B->tid, nt = B->nt;
@@ -158,7 +190,7 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
   REAL *dg = sm, *dt = sm + n0, *ng = sm + 2 * n0, *nt_ = sm + 3 * n0;
   double *red = (double *)(void *)(sm + 4 * n0); /* 8-byte aligned: 4 n0 elements of 4 or 8 bytes */
   for (size_t p = tid; p < n0; p += nt) {
-    dg[p] = SFX(dv_dot)(xa + p * (size_t)P->C, xb + p * (size_t)P->C, P->C);
+    dg[p] = dv_dot(xa + p * (size_t)P->C, xb + p * (size_t)P->C, P->C);
     dt[p] = 0;
   }
   BLK_SYNC(B);
@@ -166,7 +198,7 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
     const struct ntk_dev_op *o = &P->ops[k];
     size_t n = (size_t)o->ho * (size_t)o->wo;
     if (o->kind == NTK_LAYER_CONV) {
-      const struct ntk_dev_op *nl = SFX(dv_next_nonlin)(P, k, P->nops);
+      const struct ntk_dev_op *nl = dv_next_nonlin(P, k, P->nops);
       REAL scale = (REAL)(1.0 / (double)(o->fh * o->fw));
       float inv = 1.0f / (float)o->wo;
       for (unsigned p = tid; p < (unsigned)n; p += nt) {
@@ -190,8 +222,8 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
           st += rt;
         }
         REAL g, t;
-        SFX(dv_affine)(o, sg * scale, st * scale, with_t, &g, &t);
-        if (nl) SFX(dv_cell_nonlin)(nl, any, A->self, va + nl->var_off, vb + nl->var_off, p, p, &g, &t, with_t);
+        dv_affine(o, sg * scale, st * scale, with_t, &g, &t);
+        if (nl) dv_cell_nonlin(nl, any, A->self, va + nl->var_off, vb + nl->var_off, p, p, &g, &t, with_t);
         ng[p] = g;
         nt_[p] = t;
       }
@@ -206,7 +238,7 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
     } else if (o->kind == NTK_LAYER_DENSE) {
       for (size_t p = tid; p < n; p += nt) {
         REAL g, t;
-        SFX(dv_affine)(o, dg[p], dt[p], with_t, &g, &t);
+        dv_affine(o, dg[p], dt[p], with_t, &g, &t);
         dg[p] = g;
         if (with_t) dt[p] = t;
       }
@@ -215,10 +247,10 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
       REAL *qa = va + o->var_off;
       const REAL *qb = vb + o->var_off;
       for (unsigned p = tid; p < (unsigned)n; p += nt)
-        SFX(dv_cell_nonlin)(o, any, A->self, qa, qb, p, p, &dg[p], &dt[p], with_t);
+        dv_cell_nonlin(o, any, A->self, qa, qb, p, p, &dg[p], &dt[p], with_t);
       BLK_SYNC(B);
     } else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN) {
-      SFX(dv_branch_diag)(A, B, o, pair, dg, dt);
+      dv_branch_diag(A, B, o, pair, dg, dt);
       BLK_SYNC(B);
     }
   }
@@ -228,7 +260,7 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
     sg += (double)dg[p];
     st += (double)dt[p];
   }
-  SFX(dv_reduce)(B, red, &sg, &st);
+  dv_reduce(B, red, &sg, &st);
   if (tid == 0) {
     double *part = (double *)A->part + pair * 2;
     part[0] = sg;
@@ -238,161 +270,235 @@ static DEV DV_INLINE void SFX(dv_diag)(const struct ntk_dev_args *A, struct ntk_
 
 /* ---- SLICE: one offset of one pair through a run of slice-local ops ------ */
 
-static DEV DV_INLINE void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
+/* What every step of a SLICE block shares: the run's size and the slice
+ * border, this block's offset (di, dj: its valid cells [i0, i1) x [j0,
+ * j1), nvalid of them, vw a row) and pair, the two images' variance
+ * blocks, and the block's shared-memory arrays. In-block indices are
+ * 32-bit: a slice block holds at most a few thousand cells (shared
+ * memory); global offsets stay size_t. */
+struct dv_slice_blk {
+  unsigned h, w, hw, pad, ld, cells, tid, nt;
+  size_t pair;
+  int with_t;
+  unsigned i0, i1, j0, j1, vw, nvalid;
+  float inv;        /* 1 / vw, for DV_CELL */
+  int shift;        /* image b's position of a's position p is p - shift */
+  REAL *va;
+  const REAL *vb;
+  REAL *g, *t, *g2, *t2, *rows, *rows_t; /* bordered arrays of `cells` elements */
+  double *red;      /* dv_reduce's 2 nt doubles */
+  REAL *stk;        /* residual blocks: 4 bordered arrays per depth */
+};
+
+/* The block's offset and arrays (see struct dv_slice_blk). */
+static DEV DV_INLINE void dv_slice_setup(const struct ntk_dev_args *A, const struct ntk_blk *B, REAL *sm,
+                                         struct dv_slice_blk *S) {
   const struct ntk_dev_plan *P = A->P;
-  /* In-block indices are 32-bit: a slice block holds at most a few
-   * thousand cells (shared memory); global offsets stay size_t. */
-  unsigned h = (unsigned)A->h, w = (unsigned)A->w, hw = h * w, pad = (unsigned)P->pad;
-  unsigned ld = w + 2 * pad, cells = ld * (h + 2 * pad), C = (unsigned)P->C;
-  unsigned tid = B->tid, nt = B->nt;
-  size_t pair = B->by, d = (size_t)P->H * P->W * C;
-  int with_t = A->with_t;
+  S->h = (unsigned)A->h, S->w = (unsigned)A->w, S->hw = S->h * S->w, S->pad = (unsigned)P->pad;
+  S->ld = S->w + 2 * S->pad, S->cells = S->ld * (S->h + 2 * S->pad);
+  S->tid = B->tid, S->nt = B->nt;
+  S->pair = B->by;
+  S->with_t = A->with_t;
   int nbw = 2 * A->bw + 1;
   int di = A->capture ? 0 : (int)B->bx / nbw - A->bh, dj = A->capture ? 0 : (int)B->bx % nbw - A->bw;
-  unsigned i0 = di > 0 ? (unsigned)di : 0, i1 = di < 0 ? (unsigned)((int)h + di) : h;
-  unsigned j0 = dj > 0 ? (unsigned)dj : 0, j1 = dj < 0 ? (unsigned)((int)w + dj) : w;
-  unsigned vw = j1 - j0, nvalid = (i1 - i0) * vw, ii, jj;
-  float inv = 1.0f / (float)vw;
-  int shift = di * (int)w + dj; /* image b's position of a's position p is p - shift */
-  REAL *va = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size;
-  const REAL *vb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size;
-  REAL *g = sm, *t = sm + cells, *g2 = sm + 2 * cells, *t2 = sm + 3 * cells, *rows = sm + 4 * cells;
-  REAL *rows_t = sm + 5 * cells;
-  double *red = (double *)(void *)(sm + 6 * cells); /* 8-byte aligned: 6 cells elements of 4 or 8 bytes */
-  REAL *stk = (REAL *)(void *)(red + 2 * nt); /* residual blocks: 4 bordered arrays per depth */
-  /* Zero borders: SAME padding for every convolution of the run. */
-  for (unsigned k = tid; k < 4 * cells; k += nt) sm[k] = 0;
+  S->i0 = di > 0 ? (unsigned)di : 0, S->i1 = di < 0 ? (unsigned)((int)S->h + di) : S->h;
+  S->j0 = dj > 0 ? (unsigned)dj : 0, S->j1 = dj < 0 ? (unsigned)((int)S->w + dj) : S->w;
+  S->vw = S->j1 - S->j0, S->nvalid = (S->i1 - S->i0) * S->vw;
+  S->inv = 1.0f / (float)S->vw;
+  S->shift = di * (int)S->w + dj;
+  S->va = (REAL *)A->var + A->pa[S->pair] * (size_t)P->var_size;
+  S->vb = (const REAL *)A->var + A->pb[S->pair] * (size_t)P->var_size;
+  unsigned cells = S->cells;
+  S->g = sm, S->t = sm + cells, S->g2 = sm + 2 * cells, S->t2 = sm + 3 * cells, S->rows = sm + 4 * cells;
+  S->rows_t = sm + 5 * cells;
+  S->red = (double *)(void *)(sm + 6 * cells); /* 8-byte aligned: 6 cells elements of 4 or 8 bytes */
+  S->stk = (REAL *)(void *)(S->red + 2 * S->nt);
+}
+
+/* The slice's entries, from the images (from_x) or the pair's covariance
+ * fg, ft, inside zero borders: SAME padding for every convolution of the
+ * run. */
+static DEV DV_INLINE void dv_slice_load(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm,
+                                        const struct dv_slice_blk *S) {
+  const struct ntk_dev_plan *P = A->P;
+  unsigned C = (unsigned)P->C, ii, jj;
+  size_t pair = S->pair, d = (size_t)P->H * P->W * C;
+  for (unsigned k = S->tid; k < 4 * S->cells; k += S->nt) sm[k] = 0;
   BLK_SYNC(B);
-  for (unsigned k = tid; k < nvalid; k += nt) {
-    DV_CELL(k, vw, inv, ii, jj);
-    unsigned i = i0 + ii, j = j0 + jj, p = i * w + j, q = (unsigned)((int)p - shift);
+  for (unsigned k = S->tid; k < S->nvalid; k += S->nt) {
+    DV_CELL(k, S->vw, S->inv, ii, jj);
+    unsigned i = S->i0 + ii, j = S->j0 + jj, p = i * S->w + j, q = (unsigned)((int)p - S->shift);
     REAL gv, tv = 0;
     if (A->from_x) {
-      gv = SFX(dv_dot)((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
-                       (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
+      gv = dv_dot((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
+                  (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
     } else {
-      size_t at = pair * A->fstride + (size_t)p * hw + q;
+      size_t at = pair * A->fstride + (size_t)p * S->hw + q;
       gv = ((const REAL *)A->fg)[at];
-      if (with_t) tv = ((const REAL *)A->ft)[at];
+      if (S->with_t) tv = ((const REAL *)A->ft)[at];
     }
-    g[(i + pad) * ld + pad + j] = gv;
-    t[(i + pad) * ld + pad + j] = tv;
+    S->g[(i + S->pad) * S->ld + S->pad + j] = gv;
+    S->t[(i + S->pad) * S->ld + S->pad + j] = tv;
   }
   BLK_SYNC(B);
-  for (int k = A->k0; k < A->k1; k++) {
-    const struct ntk_dev_op *o = &P->ops[k];
-    if (o->kind == NTK_LAYER_CONV) {
-      /* Row sums of NNGP and NTK for every row read below; then per cell
-       * the column sums, the affine map and a following nonlinearity, in
-       * the CPU's order per entry: two barriers per Conv + nonlinearity. */
-      const struct ntk_dev_op *nl = SFX(dv_next_nonlin)(P, k, A->k1);
-      unsigned fh = (unsigned)o->fh, fw = (unsigned)o->fw, lo = (unsigned)o->lo_h, lo_w = (unsigned)o->lo_w;
-      unsigned r0 = i0 + pad - lo, nr = (i1 - i0) + fh - 1;
-      REAL scale = (REAL)(1.0 / (double)(fh * fw));
-      for (unsigned k2 = tid; k2 < nr * vw; k2 += nt) {
-        DV_CELL(k2, vw, inv, ii, jj);
-        unsigned r = r0 + ii, j = j0 + jj, at = r * ld + pad - lo_w + j;
-        REAL sg = 0, st = 0;
-        for (unsigned b = 0; b < fw; b++) sg += g[at + b];
-        rows[r * ld + j] = sg;
-        if (with_t) {
-          for (unsigned b = 0; b < fw; b++) st += t[at + b];
-          rows_t[r * ld + j] = st;
-        }
-      }
-      BLK_SYNC(B);
-      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
-        DV_CELL(k2, vw, inv, ii, jj);
-        unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
-        REAL sg = 0, st = 0;
-        for (unsigned a = 0; a < fh; a++) sg += rows[(i + pad - lo + a) * ld + j];
-        if (with_t)
-          for (unsigned a = 0; a < fh; a++) st += rows_t[(i + pad - lo + a) * ld + j];
-        REAL gv, tv;
-        SFX(dv_affine)(o, sg * scale, st * scale, with_t, &gv, &tv);
-        if (nl)
-          SFX(dv_cell_nonlin)(nl, any, A->capture, va + nl->var_off, vb + nl->var_off, p, (unsigned)((int)p - shift), &gv,
-                              &tv, with_t);
-        g2[idx] = gv;
-        t2[idx] = tv;
-      }
-      BLK_SYNC(B);
-      REAL *x = g;
-      g = g2;
-      g2 = x;
-      x = t;
-      t = t2;
-      t2 = x;
-      if (nl) k++;
-    } else if (o->kind == NTK_LAYER_DENSE) {
-      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
-        DV_CELL(k2, vw, inv, ii, jj);
-        unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
-        REAL gv, tv;
-        SFX(dv_affine)(o, g[idx], t[idx], with_t, &gv, &tv);
-        g[idx] = gv;
-        if (with_t) t[idx] = tv;
-      }
-      BLK_SYNC(B);
-    } else if (o->var_off >= 0) {
-      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
-        DV_CELL(k2, vw, inv, ii, jj);
-        unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
-        SFX(dv_cell_nonlin)(o, any, A->capture, va + o->var_off, vb + o->var_off, p, (unsigned)((int)p - shift), &g[idx],
-                            &t[idx], with_t);
-      }
-      BLK_SYNC(B);
-    } else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN) {
-      /* a slice-local block (stride-1 SAME: every branch keeps the size),
-       * branch.h's operations on the offset's valid cells */
-      REAL *slot = stk + 4 * cells * (unsigned)o->depth, fw = (REAL)o->fanw, div = (REAL)o->fandiv;
-      for (unsigned k2 = tid; k2 < nvalid; k2 += nt) {
-        DV_CELL(k2, vw, inv, ii, jj);
-        unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
-        if (o->kind == NTK_LAYER_FORK) {
-          slot[idx] = g[idx];
-          slot[cells + idx] = t[idx];
-        } else if (o->kind == NTK_LAYER_NEXT) {
-          slot[2 * cells + idx] = o->first ? fw * g[idx] : slot[2 * cells + idx] + fw * g[idx];
-          slot[3 * cells + idx] = o->first ? fw * t[idx] : slot[3 * cells + idx] + fw * t[idx];
-          g[idx] = slot[idx];
-          t[idx] = slot[cells + idx];
-        } else if (o->branches > 1) {
-          g[idx] = slot[2 * cells + idx] + fw * g[idx];
-          t[idx] = slot[3 * cells + idx] + fw * t[idx];
-          if (div != 0) {
-            g[idx] /= div;
-            t[idx] /= div;
-          }
-        }
-      }
-      BLK_SYNC(B);
+}
+
+/* Conv o (op k) on the slice: row sums of NNGP and NTK for every row read
+ * below; then per cell the column sums, the affine map and a following
+ * nonlinearity, in the CPU's order per entry: two barriers per Conv +
+ * nonlinearity. Returns 1 when it took that nonlinearity (op k + 1). */
+static DEV DV_INLINE int dv_slice_conv(const struct ntk_dev_args *A, struct ntk_blk *B, struct dv_slice_blk *S,
+                                       const struct ntk_dev_op *o, int k, int any) {
+  const struct ntk_dev_op *nl = dv_next_nonlin(A->P, k, A->k1);
+  unsigned tid = S->tid, nt = S->nt, pad = S->pad, ld = S->ld, vw = S->vw, ii, jj;
+  unsigned fh = (unsigned)o->fh, fw = (unsigned)o->fw, lo = (unsigned)o->lo_h, lo_w = (unsigned)o->lo_w;
+  unsigned r0 = S->i0 + pad - lo, nr = (S->i1 - S->i0) + fh - 1;
+  REAL scale = (REAL)(1.0 / (double)(fh * fw));
+  for (unsigned k2 = tid; k2 < nr * vw; k2 += nt) {
+    DV_CELL(k2, vw, S->inv, ii, jj);
+    unsigned r = r0 + ii, j = S->j0 + jj, at = r * ld + pad - lo_w + j;
+    REAL sg = 0, st = 0;
+    for (unsigned b = 0; b < fw; b++) sg += S->g[at + b];
+    S->rows[r * ld + j] = sg;
+    if (S->with_t) {
+      for (unsigned b = 0; b < fw; b++) st += S->t[at + b];
+      S->rows_t[r * ld + j] = st;
     }
   }
-  if (A->capture) return;
+  BLK_SYNC(B);
+  for (unsigned k2 = tid; k2 < S->nvalid; k2 += nt) {
+    DV_CELL(k2, vw, S->inv, ii, jj);
+    unsigned i = S->i0 + ii, j = S->j0 + jj, idx = (i + pad) * ld + pad + j, p = i * S->w + j;
+    REAL sg = 0, st = 0;
+    for (unsigned a = 0; a < fh; a++) sg += S->rows[(i + pad - lo + a) * ld + j];
+    if (S->with_t)
+      for (unsigned a = 0; a < fh; a++) st += S->rows_t[(i + pad - lo + a) * ld + j];
+    REAL gv, tv;
+    dv_affine(o, sg * scale, st * scale, S->with_t, &gv, &tv);
+    if (nl)
+      dv_cell_nonlin(nl, any, A->capture, S->va + nl->var_off, S->vb + nl->var_off, p,
+                     (unsigned)((int)p - S->shift), &gv, &tv, S->with_t);
+    S->g2[idx] = gv;
+    S->t2[idx] = tv;
+  }
+  BLK_SYNC(B);
+  REAL *x = S->g;
+  S->g = S->g2;
+  S->g2 = x;
+  x = S->t;
+  S->t = S->t2;
+  S->t2 = x;
+  return nl != NULL;
+}
+
+/* Dense op o on the slice's valid cells. */
+static DEV DV_INLINE void dv_slice_dense(struct ntk_blk *B, const struct dv_slice_blk *S, const struct ntk_dev_op *o) {
+  unsigned ii, jj;
+  for (unsigned k2 = S->tid; k2 < S->nvalid; k2 += S->nt) {
+    DV_CELL(k2, S->vw, S->inv, ii, jj);
+    unsigned idx = (S->i0 + ii + S->pad) * S->ld + S->pad + S->j0 + jj;
+    REAL gv, tv;
+    dv_affine(o, S->g[idx], S->t[idx], S->with_t, &gv, &tv);
+    S->g[idx] = gv;
+    if (S->with_t) S->t[idx] = tv;
+  }
+  BLK_SYNC(B);
+}
+
+/* Nonlinearity o on the slice's valid cells (in a capture run, recording
+ * the variances). */
+static DEV DV_INLINE void dv_slice_nonlin(const struct ntk_dev_args *A, struct ntk_blk *B,
+                                          const struct dv_slice_blk *S, const struct ntk_dev_op *o, int any) {
+  unsigned ii, jj;
+  for (unsigned k2 = S->tid; k2 < S->nvalid; k2 += S->nt) {
+    DV_CELL(k2, S->vw, S->inv, ii, jj);
+    unsigned i = S->i0 + ii, j = S->j0 + jj, idx = (i + S->pad) * S->ld + S->pad + j, p = i * S->w + j;
+    dv_cell_nonlin(o, any, A->capture, S->va + o->var_off, S->vb + o->var_off, p, (unsigned)((int)p - S->shift),
+                   &S->g[idx], &S->t[idx], S->with_t);
+  }
+  BLK_SYNC(B);
+}
+
+/* A slice-local residual block's FORK, NEXT or JOIN o (stride-1 SAME:
+ * every branch keeps the size): branch.h's operations on the offset's
+ * valid cells. */
+static DEV DV_INLINE void dv_slice_branch(struct ntk_blk *B, const struct dv_slice_blk *S,
+                                          const struct ntk_dev_op *o) {
+  unsigned cells = S->cells, ii, jj;
+  REAL *g = S->g, *t = S->t;
+  REAL *slot = S->stk + 4 * cells * (unsigned)o->depth, fw = (REAL)o->fanw, div = (REAL)o->fandiv;
+  for (unsigned k2 = S->tid; k2 < S->nvalid; k2 += S->nt) {
+    DV_CELL(k2, S->vw, S->inv, ii, jj);
+    unsigned idx = (S->i0 + ii + S->pad) * S->ld + S->pad + S->j0 + jj;
+    if (o->kind == NTK_LAYER_FORK) {
+      slot[idx] = g[idx];
+      slot[cells + idx] = t[idx];
+    } else if (o->kind == NTK_LAYER_NEXT) {
+      slot[2 * cells + idx] = o->first ? fw * g[idx] : slot[2 * cells + idx] + fw * g[idx];
+      slot[3 * cells + idx] = o->first ? fw * t[idx] : slot[3 * cells + idx] + fw * t[idx];
+      g[idx] = slot[idx];
+      t[idx] = slot[cells + idx];
+    } else if (o->branches > 1) {
+      g[idx] = slot[2 * cells + idx] + fw * g[idx];
+      t[idx] = slot[3 * cells + idx] + fw * t[idx];
+      if (div != 0) {
+        g[idx] /= div;
+        t[idx] /= div;
+      }
+    }
+  }
+  BLK_SYNC(B);
+}
+
+/* The slice's result: its sums into the block's part entry (a run into
+ * GlobalAvgPool), or back into the pair's covariance (only this offset's
+ * entries). */
+static DEV DV_INLINE void dv_slice_store(const struct ntk_dev_args *A, struct ntk_blk *B,
+                                         const struct dv_slice_blk *S) {
+  unsigned ii, jj;
   if (A->to_part) {
     double sg = 0, st = 0;
-    for (unsigned k = tid; k < nvalid; k += nt) {
-      DV_CELL(k, vw, inv, ii, jj);
-      unsigned idx = (i0 + ii + pad) * ld + pad + j0 + jj;
-      sg += (double)g[idx];
-      if (with_t) st += (double)t[idx];
+    for (unsigned k = S->tid; k < S->nvalid; k += S->nt) {
+      DV_CELL(k, S->vw, S->inv, ii, jj);
+      unsigned idx = (S->i0 + ii + S->pad) * S->ld + S->pad + S->j0 + jj;
+      sg += (double)S->g[idx];
+      if (S->with_t) st += (double)S->t[idx];
     }
-    SFX(dv_reduce)(B, red, &sg, &st);
-    if (tid == 0) {
-      double *part = (double *)A->part + (pair * (size_t)A->noff + B->bx) * 2;
+    dv_reduce(B, S->red, &sg, &st);
+    if (S->tid == 0) {
+      double *part = (double *)A->part + (S->pair * (size_t)A->noff + B->bx) * 2;
       part[0] = sg;
       part[1] = st;
     }
     return;
   }
-  for (unsigned k = tid; k < nvalid; k += nt) { /* back into the pair's covariance: only this offset's entries */
-    DV_CELL(k, vw, inv, ii, jj);
-    unsigned i = i0 + ii, j = j0 + jj, idx = (i + pad) * ld + pad + j, p = i * w + j;
-    size_t at = pair * A->fstride + (size_t)p * hw + (unsigned)((int)p - shift);
-    ((REAL *)A->fg)[at] = g[idx];
-    if (with_t) ((REAL *)A->ft)[at] = t[idx];
+  for (unsigned k = S->tid; k < S->nvalid; k += S->nt) {
+    DV_CELL(k, S->vw, S->inv, ii, jj);
+    unsigned i = S->i0 + ii, j = S->j0 + jj, idx = (i + S->pad) * S->ld + S->pad + j, p = i * S->w + j;
+    size_t at = S->pair * A->fstride + (size_t)p * S->hw + (unsigned)((int)p - S->shift);
+    ((REAL *)A->fg)[at] = S->g[idx];
+    if (S->with_t) ((REAL *)A->ft)[at] = S->t[idx];
   }
+}
+
+/* One offset (block bx) of one pair (block by) through ops [k0, k1) of the
+ * plan, all slice-local, in shared memory; a capture run (the zero offset)
+ * only records the variances. */
+static DEV DV_INLINE void dv_slice(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
+  const struct ntk_dev_plan *P = A->P;
+  struct dv_slice_blk S;
+  dv_slice_setup(A, B, sm, &S);
+  dv_slice_load(A, B, sm, &S);
+  for (int k = A->k0; k < A->k1; k++) {
+    const struct ntk_dev_op *o = &P->ops[k];
+    if (o->kind == NTK_LAYER_CONV) k += dv_slice_conv(A, B, &S, o, k, any);
+    else if (o->kind == NTK_LAYER_DENSE) dv_slice_dense(B, &S, o);
+    else if (o->var_off >= 0) dv_slice_nonlin(A, B, &S, o, any);
+    else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN)
+      dv_slice_branch(B, &S, o);
+  }
+  if (A->capture) return;
+  dv_slice_store(A, B, &S);
 }
 
 /* ---- SLICE3: every offset of a run of 3x3 convolutions, packed ----------- */
@@ -441,9 +547,9 @@ static DEV DV_INLINE void SFX(dv_slice)(const struct ntk_dev_args *A, struct ntk
 
 /* A variance slot, through the read-only data path on a GPU (the slots
  * are not written during a launch that reads them this way). */
-static DEV DV_INLINE DV_QUAD SFX(dv_ldq)(const DV_QUAD *p) {
+static DEV DV_INLINE dv_quad dv_ldq(const dv_quad *p) {
 #ifdef __CUDA_ARCH__
-  DV_QUAD r;
+  dv_quad r;
   if (sizeof(REAL) == 4) {
     float4 v = __ldg((const float4 *)(const void *)p);
     r.x = (REAL)v.x;
@@ -466,7 +572,7 @@ static DEV DV_INLINE DV_QUAD SFX(dv_ldq)(const DV_QUAD *p) {
 /* ABRelu on slots A, B: in float the map on the slots' products
  * (ntk_dev_abreluf_vu, the bits of ntk_abreluf_r), in double
  * ntk_abrelu_r itself (it takes the variances only). */
-static DEV DV_INLINE REAL SFX(s3_abrelu)(REAL a, REAL b, REAL q12, const DV_QUAD *A, const DV_QUAD *B, REAL *td) {
+static DEV DV_INLINE REAL s3_abrelu(REAL a, REAL b, REAL q12, const dv_quad *A, const dv_quad *B, REAL *td) {
   if (sizeof(REAL) == 4) {
     float tf, g = ntk_dev_abreluf_vu((float)a, (float)b, (float)q12, (float)A->y, (float)A->z, (float)A->w,
                                      (float)B->y, (float)B->z, (float)B->w, &tf);
@@ -480,12 +586,12 @@ static DEV DV_INLINE REAL SFX(s3_abrelu)(REAL a, REAL b, REAL q12, const DV_QUAD
  * takes, cnn_gpu.c's run_is_slice3) on n cells (g, t),
  * a's positions pp, b's qq. With capture (a pair (a, a) at offset 0) the
  * variance and its RSQRT are written first, and used as they are. */
-static DEV DV_INLINE void SFX(s3_nl)(int fuse, const struct ntk_dev_op *DV_RESTRICT o, int with_t, int capture,
-                                     REAL *DV_RESTRICT va, const REAL *DV_RESTRICT vb, int n, const unsigned *pp,
-                                     const unsigned *qq, REAL *G, REAL *T) {
-  DV_QUAD *sa = (DV_QUAD *)(va + (unsigned)o->var_off); /* >= 0 here */
-  const DV_QUAD *sb = (const DV_QUAD *)(vb + (unsigned)o->var_off);
-  DV_QUAD ua[DV_S], ub[DV_S];
+static DEV DV_INLINE void s3_nl(int fuse, const struct ntk_dev_op *DV_RESTRICT o, int with_t, int capture,
+                                REAL *DV_RESTRICT va, const REAL *DV_RESTRICT vb, int n, const unsigned *pp,
+                                const unsigned *qq, REAL *G, REAL *T) {
+  dv_quad *sa = (dv_quad *)(va + (unsigned)o->var_off); /* >= 0 here */
+  const dv_quad *sb = (const dv_quad *)(vb + (unsigned)o->var_off);
+  dv_quad ua[DV_S], ub[DV_S];
   for (int c = 0; c < n; c++) {
     if (capture) {
       ua[c].x = G[c];
@@ -495,27 +601,27 @@ static DEV DV_INLINE void SFX(s3_nl)(int fuse, const struct ntk_dev_op *DV_RESTR
       sa[pp[c]] = ua[c];
       ub[c] = ua[c];
     } else {
-      ua[c] = SFX(dv_ldq)(sa + pp[c]);
-      ub[c] = SFX(dv_ldq)(sb + qq[c]);
+      ua[c] = dv_ldq(sa + pp[c]);
+      ub[c] = dv_ldq(sb + qq[c]);
     }
   }
   REAL td[DV_S];
   if (fuse == NTK_FUSE_ERF) {
     for (int c = 0; c < n; c++) G[c] = ERF(G[c], ua[c].x, ub[c].x, &td[c]);
   } else if (fuse == NTK_FUSE_RELU) {
-    for (int c = 0; c < n; c++) G[c] = SFX(s3_abrelu)((REAL)0, (REAL)1, G[c], &ua[c], &ub[c], &td[c]);
+    for (int c = 0; c < n; c++) G[c] = s3_abrelu((REAL)0, (REAL)1, G[c], &ua[c], &ub[c], &td[c]);
   } else {
     REAL a = sizeof(REAL) == 4 ? (REAL)o->af : (REAL)o->map.a, b = sizeof(REAL) == 4 ? (REAL)o->bf : (REAL)o->map.b;
-    for (int c = 0; c < n; c++) G[c] = SFX(s3_abrelu)(a, b, G[c], &ua[c], &ub[c], &td[c]);
+    for (int c = 0; c < n; c++) G[c] = s3_abrelu(a, b, G[c], &ua[c], &ub[c], &td[c]);
   }
   if (with_t)
     for (int c = 0; c < n; c++) T[c] *= td[c];
 }
 
 /* Pointwise layers ops [k, k1) on n cells. */
-static DEV DV_INLINE void SFX(s3_post)(const struct ntk_dev_plan *DV_RESTRICT P, int k, int k1, int with_t,
-                                       int capture, REAL *DV_RESTRICT va, const REAL *DV_RESTRICT vb, int n,
-                                       const unsigned *pp, const unsigned *qq, REAL *G, REAL *T) {
+static DEV DV_INLINE void s3_post(const struct ntk_dev_plan *DV_RESTRICT P, int k, int k1, int with_t,
+                                  int capture, REAL *DV_RESTRICT va, const REAL *DV_RESTRICT vb, int n,
+                                  const unsigned *pp, const unsigned *qq, REAL *G, REAL *T) {
   for (; k < k1; k++) {
     const struct ntk_dev_op *o = &P->ops[k];
     if (o->kind == NTK_LAYER_DENSE) {
@@ -525,8 +631,8 @@ static DEV DV_INLINE void SFX(s3_post)(const struct ntk_dev_plan *DV_RESTRICT P,
         if (with_t) T[c] = G[c] + w2 * T[c];
       }
     } else if (o->var_off >= 0) {
-      SFX(s3_nl)(ntk_map_is_plain_erf(&o->map) ? NTK_FUSE_ERF : NTK_FUSE_ABRELU, o, with_t, capture, va, vb, n, pp,
-                 qq, G, T);
+      s3_nl(ntk_map_is_plain_erf(&o->map) ? NTK_FUSE_ERF : NTK_FUSE_ABRELU, o, with_t, capture, va, vb, n, pp,
+            qq, G, T);
     }
   }
 }
@@ -534,13 +640,13 @@ static DEV DV_INLINE void SFX(s3_post)(const struct ntk_dev_plan *DV_RESTRICT P,
 /* Row sum of NNGP and NTK around memory cell `at`: (left + centre) + right. */
 #define S3_ROW(at, rg, rt)                             \
   do {                                                 \
-    DV_PAIR l_ = (at)[-1], c_ = (at)[0], r_ = (at)[1]; \
+    dv_pair l_ = (at)[-1], c_ = (at)[0], r_ = (at)[1]; \
     (rg) = (l_.x + c_.x) + r_.x;                       \
     if (with_t) (rt) = (l_.y + c_.y) + r_.y;           \
   } while (0)
 
 /* A block's wrapped offset, as the strips see it. */
-struct SFX(s3ctx) {
+struct s3ctx {
   const struct ntk_dev_args *A;
   const struct ntk_dev_plan *P;
   REAL *va;
@@ -554,7 +660,7 @@ struct SFX(s3ctx) {
  * needs of it in every layer (computed once per block where a thread has
  * one strip): the pair index in either buffer of the first row it reads,
  * a's positions pp and b's positions qq of its cells. */
-struct SFX(s3me) {
+struct s3me {
   unsigned s, c;
   int fast; /* DV_S cells of one slice, all in the band */
   int cok;  /* the column's offset is in the band (0: no strip) */
@@ -563,7 +669,7 @@ struct SFX(s3me) {
   unsigned pp[DV_S], qq[DV_S];
 };
 
-static DEV DV_INLINE void SFX(s3_place)(const struct SFX(s3ctx) *X, unsigned s, unsigned c, struct SFX(s3me) *M) {
+static DEV DV_INLINE void s3_place(const struct s3ctx *X, unsigned s, unsigned c, struct s3me *M) {
   const int i0 = (int)s * DV_S, j = (int)c, ri = j >= X->Dj, w = X->w, h = X->h, Di = X->Di;
   const int dj = ri ? X->Dj : X->Dj - w, cok = ri ? X->ok_ri : X->ok_le, lo = i0 >= Di;
   const unsigned m0 = (unsigned)i0 + 1 + (unsigned)lo, mc = c + 1 + (unsigned)ri;
@@ -573,7 +679,7 @@ static DEV DV_INLINE void SFX(s3_place)(const struct SFX(s3ctx) *X, unsigned s, 
   M->cok = cok;
   M->fast = cok && i0 + DV_S <= h && (lo || i0 + DV_S <= Di) && (lo ? X->ok_lo : X->ok_up);
   M->at = (m0 - 1) * X->LD + mc;
-  for (int r = 0; r < DV_S + 2; r++) M->rb[r] = (M->at + (unsigned)r * X->LD) * (unsigned)sizeof(DV_PAIR);
+  for (int r = 0; r < DV_S + 2; r++) M->rb[r] = (M->at + (unsigned)r * X->LD) * (unsigned)sizeof(dv_pair);
   for (int k = 0; k < DV_S; k++) {
     M->pp[k] = (unsigned)(i0 + k) * (unsigned)w + c;
     M->qq[k] = (unsigned)((int)M->pp[k] - shift);
@@ -583,10 +689,10 @@ static DEV DV_INLINE void SFX(s3_place)(const struct SFX(s3ctx) *X, unsigned s, 
 /* One convolution (ops[kc], then ops (kc, kn)) on the strip M, from `in`
  * into `out` (or, in the run's last layer, into the sums or the pair's
  * covariance). */
-static DEV DV_INLINE void SFX(s3_strip)(const struct SFX(s3ctx) *X, const int with_t, const int capture,
-                                        const struct SFX(s3me) *M, const DV_PAIR *DV_RESTRICT in,
-                                        DV_PAIR *DV_RESTRICT out, int kc, int kn, int last, int fuse, REAL w2, REAL b2,
-                                        double *sg, double *st) {
+static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, const int capture,
+                                   const struct s3me *M, const dv_pair *DV_RESTRICT in,
+                                   dv_pair *DV_RESTRICT out, int kc, int kn, int last, int fuse, REAL w2, REAL b2,
+                                   double *sg, double *st) {
   const struct ntk_dev_args *A = X->A;
   const REAL scale = (REAL)(1.0 / 9.0);
   const unsigned s = M->s, c = M->c, LD = X->LD;
@@ -598,19 +704,19 @@ static DEV DV_INLINE void SFX(s3_strip)(const struct SFX(s3ctx) *X, const int wi
     REAL G[DV_S], T[DV_S];
     REAL rg[DV_S + 2], rt[DV_S + 2];
     for (int r = 0; r < DV_S + 2; r++)
-      S3_ROW((const DV_PAIR *)(const void *)((const char *)in + M->rb[r]), rg[r], rt[r]);
+      S3_ROW((const dv_pair *)(const void *)((const char *)in + M->rb[r]), rg[r], rt[r]);
     for (int k = 0; k < DV_S; k++) {
       G[k] = w2 * (((rg[k] + rg[k + 1]) + rg[k + 2]) * scale) + b2;
       T[k] = with_t ? G[k] + w2 * (((rt[k] + rt[k + 1]) + rt[k + 2]) * scale) : 0;
     }
-    if (fuse) SFX(s3_nl)(fuse, &X->P->ops[kc + 1], with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
-    else SFX(s3_post)(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
+    if (fuse) s3_nl(fuse, &X->P->ops[kc + 1], with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
+    else s3_post(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
     if (!last) {
       for (int k = 0; k < DV_S; k++) {
-        DV_PAIR v;
+        dv_pair v;
         v.x = G[k];
         v.y = T[k];
-        *(DV_PAIR *)(void *)((char *)out + M->rb[k + 1]) = v;
+        *(dv_pair *)(void *)((char *)out + M->rb[k + 1]) = v;
       }
     } else if (!capture) {
       for (int k = 0; k < DV_S; k++) {
@@ -632,7 +738,7 @@ static DEV DV_INLINE void SFX(s3_strip)(const struct SFX(s3ctx) *X, const int wi
     const int i = i0 + k, il = i >= Di;
     if (i >= h || !(il ? X->ok_lo : X->ok_up)) continue;
     const unsigned m = (unsigned)i + 1 + (unsigned)il;
-    const DV_PAIR *x = in + m * LD + mc;
+    const dv_pair *x = in + m * LD + mc;
     REAL r0g, r1g, r2g, r0t = 0, r1t = 0, r2t = 0;
     S3_ROW(x - LD, r0g, r0t);
     S3_ROW(x, r1g, r1t);
@@ -641,9 +747,9 @@ static DEV DV_INLINE void SFX(s3_strip)(const struct SFX(s3ctx) *X, const int wi
     REAL t1 = with_t ? g1 + w2 * (((r0t + r1t) + r2t) * scale) : 0;
     unsigned p = (unsigned)i * (unsigned)w + c;
     unsigned q = (unsigned)((int)p - (il ? X->sh_lo : X->sh_up) - dj);
-    SFX(s3_post)(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, 1, &p, &q, &g1, &t1);
+    s3_post(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, 1, &p, &q, &g1, &t1);
     if (!last) {
-      DV_PAIR v;
+      dv_pair v;
       v.x = g1;
       v.y = t1;
       out[m * LD + mc] = v;
@@ -659,15 +765,15 @@ static DEV DV_INLINE void SFX(s3_strip)(const struct SFX(s3ctx) *X, const int wi
   }
 }
 
-static DEV DV_INLINE void SFX(dv_slice3)(const struct ntk_dev_args *DV_RESTRICT A, struct ntk_blk *B, REAL *sm,
-                                         const int with_t, const int capture) {
+static DEV DV_INLINE void dv_slice3(const struct ntk_dev_args *DV_RESTRICT A, struct ntk_blk *B, REAL *sm,
+                                    const int with_t, const int capture) {
   const struct ntk_dev_plan *DV_RESTRICT P = A->P;
   const int h = A->h, w = A->w, bh = A->bh, bw = A->bw, k0 = A->k0, k1 = A->k1;
   const unsigned tid = B->tid, nt = B->nt, C = (unsigned)P->C, hw = (unsigned)(h * w);
   const size_t pair = B->by, d = (size_t)P->H * P->W * C;
   const int ndi = 2 * bh + 1 < h ? 2 * bh + 1 : h, ndj = 2 * bw + 1 < w ? 2 * bw + 1 : w;
   const int ti = capture ? 0 : (int)(B->bx / (unsigned)ndj), tj = capture ? 0 : (int)(B->bx % (unsigned)ndj);
-  struct SFX(s3ctx) X;
+  struct s3ctx X;
   X.A = A;
   X.P = P;
   X.pair = pair;
@@ -686,7 +792,7 @@ static DEV DV_INLINE void SFX(dv_slice3)(const struct ntk_dev_args *DV_RESTRICT 
   X.LD = (unsigned)w + 3;
   X.hw = hw;
   const unsigned LD = X.LD, cells = ((unsigned)h + 3) * LD;
-  DV_PAIR *buf = (DV_PAIR *)(void *)sm, *in = buf, *out = buf + cells;
+  dv_pair *buf = (dv_pair *)(void *)sm, *in = buf, *out = buf + cells;
   double *red = (double *)(void *)(buf + 2 * cells); /* pairs of 8 or 16 bytes */
   REAL *va = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size;
   const REAL *vb = (const REAL *)A->var + A->pb[pair] * (size_t)P->var_size;
@@ -712,14 +818,14 @@ static DEV DV_INLINE void SFX(dv_slice3)(const struct ntk_dev_args *DV_RESTRICT 
     unsigned q = (unsigned)((int)p - (i >= Di ? X.sh_lo : X.sh_up) - (j >= Dj ? Dj : Dj - w));
     REAL G, T = 0;
     if (A->from_x) {
-      G = SFX(dv_dot)((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
-                      (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
+      G = dv_dot((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
+                 (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
     } else {
       size_t at = pair * A->fstride + (size_t)p * hw + q;
       G = ((const REAL *)A->fg)[at];
       if (with_t) T = ((const REAL *)A->ft)[at];
     }
-    SFX(s3_post)(P, k0, kc, with_t, capture, va, vb, 1, &p, &q, &G, &T);
+    s3_post(P, k0, kc, with_t, capture, va, vb, 1, &p, &q, &G, &T);
     if (kc == k1) { /* no convolution in the run */
       if (capture) continue;
       if (A->to_part) {
@@ -732,20 +838,20 @@ static DEV DV_INLINE void SFX(dv_slice3)(const struct ntk_dev_args *DV_RESTRICT 
       }
       continue;
     }
-    DV_PAIR v;
+    dv_pair v;
     v.x = G;
     v.y = T;
     in[(unsigned)(i + 1 + (i >= Di)) * LD + (unsigned)(j + 1 + (j >= Dj))] = v;
   }
   /* The thread's strip when there is one per thread (a GPU block on an
    * image up to 32 x 32): its place, the same in every layer. */
-  struct SFX(s3me) me;
+  struct s3me me;
   me.s = me.c = 0;
   me.fast = me.cok = 0; /* no strip: nothing to do */
   if (items <= nt && tid < items) {
     unsigned s_me, c_me;
     DV_CELL(tid, (unsigned)w, inv, s_me, c_me);
-    SFX(s3_place)(&X, s_me, c_me, &me);
+    s3_place(&X, s_me, c_me, &me);
   }
   while (kc < k1) {
     BLK_SYNC(B);
@@ -754,22 +860,22 @@ static DEV DV_INLINE void SFX(dv_slice3)(const struct ntk_dev_args *DV_RESTRICT 
     const int fuse = kn == kc + 2 ? oc->fuse : NTK_FUSE_NONE;
     const REAL w2 = DV_R(oc, w2), b2 = DV_R(oc, b2);
     if (items <= nt) {
-      SFX(s3_strip)(&X, with_t, capture, &me, in, out, kc, kn, last, fuse, w2, b2, &sg, &st);
+      s3_strip(&X, with_t, capture, &me, in, out, kc, kn, last, fuse, w2, b2, &sg, &st);
     } else {
       for (unsigned it = tid; it < items; it += nt) {
         unsigned s, c;
         DV_CELL(it, (unsigned)w, inv, s, c);
-        SFX(s3_place)(&X, s, c, &me);
-        SFX(s3_strip)(&X, with_t, capture, &me, in, out, kc, kn, last, fuse, w2, b2, &sg, &st);
+        s3_place(&X, s, c, &me);
+        s3_strip(&X, with_t, capture, &me, in, out, kc, kn, last, fuse, w2, b2, &sg, &st);
       }
     }
-    DV_PAIR *x = in;
+    dv_pair *x = in;
     in = out;
     out = x;
     kc = kn;
   }
   if (capture || !A->to_part) return;
-  SFX(dv_reduce)(B, red, &sg, &st);
+  dv_reduce(B, red, &sg, &st);
   if (tid == 0) {
     double *part = (double *)A->part + (pair * (size_t)A->noff + B->bx) * 2;
     part[0] = sg;
@@ -785,19 +891,19 @@ static DEV DV_INLINE void SFX(dv_slice3)(const struct ntk_dev_args *DV_RESTRICT 
 #define DV_GRID_LOOP(k, total) \
   for (size_t k = (size_t)B->bx * B->nt + B->tid; k < (total); k += (size_t)B->gx * B->nt)
 
-static DEV void SFX(dv_input_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
+static DEV void dv_input_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_plan *P = A->P;
   size_t W = (size_t)P->W, HW = (size_t)P->H * W, C = (size_t)P->C, d = HW * C;
   DV_GRID_LOOP(k, (size_t)A->np * HW * HW) {
     size_t pair = k / (HW * HW), r = k % (HW * HW), p = r / HW, q = r % HW;
     long di = (long)(p / W) - (long)(q / W), dj = (long)(p % W) - (long)(q % W);
     if (di < -A->bh || di > A->bh || dj < -A->bw || dj > A->bw) continue; /* outside the band: stays 0 */
-    ((REAL *)A->fg)[pair * A->fstride + r] = SFX(dv_dot)((const REAL *)A->x + A->pa[pair] * d + p * C,
-                                                         (const REAL *)A->x + A->pb[pair] * d + q * C, (int)C);
+    ((REAL *)A->fg)[pair * A->fstride + r] = dv_dot((const REAL *)A->x + A->pa[pair] * d + p * C,
+                                                    (const REAL *)A->x + A->pb[pair] * d + q * C, (int)C);
   }
 }
 
-static DEV void SFX(dv_conv_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
+static DEV void dv_conv_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
   size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo;
   REAL scale = (REAL)(1.0 / (double)(o->fh * o->fw));
@@ -830,7 +936,7 @@ static DEV void SFX(dv_conv_full)(const struct ntk_dev_args *A, struct ntk_blk *
       }
     }
     REAL g, t;
-    SFX(dv_affine)(o, sg * scale, st * scale, A->with_t, &g, &t);
+    dv_affine(o, sg * scale, st * scale, A->with_t, &g, &t);
     ((REAL *)A->ng)[pair * A->fstride + r] = g;
     if (A->with_t) ((REAL *)A->nt)[pair * A->fstride + r] = t;
   }
@@ -841,7 +947,7 @@ static DEV void SFX(dv_conv_full)(const struct ntk_dev_args *A, struct ntk_blk *
  * order, for one entry. */
 /* pool_scale of cnn_impl.h: SumPool 1, else 1/w^2, or with normalize_edges
  * 1/(the window's cells inside the input). */
-static DEV REAL SFX(dv_pool_scale)(const struct ntk_dev_op *o, long i, long j) {
+static DEV REAL dv_pool_scale(const struct ntk_dev_op *o, long i, long j) {
   if (o->sum) return (REAL)1;
   if (!o->norm_edges) return (REAL)(1.0 / (double)(o->fh * o->fw));
   size_t rows = 0, cols = 0;
@@ -856,7 +962,7 @@ static DEV REAL SFX(dv_pool_scale)(const struct ntk_dev_op *o, long i, long j) {
   return (REAL)(1.0 / (double)(rows * cols));
 }
 
-static DEV void SFX(dv_pool_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
+static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
   size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo;
   long fh = o->fh, fw = o->fw, sh = o->sh, sw = o->sw, wi = o->wi, hi = o->hi, wo = o->wo, lo_h = o->lo_h;
@@ -868,7 +974,7 @@ static DEV void SFX(dv_pool_full)(const struct ntk_dev_args *A, struct ntk_blk *
       size_t pair = k / (hwo * hwo), r = k % (hwo * hwo), p = r / hwo, q = r % hwo;
       long i = (long)p / wo, j = (long)p % wo, i2 = (long)q / wo, j2 = (long)q % wo;
       const REAL *src = in + pair * A->fstride;
-      REAL scale = SFX(dv_pool_scale)(o, i, j), scale2 = SFX(dv_pool_scale)(o, i2, j2);
+      REAL scale = dv_pool_scale(o, i, j), scale2 = dv_pool_scale(o, i2, j2);
       REAL outer = 0;
       for (long a = 0; a < fh; a++) {
         long ra = sh * i + a - lo_h;
@@ -898,7 +1004,7 @@ static DEV void SFX(dv_pool_full)(const struct ntk_dev_args *A, struct ntk_blk *
  * entry: branch.h's operations, in its order (a NEXT adds the branch's
  * end to the sum before it restores the block's input), on a stack of 4
  * arrays of fstride elements per pair and depth. */
-static DEV void SFX(dv_branch_full)(const struct ntk_dev_args *A, struct ntk_blk *B) {
+static DEV void dv_branch_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
   size_t n = (size_t)o->hi * o->wi, n_in = (size_t)o->ho * o->wo, cap = A->bstride;
   n *= n; /* a branch's end (FORK: the block's input) */
@@ -937,7 +1043,7 @@ static DEV void SFX(dv_branch_full)(const struct ntk_dev_args *A, struct ntk_blk
 
 /* ---- readout and the fully-connected tail -------------------------------- */
 
-static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm) {
+static DEV void dv_readout(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm) {
   const struct ntk_dev_plan *P = A->P;
   size_t pair = B->bx, n = (size_t)A->h * (size_t)A->w;
   unsigned tid = B->tid, nt = B->nt;
@@ -961,7 +1067,7 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
     }
     norm = gap ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
   }
-  SFX(dv_reduce)(B, (double *)(void *)sm, &sg, &st);
+  dv_reduce(B, (double *)(void *)sm, &sg, &st);
   if (tid != 0) return;
   REAL g = (REAL)(sg / norm), t = (REAL)(st / norm);
   REAL *ta = (REAL *)A->var + A->pa[pair] * (size_t)P->var_size + P->tail_off;
@@ -973,10 +1079,10 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
     if (A->self) ta[k] = g;
     REAL td, *s, w = (REAL)o->fanw, div = (REAL)o->fandiv;
     switch ((ntk_layer_kind)o->kind) { /* every kind, no default: -Werror=switch catches a new one */
-    case NTK_LAYER_DENSE: SFX(dv_affine)(o, g, t, 1, &g, &t); break;
+    case NTK_LAYER_DENSE: dv_affine(o, g, t, 1, &g, &t); break;
     case NTK_LAYER_MAP:
     case NTK_LAYER_LAYERNORM:
-      g = SFX(dv_nonlin)(o, g, ta[k], tb[k], RSQRT(ta[k]), RSQRT(tb[k]), &td, 1);
+      g = dv_nonlin(o, g, ta[k], tb[k], RSQRT(ta[k]), RSQRT(tb[k]), &td, 1);
       t *= td;
       break;
     case NTK_LAYER_IDENTITY: break;
@@ -1013,3 +1119,38 @@ static DEV void SFX(dv_readout)(const struct ntk_dev_args *A, struct ntk_blk *B,
   out[0] = g;
   out[1] = A->with_t ? t : 0;
 }
+
+#undef dv_pair
+#undef dv_quad
+#undef dv_nonlin
+#undef dv_affine
+#undef dv_reduce
+#undef dv_dot
+#undef dv_cell_nonlin
+#undef dv_next_nonlin
+#undef dv_branch_diag
+#undef dv_diag
+#undef dv_slice_blk
+#undef dv_slice_setup
+#undef dv_slice_load
+#undef dv_slice_conv
+#undef dv_slice_dense
+#undef dv_slice_nonlin
+#undef dv_slice_branch
+#undef dv_slice_store
+#undef dv_slice
+#undef dv_ldq
+#undef s3_abrelu
+#undef s3_nl
+#undef s3_post
+#undef s3ctx
+#undef s3me
+#undef s3_place
+#undef s3_strip
+#undef dv_slice3
+#undef dv_input_full
+#undef dv_conv_full
+#undef dv_pool_scale
+#undef dv_pool_full
+#undef dv_branch_full
+#undef dv_readout

@@ -1,6 +1,7 @@
 /* CNN pair kernels, written once for both precisions: src/kernels/cnn.c
  * includes this file through each_precision.h (REAL = float / double,
- * SFX(x) = x##_f / x##_d, ABRELU_R / RSQRT / ERF the matching maps).
+ * ABRELU_R / RSQRT / ERF the matching maps; each name below becomes
+ * name_f / name_d).
  *
  * A pair (a, b) carries the covariance between positions of image a and
  * image b: F[p * hw + p'] (GENERAL), one offset at a time (SLICE), or only
@@ -9,9 +10,35 @@
  * nonlinearity's slot holds the n variances of its layer, then their
  * ntk_rsqrt (the ReLU map's factors), filled in by capture_vars. */
 
+/* The per-precision names this file defines (each_precision.h), ... */
+#define affine SFX(affine)
+#define affine1 SFX(affine1)
+#define affine_op SFX(affine_op)
+#define nonlin1r SFX(nonlin1r)
+#define nonlin1 SFX(nonlin1)
+#define capture_vars SFX(capture_vars)
+#define branch_op SFX(branch_op)
+#define conv_diag SFX(conv_diag)
+#define conv_full SFX(conv_full)
+#define pool_scale SFX(pool_scale)
+#define pool_full SFX(pool_full)
+#define slice SFX(slice)
+#define slice_conv SFX(slice_conv)
+#define slice_pointwise SFX(slice_pointwise)
+#define run_slices SFX(run_slices)
+#define pair_diag SFX(pair_diag)
+#define full_input SFX(full_input)
+#define pair_full SFX(pair_full)
+#define pair_tail SFX(pair_tail)
+#define pair SFX(pair)
+/* ... and those of src/kernels/branch_impl.h it calls. */
+#define branch_fork SFX(branch_fork)
+#define branch_next SFX(branch_next)
+#define branch_join SFX(branch_join)
+
 /* ---- pointwise maps ------------------------------------------------------- */
 
-static void SFX(affine)(REAL *g, REAL *t, size_t n, REAL w2, REAL b2) {
+static void affine(REAL *g, REAL *t, size_t n, REAL w2, REAL b2) {
   for (size_t k = 0; k < n; k++) g[k] = w2 * g[k] + b2;
   if (t)
     for (size_t k = 0; k < n; k++) t[k] = g[k] + w2 * t[k];
@@ -20,7 +47,7 @@ static void SFX(affine)(REAL *g, REAL *t, size_t n, REAL w2, REAL b2) {
 /* One entry's affine map under either parameterisation: nngp' = W^2 g + b^2;
  * ntk' = nngp' + W^2 t ('ntk'), or fan_in g + W^2 t (+ 1 with a bias)
  * ('standard'; docs/MATH.md). g, t: the entry after the layer's averaging. */
-static inline void SFX(affine1)(const struct cnn_plan *P, double fan, const struct ntk_layer *l, REAL *g, REAL *t) {
+static inline void affine1(const struct cnn_plan *P, double fan, const struct ntk_layer *l, REAL *g, REAL *t) {
   REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
   if (P->standard) {
     *t = ((REAL)fan * *g + (REAL)(l->bias ? 1 : 0)) + w2 * *t;
@@ -32,30 +59,30 @@ static inline void SFX(affine1)(const struct cnn_plan *P, double fan, const stru
 }
 
 /* affine over n entries, for op (Conv or Dense); t NULL: the NNGP only. */
-static void SFX(affine_op)(const struct cnn_plan *P, const struct cnn_op *op, REAL *g, REAL *t, size_t n) {
+static void affine_op(const struct cnn_plan *P, const struct cnn_op *op, REAL *g, REAL *t, size_t n) {
   const struct ntk_layer *l = op->layer;
   if (!P->standard) {
-    SFX(affine)(g, t, n, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
+    affine(g, t, n, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
     return;
   }
   REAL dummy = 0;
-  for (size_t k = 0; k < n; k++) SFX(affine1)(P, op->fan, l, &g[k], t ? &t[k] : &dummy);
+  for (size_t k = 0; k < n; k++) affine1(P, op->fan, l, &g[k], t ? &t[k] : &dummy);
 }
 
 /* A nonlinearity on one entry; r11, r22: the variances' ntk_rsqrt from a
  * slot (the ReLU family's factors; the other maps ignore them). */
-static inline REAL SFX(nonlin1r)(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
-                                 REAL *td) {
+static inline REAL nonlin1r(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL r11, REAL r22,
+                            REAL *td) {
   return MAP(&l->map, q12, q11, q22, r11, r22, td);
 }
 
 /* The same where no slot holds the factors (the scalar tail). */
-static REAL SFX(nonlin1)(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL *td) {
-  return SFX(nonlin1r)(l, q12, q11, q22, RSQRT(q11), RSQRT(q22), td);
+static REAL nonlin1(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REAL *td) {
+  return nonlin1r(l, q12, q11, q22, RSQRT(q11), RSQRT(q22), td);
 }
 
 /* Complete a slot whose n variances a self run has just written. */
-static void SFX(capture_vars)(REAL *slot, size_t n) {
+static void capture_vars(REAL *slot, size_t n) {
   for (size_t p = 0; p < n; p++) slot[n + p] = RSQRT(slot[p]);
 }
 
@@ -64,18 +91,18 @@ static void SFX(capture_vars)(REAL *slot, size_t n) {
  * full: the full covariance (n^2 values for n positions), else one per
  * position. A NEXT's input is a branch's end, its output the block's
  * input again (op->hi x wi and ho x wo). */
-static void SFX(branch_op)(struct cnn_ws *ws, const struct cnn_plan *P, const struct cnn_op *op, REAL *g, REAL *t,
-                           int full) {
+static void branch_op(struct cnn_ws *ws, const struct cnn_plan *P, const struct cnn_op *op, REAL *g, REAL *t,
+                      int full) {
   REAL *slot = (REAL *)ws->stack + 4 * P->fmax * (size_t)op->depth;
   size_t n = op->hi * op->wi, n_out = op->ho * op->wo;
   if (full) {
     n *= n;
     n_out *= n_out;
   }
-  if (op->layer->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot, P->fmax, n, g, t);
+  if (op->layer->kind == NTK_LAYER_FORK) branch_fork(slot, P->fmax, n, g, t);
   else if (op->layer->kind == NTK_LAYER_NEXT)
-    SFX(branch_next)(slot, P->fmax, n, n_out, op->first, (REAL)op->fanw, g, t);
-  else SFX(branch_join)(slot, P->fmax, n, op->layer->branches, (REAL)op->fanw, (REAL)op->fandiv, g, t);
+    branch_next(slot, P->fmax, n, n_out, op->first, (REAL)op->fanw, g, t);
+  else branch_join(slot, P->fmax, n, op->layer->branches, (REAL)op->fanw, (REAL)op->fandiv, g, t);
 }
 
 /* ---- DIAG: same-position entries only ------------------------------------- */
@@ -84,7 +111,7 @@ static void SFX(branch_op)(struct cnn_ws *ws, const struct cnn_plan *P, const st
  * columns (rows then columns, skipping cells outside the input): the order
  * of the batched b_conv_diag, which shares the row sums between outputs,
  * and of the slices' box filter. */
-static void SFX(conv_diag)(const struct cnn_op *op, const REAL *in, REAL *out) {
+static void conv_diag(const struct cnn_op *op, const REAL *in, REAL *out) {
   size_t fh = op->fh, fw = op->fw, sh = op->sh, sw = op->sw;
   REAL scale = (REAL)(1.0 / (double)(fh * fw));
   for (size_t i = 0; i < op->ho; i++)
@@ -109,7 +136,7 @@ static void SFX(conv_diag)(const struct cnn_op *op, const REAL *in, REAL *out) {
 
 /* ---- GENERAL: the full covariance ------------------------------------------ */
 
-static void SFX(conv_full)(const struct cnn_op *op, const REAL *in, REAL *out) {
+static void conv_full(const struct cnn_op *op, const REAL *in, REAL *out) {
   size_t fh = op->fh, fw = op->fw, sh = op->sh, sw = op->sw, hwi = op->hi * op->wi, hwo = op->ho * op->wo;
   REAL scale = (REAL)(1.0 / (double)(fh * fw));
   for (size_t p = 0; p < hwo; p++)
@@ -143,7 +170,7 @@ static void SFX(conv_full)(const struct cnn_op *op, const REAL *in, REAL *out) {
  * else 1/w^2, or with normalize_edges (SAME) 1/(the window's cells inside
  * the input), as stax. Cells outside the input (SAME's zero padding) are
  * skipped by pool_full. */
-static REAL SFX(pool_scale)(const struct cnn_op *op, size_t i, size_t j) {
+static REAL pool_scale(const struct cnn_op *op, size_t i, size_t j) {
   const struct ntk_layer *l = op->layer;
   if (l->sum) return (REAL)1;
   if (!l->normalize_edges) return (REAL)(1.0 / (double)(op->fh * op->fw));
@@ -160,7 +187,7 @@ static REAL SFX(pool_scale)(const struct cnn_op *op, size_t i, size_t j) {
 }
 
 /* AvgPool over both positions, separably: first image b's, then image a's. */
-static void SFX(pool_full)(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *out) {
+static void pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *out) {
   size_t wh = op->fh, ww = op->fw, sh = op->sh, sw = op->sw;
   size_t hwi = op->hi * op->wi, hwo = op->ho * op->wo;
   long hi = (long)op->hi, wi = (long)op->wi, lo_h = (long)op->lo_h, lo_w = (long)op->lo_w;
@@ -176,11 +203,11 @@ static void SFX(pool_full)(const struct cnn_op *op, const REAL *in, REAL *tmp, R
           if (c >= 0 && c < wi) sum += in[p * hwi + (size_t)(r * wi + c)];
         }
       }
-      tmp[p * hwo + q] = sum * SFX(pool_scale)(op, i2, j2);
+      tmp[p * hwo + q] = sum * pool_scale(op, i2, j2);
     }
   for (size_t p = 0; p < hwo; p++) {
     size_t i = p / op->wo, j = p % op->wo;
-    REAL scale = SFX(pool_scale)(op, i, j);
+    REAL scale = pool_scale(op, i, j);
     for (size_t q = 0; q < hwo; q++) {
       REAL sum = 0;
       for (size_t a = 0; a < wh; a++) {
@@ -202,14 +229,14 @@ static void SFX(pool_full)(const struct cnn_op *op, const REAL *in, REAL *tmp, R
  * `pad` cells: entry (i, j) of image a paired with (i - di, j - dj) of image
  * b, valid for i in [i0, i1), j in [j0, j1); everything else stays zero,
  * which is what SAME padding means for the next convolution. */
-struct SFX(slice) {
+struct slice {
   REAL *g, *t, *g2, *t2, *rows; /* (h + 2 pad) x (w + 2 pad) each; rows: box-filter scratch */
   size_t h, w, pad, ld;
   long di, dj;
   size_t i0, i1, j0, j1;
 };
 
-static void SFX(slice_conv)(const struct cnn_plan *P, struct SFX(slice) *S, const struct cnn_op *op, int with_t) {
+static void slice_conv(const struct cnn_plan *P, struct slice *S, const struct cnn_op *op, int with_t) {
   const struct ntk_layer *l = op->layer;
   size_t fh = op->fh, fw = op->fw, lo = op->lo_h, lo_w = op->lo_w, ld = S->ld, pad = S->pad;
   REAL w2 = (REAL)(l->w_std * l->w_std), b2 = (REAL)(l->b_std * l->b_std);
@@ -242,7 +269,7 @@ static void SFX(slice_conv)(const struct cnn_plan *P, struct SFX(slice) *S, cons
     REAL *g = S->g2 + (i + pad) * ld + pad, *t = S->t2 + (i + pad) * ld + pad;
     if (P->standard) {
       REAL dummy = 0;
-      for (size_t j = S->j0; j < S->j1; j++) SFX(affine1)(P, op->fan, l, &g[j], with_t ? &t[j] : &dummy);
+      for (size_t j = S->j0; j < S->j1; j++) affine1(P, op->fan, l, &g[j], with_t ? &t[j] : &dummy);
       continue;
     }
     for (size_t j = S->j0; j < S->j1; j++) {
@@ -258,14 +285,14 @@ static void SFX(slice_conv)(const struct cnn_plan *P, struct SFX(slice) *S, cons
   S->t2 = x;
 }
 
-static void SFX(slice_pointwise)(const struct cnn_plan *P, struct SFX(slice) *S, const struct cnn_op *op,
-                                 const REAL *va, const REAL *vb, int with_t) {
+static void slice_pointwise(const struct cnn_plan *P, struct slice *S, const struct cnn_op *op,
+                            const REAL *va, const REAL *vb, int with_t) {
   const struct ntk_layer *l = op->layer;
   size_t ld = S->ld, pad = S->pad;
   for (size_t i = S->i0; i < S->i1; i++) {
     REAL *g = S->g + (i + pad) * ld + pad, *t = S->t + (i + pad) * ld + pad;
     if (l->kind == NTK_LAYER_DENSE) {
-      SFX(affine_op)(P, op, g + S->j0, with_t ? t + S->j0 : NULL, S->j1 - S->j0);
+      affine_op(P, op, g + S->j0, with_t ? t + S->j0 : NULL, S->j1 - S->j0);
       continue;
     }
     /* (i, j) pairs image a's position (i, j) with image b's (i - di, j - dj) */
@@ -278,12 +305,14 @@ static void SFX(slice_pointwise)(const struct cnn_plan *P, struct SFX(slice) *S,
 /* Run layers [k0, k1) (all slice-local) over every offset of the h x w
  * covariance F. With gsum, add the results up for GlobalAvgPool instead of
  * writing them back. In a self run (a, a) the zero offset goes first: its
- * slice is the diagonal, i.e. the variances the other offsets need. */
-static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, size_t h, size_t w, size_t k0,
-                            size_t k1, REAL *va, const REAL *vb, int self, int with_t, double *gsum, double *tsum) {
+ * slice is the diagonal, i.e. the variances the other offsets need.
+ * Not inlined: inside pair_full (GCC 12 -O3) the pair path ran 20 %
+ * slower (issue 26). */
+__attribute__((noinline)) static void run_slices(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, size_t h, size_t w, size_t k0,
+                       size_t k1, REAL *va, const REAL *vb, int self, int with_t, double *gsum, double *tsum) {
   const struct cnn_plan *P = &c->plan;
   size_t hw = h * w;
-  struct SFX(slice) S;
+  struct slice S;
   S.h = h;
   S.w = w;
   S.pad = P->pad;
@@ -330,9 +359,9 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
     for (size_t kk = k0; kk < k1; kk++) {
       const struct cnn_op *op = &P->ops[kk];
       if (op->layer->kind == NTK_LAYER_CONV) {
-        SFX(slice_conv)(P, &S, op, with_t);
+        slice_conv(P, &S, op, with_t);
       } else if (op->layer->kind == NTK_LAYER_DENSE) {
-        SFX(slice_pointwise)(P, &S, op, NULL, NULL, with_t);
+        slice_pointwise(P, &S, op, NULL, NULL, with_t);
       } else if (ntk_layer_traits(op->layer->kind)->branch) {
         /* a slice-local residual block: its stack holds this slice's
          * valid region, row by row at the slice buffers' own offsets */
@@ -340,19 +369,19 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
         for (size_t i = S.i0; i < S.i1; i++) {
           size_t at = (i + S.pad) * S.ld + S.pad + S.j0, nrow = S.j1 - S.j0;
           REAL *gr = S.g + at, *tr = with_t ? S.t + at : NULL;
-          if (op->layer->kind == NTK_LAYER_FORK) SFX(branch_fork)(slot + at, cells, nrow, gr, tr);
+          if (op->layer->kind == NTK_LAYER_FORK) branch_fork(slot + at, cells, nrow, gr, tr);
           else if (op->layer->kind == NTK_LAYER_NEXT)
-            SFX(branch_next)(slot + at, cells, nrow, nrow, op->first, (REAL)op->fanw, gr, tr);
-          else SFX(branch_join)(slot + at, cells, nrow, op->layer->branches, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
+            branch_next(slot + at, cells, nrow, nrow, op->first, (REAL)op->fanw, gr, tr);
+          else branch_join(slot + at, cells, nrow, op->layer->branches, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
         }
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
         if (idx < 0) {
           for (size_t i = 0; i < h; i++)
             for (size_t j = 0; j < w; j++) qa[i * w + j] = S.g[(i + S.pad) * S.ld + S.pad + j];
-          SFX(capture_vars)(qa, hw);
+          capture_vars(qa, hw);
         }
-        SFX(slice_pointwise)(P, &S, op, qa, vb + P->var_off[op->var], with_t);
+        slice_pointwise(P, &S, op, qa, vb + P->var_off[op->var], with_t);
       }
     }
     if (idx < 0) continue; /* the capture pass */
@@ -377,166 +406,217 @@ static void SFX(run_slices)(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REA
 
 /* ---- one pair ---------------------------------------------------------------- */
 
-/* Compute the kernel of images xa, xb. va, vb: their variance blocks (see
- * cnn.c); when `self` (xa == xb), va is filled in on the way instead. */
-static void SFX(pair)(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
-                      const REAL *vb, int self, int with_t, REAL *out_g, REAL *out_t) {
-  const struct cnn_plan *P = &c->plan;
-  size_t H = P->H, W = P->W, C = P->C, HW = H * W;
-  /* Readout sums in double whatever REAL is: GlobalAvgPool adds up to a
-   * million entries per pair, which in a float32 sum cost 1e-4 relative. */
+/* Readout sums are in double whatever REAL is: GlobalAvgPool adds up to a
+ * million entries per pair, which in a float32 sum cost 1e-4 relative. */
+
+/* DIAG: the same-position entries of images xa, xb through the spatial
+ * layers, and their mean at the Flatten readout into *g, *t. */
+static void pair_diag(const struct cnn_plan *P, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
+                      const REAL *vb, int self, int with_t, REAL *g, REAL *t) {
+  size_t C = P->C, HW = P->H * P->W;
   double gs = 0, ts = 0;
-  REAL g, t;
-  if (self) vb = va;
-  if (P->path == NTK_CNN_DIAG) {
-    REAL *dg = (REAL *)ws->a, *dt = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
-    for (size_t p = 0; p < HW; p++) {
-      REAL sum = 0;
-      for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[p * C + k];
-      dg[p] = sum / (REAL)C;
-      dt[p] = 0;
-    }
-    for (size_t k = 0; k < P->nops; k++) {
-      const struct cnn_op *op = &P->ops[k];
-      size_t n = op->ho * op->wo;
-      if (op->layer->kind == NTK_LAYER_CONV) {
-        SFX(conv_diag)(op, dg, ng);
-        if (with_t) SFX(conv_diag)(op, dt, nt);
-        REAL *x = dg; dg = ng; ng = x;
-        x = dt; dt = nt; nt = x;
-        SFX(affine_op)(P, op, dg, with_t ? dt : NULL, n);
-      } else if (op->layer->kind == NTK_LAYER_DENSE) {
-        SFX(affine_op)(P, op, dg, with_t ? dt : NULL, n);
-      } else if (ntk_layer_traits(op->layer->kind)->branch) {
-        SFX(branch_op)(ws, P, op, dg, with_t ? dt : NULL, 0);
-      } else if (op->var >= 0) {
-        REAL *qa = va + P->var_off[op->var];
-        const REAL *qb = vb + P->var_off[op->var];
-        if (self) {
-          memcpy(qa, dg, n * sizeof(REAL));
-          SFX(capture_vars)(qa, n);
-        }
-        MAP_PAIRS(&op->layer->map, dg, with_t ? dt : NULL, n, qa, qa + n, qb, qb + n);
-      }
-    }
-    size_t n = P->out_h * P->out_w;
-    for (size_t p = 0; p < n; p++) {
-      gs += (double)dg[p];
-      ts += (double)dt[p];
-    }
-    g = (REAL)(gs / (double)n);
-    t = (REAL)(ts / (double)n);
-  } else {
-    REAL *fg = (REAL *)ws->a, *ft = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
-    int vars_only = self && P->self_vars_only; /* run_slices: only the variances' band */
-    size_t bh = P->nops ? (vars_only ? P->ops[0].vbh : P->ops[0].bh) : H;
-    size_t bw = P->nops ? (vars_only ? P->ops[0].vbw : P->ops[0].bw) : W;
-    for (size_t i = 0; i < H; i++)
-      for (size_t j = 0; j < W; j++) {
-        size_t p = i * W + j, i1 = i + bh + 1 < H ? i + bh + 1 : H, j1 = j + bw + 1 < W ? j + bw + 1 : W;
-        for (size_t i2 = i > bh ? i - bh : 0; i2 < i1; i2++)
-          for (size_t j2 = j > bw ? j - bw : 0; j2 < j1; j2++) {
-            size_t q = i2 * W + j2;
-            REAL sum = 0;
-            for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[q * C + k];
-            fg[p * HW + q] = sum / (REAL)C;
-          }
-      }
-    if (with_t) memset(ft, 0, HW * HW * sizeof(REAL));
-    size_t h = H, w = W;
-    int summed = 0;
-    for (size_t k = 0; k < P->nops;) {
-      const struct cnn_op *op = &P->ops[k];
-      if (P->path == NTK_CNN_SLICE && op->slice_local) {
-        size_t k1 = k;
-        while (k1 < P->nops && P->ops[k1].slice_local) k1++;
-        int to_gap = k1 == P->nops && P->readout == NTK_LAYER_GLOBALAVGPOOL;
-        SFX(run_slices)(c, ws, fg, ft, h, w, k, k1, va, vb, self, with_t, to_gap ? &gs : NULL, to_gap ? &ts : NULL);
-        summed = to_gap;
-        k = k1;
-        continue;
-      }
-      size_t n = op->ho * op->wo;
-      if (op->layer->kind == NTK_LAYER_CONV || op->layer->kind == NTK_LAYER_AVGPOOL) {
-        if (op->layer->kind == NTK_LAYER_CONV) {
-          SFX(conv_full)(op, fg, ng);
-          if (with_t) SFX(conv_full)(op, ft, nt);
-        } else {
-          SFX(pool_full)(op, fg, (REAL *)ws->e, ng);
-          if (with_t) SFX(pool_full)(op, ft, (REAL *)ws->e, nt);
-        }
-        REAL *x = fg; fg = ng; ng = x;
-        x = ft; ft = nt; nt = x;
-        if (op->layer->kind == NTK_LAYER_CONV)
-          SFX(affine_op)(P, op, fg, with_t ? ft : NULL, n * n);
-      } else if (op->layer->kind == NTK_LAYER_DENSE) {
-        SFX(affine_op)(P, op, fg, with_t ? ft : NULL, n * n);
-      } else if (ntk_layer_traits(op->layer->kind)->branch) {
-        SFX(branch_op)(ws, P, op, fg, with_t ? ft : NULL, 1);
-      } else if (op->var >= 0) {
-        REAL *qa = va + P->var_off[op->var];
-        const REAL *qb = vb + P->var_off[op->var];
-        if (self) {
-          for (size_t p = 0; p < n; p++) qa[p] = fg[p * n + p];
-          SFX(capture_vars)(qa, n);
-        }
-        MAP_ROWS(&op->layer->map, fg, with_t ? ft : NULL, n, n, qa, qa + n, qb, qb + n, 0);
-      }
-      h = op->ho;
-      w = op->wo;
-      k++;
-    }
-    size_t n = h * w;
-    if (!summed) {
-      if (P->readout == NTK_LAYER_GLOBALAVGPOOL) {
-        for (size_t p = 0; p < n * n; p++) {
-          gs += (double)fg[p];
-          if (with_t) ts += (double)ft[p];
-        }
-      } else {
-        for (size_t p = 0; p < n; p++) {
-          gs += (double)fg[p * n + p];
-          if (with_t) ts += (double)ft[p * n + p];
-        }
-      }
-    }
-    double norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
-    g = (REAL)(gs / norm);
-    t = (REAL)(ts / norm);
+  REAL *dg = (REAL *)ws->a, *dt = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
+  for (size_t p = 0; p < HW; p++) {
+    REAL sum = 0;
+    for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[p * C + k];
+    dg[p] = sum / (REAL)C;
+    dt[p] = 0;
   }
-  /* The fully-connected tail on scalars. */
-  REAL *ta = va + P->tail_off;
-  const REAL *tb = vb + P->tail_off;
+  for (size_t k = 0; k < P->nops; k++) {
+    const struct cnn_op *op = &P->ops[k];
+    size_t n = op->ho * op->wo;
+    if (op->layer->kind == NTK_LAYER_CONV) {
+      conv_diag(op, dg, ng);
+      if (with_t) conv_diag(op, dt, nt);
+      REAL *x = dg; dg = ng; ng = x;
+      x = dt; dt = nt; nt = x;
+      affine_op(P, op, dg, with_t ? dt : NULL, n);
+    } else if (op->layer->kind == NTK_LAYER_DENSE) {
+      affine_op(P, op, dg, with_t ? dt : NULL, n);
+    } else if (ntk_layer_traits(op->layer->kind)->branch) {
+      branch_op(ws, P, op, dg, with_t ? dt : NULL, 0);
+    } else if (op->var >= 0) {
+      REAL *qa = va + P->var_off[op->var];
+      const REAL *qb = vb + P->var_off[op->var];
+      if (self) {
+        memcpy(qa, dg, n * sizeof(REAL));
+        capture_vars(qa, n);
+      }
+      MAP_PAIRS(&op->layer->map, dg, with_t ? dt : NULL, n, qa, qa + n, qb, qb + n);
+    }
+  }
+  size_t n = P->out_h * P->out_w;
+  for (size_t p = 0; p < n; p++) {
+    gs += (double)dg[p];
+    ts += (double)dt[p];
+  }
+  *g = (REAL)(gs / (double)n);
+  *t = (REAL)(ts / (double)n);
+}
+
+/* SLICE and GENERAL: the input covariance of images xa, xb into fg,
+ * only the offsets up to bh, bw the first layer needs. */
+static void full_input(const struct cnn_plan *P, const REAL *xa, const REAL *xb, REAL *fg, size_t bh, size_t bw) {
+  size_t H = P->H, W = P->W, C = P->C, HW = H * W;
+  for (size_t i = 0; i < H; i++)
+    for (size_t j = 0; j < W; j++) {
+      size_t p = i * W + j, i1 = i + bh + 1 < H ? i + bh + 1 : H, j1 = j + bw + 1 < W ? j + bw + 1 : W;
+      for (size_t i2 = i > bh ? i - bh : 0; i2 < i1; i2++)
+        for (size_t j2 = j > bw ? j - bw : 0; j2 < j1; j2++) {
+          size_t q = i2 * W + j2;
+          REAL sum = 0;
+          for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[q * C + k];
+          fg[p * HW + q] = sum / (REAL)C;
+        }
+    }
+}
+
+/* SLICE and GENERAL: the covariance of images xa, xb through the spatial
+ * layers (runs of slice-local layers one offset at a time on the SLICE
+ * path, the others on the full covariance), and the readout's sum
+ * normalised into *g, *t. */
+static void pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
+                      const REAL *vb, int self, int with_t, REAL *g, REAL *t) {
+  const struct cnn_plan *P = &c->plan;
+  size_t H = P->H, W = P->W, HW = H * W;
+  double gs = 0, ts = 0;
+  REAL *fg = (REAL *)ws->a, *ft = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
+  int vars_only = self && P->self_vars_only; /* run_slices: only the variances' band */
+  size_t bh = P->nops ? (vars_only ? P->ops[0].vbh : P->ops[0].bh) : H;
+  size_t bw = P->nops ? (vars_only ? P->ops[0].vbw : P->ops[0].bw) : W;
+  full_input(P, xa, xb, fg, bh, bw);
+  if (with_t) memset(ft, 0, HW * HW * sizeof(REAL));
+  size_t h = H, w = W;
+  int summed = 0;
+  for (size_t k = 0; k < P->nops;) {
+    const struct cnn_op *op = &P->ops[k];
+    if (P->path == NTK_CNN_SLICE && op->slice_local) {
+      size_t k1 = k;
+      while (k1 < P->nops && P->ops[k1].slice_local) k1++;
+      int to_gap = k1 == P->nops && P->readout == NTK_LAYER_GLOBALAVGPOOL;
+      run_slices(c, ws, fg, ft, h, w, k, k1, va, vb, self, with_t, to_gap ? &gs : NULL, to_gap ? &ts : NULL);
+      summed = to_gap;
+      k = k1;
+      continue;
+    }
+    size_t n = op->ho * op->wo;
+    if (op->layer->kind == NTK_LAYER_CONV || op->layer->kind == NTK_LAYER_AVGPOOL) {
+      if (op->layer->kind == NTK_LAYER_CONV) {
+        conv_full(op, fg, ng);
+        if (with_t) conv_full(op, ft, nt);
+      } else {
+        pool_full(op, fg, (REAL *)ws->e, ng);
+        if (with_t) pool_full(op, ft, (REAL *)ws->e, nt);
+      }
+      REAL *x = fg; fg = ng; ng = x;
+      x = ft; ft = nt; nt = x;
+      if (op->layer->kind == NTK_LAYER_CONV)
+        affine_op(P, op, fg, with_t ? ft : NULL, n * n);
+    } else if (op->layer->kind == NTK_LAYER_DENSE) {
+      affine_op(P, op, fg, with_t ? ft : NULL, n * n);
+    } else if (ntk_layer_traits(op->layer->kind)->branch) {
+      branch_op(ws, P, op, fg, with_t ? ft : NULL, 1);
+    } else if (op->var >= 0) {
+      REAL *qa = va + P->var_off[op->var];
+      const REAL *qb = vb + P->var_off[op->var];
+      if (self) {
+        for (size_t p = 0; p < n; p++) qa[p] = fg[p * n + p];
+        capture_vars(qa, n);
+      }
+      MAP_ROWS(&op->layer->map, fg, with_t ? ft : NULL, n, n, qa, qa + n, qb, qb + n, 0);
+    }
+    h = op->ho;
+    w = op->wo;
+    k++;
+  }
+  size_t n = h * w;
+  if (!summed) {
+    if (P->readout == NTK_LAYER_GLOBALAVGPOOL) {
+      for (size_t p = 0; p < n * n; p++) {
+        gs += (double)fg[p];
+        if (with_t) ts += (double)ft[p];
+      }
+    } else {
+      for (size_t p = 0; p < n; p++) {
+        gs += (double)fg[p * n + p];
+        if (with_t) ts += (double)ft[p * n + p];
+      }
+    }
+  }
+  double norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
+  *g = (REAL)(gs / norm);
+  *t = (REAL)(ts / norm);
+}
+
+/* The fully-connected tail on the scalars *g, *t; ta, tb: the tail's
+ * variances of the two images (in a self run ta is written instead). */
+static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int self, REAL *g, REAL *t) {
   REAL stack[4 * NTK_BRANCH_MAXDEPTH]; /* residual blocks on the scalar (branch.h, one value per array) */
   int ended[NTK_BRANCH_MAXDEPTH], depth = 0;
   for (size_t k = 0; k < P->ntail; k++) {
     const struct ntk_layer *l = &P->tail[k];
     REAL td, fw = (REAL)P->tail_fanw[2 * k], fdiv = (REAL)P->tail_fanw[2 * k + 1];
-    if (self) ta[k] = g;
+    if (self) ta[k] = *g;
     switch (l->kind) { /* every kind, no default: -Werror=switch catches a new one */
-    case NTK_LAYER_DENSE: SFX(affine1)(P, P->tail_fan[k], l, &g, &t); break;
+    case NTK_LAYER_DENSE: affine1(P, P->tail_fan[k], l, g, t); break;
     case NTK_LAYER_MAP:
     case NTK_LAYER_LAYERNORM:
-      g = SFX(nonlin1)(l, g, ta[k], tb[k], &td);
-      t *= td;
+      *g = nonlin1(l, *g, ta[k], tb[k], &td);
+      *t *= td;
       break;
     case NTK_LAYER_IDENTITY: break;
     case NTK_LAYER_FORK:
       ended[depth] = 0;
-      SFX(branch_fork)(stack + 4 * depth++, 1, 1, &g, &t);
+      branch_fork(stack + 4 * depth++, 1, 1, g, t);
       break;
-    case NTK_LAYER_NEXT: SFX(branch_next)(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, fw, &g, &t); break;
+    case NTK_LAYER_NEXT: branch_next(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, fw, g, t); break;
     case NTK_LAYER_JOIN:
       depth--;
-      SFX(branch_join)(stack + 4 * depth, 1, 1, l->branches, fw, fdiv, &g, &t);
+      branch_join(stack + 4 * depth, 1, 1, l->branches, fw, fdiv, g, t);
       break;
     case NTK_LAYER_CONV: /* spatial layers and a second readout: refused by plan_build and the parser */
     case NTK_LAYER_AVGPOOL:
     case NTK_LAYER_FLATTEN:
     case NTK_LAYER_GLOBALAVGPOOL:
-    case NTK_LAYER_KINDS: g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
+    case NTK_LAYER_KINDS: *g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
     }
   }
+}
+
+/* Compute the kernel of images xa, xb. va, vb: their variance blocks (see
+ * cnn.c); when `self` (xa == xb), va is filled in on the way instead. */
+static void pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
+                 const REAL *vb, int self, int with_t, REAL *out_g, REAL *out_t) {
+  const struct cnn_plan *P = &c->plan;
+  REAL g, t;
+  if (self) vb = va;
+  if (P->path == NTK_CNN_DIAG) pair_diag(P, ws, xa, xb, va, vb, self, with_t, &g, &t);
+  else pair_full(c, ws, xa, xb, va, vb, self, with_t, &g, &t);
+  pair_tail(P, va + P->tail_off, vb + P->tail_off, self, &g, &t);
   *out_g = g;
   *out_t = with_t ? t : 0;
 }
+
+#undef affine
+#undef affine1
+#undef affine_op
+#undef nonlin1r
+#undef nonlin1
+#undef capture_vars
+#undef branch_op
+#undef branch_fork
+#undef branch_next
+#undef branch_join
+#undef conv_diag
+#undef conv_full
+#undef pool_scale
+#undef pool_full
+#undef slice
+#undef slice_conv
+#undef slice_pointwise
+#undef run_slices
+#undef pair_diag
+#undef full_input
+#undef pair_full
+#undef pair_tail
+#undef pair

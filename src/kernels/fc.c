@@ -36,94 +36,9 @@ struct ntk_fc {
 
 /* ---- pointwise layer maps over a tile ------------------------------------ */
 
-#define DEFINE_MAPS(T, SFX, MAP, RSQRT)                                                          \
-  NTK_CLONES static void dense_##SFX(T *restrict g, T *restrict t, size_t count, T w2, T b2) {   \
-    for (size_t k = 0; k < count; k++) g[k] = w2 * g[k] + b2;                                    \
-    if (t)                                                                                       \
-      for (size_t k = 0; k < count; k++) t[k] = g[k] + w2 * t[k];                                \
-  }                                                                                              \
-  /* Standard parameterisation: ntk' = fan_in nngp + W^2 ntk (+ 1 with a bias). */               \
-  NTK_CLONES static void dense_std_##SFX(T *restrict g, T *restrict t, size_t count, T w2, T b2, T fan, \
-                                         T one) {                                                \
-    if (t)                                                                                       \
-      for (size_t k = 0; k < count; k++) t[k] = (fan * g[k] + one) + w2 * t[k];                  \
-    for (size_t k = 0; k < count; k++) g[k] = w2 * g[k] + b2;                                    \
-  }                                                                                              \
-  /* Variances after layer l from those before it: the same maps at q12 = q11 = q22. */         \
-  static void next_var_##SFX(const struct ntk_layer *l, const T *q, T *out, size_t n) {          \
-    for (size_t i = 0; i < n; i++) {                                                             \
-      T td, v = q[i];                                                                            \
-      switch (l->kind) {                                                                         \
-      case NTK_LAYER_DENSE: v = (T)(l->w_std * l->w_std) * v + (T)(l->b_std * l->b_std); break;  \
-      case NTK_LAYER_MAP:                                                                        \
-      case NTK_LAYER_LAYERNORM: v = MAP(&l->map, v, v, v, RSQRT(v), RSQRT(v), &td); break;       \
-      case NTK_LAYER_IDENTITY:                                                                   \
-      case NTK_LAYER_FLATTEN:                                                                    \
-      case NTK_LAYER_FORK:                                                                       \
-      case NTK_LAYER_NEXT: /* ntk_fc_create does these rows (whole rows, not per sample) */     \
-      case NTK_LAYER_JOIN: break;                                                                \
-      case NTK_LAYER_CONV: /* not on vectors: ntk_fc_create refuses them */                     \
-      case NTK_LAYER_AVGPOOL:                                                                    \
-      case NTK_LAYER_GLOBALAVGPOOL:                                                              \
-      case NTK_LAYER_KINDS: v = (T)NAN; break;                                                   \
-      }                                                                                          \
-      out[i] = v;                                                                                \
-    }                                                                                            \
-  }                                                                                              \
-  static void apply_layers_##SFX(const ntk_fc_t *fc, const struct ntk_tile *tl, T *g, T *t) {    \
-    size_t n = fc->data->n, rows = tl->rows, cols = tl->cols, count = rows * cols;               \
-    const T *var = fc->var, *rvar = fc->rvar;                                                    \
-    int diag = tl->bi == tl->bj, depth = 0;                                                      \
-    T *bs = fc->bstack;                                                                          \
-    if (t) memset(t, 0, count * sizeof(T));                                                      \
-    if (diag)                                                                                    \
-      for (size_t i = 0; i < rows; i++) g[i * cols + i] = var[tl->r0 + i];                       \
-    for (size_t li = 0; li < fc->arch->n; li++) {                                                \
-      const struct ntk_layer *l = &fc->arch->layers[li];                                         \
-      const T *qr = var + li * n + tl->r0, *qc = var + li * n + tl->c0;                          \
-      const T *rr = rvar + li * n + tl->r0, *rc = rvar + li * n + tl->c0;                        \
-      switch (l->kind) {                                                                         \
-      case NTK_LAYER_DENSE:                                                                      \
-        if (fc->arch->standard)                                                                  \
-          dense_std_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std), (T)fc->fan[li], \
-                          (T)(l->bias ? 1 : 0));                                                 \
-        else                                                                                     \
-          dense_##SFX(g, t, count, (T)(l->w_std * l->w_std), (T)(l->b_std * l->b_std));          \
-        break;                                                                                   \
-      case NTK_LAYER_MAP:                                                                        \
-      case NTK_LAYER_LAYERNORM: ntk_map_rows_##SFX(&l->map, g, t, rows, cols, qr, rr, qc, rc, 0); break;\
-      case NTK_LAYER_IDENTITY:                                                                   \
-      case NTK_LAYER_FLATTEN: break;                                                             \
-      case NTK_LAYER_FORK: branch_fork_##SFX(bs + 4 * count * (size_t)depth++, count, count, g, t); break; \
-      case NTK_LAYER_NEXT:                                                                       \
-        branch_next_##SFX(bs + 4 * count * (size_t)(depth - 1), count, count, count, fc->nexts[li] == 0, \
-                          (T)fc->bw[li], g, t);                                                  \
-        break;                                                                                   \
-      case NTK_LAYER_JOIN:                                                                       \
-        branch_join_##SFX(bs + 4 * count * (size_t)--depth, count, count, l->branches, (T)fc->bw[li], \
-                          (T)fc->bdiv[li], g, t);                                                \
-        break;                                                                                   \
-      case NTK_LAYER_CONV:                                                                       \
-      case NTK_LAYER_AVGPOOL:                                                                    \
-      case NTK_LAYER_GLOBALAVGPOOL:                                                              \
-      case NTK_LAYER_KINDS: /* refused by ntk_fc_create; NaN if one ever got here */            \
-        for (size_t k = 0; k < count; k++) g[k] = (T)NAN;                                        \
-        break;                                                                                   \
-      }                                                                                          \
-      /* A pair of a sample with itself is exactly its variance. */                             \
-      if (diag)                                                                                  \
-        for (size_t i = 0; i < rows; i++) g[i * cols + i] = var[(li + 1) * n + tl->r0 + i];      \
-    }                                                                                            \
-    if (diag) /* exact symmetry of diagonal tiles */                                             \
-      for (size_t i = 0; i < rows; i++)                                                          \
-        for (size_t j = i + 1; j < cols; j++) {                                                  \
-          g[i * cols + j] = g[j * cols + i];                                                     \
-          if (t) t[i * cols + j] = t[j * cols + i];                                              \
-        }                                                                                        \
-  }
-
-DEFINE_MAPS(float, f, ntk_mapf, ntk_rsqrtf)
-DEFINE_MAPS(double, d, ntk_map, ntk_rsqrt)
+/* dense, dense_std, next_var and apply_layers, _f and _d. */
+#define EACH_PRECISION_FILE "kernels/fc_impl.h"
+#include "kernels/each_precision.h"
 
 /* ---- input covariance in canonical blocks --------------------------------- */
 

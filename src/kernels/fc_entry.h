@@ -34,70 +34,12 @@ struct ntk_fc_entry_layer {
  * holds). */
 ntk_status ntk_fc_entry_layers(const ntk_fc_t *fc, struct ntk_fc_entry_layer *out, size_t nl);
 
-/* Entry (i, j) of a tile, i and j the samples' indices in the data: *g is
+/* ntk_fc_entry_f, ntk_fc_entry_d (src/kernels/fc_entry_impl.h):
+ * entry (i, j) of a tile, i and j the samples' indices in the data: *g is
  * its input covariance on entry and its NNGP on return, *t its NTK (0 on
  * entry). var: (nl + 1) x n per-sample variances (ntk_fc_variances). self:
  * a sample with itself (then *g on entry is its variance). */
-#define NTK_DEFINE_FC_ENTRY(T, SFX, MAP, RSQRT)                                                                  \
-  static NTK_HD inline void ntk_fc_entry_##SFX(const struct ntk_fc_entry_layer *L, size_t nl, const T *var,     \
-                                               size_t n, size_t i, size_t j, int self, T *g, T *t) {            \
-    T gv = *g, tv = 0, stack[4 * NTK_FC_ENTRY_MAXDEPTH];                                                       \
-    int depth = 0;                                                                                             \
-    for (size_t l = 0; l < nl; l++) {                                                                          \
-      const struct ntk_fc_entry_layer *y = &L[l];                                                              \
-      const T *vl = var + l * n;                                                                               \
-      T td, *s;                                                                                                \
-      switch ((ntk_layer_kind)y->kind) {                                                                       \
-      case NTK_LAYER_DENSE:                                                                                    \
-        if (y->standard) {                                                                                     \
-          tv = ((T)y->fan * gv + (T)y->one) + (T)y->w2 * tv;                                                   \
-          gv = (T)y->w2 * gv + (T)y->b2;                                                                       \
-        } else {                                                                                               \
-          gv = (T)y->w2 * gv + (T)y->b2;                                                                       \
-          tv = gv + (T)y->w2 * tv;                                                                             \
-        }                                                                                                      \
-        break;                                                                                                 \
-      case NTK_LAYER_MAP:                                                                                      \
-      case NTK_LAYER_LAYERNORM:                                                                                \
-        gv = MAP(&y->map, gv, vl[i], vl[j], RSQRT(vl[i]), RSQRT(vl[j]), &td);                                  \
-        tv *= td;                                                                                              \
-        break;                                                                                                 \
-      case NTK_LAYER_IDENTITY:                                                                                 \
-      case NTK_LAYER_FLATTEN: break;                                                                           \
-      case NTK_LAYER_FORK:                                                                                     \
-        s = stack + 4 * depth++;                                                                               \
-        s[0] = gv;                                                                                             \
-        s[1] = tv;                                                                                             \
-        break;                                                                                                 \
-      case NTK_LAYER_NEXT:                                                                                     \
-        s = stack + 4 * (depth - 1);                                                                           \
-        s[2] = y->first ? (T)y->fanw * gv : s[2] + (T)y->fanw * gv;                                            \
-        s[3] = y->first ? (T)y->fanw * tv : s[3] + (T)y->fanw * tv;                                            \
-        gv = s[0];                                                                                             \
-        tv = s[1];                                                                                             \
-        break;                                                                                                 \
-      case NTK_LAYER_JOIN:                                                                                     \
-        s = stack + 4 * --depth;                                                                               \
-        if (y->branches < 2) break;                                                                            \
-        gv = s[2] + (T)y->fanw * gv;                                                                           \
-        tv = s[3] + (T)y->fanw * tv;                                                                           \
-        if (y->fandiv != 0) {                                                                                  \
-          gv /= (T)y->fandiv;                                                                                  \
-          tv /= (T)y->fandiv;                                                                                  \
-        }                                                                                                      \
-        break;                                                                                                 \
-      case NTK_LAYER_CONV: /* ntk_fc_entry_layers refuses them */                                              \
-      case NTK_LAYER_AVGPOOL:                                                                                  \
-      case NTK_LAYER_GLOBALAVGPOOL:                                                                            \
-      case NTK_LAYER_KINDS: gv = (T)NAN; break;                                                                \
-      }                                                                                                        \
-      if (self) gv = var[(l + 1) * n + i];                                                                     \
-    }                                                                                                          \
-    *g = gv;                                                                                                   \
-    *t = tv;                                                                                                   \
-  }
-
-NTK_DEFINE_FC_ENTRY(float, f, ntk_mapf, ntk_rsqrtf)
-NTK_DEFINE_FC_ENTRY(double, d, ntk_map, ntk_rsqrt)
+#define EACH_PRECISION_FILE "kernels/fc_entry_impl.h"
+#include "kernels/each_precision.h"
 
 #endif

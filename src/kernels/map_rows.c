@@ -11,22 +11,25 @@
  * already overlaps consecutive rows; docs/PERFORMANCE.md, issue 15). */
 #include "kernels/map_rows.h"
 
+/* The loop shapes, expanded in map_rows_impl.h (REAL, and the maps of
+ * each_precision.h). */
+
 /* The loop over rows x COLS with MAP(q12, q11, q22, r11, r22, &td). */
 #define ROWS(COLS, MAP)                                                  \
   for (size_t i = 0; i < rows; i++) {                                    \
-    T *gi = g + i * (COLS), q11 = qa[i], r11 = ra[i];                    \
-    const T *qbi = qb + i * qb_row, *rbi = rb + i * qb_row;              \
+    REAL *gi = g + i * (COLS), q11 = qa[i], r11 = ra[i];                 \
+    const REAL *qbi = qb + i * qb_row, *rbi = rb + i * qb_row;           \
     (void)r11, (void)rbi; /* only the float ABRelu map reads them */     \
     if (t) {                                                             \
-      T *ti = t + i * (COLS);                                            \
+      REAL *ti = t + i * (COLS);                                         \
       for (size_t j = 0; j < (COLS); j++) {                              \
-        T td;                                                            \
+        REAL td;                                                         \
         gi[j] = MAP(gi[j], q11, qbi[j], r11, rbi[j], &td);               \
         ti[j] *= td;                                                     \
       }                                                                  \
     } else {                                                             \
       for (size_t j = 0; j < (COLS); j++) {                              \
-        T td;                                                            \
+        REAL td;                                                         \
         gi[j] = MAP(gi[j], q11, qbi[j], r11, rbi[j], &td);               \
       }                                                                  \
     }                                                                    \
@@ -45,7 +48,7 @@
   } while (0)
 
 /* Each map with its parameters bound, as MAP(q12, q11, q22, r11, r22, td). */
-#define F_ABRELU(q12, q11, q22, r11, r22, td) ABRELU(pa, pb, q12, q11, q22, r11, r22, td)
+#define F_ABRELU(q12, q11, q22, r11, r22, td) ABRELU_R(pa, pb, q12, q11, q22, r11, r22, td)
 #define F_ERF(q12, q11, q22, r11, r22, td) ERF(q12, q11, q22, td)
 #define F_ERF_ABC(q12, q11, q22, r11, r22, td) ERF_ABC(m, q12, q11, q22, td)
 #define F_GELU(q12, q11, q22, r11, r22, td) GELU(q12, q11, q22, td)
@@ -57,13 +60,13 @@
   do {                                                                   \
     if (t) {                                                             \
       for (size_t k = 0; k < n; k++) {                                   \
-        T td;                                                            \
+        REAL td;                                                         \
         g[k] = MAP(g[k], qa[k], qb[k], ra[k], rb[k], &td);               \
         t[k] *= td;                                                      \
       }                                                                  \
     } else {                                                             \
       for (size_t k = 0; k < n; k++) {                                   \
-        T td;                                                            \
+        REAL td;                                                         \
         g[k] = MAP(g[k], qa[k], qb[k], ra[k], rb[k], &td);               \
       }                                                                  \
     }                                                                    \
@@ -72,7 +75,7 @@
 /* The switch on the kind, each case running LOOP with its map, FAST for
  * the vectorised maps; shared by both loop shapes. */
 #define SWITCH(FAST, ANY)                                                                                   \
-  const T pa = (T)m->a, pb = (T)m->b;                                                                      \
+  const REAL pa = (REAL)m->a, pb = (REAL)m->b;                                                             \
   switch (m->kind) {                                                                                       \
   case NTK_MAP_ABRELU:                                                                                     \
     FAST(F_ABRELU);                                                                                        \
@@ -102,34 +105,6 @@
 
 #define ROWS_COLS(MAP) ROWS(cols, MAP)
 
-#define DEFINE_ROWS(T_, SFX)                                                                                   \
-  NTK_CLONES void ntk_map_rows_##SFX(const struct ntk_map *restrict m, T_ *restrict g, T_ *restrict t,        \
-                                     size_t rows, size_t cols, const T_ *restrict qa, const T_ *restrict ra,   \
-                                     const T_ *restrict qb, const T_ *restrict rb, size_t qb_row) {            \
-    typedef T_ T;                                                                                            \
-    SWITCH(ROWS_ANY, ROWS_COLS)                                                                              \
-  }                                                                                                          \
-  NTK_CLONES void ntk_map_pairs_##SFX(const struct ntk_map *restrict m, T_ *restrict g, T_ *restrict t,       \
-                                      size_t n, const T_ *restrict qa, const T_ *restrict ra,                 \
-                                      const T_ *restrict qb, const T_ *restrict rb) {                         \
-    typedef T_ T;                                                                                            \
-    SWITCH(PAIRS, PAIRS)                                                                                     \
-  }
-
-#define ABRELU ntk_abreluf_r
-#define ERF ntk_erff
-#define ERF_ABC ntk_erf_abcf
-#define GELU ntk_geluf
-#define MAP ntk_mapf
-DEFINE_ROWS(float, f)
-#undef ABRELU
-#undef ERF
-#undef ERF_ABC
-#undef GELU
-#undef MAP
-#define ABRELU ntk_abrelu_r
-#define ERF ntk_erf
-#define ERF_ABC ntk_erf_abc
-#define GELU ntk_gelu
-#define MAP ntk_map
-DEFINE_ROWS(double, d)
+/* ntk_map_rows_f, ntk_map_pairs_f and the _d ones. */
+#define EACH_PRECISION_FILE "kernels/map_rows_impl.h"
+#include "kernels/each_precision.h"

@@ -654,17 +654,19 @@ static void fmt_time(double s, char *out, size_t cap) {
   else snprintf(out, cap, "%.1f h", s / 3600);
 }
 
-/* Collective: run CG on every column until each converges (relative
- * residual <= tol), fails, or uses max_it iterations. */
-static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it, size_t *total_it) {
+/* run_cg's progress lines: the worst running residual of the last 64
+ * iterations and when each was reached (for the ETA), and when the last
+ * line was printed. */
+struct cg_eta {
+  double last_print, t[64], r[64];
+  size_t n;
+};
+
+/* Every column's right-hand side norm and state (a class no train label
+ * has is done at once), X = 0; the running columns into v->act. Returns
+ * their count. */
+static size_t start_columns(struct cg *c, struct cgv *v) {
   size_t n = c->n, nc = c->ncols;
-  const char *kn = ntk_solve_kernel_name(c->p->which);
-  ntk_status st = NTK_OK;
-  double last_print = 0, hist_t[64];
-  double hist_r[64];
-  size_t hist_n = 0;
-  int restarts = 0;
-  *total_it = 0;
   for (size_t q = 0; q < nc; q++) {
     double b = 0;
     for (size_t i = 0; i < n; i++) b += (size_t)c->p->ytr[i] == q % c->classes;
@@ -677,154 +679,216 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
   for (size_t q = 0; q < nc; q++)
     if (v->state[q] == COL_RUN) v->act[na++] = q;
     else v->res[q] = 0;
+  return na;
+}
+
+/* Collective, when no column runs: the true residual of the converged
+ * columns; those above the tolerance (rank 0's numbers decide) run again
+ * from it, at most CG_RESTARTS times in all. *again: how many. */
+static ntk_status recheck_converged(struct cg *c, struct cgv *v, double tol, size_t max_it, int *restarts,
+                                    int *again) {
+  size_t nc = c->ncols, nd = 0;
+  ntk_status st;
+  *again = 0;
+  for (size_t q = 0; q < nc; q++)
+    if (v->state[q] == COL_DONE && v->bnorm[q] > 0) v->act[nd++] = q;
+  if (!nd) return NTK_OK;
+  if ((st = restart(c, v, v->act, nd, 0))) return st;
+  /* decisions on rank 0's numbers */
+  unsigned char *flag = (unsigned char *)v->Qa;
+  if (c->rank == 0)
+    for (size_t a = 0; a < nd; a++) {
+      size_t q = v->act[a];
+      flag[a] = v->res[q] > tol && v->it[q] < max_it && *restarts < CG_RESTARTS;
+    }
+  if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, nd)))) return st;
+  for (size_t a = 0; a < nd; a++)
+    if (flag[a]) v->state[v->act[a]] = COL_RUN, (*again)++;
+  if (!*again) return NTK_OK;
+  (*restarts)++;
+  if (c->rank == 0)
+    fprintf(stderr, "ntkd: solve: cg %s: the true residual drifted above the tolerance in %d column%s; "
+            "restarting them\n", ntk_solve_kernel_name(c->p->which), *again, *again == 1 ? "" : "s");
+  return NTK_OK;
+}
+
+/* Collective, after the product Q = K P of the na running columns (v->Qa,
+ * packed): each column's step alpha, X and R updated, its residual, and
+ * whether it converged, failed or runs on (rank 0's verdicts broadcast).
+ * The columns still running stay in v->act (*still of them; v->pos: their
+ * places among the na); *worst: the largest residual of the na. */
+static ntk_status update_columns(struct cg *c, struct cgv *v, size_t na, double tol, size_t max_it, size_t *still,
+                                 double *worst) {
+  size_t n = c->n, nc = c->ncols;
+  ntk_status st;
+  unsigned char *flag = malloc(na + 1);
+  if ((st = agree(c->p->comm, flag ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+    free(flag);
+    return st;
+  }
+  for (size_t a = 0; a < na; a++) {
+    size_t q = v->act[a];
+    double reg = c->reg[q], pq = 0, rr = 0;
+    for (size_t i = 0; i < n; i++) {
+      double qq = v->Qa[i * na + a] + reg * v->Pa[i * na + a];
+      v->Qa[i * na + a] = qq;
+      pq += v->Pa[i * na + a] * qq;
+    }
+    v->it[q]++;
+    flag[a] = COL_RUN;
+    if (!(pq > 0) || !isfinite(pq) || !(v->rz[q] > 0)) {
+      flag[a] = COL_FAIL;
+      v->why[q] = WHY_BREAKDOWN;
+      continue;
+    }
+    double alpha = v->rz[q] / pq;
+    v->alpha[q] = alpha;
+    for (size_t i = 0; i < n; i++) {
+      v->X[i * nc + q] += alpha * v->Pa[i * na + a];
+      double r = v->R[i * nc + q] - alpha * v->Qa[i * na + a];
+      v->R[i * nc + q] = r;
+      rr += r * r;
+    }
+    v->res[q] = sqrt(rr) / v->bnorm[q];
+    if (v->res[q] < v->best[q]) v->best[q] = v->res[q];
+    if (!isfinite(v->res[q])) flag[a] = COL_FAIL, v->why[q] = WHY_BREAKDOWN;
+    else if (v->res[q] <= tol) flag[a] = COL_DONE;
+    else if (v->it[q] >= max_it) flag[a] = COL_FAIL, v->why[q] = WHY_MAXIT;
+  }
+  if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, na)))) {
+    free(flag);
+    return st;
+  }
+  /* progress: the worst running residual */
+  *worst = 0;
+  for (size_t a = 0; a < na; a++) *worst = v->res[v->act[a]] > *worst ? v->res[v->act[a]] : *worst;
+  *still = 0;
+  for (size_t a = 0; a < na; a++) {
+    size_t q = v->act[a];
+    v->state[q] = flag[a];
+    if (flag[a] == COL_RUN) v->pos[*still] = a, v->act[(*still)++] = q;
+  }
+  free(flag);
+  return NTK_OK;
+}
+
+/* Rank 0's progress line after iteration `it` (the first, then every
+ * CG_PRINT_EVERY seconds and the last), with an ETA from the rate the
+ * worst residual fell over the last iterations. */
+static void progress(struct cg *c, struct cg_eta *e, double worst, size_t na, size_t still, size_t it, double tol) {
+  double now = ntk_now();
+  if (e->n == 64) { /* the last 64 iterations, for the ETA */
+    memmove(e->r, e->r + 1, 63 * sizeof *e->r);
+    memmove(e->t, e->t + 1, 63 * sizeof *e->t);
+    e->n--;
+  }
+  e->r[e->n] = worst, e->t[e->n] = now, e->n++;
+  if (c->rank == 0 && (it == 1 || now - e->last_print >= CG_PRINT_EVERY || still == 0)) {
+    char el[32], eta[48] = "";
+    fmt_time(now - c->t0, el, sizeof el);
+    if (e->n >= 8 && still) {
+      double rate = log(e->r[0] / e->r[e->n - 1]) / (double)(e->n - 1); /* per iteration */
+      double per = (e->t[e->n - 1] - e->t[0]) / (double)(e->n - 1);
+      if (rate > 0) {
+        char s[32];
+        fmt_time(log(worst / tol) / rate * per, s, sizeof s);
+        snprintf(eta, sizeof eta, ", ETA ~%s", s);
+      }
+    }
+    fprintf(stderr, "ntkd: solve: cg %s iteration %zu: residual %.1e (worst of %zu column%s), %s%s\n",
+            ntk_solve_kernel_name(c->p->which), it, worst, na, na == 1 ? "" : "s", el, eta);
+    e->last_print = now;
+  }
+}
+
+/* Collective: Z = M^-1 R for the `still` columns still running (v->act;
+ * v->pos: their places among the na of this iteration's Q) and their new
+ * directions P. */
+static ntk_status new_directions(struct cg *c, struct cgv *v, size_t na, size_t still) {
+  size_t n = c->n, nc = c->ncols;
+  ntk_status st;
+  pack(v->R, n, nc, v->act, still, v->Pa);
+  for (size_t a = 0; a < still; a++) v->rid[a] = v->act[a] / c->classes;
+  double tp = ntk_now();
+  if ((st = precondition(c, v->Pa, v->Za, v->rid, still, v->w, v->corr))) return st;
+  c->t_pre += ntk_now() - tp;
+  for (size_t a = 0; a < still; a++) {
+    size_t q = v->act[a];
+    double rz = 0;
+    double zq = 0;
+    for (size_t i = 0; i < n; i++) {
+      rz += v->Pa[i * still + a] * v->Za[i * still + a];
+      zq += v->Za[i * still + a] * v->Qa[i * na + v->pos[a]];
+    }
+    /* Polak-Ribiere: z'(r - r_old) / z_old'r_old with r - r_old = -alpha q
+     * (flexible CG: robust to the preconditioner's rounding, about
+     * eps * |L'L| / s relative; the same iterations as Fletcher-Reeves
+     * with the shift reg + mean residual diagonal, docs/SOLVE.md) */
+    double beta = CG_FLEXIBLE ? -v->alpha[q] * zq / v->rz[q] : rz / v->rz[q];
+    v->rz[q] = rz;
+    for (size_t i = 0; i < n; i++) v->P[i * nc + q] = v->Za[i * still + a] + beta * v->P[i * nc + q];
+  }
+  return NTK_OK;
+}
+
+/* Collective: run CG on every column until each converges (relative
+ * residual <= tol), fails, or uses max_it iterations. */
+static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it, size_t *total_it) {
+  size_t n = c->n, nc = c->ncols;
+  struct cg_eta eta = {0};
+  int restarts = 0;
+  ntk_status st;
+  *total_it = 0;
+  size_t na = start_columns(c, v);
   if ((st = restart(c, v, v->act, na, 1))) return st;
   for (;;) {
     na = 0;
     for (size_t q = 0; q < nc; q++)
       if (v->state[q] == COL_RUN) v->act[na++] = q;
-    if (na == 0) {
-      /* all done: check the true residual of the converged columns */
-      size_t nd = 0;
-      for (size_t q = 0; q < nc; q++)
-        if (v->state[q] == COL_DONE && v->bnorm[q] > 0) v->act[nd++] = q;
-      if (!nd) break;
-      if ((st = restart(c, v, v->act, nd, 0))) return st;
-      int again = 0;
-      /* decisions on rank 0's numbers */
-      unsigned char *flag = (unsigned char *)v->Qa;
-      if (c->rank == 0)
-        for (size_t a = 0; a < nd; a++) {
-          size_t q = v->act[a];
-          flag[a] = v->res[q] > tol && v->it[q] < max_it && restarts < CG_RESTARTS;
-        }
-      if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, nd)))) return st;
-      for (size_t a = 0; a < nd; a++)
-        if (flag[a]) v->state[v->act[a]] = COL_RUN, again++;
+    if (na == 0) { /* all done: check the true residual of the converged columns */
+      int again;
+      if ((st = recheck_converged(c, v, tol, max_it, &restarts, &again))) return st;
       if (!again) break;
-      restarts++;
-      if (c->rank == 0)
-        fprintf(stderr, "ntkd: solve: cg %s: the true residual drifted above the tolerance in %d column%s; "
-                "restarting them\n", kn, again, again == 1 ? "" : "s");
       continue;
     }
     /* one product for every running column */
     pack(v->P, n, nc, v->act, na, v->Pa);
     if ((st = product(c, v->Pa, v->Qa, na))) return st;
     (*total_it)++;
-    unsigned char *flag = malloc(na + 1);
-    if ((st = agree(c->p->comm, flag ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
-      free(flag);
-      return st;
-    }
-    for (size_t a = 0; a < na; a++) {
-      size_t q = v->act[a];
-      double reg = c->reg[q], pq = 0, rr = 0;
-      for (size_t i = 0; i < n; i++) {
-        double qq = v->Qa[i * na + a] + reg * v->Pa[i * na + a];
-        v->Qa[i * na + a] = qq;
-        pq += v->Pa[i * na + a] * qq;
-      }
-      v->it[q]++;
-      flag[a] = COL_RUN;
-      if (!(pq > 0) || !isfinite(pq) || !(v->rz[q] > 0)) {
-        flag[a] = COL_FAIL;
-        v->why[q] = WHY_BREAKDOWN;
-        continue;
-      }
-      double alpha = v->rz[q] / pq;
-      v->alpha[q] = alpha;
-      for (size_t i = 0; i < n; i++) {
-        v->X[i * nc + q] += alpha * v->Pa[i * na + a];
-        double r = v->R[i * nc + q] - alpha * v->Qa[i * na + a];
-        v->R[i * nc + q] = r;
-        rr += r * r;
-      }
-      v->res[q] = sqrt(rr) / v->bnorm[q];
-      if (v->res[q] < v->best[q]) v->best[q] = v->res[q];
-      if (!isfinite(v->res[q])) flag[a] = COL_FAIL, v->why[q] = WHY_BREAKDOWN;
-      else if (v->res[q] <= tol) flag[a] = COL_DONE;
-      else if (v->it[q] >= max_it) flag[a] = COL_FAIL, v->why[q] = WHY_MAXIT;
-    }
-    if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, na)))) {
-      free(flag);
-      return st;
-    }
-    /* progress: the worst running residual */
-    double worst = 0;
-    for (size_t a = 0; a < na; a++) worst = v->res[v->act[a]] > worst ? v->res[v->act[a]] : worst;
-    size_t still = 0;
-    for (size_t a = 0; a < na; a++) {
-      size_t q = v->act[a];
-      v->state[q] = flag[a];
-      if (flag[a] == COL_RUN) v->pos[still] = a, v->act[still++] = q;
-    }
-    free(flag);
-    double now = ntk_now();
-    if (hist_n == 64) { /* the last 64 iterations, for the ETA */
-      memmove(hist_r, hist_r + 1, 63 * sizeof *hist_r);
-      memmove(hist_t, hist_t + 1, 63 * sizeof *hist_t);
-      hist_n--;
-    }
-    hist_r[hist_n] = worst, hist_t[hist_n] = now, hist_n++;
-    if (c->rank == 0 && (*total_it == 1 || now - last_print >= CG_PRINT_EVERY || still == 0)) {
-      char el[32], eta[48] = "";
-      fmt_time(now - c->t0, el, sizeof el);
-      if (hist_n >= 8 && still) {
-        double rate = log(hist_r[0] / hist_r[hist_n - 1]) / (double)(hist_n - 1); /* per iteration */
-        double per = (hist_t[hist_n - 1] - hist_t[0]) / (double)(hist_n - 1);
-        if (rate > 0) {
-          char e[32];
-          fmt_time(log(worst / tol) / rate * per, e, sizeof e);
-          snprintf(eta, sizeof eta, ", ETA ~%s", e);
-        }
-      }
-      fprintf(stderr, "ntkd: solve: cg %s iteration %zu: residual %.1e (worst of %zu column%s), %s%s\n", kn,
-              *total_it, worst, na, na == 1 ? "" : "s", el, eta);
-      last_print = now;
-    }
-    if (!still) continue;
-    /* Z = M^-1 R for the columns still running; new directions */
-    pack(v->R, n, nc, v->act, still, v->Pa);
-    for (size_t a = 0; a < still; a++) v->rid[a] = v->act[a] / c->classes;
-    double tp = ntk_now();
-    if ((st = precondition(c, v->Pa, v->Za, v->rid, still, v->w, v->corr))) return st;
-    c->t_pre += ntk_now() - tp;
-    for (size_t a = 0; a < still; a++) {
-      size_t q = v->act[a];
-      double rz = 0;
-      double zq = 0;
-      for (size_t i = 0; i < n; i++) {
-        rz += v->Pa[i * still + a] * v->Za[i * still + a];
-        zq += v->Za[i * still + a] * v->Qa[i * na + v->pos[a]];
-      }
-      /* Polak-Ribiere: z'(r - r_old) / z_old'r_old with r - r_old = -alpha q
-       * (flexible CG: robust to the preconditioner's rounding, about
-       * eps * |L'L| / s relative; the same iterations as Fletcher-Reeves
-       * with the shift reg + mean residual diagonal, docs/SOLVE.md) */
-      double beta = CG_FLEXIBLE ? -v->alpha[q] * zq / v->rz[q] : rz / v->rz[q];
-      v->rz[q] = rz;
-      for (size_t i = 0; i < n; i++) v->P[i * nc + q] = v->Za[i * still + a] + beta * v->P[i * nc + q];
-    }
+    size_t still;
+    double worst;
+    if ((st = update_columns(c, v, na, tol, max_it, &still, &worst))) return st;
+    progress(c, &eta, worst, na, still, *total_it, tol);
+    if (still && (st = new_directions(c, v, na, still))) return st;
   }
   return NTK_OK;
 }
 
 /* ---- the method ----------------------------------------------------------- */
 
-ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out *out) {
+/* What a rank needs in bytes and the memory available on its node, as
+ * the ranks of a node exchange them. */
+struct cg_need {
+  double need, avail;
+};
+
+/* The problem's sizes, this rank's rows of the preconditioner. */
+static void cg_init(struct cg *c, const struct ntk_solve_problem *p) {
   const struct ntk_store_info *in = ntk_store_get_info(p->store);
-  const struct ntk_solve_opts *o = p->opts;
-  const char *kn = ntk_solve_kernel_name(p->which);
-  struct cg c;
-  memset(&c, 0, sizeof c);
-  c.p = p, c.s = p->store, c.rank = p->rank, c.nranks = p->nranks;
-  c.n = p->ntr, c.nte = p->nte, c.T = in->tile, c.elem = in->elem, c.classes = p->classes;
-  c.ncols = p->nridge * p->classes;
-  c.t0 = ntk_now();
-  size_t n = c.n, nc = c.ncols, R = (size_t)c.nranks;
-  double tol = o->tolerance > 0 ? o->tolerance : CG_TOLERANCE;
-  size_t max_it = o->max_iterations ? o->max_iterations : CG_MAX_ITERATIONS;
-  size_t k = o->precond_rank;
+  memset(c, 0, sizeof *c);
+  c->p = p, c->s = p->store, c->rank = p->rank, c->nranks = p->nranks;
+  c->n = p->ntr, c->nte = p->nte, c->T = in->tile, c->elem = in->elem, c->classes = p->classes;
+  c->ncols = p->nridge * p->classes;
+  c->t0 = ntk_now();
+  size_t n = c->n, R = (size_t)c->nranks;
+  c->lo = n * (size_t)c->rank / R, c->hi = n * ((size_t)c->rank + 1) / R;
+}
+
+/* The preconditioner's rank: [solve] preconditioner_rank, or n / 4 within
+ * [100, CG_RANK_MAX] whose per-ridge factors stay within CG_CHOL_BYTES;
+ * at most n. */
+static size_t precond_rank(const struct ntk_solve_problem *p, size_t n) {
+  size_t k = p->opts->precond_rank;
   if (k == NTK_PRECOND_DEFAULT) {
     k = n / 4 < CG_RANK_MAX ? n / 4 : CG_RANK_MAX;
     if (k < 100) k = 100;
@@ -832,8 +896,230 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
     if (k > cap) k = cap;
   }
   if (k > n) k = n;
-  c.lo = n * (size_t)c.rank / R, c.hi = n * ((size_t)c.rank + 1) / R;
+  return k;
+}
 
+/* This rank's tiles (plan_tiles), the stream scratch, the shifts, the
+ * diagonal *d and the CG vectors v for preconditioner rank k; *need:
+ * the bytes this rank needs with its tiles held. */
+static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, double *need) {
+  const struct ntk_store_info *in = ntk_store_get_info(c->s);
+  size_t n = c->n, nc = c->ncols;
+  ntk_status st = plan_tiles(c);
+  size_t edge = c->T < in->n ? c->T : (size_t)in->n;
+  c->codec = ntk_codec_create(1);
+  c->raw = malloc(ntk_store_raw_bytes(c->s, &(struct ntk_tile){0, 0, 0, 0, edge, 0, edge}) + 1);
+  c->val = malloc(edge * edge * c->elem + 1);
+  c->conv = malloc(CG_CHUNK * edge * sizeof *c->conv + 1);
+  c->reg = malloc((nc + 1) * sizeof *c->reg);
+  *d = malloc((n + 1) * sizeof **d);
+  v->X = malloc((n * nc + 1) * sizeof *v->X), v->R = malloc((n * nc + 1) * sizeof *v->R);
+  v->P = malloc((n * nc + 1) * sizeof *v->P), v->Pa = malloc((n * nc + 1) * sizeof *v->Pa);
+  v->Qa = malloc(((n > c->nte ? n : c->nte) * nc + 1) * sizeof *v->Qa), v->Za = malloc((n * nc + 1) * sizeof *v->Za);
+  v->corr = malloc((n * nc + 1) * sizeof *v->corr), v->w = malloc((k * nc + 1) * sizeof *v->w);
+  v->bnorm = malloc((nc + 1) * sizeof *v->bnorm), v->rz = malloc((nc + 1) * sizeof *v->rz);
+  v->res = calloc(nc + 1, sizeof *v->res), v->best = calloc(nc + 1, sizeof *v->best);
+  v->alpha = calloc(nc + 1, sizeof *v->alpha),
+  v->pos = calloc(nc + 1, sizeof *v->pos), v->rid = malloc((nc + 1) * sizeof *v->rid);
+  v->it = calloc(nc + 1, sizeof *v->it), v->act = malloc((nc + 1) * sizeof *v->act);
+  v->state = calloc(nc + 1, sizeof *v->state), v->why = calloc(nc + 1, sizeof *v->why);
+  if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->P && v->Pa && v->Qa &&
+               v->Za && v->corr && v->w && v->bnorm && v->rz && v->res && v->best && v->alpha && v->pos && v->rid &&
+               v->it && v->act && v->state && v->why))
+    st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
+  /* what this rank needs besides the tiles: the vectors above, L and its
+   * conversion, the batch of columns */
+  double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * (double)(c->hi - c->lo) * (double)k +
+                 8.0 * (double)k * (double)k * (double)(c->p->nridge + 1) + 8.0 * (double)n * CG_BATCH +
+                 3.0 * (double)edge * (double)edge * (double)c->elem * 2;
+  *need = c->tile_bytes + other;
+  return st;
+}
+
+/* Collective: cg_kernel = memory where asked, or (auto) where every
+ * node's ranks' needs fit in 80 % of its available memory; rank 0 says
+ * which. OpenBLAS gets this node's cores shared by its ranks. */
+static ntk_status choose_kernel_mode(struct cg *c, const struct cg_need *all, const struct ntk_node_info *node) {
+  const ntk_comm_t *comm = c->p->comm;
+  ntk_status st;
+  { /* OpenBLAS threads: this node's cores shared by its ranks */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int th = cores > 0 ? (int)(cores / node->size) : 1;
+    openblas_set_num_threads(th > 0 ? th : 1);
+  }
+  double node_need = 0;
+  for (int i = 0; i < node->size; i++) node_need += all[i].need;
+  double avail = all[0].avail, nofit = node_need > 0.8 * avail ? 1 : 0;
+  if ((st = agree(comm, ntk_comm_sum_doubles(comm, &nofit, 1)))) return st;
+  double total_tiles = c->tile_bytes;
+  if ((st = agree(comm, ntk_comm_sum_doubles(comm, &total_tiles, 1)))) return st;
+  int want = c->p->opts->cg_kernel;
+  c->memory = want == NTK_CG_KERNEL_MEMORY || (want == NTK_CG_KERNEL_AUTO && nofit == 0);
+  if (c->rank == 0)
+    fprintf(stderr, "ntkd: solve: cg %s: %zu train tiles, %.2f GB of %s values: %s (node %s: %.1f GB needed, "
+            "%.1f GB available)\n", ntk_solve_kernel_name(c->p->which), c->all_tr_t, total_tiles / 1e9,
+            c->elem == 4 ? "float32" : "float64",
+            c->memory ? "held in memory across the ranks" : "streamed from the store each iteration", node->host,
+            node_need / 1e9, avail / 1e9);
+  return NTK_OK;
+}
+
+/* Collective: this rank's tiles into memory (cg_kernel = memory); under
+ * auto, where any rank runs out of memory, every rank streams them
+ * instead. */
+static ntk_status hold_tiles(struct cg *c) {
+  const ntk_comm_t *comm = c->p->comm;
+  const char *kn = ntk_solve_kernel_name(c->p->which);
+  double t = ntk_now();
+  ntk_status st = load_tiles(c);
+  if (st == NTK_ENOMEM && c->p->opts->cg_kernel == NTK_CG_KERNEL_AUTO) st = NTK_OK, c->memory = -1; /* agreed below */
+  double fallback = c->memory < 0;
+  if ((st = agree(comm, st))) return st;
+  if ((st = agree(comm, ntk_comm_sum_doubles(comm, &fallback, 1)))) return st;
+  if (fallback > 0) {
+    free_tiles(c);
+    c->memory = 0;
+    if (c->rank == 0) fprintf(stderr, "ntkd: solve: cg %s: out of memory holding the tiles: streaming them\n", kn);
+  } else if (c->rank == 0) {
+    fprintf(stderr, "ntkd: solve: cg %s: tiles loaded in %.1f s\n", kn, ntk_now() - t);
+  }
+  return NTK_OK;
+}
+
+/* Collective: the diagonal d, each column's shift (ridge times the mean
+ * diagonal) and the preconditioner of rank k. */
+static ntk_status shifts_and_preconditioner(struct cg *c, double *d, size_t k) {
+  const struct ntk_solve_problem *p = c->p;
+  size_t n = c->n;
+  ntk_status st;
+  if ((st = diagonal(c, d))) return st;
+  double trace = 0;
+  for (size_t i = 0; i < n; i++) trace += d[i];
+  for (size_t r = 0; r < p->nridge; r++)
+    for (size_t q = 0; q < c->classes; q++) c->reg[r * c->classes + q] = p->ridge[r] * trace / (double)n;
+  double t = ntk_now();
+  double regs[NTK_MAX_RIDGES];
+  for (size_t r = 0; r < p->nridge && r < NTK_MAX_RIDGES; r++) regs[r] = p->ridge[r] * trace / (double)n;
+  if ((st = build_preconditioner(c, k, d, regs, p->nridge, trace))) return st;
+  if (c->rank == 0)
+    fprintf(stderr, "ntkd: solve: cg %s: preconditioner: pivoted Cholesky of rank %zu (asked %zu), %zu pass%s over "
+            "the tiles, %.1f s\n", ntk_solve_kernel_name(p->which), c->m, k, c->passes, c->passes == 1 ? "" : "es",
+            ntk_now() - t);
+  return NTK_OK;
+}
+
+/* Collective: the predictions Y = K_test,train X (nte x ncols, into v->Qa),
+ * each rank its test tiles, summed. */
+static ntk_status test_predictions(struct cg *c, struct cgv *v) {
+  size_t n = c->n, nc = c->ncols;
+  ntk_status st = NTK_OK;
+  double *Y = v->Qa; /* nte x nc */
+  memset(Y, 0, c->nte * nc * sizeof *Y);
+  for (size_t i = 0; i < c->nte_t && !st; i++) {
+    const struct cg_tile *t = &c->te[i];
+    const void *val;
+    size_t ld;
+    if ((st = tile_values(c, t, &val, &ld))) break;
+    block_product(c, val, t->rows, t->cols, ld, v->X + t->c0 * nc, Y + (t->r0 - n) * nc, NULL, NULL, nc);
+    st = stop_check();
+  }
+  if ((st = agree(c->p->comm, st))) return st;
+  return agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, Y, c->nte * nc));
+}
+
+/* Each ridge's result from its columns (rank 0's residuals): iterations,
+ * the worst residual (a failed column's best), why it failed; on rank 0
+ * its predictions (from v->Qa) and alpha, and a line. */
+static void ridge_outputs(struct cg *c, const struct cgv *v, struct ntk_ridge_out *out, double tol, size_t max_it) {
+  const struct ntk_solve_problem *p = c->p;
+  const char *kn = ntk_solve_kernel_name(p->which);
+  size_t n = c->n, nc = c->ncols;
+  const double *Y = v->Qa;
+  for (size_t r = 0; r < p->nridge; r++) {
+    struct ntk_ridge_out *o_r = &out[r];
+    o_r->reg = c->reg[r * c->classes];
+    o_r->rcond = 0;
+    o_r->iterations = 0, o_r->residual = 0, o_r->failure = NTK_RIDGE_OK, o_r->why[0] = '\0';
+    int why = WHY_NONE;
+    for (size_t q = r * c->classes; q < (r + 1) * c->classes; q++) {
+      /* a failed column: the best residual it reached */
+      double rq = v->state[q] == COL_FAIL ? v->best[q] : v->res[q];
+      o_r->iterations = v->it[q] > o_r->iterations ? v->it[q] : o_r->iterations;
+      o_r->residual = rq > o_r->residual || isnan(rq) ? rq : o_r->residual;
+      if (v->state[q] == COL_FAIL && why != WHY_BREAKDOWN) why = v->why[q];
+      if (v->state[q] != COL_FAIL && v->res[q] > tol && why == WHY_NONE) why = WHY_MAXIT;
+    }
+    if (why != WHY_NONE) {
+      o_r->failure = NTK_RIDGE_NOT_CONVERGED;
+      if (why == WHY_BREAKDOWN)
+        snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
+                 "gradients broke down after %zu iterations, having reached a relative residual of %.1e (tolerance "
+                 "%.0e): the matrix is not positive definite to working precision (duplicate samples and ridge "
+                 "0?): increase the ridge", kn, p->ridge[r], o_r->reg, o_r->iterations, o_r->residual, tol);
+      else
+        snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
+                 "gradients reached a relative residual of %.1e after %zu iterations, not the tolerance %.0e: "
+                 "increase the ridge or [solve] max_iterations (now %zu)", kn, p->ridge[r], o_r->reg,
+                 o_r->residual, o_r->iterations, tol, max_it);
+    }
+    if (c->rank == 0) {
+      for (size_t i = 0; o_r->pred && i < c->nte; i++)
+        for (size_t q = 0; q < c->classes; q++) o_r->pred[i * c->classes + q] = Y[i * nc + r * c->classes + q];
+      for (size_t i = 0; o_r->alpha && i < n; i++)
+        for (size_t q = 0; q < c->classes; q++) o_r->alpha[i * c->classes + q] = v->X[i * nc + r * c->classes + q];
+      fprintf(stderr, "ntkd: solve: cg %s ridge %g: %zu iterations, relative residual %.1e%s\n", kn, p->ridge[r],
+              o_r->iterations, o_r->residual, o_r->failure ? " (not converged)" : "");
+    }
+  }
+}
+
+/* Collective: rank 0's summary line: iterations and times, and the peak
+ * memory of the worst rank and the worst node. */
+static ntk_status report_summary(struct cg *c, size_t total_it, double tcg) {
+  const ntk_comm_t *comm = c->p->comm;
+  size_t R = (size_t)c->nranks;
+  ntk_status st;
+  double rss[2] = {ntk_solve_peak_rss(), 0};
+  struct { double rss; } me = {rss[0]}, *nodes = NULL;
+  struct ntk_node_info ni;
+  if ((st = agree(comm, ntk_comm_node_gather(comm, &me, sizeof me, (void **)&nodes, &ni)))) {
+    free(nodes);
+    return st;
+  }
+  double node_sum = 0, worst_rank = 0, worst_node = 0;
+  for (int i = 0; i < ni.size; i++) node_sum += nodes[i].rss;
+  free(nodes);
+  worst_rank = rss[0], worst_node = ni.index == 0 ? node_sum : 0;
+  double ww[2] = {worst_rank, worst_node};
+  /* the largest over ranks and nodes, via a sum of one-hot slots */
+  double *slots = calloc(2 * R + 1, sizeof *slots);
+  if ((st = agree(comm, slots ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+    free(slots);
+    return st;
+  }
+  slots[2 * (size_t)c->rank] = ww[0], slots[2 * (size_t)c->rank + 1] = ww[1];
+  st = agree(comm, ntk_comm_sum_doubles(comm, slots, 2 * R));
+  for (size_t r = 0; !st && r < R; r++) {
+    worst_rank = slots[2 * r] > worst_rank ? slots[2 * r] : worst_rank;
+    worst_node = slots[2 * r + 1] > worst_node ? slots[2 * r + 1] : worst_node;
+  }
+  free(slots);
+  if (!st && c->rank == 0)
+    fprintf(stderr, "ntkd: solve: cg %s: %zu iterations (products) in %.1f s (products %.1f s, waiting and summing "
+            "%.1f s, preconditioner %.1f s on rank 0), %.1f s in all; peak memory %.2f GB per rank, %.2f GB per "
+            "node\n", ntk_solve_kernel_name(c->p->which), total_it, tcg, c->t_prod, c->t_comm, c->t_pre,
+            ntk_now() - c->t0, worst_rank / 1e9, worst_node / 1e9);
+  return st;
+}
+
+ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out *out) {
+  const struct ntk_solve_opts *o = p->opts;
+  struct cg c;
+  cg_init(&c, p);
+  size_t nc = c.ncols;
+  double tol = o->tolerance > 0 ? o->tolerance : CG_TOLERANCE;
+  size_t max_it = o->max_iterations ? o->max_iterations : CG_MAX_ITERATIONS;
+  size_t k = precond_rank(p, c.n);
   ntk_status st = NTK_OK;
   if (p->nridge > NTK_MAX_RIDGES) st = ntk_error(NTK_EINPUT, "more than %d ridges", NTK_MAX_RIDGES);
   else if (o->variance != NTK_VARIANCE_NO)
@@ -841,92 +1127,20 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
                    "form: use method = lapack or scalapack");
   if ((st = agree(p->comm, st))) return st;
 
-  struct { double need, avail; } mine = {0, ntk_solve_mem_available()}, *all = NULL;
+  /* this rank's tiles and vectors; the kernel held or streamed */
+  struct cg_need mine = {0, ntk_solve_mem_available()}, *all = NULL;
   struct ntk_node_info node;
-  if (!st) st = plan_tiles(&c);
-  size_t edge = c.T < in->n ? c.T : (size_t)in->n;
-  c.codec = ntk_codec_create(1);
-  c.raw = malloc(ntk_store_raw_bytes(c.s, &(struct ntk_tile){0, 0, 0, 0, edge, 0, edge}) + 1);
-  c.val = malloc(edge * edge * c.elem + 1);
-  c.conv = malloc(CG_CHUNK * edge * sizeof *c.conv + 1);
-  c.reg = malloc((nc + 1) * sizeof *c.reg);
-  double *d = malloc((n + 1) * sizeof *d);
+  double *d = NULL;
   struct cgv v;
   memset(&v, 0, sizeof v);
-  v.X = malloc((n * nc + 1) * sizeof *v.X), v.R = malloc((n * nc + 1) * sizeof *v.R);
-  v.P = malloc((n * nc + 1) * sizeof *v.P), v.Pa = malloc((n * nc + 1) * sizeof *v.Pa);
-  v.Qa = malloc(((n > c.nte ? n : c.nte) * nc + 1) * sizeof *v.Qa), v.Za = malloc((n * nc + 1) * sizeof *v.Za);
-  v.corr = malloc((n * nc + 1) * sizeof *v.corr), v.w = malloc((k * nc + 1) * sizeof *v.w);
-  v.bnorm = malloc((nc + 1) * sizeof *v.bnorm), v.rz = malloc((nc + 1) * sizeof *v.rz);
-  v.res = calloc(nc + 1, sizeof *v.res), v.best = calloc(nc + 1, sizeof *v.best);
-  v.alpha = calloc(nc + 1, sizeof *v.alpha),
-  v.pos = calloc(nc + 1, sizeof *v.pos), v.rid = malloc((nc + 1) * sizeof *v.rid);
-  v.it = calloc(nc + 1, sizeof *v.it), v.act = malloc((nc + 1) * sizeof *v.act);
-  v.state = calloc(nc + 1, sizeof *v.state), v.why = calloc(nc + 1, sizeof *v.why);
-  if (!st && !(c.codec && c.raw && c.val && c.conv && c.reg && d && v.X && v.R && v.P && v.Pa && v.Qa &&
-               v.Za && v.corr && v.w && v.bnorm && v.rz && v.res && v.best && v.alpha && v.pos && v.rid && v.it &&
-               v.act && v.state && v.why))
-    st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
-  /* what this rank needs besides the tiles: the vectors above, L and its
-   * conversion, the batch of columns */
-  double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * (double)(c.hi - c.lo) * (double)k +
-                 8.0 * (double)k * (double)k * (double)(p->nridge + 1) + 8.0 * (double)n * CG_BATCH +
-                 3.0 * (double)edge * (double)edge * (double)c.elem * 2;
-  mine.need = c.tile_bytes + other;
+  st = cg_alloc(&c, &v, k, &d, &mine.need);
   if (!st) st = ntk_comm_node_gather(p->comm, &mine, sizeof mine, (void **)&all, &node);
   if ((st = agree(p->comm, st))) goto done;
-  { /* OpenBLAS threads: this node's cores shared by its ranks */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int th = cores > 0 ? (int)(cores / node.size) : 1;
-    openblas_set_num_threads(th > 0 ? th : 1);
-  }
-  /* cg_kernel: memory if it fits every node (MemAvailable, 80 %) */
-  {
-    double node_need = 0;
-    for (int i = 0; i < node.size; i++) node_need += all[i].need;
-    double avail = all[0].avail, nofit = node_need > 0.8 * avail ? 1 : 0;
-    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, &nofit, 1)))) goto done;
-    double total_tiles = c.tile_bytes;
-    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, &total_tiles, 1)))) goto done;
-    int want = o->cg_kernel;
-    c.memory = want == NTK_CG_KERNEL_MEMORY || (want == NTK_CG_KERNEL_AUTO && nofit == 0);
-    if (c.rank == 0)
-      fprintf(stderr, "ntkd: solve: cg %s: %zu train tiles, %.2f GB of %s values: %s (node %s: %.1f GB needed, "
-              "%.1f GB available)\n", kn, c.all_tr_t, total_tiles / 1e9, c.elem == 4 ? "float32" : "float64",
-              c.memory ? "held in memory across the ranks" : "streamed from the store each iteration", node.host,
-              node_need / 1e9, avail / 1e9);
-  }
-  if (c.memory) {
-    double t = ntk_now();
-    st = load_tiles(&c);
-    if (st == NTK_ENOMEM && o->cg_kernel == NTK_CG_KERNEL_AUTO) st = NTK_OK, c.memory = -1; /* agreed below */
-    double fallback = c.memory < 0;
-    if ((st = agree(p->comm, st))) goto done;
-    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, &fallback, 1)))) goto done;
-    if (fallback > 0) {
-      free_tiles(&c);
-      c.memory = 0;
-      if (c.rank == 0) fprintf(stderr, "ntkd: solve: cg %s: out of memory holding the tiles: streaming them\n", kn);
-    } else if (c.rank == 0) {
-      fprintf(stderr, "ntkd: solve: cg %s: tiles loaded in %.1f s\n", kn, ntk_now() - t);
-    }
-  }
+  if ((st = choose_kernel_mode(&c, all, &node))) goto done;
+  if (c.memory && (st = hold_tiles(&c))) goto done;
 
   /* the diagonal, the shifts, the preconditioner */
-  if ((st = diagonal(&c, d))) goto done;
-  double trace = 0;
-  for (size_t i = 0; i < n; i++) trace += d[i];
-  for (size_t r = 0; r < p->nridge; r++)
-    for (size_t q = 0; q < c.classes; q++) c.reg[r * c.classes + q] = p->ridge[r] * trace / (double)n;
-  {
-    double t = ntk_now();
-    double regs[NTK_MAX_RIDGES];
-    for (size_t r = 0; r < p->nridge && r < NTK_MAX_RIDGES; r++) regs[r] = p->ridge[r] * trace / (double)n;
-    if ((st = build_preconditioner(&c, k, d, regs, p->nridge, trace))) goto done;
-    if (c.rank == 0)
-      fprintf(stderr, "ntkd: solve: cg %s: preconditioner: pivoted Cholesky of rank %zu (asked %zu), %zu pass%s over "
-              "the tiles, %.1f s\n", kn, c.m, k, c.passes, c.passes == 1 ? "" : "es", ntk_now() - t);
-  }
+  if ((st = shifts_and_preconditioner(&c, d, k))) goto done;
 
   /* conjugate gradients on every (ridge, class) column */
   size_t total_it = 0;
@@ -938,88 +1152,9 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   if ((st = agree(p->comm, ntk_comm_bcast(p->comm, v.best, nc * sizeof *v.best)))) goto done;
 
   /* predictions: K_test,train X, each rank its test tiles, summed */
-  {
-    double *Y = v.Qa; /* nte x nc */
-    memset(Y, 0, c.nte * nc * sizeof *Y);
-    for (size_t i = 0; i < c.nte_t && !st; i++) {
-      const struct cg_tile *t = &c.te[i];
-      const void *val;
-      size_t ld;
-      if ((st = tile_values(&c, t, &val, &ld))) break;
-      block_product(&c, val, t->rows, t->cols, ld, v.X + t->c0 * nc, Y + (t->r0 - n) * nc, NULL, NULL, nc);
-      st = stop_check();
-    }
-    if ((st = agree(p->comm, st))) goto done;
-    if ((st = agree(p->comm, ntk_comm_sum_doubles(p->comm, Y, c.nte * nc)))) goto done;
-    for (size_t r = 0; r < p->nridge; r++) {
-      struct ntk_ridge_out *o_r = &out[r];
-      o_r->reg = c.reg[r * c.classes];
-      o_r->rcond = 0;
-      o_r->iterations = 0, o_r->residual = 0, o_r->failure = NTK_RIDGE_OK, o_r->why[0] = '\0';
-      int why = WHY_NONE;
-      for (size_t q = r * c.classes; q < (r + 1) * c.classes; q++) {
-        /* a failed column: the best residual it reached */
-        double rq = v.state[q] == COL_FAIL ? v.best[q] : v.res[q];
-        o_r->iterations = v.it[q] > o_r->iterations ? v.it[q] : o_r->iterations;
-        o_r->residual = rq > o_r->residual || isnan(rq) ? rq : o_r->residual;
-        if (v.state[q] == COL_FAIL && why != WHY_BREAKDOWN) why = v.why[q];
-        if (v.state[q] != COL_FAIL && v.res[q] > tol && why == WHY_NONE) why = WHY_MAXIT;
-      }
-      if (why != WHY_NONE) {
-        o_r->failure = NTK_RIDGE_NOT_CONVERGED;
-        if (why == WHY_BREAKDOWN)
-          snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
-                   "gradients broke down after %zu iterations, having reached a relative residual of %.1e (tolerance "
-                   "%.0e): the matrix is not positive definite to working precision (duplicate samples and ridge "
-                   "0?): increase the ridge", kn, p->ridge[r], o_r->reg, o_r->iterations, o_r->residual, tol);
-        else
-          snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
-                   "gradients reached a relative residual of %.1e after %zu iterations, not the tolerance %.0e: "
-                   "increase the ridge or [solve] max_iterations (now %zu)", kn, p->ridge[r], o_r->reg,
-                   o_r->residual, o_r->iterations, tol, max_it);
-      }
-      if (c.rank == 0) {
-        for (size_t i = 0; o_r->pred && i < c.nte; i++)
-          for (size_t q = 0; q < c.classes; q++) o_r->pred[i * c.classes + q] = Y[i * nc + r * c.classes + q];
-        for (size_t i = 0; o_r->alpha && i < n; i++)
-          for (size_t q = 0; q < c.classes; q++) o_r->alpha[i * c.classes + q] = v.X[i * nc + r * c.classes + q];
-        fprintf(stderr, "ntkd: solve: cg %s ridge %g: %zu iterations, relative residual %.1e%s\n", kn, p->ridge[r],
-                o_r->iterations, o_r->residual, o_r->failure ? " (not converged)" : "");
-      }
-    }
-  }
-  {
-    double rss[2] = {ntk_solve_peak_rss(), 0};
-    struct { double rss; } me = {rss[0]}, *nodes = NULL;
-    struct ntk_node_info ni;
-    if ((st = agree(p->comm, ntk_comm_node_gather(p->comm, &me, sizeof me, (void **)&nodes, &ni)))) {
-      free(nodes);
-      goto done;
-    }
-    double node_sum = 0, worst_rank = 0, worst_node = 0;
-    for (int i = 0; i < ni.size; i++) node_sum += nodes[i].rss;
-    free(nodes);
-    worst_rank = rss[0], worst_node = ni.index == 0 ? node_sum : 0;
-    double ww[2] = {worst_rank, worst_node};
-    /* the largest over ranks and nodes, via a sum of one-hot slots */
-    double *slots = calloc(2 * R + 1, sizeof *slots);
-    if ((st = agree(p->comm, slots ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
-      free(slots);
-      goto done;
-    }
-    slots[2 * (size_t)c.rank] = ww[0], slots[2 * (size_t)c.rank + 1] = ww[1];
-    st = agree(p->comm, ntk_comm_sum_doubles(p->comm, slots, 2 * R));
-    for (size_t r = 0; !st && r < R; r++) {
-      worst_rank = slots[2 * r] > worst_rank ? slots[2 * r] : worst_rank;
-      worst_node = slots[2 * r + 1] > worst_node ? slots[2 * r + 1] : worst_node;
-    }
-    free(slots);
-    if (!st && c.rank == 0)
-      fprintf(stderr, "ntkd: solve: cg %s: %zu iterations (products) in %.1f s (products %.1f s, waiting and summing "
-              "%.1f s, preconditioner %.1f s on rank 0), %.1f s in all; peak memory %.2f GB per rank, %.2f GB per "
-              "node\n", kn, total_it, tcg, c.t_prod, c.t_comm, c.t_pre, ntk_now() - c.t0, worst_rank / 1e9,
-              worst_node / 1e9);
-  }
+  if ((st = test_predictions(&c, &v))) goto done;
+  ridge_outputs(&c, &v, out, tol, max_it);
+  st = report_summary(&c, total_it, tcg);
 
 done:
   openblas_set_num_threads(1);

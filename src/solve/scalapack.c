@@ -393,13 +393,16 @@ static ntk_status norm1(struct dist *d, double *anorm) {
   return st;
 }
 
-ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_ridge_out *out) {
+/* The block size and the process grid of the job, or the refusal (the
+ * same on every rank, so no agreement is needed): not under mpirun, no
+ * train samples, [solve] variance, a block that does not divide the tile,
+ * a grid that does not use every rank, or shares beyond ScaLAPACK's
+ * 32-bit local indexing. */
+static ntk_status check_layout(const struct ntk_solve_problem *p, size_t *nb_out, int *pr_out, int *pc_out) {
   const struct ntk_store_info *in = ntk_store_get_info(p->store);
   const struct ntk_solve_opts *o = p->opts;
-  size_t ntr = p->ntr, nte = p->nte, classes = p->classes, nr = p->nridge, T = in->tile;
-  const char *kn = ntk_solve_kernel_name(p->which);
+  size_t ntr = p->ntr, T = in->tile;
   int P = p->nranks;
-  /* Refusals: the same on every rank, so no agreement is needed. */
   if (!ntk_comm_active())
     return ntk_error(NTK_EINPUT, "method = scalapack runs under mpirun (mpirun -np 1 for one process): "
                      "mpirun -np P ntkd solve %s JOB.conf", p->store_path);
@@ -428,9 +431,202 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
                      "least %ld ranks (mpirun -np %ld)", ntr, P, P == 1 ? "" : "s", pr, pc, nb,
                      nloc(ntr, nb, 0, pr), nloc(ntr, nb, 0, pc), need, need);
   }
+  *nb_out = nb, *pr_out = pr, *pc_out = pc;
+  return NTK_OK;
+}
+
+/* What the ridges share besides the matrix: the right-hand sides b (the
+ * one-hot labels, laid out as the matrix: locc_b local columns, descb),
+ * the train block's diagonal, one ridge's alpha, the squared column norms
+ * of L^-1 (colsq), and every ridge's alpha side by side (all: ntr x M,
+ * M = ridges x classes), the last four on every rank. */
+struct sl_work {
+  double *b, *diag, *alpha, *all, *colsq;
+  int descb[9];
+  size_t locc_b, M;
+};
+
+/* Collective: this rank's place in the grid (d->ctxt set), its local
+ * sizes and the descriptors, and its share of the matrix and of w
+ * allocated. */
+static ntk_status dist_layout(const struct ntk_solve_problem *p, struct dist *d, struct sl_work *w) {
+  size_t ntr = d->n, nb = d->nb, classes = p->classes;
+  int pr = d->pr, pc = d->pc;
+  if (p->nranks > 1) ntk_cpu_single_thread(); /* the ranks share the cores */
+  else ntk_cpu_all_threads();
+  int gpr, gpc;
+  Cblacs_gridinfo(d->ctxt, &gpr, &gpc, &d->myr, &d->myc);
+  d->locr = nloc(ntr, nb, d->myr, pr), d->locc = nloc(ntr, nb, d->myc, pc);
+  d->lld = d->locr ? d->locr : 1;
+  w->locc_b = nloc(classes, nb, d->myc, pc), w->M = p->nridge * classes;
+  int n_i = (int)ntr, nb_i = (int)nb, cl_i = (int)classes, zero_i = 0, lld_i = (int)d->lld, info = 0;
+  descinit_(d->desc, &n_i, &n_i, &nb_i, &nb_i, &zero_i, &zero_i, &d->ctxt, &lld_i, &info);
+  if (!info) descinit_(w->descb, &n_i, &cl_i, &nb_i, &nb_i, &zero_i, &zero_i, &d->ctxt, &lld_i, &info);
+  ntk_status st = info ? ntk_error(NTK_EINTERNAL, "descinit: argument %d is invalid", -info) : NTK_OK;
+
+  d->a = malloc(d->lld * d->locc * sizeof *d->a + 1);
+  w->b = malloc(d->lld * w->locc_b * sizeof *w->b + 1), w->diag = malloc(ntr * sizeof *w->diag + 1);
+  w->alpha = malloc(ntr * classes * sizeof *w->alpha + 1), w->all = calloc(ntr * w->M + 1, sizeof *w->all);
+  w->colsq = malloc(ntr * sizeof *w->colsq + 1);
+  if (!st && (!d->a || !w->b || !w->diag || !w->alpha || !w->all || !w->colsq))
+    st = ntk_error(NTK_ENOMEM, "out of memory for this rank's %zu x %zu share of the %zu x %zu train kernel "
+                   "(%.1f GB); more ranks need less each", d->locr, d->locc, ntr, ntr,
+                   8.0 * (double)(d->lld * d->locc) / 1e9);
+  return agree_all(p->comm, st);
+}
+
+/* Collective: the train block, each rank its own blocks; then its
+ * diagonal on every rank (each entry from its one holder: exact), and the
+ * trace summed in order, as the lapack method does. */
+static ntk_status train_block(const struct ntk_solve_problem *p, struct dist *d, double *diag, double *trace) {
+  size_t ntr = d->n, nb = d->nb;
+  int pr = d->pr, pc = d->pc;
+  double t0 = ntk_now();
+  ntk_status st = agree_all(p->comm, read_train(p, d));
+  if (!st && p->rank == 0)
+    fprintf(stderr, "ntkd: solve: %s: read the %zu x %zu train block in %.2f s (ScaLAPACK grid %d x %d, block %zu)\n",
+            ntk_solve_kernel_name(p->which), ntr, ntr, ntk_now() - t0, pr, pc, nb);
+  if (st) return st;
+  memset(diag, 0, ntr * sizeof *diag);
+  for (size_t i = 0; i < ntr; i += nb)
+    if (owner(i, nb, pr) == d->myr && owner(i, nb, pc) == d->myc)
+      for (size_t k = i; k < ntr && k < i + nb; k++) diag[k] = AT(d, g2l(k, nb, pr), g2l(k, nb, pc));
+  st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, diag, ntr));
+  for (size_t i = 0; i < ntr && !st; i++) *trace += diag[i];
+  return st;
+}
+
+/* Collective, after ridge r's factorisation: alpha = (K + reg I)^-1 Y for
+ * all classes at once, then on every rank: into ro->alpha and its columns
+ * of w->all. */
+static ntk_status ridge_alpha(const struct ntk_solve_problem *p, struct dist *d, struct sl_work *w,
+                              struct ntk_ridge_out *ro, size_t r) {
+  size_t ntr = d->n, nb = d->nb, classes = p->classes, M = w->M;
+  int pr = d->pr, pc = d->pc, n_i = (int)ntr, cl_i = (int)classes, one_i = 1, info = 0;
+  ntk_status st;
+  for (size_t lj = 0; lj < w->locc_b; lj++) {
+    size_t k = l2g(lj, nb, d->myc, pc);
+    for (size_t li = 0; li < d->locr; li++)
+      w->b[li + lj * d->lld] = (size_t)p->ytr[l2g(li, nb, d->myr, pr)] == k ? 1.0 : 0.0;
+  }
+  pdpotrs_("L", &n_i, &cl_i, d->a, &one_i, &one_i, d->desc, w->b, &one_i, &one_i, w->descb, &info, 1);
+  if (info) return ntk_error(NTK_EINTERNAL, "pdpotrs: argument %d is invalid", -info);
+  memset(w->alpha, 0, ntr * classes * sizeof *w->alpha);
+  for (size_t lj = 0; lj < w->locc_b; lj++)
+    for (size_t li = 0; li < d->locr; li++)
+      w->alpha[l2g(li, nb, d->myr, pr) * classes + l2g(lj, nb, d->myc, pc)] = w->b[li + lj * d->lld];
+  if ((st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, w->alpha, ntr * classes)))) return st;
+  for (size_t i = 0; i < ntr; i++)
+    memcpy(w->all + i * M + r * classes, w->alpha + i * classes, classes * sizeof *w->all);
+  if (ro->alpha) memcpy(ro->alpha, w->alpha, ntr * classes * sizeof *w->alpha);
+  return NTK_OK;
+}
+
+/* Collective, after ridge r's factorisation: diag((L L^T)^-1), the squared
+ * column norms of L^-1, the inverse in place of the factor (no longer
+ * needed; the upper triangle stays), into ro->diag_inv for leave-one-out.
+ * *t_loo: the seconds it took. */
+static ntk_status ridge_loo(const struct ntk_solve_problem *p, struct dist *d, struct sl_work *w,
+                            struct ntk_ridge_out *ro, double *t_loo) {
+  size_t ntr = d->n, nb = d->nb;
+  int pr = d->pr, pc = d->pc, n_i = (int)ntr, one_i = 1, info = 0;
+  ntk_status st;
+  double t = ntk_now();
+  pdtrtri_("L", "N", &n_i, d->a, &one_i, &one_i, d->desc, &info, 1, 1);
+  if (info) return ntk_error(NTK_EINTERNAL, "pdtrtri: info %d after a successful Cholesky", info);
+  memset(w->colsq, 0, ntr * sizeof *w->colsq);
+  for (size_t lj = 0; lj < d->locc; lj++) {
+    size_t j = l2g(lj, nb, d->myc, pc);
+    double s = 0;
+    for (size_t li = first_local(j, nb, d->myr, pr); li < d->locr; li++) s += AT(d, li, lj) * AT(d, li, lj);
+    w->colsq[j] = s;
+  }
+  if ((st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, w->colsq, ntr)))) return st;
+  if (ro->diag_inv) memcpy(ro->diag_inv, w->colsq, ntr * sizeof *w->colsq);
+  *t_loo = ntk_now() - t;
+  return NTK_OK;
+}
+
+/* Collective: ridge r: the shift on the diagonal, the Cholesky factor,
+ * the condition estimate and the verdict; if it stands, alpha and (with
+ * want_loo) leave-one-out; then the matrix restored for the next ridge. */
+static ntk_status solve_ridge(const struct ntk_solve_problem *p, struct dist *d, struct sl_work *w,
+                              struct ntk_ridge_out *out, size_t r, double trace, int want_loo) {
+  size_t ntr = d->n;
+  const char *kn = ntk_solve_kernel_name(p->which);
+  int info = 0;
+  ntk_status st;
+  if ((st = stop_point(p))) return st;
+  struct ntk_ridge_out *ro = &out[r];
+  ro->reg = p->ridge[r] * trace / (double)ntr;
+  ro->rcond = 0, ro->iterations = 0, ro->residual = 0, ro->failure = NTK_RIDGE_OK, ro->why[0] = '\0';
+  double t_start = ntk_now(), t_fact, t_cond = 0, t_loo = 0, anorm = 0;
+  set_diagonal(d, w->diag, ro->reg);
+  if ((st = norm1(d, &anorm))) return st;
+  t_fact = ntk_now();
+  if ((st = factor(p, d, p->ridge[r], &info))) return st;
+  t_fact = ntk_now() - t_fact;
+  if (info < 0) return ntk_error(NTK_EINTERNAL, "pdpotrf: argument %d is invalid", -info);
+  if (info == 0) {
+    t_cond = ntk_now();
+    if ((st = condition(d, w->b, w->descb, anorm, &ro->rcond))) return st;
+    t_cond = ntk_now() - t_cond;
+  }
+  if (ntk_solve_ridge_verdict(ro, kn, p->ridge[r], info, ntr)) {
+    if ((st = ridge_alpha(p, d, w, ro, r))) return st;
+    if (want_loo && (st = ridge_loo(p, d, w, ro, &t_loo))) return st;
+  }
+  double t_restore = ntk_now();
+  if (r + 1 < p->nridge) restore(d, w->diag);
+  t_restore = ntk_now() - t_restore;
+  if (p->rank == 0 && ntr >= PANEL_MIN_N)
+    fprintf(stderr, "ntkd: solve: %s ridge %g: Cholesky %.2f s (%.1f GFLOP/s), condition estimate %.2f s, "
+            "leave-one-out %.2f s, restore %.2f s, ridge total %.2f s\n", kn, p->ridge[r], t_fact,
+            (double)ntr * (double)ntr * (double)ntr / 3 / t_fact / 1e9, t_cond, t_loo, t_restore,
+            ntk_now() - t_start);
+  return NTK_OK;
+}
+
+/* Collective: the predictions of every solved ridge at once: the test x
+ * train tiles dealt round-robin to the ranks, each times its rows of
+ * alpha (all, ntr x M), summed over the ranks; into out[r].pred. */
+static ntk_status predict(const struct ntk_solve_problem *p, struct ntk_ridge_out *out, const double *all, size_t M) {
+  const struct ntk_store_info *in = ntk_store_get_info(p->store);
+  size_t ntr = p->ntr, nte = p->nte, classes = p->classes, T = in->tile;
+  double *pred = calloc(nte * M + 1, sizeof *pred);
+  size_t edge = T < ntr + nte ? T : ntr + nte;
+  double *buf = malloc(edge * edge * sizeof *buf + 1);
+  ntk_status st = pred && buf ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the predictions");
+  size_t k = 0;
+  for (size_t TI = ntr / T; TI * T < ntr + nte && !st; TI++)
+    for (size_t TJ = 0; TJ * T < ntr && !st; TJ++) {
+      if (k++ % (size_t)p->nranks != (size_t)p->rank) continue;
+      size_t r0 = TI * T > ntr ? TI * T : ntr, r1 = (TI + 1) * T < ntr + nte ? (TI + 1) * T : ntr + nte;
+      size_t c0 = TJ * T, c1 = (TJ + 1) * T < ntr ? (TJ + 1) * T : ntr;
+      if (r0 >= r1) continue;
+      if ((st = ntk_solve_read_block(p->store, p->which, r0, r1, c0, c1, buf, c1 - c0))) break;
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)M, (int)(c1 - c0), 1.0, buf,
+                  (int)(c1 - c0), all + c0 * M, (int)M, 1.0, pred + (r0 - ntr) * M, (int)M);
+    }
+  free(buf);
+  st = agree_all(p->comm, st);
+  if (!st) st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, pred, nte * M));
+  for (size_t r = 0; r < p->nridge && !st; r++)
+    if (out[r].pred && !out[r].failure)
+      for (size_t i = 0; i < nte; i++) memcpy(out[r].pred + i * classes, pred + i * M + r * classes,
+                                              classes * sizeof *pred);
+  free(pred);
+  return st;
+}
+
+ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_ridge_out *out) {
+  size_t nb = 0;
+  int pr = 0, pc = 0;
+  ntk_status st = check_layout(p, &nb, &pr, &pc);
+  if (st) return st;
   read_test_settings(p->rank);
   struct dist D = {0}, *d = &D;
-  d->pr = pr, d->pc = pc, d->n = ntr, d->nb = nb, d->rank = p->rank, d->comm = p->comm;
+  d->pr = pr, d->pc = pc, d->n = p->ntr, d->nb = nb, d->rank = p->rank, d->comm = p->comm;
   struct ntk_blacs_grid grid;
   ntk_status mine = ntk_comm_blacs_grid(p->comm, pr, pc, &grid), gst = agree_all(p->comm, mine);
   if (gst) {
@@ -438,151 +634,18 @@ ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_rid
     return gst;
   }
   d->ctxt = grid.ctxt;
-  if (P > 1) ntk_cpu_single_thread(); /* the ranks share the cores */
-  else ntk_cpu_all_threads();
-  int gpr, gpc;
-  Cblacs_gridinfo(d->ctxt, &gpr, &gpc, &d->myr, &d->myc);
-  d->locr = nloc(ntr, nb, d->myr, pr), d->locc = nloc(ntr, nb, d->myc, pc);
-  d->lld = d->locr ? d->locr : 1;
-  size_t locc_b = nloc(classes, nb, d->myc, pc), M = nr * classes;
-  int n_i = (int)ntr, nb_i = (int)nb, cl_i = (int)classes, zero_i = 0, one_i = 1, lld_i = (int)d->lld, info = 0;
-  int descb[9];
-  descinit_(d->desc, &n_i, &n_i, &nb_i, &nb_i, &zero_i, &zero_i, &d->ctxt, &lld_i, &info);
-  if (!info) descinit_(descb, &n_i, &cl_i, &nb_i, &nb_i, &zero_i, &zero_i, &d->ctxt, &lld_i, &info);
-  ntk_status st = info ? ntk_error(NTK_EINTERNAL, "descinit: argument %d is invalid", -info) : NTK_OK;
-
-  d->a = malloc(d->lld * d->locc * sizeof *d->a + 1);
-  double *b = malloc(d->lld * locc_b * sizeof *b + 1), *diag = malloc(ntr * sizeof *diag + 1);
-  double *alpha = malloc(ntr * classes * sizeof *alpha + 1), *all = calloc(ntr * M + 1, sizeof *all);
-  double *colsq = malloc(ntr * sizeof *colsq + 1);
-  if (!st && (!d->a || !b || !diag || !alpha || !all || !colsq))
-    st = ntk_error(NTK_ENOMEM, "out of memory for this rank's %zu x %zu share of the %zu x %zu train kernel "
-                   "(%.1f GB); more ranks need less each", d->locr, d->locc, ntr, ntr,
-                   8.0 * (double)(d->lld * d->locc) / 1e9);
-  st = agree_all(p->comm, st);
-
-  /* The train block, each rank its own blocks. */
-  double t0 = ntk_now();
-  if (!st) st = agree_all(p->comm, read_train(p, d));
-  if (!st && p->rank == 0)
-    fprintf(stderr, "ntkd: solve: %s: read the %zu x %zu train block in %.2f s (ScaLAPACK grid %d x %d, block %zu)\n",
-            kn, ntr, ntr, ntk_now() - t0, pr, pc, nb);
-  /* Its diagonal on every rank (each entry from its one holder: exact),
-   * and the trace summed in order, as the lapack method does. */
+  struct sl_work w = {0};
+  st = dist_layout(p, d, &w);
   double trace = 0;
-  if (!st) {
-    memset(diag, 0, ntr * sizeof *diag);
-    for (size_t i = 0; i < ntr; i += nb)
-      if (owner(i, nb, pr) == d->myr && owner(i, nb, pc) == d->myc)
-        for (size_t k = i; k < ntr && k < i + nb; k++) diag[k] = AT(d, g2l(k, nb, pr), g2l(k, nb, pc));
-    st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, diag, ntr));
-    for (size_t i = 0; i < ntr && !st; i++) trace += diag[i];
-  }
+  if (!st) st = train_block(p, d, w.diag, &trace);
   /* Leave-one-out as rank 0's arrays say (the driver allocates them). */
-  int32_t want_loo = p->rank == 0 && o->loo && nr && out[0].diag_inv;
+  int32_t want_loo = p->rank == 0 && p->opts->loo && p->nridge && out[0].diag_inv;
   if (!st) st = agree_all(p->comm, ntk_comm_bcast(p->comm, &want_loo, sizeof want_loo));
-
-  for (size_t r = 0; r < nr && !st; r++) {
-    if ((st = stop_point(p))) break;
-    struct ntk_ridge_out *ro = &out[r];
-    ro->reg = p->ridge[r] * trace / (double)ntr;
-    ro->rcond = 0, ro->iterations = 0, ro->residual = 0, ro->failure = NTK_RIDGE_OK, ro->why[0] = '\0';
-    double t_start = ntk_now(), t_fact, t_cond = 0, t_loo = 0, anorm = 0;
-    set_diagonal(d, diag, ro->reg);
-    if ((st = norm1(d, &anorm))) break;
-    t_fact = ntk_now();
-    if ((st = factor(p, d, p->ridge[r], &info))) break;
-    t_fact = ntk_now() - t_fact;
-    if (info < 0) {
-      st = ntk_error(NTK_EINTERNAL, "pdpotrf: argument %d is invalid", -info);
-      break;
-    }
-    if (info == 0) {
-      t_cond = ntk_now();
-      if ((st = condition(d, b, descb, anorm, &ro->rcond))) break;
-      t_cond = ntk_now() - t_cond;
-    }
-    if (ntk_solve_ridge_verdict(ro, kn, p->ridge[r], info, ntr)) {
-      /* alpha = (K + reg I)^-1 Y, all classes at once, then on every rank */
-      for (size_t lj = 0; lj < locc_b; lj++) {
-        size_t k = l2g(lj, nb, d->myc, pc);
-        for (size_t li = 0; li < d->locr; li++)
-          b[li + lj * d->lld] = (size_t)p->ytr[l2g(li, nb, d->myr, pr)] == k ? 1.0 : 0.0;
-      }
-      pdpotrs_("L", &n_i, &cl_i, d->a, &one_i, &one_i, d->desc, b, &one_i, &one_i, descb, &info, 1);
-      if (info) {
-        st = ntk_error(NTK_EINTERNAL, "pdpotrs: argument %d is invalid", -info);
-        break;
-      }
-      memset(alpha, 0, ntr * classes * sizeof *alpha);
-      for (size_t lj = 0; lj < locc_b; lj++)
-        for (size_t li = 0; li < d->locr; li++)
-          alpha[l2g(li, nb, d->myr, pr) * classes + l2g(lj, nb, d->myc, pc)] = b[li + lj * d->lld];
-      if ((st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, alpha, ntr * classes)))) break;
-      for (size_t i = 0; i < ntr; i++) memcpy(all + i * M + r * classes, alpha + i * classes, classes * sizeof *all);
-      if (ro->alpha) memcpy(ro->alpha, alpha, ntr * classes * sizeof *alpha);
-      /* diag((L L^T)^-1) = squared column norms of L^-1, the inverse in
-       * place of the factor (no longer needed; the upper triangle stays) */
-      if (want_loo) {
-        double t = ntk_now();
-        pdtrtri_("L", "N", &n_i, d->a, &one_i, &one_i, d->desc, &info, 1, 1);
-        if (info) {
-          st = ntk_error(NTK_EINTERNAL, "pdtrtri: info %d after a successful Cholesky", info);
-          break;
-        }
-        memset(colsq, 0, ntr * sizeof *colsq);
-        for (size_t lj = 0; lj < d->locc; lj++) {
-          size_t j = l2g(lj, nb, d->myc, pc);
-          double s = 0;
-          for (size_t li = first_local(j, nb, d->myr, pr); li < d->locr; li++) s += AT(d, li, lj) * AT(d, li, lj);
-          colsq[j] = s;
-        }
-        if ((st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, colsq, ntr)))) break;
-        if (ro->diag_inv) memcpy(ro->diag_inv, colsq, ntr * sizeof *colsq);
-        t_loo = ntk_now() - t;
-      }
-    }
-    double t_restore = ntk_now();
-    if (r + 1 < nr) restore(d, diag);
-    t_restore = ntk_now() - t_restore;
-    if (p->rank == 0 && ntr >= PANEL_MIN_N)
-      fprintf(stderr, "ntkd: solve: %s ridge %g: Cholesky %.2f s (%.1f GFLOP/s), condition estimate %.2f s, "
-              "leave-one-out %.2f s, restore %.2f s, ridge total %.2f s\n", kn, p->ridge[r], t_fact,
-              (double)ntr * (double)ntr * (double)ntr / 3 / t_fact / 1e9, t_cond, t_loo, t_restore,
-              ntk_now() - t_start);
-  }
-  free(colsq), free(alpha), free(b), free(d->a);
+  for (size_t r = 0; r < p->nridge && !st; r++) st = solve_ridge(p, d, &w, out, r, trace, want_loo);
+  free(w.colsq), free(w.alpha), free(w.b), free(d->a);
   d->a = NULL;
-
-  /* Predictions of every solved ridge at once: the test x train tiles
-   * dealt round-robin to the ranks, each times its rows of alpha, summed
-   * over the ranks. */
-  double *pred = NULL;
-  if (!st && nte) {
-    pred = calloc(nte * M + 1, sizeof *pred);
-    size_t edge = T < ntr + nte ? T : ntr + nte;
-    double *buf = malloc(edge * edge * sizeof *buf + 1);
-    st = pred && buf ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the predictions");
-    size_t k = 0;
-    for (size_t TI = ntr / T; TI * T < ntr + nte && !st; TI++)
-      for (size_t TJ = 0; TJ * T < ntr && !st; TJ++) {
-        if (k++ % (size_t)P != (size_t)p->rank) continue;
-        size_t r0 = TI * T > ntr ? TI * T : ntr, r1 = (TI + 1) * T < ntr + nte ? (TI + 1) * T : ntr + nte;
-        size_t c0 = TJ * T, c1 = (TJ + 1) * T < ntr ? (TJ + 1) * T : ntr;
-        if (r0 >= r1) continue;
-        if ((st = ntk_solve_read_block(p->store, p->which, r0, r1, c0, c1, buf, c1 - c0))) break;
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)M, (int)(c1 - c0), 1.0, buf,
-                    (int)(c1 - c0), all + c0 * M, (int)M, 1.0, pred + (r0 - ntr) * M, (int)M);
-      }
-    free(buf);
-    st = agree_all(p->comm, st);
-    if (!st) st = agree_all(p->comm, ntk_comm_sum_doubles(p->comm, pred, nte * M));
-    for (size_t r = 0; r < nr && !st; r++)
-      if (out[r].pred && !out[r].failure)
-        for (size_t i = 0; i < nte; i++) memcpy(out[r].pred + i * classes, pred + i * M + r * classes,
-                                                classes * sizeof *pred);
-  }
-  free(pred), free(all), free(diag);
+  if (!st && p->nte) st = predict(p, out, w.all, w.M);
+  free(w.all), free(w.diag);
   ntk_comm_blacs_free(&grid);
   ntk_cpu_single_thread();
   return st;

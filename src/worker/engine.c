@@ -193,24 +193,9 @@ void ntk_engine_set_hook(ntk_engine_t *e, void (*hook)(void *arg, const struct n
   e->hook_arg = arg;
 }
 
-/* The first of `count` values that is not finite, or `count`. Each block
- * gets a branch-free pass (vectorised); only a block with a bad value is
- * searched. */
-#define DEFINE_FIND_NONFINITE(T, SFX, ABS, MAXV)                                                                \
-  static size_t find_nonfinite_##SFX(const T *v, size_t count) {                                               \
-    const size_t block = 4096;                                                                                  \
-    for (size_t b = 0; b < count; b += block) {                                                                 \
-      size_t end = count - b < block ? count : b + block;                                                       \
-      int bad = 0;                                                                                              \
-      for (size_t i = b; i < end; i++) bad |= !(ABS(v[i]) <= MAXV);                                             \
-      if (bad)                                                                                                  \
-        for (size_t i = b; i < end; i++)                                                                        \
-          if (!(ABS(v[i]) <= MAXV)) return i;                                                                   \
-    }                                                                                                           \
-    return count;                                                                                               \
-  }
-DEFINE_FIND_NONFINITE(float, f, fabsf, FLT_MAX)
-DEFINE_FIND_NONFINITE(double, d, fabs, DBL_MAX)
+/* find_nonfinite_f and _d: the first of a kernel's values that is not finite. */
+#define EACH_PRECISION_FILE "worker/worker_impl.h"
+#include "kernels/each_precision.h"
 
 /* NTK_ENONFINITE naming the first non-finite entry of one kernel's
  * rows x cols values, if any. The data are checked finite when loaded, so

@@ -21,72 +21,17 @@ extern "C" {
 
 #define DEV __device__
 #define BLK_SYNC(B) __syncthreads()
-#define EACH_PRECISION_FILE "cnn_dev_impl.h"
+#define EACH_PRECISION_FILE "kernels/cnn_dev_impl.h"
 #include "kernels/each_precision.h"
 
 #define NTK_CUDA_THREADS 256
 
 #define BLK {blockIdx.x, blockIdx.y, gridDim.x, threadIdx.x, blockDim.x, NULL}
-#define DEFINE_KERNELS(SFX_, T)                                                                        \
-  __global__ static void k_diag_##SFX_(struct ntk_dev_args a) {                                       \
-    extern __shared__ double sm_[];                                                                   \
-    struct ntk_blk B = BLK;                                                                           \
-    dv_diag_##SFX_(&a, &B, (T *)sm_, 0);                                                              \
-  }                                                                                                   \
-  __global__ static void k_slice_##SFX_(struct ntk_dev_args a) {                                      \
-    extern __shared__ double sm_[];                                                                   \
-    struct ntk_blk B = BLK;                                                                           \
-    dv_slice_##SFX_(&a, &B, (T *)sm_, 0);                                                             \
-  }                                                                                                   \
-  __global__ static void k_diag_any_##SFX_(struct ntk_dev_args a) {                                   \
-    extern __shared__ double sm_[];                                                                   \
-    struct ntk_blk B = BLK;                                                                           \
-    dv_diag_##SFX_(&a, &B, (T *)sm_, 1);                                                              \
-  }                                                                                                   \
-  __global__ static void k_slice_any_##SFX_(struct ntk_dev_args a) {                                  \
-    extern __shared__ double sm_[];                                                                   \
-    struct ntk_blk B = BLK;                                                                           \
-    dv_slice_##SFX_(&a, &B, (T *)sm_, 1);                                                             \
-  }                                                                                                   \
-  __global__ static void k_input_full_##SFX_(struct ntk_dev_args a) {                                 \
-    struct ntk_blk B = BLK;                                                                           \
-    dv_input_full_##SFX_(&a, &B);                                                                     \
-  }                                                                                                   \
-  __global__ static void k_conv_full_##SFX_(struct ntk_dev_args a) {                                  \
-    struct ntk_blk B = BLK;                                                                           \
-    dv_conv_full_##SFX_(&a, &B);                                                                      \
-  }                                                                                                   \
-  __global__ static void k_pool_full_##SFX_(struct ntk_dev_args a) {                                  \
-    struct ntk_blk B = BLK;                                                                           \
-    dv_pool_full_##SFX_(&a, &B);                                                                      \
-  }                                                                                                   \
-  __global__ static void k_branch_full_##SFX_(struct ntk_dev_args a) {                                \
-    struct ntk_blk B = BLK;                                                                           \
-    dv_branch_full_##SFX_(&a, &B);                                                                    \
-  }                                                                                                   \
-  __global__ static void k_readout_##SFX_(struct ntk_dev_args a) {                                    \
-    extern __shared__ double sm_[];                                                                   \
-    struct ntk_blk B = BLK;                                                                           \
-    dv_readout_##SFX_(&a, &B, (T *)sm_);                                                              \
-  }
-DEFINE_KERNELS(f, float)
-DEFINE_KERNELS(d, double)
 
-/* SLICE3 with the NTK (WT) and the variance capture (CAP) as constants:
- * four kernels per precision, each with only its own code. The arguments
- * stay in the constant bank (__grid_constant__), read in place. */
-template <int WT, int CAP>
-__global__ static void k_slice3_f(const __grid_constant__ struct ntk_dev_args a) {
-  extern __shared__ __align__(16) double sm3_[]; /* (NNGP, NTK) pairs: float2 here, double2 below */
-  struct ntk_blk B = BLK;
-  dv_slice3_f(&a, &B, (float *)sm3_, WT, CAP);
-}
-template <int WT, int CAP>
-__global__ static void k_slice3_d(const __grid_constant__ struct ntk_dev_args a) {
-  extern __shared__ __align__(16) double sm3_[];
-  struct ntk_blk B = BLK;
-  dv_slice3_d(&a, &B, (double *)sm3_, WT, CAP);
-}
+/* The kernels, per precision: k_diag_f, k_slice_f, ..., k_slice3_f<WT, CAP>
+ * and the _d ones. */
+#define EACH_PRECISION_FILE "backend/cuda/cnn_cuda_impl.h"
+#include "kernels/each_precision.h"
 
 typedef void (*kernel_fn)(struct ntk_dev_args);
 

@@ -57,7 +57,7 @@ static void host_barrier_wait(struct host_barrier *b) {
   do { \
     if ((B)->nt > 1) host_barrier_wait((struct host_barrier *)(B)->barrier); \
   } while (0)
-#define EACH_PRECISION_FILE "cnn_dev_impl.h"
+#define EACH_PRECISION_FILE "kernels/cnn_dev_impl.h"
 #include "kernels/each_precision.h"
 
 /* ---- the host executor ------------------------------------------------- */
@@ -588,21 +588,9 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
   return launch(g, NTK_K_READOUT, (unsigned)np, 1, g->smem_ro, &A);
 }
 
-#define DEFINE_STORE(REAL, SFX)                                                                          \
-  static void store_##SFX(const REAL *o, size_t np, const unsigned *pa, const unsigned *pb, size_t cols, \
-                          int diag, REAL *nngp, REAL *ntk) {                                            \
-    for (size_t k = 0; k < np; k++) {                                                                   \
-      size_t i = pa[k], j = pb[k];                                                                      \
-      nngp[i * cols + j] = o[2 * k];                                                                    \
-      if (ntk) ntk[i * cols + j] = o[2 * k + 1];                                                        \
-      if (diag) {                                                                                       \
-        nngp[j * cols + i] = o[2 * k];                                                                  \
-        if (ntk) ntk[j * cols + i] = o[2 * k + 1];                                                      \
-      }                                                                                                 \
-    }                                                                                                   \
-  }
-DEFINE_STORE(float, f)
-DEFINE_STORE(double, d)
+/* store_f and store_d: a batch's results into the tile. */
+#define EACH_PRECISION_FILE "backend/cuda/cnn_gpu_impl.h"
+#include "kernels/each_precision.h"
 
 ntk_status ntk_cnn_gpu_tile(ntk_cnn_gpu_t *g, const struct ntk_tile *t, void *nngp, void *ntk) {
   size_t rows = t->rows, cols = t->cols, es = g->es;

@@ -1,0 +1,123 @@
+/* A CNN tile, written once for both precisions: src/kernels/cnn.c
+ * includes this file through each_precision.h (each name below becomes
+ * name_f / name_d). The pair kernels are cnn_impl.h's, the batched ones
+ * cnn_batch_impl.h's. */
+
+/* The per-precision names this file defines (each_precision.h), ... */
+#define self_vars SFX(self_vars)
+#define batched_tile SFX(batched_tile)
+#define pair_tile SFX(pair_tile)
+/* ... and those of cnn_impl.h and cnn_batch_impl.h it calls. */
+#define pair SFX(pair)
+#define b_pair_diag SFX(b_pair_diag)
+#define b_pair_multi SFX(b_pair_multi)
+#define b_pair_slice SFX(b_pair_slice)
+#define b_tail SFX(b_tail)
+
+/* Each image's variance blocks, from the pair (a, a): *rv for the tile's
+ * row images and *cv for its column images. From the job-wide cache where
+ * there is one (each image computed once per worker), else computed into
+ * the tile buffers. */
+static void self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **cv) {
+  size_t vs = c->plan.var_size, d = c->data->d;
+  const REAL *x = c->data->x;
+  REAL dummy[2];
+  int diag = t->bi == t->bj;
+  if (c->allvar) {
+    REAL *all = c->allvar;
+    *rv = all + t->r0 * vs;
+    *cv = all + t->c0 * vs;
+    for (int side = 0; side < 2; side++) {
+      size_t first = side ? t->c0 : t->r0, count = side ? t->cols : t->rows;
+      for (size_t i = first; i < first + count; i++) {
+        if (c->have[i]) continue;
+        pair(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
+        c->have[i] = 1;
+      }
+    }
+    return;
+  }
+  *rv = c->rowvar;
+  *cv = diag ? c->rowvar : c->colvar;
+  for (size_t i = 0; i < t->rows; i++)
+    pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, *rv + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
+  if (!diag)
+    for (size_t j = 0; j < t->cols; j++)
+      pair(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, *cv + j * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
+}
+
+/* Batched: each image's variances, then every row image against the
+ * column images NTK_CNN_BATCH at a time (cnn_batch_impl.h). */
+static ntk_status batched_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REAL *tt) {
+  const size_t B = NTK_CNN_BATCH, rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;
+  const REAL *x = c->data->x;
+  int diag = t->bi == t->bj, with_t = tt != NULL;
+  REAL *rv, *cv;
+  self_vars(c, t, &rv, &cv);
+  /* Column images and variances transposed per batch; spare lanes repeat the last image. */
+  size_t nb = (cols + B - 1) / B;
+  REAL *xt = grow(&c->xt, &c->xt_cap, nb * d * B * sizeof(REAL));
+  REAL *vt = grow(&c->vt, &c->vt_cap, nb * vs * B * sizeof(REAL));
+  if (!xt || !vt) return ntk_error(NTK_ENOMEM, "out of memory for a tile's images");
+  for (size_t bt = 0; bt < nb; bt++)
+    for (size_t k = 0; k < B; k++) {
+      size_t j = bt * B + k < cols ? bt * B + k : cols - 1;
+      const REAL *xj = x + (t->c0 + j) * d, *vj = cv + j * vs;
+      for (size_t q = 0; q < d; q++) xt[(bt * d + q) * B + k] = xj[q];
+      for (size_t q = 0; q < vs; q++) vt[(bt * vs + q) * B + k] = vj[q];
+    }
+  REAL og[NTK_CNN_BATCH], ot[NTK_CNN_BATCH];
+  for (size_t i = 0; i < rows; i++) {
+    size_t jend = diag ? i + 1 : cols;
+    for (size_t bt = 0; bt * B < jend; bt++) {
+      const REAL *xbt = xt + bt * d * B, *vbt = vt + bt * vs * B;
+      if (c->plan.path == NTK_CNN_DIAG)
+        b_pair_diag(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);
+      else if (c->plan.multi)
+        b_pair_multi(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);
+      else
+        b_pair_slice(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);
+      b_tail(c, rv + i * vs + c->plan.tail_off, vbt + c->plan.tail_off * B, og, ot);
+      for (size_t k = 0; k < B && bt * B + k < jend; k++) {
+        size_t j = bt * B + k;
+        g[i * cols + j] = og[k];
+        if (with_t) tt[i * cols + j] = ot[k];
+        if (diag) {
+          g[j * cols + i] = og[k];
+          if (with_t) tt[j * cols + i] = ot[k];
+        }
+      }
+    }
+  }
+  return NTK_OK;
+}
+
+/* Pair by pair: each image's variances, then every pair (i >= j on the diagonal). */
+static ntk_status pair_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REAL *tt) {
+  size_t rows = t->rows, cols = t->cols, vs = c->plan.var_size, d = c->data->d;
+  int diag = t->bi == t->bj, with_t = tt != NULL;
+  const REAL *x = c->data->x;
+  REAL *rv, *cv;
+  self_vars(c, t, &rv, &cv);
+  for (size_t i = 0; i < rows; i++)
+    for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {
+      REAL gv, tv;
+      pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t, &gv, &tv);
+      g[i * cols + j] = gv;
+      if (with_t) tt[i * cols + j] = tv;
+      if (diag) {
+        g[j * cols + i] = gv;
+        if (with_t) tt[j * cols + i] = tv;
+      }
+    }
+  return NTK_OK;
+}
+
+#undef self_vars
+#undef batched_tile
+#undef pair_tile
+#undef pair
+#undef b_pair_diag
+#undef b_pair_multi
+#undef b_pair_slice
+#undef b_tail
