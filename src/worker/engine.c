@@ -194,7 +194,7 @@ void ntk_engine_set_hook(ntk_engine_t *e, void (*hook)(void *arg, const struct n
 }
 
 /* find_nonfinite_f and _d: the first of a kernel's values that is not finite. */
-#define EACH_PRECISION_FILE "worker/worker_impl.h"
+#define EACH_PRECISION_FILE "worker/engine_impl.h"
 #include "kernels/each_precision.h"
 
 /* NTK_ENONFINITE naming the first non-finite entry of one kernel's

@@ -1,4 +1,4 @@
-/* The per-precision part of src/worker/worker.c, written once: worker.c
+/* The per-precision part of src/worker/engine.c, written once: engine.c
  * includes this file through each_precision.h (REAL, FABS, REAL_MAX;
  * find_nonfinite becomes find_nonfinite_f / _d). */
 
