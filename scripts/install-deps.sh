@@ -12,6 +12,7 @@ pkgs=(
   python3-numpy time bc procps                # end-to-end tests and benchmarks
   python3-zstandard python3-xxhash            # python/ntkd_store (the Python reader)
   python3-venv python3-setuptools python3-wheel  # pip install ./python (tests/e2e_python.sh)
+  python3-pytest                              # tests/python (ntkd.batch, ntkd.predict)
   python3-matplotlib                          # scripts/plot.py (pictures)
   dataset-fashion-mnist                       # the quickstart's real data
   clang libclang-rt-14-dev                    # libFuzzer (scripts/fuzz.sh)
