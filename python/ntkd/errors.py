@@ -2,6 +2,8 @@
 built-in exception a Python user expects (ValueError for bad input,
 MemoryError, OSError, ...), carrying libntkd's message (what and where)."""
 
+import numpy as np
+
 from . import _lib
 
 
@@ -47,6 +49,11 @@ class StoreInUseError(StoreError):
 
 class WorkerTimeoutError(NtkdError, TimeoutError):
     """A worker stopped answering (the ntkd program's exit 9); what arrived is stored: rerun to resume."""
+
+
+class SolveError(NtkdError, np.linalg.LinAlgError):
+    """The regularised train kernel could not be solved: not positive definite, or (ntkd solve) too
+    ill-conditioned for its reciprocal condition number bound. A larger diag_reg helps."""
 
 
 _BY_STATUS = {
