@@ -12,6 +12,8 @@ import shutil
 import signal
 import subprocess
 
+import numpy as np
+
 from .errors import raise_for_exit
 
 _here = os.path.dirname(os.path.abspath(__file__))
@@ -64,13 +66,8 @@ def check_ranks(ranks, what):
     """None, or an integer >= 1."""
     if ranks is None:
         return None
-    if isinstance(ranks, bool) or not isinstance(ranks, int):
-        try:
-            import numpy as np
-            if isinstance(ranks, np.integer):
-                ranks = int(ranks)
-        except ImportError:  # pragma: no cover - numpy is a dependency
-            pass
+    if isinstance(ranks, np.integer):
+        ranks = int(ranks)
     if isinstance(ranks, bool) or not isinstance(ranks, int):
         raise TypeError(f"{what}: ranks must be an integer or None, not {ranks!r}")
     if ranks < 1:

@@ -407,7 +407,7 @@ class _Program:
         job = self.job
         if job is None:
             from ._batch import Files
-            job = Files(S.path).job
+            job = Files(self.path).job
             if not os.path.exists(job):
                 raise ValueError(f"{S.path}: no job file {job} beside it (ntkd.batch writes one): pass job= the job "
                                  "file that computed the store")
