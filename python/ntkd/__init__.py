@@ -1,19 +1,34 @@
 """ntkd from Python: neural-tangents' ``stax`` and ``kernel_fn``, computed by
-ntkd in this process on every core, and ntkd's kernel stores.
+ntkd in this process on every core; ``batch``, the same ``kernel_fn`` computed
+by the ntkd program (one process or an MPI job) into a store that a rerun
+resumes; ``predict``, neural-tangents' predictions at t = infinity over arrays
+or stores; and ``store``, the reader of ntkd's stores.
 
     from ntkd import stax
     init_fn, apply_fn, kernel_fn = stax.serial(stax.Dense(512), stax.Relu(), stax.Dense(1))
     k = kernel_fn(x_train, x_test, ('nngp', 'ntk'))
+    S = ntkd.batch(kernel_fn, x_train, x_test, store='k.ntk', ranks=4)
+    y = ntkd.predict.gp_inference(S, y_train, diag_reg=1e-4)('ntk', k_test_train=S)
 """
+
+import sys as _sys
+
+import ntkd_store as store  # one implementation: ntkd.store is the module ntkd_store
 
 from . import _lib
 from . import stax
 from .errors import (ArchError, CancelledError, DamagedStoreError, DeviceError, IncompleteStoreError, InputError,
-                     NonFiniteKernelError, NtkdError, StoreError)
+                     NonFiniteKernelError, NtkdError, SolveError, StoreError, StoreInUseError, WorkerTimeoutError)
+
+_sys.modules[__name__ + ".store"] = store  # `import ntkd.store` and `from ntkd.store import open` too
+
+from ._batch import batch  # noqa: E402
+from . import predict  # noqa: E402
 
 __version__ = _lib.version()
 
 __all__ = [
-    "stax", "NtkdError", "ArchError", "InputError", "NonFiniteKernelError", "CancelledError", "StoreError",
-    "DamagedStoreError", "IncompleteStoreError", "DeviceError", "__version__",
+    "stax", "batch", "predict", "store", "NtkdError", "ArchError", "InputError", "NonFiniteKernelError",
+    "CancelledError", "StoreError", "DamagedStoreError", "IncompleteStoreError", "DeviceError", "StoreInUseError",
+    "WorkerTimeoutError", "SolveError", "__version__",
 ]

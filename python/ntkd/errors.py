@@ -2,6 +2,8 @@
 built-in exception a Python user expects (ValueError for bad input,
 MemoryError, OSError, ...), carrying libntkd's message (what and where)."""
 
+import numpy as np
+
 from . import _lib
 
 
@@ -41,6 +43,19 @@ class DeviceError(NtkdError, RuntimeError):
     """A GPU failed, or none was there where one was asked for."""
 
 
+class StoreInUseError(StoreError):
+    """Another running job holds the store (the ntkd program's exit 7): nothing was read or written."""
+
+
+class WorkerTimeoutError(NtkdError, TimeoutError):
+    """A worker stopped answering (the ntkd program's exit 9); what arrived is stored: rerun to resume."""
+
+
+class SolveError(NtkdError, np.linalg.LinAlgError):
+    """The regularised train kernel could not be solved: not positive definite, or (ntkd solve) too
+    ill-conditioned for its reciprocal condition number bound. A larger diag_reg helps."""
+
+
 _BY_STATUS = {
     _lib.E_USAGE: (NtkdError, ValueError),
     _lib.E_ARCH: ArchError,
@@ -69,3 +84,29 @@ def raise_for(status, message=None):
             _made[cls] = type(cls[1].__name__, cls, {"__module__": __name__})
         cls = _made[cls]
     raise cls(message)
+
+
+# The ntkd program's exit codes (docs/CLI.md, "Exit codes") as libntkd's statuses.
+_BY_EXIT = {
+    1: _lib.E_INTERNAL,
+    2: _lib.E_USAGE,  # a bad job, data or store, or a store of another job
+    3: _lib.E_IO,
+    4: _lib.E_DAMAGED,
+    5: _lib.E_CANCELLED,  # stopped by a signal: rerun to resume
+    6: _lib.E_INCOMPLETE,
+    8: _lib.E_NONFINITE,
+}
+
+
+def raise_for_exit(code, message):
+    """Raise the exception for an exit code of the ntkd program (nothing for 0)."""
+    if code == 0:
+        return
+    if code == 7:
+        raise StoreInUseError(message)
+    if code == 9:
+        raise WorkerTimeoutError(message)
+    if code in _BY_EXIT:
+        raise_for(_BY_EXIT[code], message)
+    why = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+    raise_for(_lib.E_INTERNAL, f"the ntkd program ended with {why}: {message}")

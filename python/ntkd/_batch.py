@@ -1,0 +1,260 @@
+"""ntkd.batch: a ``kernel_fn`` of ntkd.stax computed by the ntkd program into
+a store, the checkpoint that a rerun resumes (docs/STORE-FORMAT.md)."""
+
+import os
+
+import numpy as np
+
+from . import _kernel, _program
+from ._kernel import KernelFn
+from .errors import raise_for_exit
+
+_MAX_TILE = 16384
+
+
+class Files:
+    """The files ntkd.batch keeps beside a store STEM.ntk (STEM: the store's
+    name without .ntk): the job STEM.conf, the data STEM.x1.npy and
+    STEM.x2.npy (the [test] set), the labels STEM.y1.npy and STEM.y2.npy, and
+    STEM.log (every line of every run, appended)."""
+
+    def __init__(self, store):
+        if not isinstance(store, (str, os.PathLike)):
+            raise TypeError(f"store must be a path (str or os.PathLike), not {type(store).__name__}")
+        path = os.path.abspath(os.fsdecode(os.fspath(store)))
+        self.folder, self.name = os.path.split(path)
+        if not self.name or os.path.isdir(path):
+            raise ValueError(f"store {store!r} is a folder, not a store file")
+        # The job file names the data by their names: ntkd splits [data] path at whitespace
+        # (several files) and reads ' #' or ' ;' as a comment.
+        if any(c.isspace() for c in self.name):
+            raise ValueError(f"store {self.name!r}: ntkd.batch names its data files after the store, and a job file "
+                             "cannot name files with whitespace: choose a store name without it")
+        self.store = path
+        self.stem = self.name[:-4] if self.name.endswith(".ntk") and len(self.name) > 4 else self.name
+        self.job = self._at("conf")
+        self.log = self._at("log")
+
+    def _at(self, ext):
+        return os.path.join(self.folder, f"{self.stem}.{ext}")
+
+    def data(self, which):
+        """The name (in the store's folder) of x1, x2, y1 or y2."""
+        return f"{self.stem}.{which}.npy"
+
+
+def _write(path, content):
+    """Write text, or an array as .npy, through a temporary file in the same folder renamed into place."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.part")
+    try:
+        with open(tmp, "w" if isinstance(content, str) else "wb") as f:
+            if isinstance(content, str):
+                f.write(content)
+            else:
+                np.save(f, content)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _labels(y, n, what):
+    try:
+        a = np.asarray(y)
+    except Exception as e:
+        raise TypeError(f"{what} must be an array of integer class labels, not {type(y).__name__}") from e
+    if a.dtype.kind not in "iu" and not (a.dtype.kind == "f" and a.size and np.all(np.isfinite(a))
+                                         and np.all(a == np.round(a))):
+        raise TypeError(f"{what} must hold integer class labels, not {a.dtype}")
+    if a.ndim != 1 or a.shape[0] != n:
+        raise ValueError(f"{what} has shape {a.shape}: one label per sample, ({n},)")
+    if a.size and (a.min() < 0 or a.max() > 65535):
+        raise ValueError(f"{what}: labels are classes 0 to 65535 (docs/JOB-FILE.md, Labels)")
+    return a.astype(np.int64)
+
+
+def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, backend, level, progress, names):
+    lines = ["# Written by ntkd.batch: rerun with `ntkd THIS.conf` (or mpirun -np RANKS+1 ntkd THIS.conf) to resume.",
+             "[data]", f"path = {names['x1']}", "format = npy"]
+    if x1.ndim == 3:
+        lines.append("layout = NLC")  # (N, L, C) sequences, as kernel_fn reads a 3-D array
+    if labels is not None:
+        lines.append(f"labels = {names['y1']}")
+    if x2 is not None:
+        lines += ["[test]", f"path = {names['x2']}", f"test_test = {'yes' if test_test else 'no'}"]
+        if labels is not None:
+            lines.append(f"labels = {names['y2']}")
+    lines += ["[model]", f"arch = {kernel_fn.arch}", f"kernel = {kernel}"]
+    if kernel_fn.parameterization == "standard":
+        lines.append("parameterization = standard")
+    lines += ["[compute]", f"precision = {precision}"]
+    if tile is not None:
+        lines.append(f"tile = {tile}")
+    if backend is not None:
+        lines.append(f"backend = {backend}")
+    lines += ["[output]", f"path = {names['store']}"]
+    if level is not None:
+        lines.append(f"level = {level}")
+    if progress:
+        lines.append("progress = 1")  # a line a second for the bar (a pipe is no terminal)
+    return "\n".join(lines) + "\n"
+
+
+def _int_or_none(v, what, low, high):
+    if v is None:
+        return None
+    if isinstance(v, np.integer):
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{what} must be an integer or None, not {v!r}")
+    if not low <= v <= high:
+        raise ValueError(f"{what} must be from {low} to {high}, not {v}")
+    return v
+
+
+def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", precision=None, tile=None,
+          test_test=False, labels=None, backend=None, level=None, overwrite=False, progress=True, verbose=False):
+    """Compute ``kernel_fn`` of x1 (and x2) with the ntkd program into a store,
+    and return the store opened for reading (ntkd.store.Store).
+
+    Beside the store STEM.ntk it writes the data as STEM.x1.npy and (x2, the
+    [test] set) STEM.x2.npy, the job STEM.conf (docs/JOB-FILE.md: the
+    network is kernel_fn.arch) and appends what the program prints to
+    STEM.log. ranks None or 1: one process (`ntkd STEM.conf`); ranks R > 1:
+    `mpirun -np R+1 ntkd STEM.conf` (R computing ranks and a coordinator).
+    A store of the same job is resumed (a rerun computes only the tiles it
+    lacks: none if it is complete); a store of another job raises ValueError
+    and is left as it was, with its files, unless overwrite=True.
+
+    x1: (N, D) vectors, (N, L, C) sequences or (N, H, W, C) images; x2: the
+    same sample shape, stored after x1 as the test set: the store then holds
+    x1 x x1 and x2 x x1 (kernel_fn(x2, x1)), and x2 x x2 with test_test=True,
+    the values of kernel_fn(np.concatenate([x1, x2])) bit for bit.
+    precision None: float64 for float64 x1, else float32, as kernel_fn
+    computes; 'float32' or 'float64' converts the data. kernel 'ntk' stores
+    NNGP and NTK, 'nngp' the NNGP. tile: the tile edge (default ntkd's).
+    labels: (train labels, test labels), integer classes, written as
+    STEM.y1.npy and STEM.y2.npy for `ntkd solve` (needs x2). backend:
+    'auto', 'cpu' or 'cuda' ([compute] backend); level: zstd level.
+    progress: True for a tqdm bar (when tqdm is installed), or a
+    callable(done, total) in tiles; verbose: print the program's lines.
+
+    Ctrl-C stops the job as a signal does (what is in flight is stored, exit
+    5) and raises KeyboardInterrupt: rerun to resume. A failure raises the
+    exception of its exit code (docs/CLI.md) with the program's error line.
+    """
+    if not isinstance(kernel_fn, KernelFn):
+        raise TypeError(f"kernel_fn must be a kernel_fn of ntkd.stax (stax.serial(...)[2]), not {kernel_fn!r}")
+    files = Files(store)
+    if x1 is None:
+        raise TypeError("x1 must be an array of samples, not None")
+    a1 = _kernel._as_array(x1, "x1")
+    a2 = _kernel._as_array(x2, "x2")
+    if precision is None:
+        precision = "float64" if a1.dtype == np.float64 else "float32"
+    if precision not in ("float32", "float64"):
+        raise ValueError(f"precision must be 'float32', 'float64' or None, not {precision!r}")
+    dtype = np.dtype(precision)
+    if kernel not in ("ntk", "nngp"):
+        raise ValueError(f"kernel must be 'ntk' (NNGP and NTK) or 'nngp', not {kernel!r}")
+    if backend not in (None, "auto", "cpu", "cuda"):
+        raise ValueError(f"backend must be 'auto', 'cpu', 'cuda' or None, not {backend!r}")
+    tile = _int_or_none(tile, "tile", 1, _MAX_TILE)
+    level = _int_or_none(level, "level", -7, 19)
+    ranks = _program.check_ranks(ranks, "ntkd.batch")
+    _program.check_progress(progress)
+    for name, flag in (("test_test", test_test), ("overwrite", overwrite), ("verbose", verbose)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False, not {flag!r}")
+    if a1.shape[0] == 0:
+        raise ValueError("x1 has no samples")
+    if a2 is not None:
+        if a2.shape[1:] != a1.shape[1:]:
+            raise ValueError(f"x2's samples have shape {a2.shape[1:]}, x1's {a1.shape[1:]}: they must agree")
+        if a2.shape[0] == 0:
+            raise ValueError("x2 has no samples")
+    elif test_test:
+        raise ValueError("test_test=True needs a test set (x2)")
+    a1 = np.ascontiguousarray(a1, dtype=dtype)
+    a2 = np.ascontiguousarray(a2, dtype=dtype) if a2 is not None else None
+    for name, a in (("x1", a1), ("x2", a2)):
+        if a is not None and not np.all(np.isfinite(a)):
+            i = np.argwhere(~np.isfinite(a))[0]
+            raise ValueError(f"{name}[{', '.join(map(str, i))}] is {a[tuple(i)]}: ntkd takes finite values only")
+    y = None
+    if labels is not None:
+        if a2 is None:
+            raise ValueError("labels need a test set (x2): ntkd reads labels in a job with [test] ([solve])")
+        if not isinstance(labels, (tuple, list)) or len(labels) != 2:
+            raise TypeError("labels must be a pair (train labels, test labels)")
+        y = (_labels(labels[0], a1.shape[0], "labels[0]"), _labels(labels[1], a2.shape[0], "labels[1]"))
+
+    os.makedirs(files.folder, exist_ok=True)
+    # A store that exists may belong to another job: its files are replaced only once the
+    # program has accepted the new job for it (it says how many tiles it computes), so that a
+    # refused job leaves the store's data and job file as they were.
+    fresh = overwrite or not os.path.exists(files.store)
+    tag = "" if fresh else f".new{os.getpid()}"
+    names = {k: files.data(k) + tag for k in ("x1", "x2", "y1", "y2")}
+    names["store"] = files.name
+    final = {k: files.data(k) for k in ("x1", "x2", "y1", "y2")}
+    final["store"] = files.name
+    job_final = _job_text(kernel_fn, a1, a2, kernel, precision, tile, test_test, y, backend, level, progress, final)
+    job_run = _job_text(kernel_fn, a1, a2, kernel, precision, tile, test_test, y, backend, level, progress, names)
+    job_name = os.path.basename(files.job) + tag
+    written = [(job_name, job_run)]
+    arrays = [("x1", a1)] + ([("x2", a2)] if a2 is not None else []) + \
+             ([("y1", y[0]), ("y2", y[1])] if y is not None else [])
+    written += [(names[k], a) for k, a in arrays]
+    seen = []  # the program's lines, also when it is interrupted
+    try:
+        for name, content in written:
+            _write(os.path.join(files.folder, name), content)
+        args = [job_name] + (["--overwrite"] if overwrite else [])
+        nproc = ranks + 1 if ranks is not None and ranks > 1 else None
+        with open(files.log, "a", buffering=1) as log:  # line by line: `tail -f` shows the run
+            result = _program.run(args, cwd=files.folder, nproc=nproc, progress=progress, desc=files.name,
+                                  log=_Tee(log) if verbose else log, check=False, lines=seen)
+    finally:
+        accepted = any(_program.ACCEPTED.match(t) for t in seen)
+        if not fresh:  # the store's files: this job's once the program accepted it for the store
+            if accepted:
+                _adopt(files, written, job_final, tag)
+            else:
+                _discard(files, written)
+        if accepted:  # a test set or labels of the store's previous job
+            for k in ("x2", "y1", "y2"):
+                if k not in dict(arrays) and os.path.exists(os.path.join(files.folder, final[k])):
+                    os.unlink(os.path.join(files.folder, final[k]))
+    raise_for_exit(result.code, _program.error_text(result))
+    from . import store as _store
+    return _store.open(files.store)
+
+
+class _Tee:
+    def __init__(self, log):
+        self.log = log
+
+    def write(self, text):
+        import sys
+        self.log.write(text)
+        sys.stderr.write(text)
+
+    def flush(self):
+        self.log.flush()
+
+
+def _adopt(files, written, job_final, tag):
+    """The job was accepted for the store: its files take the final names."""
+    for name, _ in written[1:]:
+        os.replace(os.path.join(files.folder, name), os.path.join(files.folder, name[:-len(tag)]))
+    _write(files.job, job_final)
+    os.unlink(os.path.join(files.folder, written[0][0]))
+
+
+def _discard(files, written):
+    for name, _ in written:
+        path = os.path.join(files.folder, name)
+        if os.path.exists(path):
+            os.unlink(path)

@@ -1,0 +1,738 @@
+"""neural-tangents' ``predict.gp_inference`` and
+``predict.gradient_descent_mse_ensemble`` at t = infinity (neural-tangents
+0.6.5's signatures, defaults and return conventions), over numpy arrays or
+ntkd stores::
+
+    from ntkd import predict
+    predict_fn = predict.gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, diag_reg=1e-4)
+    mean = predict_fn(x_test=x_test, get='ntk')                     # (m, k)
+    mean, cov = predict_fn(x_test=x_test, get='nngp', compute_cov=True)
+
+    S = ntkd.batch(kernel_fn, x_train, x_test, store='k.ntk', test_test=True)
+    predict_fn = predict.gp_inference(S, y_train, diag_reg=1e-4)   # a store: its train x train block
+    mean = predict_fn('ntk', k_test_train=S)                         # its test x train block
+
+The regulariser is neural-tangents' ``diag_reg``: ``diag_reg * trace(K)/n``
+is added to the train kernel's diagonal, or ``diag_reg`` itself with
+``diag_reg_absolute_scale=True``. Means and covariances are computed in
+float64 whatever the kernels' precision (as ``ntkd solve`` does), and
+returned as float64 numpy arrays.
+
+How (the ``method`` keyword):
+
+- ``'numpy'``: the train block whole in float64, its Cholesky factor
+  (numpy.linalg) and triangular solves; any targets, any test kernels. The
+  default for arrays, and for a store of at most ``NUMPY_MAX_TRAIN`` train
+  samples (its blocks are read with ntkd.store): for those the block and
+  its factor (16 n^2 bytes, 4 GiB at n = 16384) fit a process, and no
+  program or file is involved.
+- ``'lapack'``, ``'scalapack'``, ``'cg'``, ``'auto'`` (a store only):
+  ``ntkd solve`` (docs/SOLVE.md) with a job file generated from the store's
+  job, on ``ranks`` processes (mpirun when ranks > 1): for train sets beyond
+  one process's memory (ScaLAPACK over the ranks, CG streaming the store).
+  The default for stores of more train samples (``'auto'``: ntkd chooses).
+  ntkd solves one-hot class labels; targets y are sent as the labels of
+  their distinct rows (y = onehot(labels) @ rows, exactly), so any real
+  targets work, at one column per distinct row (at most 65536).
+  Covariances: method lapack only, NNGP and NTK (not 'ntkgp').
+"""
+
+import collections
+import numbers
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from . import _program
+from .errors import SolveError
+
+__all__ = ["gp_inference", "gradient_descent_mse_ensemble", "Gaussian", "NUMPY_MAX_TRAIN"]
+
+NUMPY_MAX_TRAIN = 16384
+
+Gaussian = collections.namedtuple("Gaussian", ["mean", "covariance"])
+Gaussian.__doc__ = "A posterior: mean and covariance (neural-tangents' predict.Gaussian)."
+
+_METHODS = (None, "numpy", "auto", "lapack", "scalapack", "cg")
+_PROGRAM_METHODS = ("auto", "lapack", "scalapack", "cg")
+_tuples = {}
+
+
+def _gaussians(names):
+    """neural-tangents' return type for several `get`: a namedtuple 'Gaussians' in that order."""
+    if names not in _tuples:
+        _tuples[names] = collections.namedtuple("Gaussians", names)
+    return _tuples[names]
+
+
+def _canonical_get(get, allowed):
+    """(one name given as a string?, the names) as neural-tangents reads `get`."""
+    if get is None:
+        return False, ("nngp", "ntk")
+    if isinstance(get, str):
+        single, names = True, (get,)
+    else:
+        try:
+            names = tuple(get)
+        except TypeError:
+            raise TypeError(f"get must be a string, a tuple of strings or None, not {get!r}") from None
+        single = False
+        if not names:
+            raise ValueError('"get" must be non-empty.')
+    if not all(isinstance(g, str) for g in names):
+        raise TypeError(f"get must be a string, a tuple of strings or None, not {get!r}")
+    names = tuple(g.lower() for g in names)
+    if len(set(names)) < len(names):
+        raise ValueError(f'All entries in "get" must be unique. Got {names}')
+    for g in names:
+        if g not in allowed:
+            raise ValueError(f"get: {g!r} is not one of {', '.join(map(repr, allowed))}")
+    return single, names
+
+
+def _output(out, get, single):
+    if single:
+        return out[get[0]]
+    return _gaussians(tuple(out))(*out.values())
+
+
+def _number(x, what):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        try:
+            x = float(np.asarray(x).item()) if np.ndim(x) == 0 else None
+        except (TypeError, ValueError):
+            x = None
+        if x is None:
+            raise TypeError(f"{what} must be a real number") from None
+    x = float(x)
+    if not np.isfinite(x):
+        raise ValueError(f"{what} must be finite, not {x}")
+    return x
+
+
+def _real_array(x, what):
+    try:
+        a = np.asarray(x)
+    except Exception as e:
+        raise TypeError(f"{what} must be an array, not {type(x).__name__}") from e
+    if a.dtype.kind not in "iuf":
+        raise TypeError(f"{what} must hold real numbers, not {a.dtype}")
+    return a
+
+
+def _targets(y_train, trace_axes):
+    """y_train as an (n, k) float64 matrix, and the shape of one sample's outputs."""
+    y = _real_array(y_train, "y_train")
+    if y.ndim == 0:
+        raise ValueError("y_train must have a sample axis first: shape (n,) or (n, k)")
+    if not np.all(np.isfinite(y)):
+        raise ValueError("y_train holds values that are not finite")
+    if isinstance(trace_axes, (numbers.Integral, np.integer)) and not isinstance(trace_axes, bool):
+        trace_axes = (int(trace_axes),)
+    try:
+        axes = sorted({int(np.arange(y.ndim)[a]) for a in trace_axes})
+    except (TypeError, IndexError):
+        raise ValueError(f"trace_axes {trace_axes!r}: axes of y_train (shape {y.shape})") from None
+    # ntkd's kernels are (n, n): the covariance along every output axis is the identity
+    # (neural-tangents' trace_axes), and the samples are the first axis.
+    if axes != list(range(1, y.ndim)):
+        raise ValueError(
+            f"trace_axes {tuple(trace_axes)} with y_train of shape {y.shape}: ntkd's kernels are (n, n) matrices, so "
+            f"the samples are y_train's first axis and every other axis must be in trace_axes "
+            f"({tuple(range(1, y.ndim))}, e.g. trace_axes=(-1,) for y_train of shape (n, k))")
+    return np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1), y.shape[1:]
+
+
+def _is_store(k):
+    from . import store
+    return isinstance(k, store.Store)
+
+
+def _attr(k, g, what):
+    """Kernel g ('nngp' or 'ntk') of k: an array is any kernel, a Kernel or namedtuple has attributes."""
+    if k is None:
+        return None
+    if _is_store(k):
+        return k
+    if hasattr(k, "nngp") or hasattr(k, "ntk"):
+        v = getattr(k, g, None)
+        if v is None:
+            raise ValueError(f"{what} holds no {g!r} kernel")
+        return v
+    return k
+
+
+def _matrix(a, what, shape=None):
+    a = _real_array(a, what)
+    if a.ndim != 2 or (shape is not None and a.shape != shape):
+        want = f"({shape[0]}, {shape[1]})" if shape is not None else "2-D"
+        raise ValueError(f"{what} has shape {a.shape}, not {want}: ntkd's kernels are (n1, n2) matrices")
+    return np.asarray(a, dtype=np.float64)
+
+
+# ---- the numpy solve ---------------------------------------------------------------------------
+
+_BLOCK = 256
+
+
+def _lower_solve(L, B):
+    """X with L X = B, L lower triangular: blocked forward substitution (BLAS-3 updates)."""
+    X = np.array(B, dtype=np.float64, copy=True)
+    n = L.shape[0]
+    for i0 in range(0, n, _BLOCK):
+        i1 = min(i0 + _BLOCK, n)
+        X[i0:i1] = np.linalg.solve(L[i0:i1, i0:i1], X[i0:i1])
+        if i1 < n:
+            X[i1:] -= L[i1:, i0:i1] @ X[i0:i1]
+    return X
+
+
+def _upper_solve(L, B):
+    """X with L^T X = B: blocked back substitution."""
+    X = np.array(B, dtype=np.float64, copy=True)
+    n = L.shape[0]
+    starts = list(range(0, n, _BLOCK))
+    for i0 in reversed(starts):
+        i1 = min(i0 + _BLOCK, n)
+        X[i0:i1] = np.linalg.solve(L[i0:i1, i0:i1].T, X[i0:i1])
+        if i0:
+            X[:i0] -= L[i0:i1, :i0].T @ X[i0:i1]
+    return X
+
+
+class _Factor:
+    """The Cholesky factor of K + reg I (float64), reg = diag_reg * trace(K)/n unless absolute.
+    Like LAPACK's dpotrf with 'U' (neural-tangents' cho_factor), it reads K's upper triangle."""
+
+    def __init__(self, K, diag_reg, absolute, name):
+        A = np.array(K, dtype=np.float64, copy=True)
+        n = A.shape[0]
+        self.reg = diag_reg if absolute else diag_reg * np.trace(A) / n
+        A[np.diag_indices(n)] += self.reg
+        try:
+            self.L = np.linalg.cholesky(A.T)  # A's upper triangle as the lower one of A^T
+        except np.linalg.LinAlgError:
+            raise SolveError(f"the {name} train kernel with diag_reg {diag_reg:g} ({self.reg:.4g} added to the "
+                             f"diagonal) is not positive definite: increase diag_reg") from None
+        if not np.all(np.isfinite(self.L)):
+            raise SolveError(f"the {name} train kernel with diag_reg {diag_reg:g} gave a factor that is not finite")
+
+    def solve(self, B):
+        """(K + reg I)^-1 B."""
+        return _upper_solve(self.L, _lower_solve(self.L, B))
+
+    def half(self, B):
+        """L^-1 B, so that B^T (K + reg I)^-1 B = W^T W."""
+        return _lower_solve(self.L, B)
+
+
+class _Numpy:
+    """neural-tangents' gp_inference in numpy: kernels from arrays, Kernel objects or a store."""
+
+    def __init__(self, k_train_train, y, diag_reg, absolute, n):
+        self.k = k_train_train
+        self.y = y
+        self.diag_reg, self.absolute = diag_reg, absolute
+        self.n = n
+        self.factors = {}
+        self.alphas = {}
+        self.blocks = {}
+
+    def train(self, g):
+        if g not in self.blocks:
+            k = _attr(self.k, g, "k_train_train")
+            if _is_store(k):
+                self.blocks[g] = _store_block(k, g, "train", self.n)
+            else:
+                self.blocks[g] = _matrix(k, f"k_train_train ({g})", (self.n, self.n))
+        return self.blocks[g]
+
+    def factor(self, g):
+        if g not in self.factors:
+            self.factors[g] = _Factor(self.train(g), self.diag_reg, self.absolute, g.upper())
+        return self.factors[g]
+
+    def alpha(self, g):
+        if g not in self.alphas:
+            self.alphas[g] = self.factor(g).solve(self.y)
+        return self.alphas[g]
+
+    def predict(self, names, k_test_train, k_test_test):
+        out = {}
+        for g in names:
+            kk = "ntk" if g == "ntkgp" else g
+            if k_test_train is None:
+                mean = self.y.copy()
+                out[g] = Gaussian(mean, np.zeros((self.n, self.n))) if k_test_test is not None else mean
+                continue
+            ktd = _test_train(k_test_train, kk, self.n, self.k)
+            mean = ktd @ self.alpha(kk)
+            if k_test_test is None:
+                out[g] = mean
+                continue
+            m = ktd.shape[0]
+            if g == "ntk":
+                if not _has_both(self.k) or not _has_both(k_test_train):
+                    raise ValueError("the NTK posterior covariance (get='ntk' with k_test_test) needs the NNGP and "
+                                     "the NTK train x train and test x train kernels: pass Kernel objects (or "
+                                     "namedtuples) with .nngp and .ntk, or a store of kernel='ntk'")
+                # Z = A^-1 Theta_xt; cov = K_tt + Z^T K_xx Z - Z^T K_xt - K_tx Z (docs/SOLVE.md).
+                z = self.factor("ntk").solve(ktd.T)
+                kxt = _test_train(k_test_train, "nngp", self.n, self.k).T
+                zk = z.T @ kxt
+                cov = _test_test(k_test_test, "nngp", m) + z.T @ (self.train("nngp") @ z) - zk - zk.T
+            else:  # nngp, ntkgp: the GP posterior K_tt - K_tx A^-1 K_xt
+                w = self.factor(kk).half(ktd.T)
+                cov = _test_test(k_test_test, kk, m) - w.T @ w
+            out[g] = Gaussian(mean, cov)
+        return out
+
+
+def _has_both(k):
+    if _is_store(k):
+        return "nngp" in k.kernels and "ntk" in k.kernels
+    return hasattr(k, "nngp") and hasattr(k, "ntk") and k.nngp is not None and k.ntk is not None
+
+
+def _store_block(S, g, which, n):
+    """The train x train, test x train or test x test block of kernel g of store S (float64)."""
+    if g not in S.kernels:
+        raise ValueError(f"the store {S.path} holds no {g!r} kernel (it has {', '.join(S.kernels)}): compute it "
+                         f"with kernel='ntk'")
+    N = S.n
+    if which == "train":
+        return S[g][:n, :n].astype(np.float64)
+    if not S.n_train:
+        raise ValueError(f"the store {S.path} has no test set: compute it with ntkd.batch(kernel_fn, x_train, "
+                         "x_test, ...) for predictions on x_test")
+    if which == "test_train":
+        return S[g][n:, :n].astype(np.float64)
+    if not S.test_test:
+        raise ValueError(f"the store {S.path} was computed without its test x test block: for covariances, "
+                         "compute it with ntkd.batch(..., test_test=True)")
+    return S[g][n:N, n:N].astype(np.float64)
+
+
+def _test_train(k, g, n, k_train_train):
+    a = _attr(k, g, "k_test_train")
+    if _is_store(a):
+        if a is not k_train_train and not (_is_store(k_train_train) and
+                                           os.path.samefile(a.path, k_train_train.path)):
+            raise ValueError("k_test_train is a store, and not the store of k_train_train: a store's test x train "
+                             "block goes with its own train x train block")
+        return _store_block(a, g, "test_train", n)
+    a = _matrix(a, f"k_test_train ({g})")
+    if a.shape[1] != n:
+        raise ValueError(f"k_test_train ({g}) has shape {a.shape}: (m, {n}) for {n} train samples")
+    return a
+
+
+def _test_test(k, g, m):
+    a = _attr(k, g, "k_test_test")
+    if _is_store(a):
+        return _store_block(a, g, "test_test", a.n_train)
+    return _matrix(a, f"k_test_test ({g})", (m, m))
+
+
+# ---- ntkd solve -----------------------------------------------------------------------------------
+
+
+class _Program:
+    """gp_inference over a store by `ntkd solve` (docs/SOLVE.md), with a job file made from the
+    store's job: its data, model and output, this y as labels, a [solve] section."""
+
+    def __init__(self, S, y, diag_reg, absolute, method, ranks, job):
+        self.S, self.y = S, y
+        self.path = os.path.abspath(S.path)
+        self.diag_reg, self.absolute = diag_reg, absolute
+        self.method, self.ranks = method, ranks
+        self.job = job
+        self.means, self.covs = {}, {}
+
+    def predict(self, names, k_test_train, k_test_test):
+        S = self.S
+        n = S.n_train or S.n
+        out = {}
+        for g in names:
+            if k_test_train is None:
+                mean = self.y.copy()
+                out[g] = Gaussian(mean, np.zeros((n, n))) if k_test_test is not None else mean
+                continue
+            if not (_is_store(k_test_train) and _same(k_test_train, S)):
+                raise ValueError(f"method={self.method!r} solves through `ntkd solve`, which predicts on the "
+                                 "store's own test set: pass k_test_train=the store, or method='numpy' for other "
+                                 "test kernels")
+            kk = "ntk" if g == "ntkgp" else g
+            cov = k_test_test is not None
+            if cov:
+                if g == "ntkgp":
+                    raise NotImplementedError("ntkd solve computes the NNGP and NTK covariances; for 'ntkgp' use "
+                                              "method='numpy'")
+                if not (_is_store(k_test_test) and _same(k_test_test, S)):
+                    raise ValueError("with a store solved by `ntkd solve`, k_test_test must be that store (its test "
+                                     "x test block), or None")
+                if self.method in ("scalapack", "cg"):
+                    raise ValueError(f"covariances: ntkd solve computes them with method 'lapack' only, not "
+                                     f"{self.method!r} (docs/SOLVE.md)")
+                if not S.test_test:
+                    raise ValueError(f"the store {S.path} was computed without its test x test block: for "
+                                     "covariances, compute it with ntkd.batch(..., test_test=True)")
+            if kk not in S.kernels:
+                raise ValueError(f"the store {S.path} holds no {kk!r} kernel (it has {', '.join(S.kernels)})")
+            if kk not in self.means or (cov and kk not in self.covs):
+                self._solve(cov)
+            out[g] = Gaussian(self.means[kk], self.covs[kk]) if cov else self.means[kk]
+        return out
+
+    def _ridges(self):
+        """The relative ridge (ntkd's [solve] ridge: neural-tangents' diag_reg) of each kernel."""
+        if not self.absolute:
+            return {g: self.diag_reg for g in self.S.kernels}
+        out = {}
+        for g in self.S.kernels:
+            tr = _train_trace(self.S, g)
+            if not tr > 0:
+                raise SolveError(f"the {g.upper()} train kernel of {self.S.path} has trace {tr}: an absolute "
+                                 "diag_reg cannot be expressed as ntkd's relative ridge")
+            out[g] = self.diag_reg / (tr / (self.S.n_train or self.S.n))
+        return out
+
+    def _solve(self, cov):
+        S = self.S
+        if not S.n_train:
+            raise ValueError(f"the store {S.path} has no test set: compute it with ntkd.batch(kernel_fn, x_train, "
+                             "x_test, ...) for predictions on x_test")
+        job = self.job
+        if job is None:
+            from ._batch import Files
+            job = Files(self.path).job
+            if not os.path.exists(job):
+                raise ValueError(f"{S.path}: no job file {job} beside it (ntkd.batch writes one): pass job= the job "
+                                 "file that computed the store")
+        job = os.path.abspath(os.fsdecode(os.fspath(job)))
+        rows, labels = np.unique(self.y, axis=0, return_inverse=True)
+        labels = labels.reshape(-1)
+        if len(rows) > 65536:
+            raise ValueError(f"y_train has {len(rows)} distinct rows: ntkd solve takes at most 65536 classes "
+                             "(one per distinct row); use method='numpy'")
+        if len(rows) < 2:  # ntkd solves for at least 2 classes: one more, never a label
+            rows = np.vstack([rows, np.zeros_like(rows)])
+        folder = os.path.dirname(job)
+        tmp = tempfile.mkdtemp(prefix=".ntkd-predict-", dir=folder)
+        rel = os.path.basename(tmp)
+        try:
+            np.save(os.path.join(tmp, "y1.npy"), labels.astype(np.int64))
+            np.save(os.path.join(tmp, "y2.npy"), np.zeros(S.n - S.n_train, dtype=np.int64))
+            ridges = self._ridges()
+            distinct = sorted(set(ridges.values()))
+            if len({"%g" % r for r in distinct}) < len(distinct):  # one prediction file name for two ridges
+                runs = [[g] for g in ridges]
+            else:
+                runs = [list(ridges)]
+            for kernels in runs:
+                rs = sorted({ridges[g] for g in kernels})
+                text = _solve_job(job, rel, len(rows), rs, self.method, cov)
+                name = os.path.join(rel, "solve.conf")
+                with open(os.path.join(folder, name), "w") as f:
+                    f.write(text)
+                # ScaLAPACK runs under mpirun, on one process too (docs/SOLVE.md).
+                nproc = self.ranks if self.ranks is not None and self.ranks > 1 else \
+                    1 if self.method == "scalapack" else None
+                # The job file sits in the job's folder's subfolder: its paths are made relative to it.
+                result = _program.run(["solve", self.path, os.path.basename(name)], cwd=tmp, nproc=nproc,
+                                      check=False)
+                missing = [g for g in kernels if not os.path.exists(_prediction(tmp, g, ridges[g]))]
+                if result.code == 2 and result.has(r"^(nngp|ntk) +\S+ .*failed: not solved"):
+                    why = [t for t in result.lines if t.startswith(("ntkd: nngp train kernel with ridge",
+                                                                     "ntkd: ntk train kernel with ridge"))]
+                    raise SolveError("\n".join(why) or _program.error_text(result))
+                if result.code:
+                    from .errors import raise_for_exit
+                    raise_for_exit(result.code, _program.error_text(result))
+                if missing:
+                    raise SolveError(f"ntkd solve wrote no predictions for {', '.join(missing)}")
+                for g in kernels:
+                    p = np.load(_prediction(tmp, g, ridges[g]))
+                    self.means[g] = p @ rows
+                    if cov:
+                        self.covs[g] = np.load(_prediction(tmp, g, ridges[g], "-cov"))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _same(a, b):
+    return a is b or os.path.samefile(a.path, b.path)
+
+
+def _prediction(folder, g, ridge, extra=""):
+    return os.path.join(folder, "p-%s-ridge%g%s.npy" % (g, ridge, extra))
+
+
+def _train_trace(S, g):
+    n, T = S.n_train or S.n, S.tile
+    return float(sum(np.trace(S[g].block(i, min(i + T, n), i, min(i + T, n)).astype(np.float64))
+                     for i in range(0, n, T)))
+
+
+def _solve_job(job, rel, classes, ridges, method, cov):
+    """The store's job without labels, classes or [solve], and ours appended. Its data paths are
+    relative to its folder: the copy lives in a subfolder `rel`, so they get '../'."""
+    keep = []
+    section = None
+    with open(job) as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        s = line.strip()
+        if s.startswith("[") and s.endswith("]"):
+            section = s[1:-1].strip()
+            if section == "solve":
+                continue
+        elif section == "solve":
+            continue
+        elif section in ("data", "test", "output", "validation") and "=" in s and not s.startswith(("#", ";")):
+            key, value = (x.strip() for x in s.split("=", 1))
+            if section in ("data", "test") and key in ("labels", "classes"):
+                continue
+            if key == "path":
+                value = _comment_free(value)
+                if section == "output":
+                    line = f"path = {_up(value)}"
+                else:
+                    line = "path = " + " ".join(_up(p) for p in value.split())
+        keep.append(line)
+    keep += ["", "# Appended by ntkd.predict for `ntkd solve`.", "[data]", "labels = y1.npy", f"classes = {classes}",
+             "[test]", "labels = y2.npy", "[solve]", "ridge = " + ", ".join(repr(float(r)) for r in ridges),
+             f"method = {method}", "loo = no", f"variance = {'full' if cov else 'no'}", "predictions = p"]
+    return "\n".join(keep) + "\n"
+
+
+def _comment_free(value):
+    for mark in (" #", "\t#", " ;", "\t;"):
+        if mark in value:
+            value = value[:value.index(mark)]
+    return value.strip()
+
+
+def _up(path):
+    return path if os.path.isabs(path) else os.path.join("..", path)
+
+
+# ---- the public functions -------------------------------------------------------------------------
+
+
+def gp_inference(k_train_train, y_train, diag_reg=0., diag_reg_absolute_scale=False, trace_axes=(-1,), *,
+                 method=None, ranks=None, job=None):
+    """neural-tangents' ``predict.gp_inference``: the posterior of the NNGP, of
+    an infinite ensemble trained by gradient descent (NTK), or of a GP with
+    the NTK ('ntkgp'), as ``predict_fn(get=None, k_test_train=None,
+    k_test_test=None)``.
+
+    k_train_train: an (n, n) array, a Kernel (what kernel_fn returns) or
+    namedtuple with .nngp and .ntk, or a store (ntkd.store.Store, e.g. from
+    ntkd.batch): its train x train block. y_train: (n, k) targets (or (n,)
+    with trace_axes=()); every axis but the first must be in trace_axes.
+    predict_fn returns the test-set means (m, k) for get 'nngp', 'ntk' or
+    'ntkgp' (a string: that array; a tuple or None (nngp and ntk): a
+    namedtuple), or Gaussian(mean, covariance) namedtuples when k_test_test
+    is given. k_test_train: (m, n) array or Kernel, or the same store (its
+    test x train block); None gives the train set's targets. k_test_test:
+    (m, m), or the store (its test x test block, ntkd.batch(...,
+    test_test=True)). The NTK covariance needs both kernels.
+
+    ntkd's keywords: method None, 'numpy', 'auto', 'lapack', 'scalapack' or
+    'cg', ranks (processes of `ntkd solve`), job (the job file that computed
+    the store, when ntkd.batch did not): see the module's docstring.
+    """
+    diag_reg = _number(diag_reg, "diag_reg")
+    if not isinstance(diag_reg_absolute_scale, (bool, np.bool_)):
+        raise TypeError(f"diag_reg_absolute_scale must be True or False, not {diag_reg_absolute_scale!r}")
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, _METHODS))}, not {method!r}")
+    ranks = _program.check_ranks(ranks, "ntkd.predict")
+    y, _ = _targets(y_train, trace_axes)
+    out_shape = np.asarray(y_train).shape[1:]
+    if _is_store(k_train_train):
+        S = k_train_train
+        n = S.n_train or S.n
+        if method is None:
+            method = "numpy" if n <= NUMPY_MAX_TRAIN and ranks in (None, 1) else "auto"
+    else:
+        if method not in (None, "numpy"):
+            raise ValueError(f"method={method!r} solves a store with `ntkd solve`; k_train_train is not a store "
+                             "(ntkd.store.Store): use method='numpy' or None")
+        if ranks not in (None, 1):
+            raise ValueError("ranks: only a store is solved on several processes (`ntkd solve` under mpirun)")
+        if job is not None:
+            raise ValueError("job: only a store is solved by `ntkd solve` with a job file")
+        method = "numpy"
+        first = None
+        if hasattr(k_train_train, "nngp") or hasattr(k_train_train, "ntk"):
+            first = next((getattr(k_train_train, g, None) for g in ("nngp", "ntk")
+                          if getattr(k_train_train, g, None) is not None), None)
+            if first is None:
+                raise ValueError("k_train_train holds neither an 'nngp' nor an 'ntk' kernel")
+        else:
+            first = k_train_train
+        first = _real_array(first, "k_train_train")
+        if first.ndim != 2 or first.shape[0] != first.shape[1]:
+            raise ValueError(f"k_train_train has shape {first.shape}: ntkd's kernels are (n, n) matrices")
+        n = first.shape[0]
+    if y.shape[0] != n:
+        raise ValueError(f"y_train has {y.shape[0]} samples and k_train_train {n}")
+    if method == "numpy":
+        solver = _Numpy(k_train_train, y, diag_reg, diag_reg_absolute_scale, n)
+    else:
+        if job is not None and not isinstance(job, (str, os.PathLike)):
+            raise TypeError(f"job must be a path, not {type(job).__name__}")
+        solver = _Program(k_train_train, y, diag_reg, diag_reg_absolute_scale, method, ranks, job)
+
+    def predict_fn(get=None, k_test_train=None, k_test_test=None):
+        single, names = _canonical_get(get, ("nngp", "ntk", "ntkgp"))
+        return _finish(solver.predict(names, k_test_train, k_test_test), names, single, out_shape)
+
+    predict_fn.method = method
+    return predict_fn
+
+
+def _finish(out, names, single, out_shape):
+    """Means shaped as the targets (samples first), in neural-tangents' return type."""
+    for g, v in out.items():
+        mean = v.mean if isinstance(v, Gaussian) else v
+        mean = mean.reshape((mean.shape[0],) + out_shape)
+        out[g] = Gaussian(mean, v.covariance) if isinstance(v, Gaussian) else mean
+    return _output(out, names, single)
+
+
+def _kernel_names(get, compute_cov):
+    """The kernels a prediction needs: the NTK covariance needs the NNGP too."""
+    need = ()
+    if "nngp" in get or ("ntk" in get and compute_cov):
+        need += ("nngp",)
+    if "ntk" in get:
+        need += ("ntk",)
+    return need
+
+
+class _Kernels:
+    """Kernels by name (a dict, read when asked), as a Kernel object gives them."""
+
+    def __init__(self, kernels):
+        self._kernels = kernels
+
+    def __getattr__(self, g):
+        if g.startswith("_") or g not in self._kernels:
+            raise AttributeError(g)
+        return self._kernels[g]
+
+
+_STORE_KEYWORDS = ("store", "ranks", "method", "overwrite", "test_test", "job")
+
+
+def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1., diag_reg=0.0,
+                                  diag_reg_absolute_scale=False, trace_axes=(-1,), **kernel_fn_train_train_kwargs):
+    """neural-tangents' ``predict.gradient_descent_mse_ensemble`` at t = infinity:
+    the mean (and covariance) of an infinite ensemble of infinitely wide
+    networks trained by gradient descent on MSE to convergence (get='ntk'),
+    or the NNGP posterior (get='nngp'), as ``predict_fn(t=None, x_test=None,
+    get=None, compute_cov=False, **kernel_fn_test_test_kwargs)``. A finite t
+    raises NotImplementedError (t=None or inf: infinity). x_test None gives
+    the train set's targets (covariance 0).
+
+    The kernels come from kernel_fn (ntkd.stax's, or any with
+    neural-tangents' signature) in this process, and are solved with numpy.
+    With store='k.ntk' (ntkd's keyword) they are computed by ntkd.batch into
+    that store instead (x_train and x_test; resumed when it already holds
+    this job; ranks, overwrite, test_test (default compute_cov), tile,
+    progress passed on) and solved as gp_inference solves a store (method,
+    ranks, see there). Other keywords go to kernel_fn.
+    """
+    if not callable(kernel_fn):
+        raise TypeError(f"kernel_fn must be callable, not {kernel_fn!r}")
+    ntkd_kw = {k: kernel_fn_train_train_kwargs.pop(k) for k in list(kernel_fn_train_train_kwargs)
+               if k in _STORE_KEYWORDS}
+    store = ntkd_kw.pop("store", None)
+    if store is None and ntkd_kw:
+        raise TypeError(f"{', '.join(ntkd_kw)}: ntkd's keywords for a store: give store= too")
+    if store is not None:
+        for k in ("tile", "progress"):
+            if k in kernel_fn_train_train_kwargs:
+                ntkd_kw[k] = kernel_fn_train_train_kwargs.pop(k)
+        if kernel_fn_train_train_kwargs:
+            raise TypeError(f"{', '.join(kernel_fn_train_train_kwargs)}: not a keyword of a prediction through a "
+                            "store (store, ranks, method, overwrite, test_test, job, tile, progress)")
+    _number(learning_rate, "learning_rate")
+    diag_reg = _number(diag_reg, "diag_reg")
+    y, _ = _targets(y_train, trace_axes)
+    n = len(x_train)
+    if y.shape[0] != n:
+        raise ValueError(f"y_train has {y.shape[0]} samples and x_train {n}")
+    out_shape = np.asarray(y_train).shape[1:]
+    train = {}  # kernel_fn(x_train, None, g) by g, computed when first needed
+    solver = _Numpy(_Kernels(train), y, diag_reg, diag_reg_absolute_scale, n)
+
+    def compute_train(names):
+        todo = tuple(g for g in names if g not in train)
+        if len(todo) == 1:
+            train[todo[0]] = kernel_fn(x_train, None, todo[0], **kernel_fn_train_train_kwargs)
+        elif todo:
+            k = kernel_fn(x_train, None, todo, **kernel_fn_train_train_kwargs)
+            train.update({g: getattr(k, g) for g in todo})
+
+    def predict_fn(t=None, x_test=None, get=None, compute_cov=False, **kernel_fn_test_test_kwargs):
+        if t is not None and not (np.ndim(t) == 0 and _number_or_inf(t) == np.inf):
+            raise NotImplementedError("ntkd predicts at t = infinity only (t=None): the finite-time dynamics need "
+                                      "the train kernel's eigendecomposition; use neural-tangents for those")
+        if not isinstance(compute_cov, (bool, np.bool_)):
+            raise TypeError(f"compute_cov must be True or False, not {compute_cov!r}")
+        single, names = _canonical_get(get, ("nngp", "ntk"))
+        if x_test is None:  # the train set: its targets, covariance 0 (no kernel needed)
+            mean = np.asarray(y_train, dtype=np.float64)
+            out = {g: Gaussian(mean.copy(), np.zeros((n, n))) if compute_cov else mean.copy() for g in names}
+            return _output(out, names, single)
+        need = _kernel_names(names, compute_cov)
+        if store is not None:
+            if kernel_fn_test_test_kwargs:
+                raise TypeError(f"{', '.join(kernel_fn_test_test_kwargs)}: a prediction through a store takes no "
+                                "kernel_fn keywords")
+            from ._batch import batch
+            kw = dict(ntkd_kw)
+            method, job = kw.pop("method", None), kw.pop("job", None)
+            kw.setdefault("test_test", bool(compute_cov))
+            S = batch(kernel_fn, x_train, x_test, store=store, kernel="ntk", **kw)
+            try:
+                fn = gp_inference(S, y_train, diag_reg, diag_reg_absolute_scale, trace_axes, method=method,
+                                  ranks=kw.get("ranks"), job=job)
+                return fn(get, k_test_train=S, k_test_test=S if compute_cov else None)
+            finally:
+                S.close()
+        kw_td, kw_tt = _merge_kwargs(kernel_fn_train_train_kwargs, kernel_fn_test_test_kwargs)
+        compute_train(need)
+        if len(need) == 1:
+            ktd = _Kernels({need[0]: kernel_fn(x_test, x_train, need[0], **kw_td)})
+        else:
+            ktd = kernel_fn(x_test, x_train, need, **kw_td)
+        ktt = kernel_fn(x_test, None, "nngp", **kw_tt) if compute_cov else None
+        return _finish(solver.predict(names, ktd, ktt), names, single, out_shape)
+
+    return predict_fn
+
+
+def _number_or_inf(t):
+    try:
+        return float(np.asarray(t).item())
+    except (TypeError, ValueError):
+        raise TypeError(f"t must be None or a number, not {t!r}") from None
+
+
+def _merge_kwargs(train, test):
+    """neural-tangents' rule: a keyword given for both the train and test kernels must agree."""
+    td, tt = dict(train), dict(train)
+    for k, v in test.items():
+        if k in train and train[k] != v:
+            raise ValueError(f"Same keyword argument {k} of `kernel_fn` is set to different values {train[k]} != {v} "
+                             "when computing the train-train and test-train/test-test kernels")
+        td[k] = v
+        tt[k] = v
+    return td, tt

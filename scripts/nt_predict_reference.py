@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""neural-tangents' own predictions for ntkd.predict's tests (tests/python/test_predict.py):
+writes tests/data/ref_predict.npz.
+
+Run with the pinned neural-tangents venv of scripts/nt_reference.sh (0.6.5, jax 0.4.23):
+
+    /opt/ntkd-ref-venv/bin/python scripts/nt_predict_reference.py [OUT.npz]
+
+One fully-connected network, float64 (jax_enable_x64), 24 train and 7 test samples of
+dimension 5, real targets of 3 columns (every row distinct: the hard case for ntkd solve,
+which solves class labels), and a 1-D target. Keys:
+
+    x_train, x_test, y_train (24, 3), y_vec (24,)
+    k_{dd,td,tt}_{nngp,ntk}                 stax kernel_fn(x_train, None), (x_test, x_train), (x_test, None)
+    gp_{case}_{get}_mean, gp_{case}_{get}_cov
+        nt.predict.gp_inference(k_dd, y_train, diag_reg, diag_reg_absolute_scale)(get, k_td, k_tt)
+        get: nngp, ntk, ntkgp; case: rel (diag_reg = 0.01), abs (diag_reg = 0.05, absolute scale)
+    gp_rel_{get}_mean_nocov                 the same without k_test_test (means only)
+    gp_vec_{get}_mean                       y_vec with trace_axes=(), diag_reg = 0.01
+    gd_{get}_mean, gd_{get}_cov
+        nt.predict.gradient_descent_mse_ensemble(kernel_fn, x_train, y_train,
+        diag_reg=0.01)(t=None, x_test=x_test, get=get, compute_cov=True), get: nngp, ntk
+    gd_train_{get}_mean, gd_train_{get}_cov x_test=None (the train set)
+    arch                                    the network in ntkd's stax, as a string of Python
+
+The network: stax.serial(Dense(512, W_std=1.5, b_std=0.1), Relu(), Dense(512, W_std=1.5,
+b_std=0.1), Erf(), Dense(3, W_std=1.5, b_std=0.1)).
+"""
+
+import os
+import sys
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+import neural_tangents as nt  # noqa: E402
+from neural_tangents import stax  # noqa: E402
+
+ARCH = ("stax.serial(stax.Dense(512, W_std=1.5, b_std=0.1), stax.Relu(), stax.Dense(512, W_std=1.5, b_std=0.1), "
+        "stax.Erf(), stax.Dense(3, W_std=1.5, b_std=0.1))")
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "data", "ref_predict.npz")
+    _, _, kernel_fn = eval(ARCH)
+    r = np.random.default_rng(2027)
+    x_train = r.standard_normal((24, 5))
+    x_test = r.standard_normal((7, 5))
+    y_train = r.standard_normal((24, 3))
+    y_vec = r.standard_normal(24)
+    out = {"x_train": x_train, "x_test": x_test, "y_train": y_train, "y_vec": y_vec, "arch": np.array(ARCH)}
+    k_dd = kernel_fn(x_train, None, ("nngp", "ntk"))
+    k_td = kernel_fn(x_test, x_train, ("nngp", "ntk"))
+    k_tt = kernel_fn(x_test, None, ("nngp", "ntk"))
+    for name, k in (("dd", k_dd), ("td", k_td), ("tt", k_tt)):
+        for g in ("nngp", "ntk"):
+            out[f"k_{name}_{g}"] = np.asarray(getattr(k, g))
+    gets = ("nngp", "ntk", "ntkgp")
+    for case, reg, absolute in (("rel", 0.01, False), ("abs", 0.05, True)):
+        fn = nt.predict.gp_inference(k_dd, y_train, diag_reg=reg, diag_reg_absolute_scale=absolute)
+        res = fn(gets, k_td, k_tt)
+        for g in gets:
+            out[f"gp_{case}_{g}_mean"] = np.asarray(getattr(res, g).mean)
+            out[f"gp_{case}_{g}_cov"] = np.asarray(getattr(res, g).covariance)
+    fn = nt.predict.gp_inference(k_dd, y_train, diag_reg=0.01)
+    res = fn(gets, k_td)
+    for g in gets:
+        out[f"gp_rel_{g}_mean_nocov"] = np.asarray(getattr(res, g))
+    fn = nt.predict.gp_inference(k_dd, y_vec, diag_reg=0.01, trace_axes=())
+    for g in ("nngp", "ntk"):
+        out[f"gp_vec_{g}_mean"] = np.asarray(fn(g, k_td))
+    fn = nt.predict.gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, diag_reg=0.01)
+    for g in ("nngp", "ntk"):
+        res = fn(None, x_test, g, compute_cov=True)
+        out[f"gd_{g}_mean"], out[f"gd_{g}_cov"] = np.asarray(res.mean), np.asarray(res.covariance)
+        res = fn(None, None, g, compute_cov=True)
+        out[f"gd_train_{g}_mean"], out[f"gd_train_{g}_cov"] = np.asarray(res.mean), np.asarray(res.covariance)
+    for k, v in out.items():
+        if v.dtype.kind == "f":
+            assert v.dtype == np.float64 and np.all(np.isfinite(v)), k
+    np.savez_compressed(out_path, **out)
+    print(f"wrote {out_path}: {len(out)} arrays (neural-tangents {nt.__version__}, jax {jax.__version__})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""ntkd.batch: kernel_fn computed by the ntkd program into a store (one process and under
+mpirun), resumed by a rerun, refusing another job's store, stopped by Ctrl-C, its progress
+bar, its errors; and ntkd.store, the same module as ntkd_store."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import ntkd
+import ntkd_store
+from ntkd import stax
+from conftest import last_to_compute, program_blas_core
+
+N1, N2, TILE = 29, 11, 7  # ragged tiles, cut through the train/test boundary
+
+
+def kernel_fn(parameterization="ntk"):
+    return stax.serial(stax.Dense(64, W_std=1.5, b_std=0.1, parameterization=parameterization), stax.Relu(),
+                       stax.Dense(64, W_std=1.2, b_std=0.05, parameterization=parameterization), stax.Erf(),
+                       stax.Dense(1, parameterization=parameterization))[2]
+
+
+def slow_kernel_fn():
+    """About 20 s of tiles for 1200 samples on one core: long enough to be stopped."""
+    return stax.serial(stax.repeat(stax.serial(stax.Dense(8), stax.Relu()), 1000), stax.Dense(1))[2]
+
+
+@pytest.fixture(scope="module")
+def data(rng):
+    return rng.standard_normal((N1, 6)), rng.standard_normal((N2, 6))
+
+
+def files(folder):
+    return {f: open(os.path.join(folder, f), "rb").read() for f in sorted(os.listdir(folder))
+            if not f.endswith((".log", ".lock"))}
+
+
+def test_store_is_ntkd_store(tmp_path, data):
+    import ntkd.store
+    from ntkd.store import open as store_open
+    assert ntkd.store is ntkd_store and store_open is ntkd_store.open
+    S = ntkd.batch(kernel_fn(), data[0], store=tmp_path / "k.ntk", progress=False)
+    assert isinstance(S, ntkd.store.Store) and S.complete and S.shape == (N1, N1)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("split", [False, True])
+def test_blocks_equal_kernel_fn_bit_for_bit(tmp_path, data, dtype, split):
+    # kernel_fn runs libntkd in this process; the store's tiles come from the ntkd program.
+    core = program_blas_core()
+    assert os.environ.get("OPENBLAS_CORETYPE", "").lower() == (core or "").lower(), (
+        "the program uses OpenBLAS kernels %s: run with OPENBLAS_CORETYPE=%s (tests/python/run.sh sets it)"
+        % (core, core))
+    x1, x2 = (a.astype(dtype) for a in data)
+    param = "standard" if split else "ntk"
+    kf = kernel_fn(param)
+    S = ntkd.batch(kf, x1, x2 if split else None, store=tmp_path / "k.ntk", tile=TILE, test_test=split,
+                   progress=False)
+    assert S.dtype == dtype and S.kernels == ("nngp", "ntk") and S.complete
+    job = open(tmp_path / "k.conf").read()
+    assert f"arch = {kf.arch}" in job and f"precision = {np.dtype(dtype).name}" in job
+    assert ("parameterization = standard" in job) == (param == "standard")
+    # The store holds the kernel of x1 (then x2) as one sample set: kernel_fn of that set.
+    x = x1 if not split else np.concatenate([x1, x2])
+    k = kf(x)
+    for g in ("nngp", "ntk"):
+        assert np.array_equal(S[g][:, :], getattr(k, g)), g
+    if split:
+        assert S.n_train == N1 and S.test_test
+        assert np.load(tmp_path / "k.x2.npy").dtype == dtype
+        # kernel_fn(x2, x1) is the test x train block (libntkd's cross path: rounding apart).
+        k21 = kf(x2, x1)
+        for g in ("nngp", "ntk"):
+            np.testing.assert_allclose(S[g][N1:, :N1], getattr(k21, g), rtol=1e-12 if dtype == np.float64 else 1e-5)
+
+
+def test_rerun_resumes(tmp_path, data):
+    x1, x2 = data
+    S = ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k.ntk", tile=TILE, progress=False)
+    todo, total = last_to_compute(tmp_path / "k.log")
+    assert todo == total == S.tiles_needed
+    want = S["ntk"][:, :]
+    before = files(tmp_path)
+    S2 = ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k.ntk", tile=TILE, progress=False)
+    assert last_to_compute(tmp_path / "k.log") == (0, total)
+    assert np.array_equal(S2["ntk"][:, :], want, equal_nan=True)  # test x test: NaN, not computed
+    after = files(tmp_path)
+    assert after.keys() == before.keys()
+    assert all(after[f] == before[f] for f in after if not f.endswith((".ntk", ".index")))
+
+
+def test_another_jobs_store_raises_unless_overwrite(tmp_path, data):
+    x1, x2 = data
+    ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k.ntk", tile=TILE, progress=False)
+    before = files(tmp_path)
+    other = stax.serial(stax.Dense(8), stax.Gelu(), stax.Dense(1))[2]
+    with pytest.raises(ValueError, match="computed for another job") as e:
+        ntkd.batch(other, x1[:20], store=tmp_path / "k.ntk", tile=TILE, progress=False)
+    assert isinstance(e.value, ntkd.NtkdError)
+    assert files(tmp_path) == before, "a refused job changed the store or the files beside it"
+    S = ntkd.batch(other, x1[:20], store=tmp_path / "k.ntk", tile=TILE, progress=False, overwrite=True)
+    assert S.shape == (20, 20) and np.array_equal(S["ntk"][:, :], other(x1[:20]).ntk)
+    assert not os.path.exists(tmp_path / "k.x2.npy"), "the test set of the job before was left beside the store"
+    assert np.array_equal(np.load(tmp_path / "k.x1.npy"), x1[:20])
+
+
+def test_ranks_2_under_mpirun_same_bytes(tmp_path, data):
+    x1, x2 = data
+    one = ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "one.ntk", tile=TILE, test_test=True, progress=False)
+    two = ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "two.ntk", ranks=2, tile=TILE, test_test=True,
+                     progress=False)
+    assert "on 2 workers" in open(tmp_path / "two.log").read()
+    for g in ("nngp", "ntk"):
+        a, b = one[g][:, :], two[g][:, :]
+        assert a.tobytes() == b.tobytes(), g
+
+
+@pytest.mark.parametrize("ranks", [None, 2])
+def test_stop_stores_and_resumes(tmp_path, ranks):
+    # The progress callable raises KeyboardInterrupt as Ctrl-C would, at the first progress
+    # line after a tile arrived: the job gets its stop signal (SIGINT, or SIGUSR1 to mpirun),
+    # stores what is in flight, and the KeyboardInterrupt comes through.
+    x = np.random.default_rng(1).standard_normal((1200, 8))
+    seen = []
+
+    def stop_at_first_tile(done, total):
+        seen.append((done, total))
+        if done >= 1 and sum(d >= 1 for d, _ in seen) == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ntkd.batch(slow_kernel_fn(), x, store=tmp_path / "s.ntk", ranks=ranks, tile=32, progress=stop_at_first_tile)
+    S = ntkd.store.open(tmp_path / "s.ntk")
+    present, needed = S.tiles_present, S.tiles_needed
+    assert 0 < present < needed, (present, needed)
+    assert "interrupted with %d of %d tiles stored" % (present, needed) in open(tmp_path / "s.log").read()
+    # A rerun computes only what is missing; stop it at its first line.
+    first = []
+
+    def stop_at_once(done, total):
+        first.append((done, total))
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ntkd.batch(slow_kernel_fn(), x, store=tmp_path / "s.ntk", ranks=ranks, tile=32, progress=stop_at_once)
+    assert first[0] == (present, needed)
+    assert last_to_compute(tmp_path / "s.log") == (needed - present, needed)
+
+
+def test_ctrl_c_in_a_terminal(tmp_path):
+    # SIGINT to the whole process group of a Python process running batch, as a terminal's
+    # Ctrl-C does: the job (in a session of its own) gets one SIGINT from batch, stores the
+    # tiles in flight, exits 5, and batch raises KeyboardInterrupt.
+    script = textwrap.dedent(f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a test runner may ignore it)
+        import numpy as np, ntkd
+        from ntkd import stax
+        kf = stax.serial(stax.repeat(stax.serial(stax.Dense(8), stax.Relu()), 1000), stax.Dense(1))[2]
+        x = np.random.default_rng(1).standard_normal((1200, 8))
+        try:
+            ntkd.batch(kf, x, store={str(tmp_path / 's.ntk')!r}, tile=32, progress=lambda done, total: None)
+        except KeyboardInterrupt:
+            print('KeyboardInterrupt')
+    """)
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    log = tmp_path / "s.log"
+    deadline = time.monotonic() + 300
+    # Signalled once the job computes: a progress line (one a second) counts a stored tile.
+    while not (log.exists() and re.search(r"^ntkd: [1-9]\d*/\d+ tiles \(", log.read_text(), re.M)):
+        assert p.poll() is None, "batch ended before it was interrupted"
+        assert time.monotonic() < deadline, "no progress line in 300 s"
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGINT)
+    out, _ = p.communicate(timeout=300)
+    assert out.strip() == "KeyboardInterrupt"
+    text = log.read_text()
+    assert "signal 2: finishing the tiles in flight" in text and text.count("signal ") == 1
+    S = ntkd.store.open(tmp_path / "s.ntk")
+    assert 0 < S.tiles_present < S.tiles_needed
+    assert f"interrupted with {S.tiles_present} of {S.tiles_needed} tiles stored" in text
+
+
+def test_progress_bar_from_the_programs_lines(tmp_path, data, monkeypatch):
+    bars = []
+
+    class FakeBar:  # the part of tqdm's interface batch uses
+        def __init__(self, total=None, **kw):
+            self.total, self.n, self.closed = total, 0, False
+            bars.append(self)
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            self.closed = True
+
+    import types
+    fake = types.ModuleType("tqdm.auto")
+    fake.tqdm = FakeBar
+    monkeypatch.setitem(sys.modules, "tqdm.auto", fake)
+    S = ntkd.batch(kernel_fn(), data[0], store=tmp_path / "k.ntk", tile=TILE)
+    assert len(bars) == 1 and bars[0].closed
+    assert bars[0].total == bars[0].n == S.tiles_needed
+    assert "progress = 1" in open(tmp_path / "k.conf").read()
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # tqdm not installed: no bar, no error
+    ntkd.batch(kernel_fn(), data[0], store=tmp_path / "k.ntk", tile=TILE)
+    assert len(bars) == 1
+
+
+def test_failure_raises_the_exit_codes_exception(tmp_path, rng):
+    x = rng.standard_normal((20, 6)).astype(np.float32)
+    deep = stax.serial(stax.repeat(stax.serial(stax.Dense(1, W_std=2.0), stax.Relu()), 150), stax.Dense(1))[2]
+    with pytest.raises(ntkd.NonFiniteKernelError, match="exceeds float32"):
+        ntkd.batch(deep, x, store=tmp_path / "d.ntk", progress=False)
+
+
+def test_labels_written_for_ntkd_solve(tmp_path, data):
+    x1, x2 = data
+    y1, y2 = np.arange(N1) % 3, np.arange(N2) % 3
+    ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k.ntk", labels=(y1, y2), progress=False)
+    job = open(tmp_path / "k.conf").read()
+    assert "labels = k.y1.npy" in job and "labels = k.y2.npy" in job
+    assert np.array_equal(np.load(tmp_path / "k.y1.npy"), y1) and np.array_equal(np.load(tmp_path / "k.y2.npy"), y2)
+
+
+def test_program_not_found(tmp_path, data, monkeypatch):
+    monkeypatch.setenv("NTKD_PROGRAM", str(tmp_path / "no-such-program"))
+    with pytest.raises(FileNotFoundError, match="NTKD_PROGRAM"):
+        ntkd.batch(kernel_fn(), data[0], store=tmp_path / "k.ntk", progress=False)
+
+
+@pytest.mark.parametrize("call, exc", [
+    (lambda kf, x1, x2, s: ntkd.batch(lambda *a: None, x1, store=s), TypeError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=123), TypeError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, np.array([["a"]]), store=s), TypeError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1[:, 0], store=s), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, x2[:, :4], store=s), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, np.where(x1 > 1, np.nan, x1), store=s), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1[:0], store=s), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=s, kernel="both"), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=s, precision="float16"), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=s, ranks=0), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=s, ranks=1.5), TypeError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=s, tile=0), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=s, tile="8"), TypeError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=s, test_test=True), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=s, labels=(x1[:, 0], x1[:, 0])), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, x2, store=s, labels=(np.arange(N1), np.arange(3))), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, x2, store=s, labels=(np.arange(N1) - 1, np.arange(N2))), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=s, progress=5), TypeError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=s, backend="tpu"), ValueError),
+    (lambda kf, x1, x2, s: ntkd.batch(kf, x1, store=os.path.join(os.path.dirname(s), "a b.ntk")), ValueError),
+])
+def test_bad_arguments_raise_before_anything_is_written(tmp_path, data, call, exc):
+    with pytest.raises(exc):
+        call(kernel_fn(), data[0], data[1], str(tmp_path / "k.ntk"))
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,220 @@
+"""ntkd.predict against neural-tangents' own predictions (tests/data/ref_predict.npz, made by
+scripts/nt_predict_reference.py with neural-tangents 0.6.5), and over stores (written by
+ntkd.batch, solved with numpy or `ntkd solve`) against the same predictions over arrays."""
+
+import collections
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import ntkd
+from ntkd import predict, stax
+from conftest import SRC
+
+R = np.load(os.path.join(SRC, "tests", "data", "ref_predict.npz"))
+K = collections.namedtuple("K", "nngp ntk")
+KDD = K(R["k_dd_nngp"], R["k_dd_ntk"])
+KTD = K(R["k_td_nngp"], R["k_td_ntk"])
+KTT = K(R["k_tt_nngp"], R["k_tt_ntk"])
+TOL = 1e-8  # as the C solve's tests: the largest error relative to the largest entry
+
+
+def close(got, want, tol=TOL):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == np.float64, (got.shape, want.shape, got.dtype)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err <= tol, err
+
+
+def the_kernel_fn():
+    return eval(str(R["arch"]), {"stax": stax})[2]  # the reference's network in ntkd's stax
+
+
+@pytest.mark.parametrize("case, reg, absolute", [("rel", 0.01, False), ("abs", 0.05, True)])
+def test_gp_inference_equals_neural_tangents(case, reg, absolute):
+    fn = predict.gp_inference(KDD, R["y_train"], reg, absolute)
+    res = fn(("nngp", "ntk", "ntkgp"), KTD, KTT)
+    assert type(res).__name__ == "Gaussians" and res._fields == ("nngp", "ntk", "ntkgp")
+    for g in res._fields:
+        got = getattr(res, g)
+        assert isinstance(got, predict.Gaussian)
+        close(got.mean, R[f"gp_{case}_{g}_mean"])
+        close(got.covariance, R[f"gp_{case}_{g}_cov"])
+
+
+def test_gp_inference_means_and_return_types():
+    fn = predict.gp_inference(KDD, R["y_train"], diag_reg=0.01)
+    for g in ("nngp", "ntk", "ntkgp"):
+        got = fn(g, KTD)
+        assert isinstance(got, np.ndarray) and got.shape == (7, 3)
+        close(got, R[f"gp_rel_{g}_mean_nocov"])
+    both = fn(None, KTD)
+    assert both._fields == ("nngp", "ntk")
+    close(both.ntk, R["gp_rel_ntk_mean_nocov"])
+    assert fn(("ntk",), KTD)._fields == ("ntk",)
+    # one array for every kernel, as neural-tangents reads an array
+    close(predict.gp_inference(KDD.ntk, R["y_train"], diag_reg=0.01)("ntk", KTD.ntk), R["gp_rel_ntk_mean_nocov"])
+    vec = predict.gp_inference(KDD, R["y_vec"], diag_reg=0.01, trace_axes=())
+    for g in ("nngp", "ntk"):
+        close(vec(g, KTD), R[f"gp_vec_{g}_mean"])
+    # the train set: its targets, covariance 0
+    assert np.array_equal(fn("ntk"), R["y_train"])
+    train = fn("nngp", None, True)
+    assert np.array_equal(train.mean, R["y_train"]) and np.array_equal(train.covariance, np.zeros((24, 24)))
+
+
+def test_gradient_descent_mse_ensemble_equals_neural_tangents():
+    # ntkd's kernels against neural-tangents' (whose ReLU NTK diagonal is 2e-9 off, relative):
+    # the means and covariances within 1e-8 as the C solve's tests.
+    fn = predict.gradient_descent_mse_ensemble(the_kernel_fn(), R["x_train"], R["y_train"], diag_reg=0.01)
+    for g in ("nngp", "ntk"):
+        res = fn(None, R["x_test"], g, compute_cov=True)
+        close(res.mean, R[f"gd_{g}_mean"])
+        close(res.covariance, R[f"gd_{g}_cov"])
+        close(fn(x_test=R["x_test"], get=g), R[f"gd_{g}_mean"])
+        train = fn(None, None, g, compute_cov=True)
+        assert np.array_equal(train.mean, R[f"gd_train_{g}_mean"])
+        assert np.array_equal(train.covariance, R[f"gd_train_{g}_cov"])
+    both = fn(np.inf, R["x_test"])  # t = inf is t = None
+    assert both._fields == ("nngp", "ntk")
+    close(both.ntk, R["gd_ntk_mean"])
+    with pytest.raises(NotImplementedError):
+        fn(1.0, R["x_test"])
+    with pytest.raises(NotImplementedError):
+        fn(np.array([1.0, np.inf]), R["x_test"])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """The reference's data computed by ntkd.batch, test x test too, tile 5 (tiles straddle the
+    train/test boundary), and the same kernels from kernel_fn over arrays."""
+    folder = tmp_path_factory.mktemp("predict")
+    kf = the_kernel_fn()
+    xtr, xte = R["x_train"], R["x_test"]
+    S = ntkd.batch(kf, xtr, xte, store=folder / "p.ntk", tile=5, test_test=True, progress=False)
+    return S, kf(xtr), kf(xte, xtr), kf(xte)
+
+
+TARGETS = {"real": R["y_train"], "one-hot": np.eye(4)[np.arange(24) % 4] - 0.25}
+
+
+@pytest.mark.parametrize("method, ranks", [("numpy", None), ("lapack", None), ("auto", None), (None, None),
+                                           ("scalapack", None), ("scalapack", 2), ("cg", None)])
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("reg, absolute", [(0.01, False), (0.05, True)])
+def test_store_equals_arrays(store, method, ranks, target, reg, absolute):
+    S, kdd, ktd, ktt = store
+    y = TARGETS[target]
+    want = predict.gp_inference(kdd, y, reg, absolute)(("nngp", "ntk"), ktd, ktt)
+    fn = predict.gp_inference(S, y, reg, absolute, method=method, ranks=ranks)
+    assert fn.method == (method or "numpy")
+    with_cov = method in ("numpy", "lapack", "auto", None)  # ntkd solve's covariance: lapack only
+    got = fn(("nngp", "ntk"), S, S if with_cov else None)
+    for g in ("nngp", "ntk"):
+        if with_cov:
+            close(getattr(got, g).mean, getattr(want, g).mean)
+            close(getattr(got, g).covariance, getattr(want, g).covariance)
+        else:
+            close(getattr(got, g), getattr(want, g).mean)
+    assert not [f for f in os.listdir(os.path.dirname(S.path)) if f.startswith(".ntkd-predict")]
+
+
+def test_store_with_a_job_written_by_hand(tmp_path):
+    # A store computed by `ntkd job.conf`, its data in another folder: the solve job made from it
+    # keeps the job's paths (relative to its folder).
+    (tmp_path / "data").mkdir()
+    (tmp_path / "jobs").mkdir()
+    np.save(tmp_path / "data" / "tr.npy", R["x_train"])
+    np.save(tmp_path / "data" / "te.npy", R["x_test"])
+    kf = the_kernel_fn()
+    job = tmp_path / "jobs" / "j.conf"
+    np.save(tmp_path / "data" / "ytr.npy", np.arange(24) % 2)
+    np.save(tmp_path / "data" / "yte.npy", np.arange(7) % 2)
+    # Its own labels and [solve] give way to the targets and [solve] of the prediction.
+    job.write_text(f"[data]\npath = ../data/tr.npy   # the train set\nlabels = ../data/ytr.npy\n"
+                   f"[test]\npath = ../data/te.npy\nlabels = ../data/yte.npy\n"
+                   f"[model]\narch = {kf.arch}\n[compute]\nprecision = float64\ntile = 6\n"
+                   f"[output]\npath = ../out/s.ntk\n[solve]\nridge = 1\npredictions = ../out/p\n")
+    subprocess.run([os.environ["NTKD_PROGRAM"], str(job)], check=True, capture_output=True)
+    S = ntkd.store.open(tmp_path / "out" / "s.ntk")
+    want = predict.gp_inference(kf(R["x_train"]), R["y_train"], 0.01)("ntk", kf(R["x_test"], R["x_train"]))
+    with pytest.raises(ValueError, match="job="):
+        predict.gp_inference(S, R["y_train"], 0.01, method="lapack")("ntk", S)
+    close(predict.gp_inference(S, R["y_train"], 0.01, method="lapack", job=job)("ntk", S), want)
+    assert sorted(os.listdir(tmp_path / "jobs")) == ["j.conf"]
+
+
+def test_store_gradient_descent_mse_ensemble(tmp_path):
+    kf = the_kernel_fn()
+    fn = predict.gradient_descent_mse_ensemble(kf, R["x_train"], R["y_train"], diag_reg=0.01,
+                                               store=tmp_path / "g.ntk", method="lapack", progress=False)
+    res = fn(x_test=R["x_test"], get=("nngp", "ntk"), compute_cov=True)
+    for g in ("nngp", "ntk"):
+        close(getattr(res, g).mean, R[f"gd_{g}_mean"])
+        close(getattr(res, g).covariance, R[f"gd_{g}_cov"])
+    S = ntkd.store.open(tmp_path / "g.ntk")
+    assert S.n_train == 24 and S.test_test and S.complete
+
+
+@pytest.mark.parametrize("method", ["numpy", "lapack", "cg"])
+def test_unsolvable_raises_solve_error(tmp_path, method):
+    kf = stax.serial(stax.Dense(8), stax.Relu(), stax.Dense(1))[2]
+    x = np.random.default_rng(3).standard_normal((10, 4))
+    x = np.vstack([x, x[:3]])  # repeated samples: singular without a ridge
+    S = ntkd.batch(kf, x, x[:4], store=tmp_path / "s.ntk", progress=False)
+    y = np.random.default_rng(4).standard_normal((13, 2))
+    with pytest.raises(ntkd.SolveError) as e:
+        predict.gp_inference(S, y, 0.0, method=method)("ntk", S)
+    assert isinstance(e.value, np.linalg.LinAlgError) and "train kernel" in str(e.value)
+
+
+@pytest.mark.parametrize("call, exc", [
+    (lambda S: predict.gp_inference(KDD, R["y_train"][:20]), ValueError),
+    (lambda S: predict.gp_inference(KDD.ntk[:, :20], R["y_train"]), ValueError),
+    (lambda S: predict.gp_inference(KDD, R["y_vec"]), ValueError),  # trace_axes=(-1,) is the sample axis
+    (lambda S: predict.gp_inference(KDD, R["y_train"], trace_axes=()), ValueError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"], trace_axes=(0,)), ValueError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"], trace_axes=(5,)), ValueError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"].astype(str)), TypeError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"], diag_reg="a"), TypeError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"], diag_reg=np.nan), ValueError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"], diag_reg_absolute_scale=1), TypeError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"], method="svd"), ValueError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"], method="lapack"), ValueError),
+    (lambda S: predict.gp_inference(S, R["y_train"], ranks=0), ValueError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"])("gp", KTD), ValueError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"])(("ntk", "ntk"), KTD), ValueError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"])("ntk", KTD.ntk[:, :20]), ValueError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"])("nngp", KTD, KTT.nngp[:3]), ValueError),
+    (lambda S: predict.gp_inference(KDD.ntk, R["y_train"])("ntk", KTD.ntk, KTT.ntk), ValueError),  # both kernels
+    (lambda S: predict.gp_inference(S, R["y_train"], method="cg")("ntk", S, S), ValueError),  # lapack only
+    (lambda S: predict.gp_inference(S, R["y_train"], method="lapack")("ntkgp", S, S), NotImplementedError),
+    (lambda S: predict.gp_inference(S, R["y_train"], method="lapack")("ntk", KTD), ValueError),
+    (lambda S: predict.gp_inference(S, R["y_train"])("ntk", KTD.ntk[:, :5]), ValueError),
+    (lambda S: predict.gradient_descent_mse_ensemble(None, R["x_train"], R["y_train"]), TypeError),
+    (lambda S: predict.gradient_descent_mse_ensemble(the_kernel_fn(), R["x_train"], R["y_train"][:3]), ValueError),
+    (lambda S: predict.gradient_descent_mse_ensemble(the_kernel_fn(), R["x_train"], R["y_train"], ranks=2),
+     TypeError),  # a store's keyword without store=
+    (lambda S: predict.gradient_descent_mse_ensemble(the_kernel_fn(), R["x_train"], R["y_train"])(
+        None, R["x_test"], "ntkgp"), ValueError),
+])
+def test_bad_arguments(store, call, exc):
+    with pytest.raises(exc):
+        call(store[0])
+
+
+def test_store_without_test_set_or_test_x_test(tmp_path):
+    kf = the_kernel_fn()
+    S = ntkd.batch(kf, R["x_train"], store=tmp_path / "a.ntk", progress=False)
+    fn = predict.gp_inference(S, R["y_train"], 0.01)
+    assert np.array_equal(fn("ntk"), R["y_train"])  # the train set needs no test set
+    with pytest.raises(ValueError, match="no test set"):
+        fn("ntk", S)
+    close(fn("ntk", kf(R["x_test"], R["x_train"])),
+          predict.gp_inference(kf(R["x_train"]), R["y_train"], 0.01)("ntk", kf(R["x_test"], R["x_train"])))
+    T = ntkd.batch(kf, R["x_train"], R["x_test"], store=tmp_path / "b.ntk", progress=False)
+    for method in ("numpy", "lapack"):
+        with pytest.raises(ValueError, match="test_test=True"):
+            predict.gp_inference(T, R["y_train"], 0.01, method=method)("nngp", T, T)
