@@ -314,8 +314,8 @@ rm -f st.ntk*
 printf 'ntkd writer lock of st.ntk\nhost=other-%s\npid=77\nstarted=2026-01-01 00:00:00 +0000\n' "$HOST" > sm.ntk.lock
 touch -d '+1 hour' sm.ntk.lock
 R "$NTKD" small.conf
-note="wanted no negative age; a clock an hour ahead blocks the store for an hour"
-judge L21 UNCLEAR "a lock file of another host touched in the future (clock skew)" '[ $rc = 7 ] && ! grep -q "alive -" err.log'
+note="wanted no negative age; a live lock is never taken over, so the store waits"
+judge L21 UNCLEAR "a lock file of another host touched in the future (clock skew): 7, saying the clocks disagree" '[ $rc = 7 ] && grep -q "clocks disagree" err.log'
 touch -d '-200 sec' sm.ntk.lock
 R "$NTKD" small.conf
 judge L22 BAD "a lock file of another host untouched for 200 s is taken over" '[ $rc = 0 ] && [ ! -e sm.ntk.lock ]'
@@ -364,8 +364,13 @@ off=$(first_record st.ntk)
 flip st.ntk $((off + 200))
 release
 rc=$ra msg=$(first_err a.log)
-note="said done: $(said_done && echo yes || echo no); verify $(vrc st.ntk)"
-judge M01 BAD "a payload byte of a record it wrote flipped while it runs (wanted 4, RELIABILITY: 'a record damaged')" '[ $ra = 4 ]'
+v=$(vrc st.ntk)
+note="said done: $(said_done && echo yes || echo no); verify $v"
+rm -f ex.npy; "$NTKD" export st.ntk ex.npy >/dev/null 2>&1; xr=$?
+# The final check reads record headers only (issue 25: "cheaply"); a
+# payload damaged by another program after ntkd wrote it is found by
+# verify and refused by export (RELIABILITY.md says so).
+judge M01 BAD "a payload byte of a record it wrote flipped while it runs (wanted 4, or verify 4 and export refusing)" '[ $ra = 4 ] || { [ $v = 4 ] && [ $xr = 4 ]; }'
 hold
 flip st.ntk $((4096 + 20))
 release
@@ -618,7 +623,7 @@ R timeout 20 "$NTKD" verify raw.ntk
 v=$rc
 R timeout 60 "$NTKD" raw.conf
 note="verify $v"
-judge I09 BAD "index is a FIFO: verify does not hang, the rerun replaces it" '[ $v = 0 ] && [ $rc = 0 ] && [ -f raw.ntk.index ] && [ "$(vrc raw.ntk)" = 0 ]'
+judge I09 BAD "index is a FIFO: verify does not hang, the rerun replaces it or refuses it with 2, the store kept" '{ [ $v = 0 ] || [ $v = 2 ]; } && { { [ $rc = 0 ] && [ -f raw.ntk.index ] && [ "$(vrc raw.ntk)" = 0 ]; } || { [ $rc = 2 ] && [ -p raw.ntk.index ] && cmp -s raw.ntk raw.keep; }; }'
 rm -f raw.ntk.index; mkdir raw.ntk.index
 R timeout 60 "$NTKD" raw.conf
 note="wanted 2 naming the folder (not an I/O failure), or the folder left and the job done"
