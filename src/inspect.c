@@ -272,7 +272,7 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
                    const char *cols_spec, int raw_format) {
   const char *what = raw_format ? "OUT" : "OUT.npy";
   struct ntk_named_path src = {"the store", path, 0}, dst = {what, out, 0};
-  ntk_status st = ntk_check_output_files(&src, 1, &dst, 1);
+  ntk_status st = *out ? ntk_check_output_files(&src, 1, &dst, 1) : ntk_error(NTK_EUSAGE, "%s is an empty name", what);
   if (st) return fail(st);
   ntk_store_t *s;
   st = ntk_store_open(path, NTK_STORE_READ, &s);
@@ -363,7 +363,7 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
   if (f && fflush(f)) st = st ? st : ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   if (f && !st && fsync(fileno(f))) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
   if (f && fclose(f) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
-  if (!st && rename(tmp, out)) st = ntk_error(NTK_EIO, "%s: cannot rename into place: %s", out, strerror(errno));
+  if (!st) st = ntk_tmp_commit(tmp, out);
   if (st && f) unlink(tmp);
   free(rowbuf);
   free(tb);

@@ -79,7 +79,11 @@ def u64(b, o):
 
 
 def geometry(name):
-    b = open(name + ".ntk", "rb").read(4096)
+    """The store's geometry from header copy A, or copy B (at 4096) when A is damaged."""
+    with open(name + ".ntk", "rb") as f:
+        b = f.read(8192)
+    if b[:8] != b"NTKDSTOR":
+        b = b[4096:]
     return {"n": u64(b, 16), "tile": u32(b, 32), "align": u32(b, 44), "first": u64(b, 136), "id": b[72:88]}
 
 

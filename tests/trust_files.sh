@@ -80,14 +80,19 @@ for kind in single mpi; do
   expect_rc 7 "$kind: with its lock file removed, a second job exits 7" "$NTKD" a.conf
   expect_rc 7 "... also under mpirun" mpirun -np 3 "$NTKD" a.conf
   mv real/st.ntk.lock elsewhere.lock 2>/dev/null
-  printf 'not a lock\n' > real/st.ntk.lock
-  expect_rc 7 "$kind: with its lock file replaced by another file, a second job exits 7" "$NTKD" a.conf
+  : > real/st.ntk.lock # an empty file: a lock file a holder had not yet written
+  expect_rc 7 "$kind: with its lock file replaced by an empty file, a second job exits 7" "$NTKD" a.conf
+  rm -f real/st.ntk.lock
+  printf 'not a lock\n' > real/st.ntk.lock # somebody's own file: never rewritten or removed
+  expect_rc 2 "$kind: with its lock file replaced by a file that is not a lock, a second job exits 2" "$NTKD" a.conf
+  check "... saying so" grep -q 'is not a lock file ntkd may take' err.log
   check "... and the store is untouched" [ "$(md5sum < real/st.ntk)" = "$sum" ]
   "$NTKD" info real/st.ntk > info.log 2>&1
   check "$kind: info still sees the writer" grep -q '^writer:' info.log
   release
   check "$kind: the first job finishes, exit 0, its matrix equal to a clean run's" intact
-  check "... and it left no lock file behind" [ ! -e real/st.ntk.lock ]
+  check "... and leaves that file as it was" grep -q '^not a lock$' real/st.ntk.lock
+  rm -f real/st.ntk.lock
 done
 
 # The heartbeat puts a removed lock file back (for info, and for machines

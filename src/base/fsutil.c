@@ -213,6 +213,9 @@ ntk_status ntk_resolve_links(const char *path, char *out, size_t cap) {
 
 ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd) {
   *fd = -1;
+  /* Beside the file the name reaches, where ntk_tmp_commit renames it. */
+  char file[PATH_MAX];
+  if (ntk_resolve_links(path, file, sizeof file) == NTK_OK) path = file;
   if (!ntk_tmp_path(path, tmp, cap)) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
   ntk_clean_stale_tmp(path);
   unlink(tmp); /* a leftover of an earlier process with this pid */
@@ -221,8 +224,18 @@ ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd) {
   return NTK_OK;
 }
 
+ntk_status ntk_tmp_commit(const char *tmp, const char *path) {
+  char file[PATH_MAX];
+  ntk_status st = ntk_resolve_links(path, file, sizeof file);
+  if (st) return st;
+  if (rename(tmp, file)) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", file, strerror(errno));
+  return NTK_OK;
+}
+
 ntk_status ntk_fsync_folder_of(const char *path) {
-  char dir[NTK_PATH_MAX];
+  char file[PATH_MAX];
+  if (ntk_resolve_links(path, file, sizeof file) == NTK_OK) path = file; /* where ntk_tmp_commit renamed */
+  char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
   if (slash == dir) dir[1] = '\0';

@@ -62,10 +62,17 @@ int ntk_clean_stale_tmp(const char *path);
  * stale ones of dead processes are removed, then PATH.tmp.HOST.PID (its
  * name into `tmp`, `cap` bytes) is created afresh, never through a
  * symbolic link or over an existing file (O_EXCL | O_NOFOLLOW), and opened
- * for writing into *fd. */
+ * for writing into *fd; beside the file that symbolic links in `path`
+ * reach (ntk_tmp_commit puts it in place there). */
 ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd);
 
-/* fsync the folder holding `path`, after a rename into it. */
+/* Put the finished temporary file `tmp` (from ntk_tmp_create) in place of
+ * `path`: renamed over the file the name reaches, so that an output named
+ * through a symbolic link is written where the link points, never over
+ * the link itself. NTK_EIO on failure (tmp is the caller's to remove). */
+ntk_status ntk_tmp_commit(const char *tmp, const char *path);
+
+/* fsync the folder holding the file `path` reaches, after a rename into it. */
 ntk_status ntk_fsync_folder_of(const char *path);
 
 /* Create the folders above `path` that are missing (mkdir -p of its

@@ -10,6 +10,6 @@
 #define NTK_MAGIC_RECORD "NTKDTILE"   /* a record header inside a store */
 #define NTK_MAGIC_INDEX "NTKDINDX"    /* PATH.index */
 #define NTK_MAGIC_SNAPSHOT "NTKDSNAP" /* a training snapshot */
-#define NTK_MAGIC_LOCK "ntkd writer lock of " /* PATH.lock starts with this text */
+#define NTK_MAGIC_LOCK "ntkd writer lock" /* PATH.lock starts with this text */
 
 #endif

@@ -3,10 +3,12 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/magic.h"
+#include "store/store.h"
 
 size_t ntk_job_inputs(const struct ntk_job *job, struct ntk_named_path *in) {
   size_t n = 0;
@@ -27,11 +29,16 @@ size_t ntk_job_inputs(const struct ntk_job *job, struct ntk_named_path *in) {
 static int kind_by_content(const char *path) {
   int fd = -1;
   if (ntk_open_regular(path, O_RDONLY, NULL, &fd)) return NTK_FILE_OTHER;
-  char head[32] = "";
+  char head[32] = "", copy_b[NTK_MAGIC_LEN] = "";
   ssize_t n = pread(fd, head, sizeof head, 0);
+  /* A store whose first header copy is damaged is a store still (a rerun
+   * repairs it from the second, 4 096 bytes in). */
+  ssize_t nb = pread(fd, copy_b, sizeof copy_b, NTK_STORE_HEADER_SIZE);
   close(fd);
   size_t lock_len = strlen(NTK_MAGIC_LOCK);
-  if (n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_STORE, NTK_MAGIC_LEN)) return NTK_FILE_STORE;
+  if ((n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_STORE, NTK_MAGIC_LEN)) ||
+      (nb == NTK_MAGIC_LEN && !memcmp(copy_b, NTK_MAGIC_STORE, NTK_MAGIC_LEN)))
+    return NTK_FILE_STORE;
   if (n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_INDEX, NTK_MAGIC_LEN)) return NTK_FILE_INDEX;
   if (n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_SNAPSHOT, NTK_MAGIC_LEN)) return NTK_FILE_SNAPSHOT;
   if (n >= (ssize_t)lock_len && !memcmp(head, NTK_MAGIC_LOCK, lock_len)) return NTK_FILE_LOCK;
@@ -76,8 +83,22 @@ ntk_status ntk_check_output_files(const struct ntk_named_path *in, size_t nin, c
   ntk_status st = ntk_check_outputs(in, nin, out, nout);
   for (size_t i = 0; !st && i < nout; i++) {
     if (!out[i].path || !*out[i].path) continue;
+    /* A file's name, before any work: not a folder's (ending in '/'), and
+     * no longer than a name may be. */
+    const char *p = out[i].path, *base = strrchr(p, '/');
+    base = base ? base + 1 : p;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+      st = ntk_error(NTK_EUSAGE, "%s (%s) names a folder, not a file", out[i].name, p);
+      break;
+    }
+    if (strlen(base) > NAME_MAX) {
+      st = ntk_error(NTK_EUSAGE, "%s (%s...): the file name is %zu bytes, more than the %d a name may have",
+                     out[i].name, base, strlen(base), NAME_MAX);
+      break;
+    }
     /* Outputs are replaced by rename: never over a FIFO, a device or a
-     * socket, whatever the flags. */
+     * socket, whatever the flags (through a symbolic link: the file it
+     * reaches, which is what ntk_tmp_commit replaces). */
     if ((st = ntk_check_regular(out[i].path, out[i].name))) break;
     int kind = ntk_file_kind(out[i].path);
     if (kind != NTK_FILE_OTHER && kind != out[i].own)
@@ -112,6 +133,13 @@ ntk_status ntk_job_check_files(const struct ntk_job *job) {
   }
   ntk_status st = ntk_check_output_files(in, nin, out, nout);
   if (!st && !job->train.enabled) st = check_room(job->out_path, "[output] path", ".index");
+  /* The store's index and lock file beside it: files, or not there. */
+  char comp[PATH_MAX + 8], file[PATH_MAX];
+  static const char *const companions[] = {".index", ".lock"};
+  for (int k = 0; !st && !job->train.enabled && k < 2; k++)
+    if (!ntk_resolve_links(job->out_path, file, sizeof file) &&
+        snprintf(comp, sizeof comp, "%s%s", file, companions[k]) < (int)sizeof comp)
+      st = ntk_check_regular(comp, k ? "the store's lock file" : "the store's index");
   if (!st && job->train.enabled && job->train.snapshot[0]) st = check_room(job->train.snapshot, "[train] snapshot", ".lock");
   if (st) return ntk_error(st, "%s: %s", job->source, ntk_error_message());
   return NTK_OK;

@@ -45,7 +45,7 @@ static ntk_status write_npy(const char *path, const double *x, size_t rows, size
       fsync(fileno(f)))
     st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   if (fclose(f) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
-  if (!st && rename(tmp, path)) st = ntk_error(NTK_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
+  if (!st) st = ntk_tmp_commit(tmp, path);
   if (st) unlink(tmp);
   return st;
 }

@@ -80,6 +80,33 @@ static int try_lock(int fd, int type) {
   return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
+/* Open PATH.lock for taking it, creating it if missing: only a file that is
+ * ntkd's to rewrite. Never through a symbolic link, and never a file with
+ * other names (a hard link: rewriting it would rewrite the data or store
+ * the other name holds), nor one that holds anything but a lock's text
+ * (empty: a holder killed between its truncate and its write). NTK_EINPUT
+ * (exit 2) saying which, and the file is untouched. */
+static ntk_status open_lock_file(const char *path, int *fd) {
+  ntk_status st = ntk_open_regular(path, O_RDWR | O_CREAT | O_NOFOLLOW, "lock file", fd);
+  if (st) return st;
+  struct stat sb;
+  char head[sizeof NTK_MAGIC_LOCK] = "";
+  ssize_t n = fstat(*fd, &sb) ? -1 : pread(*fd, head, sizeof head - 1, 0);
+  const char *why = n < 0 ? NULL
+                    : sb.st_nlink > 1 ? "it has other names (a hard link): ntkd rewrites its lock file and would "
+                                        "rewrite the file they name"
+                    : memcmp(head, NTK_MAGIC_LOCK, (size_t)n) /* a prefix of it: a holder writing it now */
+                        ? "it is not an ntkd lock file (ntkd rewrites and removes its lock file): move it away"
+                        : NULL;
+  if (n < 0) st = ntk_error(NTK_EIO, "%s: cannot read: %s", path, strerror(errno));
+  else if (why) st = ntk_error(NTK_EINPUT, "%s is not a lock file ntkd may take: %s", path, why);
+  if (st) {
+    close(*fd);
+    *fd = -1;
+  }
+  return st;
+}
+
 /* Whether PATH.lock is still the file this holder locked. */
 static int still_ours(const ntk_lock_t *l) {
   struct stat a, b;
@@ -92,7 +119,7 @@ static int write_holder(int fd, const char *path) {
   time_t now = time(NULL);
   struct tm tmv;
   strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %z", localtime_r(&now, &tmv));
-  int n = snprintf(text, sizeof text, NTK_MAGIC_LOCK "%s\nhost=%s\npid=%ld\nstarted=%s\n", path, ntk_hostname(),
+  int n = snprintf(text, sizeof text, NTK_MAGIC_LOCK " of %s\nhost=%s\npid=%ld\nstarted=%s\n", path, ntk_hostname(),
                    (long)getpid(), when);
   return ftruncate(fd, 0) == 0 && pwrite(fd, text, (size_t)n, 0) == n;
 }
@@ -104,7 +131,7 @@ static int write_holder(int fd, const char *path) {
  * lock, ntk_lock_file, still keeps its writer out). Under l->mu. */
 static void reestablish(ntk_lock_t *l) {
   int fd = -1;
-  if (ntk_open_regular(l->path, O_RDWR | O_CREAT | O_NOFOLLOW, "lock file", &fd)) return;
+  if (open_lock_file(l->path, &fd)) return;
   if (try_lock(fd, F_WRLCK) || !write_holder(fd, l->store)) {
     close(fd);
     return;
@@ -149,8 +176,9 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
   /* A releasing job removes the file: if ours was removed between our
    * open and our lock, the lock is on a dead inode; try again. */
   for (int attempt = 0; !st && attempt < 20; attempt++) {
-    /* Never through a symbolic link: the file is truncated and rewritten. */
-    if ((st = ntk_open_regular(l->path, O_RDWR | O_CREAT | O_NOFOLLOW, "lock file", &l->fd))) break;
+    /* Never through a symbolic link or a hard link, nor over a file that
+     * is not a lock: the file is truncated and rewritten. */
+    if ((st = open_lock_file(l->path, &l->fd))) break;
     if (try_lock(l->fd, F_WRLCK)) {
       int e = errno;
       if (e == EAGAIN || e == EACCES) {
@@ -177,14 +205,19 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
      * means that host's job holds a lock we cannot see: this file system
      * does not share locks between machines. */
     struct holder h;
-    if (read_holder(l->fd, &h) && strcmp(h.host, ntk_hostname()) &&
-        time(NULL) - h.mtime < NTK_LOCK_STALE) {
-      char who[512];
+    /* A file touched in the future (that host's clock, or the file
+     * server's, runs ahead of ours) counts as alive: taking over a lock
+     * that may be live would let two jobs write one file. */
+    if (read_holder(l->fd, &h) && strcmp(h.host, ntk_hostname()) && time(NULL) - h.mtime < NTK_LOCK_STALE) {
+      char who[512], age[sizeof l->path + 160];
       describe(&h, who, sizeof who);
-      st = ntk_error(NTK_ELOCKED, "%s: the %s is in use by a job on another machine (%s, alive %lds ago); "
+      long ago = (long)(time(NULL) - h.mtime);
+      if (ago >= 0) snprintf(age, sizeof age, "alive %lds ago", ago);
+      else snprintf(age, sizeof age, "its lock file touched %lds in the future: the clocks disagree; if no job "
+                    "runs there, remove %s", -ago, l->path);
+      st = ntk_error(NTK_ELOCKED, "%s: the %s is in use by a job on another machine (%s, %s); "
                      "this file system's locks are not shared between machines (docs/RELIABILITY.md). Nothing "
-                     "was changed; run again once it has stopped", path, what, who,
-                     (long)(time(NULL) - h.mtime));
+                     "was changed; run again once it has stopped", path, what, who, age);
       break;
     }
     if (!write_holder(l->fd, path)) st = ntk_error(NTK_EIO, "%s: cannot write: %s", l->path, strerror(errno));

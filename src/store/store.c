@@ -1737,16 +1737,44 @@ ntk_status ntk_store_check_final(ntk_store_t *s) {
   if (stat(s->path, &now) || now.st_ino != mine.st_ino || now.st_dev != mine.st_dev)
     return ntk_error(NTK_ECORRUPT, "%s is no longer the file this job wrote: it was removed or replaced while the "
                      "job ran; run the job again", s->path);
+  /* Its own header, both copies, and job text, as it left them; nothing
+   * past its end (all of it: 8 KiB and the job text, read once). */
+  if ((uint64_t)mine.st_size > s->end)
+    return ntk_error(NTK_ECORRUPT, "%s changed under this job: %llu bytes were added after its end (%llu): another "
+                     "writer; run the job again to repair it", s->path,
+                     (unsigned long long)((uint64_t)mine.st_size - s->end), (unsigned long long)s->end);
+  unsigned char *h = malloc(2 * NTK_STORE_HEADER_SIZE);
+  if (!h) return ntk_error(NTK_ENOMEM, "out of memory");
+  int rc = pread_all(s->fd, h, 2 * NTK_STORE_HEADER_SIZE, 0);
+  const char *hwhy = rc < 0 ? NULL
+                     : rc || memcmp(h, s->good_header, NTK_STORE_HEADER_SIZE) ? "its header (copy A) is not the one it wrote"
+                     : memcmp(h + HEADER_B, s->good_header, NTK_STORE_HEADER_SIZE) ? "its header (copy B) is not the one it wrote"
+                     : NULL;
+  free(h);
+  if (rc < 0) return io_error(s, "read failed");
+  if (!hwhy && s->job_text && s->job_text[0]) { /* the job text, unless it was damaged beyond repair at the start */
+    uint64_t len = ntk_get64(s->good_header + H_TEXT_LEN);
+    unsigned char *t = malloc((size_t)len + 1);
+    if (!t) return ntk_error(NTK_ENOMEM, "out of memory");
+    rc = pread_all(s->fd, t, (size_t)len, JOB_TEXT_AT);
+    if (!rc && ntk_checksum(t, (size_t)len) != ntk_get64(s->good_header + H_TEXT_SUM)) hwhy = "its job text is damaged";
+    free(t);
+    if (rc < 0) return io_error(s, "read failed");
+    if (rc) hwhy = "its job text is cut short";
+  }
+  if (hwhy)
+    return ntk_error(NTK_ECORRUPT, "%s changed under this job: %s (another writer, or damage); run the job again to "
+                     "repair it", s->path, hwhy);
   /* Every tile this writer holds: a record of this store, of that tile and
    * sequence number, where it believes it is (headers only: 128 bytes a
-   * tile). */
+   * tile; a payload's bytes are checked by every reader and resume). */
   uint64_t bad = 0, first_bad = 0, first_off = 0;
   const char *why = "";
   for (size_t i = 0; i < s->map.cap; i++) {
     const struct slot *f = &s->map.v[i];
     if (f->tile == NO_TILE) continue;
     unsigned char r[NTK_STORE_RECORD_HEADER];
-    int rc = pread_all(s->fd, r, sizeof r, f->offset);
+    rc = pread_all(s->fd, r, sizeof r, f->offset);
     if (rc < 0) return io_error(s, "read failed");
     const char *w = rc ? "the file ends before it"
                     : memcmp(r + R_MAGIC, record_magic, 8) || ntk_get64(r + R_CHECKSUM) != ntk_checksum(r, R_CHECKSUM)

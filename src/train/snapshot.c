@@ -5,6 +5,7 @@
  * torn or foreign file is refused, never half-resumed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,9 +93,11 @@ int ntk_snapshot_check(const struct ntk_snapshot_info *s, char *why, size_t cap)
   if (s->t != t)
     BAD("Adam's t = %llu, but %llu epochs of %llu steps and %llu steps more make %llu", U(s->t), U(s->epoch),
         U(steps), U(s->step), U(t));
-  if (!isfinite(s->loss_sum) || !(s->loss_sum >= 0) || (s->step == 0 && s->loss_sum != 0))
+  /* Each step adds its batch's summed loss, a finite float32. */
+  if (!isfinite(s->loss_sum) || !(s->loss_sum >= 0) || (s->step == 0 && s->loss_sum != 0) ||
+      s->loss_sum > (double)s->step * FLT_MAX)
     BAD("loss sum of the partial epoch = %g, expected %s", s->loss_sum,
-        s->step ? "a finite number >= 0" : "0 (no step of it done)");
+        s->step ? "a number in 0..(steps done x 3.4e38), one float32 loss sum a step" : "0 (no step of it done)");
   double seen = (double)(s->step * s->batch);
   if (!(s->correct >= 0 && s->correct <= seen && s->correct == floor(s->correct)))
     BAD("hits of the partial epoch = %g, expected an integer in 0..%.0f (%llu steps of %llu samples)", s->correct,
@@ -140,7 +143,7 @@ ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *
     st = ntk_error(NTK_EIO, "%s: cannot write the snapshot: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
   if (close(fd) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
-  if (!st && rename(tmp, path)) st = ntk_error(NTK_EIO, "%s: cannot rename into place: %s", path, strerror(errno));
+  if (!st) st = ntk_tmp_commit(tmp, path);
   if (st) {
     unlink(tmp);
     return st;

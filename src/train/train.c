@@ -6,6 +6,7 @@
  * and every rank applies the same Adam update to its own copy. Rank 0
  * prints the table, appends the JSON log and writes the snapshots. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "job/data.h"
 #include "job/data_share.h"
 #include "base/fsutil.h"
+#include "store/lock.h"
 #include "base/clock.h"
 #include "base/signals.h"
 #include "store/store.h"
@@ -61,7 +63,8 @@ struct trainer {
   struct ntk_snapshot_info pos; /* identity and position, as in the snapshot */
   struct ntk_snapshot_info saved; /* what [train] snapshot holds now (resumed or written) */
   int have_saved;
-  FILE *log;
+  int log_fd; /* [train] log, locked from before the snapshot is read (-1: none) */
+  FILE *log;  /* the same file, once cut back or started afresh */
   const struct ntk_backend_ops *dev; /* the device this rank trains on (backend/backend.h) */
   void *dctx;
 };
@@ -229,18 +232,31 @@ static ntk_status start_state(struct trainer *T, int overwrite, int *resumed) {
   return NTK_OK;
 }
 
+/* Rank 0: take [train] log before the snapshot is read: opened without
+ * truncating it and locked (one byte at 2^62, as a store is), so that a
+ * second job on the same log and snapshot exits 7 before it reads,
+ * replaces or cuts back anything, even when the first job's lock file was
+ * removed or replaced meanwhile (the snapshot itself is replaced each
+ * epoch and carries no lasting lock). */
+static ntk_status take_log(struct trainer *T) {
+  const char *path = T->o->log;
+  if (!*path) return NTK_OK;
+  ntk_status st = ntk_make_parents(path);
+  if (!st) st = ntk_open_regular(path, O_RDWR | O_CREAT | O_APPEND, "training log", &T->log_fd);
+  if (!st) st = ntk_lock_file(T->log_fd, path, "training log");
+  return st;
+}
+
 /* Rank 0: the JSON log, cut back to the epochs the snapshot holds when
  * resuming (a kill between the log line and the snapshot would repeat a
  * line), else started afresh. */
 static ntk_status open_log(struct trainer *T, int resumed) {
   const char *path = T->o->log;
   if (!*path) return NTK_OK;
-  ntk_status st = ntk_make_parents(path);
-  if (st) return st;
+  long keep = 0;
   FILE *f = resumed ? fopen(path, "r") : NULL;
   if (f) {
     char line[1024];
-    long keep = 0;
     unsigned long long e;
     /* Whole records only: a line cut short (a write torn by a kill or a
      * crash: no "}\n" at its end), and everything after it, goes. */
@@ -252,10 +268,11 @@ static ntk_status open_log(struct trainer *T, int resumed) {
       keep = ftell(f);
     }
     fclose(f);
-    if (truncate(path, keep)) return ntk_error(NTK_EIO, "%s: cannot cut back the log: %s", path, strerror(errno));
   }
-  if (!(T->log = fopen(path, resumed ? "a" : "w")))
+  if (ftruncate(T->log_fd, keep)) return ntk_error(NTK_EIO, "%s: cannot cut back the log: %s", path, strerror(errno));
+  if (!(T->log = fdopen(T->log_fd, "a")))
     return ntk_error(NTK_EIO, "%s: cannot open the log: %s", path, strerror(errno));
+  T->log_fd = -1; /* T->log owns it (and its lock) now */
   return NTK_OK;
 }
 
@@ -488,7 +505,8 @@ static ntk_status setup(struct trainer *T, int overwrite) {
                      ntk_checksum(T->val.x, T->val.n * T->val.d * sizeof(float)),
                      ntk_checksum(T->yval, T->val.n * sizeof *T->yval)};
     id->data_hash = ntk_checksum(h, sizeof h);
-    st = start_state(T, overwrite, &resumed);
+    st = take_log(T);
+    if (!st) st = start_state(T, overwrite, &resumed);
     if (!st) st = open_log(T, resumed);
   }
   if ((st = ntk_comm_agree_report(T->comm, st))) return st;
@@ -516,6 +534,7 @@ ntk_status ntk_train_run(const ntk_comm_t *comm, const struct ntk_job *job, int 
   ntk_cpu_flush_denormals(job->train.flush_denormals);
   struct trainer T;
   memset(&T, 0, sizeof T);
+  T.log_fd = -1;
   T.job = job;
   T.o = &job->train;
   T.comm = comm;
@@ -532,6 +551,7 @@ ntk_status ntk_train_run(const ntk_comm_t *comm, const struct ntk_job *job, int 
     if (st == NTK_EINTERRUPTED && T.rank == 0) fprintf(stderr, "ntkd: %s\n", ntk_error_message());
   }
   if (T.log) fclose(T.log);
+  if (T.log_fd >= 0) close(T.log_fd);
   ntk_data_unshare(T.train_share, &T.train);
   ntk_data_unshare(T.val_share, &T.val);
   free(T.ytrain);

@@ -210,10 +210,12 @@ static ntk_status check_finite(const struct ntk_tile *t, const void *vals, int e
   double v = elem == 4 ? (double)((const float *)vals)[at] : ((const double *)vals)[at];
   const char *what = isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf";
   const char *hint = elem == 4 ? "the kernel exceeds float32; use [compute] precision = float64 (or a "
-                                 "nonlinearity is undefined there: Gaussian with b > 0 and large variances)"
+                                 "nonlinearity is undefined there: Gaussian with b > 0 and large variances; or LayerNorm with "
+                                 "eps = 0 after a sample of zero variance)"
                                : "the kernel exceeds even the float64 range: the network is too deep for its "
                                  "w_std and b_std (the variances grow or shrink by a factor per layer), or a "
-                                 "nonlinearity is undefined there (Gaussian with b > 0 and large variances)";
+                                 "nonlinearity is undefined there (Gaussian with b > 0 and large variances), or a LayerNorm "
+                                 "with eps = 0 divides by a sample's zero variance";
   return ntk_error(NTK_ENONFINITE, "%s entry (row %llu, column %llu) is %s: %s", kernel,
                    (unsigned long long)(t->r0 + at / t->cols), (unsigned long long)(t->c0 + at % t->cols), what,
                    hint);
