@@ -18,6 +18,13 @@
  *     several threads at once (it is read-only after creation). The
  *     library never calls exit(), never prints to stdout, installs no
  *     signal handler.
+ *   - One process-wide choice, made when the library is loaded: where
+ *     OpenBLAS picked kernels weaker than the CPU allows (it falls back
+ *     to Prescott on CPU models it does not know, as virtual machines
+ *     show them), it is switched to the kernels the ntkd program uses
+ *     (AVX-512 "SkylakeX" or AVX2 "Haswell"), so that in-process tiles
+ *     equal the program's bit for bit. Set OPENBLAS_CORETYPE or
+ *     NTKD_KEEP_BLAS_CORE in the environment to keep OpenBLAS's own.
  *
  * The job-file language of architectures is docs/JOB-FILE.md ("Networks");
  * the store format docs/STORE-FORMAT.md. */

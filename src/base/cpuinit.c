@@ -48,11 +48,14 @@ int ntk_cpu_flushing_denormals(void) {
 #endif
 }
 
-void ntk_cpu_fix_openblas(char **argv) {
+/* The OpenBLAS kernels this CPU's flags allow when OpenBLAS chose weaker
+ * ones (an unknown, virtual CPU model makes it fall back to Prescott),
+ * else NULL. Not when OPENBLAS_CORETYPE or NTKD_KEEP_BLAS_CORE is set. */
+static const char *better_blas_core(void) {
 #if defined(__x86_64__)
-  if (getenv("OPENBLAS_CORETYPE") || getenv("NTKD_KEEP_BLAS_CORE")) return;
+  if (getenv("OPENBLAS_CORETYPE") || getenv("NTKD_KEEP_BLAS_CORE")) return NULL;
   const char *core = openblas_get_corename();
-  if (!core) return;
+  if (!core) return NULL;
   static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
   static const char *const avx2[] = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"};
   const char *want = NULL;
@@ -69,17 +72,38 @@ void ntk_cpu_fix_openblas(char **argv) {
     good = avx2;
     ngood = 5;
   }
-  if (!want) return;
+  if (!want) return NULL;
   for (size_t i = 0; i < ngood; i++)
-    if (!strcasecmp(core, good[i])) return;
-  if (setenv("OPENBLAS_CORETYPE", want, 1)) return;
+    if (!strcasecmp(core, good[i])) return NULL;
+  return want;
+#else
+  return NULL;
+#endif
+}
+
+void ntk_cpu_fix_openblas(char **argv) {
+  const char *want = better_blas_core();
+  if (!want || setenv("OPENBLAS_CORETYPE", want, 1)) return;
   /* Stop signals stay blocked across the exec (pending, not lost) until
    * the new image's main() has its handlers in place. */
   ntk_signals_block();
   execv("/proc/self/exe", argv);
   ntk_signals_install();
   /* exec failed: carry on with the kernels we have. */
-#else
-  (void)argv;
-#endif
+}
+
+/* OpenBLAS's kernel selection, exported by its DYNAMIC_ARCH builds (as
+ * Debian's); weak, so that an OpenBLAS without them links and is left as
+ * it chose. quit forgets the choice, init makes it again from
+ * OPENBLAS_CORETYPE. */
+extern void gotoblas_dynamic_init(void) __attribute__((weak));
+extern void gotoblas_dynamic_quit(void) __attribute__((weak));
+
+const char *ntk_cpu_fix_openblas_here(void) {
+  const char *want = better_blas_core();
+  if (!want || !gotoblas_dynamic_init || !gotoblas_dynamic_quit || setenv("OPENBLAS_CORETYPE", want, 1)) return NULL;
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");
+  return want;
 }

@@ -10,6 +10,13 @@
  * re-execute ntkd (before MPI starts). Call first thing in main(). */
 void ntk_cpu_fix_openblas(char **argv);
 
+/* The same choice inside a process that cannot re-execute (libntkd,
+ * loaded into Python): OpenBLAS re-selects its kernels in place, for the
+ * whole process, so that tiles computed here equal the program's bit for
+ * bit. Call while no BLAS call runs (libntkd: when it is loaded). Returns
+ * the kernels chosen, or NULL if it left OpenBLAS as it was. */
+const char *ntk_cpu_fix_openblas_here(void);
+
 /* One OpenBLAS thread per rank: parallelism comes from ranks, and a fixed
  * thread count keeps BLAS results bit-reproducible. */
 void ntk_cpu_single_thread(void);

@@ -22,6 +22,12 @@
 
 const char *ntkd_version(void) { return NTKD_VERSION; }
 
+/* When the library is loaded: OpenBLAS's kernels as the ntkd program
+ * chooses them (base/cpuinit.h), so that a tile computed in this process
+ * equals the program's bit for bit, at the program's speed. Loading is the
+ * moment least likely to meet a BLAS call of the host program in flight. */
+__attribute__((constructor)) static void choose_blas_kernels(void) { (void)ntk_cpu_fix_openblas_here(); }
+
 /* ---- errors ------------------------------------------------------------------ */
 
 static ntkd_status public_status(ntk_status st) {
