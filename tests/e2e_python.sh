@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Any block of a store, from the shell and from Python: `ntkd export` with
 # --rows/--cols/--format raw against the full export, its refusals, and the
-# Python reader (python/ntkd_store, installed with pip into a venv) against
+# Python reader (python/ntkd_store, from the source tree; tests/pip_install.sh checks the pip-installed package) against
 # the C export byte for byte, matvec against numpy, damage against `ntkd
 # verify`. Small stores (N = 53, ragged tiles), float32 and float64, with
 # and without a [test] split. Usage: tests/e2e_python.sh path/to/ntkd
@@ -203,20 +203,11 @@ cp s32.ntk rep.ntk && flip rep.ntk $((p4 + 41))
 expect_rc 0 "rerun repairs a damaged record header" "$NTKD" rep.conf
 check "... with a dead region (shown by info)" bash -c "'$NTKD' info rep.ntk | grep -q '^dead:'"
 
-# --- the Python reader, installed with pip into a venv -----------------------------------
-cp -r "$SRC/python" pysrc
-rm -rf pysrc/build pysrc/*.egg-info
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-if $PY -m venv --system-site-packages venv >venv.log 2>&1 &&
-   venv/bin/pip install --no-deps --no-build-isolation --no-index ./pysrc >>venv.log 2>&1; then
-  ok "pip install ./python into a venv (no network)"
-else
-  bad "pip install ./python into a venv (needs python3-venv, python3-setuptools: scripts/install-deps.sh)"
-  sed 's/^/    /' venv.log | tail -8
-fi
-VPY=$W/venv/bin/python
-check "the venv imports the installed ntkd_store, not the source tree" \
-  $VPY -c "import ntkd_store, sys; assert '/venv/' in ntkd_store.__file__, ntkd_store.__file__"
+# --- the Python reader from the source tree (tests/pip_install.sh installs it with pip) ----
+VPY=$PY
+export PYTHONPATH="$SRC/python${PYTHONPATH:+:$PYTHONPATH}"
+check "the reader imported is the source tree's" \
+  $VPY -c "import ntkd_store, os; assert ntkd_store.__file__.startswith(os.path.realpath('$SRC/python')), ntkd_store.__file__"
 
 check "attributes: shape, kernels, precision, complete, n_train, tile, job text" $VPY - <<'PYEOF'
 import ntkd_store

@@ -25,6 +25,16 @@ def program_blas_core():
     return m.group(1) if m else None
 
 
+def inprocess_blas_core():
+    """The OpenBLAS kernels this process computes with (after libntkd was loaded)."""
+    import ctypes
+    from ntkd import _lib  # noqa: F401  (loads libntkd)
+    blas = ctypes.CDLL("libopenblas.so.0")
+    blas.openblas_get_corename.restype = ctypes.c_char_p
+    name = blas.openblas_get_corename()
+    return name.decode() if name else None
+
+
 @pytest.fixture(scope="session")
 def rng():
     return np.random.default_rng(27)

@@ -12,13 +12,8 @@ fi
 export NTKD_PROGRAM=$(readlink -f "${1:?usage: run.sh path/to/ntkd path/to/libntkd.so}")
 export NTKD_LIBRARY=$(readlink -f "${2:?usage: run.sh path/to/ntkd path/to/libntkd.so}")
 export PYTHONPATH="$SRC/python${PYTHONPATH:+:$PYTHONPATH}"
-# The ntkd program picks OpenBLAS's kernels when OpenBLAS would fall back to old ones and
-# re-executes itself (docs/CLI.md, Environment); libntkd inside Python cannot. This process
-# gets the program's choice, so that kernel_fn and the program compute bit for bit alike.
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  core=$("$NTKD_PROGRAM" --version | sed -n 's/^OpenBLAS kernels: //p')
-  [ -n "$core" ] && export OPENBLAS_CORETYPE=$core
-fi
+# libntkd switches OpenBLAS to the program's kernels itself when loaded (include/ntkd.h):
+# no OPENBLAS_CORETYPE here, so that the tests see what a user gets.
 shift 2
 cd "$SRC/tests/python" || exit 1
 # Arguments (test files, -k ...) replace the default: every test here.

@@ -16,7 +16,7 @@ import pytest
 import ntkd
 import ntkd_store
 from ntkd import stax
-from conftest import last_to_compute, program_blas_core
+from conftest import inprocess_blas_core, last_to_compute, program_blas_core
 
 N1, N2, TILE = 29, 11, 7  # ragged tiles, cut through the train/test boundary
 
@@ -54,10 +54,9 @@ def test_store_is_ntkd_store(tmp_path, data):
 @pytest.mark.parametrize("split", [False, True])
 def test_blocks_equal_kernel_fn_bit_for_bit(tmp_path, data, dtype, split):
     # kernel_fn runs libntkd in this process; the store's tiles come from the ntkd program.
+    # libntkd, when loaded, switches OpenBLAS to the program's kernels (include/ntkd.h).
     core = program_blas_core()
-    assert os.environ.get("OPENBLAS_CORETYPE", "").lower() == (core or "").lower(), (
-        "the program uses OpenBLAS kernels %s: run with OPENBLAS_CORETYPE=%s (tests/python/run.sh sets it)"
-        % (core, core))
+    assert (inprocess_blas_core() or "").lower() == (core or "").lower(), (core, inprocess_blas_core())
     x1, x2 = (a.astype(dtype) for a in data)
     param = "standard" if split else "ntk"
     kf = kernel_fn(param)
