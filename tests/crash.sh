@@ -3,7 +3,7 @@
 # SIGKILLed at random moments -- the coordinator, a worker, or every rank --
 # at least KILLS times, with fsync after every tile so that writes are
 # frequent, and every fifth time the store's tail is also cut at a random
-# byte past the index's sync mark (a torn write). After each kill the job is rerun. The final matrix
+# byte past what the index vouches for (a torn write). After each kill the job is rerun. The final matrix
 # must be byte-identical to an uninterrupted run and `ntkd verify` must pass.
 # The workers write their own records (docs/SCALING.md); every other run
 # splits the ranks into two pretend nodes (NTKD_TEST_NODES=2), so worker 2
@@ -66,11 +66,11 @@ while [ "$kills" -lt "$KILLS" ]; do
     verify_bad=$((verify_bad + 1)); echo "    after kill $kills: verify says"; tail -3 verify.log | sed 's/^/      /'
   fi
   if [ $(( kills % 5 )) = 0 ] && [ -s job.ntk ]; then
-    # A torn write tears only what was not yet synced: bytes past the
-    # index's last sync mark (cutting below it loses records the index
-    # vouches for, which verify rightly reports as damage).
+    # A torn write tears only what was not yet synced: bytes past what the
+    # index vouches for (its sync mark and the records it lists; cutting
+    # those loses synced records, which verify rightly reports as damage).
     size=$(stat -c %s job.ntk)
-    mark=$(sync_mark job.ntk)
+    mark=$(synced_end job.ntk)
     room=$(( size - ${mark:-$size} ))
     [ "$room" -gt 0 ] && cut=$(( RANDOM % (room < 4000 ? room : 4000) + 1 )) &&
       truncate -s $((size - cut)) job.ntk && torn=$((torn + 1))

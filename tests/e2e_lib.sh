@@ -60,23 +60,31 @@ rank_pids() {
   done
   return 0
 }
-# sync_mark STORE: the `covered` offset of the last intact sync mark of
-# STORE.index (docs/STORE-FORMAT.md, "The index"); empty without one.
-sync_mark() {
-  $PY - "$1.index" <<'PY'
+# synced_end STORE: where what STORE.index vouches for ends: its last
+# intact sync mark's `covered`, or the end of the furthest record it lists
+# before that mark if further (docs/STORE-FORMAT.md, "The index"); empty
+# without a mark. A torn write can only tear bytes past it.
+synced_end() {
+  $PY - "$1" <<'PY'
 import struct, sys, xxhash
 try:
-    b = open(sys.argv[1], 'rb').read()
-except OSError:
+    b = open(sys.argv[1] + '.index', 'rb').read()
+    with open(sys.argv[1], 'rb') as f:
+        align = struct.unpack_from('<I', f.read(48), 44)[0]
+except (OSError, struct.error):
     sys.exit(0)
-mark = None
+end, ends = None, 0
 for at in range(64, len(b) - 63, 64):
     e = b[at:at + 64]
     if struct.unpack_from('<Q', e, 56)[0] != xxhash.xxh3_64_intdigest(e[:56]):
         break
-    if struct.unpack_from('<I', e, 0)[0] == 2:
-        mark = struct.unpack_from('<Q', e, 40)[0]
-if mark is not None:
-    print(mark)
+    kind = struct.unpack_from('<I', e, 0)[0]
+    if kind == 1:
+        off, length = struct.unpack_from('<QQ', e, 16)
+        ends = max(ends, off + (128 + length + align - 1) // align * align)
+    elif kind == 2:
+        end = max(struct.unpack_from('<Q', e, 40)[0], ends)
+if end is not None:
+    print(end)
 PY
 }
