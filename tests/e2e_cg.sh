@@ -86,7 +86,9 @@ check "... but ridge 0.01 is written, for both kernels" bash -c "[ -s dupsolve-n
 job stop xtr.npy ytr.npy 1e-4 "method = cg" "preconditioner_rank = 0" "tolerance = 1e-15" "max_iterations = 100000"
 mpirun -np 3 "$NTKD" stop.conf > /dev/null 2> stop.log &
 mp=$!
-for _ in $(seq 600); do grep -q "cg nngp iteration" stop.log && break; sleep 0.1; done
+# Sent once the iterations have begun (an event: their first line), however
+# long the kernel takes on this machine; a job that ends first fails below.
+while kill -0 $mp 2>/dev/null && ! grep -q "cg nngp iteration" stop.log; do sleep 0.1; done
 kill -TERM $(rank_pids "ntkd stop.conf")
 wait $mp
 check "SIGTERM during the iterations: exit 5" [ $? = 5 ]

@@ -25,15 +25,16 @@ has() { grep -q -- "$1" "$2"; }
 tiles_done() { "$NTKD" info "$1" 2>/dev/null | sed -n 's|^progress: *\([0-9]*\)/.*|\1|p'; }
 # wait_tiles STORE MIN [SECONDS]: poll until STORE holds at least MIN tiles.
 # Signals in the tests are sent only once a job is really computing: how long
-# mpirun takes to start its ranks differs a lot between machines.
+# mpirun takes to start its ranks differs a lot between machines. SECONDS
+# (default 300) is a hang guard only: it fails, saying so.
 wait_tiles() {
-  local n end=$((SECONDS + ${3:-120}))
+  local n end=$((SECONDS + ${3:-300}))
   while [ $SECONDS -lt $end ]; do
     n=$(tiles_done "$1")
     [ "${n:-0}" -ge "$2" ] && return 0
     sleep 0.05
   done
-  echo "    waited ${3:-120}s for $2 tiles in $1"
+  echo "    waited ${3:-300}s for $2 tiles in $1"
   return 1
 }
 # wait_file FILE PID [SECONDS]: poll until FILE exists, giving up early if
