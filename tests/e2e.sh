@@ -173,19 +173,21 @@ check "... byte-identical to a clean run" cmp -s clean.npy wt.npy
 
 # SLURM's batch script (scripts/slurm/kernel.sbatch) with scontrol stubbed:
 # USR1 to the batch shell stops ntkd cleanly and requeues; the requeued run finishes.
+# With Open MPI's 1 s kill grace: kernel.sbatch's 10 s would make mpirun
+# wait 20 s after the ranks' exit 5 (e2e_hangs.sh tests the grace).
 mkdir -p fakebin
 printf '#!/bin/sh\necho "scontrol $*" >> "%s/scontrol.calls"\n' "$W" > fakebin/scontrol
 chmod +x fakebin/scontrol
 SBATCH=$SRC/scripts/slurm/kernel.sbatch
 job sl big.npy 256 float32
-PATH="$W/fakebin:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=3 NTKD="$NTKD" bash "$SBATCH" sl.conf > sl1.log 2>&1 &
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=3 NTKD="$NTKD" OMPI_MCA_odls_base_sigkill_timeout=1 bash "$SBATCH" sl.conf > sl1.log 2>&1 &
 sb=$!
 wait_tiles sl.ntk 20
 kill -USR1 $sb
 wait $sb
 check "SLURM script: USR1 stops ntkd cleanly and requeues the job" bash -c "grep -q 'exit 5; requeueing' sl1.log && grep -q 'scontrol requeue 42' scontrol.calls"
 rm -f scontrol.calls
-PATH="$W/fakebin:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=3 SLURM_RESTART_COUNT=1 NTKD="$NTKD" bash "$SBATCH" sl.conf > sl2.log 2>&1
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=3 SLURM_RESTART_COUNT=1 NTKD="$NTKD" OMPI_MCA_odls_base_sigkill_timeout=1 bash "$SBATCH" sl.conf > sl2.log 2>&1
 check "SLURM script: the requeued run resumes and finishes without requeueing" bash -c "grep -q 'finished with exit 0' sl2.log && [ ! -e scontrol.calls ]"
 "$NTKD" export sl.ntk sl.npy >/dev/null 2>&1
 check "... byte-identical to a clean run" cmp -s clean.npy sl.npy

@@ -172,9 +172,9 @@ check "... byte-identical to the single process" export_cmp pc3.ntk pc1.npy
 # that outlasts GRACE several times (mpirun sends SIGTERM GRACE seconds
 # after the signal, SIGKILL GRACE seconds later). Layers cost
 # ~30x more on some machines than on others (an AVX2 EPYC against a Zen 5:
-# the Erf map runs scalar), so the depths come from this machine's time per
-# layer and entry, measured on one 512 x 512 tile of 50 [Dense Erf]
-# layers: at most 1000 and 2000 layers (the depths of a fast machine),
+# the Erf map runs scalar), so the depths come from this machine's time for
+# one 512 x 512 tile of 50 [Dense Erf] layers (erf_depth in e2e_lib.sh):
+# at most 1000 and 2000 layers (the depths of a fast machine),
 # tiles of at most 0.25 s and 1.5 s. Under NTKD_TEST_SLOW those two scenarios
 # are not run and the depth is 1000 / SLOW.
 if [ "$SLOW" -gt 1 ]; then
@@ -182,13 +182,8 @@ if [ "$SLOW" -gt 1 ]; then
 else
   job cal cal.npy "[Dense Erf]*50 Dense" 512
   guarded 300 "$NTKD" cal.conf >/dev/null 2>cal.log
-  read -r MID_LAYERS SIG_LAYERS < <($PY - <<'PYEOF'
-import re
-m = re.search(r'tiles ([0-9.]+) s', open('cal.log').read())
-per = max(float(m.group(1)) if m else 1.0, 1e-3) / (50 * 512 * 512)  # s per layer and entry
-print(max(10, min(1000, int(0.25 / (per * 512 * 512)))), max(10, min(2000, int(1.5 / (per * 768 * 768)))))
-PYEOF
-  )
+  MID_LAYERS=$(erf_depth 0.25 cal.log 50 1 10 1000)
+  SIG_LAYERS=$(erf_depth 1.5 cal.log 50 2.25 10 2000)  # a 768 x 768 tile: 2.25 times the entries
   echo "    calibration: $(sed -n 's/.*\(tiles [0-9.]* s\)$/\1/p' cal.log) for 50 layers of one 512 x 512 tile: $MID_LAYERS and $SIG_LAYERS layers below"
 fi
 

@@ -25,13 +25,11 @@ job() {
 }
 mkdir -p real
 # Jobs of ~4 s on one core, so that a test can catch one running: the depth
-# from this machine's time for 40 layers (machines differ 40x).
+# from this machine's time for 40 layers (machines differ 40x; erf_depth in
+# e2e_lib.sh).
 job cal cal.ntk 40
 "$NTKD" cal.conf >/dev/null 2>cal.log
-DEPTH=$($PY -c "
-import re
-m = re.search(r'tiles ([0-9.]+) s', open('cal.log').read())
-print(max(40, min(4000, int(40 * 4.0 / max(float(m.group(1)) if m else 1.0, 1e-3)))))")
+DEPTH=$(erf_depth 4.0 cal.log 40 1 40 4000)
 echo "    calibration: $(sed -n 's/.*\(tiles [0-9.]* s\)$/\1/p' cal.log) for 40 layers: $DEPTH layers below"
 job clean clean.ntk "$DEPTH"
 "$NTKD" clean.conf >/dev/null 2>&1 && "$NTKD" export clean.ntk clean.npy >/dev/null 2>&1
@@ -46,7 +44,7 @@ hold() {
   if [ "$1" = mpi ]; then mpirun -np 3 "$NTKD" a.conf >a.log 2>&1 & else "$NTKD" a.conf >a.log 2>&1 & fi
   pa=$!
   wait_tiles real/st.ntk 3 >/dev/null
-  held=$(pgrep -f -- "$NTKD a.conf")
+  held=$(job_pids "$NTKD a.conf")
   kill -STOP $held
   sum=$(md5sum < real/st.ntk)
 }
