@@ -10,13 +10,17 @@
 # (issue 15's target: Myrtle-10 at most 1/3). Then each network once more
 # on one core (ntkd_bench_cnn, one tile of 16 images), whose entries of the
 # first 3 images are checked against the general path (the reference
-# layer-by-layer path): a wrong value fails the benchmark (exit 1).
+# layer-by-layer path): a wrong value fails the benchmark (exit 1). And each
+# mpirun job's store is checked against a one-process job of its first 4
+# images (scripts/bench_check.sh): every kernel byte for byte, or exit 1.
 #   scripts/bench_cnn.sh [BUILD_DIR] [SCALE]   (SCALE multiplies the image counts)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$(readlink -f "${1:-$here/build}")
 scale=${2:-1}
 source "$here/scripts/env.sh"
+source "$here/scripts/bench_check.sh"
+status=0
 ranks=$(( $(nproc) + 1 ))
 work=$(mktemp -d "${TMPDIR:-/tmp}/ntkd-bench-cnn-XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -37,6 +41,14 @@ np.save('$work/$name.npy', np.random.default_rng(1).random(($n, 32, 32, 3), dtyp
   per_entry[$name]=$per
   printf '  %-14s N=%-5s tile %-4s %6d entries in %7.2f s: %10.4f ms per entry' "$name" "$n" "$tile" "$entries" "$secs" \
     "$(echo "$per * 1000" | bc -l)"
+  # The first 4 images in one process, one tile: the same bytes.
+  awk '{print} /^\[data\]$/ {print "count = 4"}' "$work/$name.conf" |
+    sed "s/^path = $name.ntk\$/path = $name-4.ntk/; s/^tile = .*/tile = 4/" > "$work/$name-4.conf"
+  if "$build/ntkd" "$work/$name-4.conf" >/dev/null 2>"$work/$name-4.log"; then
+    same_block "$name, mpirun against one process" "$build" "$work/$name.ntk" "$work/$name-4.ntk" 4 >> "$work/checks" || status=1
+  else
+    echo "check FAILED: $name: the one-process job of 4 images failed" >> "$work/checks"; status=1
+  fi
   if [ "$name" = cntk-gap21 ]; then
     local gf
     gf=$(echo "0.48 / $per" | bc -l)
@@ -58,8 +70,8 @@ for m in myrtle5 myrtle7 myrtle10; do
   printf '  %-14s %.3f of CNTK-GAP-21 per entry\n' "$m" "$(echo "${per_entry[$m]} / ${per_entry[cntk-gap21]}" | bc -l)"
 done
 echo "targets on this 2-core machine: CNTK-GAP-21 <= 10 ms per entry, CNN-Flatten-21 <= 0.010 ms per entry, Myrtle-10 <= 1/3 of CNTK-GAP-21"
+sed 's/^/  /' "$work/checks"
 echo "one core, one tile of 16 images (ntkd_bench_cnn), checked against the general path:"
-status=0
 for name in cntk-gap21 cnn-flatten21 myrtle5 myrtle7 myrtle10; do
   out=$("$build/ntkd_bench_cnn" "${arch[$name]}" 16 2>&1 >/dev/null) || status=1
   printf '  %-14s %s\n' "$name" "$(echo "$out" | sed -n 's/.*: \([0-9.e-]* s per entry\).*/\1/p')"

@@ -11,6 +11,11 @@
 #       scaled by 1/255, the [data] and [model] of configs/fc-fashion-full.conf),
 #       3 ranks, tile 2048 (target <= 2). The store is about 12 GB.
 #
+# Then the output is checked (scripts/bench_check.sh): the leading
+# 1000 x 1000 block of every kernel in the benchmark's store must equal, byte
+# for byte, a one-process job of the first 1000 samples (tile 384: other
+# tiles, another rank count); the script exits 1 otherwise.
+#
 # Prints: the machine load (uptime) at start and end and the CPU seconds that
 # other processes used during the job (/proc/stat), the ntkd wall time, the
 # ssyrk floor, their ratio, per rank the wall, user and system CPU seconds and
@@ -30,6 +35,7 @@
 #   TMPDIR                     where the scratch folder goes (holds the store)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+source "$here/scripts/bench_check.sh"
 fashion=0
 if [ "${1:-}" = --fashion ]; then
   fashion=1
@@ -185,3 +191,17 @@ fi
 grep -E "times:|workers spent|tiles per worker" "$work/log" | sed "s/^/  /"
 printf '  store size:              %s bytes (%.2f GB)\n' "$store_bytes" "$(echo "$store_bytes / 1000000000" | bc -l)"
 echo "$info" | grep -E 'compression|progress' | sed 's/^/  /'
+
+# The output: the first samples again, one process, other tiles.
+m=$(( n < 1000 ? n : 1000 ))
+awk -v m="$m" '/^count = / {next} {print} /^\[data\]$/ {print "count = " m}' "$work/bench.conf" |
+  sed 's/^path = bench.ntk$/path = small.ntk/; s/^tile = .*/tile = 384/' > "$work/small.conf"
+if "$build/ntkd" "$work/small.conf" >/dev/null 2>"$work/small.log"; then
+  status=0
+  same_block "the store against one process" "$build" "$work/bench.ntk" "$work/small.ntk" "$m" > "$work/check" || status=1
+  sed 's/^/  /' "$work/check"
+else
+  echo "  check FAILED: the one-process job of the first $m samples failed:"; tail -n 5 "$work/small.log" | sed 's/^/    /'
+  status=1
+fi
+exit "$status"

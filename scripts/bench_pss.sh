@@ -25,8 +25,12 @@
 #                              it is deleted after each job
 # Rank processes are found as /proc/PID whose environ holds
 # OMPI_COMM_WORLD_RANK and this run's NTKD_PSS_TAG and whose argv[0] is ntkd.
+# Each job's output is checked (scripts/bench_check.sh): the leading
+# 1000 x 1000 block of its store must equal, byte for byte, a one-process
+# job of the first 1000 images; the script exits 1 otherwise.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+source "$here/scripts/bench_check.sh"
 build=$(readlink -f "${1:-$here/build}")
 shift || true
 rank_list=("$@")
@@ -46,6 +50,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+checks=0
 echo "PSS benchmark: $build/ntkd, Fashion-MNIST N=$n d=784 float32, $kernel, tile $tile"
 echo "  load at start: $(uptime | sed 's/^ *//')"
 for ranks in "${rank_list[@]}"; do
@@ -159,7 +164,16 @@ PY
   fi
   grep -E "ntkd: data:|times:" "$work/log" | sed 's/^/    /' || true
   cat "$work/pss"
+  m=$(( n < 1000 ? n : 1000 ))
+  sed "s/^count = .*/count = $m/; s/^path = job.ntk\$/path = small.ntk/" "$work/job.conf" > "$work/small.conf"
+  if ! "$build/ntkd" "$work/small.conf" >/dev/null 2>"$work/small.log"; then
+    echo "    check FAILED: the one-process job of the first $m images failed"; checks=1
+  elif ! same_block "mpirun -np $ranks against one process" "$build" "$work/job.ntk" "$work/small.ntk" "$m" > "$work/check"; then
+    checks=1
+  fi
+  sed 's/^/    /' "$work/check" 2>/dev/null || true
   rm -rf "$work"
   work=""
 done
 echo "  load at end:   $(uptime | sed 's/^ *//')"
+exit $checks

@@ -11,6 +11,9 @@
 #   scripts/bench_resume.sh NEW_BUILD [OLD_BUILD]
 # OLD_BUILD: a build from before the index (commit 7836b42), whose resume
 # scans and checks the whole store. TMPDIR holds the store (about 8 GB).
+# The outputs are checked: every resume must reach its "tiles to compute"
+# line and every verify must pass (exit 0: the killed store is intact);
+# the script exits 1 otherwise.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 new=$(readlink -f "${1:?usage: bench_resume.sh NEW_BUILD [OLD_BUILD]}")
@@ -70,7 +73,7 @@ startup() {
   mpirun -np 3 "$1/ntkd" "$work/job.conf" >/dev/null 2>"$work/resume.log" &
   local m=$!
   until grep -q "tiles to compute" "$work/resume.log" 2>/dev/null; do
-    kill -0 $m 2>/dev/null || { echo "  $2: the resume ended early:"; tail -3 "$work/resume.log"; return; }
+    kill -0 $m 2>/dev/null || { echo "  check FAILED: $2: the resume ended early:"; tail -3 "$work/resume.log"; checks=1; return; }
     sleep 0.02
   done
   t1=$(date +%s.%N)
@@ -79,6 +82,7 @@ startup() {
   printf '  resume start-up, %-28s %6.2f s  (%s)\n' "$2:" "$(echo "$t1 - $t0" | bc -l)" \
     "$(grep -m1 -o 'resuming.*' "$work/resume.log" | cut -c1-90)"
 }
+checks=0
 echo "cold page cache each time:"
 startup "$new" "this build (index)"
 [ -n "$old" ] && startup "$old" "old build (full scan)"
@@ -95,8 +99,11 @@ vtime() { # vtime LABEL CMD...: cold-cache wall time of a verify
   t1=$(date +%s.%N)
   printf '  verify, %-34s %6.2f s  (exit %d: %s)\n' "$label:" "$(echo "$t1 - $t0" | bc -l)" "$rc" \
     "$(grep -m1 'tiles intact' "$work/verify.log" | sed 's|^.*job.ntk: ||')"
+  [ "$rc" = 0 ] || { echo "  check FAILED: $label: verify exit $rc"; checks=1; }
 }
 vtime "this build, one process" "$new/ntkd" verify "$work/job.ntk"
 vtime "this build, mpirun -np 2" mpirun -np 2 "$new/ntkd" verify "$work/job.ntk"
 [ -n "$old" ] && vtime "old build, one process" "$old/ntkd" verify "$work/job.ntk"
 echo "uptime: $(uptime)"
+[ $checks = 0 ] && echo "checks: every resume started, every verify passed"
+exit $checks

@@ -7,6 +7,11 @@
 # GFLOP/s (n^3/3 flops), the whole solve, and the peak memory of each rank
 # (/usr/bin/time -v), the ratio ScaLAPACK / LAPACK of this run, and the CPU
 # seconds other processes took meanwhile (anything well above 0: rerun).
+# Each ScaLAPACK run's predictions are checked against LAPACK's: the
+# largest difference relative to the largest prediction must stay under
+# 1e-6 (float64 rounding on a kernel of condition number up to ~1e10; the
+# two factorisations differ in order, so not byte for byte); the script
+# exits 1 otherwise, after the table.
 #
 # Usage: scripts/bench_solve.sh [BUILD_DIR] [N ...]
 #   BUILD_DIR  holds ntkd (default: build); N: train sizes (default 20000 30000)
@@ -63,6 +68,7 @@ field() { sed -n "s/.*$2 \([0-9.][0-9.]*\) s.*/\1/p" "$1" | head -1; }
 peak() { awk '/Maximum resident set size/ {if ($6 > m) m = $6} END {printf "%.2f", m / 1048576}' "$1"; }
 
 rows=()
+status=0
 for n in $NS; do
   job "base$n" "$n"
   if [ ! -e "fc$n.ntk" ]; then
@@ -100,11 +106,16 @@ for n in $NS; do
     /usr/bin/python3 -c "
 import numpy as np, sys
 a = np.load('lapack$n-nngp-ridge0.001.npy'); b = np.load('sl$g-$n-nngp-ridge0.001.npy')
-d = np.abs(a - b).max() / np.abs(a).max()
-print(f'bench_solve: sl$g-$n predictions against lapack: largest relative difference {d:.1e}', file=sys.stderr)"
+d = np.abs(a - b).max() / np.abs(a).max() if a.shape == b.shape else float('inf')
+ok = d < 1e-6
+print(f'bench_solve: sl$g-$n predictions against lapack: largest relative difference {d:.1e}'
+      + ('' if ok else ' (check FAILED: bound 1e-6)'), file=sys.stderr)
+sys.exit(0 if ok else 1)" || status=1
   done
 done
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), OpenBLAS $("$NTKD" --version | sed -n 's/OpenBLAS kernels: //p') kernels"
 echo "| n (train) | method | processes | Cholesky s | GFLOP/s (n³/3) | whole solve s | peak RSS per rank GB | Cholesky time / LAPACK's | other processes' CPU s during the run |"
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+[ $status = 0 ] || echo "bench_solve: a ScaLAPACK solve's predictions differ from LAPACK's (above)" >&2
+exit $status

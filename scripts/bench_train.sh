@@ -5,7 +5,9 @@
 # each epoch's time (differences of elapsed_time, validation included) and
 # the ratio of the slowest epoch to the first (target <= 1.05 with the
 # flush), and the final validation accuracy. Times PyTorch on the same
-# model, batch and data if `import torch` works.
+# model, batch and data if `import torch` works. The outputs are checked:
+# with each flush setting, 2 ranks must give 1 rank's loss curve within
+# float32 rounding (1e-5 relative, as tests/e2e_train.sh); exit 1 otherwise.
 #   scripts/bench_train.sh [BUILD_DIR] [EPOCHS] [EPOCHS_WITHOUT_FLUSH]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,6 +67,20 @@ for ranks in 1 2; do
   done
 done
 
+checks=0
+for flush in true false; do
+  /usr/bin/python3 - "$work/r1_$flush.jsonl" "$work/r2_$flush.jsonl" "$flush" <<'PY' || checks=1
+import json, sys
+a, b = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
+keys = ("main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy")
+worst = max((abs(x[k] - y[k]) / abs(x[k]) for x, y in zip(a, b) for k in keys), default=float("inf"))
+ok = len(a) == len(b) > 0 and worst <= 1e-5
+print("check%s: flush_denormals=%s: 2 ranks against 1, %d epochs, largest relative difference %.1e (bound 1e-5)"
+      % ("" if ok else " FAILED", sys.argv[3], len(b), worst))
+sys.exit(0 if ok else 1)
+PY
+done
+
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   /usr/bin/python3 - "$epochs" "$work/r1_true.jsonl" <<'PY'
 import gzip, json, sys, time
@@ -97,3 +113,4 @@ PY
 else
   echo "PyTorch: not installed (import torch failed); not timed"
 fi
+exit $checks

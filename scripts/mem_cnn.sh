@@ -2,7 +2,9 @@
 # Peak memory per rank of a CNTK-GAP depth-21 job (issue "CNN kernels",
 # item 2) with N = 1 000 and N = 10 000 random 32x32x3 images: after
 # SECONDS of tile work each rank's peak resident size (VmHWM) is read from
-# /proc, then the job is stopped cleanly (SIGUSR1 to mpirun).
+# /proc, then the job is stopped cleanly (SIGUSR1 to mpirun). The output is
+# checked: the stop must give exit 5 and the stored tiles must verify; the
+# script exits 1 otherwise.
 #   scripts/mem_cnn.sh [BUILD_DIR] [SECONDS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,6 +13,7 @@ secs=${2:-40}
 source "$here/scripts/env.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/ntkd-mem-XXXXXX")
 trap 'rm -rf "$work"' EXIT
+checks=0
 for n in 1000 10000; do
   /usr/bin/python3 -c "
 import numpy as np
@@ -27,7 +30,13 @@ np.save('$work/x$n.npy', np.random.default_rng(2).random(($n, 32, 32, 3), dtype=
     [ -n "$rank" ] && [ -n "$hwm" ] && line="$line rank $rank $(( hwm / 1024 )) MiB,"
   done
   kill -USR1 "$pid" 2>/dev/null || true
-  wait "$pid" || true
+  rc=0
+  wait "$pid" || rc=$?
   tiles=$("$build/ntkd" info "$work/x$n.ntk" | sed -n 's/^progress: *\([0-9]*\/[0-9]*\) tiles.*/\1/p')
   echo "$line $tiles tiles stored when stopped"
+  if [ "$rc" != 5 ] || ! "$build/ntkd" verify "$work/x$n.ntk" > "$work/verify$n" 2>&1; then
+    echo "  check FAILED: N=$n: exit $rc after SIGUSR1 (want 5), verify: $(tail -1 "$work/verify$n")"
+    checks=1
+  fi
 done
+exit $checks

@@ -61,7 +61,7 @@ while [ "$kills" -lt "$KILLS" ]; do
   fi
   kills=$((kills + 1))
   wait $mp 2>/dev/null
-  pkill -9 -f "ntkd job.conf" 2>/dev/null; sleep 0.1
+  kill -9 $(job_pids "ntkd job.conf") 2>/dev/null; sleep 0.1
   if [ -s job.ntk ] && ! "$NTKD" verify job.ntk >verify.log 2>&1; then
     verify_bad=$((verify_bad + 1)); echo "    after kill $kills: verify says"; tail -3 verify.log | sed 's/^/      /'
   fi

@@ -106,11 +106,18 @@ job clean big.npy 256 float32 "sync = 0"
 "$NTKD" clean.conf >/dev/null 2>&1
 "$NTKD" export clean.ntk clean.npy >/dev/null 2>&1
 job k big.npy 256 float32 "sync = 0"
+# Killed at events, not after delays (a loaded machine stretches any
+# delay): once the store exists (set-up), then once it holds 10, 60, 120,
+# 180 and 240 of its 528 tiles; each run resumes the one before.
 prev=0
-for t in 0.4 0.8 1.2 1.6 2.0 2.4; do
-  timeout -s KILL "$t" "$NTKD" k.conf >/dev/null 2>&1
-  done_now=$("$NTKD" info k.ntk 2>/dev/null | sed -n 's/^progress: *\([0-9]*\)\/.*/\1/p')
-  echo "    killed after ${t}s: ${done_now:-no store yet} tiles stored"
+for n in 0 10 60 120 180 240; do
+  "$NTKD" k.conf >/dev/null 2>&1 &
+  pid=$!
+  if [ $n = 0 ]; then wait_file k.ntk $pid; else wait_tiles k.ntk $n; fi
+  kill -KILL $pid 2>/dev/null
+  wait $pid 2>/dev/null
+  done_now=$(tiles_done k.ntk)
+  echo "    killed at ${n} tiles or more: ${done_now:-no store yet} tiles stored"
   [ -n "$done_now" ] && prev=$done_now
 done
 "$NTKD" k.conf >resume.log 2>&1
@@ -166,19 +173,21 @@ check "... byte-identical to a clean run" cmp -s clean.npy wt.npy
 
 # SLURM's batch script (scripts/slurm/kernel.sbatch) with scontrol stubbed:
 # USR1 to the batch shell stops ntkd cleanly and requeues; the requeued run finishes.
+# With Open MPI's 1 s kill grace: kernel.sbatch's 10 s would make mpirun
+# wait 20 s after the ranks' exit 5 (e2e_hangs.sh tests the grace).
 mkdir -p fakebin
 printf '#!/bin/sh\necho "scontrol $*" >> "%s/scontrol.calls"\n' "$W" > fakebin/scontrol
 chmod +x fakebin/scontrol
 SBATCH=$SRC/scripts/slurm/kernel.sbatch
 job sl big.npy 256 float32
-PATH="$W/fakebin:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=3 NTKD="$NTKD" bash "$SBATCH" sl.conf > sl1.log 2>&1 &
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=3 NTKD="$NTKD" OMPI_MCA_odls_base_sigkill_timeout=1 bash "$SBATCH" sl.conf > sl1.log 2>&1 &
 sb=$!
 wait_tiles sl.ntk 20
 kill -USR1 $sb
 wait $sb
 check "SLURM script: USR1 stops ntkd cleanly and requeues the job" bash -c "grep -q 'exit 5; requeueing' sl1.log && grep -q 'scontrol requeue 42' scontrol.calls"
 rm -f scontrol.calls
-PATH="$W/fakebin:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=3 SLURM_RESTART_COUNT=1 NTKD="$NTKD" bash "$SBATCH" sl.conf > sl2.log 2>&1
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=42 SLURM_NTASKS=3 SLURM_RESTART_COUNT=1 NTKD="$NTKD" OMPI_MCA_odls_base_sigkill_timeout=1 bash "$SBATCH" sl.conf > sl2.log 2>&1
 check "SLURM script: the requeued run resumes and finishes without requeueing" bash -c "grep -q 'finished with exit 0' sl2.log && [ ! -e scontrol.calls ]"
 "$NTKD" export sl.ntk sl.npy >/dev/null 2>&1
 check "... byte-identical to a clean run" cmp -s clean.npy sl.npy
@@ -297,33 +306,46 @@ check "--version lists the cpu backend" has "backends: cpu" out.log
 
 # --- an idle coordinator does not spin -------------------------------------------
 # A deep network: seconds of work per worker, little data for rank 0 to move.
+# Compared within the run, not against the clock: a coordinator that spins
+# gets its share of the cores like each worker (about as much CPU time as
+# one); an idle one uses a small fraction of a worker's.
 $PY -c "import numpy as np; np.save('deep.npy', np.random.default_rng(5).standard_normal((2048, 64)).astype(np.float32))"
 printf '[data]\npath = deep.npy\n[model]\narch = [Dense Erf]*600 Dense\n[compute]\ntile = 512\n[output]\npath = spin.ntk\n' > spin.conf
 mpirun -np 3 bash -c 'exec /usr/bin/time -f "%U %S %e %M" -o "rank.$OMPI_COMM_WORLD_RANK" "$0" "$1"' "$NTKD" spin.conf >/dev/null 2>&1
-check "rank 0 uses under 15% of a core while workers compute" $PY -c "
-u, s, e, m = map(float, open('rank.0').read().split()[-4:])
-w = sum(sum(map(float, open('rank.%d' % r).read().split()[-4:-2])) for r in (1, 2))
-print('    rank 0: cpu %.2fs over %.2fs wall; workers: %.2fs cpu' % (u + s, e, w))
-assert (u + s) < 0.15 * e and w > 1.0
+check "rank 0 uses under a quarter of the CPU time of each worker" $PY -c "
+cpu = [sum(map(float, open('rank.%d' % r).read().split()[-4:-2])) for r in (0, 1, 2)]
+print('    cpu seconds: rank 0 %.2f, workers %.2f and %.2f' % tuple(cpu))
+assert cpu[0] < 0.25 * min(cpu[1:]), cpu
 "
 
 # --- on-demand scheduling: a slower worker gets fewer tiles ------------------------
-# Rank 2 runs 5% of the time (stopped 190 ms, continued 10 ms), like a CPU
-# worker beside a GPU one: it must get fewer tiles and not hold the job back.
-# (nice 19 with both workers pinned to one core did not slow rank 2 enough
-# here: it still returned 28% of the tiles.)
+# Rank 2 stops (SIGSTOP) once the job has stored a tile, like a worker far
+# slower than the other: it holds the tiles it was given (at most a few:
+# the queue of each worker), and the fast worker must compute all the
+# others meanwhile. Waited for as a count of stored tiles; a scheduler
+# that gave each worker a fixed share would stop at about half.
 printf '[data]\npath = deep.npy\n[model]\narch = [Dense Erf]*300 Dense\n[compute]\ntile = 128\n[output]\npath = slow.ntk\n' > slow.conf
-expect_rc 0 "a job with one slow worker" mpirun -np 3 bash -c \
-  'if [ "$OMPI_COMM_WORLD_RANK" != 2 ]; then exec "$0" "$1"; fi
-   "$0" "$1" & p=$!
-   while kill -STOP $p 2>/dev/null; do sleep 0.19; kill -CONT $p 2>/dev/null; sleep 0.01; done
-   wait $p' "$NTKD" slow.conf
-check "... the fast worker returned most tiles" $PY -c "
+mpirun -np 3 "$NTKD" slow.conf >/dev/null 2>slow.log &
+mp=$!
+wait_tiles slow.ntk 1
+held=$(rank_pids "ntkd slow.conf" 2)
+kill -STOP $held
+at_stop=$(tiles_done slow.ntk)
+# 136 tiles; rank 2 holds at most 16 (its queue: 2, one more per compression thread).
+wait_tiles slow.ntk $((136 - 16)) 600
+reached=$?
+done_while_stopped=$(tiles_done slow.ntk)
+kill -CONT $held
+wait $mp
+rc=$?
+check "a job with one stopped worker: the other stored $done_while_stopped of 136 tiles meanwhile, then the job finished (exit $rc)" \
+  bash -c "[ $reached = 0 ] && [ $rc = 0 ]"
+check "... the fast worker returned all tiles but those the slow one held" $PY -c "
 import re
-line = [l for l in open('err.log') if 'tiles per worker' in l][-1]
+line = [l for l in open('slow.log') if 'tiles per worker' in l][-1]
 n = dict((int(r), int(c)) for r, c in re.findall(r'rank (\d+): (\d+)', line))
-print('    ' + line.strip())
-assert n[1] + n[2] == 136 and n[1] > 3 * n[2], n
+print('    ' + line.strip() + ' (${at_stop:-0} stored when rank 2 stopped)')
+assert n[1] + n[2] == 136 and n[2] <= ${at_stop:-0} + 16, n
 "
 
 echo "e2e: $passed passed, $failed failed"

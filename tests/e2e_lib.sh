@@ -9,6 +9,7 @@ SRC=$(dirname "$(dirname "$(readlink -f "$0")")")
 W=$(mktemp -d "${TMPDIR:-/tmp}/ntkd-e2e-XXXXXX")
 trap '[ -n "${KEEP_W:-}" ] || rm -rf "$W"' EXIT
 cd "$W" || exit 1
+W=$(pwd -P) # as /proc/PID/cwd shows it (job_pids)
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $*"; }
 bad() { failed=$((failed + 1)); echo "FAILED: $*"; }
@@ -25,15 +26,16 @@ has() { grep -q -- "$1" "$2"; }
 tiles_done() { "$NTKD" info "$1" 2>/dev/null | sed -n 's|^progress: *\([0-9]*\)/.*|\1|p'; }
 # wait_tiles STORE MIN [SECONDS]: poll until STORE holds at least MIN tiles.
 # Signals in the tests are sent only once a job is really computing: how long
-# mpirun takes to start its ranks differs a lot between machines.
+# mpirun takes to start its ranks differs a lot between machines. SECONDS
+# (default 300) is a hang guard only: it fails, saying so.
 wait_tiles() {
-  local n end=$((SECONDS + ${3:-120}))
+  local n end=$((SECONDS + ${3:-300}))
   while [ $SECONDS -lt $end ]; do
     n=$(tiles_done "$1")
     [ "${n:-0}" -ge "$2" ] && return 0
     sleep 0.05
   done
-  echo "    waited ${3:-120}s for $2 tiles in $1"
+  echo "    waited ${3:-300}s for $2 tiles in $1"
   return 1
 }
 # wait_file FILE PID [SECONDS]: poll until FILE exists, giving up early if
@@ -49,12 +51,39 @@ wait_file() {
   echo "    waited ${3:-300}s for $1"
   return 1
 }
-# rank_pids PATTERN [RANK]: pids of the MPI ranks (processes with
-# OMPI_COMM_WORLD_RANK set, so not mpirun itself) whose command line matches
-# PATTERN; only rank RANK if given.
+# erf_depth SECONDS LOG LAYERS [ENTRIES MIN MAX]: how many [Dense Erf]
+# layers make a job of about SECONDS of tiles, from LOG, ntkd's log of a
+# calibration run of LAYERS layers ("tiles X s"), whose job had ENTRIES
+# times fewer kernel entries (default 1). A size, not a check: machines
+# differ 30x (an AVX2 EPYC's scalar Erf map against a Zen 5). The time per
+# layer grows with the depth (one job of 1500 samples here: 200 layers
+# 0.5 s, 800 layers 6.2 s, 1637 layers 20.5 s), so the depth follows the
+# square root of the time: a linear rule made jobs 5-20x longer than meant
+# (trust.sh took 20 minutes instead of 3).
+erf_depth() {
+  $PY - "$1" "$2" "$3" "${4:-1}" "${5:-10}" "${6:-2000}" <<'PY'
+import math, re, sys
+target, log, layers, entries, lo, hi = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:])
+m = re.search(r'tiles ([0-9.]+) s', open(log).read()) if log else None
+took = max(float(m.group(1)) if m else 1.0, 1e-3) * entries
+print(int(max(lo, min(hi, layers * math.sqrt(float(target) / took)))))
+PY
+}
+# job_pids PATTERN: pids of the processes whose command line matches
+# PATTERN and that run in this script's folder ($W): ctest runs tests side
+# by side, and another test's jobs may have the same command line.
+job_pids() {
+  local p
+  for p in $(pgrep -f -- "$1"); do
+    [ "$(readlink "/proc/$p/cwd" 2>/dev/null)" = "$W" ] && echo "$p"
+  done
+  return 0
+}
+# rank_pids PATTERN [RANK]: of those, the MPI ranks (processes with
+# OMPI_COMM_WORLD_RANK set, so not mpirun itself); only rank RANK if given.
 rank_pids() {
   local p r
-  for p in $(pgrep -f -- "$1"); do
+  for p in $(job_pids "$1"); do
     r=$(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
     [ -n "$r" ] && { [ -z "${2:-}" ] || [ "$r" = "$2" ]; } && echo "$p"
   done

@@ -1,8 +1,11 @@
 /* Backends: placement of ranks on GPUs and CPUs, the registry, and -- on a
  * machine with a GPU -- the CUDA backend's tiles against the CPU backend's
  * for every fully-connected kernel type and the convolutional networks of
- * tests/cnn_archs.h in float32 and float64 (skipped, saying so, where there
- * is no GPU; scripts/gpu_check.sh runs it there). */
+ * tests/cnn_archs.h in float32 and float64.
+ *   test_backend cpu   the parts that need no GPU (ctest: backend)
+ *   test_backend gpu   the CUDA tiles only; exit 77 (skipped) without a
+ *                      usable GPU (ctest: backend_gpu)
+ *   test_backend       both (scripts/gpu_check.sh) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,11 +101,21 @@ static void cuda_against_cpu(const struct ntk_backend_ops *cuda, struct ntk_data
   }
 }
 
+/* Why the CUDA tiles cannot be computed here: 1 and the reason in `why`,
+ * or 0 where there is a usable GPU. */
+static int no_gpu(char *why, size_t cap) {
+  if (!ntk_backend_find("cuda")) {
+    snprintf(why, cap, "CUDA not compiled in");
+    return 1;
+  }
+  return ntk_backend_gpu_count(why, cap) == 0;
+}
+
 START_TEST(test_cuda_matches_cpu) {
   const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
   char why[256] = "";
-  if (!cuda || !ntk_backend_gpu_count(why, sizeof why)) {
-    printf("skipped: CUDA tiles against CPU tiles (%s)\n", cuda ? why : "CUDA not compiled in");
+  if (no_gpu(why, sizeof why)) {
+    printf("skipped: CUDA tiles against CPU tiles (%s)\n", why);
     return;
   }
   static const char *const fc[] = {
@@ -162,14 +175,27 @@ START_TEST(test_gpu_computes) {
 }
 END_TEST
 
-int main(void) {
+int main(int argc, char **argv) {
+  const char *part = argc > 1 ? argv[1] : "all";
+  int cpu = !strcmp(part, "cpu") || !strcmp(part, "all"), gpu = !strcmp(part, "gpu") || !strcmp(part, "all");
+  if (!cpu && !gpu) {
+    fprintf(stderr, "usage: test_backend [cpu|gpu]\n");
+    return 2;
+  }
+  char why[256] = "";
+  if (!cpu && no_gpu(why, sizeof why)) {
+    printf("skipped: CUDA tiles against CPU tiles (%s)\n", why);
+    return 77;
+  }
   Suite *s = suite_create("backend");
   TCase *tc = tcase_create("backend");
   tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_place);
-  tcase_add_test(tc, test_registry);
-  tcase_add_test(tc, test_gpu_computes);
-  tcase_add_test(tc, test_cuda_matches_cpu);
+  if (cpu) {
+    tcase_add_test(tc, test_place);
+    tcase_add_test(tc, test_registry);
+    tcase_add_test(tc, test_gpu_computes);
+  }
+  if (gpu) tcase_add_test(tc, test_cuda_matches_cpu);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -1,0 +1,131 @@
+/* Events of a run seen from inside ntkd without changing it, for the
+ * end-to-end tests: an LD_PRELOAD library (built with mpicc), so that a
+ * signal meets the run at an event and not after a delay that a loaded
+ * machine stretches, and so that a test can count what ntkd read.
+ *   STOPAT=start        raise the signal in this library's constructor: after
+ *                       main.c's .preinit_array has blocked the stop signals,
+ *                       before main() (a signal during start-up);
+ *   STOPAT=open         raise it when a file whose name ends in STOPAT_PATH is
+ *                       opened (the data file, the store: during set-up);
+ *   STOPAT=mpi_init     in MPI_Init, hold the rank until a stop signal has
+ *                       arrived (it stays pending meanwhile), then let the
+ *                       handler take it and go on into MPI_Init: the test
+ *                       signals mpirun while every rank is starting.
+ * STOPAT_SIGNAL: the signal number (default SIGTERM). STOPAT_MARK: a file
+ * written when the moment came (STOPAT_MARK.RANK for mpi_init), so that the
+ * test knows the signal met the run where it wanted.
+ * READ_BYTES=FILE: at exit, the bytes the process read (rchar of
+ * /proc/self/io) are written to FILE. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int is(const char *where) {
+  const char *w = getenv("STOPAT");
+  return w && !strcmp(w, where);
+}
+
+static void mark(const char *suffix) {
+  const char *m = getenv("STOPAT_MARK");
+  if (!m) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s%s", m, suffix);
+  FILE *f = fopen(path, "w");
+  if (f) fprintf(f, "%d\n", (int)getpid()), fclose(f);
+}
+
+static void stop_now(void) {
+  static int done;
+  if (done) return;
+  done = 1;
+  mark("");
+  const char *s = getenv("STOPAT_SIGNAL");
+  raise(s ? atoi(s) : SIGTERM);
+}
+
+__attribute__((constructor)) static void at_start(void) {
+  if (is("start")) stop_now();
+}
+
+__attribute__((destructor)) static void at_exit_read_bytes(void) {
+  const char *out = getenv("READ_BYTES");
+  if (!out) return;
+  FILE *io = fopen("/proc/self/io", "r"), *f;
+  char line[256];
+  long long rchar = -1;
+  while (io && fgets(line, sizeof line, io))
+    if (sscanf(line, "rchar: %lld", &rchar) == 1) break;
+  if (io) fclose(io);
+  if ((f = fopen(out, "w"))) fprintf(f, "%lld\n", rchar), fclose(f);
+}
+
+static void at_open(const char *path) {
+  const char *want = getenv("STOPAT_PATH");
+  if (!is("open") || !want || !path) return;
+  size_t n = strlen(path), w = strlen(want);
+  if (n >= w && !strcmp(path + n - w, want) && (n == w || path[n - w - 1] == '/')) stop_now();
+}
+
+static int real_open(const char *name, const char *path, int flags, mode_t mode) {
+  int (*next)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, name);
+  return next(path, flags, mode);
+}
+
+int open(const char *path, int flags, ...) {
+  mode_t mode = 0;
+  if (flags & (O_CREAT | O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = (mode_t)va_arg(ap, int);
+    va_end(ap);
+  }
+  at_open(path);
+  return real_open("open", path, flags, mode);
+}
+
+int open64(const char *path, int flags, ...) {
+  mode_t mode = 0;
+  if (flags & (O_CREAT | O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = (mode_t)va_arg(ap, int);
+    va_end(ap);
+  }
+  at_open(path);
+  return real_open("open64", path, flags, mode);
+}
+
+int MPI_Init(int *argc, char ***argv) {
+  if (is("mpi_init")) {
+    sigset_t stop, old, pending;
+    sigemptyset(&stop);
+    int sigs[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
+    for (int i = 0; i < 4; i++) sigaddset(&stop, sigs[i]);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, ".%s", r ? r : "0");
+    mark(suffix);
+    /* At most 10 minutes (a hang guard): without the signal the job runs
+     * to its end and the test fails on its exit code. */
+    for (int k = 0; k < 60000; k++) {
+      sigpending(&pending);
+      int got = 0;
+      for (int i = 0; i < 4; i++) got |= sigismember(&pending, sigs[i]) == 1;
+      if (got) break;
+      nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL); /* the pending signal reaches ntkd's handler here */
+  }
+  return PMPI_Init(argc, argv);
+}
