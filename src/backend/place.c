@@ -206,12 +206,16 @@ ntk_status ntk_place_started(const ntk_comm_t *comm, const struct ntk_place_job 
   ntk_status st = ntk_comm_agree_report(comm, ntk_comm_sum_doubles(comm, p->tally, 2));
   if (!st && ntk_comm_rank(comm) == 0 && p->tally[3] > 0) {
     int placed = (int)p->tally[0], gpus = (int)p->tally[1];
-    fprintf(stderr, "ntkd: placement: %d of %d %s%s %son GPUs (CUDA), %d on the CPU; %d distinct GPU%s seen on %d "
-            "node%s", gpus, units, w->unit, units == 1 ? "" : "s", w->verb, units - gpus, (int)p->tally[3],
-            p->tally[3] == 1 ? "" : "s", (int)p->tally[2], p->tally[2] == 1 ? "" : "s");
+    /* One write: mpirun forwards the ranks' stderr, and another rank's line
+     * may otherwise land inside this one. */
+    char line[512], fell[96] = "";
     if (placed > gpus)
-      fprintf(stderr, "; %d GPU %s%s fell back to the CPU", placed - gpus, w->unit, placed - gpus == 1 ? "" : "s");
-    fprintf(stderr, "\n");
+      snprintf(fell, sizeof fell, "; %d GPU %s%s fell back to the CPU", placed - gpus, w->unit,
+               placed - gpus == 1 ? "" : "s");
+    snprintf(line, sizeof line, "ntkd: placement: %d of %d %s%s %son GPUs (CUDA), %d on the CPU; %d distinct GPU%s "
+             "seen on %d node%s%s\n", gpus, units, w->unit, units == 1 ? "" : "s", w->verb, units - gpus,
+             (int)p->tally[3], p->tally[3] == 1 ? "" : "s", (int)p->tally[2], p->tally[2] == 1 ? "" : "s", fell);
+    fputs(line, stderr);
   }
   return st;
 }
