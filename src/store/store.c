@@ -792,7 +792,7 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size,
       for (uint64_t k = 0; k < s->scan.ndamaged_list && !seen; k++) seen = s->scan.damaged_list[k] == hurt[i];
       if (!seen) s->scan.damaged_list[s->scan.ndamaged_list++] = hurt[i];
     }
-    qsort(hurt, nhurt, sizeof *hurt, by_tile);
+    if (nhurt) qsort(hurt, nhurt, sizeof *hurt, by_tile); /* never qsort(NULL, 0): undefined */
     for (size_t i = 0; i < nhurt; i++)
       s->scan.damaged += (i == 0 || hurt[i] != hurt[i - 1]) && !map_find(&s->map, hurt[i]);
   }
@@ -1012,7 +1012,7 @@ static ntk_status index_check(ntk_store_t *s, struct ntk_index_entry *e, size_t 
       return NTK_OK;
     }
   }
-  qsort(e, n, sizeof *e, by_offset);
+  if (n) qsort(e, n, sizeof *e, by_offset); /* never qsort(NULL, 0): undefined */
   size_t k = 0;
   while (k < n && e[k].offset < covered) k++;
   uint64_t pos = s->first;
@@ -1256,7 +1256,7 @@ static ntk_status all_entries(ntk_store_t *s, struct ntk_index_entry **e, size_t
   for (size_t i = 0; i < s->map.cap; i++)
     if (s->map.v[i].tile != NO_TILE)
       (*e)[(*n)++] = (struct ntk_index_entry){s->map.v[i].tile, s->map.v[i].offset, s->map.v[i].len, s->map.v[i].seq};
-  memcpy(*e + *n, s->others.v, s->others.n * sizeof **e);
+  if (s->others.n) memcpy(*e + *n, s->others.v, s->others.n * sizeof **e); /* v may be NULL */
   *n += s->others.n;
   qsort(*e, *n, sizeof **e, by_offset);
   return NTK_OK;
@@ -1377,7 +1377,7 @@ ntk_status ntk_store_stored_tiles(const ntk_store_t *s, uint64_t **tiles, size_t
       if (s->map.v[i].tile != NO_TILE) (*tiles)[(*n)++] = s->map.v[i].tile;
   pthread_mutex_unlock(map_mu(s));
   if (!*tiles) return ntk_error(NTK_ENOMEM, "out of memory");
-  qsort(*tiles, *n, sizeof **tiles, by_tile);
+  if (*n) qsort(*tiles, *n, sizeof **tiles, by_tile); /* never qsort(NULL, 0): undefined */
   return NTK_OK;
 }
 
@@ -1637,8 +1637,8 @@ ntk_status ntk_store_audit(ntk_store_t *s, uint64_t **tiles, size_t *ntiles_out)
     size_t k = 0;
     for (size_t i = 0; i < s->others.n; i++)
       if (s->others.v[i].offset >= covered) s->others.v[k++] = s->others.v[i];
-    qsort(s->others.v + k, s->others.n - k, sizeof *s->others.v, by_offset);
-    qsort(v->others.v, v->others.n, sizeof *v->others.v, by_offset);
+    if (s->others.n - k) qsort(s->others.v + k, s->others.n - k, sizeof *s->others.v, by_offset);
+    if (v->others.n) qsort(v->others.v, v->others.n, sizeof *v->others.v, by_offset); /* never qsort(NULL, 0): undefined */
     changed |= s->others.n - k != v->others.n ||
                (v->others.n && memcmp(s->others.v + k, v->others.v, v->others.n * sizeof *v->others.v));
     s->others.n = k;
