@@ -123,3 +123,60 @@ def test_readme(tmp_path):
     reg = 1e-4 * np.trace(k_dd) / n1
     want = ns["k_test_train"] @ np.linalg.solve(k_dd + reg * np.eye(n1), ns["y_train"])
     np.testing.assert_allclose(ns["mean"], want, rtol=0, atol=1e-8 * np.abs(want).max())
+
+
+# ---- docs/MIGRATING.md ---------------------------------------------------------------------
+
+NT_PYTHON = os.environ.get("NTKD_NT_PYTHON", "/opt/ntkd-ref-venv/bin/python")
+REF_PREDICT = os.path.join(SRC, "tests", "data", "ref_predict.npz")
+
+
+def code_lines(text, drop=()):
+    """A block's lines without comments and blank lines, less those containing a word of `drop`."""
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r"\s+#.*$", "", line).rstrip()
+        if line and not line.lstrip().startswith("#") and not any(w in line for w in drop):
+            out.append(line)
+    return out
+
+
+def test_migrating_step2_is_step1_with_the_import_changed():
+    """The page says step 2 is neural-tangents' step 1 with one changed import (and its JAX
+    lines dropped): it is, line for line."""
+    (_, nt_code), = blocks("docs/MIGRATING.md", "python neural-tangents")
+    _, ntkd_code = blocks("docs/MIGRATING.md")[0]
+    want = [l.replace("from neural_tangents import", "from ntkd import") for l in code_lines(nt_code, ["jax"])]
+    assert code_lines(ntkd_code) == want
+    assert sum("neural_tangents" in l for l in code_lines(nt_code)) == 1
+
+
+def test_migrating(tmp_path):
+    found, code = program("docs/MIGRATING.md")
+    ns, printed = run_page("docs/MIGRATING.md", code, tmp_path)
+    check_prints("docs/MIGRATING.md", code, printed)
+    # The example's data are neural-tangents' reference inputs, and its kernel and
+    # prediction neural-tangents' own (float64, scripts/nt_predict_reference.py).
+    R = np.load(REF_PREDICT)
+    for name in ("x_train", "x_test", "y_train"):
+        assert np.array_equal(ns[name], R[name]), name
+    def rel(got, want):
+        return np.abs(got - want).max() / np.abs(want).max()
+    assert rel(ns["k_test_train"], R["k_td_ntk"]) < 1e-12
+    assert rel(ns["mean"], R["gd_ntk_mean"]) < 1e-8
+    assert rel(ns["mean_store"], R["gd_ntk_mean"]) < 1e-8
+
+
+@pytest.mark.skipif(not os.access(NT_PYTHON, os.X_OK), reason=f"neural-tangents not installed ({NT_PYTHON})")
+def test_migrating_step1_with_neural_tangents(tmp_path):
+    """Step 1 is neural-tangents' code that runs: it prints what its comments say (the
+    comments of step 2, which prints the same)."""
+    (start, nt_code), = blocks("docs/MIGRATING.md", "python neural-tangents")
+    script = tmp_path / "migrating_step1.py"
+    script.write_text("\n" * (start - 1) + nt_code)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("PYTHONPATH", None)
+    r = subprocess.run([NT_PYTHON, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_prints("docs/MIGRATING.md (neural-tangents)", nt_code, r.stdout.splitlines())
