@@ -26,7 +26,7 @@
  *     equal the program's bit for bit. Set OPENBLAS_CORETYPE or
  *     NTKD_KEEP_BLAS_CORE in the environment to keep OpenBLAS's own.
  *
- * The job-file language of architectures is docs/JOB-FILE.md ("Networks");
+ * The job-file language of architectures is docs/JOB-FILE.md ("Architecture strings");
  * the store format docs/STORE-FORMAT.md. */
 #ifndef NTKD_H
 #define NTKD_H
@@ -89,7 +89,7 @@ typedef struct ntkd_net_options {
 void ntkd_net_options_init(ntkd_net_options *options);
 
 /* A network from its architecture in the job file's language, e.g.
- * * "[Dense(512) Relu]*2 Dense(1)" (docs/JOB-FILE.md, "Networks").
+ * * "[Dense(512) Relu]*2 Dense(1)" (docs/JOB-FILE.md, "Architecture strings").
  * options may be NULL (the defaults). NTKD_ERROR_ARCH with the column and
  * the problem. */
 ntkd_status ntkd_net_create(const char *arch, const ntkd_net_options *options, ntkd_net **net);

@@ -1,5 +1,5 @@
 /* Compare the GPU training step (src/backend/cuda/mlp_gpu.cu: cuBLAS sgemm
- * and kernels) with the CPU path (src/train/mlp.c) on random data: the
+ * and kernels) with the CPU path (src/backend/cpu/mlp.c) on random data: the
  * gradient of one batch of a 784-1000-1000-10 MLP, then ten Adam steps.
  * Exit 0 if the gradients agree within 1e-4 relative to their largest
  * entry (summation order differs between cuBLAS and OpenBLAS) and the

@@ -24,10 +24,23 @@ echo "Kernel regression: 10 000 train, 2 000 test images (configs/fc-fashion-sol
 rm -f out/fc-fashion-solve.ntk
 mpirun -np "$ranks" build/ntkd configs/fc-fashion-solve.conf
 echo
-echo "A block of that store from Python (python/ntkd_store), no export: README.md's example, run as is"
+echo "A test x train block of that store from Python (python/ntkd_store), without exporting it:"
+PYTHONPATH=python /usr/bin/python3 -c "
+import ntkd_store
+with ntkd_store.open('out/fc-fashion-solve.ntk') as S:
+    B = S['ntk'][10000:, :10000]
+    print(S.shape, S.kernels, S.precision, 'complete:', S.complete, '- test x train block', B.shape, B.dtype)"
+echo
+echo "README.md's \"From Python\" examples, run as they stand (in out/readme-python/):"
 sed -n '/^## From Python/,/^## /p' README.md | awk '/^```python/ {f = 1; next} /^```/ {f = 0} f' > out/readme_python.py
-grep -q ntkd_store out/readme_python.py   # the example is there (set -e stops the quickstart if not)
-PYTHONPATH=python /usr/bin/python3 out/readme_python.py
+grep -q 'from ntkd import stax' out/readme_python.py   # the examples are there (set -e stops the quickstart if not)
+rm -rf out/readme-python && mkdir -p out/readme-python
+# The package over this build (pip install ./python installs the same), with the
+# OpenBLAS kernels the program picks (docs/CLI.md, Environment), as tests/python/run.sh.
+core=$(build/ntkd --version | sed -n 's/^OpenBLAS kernels: //p')
+[ -n "${OPENBLAS_CORETYPE:-}" ] || [ -z "$core" ] || export OPENBLAS_CORETYPE=$core
+(cd out/readme-python && NTKD_LIBRARY="$OLDPWD/build/libntkd.so" NTKD_PROGRAM="$OLDPWD/build/ntkd" \
+   PYTHONPATH="$OLDPWD/python" /usr/bin/python3 ../readme_python.py)
 
 cat <<MSG
 
@@ -39,4 +52,5 @@ Load it in Python:
   import numpy; K = numpy.load('out/fc_ntk.npy')
 Or read any block of a store without exporting (pip install ./python, or PYTHONPATH=python):
   import ntkd_store; K = ntkd_store.open('out/fc-fashion-solve.ntk')['ntk']; B = K[10000:, :10000]
+From Python, neural-tangents' stax and kernel_fn, ntkd.batch, ntkd.predict: README.md "From Python"
 MSG

@@ -1,5 +1,5 @@
 /* The device interface: what a CPU or GPU implementation provides, to the
- * tile engine (worker/worker.c) and to training (train/train.c) alike. A
+ * tile engine (worker/engine.c) and to training (train/train.c) alike. A
  * backend gets a kernel problem once (architecture, data, which kernels)
  * and then fills tiles on request; or an MLP, whose gradient and Adam
  * steps it computes. The registry (backend.c) is the one place that knows
@@ -37,7 +37,7 @@ struct ntk_backend_ops {
    * tile gives the same bits whatever other tiles were computed. */
   ntk_status (*compute_tile)(void *ctx, const struct ntk_tile *t, void *nngp, void *ntk);
   void (*destroy)(void *ctx); /* accepts NULL */
-  /* Worker pipeline (src/worker/worker.c): how many threads check and
+  /* Worker pipeline (src/worker/engine.c): how many threads check and
    * compress earlier tiles while compute_tile runs on the next one. 0: the
    * engine checks and compresses each tile after computing it, on the
    * calling thread (the CPU backend: its compute uses every core already).

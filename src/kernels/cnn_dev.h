@@ -167,7 +167,7 @@ typedef struct {
  * ~1 + 2^-20; negative ones are clamped to 0 before (tests/test_cnn_gpu.c
  * checks that domain on the map's inputs). Checked on an H200 against
  * sqrtf for all 2^32 bit patterns: equal on the whole domain (docs/GPU.md,
- * "On paper"). On the host: sqrtf. */
+ * "The CNN kernels"). On the host: sqrtf. */
 static inline NTK_HD float ntk_dev_sqrtf_map(float x) {
 #ifdef __CUDA_ARCH__
   float s;

@@ -1,5 +1,5 @@
 /* The messages between the coordinator (rank 0, coordinator/) and its
- * workers (worker/worker.c), in one place. Every message is sent with
+ * workers (worker/serve.c), in one place. Every message is sent with
  * ntk_comm_send (comm/comm.h) under one of these tags; a worker's
  * conversation with rank 0, for each tile:
  *

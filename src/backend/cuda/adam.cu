@@ -1,4 +1,4 @@
-/* Adam's update on the GPU, the same arithmetic as src/train/adam.c. This
+/* Adam's update on the GPU, the same arithmetic as src/backend/cpu/adam.c. This
  * file is compiled with -ftz=true (CMakeLists.txt): subnormal m and v
  * flush to zero as with FTZ/DAZ on the CPU. Not --use_fast_math, which
  * would also approximate the division and sqrt and move the result away

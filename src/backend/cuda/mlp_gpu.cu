@@ -1,5 +1,5 @@
 /* The MLP's forward and backward pass and Adam on a GPU, for GPU ranks of
- * a training job (issue 6, item 5). The same arithmetic as src/train/mlp.c
+ * a training job (issue 6, item 5). The same arithmetic as src/backend/cpu/mlp.c
  * and adam.c: sgemm from cuBLAS, the rest in small kernels. cuBLAS is
  * loaded with dlopen when a GPU rank starts, so ntkd never needs CUDA's
  * libraries to run on a machine without a GPU. Parameters and Adam's m, v
