@@ -59,6 +59,24 @@ def _write(path, content):
         raise
 
 
+def _holds(path, content):
+    """Whether the file at path holds exactly what _write would write for content."""
+    if isinstance(content, str):
+        data = content.encode()
+    else:
+        import io
+        buf = io.BytesIO()
+        np.save(buf, content)
+        data = buf.getvalue()
+    try:
+        if os.path.getsize(path) != len(data):
+            return False
+        with open(path, "rb") as f:
+            return f.read() == data
+    except OSError:
+        return False
+
+
 def _labels(y, n, what):
     try:
         a = np.asarray(y)
@@ -124,8 +142,9 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
     STEM.log. ranks None or 1: one process (`ntkd STEM.conf`); ranks R > 1:
     `mpirun -np R+1 ntkd STEM.conf` (R computing ranks and a coordinator).
     A store of the same job is resumed (a rerun computes only the tiles it
-    lacks: none if it is complete); a store of another job raises ValueError
-    and is left as it was, with its files, unless overwrite=True.
+    lacks: none if it is complete; its files are left as they are and
+    STEM.conf is run); a store of another job raises ValueError and is left
+    as it was, with its files, unless overwrite=True.
 
     x1: (N, D) vectors, (N, L, C) sequences or (N, H, W, C) images; x2: the
     same sample shape, stored after x1 as the test set: the store then holds
@@ -191,22 +210,31 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
         y = (_labels(labels[0], a1.shape[0], "labels[0]"), _labels(labels[1], a2.shape[0], "labels[1]"))
 
     os.makedirs(files.folder, exist_ok=True)
-    # A store that exists may belong to another job: its files are replaced only once the
-    # program has accepted the new job for it (it says how many tiles it computes), so that a
-    # refused job leaves the store's data and job file as they were.
-    fresh = overwrite or not os.path.exists(files.store)
-    tag = "" if fresh else f".new{os.getpid()}"
-    names = {k: files.data(k) + tag for k in ("x1", "x2", "y1", "y2")}
-    names["store"] = files.name
     final = {k: files.data(k) for k in ("x1", "x2", "y1", "y2")}
     final["store"] = files.name
     job_final = _job_text(kernel_fn, a1, a2, kernel, precision, tile, test_test, y, backend, level, progress, final)
-    job_run = _job_text(kernel_fn, a1, a2, kernel, precision, tile, test_test, y, backend, level, progress, names)
-    job_name = os.path.basename(files.job) + tag
-    written = [(job_name, job_run)]
     arrays = [("x1", a1)] + ([("x2", a2)] if a2 is not None else []) + \
              ([("y1", y[0]), ("y2", y[1])] if y is not None else [])
-    written += [(names[k], a) for k, a in arrays]
+    written_final = [(os.path.basename(files.job), job_final)] + [(final[k], a) for k, a in arrays]
+    # A store that exists may belong to another job: its files are replaced only once the
+    # program has accepted the new job for it (it says how many tiles it computes), so that a
+    # refused job leaves the store's data and job file as they were, and a job running on the
+    # store never has its data replaced under it. Such a job is staged under temporary names.
+    # A resume (the files beside the store already hold this job) writes nothing and runs
+    # STEM.conf itself, so that its messages name the job file a user reruns.
+    fresh = overwrite or not os.path.exists(files.store)
+    resume = not fresh and all(_holds(os.path.join(files.folder, name), c) for name, c in written_final)
+    staged = not fresh and not resume
+    tag = f".new{os.getpid()}" if staged else ""
+    names = {k: files.data(k) + tag for k in ("x1", "x2", "y1", "y2")}
+    names["store"] = files.name
+    job_name = os.path.basename(files.job) + tag
+    if resume:
+        written = []
+    else:
+        job_run = job_final if not staged else \
+            _job_text(kernel_fn, a1, a2, kernel, precision, tile, test_test, y, backend, level, progress, names)
+        written = [(job_name, job_run)] + [(names[k], a) for k, a in arrays]
     seen = []  # the program's lines, also when it is interrupted
     try:
         for name, content in written:
@@ -214,11 +242,15 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
         args = [job_name] + (["--overwrite"] if overwrite else [])
         nproc = ranks + 1 if ranks is not None and ranks > 1 else None
         with open(files.log, "a", buffering=1) as log:  # line by line: `tail -f` shows the run
+            if staged:
+                log.write(f"ntkd.batch: {files.name} exists and {os.path.basename(files.job)} differs from this job: "
+                          f"the job runs as {job_name}, renamed {os.path.basename(files.job)} once the program "
+                          "accepts it for the store\n")
             result = _program.run(args, cwd=files.folder, nproc=nproc, progress=progress, desc=files.name,
                                   log=_Tee(log) if verbose else log, check=False, lines=seen)
     finally:
         accepted = any(_program.ACCEPTED.match(t) for t in seen)
-        if not fresh:  # the store's files: this job's once the program accepted it for the store
+        if staged:  # the store's files: this job's once the program accepted it for the store
             if accepted:
                 _adopt(files, written, job_final, tag)
             else:

@@ -87,12 +87,36 @@ def test_rerun_resumes(tmp_path, data):
     assert todo == total == S.tiles_needed
     want = S["ntk"][:, :]
     before = files(tmp_path)
+    first_run = len(open(tmp_path / "k.log").read())
     S2 = ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k.ntk", tile=TILE, progress=False)
     assert last_to_compute(tmp_path / "k.log") == (0, total)
+    # The resume ran the job file beside the store, k.conf, the one a user reruns by hand:
+    # its lines name it, and no temporary job file.
+    rerun = open(tmp_path / "k.log").read()[first_run:]
+    assert re.search(r"^ntkd: k\.conf: %d samples" % (N1 + N2), rerun, re.M), rerun
+    assert ".new" not in rerun, rerun
     assert np.array_equal(S2["ntk"][:, :], want, equal_nan=True)  # test x test: NaN, not computed
     after = files(tmp_path)
     assert after.keys() == before.keys()
     assert all(after[f] == before[f] for f in after if not f.endswith((".ntk", ".index")))
+
+
+def test_a_changed_job_accepted_for_the_store_takes_the_files(tmp_path, data):
+    # A job that differs from k.conf (here: progress lines) but that the program accepts for
+    # the store runs under temporary names, as the log says, and then owns k.conf.
+    x1, x2 = data
+    ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k.ntk", tile=TILE, progress=False)
+    assert "progress = 1" not in open(tmp_path / "k.conf").read()
+    first_run = len(open(tmp_path / "k.log").read())
+    seen = []
+    ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k.ntk", tile=TILE, progress=lambda d, t: seen.append(d))
+    rerun = open(tmp_path / "k.log").read()[first_run:]
+    m = re.search(r"^ntkd\.batch: k\.ntk exists and k\.conf differs from this job: the job runs as (k\.conf\.new\d+)",
+                  rerun, re.M)
+    assert m and re.search(r"^ntkd: %s: " % re.escape(m.group(1)), rerun, re.M), rerun
+    assert last_to_compute(tmp_path / "k.log")[0] == 0
+    assert "progress = 1" in open(tmp_path / "k.conf").read()
+    assert not [f for f in os.listdir(tmp_path) if ".new" in f]
 
 
 def test_another_jobs_store_raises_unless_overwrite(tmp_path, data):
