@@ -1,11 +1,13 @@
 """The documentation's Python examples, run as they stand: every ```python block of
-README.md (all in its "From Python" section, which scripts/quickstart.sh runs too) and
-of docs/MIGRATING.md, each page's blocks in order as one program, in a fresh folder.
+README.md (all in its "From Python" section, which scripts/quickstart.sh runs too), of
+docs/MIGRATING.md and of python/README.md, each page's blocks in order as one program, in a
+fresh folder.
 
 What they print is checked against what they say they print: a `print(...)` line's
 comment must begin with the line the print wrote (`print(x.shape)  # (50, 300) ...`).
 Then their results are checked: the README's store against kernel_fn bit for bit and its
-two regressions against each other; MIGRATING.md's kernel and predictions against
+two regressions against each other; python/README.md's stores against kernel_fn bit for bit,
+its regressions against the formula and each other; MIGRATING.md's kernel and predictions against
 neural-tangents' own (tests/data/ref_predict.npz), and its neural-tangents block, where
 neural-tangents is installed (NTKD_NT_PYTHON, default /opt/ntkd-ref-venv/bin/python),
 run by neural-tangents itself.
@@ -123,6 +125,49 @@ def test_readme(tmp_path):
     reg = 1e-4 * np.trace(k_dd) / n1
     want = ns["k_test_train"] @ np.linalg.solve(k_dd + reg * np.eye(n1), ns["y_train"])
     np.testing.assert_allclose(ns["mean"], want, rtol=0, atol=1e-8 * np.abs(want).max())
+
+
+# ---- python/README.md ----------------------------------------------------------------------
+
+def test_python_readme(tmp_path):
+    found, code = program("python/README.md")
+    assert len(found) == 3, "python/README.md: a block for ntkd.batch, ntkd.predict and ntkd.store"
+    ns, printed = run_page("python/README.md", code, tmp_path)
+    check_prints("python/README.md", code, printed)
+    x_train, x_test, y_train, kernel_fn = ns["x_train"], ns["x_test"], ns["y_train"], ns["kernel_fn"]
+    n1, n = len(x_train), len(x_train) + len(x_test)
+    # ntkd.batch's stores hold kernel_fn's numbers for x_train then x_test, bit for bit
+    # (tests/python/run.sh gives this process the program's OpenBLAS kernels): k.ntk without
+    # test x test (NaN), kt.ntk with it; and the page's blocks are those numbers.
+    k = kernel_fn(np.concatenate([x_train, x_test]), None, ("nngp", "ntk"))
+    import ntkd_store
+    with ntkd_store.open(str(tmp_path / "k.ntk")) as S:
+        assert S.shape == (n, n) and S.n_train == n1 and S.complete
+        for g in ("nngp", "ntk"):
+            assert np.array_equal(S[g][:, :n1], getattr(k, g)[:, :n1]), g
+        assert np.isnan(S["ntk"][n1:, n1:]).all()
+    with ntkd_store.open(str(tmp_path / "kt.ntk")) as S:
+        assert S.complete and S.test_test
+        for g in ("nngp", "ntk"):
+            assert np.array_equal(S[g][:, :], getattr(k, g)), g
+    assert np.array_equal(ns["K"], k.ntk[:100, n1:])
+    np.testing.assert_allclose(ns["y"], k.ntk @ ns["v"], rtol=1e-12)
+    assert ns["tiles"] == ns["report"].intact == ns["report"].needed and ns["report"]
+    # The resume computed nothing, and the job it ran is k.conf (the file beside the store).
+    log = (tmp_path / "k.log").read_text()
+    assert re.findall(r"^ntkd: (\d+) of 9 tiles to compute", log, re.M) == ["9", "0"]
+    assert ".new" not in log
+    # The regressions are the one neural-tangents writes: K_td (K_dd + diag_reg trace/n I)^-1 y,
+    # in this process and from the store; the covariances are (m, m).
+    assert ns["mean"].shape == ns["mean_nngp"].shape == ns["mean_store"].shape == (len(x_test), 3)
+    assert ns["cov_nngp"].shape == ns["g"].ntk.covariance.shape == (len(x_test), len(x_test))
+    k_dd = k.ntk[:n1, :n1]
+    reg = 1e-4 * np.trace(k_dd) / n1
+    want = k.ntk[n1:, :n1] @ np.linalg.solve(k_dd + reg * np.eye(n1), y_train)
+    tol = 1e-8 * np.abs(want).max()
+    np.testing.assert_allclose(ns["mean"], want, rtol=0, atol=tol)
+    np.testing.assert_allclose(ns["mean_store"], want, rtol=0, atol=tol)
+    np.testing.assert_allclose(ns["g"].ntk.mean, ns["mean_store"], rtol=0, atol=0)
 
 
 # ---- docs/MIGRATING.md ---------------------------------------------------------------------
