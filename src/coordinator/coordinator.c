@@ -292,14 +292,23 @@ static void check_signal(struct sched *s) {
  * compression threads (a GPU backend) the next tile is computed while the
  * last one is checked and compressed; tiles are stored in the order they
  * were computed, and those in the pipeline when a failure or a stop comes
- * are still stored. */
+ * are still stored. A stop signal also stops the tile being computed,
+ * inside itself (the problem's stop flag): that tile is dropped, never
+ * stored in part; a rerun computes it. */
 static ntk_status run_solo(struct sched *s, ntk_engine_t *e) {
   for (;;) {
     int room = sched_more(s) && ntk_engine_can_submit(e);
     if (room) {
       struct ntk_tile t = ntk_tiling_tile(s->tiling, s->pending[s->next++]);
       ntk_status st = ntk_engine_submit(e, &t);
-      if (st) set_failure(s, st);
+      if (st == NTK_EINTERRUPTED && ntk_stop_requested()) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ntk_error_message());
+        check_signal(s);
+        fprintf(stderr, "ntkd: %s: the tile is dropped (a rerun computes it)\n", why);
+      } else if (st) {
+        set_failure(s, st);
+      }
     }
     struct ntk_engine_result r;
     if (!ntk_engine_take(e, room ? 0 : -1, &r)) {
