@@ -168,6 +168,81 @@ START_TEST(test_progress_and_cancel) {
 }
 END_TEST
 
+/* Stopping inside a tile (issue 27): a single tile that takes seconds,
+ * stopped at the first report of entries done inside it, by the cancel
+ * flag or by the progress callback's answer. The call must return
+ * NTKD_ERROR_CANCELLED having computed far fewer entries than the tile
+ * holds (counted by the last progress call, not timed), and leave no
+ * value in the outputs. One case per path of the kernels. */
+struct stopper {
+  volatile int cancel;
+  int by_flag;          /* stop by setting cancel, else by returning non-zero */
+  uint64_t first, last, total;
+};
+
+static int stop_when_counting(void *arg, uint64_t done, uint64_t total) {
+  struct stopper *s = arg;
+  s->last = done;
+  s->total = total;
+  if (!done || s->first) return 0;
+  s->first = done;
+  if (s->by_flag) s->cancel = 1;
+  return !s->by_flag;
+}
+
+static const struct slow_case {
+  const char *arch, *path;
+  size_t n, shape[3];
+  int ndim, standard;
+} slow_cases[] = {
+    /* ~2 s each, one thread, on this project's 2-core VM (tests/test_lib.c's timing, before the change) */
+    {"[Dense Erf]*300 Dense", "FC, bands of rows per layer", 512, {8, 0, 0}, 1, 0},
+    {"[Conv(8, (3, 3), padding='SAME') Relu]*10 GlobalAvgPool Dense", "CNN batched, one slice run", 32, {8, 8, 3}, 3, 0},
+    {"[Conv(8, (3, 3), padding='SAME') Relu]*10 GlobalAvgPool Dense", "CNN pair by pair (standard)", 32, {8, 8, 3}, 3, 1},
+    {"[Conv(8, (3, 3), padding='SAME') Relu]*10 Flatten Dense", "CNN batched, same-position", 64, {32, 32, 3}, 3, 0},
+    {"[Conv(8, (3, 3), padding='SAME') Relu]*10 Flatten Dense", "CNN pair by pair, same-position", 64, {32, 32, 3}, 3, 1},
+    {"[Conv(8, (3, 3), padding='SAME') Relu]*2 AvgPool((2, 2)) [Conv(8, (3, 3), padding='SAME') Relu]*2 "
+     "GlobalAvgPool Dense", "CNN batched, runs joined by pooling", 32, {12, 12, 3}, 3, 0},
+    {"Conv(8, (3, 3), strides=(2, 2), padding='SAME') Relu [Conv(8, (3, 3), padding='SAME') Relu]*10 "
+     "GlobalAvgPool Dense", "CNN pair by pair, a full covariance then slices", 32, {16, 16, 3}, 3, 1},
+};
+
+START_TEST(test_cancel_inside_a_tile) {
+  const struct slow_case *c = &slow_cases[_i];
+  size_t d = c->shape[0] * (c->ndim > 1 ? c->shape[1] : 1) * (c->ndim > 2 ? c->shape[2] : 1), n = c->n;
+  double *x = grid_data(n, d, 3), *g = malloc(n * n * sizeof *g), *t = malloc(n * n * sizeof *t);
+  for (size_t i = 0; i < n * n; i++) g[i] = t[i] = 1.0;
+  ntkd_net_options no;
+  ntkd_net_options_init(&no);
+  no.parameterization = c->standard ? NTKD_PARAM_STANDARD : NTKD_PARAM_NTK;
+  ntkd_net *net = NULL;
+  ck_assert_msg(ntkd_net_create(c->arch, &no, &net) == NTKD_OK, "%s", ntkd_last_error());
+  ntkd_data a = {x, n, c->ndim, {c->shape[0], c->shape[1], c->shape[2]}, NTKD_FLOAT64};
+  struct stopper s = {0, (int)(_i % 2), 0, 0, 0};
+  ntkd_compute_options o;
+  ntkd_compute_options_init(&o);
+  o.threads = 1;
+  o.tile = n; /* one tile */
+  o.progress = stop_when_counting;
+  o.progress_arg = &s;
+  o.cancel = &s.cancel;
+  ntkd_status st = ntkd_kernels(net, &a, NULL, NTKD_NNGP | NTKD_NTK, g, t, &o);
+  fprintf(stderr, "test_lib: %s (%s): stopped %s at %llu entries, returned with %llu of %llu computed\n", c->path,
+          c->arch, s.by_flag ? "by the flag" : "by progress", (unsigned long long)s.first, (unsigned long long)s.last,
+          (unsigned long long)s.total);
+  ck_assert_msg(st == NTKD_ERROR_CANCELLED, "%s: %s (status %d: %s)", c->path, c->arch, st, ntkd_last_error());
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "cancelled"));
+  ck_assert_uint_eq(s.total, n * n);
+  ck_assert_uint_gt(s.first, 0);
+  ck_assert_uint_ge(s.last, s.first);
+  ck_assert_msg(s.last < s.total / 2, "%s: %llu of %llu entries computed before the stop took effect", c->path,
+                (unsigned long long)s.last, (unsigned long long)s.total);
+  for (size_t i = 0; i < n * n; i++) ck_assert_msg(isnan(g[i]) && isnan(t[i]), "%s: entry %zu is a value", c->path, i);
+  ntkd_net_free(net);
+  free(x), free(g), free(t);
+}
+END_TEST
+
 START_TEST(test_bad_arguments) {
   ntkd_net *net = net_of("Dense Relu Dense");
   double x[6] = {1, 2, 3, 4, 5, NAN}, k[9];
@@ -203,6 +278,7 @@ int main(void) {
   tcase_add_test(tc, test_cnn_blocks);
   tcase_add_test(tc, test_progress_and_cancel);
   tcase_add_test(tc, test_bad_arguments);
+  tcase_add_loop_test(tc, test_cancel_inside_a_tile, 0, (int)(sizeof slow_cases / sizeof *slow_cases));
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
