@@ -61,8 +61,14 @@ static size_t apply_layers(const ntk_fc_t *fc, const struct ntk_tile *tl, REAL *
   REAL *bs = fc->bstack;
   size_t band = cols && NTK_FC_BAND / cols ? NTK_FC_BAND / cols : 1;
   if (t) memset(t, 0, count * sizeof(REAL));
+  /* A diagonal tile: gram_tile filled i >= j only; the layers run on the
+   * whole tile, so the rest starts at zero (valgrind saw the maps branch
+   * on uninitialised values there) and is mirrored over at the end. */
   if (diag)
-    for (size_t i = 0; i < rows; i++) g[i * cols + i] = var[tl->r0 + i];
+    for (size_t i = 0; i < rows; i++) {
+      g[i * cols + i] = var[tl->r0 + i];
+      if (i + 1 < cols) memset(g + i * cols + i + 1, 0, (cols - i - 1) * sizeof(REAL));
+    }
   for (size_t li = 0; li < nl; li++) {
     const struct ntk_layer *l = &fc->arch->layers[li];
     int d = depth; /* the block stack's depth before this layer */
