@@ -5,8 +5,11 @@
 # (ntkd_bench_cnn, one tile), and two FC jobs (ntkd, one rank, level 0).
 # Prints each time and the ratio after/before.
 #   scripts/bench_ab.sh BEFORE_BUILD AFTER_BUILD [ROUNDS]
+# NTKD_BENCH_CPU=1: each run's CPU seconds (user + system, /usr/bin/time)
+# instead of its wall-clock time, for a machine that others share.
 set -euo pipefail
-before=$1 after=$2 rounds=${3:-3}
+before=$(readlink -f "$1") after=$(readlink -f "$2") rounds=${3:-3}
+cpu=${NTKD_BENCH_CPU:-0}
 source "$(dirname "$0")/env.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -16,10 +19,22 @@ np.save('$work/fc.npy', np.random.default_rng(1).standard_normal((12000, 784)).a
 fc() { # BUILD ARCH
   printf '[data]\npath = fc.npy\n[model]\narch = %s\n[compute]\ntile = 2048\n[output]\npath = fc.ntk\nlevel = 0\nprogress = 1000\n' "$2" > "$work/fc.conf"
   rm -f "$work"/fc.ntk*
-  (cd "$work" && "$1/ntkd" fc.conf 2> fc.log >/dev/null)
-  sed -n 's/.*tiles \([0-9.]*\) s$/\1/p' "$work/fc.log"
+  if [ "$cpu" = 1 ]; then
+    (cd "$work" && /usr/bin/time -f '%U %S' -o cpu.txt "$1/ntkd" fc.conf 2> fc.log >/dev/null)
+    awk '{print $1 + $2}' "$work/cpu.txt"
+  else
+    (cd "$work" && "$1/ntkd" fc.conf 2> fc.log >/dev/null)
+    sed -n 's/.*tiles \([0-9.]*\) s$/\1/p' "$work/fc.log"
+  fi
 }
-cnn() { "$1/ntkd_bench_cnn" --check 0 "$2" "$3" 2>/dev/null | tail -1; } # timing only: bench_cnn.sh checks
+cnn() { # timing only: bench_cnn.sh checks. CPU mode: CPU seconds over the entries (n (n + 1) / 2)
+  if [ "$cpu" = 1 ]; then
+    /usr/bin/time -f '%U %S' -o "$work/cpu.txt" "$1/ntkd_bench_cnn" --check 0 "$2" "$3" >/dev/null 2>&1
+    awk -v n="$3" '{print ($1 + $2) / (n * (n + 1) / 2)}' "$work/cpu.txt"
+  else
+    "$1/ntkd_bench_cnn" --check 0 "$2" "$3" 2>/dev/null | tail -1
+  fi
+}
 declare -A arch=(
   [cntk-gap21]="[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense|8"
   [cnn-flatten21]="[Conv(3, 1, SAME) Relu]*20 Flatten Dense|64"
