@@ -38,7 +38,8 @@ struct sched {
   pthread_mutex_t mu;  /* guards failure and failure_msg, dirty, store_failed, the audit's results */
   ntk_status failure;  /* first error: stop handing out work */
   char failure_msg[2048];
-  int stopping;        /* signal received (main thread only) */
+  int stopping;        /* signal received, here or by a worker (main thread only) */
+  int signalled;       /* this process's own stop signal seen and said (main thread only) */
   double compute_seconds; /* summed over tiles: compute + compress */
   uint64_t *per_worker;    /* tiles each rank returned this run (MPI) */
   /* Main thread, MPI: */
@@ -280,9 +281,12 @@ static int sched_more(struct sched *s) {
   return !s->stopping && s->next < s->npending && !get_failure(s);
 }
 
+/* Said once even when a worker's interrupt came first: a worker sees the
+ * same signal (mpirun's SIGTERM to every rank) inside its tile and may
+ * report it before this loop looks. */
 static void check_signal(struct sched *s) {
-  if (ntk_stop_requested() && !s->stopping) {
-    s->stopping = 1;
+  if (ntk_stop_requested() && !s->signalled) {
+    s->signalled = s->stopping = 1;
     fprintf(stderr, "\nntkd: signal %d: finishing the tiles in flight, then stopping (rerun to resume)\n",
             ntk_stop_requested());
   }
