@@ -138,7 +138,9 @@ typedef struct ntkd_compute_options {
                                  (set it from another thread or a signal handler, and leave it set
                                  until the call returns). The threads poll it inside their tiles
                                  (per layer, band of rows, pair of images): on the CPU a stop takes
-                                 effect within a fraction of a second; a GPU finishes its tile */
+                                 effect within a fraction of a second (not inside one 512 x 512
+                                 block of an FC network's input covariance, a single BLAS call:
+                                 seconds for ~10^5 input features); a GPU finishes its tile */
 } ntkd_compute_options;
 
 /* The defaults: every core, auto, a tile from the network, no callback. */
