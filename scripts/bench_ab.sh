@@ -15,8 +15,11 @@
 #     3 images of 8 x 8 x 3, which must take the timed run's path (the
 #     path ntkd_bench_cnn names is compared).
 #   scripts/bench_ab.sh BEFORE_BUILD AFTER_BUILD [ROUNDS]
+# NTKD_BENCH_CPU=1: each run's CPU seconds (user + system, /usr/bin/time)
+# instead of its wall-clock time, for a machine that others share.
 set -euo pipefail
 before=$(readlink -f "$1") after=$(readlink -f "$2") rounds=${3:-3}
+cpu=${NTKD_BENCH_CPU:-0}
 source "$(dirname "$0")/env.sh"
 source "$(dirname "$0")/bench_check.sh"
 work=$(mktemp -d)
@@ -28,12 +31,23 @@ np.save('$work/img.npy', np.random.default_rng(2).random((6, 8, 8, 3), dtype=np.
 fc() { # BUILD ARCH STORE
   printf '[data]\npath = fc.npy\n[model]\narch = %s\n[compute]\ntile = 2048\n[output]\npath = %s\nlevel = 0\nprogress = 1000\n' "$2" "$3" > "$work/fc.conf"
   rm -f "$work/$3"*
-  (cd "$work" && "$1/ntkd" fc.conf 2> fc.log >/dev/null)
-  sed -n 's/.*tiles \([0-9.]*\) s$/\1/p' "$work/fc.log"
+  if [ "$cpu" = 1 ]; then
+    (cd "$work" && /usr/bin/time -f '%U %S' -o cpu.txt "$1/ntkd" fc.conf 2> fc.log >/dev/null)
+    awk '{print $1 + $2}' "$work/cpu.txt"
+  else
+    (cd "$work" && "$1/ntkd" fc.conf 2> fc.log >/dev/null)
+    sed -n 's/.*tiles \([0-9.]*\) s$/\1/p' "$work/fc.log"
+  fi
 }
-# cnn BUILD ARCH N KEY: seconds per entry; the path it took goes to $work/path.KEY.
+# cnn BUILD ARCH N KEY: seconds per entry (CPU mode: CPU seconds over the
+# n (n + 1) / 2 entries); the path it took goes to $work/path.KEY.
 cnn() {
-  "$1/ntkd_bench_cnn" --check 0 "$2" "$3" 2>"$work/cnn.err" | tail -1
+  if [ "$cpu" = 1 ]; then
+    /usr/bin/time -f '%U %S' -o "$work/cpu.txt" "$1/ntkd_bench_cnn" --check 0 "$2" "$3" >/dev/null 2>"$work/cnn.err"
+    awk -v n="$3" '{print ($1 + $2) / (n * (n + 1) / 2)}' "$work/cpu.txt"
+  else
+    "$1/ntkd_bench_cnn" --check 0 "$2" "$3" 2>"$work/cnn.err" | tail -1
+  fi
   sed -n 's/.* float[0-9]*, \([a-z ]*\): .*/\1/p' "$work/cnn.err" > "$work/path.$4"
 }
 declare -A arch=(

@@ -20,6 +20,7 @@
 #include "job/data.h"
 #include "job/data_share.h"
 #include "base/fsutil.h"
+#include "base/signals.h"
 #include "job/jobfiles.h"
 #include "job/jobhash.h"
 #include "store/lock.h"
@@ -156,7 +157,8 @@ static ntk_status load_data(struct run *r) {
 /* 3. Does the network fit the data? Checked on rank 0 before the store is
  * touched, so a bad job leaves no file behind. */
 static ntk_status check_network(struct run *r) {
-  r->prob = (struct ntk_problem){r->job->net, &r->data, r->job->kernels, -1};
+  /* The stop signals' flag: a signal stops a tile inside itself. */
+  r->prob = (struct ntk_problem){r->job->net, &r->data, r->job->kernels, -1, {{ntk_stop_flag(), NULL}, NULL}};
   ntk_status st = NTK_OK;
   if (r->rank == 0 && (st = ntk_backend_check(&r->prob)))
     st = ntk_error(st, "%s:%d: [model] arch: %s", r->conf, r->job->arch_line, ntk_error_message());
@@ -238,7 +240,7 @@ static ntk_status start_engines(struct run *r) {
     const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
     st = cuda ? ntk_engine_create(&r->prob, cuda, job->level, &r->tiling, &r->engine)
               : ntk_error(NTK_ECONFIG, "this ntkd was built without CUDA");
-    if (st && job->backend == NTK_BACKEND_AUTO) {
+    if (st && st != NTK_EINTERRUPTED && job->backend == NTK_BACKEND_AUTO) {
       fprintf(stderr, "ntkd: rank %d: %s: computing on the CPU instead\n", r->rank, ntk_error_message());
       r->place.device = NTK_PLACE_CPU;
       st = ntk_engine_create(&r->prob, cpu, job->level, &r->tiling, &r->engine);

@@ -156,8 +156,9 @@ expect_rc 0 "resume after SIGTERM" "$NTKD" st.conf
 "$NTKD" export st.ntk st.npy >/dev/null 2>&1
 check "matrix after SIGTERM+resume byte-identical" cmp -s clean.npy st.npy
 
-# SIGTERM to one worker rank only: it finishes its tile, tells the
-# coordinator, and the whole job stops cleanly with exit 5.
+# SIGTERM to one worker rank only: it stops inside its tile (dropped, a
+# rerun computes it), tells the coordinator, and the whole job stops
+# cleanly with exit 5.
 job wt big.npy 256 float32
 mpirun -np 3 "$NTKD" wt.conf >/dev/null 2>wt.log &
 mp=$!

@@ -64,7 +64,7 @@ static void cuda_against_cpu(const struct ntk_backend_ops *cuda, struct ntk_data
     const char *name = list[a];
     struct ntk_arch arch;
     ck_assert_int_eq(test_arch_parse(name, 1.3, 0.05, &arch), NTK_OK);
-    struct ntk_problem p = {&arch, ds, NTK_KERNEL_NNGP | NTK_KERNEL_NTK, 0};
+    struct ntk_problem p = {.arch = &arch, .data = ds, .kernels = NTK_KERNEL_NNGP | NTK_KERNEL_NTK, .device = 0};
     void *cc = NULL, *gc = NULL;
     ck_assert_int_eq(ntk_backend_cpu.create(&p, &cc), NTK_OK);
     ck_assert_msg(cuda->create(&p, &gc) == NTK_OK, "%s", ntk_error_message());

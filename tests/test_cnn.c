@@ -12,7 +12,7 @@
 static void compute(const struct ntk_arch *arch, const struct ntk_dataset *ds, ntk_cnn_path path, size_t tile,
                     double *g, double *t) {
   ntk_cnn_t *c;
-  ck_assert_msg(ntk_cnn_create(arch, ds, path, &c) == NTK_OK, "%s", ntk_error_message());
+  ck_assert_msg(ntk_cnn_create(arch, ds, path, NULL, &c) == NTK_OK, "%s", ntk_error_message());
   struct ntk_tiling tg;
   ntk_tiling_init(&tg, ds->n, tile);
   size_t es = (size_t)ds->elem, n = ds->n;
@@ -37,7 +37,7 @@ START_TEST(test_paths_agree) {
     ck_assert_msg(test_arch_parse(archs[a], 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
     compute(&arch, &ds, NTK_CNN_GENERAL, n, g0, t0);
     ntk_cnn_t *c;
-    ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, &c), NTK_OK);
+    ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, NULL, &c), NTK_OK);
     ntk_cnn_path fast = ntk_cnn_get_path(c);
     ntk_cnn_free(c);
     compute(&arch, &ds, fast, 2, g1, t1); /* the fast path, with ragged 2-image tiles */
@@ -81,7 +81,7 @@ static void check_batched_bits(int elem) {
     struct ntk_arch arch;
     ck_assert_msg(test_arch_parse(text, 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
     ntk_cnn_t *c;
-    ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, &c), NTK_OK);
+    ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, NULL, &c), NTK_OK);
     ntk_cnn_path fast = ntk_cnn_get_path(c);
     int batched = ntk_cnn_batched(c);
     ntk_cnn_free(c);
@@ -167,7 +167,7 @@ START_TEST(test_batched_bits_random) {
     struct ntk_arch a;
     ck_assert_msg(ntk_arch_parse(arch, 1.3, 0.1, &a) == NTK_OK, "%s: %s", arch, ntk_error_message());
     ntk_cnn_t *c;
-    if (ntk_cnn_create(&a, &ds, NTK_CNN_AUTO, &c) != NTK_OK) { /* a VALID window larger than its input */
+    if (ntk_cnn_create(&a, &ds, NTK_CNN_AUTO, NULL, &c) != NTK_OK) { /* a VALID window larger than its input */
       skipped++;
       free(ds.x);
       ntk_arch_free(&a);
@@ -210,7 +210,7 @@ static void check_reference(int elem, double tol) {
     const ntk_cnn_path paths[] = {NTK_CNN_GENERAL, NTK_CNN_SLICE, NTK_CNN_DIAG, NTK_CNN_AUTO};
     for (int pi = 0; pi < 4; pi++) {
       ntk_cnn_t *probe;
-      if (ntk_cnn_create(&arch, &ds, paths[pi], &probe) != NTK_OK) continue; /* path not valid here */
+      if (ntk_cnn_create(&arch, &ds, paths[pi], NULL, &probe) != NTK_OK) continue; /* path not valid here */
       ntk_cnn_free(probe);
       for (size_t tile = c.n; tile >= 2; tile -= c.n - 2 > 0 ? c.n - 2 : 1) {
         compute(&arch, &ds, paths[pi], tile, g, t);

@@ -74,7 +74,7 @@ static void matrices(const struct ntk_arch *arch, const struct ntk_dataset *ds, 
   ntk_cnn_t *c = NULL;
   ntk_cnn_gpu_t *gc = NULL;
   if (ex) ck_assert_msg(ntk_cnn_gpu_create(ex, arch, ds, &gc) == NTK_OK, "%s", ntk_error_message());
-  else ck_assert_msg(ntk_cnn_create(arch, ds, NTK_CNN_AUTO, &c) == NTK_OK, "%s", ntk_error_message());
+  else ck_assert_msg(ntk_cnn_create(arch, ds, NTK_CNN_AUTO, NULL, &c) == NTK_OK, "%s", ntk_error_message());
   struct ntk_tiling tg;
   ntk_tiling_init(&tg, ds->n, tile);
   size_t es = (size_t)ds->elem, n = ds->n;

@@ -17,7 +17,7 @@
 static void compute_full(const struct ntk_arch *arch, const struct ntk_dataset *ds, size_t tile, void *nngp,
                          void *ntk) {
   ntk_fc_t *fc;
-  ck_assert_int_eq(ntk_fc_create(arch, ds, &fc), NTK_OK);
+  ck_assert_int_eq(ntk_fc_create(arch, ds, NULL, &fc), NTK_OK);
   struct ntk_tiling tg;
   ntk_tiling_init(&tg, ds->n, tile);
   size_t es = (size_t)ds->elem, n = ds->n;
@@ -618,7 +618,7 @@ START_TEST(test_branch_widths) {
     struct ntk_arch arch;
     ck_assert_int_eq(ntk_arch_parse(bad[k], 1, 0, &arch), NTK_OK);
     ntk_fc_t *fc = NULL;
-    ck_assert_int_eq(ntk_fc_create(&arch, &ds, &fc), NTK_ECONFIG);
+    ck_assert_int_eq(ntk_fc_create(&arch, &ds, NULL, &fc), NTK_ECONFIG);
     ck_assert_msg(strstr(ntk_error_message(), "its branches end at different widths"), "%s", ntk_error_message());
     ntk_arch_free(&arch);
   }
@@ -631,7 +631,7 @@ START_TEST(test_branch_widths) {
     struct ntk_arch arch;
     ck_assert_int_eq(ntk_arch_parse(good[k], 1, 0, &arch), NTK_OK);
     ntk_fc_t *fc = NULL;
-    ck_assert_msg(ntk_fc_create(&arch, &ds, &fc) == NTK_OK, "%s: %s", good[k], ntk_error_message());
+    ck_assert_msg(ntk_fc_create(&arch, &ds, NULL, &fc) == NTK_OK, "%s: %s", good[k], ntk_error_message());
     ntk_fc_free(fc);
     ntk_arch_free(&arch);
   }
@@ -675,8 +675,8 @@ START_TEST(test_fc_entry_walk) {
                     ntk_error_message());
       ck_assert_int_eq(ntk_arch_parse("Identity", 1, 0, &id), NTK_OK);
       ntk_fc_t *fc, *fid;
-      ck_assert_msg(ntk_fc_create(&arch, &ds, &fc) == NTK_OK, "%s", ntk_error_message());
-      ck_assert_int_eq(ntk_fc_create(&id, &ds, &fid), NTK_OK);
+      ck_assert_msg(ntk_fc_create(&arch, &ds, NULL, &fc) == NTK_OK, "%s", ntk_error_message());
+      ck_assert_int_eq(ntk_fc_create(&id, &ds, NULL, &fid), NTK_OK);
       struct ntk_fc_entry_layer *L = calloc(arch.n, sizeof *L);
       ck_assert_msg(ntk_fc_entry_layers(fc, L, arch.n) == NTK_OK, "%s", ntk_error_message());
       struct ntk_tiling tg;
@@ -722,7 +722,7 @@ START_TEST(test_refuses_cnn) {
   ck_assert_int_eq(ntk_arch_parse("Conv(3) Relu GlobalAvgPool Dense", 1, 0, &arch), NTK_OK);
   struct ntk_dataset ds = {1, 1, 0, 0, 0, 8, NULL, 0};
   ntk_fc_t *fc;
-  ck_assert_int_eq(ntk_fc_create(&arch, &ds, &fc), NTK_ECONFIG);
+  ck_assert_int_eq(ntk_fc_create(&arch, &ds, NULL, &fc), NTK_ECONFIG);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "need image data"));
   ntk_arch_free(&arch);
 }

@@ -15,6 +15,7 @@
 #include "kernels/arch.h"
 #include "kernels/dataset.h"
 #include "base/status.h"
+#include "base/stop.h"
 #include "comm/comm.h"
 #include "base/tiling.h"
 
@@ -23,6 +24,10 @@ struct ntk_problem {
   const struct ntk_dataset *data; /* precision = data->elem */
   int kernels;                    /* NTK_KERNEL_* mask */
   int device;                     /* GPU backends: the device this rank drives */
+  /* Polled inside a tile: compute_tile returns NTK_EINTERRUPTED soon
+   * after a flag is set (CPU: well within a second), its values then
+   * garbage. Zero: never stopped, nothing counted. */
+  struct ntk_stop stop;
 };
 
 struct ntk_backend_ops {
@@ -30,11 +35,14 @@ struct ntk_backend_ops {
   /* Non-zero if this backend can run in this process (a GPU is present...). */
   int (*available)(void);
   /* Prepare per-sample work (variances per layer, device copies). The
-   * problem must outlive the context. */
+   * problem must outlive the context. NTK_EINTERRUPTED if its stop flag
+   * is seen on the way (a deep network's variances over many samples). */
   ntk_status (*create)(const struct ntk_problem *p, void **ctx);
   /* Fill the rows x cols tile (row-major, elements of data->elem bytes) of
    * NNGP and, when asked, NTK (ntk may be NULL). Deterministic: the same
-   * tile gives the same bits whatever other tiles were computed. */
+   * tile gives the same bits whatever other tiles were computed, and
+   * whatever tile was stopped inside before (NTK_EINTERRUPTED: the
+   * problem's stop flag was seen; nothing of the tile is usable). */
   ntk_status (*compute_tile)(void *ctx, const struct ntk_tile *t, void *nngp, void *ntk);
   void (*destroy)(void *ctx); /* accepts NULL */
   /* Worker pipeline (src/worker/engine.c): how many threads check and

@@ -5,6 +5,8 @@
 #include <string.h>
 
 static volatile sig_atomic_t stop_signal;
+/* ntk_stop_flag hands it out as an int flag (base/stop.h). */
+_Static_assert(_Generic((sig_atomic_t)0, int: 1, default: 0), "sig_atomic_t is int");
 
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
 #define NSTOP (sizeof stop_signals / sizeof *stop_signals)
@@ -45,3 +47,5 @@ void ntk_signals_block(void) {
 }
 
 int ntk_stop_requested(void) { return stop_signal; }
+
+const volatile int *ntk_stop_flag(void) { return &stop_signal; }

@@ -26,4 +26,8 @@ void ntk_signals_block(void);
 /* The number of the first stop signal received, 0 if none. Async-safe. */
 int ntk_stop_requested(void);
 
+/* The same as a flag a computation polls (base/stop.h): a kernel job's
+ * problem carries it, so that a tile stops inside itself. */
+const volatile int *ntk_stop_flag(void);
+
 #endif

@@ -38,7 +38,8 @@ struct sched {
   pthread_mutex_t mu;  /* guards failure and failure_msg, dirty, store_failed, the audit's results */
   ntk_status failure;  /* first error: stop handing out work */
   char failure_msg[2048];
-  int stopping;        /* signal received (main thread only) */
+  int stopping;        /* signal received, here or by a worker (main thread only) */
+  int signalled;       /* this process's own stop signal seen and said (main thread only) */
   double compute_seconds; /* summed over tiles: compute + compress */
   uint64_t *per_worker;    /* tiles each rank returned this run (MPI) */
   /* Main thread, MPI: */
@@ -280,9 +281,12 @@ static int sched_more(struct sched *s) {
   return !s->stopping && s->next < s->npending && !get_failure(s);
 }
 
+/* Said once even when a worker's interrupt came first: a worker sees the
+ * same signal (mpirun's SIGTERM to every rank) inside its tile and may
+ * report it before this loop looks. */
 static void check_signal(struct sched *s) {
-  if (ntk_stop_requested() && !s->stopping) {
-    s->stopping = 1;
+  if (ntk_stop_requested() && !s->signalled) {
+    s->signalled = s->stopping = 1;
     fprintf(stderr, "\nntkd: signal %d: finishing the tiles in flight, then stopping (rerun to resume)\n",
             ntk_stop_requested());
   }
@@ -292,14 +296,23 @@ static void check_signal(struct sched *s) {
  * compression threads (a GPU backend) the next tile is computed while the
  * last one is checked and compressed; tiles are stored in the order they
  * were computed, and those in the pipeline when a failure or a stop comes
- * are still stored. */
+ * are still stored. A stop signal also stops the tile being computed,
+ * inside itself (the problem's stop flag): that tile is dropped, never
+ * stored in part; a rerun computes it. */
 static ntk_status run_solo(struct sched *s, ntk_engine_t *e) {
   for (;;) {
     int room = sched_more(s) && ntk_engine_can_submit(e);
     if (room) {
       struct ntk_tile t = ntk_tiling_tile(s->tiling, s->pending[s->next++]);
       ntk_status st = ntk_engine_submit(e, &t);
-      if (st) set_failure(s, st);
+      if (st == NTK_EINTERRUPTED && ntk_stop_requested()) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ntk_error_message());
+        check_signal(s);
+        fprintf(stderr, "ntkd: %s: the tile is dropped (a rerun computes it)\n", why);
+      } else if (st) {
+        set_failure(s, st);
+      }
     }
     struct ntk_engine_result r;
     if (!ntk_engine_take(e, room ? 0 : -1, &r)) {

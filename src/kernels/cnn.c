@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/stop.h"
 #include "kernels/branch.h"
 #include "kernels/cnn_dev.h"
 #include "kernels/map_rows.h"
@@ -96,6 +97,7 @@ struct cnn_ws {
 struct ntk_cnn {
   const struct ntk_arch *arch;
   const struct ntk_dataset *data;
+  const struct ntk_stop *stop; /* polled per layer, per row of a full covariance, per image pair (cnn_impl.h) */
   struct cnn_plan plan;
   struct cnn_ws ws;
   void *rowvar, *colvar; /* variance blocks of a tile's row and column images */
@@ -488,12 +490,13 @@ static void ws_free(struct cnn_ws *ws) {
 }
 
 ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_cnn_path path,
-                          ntk_cnn_t **out) {
+                          const struct ntk_stop *stop, ntk_cnn_t **out) {
   *out = NULL;
   ntk_cnn_t *c = calloc(1, sizeof *c);
   if (!c) return ntk_error(NTK_ENOMEM, "out of memory");
   c->arch = arch;
   c->data = data;
+  c->stop = stop;
   ntk_status st = plan_build(&c->plan, arch, data, path);
   if (!st) {
     size_t es = (size_t)data->elem, f = c->plan.fmax;
@@ -611,6 +614,12 @@ static void *grow(void **buf, size_t *cap, size_t bytes) {
   *buf = p;
   *cap = bytes;
   return p;
+}
+
+/* NTK_EINTERRUPTED for tile t, stopped with `done` of its entries computed. */
+static ntk_status tile_stopped(const struct ntk_tile *t, uint64_t done) {
+  return ntk_error(NTK_EINTERRUPTED, "stopped inside tile %llu, %llu of its %llu entries computed",
+                   (unsigned long long)t->index, (unsigned long long)done, (unsigned long long)(t->rows * t->cols));
 }
 
 /* A tile: its images' variances, then its entries batched or pair by pair

@@ -7,6 +7,7 @@
 #include "kernels/arch.h"
 #include "kernels/dataset.h"
 #include "base/status.h"
+#include "base/stop.h"
 #include "base/tiling.h"
 
 typedef enum ntk_cnn_path {
@@ -23,16 +24,19 @@ typedef struct ntk_cnn ntk_cnn_t;
  * layer (a Dense before Flatten acts per position, as in stax). */
 int ntk_cnn_applies(const struct ntk_arch *arch, const struct ntk_dataset *data);
 
-/* Plan the computation; `path` NTK_CNN_AUTO picks the fastest valid one.
- * Errors (NTK_ECONFIG): no readout, flat data, an impossible layer size.
- * `arch` and `data` must outlive the context. Rank-local. */
 /* Whether `arch` computes on `data` as a convolutional network: its plan
  * (every layer against the image's size), what ntk_cnn_create refuses,
  * without its buffers. NTK_ECONFIG with the reason. Pure. */
 ntk_status ntk_cnn_check(const struct ntk_arch *arch, const struct ntk_dataset *data);
 
+/* Plan the computation; `path` NTK_CNN_AUTO picks the fastest valid one.
+ * Errors (NTK_ECONFIG): no readout, flat data, an impossible layer size.
+ * `arch`, `data` and `stop` (may be NULL) must outlive the context. Its
+ * tiles poll stop's flags inside each pair (per layer, per offset of a
+ * slice run, per row of a full covariance) and count their finished
+ * entries into it. Rank-local. */
 ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_cnn_path path,
-                          ntk_cnn_t **out);
+                          const struct ntk_stop *stop, ntk_cnn_t **out);
 void ntk_cnn_free(ntk_cnn_t *c);
 
 /* The path the plan uses. */
@@ -43,7 +47,8 @@ ntk_cnn_path ntk_cnn_get_path(const ntk_cnn_t *c);
 int ntk_cnn_batched(const ntk_cnn_t *c);
 
 /* Fill tile t (rows x cols, row-major, the data's precision); ntk may be
- * NULL. Per-image self-covariances are computed for the tile's images only. */
+ * NULL. Per-image self-covariances are computed for the tile's images only.
+ * NTK_EINTERRUPTED (the values then garbage) when the stop flag is seen. */
 ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void *ntk);
 
 #endif

@@ -12,7 +12,9 @@
  * Every entry gets the bits of the same path pair by pair (cnn_impl.h):
  * the same operations in the same order, per lane.
  * Inputs of the batch images (xb) and their variances (vb) are transposed
- * per tile to [position][channel or slot][k]. */
+ * per tile to [position][channel or slot][k]. The b_pair_* functions poll
+ * the stop flag per layer (of each offset) and return 1 when it is set,
+ * their outputs then garbage (cnn_impl.h's rule). */
 
 /* The per-precision names this file defines (each_precision.h), ... */
 #define lanes SFX(lanes)
@@ -156,14 +158,15 @@ NTK_CLONES static void b_diag_sum(const REAL *restrict g, size_t n, double *rest
 /* Image a against the batch: xbt is [position][channel][k], vbt is
  * [slot][position][k] for the spatial slots (variances, then their
  * ntk_rsqrt). Results per lane. */
-static void b_pair_diag(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
-                        const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
+static int b_pair_diag(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
+                       const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   size_t HW = P->H * P->W, C = P->C;
   REAL *g = (REAL *)ws->g, *t = (REAL *)ws->t, *g2 = (REAL *)ws->g2, *t2 = (REAL *)ws->t2;
   b_diag_input(g, xa, xbt, HW, C);
   if (with_t) memset(t, 0, HW * B * sizeof(REAL));
   for (size_t k = 0; k < P->nops; k++) {
+    if (ntk_stop_seen(c->stop)) return 1;
     const struct cnn_op *op = &P->ops[k];
     size_t n = op->ho * op->wo;
     const struct ntk_layer *l = op->layer;
@@ -193,6 +196,7 @@ static void b_pair_diag(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, 
     out_g[k] = (REAL)(sg[k] / (double)n);
     out_t[k] = (REAL)(st[k] / (double)n);
   }
+  return 0;
 }
 
 /* dst[j] = src[j] + src[j + step] + ... (f terms, added in that order) for
@@ -292,11 +296,13 @@ NTK_CLONES static void b_slice_conv(const struct cnn_op *op, struct cnn_bws *ws,
 /* Layers [k0, k1) of the plan, all slice-local, on the slice of offset
  * (di, dj) of an h x w stage, held in ws->g and ws->t over its valid region
  * [i0, i1) x [j0, j1). va, vbt: the variance slots (b_nonlin). */
-static void b_slice_ops(const struct cnn_plan *P, struct cnn_bws *ws, size_t k0, size_t k1, size_t h, size_t w,
-                        long di, long dj, size_t i0, size_t i1, size_t j0, size_t j1, const REAL *va,
-                        const REAL *vbt, int with_t) {
+static int b_slice_ops(const ntk_cnn_t *c, struct cnn_bws *ws, size_t k0, size_t k1, size_t h, size_t w,
+                       long di, long dj, size_t i0, size_t i1, size_t j0, size_t j1, const REAL *va,
+                       const REAL *vbt, int with_t) {
+  const struct cnn_plan *P = &c->plan;
   size_t pad = P->pad, ld = w + 2 * pad, hw = h * w;
   for (size_t kk = k0; kk < k1; kk++) {
+    if (ntk_stop_seen(c->stop)) return 1;
     const struct cnn_op *op = &P->ops[kk];
     const struct ntk_layer *l = op->layer;
     if (l->kind == NTK_LAYER_CONV) {
@@ -332,6 +338,7 @@ static void b_slice_ops(const struct cnn_plan *P, struct cnn_bws *ws, size_t k0,
       }
     }
   }
+  return 0;
 }
 
 /* The input covariance of offset (di, dj) into the slice, straight from
@@ -380,8 +387,8 @@ NTK_CLONES static void b_slice_sum(struct cnn_bws *ws, size_t ld, size_t pad, si
 }
 
 /* Image a against the batch, single slice-local stage to GlobalAvgPool. */
-static void b_pair_slice(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
-                         const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
+static int b_pair_slice(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
+                        const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   size_t h = P->H, w = P->W, pad = P->pad, ld = w + 2 * pad, hw = h * w;
   dlanes gsum = {0}, tsum = {0}; /* readout sums in double, as pair() */
@@ -390,15 +397,17 @@ static void b_pair_slice(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa,
       size_t i0 = di > 0 ? (size_t)di : 0, i1 = di < 0 ? (size_t)((long)h + di) : h;
       size_t j0 = dj > 0 ? (size_t)dj : 0, j1 = dj < 0 ? (size_t)((long)w + dj) : w;
       b_slice_input(P, ws, xa, xbt, di, dj, i0, i1, j0, j1);
-      b_slice_ops(P, ws, 0, P->nops, h, w, di, dj, i0, i1, j0, j1, va, vbt, with_t);
-      b_slice_sum(ws, ld, pad, i0, i1, j0, j1, with_t, &gsum, &tsum);
-      b_slice_clear(ws, ld, pad, i0, i1, j0, j1, with_t);
+      int stopped = b_slice_ops(c, ws, 0, P->nops, h, w, di, dj, i0, i1, j0, j1, va, vbt, with_t);
+      if (!stopped) b_slice_sum(ws, ld, pad, i0, i1, j0, j1, with_t, &gsum, &tsum);
+      b_slice_clear(ws, ld, pad, i0, i1, j0, j1, with_t); /* also when stopped: the next tile needs zeros */
+      if (stopped) return 1;
     }
   double norm = P->readout_sum ? 1.0 : (double)(hw * hw); /* GlobalSumPool: the sum */
   for (size_t k = 0; k < B; k++) {
     out_g[k] = (REAL)(gsum[k] / norm);
     out_t[k] = with_t ? (REAL)(tsum[k] / norm) : 0;
   }
+  return 0;
 }
 
 /* Output positions [*q0, *q1) of a pooling window (size f, stride s,
@@ -502,8 +511,8 @@ NTK_CLONES static void b_pool_finish(const struct cnn_op *pool, struct cnn_bws *
  * full covariance of the next run's input ([P][Q][lane]). Partial sums are
  * kept as [i][Qi][j][Qj][lane] (p = (i, j), Q = (Qi, Qj)), so that a slice
  * row touches one block of them. */
-static void b_pair_multi(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
-                         const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
+static int b_pair_multi(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, const REAL *xbt, const REAL *va,
+                        const REAL *vbt, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   size_t h = P->H, w = P->W, pad = P->pad, k0 = 0;
   dlanes gsum = {0}, tsum = {0}; /* readout sums in double, as pair() */
@@ -527,13 +536,15 @@ static void b_pair_multi(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa,
       } else {
         b_slice_from_full(ws, ld, pad, h, w, di, dj, i0, i1, j0, j1, with_t);
       }
-      b_slice_ops(P, ws, k0, k1, h, w, di, dj, i0, i1, j0, j1, va, vbt, with_t);
-      if (!pool) {
+      int stopped = b_slice_ops(c, ws, k0, k1, h, w, di, dj, i0, i1, j0, j1, va, vbt, with_t);
+      if (stopped) {
+      } else if (!pool) {
         b_slice_sum(ws, ld, pad, i0, i1, j0, j1, with_t, &gsum, &tsum);
       } else {
         b_pool_add(pool, ws, ld, pad, w, di, dj, i0, i1, j0, j1, with_t);
       }
-      b_slice_clear(ws, ld, pad, i0, i1, j0, j1, with_t);
+      b_slice_clear(ws, ld, pad, i0, i1, j0, j1, with_t); /* also when stopped: the next tile needs zeros */
+      if (stopped) return 1;
     }
     if (!pool) {
       double norm = P->readout_sum ? 1.0 : (double)(hw * hw); /* GlobalSumPool: the sum */
@@ -541,7 +552,7 @@ static void b_pair_multi(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa,
         out_g[k] = (REAL)(gsum[k] / norm);
         out_t[k] = with_t ? (REAL)(tsum[k] / norm) : 0;
       }
-      return;
+      return 0;
     }
     b_pool_finish(pool, ws, h, w, with_t);
     h = ho;

@@ -8,7 +8,12 @@
  * p = p' (DIAG). Nonlinearities read each image's own variance at its own
  * position from va / vb, computed by running the pair (a, a). A
  * nonlinearity's slot holds the n variances of its layer, then their
- * ntk_rsqrt (the ReLU map's factors), filled in by capture_vars. */
+ * ntk_rsqrt (the ReLU map's factors), filled in by capture_vars.
+ *
+ * Stops: the functions that loop long (over the rows of a covariance, the
+ * offsets of a slice run, the layers of a pair) poll the stop flag
+ * (base/stop.h) once per turn and return 1 when it is set, leaving their
+ * output garbage; 0 when they finished. */
 
 /* The per-precision names this file defines (each_precision.h), ... */
 #define affine SFX(affine)
@@ -111,10 +116,11 @@ static void branch_op(struct cnn_ws *ws, const struct cnn_plan *P, const struct 
  * columns (rows then columns, skipping cells outside the input): the order
  * of the batched b_conv_diag, which shares the row sums between outputs,
  * and of the slices' box filter. */
-static void conv_diag(const struct cnn_op *op, const REAL *in, REAL *out) {
+static int conv_diag(const struct cnn_op *op, const REAL *in, REAL *out, const struct ntk_stop *stop) {
   size_t fh = op->fh, fw = op->fw, sh = op->sh, sw = op->sw;
   REAL scale = (REAL)(1.0 / (double)(fh * fw));
-  for (size_t i = 0; i < op->ho; i++)
+  for (size_t i = 0; i < op->ho; i++) {
+    if (ntk_stop_seen(stop)) return 1;
     for (size_t j = 0; j < op->wo; j++) {
       REAL sum = 0;
       for (size_t a = 0; a < fh; a++) {
@@ -132,14 +138,17 @@ static void conv_diag(const struct cnn_op *op, const REAL *in, REAL *out) {
       }
       out[i * op->wo + j] = sum * scale;
     }
+  }
+  return 0;
 }
 
 /* ---- GENERAL: the full covariance ------------------------------------------ */
 
-static void conv_full(const struct cnn_op *op, const REAL *in, REAL *out) {
+static int conv_full(const struct cnn_op *op, const REAL *in, REAL *out, const struct ntk_stop *stop) {
   size_t fh = op->fh, fw = op->fw, sh = op->sh, sw = op->sw, hwi = op->hi * op->wi, hwo = op->ho * op->wo;
   REAL scale = (REAL)(1.0 / (double)(fh * fw));
-  for (size_t p = 0; p < hwo; p++)
+  for (size_t p = 0; p < hwo; p++) {
+    if (ntk_stop_seen(stop)) return 1;
     for (size_t q = 0; q < hwo; q++) {
       size_t i = p / op->wo, j = p % op->wo, i2 = q / op->wo, j2 = q % op->wo;
       REAL sum = 0;
@@ -164,6 +173,8 @@ static void conv_full(const struct cnn_op *op, const REAL *in, REAL *out) {
       }
       out[p * hwo + q] = sum * scale;
     }
+  }
+  return 0;
 }
 
 /* The scale of output position (i, j) of a pooling op: 1 for SumPool,
@@ -187,11 +198,12 @@ static REAL pool_scale(const struct cnn_op *op, size_t i, size_t j) {
 }
 
 /* AvgPool over both positions, separably: first image b's, then image a's. */
-static void pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *out) {
+static int pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *out, const struct ntk_stop *stop) {
   size_t wh = op->fh, ww = op->fw, sh = op->sh, sw = op->sw;
   size_t hwi = op->hi * op->wi, hwo = op->ho * op->wo;
   long hi = (long)op->hi, wi = (long)op->wi, lo_h = (long)op->lo_h, lo_w = (long)op->lo_w;
-  for (size_t p = 0; p < hwi; p++)
+  for (size_t p = 0; p < hwi; p++) {
+    if (ntk_stop_seen(stop)) return 1;
     for (size_t q = 0; q < hwo; q++) {
       size_t i2 = q / op->wo, j2 = q % op->wo;
       REAL sum = 0;
@@ -205,7 +217,9 @@ static void pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *
       }
       tmp[p * hwo + q] = sum * pool_scale(op, i2, j2);
     }
+  }
   for (size_t p = 0; p < hwo; p++) {
+    if (ntk_stop_seen(stop)) return 1;
     size_t i = p / op->wo, j = p % op->wo;
     REAL scale = pool_scale(op, i, j);
     for (size_t q = 0; q < hwo; q++) {
@@ -221,6 +235,7 @@ static void pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *
       out[p * hwo + q] = sum * scale;
     }
   }
+  return 0;
 }
 
 /* ---- SLICE: one offset through a run of stride-1 SAME layers --------------- */
@@ -308,7 +323,7 @@ static void slice_pointwise(const struct cnn_plan *P, struct slice *S, const str
  * slice is the diagonal, i.e. the variances the other offsets need.
  * Not inlined: inside pair_full (GCC 12 -O3) the pair path ran 20 %
  * slower (issue 26). */
-__attribute__((noinline)) static void run_slices(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, size_t h, size_t w, size_t k0,
+__attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, size_t h, size_t w, size_t k0,
                        size_t k1, REAL *va, const REAL *vb, int self, int with_t, double *gsum, double *tsum) {
   const struct cnn_plan *P = &c->plan;
   size_t hw = h * w;
@@ -357,6 +372,7 @@ __attribute__((noinline)) static void run_slices(const ntk_cnn_t *c, struct cnn_
       }
     }
     for (size_t kk = k0; kk < k1; kk++) {
+      if (ntk_stop_seen(c->stop)) return 1; /* per layer of each offset: a huge filter, a deep run */
       const struct cnn_op *op = &P->ops[kk];
       if (op->layer->kind == NTK_LAYER_CONV) {
         slice_conv(P, &S, op, with_t);
@@ -402,6 +418,7 @@ __attribute__((noinline)) static void run_slices(const ntk_cnn_t *c, struct cnn_
       }
     }
   }
+  return 0;
 }
 
 /* ---- one pair ---------------------------------------------------------------- */
@@ -411,8 +428,9 @@ __attribute__((noinline)) static void run_slices(const ntk_cnn_t *c, struct cnn_
 
 /* DIAG: the same-position entries of images xa, xb through the spatial
  * layers, and their mean at the Flatten readout into *g, *t. */
-static void pair_diag(const struct cnn_plan *P, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
-                      const REAL *vb, int self, int with_t, REAL *g, REAL *t) {
+static int pair_diag(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
+                     const REAL *vb, int self, int with_t, REAL *g, REAL *t) {
+  const struct cnn_plan *P = &c->plan;
   size_t C = P->C, HW = P->H * P->W;
   double gs = 0, ts = 0;
   REAL *dg = (REAL *)ws->a, *dt = (REAL *)ws->b, *ng = (REAL *)ws->c, *nt = (REAL *)ws->d;
@@ -423,11 +441,11 @@ static void pair_diag(const struct cnn_plan *P, struct cnn_ws *ws, const REAL *x
     dt[p] = 0;
   }
   for (size_t k = 0; k < P->nops; k++) {
+    if (ntk_stop_seen(c->stop)) return 1;
     const struct cnn_op *op = &P->ops[k];
     size_t n = op->ho * op->wo;
     if (op->layer->kind == NTK_LAYER_CONV) {
-      conv_diag(op, dg, ng);
-      if (with_t) conv_diag(op, dt, nt);
+      if (conv_diag(op, dg, ng, c->stop) || (with_t && conv_diag(op, dt, nt, c->stop))) return 1;
       REAL *x = dg; dg = ng; ng = x;
       x = dt; dt = nt; nt = x;
       affine_op(P, op, dg, with_t ? dt : NULL, n);
@@ -452,13 +470,16 @@ static void pair_diag(const struct cnn_plan *P, struct cnn_ws *ws, const REAL *x
   }
   *g = (REAL)(gs / (double)n);
   *t = (REAL)(ts / (double)n);
+  return 0;
 }
 
 /* SLICE and GENERAL: the input covariance of images xa, xb into fg,
  * only the offsets up to bh, bw the first layer needs. */
-static void full_input(const struct cnn_plan *P, const REAL *xa, const REAL *xb, REAL *fg, size_t bh, size_t bw) {
+static int full_input(const struct cnn_plan *P, const REAL *xa, const REAL *xb, REAL *fg, size_t bh, size_t bw,
+                      const struct ntk_stop *stop) {
   size_t H = P->H, W = P->W, C = P->C, HW = H * W;
-  for (size_t i = 0; i < H; i++)
+  for (size_t i = 0; i < H; i++) {
+    if (ntk_stop_seen(stop)) return 1;
     for (size_t j = 0; j < W; j++) {
       size_t p = i * W + j, i1 = i + bh + 1 < H ? i + bh + 1 : H, j1 = j + bw + 1 < W ? j + bw + 1 : W;
       for (size_t i2 = i > bh ? i - bh : 0; i2 < i1; i2++)
@@ -469,13 +490,15 @@ static void full_input(const struct cnn_plan *P, const REAL *xa, const REAL *xb,
           fg[p * HW + q] = sum / (REAL)C;
         }
     }
+  }
+  return 0;
 }
 
 /* SLICE and GENERAL: the covariance of images xa, xb through the spatial
  * layers (runs of slice-local layers one offset at a time on the SLICE
  * path, the others on the full covariance), and the readout's sum
  * normalised into *g, *t. */
-static void pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
+static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
                       const REAL *vb, int self, int with_t, REAL *g, REAL *t) {
   const struct cnn_plan *P = &c->plan;
   size_t H = P->H, W = P->W, HW = H * W;
@@ -484,17 +507,19 @@ static void pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
   int vars_only = self && P->self_vars_only; /* run_slices: only the variances' band */
   size_t bh = P->nops ? (vars_only ? P->ops[0].vbh : P->ops[0].bh) : H;
   size_t bw = P->nops ? (vars_only ? P->ops[0].vbw : P->ops[0].bw) : W;
-  full_input(P, xa, xb, fg, bh, bw);
+  if (full_input(P, xa, xb, fg, bh, bw, c->stop)) return 1;
   if (with_t) memset(ft, 0, HW * HW * sizeof(REAL));
   size_t h = H, w = W;
   int summed = 0;
   for (size_t k = 0; k < P->nops;) {
+    if (ntk_stop_seen(c->stop)) return 1;
     const struct cnn_op *op = &P->ops[k];
     if (P->path == NTK_CNN_SLICE && op->slice_local) {
       size_t k1 = k;
       while (k1 < P->nops && P->ops[k1].slice_local) k1++;
       int to_gap = k1 == P->nops && P->readout == NTK_LAYER_GLOBALAVGPOOL;
-      run_slices(c, ws, fg, ft, h, w, k, k1, va, vb, self, with_t, to_gap ? &gs : NULL, to_gap ? &ts : NULL);
+      if (run_slices(c, ws, fg, ft, h, w, k, k1, va, vb, self, with_t, to_gap ? &gs : NULL, to_gap ? &ts : NULL))
+        return 1;
       summed = to_gap;
       k = k1;
       continue;
@@ -502,11 +527,10 @@ static void pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
     size_t n = op->ho * op->wo;
     if (op->layer->kind == NTK_LAYER_CONV || op->layer->kind == NTK_LAYER_AVGPOOL) {
       if (op->layer->kind == NTK_LAYER_CONV) {
-        conv_full(op, fg, ng);
-        if (with_t) conv_full(op, ft, nt);
+        if (conv_full(op, fg, ng, c->stop) || (with_t && conv_full(op, ft, nt, c->stop))) return 1;
       } else {
-        pool_full(op, fg, (REAL *)ws->e, ng);
-        if (with_t) pool_full(op, ft, (REAL *)ws->e, nt);
+        if (pool_full(op, fg, (REAL *)ws->e, ng, c->stop) || (with_t && pool_full(op, ft, (REAL *)ws->e, nt, c->stop)))
+          return 1;
       }
       REAL *x = fg; fg = ng; ng = x;
       x = ft; ft = nt; nt = x;
@@ -546,6 +570,7 @@ static void pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, con
   double norm = P->readout == NTK_LAYER_GLOBALAVGPOOL ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
   *g = (REAL)(gs / norm);
   *t = (REAL)(ts / norm);
+  return 0;
 }
 
 /* The fully-connected tail on the scalars *g, *t; ta, tb: the tail's
@@ -584,17 +609,20 @@ static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int se
 }
 
 /* Compute the kernel of images xa, xb. va, vb: their variance blocks (see
- * cnn.c); when `self` (xa == xb), va is filled in on the way instead. */
-static void pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
-                 const REAL *vb, int self, int with_t, REAL *out_g, REAL *out_t) {
+ * cnn.c); when `self` (xa == xb), va is filled in on the way instead.
+ * 1 if stopped (the outputs, and in a self run va, are then garbage). */
+static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
+                const REAL *vb, int self, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   REAL g, t;
   if (self) vb = va;
-  if (P->path == NTK_CNN_DIAG) pair_diag(P, ws, xa, xb, va, vb, self, with_t, &g, &t);
-  else pair_full(c, ws, xa, xb, va, vb, self, with_t, &g, &t);
+  if (P->path == NTK_CNN_DIAG ? pair_diag(c, ws, xa, xb, va, vb, self, with_t, &g, &t)
+                              : pair_full(c, ws, xa, xb, va, vb, self, with_t, &g, &t))
+    return 1;
   pair_tail(P, va + P->tail_off, vb + P->tail_off, self, &g, &t);
   *out_g = g;
   *out_t = with_t ? t : 0;
+  return 0;
 }
 
 #undef affine

@@ -17,8 +17,8 @@
 /* Each image's variance blocks, from the pair (a, a): *rv for the tile's
  * row images and *cv for its column images. From the job-wide cache where
  * there is one (each image computed once per worker), else computed into
- * the tile buffers. */
-static void self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **cv) {
+ * the tile buffers. 1 if stopped (an image stopped inside is not cached). */
+static int self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **cv) {
   size_t vs = c->plan.var_size, d = c->data->d;
   const REAL *x = c->data->x;
   REAL dummy[2];
@@ -31,19 +31,22 @@ static void self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **
       size_t first = side ? t->c0 : t->r0, count = side ? t->cols : t->rows;
       for (size_t i = first; i < first + count; i++) {
         if (c->have[i]) continue;
-        pair(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
+        if (pair(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 0, &dummy[0], &dummy[1])) return 1;
         c->have[i] = 1;
       }
     }
-    return;
+    return 0;
   }
   *rv = c->rowvar;
   *cv = diag ? c->rowvar : c->colvar;
   for (size_t i = 0; i < t->rows; i++)
-    pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, *rv + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
+    if (pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, *rv + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]))
+      return 1;
   if (!diag)
     for (size_t j = 0; j < t->cols; j++)
-      pair(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, *cv + j * vs, NULL, 1, 0, &dummy[0], &dummy[1]);
+      if (pair(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, *cv + j * vs, NULL, 1, 0, &dummy[0], &dummy[1]))
+        return 1;
+  return 0;
 }
 
 /* Batched: each image's variances, then every row image against the
@@ -53,7 +56,8 @@ static ntk_status batched_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, 
   const REAL *x = c->data->x;
   int diag = t->bi == t->bj, with_t = tt != NULL;
   REAL *rv, *cv;
-  self_vars(c, t, &rv, &cv);
+  uint64_t done = 0;
+  if (self_vars(c, t, &rv, &cv)) return tile_stopped(t, done);
   /* Column images and variances transposed per batch; spare lanes repeat the last image. */
   size_t nb = (cols + B - 1) / B;
   REAL *xt = grow(&c->xt, &c->xt_cap, nb * d * B * sizeof(REAL));
@@ -70,14 +74,13 @@ static ntk_status batched_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, 
   for (size_t i = 0; i < rows; i++) {
     size_t jend = diag ? i + 1 : cols;
     for (size_t bt = 0; bt * B < jend; bt++) {
-      const REAL *xbt = xt + bt * d * B, *vbt = vt + bt * vs * B;
-      if (c->plan.path == NTK_CNN_DIAG)
-        b_pair_diag(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);
-      else if (c->plan.multi)
-        b_pair_multi(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);
-      else
-        b_pair_slice(c, &c->bws, x + (t->r0 + i) * d, xbt, rv + i * vs, vbt, with_t, og, ot);
+      const REAL *xbt = xt + bt * d * B, *vbt = vt + bt * vs * B, *xa = x + (t->r0 + i) * d, *va = rv + i * vs;
+      int halt = c->plan.path == NTK_CNN_DIAG ? b_pair_diag(c, &c->bws, xa, xbt, va, vbt, with_t, og, ot)
+                 : c->plan.multi            ? b_pair_multi(c, &c->bws, xa, xbt, va, vbt, with_t, og, ot)
+                                            : b_pair_slice(c, &c->bws, xa, xbt, va, vbt, with_t, og, ot);
+      if (halt) return tile_stopped(t, done);
       b_tail(c, rv + i * vs + c->plan.tail_off, vbt + c->plan.tail_off * B, og, ot);
+      uint64_t entries = 0;
       for (size_t k = 0; k < B && bt * B + k < jend; k++) {
         size_t j = bt * B + k;
         g[i * cols + j] = og[k];
@@ -86,7 +89,10 @@ static ntk_status batched_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, 
           g[j * cols + i] = og[k];
           if (with_t) tt[j * cols + i] = ot[k];
         }
+        entries += diag && j != i ? 2 : 1;
       }
+      done += entries;
+      ntk_stop_count(c->stop, entries);
     }
   }
   return NTK_OK;
@@ -98,17 +104,22 @@ static ntk_status pair_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REA
   int diag = t->bi == t->bj, with_t = tt != NULL;
   const REAL *x = c->data->x;
   REAL *rv, *cv;
-  self_vars(c, t, &rv, &cv);
+  uint64_t done = 0;
+  if (self_vars(c, t, &rv, &cv)) return tile_stopped(t, done);
   for (size_t i = 0; i < rows; i++)
     for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {
       REAL gv, tv;
-      pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t, &gv, &tv);
+      if (pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t, &gv, &tv))
+        return tile_stopped(t, done);
       g[i * cols + j] = gv;
       if (with_t) tt[i * cols + j] = tv;
       if (diag) {
         g[j * cols + i] = gv;
         if (with_t) tt[j * cols + i] = tv;
       }
+      uint64_t entries = diag && j != i ? 2 : 1;
+      done += entries;
+      ntk_stop_count(c->stop, entries);
     }
   return NTK_OK;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/defs.h"
+#include "base/stop.h"
 #include "kernels/branch.h"
 #include "kernels/fc_entry.h"
 #include "kernels/map_rows.h"
@@ -32,7 +33,12 @@ struct ntk_fc {
   size_t bstack_count; /* elements per array */
   int *nexts;     /* per NEXT/JOIN layer: how many branches of its block ended before it */
   double *bw, *bdiv; /* per NEXT/JOIN layer: its branch's FanIn weight; JOIN: the divisor (branch.h) */
+  const struct ntk_stop *stop; /* polled per block of the input covariance and per band of each layer */
 };
+
+/* Entries a layer's map runs on between two polls of the stop flag: a
+ * band of rows of the tile (~0.5 ms of Erf on this project's CPU). */
+#define NTK_FC_BAND ((size_t)1 << 16)
 
 /* ---- pointwise layer maps over a tile ------------------------------------ */
 
@@ -69,12 +75,15 @@ static void gram_block(const ntk_fc_t *fc, size_t a, size_t b, void *out, size_t
   }
 }
 
-/* Fill the tile's input covariance for all entries with i >= j. */
-static void gram_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
+/* Fill the tile's input covariance for all entries with i >= j; 1 if a
+ * stop was seen first (polled per block: one BLAS call of NTK_GRAM_BLOCK
+ * rows each is not interrupted). */
+static int gram_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
   size_t B = NTK_GRAM_BLOCK, n = fc->data->n, es = (size_t)fc->data->elem;
   size_t r1 = t->r0 + t->rows, c1 = t->c0 + t->cols;
   for (size_t a = t->r0 / B; a * B < r1; a++) {
     for (size_t b = t->c0 / B; b * B < c1 && b <= a; b++) {
+      if (ntk_stop_seen(fc->stop)) return 1;
       size_t br0 = a * B, bc0 = b * B;
       size_t br1 = br0 + B < n ? br0 + B : n, bc1 = bc0 + B < n ? bc0 + B : n;
       char *tile = g;
@@ -91,6 +100,7 @@ static void gram_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
                (char *)fc->scratch + ((i - br0) * (bc1 - bc0) + (j0 - bc0)) * es, (j1 - j0) * es);
     }
   }
+  return 0;
 }
 
 ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void *ntk) {
@@ -102,9 +112,12 @@ ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void 
     fc->bstack = p;
     fc->bstack_count = count;
   }
-  gram_tile(fc, t, nngp);
-  if (fc->data->elem == 4) apply_layers_f(fc, t, nngp, ntk);
-  else apply_layers_d(fc, t, nngp, ntk);
+  if (gram_tile(fc, t, nngp))
+    return ntk_error(NTK_EINTERRUPTED, "stopped inside tile %llu, in its input covariance", (unsigned long long)t->index);
+  size_t at = fc->data->elem == 4 ? apply_layers_f(fc, t, nngp, ntk) : apply_layers_d(fc, t, nngp, ntk);
+  if (at)
+    return ntk_error(NTK_EINTERRUPTED, "stopped inside tile %llu, at layer %zu of %zu", (unsigned long long)t->index,
+                     at, fc->arch->n);
   return NTK_OK;
 }
 
@@ -134,7 +147,8 @@ ntk_status ntk_fc_check(const struct ntk_arch *arch, const struct ntk_dataset *d
   return fc_widths(arch, data, NULL, NULL, NULL);
 }
 
-ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_fc_t **out) {
+ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, const struct ntk_stop *stop,
+                         ntk_fc_t **out) {
   *out = NULL;
   ntk_status st = ntk_fc_check(arch, data);
   if (st) return st;
@@ -143,6 +157,7 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
   size_t n = data->n, es = (size_t)data->elem;
   fc->arch = arch;
   fc->data = data;
+  fc->stop = stop;
   fc->var = malloc((arch->n + 1) * n * es);
   fc->rvar = malloc((arch->n + 1) * n * es);
   fc->scratch = malloc((size_t)NTK_GRAM_BLOCK * NTK_GRAM_BLOCK * es);
@@ -159,6 +174,10 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
   }
   /* Input variances x.x/d, accumulated in double whatever the precision. */
   for (size_t i = 0; i < n; i++) {
+    if (ntk_stop_seen(stop)) {
+      ntk_fc_free(fc);
+      return ntk_error(NTK_EINTERRUPTED, "stopped while computing the samples' input variances");
+    }
     double s = 0;
     if (es == 4) {
       const float *x = (const float *)data->x + i * data->d;
@@ -192,6 +211,12 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
     }
   }
   for (size_t l = 0, d = 0; l < arch->n; l++) {
+    if (ntk_stop_seen(stop)) { /* [Dense Erf]*100000 over many samples: seconds */
+      free(vstack);
+      ntk_fc_free(fc);
+      return ntk_error(NTK_EINTERRUPTED, "stopped while computing the samples' variances, at layer %zu of %zu", l + 1,
+                       arch->n);
+    }
     const struct ntk_layer *L = &arch->layers[l];
     void *in = (char *)fc->var + l * n * es, *vout = (char *)fc->var + (l + 1) * n * es;
     memcpy(vout, in, n * es);

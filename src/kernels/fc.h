@@ -8,6 +8,7 @@
 #include "kernels/arch.h"
 #include "kernels/dataset.h"
 #include "base/status.h"
+#include "base/stop.h"
 #include "base/tiling.h"
 
 /* Rows of the fixed blocks in which the input covariance is computed. Every
@@ -24,12 +25,18 @@ typedef struct ntk_fc ntk_fc_t;
 ntk_status ntk_fc_check(const struct ntk_arch *arch, const struct ntk_dataset *data);
 
 /* Per-sample variances before every layer, computed once: O(N * layers).
- * `arch` and `data` must outlive the plan. Rank-local. */
-ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_fc_t **out);
+ * `arch`, `data` and `stop` (may be NULL) must outlive the plan; the
+ * plan and its tiles poll stop's flags (per layer; per block of the input
+ * covariance and per band of rows of each layer in a tile) and count a
+ * tile's finished entries into it. NTK_EINTERRUPTED when a flag is seen.
+ * Rank-local. */
+ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, const struct ntk_stop *stop,
+                         ntk_fc_t **out);
 void ntk_fc_free(ntk_fc_t *fc);
 
 /* Compute tile t: nngp (and ntk unless NULL), rows x cols, row-major, in the
- * data's precision. Diagonal tiles are exactly symmetric. */
+ * data's precision. Diagonal tiles are exactly symmetric. NTK_EINTERRUPTED
+ * (the values then garbage) when the plan's stop flag is seen. */
 ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void *ntk);
 
 /* All of them: (arch->n + 1) x n values in the data's precision, row l

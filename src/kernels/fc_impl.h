@@ -49,57 +49,80 @@ static void next_var(const struct ntk_layer *l, const REAL *q, REAL *out, size_t
 }
 
 /* Every layer of the network on a tile whose g holds the input covariance
- * (gram_tile); t, unless NULL, gets the NTK. */
-static void apply_layers(const ntk_fc_t *fc, const struct ntk_tile *tl, REAL *g, REAL *t) {
-  size_t n = fc->data->n, rows = tl->rows, cols = tl->cols, count = rows * cols;
+ * (gram_tile); t, unless NULL, gets the NTK. Each layer sweeps the tile in
+ * bands of rows (NTK_FC_BAND entries), the stop flag polled before each:
+ * the maps are pointwise, so the bits are the whole tile's. The entries
+ * are counted as done in proportion to the layers done. Returns 0, or
+ * layer + 1 where a stop was seen (the tile is then garbage). */
+static size_t apply_layers(const ntk_fc_t *fc, const struct ntk_tile *tl, REAL *g, REAL *t) {
+  size_t n = fc->data->n, rows = tl->rows, cols = tl->cols, count = rows * cols, nl = fc->arch->n;
   const REAL *var = fc->var, *rvar = fc->rvar;
   int diag = tl->bi == tl->bj, depth = 0;
   REAL *bs = fc->bstack;
+  size_t band = cols && NTK_FC_BAND / cols ? NTK_FC_BAND / cols : 1;
   if (t) memset(t, 0, count * sizeof(REAL));
+  /* A diagonal tile: gram_tile filled i >= j only; the layers run on the
+   * whole tile, so the rest starts at zero (valgrind saw the maps branch
+   * on uninitialised values there) and is mirrored over at the end. */
   if (diag)
-    for (size_t i = 0; i < rows; i++) g[i * cols + i] = var[tl->r0 + i];
-  for (size_t li = 0; li < fc->arch->n; li++) {
-    const struct ntk_layer *l = &fc->arch->layers[li];
-    const REAL *qr = var + li * n + tl->r0, *qc = var + li * n + tl->c0;
-    const REAL *rr = rvar + li * n + tl->r0, *rc = rvar + li * n + tl->c0;
-    switch (l->kind) {
-    case NTK_LAYER_DENSE:
-      if (fc->arch->standard)
-        dense_std(g, t, count, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std), (REAL)fc->fan[li],
-                  (REAL)(l->bias ? 1 : 0));
-      else
-        dense(g, t, count, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
-      break;
-    case NTK_LAYER_MAP:
-    case NTK_LAYER_LAYERNORM: MAP_ROWS(&l->map, g, t, rows, cols, qr, rr, qc, rc, 0); break;
-    case NTK_LAYER_IDENTITY:
-    case NTK_LAYER_FLATTEN: break;
-    case NTK_LAYER_FORK: branch_fork(bs + 4 * count * (size_t)depth++, count, count, g, t); break;
-    case NTK_LAYER_NEXT:
-      branch_next(bs + 4 * count * (size_t)(depth - 1), count, count, count, fc->nexts[li] == 0, (REAL)fc->bw[li],
-                  g, t);
-      break;
-    case NTK_LAYER_JOIN:
-      branch_join(bs + 4 * count * (size_t)--depth, count, count, l->branches, (REAL)fc->bw[li],
-                  (REAL)fc->bdiv[li], g, t);
-      break;
-    case NTK_LAYER_CONV:
-    case NTK_LAYER_AVGPOOL:
-    case NTK_LAYER_GLOBALAVGPOOL:
-    case NTK_LAYER_KINDS: /* refused by ntk_fc_create; NaN if one ever got here */
-      for (size_t k = 0; k < count; k++) g[k] = (REAL)NAN;
-      break;
+    for (size_t i = 0; i < rows; i++) {
+      g[i * cols + i] = var[tl->r0 + i];
+      if (i + 1 < cols) memset(g + i * cols + i + 1, 0, (cols - i - 1) * sizeof(REAL));
     }
-    /* A pair of a sample with itself is exactly its variance. */
-    if (diag)
-      for (size_t i = 0; i < rows; i++) g[i * cols + i] = var[(li + 1) * n + tl->r0 + i];
+  for (size_t li = 0; li < nl; li++) {
+    const struct ntk_layer *l = &fc->arch->layers[li];
+    int d = depth; /* the block stack's depth before this layer */
+    for (size_t r0 = 0; r0 < rows; r0 += band) {
+      if (ntk_stop_seen(fc->stop)) return li + 1;
+      size_t nr = rows - r0 < band ? rows - r0 : band, off = r0 * cols, bn = nr * cols;
+      REAL *gb = g + off, *tb = t ? t + off : NULL;
+      const REAL *qr = var + li * n + tl->r0 + r0, *qc = var + li * n + tl->c0;
+      const REAL *rr = rvar + li * n + tl->r0 + r0, *rc = rvar + li * n + tl->c0;
+      switch (l->kind) {
+      case NTK_LAYER_DENSE:
+        if (fc->arch->standard)
+          dense_std(gb, tb, bn, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std), (REAL)fc->fan[li],
+                    (REAL)(l->bias ? 1 : 0));
+        else
+          dense(gb, tb, bn, (REAL)(l->w_std * l->w_std), (REAL)(l->b_std * l->b_std));
+        break;
+      case NTK_LAYER_MAP:
+      case NTK_LAYER_LAYERNORM: MAP_ROWS(&l->map, gb, tb, nr, cols, qr, rr, qc, rc, 0); break;
+      case NTK_LAYER_IDENTITY:
+      case NTK_LAYER_FLATTEN: break;
+      case NTK_LAYER_FORK: branch_fork(bs + 4 * count * (size_t)d + off, count, bn, gb, tb); break;
+      case NTK_LAYER_NEXT:
+        branch_next(bs + 4 * count * (size_t)(d - 1) + off, count, bn, bn, fc->nexts[li] == 0, (REAL)fc->bw[li], gb,
+                    tb);
+        break;
+      case NTK_LAYER_JOIN:
+        branch_join(bs + 4 * count * (size_t)(d - 1) + off, count, bn, l->branches, (REAL)fc->bw[li],
+                    (REAL)fc->bdiv[li], gb, tb);
+        break;
+      case NTK_LAYER_CONV:
+      case NTK_LAYER_AVGPOOL:
+      case NTK_LAYER_GLOBALAVGPOOL:
+      case NTK_LAYER_KINDS: /* refused by ntk_fc_create; NaN if one ever got here */
+        for (size_t k = 0; k < bn; k++) gb[k] = (REAL)NAN;
+        break;
+      }
+      /* A pair of a sample with itself is exactly its variance. */
+      if (diag)
+        for (size_t i = r0; i < r0 + nr; i++) g[i * cols + i] = var[(li + 1) * n + tl->r0 + i];
+      /* Progress in proportion to the layers done: bn entries over all layers. */
+      ntk_stop_count(fc->stop, (uint64_t)bn * (li + 1) / nl - (uint64_t)bn * li / nl);
+    }
+    if (l->kind == NTK_LAYER_FORK) depth++;
+    else if (l->kind == NTK_LAYER_JOIN) depth--;
   }
+  if (!nl) ntk_stop_count(fc->stop, count);
   if (diag) /* exact symmetry of diagonal tiles */
     for (size_t i = 0; i < rows; i++)
       for (size_t j = i + 1; j < cols; j++) {
         g[i * cols + j] = g[j * cols + i];
         if (t) t[i * cols + j] = t[j * cols + i];
       }
+  return 0;
 }
 
 #undef dense

@@ -220,6 +220,21 @@ static void deliver(void *arg, const struct ntk_tile *t, const void *vals) {
   }
 }
 
+/* A run that did not finish (cancelled, failed): the tiles delivered
+ * before are no result, so that no entry of the outputs could be taken for
+ * one, every entry becomes NaN. */
+static void unfinished(const struct sink *k) {
+  size_t count = k->n1 * k->n2;
+  for (int which = 0; which < 2; which++) {
+    void *out = which ? (k->two ? k->ntk : NULL) : k->nngp;
+    if (!out) continue;
+    if (k->es == 4)
+      for (size_t i = 0; i < count; i++) ((float *)out)[i] = NAN;
+    else
+      for (size_t i = 0; i < count; i++) ((double *)out)[i] = NAN;
+  }
+}
+
 /* The devices of the pool: GPUs first (auto: where the network runs on
  * them; one engine per distinct GPU), the other threads on the CPU. */
 static ntkd_status pool_devices(const ntkd_compute_options *o, const struct ntk_arch *arch,
@@ -314,7 +329,7 @@ ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_da
     data.x = both;
   }
   int mask = NTK_KERNEL_NNGP | ((kernels & NTKD_NTK) ? NTK_KERNEL_NTK : 0);
-  struct ntk_problem prob = {&net->arch, &data, mask, -1};
+  struct ntk_problem prob = {&net->arch, &data, mask, -1, {{o.cancel, NULL}, NULL}};
   int cnn = ntk_cnn_applies(&net->arch, &data);
   uint64_t T = o.tile ? o.tile : cnn ? 16 : 512;
   if (T > NTK_STORE_MAX_TILE) T = NTK_STORE_MAX_TILE;
@@ -333,14 +348,21 @@ ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_da
   ntk_cpu_set_blas_threads(1);
   if (!out) {
     ntk_status st = ntk_pool_create(&prob, dev, ndev < (int)ntiles ? ndev : (int)ntiles, &tiling, &pool);
-    if (st) out = fail(ntk_error(st, "%s", ntk_error_message()));
+    if (st == NTK_EINTERRUPTED) /* the samples' variances of a deep network take a while */
+      out = fail(ntk_error(st, "cancelled before the first tile: %s", ntk_error_message()));
+    else if (st)
+      out = fail(ntk_error(st, "%s", ntk_error_message()));
   }
+  struct sink k = {kernels & NTKD_NNGP ? nngp : NULL, kernels & NTKD_NTK ? ntk : NULL, es, n1, n2, !x2,
+                   (mask & NTK_KERNEL_NTK) != 0};
   if (!out) {
-    struct sink k = {kernels & NTKD_NNGP ? nngp : NULL, kernels & NTKD_NTK ? ntk : NULL, es, n1, n2, !x2,
-                     (mask & NTK_KERNEL_NTK) != 0};
-    ntk_status st = ntk_pool_run(pool, tiles, ntiles, deliver, &k, o.progress, o.progress_arg, o.cancel);
+    ntk_status st = ntk_pool_run(pool, tiles, ntiles, deliver, &k, o.progress, o.progress_arg);
     if (st) out = fail(st);
   }
+  /* Whatever stopped it (a cancel, before or inside a tile, a network
+   * that does not fit the data, a failure): nothing in the outputs is a
+   * result. */
+  if (out) unfinished(&k);
   ntk_cpu_set_blas_threads(blas);
   ntk_pool_free(pool);
   free(dev);

@@ -13,24 +13,36 @@
 struct ntk_pool {
   int n;
   ntk_engine_t **engines;
+  struct ntk_problem *probs; /* engine i's problem: the caller's, with the pool's stop flag and counter i */
+  uint64_t *done;            /* per engine: entries of the tile it computes finished so far (base/stop.h) */
+  volatile int halt;         /* the pool's own stop flag: progress asked to stop, or a thread failed */
 };
 
 ntk_status ntk_pool_create(const struct ntk_problem *p, const struct ntk_pool_device *devices, int n,
                            const struct ntk_tiling *tiling, ntk_pool_t **out) {
   *out = NULL;
+  size_t k = (size_t)(n > 0 ? n : 1);
   ntk_pool_t *pool = calloc(1, sizeof *pool);
-  if (pool) pool->engines = calloc((size_t)(n > 0 ? n : 1), sizeof *pool->engines);
-  if (!pool || !pool->engines) {
-    free(pool);
+  if (pool) {
+    pool->engines = calloc(k, sizeof *pool->engines);
+    pool->probs = calloc(k, sizeof *pool->probs);
+    pool->done = calloc(k, sizeof *pool->done);
+  }
+  if (!pool || !pool->engines || !pool->probs || !pool->done) {
+    ntk_pool_free(pool);
     return ntk_error(NTK_ENOMEM, "out of memory");
   }
-  pool->n = n;
   ntk_status st = NTK_OK;
   for (int i = 0; !st && i < n; i++) {
-    struct ntk_problem q = *p;
-    q.device = devices[i].device;
+    /* The engine keeps a pointer to its problem: it lives in the pool. */
+    struct ntk_problem *q = &pool->probs[i];
+    *q = *p;
+    q->device = devices[i].device;
+    q->stop.flag[1] = &pool->halt;
+    q->stop.done = &pool->done[i];
     /* Level 1: the engine's codec is never used by ntk_engine_compute. */
-    st = ntk_engine_create(&q, devices[i].backend, 1, tiling, &pool->engines[i]);
+    st = ntk_engine_create(q, devices[i].backend, 1, tiling, &pool->engines[i]);
+    if (!st) pool->n = i + 1;
   }
   if (st) {
     ntk_pool_free(pool);
@@ -42,8 +54,10 @@ ntk_status ntk_pool_create(const struct ntk_problem *p, const struct ntk_pool_de
 
 void ntk_pool_free(ntk_pool_t *pool) {
   if (!pool) return;
-  for (int i = 0; i < pool->n; i++) ntk_engine_free(pool->engines[i]);
+  for (int i = 0; pool->engines && i < pool->n; i++) ntk_engine_free(pool->engines[i]);
   free(pool->engines);
+  free(pool->probs);
+  free(pool->done);
   free(pool);
 }
 
@@ -54,42 +68,62 @@ struct run {
   size_t n, next;
   ntk_pool_deliver_fn deliver;
   void *deliver_arg;
-  const volatile int *cancel;
   pthread_mutex_t mu;
   pthread_cond_t changed;
   int stop;         /* a failure or a cancel: take no more tiles */
   int running;      /* threads not yet finished */
   ntk_status failure;
   char message[2048];
-  uint64_t pairs_done;
+  uint64_t pairs_done; /* entries of the tiles delivered */
+  uint64_t dropped;    /* entries computed in tiles stopped inside (not delivered) */
 };
 
 struct worker_arg {
   struct run *r;
-  ntk_engine_t *engine;
+  int index; /* its engine */
 };
 
-static int cancelled(const struct run *r) { return r->cancel && *r->cancel; }
+/* The caller's cancel flag or the pool's own (the first problem's stop
+ * holds both, as every engine's does). */
+static int cancelled(const ntk_pool_t *pool) { return pool->n > 0 && ntk_stop_seen(&pool->probs[0].stop); }
+
+/* Entries computed now: delivered, dropped, and inside the tiles being
+ * computed. Under r->mu. */
+static uint64_t entries_now(const struct run *r) {
+  uint64_t done = r->pairs_done + r->dropped;
+  for (int i = 0; i < r->pool->n; i++) done += ntk_stop_done(&r->pool->done[i]);
+  return done;
+}
 
 static void *pool_main(void *arg) {
   struct worker_arg *w = arg;
   struct run *r = w->r;
+  ntk_pool_t *pool = r->pool;
   for (;;) {
     pthread_mutex_lock(&r->mu);
-    if (cancelled(r)) r->stop = 1;
+    if (cancelled(pool)) r->stop = 1;
     size_t i = r->stop || r->next >= r->n ? r->n : r->next++;
     pthread_mutex_unlock(&r->mu);
     if (i >= r->n) break;
     const void *vals;
-    ntk_status st = ntk_engine_compute(w->engine, &r->tiles[i], &vals);
+    ntk_status st = ntk_engine_compute(pool->engines[w->index], &r->tiles[i], &vals);
     if (!st) r->deliver(r->deliver_arg, &r->tiles[i], vals);
     pthread_mutex_lock(&r->mu);
-    if (st && !r->failure) {
+    /* A tile stopped inside (NTK_EINTERRUPTED) is no failure: a flag was
+     * set, which the run reports. */
+    if (st && st != NTK_EINTERRUPTED && !r->failure) {
       r->failure = st;
       snprintf(r->message, sizeof r->message, "%s", ntk_error_message()); /* this thread's */
     }
-    if (st) r->stop = 1;
-    else r->pairs_done += r->tiles[i].rows * r->tiles[i].cols;
+    uint64_t in_tile = ntk_stop_done(&pool->done[w->index]);
+    __atomic_store_n(&pool->done[w->index], 0, __ATOMIC_RELAXED);
+    if (st) {
+      r->stop = 1;
+      pool->halt = 1; /* the other threads stop inside their tiles too */
+      r->dropped += in_tile;
+    } else {
+      r->pairs_done += r->tiles[i].rows * r->tiles[i].cols;
+    }
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->mu);
   }
@@ -101,8 +135,7 @@ static void *pool_main(void *arg) {
 }
 
 ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n, ntk_pool_deliver_fn deliver,
-                        void *deliver_arg, ntk_pool_progress_fn progress, void *progress_arg,
-                        const volatile int *cancel) {
+                        void *deliver_arg, ntk_pool_progress_fn progress, void *progress_arg) {
   struct run r;
   memset(&r, 0, sizeof r);
   r.pool = pool;
@@ -110,7 +143,8 @@ ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n
   r.n = n;
   r.deliver = deliver;
   r.deliver_arg = deliver_arg;
-  r.cancel = cancel;
+  pool->halt = 0;
+  for (int i = 0; i < pool->n; i++) pool->done[i] = 0;
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.changed, NULL);
   uint64_t total = 0;
@@ -124,7 +158,7 @@ ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n
   ntk_status st = th && wa ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
   int started = 0;
   for (int i = 0; !st && i < nt; i++) {
-    wa[i] = (struct worker_arg){&r, pool->engines[i]};
+    wa[i] = (struct worker_arg){&r, i};
     pthread_mutex_lock(&r.mu);
     r.running++;
     pthread_mutex_unlock(&r.mu);
@@ -132,14 +166,16 @@ ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n
       pthread_mutex_lock(&r.mu);
       r.running--;
       r.stop = 1;
+      pool->halt = 1;
       pthread_mutex_unlock(&r.mu);
       st = ntk_error(NTK_EINTERNAL, "cannot start a computing thread");
       break;
     }
     started++;
   }
-  /* Wait, telling progress every 0.1 s; a cancel from it or *cancel stops
-   * the threads at their next tile. */
+  /* Wait, telling progress every 0.1 s (the entries finished, inside
+   * tiles too); a stop from it sets the pool's flag, which the threads
+   * poll inside their tiles, as they poll the caller's. */
   pthread_mutex_lock(&r.mu);
   while (r.running > 0) {
     struct timespec until;
@@ -147,24 +183,27 @@ ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n
     until.tv_nsec += 100000000;
     if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
     pthread_cond_timedwait(&r.changed, &r.mu, &until);
-    uint64_t done = r.pairs_done;
+    uint64_t done = entries_now(&r);
     if (progress && !asked_stop) {
       pthread_mutex_unlock(&r.mu);
       int halt = progress(progress_arg, done, total);
       pthread_mutex_lock(&r.mu);
-      if (halt) asked_stop = r.stop = 1;
+      if (halt) asked_stop = r.stop = pool->halt = 1;
     }
-    if (cancelled(&r)) asked_stop = r.stop = 1;
+    if (cancelled(pool)) asked_stop = r.stop = 1;
   }
+  uint64_t done = entries_now(&r);
   pthread_mutex_unlock(&r.mu);
   for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
   free(th);
   free(wa);
   if (!st && r.failure) st = ntk_error(r.failure, "%s", r.message);
-  if (!st && (asked_stop || cancelled(&r)) && r.pairs_done < total)
-    st = ntk_error(NTK_EINTERRUPTED, "cancelled with %llu of %llu entries computed", (unsigned long long)r.pairs_done,
-                   (unsigned long long)total);
-  if (!st && progress) progress(progress_arg, r.pairs_done, total);
+  if (!st && (asked_stop || cancelled(pool)) && r.pairs_done < total)
+    st = ntk_error(NTK_EINTERRUPTED, "cancelled with %llu of %llu entries computed (%llu of them inside tiles it "
+                   "stopped in, not delivered)", (unsigned long long)done, (unsigned long long)total,
+                   (unsigned long long)r.dropped);
+  /* The last word: how far it got, also when stopped or failed. */
+  if (progress) progress(progress_arg, done, total);
   pthread_mutex_destroy(&r.mu);
   pthread_cond_destroy(&r.changed);
   return st;

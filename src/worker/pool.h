@@ -16,7 +16,9 @@ typedef struct ntk_pool ntk_pool_t;
 
 /* One engine per entry of `devices` (a backend, and its device for a
  * GPU backend), on problem p (which must outlive the pool), with buffers
- * for tiles of at most `tiling`'s edge. */
+ * for tiles of at most `tiling`'s edge. p->stop.flag[0] is the caller's
+ * cancel flag (may be NULL); the pool sets each engine's flag[1] (its own)
+ * and counter. */
 struct ntk_pool_device {
   const struct ntk_backend_ops *backend;
   int device;
@@ -27,20 +29,21 @@ void ntk_pool_free(ntk_pool_t *pool); /* accepts NULL */
 
 /* Called by a pool thread with a finished tile's values (NNGP, then NTK
  * when the problem has it; rows x cols each): distinct threads call it at
- * once for distinct tiles. */
+ * once for distinct tiles. Never with a tile stopped inside. */
 typedef void (*ntk_pool_deliver_fn)(void *arg, const struct ntk_tile *t, const void *vals);
 /* Called on the calling thread before the first tile, about ten times a
- * second, and at the end, with the entries done and to do; non-zero stops
- * the run. */
+ * second with the entries computed so far (inside tiles too, as the
+ * kernels count them: base/stop.h), and once at the end, also after a stop or a
+ * failure (its answer then ignored); non-zero stops the run. */
 typedef int (*ntk_pool_progress_fn)(void *arg, uint64_t done, uint64_t total);
 
 /* Compute tiles[0..n) (each computed once, by whichever thread is free)
  * and deliver them. Returns at the first failure (its message recorded
- * on the calling thread; the other threads finish their tile and stop),
- * NTK_EINTERRUPTED when progress asks or *cancel (may be NULL) becomes
- * non-zero. */
+ * on the calling thread; the other threads stop inside their tiles),
+ * NTK_EINTERRUPTED when progress asks or the caller's cancel flag
+ * becomes non-zero: every thread stops inside its tile soon after (the
+ * kernels poll both flags), and a tile stopped inside is not delivered. */
 ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n, ntk_pool_deliver_fn deliver,
-                        void *deliver_arg, ntk_pool_progress_fn progress, void *progress_arg,
-                        const volatile int *cancel);
+                        void *deliver_arg, ntk_pool_progress_fn progress, void *progress_arg);
 
 #endif

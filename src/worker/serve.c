@@ -217,9 +217,18 @@ static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct nt
         continue;
       }
       struct ntk_tile t = ntk_tiling_tile(tiling, index);
+      st = ntk_engine_submit(e, &t);
+      /* Our signal seen inside the tile (the problem's stop flag): the
+       * tile is dropped and handed back, as those still queued. */
+      if (st == NTK_EINTERRUPTED && ntk_stop_requested()) {
+        fprintf(stderr, "ntkd: rank %d: %s: the tile is dropped (a rerun computes it)\n", ntk_comm_rank(comm),
+                ntk_error_message());
+        if ((st = hand_back(comm, index, &told_interrupt))) return comm_failed(comm, st);
+        continue;
+      }
       /* A failure is reported and the loop goes on: the coordinator
        * answers a failure with stop. */
-      if ((st = ntk_engine_submit(e, &t)) && (st = send_fail(comm, st))) return comm_failed(comm, st);
+      if (st && (st = send_fail(comm, st))) return comm_failed(comm, st);
       continue;
     }
     int from, tag;

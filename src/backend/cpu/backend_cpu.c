@@ -18,8 +18,8 @@ static ntk_status cpu_create(const struct ntk_problem *p, void **ctx) {
   *ctx = NULL;
   struct cpu_ctx *c = calloc(1, sizeof *c);
   if (!c) return ntk_error(NTK_ENOMEM, "out of memory");
-  ntk_status st = ntk_cnn_applies(p->arch, p->data) ? ntk_cnn_create(p->arch, p->data, NTK_CNN_AUTO, &c->cnn)
-                                                    : ntk_fc_create(p->arch, p->data, &c->fc);
+  ntk_status st = ntk_cnn_applies(p->arch, p->data) ? ntk_cnn_create(p->arch, p->data, NTK_CNN_AUTO, &p->stop, &c->cnn)
+                                                    : ntk_fc_create(p->arch, p->data, &p->stop, &c->fc);
   if (st) {
     free(c);
     return st;

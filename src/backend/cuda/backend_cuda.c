@@ -46,7 +46,7 @@ static ntk_status gpu_tile(struct cuda_ctx *c, const struct ntk_tile *t, void *n
 static ntk_status cpu_tile(struct cuda_ctx *c, const struct ntk_tile *t, void *nngp, void *ntk) {
   if (!c->cnn) return ntk_fc_tile(c->fc, t, nngp, ntk);
   ntk_cnn_t *cpu;
-  ntk_status st = ntk_cnn_create(c->p->arch, c->p->data, NTK_CNN_AUTO, &cpu);
+  ntk_status st = ntk_cnn_create(c->p->arch, c->p->data, NTK_CNN_AUTO, &c->p->stop, &cpu);
   if (!st) st = ntk_cnn_tile(cpu, t, nngp, ntk);
   ntk_cnn_free(cpu);
   return st;
@@ -119,7 +119,7 @@ static ntk_status cuda_create(const struct ntk_problem *p, void **ctx) {
   } else {
     size_t nl = p->arch->n;
     struct ntk_fc_entry_layer *layers = calloc(nl ? nl : 1, sizeof *layers);
-    st = layers ? ntk_fc_create(p->arch, p->data, &c->fc) : ntk_error(NTK_ENOMEM, "out of memory");
+    st = layers ? ntk_fc_create(p->arch, p->data, &p->stop, &c->fc) : ntk_error(NTK_ENOMEM, "out of memory");
     if (!st) st = ntk_fc_entry_layers(c->fc, layers, nl);
     if (!st && ntk_fc_gpu_create(p->device, layers, nl, p->data->n, p->data->d, p->data->elem, p->data->x,
                                  ntk_fc_variances(c->fc), &c->gpu, err, sizeof err))
@@ -135,8 +135,14 @@ static ntk_status cuda_create(const struct ntk_problem *p, void **ctx) {
   return NTK_OK;
 }
 
+/* A stop is polled before the tile only: the GPU's kernels run a tile
+ * whole (untested here: no GPU in the test environment; a tile of a deep
+ * CNN takes seconds there). */
 static ntk_status cuda_compute_tile(void *ctx, const struct ntk_tile *t, void *nngp, void *ntk) {
-  return gpu_tile(ctx, t, nngp, ntk);
+  struct cuda_ctx *c = ctx;
+  if (ntk_stop_seen(&c->p->stop))
+    return ntk_error(NTK_EINTERRUPTED, "stopped before tile %llu (GPU %d)", (unsigned long long)t->index, c->p->device);
+  return gpu_tile(c, t, nngp, ntk);
 }
 
 static void cuda_destroy(void *ctx) { ctx_free(ctx); }

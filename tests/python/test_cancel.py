@@ -1,0 +1,130 @@
+"""kernel_fn stopped by Ctrl-C inside a single slow tile, and 1 000 rounds of calls (networks,
+blocks of both kernels, errors, cancelled calls, a store) that leak nothing (issue 27).
+Counts and sizes compared within the run, never a clock."""
+
+import _thread
+import ctypes
+import ctypes.util
+import os
+import types
+
+import numpy as np
+import pytest
+
+import ntkd
+from ntkd import _kernel, _lib, stax
+
+
+def slow_cnn():
+    """One tile of 32 images (8 x 8 x 3, tile=32) through 10 SAME convolutions: ~2 s on one core."""
+    layer = stax.serial(stax.Conv(8, (3, 3), padding="SAME"), stax.Relu())
+    return stax.serial(stax.repeat(layer, 10), stax.GlobalAvgPool(), stax.Dense(1))[2]
+
+
+def test_ctrl_c_stops_inside_the_tile(rng):
+    """KeyboardInterrupt in the main thread (_thread.interrupt_main, as Ctrl-C) at the first
+    progress report that counts entries inside the one tile: kernel_fn sets the cancel flag and
+    raises KeyboardInterrupt once the library returned; the library's last report (made after
+    its threads stopped) shows it stopped inside the tile, far from its 1024 entries."""
+    x = rng.standard_normal((32, 8, 8, 3))
+    reports, interrupted_at = [], []
+
+    def progress(done, total):  # on kernel_fn's computing thread
+        reports.append((done, total))
+        if done > 0 and not interrupted_at:
+            interrupted_at.append(done)
+            _thread.interrupt_main()
+
+    with pytest.raises(KeyboardInterrupt):
+        slow_cnn()(x, None, ("nngp", "ntk"), threads=1, tile=32, progress=progress)
+    assert interrupted_at, "no progress report counted entries inside the tile"
+    done, total = reports[-1]
+    assert total == 32 * 32
+    assert interrupted_at[0] <= done < total // 2, (
+        f"{done} of {total} entries computed: the tile was not stopped inside (interrupt at {interrupted_at[0]})")
+    # kernel_fn works again after a stop
+    k = slow_cnn()(x[:2], None, "nngp", threads=1)
+    assert k.shape == (2, 2) and np.isfinite(k).all()
+
+
+# ---- 1 000 rounds ----------------------------------------------------------------------------
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"))
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def heap_in_use():
+    """Bytes malloc holds now (every arena and mmapped chunk; glibc's mallinfo2), None elsewhere."""
+    if not hasattr(_libc, "mallinfo2"):
+        return None
+    _libc.mallinfo2.restype = _Mallinfo2
+    m = _libc.mallinfo2()
+    return m.uordblks + m.hblkhd
+
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory):
+    """A small finished store, made by the ntkd program (tests/lib_store.sh)."""
+    folder = tmp_path_factory.mktemp("store")
+    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    import subprocess
+    subprocess.run(["bash", os.path.join(src, "lib_store.sh"), os.environ["NTKD_PROGRAM"], str(folder)], check=True)
+    return str(folder / "s.ntk")
+
+
+def one_round(store_path, x, x2, img, bad):
+    """Every kind of call once: two networks made and freed, an FC block against itself and
+    against x2 and a CNN block (both kernels), a bad architecture, shapes the network refuses,
+    a call cancelled by its progress callback, a store opened, read and closed."""
+    fc = stax.serial(stax.Dense(8, W_std=1.5, b_std=0.1), stax.Erf(), stax.Dense(1))[2]
+    cnn = stax.serial(stax.Conv(4, (3, 3), padding="SAME"), stax.Relu(), stax.GlobalAvgPool(), stax.Dense(1))[2]
+    k = fc(x, None, ("nngp", "ntk"), threads=2, tile=2)
+    assert np.isfinite(k.ntk).all()
+    fc(x, x2, ("nngp", "ntk"), threads=2, tile=2)
+    cnn(img, None, "ntk", threads=2, tile=2)
+    with pytest.raises(ntkd.ArchError):
+        bad(x, None, "nngp")
+    with pytest.raises(ntkd.ArchError):  # vectors into a convolutional network
+        cnn(x, None, "nngp")
+
+    def stop(done, total):
+        raise RuntimeError("stop")
+    with pytest.raises(ntkd.CancelledError):
+        cnn(img, None, "nngp", threads=2, tile=2, progress=stop)
+    s = ctypes.c_void_p()
+    assert _lib.lib.ntkd_store_open(store_path.encode(), ctypes.byref(s)) == _lib.OK
+    info = _lib.StoreInfo()
+    assert _lib.lib.ntkd_store_get_info(s, ctypes.byref(info)) == _lib.OK
+    out = np.empty((8, 8))
+    assert _lib.lib.ntkd_store_read(s, _lib.NTK, 0, 8, 0, 8, out.ctypes.data, 8) == _lib.OK
+    _lib.lib.ntkd_store_close(s)
+    assert _lib.lib.ntkd_store_open(b"/nonexistent/x.ntk", ctypes.byref(s)) == _lib.E_USAGE
+
+
+def test_calls_in_a_loop_leak_nothing(rng, store_path):
+    """1 000 rounds: malloc's bytes in use and the RSS after round 1000 against round 200
+    (the warm-up: Python's and OpenBLAS's caches), within a small bound."""
+    rounds = int(os.environ.get("NTKD_TEST_ROUNDS", "1000"))
+    x, x2 = rng.standard_normal((5, 4)), rng.standard_normal((3, 4))
+    img = rng.standard_normal((3, 4, 4, 2))
+    bad = _kernel.KernelFn(types.SimpleNamespace(text="Dense Relu Relu(", params=set()))
+    warm = None
+    for r in range(rounds):
+        if r == min(200, rounds // 5):
+            warm = heap_in_use(), rss()
+        one_round(store_path, x, x2, img, bad)
+    end = heap_in_use(), rss()
+    print(f"{rounds} rounds: malloc in use {warm[0]} -> {end[0]} bytes, RSS {warm[1]} -> {end[1]} bytes")
+    if warm[0] is not None:
+        assert end[0] - warm[0] <= 64 * 1024, f"malloc's bytes in use grew by {end[0] - warm[0]}"
+    assert end[1] - warm[1] <= 1024 * 1024, f"RSS grew by {end[1] - warm[1]} bytes"
