@@ -23,7 +23,7 @@ written once, as functions of a `stax` module: only the import differs.
           configs/wrn.conf is the same network) on 8 such images
 
 Each computation runs in its own child process (this script with --child),
-so that its peak memory (ru_maxrss of the child) is its own; the two tools
+so that its peak memory (VmHWM of the child) is its own; the two tools
 alternate (ntkd, nt, ntkd, nt, ...) for --reps repetitions and the medians
 are printed. A child's time is the kernel_fn call alone: the inputs are read
 from an .npy file before the clock starts. ntkd's time includes the copy of
@@ -35,13 +35,15 @@ symmetric n x n kernel (ntkd computes the lower triangle once,
 neural-tangents all n^2 entries): the speed ratio is the ratio of the times
 of the whole matrix. --nt-images CASE=M measures neural-tangents on the first
 M images only (when all n would take too long); its entries are then compared
-with the top-left M x M block of ntkd's, and its time divided by M(M+1)/2.
+with the top-left M x M block of ntkd's, and its time divided by M(M+1)/2; a
+second row times ntkd on the same M images (a kernel's cost per entry falls
+with n: the per-image work is shared), compared with nt's entries too.
 
 Part 2 (in the full run; --only pool runs it alone): the same block through the
 in-process pool (kernel_fn, threads=0: every core) and through
 `mpirun -np 3 ntkd STEM.conf` (ntkd.batch(..., ranks=2): a coordinator and two
-workers), float32, the same tile edge (kernel_fn's: 512 FC, 16 CNN), alternated,
---reps runs each; every run's kernels must be the same bits. The pool's time is the
+workers), float32, the same tile edge (kernel_fn's: 512 FC, 16 CNN), alternated
+(the order swapping each repetition), --reps runs each; every run's kernels must be the same bits. The pool's time is the
 kernel_fn call, the copy into numpy included; mpirun's is the ntkd.batch call:
 writing the data (.npy) and the job file, starting mpirun and its three
 processes, the computation, the store's writes (fsync included) until the
@@ -63,7 +65,6 @@ import hashlib
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -134,10 +135,12 @@ def cifar_like(n, size):
 # A child: one kernel_fn call by one tool
 # ---------------------------------------------------------------------------
 
-def rss_kb():
+def status_kb(key):
+    """VmRSS (now) or VmHWM (peak) of this process, kB. Not ru_maxrss: Linux carries
+    that over exec from the parent (the driver, which holds the results)."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
 
@@ -151,7 +154,7 @@ def child(a):
     else:
         from ntkd import stax
     kernel_fn = NETS[a.case](stax, x.shape[1] if x.ndim == 4 else 0)[2]
-    before = rss_kb()
+    before = status_kb("VmRSS")
     store = None
     t0 = time.perf_counter()
     if a.tool == "nt":
@@ -166,7 +169,7 @@ def child(a):
         k = kernel_fn(x, None, ("nngp", "ntk"), tile=a.tile)
         nngp, ntk = k.nngp, k.ntk
     t = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = status_kb("VmHWM")
     if store is not None:
         nngp, ntk = store["nngp"][:, :], store["ntk"][:, :]
     r = {"time": t, "peak_kb": peak, "before_kb": before}
@@ -271,27 +274,39 @@ def side_by_side(runner, cases):
         n = x.shape[0]
         xpath = runner.save(case, x)
         xpath_nt = xpath if m == n else runner.save(case + "-nt", x[:m])
-        res = {"ntkd": [], "nt": []}
+        res = {"ntkd": [], "nt": [], "ntkd_m": []}
         for _ in range(reps):
             res["ntkd"].append(runner.run("ntkd", case, xpath))
             res["nt"].append(runner.run("nt", case, xpath_nt))
-            print(f"  {case}: ntkd {res['ntkd'][-1]['time']:.3f} s, nt {res['nt'][-1]['time']:.3f} s "
-                  f"(load {loadavg()})", flush=True)
+            if m < n:  # ntkd on nt's images too: the same count of entries
+                res["ntkd_m"].append(runner.run("ntkd", case, xpath_nt))
+            print(f"  {case}: ntkd {res['ntkd'][-1]['time']:.3f} s, nt {res['nt'][-1]['time']:.3f} s" +
+                  (f" on {m} images, ntkd on them {res['ntkd_m'][-1]['time']:.3f} s" if m < n else "") +
+                  f" (load {loadavg()})", flush=True)
+            for r in res["ntkd"][1:] + res["nt"][1:] + res["ntkd_m"][1:]:  # only the first run's kernels are compared
+                r.pop("nngp", None), r.pop("ntk", None)
         a, b = res["ntkd"][0], res["nt"][0]
         dn = diff(a["nngp"][:m, :m], b["nngp"])
         dk = diff(a["ntk"][:m, :m], b["ntk"])
         worst = max(worst, dn[2], dk[2])
         worst_diag = max(worst_diag, dn[1], dk[1])
-        tn = statistics.median(r["time"] for r in res["ntkd"])
-        tt = statistics.median(r["time"] for r in res["nt"])
+        med = lambda k: statistics.median(r["time"] for r in res[k])
+        peak = lambda k: mb(max(r["peak_kb"] for r in res[k])) + f" ({mb(res[k][0]['before_kb'])})"
+        tn, tt = med("ntkd"), med("nt")
         en, et = n * (n + 1) // 2, m * (m + 1) // 2
         pn, pt = tn / en, tt / et
-        rows.append([case, reps, f"{n}" + ("" if m == n else f" (nt {m})"), f"{en}" + ("" if m == n else f" (nt {et})"),
-                     f"{pn * 1e6:.3g}", f"{pt * 1e6:.3g}", f"{pt / pn:.3g}",
-                     f"{mb(max(r['peak_kb'] for r in res['ntkd']))} ({mb(a['before_kb'])})",
-                     f"{mb(max(r['peak_kb'] for r in res['nt']))} ({mb(b['before_kb'])})",
-                     f"{dn[0]:.1e} / {dn[1]:.1e} / {dn[2]:.1e}", f"{dk[0]:.1e} / {dk[1]:.1e} / {dk[2]:.1e}"])
-    head = ["case", "reps", "images", "entries n(n+1)/2", "ntkd us/entry", "nt us/entry", "nt/ntkd time",
+        row = lambda images, e, p1, p2, pk1, pk2, diffs: [case, reps, images, e, f"{p1 * 1e6:.4g}", f"{p2 * 1e6:.4g}",
+                                                          f"{p2 / p1:.3g}", pk1, pk2] + diffs
+        rows.append(row(n if m == n else f"{n} (nt {m})", en if m == n else f"{en} (nt {et})", pn, pt, peak("ntkd"),
+                        peak("nt"), [f"{dn[0]:.1e} / {dn[1]:.1e} / {dn[2]:.1e}", f"{dk[0]:.1e} / {dk[1]:.1e} / {dk[2]:.1e}"]))
+        if m < n:
+            c = res["ntkd_m"][0]
+            dn, dk = diff(c["nngp"], b["nngp"]), diff(c["ntk"], b["ntk"])
+            worst = max(worst, dn[2], dk[2])
+            worst_diag = max(worst_diag, dn[1], dk[1])
+            rows.append(row(f"{m} (both)", et, med("ntkd_m") / et, pt, peak("ntkd_m"), peak("nt"),
+                            [f"{dn[0]:.1e} / {dn[1]:.1e} / {dn[2]:.1e}", f"{dk[0]:.1e} / {dk[1]:.1e} / {dk[2]:.1e}"]))
+    head = ["case", "reps", "images", "entries n(n+1)/2", "ntkd us/entry", "nt us/entry", "nt/ntkd per entry",
             "ntkd peak MB (before call)", "nt peak MB (before call)", "NNGP max abs / rel / rel off-diag",
             "NTK max abs / rel / rel off-diag"]
     print_table(head, rows)
@@ -316,8 +331,10 @@ def pool_vs_mpirun(runner, blocks, reps):
         n = x.shape[0]
         xpath = runner.save("pool-" + case, x)
         res = {"pool": [], "mpirun": []}
-        for _ in range(reps):
-            for tool in ("pool", "mpirun"):
+        for rep in range(reps):
+            # The order swaps each repetition: a run after mpirun's finds its store's pages in
+            # the page cache, which the kernel reclaims for the pool's fresh result arrays.
+            for tool in ("pool", "mpirun") if rep % 2 == 0 else ("mpirun", "pool"):
                 res[tool].append(runner.run("ntkd" if tool == "pool" else "mpirun", case, xpath, digest=True,
                                              tile=POOL_TILE[case]))
             print(f"  {case} n={n}: pool {res['pool'][-1]['time']:.2f} s, mpirun -np 3 "
@@ -338,6 +355,13 @@ def pool_vs_mpirun(runner, blocks, reps):
     return worst, identical
 
 
+def _pair(text, what, ap):
+    k, _, v = text.partition("=")
+    if not v.isdigit() or int(v) < 1:
+        ap.error(f"{what} {text!r}: expected NAME=COUNT, a positive count")
+    return k, int(v)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -356,26 +380,35 @@ def main():
     ap.add_argument("--x", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--digest", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--parse-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tile", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         a.tool = a.child
         return child(a)
 
+    reps = a.reps or (1 if a.quick else 3)
+    pairs = lambda given, what: dict(_pair(s, what, ap) for s in given)
+    nt_m = pairs(a.nt_images, "--nt-images")
+    pool_n = pairs(a.pool_n, "--pool-n")
+    case_reps = pairs(a.case_reps, "--case-reps")
+    for name, given, known in (("--nt-images", nt_m, NETS), ("--case-reps", case_reps, NETS),
+                               ("--pool-n", pool_n, POOL_TILE)):
+        for k in given:
+            if k not in known or k == "cnn" and known is NETS:
+                ap.error(f"{name}: no case {k!r}")
+    if a.parse_only:  # tests/side_by_side.sh: the commands of docs/PERFORMANCE.md parse
+        return 0
     if not os.path.exists(VENV_PY):
         print(f"side_by_side: {VENV_PY} is missing (neural-tangents' pinned venv: scripts/nt_reference.sh "
               "creates it): skipped")
         return 77
-    reps = a.reps or (1 if a.quick else 3)
-    nt_m = dict((k, int(v)) for k, v in (s.split("=") for s in a.nt_images))
-    pool_n = dict((k, int(v)) for k, v in (s.split("=") for s in a.pool_n))
     if a.quick:
         sizes = {"fc": fashion(12), "cntk21": cifar_like(3, 8), "wrn": cifar_like(2, 8)}
         blocks = [("fc", fashion(pool_n.get("fc", 64))), ("cnn", fashion(pool_n.get("cnn", 8), images=True))]
     else:
         sizes = {"fc": fashion(2000), "cntk21": cifar_like(16, 32), "wrn": cifar_like(8, 32)}
-        blocks = [("fc", fashion(pool_n.get("fc", 12000))), ("cnn", fashion(pool_n.get("cnn", 200), images=True))]
-    case_reps = dict((k, int(v)) for k, v in (s.split("=") for s in a.case_reps))
+        blocks = [("fc", fashion(pool_n.get("fc", 16000))), ("cnn", fashion(pool_n.get("cnn", 110), images=True))]
     cases = [(c, x, min(nt_m.get(c, x.shape[0]), x.shape[0]), case_reps.get(c, reps)) for c, x in sizes.items()]
 
     with tempfile.TemporaryDirectory(prefix="side_by_side.") as tmp:
