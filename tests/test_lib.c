@@ -120,6 +120,31 @@ START_TEST(test_cnn_blocks) {
 }
 END_TEST
 
+/* The copy of tiles into the result (src/lib/ntkd.c, put_tile: transposed in
+ * 32 x 32 blocks): tiles of 45 and 70 cut across those blocks, raggedly; the
+ * tiled results, mirrored and against x2, must be the bits of one tile. */
+START_TEST(test_tile_copy_blocks) {
+  const char *arch = "Dense(W_std=1.5, b_std=0.1) Relu Dense";
+  size_t shape[1] = {5}, d = 5, n = 101, n1 = 64, n2 = n - n1;
+  double *x = grid_data(n, d, 3);
+  double *one_g = malloc(n * n * sizeof(double)), *one_t = malloc(n * n * sizeof(double));
+  double *g = malloc(n * n * sizeof(double)), *t = malloc(n * n * sizeof(double));
+  kernels(arch, x, n, 1, shape, NULL, 0, 1, 128, NTKD_NNGP | NTKD_NTK, one_g, one_t); /* one tile: no mirror */
+  for (size_t tile = 45; tile <= 70; tile += 25) {
+    kernels(arch, x, n, 1, shape, NULL, 0, 2, tile, NTKD_NNGP | NTKD_NTK, g, t);
+    ck_assert_msg(!memcmp(g, one_g, n * n * sizeof(double)), "NNGP with tile %zu differs from one tile", tile);
+    ck_assert_msg(!memcmp(t, one_t, n * n * sizeof(double)), "NTK with tile %zu differs from one tile", tile);
+    kernels(arch, x, n1, 1, shape, x + n1 * d, n2, 2, tile, NTKD_NNGP | NTKD_NTK, g, t); /* n1 x n2 */
+    for (size_t i = 0; i < n1; i++)
+      for (size_t j = 0; j < n2; j++) {
+        ck_assert_msg(g[i * n2 + j] == one_g[i * n + n1 + j], "NNGP (%zu, %zu) against x2, tile %zu", i, j, tile);
+        ck_assert_msg(t[i * n2 + j] == one_t[i * n + n1 + j], "NTK (%zu, %zu) against x2, tile %zu", i, j, tile);
+      }
+  }
+  free(x), free(one_g), free(one_t), free(g), free(t);
+}
+END_TEST
+
 static int stop_at_first(void *arg, uint64_t done, uint64_t total) {
   int *calls = arg;
   ++*calls;
@@ -363,6 +388,7 @@ int main(void) {
   tcase_add_test(tc, test_net_errors);
   tcase_add_test(tc, test_fc_blocks);
   tcase_add_test(tc, test_cnn_blocks);
+  tcase_add_test(tc, test_tile_copy_blocks);
   tcase_add_test(tc, test_progress_and_cancel);
   tcase_add_test(tc, test_bad_arguments);
   tcase_add_loop_test(tc, test_cancel_inside_a_tile, 0, (int)(sizeof slow_cases / sizeof *slow_cases));

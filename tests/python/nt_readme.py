@@ -52,13 +52,15 @@ def WideResnetGroup(stax, n, channels, strides=(1, 1)):
     return stax.serial(*blocks)
 
 
-def WideResnet(stax, block_size, k, num_classes):
+def WideResnet(stax, block_size, k, num_classes, pool=(8, 8)):
+    # pool: the README's AvgPool((8, 8)) for 32 x 32 images; scripts/side_by_side.py --quick
+    # gives smaller images the window of their final maps.
     return stax.serial(
         stax.Conv(16, (3, 3), padding='SAME'),
         WideResnetGroup(stax, block_size, int(16 * k)),
         WideResnetGroup(stax, block_size, int(32 * k), (2, 2)),
         WideResnetGroup(stax, block_size, int(64 * k), (2, 2)),
-        stax.AvgPool((8, 8)),
+        stax.AvgPool(pool),
         stax.Flatten(),
         stax.Dense(num_classes, 1., 0.))
 
