@@ -18,9 +18,11 @@ start=$SECONDS
 # modules' unit tests and the library's (test_lib: 1 000 rounds of calls
 # that must leak nothing). The Python tests load libntkd into python3,
 # where ASan's run-time would have to be preloaded: the library's C test
-# stands for them here (side_by_side too runs Python over libntkd).
+# stands for them here (side_by_side too runs Python over libntkd). Nor
+# `install`: it links a user's program, built without the sanitizers,
+# against the installed library (the normal build runs it).
 binary="e2e|crash|trust|docs_ini|large_tile|attack25|store_corpus|gpu_scripts"
-ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2 -E "$binary|^python$|^side_by_side$"
+ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2 -E "$binary|^python$|^side_by_side$|^install$"
 # The binary's tests, without leak checking. Optimised (-O2 -g, as the
 # release build): a debug build with ASan computed ~100x slower than the
 # release build and made this stage the longest of CI (e2e.sh alone 19 min);
