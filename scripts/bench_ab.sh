@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Before/after speed of the standard networks: two builds (say the commit
 # before a change and after it), run alternately on one core in the same
-# session: CNTK-GAP-21, CNN-Flatten-21, Myrtle-7/10 and an Erf CNTK
-# (ntkd_bench_cnn, one tile), and two FC jobs (ntkd, one rank, level 0).
+# session, the one run first swapping each round: CNTK-GAP-21,
+# CNN-Flatten-21, Myrtle-7/10 and an Erf CNTK (ntkd_bench_cnn, one tile), and two FC jobs (ntkd, one rank, level 0).
 # Prints each time and the ratio after/before. Then the outputs are checked
 # (scripts/bench_check.sh), and the script exits 1 if any check fails:
 #   - the two builds' FC stores of the first round, every kernel byte for
@@ -62,12 +62,24 @@ status=0
 for r in $(seq "$rounds"); do
   for name in cntk-gap21 cnn-flatten21 myrtle7 myrtle10 cntk-erf8; do
     a=${arch[$name]%|*} n=${arch[$name]#*|}
-    b=$(cnn "$before" "$a" "$n" "$name.before"); f=$(cnn "$after" "$a" "$n" "$name.after")
+    # The two builds in turn, the first of them swapping each round.
+    if [ $((r % 2)) = 1 ]; then
+      b=$(cnn "$before" "$a" "$n" "$name.before"); f=$(cnn "$after" "$a" "$n" "$name.after")
+    else
+      f=$(cnn "$after" "$a" "$n" "$name.after"); b=$(cnn "$before" "$a" "$n" "$name.before")
+    fi
     printf '%-14s round %d  before %.4e s/entry  after %.4e s/entry  after/before %.3f\n' "$name" "$r" "$b" "$f" "$(awk -v f="$f" -v b="$b" 'BEGIN {print f / b}')"
   done
   for i in 0 1; do
     a=${fcs[$i]}
-    b=$(fc "$before" "$a" "fc$i-before.ntk"); f=$(fc "$after" "$a" "fc$i-after.ntk")
+    # In turn as above, each job after a sync: the page cache's write-back
+    # of the job before (a store of 1.1 GB) slowed the job after it by up
+    # to 1.5x when "after" always ran second.
+    if [ $((r % 2)) = 1 ]; then
+      sync; b=$(fc "$before" "$a" "fc$i-before.ntk"); sync; f=$(fc "$after" "$a" "fc$i-after.ntk")
+    else
+      sync; f=$(fc "$after" "$a" "fc$i-after.ntk"); sync; b=$(fc "$before" "$a" "fc$i-before.ntk")
+    fi
     printf '%-14s round %d  before %.3f s  after %.3f s  after/before %.3f   (FC 12000x784 float32, %s, one rank)\n' fc "$r" "$b" "$f" "$(awk -v f="$f" -v b="$b" 'BEGIN {print f / b}')" "$a"
     if [ "$r" = 1 ]; then
       same_stores "FC $a, before and after" "$before" "$work/fc$i-before.ntk" "$after" "$work/fc$i-after.ntk" || status=1
