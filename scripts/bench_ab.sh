@@ -2,7 +2,8 @@
 # Before/after speed of the standard networks: two builds (say the commit
 # before a change and after it), run alternately on one core in the same
 # session, the one run first swapping each round: CNTK-GAP-21,
-# CNN-Flatten-21, Myrtle-7/10 and an Erf CNTK (ntkd_bench_cnn, one tile), and two FC jobs (ntkd, one rank, level 0).
+# CNN-Flatten-21, Myrtle-7/10 and an Erf CNTK (ntkd_bench_cnn, one tile),
+# and two FC jobs (ntkd, one rank, level 0).
 # Prints each time and the ratio after/before. Then the outputs are checked
 # (scripts/bench_check.sh), and the script exits 1 if any check fails:
 #   - the two builds' FC stores of the first round, every kernel byte for
