@@ -197,29 +197,31 @@ struct sink {
   int symmetric, two; /* two: the tiles hold NTK after NNGP */
 };
 
-/* One kernel's tile v (rows x cols, row-major) into out (n2 columns) of
- * element type T: at (r0, c0) when `place`; transposed, its column j as
+/* One element of es bytes (4 or 8): a copy of constant size either way,
+ * so that no per-element call remains. */
+static inline void put_elem(char *dst, const char *src, size_t es) {
+  if (es == sizeof(float)) memcpy(dst, src, sizeof(float));
+  else memcpy(dst, src, sizeof(double));
+}
+
+/* One kernel's tile v (rows x cols, row-major, elements of es bytes) into
+ * out (n2 columns): at (r0, c0) when `place`; transposed, its column j as
  * row c0 + j from column t0, when `mirror`. Row by row for the first; the
- * transpose in 32 x 32 blocks, so that the rows it writes stay in cache.
- * Copies with a constant size: no per-element call, no alignment assumed. */
-#define NTKD_PUT_TILE(name, T)                                                                            \
-  static void name(char *out, size_t n2, const char *v, uint64_t rows, uint64_t cols, uint64_t r0,        \
-                   uint64_t c0, int place, int mirror, uint64_t t0) {                                     \
-    const size_t es = sizeof(T);                                                                          \
-    if (place)                                                                                            \
-      for (uint64_t i = 0; i < rows; i++) memcpy(out + ((r0 + i) * n2 + c0) * es, v + i * cols * es, cols * es); \
-    if (!mirror) return;                                                                                  \
-    for (uint64_t ib = 0; ib < rows; ib += 32)                                                            \
-      for (uint64_t jb = 0; jb < cols; jb += 32) {                                                        \
-        uint64_t ie = ib + 32 < rows ? ib + 32 : rows, je = jb + 32 < cols ? jb + 32 : cols;              \
-        for (uint64_t j = jb; j < je; j++) {                                                              \
-          char *dst = out + ((c0 + j) * n2 + t0) * es;                                                    \
-          for (uint64_t i = ib; i < ie; i++) memcpy(dst + i * es, v + (i * cols + j) * es, sizeof(T));    \
-        }                                                                                                 \
-      }                                                                                                   \
-  }
-NTKD_PUT_TILE(put_tile_f32, float)
-NTKD_PUT_TILE(put_tile_f64, double)
+ * transpose in 32 x 32 blocks, so that the rows it writes stay in cache. */
+static void put_tile(char *out, size_t n2, const char *v, size_t es, uint64_t rows, uint64_t cols, uint64_t r0,
+                     uint64_t c0, int place, int mirror, uint64_t t0) {
+  if (place)
+    for (uint64_t i = 0; i < rows; i++) memcpy(out + ((r0 + i) * n2 + c0) * es, v + i * cols * es, cols * es);
+  if (!mirror) return;
+  for (uint64_t ib = 0; ib < rows; ib += 32)
+    for (uint64_t jb = 0; jb < cols; jb += 32) {
+      uint64_t ie = ib + 32 < rows ? ib + 32 : rows, je = jb + 32 < cols ? jb + 32 : cols;
+      for (uint64_t j = jb; j < je; j++) {
+        char *dst = out + ((c0 + j) * n2 + t0) * es;
+        for (uint64_t i = ib; i < ie; i++) put_elem(dst + i * es, v + (i * cols + j) * es, es);
+      }
+    }
+}
 
 /* Symmetric: the tile at its place and, off the diagonal, its mirror.
  * Against x2: the tile's rows are x2's samples (after x1's n1 in the
@@ -233,8 +235,7 @@ static void deliver(void *arg, const struct ntk_tile *t, const void *vals) {
     const char *v = (const char *)vals + (which ? one : 0);
     int place = k->symmetric, mirror = !k->symmetric || t->bi != t->bj;
     uint64_t t0 = k->symmetric ? t->r0 : t->r0 - k->n1;
-    (k->es == sizeof(float) ? put_tile_f32 : put_tile_f64)(out, k->n2, v, t->rows, t->cols, t->r0, t->c0, place,
-                                                           mirror, t0);
+    put_tile(out, k->n2, v, k->es, t->rows, t->cols, t->r0, t->c0, place, mirror, t0);
   }
 }
 
