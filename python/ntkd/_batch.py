@@ -119,18 +119,6 @@ def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, bac
     return "\n".join(lines) + "\n"
 
 
-def _int_or_none(v, what, low, high):
-    if v is None:
-        return None
-    if isinstance(v, np.integer):
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"{what} must be an integer or None, not {v!r}")
-    if not low <= v <= high:
-        raise ValueError(f"{what} must be from {low} to {high}, not {v}")
-    return v
-
-
 def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", precision=None, tile=None,
           test_test=False, labels=None, backend=None, level=None, overwrite=False, progress=True, verbose=False):
     """Compute ``kernel_fn`` of x1 (and x2) with the ntkd program into a store,
@@ -179,8 +167,8 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
         raise ValueError(f"kernel must be 'ntk' (NNGP and NTK) or 'nngp', not {kernel!r}")
     if backend not in (None, "auto", "cpu", "cuda"):
         raise ValueError(f"backend must be 'auto', 'cpu', 'cuda' or None, not {backend!r}")
-    tile = _int_or_none(tile, "tile", 1, _MAX_TILE)
-    level = _int_or_none(level, "level", -7, 19)
+    tile = _program.check_int(tile, "tile", 1, _MAX_TILE)
+    level = _program.check_int(level, "level", -7, 19)
     ranks = _program.check_ranks(ranks, "ntkd.batch")
     _program.check_progress(progress)
     for name, flag in (("test_test", test_test), ("overwrite", overwrite), ("verbose", verbose)):

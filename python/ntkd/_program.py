@@ -62,17 +62,24 @@ def mpirun():
     return cmd
 
 
+def check_int(v, what, low, high=None):
+    """None, or an integer from low to high (no bound above when high is None)."""
+    if v is None:
+        return None
+    if isinstance(v, np.integer):
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{what} must be an integer or None, not {v!r}")
+    if high is None and v < low:
+        raise ValueError(f"{what} must be at least {low}, not {v}")
+    if high is not None and not low <= v <= high:
+        raise ValueError(f"{what} must be from {low} to {high}, not {v}")
+    return v
+
+
 def check_ranks(ranks, what):
     """None, or an integer >= 1."""
-    if ranks is None:
-        return None
-    if isinstance(ranks, np.integer):
-        ranks = int(ranks)
-    if isinstance(ranks, bool) or not isinstance(ranks, int):
-        raise TypeError(f"{what}: ranks must be an integer or None, not {ranks!r}")
-    if ranks < 1:
-        raise ValueError(f"{what}: ranks must be at least 1, not {ranks}")
-    return ranks
+    return check_int(ranks, f"{what}: ranks", 1)
 
 
 def check_progress(progress):
