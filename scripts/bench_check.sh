@@ -46,7 +46,8 @@ same_stores() {
 # same_block WHAT BUILD STORE SMALL K: the leading K x K block of every
 # kernel of STORE byte for byte equal to SMALL, a store of the first K
 # samples of the same job (ntkd's values do not depend on the tile size,
-# the rank count or the other samples).
+# the rank count or the samples after the first K when K is a multiple of
+# the FC input covariance's 512-row blocks).
 same_block() {
   local what=$1 b=$2 big=$3 small=$4 n=$5 k ha hb bad=0 kk
   kk=$(kernels_of "$b" "$big")
