@@ -13,6 +13,13 @@
 # two factorisations differ in order, so not byte for byte); the script
 # exits 1 otherwise, after the table.
 #
+# scripts/bench_solve.sh --ridges [BUILD_DIR] [N] instead times the
+# quickstart's solve (issue 28, item 5): a sweep of 4 ridges with
+# leave-one-out on the N-sample NNGP train kernel (default 10 000), ntkd's
+# per-ridge Cholesky against one eigendecomposition (dsyevd) shared by the
+# ridges, in one run (build/ntkd_bench_ridges, which checks that both agree
+# within 1e-6 and exits 1 otherwise), and prints their ratio.
+#
 # Usage: scripts/bench_solve.sh [BUILD_DIR] [N ...]
 #   BUILD_DIR  holds ntkd (default: build); N: train sizes (default 20000 30000)
 #   NTE=2000   test samples;  GRIDS="1x1 2x1 1x2" ScaLAPACK grids (ranks = R*C)
@@ -22,6 +29,8 @@
 # machine.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RIDGES=0
+if [ "${1:-}" = --ridges ]; then RIDGES=1; shift; fi
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 shift || true
 NS=${*:-20000 30000}
@@ -66,6 +75,21 @@ free_gb() { awk '/MemAvailable/ {printf "%.1f", $2 / 1048576}' /proc/meminfo; }
 field() { sed -n "s/.*$2 \([0-9.][0-9.]*\) s.*/\1/p" "$1" | head -1; }
 # peak LOG: the largest "Maximum resident set size" of the ranks, GB
 peak() { awk '/Maximum resident set size/ {if ($6 > m) m = $6} END {printf "%.2f", m / 1048576}' "$1"; }
+
+if [ $RIDGES = 1 ]; then
+  n=${NS%% *}
+  [ "$NS" = "20000 30000" ] && n=10000
+  job "base$n" "$n"
+  if [ ! -e "fc$n.ntk" ]; then
+    echo "bench_solve: computing the $n + $NTE sample kernel (fc$n.ntk)" >&2
+    mpirun -np 3 "$NTKD" "base$n.conf" > "base$n.log" 2>&1 || { tail "base$n.log" >&2; exit 1; }
+  fi
+  "$NTKD" export "fc$n.ntk" "k$n.raw" --kernel nngp --rows "0:$n" --cols "0:$n" --format raw >&2
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
+  "$BUILD/ntkd_bench_ridges" "k$n.raw" "$n" 4 10 1e-4 1e-3 1e-2 1e-1 || status=$?
+  rm -f "k$n.raw"
+  exit "${status:-0}"
+fi
 
 rows=()
 status=0
