@@ -55,7 +55,9 @@ import numpy as np
 rng = np.random.default_rng(11)
 np.save('small.npy', rng.standard_normal((700, 40)).astype(np.float32))
 np.save('mid.npy', rng.standard_normal((3072, 32)).astype(np.float32))
-np.save('sig.npy', rng.standard_normal((8192, 32)).astype(np.float32))
+sig = rng.standard_normal((8192, 32)).astype(np.float32)
+np.save('sig.npy', sig)
+np.save('sig1.npy', sig[:768])  # one tile of the signal jobs, to time it
 np.save('few.npy', rng.standard_normal((10, 5)).astype(np.float32))
 np.save('cal.npy', rng.standard_normal((512, 32)).astype(np.float32))
 # Samples 0-7 so small that 150 layers of Dense(W_std=2) Relu (x2 per
@@ -185,6 +187,14 @@ else
   MID_LAYERS=$(erf_depth 0.25 cal.log 50 1 10 1000)
   SIG_LAYERS=$(erf_depth 1.5 cal.log 50 2.25 10 2000)  # a 768 x 768 tile: 2.25 times the entries
   echo "    calibration: $(sed -n 's/.*\(tiles [0-9.]* s\)$/\1/p' cal.log) for 50 layers of one 512 x 512 tile: $MID_LAYERS and $SIG_LAYERS layers below"
+  # The square-root rule extrapolates 4-40x from a 0.02-0.1 s run; one tile
+  # of the signal jobs at that depth, timed, corrects it (linearly: the time
+  # per layer grows with depth, so a deeper correction overshoots, never
+  # under). A 0.4 s tile once let the 66 tiles finish inside GRACE.
+  job cal2 sig1.npy "[Dense Erf]*$SIG_LAYERS Dense" 768
+  guarded 300 "$NTKD" cal2.conf >/dev/null 2>cal2.log
+  SIG_LAYERS=$(erf_depth 1.5 cal2.log "$SIG_LAYERS" 1 10 4000 1)
+  echo "    one 768 x 768 tile of the signal jobs: $(sed -n 's/.*\(tiles [0-9.]* s\)$/\1/p' cal2.log): $SIG_LAYERS layers below"
 fi
 
 # --- a failed send or receive ends the job ---------------------------------------------

@@ -51,7 +51,7 @@ wait_file() {
   echo "    waited ${3:-300}s for $1"
   return 1
 }
-# erf_depth SECONDS LOG LAYERS [ENTRIES MIN MAX]: how many [Dense Erf]
+# erf_depth SECONDS LOG LAYERS [ENTRIES MIN MAX POWER]: how many [Dense Erf]
 # layers make a job of about SECONDS of tiles, from LOG, ntkd's log of a
 # calibration run of LAYERS layers ("tiles X s"), whose job had ENTRIES
 # times fewer kernel entries (default 1). A size, not a check: machines
@@ -59,14 +59,15 @@ wait_file() {
 # layer grows with the depth (one job of 1500 samples here: 200 layers
 # 0.5 s, 800 layers 6.2 s, 1637 layers 20.5 s), so the depth follows the
 # square root of the time: a linear rule made jobs 5-20x longer than meant
-# (trust.sh took 20 minutes instead of 3).
+# (trust.sh took 20 minutes instead of 3). POWER 1 (default 0.5): the
+# linear rule, to correct a depth from a run of about the size wanted.
 erf_depth() {
-  $PY - "$1" "$2" "$3" "${4:-1}" "${5:-10}" "${6:-2000}" <<'PY'
+  $PY - "$1" "$2" "$3" "${4:-1}" "${5:-10}" "${6:-2000}" "${7:-0.5}" <<'PY'
 import math, re, sys
-target, log, layers, entries, lo, hi = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:])
+target, log, layers, entries, lo, hi, power = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:])
 m = re.search(r'tiles ([0-9.]+) s', open(log).read()) if log else None
 took = max(float(m.group(1)) if m else 1.0, 1e-3) * entries
-print(int(max(lo, min(hi, layers * math.sqrt(float(target) / took)))))
+print(int(max(lo, min(hi, layers * (float(target) / took) ** power))))
 PY
 }
 # job_pids PATTERN: pids of the processes whose command line matches
