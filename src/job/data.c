@@ -1,6 +1,8 @@
 /* Readers for the input formats. All go through zlib's gzFile, which reads
  * plain files transparently, so any of them may also be gzip-compressed.
- * Samples are read into doubles, checked, scaled, then narrowed. */
+ * Each value is widened to double, scaled, checked and narrowed as it
+ * arrives, into an array of the job's precision: memory is the data's
+ * size in that precision, not twice or three times it. */
 #include "job/data.h"
 
 #include <errno.h>
@@ -25,13 +27,42 @@ static size_t type_size(src_type t) {
   return s[t];
 }
 
-/* Partially loaded matrix, before scaling and narrowing. */
+/* A matrix as it loads: values already scaled, checked and in `elem`
+ * bytes (4: float, 8: double). */
 struct raw {
   size_t n, d, h, w, c;
-  double *x;
+  void *x;
   int is_u8;
-  size_t cap; /* values x can hold: grown as data arrive (see raw_reserve) */
+  size_t cap;   /* values x can hold: grown as data arrive (see raw_reserve) */
+  int elem;     /* 4 or 8 */
+  int samples;  /* samples (scaled by raw_scale, finite, in range), not labels (as read) */
+  const struct ntk_job *job; /* samples: [data] scale */
 };
+
+/* The factor every sample value is multiplied by: [data] scale, else 1/255
+ * for uint8 data (pixels), else 1. */
+static double raw_scale(const struct raw *r) {
+  if (!r->samples) return 1.0;
+  return r->job->has_scale ? r->job->scale : r->is_u8 ? 1.0 / 255.0 : 1.0;
+}
+
+/* Store count values v (doubles, as read) from value index `at` on: scaled,
+ * checked (samples: NaN, infinite, or beyond float32 in a float32 job, after
+ * scaling) and narrowed to r->elem bytes. */
+static ntk_status raw_put(struct raw *r, const char *path, size_t at, const double *v, size_t count) {
+  double scale = raw_scale(r), lim = r->elem == 4 ? 3.0e38 : 1.7e308;
+  for (size_t k = 0; k < count; k++) {
+    double y = v[k] * scale;
+    if (r->samples && !(fabs(y) <= lim)) {
+      size_t i = at + k;
+      return ntk_error(NTK_EINPUT, "%s: sample %zu, feature %zu is %s%s", path, i / r->d, i % r->d,
+                       isnan(v[k]) ? "NaN" : "infinite or out of range", isfinite(v[k]) ? " after scaling" : "");
+    }
+    if (r->elem == 4) ((float *)r->x)[at + k] = (float)y;
+    else ((double *)r->x)[at + k] = y;
+  }
+  return NTK_OK;
+}
 
 /* Open an input file for reading through zlib. FIFOs, devices and sockets
  * are refused before anything can block on them (/dev/zero would never end,
@@ -126,7 +157,7 @@ static ntk_status raw_reserve(struct raw *r, const char *path, size_t values) {
   if (values <= r->cap) return NTK_OK;
   size_t want = r->cap * 2 > values ? r->cap * 2 : values, all = r->n * r->d;
   if (want > all) want = all;
-  double *x = realloc(r->x, want * sizeof(double));
+  void *x = realloc(r->x, want * (size_t)r->elem);
   if (!x) return ntk_error(NTK_ENOMEM, "%s: out of memory for %zu values", path, want);
   r->x = x;
   r->cap = want;
@@ -134,36 +165,45 @@ static ntk_status raw_reserve(struct raw *r, const char *path, size_t values) {
 }
 
 /* Read n*d values of type t into raw->x starting at sample `at`, in
- * chunks of at most 4 Mi values whatever the sample size. */
+ * chunks of at most 4 Mi values whatever the sample size, each widened to
+ * double RAW_STEP values at a time and stored by raw_put. */
+#define RAW_STEP 4096
 static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t at, size_t n,
                               src_type t, int big_endian) {
   size_t s = type_size(t), total = n * r->d, chunk = (size_t)1 << 22, base = at * r->d;
   unsigned char *buf = malloc((total < chunk ? total : chunk) * s + 1);
-  if (!buf) return ntk_error(NTK_ENOMEM, "%s: out of memory", path);
+  double *v = malloc(RAW_STEP * sizeof *v);
+  if (!buf || !v) {
+    free(buf), free(v);
+    return ntk_error(NTK_ENOMEM, "%s: out of memory", path);
+  }
   ntk_status st = NTK_OK;
   for (size_t i = 0; i < total && !st; i += chunk) {
     size_t count = total - i < chunk ? total - i : chunk;
     if ((st = check_stop(path))) break;
     st = read_exact(f, path, buf, count * s, "the data");
     if (!st) st = raw_reserve(r, path, base + i + count);
-    if (st) break;
-    double *out = r->x + base + i;
-    /* Common cases without a per-value switch. */
-    if (t == T_U8) {
-      for (size_t k = 0; k < count; k++) out[k] = buf[k];
-    } else if (t == T_F32 && !big_endian) {
-      for (size_t k = 0; k < count; k++) {
-        float v;
-        memcpy(&v, buf + 4 * k, 4);
-        out[k] = v;
+    for (size_t j = 0; j < count && !st; j += RAW_STEP) {
+      size_t m = count - j < RAW_STEP ? count - j : RAW_STEP;
+      const unsigned char *b = buf + j * s;
+      /* Common cases without a per-value switch. */
+      if (t == T_U8) {
+        for (size_t k = 0; k < m; k++) v[k] = b[k];
+      } else if (t == T_F32 && !big_endian) {
+        for (size_t k = 0; k < m; k++) {
+          float x;
+          memcpy(&x, b + 4 * k, 4);
+          v[k] = x;
+        }
+      } else if (t == T_F64 && !big_endian) {
+        memcpy(v, b, m * 8);
+      } else {
+        for (size_t k = 0; k < m; k++) v[k] = get_value(b + k * s, t, big_endian);
       }
-    } else if (t == T_F64 && !big_endian) {
-      memcpy(out, buf, count * 8);
-    } else {
-      for (size_t k = 0; k < count; k++) out[k] = get_value(buf + k * s, t, big_endian);
+      st = raw_put(r, path, base + i + j, v, m);
     }
   }
-  free(buf);
+  free(buf), free(v);
   return st;
 }
 
@@ -309,13 +349,14 @@ static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f
   if ((st = read_values(f, path, r, 0, r->n, t, big))) return st;
   if (ndim == 4 && job->layout == NTK_LAYOUT_NCHW && c > 1) {
     /* Reorder each sample from CHW to HWC. */
-    double *tmp = malloc(r->d * sizeof *tmp);
+    size_t es = (size_t)r->elem;
+    char *tmp = malloc(r->d * es);
     if (!tmp) return ntk_error(NTK_ENOMEM, "out of memory");
     for (size_t i = 0; i < r->n; i++) {
-      double *s = r->x + i * r->d;
+      char *s = (char *)r->x + i * r->d * es;
       for (size_t ch = 0; ch < c; ch++)
-        for (size_t p = 0; p < h * w; p++) tmp[p * c + ch] = s[ch * h * w + p];
-      memcpy(s, tmp, r->d * sizeof *tmp);
+        for (size_t p = 0; p < h * w; p++) memcpy(tmp + (p * c + ch) * es, s + (ch * h * w + p) * es, es);
+      memcpy(s, tmp, r->d * es);
     }
     free(tmp);
   }
@@ -416,6 +457,7 @@ static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const lon
   if (!st) st = alloc_raw(r, job->data_path[0]);
   if (!st && all_plain) st = raw_reserve(r, job->data_path[0], r->n * r->d); /* the sizes say they exist */
   unsigned char rec[CIFAR_REC];
+  double v[3072];
   size_t i = 0;
   for (int k = 0; k < nfiles && !st && i < r->n; k++) {
     const char *path = job->data_path[k];
@@ -439,9 +481,9 @@ static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const lon
         st = raw_reserve(r, path, (i + 1) * r->d);
       }
       if (st) break;
-      double *s = r->x + i * 3072;
       for (size_t ch = 0; ch < 3; ch++)
-        for (size_t p = 0; p < 1024; p++) s[p * 3 + ch] = rec[1 + ch * 1024 + p];
+        for (size_t p = 0; p < 1024; p++) v[p * 3 + ch] = rec[1 + ch * 1024 + p];
+      if ((st = raw_put(r, path, i * 3072, v, 3072))) break;
     }
   }
   if (st || all_plain) return st;
@@ -450,7 +492,7 @@ static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const lon
                      job->count, i);
   if (!job->count && i == most) return ntk_error(NTK_EINPUT, "%s: data too large", job->data_path[0]);
   r->n = i;
-  double *x = realloc(r->x, i * r->d * sizeof(double)); /* give back what the growth took in advance */
+  void *x = realloc(r->x, i * r->d * (size_t)r->elem); /* give back what the growth took in advance */
   if (x) r->x = x;
   return NTK_OK;
 }
@@ -470,6 +512,9 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
   memset(ds, 0, sizeof *ds);
   struct raw r;
   memset(&r, 0, sizeof r);
+  r.elem = elem;
+  r.samples = 1;
+  r.job = job;
   ntk_data_format fmt = job->format == NTK_FORMAT_AUTO ? guess_format(job->data_path[0]) : job->format;
   if (job->ndata > 1 && fmt != NTK_FORMAT_CIFAR10)
     return ntk_error(NTK_EINPUT, "%s: [data] path lists %d files; several files are only "
@@ -492,37 +537,13 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
     free(r.x);
     return st;
   }
-  double scale = job->has_scale ? job->scale : r.is_u8 ? 1.0 / 255.0 : 1.0;
-  size_t total = r.n * r.d;
-  for (size_t k = 0; k < total; k++) {
-    double v = r.x[k] * scale;
-    if (!(fabs(v) <= (elem == 4 ? 3.0e38 : 1.7e308))) { /* NaN, Inf, or beyond float32 */
-      st = ntk_error(NTK_EINPUT, "%s: sample %zu, feature %zu is %s%s", job->data_path[0], k / r.d,
-                     k % r.d, isnan(r.x[k]) ? "NaN" : "infinite or out of range",
-                     isfinite(r.x[k]) ? " after scaling" : "");
-      free(r.x);
-      return st;
-    }
-    r.x[k] = v;
-  }
   ds->n = r.n;
   ds->d = r.d;
   ds->h = r.h;
   ds->w = r.w;
   ds->c = r.c;
   ds->elem = elem;
-  if (elem == 8) {
-    ds->x = r.x;
-  } else {
-    float *f = malloc(total * sizeof *f);
-    if (!f) {
-      free(r.x);
-      return ntk_error(NTK_ENOMEM, "out of memory for the data");
-    }
-    for (size_t k = 0; k < total; k++) f[k] = (float)r.x[k];
-    free(r.x);
-    ds->x = f;
-  }
+  ds->x = r.x;
   return NTK_OK;
 }
 
@@ -554,17 +575,18 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
   if (!st && exact && dim[0] != n)
     st = ntk_error(NTK_EINPUT, "%s: holds %zu labels but the data hold %zu samples; set count to use "
                    "the first ones", path, dim[0], n);
-  struct raw r = {n, 1, 0, 0, 0, NULL, 0, 0};
+  struct raw r = {.n = n, .d = 1, .elem = 8}; /* labels as read: doubles, not scaled */
   if (!st) st = alloc_raw(&r, path);
   if (!st) st = read_values(f, path, &r, 0, n, t, big);
   gzclose(f);
   int32_t *out = st ? NULL : malloc(n * sizeof *out);
   if (!st && !out) st = ntk_error(NTK_ENOMEM, "%s: out of memory for %zu labels", path, n);
+  const double *y = r.x;
   for (size_t i = 0; i < n && !st; i++) {
-    if (!(r.x[i] >= 0 && r.x[i] < (double)classes))
-      st = ntk_error(NTK_EINPUT, "%s: label %zu is %.0f, outside the classes 0..%zu", path, i, r.x[i],
+    if (!(y[i] >= 0 && y[i] < (double)classes))
+      st = ntk_error(NTK_EINPUT, "%s: label %zu is %.0f, outside the classes 0..%zu", path, i, y[i],
                      classes - 1);
-    else out[i] = (int32_t)r.x[i];
+    else out[i] = (int32_t)y[i];
   }
   free(r.x);
   if (st) {
