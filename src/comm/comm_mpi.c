@@ -389,8 +389,19 @@ static int find_pending(const ntk_comm_t *c, int source) {
   return -1;
 }
 
+/* The next pause of a waiting loop: doubling from its start, up to 0.2 ms
+ * for the first 0.2 s of the wait (an answer on its way: a worker's
+ * grant; rank 0 between the tiles of an FC job, a message every ~30 ms
+ * here), then up to 2 ms (an idle rank: ~500 wake-ups a second). With a
+ * 2 ms cap from the start a worker waited 7 ms per tile for its grant
+ * (10 % of an FC job's tiles phase), with 0.2 ms 1.8 ms (docs/PERFORMANCE.md). */
+static long next_pause(long pause_ns, double start) {
+  long cap = now() - start < 0.2 ? 200000 : 2000000;
+  return pause_ns < cap ? 2 * pause_ns : pause_ns;
+}
+
 int ntk_comm_poll(const ntk_comm_t *c, int source, int *from, int *tag, size_t *bytes, double timeout) {
-  double deadline = now() + timeout;
+  double start = now(), deadline = start + timeout;
   long pause_ns = 20000;
   for (;;) {
     int r = find_pending(c, source);
@@ -418,7 +429,7 @@ int ntk_comm_poll(const ntk_comm_t *c, int source, int *from, int *tag, size_t *
     if (now() >= deadline) return 0;
     struct timespec ts = {0, pause_ns};
     nanosleep(&ts, NULL);
-    if (pause_ns < 2000000) pause_ns *= 2;
+    pause_ns = next_pause(pause_ns, start);
   }
 }
 
@@ -444,7 +455,7 @@ ntk_status ntk_comm_recv_within(const ntk_comm_t *c, int source, int tag, void *
   struct pending *p = &c->pending[source];
   /* Not announced through ntk_comm_poll: wait for the message itself or
    * for its announcement. */
-  double deadline = now() + timeout;
+  double start = now(), deadline = start + timeout;
   long pause_ns = 20000;
   while (p->tag != tag) {
     int flag = 0;
@@ -458,7 +469,7 @@ ntk_status ntk_comm_recv_within(const ntk_comm_t *c, int source, int tag, void *
     if (timeout >= 0 && now() >= deadline) return stalled(source, bytes, timeout);
     struct timespec ts = {0, pause_ns};
     nanosleep(&ts, NULL);
-    if (pause_ns < 2000000) pause_ns *= 2;
+    pause_ns = next_pause(pause_ns, start);
   }
   struct announce a = p->a;
   int rc = p->rc;
