@@ -221,6 +221,12 @@ START_TEST(test_map_params) {
                             "AvgPool(2, 2) Flatten"),
                 "%s", buf);
   ntk_arch_free(&a);
+  /* the canonical text of SAME pooling (ntkd's short form, padding third) reads back */
+  char nb[1024];
+  struct ntk_arch b = parse_ok(buf);
+  ntk_arch_canonical(&b, nb, sizeof nb);
+  ck_assert_str_eq(buf, nb);
+  ntk_arch_free(&b);
   parse_bad("Conv(3) SumPool((2, 2), padding=CIRCULAR)", "SumPool takes padding VALID or SAME");
   parse_bad("Conv(3) SumPool(2, normalize_edges=True)", "unknown argument normalize_edges for SumPool");
   parse_bad("Conv(3) AvgPool(2, normalize_edges=yes)", "'yes' is not True or False");

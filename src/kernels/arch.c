@@ -336,7 +336,7 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
         !strcmp(args[i].key, "window_shape") || !strcmp(args[i].key, "out_chan") || !strcmp(args[i].key, "out_dim"))
       stax = 1;
   if (l->kind == NTK_LAYER_DENSE) stax = 1; /* Dense(512): stax's out_dim */
-  static const char *const pos_short[][3] = {{NULL}, {"filter", "stride", "padding"}, {"window", "stride", NULL}};
+  static const char *const pos_short[][3] = {{NULL}, {"filter", "stride", "padding"}, {"window", "stride", "padding"}};
   static const char *const pos_stax[][4] = {
       {"out_dim", NULL}, {"out_chan", "filter_shape", "strides", "padding"}, {"window_shape", "strides", "padding", NULL}};
   int row = l->kind == NTK_LAYER_DENSE ? 0 : l->kind == NTK_LAYER_CONV ? 1 : 2;
