@@ -593,6 +593,157 @@ START_TEST(test_nonlinearity_domains) {
 }
 END_TEST
 
+/* The first field in which two layers differ, bit for bit (doubles by
+ * their bytes: 0 and -0 differ, as do two NaNs' payloads), or NULL. */
+static const char *layer_differs(const struct ntk_layer *x, const struct ntk_layer *y) {
+#define FIELD(f) \
+  if (memcmp(&x->f, &y->f, sizeof x->f)) return #f
+  FIELD(kind);
+  FIELD(w_std);
+  FIELD(b_std);
+  FIELD(map.kind);
+  FIELD(map.degree);
+  FIELD(map.flag);
+  FIELD(map.a);
+  FIELD(map.b);
+  FIELD(map.c);
+  FIELD(map.coef);
+  FIELD(param);
+  FIELD(filter);
+  FIELD(stride);
+  FIELD(window);
+  FIELD(filter_w);
+  FIELD(stride_w);
+  FIELD(window_w);
+  FIELD(one_d);
+  FIELD(width);
+  FIELD(sum);
+  FIELD(branches);
+  FIELD(normalize_edges);
+  FIELD(bias);
+  FIELD(padding);
+  FIELD(name);
+#undef FIELD
+  return NULL;
+}
+
+/* `text` (a spelling copied from neural-tangents' Python) parses, under
+ * parameterisation `standard`, to the same layers bit for bit as `own`
+ * (ntkd's own spelling of the network), with the same canonical text. */
+static void same_network(const char *text, const char *own, int standard) {
+  struct ntk_arch a, b;
+  ntk_status st = ntk_arch_parse_param(text, 1.0, 0.0, standard, &a);
+  ck_assert_msg(st == NTK_OK, "'%s' should parse: %s", text, ntk_error_message());
+  st = ntk_arch_parse_param(own, 1.0, 0.0, standard, &b);
+  ck_assert_msg(st == NTK_OK, "'%s' should parse: %s", own, ntk_error_message());
+  ck_assert_msg(a.n == b.n, "'%s': %zu layers, '%s': %zu", text, a.n, own, b.n);
+  for (size_t i = 0; i < a.n; i++) {
+    const char *f = layer_differs(&a.layers[i], &b.layers[i]);
+    ck_assert_msg(!f, "'%s' and '%s': layer %zu differs in %s", text, own, i + 1, f ? f : "");
+  }
+  char ca[4096], cb[4096];
+  ntk_arch_canonical(&a, ca, sizeof ca);
+  ntk_arch_canonical(&b, cb, sizeof cb);
+  ck_assert_str_eq(ca, cb);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+}
+
+/* The comparison can say no: a one-ulp difference in a weight, a width, a padding. */
+START_TEST(test_same_network_can_fail) {
+  const char *pairs[][2] = {{"Dense(W_std=1.4142135623730951)", "Dense(W_std=1.4142135623730954)"},
+                            {"Dense(512) Relu Dense", "Dense(511) Relu Dense"},
+                            {"Conv(3, 1, SAME) Relu Flatten", "Conv(3, 1, CIRCULAR) Relu Flatten"},
+                            {"Dense Erf(b=0.0) Dense", "Dense Erf(b=-0.0) Dense"}};
+  for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+    struct ntk_arch a = parse_ok(pairs[k][0]), b = parse_ok(pairs[k][1]);
+    int differ = a.n != b.n;
+    for (size_t i = 0; !differ && i < a.n; i++) differ = layer_differs(&a.layers[i], &b.layers[i]) != NULL;
+    ck_assert_msg(differ, "'%s' and '%s' compare equal", pairs[k][0], pairs[k][1]);
+    ntk_arch_free(&a);
+    ntk_arch_free(&b);
+  }
+}
+END_TEST
+
+/* Constant expressions, as a notebook writes numbers: the value Python
+ * computes in float64, bit for bit; anything else refused at its column. */
+START_TEST(test_constant_expressions) {
+  same_network("Dense(W_std=np.sqrt(2)) Relu Dense", "Dense(W_std=1.4142135623730951) Relu Dense", 0);
+  same_network("Dense(W_std=2**0.5) Relu Dense(W_std=math.sqrt(2)) Erf Dense(W_std=jnp.sqrt(2.0))",
+               "Dense(W_std=1.4142135623730951) Relu Dense(W_std=1.4142135623730951) Erf "
+               "Dense(W_std=1.4142135623730951)", 0);
+  same_network("Dense(W_std=numpy.sqrt(2), b_std=1/3) Relu Dense(W_std=jax.numpy.sqrt(8) / 2, b_std=1e-3)",
+               "Dense(W_std=1.4142135623730951, b_std=0.3333333333333333) Relu Dense(W_std=1.4142135623730951, "
+               "b_std=0.001)", 0);
+  /* IEEE arithmetic as Python's: 0.1 + 0.2 is not 0.3 */
+  same_network("Dense Erf(0.1 + 0.2, -0.5, math.pi) Dense Sin(np.e, -math.pi / 4, (1 + 2) * 3 / 4) Dense",
+               "Dense Erf(0.30000000000000004, -0.5, 3.141592653589793) Dense Sin(2.718281828459045, "
+               "-0.7853981633974483, 2.25) Dense", 0);
+  /* precedence: -2**2 is -4, 2**-1 is 0.5, 2**3**2 is 512; an int stays an int (a width) */
+  same_network("Dense(2**3**2) ABRelu(-2**2, 2**-1) Dense(2 * 256 - 1) Relu Dense(W_std=(2), b_std=((0.5)))",
+               "Dense(512) ABRelu(-4, 0.5) Dense(511) Relu Dense(W_std=2, b_std=0.5)", 0);
+  same_network("Dense Polynomial([1/2, np.sqrt(2), -(1), 2.]) Dense", "Dense Polynomial([0.5, 1.4142135623730951, "
+               "-1, 2]) Dense", 0);
+  struct ntk_arch a = parse_ok("Dense(W_std=2**0.5, b_std=1/3) Erf(0.1 * 3, .5 - 1e-3, -0.0 * 1) Dense");
+  ck_assert(a.layers[0].w_std == pow(2, 0.5) && a.layers[0].w_std == sqrt(2.0) && a.layers[0].b_std == 1.0 / 3);
+  ck_assert(a.layers[1].map.a == 0.1 * 3 && a.layers[1].map.a != 0.3 && a.layers[1].map.b == 0.5 - 1e-3);
+  ck_assert(a.layers[1].map.c == 0 && signbit(a.layers[1].map.c)); /* -0.0 * 1 is -0.0 in Python */
+  ntk_arch_free(&a);
+  a = parse_ok("Dense Erf(c=-0 * 1) Dense"); /* an int has no -0: Python's -0 * 1 is 0 */
+  ck_assert(a.layers[1].map.c == 0 && !signbit(a.layers[1].map.c));
+  ntk_arch_free(&a);
+  parse_bad_at("Dense(W_std=1/0)", 14, "division by zero (ZeroDivisionError in Python)");
+  parse_bad_at("Dense(W_std=0**-1)", 14, "0 to a negative power");
+  parse_bad_at("Dense(W_std=(-8)**(1/3))", 17, "a negative number to a fractional power, which is complex in Python");
+  parse_bad_at("Dense(W_std=np.sqrtt(2))", 13, "unknown function 'np.sqrtt' in a constant expression");
+  parse_bad_at("Dense(W_std=np.sqrt(-2))", 13, "np.sqrt(-2): the square root of a negative number");
+  parse_bad_at("Dense(W_std=x * 2)", 13, "unknown name 'x' in a constant expression");
+  parse_bad_at("Dense(W_std=2 * math.tau)", 17, "unknown name 'math.tau'");
+  parse_bad_at("Dense(W_std=2 % 3)", 15, "'%' is not in ntkd's constant expressions (+ - * / **)");
+  parse_bad_at("Dense(W_std=7//2)", 14, "'//' is not in ntkd's constant expressions");
+  parse_bad_at("Dense(W_std=10.0**400)", 17, "the result is too large for float64");
+  parse_bad_at("Dense(W_std=1e308 * 10)", 19, "the result is too large for float64");
+  parse_bad_at("Dense(W_std=012 + 1)", 13, "'012': an integer with a leading zero is a syntax error in Python");
+  parse_bad_at("Dense(W_std=2**60 * 2)", 14, "integer arithmetic beyond 2**53, exact in Python and not in float64");
+  parse_bad_at("Dense(W_std=1 + )", 17, "expected a number in a constant expression, found ')'");
+  parse_bad_at("Dense(W_std=(1 + 2)", 20, "expected ',' or ')' in argument list");
+  parse_bad_at("Dense(W_std=2 * 1j)", 18, "expected an operator after a number in a constant expression, found 'j'");
+  parse_bad_at("Dense(W_std=-np.sqrt(2))", 13, "Dense: W_std must be a number >= 0, not -1.4142135623730951");
+  parse_bad_at("Dense(W_std=(2 * 3, 1))", 13, "Dense: W_std must be a number >= 0, not a list");
+  char deep[200] = "Dense(W_std=";
+  for (int i = 0; i < 70; i++) strcat(deep, "-");
+  strcat(deep, "1)");
+  parse_bad("Dense(W_std=-----------------------------------------------------------------------1)",
+            "longer than 47 characters"); /* a word first, as ntkd always read values */
+  parse_bad(deep, "longer than 47 characters");
+  char parens[300] = "Dense(W_std=";
+  for (int i = 0; i < 70; i++) strcat(parens, "(");
+  strcat(parens, "1");
+  for (int i = 0; i < 70; i++) strcat(parens, ")");
+  strcat(parens, ")");
+  parse_bad(parens, "a constant expression nested too deeply (the limit: 64 levels)");
+}
+END_TEST
+
+/* stax's Padding enum and Python's trailing commas. */
+START_TEST(test_python_values) {
+  same_network("Conv(3, 1, Padding.SAME) Relu Conv(3, padding=stax.Padding.CIRCULAR) Relu Conv(3, 1, "
+               "Padding.VALID.name) Relu Conv(3, padding=nt.stax.Padding.SAME.value) Relu "
+               "Conv(3, padding=neural_tangents.stax.Padding.SAME) GlobalAvgPool",
+               "Conv(3, 1, SAME) Relu Conv(3, padding=CIRCULAR) Relu Conv(3, 1, VALID) Relu Conv(3, padding=SAME) "
+               "Relu Conv(3, padding=SAME) GlobalAvgPool", 0);
+  same_network("Dense(512, W_std=2,) Relu Dense Polynomial([1, 2,],) Dense(W_std=1.5,  )",
+               "Dense(512, W_std=2) Relu Dense Polynomial([1, 2]) Dense(W_std=1.5)", 0);
+  parse_bad_at("Conv(3, padding='Padding.SAME') Relu Flatten", 17, "unknown padding 'Padding.SAME'");
+  parse_bad_at("Conv(3, padding=Padding.SAMEISH) Relu Flatten", 17, "unknown padding 'Padding.SAMEISH'");
+  parse_bad_at("Conv(3, padding=Padding.SAME.title) Relu Flatten", 17, "unknown padding");
+  parse_bad_at("Dense(512, , W_std=2)", 12, "expected a value");
+  parse_bad_at("Dense Polynomial([1, 'a']) Dense", 18, "coef wants a list of numbers");
+  parse_bad_at("Conv(8, (3, 'a')) Relu Flatten", 9, "Conv: filter: a string in a list of sizes");
+}
+END_TEST
+
 START_TEST(test_error_column) {
   struct ntk_arch a;
   ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense Foo", 1, 0, &a), NTK_ECONFIG);
@@ -616,6 +767,9 @@ int main(void) {
   tcase_add_test(tc, test_repeat_counts);
   tcase_add_test(tc, test_integer_arguments);
   tcase_add_test(tc, test_nonlinearity_domains);
+  tcase_add_test(tc, test_same_network_can_fail);
+  tcase_add_test(tc, test_constant_expressions);
+  tcase_add_test(tc, test_python_values);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }
