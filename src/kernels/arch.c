@@ -677,32 +677,112 @@ static ntk_status arg_bias(struct parser *p, const struct arg *a, const char *la
   return arg_double(p, a, layer, "b_std", 0.0, out);
 }
 
+/* stax's keywords that say where the data's axes are, or how a layer is
+ * built at finite width: accepted where they match what ntkd computes (and
+ * so change nothing), refused with the reason where they would change the
+ * kernel. Returns 1 if `key` is one of them, *st set; 0 if not. */
+static int stax_keyword(struct parser *p, const struct arg *a, const char *layer, const char *key, ntk_status *st) {
+  double v = 0;
+  int number = (!a->is_list || a->paren1) && ntk_parse_double(a->val, &v);
+  char shown_val[64], msg[400];
+  if (a->is_list && !a->paren1) { /* (2, 2) */
+    size_t n = (size_t)snprintf(shown_val, sizeof shown_val, "(");
+    for (int k = 0; k < a->nlist && n < 40; k++) {
+      char one[32];
+      if (a->nstr && isnan(a->list[k])) snprintf(one, sizeof one, "'%s'", a->str[k]);
+      else fmt_exact(one, sizeof one, a->list[k]);
+      n += (size_t)snprintf(shown_val + n, sizeof shown_val - n, "%s%s", k ? ", " : "", one);
+    }
+    if (n < sizeof shown_val) snprintf(shown_val + n, sizeof shown_val - n, "%s)", a->nlist == 1 ? "," : "");
+  } else shown(shown_val, sizeof shown_val, a->val, strlen(a->val));
+  *st = NTK_OK;
+  msg[0] = '\0';
+  if (!strcmp(key, "batch_axis") || !strcmp(key, "batch_axis_out")) {
+    if (!number || v != 0)
+      snprintf(msg, sizeof msg, "%s: %s=%s: ntkd's samples are on axis 0 (%s=0)", layer, key, shown_val, key);
+  } else if (!strcmp(key, "channel_axis")) {
+    if ((!number || v != -1) && strcmp(a->val, "None"))
+      snprintf(msg, sizeof msg, "%s: channel_axis=%s: ntkd's channels are the last axis (channel_axis=-1)", layer,
+               shown_val);
+  } else if (!strcmp(key, "do_stabilize") || !strcmp(key, "approximate")) {
+    if (a->is_list || (strcmp(a->val, "True") && strcmp(a->val, "False")))
+      snprintf(msg, sizeof msg, "'%s' is not True or False", a->is_list ? "a list" : a->val);
+  } else if (!strcmp(key, "parameterization")) {
+    const char *job = p->standard ? "standard" : "ntk";
+    if (a->is_list || (strcmp(a->val, "ntk") && strcmp(a->val, "standard")))
+      snprintf(msg, sizeof msg, "%s: parameterization must be 'ntk' or 'standard', not %s", layer, shown_val);
+    else if (strcmp(a->val, job))
+      snprintf(msg, sizeof msg, "%s: parameterization='%s', and this job's is '%s': ntkd gives every layer one "
+               "parameterization, [model] parameterization = %s (docs/JOB-FILE.md)", layer, a->val, job, a->val);
+  } else if (!strcmp(key, "s")) { /* stax: applies under the standard parameterisation only */
+    int ones = a->is_list && !a->nstr && a->nlist == 2 && a->list[0] == 1 && a->list[1] == 1;
+    if (p->standard && !ones)
+      snprintf(msg, sizeof msg, "%s: s=%s: ntkd computes the standard parameterisation with s=(1, 1) only", layer,
+               shown_val);
+  } else if (!strcmp(key, "dimension_numbers")) {
+    /* stax's default for n spatial axes is ('N' S 'C', S 'IO', 'N' S 'C'), S n letters
+     * (it names them 'AB'; 'HW' or 'W' as often): the layout ntkd computes */
+    int ok = !strcmp(a->val, "None") && !a->is_list;
+    if (a->is_list && a->nstr == 3 && a->nlist == 3) {
+      const char *in = a->str[0], *w = a->str[1], *out = a->str[2];
+      size_t n = strlen(in) - 2;
+      ok = strlen(in) >= 3 && strlen(in) <= 4 && !strcmp(in, out) && in[0] == 'N' && in[n + 1] == 'C' &&
+           strlen(w) == n + 2 && !strncmp(w, in + 1, n) && !strcmp(w + n, "IO") && !strpbrk(w, "NC") &&
+           !memchr(in + 1, 'I', n) && !memchr(in + 1, 'O', n) && (n < 2 || in[1] != in[2]);
+    }
+    if (!ok)
+      snprintf(msg, sizeof msg, "%s: dimension_numbers: ntkd's images are NHWC with HWIO filters (stax's default, "
+               "None; for other data layouts, [data] layout)", layer);
+  } else return 0;
+  if (msg[0]) {
+    p->pos = a->pos;
+    *st = perr(p, "%s", msg);
+  }
+  return 1;
+}
+
+/* Which of stax_keyword's keywords Dense (row 0), Conv (1) and pooling (2) have. */
+static int stax_keyword_of(const char *key, int row) {
+  if (!strcmp(key, "batch_axis") || !strcmp(key, "channel_axis")) return row != 1;
+  if (!strcmp(key, "parameterization") || !strcmp(key, "s")) return row <= 1;
+  return !strcmp(key, "dimension_numbers") && row == 1;
+}
+
 /* Dense, Conv and AvgPool, in either syntax:
- *   ntkd's short forms  Dense, Conv(f, stride, padding), AvgPool(w, stride)
+ *   ntkd's short forms  Dense, Conv(f, stride, padding), AvgPool(w, stride, padding)
  *                       (AvgPool's stride defaults to w);
- *   stax's forms        Dense(out_dim), Conv(out_chan, (f, f), strides, padding),
- *                       AvgPool((w, w), strides, padding) (stride 1 by default),
- * told apart by a tuple among the positionals or a stax keyword
- * (filter_shape, window_shape, out_chan, out_dim, strides). Keywords W_std,
- * b_std, stride / strides and padding in both. A width (out_dim,
- * out_chan) is kept, and means nothing in the NTK parameterisation. */
-static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs) {
-  int stax = 0, npos = 0, stride_given = 0;
+ *   stax's forms        Dense(out_dim, W_std, b_std, ...), Conv(out_chan, (f, f),
+ *                       strides, padding, W_std, b_std, ...), AvgPool((w, w),
+ *                       strides, padding, normalize_edges, ...) (stride 1 by
+ *                       default): every positional in stax's order,
+ * told apart by `stax` (the layer written with a stax. prefix), a tuple
+ * among the positionals or a stax keyword (filter_shape, window_shape,
+ * out_chan, out_dim). Keywords W_std, b_std, stride / strides and padding
+ * in both, and stax_keyword's. A width (out_dim, out_chan) is kept, and
+ * means nothing in the NTK parameterisation. */
+static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs, int stax) {
+  int npos = 0, stride_given = 0;
   for (int i = 0; i < nargs; i++)
     if ((!args[i].key[0] && args[i].is_list) || !strcmp(args[i].key, "filter_shape") ||
         !strcmp(args[i].key, "window_shape") || !strcmp(args[i].key, "out_chan") || !strcmp(args[i].key, "out_dim"))
       stax = 1;
   if (l->kind == NTK_LAYER_DENSE) stax = 1; /* Dense(512): stax's out_dim */
+  /* the positionals in each syntax: stax's are its signatures' (neural-tangents 0.6.5) */
   static const char *const pos_short[][3] = {{NULL}, {"filter", "stride", "padding"}, {"window", "stride", "padding"}};
-  static const char *const pos_stax[][4] = {
-      {"out_dim", NULL}, {"out_chan", "filter_shape", "strides", "padding"}, {"window_shape", "strides", "padding", NULL}};
+  static const char *const pos_stax[][10] = {
+      {"out_dim", "W_std", "b_std", "batch_axis", "channel_axis", "parameterization", "s", NULL},
+      {"out_chan", "filter_shape", "strides", "padding", "W_std", "b_std", "dimension_numbers", "parameterization",
+       "s", NULL},
+      {"window_shape", "strides", "padding", "normalize_edges", "batch_axis", "channel_axis", NULL},
+      {"window_shape", "strides", "padding", "batch_axis", "channel_axis", NULL}};
   int row = l->kind == NTK_LAYER_DENSE ? 0 : l->kind == NTK_LAYER_CONV ? 1 : 2;
+  int stax_row = row == 2 && l->sum ? 3 : row; /* SumPool has no normalize_edges */
   for (int i = 0; i < nargs; i++) {
     const struct arg *a = &args[i];
     const char *key = a->key;
     if (!key[0]) { /* positional: its name in this syntax */
       const char *name = NULL;
-      if (stax ? npos < 4 : npos < 3) name = stax ? pos_stax[row][npos] : pos_short[row][npos];
+      if (stax ? npos < 9 : npos < 3) name = stax ? pos_stax[stax_row][npos] : pos_short[row][npos];
       /* ntkd's Conv(3, SAME): padding may come second */
       if (!stax && row == 1 && npos == 1 && !a->is_list && !isdigit((unsigned char)a->val[0])) name = "padding";
       if (!name) {
@@ -736,6 +816,8 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
         p->pos = a->pos;
         st = perr(p, "%s takes padding VALID or SAME", l->name);
       }
+    } else if (stax_keyword_of(key, row)) {
+      stax_keyword(p, a, l->name, key, &st);
     } else if (!strcmp(key, "normalize_edges") && row == 2 && !l->sum) {
       if (a->is_list || (strcmp(a->val, "True") && strcmp(a->val, "False"))) {
         p->pos = a->pos;
@@ -863,7 +945,7 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
       v = a->nlist;
       break;
     }
-    l->param[k] = v;
+    l->param[k] = pm->slot == NTK_SLOT_NONE ? pm->dflt : v; /* changes nothing: the same layer either way */
     set_slot(&l->map, pm->slot, v);
   }
   for (int k = 0; k < np; k++) {
@@ -895,19 +977,22 @@ static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const st
   l->map.a = 1e-12;
   for (int i = 0, npos = 0; i < nargs; i++) {
     const struct arg *a = &args[i];
-    const char *key = a->key[0] ? a->key : npos == 0 ? "axis" : npos == 1 ? "eps" : NULL;
+    static const char *const pos[] = {"axis", "eps", "batch_axis", "channel_axis"};
+    const char *key = a->key[0] ? a->key : npos < 4 ? pos[npos] : NULL;
     if (!a->key[0]) npos++;
     p->pos = a->pos;
     if (!key) return perr(p, "too many positional arguments for %s", l->name);
-    if (!strcmp(key, "axis")) {
+    ntk_status st;
+    if (!strcmp(key, "batch_axis") || !strcmp(key, "channel_axis")) {
+      if (stax_keyword(p, a, l->name, key, &st), st) return st;
+    } else if (!strcmp(key, "axis")) {
       double v;
       int ok = a->is_list ? a->nlist == 1 && a->list[0] == -1 : ntk_parse_double(a->val, &v) && v == -1;
       if (!ok)
         return perr(p, "LayerNorm over axis %s: only the channel axis (-1) is supported, as stax's default",
                     a->is_list ? "(a list)" : a->val);
     } else if (!strcmp(key, "eps")) {
-      ntk_status st = arg_double(p, a, l->name, "eps", 0.0, &l->map.a);
-      if (st) return st;
+      if ((st = arg_double(p, a, l->name, "eps", 0.0, &l->map.a))) return st;
     } else {
       char what[96];
       snprintf(what, sizeof what, "%.15s for %.23s", key, l->name);
@@ -928,7 +1013,33 @@ static void known_names(char *buf, size_t cap) {
   for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
 }
 
-static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
+/* Flatten(batch_axis, batch_axis_out), GlobalAvgPool and GlobalSumPool(batch_axis,
+ * channel_axis): stax's layout keywords only, where they say what ntkd computes. */
+static ntk_status layout_args(struct parser *p, const struct ntk_layer *l, const struct arg *args, int nargs) {
+  static const char *const flatten[] = {"batch_axis", "batch_axis_out"}, *const global[] = {"batch_axis",
+                                                                                            "channel_axis"};
+  const char *const *names = l->kind == NTK_LAYER_FLATTEN ? flatten : global;
+  size_t end = p->pos;
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    const char *key = a->key[0] ? a->key : npos < 2 ? names[npos] : NULL;
+    if (!a->key[0]) npos++;
+    p->pos = a->pos;
+    if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    ntk_status st;
+    if (strcmp(key, names[0]) && strcmp(key, names[1])) {
+      char what[96];
+      snprintf(what, sizeof what, "%.23s for %.23s", key, l->name);
+      return perr(p, "unknown argument %s", what);
+    }
+    if (stax_keyword(p, a, l->name, key, &st), st) return st;
+  }
+  p->pos = end;
+  return NTK_OK;
+}
+
+/* A layer; `stax`: written with a stax. prefix, its arguments in stax's order. */
+static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax) {
   size_t start = p->pos;
   char name[32];
   ntk_status st = read_word(p, name, sizeof name, is_ident);
@@ -952,7 +1063,11 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
   else if (!strcmp(name, "SumPool")) { l.kind = NTK_LAYER_AVGPOOL; l.sum = 1; need_args = 1; max_pos = 2; l.stride = l.stride_w = 0; }
   else if (!strcmp(name, "GlobalSumPool")) { l.kind = NTK_LAYER_GLOBALAVGPOOL; l.sum = 1; }
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
-  else {
+  else if (p->text[p->pos] == '.') { /* jax.example_libraries.stax.Dense, st.Dense */
+    p->pos = start;
+    return perr(p, "unknown layer '%s.': before a layer's name ntkd reads the prefixes stax., nt.stax. and "
+                   "neural_tangents.stax.", name);
+  } else {
     p->pos = start;
     char known[1024];
     known_names(known, sizeof known);
@@ -972,12 +1087,16 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
     if ((st = layernorm_args(p, &l, args, nargs))) return st;
     return push_at(p, out, &l, start);
   }
+  if (l.kind == NTK_LAYER_FLATTEN || l.kind == NTK_LAYER_GLOBALAVGPOOL) {
+    if ((st = layout_args(p, &l, args, nargs))) return st;
+    return push_at(p, out, &l, start);
+  }
   if (nargs) {
     if (!max_pos && l.kind != NTK_LAYER_DENSE) {
       p->pos = start;
       return perr(p, "%s takes no arguments", name);
     }
-    if ((st = layer_args(p, &l, args, nargs))) return st;
+    if ((st = layer_args(p, &l, args, nargs, stax))) return st;
     int have_required = l.kind == NTK_LAYER_CONV ? l.filter > 0 : l.kind == NTK_LAYER_AVGPOOL ? l.window > 0 : 1;
     if (!have_required) {
       p->pos = start;
@@ -1096,7 +1215,7 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     struct arg args[NTK_ARCH_MAX_ARGS];
     int nargs;
     if ((st = parse_args(p, args, &nargs))) return st;
-    if (nargs != 1 || args[0].is_list) {
+    if (nargs != 1 || args[0].is_list || (args[0].key[0] && strcmp(args[0].key, "num"))) {
       p->pos = start;
       return perr(p, "FanOut takes the number of branches, 1 to 64: FanOut(2)%s", "");
     }
@@ -1108,6 +1227,7 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     return perr(p, "FanOut needs its number of branches: FanOut(2)%s", "");
   }
   skip_sep(p, commas);
+  p->pos += stax_prefix(p->text + p->pos);
   if (!peek_word(p, "parallel")) return perr(p, "FanOut(n) must be followed by parallel(...) with n branches%s", "");
   size_t ppos = p->pos;
   p->pos += strlen("parallel");
@@ -1126,6 +1246,11 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     got++;
     if (p->text[p->pos] == ',') {
       p->pos++;
+      skip_ws(p);
+      if (p->text[p->pos] == ')') { /* a trailing comma, as Python allows */
+        p->pos++;
+        break;
+      }
       if ((st = push_marker(p, out, NTK_LAYER_NEXT, 0, 0, "parallel"))) return st;
       continue;
     }
@@ -1142,9 +1267,19 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     return perr(p, "%s", what);
   }
   skip_sep(p, commas);
+  p->pos += stax_prefix(p->text + p->pos);
   if (peek_word(p, "FanInSum")) {
+    size_t at = p->pos;
     p->pos += strlen("FanInSum");
-    if (p->text[p->pos] == '(' && p->text[p->pos + 1] == ')') p->pos += 2;
+    if (p->text[p->pos] == '(') {
+      struct arg args[NTK_ARCH_MAX_ARGS];
+      int nargs;
+      if ((st = parse_args(p, args, &nargs))) return st;
+      if (nargs) {
+        p->pos = at;
+        return perr(p, "FanInSum takes no arguments%s", "");
+      }
+    }
     return push_marker(p, out, NTK_LAYER_JOIN, n, 1, "FanInSum");
   }
   if (peek_word(p, "FanInConcat")) {
@@ -1186,6 +1321,8 @@ static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, 
       return perr(p, "unexpected character ','%s (commas separate layers inside serial(...) only)", "");
     }
     ntk_status st;
+    size_t prefix = stax_prefix(p->text + p->pos); /* stax.serial, stax.Dense: stax's reading */
+    p->pos += prefix;
     if (c == '[') {
       st = parse_group(p, out, depth);
     } else if (peek_word(p, "serial")) {
@@ -1202,7 +1339,7 @@ static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, 
       st = perr(p, "parallel(...), FanInSum and FanInConcat come in stax's residual pattern: FanOut(n) "
                    "parallel(b1, ..., bn) FanInSum%s", "");
     } else {
-      st = parse_layer(p, out);
+      st = parse_layer(p, out, prefix > 0);
     }
     if (st) return st;
   }
