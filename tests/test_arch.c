@@ -112,14 +112,15 @@ START_TEST(test_bad_strings) {
   parse_bad("Dense(W_std=-1)", "Dense: W_std must be a number >= 0, not -1");
   parse_bad("Dense(W_std=abc)", "Dense: W_std must be a number >= 0, not 'abc'");
   parse_bad("Dense(w=1)", "unknown argument w for Dense");
-  parse_bad("Dense(3, 4)", "too many positional");
+  parse_bad("Dense(3, 4, 0.1, 0, -1, 'ntk', (1, 1), 5)", "too many positional"); /* stax's 7, and one more */
   parse_bad("Conv", "needs arguments");
   parse_bad("Conv(0)", "Conv: filter must be an integer from 1 to 1000000, not 0");
   parse_bad("Conv(3, SAMEISH)", "unknown padding");
   parse_bad("Conv(3, 1, SAME, 4)", "too many positional");
   parse_bad("LeakyRelu", "LeakyRelu needs alpha");
   parse_bad("Dense LeakyRelu()", "LeakyRelu needs alpha");
-  parse_bad("Dense Relu(2)", "takes no arguments");
+  parse_bad("Dense Relu(True, 2)", "too many arguments for Relu"); /* stax's Relu(do_stabilize) */
+  parse_bad("Dense Sign(2)", "takes no arguments");
   parse_bad("[Dense Relu", "missing ']'");
   parse_bad("Dense ] Relu", "unmatched ']'");
   parse_bad("[Dense Relu]*x", "repeat count must be an integer from 0 to 100000, not 'x'");
@@ -204,7 +205,7 @@ START_TEST(test_map_params) {
   parse_bad("Dense LayerNorm(axis=(1, 2, 3))", "only the channel axis (-1) is supported");
   parse_bad("Dense LayerNorm(axis=0)", "LayerNorm over axis 0");
   parse_bad("Dense LayerNorm(eps=-1)", "LayerNorm: eps must be a number >= 0, not -1");
-  parse_bad("Dense LayerNorm(batch_axis=0)", "unknown argument batch_axis for LayerNorm");
+  parse_bad("Dense LayerNorm(batch_axis=1)", "LayerNorm: batch_axis=1: ntkd's samples are on axis 0");
   a = parse_ok("Conv(3) SumPool(2) SumPool((2, 2)) AvgPool(2) GlobalSumPool");
   ck_assert(a.layers[1].kind == NTK_LAYER_AVGPOOL && a.layers[1].sum && a.layers[1].stride == 2);
   ck_assert(a.layers[2].sum && a.layers[2].stride == 1 && !a.layers[3].sum);
@@ -221,6 +222,12 @@ START_TEST(test_map_params) {
                             "AvgPool(2, 2) Flatten"),
                 "%s", buf);
   ntk_arch_free(&a);
+  /* the canonical text of SAME pooling (ntkd's short form, padding third) reads back */
+  char nb[1024];
+  struct ntk_arch b = parse_ok(buf);
+  ntk_arch_canonical(&b, nb, sizeof nb);
+  ck_assert_str_eq(buf, nb);
+  ntk_arch_free(&b);
   parse_bad("Conv(3) SumPool((2, 2), padding=CIRCULAR)", "SumPool takes padding VALID or SAME");
   parse_bad("Conv(3) SumPool(2, normalize_edges=True)", "unknown argument normalize_edges for SumPool");
   parse_bad("Conv(3) AvgPool(2, normalize_edges=yes)", "'yes' is not True or False");
@@ -230,7 +237,7 @@ START_TEST(test_map_params) {
   parse_bad("Dense Hermite(-1)", "Hermite: degree must be an integer from 0 to 1000, not -1");
   parse_bad("Dense Hermite(1.5)", "Hermite: degree must be an integer from 0 to 1000, not 1.5");
   parse_bad("Dense ABRelu(0.1)", "ABRelu needs b");
-  parse_bad("Dense ABRelu(1, 2, 3)", "too many arguments for ABRelu");
+  parse_bad("Dense ABRelu(1, 2, False, 3)", "too many arguments for ABRelu");
   parse_bad("Dense Erf(a=1, a=2)", "a given twice");
   parse_bad("Dense Erf(1, a=2)", "a given twice");
   parse_bad("Dense Erf(d=1)", "unknown argument d for Erf");
@@ -300,7 +307,7 @@ START_TEST(test_stax_syntax) {
   parse_bad("Conv(32, (3, 3, 3))", "filter: expected n, (h, w)");
   parse_bad("Conv(32, (3,), (2, 3))", "Conv mixes 1-D sizes (n,) with 2-D ones");
   parse_bad("AvgPool((2, 2), padding='CIRCULAR')", "AvgPool takes padding VALID or SAME");
-  parse_bad("Conv(32, (3, 3), 1, SAME, 5)", "too many positional arguments for Conv");
+  parse_bad("Conv(32, (3, 3), 1, SAME, 1, 0, None, 'ntk', (1, 1), 5)", "too many positional arguments for Conv");
   parse_bad("Dense(512, b_std=Nonsense)", "Dense: b_std must be a number >= 0 or None, not 'Nonsense'");
 }
 END_TEST
@@ -364,7 +371,9 @@ START_TEST(test_residual) {
   parse_bad("Dense FanOut(2) parallel(serial(Dense Relu), Identity) FanInSum",
             "FanInSum): every branch must end Gaussian");
   parse_bad("Dense FanOut(2) parallel(Dense, Dense, Dense) FanInSum", "parallel(...) has 3 branches after FanOut(2)");
-  parse_bad("Dense FanOut(2) parallel(Dense, ) FanInSum", "an empty branch in parallel(...)");
+  parse_bad("Dense FanOut(2) parallel(Dense, , Dense) FanInSum", "an empty branch in parallel(...)");
+  /* a trailing comma ends the branches, as in Python */
+  parse_bad("Dense FanOut(2) parallel(Dense, ) FanInSum", "parallel(...) has 1 branches after FanOut(2)");
   parse_bad("Dense FanOut(2) Dense", "FanOut(n) must be followed by parallel(...)");
   parse_bad("Dense FanOut(2) parallel(Dense, Dense) Relu", "must end in FanInSum or FanInConcat");
   parse_bad("Dense parallel(Dense, Dense) FanInSum", "come in stax's residual pattern");
@@ -587,6 +596,263 @@ START_TEST(test_nonlinearity_domains) {
 }
 END_TEST
 
+/* The first field in which two layers differ, bit for bit (doubles by
+ * their bytes: 0 and -0 differ, as do two NaNs' payloads), or NULL. */
+static const char *layer_differs(const struct ntk_layer *x, const struct ntk_layer *y) {
+#define FIELD(f) \
+  if (memcmp(&x->f, &y->f, sizeof x->f)) return #f
+  FIELD(kind);
+  FIELD(w_std);
+  FIELD(b_std);
+  FIELD(map.kind);
+  FIELD(map.degree);
+  FIELD(map.flag);
+  FIELD(map.a);
+  FIELD(map.b);
+  FIELD(map.c);
+  FIELD(map.coef);
+  FIELD(param);
+  FIELD(filter);
+  FIELD(stride);
+  FIELD(window);
+  FIELD(filter_w);
+  FIELD(stride_w);
+  FIELD(window_w);
+  FIELD(one_d);
+  FIELD(width);
+  FIELD(sum);
+  FIELD(branches);
+  FIELD(normalize_edges);
+  FIELD(bias);
+  FIELD(padding);
+  FIELD(name);
+#undef FIELD
+  return NULL;
+}
+
+/* `text` (a spelling copied from neural-tangents' Python) parses, under
+ * parameterisation `standard`, to the same layers bit for bit as `own`
+ * (ntkd's own spelling of the network), with the same canonical text. */
+static void same_network(const char *text, const char *own, int standard) {
+  struct ntk_arch a, b;
+  ntk_status st = ntk_arch_parse_param(text, 1.0, 0.0, standard, &a);
+  ck_assert_msg(st == NTK_OK, "'%s' should parse: %s", text, ntk_error_message());
+  st = ntk_arch_parse_param(own, 1.0, 0.0, standard, &b);
+  ck_assert_msg(st == NTK_OK, "'%s' should parse: %s", own, ntk_error_message());
+  ck_assert_msg(a.n == b.n, "'%s': %zu layers, '%s': %zu", text, a.n, own, b.n);
+  for (size_t i = 0; i < a.n; i++) {
+    const char *f = layer_differs(&a.layers[i], &b.layers[i]);
+    ck_assert_msg(!f, "'%s' and '%s': layer %zu differs in %s", text, own, i + 1, f ? f : "");
+  }
+  char ca[4096], cb[4096];
+  ntk_arch_canonical(&a, ca, sizeof ca);
+  ntk_arch_canonical(&b, cb, sizeof cb);
+  ck_assert_str_eq(ca, cb);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+}
+
+/* The comparison can say no: a one-ulp difference in a weight, a width, a padding. */
+START_TEST(test_same_network_can_fail) {
+  const char *pairs[][2] = {{"Dense(W_std=1.4142135623730951)", "Dense(W_std=1.4142135623730954)"},
+                            {"Dense(512) Relu Dense", "Dense(511) Relu Dense"},
+                            {"Conv(3, 1, SAME) Relu Flatten", "Conv(3, 1, CIRCULAR) Relu Flatten"},
+                            {"Dense Erf(b=0.0) Dense", "Dense Erf(b=-0.0) Dense"}};
+  for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+    struct ntk_arch a = parse_ok(pairs[k][0]), b = parse_ok(pairs[k][1]);
+    int differ = a.n != b.n;
+    for (size_t i = 0; !differ && i < a.n; i++) differ = layer_differs(&a.layers[i], &b.layers[i]) != NULL;
+    ck_assert_msg(differ, "'%s' and '%s' compare equal", pairs[k][0], pairs[k][1]);
+    ntk_arch_free(&a);
+    ntk_arch_free(&b);
+  }
+}
+END_TEST
+
+/* Constant expressions, as a notebook writes numbers: the value Python
+ * computes in float64, bit for bit; anything else refused at its column. */
+START_TEST(test_constant_expressions) {
+  same_network("Dense(W_std=np.sqrt(2)) Relu Dense", "Dense(W_std=1.4142135623730951) Relu Dense", 0);
+  same_network("Dense(W_std=2**0.5) Relu Dense(W_std=math.sqrt(2)) Erf Dense(W_std=jnp.sqrt(2.0))",
+               "Dense(W_std=1.4142135623730951) Relu Dense(W_std=1.4142135623730951) Erf "
+               "Dense(W_std=1.4142135623730951)", 0);
+  same_network("Dense(W_std=numpy.sqrt(2), b_std=1/3) Relu Dense(W_std=jax.numpy.sqrt(8) / 2, b_std=1e-3)",
+               "Dense(W_std=1.4142135623730951, b_std=0.3333333333333333) Relu Dense(W_std=1.4142135623730951, "
+               "b_std=0.001)", 0);
+  /* IEEE arithmetic as Python's: 0.1 + 0.2 is not 0.3 */
+  same_network("Dense Erf(0.1 + 0.2, -0.5, math.pi) Dense Sin(np.e, -math.pi / 4, (1 + 2) * 3 / 4) Dense",
+               "Dense Erf(0.30000000000000004, -0.5, 3.141592653589793) Dense Sin(2.718281828459045, "
+               "-0.7853981633974483, 2.25) Dense", 0);
+  /* precedence: -2**2 is -4, 2**-1 is 0.5, 2**3**2 is 512; an int stays an int (a width) */
+  same_network("Dense(2**3**2) ABRelu(-2**2, 2**-1) Dense(2 * 256 - 1) Relu Dense(W_std=(2), b_std=((0.5)))",
+               "Dense(512) ABRelu(-4, 0.5) Dense(511) Relu Dense(W_std=2, b_std=0.5)", 0);
+  same_network("Dense Polynomial([1/2, np.sqrt(2), -(1), 2.]) Dense", "Dense Polynomial([0.5, 1.4142135623730951, "
+               "-1, 2]) Dense", 0);
+  struct ntk_arch a = parse_ok("Dense(W_std=2**0.5, b_std=1/3) Erf(0.1 * 3, .5 - 1e-3, -0.0 * 1) Dense");
+  ck_assert(a.layers[0].w_std == pow(2, 0.5) && a.layers[0].w_std == sqrt(2.0) && a.layers[0].b_std == 1.0 / 3);
+  ck_assert(a.layers[1].map.a == 0.1 * 3 && a.layers[1].map.a != 0.3 && a.layers[1].map.b == 0.5 - 1e-3);
+  ck_assert(a.layers[1].map.c == 0 && signbit(a.layers[1].map.c)); /* -0.0 * 1 is -0.0 in Python */
+  ntk_arch_free(&a);
+  a = parse_ok("Dense Erf(c=-0 * 1) Dense"); /* an int has no -0: Python's -0 * 1 is 0 */
+  ck_assert(a.layers[1].map.c == 0 && !signbit(a.layers[1].map.c));
+  ntk_arch_free(&a);
+  parse_bad_at("Dense(W_std=1/0)", 14, "division by zero (ZeroDivisionError in Python)");
+  parse_bad_at("Dense(W_std=0**-1)", 14, "0 to a negative power");
+  parse_bad_at("Dense(W_std=(-8)**(1/3))", 17, "a negative number to a fractional power, which is complex in Python");
+  parse_bad_at("Dense(W_std=np.sqrtt(2))", 13, "unknown function 'np.sqrtt' in a constant expression");
+  parse_bad_at("Dense(W_std=np.sqrt(-2))", 13, "np.sqrt(-2): the square root of a negative number");
+  parse_bad_at("Dense(W_std=x * 2)", 13, "unknown name 'x' in a constant expression");
+  parse_bad_at("Dense(W_std=2 * math.tau)", 17, "unknown name 'math.tau'");
+  parse_bad_at("Dense(W_std=2 % 3)", 15, "'%' is not in ntkd's constant expressions (+ - * / **)");
+  parse_bad_at("Dense(W_std=7//2)", 14, "'//' is not in ntkd's constant expressions");
+  parse_bad_at("Dense(W_std=10.0**400)", 17, "the result is too large for float64");
+  parse_bad_at("Dense(W_std=1e308 * 10)", 19, "the result is too large for float64");
+  parse_bad_at("Dense(W_std=012 + 1)", 13, "'012': an integer with a leading zero is a syntax error in Python");
+  parse_bad_at("Dense(W_std=2**60 * 2)", 14, "integer arithmetic beyond 2**53, exact in Python and not in float64");
+  parse_bad_at("Dense(W_std=1 + )", 17, "expected a number in a constant expression, found ')'");
+  parse_bad_at("Dense(W_std=(1 + 2)", 20, "expected ',' or ')' in argument list");
+  parse_bad_at("Dense(W_std=2 * 1j)", 18, "expected an operator after a number in a constant expression, found 'j'");
+  parse_bad_at("Dense(W_std=-np.sqrt(2))", 13, "Dense: W_std must be a number >= 0, not -1.4142135623730951");
+  parse_bad_at("Dense(W_std=(2 * 3, 1))", 13, "Dense: W_std must be a number >= 0, not a list");
+  char deep[200] = "Dense(W_std=";
+  for (int i = 0; i < 70; i++) strcat(deep, "-");
+  strcat(deep, "1)");
+  parse_bad("Dense(W_std=-----------------------------------------------------------------------1)",
+            "longer than 47 characters"); /* a word first, as ntkd always read values */
+  parse_bad(deep, "longer than 47 characters");
+  char parens[300] = "Dense(W_std=";
+  for (int i = 0; i < 70; i++) strcat(parens, "(");
+  strcat(parens, "1");
+  for (int i = 0; i < 70; i++) strcat(parens, ")");
+  strcat(parens, ")");
+  parse_bad(parens, "a constant expression nested too deeply (the limit: 64 levels)");
+}
+END_TEST
+
+/* stax's Padding enum and Python's trailing commas. */
+START_TEST(test_python_values) {
+  same_network("Conv(3, 1, Padding.SAME) Relu Conv(3, padding=stax.Padding.CIRCULAR) Relu Conv(3, 1, "
+               "Padding.VALID.name) Relu Conv(3, padding=nt.stax.Padding.SAME.value) Relu "
+               "Conv(3, padding=neural_tangents.stax.Padding.SAME) GlobalAvgPool",
+               "Conv(3, 1, SAME) Relu Conv(3, padding=CIRCULAR) Relu Conv(3, 1, VALID) Relu Conv(3, padding=SAME) "
+               "Relu Conv(3, padding=SAME) GlobalAvgPool", 0);
+  same_network("Dense(512, W_std=2,) Relu Dense Polynomial([1, 2,],) Dense(W_std=1.5,  )",
+               "Dense(512, W_std=2) Relu Dense Polynomial([1, 2]) Dense(W_std=1.5)", 0);
+  parse_bad_at("Conv(3, padding='Padding.SAME') Relu Flatten", 17, "unknown padding 'Padding.SAME'");
+  parse_bad_at("Conv(3, padding=Padding.SAMEISH) Relu Flatten", 17, "unknown padding 'Padding.SAMEISH'");
+  parse_bad_at("Conv(3, padding=Padding.SAME.title) Relu Flatten", 17, "unknown padding");
+  parse_bad_at("Dense(512, , W_std=2)", 12, "expected a value");
+  parse_bad_at("Dense Polynomial([1, 'a']) Dense", 18, "coef wants a list of numbers");
+  parse_bad_at("Conv(8, (3, 'a')) Relu Flatten", 9, "Conv: filter: a string in a list of sizes");
+}
+END_TEST
+
+/* Issue 29's three strings, verbatim, and what they meant. */
+START_TEST(test_issue29_strings) {
+  /* 1. the stax. prefix: once "unknown layer 'stax'"; the "..." is the issue's, and refused where it stands */
+  parse_bad_at("stax.serial(stax.Dense(512), stax.Relu(), ...)", 43, "unexpected character '.'");
+  same_network("stax.serial(stax.Dense(512), stax.Relu(), stax.Dense(1))", "Dense(512) Relu Dense(1)", 0);
+  /* 2. W_std and b_std by position, as stax takes them; num_classes is the README's Python variable */
+  parse_bad_at("stax.Dense(num_classes, 1., 0.)", 12, "Dense: out_dim must be an integer from 1 to 1000000, not "
+                                                       "'num_classes'");
+  same_network("stax.Dense(10, 1., 0.)", "Dense(10, W_std=1, b_std=0)", 1);
+  same_network("Conv(16, (3, 3), (1, 1), 'SAME', 1.5, 0.1) Relu Flatten",
+               "Conv(16, (3, 3), strides=(1, 1), padding=SAME, W_std=1.5, b_std=0.1) Relu Flatten", 0);
+  same_network("Conv(3) AvgPool((3, 3), (2, 2), 'SAME', True) SumPool((2, 2), (1, 1), 'SAME') Flatten",
+               "Conv(3) AvgPool((3, 3), strides=(2, 2), padding=SAME, normalize_edges=True) "
+               "SumPool((2, 2), strides=(1, 1), padding=SAME) Flatten", 0);
+  /* 3. */
+  same_network("Dense Relu(do_stabilize=True) Conv(3, padding=Padding.SAME, W_std=np.sqrt(2), b_std=2**0.5) "
+               "Flatten",
+               "Dense Relu Conv(3, padding=SAME, W_std=1.4142135623730951, b_std=1.4142135623730951) Flatten", 0);
+}
+END_TEST
+
+/* The stax. prefixes, stax's combinators as a notebook writes them, and
+ * every layer's positionals in stax's order. */
+START_TEST(test_stax_prefix_and_positionals) {
+  same_network("stax.Dense(512, 1.5, 0.05) nt.stax.Relu() neural_tangents.stax.Dense(1, np.sqrt(2), None)",
+               "Dense(512, W_std=1.5, b_std=0.05) Relu Dense(1, W_std=1.4142135623730951, b_std=None)", 1);
+  same_network("Dense(8, 2, 0.5, 0, -1, 'ntk', (1, 1)) Relu Dense", "Dense(8, W_std=2, b_std=0.5) Relu Dense", 0);
+  same_network("Conv(8, (3, 3), (2, 2), Padding.SAME, 2, 0.5, None, 'ntk', (1, 1)) Relu GlobalAvgPool(0, -1) "
+               "Dense(4)",
+               "Conv(8, (3, 3), strides=(2, 2), padding=SAME, W_std=2, b_std=0.5) Relu GlobalAvgPool Dense(4)", 0);
+  /* a stax. prefix reads the arguments as stax does: stax.AvgPool(2) has stride 1, ntkd's AvgPool(2) stride 2 */
+  same_network("Conv(3) stax.AvgPool(2) AvgPool(2) stax.SumPool(2, None, 'VALID', 0) Flatten",
+               "Conv(3) AvgPool(2, 1) AvgPool(2, 2) SumPool(2, 1) Flatten", 0);
+  same_network("Conv(3) AvgPool((2, 2), None, 'VALID', False, 0, -1) Flatten(0, 0)",
+               "Conv(3) AvgPool(2, 1) Flatten", 0);
+  same_network("Dense Erf(1, 2, 0.5) Dense LeakyRelu(0.1, True) Dense ABRelu(-1, 2, False) Dense Abs(True) Dense "
+               "LayerNorm(-1, 1e-6, 0, -1) Relu Dense Gelu(True)",
+               "Dense Erf(a=1, b=2, c=0.5) Dense LeakyRelu(0.1) Dense ABRelu(-1, 2) Dense Abs Dense "
+               "LayerNorm(eps=1e-6) Relu Dense Gelu", 0);
+  /* a whole notebook network: nested serial, parallel, FanOut, FanInSum(), trailing commas */
+  same_network("stax.serial(stax.Conv(16, (3, 3), padding='SAME'), stax.serial(stax.FanOut(2), stax.parallel("
+               "stax.serial(stax.Relu(), stax.Conv(16, (3, 3), (1, 1), stax.Padding.SAME, np.sqrt(2), 0.0),), "
+               "stax.Identity(),), stax.FanInSum(),), stax.FanOut(num=2), stax.parallel(stax.Identity(), "
+               "stax.Conv(8, (1, 1))), stax.FanInConcat(axis=-1), stax.GlobalAvgPool(), stax.Dense(10, 1.0, 0.0),)",
+               "Conv(16, (3, 3), padding=SAME) FanOut(2) parallel(serial(Relu Conv(16, (3, 3), padding=SAME, "
+               "W_std=1.4142135623730951, b_std=0)), Identity) FanInSum FanOut(2) parallel(Identity, Conv(8, (1, 1))) "
+               "FanInConcat GlobalAvgPool Dense(10, W_std=1, b_std=0)", 0);
+  parse_bad_at("jax.example_libraries.stax.Dense", 1, "unknown layer 'jax.': before a layer's name ntkd reads the "
+                                                       "prefixes stax., nt.stax. and neural_tangents.stax.");
+  parse_bad_at("stax.Dence(512)", 6, "unknown layer 'Dence'");
+  parse_bad_at("stax.Conv(3, SAME) Relu Flatten", 14, "Conv: filter must be an integer from 1 to 1000000, not "
+                                                      "'SAME'"); /* stax's order under stax. */
+  parse_bad_at("Dense FanOut(2) parallel(Dense, Dense) FanInSum(1)", 40, "FanInSum takes no arguments");
+  parse_bad_at("Dense FanOut(n=2) parallel(Dense, Dense) FanInSum", 7, "FanOut takes the number of branches");
+  parse_bad_at("Conv(3) AvgPool((2, 2), None, 'VALID', False, 0, -1, 7) Flatten", 54,
+               "too many positional arguments for AvgPool");
+  parse_bad_at("Conv(3) SumPool((2, 2), None, 'VALID', True) Flatten", 40, "SumPool: batch_axis='True': ntkd's samples are on axis 0");
+  parse_bad_at("Dense Flatten(0, 0, 0)", 21, "too many positional arguments for Flatten");
+  parse_bad_at("Dense Identity(0)", 7, "Identity takes no arguments");
+}
+END_TEST
+
+/* stax's keywords: those that change nothing in the kernel accepted, the
+ * others honoured or refused with the reason, at their column. */
+START_TEST(test_stax_keywords) {
+  same_network("Dense(4, batch_axis=0, channel_axis=-1) Relu(do_stabilize=False) Dense(channel_axis=None) "
+               "Gelu(approximate=True) Dense(parameterization='ntk', s=(2, 3))",
+               "Dense(4) Relu Dense Gelu Dense", 0);
+  same_network("Dense(4, parameterization='standard', s=(1, 1)) Relu Dense(1, parameterization='standard')",
+               "Dense(4) Relu Dense(1)", 1);
+  same_network("Conv(4, (3, 3), dimension_numbers=('NHWC', 'HWIO', 'NHWC')) Relu Conv(4, (3, 3), "
+               "dimension_numbers=('NABC', 'ABIO', 'NABC')) Relu Conv(4, (3, 3), dimension_numbers=None) Flatten(0, "
+               "batch_axis_out=0) Dense",
+               "Conv(4, (3, 3)) Relu Conv(4, (3, 3)) Relu Conv(4, (3, 3)) Flatten Dense", 0);
+  same_network("Conv(4, (3,), dimension_numbers=('NWC', 'WIO', 'NWC')) Relu AvgPool((2,), batch_axis=0) "
+               "GlobalSumPool(channel_axis=-1)",
+               "Conv(4, (3,)) Relu AvgPool((2,)) GlobalSumPool", 0);
+  parse_bad_at("Dense(512, batch_axis=1) Relu Dense", 23, "Dense: batch_axis=1: ntkd's samples are on axis 0");
+  parse_bad_at("Dense(512, 1, 0, 1) Relu Dense", 18, "Dense: batch_axis=1: ntkd's samples are on axis 0");
+  parse_bad_at("Dense(512, channel_axis=0) Relu Dense", 25, "Dense: channel_axis=0: ntkd's channels are the last axis");
+  parse_bad_at("Conv(3) GlobalAvgPool(channel_axis=1) Dense", 36, "GlobalAvgPool: channel_axis=1");
+  parse_bad_at("Conv(3) Flatten(batch_axis_out=1) Dense", 32, "Flatten: batch_axis_out=1: ntkd's samples are on axis 0");
+  parse_bad_at("Dense LayerNorm(channel_axis=1)", 30, "LayerNorm: channel_axis=1");
+  parse_bad_at("Dense(512, parameterization='standard') Relu Dense", 29,
+               "Dense: parameterization='standard', and this job's is 'ntk': ntkd gives every layer one "
+               "parameterization, [model] parameterization = standard");
+  parse_bad_at("Dense(512, parameterization='NTK') Relu Dense", 29,
+               "Dense: parameterization must be 'ntk' or 'standard', not 'NTK'");
+  struct ntk_arch a;
+  ck_assert_int_eq(ntk_arch_parse_param("Dense(512, parameterization='ntk') Relu Dense", 1, 0, 1, &a), NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "column 29: Dense: parameterization='ntk', and this job's is 'standard'"),
+                "%s", ntk_error_message());
+  ck_assert_int_eq(ntk_arch_parse_param("Dense(512, s=(2, 2)) Relu Dense", 1, 0, 1, &a), NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "column 14: Dense: s=(2, 2): ntkd computes the standard "
+                                            "parameterisation with s=(1, 1) only"),
+                "%s", ntk_error_message());
+  parse_bad_at("Conv(8, (3, 3), dimension_numbers=('NCHW', 'OIHW', 'NCHW')) Relu Flatten", 35,
+               "Conv: dimension_numbers: ntkd's images are NHWC with HWIO filters");
+  parse_bad_at("Conv(8, (3, 3), dimension_numbers=('NHWC', 'HWOI', 'NHWC')) Relu Flatten", 35, "dimension_numbers");
+  parse_bad_at("Conv(8, (3, 3), dimension_numbers=('NHHC', 'HHIO', 'NHHC')) Relu Flatten", 35, "dimension_numbers");
+  parse_bad_at("Dense Relu(do_stabilize=1) Dense", 25, "'1' is not True or False");
+  parse_bad_at("Conv(3, batch_axis=0) Relu Flatten", 20, "unknown argument batch_axis for Conv");
+  parse_bad_at("Dense(dimension_numbers=None)", 25, "unknown argument dimension_numbers for Dense");
+}
+END_TEST
+
 START_TEST(test_error_column) {
   struct ntk_arch a;
   ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense Foo", 1, 0, &a), NTK_ECONFIG);
@@ -610,6 +876,12 @@ int main(void) {
   tcase_add_test(tc, test_repeat_counts);
   tcase_add_test(tc, test_integer_arguments);
   tcase_add_test(tc, test_nonlinearity_domains);
+  tcase_add_test(tc, test_same_network_can_fail);
+  tcase_add_test(tc, test_constant_expressions);
+  tcase_add_test(tc, test_python_values);
+  tcase_add_test(tc, test_issue29_strings);
+  tcase_add_test(tc, test_stax_prefix_and_positionals);
+  tcase_add_test(tc, test_stax_keywords);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -16,7 +16,7 @@
  * widths, filters, windows and strides; branches of a block. */
 #define NTK_ARCH_MAX_LAYERS 100000
 #define NTK_ARCH_MAX_DEPTH 16
-#define NTK_ARCH_MAX_ARGS 8
+#define NTK_ARCH_MAX_ARGS 12
 #define NTK_ARCH_MAX_SIZE 1000000
 #define NTK_ARCH_MAX_BRANCHES 64
 
@@ -24,6 +24,7 @@ struct parser {
   const char *text;
   size_t pos;
   double w_std, b_std;
+  int standard; /* the job's parameterisation: what a layer's parameterization= must say */
 };
 
 struct layer_vec {
@@ -66,13 +67,20 @@ static ntk_status push_at(struct parser *p, struct layer_vec *v, const struct nt
 
 /* One argument: either positional (key[0] == 0) or key=value. A value is
  * a word or number, a quoted string ('SAME', "SAME": the quotes dropped)
- * or a list of numbers in brackets or parentheses ([1, 2], (3, 3)). */
+ * or a list of numbers in brackets or parentheses ([1, 2], (3, 3)); a list
+ * may hold short strings too (stax's dimension_numbers). */
 #define NTK_ARCH_MAX_LIST 8
 struct arg {
-  char key[16];
+  char key[24];
   char val[48];
   int is_list, nlist;
+  int quoted;  /* 1: val was quoted, a string (never stax's Padding.SAME); -1: val is a constant expression's
+                  value, never a keyword; 0: a word as written */
+  int paren1;  /* (x): one value in parentheses without a comma, which Python reads as x itself; a list of
+                  one (a 1-D size) where a size goes, as ntkd always read it, and x (val) elsewhere */
+  int nstr;    /* how many of the list's values are strings: str[k], list[k] NAN */
   double list[NTK_ARCH_MAX_LIST];
+  char str[NTK_ARCH_MAX_LIST][16];
   size_t pos;
 };
 
@@ -94,54 +102,385 @@ static ntk_status read_word(struct parser *p, char *buf, size_t cap, int (*ok)(i
 static int is_ident(int c) { return isalnum(c) || c == '_'; }
 static int is_value(int c) { return isalnum(c) || c == '_' || c == '.' || c == '-' || c == '+'; }
 
+/* Shortest decimal that reads back as exactly v: "0.05", not "0.050000000000000003". */
+static void fmt_exact(char *buf, size_t cap, double v) {
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, cap, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
+/* ---- constant expressions -------------------------------------------------------
+ * What a notebook writes for a number: np.sqrt(2), 2**0.5, 1/3, -math.pi/4,
+ * (1 + 2) * 3. Evaluated as Python evaluates them, in float64: literals
+ * correctly rounded (strtod), + - * / as IEEE operations, ** the C
+ * library's pow (as CPython's), sqrt correctly rounded. Python's ints are
+ * exact, so int arithmetic with an operand or result beyond 2**53 is refused
+ * rather than rounded; what Python refuses (1/0, 0**-1, a negative number
+ * to a fractional power, a result too large) is refused too, each at its
+ * column, and so is anything else found. */
+#define NTK_EXPR_MAX_DEPTH 64
+#define NTK_EXACT_INT 9007199254740992.0 /* 2**53 */
+
+struct num {
+  double v;
+  int is_int; /* a Python int */
+};
+
+/* The modules a notebook takes sqrt, pi and e from. */
+static const char *const num_modules[] = {"math.", "np.", "numpy.", "jnp.", "jax.numpy.", "onp."};
+
+/* "np.sqrt" -> "sqrt" where the module is one of num_modules, else NULL. */
+static const char *num_member(const char *name) {
+  for (size_t i = 0; i < sizeof num_modules / sizeof num_modules[0]; i++) {
+    size_t n = strlen(num_modules[i]);
+    if (!strncmp(name, num_modules[i], n)) return name + n;
+  }
+  return NULL;
+}
+
+static int is_num_constant(const char *name) {
+  if (*name == '-' || *name == '+') name++;
+  const char *m = num_member(name);
+  return m && (!strcmp(m, "pi") || !strcmp(m, "e"));
+}
+
+static ntk_status expr_at(struct parser *p, size_t at, const char *msg) {
+  p->pos = at;
+  return perr(p, "%s", msg);
+}
+
+/* "found 'x'", "found the end of the string": what stands at the parser's position. */
+static void found(const struct parser *p, char *buf, size_t cap) {
+  const char *t = p->text + p->pos;
+  if (!*t) snprintf(buf, cap, "the end of the string");
+  else if (is_ident((unsigned char)*t)) {
+    size_t n = 0;
+    while (n < 40 && (is_ident((unsigned char)t[n]) || t[n] == '.')) n++;
+    snprintf(buf, cap, "'%.*s'", (int)n, t);
+  } else snprintf(buf, cap, "'%c'", *t);
+}
+
+static ntk_status expr_expected(struct parser *p, const char *what) {
+  char f[64], msg[160];
+  found(p, f, sizeof f);
+  snprintf(msg, sizeof msg, "expected %s in a constant expression, found %s", what, f);
+  return perr(p, "%s", msg);
+}
+
+/* Python's int arithmetic is exact: in float64 only up to 2**53. */
+static ntk_status int_exact(struct parser *p, size_t at, double a, double b, struct num *r) {
+  if (fabs(a) > NTK_EXACT_INT || fabs(b) > NTK_EXACT_INT || fabs(r->v) > NTK_EXACT_INT)
+    return expr_at(p, at, "integer arithmetic beyond 2**53, exact in Python and not in float64: write the "
+                          "numbers as floats (1e20)");
+  if (r->v == 0) r->v = 0.0; /* an int has no -0 */
+  return NTK_OK;
+}
+
+static ntk_status num_finite(struct parser *p, size_t at, const struct num *r) {
+  return isfinite(r->v) ? NTK_OK : expr_at(p, at, "the result is too large for float64 (Python: inf or OverflowError)");
+}
+
+static ntk_status expr_sum(struct parser *p, struct num *out, int depth);
+static ntk_status expr_unary(struct parser *p, struct num *out, int depth);
+
+/* A Python number literal: 2, 2.5, 2., .5, 1e-3. */
+static ntk_status expr_number(struct parser *p, struct num *out) {
+  const char *t = p->text;
+  size_t at = p->pos, q = at;
+  int is_int = 1;
+  while (isdigit((unsigned char)t[q])) q++;
+  if (t[q] == '.') {
+    is_int = 0;
+    for (q++; isdigit((unsigned char)t[q]);) q++;
+  }
+  if (t[q] == 'e' || t[q] == 'E') {
+    size_t e = q + 1 + (t[q + 1] == '+' || t[q + 1] == '-');
+    if (isdigit((unsigned char)t[e])) {
+      is_int = 0;
+      for (q = e; isdigit((unsigned char)t[q]);) q++;
+    }
+  }
+  char buf[48];
+  size_t len = q - at;
+  if (len >= sizeof buf) return expr_at(p, at, "a number longer than 47 characters");
+  memcpy(buf, t + at, len);
+  buf[len] = '\0';
+  char msg[160];
+  if (is_int && len > 1 && buf[0] == '0' && strspn(buf, "0") < len) {
+    snprintf(msg, sizeof msg, "'%s': an integer with a leading zero is a syntax error in Python", buf);
+    return expr_at(p, at, msg);
+  }
+  if (is_ident((unsigned char)t[q])) { /* 2x, 1j, 1_000 */
+    p->pos = q;
+    return expr_expected(p, "an operator after a number");
+  }
+  char *end;
+  out->v = strtod(buf, &end);
+  out->is_int = is_int;
+  p->pos = q;
+  return num_finite(p, at, out);
+}
+
+/* A number, a constant (math.pi), a call (np.sqrt(2)) or a parenthesised expression. */
+static ntk_status expr_atom(struct parser *p, struct num *out, int depth) {
+  skip_ws(p);
+  const char *t = p->text;
+  size_t at = p->pos;
+  if (depth > NTK_EXPR_MAX_DEPTH)
+    return perr(p, "a constant expression nested too deeply (the limit: %s levels)", "64");
+  if (t[at] == '(') {
+    p->pos++;
+    ntk_status st = expr_sum(p, out, depth + 1);
+    if (st) return st;
+    skip_ws(p);
+    if (t[p->pos] != ')') return expr_expected(p, "')'");
+    p->pos++;
+    return NTK_OK;
+  }
+  if (isdigit((unsigned char)t[at]) || (t[at] == '.' && isdigit((unsigned char)t[at + 1]))) return expr_number(p, out);
+  if (!isalpha((unsigned char)t[at]) && t[at] != '_') return expr_expected(p, "a number");
+  char name[48];
+  size_t n = 0;
+  while (is_ident((unsigned char)t[p->pos]) || t[p->pos] == '.') {
+    if (n + 1 < sizeof name) name[n++] = t[p->pos];
+    p->pos++;
+  }
+  name[n] = '\0';
+  const char *m = num_member(name);
+  char msg[300];
+  skip_ws(p);
+  if (t[p->pos] == '(') {
+    if (!m || strcmp(m, "sqrt")) {
+      snprintf(msg, sizeof msg, "unknown function '%s' in a constant expression (np.sqrt, math.sqrt, jnp.sqrt)", name);
+      return expr_at(p, at, msg);
+    }
+    p->pos++;
+    struct num x;
+    ntk_status st = expr_sum(p, &x, depth + 1);
+    if (st) return st;
+    skip_ws(p);
+    if (t[p->pos] == ',') p->pos++, skip_ws(p); /* np.sqrt(2,) */
+    if (t[p->pos] != ')') return expr_expected(p, "')'");
+    p->pos++;
+    if (x.v < 0) {
+      char v[32];
+      fmt_exact(v, sizeof v, x.v);
+      snprintf(msg, sizeof msg, "%s(%s): the square root of a negative number (math: ValueError, numpy: nan)", name, v);
+      return expr_at(p, at, msg);
+    }
+    out->v = sqrt(x.v);
+    out->is_int = 0;
+    return NTK_OK;
+  }
+  if (m && !strcmp(m, "pi")) out->v = NTK_PI;
+  else if (m && !strcmp(m, "e")) out->v = 2.718281828459045; /* math.e, the double nearest e */
+  else {
+    snprintf(msg, sizeof msg, "unknown name '%s' in a constant expression (numbers, + - * / **, parentheses, "
+             "np.sqrt(...), math.pi, math.e; also from numpy, jnp, jax.numpy)", name);
+    return expr_at(p, at, msg);
+  }
+  out->is_int = 0;
+  return NTK_OK;
+}
+
+/* atom ['**' unary]: right-associative, binding tighter than a unary minus on its left (-2**2 is -4). */
+static ntk_status expr_power(struct parser *p, struct num *out, int depth) {
+  ntk_status st = expr_atom(p, out, depth);
+  if (st) return st;
+  skip_ws(p);
+  if (p->text[p->pos] != '*' || p->text[p->pos + 1] != '*') return NTK_OK;
+  size_t at = p->pos;
+  p->pos += 2;
+  struct num e, a = *out;
+  if ((st = expr_unary(p, &e, depth + 1))) return st;
+  if (a.v == 0 && e.v < 0) return expr_at(p, at, "0 to a negative power (ZeroDivisionError in Python)");
+  if (a.v < 0 && e.v != floor(e.v))
+    return expr_at(p, at, "a negative number to a fractional power, which is complex in Python");
+  out->v = pow(a.v, e.v);
+  out->is_int = a.is_int && e.is_int && e.v >= 0;
+  if (out->is_int) return int_exact(p, at, a.v, e.v, out);
+  return num_finite(p, at, out);
+}
+
+static ntk_status expr_unary(struct parser *p, struct num *out, int depth) {
+  skip_ws(p);
+  char c = p->text[p->pos];
+  if (c != '-' && c != '+') return expr_power(p, out, depth);
+  if (depth > NTK_EXPR_MAX_DEPTH)
+    return perr(p, "a constant expression nested too deeply (the limit: %s levels)", "64");
+  p->pos++;
+  ntk_status st = expr_unary(p, out, depth + 1);
+  if (!st && c == '-') out->v = out->is_int && out->v == 0 ? 0.0 : -out->v;
+  return st;
+}
+
+static ntk_status expr_term(struct parser *p, struct num *out, int depth) {
+  ntk_status st = expr_unary(p, out, depth);
+  for (;;) {
+    if (st) return st;
+    skip_ws(p);
+    const char *t = p->text + p->pos;
+    size_t at = p->pos;
+    if (t[0] == '%' || t[0] == '@' || (t[0] == '/' && t[1] == '/')) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "'%.*s' is not in ntkd's constant expressions (+ - * / **)", t[0] == '/' ? 2 : 1, t);
+      return expr_at(p, at, msg);
+    }
+    if (t[0] != '*' && t[0] != '/') return NTK_OK;
+    p->pos++;
+    struct num b, a = *out;
+    if ((st = expr_unary(p, &b, depth))) return st;
+    if (t[0] == '/') {
+      if (b.v == 0) return expr_at(p, at, "division by zero (ZeroDivisionError in Python)");
+      out->v = a.v / b.v; /* Python's int / int: the quotient correctly rounded, as here below 2**53 */
+      out->is_int = 0;
+      if (a.is_int && b.is_int && (fabs(a.v) > NTK_EXACT_INT || fabs(b.v) > NTK_EXACT_INT))
+        return int_exact(p, at, a.v, b.v, out);
+    } else {
+      out->v = a.v * b.v;
+      out->is_int = a.is_int && b.is_int;
+      if (out->is_int && (st = int_exact(p, at, a.v, b.v, out))) return st;
+    }
+    st = num_finite(p, at, out);
+  }
+}
+
+static ntk_status expr_sum(struct parser *p, struct num *out, int depth) {
+  ntk_status st = expr_term(p, out, depth);
+  for (;;) {
+    if (st) return st;
+    skip_ws(p);
+    char c = p->text[p->pos];
+    size_t at = p->pos;
+    if (c != '+' && c != '-') return NTK_OK;
+    p->pos++;
+    struct num b, a = *out;
+    if ((st = expr_term(p, &b, depth))) return st;
+    out->v = c == '+' ? a.v + b.v : a.v - b.v;
+    out->is_int = a.is_int && b.is_int;
+    if (out->is_int && (st = int_exact(p, at, a.v, b.v, out))) return st;
+    st = num_finite(p, at, out);
+  }
+}
+
+/* Does the word just read (ending at the parser's position) start a
+ * constant expression rather than stand alone? Only where it could not
+ * stand alone: an operator or a call follows it, or it holds one (1+2), or
+ * it is a named constant. So every value ntkd read before reads the same. */
+static int starts_expression(const struct parser *p, const char *word) {
+  size_t q = p->pos;
+  while (isspace((unsigned char)p->text[q])) q++;
+  char c = p->text[q];
+  double v;
+  if (c == '*' || c == '/' || c == '%' || c == '(') return 1;
+  if ((c == '+' || c == '-') && word[0]) return 1;
+  if (!word[0] || ntk_parse_double(word, &v)) return 0;
+  return strpbrk(word + 1, "+-") != NULL || is_num_constant(word);
+}
+
+static int operator_follows(const struct parser *p) {
+  size_t q = p->pos;
+  while (isspace((unsigned char)p->text[q])) q++;
+  return strchr("*/%+-", p->text[q]) && p->text[q];
+}
+
+/* A constant expression at the parser's position. */
+static ntk_status read_expression(struct parser *p, struct num *out) {
+  return expr_sum(p, out, 0);
+}
+
+/* A quoted string (the quotes dropped) into buf. */
+static ntk_status read_quoted(struct parser *p, char *buf, size_t cap) {
+  char q = p->text[p->pos++];
+  ntk_status st = read_word(p, buf, cap, is_value);
+  if (st) return st;
+  if (p->text[p->pos] != q) return perr(p, "unterminated quoted value%s", "");
+  p->pos++;
+  return buf[0] ? NTK_OK : perr(p, "empty quoted value%s", "");
+}
+
 static ntk_status read_list(struct parser *p, struct arg *a) {
   char close = p->text[p->pos] == '[' ? ']' : ')';
   p->pos++;
   a->is_list = 1;
   a->nlist = 0;
+  int comma = 0;
   snprintf(a->val, sizeof a->val, "a list");
   for (;;) {
     skip_ws(p);
-    if (p->text[p->pos] == close) { /* empty, or a trailing comma: (3,) */
-      p->pos++;
-      return NTK_OK;
-    }
+    if (p->text[p->pos] == close) /* empty, or a trailing comma: (3,) */
+      break;
     if (a->nlist == NTK_ARCH_MAX_LIST) return perr(p, "more than %s values in a list", "8");
-    char word[48];
     size_t at = p->pos;
-    ntk_status st = read_word(p, word, sizeof word, is_value);
-    if (st) return st;
-    if (!ntk_parse_double(word, &a->list[a->nlist])) {
-      p->pos = at;
-      return perr(p, "expected a number in the list, got '%s'", word[0] ? word : p->text + p->pos);
+    char c = p->text[at];
+    ntk_status st;
+    if (c == '\'' || c == '"') { /* dimension_numbers=('NHWC', 'HWIO', 'NHWC') */
+      if ((st = read_quoted(p, a->str[a->nlist], sizeof a->str[0]))) return st;
+      a->list[a->nlist] = NAN;
+      a->nstr++;
+    } else {
+      char word[48];
+      if ((st = read_word(p, word, sizeof word, is_value))) return st;
+      if (c == '(' || starts_expression(p, word)) {
+        struct num n;
+        p->pos = at;
+        if ((st = read_expression(p, &n))) return st;
+        a->list[a->nlist] = n.v;
+      } else if (!ntk_parse_double(word, &a->list[a->nlist])) {
+        p->pos = at;
+        return perr(p, "expected a number in the list, got '%s'", word[0] ? word : p->text + p->pos);
+      }
     }
     a->nlist++;
+    comma = 0;
     skip_ws(p);
     if (p->text[p->pos] == ',') {
       p->pos++;
+      comma = 1;
       continue;
     }
-    if (p->text[p->pos] == close) {
-      p->pos++;
-      return NTK_OK;
-    }
+    if (p->text[p->pos] == close) break;
     return close == ']' ? perr(p, "expected ',' or ']' in a list%s", "") : perr(p, "expected ',' or ')' in a list%s", "");
   }
+  p->pos++;
+  a->paren1 = close == ')' && a->nlist == 1 && !comma;
+  return NTK_OK;
 }
 
+/* A value: a list, a quoted string, a constant expression, or a word as
+ * ntkd always read it (a number, SAME, None, True, Padding.SAME, ...). */
 static ntk_status read_value(struct parser *p, struct arg *a) {
+  size_t start = p->pos;
   char c = p->text[p->pos];
-  a->is_list = 0;
-  if (c == '[' || c == '(') return read_list(p, a);
-  if (c == '\'' || c == '"') {
-    p->pos++;
-    ntk_status st = read_word(p, a->val, sizeof a->val, is_value);
-    if (st) return st;
-    if (p->text[p->pos] != c) return perr(p, "unterminated quoted value%s", "");
-    p->pos++;
-    return a->val[0] ? NTK_OK : perr(p, "empty quoted value%s", "");
+  a->is_list = a->quoted = a->paren1 = a->nstr = 0;
+  ntk_status st;
+  struct num n;
+  if (c == '[' || c == '(') {
+    if ((st = read_list(p, a)) || !a->paren1) return st;
+    if (operator_follows(p)) { /* (1 + 2) * 3 */
+      p->pos = start;
+      a->is_list = a->paren1 = a->nstr = 0;
+    } else {
+      if (a->nstr) {
+        snprintf(a->val, sizeof a->val, "%s", a->str[0]);
+        a->quoted = 1;
+      } else fmt_exact(a->val, sizeof a->val, a->list[0]);
+      return NTK_OK;
+    }
+  } else if (c == '\'' || c == '"') {
+    a->quoted = 1;
+    return read_quoted(p, a->val, sizeof a->val);
+  } else {
+    if ((st = read_word(p, a->val, sizeof a->val, is_value)) || !starts_expression(p, a->val)) return st;
+    p->pos = start;
   }
-  return read_word(p, a->val, sizeof a->val, is_value);
+  if ((st = read_expression(p, &n))) return st;
+  /* the value as text that reads back as the same double: an int as its digits */
+  if (n.is_int) snprintf(a->val, sizeof a->val, "%.0f", n.v);
+  else fmt_exact(a->val, sizeof a->val, n.v);
+  a->quoted = -1; /* an expression: a value, never a keyword */
+  return NTK_OK;
 }
 
 static ntk_status parse_args(struct parser *p, struct arg *args, int *nargs) {
@@ -153,15 +492,19 @@ static ntk_status parse_args(struct parser *p, struct arg *args, int *nargs) {
     return NTK_OK;
   }
   for (;;) {
+    skip_ws(p);
+    if (*nargs && p->text[p->pos] == ')') { /* after a trailing comma, as Python allows */
+      p->pos++;
+      return NTK_OK;
+    }
     if (*nargs == NTK_ARCH_MAX_ARGS) return perr(p, "too many arguments%s", "");
     struct arg *a = &args[(*nargs)++];
-    skip_ws(p);
     a->pos = p->pos;
     a->key[0] = '\0';
     ntk_status st = read_value(p, a);
     if (st) return st;
     skip_ws(p);
-    if (p->text[p->pos] == '=' && !a->is_list) {
+    if (p->text[p->pos] == '=' && !a->is_list && a->quoted >= 0) {
       if (strlen(a->val) >= sizeof a->key) return perr(p, "unknown argument '%s'", a->val);
       strcpy(a->key, a->val);
       p->pos++;
@@ -180,14 +523,6 @@ static ntk_status parse_args(struct parser *p, struct arg *args, int *nargs) {
       return NTK_OK;
     }
     return perr(p, "expected ',' or ')' in argument list%s", "");
-  }
-}
-
-/* Shortest decimal that reads back as exactly v: "0.05", not "0.050000000000000003". */
-static void fmt_exact(char *buf, size_t cap, double v) {
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(buf, cap, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v) return;
   }
 }
 
@@ -234,11 +569,11 @@ static ntk_status int_value(struct parser *p, size_t at, const char *what, const
 /* A number argument >= lo: W_std, b_std, LayerNorm's eps. */
 static ntk_status arg_double(struct parser *p, const struct arg *a, const char *layer, const char *key, double lo,
                              double *out) {
-  if (!a->is_list && ntk_parse_double(a->val, out) && *out >= lo) return NTK_OK;
+  if ((!a->is_list || a->paren1) && ntk_parse_double(a->val, out) && *out >= lo) return NTK_OK;
   p->pos = a->pos;
   char msg[300], val[64], low[32];
   fmt_exact(low, sizeof low, lo);
-  if (a->is_list) snprintf(val, sizeof val, "a list");
+  if (a->is_list && !a->paren1) snprintf(val, sizeof val, "a list");
   else shown(val, sizeof val, a->val, strlen(a->val));
   snprintf(msg, sizeof msg, "%s: %s must be a number >= %s%s, not %s", layer, key, low,
            !strcmp(key, "b_std") ? " or None" : "", val);
@@ -253,7 +588,7 @@ static ntk_status arg_int(struct parser *p, const struct arg *a, const char *lay
                           int *out) {
   char what[64];
   snprintf(what, sizeof what, "%s: %s", layer, key);
-  if (a->is_list) {
+  if (a->is_list && !a->paren1) {
     p->pos = a->pos;
     char msg[200];
     snprintf(msg, sizeof msg, "%s must be an integer from %ld to %ld, not a list", what, lo, hi);
@@ -262,10 +597,28 @@ static ntk_status arg_int(struct parser *p, const struct arg *a, const char *lay
   return int_value(p, a->pos, what, a->val, strlen(a->val), lo, hi, size_limit, out);
 }
 
+/* The stax module as a notebook names it: stax.Dense, nt.stax.Dense,
+ * neural_tangents.stax.Dense. Returns the length of the prefix at s, 0 for none. */
+static size_t stax_prefix(const char *s) {
+  static const char *const prefixes[] = {"neural_tangents.stax.", "nt.stax.", "stax."};
+  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+    if (!strncmp(s, prefixes[i], strlen(prefixes[i]))) return strlen(prefixes[i]);
+  return 0;
+}
+
+/* SAME, 'SAME', or stax's enum: Padding.SAME, stax.Padding.SAME, Padding.SAME.name (or .value). */
 static ntk_status arg_padding(struct parser *p, const struct arg *a, ntk_padding *out) {
-  if (!strcmp(a->val, "SAME")) *out = NTK_PAD_SAME;
-  else if (!strcmp(a->val, "VALID")) *out = NTK_PAD_VALID;
-  else if (!strcmp(a->val, "CIRCULAR")) *out = NTK_PAD_CIRCULAR;
+  const char *v = a->val;
+  char name[48];
+  if (!a->quoted && !strncmp(v + stax_prefix(v), "Padding.", 8)) {
+    snprintf(name, sizeof name, "%s", v + stax_prefix(v) + 8);
+    char *dot = strchr(name, '.');
+    if (dot && (!strcmp(dot, ".name") || !strcmp(dot, ".value"))) *dot = '\0';
+    v = name;
+  }
+  if (!strcmp(v, "SAME")) *out = NTK_PAD_SAME;
+  else if (!strcmp(v, "VALID")) *out = NTK_PAD_VALID;
+  else if (!strcmp(v, "CIRCULAR")) *out = NTK_PAD_CIRCULAR;
   else {
     p->pos = a->pos;
     return perr(p, "unknown padding '%s' (SAME, VALID or CIRCULAR)", a->val);
@@ -285,6 +638,10 @@ static ntk_status arg_shape(struct parser *p, const struct arg *a, const char *l
   }
   char what[64];
   snprintf(what, sizeof what, "%s: %s", layer, key);
+  if (a->nstr) {
+    p->pos = a->pos;
+    return perr(p, "%s: a string in a list of sizes", what);
+  }
   if (a->nlist != 1 && a->nlist != 2) {
     p->pos = a->pos;
     char msg[160];
@@ -320,32 +677,112 @@ static ntk_status arg_bias(struct parser *p, const struct arg *a, const char *la
   return arg_double(p, a, layer, "b_std", 0.0, out);
 }
 
+/* stax's keywords that say where the data's axes are, or how a layer is
+ * built at finite width: accepted where they match what ntkd computes (and
+ * so change nothing), refused with the reason where they would change the
+ * kernel. Returns 1 if `key` is one of them, *st set; 0 if not. */
+static int stax_keyword(struct parser *p, const struct arg *a, const char *layer, const char *key, ntk_status *st) {
+  double v = 0;
+  int number = (!a->is_list || a->paren1) && ntk_parse_double(a->val, &v);
+  char shown_val[64], msg[400];
+  if (a->is_list && !a->paren1) { /* (2, 2) */
+    size_t n = (size_t)snprintf(shown_val, sizeof shown_val, "(");
+    for (int k = 0; k < a->nlist && n < 40; k++) {
+      char one[32];
+      if (a->nstr && isnan(a->list[k])) snprintf(one, sizeof one, "'%s'", a->str[k]);
+      else fmt_exact(one, sizeof one, a->list[k]);
+      n += (size_t)snprintf(shown_val + n, sizeof shown_val - n, "%s%s", k ? ", " : "", one);
+    }
+    if (n < sizeof shown_val) snprintf(shown_val + n, sizeof shown_val - n, "%s)", a->nlist == 1 ? "," : "");
+  } else shown(shown_val, sizeof shown_val, a->val, strlen(a->val));
+  *st = NTK_OK;
+  msg[0] = '\0';
+  if (!strcmp(key, "batch_axis") || !strcmp(key, "batch_axis_out")) {
+    if (!number || v != 0)
+      snprintf(msg, sizeof msg, "%s: %s=%s: ntkd's samples are on axis 0 (%s=0)", layer, key, shown_val, key);
+  } else if (!strcmp(key, "channel_axis")) {
+    if ((!number || v != -1) && strcmp(a->val, "None"))
+      snprintf(msg, sizeof msg, "%s: channel_axis=%s: ntkd's channels are the last axis (channel_axis=-1)", layer,
+               shown_val);
+  } else if (!strcmp(key, "do_stabilize") || !strcmp(key, "approximate")) {
+    if (a->is_list || (strcmp(a->val, "True") && strcmp(a->val, "False")))
+      snprintf(msg, sizeof msg, "'%s' is not True or False", a->is_list ? "a list" : a->val);
+  } else if (!strcmp(key, "parameterization")) {
+    const char *job = p->standard ? "standard" : "ntk";
+    if (a->is_list || (strcmp(a->val, "ntk") && strcmp(a->val, "standard")))
+      snprintf(msg, sizeof msg, "%s: parameterization must be 'ntk' or 'standard', not %s", layer, shown_val);
+    else if (strcmp(a->val, job))
+      snprintf(msg, sizeof msg, "%s: parameterization='%s', and this job's is '%s': ntkd gives every layer one "
+               "parameterization, [model] parameterization = %s (docs/JOB-FILE.md)", layer, a->val, job, a->val);
+  } else if (!strcmp(key, "s")) { /* stax: applies under the standard parameterisation only */
+    int ones = a->is_list && !a->nstr && a->nlist == 2 && a->list[0] == 1 && a->list[1] == 1;
+    if (p->standard && !ones)
+      snprintf(msg, sizeof msg, "%s: s=%s: ntkd computes the standard parameterisation with s=(1, 1) only", layer,
+               shown_val);
+  } else if (!strcmp(key, "dimension_numbers")) {
+    /* stax's default for n spatial axes is ('N' S 'C', S 'IO', 'N' S 'C'), S n letters
+     * (it names them 'AB'; 'HW' or 'W' as often): the layout ntkd computes */
+    int ok = !strcmp(a->val, "None") && !a->is_list;
+    if (a->is_list && a->nstr == 3 && a->nlist == 3) {
+      const char *in = a->str[0], *w = a->str[1], *out = a->str[2];
+      size_t n = strlen(in) - 2;
+      ok = strlen(in) >= 3 && strlen(in) <= 4 && !strcmp(in, out) && in[0] == 'N' && in[n + 1] == 'C' &&
+           strlen(w) == n + 2 && !strncmp(w, in + 1, n) && !strcmp(w + n, "IO") && !strpbrk(w, "NC") &&
+           !memchr(in + 1, 'I', n) && !memchr(in + 1, 'O', n) && (n < 2 || in[1] != in[2]);
+    }
+    if (!ok)
+      snprintf(msg, sizeof msg, "%s: dimension_numbers: ntkd's images are NHWC with HWIO filters (stax's default, "
+               "None; for other data layouts, [data] layout)", layer);
+  } else return 0;
+  if (msg[0]) {
+    p->pos = a->pos;
+    *st = perr(p, "%s", msg);
+  }
+  return 1;
+}
+
+/* Which of stax_keyword's keywords Dense (row 0), Conv (1) and pooling (2) have. */
+static int stax_keyword_of(const char *key, int row) {
+  if (!strcmp(key, "batch_axis") || !strcmp(key, "channel_axis")) return row != 1;
+  if (!strcmp(key, "parameterization") || !strcmp(key, "s")) return row <= 1;
+  return !strcmp(key, "dimension_numbers") && row == 1;
+}
+
 /* Dense, Conv and AvgPool, in either syntax:
- *   ntkd's short forms  Dense, Conv(f, stride, padding), AvgPool(w, stride)
+ *   ntkd's short forms  Dense, Conv(f, stride, padding), AvgPool(w, stride, padding)
  *                       (AvgPool's stride defaults to w);
- *   stax's forms        Dense(out_dim), Conv(out_chan, (f, f), strides, padding),
- *                       AvgPool((w, w), strides, padding) (stride 1 by default),
- * told apart by a tuple among the positionals or a stax keyword
- * (filter_shape, window_shape, out_chan, out_dim, strides). Keywords W_std,
- * b_std, stride / strides and padding in both. A width (out_dim,
- * out_chan) is kept, and means nothing in the NTK parameterisation. */
-static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs) {
-  int stax = 0, npos = 0, stride_given = 0;
+ *   stax's forms        Dense(out_dim, W_std, b_std, ...), Conv(out_chan, (f, f),
+ *                       strides, padding, W_std, b_std, ...), AvgPool((w, w),
+ *                       strides, padding, normalize_edges, ...) (stride 1 by
+ *                       default): every positional in stax's order,
+ * told apart by `stax` (the layer written with a stax. prefix), a tuple
+ * among the positionals or a stax keyword (filter_shape, window_shape,
+ * out_chan, out_dim). Keywords W_std, b_std, stride / strides and padding
+ * in both, and stax_keyword's. A width (out_dim, out_chan) is kept, and
+ * means nothing in the NTK parameterisation. */
+static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs, int stax) {
+  int npos = 0, stride_given = 0;
   for (int i = 0; i < nargs; i++)
     if ((!args[i].key[0] && args[i].is_list) || !strcmp(args[i].key, "filter_shape") ||
         !strcmp(args[i].key, "window_shape") || !strcmp(args[i].key, "out_chan") || !strcmp(args[i].key, "out_dim"))
       stax = 1;
   if (l->kind == NTK_LAYER_DENSE) stax = 1; /* Dense(512): stax's out_dim */
-  static const char *const pos_short[][3] = {{NULL}, {"filter", "stride", "padding"}, {"window", "stride", NULL}};
-  static const char *const pos_stax[][4] = {
-      {"out_dim", NULL}, {"out_chan", "filter_shape", "strides", "padding"}, {"window_shape", "strides", "padding", NULL}};
+  /* the positionals in each syntax: stax's are its signatures' (neural-tangents 0.6.5) */
+  static const char *const pos_short[][3] = {{NULL}, {"filter", "stride", "padding"}, {"window", "stride", "padding"}};
+  static const char *const pos_stax[][10] = {
+      {"out_dim", "W_std", "b_std", "batch_axis", "channel_axis", "parameterization", "s", NULL},
+      {"out_chan", "filter_shape", "strides", "padding", "W_std", "b_std", "dimension_numbers", "parameterization",
+       "s", NULL},
+      {"window_shape", "strides", "padding", "normalize_edges", "batch_axis", "channel_axis", NULL},
+      {"window_shape", "strides", "padding", "batch_axis", "channel_axis", NULL}};
   int row = l->kind == NTK_LAYER_DENSE ? 0 : l->kind == NTK_LAYER_CONV ? 1 : 2;
+  int stax_row = row == 2 && l->sum ? 3 : row; /* SumPool has no normalize_edges */
   for (int i = 0; i < nargs; i++) {
     const struct arg *a = &args[i];
     const char *key = a->key;
     if (!key[0]) { /* positional: its name in this syntax */
       const char *name = NULL;
-      if (stax ? npos < 4 : npos < 3) name = stax ? pos_stax[row][npos] : pos_short[row][npos];
+      if (stax ? npos < 9 : npos < 3) name = stax ? pos_stax[stax_row][npos] : pos_short[row][npos];
       /* ntkd's Conv(3, SAME): padding may come second */
       if (!stax && row == 1 && npos == 1 && !a->is_list && !isdigit((unsigned char)a->val[0])) name = "padding";
       if (!name) {
@@ -379,6 +816,8 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
         p->pos = a->pos;
         st = perr(p, "%s takes padding VALID or SAME", l->name);
       }
+    } else if (stax_keyword_of(key, row)) {
+      stax_keyword(p, a, l->name, key, &st);
     } else if (!strcmp(key, "normalize_edges") && row == 2 && !l->sum) {
       if (a->is_list || (strcmp(a->val, "True") && strcmp(a->val, "False"))) {
         p->pos = a->pos;
@@ -467,11 +906,11 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
     snprintf(what, sizeof what, "%s: %s", l->name, pm->key);
     switch (pm->type) {
     case NTK_PARAM_NUMBER: {
-      int number = !a->is_list && ntk_parse_double(a->val, &v);
+      int number = (!a->is_list || a->paren1) && ntk_parse_double(a->val, &v);
       if (number && in_domain(&pm->domain, v)) break;
       char msg[300], val[64], dom[96];
       domain_text(&pm->domain, dom, sizeof dom);
-      if (a->is_list) snprintf(val, sizeof val, "a list");
+      if (a->is_list && !a->paren1) snprintf(val, sizeof val, "a list");
       else shown(val, sizeof val, a->val, strlen(a->val));
       if (number) snprintf(msg, sizeof msg, "%s must be %s, not %s", what, dom, val);
       else snprintf(msg, sizeof msg, "%s must be a number%s%s, not %s", what, dom[0] ? " " : "", dom, val);
@@ -496,7 +935,7 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
       v = !strcmp(a->val, "True");
       break;
     case NTK_PARAM_LIST:
-      if (!a->is_list) return perr(p, "%s wants a list of numbers, e.g. [1, 0, 2]", pm->key);
+      if (!a->is_list || a->nstr) return perr(p, "%s wants a list of numbers, e.g. [1, 0, 2]", pm->key);
       if (a->nlist > NTK_MAP_MAXCOEF) return perr(p, "more than %s coefficients", "8");
       for (int c = 0; c < a->nlist; c++) {
         if (!isfinite(a->list[c])) return perr(p, "a coefficient is not finite%s", "");
@@ -506,7 +945,7 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
       v = a->nlist;
       break;
     }
-    l->param[k] = v;
+    l->param[k] = pm->slot == NTK_SLOT_NONE ? pm->dflt : v; /* changes nothing: the same layer either way */
     set_slot(&l->map, pm->slot, v);
   }
   for (int k = 0; k < np; k++) {
@@ -538,19 +977,22 @@ static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const st
   l->map.a = 1e-12;
   for (int i = 0, npos = 0; i < nargs; i++) {
     const struct arg *a = &args[i];
-    const char *key = a->key[0] ? a->key : npos == 0 ? "axis" : npos == 1 ? "eps" : NULL;
+    static const char *const pos[] = {"axis", "eps", "batch_axis", "channel_axis"};
+    const char *key = a->key[0] ? a->key : npos < 4 ? pos[npos] : NULL;
     if (!a->key[0]) npos++;
     p->pos = a->pos;
     if (!key) return perr(p, "too many positional arguments for %s", l->name);
-    if (!strcmp(key, "axis")) {
+    ntk_status st;
+    if (!strcmp(key, "batch_axis") || !strcmp(key, "channel_axis")) {
+      if (stax_keyword(p, a, l->name, key, &st), st) return st;
+    } else if (!strcmp(key, "axis")) {
       double v;
       int ok = a->is_list ? a->nlist == 1 && a->list[0] == -1 : ntk_parse_double(a->val, &v) && v == -1;
       if (!ok)
         return perr(p, "LayerNorm over axis %s: only the channel axis (-1) is supported, as stax's default",
                     a->is_list ? "(a list)" : a->val);
     } else if (!strcmp(key, "eps")) {
-      ntk_status st = arg_double(p, a, l->name, "eps", 0.0, &l->map.a);
-      if (st) return st;
+      if ((st = arg_double(p, a, l->name, "eps", 0.0, &l->map.a))) return st;
     } else {
       char what[96];
       snprintf(what, sizeof what, "%.15s for %.23s", key, l->name);
@@ -571,7 +1013,33 @@ static void known_names(char *buf, size_t cap) {
   for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
 }
 
-static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
+/* Flatten(batch_axis, batch_axis_out), GlobalAvgPool and GlobalSumPool(batch_axis,
+ * channel_axis): stax's layout keywords only, where they say what ntkd computes. */
+static ntk_status layout_args(struct parser *p, const struct ntk_layer *l, const struct arg *args, int nargs) {
+  static const char *const flatten[] = {"batch_axis", "batch_axis_out"}, *const global[] = {"batch_axis",
+                                                                                            "channel_axis"};
+  const char *const *names = l->kind == NTK_LAYER_FLATTEN ? flatten : global;
+  size_t end = p->pos;
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    const char *key = a->key[0] ? a->key : npos < 2 ? names[npos] : NULL;
+    if (!a->key[0]) npos++;
+    p->pos = a->pos;
+    if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    ntk_status st;
+    if (strcmp(key, names[0]) && strcmp(key, names[1])) {
+      char what[96];
+      snprintf(what, sizeof what, "%.23s for %.23s", key, l->name);
+      return perr(p, "unknown argument %s", what);
+    }
+    if (stax_keyword(p, a, l->name, key, &st), st) return st;
+  }
+  p->pos = end;
+  return NTK_OK;
+}
+
+/* A layer; `stax`: written with a stax. prefix, its arguments in stax's order. */
+static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax) {
   size_t start = p->pos;
   char name[32];
   ntk_status st = read_word(p, name, sizeof name, is_ident);
@@ -595,7 +1063,11 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
   else if (!strcmp(name, "SumPool")) { l.kind = NTK_LAYER_AVGPOOL; l.sum = 1; need_args = 1; max_pos = 2; l.stride = l.stride_w = 0; }
   else if (!strcmp(name, "GlobalSumPool")) { l.kind = NTK_LAYER_GLOBALAVGPOOL; l.sum = 1; }
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
-  else {
+  else if (p->text[p->pos] == '.') { /* jax.example_libraries.stax.Dense, st.Dense */
+    p->pos = start;
+    return perr(p, "unknown layer '%s.': before a layer's name ntkd reads the prefixes stax., nt.stax. and "
+                   "neural_tangents.stax.", name);
+  } else {
     p->pos = start;
     char known[1024];
     known_names(known, sizeof known);
@@ -615,12 +1087,16 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out) {
     if ((st = layernorm_args(p, &l, args, nargs))) return st;
     return push_at(p, out, &l, start);
   }
+  if (l.kind == NTK_LAYER_FLATTEN || l.kind == NTK_LAYER_GLOBALAVGPOOL) {
+    if ((st = layout_args(p, &l, args, nargs))) return st;
+    return push_at(p, out, &l, start);
+  }
   if (nargs) {
     if (!max_pos && l.kind != NTK_LAYER_DENSE) {
       p->pos = start;
       return perr(p, "%s takes no arguments", name);
     }
-    if ((st = layer_args(p, &l, args, nargs))) return st;
+    if ((st = layer_args(p, &l, args, nargs, stax))) return st;
     int have_required = l.kind == NTK_LAYER_CONV ? l.filter > 0 : l.kind == NTK_LAYER_AVGPOOL ? l.window > 0 : 1;
     if (!have_required) {
       p->pos = start;
@@ -739,7 +1215,7 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     struct arg args[NTK_ARCH_MAX_ARGS];
     int nargs;
     if ((st = parse_args(p, args, &nargs))) return st;
-    if (nargs != 1 || args[0].is_list) {
+    if (nargs != 1 || args[0].is_list || (args[0].key[0] && strcmp(args[0].key, "num"))) {
       p->pos = start;
       return perr(p, "FanOut takes the number of branches, 1 to 64: FanOut(2)%s", "");
     }
@@ -751,6 +1227,7 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     return perr(p, "FanOut needs its number of branches: FanOut(2)%s", "");
   }
   skip_sep(p, commas);
+  p->pos += stax_prefix(p->text + p->pos);
   if (!peek_word(p, "parallel")) return perr(p, "FanOut(n) must be followed by parallel(...) with n branches%s", "");
   size_t ppos = p->pos;
   p->pos += strlen("parallel");
@@ -769,6 +1246,11 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     got++;
     if (p->text[p->pos] == ',') {
       p->pos++;
+      skip_ws(p);
+      if (p->text[p->pos] == ')') { /* a trailing comma, as Python allows */
+        p->pos++;
+        break;
+      }
       if ((st = push_marker(p, out, NTK_LAYER_NEXT, 0, 0, "parallel"))) return st;
       continue;
     }
@@ -785,9 +1267,19 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     return perr(p, "%s", what);
   }
   skip_sep(p, commas);
+  p->pos += stax_prefix(p->text + p->pos);
   if (peek_word(p, "FanInSum")) {
+    size_t at = p->pos;
     p->pos += strlen("FanInSum");
-    if (p->text[p->pos] == '(' && p->text[p->pos + 1] == ')') p->pos += 2;
+    if (p->text[p->pos] == '(') {
+      struct arg args[NTK_ARCH_MAX_ARGS];
+      int nargs;
+      if ((st = parse_args(p, args, &nargs))) return st;
+      if (nargs) {
+        p->pos = at;
+        return perr(p, "FanInSum takes no arguments%s", "");
+      }
+    }
     return push_marker(p, out, NTK_LAYER_JOIN, n, 1, "FanInSum");
   }
   if (peek_word(p, "FanInConcat")) {
@@ -829,6 +1321,8 @@ static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, 
       return perr(p, "unexpected character ','%s (commas separate layers inside serial(...) only)", "");
     }
     ntk_status st;
+    size_t prefix = stax_prefix(p->text + p->pos); /* stax.serial, stax.Dense: stax's reading */
+    p->pos += prefix;
     if (c == '[') {
       st = parse_group(p, out, depth);
     } else if (peek_word(p, "serial")) {
@@ -845,7 +1339,7 @@ static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, 
       st = perr(p, "parallel(...), FanInSum and FanInConcat come in stax's residual pattern: FanOut(n) "
                    "parallel(b1, ..., bn) FanInSum%s", "");
     } else {
-      st = parse_layer(p, out);
+      st = parse_layer(p, out, prefix > 0);
     }
     if (st) return st;
   }
@@ -997,7 +1491,7 @@ ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, in
   out->layers = NULL;
   out->standard = standard;
   if (!text) return ntk_error(NTK_ECONFIG, "arch: missing");
-  struct parser p = {text, 0, w_std, b_std};
+  struct parser p = {text, 0, w_std, b_std, standard};
   struct layer_vec v = {0, 0, NULL};
   ntk_status st = parse_seq(&p, &v, 0, CTX_TOP);
   if (st) {

@@ -53,6 +53,8 @@ const struct ntk_layer_traits *ntk_layer_traits(ntk_layer_kind k) {
         {"c", NTK_PARAM_NUMBER, NTK_SLOT_C, 0.0, ANY}                                                   \
   }
 
+#define STABILIZE {"do_stabilize", NTK_PARAM_BOOL, NTK_SLOT_NONE, 0.0, ANY}
+
 /* stax: Cos(a, b, c) is Sin(a, b, c + pi/2). */
 static int cos_phase(struct ntk_map *m, char *why, size_t cap) {
   (void)why, (void)cap;
@@ -61,12 +63,17 @@ static int cos_phase(struct ntk_map *m, char *why, size_t cap) {
 }
 
 static const struct ntk_map_name names[] = {
-    {"Relu", {.kind = NTK_MAP_ABRELU, .a = 0, .b = 1}, {{0}}, NULL},
-    {"LeakyRelu", {.kind = NTK_MAP_ABRELU, .b = 1}, {{"alpha", NTK_PARAM_NUMBER, NTK_SLOT_A, REQUIRED, ANY}}, NULL},
-    {"Abs", {.kind = NTK_MAP_ABRELU, .a = -1, .b = 1}, {{0}}, NULL},
+    /* do_stabilize rescales stax's intermediate values only: the same kernel */
+    {"Relu", {.kind = NTK_MAP_ABRELU, .a = 0, .b = 1}, {STABILIZE}, NULL},
+    {"LeakyRelu",
+     {.kind = NTK_MAP_ABRELU, .b = 1},
+     {{"alpha", NTK_PARAM_NUMBER, NTK_SLOT_A, REQUIRED, ANY}, STABILIZE},
+     NULL},
+    {"Abs", {.kind = NTK_MAP_ABRELU, .a = -1, .b = 1}, {STABILIZE}, NULL},
     {"ABRelu",
      {.kind = NTK_MAP_ABRELU},
-     {{"a", NTK_PARAM_NUMBER, NTK_SLOT_A, REQUIRED, ANY}, {"b", NTK_PARAM_NUMBER, NTK_SLOT_B, REQUIRED, ANY}},
+     {{"a", NTK_PARAM_NUMBER, NTK_SLOT_A, REQUIRED, ANY}, {"b", NTK_PARAM_NUMBER, NTK_SLOT_B, REQUIRED, ANY},
+      STABILIZE},
      NULL},
     {"Erf", {.kind = NTK_MAP_ERF}, ABC_PARAMS, NULL},
     /* 0.5 erf(x / 2.4020563531719796) + 0.5, stax's constants. */
