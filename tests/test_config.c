@@ -546,6 +546,46 @@ START_TEST(test_long_path_lists) {
 END_TEST
 
 /* Windows line endings (and a byte order mark) read like Unix ones. */
+/* A notebook's stax.serial(...) over several lines: joined while a bracket
+ * is open, comments and blank lines dropped; the same network as the one
+ * line; later keys keep their own line numbers. */
+START_TEST(test_arch_lines) {
+  const char *text = "[data]\npath = x.npy\n[model]\narch = stax.serial(  # from a notebook\n"
+                     "    stax.Dense(512, W_std=np.sqrt(2), b_std=0.05),\n\n    # a comment line\n"
+                     "    stax.Relu(), stax.Dense(1, 1.5,\r\n        0.05)\n)\nkernel = ntk\n[output]\npath = o\n";
+  struct ntk_job j, one;
+  ck_assert_int_eq(ntk_job_parse_string(text, "m.conf", &j), NTK_OK);
+  ck_assert_str_eq(j.arch, "stax.serial( stax.Dense(512, W_std=np.sqrt(2), b_std=0.05), stax.Relu(), "
+                           "stax.Dense(1, 1.5, 0.05) )");
+  ck_assert_int_eq(j.arch_line, 4);
+  ck_assert_int_eq(j.arch_lines, 7);
+  ck_assert_int_eq(ntk_job_parse_string("[data]\npath = x.npy\n[model]\narch = Dense(512, W_std=1.4142135623730951, "
+                                        "b_std=0.05) Relu Dense(1, W_std=1.5, b_std=0.05)\n[output]\npath = o\n",
+                                        "o.conf", &one), NTK_OK);
+  ck_assert_uint_eq(j.net->n, one.net->n);
+  for (size_t i = 0; i < j.net->n; i++) {
+    ck_assert_int_eq(j.net->layers[i].kind, one.net->layers[i].kind);
+    ck_assert(j.net->layers[i].w_std == one.net->layers[i].w_std && j.net->layers[i].b_std == one.net->layers[i].b_std);
+  }
+  ntk_job_free(&j);
+  ntk_job_free(&one);
+  /* A bracket in quotes does not count; one left open is named with its line. */
+  ck_assert_int_eq(ntk_job_parse_string("[data]\npath = x.npy\n[model]\narch = Conv(3, 1, '(') Relu\n[output]\npath = o\n",
+                                        "q.conf", &j), NTK_ECONFIG);
+  ck_assert_msg(!strstr(ntk_error_message(), "not closed"), "%s", ntk_error_message());
+  bad("[data]\npath = x.npy\n[model]\narch = stax.serial(stax.Dense(1),\n  stax.Relu()\n[output]\npath = o\n",
+      "bad.conf:6: [model] arch: a bracket opened on line 4 is not closed before this section header");
+  bad("[data]\npath = x.npy\n[output]\npath = o\n[model]\narch = stax.serial(stax.Dense(1),\n  stax.Relu()\n",
+      "bad.conf:6: [model] arch: a bracket opened on this line is not closed by the end of the file");
+  bad("[data]\npath = x.npy\n[model]\narch = stax.serial(\n  stax.Dense(1), stax.Relux())\n[output]\npath = o\n",
+      "bad.conf:4: [model] arch, column 34: unknown layer 'Relux'");
+  bad("[data]\npath = x.npy\n[model]\narch = stax.serial(\n  stax.Dense(1), stax.Relux())\n[output]\npath = o\n",
+      "(the column counts in the value's lines joined by single spaces)");
+  /* Other keys do not span lines. */
+  bad("[data]\npath = x(.npy\n  more\n[model]\narch = Dense\n[output]\npath = o\n", "bad.conf:3: syntax error");
+}
+END_TEST
+
 START_TEST(test_crlf) {
   const char *text = "\xEF\xBB\xBF# job\r\n[data]\r\npath = x.npy\r\ncount = 5   # five\r\n\r\n[model]\r\n"
                      "arch = Dense Relu Dense\r\nkernel = nngp\t; NNGP\r\n[output]\r\npath = o.ntk\r\n";
@@ -648,6 +688,7 @@ int main(void) {
   tcase_add_test(tc, test_long_arch);
   tcase_add_test(tc, test_lines_after_long_lines);
   tcase_add_test(tc, test_long_path_lists);
+  tcase_add_test(tc, test_arch_lines);
   tcase_add_test(tc, test_crlf);
   tcase_add_test(tc, test_fragment);
   tcase_add_test(tc, test_summary);

@@ -190,6 +190,7 @@ static int on_model(struct ctx *c, const char *s, const char *k, const char *v) 
     if (!once(c, s, k, SEEN_ARCH)) return 0;
     if (!(j->arch = strdup(v))) return out_of_memory(c);
     j->arch_line = c->line;
+    j->arch_lines = 1;
   } else if (!strcmp(k, "w_std")) {
     if (!once(c, s, k, SEEN_WSTD)) return 0;
     if (!ntk_parse_double(v, &j->w_std) || j->w_std < 0) return fail(c, s, k, "'%s' is not a number >= 0", v);
@@ -487,6 +488,79 @@ static ntk_status syntax_error(const struct ctx *c) {
   return ntk_error(NTK_ECONFIG, "%s:%d: syntax error (expected 'key = value' or '[section]')", c->name, c->line);
 }
 
+/* Brackets '(' and '[' opened and not closed in s, outside quotes. */
+static int open_brackets(const char *s) {
+  int depth = 0;
+  char quote = 0;
+  for (; *s; s++) {
+    if (quote) quote = *s == quote ? 0 : quote;
+    else if (*s == '\'' || *s == '"') quote = *s;
+    else if (*s == '(' || *s == '[') depth++;
+    else if (*s == ')' || *s == ']') depth--;
+  }
+  return depth;
+}
+
+/* `arch` may span lines as a notebook writes stax.serial(...): while a
+ * bracket is open, the next lines (their comments cut, blank ones and
+ * comment lines skipped) are joined to the value with one space. Returns
+ * the joined value (malloc'd) and advances *next and c->line past the
+ * lines taken; NULL with c->st set when the file or a section header comes
+ * first. */
+static char *join_lines(struct ctx *c, const char *value, char **next) {
+  int first = c->line;
+  size_t len = strlen(value), cap = len + 1;
+  char *out = malloc(cap);
+  if (!out) {
+    c->st = ntk_error(NTK_ENOMEM, "%s:%d: out of memory", c->name, c->line);
+    return NULL;
+  }
+  memcpy(out, value, len + 1);
+  while (open_brackets(out) > 0) {
+    char *line = *next;
+    if (!line) {
+      c->st = ntk_error(NTK_ECONFIG, "%s:%d: [model] arch: a bracket opened on this line is not closed by the "
+                        "end of the file", c->name, first);
+      free(out);
+      return NULL;
+    }
+    c->line++;
+    char *nl = strchr(line, '\n');
+    *next = nl ? nl + 1 : NULL;
+    if (nl) *nl = '\0';
+    char *s = trim(line);
+    if (!*s || *s == '#' || *s == ';') continue;
+    cut_comment(s);
+    s = trim(s);
+    size_t n = strlen(s);
+    if (*s == '[' && s[n - 1] == ']') {
+      int header = 0;
+      for (int i = 0; i < NSECTIONS; i++)
+        header |= n == strlen(section_names[i]) + 2 && !strncmp(s + 1, section_names[i], n - 2);
+      if (header) {
+        c->st = ntk_error(NTK_ECONFIG, "%s:%d: [model] arch: a bracket opened on line %d is not closed before "
+                          "this section header", c->name, c->line, first);
+        free(out);
+        return NULL;
+      }
+    }
+    if (len + 1 + n + 1 > cap) {
+      cap = 2 * (len + 1 + n + 1);
+      char *grown = realloc(out, cap);
+      if (!grown) {
+        free(out);
+        c->st = ntk_error(NTK_ENOMEM, "%s:%d: out of memory", c->name, c->line);
+        return NULL;
+      }
+      out = grown;
+    }
+    out[len++] = ' ';
+    memcpy(out + len, s, n + 1);
+    len += n;
+  }
+  return out;
+}
+
 /* Reads `text` (a private copy, cut up in place) line by line, handing every
  * key to its section's handler. Stops at the first error. */
 static ntk_status read_lines(struct ctx *c, char *text) {
@@ -523,7 +597,19 @@ static ntk_status read_lines(struct ctx *c, char *text) {
     const char *key = trim(s), *value = trim(eq + 1);
     if (section < 0)
       return ntk_error(NTK_ECONFIG, "%s:%d: key '%.*s' is outside any section", c->name, c->line, SHOWN, key);
-    if (!handlers[section](c, section_names[section], key, value)) return c->st;
+    char *joined = NULL;
+    int first = c->line, last = c->line;
+    if (section == SEC_MODEL && !strcmp(key, "arch") && open_brackets(value) > 0) {
+      if (!(joined = join_lines(c, value, &next))) return c->st;
+      value = joined;
+      last = c->line;
+      c->line = first; /* the value's messages name the line of its key */
+    }
+    int ok = handlers[section](c, section_names[section], key, value);
+    if (ok && joined) c->job->arch_lines = last - first + 1;
+    free(joined);
+    c->line = last;
+    if (!ok) return c->st;
   }
   return NTK_OK;
 }
@@ -538,7 +624,8 @@ static ntk_status parse_arch(const struct ctx *c) {
   ntk_status st = ntk_arch_parse_param(job->arch, job->w_std, job->b_std, job->standard, net);
   if (st) {
     free(net);
-    return ntk_error(st, "%s:%d: [model] %s", c->name, job->arch_line, ntk_error_message());
+    return ntk_error(st, "%s:%d: [model] %s%s", c->name, job->arch_line, ntk_error_message(),
+                     job->arch_lines > 1 ? " (the column counts in the value's lines joined by single spaces)" : "");
   }
   job->net = net;
   return NTK_OK;

@@ -103,6 +103,7 @@ struct ntk_job {
   struct ntk_arch *net; /* the arch, parsed once when the job file is (with w_std, b_std, standard);
                            owned (ntk_job_free). NULL if the job has none */
   int arch_line;   /* line of `arch` in the job file, for messages */
+  int arch_lines;  /* lines the value spans (a notebook's stax.serial(...) joined), 1 for one */
   double w_std, b_std;
   int standard;    /* [model] parameterization = standard (else ntk) */
   int kernels;     /* NTK_KERNEL_* mask; "ntk" stores both */
