@@ -8,7 +8,7 @@
 # (design notes: ~23 flops per covariance entry per conv+ReLU layer, 1024^2
 # entries, 20 layers), and for CNN-Flatten-21 at 0.471 MFLOP per pair (its
 # 1024 diagonal entries per layer); then each Myrtle's and neural-tangents'
-# README WideResNet's (configs/wrn.conf's arch, 32 images) time as a
+# README WideResNet's (configs/wrn.conf's arch, 48 images) time as a
 # fraction of CNTK-GAP-21's (targets: Myrtle-10 at most 1/3, issue 15;
 # the WideResNet at most 3, issue 28). Then each network once more
 # on one core (ntkd_bench_cnn, one tile of 16 images), whose entries of the
@@ -74,7 +74,7 @@ echo "CNN benchmarks: float32, random 32x32x3 images, mpirun -np $ranks on $(npr
 run cntk-gap21 48 16 "${arch[cntk-gap21]}"
 run cnn-flatten21 1024 128 "${arch[cnn-flatten21]}"
 for m in myrtle5 myrtle7 myrtle10; do run $m 48 16 "${arch[$m]}"; done
-run wrn 32 16 "${arch[wrn]}" 1.0
+run wrn 48 16 "${arch[wrn]}" 1.0
 for m in myrtle5 myrtle7 myrtle10 wrn; do
   printf '  %-14s %.3f of CNTK-GAP-21 per entry\n' "$m" "$(echo "${per_entry[$m]} / ${per_entry[cntk-gap21]}" | bc -l)"
 done
