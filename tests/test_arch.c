@@ -696,6 +696,11 @@ START_TEST(test_constant_expressions) {
   a = parse_ok("Dense Erf(c=-0 * 1) Dense"); /* an int has no -0: Python's -0 * 1 is 0 */
   ck_assert(a.layers[1].map.c == 0 && !signbit(a.layers[1].map.c));
   ntk_arch_free(&a);
+  /* a sign, then a space: Python's - 0.5 is -0.5 */
+  a = parse_ok("Dense Erf(- 0.5, + 2, c=- np.pi) Dense Polynomial([1, - 2, -  3 * 2]) Dense");
+  ck_assert(a.layers[1].map.a == -0.5 && a.layers[1].map.b == 2 && a.layers[1].map.c == -NTK_PI);
+  ck_assert(a.layers[3].map.coef[1] == -2 && a.layers[3].map.coef[2] == -6);
+  ntk_arch_free(&a);
   parse_bad_at("Dense(W_std=1/0)", 14, "division by zero (ZeroDivisionError in Python)");
   parse_bad_at("Dense(W_std=0**-1)", 14, "0 to a negative power");
   parse_bad_at("Dense(W_std=(-8)**(1/3))", 17, "a negative number to a fractional power, which is complex in Python");

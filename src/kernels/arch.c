@@ -378,6 +378,7 @@ static int starts_expression(const struct parser *p, const char *word) {
   double v;
   if (c == '*' || c == '/' || c == '%' || c == '(') return 1;
   if ((c == '+' || c == '-') && word[0]) return 1;
+  if (word[0] && strspn(word, "+-") == strlen(word)) return 1; /* a sign alone: - 5, -(1), - np.pi */
   if (!word[0] || ntk_parse_double(word, &v)) return 0;
   return strpbrk(word + 1, "+-") != NULL || is_num_constant(word);
 }
