@@ -696,6 +696,11 @@ START_TEST(test_constant_expressions) {
   a = parse_ok("Dense Erf(c=-0 * 1) Dense"); /* an int has no -0: Python's -0 * 1 is 0 */
   ck_assert(a.layers[1].map.c == 0 && !signbit(a.layers[1].map.c));
   ntk_arch_free(&a);
+  /* a sign, then a space: Python's - 0.5 is -0.5 */
+  a = parse_ok("Dense Erf(- 0.5, + 2, c=- np.pi) Dense Polynomial([1, - 2, -  3 * 2]) Dense");
+  ck_assert(a.layers[1].map.a == -0.5 && a.layers[1].map.b == 2 && a.layers[1].map.c == -NTK_PI);
+  ck_assert(a.layers[3].map.coef[1] == -2 && a.layers[3].map.coef[2] == -6);
+  ntk_arch_free(&a);
   parse_bad_at("Dense(W_std=1/0)", 14, "division by zero (ZeroDivisionError in Python)");
   parse_bad_at("Dense(W_std=0**-1)", 14, "0 to a negative power");
   parse_bad_at("Dense(W_std=(-8)**(1/3))", 17, "a negative number to a fractional power, which is complex in Python");
@@ -709,6 +714,17 @@ START_TEST(test_constant_expressions) {
   parse_bad_at("Dense(W_std=1e308 * 10)", 19, "the result is too large for float64");
   parse_bad_at("Dense(W_std=012 + 1)", 13, "'012': an integer with a leading zero is a syntax error in Python");
   parse_bad_at("Dense(W_std=2**60 * 2)", 14, "integer arithmetic beyond 2**53, exact in Python and not in float64");
+  /* 2**53 is where float64 stops being exact: 2**53 + 1 rounds to it, and so does 9007199254740993 as read.
+   * Python: 2**52 + (2**52 + 1) + 1 is 9007199254740994, 9007199254740993 / 7 is 1286742750677284.75, 6 / 9007199254740993
+   * is 6.661338147750938e-16 (float64 went on with 2**53: 9007199254740992, 1286742750677284.5, ...939e-16) */
+  parse_bad_at("Dense(W_std=4503599627370496 + 4503599627370497 + 1)", 30, "integer arithmetic beyond 2**53");
+  parse_bad_at("Dense(W_std=2**53)", 14, "integer arithmetic beyond 2**53");
+  parse_bad_at("Dense(W_std=9007199254740993 / 7)", 30, "integer arithmetic beyond 2**53");
+  parse_bad_at("Dense(W_std=6 / 9007199254740993)", 15, "integer arithmetic beyond 2**53");
+  parse_bad_at("Dense(W_std=9007199254740993 - 1)", 30, "integer arithmetic beyond 2**53");
+  a = parse_ok("Dense(W_std=9007199254740991 + 0 * 1) Relu Dense(W_std=9007199254740993 * 1.0)"); /* exact; float */
+  ck_assert(a.layers[0].w_std == 9007199254740991.0 && a.layers[2].w_std == 9007199254740992.0);
+  ntk_arch_free(&a);
   parse_bad_at("Dense(W_std=1 + )", 17, "expected a number in a constant expression, found ')'");
   parse_bad_at("Dense(W_std=(1 + 2)", 20, "expected ',' or ')' in argument list");
   parse_bad_at("Dense(W_std=2 * 1j)", 18, "expected an operator after a number in a constant expression, found 'j'");

@@ -441,6 +441,40 @@ START_TEST(test_cifar) {
 }
 END_TEST
 
+/* A refused value (NaN, infinite, beyond float32 once scaled) is reported
+ * as when the values were checked after loading: after what is wrong with
+ * the file itself, and the first in the NHWC array, not in the file. */
+START_TEST(test_refused_value_order) {
+  /* NCHW, 3 channels of 2 x 2: NaN at channel 0 pixel 3 (NHWC feature 9), inf at channel 2 pixel 0 (feature 2) */
+  float v[12] = {0};
+  v[0 * 4 + 3] = NAN;
+  v[2 * 4 + 0] = INFINITY;
+  write_npy_raw("chw_bad.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 2, 2), }", v, sizeof v);
+  struct ntk_job j;
+  job_for(&j, "chw_bad.npy");
+  j.layout = NTK_LAYOUT_NCHW;
+  struct ntk_dataset ds;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "sample 0, feature 2 is infinite"), "%s", ntk_error_message());
+  /* a CIFAR-10 batch whose record 1 has label 77 and whose pixels pass float32 at scale 1e38: the label first */
+  write_cifar("label_scaled.bin", 3, 1, 0);
+  job_for(&j, "label_scaled.bin");
+  j.has_scale = 1;
+  j.scale = 1e38;
+  ck_assert_int_eq(ntk_data_load(&j, 4, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "record 1 has label 77"), "%s", ntk_error_message());
+  write_cifar("scaled.bin", 3, 0, 0);
+  ck_assert_int_eq(load("scaled.bin", 4, &ds), NTK_OK); /* 1/255: in range */
+  ntk_data_free(&ds);
+  job_for(&j, "scaled.bin");
+  j.has_scale = 1;
+  j.scale = 1e38;
+  ck_assert_int_eq(ntk_data_load(&j, 4, &ds), NTK_EINPUT); /* pixel 4 of record 0 is 4e38 */
+  ck_assert_msg(strstr(ntk_error_message(), "scaled.bin: sample 0, feature 12 is infinite or out of range after scaling"),
+                "%s", ntk_error_message());
+}
+END_TEST
+
 /* ---- hostile paths and files --------------------------------------------- */
 
 /* A reader that opens a FIFO blocks in open() until a writer comes, and
@@ -756,6 +790,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_label_classes);
   if (fashion) tcase_add_test(tc, test_fashion_mnist);
   tcase_add_test(tc, test_cifar);
+  tcase_add_test(tc, test_refused_value_order);
   tcase_add_test(tc, test_not_regular);
   tcase_add_test(tc, test_overflowing_shapes);
   tcase_add_test(tc, test_cifar_count_stops);

@@ -37,6 +37,9 @@ struct raw {
   int elem;     /* 4 or 8 */
   int samples;  /* samples (scaled by raw_scale, finite, in range), not labels (as read) */
   const struct ntk_job *job; /* samples: [data] scale */
+  int chw;      /* samples arrive C x H x W (NCHW), reordered to HWC once read */
+  size_t bad;   /* the first sample value refused, as an index into the HWC array; SIZE_MAX: none */
+  double bad_v; /* its value as read */
 };
 
 /* The factor every sample value is multiplied by: [data] scale, else 1/255
@@ -48,20 +51,34 @@ static double raw_scale(const struct raw *r) {
 
 /* Store count values v (doubles, as read) from value index `at` on: scaled,
  * checked (samples: NaN, infinite, or beyond float32 in a float32 job, after
- * scaling) and narrowed to r->elem bytes. */
-static ntk_status raw_put(struct raw *r, const char *path, size_t at, const double *v, size_t count) {
+ * scaling) and narrowed to r->elem bytes. A refused value is remembered,
+ * not reported (raw_refused): the file is read to its end first, so that a
+ * truncated or malformed file says so whatever its values, and the value
+ * reported is the first in the HWC array, as when every value was checked
+ * after loading. */
+static void raw_put(struct raw *r, size_t at, const double *v, size_t count) {
   double scale = raw_scale(r), lim = r->elem == 4 ? 3.0e38 : 1.7e308;
   for (size_t k = 0; k < count; k++) {
     double y = v[k] * scale;
     if (r->samples && !(fabs(y) <= lim)) {
-      size_t i = at + k;
-      return ntk_error(NTK_EINPUT, "%s: sample %zu, feature %zu is %s%s", path, i / r->d, i % r->d,
-                       isnan(v[k]) ? "NaN" : "infinite or out of range", isfinite(v[k]) ? " after scaling" : "");
+      size_t i = at + k, f = i % r->d, hw = r->h * r->w;
+      if (r->chw) f = f % hw * r->c + f / hw; /* its place once the sample is reordered */
+      i = i - i % r->d + f;
+      if (i < r->bad) {
+        r->bad = i;
+        r->bad_v = v[k];
+      }
     }
     if (r->elem == 4) ((float *)r->x)[at + k] = (float)y;
     else ((double *)r->x)[at + k] = y;
   }
-  return NTK_OK;
+}
+
+/* The first value raw_put refused, as an error naming the first file. */
+static ntk_status raw_refused(const struct raw *r, const char *path) {
+  if (r->bad == SIZE_MAX) return NTK_OK;
+  return ntk_error(NTK_EINPUT, "%s: sample %zu, feature %zu is %s%s", path, r->bad / r->d, r->bad % r->d,
+                   isnan(r->bad_v) ? "NaN" : "infinite or out of range", isfinite(r->bad_v) ? " after scaling" : "");
 }
 
 /* Open an input file for reading through zlib. FIFOs, devices and sockets
@@ -200,7 +217,7 @@ static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t 
       } else {
         for (size_t k = 0; k < m; k++) v[k] = get_value(b + k * s, t, big_endian);
       }
-      st = raw_put(r, path, base + i + j, v, m);
+      raw_put(r, base + i + j, v, m);
     }
   }
   free(buf), free(v);
@@ -345,9 +362,10 @@ static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f
   else if (ndim == 4) { c = shape[1]; h = shape[2]; w = shape[3]; }
   r->h = h; r->w = w; r->c = c;
   r->is_u8 = t == T_U8;
+  r->chw = ndim == 4 && job->layout == NTK_LAYOUT_NCHW && c > 1;
   if ((st = alloc_raw(r, path))) return st;
   if ((st = read_values(f, path, r, 0, r->n, t, big))) return st;
-  if (ndim == 4 && job->layout == NTK_LAYOUT_NCHW && c > 1) {
+  if (r->chw) {
     /* Reorder each sample from CHW to HWC. */
     size_t es = (size_t)r->elem;
     char *tmp = malloc(r->d * es);
@@ -483,7 +501,7 @@ static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const lon
       if (st) break;
       for (size_t ch = 0; ch < 3; ch++)
         for (size_t p = 0; p < 1024; p++) v[p * 3 + ch] = rec[1 + ch * 1024 + p];
-      if ((st = raw_put(r, path, i * 3072, v, 3072))) break;
+      raw_put(r, i * 3072, v, 3072);
     }
   }
   if (st || all_plain) return st;
@@ -515,6 +533,7 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
   r.elem = elem;
   r.samples = 1;
   r.job = job;
+  r.bad = SIZE_MAX;
   ntk_data_format fmt = job->format == NTK_FORMAT_AUTO ? guess_format(job->data_path[0]) : job->format;
   if (job->ndata > 1 && fmt != NTK_FORMAT_CIFAR10)
     return ntk_error(NTK_EINPUT, "%s: [data] path lists %d files; several files are only "
@@ -531,6 +550,7 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
     if (fmt == NTK_FORMAT_NPY) st = read_npy(job, path, files[0], &r);
     else if (fmt == NTK_FORMAT_IDX) st = read_idx(job, path, files[0], &r);
     else st = read_cifar(job, files, sizes, job->ndata, &r);
+    if (!st) st = raw_refused(&r, path);
   }
   for (int k = 0; k < opened; k++) gzclose(files[k]);
   if (st) {
@@ -575,7 +595,7 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
   if (!st && exact && dim[0] != n)
     st = ntk_error(NTK_EINPUT, "%s: holds %zu labels but the data hold %zu samples; set count to use "
                    "the first ones", path, dim[0], n);
-  struct raw r = {.n = n, .d = 1, .elem = 8}; /* labels as read: doubles, not scaled */
+  struct raw r = {.n = n, .d = 1, .elem = 8, .bad = SIZE_MAX}; /* labels as read: doubles, not scaled */
   if (!st) st = alloc_raw(&r, path);
   if (!st) st = read_values(f, path, &r, 0, n, t, big);
   gzclose(f);

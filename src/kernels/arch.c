@@ -168,9 +168,12 @@ static ntk_status expr_expected(struct parser *p, const char *what) {
   return perr(p, "%s", msg);
 }
 
-/* Python's int arithmetic is exact: in float64 only up to 2**53. */
+/* Python's int arithmetic is exact: in float64 only below 2**53. 2**53
+ * itself is refused too: it is also what 2**53 + 1 rounds to, as a
+ * result (2**53 + 1 + 1 would go on as 2**53, not 2**53 + 2) and as a
+ * literal (9007199254740993 / 7 would divide 2**53). */
 static ntk_status int_exact(struct parser *p, size_t at, double a, double b, struct num *r) {
-  if (fabs(a) > NTK_EXACT_INT || fabs(b) > NTK_EXACT_INT || fabs(r->v) > NTK_EXACT_INT)
+  if (fabs(a) >= NTK_EXACT_INT || fabs(b) >= NTK_EXACT_INT || fabs(r->v) >= NTK_EXACT_INT)
     return expr_at(p, at, "integer arithmetic beyond 2**53, exact in Python and not in float64: write the "
                           "numbers as floats (1e20)");
   if (r->v == 0) r->v = 0.0; /* an int has no -0 */
@@ -335,7 +338,7 @@ static ntk_status expr_term(struct parser *p, struct num *out, int depth) {
       if (b.v == 0) return expr_at(p, at, "division by zero (ZeroDivisionError in Python)");
       out->v = a.v / b.v; /* Python's int / int: the quotient correctly rounded, as here below 2**53 */
       out->is_int = 0;
-      if (a.is_int && b.is_int && (fabs(a.v) > NTK_EXACT_INT || fabs(b.v) > NTK_EXACT_INT))
+      if (a.is_int && b.is_int && (fabs(a.v) >= NTK_EXACT_INT || fabs(b.v) >= NTK_EXACT_INT))
         return int_exact(p, at, a.v, b.v, out);
     } else {
       out->v = a.v * b.v;
@@ -375,6 +378,7 @@ static int starts_expression(const struct parser *p, const char *word) {
   double v;
   if (c == '*' || c == '/' || c == '%' || c == '(') return 1;
   if ((c == '+' || c == '-') && word[0]) return 1;
+  if (word[0] && strspn(word, "+-") == strlen(word)) return 1; /* a sign alone: - 5, -(1), - np.pi */
   if (!word[0] || ntk_parse_double(word, &v)) return 0;
   return strpbrk(word + 1, "+-") != NULL || is_num_constant(word);
 }
