@@ -21,7 +21,7 @@ start=$SECONDS
 # stands for them here (side_by_side too runs Python over libntkd). Nor
 # `install`: it links a user's program, built without the sanitizers,
 # against the installed library (the normal build runs it).
-binary="e2e|crash|trust|docs_ini|large_tile|attack25|store_corpus|gpu_scripts"
+binary="e2e|crash|trust|docs_ini|large_tile|attack25|store_corpus|gpu_scripts|bench_ridges"
 ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2 -E "$binary|^python$|^side_by_side$|^install$"
 # The binary's tests, without leak checking. Optimised (-O2 -g, as the
 # release build): a debug build with ASan computed ~100x slower than the
@@ -33,7 +33,8 @@ ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2 -E "$binary|^python$|
 # the 4 GiB tile (a memory-scale test), the GPU scripts (no CUDA in this
 # build), and the two Python-driven attack corpora (attack25, store_corpus:
 # checks of results, run by the normal build's long stage; scripts/fuzz.sh
-# fuzzes the store reader under ASan).
+# fuzzes the store reader under ASan). bench_ridges runs a kernel job
+# under mpirun, so it is one of the binary's tests.
 ASAN_OPTIONS=detect_leaks=0 NTKD_TRUST_DEPTH=20 NTKD_TRUST_PAIRS=4 NTKD_TRUST_TRIALS=15 NTKD_TEST_SLOW=100 \
   ctest --output-on-failure -j 2 -R "$binary" -E "large_tile|attack25|store_corpus|gpu_scripts" --timeout 1800
 echo "test-sanitize.sh: took $((SECONDS - start)) s"

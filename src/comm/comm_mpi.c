@@ -389,12 +389,13 @@ static int find_pending(const ntk_comm_t *c, int source) {
   return -1;
 }
 
-/* The next pause of a waiting loop: doubling from its start, up to 0.2 ms
- * for the first 0.2 s of the wait (an answer on its way: a worker's
- * grant; rank 0 between the tiles of an FC job, a message every ~30 ms
- * here), then up to 2 ms (an idle rank: ~500 wake-ups a second). With a
- * 2 ms cap from the start a worker waited 7 ms per tile for its grant
- * (10 % of an FC job's tiles phase), with 0.2 ms 1.8 ms (docs/PERFORMANCE.md). */
+/* The next pause of a waiting loop: doubling from its start while under
+ * 0.2 ms for the first 0.2 s of the wait (so at most 0.32 ms: an answer on
+ * its way, a worker's grant; rank 0 between the tiles of an FC job, a
+ * message every ~30 ms here), then while under 2 ms (at most 2.56 ms: an
+ * idle rank, ~400 wake-ups a second). With the 2 ms bound from the start a
+ * worker waited 7 ms per tile for its grant (10 % of an FC job's tiles
+ * phase), with 0.2 ms 1.8 ms (docs/PERFORMANCE.md). */
 static long next_pause(long pause_ns, double start) {
   long cap = now() - start < 0.2 ? 200000 : 2000000;
   return pause_ns < cap ? 2 * pause_ns : pause_ns;
