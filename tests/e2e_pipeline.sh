@@ -47,9 +47,10 @@ check "mpirun, pipelined: both workers got tiles" \
   grep -Eq "tiles per worker: rank 1: [1-9][0-9]*, rank 2: [1-9]" err.log
 
 # Few tiles, deep queues: each worker gets its share, not the first one
-# served everything (3 tiles, 2 workers asking for 5 each). With so few
-# tiles none is queued behind another (src/coordinator/coordinator.c,
-# send_next): one each, the third to whichever finishes first.
+# served everything (3 tiles, 2 workers asking for 5 each). With fewer
+# tiles than 2 per worker none is queued behind another
+# (src/coordinator/coordinator.c, send_next): one each, the third to
+# whichever finishes first.
 job few x.npy 350
 expect_rc 0 "mpirun -np 3, 3 tiles, 3 compression threads per worker" \
   env NTKD_COMPRESS_THREADS=3 mpirun -np 3 "$NTKD" few.conf

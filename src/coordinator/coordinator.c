@@ -369,15 +369,13 @@ static void send_next(struct sched *s, int worker, struct peer *p, int *active) 
   uint64_t share = (left + workers - 1) / workers;
   int limit = share < (uint64_t)p[worker].depth ? (int)share : p[worker].depth;
   if (limit < NTK_PREFETCH) limit = NTK_PREFETCH;
-  /* And none queued behind a tile being computed where that could leave
-   * another worker idle: a queue saves a worker the round trip to rank 0
-   * between tiles (milliseconds), but a tile queued at a busy worker while
-   * another finishes costs up to a whole tile (a CNN tile takes seconds to
-   * minutes: 3 WideResNet tiles on 2 workers took 41 s where 28 s would
-   * do). Before a tile has come back: only when there are at least 8 per
-   * worker left; after, only while tiles take under 0.25 s. */
-  int deep = s->slowest > 0 ? s->slowest < 0.25 && unassigned >= workers : unassigned >= 8 * workers;
-  if (!deep) limit = 1;
+  /* And none queued behind a tile being computed once fewer tiles are left
+   * than would fill every worker's queue: a queue saves a worker the round
+   * trip to rank 0 between tiles (milliseconds) and lets a pipelined one
+   * compute while it compresses, but at the end of a job a tile queued at
+   * a busy worker while another goes idle costs up to a whole tile (3
+   * WideResNet tiles on 2 workers took 41 s where 28 s would do). */
+  if (unassigned < NTK_PREFETCH * workers) limit = 1;
   while (p[worker].inflight < limit && sched_more(s)) {
     uint64_t index = s->pending[s->next];
     ntk_status st = ntk_comm_send(s->comm, worker, NTK_TAG_WORK, &index, sizeof index);
