@@ -575,6 +575,8 @@ START_TEST(test_arch_lines) {
   ck_assert_msg(!strstr(ntk_error_message(), "not closed"), "%s", ntk_error_message());
   bad("[data]\npath = x.npy\n[model]\narch = stax.serial(stax.Dense(1),\n  stax.Relu()\n[output]\npath = o\n",
       "bad.conf:6: [model] arch: a bracket opened on line 4 is not closed before this section header");
+  bad("[data]\npath = x.npy\n[model]\narch = stax.serial(stax.Dense(1),\n  stax.Relu()\n[ output ]\npath = o\n",
+      "bad.conf:6: [model] arch: a bracket opened on line 4 is not closed before this section header");
   bad("[data]\npath = x.npy\n[output]\npath = o\n[model]\narch = stax.serial(stax.Dense(1),\n  stax.Relu()\n",
       "bad.conf:6: [model] arch: a bracket opened on this line is not closed by the end of the file");
   bad("[data]\npath = x.npy\n[model]\narch = stax.serial(\n  stax.Dense(1), stax.Relux())\n[output]\npath = o\n",

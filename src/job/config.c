@@ -501,6 +501,29 @@ static int open_brackets(const char *s) {
   return depth;
 }
 
+/* The next line of the file, from *line on: counted, cut off at its end
+ * (*line then points past it, or is NULL at the end of the file), trimmed,
+ * its comment cut. "" for a blank line or a comment line. */
+static char *take_line(struct ctx *c, char **line) {
+  char *s = *line, *nl = strchr(s, '\n');
+  c->line++;
+  *line = nl ? nl + 1 : NULL;
+  if (nl) *nl = '\0';
+  s = trim(s);
+  if (!*s || *s == '#' || *s == ';') return s + strlen(s);
+  cut_comment(s);
+  return trim(s);
+}
+
+/* The section [name] names (name trimmed), or -1. */
+static int section_index(const char *name, size_t len) {
+  while (len && is_blank(*name)) name++, len--;
+  while (len && is_blank(name[len - 1])) len--;
+  for (int i = 0; i < NSECTIONS; i++)
+    if (len == strlen(section_names[i]) && !strncmp(name, section_names[i], len)) return i;
+  return -1;
+}
+
 /* `arch` may span lines as a notebook writes stax.serial(...): while a
  * bracket is open, the next lines (their comments cut, blank ones and
  * comment lines skipped) are joined to the value with one space. Returns
@@ -517,27 +540,17 @@ static char *join_lines(struct ctx *c, const char *value, char **next) {
   }
   memcpy(out, value, len + 1);
   while (open_brackets(out) > 0) {
-    char *line = *next;
-    if (!line) {
+    if (!*next) {
       c->st = ntk_error(NTK_ECONFIG, "%s:%d: [model] arch: a bracket opened on this line is not closed by the "
                         "end of the file", c->name, first);
       free(out);
       return NULL;
     }
-    c->line++;
-    char *nl = strchr(line, '\n');
-    *next = nl ? nl + 1 : NULL;
-    if (nl) *nl = '\0';
-    char *s = trim(line);
-    if (!*s || *s == '#' || *s == ';') continue;
-    cut_comment(s);
-    s = trim(s);
+    char *s = take_line(c, next);
     size_t n = strlen(s);
+    if (!n) continue;
     if (*s == '[' && s[n - 1] == ']') {
-      int header = 0;
-      for (int i = 0; i < NSECTIONS; i++)
-        header |= n == strlen(section_names[i]) + 2 && !strncmp(s + 1, section_names[i], n - 2);
-      if (header) {
+      if (section_index(s + 1, n - 2) >= 0) {
         c->st = ntk_error(NTK_ECONFIG, "%s:%d: [model] arch: a bracket opened on line %d is not closed before "
                           "this section header", c->name, c->line, first);
         free(out);
@@ -566,25 +579,16 @@ static char *join_lines(struct ctx *c, const char *value, char **next) {
 static ntk_status read_lines(struct ctx *c, char *text) {
   int section = -1; /* no header yet */
   if (!strncmp(text, "\xEF\xBB\xBF", 3)) text += 3; /* a UTF-8 byte order mark, as some editors write */
-  char *next;
-  for (char *line = text; line; line = next) {
-    c->line++;
-    char *nl = strchr(line, '\n');
-    next = nl ? nl + 1 : NULL;
-    if (nl) *nl = '\0';
-    char *s = trim(line);
-    if (!*s || *s == '#' || *s == ';') continue;
-    cut_comment(s);
-    s = trim(s);
+  for (char *next = text; next;) {
+    char *s = take_line(c, &next);
+    if (!*s) continue;
     if (*s == '[') {
       char *close = strchr(s, ']');
       if (!close) return ntk_error(NTK_ECONFIG, "%s:%d: section header without ']'", c->name, c->line);
       if (close[1]) return syntax_error(c);
       *close = '\0';
       const char *name = trim(s + 1);
-      section = -1;
-      for (int i = 0; i < NSECTIONS; i++)
-        if (!strcmp(name, section_names[i])) section = i;
+      section = section_index(name, strlen(name));
       if (section < 0)
         return ntk_error(NTK_ECONFIG, "%s:%d: unknown section [%.*s] (" SECTION_LIST ")", c->name, c->line,
                          SHOWN, name);
