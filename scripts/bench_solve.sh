@@ -34,6 +34,7 @@ if [ "${1:-}" = --ridges ]; then RIDGES=1; shift; fi
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 shift || true
 NS=${*:-20000 30000}
+RIDGES_N=${1:-10000} # --ridges: one train size
 NTE=${NTE:-2000}
 GRIDS=${GRIDS:-1x1 2x1 1x2}
 OUT=${OUT:-$ROOT/out/bench-solve}
@@ -77,8 +78,7 @@ field() { sed -n "s/.*$2 \([0-9.][0-9.]*\) s.*/\1/p" "$1" | head -1; }
 peak() { awk '/Maximum resident set size/ {if ($6 > m) m = $6} END {printf "%.2f", m / 1048576}' "$1"; }
 
 if [ $RIDGES = 1 ]; then
-  n=${NS%% *}
-  [ "$NS" = "20000 30000" ] && n=10000
+  n=$RIDGES_N
   job "base$n" "$n"
   if [ ! -e "fc$n.ntk" ]; then
     echo "bench_solve: computing the $n + $NTE sample kernel (fc$n.ntk)" >&2
