@@ -488,7 +488,8 @@ static ntk_status syntax_error(const struct ctx *c) {
   return ntk_error(NTK_ECONFIG, "%s:%d: syntax error (expected 'key = value' or '[section]')", c->name, c->line);
 }
 
-/* Brackets '(' and '[' opened and not closed in s, outside quotes. */
+/* Brackets '(' and '[' opened and not closed in s, outside quotes (a
+ * quote ends with its line, as a Python string does). */
 static int open_brackets(const char *s) {
   int depth = 0;
   char quote = 0;
@@ -539,7 +540,8 @@ static char *join_lines(struct ctx *c, const char *value, char **next) {
     return NULL;
   }
   memcpy(out, value, len + 1);
-  while (open_brackets(out) > 0) {
+  /* counted line by line: over the whole value each time, 60 000 lines took 42 s */
+  for (int depth = open_brackets(value); depth > 0;) {
     if (!*next) {
       c->st = ntk_error(NTK_ECONFIG, "%s:%d: [model] arch: a bracket opened on this line is not closed by the "
                         "end of the file", c->name, first);
@@ -570,6 +572,7 @@ static char *join_lines(struct ctx *c, const char *value, char **next) {
     out[len++] = ' ';
     memcpy(out + len, s, n + 1);
     len += n;
+    depth += open_brackets(s);
   }
   return out;
 }
