@@ -2,7 +2,8 @@
 # The cg solve method end to end (docs/SOLVE.md, "n beyond memory: conjugate
 # gradients"): on a 2 500-sample float32 FC kernel, conjugate gradients with
 # the kernel held in memory and streamed from the store, on 1 and 3 ranks,
-# give the Cholesky solve's predictions within 1e-6 of their scale; a ridge
+# with float32 products (the default) and float64 ones, give the Cholesky
+# solve's predictions within 1e-6 of their scale; a ridge
 # that cannot converge (ridge 0 on duplicated samples) is reported and the
 # other ridges are still written; a stop signal ends the iterations.
 # Usage: tests/e2e_cg.sh path/to/ntkd
@@ -59,6 +60,22 @@ for P in 1 3; do
     check "... and the table its iterations" bash -c "grep -Eq '^ntk +0.01 +[^ ]+ +[0-9]+ it ' out.log"
   done
 done
+# The iterations' products in float64 (cg_products = float64) against the
+# default float32 products with true residuals in float64: both give the
+# Cholesky solve's predictions; the float32 run says how many true residuals
+# it computed.
+check "the float32 products computed true residuals in float64" has "cg ntk: [0-9]* true residuals" err.log
+check "... in time: no column restarted from a drifted residual" bash -c "! grep -q 'drifted above the tolerance' err.log"
+job cgf64 xtr.npy ytr.npy "$RIDGES" "method = cg" "cg_products = float64"
+expect_rc 0 "cg, products in float64, 3 ranks" mpirun -np 3 "$NTKD" solve k.ntk cgf64.conf
+check "... predictions equal the Cholesky solve's within 1e-6" close cgf64 lapack
+check "... and no true residuals were needed" bash -c "! grep -q 'true residuals' err.log"
+# A float64 store: cg_products = float32 is refused, auto runs float64.
+job f64 dup.npy ydup.npy 0.01 "method = cg" "cg_products = float32"
+sed -i 's/^path = k.ntk/path = k64.ntk/; s/^precision = float32/precision = float64/' f64.conf
+expect_rc 2 "cg_products = float32 on a float64 kernel: refused" mpirun -np 2 "$NTKD" f64.conf
+check "... saying why" has "cg_products = float32 needs a float32 kernel; this store holds float64 tiles" err.log
+check "... after the kernel was written: the store is complete" bash -c "'$NTKD' info k64.ntk 2>&1 | grep -q complete"
 check "memory and stream give the same predictions bit for bit (1 rank)" \
   bash -c "for f in cgmemory1-*.npy; do cmp -s \$f \${f/cgmemory1/cgstream1} || exit 1; done"
 job cgauto3 xtr.npy ytr.npy 1e-3 "method = cg" "preconditioner_rank = 0" "tolerance = 1e-10"

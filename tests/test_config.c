@@ -259,12 +259,13 @@ START_TEST(test_regression_good) {
   /* every key of the solve methods */
   ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nmethod = scalapack\n"
                                         "block = 128\ngrid = 2 x 3\ntolerance = 1e-9\nmax_iterations = 500\n"
-                                        "preconditioner_rank = 0\ncg_kernel = stream\nloo = no\n",
+                                        "preconditioner_rank = 0\ncg_kernel = stream\ncg_products = float64\nloo = no\n",
                                         "r.conf", &j), NTK_OK);
   ck_assert_int_eq(j.solve.method, NTK_SOLVE_SCALAPACK);
   ck_assert(j.solve.block == 128 && j.solve.grid_rows == 2 && j.solve.grid_cols == 3);
   ck_assert(j.solve.tolerance == 1e-9 && j.solve.max_iterations == 500 && j.solve.precond_rank == 0);
   ck_assert(j.solve.cg_kernel == NTK_CG_KERNEL_STREAM && j.solve.loo == 0);
+  ck_assert_int_eq(j.solve.cg_products, NTK_CG_PRODUCTS_FLOAT64);
   ntk_job_free(&j);
   ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = t\nlabels = l\ntest_test = yes\n[solve]\nridge = 1\n"
                                         "variance = full\n", "r.conf", &j), NTK_OK);
@@ -299,6 +300,8 @@ START_TEST(test_regression_errors) {
   bad(SOLVE "max_iterations = 0\n", "[solve] max_iterations: '0' is not a positive integer");
   bad(SOLVE "preconditioner_rank = -1\n", "[solve] preconditioner_rank: '-1'");
   bad(SOLVE "cg_kernel = disk\n", "[solve] cg_kernel: 'disk' is not auto, memory or stream");
+  bad(SOLVE "cg_products = mixed\n", "bad.conf:14: [solve] cg_products: 'mixed' is not auto, float32 or float64");
+  bad(SOLVE "cg_products = float32\ncg_products = float64\n", "bad.conf:15: [solve] cg_products: given twice");
   bad(SOLVE "loo = 1\n", "[solve] loo: '1' is not yes or no");
   bad(SOLVE "variance = diag\n", "[solve] variance: 'diag' is not no, yes");
   bad(SOLVE "variance = yes\n", "bad.conf:12: [solve] variance needs the test x test kernel: add test_test = yes");

@@ -23,7 +23,7 @@ enum {
   SEEN_BATCH, SEEN_EPOCHS, SEEN_ALPHA, SEEN_BETA1, SEEN_BETA2, SEEN_EPS, SEEN_SEED, SEEN_FLUSH,
   SEEN_SNAPSHOT, SEEN_LOG, SEEN_VPATH, SEEN_VLABELS, SEEN_VCOUNT, SEEN_DEVICE, SEEN_TPATH, SEEN_TLABELS,
   SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND, SEEN_WTIMEOUT, SEEN_METHOD, SEEN_BLOCK, SEEN_GRID,
-  SEEN_TOL, SEEN_MAXIT, SEEN_PRANK, SEEN_CGKERNEL, SEEN_LOO, SEEN_VARIANCE, SEEN_CLASSES,
+  SEEN_TOL, SEEN_MAXIT, SEEN_PRANK, SEEN_CGKERNEL, SEEN_CGPRODUCTS, SEEN_LOO, SEEN_VARIANCE, SEEN_CLASSES,
 };
 #define HAS(c, key) (((c)->seen >> (key)) & 1u)
 
@@ -407,6 +407,11 @@ static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) 
     int m = word_index(v, (const char *const[]){"auto", "memory", "stream", NULL});
     if (m < 0) return fail(c, s, k, "'%s' is not auto, memory or stream", v);
     o->cg_kernel = m;
+  } else if (!strcmp(k, "cg_products")) {
+    if (!once(c, s, k, SEEN_CGPRODUCTS)) return 0;
+    int m = word_index(v, (const char *const[]){"auto", "float32", "float64", NULL});
+    if (m < 0) return fail(c, s, k, "'%s' is not auto, float32 or float64", v);
+    o->cg_products = m;
   } else if (!strcmp(k, "loo")) {
     if (!once(c, s, k, SEEN_LOO)) return 0;
     int m = word_index(v, (const char *const[]){"no", "yes", NULL});
@@ -419,7 +424,7 @@ static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) 
     o->variance = m;
   } else {
     return fail(c, s, k, "%s", "unknown key (ridge, predictions, method, block, grid, tolerance, max_iterations, "
-                "preconditioner_rank, cg_kernel, loo, variance)");
+                "preconditioner_rank, cg_kernel, cg_products, loo, variance)");
   }
   return 1;
 }

@@ -75,12 +75,14 @@ struct ntk_solve_opts {
   size_t max_iterations; /* CG; 0: the method's default */
   size_t precond_rank;   /* CG: rank of the low-rank preconditioner, 0: none; NTK_PRECOND_DEFAULT: the method's */
   int cg_kernel;         /* CG: NTK_CG_KERNEL_AUTO | MEMORY (the tiles across the ranks) | STREAM (from the store) */
+  int cg_products;       /* CG: NTK_CG_PRODUCTS_AUTO (float32 for float32 tiles) | FLOAT32 | FLOAT64 */
   int loo;               /* Cholesky: leave-one-out accuracy and MSE per ridge (default yes) */
   int variance;          /* NTK_VARIANCE_NO | DIAG (the m test variances) | FULL (the m x m covariance) */
 };
 #define NTK_PRECOND_DEFAULT SIZE_MAX
 enum { NTK_SOLVE_AUTO = 0, NTK_SOLVE_LAPACK = 1, NTK_SOLVE_SCALAPACK = 2, NTK_SOLVE_CG = 3 };
 enum { NTK_CG_KERNEL_AUTO = 0, NTK_CG_KERNEL_MEMORY = 1, NTK_CG_KERNEL_STREAM = 2 };
+enum { NTK_CG_PRODUCTS_AUTO = 0, NTK_CG_PRODUCTS_FLOAT32 = 1, NTK_CG_PRODUCTS_FLOAT64 = 2 };
 enum { NTK_VARIANCE_NO = 0, NTK_VARIANCE_DIAG = 1, NTK_VARIANCE_FULL = 2 };
 
 struct ntk_job {

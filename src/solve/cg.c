@@ -11,6 +11,17 @@
  *   Products accumulate in float64: a float32 tile is converted to float64
  *   CHUNK rows at a time and multiplied by OpenBLAS's dgemm, so CG solves
  *   exactly the matrix the Cholesky methods factorise.
+ * - cg_products = float32 (the default for float32 tiles): the iterations'
+ *   products K P run in float32 (sgemm on the held tiles, each tile's
+ *   result added in float64), twice the flops per second and no
+ *   conversion. Their rounding (about eps32 |K| |P|, far above the 1e-8
+ *   tolerance) makes the recurrence's residual drift from the truth, so
+ *   a column's true residual B - (K + reg) X is computed with a float64
+ *   product whenever its residual fell by CG_REFRESH since the last one,
+ *   when it reaches the tolerance and at max_iterations, and replaces the
+ *   recurrence's (a "reliable update": X and the direction P are kept, so
+ *   the Krylov space is not lost as a restart would lose it). A column
+ *   stops only on a true residual at most the tolerance.
  * - Every rank holds the full vectors (n x columns doubles); the columns
  *   are all (ridge, class) pairs, each with its own shift reg_r, one
  *   product K P per iteration for all columns still running.
@@ -22,9 +33,10 @@
  *   least ACCEPT times the largest residual outside the batch (so every
  *   pivot is within that factor of the greedy choice). For shift s the
  *   preconditioner (L L^T + s I)^-1 is applied by Woodbury,
- *   (r - L (s I + L^T L)^-1 L^T r) / s, one k x k Cholesky factor per
- *   ridge; s = reg, and for ridge 0 the mean residual diagonal (what
- *   L L^T leaves out).
+ *   (r - L (s I + L^T L)^-1 L^T r) / s; with L^T L = V diag(lam) V^T
+ *   (decomposed once) and L V in place of L, (s I + L^T L)^-1 is a
+ *   diagonal scaling, so one factor serves every ridge. s = reg plus the
+ *   mean residual diagonal (what L L^T leaves out).
  * - Decisions that steer collectives (which columns still run, the
  *   pivots) are made identically on every rank: from values that are
  *   exact sums (each summed entry has one contributor), or broadcast from
@@ -44,15 +56,13 @@
 #include "solve/solve_method.h"
 #include "base/tiling.h"
 
-void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info, size_t);
-void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *a, const int *lda, double *b,
-             const int *ldb, int *info, size_t);
+void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda, double *w, double *work,
+             const int *lwork, int *iwork, const int *liwork, int *info, size_t, size_t);
 
 /* Defaults (docs/SOLVE.md says why). */
 #define CG_TOLERANCE 1e-8
 #define CG_MAX_ITERATIONS 2000
-#define CG_RANK_MAX 4000 /* default preconditioner rank: n / 4, at most this, */
-#define CG_CHOL_BYTES 1e9 /* and its per-ridge factors at most this per rank */
+#define CG_RANK_MAX 4000 /* default preconditioner rank: n / 4, at most this */
 #ifndef CG_CHUNK
 #define CG_CHUNK 64 /* float32 tile rows converted to float64 per dgemm pair */
 #endif
@@ -69,8 +79,11 @@ void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *a, c
 #define CG_PRINT_EVERY 5.0 /* seconds between progress lines */
 #endif
 #define CG_RESTARTS 3      /* restarts from the true residual when the recurrence drifted */
+#ifndef CG_REFRESH
+#define CG_REFRESH 0.01 /* float32 products: the true residual again once a column's fell by this factor */
+#endif
 
-enum { COL_RUN = 0, COL_DONE = 1, COL_FAIL = 2 };
+enum { COL_RUN = 0, COL_DONE = 1, COL_FAIL = 2, COL_REFRESH = 3 /* a verdict only: the true residual first */ };
 enum { WHY_NONE = 0, WHY_MAXIT = 1, WHY_BREAKDOWN = 2 };
 
 struct cg_tile {
@@ -92,16 +105,23 @@ struct cg {
   ntk_codec_t *codec;
   char *raw, *val; /* stream scratch: a tile's payload and one kernel's values */
   double *conv;    /* CG_CHUNK x T */
+  int f32;         /* the iterations' products in float32 (float32 tiles): see run_cg */
+  double refresh;  /* f32: a column's true residual is recomputed once its residual fell by this factor */
+  float *x32, *y32; /* f32 scratch: 2 x T x ncols each */
   size_t lo, hi;   /* this rank's rows of the preconditioner */
   size_t m;        /* preconditioner rank */
   double *L;       /* (hi - lo) x m, row stride ldl: this rank's rows of the factor */
   size_t ldl;
-  double *chol;    /* per ridge: m x m Cholesky factor of s I + L^T L */
+  double *lam;     /* the eigenvalues of L^T L; once built, L holds L V (V: its eigenvectors) */
   double rshift[NTK_MAX_RIDGES]; /* per ridge: preconditioner shift, 0: none */
   double *reg;     /* per column */
   double t0;
   double t_prod, t_comm, t_pre; /* time in products (local), their sums, and the preconditioner */
+  double t_fresh;  /* f32: of t_prod, the float64 products for true residuals */
+  size_t n_fresh;  /* f32: how many, and their columns */
+  size_t c_fresh;
   size_t passes;   /* passes over the tiles for the preconditioner */
+  double t_eig;    /* its eigendecomposition and L V */
 };
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -115,6 +135,20 @@ static ntk_status agree(const ntk_comm_t *comm, ntk_status local) {
   else if (st && !local)
     ntk_error(st, "the solve stopped: another rank failed (its message names it)");
   return st;
+}
+
+/* Collective sums and broadcasts, entered once every rank has arrived
+ * (agree waits with sleeps): a rank that is early must not spin in the
+ * blocking collective, taking a core from a rank still computing when
+ * ranks outnumber cores (the usual mpirun -np 3 on 2 cores). */
+static ntk_status sum(const struct cg *c, double *buf, size_t n) {
+  ntk_status st = agree(c->p->comm, NTK_OK);
+  return st ? st : agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, buf, n));
+}
+
+static ntk_status bcast(const struct cg *c, void *buf, size_t bytes) {
+  ntk_status st = agree(c->p->comm, NTK_OK);
+  return st ? st : agree(c->p->comm, ntk_comm_bcast(c->p->comm, buf, bytes));
 }
 
 static ntk_status stop_check(void) {
@@ -257,8 +291,30 @@ static void free_tiles(struct cg *c) {
  * with yt: yt[cols] += A^T xt[rows]. Float64 accumulation; a float32 A is
  * converted CG_CHUNK rows at a time. */
 static void block_product(struct cg *c, const void *a, size_t rows, size_t cols, size_t ld, const double *x,
-                          double *y, const double *xt, double *yt, size_t na) {
+                          double *y, const double *xt, double *yt, size_t na, int lowp) {
   int ina = (int)na;
+  if (lowp && c->elem == 4) { /* float32 products, summed per tile in float64 (run_cg says when) */
+    /* CG_CHUNK rows at a time, both products while they are in cache:
+     * 1.2x faster than two whole-tile sgemms at 10 columns */
+    const float *f = a;
+    float *x32 = c->x32, *xt32 = c->x32 + cols * na, *y32 = c->y32, *yt32 = c->y32 + rows * na;
+    for (size_t i = 0; i < cols * na; i++) x32[i] = (float)x[i];
+    if (yt) {
+      for (size_t i = 0; i < rows * na; i++) xt32[i] = (float)xt[i];
+      memset(yt32, 0, cols * na * sizeof *yt32);
+    }
+    for (size_t i0 = 0; i0 < rows; i0 += CG_CHUNK) {
+      int nr = (int)(rows - i0 < CG_CHUNK ? rows - i0 : CG_CHUNK);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, ina, (int)cols, 1.0f, f + i0 * ld, (int)ld, x32, ina,
+                  0.0f, y32 + i0 * na, ina);
+      if (yt)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, ina, nr, 1.0f, f + i0 * ld, (int)ld,
+                    xt32 + i0 * na, ina, 1.0f, yt32, ina);
+    }
+    for (size_t i = 0; i < rows * na; i++) y[i] += (double)y32[i];
+    for (size_t i = 0; yt && i < cols * na; i++) yt[i] += (double)yt32[i];
+    return;
+  }
   if (c->elem == 8) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, ina, (int)cols, 1.0, a, (int)ld, x, ina, 1.0,
                 y, ina);
@@ -284,7 +340,7 @@ static void block_product(struct cg *c, const void *a, size_t rows, size_t cols,
 }
 
 /* This rank's share of Y = K X (n x na, zeroed here): not yet summed. */
-static ntk_status local_product(struct cg *c, const double *x, double *y, size_t na) {
+static ntk_status local_product(struct cg *c, const double *x, double *y, size_t na, int lowp) {
   memset(y, 0, c->n * na * sizeof *y);
   ntk_status st = NTK_OK;
   for (size_t i = 0; i < c->ntr_t && !st; i++) {
@@ -293,20 +349,20 @@ static ntk_status local_product(struct cg *c, const double *x, double *y, size_t
     size_t ld;
     if ((st = tile_values(c, t, &v, &ld))) break;
     block_product(c, v, t->rows, t->cols, ld, x + t->c0 * na, y + t->r0 * na, t->diag ? NULL : x + t->r0 * na,
-                  t->diag ? NULL : y + t->c0 * na, na);
+                  t->diag ? NULL : y + t->c0 * na, na, lowp);
     if (!c->memory && (st = stop_check())) break;
   }
   return st;
 }
 
 /* Collective: Y = K X, the same on every rank. */
-static ntk_status product(struct cg *c, const double *x, double *y, size_t na) {
+static ntk_status product(struct cg *c, const double *x, double *y, size_t na, int lowp) {
   double t = ntk_now();
-  ntk_status st = local_product(c, x, y, na);
+  ntk_status st = local_product(c, x, y, na, lowp);
   c->t_prod += ntk_now() - t;
   if (!st) st = stop_check();
   t = ntk_now();
-  if (!(st = agree(c->p->comm, st))) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, y, c->n * na));
+  if (!(st = agree(c->p->comm, st))) st = sum(c, y, c->n * na);
   c->t_comm += ntk_now() - t;
   return st;
 }
@@ -327,7 +383,7 @@ static ntk_status diagonal(struct cg *c, double *d) {
       d[t->r0 + r] = c->elem == 4 ? (double)((const float *)v)[r * ld + r] : ((const double *)v)[r * ld + r];
   }
   if ((st = agree(c->p->comm, st))) return st;
-  return agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, d, c->n));
+  return sum(c, d, c->n);
 }
 
 /* Is (value, index) a before b: larger value first, then smaller index. */
@@ -374,7 +430,7 @@ static ntk_status read_columns(struct cg *c, const size_t *S, size_t b, double *
   if (!st) st = stop_check();
   if ((st = agree(c->p->comm, st))) return st;
   c->passes++;
-  return agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, out, n * b));
+  return sum(c, out, n * b);
 }
 
 static int cmp_size(const void *a, const void *b) {
@@ -417,7 +473,7 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
       top[2 * ((size_t)c->rank * b + j)] = tv[j];
       top[2 * ((size_t)c->rank * b + j) + 1] = ti[j] + 1;
     }
-    if ((st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, top, 2 * R * b)))) break;
+    if ((st = sum(c, top, 2 * R * b))) break;
     size_t avail = 0;
     cnt = 0;
     for (size_t j = 0; j < R * b; j++)
@@ -433,7 +489,7 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
     memset(LS, 0, b * m * sizeof *LS);
     for (size_t j = 0; j < b; j++)
       if (S[j] >= lo && S[j] < c->hi) memcpy(LS + j * m, L + (S[j] - lo) * k, m * sizeof *LS);
-    if (m && (st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, LS, b * m)))) break;
+    if (m && (st = sum(c, LS, b * m))) break;
     /* E = K[S, S] - L_S L_S^T, the residual on the batch (every rank alike) */
     for (size_t i = 0; i < b; i++)
       for (size_t j = 0; j < b; j++) {
@@ -480,11 +536,11 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
     }
     if (a == 0) break; /* cannot happen: the batch's best is the global best */
   }
-  double sum = 0;
-  for (size_t i = 0; !st && i < nl; i++) sum += dl[i];
-  if (!st) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, &sum, 1));
-  if (!st) st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, &sum, sizeof sum));
-  *resid = sum;
+  double total = 0;
+  for (size_t i = 0; !st && i < nl; i++) total += dl[i];
+  if (!st) st = sum(c, &total, 1);
+  if (!st) st = bcast(c, &total, sizeof total);
+  *resid = total;
   c->m = m;
   free(dl), free(C), free(top), free(tv), free(ti), free(E), free(LS), free(lS), free(col), free(S);
   free(blk), free(left), free(chosen);
@@ -516,34 +572,55 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
     c->rshift[r] = c->m ? s : 0;
   }
   if (!c->m) return NTK_OK;
+  /* G = L^T L = V diag(lam) V^T (rank 0's eigendecomposition, broadcast),
+   * then L V replaces L: L (s I + G)^-1 L^T = (L V) diag(1 / (s + lam))
+   * (L V)^T for every shift s, so one n x m factor serves every ridge
+   * and applying it needs no m x m solve */
   size_t m = c->m;
-  double *G = calloc(m * m + 1, sizeof *G);
-  c->chol = malloc((nridge * m * m + 1) * sizeof *c->chol);
-  st = G && c->chol ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner (%zu ridges x %zu^2)",
-                                          nridge, m);
-  if (!st && nl) {
+  double t_eig = ntk_now();
+  double *G = calloc(m * m + 1, sizeof *G), *lam = malloc((m + 1) * sizeof *lam);
+  double *U = malloc((nl * m + 1) * sizeof *U);
+  double info_d = 0;
+  st = G && lam && U ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner (%zu^2)", m);
+  if (!st && nl)
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)m, (int)nl, 1.0, c->L, (int)c->ldl, 0.0, G, (int)m);
-    for (size_t i = 0; i < m; i++)
-      for (size_t j = 0; j < i; j++) G[i * m + j] = G[j * m + i];
+  if (!(st = agree(c->p->comm, st))) st = sum(c, G, m * m);
+  if (!st && c->rank == 0) { /* row-major upper = column-major lower; V's columns come back row-major's rows */
+    /* the other ranks wait with sleeps (bcast below): rank 0 takes the node's cores */
+    int threads = openblas_get_num_threads();
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    openblas_set_num_threads(cores > threads ? (int)cores : threads);
+    int mi = (int)m, lwork = -1, liwork = -1, iwq = 0, info = 0;
+    double wq = 0;
+    dsyevd_("V", "L", &mi, G, &mi, lam, &wq, &lwork, &iwq, &liwork, &info, 1, 1);
+    lwork = (int)wq, liwork = iwq;
+    double *work = malloc(((size_t)lwork + 1) * sizeof *work);
+    int *iwork = malloc(((size_t)liwork + 1) * sizeof *iwork);
+    if (work && iwork) dsyevd_("V", "L", &mi, G, &mi, lam, work, &lwork, iwork, &liwork, &info, 1, 1);
+    info_d = !work || !iwork || info != 0;
+    free(work), free(iwork);
+    openblas_set_num_threads(threads);
   }
-  if (!(st = agree(c->p->comm, st))) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, G, m * m));
-  if (!st) st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, G, m * m * sizeof *G));
-  /* s I + G, one Cholesky factor per ridge (column-major lower = G's
-   * row-major upper; G is symmetric) */
-  double bad[NTK_MAX_RIDGES] = {0};
-  for (size_t r = 0; !st && r < nridge; r++) {
-    double *f = c->chol + r * m * m;
-    memcpy(f, G, m * m * sizeof *f);
-    if (!(c->rshift[r] > 0)) continue;
-    for (size_t i = 0; i < m; i++) f[i * m + i] += c->rshift[r];
-    int mi = (int)m, info = 0;
-    dpotrf_("L", &mi, f, &mi, &info, 1);
-    bad[r] = info != 0;
+  if (!st) st = bcast(c, &info_d, sizeof info_d);
+  if (!st && info_d == 0) st = bcast(c, G, m * m * sizeof *G);
+  if (!st && info_d == 0) st = bcast(c, lam, m * sizeof *lam);
+  if (!st && info_d == 0) {
+    /* G holds V column-major: row-major it is V^T, so L V = L (G row-major)^T */
+    if (nl)
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nl, (int)m, (int)m, 1.0, c->L, (int)c->ldl, G, (int)m,
+                  0.0, U, (int)m);
+    free(c->L);
+    c->L = U, U = NULL, c->ldl = m;
+    for (size_t i = 0; i < m; i++) lam[i] = lam[i] > 0 ? lam[i] : 0; /* rounding below 0: no direction */
+    c->lam = lam, lam = NULL;
+  } else if (!st) { /* not expected: G is symmetric and finite */
+    for (size_t r = 0; r < nridge; r++) c->rshift[r] = 0;
+    if (c->rank == 0)
+      fprintf(stderr, "ntkd: solve: cg %s: the preconditioner's eigendecomposition failed: solving without it\n",
+              ntk_solve_kernel_name(c->p->which));
   }
-  if (!st) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, bad, nridge));
-  for (size_t r = 0; !st && r < nridge; r++)
-    if (bad[r] > 0) c->rshift[r] = 0; /* not positive definite to working precision: that ridge goes unpreconditioned */
-  free(G);
+  free(G), free(lam), free(U);
+  c->t_eig = ntk_now() - t_eig;
   return st;
 }
 
@@ -565,25 +642,18 @@ static ntk_status precondition(struct cg *c, const double *R, double *Z, const s
   if (nl)
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (int)m, (int)na, (int)nl, 1.0, c->L, (int)c->ldl,
                 R + c->lo * na, (int)na, 0.0, w, (int)m);
-  ntk_status st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, w, m * na));
+  ntk_status st = sum(c, w, m * na);
   if (st) return st;
-  for (size_t a = 0; a < na;) {
-    size_t r = rid[a], e = a;
-    while (e < na && rid[e] == r) e++;
-    if (c->rshift[r] > 0) {
-      int mi = (int)m, nr = (int)(e - a), info = 0;
-      dpotrs_("L", &mi, &nr, c->chol + r * m * m, &mi, w + a * m, &mi, &info, 1);
-    } else {
-      memset(w + a * m, 0, (e - a) * m * sizeof *w);
-    }
-    a = e;
+  for (size_t a = 0; a < na; a++) { /* (s I + diag(lam))^-1, s: the column's ridge's shift */
+    double sh = c->rshift[rid[a]];
+    for (size_t i = 0; i < m; i++) w[a * m + i] = sh > 0 ? w[a * m + i] / (sh + c->lam[i]) : 0;
   }
   /* corr = L w on this rank's rows, summed */
   memset(corr, 0, n * na * sizeof *corr);
   if (nl)
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nl, (int)na, (int)m, 1.0, c->L, (int)c->ldl, w, (int)m,
                 0.0, corr + c->lo * na, (int)na);
-  if ((st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, corr, n * na)))) return st;
+  if ((st = sum(c, corr, n * na))) return st;
   for (size_t i = 0; i < n; i++)
     for (size_t a = 0; a < na; a++) {
       double sh = c->rshift[rid[a]], r = R[i * na + a];
@@ -599,6 +669,7 @@ struct cgv {
   double *Pa, *Qa, *Za;   /* n x na scratch (packed active columns) */
   double *corr, *w;       /* precondition scratch */
   double *bnorm, *rz, *res, *best, *alpha; /* best: the smallest residual reached */
+  double *rref;           /* f32: the residual when the true one was last computed */
   size_t *it, *act, *rid, *pos;
   int *state, *why;
 };
@@ -606,7 +677,7 @@ struct cgv {
 static void free_cgv(struct cgv *v) {
   free(v->X), free(v->R), free(v->P), free(v->Pa), free(v->Qa), free(v->Za), free(v->corr), free(v->w);
   free(v->bnorm), free(v->rz), free(v->res), free(v->best), free(v->alpha), free(v->pos), free(v->rid), free(v->it);
-  free(v->act), free(v->state);
+  free(v->act), free(v->state), free(v->rref);
   free(v->why);
 }
 
@@ -622,7 +693,7 @@ static ntk_status restart(struct cg *c, struct cgv *v, const size_t *cols, size_
   ntk_status st = NTK_OK;
   if (!zero_x) {
     pack(v->X, n, nc, cols, na, v->Pa);
-    if ((st = product(c, v->Pa, v->Qa, na))) return st;
+    if ((st = product(c, v->Pa, v->Qa, na, 0))) return st;
   }
   for (size_t i = 0; i < n; i++)
     for (size_t a = 0; a < na; a++) {
@@ -644,6 +715,7 @@ static ntk_status restart(struct cg *c, struct cgv *v, const size_t *cols, size_
     }
     v->rz[q] = rz;
     v->res[q] = v->bnorm[q] > 0 ? sqrt(rr) / v->bnorm[q] : 0;
+    v->rref[q] = v->res[q];
   }
   return NTK_OK;
 }
@@ -701,7 +773,7 @@ static ntk_status recheck_converged(struct cg *c, struct cgv *v, double tol, siz
       size_t q = v->act[a];
       flag[a] = v->res[q] > tol && v->it[q] < max_it && *restarts < CG_RESTARTS;
     }
-  if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, nd)))) return st;
+  if ((st = bcast(c, flag, nd))) return st;
   for (size_t a = 0; a < nd; a++)
     if (flag[a]) v->state[v->act[a]] = COL_RUN, (*again)++;
   if (!*again) return NTK_OK;
@@ -710,6 +782,48 @@ static ntk_status recheck_converged(struct cg *c, struct cgv *v, double tol, siz
     fprintf(stderr, "ntkd: solve: cg %s: the true residual drifted above the tolerance in %d column%s; "
             "restarting them\n", ntk_solve_kernel_name(c->p->which), *again, *again == 1 ? "" : "s");
   return NTK_OK;
+}
+
+/* Collective, f32: the true residual R = B - (K + reg) X (a float64
+ * product) of the columns flagged COL_REFRESH among the na running ones
+ * replaces the recurrence's; their verdicts follow from it (rank 0's
+ * numbers, broadcast into flag). Uses v->Za and v->corr as scratch. */
+static ntk_status refresh_columns(struct cg *c, struct cgv *v, size_t na, unsigned char *flag, double tol,
+                                  size_t max_it) {
+  size_t n = c->n, nc = c->ncols, nr = 0;
+  size_t *cols = malloc((na + 1) * sizeof *cols);
+  unsigned char *verdict = malloc(na + 1);
+  ntk_status st = agree(c->p->comm, cols && verdict ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
+  for (size_t a = 0; !st && a < na; a++)
+    if (flag[a] == COL_REFRESH) cols[nr++] = v->act[a];
+  if (!st) {
+    pack(v->X, n, nc, cols, nr, v->Za);
+    double t = c->t_prod;
+    st = product(c, v->Za, v->corr, nr, 0);
+    c->t_fresh += c->t_prod - t, c->n_fresh++, c->c_fresh += nr;
+  }
+  for (size_t a = 0; !st && a < nr; a++) {
+    size_t q = cols[a];
+    double rr = 0;
+    for (size_t i = 0; i < n; i++) {
+      double b = (size_t)c->p->ytr[i] == q % c->classes ? 1.0 : 0.0;
+      double r = b - (v->corr[i * nr + a] + c->reg[q] * v->X[i * nc + q]);
+      v->R[i * nc + q] = r;
+      rr += r * r;
+    }
+    v->res[q] = v->rref[q] = sqrt(rr) / v->bnorm[q];
+    if (v->res[q] < v->best[q]) v->best[q] = v->res[q];
+    verdict[a] = !isfinite(v->res[q]) ? COL_FAIL : v->res[q] <= tol ? COL_DONE : v->it[q] >= max_it ? COL_FAIL : COL_RUN;
+  }
+  if (!st) st = bcast(c, verdict, nr);
+  for (size_t a = 0, j = 0; !st && a < na; a++)
+    if (flag[a] == COL_REFRESH) {
+      size_t q = v->act[a];
+      flag[a] = verdict[j++];
+      if (flag[a] == COL_FAIL) v->why[q] = isfinite(v->res[q]) ? WHY_MAXIT : WHY_BREAKDOWN;
+    }
+  free(cols), free(verdict);
+  return st;
 }
 
 /* Collective, after the product Q = K P of the na running columns (v->Qa,
@@ -750,12 +864,24 @@ static ntk_status update_columns(struct cg *c, struct cgv *v, size_t na, double 
       rr += r * r;
     }
     v->res[q] = sqrt(rr) / v->bnorm[q];
-    if (v->res[q] < v->best[q]) v->best[q] = v->res[q];
+    if (!c->f32 && v->res[q] < v->best[q]) v->best[q] = v->res[q];
     if (!isfinite(v->res[q])) flag[a] = COL_FAIL, v->why[q] = WHY_BREAKDOWN;
+    else if (c->f32 && (v->res[q] <= tol || v->res[q] < c->refresh * v->rref[q] || v->it[q] >= max_it))
+      flag[a] = COL_REFRESH; /* the recurrence's residual is not the truth in f32: see run_cg */
     else if (v->res[q] <= tol) flag[a] = COL_DONE;
     else if (v->it[q] >= max_it) flag[a] = COL_FAIL, v->why[q] = WHY_MAXIT;
   }
-  if ((st = agree(c->p->comm, ntk_comm_bcast(c->p->comm, flag, na)))) {
+  int any = 0;
+  for (size_t a = 0; a < na; a++) any |= flag[a] == COL_REFRESH;
+  for (size_t a = 0; any && a < na; a++) /* columns about to need it share the product */
+    if (flag[a] == COL_RUN && v->res[v->act[a]] < sqrt(c->refresh) * v->rref[v->act[a]]) flag[a] = COL_REFRESH;
+  if ((st = bcast(c, flag, na))) {
+    free(flag);
+    return st;
+  }
+  any = 0;
+  for (size_t a = 0; a < na; a++) any |= flag[a] == COL_REFRESH;
+  if (any && (st = refresh_columns(c, v, na, flag, tol, max_it))) {
     free(flag);
     return st;
   }
@@ -832,7 +958,9 @@ static ntk_status new_directions(struct cg *c, struct cgv *v, size_t na, size_t 
 }
 
 /* Collective: run CG on every column until each converges (relative
- * residual <= tol), fails, or uses max_it iterations. */
+ * residual <= tol), fails, or uses max_it iterations. With c->f32 the
+ * products below are float32 and update_columns refreshes the residuals
+ * (the file's head says how). */
 static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it, size_t *total_it) {
   size_t n = c->n, nc = c->ncols;
   struct cg_eta eta = {0};
@@ -853,7 +981,7 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
     }
     /* one product for every running column */
     pack(v->P, n, nc, v->act, na, v->Pa);
-    if ((st = product(c, v->Pa, v->Qa, na))) return st;
+    if ((st = product(c, v->Pa, v->Qa, na, c->f32))) return st;
     (*total_it)++;
     size_t still;
     double worst;
@@ -885,15 +1013,12 @@ static void cg_init(struct cg *c, const struct ntk_solve_problem *p) {
 }
 
 /* The preconditioner's rank: [solve] preconditioner_rank, or n / 4 within
- * [100, CG_RANK_MAX] whose per-ridge factors stay within CG_CHOL_BYTES;
- * at most n. */
+ * [100, CG_RANK_MAX]; at most n. */
 static size_t precond_rank(const struct ntk_solve_problem *p, size_t n) {
   size_t k = p->opts->precond_rank;
   if (k == NTK_PRECOND_DEFAULT) {
     k = n / 4 < CG_RANK_MAX ? n / 4 : CG_RANK_MAX;
     if (k < 100) k = 100;
-    size_t cap = (size_t)sqrt(CG_CHOL_BYTES / 8.0 / (double)(p->nridge ? p->nridge : 1));
-    if (k > cap) k = cap;
   }
   if (k > n) k = n;
   return k;
@@ -923,15 +1048,19 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
   v->pos = calloc(nc + 1, sizeof *v->pos), v->rid = malloc((nc + 1) * sizeof *v->rid);
   v->it = calloc(nc + 1, sizeof *v->it), v->act = malloc((nc + 1) * sizeof *v->act);
   v->state = calloc(nc + 1, sizeof *v->state), v->why = calloc(nc + 1, sizeof *v->why);
+  v->rref = calloc(nc + 1, sizeof *v->rref);
+  c->f32 = c->elem == 4 && c->p->opts->cg_products != NTK_CG_PRODUCTS_FLOAT64;
+  c->refresh = CG_REFRESH;
+  c->x32 = malloc(2 * edge * nc * sizeof *c->x32 + 1), c->y32 = malloc(2 * edge * nc * sizeof *c->y32 + 1);
   if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->P && v->Pa && v->Qa &&
                v->Za && v->corr && v->w && v->bnorm && v->rz && v->res && v->best && v->alpha && v->pos && v->rid &&
-               v->it && v->act && v->state && v->why))
+               v->it && v->act && v->state && v->why && v->rref && c->x32 && c->y32))
     st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
-  /* what this rank needs besides the tiles: the vectors above, L and its
-   * conversion, the batch of columns */
-  double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * (double)(c->hi - c->lo) * (double)k +
-                 8.0 * (double)k * (double)k * (double)(c->p->nridge + 1) + 8.0 * (double)n * CG_BATCH +
-                 3.0 * (double)edge * (double)edge * (double)c->elem * 2;
+  /* what this rank needs besides the tiles: the vectors above, L and
+   * L V while one replaces the other, L^T L and V, the batch of columns */
+  double nl = (double)(c->hi - c->lo);
+  double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * nl * (double)k * 2 + 8.0 * (double)k * (double)k * 2 +
+                 8.0 * (double)n * CG_BATCH + 3.0 * (double)edge * (double)edge * (double)c->elem * 2;
   *need = c->tile_bytes + other;
   return st;
 }
@@ -940,7 +1069,6 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
  * node's ranks' needs fit in 80 % of its available memory; rank 0 says
  * which. OpenBLAS gets this node's cores shared by its ranks. */
 static ntk_status choose_kernel_mode(struct cg *c, const struct cg_need *all, const struct ntk_node_info *node) {
-  const ntk_comm_t *comm = c->p->comm;
   ntk_status st;
   { /* OpenBLAS threads: this node's cores shared by its ranks */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -950,9 +1078,9 @@ static ntk_status choose_kernel_mode(struct cg *c, const struct cg_need *all, co
   double node_need = 0;
   for (int i = 0; i < node->size; i++) node_need += all[i].need;
   double avail = all[0].avail, nofit = node_need > 0.8 * avail ? 1 : 0;
-  if ((st = agree(comm, ntk_comm_sum_doubles(comm, &nofit, 1)))) return st;
+  if ((st = sum(c, &nofit, 1))) return st;
   double total_tiles = c->tile_bytes;
-  if ((st = agree(comm, ntk_comm_sum_doubles(comm, &total_tiles, 1)))) return st;
+  if ((st = sum(c, &total_tiles, 1))) return st;
   int want = c->p->opts->cg_kernel;
   c->memory = want == NTK_CG_KERNEL_MEMORY || (want == NTK_CG_KERNEL_AUTO && nofit == 0);
   if (c->rank == 0)
@@ -975,7 +1103,7 @@ static ntk_status hold_tiles(struct cg *c) {
   if (st == NTK_ENOMEM && c->p->opts->cg_kernel == NTK_CG_KERNEL_AUTO) st = NTK_OK, c->memory = -1; /* agreed below */
   double fallback = c->memory < 0;
   if ((st = agree(comm, st))) return st;
-  if ((st = agree(comm, ntk_comm_sum_doubles(comm, &fallback, 1)))) return st;
+  if ((st = sum(c, &fallback, 1))) return st;
   if (fallback > 0) {
     free_tiles(c);
     c->memory = 0;
@@ -1003,8 +1131,8 @@ static ntk_status shifts_and_preconditioner(struct cg *c, double *d, size_t k) {
   if ((st = build_preconditioner(c, k, d, regs, p->nridge, trace))) return st;
   if (c->rank == 0)
     fprintf(stderr, "ntkd: solve: cg %s: preconditioner: pivoted Cholesky of rank %zu (asked %zu), %zu pass%s over "
-            "the tiles, %.1f s\n", ntk_solve_kernel_name(p->which), c->m, k, c->passes, c->passes == 1 ? "" : "es",
-            ntk_now() - t);
+            "the tiles, %.1f s (of which %.1f s its eigendecomposition)\n", ntk_solve_kernel_name(p->which), c->m, k,
+            c->passes, c->passes == 1 ? "" : "es", ntk_now() - t, c->t_eig);
   return NTK_OK;
 }
 
@@ -1020,11 +1148,11 @@ static ntk_status test_predictions(struct cg *c, struct cgv *v) {
     const void *val;
     size_t ld;
     if ((st = tile_values(c, t, &val, &ld))) break;
-    block_product(c, val, t->rows, t->cols, ld, v->X + t->c0 * nc, Y + (t->r0 - n) * nc, NULL, NULL, nc);
+    block_product(c, val, t->rows, t->cols, ld, v->X + t->c0 * nc, Y + (t->r0 - n) * nc, NULL, NULL, nc, 0);
     st = stop_check();
   }
   if ((st = agree(c->p->comm, st))) return st;
-  return agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, Y, c->nte * nc));
+  return sum(c, Y, c->nte * nc);
 }
 
 /* Each ridge's result from its columns (rank 0's residuals): iterations,
@@ -1098,12 +1226,15 @@ static ntk_status report_summary(struct cg *c, size_t total_it, double tcg) {
     return st;
   }
   slots[2 * (size_t)c->rank] = ww[0], slots[2 * (size_t)c->rank + 1] = ww[1];
-  st = agree(comm, ntk_comm_sum_doubles(comm, slots, 2 * R));
+  st = sum(c, slots, 2 * R);
   for (size_t r = 0; !st && r < R; r++) {
     worst_rank = slots[2 * r] > worst_rank ? slots[2 * r] : worst_rank;
     worst_node = slots[2 * r + 1] > worst_node ? slots[2 * r + 1] : worst_node;
   }
   free(slots);
+  if (!st && c->rank == 0 && c->f32)
+    fprintf(stderr, "ntkd: solve: cg %s: %zu true residuals (%zu columns) in float64: %.1f s of the products\n",
+            ntk_solve_kernel_name(c->p->which), c->n_fresh, c->c_fresh, c->t_fresh);
   if (!st && c->rank == 0)
     fprintf(stderr, "ntkd: solve: cg %s: %zu iterations (products) in %.1f s (products %.1f s, waiting and summing "
             "%.1f s, preconditioner %.1f s on rank 0), %.1f s in all; peak memory %.2f GB per rank, %.2f GB per "
@@ -1122,6 +1253,9 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   size_t k = precond_rank(p, c.n);
   ntk_status st = NTK_OK;
   if (p->nridge > NTK_MAX_RIDGES) st = ntk_error(NTK_EINPUT, "more than %d ridges", NTK_MAX_RIDGES);
+  else if (o->cg_products == NTK_CG_PRODUCTS_FLOAT32 && c.elem != 4)
+    st = ntk_error(NTK_EINPUT, "[solve] cg_products = float32 needs a float32 kernel; this store holds float64 tiles "
+                   "(use auto or float64)");
   else if (o->variance != NTK_VARIANCE_NO)
     st = ntk_error(NTK_EINPUT, "[solve] variance needs the inverse of the train kernel, which method = cg does not "
                    "form: use method = lapack or scalapack");
@@ -1148,8 +1282,8 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   if ((st = run_cg(&c, &v, tol, max_it, &total_it))) goto done;
   tcg = ntk_now() - tcg;
   /* rank 0's residuals decide which ridges failed */
-  if ((st = agree(p->comm, ntk_comm_bcast(p->comm, v.res, nc * sizeof *v.res)))) goto done;
-  if ((st = agree(p->comm, ntk_comm_bcast(p->comm, v.best, nc * sizeof *v.best)))) goto done;
+  if ((st = bcast(&c, v.res, nc * sizeof *v.res))) goto done;
+  if ((st = bcast(&c, v.best, nc * sizeof *v.best))) goto done;
 
   /* predictions: K_test,train X, each rank its test tiles, summed */
   if ((st = test_predictions(&c, &v))) goto done;
@@ -1159,7 +1293,8 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
 done:
   openblas_set_num_threads(1);
   free_tiles(&c);
-  free(c.tr), free(c.te), free(c.raw), free(c.val), free(c.conv), free(c.reg), free(c.L), free(c.chol);
+  free(c.tr), free(c.te), free(c.raw), free(c.val), free(c.conv), free(c.reg), free(c.L), free(c.lam);
+  free(c.x32), free(c.y32);
   ntk_codec_free(c.codec);
   free(d), free(all);
   free_cgv(&v);
