@@ -20,6 +20,15 @@
 # ridges, in one run (build/ntkd_bench_ridges, which checks that both agree
 # within 1e-6 and exits 1 otherwise), and prints their ratio.
 #
+# scripts/bench_solve.sh --cg [BUILD_DIR] [N] [OLD_BUILD_DIR] times method
+# = cg (issue 28, item 4) on the N-sample NNGP train kernel (default 20 000),
+# 4 ridges, tolerance 1e-8, mpirun -np 3: cg_products = float64 against
+# float32 (the default) of the same build, and OLD_BUILD_DIR's solve when
+# given; per run the iterations of the slowest ridge, the preconditioner's
+# set-up, the products and the preconditioner during the iterations, the
+# whole solve and its ratio to float64's; every run's predictions must agree
+# with float64's within 1e-6 of their scale (exit 1 otherwise).
+#
 # Usage: scripts/bench_solve.sh [BUILD_DIR] [N ...]
 #   BUILD_DIR  holds ntkd (default: build); N: train sizes (default 20000 30000)
 #   NTE=2000   test samples;  GRIDS="1x1 2x1 1x2" ScaLAPACK grids (ranks = R*C)
@@ -29,12 +38,16 @@
 # machine.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-RIDGES=0
+RIDGES=0 CG=0
 if [ "${1:-}" = --ridges ]; then RIDGES=1; shift; fi
+if [ "${1:-}" = --cg ]; then CG=1; shift; fi
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 shift || true
 NS=${*:-20000 30000}
 RIDGES_N=${1:-10000} # --ridges: one train size
+CG_N=${1:-20000}     # --cg: one train size, then the old build
+OLD=${2:-}
+[ -n "$OLD" ] && OLD=$(cd "$OLD" && pwd)
 NTE=${NTE:-2000}
 GRIDS=${GRIDS:-1x1 2x1 1x2}
 OUT=${OUT:-$ROOT/out/bench-solve}
@@ -58,7 +71,7 @@ job() {
     printf 'count = %s\n[model]\narch = Dense Relu Dense Relu Dense\nw_std = 1.4142135623730951\n' "$NTE"
     printf 'b_std = 0.05\nkernel = nngp\n[compute]\nprecision = float32\ntile = 1024\n[output]\npath = fc%s.ntk\n' "$n"
     if [ $# -gt 0 ]; then
-      printf '[solve]\nridge = 1e-3\nloo = no\npredictions = %s\n' "$name"
+      printf '[solve]\nridge = %s\nloo = no\npredictions = %s\n' "${SOLVE_RIDGES:-1e-3}" "$name"
       for l in "$@"; do printf '%s\n' "$l"; done
     fi
   } > "$name.conf"
@@ -89,6 +102,50 @@ if [ $RIDGES = 1 ]; then
   "$BUILD/ntkd_bench_ridges" "k$n.raw" "$n" 4 10 1e-4 1e-3 1e-2 1e-1 || status=$?
   rm -f "k$n.raw"
   exit "${status:-0}"
+fi
+
+if [ $CG = 1 ]; then
+  n=$CG_N
+  job "base$n" "$n"
+  if [ ! -e "fc$n.ntk" ]; then
+    echo "bench_solve: computing the $n + $NTE sample kernel (fc$n.ntk)" >&2
+    mpirun -np 3 "$NTKD" "base$n.conf" > "base$n.log" 2>&1 || { tail "base$n.log" >&2; exit 1; }
+  fi
+  export SOLVE_RIDGES="1e-4, 1e-3, 1e-2, 1e-1"
+  status=0 rows=()
+  runs="f64:$NTKD:float64 f32:$NTKD:float32"
+  [ -n "$OLD" ] && runs="$runs old:$OLD/ntkd:"
+  for r in $runs; do
+    IFS=: read -r name bin prod <<< "$r"
+    if [ -n "$prod" ]; then job "cg$name-$n" "$n" "method = cg" "cg_products = $prod"; else job "cg$name-$n" "$n" "method = cg"; fi
+    b0=$(busy)
+    mpirun -np 3 /usr/bin/time -v "$bin" solve "fc$n.ntk" "cg$name-$n.conf" > "cg$name-$n.out" 2> "cg$name-$n.log" ||
+      { tail "cg$name-$n.log" >&2; exit 1; }
+    its=$(sed -n 's/.*cg nngp ridge 0.0001: \([0-9]*\) iterations.*/\1/p' "cg$name-$n.log")
+    pre=$(sed -n 's/.*over the tiles, \([0-9.]*\) s.*/\1/p' "cg$name-$n.log" | head -1)
+    prod_s=$(sed -n 's/.*(products \([0-9.]*\) s.*/\1/p' "cg$name-$n.log")
+    pc_s=$(sed -n 's/.*, preconditioner \([0-9.]*\) s on rank 0.*/\1/p' "cg$name-$n.log")
+    wall=$(field "cg$name-$n.log" "solve time")
+    [ "$name" = f64 ] && w64=$wall
+    ratio=$(awk -v a="$wall" -v b="$w64" 'BEGIN {printf "%.2f", a / b}')
+    rows+=("| $n | $name | $its | $pre | $prod_s | $pc_s | $wall | $ratio | $(peak "cg$name-$n.log") | $(others "cg$name-$n.log" "$b0") |")
+    echo "${rows[-1]}" >&2
+    [ "$name" = f64 ] && continue
+    /usr/bin/python3 -c "
+import numpy as np, sys
+w = 0
+for r in ('0.0001', '0.001', '0.01', '0.1'):
+    a = np.load('cgf64-$n-nngp-ridge%s.npy' % r); b = np.load('cg$name-$n-nngp-ridge%s.npy' % r)
+    w = max(w, np.abs(a - b).max() / np.abs(a).max() if a.shape == b.shape else float('inf'))
+print(f'bench_solve: cg$name-$n predictions against float64 products: largest relative difference {w:.1e}'
+      + ('' if w < 1e-6 else ' (check FAILED: bound 1e-6)'), file=sys.stderr)
+sys.exit(0 if w < 1e-6 else 1)" || status=1
+  done
+  echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), OpenBLAS $("$NTKD" --version | sed -n 's/OpenBLAS kernels: //p') kernels; NNGP, ridges $SOLVE_RIDGES, mpirun -np 3"
+  echo "| n (train) | run | iterations (ridge 1e-4) | preconditioner set-up s | products s (rank 0) | preconditioner s (rank 0) | whole solve s | / float64's | peak RSS per rank GB | other processes' CPU s |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  exit $status
 fi
 
 rows=()

@@ -70,6 +70,16 @@ job cgf64 xtr.npy ytr.npy "$RIDGES" "method = cg" "cg_products = float64"
 expect_rc 0 "cg, products in float64, 3 ranks" mpirun -np 3 "$NTKD" solve k.ntk cgf64.conf
 check "... predictions equal the Cholesky solve's within 1e-6" close cgf64 lapack
 check "... and no true residuals were needed" bash -c "! grep -q 'true residuals' err.log"
+# A breakdown (p'(K + reg)p <= 0, which float32 products can produce where it
+# is tiny) at the 5th iteration, simulated: with float32 products the columns
+# restart on float64 products and converge; with float64 products it fails.
+NTKD_TEST_CG_BREAKDOWN=5 expect_rc 0 "a breakdown on float32 products (simulated): solved" \
+  mpirun -x NTKD_TEST_CG_BREAKDOWN -np 3 "$NTKD" solve k.ntk cgmemory3.conf
+check "... saying it went on in float64" has "a breakdown on float32 products in 20 columns: float64 products" err.log
+check "... predictions equal the Cholesky solve's within 1e-6" close cgmemory3 lapack
+NTKD_TEST_CG_BREAKDOWN=5 expect_rc 2 "the same breakdown on float64 products: the ridges fail" \
+  mpirun -x NTKD_TEST_CG_BREAKDOWN -np 3 "$NTKD" solve k.ntk cgf64.conf
+check "... as a breakdown" has "conjugate gradients broke down after 5 iterations" err.log
 # A float64 store: cg_products = float32 is refused, auto runs float64.
 job f64 dup.npy ydup.npy 0.01 "method = cg" "cg_products = float32"
 sed -i 's/^path = k.ntk/path = k64.ntk/; s/^precision = float32/precision = float64/' f64.conf

@@ -83,7 +83,11 @@ void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const 
 #define CG_REFRESH 0.01 /* float32 products: the true residual again once a column's fell by this factor */
 #endif
 
-enum { COL_RUN = 0, COL_DONE = 1, COL_FAIL = 2, COL_REFRESH = 3 /* a verdict only: the true residual first */ };
+enum {
+  COL_RUN = 0, COL_DONE = 1, COL_FAIL = 2,
+  COL_REFRESH = 3, /* verdicts only: the true residual first, */
+  COL_RESTART = 4  /* or (f32, a breakdown) float64 products from now on and a restart from the true residual */
+};
 enum { WHY_NONE = 0, WHY_MAXIT = 1, WHY_BREAKDOWN = 2 };
 
 struct cg_tile {
@@ -671,13 +675,14 @@ struct cgv {
   double *bnorm, *rz, *res, *best, *alpha; /* best: the smallest residual reached */
   double *rref;           /* f32: the residual when the true one was last computed */
   size_t *it, *act, *rid, *pos;
+  size_t *redo, nredo;    /* f32: columns to restart after a breakdown */
   int *state, *why;
 };
 
 static void free_cgv(struct cgv *v) {
   free(v->X), free(v->R), free(v->P), free(v->Pa), free(v->Qa), free(v->Za), free(v->corr), free(v->w);
   free(v->bnorm), free(v->rz), free(v->res), free(v->best), free(v->alpha), free(v->pos), free(v->rid), free(v->it);
-  free(v->act), free(v->state), free(v->rref);
+  free(v->act), free(v->state), free(v->rref), free(v->redo);
   free(v->why);
 }
 
@@ -826,6 +831,10 @@ static ntk_status refresh_columns(struct cg *c, struct cgv *v, size_t na, unsign
   return st;
 }
 
+/* NTKD_TEST_CG_BREAKDOWN=K (tests): every column breaks down at its K-th
+ * iteration, as if p'(K + reg)p were 0. */
+static long test_breakdown = -1;
+
 /* Collective, after the product Q = K P of the na running columns (v->Qa,
  * packed): each column's step alpha, X and R updated, its residual, and
  * whether it converged, failed or runs on (rank 0's verdicts broadcast).
@@ -850,9 +859,16 @@ static ntk_status update_columns(struct cg *c, struct cgv *v, size_t na, double 
     }
     v->it[q]++;
     flag[a] = COL_RUN;
+    if (test_breakdown >= 0 && (long)v->it[q] == test_breakdown) pq = 0;
     if (!(pq > 0) || !isfinite(pq) || !(v->rz[q] > 0)) {
-      flag[a] = COL_FAIL;
-      v->why[q] = WHY_BREAKDOWN;
+      /* with float32 products p'(K + reg)p may round to <= 0 where it
+       * is tiny and positive: such a column starts again in float64 */
+      if (c->f32) {
+        flag[a] = COL_RESTART;
+      } else {
+        flag[a] = COL_FAIL;
+        v->why[q] = WHY_BREAKDOWN;
+      }
       continue;
     }
     double alpha = v->rz[q] / pq;
@@ -891,8 +907,9 @@ static ntk_status update_columns(struct cg *c, struct cgv *v, size_t na, double 
   *still = 0;
   for (size_t a = 0; a < na; a++) {
     size_t q = v->act[a];
-    v->state[q] = flag[a];
-    if (flag[a] == COL_RUN) v->pos[*still] = a, v->act[(*still)++] = q;
+    v->state[q] = flag[a] == COL_RESTART ? COL_RUN : flag[a];
+    if (flag[a] == COL_RESTART) v->redo[v->nredo++] = q;
+    else if (flag[a] == COL_RUN) v->pos[*still] = a, v->act[(*still)++] = q;
   }
   free(flag);
   return NTK_OK;
@@ -988,6 +1005,16 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
     if ((st = update_columns(c, v, na, tol, max_it, &still, &worst))) return st;
     progress(c, &eta, worst, na, still, *total_it, tol);
     if (still && (st = new_directions(c, v, na, still))) return st;
+    if (v->nredo) { /* a breakdown on float32 products (update_columns) */
+      c->f32 = 0;
+      if (c->rank == 0)
+        fprintf(stderr, "ntkd: solve: cg %s: a breakdown on float32 products in %zu column%s: float64 products from "
+                "here on, restarting %s from the true residual\n", ntk_solve_kernel_name(c->p->which), v->nredo,
+                v->nredo == 1 ? "" : "s", v->nredo == 1 ? "it" : "them");
+      st = restart(c, v, v->redo, v->nredo, 0);
+      v->nredo = 0;
+      if (st) return st;
+    }
   }
   return NTK_OK;
 }
@@ -1048,13 +1075,14 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
   v->pos = calloc(nc + 1, sizeof *v->pos), v->rid = malloc((nc + 1) * sizeof *v->rid);
   v->it = calloc(nc + 1, sizeof *v->it), v->act = malloc((nc + 1) * sizeof *v->act);
   v->state = calloc(nc + 1, sizeof *v->state), v->why = calloc(nc + 1, sizeof *v->why);
-  v->rref = calloc(nc + 1, sizeof *v->rref);
+  v->rref = calloc(nc + 1, sizeof *v->rref), v->redo = calloc(nc + 1, sizeof *v->redo);
   c->f32 = c->elem == 4 && c->p->opts->cg_products != NTK_CG_PRODUCTS_FLOAT64;
+  test_breakdown = getenv("NTKD_TEST_CG_BREAKDOWN") ? atol(getenv("NTKD_TEST_CG_BREAKDOWN")) : -1;
   c->refresh = CG_REFRESH;
   c->x32 = malloc(2 * edge * nc * sizeof *c->x32 + 1), c->y32 = malloc(2 * edge * nc * sizeof *c->y32 + 1);
   if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->P && v->Pa && v->Qa &&
                v->Za && v->corr && v->w && v->bnorm && v->rz && v->res && v->best && v->alpha && v->pos && v->rid &&
-               v->it && v->act && v->state && v->why && v->rref && c->x32 && c->y32))
+               v->it && v->act && v->state && v->why && v->rref && v->redo && c->x32 && c->y32))
     st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
   /* what this rank needs besides the tiles: the vectors above, L and
    * L V while one replaces the other, L^T L and V, the batch of columns */
