@@ -375,7 +375,7 @@ START_TEST(test_residual) {
   /* a trailing comma ends the branches, as in Python */
   parse_bad("Dense FanOut(2) parallel(Dense, ) FanInSum", "parallel(...) has 1 branches after FanOut(2)");
   parse_bad("Dense FanOut(2) Dense", "FanOut(n) must be followed by parallel(...)");
-  parse_bad("Dense FanOut(2) parallel(Dense, Dense) Relu", "must end in FanInSum or FanInConcat");
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense) Relu", "must end in FanInSum, FanInProd or FanInConcat");
   parse_bad("Dense parallel(Dense, Dense) FanInSum", "come in stax's residual pattern");
   parse_bad("Dense FanInSum", "come in stax's residual pattern");
   parse_bad("Dense FanOut parallel(Dense) FanInSum", "FanOut needs its number of branches");
@@ -384,6 +384,55 @@ START_TEST(test_residual) {
   parse_bad("Conv(3) FanOut(2) parallel(serial(Conv(3) Flatten), Identity) FanInSum",
             "a branch of a residual block contains a readout");
   parse_bad("serial(Dense Relu", "missing ')'");
+}
+END_TEST
+
+/* FanInProd: a JOIN whose block's markers (FORK, NEXT, JOIN) all say
+ * prod, a nested block's not; its canonical text reads back; its output
+ * is not Gaussian (stax: is_gaussian only for one branch), its branches
+ * need not be; equal widths as FanInSum. */
+START_TEST(test_fan_in_prod) {
+  struct ntk_arch a = parse_ok("Dense FanOut(3) parallel(Relu, serial(FanOut(2), parallel(Dense, Identity), FanInSum), "
+                               "Erf) stax.FanInProd() Dense");
+  ntk_layer_kind want[] = {NTK_LAYER_DENSE, NTK_LAYER_FORK, NTK_LAYER_MAP,  NTK_LAYER_NEXT, NTK_LAYER_FORK,
+                           NTK_LAYER_DENSE, NTK_LAYER_NEXT, NTK_LAYER_IDENTITY, NTK_LAYER_JOIN, NTK_LAYER_NEXT,
+                           NTK_LAYER_MAP,   NTK_LAYER_JOIN, NTK_LAYER_DENSE};
+  int prod[] = {0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0};
+  ck_assert_uint_eq(a.n, sizeof want / sizeof want[0]);
+  for (size_t i = 0; i < a.n; i++) {
+    ck_assert_msg(a.layers[i].kind == want[i], "layer %zu: %d", i, a.layers[i].kind);
+    ck_assert_msg(a.layers[i].prod == prod[i], "layer %zu: prod %d", i, a.layers[i].prod);
+  }
+  ck_assert(a.layers[8].sum && !a.layers[11].sum && a.layers[11].branches == 3);
+  char buf[2048], again[2048];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, ") FanInProd Dense") && strstr(buf, ") FanInSum ,"), "%s", buf);
+  struct ntk_arch b = parse_ok(buf);
+  ntk_arch_canonical(&b, again, sizeof again);
+  ck_assert_str_eq(buf, again);
+  for (size_t i = 0; i < a.n; i++) ck_assert_int_eq(b.layers[i].prod, a.layers[i].prod);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  /* one branch: the product is that branch, Gaussian if it is */
+  a = parse_ok("Dense FanOut(1) parallel(Dense) FanInProd Relu Dense");
+  ntk_arch_free(&a);
+  parse_bad("Dense FanOut(2) parallel(Dense, Identity) FanInProd Relu Dense", "a nonlinearity must follow Dense or Conv");
+  parse_bad("Dense FanOut(2) parallel(Dense, Identity) FanInProd LayerNorm Dense", "LayerNorm must follow Dense or Conv");
+  parse_bad("Dense FanOut(2) parallel(serial(FanOut(2), parallel(Dense, Identity), FanInProd), Identity) FanInSum",
+            "FanInSum): every branch must end Gaussian");
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInProd(2)", "FanInProd takes no arguments");
+  parse_bad("Dense FanInProd", "come in stax's residual pattern");
+  struct ntk_arch c;
+  ck_assert_int_eq(ntk_arch_parse_param("Dense(8) FanOut(2) parallel(Dense(16), Identity) FanInProd Dense(1)", 1, 0, 1,
+                                        &c),
+                   NTK_OK);
+  struct ntk_widths w;
+  ntk_widths_init(&w, 4);
+  int bad = 0;
+  for (size_t i = 0; i < c.n && !bad; i++) bad = ntk_widths_step(&w, &c.layers[i], i, 0);
+  ck_assert_int_eq(bad, -1);
+  ck_assert_msg(strstr(ntk_error_message(), "FanInSum and FanInProd need equal shapes"), "%s", ntk_error_message());
+  ntk_arch_free(&c);
 }
 END_TEST
 
@@ -888,6 +937,7 @@ int main(void) {
   tcase_add_test(tc, test_stax_syntax);
   tcase_add_test(tc, test_standard);
   tcase_add_test(tc, test_residual);
+  tcase_add_test(tc, test_fan_in_prod);
   tcase_add_test(tc, test_error_column);
   tcase_add_test(tc, test_repeat_counts);
   tcase_add_test(tc, test_integer_arguments);

@@ -678,6 +678,7 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->fan = tail ? P.tail_fan[k - P.nops] : op->fan;
       o->one = l->bias ? 1 : 0;
       o->sum = l->sum;
+      o->prod = l->prod;
       o->branches = l->branches;
       o->norm_edges = l->normalize_edges;
       o->var_off = -1;

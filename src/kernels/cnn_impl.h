@@ -106,8 +106,8 @@ static void branch_op(struct cnn_ws *ws, const struct cnn_plan *P, const struct 
   }
   if (op->layer->kind == NTK_LAYER_FORK) branch_fork(slot, P->fmax, n, g, t);
   else if (op->layer->kind == NTK_LAYER_NEXT)
-    branch_next(slot, P->fmax, n, n_out, op->first, (REAL)op->fanw, g, t);
-  else branch_join(slot, P->fmax, n, op->layer->branches, (REAL)op->fanw, (REAL)op->fandiv, g, t);
+    branch_next(slot, P->fmax, n, n_out, op->first, op->layer->prod, (REAL)op->fanw, g, t);
+  else branch_join(slot, P->fmax, n, op->layer->branches, op->layer->prod, (REAL)op->fanw, (REAL)op->fandiv, g, t);
 }
 
 /* ---- DIAG: same-position entries only ------------------------------------- */
@@ -387,8 +387,8 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
           REAL *gr = S.g + at, *tr = with_t ? S.t + at : NULL;
           if (op->layer->kind == NTK_LAYER_FORK) branch_fork(slot + at, cells, nrow, gr, tr);
           else if (op->layer->kind == NTK_LAYER_NEXT)
-            branch_next(slot + at, cells, nrow, nrow, op->first, (REAL)op->fanw, gr, tr);
-          else branch_join(slot + at, cells, nrow, op->layer->branches, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
+            branch_next(slot + at, cells, nrow, nrow, op->first, op->layer->prod, (REAL)op->fanw, gr, tr);
+          else branch_join(slot + at, cells, nrow, op->layer->branches, op->layer->prod, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
         }
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
@@ -594,10 +594,10 @@ static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int se
       ended[depth] = 0;
       branch_fork(stack + 4 * depth++, 1, 1, g, t);
       break;
-    case NTK_LAYER_NEXT: branch_next(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, fw, g, t); break;
+    case NTK_LAYER_NEXT: branch_next(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, l->prod, fw, g, t); break;
     case NTK_LAYER_JOIN:
       depth--;
-      branch_join(stack + 4 * depth, 1, 1, l->branches, fw, fdiv, g, t);
+      branch_join(stack + 4 * depth, 1, 1, l->branches, l->prod, fw, fdiv, g, t);
       break;
     case NTK_LAYER_CONV: /* spatial layers and a second readout: refused by plan_build and the parser */
     case NTK_LAYER_AVGPOOL:
