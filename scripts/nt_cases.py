@@ -733,6 +733,25 @@ def cnn_cases():
              "parallel(serial(Erf, Dense(16, W_std=1.5)), Identity) FanInProd Dense(4) Relu Dense(1)", small),
            stax_syntax=True),
   ]
+  # Pooling with CIRCULAR padding: the window wraps around the image (stax
+  # pads periodically, then pools VALID; normalize_edges has no effect);
+  # uneven padding, rectangular windows, SumPool, a window wider than its
+  # input, and pooling between runs into GAP (the Myrtle shape, which the
+  # batched kernels leave to the pair path).
+  for name, arch, shape in (
+      ('cnn_avgpool_circ_gap', "Conv(8, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu "
+       "AvgPool((3, 3), strides=(2, 2), padding='CIRCULAR') Conv(8, (3, 3), padding='SAME', W_std=1.2) Relu "
+       "GlobalAvgPool Dense(1)", (3, 7, 7, 2)),
+      ('cnn_sumpool_circ_flat', "Conv(8, (3, 3), W_std=1.5) Erf SumPool((2, 2), strides=(1, 1), padding='CIRCULAR') "
+       "Conv(4, (2, 2), W_std=0.7, b_std=0.1) Relu AvgPool((3, 2), (2, 1), 'CIRCULAR', normalize_edges=True) Flatten "
+       "Dense(1)", (3, 6, 5, 2)),
+      ('cnn_avgpool_circ_wide_flat', "Conv(4, (3, 3), W_std=1.5) Relu AvgPool((5, 5), padding='CIRCULAR') Flatten "
+       "Dense(1)", (3, 5, 5, 2)),
+      ('cnn_avgpool_circ_myrtle', "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu AvgPool((2, 2), (2, 2), "
+       "'CIRCULAR') Conv(8, (3, 3), padding='SAME', W_std=1.3, b_std=0.1) Relu AvgPool((3, 3), (1, 1), 'CIRCULAR') "
+       "Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", (3, 8, 8, 3)),
+  ):
+    cases.append(dict(c(name, arch, shape), stax_syntax=True))
   # LayerNorm over channels, per position: in a slice run, before pooling,
   # and in the tail after the readout.
   cases += [

@@ -228,7 +228,26 @@ START_TEST(test_map_params) {
   ntk_arch_canonical(&b, nb, sizeof nb);
   ck_assert_str_eq(buf, nb);
   ntk_arch_free(&b);
-  parse_bad("Conv(3) SumPool((2, 2), padding=CIRCULAR)", "SumPool takes padding VALID or SAME");
+  /* CIRCULAR pooling (stax pools the periodically padded input VALID):
+   * normalize_edges has no effect there and is dropped, so both spellings
+   * are one network; the canonical text reads back */
+  a = parse_ok("Conv(3) SumPool((2, 2), padding=CIRCULAR) AvgPool((3, 3), (2, 2), 'CIRCULAR', normalize_edges=True) "
+               "AvgPool(2, 1, CIRCULAR) AvgPool((3, 1), padding=CIRCULAR) GlobalAvgPool");
+  ck_assert(a.layers[1].padding == NTK_PAD_CIRCULAR && a.layers[1].sum && a.layers[2].padding == NTK_PAD_CIRCULAR &&
+            !a.layers[2].normalize_edges && a.layers[3].stride == 1 && a.layers[4].window_w == 1);
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, " SumPool(2, 1, CIRCULAR) AvgPool(3, 2, CIRCULAR) AvgPool(2, 1, CIRCULAR) "
+                            "AvgPool((3, 1), (1, 1), CIRCULAR) GlobalAvgPool"),
+                "%s", buf);
+  b = parse_ok(buf);
+  ntk_arch_canonical(&b, nb, sizeof nb);
+  ck_assert_str_eq(buf, nb);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  struct ntk_arch c = parse_ok("Conv(3) AvgPool((3, 3), (2, 2), 'CIRCULAR')");
+  ntk_arch_canonical(&c, nb, sizeof nb);
+  ck_assert_msg(strstr(nb, " AvgPool(3, 2, CIRCULAR)"), "%s", nb);
+  ntk_arch_free(&c);
   parse_bad("Conv(3) SumPool(2, normalize_edges=True)", "unknown argument normalize_edges for SumPool");
   parse_bad("Conv(3) AvgPool(2, normalize_edges=yes)", "'yes' is not True or False");
   parse_bad("Dense Monomial(6)", "Monomial: degree must be an integer from 0 to 5, not 6");
@@ -306,7 +325,7 @@ START_TEST(test_stax_syntax) {
   parse_bad("Conv(32, (3, 0))", "Conv: filter must be an integer from 1 to 1000000, not 0");
   parse_bad("Conv(32, (3, 3, 3))", "filter: expected n, (h, w)");
   parse_bad("Conv(32, (3,), (2, 3))", "Conv mixes 1-D sizes (n,) with 2-D ones");
-  parse_bad("AvgPool((2, 2), padding='CIRCULAR')", "AvgPool takes padding VALID or SAME");
+  parse_bad("AvgPool((2, 2), padding='CIRCULAR', normalize_edges=maybe)", "'maybe' is not True or False");
   parse_bad("Conv(32, (3, 3), 1, SAME, 1, 0, None, 'ntk', (1, 1), 5)", "too many positional arguments for Conv");
   parse_bad("Dense(512, b_std=Nonsense)", "Dense: b_std must be a number >= 0 or None, not 'Nonsense'");
 }

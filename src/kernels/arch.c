@@ -816,10 +816,6 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
       }
     } else if (!strcmp(key, "padding") && row > 0) {
       st = arg_padding(p, a, &l->padding);
-      if (!st && row == 2 && l->padding == NTK_PAD_CIRCULAR) {
-        p->pos = a->pos;
-        st = perr(p, "%s takes padding VALID or SAME", l->name);
-      }
     } else if (stax_keyword_of(key, row)) {
       stax_keyword(p, a, l->name, key, &st);
     } else if (!strcmp(key, "normalize_edges") && row == 2 && !l->sum) {
@@ -838,6 +834,10 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
   }
   /* AvgPool's stride: stax's default is 1, ntkd's short form's the window */
   if (row == 2 && !stride_given) l->stride = l->stride_w = stax ? 1 : 0;
+  /* CIRCULAR pooling wraps, so every window is whole: stax divides by the
+   * window's size whatever normalize_edges says (its kernel pools the
+   * wrapped input VALID) */
+  if (row == 2 && l->padding == NTK_PAD_CIRCULAR) l->normalize_edges = 0;
   return NTK_OK;
 }
 
@@ -1635,8 +1635,8 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     } else if (l->padding == NTK_PAD_VALID) /* the text every VALID pooling had */
       n = snprintf(buf, cap, "%s(%d, %d)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride);
     else
-      n = snprintf(buf, cap, "%s(%d, %d, SAME%s)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride,
-                   l->normalize_edges ? ", normalize_edges=True" : "");
+      n = snprintf(buf, cap, "%s(%d, %d, %s%s)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride,
+                   pad_name(l->padding), l->normalize_edges ? ", normalize_edges=True" : "");
     break;
   case NTK_LAYER_LAYERNORM:
     fmt_exact(w, sizeof w, l->map.a);

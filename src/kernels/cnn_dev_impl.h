@@ -992,17 +992,21 @@ static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
       REAL outer = 0;
       for (long a = 0; a < fh; a++) {
         long ra = sh * i + a - lo_h;
-        if (ra < 0 || ra >= hi) continue;
+        if (o->circular) ra = (ra % hi + hi) % hi; /* CIRCULAR wraps (pool_full) */
+        else if (ra < 0 || ra >= hi) continue;
         for (long b = 0; b < fw; b++) {
           long cb = sw * j + b - lo_w;
-          if (cb < 0 || cb >= wi) continue;
+          if (o->circular) cb = (cb % wi + wi) % wi;
+          else if (cb < 0 || cb >= wi) continue;
           const REAL *row = src + (size_t)(ra * wi + cb) * hwi;
           REAL inner = 0;
           for (long a2 = 0; a2 < fh; a2++) {
             long r2 = sh * i2 + a2 - lo_h;
-            if (r2 < 0 || r2 >= hi) continue;
+            if (o->circular) r2 = (r2 % hi + hi) % hi;
+            else if (r2 < 0 || r2 >= hi) continue;
             for (long b2 = 0; b2 < fw; b2++) {
               long c2 = sw * j2 + b2 - lo_w;
+              if (o->circular) c2 = (c2 % wi + wi) % wi;
               if (c2 >= 0 && c2 < wi) inner += row[r2 * wi + c2];
             }
           }

@@ -197,7 +197,9 @@ static REAL pool_scale(const struct cnn_op *op, size_t i, size_t j) {
   return (REAL)(1.0 / (double)(rows * cols));
 }
 
-/* AvgPool over both positions, separably: first image b's, then image a's. */
+/* AvgPool over both positions, separably: first image b's, then image a's.
+ * CIRCULAR wraps the window's cells around the input (stax pads the input
+ * periodically, then pools VALID), so every window is whole. */
 static int pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *out, const struct ntk_stop *stop) {
   size_t wh = op->fh, ww = op->fw, sh = op->sh, sw = op->sw;
   size_t hwi = op->hi * op->wi, hwo = op->ho * op->wo;
@@ -209,9 +211,11 @@ static int pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *o
       REAL sum = 0;
       for (size_t a = 0; a < wh; a++) {
         long r = (long)(sh * i2 + a) - lo_h;
-        if (r < 0 || r >= hi) continue;
+        if (op->circular) r = (r % hi + hi) % hi;
+        else if (r < 0 || r >= hi) continue;
         for (size_t b = 0; b < ww; b++) {
           long c = (long)(sw * j2 + b) - lo_w;
+          if (op->circular) c = (c % wi + wi) % wi;
           if (c >= 0 && c < wi) sum += in[p * hwi + (size_t)(r * wi + c)];
         }
       }
@@ -226,9 +230,11 @@ static int pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *o
       REAL sum = 0;
       for (size_t a = 0; a < wh; a++) {
         long r = (long)(sh * i + a) - lo_h;
-        if (r < 0 || r >= hi) continue;
+        if (op->circular) r = (r % hi + hi) % hi;
+        else if (r < 0 || r >= hi) continue;
         for (size_t b = 0; b < ww; b++) {
           long c = (long)(sw * j + b) - lo_w;
+          if (op->circular) c = (c % wi + wi) % wi;
           if (c >= 0 && c < wi) sum += tmp[(size_t)(r * wi + c) * hwo + q];
         }
       }
