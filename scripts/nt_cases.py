@@ -412,6 +412,17 @@ def map_fc_cases():
        'b_std=0.2)), Identity, serial(Erf, Dense(8, W_std=0.8))) FanInConcat Dense(8, W_std=1.2) Relu Dense(1)'),
       ('fc_residual_concat_input', 'FanOut(2) parallel(Dense(16, W_std=1.4, b_std=0.1), Identity) FanInConcat '
        'Dense(4, W_std=1.1) Relu Dense(1)'),
+      # FanInProd: the kernels multiply entry by entry, the NTK by the
+      # product rule; its branches need not end Gaussian, its output is not
+      # (a Dense before the next nonlinearity); three branches and a nested
+      # product.
+      ('fc_prod', 'Dense(16, W_std=1.3, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(16, W_std=1.5, '
+       'b_std=0.2)), Dense(16, W_std=0.8)) FanInProd Dense(8, W_std=1.2) Relu Dense(1)'),
+      ('fc_prod_nonlinear_branches', 'Dense(8, W_std=1.5, b_std=0.1) FanOut(2) parallel(Relu, Erf) FanInProd '
+       'Dense(4, W_std=1.1) Gelu Dense(1)'),
+      ('fc_prod3_nested', 'Dense(8, W_std=1.2) FanOut(3) parallel(Identity, serial(Erf Dense(8, W_std=2.0)), '
+       'serial(FanOut(2), parallel(Dense(8, b_std=0.3), Identity), FanInProd)) FanInProd Dense(4, b_std=0.1) Erf '
+       'Dense(1)'),
   ):
     out.append(dict(case(name, arch, n=6, d=7), stax_syntax=True))
   # Standard parameterisation (stax's syntax, every Dense with
@@ -424,6 +435,8 @@ def map_fc_cases():
        'Relu, Dense(32, W_std=1.1, b_std=0.0)), Identity) FanInSum Relu Dense(1)'),
       ('fc_standard_concat', 'Dense(16, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(32, W_std=1.3)), '
        'Identity) FanInConcat Dense(8, W_std=1.2) Relu Dense(1)'),
+      ('fc_standard_prod', 'Dense(16, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(16, W_std=1.3)), '
+       'Identity) FanInProd Dense(8, W_std=1.2, b_std=0.0) Relu Dense(1)'),
   ):
     out.append(dict(case(name, arch, n=6, d=9), stax_syntax=True, standard=True))
   # RectifiedMonomial: stax's own kernel is NaN on the diagonal, and so
@@ -699,6 +712,44 @@ def cnn_cases():
        "Relu AvgPool((3, 3), (2, 2), 'SAME', normalize_edges=True) Flatten Dense(1)", (3, 6, 5, 2)),
       ('cnn_sumpool_same_gap', "Conv(8, (3, 3), W_std=1.5) Relu SumPool((2, 2), strides=(2, 2), padding='SAME') "
        "Conv(4, (2, 2), padding='SAME', W_std=0.7) Relu GlobalAvgPool Dense(1)", (3, 7, 7, 2)),
+  ):
+    cases.append(dict(c(name, arch, shape), stax_syntax=True))
+  # FanInProd: a slice-local block (the batched kernels), strided branches
+  # (the full covariance), the same-position path, and the tail.
+  cases += [
+      dict(c('cnn_prod_slice_gap',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, Conv(8, (3, 3), "
+             "padding='SAME', W_std=1.3, b_std=0.1)), Conv(8, (1, 1), padding='SAME', b_std=0.2)) FanInProd "
+             "Conv(8, (3, 3), padding='SAME', W_std=1.2) Relu GlobalAvgPool Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_prod_strided_pool',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.4) FanOut(2) parallel(serial(Relu, Conv(8, (3, 3), (2, 2), "
+             "'SAME', W_std=1.3)), Conv(8, (3, 3), (2, 2), 'SAME', b_std=0.1)) FanInProd AvgPool((2, 2)) Flatten "
+             "Dense(1)", large), stax_syntax=True),
+      dict(c('cnn_prod_flat',
+             "Conv(8, (3, 3), W_std=1.5) FanOut(2) parallel(serial(Erf, Conv(8, (1, 1), W_std=1.2)), "
+             "Conv(8, (1, 1), b_std=0.2)) FanInProd Flatten Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_tail_prod',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.4) Relu GlobalAvgPool Dense(16, b_std=0.1) FanOut(2) "
+             "parallel(serial(Erf, Dense(16, W_std=1.5)), Identity) FanInProd Dense(4) Relu Dense(1)", small),
+           stax_syntax=True),
+  ]
+  # Pooling with CIRCULAR padding: the window wraps around the image (stax
+  # pads periodically, then pools VALID; normalize_edges has no effect);
+  # uneven padding, rectangular windows, SumPool, a window wider than its
+  # input, and pooling between runs into GAP (the Myrtle shape, which the
+  # batched kernels leave to the pair path).
+  for name, arch, shape in (
+      ('cnn_avgpool_circ_gap', "Conv(8, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu "
+       "AvgPool((3, 3), strides=(2, 2), padding='CIRCULAR') Conv(8, (3, 3), padding='SAME', W_std=1.2) Relu "
+       "GlobalAvgPool Dense(1)", (3, 7, 7, 2)),
+      ('cnn_sumpool_circ_flat', "Conv(8, (3, 3), W_std=1.5) Erf SumPool((2, 2), strides=(1, 1), padding='CIRCULAR') "
+       "Conv(4, (2, 2), W_std=0.7, b_std=0.1) Relu AvgPool((3, 2), (2, 1), 'CIRCULAR', normalize_edges=True) Flatten "
+       "Dense(1)", (3, 6, 5, 2)),
+      ('cnn_avgpool_circ_wide_flat', "Conv(4, (3, 3), W_std=1.5) Relu AvgPool((5, 5), padding='CIRCULAR') Flatten "
+       "Dense(1)", (3, 5, 5, 2)),
+      ('cnn_avgpool_circ_myrtle', "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu AvgPool((2, 2), (2, 2), "
+       "'CIRCULAR') Conv(8, (3, 3), padding='SAME', W_std=1.3, b_std=0.1) Relu AvgPool((3, 3), (1, 1), 'CIRCULAR') "
+       "Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", (3, 8, 8, 3)),
   ):
     cases.append(dict(c(name, arch, shape), stax_syntax=True))
   # LayerNorm over channels, per position: in a slice run, before pooling,

@@ -102,6 +102,18 @@ static const char *const archs[] = {
     "Conv(4, (3, 3), padding=SAME) FanOut(3) parallel(serial(Relu Conv(4, (3, 3), strides=(2, 2), padding=SAME)), "
     "Conv(8, (1, 1), strides=(2, 2)), serial(Erf Conv(2, (3, 3), strides=(2, 2), padding=SAME))) FanInConcat "
     "Conv(3, 1, SAME) Relu Flatten Dense",
+    /* FanInProd: a slice-local block, a strided one (the full covariance), the same-position path, the tail */
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Conv(1, 1, SAME)) FanInProd Conv(3, 1, SAME) Relu "
+    "GlobalAvgPool Dense",
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME)), Conv(3, 2, SAME)) FanInProd AvgPool(2, 1) "
+    "Flatten Dense",
+    "Conv(3, 1, VALID) FanOut(3) parallel(serial(Erf Conv(1)), Conv(1), Identity) FanInProd Flatten Dense Relu Dense",
+    "Conv(3, 1, SAME) Relu GlobalAvgPool Dense(4) FanOut(2) parallel(serial(Erf Dense(4)), Identity) FanInProd "
+    "Dense Relu Dense",
+    /* CIRCULAR pooling: wrapped windows on the full covariance; uneven padding, a window wider than its input */
+    "Conv(3, 1, SAME) Relu AvgPool((3, 3), (2, 2), CIRCULAR) Conv(3, 1, SAME) Relu SumPool(2, 1, CIRCULAR) "
+    "Conv(3, 1, SAME) Relu GlobalAvgPool Dense",
+    "Conv(3, 1, VALID) Relu AvgPool((5, 2), (1, 1), CIRCULAR) Flatten Dense",
     /* rectangular filters, windows and strides, and 1-D-shaped ones */
     "Conv(4, (3, 5), strides=(1, 2), padding=SAME) Relu Conv(4, (2, 3), padding=SAME) Relu GlobalAvgPool Dense",
     "Conv(4, (1, 3), padding=SAME) Relu AvgPool((2, 1), strides=(1, 1)) Conv(4, (3, 1)) Relu Flatten Dense",

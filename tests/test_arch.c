@@ -228,7 +228,26 @@ START_TEST(test_map_params) {
   ntk_arch_canonical(&b, nb, sizeof nb);
   ck_assert_str_eq(buf, nb);
   ntk_arch_free(&b);
-  parse_bad("Conv(3) SumPool((2, 2), padding=CIRCULAR)", "SumPool takes padding VALID or SAME");
+  /* CIRCULAR pooling (stax pools the periodically padded input VALID):
+   * normalize_edges has no effect there and is dropped, so both spellings
+   * are one network; the canonical text reads back */
+  a = parse_ok("Conv(3) SumPool((2, 2), padding=CIRCULAR) AvgPool((3, 3), (2, 2), 'CIRCULAR', normalize_edges=True) "
+               "AvgPool(2, 1, CIRCULAR) AvgPool((3, 1), padding=CIRCULAR) GlobalAvgPool");
+  ck_assert(a.layers[1].padding == NTK_PAD_CIRCULAR && a.layers[1].sum && a.layers[2].padding == NTK_PAD_CIRCULAR &&
+            !a.layers[2].normalize_edges && a.layers[3].stride == 1 && a.layers[4].window_w == 1);
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, " SumPool(2, 1, CIRCULAR) AvgPool(3, 2, CIRCULAR) AvgPool(2, 1, CIRCULAR) "
+                            "AvgPool((3, 1), (1, 1), CIRCULAR) GlobalAvgPool"),
+                "%s", buf);
+  b = parse_ok(buf);
+  ntk_arch_canonical(&b, nb, sizeof nb);
+  ck_assert_str_eq(buf, nb);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  struct ntk_arch c = parse_ok("Conv(3) AvgPool((3, 3), (2, 2), 'CIRCULAR')");
+  ntk_arch_canonical(&c, nb, sizeof nb);
+  ck_assert_msg(strstr(nb, " AvgPool(3, 2, CIRCULAR)"), "%s", nb);
+  ntk_arch_free(&c);
   parse_bad("Conv(3) SumPool(2, normalize_edges=True)", "unknown argument normalize_edges for SumPool");
   parse_bad("Conv(3) AvgPool(2, normalize_edges=yes)", "'yes' is not True or False");
   parse_bad("Dense Monomial(6)", "Monomial: degree must be an integer from 0 to 5, not 6");
@@ -306,7 +325,7 @@ START_TEST(test_stax_syntax) {
   parse_bad("Conv(32, (3, 0))", "Conv: filter must be an integer from 1 to 1000000, not 0");
   parse_bad("Conv(32, (3, 3, 3))", "filter: expected n, (h, w)");
   parse_bad("Conv(32, (3,), (2, 3))", "Conv mixes 1-D sizes (n,) with 2-D ones");
-  parse_bad("AvgPool((2, 2), padding='CIRCULAR')", "AvgPool takes padding VALID or SAME");
+  parse_bad("AvgPool((2, 2), padding='CIRCULAR', normalize_edges=maybe)", "'maybe' is not True or False");
   parse_bad("Conv(32, (3, 3), 1, SAME, 1, 0, None, 'ntk', (1, 1), 5)", "too many positional arguments for Conv");
   parse_bad("Dense(512, b_std=Nonsense)", "Dense: b_std must be a number >= 0 or None, not 'Nonsense'");
 }
@@ -375,7 +394,7 @@ START_TEST(test_residual) {
   /* a trailing comma ends the branches, as in Python */
   parse_bad("Dense FanOut(2) parallel(Dense, ) FanInSum", "parallel(...) has 1 branches after FanOut(2)");
   parse_bad("Dense FanOut(2) Dense", "FanOut(n) must be followed by parallel(...)");
-  parse_bad("Dense FanOut(2) parallel(Dense, Dense) Relu", "must end in FanInSum or FanInConcat");
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense) Relu", "must end in FanInSum, FanInProd or FanInConcat");
   parse_bad("Dense parallel(Dense, Dense) FanInSum", "come in stax's residual pattern");
   parse_bad("Dense FanInSum", "come in stax's residual pattern");
   parse_bad("Dense FanOut parallel(Dense) FanInSum", "FanOut needs its number of branches");
@@ -384,6 +403,55 @@ START_TEST(test_residual) {
   parse_bad("Conv(3) FanOut(2) parallel(serial(Conv(3) Flatten), Identity) FanInSum",
             "a branch of a residual block contains a readout");
   parse_bad("serial(Dense Relu", "missing ')'");
+}
+END_TEST
+
+/* FanInProd: a JOIN whose block's markers (FORK, NEXT, JOIN) all say
+ * prod, a nested block's not; its canonical text reads back; its output
+ * is not Gaussian (stax: is_gaussian only for one branch), its branches
+ * need not be; equal widths as FanInSum. */
+START_TEST(test_fan_in_prod) {
+  struct ntk_arch a = parse_ok("Dense FanOut(3) parallel(Relu, serial(FanOut(2), parallel(Dense, Identity), FanInSum), "
+                               "Erf) stax.FanInProd() Dense");
+  ntk_layer_kind want[] = {NTK_LAYER_DENSE, NTK_LAYER_FORK, NTK_LAYER_MAP,  NTK_LAYER_NEXT, NTK_LAYER_FORK,
+                           NTK_LAYER_DENSE, NTK_LAYER_NEXT, NTK_LAYER_IDENTITY, NTK_LAYER_JOIN, NTK_LAYER_NEXT,
+                           NTK_LAYER_MAP,   NTK_LAYER_JOIN, NTK_LAYER_DENSE};
+  int prod[] = {0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0};
+  ck_assert_uint_eq(a.n, sizeof want / sizeof want[0]);
+  for (size_t i = 0; i < a.n; i++) {
+    ck_assert_msg(a.layers[i].kind == want[i], "layer %zu: %d", i, a.layers[i].kind);
+    ck_assert_msg(a.layers[i].prod == prod[i], "layer %zu: prod %d", i, a.layers[i].prod);
+  }
+  ck_assert(a.layers[8].sum && !a.layers[11].sum && a.layers[11].branches == 3);
+  char buf[2048], again[2048];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, ") FanInProd Dense") && strstr(buf, ") FanInSum ,"), "%s", buf);
+  struct ntk_arch b = parse_ok(buf);
+  ntk_arch_canonical(&b, again, sizeof again);
+  ck_assert_str_eq(buf, again);
+  for (size_t i = 0; i < a.n; i++) ck_assert_int_eq(b.layers[i].prod, a.layers[i].prod);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  /* one branch: the product is that branch, Gaussian if it is */
+  a = parse_ok("Dense FanOut(1) parallel(Dense) FanInProd Relu Dense");
+  ntk_arch_free(&a);
+  parse_bad("Dense FanOut(2) parallel(Dense, Identity) FanInProd Relu Dense", "a nonlinearity must follow Dense or Conv");
+  parse_bad("Dense FanOut(2) parallel(Dense, Identity) FanInProd LayerNorm Dense", "LayerNorm must follow Dense or Conv");
+  parse_bad("Dense FanOut(2) parallel(serial(FanOut(2), parallel(Dense, Identity), FanInProd), Identity) FanInSum",
+            "FanInSum): every branch must end Gaussian");
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInProd(2)", "FanInProd takes no arguments");
+  parse_bad("Dense FanInProd", "come in stax's residual pattern");
+  struct ntk_arch c;
+  ck_assert_int_eq(ntk_arch_parse_param("Dense(8) FanOut(2) parallel(Dense(16), Identity) FanInProd Dense(1)", 1, 0, 1,
+                                        &c),
+                   NTK_OK);
+  struct ntk_widths w;
+  ntk_widths_init(&w, 4);
+  int bad = 0;
+  for (size_t i = 0; i < c.n && !bad; i++) bad = ntk_widths_step(&w, &c.layers[i], i, 0);
+  ck_assert_int_eq(bad, -1);
+  ck_assert_msg(strstr(ntk_error_message(), "FanInSum and FanInProd need equal shapes"), "%s", ntk_error_message());
+  ntk_arch_free(&c);
 }
 END_TEST
 
@@ -888,6 +956,7 @@ int main(void) {
   tcase_add_test(tc, test_stax_syntax);
   tcase_add_test(tc, test_standard);
   tcase_add_test(tc, test_residual);
+  tcase_add_test(tc, test_fan_in_prod);
   tcase_add_test(tc, test_error_column);
   tcase_add_test(tc, test_repeat_counts);
   tcase_add_test(tc, test_integer_arguments);

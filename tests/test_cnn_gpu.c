@@ -296,6 +296,11 @@ START_TEST(test_gpu_blocks_in_slices) {
        "Conv(3, 1, SAME) Relu AvgPool(2, 1) Flatten Dense", 0},
       {"Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME)), Conv(3, 2, SAME)) FanInSum "
        "FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Identity) FanInSum Relu GlobalAvgPool Dense", 1},
+      {"Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Conv(1, 1, SAME)) FanInProd Conv(3, 1, SAME) Relu "
+       "GlobalAvgPool Dense", 0},
+      {"Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME)), Conv(3, 2, SAME)) FanInProd "
+       "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Identity) FanInProd Conv(3, 1, SAME) Relu "
+       "GlobalAvgPool Dense", 1},
   };
   for (int elem = 4; elem <= 8; elem += 4) {
     struct ntk_dataset ds;

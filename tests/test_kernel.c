@@ -660,6 +660,11 @@ START_TEST(test_fc_entry_walk) {
       {"Dense(64, W_std=1.5, b_std=0.1) Relu Dense(32, W_std=1.2, b_std=0.0) Erf Dense(16, b_std=None) Gelu Dense", 1},
       {"Dense(16, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(32, W_std=1.3)), Identity) "
        "FanInConcat Dense(8, W_std=1.2) Relu Dense", 1},
+      /* FanInProd: products by the product rule, a nested one, non-Gaussian branches */
+      {"Dense(8, W_std=1.2) FanOut(3) parallel(Identity, serial(Erf Dense(8, W_std=2.0)), FanOut(2) "
+       "parallel(Dense(8, b_std=0.3), Identity) FanInProd) FanInProd Dense(4) Relu Dense", 0},
+      {"Dense(8, W_std=1.5, b_std=0.1) FanOut(2) parallel(Relu, Erf) FanInProd Dense(8) FanOut(2) parallel(serial(Relu, "
+       "Dense(8)), Identity) FanInProd Dense", 1},
   };
   for (int elem = 4; elem <= 8; elem += 4)
     for (size_t a = 0; a < sizeof nets / sizeof *nets; a++) {

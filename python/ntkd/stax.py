@@ -21,7 +21,7 @@ import numbers
 from . import _kernel
 
 __all__ = [
-    "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInConcat", "Identity", "Dense", "Conv", "AvgPool",
+    "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv", "AvgPool",
     "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm", "Relu", "LeakyRelu", "Abs", "ABRelu",
     "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial",
     "RectifiedMonomial", "Polynomial", "Hermite", "Padding",
@@ -129,6 +129,10 @@ def FanOut(num):
 
 def FanInSum():
     return _layer("FanInSum")
+
+
+def FanInProd():
+    return _layer("FanInProd")
 
 
 def FanInConcat(axis=-1):
@@ -302,7 +306,6 @@ for _name, _why in [
     ("Elementwise", "arbitrary nonlinearities need their kernel in closed form: use a named one"),
     ("ElementwiseNumerical", "nonlinearities by quadrature are not implemented yet"),
     ("Gabor", "not implemented"),
-    ("FanInProd", "not implemented"),
 ]:
     globals()[_name] = _refused(_name, _why)
 del _name, _why

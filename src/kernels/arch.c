@@ -816,10 +816,6 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
       }
     } else if (!strcmp(key, "padding") && row > 0) {
       st = arg_padding(p, a, &l->padding);
-      if (!st && row == 2 && l->padding == NTK_PAD_CIRCULAR) {
-        p->pos = a->pos;
-        st = perr(p, "%s takes padding VALID or SAME", l->name);
-      }
     } else if (stax_keyword_of(key, row)) {
       stax_keyword(p, a, l->name, key, &st);
     } else if (!strcmp(key, "normalize_edges") && row == 2 && !l->sum) {
@@ -838,6 +834,10 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
   }
   /* AvgPool's stride: stax's default is 1, ntkd's short form's the window */
   if (row == 2 && !stride_given) l->stride = l->stride_w = stax ? 1 : 0;
+  /* CIRCULAR pooling wraps, so every window is whole: stax divides by the
+   * window's size whatever normalize_edges says (its kernel pools the
+   * wrapped input VALID) */
+  if (row == 2 && l->padding == NTK_PAD_CIRCULAR) l->normalize_edges = 0;
   return NTK_OK;
 }
 
@@ -1238,6 +1238,7 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
   skip_ws(p);
   if (p->text[p->pos] != '(') return perr(p, "expected '(' after parallel%s", "");
   p->pos++;
+  size_t fork = out->n;
   if ((st = push_marker(p, out, NTK_LAYER_FORK, n, 0, "FanOut"))) return st;
   int got = 0;
   for (;;) {
@@ -1302,7 +1303,29 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     }
     return push_marker(p, out, NTK_LAYER_JOIN, n, 0, "FanInConcat");
   }
-  return perr(p, "FanOut(n) parallel(...) must end in FanInSum or FanInConcat%s", "");
+  if (peek_word(p, "FanInProd")) {
+    size_t at = p->pos;
+    p->pos += strlen("FanInProd");
+    if (p->text[p->pos] == '(') {
+      struct arg args[NTK_ARCH_MAX_ARGS];
+      int nargs;
+      if ((st = parse_args(p, args, &nargs))) return st;
+      if (nargs) {
+        p->pos = at;
+        return perr(p, "FanInProd takes no arguments%s", "");
+      }
+    }
+    if ((st = push_marker(p, out, NTK_LAYER_JOIN, n, 0, "FanInProd"))) return st;
+    /* the block's own markers all say so: a NEXT multiplies its branch in */
+    for (size_t k = fork, d = 0; k < out->n; k++) {
+      ntk_layer_kind kind = out->v[k].kind;
+      if (kind == NTK_LAYER_FORK) d++;
+      if (d == 1 && ntk_layer_traits(kind)->branch) out->v[k].prod = 1;
+      if (kind == NTK_LAYER_JOIN) d--;
+    }
+    return NTK_OK;
+  }
+  return perr(p, "FanOut(n) parallel(...) must end in FanInSum, FanInProd or FanInConcat%s", "");
 }
 
 static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, int ctx) {
@@ -1339,8 +1362,9 @@ static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, 
       if (!st) p->pos++; /* ')' */
     } else if (peek_word(p, "FanOut")) {
       st = parse_fanout(p, out, depth, commas);
-    } else if (peek_word(p, "parallel") || peek_word(p, "FanInSum") || peek_word(p, "FanInConcat")) {
-      st = perr(p, "parallel(...), FanInSum and FanInConcat come in stax's residual pattern: FanOut(n) "
+    } else if (peek_word(p, "parallel") || peek_word(p, "FanInSum") || peek_word(p, "FanInConcat") ||
+               peek_word(p, "FanInProd")) {
+      st = perr(p, "parallel(...), FanInSum, FanInProd and FanInConcat come in stax's residual pattern: FanOut(n) "
                    "parallel(b1, ..., bn) FanInSum%s", "");
     } else {
       st = parse_layer(p, out, prefix > 0);
@@ -1387,7 +1411,9 @@ static ntk_status validate(const struct ntk_arch *a) {
                          "arch, layer %zu (FanInSum): every branch must end Gaussian (with Dense, Conv, or "
                          "Identity or pooling of a Gaussian input), as neural-tangents requires",
                          i + 1);
-      gaussian = l->sum; /* FanInConcat's output is not Gaussian in neural-tangents */
+      /* FanInConcat's output is not Gaussian in neural-tangents, nor a
+       * product's of two or more branches (FanInProd takes any branches) */
+      gaussian = l->sum || (l->prod && l->branches < 2 && all_gauss[depth]);
       continue;
     }
     if (t->needs_gaussian && !gaussian)
@@ -1463,17 +1489,18 @@ int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t inde
       else if (e != known) unequal = 1;
       total += e;
     }
-    if (unequal && (l->sum || unknown)) {
+    int same = l->sum || l->prod; /* the branches' shapes must be equal; the width stays */
+    if (unequal && (same || unknown)) {
       ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): its branches end at different widths%s", index + 1, l->name,
-                l->sum ? ": neural-tangents' FanInSum needs equal shapes"
+                same ? ": neural-tangents' FanInSum and FanInProd need equal shapes"
                        : ", and a branch without a width: FanInConcat weights each branch by its width, as stax "
                          "does, so give every branch's last Dense or Conv its width (Dense(64), Conv(64, (3, 3)))");
       return -1;
     }
-    int weighted = !l->sum && unequal;
+    int weighted = !same && unequal;
     for (int k = 0; k < nb && w->weight; k++) w->weight[w->end_at[d][k]] = weighted ? (double)w->end_w[d][k] : 1.0;
-    if (w->div) w->div[index] = l->sum || nb < 2 ? 0.0 : weighted ? (double)total : (double)nb;
-    w->chan = l->sum ? known : unknown ? 0 : total;
+    if (w->div) w->div[index] = same || nb < 2 ? 0.0 : weighted ? (double)total : (double)nb;
+    w->chan = same ? known : unknown ? 0 : total;
     break;
   }
   case NTK_LAYER_MAP:
@@ -1608,8 +1635,8 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     } else if (l->padding == NTK_PAD_VALID) /* the text every VALID pooling had */
       n = snprintf(buf, cap, "%s(%d, %d)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride);
     else
-      n = snprintf(buf, cap, "%s(%d, %d, SAME%s)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride,
-                   l->normalize_edges ? ", normalize_edges=True" : "");
+      n = snprintf(buf, cap, "%s(%d, %d, %s%s)", l->sum ? "SumPool" : "AvgPool", l->window, l->stride,
+                   pad_name(l->padding), l->normalize_edges ? ", normalize_edges=True" : "");
     break;
   case NTK_LAYER_LAYERNORM:
     fmt_exact(w, sizeof w, l->map.a);
@@ -1622,7 +1649,7 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     n = snprintf(buf, cap, ",");
     break;
   case NTK_LAYER_JOIN:
-    n = snprintf(buf, cap, ") %s", l->sum ? "FanInSum" : "FanInConcat");
+    n = snprintf(buf, cap, ") %s", l->sum ? "FanInSum" : l->prod ? "FanInProd" : "FanInConcat");
     break;
   case NTK_LAYER_IDENTITY:
   case NTK_LAYER_FLATTEN:

@@ -25,7 +25,8 @@ struct ntk_layer {
   int one_d;            /* written with 1-D sizes, (3,): for (N, L, C) data */
   int width;            /* Dense out_dim, Conv out_chan as written (stax's syntax); 0 if not given */
   int sum;              /* AvgPool, GlobalAvgPool kinds spelled SumPool, GlobalSumPool: sums, not means;
-                           NTK_LAYER_JOIN: FanInSum (else FanInConcat) */
+                           NTK_LAYER_JOIN: FanInSum (else FanInConcat or FanInProd) */
+  int prod;             /* NTK_LAYER_JOIN: FanInProd, the branches' kernels multiplied entry by entry (sum 0) */
   int branches;         /* NTK_LAYER_FORK, NTK_LAYER_JOIN: the block's number of branches */
   int normalize_edges;  /* AvgPool SAME: divide by the window's cells inside the input (stax's
                            normalize_edges=True), not by w^2 (count_include_pad, the default) */
@@ -65,7 +66,7 @@ ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, in
  * set (arrays indexed by layer, as `index` below), each JOIN writes its
  * block's weights: weight[i] for every NEXT and the JOIN ending a branch,
  * div[join] the divisor, 0 for none (src/kernels/branch.h applies them).
- * FanInSum: weights 1, div 0. */
+ * FanInSum and FanInProd: weights 1, div 0. */
 #define NTK_WIDTHS_MAXDEPTH 16
 #define NTK_WIDTHS_MAXBRANCH 64
 struct ntk_widths {
@@ -80,8 +81,8 @@ struct ntk_widths {
 void ntk_widths_init(struct ntk_widths *w, size_t chan);
 
 /* Past layer l, layer `index` of the network (hw: the positions a Flatten
- * flattens). Returns 0, or -1 with ntk_error set for a FanInSum whose
- * branches end at different known widths (neural-tangents refuses it), or
+ * flattens). Returns 0, or -1 with ntk_error set for a FanInSum or
+ * FanInProd whose branches end at different known widths (neural-tangents refuses it), or
  * a FanInConcat of different known widths with a branch of unknown width
  * (its weights are unknown). */
 int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t index, size_t hw);

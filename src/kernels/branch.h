@@ -1,5 +1,5 @@
 /* Residual blocks in the engines: FanOut(n) parallel(b1, ..., bn) FanInSum
- * (or FanInConcat) arrives flattened as FORK b1 NEXT ... NEXT bn JOIN
+ * (or FanInConcat, FanInProd) arrives flattened as FORK b1 NEXT ... NEXT bn JOIN
  * (src/kernels/arch.c). A stack keeps, per open block, the block's input and the
  * weighted sum of the branches finished so far, for any array of n values
  * (an FC tile, a CNN pair's covariance, a per-sample variance row):
@@ -13,7 +13,10 @@
  * equal widths and each branch's width otherwise, as stax weights a
  * channel concatenation. w = 1 is exact, so a sum rounds as it did
  * unweighted. The additions go left to right, so every engine and the
- * variances round alike. Pure; no I/O. */
+ * variances round alike.
+ * FanInProd (prod): the sum holds the product of the branches' g so far
+ * and t by the product rule, as stax's FanInProd: t' = t_acc g + g_acc t,
+ * g' = g_acc g, entry by entry (w = 1, div = 0). Pure; no I/O. */
 #ifndef NTKD_BRANCH_H
 #define NTKD_BRANCH_H
 

@@ -391,11 +391,11 @@ static void plan_bands(struct cnn_plan *P) {
       bw = op->circular ? op->wi : bw * op->sw;
       vbh = op->circular ? op->hi : vbh * op->sh;
       vbw = op->circular ? op->wi : vbw * op->sw;
-    } else if (l->kind == NTK_LAYER_AVGPOOL) {
-      bh = bh * op->sh + op->fh - 1;
-      bw = bw * op->sw + op->fw - 1;
-      vbh = vbh * op->sh + op->fh - 1;
-      vbw = vbw * op->sw + op->fw - 1;
+    } else if (l->kind == NTK_LAYER_AVGPOOL) { /* CIRCULAR wraps: all */
+      bh = op->circular ? op->hi : bh * op->sh + op->fh - 1;
+      bw = op->circular ? op->wi : bw * op->sw + op->fw - 1;
+      vbh = op->circular ? op->hi : vbh * op->sh + op->fh - 1;
+      vbw = op->circular ? op->wi : vbw * op->sw + op->fw - 1;
     }
     int all = P->path != NTK_CNN_SLICE;
     op->bh = all || bh + 1 > op->hi ? op->hi - 1 : bh;
@@ -422,7 +422,8 @@ static void plan_batched(struct cnn_plan *P, ntk_cnn_path want, size_t elem) {
   for (size_t k = 0; multi && k < P->nops; k++) {
     const struct cnn_op *op = &P->ops[k];
     if (op->slice_local) continue;
-    multi = op->layer->kind == NTK_LAYER_AVGPOOL && P->ops[k + 1].slice_local; /* (the last op is slice-local) */
+    /* (the last op is slice-local); a CIRCULAR pooling takes the pair path (b_pool_add does not wrap) */
+    multi = op->layer->kind == NTK_LAYER_AVGPOOL && !op->circular && P->ops[k + 1].slice_local;
     size_t in = op->hi * op->wi, out = op->ho * op->wo;
     if (in * out > P->multi_part) P->multi_part = in * out;
     if (out * out > P->multi_full) P->multi_full = out * out;
@@ -678,6 +679,7 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->fan = tail ? P.tail_fan[k - P.nops] : op->fan;
       o->one = l->bias ? 1 : 0;
       o->sum = l->sum;
+      o->prod = l->prod;
       o->branches = l->branches;
       o->norm_edges = l->normalize_edges;
       o->var_off = -1;

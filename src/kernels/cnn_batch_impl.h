@@ -181,8 +181,8 @@ static int b_pair_diag(const ntk_cnn_t *c, struct cnn_bws *ws, const REAL *xa, c
       size_t cap = HW * B, nin = op->hi * op->wi * B;
       REAL *slot = (REAL *)ws->stack + 4 * cap * (size_t)op->depth, *tt = with_t ? t : NULL;
       if (l->kind == NTK_LAYER_FORK) branch_fork(slot, cap, nin, g, tt);
-      else if (l->kind == NTK_LAYER_NEXT) branch_next(slot, cap, nin, n * B, op->first, (REAL)op->fanw, g, tt);
-      else branch_join(slot, cap, nin, l->branches, (REAL)op->fanw, (REAL)op->fandiv, g, tt);
+      else if (l->kind == NTK_LAYER_NEXT) branch_next(slot, cap, nin, n * B, op->first, l->prod, (REAL)op->fanw, g, tt);
+      else branch_join(slot, cap, nin, l->branches, l->prod, (REAL)op->fanw, (REAL)op->fandiv, g, tt);
     } else if (op->var >= 0) {
       size_t off = P->var_off[op->var];
       b_nonlin(op, g, with_t ? t : NULL, n, va + off, vbt + off * B, va + off + n, vbt + (off + n) * B, B);
@@ -321,8 +321,8 @@ static int b_slice_ops(const ntk_cnn_t *c, struct cnn_bws *ws, size_t k0, size_t
         REAL *gr = (REAL *)ws->g + at, *tr = with_t ? (REAL *)ws->t + at : NULL;
         if (l->kind == NTK_LAYER_FORK) branch_fork(slot + at, cap, nrow, gr, tr);
         else if (l->kind == NTK_LAYER_NEXT)
-          branch_next(slot + at, cap, nrow, nrow, op->first, (REAL)op->fanw, gr, tr);
-        else branch_join(slot + at, cap, nrow, l->branches, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
+          branch_next(slot + at, cap, nrow, nrow, op->first, l->prod, (REAL)op->fanw, gr, tr);
+        else branch_join(slot + at, cap, nrow, l->branches, l->prod, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
       }
     } else if (l->kind == NTK_LAYER_DENSE || op->var >= 0) {
       for (size_t i = i0; i < i1; i++) {
@@ -573,10 +573,10 @@ static void b_tail(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REAL *g,
       ended[depth] = 0;
       branch_fork(stack + 4 * B * (size_t)depth++, B, B, g, t);
     } else if (l->kind == NTK_LAYER_NEXT) {
-      branch_next(stack + 4 * B * (size_t)(depth - 1), B, B, B, ended[depth - 1]++ == 0, fw, g, t);
+      branch_next(stack + 4 * B * (size_t)(depth - 1), B, B, B, ended[depth - 1]++ == 0, l->prod, fw, g, t);
     } else if (l->kind == NTK_LAYER_JOIN) {
       depth--;
-      branch_join(stack + 4 * B * (size_t)depth, B, B, l->branches, fw, fdiv, g, t);
+      branch_join(stack + 4 * B * (size_t)depth, B, B, l->branches, l->prod, fw, fdiv, g, t);
     }
     for (size_t k = 0; k < B; k++) {
       REAL td, w2 = (REAL)(l->w_std * l->w_std);

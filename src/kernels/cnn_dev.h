@@ -24,6 +24,7 @@ struct ntk_dev_op {
   int lo_h, lo_w, circular;  /* Conv padding before, CIRCULAR */
   int fh, fw, sh, sw;        /* Conv filter or AvgPool window, and strides, per dimension */
   int sum;                   /* SumPool: window sums, not means; JOIN: FanInSum (else FanInConcat) */
+  int prod;                  /* FORK, NEXT, JOIN of a FanInProd block: products (branch.h) */
   int depth, first, branches; /* FORK, NEXT, JOIN: the block's stack slot, a NEXT ending the first branch, n */
   double fanw, fandiv;       /* NEXT, JOIN: the FanIn weight of the branch it ends; JOIN: the divisor (branch.h) */
   int norm_edges;            /* AvgPool SAME with normalize_edges: means over the cells inside */

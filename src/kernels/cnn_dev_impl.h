@@ -160,7 +160,10 @@ static DEV DV_INLINE void dv_branch_diag(const struct ntk_dev_args *A, struct nt
         slot[cap + e] = dt[e];
       }
     } else if (o->kind == NTK_LAYER_NEXT) {
-      if (e < n) {
+      if (e < n && o->prod && !o->first) { /* FanInProd: the product rule (branch.h) */
+        slot[3 * cap + e] = slot[3 * cap + e] * dg[e] + slot[2 * cap + e] * dt[e];
+        slot[2 * cap + e] *= dg[e];
+      } else if (e < n) {
         slot[2 * cap + e] = o->first ? w * dg[e] : slot[2 * cap + e] + w * dg[e];
         slot[3 * cap + e] = o->first ? w * dt[e] : slot[3 * cap + e] + w * dt[e];
       }
@@ -168,6 +171,9 @@ static DEV DV_INLINE void dv_branch_diag(const struct ntk_dev_args *A, struct nt
         dg[e] = slot[e];
         dt[e] = slot[cap + e];
       }
+    } else if (e < n && o->branches > 1 && o->prod) { /* JOIN of FanInProd */
+      dt[e] = slot[3 * cap + e] * dg[e] + slot[2 * cap + e] * dt[e];
+      dg[e] = slot[2 * cap + e] * dg[e];
     } else if (e < n && o->branches > 1) { /* JOIN */
       dg[e] = slot[2 * cap + e] + w * dg[e];
       dt[e] = slot[3 * cap + e] + w * dt[e];
@@ -434,10 +440,18 @@ static DEV DV_INLINE void dv_slice_branch(struct ntk_blk *B, const struct dv_sli
       slot[idx] = g[idx];
       slot[cells + idx] = t[idx];
     } else if (o->kind == NTK_LAYER_NEXT) {
-      slot[2 * cells + idx] = o->first ? fw * g[idx] : slot[2 * cells + idx] + fw * g[idx];
-      slot[3 * cells + idx] = o->first ? fw * t[idx] : slot[3 * cells + idx] + fw * t[idx];
+      if (o->prod && !o->first) { /* FanInProd: the product rule (branch.h) */
+        slot[3 * cells + idx] = slot[3 * cells + idx] * g[idx] + slot[2 * cells + idx] * t[idx];
+        slot[2 * cells + idx] *= g[idx];
+      } else {
+        slot[2 * cells + idx] = o->first ? fw * g[idx] : slot[2 * cells + idx] + fw * g[idx];
+        slot[3 * cells + idx] = o->first ? fw * t[idx] : slot[3 * cells + idx] + fw * t[idx];
+      }
       g[idx] = slot[idx];
       t[idx] = slot[cells + idx];
+    } else if (o->branches > 1 && o->prod) {
+      t[idx] = slot[3 * cells + idx] * g[idx] + slot[2 * cells + idx] * t[idx];
+      g[idx] = slot[2 * cells + idx] * g[idx];
     } else if (o->branches > 1) {
       g[idx] = slot[2 * cells + idx] + fw * g[idx];
       t[idx] = slot[3 * cells + idx] + fw * t[idx];
@@ -978,17 +992,21 @@ static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
       REAL outer = 0;
       for (long a = 0; a < fh; a++) {
         long ra = sh * i + a - lo_h;
-        if (ra < 0 || ra >= hi) continue;
+        if (o->circular) ra = (ra % hi + hi) % hi; /* CIRCULAR wraps (pool_full) */
+        else if (ra < 0 || ra >= hi) continue;
         for (long b = 0; b < fw; b++) {
           long cb = sw * j + b - lo_w;
-          if (cb < 0 || cb >= wi) continue;
+          if (o->circular) cb = (cb % wi + wi) % wi;
+          else if (cb < 0 || cb >= wi) continue;
           const REAL *row = src + (size_t)(ra * wi + cb) * hwi;
           REAL inner = 0;
           for (long a2 = 0; a2 < fh; a2++) {
             long r2 = sh * i2 + a2 - lo_h;
-            if (r2 < 0 || r2 >= hi) continue;
+            if (o->circular) r2 = (r2 % hi + hi) % hi;
+            else if (r2 < 0 || r2 >= hi) continue;
             for (long b2 = 0; b2 < fw; b2++) {
               long c2 = sw * j2 + b2 - lo_w;
+              if (o->circular) c2 = (c2 % wi + wi) % wi;
               if (c2 >= 0 && c2 < wi) inner += row[r2 * wi + c2];
             }
           }
@@ -1020,7 +1038,10 @@ static DEV void dv_branch_full(const struct ntk_dev_args *A, struct ntk_blk *B) 
         if (t) slot[cap + e] = t[e];
       }
     } else if (o->kind == NTK_LAYER_NEXT) {
-      if (e < n) {
+      if (e < n && o->prod && !o->first) { /* FanInProd: the product rule (branch.h) */
+        if (t) slot[3 * cap + e] = slot[3 * cap + e] * g[e] + slot[2 * cap + e] * t[e];
+        slot[2 * cap + e] *= g[e];
+      } else if (e < n) {
         REAL w = (REAL)o->fanw;
         slot[2 * cap + e] = o->first ? w * g[e] : slot[2 * cap + e] + w * g[e];
         if (t) slot[3 * cap + e] = o->first ? w * t[e] : slot[3 * cap + e] + w * t[e];
@@ -1029,6 +1050,9 @@ static DEV void dv_branch_full(const struct ntk_dev_args *A, struct ntk_blk *B) 
         g[e] = slot[e];
         if (t) t[e] = slot[cap + e];
       }
+    } else if (e < n && o->branches > 1 && o->prod) { /* JOIN of FanInProd */
+      if (t) t[e] = slot[3 * cap + e] * g[e] + slot[2 * cap + e] * t[e];
+      g[e] = slot[2 * cap + e] * g[e];
     } else if (e < n && o->branches > 1) { /* JOIN */
       REAL w = (REAL)o->fanw, div = (REAL)o->fandiv;
       g[e] = slot[2 * cap + e] + w * g[e];
@@ -1093,14 +1117,24 @@ static DEV void dv_readout(const struct ntk_dev_args *A, struct ntk_blk *B, REAL
       break;
     case NTK_LAYER_NEXT:
       s = stack + 4 * (depth - 1);
-      s[2] = o->first ? w * g : s[2] + w * g;
-      s[3] = o->first ? w * t : s[3] + w * t;
+      if (o->prod && !o->first) { /* FanInProd: the product rule (branch.h) */
+        s[3] = s[3] * g + s[2] * t;
+        s[2] *= g;
+      } else {
+        s[2] = o->first ? w * g : s[2] + w * g;
+        s[3] = o->first ? w * t : s[3] + w * t;
+      }
       g = s[0];
       t = s[1];
       break;
     case NTK_LAYER_JOIN:
       s = stack + 4 * --depth;
       if (o->branches < 2) break;
+      if (o->prod) {
+        t = s[3] * g + s[2] * t;
+        g = s[2] * g;
+        break;
+      }
       g = s[2] + w * g;
       t = s[3] + w * t;
       if (div != 0) {

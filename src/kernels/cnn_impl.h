@@ -106,8 +106,8 @@ static void branch_op(struct cnn_ws *ws, const struct cnn_plan *P, const struct 
   }
   if (op->layer->kind == NTK_LAYER_FORK) branch_fork(slot, P->fmax, n, g, t);
   else if (op->layer->kind == NTK_LAYER_NEXT)
-    branch_next(slot, P->fmax, n, n_out, op->first, (REAL)op->fanw, g, t);
-  else branch_join(slot, P->fmax, n, op->layer->branches, (REAL)op->fanw, (REAL)op->fandiv, g, t);
+    branch_next(slot, P->fmax, n, n_out, op->first, op->layer->prod, (REAL)op->fanw, g, t);
+  else branch_join(slot, P->fmax, n, op->layer->branches, op->layer->prod, (REAL)op->fanw, (REAL)op->fandiv, g, t);
 }
 
 /* ---- DIAG: same-position entries only ------------------------------------- */
@@ -197,7 +197,9 @@ static REAL pool_scale(const struct cnn_op *op, size_t i, size_t j) {
   return (REAL)(1.0 / (double)(rows * cols));
 }
 
-/* AvgPool over both positions, separably: first image b's, then image a's. */
+/* AvgPool over both positions, separably: first image b's, then image a's.
+ * CIRCULAR wraps the window's cells around the input (stax pads the input
+ * periodically, then pools VALID), so every window is whole. */
 static int pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *out, const struct ntk_stop *stop) {
   size_t wh = op->fh, ww = op->fw, sh = op->sh, sw = op->sw;
   size_t hwi = op->hi * op->wi, hwo = op->ho * op->wo;
@@ -209,9 +211,11 @@ static int pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *o
       REAL sum = 0;
       for (size_t a = 0; a < wh; a++) {
         long r = (long)(sh * i2 + a) - lo_h;
-        if (r < 0 || r >= hi) continue;
+        if (op->circular) r = (r % hi + hi) % hi;
+        else if (r < 0 || r >= hi) continue;
         for (size_t b = 0; b < ww; b++) {
           long c = (long)(sw * j2 + b) - lo_w;
+          if (op->circular) c = (c % wi + wi) % wi;
           if (c >= 0 && c < wi) sum += in[p * hwi + (size_t)(r * wi + c)];
         }
       }
@@ -226,9 +230,11 @@ static int pool_full(const struct cnn_op *op, const REAL *in, REAL *tmp, REAL *o
       REAL sum = 0;
       for (size_t a = 0; a < wh; a++) {
         long r = (long)(sh * i + a) - lo_h;
-        if (r < 0 || r >= hi) continue;
+        if (op->circular) r = (r % hi + hi) % hi;
+        else if (r < 0 || r >= hi) continue;
         for (size_t b = 0; b < ww; b++) {
           long c = (long)(sw * j + b) - lo_w;
+          if (op->circular) c = (c % wi + wi) % wi;
           if (c >= 0 && c < wi) sum += tmp[(size_t)(r * wi + c) * hwo + q];
         }
       }
@@ -387,8 +393,8 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
           REAL *gr = S.g + at, *tr = with_t ? S.t + at : NULL;
           if (op->layer->kind == NTK_LAYER_FORK) branch_fork(slot + at, cells, nrow, gr, tr);
           else if (op->layer->kind == NTK_LAYER_NEXT)
-            branch_next(slot + at, cells, nrow, nrow, op->first, (REAL)op->fanw, gr, tr);
-          else branch_join(slot + at, cells, nrow, op->layer->branches, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
+            branch_next(slot + at, cells, nrow, nrow, op->first, op->layer->prod, (REAL)op->fanw, gr, tr);
+          else branch_join(slot + at, cells, nrow, op->layer->branches, op->layer->prod, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
         }
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
@@ -594,10 +600,10 @@ static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int se
       ended[depth] = 0;
       branch_fork(stack + 4 * depth++, 1, 1, g, t);
       break;
-    case NTK_LAYER_NEXT: branch_next(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, fw, g, t); break;
+    case NTK_LAYER_NEXT: branch_next(stack + 4 * (depth - 1), 1, 1, 1, ended[depth - 1]++ == 0, l->prod, fw, g, t); break;
     case NTK_LAYER_JOIN:
       depth--;
-      branch_join(stack + 4 * depth, 1, 1, l->branches, fw, fdiv, g, t);
+      branch_join(stack + 4 * depth, 1, 1, l->branches, l->prod, fw, fdiv, g, t);
       break;
     case NTK_LAYER_CONV: /* spatial layers and a second readout: refused by plan_build and the parser */
     case NTK_LAYER_AVGPOOL:

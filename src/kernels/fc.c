@@ -226,14 +226,14 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
       d++;
     } else if (L->kind == NTK_LAYER_NEXT) {
       if (es == 4)
-        branch_next_f((float *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, (float)fc->bw[l], vout, NULL);
-      else branch_next_d((double *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, fc->bw[l], vout, NULL);
+        branch_next_f((float *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, L->prod, (float)fc->bw[l], vout, NULL);
+      else branch_next_d((double *)vstack + 4 * n * (d - 1), n, n, n, fc->nexts[l] == 0, L->prod, fc->bw[l], vout, NULL);
     } else if (L->kind == NTK_LAYER_JOIN) {
       d--;
       if (es == 4)
-        branch_join_f((float *)vstack + 4 * n * d, n, n, L->branches, (float)fc->bw[l], (float)fc->bdiv[l], vout,
+        branch_join_f((float *)vstack + 4 * n * d, n, n, L->branches, L->prod, (float)fc->bw[l], (float)fc->bdiv[l], vout,
                       NULL);
-      else branch_join_d((double *)vstack + 4 * n * d, n, n, L->branches, fc->bw[l], fc->bdiv[l], vout, NULL);
+      else branch_join_d((double *)vstack + 4 * n * d, n, n, L->branches, L->prod, fc->bw[l], fc->bdiv[l], vout, NULL);
     } else if (es == 4) {
       next_var_f(L, in, vout, n);
     } else {
@@ -279,6 +279,7 @@ ntk_status ntk_fc_entry_layers(const ntk_fc_t *fc, struct ntk_fc_entry_layer *ou
     y->fanw = fc->bw[l];
     y->fandiv = fc->bdiv[l];
     y->branches = L->branches;
+    y->prod = L->prod;
     y->map = L->map;
     if (L->kind == NTK_LAYER_FORK) {
       if (depth == NTK_FC_ENTRY_MAXDEPTH)

@@ -26,6 +26,7 @@ struct ntk_fc_entry_layer {
   double fanw, fandiv; /* NEXT, JOIN: the branch's FanIn weight; JOIN: the divisor (branch.h) */
   int first;          /* NEXT: it ends its block's first branch */
   int branches;       /* JOIN: the block's branch count */
+  int prod;           /* NEXT, JOIN of a FanInProd block: products (branch.h) */
   struct ntk_map map; /* NTK_LAYER_MAP, NTK_LAYER_LAYERNORM */
 };
 

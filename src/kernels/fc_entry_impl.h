@@ -37,14 +37,24 @@ static NTK_HD inline void ntk_fc_entry(const struct ntk_fc_entry_layer *L, size_
       break;
     case NTK_LAYER_NEXT:
       s = stack + 4 * (depth - 1);
-      s[2] = y->first ? (REAL)y->fanw * gv : s[2] + (REAL)y->fanw * gv;
-      s[3] = y->first ? (REAL)y->fanw * tv : s[3] + (REAL)y->fanw * tv;
+      if (y->prod && !y->first) { /* FanInProd: the product rule (branch.h) */
+        s[3] = s[3] * gv + s[2] * tv;
+        s[2] *= gv;
+      } else {
+        s[2] = y->first ? (REAL)y->fanw * gv : s[2] + (REAL)y->fanw * gv;
+        s[3] = y->first ? (REAL)y->fanw * tv : s[3] + (REAL)y->fanw * tv;
+      }
       gv = s[0];
       tv = s[1];
       break;
     case NTK_LAYER_JOIN:
       s = stack + 4 * --depth;
       if (y->branches < 2) break;
+      if (y->prod) {
+        tv = s[3] * gv + s[2] * tv;
+        gv = s[2] * gv;
+        break;
+      }
       gv = s[2] + (REAL)y->fanw * gv;
       tv = s[3] + (REAL)y->fanw * tv;
       if (y->fandiv != 0) {

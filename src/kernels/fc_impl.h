@@ -92,11 +92,11 @@ static size_t apply_layers(const ntk_fc_t *fc, const struct ntk_tile *tl, REAL *
       case NTK_LAYER_FLATTEN: break;
       case NTK_LAYER_FORK: branch_fork(bs + 4 * count * (size_t)d + off, count, bn, gb, tb); break;
       case NTK_LAYER_NEXT:
-        branch_next(bs + 4 * count * (size_t)(d - 1) + off, count, bn, bn, fc->nexts[li] == 0, (REAL)fc->bw[li], gb,
+        branch_next(bs + 4 * count * (size_t)(d - 1) + off, count, bn, bn, fc->nexts[li] == 0, l->prod, (REAL)fc->bw[li], gb,
                     tb);
         break;
       case NTK_LAYER_JOIN:
-        branch_join(bs + 4 * count * (size_t)(d - 1) + off, count, bn, l->branches, (REAL)fc->bw[li],
+        branch_join(bs + 4 * count * (size_t)(d - 1) + off, count, bn, l->branches, l->prod, (REAL)fc->bw[li],
                     (REAL)fc->bdiv[li], gb, tb);
         break;
       case NTK_LAYER_CONV:

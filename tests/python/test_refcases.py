@@ -70,4 +70,4 @@ def test_case(case, dtype, bound):
 
 
 def test_every_case_read():
-    assert len(CASES) == 87 + 96 and len({c["name"] for c in CASES}) == len(CASES)
+    assert len(CASES) == 91 + 104 and len({c["name"] for c in CASES}) == len(CASES)
