@@ -84,6 +84,14 @@ others() {
   awk -v b0="$2" -v b1="$(busy)" '/User time|System time/ {mine += $NF}
     END {x = b1 - b0 - mine; printf "%.0f", x < 0 ? 0 : x}' "$1"
 }
+# kernel_store N: the N + NTE sample kernel fc$N.ntk (computed once, then reused)
+kernel_store() {
+  job "base$1" "$1"
+  if [ ! -e "fc$1.ntk" ]; then
+    echo "bench_solve: computing the $1 + $NTE sample kernel (fc$1.ntk)" >&2
+    mpirun -np 3 "$NTKD" "base$1.conf" > "base$1.log" 2>&1 || { tail "base$1.log" >&2; exit 1; }
+  fi
+}
 free_gb() { awk '/MemAvailable/ {printf "%.1f", $2 / 1048576}' /proc/meminfo; }
 # field LOG REGEX: the number of seconds after REGEX in LOG ("REGEX 12.3 s")
 field() { sed -n "s/.*$2 \([0-9.][0-9.]*\) s.*/\1/p" "$1" | head -1; }
@@ -92,11 +100,7 @@ peak() { awk '/Maximum resident set size/ {if ($6 > m) m = $6} END {printf "%.2f
 
 if [ $RIDGES = 1 ]; then
   n=$RIDGES_N
-  job "base$n" "$n"
-  if [ ! -e "fc$n.ntk" ]; then
-    echo "bench_solve: computing the $n + $NTE sample kernel (fc$n.ntk)" >&2
-    mpirun -np 3 "$NTKD" "base$n.conf" > "base$n.log" 2>&1 || { tail "base$n.log" >&2; exit 1; }
-  fi
+  kernel_store "$n"
   "$NTKD" export "fc$n.ntk" "k$n.raw" --kernel nngp --rows "0:$n" --cols "0:$n" --format raw >&2
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
   "$BUILD/ntkd_bench_ridges" "k$n.raw" "$n" 4 10 1e-4 1e-3 1e-2 1e-1 || status=$?
@@ -106,11 +110,7 @@ fi
 
 if [ $CG = 1 ]; then
   n=$CG_N
-  job "base$n" "$n"
-  if [ ! -e "fc$n.ntk" ]; then
-    echo "bench_solve: computing the $n + $NTE sample kernel (fc$n.ntk)" >&2
-    mpirun -np 3 "$NTKD" "base$n.conf" > "base$n.log" 2>&1 || { tail "base$n.log" >&2; exit 1; }
-  fi
+  kernel_store "$n"
   export SOLVE_RIDGES="1e-4, 1e-3, 1e-2, 1e-1"
   status=0 rows=()
   runs="f64:$NTKD:float64 f32:$NTKD:float32"
@@ -151,11 +151,7 @@ fi
 rows=()
 status=0
 for n in $NS; do
-  job "base$n" "$n"
-  if [ ! -e "fc$n.ntk" ]; then
-    echo "bench_solve: computing the $n + $NTE sample kernel (fc$n.ntk)" >&2
-    mpirun -np 3 "$NTKD" "base$n.conf" > "base$n.log" 2>&1 || { tail "base$n.log" >&2; exit 1; }
-  fi
+  kernel_store "$n"
   need=$(awk -v n="$n" 'BEGIN {printf "%.1f", 8 * n * n * 1.1 / 2^30}')
   echo "bench_solve: n = $n: $(free_gb) GiB available, the one-process solve needs about $need GiB" >&2
   awk -v a="$(free_gb)" -v b="$need" 'BEGIN {exit !(a > b)}' ||

@@ -1208,6 +1208,20 @@ static void skip_sep(struct parser *p, int commas) {
  * engines keep the block's input for each branch and sum (or average)
  * the branches' kernels at JOIN. A branch is any sequence of layers,
  * serial(...) or a nested block. `commas`: inside serial(...). */
+/* A join word that takes no arguments (FanInSum, FanInProd), at p->pos:
+ * the word and an empty "()" after it consumed. */
+static ntk_status join_without_args(struct parser *p, const char *name) {
+  size_t at = p->pos;
+  p->pos += strlen(name);
+  if (p->text[p->pos] != '(') return NTK_OK;
+  struct arg args[NTK_ARCH_MAX_ARGS];
+  int nargs;
+  ntk_status st = parse_args(p, args, &nargs);
+  if (st || !nargs) return st;
+  p->pos = at;
+  return perr(p, "%s takes no arguments", name);
+}
+
 static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int depth, int commas) {
   size_t start = p->pos;
   if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "residual blocks nested too deeply (the limit: %s levels)", "16");
@@ -1274,17 +1288,7 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
   skip_sep(p, commas);
   p->pos += stax_prefix(p->text + p->pos);
   if (peek_word(p, "FanInSum")) {
-    size_t at = p->pos;
-    p->pos += strlen("FanInSum");
-    if (p->text[p->pos] == '(') {
-      struct arg args[NTK_ARCH_MAX_ARGS];
-      int nargs;
-      if ((st = parse_args(p, args, &nargs))) return st;
-      if (nargs) {
-        p->pos = at;
-        return perr(p, "FanInSum takes no arguments%s", "");
-      }
-    }
+    if ((st = join_without_args(p, "FanInSum"))) return st;
     return push_marker(p, out, NTK_LAYER_JOIN, n, 1, "FanInSum");
   }
   if (peek_word(p, "FanInConcat")) {
@@ -1304,17 +1308,7 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
     return push_marker(p, out, NTK_LAYER_JOIN, n, 0, "FanInConcat");
   }
   if (peek_word(p, "FanInProd")) {
-    size_t at = p->pos;
-    p->pos += strlen("FanInProd");
-    if (p->text[p->pos] == '(') {
-      struct arg args[NTK_ARCH_MAX_ARGS];
-      int nargs;
-      if ((st = parse_args(p, args, &nargs))) return st;
-      if (nargs) {
-        p->pos = at;
-        return perr(p, "FanInProd takes no arguments%s", "");
-      }
-    }
+    if ((st = join_without_args(p, "FanInProd"))) return st;
     if ((st = push_marker(p, out, NTK_LAYER_JOIN, n, 0, "FanInProd"))) return st;
     /* the block's own markers all say so: a NEXT multiplies its branch in */
     for (size_t k = fork, d = 0; k < out->n; k++) {

@@ -366,7 +366,8 @@ static ntk_status product(struct cg *c, const double *x, double *y, size_t na, i
   c->t_prod += ntk_now() - t;
   if (!st) st = stop_check();
   t = ntk_now();
-  if (!(st = agree(c->p->comm, st))) st = sum(c, y, c->n * na);
+  /* the agree on the local status already has every rank here */
+  if (!(st = agree(c->p->comm, st))) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, y, c->n * na));
   c->t_comm += ntk_now() - t;
   return st;
 }
@@ -588,7 +589,7 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
   st = G && lam && U ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner (%zu^2)", m);
   if (!st && nl)
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)m, (int)nl, 1.0, c->L, (int)c->ldl, 0.0, G, (int)m);
-  if (!(st = agree(c->p->comm, st))) st = sum(c, G, m * m);
+  if (!(st = agree(c->p->comm, st))) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, G, m * m));
   if (!st && c->rank == 0) { /* row-major upper = column-major lower; V's columns come back row-major's rows */
     /* the other ranks wait with sleeps (bcast below): rank 0 takes the node's cores */
     int threads = openblas_get_num_threads();
@@ -693,34 +694,48 @@ static void pack(const double *A, size_t n, size_t ncols, const size_t *act, siz
 
 /* Collective: (re)start the given columns from X: R = B - (K + reg) X,
  * Z = M^-1 R, P = Z, rz = R.Z; res = |R| / |B|. */
-static ntk_status restart(struct cg *c, struct cgv *v, const size_t *cols, size_t na, int zero_x) {
+/* Collective: the true residuals R = B - (K + reg) X of the na columns
+ * cols[] (a float64 product; none when zero_x, X being 0) and their
+ * relative norms res (and rref). xs, ys: n x na scratch. */
+static ntk_status true_residuals(struct cg *c, struct cgv *v, const size_t *cols, size_t na, int zero_x, double *xs,
+                                 double *ys) {
   size_t n = c->n, nc = c->ncols;
-  ntk_status st = NTK_OK;
+  ntk_status st;
   if (!zero_x) {
-    pack(v->X, n, nc, cols, na, v->Pa);
-    if ((st = product(c, v->Pa, v->Qa, na, 0))) return st;
+    pack(v->X, n, nc, cols, na, xs);
+    if ((st = product(c, xs, ys, na, 0))) return st;
   }
   for (size_t i = 0; i < n; i++)
     for (size_t a = 0; a < na; a++) {
       size_t q = cols[a];
       double b = (size_t)c->p->ytr[i] == q % c->classes ? 1.0 : 0.0;
-      double r = zero_x ? b : b - (v->Qa[i * na + a] + c->reg[q] * v->X[i * nc + q]);
-      v->R[i * nc + q] = r;
+      v->R[i * nc + q] = zero_x ? b : b - (ys[i * na + a] + c->reg[q] * v->X[i * nc + q]);
     }
+  for (size_t a = 0; a < na; a++) {
+    size_t q = cols[a];
+    double rr = 0;
+    for (size_t i = 0; i < n; i++) rr += v->R[i * nc + q] * v->R[i * nc + q];
+    v->res[q] = v->rref[q] = v->bnorm[q] > 0 ? sqrt(rr) / v->bnorm[q] : 0;
+  }
+  return NTK_OK;
+}
+
+static ntk_status restart(struct cg *c, struct cgv *v, const size_t *cols, size_t na, int zero_x) {
+  size_t n = c->n, nc = c->ncols;
+  ntk_status st = true_residuals(c, v, cols, na, zero_x, v->Pa, v->Qa);
+  if (st) return st;
   pack(v->R, n, nc, cols, na, v->Pa);
   for (size_t a = 0; a < na; a++) v->rid[a] = cols[a] / c->classes;
   if ((st = precondition(c, v->Pa, v->Za, v->rid, na, v->w, v->corr))) return st;
   for (size_t a = 0; a < na; a++) {
     size_t q = cols[a];
-    double rz = 0, rr = 0;
+    double rz = 0;
     for (size_t i = 0; i < n; i++) {
-      double r = v->R[i * nc + q], z = v->Za[i * na + a];
+      double z = v->Za[i * na + a];
       v->P[i * nc + q] = z;
-      rz += r * z, rr += r * r;
+      rz += v->R[i * nc + q] * z;
     }
     v->rz[q] = rz;
-    v->res[q] = v->bnorm[q] > 0 ? sqrt(rr) / v->bnorm[q] : 0;
-    v->rref[q] = v->res[q];
   }
   return NTK_OK;
 }
@@ -795,28 +810,19 @@ static ntk_status recheck_converged(struct cg *c, struct cgv *v, double tol, siz
  * numbers, broadcast into flag). Uses v->Za and v->corr as scratch. */
 static ntk_status refresh_columns(struct cg *c, struct cgv *v, size_t na, unsigned char *flag, double tol,
                                   size_t max_it) {
-  size_t n = c->n, nc = c->ncols, nr = 0;
+  size_t nr = 0;
   size_t *cols = malloc((na + 1) * sizeof *cols);
   unsigned char *verdict = malloc(na + 1);
   ntk_status st = agree(c->p->comm, cols && verdict ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
   for (size_t a = 0; !st && a < na; a++)
     if (flag[a] == COL_REFRESH) cols[nr++] = v->act[a];
-  if (!st) {
-    pack(v->X, n, nc, cols, nr, v->Za);
+  if (!st) { /* v->Qa, this iteration's product, is still needed: other scratch */
     double t = c->t_prod;
-    st = product(c, v->Za, v->corr, nr, 0);
+    st = true_residuals(c, v, cols, nr, 0, v->Za, v->corr);
     c->t_fresh += c->t_prod - t, c->n_fresh++, c->c_fresh += nr;
   }
   for (size_t a = 0; !st && a < nr; a++) {
     size_t q = cols[a];
-    double rr = 0;
-    for (size_t i = 0; i < n; i++) {
-      double b = (size_t)c->p->ytr[i] == q % c->classes ? 1.0 : 0.0;
-      double r = b - (v->corr[i * nr + a] + c->reg[q] * v->X[i * nc + q]);
-      v->R[i * nc + q] = r;
-      rr += r * r;
-    }
-    v->res[q] = v->rref[q] = sqrt(rr) / v->bnorm[q];
     if (v->res[q] < v->best[q]) v->best[q] = v->res[q];
     verdict[a] = !isfinite(v->res[q]) ? COL_FAIL : v->res[q] <= tol ? COL_DONE : v->it[q] >= max_it ? COL_FAIL : COL_RUN;
   }
