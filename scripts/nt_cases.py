@@ -423,6 +423,18 @@ def map_fc_cases():
       ('fc_prod3_nested', 'Dense(8, W_std=1.2) FanOut(3) parallel(Identity, serial(Erf Dense(8, W_std=2.0)), '
        'serial(FanOut(2), parallel(Dense(8, b_std=0.3), Identity), FanInProd)) FanInProd Dense(4, b_std=0.1) Erf '
        'Dense(1)'),
+      # Dropout(rate, mode='train'): a sample's own entries (the matrix's
+      # diagonal, and every variance after it) times 1/rate; its output is
+      # not Gaussian (a Dense before the next nonlinearity); mode='test' is
+      # the identity; twice, last, inside a block.
+      ('fc_dropout', "Dense(16, W_std=1.3, b_std=0.1) Relu Dense(16, W_std=1.5, b_std=0.1) Dropout(0.8) "
+       "Dense(8, W_std=1.2) Relu Dense(1)"),
+      ('fc_dropout_twice_last', "Dense(8, W_std=1.5) Dropout(0.5) Dense(8, W_std=1.1, b_std=0.2) Erf Dense(4) "
+       "Dropout(0.9, mode='train')"),
+      ('fc_dropout_test', "Dense(8, W_std=1.4, b_std=0.1) Relu Dropout(0.3, mode='test') Dense(4, W_std=1.2) "
+       "Dropout(rate=0.7) Dense(1)"),
+      ('fc_dropout_block', "Dense(16, W_std=1.3) FanOut(2) parallel(serial(Relu, Dense(16, W_std=1.5), "
+       "Dropout(0.6)), Identity) FanInProd Dense(8, b_std=0.1) Gelu Dense(1)"),
   ):
     out.append(dict(case(name, arch, n=6, d=7), stax_syntax=True))
   # Standard parameterisation (stax's syntax, every Dense with
@@ -437,6 +449,8 @@ def map_fc_cases():
        'Identity) FanInConcat Dense(8, W_std=1.2) Relu Dense(1)'),
       ('fc_standard_prod', 'Dense(16, W_std=1.5, b_std=0.1) FanOut(2) parallel(serial(Relu, Dense(16, W_std=1.3)), '
        'Identity) FanInProd Dense(8, W_std=1.2, b_std=0.0) Relu Dense(1)'),
+      ('fc_standard_dropout', 'Dense(16, W_std=1.5, b_std=0.1) Relu Dense(32, W_std=1.3) Dropout(0.75) '
+       'Dense(8, W_std=1.2, b_std=0.0) Relu Dense(1)'),
   ):
     out.append(dict(case(name, arch, n=6, d=9), stax_syntax=True, standard=True))
   # RectifiedMonomial: stax's own kernel is NaN on the diagonal, and so
@@ -752,6 +766,28 @@ def cnn_cases():
        "Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", (3, 8, 8, 3)),
   ):
     cases.append(dict(c(name, arch, shape), stax_syntax=True))
+  # Dropout(rate, mode='train'): each image's entries with itself at the
+  # same position times 1/rate: in a slice run into GAP, on the
+  # same-position path, before strided pooling (the full covariance),
+  # inside a slice-local block, and in the tail after the readout.
+  cases += [
+      dict(c('cnn_dropout_gap',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu Conv(8, (3, 3), padding='SAME', W_std=1.3) "
+             "Dropout(0.7) Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_dropout_flat',
+             "Conv(8, (3, 3), W_std=1.5) Dropout(0.5) Conv(8, (2, 2), W_std=1.2, b_std=0.1) Erf Flatten Dense(1)",
+             small), stax_syntax=True),
+      dict(c('cnn_dropout_pool',
+             "Conv(8, (3, 3), (2, 2), 'SAME', W_std=1.4) Dropout(0.8) AvgPool((2, 2)) Conv(4, (2, 2), W_std=1.2) "
+             "Relu Flatten Dense(1)", large), stax_syntax=True),
+      dict(c('cnn_dropout_block',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, Conv(8, (3, 3), "
+             "padding='SAME', W_std=1.3), Dropout(0.75)), Conv(8, (1, 1), padding='SAME', b_std=0.2)) FanInProd "
+             "Conv(8, (3, 3), padding='SAME', W_std=1.2) Relu GlobalAvgPool Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_tail_dropout',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.4) Relu GlobalAvgPool Dense(16, b_std=0.1) Dropout(0.6) "
+             "Dense(4) Relu Dense(1) Dropout(0.9)", small), stax_syntax=True),
+  ]
   # LayerNorm over channels, per position: in a slice run, before pooling,
   # and in the tail after the readout.
   cases += [

@@ -455,6 +455,50 @@ START_TEST(test_fan_in_prod) {
 }
 END_TEST
 
+/* Dropout(rate, mode='train'): the keep rate in (0, 1], positional or by
+ * keyword; mode 'test' is an Identity (the same network, the same canonical
+ * text); its output is not Gaussian and, as in stax, it needs a Dense or
+ * Conv before it on its path; the canonical text reads back. */
+START_TEST(test_dropout) {
+  struct ntk_arch a = parse_ok("Dense Dropout(0.5) Dense Relu stax.Dropout(rate=0.25, mode='train') Dense "
+                               "Dropout(0.9, test) Dropout(1) Dense");
+  ntk_layer_kind want[] = {NTK_LAYER_DENSE, NTK_LAYER_DROPOUT, NTK_LAYER_DENSE, NTK_LAYER_MAP,    NTK_LAYER_DROPOUT,
+                           NTK_LAYER_DENSE, NTK_LAYER_IDENTITY, NTK_LAYER_DROPOUT, NTK_LAYER_DENSE};
+  ck_assert_uint_eq(a.n, sizeof want / sizeof want[0]);
+  for (size_t i = 0; i < a.n; i++) ck_assert_msg(a.layers[i].kind == want[i], "layer %zu: %d", i, a.layers[i].kind);
+  ck_assert_double_eq(a.layers[1].rate, 0.5);
+  ck_assert_double_eq(a.layers[4].rate, 0.25);
+  ck_assert_double_eq(a.layers[7].rate, 1.0);
+  char buf[1024], again[1024];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "Dropout(0.25) Dense(W_std=1, b_std=0) Identity Dropout(1) Dense"), "%s", buf);
+  struct ntk_arch b = parse_ok(buf);
+  ntk_arch_canonical(&b, again, sizeof again);
+  ck_assert_str_eq(buf, again);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  /* in a block after an affine layer; a fed branch and an Identity concatenated are fed */
+  a = parse_ok("Dense FanOut(2) parallel(serial(Relu, Dense, Dropout(0.5)), Identity) FanInProd Dense");
+  ntk_arch_free(&a);
+  a = parse_ok("FanOut(2) parallel(Dense, Identity) FanInConcat Dropout(0.5) Dense");
+  ntk_arch_free(&a);
+  parse_bad("Dense Dropout(0.5) Relu Dense", "a nonlinearity must follow Dense or Conv");
+  parse_bad("Dense Dropout(0.5) LayerNorm Dense", "LayerNorm must follow Dense or Conv");
+  parse_bad("Dense FanOut(2) parallel(Dropout(0.5), Identity) FanInSum Dense", "every branch must end Gaussian");
+  parse_bad("Dropout(0.5) Dense", "Dropout must come after a Dense or Conv");
+  parse_bad("Flatten Dropout(0.5) Dense", "Dropout must come after a Dense or Conv");
+  parse_bad("FanOut(2) parallel(Dense, Dropout(0.5)) FanInProd Dense", "layer 4 (Dropout): Dropout must come after");
+  parse_bad_at("Dense Dropout Dense", 7, "Dropout needs its rate");
+  parse_bad_at("Dense Dropout(0) Dense", 15, "rate must be > 0 and <= 1");
+  parse_bad("Dense Dropout(1.5) Dense", "rate must be > 0 and <= 1 (stax's keep rate: 1 keeps every unit), not 1.5");
+  parse_bad("Dense Dropout(-0.5) Dense", "rate must be > 0 and <= 1");
+  parse_bad("Dense Dropout((1, 2)) Dense", "not a list");
+  parse_bad("Dense Dropout(0.5, mode='eval') Dense", "mode must be 'train' or 'test', not eval");
+  parse_bad("Dense Dropout(0.5, 'train', 3) Dense", "too many positional arguments for Dropout");
+  parse_bad("Dense Dropout(0.5, rng=1) Dense", "unknown argument rng for Dropout");
+}
+END_TEST
+
 /* A repeat count that is not an integer from 0 to the layer limit is
  * refused at its column, saying what was written, what is allowed and the
  * limit; so is a count whose expansion would pass the limit, before
@@ -957,6 +1001,7 @@ int main(void) {
   tcase_add_test(tc, test_standard);
   tcase_add_test(tc, test_residual);
   tcase_add_test(tc, test_fan_in_prod);
+  tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_error_column);
   tcase_add_test(tc, test_repeat_counts);
   tcase_add_test(tc, test_integer_arguments);

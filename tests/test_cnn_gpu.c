@@ -388,6 +388,15 @@ START_TEST(test_gpu_refusals) {
   ck_assert_int_eq(ntk_arch_parse("Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu GlobalAvgPool", 1.0, 0.0,
                                   &arch), NTK_OK);
   ex.mem_budget = 8 << 20; /* a pair's full covariances: 4 x 4 MiB */
+  /* Dropout (mode='train') scales a sample paired with itself, which the GPU's pairs do not tell apart */
+  struct ntk_arch drop;
+  ck_assert_int_eq(ntk_arch_parse("Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Dropout(0.5) GlobalAvgPool Dense", 1.0, 0.0,
+                                  &drop), NTK_OK);
+  ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &drop, &ds, &gc), NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "layer 4: the GPU's CNN kernels do not compute Dropout") &&
+                strstr(ntk_error_message(), "backend = cpu"), "%s", ntk_error_message());
+  ck_assert_ptr_null(gc);
+  ntk_arch_free(&drop);
   ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &arch, &ds, &gc), NTK_ECONFIG);
   ck_assert_msg(strstr(ntk_error_message(), "budget"), "%s", ntk_error_message());
   ck_assert_ptr_null(gc);

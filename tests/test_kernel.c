@@ -665,6 +665,9 @@ START_TEST(test_fc_entry_walk) {
        "parallel(Dense(8, b_std=0.3), Identity) FanInProd) FanInProd Dense(4) Relu Dense", 0},
       {"Dense(8, W_std=1.5, b_std=0.1) FanOut(2) parallel(Relu, Erf) FanInProd Dense(8) FanOut(2) parallel(serial(Relu, "
        "Dense(8)), Identity) FanInProd Dense", 1},
+      /* Dropout: a sample with itself scaled, in a block, twice, last */
+      {"Dense(8, W_std=1.5, b_std=0.1) Relu Dense Dropout(0.7) Dense FanOut(2) parallel(serial(Erf, Dense, Dropout(0.4)), "
+       "Identity) FanInProd Dense Dropout(0.9)", 0},
   };
   for (int elem = 4; elem <= 8; elem += 4)
     for (size_t a = 0; a < sizeof nets / sizeof *nets; a++) {

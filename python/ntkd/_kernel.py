@@ -171,6 +171,9 @@ class KernelFn:
             a2 = np.ascontiguousarray(a2, dtype=dtype)
             if a2.shape[1:] != a1.shape[1:]:
                 raise ValueError(f"x2's samples have shape {a2.shape[1:]}, x1's {a1.shape[1:]}: they must agree")
+        if a2 is not None and "Dropout(" in self.arch and (x2 is x1 or (
+                a2.shape == a1.shape and bool(np.all(np.abs(a1 - a2) < 1e-12)))):
+            a2 = None  # neural-tangents' x1_is_x2: Dropout scales the diagonal of x1 against itself
         n1 = a1.shape[0]
         n2 = n1 if a2 is None else a2.shape[0]
         want_ntk = "ntk" in names

@@ -22,7 +22,7 @@ from . import _kernel
 
 __all__ = [
     "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv", "AvgPool",
-    "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm", "Relu", "LeakyRelu", "Abs", "ABRelu",
+    "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm", "Dropout", "Relu", "LeakyRelu", "Abs", "ABRelu",
     "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial",
     "RectifiedMonomial", "Polynomial", "Hermite", "Padding",
 ]
@@ -205,6 +205,19 @@ def LayerNorm(axis=-1, eps=1e-12, batch_axis=0, channel_axis=-1):
     return _layer(f"LayerNorm(axis=-1, eps={_num(eps, 'stax.LayerNorm: eps')})")
 
 
+def Dropout(rate, mode="train"):
+    """stax's Dropout: ``rate`` the keep rate, in (0, 1]. In mode 'train' the
+    kernel of a sample with itself (kernel_fn's diagonal when x2 is None or
+    equals x1, and every variance after the layer) is divided by ``rate``;
+    mode 'test' is the identity."""
+    if mode not in ("test", "train"):
+        raise ValueError('The `mode` must be either "test"  or "train".')
+    r = _num(rate, "stax.Dropout: rate")
+    if not 0.0 < float(r) <= 1.0:
+        raise ValueError("The `rate` must be > 0. and <= 1.")
+    return _layer("Identity" if mode == "test" else f"Dropout({r}, mode='train')")
+
+
 # ---- nonlinearities (do_stabilize changes nothing in the kernel: accepted) ---------------
 
 def Relu(do_stabilize=False):
@@ -295,7 +308,6 @@ def _refused(name, why):
 
 
 for _name, _why in [
-    ("Dropout", "its kernel depends on the mode and rate at finite width"),
     ("ConvLocal", "locally connected layers are not implemented"),
     ("ConvTranspose", "transposed convolutions are not implemented"),
     ("ImageResize", "not implemented"),

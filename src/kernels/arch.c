@@ -1008,10 +1008,60 @@ static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const st
   return NTK_OK;
 }
 
+/* Dropout(rate, mode='train'), stax's: rate the keep rate, 0 < rate <= 1,
+ * required; mode 'train' (the default) scales a sample's own entries by
+ * 1/rate, 'test' is the identity (made an Identity layer here). */
+static ntk_status dropout_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs,
+                               size_t start) {
+  size_t end = p->pos; /* after the arguments; errors point into them */
+  int have_rate = 0, test = 0;
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    static const char *const pos[] = {"rate", "mode"};
+    const char *key = a->key[0] ? a->key : npos < 2 ? pos[npos] : NULL;
+    if (!a->key[0]) npos++;
+    p->pos = a->pos;
+    if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    if (!strcmp(key, "rate")) {
+      double v = 0;
+      int number = (!a->is_list || a->paren1) && ntk_parse_double(a->val, &v);
+      if (!number || !(v > 0 && v <= 1)) {
+        char val[64], msg[300];
+        if (a->is_list && !a->paren1) snprintf(val, sizeof val, "a list");
+        else shown(val, sizeof val, a->val, strlen(a->val));
+        snprintf(msg, sizeof msg, "Dropout: rate must be > 0 and <= 1 (stax's keep rate: 1 keeps every unit), not %s",
+                 val);
+        return perr(p, "%s", msg);
+      }
+      l->rate = v;
+      have_rate = 1;
+    } else if (!strcmp(key, "mode")) {
+      if (a->is_list || (strcmp(a->val, "train") && strcmp(a->val, "test")))
+        return perr(p, "Dropout: mode must be 'train' or 'test', not %s", a->is_list ? "a list" : a->val);
+      test = !strcmp(a->val, "test");
+    } else {
+      char what[96];
+      snprintf(what, sizeof what, "%.15s for %.23s", key, l->name);
+      return perr(p, "unknown argument %s", what);
+    }
+  }
+  if (!have_rate) {
+    p->pos = start;
+    return perr(p, "%s needs its rate (the keep rate, in (0, 1]): Dropout(0.9)", l->name);
+  }
+  if (test) { /* stax's kernel in mode 'test': the input's */
+    l->kind = NTK_LAYER_IDENTITY;
+    snprintf(l->name, sizeof l->name, "Identity");
+  }
+  l->param[0] = l->rate;
+  p->pos = end;
+  return NTK_OK;
+}
+
 /* "Dense, Conv, ..., Relu, ...": every name the parser knows, for messages. */
 static void known_names(char *buf, size_t cap) {
   size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, Identity, AvgPool, SumPool, Flatten, GlobalAvgPool, "
-                                        "GlobalSumPool, LayerNorm");
+                                        "GlobalSumPool, LayerNorm, Dropout");
   size_t count;
   const struct ntk_map_name *nm = ntk_map_names(&count);
   for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
@@ -1066,6 +1116,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   else if (!strcmp(name, "LayerNorm")) l.kind = NTK_LAYER_LAYERNORM;
   else if (!strcmp(name, "SumPool")) { l.kind = NTK_LAYER_AVGPOOL; l.sum = 1; need_args = 1; max_pos = 2; l.stride = l.stride_w = 0; }
   else if (!strcmp(name, "GlobalSumPool")) { l.kind = NTK_LAYER_GLOBALAVGPOOL; l.sum = 1; }
+  else if (!strcmp(name, "Dropout")) l.kind = NTK_LAYER_DROPOUT;
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
   else if (p->text[p->pos] == '.') { /* jax.example_libraries.stax.Dense, st.Dense */
     p->pos = start;
@@ -1093,6 +1144,10 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   }
   if (l.kind == NTK_LAYER_FLATTEN || l.kind == NTK_LAYER_GLOBALAVGPOOL) {
     if ((st = layout_args(p, &l, args, nargs))) return st;
+    return push_at(p, out, &l, start);
+  }
+  if (l.kind == NTK_LAYER_DROPOUT) {
+    if ((st = dropout_args(p, &l, args, nargs, start))) return st;
     return push_at(p, out, &l, start);
   }
   if (nargs) {
@@ -1372,10 +1427,10 @@ static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, 
  * spatial follows Flatten/GAP. */
 static ntk_status validate(const struct ntk_arch *a) {
   if (a->n == 0) return ntk_error(NTK_ECONFIG, "arch: no layers");
-  int gaussian = 0, flat = 0, depth = 0;
-  /* per open block: its input's state, and whether every branch so far ends Gaussian / flat */
-  int in_gauss[NTK_ARCH_MAX_DEPTH + 1], in_flat[NTK_ARCH_MAX_DEPTH + 1];
-  int all_gauss[NTK_ARCH_MAX_DEPTH + 1], any_flat[NTK_ARCH_MAX_DEPTH + 1];
+  int gaussian = 0, flat = 0, depth = 0, fed = 0; /* fed: a Dense or Conv on the way here */
+  /* per open block: its input's state, whether every branch so far ends Gaussian, any flat, any fed */
+  int in_gauss[NTK_ARCH_MAX_DEPTH + 1], in_flat[NTK_ARCH_MAX_DEPTH + 1], in_fed[NTK_ARCH_MAX_DEPTH + 1];
+  int all_gauss[NTK_ARCH_MAX_DEPTH + 1], any_flat[NTK_ARCH_MAX_DEPTH + 1], any_fed[NTK_ARCH_MAX_DEPTH + 1];
   for (size_t i = 0; i < a->n; i++) {
     const struct ntk_layer *l = &a->layers[i];
     const struct ntk_layer_traits *t = ntk_layer_traits(l->kind);
@@ -1383,20 +1438,25 @@ static ntk_status validate(const struct ntk_arch *a) {
       if (l->kind == NTK_LAYER_FORK) {
         in_gauss[depth] = gaussian;
         in_flat[depth] = flat;
+        in_fed[depth] = fed;
         all_gauss[depth] = 1;
         any_flat[depth] = 0;
+        any_fed[depth] = 0;
         depth++;
         continue;
       }
       /* NEXT or JOIN: a branch ends */
       all_gauss[depth - 1] &= gaussian;
       any_flat[depth - 1] |= flat != in_flat[depth - 1];
+      any_fed[depth - 1] |= fed;
       if (l->kind == NTK_LAYER_NEXT) {
         gaussian = in_gauss[depth - 1];
         flat = in_flat[depth - 1];
+        fed = in_fed[depth - 1];
         continue;
       }
       depth--;
+      fed = any_fed[depth]; /* the sum of a fed branch's NTK and 0 is not 0 */
       if (any_flat[depth])
         return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): a branch of a residual block contains a readout "
                          "(Flatten or GlobalAvgPool); put it after the block", i + 1, l->name);
@@ -1416,6 +1476,14 @@ static ntk_status validate(const struct ntk_arch *a) {
                        "(its input must be Gaussian)%s",
                        i + 1, l->name, t->nonlinear ? "a nonlinearity" : l->name,
                        i == 0 ? "; it cannot be the first layer" : "");
+    /* neural-tangents' Dropout (train) scales the NTK, which before any
+     * Dense or Conv is its input's scalar 0: its kernel_fn fails there
+     * (it means to refuse Dropout on the input layer) */
+    if (l->kind == NTK_LAYER_DROPOUT && !fed)
+      return ntk_error(NTK_ECONFIG,
+                       "arch, layer %zu (Dropout): Dropout must come after a Dense or Conv, as in "
+                       "neural-tangents (which cannot apply it to the input layer)", i + 1);
+    fed |= t->affine;
     if (t->couples && flat)
       return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): spatial layer after Flatten or GlobalAvgPool", i + 1,
                        l->name);
@@ -1502,6 +1570,7 @@ int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t inde
   case NTK_LAYER_AVGPOOL:
   case NTK_LAYER_GLOBALAVGPOOL:
   case NTK_LAYER_LAYERNORM:
+  case NTK_LAYER_DROPOUT:
   case NTK_LAYER_KINDS: break;
   }
   return 0;
@@ -1635,6 +1704,10 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
   case NTK_LAYER_LAYERNORM:
     fmt_exact(w, sizeof w, l->map.a);
     n = l->map.a == 1e-12 ? snprintf(buf, cap, "LayerNorm") : snprintf(buf, cap, "LayerNorm(eps=%s)", w);
+    break;
+  case NTK_LAYER_DROPOUT:
+    fmt_exact(w, sizeof w, l->rate);
+    n = snprintf(buf, cap, "Dropout(%s)", w);
     break;
   case NTK_LAYER_FORK:
     n = snprintf(buf, cap, "FanOut(%d) parallel(", l->branches);

@@ -33,6 +33,8 @@ struct ntk_layer {
   int bias;             /* Dense, Conv: under standard parameterisation, a bias parameter (b_std written
                            as a number in the layer, or > 0): the NTK gains 1, as stax's b_std is not None */
   ntk_padding padding;  /* Conv */
+  double rate;          /* Dropout (mode='train'): stax's keep rate, in (0, 1]; a sample's own entries are
+                           multiplied by 1/rate (mode='test' is parsed as Identity) */
   char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
 };
 

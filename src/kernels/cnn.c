@@ -429,9 +429,13 @@ static void plan_batched(struct cnn_plan *P, ntk_cnn_path want, size_t elem) {
     if (out * out > P->multi_full) P->multi_full = out * out;
   }
   if (multi && 2 * (P->multi_part + P->multi_full) * NTK_CNN_BATCH * elem > NTK_CNN_MULTI_MAX) multi = 0;
-  int tail_nonlin = 0;
+  int tail_nonlin = 0, dropout = 0;
   for (size_t k = 0; k < P->ntail; k++) tail_nonlin |= ntk_layer_traits(P->tail[k].kind)->var_slot;
-  P->batched = want == NTK_CNN_AUTO && !P->standard &&
+  /* Dropout scales the entries of a sample with itself, which the lanes
+   * do not tell apart: such networks take the pair path */
+  for (size_t k = 0; k < P->nops; k++) dropout |= P->ops[k].layer->kind == NTK_LAYER_DROPOUT;
+  for (size_t k = 0; k < P->ntail; k++) dropout |= P->tail[k].kind == NTK_LAYER_DROPOUT;
+  P->batched = want == NTK_CNN_AUTO && !P->standard && !dropout &&
                (P->path == NTK_CNN_DIAG || (P->path == NTK_CNN_SLICE && (single || multi)));
   P->multi = P->batched && multi;
   P->self_vars_only = P->batched && P->path == NTK_CNN_SLICE && !tail_nonlin;
@@ -646,6 +650,11 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   if (!st && (P.nops > NTK_DEV_MAXOPS || P.ntail > NTK_DEV_MAXTAIL))
     st = ntk_error(NTK_ECONFIG, "arch: the GPU kernels take at most %d layers before the readout and %d after it",
                    NTK_DEV_MAXOPS, NTK_DEV_MAXTAIL);
+  for (size_t k = 0; !st && k < (size_t)arch->n; k++)
+    if (arch->layers[k].kind == NTK_LAYER_DROPOUT)
+      st = ntk_error(NTK_ECONFIG, "arch, layer %zu: the GPU's CNN kernels do not compute Dropout (mode='train'), "
+                     "which scales a sample paired with itself; the CPU does: backend = cpu (under auto, this "
+                     "rank computes on the CPU)", k + 1);
   if (!st) {
     out->H = (int)P.H;
     out->W = (int)P.W;

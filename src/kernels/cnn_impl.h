@@ -22,6 +22,7 @@
 #define nonlin1r SFX(nonlin1r)
 #define nonlin1 SFX(nonlin1)
 #define capture_vars SFX(capture_vars)
+#define dropout_diag SFX(dropout_diag)
 #define branch_op SFX(branch_op)
 #define conv_diag SFX(conv_diag)
 #define conv_full SFX(conv_full)
@@ -89,6 +90,21 @@ static REAL nonlin1(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REA
 /* Complete a slot whose n variances a self run has just written. */
 static void capture_vars(REAL *slot, size_t n) {
   for (size_t p = 0; p < n; p++) slot[n + p] = RSQRT(slot[p]);
+}
+
+/* Dropout (mode='train') on a sample paired with itself: stax multiplies
+ * the entries of each position with itself by 1/rate, NNGP and NTK (the
+ * other pairs, and other positions, keep theirs). The n entries are at
+ * g[k / w * ld + k % w]: a slice's valid region (ld its row length), or
+ * the diagonal of a full covariance (ld = n + 1, w = 1), or one per
+ * position (ld = w). */
+static void dropout_diag(const struct cnn_op *op, REAL *g, REAL *t, size_t n, size_t ld, size_t w) {
+  REAL f = (REAL)(1.0 / op->layer->rate);
+  for (size_t k = 0; k < n; k++) {
+    size_t at = k / w * ld + k % w;
+    g[at] *= f;
+    if (t) t[at] *= f;
+  }
 }
 
 /* A residual block's FORK, NEXT or JOIN on the pair's values
@@ -330,7 +346,7 @@ static void slice_pointwise(const struct cnn_plan *P, struct slice *S, const str
  * Not inlined: inside pair_full (GCC 12 -O3) the pair path ran 20 %
  * slower (issue 26). */
 __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, size_t h, size_t w, size_t k0,
-                       size_t k1, REAL *va, const REAL *vb, int self, int with_t, double *gsum, double *tsum) {
+                       size_t k1, REAL *va, const REAL *vb, int self, int same, int with_t, double *gsum, double *tsum) {
   const struct cnn_plan *P = &c->plan;
   size_t hw = h * w;
   struct slice S;
@@ -396,6 +412,10 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
             branch_next(slot + at, cells, nrow, nrow, op->first, op->layer->prod, (REAL)op->fanw, gr, tr);
           else branch_join(slot + at, cells, nrow, op->layer->branches, op->layer->prod, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
         }
+      } else if (op->layer->kind == NTK_LAYER_DROPOUT) {
+        if (same && S.di == 0 && S.dj == 0) /* the zero offset of a sample with itself: each position with itself */
+          dropout_diag(op, S.g + S.pad * S.ld + S.pad, with_t ? S.t + S.pad * S.ld + S.pad : NULL, S.h * S.w,
+                       S.ld, S.w);
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
         if (idx < 0) {
@@ -435,7 +455,7 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
 /* DIAG: the same-position entries of images xa, xb through the spatial
  * layers, and their mean at the Flatten readout into *g, *t. */
 static int pair_diag(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
-                     const REAL *vb, int self, int with_t, REAL *g, REAL *t) {
+                     const REAL *vb, int self, int same, int with_t, REAL *g, REAL *t) {
   const struct cnn_plan *P = &c->plan;
   size_t C = P->C, HW = P->H * P->W;
   double gs = 0, ts = 0;
@@ -459,6 +479,8 @@ static int pair_diag(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
       affine_op(P, op, dg, with_t ? dt : NULL, n);
     } else if (ntk_layer_traits(op->layer->kind)->branch) {
       branch_op(ws, P, op, dg, with_t ? dt : NULL, 0);
+    } else if (op->layer->kind == NTK_LAYER_DROPOUT) {
+      if (same) dropout_diag(op, dg, with_t ? dt : NULL, n, n, n);
     } else if (op->var >= 0) {
       REAL *qa = va + P->var_off[op->var];
       const REAL *qb = vb + P->var_off[op->var];
@@ -505,7 +527,7 @@ static int full_input(const struct cnn_plan *P, const REAL *xa, const REAL *xb, 
  * path, the others on the full covariance), and the readout's sum
  * normalised into *g, *t. */
 static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
-                      const REAL *vb, int self, int with_t, REAL *g, REAL *t) {
+                      const REAL *vb, int self, int same, int with_t, REAL *g, REAL *t) {
   const struct cnn_plan *P = &c->plan;
   size_t H = P->H, W = P->W, HW = H * W;
   double gs = 0, ts = 0;
@@ -524,7 +546,7 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
       size_t k1 = k;
       while (k1 < P->nops && P->ops[k1].slice_local) k1++;
       int to_gap = k1 == P->nops && P->readout == NTK_LAYER_GLOBALAVGPOOL;
-      if (run_slices(c, ws, fg, ft, h, w, k, k1, va, vb, self, with_t, to_gap ? &gs : NULL, to_gap ? &ts : NULL))
+      if (run_slices(c, ws, fg, ft, h, w, k, k1, va, vb, self, same, with_t, to_gap ? &gs : NULL, to_gap ? &ts : NULL))
         return 1;
       summed = to_gap;
       k = k1;
@@ -546,6 +568,8 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
       affine_op(P, op, fg, with_t ? ft : NULL, n * n);
     } else if (ntk_layer_traits(op->layer->kind)->branch) {
       branch_op(ws, P, op, fg, with_t ? ft : NULL, 1);
+    } else if (op->layer->kind == NTK_LAYER_DROPOUT) {
+      if (same) dropout_diag(op, fg, with_t ? ft : NULL, n, n + 1, 1);
     } else if (op->var >= 0) {
       REAL *qa = va + P->var_off[op->var];
       const REAL *qb = vb + P->var_off[op->var];
@@ -581,7 +605,7 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
 
 /* The fully-connected tail on the scalars *g, *t; ta, tb: the tail's
  * variances of the two images (in a self run ta is written instead). */
-static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int self, REAL *g, REAL *t) {
+static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int self, int same, REAL *g, REAL *t) {
   REAL stack[4 * NTK_BRANCH_MAXDEPTH]; /* residual blocks on the scalar (branch.h, one value per array) */
   int ended[NTK_BRANCH_MAXDEPTH], depth = 0;
   for (size_t k = 0; k < P->ntail; k++) {
@@ -596,6 +620,12 @@ static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int se
       *t *= td;
       break;
     case NTK_LAYER_IDENTITY: break;
+    case NTK_LAYER_DROPOUT:
+      if (same) {
+        *g *= (REAL)(1.0 / l->rate);
+        *t *= (REAL)(1.0 / l->rate);
+      }
+      break;
     case NTK_LAYER_FORK:
       ended[depth] = 0;
       branch_fork(stack + 4 * depth++, 1, 1, g, t);
@@ -616,16 +646,19 @@ static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int se
 
 /* Compute the kernel of images xa, xb. va, vb: their variance blocks (see
  * cnn.c); when `self` (xa == xb), va is filled in on the way instead.
- * 1 if stopped (the outputs, and in a self run va, are then garbage). */
+ * `same`: a sample paired with itself (a self run, or an entry on the
+ * matrix's diagonal), where Dropout scales. 1 if stopped (the outputs,
+ * and in a self run va, are then garbage). */
 static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REAL *xb, REAL *va,
-                const REAL *vb, int self, int with_t, REAL *out_g, REAL *out_t) {
+                const REAL *vb, int self, int same, int with_t, REAL *out_g, REAL *out_t) {
   const struct cnn_plan *P = &c->plan;
   REAL g, t;
   if (self) vb = va;
-  if (P->path == NTK_CNN_DIAG ? pair_diag(c, ws, xa, xb, va, vb, self, with_t, &g, &t)
-                              : pair_full(c, ws, xa, xb, va, vb, self, with_t, &g, &t))
+  same |= self;
+  if (P->path == NTK_CNN_DIAG ? pair_diag(c, ws, xa, xb, va, vb, self, same, with_t, &g, &t)
+                              : pair_full(c, ws, xa, xb, va, vb, self, same, with_t, &g, &t))
     return 1;
-  pair_tail(P, va + P->tail_off, vb + P->tail_off, self, &g, &t);
+  pair_tail(P, va + P->tail_off, vb + P->tail_off, self, same, &g, &t);
   *out_g = g;
   *out_t = with_t ? t : 0;
   return 0;
@@ -637,6 +670,7 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef nonlin1r
 #undef nonlin1
 #undef capture_vars
+#undef dropout_diag
 #undef branch_op
 #undef branch_fork
 #undef branch_next

@@ -31,7 +31,7 @@ static int self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **c
       size_t first = side ? t->c0 : t->r0, count = side ? t->cols : t->rows;
       for (size_t i = first; i < first + count; i++) {
         if (c->have[i]) continue;
-        if (pair(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 0, &dummy[0], &dummy[1])) return 1;
+        if (pair(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 1, 0, &dummy[0], &dummy[1])) return 1;
         c->have[i] = 1;
       }
     }
@@ -40,11 +40,11 @@ static int self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **c
   *rv = c->rowvar;
   *cv = diag ? c->rowvar : c->colvar;
   for (size_t i = 0; i < t->rows; i++)
-    if (pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, *rv + i * vs, NULL, 1, 0, &dummy[0], &dummy[1]))
+    if (pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, *rv + i * vs, NULL, 1, 1, 0, &dummy[0], &dummy[1]))
       return 1;
   if (!diag)
     for (size_t j = 0; j < t->cols; j++)
-      if (pair(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, *cv + j * vs, NULL, 1, 0, &dummy[0], &dummy[1]))
+      if (pair(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, *cv + j * vs, NULL, 1, 1, 0, &dummy[0], &dummy[1]))
         return 1;
   return 0;
 }
@@ -109,7 +109,8 @@ static ntk_status pair_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REA
   for (size_t i = 0; i < rows; i++)
     for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {
       REAL gv, tv;
-      if (pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, with_t, &gv, &tv))
+      if (pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->c0 + j) * d, rv + i * vs, cv + j * vs, 0, diag && i == j, with_t,
+               &gv, &tv))
         return tile_stopped(t, done);
       g[i * cols + j] = gv;
       if (with_t) tt[i * cols + j] = tv;

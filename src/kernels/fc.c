@@ -281,6 +281,7 @@ ntk_status ntk_fc_entry_layers(const ntk_fc_t *fc, struct ntk_fc_entry_layer *ou
     y->branches = L->branches;
     y->prod = L->prod;
     y->map = L->map;
+    y->drop = L->kind == NTK_LAYER_DROPOUT ? 1.0 / L->rate : 1.0;
     if (L->kind == NTK_LAYER_FORK) {
       if (depth == NTK_FC_ENTRY_MAXDEPTH)
         return ntk_error(NTK_ECONFIG, "arch, layer %zu: residual blocks nested deeper than %d", l + 1,

@@ -28,6 +28,7 @@ struct ntk_fc_entry_layer {
   int branches;       /* JOIN: the block's branch count */
   int prod;           /* NEXT, JOIN of a FanInProd block: products (branch.h) */
   struct ntk_map map; /* NTK_LAYER_MAP, NTK_LAYER_LAYERNORM */
+  double drop;        /* NTK_LAYER_DROPOUT: 1/rate, a sample with itself's factor */
 };
 
 /* fc's network as nl = arch->n entry layers into out (NTK_ECONFIG for a

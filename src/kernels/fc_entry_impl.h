@@ -30,6 +30,9 @@ static NTK_HD inline void ntk_fc_entry(const struct ntk_fc_entry_layer *L, size_
       break;
     case NTK_LAYER_IDENTITY:
     case NTK_LAYER_FLATTEN: break;
+    case NTK_LAYER_DROPOUT: /* a sample with itself (its NNGP: the variance, below) */
+      if (self) tv *= (REAL)y->drop;
+      break;
     case NTK_LAYER_FORK:
       s = stack + 4 * depth++;
       s[0] = gv;

@@ -34,6 +34,7 @@ static void next_var(const struct ntk_layer *l, const REAL *q, REAL *out, size_t
     case NTK_LAYER_DENSE: v = (REAL)(l->w_std * l->w_std) * v + (REAL)(l->b_std * l->b_std); break;
     case NTK_LAYER_MAP:
     case NTK_LAYER_LAYERNORM: v = MAP(&l->map, v, v, v, RSQRT(v), RSQRT(v), &td); break;
+    case NTK_LAYER_DROPOUT: v = v * (REAL)(1.0 / l->rate); break; /* a sample with itself */
     case NTK_LAYER_IDENTITY:
     case NTK_LAYER_FLATTEN:
     case NTK_LAYER_FORK:
@@ -90,6 +91,9 @@ static size_t apply_layers(const ntk_fc_t *fc, const struct ntk_tile *tl, REAL *
       case NTK_LAYER_LAYERNORM: MAP_ROWS(&l->map, gb, tb, nr, cols, qr, rr, qc, rc, 0); break;
       case NTK_LAYER_IDENTITY:
       case NTK_LAYER_FLATTEN: break;
+      case NTK_LAYER_DROPOUT: /* a sample with itself only, the tile's diagonal (its NNGP: the variance, below) */
+        for (size_t i = r0; diag && tb && i < r0 + nr; i++) t[i * cols + i] *= (REAL)(1.0 / l->rate);
+        break;
       case NTK_LAYER_FORK: branch_fork(bs + 4 * count * (size_t)d + off, count, bn, gb, tb); break;
       case NTK_LAYER_NEXT:
         branch_next(bs + 4 * count * (size_t)(d - 1) + off, count, bn, bn, fc->nexts[li] == 0, l->prod, (REAL)fc->bw[li], gb,

@@ -23,6 +23,8 @@ static const struct ntk_layer_traits traits[NTK_LAYER_KINDS] = {
     [NTK_LAYER_FORK] = {.name = "FanOut", .per_position = 1, .keeps_gaussian = 1, .branch = 1},
     [NTK_LAYER_NEXT] = {.name = "parallel", .per_position = 1, .branch = 1},
     [NTK_LAYER_JOIN] = {.name = "FanIn", .per_position = 1, .branch = 1},
+    /* neural-tangents: its output is not Gaussian (a Dense or Conv before the next nonlinearity) */
+    [NTK_LAYER_DROPOUT] = {.name = "Dropout", .per_position = 1},
 };
 
 const struct ntk_layer_traits *ntk_layer_traits(ntk_layer_kind k) {

@@ -70,4 +70,31 @@ def test_case(case, dtype, bound):
 
 
 def test_every_case_read():
-    assert len(CASES) == 91 + 104 and len({c["name"] for c in CASES}) == len(CASES)
+    assert len(CASES) == 96 + 109 and len({c["name"] for c in CASES}) == len(CASES)
+
+
+def test_dropout_diagonal_follows_x1_is_x2():
+    """neural-tangents scales the diagonal of Dropout (mode='train') only
+    when x2 is None or equals x1 (its x1_is_x2); a cross kernel keeps the
+    pair's value, and every variance after the layer is scaled either way:
+    here, with Dropout last, a cross kernel's entry of a sample with itself
+    is rate times the self kernel's diagonal."""
+    _, _, kernel_fn = stax.serial(stax.Dense(16, W_std=1.5, b_std=0.1), stax.Relu(), stax.Dense(8), stax.Dropout(0.5))
+    x = np.random.default_rng(5).standard_normal((5, 3))
+    k = kernel_fn(x, None)
+    for same in (x, x.copy(), x + 1e-13):
+        kk = kernel_fn(x, same)
+        assert np.array_equal(kk.nngp, k.nngp) and np.array_equal(kk.ntk, k.ntk)
+    cross = kernel_fn(x[:3], x)
+    for name in ("nngp", "ntk"):
+        full, part = getattr(k, name), getattr(cross, name)
+        off = ~np.eye(5, dtype=bool)[:3]
+        assert np.allclose(part[off], full[:3][off], rtol=1e-13, atol=0)
+        # (a computed pair of a sample with itself: the ReLU angle's rounding noise, docs/MATH.md)
+        assert np.allclose(np.diag(part[:, :3]), 0.5 * np.diag(full)[:3], rtol=1e-7, atol=0)
+    assert kernel_fn.arch.count("Dropout(0.5, mode='train')") == 1
+    assert "Dropout" not in stax.serial(stax.Dense(4), stax.Dropout(0.5, mode="test"), stax.Dense(1))[2].arch
+    with pytest.raises(ValueError):
+        stax.Dropout(0.0)
+    with pytest.raises(ValueError):
+        stax.Dropout(0.5, mode="eval")
