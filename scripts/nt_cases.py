@@ -435,6 +435,9 @@ def map_fc_cases():
        "Dropout(rate=0.7) Dense(1)"),
       ('fc_dropout_block', "Dense(16, W_std=1.3) FanOut(2) parallel(serial(Relu, Dense(16, W_std=1.5), "
        "Dropout(0.6)), Identity) FanInProd Dense(8, b_std=0.1) Gelu Dense(1)"),
+      # LayerNorm's axis on vectors: the features, 1 or -1.
+      ('fc_layernorm_axis1', "Dense(16, W_std=1.5, b_std=0.1) LayerNorm(axis=(1,)) Relu Dense(8, W_std=1.2) "
+       "LayerNorm((-1,), 0.1) Erf Dense(1)"),
   ):
     out.append(dict(case(name, arch, n=6, d=7), stax_syntax=True))
   # Standard parameterisation (stax's syntax, every Dense with
@@ -787,6 +790,32 @@ def cnn_cases():
       dict(c('cnn_tail_dropout',
              "Conv(8, (3, 3), padding='SAME', W_std=1.4) Relu GlobalAvgPool Dense(16, b_std=0.1) Dropout(0.6) "
              "Dense(4) Relu Dense(1) Dropout(0.9)", small), stax_syntax=True),
+  ]
+  # LayerNorm over positions too (axis with H, W or L besides the
+  # channels): each image's variances averaged over those axes; all of
+  # them (a slice run into GAP: the batched kernels), rows or columns only
+  # (the same-position path), between pooling runs (Myrtle's shape),
+  # strided (the full covariance) with a tail LayerNorm, and 1-D.
+  cases += [
+      dict(c('cnn_layernorm_all_gap',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) LayerNorm(axis=(1, 2, 3)) Relu Conv(8, (3, 3), "
+             "padding='SAME', W_std=1.3) LayerNorm((1, 2, 3), 0.1) Erf GlobalAvgPool Dense(1)", small, scale=2.0),
+           stax_syntax=True),
+      dict(c('cnn_layernorm_rows_cols_flat',
+             "Conv(8, (3, 3), W_std=1.5) LayerNorm(axis=(1, 3)) Relu Conv(4, (2, 2), W_std=1.2, b_std=0.1) "
+             "LayerNorm(axis=(-2, -1)) Gelu Flatten Dense(1)", (3, 7, 6, 2), scale=1.5), stax_syntax=True),
+      dict(c('cnn_layernorm_pool_gap',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu AvgPool((2, 2), (2, 2)) Conv(8, (3, 3), padding='SAME', "
+             "W_std=1.3, b_std=0.1) LayerNorm(axis=(-3, -2, -1), eps=0.01) Relu Conv(8, (3, 3), padding='SAME') Relu "
+             "GlobalAvgPool Dense(1)", large), stax_syntax=True),
+      dict(c('cnn_layernorm_strided_flat',
+             "Conv(8, (3, 3), (2, 2), 'SAME', W_std=1.4) LayerNorm(axis=(1, 2, 3)) Erf AvgPool((2, 2)) "
+             "Conv(4, (2, 2), W_std=1.2) Relu Flatten Dense(4, b_std=0.1) LayerNorm(axis=1) Relu Dense(1)", large),
+           stax_syntax=True),
+      dict(c('cnn1d_layernorm',
+             "Conv(8, (3,), W_std=1.4) LayerNorm(axis=(1, 2)) Relu Conv(8, (2,), padding='SAME', b_std=0.2) "
+             "LayerNorm(axis=(-2, -1), eps=0.5) Erf Flatten Dense(1, b_std=0.1)", (4, 9, 2)), stax_syntax=True,
+           one_d=True),
   ]
   # LayerNorm over channels, per position: in a slice run, before pooling,
   # and in the tail after the readout.

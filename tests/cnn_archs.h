@@ -36,6 +36,7 @@ static inline void random_images(struct ntk_dataset *ds, size_t n, size_t h, siz
   ds->c = c;
   ds->d = h * w * c;
   ds->elem = elem;
+  ds->one_d = 0; /* images; a test sets (N, L, C) data itself */
   ds->x = malloc(n * ds->d * (size_t)elem);
   unsigned s = seed;
   for (size_t k = 0; k < n * ds->d; k++) {

@@ -78,7 +78,7 @@ static inline void ref_free_case(struct ref_case *c) {
 
 /* The case's inputs as a dataset in precision elem (caller frees x). */
 static inline struct ntk_dataset ref_dataset(const struct ref_case *c, int elem) {
-  struct ntk_dataset ds = {c->n, c->d, c->h, c->w, c->c, elem, malloc(c->n * c->d * (size_t)elem), 0};
+  struct ntk_dataset ds = {c->n, c->d, c->h, c->w, c->c, elem, malloc(c->n * c->d * (size_t)elem), 0, 0};
   for (size_t k = 0; k < c->n * c->d; k++) {
     if (elem == 4) ((float *)ds.x)[k] = (float)c->x[k];
     else ((double *)ds.x)[k] = c->x[k];

@@ -202,8 +202,7 @@ START_TEST(test_map_params) {
                 "%s", buf);
   ntk_arch_free(&a);
   parse_bad("Dense Relu LayerNorm", "LayerNorm must follow Dense or Conv (its input must be Gaussian)");
-  parse_bad("Dense LayerNorm(axis=(1, 2, 3))", "only the channel axis (-1) is supported");
-  parse_bad("Dense LayerNorm(axis=0)", "LayerNorm over axis 0");
+  parse_bad("Dense LayerNorm(axis=0)", "LayerNorm over the batch axis 0"); /* other axes: test_layernorm_axes */
   parse_bad("Dense LayerNorm(eps=-1)", "LayerNorm: eps must be a number >= 0, not -1");
   parse_bad("Dense LayerNorm(batch_axis=1)", "LayerNorm: batch_axis=1: ntkd's samples are on axis 0");
   a = parse_ok("Conv(3) SumPool(2) SumPool((2, 2)) AvgPool(2) GlobalSumPool");
@@ -496,6 +495,61 @@ START_TEST(test_dropout) {
   parse_bad("Dense Dropout(0.5, mode='eval') Dense", "mode must be 'train' or 'test', not eval");
   parse_bad("Dense Dropout(0.5, 'train', 3) Dense", "too many positional arguments for Dropout");
   parse_bad("Dense Dropout(0.5, rng=1) Dense", "unknown argument rng for Dropout");
+}
+END_TEST
+
+/* LayerNorm's axis: the channels (-1, the default, any spelling of it the
+ * same layer), and the data's spatial axes, resolved against the data's
+ * rank: rows (H, or L), columns (W); the channels must be among them, the
+ * batch must not, and an axis outside the rank is refused. */
+START_TEST(test_layernorm_axes) {
+  struct ntk_arch a = parse_ok("Dense LayerNorm(axis=(1, 2, 3)) Relu Dense LayerNorm(axis=-1) Relu Dense "
+                               "LayerNorm((-1,), 0.5) Erf Dense stax.LayerNorm(axis=(-2, -1), eps=0.1) Relu Dense "
+                               "LayerNorm(axis=[1, 3])");
+  ck_assert_int_eq(a.layers[1].ln_axes, 1 << 5 | 1 << 6 | 1 << 7);
+  ck_assert_int_eq(a.layers[4].ln_axes, 0);
+  ck_assert_int_eq(a.layers[7].ln_axes, 0);
+  ck_assert_double_eq(a.layers[7].map.a, 0.5);
+  char buf[1024], again[1024];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "LayerNorm(axis=(1, 2, 3), eps=1e-12) Relu") && strstr(buf, "Dense(W_std=1, b_std=0) "
+                "LayerNorm Relu") && strstr(buf, "LayerNorm(eps=0.5) Erf") && strstr(buf, "LayerNorm(axis=(-2, -1), "
+                "eps=0.1) Relu") && strstr(buf, "LayerNorm(axis=(1, 3), eps=1e-12)"), "%s", buf);
+  struct ntk_arch b = parse_ok(buf);
+  ntk_arch_canonical(&b, again, sizeof again);
+  ck_assert_str_eq(buf, again);
+  int h, w;
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[1], 4, 1, &h, &w), 0);
+  ck_assert(h && w);
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[4], 2, 4, &h, &w), 0);
+  ck_assert(!h && !w);
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[10], 4, 10, &h, &w), 0); /* (-2, -1) on images: the columns */
+  ck_assert(!h && w);
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[10], 3, 10, &h, &w), 0); /* on (N, L, C): the length */
+  ck_assert(h && !w);
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[13], 4, 13, &h, &w), 0); /* (1, 3): the rows */
+  ck_assert(h && !w);
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[1], 3, 1, &h, &w), -1); /* 3 is outside (N, L, C) */
+  ck_assert_msg(strstr(ntk_error_message(), "layer 2 (LayerNorm): axis 3 is outside data of 3 axes (N, L, C)"), "%s",
+                ntk_error_message());
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[1], 2, 1, &h, &w), -1);
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[13], 3, 13, &h, &w), -1); /* (1, 3) leaves (N, L, C)'s channels out */
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  a = parse_ok("Dense LayerNorm(axis=(1, 2)) Dense LayerNorm(axis=(-4, -1)) Dense");
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[1], 4, 1, &h, &w), -1);
+  ck_assert_msg(strstr(ntk_error_message(), "leave the channels (axis -1) out"), "%s", ntk_error_message());
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[1], 3, 1, &h, &w), 0); /* (1, 2) on (N, L, C): all of it */
+  ck_assert(h && !w);
+  ck_assert_int_eq(ntk_layernorm_axes(&a.layers[3], 4, 3, &h, &w), -1);
+  ck_assert_msg(strstr(ntk_error_message(), "axis -4 is the batch axis"), "%s", ntk_error_message());
+  ntk_arch_free(&a);
+  parse_bad("Dense LayerNorm(axis=0) Dense", "LayerNorm over the batch axis 0");
+  parse_bad("Dense LayerNorm(axis=(0, 1, 2, 3)) Dense", "LayerNorm over the batch axis 0");
+  parse_bad("Dense LayerNorm(axis=4) Dense", "axis 4 is not an axis of ntkd's data");
+  parse_bad("Dense LayerNorm(axis=(1, -5)) Dense", "axis -5 is not an axis");
+  parse_bad("Dense LayerNorm(axis=1.5) Dense", "axis 1.5 is not an axis");
+  parse_bad("Dense LayerNorm(axis=('a', 'b')) Dense", "axis must be an integer or a tuple of them");
 }
 END_TEST
 
@@ -1002,6 +1056,7 @@ int main(void) {
   tcase_add_test(tc, test_residual);
   tcase_add_test(tc, test_fan_in_prod);
   tcase_add_test(tc, test_dropout);
+  tcase_add_test(tc, test_layernorm_axes);
   tcase_add_test(tc, test_error_column);
   tcase_add_test(tc, test_repeat_counts);
   tcase_add_test(tc, test_integer_arguments);

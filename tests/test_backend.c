@@ -128,7 +128,7 @@ START_TEST(test_cuda_matches_cpu) {
       "standard: Dense(64, W_std=1.5, b_std=0.1) Relu Dense(32, b_std=None) Erf Dense(16) Sin Dense"};
   size_t n = 700, d = 61;
   for (int elem = 4; elem <= 8; elem += 4) {
-    struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * (size_t)elem), 0};
+    struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * (size_t)elem), 0, 0};
     srand(getenv("NTKD_TEST_SEED") ? (unsigned)atoi(getenv("NTKD_TEST_SEED")) : 7u); /* gpu_check.sh: a fresh seed */
     for (size_t k = 0; k < n * d; k++) {
       double v = (double)rand() / RAND_MAX * 2 - 1;
@@ -148,7 +148,7 @@ END_TEST
 
 /* Which networks the GPU backend takes, decided without a device. */
 START_TEST(test_gpu_computes) {
-  struct ntk_dataset flat = {10, 12, 0, 0, 0, 4, NULL, 0}, img = {10, 48, 4, 4, 3, 4, NULL, 0};
+  struct ntk_dataset flat = {10, 12, 0, 0, 0, 4, NULL, 0, 0}, img = {10, 48, 4, 4, 3, 4, NULL, 0, 0};
   struct ntk_arch arch;
   char why[512] = "";
   ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense", 1.0, 0.0, &arch), NTK_OK);

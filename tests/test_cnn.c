@@ -236,6 +236,41 @@ static void check_reference(int elem, double tol) {
          elem == 4 ? "float32" : "float64", cases, runs, worst, tol);
 }
 
+/* LayerNorm's axes against the data: the channels must be among them on
+ * images, (N, L, C) data count three axes ([data] layout = NLC, or a
+ * network of 1-D layers), and after the readout the data are vectors. */
+START_TEST(test_layernorm_axes_data) {
+  static const struct {
+    const char *arch;
+    int one_d;
+    const char *why; /* NULL: accepted */
+  } nets[] = {
+      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2, 3)) Relu GlobalAvgPool Dense", 0, NULL},
+      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 0, "leave the channels (axis -1) out"},
+      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 1, NULL},
+      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2, 3)) Relu GlobalAvgPool Dense", 1, "axis 3 is outside data of 3 axes"},
+      {"Conv(16, (3,), padding='SAME') LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 0, NULL},
+      {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense LayerNorm(axis=(-2, -1)) Relu Dense", 0,
+       "layer 5 (LayerNorm): axis -2 is the batch axis of data of 2 axes"},
+      {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense LayerNorm(axis=1) Relu Dense", 0, NULL},
+  };
+  for (size_t k = 0; k < sizeof nets / sizeof *nets; k++) {
+    struct ntk_dataset ds;
+    random_images(&ds, 3, 5, nets[k].one_d || strstr(nets[k].arch, "(3,)") ? 1 : 4, 2, 8, 7);
+    ds.one_d = nets[k].one_d;
+    struct ntk_arch a;
+    ck_assert_msg(ntk_arch_parse(nets[k].arch, 1.2, 0.1, &a) == NTK_OK, "%s: %s", nets[k].arch, ntk_error_message());
+    ntk_status st = ntk_cnn_check(&a, &ds);
+    if (!nets[k].why) ck_assert_msg(st == NTK_OK, "%s: %s", nets[k].arch, ntk_error_message());
+    else
+      ck_assert_msg(st == NTK_ECONFIG && strstr(ntk_error_message(), nets[k].why), "%s: %s", nets[k].arch,
+                    st ? ntk_error_message() : "accepted");
+    ntk_arch_free(&a);
+    free(ds.x);
+  }
+}
+END_TEST
+
 START_TEST(test_reference_float64) { check_reference(8, 1e-10); }
 END_TEST
 
@@ -250,6 +285,7 @@ int main(void) {
   tcase_add_test(tc, test_batched_bits_float32);
   tcase_add_test(tc, test_batched_bits_float64);
   tcase_add_test(tc, test_batched_bits_random);
+  tcase_add_test(tc, test_layernorm_axes_data);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);
   suite_add_tcase(s, tc);

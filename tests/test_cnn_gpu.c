@@ -397,6 +397,15 @@ START_TEST(test_gpu_refusals) {
                 strstr(ntk_error_message(), "backend = cpu"), "%s", ntk_error_message());
   ck_assert_ptr_null(gc);
   ntk_arch_free(&drop);
+  /* LayerNorm over positions: the slots hold means the GPU's capture passes do not take */
+  ck_assert_int_eq(ntk_arch_parse("Conv(3, 1, SAME) LayerNorm(axis=(1, 2, 3)) Relu GlobalAvgPool Dense", 1.0, 0.0,
+                                  &drop), NTK_OK);
+  ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &drop, &ds, &gc), NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "layer 2: the GPU's CNN kernels do not compute LayerNorm over positions "
+                "(its variances averaged over the rows and columns)") &&
+                strstr(ntk_error_message(), "backend = cpu"), "%s", ntk_error_message());
+  ck_assert_ptr_null(gc);
+  ntk_arch_free(&drop);
   ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &arch, &ds, &gc), NTK_ECONFIG);
   ck_assert_msg(strstr(ntk_error_message(), "budget"), "%s", ntk_error_message());
   ck_assert_ptr_null(gc);

@@ -199,10 +199,17 @@ def GlobalSumPool(batch_axis=0, channel_axis=-1):
 
 
 def LayerNorm(axis=-1, eps=1e-12, batch_axis=0, channel_axis=-1):
+    """stax's LayerNorm over ``axis``: the channels (-1), and any of the
+    spatial axes of the data, e.g. (1, 2, 3) on (N, H, W, C) images or
+    (1, 2) on (N, L, C) sequences: the variances are then averaged over
+    those positions. The batch axis 0 is refused."""
     _axes(batch_axis, channel_axis, "LayerNorm")
-    if axis not in (-1, (-1,), [-1]):
-        raise NotImplementedError(f"stax.LayerNorm(axis={axis}): ntkd normalises over the channel axis only (axis=-1)")
-    return _layer(f"LayerNorm(axis=-1, eps={_num(eps, 'stax.LayerNorm: eps')})")
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    axes = tuple(_int(a, "stax.LayerNorm: axis", low=-4) for a in axes)
+    if 0 in axes:
+        raise NotImplementedError(f"stax.LayerNorm(axis={axis}): ntkd does not normalise over the batch axis 0")
+    text = "-1" if axes == (-1,) else "(" + ", ".join(str(a) for a in axes) + ("," if len(axes) == 1 else "") + ")"
+    return _layer(f"LayerNorm(axis={text}, eps={_num(eps, 'stax.LayerNorm: eps')})")
 
 
 def Dropout(rate, mode="train"):

@@ -562,6 +562,7 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
   ds->h = r.h;
   ds->w = r.w;
   ds->c = r.c;
+  ds->one_d = job->layout == NTK_LAYOUT_NLC && r.h; /* read_npy refuses NLC for other than 3-D arrays */
   ds->elem = elem;
   ds->x = r.x;
   return NTK_OK;

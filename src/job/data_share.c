@@ -18,7 +18,7 @@ struct ntk_data_share {
 ntk_status ntk_data_share(const ntk_comm_t *world, struct ntk_dataset *ds, ntk_data_share_t **out) {
   *out = NULL;
   int rank = ntk_comm_rank(world);
-  uint64_t dims[7] = {ds->n, ds->d, ds->h, ds->w, ds->c, (uint64_t)ds->elem, ds->n_train};
+  uint64_t dims[8] = {ds->n, ds->d, ds->h, ds->w, ds->c, (uint64_t)ds->elem, ds->n_train, (uint64_t)ds->one_d};
   ntk_status st = ntk_comm_agree_report(world, ntk_comm_bcast(world, dims, sizeof dims));
   if (st) return st;
   if (rank != 0) {
@@ -29,6 +29,7 @@ ntk_status ntk_data_share(const ntk_comm_t *world, struct ntk_dataset *ds, ntk_d
     ds->c = dims[4];
     ds->elem = (int)dims[5];
     ds->n_train = dims[6];
+    ds->one_d = (int)dims[7];
     ds->x = NULL;
   }
   size_t bytes = ds->n * ds->d * (size_t)ds->elem;

@@ -973,8 +973,10 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
   return NTK_OK;
 }
 
-/* LayerNorm(axis=-1, eps=1e-12), stax's: the channel axis only (normalising
- * over positions too couples them, which ntkd does not compute). */
+/* LayerNorm(axis=-1, eps=1e-12), stax's: axis an integer or a tuple of
+ * them, each from -4 to 3 but the batch axis 0 (normalising over the batch
+ * couples the samples); which spatial axes they name depends on the data's
+ * rank, resolved by ntk_layernorm_axes when the data are known. */
 static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs) {
   size_t end = p->pos; /* after the arguments; errors point into them */
   l->map.kind = NTK_MAP_LAYERNORM;
@@ -990,11 +992,23 @@ static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const st
     if (!strcmp(key, "batch_axis") || !strcmp(key, "channel_axis")) {
       if (stax_keyword(p, a, l->name, key, &st), st) return st;
     } else if (!strcmp(key, "axis")) {
-      double v;
-      int ok = a->is_list ? a->nlist == 1 && a->list[0] == -1 : ntk_parse_double(a->val, &v) && v == -1;
-      if (!ok)
-        return perr(p, "LayerNorm over axis %s: only the channel axis (-1) is supported, as stax's default",
-                    a->is_list ? "(a list)" : a->val);
+      int count = a->is_list ? a->nlist : 1, mask = 0;
+      if (a->is_list && (a->nstr || !count)) return perr(p, "LayerNorm: axis must be an integer or a tuple of them, "
+                                                            "e.g. (1, 2, 3)%s", "");
+      for (int k = 0; k < count; k++) {
+        double v;
+        int ok = a->is_list ? (v = a->list[k], 1) : ntk_parse_double(a->val, &v);
+        char val[64];
+        fmt_exact(val, sizeof val, ok ? v : 0);
+        if (!ok || v != floor(v) || v < -4 || v > 3)
+          return perr(p, "LayerNorm: axis %s is not an axis of ntkd's data (-4 to 3: (N, H, W, C), (N, L, C) or "
+                         "(N, C))", ok ? val : a->val);
+        if (v == 0)
+          return perr(p, "LayerNorm over the batch axis 0: each sample would be normalised by the whole batch's "
+                         "statistics, and ntkd computes each pair of samples on its own%s", "");
+        mask |= 1 << ((int)v + 4);
+      }
+      l->ln_axes = mask == 1 << 3 ? 0 : mask; /* (-1,): the default */
     } else if (!strcmp(key, "eps")) {
       if ((st = arg_double(p, a, l->name, "eps", 0.0, &l->map.a))) return st;
     } else {
@@ -1006,6 +1020,36 @@ static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const st
   l->param[0] = l->map.a;
   p->pos = end;
   return NTK_OK;
+}
+
+int ntk_layernorm_axes(const struct ntk_layer *l, int rank, size_t index, int *over_h, int *over_w) {
+  *over_h = *over_w = 0;
+  if (!l->ln_axes) return 0;
+  int channels = 0;
+  for (int a = -4; a <= 3; a++) {
+    if (!(l->ln_axes & 1 << (a + 4))) continue;
+    int k = a < 0 ? a + rank : a;
+    if (k < 0 || k >= rank) {
+      ntk_error(NTK_ECONFIG, "arch, layer %zu (LayerNorm): axis %d is outside data of %d axes (%s)", index + 1, a,
+                rank, rank == 2 ? "N, C: vectors, or after the readout" : rank == 3 ? "N, L, C" : "N, H, W, C");
+      return -1;
+    }
+    if (k == 0) {
+      ntk_error(NTK_ECONFIG, "arch, layer %zu (LayerNorm): axis %d is the batch axis of data of %d axes: each sample "
+                "would be normalised by the whole batch's statistics, and ntkd computes each pair on its own",
+                index + 1, a, rank);
+      return -1;
+    }
+    if (k == rank - 1) channels = 1;
+    else if (k == 1) *over_h = 1;
+    else *over_w = 1;
+  }
+  if (!channels) {
+    ntk_error(NTK_ECONFIG, "arch, layer %zu (LayerNorm): its axes leave the channels (axis -1) out; neural-tangents "
+              "needs them for the infinite-width limit", index + 1);
+    return -1;
+  }
+  return 0;
 }
 
 /* Dropout(rate, mode='train'), stax's: rate the keep rate, 0 < rate <= 1,
@@ -1703,7 +1747,14 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     break;
   case NTK_LAYER_LAYERNORM:
     fmt_exact(w, sizeof w, l->map.a);
-    n = l->map.a == 1e-12 ? snprintf(buf, cap, "LayerNorm") : snprintf(buf, cap, "LayerNorm(eps=%s)", w);
+    if (l->ln_axes) { /* the axes as written, from -4 up */
+      char ax[64];
+      int k = 0, m = 0;
+      for (int a = -4; a <= 3; a++)
+        if (l->ln_axes & 1 << (a + 4)) k += snprintf(ax + k, sizeof ax - (size_t)k, "%s%d", m++ ? ", " : "", a);
+      n = snprintf(buf, cap, "LayerNorm(axis=(%s%s), eps=%s)", ax, m == 1 ? "," : "", w);
+    } else
+      n = l->map.a == 1e-12 ? snprintf(buf, cap, "LayerNorm") : snprintf(buf, cap, "LayerNorm(eps=%s)", w);
     break;
   case NTK_LAYER_DROPOUT:
     fmt_exact(w, sizeof w, l->rate);

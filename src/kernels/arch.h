@@ -33,6 +33,8 @@ struct ntk_layer {
   int bias;             /* Dense, Conv: under standard parameterisation, a bias parameter (b_std written
                            as a number in the layer, or > 0): the NTK gains 1, as stax's b_std is not None */
   ntk_padding padding;  /* Conv */
+  int ln_axes;          /* LayerNorm: its axes as written, bit a + 4 for axis a (-4..3); 0 for the default
+                           (-1, the channels): ntk_layernorm_axes resolves them against the data */
   double rate;          /* Dropout (mode='train'): stax's keep rate, in (0, 1]; a sample's own entries are
                            multiplied by 1/rate (mode='test' is parsed as Identity) */
   char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
@@ -88,6 +90,17 @@ void ntk_widths_init(struct ntk_widths *w, size_t chan);
  * a FanInConcat of different known widths with a branch of unknown width
  * (its weights are unknown). */
 int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t index, size_t hw);
+
+/* LayerNorm layer l (layer `index` of its network) on data of `rank`
+ * axes, the batch's included as stax counts them: 4 for images (N, H, W,
+ * C), 3 for (N, L, C) sequences (held as L x 1 images), 2 for vectors
+ * (a fully-connected network, or after the readout). Sets *over_h,
+ * *over_w: whether the variances are averaged over the positions' rows
+ * (H, or L), columns (W) before normalising (stax's axis, besides the
+ * channels). Returns 0, or -1 with ntk_error set (NTK_ECONFIG) where stax
+ * refuses the axes (the channels left out, an axis outside the rank) or
+ * ntkd does (the batch axis: it couples the samples). */
+int ntk_layernorm_axes(const struct ntk_layer *l, int rank, size_t index, int *over_h, int *over_w);
 
 void ntk_arch_free(struct ntk_arch *arch);
 

@@ -39,10 +39,13 @@ struct cnn_op {
   int depth;             /* FORK, NEXT, JOIN: the block's stack slot (branch.h) */
   int first;             /* NEXT: it ends the block's first branch */
   double fanw, fandiv;   /* NEXT, JOIN: the FanIn weight of the branch it ends; JOIN: the divisor (branch.h) */
+  int ln_h, ln_w;        /* LayerNorm over the rows, the columns too: its slot holds the variances' means
+                            over them (ntk_layernorm_axes) */
 };
 
 struct cnn_plan {
   size_t H, W, C;
+  int rank;            /* the data's axes as stax counts them: 3 for (N, L, C) sequences, else 4 */
   struct cnn_op *ops;
   size_t nops;
   ntk_layer_kind readout;
@@ -220,8 +223,8 @@ static ntk_status plan_branch(struct cnn_plan *P, struct cnn_op *op, const struc
 /* A pointwise layer (Dense, a nonlinearity, Identity): slice-local, the
  * same size out; a nonlinearity gets a slot in the variance block: its
  * h*w variances, then their ntk_rsqrt. */
-static void plan_pointwise(struct cnn_plan *P, struct cnn_op *op, const struct ntk_layer *l,
-                           const struct plan_walk *W) {
+static ntk_status plan_pointwise(struct cnn_plan *P, struct cnn_op *op, const struct ntk_layer *l, size_t i,
+                                 const struct plan_walk *W) {
   op->ho = W->h;
   op->wo = W->w;
   op->slice_local = 1;
@@ -230,6 +233,8 @@ static void plan_pointwise(struct cnn_plan *P, struct cnn_op *op, const struct n
     P->var_off[P->nvar++] = P->var_size;
     P->var_size += 2 * W->h * W->w;
   }
+  if (l->kind == NTK_LAYER_LAYERNORM && ntk_layernorm_axes(l, P->rank, i, &op->ln_h, &op->ln_w)) return NTK_ECONFIG;
+  return NTK_OK;
 }
 
 /* One op per spatial layer, with the sizes it sees, up to the readout
@@ -248,7 +253,7 @@ static ntk_status plan_spatial(struct cnn_plan *P, const struct ntk_arch *arch, 
     ntk_status st = NTK_OK;
     if (l->kind == NTK_LAYER_CONV || l->kind == NTK_LAYER_AVGPOOL) st = plan_window(P, op, l, i, &W);
     else if (ntk_layer_traits(l->kind)->branch) st = plan_branch(P, op, l, i, &W);
-    else plan_pointwise(P, op, l, &W);
+    else st = plan_pointwise(P, op, l, i, &W);
     if (st) return st;
     W.h = op->ho;
     W.w = op->wo;
@@ -270,9 +275,13 @@ static ntk_status plan_readout(struct cnn_plan *P, const struct ntk_arch *arch, 
   P->readout_sum = arch->layers[i].sum;
   P->tail = &arch->layers[i + 1];
   P->ntail = arch->n - i - 1;
-  for (size_t k = 0; k < P->ntail; k++)
+  int h, w;
+  for (size_t k = 0; k < P->ntail; k++) {
     if (ntk_layer_traits(P->tail[k].kind)->readout)
       return ntk_error(NTK_ECONFIG, "arch, layer %zu: a second readout", i + 2 + k);
+    if (P->tail[k].kind == NTK_LAYER_LAYERNORM && ntk_layernorm_axes(&P->tail[k], 2, i + 1 + k, &h, &w))
+      return NTK_ECONFIG; /* vectors after the readout */
+  }
   P->tail_off = P->var_size;
   P->var_size += P->ntail ? P->ntail : 1;
   return NTK_OK;
@@ -452,6 +461,8 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   P->H = data->h;
   P->W = data->w;
   P->C = data->c;
+  P->rank = data->one_d ? 3 : 4; /* (N, L, C) data, or a network of 1-D layers on L x 1 images */
+  for (size_t k = 0; k < arch->n; k++) P->rank = arch->layers[k].one_d ? 3 : P->rank;
   P->ops = calloc(arch->n ? arch->n : 1, sizeof *P->ops);
   P->var_off = calloc(arch->n ? arch->n : 1, sizeof *P->var_off);
   if (!P->ops || !P->var_off) return ntk_error(NTK_ENOMEM, "out of memory");
@@ -650,6 +661,12 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   if (!st && (P.nops > NTK_DEV_MAXOPS || P.ntail > NTK_DEV_MAXTAIL))
     st = ntk_error(NTK_ECONFIG, "arch: the GPU kernels take at most %d layers before the readout and %d after it",
                    NTK_DEV_MAXOPS, NTK_DEV_MAXTAIL);
+  for (size_t k = 0; !st && k < P.nops; k++)
+    if (P.ops[k].ln_h || P.ops[k].ln_w)
+      st = ntk_error(NTK_ECONFIG, "arch, layer %zu: the GPU's CNN kernels do not compute LayerNorm over positions "
+                     "(its variances averaged over the %s); the CPU does: backend = cpu (under auto, this rank computes "
+                     "on the CPU)", (size_t)(P.ops[k].layer - arch->layers) + 1,
+                     P.ops[k].ln_h && P.ops[k].ln_w ? "rows and columns" : P.ops[k].ln_h ? "rows" : "columns");
   for (size_t k = 0; !st && k < (size_t)arch->n; k++)
     if (arch->layers[k].kind == NTK_LAYER_DROPOUT)
       st = ntk_error(NTK_ECONFIG, "arch, layer %zu: the GPU's CNN kernels do not compute Dropout (mode='train'), "

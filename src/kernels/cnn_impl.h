@@ -22,6 +22,7 @@
 #define nonlin1r SFX(nonlin1r)
 #define nonlin1 SFX(nonlin1)
 #define capture_vars SFX(capture_vars)
+#define layernorm_means SFX(layernorm_means)
 #define dropout_diag SFX(dropout_diag)
 #define branch_op SFX(branch_op)
 #define conv_diag SFX(conv_diag)
@@ -90,6 +91,33 @@ static REAL nonlin1(const struct ntk_layer *l, REAL q12, REAL q11, REAL q22, REA
 /* Complete a slot whose n variances a self run has just written. */
 static void capture_vars(REAL *slot, size_t n) {
   for (size_t p = 0; p < n; p++) slot[n + p] = RSQRT(slot[p]);
+}
+
+/* LayerNorm over positions too (stax's axis with H and/or W): the h x w
+ * variances a self run captured for op become their means over the rows
+ * (ln_h), the columns (ln_w) or both, summed in double and rounded once:
+ * stax divides by the mean over those axes of eps + the variance. */
+static void layernorm_means(const struct cnn_op *op, REAL *q, size_t h, size_t w) {
+  if (op->ln_h && op->ln_w) {
+    double s = 0;
+    for (size_t p = 0; p < h * w; p++) s += (double)q[p];
+    REAL m = (REAL)(s / (double)(h * w));
+    for (size_t p = 0; p < h * w; p++) q[p] = m;
+  } else if (op->ln_h) { /* per column */
+    for (size_t j = 0; j < w; j++) {
+      double s = 0;
+      for (size_t i = 0; i < h; i++) s += (double)q[i * w + j];
+      REAL m = (REAL)(s / (double)h);
+      for (size_t i = 0; i < h; i++) q[i * w + j] = m;
+    }
+  } else if (op->ln_w) { /* per row */
+    for (size_t i = 0; i < h; i++) {
+      double s = 0;
+      for (size_t j = 0; j < w; j++) s += (double)q[i * w + j];
+      REAL m = (REAL)(s / (double)w);
+      for (size_t j = 0; j < w; j++) q[i * w + j] = m;
+    }
+  }
 }
 
 /* Dropout (mode='train') on a sample paired with itself: stax multiplies
@@ -421,6 +449,7 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
         if (idx < 0) {
           for (size_t i = 0; i < h; i++)
             for (size_t j = 0; j < w; j++) qa[i * w + j] = S.g[(i + S.pad) * S.ld + S.pad + j];
+          layernorm_means(op, qa, h, w);
           capture_vars(qa, hw);
         }
         slice_pointwise(P, &S, op, qa, vb + P->var_off[op->var], with_t);
@@ -486,6 +515,7 @@ static int pair_diag(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
       const REAL *qb = vb + P->var_off[op->var];
       if (self) {
         memcpy(qa, dg, n * sizeof(REAL));
+        layernorm_means(op, qa, op->ho, op->wo);
         capture_vars(qa, n);
       }
       MAP_PAIRS(&op->layer->map, dg, with_t ? dt : NULL, n, qa, qa + n, qb, qb + n);
@@ -575,6 +605,7 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
       const REAL *qb = vb + P->var_off[op->var];
       if (self) {
         for (size_t p = 0; p < n; p++) qa[p] = fg[p * n + p];
+        layernorm_means(op, qa, op->ho, op->wo);
         capture_vars(qa, n);
       }
       MAP_ROWS(&op->layer->map, fg, with_t ? ft : NULL, n, n, qa, qa + n, qb, qb + n, 0);
@@ -670,6 +701,7 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef nonlin1r
 #undef nonlin1
 #undef capture_vars
+#undef layernorm_means
 #undef dropout_diag
 #undef branch_op
 #undef branch_fork

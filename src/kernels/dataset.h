@@ -11,6 +11,8 @@ struct ntk_dataset {
   int elem;          /* 4 (float) or 8 (double) */
   void *x;           /* n*d elements, owned; free with ntk_data_free() */
   size_t n_train;    /* regression jobs: rows 0..n_train-1 train, the rest test; 0: no split */
+  int one_d;         /* (N, L, C) sequences held as L x 1 images (h = L, w = 1): a layer's axes count as
+                        in a 3-D array (LayerNorm's axis); 0 for images and flat data */
 };
 
 #endif

@@ -136,9 +136,13 @@ static ntk_status fc_widths(const struct ntk_arch *arch, const struct ntk_datase
   ntk_widths_init(&wd, data->d);
   wd.weight = weight;
   wd.div = div;
+  int h, w;
   for (size_t l = 0; l < arch->n; l++) {
     if (fan) fan[l] = (double)wd.chan;
     if (ntk_widths_step(&wd, &arch->layers[l], l, 0)) return NTK_ECONFIG;
+    /* a vector per sample: LayerNorm's axes are the channels' */
+    if (arch->layers[l].kind == NTK_LAYER_LAYERNORM && ntk_layernorm_axes(&arch->layers[l], 2, l, &h, &w))
+      return NTK_ECONFIG;
   }
   return NTK_OK;
 }

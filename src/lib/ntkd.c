@@ -339,7 +339,7 @@ ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_da
   if (!n1 || !n2) return NTKD_OK;
 
   /* The dataset the engines compute on: x1, or [x1; x2]. */
-  struct ntk_dataset data = {n1 + (x2 ? n2 : 0), d, h, w, c, (int)es, (void *)x1->x, 0};
+  struct ntk_dataset data = {n1 + (x2 ? n2 : 0), d, h, w, c, (int)es, (void *)x1->x, 0, x1->ndim == 2};
   char *both = NULL;
   if (x2) {
     if (!(both = malloc((n1 + n2) * d * es))) return fail(ntk_error(NTK_ENOMEM, "out of memory for the data"));
