@@ -169,6 +169,7 @@ LAYER_BUILDERS = {
     'Monomial': _degree('Monomial'),
     'RectifiedMonomial': _degree('RectifiedMonomial'),
     'Hermite': _degree('Hermite'),
+    'Gabor': _no_args('Gabor'),
     'Polynomial': _map('Polynomial'),
     'LayerNorm': _map('LayerNorm'),
     'SumPool': _sum_pool,
@@ -385,6 +386,7 @@ MAPS = [
     ('mono5', 'Monomial(5)', 0.7),
     ('poly', 'Polynomial([0.3,1,-0.5,0.2])', 1.0),
     ('hermite3', 'Hermite(3)', 1.0),
+    ('gabor', 'Gabor', 1.0),  # exp(-x^2) sin(x)
 ]
 
 
@@ -393,6 +395,9 @@ def map_fc_cases():
   for tag, act, scale in MAPS:
     out.append(case(f'fc_{tag}_d3_b', mlp(3, act, 1.5, 0.1), scale=scale))
     out.append(case(f'fc_{tag}_d2_act', f'{dense(1.2, 0.0)} {act}', n=5, d=7, scale=scale))
+  # Gabor at pre-activation variances up to ~40 (its kernel's exponentials
+  # and den^(5/2) far from 1).
+  out.append(case('fc_gabor_large_var', mlp(3, 'Gabor', 2.0, 0.5), scale=3.0))
   # LayerNorm after Dense (it needs a Gaussian input), then nonlinearities.
   out.append(case('fc_layernorm_d3_b', f'{dense(1.5, 0.1)} LayerNorm Relu {dense(2.0, 0.3)} LayerNorm(eps=0.5) '
                   f'Erf {dense(1.2, 0.1)} LayerNorm', scale=2.0))

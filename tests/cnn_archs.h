@@ -48,6 +48,7 @@ static inline void random_images(struct ntk_dataset *ds, size_t n, size_t h, siz
 }
 
 static const char *const archs[] = {
+    "Conv(3, 1, SAME) Gabor Conv(3, 1, SAME, W_std=1.5) Gabor GlobalAvgPool Dense Gabor Dense", /* a map of stax's */
     "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Erf GlobalAvgPool Dense",
     "Conv(3, 1, SAME, W_std=1.5, b_std=0.1) Relu Conv(2, 1, SAME) Relu GlobalAvgPool Dense Relu Dense",
     "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 1, SAME) Relu GlobalAvgPool Dense",

@@ -668,6 +668,7 @@ START_TEST(test_fc_entry_walk) {
       /* Dropout: a sample with itself scaled, in a block, twice, last */
       {"Dense(8, W_std=1.5, b_std=0.1) Relu Dense Dropout(0.7) Dense FanOut(2) parallel(serial(Erf, Dense, Dropout(0.4)), "
        "Identity) FanInProd Dense Dropout(0.9)", 0},
+      {"Dense(W_std=1.5, b_std=0.1) Gabor Dense(W_std=2, b_std=0.5) Gabor Dense", 0}, /* exp(-x^2) sin x */
   };
   for (int elem = 4; elem <= 8; elem += 4)
     for (size_t a = 0; a < sizeof nets / sizeof *nets; a++) {

@@ -24,7 +24,7 @@ __all__ = [
     "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv", "AvgPool",
     "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm", "Dropout", "Relu", "LeakyRelu", "Abs", "ABRelu",
     "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial",
-    "RectifiedMonomial", "Polynomial", "Hermite", "Padding",
+    "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "Padding",
 ]
 
 
@@ -304,6 +304,10 @@ def Hermite(degree):
     return _layer(f"Hermite({_int(degree, 'stax.Hermite: degree', low=0)})")
 
 
+def Gabor():
+    return _layer("Gabor")
+
+
 # ---- what ntkd does not compute: refused when constructed --------------------------------
 
 def _refused(name, why):
@@ -324,7 +328,6 @@ for _name, _why in [
     ("GlobalSelfAttention", "attention is not implemented"),
     ("Elementwise", "arbitrary nonlinearities need their kernel in closed form: use a named one"),
     ("ElementwiseNumerical", "nonlinearities by quadrature are not implemented yet"),
-    ("Gabor", "not implemented"),
 ]:
     globals()[_name] = _refused(_name, _why)
 del _name, _why

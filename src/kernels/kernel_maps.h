@@ -70,6 +70,7 @@ typedef enum ntk_map_kind {
   NTK_MAP_RECTMONO, /* (x >= 0) x^degree */
   NTK_MAP_POLYNOMIAL, /* coef[0] + coef[1] x + ... (degree coefficients) */
   NTK_MAP_HERMITE,  /* the normalised probabilists' Hermite polynomial of that degree */
+  NTK_MAP_GABOR,    /* exp(-x^2) sin(x) */
   NTK_MAP_LAYERNORM, /* LayerNorm over channels (a layer of its own, not a nonlinearity): eps in a */
 } ntk_map_kind;
 
@@ -563,6 +564,21 @@ static inline NTK_HD double ntk_hermite_map(const struct ntk_map *m, double q12,
   return pw;
 }
 
+/* Gabor, f(x) = exp(-x^2) sin(x), stax's closed form: with p = q11 q22,
+ * s = q11 + q22, d = 4 (p - q12^2) (0 for a sample with itself),
+ * den = 2 s + d + 1: nngp' = e_l (e_r - 1) / (2 sqrt(den)), e_l =
+ * exp(-(s + d + 2 q12) / (2 den)), e_r = exp(2 q12 / den); tdot = e_l (lhs
+ * + e_r rhs) / den^(5/2) / 2 with lhs, rhs = 1 + 2 s + 4 (q12^2 + p) -+
+ * 4 q12 (d + 3 s + 2). In stax's order of operations. */
+static inline NTK_HD double ntk_gabor_map(double q12, double q11, double q22, double *tdot) {
+  double p = q11 * q22, s = q11 + q22;
+  double diff = 4.0 * (p - q12 * q12), den = 2.0 * s + diff + 1.0, num = s + diff + 2.0 * q12;
+  double el = exp(-num / (2.0 * den)), er = exp(2.0 * q12 / den);
+  double shared = 1.0 + 2.0 * s + 4.0 * (q12 * q12 + p), dterm = 4.0 * q12 * (diff + 3.0 * s + 2.0);
+  *tdot = el * ((shared - dterm) + er * (shared + dterm)) / pow(den, 2.5) / 2.0;
+  return el * (er - 1.0) / (2.0 * sqrt(den));
+}
+
 /* LayerNorm over the channel axis, eps in a: both kernels divided by
  * sqrt((eps + q11)(eps + q22)), as neural-tangents. */
 static inline NTK_HD double ntk_layernorm_map(const struct ntk_map *m, double q12, double q11, double q22,
@@ -593,6 +609,7 @@ static inline NTK_HD double ntk_map(const struct ntk_map *m, double q12, double 
   case NTK_MAP_RECTMONO: return ntk_rectmono_map(m, q12, q11, q22, tdot);
   case NTK_MAP_POLYNOMIAL: return ntk_polynomial_map(m, q12, q11, q22, tdot);
   case NTK_MAP_HERMITE: return ntk_hermite_map(m, q12, tdot);
+  case NTK_MAP_GABOR: return ntk_gabor_map(q12, q11, q22, tdot);
   case NTK_MAP_LAYERNORM: return ntk_layernorm_map(m, q12, q11, q22, tdot);
   }
   *tdot = NAN;
@@ -618,6 +635,7 @@ static inline NTK_HD float ntk_mapf(const struct ntk_map *m, float q12, float q1
   case NTK_MAP_RECTMONO:
   case NTK_MAP_POLYNOMIAL:
   case NTK_MAP_HERMITE:
+  case NTK_MAP_GABOR:
   case NTK_MAP_LAYERNORM: g = ntk_map(m, q12, q11, q22, 0.0, 0.0, &td); break;
   }
   *tdot = (float)td;

@@ -112,6 +112,7 @@ static const struct ntk_map_name names[] = {
      NULL},
     {"Polynomial", {.kind = NTK_MAP_POLYNOMIAL}, {{"coef", NTK_PARAM_LIST, NTK_SLOT_COEF, REQUIRED, ANY}}, NULL},
     {"Hermite", {.kind = NTK_MAP_HERMITE}, {{"degree", NTK_PARAM_INT, NTK_SLOT_DEGREE, REQUIRED, DEGREES(1000)}}, NULL},
+    {"Gabor", {.kind = NTK_MAP_GABOR}, {{0}}, NULL},
 };
 
 const struct ntk_map_name *ntk_map_name_find(const char *name) {

@@ -98,6 +98,7 @@
   case NTK_MAP_RECTMONO:                                                                                   \
   case NTK_MAP_POLYNOMIAL:                                                                                 \
   case NTK_MAP_HERMITE:                                                                                    \
+  case NTK_MAP_GABOR:                                                                                      \
   case NTK_MAP_LAYERNORM:                                                                                  \
     ANY(F_ANY);                                                                                            \
     break;                                                                                                 \
