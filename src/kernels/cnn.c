@@ -748,6 +748,10 @@ ntk_status ntk_cnn_check(const struct ntk_arch *arch, const struct ntk_dataset *
   struct cnn_plan *P = malloc(sizeof *P);
   if (!P) return ntk_error(NTK_ENOMEM, "out of memory");
   ntk_status st = plan_build(P, arch, data, NTK_CNN_AUTO);
+  free(P->ops); /* what plan_build allocated, on success or not */
+  free(P->var_off);
+  free(P->tail_fan);
+  free(P->tail_fanw);
   free(P);
   return st;
 }
