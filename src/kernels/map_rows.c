@@ -99,6 +99,7 @@
   case NTK_MAP_POLYNOMIAL:                                                                                 \
   case NTK_MAP_HERMITE:                                                                                    \
   case NTK_MAP_LAYERNORM:                                                                                  \
+  case NTK_MAP_NUMERICAL:                                                                                  \
     ANY(F_ANY);                                                                                            \
     break;                                                                                                 \
   }
