@@ -124,6 +124,9 @@ static const char *const archs[] = {
     "Conv(4, (3, 1), padding=CIRCULAR) Erf Conv(4, (2, 3), strides=(2, 1)) Relu Flatten Dense",
     "Conv(4, (1, 3), padding=SAME) Relu AvgPool((3, 2), strides=(2, 1), padding=SAME, normalize_edges=True) "
     "Conv(4, (3, 3), padding=SAME) Relu Flatten Dense",
+    /* ElementwiseNumerical: by quadrature, per entry through the generic loops */
+    "Conv(3, 1, SAME) ElementwiseNumerical(jnp.tanh, 9) Conv(3, 1, SAME) Relu GlobalAvgPool Dense "
+    "ElementwiseNumerical(jax.nn.silu) Dense",
     /* standard parameterisation: the NTK's affine maps take the fan-ins */
     "standard: Conv(8, (3, 3), padding=SAME, W_std=1.5, b_std=0.1) Relu Conv(4, (3, 3), padding=SAME) Erf "
     "GlobalAvgPool Dense(8) Relu Dense",

@@ -4,7 +4,8 @@
 # devices, so mpirun -np 4 shows the placement lines, the coordinator
 # taking none, the maximum matching and a rank whose driver fails; the
 # CUDA backend then cannot start here, `auto` falls back to the CPU and
-# says so, and the matrix equals a CPU-only run. backend = cuda refusals,
+# says so, and the matrix equals a CPU-only run. backend = cuda refusals
+# (a rank without a GPU, a network without GPU code),
 # a training job (rank 0 trains too), and a driver too old for this
 # build's CUDA (a stand-in libcuda.so.1) end the script.
 # Usage: tests/e2e_place.sh path/to/ntkd
@@ -71,6 +72,15 @@ rc=$?
 check "backend = cuda, one GPU per task: every worker on its index 0" \
   bash -c "for r in 1 2 3; do grep -q \"ntkd: rank \$r on $host: GPU 0 of the 1 it sees\" err.log || exit 1; done"
 check "... and a GPU that cannot start stops the job (exit $rc)" [ "$rc" != 0 ]
+# ElementwiseNumerical has no GPU code: cuda refuses the network before
+# any work, auto computes it on the CPU, saying why.
+printf '[data]\npath = x.npy\n[model]\narch = Dense ElementwiseNumerical(jnp.tanh, 9) Dense\n[compute]\ntile = 64\nbackend = cuda\n[output]\npath = num.ntk\n' > num.conf
+NTKD_TEST_GPU_UUIDS='A' expect_rc 2 "backend = cuda, ElementwiseNumerical" "$NTKD" num.conf
+check "... names the layer and why" has "backend = cuda: layer 2, ElementwiseNumerical(Tanh), is computed on CPUs only" err.log
+check "... before a store is made" [ ! -e num.ntk ]
+sed -i 's/^backend = cuda/backend = auto/' num.conf
+NTKD_TEST_GPU_UUIDS='A' expect_rc 0 "backend = auto, ElementwiseNumerical, a made-up GPU" "$NTKD" num.conf
+check "... computes on the CPU, saying why" has "ntkd: layer 2, ElementwiseNumerical(Tanh), is computed on CPUs only: computing on the CPU" err.log
 unset NTKD_TEST_GPU_UUIDS
 
 # Training: every rank trains, rank 0 too: with one GPU for three ranks,

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "kernels/arch.h"
+#include "kernels/numerical.h"
 #include "testutil.h"
 
 static struct ntk_arch parse_ok(const char *s) {
@@ -553,6 +554,74 @@ START_TEST(test_layernorm_axes) {
 }
 END_TEST
 
+/* ElementwiseNumerical(fn, deg, df=None): fn as notebooks write it, from
+ * jax.nn, jnp or np, or by its short name; those with a closed form become
+ * that map; deg checked and not part of the network's identity. */
+START_TEST(test_elementwise_numerical) {
+  static const struct {
+    const char *arch;
+    int fn;
+    double alpha;
+  } ok[] = {
+      {"Dense stax.ElementwiseNumerical(jnp.tanh, deg=25) Dense", NTK_FN_TANH, 0},
+      {"Dense ElementwiseNumerical(np.tanh, 101) Dense", NTK_FN_TANH, 0},
+      {"Dense ElementwiseNumerical(fn=jax.nn.sigmoid, deg=3, df=None) Dense", NTK_FN_SIGMOID, 0},
+      {"Dense ElementwiseNumerical(jax.nn.softplus) Dense", NTK_FN_SOFTPLUS, 0},
+      {"Dense ElementwiseNumerical(jax.nn.swish, 5) Dense", NTK_FN_SILU, 0},
+      {"Dense ElementwiseNumerical(Silu) Dense", NTK_FN_SILU, 0},
+      {"Dense ElementwiseNumerical(jax.nn.elu, 9) Dense", NTK_FN_ELU, 1.0},
+      {"Dense ElementwiseNumerical(Selu) Dense", NTK_FN_SELU, NTK_SELU_ALPHA},
+      {"Dense ElementwiseNumerical(jax.nn.celu) Dense", NTK_FN_CELU, 1.0},
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    struct ntk_arch a = parse_ok(ok[i].arch);
+    ck_assert_uint_eq(a.n, 3);
+    const struct ntk_layer *l = &a.layers[1];
+    ck_assert_msg(l->kind == NTK_LAYER_MAP && l->map.kind == NTK_MAP_NUMERICAL && l->map.degree == ok[i].fn &&
+                      l->map.a == ok[i].alpha,
+                  "%s: kind %d map %d fn %d a %g", ok[i].arch, l->kind, l->map.kind, l->map.degree, l->map.a);
+    char buf[512], again[512];
+    ntk_arch_canonical(&a, buf, sizeof buf);
+    char want[64];
+    snprintf(want, sizeof want, "ElementwiseNumerical(%s)", ntk_numfn_name(ok[i].fn));
+    ck_assert_msg(strstr(buf, want) && !strstr(buf, "deg"), "%s -> %s", ok[i].arch, buf);
+    struct ntk_arch b = parse_ok(buf);
+    ntk_arch_canonical(&b, again, sizeof again);
+    ck_assert_str_eq(buf, again);
+    ntk_arch_free(&a);
+    ntk_arch_free(&b);
+  }
+  /* closed forms: the same layer as the stax name */
+  static const char *const closed[][2] = {{"jnp.sin", "Sin"}, {"np.cos", "Cos"}, {"jnp.exp", "Exp"},
+                                          {"jnp.abs", "Abs"}, {"jax.nn.relu", "Relu"}, {"jax.scipy.special.erf", "Erf"}};
+  for (size_t i = 0; i < sizeof closed / sizeof closed[0]; i++) {
+    char s1[128], s2[128], c1[256], c2[256];
+    snprintf(s1, sizeof s1, "Dense ElementwiseNumerical(%s, deg=7) Dense", closed[i][0]);
+    snprintf(s2, sizeof s2, "Dense %s Dense", closed[i][1]);
+    struct ntk_arch a = parse_ok(s1), b = parse_ok(s2);
+    ntk_arch_canonical(&a, c1, sizeof c1);
+    ntk_arch_canonical(&b, c2, sizeof c2);
+    ck_assert_str_eq(c1, c2);
+    ck_assert(!memcmp(&a.layers[1].map, &b.layers[1].map, sizeof a.layers[1].map));
+    ntk_arch_free(&a);
+    ntk_arch_free(&b);
+  }
+  parse_bad_at("Dense ElementwiseNumerical(jnp.foo) Dense", 28, "ElementwiseNumerical: unknown fn 'jnp.foo' (ntkd knows tanh");
+  parse_bad("Dense ElementwiseNumerical('tanh') Dense", "unknown fn");
+  parse_bad("Dense ElementwiseNumerical(TANH_, 3) Dense", "unknown fn");
+  parse_bad_at("Dense ElementwiseNumerical(lambda x: jnp.tanh(x), 3) Dense", 28, "not a lambda");
+  parse_bad("Dense ElementwiseNumerical(deg=3) Dense", "ElementwiseNumerical needs fn");
+  parse_bad("Dense ElementwiseNumerical(jnp.tanh, 0) Dense", "deg must be an integer from 1");
+  parse_bad("Dense ElementwiseNumerical(jnp.tanh, 2.5) Dense", "deg must be an integer from 1");
+  parse_bad("Dense ElementwiseNumerical(jnp.tanh, 3, df=jax.grad(jnp.tanh)) Dense", "");
+  parse_bad("Dense ElementwiseNumerical(jnp.tanh, 3, df=dtanh) Dense", "df must be None");
+  parse_bad("Dense ElementwiseNumerical(jnp.tanh, 3, None, 4) Dense", "too many positional arguments");
+  parse_bad("Dense ElementwiseNumerical(jnp.tanh, fn=jnp.sin) Dense", "fn given twice");
+  parse_bad("Dense ElementwiseNumerical(jnp.tanh, order=2) Dense", "unknown argument order");
+  parse_bad("ElementwiseNumerical(jnp.tanh) Dense", "a nonlinearity must follow Dense or Conv");
+}
+END_TEST
+
 /* A repeat count that is not an integer from 0 to the layer limit is
  * refused at its column, saying what was written, what is allowed and the
  * limit; so is a count whose expansion would pass the limit, before
@@ -1057,6 +1126,7 @@ int main(void) {
   tcase_add_test(tc, test_fan_in_prod);
   tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_layernorm_axes);
+  tcase_add_test(tc, test_elementwise_numerical);
   tcase_add_test(tc, test_error_column);
   tcase_add_test(tc, test_repeat_counts);
   tcase_add_test(tc, test_integer_arguments);

@@ -9,6 +9,7 @@
 #include "kernels/cnn.h"
 #include "kernels/cnn_dev.h"
 #include "kernels/fc.h"
+#include "kernels/numerical.h"
 
 #ifdef NTKD_HAVE_CUDA
 #include "backend/cuda/fc_cuda.h"
@@ -57,6 +58,13 @@ ntk_status ntk_backend_check(const struct ntk_problem *p) {
 }
 
 int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_dataset *data, char *why, size_t cap) {
+  for (size_t i = 0; i < arch->n; i++) /* no GPU code for its quadrature (src/kernels/numerical.c) */
+    if (arch->layers[i].kind == NTK_LAYER_MAP && arch->layers[i].map.kind == NTK_MAP_NUMERICAL) {
+      if (why)
+        snprintf(why, cap, "layer %zu, ElementwiseNumerical(%s), is computed on CPUs only", i + 1,
+                 ntk_numfn_name(arch->layers[i].map.degree));
+      return 0;
+    }
   if (!ntk_cnn_applies(arch, data)) return 1; /* the FC kernel: every FC network (src/kernels/fc_entry.h) */
   struct ntk_dev_plan *P = malloc(sizeof *P);
   ntk_status st = P ? ntk_cnn_dev_plan(arch, data, P) : ntk_error(NTK_ENOMEM, "out of memory");

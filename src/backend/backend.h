@@ -103,7 +103,8 @@ extern const struct ntk_backend_ops ntk_backend_cuda;
 int ntk_backend_gpu_count(char *why, size_t cap);
 
 /* 1 if the GPU backend computes `arch` on `data` (every fully-connected
- * network; a CNN whose plan fits the GPU kernels' structs), else 0 with
+ * network; a CNN whose plan fits the GPU kernels' structs; neither with an
+ * ElementwiseNumerical map, computed on CPUs only), else 0 with
  * the reason in `why` (may be NULL). Whether a device has the shared
  * memory the images need is only known when the backend starts there. */
 int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_dataset *data, char *why, size_t cap);

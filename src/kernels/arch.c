@@ -2,6 +2,7 @@
  *   "[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense(W_std=2, b_std=0.1)"
  * and the checks neural-tangents makes on a layer sequence. */
 #include "kernels/arch.h"
+#include "kernels/numerical.h"
 #include "base/numparse.h"
 
 #include <ctype.h>
@@ -1102,10 +1103,67 @@ static ntk_status dropout_args(struct parser *p, struct ntk_layer *l, const stru
   return NTK_OK;
 }
 
+/* ElementwiseNumerical(fn, deg, df=None), stax's. fn is one ntkd knows by
+ * name (src/kernels/layers.c); one with a closed form becomes that map
+ * (jnp.sin is Sin). deg, the Gauss-Hermite nodes stax would use, is checked
+ * and changes nothing: ntkd's quadrature sizes its own panels (docs/MATH.md,
+ * "Nonlinearities by quadrature"). df, a derivative given by hand, only as
+ * None: ntkd differentiates the functions it knows itself. */
+static ntk_status numerical_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs,
+                                 size_t start) {
+  size_t end = p->pos; /* after the arguments; errors point into them */
+  static const char *const pos[] = {"fn", "deg", "df"};
+  const struct arg *given[3] = {NULL, NULL, NULL};
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    int k = -1;
+    if (!a->key[0]) k = npos < 3 ? npos++ : 3;
+    else
+      for (int j = 0; j < 3; j++)
+        if (!strcmp(a->key, pos[j])) k = j;
+    p->pos = a->pos;
+    if (k == 3) return perr(p, "too many positional arguments for %s", l->name);
+    if (k < 0) {
+      char what[96];
+      snprintf(what, sizeof what, "%.23s for %.23s", a->key, l->name);
+      return perr(p, "unknown argument %s", what);
+    }
+    if (given[k]) return perr(p, "%s given twice", pos[k]);
+    given[k] = a;
+  }
+  char known[200];
+  ntk_numfn_known(known, sizeof known);
+  if (!given[0]) {
+    p->pos = start;
+    return perr(p, "ElementwiseNumerical needs fn, one of %s (e.g. ElementwiseNumerical(jnp.tanh, deg=25))", known);
+  }
+  const struct arg *f = given[0];
+  const char *closed = NULL;
+  p->pos = f->pos;
+  if (f->is_list || f->quoted || !ntk_numfn_find(f->val, &l->map, &closed)) {
+    char what[420], val[64];
+    shown(val, sizeof val, f->val, strlen(f->val));
+    snprintf(what, sizeof what, "fn %s (ntkd knows %s, from jax.nn, jnp or np, or as Tanh, Softplus, ...)",
+             f->is_list ? "(a list)" : val, known);
+    return perr(p, "ElementwiseNumerical: unknown %s", what);
+  }
+  int deg;
+  ntk_status st;
+  if (given[1] && (st = arg_int(p, given[1], l->name, "deg", 1, 1000000, &deg))) return st;
+  if (given[2] && (given[2]->is_list || strcmp(given[2]->val, "None"))) {
+    p->pos = given[2]->pos;
+    return perr(p, "ElementwiseNumerical: df must be None (ntkd differentiates %s itself)", f->val);
+  }
+  p->pos = end;
+  if (!closed) return NTK_OK;
+  snprintf(l->name, sizeof l->name, "%s", closed); /* the closed form, exactly */
+  return map_args(p, l, ntk_map_name_find(closed), args, 0, start);
+}
+
 /* "Dense, Conv, ..., Relu, ...": every name the parser knows, for messages. */
 static void known_names(char *buf, size_t cap) {
   size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, Identity, AvgPool, SumPool, Flatten, GlobalAvgPool, "
-                                        "GlobalSumPool, LayerNorm, Dropout");
+                                        "GlobalSumPool, LayerNorm, Dropout, ElementwiseNumerical");
   size_t count;
   const struct ntk_map_name *nm = ntk_map_names(&count);
   for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
@@ -1149,7 +1207,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   l.b_std = p->b_std;
   l.stride = l.stride_w = 1;
   l.padding = NTK_PAD_VALID;
-  int need_args = 0, max_pos = 0;
+  int need_args = 0, max_pos = 0, numerical = 0;
   const struct ntk_map_name *nm = NULL;
   if (!strcmp(name, "Dense")) l.kind = NTK_LAYER_DENSE;
   else if (!strcmp(name, "Conv")) { l.kind = NTK_LAYER_CONV; need_args = 1; max_pos = 3; }
@@ -1162,6 +1220,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   else if (!strcmp(name, "GlobalSumPool")) { l.kind = NTK_LAYER_GLOBALAVGPOOL; l.sum = 1; }
   else if (!strcmp(name, "Dropout")) l.kind = NTK_LAYER_DROPOUT;
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
+  else if (!strcmp(name, "ElementwiseNumerical")) { l.kind = NTK_LAYER_MAP; numerical = 1; }
   else if (p->text[p->pos] == '.') { /* jax.example_libraries.stax.Dense, st.Dense */
     p->pos = start;
     return perr(p, "unknown layer '%s.': before a layer's name ntkd reads the prefixes stax., nt.stax. and "
@@ -1177,9 +1236,22 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   snprintf(l.name, sizeof l.name, "%.23s", name);
   struct arg args[NTK_ARCH_MAX_ARGS];
   int nargs = 0;
+  if (numerical && p->text[p->pos] == '(') { /* a function by name only: say so before Python's syntax */
+    size_t q = p->pos + 1;
+    while (isspace((unsigned char)p->text[q])) q++;
+    if (!strncmp(p->text + q, "lambda", 6) && !is_ident((unsigned char)p->text[q + 6])) {
+      p->pos = q;
+      return perr(p, "ElementwiseNumerical: fn must be a function ntkd knows by name (jnp.tanh, jax.nn.softplus, "
+                     "...), not a lambda%s", "");
+    }
+  }
   if (p->text[p->pos] == '(' && (st = parse_args(p, args, &nargs))) return st;
   if (nm) {
     if ((st = map_args(p, &l, nm, args, nargs, start))) return st;
+    return push_at(p, out, &l, start);
+  }
+  if (numerical) {
+    if ((st = numerical_args(p, &l, args, nargs, start))) return st;
     return push_at(p, out, &l, start);
   }
   if (l.kind == NTK_LAYER_LAYERNORM) {
@@ -1665,6 +1737,7 @@ static const char *pad_name(ntk_padding p) {
  * (Relu, Erf), else all of them in stax's order (LeakyRelu(0.1),
  * Erf(2, 1, 0)). */
 static int map_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
+  if (l->map.kind == NTK_MAP_NUMERICAL) return snprintf(buf, cap, "ElementwiseNumerical(%s)", ntk_numfn_name(l->map.degree));
   const struct ntk_map_name *nm = ntk_map_name_find(l->name);
   int np = 0, all_default = 1;
   /* A parameter without a slot (Gelu's approximate) changes nothing in the

@@ -72,6 +72,7 @@ typedef enum ntk_map_kind {
   NTK_MAP_HERMITE,  /* the normalised probabilists' Hermite polynomial of that degree */
   NTK_MAP_GABOR,    /* exp(-x^2) sin(x) */
   NTK_MAP_LAYERNORM, /* LayerNorm over channels (a layer of its own, not a nonlinearity): eps in a */
+  NTK_MAP_NUMERICAL, /* ElementwiseNumerical: no closed form; fn in degree, alpha in a (src/kernels/numerical.h) */
 } ntk_map_kind;
 
 #define NTK_MAP_MAXCOEF 8 /* Polynomial coefficients */
@@ -590,6 +591,9 @@ static inline NTK_HD double ntk_layernorm_map(const struct ntk_map *m, double q1
 
 /* ---- dispatchers ---------------------------------------------------------- */
 
+/* src/kernels/numerical.c, host only. */
+double ntk_numerical_map(const struct ntk_map *m, double q12, double q11, double q22, double *tdot);
+
 /* Map m on one entry. r11, r22: ntk_rsqrt of the variances (the float
  * ABRelu map's factors; the other maps ignore them). A kind no case knows
  * (memory damage) gives NaN, which no tile is stored with. */
@@ -611,6 +615,12 @@ static inline NTK_HD double ntk_map(const struct ntk_map *m, double q12, double 
   case NTK_MAP_HERMITE: return ntk_hermite_map(m, q12, tdot);
   case NTK_MAP_GABOR: return ntk_gabor_map(q12, q11, q22, tdot);
   case NTK_MAP_LAYERNORM: return ntk_layernorm_map(m, q12, q11, q22, tdot);
+  case NTK_MAP_NUMERICAL:
+#ifdef __CUDA_ARCH__
+    break; /* the GPU backends refuse these maps before a tile runs */
+#else
+    return ntk_numerical_map(m, q12, q11, q22, tdot);
+#endif
   }
   *tdot = NAN;
   return NAN;
@@ -636,7 +646,8 @@ static inline NTK_HD float ntk_mapf(const struct ntk_map *m, float q12, float q1
   case NTK_MAP_POLYNOMIAL:
   case NTK_MAP_HERMITE:
   case NTK_MAP_GABOR:
-  case NTK_MAP_LAYERNORM: g = ntk_map(m, q12, q11, q22, 0.0, 0.0, &td); break;
+  case NTK_MAP_LAYERNORM:
+  case NTK_MAP_NUMERICAL: g = ntk_map(m, q12, q11, q22, 0.0, 0.0, &td); break;
   }
   *tdot = (float)td;
   return (float)g;

@@ -4,9 +4,12 @@
  * name here. */
 #include "kernels/layers.h"
 
+#include "kernels/numerical.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static const struct ntk_layer_traits traits[NTK_LAYER_KINDS] = {
     [NTK_LAYER_DENSE] = {.name = "Dense", .affine = 1, .per_position = 1, .gaussian_out = 1},
@@ -124,4 +127,60 @@ const struct ntk_map_name *ntk_map_name_find(const char *name) {
 const struct ntk_map_name *ntk_map_names(size_t *count) {
   *count = sizeof names / sizeof names[0];
   return names;
+}
+
+/* ---- ElementwiseNumerical's functions --------------------------------------- */
+
+/* The functions a notebook passes ElementwiseNumerical, by their names in
+ * jax.nn / jax.numpy / numpy. Those with a closed form become that map
+ * (jnp.sin is Sin, exactly); the others are computed by quadrature
+ * (src/kernels/numerical.c) with jax.nn's default alpha. */
+static const struct ntk_fn_name {
+  const char *name;
+  const char *closed; /* a map of the table above, or NULL */
+  int fn;             /* enum ntk_numfn */
+  double alpha;
+} fns[] = {
+    {"tanh", NULL, NTK_FN_TANH, 0},       {"sigmoid", NULL, NTK_FN_SIGMOID, 0},
+    {"softplus", NULL, NTK_FN_SOFTPLUS, 0}, {"silu", NULL, NTK_FN_SILU, 0},
+    {"swish", NULL, NTK_FN_SILU, 0},      {"elu", NULL, NTK_FN_ELU, 1.0},
+    {"selu", NULL, NTK_FN_SELU, NTK_SELU_ALPHA}, {"celu", NULL, NTK_FN_CELU, 1.0},
+    {"sin", "Sin", 0, 0},                 {"cos", "Cos", 0, 0},
+    {"exp", "Exp", 0, 0},                 {"abs", "Abs", 0, 0},
+    {"absolute", "Abs", 0, 0},            {"relu", "Relu", 0, 0},
+    {"erf", "Erf", 0, 0},
+};
+
+/* The modules the functions are written from. */
+static const char *const fn_modules[] = {"jax.nn.", "jax.numpy.", "jax.scipy.special.", "jnp.", "np.", "numpy.",
+                                         "onp.", "nn.", "scipy.special.", "math.", "torch."};
+
+int ntk_numfn_find(const char *spelling, struct ntk_map *map, const char **closed) {
+  const char *name = spelling;
+  for (size_t i = 0; i < sizeof fn_modules / sizeof fn_modules[0]; i++) {
+    size_t n = strlen(fn_modules[i]);
+    if (!strncmp(spelling, fn_modules[i], n)) {
+      name = spelling + n;
+      break;
+    }
+  }
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    /* jnp.tanh as written; Tanh, the short name, without a module */
+    int same = name == spelling ? !strcasecmp(fns[i].name, name) : !strcmp(fns[i].name, name);
+    if (!same) continue;
+    *closed = fns[i].closed;
+    memset(map, 0, sizeof *map);
+    map->kind = NTK_MAP_NUMERICAL;
+    map->degree = fns[i].fn;
+    map->a = fns[i].alpha;
+    return 1;
+  }
+  return 0;
+}
+
+size_t ntk_numfn_known(char *buf, size_t cap) {
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0] && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", fns[i].name);
+  return n;
 }

@@ -90,4 +90,14 @@ const struct ntk_map_name *ntk_map_name_find(const char *name);
 /* All of them, in table order; *count set. */
 const struct ntk_map_name *ntk_map_names(size_t *count);
 
+/* ElementwiseNumerical's fn as written (jnp.tanh, jax.nn.softplus, Tanh):
+ * 1 and either *closed, the name of the closed-form map it is (jnp.sin:
+ * "Sin"), or *closed NULL and *map the quadrature's (kind
+ * NTK_MAP_NUMERICAL); 0 for a function ntkd does not know. */
+int ntk_numfn_find(const char *spelling, struct ntk_map *map, const char **closed);
+
+/* "tanh, sigmoid, ...": the functions it knows, for messages; snprintf's
+ * contract. */
+size_t ntk_numfn_known(char *buf, size_t cap);
+
 #endif

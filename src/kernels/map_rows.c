@@ -100,6 +100,7 @@
   case NTK_MAP_HERMITE:                                                                                    \
   case NTK_MAP_GABOR:                                                                                      \
   case NTK_MAP_LAYERNORM:                                                                                  \
+  case NTK_MAP_NUMERICAL:                                                                                  \
     ANY(F_ANY);                                                                                            \
     break;                                                                                                 \
   }
