@@ -27,25 +27,28 @@ graded geometrically from there, from the width K / (multiplier of z in f's
 argument) up to 2. So a variance of 1e6 (the structure of tanh 1e-3 wide
 against the Gaussian) and a correlation 0.999999 (the inner Gaussian 1e-3
 wide against f) are resolved alike; the inner panels move with the outer
-node. Arithmetic is MPFR (gmpy2) at 113 or 150 bits; Gauss-Legendre nodes
+node. Arithmetic is MPFR (gmpy2) at 113 or 120 bits; Gauss-Legendre nodes
 come from mpmath.
 
 Degenerate cases exactly: q11 = 0 (u = 0: f(0) E[f(v)]), q22 = 0, both,
-and |rho| = 1 exactly (q12^2 = q11 q22: v = +-sqrt(q22/q11) u, a 1-D
-integral). For selu, whose derivative jumps at 0, f'(0) is taken as the
-limit of E[f'(u)] as var(u) -> 0, i.e. scale (1 + alpha) / 2 (only the tdot
-of a zero variance depends on it; in a network its NTK factor multiplies
-an NTK of 0).
+q12 = 0 (E[f(u)] E[f(v)]) and |rho| = 1 exactly (q12^2 = q11 q22:
+v = +-sqrt(q22/q11) u, a 1-D integral). For selu, whose derivative jumps at
+0, f'(0) is taken as the limit of E[f'(u)] as var(u) -> 0, i.e.
+scale (1 + alpha) / 2 (only the tdot of a zero variance depends on it; in a
+network its NTK factor multiplies an NTK of 0).
 
 Proof of accuracy. Every value is computed twice: method A (113 bits,
-22-point Gauss-Legendre, Gaussian grid 0 +-2 +-4 +-6 +-9 +-13, grading ratio
-2 from K = 0.5, outer variable u) and method B (150 bits, 28 points, grid
-0 +-1.5 +-3 +-4.5 +-6 +-8 +-10 +-13.5, grading ratio 3 from K = 0.3, and the
-roles of u and v swapped: outer variable v, inner u | v). The script stops
-if they differ by more than 1e-20 times sqrt(E f(u)^2 E f(v)^2) (for tdot:
-of f'), and it checks that the same integrator reproduces the closed-form
-Erf map 2/pi asin(2 q12 / sqrt((1 + 2 q11)(1 + 2 q22))) and its
-tdot 4/pi / sqrt((1 + 2 q11)(1 + 2 q22) - 4 q12^2) to 1e-25.
+20-point Gauss-Legendre panels, Gaussian grid 0 +-1.5 +-3 ... +-9.5 +-13,
+grading from K = 0.5 / s, outer variable u) and method B (120 bits, 22
+points, grid 0 +-1.25 +-2.5 ... +-10 +-13.5, grading from K = 0.35 / s, and
+the roles of u and v swapped: outer variable v, inner u | v). The script
+stops if they differ by more than 1e-20 times sqrt(E f(u)^2 E f(v)^2) (for
+tdot: of f'), and it checks first that both methods reproduce the
+closed-form Erf map 2/pi asin(2 q12 / sqrt((1 + 2 q11)(1 + 2 q22))) and its
+tdot 4/pi / sqrt((1 + 2 q11)(1 + 2 q22) - 4 q12^2) to 1e-25 of the value,
+through the same code (every branch: general, |rho| = 1, zero variance).
+With --nt it also checks that the definitions here are jax's: f and
+jax.grad(f) at ten points, to 1e-14.
 """
 import argparse
 import os
@@ -371,8 +374,8 @@ def header_common():
         '#   Silu x sigmoid(x); Elu x>0 ? x : exp(x)-1; Celu (alpha 1) the same;',
         '#   Selu scale (x>0 ? x : alpha (exp(x)-1)), alpha %s, scale %s' % (SELU_ALPHA, SELU_SCALE),
         '# f\' the true derivative; Selu\'(0) := scale (1+alpha)/2 (matters only for a zero variance)',
-        '# every value computed twice (113-bit and 150-bit nested Gauss-Legendre, different panels,',
-        '#   outer variable u resp. v); they agree to %g of sqrt(E f(u)^2 E f(v)^2)' % TOL,
+        '# every value computed twice (113-bit and 120-bit nested Gauss-Legendre, 20 and 22 points,',
+        '#   different panels, outer variable u resp. v); they agree to %g of sqrt(E f(u)^2 E f(v)^2)' % TOL,
     ]
 
 
@@ -421,11 +424,17 @@ def net_cases():
     return cases
 
 
+def short(v):
+    """The shortest decimal that reads back as the double v (0.05, 1.5, 0)."""
+    r = repr(float(v))
+    return r[:-2] if r.endswith('.0') else r
+
+
 def arch_string(layers):
     out = []
     for l in layers:
         if l[0] == 'Dense':
-            out.append('Dense(W_std=%.17g,b_std=%.17g)' % (l[1], l[2]))
+            out.append('Dense(W_std=%s,b_std=%s)' % (short(l[1]), short(l[2])))
         else:
             out.append('ElementwiseNumerical(%s)' % l[1])
     return ' '.join(out)
@@ -437,7 +446,7 @@ def net_kernels(case, check=True):
     with ctx(HIPREC):
         X = [[mpfr(v) for v in row] for row in x]
         nngp = [[sum(X[i][t] * X[j][t] for t in range(d)) / d for j in range(n)] for i in range(n)]
-        ntk = [row[:] for row in nngp]
+        ntk = [[mpfr(0)] * n for _ in range(n)]  # the inputs carry no parameters: ntk1 = nngp1
         for l in layers:
             if l[0] == 'Dense':
                 W2, b2 = mpfr(l[1]) ** 2, mpfr(l[2]) ** 2  # the doubles W_std, b_std
@@ -509,18 +518,24 @@ def read_ref(path):
     return cases
 
 
-def ref_max_err(got, ref):
+def ref_max_err(got, ref, skip_nan=False):
     """tests/refcase.h's ref_max_err(.., plain = 0): max over entries of
-    |got - ref| / max(|ref_ij|, sqrt(|ref_ii ref_jj|)); NaN propagates."""
+    |got - ref| / max(|ref_ij|, sqrt(|ref_ii ref_jj|)); a NaN of got makes
+    it NaN, or with skip_nan is left out."""
     import math
     n, worst = len(ref), 0.0
     for i in range(n):
         for j in range(n):
             r, g = ref[i][j], float(got[i][j])
-            if math.isnan(r):
+            if math.isnan(r) or (skip_nan and math.isnan(g)):
                 continue
             scale = max(abs(r), math.sqrt(abs(ref[i][i] * ref[j][j])))
-            e = 0.0 if g == r else abs(g - r) / scale
+            if g == r:
+                e = 0.0
+            elif math.isnan(g):
+                return math.nan  # (refcase.h's loop can drop a NaN met before a finite error)
+            else:
+                e = abs(g - r) / scale if scale else math.inf
             if not e <= worst:
                 worst = e
     return worst
@@ -547,7 +562,7 @@ def nt_table(ref_path, out_path):
                 f, d = F(mpfr(w))
             jf, jd = float(fn(w)), float(jax.grad(fn)(w))
             for a, b in ((float(f), jf), (float(d), jd)):
-                if not abs(a - b) <= 1e-14 * abs(a):
+                if not abs(a - b) <= 1e-14 * max(abs(a), 1.0):  # jax rounds tanh'(-30) to 0
                     sys.exit('numerical_reference: %s at %g: %r here, %r in jax' % (name, w, a, b))
     import re
     rows, odd = [], []
@@ -564,7 +579,8 @@ def nt_table(ref_path, out_path):
             kernel_fn = stax.serial(*layers)[2]
             x = np.array(c['x'], dtype=np.float64)
             k = kernel_fn(x, None, ('nngp', 'ntk'))
-            en, et = ref_max_err(np.asarray(k.nngp), c['nngp']), ref_max_err(np.asarray(k.ntk), c['ntk'])
+            en = ref_max_err(np.asarray(k.nngp), c['nngp'], skip_nan=True)
+            et = ref_max_err(np.asarray(k.ntk), c['ntk'], skip_nan=True)
             nans = int(np.isnan(np.asarray(k.nngp)).sum() + np.isnan(np.asarray(k.ntk)).sum())
             if nans:
                 odd.append('%s deg %d: %d NaN entries' % (c['name'], deg, nans))
@@ -574,29 +590,40 @@ def nt_table(ref_path, out_path):
     import jax as _j
     md = ['# neural-tangents\' ElementwiseNumerical against the exact kernels', '',
           'neural-tangents %s (jax %s, float64) `stax.ElementwiseNumerical(fn, deg)` (Gauss-Hermite'
-          % (nt.__version__ if hasattr(nt, '__version__') else '0.6.5', _j.__version__),
-          'quadrature with deg^2 points, the derivative by `jax.grad`) on the network cases of',
+          % (getattr(nt, '__version__', '0.6.5'), _j.__version__),
+          'quadrature on deg x deg points, the derivative by `jax.grad`) on the network cases of',
           '`tests/data/ref_numerical.txt`, whose kernels `scripts/numerical_reference.py` computes',
-          'to better than 1e-20 (nested Gauss-Legendre in 113- and 150-bit arithmetic, checked',
-          'against each other). fn is `jnp.tanh`, `jax.nn.sigmoid`, `softplus`, `silu`, `elu`,',
-          '`selu` or `celu`. The case name says the first layer\'s variances: v001 ~0.01, v1 ~1,',
-          'v20 ~20, v1e4 ~1e4; `b0_zero_dup` cases have b_std = 0, a zero input row (variance',
-          'exactly 0), a duplicate and a negated row (correlation +-1).',
+          'to better than 1e-20 (nested Gauss-Legendre in 113- and 120-bit arithmetic, two ways',
+          'checked against each other). fn is `jnp.tanh`, `jax.nn.sigmoid`, `softplus`, `silu`,',
+          '`elu`, `selu` or `celu`. The case name gives the first layer\'s variances: v001 ~0.01,',
+          'v1 ~1, v20 ~20, v1e4 ~1e4 (Dense f Dense; `deep`: three tanh layers); the `b0_zero_dup`',
+          'cases have b_std = 0, an input row of zeros (variance exactly 0), a duplicate and a',
+          'negated row (correlation exactly +-1), through two nonlinearities.',
           '',
-          'Error: tests/refcase.h\'s `ref_max_err` — the largest over the matrix of',
-          '|NT - ref| / max(|ref_ij|, sqrt(ref_ii ref_jj)). NaN: entries NT returns as NaN (the',
-          'error is then NaN).',
+          'Error: tests/refcase.h\'s `ref_max_err` (not plain): the largest over the matrix of',
+          '|NT - ref| / max(|ref_ij|, sqrt(ref_ii ref_jj)), over the entries NT does not return as',
+          'NaN; the last column counts those (NNGP and NTK together).',
           '',
-          'Produced by',
+          'Produced by (about a minute on two cores)',
           '',
           '    /opt/ntkd-ref-venv/bin/python scripts/numerical_reference.py --nt',
           '',
-          '| case | deg | NNGP error | NTK error | NaN entries |',
-          '|---|---:|---:|---:|---:|']
+          '| case | NNGP deg 25 | deg 101 | deg 201 | NTK deg 25 | deg 101 | deg 201 | NaN (201) |',
+          '|---|---:|---:|---:|---:|---:|---:|---:|']
+    by = {}
     for name, deg, en, et, nans in rows:
-        md.append('| %s | %d | %.2g | %.2g | %s |' % (name, deg, en, et, nans if nans else ''))
-    if odd:
-        md += ['', 'NaN: ' + '; '.join(odd) + '.']
+        by.setdefault(name, {})[deg] = (en, et, nans)
+    for name, d in by.items():
+        md.append('| %s | %s | %s | %s | %s | %s | %s | %s |' % (
+            name, *('%.2g' % d[g][0] for g in (25, 101, 201)), *('%.2g' % d[g][1] for g in (25, 101, 201)),
+            d[201][2] if d[201][2] else ''))
+    nan_cases = sorted({r[0] for r in rows if r[4]})
+    if nan_cases:
+        md += ['', 'NaN: %s, at every deg: every entry of the zero input\'s row and column of both'
+               % ', '.join(nan_cases),
+               'kernels (at the NNGP stage where its variance is exactly 0, NT\'s quadrature computes',
+               '`nngp**2 / q11` = 0/0, and the NaN then spreads through its diagonal). The other entries,',
+               'duplicate and negated rows included, are compared.']
     with open(out_path, 'w') as f:
         f.write('\n'.join(md) + '\n')
     print('\n'.join(md))
