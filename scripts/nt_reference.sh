@@ -77,6 +77,8 @@ pins=(
   pyasn1==0.6.5
   pyasn1_modules==0.4.2
   packaging==26.4
+  mpmath==1.3.0   # scripts/numerical_reference.py: Gauss-Legendre nodes for the ElementwiseNumerical reference
+  gmpy2==2.3.2    # scripts/numerical_reference.py: its MPFR arithmetic (113/120-bit nested quadrature)
 )
 
 # A stamp file records the exact pin set; the venv is (re)built only when the
