@@ -107,7 +107,8 @@ static inline double ref_max_err(const void *got, int got_elem, const double *re
       }
       if (!plain) scale = fmax(scale, diag);
       double e = v == ref[k] ? 0.0 : fabs(v - ref[k]) / scale; /* exact zeros (Sign's NTK) compare as equal */
-      if (!(e <= worst)) worst = e;
+      if (isnan(e)) return NAN; /* a NaN computed: the worst, and no later finite error may replace it */
+      if (e > worst) worst = e;
     }
   return worst;
 }
