@@ -33,9 +33,11 @@ come from mpmath.
 Degenerate cases exactly: q11 = 0 (u = 0: f(0) E[f(v)]), q22 = 0, both,
 q12 = 0 (E[f(u)] E[f(v)]) and |rho| = 1 exactly (q12^2 = q11 q22:
 v = +-sqrt(q22/q11) u, a 1-D integral). For selu, whose derivative jumps at
-0, f'(0) is taken as the limit of E[f'(u)] as var(u) -> 0, i.e.
-scale (1 + alpha) / 2 (only the tdot of a zero variance depends on it; in a
-network its NTK factor multiplies an NTK of 0).
+0, f'(0) is what jax.grad(jax.nn.selu)(0.) gives and so what
+neural-tangents' ElementwiseNumerical uses at a zero variance: the negative
+side's scale * alpha (jax.nn.selu is a jnp.where(x > 0, ...)). Only the tdot
+of a zero variance depends on it; in a network its NTK factor multiplies an
+NTK of 0.
 
 Proof of accuracy. Every value is computed twice: method A (113 bits,
 20-point Gauss-Legendre panels, Gaussian grid 0 +-1.5 +-3 ... +-9.5 +-13,
@@ -126,9 +128,9 @@ def make_fn(name):
 
 
 def fprime0(name):
-    """f'(0) for the zero-variance cases (selu: the limit, see the docstring)."""
+    """f'(0) for the zero-variance cases (selu: jax.grad's, see the docstring)."""
     if name == 'Selu':
-        return mpfr(SELU_SCALE) * (1 + mpfr(SELU_ALPHA)) / 2
+        return mpfr(SELU_SCALE) * mpfr(SELU_ALPHA)
     return make_fn(name)(mpfr(0))[1]
 
 
@@ -373,7 +375,7 @@ def header_common():
         '# functions (jax.nn conventions): Tanh tanh; Sigmoid 1/(1+exp(-x)); Softplus log(1+exp(x));',
         '#   Silu x sigmoid(x); Elu x>0 ? x : exp(x)-1; Celu (alpha 1) the same;',
         '#   Selu scale (x>0 ? x : alpha (exp(x)-1)), alpha %s, scale %s' % (SELU_ALPHA, SELU_SCALE),
-        '# f\' the true derivative; Selu\'(0) := scale (1+alpha)/2 (matters only for a zero variance)',
+        '# f\' the true derivative; Selu\'(0) := scale alpha, as jax.grad (matters only for a zero variance)',
         '# every value computed twice (113-bit and 120-bit nested Gauss-Legendre, 20 and 22 points,',
         '#   different panels, outer variable u resp. v); they agree to %g of sqrt(E f(u)^2 E f(v)^2)' % TOL,
     ]
