@@ -9,6 +9,7 @@
 #include "kernels/fc.h"
 #include "kernels/kernel_maps.h"
 #include "kernels/layers.h"
+#include "kernels/numerical.h"
 #include "kernels/fc_entry.h"
 #include "refcase.h"
 #include "testutil.h"
@@ -40,8 +41,8 @@ static void compute_full(const struct ntk_arch *arch, const struct ntk_dataset *
   ntk_fc_free(fc);
 }
 
-static void check_against_reference(int elem, double tol) {
-  FILE *f = ref_open("ref_fc.txt");
+static void check_against_reference(const char *file, int min_cases, int elem, double tol) {
+  FILE *f = ref_open(file);
   struct ref_case c;
   int cases = 0;
   double worst_nngp = 0, worst_ntk = 0;
@@ -68,15 +69,108 @@ static void check_against_reference(int elem, double tol) {
     cases++;
   }
   fclose(f);
-  ck_assert_int_ge(cases, 30);
-  printf("reference (%s): %d cases, max relative error nngp %.3g, ntk %.3g (bound %.0e)\n",
+  ck_assert_int_ge(cases, min_cases);
+  printf("%s (%s): %d cases, max relative error nngp %.3g, ntk %.3g (bound %.0e)\n", file,
          elem == 4 ? "float32" : "float64", cases, worst_nngp, worst_ntk, tol);
 }
 
-START_TEST(test_reference_float64) { check_against_reference(8, 1e-10); }
+START_TEST(test_reference_float64) { check_against_reference("ref_fc.txt", 30, 8, 1e-10); }
 END_TEST
 
-START_TEST(test_reference_float32) { check_against_reference(4, 1e-5); }
+START_TEST(test_reference_float32) { check_against_reference("ref_fc.txt", 30, 4, 1e-5); }
+END_TEST
+
+/* ElementwiseNumerical's networks against the independent 30-digit
+ * reference of scripts/numerical_reference.py (not neural-tangents, whose
+ * Gauss-Hermite values are off by up to 1e-3 there: docs/MATH.md). */
+START_TEST(test_numerical_reference_float64) { check_against_reference("ref_numerical.txt", 10, 8, 1e-10); }
+END_TEST
+
+START_TEST(test_numerical_reference_float32) { check_against_reference("ref_numerical.txt", 10, 4, 1e-5); }
+END_TEST
+
+/* The map of fn at (q12, q11, q22), and its scale sqrt(E f(u)^2 E f(v)^2)
+ * (and the same for f'), from the diagonal entries. */
+static double numerical_scaled(const struct ntk_map *m, double q12, double q11, double q22, double *tdot,
+                               double *scale, double *tscale) {
+  double t1, t2, g1 = ntk_numerical_map(m, q11, q11, q11, &t1), g2 = ntk_numerical_map(m, q22, q22, q22, &t2);
+  *scale = sqrt(g1) * sqrt(g2);
+  *tscale = sqrt(t1) * sqrt(t2);
+  return ntk_numerical_map(m, q12, q11, q22, tdot);
+}
+
+/* Every map against tests/data/ref_numerical_map.txt (30 digits, mpmath):
+ * within 1e-13 of its scale, from variances of 1e-6 to 1e6, correlations
+ * 0 to +-1 exactly, zero variances. */
+START_TEST(test_numerical_map_reference) {
+  FILE *f = ref_open("ref_numerical_map.txt");
+  char line[512];
+  int rows = 0, seen[NTK_FN_COUNT] = {0};
+  double worst = 0, worst_t = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    char name[32];
+    double q11, q22, q12, g, t;
+    ck_assert_msg(sscanf(line, "%31s %lf %lf %lf %lf %lf", name, &q11, &q22, &q12, &g, &t) == 6, "bad line: %s", line);
+    struct ntk_map m;
+    const char *closed;
+    ck_assert_msg(ntk_numfn_find(name, &m, &closed) && !closed, "%s: not a numerical function", name);
+    double td, scale, tscale, v = numerical_scaled(&m, q12, q11, q22, &td, &scale, &tscale);
+    double e = fabs(v - g) / (scale > 0 ? scale : 1.0), et = fabs(td - t) / (tscale > 0 ? tscale : 1.0);
+    ck_assert_msg(e < 1e-13 && et < 1e-13, "%s q11 %g q22 %g q12 %.17g: %.17g vs %.17g, tdot %.17g vs %.17g (%.2g, %.2g)",
+                  name, q11, q22, q12, v, g, td, t, e, et);
+    worst = e > worst ? e : worst;
+    worst_t = et > worst_t ? et : worst_t;
+    seen[m.degree]++;
+    rows++;
+  }
+  fclose(f);
+  for (int k = 0; k < NTK_FN_COUNT; k++) ck_assert_msg(seen[k] >= 20, "%s: %d rows", ntk_numfn_name(k), seen[k]);
+  printf("ref_numerical_map.txt: %d rows, worst error %.2g (nngp) %.2g (tdot) of the scale\n", rows, worst, worst_t);
+}
+END_TEST
+
+/* The reference comparison itself: a NaN anywhere is the worst error, even
+ * with finite errors after it (it once let a later entry replace it). */
+START_TEST(test_ref_max_err_nan) {
+  double ref[4] = {1, 0.5, 0.5, 1}, got[4] = {NAN, 0.5, 0.5, 1.5};
+  for (int plain = 0; plain <= 1; plain++) ck_assert(isnan(ref_max_err(got, 8, ref, 2, plain)));
+  got[0] = 1;
+  ck_assert(fabs(ref_max_err(got, 8, ref, 2, 1) - 0.5) < 1e-15);
+}
+END_TEST
+
+/* The two ways of numerical.c, scale mixture and nested quadrature, agree
+ * for the four functions that have both, over variances 1e-8 to 1e9 and
+ * every correlation (the same identities, reached independently); and the
+ * maps refuse what is not a covariance. */
+START_TEST(test_numerical_methods_agree) {
+  static const double qs[] = {1e-8, 0.05, 1, 20, 1e4, 1e9}, rhos[] = {-1, -0.999999, -0.7, 0, 0.3, 0.99999, 1};
+  double worst = 0;
+  for (int fn = NTK_FN_TANH; fn <= NTK_FN_SILU; fn++) {
+    struct ntk_map m = {.kind = NTK_MAP_NUMERICAL, .degree = fn};
+    for (size_t a = 0; a < sizeof qs / sizeof *qs; a++)
+      for (size_t b = a; b < sizeof qs / sizeof *qs; b += 2)
+        for (size_t r = 0; r < sizeof rhos / sizeof *rhos; r++) {
+          double q11 = qs[a], q22 = qs[b], q12 = rhos[r] * sqrt(q11) * sqrt(q22), t1, t2, scale, tscale;
+          double g1 = numerical_scaled(&m, q12, q11, q22, &t1, &scale, &tscale);
+          double g2 = ntk_numerical_map_nested(&m, q12, q11, q22, &t2);
+          double e = fabs(g1 - g2) / scale, et = fabs(t1 - t2) / tscale;
+          ck_assert_msg(e < 1e-12 && et < 1e-12, "%s q %g %g rho %g: %.17g vs %.17g, tdot %.17g vs %.17g",
+                        ntk_numfn_name(fn), q11, q22, rhos[r], g1, g2, t1, t2);
+          worst = fmax(worst, fmax(e, et));
+        }
+  }
+  printf("numerical maps: mixture and nested quadrature within %.2g of the scale\n", worst);
+  struct ntk_map m = {.kind = NTK_MAP_NUMERICAL, .degree = NTK_FN_ELU, .a = 1.0};
+  double td;
+  ck_assert(isnan(ntk_numerical_map(&m, 0.1, -1.0, 1.0, &td)) && isnan(td));
+  ck_assert(isnan(ntk_numerical_map(&m, NAN, 1.0, 1.0, &td)) && isnan(td));
+  m.degree = NTK_FN_TANH;
+  ck_assert(isnan(ntk_numerical_map(&m, 0.1, 1.0, INFINITY, &td)) && isnan(td));
+  /* a zero variance: f(0) E[f(v)], exactly 0 for tanh */
+  ck_assert(ntk_numerical_map(&m, 0.0, 0.0, 2.0, &td) == 0.0);
+}
 END_TEST
 
 START_TEST(test_maps) {
@@ -754,6 +848,11 @@ int main(void) {
   tcase_add_test(tc, test_fc_entry_walk);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);
+  tcase_add_test(tc, test_numerical_reference_float64);
+  tcase_add_test(tc, test_numerical_reference_float32);
+  tcase_add_test(tc, test_numerical_map_reference);
+  tcase_add_test(tc, test_numerical_methods_agree);
+  tcase_add_test(tc, test_ref_max_err_nan);
   tcase_add_test(tc, test_tile_independence_f32);
   tcase_add_test(tc, test_tile_independence_f64);
   tcase_add_test(tc, test_refuses_cnn);

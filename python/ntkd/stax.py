@@ -24,7 +24,7 @@ __all__ = [
     "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv", "AvgPool",
     "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm", "Dropout", "Relu", "LeakyRelu", "Abs", "ABRelu",
     "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial",
-    "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "Padding",
+    "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical", "Padding",
 ]
 
 
@@ -308,6 +308,44 @@ def Gabor():
     return _layer("Gabor")
 
 
+# The functions ElementwiseNumerical computes, by the names jax.nn, jax.numpy and
+# numpy give them (src/kernels/layers.c reads the same names).
+_NUMERICAL = ("tanh", "sigmoid", "softplus", "silu", "swish", "elu", "selu", "celu", "sin", "cos", "exp", "abs",
+              "absolute", "relu", "erf")
+_NUMERICAL_MODULES = ("jax", "numpy", "scipy", "math", "torch")
+
+
+def _numerical_name(fn):
+    """fn's name where it is one of _NUMERICAL from a library ntkd trusts to mean it, else None."""
+    if isinstance(fn, str):
+        return fn.lower() if fn.lower() in _NUMERICAL else None
+    name = getattr(fn, "__name__", None)
+    module = getattr(fn, "__module__", None) or type(fn).__module__ or ""  # numpy's ufuncs: module numpy
+    if name in _NUMERICAL and module.split(".")[0] in _NUMERICAL_MODULES:
+        return name
+    return None
+
+
+def ElementwiseNumerical(fn, deg=None, df=None):
+    """stax.ElementwiseNumerical, exactly: ``fn`` is one of jax.nn's or numpy's tanh,
+    sigmoid, softplus, silu (swish), elu, selu, celu, sin, cos, exp, abs, relu (or
+    its name as a string). ntkd computes the kernel to ~1e-14 by its own quadrature
+    (docs/MATH.md), so ``deg`` (stax's Gauss-Hermite nodes) changes nothing; ``df``
+    must be None (ntkd differentiates the functions it knows itself). An arbitrary
+    callable raises NotImplementedError."""
+    name = _numerical_name(fn)
+    if name is None:
+        raise NotImplementedError(
+            f"stax.ElementwiseNumerical: ntkd computes it for named functions only "
+            f"({', '.join(_NUMERICAL)} from jax.nn, jax.numpy or numpy), not {fn!r}")
+    if df is not None:
+        raise NotImplementedError("stax.ElementwiseNumerical: df must be None (ntkd differentiates fn itself)")
+    text = f"ElementwiseNumerical({name}"
+    if deg is not None:
+        text += f", deg={_int(deg, 'stax.ElementwiseNumerical: deg')}"
+    return _layer(text + ")")
+
+
 # ---- what ntkd does not compute: refused when constructed --------------------------------
 
 def _refused(name, why):
@@ -326,8 +364,8 @@ for _name, _why in [
     ("DotGeneral", "not implemented"),
     ("Index", "not implemented"),
     ("GlobalSelfAttention", "attention is not implemented"),
-    ("Elementwise", "arbitrary nonlinearities need their kernel in closed form: use a named one"),
-    ("ElementwiseNumerical", "nonlinearities by quadrature are not implemented yet"),
+    ("Elementwise", "arbitrary nonlinearities need their kernel in closed form: use a named one, or "
+                    "ElementwiseNumerical with a function ntkd knows"),
 ]:
     globals()[_name] = _refused(_name, _why)
 del _name, _why
