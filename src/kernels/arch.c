@@ -1149,7 +1149,13 @@ static ntk_status numerical_args(struct parser *p, struct ntk_layer *l, const st
   }
   int deg;
   ntk_status st;
-  if (given[1] && (st = arg_int(p, given[1], l->name, "deg", 1, 1000000, &deg))) return st;
+  if (given[1] && given[1]->is_list) {
+    p->pos = given[1]->pos;
+    return perr(p, "ElementwiseNumerical: deg must be an integer from 1 to 1000000, not %s", "a list");
+  }
+  if (given[1] && (st = int_value(p, given[1]->pos, "ElementwiseNumerical: deg", given[1]->val, strlen(given[1]->val),
+                                  1, 1000000, NULL, &deg)))
+    return st;
   if (given[2] && (given[2]->is_list || strcmp(given[2]->val, "None"))) {
     p->pos = given[2]->pos;
     return perr(p, "ElementwiseNumerical: df must be None (ntkd differentiates %s itself)", f->val);
