@@ -398,7 +398,11 @@ START_TEST(test_residual) {
   parse_bad("Dense parallel(Dense, Dense) FanInSum", "come in stax's residual pattern");
   parse_bad("Dense FanInSum", "come in stax's residual pattern");
   parse_bad("Dense FanOut parallel(Dense) FanInSum", "FanOut needs its number of branches");
-  parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat(axis=1)", "FanInConcat concatenates channels only");
+  /* FanInConcat along a spatial axis (resolved against the data in cnn.c, test_cnn.c) */
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat(axis=0)", "along the batch axis 0");
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat(axis=1.5)", "an integer from -4 to 3");
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat(axis=4)", "an integer from -4 to 3");
+  parse_bad("Dense FanOut(2) parallel(Relu, Dense) FanInConcat(axis=1)", "every branch must end Gaussian");
   parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat Relu", "a nonlinearity must follow Dense or Conv");
   parse_bad("Conv(3) FanOut(2) parallel(serial(Conv(3) Flatten), Identity) FanInSum",
             "a branch of a residual block contains a readout");

@@ -5,6 +5,8 @@
 #include "cnn_archs.h"
 #include "kernels/arch.h"
 #include "kernels/cnn.h"
+#include "kernels/cnn_dev.h"
+#include "kernels/fc.h"
 #include "refcase.h"
 #include "testutil.h"
 
@@ -271,6 +273,86 @@ START_TEST(test_layernorm_axes_data) {
 }
 END_TEST
 
+/* FanInConcat along a spatial axis (issue 29): the axis against the data,
+ * the shapes stax needs, Gaussian branches, the general path only, and
+ * the GPU's and the fully-connected engine's refusals. The values are
+ * checked against neural-tangents in check_reference (cnn_concat_*). */
+START_TEST(test_concat_axis_data) {
+  static const struct {
+    const char *arch;
+    int one_d;
+    const char *why; /* NULL: accepted */
+  } nets[] = {
+      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=1) Relu GlobalAvgPool Dense", 0,
+       NULL},
+      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=2) Relu Flatten Dense", 0, NULL},
+      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=2) GlobalAvgPool Dense", 1,
+       NULL}, /* the channels of (N, L, C) data */
+      {"Conv(1) FanOut(2) parallel(Conv(3), Identity) FanInConcat(axis=1) GlobalAvgPool Dense", 0,
+       "the other must be equal"},
+      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=-4) GlobalAvgPool Dense", 0,
+       "axis -4 is the batch axis of data of 4 axes"},
+      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=3) GlobalAvgPool Dense", 1,
+       "axis 3 is outside data of 3 axes"},
+      {"Conv(3, (3, 3), padding='SAME') FanOut(2) parallel(Conv(16, (3, 3), padding='SAME'), Conv(8, (1, 1))) "
+       "FanInConcat(axis=1) GlobalAvgPool Dense(1)", 0, "the other axes equal"},
+      {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense FanOut(2) parallel(Dense, Identity) FanInConcat(axis=-2) Dense",
+       0, "(FanInConcat): axis -2 is the batch axis of data of 2 axes"},
+  };
+  for (size_t k = 0; k < sizeof nets / sizeof *nets; k++) {
+    struct ntk_dataset ds;
+    random_images(&ds, 3, 5, nets[k].one_d ? 1 : 4, 2, 8, 7);
+    ds.one_d = nets[k].one_d;
+    struct ntk_arch a;
+    ck_assert_msg(ntk_arch_parse(nets[k].arch, 1.2, 0.1, &a) == NTK_OK, "%s: %s", nets[k].arch, ntk_error_message());
+    ntk_status st = ntk_cnn_check(&a, &ds);
+    if (!nets[k].why) ck_assert_msg(st == NTK_OK, "%s: %s", nets[k].arch, ntk_error_message());
+    else
+      ck_assert_msg(st == NTK_ECONFIG && strstr(ntk_error_message(), nets[k].why), "%s: %s", nets[k].arch,
+                    st ? ntk_error_message() : "accepted");
+    ntk_arch_free(&a);
+    free(ds.x);
+  }
+  /* the general path only, and not on the GPU */
+  struct ntk_dataset ds;
+  random_images(&ds, 3, 5, 4, 2, 8, 7);
+  struct ntk_arch a;
+  ck_assert(ntk_arch_parse("Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=1) Relu "
+                           "GlobalAvgPool Dense", 1.2, 0.1, &a) == NTK_OK);
+  ntk_cnn_t *c = NULL;
+  ck_assert(ntk_cnn_create(&a, &ds, NTK_CNN_SLICE, NULL, &c) == NTK_ECONFIG);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "general path only"));
+  ck_assert(ntk_cnn_create(&a, &ds, NTK_CNN_AUTO, NULL, &c) == NTK_OK);
+  ntk_cnn_free(c);
+  struct ntk_dev_plan plan;
+  ck_assert(ntk_cnn_dev_plan(&a, &ds, &plan) == NTK_ECONFIG);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "FanInConcat along a spatial axis"));
+  ntk_arch_free(&a);
+  free(ds.x);
+  /* the batch axis; a non-Gaussian branch (neural-tangents refuses both) */
+  ck_assert(ntk_arch_parse("Conv(3) FanOut(2) parallel(Relu, Identity) FanInConcat(axis=0) Flatten Dense", 1, 0, &a) ==
+            NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "batch axis 0"), "%s", ntk_error_message());
+  ck_assert(ntk_arch_parse("Conv(3) FanOut(2) parallel(Relu, Identity) FanInConcat(axis=1) Flatten Dense", 1, 0, &a) ==
+            NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "every branch must end Gaussian"), "%s", ntk_error_message());
+  /* vectors: axis 1 is their channels, -2 their batch */
+  struct ntk_dataset v = {0};
+  double x[6] = {1, 2, 3, 4, 5, 6};
+  v.n = 3;
+  v.d = 2;
+  v.elem = 8;
+  v.x = x;
+  ck_assert(ntk_arch_parse("Dense FanOut(2) parallel(Dense, Identity) FanInConcat(axis=1) Dense", 1, 0, &a) == NTK_OK);
+  ck_assert_msg(ntk_fc_check(&a, &v) == NTK_OK, "%s", ntk_error_message());
+  ntk_arch_free(&a);
+  ck_assert(ntk_arch_parse("Dense FanOut(2) parallel(Dense, Identity) FanInConcat(axis=-2) Dense", 1, 0, &a) == NTK_OK);
+  ck_assert(ntk_fc_check(&a, &v) == NTK_ECONFIG);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "batch axis"));
+  ntk_arch_free(&a);
+}
+END_TEST
+
 START_TEST(test_reference_float64) { check_reference(8, 1e-10); }
 END_TEST
 
@@ -286,6 +368,7 @@ int main(void) {
   tcase_add_test(tc, test_batched_bits_float64);
   tcase_add_test(tc, test_batched_bits_random);
   tcase_add_test(tc, test_layernorm_axes_data);
+  tcase_add_test(tc, test_concat_axis_data);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);
   suite_add_tcase(s, tc);

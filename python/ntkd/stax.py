@@ -136,9 +136,14 @@ def FanInProd():
 
 
 def FanInConcat(axis=-1):
-    if axis != -1:
-        raise NotImplementedError(f"stax.FanInConcat(axis={axis}): ntkd concatenates channels only (axis=-1)")
-    return _layer("FanInConcat")
+    """stax's FanInConcat: along the channels (-1, the branches' kernels
+    averaged by width) or a spatial axis (e.g. 1 or 2 on (N, H, W, C)
+    images: the image grows, the kernel block-diagonal; CPU only). The
+    batch axis 0 is refused."""
+    a = _int(axis, "stax.FanInConcat: axis", low=-4)
+    if a == 0:
+        raise NotImplementedError("stax.FanInConcat(axis=0): ntkd does not concatenate along the batch axis")
+    return _layer("FanInConcat" if a == -1 else f"FanInConcat(axis={a})")
 
 
 def Identity():

@@ -1053,6 +1053,18 @@ int ntk_layernorm_axes(const struct ntk_layer *l, int rank, size_t index, int *o
   return 0;
 }
 
+int ntk_concat_axis(const struct ntk_layer *l, int rank, size_t index) {
+  if (!l->axis) return 0;
+  int k = l->axis < 0 ? l->axis + rank : l->axis;
+  if (k <= 0 || k >= rank) {
+    ntk_error(NTK_ECONFIG, "arch, layer %zu (FanInConcat): axis %d is %s data of %d axes (%s)", index + 1, l->axis,
+              k == 0 ? "the batch axis of" : "outside", rank,
+              rank == 2 ? "N, C: vectors, or after the readout" : rank == 3 ? "N, L, C" : "N, H, W, C");
+    return -1;
+  }
+  return k == rank - 1 ? 0 : k; /* 1: rows (H, or L), 2: columns (W) */
+}
+
 /* Dropout(rate, mode='train'), stax's: rate the keep rate, 0 < rate <= 1,
  * required; mode 'train' (the default) scales a sample's own entries by
  * 1/rate, 'test' is the identity (made an Identity layer here). */
@@ -1477,10 +1489,26 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
       if ((st = parse_args(p, args, &nargs))) return st;
       double ax = -1;
       if (nargs > 1 || (nargs == 1 && (args[0].is_list || (args[0].key[0] && strcmp(args[0].key, "axis")) ||
-                                       !ntk_parse_double(args[0].val, &ax) || ax != -1))) {
+                                       !ntk_parse_double(args[0].val, &ax) || ax != floor(ax) || ax < -4 ||
+                                       ax > 3))) {
         p->pos = at;
-        return perr(p, "FanInConcat concatenates channels only: FanInConcat or FanInConcat(axis=-1)%s", "");
+        return perr(p, "FanInConcat takes one argument, axis: an integer from -4 to 3 (-1, the channels, by "
+                       "default)%s", "");
       }
+      if (ax == 0) {
+        p->pos = at;
+        return perr(p, "FanInConcat along the batch axis 0: ntkd computes each pair of samples on its own "
+                       "(neural-tangents warns that it gives inconsistent covariances)%s", "");
+      }
+      if ((st = push_marker(p, out, NTK_LAYER_JOIN, n, 0, "FanInConcat"))) return st;
+      /* the block's own NEXTs too: each places its branch (cnn.c) */
+      for (size_t k = fork, d = 0; k < out->n; k++) {
+        ntk_layer_kind kind = out->v[k].kind;
+        if (kind == NTK_LAYER_FORK) d++;
+        if (d == 1 && (kind == NTK_LAYER_NEXT || kind == NTK_LAYER_JOIN)) out->v[k].axis = ax == -1 ? 0 : (int)ax;
+        if (kind == NTK_LAYER_JOIN) d--;
+      }
+      return NTK_OK;
     }
     return push_marker(p, out, NTK_LAYER_JOIN, n, 0, "FanInConcat");
   }
@@ -1590,6 +1618,17 @@ static ntk_status validate(const struct ntk_arch *a) {
       /* FanInConcat's output is not Gaussian in neural-tangents, nor a
        * product's of two or more branches (FanInProd takes any branches) */
       gaussian = l->sum || (l->prod && l->branches < 2 && all_gauss[depth]);
+      /* along a spatial axis (any but -1, or 3 on images, the channels)
+       * neural-tangents needs Gaussian branches, and the output is one */
+      if (!l->sum && !l->prod && l->axis && l->axis != 3) {
+        if (!all_gauss[depth])
+          return ntk_error(NTK_ECONFIG,
+                           "arch, layer %zu (FanInConcat(axis=%d)): along a spatial axis every branch must end "
+                           "Gaussian (with Dense, Conv, or Identity or pooling of a Gaussian input), as "
+                           "neural-tangents requires; along the channels write FanInConcat or axis=-1",
+                           i + 1, l->axis);
+        gaussian = 1;
+      }
       continue;
     }
     if (t->needs_gaussian && !gaussian)
@@ -1673,10 +1712,15 @@ int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t inde
       else if (e != known) unequal = 1;
       total += e;
     }
-    int same = l->sum || l->prod; /* the branches' shapes must be equal; the width stays */
+    /* the branches' shapes must be equal; the width stays (a FanInConcat
+     * along a spatial axis: stax needs the other axes equal) */
+    int cat = l->sum || l->prod ? 0 : ntk_concat_axis(l, w->rank ? w->rank : 2, index);
+    if (cat < 0) return -1;
+    int same = l->sum || l->prod || cat > 0;
     if (unequal && (same || unknown)) {
       ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): its branches end at different widths%s", index + 1, l->name,
-                same ? ": neural-tangents' FanInSum and FanInProd need equal shapes"
+                cat > 0 ? ": neural-tangents' FanInConcat along a spatial axis needs the other axes equal"
+                : same ? ": neural-tangents' FanInSum and FanInProd need equal shapes"
                        : ", and a branch without a width: FanInConcat weights each branch by its width, as stax "
                          "does, so give every branch's last Dense or Conv its width (Dense(64), Conv(64, (3, 3)))");
       return -1;
@@ -1847,6 +1891,8 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     break;
   case NTK_LAYER_JOIN:
     n = snprintf(buf, cap, ") %s", l->sum ? "FanInSum" : l->prod ? "FanInProd" : "FanInConcat");
+    if (n >= 0 && (size_t)n < cap && !l->sum && !l->prod && l->axis)
+      n += snprintf(buf + n, cap - (size_t)n, "(axis=%d)", l->axis);
     break;
   case NTK_LAYER_IDENTITY:
   case NTK_LAYER_FLATTEN:

@@ -35,6 +35,8 @@ struct ntk_layer {
   ntk_padding padding;  /* Conv */
   int ln_axes;          /* LayerNorm: its axes as written, bit a + 4 for axis a (-4..3); 0 for the default
                            (-1, the channels): ntk_layernorm_axes resolves them against the data */
+  int axis;             /* NTK_LAYER_JOIN, FanInConcat: its axis as written (-4..3), 0 for the default (-1,
+                           the channels; the batch axis 0 is refused): ntk_concat_axis resolves it */
   double rate;          /* Dropout (mode='train'): stax's keep rate, in (0, 1]; a sample's own entries are
                            multiplied by 1/rate (mode='test' is parsed as Identity) */
   char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
@@ -81,6 +83,7 @@ struct ntk_widths {
   size_t end_w[NTK_WIDTHS_MAXDEPTH][NTK_WIDTHS_MAXBRANCH];  /* their widths */
   size_t end_at[NTK_WIDTHS_MAXDEPTH][NTK_WIDTHS_MAXBRANCH]; /* the layers ending them */
   double *weight, *div;                                     /* optional: FanIn weights (above) */
+  int rank;                                                 /* the data's axes (ntk_concat_axis); 0: 2, vectors */
 };
 void ntk_widths_init(struct ntk_widths *w, size_t chan);
 
@@ -101,6 +104,15 @@ int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t inde
  * refuses the axes (the channels left out, an axis outside the rank) or
  * ntkd does (the batch axis: it couples the samples). */
 int ntk_layernorm_axes(const struct ntk_layer *l, int rank, size_t index, int *over_h, int *over_w);
+
+/* FanInConcat layer l (layer `index`) on data of `rank` axes (as
+ * ntk_layernorm_axes counts them): 0 where it concatenates the channels
+ * (the branches' kernels averaged), 1 along the rows (H, or L), 2 along
+ * the columns (W): the branches' covariances then sit block-diagonally
+ * over the concatenated positions (stax's _concat_kernels). Returns -1
+ * with ntk_error set (NTK_ECONFIG) for an axis outside the rank or the
+ * batch axis. */
+int ntk_concat_axis(const struct ntk_layer *l, int rank, size_t index);
 
 void ntk_arch_free(struct ntk_arch *arch);
 

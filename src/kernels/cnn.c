@@ -39,6 +39,10 @@ struct cnn_op {
   int depth;             /* FORK, NEXT, JOIN: the block's stack slot (branch.h) */
   int first;             /* NEXT: it ends the block's first branch */
   double fanw, fandiv;   /* NEXT, JOIN: the FanIn weight of the branch it ends; JOIN: the divisor (branch.h) */
+  int cat;               /* NEXT, JOIN of a FanInConcat along a spatial axis: 1 the rows, 2 the columns
+                            (ntk_concat_axis): the branch ending here is placed at offset cat_off along
+                            it in the block's output, cat_h x cat_w, block-diagonally */
+  size_t cat_off, cat_h, cat_w;
   int ln_h, ln_w;        /* LayerNorm over the rows, the columns too: its slot holds the variances' means
                             over them (ntk_layernorm_axes) */
 };
@@ -66,6 +70,7 @@ struct cnn_plan {
   size_t multi_part, multi_full; /* its buffers' elements per lane: pooling partial sums, a run's input */
   int branch_depth;    /* residual blocks: the deepest nesting (0: none) */
   int self_vars_only;  /* a self run need not compute its own entry */
+  int cat;             /* a FanInConcat along a spatial axis: the GENERAL path only */
 };
 
 /* Per-image variances are kept for the whole job (computed once per
@@ -137,6 +142,7 @@ struct plan_walk {
   int ended[NTK_BRANCH_MAXDEPTH];
   size_t fork_h[NTK_BRANCH_MAXDEPTH], fork_w[NTK_BRANCH_MAXDEPTH], end_h[NTK_BRANCH_MAXDEPTH],
       end_w[NTK_BRANCH_MAXDEPTH];
+  size_t cat_len[NTK_BRANCH_MAXDEPTH]; /* a spatial FanInConcat: the branches' length along its axis so far */
 };
 
 /* A convolution or pooling layer (layer i): its window and strides, its
@@ -200,11 +206,28 @@ static ntk_status plan_branch(struct cnn_plan *P, struct cnn_op *op, const struc
   } else {
     int d = W->depth - 1;
     op->depth = d;
-    if (W->ended[d] && (W->h != W->end_h[d] || W->w != W->end_w[d]))
+    int cat = l->sum || l->prod ? 0 : ntk_concat_axis(l, P->rank, i);
+    if (cat < 0) return NTK_ECONFIG;
+    op->cat = cat;
+    if (cat) {
+      /* stax's FanInConcat along a spatial axis: the other axes equal,
+       * the branches' lengths along it add up */
+      size_t other = cat == 1 ? W->w : W->h, len = cat == 1 ? W->h : W->w;
+      if (W->ended[d] && other != (cat == 1 ? W->end_w[d] : W->end_h[d]))
+        return ntk_error(NTK_ECONFIG,
+                         "arch, layer %zu (FanInConcat(axis=%d)): the branches end at %zu x %zu and %zu x %zu; "
+                         "stax concatenates along one axis only, the other must be equal",
+                         i + 1, l->axis, W->end_h[d], W->end_w[d], W->h, W->w);
+      if (!W->ended[d]) W->cat_len[d] = 0;
+      op->cat_off = W->cat_len[d];
+      W->cat_len[d] += len;
+      P->cat = 1;
+    } else if (W->ended[d] && (W->h != W->end_h[d] || W->w != W->end_w[d])) {
       return ntk_error(NTK_ECONFIG,
                        "arch, layer %zu (%s): the branches of a residual block end at different sizes "
                        "(%zu x %zu and %zu x %zu); stax's FanIn needs equal shapes",
                        i + 1, l->name, W->end_h[d], W->end_w[d], W->h, W->w);
+    }
     W->end_h[d] = W->h;
     W->end_w[d] = W->w;
     op->first = W->ended[d]++ == 0;
@@ -213,6 +236,18 @@ static ntk_status plan_branch(struct cnn_plan *P, struct cnn_op *op, const struc
       W->w = W->fork_w[d];
     } else {
       W->depth--;
+      if (cat) {
+        /* the block's output; its NEXTs place their branches in it */
+        if (cat == 1) W->h = W->cat_len[d];
+        else W->w = W->cat_len[d];
+        for (struct cnn_op *q = op; q >= P->ops; q--) {
+          if (q->depth == d && q->layer->kind == NTK_LAYER_FORK) break;
+          if (q->depth == d && ntk_layer_traits(q->layer->kind)->branch) {
+            q->cat_h = W->h;
+            q->cat_w = W->w;
+          }
+        }
+      }
     }
   }
   op->ho = W->h;
@@ -281,6 +316,7 @@ static ntk_status plan_readout(struct cnn_plan *P, const struct ntk_arch *arch, 
       return ntk_error(NTK_ECONFIG, "arch, layer %zu: a second readout", i + 2 + k);
     if (P->tail[k].kind == NTK_LAYER_LAYERNORM && ntk_layernorm_axes(&P->tail[k], 2, i + 1 + k, &h, &w))
       return NTK_ECONFIG; /* vectors after the readout */
+    if (P->tail[k].kind == NTK_LAYER_JOIN && ntk_concat_axis(&P->tail[k], 2, i + 1 + k) < 0) return NTK_ECONFIG;
   }
   P->tail_off = P->var_size;
   P->var_size += P->ntail ? P->ntail : 1;
@@ -304,6 +340,7 @@ static ntk_status plan_fans(struct cnn_plan *P, const struct ntk_arch *arch, siz
   ntk_widths_init(&wd, P->C);
   wd.weight = fanw;
   wd.div = fanw + arch->n;
+  wd.rank = P->rank;
   int bad = 0;
   for (size_t k = 0; !bad && k < P->nops; k++) {
     const struct ntk_layer *l = P->ops[k].layer;
@@ -311,6 +348,7 @@ static ntk_status plan_fans(struct cnn_plan *P, const struct ntk_arch *arch, siz
     bad = ntk_widths_step(&wd, l, (size_t)(l - arch->layers), 0);
   }
   if (!bad) bad = ntk_widths_step(&wd, &arch->layers[i], i, P->out_h * P->out_w);
+  wd.rank = 2; /* vectors after the readout */
   for (size_t k = 0; !bad && k < P->ntail; k++) {
     P->tail_fan[k] = (double)wd.chan;
     bad = ntk_widths_step(&wd, &P->tail[k], i + 1 + k, 0);
@@ -355,11 +393,22 @@ static void plan_local_blocks(struct cnn_plan *P) {
  * SLICE; and the elements of a covariance buffer it needs. */
 static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool) {
   ntk_cnn_path path = want;
+  /* a FanInConcat along a spatial axis couples positions of different
+   * branches only through its zero blocks, which neither the
+   * same-position nor the offset slices hold: the full covariance */
+  if (P->cat && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
+    return ntk_error(NTK_ECONFIG, "a FanInConcat along a spatial axis takes the general path only");
+  if (P->cat) path = NTK_CNN_GENERAL;
   if (path == NTK_CNN_AUTO) path = (!has_pool && P->readout == NTK_LAYER_FLATTEN) ? NTK_CNN_DIAG : NTK_CNN_SLICE;
   if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
     return ntk_error(NTK_EINTERNAL, "the same-position path needs a Flatten readout and no pooling");
   P->path = path;
   size_t hw = P->H * P->W;
+  /* (a spatial FanInConcat makes a layer's input larger than the data) */
+  for (size_t k = 0; k < P->nops; k++) {
+    if (P->ops[k].hi * P->ops[k].wi > hw) hw = P->ops[k].hi * P->ops[k].wi;
+    if (P->ops[k].ho * P->ops[k].wo > hw) hw = P->ops[k].ho * P->ops[k].wo;
+  }
   P->fmax = path == NTK_CNN_DIAG ? hw : hw * hw;
   return NTK_OK;
 }
@@ -672,6 +721,10 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       st = ntk_error(NTK_ECONFIG, "arch, layer %zu: the GPU's CNN kernels do not compute Dropout (mode='train'), "
                      "which scales a sample paired with itself; the CPU does: backend = cpu (under auto, this "
                      "rank computes on the CPU)", k + 1);
+  if (!st && P.cat)
+    st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a FanInConcat along a spatial axis "
+                   "(the image grows by the branches' sizes); the CPU does: backend = cpu (under auto, this rank "
+                   "computes on the CPU)");
   if (!st) {
     out->H = (int)P.H;
     out->W = (int)P.W;

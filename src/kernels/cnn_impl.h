@@ -25,6 +25,7 @@
 #define layernorm_means SFX(layernorm_means)
 #define dropout_diag SFX(dropout_diag)
 #define branch_op SFX(branch_op)
+#define branch_cat SFX(branch_cat)
 #define conv_diag SFX(conv_diag)
 #define conv_full SFX(conv_full)
 #define pool_scale SFX(pool_scale)
@@ -135,6 +136,35 @@ static void dropout_diag(const struct cnn_op *op, REAL *g, REAL *t, size_t n, si
   }
 }
 
+/* The NEXT or JOIN of a FanInConcat along a spatial axis (op->cat), on
+ * the full covariance: the branch ending here (op->hi x wi positions) goes
+ * into the block's output (cat_h x cat_w, slot's sum arrays) at its
+ * offset along the axis, its entries with other branches' positions 0, as
+ * stax's _concat_kernels pads them; the first branch zeroes the sum. A
+ * NEXT then restores the block's input (op->ho x wo), a JOIN returns the
+ * output. */
+static void branch_cat(REAL *slot, size_t cap, const struct cnn_op *op, REAL *g, REAL *t) {
+  size_t h = op->hi, w = op->wi, n = h * w, W = op->cat_w, N = op->cat_h * op->cat_w;
+  for (int q = 0; q < (t ? 2 : 1); q++) {
+    REAL *sum = slot + (size_t)(2 + q) * cap;
+    const REAL *src = q ? t : g;
+    if (op->first) memset(sum, 0, N * N * sizeof(REAL));
+    for (size_t p = 0; p < n; p++) {
+      size_t i = p / w, j = p % w;
+      size_t P1 = op->cat == 1 ? (i + op->cat_off) * W + j : i * W + j + op->cat_off;
+      for (size_t r = 0; r < n; r++) {
+        size_t i2 = r / w, j2 = r % w;
+        size_t P2 = op->cat == 1 ? (i2 + op->cat_off) * W + j2 : i2 * W + j2 + op->cat_off;
+        sum[P1 * N + P2] = src[p * n + r];
+      }
+    }
+  }
+  size_t m = op->layer->kind == NTK_LAYER_NEXT ? op->ho * op->wo : op->cat_h * op->cat_w;
+  size_t from = op->layer->kind == NTK_LAYER_NEXT ? 0 : 2;
+  memcpy(g, slot + from * cap, m * m * sizeof(REAL));
+  if (t) memcpy(t, slot + (from + 1) * cap, m * m * sizeof(REAL));
+}
+
 /* A residual block's FORK, NEXT or JOIN on the pair's values
  * (src/kernels/branch.h); the plan gives the slot and the first branch.
  * full: the full covariance (n^2 values for n positions), else one per
@@ -144,6 +174,10 @@ static void branch_op(struct cnn_ws *ws, const struct cnn_plan *P, const struct 
                       int full) {
   REAL *slot = (REAL *)ws->stack + 4 * P->fmax * (size_t)op->depth;
   size_t n = op->hi * op->wi, n_out = op->ho * op->wo;
+  if (op->cat && full) {
+    branch_cat(slot, P->fmax, op, g, t);
+    return;
+  }
   if (full) {
     n *= n;
     n_out *= n_out;
@@ -704,6 +738,7 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef layernorm_means
 #undef dropout_diag
 #undef branch_op
+#undef branch_cat
 #undef branch_fork
 #undef branch_next
 #undef branch_join
