@@ -15,8 +15,8 @@ CC=${CC_FUZZ:-clang}
 command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (Debian: clang, libclang-rt-14-dev)"; exit 1; }
 flags="-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DNTKD_VERSION=\"fuzz\" -Iinclude -Isrc
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
-libs="$(pkg-config --libs libzstd libxxhash zlib) -lm"
-core="src/base/status.c src/base/signals.c src/base/fsutil.c src/job/config.c src/kernels/arch.c src/kernels/layers.c src/job/data.c src/base/npy.c src/base/tiling.c src/base/codec.c src/store/store.c src/store/index.c src/store/lock.c"
+libs="$(pkg-config --libs libzstd libxxhash zlib) -lm -lpthread"
+core="src/base/status.c src/base/signals.c src/base/fsutil.c src/job/config.c src/kernels/arch.c src/kernels/layers.c src/kernels/numerical.c src/job/data.c src/base/npy.c src/base/tiling.c src/base/codec.c src/store/store.c src/store/index.c src/store/lock.c"
 for t in config arch data store; do
   # shellcheck disable=SC2086
   $CC $flags tests/fuzz/fuzz_$t.c $core $libs -o "$out/fuzz_$t"
@@ -27,7 +27,7 @@ seed=$out/seeds
 rm -rf "$seed" && mkdir -p "$seed"/{config,arch,data,store}
 cp configs/*.conf "$seed/config/"
 i=0
-for a in "Dense Relu Dense" "[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense" "Conv(3, 2, VALID, W_std=1.5) Erf AvgPool(2) Flatten Dense(b_std=0.1)" "LeakyRelu(0.1)" "[[Dense Abs]*2 Identity]*3"; do
+for a in "Dense Relu Dense" "[Conv(3, 1, SAME) Relu]*20 GlobalAvgPool Dense" "Conv(3, 2, VALID, W_std=1.5) Erf AvgPool(2) Flatten Dense(b_std=0.1)" "LeakyRelu(0.1)" "[[Dense Abs]*2 Identity]*3" "Dense ElementwiseNumerical(jnp.tanh, deg=25) Dense"; do
   printf '%s' "$a" > "$seed/arch/$i"; i=$((i + 1))
 done
 /usr/bin/python3 - "$seed/data" <<'PY'
