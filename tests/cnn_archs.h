@@ -84,6 +84,13 @@ static const char *const archs[] = {
     "FanOut(3) parallel(Identity, serial(Erf Conv(3, 1, SAME)), Conv(1)) FanInConcat GlobalAvgPool Dense",
     "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME) Relu Conv(3, 1, SAME)), Identity) FanInSum "
     "Relu AvgPool(2, 1) Flatten Dense",
+    /* WideResNet-shaped: strided blocks after a slice run, so that the runs compute only the multiples
+     * of 4 and 2 of their offsets (cnn_op.mh, mw), the readout an AvgPool over the last 2 x 2 */
+    "Conv(4, (3, 3), padding='SAME') FanOut(2) parallel(serial(Relu, Conv(4, (3, 3), padding='SAME'), Relu, "
+    "Conv(4, (3, 3), padding='SAME')), Identity) FanInSum FanOut(2) parallel(serial(Relu, Conv(4, (3, 3), (2, 2), "
+    "padding='SAME'), Erf, Conv(4, (3, 3), padding='SAME')), Conv(4, (3, 3), (2, 2), padding='SAME')) FanInSum "
+    "FanOut(2) parallel(serial(Relu, Conv(4, (3, 3), (2, 2), padding='SAME'), Relu, Conv(4, (3, 3), "
+    "padding='SAME')), Conv(4, (1, 1), (2, 2))) FanInSum Relu AvgPool((2, 2)) Flatten Dense",
     /* FanInConcat of unequal widths (weighted by them, as stax), and residual blocks after the readout */
     "Conv(4, (3, 3), padding=SAME) FanOut(3) parallel(serial(Relu Conv(8, (3, 3), padding=SAME)), Identity, "
     "serial(Erf Conv(2, (1, 1)))) FanInConcat Conv(3, 1, SAME) Relu GlobalAvgPool Dense",

@@ -9,7 +9,9 @@
  *           one diagonal slice (offset) at a time, all layers of the run
  *           while the slice sits in L1; other layers (pooling, strides) work
  *           on the full covariance between runs. Before a Flatten readout
- *           only the band of offsets it needs is computed (cnn_op.bh, bw).
+ *           only the band of offsets it needs is computed (cnn_op.bh, bw),
+ *           before strided convolutions only its multiples of the strides
+ *           (cnn_op.mh, mw).
  *   GENERAL every layer on the full (HW)^2 covariance: the reference the
  *           fast paths are tested against.
  * Each image's own variances per layer come from running the pair (a, a),
@@ -34,6 +36,8 @@ struct cnn_op {
   int slice_local;       /* stride-1 SAME conv, Dense, nonlinearity, Identity */
   size_t bh, bw;         /* SLICE: the largest row and column offsets of this op's input that the readout needs */
   size_t vbh, vbw;       /* the same for the per-position variances alone (a self run that only captures them) */
+  size_t mh, mw;         /* SLICE: the offsets of this op's input that anything after it reads are multiples of
+                            these (the product of the strides of the convolutions up to the next pooling) */
   double fan;            /* standard parameterisation: Conv's fan-in (channels x f^2), Dense's (channels) */
   size_t fh, fw, sh, sw; /* Conv filter or pooling window, and strides, per dimension */
   int depth;             /* FORK, NEXT, JOIN: the block's stack slot (branch.h) */
@@ -420,47 +424,75 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
  * Flatten then computes only a band of slices, not the whole covariance.
  * The GENERAL path (the reference) always takes every offset.
  * The variances alone (vbh, vbw) need only what the diagonal needs at
- * every layer: the same rule from offset 0 at the readout. */
+ * every layer: the same rule from offset 0 at the readout.
+ * A convolution pairs the same filter tap in both images, so output offset
+ * d reads input offset s*d alone: before a stride-s convolution only the
+ * multiples of s are read (mh, mw; a product through several). Pooling
+ * pairs every tap with every other: all offsets again (1). Residual
+ * blocks: the block's input takes the gcd over its branches. One lattice
+ * serves the variances too: they need offset 0 after every capture, a
+ * multiple of anything. */
+static size_t gcd(size_t a, size_t b) {
+  while (b) {
+    size_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
 static void plan_bands(struct cnn_plan *P) {
   size_t h = P->out_h, w = P->out_w;
   size_t bh = P->readout == NTK_LAYER_FLATTEN ? 0 : h, bw = P->readout == NTK_LAYER_FLATTEN ? 0 : w;
-  size_t vbh = 0, vbw = 0;
+  size_t vbh = 0, vbw = 0, mh = 1, mw = 1;
+  int deep = 0; /* a block nested past NTK_BRANCH_MAXDEPTH: no lattice (every offset in the band) */
   /* Residual blocks, walked backwards: every branch's end needs the band
-   * the JOIN's output needs; the block's input, the largest band any
-   * branch's start needs. Per open block: [0..3] the end's bh, bw, vbh,
-   * vbw, [4..7] the input's so far. */
-  size_t bstk[NTK_BRANCH_MAXDEPTH][8];
+   * and lattice the JOIN's output needs; the block's input, the largest
+   * band any branch's start needs, on the gcd of their lattices. Per open
+   * block: [0..5] the end's bh, bw, vbh, vbw, mh, mw, [6..11] the input's
+   * so far (lattice 0: no branch yet). */
+  size_t bstk[NTK_BRANCH_MAXDEPTH][12];
   int bd = 0;
   for (size_t k = P->nops; k-- > 0;) {
     struct cnn_op *op = &P->ops[k];
     const struct ntk_layer *l = op->layer;
-    size_t *cur[4] = {&bh, &bw, &vbh, &vbw};
+    size_t *cur[6] = {&bh, &bw, &vbh, &vbw, &mh, &mw};
     if (l->kind == NTK_LAYER_JOIN && bd < NTK_BRANCH_MAXDEPTH) {
-      for (int q = 0; q < 4; q++) bstk[bd][q] = *cur[q];
-      for (int q = 0; q < 4; q++) bstk[bd][4 + q] = 0;
+      for (int q = 0; q < 6; q++) bstk[bd][q] = *cur[q];
+      for (int q = 0; q < 6; q++) bstk[bd][6 + q] = 0;
       bd++;
     } else if ((l->kind == NTK_LAYER_NEXT || l->kind == NTK_LAYER_FORK) && bd > 0) {
       size_t *s = bstk[bd - 1];
-      for (int q = 0; q < 4; q++) s[4 + q] = *cur[q] > s[4 + q] ? *cur[q] : s[4 + q]; /* a branch's start */
-      for (int q = 0; q < 4; q++) *cur[q] = s[l->kind == NTK_LAYER_NEXT ? q : 4 + q]; /* the previous end, or the input */
+      for (int q = 0; q < 4; q++) s[6 + q] = *cur[q] > s[6 + q] ? *cur[q] : s[6 + q]; /* a branch's start */
+      for (int q = 4; q < 6; q++) s[6 + q] = gcd(*cur[q], s[6 + q]);
+      for (int q = 0; q < 6; q++) *cur[q] = s[l->kind == NTK_LAYER_NEXT ? q : 6 + q]; /* the previous end, or the input */
       if (l->kind == NTK_LAYER_FORK) bd--;
+    } else if (ntk_layer_traits(l->kind)->branch) {
+      deep = 1;
     } else if (l->kind == NTK_LAYER_CONV) {
       bh = op->circular ? op->hi : bh * op->sh;
       bw = op->circular ? op->wi : bw * op->sw;
       vbh = op->circular ? op->hi : vbh * op->sh;
       vbw = op->circular ? op->wi : vbw * op->sw;
+      mh = op->circular ? 1 : mh * op->sh;
+      mw = op->circular ? 1 : mw * op->sw;
     } else if (l->kind == NTK_LAYER_AVGPOOL) { /* CIRCULAR wraps: all */
       bh = op->circular ? op->hi : bh * op->sh + op->fh - 1;
       bw = op->circular ? op->wi : bw * op->sw + op->fw - 1;
       vbh = op->circular ? op->hi : vbh * op->sh + op->fh - 1;
       vbw = op->circular ? op->wi : vbw * op->sw + op->fw - 1;
+      mh = mw = 1;
     }
     int all = P->path != NTK_CNN_SLICE;
     op->bh = all || bh + 1 > op->hi ? op->hi - 1 : bh;
     op->bw = all || bw + 1 > op->wi ? op->wi - 1 : bw;
     op->vbh = all || vbh + 1 > op->hi ? op->hi - 1 : vbh;
     op->vbw = all || vbw + 1 > op->wi ? op->wi - 1 : vbw;
+    op->mh = all || !mh ? 1 : mh;
+    op->mw = all || !mw ? 1 : mw;
   }
+  if (deep)
+    for (size_t k = 0; k < P->nops; k++) P->ops[k].mh = P->ops[k].mw = 1;
 }
 
 /* Whether the batched kernels (cnn_batch_impl.h) take the plan, for
@@ -787,6 +819,8 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->first = op->first;
       o->bh = (int)op->bh;
       o->bw = (int)op->bw;
+      o->mh = (int)op->mh;
+      o->mw = (int)op->mw;
       o->var_off = op->var >= 0 ? (int)P.var_off[op->var] : -1;
     }
   }

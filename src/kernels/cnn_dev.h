@@ -30,6 +30,7 @@ struct ntk_dev_op {
   int norm_edges;            /* AvgPool SAME with normalize_edges: means over the cells inside */
   int slice_local;           /* stride-1 SAME Conv, Dense, nonlinearity, Identity */
   int bh, bw;                /* offsets of this op's input the readout needs */
+  int mh, mw;                /* ... only their multiples of these (strided convolutions ahead) */
   int var_off;               /* nonlinearity: its slot in an image's variance block, else -1 */
   double w2, b2;             /* W_std^2, b_std^2 */
   int standard;              /* Dense, Conv under parameterization = standard: the NTK takes fan and one */
@@ -96,6 +97,7 @@ struct ntk_dev_args {
   int k0, k1;     /* SLICE: ops [k0, k1); full ops: ops[k0] */
   int h, w;       /* SLICE, INPUT_FULL, READOUT: the spatial size there */
   int bh, bw;     /* SLICE, INPUT_FULL: the offset band */
+  int mh, mw;     /* SLICE: on it, the lattice of offsets computed (multiples of these); bh, bw multiples too */
   int noff;       /* part entries per pair */
   int mode;       /* READOUT: NTK_RO_* */
   size_t fstride; /* elements per pair in fg, ft, ng, nt */

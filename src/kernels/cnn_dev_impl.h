@@ -305,8 +305,8 @@ static DEV DV_INLINE void dv_slice_setup(const struct ntk_dev_args *A, const str
   S->tid = B->tid, S->nt = B->nt;
   S->pair = B->by;
   S->with_t = A->with_t;
-  int nbw = 2 * A->bw + 1;
-  int di = A->capture ? 0 : (int)B->bx / nbw - A->bh, dj = A->capture ? 0 : (int)B->bx % nbw - A->bw;
+  int nbw = 2 * (A->bw / A->mw) + 1; /* the band's lattice points: offsets bx / nbw, bx % nbw of it */
+  int di = A->capture ? 0 : ((int)B->bx / nbw) * A->mh - A->bh, dj = A->capture ? 0 : ((int)B->bx % nbw) * A->mw - A->bw;
   S->i0 = di > 0 ? (unsigned)di : 0, S->i1 = di < 0 ? (unsigned)((int)S->h + di) : S->h;
   S->j0 = dj > 0 ? (unsigned)dj : 0, S->j1 = dj < 0 ? (unsigned)((int)S->w + dj) : S->w;
   S->vw = S->j1 - S->j0, S->nvalid = (S->i1 - S->i0) * S->vw;

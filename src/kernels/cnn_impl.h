@@ -432,11 +432,12 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
   long noff = vars_only && gsum ? 0 : (long)(2 * h - 1) * (long)(2 * w - 1);
   long bh = (long)(vars_only ? P->ops[k0].vbh : P->ops[k0].bh); /* offsets the readout needs */
   long bw = (long)(vars_only ? P->ops[k0].vbw : P->ops[k0].bw);
+  long mh = (long)P->ops[k0].mh, mw = (long)P->ops[k0].mw; /* only multiples of these are read (strides ahead) */
   for (long idx = self ? -1 : 0; idx < noff; idx++) {
     long k = idx < 0 ? ((long)h - 1) * (long)(2 * w - 1) + (long)w - 1 : idx;
     S.di = k / (long)(2 * w - 1) - ((long)h - 1);
     S.dj = k % (long)(2 * w - 1) - ((long)w - 1);
-    if (S.di < -bh || S.di > bh || S.dj < -bw || S.dj > bw) continue;
+    if (S.di < -bh || S.di > bh || S.dj < -bw || S.dj > bw || S.di % mh || S.dj % mw) continue;
     S.i0 = S.di > 0 ? (size_t)S.di : 0;
     S.i1 = S.di < 0 ? (size_t)((long)h + S.di) : h;
     S.j0 = S.dj > 0 ? (size_t)S.dj : 0;
@@ -566,16 +567,20 @@ static int pair_diag(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
 }
 
 /* SLICE and GENERAL: the input covariance of images xa, xb into fg,
- * only the offsets up to bh, bw the first layer needs. */
+ * only the offsets up to bh, bw the first layer needs, on its lattice
+ * (multiples of mh, mw). */
 static int full_input(const struct cnn_plan *P, const REAL *xa, const REAL *xb, REAL *fg, size_t bh, size_t bw,
-                      const struct ntk_stop *stop) {
+                      size_t mh, size_t mw, const struct ntk_stop *stop) {
   size_t H = P->H, W = P->W, C = P->C, HW = H * W;
   for (size_t i = 0; i < H; i++) {
     if (ntk_stop_seen(stop)) return 1;
     for (size_t j = 0; j < W; j++) {
       size_t p = i * W + j, i1 = i + bh + 1 < H ? i + bh + 1 : H, j1 = j + bw + 1 < W ? j + bw + 1 : W;
-      for (size_t i2 = i > bh ? i - bh : 0; i2 < i1; i2++)
-        for (size_t j2 = j > bw ? j - bw : 0; j2 < j1; j2++) {
+      size_t ia = i > bh ? i - bh : 0, ja = j > bw ? j - bw : 0;
+      ia += (i - ia) % mh; /* the first row and column at a multiple of the lattice from (i, j) */
+      ja += (j - ja) % mw;
+      for (size_t i2 = ia; i2 < i1; i2 += mh)
+        for (size_t j2 = ja; j2 < j1; j2 += mw) {
           size_t q = i2 * W + j2;
           REAL sum = 0;
           for (size_t k = 0; k < C; k++) sum += xa[p * C + k] * xb[q * C + k];
@@ -599,7 +604,8 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
   int vars_only = self && P->self_vars_only; /* run_slices: only the variances' band */
   size_t bh = P->nops ? (vars_only ? P->ops[0].vbh : P->ops[0].bh) : H;
   size_t bw = P->nops ? (vars_only ? P->ops[0].vbw : P->ops[0].bw) : W;
-  if (full_input(P, xa, xb, fg, bh, bw, c->stop)) return 1;
+  size_t mh = P->nops ? P->ops[0].mh : 1, mw = P->nops ? P->ops[0].mw : 1;
+  if (full_input(P, xa, xb, fg, bh, bw, mh, mw, c->stop)) return 1;
   if (with_t) memset(ft, 0, HW * HW * sizeof(REAL));
   size_t h = H, w = W;
   int summed = 0;

@@ -519,8 +519,14 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
         A.w = w;
         A.bh = o->bh < h - 1 ? o->bh : h - 1;
         A.bw = o->bw < w - 1 ? o->bw : w - 1;
-        A.from_x = from_x;
         int s3 = run_is_slice3(P, k, k1);
+        /* SLICE: the band's multiples of the lattice (strides ahead) alone;
+         * SLICE3 wraps its offsets: all of them */
+        A.mh = s3 || o->mh < 1 ? 1 : o->mh;
+        A.mw = s3 || o->mw < 1 ? 1 : o->mw;
+        A.bh -= A.bh % A.mh;
+        A.bw -= A.bw % A.mw;
+        A.from_x = from_x;
         int kern = s3 ? NTK_K_SLICE3 : plain_maps(P, k, k1) ? NTK_K_SLICE : NTK_K_SLICE_ANY;
         size_t smem = s3 ? slice3_smem((size_t)h, (size_t)w, nt, es)
                          : slice_smem((size_t)h, (size_t)w, (size_t)P->pad, nt, es, run_depth(P, k, k1));
@@ -538,7 +544,7 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
           int ndi = 2 * A.bh + 1 < h ? 2 * A.bh + 1 : h, ndj = 2 * A.bw + 1 < w ? 2 * A.bw + 1 : w;
           A.noff = ndi * ndj;
         } else {
-          A.noff = (2 * A.bh + 1) * (2 * A.bw + 1);
+          A.noff = (2 * (A.bh / A.mh) + 1) * (2 * (A.bw / A.mw) + 1);
         }
         if ((st = launch(g, kern, (unsigned)A.noff, (unsigned)np, smem, &A))) return st;
         from_x = 0;
