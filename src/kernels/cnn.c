@@ -38,6 +38,7 @@ struct cnn_op {
   size_t vbh, vbw;       /* the same for the per-position variances alone (a self run that only captures them) */
   size_t mh, mw;         /* SLICE: the offsets of this op's input that anything after it reads are multiples of
                             these (the product of the strides of the convolutions up to the next pooling) */
+  size_t obh, obw, omh, omw; /* a Conv on the full covariance: the band and lattice of its output that are read */
   double fan;            /* standard parameterisation: Conv's fan-in (channels x f^2), Dense's (channels) */
   size_t fh, fw, sh, sw; /* Conv filter or pooling window, and strides, per dimension */
   int depth;             /* FORK, NEXT, JOIN: the block's stack slot (branch.h) */
@@ -470,6 +471,11 @@ static void plan_bands(struct cnn_plan *P) {
     } else if (ntk_layer_traits(l->kind)->branch) {
       deep = 1;
     } else if (l->kind == NTK_LAYER_CONV) {
+      int any = P->path != NTK_CNN_SLICE || deep;
+      op->obh = any || bh + 1 > op->ho ? op->ho - 1 : bh;
+      op->obw = any || bw + 1 > op->wo ? op->wo - 1 : bw;
+      op->omh = any || !mh ? 1 : mh;
+      op->omw = any || !mw ? 1 : mw;
       bh = op->circular ? op->hi : bh * op->sh;
       bw = op->circular ? op->wi : bw * op->sw;
       vbh = op->circular ? op->hi : vbh * op->sh;
@@ -492,7 +498,7 @@ static void plan_bands(struct cnn_plan *P) {
     op->mw = all || !mw ? 1 : mw;
   }
   if (deep)
-    for (size_t k = 0; k < P->nops; k++) P->ops[k].mh = P->ops[k].mw = 1;
+    for (size_t k = 0; k < P->nops; k++) P->ops[k].mh = P->ops[k].mw = P->ops[k].omh = P->ops[k].omw = 1;
 }
 
 /* Whether the batched kernels (cnn_batch_impl.h) take the plan, for

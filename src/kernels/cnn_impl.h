@@ -222,6 +222,8 @@ static int conv_diag(const struct cnn_op *op, const REAL *in, REAL *out, const s
 
 /* ---- GENERAL: the full covariance ------------------------------------------ */
 
+/* Only the output entries read later: offsets in the band obh, obw, on the
+ * lattice omh, omw (plan_bands); the others keep what the buffer held. */
 static int conv_full(const struct cnn_op *op, const REAL *in, REAL *out, const struct ntk_stop *stop) {
   size_t fh = op->fh, fw = op->fw, sh = op->sh, sw = op->sw, hwi = op->hi * op->wi, hwo = op->ho * op->wo;
   REAL scale = (REAL)(1.0 / (double)(fh * fw));
@@ -229,6 +231,8 @@ static int conv_full(const struct cnn_op *op, const REAL *in, REAL *out, const s
     if (ntk_stop_seen(stop)) return 1;
     for (size_t q = 0; q < hwo; q++) {
       size_t i = p / op->wo, j = p % op->wo, i2 = q / op->wo, j2 = q % op->wo;
+      size_t di = i > i2 ? i - i2 : i2 - i, dj = j > j2 ? j - j2 : j2 - j;
+      if (di > op->obh || dj > op->obw || di % op->omh || dj % op->omw) continue;
       REAL sum = 0;
       for (size_t a = 0; a < fh; a++) {
         long r1 = (long)(sh * i + a) - (long)op->lo_h, r2 = (long)(sh * i2 + a) - (long)op->lo_h;
