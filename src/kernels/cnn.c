@@ -827,6 +827,10 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->bw = (int)op->bw;
       o->mh = (int)op->mh;
       o->mw = (int)op->mw;
+      o->obh = (int)op->obh;
+      o->obw = (int)op->obw;
+      o->omh = op->omh ? (int)op->omh : 1;
+      o->omw = op->omw ? (int)op->omw : 1;
       o->var_off = op->var >= 0 ? (int)P.var_off[op->var] : -1;
     }
   }

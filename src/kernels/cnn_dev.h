@@ -31,6 +31,7 @@ struct ntk_dev_op {
   int slice_local;           /* stride-1 SAME Conv, Dense, nonlinearity, Identity */
   int bh, bw;                /* offsets of this op's input the readout needs */
   int mh, mw;                /* ... only their multiples of these (strided convolutions ahead) */
+  int obh, obw, omh, omw;    /* Conv: the same for its output (CONV_FULL computes only those entries) */
   int var_off;               /* nonlinearity: its slot in an image's variance block, else -1 */
   double w2, b2;             /* W_std^2, b_std^2 */
   int standard;              /* Dense, Conv under parameterization = standard: the NTK takes fan and one */

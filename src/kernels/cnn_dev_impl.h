@@ -925,6 +925,8 @@ static DEV void dv_conv_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
     size_t pair = k / (hwo * hwo), r = k % (hwo * hwo), p = r / hwo, q = r % hwo;
     long i = (long)(p / (size_t)o->wo), j = (long)(p % (size_t)o->wo);
     long i2 = (long)(q / (size_t)o->wo), j2 = (long)(q % (size_t)o->wo);
+    long di = i > i2 ? i - i2 : i2 - i, dj = j > j2 ? j - j2 : j2 - j;
+    if (di > o->obh || dj > o->obw || di % o->omh || dj % o->omw) continue; /* not read later (conv_full) */
     const REAL *ing = (const REAL *)A->fg + pair * A->fstride;
     const REAL *int_ = A->with_t ? (const REAL *)A->ft + pair * A->fstride : ing;
     REAL sg = 0, st = 0;
