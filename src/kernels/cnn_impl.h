@@ -99,25 +99,18 @@ static void capture_vars(REAL *slot, size_t n) {
  * (ln_h), the columns (ln_w) or both, summed in double and rounded once:
  * stax divides by the mean over those axes of eps + the variance. */
 static void layernorm_means(const struct cnn_op *op, REAL *q, size_t h, size_t w) {
-  if (op->ln_h && op->ln_w) {
+  if (!op->ln_h && !op->ln_w) return;
+  /* groups of len values `step` apart, the groups `next` apart: all
+   * positions, each column (over the rows), or each row (over the columns) */
+  size_t groups = op->ln_h && op->ln_w ? 1 : op->ln_h ? w : h;
+  size_t len = op->ln_h && op->ln_w ? h * w : op->ln_h ? h : w;
+  size_t step = op->ln_h && !op->ln_w ? w : 1, next = op->ln_h ? 1 : w;
+  for (size_t g = 0; g < groups; g++) {
+    REAL *v = q + g * next;
     double s = 0;
-    for (size_t p = 0; p < h * w; p++) s += (double)q[p];
-    REAL m = (REAL)(s / (double)(h * w));
-    for (size_t p = 0; p < h * w; p++) q[p] = m;
-  } else if (op->ln_h) { /* per column */
-    for (size_t j = 0; j < w; j++) {
-      double s = 0;
-      for (size_t i = 0; i < h; i++) s += (double)q[i * w + j];
-      REAL m = (REAL)(s / (double)h);
-      for (size_t i = 0; i < h; i++) q[i * w + j] = m;
-    }
-  } else if (op->ln_w) { /* per row */
-    for (size_t i = 0; i < h; i++) {
-      double s = 0;
-      for (size_t j = 0; j < w; j++) s += (double)q[i * w + j];
-      REAL m = (REAL)(s / (double)w);
-      for (size_t j = 0; j < w; j++) q[i * w + j] = m;
-    }
+    for (size_t k = 0; k < len; k++) s += (double)v[k * step];
+    REAL m = (REAL)(s / (double)len);
+    for (size_t k = 0; k < len; k++) v[k * step] = m;
   }
 }
 
