@@ -238,25 +238,18 @@ static void check_reference(int elem, double tol) {
          elem == 4 ? "float32" : "float64", cases, runs, worst, tol);
 }
 
-/* LayerNorm's axes against the data: the channels must be among them on
- * images, (N, L, C) data count three axes ([data] layout = NLC, or a
- * network of 1-D layers), and after the readout the data are vectors. */
-START_TEST(test_layernorm_axes_data) {
-  static const struct {
-    const char *arch;
-    int one_d;
-    const char *why; /* NULL: accepted */
-  } nets[] = {
-      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2, 3)) Relu GlobalAvgPool Dense", 0, NULL},
-      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 0, "leave the channels (axis -1) out"},
-      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 1, NULL},
-      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2, 3)) Relu GlobalAvgPool Dense", 1, "axis 3 is outside data of 3 axes"},
-      {"Conv(16, (3,), padding='SAME') LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 0, NULL},
-      {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense LayerNorm(axis=(-2, -1)) Relu Dense", 0,
-       "layer 5 (LayerNorm): axis -2 is the batch axis of data of 2 axes"},
-      {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense LayerNorm(axis=1) Relu Dense", 0, NULL},
-  };
-  for (size_t k = 0; k < sizeof nets / sizeof *nets; k++) {
+/* Networks checked against the data they would run on (ntk_cnn_check):
+ * 3 random images of 5 rows, 4 columns (1 for (N, L, C) data or a network
+ * of 1-D convolutions) and 2 channels; `why` NULL: accepted, else refused
+ * with a message containing it. */
+struct data_net {
+  const char *arch;
+  int one_d;
+  const char *why;
+};
+
+static void check_nets(const struct data_net *nets, size_t n) {
+  for (size_t k = 0; k < n; k++) {
     struct ntk_dataset ds;
     random_images(&ds, 3, 5, nets[k].one_d || strstr(nets[k].arch, "(3,)") ? 1 : 4, 2, 8, 7);
     ds.one_d = nets[k].one_d;
@@ -271,6 +264,23 @@ START_TEST(test_layernorm_axes_data) {
     free(ds.x);
   }
 }
+
+/* LayerNorm's axes against the data: the channels must be among them on
+ * images, (N, L, C) data count three axes ([data] layout = NLC, or a
+ * network of 1-D layers), and after the readout the data are vectors. */
+START_TEST(test_layernorm_axes_data) {
+  static const struct data_net nets[] = {
+      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2, 3)) Relu GlobalAvgPool Dense", 0, NULL},
+      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 0, "leave the channels (axis -1) out"},
+      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 1, NULL},
+      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2, 3)) Relu GlobalAvgPool Dense", 1, "axis 3 is outside data of 3 axes"},
+      {"Conv(16, (3,), padding='SAME') LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 0, NULL},
+      {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense LayerNorm(axis=(-2, -1)) Relu Dense", 0,
+       "layer 5 (LayerNorm): axis -2 is the batch axis of data of 2 axes"},
+      {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense LayerNorm(axis=1) Relu Dense", 0, NULL},
+  };
+  check_nets(nets, sizeof nets / sizeof *nets);
+}
 END_TEST
 
 /* FanInConcat along a spatial axis (issue 29): the axis against the data,
@@ -278,11 +288,7 @@ END_TEST
  * the GPU's and the fully-connected engine's refusals. The values are
  * checked against neural-tangents in check_reference (cnn_concat_*). */
 START_TEST(test_concat_axis_data) {
-  static const struct {
-    const char *arch;
-    int one_d;
-    const char *why; /* NULL: accepted */
-  } nets[] = {
+  static const struct data_net nets[] = {
       {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=1) Relu GlobalAvgPool Dense", 0,
        NULL},
       {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=2) Relu Flatten Dense", 0, NULL},
@@ -299,20 +305,7 @@ START_TEST(test_concat_axis_data) {
       {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense FanOut(2) parallel(Dense, Identity) FanInConcat(axis=-2) Dense",
        0, "(FanInConcat): axis -2 is the batch axis of data of 2 axes"},
   };
-  for (size_t k = 0; k < sizeof nets / sizeof *nets; k++) {
-    struct ntk_dataset ds;
-    random_images(&ds, 3, 5, nets[k].one_d ? 1 : 4, 2, 8, 7);
-    ds.one_d = nets[k].one_d;
-    struct ntk_arch a;
-    ck_assert_msg(ntk_arch_parse(nets[k].arch, 1.2, 0.1, &a) == NTK_OK, "%s: %s", nets[k].arch, ntk_error_message());
-    ntk_status st = ntk_cnn_check(&a, &ds);
-    if (!nets[k].why) ck_assert_msg(st == NTK_OK, "%s: %s", nets[k].arch, ntk_error_message());
-    else
-      ck_assert_msg(st == NTK_ECONFIG && strstr(ntk_error_message(), nets[k].why), "%s: %s", nets[k].arch,
-                    st ? ntk_error_message() : "accepted");
-    ntk_arch_free(&a);
-    free(ds.x);
-  }
+  check_nets(nets, sizeof nets / sizeof *nets);
   /* the general path only, and not on the GPU */
   struct ntk_dataset ds;
   random_images(&ds, 3, 5, 4, 2, 8, 7);
