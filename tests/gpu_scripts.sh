@@ -7,7 +7,10 @@
 #     scripts/libcuda_stub.c as the driver (CUDA 12.2, no device): every
 #     step runs to the end, each failed or skipped, the table prints with
 #     one row per step and the benchmark rows say why, exit non-zero;
-#  3. every GPU script parses (bash -n).
+#  3. scripts/gpu_profile.sh the same way: every step runs, none passes,
+#     the report under $OUT holds the table, whose measurement rows say
+#     why, exit non-zero;
+#  4. every GPU script parses (bash -n).
 # The chroot rehearsal of a whole bundle (scripts/gpu_rehearse.sh) is not
 # run here: it builds a bundle with the CUDA 12 wheels (minutes, 600 MB).
 #   tests/gpu_scripts.sh BUILD_DIR      exit 77 when BUILD_DIR is not a CUDA build
@@ -20,7 +23,7 @@ pass=0 failed=0 ran=0
 ok() { echo "ok: $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
 
-for s in gpu_check.sh gpu_bundle.sh gpu_rehearse.sh cuda12_toolchain.sh cuda_ieee_check.sh; do
+for s in gpu_check.sh gpu_steps.sh gpu_profile.sh gpu_bundle.sh gpu_rehearse.sh cuda12_toolchain.sh cuda_ieee_check.sh; do
   bash -n "$here/scripts/$s" && ok "bash -n scripts/$s" || bad "bash -n scripts/$s"
 done
 
@@ -64,6 +67,32 @@ else
       bad "gpu_check.sh: row '$r'"
   done
   [ $failed = 0 ] || sed 's/^/    /' "$work/check.log"
+  # 3.
+  before=$failed
+  OUT="$work/profile" NTKD_GPU_CHECK_NO_BUILD=1 LD_LIBRARY_PATH="$work${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    bash "$here/scripts/gpu_profile.sh" "$build" > "$work/profile.log" 2>&1
+  rc=$?
+  [ $rc != 0 ] && ok "gpu_profile.sh exits non-zero without a GPU ($rc)" || bad "gpu_profile.sh exits 0 without a GPU"
+  report="$work/profile/gpu-profile.txt"
+  [ -s "$report" ] && cmp -s "$report" "$work/profile.log" && ok "gpu_profile.sh: the report under \$OUT is what it printed" ||
+    bad "gpu_profile.sh: no report under \$OUT, or not what it printed"
+  ptable() { awk '/^step +result$/ {t = 1; next} t && /^$/ {exit} t' "$report"; }
+  nsteps=$(grep -c '^-- step: ' "$report")
+  nrows=$(ptable | wc -l)
+  [ "$nsteps" -ge 10 ] && [ "$nsteps" = "$nrows" ] && ok "gpu_profile.sh: $nsteps steps, $nrows table rows" ||
+    bad "gpu_profile.sh: $nsteps steps, $nrows table rows"
+  npass=$(ptable | grep -cE ' pass(;|$)')
+  [ "$npass" = 0 ] && ok "gpu_profile.sh: no step passes without a GPU" || bad "gpu_profile.sh: $npass steps pass without a GPU"
+  ptable | grep -qE '^versions .*FAIL.*driver CUDA 12\.2' && ok "gpu_profile.sh: the versions row names the stub's driver" ||
+    bad "gpu_profile.sh: versions row"
+  ptable | grep -qE '^ncu: SLICE3 .*skipped: no usable GPU' && ok "gpu_profile.sh: ncu skipped, saying why" ||
+    bad "gpu_profile.sh: ncu row"
+  for r in 'ncu on SLICE3 \(CNTK-GAP-21 tile\)' 'CNTK-GAP-21, us per entry' 'Myrtle-10, us per entry' \
+           'README WideResNet, us per entry' 'FC N=10000 d=3072 NTK, tiles \(s\), level 1' '\.\.\. level = 0 \(tiles stored raw\)'; do
+    grep -qE "^$r +(failed|skipped: .+)\$" "$report" && ok "gpu_profile.sh: row '$r' says why" ||
+      bad "gpu_profile.sh: row '$r'"
+  done
+  [ $failed = "$before" ] || sed 's/^/    /' "$report"
 fi
 echo "$pass passed, $failed failed"
 [ $failed = 0 ] || exit 1
