@@ -23,13 +23,7 @@ source "$here/scripts/gpu_steps.sh"
 # Printed also when the script is stopped (SIGTERM, SIGINT), with the step
 # in progress as interrupted.
 summary() {
-  gpu=$(cat "$work/gpu_name" 2>/dev/null || true)
-  printf '\n%-60s %s\n' "step" "result"
-  fail=0
-  for i in "${!names[@]}"; do
-    printf '%-60s %s\n' "${names[$i]}" "${states[$i]}"
-    case "${states[$i]}" in FAIL*) fail=1 ;; esac
-  done
+  step_table
   g=$(val gap) gc=$(val gap_cpu) f=$(val flat) fcpu=$(val flat_cpu) m=$(val model) pk=$(val peak)
   printf '\n%-44s %s\n' "benchmark (${gpu:-no GPU})" "result"
   printf '%-44s %s\n' "CNTK-GAP depth 21, us per entry" \
@@ -213,13 +207,6 @@ model() {
   note "model $m us"
 }
 run_step "model: CNTK-GAP-21 from the SASS (scripts/gpu_model.py)" model
-peak() {
-  need_gpu
-  local p
-  p=$("$build/ntkd_gpu_bench_syrk" peak | awk '{print $2}')
-  setval peak "$p"
-  note "$p GFLOP/s"
-}
 run_step "bench: fp32 peak (FMA chains)" peak
 fc_bench() {
   need_gpu
@@ -234,15 +221,6 @@ fc_bench() {
   note "$s s"
 }
 run_step "bench: FC N=10000 d=3072 NTK, ntkd" fc_bench
-syrk() {
-  need_gpu
-  local out
-  out=$("$build/ntkd_gpu_bench_syrk" 10000 3072)
-  echo "$out"
-  setval syrk "$(echo "$out" | awk '{print $4}')"
-  setval syrk_gf "$(echo "$out" | awk '{print $5}')"
-  note "$(val syrk) s"
-}
 run_step "bench: one cublasSsyrk 10000 x 3072" syrk
 
 set +a

@@ -52,13 +52,7 @@ myrtle10="[Conv(3, 1, SAME) Relu]*3 AvgPool(2) [Conv(3, 1, SAME) Relu]*3 AvgPool
 wrn=$(sed -n 's/^arch = //p' "$here/configs/wrn.conf")
 
 summary() {
-  gpu=$(cat "$work/gpu_name" 2>/dev/null || true)
-  printf '\n%-60s %s\n' "step" "result"
-  fail=0
-  for i in "${!names[@]}"; do
-    printf '%-60s %s\n' "${names[$i]}" "${states[$i]}"
-    case "${states[$i]}" in FAIL*) fail=1 ;; esac
-  done
+  step_table
   local g f m w pk fc fc0 sy
   g=$(val gap) f=$(val flat) m=$(val myrtle10) w=$(val wrn) pk=$(val peak) fc=$(val fc) fc0=$(val fc0) sy=$(val syrk)
   printf '\n%-44s %s\n' "measurement (${gpu:-no GPU})" "result"
@@ -120,13 +114,6 @@ time_gpu() { # KEY ARCH N: seconds per entry of one tile of N images on the GPU
   note "$(calc "$s * 1e6") us per entry"
 }
 
-peak() {
-  need_gpu
-  local p
-  p=$("$build/ntkd_gpu_bench_syrk" peak | awk '{print $2}')
-  setval peak "$p"
-  note "$p GFLOP/s"
-}
 
 # The FC job with the GPU's busy fraction: nvidia-smi samples
 # utilization.gpu (the share of the last sample period with a kernel
@@ -155,15 +142,6 @@ fc_job() { # KEY LEVEL
   note "$s s, GPU busy ${busy:-?} % ($(wc -l < "$work/$1.util") samples)"
 }
 
-syrk() {
-  need_gpu
-  local o
-  o=$("$build/ntkd_gpu_bench_syrk" 10000 3072)
-  echo "$o"
-  setval syrk "$(echo "$o" | awk '{print $4}')"
-  setval syrk_gf "$(echo "$o" | awk '{print $5}')"
-  note "$(val syrk) s"
-}
 
 main() {
   trap interrupted TERM INT

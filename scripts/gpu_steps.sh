@@ -59,6 +59,35 @@ cell() { # KEY: the value's row text, else the state of the step that makes it
   echo "not run"
 }
 us() { calc "$1 * 1e6"; }
+# The steps' table (one row per step, its state); fail=1 when one failed.
+# The GPU's name, from the versions step, in gpu.
+step_table() {
+  gpu=$(cat "$work/gpu_name" 2>/dev/null || true)
+  printf '\n%-60s %s\n' "step" "result"
+  fail=0
+  for i in "${!names[@]}"; do
+    printf '%-60s %s\n' "${names[$i]}" "${states[$i]}"
+    case "${states[$i]}" in FAIL*) fail=1 ;; esac
+  done
+}
+# Two measurements both scripts take: the fp32 peak (FMA chains) and one
+# cublasSsyrk of the FC benchmark's size (10 000 x 3 072).
+peak() {
+  need_gpu
+  local p
+  p=$("$build/ntkd_gpu_bench_syrk" peak | awk '{print $2}')
+  setval peak "$p"
+  note "$p GFLOP/s"
+}
+syrk() {
+  need_gpu
+  local out
+  out=$("$build/ntkd_gpu_bench_syrk" 10000 3072)
+  echo "$out"
+  setval syrk "$(echo "$out" | awk '{print $4}')"
+  setval syrk_gf "$(echo "$out" | awk '{print $5}')"
+  note "$(val syrk) s"
+}
 interrupted() {
   trap '' TERM INT   # ignored from here: stopping the step may signal back
   if [ -n "$steppid" ]; then kill -TERM -- "-$steppid" "$steppid" 2>/dev/null; wait "$steppid" 2>/dev/null; fi
