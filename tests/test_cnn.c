@@ -194,11 +194,12 @@ START_TEST(test_batched_bits_random) {
 }
 END_TEST
 
-/* Every neural-tangents CNN case, on every path that applies, in both
- * precisions, with whole and ragged tiles. Float32 errors are taken
- * relative to max(|K_ij|, sqrt(K_ii K_jj)) as in test_kernel.c. */
-static void check_reference(int elem, double tol) {
-  FILE *f = ref_open("ref_cnn.txt");
+/* Every case of a reference file (ref_cnn.txt: neural-tangents' CNN
+ * cases), on every path that applies, in both precisions, with whole and
+ * ragged tiles. Float32 errors are taken relative to max(|K_ij|,
+ * sqrt(K_ii K_jj)) as in test_kernel.c. */
+static void check_reference_file(const char *file, int min_cases, int elem, double tol) {
+  FILE *f = ref_open(file);
   struct ref_case c;
   int cases = 0, runs = 0;
   double worst = 0;
@@ -233,10 +234,12 @@ static void check_reference(int elem, double tol) {
     cases++;
   }
   fclose(f);
-  ck_assert_int_ge(cases, 30);
-  printf("CNN reference (%s): %d cases, %d path/tile runs, max relative error %.3g (bound %.0e)\n",
+  ck_assert_int_ge(cases, min_cases);
+  printf("%s (%s): %d cases, %d path/tile runs, max relative error %.3g (bound %.0e)\n", file,
          elem == 4 ? "float32" : "float64", cases, runs, worst, tol);
 }
+
+static void check_reference(int elem, double tol) { check_reference_file("ref_cnn.txt", 30, elem, tol); }
 
 /* Networks checked against the data they would run on (ntk_cnn_check):
  * 3 random images of 5 rows, 4 columns (1 for (N, L, C) data or a network
@@ -352,6 +355,19 @@ END_TEST
 START_TEST(test_reference_float32) { check_reference(4, 1e-5); }
 END_TEST
 
+/* The spatial-FanInConcat network of cnn_concat_cols_strided_flat with Erf
+ * in the branch and/or Gelu after the join, against the independent
+ * 40-digit full-covariance reference of scripts/concat_reference.py
+ * (tests/data/ref_concat.txt), not neural-tangents: its NTK diagonal is off
+ * by up to 6.4e-10 there (its diagonal_spatial path rounds nngp[i,i] and
+ * cov1[i] differently after Erf/Gelu, and the last Relu's angle amplifies
+ * the ulp). */
+START_TEST(test_concat_independent_float64) { check_reference_file("ref_concat.txt", 4, 8, 1e-12); }
+END_TEST
+
+START_TEST(test_concat_independent_float32) { check_reference_file("ref_concat.txt", 4, 4, 1e-5); }
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cnn");
   TCase *tc = tcase_create("cnn");
@@ -364,6 +380,8 @@ int main(void) {
   tcase_add_test(tc, test_concat_axis_data);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);
+  tcase_add_test(tc, test_concat_independent_float64);
+  tcase_add_test(tc, test_concat_independent_float32);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }
