@@ -158,7 +158,8 @@ static ntk_status load_data(struct run *r) {
  * touched, so a bad job leaves no file behind. */
 static ntk_status check_network(struct run *r) {
   /* The stop signals' flag: a signal stops a tile inside itself. */
-  r->prob = (struct ntk_problem){r->job->net, &r->data, r->job->kernels, -1, {{ntk_stop_flag(), NULL}, NULL}};
+  r->prob = (struct ntk_problem){.arch = r->job->net, .data = &r->data, .kernels = r->job->kernels, .device = -1,
+                                .stop = {{ntk_stop_flag(), NULL}, NULL}};
   ntk_status st = NTK_OK;
   if (r->rank == 0 && (st = ntk_backend_check(&r->prob)))
     st = ntk_error(st, "%s:%d: [model] arch: %s", r->conf, r->job->arch_line, ntk_error_message());
@@ -234,12 +235,33 @@ static ntk_status start_engines(struct run *r) {
   const struct ntk_job *job = r->job;
   const struct ntk_backend_ops *cpu = ntk_backend_find("cpu");
   ntk_tiling_init(&r->tiling, r->data.n, r->tile);
-  ntk_status st = NTK_OK;
+  /* A GPU worker compresses on the cores its node leaves it: each rank of
+   * the node says what it computes on (0 nothing, 1 the CPU, 2 a GPU). */
+  unsigned char role = !r->computes ? 0 : r->place.device >= 0 ? 2 : 1, *roles = NULL;
+  struct ntk_node_info node;
+  ntk_status st = ntk_comm_agree_report(r->comm, ntk_comm_node_gather(r->comm, &role, 1, (void **)&roles, &node));
+  if (st) return st;
+  int cpu_workers = 0, gpu_workers = 0, online = 0, allowed = 0;
+  for (int k = 0; k < node.size; k++) {
+    cpu_workers += roles[k] == 1;
+    gpu_workers += roles[k] == 2;
+  }
+  free(roles);
+  if (role == 2) {
+    online = ntk_cpu_cores(&allowed);
+    double edge = (double)(r->tile < r->data.n ? r->tile : r->data.n);
+    double buffer = edge * edge * r->data.elem * (r->job->kernels & NTK_KERNEL_NTK ? 2 : 1);
+    r->prob.host_threads = ntk_engine_host_threads(online, allowed, cpu_workers, gpu_workers, ntk_cpu_memory(), buffer);
+  }
   if (r->computes && r->place.device >= 0) {
     r->prob.device = r->place.device;
     const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
     st = cuda ? ntk_engine_create(&r->prob, cuda, job->level, &r->tiling, &r->engine)
               : ntk_error(NTK_ECONFIG, "this ntkd was built without CUDA");
+    if (!st)
+      fprintf(stderr, "ntkd: rank %d: %d compression threads (%s: %d cores online, %d allowed to this rank, %d CPU and "
+              "%d GPU workers)\n", r->rank, ntk_engine_threads(r->engine), node.host, online, allowed, cpu_workers,
+              gpu_workers);
     if (st && st != NTK_EINTERRUPTED && job->backend == NTK_BACKEND_AUTO) {
       fprintf(stderr, "ntkd: rank %d: %s: computing on the CPU instead\n", r->rank, ntk_error_message());
       r->place.device = NTK_PLACE_CPU;

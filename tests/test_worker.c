@@ -263,6 +263,50 @@ START_TEST(test_overlap) {
 }
 END_TEST
 
+/* A device engine's compression threads: the node's cores less one per
+ * CPU worker, shared among its device workers, at most the cores this
+ * rank may run on; never fewer than the backend's own number, none for a
+ * backend without them, and NTKD_COMPRESS_THREADS above all. */
+START_TEST(test_host_threads) {
+  double gib = 1073741824.0, tile = 32 * 1048576.0; /* a float32 2 048-tile of NNGP and NTK */
+  ck_assert_int_eq(ntk_engine_host_threads(16, 16, 0, 1, 128 * gib, tile), 16); /* backend = cuda, -np 2: the node's cores */
+  ck_assert_int_eq(ntk_engine_host_threads(16, 16, 14, 1, 128 * gib, tile), 2); /* auto: 14 CPU workers beside it */
+  ck_assert_int_eq(ntk_engine_host_threads(16, 16, 0, 4, 128 * gib, tile), 4);  /* 4 GPUs */
+  ck_assert_int_eq(ntk_engine_host_threads(16, 1, 0, 1, 128 * gib, tile), 1);   /* bound to one core */
+  ck_assert_int_eq(ntk_engine_host_threads(8, 8, 10, 1, 128 * gib, tile), 0);   /* oversubscribed: the backend's number */
+  ck_assert_int_eq(ntk_engine_host_threads(16, 16, 3, 0, 128 * gib, tile), 0);  /* no device worker */
+  /* memory: a float64 16 384-tile of both kernels is 4 GiB; a quarter of
+   * 128 GiB holds 8 of them: 7 threads; of 16 GiB, one: none */
+  ck_assert_int_eq(ntk_engine_host_threads(16, 16, 0, 1, 128 * gib, 4 * gib), 7);
+  ck_assert_int_eq(ntk_engine_host_threads(16, 16, 0, 2, 128 * gib, 4 * gib), 3);
+  ck_assert_int_eq(ntk_engine_host_threads(16, 16, 0, 1, 16 * gib, 4 * gib), 0);
+  struct setup s;
+  setup_init(&s, 40, 16, 4, NTK_KERNEL_NNGP);
+  fake_reset();
+  unsetenv("NTKD_COMPRESS_THREADS");
+  const struct {
+    const struct ntk_backend_ops *be;
+    int host, want;
+  } cases[] = {{&fake_pipe2, 5, 5}, {&fake_pipe2, 1, 2}, {&fake_pipe2, 0, 2}, {&fake_pipe2, 500, 64},
+               {&fake_serial, 8, 0}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    s.p.host_threads = cases[k].host;
+    ntk_engine_t *e;
+    ck_assert_int_eq(ntk_engine_create(&s.p, cases[k].be, 1, &s.tiling, &e), NTK_OK);
+    ck_assert_msg(ntk_engine_threads(e) == cases[k].want, "case %zu: %d threads, want %d", k, ntk_engine_threads(e),
+                  cases[k].want);
+    ntk_engine_free(e);
+  }
+  setenv("NTKD_COMPRESS_THREADS", "3", 1);
+  s.p.host_threads = 12;
+  ntk_engine_t *e;
+  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe2, 1, &s.tiling, &e), NTK_OK);
+  ck_assert_int_eq(ntk_engine_threads(e), 3);
+  ntk_engine_free(e);
+  unsetenv("NTKD_COMPRESS_THREADS");
+}
+END_TEST
+
 /* The same test on the serial engine fails: here, its waits time out. */
 START_TEST(test_overlap_needs_pipeline) {
   struct setup s;
@@ -470,6 +514,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_overlap, 0, 2);
   tcase_add_test(tc, test_overlap_needs_pipeline);
+  tcase_add_test(tc, test_host_threads);
   tcase_add_loop_test(tc, test_same_bytes, 0, 4);
   tcase_add_test(tc, test_nonfinite);
   tcase_add_test(tc, test_compute_failure);

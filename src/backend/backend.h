@@ -24,6 +24,8 @@ struct ntk_problem {
   const struct ntk_dataset *data; /* precision = data->elem */
   int kernels;                    /* NTK_KERNEL_* mask */
   int device;                     /* GPU backends: the device this rank drives */
+  int host_threads;               /* a device backend's engine: the compression threads its node's cores
+                                     leave it (ntk_engine_host_threads); 0: the backend's compress_threads */
   /* Polled inside a tile: compute_tile returns NTK_EINTERRUPTED soon
    * after a flag is set (CPU: well within a second), its values then
    * garbage. Zero: never stopped, nothing counted. */

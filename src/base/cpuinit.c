@@ -1,5 +1,8 @@
 /* OpenBLAS kernel choice and threading (see src/base/cpuinit.h). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "base/cpuinit.h"
+
+#include <sched.h>
 
 #include <cblas.h>
 #include <stdio.h>
@@ -22,6 +25,21 @@ void ntk_cpu_single_thread(void) { openblas_set_num_threads(1); }
 int ntk_cpu_blas_threads(void) { return openblas_get_num_threads(); }
 
 void ntk_cpu_set_blas_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+
+int ntk_cpu_cores(int *allowed) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  int online = n > 0 ? (int)n : 1;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int a = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  *allowed = a > 0 ? a : online; /* more than CPU_SETSIZE cores, or no answer: all */
+  return online;
+}
+
+double ntk_cpu_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (double)pages * (double)size : 0;
+}
 
 void ntk_cpu_all_threads(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -26,6 +26,13 @@ void ntk_cpu_single_thread(void);
 int ntk_cpu_blas_threads(void);
 void ntk_cpu_set_blas_threads(int n);
 
+/* The cores online on this machine, and in *allowed those this process
+ * may run on (its affinity mask: fewer under mpirun's or SLURM's binding). */
+int ntk_cpu_cores(int *allowed);
+
+/* The machine's physical memory in bytes (0 if unknown). */
+double ntk_cpu_memory(void);
+
 /* One OpenBLAS thread per online core: for the kernel-regression solve,
  * which runs on rank 0 alone after the tiles are done. */
 void ntk_cpu_all_threads(void);

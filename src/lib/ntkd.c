@@ -348,7 +348,7 @@ ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_da
     data.x = both;
   }
   int mask = NTK_KERNEL_NNGP | ((kernels & NTKD_NTK) ? NTK_KERNEL_NTK : 0);
-  struct ntk_problem prob = {&net->arch, &data, mask, -1, {{o.cancel, NULL}, NULL}};
+  struct ntk_problem prob = {.arch = &net->arch, .data = &data, .kernels = mask, .device = -1, .stop = {{o.cancel, NULL}, NULL}};
   int cnn = ntk_cnn_applies(&net->arch, &data);
   uint64_t T = o.tile ? o.tile : cnn ? 16 : 512;
   if (T > NTK_STORE_MAX_TILE) T = NTK_STORE_MAX_TILE;

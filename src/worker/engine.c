@@ -87,10 +87,24 @@ static void *compress_main(void *arg) {
   return NULL;
 }
 
-/* Compression threads: the backend's choice, or NTKD_COMPRESS_THREADS
- * (0-64) to try another (benchmarks; the pipelined message loop under the
- * CPU backend in the end-to-end tests). */
-static int compress_threads(const struct ntk_backend_ops *be) {
+int ntk_engine_host_threads(int online, int allowed, int cpu_workers, int device_workers, double memory,
+                            double buffer) {
+  if (device_workers < 1) return 0;
+  int free_cores = online - (cpu_workers > 0 ? cpu_workers : 0);
+  int share = free_cores / device_workers;
+  if (share > allowed) share = allowed;
+  /* a thread holds a tile buffer: a quarter of the memory among the device workers */
+  double fit = buffer > 0 ? memory / 4 / device_workers / buffer - 1 : share;
+  if (fit < share) share = fit > 0 ? (int)fit : 0;
+  return share > 0 ? share : 0;
+}
+
+/* Compression threads: NTKD_COMPRESS_THREADS (0-64) to try another number
+ * (benchmarks; the pipelined message loop under the CPU backend in the
+ * end-to-end tests); else for a backend that has them (a device's) the
+ * larger of its compress_threads and the cores its node leaves it
+ * (p->host_threads), at most 64. */
+static int compress_threads(const struct ntk_backend_ops *be, const struct ntk_problem *p) {
   const char *v = getenv("NTKD_COMPRESS_THREADS");
   if (v && *v) {
     char *end;
@@ -98,7 +112,9 @@ static int compress_threads(const struct ntk_backend_ops *be) {
     if (!*end && n >= 0 && n <= 64) return (int)n;
     fprintf(stderr, "ntkd: NTKD_COMPRESS_THREADS=%s is not a number from 0 to 64: ignored\n", v);
   }
-  return be->compress_threads > 0 ? (be->compress_threads < 64 ? be->compress_threads : 64) : 0;
+  if (be->compress_threads <= 0) return 0;
+  int n = p->host_threads > be->compress_threads ? p->host_threads : be->compress_threads;
+  return n < 64 ? n : 64;
 }
 
 ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backend_ops *be, int level,
@@ -115,7 +131,7 @@ ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backe
   size_t edge = (size_t)(tiling->tile < tiling->n ? tiling->tile : tiling->n);
   e->raw_cap = edge * edge * (size_t)e->elem * ((p->kernels & NTK_KERNEL_NTK) ? 2 : 1);
   e->msg_cap = NTK_STORE_RECORD_HEADER + ntk_codec_bound(e->raw_cap) + NTK_STORE_HEADER_SIZE;
-  e->nthreads = compress_threads(be);
+  e->nthreads = compress_threads(be, p);
   /* One buffer being computed while each thread compresses another. */
   e->nslots = e->nthreads + 1;
   e->slots = calloc((size_t)e->nslots, sizeof *e->slots);

@@ -17,13 +17,25 @@
 typedef struct ntk_engine ntk_engine_t;
 
 /* Backend context, codec and buffers sized for the largest tile, and the
- * backend's compress_threads compression threads (the environment
- * variable NTKD_COMPRESS_THREADS, 0-64, overrides it). Rank-local. Free
+ * backend's compress_threads compression threads, or p->host_threads when
+ * that is more (the environment variable NTKD_COMPRESS_THREADS, 0-64,
+ * overrides both). Rank-local. Free
  * with ntk_engine_free (accepts NULL; joins the threads, dropping tiles
  * still queued in them). */
 ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backend_ops *be, int level,
                              const struct ntk_tiling *tiling, ntk_engine_t **out);
 void ntk_engine_free(ntk_engine_t *e);
+
+/* The compression threads of one device worker of a node: the cores the
+ * node has online, less one per CPU worker on it (each computes on one),
+ * shared among its device workers, at most the `allowed` cores this
+ * process may run on, and so few that the tile buffers (one per thread
+ * and one more, `buffer` bytes each) of its device workers take at most a
+ * quarter of the node's `memory` bytes. 0 when there is no device worker
+ * or nothing is left (the backend's own number then stands). The
+ * coordinator, which mostly waits, is not counted. */
+int ntk_engine_host_threads(int online, int allowed, int cpu_workers, int device_workers, double memory,
+                            double buffer);
 
 /* Compute one tile and check that every value is finite, without the
  * compression: *vals points at its NNGP values, then (when the engine
