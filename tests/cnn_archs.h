@@ -108,6 +108,9 @@ static const char *const archs[] = {
     "Conv(2, 1, SAME) Relu Conv(1, 3, SAME) Gelu Conv(2, 1, SAME) Relu GlobalSumPool Dense",
     "standard: Conv(4, (3, 3), padding=SAME) Gelu Conv(4, (3, 3), strides=(2, 1), padding=SAME) Relu "
     "Conv(4, (1, 1), strides=(1, 2)) Relu GlobalAvgPool Dense",
+    /* 33 strided stages: the first one's output lattice 2^32, which as an int was 0 (the GPU's CONV_FULL
+     * divided by it); a lattice past the size is kept as the size */
+    "Conv(3, 1, SAME) [Conv(3, 2, SAME) Relu]*33 GlobalAvgPool Dense",
     /* FanInConcat of unequal widths (weighted by them, as stax), and residual blocks after the readout */
     "Conv(4, (3, 3), padding=SAME) FanOut(3) parallel(serial(Relu Conv(8, (3, 3), padding=SAME)), Identity, "
     "serial(Erf Conv(2, (1, 1)))) FanInConcat Conv(3, 1, SAME) Relu GlobalAvgPool Dense",
