@@ -91,6 +91,26 @@ static const char *const archs[] = {
     "padding='SAME'), Erf, Conv(4, (3, 3), padding='SAME')), Conv(4, (3, 3), (2, 2), padding='SAME')) FanInSum "
     "FanOut(2) parallel(serial(Relu, Conv(4, (3, 3), (2, 2), padding='SAME'), Relu, Conv(4, (3, 3), "
     "padding='SAME')), Conv(4, (1, 1), (2, 2))) FanInSum Relu AvgPool((2, 2)) Flatten Dense",
+    /* Offset lattices (cnn_op.mh, mw) of other shapes: rectangular strides (lattice 2 x 3 before them,
+     * Gelu: the GPU's SLICE_ANY kernel), branches of strides 4 and 2 (the block's input takes their gcd,
+     * 2), a FanInProd of a strided and a CIRCULAR branch, three strided stages (lattice 8 past the image),
+     * nested strided blocks, a stride past the filter (1 x 1 stride 3), and the standard parameterisation */
+    "Conv(3, 1, SAME) Gelu Conv(4, (3, 3), strides=(2, 1), padding='SAME') Relu Conv(4, (2, 2), strides=(1, 3), "
+    "padding='SAME') Erf GlobalAvgPool Dense",
+    "Conv(5, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 4, SAME)), Conv(3, 2, VALID)) FanInSum Relu "
+    "Conv(3, 1, SAME) Relu GlobalAvgPool Dense",
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Erf Conv(3, 2, SAME)), Conv(1, 2, CIRCULAR)) FanInProd "
+    "Conv(3, 1, SAME) Relu AvgPool(2, 1) Flatten Dense",
+    "Conv(3, 1, SAME) Gelu [Conv(3, 2, SAME) Relu]*3 GlobalAvgPool Dense",
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(FanOut(2) parallel(Conv(3, 2, SAME), serial(Relu Conv(1, 2, SAME))) "
+    "FanInSum Relu Conv(3, 1, SAME)), Conv(3, 2, SAME)) FanInSum Gelu Conv(4, (2, 2), strides=(2, 1), "
+    "padding='SAME') Relu GlobalAvgPool Dense",
+    "Conv(2, 1, SAME) Relu Conv(1, 3, SAME) Gelu Conv(2, 1, SAME) Relu GlobalSumPool Dense",
+    "standard: Conv(4, (3, 3), padding=SAME) Gelu Conv(4, (3, 3), strides=(2, 1), padding=SAME) Relu "
+    "Conv(4, (1, 1), strides=(1, 2)) Relu GlobalAvgPool Dense",
+    /* 33 strided stages: the first one's output lattice 2^32, which as an int was 0 (the GPU's CONV_FULL
+     * divided by it); a lattice past the size is kept as the size */
+    "Conv(3, 1, SAME) [Conv(3, 2, SAME) Relu]*33 GlobalAvgPool Dense",
     /* FanInConcat of unequal widths (weighted by them, as stax), and residual blocks after the readout */
     "Conv(4, (3, 3), padding=SAME) FanOut(3) parallel(serial(Relu Conv(8, (3, 3), padding=SAME)), Identity, "
     "serial(Erf Conv(2, (1, 1)))) FanInConcat Conv(3, 1, SAME) Relu GlobalAvgPool Dense",

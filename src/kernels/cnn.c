@@ -474,8 +474,9 @@ static void plan_bands(struct cnn_plan *P) {
       int any = P->path != NTK_CNN_SLICE || deep;
       op->obh = any || bh + 1 > op->ho ? op->ho - 1 : bh;
       op->obw = any || bw + 1 > op->wo ? op->wo - 1 : bw;
-      op->omh = any || !mh ? 1 : mh;
-      op->omw = any || !mw ? 1 : mw;
+      /* (a lattice past the size leaves offset 0 alone, as the size does: kept small, it fits ntk_dev_op's int) */
+      op->omh = any || !mh ? 1 : mh < op->ho ? mh : op->ho;
+      op->omw = any || !mw ? 1 : mw < op->wo ? mw : op->wo;
       bh = op->circular ? op->hi : bh * op->sh;
       bw = op->circular ? op->wi : bw * op->sw;
       vbh = op->circular ? op->hi : vbh * op->sh;
@@ -494,8 +495,8 @@ static void plan_bands(struct cnn_plan *P) {
     op->bw = all || bw + 1 > op->wi ? op->wi - 1 : bw;
     op->vbh = all || vbh + 1 > op->hi ? op->hi - 1 : vbh;
     op->vbw = all || vbw + 1 > op->wi ? op->wi - 1 : vbw;
-    op->mh = all || !mh ? 1 : mh;
-    op->mw = all || !mw ? 1 : mw;
+    op->mh = all || !mh ? 1 : mh < op->hi ? mh : op->hi;
+    op->mw = all || !mw ? 1 : mw < op->wi ? mw : op->wi;
   }
   if (deep)
     for (size_t k = 0; k < P->nops; k++) P->ops[k].mh = P->ops[k].mw = P->ops[k].omh = P->ops[k].omw = 1;
