@@ -31,8 +31,12 @@
  * device pointers are dummies; the CUDA executor's block size and limits. */
 #define PLAN_THREADS 256 /* NTK_CUDA_THREADS, src/backend/cuda/cnn_cuda.cu */
 static struct ntk_dev_plan plan_ops;
-static const char *const plan_kernels[NTK_K_COUNT] = {"DIAG", "SLICE", "INPUT_FULL", "CONV_FULL", "POOL_FULL",
-                                                      "READOUT", "SLICE3"};
+static const char *const plan_kernels[NTK_K_COUNT] = {
+    [NTK_K_DIAG] = "DIAG",           [NTK_K_SLICE] = "SLICE",         [NTK_K_INPUT_FULL] = "INPUT_FULL",
+    [NTK_K_CONV_FULL] = "CONV_FULL", [NTK_K_POOL_FULL] = "POOL_FULL", [NTK_K_READOUT] = "READOUT",
+    [NTK_K_SLICE3] = "SLICE3",       [NTK_K_BRANCH_FULL] = "BRANCH_FULL", [NTK_K_DIAG_ANY] = "DIAG_ANY",
+    [NTK_K_SLICE_ANY] = "SLICE_ANY"};
+_Static_assert(NTK_K_COUNT == 10, "a kernel without a name in plan_kernels");
 static int plan_alloc(void *ctx, void **p, size_t bytes, char *err, size_t cap) {
   static uintptr_t next = 0x10000;
   (void)ctx, (void)err, (void)cap;
