@@ -250,7 +250,8 @@ static ntk_status start_engines(struct run *r) {
   if (role == 2) {
     online = ntk_cpu_cores(&allowed);
     double edge = (double)(r->tile < r->data.n ? r->tile : r->data.n);
-    double buffer = edge * edge * r->data.elem * (r->job->kernels & NTK_KERNEL_NTK ? 2 : 1);
+    /* an engine slot: a tile's values and its compressed record, about as large */
+    double buffer = 2 * edge * edge * r->data.elem * (r->job->kernels & NTK_KERNEL_NTK ? 2 : 1);
     r->prob.host_threads = ntk_engine_host_threads(online, allowed, cpu_workers, gpu_workers, ntk_cpu_memory(), buffer);
   }
   if (r->computes && r->place.device >= 0) {
