@@ -20,7 +20,8 @@
 # OpenBLAS's Haswell kernels sum in another order at its last 8 columns.
 #
 # Prints: the machine load (uptime) at start and end and the CPU seconds that
-# other processes used during the job (/proc/stat), the ntkd wall time, the
+# other processes used during the job (/proc/stat), the ntkd wall time (and
+# MPI_Init + MPI_Finalize timed alone under the same mpirun), the
 # ssyrk floor, their ratio, per rank the wall, user and system CPU seconds and
 # peak RSS (/usr/bin/time around each rank), rank 0's (the coordinator's) CPU
 # per tile, ntkd's "times:", "workers spent" and "tiles per worker" lines, and
@@ -144,6 +145,9 @@ if [ "$status" != 0 ]; then
   exit 1
 fi
 floor2=$(syrk)
+# MPI's own start and end under the same mpirun (ntkd_bench_mpi_start):
+# seconds no tile can shorten, printed beside the wall time.
+mpi_start=$(mpirun -np "$ranks" "$build/ntkd_bench_mpi_start" 2>/dev/null | tail -n 1 || true)
 load_end=$(uptime)
 
 wall=$(echo "$end - $start" | bc -l)
@@ -170,6 +174,13 @@ printf '  CPU during the job:      ranks %.1f s, other processes %.1f s (%.0f%% 
   "$ours" "$others" "$(echo "100 * $others / ($wall * $(nproc))" | bc -l)" "$(nproc)" "$(echo "$steal1 - $steal0" | bc -l)"
 printf '  page cache:              %s\n' "$cache"
 printf '  ntkd wall time:          %.3f s\n' "$wall"
+if [ -n "$mpi_start" ]; then
+  read -r mpi_init mpi_fin <<< "$mpi_start"
+  printf '  of which MPI itself:     ~%.3f s (MPI_Init %.3f s + MPI_Finalize %.3f s, timed alone under the same mpirun)\n' \
+    "$(echo "$mpi_init + $mpi_fin" | bc -l)" "$mpi_init" "$mpi_fin"
+else
+  printf '  of which MPI itself:     not measured (ntkd_bench_mpi_start failed)\n'
+fi
 if [ -n "$best" ]; then
   printf '  cblas_ssyrk (floor):     %.3f s (best of 2x2 runs, before: %s s, after: %s s)\n' \
     "$best" "${floor:-failed}" "${floor2:-failed}"
