@@ -1,6 +1,7 @@
 /* The writer lock: one holder at a time, released by death (even SIGKILL),
  * a holder named in the refusal, the cross-machine heartbeat check, and
  * NTKD_NO_LOCK. */
+#define _GNU_SOURCE /* F_OFD_SETLK */
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <time.h>
 
 #include "base/fsutil.h"
+#include "base/magic.h"
 #include "store/lock.h"
 #include "testutil.h"
 
@@ -36,6 +38,46 @@ START_TEST(test_one_holder) {
   ck_assert_int_eq(access(lp, F_OK), -1); /* removed on release */
   ck_assert_int_eq(ntk_lock_acquire(p, "store", &b), NTK_OK);
   ntk_lock_release(b);
+}
+END_TEST
+
+/* A holder that has taken the lock and not yet written its name (the
+ * microseconds between the two): the refusal waits for the name; a name
+ * that never comes is said so, with no "kill -USR1 0" (a signal to the
+ * reader's own process group). */
+START_TEST(test_holder_not_yet_named) {
+  char p[512], lp[520];
+  tu_path(p, sizeof p, dir, "unnamed.ntk");
+  snprintf(lp, sizeof lp, "%s.lock", p);
+  int fd = open(lp, O_RDWR | O_CREAT | O_TRUNC, 0644);
+  ck_assert_int_ge(fd, 0);
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  ck_assert_int_eq(fcntl(fd, F_OFD_SETLK, &fl), 0);
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  ntk_lock_t *l = NULL;
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_ELOCKED);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double waited = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  ck_assert_msg(waited >= 0.4, "refused after %.3f s, without waiting for the holder's name", waited);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "not yet written its name"));
+  ck_assert_ptr_null(strstr(ntk_error_message(), "kill -USR1"));
+  /* The name arriving 0.1 s later: the refusal names it. */
+  pid_t child = fork();
+  if (child == 0) {
+    nanosleep(&(struct timespec){0, 100000000}, NULL);
+    char text[256];
+    int n = snprintf(text, sizeof text, NTK_MAGIC_LOCK " of %s\nhost=%s\npid=%ld\nstarted=now\n", p, ntk_hostname(), 4242L);
+    _exit(pwrite(fd, text, (size_t)n, 0) == n ? 0 : 1);
+  }
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_ELOCKED);
+  ck_assert_msg(strstr(ntk_error_message(), "pid 4242") && strstr(ntk_error_message(), "kill -USR1 4242"), "%s",
+                ntk_error_message());
+  int status;
+  waitpid(child, &status, 0);
+  ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  close(fd);
+  unlink(lp);
 }
 END_TEST
 
@@ -175,6 +217,7 @@ int main(void) {
   TCase *tc = tcase_create("lock");
   tcase_add_test(tc, test_one_holder);
   tcase_add_test(tc, test_released_by_death);
+  tcase_add_test(tc, test_holder_not_yet_named);
   tcase_add_test(tc, test_other_machine);
   tcase_add_test(tc, test_no_lock_setting);
   tcase_add_test(tc, test_fifo_lock_file);

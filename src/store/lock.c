@@ -184,11 +184,17 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
       if (e == EAGAIN || e == EACCES) {
         struct holder h;
         char who[512];
-        read_holder(l->fd, &h);
+        /* The holder writes its name right after taking the lock: a job
+         * that lost the race by microseconds waits up to 0.5 s for it. */
+        for (int wait = 0; !read_holder(l->fd, &h) && wait < 50; wait++) nanosleep(&(struct timespec){0, 10000000}, NULL);
         describe(&h, who, sizeof who);
-        st = ntk_error(NTK_ELOCKED, "%s: the %s is in use by another running job (%s); nothing was changed. "
-                       "Wait for it to finish, or stop it (kill -USR1 %ld on %s) and run again", path, what,
-                       who, h.pid, h.host[0] ? h.host : "its host");
+        if (h.host[0] && h.pid > 0)
+          st = ntk_error(NTK_ELOCKED, "%s: the %s is in use by another running job (%s); nothing was changed. "
+                         "Wait for it to finish, or stop it (kill -USR1 %ld on %s) and run again", path, what,
+                         who, h.pid, h.host);
+        else /* never "kill -USR1 0": that signals the caller's own process group */
+          st = ntk_error(NTK_ELOCKED, "%s: the %s is in use by another running job (%s); nothing was changed. "
+                         "Wait for it to finish and run again", path, what, who);
       } else {
         st = ntk_error(NTK_EIO, "%s: cannot lock: %s (this file system may not support locks: see "
                        "docs/RELIABILITY.md, NTKD_NO_LOCK)", l->path, strerror(e));
