@@ -39,6 +39,8 @@ struct cnn_op {
   size_t mh, mw;         /* SLICE: the offsets of this op's input that anything after it reads are multiples of
                             these (the product of the strides of the convolutions up to the next pooling) */
   size_t obh, obw, omh, omw; /* a Conv on the full covariance: the band and lattice of its output that are read */
+  int chain;             /* SLICE, the pair path: a slice run carries it (plan_chain) */
+  int even;              /* FORK: every branch's strides multiply to the same (plan_bands) */
   double fan;            /* standard parameterisation: Conv's fan-in (channels x f^2), Dense's (channels) */
   size_t fh, fw, sh, sw; /* Conv filter or pooling window, and strides, per dimension */
   int depth;             /* FORK, NEXT, JOIN: the block's stack slot (branch.h) */
@@ -451,8 +453,9 @@ static void plan_bands(struct cnn_plan *P) {
    * and lattice the JOIN's output needs; the block's input, the largest
    * band any branch's start needs, on the gcd of their lattices. Per open
    * block: [0..5] the end's bh, bw, vbh, vbw, mh, mw, [6..11] the input's
-   * so far (lattice 0: no branch yet). */
-  size_t bstk[NTK_BRANCH_MAXDEPTH][12];
+   * so far (lattice 0: no branch yet), [12] whether two branches' start
+   * lattices differed (their strides multiply to different numbers). */
+  size_t bstk[NTK_BRANCH_MAXDEPTH][13];
   int bd = 0;
   for (size_t k = P->nops; k-- > 0;) {
     struct cnn_op *op = &P->ops[k];
@@ -461,11 +464,16 @@ static void plan_bands(struct cnn_plan *P) {
     if (l->kind == NTK_LAYER_JOIN && bd < NTK_BRANCH_MAXDEPTH) {
       for (int q = 0; q < 6; q++) bstk[bd][q] = *cur[q];
       for (int q = 0; q < 6; q++) bstk[bd][6 + q] = 0;
+      bstk[bd][12] = 0;
       bd++;
     } else if ((l->kind == NTK_LAYER_NEXT || l->kind == NTK_LAYER_FORK) && bd > 0) {
       size_t *s = bstk[bd - 1];
       for (int q = 0; q < 4; q++) s[6 + q] = *cur[q] > s[6 + q] ? *cur[q] : s[6 + q]; /* a branch's start */
-      for (int q = 4; q < 6; q++) s[6 + q] = gcd(*cur[q], s[6 + q]);
+      for (int q = 4; q < 6; q++) {
+        if (s[6 + q] && s[6 + q] != *cur[q]) s[12] = 1;
+        s[6 + q] = gcd(*cur[q], s[6 + q]);
+      }
+      if (l->kind == NTK_LAYER_FORK) op->even = !s[12];
       for (int q = 0; q < 6; q++) *cur[q] = s[l->kind == NTK_LAYER_NEXT ? q : 6 + q]; /* the previous end, or the input */
       if (l->kind == NTK_LAYER_FORK) bd--;
     } else if (ntk_layer_traits(l->kind)->branch) {
@@ -500,6 +508,45 @@ static void plan_bands(struct cnn_plan *P) {
   }
   if (deep)
     for (size_t k = 0; k < P->nops; k++) P->ops[k].mh = P->ops[k].mw = P->ops[k].omh = P->ops[k].omw = 1;
+}
+
+/* The ops a slice run carries on the pair path (chain): the slice-local
+ * ones, and a convolution of any stride or padding but CIRCULAR, whose
+ * output slice of offset d comes from its input slice of offset s*d alone
+ * (the lattice of plan_bands makes s*d a whole offset); a residual block
+ * when all of its layers may be carried and the strides of its branches,
+ * and of every block inside it, multiply to the same number (each of its
+ * output slices then comes from one input slice). A run then goes from
+ * one pooling layer to the next through strided blocks, one offset at a
+ * time, with no full covariance between. */
+static void plan_chain(struct cnn_plan *P) {
+  for (size_t k = 0; k < P->nops; k++) {
+    const struct cnn_op *op = &P->ops[k];
+    int conv = op->layer->kind == NTK_LAYER_CONV && !op->circular;
+    /* (its input lattice a multiple of its strides, or only offset 0: so each offset divides) */
+    int divides = conv && (op->mh % op->sh == 0 || op->mh >= op->hi) && (op->mw % op->sw == 0 || op->mw >= op->wi);
+    P->ops[k].chain = op->slice_local || divides;
+  }
+  for (size_t k = 0; k < P->nops; k++) {
+    if (P->ops[k].layer->kind != NTK_LAYER_FORK) continue;
+    size_t j = k + 1;
+    int d = 1, ok = P->ops[k].even;
+    for (; j < P->nops && d; j++) {
+      const struct cnn_op *o = &P->ops[j];
+      ntk_layer_kind kind = o->layer->kind;
+      d += kind == NTK_LAYER_FORK ? 1 : kind == NTK_LAYER_JOIN ? -1 : 0;
+      if (kind == NTK_LAYER_FORK) ok &= o->even;
+      if ((kind == NTK_LAYER_NEXT || kind == NTK_LAYER_JOIN) && o->cat) ok = 0;
+      if (!ntk_layer_traits(kind)->branch) ok &= o->chain;
+    }
+    P->ops[k].chain = ok; /* this block's own markers: its FORK, NEXTs and JOIN */
+    for (size_t m = k + 1, dd = 1; m < j; m++) {
+      ntk_layer_kind kind = P->ops[m].layer->kind;
+      if (kind == NTK_LAYER_FORK) dd++;
+      if ((kind == NTK_LAYER_NEXT || kind == NTK_LAYER_JOIN) && dd == 1) P->ops[m].chain = ok;
+      if (kind == NTK_LAYER_JOIN) dd--;
+    }
+  }
 }
 
 /* Whether the batched kernels (cnn_batch_impl.h) take the plan, for
@@ -563,6 +610,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   plan_local_blocks(P);
   if ((st = plan_path(P, want, has_pool))) return st;
   plan_bands(P);
+  plan_chain(P);
   plan_batched(P, want, (size_t)data->elem);
   return NTK_OK;
 }

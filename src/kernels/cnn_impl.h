@@ -33,6 +33,8 @@
 #define slice SFX(slice)
 #define slice_conv SFX(slice_conv)
 #define slice_pointwise SFX(slice_pointwise)
+#define slice_conv_strided SFX(slice_conv_strided)
+#define slice_branch SFX(slice_branch)
 #define run_slices SFX(run_slices)
 #define pair_diag SFX(pair_diag)
 #define full_input SFX(full_input)
@@ -381,6 +383,104 @@ static void slice_conv(const struct cnn_plan *P, struct slice *S, const struct c
   S->t2 = x;
 }
 
+/* A convolution of any stride and padding but CIRCULAR on a slice
+ * (plan_chain): the slice of offset (di / sh, dj / sw) at the op's output
+ * size, each entry the sum of the taps in conv_full's order, a tap whose
+ * position in either image falls outside the input skipped as conv_full
+ * skips it, then scaled and the affine map applied: conv_full's bits. The
+ * slice takes the new size, offset and valid region. */
+static void slice_conv_strided(const struct cnn_plan *P, struct slice *S, const struct cnn_op *op, int with_t) {
+  long sh = (long)op->sh, sw = (long)op->sw, lo_h = (long)op->lo_h, lo_w = (long)op->lo_w;
+  long hi = (long)op->hi, wi = (long)op->wi, ho = (long)op->ho, wo = (long)op->wo;
+  long di = S->di / sh, dj = S->dj / sw; /* exact: the offsets run on the lattice */
+  size_t pad = S->pad, ld = S->ld, ld2 = (size_t)wo + 2 * pad, cells2 = ld2 * ((size_t)ho + 2 * pad);
+  long li0 = di > 0 ? di : 0, li1 = di < 0 ? ho + di : ho, lj0 = dj > 0 ? dj : 0, lj1 = dj < 0 ? wo + dj : wo;
+  /* an offset past the output (a VALID convolution shrinks it): no entries, and none after no entries */
+  if (li1 <= li0 || lj1 <= lj0 || S->i1 <= S->i0 || S->j1 <= S->j0) li0 = li1 = lj0 = lj1 = 0;
+  size_t i0 = (size_t)li0, i1 = (size_t)li1, j0 = (size_t)lj0, j1 = (size_t)lj1;
+  REAL scale = (REAL)(1.0 / (double)(op->fh * op->fw));
+  for (int which = 0; which < 1 + with_t; which++) {
+    const REAL *in = which ? S->t : S->g;
+    REAL *out = which ? S->t2 : S->g2;
+    memset(out, 0, cells2 * sizeof(REAL));
+    for (size_t i = i0; i < i1; i++)
+      for (size_t j = j0; j < j1; j++) {
+        REAL sum = 0;
+        for (long a = 0; a < (long)op->fh; a++) {
+          long r1 = sh * (long)i + a - lo_h, r2 = r1 - S->di;
+          if (r1 < 0 || r1 >= hi || r2 < 0 || r2 >= hi) continue;
+          for (long b = 0; b < (long)op->fw; b++) {
+            long c1 = sw * (long)j + b - lo_w, c2 = c1 - S->dj;
+            if (c1 < 0 || c1 >= wi || c2 < 0 || c2 >= wi) continue;
+            sum += in[(size_t)(r1 + (long)pad) * ld + pad + (size_t)c1];
+          }
+        }
+        out[(i + pad) * ld2 + pad + j] = sum * scale;
+      }
+  }
+  for (size_t i = i0; i < i1; i++) {
+    REAL *g = S->g2 + (i + pad) * ld2 + pad + j0;
+    affine_op(P, op, g, with_t ? S->t2 + (i + pad) * ld2 + pad + j0 : NULL, j1 - j0);
+  }
+  REAL *x = S->g;
+  S->g = S->g2;
+  S->g2 = x;
+  x = S->t;
+  S->t = S->t2;
+  S->t2 = x;
+  /* the next stride-1 convolution writes the valid cells of g2 and t2 and
+   * leaves their borders: zero, in the new geometry */
+  memset(S->g2, 0, cells2 * sizeof(REAL));
+  if (with_t) memset(S->t2, 0, cells2 * sizeof(REAL));
+  S->h = (size_t)ho;
+  S->w = (size_t)wo;
+  S->ld = ld2;
+  S->di = di;
+  S->dj = dj;
+  S->i0 = i0;
+  S->i1 = i1;
+  S->j0 = j0;
+  S->j1 = j1;
+}
+
+/* FORK, NEXT or JOIN of a block that a slice run carries. A slice-local
+ * block (every branch at the slice's size) works on the valid rows; a
+ * strided one on whole buffers, zero borders included, its FORK keeping
+ * the slice's geometry (`geo`, per depth) for each NEXT to return to.
+ * `cap`: the elements of one slot array (the run's largest slice). */
+static void slice_branch(struct cnn_ws *ws, const struct cnn_op *op, struct slice *S, struct slice *geo, size_t cap,
+                         int with_t) {
+  REAL *slot = (REAL *)ws->sstack + 4 * cap * (size_t)op->depth;
+  REAL *tt = with_t ? S->t : NULL;
+  if (op->slice_local) {
+    for (size_t i = S->i0; i < S->i1; i++) {
+      size_t at = (i + S->pad) * S->ld + S->pad + S->j0, nrow = S->j1 - S->j0;
+      REAL *gr = S->g + at, *tr = with_t ? S->t + at : NULL;
+      if (op->layer->kind == NTK_LAYER_FORK) branch_fork(slot + at, cap, nrow, gr, tr);
+      else if (op->layer->kind == NTK_LAYER_NEXT)
+        branch_next(slot + at, cap, nrow, nrow, op->first, op->layer->prod, (REAL)op->fanw, gr, tr);
+      else branch_join(slot + at, cap, nrow, op->layer->branches, op->layer->prod, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
+    }
+    return;
+  }
+  size_t cells = S->ld * (S->h + 2 * S->pad);
+  struct slice *in = &geo[op->depth];
+  if (op->layer->kind == NTK_LAYER_FORK) {
+    branch_fork(slot, cap, cells, S->g, tt);
+    *in = *S;
+  } else if (op->layer->kind == NTK_LAYER_NEXT) {
+    branch_next(slot, cap, cells, in->ld * (in->h + 2 * in->pad), op->first, op->layer->prod, (REAL)op->fanw, S->g, tt);
+    REAL *g = S->g, *t = S->t, *g2 = S->g2, *t2 = S->t2; /* the buffers stay where they are */
+    *S = *in;
+    S->g = g, S->t = t, S->g2 = g2, S->t2 = t2;
+    size_t cells_in = S->ld * (S->h + 2 * S->pad); /* g2, t2 zero again in the block input's geometry */
+    memset(S->g2, 0, cells_in * sizeof(REAL));
+    if (with_t) memset(S->t2, 0, cells_in * sizeof(REAL));
+  } else {
+    branch_join(slot, cap, cells, op->layer->branches, op->layer->prod, (REAL)op->fanw, (REAL)op->fandiv, S->g, tt);
+  }
+}
+
 static void slice_pointwise(const struct cnn_plan *P, struct slice *S, const struct cnn_op *op,
                             const REAL *va, const REAL *vb, int with_t) {
   const struct ntk_layer *l = op->layer;
@@ -398,14 +498,19 @@ static void slice_pointwise(const struct cnn_plan *P, struct slice *S, const str
   }
 }
 
-/* Run layers [k0, k1) (all slice-local) over every offset of the h x w
- * covariance F. With gsum, add the results up for GlobalAvgPool instead of
- * writing them back. In a self run (a, a) the zero offset goes first: its
+/* Run layers [k0, k1) (all carried by a slice run: plan_chain) over every
+ * offset of the h x w covariance F on the band and lattice the first needs;
+ * a strided convolution takes the slice to its output's size and offset
+ * s times smaller. With gsum, add the results up for GlobalAvgPool instead
+ * of writing them into og, ot (at the last layer's size: fg, ft when that
+ * is the first's, whose offsets are disjoint, else other buffers). In a self run (a, a) the zero offset goes first: its
  * slice is the diagonal, i.e. the variances the other offsets need.
  * Not inlined: inside pair_full (GCC 12 -O3) the pair path ran 20 %
  * slower (issue 26). */
-__attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, size_t h, size_t w, size_t k0,
-                       size_t k1, REAL *va, const REAL *vb, int self, int same, int with_t, double *gsum, double *tsum) {
+__attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_ws *ws, REAL *fg, REAL *ft, REAL *og,
+                                                REAL *ot, size_t h, size_t w, size_t k0, size_t k1, REAL *va,
+                                                const REAL *vb, int self, int same, int with_t, double *gsum,
+                                                double *tsum) {
   const struct cnn_plan *P = &c->plan;
   size_t hw = h * w;
   struct slice S;
@@ -418,7 +523,8 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
   S.g2 = (REAL *)ws->sg2;
   S.t2 = (REAL *)ws->st2;
   S.rows = (REAL *)ws->srows;
-  size_t cells = S.ld * (h + 2 * P->pad);
+  size_t cells = S.ld * (h + 2 * P->pad); /* the run's largest slice: its first size */
+  struct slice geo[NTK_BRANCH_MAXDEPTH];  /* strided blocks: the slice at each open FORK */
   /* A self run first takes the zero offset alone to capture the variances
    * (its slice is the diagonal). Then every offset in row order, the order
    * the batched code sums in, so that a pair (a, a) gives the same bits
@@ -435,6 +541,7 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
     S.di = k / (long)(2 * w - 1) - ((long)h - 1);
     S.dj = k % (long)(2 * w - 1) - ((long)w - 1);
     if (S.di < -bh || S.di > bh || S.dj < -bw || S.dj > bw || S.di % mh || S.dj % mw) continue;
+    S.h = h, S.w = w, S.ld = w + 2 * P->pad; /* a strided convolution of the last offset changed them */
     S.i0 = S.di > 0 ? (size_t)S.di : 0;
     S.i1 = S.di < 0 ? (size_t)((long)h + S.di) : h;
     S.j0 = S.dj > 0 ? (size_t)S.dj : 0;
@@ -457,32 +564,23 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
       if (ntk_stop_seen(c->stop)) return 1; /* per layer of each offset: a huge filter, a deep run */
       const struct cnn_op *op = &P->ops[kk];
       if (op->layer->kind == NTK_LAYER_CONV) {
-        slice_conv(P, &S, op, with_t);
+        if (op->slice_local) slice_conv(P, &S, op, with_t);
+        else slice_conv_strided(P, &S, op, with_t); /* the slice moves to the output's size */
       } else if (op->layer->kind == NTK_LAYER_DENSE) {
         slice_pointwise(P, &S, op, NULL, NULL, with_t);
       } else if (ntk_layer_traits(op->layer->kind)->branch) {
-        /* a slice-local residual block: its stack holds this slice's
-         * valid region, row by row at the slice buffers' own offsets */
-        REAL *slot = (REAL *)ws->sstack + 4 * cells * (size_t)op->depth;
-        for (size_t i = S.i0; i < S.i1; i++) {
-          size_t at = (i + S.pad) * S.ld + S.pad + S.j0, nrow = S.j1 - S.j0;
-          REAL *gr = S.g + at, *tr = with_t ? S.t + at : NULL;
-          if (op->layer->kind == NTK_LAYER_FORK) branch_fork(slot + at, cells, nrow, gr, tr);
-          else if (op->layer->kind == NTK_LAYER_NEXT)
-            branch_next(slot + at, cells, nrow, nrow, op->first, op->layer->prod, (REAL)op->fanw, gr, tr);
-          else branch_join(slot + at, cells, nrow, op->layer->branches, op->layer->prod, (REAL)op->fanw, (REAL)op->fandiv, gr, tr);
-        }
+        slice_branch(ws, op, &S, geo, cells, with_t); /* a residual block's stack: this slice */
       } else if (op->layer->kind == NTK_LAYER_DROPOUT) {
         if (same && S.di == 0 && S.dj == 0) /* the zero offset of a sample with itself: each position with itself */
           dropout_diag(op, S.g + S.pad * S.ld + S.pad, with_t ? S.t + S.pad * S.ld + S.pad : NULL, S.h * S.w,
                        S.ld, S.w);
       } else if (op->var >= 0) {
         REAL *qa = va + P->var_off[op->var];
-        if (idx < 0) {
-          for (size_t i = 0; i < h; i++)
-            for (size_t j = 0; j < w; j++) qa[i * w + j] = S.g[(i + S.pad) * S.ld + S.pad + j];
-          layernorm_means(op, qa, h, w);
-          capture_vars(qa, hw);
+        if (idx < 0) { /* at the slice's size: a strided convolution before may have changed it */
+          for (size_t i = 0; i < S.h; i++)
+            for (size_t j = 0; j < S.w; j++) qa[i * S.w + j] = S.g[(i + S.pad) * S.ld + S.pad + j];
+          layernorm_means(op, qa, S.h, S.w);
+          capture_vars(qa, S.h * S.w);
         }
         slice_pointwise(P, &S, op, qa, vb + P->var_off[op->var], with_t);
       }
@@ -497,11 +595,12 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
         }
         continue;
       }
-      size_t from = (i * w) * hw + (size_t)((long)i - S.di) * w;
+      size_t wf = S.w, hwf = S.h * S.w; /* the run's last size */
+      size_t from = (i * wf) * hwf + (size_t)((long)i - S.di) * wf;
       for (size_t j = S.j0; j < S.j1; j++) {
-        size_t q = from + j * hw + (size_t)((long)j - S.dj);
-        fg[q] = g[j];
-        if (with_t) ft[q] = t[j];
+        size_t q = from + j * hwf + (size_t)((long)j - S.dj);
+        og[q] = g[j];
+        if (with_t) ot[q] = t[j];
       }
     }
   }
@@ -609,13 +708,23 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
   for (size_t k = 0; k < P->nops;) {
     if (ntk_stop_seen(c->stop)) return 1;
     const struct cnn_op *op = &P->ops[k];
-    if (P->path == NTK_CNN_SLICE && op->slice_local) {
+    if (P->path == NTK_CNN_SLICE && op->chain) {
       size_t k1 = k;
-      while (k1 < P->nops && P->ops[k1].slice_local) k1++;
+      while (k1 < P->nops && P->ops[k1].chain) k1++;
       int to_gap = k1 == P->nops && P->readout == NTK_LAYER_GLOBALAVGPOOL;
-      if (run_slices(c, ws, fg, ft, h, w, k, k1, va, vb, self, same, with_t, to_gap ? &gs : NULL, to_gap ? &ts : NULL))
+      /* strided convolutions in the run: the output, smaller, goes to ng, nt (in fg it would
+       * overwrite the input of offsets still to come) */
+      int moved = P->ops[k1 - 1].ho != h || P->ops[k1 - 1].wo != w;
+      if (run_slices(c, ws, fg, ft, moved ? ng : fg, moved ? nt : ft, h, w, k, k1, va, vb, self, same, with_t,
+                     to_gap ? &gs : NULL, to_gap ? &ts : NULL))
         return 1;
+      if (moved) {
+        REAL *x = fg; fg = ng; ng = x;
+        x = ft; ft = nt; nt = x;
+      }
       summed = to_gap;
+      h = P->ops[k1 - 1].ho;
+      w = P->ops[k1 - 1].wo;
       k = k1;
       continue;
     }
@@ -751,6 +860,8 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef pool_full
 #undef slice
 #undef slice_conv
+#undef slice_conv_strided
+#undef slice_branch
 #undef slice_pointwise
 #undef run_slices
 #undef pair_diag
