@@ -5,13 +5,15 @@
  * and a fully-connected tail on scalars. Three ways to run the spatial part
  * (docs/MATH.md):
  *   DIAG    Flatten without pooling: only same-position entries, O(HW) per pair.
- *   SLICE   runs of stride-1 SAME convolutions and pointwise layers are done
- *           one diagonal slice (offset) at a time, all layers of the run
- *           while the slice sits in L1; other layers (pooling, strides) work
- *           on the full covariance between runs. Before a Flatten readout
- *           only the band of offsets it needs is computed (cnn_op.bh, bw),
- *           before strided convolutions only its multiples of the strides
- *           (cnn_op.mh, mw).
+ *   SLICE   runs of convolutions (any stride, not CIRCULAR), pointwise layers
+ *           and residual blocks of them are done one diagonal slice
+ *           (offset) at a time, all layers of the run while the slice sits
+ *           in L1 (a stride-s convolution takes offset s*d to d: plan_chain;
+ *           the batched kernels and the GPU take stride-1 SAME runs only);
+ *           other layers (pooling, CIRCULAR) work on the full covariance
+ *           between runs. Before a Flatten readout only the band of offsets
+ *           it needs is computed (cnn_op.bh, bw), before strided
+ *           convolutions only its multiples of the strides (cnn_op.mh, mw).
  *   GENERAL every layer on the full (HW)^2 covariance: the reference the
  *           fast paths are tested against.
  * Each image's own variances per layer come from running the pair (a, a),
