@@ -164,6 +164,23 @@ static const char *const archs[] = {
     "standard: Conv(4, (3, 3), padding=SAME) FanOut(2) parallel(serial(Relu, Conv(8, (3, 3), padding=SAME), Relu, "
     "Conv(4, (3, 3), padding=SAME)), Identity) FanInSum Relu GlobalAvgPool Dense(6) FanOut(2) parallel(serial(Relu, "
     "Dense(12)), Identity) FanInConcat Dense",
+    /* strided and VALID convolutions inside the slice runs (plan_chain): offsets falling off a VALID output,
+     * a slice-local block inside a strided one, a strided block inside a strided one, a three-way FanInProd,
+     * unequal stride products (no chain), LayerNorm after strided and VALID convolutions (not Dropout nor
+     * LayerNorm over positions: the GPU's kernels refuse them) */
+    "Conv(3, 1, VALID) Relu Conv(2, 2, VALID) Relu Conv(1, 1, SAME) Erf GlobalAvgPool Dense",
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME) FanOut(2) parallel(serial(Relu "
+    "Conv(3, 1, SAME)), Identity) FanInSum), Conv(1, 2, SAME)) FanInSum Conv(1) Relu GlobalAvgPool Dense",
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME)), "
+    "Conv(1, 2, SAME)) FanInSum Conv(1) Relu Conv(2, 1, SAME)), Conv(3, 2, SAME)) FanInSum Conv(1) Relu Flatten Dense",
+    "Conv(3, 1, SAME) FanOut(3) parallel(serial(Relu Conv(3, 2, SAME)), Conv(1, 2, SAME), serial(Relu "
+    "Conv(1, 2, VALID))) FanInProd Conv(1) Relu Flatten Dense",
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME)), Conv(4, (4, 3), padding=VALID)) FanInSum "
+    "Conv(1) Relu GlobalAvgPool Dense",
+    "Conv(3, 2, SAME) Relu Conv(3, 1, VALID) LayerNorm Erf Conv(1) Relu GlobalAvgPool "
+    "Dense",
+    "standard: Conv(4, (3, 3), strides=(2, 1), padding=SAME) Relu Conv(4, (2, 2), padding=VALID) Relu "
+    "Conv(4, (1, 1), strides=(1, 3)) Relu GlobalAvgPool Dense",
 };
 
 /* An entry of the lists above: "standard: " in front asks for
