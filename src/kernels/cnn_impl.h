@@ -34,6 +34,7 @@
 #define slice_conv SFX(slice_conv)
 #define slice_pointwise SFX(slice_pointwise)
 #define slice_conv_strided SFX(slice_conv_strided)
+#define slice_swap SFX(slice_swap)
 #define slice_branch SFX(slice_branch)
 #define run_slices SFX(run_slices)
 #define pair_diag SFX(pair_diag)
@@ -334,6 +335,16 @@ struct slice {
   size_t i0, i1, j0, j1;
 };
 
+/* A layer's output (g2, t2) becomes the slice (g, t). */
+static void slice_swap(struct slice *S) {
+  REAL *x = S->g;
+  S->g = S->g2;
+  S->g2 = x;
+  x = S->t;
+  S->t = S->t2;
+  S->t2 = x;
+}
+
 static void slice_conv(const struct cnn_plan *P, struct slice *S, const struct cnn_op *op, int with_t) {
   const struct ntk_layer *l = op->layer;
   size_t fh = op->fh, fw = op->fw, lo = op->lo_h, lo_w = op->lo_w, ld = S->ld, pad = S->pad;
@@ -375,12 +386,7 @@ static void slice_conv(const struct cnn_plan *P, struct slice *S, const struct c
       if (with_t) t[j] = g[j] + w2 * t[j];
     }
   }
-  REAL *x = S->g;
-  S->g = S->g2;
-  S->g2 = x;
-  x = S->t;
-  S->t = S->t2;
-  S->t2 = x;
+  slice_swap(S);
 }
 
 /* A convolution of any stride and padding but CIRCULAR on a slice
@@ -422,12 +428,7 @@ static void slice_conv_strided(const struct cnn_plan *P, struct slice *S, const 
     REAL *g = S->g2 + (i + pad) * ld2 + pad + j0;
     affine_op(P, op, g, with_t ? S->t2 + (i + pad) * ld2 + pad + j0 : NULL, j1 - j0);
   }
-  REAL *x = S->g;
-  S->g = S->g2;
-  S->g2 = x;
-  x = S->t;
-  S->t = S->t2;
-  S->t2 = x;
+  slice_swap(S);
   /* the next stride-1 convolution writes the valid cells of g2 and t2 and
    * leaves their borders: zero, in the new geometry */
   memset(S->g2, 0, cells2 * sizeof(REAL));
@@ -861,6 +862,7 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef slice
 #undef slice_conv
 #undef slice_conv_strided
+#undef slice_swap
 #undef slice_branch
 #undef slice_pointwise
 #undef run_slices
