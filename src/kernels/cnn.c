@@ -20,6 +20,7 @@
  * once per tile for the tile's images: memory is bounded by the tile. */
 #include "kernels/cnn.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -374,26 +375,40 @@ static ntk_status plan_fans(struct cnn_plan *P, const struct ntk_arch *arch, siz
   return bad ? NTK_ECONFIG : NTK_OK;
 }
 
+/* One past the JOIN of the residual block whose FORK is ops[k]. */
+static size_t block_end(const struct cnn_plan *P, size_t k) {
+  size_t j = k + 1;
+  for (int d = 1; j < P->nops && d; j++) {
+    ntk_layer_kind kind = P->ops[j].layer->kind;
+    d += kind == NTK_LAYER_FORK ? 1 : kind == NTK_LAYER_JOIN ? -1 : 0;
+  }
+  return j;
+}
+
+/* The int member at `field` (offsetof in struct cnn_op) of the block's own
+ * markers, ops[k] (its FORK) to `end` (block_end): the FORK, its NEXTs and
+ * its JOIN, not those of blocks inside it. */
+static void mark_block(struct cnn_plan *P, size_t k, size_t end, size_t field, int v) {
+  *(int *)(void *)((char *)&P->ops[k] + field) = v;
+  for (size_t m = k + 1, dd = 1; m < end; m++) {
+    ntk_layer_kind kind = P->ops[m].layer->kind;
+    if (kind == NTK_LAYER_FORK) dd++;
+    if ((kind == NTK_LAYER_NEXT || kind == NTK_LAYER_JOIN) && dd == 1) *(int *)(void *)((char *)&P->ops[m] + field) = v;
+    if (kind == NTK_LAYER_JOIN) dd--;
+  }
+}
+
 /* A residual block whose layers are all slice-local (stride-1 SAME
  * convolutions and pointwise layers) is slice-local as a whole: its
  * FORK, NEXT and JOIN then run per offset inside a slice run. */
 static void plan_local_blocks(struct cnn_plan *P) {
   for (size_t k = 0; k < P->nops; k++) {
     if (P->ops[k].layer->kind != NTK_LAYER_FORK) continue;
-    size_t j = k + 1;
-    int d = 1, local = 1;
-    for (; j < P->nops && d; j++) {
-      ntk_layer_kind kind = P->ops[j].layer->kind;
-      d += kind == NTK_LAYER_FORK ? 1 : kind == NTK_LAYER_JOIN ? -1 : 0;
-      if (!ntk_layer_traits(kind)->branch) local &= P->ops[j].slice_local;
-    }
-    P->ops[k].slice_local = local; /* this block's own markers: its FORK, NEXTs and JOIN */
-    for (size_t m = k + 1, dd = 1; m < j; m++) {
-      ntk_layer_kind kind = P->ops[m].layer->kind;
-      if (kind == NTK_LAYER_FORK) dd++;
-      if ((kind == NTK_LAYER_NEXT || kind == NTK_LAYER_JOIN) && dd == 1) P->ops[m].slice_local = local;
-      if (kind == NTK_LAYER_JOIN) dd--;
-    }
+    size_t end = block_end(P, k);
+    int local = 1;
+    for (size_t j = k + 1; j < end; j++)
+      if (!ntk_layer_traits(P->ops[j].layer->kind)->branch) local &= P->ops[j].slice_local;
+    mark_block(P, k, end, offsetof(struct cnn_op, slice_local), local);
   }
 }
 
@@ -531,23 +546,16 @@ static void plan_chain(struct cnn_plan *P) {
   }
   for (size_t k = 0; k < P->nops; k++) {
     if (P->ops[k].layer->kind != NTK_LAYER_FORK) continue;
-    size_t j = k + 1;
-    int d = 1, ok = P->ops[k].even;
-    for (; j < P->nops && d; j++) {
+    size_t end = block_end(P, k);
+    int ok = P->ops[k].even;
+    for (size_t j = k + 1; j < end; j++) {
       const struct cnn_op *o = &P->ops[j];
       ntk_layer_kind kind = o->layer->kind;
-      d += kind == NTK_LAYER_FORK ? 1 : kind == NTK_LAYER_JOIN ? -1 : 0;
       if (kind == NTK_LAYER_FORK) ok &= o->even;
       if ((kind == NTK_LAYER_NEXT || kind == NTK_LAYER_JOIN) && o->cat) ok = 0;
       if (!ntk_layer_traits(kind)->branch) ok &= o->chain;
     }
-    P->ops[k].chain = ok; /* this block's own markers: its FORK, NEXTs and JOIN */
-    for (size_t m = k + 1, dd = 1; m < j; m++) {
-      ntk_layer_kind kind = P->ops[m].layer->kind;
-      if (kind == NTK_LAYER_FORK) dd++;
-      if ((kind == NTK_LAYER_NEXT || kind == NTK_LAYER_JOIN) && dd == 1) P->ops[m].chain = ok;
-      if (kind == NTK_LAYER_JOIN) dd--;
-    }
+    mark_block(P, k, end, offsetof(struct cnn_op, chain), ok);
   }
 }
 
