@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One prepared GPU profile (issue 30, item 1), for one short call on a lent
-# GPU: at most about 7 minutes after the build (9 steps of at most 40 s,
+# GPU: at most about 7 minutes after the build (10 steps of at most 40 s,
 # ncu's at most 80 s; a couple of minutes on an H200 by the sizes below).
 # In order:
 #   - the build (as scripts/gpu_check.sh; NTKD_GPU_CHECK_NO_BUILD=1 takes
@@ -14,7 +14,9 @@
 #   - per entry on the GPU: CNTK-GAP-21, CNN-Flatten-21, Myrtle-10 and
 #     neural-tangents' README WideResNet (configs/wrn.conf's arch), with the
 #     ratios the issue sets (Myrtle-10 <= 1/3 and the WideResNet <= 3 x
-#     CNTK-GAP-21), and the fp32 peak for CNTK-GAP-21's fraction of it;
+#     CNTK-GAP-21), the WideResNet once more with NTKD_GPU_CHAIN=0 (its
+#     strided blocks on the full covariance, as before the slice runs
+#     carried them), and the fp32 peak for CNTK-GAP-21's fraction of it;
 #   - the FC job (N = 10 000, d = 3 072, 3-layer ReLU NTK, tile 2048, one
 #     process, backend = cuda): its tiles phase at the default store level
 #     and at level = 0, the GPU's busy fraction during each (nvidia-smi's
@@ -65,6 +67,8 @@ summary() {
     "$(cell myrtle10 "$( [ -n "$m" ] && us "$m")$( [ -n "$m" ] && [ -n "$g" ] && echo "; $(calc "$m / $g") of CNTK-GAP-21 (target <= 1/3)")" "time: Myrtle-10")"
   printf '%-44s %s\n' "README WideResNet, us per entry" \
     "$(cell wrn "$( [ -n "$w" ] && us "$w")$( [ -n "$w" ] && [ -n "$g" ] && echo "; $(calc "$w / $g") x CNTK-GAP-21 (target <= 3)")" "time: README WideResNet")"
+  printf '%-44s %s\n' "... NTKD_GPU_CHAIN=0, us per entry" \
+    "$(cell wrn0 "$( [ -n "$(val wrn0)" ] && us "$(val wrn0)")$( [ -n "$(val wrn0)" ] && [ -n "$w" ] && echo "; the chained runs take $(calc "$w / $(val wrn0)") of this")" "time: README WideResNet, NTKD_GPU_CHAIN=0")"
   printf '%-44s %s\n' "FC N=10000 d=3072 NTK, tiles (s), level 1" \
     "$(cell fc "$fc s, GPU busy $(val fc_busy) %" "FC job, default store level")"
   printf '%-44s %s\n' "... level = 0 (tiles stored raw)" \
@@ -114,6 +118,9 @@ time_gpu() { # KEY ARCH N: seconds per entry of one tile of N images on the GPU
   note "$(calc "$s * 1e6") us per entry"
 }
 
+# The same with the strided Convs and blocks on the full covariance
+# between slice runs, as before the runs carried them (cnn_gpu.c).
+time_gpu_unchained() { NTKD_GPU_CHAIN=0 time_gpu "$@"; }
 
 # The FC job with the GPU's busy fraction: nvidia-smi samples
 # utilization.gpu (the share of the last sample period with a kernel
@@ -162,6 +169,7 @@ main() {
   run_step "time: CNN-Flatten-21" time_gpu flat "$flat21" 2048
   run_step "time: Myrtle-10" time_gpu myrtle10 "$myrtle10" 256
   run_step "time: README WideResNet" time_gpu wrn "$wrn" 64
+  run_step "time: README WideResNet, NTKD_GPU_CHAIN=0" time_gpu_unchained wrn0 "$wrn" 64
   run_step "fp32 peak (FMA chains)" peak
   run_step "FC job, default store level" fc_job fc 1
   run_step "FC job, level = 0" fc_job fc0 0

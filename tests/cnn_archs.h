@@ -106,6 +106,10 @@ static const char *const archs[] = {
     "FanInSum Relu Conv(3, 1, SAME)), Conv(3, 2, SAME)) FanInSum Gelu Conv(4, (2, 2), strides=(2, 1), "
     "padding='SAME') Relu GlobalAvgPool Dense",
     "Conv(2, 1, SAME) Relu Conv(1, 3, SAME) Gelu Conv(2, 1, SAME) Relu GlobalSumPool Dense",
+    /* a strided block's first branch ending at the smaller size, the next starting with stride-1
+     * convolutions at the block input's: the borders a NEXT restores (slice_branch) */
+    "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME) Relu Conv(3, 1, SAME)), serial(Conv(3, 1, "
+    "SAME) Relu Conv(3, 1, SAME) Conv(1, 2, SAME))) FanInSum Relu GlobalAvgPool Dense",
     "standard: Conv(4, (3, 3), padding=SAME) Gelu Conv(4, (3, 3), strides=(2, 1), padding=SAME) Relu "
     "Conv(4, (1, 1), strides=(1, 2)) Relu GlobalAvgPool Dense",
     /* 33 strided stages: the first one's output lattice 2^32, which as an int was 0 (the GPU's CONV_FULL

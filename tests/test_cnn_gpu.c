@@ -159,6 +159,18 @@ START_TEST(test_gpu_kernels_32x32) {
       {"[Conv(3, 1, SAME) Relu]*2 Flatten Dense", 4},
       {"[Conv(3, 1, SAME) Relu]*2 GlobalAvgPool Dense", 8},
       {"Conv(3, 1, SAME) Relu Conv(2, 1, SAME) Relu GlobalAvgPool Dense", 8},
+      /* neural-tangents' README WideResNet (configs/wrn.conf): one SLICE run through its strided
+       * blocks, on 225 offsets (the lattice of 4), then AvgPool on the 8 x 8 covariance */
+      {"Conv(16, (3, 3), padding='SAME') FanOut(2) parallel(serial(Relu, Conv(16, (3, 3), (1, 1), padding='SAME'), "
+       "Relu, Conv(16, (3, 3), padding='SAME')), Conv(16, (3, 3), (1, 1), padding='SAME')) FanInSum [FanOut(2) "
+       "parallel(serial(Relu, Conv(16, (3, 3), (1, 1), padding='SAME'), Relu, Conv(16, (3, 3), padding='SAME')), "
+       "Identity) FanInSum]*3 FanOut(2) parallel(serial(Relu, Conv(32, (3, 3), (2, 2), padding='SAME'), Relu, "
+       "Conv(32, (3, 3), padding='SAME')), Conv(32, (3, 3), (2, 2), padding='SAME')) FanInSum [FanOut(2) "
+       "parallel(serial(Relu, Conv(32, (3, 3), (1, 1), padding='SAME'), Relu, Conv(32, (3, 3), padding='SAME')), "
+       "Identity) FanInSum]*3 FanOut(2) parallel(serial(Relu, Conv(64, (3, 3), (2, 2), padding='SAME'), Relu, "
+       "Conv(64, (3, 3), padding='SAME')), Conv(64, (3, 3), (2, 2), padding='SAME')) FanInSum [FanOut(2) "
+       "parallel(serial(Relu, Conv(64, (3, 3), (1, 1), padding='SAME'), Relu, Conv(64, (3, 3), padding='SAME')), "
+       "Identity) FanInSum]*3 AvgPool((8, 8)) Flatten Dense(10, W_std=1.0, b_std=0.0)", 4},
   };
   struct ntk_dataset ds[2]; /* float64: two images, two emulated threads (CI time) */
   random_images(&ds[0], 4, 32, 32, 3, 4, 17);
@@ -181,7 +193,12 @@ START_TEST(test_gpu_kernels_32x32) {
            elem == 4 ? "float32" : "float64", big[a].arch, eg, et, sm);
     if (elem == 4) ck_assert_msg(eg == 0 && et == 0, "%s: nngp %.3g ntk %.3g", big[a].arch, eg, et);
     else ck_assert_msg(eg < 1e-13 && et < 1e-13, "%s: nngp %.3g ntk %.3g", big[a].arch, eg, et);
-    if (strstr(big[a].arch, "Conv(2")) /* the generic SLICE kernel, past 48 KiB */
+    if (strstr(big[a].arch, "FanOut")) /* no full covariance but the 8 x 8 one AvgPool reads */
+      ck_assert_msg(rec.launches[NTK_K_SLICE] > 0 && rec.launches[NTK_K_CONV_FULL] + rec.launches[NTK_K_BRANCH_FULL] +
+                    rec.launches[NTK_K_INPUT_FULL] == 0 && rec.launches[NTK_K_POOL_FULL] > 0,
+                    "%u SLICE, %u CONV_FULL, %u BRANCH_FULL, %u INPUT_FULL launches", rec.launches[NTK_K_SLICE],
+                    rec.launches[NTK_K_CONV_FULL], rec.launches[NTK_K_BRANCH_FULL], rec.launches[NTK_K_INPUT_FULL]);
+    else if (strstr(big[a].arch, "Conv(2")) /* the generic SLICE kernel, past 48 KiB */
       ck_assert_msg(rec.launches[NTK_K_SLICE] > 0 && rec.smem[NTK_K_SLICE] > 48 << 10, "%zu", rec.smem[NTK_K_SLICE]);
     else if (strstr(big[a].arch, "GlobalAvgPool"))
       ck_assert(rec.launches[NTK_K_SLICE3] > 0 && rec.launches[NTK_K_SLICE] == 0);
@@ -281,28 +298,55 @@ START_TEST(test_cell_index) {
 }
 END_TEST
 
-/* Residual blocks of stride-1 SAME layers run inside the SLICE kernel's
- * runs (a stack in shared memory), with no BRANCH_FULL launch and no full
- * covariance; a strided block still takes BRANCH_FULL. Both against the
- * CPU: float32 bit for bit, float64 to 1e-13. */
+/* Residual blocks run inside the SLICE kernel's runs (a stack in shared
+ * memory), with no BRANCH_FULL launch: those of stride-1 SAME layers, and
+ * strided ones whose branches' strides multiply to the same number, which
+ * the runs carry with their strided Convs (cnn.c's plan_chain): then no
+ * CONV_FULL either, and into GlobalAvgPool no full covariance at all
+ * (INPUT_FULL). A block of unequal strides still takes BRANCH_FULL, as
+ * does every strided block with NTKD_GPU_CHAIN=0 (`full`: the launches
+ * then) or when the chained runs' stacks would not fit the device's shared
+ * memory. All against the CPU: float32 bit for bit, float64 to 1e-13. */
 START_TEST(test_gpu_blocks_in_slices) {
   static const struct {
     const char *arch;
-    int full; /* BRANCH_FULL launches expected */
+    int full;  /* BRANCH_FULL launches expected without chained runs */
+    int chain; /* ... with them: 0 none; 1 some (unequal strides); 2 none, and no full covariance */
   } nets[] = {
       {"Conv(3, 1, SAME) [FanOut(2) parallel(serial(Relu Conv(3, 1, SAME) Relu Conv(3, 1, SAME)), Identity) "
-       "FanInSum]*2 Relu GlobalAvgPool Dense", 0},
+       "FanInSum]*2 Relu GlobalAvgPool Dense", 0, 2},
       {"Conv(4, (3, 3), padding=SAME) FanOut(2) parallel(serial(Relu Conv(8, (3, 3), padding=SAME) FanOut(2) "
        "parallel(serial(Erf Conv(8, (1, 3), padding=SAME)), Identity) FanInSum), Identity) FanInConcat "
-       "Conv(3, 1, SAME) Relu AvgPool(2, 1) Flatten Dense", 0},
+       "Conv(3, 1, SAME) Relu AvgPool(2, 1) Flatten Dense", 0, 0},
       {"Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME)), Conv(3, 2, SAME)) FanInSum "
-       "FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Identity) FanInSum Relu GlobalAvgPool Dense", 1},
+       "FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Identity) FanInSum Relu GlobalAvgPool Dense", 1, 2},
       {"Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Conv(1, 1, SAME)) FanInProd Conv(3, 1, SAME) Relu "
-       "GlobalAvgPool Dense", 0},
+       "GlobalAvgPool Dense", 0, 2},
       {"Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME)), Conv(3, 2, SAME)) FanInProd "
        "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Identity) FanInProd Conv(3, 1, SAME) Relu "
-       "GlobalAvgPool Dense", 1},
+       "GlobalAvgPool Dense", 1, 2},
+      /* a WideResNet's stages: blocks of a strided 3x3 and a strided 1x1 shortcut, Erf inside (SLICE_ANY) */
+      {"Conv(4, (3, 3), padding='SAME') FanOut(2) parallel(serial(Relu, Conv(4, (3, 3), (2, 2), padding='SAME'), "
+       "Erf, Conv(4, (3, 3), padding='SAME')), Conv(4, (1, 1), (2, 2))) FanInSum FanOut(2) parallel(serial(Relu, "
+       "Conv(4, (3, 3), (2, 2), padding='SAME'), Relu, Conv(4, (3, 3), padding='SAME')), Conv(4, (1, 1), (2, 2))) "
+       "FanInSum Relu GlobalAvgPool Dense", 1, 2},
+      /* nested strided blocks, rectangular strides, a VALID strided Conv whose far offsets fall off */
+      {"Conv(3, 1, SAME) FanOut(2) parallel(serial(FanOut(2) parallel(Conv(3, 2, SAME), serial(Relu Conv(1, 2, SAME))) "
+       "FanInSum Relu Conv(3, 1, SAME)), Conv(3, 2, SAME)) FanInSum Gelu Conv(4, (2, 2), strides=(2, 1), "
+       "padding='SAME') Relu GlobalAvgPool Dense", 2, 2},
+      {"Conv(3, 1, SAME) Relu Conv(3, 2, VALID) Relu Conv(2, 1, SAME) Relu GlobalAvgPool Dense", 0, 2},
+      /* a branch ending in a stride-1 Conv at the smaller size, the next starting with two at the block
+       * input's: they read zero borders that the NEXT restores (dv_slice_branch_strided) */
+      {"Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME) Relu Conv(3, 1, SAME)), serial(Conv(3, 1, "
+       "SAME) Relu Conv(3, 1, SAME) Conv(1, 2, SAME))) FanInSum Relu GlobalAvgPool Dense", 1, 2},
+      /* unequal strides (4 and 2): BRANCH_FULL either way */
+      {"Conv(5, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 4, SAME)), Conv(3, 2, VALID)) FanInSum Relu "
+       "Conv(3, 1, SAME) Relu GlobalAvgPool Dense", 1, 1},
+      /* the standard parameterisation through a strided block, an AvgPool after it (a full covariance) */
+      {"standard: Conv(4, (3, 3), padding=SAME) FanOut(2) parallel(serial(Relu Conv(4, (3, 3), strides=(2, 2), "
+       "padding=SAME)), Conv(4, (1, 1), strides=(2, 2))) FanInSum Relu AvgPool(2, 1) Flatten Dense", 1, 0},
   };
+  int fallbacks = 0;
   for (int elem = 4; elem <= 8; elem += 4) {
     struct ntk_dataset ds;
     random_images(&ds, 9, 6, 5, 2, elem, 11);
@@ -310,18 +354,39 @@ START_TEST(test_gpu_blocks_in_slices) {
     double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
     for (size_t a = 0; a < sizeof nets / sizeof *nets; a++) {
       struct ntk_arch arch;
-      ck_assert_msg(ntk_arch_parse(nets[a].arch, 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
+      ck_assert_msg(test_arch_parse(nets[a].arch, 1.3, 0.05, &arch) == NTK_OK, "%s", ntk_error_message());
       matrices(&arch, &ds, NULL, 4, g0, t0);
-      struct rec_exec rec;
-      struct ntk_gpu_exec ex;
-      rec_init(&rec, &ex, 3);
-      matrices(&arch, &ds, &ex, 4, g1, t1);
-      double eg = ref_max_err(g1, 8, g0, n, 0), et = ref_max_err(t1, 8, t0, n, 0), bound = elem == 4 ? 0 : 1e-13;
-      ck_assert_msg(eg <= bound && et <= bound, "%s, float%d: nngp %.3g ntk %.3g", nets[a].arch, 8 * elem, eg, et);
-      ck_assert_msg(rec.launches[NTK_K_SLICE] + rec.launches[NTK_K_SLICE_ANY] > 0, "%s: no SLICE launch",
-                    nets[a].arch);
-      ck_assert_msg((rec.launches[NTK_K_BRANCH_FULL] > 0) == nets[a].full, "%s: %u BRANCH_FULL launches",
-                    nets[a].arch, rec.launches[NTK_K_BRANCH_FULL]);
+      size_t smem[2] = {0, 0}; /* the largest SLICE-kind block: chained runs, unchained runs */
+      for (int mode = 0; mode < 3; mode++) { /* chained runs; NTKD_GPU_CHAIN=0; shared memory for unchained ones only */
+        struct rec_exec rec;
+        struct ntk_gpu_exec ex;
+        rec_init(&rec, &ex, 3);
+        if (mode == 1) setenv("NTKD_GPU_CHAIN", "0", 1);
+        if (mode == 2) ex.smem_max = smem[1];
+        matrices(&arch, &ds, &ex, 4, g1, t1);
+        unsetenv("NTKD_GPU_CHAIN");
+        if (mode < 2)
+          for (int kk = NTK_K_SLICE; kk < NTK_K_COUNT; kk++)
+            if ((kk == NTK_K_SLICE || kk == NTK_K_SLICE3 || kk == NTK_K_SLICE_ANY) && rec.smem[kk] > smem[mode])
+              smem[mode] = rec.smem[kk];
+        double eg = ref_max_err(g1, 8, g0, n, 0), et = ref_max_err(t1, 8, t0, n, 0), bound = elem == 4 ? 0 : 1e-13;
+        ck_assert_msg(eg <= bound && et <= bound, "%s, float%d, mode %d: nngp %.3g ntk %.3g", nets[a].arch, 8 * elem,
+                      mode, eg, et);
+        ck_assert_msg(rec.launches[NTK_K_SLICE] + rec.launches[NTK_K_SLICE_ANY] + rec.launches[NTK_K_SLICE3] > 0,
+                      "%s: no SLICE launch", nets[a].arch);
+        unsigned branch = rec.launches[NTK_K_BRANCH_FULL], conv = rec.launches[NTK_K_CONV_FULL];
+        unsigned input = rec.launches[NTK_K_INPUT_FULL];
+        /* mode 2: the chained runs are taken where they fit the unchained ones' shared memory */
+        int chained = mode == 0 || (mode == 2 && smem[0] <= smem[1]);
+        fallbacks += mode == 2 && !chained;
+        if (chained && nets[a].chain != 1)
+          ck_assert_msg(branch == 0 && (nets[a].chain != 2 || (conv == 0 && input == 0)),
+                        "%s, mode %d: %u BRANCH_FULL, %u CONV_FULL, %u INPUT_FULL launches", nets[a].arch, mode,
+                        branch, conv, input);
+        else
+          ck_assert_msg((branch > 0) == (nets[a].full > 0), "%s, mode %d: %u BRANCH_FULL launches", nets[a].arch,
+                        mode, branch);
+      }
       ntk_arch_free(&arch);
     }
     free(g0);
@@ -330,6 +395,7 @@ START_TEST(test_gpu_blocks_in_slices) {
     free(t1);
     free(ds.x);
   }
+  ck_assert_msg(fallbacks > 0, "no network fell back to unchained runs for want of shared memory");
 }
 END_TEST
 

@@ -876,10 +876,12 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->lo_h = (int)op->lo_h;
       o->lo_w = (int)op->lo_w;
       o->circular = op->circular;
-      /* a slice-local block's FORK, NEXT and JOIN run inside the SLICE
-       * kernel's runs (a stack in shared memory); the others on the full
-       * covariance between runs (BRANCH_FULL) */
+      /* a block a slice run carries (chain: slice-local, or strided with
+       * branches of equal stride products) has its FORK, NEXT and JOIN run
+       * inside the SLICE kernel's runs (a stack in shared memory); the
+       * others on the full covariance between runs (BRANCH_FULL) */
       o->slice_local = op->slice_local;
+      o->chain = op->chain;
       o->depth = op->depth;
       o->first = op->first;
       o->bh = (int)op->bh;

@@ -29,6 +29,7 @@ struct ntk_dev_op {
   double fanw, fandiv;       /* NEXT, JOIN: the FanIn weight of the branch it ends; JOIN: the divisor (branch.h) */
   int norm_edges;            /* AvgPool SAME with normalize_edges: means over the cells inside */
   int slice_local;           /* stride-1 SAME Conv, Dense, nonlinearity, Identity */
+  int chain;                 /* a SLICE run carries it: slice-local, or a strided Conv or block (cnn.c's plan_chain) */
   int bh, bw;                /* offsets of this op's input the readout needs */
   int mh, mw;                /* ... only their multiples of these (strided convolutions ahead) */
   int obh, obw, omh, omw;    /* Conv: the same for its output (CONV_FULL computes only those entries) */
@@ -95,6 +96,7 @@ struct ntk_dev_args {
   int capture;    /* SLICE: the zero offset only, to capture the variances */
   int from_x;     /* SLICE: the run starts from the images, not fg */
   int to_part;    /* SLICE: each slice's sums into part (GlobalAvgPool), else back into fg */
+  int moved;      /* SLICE: the run changes the size (strided Convs): its result into ng, nt, not fg */
   int k0, k1;     /* SLICE: ops [k0, k1); full ops: ops[k0] */
   int h, w;       /* SLICE, INPUT_FULL, READOUT: the spatial size there */
   int bh, bw;     /* SLICE, INPUT_FULL: the offset band */

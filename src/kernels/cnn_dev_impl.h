@@ -28,12 +28,16 @@
 #define dv_branch_diag SFX(dv_branch_diag)
 #define dv_diag SFX(dv_diag)
 #define dv_slice_blk SFX(dv_slice_blk)
+#define dv_slice_geom SFX(dv_slice_geom)
 #define dv_slice_setup SFX(dv_slice_setup)
 #define dv_slice_load SFX(dv_slice_load)
 #define dv_slice_conv SFX(dv_slice_conv)
+#define dv_slice_conv_strided SFX(dv_slice_conv_strided)
 #define dv_slice_dense SFX(dv_slice_dense)
 #define dv_slice_nonlin SFX(dv_slice_nonlin)
 #define dv_slice_branch SFX(dv_slice_branch)
+#define dv_slice_branch_strided SFX(dv_slice_branch_strided)
+#define dv_slice_geo SFX(dv_slice_geo)
 #define dv_slice_store SFX(dv_slice_store)
 #define dv_slice SFX(dv_slice)
 #define dv_ldq SFX(dv_ldq)
@@ -276,16 +280,19 @@ static DEV DV_INLINE void dv_diag(const struct ntk_dev_args *A, struct ntk_blk *
 
 /* ---- SLICE: one offset of one pair through a run of slice-local ops ------ */
 
-/* What every step of a SLICE block shares: the run's size and the slice
+/* What every step of a SLICE block shares: the slice's size h x w and
  * border, this block's offset (di, dj: its valid cells [i0, i1) x [j0,
  * j1), nvalid of them, vw a row) and pair, the two images' variance
- * blocks, and the block's shared-memory arrays. In-block indices are
+ * blocks, and the block's shared-memory arrays, `cells` elements each (the
+ * run's first size, its largest: a strided Conv takes the slice to a
+ * smaller size and offset, cnn.c's plan_chain). In-block indices are
  * 32-bit: a slice block holds at most a few thousand cells (shared
  * memory); global offsets stay size_t. */
 struct dv_slice_blk {
   unsigned h, w, hw, pad, ld, cells, tid, nt;
   size_t pair;
   int with_t;
+  int di, dj;
   unsigned i0, i1, j0, j1, vw, nvalid;
   float inv;        /* 1 / vw, for DV_CELL */
   int shift;        /* image b's position of a's position p is p - shift */
@@ -296,22 +303,32 @@ struct dv_slice_blk {
   REAL *stk;        /* residual blocks: 4 bordered arrays per depth */
 };
 
+/* The slice's size h x w and offset (di, dj), and what follows from them;
+ * `empty`: no valid cells (an offset past a VALID convolution's output,
+ * and every slice after it: cnn_impl.h's slice_conv_strided). */
+static DEV DV_INLINE void dv_slice_geom(struct dv_slice_blk *S, unsigned h, unsigned w, int di, int dj, int empty) {
+  S->h = h, S->w = w, S->hw = h * w, S->ld = w + 2 * S->pad;
+  S->di = di, S->dj = dj;
+  S->i0 = di > 0 ? (unsigned)di : 0, S->i1 = di < 0 ? (unsigned)((int)h + di) : h;
+  S->j0 = dj > 0 ? (unsigned)dj : 0, S->j1 = dj < 0 ? (unsigned)((int)w + dj) : w;
+  if (empty) S->i0 = S->i1 = S->j0 = S->j1 = 0;
+  S->vw = S->j1 - S->j0, S->nvalid = (S->i1 - S->i0) * S->vw;
+  S->inv = S->vw ? 1.0f / (float)S->vw : 0.0f;
+  S->shift = di * (int)w + dj;
+}
+
 /* The block's offset and arrays (see struct dv_slice_blk). */
 static DEV DV_INLINE void dv_slice_setup(const struct ntk_dev_args *A, const struct ntk_blk *B, REAL *sm,
                                          struct dv_slice_blk *S) {
   const struct ntk_dev_plan *P = A->P;
-  S->h = (unsigned)A->h, S->w = (unsigned)A->w, S->hw = S->h * S->w, S->pad = (unsigned)P->pad;
-  S->ld = S->w + 2 * S->pad, S->cells = S->ld * (S->h + 2 * S->pad);
+  S->pad = (unsigned)P->pad;
+  S->cells = ((unsigned)A->w + 2 * S->pad) * ((unsigned)A->h + 2 * S->pad);
   S->tid = B->tid, S->nt = B->nt;
   S->pair = B->by;
   S->with_t = A->with_t;
   int nbw = 2 * (A->bw / A->mw) + 1; /* the band's lattice points: offsets bx / nbw, bx % nbw of it */
   int di = A->capture ? 0 : ((int)B->bx / nbw) * A->mh - A->bh, dj = A->capture ? 0 : ((int)B->bx % nbw) * A->mw - A->bw;
-  S->i0 = di > 0 ? (unsigned)di : 0, S->i1 = di < 0 ? (unsigned)((int)S->h + di) : S->h;
-  S->j0 = dj > 0 ? (unsigned)dj : 0, S->j1 = dj < 0 ? (unsigned)((int)S->w + dj) : S->w;
-  S->vw = S->j1 - S->j0, S->nvalid = (S->i1 - S->i0) * S->vw;
-  S->inv = 1.0f / (float)S->vw;
-  S->shift = di * (int)S->w + dj;
+  dv_slice_geom(S, (unsigned)A->h, (unsigned)A->w, di, dj, 0);
   S->va = (REAL *)A->var + A->pa[S->pair] * (size_t)P->var_size;
   S->vb = (const REAL *)A->var + A->pb[S->pair] * (size_t)P->var_size;
   unsigned cells = S->cells;
@@ -397,6 +414,66 @@ static DEV DV_INLINE int dv_slice_conv(const struct ntk_dev_args *A, struct ntk_
   return nl != NULL;
 }
 
+/* A convolution of any stride and padding but CIRCULAR that a slice run
+ * carries (cnn.c's plan_chain): the output slice of offset (di / sh,
+ * dj / sw) from this one (the lattice makes the division exact), each
+ * entry conv_full's taps in its order, a tap outside the input in either
+ * image skipped as conv_full skips it, then scaled and the affine map:
+ * cnn_impl.h's slice_conv_strided, the same bits. The slice takes the
+ * output's size, offset and valid cells, inside zero borders. */
+static DEV DV_INLINE void dv_slice_conv_strided(struct ntk_blk *B, struct dv_slice_blk *S,
+                                                const struct ntk_dev_op *o) {
+  int sh = o->sh, sw = o->sw, ho = o->ho, wo = o->wo, idi = S->di, idj = S->dj;
+  unsigned pad = S->pad, ldi = S->ld, ii, jj;
+  int di = idi / sh, dj = idj / sw;
+  int empty = S->nvalid == 0 || (di < 0 ? ho + di : ho) <= (di > 0 ? di : 0) ||
+              (dj < 0 ? wo + dj : wo) <= (dj > 0 ? dj : 0);
+  const REAL *ing = S->g, *int_ = S->t;
+  dv_slice_geom(S, (unsigned)ho, (unsigned)wo, di, dj, empty);
+  unsigned cells2 = S->ld * (S->h + 2 * pad);
+  for (unsigned k = S->tid; k < cells2; k += S->nt) {
+    S->g2[k] = 0;
+    S->t2[k] = 0;
+  }
+  BLK_SYNC(B);
+  REAL scale = (REAL)(1.0 / (double)(o->fh * o->fw));
+  for (unsigned k2 = S->tid; k2 < S->nvalid; k2 += S->nt) {
+    DV_CELL(k2, S->vw, S->inv, ii, jj);
+    int i = (int)(S->i0 + ii), j = (int)(S->j0 + jj);
+    REAL sg = 0, st = 0;
+    for (int a = 0; a < o->fh; a++) {
+      int r1 = sh * i + a - o->lo_h, r2 = r1 - idi;
+      if (r1 < 0 || r1 >= o->hi || r2 < 0 || r2 >= o->hi) continue;
+      for (int b = 0; b < o->fw; b++) {
+        int c1 = sw * j + b - o->lo_w, c2 = c1 - idj;
+        if (c1 < 0 || c1 >= o->wi || c2 < 0 || c2 >= o->wi) continue;
+        unsigned at = ((unsigned)r1 + pad) * ldi + pad + (unsigned)c1;
+        sg += ing[at];
+        if (S->with_t) st += int_[at];
+      }
+    }
+    REAL gv, tv;
+    dv_affine(o, sg * scale, st * scale, S->with_t, &gv, &tv);
+    unsigned idx = ((unsigned)i + pad) * S->ld + pad + (unsigned)j;
+    S->g2[idx] = gv;
+    S->t2[idx] = tv;
+  }
+  BLK_SYNC(B);
+  REAL *x = S->g;
+  S->g = S->g2;
+  S->g2 = x;
+  x = S->t;
+  S->t = S->t2;
+  S->t2 = x;
+  /* the next stride-1 Conv writes only the valid cells of g2, t2: the
+   * rest zero in the new size */
+  for (unsigned k = S->tid; k < cells2; k += S->nt) {
+    S->g2[k] = 0;
+    S->t2[k] = 0;
+  }
+  BLK_SYNC(B);
+}
+
 /* Dense op o on the slice's valid cells. */
 static DEV DV_INLINE void dv_slice_dense(struct ntk_blk *B, const struct dv_slice_blk *S, const struct ntk_dev_op *o) {
   unsigned ii, jj;
@@ -464,9 +541,71 @@ static DEV DV_INLINE void dv_slice_branch(struct ntk_blk *B, const struct dv_sli
   BLK_SYNC(B);
 }
 
+/* A slice's size and offset at a strided block's FORK, for each of its
+ * NEXTs to return to. */
+struct dv_slice_geo {
+  int h, w, di, dj, empty;
+};
+
+/* FORK, NEXT or JOIN o of a strided block a slice run carries (its
+ * branches' strides multiply to the same number): branch.h's operations
+ * on the whole arrays, zero borders included, at the slice's size (a NEXT
+ * adds its branch's end, then restores the block's input and its size):
+ * cnn_impl.h's slice_branch, entry by entry. */
+static DEV DV_INLINE void dv_slice_branch_strided(struct ntk_blk *B, struct dv_slice_blk *S,
+                                                  const struct ntk_dev_op *o, struct dv_slice_geo *geo) {
+  unsigned cap = S->cells, n = S->ld * (S->h + 2 * S->pad), n_in = n;
+  REAL *slot = S->stk + 4 * cap * (unsigned)o->depth, *g = S->g, *t = S->t, fw = (REAL)o->fanw;
+  REAL div = (REAL)o->fandiv;
+  int with_t = S->with_t;
+  struct dv_slice_geo *in = &geo[o->depth];
+  if (o->kind == NTK_LAYER_FORK) {
+    for (unsigned k = S->tid; k < n; k += S->nt) {
+      slot[k] = g[k];
+      if (with_t) slot[cap + k] = t[k];
+    }
+    in->h = (int)S->h, in->w = (int)S->w, in->di = S->di, in->dj = S->dj, in->empty = S->nvalid == 0;
+  } else if (o->kind == NTK_LAYER_NEXT) {
+    n_in = ((unsigned)in->w + 2 * S->pad) * ((unsigned)in->h + 2 * S->pad);
+    unsigned m = n > n_in ? n : n_in;
+    for (unsigned k = S->tid; k < m; k += S->nt) {
+      if (k < n && o->prod && !o->first) { /* FanInProd: the product rule, t first */
+        if (with_t) slot[3 * cap + k] = slot[3 * cap + k] * g[k] + slot[2 * cap + k] * t[k];
+        slot[2 * cap + k] *= g[k];
+      } else if (k < n) {
+        slot[2 * cap + k] = o->first ? fw * g[k] : slot[2 * cap + k] + fw * g[k];
+        if (with_t) slot[3 * cap + k] = o->first ? fw * t[k] : slot[3 * cap + k] + fw * t[k];
+      }
+      if (k < n_in) {
+        g[k] = slot[k];
+        if (with_t) t[k] = slot[cap + k];
+        S->g2[k] = 0; /* zero again at the block input's size */
+        S->t2[k] = 0;
+      }
+    }
+    dv_slice_geom(S, (unsigned)in->h, (unsigned)in->w, in->di, in->dj, in->empty);
+  } else if (o->branches > 1) {
+    for (unsigned k = S->tid; k < n; k += S->nt) {
+      if (o->prod) {
+        if (with_t) t[k] = slot[3 * cap + k] * g[k] + slot[2 * cap + k] * t[k];
+        g[k] = slot[2 * cap + k] * g[k];
+      } else {
+        g[k] = slot[2 * cap + k] + fw * g[k];
+        if (with_t) t[k] = slot[3 * cap + k] + fw * t[k];
+        if (div != 0) {
+          g[k] /= div;
+          if (with_t) t[k] /= div;
+        }
+      }
+    }
+  }
+  BLK_SYNC(B);
+}
+
 /* The slice's result: its sums into the block's part entry (a run into
  * GlobalAvgPool), or back into the pair's covariance (only this offset's
- * entries). */
+ * entries; into ng, nt when the run changed the size, where in fg they
+ * would overwrite entries other blocks still load). */
 static DEV DV_INLINE void dv_slice_store(const struct ntk_dev_args *A, struct ntk_blk *B,
                                          const struct dv_slice_blk *S) {
   unsigned ii, jj;
@@ -490,26 +629,30 @@ static DEV DV_INLINE void dv_slice_store(const struct ntk_dev_args *A, struct nt
     DV_CELL(k, S->vw, S->inv, ii, jj);
     unsigned i = S->i0 + ii, j = S->j0 + jj, idx = (i + S->pad) * S->ld + S->pad + j, p = i * S->w + j;
     size_t at = S->pair * A->fstride + (size_t)p * S->hw + (unsigned)((int)p - S->shift);
-    ((REAL *)A->fg)[at] = S->g[idx];
-    if (S->with_t) ((REAL *)A->ft)[at] = S->t[idx];
+    ((REAL *)(A->moved ? A->ng : A->fg))[at] = S->g[idx];
+    if (S->with_t) ((REAL *)(A->moved ? A->nt : A->ft))[at] = S->t[idx];
   }
 }
 
 /* One offset (block bx) of one pair (block by) through ops [k0, k1) of the
- * plan, all slice-local, in shared memory; a capture run (the zero offset)
- * only records the variances. */
+ * plan, all carried by a slice run (chain), in shared memory; a capture
+ * run (the zero offset) only records the variances. */
 static DEV DV_INLINE void dv_slice(const struct ntk_dev_args *A, struct ntk_blk *B, REAL *sm, int any) {
   const struct ntk_dev_plan *P = A->P;
   struct dv_slice_blk S;
+  struct dv_slice_geo geo[NTK_DEV_MAXDEPTH]; /* strided blocks: the slice at each open FORK */
   dv_slice_setup(A, B, sm, &S);
   dv_slice_load(A, B, sm, &S);
   for (int k = A->k0; k < A->k1; k++) {
     const struct ntk_dev_op *o = &P->ops[k];
-    if (o->kind == NTK_LAYER_CONV) k += dv_slice_conv(A, B, &S, o, k, any);
+    if (o->kind == NTK_LAYER_CONV && o->slice_local) k += dv_slice_conv(A, B, &S, o, k, any);
+    else if (o->kind == NTK_LAYER_CONV) dv_slice_conv_strided(B, &S, o); /* to the output's size */
     else if (o->kind == NTK_LAYER_DENSE) dv_slice_dense(B, &S, o);
     else if (o->var_off >= 0) dv_slice_nonlin(A, B, &S, o, any);
-    else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN)
-      dv_slice_branch(B, &S, o);
+    else if (o->kind == NTK_LAYER_FORK || o->kind == NTK_LAYER_NEXT || o->kind == NTK_LAYER_JOIN) {
+      if (o->slice_local) dv_slice_branch(B, &S, o);
+      else dv_slice_branch_strided(B, &S, o, geo);
+    }
   }
   if (A->capture) return;
   dv_slice_store(A, B, &S);
@@ -1168,12 +1311,16 @@ static DEV void dv_readout(const struct ntk_dev_args *A, struct ntk_blk *B, REAL
 #undef dv_branch_diag
 #undef dv_diag
 #undef dv_slice_blk
+#undef dv_slice_geom
 #undef dv_slice_setup
 #undef dv_slice_load
 #undef dv_slice_conv
+#undef dv_slice_conv_strided
 #undef dv_slice_dense
 #undef dv_slice_nonlin
 #undef dv_slice_branch
+#undef dv_slice_branch_strided
+#undef dv_slice_geo
 #undef dv_slice_store
 #undef dv_slice
 #undef dv_ldq

@@ -12,11 +12,13 @@
  *   2. the tile's pairs, reading the variance blocks.
  * Per batch: DIAG is one launch (a block per pair, all layers in shared
  * memory) and a readout. SLICE launches one grid of (offset, pair) blocks
- * per run of slice-local layers -- every layer of the run on one slice in
- * shared memory; SLICE3, for runs whose convolutions are all 3x3, packs
- * four offsets into each block (h w blocks of h w cells) -- and one
- * grid-stride launch per layer that couples offsets (pooling, strided or
- * CIRCULAR convolutions) on each pair's full covariance in device memory;
+ * per run of layers a slice carries (slice-local ones, and strided
+ * convolutions and blocks: cnn.c's plan_chain) -- every layer of the run
+ * on one slice in shared memory; SLICE3, for runs of slice-local layers
+ * whose convolutions are all 3x3, packs four offsets into each block (h w
+ * blocks of h w cells) -- and one grid-stride launch per layer that
+ * couples offsets (pooling, CIRCULAR convolutions, blocks of unequal
+ * strides) on each pair's full covariance in device memory;
  * a run into GlobalAvgPool leaves one partial sum per block, which the
  * readout adds up in a fixed order. */
 #include "backend/cuda/cnn_gpu.h"
@@ -193,6 +195,7 @@ struct ntk_cnn_gpu {
   struct ntk_dev_plan *plan; /* host copy */
   void *dplan;
   size_t es, d, fstride, bstride, noff_max, batch, per_pair;
+  int chain;       /* slice runs carry strided Convs and blocks (the plan's chain), else slice-local ops alone */
   int need_full;
   int last_var;    /* the last op with a variance slot, -1 if none */
   int tail_nonlin; /* the tail has a nonlinearity: it reads the readout's variances */
@@ -257,12 +260,81 @@ static int run_is_slice3(const struct ntk_dev_plan *P, int k0, int k1) {
   if (e && !atoi(e)) return 0;
   for (int k = k0; k < k1; k++) {
     const struct ntk_dev_op *o = &P->ops[k];
+    if (!o->slice_local) return 0; /* a strided Conv or block (plan_chain) */
     if (o->kind == NTK_LAYER_CONV && (o->fh != 3 || o->fw != 3)) return 0;
     if (ntk_layer_traits((ntk_layer_kind)o->kind)->branch) return 0; /* SLICE3 keeps no branch stack */
     if (o->standard) return 0; /* SLICE3 fuses the 'ntk' affine maps */
     if (o->var_off >= 0 && o->map.kind != NTK_MAP_ABRELU && !ntk_map_is_plain_erf(&o->map)) return 0;
   }
   return 1;
+}
+
+/* Whether a slice run carries op o: with g->chain what the CPU's slice
+ * runs carry, strided Convs and blocks included (cnn.c's plan_chain: no
+ * full covariance between them), else the slice-local ops alone. */
+static int carried(const ntk_cnn_gpu_t *g, const struct ntk_dev_op *o) {
+  return g->chain ? o->chain : o->slice_local;
+}
+
+/* The slice runs as g->chain makes them: the most shared memory a block
+ * of one asks for, and the partial sums per pair (g->noff_max) a run into
+ * GlobalAvgPool leaves. */
+static void plan_runs(ntk_cnn_gpu_t *g, size_t nt, size_t *smem_slice) {
+  const struct ntk_dev_plan *P = g->plan;
+  size_t h = (size_t)P->H, w = (size_t)P->W, pad = (size_t)P->pad, es = g->es;
+  *smem_slice = 0;
+  g->noff_max = 1;
+  for (int k = 0; k < P->nops; k++) {
+    const struct ntk_dev_op *o = &P->ops[k];
+    if (carried(g, o) && (k == 0 || !carried(g, &P->ops[k - 1]))) { /* a run starts */
+      int k1 = k;
+      while (k1 < P->nops && carried(g, &P->ops[k1])) k1++;
+      size_t s = run_is_slice3(P, k, k1) ? slice3_smem(h, w, nt, es)
+                                         : slice_smem(h, w, pad, nt, es, run_depth(P, k, k1));
+      if (s > *smem_slice) *smem_slice = s;
+      /* a run into GlobalAvgPool leaves a sum per offset */
+      if (P->readout == NTK_LAYER_GLOBALAVGPOOL)
+        g->noff_max = run_is_slice3(P, k, k1) ? h * w : (2 * h - 1) * (2 * w - 1);
+    }
+    h = (size_t)o->ho;
+    w = (size_t)o->wo;
+  }
+  if (P->nops == 0 || !carried(g, &P->ops[P->nops - 1])) g->noff_max = 1; /* the readout reads fg */
+}
+
+/* Elements per pair of the full covariance buffers (fg, ft, ng, nt):
+ * the largest (h w)^2 that a launch outside the slice runs reads or
+ * writes, or that a run loads (not from the images) or stores (not into
+ * GlobalAvgPool's sums), in run_batch's order. 0: one run from the images
+ * into GlobalAvgPool, with no full covariance at all. */
+static size_t full_elems(const ntk_cnn_gpu_t *g) {
+  const struct ntk_dev_plan *P = g->plan;
+  size_t most = 0, h = (size_t)P->H, w = (size_t)P->W;
+  int from_x = 1;
+#define FULL_AT(n) (most = (n) * (n) > most ? (n) * (n) : most)
+  for (int k = 0; k < P->nops;) {
+    const struct ntk_dev_op *o = &P->ops[k];
+    if (carried(g, o)) {
+      int k1 = k;
+      while (k1 < P->nops && carried(g, &P->ops[k1])) k1++;
+      if (!from_x) FULL_AT(h * w);
+      h = (size_t)P->ops[k1 - 1].ho;
+      w = (size_t)P->ops[k1 - 1].wo;
+      if (k1 < P->nops || P->readout != NTK_LAYER_GLOBALAVGPOOL) FULL_AT(h * w);
+      from_x = 0;
+      k = k1;
+      continue;
+    }
+    FULL_AT(h * w); /* its input (INPUT_FULL's, for the first op) */
+    h = (size_t)o->ho;
+    w = (size_t)o->wo;
+    FULL_AT(h * w);
+    from_x = 0;
+    k++;
+  }
+  if (from_x) FULL_AT(h * w); /* no spatial layers: the readout reads the input covariance */
+#undef FULL_AT
+  return most;
 }
 
 void ntk_cnn_gpu_free(ntk_cnn_gpu_t *g) {
@@ -323,28 +395,20 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
                                                                                        : NTK_FUSE_NONE;
   }
   const struct ntk_dev_plan *P = g->plan;
-  size_t es = (size_t)data->elem, nt = ex->threads, HW = (size_t)P->H * P->W, pad = (size_t)P->pad;
+  size_t es = (size_t)data->elem, nt = ex->threads, HW = (size_t)P->H * P->W;
   g->es = es;
   g->d = data->d;
-  /* Shared memory per block, and which buffers a pair needs. */
-  size_t smem_slice = 0, h = (size_t)P->H, w = (size_t)P->W;
-  int all_local = 1;
-  g->noff_max = 1;
-  for (int k = 0; k < P->nops; k++) {
-    const struct ntk_dev_op *o = &P->ops[k];
-    all_local &= o->slice_local;
-    if (o->slice_local && (k == 0 || !P->ops[k - 1].slice_local)) { /* a run starts */
-      int k1 = k;
-      while (k1 < P->nops && P->ops[k1].slice_local) k1++;
-      size_t s = run_is_slice3(P, k, k1) ? slice3_smem(h, w, nt, es)
-                                         : slice_smem(h, w, pad, nt, es, run_depth(P, k, k1));
-      if (s > smem_slice) smem_slice = s;
-      /* a run into GlobalAvgPool leaves a sum per offset */
-      if (P->readout == NTK_LAYER_GLOBALAVGPOOL)
-        g->noff_max = run_is_slice3(P, k, k1) ? h * w : (2 * h - 1) * (2 * w - 1);
-    }
-    h = (size_t)o->ho;
-    w = (size_t)o->wo;
+  /* Shared memory per block, and which buffers a pair needs. Slice runs
+   * carry strided Convs and blocks unless their branch stacks take more
+   * shared memory than the device gives (then the old runs, and the full
+   * covariance between), or NTKD_GPU_CHAIN=0 (for comparisons). */
+  size_t smem_slice = 0;
+  const char *ce = getenv("NTKD_GPU_CHAIN");
+  g->chain = P->path == NTK_CNN_SLICE && !(ce && !atoi(ce));
+  plan_runs(g, nt, &smem_slice);
+  if (g->chain && smem_slice > ex->smem_max) {
+    g->chain = 0;
+    plan_runs(g, nt, &smem_slice);
   }
   g->last_var = -1;
   for (int k = 0; k < P->nops; k++)
@@ -360,13 +424,11 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
                      "the %zu KiB the device gives; use backend = cpu",
                      data->h, data->w, (smem + 1023) / 1024, ex->smem_max / 1024);
   }
-  int single = P->readout == NTK_LAYER_GLOBALAVGPOOL && P->nops > 0 && all_local;
-  g->need_full = P->path == NTK_CNN_SLICE && !single;
-  g->fstride = g->need_full ? HW * HW : 0;
+  g->fstride = P->path == NTK_CNN_SLICE ? full_elems(g) : 0; /* (a WideResNet: 8 x 8's, not 32 x 32's) */
+  g->need_full = g->fstride > 0;
   /* residual blocks: the stack's arrays per pair and depth (the full
    * covariance between slice runs, or one value per position for DIAG) */
   g->bstride = !P->branch_depth ? 0 : P->path == NTK_CNN_DIAG ? HW : g->fstride;
-  if (P->nops == 0 || !P->ops[P->nops - 1].slice_local) g->noff_max = 1; /* the readout reads fg */
   /* Bytes per pair in a batch (NTK included): full covariances, slice sums, result. */
   g->per_pair = 4 * (g->fstride + g->bstride * (size_t)P->branch_depth) * es + 2 * g->noff_max * sizeof(double) +
                 2 * es + 2 * sizeof(unsigned); /* residual blocks: 4 per depth (the branch stack) */
@@ -509,9 +571,9 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
     int from_x = 1, to_part = 0, h = P->H, w = P->W;
     for (int k = 0; k < P->nops;) {
       const struct ntk_dev_op *o = &P->ops[k];
-      if (o->slice_local) {
+      if (carried(g, o)) {
         int k1 = k;
-        while (k1 < P->nops && P->ops[k1].slice_local) k1++;
+        while (k1 < P->nops && carried(g, &P->ops[k1])) k1++;
         int to_gap = k1 == P->nops && P->readout == NTK_LAYER_GLOBALAVGPOOL;
         A.k0 = k;
         A.k1 = k1;
@@ -540,6 +602,7 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
           if (k1 > g->last_var && !g->tail_nonlin) return NTK_OK;
         }
         A.to_part = to_gap;
+        A.moved = P->ops[k1 - 1].ho != h || P->ops[k1 - 1].wo != w; /* strided Convs in the run */
         if (s3) { /* wrapped offsets: one block per (Di, Dj) of the band */
           int ndi = 2 * A.bh + 1 < h ? 2 * A.bh + 1 : h, ndj = 2 * A.bw + 1 < w ? 2 * A.bw + 1 : w;
           A.noff = ndi * ndj;
@@ -547,8 +610,19 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
           A.noff = (2 * (A.bh / A.mh) + 1) * (2 * (A.bw / A.mw) + 1);
         }
         if ((st = launch(g, kern, (unsigned)A.noff, (unsigned)np, smem, &A))) return st;
+        if (A.moved && !to_gap) { /* its result went to ng, nt */
+          void *x = A.fg;
+          A.fg = A.ng;
+          A.ng = x;
+          x = A.ft;
+          A.ft = A.nt;
+          A.nt = x;
+        }
+        A.moved = 0;
         from_x = 0;
         to_part = to_gap;
+        h = P->ops[k1 - 1].ho; /* a strided Conv in the run changed the size */
+        w = P->ops[k1 - 1].wo;
         k = k1;
         continue;
       }
