@@ -115,7 +115,8 @@ sanitize() { # TOOL
   # Each network with the SLICE3 kernel and with the generic SLICE one.
   for s3 in 1 0; do
     for a in "[Conv(3, 1, SAME) Relu]*3 GlobalAvgPool Dense Relu Dense" "[Conv(3, 1, SAME) Relu]*3 Flatten Dense" \
-             "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 2, SAME) Erf AvgPool(2, 1) Flatten Dense"; do
+             "Conv(3, 1, SAME) Relu AvgPool(2) Conv(3, 2, SAME) Erf AvgPool(2, 1) Flatten Dense" \
+             "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 2, SAME) Relu Conv(3, 1, SAME)), Conv(1, 2, SAME)) FanInSum Relu GlobalAvgPool Dense"; do
       for p in float32 float64; do
         NTKD_GPU_SLICE3=$s3 "$san" --target-processes all --tool "$1" --error-exitcode 9 "$build/ntkd_bench_cnn" --gpu "$a" 6 "$p" 8 8 3 >/dev/null 2>"$work/san.log" ||
           { cat "$work/san.log"; echo "compute-sanitizer $1: $a ($p, NTKD_GPU_SLICE3=$s3) failed"; return 1; }
