@@ -12,6 +12,7 @@ from . import _lib
 from .errors import raise_for
 
 _KINDS = ("nngp", "ntk")
+_READOUTS = ("Flatten", "GlobalAvgPool", "GlobalSumPool")
 _kernel_tuples = {}
 
 
@@ -155,6 +156,17 @@ class KernelFn:
     def __repr__(self):
         return f"ntkd kernel_fn: {self.arch}"
 
+    def _check_spatial(self, a, name):
+        """Sequences and images need a readout. Without one, neural-tangents
+        applies the network position by position and its kernel keeps the
+        spatial axes, (n1, n2, L, L) or (n1, n2, H, H, W, W); ntkd's kernels are
+        (n1, n2), and its program would use each sample as one flat vector."""
+        if a is not None and a.ndim > 2 and not any(r in self.arch for r in _READOUTS):
+            raise NotImplementedError(
+                f"{name} has shape {a.shape} and the network has no Flatten, GlobalAvgPool or GlobalSumPool: "
+                "neural-tangents' kernel of it keeps the spatial axes, ntkd computes (n1, n2) kernels only; add "
+                "stax.Flatten() first to use each sample as a vector, or a readout before the last Dense")
+
     def __call__(self, x1, x2=None, get=None, *, threads=0, device="auto", tile=0, progress=None, **kwargs):
         for k, v in kwargs.items():  # neural-tangents keywords that do not change the kernel
             if k in ("diagonal_batch", "diagonal_spatial") and not v:
@@ -165,6 +177,7 @@ class KernelFn:
         names = _requested(get)
         a1 = _as_array(x1, "x1")
         a2 = _as_array(x2, "x2")
+        self._check_spatial(a1, "x1")
         dtype = np.float64 if a1.dtype == np.float64 else np.float32
         a1 = np.ascontiguousarray(a1, dtype=dtype)
         if a2 is not None:
