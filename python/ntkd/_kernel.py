@@ -168,16 +168,20 @@ class KernelFn:
                 "stax.Flatten() first to use each sample as a vector, or a readout before the last Dense")
 
     def __call__(self, x1, x2=None, get=None, *, threads=0, device="auto", tile=0, progress=None, **kwargs):
-        for k, v in kwargs.items():  # neural-tangents keywords that do not change the kernel
-            if k in ("diagonal_batch", "diagonal_spatial") and not v:
-                continue
-            if k == "batch_size":
-                continue
-            raise TypeError(f"kernel_fn() got an unexpected keyword argument {k!r}")
+        for k in kwargs:  # neural-tangents' keywords: accepted where they do not change the kernel (below)
+            if k not in ("diagonal_batch", "batch_size", "diagonal_spatial", "mask_constant", "pattern"):
+                raise TypeError(f"kernel_fn() got an unexpected keyword argument {k!r}")
         names = _requested(get)
         a1 = _as_array(x1, "x1")
         a2 = _as_array(x2, "x2")
         self._check_spatial(a1, "x1")
+        if kwargs.get("diagonal_spatial") and a1.ndim > 2:
+            raise NotImplementedError("kernel_fn(diagonal_spatial=True): ntkd computes the covariances of all pairs "
+                                      "of positions; call it without diagonal_spatial")
+        for k in ("mask_constant", "pattern"):
+            if kwargs.get(k) is not None:
+                raise NotImplementedError(f"kernel_fn({k}=...): ntkd computes unmasked kernels of dense inputs only "
+                                          "(no masking, no graph patterns)")
         dtype = np.float64 if a1.dtype == np.float64 else np.float32
         a1 = np.ascontiguousarray(a1, dtype=dtype)
         if a2 is not None:

@@ -29,3 +29,22 @@ def test_spatial_data_with_readout(rng):
     _, _, flat_first = stax.serial(stax.Flatten(), stax.Dense(3, W_std=1.4, b_std=0.1), stax.Relu(), stax.Dense(1))
     _, _, mlp = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1), stax.Relu(), stax.Dense(1))
     np.testing.assert_allclose(flat_first(x, None, "ntk"), mlp(x.reshape(3, -1), None, "ntk"), rtol=1e-13)
+
+
+def test_neural_tangents_keywords(rng):
+    # diagonal_batch=True is neural-tangents' default, and with mask_constant=None
+    # and pattern=None it leaves the kernel as it is: ntkd once raised TypeError
+    # ("unexpected keyword argument") for them.
+    x = rng.standard_normal((3, 4))
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+    k = kernel_fn(x, None, "ntk")
+    for kw in ({"diagonal_batch": True}, {"diagonal_batch": False}, {"diagonal_spatial": True},
+               {"diagonal_spatial": False}, {"mask_constant": None}, {"pattern": None}, {"batch_size": 2}):
+        np.testing.assert_array_equal(kernel_fn(x, None, "ntk", **kw), k)
+    with pytest.raises(NotImplementedError, match="mask_constant"):
+        kernel_fn(x, None, "ntk", mask_constant=1e9)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'diagonal_batches'"):
+        kernel_fn(x, None, "ntk", diagonal_batches=False)
+    _, _, cnn = stax.serial(stax.Conv(3, (2, 2)), stax.Relu(), stax.Flatten(), stax.Dense(1))
+    with pytest.raises(NotImplementedError, match="diagonal_spatial"):
+        cnn(rng.standard_normal((2, 4, 4, 1)), None, "ntk", diagonal_spatial=True)
