@@ -87,6 +87,12 @@ def _triple(spec):
 def _as_array(x, name):
     if x is None:
         return None
+    if type(x).__name__.endswith("Tracer"):  # jax.jit, vmap or grad of kernel_fn: JAX traces it
+        raise TypeError(f"{name} is a JAX tracer ({type(x).__name__}): ntkd's kernel_fn computes in libntkd, outside "
+                        "JAX, so jax.jit, vmap and grad cannot trace it; call it without them (it needs no jit)")
+    if isinstance(x, Kernel):
+        raise TypeError(f"{name} is a Kernel: ntkd's kernel_fn takes the inputs (arrays), not a Kernel to continue "
+                        "from; build the whole network with stax.serial and call it on the inputs")
     try:
         a = np.asarray(x)
     except Exception as e:  # an object without __array__

@@ -48,3 +48,18 @@ def test_neural_tangents_keywords(rng):
     _, _, cnn = stax.serial(stax.Conv(3, (2, 2)), stax.Relu(), stax.Flatten(), stax.Dense(1))
     with pytest.raises(NotImplementedError, match="diagonal_spatial"):
         cnn(rng.standard_normal((2, 4, 4, 1)), None, "ntk", diagonal_spatial=True)
+
+
+def test_jax_transforms_and_kernel_inputs_say_why(rng):
+    # neural-tangents' examples jit kernel_fn (jax.jit(kernel_fn, static_argnames='get'));
+    # JAX then passes tracers, which ntkd refused as "not an array". (JAX is not
+    # needed here: a tracer is recognised by its type's name.)
+    class DynamicJaxprTracer:
+        shape = (3, 4)
+
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+    with pytest.raises(TypeError, match="JAX tracer .*jax.jit, vmap and grad"):
+        kernel_fn(DynamicJaxprTracer(), None, "ntk")
+    k = kernel_fn(rng.standard_normal((3, 4)))
+    with pytest.raises(TypeError, match="is a Kernel"):
+        kernel_fn(k, None, "ntk")
