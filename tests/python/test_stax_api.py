@@ -63,3 +63,13 @@ def test_jax_transforms_and_kernel_inputs_say_why(rng):
     k = kernel_fn(rng.standard_normal((3, 4)))
     with pytest.raises(TypeError, match="is a Kernel"):
         kernel_fn(k, None, "ntk")
+
+
+def test_finite_time_predict_functions_say_why():
+    # neural-tangents' predict also has gradient_descent_mse, gradient_descent and
+    # max_learning_rate (finite-time dynamics); ntkd.predict had no such names
+    # (AttributeError), where its stax refuses the layers it lacks by name.
+    from ntkd import predict
+    for name in ("gradient_descent_mse", "gradient_descent", "max_learning_rate"):
+        with pytest.raises(NotImplementedError, match=f"predict.{name}: ntkd does not compute it"):
+            getattr(predict, name)(np.eye(3), np.ones((3, 1)))
