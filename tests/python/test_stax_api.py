@@ -73,3 +73,19 @@ def test_finite_time_predict_functions_say_why():
     for name in ("gradient_descent_mse", "gradient_descent", "max_learning_rate"):
         with pytest.raises(NotImplementedError, match=f"predict.{name}: ntkd does not compute it"):
             getattr(predict, name)(np.eye(3), np.ones((3, 1)))
+
+
+def test_negative_stds(rng):
+    # stax squares W_std and b_std (a negative one gives the kernel of its absolute
+    # value); ntkd refused them ("W_std must be a number >= 0").
+    x = rng.standard_normal((3, 4))
+    k = {}
+    for sign in (1, -1):
+        _, _, kernel_fn = stax.serial(stax.Dense(3, W_std=1.4 * sign, b_std=0.3 * sign), stax.Relu(),
+                                      stax.Dense(1, W_std=-2.0 if sign < 0 else 2.0))
+        k[sign] = kernel_fn(x, None, "ntk")
+    np.testing.assert_array_equal(k[-1], k[1])
+    images = rng.standard_normal((2, 4, 4, 1))
+    _, _, cnn = stax.serial(stax.Conv(2, (2, 2), W_std=-1.5, b_std=-0.1), stax.Relu(), stax.Flatten(), stax.Dense(1))
+    _, _, cnn_pos = stax.serial(stax.Conv(2, (2, 2), W_std=1.5, b_std=0.1), stax.Relu(), stax.Flatten(), stax.Dense(1))
+    np.testing.assert_array_equal(cnn(images, None, "ntk"), cnn_pos(images, None, "ntk"))
