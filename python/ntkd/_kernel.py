@@ -178,6 +178,7 @@ class KernelFn:
             if k not in ("diagonal_batch", "batch_size", "diagonal_spatial", "mask_constant", "pattern"):
                 raise TypeError(f"kernel_fn() got an unexpected keyword argument {k!r}")
         names = _requested(get)
+        net = self._handle()  # the network's own errors first (e.g. parallel without FanOut), then the data's
         a1 = _as_array(x1, "x1")
         a2 = _as_array(x2, "x2")
         self._check_spatial(a1, "x1")
@@ -202,7 +203,7 @@ class KernelFn:
         want_ntk = "ntk" in names
         nngp = np.empty((n1, n2), dtype=dtype)
         ntk = np.empty((n1, n2), dtype=dtype) if want_ntk else None
-        _compute(self._handle(), a1, a2, nngp, ntk, threads, device, tile, progress)
+        _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress)
         out = {"nngp": nngp, "ntk": ntk}
         if get is None:
             return Kernel(nngp, ntk)

@@ -89,3 +89,13 @@ def test_negative_stds(rng):
     _, _, cnn = stax.serial(stax.Conv(2, (2, 2), W_std=-1.5, b_std=-0.1), stax.Relu(), stax.Flatten(), stax.Dense(1))
     _, _, cnn_pos = stax.serial(stax.Conv(2, (2, 2), W_std=1.5, b_std=0.1), stax.Relu(), stax.Flatten(), stax.Dense(1))
     np.testing.assert_array_equal(cnn(images, None, "ntk"), cnn_pos(images, None, "ntk"))
+
+
+def test_network_errors_come_before_data_errors(rng):
+    # neural-tangents' parallel without FanOut takes a tuple of inputs; ntkd
+    # computes parallel only after FanOut, and must say that, not judge the
+    # tuple stacked into one (2, 3, 4) array ("no Flatten ... spatial axes").
+    xa, xb = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    _, _, kernel_fn = stax.serial(stax.parallel(stax.Dense(3), stax.Dense(3)), stax.FanInSum())
+    with pytest.raises(ValueError, match=r"FanOut\(n\) parallel"):
+        kernel_fn((xa, xb), None, "ntk")
