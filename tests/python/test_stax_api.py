@@ -91,7 +91,7 @@ def test_negative_stds(rng):
     np.testing.assert_array_equal(cnn(images, None, "ntk"), cnn_pos(images, None, "ntk"))
 
 
-def test_network_errors_come_before_data_errors(rng):
+def test_network_errors_come_before_data_errors(rng, tmp_path):
     # neural-tangents' parallel without FanOut takes a tuple of inputs; ntkd
     # computes parallel only after FanOut, and must say that, not judge the
     # tuple stacked into one (2, 3, 4) array ("no Flatten ... spatial axes").
@@ -99,3 +99,6 @@ def test_network_errors_come_before_data_errors(rng):
     _, _, kernel_fn = stax.serial(stax.parallel(stax.Dense(3), stax.Dense(3)), stax.FanInSum())
     with pytest.raises(ValueError, match=r"FanOut\(n\) parallel"):
         kernel_fn((xa, xb), None, "ntk")
+    import ntkd
+    with pytest.raises(ValueError, match=r"FanOut\(n\) parallel"):
+        ntkd.batch(kernel_fn, (xa, xb), store=str(tmp_path / "k.ntk"))
