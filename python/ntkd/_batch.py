@@ -158,6 +158,8 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
         raise TypeError("x1 must be an array of samples, not None")
     a1 = _kernel._as_array(x1, "x1")
     a2 = _kernel._as_array(x2, "x2")
+    kernel_fn._handle()  # the network's own errors first, as kernel_fn reports them
+    kernel_fn._check_spatial(a1, "x1")
     if precision is None:
         precision = "float64" if a1.dtype == np.float64 else "float32"
     if precision not in ("float32", "float64"):

@@ -12,6 +12,7 @@ from . import _lib
 from .errors import raise_for
 
 _KINDS = ("nngp", "ntk")
+_READOUTS = ("Flatten", "GlobalAvgPool", "GlobalSumPool")
 _kernel_tuples = {}
 
 
@@ -86,6 +87,12 @@ def _triple(spec):
 def _as_array(x, name):
     if x is None:
         return None
+    if type(x).__name__.endswith("Tracer"):  # jax.jit, vmap or grad of kernel_fn: JAX traces it
+        raise TypeError(f"{name} is a JAX tracer ({type(x).__name__}): ntkd's kernel_fn computes in libntkd, outside "
+                        "JAX, so jax.jit, vmap and grad cannot trace it; call it without them (it needs no jit)")
+    if isinstance(x, Kernel):
+        raise TypeError(f"{name} is a Kernel: ntkd's kernel_fn takes the inputs (arrays), not a Kernel to continue "
+                        "from; build the whole network with stax.serial and call it on the inputs")
     try:
         a = np.asarray(x)
     except Exception as e:  # an object without __array__
@@ -155,16 +162,33 @@ class KernelFn:
     def __repr__(self):
         return f"ntkd kernel_fn: {self.arch}"
 
+    def _check_spatial(self, a, name):
+        """Sequences and images need a readout. Without one, neural-tangents
+        applies the network position by position and its kernel keeps the
+        spatial axes, (n1, n2, L, L) or (n1, n2, H, H, W, W); ntkd's kernels are
+        (n1, n2), and its program would use each sample as one flat vector."""
+        if a is not None and a.ndim > 2 and not any(r in self.arch for r in _READOUTS):
+            raise NotImplementedError(
+                f"{name} has shape {a.shape} and the network has no Flatten, GlobalAvgPool or GlobalSumPool: "
+                "neural-tangents' kernel of it keeps the spatial axes, ntkd computes (n1, n2) kernels only; add "
+                "stax.Flatten() first to use each sample as a vector, or a readout before the last Dense")
+
     def __call__(self, x1, x2=None, get=None, *, threads=0, device="auto", tile=0, progress=None, **kwargs):
-        for k, v in kwargs.items():  # neural-tangents keywords that do not change the kernel
-            if k in ("diagonal_batch", "diagonal_spatial") and not v:
-                continue
-            if k == "batch_size":
-                continue
-            raise TypeError(f"kernel_fn() got an unexpected keyword argument {k!r}")
+        for k in kwargs:  # neural-tangents' keywords: accepted where they do not change the kernel (below)
+            if k not in ("diagonal_batch", "batch_size", "diagonal_spatial", "mask_constant", "pattern"):
+                raise TypeError(f"kernel_fn() got an unexpected keyword argument {k!r}")
         names = _requested(get)
+        net = self._handle()  # the network's own errors first (e.g. parallel without FanOut), then the data's
         a1 = _as_array(x1, "x1")
         a2 = _as_array(x2, "x2")
+        self._check_spatial(a1, "x1")
+        if kwargs.get("diagonal_spatial") and a1.ndim > 2:
+            raise NotImplementedError("kernel_fn(diagonal_spatial=True): ntkd computes the covariances of all pairs "
+                                      "of positions; call it without diagonal_spatial")
+        for k in ("mask_constant", "pattern"):
+            if kwargs.get(k) is not None:
+                raise NotImplementedError(f"kernel_fn({k}=...): ntkd computes unmasked kernels of dense inputs only "
+                                          "(no masking, no graph patterns)")
         dtype = np.float64 if a1.dtype == np.float64 else np.float32
         a1 = np.ascontiguousarray(a1, dtype=dtype)
         if a2 is not None:
@@ -179,7 +203,7 @@ class KernelFn:
         want_ntk = "ntk" in names
         nngp = np.empty((n1, n2), dtype=dtype)
         ntk = np.empty((n1, n2), dtype=dtype) if want_ntk else None
-        _compute(self._handle(), a1, a2, nngp, ntk, threads, device, tile, progress)
+        _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress)
         out = {"nngp": nngp, "ntk": ntk}
         if get is None:
             return Kernel(nngp, ntk)

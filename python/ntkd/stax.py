@@ -98,8 +98,12 @@ def _param(parameterization, s, layer):
     return parameterization
 
 
-def _std(b_std, what):
-    return "None" if b_std is None else _num(b_std, what)
+def _std(std, what):
+    """A W_std or b_std: the kernels hold its square only, so its sign is dropped (stax takes either)."""
+    if std is None:
+        return "None"
+    text = _num(std, what)
+    return text[1:] if text.startswith("-") else text
 
 
 # ---- layers ------------------------------------------------------------------------------
@@ -153,7 +157,7 @@ def Identity():
 def Dense(out_dim, W_std=1.0, b_std=None, batch_axis=0, channel_axis=-1, parameterization="ntk", s=(1, 1)):
     _axes(batch_axis, channel_axis, "Dense")
     p = _param(parameterization, s, "Dense")
-    return _layer(f"Dense({_int(out_dim, 'stax.Dense: out_dim')}, W_std={_num(W_std, 'stax.Dense: W_std')}, "
+    return _layer(f"Dense({_int(out_dim, 'stax.Dense: out_dim')}, W_std={_std(W_std, 'stax.Dense: W_std')}, "
                   f"b_std={_std(b_std, 'stax.Dense: b_std')})", p)
 
 
@@ -165,7 +169,7 @@ def Conv(out_chan, filter_shape, strides=None, padding="VALID", W_std=1.0, b_std
     text = f"Conv({_int(out_chan, 'stax.Conv: out_chan')}, {_sizes(filter_shape, 'stax.Conv: filter_shape')}"
     if strides is not None:
         text += f", strides={_sizes(strides, 'stax.Conv: strides')}"
-    text += (f", padding='{_padding(padding)}', W_std={_num(W_std, 'stax.Conv: W_std')}, "
+    text += (f", padding='{_padding(padding)}', W_std={_std(W_std, 'stax.Conv: W_std')}, "
              f"b_std={_std(b_std, 'stax.Conv: b_std')})")
     return _layer(text, p)
 

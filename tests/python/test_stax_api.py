@@ -1,0 +1,104 @@
+"""neural-tangents' stax semantics that ntkd.stax must keep or refuse, found
+by running the same user code under both libraries (cases where ntkd once
+returned other numbers than neural-tangents without saying so)."""
+
+import numpy as np
+import pytest
+
+from ntkd import stax
+
+
+def test_spatial_data_without_readout_is_refused(rng):
+    # neural-tangents applies Dense position by position to (N, L, C) or
+    # (N, H, W, C) data and returns an (n1, n2, L, L) or (n1, n2, H, H, W, W)
+    # kernel; ntkd once returned the (n1, n2) kernel of the flattened samples.
+    _, _, kernel_fn = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1), stax.Relu(), stax.Dense(1))
+    for shape in ((3, 6, 2), (3, 5, 4, 2)):
+        x = rng.standard_normal(shape)
+        with pytest.raises(NotImplementedError, match="no Flatten, GlobalAvgPool or GlobalSumPool"):
+            kernel_fn(x, None, "ntk")
+    _, _, identity = stax.Identity()
+    with pytest.raises(NotImplementedError, match="keeps the spatial axes"):
+        identity(rng.standard_normal((2, 3, 3, 1)))
+
+
+def test_spatial_data_with_readout(rng):
+    # With a readout the numbers are neural-tangents': Flatten first is the
+    # MLP of the flattened samples.
+    x = rng.standard_normal((3, 6, 2))
+    _, _, flat_first = stax.serial(stax.Flatten(), stax.Dense(3, W_std=1.4, b_std=0.1), stax.Relu(), stax.Dense(1))
+    _, _, mlp = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1), stax.Relu(), stax.Dense(1))
+    np.testing.assert_allclose(flat_first(x, None, "ntk"), mlp(x.reshape(3, -1), None, "ntk"), rtol=1e-13)
+
+
+def test_neural_tangents_keywords(rng):
+    # diagonal_batch=True is neural-tangents' default, and with mask_constant=None
+    # and pattern=None it leaves the kernel as it is: ntkd once raised TypeError
+    # ("unexpected keyword argument") for them.
+    x = rng.standard_normal((3, 4))
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+    k = kernel_fn(x, None, "ntk")
+    for kw in ({"diagonal_batch": True}, {"diagonal_batch": False}, {"diagonal_spatial": True},
+               {"diagonal_spatial": False}, {"mask_constant": None}, {"pattern": None}, {"batch_size": 2}):
+        np.testing.assert_array_equal(kernel_fn(x, None, "ntk", **kw), k)
+    with pytest.raises(NotImplementedError, match="mask_constant"):
+        kernel_fn(x, None, "ntk", mask_constant=1e9)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'diagonal_batches'"):
+        kernel_fn(x, None, "ntk", diagonal_batches=False)
+    _, _, cnn = stax.serial(stax.Conv(3, (2, 2)), stax.Relu(), stax.Flatten(), stax.Dense(1))
+    with pytest.raises(NotImplementedError, match="diagonal_spatial"):
+        cnn(rng.standard_normal((2, 4, 4, 1)), None, "ntk", diagonal_spatial=True)
+
+
+def test_jax_transforms_and_kernel_inputs_say_why(rng):
+    # neural-tangents' examples jit kernel_fn (jax.jit(kernel_fn, static_argnames='get'));
+    # JAX then passes tracers, which ntkd refused as "not an array". (JAX is not
+    # needed here: a tracer is recognised by its type's name.)
+    class DynamicJaxprTracer:
+        shape = (3, 4)
+
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+    with pytest.raises(TypeError, match="JAX tracer .*jax.jit, vmap and grad"):
+        kernel_fn(DynamicJaxprTracer(), None, "ntk")
+    k = kernel_fn(rng.standard_normal((3, 4)))
+    with pytest.raises(TypeError, match="is a Kernel"):
+        kernel_fn(k, None, "ntk")
+
+
+def test_finite_time_predict_functions_say_why():
+    # neural-tangents' predict also has gradient_descent_mse, gradient_descent and
+    # max_learning_rate (finite-time dynamics); ntkd.predict had no such names
+    # (AttributeError), where its stax refuses the layers it lacks by name.
+    from ntkd import predict
+    for name in ("gradient_descent_mse", "gradient_descent", "max_learning_rate"):
+        with pytest.raises(NotImplementedError, match=f"predict.{name}: ntkd does not compute it"):
+            getattr(predict, name)(np.eye(3), np.ones((3, 1)))
+
+
+def test_negative_stds(rng):
+    # stax squares W_std and b_std (a negative one gives the kernel of its absolute
+    # value); ntkd refused them ("W_std must be a number >= 0").
+    x = rng.standard_normal((3, 4))
+    k = {}
+    for sign in (1, -1):
+        _, _, kernel_fn = stax.serial(stax.Dense(3, W_std=1.4 * sign, b_std=0.3 * sign), stax.Relu(),
+                                      stax.Dense(1, W_std=-2.0 if sign < 0 else 2.0))
+        k[sign] = kernel_fn(x, None, "ntk")
+    np.testing.assert_array_equal(k[-1], k[1])
+    images = rng.standard_normal((2, 4, 4, 1))
+    _, _, cnn = stax.serial(stax.Conv(2, (2, 2), W_std=-1.5, b_std=-0.1), stax.Relu(), stax.Flatten(), stax.Dense(1))
+    _, _, cnn_pos = stax.serial(stax.Conv(2, (2, 2), W_std=1.5, b_std=0.1), stax.Relu(), stax.Flatten(), stax.Dense(1))
+    np.testing.assert_array_equal(cnn(images, None, "ntk"), cnn_pos(images, None, "ntk"))
+
+
+def test_network_errors_come_before_data_errors(rng, tmp_path):
+    # neural-tangents' parallel without FanOut takes a tuple of inputs; ntkd
+    # computes parallel only after FanOut, and must say that, not judge the
+    # tuple stacked into one (2, 3, 4) array ("no Flatten ... spatial axes").
+    xa, xb = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    _, _, kernel_fn = stax.serial(stax.parallel(stax.Dense(3), stax.Dense(3)), stax.FanInSum())
+    with pytest.raises(ValueError, match=r"FanOut\(n\) parallel"):
+        kernel_fn((xa, xb), None, "ntk")
+    import ntkd
+    with pytest.raises(ValueError, match=r"FanOut\(n\) parallel"):
+        ntkd.batch(kernel_fn, (xa, xb), store=str(tmp_path / "k.ntk"))
