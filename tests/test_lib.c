@@ -35,6 +35,9 @@ static ntkd_net *net_of(const char *arch) {
 START_TEST(test_net_errors) {
   ntkd_net *net = (ntkd_net *)1;
   ck_assert_int_eq(ntkd_net_create("Dense Relu Relu Dense", NULL, &net), NTKD_ERROR_ARCH);
+  /* "arch" once: the parser's message names it already */
+  ck_assert_msg(!strncmp(ntkd_last_error(), "arch, layer 3 (Relu)", 20) && !strstr(ntkd_last_error(), "arch, arch"),
+                "%s", ntkd_last_error());
   ck_assert_ptr_null(net);
   ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "arch"));
   ck_assert_int_eq(ntkd_net_create("[Dense Relu]*100000000", NULL, &net), NTKD_ERROR_ARCH);

@@ -109,6 +109,8 @@ ntkd_status ntkd_net_create(const char *arch, const ntkd_net_options *options, n
   ntk_status st = ntk_arch_parse_param(arch, o.w_std, o.b_std, o.parameterization == NTKD_PARAM_STANDARD, &n->arch);
   if (st) {
     free(n);
+    /* the parser's messages name the arch already ("arch, column 7: ..."); the others get it */
+    if (!strncmp(ntk_error_message(), "arch", 4)) return fail(st);
     return fail(ntk_error(st, "arch, %s", ntk_error_message()));
   }
   *net = n;
