@@ -130,8 +130,8 @@ ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void 
 static ntk_status fc_widths(const struct ntk_arch *arch, const struct ntk_dataset *data, double *fan, double *weight,
                             double *div) {
   if (!ntk_arch_is_fc(arch))
-    return ntk_error(NTK_ECONFIG, "Conv, AvgPool and GlobalAvgPool need image data: an (N, H, W, C) or "
-                     "(N, C, H, W) .npy, IDX images or CIFAR-10, not (N, d) vectors");
+    return ntk_error(NTK_ECONFIG, "Conv, AvgPool and GlobalAvgPool need image data: (N, H, W, C) or (N, L, C) "
+                     "arrays (in a job file also an (N, C, H, W) .npy, IDX images or CIFAR-10), not (N, d) vectors");
   struct ntk_widths wd;
   ntk_widths_init(&wd, data->d);
   wd.weight = weight;
