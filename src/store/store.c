@@ -1382,6 +1382,11 @@ ntk_status ntk_store_stored_tiles(const ntk_store_t *s, uint64_t **tiles, size_t
 }
 
 int ntk_store_is_damaged(const ntk_store_t *s) {
+  /* A writer's handle repaired what its scans found before it went on (the
+   * resume: dead regions marked, the tail cut, header, job text and index
+   * rewritten; the audit: dead regions, a fresh index at the next sync); the
+   * counts stay, for its messages. The tiles lost are missing, not damage. */
+  if (s->writable) return 0;
   const struct ntk_store_scan *c = &s->scan;
   return c->regions || c->damaged || c->tail_damaged || c->header_damaged || c->job_text_damaged || c->index_damaged;
 }
