@@ -2,11 +2,21 @@
 # A rerun repairs in one go (found by an adversarial pass): a job with
 # [solve] resumed over a damaged store repairs it, recomputes the lost
 # tile and solves (it once ended "done" and then exit 4, "run the job
-# again to repair it", over the store it had just repaired).
+# again to repair it", over the store it had just repaired); a failed
+# fsync of the store ends the job with exit 3 and leaves no index that
+# disagrees with the store (the entries of the failed sync were dropped and
+# the next sync's mark covered their records: verify then said damaged).
 # Usage: tests/e2e_repair.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_repair.sh path/to/ntkd}")
 source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
+
+# tests/preload.c: FAIL_FDATASYNC=K makes the K-th fdatasync fail (EIO).
+PRELOAD=$W/preload.so
+mpicc -shared -fPIC -O1 -o "$PRELOAD" "$SRC/tests/preload.c" -ldl 2>preload.err ||
+  bad "tests/preload.c does not build: $(head -3 preload.err)"
+# ASan (the sanitizer build) wants its run-time first among the libraries.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 
 $PY -c "
 import numpy as np
@@ -50,6 +60,19 @@ printf '\377' | dd of=dmg.ntk bs=1 seek=$((off + 200)) conv=notrunc 2>/dev/null
 rm -f dmg.ntk.index dmg-*-ridge0.01.npy
 expect_rc 0 "... and with its index removed too" "$NTKD" dmg.conf
 check "... kernels and predictions byte-identical to the clean run's" same dmg
+
+# --- a failed fsync ----------------------------------------------------------
+# The job syncs after every tile; the 3rd fdatasync fails. Later syncs
+# (the end of the job, the close) must not write an index past it.
+job fs
+expect_rc 3 "the 3rd fdatasync of the store fails (EIO): exit 3" env LD_PRELOAD="$PRELOAD" FAIL_FDATASYNC=3 "$NTKD" fs.conf
+check "... saying the fsync failed" has "fs.ntk: fsync failed; the store may have lost recent tiles" err.log
+check "... and never 'done'" bash -c "! grep -q '^ntkd: done' err.log"
+expect_rc 0 "... verify finds no damage (an unfinished store, not a damaged one)" "$NTKD" verify fs.ntk
+check "... no index that disagrees with the store" bash -c "! grep -q 'disagrees' out.log err.log"
+expect_rc 0 "... the rerun finishes" "$NTKD" fs.conf
+check "... without a damaged index to rebuild" bash -c "! grep -q 'disagrees' err.log"
+check "... kernels and predictions byte-identical to the clean run's" same fs
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
