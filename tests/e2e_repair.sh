@@ -5,7 +5,8 @@
 # again to repair it", over the store it had just repaired); a failed
 # fsync of the store ends the job with exit 3 and leaves no index that
 # disagrees with the store (the entries of the failed sync were dropped and
-# the next sync's mark covered their records: verify then said damaged).
+# the next sync's mark covered their records: verify then said damaged),
+# nor says "done" (it did when the sync after the last tile failed).
 # Usage: tests/e2e_repair.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_repair.sh path/to/ntkd}")
@@ -73,6 +74,22 @@ check "... no index that disagrees with the store" bash -c "! grep -q 'disagrees
 expect_rc 0 "... the rerun finishes" "$NTKD" fs.conf
 check "... without a damaged index to rebuild" bash -c "! grep -q 'disagrees' err.log"
 check "... kernels and predictions byte-identical to the clean run's" same fs
+
+# Each fdatasync of a run in turn fails: whenever one fails after the last
+# tile was stored, the job says "failed: 14/14", never "done" (a "done" is
+# said only after the store was synced and checked: ntk_store_check_final).
+job fk
+all_failed=0 bad_rc=
+for k in $(seq 1 60); do
+  rm -f fk.ntk* fk-*
+  env LD_PRELOAD="$PRELOAD" FAIL_FDATASYNC=$k "$NTKD" fk.conf >/dev/null 2>fk.log
+  rc=$?
+  [ $rc = 0 ] && break
+  [ $rc = 3 ] || bad_rc="$bad_rc k=$k:$rc"
+  grep -q '^ntkd: failed: 14/14 tiles' fk.log && all_failed=$((all_failed + 1))
+done
+check "every failed fdatasync of a run ends it with exit 3 (${bad_rc:-all 3} up to k=$k)" [ -z "$bad_rc" ]
+check "... one after the last tile says 'failed: 14/14', not 'done' ($all_failed runs)" [ $all_failed -ge 1 ]
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

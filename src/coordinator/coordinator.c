@@ -650,7 +650,10 @@ ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_
     set_failure(&s, final);
     complete = 0;
   }
-  ntk_progress_finish(&s.progress, complete ? "done" : s.failure || st ? "failed" : "stopped");
+  /* "done" only over a store synced and checked: never after a failed sync
+   * (the check above was skipped then). */
+  int done = complete && !sync && !s.failure;
+  ntk_progress_finish(&s.progress, done ? "done" : s.failure || st || sync ? "failed" : "stopped");
   int nw = solo ? 1 : ntk_comm_size(world) - 1;
   double wall = ntk_now() - s.progress.start;
   if (wall > 0 && s.progress.pairs_session)
