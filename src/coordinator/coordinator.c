@@ -543,6 +543,7 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
     send_next(s, k, p, &active);
   }
   int cancelled = 0;
+  double turn = last_check; /* when this loop last came back from its poll */
   while (active > 0) {
     int from, tag;
     size_t bytes;
@@ -561,6 +562,15 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
       }
     }
     int got = ntk_comm_poll(s->comm, -1, &from, &tag, &bytes, 0.25);
+    /* A turn of this loop takes about the poll's 0.25 s. One of seconds
+     * means this rank did not run (SIGSTOP, a debugger, a starved or
+     * suspended machine): the workers' messages wait unread meanwhile, so
+     * that time is nobody's silence. Counted, it blamed a healthy worker
+     * for the coordinator's stop (exit 9). */
+    double back = ntk_now();
+    if (back - turn > 2.0)
+      for (int k = 1; k <= nworkers; k++) p[k].heard += back - turn;
+    turn = back;
     ntk_progress_tick(&s->progress, 0);
     /* Look for silent workers when idle, and every second when busy. */
     if (!got || ntk_now() - last_check >= 1.0) {
