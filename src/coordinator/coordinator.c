@@ -566,10 +566,12 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
      * means this rank did not run (SIGSTOP, a debugger, a starved or
      * suspended machine): the workers' messages wait unread meanwhile, so
      * that time is nobody's silence. Counted, it blamed a healthy worker
-     * for the coordinator's stop (exit 9). */
+     * for the coordinator's stop (exit 9). A second of each such turn still
+     * counts, so that a hung worker is counted out even while this rank is
+     * starved turn after turn. */
     double back = ntk_now();
     if (back - turn > 2.0)
-      for (int k = 1; k <= nworkers; k++) p[k].heard += back - turn;
+      for (int k = 1; k <= nworkers; k++) p[k].heard += back - turn - 1.0;
     turn = back;
     ntk_progress_tick(&s->progress, 0);
     /* Look for silent workers when idle, and every second when busy. */
