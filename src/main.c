@@ -176,6 +176,11 @@ int main(int argc, char **argv) {
         ol = strlen(opts[k]);
         if (!strncmp(argv[i], opts[k], ol) && (argv[i][ol] == '\0' || argv[i][ol] == '=')) o = k;
       }
+      if (o >= 0 && *vals[o]) { /* as a key in a job file: once, never the last of two silently */
+        fprintf(stderr, "ntkd: error: export: %s given twice ('%s', then '%s')\n", opts[o], *vals[o],
+                argv[i][ol] == '=' ? argv[i] + ol + 1 : i + 1 < argc ? argv[i + 1] : "");
+        return NTK_EXIT_USAGE;
+      }
       if (o >= 0 && argv[i][ol] == '=') *vals[o] = argv[i] + ol + 1;
       else if (o >= 0 && i + 1 < argc) *vals[o] = argv[++i];
       else if (o >= 0) return bad_usage("export: an option without its value");

@@ -12,6 +12,8 @@
 #   - a worker stopped with SIGSTOP is counted out after [compute]
 #     worker_timeout: exit 9, the store verifies, a rerun finishes
 #     byte-identical to a clean run;
+#   - the coordinator stopped with SIGSTOP for longer than worker_timeout
+#     counts no worker out: the job goes on and ends 0;
 #   - SIGINT and SIGTERM to mpirun, with a kill grace of 10 s (as
 #     scripts/slurm/kernel.sbatch sets it): the ranks store the tiles in
 #     flight and stop cleanly (mpirun exits 1).
@@ -249,6 +251,26 @@ check "... no rank left running" no_ranks_left "ntkd stl.conf"
 expect_rc 0 "... a rerun resumes and finishes" guarded 300 $FAST mpirun -np 3 "$NTKD" stl.conf
 check "... computing only the missing tiles" has "$((21 - ${n:-0})) of 21 tiles to compute" err.log
 check "... byte-identical to a clean run" export_cmp stl.ntk ref.npy
+
+# --- the coordinator stopped, not a worker ----------------------------------------
+# Rank 0 SIGSTOPped for 8 s (worker_timeout = 3): the workers' messages wait
+# unread meanwhile, which is nobody's silence. It once counted a healthy
+# worker out as soon as it ran again (exit 9, blaming rank 1 or 2).
+job stc mid.npy "$MID" 512 "worker_timeout = 3"
+$FAST mpirun -np 3 "$NTKD" stc.conf >/dev/null 2>stc.log &
+mp=$!
+watchdog $mp 300
+wait_tiles stc.ntk 2 300
+coord=$(rank_pids "ntkd stc.conf" 0)
+kill -STOP $coord
+sleep 8
+kill -CONT $coord
+wait $mp
+rc=$?
+kill $WD 2>/dev/null
+check "the coordinator SIGSTOPped for 8 s (worker_timeout = 3): the job goes on and ends 0 (exit $rc)" [ "$rc" = 0 ]
+check "... counting no worker out" bash -c "! grep -q 'counting it out' stc.log"
+check "... byte-identical to a clean run" export_cmp stc.ntk ref.npy
 
 # --- SIGINT and SIGTERM to mpirun ---------------------------------------------------------
 # Tiles of 1.5 s: more than Open MPI's default grace (1 s), a sixth of

@@ -102,6 +102,8 @@ for spec in "--rows 5:3" "--rows 0:54" "--cols 53:" "--cols abc" "--rows 7" "--r
 done
 expect_rc 2 "export --format csv refused" "$NTKD" export s32.ntk bad.npy --format csv
 expect_rc 2 "export --rows without a value refused" "$NTKD" export s32.ntk bad.npy --rows
+expect_rc 2 "export --rows given twice refused (not the last one taken)" "$NTKD" export s32.ntk bad.npy --rows 0:5 --rows=5:10
+check "... naming the option and both values" has "--rows given twice ('0:5', then '5:10')" err.log
 expect_rc 2 "export over the store refused (raw too)" "$NTKD" export s32.ntk s32.ntk --format raw
 check "nothing written by the refused exports" bash -c "! ls bad.npy* >/dev/null 2>&1 && [ -s s32.ntk ]"
 

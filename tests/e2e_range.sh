@@ -4,7 +4,8 @@
 # against the float64 job at scale 1 times s^2 (with b_std = 0 a ReLU
 # network is positively homogeneous of degree 2); Erf at a large variance
 # against float64; and a network whose kernel really exceeds float32, which
-# must be an error (exit 8), never a stored inf.
+# must be an error (exit 8), never a stored inf; and inputs so small that a
+# sample's variance is a float32 subnormal (exit 8 too).
 # Usage: tests/e2e_range.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_range.sh path/to/ntkd}")
@@ -80,6 +81,17 @@ expect_rc 0 "the same network in float64" "$NTKD" deep64.conf
 "$NTKD" export deep64.ntk deep64.npy >/dev/null 2>&1
 check "... is finite and beyond float32" $PY -c "
 import numpy as np; k = np.load('deep64.npy'); assert np.isfinite(k).all() and np.abs(k).max() > 3.5e38, k.max()"
+
+# --- a kernel below float32: an error, not a value of a few bits -----------
+# Inputs scaled by 1e-21: a sample's variance is ~1e-42, a float32
+# subnormal with a few bits (a regression on it was 5 % off, exit 0).
+printf '[data]\npath = fc.npy\nscale = 1e-21\n[model]\narch = Dense Relu Dense\n[compute]\nprecision = float32\n[output]\npath = tiny.ntk\n' > tiny.conf
+expect_rc 8 "data scaled by 1e-21, float32: the kernel's diagonal (~1e-42) is below float32's normal range" "$NTKD" tiny.conf
+check "... the message names a sample with itself and its value" grep -Eq 'NNGP entry \(row ([0-9]+), column \1\) is [0-9.]+e-4[0-9], below float32' err.log
+check "... and says to use float64" grep -q 'use \[compute\] precision = float64' err.log
+check "... nothing stored" bash -c "[ \"\$('$NTKD' info tiny.ntk | sed -n 's|^progress: *\([0-9]*\)/.*|\1|p')\" = 0 ]"
+sed 's/precision = float32/precision = float64/; s/tiny.ntk/tiny64.ntk/' tiny.conf > tiny64.conf
+expect_rc 0 "the same job in float64" "$NTKD" tiny64.conf
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

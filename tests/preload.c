@@ -15,9 +15,12 @@
  * written when the moment came (STOPAT_MARK.RANK for mpi_init), so that the
  * test knows the signal met the run where it wanted.
  * READ_BYTES=FILE: at exit, the bytes the process read (rchar of
- * /proc/self/io) are written to FILE. */
+ * /proc/self/io) are written to FILE.
+ * FAIL_FDATASYNC=K: the K-th fdatasync of the process (1-based) fails with
+ * EIO without syncing, as a disk that lost the write (a store's sync). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -103,6 +106,17 @@ int open64(const char *path, int flags, ...) {
   }
   at_open(path);
   return real_open("open64", path, flags, mode);
+}
+
+int fdatasync(int fd) {
+  static int calls;
+  const char *k = getenv("FAIL_FDATASYNC");
+  if (k && __atomic_add_fetch(&calls, 1, __ATOMIC_SEQ_CST) == atoi(k)) {
+    errno = EIO;
+    return -1;
+  }
+  int (*next)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+  return next(fd);
 }
 
 int MPI_Init(int *argc, char ***argv) {

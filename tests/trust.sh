@@ -296,8 +296,8 @@ echo "trust: damage: ${SECONDS}s"
 # ============================================================================
 # 4. The job identity covers the whole job
 # ============================================================================
-job deep1 tiny.npy "[Dense Relu]*10000 Dense(W_std=1.5)" 8
-job deep2 tiny.npy "[Dense Relu]*10000 Dense(W_std=1.4)" 8
+job deep1 tiny.npy "[Dense(b_std=0.1) Relu]*10000 Dense(W_std=1.5)" 8
+job deep2 tiny.npy "[Dense(b_std=0.1) Relu]*10000 Dense(W_std=1.4)" 8
 sed -i 's/deep2.ntk/deep1.ntk/' deep2.conf
 expect_rc 0 "a 20 001-layer job" "$NTKD" deep1.conf
 sum=$(md5sum < deep1.ntk)
@@ -305,7 +305,7 @@ expect_rc 2 "a job differing only in its last layer is refused on that store" "$
 check "... the message shows where: layer 20001, both values" \
   bash -c "grep -q 'first difference: layer 20001: the store has Dense(W_std=1.5, b_std=0), this job Dense(W_std=1.4, b_std=0)' err.log"
 check "... the store is untouched" [ "$(md5sum < deep1.ntk)" = "$sum" ]
-job data2 tiny2.npy "[Dense Relu]*10000 Dense(W_std=1.5)" 8
+job data2 tiny2.npy "[Dense(b_std=0.1) Relu]*10000 Dense(W_std=1.5)" 8
 sed -i 's/data2.ntk/deep1.ntk/' data2.conf
 expect_rc 2 "the same network on other data values is refused" "$NTKD" data2.conf
 check "... saying the data values differ" has "first difference: data values" err.log

@@ -543,6 +543,7 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
     send_next(s, k, p, &active);
   }
   int cancelled = 0;
+  double turn = last_check; /* when this loop last came back from its poll */
   while (active > 0) {
     int from, tag;
     size_t bytes;
@@ -561,6 +562,17 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
       }
     }
     int got = ntk_comm_poll(s->comm, -1, &from, &tag, &bytes, 0.25);
+    /* A turn of this loop takes about the poll's 0.25 s. One of seconds
+     * means this rank did not run (SIGSTOP, a debugger, a starved or
+     * suspended machine): the workers' messages wait unread meanwhile, so
+     * that time is nobody's silence. Counted, it blamed a healthy worker
+     * for the coordinator's stop (exit 9). A second of each such turn still
+     * counts, so that a hung worker is counted out even while this rank is
+     * starved turn after turn. */
+    double back = ntk_now();
+    if (back - turn > 2.0)
+      for (int k = 1; k <= nworkers; k++) p[k].heard += back - turn - 1.0;
+    turn = back;
     ntk_progress_tick(&s->progress, 0);
     /* Look for silent workers when idle, and every second when busy. */
     if (!got || ntk_now() - last_check >= 1.0) {
@@ -650,7 +662,10 @@ ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_
     set_failure(&s, final);
     complete = 0;
   }
-  ntk_progress_finish(&s.progress, complete ? "done" : s.failure || st ? "failed" : "stopped");
+  /* "done" only over a store synced and checked: never after a failed sync
+   * (the check above was skipped then). */
+  int done = complete && !sync && !s.failure;
+  ntk_progress_finish(&s.progress, done ? "done" : s.failure || st || sync ? "failed" : "stopped");
   int nw = solo ? 1 : ntk_comm_size(world) - 1;
   double wall = ntk_now() - s.progress.start;
   if (wall > 0 && s.progress.pairs_session)

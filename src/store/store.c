@@ -106,6 +106,10 @@ struct ntk_store {
   uint64_t synced_covered;       /* the last sync mark's `covered` */
   int index_stale;               /* the index lists records the audit found damaged or placed
                                     otherwise: the next sync writes a fresh one */
+  int sync_failed;               /* an fdatasync failed: the records it covered may be lost (the
+                                    kernel may have dropped the pages it could not write), so the
+                                    index never names them or moves its mark past them; a resume
+                                    checks every record after the mark */
   uint64_t settled;              /* the index's sync mark when opened (0: none): what a scan finds
                                     past it that is not a record is an unfinished write */
   int stop_aware;                /* the scan gives up on a stop signal (the audit) */
@@ -1382,6 +1386,11 @@ ntk_status ntk_store_stored_tiles(const ntk_store_t *s, uint64_t **tiles, size_t
 }
 
 int ntk_store_is_damaged(const ntk_store_t *s) {
+  /* A writer's handle repaired what its scans found before it went on (the
+   * resume: dead regions marked, the tail cut, header, job text and index
+   * rewritten; the audit: dead regions, a fresh index at the next sync); the
+   * counts stay, for its messages. The tiles lost are missing, not damage. */
+  if (s->writable) return 0;
   const struct ntk_store_scan *c = &s->scan;
   return c->regions || c->damaged || c->tail_damaged || c->header_damaged || c->job_text_damaged || c->index_damaged;
 }
@@ -1699,6 +1708,10 @@ ntk_status ntk_store_sync(ntk_store_t *s) {
    * audit changed what the store holds below the index's mark, the whole
    * index is written afresh instead (its entries there would be wrong). */
   pthread_mutex_lock(&s->mu);
+  if (s->sync_failed) {
+    pthread_mutex_unlock(&s->mu);
+    return ntk_error(NTK_EIO, "%s: an earlier fsync failed; the store may have lost recent tiles", s->path);
+  }
   struct ntk_index_entry *e = s->fresh;
   size_t n = s->nfresh;
   uint64_t covered = s->end;
@@ -1718,7 +1731,12 @@ ntk_status ntk_store_sync(ntk_store_t *s) {
    * what this node's ranks wrote; ranks on other nodes sync their own
    * records before they report them written), then the index that names
    * them. */
-  if (!st && fdatasync(s->fd)) st = io_error(s, "fsync failed; the store may have lost recent tiles");
+  if (!st && fdatasync(s->fd)) {
+    st = io_error(s, "fsync failed; the store may have lost recent tiles");
+    pthread_mutex_lock(&s->mu);
+    s->sync_failed = 1;
+    pthread_mutex_unlock(&s->mu);
+  }
   if (!st && whole) {
     st = write_fresh_index(s, e, n, covered);
   } else if (!st && (n || covered != s->synced_covered)) {

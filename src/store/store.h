@@ -148,7 +148,8 @@ const char *ntk_store_job_text(const ntk_store_t *s);
 
 /* Whether the scan found damage: a damaged region, tile, header copy, job
  * text, or a tail that is not a torn write. What `verify` exits 4 on and
- * what `export` and `solve` refuse. */
+ * what `export` and `solve` refuse. Never on a writer's handle: its resume
+ * and audit repaired what they found (a job's own solve reads through it). */
 int ntk_store_is_damaged(const ntk_store_t *s);
 
 /* Offset of tile `tile`'s intact record (0 if absent): for `info --records`. */

@@ -237,11 +237,41 @@ static ntk_status check_finite(const struct ntk_tile *t, const void *vals, int e
                    hint);
 }
 
-/* Every value of a computed tile finite: NNGP first, then NTK. */
+/* The underflow twin of check_finite: NTK_ENONFINITE naming the first
+ * entry of a sample with itself (the diagonal of a diagonal tile) that is
+ * subnormal. Its true value is not 0 (that would be 0) but below the
+ * precision's normal range, and it has kept only the few bits a subnormal
+ * has: a float32 job on inputs scaled by 1e-21 stored such a diagonal with
+ * exit 0, and its regression's predictions were 5 % off. Another entry may
+ * be that small and right (a pair of nearly orthogonal samples). */
+static ntk_status check_diagonal(const struct ntk_tile *t, const void *vals, int elem, const char *kernel) {
+  if (t->r0 != t->c0) return NTK_OK;
+  size_t n = (size_t)(t->rows < t->cols ? t->rows : t->cols);
+  for (size_t i = 0; i < n; i++) {
+    size_t at = i * (size_t)t->cols + i;
+    int sub = elem == 4 ? fpclassify(((const float *)vals)[at]) == FP_SUBNORMAL
+                        : fpclassify(((const double *)vals)[at]) == FP_SUBNORMAL;
+    if (!sub) continue;
+    double v = elem == 4 ? (double)((const float *)vals)[at] : ((const double *)vals)[at];
+    const char *hint = elem == 4 ? "use [compute] precision = float64 (or scale the data up: [data] scale)"
+                                 : "the network is too deep for its w_std and b_std (the variances shrink by a "
+                                   "factor per layer), or the data are too small: scale them up ([data] scale)";
+    return ntk_error(NTK_ENONFINITE, "%s entry (row %llu, column %llu) is %.3g, below %s's normal range (%.3g): only a "
+                     "few of its bits are left; %s", kernel, (unsigned long long)(t->r0 + i),
+                     (unsigned long long)(t->c0 + i), v, elem == 4 ? "float32" : "float64",
+                     elem == 4 ? (double)FLT_MIN : DBL_MIN, hint);
+  }
+  return NTK_OK;
+}
+
+/* Every value of a computed tile finite, and no sample's value with itself
+ * subnormal: NNGP first, then NTK. */
 static ntk_status check_tile(const ntk_engine_t *e, const struct ntk_tile *t, const unsigned char *raw) {
   size_t one = (size_t)(t->rows * t->cols) * (size_t)e->elem;
   ntk_status st = check_finite(t, raw, e->elem, "NNGP");
   if (!st && (e->kernels & NTK_KERNEL_NTK)) st = check_finite(t, raw + one, e->elem, "NTK");
+  if (!st) st = check_diagonal(t, raw, e->elem, "NNGP");
+  if (!st && (e->kernels & NTK_KERNEL_NTK)) st = check_diagonal(t, raw + one, e->elem, "NTK");
   return st;
 }
 

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# A rerun repairs in one go (found by an adversarial pass): a job with
+# [solve] resumed over a damaged store repairs it, recomputes the lost
+# tile and solves (it once ended "done" and then exit 4, "run the job
+# again to repair it", over the store it had just repaired); a failed
+# fsync of the store ends the job with exit 3 and leaves no index that
+# disagrees with the store (the entries of the failed sync were dropped and
+# the next sync's mark covered their records: verify then said damaged),
+# nor says "done" (it did when the sync after the last tile failed).
+# Usage: tests/e2e_repair.sh path/to/ntkd
+set -u
+NTKD=$(readlink -f "${1:?usage: e2e_repair.sh path/to/ntkd}")
+source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
+
+# tests/preload.c: FAIL_FDATASYNC=K makes the K-th fdatasync fail (EIO).
+PRELOAD=$W/preload.so
+mpicc -shared -fPIC -O1 -o "$PRELOAD" "$SRC/tests/preload.c" -ldl 2>preload.err ||
+  bad "tests/preload.c does not build: $(head -3 preload.err)"
+# ASan (the sanitizer build) wants its run-time first among the libraries.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+
+$PY -c "
+import numpy as np
+r = np.random.default_rng(5)
+np.save('x.npy', r.standard_normal((60, 8)).astype(np.float32))
+np.save('xt.npy', r.standard_normal((20, 8)).astype(np.float32))
+np.save('y.npy', r.integers(0, 3, 60))
+np.save('yt.npy', r.integers(0, 3, 20))
+"
+# job NAME: a regression on 60 + 20 samples, 14 tiles of 16, a sync after every tile.
+job() {
+  printf '[data]\npath = x.npy\nlabels = y.npy\n[test]\npath = xt.npy\nlabels = yt.npy\n[model]\narch = Dense Relu Dense\n[compute]\ntile = 16\nprecision = float64\n[output]\npath = %s.ntk\nsync = 0\n[solve]\nridge = 0.01\n' "$1" > "$1.conf"
+}
+# same NAME: NAME's kernels and predictions are the clean run's, byte for byte.
+same() {
+  local k
+  for k in nngp ntk; do
+    "$NTKD" export "$1.ntk" "$1-$k.npy" --kernel $k >/dev/null 2>&1 && cmp -s "$1-$k.npy" "clean-$k.npy" || return 1
+    cmp -s "$1-$k-ridge0.01.npy" "clean-$k-ridge0.01.npy" || return 1
+  done
+}
+job clean
+"$NTKD" clean.conf >/dev/null 2>&1
+for k in nngp ntk; do "$NTKD" export clean.ntk "clean-$k.npy" --kernel $k >/dev/null 2>&1; done
+check "a clean reference run" [ -s clean-ntk-ridge0.01.npy ]
+
+# --- a damaged record, then the rerun of a job with [solve] -----------------
+job dmg
+"$NTKD" dmg.conf >/dev/null 2>&1
+off=$("$NTKD" info --records dmg.ntk | awk '$1 == "record:" && $2 == 3 {print $3}')
+printf '\377' | dd of=dmg.ntk bs=1 seek=$((off + 200)) conv=notrunc 2>/dev/null
+rm -f dmg-*-ridge0.01.npy
+expect_rc 4 "a payload byte of tile 3 flipped: verify finds it" "$NTKD" verify dmg.ntk
+expect_rc 0 "the rerun of the job (with [solve]) repairs, recomputes and solves" "$NTKD" dmg.conf
+check "... saying it recomputes the damaged tile" has "1 damaged tile to recompute" err.log
+check "... never 'run the job again'" bash -c "! grep -q 'run the job again' err.log"
+check "... the store verifies" bash -c "\"$NTKD\" verify dmg.ntk >/dev/null"
+check "... kernels and predictions byte-identical to the clean run's" same dmg
+# The same with the index removed (the resume rebuilds it from a full scan).
+printf '\377' | dd of=dmg.ntk bs=1 seek=$((off + 200)) conv=notrunc 2>/dev/null
+rm -f dmg.ntk.index dmg-*-ridge0.01.npy
+expect_rc 0 "... and with its index removed too" "$NTKD" dmg.conf
+check "... kernels and predictions byte-identical to the clean run's" same dmg
+
+# --- a failed fsync ----------------------------------------------------------
+# The job syncs after every tile; the 3rd fdatasync fails. Later syncs
+# (the end of the job, the close) must not write an index past it.
+job fs
+expect_rc 3 "the 3rd fdatasync of the store fails (EIO): exit 3" env LD_PRELOAD="$PRELOAD" FAIL_FDATASYNC=3 "$NTKD" fs.conf
+check "... saying the fsync failed" has "fs.ntk: fsync failed; the store may have lost recent tiles" err.log
+check "... and never 'done'" bash -c "! grep -q '^ntkd: done' err.log"
+expect_rc 0 "... verify finds no damage (an unfinished store, not a damaged one)" "$NTKD" verify fs.ntk
+check "... no index that disagrees with the store" bash -c "! grep -q 'disagrees' out.log err.log"
+expect_rc 0 "... the rerun finishes" "$NTKD" fs.conf
+check "... without a damaged index to rebuild" bash -c "! grep -q 'disagrees' err.log"
+check "... kernels and predictions byte-identical to the clean run's" same fs
+
+# Each fdatasync of a run in turn fails: whenever one fails after the last
+# tile was stored, the job says "failed: 14/14", never "done" (a "done" is
+# said only after the store was synced and checked: ntk_store_check_final).
+job fk
+all_failed=0 bad_rc=
+for k in $(seq 1 60); do
+  rm -f fk.ntk* fk-*
+  env LD_PRELOAD="$PRELOAD" FAIL_FDATASYNC=$k "$NTKD" fk.conf >/dev/null 2>fk.log
+  rc=$?
+  [ $rc = 0 ] && break
+  [ $rc = 3 ] || bad_rc="$bad_rc k=$k:$rc"
+  grep -q '^ntkd: failed: 14/14 tiles' fk.log && all_failed=$((all_failed + 1))
+done
+check "every failed fdatasync of a run ends it with exit 3 (${bad_rc:-all 3} up to k=$k)" [ -z "$bad_rc" ]
+check "... one after the last tile says 'failed: 14/14', not 'done' ($all_failed runs)" [ $all_failed -ge 1 ]
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
