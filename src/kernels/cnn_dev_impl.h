@@ -31,6 +31,7 @@
 #define dv_slice_geom SFX(dv_slice_geom)
 #define dv_slice_setup SFX(dv_slice_setup)
 #define dv_slice_load SFX(dv_slice_load)
+#define dv_slice_swap SFX(dv_slice_swap)
 #define dv_slice_conv SFX(dv_slice_conv)
 #define dv_slice_conv_strided SFX(dv_slice_conv_strided)
 #define dv_slice_dense SFX(dv_slice_dense)
@@ -366,6 +367,16 @@ static DEV DV_INLINE void dv_slice_load(const struct ntk_dev_args *A, struct ntk
   BLK_SYNC(B);
 }
 
+/* A layer's output (g2, t2) becomes the slice (g, t). */
+static DEV DV_INLINE void dv_slice_swap(struct dv_slice_blk *S) {
+  REAL *x = S->g;
+  S->g = S->g2;
+  S->g2 = x;
+  x = S->t;
+  S->t = S->t2;
+  S->t2 = x;
+}
+
 /* Conv o (op k) on the slice: row sums of NNGP and NTK for every row read
  * below; then per cell the column sums, the affine map and a following
  * nonlinearity, in the CPU's order per entry: two barriers per Conv +
@@ -405,12 +416,7 @@ static DEV DV_INLINE int dv_slice_conv(const struct ntk_dev_args *A, struct ntk_
     S->t2[idx] = tv;
   }
   BLK_SYNC(B);
-  REAL *x = S->g;
-  S->g = S->g2;
-  S->g2 = x;
-  x = S->t;
-  S->t = S->t2;
-  S->t2 = x;
+  dv_slice_swap(S);
   return nl != NULL;
 }
 
@@ -459,12 +465,7 @@ static DEV DV_INLINE void dv_slice_conv_strided(struct ntk_blk *B, struct dv_sli
     S->t2[idx] = tv;
   }
   BLK_SYNC(B);
-  REAL *x = S->g;
-  S->g = S->g2;
-  S->g2 = x;
-  x = S->t;
-  S->t = S->t2;
-  S->t2 = x;
+  dv_slice_swap(S);
   /* the next stride-1 Conv writes only the valid cells of g2, t2: the
    * rest zero in the new size */
   for (unsigned k = S->tid; k < cells2; k += S->nt) {
@@ -1314,6 +1315,7 @@ static DEV void dv_readout(const struct ntk_dev_args *A, struct ntk_blk *B, REAL
 #undef dv_slice_geom
 #undef dv_slice_setup
 #undef dv_slice_load
+#undef dv_slice_swap
 #undef dv_slice_conv
 #undef dv_slice_conv_strided
 #undef dv_slice_dense

@@ -529,6 +529,16 @@ static unsigned grid_for(const ntk_cnn_gpu_t *g, size_t items) {
   return (unsigned)(b > 65535 ? 65535 : (b ? b : 1));
 }
 
+/* A launch's output covariance (ng, nt) becomes the next one's input (fg, ft). */
+static void swap_full(struct ntk_dev_args *A) {
+  void *x = A->fg;
+  A->fg = A->ng;
+  A->ng = x;
+  x = A->ft;
+  A->ft = A->nt;
+  A->nt = x;
+}
+
 /* Every launch for the np pairs staged in hpa/hpb; results in g->out. */
 static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
   const struct ntk_dev_plan *P = g->plan;
@@ -610,14 +620,7 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
           A.noff = (2 * (A.bh / A.mh) + 1) * (2 * (A.bw / A.mw) + 1);
         }
         if ((st = launch(g, kern, (unsigned)A.noff, (unsigned)np, smem, &A))) return st;
-        if (A.moved && !to_gap) { /* its result went to ng, nt */
-          void *x = A.fg;
-          A.fg = A.ng;
-          A.ng = x;
-          x = A.ft;
-          A.ft = A.nt;
-          A.nt = x;
-        }
+        if (A.moved && !to_gap) swap_full(&A); /* its result went to ng, nt */
         A.moved = 0;
         from_x = 0;
         to_part = to_gap;
@@ -645,12 +648,7 @@ static ntk_status run_batch(ntk_cnn_gpu_t *g, size_t np, int self, int with_t) {
       size_t hwo = (size_t)o->ho * o->wo;
       int kern = o->kind == NTK_LAYER_CONV ? NTK_K_CONV_FULL : NTK_K_POOL_FULL;
       if ((st = launch(g, kern, grid_for(g, np * hwo * hwo), 1, 0, &A))) return st;
-      void *x = A.fg;
-      A.fg = A.ng;
-      A.ng = x;
-      x = A.ft;
-      A.ft = A.nt;
-      A.nt = x;
+      swap_full(&A);
       h = o->ho;
       w = o->wo;
       k++;
