@@ -86,6 +86,22 @@ check "... one table line per kernel and ridge" [ "$(grep -cE '^(nngp|ntk) ' out
 reg pfx "$arch" 0.001 5 "predictions = preds/p"
 expect_rc 0 "[solve] predictions sets where the files go" mpirun -np 2 "$NTKD" pfx.conf
 check "... preds/p-ntk-ridge0.001.npy" [ -s preds/p-ntk-ridge0.001.npy ]
+# One solve at a time writes a PREFIX's predictions: while another process
+# holds PREFIX.predictions.lock (as a running solve does), a second solve
+# (mpirun -np 3, of the same store or of a store that gives the same
+# PREFIX) is refused with exit 7 and writes nothing; after it, the lock
+# file is gone and a solve runs.
+check "a solve of predictions another solve is writing is refused (exit 7), every file untouched" $PY -c "
+import fcntl, os, subprocess, sys
+f = open('$c.predictions.lock', 'a+'); fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+files = sorted(n for n in os.listdir('.') if n.startswith('$c-') and n.endswith('.npy'))
+before = [(n, os.stat(n).st_mtime_ns, open(n, 'rb').read()) for n in files]
+r = subprocess.run(['mpirun', '-np', '3', '$NTKD', 'solve', '$c.ntk', '$c.conf'], capture_output=True, text=True)
+ok = r.returncode == 7 and 'the set of predictions files $c-KERNEL-ridgeR.npy is in use by another running job' in r.stderr
+ok = ok and before == [(n, os.stat(n).st_mtime_ns, open(n, 'rb').read()) for n in files] and len(files) == 6
+sys.exit(0 if ok else print(r.returncode, r.stderr[-800:], files) or 1)"
+expect_rc 0 "... once it is released, the same solve runs" "$NTKD" solve "$c.ntk" "$c.conf"
+check "... and removes its lock file" [ ! -e "$c.predictions.lock" ]
 
 # --- export of a regression store; test x test only when asked ---------------------
 expect_rc 0 "export of a store without test x test" "$NTKD" export "$c.ntk" tt.npy

@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "base/signals.h"
 #include "solve/solve_method.h"
+#include "store/lock.h"
 #include "comm/comm.h"
 #include "store/store.h"
 
@@ -50,17 +51,36 @@ static ntk_status write_npy(const char *path, const double *x, size_t rows, size
   return st;
 }
 
-static void prediction_path(const char *store_path, const struct ntk_job *job, int kernel, double ridge, char *out,
-                            size_t cap) {
-  char prefix[NTK_PATH_MAX];
+/* PREFIX: [solve] predictions, or the store path without ".ntk". */
+static void prediction_prefix(const char *store_path, const struct ntk_job *job, char *prefix, size_t cap) {
   if (job->solve.predictions[0]) {
-    snprintf(prefix, sizeof prefix, "%s", job->solve.predictions);
+    snprintf(prefix, cap, "%s", job->solve.predictions);
   } else {
-    snprintf(prefix, sizeof prefix, "%s", store_path);
+    snprintf(prefix, cap, "%s", store_path);
     size_t l = strlen(prefix);
     if (l > 4 && !strcmp(prefix + l - 4, ".ntk")) prefix[l - 4] = '\0';
   }
+}
+
+static void prediction_path(const char *store_path, const struct ntk_job *job, int kernel, double ridge, char *out,
+                            size_t cap) {
+  char prefix[NTK_PATH_MAX];
+  prediction_prefix(store_path, job, prefix, sizeof prefix);
   snprintf(out, cap, "%s-%s-ridge%g.npy", prefix, kname(kernel), ridge);
+}
+
+/* One solve at a time writes the predictions of a PREFIX: rank 0 holds
+ * PREFIX.predictions.lock (store/lock.h: dropped by the kernel when it
+ * dies) from before the first file is written until the last is. Two
+ * solves of the same store, or two jobs whose stores give one PREFIX
+ * (`run` and `run.ntk`), would otherwise replace each other's files, each
+ * file whole but the set a mix of the two, with exit 0 for both. */
+static ntk_status lock_predictions(const char *store_path, const struct ntk_job *job, ntk_lock_t **lock) {
+  char prefix[NTK_PATH_MAX], path[NTK_PATH_MAX + 16], what[NTK_PATH_MAX + 64];
+  prediction_prefix(store_path, job, prefix, sizeof prefix);
+  snprintf(path, sizeof path, "%s.predictions", prefix);
+  snprintf(what, sizeof what, "set of predictions files %s-KERNEL-ridgeR.npy", prefix);
+  return ntk_lock_acquire(path, what, lock);
 }
 
 /* PREFIX-KERNEL-ridgeR-var.npy (or -cov.npy) next to the predictions. */
@@ -278,6 +298,8 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   const struct ntk_store_info *in = ntk_store_get_info(s);
   size_t ntr = (size_t)in->n_train, nte = (size_t)(in->n - in->n_train);
   st = rank == 0 ? check_outputs(store_path, job, in->kernels) : NTK_OK;
+  ntk_lock_t *lock = NULL;
+  if (!st && rank == 0) st = lock_predictions(store_path, job, &lock);
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);
   if (!st && ntk_store_is_damaged(s) && sc->index_damaged)
     st = ntk_error(NTK_ECORRUPT, "%s: the index (%s.index) %s; run the job again to rebuild it (no tile is lost)",
@@ -358,6 +380,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     free_outs(out, job->solve.nridge);
   }
   if (nresults) *nresults = nr < cap ? nr : cap;
+  ntk_lock_release(lock); /* every file is written (or refused) */
   if (own) ntk_solve_labels_free(&L);
   if (s != opened) ntk_store_close(s);
   if (!st && bad) bad = ntk_error(bad, "%s", "some ridges could not be solved (see above); the others were written");
