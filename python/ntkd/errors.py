@@ -110,3 +110,13 @@ def raise_for_exit(code, message):
         raise_for(_BY_EXIT[code], message)
     why = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
     raise_for(_lib.E_INTERNAL, f"the ntkd program ended with {why}: {message}")
+
+
+def refused(module, name, why):
+    """A stand-in for neural-tangents' `module.name`, which ntkd does not
+    compute: calling it raises NotImplementedError saying why."""
+    def fn(*args, **kwargs):
+        raise NotImplementedError(f"{module}.{name}: ntkd does not compute it ({why})")
+    fn.__name__ = name
+    fn.__doc__ = f"Not computed by ntkd: {why}. Raises NotImplementedError."
+    return fn

@@ -47,6 +47,7 @@ import numpy as np
 
 from . import _program
 from .errors import SolveError
+from .errors import refused as _refused
 
 __all__ = ["gp_inference", "gradient_descent_mse_ensemble", "Gaussian", "NUMPY_MAX_TRAIN"]
 
@@ -740,16 +741,8 @@ def _merge_kwargs(train, test):
 
 # ---- neural-tangents' finite-time predictions: refused when called, saying why --------------
 
-def _refused(name, why):
-    def fn(*args, **kwargs):
-        raise NotImplementedError(f"predict.{name}: ntkd does not compute it ({why})")
-    fn.__name__ = name
-    fn.__doc__ = f"Not computed by ntkd: {why}. Raises NotImplementedError."
-    return fn
-
-
 _AT_INFINITY = ("ntkd predicts at t = infinity only: use gp_inference or gradient_descent_mse_ensemble, or "
                 "neural-tangents for the dynamics")
-gradient_descent_mse = _refused("gradient_descent_mse", "the finite-time MSE dynamics; " + _AT_INFINITY)
-gradient_descent = _refused("gradient_descent", "the dynamics of an arbitrary loss; " + _AT_INFINITY)
-max_learning_rate = _refused("max_learning_rate", "it serves the finite-time dynamics; " + _AT_INFINITY)
+gradient_descent_mse = _refused("predict", "gradient_descent_mse", "the finite-time MSE dynamics; " + _AT_INFINITY)
+gradient_descent = _refused("predict", "gradient_descent", "the dynamics of an arbitrary loss; " + _AT_INFINITY)
+max_learning_rate = _refused("predict", "max_learning_rate", "it serves the finite-time dynamics; " + _AT_INFINITY)

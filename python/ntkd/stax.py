@@ -19,6 +19,7 @@ import math
 import numbers
 
 from . import _kernel
+from .errors import refused as _refused
 
 __all__ = [
     "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv", "AvgPool",
@@ -357,14 +358,6 @@ def ElementwiseNumerical(fn, deg=None, df=None):
 
 # ---- what ntkd does not compute: refused when constructed --------------------------------
 
-def _refused(name, why):
-    def layer(*args, **kwargs):
-        raise NotImplementedError(f"stax.{name}: ntkd does not compute it ({why})")
-    layer.__name__ = name
-    layer.__doc__ = f"Not computed by ntkd: {why}. Raises NotImplementedError."
-    return layer
-
-
 for _name, _why in [
     ("ConvLocal", "locally connected layers are not implemented"),
     ("ConvTranspose", "transposed convolutions are not implemented"),
@@ -376,5 +369,5 @@ for _name, _why in [
     ("Elementwise", "arbitrary nonlinearities need their kernel in closed form: use a named one, or "
                     "ElementwiseNumerical with a function ntkd knows"),
 ]:
-    globals()[_name] = _refused(_name, _why)
+    globals()[_name] = _refused("stax", _name, _why)
 del _name, _why
