@@ -5,7 +5,8 @@
 # network is positively homogeneous of degree 2); Erf at a large variance
 # against float64; and a network whose kernel really exceeds float32, which
 # must be an error (exit 8), never a stored inf; and inputs so small that a
-# sample's variance is a float32 subnormal (exit 8 too).
+# sample's variance is a float32 subnormal, or networks whose kernel
+# underflows to exactly 0 (exit 8 too), but not a sample of zeros.
 # Usage: tests/e2e_range.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_range.sh path/to/ntkd}")
@@ -92,6 +93,36 @@ check "... and says to use float64" grep -q 'use \[compute\] precision = float64
 check "... nothing stored" bash -c "[ \"\$('$NTKD' info tiny.ntk | sed -n 's|^progress: *\([0-9]*\)/.*|\1|p')\" = 0 ]"
 sed 's/precision = float32/precision = float64/; s/tiny.ntk/tiny64.ntk/' tiny.conf > tiny64.conf
 expect_rc 0 "the same job in float64" "$NTKD" tiny64.conf
+
+
+# --- a kernel that underflows to exactly 0: an error too -----------------
+# 300 ReLU layers at the default w_std = 1, b_std = 0 halve the variances
+# per layer: ~1e-92, which float32 flushes to 0 everywhere (stored with
+# exit 0 before). The worker recomputes a zero self-entry in float64.
+printf '[data]\npath = fc.npy\n[model]\narch = [Dense Relu]*300 Dense\nkernel = ntk\n[compute]\nprecision = float32\n[output]\npath = flush.ntk\n' > flush.conf
+expect_rc 8 "300 ReLU layers, float32: the kernel underflows to 0" "$NTKD" flush.conf
+check "... the message names the entry, its float64 value and float64" grep -Eq 'NNGP entry \(row ([0-9]+), column \1\) is 0 in float32 but [0-9.]+e-9[0-9] in float64.*precision = float64' err.log
+check "... nothing stored" bash -c "[ \"\$('$NTKD' info flush.ntk | sed -n 's|^progress: *\([0-9]*\)/.*|\1|p')\" = 0 ]"
+sed 's/precision = float32/precision = float64/; s/flush.ntk/flush64.ntk/' flush.conf > flush64.conf
+expect_rc 0 "the same network in float64" "$NTKD" flush64.conf
+"$NTKD" export flush64.ntk flush64.npy >/dev/null 2>&1
+check "... its diagonal is positive and below float32's range" $PY -c "
+import numpy as np; k = np.diag(np.load('flush64.npy')); assert (k > 0).all() and (k < 1e-38).all(), k"
+sed 's/\*300/*1200/; s/flush64.ntk/flush1200.ntk/' flush64.conf > flush1200.conf
+expect_rc 8 "1200 ReLU layers, float64: the kernel underflows to 0 in float64 too" "$NTKD" flush1200.conf
+check "... the message says below float64's range" grep -q 'is 0 although sample [0-9]* is not all zeros: its true value is below float64' err.log
+# Inputs scaled by 1e-24: a float32 variance of ~1e-48 flushes to 0.
+sed 's/scale = 1e-21/scale = 1e-24/; s/tiny.ntk/tiny0.ntk/' tiny.conf > tiny0.conf
+expect_rc 8 "data scaled by 1e-24, float32: the kernel is 0 in float32" "$NTKD" tiny0.conf
+check "... said so" grep -q 'is 0 in float32 but' err.log
+# A sample of zeros has a zero value with itself (b_std = 0): that is its value.
+$PY -c "
+import numpy as np; x = np.load('fc.npy'); x[3] = 0; np.save('zero.npy', x)"
+sed 's/fc.npy/zero.npy/; s/\*300/*2/; s/flush.ntk/zero.ntk/' flush.conf > zero.conf
+expect_rc 0 "a sample of zeros, b_std = 0, float32: its 0 is stored" "$NTKD" zero.conf
+"$NTKD" export zero.ntk zero-ntk.npy --kernel ntk >/dev/null 2>&1
+check "... its row is 0, the others' diagonal is not" $PY -c "
+import numpy as np; k = np.load('zero-ntk.npy'); assert (k[3] == 0).all() and (np.delete(np.diag(k), 3) > 0).all(), k"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

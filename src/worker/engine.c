@@ -16,6 +16,7 @@
 #include "base/defs.h"
 #include "base/clock.h"
 #include "base/signals.h"
+#include "kernels/dataset.h"
 #include "store/store.h"
 
 /* A tile buffer of the engine: the raw values (from the backend's
@@ -43,6 +44,8 @@ struct slot {
 struct ntk_engine {
   const struct ntk_backend_ops *be;
   void *ctx;
+  const struct ntk_arch *arch;       /* the problem's (it outlives the engine): a zero */
+  const struct ntk_dataset *data;    /* self-entry's recomputation (zero_verdict) */
   ntk_codec_t *codec; /* the calling thread's (ntk_engine_run, and submit without threads) */
   int elem, kernels;
   size_t raw_cap, msg_cap;
@@ -125,6 +128,8 @@ ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backe
   e->be = be;
   e->elem = p->data->elem;
   e->kernels = p->kernels;
+  e->arch = p->arch;
+  e->data = p->data;
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->work, NULL);
   pthread_cond_init(&e->done, NULL);
@@ -237,21 +242,108 @@ static ntk_status check_finite(const struct ntk_tile *t, const void *vals, int e
                    hint);
 }
 
+/* Whether sample i has a value that is not 0, read from the bits: under
+ * DAZ a subnormal compares equal to 0. */
+static int sample_nonzero(const struct ntk_dataset *ds, size_t i) {
+  if (ds->elem == 4) {
+    const uint32_t *b = (const uint32_t *)((const float *)ds->x + i * ds->d);
+    for (size_t k = 0; k < ds->d; k++)
+      if (b[k] & 0x7fffffffu) return 1;
+  } else {
+    const uint64_t *b = (const uint64_t *)((const double *)ds->x + i * ds->d);
+    for (size_t k = 0; k < ds->d; k++)
+      if (b[k] & 0x7fffffffffffffffull) return 1;
+  }
+  return 0;
+}
+
+/* A float32 value as a double from its bits: under DAZ the conversion
+ * instruction reads a subnormal as 0. */
+static double widen(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  uint32_t e = b >> 23 & 0xff, m = b & 0x7fffff;
+  if (e != 0) return (double)f;
+  double v = ldexp((double)m, -149);
+  return b >> 31 ? -v : v;
+}
+
+/* Sample i's NNGP with itself, recomputed in float64 by the CPU backend
+ * on that sample alone. */
+static ntk_status self_entry_f64(const ntk_engine_t *e, size_t i, double *out) {
+  const struct ntk_dataset *ds = e->data;
+  struct ntk_dataset one = *ds;
+  one.n = 1;
+  one.n_train = 0;
+  one.elem = 8;
+  double *x = malloc(ds->d * sizeof *x);
+  if (!x) return ntk_error(NTK_ENOMEM, "out of memory");
+  for (size_t k = 0; k < ds->d; k++)
+    x[k] = ds->elem == 4 ? widen(((const float *)ds->x)[i * ds->d + k]) : ((const double *)ds->x)[i * ds->d + k];
+  one.x = x;
+  struct ntk_problem p = {.arch = e->arch, .data = &one, .kernels = NTK_KERNEL_NNGP};
+  struct ntk_tile t = {.rows = 1, .cols = 1};
+  void *ctx = NULL;
+  *out = 0;
+  ntk_status st = ntk_backend_cpu.create(&p, &ctx);
+  if (!st) st = ntk_backend_cpu.compute_tile(ctx, &t, out, NULL);
+  ntk_backend_cpu.destroy(ctx);
+  free(x);
+  return st;
+}
+
+/* A sample's NNGP with itself that came out exactly 0 although the sample
+ * is not all zeros. A 300-layer ReLU network at the default w_std = 1 halves
+ * its variances per layer: its float32 kernel flushed to 0 everywhere and
+ * was stored with exit 0. In a float32 job the entry is recomputed in
+ * float64: a value there means float32's range was the cause. A 0 in
+ * float64 too is refused as well: either the true value is below even
+ * float64's range, or the network maps that sample to 0 (a layer with
+ * w_std = b_std = 0, a ReLU-family layer with both slopes 0), and a kernel
+ * that is 0 on a sample it was given carries nothing of it. The NNGP's
+ * alone: the NTK can be 0 where the NNGP is not (a network that ends in
+ * Sign or a step, whose derivative is 0), and an NTK that underflowed has
+ * an NNGP that did too (a Dense readout adds the NNGP to it). */
+static ntk_status zero_verdict(const ntk_engine_t *e, const struct ntk_tile *t, size_t i) {
+  size_t s = (size_t)(t->r0 + i);
+  if (!sample_nonzero(e->data, s)) return NTK_OK; /* a sample of zeros: 0 may be its value */
+  if (e->elem == 4) {
+    double w;
+    ntk_status st = self_entry_f64(e, s, &w);
+    if (st) return st;
+    if (w != 0)
+      return ntk_error(NTK_ENONFINITE, "NNGP entry (row %zu, column %zu) is 0 in float32 but %.3g in float64: below "
+                       "float32's range (%.3g), nothing of it is left; use [compute] precision = float64 (or scale the "
+                       "data up: [data] scale; or raise w_std or b_std, if the network's variances shrink per layer)",
+                       s, s, w, (double)FLT_MIN);
+  }
+  return ntk_error(NTK_ENONFINITE, "NNGP entry (row %zu, column %zu) is 0 although sample %zu is not all zeros: its "
+                   "true value is below float64's range (%.3g: the network is too deep for its w_std and b_std, its "
+                   "variances shrink by a factor per layer; raise b_std or w_std), or the network maps the sample to 0 "
+                   "(a layer with w_std = b_std = 0)", s, s, s, DBL_MIN);
+}
+
 /* The underflow twin of check_finite: NTK_ENONFINITE naming the first
  * entry of a sample with itself (the diagonal of a diagonal tile) that is
- * subnormal. Its true value is not 0 (that would be 0) but below the
- * precision's normal range, and it has kept only the few bits a subnormal
- * has: a float32 job on inputs scaled by 1e-21 stored such a diagonal with
- * exit 0, and its regression's predictions were 5 % off. Another entry may
- * be that small and right (a pair of nearly orthogonal samples). */
-static ntk_status check_diagonal(const struct ntk_tile *t, const void *vals, int elem, const char *kernel) {
+ * subnormal, or 0 where zero_verdict refuses it. A subnormal's true value
+ * is not 0 (that would be 0) but below the precision's normal range, and
+ * it has kept only the few bits a subnormal has: a float32 job on inputs
+ * scaled by 1e-21 stored such a diagonal with exit 0, and its regression's
+ * predictions were 5 % off. Another entry may be that small and right (a
+ * pair of nearly orthogonal samples). */
+static ntk_status check_diagonal(const ntk_engine_t *e, const struct ntk_tile *t, const void *vals, int which,
+                                 const char *kernel) {
   if (t->r0 != t->c0) return NTK_OK;
+  int elem = e->elem;
   size_t n = (size_t)(t->rows < t->cols ? t->rows : t->cols);
   for (size_t i = 0; i < n; i++) {
     size_t at = i * (size_t)t->cols + i;
-    int sub = elem == 4 ? fpclassify(((const float *)vals)[at]) == FP_SUBNORMAL
-                        : fpclassify(((const double *)vals)[at]) == FP_SUBNORMAL;
-    if (!sub) continue;
+    int cls = elem == 4 ? fpclassify(((const float *)vals)[at]) : fpclassify(((const double *)vals)[at]);
+    if (cls == FP_ZERO && which == 0) {
+      ntk_status st = zero_verdict(e, t, i);
+      if (st) return st;
+    }
+    if (cls != FP_SUBNORMAL) continue;
     double v = elem == 4 ? (double)((const float *)vals)[at] : ((const double *)vals)[at];
     const char *hint = elem == 4 ? "use [compute] precision = float64 (or scale the data up: [data] scale)"
                                  : "the network is too deep for its w_std and b_std (the variances shrink by a "
@@ -265,13 +357,13 @@ static ntk_status check_diagonal(const struct ntk_tile *t, const void *vals, int
 }
 
 /* Every value of a computed tile finite, and no sample's value with itself
- * subnormal: NNGP first, then NTK. */
+ * subnormal or a refused 0: NNGP first, then NTK. */
 static ntk_status check_tile(const ntk_engine_t *e, const struct ntk_tile *t, const unsigned char *raw) {
   size_t one = (size_t)(t->rows * t->cols) * (size_t)e->elem;
   ntk_status st = check_finite(t, raw, e->elem, "NNGP");
   if (!st && (e->kernels & NTK_KERNEL_NTK)) st = check_finite(t, raw + one, e->elem, "NTK");
-  if (!st) st = check_diagonal(t, raw, e->elem, "NNGP");
-  if (!st && (e->kernels & NTK_KERNEL_NTK)) st = check_diagonal(t, raw + one, e->elem, "NTK");
+  if (!st) st = check_diagonal(e, t, raw, 0, "NNGP");
+  if (!st && (e->kernels & NTK_KERNEL_NTK)) st = check_diagonal(e, t, raw + one, 1, "NTK");
   return st;
 }
 
