@@ -169,6 +169,56 @@ START_TEST(test_npy_broken) {
 }
 END_TEST
 
+/* A file must end where its header says, and its header hold numpy's
+ * three keys: a header edited to a smaller shape read the first rows as
+ * the data, and an unknown key was ignored. */
+START_TEST(test_npy_strict) {
+  float f[6] = {1, 2, 3, 4, 5, 6};
+  write_npy_raw("long.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", f, sizeof f);
+  expect_fail("long.npy", "its header declares");
+  write_npy_raw("keys.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), 'offset': 8, }", f, sizeof f);
+  expect_fail("keys.npy", "has the key 'offset'");
+  write_npy_raw("twice.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), 'shape': (3, 2)}", f,
+                sizeof f);
+  expect_fail("twice.npy", "repeats a key");
+  /* The same file gzip-compressed: read one byte further. */
+  char p[512], gzp[512], buf[4096];
+  tu_path(p, sizeof p, dir, "long.npy");
+  tu_path(gzp, sizeof gzp, dir, "long.npy.gz");
+  FILE *in = fopen(p, "rb");
+  ck_assert_ptr_nonnull(in);
+  size_t len = fread(buf, 1, sizeof buf, in);
+  fclose(in);
+  gzFile g = gzopen(gzp, "wb");
+  ck_assert_ptr_nonnull(g);
+  ck_assert_int_eq(gzwrite(g, buf, (unsigned)len), (int)len);
+  ck_assert_int_eq(gzclose(g), Z_OK);
+  expect_fail("long.npy.gz", "go on after");
+  /* With count, the rows the job skips are still there (plain: the size). */
+  struct ntk_job j;
+  struct ntk_dataset ds;
+  write_npy_raw("three.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", f, sizeof f);
+  job_for(&j, "three.npy");
+  j.count = 2;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_OK);
+  ck_assert_uint_eq(ds.n, 2);
+  ntk_data_free(&ds);
+  write_npy_raw("cut.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }", f, sizeof f);
+  job_for(&j, "cut.npy");
+  j.count = 2;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "cut short"), "%s", ntk_error_message());
+  /* Labels: one more than declared. */
+  int32_t l4[3] = {0, 1, 2};
+  write_npy_raw("llong.npy", "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", l4, sizeof l4);
+  int32_t *y = NULL;
+  tu_path(p, sizeof p, dir, "llong.npy");
+  ck_assert_int_eq(ntk_labels_load(p, 2, 1, 10, &y), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "its header declares"), "%s", ntk_error_message());
+  ck_assert_ptr_null(y);
+}
+END_TEST
+
 /* IDX file of n images h x w, pixel = (i * 7 + k) % 256, optionally gzipped. */
 static void write_idx(const char *name, int n, int h, int w, int gz, int truncate_by) {
   size_t len = 16 + (size_t)n * h * w;
@@ -785,6 +835,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_npy_u8_scale_count);
   tcase_add_test(tc, test_npy_images);
   tcase_add_test(tc, test_npy_broken);
+  tcase_add_test(tc, test_npy_strict);
   tcase_add_test(tc, test_idx);
   tcase_add_test(tc, test_labels);
   tcase_add_test(tc, test_label_classes);

@@ -224,6 +224,32 @@ static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t 
   return st;
 }
 
+/* After the values a reader took, `left` more samples of `sample_bytes`
+ * each that the header declares and the job does not use: the file must
+ * end where its header says. A header edited to a smaller shape, or two
+ * files run together, read the first rows as if they were the data; a
+ * shorter file is cut. A plain file is measured by its size; a compressed
+ * one is read one byte further when nothing is left to skip (past a count,
+ * it would have to be decompressed to its end: not checked). */
+static ntk_status check_end(gzFile f, const char *path, long long plain_size, size_t left, size_t sample_bytes) {
+  long long at = (long long)gztell(f);
+  if (plain_size >= 0 && at >= 0) {
+    unsigned long long want = (unsigned long long)at + (unsigned long long)left * sample_bytes;
+    if ((unsigned long long)plain_size == want) return NTK_OK;
+    return ntk_error(NTK_EINPUT, "%s: the file has %lld bytes, its header declares %llu: it is %s", path, plain_size,
+                     want, (unsigned long long)plain_size > want ? "damaged, or its header's shape is wrong (the "
+                     "data go on after the declared samples)" : "cut short");
+  }
+  if (left) return NTK_OK;
+  unsigned char extra;
+  int got = gzread(f, &extra, 1);
+  if (got < 0) return read_error(f, path, "the end of the data");
+  if (got > 0)
+    return ntk_error(NTK_EINPUT, "%s: the data go on after the samples its header declares: the file is damaged, or "
+                     "its header's shape is wrong", path);
+  return NTK_OK;
+}
+
 /* The values per sample a header claims, dims[1] * ... * dims[nd-1], in
  * `*sample`, once it is checked that neither that product nor the size in
  * bytes of the whole array (times dims[0] and `elem_size`) wraps around 64
@@ -262,6 +288,26 @@ static size_t want_count(const struct ntk_job *job, size_t have, const char *pat
  * to 4-D samples (float32, float64, uint8). */
 static ntk_status npy_parse_header(const char *path, const char *hdr, int labels, src_type *t, int *big,
                                    size_t *shape, int *ndim) {
+  /* The dictionary's keys: exactly descr, fortran_order and shape (as
+   * numpy.load demands): a key is a quoted string followed by ':'. */
+  int keys = 0;
+  for (const char *k = hdr; (k = strchr(k, '\'')) != NULL;) {
+    const char *e = strchr(k + 1, '\'');
+    if (!e) break;
+    const char *c = e + 1;
+    while (*c == ' ') c++;
+    if (*c == ':') {
+      size_t len = (size_t)(e - k - 1);
+      if (!((len == 5 && !strncmp(k + 1, "descr", 5)) || (len == 13 && !strncmp(k + 1, "fortran_order", 13)) ||
+            (len == 5 && !strncmp(k + 1, "shape", 5))))
+        return ntk_error(NTK_EINPUT, "%s: .npy header has the key '%.*s' (a .npy header has exactly 'descr', "
+                         "'fortran_order' and 'shape'): not a .npy file numpy wrote", path, (int)(len < 40 ? len : 40),
+                         k + 1);
+      keys++;
+    }
+    k = e + 1;
+  }
+  if (keys > 3) return ntk_error(NTK_EINPUT, "%s: .npy header repeats a key", path);
   const char *p = strstr(hdr, "'descr'");
   if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'descr'", path);
   p = strchr(p + 7, '\'');
@@ -343,7 +389,8 @@ static ntk_status npy_read_header(const char *path, gzFile f, int labels, src_ty
   return st;
 }
 
-static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f, struct raw *r) {
+static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f, long long plain_size,
+                           struct raw *r) {
   src_type t = T_F64;
   int big = 0, ndim = 0;
   size_t shape[4] = {0};
@@ -365,6 +412,7 @@ static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f
   r->chw = ndim == 4 && job->layout == NTK_LAYOUT_NCHW && c > 1;
   if ((st = alloc_raw(r, path))) return st;
   if ((st = read_values(f, path, r, 0, r->n, t, big))) return st;
+  if ((st = check_end(f, path, plain_size, shape[0] - r->n, r->d * type_size(t)))) return st;
   if (r->chw) {
     /* Reorder each sample from CHW to HWC. */
     size_t es = (size_t)r->elem;
@@ -413,7 +461,8 @@ static ntk_status idx_read_header(const char *path, gzFile f, src_type *type, si
   return NTK_OK;
 }
 
-static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f, struct raw *r) {
+static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f, long long plain_size,
+                           struct raw *r) {
   src_type t;
   size_t dim[4];
   int ndim;
@@ -431,7 +480,8 @@ static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f
   r->c = ndim == 4 ? dim[3] : ndim == 3 ? 1 : 0;
   r->is_u8 = t == T_U8;
   if ((st = alloc_raw(r, path))) return st;
-  return read_values(f, path, r, 0, r->n, t, 1);
+  if ((st = read_values(f, path, r, 0, r->n, t, 1))) return st;
+  return check_end(f, path, plain_size, dim[0] - r->n, r->d * type_size(t));
 }
 
 /* ---- CIFAR-10 binary ------------------------------------------------------ */
@@ -547,8 +597,8 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
     if ((st = open_input(job->data_path[opened], 1u << 20, &files[opened], &sizes[opened]))) break;
   if (!st) {
     const char *path = job->data_path[0];
-    if (fmt == NTK_FORMAT_NPY) st = read_npy(job, path, files[0], &r);
-    else if (fmt == NTK_FORMAT_IDX) st = read_idx(job, path, files[0], &r);
+    if (fmt == NTK_FORMAT_NPY) st = read_npy(job, path, files[0], sizes[0], &r);
+    else if (fmt == NTK_FORMAT_IDX) st = read_idx(job, path, files[0], sizes[0], &r);
     else st = read_cifar(job, files, sizes, job->ndata, &r);
     if (!st) st = raw_refused(&r, path);
   }
@@ -599,6 +649,7 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
   struct raw r = {.n = n, .d = 1, .elem = 8, .bad = SIZE_MAX}; /* labels as read: doubles, not scaled */
   if (!st) st = alloc_raw(&r, path);
   if (!st) st = read_values(f, path, &r, 0, n, t, big);
+  if (!st) st = check_end(f, path, size, dim[0] - n, type_size(t));
   gzclose(f);
   int32_t *out = st ? NULL : malloc(n * sizeof *out);
   if (!st && !out) st = ntk_error(NTK_ENOMEM, "%s: out of memory for %zu labels", path, n);
