@@ -15,6 +15,7 @@
 #include "job/jobfiles.h"
 #include "store/lock.h"
 #include "base/npy.h"
+#include "base/signals.h"
 #include "store/store.h"
 
 static int fail(ntk_status st) {
@@ -331,6 +332,11 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
     if (fwrite(hdr, 1, hl, f) != hl) st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   }
   for (uint64_t I = bi0; I <= bi1 && !st; I++) {
+    /* A stop signal: the partial file is removed (exit 5), never renamed. */
+    if (ntk_stop_requested()) {
+      st = ntk_error(NTK_EINTERRUPTED, "stopped by signal %d: %s is not written", ntk_stop_requested(), out);
+      break;
+    }
     /* Tile-row I holds rows [r0, r0 + rows); the block takes [i0, i1) of them. */
     size_t r0 = I * T, rows = n - r0 < T ? n - r0 : T;
     size_t i0 = r0 > ra ? r0 : (size_t)ra, i1 = r0 + rows < rb ? r0 + rows : (size_t)rb, h = i1 - i0;

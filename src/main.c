@@ -106,9 +106,11 @@ static void block_stop_signals(int argc, char **argv, char **envp) {
 __attribute__((section(".preinit_array"), used)) static void (*const preinit)(int, char **, char **) =
     block_stop_signals;
 
-/* Commands that are not a job run. */
+/* Commands that write nothing: a stop signal's default action (death) is
+ * right for them. A job, `solve` and `export` poll the stop flag instead:
+ * they stop with exit 5, removing what they had half written. */
 static int is_store_command(const char *cmd) {
-  static const char *const names[] = {"info", "verify", "solve", "export", "check", "--help", "-h", "help", "--version"};
+  static const char *const names[] = {"info", "verify", "check", "--help", "-h", "help", "--version"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (!strcmp(cmd, names[i])) return 1;
   return 0;
@@ -117,7 +119,8 @@ static int is_store_command(const char *cmd) {
 int main(int argc, char **argv) {
   /* First of all: for a job, a stop signal during start-up (MPI_Init
    * takes a while) sets the flag that the job polls instead of killing it
-   * unreported. The other commands keep the default action. */
+   * unreported; so do solve and export. The other commands keep the
+   * default action. */
   if (argc >= 2 && is_store_command(argv[1])) ntk_signals_plain();
   else ntk_signals_install();
   ntk_cpu_fix_openblas(argv);

@@ -103,6 +103,27 @@ sys.exit(0 if ok else print(r.returncode, r.stderr[-800:], files) or 1)"
 expect_rc 0 "... once it is released, the same solve runs" "$NTKD" solve "$c.ntk" "$c.conf"
 check "... and removes its lock file" [ ! -e "$c.predictions.lock" ]
 
+# A stop signal (pending as it starts: blocked, sent, then exec) stops
+# `ntkd solve` and `ntkd export` with exit 5 (they died of it, 143, before),
+# and neither leaves a file or a temporary file behind, nor changes one.
+check "SIGTERM: ntkd solve and ntkd export exit 5 and write nothing" $PY -c "
+import os, signal, sys
+def pending(argv):
+    pid = os.fork()
+    if pid == 0:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.execv(argv[0], argv)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+def listing():
+    return sorted((n, os.stat(n).st_mtime_ns) for n in os.listdir('.'))
+before = listing()
+rs = pending(['$NTKD', 'solve', '$c.ntk', '$c.conf'])
+re = pending(['$NTKD', 'export', '$c.ntk', 'stopped.npy'])
+after = listing()
+ok = rs == 5 and re == 5 and after == before
+sys.exit(0 if ok else print(rs, re, set(after) ^ set(before)) or 1)"
+
 # --- export of a regression store; test x test only when asked ---------------------
 expect_rc 0 "export of a store without test x test" "$NTKD" export "$c.ntk" tt.npy
 check "... test x test is NaN, train and test x train are finite" $PY -c "

@@ -12,8 +12,8 @@
  * rank-local. */
 void ntk_signals_install(void);
 
-/* For commands that do not poll the stop flag (info, export, verify,
- * solve): stop signals keep their default action, SIGXFSZ is ignored (a
+/* For commands that do not poll the stop flag (info, verify, check):
+ * stop signals keep their default action, SIGXFSZ is ignored (a
  * write past a file-size limit fails with EFBIG and the temporary file is
  * removed), and signals blocked across an exec are unblocked. */
 void ntk_signals_plain(void);
