@@ -138,7 +138,7 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
     same sample shape, stored after x1 as the test set: the store then holds
     x1 x x1 and x2 x x1 (kernel_fn(x2, x1)), and x2 x x2 with test_test=True,
     the values of kernel_fn(np.concatenate([x1, x2])) bit for bit.
-    precision None: float64 for float64 x1, else float32, as kernel_fn
+    precision None: float64 when x1 or x2 is float64, else float32, as kernel_fn
     computes; 'float32' or 'float64' converts the data. kernel 'ntk' stores
     NNGP and NTK, 'nngp' the NNGP. tile: the tile edge (default ntkd's).
     labels: (train labels, test labels), integer classes, written as
@@ -161,7 +161,7 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
     kernel_fn._handle()  # the network's own errors first, as kernel_fn reports them
     kernel_fn._check_spatial(a1, "x1")
     if precision is None:
-        precision = "float64" if a1.dtype == np.float64 else "float32"
+        precision = "float64" if np.float64 in (a1.dtype, getattr(a2, "dtype", None)) else "float32"
     if precision not in ("float32", "float64"):
         raise ValueError(f"precision must be 'float32', 'float64' or None, not {precision!r}")
     dtype = np.dtype(precision)

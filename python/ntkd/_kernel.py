@@ -111,8 +111,8 @@ class KernelFn:
 
     x1 (n1 samples), x2 (n2 samples, or None: x1 against itself); get None
     returns a Kernel with .nngp and .ntk; 'nngp' or 'ntk' returns that
-    array; a tuple returns a namedtuple in its order. float64 inputs give
-    float64 kernels, any other dtype float32. ntkd's own keywords:
+    array; a tuple returns a namedtuple in its order. float64 inputs (x1 or
+    x2) give float64 kernels, any other dtypes float32. ntkd's own keywords:
     threads (0: every core), device ('auto', 'cpu', 'cuda'), tile
     (0: chosen), progress (a callable(done, total), or True for a tqdm bar).
     """
@@ -189,7 +189,9 @@ class KernelFn:
             if kwargs.get(k) is not None:
                 raise NotImplementedError(f"kernel_fn({k}=...): ntkd computes unmasked kernels of dense inputs only "
                                           "(no masking, no graph patterns)")
-        dtype = np.float64 if a1.dtype == np.float64 else np.float32
+        # As JAX promotes: float64 if either input is (float32 x1 against
+        # float64 x2 was once computed in float32).
+        dtype = np.float64 if np.float64 in (a1.dtype, getattr(a2, "dtype", None)) else np.float32
         a1 = np.ascontiguousarray(a1, dtype=dtype)
         if a2 is not None:
             a2 = np.ascontiguousarray(a2, dtype=dtype)

@@ -102,3 +102,17 @@ def test_network_errors_come_before_data_errors(rng, tmp_path):
     import ntkd
     with pytest.raises(ValueError, match=r"FanOut\(n\) parallel"):
         ntkd.batch(kernel_fn, (xa, xb), store=str(tmp_path / "k.ntk"))
+
+
+def test_mixed_dtypes_promote_to_float64(rng):
+    # JAX promotes float32 with float64 to float64; ntkd once took x1's
+    # dtype and computed such a pair in float32.
+    _, _, kernel_fn = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1), stax.Erf(), stax.Dense(1))
+    x1, x2 = rng.standard_normal((3, 5)), rng.standard_normal((4, 5))
+    want = kernel_fn(x1, x2, "ntk")
+    for a, b in ((x1.astype(np.float32), x2), (x1, x2.astype(np.float32))):
+        got = kernel_fn(a, b, "ntk")
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, kernel_fn(a.astype(np.float64), b.astype(np.float64), "ntk"), rtol=1e-15)
+    assert kernel_fn(x1.astype(np.float32), x2.astype(np.float32), "ntk").dtype == np.float32
+    assert want.dtype == np.float64
