@@ -37,12 +37,14 @@ class Kernel:
 
 
 class _Spec:
-    """One stax layer or block as ntkd reads it: its text, and the
-    parameterization its Dense and Conv layers ask for (a set)."""
+    """One stax layer or block as ntkd reads it: its text, the
+    parameterization its Dense and Conv layers ask for (a set), and the
+    layers that take (N, D) vectors only (a set of their names)."""
 
-    def __init__(self, text, params):
+    def __init__(self, text, params, vectors=()):
         self.text = text
         self.params = frozenset(params)
+        self.vectors = frozenset(vectors)
 
 
 def _no_finite(*args, **kwargs):
@@ -63,20 +65,21 @@ def _spec_of(layer, where):
     return spec
 
 
-def layer(text, parameterization=None):
-    return _triple(_Spec(text, [parameterization] if parameterization else []))
+def layer(text, parameterization=None, vectors=None):
+    return _triple(_Spec(text, [parameterization] if parameterization else [], [vectors] if vectors else []))
 
 
 def combine(kind, layers, count=None):
     specs = [_spec_of(l, f"stax.{kind}") for l in layers]
     params = set().union(*[s.params for s in specs]) if specs else set()
+    vectors = set().union(*[s.vectors for s in specs]) if specs else set()
     if kind == "serial":
         text = " ".join(s.text for s in specs)
     elif kind == "repeat":
         text = f"[{specs[0].text}]*{count}"
     else:  # parallel: each branch one argument
         text = "parallel(" + ", ".join(f"serial({s.text})" if " " in s.text else s.text for s in specs) + ")"
-    return _triple(_Spec(text, params))
+    return _triple(_Spec(text, params, vectors))
 
 
 def _triple(spec):
@@ -167,6 +170,11 @@ class KernelFn:
         applies the network position by position and its kernel keeps the
         spatial axes, (n1, n2, L, L) or (n1, n2, H, H, W, W); ntkd's kernels are
         (n1, n2), and its program would use each sample as one flat vector."""
+        if a is not None and a.ndim > 2 and self._ntkd_spec.vectors:
+            raise NotImplementedError(
+                f"{name} has shape {a.shape}: {sorted(self._ntkd_spec.vectors)[0]} takes axis 1 as the channel axis, "
+                "which it is on (N, D) vectors only; ntkd's layers take the channels last on sequences and images "
+                "(channel_axis=-1)")
         if a is not None and a.ndim > 2 and not any(r in self.arch for r in _READOUTS):
             raise NotImplementedError(
                 f"{name} has shape {a.shape} and the network has no Flatten, GlobalAvgPool or GlobalSumPool: "

@@ -109,8 +109,8 @@ def _std(std, what):
 
 # ---- layers ------------------------------------------------------------------------------
 
-def _layer(text, parameterization=None):
-    return _kernel.layer(text, parameterization)
+def _layer(text, parameterization=None, vectors=None):
+    return _kernel.layer(text, parameterization, vectors)
 
 
 def serial(*layers):
@@ -156,10 +156,14 @@ def Identity():
 
 
 def Dense(out_dim, W_std=1.0, b_std=None, batch_axis=0, channel_axis=-1, parameterization="ntk", s=(1, 1)):
-    _axes(batch_axis, channel_axis, "Dense")
+    # channel_axis=1 is the channel axis of (N, D) vectors: taken, and
+    # kernel_fn refuses sequences and images for it.
+    vectors = "stax.Dense(channel_axis=1)" if batch_axis == 0 and channel_axis == 1 else None
+    if not vectors:
+        _axes(batch_axis, channel_axis, "Dense")
     p = _param(parameterization, s, "Dense")
     return _layer(f"Dense({_int(out_dim, 'stax.Dense: out_dim')}, W_std={_std(W_std, 'stax.Dense: W_std')}, "
-                  f"b_std={_std(b_std, 'stax.Dense: b_std')})", p)
+                  f"b_std={_std(b_std, 'stax.Dense: b_std')})", p, vectors)
 
 
 def Conv(out_chan, filter_shape, strides=None, padding="VALID", W_std=1.0, b_std=None, dimension_numbers=None,

@@ -116,3 +116,19 @@ def test_mixed_dtypes_promote_to_float64(rng):
         np.testing.assert_allclose(got, kernel_fn(a.astype(np.float64), b.astype(np.float64), "ntk"), rtol=1e-15)
     assert kernel_fn(x1.astype(np.float32), x2.astype(np.float32), "ntk").dtype == np.float32
     assert want.dtype == np.float64
+
+
+def test_dense_channel_axis_1_on_vectors(rng):
+    # On (N, D) vectors axis 1 is the channel axis (neural-tangents computes
+    # the same kernel as with -1); ntkd once refused it. On images it is
+    # another axis than ntkd's channels: refused by kernel_fn, naming it.
+    _, _, one = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1, channel_axis=1), stax.Relu(), stax.Dense(1))
+    _, _, last = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1), stax.Relu(), stax.Dense(1))
+    x = rng.standard_normal((4, 6))
+    np.testing.assert_array_equal(one(x, None, "ntk"), last(x, None, "ntk"))
+    _, _, cnn = stax.serial(stax.Conv(2, (2, 2)), stax.Relu(), stax.Flatten(),
+                            stax.Dense(1, channel_axis=1))
+    with pytest.raises(NotImplementedError, match=r"stax.Dense\(channel_axis=1\) takes axis 1"):
+        cnn(rng.standard_normal((2, 4, 4, 1)), None, "ntk")
+    with pytest.raises(NotImplementedError, match="channel_axis=2"):
+        stax.Dense(1, channel_axis=2)
