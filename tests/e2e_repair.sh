@@ -6,7 +6,8 @@
 # fsync of the store ends the job with exit 3 and leaves no index that
 # disagrees with the store (the entries of the failed sync were dropped and
 # the next sync's mark covered their records: verify then said damaged),
-# nor says "done" (it did when the sync after the last tile failed); a
+# nor says "done" (it did when the sync after the last tile failed, or
+# the close's sync after it); a
 # sparse 20 GB tail is judged without reading it.
 # Usage: tests/e2e_repair.sh path/to/ntkd
 set -u
@@ -80,7 +81,7 @@ check "... kernels and predictions byte-identical to the clean run's" same fs
 # tile was stored, the job says "failed: 14/14", never "done" (a "done" is
 # said only after the store was synced and checked: ntk_store_check_final).
 job fk
-all_failed=0 bad_rc=
+all_failed=0 bad_rc= said_done=
 for k in $(seq 1 60); do
   rm -f fk.ntk* fk-*
   env LD_PRELOAD="$PRELOAD" FAIL_FDATASYNC=$k "$NTKD" fk.conf >/dev/null 2>fk.log
@@ -88,9 +89,13 @@ for k in $(seq 1 60); do
   [ $rc = 0 ] && break
   [ $rc = 3 ] || bad_rc="$bad_rc k=$k:$rc"
   grep -q '^ntkd: failed: 14/14 tiles' fk.log && all_failed=$((all_failed + 1))
+  grep -q '^ntkd: done:' fk.log && said_done="$said_done k=$k"
 done
 check "every failed fdatasync of a run ends it with exit 3 (${bad_rc:-all 3} up to k=$k)" [ -z "$bad_rc" ]
 check "... one after the last tile says 'failed: 14/14', not 'done' ($all_failed runs)" [ $all_failed -ge 1 ]
+# The store's close added an fdatasync after the coordinator's last one:
+# its failure came after "done". A store with nothing new is not synced.
+check "... none of them said 'done' (${said_done:-none did})" [ -z "$said_done" ]
 
 # A store extended by a sparse tail of nothing (truncate -s +20G): the scan
 # skips holes (SEEK_DATA) instead of reading 20 GB of zeros (43 s on the

@@ -104,6 +104,8 @@ struct ntk_store {
   struct ntk_index_entry *fresh; /* confirmed since the last index sync */
   size_t nfresh, capfresh;
   uint64_t synced_covered;       /* the last sync mark's `covered` */
+  uint64_t synced_end;           /* `end` at the last sync that succeeded (synced_once) */
+  int synced_once;
   int index_stale;               /* the index lists records the audit found damaged or placed
                                     otherwise: the next sync writes a fresh one */
   int sync_failed;               /* an fdatasync failed: the records it covered may be lost (the
@@ -1729,9 +1731,17 @@ ntk_status ntk_store_sync(ntk_store_t *s) {
   }
   struct ntk_index_entry *e = s->fresh;
   size_t n = s->nfresh;
-  uint64_t covered = s->end;
+  uint64_t covered = s->end, end = s->end;
   for (size_t i = 0; i < s->nopen; i++)
     if (s->open[i].offset < covered) covered = s->open[i].offset;
+  /* Nothing reserved, confirmed or found since the last sync that
+   * succeeded: nothing to make durable. The store's close then adds no
+   * fdatasync after the coordinator's last one, whose failure would have
+   * come after the job had said "done". */
+  if (s->synced_once && !n && !s->index_stale && covered == s->synced_covered && end == s->synced_end) {
+    pthread_mutex_unlock(&s->mu);
+    return NTK_OK;
+  }
   s->fresh = NULL;
   s->nfresh = s->capfresh = 0;
   int whole = s->index_stale;
@@ -1760,6 +1770,12 @@ ntk_status ntk_store_sync(ntk_store_t *s) {
     if (!st) s->synced_covered = covered;
   }
   free(e);
+  if (!st) {
+    pthread_mutex_lock(&s->mu);
+    s->synced_end = end;
+    s->synced_once = 1;
+    pthread_mutex_unlock(&s->mu);
+  }
   return st;
 }
 
