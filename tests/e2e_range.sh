@@ -124,5 +124,12 @@ expect_rc 0 "a sample of zeros, b_std = 0, float32: its 0 is stored" "$NTKD" zer
 check "... its row is 0, the others' diagonal is not" $PY -c "
 import numpy as np; k = np.load('zero-ntk.npy'); assert (k[3] == 0).all() and (np.delete(np.diag(k), 3) > 0).all(), k"
 
+# A network with a layer that maps everything to 0 (W_std = 0, b_std = 0):
+# its kernel is 0, as neural-tangents', and is stored.
+sed 's/arch = .*/arch = Dense Relu Dense(W_std=0) Relu Dense/; s/flush.ntk/vanish.ntk/' flush.conf > vanish.conf
+expect_rc 0 "a layer with W_std = 0: the zero kernel is its value, stored" "$NTKD" vanish.conf
+"$NTKD" export vanish.ntk vanish.npy >/dev/null 2>&1
+check "... all zeros" $PY -c "import numpy as np; k = np.load('vanish.npy'); assert k.shape == (8, 8) and (k == 0).all(), k"
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

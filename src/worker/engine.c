@@ -292,15 +292,34 @@ static ntk_status self_entry_f64(const ntk_engine_t *e, size_t i, double *out) {
   return st;
 }
 
+/* Whether the network has a layer that maps every input to 0: a Dense or
+ * Conv with w_std = 0, a ReLU-family map with both slopes 0, or a map whose
+ * output scale a is 0. Its zero kernel is its value. */
+static int arch_vanishes(const struct ntk_arch *arch) {
+  for (size_t i = 0; i < arch->n; i++) {
+    const struct ntk_layer *l = &arch->layers[i];
+    if ((l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV) && l->w_std == 0) return 1;
+    if (l->kind != NTK_LAYER_MAP) continue;
+    const struct ntk_map *m = &l->map;
+    if (m->kind == NTK_MAP_ABRELU ? m->a == 0 && m->b == 0
+        : (m->kind == NTK_MAP_ERF || m->kind == NTK_MAP_SIN || m->kind == NTK_MAP_EXP || m->kind == NTK_MAP_GAUSSIAN) &&
+              m->a == 0)
+      return 1;
+  }
+  return 0;
+}
+
 /* A sample's NNGP with itself that came out exactly 0 although the sample
  * is not all zeros. A 300-layer ReLU network at the default w_std = 1 halves
  * its variances per layer: its float32 kernel flushed to 0 everywhere and
  * was stored with exit 0. In a float32 job the entry is recomputed in
  * float64: a value there means float32's range was the cause. A 0 in
  * float64 too is refused as well: either the true value is below even
- * float64's range, or the network maps that sample to 0 (a layer with
- * w_std = b_std = 0, a ReLU-family layer with both slopes 0), and a kernel
- * that is 0 on a sample it was given carries nothing of it. The NNGP's
+ * float64's range, or the network maps that sample to 0. A network with a
+ * layer that maps everything to 0 (arch_vanishes: w_std = 0, ReLU slopes
+ * 0) keeps its 0; any other is refused: a kernel that is 0 on a sample it
+ * was given carries nothing of it (a strided layer that skips the
+ * sample's only nonzero values would be refused too). The NNGP's
  * alone: the NTK can be 0 where the NNGP is not (a network that ends in
  * Sign or a step, whose derivative is 0), and an NTK that underflowed has
  * an NNGP that did too (a Dense readout adds the NNGP to it). */
@@ -317,10 +336,11 @@ static ntk_status zero_verdict(const ntk_engine_t *e, const struct ntk_tile *t, 
                        "data up: [data] scale; or raise w_std or b_std, if the network's variances shrink per layer)",
                        s, s, w, (double)FLT_MIN);
   }
+  if (arch_vanishes(e->arch)) return NTK_OK; /* and 0 in float64 too: its value */
   return ntk_error(NTK_ENONFINITE, "NNGP entry (row %zu, column %zu) is 0 although sample %zu is not all zeros: its "
                    "true value is below float64's range (%.3g: the network is too deep for its w_std and b_std, its "
                    "variances shrink by a factor per layer; raise b_std or w_std), or the network maps the sample to 0 "
-                   "(a layer with w_std = b_std = 0)", s, s, s, DBL_MIN);
+                   "(its nonzero values fall where a layer does not look)", s, s, s, DBL_MIN);
 }
 
 /* The underflow twin of check_finite: NTK_ENONFINITE naming the first
