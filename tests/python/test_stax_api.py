@@ -132,3 +132,15 @@ def test_dense_channel_axis_1_on_vectors(rng):
         cnn(rng.standard_normal((2, 4, 4, 1)), None, "ntk")
     with pytest.raises(NotImplementedError, match="channel_axis=2"):
         stax.Dense(1, channel_axis=2)
+
+
+def test_underflow_refused_vanishing_layer_kept(rng):
+    # A kernel that underflowed to 0 is refused (ntkd once returned zeros);
+    # a layer that maps everything to 0 gives neural-tangents' zero kernel.
+    from ntkd.errors import NonFiniteKernelError
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    _, _, deep = stax.serial(*[stax.serial(stax.Dense(4), stax.Relu())] * 300, stax.Dense(1))
+    with pytest.raises(NonFiniteKernelError, match="is 0 in float32 but"):
+        deep(x, None, "nngp")
+    _, _, vanish = stax.serial(stax.Dense(4), stax.Relu(), stax.Dense(4, W_std=0.0), stax.Relu(), stax.Dense(1))
+    assert (vanish(x, None, "ntk") == 0).all()
