@@ -116,3 +116,19 @@ def test_mixed_dtypes_promote_to_float64(rng):
         np.testing.assert_allclose(got, kernel_fn(a.astype(np.float64), b.astype(np.float64), "ntk"), rtol=1e-15)
     assert kernel_fn(x1.astype(np.float32), x2.astype(np.float32), "ntk").dtype == np.float32
     assert want.dtype == np.float64
+
+
+def test_big_endian_float64_computes_in_float64(rng, tmp_path):
+    # A '>f8' array (np.load of a big-endian file) is float64 to JAX, but
+    # it is not == np.float64: ntkd computed it, and float32 against it, in
+    # float32.
+    _, _, kernel_fn = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1), stax.Erf(), stax.Dense(1))
+    x1, x2 = rng.standard_normal((3, 5)), rng.standard_normal((4, 5))
+    for a, b in ((x1.astype(">f8"), None), (x1.astype(np.float32), x2.astype(">f8")), (x1.astype(">f8"), x2)):
+        got = kernel_fn(a, b, "ntk")
+        assert got.dtype == np.float64
+        want = kernel_fn(a.astype(np.float64), None if b is None else b.astype(np.float64), "ntk")
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+    import ntkd
+    S = ntkd.batch(kernel_fn, x1.astype(np.float32), x2.astype(">f8"), store=str(tmp_path / "k.ntk"), progress=False)
+    assert S.dtype == np.float64
