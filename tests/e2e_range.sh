@@ -115,6 +115,12 @@ check "... the message says below float64's range" grep -q 'is 0 although sample
 sed 's/scale = 1e-21/scale = 1e-24/; s/tiny.ntk/tiny0.ntk/' tiny.conf > tiny0.conf
 expect_rc 8 "data scaled by 1e-24, float32: the kernel is 0 in float32" "$NTKD" tiny0.conf
 check "... said so" grep -q 'is 0 in float32 but' err.log
+# Inputs scaled by 1e-46: every value is below float32's smallest subnormal
+# and is stored as 0, so each sample is all zeros and its kernel 0, which
+# the worker keeps for a sample of zeros (stored with exit 0 before).
+sed 's/scale = 1e-21/scale = 1e-46/; s/tiny.ntk/tiny46.ntk/' tiny.conf > tiny46.conf
+expect_rc 2 "data scaled by 1e-46, float32: the samples flush to zeros as they load" "$NTKD" tiny46.conf
+check "... said so, naming float32" grep -q 'every value is 0 in float32 after scaling (by 1e-46)' err.log
 # A sample of zeros has a zero value with itself (b_std = 0): that is its value.
 $PY -c "
 import numpy as np; x = np.load('fc.npy'); x[3] = 0; np.save('zero.npy', x)"
