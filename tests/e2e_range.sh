@@ -115,6 +115,20 @@ check "... the message says below float64's range" grep -q 'is 0 although sample
 sed 's/scale = 1e-21/scale = 1e-24/; s/tiny.ntk/tiny0.ntk/' tiny.conf > tiny0.conf
 expect_rc 8 "data scaled by 1e-24, float32: the kernel is 0 in float32" "$NTKD" tiny0.conf
 check "... said so" grep -q 'is 0 in float32 but' err.log
+# Inputs scaled by 1e-46: every value is below float32's smallest subnormal
+# and is stored as 0, so each sample is all zeros and its kernel 0, which
+# the worker keeps for a sample of zeros (stored with exit 0 before).
+sed 's/scale = 1e-21/scale = 1e-46/; s/tiny.ntk/tiny46.ntk/' tiny.conf > tiny46.conf
+expect_rc 2 "data scaled by 1e-46, float32: the samples flush to zeros as they load" "$NTKD" tiny46.conf
+check "... said so, naming float32" grep -q 'every value is 0 in float32 after scaling (by 1e-46)' err.log
+# An NTK far below its NNGP: a network that ends in a nonlinearity, no Dense
+# readout. Erf(1, 1e-25, 1): NNGP ~1, NTK ~1e-50, which float32 flushes to
+# 0 (stored with exit 0 before); a Sign-ended network's NTK is 0 and kept.
+printf '[data]\npath = fc.npy\n[model]\narch = Dense Erf(1, 1e-25, 1)\n[compute]\nprecision = float32\n[output]\npath = ntk0.ntk\n' > ntk0.conf
+expect_rc 8 "Dense Erf(1, 1e-25, 1), float32: the NTK underflows to 0, the NNGP does not" "$NTKD" ntk0.conf
+check "... the message names the NTK entry and its float64 value" grep -Eq 'NTK entry \(row ([0-9]+), column \1\) is 0 in float32 but [0-9.]+e-5[0-9] in float64' err.log
+sed 's/Erf(1, 1e-25, 1)/Relu Dense Sign/; s/ntk0.ntk/sign0.ntk/' ntk0.conf > sign0.conf
+expect_rc 0 "Dense Relu Dense Sign, float32: its NTK is 0, and stored" "$NTKD" sign0.conf
 # A sample of zeros has a zero value with itself (b_std = 0): that is its value.
 $PY -c "
 import numpy as np; x = np.load('fc.npy'); x[3] = 0; np.save('zero.npy', x)"

@@ -161,7 +161,7 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
     kernel_fn._handle()  # the network's own errors first, as kernel_fn reports them
     kernel_fn._check_spatial(a1, "x1")
     if precision is None:
-        precision = "float64" if np.float64 in (a1.dtype, getattr(a2, "dtype", None)) else "float32"
+        precision = "float64" if _kernel._wide(a1, a2) else "float32"
     if precision not in ("float32", "float64"):
         raise ValueError(f"precision must be 'float32', 'float64' or None, not {precision!r}")
     dtype = np.dtype(precision)

@@ -87,6 +87,14 @@ def _triple(spec):
     return _no_finite, _no_finite, kf
 
 
+def _wide(*arrays):
+    """Whether any input is a float of 64 bits or more: JAX computes such a
+    pair in float64. By kind and size, not by `== np.float64`, which a
+    big-endian '>f8' array (np.load of a file numpy wrote on such a machine)
+    does not equal."""
+    return any(a is not None and a.dtype.kind == "f" and a.dtype.itemsize >= 8 for a in arrays)
+
+
 def _as_array(x, name):
     if x is None:
         return None
@@ -199,7 +207,7 @@ class KernelFn:
                                           "(no masking, no graph patterns)")
         # As JAX promotes: float64 if either input is (float32 x1 against
         # float64 x2 was once computed in float32).
-        dtype = np.float64 if np.float64 in (a1.dtype, getattr(a2, "dtype", None)) else np.float32
+        dtype = np.float64 if _wide(a1, a2) else np.float32
         a1 = np.ascontiguousarray(a1, dtype=dtype)
         if a2 is not None:
             a2 = np.ascontiguousarray(a2, dtype=dtype)

@@ -40,6 +40,8 @@ struct raw {
   int chw;      /* samples arrive C x H x W (NCHW), reordered to HWC once read */
   size_t bad;   /* the first sample value refused, as an index into the HWC array; SIZE_MAX: none */
   double bad_v; /* its value as read */
+  size_t *flushed, nflushed, capflushed; /* samples with a value that was not 0 as read and is 0 stored
+                                            (below the precision's range after scaling): raw_flushed */
 };
 
 /* The factor every sample value is multiplied by: [data] scale, else 1/255
@@ -69,9 +71,41 @@ static void raw_put(struct raw *r, size_t at, const double *v, size_t count) {
         r->bad_v = v[k];
       }
     }
-    if (r->elem == 4) ((float *)r->x)[at + k] = (float)y;
-    else ((double *)r->x)[at + k] = y;
+    int zero;
+    if (r->elem == 4) zero = (((float *)r->x)[at + k] = (float)y) == 0;
+    else zero = (((double *)r->x)[at + k] = y) == 0;
+    if (zero && r->samples && v[k] != 0) { /* underflowed: remember the sample (raw_flushed) */
+      size_t smp = (at + k) / r->d;
+      if (!r->nflushed || r->flushed[r->nflushed - 1] != smp) {
+        if (r->nflushed == r->capflushed) {
+          size_t c = r->capflushed ? 2 * r->capflushed : 16;
+          size_t *p = realloc(r->flushed, c * sizeof *p);
+          if (!p) continue; /* out of memory: not remembered, as before */
+          r->flushed = p, r->capflushed = c;
+        }
+        r->flushed[r->nflushed++] = smp;
+      }
+    }
   }
+}
+
+/* A sample whose every value is 0 as stored although one as read was not:
+ * below the precision's range after scaling (float32 data scaled by 1e-46,
+ * float64 data of 1e-50 in a float32 job). Its kernel would be exactly 0,
+ * which the worker takes for a sample of zeros (engine.c zero_verdict) and
+ * stores with exit 0. A sample with one value left keeps its own. */
+static ntk_status raw_flushed(const struct raw *r, const char *path) {
+  for (size_t k = 0; k < r->nflushed; k++) {
+    size_t s = r->flushed[k], nz = 0;
+    for (size_t f = 0; f < r->d && !nz; f++)
+      nz = r->elem == 4 ? ((const float *)r->x)[s * r->d + f] != 0 : ((const double *)r->x)[s * r->d + f] != 0;
+    if (!nz)
+      return ntk_error(NTK_EINPUT, "%s: sample %zu: every value is 0 in %s after scaling (by %g), though its values "
+                       "as read are not: they are below %s's range; use [compute] precision = float64 or a larger "
+                       "[data] scale", path, s, r->elem == 4 ? "float32" : "float64", raw_scale(r),
+                       r->elem == 4 ? "float32" : "float64");
+  }
+  return NTK_OK;
 }
 
 /* The first value raw_put refused, as an error naming the first file. */
@@ -601,7 +635,9 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
     else if (fmt == NTK_FORMAT_IDX) st = read_idx(job, path, files[0], sizes[0], &r);
     else st = read_cifar(job, files, sizes, job->ndata, &r);
     if (!st) st = raw_refused(&r, path);
+    if (!st) st = raw_flushed(&r, path);
   }
+  free(r.flushed);
   for (int k = 0; k < opened; k++) gzclose(files[k]);
   if (st) {
     free(r.x);

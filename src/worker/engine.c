@@ -46,6 +46,7 @@ struct ntk_engine {
   void *ctx;
   const struct ntk_arch *arch;       /* the problem's (it outlives the engine): a zero */
   const struct ntk_dataset *data;    /* self-entry's recomputation (zero_verdict) */
+  int ntk_zero_ok;                   /* a zero NTK self-entry was 0 in float64 too (zero_verdict) */
   ntk_codec_t *codec; /* the calling thread's (ntk_engine_run, and submit without threads) */
   int elem, kernels;
   size_t raw_cap, msg_cap;
@@ -268,9 +269,9 @@ static double widen(float f) {
   return b >> 31 ? -v : v;
 }
 
-/* Sample i's NNGP with itself, recomputed in float64 by the CPU backend
- * on that sample alone. */
-static ntk_status self_entry_f64(const ntk_engine_t *e, size_t i, double *out) {
+/* Sample i's NNGP (which 0) or NTK (1) with itself, recomputed in float64
+ * by the CPU backend on that sample alone. */
+static ntk_status self_entry_f64(const ntk_engine_t *e, size_t i, int which, double *out) {
   const struct ntk_dataset *ds = e->data;
   struct ntk_dataset one = *ds;
   one.n = 1;
@@ -281,12 +282,14 @@ static ntk_status self_entry_f64(const ntk_engine_t *e, size_t i, double *out) {
   for (size_t k = 0; k < ds->d; k++)
     x[k] = ds->elem == 4 ? widen(((const float *)ds->x)[i * ds->d + k]) : ((const double *)ds->x)[i * ds->d + k];
   one.x = x;
-  struct ntk_problem p = {.arch = e->arch, .data = &one, .kernels = NTK_KERNEL_NNGP};
+  struct ntk_problem p = {.arch = e->arch, .data = &one,
+                          .kernels = which ? NTK_KERNEL_NNGP | NTK_KERNEL_NTK : NTK_KERNEL_NNGP};
   struct ntk_tile t = {.rows = 1, .cols = 1};
   void *ctx = NULL;
-  *out = 0;
+  double v[2] = {0, 0};
   ntk_status st = ntk_backend_cpu.create(&p, &ctx);
-  if (!st) st = ntk_backend_cpu.compute_tile(ctx, &t, out, NULL);
+  if (!st) st = ntk_backend_cpu.compute_tile(ctx, &t, &v[0], which ? &v[1] : NULL);
+  *out = v[which ? 1 : 0];
   ntk_backend_cpu.destroy(ctx);
   free(x);
   return st;
@@ -319,16 +322,35 @@ static int arch_vanishes(const struct ntk_arch *arch) {
  * layer that maps everything to 0 (arch_vanishes: w_std = 0, ReLU slopes
  * 0) keeps its 0; any other is refused: a kernel that is 0 on a sample it
  * was given carries nothing of it (a strided layer that skips the
- * sample's only nonzero values would be refused too). The NNGP's
- * alone: the NTK can be 0 where the NNGP is not (a network that ends in
- * Sign or a step, whose derivative is 0), and an NTK that underflowed has
- * an NNGP that did too (a Dense readout adds the NNGP to it). */
-static ntk_status zero_verdict(const ntk_engine_t *e, const struct ntk_tile *t, size_t i) {
+ * sample's only nonzero values would be refused too). The NTK (which 1)
+ * can be 0 where the NNGP is not (a network that ends in Sign or a step,
+ * whose derivative is 0): its 0 is refused only in a float32 job whose
+ * float64 value is not 0 (without a Dense readout, which adds the NNGP to
+ * it, an NTK can underflow alone). */
+static ntk_status zero_verdict(ntk_engine_t *e, const struct ntk_tile *t, size_t i, int which) {
   size_t s = (size_t)(t->r0 + i);
   if (!sample_nonzero(e->data, s)) return NTK_OK; /* a sample of zeros: 0 may be its value */
+  if (which) {
+    /* The NTK (float32 jobs only): 0 is right where the network ends in
+     * Sign or a step, but a network that ends in a nonlinearity without a
+     * Dense readout (Dense Erf(1, 1e-25, 1)) has an NTK far below its NNGP,
+     * which float32 flushed to 0 with exit 0. Recomputed in float64 once:
+     * a 0 there too is the network's, and so for every sample. */
+    if (__atomic_load_n(&e->ntk_zero_ok, __ATOMIC_RELAXED)) return NTK_OK;
+    double w;
+    ntk_status st = self_entry_f64(e, s, 1, &w);
+    if (st) return st;
+    if (w == 0) {
+      __atomic_store_n(&e->ntk_zero_ok, 1, __ATOMIC_RELAXED);
+      return NTK_OK;
+    }
+    return ntk_error(NTK_ENONFINITE, "NTK entry (row %zu, column %zu) is 0 in float32 but %.3g in float64: below "
+                     "float32's range (%.3g), nothing of it is left; use [compute] precision = float64",
+                     s, s, w, (double)FLT_MIN);
+  }
   if (e->elem == 4) {
     double w;
-    ntk_status st = self_entry_f64(e, s, &w);
+    ntk_status st = self_entry_f64(e, s, 0, &w);
     if (st) return st;
     if (w != 0)
       return ntk_error(NTK_ENONFINITE, "NNGP entry (row %zu, column %zu) is 0 in float32 but %.3g in float64: below "
@@ -351,7 +373,7 @@ static ntk_status zero_verdict(const ntk_engine_t *e, const struct ntk_tile *t, 
  * scaled by 1e-21 stored such a diagonal with exit 0, and its regression's
  * predictions were 5 % off. Another entry may be that small and right (a
  * pair of nearly orthogonal samples). */
-static ntk_status check_diagonal(const ntk_engine_t *e, const struct ntk_tile *t, const void *vals, int which,
+static ntk_status check_diagonal(ntk_engine_t *e, const struct ntk_tile *t, const void *vals, int which,
                                  const char *kernel) {
   if (t->r0 != t->c0) return NTK_OK;
   int elem = e->elem;
@@ -359,8 +381,8 @@ static ntk_status check_diagonal(const ntk_engine_t *e, const struct ntk_tile *t
   for (size_t i = 0; i < n; i++) {
     size_t at = i * (size_t)t->cols + i;
     int cls = elem == 4 ? fpclassify(((const float *)vals)[at]) : fpclassify(((const double *)vals)[at]);
-    if (cls == FP_ZERO && which == 0) {
-      ntk_status st = zero_verdict(e, t, i);
+    if (cls == FP_ZERO && (which == 0 || elem == 4)) {
+      ntk_status st = zero_verdict(e, t, i, which);
       if (st) return st;
     }
     if (cls != FP_SUBNORMAL) continue;
@@ -378,7 +400,7 @@ static ntk_status check_diagonal(const ntk_engine_t *e, const struct ntk_tile *t
 
 /* Every value of a computed tile finite, and no sample's value with itself
  * subnormal or a refused 0: NNGP first, then NTK. */
-static ntk_status check_tile(const ntk_engine_t *e, const struct ntk_tile *t, const unsigned char *raw) {
+static ntk_status check_tile(ntk_engine_t *e, const struct ntk_tile *t, const unsigned char *raw) {
   size_t one = (size_t)(t->rows * t->cols) * (size_t)e->elem;
   ntk_status st = check_finite(t, raw, e->elem, "NNGP");
   if (!st && (e->kernels & NTK_KERNEL_NTK)) st = check_finite(t, raw + one, e->elem, "NTK");

@@ -144,3 +144,19 @@ def test_underflow_refused_vanishing_layer_kept(rng):
         deep(x, None, "nngp")
     _, _, vanish = stax.serial(stax.Dense(4), stax.Relu(), stax.Dense(4, W_std=0.0), stax.Relu(), stax.Dense(1))
     assert (vanish(x, None, "ntk") == 0).all()
+
+
+def test_big_endian_float64_computes_in_float64(rng, tmp_path):
+    # A '>f8' array (np.load of a big-endian file) is float64 to JAX, but
+    # it is not == np.float64: ntkd computed it, and float32 against it, in
+    # float32.
+    _, _, kernel_fn = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1), stax.Erf(), stax.Dense(1))
+    x1, x2 = rng.standard_normal((3, 5)), rng.standard_normal((4, 5))
+    for a, b in ((x1.astype(">f8"), None), (x1.astype(np.float32), x2.astype(">f8")), (x1.astype(">f8"), x2)):
+        got = kernel_fn(a, b, "ntk")
+        assert got.dtype == np.float64
+        want = kernel_fn(a.astype(np.float64), None if b is None else b.astype(np.float64), "ntk")
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+    import ntkd
+    S = ntkd.batch(kernel_fn, x1.astype(np.float32), x2.astype(">f8"), store=str(tmp_path / "k.ntk"), progress=False)
+    assert S.dtype == np.float64
