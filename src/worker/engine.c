@@ -269,27 +269,33 @@ static double widen(float f) {
   return b >> 31 ? -v : v;
 }
 
-/* Sample i's NNGP (which 0) or NTK (1) with itself, recomputed in float64
- * by the CPU backend on that sample alone. */
-static ntk_status self_entry_f64(const ntk_engine_t *e, size_t i, int which, double *out) {
+/* Sample i's NNGP (which 0) or NTK (1) with itself, computed by the CPU
+ * backend on that sample alone, in float64 (elem 8: the float32 data
+ * widened bit for bit) or in the job's float32 (elem 4). */
+static ntk_status self_entry(const ntk_engine_t *e, size_t i, int which, int elem, double *out) {
   const struct ntk_dataset *ds = e->data;
   struct ntk_dataset one = *ds;
   one.n = 1;
   one.n_train = 0;
-  one.elem = 8;
-  double *x = malloc(ds->d * sizeof *x);
+  one.elem = elem;
+  void *x = malloc(ds->d * (size_t)elem);
   if (!x) return ntk_error(NTK_ENOMEM, "out of memory");
-  for (size_t k = 0; k < ds->d; k++)
-    x[k] = ds->elem == 4 ? widen(((const float *)ds->x)[i * ds->d + k]) : ((const double *)ds->x)[i * ds->d + k];
+  for (size_t k = 0; k < ds->d; k++) {
+    if (elem == 4) ((float *)x)[k] = ((const float *)ds->x)[i * ds->d + k]; /* the job's own float32 data */
+    else ((double *)x)[k] = ds->elem == 4 ? widen(((const float *)ds->x)[i * ds->d + k])
+                                          : ((const double *)ds->x)[i * ds->d + k];
+  }
   one.x = x;
   struct ntk_problem p = {.arch = e->arch, .data = &one,
                           .kernels = which ? NTK_KERNEL_NNGP | NTK_KERNEL_NTK : NTK_KERNEL_NNGP};
   struct ntk_tile t = {.rows = 1, .cols = 1};
   void *ctx = NULL;
   double v[2] = {0, 0};
+  float f[2] = {0, 0};
   ntk_status st = ntk_backend_cpu.create(&p, &ctx);
-  if (!st) st = ntk_backend_cpu.compute_tile(ctx, &t, &v[0], which ? &v[1] : NULL);
-  *out = v[which ? 1 : 0];
+  if (!st && elem == 8) st = ntk_backend_cpu.compute_tile(ctx, &t, &v[0], which ? &v[1] : NULL);
+  if (!st && elem == 4) st = ntk_backend_cpu.compute_tile(ctx, &t, &f[0], which ? &f[1] : NULL);
+  *out = elem == 8 ? v[which ? 1 : 0] : (double)f[which ? 1 : 0];
   ntk_backend_cpu.destroy(ctx);
   free(x);
   return st;
@@ -327,8 +333,7 @@ static int arch_vanishes(const struct ntk_arch *arch) {
  * whose derivative is 0): its 0 is refused only in a float32 job whose
  * float64 value is not 0 (without a Dense readout, which adds the NNGP to
  * it, an NTK can underflow alone). */
-static ntk_status zero_verdict(ntk_engine_t *e, const struct ntk_tile *t, size_t i, int which) {
-  size_t s = (size_t)(t->r0 + i);
+static ntk_status zero_verdict(ntk_engine_t *e, size_t s, int which) {
   if (!sample_nonzero(e->data, s)) return NTK_OK; /* a sample of zeros: 0 may be its value */
   if (which) {
     /* The NTK (float32 jobs only): 0 is right where the network ends in
@@ -338,7 +343,7 @@ static ntk_status zero_verdict(ntk_engine_t *e, const struct ntk_tile *t, size_t
      * a 0 there too is the network's, and so for every sample. */
     if (__atomic_load_n(&e->ntk_zero_ok, __ATOMIC_RELAXED)) return NTK_OK;
     double w;
-    ntk_status st = self_entry_f64(e, s, 1, &w);
+    ntk_status st = self_entry(e, s, 1, 8, &w);
     if (st) return st;
     if (w == 0) {
       __atomic_store_n(&e->ntk_zero_ok, 1, __ATOMIC_RELAXED);
@@ -350,7 +355,7 @@ static ntk_status zero_verdict(ntk_engine_t *e, const struct ntk_tile *t, size_t
   }
   if (e->elem == 4) {
     double w;
-    ntk_status st = self_entry_f64(e, s, 0, &w);
+    ntk_status st = self_entry(e, s, 0, 8, &w);
     if (st) return st;
     if (w != 0)
       return ntk_error(NTK_ENONFINITE, "NNGP entry (row %zu, column %zu) is 0 in float32 but %.3g in float64: below "
@@ -365,47 +370,103 @@ static ntk_status zero_verdict(ntk_engine_t *e, const struct ntk_tile *t, size_t
                    "(its nonzero values fall where a layer does not look)", s, s, s, DBL_MIN);
 }
 
-/* The underflow twin of check_finite: NTK_ENONFINITE naming the first
- * entry of a sample with itself (the diagonal of a diagonal tile) that is
- * subnormal, or 0 where zero_verdict refuses it. A subnormal's true value
+/* A sample's value with itself, v (in the job's precision), judged: a
+ * subnormal is refused, a 0 goes to zero_verdict. A subnormal's true value
  * is not 0 (that would be 0) but below the precision's normal range, and
  * it has kept only the few bits a subnormal has: a float32 job on inputs
  * scaled by 1e-21 stored such a diagonal with exit 0, and its regression's
- * predictions were 5 % off. Another entry may be that small and right (a
- * pair of nearly orthogonal samples). */
+ * predictions were 5 % off. */
+static ntk_status judge_self(ntk_engine_t *e, size_t s, int which, double v, const char *kernel) {
+  int elem = e->elem;
+  int cls = elem == 4 ? fpclassify((float)v) : fpclassify(v);
+  if (cls == FP_ZERO && (which == 0 || elem == 4)) return zero_verdict(e, s, which);
+  if (cls != FP_SUBNORMAL) return NTK_OK;
+  const char *hint = elem == 4 ? "use [compute] precision = float64 (or scale the data up: [data] scale)"
+                               : "the network is too deep for its w_std and b_std (the variances shrink by a "
+                                 "factor per layer), or the data are too small: scale them up ([data] scale)";
+  return ntk_error(NTK_ENONFINITE, "%s entry (row %zu, column %zu) is %.3g, below %s's normal range (%.3g): only a "
+                   "few of its bits are left; %s", kernel, s, s, v, elem == 4 ? "float32" : "float64",
+                   elem == 4 ? (double)FLT_MIN : DBL_MIN, hint);
+}
+
+/* The underflow twin of check_finite: NTK_ENONFINITE naming the first
+ * entry of a sample with itself (the diagonal of a diagonal tile) that
+ * judge_self refuses. Another entry may be that small and right (a pair
+ * of nearly orthogonal samples). */
 static ntk_status check_diagonal(ntk_engine_t *e, const struct ntk_tile *t, const void *vals, int which,
                                  const char *kernel) {
   if (t->r0 != t->c0) return NTK_OK;
-  int elem = e->elem;
   size_t n = (size_t)(t->rows < t->cols ? t->rows : t->cols);
   for (size_t i = 0; i < n; i++) {
     size_t at = i * (size_t)t->cols + i;
-    int cls = elem == 4 ? fpclassify(((const float *)vals)[at]) : fpclassify(((const double *)vals)[at]);
-    if (cls == FP_ZERO && (which == 0 || elem == 4)) {
-      ntk_status st = zero_verdict(e, t, i, which);
-      if (st) return st;
-    }
-    if (cls != FP_SUBNORMAL) continue;
-    double v = elem == 4 ? (double)((const float *)vals)[at] : ((const double *)vals)[at];
-    const char *hint = elem == 4 ? "use [compute] precision = float64 (or scale the data up: [data] scale)"
-                                 : "the network is too deep for its w_std and b_std (the variances shrink by a "
-                                   "factor per layer), or the data are too small: scale them up ([data] scale)";
-    return ntk_error(NTK_ENONFINITE, "%s entry (row %llu, column %llu) is %.3g, below %s's normal range (%.3g): only a "
-                     "few of its bits are left; %s", kernel, (unsigned long long)(t->r0 + i),
-                     (unsigned long long)(t->c0 + i), v, elem == 4 ? "float32" : "float64",
-                     elem == 4 ? (double)FLT_MIN : DBL_MIN, hint);
+    double v = e->elem == 4 ? (double)((const float *)vals)[at] : ((const double *)vals)[at];
+    ntk_status st = judge_self(e, (size_t)t->r0 + i, which, v, kernel);
+    if (st) return st;
   }
   return NTK_OK;
 }
 
+/* A tile off the diagonal holds no sample's value with itself: the block
+ * x2 x x1 of a library call (kernel_fn(x1, x2)), or a [test] row against
+ * the training set. A 300-layer ReLU network's kernel_fn(x1, x2) came back
+ * all zeros where kernel_fn(x1) raised. So a row or column of such a tile
+ * that is all 0 while its sample is not has that sample's self-entry
+ * computed here (the CPU, the job's precision) and judged as the diagonal
+ * is; a normal value means the zeros are right (orthogonal samples). Rare:
+ * a zero line, not a tile, costs the one entry. */
+static ntk_status check_zero_lines(ntk_engine_t *e, const struct ntk_tile *t, const void *vals, int which,
+                                   const char *kernel) {
+  if (t->r0 == t->c0 || (which == 1 && e->elem == 8)) return NTK_OK;
+  size_t rows = (size_t)t->rows, cols = (size_t)t->cols;
+  /* Which lines hold a value that is not +-0: OR of the bits without the
+   * sign, one pass that vectorises (a subnormal counts as a value). */
+  uint64_t *colnz = calloc(cols, sizeof *colnz), *rownz = calloc(rows, sizeof *rownz);
+  ntk_status st = colnz && rownz ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < rows && !st; i++) {
+    uint64_t any = 0;
+    if (e->elem == 4) {
+      const uint32_t *r = (const uint32_t *)vals + i * cols;
+      for (size_t j = 0; j < cols; j++) {
+        uint64_t b = r[j] & 0x7fffffffu;
+        any |= b;
+        colnz[j] |= b;
+      }
+    } else {
+      const uint64_t *r = (const uint64_t *)vals + i * cols;
+      for (size_t j = 0; j < cols; j++) {
+        uint64_t b = r[j] & 0x7fffffffffffffffull;
+        any |= b;
+        colnz[j] |= b;
+      }
+    }
+    rownz[i] = any;
+  }
+  /* Rows, then columns; an NTK of 0 the network makes (Sign) ends the
+   * search (zero_verdict sets ntk_zero_ok). */
+  for (size_t k = 0; k < rows + cols && !st; k++) {
+    if (which == 1 && __atomic_load_n(&e->ntk_zero_ok, __ATOMIC_RELAXED)) break;
+    size_t smp = k < rows ? (size_t)t->r0 + k : (size_t)t->c0 + (k - rows);
+    if ((k < rows ? rownz[k] : colnz[k - rows]) || !sample_nonzero(e->data, smp)) continue;
+    double v;
+    st = self_entry(e, smp, which, e->elem, &v);
+    if (!st) st = judge_self(e, smp, which, v, kernel);
+  }
+  free(colnz);
+  free(rownz);
+  return st;
+}
+
 /* Every value of a computed tile finite, and no sample's value with itself
- * subnormal or a refused 0: NNGP first, then NTK. */
+ * subnormal or a refused 0 (on the diagonal, or behind a line of zeros):
+ * NNGP first, then NTK. */
 static ntk_status check_tile(ntk_engine_t *e, const struct ntk_tile *t, const unsigned char *raw) {
   size_t one = (size_t)(t->rows * t->cols) * (size_t)e->elem;
   ntk_status st = check_finite(t, raw, e->elem, "NNGP");
   if (!st && (e->kernels & NTK_KERNEL_NTK)) st = check_finite(t, raw + one, e->elem, "NTK");
   if (!st) st = check_diagonal(e, t, raw, 0, "NNGP");
   if (!st && (e->kernels & NTK_KERNEL_NTK)) st = check_diagonal(e, t, raw + one, 1, "NTK");
+  if (!st) st = check_zero_lines(e, t, raw, 0, "NNGP");
+  if (!st && (e->kernels & NTK_KERNEL_NTK)) st = check_zero_lines(e, t, raw + one, 1, "NTK");
   return st;
 }
 

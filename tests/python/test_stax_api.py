@@ -144,6 +144,17 @@ def test_underflow_refused_vanishing_layer_kept(rng):
         deep(x, None, "nngp")
     _, _, vanish = stax.serial(stax.Dense(4), stax.Relu(), stax.Dense(4, W_std=0.0), stax.Relu(), stax.Dense(1))
     assert (vanish(x, None, "ntk") == 0).all()
+    # Against x2 no tile holds a sample with itself: a line of zeros has
+    # its sample's own entry computed (the cross kernel came back zeros).
+    x2 = rng.standard_normal((4, 5)).astype(np.float32)
+    with pytest.raises(NonFiniteKernelError, match="is 0 in float32 but"):
+        deep(x, x2, "nngp")
+    _, _, erf = stax.serial(stax.Dense(4), stax.Erf(1, 1e-25, 1))  # NTK ~1e-50 under an NNGP ~1
+    with pytest.raises(NonFiniteKernelError, match="NTK entry .* is 0 in float32 but"):
+        erf(x, x2, "ntk")
+    _, _, sign = stax.serial(stax.Dense(4), stax.Sign())  # an NTK of 0 the network makes
+    assert (sign(x, x2, "ntk") == 0).all()
+    assert (vanish(x, x2, "ntk") == 0).all()
 
 
 def test_big_endian_float64_computes_in_float64(rng, tmp_path):
