@@ -332,15 +332,16 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
     if (fwrite(hdr, 1, hl, f) != hl) st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   }
   for (uint64_t I = bi0; I <= bi1 && !st; I++) {
-    /* A stop signal: the partial file is removed (exit 5), never renamed. */
-    if (ntk_stop_requested()) {
-      st = ntk_error(NTK_EINTERRUPTED, "stopped by signal %d: %s is not written", ntk_stop_requested(), out);
-      break;
-    }
     /* Tile-row I holds rows [r0, r0 + rows); the block takes [i0, i1) of them. */
     size_t r0 = I * T, rows = n - r0 < T ? n - r0 : T;
     size_t i0 = r0 > ra ? r0 : (size_t)ra, i1 = r0 + rows < rb ? r0 + rows : (size_t)rb, h = i1 - i0;
     for (uint64_t J = bj0; J <= bj1 && !st; J++) {
+      /* A stop signal, checked before each tile: the partial file is
+       * removed (exit 5), never renamed. */
+      if (ntk_stop_requested()) {
+        st = ntk_error(NTK_EINTERRUPTED, "stopped by signal %d: %s is not written", ntk_stop_requested(), out);
+        break;
+      }
       size_t c0 = J * T, cols = n - c0 < T ? n - c0 : T;
       size_t j0 = c0 > ca ? c0 : (size_t)ca, j1 = c0 + cols < cb ? c0 + cols : (size_t)cb, w = j1 - j0;
       char *dst0 = rowbuf + (j0 - ca) * es; /* row i of this tile's part: dst0 + i * bw * es */
@@ -366,6 +367,8 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
     if (!st && fwrite(rowbuf, es, h * bw, f) != h * bw)
       st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   }
+  if (!st && ntk_stop_requested()) /* during the last tile: not renamed either */
+    st = ntk_error(NTK_EINTERRUPTED, "stopped by signal %d: %s is not written", ntk_stop_requested(), out);
   if (f && fflush(f)) st = st ? st : ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   if (f && !st && fsync(fileno(f))) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
   if (f && fclose(f) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
