@@ -104,6 +104,30 @@ static ntk_status comm_wrap(MPI_Comm mc, ntk_comm_t *c) {
   return NTK_OK;
 }
 
+/* Whether one of Open MPI's parameter files sets a pml: the files it reads
+ * (OMPI_MCA_mca_base_param_files, else the user's and Debian's system
+ * file, and $OPAL_PREFIX's). A line "pml = ..." outside a comment. */
+static int pml_in_param_files(void) {
+  char list[4096];
+  const char *env = getenv("OMPI_MCA_mca_base_param_files"), *home = getenv("HOME"), *pre = getenv("OPAL_PREFIX");
+  if (env) snprintf(list, sizeof list, "%s", env);
+  else snprintf(list, sizeof list, "%s/.openmpi/mca-params.conf:/etc/openmpi/openmpi-mca-params.conf:%s%s",
+                home ? home : "", pre ? pre : "", pre ? "/etc/openmpi-mca-params.conf" : "");
+  for (char *save = NULL, *path = strtok_r(list, ":", &save); path; path = strtok_r(NULL, ":", &save)) {
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+      const char *c = line + strspn(line, " \t");
+      found = !strncmp(c, "pml", 3) && (c[3] == ' ' || c[3] == '\t' || c[3] == '=');
+    }
+    fclose(f);
+    if (found) return 1;
+  }
+  return 0;
+}
+
 ntk_status ntk_comm_init(int *argc, char ***argv, ntk_comm_t **out) {
   *out = &world;
   if (!launched_by_mpi()) return NTK_OK;
@@ -121,12 +145,14 @@ ntk_status ntk_comm_init(int *argc, char ***argv, ntk_comm_t **out) {
    * (docs/RELIABILITY.md: do not set 2). */
   setenv("OMPI_MCA_fs_ufs_lock_algorithm", "3", 0);
   /* All ranks on one node (mpirun says so in every rank's environment,
-   * alike): Open MPI's ob1 over shared memory, not UCX, whose start alone
-   * took 0.26 s of a 2.4 s job (MPI_Init 0.26 s against 0.055 s with ob1,
-   * docs/PERFORMANCE.md). Across nodes UCX stays Open MPI's choice (the
-   * interconnect's). A pml set by the user wins. */
+   * alike): Open MPI's ob1 over shared memory. Its default start, which
+   * tries UCX first, took 0.26 s of a 2.4 s job (MPI_Init 0.26 s against
+   * 0.055 s with ob1, docs/PERFORMANCE.md). Across nodes Open MPI's own
+   * choice stands (UCX on InfiniBand). A pml set by the user wins: in the
+   * environment (mpirun --mca pml) or in a parameter file. */
   const char *size = getenv("OMPI_COMM_WORLD_SIZE"), *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (size && local && !strcmp(size, local)) setenv("OMPI_MCA_pml", "ob1", 0);
+  if (size && local && !strcmp(size, local) && !getenv("OMPI_MCA_pml") && !pml_in_param_files())
+    setenv("OMPI_MCA_pml", "ob1", 0);
   int rc = MPI_Init(argc, argv);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "init");
   active = 1;
