@@ -99,6 +99,24 @@ for k in ('nngp', 'ntk'):
     a = np.load('cgauto3-%s-ridge0.001.npy' % k); b = np.load('lapack1-%s-ridge0.001.npy' % k)
     assert np.abs(a - b).max() <= 1e-6 * np.abs(b).max()\""
 
+# A small float32 kernel (n = 40 <= 100: the default preconditioner has
+# rank n, nearly K + reg itself): the first step lands within float32
+# rounding, the true residual that replaces the recurrence's is then nearly
+# a multiple of b, and a step of r'z / p'(K + reg)p was 1e10 times too long
+# (every ridge failed, exit 2). Now solved, as Cholesky solves it.
+$PY -c "
+import numpy as np; r = np.random.default_rng(3)
+np.save('sx.npy', r.standard_normal((40, 8))); np.save('sy.npy', r.integers(0, 3, 40))
+np.save('sxt.npy', r.standard_normal((10, 8))); np.save('syt.npy', r.integers(0, 3, 10))"
+for m in cg lapack; do
+  job "small$m" sx.npy sy.npy "1e-3, 0.1" "method = $m"
+  sed -i 's/^path = k.ntk/path = small.ntk/; s/^path = xte.npy/path = sxt.npy/; s/^labels = yte.npy/labels = syt.npy/; s/^tile = 448/tile = 16/' "small$m.conf"
+done
+expect_rc 0 "a 40-sample float32 kernel, cg with the default (full-rank) preconditioner" "$NTKD" smallcg.conf
+check "... no breakdown, no ridge failed" bash -c "! grep -q 'breakdown\\|failed' err.log out.log"
+"$NTKD" solve small.ntk smalllapack.conf > /dev/null 2>&1
+check "... the same predictions as Cholesky" close smallcg smalllapack
+
 # Ridge 0 on two identical samples with different labels: K alpha = Y has no
 # solution. Reported, not looped; the other ridge is solved and written.
 job dupsolve dup.npy ydup.npy "0, 0.01" "method = cg" "max_iterations = 400"

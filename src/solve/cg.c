@@ -877,7 +877,15 @@ static ntk_status update_columns(struct cg *c, struct cgv *v, size_t na, double 
       }
       continue;
     }
-    double alpha = v->rz[q] / pq;
+    /* r'p, not r'z: equal in exact arithmetic (r is orthogonal to the
+     * previous direction), but after a residual replacement (f32) r has
+     * a component along it, and r'z then overstates the step: with a
+     * preconditioner near K + reg (rank k = n) the true residual after
+     * one step is a multiple of b, z of the last direction, and r'z / pq
+     * was 1e10 (the iteration diverged and the ridge failed). */
+    double rp = 0;
+    for (size_t i = 0; i < n; i++) rp += v->R[i * nc + q] * v->Pa[i * na + a];
+    double alpha = rp / pq;
     v->alpha[q] = alpha;
     for (size_t i = 0; i < n; i++) {
       v->X[i * nc + q] += alpha * v->Pa[i * na + a];
