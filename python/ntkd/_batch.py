@@ -250,6 +250,16 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
                 if k not in dict(arrays) and os.path.exists(os.path.join(files.folder, final[k])):
                     os.unlink(os.path.join(files.folder, final[k]))
     raise_for_exit(result.code, _program.error_text(result))
+    if not staged and not resume and not all(_holds(os.path.join(files.folder, name), c) for name, c in written):
+        # A new store (or overwrite): the program ran on the files this call wrote under their
+        # final names, and they changed while it ran (another call on the same store path, which
+        # then found the store in use). The program may have read the other call's data: never
+        # return a store that may not hold kernel_fn of this call's data as if it did.
+        from .errors import StoreError
+        raise StoreError(f"{files.store}: the data or job beside the store ({', '.join(n for n, _ in written)}) "
+                              "were replaced while the program ran, by another call on the same store path; the store "
+                              "may hold the kernel of that call's data: run again with overwrite=True, one call at a "
+                              "time")
     from . import store as _store
     return _store.open(files.store)
 

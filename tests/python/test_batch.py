@@ -134,6 +134,30 @@ def test_another_jobs_store_raises_unless_overwrite(tmp_path, data):
     assert np.array_equal(np.load(tmp_path / "k.x1.npy"), x1[:20])
 
 
+def test_a_new_store_never_returns_another_calls_data(tmp_path, data, monkeypatch):
+    # Two calls on one new store at once, with other data: the second writes its data under
+    # the final name (k.x1.npy) while the first's program starts, and then finds the store in
+    # use. The first must not return a store of the other call's data as its own: it raises.
+    x1 = data[0]
+    other = x1[::-1].copy()
+    real_run = ntkd._program.run
+
+    def racing_run(args, cwd, **kw):
+        np.save(os.path.join(cwd, "k.x1.npy"), other)  # the other call, a moment later
+        return real_run(args, cwd, **kw)
+
+    monkeypatch.setattr(ntkd._program, "run", racing_run)
+    with pytest.raises(ntkd.errors.StoreError, match="replaced while the program ran"):
+        S = ntkd.batch(kernel_fn(), x1, store=tmp_path / "k.ntk", tile=TILE, progress=False)
+        assert np.array_equal(S["ntk"][:, :], kernel_fn()(x1).ntk), "the store holds the other call's data"
+    monkeypatch.setattr(ntkd._program, "run", real_run)
+    S = ntkd.batch(kernel_fn(), x1, store=tmp_path / "k.ntk", tile=TILE, progress=False, overwrite=True)
+    assert np.array_equal(S["ntk"][:, :], kernel_fn()(x1).ntk)
+    # Undisturbed, a new store is returned as before.
+    S = ntkd.batch(kernel_fn(), x1, store=tmp_path / "k2.ntk", tile=TILE, progress=False)
+    assert np.array_equal(S["ntk"][:, :], kernel_fn()(x1).ntk)
+
+
 def test_ranks_2_under_mpirun_same_bytes(tmp_path, data):
     x1, x2 = data
     one = ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "one.ntk", tile=TILE, test_test=True, progress=False)
