@@ -92,7 +92,14 @@ def _labels(y, n, what):
     return a.astype(np.int64)
 
 
+def _word(name):
+    """A file name (in the store's folder) as a job file value: one that starts with '#' or ';'
+    would be read as a comment after the '=' (docs/JOB-FILE.md), so it is written as ./NAME."""
+    return f"./{name}" if name[:1] in ("#", ";") else name
+
+
 def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, backend, level, progress, names):
+    names = {k: _word(v) for k, v in names.items()}
     lines = ["# Written by ntkd.batch: rerun with `ntkd THIS.conf` (or mpirun -np RANKS+1 ntkd THIS.conf) to resume.",
              "[data]", f"path = {names['x1']}", "format = npy"]
     if x1.ndim == 3:
@@ -229,7 +236,8 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
     try:
         for name, content in written:
             _write(os.path.join(files.folder, name), content)
-        args = [job_name] + (["--overwrite"] if overwrite else [])
+        # A job file named -NAME would be read as an option (-h: the program prints its help).
+        args = [f"./{job_name}" if job_name.startswith("-") else job_name] + (["--overwrite"] if overwrite else [])
         nproc = ranks + 1 if ranks is not None and ranks > 1 else None
         with open(files.log, "a", buffering=1) as log:  # line by line: `tail -f` shows the run
             if staged:

@@ -158,6 +158,18 @@ def test_a_new_store_never_returns_another_calls_data(tmp_path, data, monkeypatc
     assert np.array_equal(S["ntk"][:, :], kernel_fn()(x1).ntk)
 
 
+@pytest.mark.parametrize("name", ["#k.ntk", ";k.ntk", "-h.ntk", "--overwrite.ntk"])
+def test_store_names_the_job_file_could_misread(tmp_path, data, name):
+    # A value starting with '#' or ';' is a comment in a job file, and a job file named -h
+    # is an option to the program: such store names are legitimate file names all the same.
+    x1 = data[0]
+    S = ntkd.batch(kernel_fn(), x1, store=tmp_path / name, tile=TILE, progress=False)
+    assert S.complete and np.array_equal(S["ntk"][:, :], kernel_fn()(x1).ntk)
+    S = ntkd.batch(kernel_fn(), x1, store=tmp_path / name, tile=TILE, progress=False)  # resumes: nothing to do
+    stem = name[:-4]
+    assert last_to_compute(tmp_path / f"{stem}.log")[0] == 0
+
+
 def test_ranks_2_under_mpirun_same_bytes(tmp_path, data):
     x1, x2 = data
     one = ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "one.ntk", tile=TILE, test_test=True, progress=False)
