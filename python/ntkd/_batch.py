@@ -59,6 +59,15 @@ def _write(path, content):
         raise
 
 
+def _identity(path):
+    """What changes when a file is replaced or rewritten (without reading it): None if absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _holds(path, content):
     """Whether the file at path holds exactly what _write would write for content."""
     if isinstance(content, str):
@@ -233,9 +242,11 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
             _job_text(kernel_fn, a1, a2, kernel, precision, tile, test_test, y, backend, level, progress, names)
         written = [(job_name, job_run)] + [(names[k], a) for k, a in arrays]
     seen = []  # the program's lines, also when it is interrupted
+    ours = []
     try:
         for name, content in written:
             _write(os.path.join(files.folder, name), content)
+        ours = [_identity(os.path.join(files.folder, name)) for name, _ in written]
         # A job file named -NAME would be read as an option (-h: the program prints its help).
         args = [f"./{job_name}" if job_name.startswith("-") else job_name] + (["--overwrite"] if overwrite else [])
         nproc = ranks + 1 if ranks is not None and ranks > 1 else None
@@ -258,16 +269,15 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
                 if k not in dict(arrays) and os.path.exists(os.path.join(files.folder, final[k])):
                     os.unlink(os.path.join(files.folder, final[k]))
     raise_for_exit(result.code, _program.error_text(result))
-    if not staged and not resume and not all(_holds(os.path.join(files.folder, name), c) for name, c in written):
+    if not staged and not resume and ours != [_identity(os.path.join(files.folder, name)) for name, _ in written]:
         # A new store (or overwrite): the program ran on the files this call wrote under their
         # final names, and they changed while it ran (another call on the same store path, which
         # then found the store in use). The program may have read the other call's data: never
         # return a store that may not hold kernel_fn of this call's data as if it did.
         from .errors import StoreError
         raise StoreError(f"{files.store}: the data or job beside the store ({', '.join(n for n, _ in written)}) "
-                              "were replaced while the program ran, by another call on the same store path; the store "
-                              "may hold the kernel of that call's data: run again with overwrite=True, one call at a "
-                              "time")
+                         "were replaced while the program ran, by another call on the same store path; the store may "
+                         "hold the kernel of that call's data: run again with overwrite=True, one call at a time")
     from . import store as _store
     return _store.open(files.store)
 
