@@ -271,8 +271,9 @@ static double widen(float f) {
 
 /* Sample i's NNGP (which 0) or NTK (1) with itself, computed by the CPU
  * backend on that sample alone, in float64 (elem 8: the float32 data
- * widened bit for bit) or in the job's float32 (elem 4). */
-static ntk_status self_entry(const ntk_engine_t *e, size_t i, int which, int elem, double *out) {
+ * widened bit for bit) or in the job's float32 (elem 4: also as it is, in
+ * *out32). */
+static ntk_status self_entry(const ntk_engine_t *e, size_t i, int which, int elem, double *out, float *out32) {
   const struct ntk_dataset *ds = e->data;
   struct ntk_dataset one = *ds;
   one.n = 1;
@@ -295,7 +296,8 @@ static ntk_status self_entry(const ntk_engine_t *e, size_t i, int which, int ele
   ntk_status st = ntk_backend_cpu.create(&p, &ctx);
   if (!st && elem == 8) st = ntk_backend_cpu.compute_tile(ctx, &t, &v[0], which ? &v[1] : NULL);
   if (!st && elem == 4) st = ntk_backend_cpu.compute_tile(ctx, &t, &f[0], which ? &f[1] : NULL);
-  *out = elem == 8 ? v[which ? 1 : 0] : (double)f[which ? 1 : 0];
+  *out = elem == 8 ? v[which ? 1 : 0] : widen(f[which ? 1 : 0]);
+  if (out32) *out32 = f[which ? 1 : 0];
   ntk_backend_cpu.destroy(ctx);
   free(x);
   return st;
@@ -343,7 +345,7 @@ static ntk_status zero_verdict(ntk_engine_t *e, size_t s, int which) {
      * a 0 there too is the network's, and so for every sample. */
     if (__atomic_load_n(&e->ntk_zero_ok, __ATOMIC_RELAXED)) return NTK_OK;
     double w;
-    ntk_status st = self_entry(e, s, 1, 8, &w);
+    ntk_status st = self_entry(e, s, 1, 8, &w, NULL);
     if (st) return st;
     if (w == 0) {
       __atomic_store_n(&e->ntk_zero_ok, 1, __ATOMIC_RELAXED);
@@ -355,7 +357,7 @@ static ntk_status zero_verdict(ntk_engine_t *e, size_t s, int which) {
   }
   if (e->elem == 4) {
     double w;
-    ntk_status st = self_entry(e, s, 0, 8, &w);
+    ntk_status st = self_entry(e, s, 0, 8, &w, NULL);
     if (st) return st;
     if (w != 0)
       return ntk_error(NTK_ENONFINITE, "NNGP entry (row %zu, column %zu) is 0 in float32 but %.3g in float64: below "
@@ -376,11 +378,25 @@ static ntk_status zero_verdict(ntk_engine_t *e, size_t s, int which) {
  * it has kept only the few bits a subnormal has: a float32 job on inputs
  * scaled by 1e-21 stored such a diagonal with exit 0, and its regression's
  * predictions were 5 % off. */
-static ntk_status judge_self(ntk_engine_t *e, size_t s, int which, double v, const char *kernel) {
+static ntk_status judge_self(ntk_engine_t *e, size_t s, int which, const void *p, const char *kernel) {
   int elem = e->elem;
-  int cls = elem == 4 ? fpclassify((float)v) : fpclassify(v);
-  if (cls == FP_ZERO && (which == 0 || elem == 4)) return zero_verdict(e, s, which);
-  if (cls != FP_SUBNORMAL) return NTK_OK;
+  /* Classified by the bits (under DAZ a subnormal compares, and converts,
+   * as 0); the float32 value widened bit for bit for the message. */
+  uint64_t b;
+  int zero, sub;
+  double v;
+  if (elem == 4) {
+    uint32_t w;
+    memcpy(&w, p, sizeof w);
+    zero = (w & 0x7fffffffu) == 0, sub = !zero && (w >> 23 & 0xff) == 0;
+    v = widen(*(const float *)p);
+  } else {
+    memcpy(&b, p, sizeof b);
+    zero = (b & 0x7fffffffffffffffull) == 0, sub = !zero && (b >> 52 & 0x7ff) == 0;
+    v = *(const double *)p;
+  }
+  if (zero && (which == 0 || elem == 4)) return zero_verdict(e, s, which);
+  if (!sub) return NTK_OK;
   const char *hint = elem == 4 ? "use [compute] precision = float64 (or scale the data up: [data] scale)"
                                : "the network is too deep for its w_std and b_std (the variances shrink by a "
                                  "factor per layer), or the data are too small: scale them up ([data] scale)";
@@ -399,8 +415,7 @@ static ntk_status check_diagonal(ntk_engine_t *e, const struct ntk_tile *t, cons
   size_t n = (size_t)(t->rows < t->cols ? t->rows : t->cols);
   for (size_t i = 0; i < n; i++) {
     size_t at = i * (size_t)t->cols + i;
-    double v = e->elem == 4 ? (double)((const float *)vals)[at] : ((const double *)vals)[at];
-    ntk_status st = judge_self(e, (size_t)t->r0 + i, which, v, kernel);
+    ntk_status st = judge_self(e, (size_t)t->r0 + i, which, (const char *)vals + at * (size_t)e->elem, kernel);
     if (st) return st;
   }
   return NTK_OK;
@@ -448,8 +463,9 @@ static ntk_status check_zero_lines(ntk_engine_t *e, const struct ntk_tile *t, co
     size_t smp = k < rows ? (size_t)t->r0 + k : (size_t)t->c0 + (k - rows);
     if ((k < rows ? rownz[k] : colnz[k - rows]) || !sample_nonzero(e->data, smp)) continue;
     double v;
-    st = self_entry(e, smp, which, e->elem, &v);
-    if (!st) st = judge_self(e, smp, which, v, kernel);
+    float f;
+    st = self_entry(e, smp, which, e->elem, &v, &f);
+    if (!st) st = judge_self(e, smp, which, e->elem == 4 ? (const void *)&f : (const void *)&v, kernel);
   }
   free(colnz);
   free(rownz);
