@@ -270,10 +270,9 @@ static double widen(float f) {
 }
 
 /* Sample i's NNGP (which 0) or NTK (1) with itself, computed by the CPU
- * backend on that sample alone, in float64 (elem 8: the float32 data
- * widened bit for bit) or in the job's float32 (elem 4: also as it is, in
- * *out32). */
-static ntk_status self_entry(const ntk_engine_t *e, size_t i, int which, int elem, double *out, float *out32) {
+ * backend on that sample alone, into *out: a double (elem 8: the float32
+ * data widened bit for bit) or a float, in the job's float32 (elem 4). */
+static ntk_status self_entry(const ntk_engine_t *e, size_t i, int which, int elem, void *out) {
   const struct ntk_dataset *ds = e->data;
   struct ntk_dataset one = *ds;
   one.n = 1;
@@ -291,13 +290,10 @@ static ntk_status self_entry(const ntk_engine_t *e, size_t i, int which, int ele
                           .kernels = which ? NTK_KERNEL_NNGP | NTK_KERNEL_NTK : NTK_KERNEL_NNGP};
   struct ntk_tile t = {.rows = 1, .cols = 1};
   void *ctx = NULL;
-  double v[2] = {0, 0};
-  float f[2] = {0, 0};
+  unsigned char v[2 * sizeof(double)] = {0}; /* NNGP, then NTK, of elem bytes each */
   ntk_status st = ntk_backend_cpu.create(&p, &ctx);
-  if (!st && elem == 8) st = ntk_backend_cpu.compute_tile(ctx, &t, &v[0], which ? &v[1] : NULL);
-  if (!st && elem == 4) st = ntk_backend_cpu.compute_tile(ctx, &t, &f[0], which ? &f[1] : NULL);
-  *out = elem == 8 ? v[which ? 1 : 0] : widen(f[which ? 1 : 0]);
-  if (out32) *out32 = f[which ? 1 : 0];
+  if (!st) st = ntk_backend_cpu.compute_tile(ctx, &t, v, which ? v + elem : NULL);
+  memcpy(out, v + (which ? elem : 0), (size_t)elem);
   ntk_backend_cpu.destroy(ctx);
   free(x);
   return st;
@@ -337,33 +333,27 @@ static int arch_vanishes(const struct ntk_arch *arch) {
  * it, an NTK can underflow alone). */
 static ntk_status zero_verdict(ntk_engine_t *e, size_t s, int which) {
   if (!sample_nonzero(e->data, s)) return NTK_OK; /* a sample of zeros: 0 may be its value */
-  if (which) {
-    /* The NTK (float32 jobs only): 0 is right where the network ends in
-     * Sign or a step, but a network that ends in a nonlinearity without a
-     * Dense readout (Dense Erf(1, 1e-25, 1)) has an NTK far below its NNGP,
-     * which float32 flushed to 0 with exit 0. Recomputed in float64 once:
-     * a 0 there too is the network's, and so for every sample. */
-    if (__atomic_load_n(&e->ntk_zero_ok, __ATOMIC_RELAXED)) return NTK_OK;
+  /* The NTK comes here from float32 jobs only (judge_self). Its 0 is right
+   * where the network ends in Sign or a step, but a network that ends in a
+   * nonlinearity without a Dense readout (Dense Erf(1, 1e-25, 1)) has an
+   * NTK far below its NNGP, which float32 flushed to 0 with exit 0. It is
+   * recomputed in float64 once: a 0 there too is the network's, and so for
+   * every sample (ntk_zero_ok). */
+  if (which && __atomic_load_n(&e->ntk_zero_ok, __ATOMIC_RELAXED)) return NTK_OK;
+  if (e->elem == 4) {
     double w;
-    ntk_status st = self_entry(e, s, 1, 8, &w, NULL);
+    ntk_status st = self_entry(e, s, which, 8, &w);
     if (st) return st;
-    if (w == 0) {
+    if (w != 0)
+      return ntk_error(NTK_ENONFINITE, "%s entry (row %zu, column %zu) is 0 in float32 but %.3g in float64: below "
+                       "float32's range (%.3g), nothing of it is left; use [compute] precision = float64%s",
+                       which ? "NTK" : "NNGP", s, s, w, (double)FLT_MIN,
+                       which ? "" : " (or scale the data up: [data] scale; or raise w_std or b_std, if the network's "
+                                    "variances shrink per layer)");
+    if (which) {
       __atomic_store_n(&e->ntk_zero_ok, 1, __ATOMIC_RELAXED);
       return NTK_OK;
     }
-    return ntk_error(NTK_ENONFINITE, "NTK entry (row %zu, column %zu) is 0 in float32 but %.3g in float64: below "
-                     "float32's range (%.3g), nothing of it is left; use [compute] precision = float64",
-                     s, s, w, (double)FLT_MIN);
-  }
-  if (e->elem == 4) {
-    double w;
-    ntk_status st = self_entry(e, s, 0, 8, &w, NULL);
-    if (st) return st;
-    if (w != 0)
-      return ntk_error(NTK_ENONFINITE, "NNGP entry (row %zu, column %zu) is 0 in float32 but %.3g in float64: below "
-                       "float32's range (%.3g), nothing of it is left; use [compute] precision = float64 (or scale the "
-                       "data up: [data] scale; or raise w_std or b_std, if the network's variances shrink per layer)",
-                       s, s, w, (double)FLT_MIN);
   }
   if (arch_vanishes(e->arch)) return NTK_OK; /* and 0 in float64 too: its value */
   return ntk_error(NTK_ENONFINITE, "NNGP entry (row %zu, column %zu) is 0 although sample %zu is not all zeros: its "
@@ -387,13 +377,15 @@ static ntk_status judge_self(ntk_engine_t *e, size_t s, int which, const void *p
   double v;
   if (elem == 4) {
     uint32_t w;
+    float f;
     memcpy(&w, p, sizeof w);
+    memcpy(&f, p, sizeof f);
     zero = (w & 0x7fffffffu) == 0, sub = !zero && (w >> 23 & 0xff) == 0;
-    v = widen(*(const float *)p);
+    v = widen(f);
   } else {
     memcpy(&b, p, sizeof b);
+    memcpy(&v, p, sizeof v);
     zero = (b & 0x7fffffffffffffffull) == 0, sub = !zero && (b >> 52 & 0x7ff) == 0;
-    v = *(const double *)p;
   }
   if (zero && (which == 0 || elem == 4)) return zero_verdict(e, s, which);
   if (!sub) return NTK_OK;
@@ -462,10 +454,9 @@ static ntk_status check_zero_lines(ntk_engine_t *e, const struct ntk_tile *t, co
     if (which == 1 && __atomic_load_n(&e->ntk_zero_ok, __ATOMIC_RELAXED)) break;
     size_t smp = k < rows ? (size_t)t->r0 + k : (size_t)t->c0 + (k - rows);
     if ((k < rows ? rownz[k] : colnz[k - rows]) || !sample_nonzero(e->data, smp)) continue;
-    double v;
-    float f;
-    st = self_entry(e, smp, which, e->elem, &v, &f);
-    if (!st) st = judge_self(e, smp, which, e->elem == 4 ? (const void *)&f : (const void *)&v, kernel);
+    union { double d; float f; } v; /* the job's element */
+    st = self_entry(e, smp, which, e->elem, &v);
+    if (!st) st = judge_self(e, smp, which, &v, kernel);
   }
   free(colnz);
   free(rownz);
