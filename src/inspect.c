@@ -23,6 +23,13 @@ static int fail(ntk_status st) {
   return ntk_status_exit_code(st);
 }
 
+/* NTK_EINTERRUPTED once a stop signal came: an export's file is then not
+ * written (its temporary file is removed). */
+static ntk_status export_stopped(const char *out) {
+  int sig = ntk_stop_requested();
+  return sig ? ntk_error(NTK_EINTERRUPTED, "stopped by signal %d: %s is not written", sig, out) : NTK_OK;
+}
+
 static const char *kernel_names(uint32_t k) {
   return k == (NTK_KERNEL_NNGP | NTK_KERNEL_NTK) ? "nngp, ntk" : k == NTK_KERNEL_NTK ? "ntk" : "nngp";
 }
@@ -338,10 +345,7 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
     for (uint64_t J = bj0; J <= bj1 && !st; J++) {
       /* A stop signal, checked before each tile: the partial file is
        * removed (exit 5), never renamed. */
-      if (ntk_stop_requested()) {
-        st = ntk_error(NTK_EINTERRUPTED, "stopped by signal %d: %s is not written", ntk_stop_requested(), out);
-        break;
-      }
+      if ((st = export_stopped(out))) break;
       size_t c0 = J * T, cols = n - c0 < T ? n - c0 : T;
       size_t j0 = c0 > ca ? c0 : (size_t)ca, j1 = c0 + cols < cb ? c0 + cols : (size_t)cb, w = j1 - j0;
       char *dst0 = rowbuf + (j0 - ca) * es; /* row i of this tile's part: dst0 + i * bw * es */
@@ -367,8 +371,7 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
     if (!st && fwrite(rowbuf, es, h * bw, f) != h * bw)
       st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   }
-  if (!st && ntk_stop_requested()) /* during the last tile: not renamed either */
-    st = ntk_error(NTK_EINTERRUPTED, "stopped by signal %d: %s is not written", ntk_stop_requested(), out);
+  if (!st) st = export_stopped(out); /* during the last tile: not renamed either */
   if (f && fflush(f)) st = st ? st : ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   if (f && !st && fsync(fileno(f))) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
   if (f && fclose(f) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
