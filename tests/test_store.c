@@ -889,6 +889,24 @@ START_TEST(test_header_copies) {
   ntk_store_t *s;
   ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_ECORRUPT);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "both copies"));
+  /* One stretch of 200 bytes across the boundary of the two copies (the end
+   * of copy A, the start of copy B): each copy is damaged, but not in the
+   * same bytes; their intact parts make the header, every tile is kept. */
+  make_store(p, all6, 6);
+  zero(p, NTK_STORE_HEADER_SIZE - 96, 200);
+  s = open_checked(p);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  ck_assert(ntk_store_get_scan(s)->header_damaged && ntk_store_is_damaged(s));
+  ntk_store_close(s);
+  resume_and_finish(p);
+  /* The same the other way round: copy A's start and copy B's end. */
+  make_store(p, all6, 6);
+  zero(p, 0, 100);
+  zero(p, 2 * NTK_STORE_HEADER_SIZE - 50, 50);
+  s = open_checked(p);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  ntk_store_close(s);
+  resume_and_finish(p);
   /* A whole zeroed first page. */
   make_store(p, all6, 6);
   zero(p, 0, 4096);

@@ -313,13 +313,26 @@ class Store:
             return x[:8] == _HEADER_MAGIC and _u64(x, _H_CHECKSUM) == _xxh3(x[:_H_CHECKSUM])
 
         a_ok, b_ok = intact(a), intact(b)
+        spliced = None
         if not a_ok and not b_ok:
+            # Both damaged, perhaps not in the same bytes (one stretch across
+            # their boundary): the first k bytes of one copy and the rest of
+            # the other make the header if the checksum says so (header_splice).
+            for head, rest in ((a, b), (b, a)):
+                for k in range(1, _HEADER_SIZE):
+                    x = head[:k] + rest[k:]
+                    if intact(x):
+                        spliced = x
+                        break
+                if spliced is not None:
+                    break
+        if not a_ok and not b_ok and spliced is None:
             if a[:8] != _HEADER_MAGIC and b[:8] != _HEADER_MAGIC:
                 raise NotAStoreError("%s: not an ntkd store (no NTKDSTOR magic)" % self.path, self.path)
             raise self._damaged("both copies of the store header are damaged")
         if a_ok and b_ok and a != b:
             raise self._damaged("the two copies of the store header disagree")
-        good = a if a_ok else b
+        good = spliced if spliced is not None else a if a_ok else b
         self._decode_header(good)
         self.header_damaged = not (a_ok and b_ok)
         if size < self._first:

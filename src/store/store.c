@@ -308,6 +308,24 @@ static int header_intact(const unsigned char *h) {
   return !memcmp(h + H_MAGIC, header_magic, 8) && ntk_get64(h + H_CHECKSUM) == ntk_checksum(h, H_CHECKSUM);
 }
 
+/* Both copies damaged, but perhaps not in the same bytes: one stretch of
+ * damage across their boundary (the end of copy A, the start of copy B)
+ * leaves each copy's other part intact. The copies are identical, so the
+ * first k bytes of one and the rest of the other make the header if the
+ * damage lies on either side of k; the checksum tells which k does. Writes
+ * it to `out` and returns 1 if some k does. */
+static int header_splice(const unsigned char *a, const unsigned char *b, unsigned char *out) {
+  for (int order = 0; order < 2; order++) {
+    const unsigned char *head = order ? b : a, *rest = order ? a : b;
+    for (size_t k = 1; k < NTK_STORE_HEADER_SIZE; k++) {
+      memcpy(out, head, k);
+      memcpy(out + k, rest + k, NTK_STORE_HEADER_SIZE - k);
+      if (header_intact(out)) return 1;
+    }
+  }
+  return 0;
+}
+
 /* Fields of an intact header: refuse what no writer makes, and sizes whose
  * products would overflow (a header with N = 2^64 - 1 is not a store). */
 static ntk_status decode_header(ntk_store_t *s, const unsigned char *h) {
@@ -1205,14 +1223,19 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, i
     if (pread_all(s->fd, h, got, 0) < 0) st = io_error(s, "cannot read the header");
     unsigned char *a = h, *b = h + NTK_STORE_HEADER_SIZE;
     int a_ok = !st && header_intact(a), b_ok = !st && header_intact(b);
+    unsigned char *spliced = NULL;
+    if (!st && !a_ok && !b_ok && (spliced = malloc(NTK_STORE_HEADER_SIZE)) && !header_splice(a, b, spliced)) {
+      free(spliced);
+      spliced = NULL;
+    }
     if (st) {
-    } else if (!a_ok && !b_ok) {
+    } else if (!a_ok && !b_ok && !spliced) {
       if (memcmp(a, header_magic, 8) && memcmp(b, header_magic, 8))
         st = ntk_error(NTK_EINPUT, "%s: not an ntkd store (no NTKDSTOR magic)", path);
       else
         st = ntk_error(NTK_ECORRUPT, "%s: both copies of the store header are damaged", path);
     } else {
-      const unsigned char *good = a_ok ? a : b;
+      const unsigned char *good = spliced ? spliced : a_ok ? a : b;
       /* Two intact copies that differ: neither can be trusted. */
       if (a_ok && b_ok && memcmp(a, b, NTK_STORE_HEADER_SIZE))
         st = ntk_error(NTK_ECORRUPT, "%s: the two copies of the store header disagree", path);
@@ -1230,6 +1253,7 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, i
       if (!st) st = scan_records(s, check_payload, size, start);
       if (!st && full_scan) st = check_entries_all(s);
     }
+    free(spliced);
   }
   free(h);
   if (st) {
