@@ -151,6 +151,8 @@ cp s32.ntk hda.ntk && flip hda.ntk 20
 cp s32.ntk hdb.ntk && flip hdb.ntk 20 && flip hdb.ntk $((4096 + 20))
 # one stretch of 200 bytes across the two copies' boundary: both damaged, not in the same bytes
 cp s32.ntk hdx.ntk && dd if=/dev/zero of=hdx.ntk bs=1 seek=4000 count=200 conv=notrunc 2>/dev/null
+# bytes flipped in both copies, in different places
+cp s32.ntk hdy.ntk && flip hdy.ntk 20 && flip hdy.ntk 977 && flip hdy.ntk $((4096 + 30)) && flip hdy.ntk $((4096 + 958))
 # two intact header copies that differ (a byte of B's description, its checksum redone)
 $PY -c "
 import xxhash; a = bytearray(open('s32.ntk', 'rb').read()); a[4096 + 150] ^= 1
@@ -162,7 +164,7 @@ $PY -c "
 a = open('s32.ntk', 'rb').read(); o = open('other.ntk', 'rb').read()
 fa, fo = int.from_bytes(a[136:144], 'little'), int.from_bytes(o[136:144], 'little')
 open('for.ntk', 'wb').write(a + o[fo:]); open('mid.ntk', 'wb').write(a[:fa] + o[fo:] + a[fa:])"
-DAMAGED="pay pad rec hda hdb hdx dis for mid"
+DAMAGED="pay pad rec hda hdb hdx hdy dis for mid"
 for d in $DAMAGED; do
   "$NTKD" verify $d.ntk > $d.verify 2>&1; echo $? > $d.vrc
 done
@@ -330,8 +332,9 @@ for d in ('rec', 'hda'):  # found by the scan: the whole store refused
         S['nngp'][0:1, 0:1]; raise SystemExit(d + ': damaged store read')
     except ntkd_store.DamagedStoreError as e:
         assert d + '.ntk' in str(e)
-S = ntkd_store.open('hdx.ntk')  # the header made of both copies' intact parts, as ntkd does
-assert S.header_damaged and S.damaged and S.complete, 'hdx'
+for d in ('hdx', 'hdy'):  # the header made of both copies' intact parts, as ntkd does
+    S = ntkd_store.open(d + '.ntk')
+    assert S.header_damaged and S.damaged and S.complete, d
 for d, why in (('hdb', 'both copies'), ('dis', 'disagree')):
     try:
         ntkd_store.open(d + '.ntk'); raise SystemExit(d + ': opened')

@@ -907,6 +907,16 @@ START_TEST(test_header_copies) {
   ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
   ntk_store_close(s);
   resume_and_finish(p);
+  /* Bytes flipped in both copies, in different places. */
+  make_store(p, all6, 6);
+  flip(p, 20);
+  flip(p, 977);
+  flip(p, NTK_STORE_HEADER_SIZE + 30);
+  flip(p, NTK_STORE_HEADER_SIZE + 958);
+  s = open_checked(p);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  ntk_store_close(s);
+  resume_and_finish(p);
   /* A whole zeroed first page. */
   make_store(p, all6, 6);
   zero(p, 0, 4096);

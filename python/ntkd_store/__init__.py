@@ -326,6 +326,17 @@ class Store:
                         break
                 if spliced is not None:
                     break
+            # Or a few bytes differ (scattered damage): each from one copy or the other.
+            diff = [i for i in range(_HEADER_SIZE) if a[i] != b[i]]
+            if spliced is None and 0 < len(diff) <= 12:
+                for m in range(1, (1 << len(diff)) - 1):
+                    x = bytearray(a)
+                    for j, i in enumerate(diff):
+                        if m >> j & 1:
+                            x[i] = b[i]
+                    if intact(bytes(x)):
+                        spliced = bytes(x)
+                        break
         if not a_ok and not b_ok and spliced is None:
             if a[:8] != _HEADER_MAGIC and b[:8] != _HEADER_MAGIC:
                 raise NotAStoreError("%s: not an ntkd store (no NTKDSTOR magic)" % self.path, self.path)

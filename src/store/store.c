@@ -312,8 +312,9 @@ static int header_intact(const unsigned char *h) {
  * damage across their boundary (the end of copy A, the start of copy B)
  * leaves each copy's other part intact. The copies are identical, so the
  * first k bytes of one and the rest of the other make the header if the
- * damage lies on either side of k; the checksum tells which k does. Writes
- * it to `out` and returns 1 if some k does. */
+ * damage lies on either side of k; the checksum tells which k does. Or a
+ * few bytes differ: each from one copy or the other. Writes the header to
+ * `out` and returns 1 if one of these is intact. */
 static int header_splice(const unsigned char *a, const unsigned char *b, unsigned char *out) {
   for (int order = 0; order < 2; order++) {
     const unsigned char *head = order ? b : a, *rest = order ? a : b;
@@ -322,6 +323,22 @@ static int header_splice(const unsigned char *a, const unsigned char *b, unsigne
       memcpy(out + k, rest + k, NTK_STORE_HEADER_SIZE - k);
       if (header_intact(out)) return 1;
     }
+  }
+  /* Scattered damage (a few flipped bytes in each copy, not in the same
+   * places): where the copies differ, one of them is right; try every
+   * choice when they differ in few bytes. */
+  enum { MAXDIFF = 12 };
+  size_t pos[MAXDIFF], d = 0;
+  for (size_t i = 0; i < NTK_STORE_HEADER_SIZE; i++)
+    if (a[i] != b[i]) {
+      if (d == MAXDIFF) return 0;
+      pos[d++] = i;
+    }
+  for (uint32_t m = 1; d && m + 1 < (1u << d); m++) {
+    memcpy(out, a, NTK_STORE_HEADER_SIZE);
+    for (size_t j = 0; j < d; j++)
+      if (m >> j & 1) out[pos[j]] = b[pos[j]];
+    if (header_intact(out)) return 1;
   }
   return 0;
 }
