@@ -46,7 +46,10 @@ static void print_damage(const char *path, const struct ntk_store_scan *sc) {
   }
   if (sc->regions > NTK_STORE_DAMAGED_LIST)
     printf("damaged: ... and %llu more regions\n", (unsigned long long)(sc->regions - NTK_STORE_DAMAGED_LIST));
-  if (sc->header_damaged) printf("damaged: one of the two header copies (the other is intact)\n");
+  if (sc->header_damaged)
+    printf("damaged: %s\n", sc->header_damaged == 2
+                                 ? "both header copies, in different bytes (the header was rebuilt from them)"
+                                 : "one of the two header copies (the other is intact)");
   if (sc->job_text_damaged) printf("damaged: the job description kept in the store\n");
   if (sc->index_damaged)
     printf("damaged: the index (%s.index) %s; run the job again: the resume rebuilds the index from the records "

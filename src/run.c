@@ -63,7 +63,8 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
         if (sc->tail_bytes)
           fprintf(stderr, ", %llu bytes of %s tail cut", (unsigned long long)sc->tail_bytes,
                   sc->tail_damaged ? "damaged" : "torn");
-        if (sc->header_damaged) fprintf(stderr, ", a damaged header copy rewritten");
+        if (sc->header_damaged)
+          fprintf(stderr, sc->header_damaged == 2 ? ", both damaged header copies rewritten" : ", a damaged header copy rewritten");
         fprintf(stderr, "\n");
         if (sc->index_damaged)
           fprintf(stderr, "ntkd: the index (%s.index) %s: not used; rebuilt from a scan of the records\n", path,

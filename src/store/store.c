@@ -1259,7 +1259,7 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, i
       if (!st) st = decode_header(s, good);
       if (!st) {
         memcpy(s->good_header, good, NTK_STORE_HEADER_SIZE);
-        s->scan.header_damaged = !(a_ok && b_ok);
+        s->scan.header_damaged = spliced ? 2 : !(a_ok && b_ok);
         if (size < s->first) st = ntk_error(NTK_ECORRUPT, "%s: store is shorter than its own header", path);
       }
       if (!st) st = read_job_text(s, good);

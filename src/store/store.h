@@ -68,7 +68,7 @@ struct ntk_store_scan {
   uint64_t tail_bytes;    /* bytes after the last intact record */
   int tail_damaged;       /* the tail is not what a torn write leaves (it holds a
                              foreign or damaged record, or garbage) */
-  int header_damaged;     /* one of the two header copies is damaged */
+  int header_damaged;     /* 1: one of the two header copies is damaged; 2: both, the header rebuilt from them */
   int job_text_damaged;   /* the stored job text fails its checksum */
   uint64_t payload_bytes; /* compressed bytes of the indexed tiles */
   /* How the records were found: from the index (index_used: the records
