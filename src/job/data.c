@@ -51,6 +51,34 @@ static double raw_scale(const struct raw *r) {
   return r->job->has_scale ? r->job->scale : r->is_u8 ? 1.0 / 255.0 : 1.0;
 }
 
+/* raw_put's common case, as one branch-free loop the compiler vectorises
+ * (the load of 10 000 x 3 072 floats spent 0.06 s in raw_put's per-value
+ * branches): the same values stored, and 1 when none of them was refused
+ * or flushed to 0. Otherwise 0, and raw_put stores them again, one by one,
+ * remembering which (the same bits: each value's arithmetic is the same). */
+static int put_plain(struct raw *r, size_t at, const double *v, size_t count, double scale, double lim) {
+  uint64_t odd = 0; /* 64 bits: the width of a double's comparison, which gcc then vectorises */
+  if (r->elem == 4) {
+    float *x = (float *)r->x + at;
+    for (size_t k = 0; k < count; k++) {
+      double y = v[k] * scale;
+      float f = (float)y;
+      x[k] = f;
+      uint64_t out = !(fabs(y) <= lim);
+      odd |= out | ((f == 0) & (v[k] != 0));
+    }
+  } else {
+    double *x = (double *)r->x + at;
+    for (size_t k = 0; k < count; k++) {
+      double y = v[k] * scale;
+      x[k] = y;
+      uint64_t out = !(fabs(y) <= lim);
+      odd |= out | ((y == 0) & (v[k] != 0));
+    }
+  }
+  return !odd;
+}
+
 /* Store count values v (doubles, as read) from value index `at` on: scaled,
  * checked (samples: NaN, infinite, or beyond float32 in a float32 job, after
  * scaling) and narrowed to r->elem bytes. A refused value is remembered,
@@ -60,6 +88,7 @@ static double raw_scale(const struct raw *r) {
  * after loading. */
 static void raw_put(struct raw *r, size_t at, const double *v, size_t count) {
   double scale = raw_scale(r), lim = r->elem == 4 ? 3.0e38 : 1.7e308;
+  if (r->samples && put_plain(r, at, v, count, scale, lim)) return;
   for (size_t k = 0; k < count; k++) {
     double y = v[k] * scale;
     if (r->samples && !(fabs(y) <= lim)) {
