@@ -139,18 +139,23 @@ static ntk_status take_lock(struct run *r) {
   return ntk_comm_agree_report(r->comm, st);
 }
 
-/* 2. The data: loaded on rank 0 (a regression's labels checked now, not
- * after the tiles), then held once per node. */
+/* 2. The data: loaded on rank 0 and held once per node (under mpirun
+ * read straight into the node's shared window); a regression's labels
+ * checked now, not after the tiles. */
 static ntk_status load_data(struct run *r) {
   const struct ntk_job *job = r->job;
   r->t_start = ntk_now();
-  ntk_status st = ntk_comm_agree_report(r->comm, r->rank == 0 ? ntk_data_load_job(job, job->precision, &r->data) : NTK_OK);
+  ntk_status st;
+  if (r->size > 1) {
+    st = ntk_data_share_load(r->comm, job, &r->data, &r->shared, &r->t_loaded);
+  } else {
+    st = ntk_comm_agree_report(r->comm, ntk_data_load_job(job, job->precision, &r->data));
+    r->t_loaded = ntk_now();
+  }
   if (!st && job->solve.enabled)
     st = ntk_comm_agree_report(r->comm, r->rank == 0 ? ntk_solve_labels_load(job, r->data.n_train,
                                                                              r->data.n - r->data.n_train, &r->labels)
                                                      : NTK_OK);
-  r->t_loaded = ntk_now();
-  if (!st && r->size > 1) st = ntk_data_share(r->comm, &r->data, &r->shared);
   r->t_shared = ntk_now();
   return st;
 }

@@ -2,6 +2,7 @@
 # End-to-end tests of hostile data inputs: a FIFO or /dev/zero as a data
 # path, a .npy whose shape wraps around 64 bits, and SIGTERM while a large
 # file loads. Each must end quickly with its exit code and leave no store.
+# Then the data's ways into the node's window under mpirun.
 # Usage: tests/e2e_input.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_input.sh path/to/ntkd}")
@@ -106,6 +107,62 @@ check "stopped after reading $(( $(cat big.read 2>/dev/null || echo 0) >> 20 )) 
 check "the message says it was reading the data" has "interrupted while reading .*big.npy.gz" err.log
 check "no store after SIGTERM while loading" no_store big
 rm -f big.npy.gz
+
+# --- under mpirun: rank 0 reads a plain file straight into the node's window -
+# (src/job/data_share.c). Whatever the path (into the window, a compressed
+# file or a [test] set copied in, a rank copy each where a node cannot
+# share), the same bits as one process; a load that fails after the window
+# is open fails on every rank, once, with no store.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+$PY - <<'PYEOF'
+import gzip, shutil, numpy as np
+r = np.random.default_rng(3)
+x = r.standard_normal((60, 1024)).astype(np.float32)
+np.save('w.npy', x)
+with open('w.npy', 'rb') as f, gzip.open('wg.npy.gz', 'wb') as g:
+    shutil.copyfileobj(f, g)
+y = x.copy(); y[37, 5] = np.nan; np.save('wnan.npy', y)
+np.save('wtest.npy', r.standard_normal((7, 1024)).astype(np.float32))
+PYEOF
+wjob() { # NAME PATH [line of [data]]
+  printf '[data]\npath = %s\n%s\n[model]\narch = %s\nkernel = ntk\n[compute]\ntile = 16\n[output]\npath = %s.ntk\n' \
+    "$2" "${3:-}" "$FC" "$1" > "$1.conf"
+}
+same_as() { "$NTKD" export "$2.ntk" "$2.npy" >/dev/null 2>&1 && cmp -s "$1.npy" "$2.npy"; }
+wjob w1 w.npy
+expect_rc 0 "one process: the reference" "$NTKD" w1.conf
+"$NTKD" export w1.ntk w1.npy >/dev/null 2>&1
+wjob w3 w.npy
+expect_rc 0 "mpirun -np 3, a plain .npy read into the window" timeout -k 5 120 mpirun -np 3 "$NTKD" w3.conf
+check "... one copy on the node" has "data: one copy per node on 1 node" err.log
+check "... the same bits as one process" same_as w1 w3
+wjob wn w.npy
+expect_rc 0 "mpirun -np 4 as 2 pretend nodes" timeout -k 5 120 env NTKD_TEST_NODES=2 mpirun -np 4 "$NTKD" wn.conf
+check "... the same bits" same_as w1 wn
+wjob wg wg.npy.gz
+expect_rc 0 "mpirun -np 3, a compressed .npy (copied into the window)" timeout -k 5 120 mpirun -np 3 "$NTKD" wg.conf
+check "... the same bits" same_as w1 wg
+wjob wf w.npy
+expect_rc 0 "mpirun -np 3 under ulimit -f 150 (KB): no window, a copy per rank" \
+  timeout -k 5 120 mpirun -np 3 bash -c "ulimit -f 150; exec '$NTKD' wf.conf"
+check "... says the data cannot be shared" has "cannot be shared in node memory" err.log
+check "... the same bits" same_as w1 wf
+wjob wt1 w.npy "[test]
+path = wtest.npy"
+wjob wt3 w.npy "[test]
+path = wtest.npy"
+expect_rc 0 "a [test] set, one process" "$NTKD" wt1.conf
+expect_rc 0 "a [test] set, mpirun -np 3" timeout -k 5 120 mpirun -np 3 "$NTKD" wt3.conf
+"$NTKD" export wt1.ntk wt1.npy >/dev/null 2>&1
+check "... the same bits" same_as wt1 wt3
+wjob wnan wnan.npy
+expect_rc 2 "mpirun -np 3, a NaN found after the window opened" timeout -k 5 120 mpirun -np 3 "$NTKD" wnan.conf
+check "... named once" bash -c "[ \$(grep -c 'sample 37, feature 5 is NaN' err.log) = 1 ]"
+check "... no store" no_store wnan
+head -c 100000 w.npy > wcut.npy
+wjob wcut wcut.npy
+expect_rc 2 "mpirun -np 3, a cut .npy (no window asked for)" timeout -k 5 120 mpirun -np 3 "$NTKD" wcut.conf
+check "... says truncated" has "wcut.npy: file is truncated" err.log
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -42,6 +42,8 @@ struct raw {
   double bad_v; /* its value as read */
   size_t *flushed, nflushed, capflushed; /* samples with a value that was not 0 as read and is 0 stored
                                             (below the precision's range after scaling): raw_flushed */
+  const struct ntk_data_sink *sink; /* NULL: memory of its own */
+  int placed;   /* x is the sink's memory, all n*d values: not ours to grow or free */
 };
 
 /* The factor every sample value is multiplied by: [data] scale, else 1/255
@@ -230,6 +232,26 @@ static ntk_status alloc_raw(struct raw *r, const char *path) {
   r->x = NULL;
   r->cap = 0;
   return NTK_OK;
+}
+
+/* The sink's memory for all n*d values (raw_place), asked for where the
+ * file is plain and long enough to hold them after `f`'s position: a
+ * header claiming more than the file holds still fails as truncated,
+ * without memory sized by it. */
+static ntk_status raw_place(struct raw *r, gzFile f, long long plain_size, size_t value_bytes) {
+  long long at = (long long)gztell(f);
+  if (!r->sink || plain_size < 0 || at < 0 || (unsigned long long)(plain_size - at) / value_bytes / r->d < r->n)
+    return NTK_OK;
+  struct ntk_dataset shape = {.n = r->n, .d = r->d, .h = r->h, .w = r->w, .c = r->c, .elem = r->elem,
+                              .one_d = r->job->layout == NTK_LAYOUT_NLC && r->h};
+  void *x = NULL;
+  ntk_status st = r->sink->place(r->sink->ctx, &shape, &x);
+  if (!st && x) {
+    r->x = x;
+    r->cap = r->n * r->d;
+    r->placed = 1;
+  }
+  return st;
 }
 
 /* Room for at least `values` values, growing geometrically up to n*d. */
@@ -474,6 +496,7 @@ static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f
   r->is_u8 = t == T_U8;
   r->chw = ndim == 4 && job->layout == NTK_LAYOUT_NCHW && c > 1;
   if ((st = alloc_raw(r, path))) return st;
+  if ((st = raw_place(r, f, plain_size, type_size(t)))) return st;
   if ((st = read_values(f, path, r, 0, r->n, t, big))) return st;
   if ((st = check_end(f, path, plain_size, shape[0] - r->n, r->d * type_size(t)))) return st;
   if (r->chw) {
@@ -543,6 +566,7 @@ static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f
   r->c = ndim == 4 ? dim[3] : ndim == 3 ? 1 : 0;
   r->is_u8 = t == T_U8;
   if ((st = alloc_raw(r, path))) return st;
+  if ((st = raw_place(r, f, plain_size, type_size(t)))) return st;
   if ((st = read_values(f, path, r, 0, r->n, t, 1))) return st;
   return check_end(f, path, plain_size, dim[0] - r->n, r->d * type_size(t));
 }
@@ -639,10 +663,12 @@ static ntk_data_format guess_format(const char *path) {
   return NTK_FORMAT_IDX;
 }
 
-ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset *ds) {
+static ntk_status load_one(const struct ntk_job *job, int elem, const struct ntk_data_sink *sink,
+                           struct ntk_dataset *ds) {
   memset(ds, 0, sizeof *ds);
   struct raw r;
   memset(&r, 0, sizeof r);
+  r.sink = sink;
   r.elem = elem;
   r.samples = 1;
   r.job = job;
@@ -669,7 +695,7 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
   free(r.flushed);
   for (int k = 0; k < opened; k++) gzclose(files[k]);
   if (st) {
-    free(r.x);
+    if (!r.placed) free(r.x);
     return st;
   }
   ds->n = r.n;
@@ -819,8 +845,18 @@ void ntk_data_free(struct ntk_dataset *ds) {
   ds->x = NULL;
 }
 
+ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset *ds) {
+  return load_one(job, elem, NULL, ds);
+}
+
 ntk_status ntk_data_load_job(const struct ntk_job *job, int elem, struct ntk_dataset *ds) {
-  ntk_status st = ntk_data_load(job, elem, ds);
+  return ntk_data_load_to(job, elem, NULL, ds);
+}
+
+ntk_status ntk_data_load_to(const struct ntk_job *job, int elem, const struct ntk_data_sink *sink,
+                            struct ntk_dataset *ds) {
+  /* With a [test] set the two parts are joined in memory of their own. */
+  ntk_status st = load_one(job, elem, job->test.enabled ? NULL : sink, ds);
   if (st || !job->test.enabled) return st;
   /* The test set: the same reader with [test]'s files and count. */
   struct ntk_job *tj = malloc(sizeof *tj);

@@ -26,6 +26,23 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
  * same sample shape. Rank-local. */
 ntk_status ntk_data_load_job(const struct ntk_job *job, int elem, struct ntk_dataset *ds);
 
+/* Where a load puts the values. place(ctx, shape, &x) is called at most
+ * once, when the shape is known and the file is plain and holds that many
+ * values: x then memory for shape->n * shape->d values of shape->elem
+ * bytes, owned by the caller (the load leaves it alone on failure too), or
+ * NULL for memory of the load's own; an error returned ends the load with
+ * it. Not called for compressed files, CIFAR-10 batches or a job with a
+ * [test] set. */
+struct ntk_data_sink {
+  ntk_status (*place)(void *ctx, const struct ntk_dataset *shape, void **x);
+  void *ctx;
+};
+
+/* ntk_data_load_job into the sink's memory where it gives some (NULL: as
+ * ntk_data_load_job). ds->x is then that memory. Rank-local. */
+ntk_status ntk_data_load_to(const struct ntk_job *job, int elem, const struct ntk_data_sink *sink,
+                            struct ntk_dataset *ds);
+
 void ntk_data_free(struct ntk_dataset *ds);
 
 /* Class labels of the first `n` samples: an IDX labels file (magic

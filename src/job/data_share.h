@@ -19,6 +19,16 @@ typedef struct ntk_data_share ntk_data_share_t;
  * ntk_data_free. */
 ntk_status ntk_data_share(const ntk_comm_t *world, struct ntk_dataset *ds, ntk_data_share_t **out);
 
+/* Collective over `world`: ntk_data_load_job of `job` on rank 0, in the
+ * job's precision, shared as by ntk_data_share, with the values read
+ * straight into the node's window where the loader can size it first (a
+ * plain file, no [test] set): no second copy on rank 0, and no copying
+ * (docs/PERFORMANCE.md). A failed load is reported once, by rank 0, and
+ * agreed on. *loaded: when rank 0's load (another rank's window) was
+ * ready, by ntk_now(). */
+ntk_status ntk_data_share_load(const ntk_comm_t *world, const struct ntk_job *job, struct ntk_dataset *ds,
+                               ntk_data_share_t **out, double *loaded);
+
 /* Collective over the world again: the window released, ds->x NULL.
  * Accepts NULL (then ds->x is freed as by ntk_data_free). */
 void ntk_data_unshare(ntk_data_share_t *sh, struct ntk_dataset *ds);
