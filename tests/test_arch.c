@@ -402,7 +402,11 @@ START_TEST(test_residual) {
   parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat(axis=0)", "along the batch axis 0");
   parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat(axis=1.5)", "an integer from -4 to 3");
   parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat(axis=4)", "an integer from -4 to 3");
-  parse_bad("Dense FanOut(2) parallel(Relu, Dense) FanInConcat(axis=1)", "every branch must end Gaussian");
+  /* -2 is spatial on any data that have it; 1 and 2 are the channels of some data: resolved against
+   * the data (ntk_arch_check_rank, test_cnn.c's test_concat_axis_data) */
+  parse_bad("Dense FanOut(2) parallel(Relu, Dense) FanInConcat(axis=-2)", "every branch must end Gaussian");
+  parse_bad("Conv(3, 1, SAME) Relu GlobalAvgPool Dense FanOut(2) parallel(Dense, Dense) FanInConcat(axis=1) Erf Dense",
+            "layer 10 (Erf): a nonlinearity must follow Dense or Conv");
   parse_bad("Dense FanOut(2) parallel(Dense, Dense) FanInConcat Relu", "a nonlinearity must follow Dense or Conv");
   parse_bad("Conv(3) FanOut(2) parallel(serial(Conv(3) Flatten), Identity) FanInSum",
             "a branch of a residual block contains a readout");

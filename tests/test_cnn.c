@@ -307,6 +307,15 @@ START_TEST(test_concat_axis_data) {
        "FanInConcat(axis=1) GlobalAvgPool Dense(1)", 0, "the other axes equal"},
       {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense FanOut(2) parallel(Dense, Identity) FanInConcat(axis=-2) Dense",
        0, "(FanInConcat): axis -2 is the batch axis of data of 2 axes"},
+      /* axis 1 or 2 is known to be spatial or the channels only against the data: along the rows of images
+       * every branch must end Gaussian; the channels of (N, L, C) data (axis 2) or of the vectors after a
+       * readout (axis 1: known while parsing, test_arch.c) make no Gaussian output, so no nonlinearity may
+       * follow (a wrong kernel once) */
+      {"Conv(3) FanOut(2) parallel(Relu, Identity) FanInConcat(axis=1) Flatten Dense", 0,
+       "every branch must end Gaussian"},
+      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=2) Relu GlobalAvgPool Dense", 1,
+       "layer 7 (Relu): a nonlinearity must follow Dense or Conv"},
+      {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense FanOut(2) parallel(Relu, Dense) FanInConcat(axis=1) Dense", 0, NULL},
   };
   check_nets(nets, sizeof nets / sizeof *nets);
   /* the general path only, and not on the GPU */
@@ -329,7 +338,7 @@ START_TEST(test_concat_axis_data) {
   ck_assert(ntk_arch_parse("Conv(3) FanOut(2) parallel(Relu, Identity) FanInConcat(axis=0) Flatten Dense", 1, 0, &a) ==
             NTK_ECONFIG);
   ck_assert_msg(strstr(ntk_error_message(), "batch axis 0"), "%s", ntk_error_message());
-  ck_assert(ntk_arch_parse("Conv(3) FanOut(2) parallel(Relu, Identity) FanInConcat(axis=1) Flatten Dense", 1, 0, &a) ==
+  ck_assert(ntk_arch_parse("Conv(3) FanOut(2) parallel(Relu, Identity) FanInConcat(axis=-2) Flatten Dense", 1, 0, &a) ==
             NTK_ECONFIG);
   ck_assert_msg(strstr(ntk_error_message(), "every branch must end Gaussian"), "%s", ntk_error_message());
   /* vectors: axis 1 is their channels, -2 their batch */
@@ -345,6 +354,14 @@ START_TEST(test_concat_axis_data) {
   ck_assert(ntk_arch_parse("Dense FanOut(2) parallel(Dense, Identity) FanInConcat(axis=-2) Dense", 1, 0, &a) == NTK_OK);
   ck_assert(ntk_fc_check(&a, &v) == NTK_ECONFIG);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "batch axis"));
+  ntk_arch_free(&a);
+  /* axis 1 of vectors: the channels, whose concatenation is not Gaussian */
+  ck_assert(ntk_arch_parse("Dense FanOut(2) parallel(Dense, Dense(3)) FanInConcat(axis=1) Erf Dense", 1, 0, &a) == NTK_OK);
+  ck_assert(ntk_fc_check(&a, &v) == NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "layer 7 (Erf): a nonlinearity must follow"), "%s", ntk_error_message());
+  ntk_arch_free(&a);
+  ck_assert(ntk_arch_parse("Dense FanOut(2) parallel(Relu, Dense) FanInConcat(axis=1) Dense", 1, 0, &a) == NTK_OK);
+  ck_assert_msg(ntk_fc_check(&a, &v) == NTK_OK, "%s", ntk_error_message());
   ntk_arch_free(&a);
 }
 END_TEST

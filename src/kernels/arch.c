@@ -1572,10 +1572,26 @@ static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, 
   }
 }
 
+/* Whether FanInConcat layer l, after a readout or not (`flat`), joins
+ * along a spatial axis on data of `rank` axes (ntk_concat_axis's count; 0:
+ * not known yet). 1: spatial, 0: the channels (or an axis the data do not
+ * have, which ntk_concat_axis refuses), -1: not known without the rank
+ * (axis 1 is the rows of images and sequences, the channels of vectors;
+ * axis 2 the columns of images, the channels of sequences). */
+static int concat_spatial(const struct ntk_layer *l, int rank, int flat) {
+  if (!l->axis || l->axis == 3) return 0; /* -1, and 3: the channels of images (other data have no axis 3) */
+  int r = flat ? 2 : rank;
+  if (!r) return l->axis < 0 ? 1 : -1; /* -2, -3, -4: spatial wherever they are not the batch axis */
+  int k = l->axis < 0 ? l->axis + r : l->axis;
+  return k > 0 && k < r - 1;
+}
+
 /* neural-tangents' rules: a nonlinearity needs a Gaussian input, which only
  * a Dense or Conv layer produces (and Identity and pooling keep); nothing
- * spatial follows Flatten/GAP. */
-static ntk_status validate(const struct ntk_arch *a) {
+ * spatial follows Flatten/GAP. `rank`: the data's axes as ntk_concat_axis
+ * counts them, 0 while the network is parsed (then what depends on a
+ * FanInConcat's axis 1 or 2 is left to ntk_arch_check_rank). */
+static ntk_status validate(const struct ntk_arch *a, int rank) {
   if (a->n == 0) return ntk_error(NTK_ECONFIG, "arch: no layers");
   int gaussian = 0, flat = 0, depth = 0, fed = 0; /* fed: a Dense or Conv on the way here */
   /* per open block: its input's state, whether every branch so far ends Gaussian, any flat, any fed */
@@ -1618,9 +1634,11 @@ static ntk_status validate(const struct ntk_arch *a) {
       /* FanInConcat's output is not Gaussian in neural-tangents, nor a
        * product's of two or more branches (FanInProd takes any branches) */
       gaussian = l->sum || (l->prod && l->branches < 2 && all_gauss[depth]);
-      /* along a spatial axis (any but -1, or 3 on images, the channels)
-       * neural-tangents needs Gaussian branches, and the output is one */
-      if (!l->sum && !l->prod && l->axis && l->axis != 3) {
+      /* along a spatial axis neural-tangents needs Gaussian branches, and
+       * the output is one; not known yet: Gaussian if the branches are */
+      int spatial = l->sum || l->prod ? 0 : concat_spatial(l, rank, flat);
+      if (spatial < 0) gaussian = all_gauss[depth];
+      if (spatial > 0) {
         if (!all_gauss[depth])
           return ntk_error(NTK_ECONFIG,
                            "arch, layer %zu (FanInConcat(axis=%d)): along a spatial axis every branch must end "
@@ -1653,6 +1671,8 @@ static ntk_status validate(const struct ntk_arch *a) {
   }
   return NTK_OK;
 }
+
+ntk_status ntk_arch_check_rank(const struct ntk_arch *a, int rank) { return validate(a, rank); }
 
 /* Standard parameterisation: the widths the NTK needs. The last Dense or
  * Conv's own width never enters the kernel (only input widths do). */
@@ -1762,7 +1782,7 @@ ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, in
   out->layers = v.v;
   for (size_t i = 0; i < out->n; i++) /* a bias: written as a number, or a b_std > 0 */
     out->layers[i].bias = out->layers[i].bias || out->layers[i].b_std > 0;
-  if ((st = validate(out)) || (standard && (st = validate_standard(out)))) ntk_arch_free(out);
+  if ((st = validate(out, 0)) || (standard && (st = validate_standard(out)))) ntk_arch_free(out);
   return st;
 }
 

@@ -114,6 +114,13 @@ int ntk_layernorm_axes(const struct ntk_layer *l, int rank, size_t index, int *o
  * batch axis. */
 int ntk_concat_axis(const struct ntk_layer *l, int rank, size_t index);
 
+/* The parser's checks of neural-tangents' rules again, now that the
+ * data's `rank` is known (as ntk_concat_axis counts it: 2 for vectors, 3
+ * for (N, L, C), 4 for images): a FanInConcat along axis 1 or 2 joins the
+ * channels of some data and a spatial axis of others, and only along a
+ * spatial axis is its output Gaussian (a nonlinearity may follow it). */
+ntk_status ntk_arch_check_rank(const struct ntk_arch *a, int rank);
+
 void ntk_arch_free(struct ntk_arch *arch);
 
 /* True if every layer is one the fully-connected path computes

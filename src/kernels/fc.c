@@ -132,6 +132,7 @@ static ntk_status fc_widths(const struct ntk_arch *arch, const struct ntk_datase
   if (!ntk_arch_is_fc(arch))
     return ntk_error(NTK_ECONFIG, "Conv, AvgPool and GlobalAvgPool need image data: (N, H, W, C) or (N, L, C) "
                      "arrays (in a job file also an (N, C, H, W) .npy, IDX images or CIFAR-10), not (N, d) vectors");
+  if (ntk_arch_check_rank(arch, 2)) return NTK_ECONFIG; /* vectors */
   struct ntk_widths wd;
   ntk_widths_init(&wd, data->d);
   wd.weight = weight;

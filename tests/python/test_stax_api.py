@@ -134,6 +134,36 @@ def test_dense_channel_axis_1_on_vectors(rng):
         stax.Dense(1, channel_axis=2)
 
 
+def test_concat_axis_is_resolved_against_the_data(rng):
+    # FanInConcat(axis=1) joins the channels of (N, D) vectors and axis=2
+    # those of (N, L, C) sequences: the output is not Gaussian, so
+    # neural-tangents refuses a nonlinearity after it. ntkd once took the
+    # axis for a spatial one while parsing and returned the nonlinearity of
+    # the mixed covariance (21 % off the network's kernel), with no error.
+    from ntkd.errors import ArchError
+
+    def net(axis, *after):
+        return stax.serial(stax.Dense(2), stax.FanOut(2),
+                           stax.parallel(stax.Dense(2, W_std=1.5), stax.Dense(3, b_std=0.5)),
+                           stax.FanInConcat(axis=axis), *after, stax.Dense(1))[2]
+
+    vectors, sequences = rng.standard_normal((3, 4)), rng.standard_normal((3, 5, 2))
+    with pytest.raises(ArchError, match=r"layer 7 \(Erf\).*must be Gaussian"):
+        net(1, stax.Erf())(vectors, None, "nngp")
+    with pytest.raises(ArchError, match=r"layer 7 \(Erf\).*must be Gaussian"):
+        net(2, stax.Erf(), stax.GlobalAvgPool())(sequences, None, "nngp")
+    # Along the rows of sequences (equal widths) the output is Gaussian: Erf may follow.
+    rows = stax.serial(stax.Dense(2), stax.FanOut(2), stax.parallel(stax.Dense(2, W_std=1.5), stax.Dense(2)),
+                       stax.FanInConcat(axis=1), stax.Erf(), stax.GlobalAvgPool(), stax.Dense(1))[2]
+    assert np.isfinite(rows(sequences, None, "nngp")).all()
+    # Axis 1 of vectors is the channels whatever the branches end with, as -1.
+    _, _, one = stax.serial(stax.Dense(2), stax.FanOut(2), stax.parallel(stax.Relu(), stax.Dense(3)),
+                            stax.FanInConcat(axis=1), stax.Dense(1))
+    _, _, last = stax.serial(stax.Dense(2), stax.FanOut(2), stax.parallel(stax.Relu(), stax.Dense(3)),
+                             stax.FanInConcat(), stax.Dense(1))
+    np.testing.assert_array_equal(one(vectors, None, "ntk"), last(vectors, None, "ntk"))
+
+
 def test_underflow_refused_vanishing_layer_kept(rng):
     # A kernel that underflowed to 0 is refused (ntkd once returned zeros);
     # a layer that maps everything to 0 gives neural-tangents' zero kernel.
