@@ -239,6 +239,8 @@ def _requested(get):
             raise ValueError(f"get: ntkd computes 'nngp' and 'ntk', not {n!r}")
     if not names:
         raise ValueError("get: an empty tuple asks for nothing")
+    if len(set(names)) != len(names):
+        raise ValueError(f"get: all entries must be unique, not {names}")
     return names
 
 

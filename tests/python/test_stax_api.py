@@ -201,3 +201,15 @@ def test_big_endian_float64_computes_in_float64(rng, tmp_path):
     import ntkd
     S = ntkd.batch(kernel_fn, x1.astype(np.float32), x2.astype(">f8"), store=str(tmp_path / "k.ntk"), progress=False)
     assert S.dtype == np.float64
+
+
+def test_duplicate_get_is_refused_before_computing(rng):
+    # neural-tangents refuses get=('nngp', 'nngp') ("must be unique"); ntkd once
+    # computed the whole kernel first and then failed building the namedtuple
+    # ("Encountered duplicate field name").
+    x = rng.standard_normal((3, 4))
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+    calls = []
+    with pytest.raises(ValueError, match="unique"):
+        kernel_fn(x, None, ("nngp", "nngp"), progress=lambda done, total: calls.append(done))
+    assert calls == []
