@@ -82,6 +82,27 @@ check "... says the test setting aloud" has "test setting NTKD_TEST_NODES=3" err
 check "... reports one copy of the data per node" has "data: one copy per node on 3 nodes" err.log
 "$NTKD" export pn.ntk pn_ntk.npy >/dev/null 2>&1
 check "... byte-identical to one process" cmp -s a_ntk.npy pn_ntk.npy
+# The pml on one node (src/comm/comm_mpi.c): ob1 alone, unless the user
+# chose one. Debian's own parameter file says "pml = ^ucx", an exclusion
+# that leaves ob1 in: no choice (Open MPI's own selection, which also
+# opens cm, cost 0.2 s of every job). Open MPI's verbose selection shows
+# which components it opened.
+pml_job() { # NAME SETTING...: the components the job's ranks opened
+  job "$1" small.npy 128 float32
+  local name=$1; shift
+  env "$@" OMPI_MCA_pml_base_verbose=10 mpirun -np 2 "$NTKD" "$name.conf" >/dev/null 2>"$name.pml" || echo failed >>"$name.pml"
+  sed -n 's/.*initializing pml component \([a-z0-9]*\).*/\1/p;/^failed$/p' "$name.pml" | sort -u | tr '\n' ' '
+}
+printf 'pml = ^ucx\n' > pml_excl.conf
+printf 'pml = cm\n' > pml_choice.conf
+got=$(pml_job pml1 OMPI_MCA_mca_base_param_files="$W/pml_excl.conf")
+check "a parameter file's pml = ^ucx: ob1 alone (opened: $got)" [ "$got" = "ob1 " ]
+got=$(pml_job pml2 OMPI_MCA_pml=^ucx)
+check "OMPI_MCA_pml=^ucx: ob1 alone (opened: $got)" [ "$got" = "ob1 " ]
+got=$(pml_job pml3 OMPI_MCA_mca_base_param_files="$W/pml_choice.conf")
+check "a parameter file's pml = cm is kept (opened: $got)" [ "$got" = "cm " ]
+got=$(pml_job pml4 OMPI_MCA_pml=cm)
+check "OMPI_MCA_pml=cm is kept, not replaced by ob1 (opened: $got)" [ "$got" != "ob1 " ]
 
 # --- CNN jobs: same bits for any rank count and tile size ---------------------
 $PY -c "import numpy as np; np.save('img.npy', np.random.default_rng(9).standard_normal((37, 8, 8, 3)).astype(np.float32))"

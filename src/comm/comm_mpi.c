@@ -104,9 +104,27 @@ static ntk_status comm_wrap(MPI_Comm mc, ntk_comm_t *c) {
   return NTK_OK;
 }
 
-/* Whether one of Open MPI's parameter files sets a pml: the files it reads
- * (OMPI_MCA_mca_base_param_files, else the user's and Debian's system
- * file, and $OPAL_PREFIX's). A line "pml = ..." outside a comment. */
+/* Whether a pml setting (an MCA value: "ob1", "cm,ob1", or "^ucx", an
+ * exclusion) chooses the pml itself. An exclusion that leaves ob1 in does
+ * not: Debian's own /etc/openmpi/openmpi-mca-params.conf says "pml = ^ucx",
+ * and taking that for a choice kept Open MPI's slow start in every job. */
+static int pml_chosen(const char *v) {
+  v += strspn(v, " \t");
+  if (*v != '^') return *v != 0 && *v != '\n' && *v != '#';
+  for (const char *t = v + 1; *t;) {
+    t += strspn(t, " \t,");
+    size_t n = strcspn(t, " \t,#\r\n");
+    if (n == 3 && !strncmp(t, "ob1", 3)) return 1; /* ob1 excluded: the user's choice stands */
+    if (!n) break;
+    t += n;
+  }
+  return 0;
+}
+
+/* Whether one of Open MPI's parameter files chooses a pml (pml_chosen):
+ * the files it reads (OMPI_MCA_mca_base_param_files, else the user's and
+ * Debian's system file, and $OPAL_PREFIX's). A line "pml = ..." outside a
+ * comment. */
 static int pml_in_param_files(void) {
   char list[4096];
   const char *env = getenv("OMPI_MCA_mca_base_param_files"), *home = getenv("HOME"), *pre = getenv("OPAL_PREFIX");
@@ -120,7 +138,9 @@ static int pml_in_param_files(void) {
     int found = 0;
     while (!found && fgets(line, sizeof line, f)) {
       const char *c = line + strspn(line, " \t");
-      found = !strncmp(c, "pml", 3) && (c[3] == ' ' || c[3] == '\t' || c[3] == '=');
+      if (strncmp(c, "pml", 3) || !strchr(" \t=", c[3]) || !c[3]) continue;
+      c += 3 + strspn(c + 3, " \t");
+      found = *c == '=' && pml_chosen(c + 1);
     }
     fclose(f);
     if (found) return 1;
@@ -148,11 +168,13 @@ ntk_status ntk_comm_init(int *argc, char ***argv, ntk_comm_t **out) {
    * alike): Open MPI's ob1 over shared memory. Its default start, which
    * tries UCX first, took 0.26 s of a 2.4 s job (MPI_Init 0.26 s against
    * 0.055 s with ob1, docs/PERFORMANCE.md). Across nodes Open MPI's own
-   * choice stands (UCX on InfiniBand). A pml set by the user wins: in the
-   * environment (mpirun --mca pml) or in a parameter file. */
+   * choice stands (UCX on InfiniBand). A pml chosen by the user wins: in
+   * the environment (mpirun --mca pml) or in a parameter file; an
+   * exclusion that leaves ob1 in (Debian's "pml = ^ucx") is no choice. */
   const char *size = getenv("OMPI_COMM_WORLD_SIZE"), *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (size && local && !strcmp(size, local) && !getenv("OMPI_MCA_pml") && !pml_in_param_files())
-    setenv("OMPI_MCA_pml", "ob1", 0);
+  const char *pml = getenv("OMPI_MCA_pml");
+  if (size && local && !strcmp(size, local) && !(pml && pml_chosen(pml)) && !pml_in_param_files())
+    setenv("OMPI_MCA_pml", "ob1", 1);
   int rc = MPI_Init(argc, argv);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "init");
   active = 1;
