@@ -169,6 +169,37 @@ START_TEST(test_npy_broken) {
 }
 END_TEST
 
+/* Values in the job's own format are read in place (read_values) and
+ * judged by their bits: the same values stored, and the same refusals,
+ * as through raw_put, including at the edges of its limits. */
+START_TEST(test_in_place_limits) {
+  float lim = (float)3.0e38, above = nextafterf(lim, INFINITY);
+  if ((double)lim > 3.0e38) above = lim, lim = nextafterf(lim, 0.0f);
+  float ok[4] = {1, 1e-40f, -lim, 2}; /* a subnormal: kept (no DAZ here), and the largest value allowed */
+  write_npy_raw("lim_ok.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", ok, sizeof ok);
+  struct ntk_dataset ds;
+  ck_assert_int_eq(load("lim_ok.npy", 4, &ds), NTK_OK);
+  ck_assert_mem_eq(ds.x, ok, sizeof ok);
+  ntk_data_free(&ds);
+  float big[4] = {1, 2, 3, above}; /* the first float past 3e38: refused in a float32 job */
+  write_npy_raw("lim_big.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", big, sizeof big);
+  ck_assert_int_eq(load("lim_big.npy", 4, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "sample 1, feature 1 is infinite or out of range"), "%s",
+                ntk_error_message());
+  ck_assert_int_eq(load("lim_big.npy", 8, &ds), NTK_OK); /* widened: in range */
+  ntk_data_free(&ds);
+  double dok[4] = {1, 4e-320, -1.7e308, 2}, dbig[4] = {1, 2, nextafter(1.7e308, INFINITY), 3};
+  write_npy_raw("lim_dok.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", dok, sizeof dok);
+  ck_assert_int_eq(load("lim_dok.npy", 8, &ds), NTK_OK);
+  ck_assert_mem_eq(ds.x, dok, sizeof dok);
+  ntk_data_free(&ds);
+  write_npy_raw("lim_dbig.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", dbig, sizeof dbig);
+  ck_assert_int_eq(load("lim_dbig.npy", 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "sample 1, feature 0 is infinite or out of range"), "%s",
+                ntk_error_message());
+}
+END_TEST
+
 /* A file must end where its header says, and its header hold numpy's
  * three keys: a header edited to a smaller shape read the first rows as
  * the data, and an unknown key was ignored. */
@@ -832,6 +863,7 @@ int main(int argc, char **argv) {
     return tu_run(s);
   }
   tcase_add_test(tc, test_npy_f4_f8);
+  tcase_add_test(tc, test_in_place_limits);
   tcase_add_test(tc, test_npy_u8_scale_count);
   tcase_add_test(tc, test_npy_images);
   tcase_add_test(tc, test_npy_broken);

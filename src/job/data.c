@@ -266,13 +266,73 @@ static ntk_status raw_reserve(struct raw *r, const char *path, size_t values) {
   return NTK_OK;
 }
 
+/* Whether count values just read in place, in the job's own format
+ * (read_values), are what raw_put would store unchanged: none NaN,
+ * infinite, beyond the precision's limit or subnormal (which raw_put's
+ * arithmetic may flush where the thread's MXCSR says so). Judged by the
+ * bits, one loop the compiler vectorises. */
+static int plain_values(const void *x, size_t count, int elem) {
+  uint64_t odd = 0;
+  if (elem == 4) {
+    float lim = (float)3.0e38; /* raw_put's limit, as the largest float not above it */
+    if ((double)lim > 3.0e38) lim = nextafterf(lim, 0.0f);
+    uint32_t top, *u = (uint32_t *)x;
+    memcpy(&top, &lim, 4);
+    for (size_t k = 0; k < count; k++) {
+      uint32_t a = u[k] & 0x7fffffffu;
+      odd |= (uint64_t)((a > top) | ((a != 0) & (a < 0x00800000u)));
+    }
+  } else {
+    double lim = 1.7e308;
+    uint64_t top, *u = (uint64_t *)x;
+    memcpy(&top, &lim, 8);
+    for (size_t k = 0; k < count; k++) {
+      uint64_t a = u[k] & 0x7fffffffffffffffull;
+      odd |= (uint64_t)((a > top) | ((a != 0) & (a < 0x0010000000000000ull)));
+    }
+  }
+  return !odd;
+}
+
 /* Read n*d values of type t into raw->x starting at sample `at`, in
  * chunks of at most 4 Mi values whatever the sample size, each widened to
- * double RAW_STEP values at a time and stored by raw_put. */
+ * double RAW_STEP values at a time and stored by raw_put. Values already
+ * in the job's format (little-endian float32 for float32, float64 for
+ * float64, no scale) are read in place instead: the copy out of the page
+ * cache is the only pass over them besides plain_values' check (47 of the
+ * 120 ms rank 0 spent loading 10 000 x 3 072 floats went to widening and
+ * narrowing them), and a chunk that fails the check is stored again by
+ * raw_put from those bits. */
 #define RAW_STEP 4096
 static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t at, size_t n,
                               src_type t, int big_endian) {
   size_t s = type_size(t), total = n * r->d, chunk = (size_t)1 << 22, base = at * r->d;
+  int in_place = r->samples && !big_endian && raw_scale(r) == 1.0 &&
+                 ((t == T_F32 && r->elem == 4) || (t == T_F64 && r->elem == 8));
+  if (in_place) {
+    double v[RAW_STEP];
+    ntk_status st = NTK_OK;
+    for (size_t i = 0; i < total && !st; i += chunk) {
+      size_t count = total - i < chunk ? total - i : chunk;
+      if ((st = check_stop(path)) || (st = raw_reserve(r, path, base + i + count))) break;
+      unsigned char *x = (unsigned char *)r->x + (base + i) * s;
+      if ((st = read_exact(f, path, x, count * s, "the data")) || plain_values(x, count, r->elem)) continue;
+      for (size_t j = 0; j < count; j += RAW_STEP) {
+        size_t m = count - j < RAW_STEP ? count - j : RAW_STEP;
+        for (size_t k = 0; k < m; k++) {
+          if (s == 4) {
+            float y;
+            memcpy(&y, x + (j + k) * 4, 4);
+            v[k] = y;
+          } else {
+            memcpy(&v[k], x + (j + k) * 8, 8);
+          }
+        }
+        raw_put(r, base + i + j, v, m);
+      }
+    }
+    return st;
+  }
   unsigned char *buf = malloc((total < chunk ? total : chunk) * s + 1);
   double *v = malloc(RAW_STEP * sizeof *v);
   if (!buf || !v) {
