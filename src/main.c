@@ -168,6 +168,10 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "check")) return check(argc, argv);
   if (!strcmp(cmd, "export")) {
+    /* One process's work: under mpirun every rank wrote the whole matrix
+     * to the same file, racing (N times the work, a stop signal seen by
+     * one rank after another's rename). Rank 0 exports; the others leave. */
+    if (ntk_comm_launch_rank() > 0) return 0;
     const char *kernel = NULL, *rows = NULL, *cols = NULL, *format = NULL, *pos[2] = {NULL, NULL};
     static const char *const opts[] = {"--kernel", "--rows", "--cols", "--format"};
     const char **vals[] = {&kernel, &rows, &cols, &format};

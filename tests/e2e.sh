@@ -82,6 +82,11 @@ check "... says the test setting aloud" has "test setting NTKD_TEST_NODES=3" err
 check "... reports one copy of the data per node" has "data: one copy per node on 3 nodes" err.log
 "$NTKD" export pn.ntk pn_ntk.npy >/dev/null 2>&1
 check "... byte-identical to one process" cmp -s a_ntk.npy pn_ntk.npy
+# export under mpirun: rank 0 alone writes (every rank once wrote the whole
+# file, racing for the rename)
+expect_rc 0 "mpirun -np 3 ntkd export" mpirun -np 3 "$NTKD" export pn.ntk pn_mx.npy
+check "... one rank wrote it" bash -c "[ \$(grep -c 'wrote pn_mx.npy' err.log) = 1 ]"
+check "... byte-identical" cmp -s a_ntk.npy pn_mx.npy
 # The pml on one node (src/comm/comm_mpi.c): ob1 alone, unless the user
 # chose one. Debian's own parameter file says "pml = ^ucx", an exclusion
 # that leaves ob1 in: no choice (Open MPI's own selection, which also

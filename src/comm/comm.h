@@ -27,6 +27,9 @@ void ntk_comm_finalize(void);
 int ntk_comm_rank(const ntk_comm_t *c);
 int ntk_comm_size(const ntk_comm_t *c);
 int ntk_comm_active(void); /* MPI initialised */
+/* This process's rank as its launcher (mpirun, srun) numbers it, read from
+ * the environment without starting MPI; 0 when not launched as a rank. */
+int ntk_comm_launch_rank(void);
 
 /* Collective over c: the ranks of c that share this rank's node (its
  * memory), in c's rank order, as a new communicator (free it with

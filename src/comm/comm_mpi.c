@@ -60,6 +60,15 @@ static int launched_by_mpi(void) {
   return 0;
 }
 
+int ntk_comm_launch_rank(void) {
+  const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) return atoi(v);
+  }
+  return 0;
+}
+
 static ntk_status mpi_fail(int rc, const char *what) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
