@@ -316,6 +316,11 @@ START_TEST(test_concat_axis_data) {
       {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=2) Relu GlobalAvgPool Dense", 1,
        "layer 7 (Relu): a nonlinearity must follow Dense or Conv"},
       {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense FanOut(2) parallel(Relu, Dense) FanInConcat(axis=1) Dense", 0, NULL},
+      /* the batch axis named where a nonlinearity or LayerNorm follows (once "must follow Dense or Conv") */
+      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=-4) Relu GlobalAvgPool Dense", 0,
+       "layer 6 (FanInConcat): axis -4 is the batch axis of data of 4 axes"},
+      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=-3) LayerNorm GlobalAvgPool Dense", 1,
+       "layer 6 (FanInConcat): axis -3 is the batch axis of data of 3 axes"},
   };
   check_nets(nets, sizeof nets / sizeof *nets);
   /* the general path only, and not on the GPU */
@@ -354,6 +359,13 @@ START_TEST(test_concat_axis_data) {
   ck_assert(ntk_arch_parse("Dense FanOut(2) parallel(Dense, Identity) FanInConcat(axis=-2) Dense", 1, 0, &a) == NTK_OK);
   ck_assert(ntk_fc_check(&a, &v) == NTK_ECONFIG);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "batch axis"));
+  ntk_arch_free(&a);
+  /* ... also when a nonlinearity follows: the axis is named, not the
+   * nonlinearity's input (hunt3) */
+  ck_assert(ntk_arch_parse("Dense FanOut(2) parallel(Dense, Dense) FanInConcat(axis=-2) Erf Dense", 1, 0, &a) == NTK_OK);
+  ck_assert(ntk_fc_check(&a, &v) == NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "layer 6 (FanInConcat): axis -2 is the batch axis of data of 2 axes"), "%s",
+                ntk_error_message());
   ntk_arch_free(&a);
   /* axis 1 of vectors: the channels, whose concatenation is not Gaussian */
   ck_assert(ntk_arch_parse("Dense FanOut(2) parallel(Dense, Dense(3)) FanInConcat(axis=1) Erf Dense", 1, 0, &a) == NTK_OK);

@@ -1637,6 +1637,9 @@ static ntk_status validate(const struct ntk_arch *a, int rank) {
       /* along a spatial axis neural-tangents needs Gaussian branches, and
        * the output is one; not known yet: Gaussian if the branches are */
       int spatial = l->sum || l->prod ? 0 : concat_spatial(l, rank, flat);
+      /* an axis the data do not have, or their batch axis: said here, not
+       * as the next nonlinearity's non-Gaussian input (rank known: ntk_arch_check_rank) */
+      if (!l->sum && !l->prod && rank && ntk_concat_axis(l, flat ? 2 : rank, i) < 0) return NTK_ECONFIG;
       if (spatial < 0) gaussian = all_gauss[depth];
       if (spatial > 0) {
         if (!all_gauss[depth])
