@@ -261,6 +261,7 @@ job fdm big.npy 256 float32 "sync = 0"
 rc=$?
 check "mpirun: a full disk under the workers' writes stops the job with exit 3 (exit $rc)" [ "$rc" = 3 ]
 check "... saying finished tiles are kept" has "finished tiles are kept" fdm.log
+check "... naming the file-size limit" has "a file-size limit (ulimit -f: 20480000 bytes)" fdm.log
 check "... and the store verifies" "$NTKD" verify fdm.ntk
 expect_rc 0 "with room again, the mpirun job resumes and finishes" mpirun -np 3 "$NTKD" fdm.conf
 "$NTKD" export fdm.ntk fdm.npy >/dev/null 2>&1

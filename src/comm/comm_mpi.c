@@ -784,6 +784,20 @@ ntk_status ntk_comm_file_read_at(ntk_comm_file_t *f, uint64_t off, void *buf, si
   return NTK_OK;
 }
 
+/* A write of a tile record that ends at byte `end` failed with errno e (or
+ * stopped short: EIO). A file-size limit is named as such: its short write
+ * of O_DIRECT was "Input/output error" (adversarial round hunt3). */
+static ntk_status write_failed(const ntk_comm_file_t *f, int e, uint64_t end) {
+  struct rlimit rl;
+  if (!getrlimit(RLIMIT_FSIZE, &rl) && rl.rlim_cur != RLIM_INFINITY && end > (uint64_t)rl.rlim_cur)
+    return ntk_error(NTK_EIO, "%s: a file-size limit (ulimit -f: %llu bytes) below the store's size while writing a "
+                     "tile (finished tiles are kept; raise the limit and rerun to resume)", f->path,
+                     (unsigned long long)rl.rlim_cur);
+  return ntk_error(NTK_EIO, "%s: %s", f->path,
+                   e == ENOSPC || e == EFBIG ? "disk full while writing a tile (finished tiles are kept; free space "
+                                               "and rerun to resume)" : strerror(e));
+}
+
 /* O_DIRECT: straight from the buffer to the device, no copy into the page
  * cache (what a buffered write costs the writing rank). 1 when done, 0 when
  * the file system refused the alignment (then direct writes stop here). */
@@ -798,10 +812,7 @@ static int write_direct(ntk_comm_file_t *f, uint64_t off, const void *buf, size_
       return 0;
     }
     if (w <= 0 || (size_t)w % DIRECT_ALIGN) {
-      int e = w < 0 ? errno : EIO;
-      *st = ntk_error(NTK_EIO, "%s: %s", f->path,
-                      e == ENOSPC || e == EFBIG ? "disk full while writing a tile (finished tiles are kept; free "
-                                                 "space and rerun to resume)" : strerror(e));
+      *st = write_failed(f, w < 0 ? errno : EIO, off + len);
       return 1;
     }
     p += w;
@@ -825,21 +836,14 @@ ntk_status ntk_comm_file_write_at(ntk_comm_file_t *f, uint64_t off, const void *
     if (f->fh == MPI_FILE_NULL) {
       ssize_t w = pwrite(f->fd, p, n, (off_t)off);
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        int e = w < 0 ? errno : EIO;
-        return ntk_error(NTK_EIO, "%s: %s", f->path,
-                         e == ENOSPC || e == EFBIG ? "disk full while writing a tile (finished tiles are kept; "
-                                                     "free space and rerun to resume)" : strerror(e));
-      }
+      if (w <= 0) return write_failed(f, w < 0 ? errno : EIO, off + len);
       put = (int)w;
     } else {
       MPI_Status s;
       int rc = MPI_File_write_at(f->fh, (MPI_Offset)off, p, (int)n, MPI_BYTE, &s);
       if (rc != MPI_SUCCESS) return file_fail(f, rc, "write (MPI_File_write_at)");
       MPI_Get_count(&s, MPI_BYTE, &put);
-      if (put <= 0)
-        return ntk_error(NTK_EIO, "%s: write failed: nothing written (disk full or a file-size limit; finished "
-                         "tiles are kept; free space and rerun to resume)", f->path);
+      if (put <= 0) return write_failed(f, ENOSPC, off + len);
     }
     p += put;
     off += (uint64_t)put;
