@@ -304,6 +304,25 @@ static int plain_values(const void *x, size_t count, int elem) {
  * narrowing them), and a chunk that fails the check is stored again by
  * raw_put from those bits. */
 #define RAW_STEP 4096
+
+/* m values of type t at b, as read, into v (doubles). */
+static void to_doubles(const unsigned char *b, size_t m, src_type t, int big_endian, double *v) {
+  /* Common cases without a per-value switch. */
+  if (t == T_U8) {
+    for (size_t k = 0; k < m; k++) v[k] = b[k];
+  } else if (t == T_F32 && !big_endian) {
+    for (size_t k = 0; k < m; k++) {
+      float x;
+      memcpy(&x, b + 4 * k, 4);
+      v[k] = x;
+    }
+  } else if (t == T_F64 && !big_endian) {
+    memcpy(v, b, m * 8);
+  } else {
+    for (size_t k = 0; k < m; k++) v[k] = get_value(b + k * type_size(t), t, big_endian);
+  }
+}
+
 static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t at, size_t n,
                               src_type t, int big_endian) {
   size_t s = type_size(t), total = n * r->d, chunk = (size_t)1 << 22, base = at * r->d;
@@ -319,15 +338,7 @@ static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t 
       if ((st = read_exact(f, path, x, count * s, "the data")) || plain_values(x, count, r->elem)) continue;
       for (size_t j = 0; j < count; j += RAW_STEP) {
         size_t m = count - j < RAW_STEP ? count - j : RAW_STEP;
-        for (size_t k = 0; k < m; k++) {
-          if (s == 4) {
-            float y;
-            memcpy(&y, x + (j + k) * 4, 4);
-            v[k] = y;
-          } else {
-            memcpy(&v[k], x + (j + k) * 8, 8);
-          }
-        }
+        to_doubles(x + j * s, m, t, 0, v);
         raw_put(r, base + i + j, v, m);
       }
     }
@@ -347,21 +358,7 @@ static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t 
     if (!st) st = raw_reserve(r, path, base + i + count);
     for (size_t j = 0; j < count && !st; j += RAW_STEP) {
       size_t m = count - j < RAW_STEP ? count - j : RAW_STEP;
-      const unsigned char *b = buf + j * s;
-      /* Common cases without a per-value switch. */
-      if (t == T_U8) {
-        for (size_t k = 0; k < m; k++) v[k] = b[k];
-      } else if (t == T_F32 && !big_endian) {
-        for (size_t k = 0; k < m; k++) {
-          float x;
-          memcpy(&x, b + 4 * k, 4);
-          v[k] = x;
-        }
-      } else if (t == T_F64 && !big_endian) {
-        memcpy(v, b, m * 8);
-      } else {
-        for (size_t k = 0; k < m; k++) v[k] = get_value(b + k * s, t, big_endian);
-      }
+      to_doubles(buf + j * s, m, t, big_endian, v);
       raw_put(r, base + i + j, v, m);
     }
   }
