@@ -174,21 +174,18 @@ ntk_status ntk_data_share_load(const ntk_comm_t *world, const struct ntk_job *jo
     const struct ntk_data_sink sink = {place, &L};
     load = ntk_data_load_to(job, job->precision, &sink, ds);
     if (L.inside && !L.sh) return load; /* steps 1 or 2 failed everywhere, agreed and reported */
-    if (!L.inside) { /* no memory asked for (a compressed file, a [test] set), or failed before */
-      if ((st = announce(world, load, ds))) {
-        ntk_data_free(ds);
-        return st;
-      }
-      if ((st = open_window(world, ds, &L.sh, &mine))) {
-        ntk_data_free(ds);
-        return st;
-      }
-      load = NTK_OK;
-    }
   } else {
     memset(ds, 0, sizeof *ds);
-    if ((st = announce(world, NTK_OK, ds))) return st;
-    if ((st = open_window(world, ds, &L.sh, &mine))) return st;
+  }
+  /* The other ranks, and rank 0 where its load asked for no memory (a
+   * compressed file, a [test] set) or failed before: steps 1 and 2 now. */
+  if (!L.inside) {
+    if (!(st = announce(world, load, ds))) st = open_window(world, ds, &L.sh, &mine);
+    if (st) {
+      ntk_data_free(ds);
+      return st;
+    }
+    load = NTK_OK;
   }
   *loaded = ntk_now();
   if ((st = fill(world, load, ds, L.sh, mine))) return st;
