@@ -265,10 +265,13 @@ static ntk_status start_engines(struct run *r) {
     double buffer = 2 * edge * edge * r->data.elem * (r->job->kernels & NTK_KERNEL_NTK ? 2 : 1);
     r->prob.host_threads = ntk_engine_host_threads(online, allowed, cpu_workers, gpu_workers, ntk_cpu_memory(), buffer);
   }
+  /* A worker keeps a tile's record while it is written in the background
+   * (worker/serve.c): a buffer more. */
+  int held = r->size > 1;
   if (r->computes && r->place.device >= 0) {
     r->prob.device = r->place.device;
     const struct ntk_backend_ops *cuda = ntk_backend_find("cuda");
-    st = cuda ? ntk_engine_create(&r->prob, cuda, job->level, &r->tiling, &r->engine)
+    st = cuda ? ntk_engine_create(&r->prob, cuda, job->level, &r->tiling, held, &r->engine)
               : ntk_error(NTK_ECONFIG, "this ntkd was built without CUDA");
     if (!st)
       fprintf(stderr, "ntkd: rank %d: %d compression threads (%s: %d cores online, %d allowed to this rank, %d CPU and "
@@ -277,10 +280,10 @@ static ntk_status start_engines(struct run *r) {
     if (st && st != NTK_EINTERRUPTED && job->backend == NTK_BACKEND_AUTO) {
       fprintf(stderr, "ntkd: rank %d: %s: computing on the CPU instead\n", r->rank, ntk_error_message());
       r->place.device = NTK_PLACE_CPU;
-      st = ntk_engine_create(&r->prob, cpu, job->level, &r->tiling, &r->engine);
+      st = ntk_engine_create(&r->prob, cpu, job->level, &r->tiling, held, &r->engine);
     }
   } else if (r->computes) {
-    st = ntk_engine_create(&r->prob, cpu, job->level, &r->tiling, &r->engine);
+    st = ntk_engine_create(&r->prob, cpu, job->level, &r->tiling, held, &r->engine);
   }
   st = ntk_comm_agree_report(r->comm, st);
   if (!st)

@@ -14,13 +14,27 @@
  *  - a failing compute_tile queues nothing and the next tiles go on;
  *    freeing an engine with tiles in its threads neither hangs nor leaks
  *    the backend's buffers (host_alloc / host_free).
+ *  - a held buffer (a record written in the background) is one more:
+ *    the engine still takes a tile while the caller keeps one taken,
+ *    and its pipeline depth stays as it was;
+ *  - the store file's background write (comm/comm.h, without MPI: POSIX)
+ *    puts the bytes where a plain write would, one write at a time,
+ *    falls back where O_DIRECT cannot take it, finishes on close, and
+ *    reports a write past a file-size limit as the plain write does.
  * The message loop (stop, cancel, queued tiles handed back) needs MPI:
  * the e2e suites run it. */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/codec.h"
 #include "job/config.h"
@@ -246,7 +260,7 @@ START_TEST(test_overlap) {
   fk.overlap = 1;
   fk.last = (int)ntiles - 1;
   ntk_engine_t *e;
-  ck_assert_int_eq(ntk_engine_create(&s.p, be, 1, &s.tiling, &e), NTK_OK);
+  ck_assert_int_eq(ntk_engine_create(&s.p, be, 1, &s.tiling, 0, &e), NTK_OK);
   ck_assert_int_eq(ntk_engine_threads(e), _i ? 2 : 1);
   ntk_engine_set_hook(e, hook, NULL);
   struct got got[12];
@@ -292,7 +306,7 @@ START_TEST(test_host_threads) {
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     s.p.host_threads = cases[k].host;
     ntk_engine_t *e;
-    ck_assert_int_eq(ntk_engine_create(&s.p, cases[k].be, 1, &s.tiling, &e), NTK_OK);
+    ck_assert_int_eq(ntk_engine_create(&s.p, cases[k].be, 1, &s.tiling, 0, &e), NTK_OK);
     ck_assert_msg(ntk_engine_threads(e) == cases[k].want, "case %zu: %d threads, want %d", k, ntk_engine_threads(e),
                   cases[k].want);
     ntk_engine_free(e);
@@ -300,7 +314,7 @@ START_TEST(test_host_threads) {
   setenv("NTKD_COMPRESS_THREADS", "3", 1);
   s.p.host_threads = 12;
   ntk_engine_t *e;
-  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe2, 1, &s.tiling, &e), NTK_OK);
+  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe2, 1, &s.tiling, 0, &e), NTK_OK);
   ck_assert_int_eq(ntk_engine_threads(e), 3);
   ntk_engine_free(e);
   unsetenv("NTKD_COMPRESS_THREADS");
@@ -315,7 +329,7 @@ START_TEST(test_overlap_needs_pipeline) {
   fk.overlap = 1;
   fk.last = 1;
   ntk_engine_t *e;
-  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_serial, 1, &s.tiling, &e), NTK_OK);
+  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_serial, 1, &s.tiling, 0, &e), NTK_OK);
   ck_assert_int_eq(ntk_engine_threads(e), 0);
   ntk_engine_set_hook(e, hook, NULL);
   struct got got[2];
@@ -339,8 +353,8 @@ START_TEST(test_same_bytes) {
   ck_assert_uint_eq(ntiles, 10);
   fake_reset();
   ntk_engine_t *ser, *pipe;
-  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_serial, 3, &s.tiling, &ser), NTK_OK);
-  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe2, 3, &s.tiling, &pipe), NTK_OK);
+  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_serial, 3, &s.tiling, 0, &ser), NTK_OK);
+  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe2, 3, &s.tiling, 0, &pipe), NTK_OK);
   struct got got[10];
   run_pipeline(pipe, &s, ntiles, got);
   ntk_codec_t *codec = ntk_codec_create(3);
@@ -394,7 +408,7 @@ START_TEST(test_nonfinite) {
   snprintf(want, sizeof want, "NTK entry (row %llu, column %llu) is NaN", (unsigned long long)(t4.r0 + 3),
            (unsigned long long)(t4.c0 + 5));
   ntk_engine_t *e;
-  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe2, 1, &s.tiling, &e), NTK_OK);
+  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe2, 1, &s.tiling, 0, &e), NTK_OK);
   struct got got[9];
   run_pipeline(e, &s, 9, got);
   for (uint64_t k = 0; k < 9; k++) {
@@ -408,7 +422,7 @@ START_TEST(test_nonfinite) {
   got_free(got, 9);
   ntk_engine_free(e);
   /* The serial engine says the same. */
-  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_serial, 1, &s.tiling, &e), NTK_OK);
+  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_serial, 1, &s.tiling, 0, &e), NTK_OK);
   const void *payload;
   size_t len;
   uint64_t sum;
@@ -426,7 +440,7 @@ START_TEST(test_compute_failure) {
   fake_reset();
   fk.fail_tile = 2;
   ntk_engine_t *e;
-  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe1, 1, &s.tiling, &e), NTK_OK);
+  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe1, 1, &s.tiling, 0, &e), NTK_OK);
   struct got got[5];
   int n = 0;
   for (uint64_t k = 0; k < 6; k++) {
@@ -489,7 +503,7 @@ START_TEST(test_free_busy) {
   fake_reset();
   held_free = 0;
   ntk_engine_t *e;
-  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe2, 1, &s.tiling, &e), NTK_OK);
+  ck_assert_int_eq(ntk_engine_create(&s.p, &fake_pipe2, 1, &s.tiling, 0, &e), NTK_OK);
   ntk_engine_set_hook(e, hold_hook, NULL);
   for (uint64_t k = 0; k < 3; k++) {
     ck_assert_int_eq(ntk_engine_can_submit(e), 1);
@@ -508,6 +522,140 @@ START_TEST(test_free_busy) {
 }
 END_TEST
 
+START_TEST(test_held_buffer) {
+  struct setup s;
+  setup_init(&s, 64, 16, 4, NTK_KERNEL_NNGP);
+  fake_reset();
+  for (int held = 0; held < 2; held++) {
+    ntk_engine_t *e;
+    ck_assert_int_eq(ntk_engine_create(&s.p, &fake_serial, 1, &s.tiling, held, &e), NTK_OK);
+    ck_assert_int_eq(ntk_engine_depth(e), 2); /* the one computed, the next in the inbox */
+    struct ntk_tile t = ntk_tiling_tile(&s.tiling, 0);
+    ck_assert_int_eq(ntk_engine_submit(e, &t), NTK_OK);
+    struct ntk_engine_result r;
+    ck_assert_int_eq(ntk_engine_take(e, -1, &r), 1);
+    ck_assert_int_eq(r.status, NTK_OK);
+    /* r kept taken: another tile only with the held buffer */
+    ck_assert_int_eq(ntk_engine_can_submit(e), held);
+    if (held) {
+      struct ntk_tile t1 = ntk_tiling_tile(&s.tiling, 1);
+      ck_assert_int_eq(ntk_engine_submit(e, &t1), NTK_OK);
+      ck_assert_int_eq(ntk_engine_can_submit(e), 0);
+      struct ntk_engine_result r1;
+      ck_assert_int_eq(ntk_engine_take(e, -1, &r1), 1);
+      ck_assert_int_eq(r1.tile, 1);
+      ck_assert_ptr_ne(r1.record, r.record); /* the kept record untouched */
+      ntk_engine_release(e, &r1);
+    }
+    ntk_engine_release(e, &r);
+    ck_assert_int_eq(ntk_engine_can_submit(e), 1);
+    ntk_engine_free(e);
+  }
+}
+END_TEST
+
+/* The background write's file: in the current folder (the build tree, on
+ * a disk), 1 MiB of zeros. */
+#define BG_FILE "test_worker_bg.bin"
+#define BG_CHUNK ((size_t)64 << 10)
+
+static unsigned char *bg_buffer(unsigned seed) {
+  unsigned char *b;
+  ck_assert_int_eq(posix_memalign((void **)&b, 4096, BG_CHUNK), 0);
+  for (size_t i = 0; i < BG_CHUNK; i++) b[i] = (unsigned char)(i * 31u + seed * 7u + (i >> 9));
+  return b;
+}
+
+static void bg_make_file(void) {
+  FILE *f = fopen(BG_FILE, "wb");
+  ck_assert_ptr_nonnull(f);
+  static unsigned char zero[BG_CHUNK];
+  for (int k = 0; k < 16; k++) ck_assert_uint_eq(fwrite(zero, 1, BG_CHUNK, f), BG_CHUNK);
+  ck_assert_int_eq(fclose(f), 0);
+}
+
+static void bg_check_at(uint64_t off, const unsigned char *want) {
+  FILE *f = fopen(BG_FILE, "rb");
+  ck_assert_ptr_nonnull(f);
+  unsigned char *got = malloc(BG_CHUNK);
+  ck_assert_int_eq(fseek(f, (long)off, SEEK_SET), 0);
+  ck_assert_uint_eq(fread(got, 1, BG_CHUNK, f), BG_CHUNK);
+  ck_assert_int_eq(memcmp(got, want, BG_CHUNK), 0);
+  free(got);
+  fclose(f);
+}
+
+START_TEST(test_background_write) {
+  bg_make_file();
+  int fd = open(BG_FILE, O_RDWR | O_DIRECT);
+  int direct = fd >= 0; /* whether this file system takes O_DIRECT at all */
+  if (fd >= 0) close(fd);
+  ntk_comm_file_t *f;
+  ck_assert_int_eq(ntk_comm_file_open(BG_FILE, 1, &f), NTK_OK);
+  ntk_status st = NTK_EINTERNAL;
+  ck_assert_int_eq(ntk_comm_file_write_wait(f, 0, &st), 1); /* none started */
+  ck_assert_int_eq(st, NTK_OK);
+  unsigned char *a = bg_buffer(1), *b = bg_buffer(2), *c = bg_buffer(3);
+  /* Not aligned: never in the background. */
+  ck_assert_int_eq(ntk_comm_file_write_start(f, 100, a, BG_CHUNK), 0);
+  ck_assert_int_eq(ntk_comm_file_write_start(f, 0, a, BG_CHUNK - 512), 0);
+  int started = ntk_comm_file_write_start(f, 3 * BG_CHUNK, a, BG_CHUNK);
+  ck_assert_int_eq(started, direct);
+  if (started) {
+    /* one at a time: a second one is refused until the first is waited for */
+    ck_assert_int_eq(ntk_comm_file_write_start(f, 5 * BG_CHUNK, b, BG_CHUNK), 0);
+    st = NTK_EINTERNAL;
+    ck_assert_int_eq(ntk_comm_file_write_wait(f, -1, &st), 1);
+    ck_assert_int_eq(st, NTK_OK);
+    ck_assert_int_eq(ntk_comm_file_write_wait(f, 0, &st), 1); /* waited for: nothing left */
+    ck_assert_int_eq(ntk_comm_file_write_start(f, 5 * BG_CHUNK, b, BG_CHUNK), 1);
+    for (int k = 0; k < 2000 && !ntk_comm_file_write_wait(f, 0.001, &st); k++) {}
+    ck_assert_int_eq(st, NTK_OK);
+    /* left running at close: written before the file goes */
+    ck_assert_int_eq(ntk_comm_file_write_start(f, 7 * BG_CHUNK, c, BG_CHUNK), 1);
+  } else {
+    ck_assert_int_eq(ntk_comm_file_write_at(f, 3 * BG_CHUNK, a, BG_CHUNK), NTK_OK);
+    ck_assert_int_eq(ntk_comm_file_write_at(f, 5 * BG_CHUNK, b, BG_CHUNK), NTK_OK);
+    ck_assert_int_eq(ntk_comm_file_write_at(f, 7 * BG_CHUNK, c, BG_CHUNK), NTK_OK);
+  }
+  ntk_comm_file_close(f);
+  bg_check_at(3 * BG_CHUNK, a);
+  bg_check_at(5 * BG_CHUNK, b);
+  bg_check_at(7 * BG_CHUNK, c);
+  static unsigned char zero[BG_CHUNK];
+  bg_check_at(4 * BG_CHUNK, zero);
+  free(a);
+  free(b);
+  free(c);
+
+  /* Past a file-size limit (in a child: the limit stays there): the wait
+   * says what a plain write says. */
+  if (direct) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+      signal(SIGXFSZ, SIG_IGN);
+      struct rlimit rl = {BG_CHUNK * 20, BG_CHUNK * 20};
+      if (setrlimit(RLIMIT_FSIZE, &rl)) _exit(10);
+      ntk_comm_file_t *g;
+      if (ntk_comm_file_open(BG_FILE, 1, &g)) _exit(11);
+      unsigned char *d = bg_buffer(4);
+      if (ntk_comm_file_write_start(g, BG_CHUNK * 40, d, BG_CHUNK) != 1) _exit(12);
+      ntk_status w = NTK_OK;
+      if (ntk_comm_file_write_wait(g, -1, &w) != 1) _exit(13);
+      if (w != NTK_EIO) _exit(14);
+      if (!strstr(ntk_error_message(), "file-size limit")) _exit(15);
+      ntk_comm_file_close(g);
+      _exit(0);
+    }
+    int wst = 0;
+    ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
+    ck_assert_msg(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "the child's check %d failed", WEXITSTATUS(wst));
+  }
+  unlink(BG_FILE);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("worker");
   TCase *tc = tcase_create("engine");
@@ -519,6 +667,8 @@ int main(void) {
   tcase_add_test(tc, test_nonfinite);
   tcase_add_test(tc, test_compute_failure);
   tcase_add_test(tc, test_free_busy);
+  tcase_add_test(tc, test_held_buffer);
+  tcase_add_test(tc, test_background_write);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -105,9 +105,21 @@ ntk_status ntk_comm_file_open(const char *path, int direct, ntk_comm_file_t **ou
 ntk_status ntk_comm_file_read_at(ntk_comm_file_t *f, uint64_t off, void *buf, size_t len);
 /* All `len` bytes at `off`, or NTK_EIO (disk full said so). */
 ntk_status ntk_comm_file_write_at(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len);
+/* Write in the background, on a thread of the file's own, where the
+ * write needs no MPI: an O_DIRECT one (offset, length and buffer multiples
+ * of 4 096 bytes). 1: started, and `buf` must stay as it is until
+ * ntk_comm_file_write_wait says it is done; 0: not started (write with
+ * ntk_comm_file_write_at). One at a time: nothing else is done with `f`
+ * until its write is waited for. */
+int ntk_comm_file_write_start(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len);
+/* The started write: 1 when it is done (*st as ntk_comm_file_write_at
+ * would have returned; also 1 with NTK_OK when none was started), 0 when
+ * it still runs after `wait` seconds (0: just looks; < 0: as long as it
+ * takes). */
+int ntk_comm_file_write_wait(ntk_comm_file_t *f, double wait, ntk_status *st);
 /* What this rank wrote, on stable storage (MPI_File_sync). */
 ntk_status ntk_comm_file_sync(ntk_comm_file_t *f);
-/* Accepts NULL. */
+/* Accepts NULL; a write still in the background finishes first. */
 void ntk_comm_file_close(ntk_comm_file_t *f);
 
 /* Point to point, rank-local. A message may have any size: one above the

@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -704,11 +706,29 @@ void ntk_comm_shared_free(ntk_comm_shared_t *sh) {
 
 /* ---- files written at given offsets ------------------------------------------ */
 
+/* The write in the background (ntk_comm_file_write_start): one at a time,
+ * on a thread of the file's own, started at its first write. The thread
+ * owns `w` from queued to done; the caller's thread owns the rest. */
+struct background {
+  pthread_t thread;
+  int started, quit;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  enum { BG_IDLE, BG_QUEUED, BG_DONE } state;
+  struct {
+    uint64_t off;
+    const void *buf;
+    size_t len;
+    int outcome, err; /* pwrite_direct's */
+  } w;
+};
+
 struct ntk_comm_file {
   MPI_File fh; /* MPI_FILE_NULL: POSIX (no MPI) */
   int fd;
   int dfd;     /* O_DIRECT descriptor for aligned writes; -1: none */
   int direct_used;
+  struct background bg;
   char path[4096];
 };
 
@@ -799,33 +819,56 @@ static ntk_status write_failed(const ntk_comm_file_t *f, int e, uint64_t end) {
 }
 
 /* O_DIRECT: straight from the buffer to the device, no copy into the page
- * cache (what a buffered write costs the writing rank). 1 when done, 0 when
- * the file system refused the alignment (then direct writes stop here). */
-static int write_direct(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len, ntk_status *st) {
+ * cache (what a buffered write costs the writing rank). MPI-free and
+ * without side effects, so the background thread runs it too: DIRECT_DONE,
+ * DIRECT_REFUSED (the file system refused the alignment before anything
+ * was written), or DIRECT_FAILED with the errno in *err. */
+enum { DIRECT_DONE, DIRECT_REFUSED, DIRECT_FAILED };
+static int pwrite_direct(int dfd, uint64_t off, const void *buf, size_t len, int *err) {
   const char *p = buf;
   while (len) {
-    ssize_t w = pwrite(f->dfd, p, len < FILE_PIECE ? len : FILE_PIECE, (off_t)off);
+    ssize_t w = pwrite(dfd, p, len < FILE_PIECE ? len : FILE_PIECE, (off_t)off);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EINVAL && p == buf) { /* refused before anything was written */
-      close(f->dfd);
-      f->dfd = -1;
-      return 0;
-    }
+    if (w < 0 && errno == EINVAL && p == buf) return DIRECT_REFUSED;
     if (w <= 0 || (size_t)w % DIRECT_ALIGN) {
-      *st = write_failed(f, w < 0 ? errno : EIO, off + len);
-      return 1;
+      *err = w < 0 ? errno : EIO;
+      return DIRECT_FAILED;
     }
     p += w;
     off += (uint64_t)w;
     len -= (size_t)w;
+  }
+  return DIRECT_DONE;
+}
+
+/* pwrite_direct's outcome for a write of [off, end): 1 when done (*st),
+ * 0 when refused (then direct writes stop here). */
+static int direct_outcome(ntk_comm_file_t *f, int outcome, int err, uint64_t end, ntk_status *st) {
+  if (outcome == DIRECT_REFUSED) {
+    close(f->dfd);
+    f->dfd = -1;
+    return 0;
+  }
+  if (outcome == DIRECT_FAILED) {
+    *st = write_failed(f, err, end);
+    return 1;
   }
   f->direct_used = 1;
   *st = NTK_OK;
   return 1;
 }
 
+static int direct_ok(const ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len) {
+  return f->dfd >= 0 && off % DIRECT_ALIGN == 0 && len % DIRECT_ALIGN == 0 && (uintptr_t)buf % DIRECT_ALIGN == 0;
+}
+
+static int write_direct(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len, ntk_status *st) {
+  int err = 0, outcome = pwrite_direct(f->dfd, off, buf, len, &err);
+  return direct_outcome(f, outcome, err, off + len, st);
+}
+
 ntk_status ntk_comm_file_write_at(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len) {
-  if (f->dfd >= 0 && off % DIRECT_ALIGN == 0 && len % DIRECT_ALIGN == 0 && (uintptr_t)buf % DIRECT_ALIGN == 0) {
+  if (direct_ok(f, off, buf, len)) {
     ntk_status st;
     if (write_direct(f, off, buf, len, &st)) return st;
   }
@@ -864,8 +907,99 @@ ntk_status ntk_comm_file_sync(ntk_comm_file_t *f) {
   return rc == MPI_SUCCESS ? NTK_OK : file_fail(f, rc, "sync (MPI_File_sync)");
 }
 
+static void *background_main(void *arg) {
+  ntk_comm_file_t *f = arg;
+  struct background *b = &f->bg;
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    while (b->state != BG_QUEUED && !b->quit) pthread_cond_wait(&b->cv, &b->mu);
+    if (b->state != BG_QUEUED) break; /* quitting, nothing queued */
+    pthread_mutex_unlock(&b->mu);
+    b->w.outcome = pwrite_direct(f->dfd, b->w.off, b->w.buf, b->w.len, &b->w.err);
+    pthread_mutex_lock(&b->mu);
+    b->state = BG_DONE;
+    pthread_cond_broadcast(&b->cv);
+  }
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+int ntk_comm_file_write_start(ntk_comm_file_t *f, uint64_t off, const void *buf, size_t len) {
+  struct background *b = &f->bg;
+  if (!direct_ok(f, off, buf, len)) return 0;
+  if (b->started) {
+    pthread_mutex_lock(&b->mu);
+    int idle = b->state == BG_IDLE;
+    pthread_mutex_unlock(&b->mu);
+    if (!idle) return 0;
+  } else {
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    /* Signals go to the other threads: this one only writes. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&b->thread, NULL, background_main, f);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+      pthread_mutex_destroy(&b->mu);
+      pthread_cond_destroy(&b->cv);
+      return 0;
+    }
+    b->started = 1;
+  }
+  pthread_mutex_lock(&b->mu);
+  b->w.off = off;
+  b->w.buf = buf;
+  b->w.len = len;
+  b->state = BG_QUEUED;
+  pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+  return 1;
+}
+
+int ntk_comm_file_write_wait(ntk_comm_file_t *f, double wait, ntk_status *st) {
+  struct background *b = &f->bg;
+  *st = NTK_OK;
+  if (!b->started) return 1; /* nothing started */
+  struct timespec until;
+  if (wait > 0) {
+    clock_gettime(CLOCK_REALTIME, &until);
+    long long ns = (long long)until.tv_nsec + (long long)(wait * 1e9);
+    until.tv_sec += (time_t)(ns / 1000000000);
+    until.tv_nsec = (long)(ns % 1000000000);
+  }
+  pthread_mutex_lock(&b->mu);
+  if (b->state == BG_IDLE) { /* nothing started since the last wait */
+    pthread_mutex_unlock(&b->mu);
+    return 1;
+  }
+  while (b->state != BG_DONE && wait != 0)
+    if (wait < 0)
+      pthread_cond_wait(&b->cv, &b->mu);
+    else if (pthread_cond_timedwait(&b->cv, &b->mu, &until) == ETIMEDOUT)
+      break;
+  int done = b->state == BG_DONE;
+  if (done) b->state = BG_IDLE;
+  pthread_mutex_unlock(&b->mu);
+  if (!done) return 0;
+  /* Refused: the first direct write of this file; the others' way, now. */
+  if (!direct_outcome(f, b->w.outcome, b->w.err, b->w.off + b->w.len, st))
+    *st = ntk_comm_file_write_at(f, b->w.off, b->w.buf, b->w.len);
+  return 1;
+}
+
 void ntk_comm_file_close(ntk_comm_file_t *f) {
   if (!f) return;
+  if (f->bg.started) { /* the write in hand finished first */
+    pthread_mutex_lock(&f->bg.mu);
+    f->bg.quit = 1;
+    pthread_cond_broadcast(&f->bg.cv);
+    pthread_mutex_unlock(&f->bg.mu);
+    pthread_join(f->bg.thread, NULL);
+    pthread_mutex_destroy(&f->bg.mu);
+    pthread_cond_destroy(&f->bg.cv);
+  }
   if (f->fh != MPI_FILE_NULL) MPI_File_close(&f->fh);
   if (f->fd >= 0) close(f->fd);
   if (f->dfd >= 0) close(f->dfd);

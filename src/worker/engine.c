@@ -122,7 +122,7 @@ static int compress_threads(const struct ntk_backend_ops *be, const struct ntk_p
 }
 
 ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backend_ops *be, int level,
-                             const struct ntk_tiling *tiling, ntk_engine_t **out) {
+                             const struct ntk_tiling *tiling, int held, ntk_engine_t **out) {
   *out = NULL;
   ntk_engine_t *e = calloc(1, sizeof *e);
   if (!e) return ntk_error(NTK_ENOMEM, "out of memory");
@@ -138,8 +138,9 @@ ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backe
   e->raw_cap = edge * edge * (size_t)e->elem * ((p->kernels & NTK_KERNEL_NTK) ? 2 : 1);
   e->msg_cap = NTK_STORE_RECORD_HEADER + ntk_codec_bound(e->raw_cap) + NTK_STORE_HEADER_SIZE;
   e->nthreads = compress_threads(be, p);
-  /* One buffer being computed while each thread compresses another. */
-  e->nslots = e->nthreads + 1;
+  /* One buffer being computed while each thread compresses another, and
+   * those the caller keeps taken meanwhile. */
+  e->nslots = e->nthreads + 1 + (held > 0 ? held : 0);
   e->slots = calloc((size_t)e->nslots, sizeof *e->slots);
   e->codecs = calloc((size_t)e->nthreads + 1, sizeof *e->codecs);
   e->threads = calloc((size_t)e->nthreads + 1, sizeof *e->threads);
@@ -208,7 +209,7 @@ void ntk_engine_free(ntk_engine_t *e) {
 
 int ntk_engine_threads(const ntk_engine_t *e) { return e->nthreads; }
 
-int ntk_engine_depth(const ntk_engine_t *e) { return e->nslots + 1; }
+int ntk_engine_depth(const ntk_engine_t *e) { return e->nthreads + 2; }
 
 void ntk_engine_set_hook(ntk_engine_t *e, void (*hook)(void *arg, const struct ntk_tile *t), void *arg) {
   e->hook = hook;

@@ -19,11 +19,13 @@ typedef struct ntk_engine ntk_engine_t;
 /* Backend context, codec and buffers sized for the largest tile, and the
  * backend's compress_threads compression threads, or p->host_threads when
  * that is more (the environment variable NTKD_COMPRESS_THREADS, 0-64,
- * overrides both). Rank-local. Free
+ * overrides both). `held`: results the caller keeps taken while it
+ * submits more (a worker's record being written: 1), each a buffer more.
+ * Rank-local. Free
  * with ntk_engine_free (accepts NULL; joins the threads, dropping tiles
  * still queued in them). */
 ntk_status ntk_engine_create(const struct ntk_problem *p, const struct ntk_backend_ops *be, int level,
-                             const struct ntk_tiling *tiling, ntk_engine_t **out);
+                             const struct ntk_tiling *tiling, int held, ntk_engine_t **out);
 void ntk_engine_free(ntk_engine_t *e);
 
 /* The compression threads of one device worker of a node: the cores the

@@ -41,7 +41,7 @@ ntk_status ntk_pool_create(const struct ntk_problem *p, const struct ntk_pool_de
     q->stop.flag[1] = &pool->halt;
     q->stop.done = &pool->done[i];
     /* Level 1: the engine's codec is never used by ntk_engine_compute. */
-    st = ntk_engine_create(q, devices[i].backend, 1, tiling, &pool->engines[i]);
+    st = ntk_engine_create(q, devices[i].backend, 1, tiling, 0, &pool->engines[i]);
     if (!st) pool->n = i + 1;
   }
   if (st) {
