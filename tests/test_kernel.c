@@ -702,6 +702,30 @@ END_TEST
  * (its weight is unknown); unknown widths (the short forms) pass, and a
  * FanInConcat of different known widths is weighted (ref_fc.txt's
  * fc_residual_concat_* cases check the values). */
+/* Sin and Gabor at small variances: stax's forms subtract two numbers near
+ * 1 (s1 - s2, er - 1), which kept ~1e-16 / q12 of the kernel's digits (8 %
+ * off at variances ~1e-14, 0 at 1e-16: success over a wrong number). The
+ * references: Sin's exp(-b^2 s/2) (2 sinh(b^2 q12) + 2 exp(-b^2 q12) sin^2 c)
+ * (a^2/2 of it), Gabor's kernel ~ q12 (1 + O(q)) near 0. */
+START_TEST(test_small_variances) {
+  struct ntk_map sins[] = {{.kind = NTK_MAP_SIN, .a = 1, .b = 1, .c = 0}, {.kind = NTK_MAP_SIN, .a = 1.1, .b = 0.5, .c = 0.2}};
+  struct ntk_map gabor = {.kind = NTK_MAP_GABOR};
+  for (int e = 2; e <= 300; e += 7) {
+    double q11 = 1.3 * pow(10.0, -e), q22 = 0.7 * pow(10.0, -e), q12 = 0.4 * pow(10.0, -e), t;
+    for (int k = 0; k < 2; k++) {
+      const struct ntk_map *m = &sins[k];
+      double b2 = m->b * m->b, sc = sin(m->c), s = q11 + q22;
+      double want = m->a * m->a / 2 * exp(-b2 * s / 2) * (2 * sinh(b2 * q12) + 2 * exp(-b2 * q12) * sc * sc);
+      double got = ntk_map(m, q12, q11, q22, 0, 0, &t);
+      ck_assert_msg(rel(got, want) < 1e-14, "Sin(%g, %g, %g) at variances 1e-%d: %.17g, exact %.17g", m->a, m->b, m->c,
+                    e, got, want);
+    }
+    double g = ntk_map(&gabor, q12, q11, q22, 0, 0, &t);
+    ck_assert_msg(fabs(g / q12 - 1) < 1e-12 + 10 * q11, "Gabor at variances 1e-%d: %.17g, ~q12 = %.17g", e, g, q12);
+  }
+}
+END_TEST
+
 START_TEST(test_branch_widths) {
   struct ntk_dataset ds = {4, 3, 0, 0, 0, 8, calloc(12, 8), 0, 0};
   const char *bad[] = {"Dense(8) FanOut(2) parallel(serial(Relu, Dense(16)), Identity) FanInSum Dense",
@@ -858,6 +882,7 @@ int main(void) {
   tcase_add_test(tc, test_refuses_cnn);
   tcase_add_test(tc, test_map_identities);
   tcase_add_test(tc, test_branch_widths);
+  tcase_add_test(tc, test_small_variances);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -418,12 +418,21 @@ static NTK_INLINE NTK_HD float ntk_geluf(float q12, float q11, float q22, float 
  * q11 + q22, p is q11 q22. Where a product leaves double's range the tile
  * is not finite, and refused. */
 
-/* Sin(a, b, c) (Cos: c + pi/2): E[sin(bu+c) sin(bv+c)] from cos(b(u -+ v)). */
+/* Sin(a, b, c) (Cos: c + pi/2): E[sin(bu+c) sin(bv+c)] from cos(b(u -+ v)).
+ * stax's s1 - s2 cancels where cos 2c > 0 and b^2 q12 is small: both
+ * terms are ~1 and their difference ~2 b^2 q12, so Sin's kernel kept only
+ * ~1e-16 / q12 of its digits (2e-6 relative at input variances ~1e-10, 0
+ * at 1e-16, a value no check can tell from a right one). There it is
+ * (s1 - e2) + 2 e2 sin^2 c, with e2 = s2 / cos 2c and s1 - e2 from expm1:
+ * no difference of near-equal numbers is left. Where cos 2c <= 0 (Cos)
+ * nothing cancels and stax's form stays. */
 static inline NTK_HD double ntk_sin_map(const struct ntk_map *m, double q12, double q11, double q22, double *tdot) {
-  double b2 = m->b * m->b, half_a2 = m->a * m->a / 2.0, s = q11 + q22;
-  double s1 = exp(b2 * (-0.5 * s + q12)), s2 = exp(b2 * (-0.5 * s - q12)) * cos(2.0 * m->c);
+  double b2 = m->b * m->b, half_a2 = m->a * m->a / 2.0, s = q11 + q22, cc = cos(2.0 * m->c);
+  double s1 = exp(b2 * (-0.5 * s + q12)), e2 = exp(b2 * (-0.5 * s - q12)), s2 = e2 * cc;
   *tdot = half_a2 * b2 * (s1 + s2);
-  return half_a2 * (s1 - s2);
+  if (cc <= 0.0) return half_a2 * (s1 - s2);
+  double sc = sin(m->c), d = q12 >= 0.0 ? -s1 * expm1(-2.0 * b2 * q12) : e2 * expm1(2.0 * b2 * q12);
+  return half_a2 * (d + 2.0 * e2 * (sc * sc));
 }
 
 /* Rbf(gamma): exp(-gamma (q11 + q22 - 2 q12)). */
@@ -577,7 +586,7 @@ static inline NTK_HD double ntk_gabor_map(double q12, double q11, double q22, do
   double el = exp(-num / (2.0 * den)), er = exp(2.0 * q12 / den);
   double shared = 1.0 + 2.0 * s + 4.0 * (q12 * q12 + p), dterm = 4.0 * q12 * (diff + 3.0 * s + 2.0);
   *tdot = el * ((shared - dterm) + er * (shared + dterm)) / pow(den, 2.5) / 2.0;
-  return el * (er - 1.0) / (2.0 * sqrt(den));
+  return el * expm1(2.0 * q12 / den) / (2.0 * sqrt(den)); /* er - 1 cancelled at small q12 (as Sin's) */
 }
 
 /* LayerNorm over the channel axis, eps in a: both kernels divided by
