@@ -290,6 +290,18 @@ START_TEST(test_bad_arguments) {
   b = a;
   b.shape[0] = 3;
   ck_assert_int_eq(ntkd_kernels(net, &a, &b, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  /* sizes whose byte counts wrap: refused before a value is read (the
+   * data checked, copied and computed were those of the wrapped size) */
+  ntkd_data huge = {x, ((size_t)1 << 62) + 1, 1, {2, 0, 0}, NTKD_FLOAT64}, one = {x, 1, 1, {2, 0, 0}, NTKD_FLOAT64};
+  ck_assert_int_eq(ntkd_kernels(net, &huge, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_int_eq(ntkd_kernels(net, &one, &huge, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  huge.n = ((size_t)1 << 59) + 1; /* each array a size, [x1; x2] not */
+  ntkd_data huge2 = huge;
+  ck_assert_int_eq(ntkd_kernels(net, &huge, &huge2, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "together"));
+  huge.n = (size_t)1 << 31; /* the data a size, the n1 x n1 output not */
+  ck_assert_int_eq(ntkd_kernels(net, &huge, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "output"));
   a.ndim = 4;
   ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
   ck_assert_int_eq(ntkd_kernels(NULL, &a, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);

@@ -175,6 +175,9 @@ static ntkd_status sample_shape(const ntkd_data *x, const char *name, size_t *d,
   if (x->ndim == 3) *h = x->shape[0], *w = x->shape[1], *c = x->shape[2];
   if (x->ndim >= 2) *d = *h * *w * *c;
   if (*d > ((size_t)1 << 32)) return usage("%s: more than 2^32 values per sample", name);
+  /* n x d values of es bytes must be a size: a product that wraps would
+   * check, copy and compute on the few bytes it wraps to */
+  if (x->n > SIZE_MAX / (*d * (size_t)x->dtype)) return usage("%s: n samples of this shape are more bytes than a size_t holds", name);
   return NTKD_OK;
 }
 
@@ -336,6 +339,10 @@ ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_da
   if (ps) return ps;
   if (x2 && (x2->dtype != x1->dtype || x2->ndim != x1->ndim || d2 != d || h2 != h || w2 != w || c2 != c))
     return usage("%s: x2 must have x1's dtype and per-sample shape", "ntkd_kernels");
+  size_t row = d * (size_t)x1->dtype; /* both arrays together ([x1; x2]) and each output, n1 x n2 */
+  if (x2 && x2->n > SIZE_MAX / row - x1->n) return usage("%s: x1 and x2 together are more bytes than a size_t holds", "ntkd_kernels");
+  if (x1->n && (x2 ? x2->n : x1->n) > SIZE_MAX / (size_t)x1->dtype / x1->n)
+    return usage("%s: an n1 x n2 output is more bytes than a size_t holds", "ntkd_kernels");
   if ((ps = check_values(x1, d, "x1")) || (x2 && (ps = check_values(x2, d, "x2")))) return ps;
   size_t n1 = x1->n, n2 = x2 ? x2->n : x1->n, es = (size_t)x1->dtype;
   if (!n1 || !n2) return NTKD_OK;
