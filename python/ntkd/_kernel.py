@@ -291,11 +291,15 @@ def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress):
     opts.device = _DEVICES[device]
     opts.tile = tile
     opts.cancel = ctypes.pointer(cancel)
+    raised = []  # what a failing callback raised: the cause of the CancelledError, never hidden
     if callback is not None:
         def c_progress(arg, done, total):
+            if raised:  # the report at the end, after the stop: the first failure is the one to tell
+                return 1
             try:
                 callback(int(done), int(total))
-            except Exception:  # a failing callback stops the computation
+            except Exception as e:  # a failing callback stops the computation
+                raised.append(e)
                 return 1
             return 0
         opts.progress = _lib.PROGRESS(c_progress)
@@ -323,4 +327,10 @@ def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress):
     finally:
         if bar is not None:
             bar.close()
+    if raised and result["status"] == _lib.E_CANCELLED:
+        e = raised[0]
+        try:
+            raise_for(result["status"], f"{result['message']}: the progress callback raised {type(e).__name__}: {e}")
+        except Exception as stop:
+            raise stop from e
     raise_for(result["status"], result["message"])

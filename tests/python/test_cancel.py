@@ -128,3 +128,18 @@ def test_calls_in_a_loop_leak_nothing(rng, store_path):
     if warm[0] is not None:
         assert end[0] - warm[0] <= 64 * 1024, f"malloc's bytes in use grew by {end[0] - warm[0]}"
     assert end[1] - warm[1] <= 1024 * 1024, f"RSS grew by {end[1] - warm[1]} bytes"
+
+
+def test_a_failing_progress_callback_is_the_cause(rng):
+    # A callback that raised stopped the computation with "cancelled with 0 of 36 entries
+    # computed" and nothing else: the callback's own exception (a bug in the user's code,
+    # a tqdm failure) was lost. It is the CancelledError's cause now, and its message says so.
+    x = rng.standard_normal((6, 4))
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+
+    def progress(done, total):
+        raise ZeroDivisionError("the user's bug")
+    with pytest.raises(ntkd.CancelledError, match="progress callback raised ZeroDivisionError: the user's bug") as e:
+        kernel_fn(x, None, "ntk", progress=progress)
+    assert isinstance(e.value.__cause__, ZeroDivisionError)
+    assert np.isfinite(kernel_fn(x, None, "ntk")).all()  # and the next call computes
