@@ -218,9 +218,9 @@ class KernelFn:
             a2 = None  # neural-tangents' x1_is_x2: Dropout scales the diagonal of x1 against itself
         n1 = a1.shape[0]
         n2 = n1 if a2 is None else a2.shape[0]
-        want_ntk = "ntk" in names
-        nngp = np.empty((n1, n2), dtype=dtype)
-        ntk = np.empty((n1, n2), dtype=dtype) if want_ntk else None
+        # Only the kernels asked for: get='ntk' of 50 000 samples would hold a 10 GB NNGP for nothing.
+        nngp = np.empty((n1, n2), dtype=dtype) if "nngp" in names else None
+        ntk = np.empty((n1, n2), dtype=dtype) if "ntk" in names else None
         _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress)
         out = {"nngp": nngp, "ntk": ntk}
         if get is None:
@@ -305,12 +305,13 @@ def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress):
         opts.progress = _lib.PROGRESS(c_progress)
     d1 = _data(a1)
     d2 = _data(a2) if a2 is not None else None
-    which = _lib.NNGP | (_lib.NTK if ntk is not None else 0)
+    which = (_lib.NNGP if nngp is not None else 0) | (_lib.NTK if ntk is not None else 0)
     result = {}
 
     def run():
         st = _lib.lib.ntkd_kernels(net, ctypes.byref(d1), ctypes.byref(d2) if d2 is not None else None, which,
-                                   nngp.ctypes.data, ntk.ctypes.data if ntk is not None else None,
+                                   nngp.ctypes.data if nngp is not None else None,
+                                   ntk.ctypes.data if ntk is not None else None,
                                    ctypes.byref(opts))
         result["status"] = st
         result["message"] = _lib.last_error() if st else ""

@@ -143,3 +143,20 @@ def test_a_failing_progress_callback_is_the_cause(rng):
         kernel_fn(x, None, "ntk", progress=progress)
     assert isinstance(e.value.__cause__, ZeroDivisionError)
     assert np.isfinite(kernel_fn(x, None, "ntk")).all()  # and the next call computes
+
+
+def test_one_kernel_asked_for_holds_one_matrix(rng):
+    # kernel_fn(x, None, 'ntk') allocated the n x n NNGP as well and dropped it: twice the
+    # memory of the result (10 GB more for 50 000 samples in float32). Peak numpy allocation,
+    # counted by tracemalloc: one matrix, not two.
+    import tracemalloc
+    x = rng.standard_normal((500, 4))
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+    both = kernel_fn(x, None)
+    for get in ("ntk", "nngp"):
+        tracemalloc.start()
+        k = kernel_fn(x, None, get)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 1.5 * k.nbytes, (get, peak, k.nbytes)
+        assert np.array_equal(k, getattr(both, get))
