@@ -313,6 +313,25 @@ START_TEST(test_bad_arguments) {
 }
 END_TEST
 
+/* A leading dimension whose byte offsets wrap: the second row of a block
+ * read with ld = SIZE_MAX / 4 (float64) went to out - 8, before the
+ * caller's buffer, and the read returned NTKD_OK. */
+START_TEST(test_store_read_ld_wraps) {
+  const char *store_path = getenv("NTKD_TEST_STORE");
+  ck_assert_msg(store_path && *store_path, "NTKD_TEST_STORE: a finished store (tests/lib_store.sh)");
+  ntkd_store *s;
+  ck_assert_int_eq(ntkd_store_open(store_path, &s), NTKD_OK);
+  ntkd_store_info info;
+  ck_assert_int_eq(ntkd_store_get_info(s, &info), NTKD_OK);
+  double buf[4] = {7, 7, 7, 7};
+  size_t wraps = SIZE_MAX / (size_t)info.dtype + 1; /* (ld * dtype) wraps to 0 */
+  ck_assert_int_eq(ntkd_store_read(s, NTKD_NNGP, 0, 2, 0, 1, buf + 2, wraps - 1), NTKD_ERROR_USAGE);
+  ck_assert_msg(buf[0] == 7 && buf[1] == 7 && buf[3] == 7, "written outside the block: %g %g %g", buf[0], buf[1], buf[3]);
+  ck_assert_int_eq(ntkd_store_read(s, NTKD_NNGP, 0, 2, 0, 1, buf, 2), NTKD_OK); /* a true ld still reads */
+  ntkd_store_close(s);
+}
+END_TEST
+
 /* Bytes malloc holds for the program now (every arena, mmapped chunks
  * too); 0 where glibc's mallinfo2 is not there. */
 static size_t heap_in_use(void) {
@@ -406,6 +425,7 @@ int main(void) {
   tcase_add_test(tc, test_tile_copy_blocks);
   tcase_add_test(tc, test_progress_and_cancel);
   tcase_add_test(tc, test_bad_arguments);
+  tcase_add_test(tc, test_store_read_ld_wraps);
   tcase_add_loop_test(tc, test_cancel_inside_a_tile, 0, (int)(sizeof slow_cases / sizeof *slow_cases));
   suite_add_tcase(s, tc);
   /* Its own case, so that scripts/leak-check.sh can run it alone

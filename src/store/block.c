@@ -14,7 +14,9 @@ ntk_status ntk_store_read_block(ntk_store_t *s, int which, uint64_t r0, uint64_t
   const struct ntk_tiling *tg = ntk_store_tiling(s);
   uint64_t n = in->n, T = in->tile;
   size_t es = in->elem;
-  if (r1 > n || c1 > n || r0 > r1 || c0 > c1 || ld < c1 - c0)
+  /* (r1 - r0) rows of ld elements must be a size: a leading dimension whose
+   * byte offsets wrap would write rows before `out` */
+  if (r1 > n || c1 > n || r0 > r1 || c0 > c1 || ld < c1 - c0 || (r1 > r0 && ld > SIZE_MAX / es / (r1 - r0)))
     return ntk_error(NTK_EUSAGE, "block [%llu, %llu) x [%llu, %llu) (leading dimension %zu) does not fit the %llu x "
                      "%llu matrix", (unsigned long long)r0, (unsigned long long)r1, (unsigned long long)c0,
                      (unsigned long long)c1, ld, (unsigned long long)n, (unsigned long long)n);
