@@ -486,8 +486,9 @@ def _solve_job(job, rel, classes, ridges, method, cov):
         lines = f.read().splitlines()
     for line in lines:
         s = line.strip()
-        if s.startswith("[") and s.endswith("]"):
-            section = s[1:-1].strip()
+        header = _comment_free(s)  # `[test]   # held out` is a header too, as ntkd reads it
+        if header.startswith("[") and header.endswith("]"):
+            section = header[1:-1].strip()
             if section == "solve":
                 continue
         elif section == "solve":

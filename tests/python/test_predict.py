@@ -121,9 +121,10 @@ def test_store_equals_arrays(store, method, ranks, target, reg, absolute):
     assert not [f for f in os.listdir(os.path.dirname(S.path)) if f.startswith(".ntkd-predict")]
 
 
-def test_store_with_a_job_written_by_hand(tmp_path):
+@pytest.mark.parametrize("note", ["", "   # a comment ntkd reads past"])
+def test_store_with_a_job_written_by_hand(tmp_path, note):
     # A store computed by `ntkd job.conf`, its data in another folder: the solve job made from it
-    # keeps the job's paths (relative to its folder).
+    # keeps the job's paths (relative to its folder). Section headers may carry comments (`note`).
     (tmp_path / "data").mkdir()
     (tmp_path / "jobs").mkdir()
     np.save(tmp_path / "data" / "tr.npy", R["x_train"])
@@ -133,10 +134,10 @@ def test_store_with_a_job_written_by_hand(tmp_path):
     np.save(tmp_path / "data" / "ytr.npy", np.arange(24) % 2)
     np.save(tmp_path / "data" / "yte.npy", np.arange(7) % 2)
     # Its own labels and [solve] give way to the targets and [solve] of the prediction.
-    job.write_text(f"[data]\npath = ../data/tr.npy   # the train set\nlabels = ../data/ytr.npy\n"
-                   f"[test]\npath = ../data/te.npy\nlabels = ../data/yte.npy\n"
+    job.write_text(f"[data]{note}\npath = ../data/tr.npy   # the train set\nlabels = ../data/ytr.npy\n"
+                   f"[test]{note}\npath = ../data/te.npy\nlabels = ../data/yte.npy\n"
                    f"[model]\narch = {kf.arch}\n[compute]\nprecision = float64\ntile = 6\n"
-                   f"[output]\npath = ../out/s.ntk\n[solve]\nridge = 1\npredictions = ../out/p\n")
+                   f"[output]{note}\npath = ../out/s.ntk\n[solve]{note}\nridge = 1\npredictions = ../out/p\n")
     subprocess.run([os.environ["NTKD_PROGRAM"], str(job)], check=True, capture_output=True)
     S = ntkd.store.open(tmp_path / "out" / "s.ntk")
     want = predict.gp_inference(kf(R["x_train"]), R["y_train"], 0.01)("ntk", kf(R["x_test"], R["x_train"]))
