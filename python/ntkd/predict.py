@@ -351,6 +351,7 @@ class _Program:
         self.method, self.ranks = method, ranks
         self.job = job
         self.means, self.covs = {}, {}
+        self.failed = {}  # kernel -> why `ntkd solve` could not solve it at its ridge
 
     def predict(self, names, k_test_train, k_test_test):
         S = self.S
@@ -384,6 +385,8 @@ class _Program:
                 raise ValueError(f"the store {S.path} holds no {kk!r} kernel (it has {', '.join(S.kernels)})")
             if kk not in self.means or (cov and kk not in self.covs):
                 self._solve(cov)
+            if kk in self.failed:
+                raise SolveError(self.failed[kk])
             out[g] = Gaussian(self.means[kk], self.covs[kk]) if cov else self.means[kk]
         return out
 
@@ -446,10 +449,14 @@ class _Program:
                                       check=False)
                 missing = [g for g in kernels if not os.path.exists(_prediction(tmp, g, ridges[g]))]
                 if result.code == 2 and result.has(r"^(nngp|ntk) +\S+ .*failed: not solved"):
-                    why = [t for t in result.lines if t.startswith(("ntkd: nngp train kernel with ridge",
-                                                                     "ntkd: ntk train kernel with ridge"))]
-                    raise SolveError("\n".join(why) or _program.error_text(result))
-                if result.code:
+                    # One kernel's ridge failed: the other kernel's predictions were written and stand
+                    # (predict raises for the failed kernel only, when it is asked for).
+                    for g in missing:
+                        why = [t for t in result.lines if t.startswith(f"ntkd: {g} train kernel with ridge")]
+                        self.failed[g] = "\n".join(why) or _program.error_text(result)
+                    kernels = [g for g in kernels if g not in missing]
+                    missing = []
+                elif result.code:
                     from .errors import raise_for_exit
                     raise_for_exit(result.code, _program.error_text(result))
                 if missing:

@@ -171,6 +171,24 @@ def test_unsolvable_raises_solve_error(tmp_path, method):
     assert isinstance(e.value, np.linalg.LinAlgError) and "train kernel" in str(e.value)
 
 
+@pytest.mark.parametrize("method", ["lapack", "cg"])
+def test_one_kernel_unsolvable_leaves_the_other(tmp_path, method):
+    # W_std = 0 in a standard-parameterised readout: the NNGP is the constant b_std^2 (rank 1, not
+    # solvable without a ridge) while the NTK holds the hidden layer's kernel (well conditioned).
+    # `ntkd solve` solves both, fails the NNGP's ridge and writes the NTK's predictions: those are
+    # returned, and the NNGP alone raises.
+    kf = stax.serial(stax.Dense(8, W_std=1.5, parameterization="standard"), stax.Relu(),
+                     stax.Dense(1, W_std=0., b_std=1., parameterization="standard"))[2]
+    rng = np.random.default_rng(3)
+    x, xt, y = rng.standard_normal((10, 4)), rng.standard_normal((4, 4)), rng.standard_normal((10, 2))
+    S = ntkd.batch(kf, x, xt, store=tmp_path / "s.ntk", precision="float64", progress=False)
+    want = predict.gp_inference(kf(x, None, "ntk"), y, 0.0)("ntk", kf(xt, x, "ntk"))
+    fn = predict.gp_inference(S, y, 0.0, method=method)
+    close(fn("ntk", S), want)
+    with pytest.raises(ntkd.SolveError, match="nngp train kernel with ridge 0"):
+        fn("nngp", S)
+
+
 @pytest.mark.parametrize("call, exc", [
     (lambda S: predict.gp_inference(KDD, R["y_train"][:20]), ValueError),
     (lambda S: predict.gp_inference(KDD.ntk[:, :20], R["y_train"]), ValueError),
