@@ -173,6 +173,13 @@ check "... writing no predictions for ridge 0" bash -c "! ls dup-*-ridge0.npy 2>
 check "... but solving ridge 0.01" [ -s dup-ntk-ridge0.01.npy ]
 check "... and keeping the store (complete)" bash -c "'$NTKD' info dup.ntk | grep -q complete"
 
+# Two ridges that print alike (%g) would write one file: refused by name
+# before the job computes a tile, not after.
+reg twin "$arch" "1e-4, 1.000001e-4" 5
+expect_rc 2 "two ridges naming one predictions file are refused" "$NTKD" twin.conf
+check "... naming both ridges" has "the nngp predictions file of ridge 0.0001000001 (twin-nngp-ridge0.0001.npy) is also the nngp predictions file of ridge 0.0001" err.log
+check "... before any store is made" [ ! -e twin.ntk ]
+
 reg other "$arch" 0.001 5
 sed -i 's/^path = xte.npy/path = xtr.npy/' other.conf
 expect_rc 2 "ntkd solve with a job of other data is refused" "$NTKD" solve "$c.ntk" other.conf

@@ -91,27 +91,35 @@ static void variance_path(const char *pred_path, const struct ntk_job *job, char
 }
 
 /* The prediction files must not replace the store or any input of the job. */
-static ntk_status check_outputs(const char *store_path, const struct ntk_job *job, uint32_t kernels) {
+ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job *job, uint32_t kernels) {
   struct ntk_named_path in[NTK_JOB_MAX_INPUTS + 1], out[4 * NTK_MAX_RIDGES];
   char(*names)[NTK_PATH_MAX + 64] = malloc(4 * NTK_MAX_RIDGES * sizeof *names);
-  if (!names) return ntk_error(NTK_ENOMEM, "out of memory");
+  char(*what)[80] = malloc(4 * NTK_MAX_RIDGES * sizeof *what);
+  if (!names || !what) {
+    free(names), free(what);
+    return ntk_error(NTK_ENOMEM, "out of memory");
+  }
   size_t nin = ntk_job_inputs(job, in), nout = 0;
   in[nin++] = (struct ntk_named_path){"the store", store_path, 0};
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK; which <<= 1)
     for (size_t r = 0; r < job->solve.nridge && (kernels & (uint32_t)which); r++) {
-      prediction_path(store_path, job, which, job->solve.ridge[r], names[nout], sizeof names[nout]);
-      out[nout] = (struct ntk_named_path){"a predictions file", names[nout], 0};
+      /* Named by the ridge in full: two ridges that %g prints alike give one file. */
+      double ridge = job->solve.ridge[r];
+      prediction_path(store_path, job, which, ridge, names[nout], sizeof names[nout]);
+      snprintf(what[nout], sizeof what[nout], "the %s predictions file of ridge %.17g", kname(which), ridge);
+      out[nout] = (struct ntk_named_path){what[nout], names[nout], 0};
       nout++;
       if (job->solve.variance) {
         char v[NTK_PATH_MAX + 64];
         variance_path(names[nout - 1], job, v, sizeof v);
         memcpy(names[nout], v, sizeof v);
-        out[nout] = (struct ntk_named_path){"a variance file", names[nout], 0};
+        snprintf(what[nout], sizeof what[nout], "the %s variance file of ridge %.17g", kname(which), ridge);
+        out[nout] = (struct ntk_named_path){what[nout], names[nout], 0};
         nout++;
       }
     }
   ntk_status st = ntk_check_output_files(in, nin, out, nout);
-  free(names);
+  free(names), free(what);
   return st;
 }
 
@@ -297,7 +305,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   }
   const struct ntk_store_info *in = ntk_store_get_info(s);
   size_t ntr = (size_t)in->n_train, nte = (size_t)(in->n - in->n_train);
-  st = rank == 0 ? check_outputs(store_path, job, in->kernels) : NTK_OK;
+  st = rank == 0 ? ntk_solve_check_outputs(store_path, job, in->kernels) : NTK_OK;
   ntk_lock_t *lock = NULL;
   if (!st && rank == 0) st = lock_predictions(store_path, job, &lock);
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);

@@ -82,6 +82,14 @@ struct ntk_solve_labels {
 ntk_status ntk_solve_labels_load(const struct ntk_job *job, size_t ntr, size_t nte, struct ntk_solve_labels *L);
 void ntk_solve_labels_free(struct ntk_solve_labels *L); /* accepts NULL */
 
+/* The prediction (and variance) files of the job's [solve] for a store
+ * at store_path holding `kernels` (NTK_KERNEL_* mask): none may replace
+ * an input, the store or one of ntkd's own files, nor another of them
+ * (two ridges that print alike, 1e-4 and 1.000001e-4, name one file).
+ * ntk_solve checks them; a kernel job checks them before its tiles too.
+ * Rank-local. */
+ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job *job, uint32_t kernels);
+
 /* `[mpirun -np P] ntkd solve STORE JOB.conf`: check that the store was
  * computed from the job's data and model, then ntk_solve. Collective.
  * Returns the exit code. */
