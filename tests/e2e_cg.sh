@@ -128,6 +128,20 @@ check "... the table says failed" bash -c "grep -Eq '^ntk +0 .*failed' out.log"
 check "... no predictions for ridge 0" bash -c "! ls dupsolve-*-ridge0.npy 2>/dev/null"
 check "... but ridge 0.01 is written, for both kernels" bash -c "[ -s dupsolve-ntk-ridge0.01.npy ] && [ -s dupsolve-nngp-ridge0.01.npy ]"
 
+# Ridge 1e-10 on ten duplicated samples (float64): Cholesky solves it (rcond
+# 3e-11), but the residual float64 can reach is about eps x cond, far above
+# 1e-8: the recurrence converges in a few iterations and the true residual
+# stays above the tolerance through the restarts. Said as such, not as a
+# max_iterations reached after a handful of iterations.
+$PY -c "
+import numpy as np; x = np.load('sx.npy'); y = np.load('sy.npy')
+np.save('sdx.npy', np.vstack([x, x[:10]])); np.save('sdy.npy', np.concatenate([y, (y[:10] + 1) % 3]))"
+job drift sdx.npy sdy.npy 1e-10 "method = cg"
+sed -i 's/^path = k.ntk/path = drift.ntk/; s/^path = xte.npy/path = sxt.npy/; s/^labels = yte.npy/labels = syt.npy/; s/^tile = 448/tile = 16/; s/^precision = float32/precision = float64/' drift.conf
+expect_rc 2 "ridge 1e-10 on duplicated samples: the true residual stays above the tolerance, exit 2" "$NTKD" drift.conf
+check "... the message says so and what helps, not max_iterations" \
+  bash -c "grep -q 'but the true residual stayed at .*increase the ridge or \[solve\] tolerance' err.log && ! grep -q max_iterations err.log"
+
 # A stop signal during the iterations: exit 5 on every rank, no hang.
 job stop xtr.npy ytr.npy 1e-4 "method = cg" "preconditioner_rank = 0" "tolerance = 1e-15" "max_iterations = 100000"
 mpirun -np 3 "$NTKD" stop.conf > /dev/null 2> stop.log &

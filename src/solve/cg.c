@@ -88,7 +88,10 @@ enum {
   COL_REFRESH = 3, /* verdicts only: the true residual first, */
   COL_RESTART = 4  /* or (f32, a breakdown) float64 products from now on and a restart from the true residual */
 };
-enum { WHY_NONE = 0, WHY_MAXIT = 1, WHY_BREAKDOWN = 2 };
+/* WHY_DRIFT: the recurrence converged, but the true residual stayed above
+ * the tolerance through CG_RESTARTS restarts from it (rounding), well
+ * before max_iterations. */
+enum { WHY_NONE = 0, WHY_MAXIT = 1, WHY_BREAKDOWN = 2, WHY_DRIFT = 3 };
 
 struct cg_tile {
   uint64_t idx;
@@ -1217,7 +1220,7 @@ static void ridge_outputs(struct cg *c, const struct cgv *v, struct ntk_ridge_ou
       o_r->iterations = v->it[q] > o_r->iterations ? v->it[q] : o_r->iterations;
       o_r->residual = rq > o_r->residual || isnan(rq) ? rq : o_r->residual;
       if (v->state[q] == COL_FAIL && why != WHY_BREAKDOWN) why = v->why[q];
-      if (v->state[q] != COL_FAIL && v->res[q] > tol && why == WHY_NONE) why = WHY_MAXIT;
+      if (v->state[q] != COL_FAIL && v->res[q] > tol && why == WHY_NONE) why = v->it[q] < max_it ? WHY_DRIFT : WHY_MAXIT;
     }
     if (why != WHY_NONE) {
       o_r->failure = NTK_RIDGE_NOT_CONVERGED;
@@ -1226,6 +1229,12 @@ static void ridge_outputs(struct cg *c, const struct cgv *v, struct ntk_ridge_ou
                  "gradients broke down after %zu iterations, having reached a relative residual of %.1e (tolerance "
                  "%.0e): the matrix is not positive definite to working precision (duplicate samples and ridge "
                  "0?): increase the ridge", kn, p->ridge[r], o_r->reg, o_r->iterations, o_r->residual, tol);
+      else if (why == WHY_DRIFT)
+        snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
+                 "gradients converged in %zu iterations, but the true residual stayed at %.1e, above the tolerance "
+                 "%.0e, through %d restarts from it: rounding bounds the accuracy of a matrix this ill-conditioned "
+                 "(more iterations do not help): increase the ridge or [solve] tolerance", kn, p->ridge[r],
+                 o_r->reg, o_r->iterations, o_r->residual, tol, CG_RESTARTS);
       else
         snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
                  "gradients reached a relative residual of %.1e after %zu iterations, not the tolerance %.0e: "
