@@ -180,6 +180,14 @@ expect_rc 2 "two ridges naming one predictions file are refused" "$NTKD" twin.co
 check "... naming both ridges" has "the nngp predictions file of ridge 0.0001000001 (twin-nngp-ridge0.0001.npy) is also the nngp predictions file of ridge 0.0001" err.log
 check "... before any store is made" [ ! -e twin.ntk ]
 
+# A ridge whose product with the mean diagonal (here above 100) overflows
+# float64: that ridge fails, saying so, not "too ill-conditioned: increase
+# the ridge"; the other ridge is written.
+reg huge "Dense(W_std=1, b_std=10) Relu Dense(W_std=1, b_std=10)" "1e307, 0.001" 5
+expect_rc 2 "a ridge that overflows with the diagonal fails that ridge" "$NTKD" huge.conf
+check "... saying it overflows, not to increase the ridge" bash -c "grep -q 'ridge 1e+307: the ridge times the mean of the kernel.s diagonal overflows float64' err.log && ! grep -q 'increase the ridge' err.log"
+check "... and ridge 0.001 is written" [ -s huge-ntk-ridge0.001.npy ]
+
 reg other "$arch" 0.001 5
 sed -i 's/^path = xte.npy/path = xtr.npy/' other.conf
 expect_rc 2 "ntkd solve with a job of other data is refused" "$NTKD" solve "$c.ntk" other.conf

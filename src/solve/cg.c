@@ -1224,7 +1224,11 @@ static void ridge_outputs(struct cg *c, const struct cgv *v, struct ntk_ridge_ou
     }
     if (why != WHY_NONE) {
       o_r->failure = NTK_RIDGE_NOT_CONVERGED;
-      if (why == WHY_BREAKDOWN)
+      if (!isfinite(o_r->reg))
+        snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g: the ridge times the mean of the "
+                 "kernel's diagonal overflows float64 (%g added to the diagonal): choose a smaller ridge", kn,
+                 p->ridge[r], o_r->reg);
+      else if (why == WHY_BREAKDOWN)
         snprintf(o_r->why, sizeof o_r->why, "%s train kernel with ridge %g (%.3g added to the diagonal): conjugate "
                  "gradients broke down after %zu iterations, having reached a relative residual of %.1e (tolerance "
                  "%.0e): the matrix is not positive definite to working precision (duplicate samples and ridge "

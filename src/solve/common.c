@@ -95,7 +95,11 @@ double ntk_solve_mem_available(void) { return proc_kb("/proc/meminfo", "MemAvail
 double ntk_solve_peak_rss(void) { return proc_kb("/proc/self/status", "VmHWM"); }
 
 int ntk_solve_ridge_verdict(struct ntk_ridge_out *o, const char *kernel, double ridge, int info, size_t ntr) {
-  if (info > 0) {
+  if (!isfinite(o->reg)) { /* not ill-conditioned: the ridge is too large for float64 */
+    o->failure = NTK_RIDGE_ILL;
+    snprintf(o->why, sizeof o->why, "%s train kernel with ridge %g: the ridge times the mean of the kernel's "
+             "diagonal overflows float64 (%g added to the diagonal): choose a smaller ridge", kernel, ridge, o->reg);
+  } else if (info > 0) {
     o->failure = NTK_RIDGE_NOT_PD;
     snprintf(o->why, sizeof o->why, "%s train kernel with ridge %g (%.3g added to the diagonal) is not positive "
              "definite (Cholesky stopped at column %d of %zu): increase the ridge", kernel, ridge, o->reg, info, ntr);
