@@ -193,8 +193,9 @@ END_TEST
 START_TEST(test_train_errors) {
   bad(TRAIN "batch = 0\n", "bad.conf:9: [train] batch: '0'");
   bad(TRAIN "epochs = 2.5\n", "[train] epochs: '2.5'");
-  bad(TRAIN "alpha = 0\n", "[train] alpha: '0' is not a number in (0, 3.4e38] (float32's range)");
-  bad(TRAIN "alpha = 1e39\n", "bad.conf:9: [train] alpha: '1e39' is not a number in (0, 3.4e38]");
+  bad(TRAIN "alpha = 0\n", "[train] alpha: '0' is not a number in [1.18e-38, 3.4e38] (float32's normal range)");
+  bad(TRAIN "alpha = 1e39\n", "bad.conf:9: [train] alpha: '1e39' is not a number in [1.18e-38, 3.4e38]");
+  bad(TRAIN "alpha = 1e-300\n", "[train] alpha: '1e-300' is not a number in [1.18e-38, 3.4e38] (float32's normal range)");
   /* Below float32's normal range eps is 0 under FTZ/DAZ: 0 / 0 for a parameter never moved. */
   bad(TRAIN "eps = 1e-40\n", "bad.conf:9: [train] eps: '1e-40' is not a number in [1.18e-38, 3.4e38]");
   bad(TRAIN "eps = 0\n", "[train] eps: '0'");

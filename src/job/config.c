@@ -283,9 +283,11 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
       return fail(c, s, k, "'%s' is not an integer in 1..1000000", v);
   } else if (!strcmp(k, "alpha")) {
     if (!once(c, s, k, SEEN_ALPHA)) return 0;
-    /* The update runs in float32: a larger alpha is inf there. */
-    if (!ntk_parse_double(v, &t->alpha) || t->alpha <= 0 || t->alpha > FLT_MAX)
-      return fail(c, s, k, "'%s' is not a number in (0, 3.4e38] (float32's range)", v);
+    /* The update runs in float32: a larger alpha is inf there, a smaller
+     * one subnormal, which flush_denormals reads as 0: no parameter would
+     * ever change, and the job would end "trained" (as eps below). */
+    if (!ntk_parse_double(v, &t->alpha) || t->alpha < FLT_MIN || t->alpha > FLT_MAX)
+      return fail(c, s, k, "'%s' is not a number in [1.18e-38, 3.4e38] (float32's normal range)", v);
   } else if (!strcmp(k, "beta1") || !strcmp(k, "beta2")) {
     int one = k[4] == '1';
     if (!once(c, s, k, one ? SEEN_BETA1 : SEEN_BETA2)) return 0;
