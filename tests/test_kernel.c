@@ -726,6 +726,42 @@ START_TEST(test_small_variances) {
 }
 END_TEST
 
+/* Sign, Gaussian and Gelu took q11 q22 - q12^2 (or (1 + c q11)(1 + c q22)
+ * - c^2 q12^2) as a difference of raw products. Sign is scale-invariant, but
+ * its product left double's range near input variances 1e+-154 and came back
+ * 0.998 wrong (1e-150, 1e+150) or 5e-4 wrong (1e-80: a subnormal product),
+ * exit 0. Gaussian's and Gelu's products cancelled: the diagonal of
+ * Gaussian(1, -1) is 1/sqrt(1 + 4q) exactly, but came 3.5e-5 off at
+ * q ~ 1.7e12 and 2.3e-3 at 1.7e14 (exit 0); Gelu's d2 = 1 + 2q lost all its
+ * digits past q ~ 1e16 (inf: refused, a value ~q/4 in range). */
+START_TEST(test_range_sign_gaussian_gelu) {
+  struct ntk_map sign = {.kind = NTK_MAP_SIGN}, gauss = {.kind = NTK_MAP_GAUSSIAN, .a = 1, .b = -1};
+  struct ntk_map gelu = {.kind = NTK_MAP_GELU};
+  double q11 = 1.3, q22 = 0.7, q12 = 0.4, t, t1;
+  double ref = ntk_map(&sign, q12, q11, q22, 0, 0, &t);
+  for (int e = -300; e <= 300; e += 10) {
+    double s = pow(10.0, e), got = ntk_map(&sign, q12 * s, q11 * s, q22 * s, 0, 0, &t);
+    ck_assert_msg(rel(got, ref) < 1e-14, "Sign at variances 1e%d: %.17g, at 1: %.17g", e, got, ref);
+    double self = ntk_map(&sign, q11 * s, q11 * s, q11 * s, 0, 0, &t);
+    ck_assert_msg(self == 1.0, "Sign of a sample with itself at 1e%d: %.17g", e, self);
+  }
+  for (int e = 0; e <= 150; e += 5) {
+    double q = 1.7 * pow(10.0, e), want = 1.0 / sqrt(1.0 + 4.0 * q);
+    double got = ntk_map(&gauss, q, q, q, 0, 0, &t), wt = 4.0 * q * want * want * want;
+    ck_assert_msg(rel(got, want) < 1e-14 && rel(t, wt) < 1e-14, "Gaussian at q = %g: %.17g (%.17g), exact %.17g (%.17g)",
+                  q, got, t, want, wt);
+  }
+  for (int e = 0; e <= 100; e += 5) {
+    double q = 1.7 * pow(10.0, e), d = sqrt(1.0 + 2.0 * q), ang = atan2(q, d);
+    /* NT's closed form at q12 = q11 = q22 = q with d2 = 1 + 2q exact */
+    double want = ((q * q + q * q * (d * d)) / ((1 + q) * (1 + q) * d) + q * ang) / (2 * NTK_PI) + 0.25 * q;
+    double got = ntk_map(&gelu, q, q, q, 0, 0, &t1);
+    ck_assert_msg(isfinite(got) && rel(got, want) < 1e-13, "Gelu at q = %g: %.17g, exact %.17g", q, got, want);
+    ck_assert_msg(isfinite(t1), "Gelu's NTK factor at q = %g: %g", q, t1);
+  }
+}
+END_TEST
+
 START_TEST(test_branch_widths) {
   struct ntk_dataset ds = {4, 3, 0, 0, 0, 8, calloc(12, 8), 0, 0};
   const char *bad[] = {"Dense(8) FanOut(2) parallel(serial(Relu, Dense(16)), Identity) FanInSum Dense",
@@ -883,6 +919,7 @@ int main(void) {
   tcase_add_test(tc, test_map_identities);
   tcase_add_test(tc, test_branch_widths);
   tcase_add_test(tc, test_small_variances);
+  tcase_add_test(tc, test_range_sign_gaussian_gelu);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

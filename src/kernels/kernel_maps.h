@@ -398,15 +398,17 @@ static NTK_INLINE NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, 
  * d^2 >= 1 + q11 + q22 > 0. The products overflow past variances of ~1e154
  * (float: ~1e19); the tile is then not finite, and refused. */
 static NTK_INLINE NTK_HD double ntk_gelu(double q12, double q11, double q22, double *tdot) {
-  double p = q11 * q22, p1 = (1.0 + q11) * (1.0 + q22), d2 = p1 - q12 * q12, d = sqrt(d2);
+  double p = q11 * q22, p1 = (1.0 + q11) * (1.0 + q22), det = p - q12 * q12;
+  double d2 = 1.0 + q11 + q22 + (det > 0.0 ? det : 0.0), d = sqrt(d2);
   double angle = atan2(q12, d);
-  *tdot = q12 / (2.0 * NTK_PI * d) * (1.0 / d2 + (1.0 - p) / p1 + 1.0) + 0.25 + angle / (2.0 * NTK_PI);
+  *tdot = q12 / (2.0 * NTK_PI * d) * (1.0 / d2 + (2.0 + q11 + q22) / p1) + 0.25 + angle / (2.0 * NTK_PI);
   return ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / (2.0 * NTK_PI) + 0.25 * q12;
 }
 static NTK_INLINE NTK_HD float ntk_geluf(float q12, float q11, float q22, float *tdot) {
-  float p = q11 * q22, p1 = (1.0f + q11) * (1.0f + q22), d2 = p1 - q12 * q12, d = sqrtf(d2);
+  float p = q11 * q22, p1 = (1.0f + q11) * (1.0f + q22), det = p - q12 * q12;
+  float d2 = 1.0f + q11 + q22 + (det > 0.0f ? det : 0.0f), d = sqrtf(d2);
   float angle = atan2f(q12, d), pi2 = (float)(2.0 * NTK_PI);
-  *tdot = q12 / (pi2 * d) * (1.0f / d2 + (1.0f - p) / p1 + 1.0f) + 0.25f + angle / pi2;
+  *tdot = q12 / (pi2 * d) * (1.0f / d2 + (2.0f + q11 + q22) / p1) + 0.25f + angle / pi2;
   return ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / pi2 + 0.25f * q12;
 }
 
@@ -464,7 +466,12 @@ static inline NTK_HD double ntk_expnorm_map(const struct ntk_map *m, double q12,
 static inline NTK_HD double ntk_gaussian_map(const struct ntk_map *m, double q12, double q11, double q22,
                                              double *tdot) {
   double f = 4.0 * m->b * m->b, a2 = m->a * m->a;
-  double x = (1.0 - 2.0 * m->b * q11) * (1.0 - 2.0 * m->b * q22) - f * q12 * q12;
+  /* (1 - 2b q11)(1 - 2b q22) - 4b^2 q12^2 expanded, with the Gram
+   * determinant q11 q22 - q12^2 (>= 0) taken as one term: the product form
+   * cancelled (a sample with itself, 1 + 4q for b = -1, was 3.5e-5 off at
+   * q ~ 1.7e12, 2.3e-3 at 1.7e14), as Erf's did. */
+  double g = q11 * q22 - q12 * q12;
+  double x = (1.0 - 2.0 * m->b * q11 - 2.0 * m->b * q22) + f * (g > 0.0 ? g : 0.0);
   double det = sqrt(x > 0.0 ? x : 0.0);
   *tdot = a2 * (f * q12 / (det * det * det));
   return a2 * (1.0 / det);
@@ -474,8 +481,17 @@ static inline NTK_HD double ntk_gaussian_map(const struct ntk_map *m, double q12
  * Its derivative is a delta: neural-tangents sets the NTK to zero, and so
  * does this map (tdot = 0). */
 static inline NTK_HD double ntk_sign_map(double q12, double q11, double q22, double *tdot) {
-  double x = q11 * q22 - q12 * q12, det = sqrt(x > 0.0 ? x : 0.0);
-  double angle = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : atan2(det, q12);
+  /* The angle as the ABRelu map takes it: q11 q22 formed only where it is
+   * in range, else from variances scaled by powers of two (the kernel is
+   * scale-invariant; the raw product gave 0.998 off at variances 1e+-150
+   * and 5e-4 at 1e-160, exit 0). */
+  double p = q11 * q22, angle;
+  if (p >= 0x1p-1000 && p <= 0x1p1000) {
+    double x = p - q12 * q12, det = sqrt(x > 0.0 ? x : 0.0);
+    angle = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : atan2(det, q12);
+  } else {
+    (void)ntk_abrelu_scaled(q12, q11, q22, &angle);
+  }
   *tdot = 0.0;
   return 1.0 - angle * 2.0 / NTK_PI;
 }
