@@ -745,6 +745,26 @@ START_TEST(test_range_sign_gaussian_gelu) {
     double self = ntk_map(&sign, q11 * s, q11 * s, q11 * s, 0, 0, &t);
     ck_assert_msg(self == 1.0, "Sign of a sample with itself at 1e%d: %.17g", e, self);
   }
+  /* RectifiedMonomial(n) is homogeneous of degree n, LayerNorm(eps = 0) of 0 */
+  struct ntk_map rm[3] = {{.kind = NTK_MAP_RECTMONO, .degree = 0}, {.kind = NTK_MAP_RECTMONO, .degree = 1},
+                          {.kind = NTK_MAP_RECTMONO, .degree = 2}};
+  struct ntk_map ln = {.kind = NTK_MAP_LAYERNORM, .a = 0};
+  double lref = ntk_map(&ln, q12, q11, q22, 0, 0, &t1), ltref = t1;
+  for (int e = -300; e <= 300; e += 10) {
+    double s = pow(10.0, e);
+    for (int n = 0; n < 3; n++) {
+      double r0 = ntk_map(&rm[n], q12, q11, q22, 0, 0, &t1), tr = t1;
+      if (abs(e * n) > 290) continue;
+      double got = ntk_map(&rm[n], q12 * s, q11 * s, q22 * s, 0, 0, &t);
+      double sn = pow(s, n), st = n ? pow(s, n - 1) : 1;
+      ck_assert_msg(rel(got, r0 * sn) < 1e-13 && rel(t, tr * st) < 1e-13,
+                    "RectifiedMonomial(%d) at variances 1e%d: %.17g (%.17g), want %.17g (%.17g)", n, e, got, t, r0 * sn,
+                    tr * st);
+    }
+    double got = ntk_map(&ln, q12 * s, q11 * s, q22 * s, 0, 0, &t);
+    ck_assert_msg(rel(got, lref) < 1e-14 && rel(t * s, ltref) < 1e-14, "LayerNorm(eps = 0) at variances 1e%d: %.17g, at 1: %.17g",
+                  e, got, lref);
+  }
   for (int e = 0; e <= 150; e += 5) {
     double q = 1.7 * pow(10.0, e), want = 1.0 / sqrt(1.0 + 4.0 * q);
     double got = ntk_map(&gauss, q, q, q, 0, 0, &t), wt = 4.0 * q * want * want * want;

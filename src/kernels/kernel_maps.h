@@ -525,9 +525,26 @@ static inline NTK_HD double ntk_monomial_map(const struct ntk_map *m, double q12
 static inline NTK_HD double ntk_rectmono_map(const struct ntk_map *m, double q12, double q11, double q22,
                                              double *tdot) {
   int n = m->degree;
-  double p = q11 * q22, sp = sqrt(p > 0.0 ? p : 0.0), x = p - q12 * q12, det = sqrt(x > 0.0 ? x : 0.0);
-  double theta = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : atan2(det, q12);
-  double c = sp > 0.0 ? q12 / sp : 0.0, sn = sp > 0.0 ? det / sp : 1.0;
+  double p = q11 * q22, sp, theta, c, sn;
+  if (p >= 0x1p-1000 && p <= 0x1p1000) {
+    double x = p - q12 * q12, det = sqrt(x > 0.0 ? x : 0.0);
+    sp = sqrt(p);
+    theta = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : atan2(det, q12);
+    c = q12 / sp;
+    sn = det / sp;
+  } else {
+    /* q11 q22 out of range (or 0): the angle, cos and sin from variances
+     * scaled by powers of two, as ABRelu's (the raw product gave
+     * RectifiedMonomial(0) 0.5 off at input variances 1e+-160, exit 0) */
+    double i1 = ntk_pow2_half_exp(q11), i2 = ntk_pow2_half_exp(q22);
+    double s1 = ntk_pow2_inv(i1), s2 = ntk_pow2_inv(i2);
+    double x11 = q11 * s1 * s1, x22 = q22 * s2 * s2, x12 = q12 * s1 * s2;
+    double xp = x11 * x22, xs = sqrt(xp > 0.0 ? xp : 0.0), x = xp - x12 * x12, det = sqrt(x > 0.0 ? x : 0.0);
+    theta = det == 0.0 && x12 == 0.0 ? NTK_PI_2 : atan2(det, x12);
+    c = xs > 0.0 ? x12 / xs : 0.0;
+    sn = xs > 0.0 ? det / xs : 1.0;
+    sp = sqrt(q11 > 0.0 ? q11 : 0.0) * sqrt(q22 > 0.0 ? q22 : 0.0);
+  }
   double jm = 0.0, j = NTK_PI - theta; /* J_(k-1), J_k at k = 0 */
   double pw = 1.0, pw_below = 0.0;     /* sp^k, sp^(k-1) */
   for (int k = 1; k <= n; k++) {
@@ -609,7 +626,10 @@ static inline NTK_HD double ntk_gabor_map(double q12, double q11, double q22, do
  * sqrt((eps + q11)(eps + q22)), as neural-tangents. */
 static inline NTK_HD double ntk_layernorm_map(const struct ntk_map *m, double q12, double q11, double q22,
                                               double *tdot) {
-  double r = sqrt((m->a + q11) * (m->a + q22));
+  double u = m->a + q11, v = m->a + q22, uv = u * v;
+  /* out of range (eps = 0, variances near 1e+-154): the product over- or
+   * underflowed (2e-3 off at 1e-160, exit 0) */
+  double r = uv >= 0x1p-1000 && uv <= 0x1p1000 ? sqrt(uv) : sqrt(u) * sqrt(v);
   *tdot = 1.0 / r;
   return q12 / r;
 }
