@@ -6,7 +6,8 @@
 # against float64; and a network whose kernel really exceeds float32, which
 # must be an error (exit 8), never a stored inf; and inputs so small that a
 # sample's variance is a float32 subnormal, or networks whose kernel
-# underflows to exactly 0 (exit 8 too), but not a sample of zeros.
+# underflows to exactly 0 (exit 8 too), but not a sample of zeros; and a
+# scale-free layer (Sign, LayerNorm) on a variance below the range (exit 8).
 # Usage: tests/e2e_range.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_range.sh path/to/ntkd}")
@@ -144,6 +145,27 @@ sed 's/arch = .*/arch = Dense Relu Dense(W_std=0) Relu Dense/; s/flush.ntk/vanis
 expect_rc 0 "a layer with W_std = 0: the zero kernel is its value, stored" "$NTKD" vanish.conf
 "$NTKD" export vanish.ntk vanish.npy >/dev/null 2>&1
 check "... all zeros" $PY -c "import numpy as np; k = np.load('vanish.npy'); assert k.shape == (8, 8) and (k == 0).all(), k"
+
+# --- a scale-free layer on a variance below the range: an error -------------
+# Sign, RectifiedMonomial(0) and LayerNorm depend on the variances' ratios,
+# not their size: on a variance with a few bits left they gave O(1) values
+# that no check of the output could tell from right ones (float32, inputs
+# scaled by 1e-21: 5.7e-3 off, exit 0). Refused as the worker starts,
+# naming the sample (or image and position) and the layer, under mpirun too.
+printf '[data]\npath = fc.npy\nscale = 1e-21\n[model]\narch = Dense(W_std=1.3) Sign Dense(W_std=1.3)\n[compute]\nprecision = float32\n[output]\npath = sign21.ntk\n' > sign21.conf
+expect_rc 8 "Dense Sign Dense, float32, inputs x 1e-21: a variance entering Sign is subnormal" mpirun -np 3 "$NTKD" sign21.conf
+check "... the message names the sample, the layer and float64" grep -Eq 'sample [0-9]+: its variance entering layer 2 \(Sign\) is [0-9.]+e-4[0-9], below float32.*precision = float64' err.log
+check "... nothing stored" bash -c "[ \"\$('$NTKD' info sign21.ntk | sed -n 's|^progress: *\([0-9]*\)/.*|\1|p')\" = 0 ]"
+sed 's/precision = float32/precision = float64/; s/sign21.ntk/sign21d.ntk/' sign21.conf > sign21d.conf
+expect_rc 0 "the same job in float64" "$NTKD" sign21d.conf
+sed 's/scale = 1e-21/scale = 1e-170/; s/sign21d.ntk/sign170.ntk/' sign21d.conf > sign170.conf
+expect_rc 8 "... and in float64 at 1e-170, where the variance underflows to 0" "$NTKD" sign170.conf
+check "... said so" grep -q 'is 0 (underflowed: the sample is not all zeros), below float64' err.log
+printf '[data]\npath = img.npy\nscale = 1e-21\n[model]\narch = Conv(3, 1, SAME) LayerNorm Relu GlobalAvgPool Dense\n[compute]\nprecision = float32\n[output]\npath = ln21.ntk\n' > ln21.conf
+expect_rc 8 "a CNN with LayerNorm, float32, inputs x 1e-21" "$NTKD" ln21.conf
+check "... the message names the image, the layer and the position" grep -Eq 'image [0-9]+: its variance entering layer 2 \(LayerNorm\) at position \([0-9]+, [0-9]+\) is' err.log
+sed 's/scale = 1e-21/scale = 1/; s/ln21.ntk/ln1.ntk/' ln21.conf > ln1.conf
+expect_rc 0 "... and at scale 1 it computes" "$NTKD" ln1.conf
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

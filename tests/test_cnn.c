@@ -29,6 +29,44 @@ static void compute(const struct ntk_arch *arch, const struct ntk_dataset *ds, n
   ntk_cnn_free(c);
 }
 
+/* A CNN's variance entering a scale-free layer below the precision's
+ * normal range is refused when the image's variances are computed (each
+ * position judged, with or without the per-worker cache); at scale 1
+ * the same network, with a blank band of rows (variance 0 there), computes. */
+START_TEST(test_scale_free_underflow) {
+  const char *nets[] = {"Conv(3, 2, SAME) Sign GlobalAvgPool Dense", "Conv(3, 2, SAME) LayerNorm Relu Flatten Dense",
+                        "Conv(3, 2, SAME) Relu GlobalAvgPool Dense LayerNorm(eps=0) Dense"};
+  for (size_t a = 0; a < 3; a++)
+    for (int cache = 0; cache < 2; cache++) {
+      struct ntk_dataset ds;
+      random_images(&ds, 4, 5, 5, 2, 4, 3);
+      for (size_t k = 0; k < 4 * ds.d; k++) ((float *)ds.x)[k] *= k % ds.d < 10 ? 0.0f : 1e-21f;
+      if (!cache) setenv("NTKD_CNN_VAR_CACHE", "0", 1);
+      struct ntk_arch arch;
+      ck_assert_int_eq(test_arch_parse(nets[a], 1.3, 0.0, &arch), NTK_OK);
+      ntk_cnn_t *c;
+      ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, NULL, &c), NTK_OK);
+      struct ntk_tiling tg;
+      ntk_tiling_init(&tg, ds.n, 2);
+      float g[4], t[4];
+      struct ntk_tile tl = ntk_tiling_tile(&tg, 0);
+      ck_assert_int_eq(ntk_cnn_tile(c, &tl, g, t), NTK_ENONFINITE);
+      ck_assert_msg(strstr(ntk_error_message(), "below float32's normal range"), "%s", ntk_error_message());
+      ntk_cnn_free(c);
+      for (size_t k = 0; k < 4 * ds.d; k++) ((float *)ds.x)[k] *= 1e21f;
+      ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, NULL, &c), NTK_OK);
+      for (uint64_t k = 0; k < tg.ntiles; k++) {
+        tl = ntk_tiling_tile(&tg, k);
+        ck_assert_msg(ntk_cnn_tile(c, &tl, g, t) == NTK_OK, "%s: %s", nets[a], ntk_error_message());
+      }
+      ntk_cnn_free(c);
+      unsetenv("NTKD_CNN_VAR_CACHE");
+      ntk_arch_free(&arch);
+      free(ds.x);
+    }
+}
+END_TEST
+
 START_TEST(test_paths_agree) {
   struct ntk_dataset ds;
   random_images(&ds, 21, 6, 5, 2, 8, 11); /* more images than a 16-lane batch */
@@ -411,6 +449,7 @@ int main(void) {
   tcase_add_test(tc, test_reference_float32);
   tcase_add_test(tc, test_concat_independent_float64);
   tcase_add_test(tc, test_concat_independent_float32);
+  tcase_add_test(tc, test_scale_free_underflow);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -782,6 +782,53 @@ START_TEST(test_range_sign_gaussian_gelu) {
 }
 END_TEST
 
+/* A variance entering a scale-free layer (Sign, RectifiedMonomial(0),
+ * LayerNorm) below the precision's normal range, or underflowed to 0 for a
+ * sample that is not zeros, is refused at ntk_fc_create: the layer made
+ * an O(1) value of its few bits (float32 at inputs x 1e-21: 5.7e-3 off,
+ * exit 0). True zeros (a sample of zeros, w_std = 0 before) are kept, and
+ * a scale-covariant map (Relu) is left to the output's checks. */
+static ntk_status fc_scaled(const char *net, int elem, double scale, int zero_sample) {
+  struct ntk_dataset ds = {5, 8, 0, 0, 0, elem, malloc(40 * (size_t)elem), 0, 0};
+  unsigned s = 7;
+  for (size_t k = 0; k < 40; k++) {
+    s = s * 1103515245u + 12345u;
+    double v = ((double)((s >> 8) & 0xffff) / 32768.0 - 1.0) * scale;
+    if (zero_sample && k < 8) v = 0;
+    if (elem == 4) ((float *)ds.x)[k] = (float)v;
+    else ((double *)ds.x)[k] = v;
+  }
+  struct ntk_arch arch;
+  ck_assert_int_eq(ntk_arch_parse(net, 1.3, 0.0, &arch), NTK_OK);
+  ntk_fc_t *fc = NULL;
+  ntk_status st = ntk_fc_create(&arch, &ds, NULL, &fc);
+  ntk_fc_free(fc);
+  ntk_arch_free(&arch);
+  free(ds.x);
+  return st;
+}
+
+START_TEST(test_scale_free_underflow) {
+  const char *free_nets[] = {"Dense Sign Dense", "Dense RectifiedMonomial(0) Dense", "Dense LayerNorm(eps=0) Dense",
+                             "Dense LayerNorm Dense", "Dense Relu Dense Sign Dense"};
+  for (size_t k = 0; k < 5; k++) {
+    const char *net = free_nets[k];
+    ck_assert_msg(fc_scaled(net, 4, 1, 0) == NTK_OK, "%s: %s", net, ntk_error_message());
+    ck_assert_msg(fc_scaled(net, 8, 1e-150, 0) == NTK_OK, "%s: %s", net, ntk_error_message());
+    ck_assert_int_eq(fc_scaled(net, 4, 1e-21, 0), NTK_ENONFINITE);
+    ck_assert_msg(strstr(ntk_error_message(), "below float32's normal range"), "%s", ntk_error_message());
+    ck_assert_int_eq(fc_scaled(net, 8, 1e-160, 0), NTK_ENONFINITE); /* subnormal */
+    ck_assert_int_eq(fc_scaled(net, 8, 1e-170, 0), NTK_ENONFINITE); /* underflowed to 0 */
+    ck_assert_msg(strstr(ntk_error_message(), "underflowed"), "%s", ntk_error_message());
+    ck_assert_msg(fc_scaled(net, 4, 1, 1) == NTK_OK, "%s with a sample of zeros: %s", net, ntk_error_message());
+  }
+  /* w_std = 0 before Sign: every variance 0, the network's own value. */
+  ck_assert_msg(fc_scaled("Dense(W_std=0) Sign Dense", 8, 1, 0) == NTK_OK, "%s", ntk_error_message());
+  /* Relu scales with its input: its underflow reaches the output, judged there. */
+  ck_assert_int_eq(fc_scaled("Dense Relu Dense", 4, 1e-21, 0), NTK_OK);
+}
+END_TEST
+
 START_TEST(test_branch_widths) {
   struct ntk_dataset ds = {4, 3, 0, 0, 0, 8, calloc(12, 8), 0, 0};
   const char *bad[] = {"Dense(8) FanOut(2) parallel(serial(Relu, Dense(16)), Identity) FanInSum Dense",
@@ -940,6 +987,7 @@ int main(void) {
   tcase_add_test(tc, test_branch_widths);
   tcase_add_test(tc, test_small_variances);
   tcase_add_test(tc, test_range_sign_gaussian_gelu);
+  tcase_add_test(tc, test_scale_free_underflow);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

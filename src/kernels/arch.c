@@ -1802,6 +1802,21 @@ int ntk_arch_is_fc(const struct ntk_arch *arch) {
   return 1;
 }
 
+int ntk_layer_vanishes(const struct ntk_layer *l) {
+  if (l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV) return l->w_std == 0;
+  if (l->kind != NTK_LAYER_MAP) return 0;
+  const struct ntk_map *m = &l->map;
+  if (m->kind == NTK_MAP_ABRELU) return m->a == 0 && m->b == 0;
+  return (m->kind == NTK_MAP_ERF || m->kind == NTK_MAP_SIN || m->kind == NTK_MAP_EXP || m->kind == NTK_MAP_GAUSSIAN) &&
+         m->a == 0;
+}
+
+int ntk_layer_scale_free(const struct ntk_layer *l) {
+  if (l->kind == NTK_LAYER_LAYERNORM) return 1;
+  if (l->kind != NTK_LAYER_MAP) return 0;
+  return l->map.kind == NTK_MAP_SIGN || (l->map.kind == NTK_MAP_RECTMONO && l->map.degree == 0);
+}
+
 static const char *pad_name(ntk_padding p) {
   return p == NTK_PAD_SAME ? "SAME" : p == NTK_PAD_CIRCULAR ? "CIRCULAR" : "VALID";
 }

@@ -127,6 +127,19 @@ void ntk_arch_free(struct ntk_arch *arch);
  * (Dense, nonlinearities, Identity, Flatten). */
 int ntk_arch_is_fc(const struct ntk_arch *arch);
 
+/* True if the layer maps every input to 0: a Dense or Conv with w_std = 0,
+ * a ReLU-family map with both slopes 0, or a map whose output scale a is
+ * 0. A kernel of 0 after it is the network's value, not an underflow. */
+int ntk_layer_vanishes(const struct ntk_layer *l);
+
+/* True if the layer's value depends on its input variances' ratios, not
+ * their scale (Sign, RectifiedMonomial(0): the angle alone; LayerNorm
+ * divides by the variance, 1/eps for a variance far below eps). It turns
+ * a variance that lost its bits below the precision's normal range into
+ * an O(1) value, which no check of the output can tell from a right one:
+ * the variances entering it are judged instead (fc.c, cnn.c). */
+int ntk_layer_scale_free(const struct ntk_layer *l);
+
 /* Canonical text: every layer with all its parameters spelled out, so two
  * strings that denote the same network give the same text. Writes at most
  * `cap` bytes including the NUL; returns the length it needed. */

@@ -20,10 +20,13 @@
  * once per tile for the tile's images: memory is bounded by the tile. */
 #include "kernels/cnn.h"
 
+#include <float.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fpbits.h"
 #include "base/stop.h"
 #include "kernels/branch.h"
 #include "kernels/cnn_dev.h"
@@ -783,6 +786,47 @@ static void *grow(void **buf, size_t *cap, size_t bytes) {
 static ntk_status tile_stopped(const struct ntk_tile *t, uint64_t done) {
   return ntk_error(NTK_EINTERRUPTED, "stopped inside tile %llu, %llu of its %llu entries computed",
                    (unsigned long long)t->index, (unsigned long long)done, (unsigned long long)(t->rows * t->cols));
+}
+
+/* An image's variance block, just computed: the variances entering each
+ * scale-free layer (ntk_layer_scale_free: Sign, RectifiedMonomial(0),
+ * LayerNorm), judged as fc.c's judge_scale_free judges a sample's. One
+ * below the precision's normal range has kept only a few bits and the
+ * layer would make an O(1) value of it, wrong with nothing in the output
+ * to show it. A 0 at a position is kept: a window of zeros (a border, a
+ * blank region) has variance 0 there. After the readout, a 0 is the
+ * image's value only if it is zeros or a layer before maps everything to
+ * 0. NTK_ENONFINITE (exit 8). */
+static ntk_status judge_vars(const ntk_cnn_t *c, const void *block, size_t image) {
+  const struct cnn_plan *P = &c->plan;
+  int elem = c->data->elem, vanished = 0;
+  const char *prec = elem == 4 ? "float32" : "float64";
+  for (size_t k = 0; k < P->nops + P->ntail; k++) {
+    int tail = k >= P->nops;
+    const struct cnn_op *op = tail ? NULL : &P->ops[k];
+    const struct ntk_layer *l = tail ? &P->tail[k - P->nops] : op->layer;
+    size_t at = tail ? P->tail_off + (k - P->nops) : op->var >= 0 ? P->var_off[op->var] : 0;
+    size_t count = tail ? 1 : op->var >= 0 ? op->ho * op->wo : 0;
+    for (size_t p = 0; ntk_layer_scale_free(l) && p < count; p++) {
+      double v;
+      int cls = ntk_fp_class((const char *)block + (at + p) * (size_t)elem, elem, &v);
+      if (cls != NTK_FP_SUBNORMAL &&
+          (cls != NTK_FP_ZERO || !tail || vanished || !ntk_dataset_sample_nonzero(c->data, image)))
+        continue;
+      char where[64] = "", what[64];
+      if (!tail) snprintf(where, sizeof where, " at position (%zu, %zu)", p / op->wo, p % op->wo);
+      if (cls == NTK_FP_ZERO) snprintf(what, sizeof what, "0 (underflowed: the image is not all zeros)");
+      else snprintf(what, sizeof what, "%.3g", v);
+      return ntk_error(NTK_ENONFINITE, "image %zu: its variance entering layer %zu (%s)%s is %s, below %s's normal "
+                       "range (%.3g): %s's value depends on the variances' ratios, not their size, so it would come "
+                       "out O(1) from the few bits left, and wrong; %s", image, (size_t)(l - c->arch->layers) + 1,
+                       l->name, where, what, prec, elem == 4 ? (double)FLT_MIN : DBL_MIN, l->name,
+                       elem == 4 ? "use [compute] precision = float64, or scale the data up ([data] scale)"
+                                 : "scale the data up ([data] scale), or raise w_std or b_std before it");
+    }
+    vanished |= ntk_layer_vanishes(l);
+  }
+  return NTK_OK;
 }
 
 /* A tile: its images' variances, then its entries batched or pair by pair

@@ -17,12 +17,14 @@
 /* Each image's variance blocks, from the pair (a, a): *rv for the tile's
  * row images and *cv for its column images. From the job-wide cache where
  * there is one (each image computed once per worker), else computed into
- * the tile buffers. 1 if stopped (an image stopped inside is not cached). */
-static int self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **cv) {
+ * the tile buffers. Each block computed is judged (judge_vars); a stop
+ * inside is NTK_EINTERRUPTED (an image stopped inside is not cached). */
+static ntk_status self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **cv) {
   size_t vs = c->plan.var_size, d = c->data->d;
   const REAL *x = c->data->x;
   REAL dummy[2];
   int diag = t->bi == t->bj;
+  ntk_status st;
   if (c->allvar) {
     REAL *all = c->allvar;
     *rv = all + t->r0 * vs;
@@ -31,22 +33,26 @@ static int self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, REAL **c
       size_t first = side ? t->c0 : t->r0, count = side ? t->cols : t->rows;
       for (size_t i = first; i < first + count; i++) {
         if (c->have[i]) continue;
-        if (pair(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 1, 0, &dummy[0], &dummy[1])) return 1;
+        if (pair(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 1, 0, &dummy[0], &dummy[1]))
+          return tile_stopped(t, 0);
+        if ((st = judge_vars(c, all + i * vs, i))) return st;
         c->have[i] = 1;
       }
     }
-    return 0;
+    return NTK_OK;
   }
   *rv = c->rowvar;
   *cv = diag ? c->rowvar : c->colvar;
-  for (size_t i = 0; i < t->rows; i++)
-    if (pair(c, &c->ws, x + (t->r0 + i) * d, x + (t->r0 + i) * d, *rv + i * vs, NULL, 1, 1, 0, &dummy[0], &dummy[1]))
-      return 1;
-  if (!diag)
-    for (size_t j = 0; j < t->cols; j++)
-      if (pair(c, &c->ws, x + (t->c0 + j) * d, x + (t->c0 + j) * d, *cv + j * vs, NULL, 1, 1, 0, &dummy[0], &dummy[1]))
-        return 1;
-  return 0;
+  for (int side = 0; side < 2 - diag; side++) {
+    size_t first = side ? t->c0 : t->r0, count = side ? t->cols : t->rows;
+    REAL *v = side ? *cv : *rv;
+    for (size_t i = 0; i < count; i++) {
+      if (pair(c, &c->ws, x + (first + i) * d, x + (first + i) * d, v + i * vs, NULL, 1, 1, 0, &dummy[0], &dummy[1]))
+        return tile_stopped(t, 0);
+      if ((st = judge_vars(c, v + i * vs, first + i))) return st;
+    }
+  }
+  return NTK_OK;
 }
 
 /* Batched: each image's variances, then every row image against the
@@ -57,7 +63,8 @@ static ntk_status batched_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, 
   int diag = t->bi == t->bj, with_t = tt != NULL;
   REAL *rv, *cv;
   uint64_t done = 0;
-  if (self_vars(c, t, &rv, &cv)) return tile_stopped(t, done);
+  ntk_status vst = self_vars(c, t, &rv, &cv);
+  if (vst) return vst;
   /* Column images and variances transposed per batch; spare lanes repeat the last image. */
   size_t nb = (cols + B - 1) / B;
   REAL *xt = grow(&c->xt, &c->xt_cap, nb * d * B * sizeof(REAL));
@@ -105,7 +112,8 @@ static ntk_status pair_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REA
   const REAL *x = c->data->x;
   REAL *rv, *cv;
   uint64_t done = 0;
-  if (self_vars(c, t, &rv, &cv)) return tile_stopped(t, done);
+  ntk_status vst = self_vars(c, t, &rv, &cv);
+  if (vst) return vst;
   for (size_t i = 0; i < rows; i++)
     for (size_t j = 0; j < (diag ? i + 1 : cols); j++) {
       REAL gv, tv;

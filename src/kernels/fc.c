@@ -11,11 +11,14 @@
 #include "kernels/fc.h"
 
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/defs.h"
+#include "base/fpbits.h"
 #include "base/stop.h"
 #include "kernels/branch.h"
 #include "kernels/fc_entry.h"
@@ -152,6 +155,42 @@ ntk_status ntk_fc_check(const struct ntk_arch *arch, const struct ntk_dataset *d
   return fc_widths(arch, data, NULL, NULL, NULL);
 }
 
+/* The variances entering a scale-free layer (ntk_layer_scale_free), per
+ * sample. One below the precision's normal range has kept only a few bits,
+ * and such a layer makes an O(1) value of them: Dense(W_std=1.3) Sign
+ * Dense(W_std=1.3) in float32 on inputs scaled by 1e-21 came out 5.7e-3
+ * off, in float64 at 1e-160 1.5e-3, with exit 0, and no check of the
+ * output can tell. A 0 is the sample's own value only where the sample is
+ * zeros or a layer before maps everything to 0 (w_std = 0); else it is a
+ * variance that underflowed. NTK_ENONFINITE, as the worker's refusals of
+ * an underflowed kernel (exit 8). */
+static ntk_status judge_scale_free(const ntk_fc_t *fc) {
+  const struct ntk_arch *arch = fc->arch;
+  const struct ntk_dataset *ds = fc->data;
+  size_t n = ds->n, es = (size_t)ds->elem;
+  const char *prec = ds->elem == 4 ? "float32" : "float64";
+  int vanished = 0;
+  for (size_t l = 0; l < arch->n; l++) {
+    const struct ntk_layer *L = &arch->layers[l];
+    for (size_t i = 0; ntk_layer_scale_free(L) && i < n; i++) {
+      double v;
+      int cls = ntk_fp_class((const char *)fc->var + (l * n + i) * es, ds->elem, &v);
+      if (cls != NTK_FP_SUBNORMAL && (cls != NTK_FP_ZERO || vanished || !ntk_dataset_sample_nonzero(ds, i))) continue;
+      char what[64];
+      if (cls == NTK_FP_ZERO) snprintf(what, sizeof what, "0 (underflowed: the sample is not all zeros)");
+      else snprintf(what, sizeof what, "%.3g", v);
+      return ntk_error(NTK_ENONFINITE, "sample %zu: its variance entering layer %zu (%s) is %s, below %s's normal "
+                       "range (%.3g): %s's value depends on the variances' ratios, not their size, so it would come "
+                       "out O(1) from the few bits left, and wrong; %s", i, l + 1, L->name, what, prec,
+                       ds->elem == 4 ? (double)FLT_MIN : DBL_MIN, L->name,
+                       ds->elem == 4 ? "use [compute] precision = float64, or scale the data up ([data] scale)"
+                                     : "scale the data up ([data] scale), or raise w_std or b_std before it");
+    }
+    vanished |= ntk_layer_vanishes(L);
+  }
+  return NTK_OK;
+}
+
 ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, const struct ntk_stop *stop,
                          ntk_fc_t **out) {
   *out = NULL;
@@ -246,6 +285,10 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
     }
   }
   free(vstack);
+  if ((st = judge_scale_free(fc))) {
+    ntk_fc_free(fc);
+    return st;
+  }
   for (size_t k = 0; k < (arch->n + 1) * n; k++) {
     if (es == 4) ((float *)fc->rvar)[k] = ntk_rsqrtf(((const float *)fc->var)[k]);
     else ((double *)fc->rvar)[k] = ntk_rsqrt(((const double *)fc->var)[k]);

@@ -14,6 +14,7 @@
 
 #include "base/codec.h"
 #include "base/defs.h"
+#include "base/fpbits.h"
 #include "base/clock.h"
 #include "base/signals.h"
 #include "kernels/dataset.h"
@@ -246,28 +247,11 @@ static ntk_status check_finite(const struct ntk_tile *t, const void *vals, int e
 
 /* Whether sample i has a value that is not 0, read from the bits: under
  * DAZ a subnormal compares equal to 0. */
-static int sample_nonzero(const struct ntk_dataset *ds, size_t i) {
-  if (ds->elem == 4) {
-    const uint32_t *b = (const uint32_t *)((const float *)ds->x + i * ds->d);
-    for (size_t k = 0; k < ds->d; k++)
-      if (b[k] & 0x7fffffffu) return 1;
-  } else {
-    const uint64_t *b = (const uint64_t *)((const double *)ds->x + i * ds->d);
-    for (size_t k = 0; k < ds->d; k++)
-      if (b[k] & 0x7fffffffffffffffull) return 1;
-  }
-  return 0;
-}
-
-/* A float32 value as a double from its bits: under DAZ the conversion
- * instruction reads a subnormal as 0. */
+/* A float32 value as a double from its bits (ntk_fp_class). */
 static double widen(float f) {
-  uint32_t b;
-  memcpy(&b, &f, sizeof b);
-  uint32_t e = b >> 23 & 0xff, m = b & 0x7fffff;
-  if (e != 0) return (double)f;
-  double v = ldexp((double)m, -149);
-  return b >> 31 ? -v : v;
+  double v;
+  (void)ntk_fp_class(&f, 4, &v);
+  return v;
 }
 
 /* Sample i's NNGP (which 0) or NTK (1) with itself, computed by the CPU
@@ -300,20 +284,11 @@ static ntk_status self_entry(const ntk_engine_t *e, size_t i, int which, int ele
   return st;
 }
 
-/* Whether the network has a layer that maps every input to 0: a Dense or
- * Conv with w_std = 0, a ReLU-family map with both slopes 0, or a map whose
- * output scale a is 0. Its zero kernel is its value. */
+/* Whether the network has a layer that maps every input to 0
+ * (ntk_layer_vanishes). Its zero kernel is its value. */
 static int arch_vanishes(const struct ntk_arch *arch) {
-  for (size_t i = 0; i < arch->n; i++) {
-    const struct ntk_layer *l = &arch->layers[i];
-    if ((l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV) && l->w_std == 0) return 1;
-    if (l->kind != NTK_LAYER_MAP) continue;
-    const struct ntk_map *m = &l->map;
-    if (m->kind == NTK_MAP_ABRELU ? m->a == 0 && m->b == 0
-        : (m->kind == NTK_MAP_ERF || m->kind == NTK_MAP_SIN || m->kind == NTK_MAP_EXP || m->kind == NTK_MAP_GAUSSIAN) &&
-              m->a == 0)
-      return 1;
-  }
+  for (size_t i = 0; i < arch->n; i++)
+    if (ntk_layer_vanishes(&arch->layers[i])) return 1;
   return 0;
 }
 
@@ -333,7 +308,7 @@ static int arch_vanishes(const struct ntk_arch *arch) {
  * float64 value is not 0 (without a Dense readout, which adds the NNGP to
  * it, an NTK can underflow alone). */
 static ntk_status zero_verdict(ntk_engine_t *e, size_t s, int which) {
-  if (!sample_nonzero(e->data, s)) return NTK_OK; /* a sample of zeros: 0 may be its value */
+  if (!ntk_dataset_sample_nonzero(e->data, s)) return NTK_OK; /* a sample of zeros: 0 may be its value */
   /* The NTK comes here from float32 jobs only (judge_self). Its 0 is right
    * where the network ends in Sign or a step, but a network that ends in a
    * nonlinearity without a Dense readout (Dense Erf(1, 1e-25, 1)) has an
@@ -371,23 +346,10 @@ static ntk_status zero_verdict(ntk_engine_t *e, size_t s, int which) {
  * predictions were 5 % off. */
 static ntk_status judge_self(ntk_engine_t *e, size_t s, int which, const void *p, const char *kernel) {
   int elem = e->elem;
-  /* Classified by the bits (under DAZ a subnormal compares, and converts,
-   * as 0); the float32 value widened bit for bit for the message. */
-  uint64_t b;
-  int zero, sub;
+  /* Classified by the bits (ntk_fp_class); the float32 value widened bit
+   * for bit for the message. */
   double v;
-  if (elem == 4) {
-    uint32_t w;
-    float f;
-    memcpy(&w, p, sizeof w);
-    memcpy(&f, p, sizeof f);
-    zero = (w & 0x7fffffffu) == 0, sub = !zero && (w >> 23 & 0xff) == 0;
-    v = widen(f);
-  } else {
-    memcpy(&b, p, sizeof b);
-    memcpy(&v, p, sizeof v);
-    zero = (b & 0x7fffffffffffffffull) == 0, sub = !zero && (b >> 52 & 0x7ff) == 0;
-  }
+  int cls = ntk_fp_class(p, elem, &v), zero = cls == NTK_FP_ZERO, sub = cls == NTK_FP_SUBNORMAL;
   if (zero && (which == 0 || elem == 4)) return zero_verdict(e, s, which);
   if (!sub) return NTK_OK;
   const char *hint = elem == 4 ? "use [compute] precision = float64 (or scale the data up: [data] scale)"
@@ -454,7 +416,7 @@ static ntk_status check_zero_lines(ntk_engine_t *e, const struct ntk_tile *t, co
   for (size_t k = 0; k < rows + cols && !st; k++) {
     if (which == 1 && __atomic_load_n(&e->ntk_zero_ok, __ATOMIC_RELAXED)) break;
     size_t smp = k < rows ? (size_t)t->r0 + k : (size_t)t->c0 + (k - rows);
-    if ((k < rows ? rownz[k] : colnz[k - rows]) || !sample_nonzero(e->data, smp)) continue;
+    if ((k < rows ? rownz[k] : colnz[k - rows]) || !ntk_dataset_sample_nonzero(e->data, smp)) continue;
     union { double d; float f; } v; /* the job's element */
     st = self_entry(e, smp, which, e->elem, &v);
     if (!st) st = judge_self(e, smp, which, &v, kernel);
