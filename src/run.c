@@ -218,10 +218,15 @@ static ntk_status prepare_store(struct run *r) {
     if (!st) st = open_store(job, &info, job_text, r->overwrite, &r->store);
     free(job_text);
     if (!st) r->tile = ntk_store_get_info(r->store)->tile;
+    char prec[96] = "float64";
+    if (r->data.elem == 4) /* the CPU backend widens a deep network's (kernels/arch.h) */
+      snprintf(prec, sizeof prec, ntk_arch_nonlinear_layers(job->net) > NTK_FLOAT32_MAX_NONLINEAR
+                                      ? "float32 (computed in float64: more than %d nonlinear layers)" : "float32",
+               NTK_FLOAT32_MAX_NONLINEAR);
     if (!st)
       fprintf(stderr, "ntkd: %s: %zu samples x %zu features, %s, %s, tile %llu, %d rank%s\n", r->conf, r->data.n,
-              r->data.d, info.kernels & NTK_KERNEL_NTK ? "NNGP+NTK" : "NNGP",
-              r->data.elem == 4 ? "float32" : "float64", (unsigned long long)r->tile, r->size, r->size > 1 ? "s" : "");
+              r->data.d, info.kernels & NTK_KERNEL_NTK ? "NNGP+NTK" : "NNGP", prec, (unsigned long long)r->tile,
+              r->size, r->size > 1 ? "s" : "");
   }
   st = ntk_comm_agree_report(r->comm, st);
   if (!st) st = ntk_comm_agree_report(r->comm, ntk_comm_bcast(r->comm, &r->tile, sizeof r->tile));

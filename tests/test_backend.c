@@ -159,7 +159,9 @@ START_TEST(test_gpu_computes) {
   ntk_arch_free(&arch);
   /* More spatial layers than the kernels' plan holds: refused, saying so. */
   ck_assert_int_eq(ntk_arch_parse("[Conv(3, 1, SAME) Relu]*81 GlobalAvgPool", 1.0, 0.0, &arch), NTK_OK);
+  img.elem = 8; /* (in float32, 81 nonlinear layers are the CPU's anyway: test_deep_float32) */
   ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &img, why, sizeof why), 0);
+  img.elem = 4;
   ck_assert_msg(strstr(why, "at most 160 layers"), "%s", why);
   ntk_arch_free(&arch);
   /* FC residual networks under standard parameterisation: the FC kernel's entry walk */
@@ -172,6 +174,71 @@ START_TEST(test_gpu_computes) {
                                   "FanInSum Relu Flatten Dense", 1.0, 0.0, &arch), NTK_OK);
   ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &img, why, sizeof why), 1);
   ntk_arch_free(&arch);
+}
+END_TEST
+
+/* A float32 job of more than NTK_FLOAT32_MAX_NONLINEAR nonlinear layers
+ * is computed in float64 and rounded once: its tiles are the float64
+ * tiles of the same data rounded, bit for bit (FC and CNN), where float32
+ * maps had left neural-tangents' 1e-5 (5.7e-2 at 1 000 ReLU layers); at 64
+ * layers it still runs in float32. The GPU leaves such a job to the CPU. */
+static void deep_tiles(const char *net, struct ntk_dataset *ds32, int *same) {
+  struct ntk_dataset ds64 = *ds32;
+  size_t count = ds32->n * ds32->d, n = ds32->n;
+  ds64.elem = 8;
+  ds64.x = malloc(count * 8);
+  for (size_t k = 0; k < count; k++) ((double *)ds64.x)[k] = ((const float *)ds32->x)[k];
+  struct ntk_arch arch;
+  ck_assert_msg(test_arch_parse(net, 1.4142135623730951, 0.0, &arch) == NTK_OK, "%s", ntk_error_message());
+  float *g32 = malloc(n * n * 4), *t32 = malloc(n * n * 4);
+  double *g64 = malloc(n * n * 8), *t64 = malloc(n * n * 8);
+  struct ntk_tile t = {.rows = n, .cols = n};
+  void *cc;
+  struct ntk_problem p = {.arch = &arch, .data = ds32, .kernels = NTK_KERNEL_NNGP | NTK_KERNEL_NTK};
+  ck_assert_int_eq(ntk_backend_cpu.create(&p, &cc), NTK_OK);
+  ck_assert_int_eq(ntk_backend_cpu.compute_tile(cc, &t, g32, t32), NTK_OK);
+  ntk_backend_cpu.destroy(cc);
+  p.data = &ds64;
+  ck_assert_int_eq(ntk_backend_cpu.create(&p, &cc), NTK_OK);
+  ck_assert_int_eq(ntk_backend_cpu.compute_tile(cc, &t, g64, t64), NTK_OK);
+  ntk_backend_cpu.destroy(cc);
+  *same = 1;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j <= i; j++) { /* a diagonal tile: its lower triangle */
+      size_t k = i * n + j;
+      *same &= g32[k] == (float)g64[k] && t32[k] == (float)t64[k];
+    }
+  free(g32);
+  free(t32);
+  free(g64);
+  free(t64);
+  free(ds64.x);
+  ntk_arch_free(&arch);
+}
+
+START_TEST(test_deep_float32) {
+  struct ntk_dataset flat = {6, 8, 0, 0, 0, 4, malloc(48 * 4), 0, 0}, img;
+  for (size_t k = 0; k < 48; k++) ((float *)flat.x)[k] = (float)sin(0.7 * (double)k + 0.3);
+  random_images(&img, 4, 4, 4, 2, 4, 9);
+  int same;
+  deep_tiles("[Dense Relu]*65 Dense", &flat, &same);
+  ck_assert_msg(same, "65 ReLU layers, float32: not the float64 tile rounded");
+  deep_tiles("[Dense Erf]*1000 Dense", &flat, &same);
+  ck_assert_msg(same, "1000 Erf layers, float32: not the float64 tile rounded");
+  deep_tiles("[Conv(3, 1, SAME) Relu]*65 GlobalAvgPool Dense", &img, &same);
+  ck_assert_msg(same, "a CNN of 65 ReLU layers, float32: not the float64 tile rounded");
+  deep_tiles("[Dense Relu]*64 Dense", &flat, &same);
+  ck_assert_msg(!same, "64 ReLU layers, float32: computed in float64 (the rule is more than 64)");
+  struct ntk_arch arch;
+  char why[512] = "";
+  ck_assert_int_eq(ntk_arch_parse("[Dense Relu]*65 Dense", 1.0, 0.0, &arch), NTK_OK);
+  ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &flat, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "65 nonlinear layers"), "%s", why);
+  flat.elem = 8;
+  ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &flat, why, sizeof why), 1);
+  ntk_arch_free(&arch);
+  free(flat.x);
+  free(img.x);
 }
 END_TEST
 
@@ -194,6 +261,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_place);
     tcase_add_test(tc, test_registry);
     tcase_add_test(tc, test_gpu_computes);
+    tcase_add_test(tc, test_deep_float32);
   }
   if (gpu) tcase_add_test(tc, test_cuda_matches_cpu);
   suite_add_tcase(s, tc);

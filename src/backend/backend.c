@@ -65,6 +65,13 @@ int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_datas
                  ntk_numfn_name(arch->layers[i].map.degree));
       return 0;
     }
+  size_t deep = ntk_arch_nonlinear_layers(arch);
+  if (data->elem == 4 && deep > NTK_FLOAT32_MAX_NONLINEAR) { /* the CPU backend widens it (backend_cpu.c) */
+    if (why)
+      snprintf(why, cap, "a float32 job of %zu nonlinear layers (more than %d) is computed in float64 and rounded, "
+               "on CPUs only", deep, NTK_FLOAT32_MAX_NONLINEAR);
+    return 0;
+  }
   if (!ntk_cnn_applies(arch, data)) return 1; /* the FC kernel: every FC network (src/kernels/fc_entry.h) */
   struct ntk_dev_plan *P = malloc(sizeof *P);
   ntk_status st = P ? ntk_cnn_dev_plan(arch, data, P) : ntk_error(NTK_ENOMEM, "out of memory");

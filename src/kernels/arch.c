@@ -1802,6 +1802,12 @@ int ntk_arch_is_fc(const struct ntk_arch *arch) {
   return 1;
 }
 
+size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch) {
+  size_t k = 0;
+  for (size_t i = 0; i < arch->n; i++) k += ntk_layer_traits(arch->layers[i].kind)->nonlinear;
+  return k;
+}
+
 int ntk_layer_vanishes(const struct ntk_layer *l) {
   if (l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV) return l->w_std == 0;
   if (l->kind != NTK_LAYER_MAP) return 0;

@@ -127,6 +127,16 @@ void ntk_arch_free(struct ntk_arch *arch);
  * (Dense, nonlinearities, Identity, Flatten). */
 int ntk_arch_is_fc(const struct ntk_arch *arch);
 
+/* A float32 job computes a network of more nonlinear layers than this on
+ * its data in float64 and rounds each value to float32 once: each such
+ * layer pulls the correlations towards 1, where float32's angle is known
+ * only to sqrt(u), and past ~64 layers the kernel leaves neural-tangents'
+ * 1e-5 (5.7e-2 off at 1 000 ReLU layers, docs/MATH.md "Collinear inputs"). */
+#define NTK_FLOAT32_MAX_NONLINEAR 64
+
+/* The network's nonlinear layers (every branch's), for the rule above. */
+size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch);
+
 /* True if the layer maps every input to 0: a Dense or Conv with w_std = 0,
  * a ReLU-family map with both slopes 0, or a map whose output scale a is
  * 0. A kernel of 0 after it is the network's value, not an underflow. */

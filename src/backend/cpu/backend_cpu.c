@@ -1,16 +1,41 @@
 /* The CPU backend: OpenBLAS for the input covariance of fully-connected
  * networks (src/kernels/fc.c), pair-wise vectorised C for convolutional ones
  * (src/kernels/cnn.c); an MLP's training with its maths (mlp.c, adam.c). */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "backend/backend.h"
+#include "kernels/arch.h"
 #include "kernels/cnn.h"
 #include "kernels/fc.h"
 
 struct cpu_ctx {
   ntk_fc_t *fc;
   ntk_cnn_t *cnn;
+  /* A float32 job of more than NTK_FLOAT32_MAX_NONLINEAR nonlinear layers
+   * (kernels/arch.h): the kernels run on its data in float64 (wide.x), and
+   * each value of a tile (wbuf, NNGP then NTK) is rounded to float32 once. */
+  struct ntk_dataset wide;
+  double *wbuf;
+  size_t wcap; /* entries per kernel wbuf holds */
 };
+
+/* The float32 data as float64, into c->wide: the problem's data from now on. */
+static ntk_status widen_data(struct cpu_ctx *c, const struct ntk_dataset *data) {
+  size_t count = data->n * data->d;
+  if (data->d && count / data->d != data->n) return ntk_error(NTK_ENOMEM, "the data are too large to widen");
+  c->wide = *data;
+  c->wide.elem = 8;
+  c->wide.x = count <= SIZE_MAX / sizeof(double) ? malloc((count ? count : 1) * sizeof(double)) : NULL;
+  if (!c->wide.x)
+    return ntk_error(NTK_ENOMEM, "out of memory for the data in float64 (%.3g GB; a float32 job of more than %d "
+                     "nonlinear layers computes in float64: docs/MATH.md)", (double)count * 8 / 1e9,
+                     NTK_FLOAT32_MAX_NONLINEAR);
+  const float *x = data->x;
+  double *w = c->wide.x;
+  for (size_t k = 0; k < count; k++) w[k] = x[k];
+  return NTK_OK;
+}
 
 static int cpu_available(void) { return 1; }
 
@@ -18,9 +43,17 @@ static ntk_status cpu_create(const struct ntk_problem *p, void **ctx) {
   *ctx = NULL;
   struct cpu_ctx *c = calloc(1, sizeof *c);
   if (!c) return ntk_error(NTK_ENOMEM, "out of memory");
-  ntk_status st = ntk_cnn_applies(p->arch, p->data) ? ntk_cnn_create(p->arch, p->data, NTK_CNN_AUTO, &p->stop, &c->cnn)
-                                                    : ntk_fc_create(p->arch, p->data, &p->stop, &c->fc);
+  const struct ntk_dataset *data = p->data;
+  ntk_status st = NTK_OK;
+  if (data->elem == 4 && ntk_arch_nonlinear_layers(p->arch) > NTK_FLOAT32_MAX_NONLINEAR) {
+    st = widen_data(c, data);
+    data = &c->wide;
+  }
+  if (!st)
+    st = ntk_cnn_applies(p->arch, data) ? ntk_cnn_create(p->arch, data, NTK_CNN_AUTO, &p->stop, &c->cnn)
+                                        : ntk_fc_create(p->arch, data, &p->stop, &c->fc);
   if (st) {
+    free(c->wide.x);
     free(c);
     return st;
   }
@@ -30,7 +63,23 @@ static ntk_status cpu_create(const struct ntk_problem *p, void **ctx) {
 
 static ntk_status cpu_compute_tile(void *ctx, const struct ntk_tile *t, void *nngp, void *ntk) {
   struct cpu_ctx *c = ctx;
-  return c->cnn ? ntk_cnn_tile(c->cnn, t, nngp, ntk) : ntk_fc_tile(c->fc, t, nngp, ntk);
+  if (!c->wide.x) return c->cnn ? ntk_cnn_tile(c->cnn, t, nngp, ntk) : ntk_fc_tile(c->fc, t, nngp, ntk);
+  size_t count = t->rows * t->cols;
+  if (c->wcap < count) {
+    double *b = malloc(2 * count * sizeof *b);
+    if (!b) return ntk_error(NTK_ENOMEM, "out of memory for a tile in float64");
+    free(c->wbuf);
+    c->wbuf = b;
+    c->wcap = count;
+  }
+  double *g = c->wbuf, *w = ntk ? c->wbuf + count : NULL;
+  ntk_status st = c->cnn ? ntk_cnn_tile(c->cnn, t, g, w) : ntk_fc_tile(c->fc, t, g, w);
+  if (st) return st;
+  /* Rounded once: a value beyond float32 becomes inf, which the worker
+   * refuses (exit 8), as it would have come out of float32 maps. */
+  for (size_t k = 0; k < count; k++) ((float *)nngp)[k] = (float)g[k];
+  for (size_t k = 0; w && k < count; k++) ((float *)ntk)[k] = (float)w[k];
+  return NTK_OK;
 }
 
 /* Training: the host state is the device's. */
@@ -78,6 +127,8 @@ static void cpu_destroy(void *ctx) {
   if (!c) return;
   ntk_fc_free(c->fc);
   ntk_cnn_free(c->cnn);
+  free(c->wide.x);
+  free(c->wbuf);
   free(c);
 }
 
