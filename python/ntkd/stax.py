@@ -17,6 +17,7 @@ network as ntkd reads it.
 import enum
 import math
 import numbers
+import sys
 
 from . import _kernel
 from .errors import refused as _refused
@@ -335,9 +336,26 @@ def _numerical_name(fn):
         return fn.lower() if fn.lower() in _NUMERICAL else None
     name = getattr(fn, "__name__", None)
     module = getattr(fn, "__module__", None) or type(fn).__module__ or ""  # numpy's ufuncs: module numpy
-    if name in _NUMERICAL and module.split(".")[0] in _NUMERICAL_MODULES:
+    if name in _NUMERICAL and module.split(".")[0] in _NUMERICAL_MODULES and _is_library_function(fn, name, module):
         return name
     return None
+
+
+# Where the functions of _NUMERICAL are found by their names (searched only among the modules already imported).
+_NUMERICAL_PUBLIC = ("numpy", "math", "scipy.special", "jax.numpy", "jax.nn", "jax.scipy.special", "jax.lax", "torch",
+                     "torch.nn.functional", "torch.special")
+
+
+def _is_library_function(fn, name, module):
+    """Whether fn is the library's function of that name itself. A wrapper
+    that copies its name and module (functools.wraps: jax.grad(jnp.tanh),
+    jnp.vectorize(jax.grad(jnp.tanh)), jax.checkpoint, ...) computes another
+    function, whose kernel stax computes and ntkd would not."""
+    for m in (module,) + _NUMERICAL_PUBLIC:
+        mod = sys.modules.get(m)
+        if mod is not None and getattr(mod, name, None) is fn:
+            return True
+    return False
 
 
 def ElementwiseNumerical(fn, deg=None, df=None):
