@@ -80,6 +80,27 @@ START_TEST(test_defaults) {
 }
 END_TEST
 
+/* [model] b_std = 0, written, is stax's b_std=0. on every layer without its
+ * own: a bias parameter, which adds 1 to the standard parameterisation's NTK
+ * per layer. It was read as stax's default (no bias), silently dropping it. */
+START_TEST(test_model_b_std_zero_is_a_bias) {
+  static const char *fmt = "[data]\npath=x.npy\n[model]\narch=Dense(7) Relu Dense(3, b_std=None) Relu Dense(2)\n"
+                           "parameterization = standard\n%s[output]\npath=o\n";
+  const char *extra[] = {"", "b_std = 0\n", "b_std = 0.5\n"};
+  const int want[3][3] = {{0, 0, 0}, {1, 0, 1}, {1, 0, 1}};
+  for (int i = 0; i < 3; i++) {
+    char text[512];
+    snprintf(text, sizeof text, fmt, extra[i]);
+    struct ntk_job j;
+    ck_assert_int_eq(ntk_job_parse_string(text, "j.conf", &j), NTK_OK);
+    ck_assert_ptr_nonnull(j.net);
+    ck_assert_uint_eq(j.net->n, 5);
+    for (int k = 0; k < 3; k++) ck_assert_msg(j.net->layers[2 * k].bias == want[i][k], "case %d layer %d", i, 2 * k);
+    ntk_job_free(&j);
+  }
+}
+END_TEST
+
 START_TEST(test_cifar_list) {
   struct ntk_job j;
   ck_assert_int_eq(ntk_job_parse_string("[data]\npath = a.bin  b.bin\tc.bin\n[model]\narch=Dense\n[output]\npath=o\n",
@@ -698,6 +719,7 @@ int main(void) {
   tcase_add_test(tc, test_crlf);
   tcase_add_test(tc, test_fragment);
   tcase_add_test(tc, test_summary);
+  tcase_add_test(tc, test_model_b_std_zero_is_a_bias);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -197,6 +197,7 @@ static int on_model(struct ctx *c, const char *s, const char *k, const char *v) 
   } else if (!strcmp(k, "b_std")) {
     if (!once(c, s, k, SEEN_BSTD)) return 0;
     if (!ntk_parse_double(v, &j->b_std) || j->b_std < 0) return fail(c, s, k, "'%s' is not a number >= 0", v);
+    j->b_std_given = 1;
   } else if (!strcmp(k, "parameterization")) {
     if (!once(c, s, k, SEEN_PARAM)) return 0;
     if (!strcmp(v, "ntk")) j->standard = 0;
@@ -635,7 +636,8 @@ static ntk_status parse_arch(const struct ctx *c) {
   if (!job->arch) return NTK_OK;
   struct ntk_arch *net = calloc(1, sizeof *net);
   if (!net) return ntk_error(NTK_ENOMEM, "out of memory");
-  ntk_status st = ntk_arch_parse_param(job->arch, job->w_std, job->b_std, job->standard, net);
+  ntk_status st = ntk_arch_parse_param(job->arch, job->w_std, job->b_std,
+                                       job->standard | (job->b_std_given ? NTK_ARCH_B_STD_GIVEN : 0), net);
   if (st) {
     free(net);
     return ntk_error(st, "%s:%d: [model] %s%s", c->name, job->arch_line, ntk_error_message(),

@@ -107,6 +107,7 @@ struct ntk_job {
   int arch_line;   /* line of `arch` in the job file, for messages */
   int arch_lines;  /* lines the value spans (a notebook's stax.serial(...) joined), 1 for one */
   double w_std, b_std;
+  int b_std_given; /* [model] b_std written: with 0, Dense/Conv still have a bias (stax's b_std=0.) */
   int standard;    /* [model] parameterization = standard (else ntk) */
   int kernels;     /* NTK_KERNEL_* mask; "ntk" stores both */
   /* [compute] */

@@ -26,6 +26,7 @@ struct parser {
   size_t pos;
   double w_std, b_std;
   int standard; /* the job's parameterisation: what a layer's parameterization= must say */
+  int b_given;  /* the job wrote [model] b_std: a layer without its own has a bias, even at 0 */
 };
 
 struct layer_vec {
@@ -1223,6 +1224,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   memset(&l, 0, sizeof l);
   l.w_std = p->w_std;
   l.b_std = p->b_std;
+  l.bias = p->b_given; /* [model] b_std = 0 written: stax's b_std=0., a bias (used by Dense/Conv only) */
   l.stride = l.stride_w = 1;
   l.padding = NTK_PAD_VALID;
   int need_args = 0, max_pos = 0, numerical = 0;
@@ -1772,9 +1774,11 @@ ntk_status ntk_arch_parse(const char *text, double w_std, double b_std, struct n
 ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, int standard, struct ntk_arch *out) {
   out->n = 0;
   out->layers = NULL;
+  int b_given = !!(standard & NTK_ARCH_B_STD_GIVEN);
+  standard &= ~NTK_ARCH_B_STD_GIVEN;
   out->standard = standard;
   if (!text) return ntk_error(NTK_ECONFIG, "arch: missing");
-  struct parser p = {text, 0, w_std, b_std, standard};
+  struct parser p = {text, 0, w_std, b_std, standard, b_given};
   struct layer_vec v = {0, 0, NULL};
   ntk_status st = parse_seq(&p, &v, 0, CTX_TOP);
   if (st) {

@@ -59,6 +59,12 @@ ntk_status ntk_arch_parse(const char *text, double w_std, double b_std,
  * its width, which then scales the NTK; docs/JOB-FILE.md). */
 ntk_status ntk_arch_parse_param(const char *text, double w_std, double b_std, int standard, struct ntk_arch *out);
 
+/* Or'ed into `standard` of ntk_arch_parse_param: `b_std` was written by
+ * the user ([model] b_std), not a default, so a Dense or Conv without its
+ * own b_std has a bias parameter even when b_std is 0, as stax's
+ * Dense(b_std=0.) has (it changes the standard parameterisation's NTK). */
+#define NTK_ARCH_B_STD_GIVEN 0x100
+
 /* Channel widths along a network, as stax's kernel shapes carry them:
  * under standard parameterisation the NTK of an affine layer is
  * fan_in * A(nngp) + W^2 A(ntk) + (bias ? 1 : 0), fan_in the width of its
