@@ -1112,6 +1112,29 @@ START_TEST(test_stax_keywords) {
 }
 END_TEST
 
+/* An argument given twice is refused, as Python refuses it (SyntaxError or
+ * "got multiple values for argument"); ntkd used to keep the last value, so
+ * Dense(512, 2, W_std=3) silently computed W_std=3, Dense(W_std=2, W_std=3)
+ * too, and Dense(512, W_std=2, b_std=0.1, 7) took 7 as W_std. */
+START_TEST(test_argument_given_twice) {
+  parse_bad_at("Dense(W_std=2, W_std=3) Relu Dense", 22, "W_std given twice");
+  parse_bad_at("Dense(512, 2, W_std=3) Relu Dense", 21, "W_std given twice");
+  parse_bad_at("Dense(b_std=0.5, b_std=None) Relu Dense", 24, "b_std given twice");
+  parse_bad_at("Dense(512, W_std=2, b_std=0.1, 7) Relu Dense", 32, "a positional argument after a keyword argument");
+  parse_bad_at("stax.Conv(3, (3, 3), (2, 2), strides=(1, 1)) Flatten Dense", 38, "stride given twice");
+  parse_bad_at("Conv(3, 1, stride=1, strides=2) Flatten Dense", 19, "stride given twice");
+  parse_bad_at("Conv(3, 1, SAME, padding=VALID) Flatten Dense", 26, "padding given twice");
+  parse_bad_at("AvgPool(2, window_shape=(3, 3)) Flatten Dense", 25, "window given twice");
+  parse_bad_at("Dense LayerNorm(-1, axis=(1, 2, 3)) Relu Dense", 26, "axis given twice");
+  parse_bad_at("Dense Dropout(0.5, rate=0.9)", 25, "rate given twice");
+  parse_bad_at("Conv(3) Flatten(0, batch_axis=0) Dense", 31, "batch_axis given twice");
+  /* each once, positional then keyword, is as before */
+  same_network("Dense(512, 2, b_std=0.5) Relu Dense", "Dense(512, W_std=2, b_std=0.5) Relu Dense", 0);
+  same_network("stax.Conv(3, (3, 3), (2, 2), padding='SAME') Relu Flatten Dense", "Conv(3, (3, 3), strides=2, padding=SAME) Relu Flatten Dense",
+               0);
+}
+END_TEST
+
 START_TEST(test_error_column) {
   struct ntk_arch a;
   ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense Foo", 1, 0, &a), NTK_ECONFIG);
@@ -1145,6 +1168,7 @@ int main(void) {
   tcase_add_test(tc, test_issue29_strings);
   tcase_add_test(tc, test_stax_prefix_and_positionals);
   tcase_add_test(tc, test_stax_keywords);
+  tcase_add_test(tc, test_argument_given_twice);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -518,6 +518,17 @@ static ntk_status parse_args(struct parser *p, struct arg *args, int *nargs) {
       a->pos = p->pos;
       if ((st = read_value(p, a))) return st;
       skip_ws(p);
+      for (int i = 0; i + 1 < *nargs; i++) /* Python: "keyword argument repeated", a SyntaxError */
+        if (!strcmp(args[i].key, a->key)) {
+          size_t at = p->pos;
+          p->pos = a->pos;
+          ntk_status e = perr(p, "%s given twice", a->key);
+          p->pos = at;
+          return e;
+        }
+    } else if (*nargs > 1 && args[*nargs - 2].key[0]) { /* Python: a SyntaxError */
+      p->pos = a->pos;
+      return perr(p, "a positional argument after a keyword argument%s", "");
     }
     if (!a->is_list && !a->val[0]) return perr(p, "expected a value%s", "");
     if (p->text[p->pos] == ',') {
@@ -766,8 +777,31 @@ static int stax_keyword_of(const char *key, int row) {
  * out_chan, out_dim). Keywords W_std, b_std, stride / strides and padding
  * in both, and stax_keyword's. A width (out_dim, out_chan) is kept, and
  * means nothing in the NTK parameterisation. */
+/* given[0..i-1] the parameters of the arguments before args[i]: refuses
+ * args[i] naming one of them again, as Python does ("got multiple values
+ * for argument"), and records it. */
+static ntk_status once_param(struct parser *p, const char **given, int i, const char *key, const struct arg *a) {
+  given[i] = key;
+  for (int j = 0; j < i; j++)
+    if (!strcmp(given[j], key)) {
+      p->pos = a->pos;
+      return perr(p, "%.23s given twice", key);
+    }
+  return NTK_OK;
+}
+
+/* A parameter's one name: stax's filter_shape, window_shape and strides
+ * are ntkd's filter, window and stride. */
+static const char *param_name(const char *key) {
+  if (!strcmp(key, "filter_shape")) return "filter";
+  if (!strcmp(key, "window_shape")) return "window";
+  if (!strcmp(key, "strides")) return "stride";
+  return key;
+}
+
 static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs, int stax) {
   int npos = 0, stride_given = 0;
+  const char *given[NTK_ARCH_MAX_ARGS]; /* each argument's parameter: one given twice is refused */
   for (int i = 0; i < nargs; i++)
     if ((!args[i].key[0] && args[i].is_list) || !strcmp(args[i].key, "filter_shape") ||
         !strcmp(args[i].key, "window_shape") || !strcmp(args[i].key, "out_chan") || !strcmp(args[i].key, "out_dim"))
@@ -798,7 +832,8 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
       npos++;
       key = name;
     }
-    ntk_status st = NTK_OK;
+    ntk_status st = once_param(p, given, i, param_name(key), a);
+    if (st) return st;
     int dense_conv = l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV;
     if (!strcmp(key, "W_std") && dense_conv) {
       st = arg_double(p, a, l->name, "W_std", 0.0, &l->w_std);
@@ -980,6 +1015,7 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
  * couples the samples); which spatial axes they name depends on the data's
  * rank, resolved by ntk_layernorm_axes when the data are known. */
 static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs) {
+  const char *given[NTK_ARCH_MAX_ARGS];
   size_t end = p->pos; /* after the arguments; errors point into them */
   l->map.kind = NTK_MAP_LAYERNORM;
   l->map.a = 1e-12;
@@ -990,6 +1026,8 @@ static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const st
     if (!a->key[0]) npos++;
     p->pos = a->pos;
     if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    ntk_status twice = once_param(p, given, i, key, a);
+    if (twice) return twice;
     ntk_status st;
     if (!strcmp(key, "batch_axis") || !strcmp(key, "channel_axis")) {
       if (stax_keyword(p, a, l->name, key, &st), st) return st;
@@ -1071,6 +1109,7 @@ int ntk_concat_axis(const struct ntk_layer *l, int rank, size_t index) {
  * 1/rate, 'test' is the identity (made an Identity layer here). */
 static ntk_status dropout_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs,
                                size_t start) {
+  const char *given[NTK_ARCH_MAX_ARGS];
   size_t end = p->pos; /* after the arguments; errors point into them */
   int have_rate = 0, test = 0;
   for (int i = 0, npos = 0; i < nargs; i++) {
@@ -1080,6 +1119,8 @@ static ntk_status dropout_args(struct parser *p, struct ntk_layer *l, const stru
     if (!a->key[0]) npos++;
     p->pos = a->pos;
     if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    ntk_status twice = once_param(p, given, i, key, a);
+    if (twice) return twice;
     if (!strcmp(key, "rate")) {
       double v = 0;
       int number = (!a->is_list || a->paren1) && ntk_parse_double(a->val, &v);
@@ -1191,6 +1232,7 @@ static void known_names(char *buf, size_t cap) {
 /* Flatten(batch_axis, batch_axis_out), GlobalAvgPool and GlobalSumPool(batch_axis,
  * channel_axis): stax's layout keywords only, where they say what ntkd computes. */
 static ntk_status layout_args(struct parser *p, const struct ntk_layer *l, const struct arg *args, int nargs) {
+  const char *given[NTK_ARCH_MAX_ARGS];
   static const char *const flatten[] = {"batch_axis", "batch_axis_out"}, *const global[] = {"batch_axis",
                                                                                             "channel_axis"};
   const char *const *names = l->kind == NTK_LAYER_FLATTEN ? flatten : global;
@@ -1201,6 +1243,8 @@ static ntk_status layout_args(struct parser *p, const struct ntk_layer *l, const
     if (!a->key[0]) npos++;
     p->pos = a->pos;
     if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    ntk_status twice = once_param(p, given, i, key, a);
+    if (twice) return twice;
     ntk_status st;
     if (strcmp(key, names[0]) && strcmp(key, names[1])) {
       char what[96];
