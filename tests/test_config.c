@@ -101,6 +101,34 @@ START_TEST(test_model_b_std_zero_is_a_bias) {
 }
 END_TEST
 
+/* Several files in one path are CIFAR-10 batches only: a list of .npy or IDX
+ * files is refused by the job file's check, at its line, as the run refuses
+ * it (ntkd check said OK, the run then stopped). */
+START_TEST(test_several_files_cifar_only) {
+  struct ntk_job j;
+  const char *fmt = "[data]\npath = %s\n%s[model]\narch = Dense\n[output]\npath = o\n%s";
+  const struct {
+    const char *path, *format, *test;
+    int ok;
+  } c[] = {{"a.npy b.npy", "", "", 0},
+           {"a-idx3-ubyte b-idx3-ubyte", "", "", 0},
+           {"a.bin b.bin", "", "", 1},
+           {"a.bin.gz b.bin", "", "", 1},
+           {"a.npy b.npy", "format = cifar10\n", "", 1},
+           {"a.bin b.bin", "format = npy\n", "", 0},
+           {"a.npy", "", "[test]\npath = t.npy u.npy\n", 0},
+           {"a.bin", "", "[test]\npath = t.bin u.bin\n", 1}};
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    char text[512];
+    snprintf(text, sizeof text, fmt, c[i].path, c[i].format, c[i].test);
+    ntk_status st = ntk_job_parse_string(text, "j.conf", &j);
+    ck_assert_msg((st == NTK_OK) == c[i].ok, "case %zu: %s", i, st ? ntk_error_message() : "OK");
+    if (!st) ntk_job_free(&j);
+    else ck_assert_ptr_nonnull(strstr(ntk_error_message(), "several files are only supported for CIFAR-10"));
+  }
+}
+END_TEST
+
 START_TEST(test_cifar_list) {
   struct ntk_job j;
   ck_assert_int_eq(ntk_job_parse_string("[data]\npath = a.bin  b.bin\tc.bin\n[model]\narch=Dense\n[output]\npath=o\n",
@@ -386,7 +414,7 @@ END_TEST
 START_TEST(test_inline_comments) {
   struct ntk_job j;
   const char *text = "[data]   # the training set\n"
-                     "path = a#b.npy\tc;d.npy   ; two files, '#' and ';' inside names\n"
+                     "path = a#b.bin\tc;d.bin   ; two files, '#' and ';' inside names\n"
                      "count = 100\t# tab before the comment\n"
                      "[model] ; the network\n"
                      "arch = Dense Relu Dense   # two Dense layers\n"
@@ -403,8 +431,8 @@ START_TEST(test_inline_comments) {
   ck_assert_int_eq(ntk_job_parse_string(fixed, "d/j.conf", &j), NTK_OK);
   free(fixed);
   ck_assert_int_eq(j.ndata, 2);
-  ck_assert_str_eq(j.data_path[0], "d/a#b.npy");
-  ck_assert_str_eq(j.data_path[1], "d/c;d.npy");
+  ck_assert_str_eq(j.data_path[0], "d/a#b.bin");
+  ck_assert_str_eq(j.data_path[1], "d/c;d.bin");
   ck_assert_uint_eq(j.count, 100);
   ck_assert_str_eq(j.arch, "Dense Relu Dense");
   ck_assert_int_eq(j.kernels, NTK_KERNEL_NNGP);
@@ -720,6 +748,7 @@ int main(void) {
   tcase_add_test(tc, test_fragment);
   tcase_add_test(tc, test_summary);
   tcase_add_test(tc, test_model_b_std_zero_is_a_bias);
+  tcase_add_test(tc, test_several_files_cifar_only);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

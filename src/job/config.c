@@ -15,6 +15,7 @@
 #include "kernels/arch.h"
 #include "base/fsutil.h"
 #include "base/numparse.h"
+#include "job/data.h"
 
 /* Bit numbers (in a uint64_t) for the keys seen, to catch duplicates. */
 enum {
@@ -43,6 +44,7 @@ struct ctx {
   int line;              /* line being read */
   uint64_t seen;
   int labels_line;       /* line of [data] labels, for refusing it in a kernel job */
+  int path_line, tpath_line; /* lines of [data] path and [test] path, for refusing several non-CIFAR files */
   int lines[NSECTIONS];  /* first line of each section, 0: absent */
   ntk_status st;
 };
@@ -148,6 +150,7 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
   if (!strcmp(k, "path")) {
     if (!once(c, s, k, SEEN_PATH)) return 0;
     if (!parse_paths(c, s, k, v, j->data_path, &j->ndata)) return 0;
+    c->path_line = c->line;
   } else if (!strcmp(k, "format")) {
     if (!once(c, s, k, SEEN_FORMAT)) return 0;
     if (!strcmp(v, "auto")) j->format = NTK_FORMAT_AUTO;
@@ -347,6 +350,7 @@ static int on_test(struct ctx *c, const char *s, const char *k, const char *v) {
   if (!strcmp(k, "path")) {
     if (!once(c, s, k, SEEN_TPATH)) return 0;
     if (!parse_paths(c, s, k, v, t->path, &t->ndata)) return 0;
+    c->tpath_line = c->line;
   } else if (!strcmp(k, "labels")) {
     if (!path_key(c, s, k, v, SEEN_TLABELS, t->labels)) return 0;
     t->labels_line = c->line;
@@ -708,6 +712,27 @@ static ntk_status check_job(const struct ctx *c) {
   return NTK_OK;
 }
 
+/* Several files in one path are CIFAR-10 batches; data.c refuses a list in
+ * another format, which the job file already shows (`ntkd check` said OK to
+ * `path = a.npy b.npy`, and the run then stopped). */
+static ntk_status several_files(const struct ctx *c) {
+  const struct ntk_job *job = c->job;
+  const struct {
+    int n, line;
+    const char *first, *section;
+  } lists[] = {{job->ndata, c->path_line, job->data_path[0], "data"},
+               {job->test.ndata, c->tpath_line, job->test.path[0], "test"}};
+  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+    if (lists[i].n < 2) continue;
+    ntk_data_format f = job->format == NTK_FORMAT_AUTO ? ntk_data_guess_format(lists[i].first) : job->format;
+    if (f != NTK_FORMAT_CIFAR10)
+      return ntk_error(NTK_ECONFIG, "%s:%d: [%s] path lists %d files; several files are only supported for "
+                       "CIFAR-10 batches (.bin, or [data] format = cifar10)", c->name, lists[i].line,
+                       lists[i].section, lists[i].n);
+  }
+  return NTK_OK;
+}
+
 static ntk_status parse(const char *text, const char *name, int whole, struct ntk_job *job) {
   ntk_job_defaults(job);
   snprintf(job->source, sizeof job->source, "%s", name);
@@ -723,6 +748,7 @@ static ntk_status parse(const char *text, const char *name, int whole, struct nt
   job->test.enabled = c.lines[SEC_TEST] != 0;
   job->solve.enabled = c.lines[SEC_SOLVE] != 0;
   if (!st && whole) st = check_job(&c);
+  if (!st) st = several_files(&c);
   if (!st) st = parse_arch(&c);
   if (st) ntk_job_free(job); /* a job that failed owns nothing */
   return st;

@@ -714,7 +714,7 @@ static int ends_with(const char *s, const char *suffix) {
   return a >= b && !strcmp(s + a - b, suffix);
 }
 
-static ntk_data_format guess_format(const char *path) {
+ntk_data_format ntk_data_guess_format(const char *path) {
   if (ends_with(path, ".npy") || ends_with(path, ".npy.gz")) return NTK_FORMAT_NPY;
   if (ends_with(path, ".bin") || ends_with(path, ".bin.gz")) return NTK_FORMAT_CIFAR10;
   return NTK_FORMAT_IDX;
@@ -730,7 +730,7 @@ static ntk_status load_one(const struct ntk_job *job, int elem, const struct ntk
   r.samples = 1;
   r.job = job;
   r.bad = SIZE_MAX;
-  ntk_data_format fmt = job->format == NTK_FORMAT_AUTO ? guess_format(job->data_path[0]) : job->format;
+  ntk_data_format fmt = job->format == NTK_FORMAT_AUTO ? ntk_data_guess_format(job->data_path[0]) : job->format;
   if (job->ndata > 1 && fmt != NTK_FORMAT_CIFAR10)
     return ntk_error(NTK_EINPUT, "%s: [data] path lists %d files; several files are only "
                      "supported for CIFAR-10 batches", job->source, job->ndata);
@@ -779,7 +779,7 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
   src_type t = T_U8;
   int big = 1, ndim = 0;
   size_t dim[4] = {0}, one;
-  int npy = guess_format(path) == NTK_FORMAT_NPY;
+  int npy = ntk_data_guess_format(path) == NTK_FORMAT_NPY;
   if (npy) {
     st = npy_read_header(path, f, 1, &t, &big, dim, &ndim);
   } else {

@@ -79,4 +79,8 @@ void ntk_labels_describe(const char *path, const struct ntk_label_counts *c, cha
 ntk_status ntk_labels_classes(const struct ntk_job *job, const int32_t *ytr, size_t ntr, const int32_t *yte, size_t nte,
                               int say, size_t *classes);
 
+/* [data] format = auto: the format a path's name says (.npy/.npy.gz npy,
+ * .bin/.bin.gz CIFAR-10, anything else IDX). */
+ntk_data_format ntk_data_guess_format(const char *path);
+
 #endif
