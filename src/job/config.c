@@ -45,6 +45,7 @@ struct ctx {
   uint64_t seen;
   int labels_line;       /* line of [data] labels, for refusing it in a kernel job */
   int path_line, tpath_line; /* lines of [data] path and [test] path, for refusing several non-CIFAR files */
+  int layout_line;           /* line of [data] layout, for refusing NCHW and NLC on files that are not .npy */
   int lines[NSECTIONS];  /* first line of each section, 0: absent */
   ntk_status st;
 };
@@ -164,6 +165,7 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
     else if (!strcmp(v, "NCHW")) j->layout = NTK_LAYOUT_NCHW;
     else if (!strcmp(v, "NLC")) j->layout = NTK_LAYOUT_NLC;
     else return fail(c, s, k, "'%s' is not NHWC, NCHW or NLC", v);
+    c->layout_line = c->line;
   } else if (!strcmp(k, "count")) {
     if (!once(c, s, k, SEEN_COUNT)) return 0;
     if (!ntk_parse_size(v, &j->count) || j->count == 0)
@@ -733,6 +735,30 @@ static ntk_status several_files(const struct ctx *c) {
   return NTK_OK;
 }
 
+/* [data] layout = NCHW or NLC says how to read a .npy array; the IDX and
+ * CIFAR-10 readers have their own fixed order (IDX: (N, H, W, C) or
+ * (N, H, W); CIFAR-10: converted from its channel-major records) and took no
+ * notice of it, so a 4-D IDX file of NCHW images was silently read as NHWC.
+ * Refused for every data file of the job that is not a .npy. */
+static ntk_status layout_npy_only(const struct ctx *c) {
+  const struct ntk_job *job = c->job;
+  if (job->layout == NTK_LAYOUT_NHWC) return NTK_OK;
+  const char *paths[2 * NTK_MAX_DATA_FILES + 1];
+  int n = 0;
+  for (int i = 0; i < job->ndata; i++) paths[n++] = job->data_path[i];
+  for (int i = 0; i < job->test.ndata; i++) paths[n++] = job->test.path[i];
+  if (job->train.val_path[0]) paths[n++] = job->train.val_path;
+  for (int i = 0; i < n; i++) {
+    ntk_data_format f = job->format == NTK_FORMAT_AUTO ? ntk_data_guess_format(paths[i]) : job->format;
+    if (f != NTK_FORMAT_NPY)
+      return ntk_error(NTK_ECONFIG, "%s:%d: [data] layout = %s applies to .npy arrays only; %s is read as %s, "
+                       "in its own order (remove layout, or convert the file to .npy)", c->name, c->layout_line,
+                       job->layout == NTK_LAYOUT_NCHW ? "NCHW" : "NLC", paths[i],
+                       f == NTK_FORMAT_IDX ? "an IDX file" : "CIFAR-10 batches");
+  }
+  return NTK_OK;
+}
+
 static ntk_status parse(const char *text, const char *name, int whole, struct ntk_job *job) {
   ntk_job_defaults(job);
   snprintf(job->source, sizeof job->source, "%s", name);
@@ -749,6 +775,7 @@ static ntk_status parse(const char *text, const char *name, int whole, struct nt
   job->solve.enabled = c.lines[SEC_SOLVE] != 0;
   if (!st && whole) st = check_job(&c);
   if (!st) st = several_files(&c);
+  if (!st) st = layout_npy_only(&c);
   if (!st) st = parse_arch(&c);
   if (st) ntk_job_free(job); /* a job that failed owns nothing */
   return st;
