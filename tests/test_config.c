@@ -5,6 +5,7 @@
 #include "kernels/arch.h"
 #include "backend/backend.h"
 #include "job/config.h"
+#include "job/jobhash.h"
 #include "testutil.h"
 
 static const char good[] =
@@ -757,6 +758,29 @@ START_TEST(test_read_file) {
 }
 END_TEST
 
+/* The job identity of a float32 job computed in float64 (more than 64
+ * nonlinear layers) says so, so that a store an older ntkd began with
+ * float32 maps is not resumed into a mix; 64 layers, or float64, as before. */
+START_TEST(test_identity_widened) {
+  const char *nets[] = {"[Dense Relu]*65 Dense", "[Dense Relu]*64 Dense", "[Dense Relu]*65 Dense"};
+  int elems[] = {4, 4, 8}, want[] = {1, 0, 0};
+  for (int k = 0; k < 3; k++) {
+    char text[256];
+    snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
+    struct ntk_job j;
+    ck_assert_int_eq(ntk_job_parse_string(text, "j.conf", &j), NTK_OK);
+    struct ntk_dataset ds = {3, 4, 0, 0, 0, elems[k], calloc(12, 8), 0, 0};
+    struct ntk_store_info info;
+    char *id = NULL;
+    ck_assert_int_eq(ntk_job_identity(&j, j.net, &ds, &info, &id), NTK_OK);
+    ck_assert_msg(!strstr(id, "arithmetic = float64") == !want[k], "%s, elem %d:\n%s", nets[k], elems[k], id);
+    free(id);
+    free(ds.x);
+    ntk_job_free(&j);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("config");
   TCase *tc = tcase_create("parse");
@@ -782,6 +806,7 @@ int main(void) {
   tcase_add_test(tc, test_model_b_std_zero_is_a_bias);
   tcase_add_test(tc, test_several_files_cifar_only);
   tcase_add_test(tc, test_layout_npy_only);
+  tcase_add_test(tc, test_identity_widened);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -73,6 +73,11 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
   add(&t, "train samples = %zu\ntest x test = %s\ndata values = %s\nlayers = %zu\n", data->n_train,
       info->test_test ? "yes" : "no", data_hex, arch->n);
   if (arch->standard) add(&t, "parameterization = standard\n"); /* absent: ntk, as every older store */
+  /* A float32 job computed in float64 (kernels/arch.h; absent: in its own
+   * precision): a store of such a network begun by an ntkd that ran float32
+   * maps holds other numbers, and resuming it would mix the two. */
+  if (data->elem == 4 && ntk_arch_nonlinear_layers(arch) > NTK_FLOAT32_MAX_NONLINEAR)
+    add(&t, "arithmetic = float64, rounded to float32 once\n");
   for (size_t i = 0; i < arch->n; i++) {
     char one[512];
     ntk_arch_layer_canonical_param(arch, i, one, sizeof one);
