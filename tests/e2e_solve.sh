@@ -181,9 +181,14 @@ $PY -c "
 import numpy as np; x = np.load('xtr.npy'); x[1] = x[0]; np.save('dup.npy', x)"
 reg dup "$arch" "0, 0.01" 5
 sed -i 's/^path = xtr.npy/path = dup.npy/' dup.conf
+# Predictions files of ridge 0 from an earlier solve (another kernel, other
+# labels) would pass for this one's result: they are removed.
+cp ytr.npy dup-ntk-ridge0.npy
+cp ytr.npy dup-nngp-ridge0.npy
 expect_rc 2 "a singular train kernel with ridge 0 is refused" "$NTKD" dup.conf
 check "... saying to increase the ridge" has "increase the ridge" err.log
-check "... writing no predictions for ridge 0" bash -c "! ls dup-*-ridge0.npy 2>/dev/null"
+check "... writing no predictions for ridge 0, removing the older ones" bash -c "! ls dup-*-ridge0.npy 2>/dev/null"
+check "... and saying so" has "removed the older file of this ridge: dup-ntk-ridge0.npy" err.log
 check "... but solving ridge 0.01" [ -s dup-ntk-ridge0.01.npy ]
 check "... and keeping the store (complete)" bash -c "'$NTKD' info dup.ntk | grep -q complete"
 

@@ -269,7 +269,15 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
     printf("%-6s %-10g %-12.4g %-9s %s\n", kname(which), ridge, o->reg, cond,
            "failed: not solved (see the message below)");
     fflush(stdout);
-    return ntk_error(NTK_EINPUT, "%s", o->why);
+    /* No file of this ridge may stay from an earlier solve (another kernel,
+     * other labels): read after this one, it would pass for its result. */
+    char old[NTK_PATH_MAX + 64], vold[NTK_PATH_MAX + 64];
+    prediction_path(store_path, job, which, ridge, old, sizeof old);
+    variance_path(old, job, vold, sizeof vold);
+    int gone = unlink(old) == 0;
+    gone |= job->solve.variance && unlink(vold) == 0;
+    return ntk_error(NTK_EINPUT, "%s%s%s", o->why, gone ? "; removed the older file of this ridge: " : "",
+                     gone ? old : "");
   }
   score(o->pred, yte, nte, classes, &res->accuracy, &res->mse);
   double loo_error = 0;
