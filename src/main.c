@@ -79,6 +79,10 @@ static int check(int argc, char **argv) {
   struct ntk_job *job = calloc(1, sizeof *job);
   ntk_status st = job ? ntk_read_text_file(conf, &text, NULL) : ntk_error(NTK_ENOMEM, "out of memory");
   if (!st) st = fragment ? ntk_job_parse_fragment(text, conf, job) : ntk_job_parse_string(text, conf, job);
+  /* What the run refuses before any tile, from the job file alone: a
+   * prediction file that would replace the store or an input, or another
+   * ridge's (two ridges that %g prints alike). */
+  if (!st && !fragment && job->solve.enabled) st = ntk_solve_check_outputs(job->out_path, job, (uint32_t)job->kernels);
   free(text);
   if (st) {
     fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
