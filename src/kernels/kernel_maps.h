@@ -238,6 +238,11 @@ static NTK_INLINE NTK_HD float ntk_asin_smallf(float m) {
  * by powers of two elsewhere (ntk_abrelu_scaled, zero variances included):
  * the same bits where both apply. */
 
+/* Whether a product of two variances (q11 q22, (eps + q11)(eps + q22)) is
+ * in [2^-1000, 2^1000], where the double maps form it as it is; outside,
+ * they take it from variances scaled by powers of two. */
+static NTK_INLINE NTK_HD int ntk_product_in_range(double p) { return p >= 0x1p-1000 && p <= 0x1p1000; }
+
 /* The double map's sqrt(det) and angle from inputs scaled by powers of two
  * (s = 2^-floor(e/2), e the exponent of q, so q s^2 is in [1, 4)), with
  * sqrt(det) scaled back. Out of line: the common path stays as it was (the
@@ -267,7 +272,7 @@ static NTK_INLINE NTK_HD double ntk_abrelu_r(double a, double b, double q12, dou
   /* first: loop invariants, which GCC then keeps out of the loops */
   double factor = (a - b) * (a - b) / (2.0 * NTK_PI), half = (a * a + b * b) / 2.0;
   double sq, theta, p = q11 * q22;
-  if (p >= 0x1p-1000 && p <= 0x1p1000) { /* q11 q22 and q12^2 in range as they are */
+  if (ntk_product_in_range(p)) { /* q11 q22 and q12^2 in range as they are */
     double det = p - q12 * q12;
     sq = sqrt(det > 0.0 ? det : 0.0);
     theta = (sq == 0.0 && q12 == 0.0) ? NTK_PI_2 : atan2(sq, q12);
@@ -486,7 +491,7 @@ static inline NTK_HD double ntk_sign_map(double q12, double q11, double q22, dou
    * scale-invariant; the raw product gave 0.998 off at variances 1e+-150
    * and 5e-4 at 1e-160, exit 0). */
   double p = q11 * q22, angle;
-  if (p >= 0x1p-1000 && p <= 0x1p1000) {
+  if (ntk_product_in_range(p)) {
     double x = p - q12 * q12, det = sqrt(x > 0.0 ? x : 0.0);
     angle = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : atan2(det, q12);
   } else {
@@ -526,7 +531,7 @@ static inline NTK_HD double ntk_rectmono_map(const struct ntk_map *m, double q12
                                              double *tdot) {
   int n = m->degree;
   double p = q11 * q22, sp, theta, c, sn;
-  if (p >= 0x1p-1000 && p <= 0x1p1000) {
+  if (ntk_product_in_range(p)) {
     double x = p - q12 * q12, det = sqrt(x > 0.0 ? x : 0.0);
     sp = sqrt(p);
     theta = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : atan2(det, q12);
@@ -629,7 +634,7 @@ static inline NTK_HD double ntk_layernorm_map(const struct ntk_map *m, double q1
   double u = m->a + q11, v = m->a + q22, uv = u * v;
   /* out of range (eps = 0, variances near 1e+-154): the product over- or
    * underflowed (2e-3 off at 1e-160, exit 0) */
-  double r = uv >= 0x1p-1000 && uv <= 0x1p1000 ? sqrt(uv) : sqrt(u) * sqrt(v);
+  double r = ntk_product_in_range(uv) ? sqrt(uv) : sqrt(u) * sqrt(v);
   *tdot = 1.0 / r;
   return q12 / r;
 }
