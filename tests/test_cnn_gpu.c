@@ -425,6 +425,43 @@ START_TEST(test_gpu_nngp_only) {
 }
 END_TEST
 
+/* A variance entering a scale-free layer below float32's normal range is
+ * refused on the GPU path too: each image's block is fetched and judged as
+ * the CPU judges its own (ntk_cnn_judge_vars); at scale 1, with a blank band
+ * of rows, the same networks compute. */
+START_TEST(test_gpu_scale_free_underflow) {
+  const char *nets[] = {"Conv(3, 2, SAME) Sign GlobalAvgPool Dense", "Conv(3, 2, SAME) LayerNorm Relu Flatten Dense",
+                        "Conv(3, 2, SAME) Relu GlobalAvgPool Dense LayerNorm(eps=0) Dense"};
+  for (size_t a = 0; a < 3; a++) {
+    struct ntk_dataset ds;
+    random_images(&ds, 4, 5, 5, 2, 4, 3);
+    for (size_t k = 0; k < 4 * ds.d; k++) ((float *)ds.x)[k] *= k % ds.d < 10 ? 0.0f : 1e-21f;
+    struct ntk_arch arch;
+    ck_assert_int_eq(ntk_arch_parse(nets[a], 1.3, 0.0, &arch), NTK_OK);
+    struct ntk_gpu_exec ex;
+    ntk_gpu_exec_host(&ex, 2);
+    ntk_cnn_gpu_t *gc;
+    ck_assert_msg(ntk_cnn_gpu_create(&ex, &arch, &ds, &gc) == NTK_OK, "%s: %s", nets[a], ntk_error_message());
+    struct ntk_tiling tg;
+    ntk_tiling_init(&tg, ds.n, 2);
+    float g[4], t[4];
+    struct ntk_tile tl = ntk_tiling_tile(&tg, 0);
+    ck_assert_int_eq(ntk_cnn_gpu_tile(gc, &tl, g, t), NTK_ENONFINITE);
+    ck_assert_msg(strstr(ntk_error_message(), "below float32's normal range"), "%s", ntk_error_message());
+    ntk_cnn_gpu_free(gc);
+    for (size_t k = 0; k < 4 * ds.d; k++) ((float *)ds.x)[k] *= 1e21f;
+    ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &arch, &ds, &gc), NTK_OK);
+    for (uint64_t k = 0; k < tg.ntiles; k++) {
+      tl = ntk_tiling_tile(&tg, k);
+      ck_assert_msg(ntk_cnn_gpu_tile(gc, &tl, g, t) == NTK_OK, "%s: %s", nets[a], ntk_error_message());
+    }
+    ntk_cnn_gpu_free(gc);
+    ntk_arch_free(&arch);
+    free(ds.x);
+  }
+}
+END_TEST
+
 /* Refusals: a network that is not a CNN; images too large for the
  * device's shared memory; a pair larger than the memory budget. Each says
  * what to do. */
@@ -570,6 +607,7 @@ int main(void) {
   tcase_add_test(tc, test_gpu_nngp_only);
   tcase_add_test(tc, test_gpu_blocks_in_slices);
   tcase_add_test(tc, test_gpu_refusals);
+  tcase_add_test(tc, test_gpu_scale_free_underflow);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -118,6 +118,8 @@ struct cnn_ws {
 struct ntk_cnn {
   const struct ntk_arch *arch;
   const struct ntk_dataset *data;
+  struct ntk_cnn_judged *judged; /* the variance slots judged as each image's block is computed */
+  size_t njudged;
   const struct ntk_stop *stop; /* polled per layer, per row of a full covariance, per image pair (cnn_impl.h) */
   struct cnn_plan plan;
   struct cnn_ws ws;
@@ -655,6 +657,21 @@ static void ws_free(struct cnn_ws *ws) {
   free(ws->sstack);
 }
 
+/* The slots of plan P to judge (ntk_cnn_judged_slots). */
+static size_t judged_slots(const struct cnn_plan *P, const struct ntk_arch *arch, struct ntk_cnn_judged *out) {
+  size_t n = 0;
+  for (size_t k = 0; k < P->nops; k++) {
+    const struct cnn_op *op = &P->ops[k];
+    if (op->var >= 0 && ntk_layer_scale_free(op->layer))
+      out[n++] = (struct ntk_cnn_judged){P->var_off[op->var], op->ho * op->wo, op->wo,
+                                         (size_t)(op->layer - arch->layers), 1, 0};
+  }
+  for (size_t k = 0; k < P->ntail; k++)
+    if (ntk_layer_scale_free(&P->tail[k]))
+      out[n++] = (struct ntk_cnn_judged){P->tail_off + k, 1, 1, (size_t)(&P->tail[k] - arch->layers), 1, 1};
+  return n;
+}
+
 ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset *data, ntk_cnn_path path,
                           const struct ntk_stop *stop, ntk_cnn_t **out) {
   *out = NULL;
@@ -664,6 +681,9 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
   c->data = data;
   c->stop = stop;
   ntk_status st = plan_build(&c->plan, arch, data, path);
+  if (!st && !(c->judged = malloc((arch->n ? arch->n : 1) * sizeof *c->judged)))
+    st = ntk_error(NTK_ENOMEM, "out of memory");
+  if (!st) c->njudged = judged_slots(&c->plan, arch, c->judged);
   if (!st) {
     size_t es = (size_t)data->elem, f = c->plan.fmax;
     size_t cells = (c->plan.W + 2 * c->plan.pad) * (c->plan.H + 2 * c->plan.pad);
@@ -731,6 +751,7 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
 
 void ntk_cnn_free(ntk_cnn_t *c) {
   if (!c) return;
+  free(c->judged);
   ws_free(&c->ws);
   free(c->bws.g);
   free(c->bws.t);
@@ -788,45 +809,53 @@ static ntk_status tile_stopped(const struct ntk_tile *t, uint64_t done) {
                    (unsigned long long)t->index, (unsigned long long)done, (unsigned long long)(t->rows * t->cols));
 }
 
-/* An image's variance block, just computed: the variances entering each
- * scale-free layer (ntk_layer_scale_free: Sign, RectifiedMonomial(0),
- * LayerNorm), judged as fc.c's judge_scale_free judges a sample's. One
- * below the precision's normal range has kept only a few bits and the
- * layer would make an O(1) value of it, wrong with nothing in the output
- * to show it. A 0 at a position is kept: a window of zeros (a border, a
- * blank region) has variance 0 there. After the readout, a 0 is the
- * image's value only if it is zeros or a layer before maps everything to
- * 0. NTK_ENONFINITE (exit 8). */
-static ntk_status judge_vars(const ntk_cnn_t *c, const void *block, size_t image) {
-  const struct cnn_plan *P = &c->plan;
-  int elem = c->data->elem, vanished = 0;
-  const char *prec = elem == 4 ? "float32" : "float64";
-  for (size_t k = 0; k < P->nops + P->ntail; k++) {
-    int tail = k >= P->nops;
-    const struct cnn_op *op = tail ? NULL : &P->ops[k];
-    const struct ntk_layer *l = tail ? &P->tail[k - P->nops] : op->layer;
-    size_t at = tail ? P->tail_off + (k - P->nops) : op->var >= 0 ? P->var_off[op->var] : 0;
-    size_t count = tail ? 1 : op->var >= 0 ? op->ho * op->wo : 0;
-    for (size_t p = 0; ntk_layer_scale_free(l) && p < count; p++) {
+ntk_status ntk_cnn_judged_slots(const struct ntk_arch *arch, const struct ntk_dataset *data,
+                                struct ntk_cnn_judged *out, size_t *n) {
+  *n = 0;
+  struct cnn_plan *P = calloc(1, sizeof *P);
+  if (!P) return ntk_error(NTK_ENOMEM, "out of memory");
+  ntk_status st = plan_build(P, arch, data, NTK_CNN_AUTO);
+  if (!st) *n = judged_slots(P, arch, out);
+  free(P->ops); /* what plan_build allocated, on success or not */
+  free(P->var_off);
+  free(P->tail_fan);
+  free(P->tail_fanw);
+  free(P);
+  return st;
+}
+
+ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_dataset *data,
+                              const struct ntk_cnn_judged *slots, size_t n, const void *block, size_t image) {
+  int elem = data->elem;
+  for (size_t k = 0; k < n; k++) {
+    const struct ntk_cnn_judged *s = &slots[k];
+    const struct ntk_layer *l = &arch->layers[s->layer];
+    for (size_t p = 0; p < s->count; p++) {
       double v;
-      int cls = ntk_fp_class((const char *)block + (at + p) * (size_t)elem, elem, &v);
-      if (cls != NTK_FP_SUBNORMAL &&
-          (cls != NTK_FP_ZERO || !tail || vanished || !ntk_dataset_sample_nonzero(c->data, image)))
+      int cls = ntk_fp_class((const char *)block + (s->off + p * s->step) * (size_t)elem, elem, &v);
+      if (cls != NTK_FP_SUBNORMAL && (cls != NTK_FP_ZERO || !s->tail || !ntk_dataset_sample_nonzero(data, image)))
         continue;
+      int vanished = 0;
+      for (size_t i = 0; i < s->layer; i++) vanished |= ntk_layer_vanishes(&arch->layers[i]);
+      if (cls == NTK_FP_ZERO && vanished) continue;
       char where[64] = "", what[64];
-      if (!tail) snprintf(where, sizeof where, " at position (%zu, %zu)", p / op->wo, p % op->wo);
+      if (!s->tail) snprintf(where, sizeof where, " at position (%zu, %zu)", p / s->w, p % s->w);
       if (cls == NTK_FP_ZERO) snprintf(what, sizeof what, "0 (underflowed: the image is not all zeros)");
       else snprintf(what, sizeof what, "%.3g", v);
       return ntk_error(NTK_ENONFINITE, "image %zu: its variance entering layer %zu (%s)%s is %s, below %s's normal "
                        "range (%.3g): %s's value depends on the variances' ratios, not their size, so it would come "
-                       "out O(1) from the few bits left, and wrong; %s", image, (size_t)(l - c->arch->layers) + 1,
-                       l->name, where, what, prec, elem == 4 ? (double)FLT_MIN : DBL_MIN, l->name,
+                       "out O(1) from the few bits left, and wrong; %s", image, s->layer + 1, l->name, where, what,
+                       elem == 4 ? "float32" : "float64", elem == 4 ? (double)FLT_MIN : DBL_MIN, l->name,
                        elem == 4 ? "use [compute] precision = float64, or scale the data up ([data] scale)"
                                  : "scale the data up ([data] scale), or raise w_std or b_std before it");
     }
-    vanished |= ntk_layer_vanishes(l);
   }
   return NTK_OK;
+}
+
+/* An image's variance block, just computed, judged (ntk_cnn_judge_vars). */
+static ntk_status judge_vars(const ntk_cnn_t *c, const void *block, size_t image) {
+  return c->njudged ? ntk_cnn_judge_vars(c->arch, c->data, c->judged, c->njudged, block, image) : NTK_OK;
 }
 
 /* A tile: its images' variances, then its entries batched or pair by pair

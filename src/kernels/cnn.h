@@ -51,4 +51,30 @@ int ntk_cnn_batched(const ntk_cnn_t *c);
  * NTK_EINTERRUPTED (the values then garbage) when the stop flag is seen. */
 ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void *ntk);
 
+/* A slot of an image's variance block (the CPU's and the GPU's layout,
+ * ntk_dev_plan's var_off and tail_off) that enters a scale-free layer
+ * (ntk_layer_scale_free: Sign, RectifiedMonomial(0), LayerNorm): `count`
+ * values at `off`, positions row-major `w` wide, or one value after the
+ * readout (tail); `layer` its index in the arch. */
+struct ntk_cnn_judged {
+  size_t off, count, w, layer;
+  size_t step; /* elements from one position's variance to the next: 1 (the GPU's blocks: NTK_DEV_VSLOT) */
+  int tail;
+};
+
+/* The slots of `arch` on `data` to judge, into out (arch->n entries at
+ * most); *n their number. */
+ntk_status ntk_cnn_judged_slots(const struct ntk_arch *arch, const struct ntk_dataset *data,
+                                struct ntk_cnn_judged *out, size_t *n);
+
+/* One image's variance block (the data's precision) at those slots: a
+ * variance below the precision's normal range has kept only a few bits and
+ * the layer would make an O(1) value of it, wrong with nothing in the
+ * output to show it. A 0 at a position is kept (a window of zeros: a
+ * border, a blank region); after the readout, a 0 is the image's value
+ * only if it is zeros or a layer before maps everything to 0.
+ * NTK_ENONFINITE naming the image, layer, position and value (exit 8). */
+ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_dataset *data,
+                              const struct ntk_cnn_judged *slots, size_t n, const void *block, size_t image);
+
 #endif

@@ -208,6 +208,15 @@ struct ntk_cnn_gpu {
   size_t pair_cap;
   unsigned *hpa, *hpb; /* host staging */
   void *hout;
+  /* The variance slots entering a scale-free layer (ntk_cnn_judged_slots,
+   * in this block layout): each image's block is fetched once it is
+   * computed and judged on the host, as the CPU judges its own. */
+  const struct ntk_arch *arch;
+  struct ntk_cnn_judged *judged;
+  size_t njudged;
+  void *hvar; /* one image's block */
+  size_t *fresh; /* a tile's images whose blocks were just computed: device index, then sample */
+  size_t fresh_cap;
   char err[512];
 };
 
@@ -342,6 +351,9 @@ void ntk_cnn_gpu_free(ntk_cnn_gpu_t *g) {
   void *dev[] = {g->dplan, g->x, g->var, g->pa, g->pb, g->fg, g->ft, g->ng, g->nt, g->part, g->out, g->bstack};
   for (size_t k = 0; k < sizeof dev / sizeof *dev; k++) g->ex.release(g->ex.ctx, dev[k]);
   free(g->plan);
+  free(g->judged);
+  free(g->hvar);
+  free(g->fresh);
   free(g->have);
   free(g->hpa);
   free(g->hpb);
@@ -362,6 +374,10 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
     return ntk_error(NTK_ENOMEM, "out of memory");
   }
   ntk_status st = ntk_cnn_dev_plan(arch, data, g->plan);
+  g->arch = arch;
+  if (!st && !(g->judged = malloc((arch->n ? arch->n : 1) * sizeof *g->judged)))
+    st = ntk_error(NTK_ENOMEM, "out of memory");
+  if (!st) st = ntk_cnn_judged_slots(arch, data, g->judged, &g->njudged);
   if (st) {
     ntk_cnn_gpu_free(g);
     return st;
@@ -376,6 +392,20 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
   g->plan->tail_off *= NTK_DEV_VSLOT / 2;
   g->plan->var_size *= NTK_DEV_VSLOT / 2;
   g->plan->var_size += (4 - g->plan->var_size % 4) % 4;
+  for (size_t k = 0; k < g->njudged; k++) { /* the same slots in this layout */
+    struct ntk_cnn_judged *j = &g->judged[k];
+    size_t tail = (size_t)g->plan->tail_off; /* the tail's values stay one element each */
+    if (j->tail) {
+      j->off = tail + (j->off - tail / (NTK_DEV_VSLOT / 2));
+    } else {
+      j->off *= NTK_DEV_VSLOT / 2;
+      j->step = NTK_DEV_VSLOT;
+    }
+  }
+  if (g->njudged && !(g->hvar = malloc((size_t)g->plan->var_size * (size_t)data->elem))) {
+    ntk_cnn_gpu_free(g);
+    return ntk_error(NTK_ENOMEM, "out of memory");
+  }
   for (int k = 0; k < g->plan->nops + g->plan->ntail; k++) { /* SLICE3's operands and fusions */
     struct ntk_dev_op *o = k < g->plan->nops ? &g->plan->ops[k] : &g->plan->tail[k - g->plan->nops];
     o->w2f = (float)o->w2;
@@ -691,13 +721,22 @@ ntk_status ntk_cnn_gpu_tile(ntk_cnn_gpu_t *g, const struct ntk_tile *t, void *nn
                        sizeof g->err));
   }
   /* 1. each image not yet done with itself: its variance block */
-  size_t np = 0;
+  if (g->njudged && g->fresh_cap < nimg) {
+    size_t *f = realloc(g->fresh, 2 * nimg * sizeof *f);
+    if (!f) return ntk_error(NTK_ENOMEM, "out of memory");
+    g->fresh = f;
+    g->fresh_cap = nimg;
+  }
+  size_t np = 0, nfresh = 0;
   for (size_t k = 0; k < nimg; k++) {
-    size_t img = k < rows ? rbase + k : cbase + (k - rows);
+    size_t img = k < rows ? rbase + k : cbase + (k - rows), global = k < rows ? t->r0 + k : t->c0 + (k - rows);
     if (g->have) {
-      size_t global = k < rows ? t->r0 + k : t->c0 + (k - rows);
       if (g->have[global]) continue;
       g->have[global] = 1;
+    }
+    if (g->njudged) {
+      g->fresh[2 * nfresh] = img;
+      g->fresh[2 * nfresh++ + 1] = global;
     }
     g->hpa[np] = g->hpb[np] = (unsigned)img;
     if (++np == g->pair_cap) {
@@ -706,6 +745,16 @@ ntk_status ntk_cnn_gpu_tile(ntk_cnn_gpu_t *g, const struct ntk_tile *t, void *nn
     }
   }
   if (np && (st = run_batch(g, np, 1, 0))) return st;
+  /* the blocks of scale-free layers' inputs, judged (ntk_cnn_judge_vars) */
+  for (size_t k = 0; k < nfresh; k++) {
+    size_t vbytes = (size_t)g->plan->var_size * es;
+    EX_TRY(g->ex.get(g->ex.ctx, g->hvar, (const char *)g->var + g->fresh[2 * k] * vbytes, vbytes, g->err,
+                     sizeof g->err));
+    if ((st = ntk_cnn_judge_vars(g->arch, g->data, g->judged, g->njudged, g->hvar, g->fresh[2 * k + 1]))) {
+      if (g->have) g->have[g->fresh[2 * k + 1]] = 0; /* not a block to keep */
+      return st;
+    }
+  }
   /* 2. the pairs, in batches */
   size_t i = 0, j = 0;
   while (i < rows) {
