@@ -824,6 +824,20 @@ START_TEST(test_scale_free_underflow) {
   }
   /* w_std = 0 before Sign: every variance 0, the network's own value. */
   ck_assert_msg(fc_scaled("Dense(W_std=0) Sign Dense", 8, 1, 0) == NTK_OK, "%s", ntk_error_message());
+  /* Maps to 0 whatever the input: a variance of 0 after them is right. */
+  const char *zero_nets[] = {"Dense Erf(b=0) Dense(b_std=0) Sign Dense", "Dense Sin(b=0) Dense(b_std=0) Sign Dense",
+                             "Dense Polynomial([0, 0]) Dense(b_std=0) LayerNorm Dense",
+                             "Dense(W_std=0, b_std=0) Sign Dense"};
+  for (size_t k = 0; k < 4; k++)
+    ck_assert_msg(fc_scaled(zero_nets[k], 8, 1, 0) == NTK_OK, "%s: %s", zero_nets[k], ntk_error_message());
+  /* A constant (Erf's c, a bias alone) is not 0: its variance underflowed
+   * to 0 is refused (the true Sign NNGP is 1, not the 0 it would give). */
+  const char *const_nets[] = {"Dense Erf(a=0, c=1e-170) Dense(b_std=0) Sign Dense",
+                              "Dense(W_std=0, b_std=1e-170) Sign Dense"};
+  for (size_t k = 0; k < 2; k++) {
+    ck_assert_int_eq(fc_scaled(const_nets[k], 8, 1, 0), NTK_ENONFINITE);
+    ck_assert_msg(strstr(ntk_error_message(), "underflowed"), "%s", ntk_error_message());
+  }
   /* Relu scales with its input: its underflow reaches the output, judged there. */
   ck_assert_int_eq(fc_scaled("Dense Relu Dense", 4, 1e-21, 0), NTK_OK);
 }

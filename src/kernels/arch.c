@@ -1857,12 +1857,23 @@ size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch) {
 }
 
 int ntk_layer_vanishes(const struct ntk_layer *l) {
-  if (l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV) return l->w_std == 0;
+  /* A bias alone (W_std = 0, b_std > 0) is the same Gaussian for every
+   * sample, not 0: a variance of 0 after it is an underflow. */
+  if (l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV) return l->w_std == 0 && l->b_std == 0;
   if (l->kind != NTK_LAYER_MAP) return 0;
   const struct ntk_map *m = &l->map;
-  if (m->kind == NTK_MAP_ABRELU) return m->a == 0 && m->b == 0;
-  return (m->kind == NTK_MAP_ERF || m->kind == NTK_MAP_SIN || m->kind == NTK_MAP_EXP || m->kind == NTK_MAP_GAUSSIAN) &&
-         m->a == 0;
+  switch (m->kind) {
+  case NTK_MAP_ABRELU: return m->a == 0 && m->b == 0;
+  case NTK_MAP_ERF: return (m->a == 0 || m->b == 0) && m->c == 0; /* a erf(b x) + c: Erf(a=0, c=0.5) is 0.5 */
+  case NTK_MAP_SIN: return m->a == 0 || (m->b == 0 && m->c == 0); /* a sin(b x + c) */
+  case NTK_MAP_EXP:
+  case NTK_MAP_GAUSSIAN: return m->a == 0;
+  case NTK_MAP_POLYNOMIAL:
+    for (int k = 0; k < m->degree; k++)
+      if (m->coef[k] != 0) return 0;
+    return 1;
+  default: return 0;
+  }
 }
 
 int ntk_layer_scale_free(const struct ntk_layer *l) {

@@ -143,9 +143,11 @@ int ntk_arch_is_fc(const struct ntk_arch *arch);
 /* The network's nonlinear layers (every branch's), for the rule above. */
 size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch);
 
-/* True if the layer maps every input to 0: a Dense or Conv with w_std = 0,
- * a ReLU-family map with both slopes 0, or a map whose output scale a is
- * 0. A kernel of 0 after it is the network's value, not an underflow. */
+/* True if the layer maps every input to 0: a Dense or Conv with w_std = 0
+ * and b_std = 0, a ReLU-family map with both slopes 0, an Erf, Sin, Exp or
+ * Gaussian whose output is 0 whatever its input (a = 0, or b = 0 with no
+ * shift c; Erf's c alone is a constant, not 0), a Polynomial of zeros. A
+ * kernel of 0 after it is the network's value, not an underflow. */
 int ntk_layer_vanishes(const struct ntk_layer *l);
 
 /* True if the layer's value depends on its input variances' ratios, not
