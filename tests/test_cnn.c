@@ -67,6 +67,42 @@ START_TEST(test_scale_free_underflow) {
 }
 END_TEST
 
+/* The variances of an image scaled far below the range underflow to 0 at
+ * every position (float32 x 1e-25, float64 x 1e-170): a 0 that is no
+ * window of zeros, refused; Sign's NNGP was 0 instead of O(1), exit 0. A
+ * blank band of rows keeps its 0s (the first test's scale 1). */
+START_TEST(test_scale_free_position_underflow) {
+  const char *nets[] = {"Conv(3, 1, SAME) Sign Conv(3, 1, SAME) Flatten Dense", "Conv(3, 2, SAME) LayerNorm Relu Flatten Dense"};
+  for (size_t a = 0; a < 2; a++)
+    for (int elem = 4; elem <= 8; elem += 4)
+      for (int cache = 0; cache < 2; cache++) {
+        struct ntk_dataset ds;
+        random_images(&ds, 4, 5, 5, 2, elem, 3);
+        for (size_t k = 0; k < 4 * ds.d; k++) {
+          if (elem == 4) ((float *)ds.x)[k] *= k % ds.d < 10 ? 0.0f : 1e-25f;
+          else ((double *)ds.x)[k] *= k % ds.d < 10 ? 0.0 : 1e-170;
+        }
+        if (!cache) setenv("NTKD_CNN_VAR_CACHE", "0", 1);
+        struct ntk_arch arch;
+        ck_assert_int_eq(test_arch_parse(nets[a], 1.3, 0.0, &arch), NTK_OK);
+        ntk_cnn_t *c;
+        ck_assert_int_eq(ntk_cnn_create(&arch, &ds, NTK_CNN_AUTO, NULL, &c), NTK_OK);
+        struct ntk_tiling tg;
+        ntk_tiling_init(&tg, ds.n, 2);
+        double g[4], t[4];
+        struct ntk_tile tl = ntk_tiling_tile(&tg, 0);
+        ck_assert_msg(ntk_cnn_tile(c, &tl, g, t) == NTK_ENONFINITE, "%s elem %d cache %d: not refused", nets[a], elem,
+                      cache);
+        ck_assert_msg(strstr(ntk_error_message(), "underflowed: the window there is not all zeros"), "%s",
+                      ntk_error_message());
+        ntk_cnn_free(c);
+        unsetenv("NTKD_CNN_VAR_CACHE");
+        ntk_arch_free(&arch);
+        free(ds.x);
+      }
+}
+END_TEST
+
 START_TEST(test_paths_agree) {
   struct ntk_dataset ds;
   random_images(&ds, 21, 6, 5, 2, 8, 11); /* more images than a 16-lane batch */
@@ -450,6 +486,7 @@ int main(void) {
   tcase_add_test(tc, test_concat_independent_float64);
   tcase_add_test(tc, test_concat_independent_float32);
   tcase_add_test(tc, test_scale_free_underflow);
+  tcase_add_test(tc, test_scale_free_position_underflow);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

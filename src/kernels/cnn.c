@@ -825,7 +825,8 @@ ntk_status ntk_cnn_judged_slots(const struct ntk_arch *arch, const struct ntk_da
 }
 
 ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_dataset *data,
-                              const struct ntk_cnn_judged *slots, size_t n, const void *block, size_t image) {
+                              const struct ntk_cnn_judged *slots, size_t n, const void *block, size_t image,
+                              const void *oracle, int *need) {
   int elem = data->elem;
   for (size_t k = 0; k < n; k++) {
     const struct ntk_cnn_judged *s = &slots[k];
@@ -833,14 +834,29 @@ ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_data
     for (size_t p = 0; p < s->count; p++) {
       double v;
       int cls = ntk_fp_class((const char *)block + (s->off + p * s->step) * (size_t)elem, elem, &v);
-      if (cls != NTK_FP_SUBNORMAL && (cls != NTK_FP_ZERO || !s->tail || !ntk_dataset_sample_nonzero(data, image)))
-        continue;
-      int vanished = 0;
-      for (size_t i = 0; i < s->layer; i++) vanished |= ntk_layer_vanishes(&arch->layers[i]);
-      if (cls == NTK_FP_ZERO && vanished) continue;
+      if (cls != NTK_FP_SUBNORMAL && (cls != NTK_FP_ZERO || !ntk_dataset_sample_nonzero(data, image))) continue;
+      if (cls == NTK_FP_ZERO) {
+        struct ntk_vanish zv = {0}; /* 0 by the network: a layer on the path maps everything to 0 */
+        for (size_t i = 0; i < s->layer; i++) ntk_vanish_step(&zv, &arch->layers[i]);
+        if (zv.zero) continue;
+      }
+      if (cls == NTK_FP_ZERO && !s->tail) {
+        /* A zero window's 0, or an underflow (the image at 1e-170)? The
+         * oracle, the image's block with each nonzero value set to 1, is 0
+         * exactly where the window sees only zeros. Without one (the GPU's
+         * blocks), a 0 at a position is taken as a window of zeros. */
+        if (!oracle) {
+          if (need) *need = 1;
+          continue;
+        }
+        int ocls = ntk_fp_class((const char *)oracle + (s->off + p * s->step) * (size_t)elem, elem, NULL);
+        if (ocls != NTK_FP_NORMAL && ocls != NTK_FP_SUBNORMAL) continue;
+      }
       char where[64] = "", what[64];
       if (!s->tail) snprintf(where, sizeof where, " at position (%zu, %zu)", p / s->w, p % s->w);
-      if (cls == NTK_FP_ZERO) snprintf(what, sizeof what, "0 (underflowed: the image is not all zeros)");
+      if (cls == NTK_FP_ZERO)
+        snprintf(what, sizeof what, s->tail ? "0 (underflowed: the image is not all zeros)"
+                                            : "0 (underflowed: the window there is not all zeros)");
       else snprintf(what, sizeof what, "%.3g", v);
       return ntk_error(NTK_ENONFINITE, "image %zu: its variance entering layer %zu (%s)%s is %s, below %s's normal "
                        "range (%.3g): %s's value depends on the variances' ratios, not their size, so it would come "
@@ -853,9 +869,11 @@ ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_data
   return NTK_OK;
 }
 
-/* An image's variance block, just computed, judged (ntk_cnn_judge_vars). */
-static ntk_status judge_vars(const ntk_cnn_t *c, const void *block, size_t image) {
-  return c->njudged ? ntk_cnn_judge_vars(c->arch, c->data, c->judged, c->njudged, block, image) : NTK_OK;
+/* An image's variance block, just computed, judged (ntk_cnn_judge_vars);
+ * oracle and need as there (judge_image in cnn_tile_impl.h). */
+static ntk_status judge_vars(const ntk_cnn_t *c, const void *block, size_t image, const void *oracle, int *need) {
+  return c->njudged ? ntk_cnn_judge_vars(c->arch, c->data, c->judged, c->njudged, block, image, oracle, need)
+                    : NTK_OK;
 }
 
 /* A tile: its images' variances, then its entries batched or pair by pair

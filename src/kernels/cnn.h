@@ -70,11 +70,15 @@ ntk_status ntk_cnn_judged_slots(const struct ntk_arch *arch, const struct ntk_da
 /* One image's variance block (the data's precision) at those slots: a
  * variance below the precision's normal range has kept only a few bits and
  * the layer would make an O(1) value of it, wrong with nothing in the
- * output to show it. A 0 at a position is kept (a window of zeros: a
- * border, a blank region); after the readout, a 0 is the image's value
- * only if it is zeros or a layer before maps everything to 0.
- * NTK_ENONFINITE naming the image, layer, position and value (exit 8). */
+ * output to show it. A 0 is the image's value where the image is zeros or
+ * a layer on the path maps everything to 0 (ntk_vanish_step); at a
+ * position, also where the window sees only zeros (a border, a blank
+ * region): where `oracle`, the block of the image with each nonzero value
+ * set to 1, is 0 too. Without an oracle (NULL) such a 0 is kept and *need
+ * (unless NULL) set. NTK_ENONFINITE naming the image, layer, position and
+ * value (exit 8). */
 ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_dataset *data,
-                              const struct ntk_cnn_judged *slots, size_t n, const void *block, size_t image);
+                              const struct ntk_cnn_judged *slots, size_t n, const void *block, size_t image,
+                              const void *oracle, int *need);
 
 #endif

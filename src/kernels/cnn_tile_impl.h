@@ -4,6 +4,7 @@
  * cnn_batch_impl.h's. */
 
 /* The per-precision names this file defines (each_precision.h), ... */
+#define judge_image SFX(judge_image)
 #define self_vars SFX(self_vars)
 #define batched_tile SFX(batched_tile)
 #define pair_tile SFX(pair_tile)
@@ -13,6 +14,26 @@
 #define b_pair_multi SFX(b_pair_multi)
 #define b_pair_slice SFX(b_pair_slice)
 #define b_tail SFX(b_tail)
+
+/* Image i's block, just computed, judged (judge_vars). Where it has a 0
+ * entering a scale-free layer, the image's oracle, its block with each
+ * nonzero value of the image set to 1, tells a window of zeros (0 there
+ * too) from a variance that underflowed (the image scaled by 1e-170: a 0
+ * at every position, and Sign's NNGP was 0 instead of O(1), exit 0). */
+static ntk_status judge_image(ntk_cnn_t *c, const struct ntk_tile *t, const REAL *block, size_t i) {
+  int need = 0;
+  ntk_status st = judge_vars(c, block, i, NULL, &need);
+  if (st || !need) return st;
+  size_t vs = c->plan.var_size, d = c->data->d;
+  const REAL *x = (const REAL *)c->data->x + i * d;
+  REAL *one = malloc((d + vs) * sizeof(REAL)), dummy[2];
+  if (!one) return ntk_error(NTK_ENOMEM, "out of memory");
+  for (size_t k = 0; k < d; k++) one[k] = ntk_fp_class(&x[k], (int)sizeof(REAL), NULL) == NTK_FP_ZERO ? 0 : 1;
+  if (pair(c, &c->ws, one, one, one + d, NULL, 1, 1, 0, &dummy[0], &dummy[1])) st = tile_stopped(t, 0);
+  else st = judge_vars(c, block, i, one + d, &need);
+  free(one);
+  return st;
+}
 
 /* Each image's variance blocks, from the pair (a, a): *rv for the tile's
  * row images and *cv for its column images. From the job-wide cache where
@@ -35,7 +56,7 @@ static ntk_status self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, R
         if (c->have[i]) continue;
         if (pair(c, &c->ws, x + i * d, x + i * d, all + i * vs, NULL, 1, 1, 0, &dummy[0], &dummy[1]))
           return tile_stopped(t, 0);
-        if ((st = judge_vars(c, all + i * vs, i))) return st;
+        if ((st = judge_image(c, t, all + i * vs, i))) return st;
         c->have[i] = 1;
       }
     }
@@ -49,7 +70,7 @@ static ntk_status self_vars(ntk_cnn_t *c, const struct ntk_tile *t, REAL **rv, R
     for (size_t i = 0; i < count; i++) {
       if (pair(c, &c->ws, x + (first + i) * d, x + (first + i) * d, v + i * vs, NULL, 1, 1, 0, &dummy[0], &dummy[1]))
         return tile_stopped(t, 0);
-      if ((st = judge_vars(c, v + i * vs, first + i))) return st;
+      if ((st = judge_image(c, t, v + i * vs, first + i))) return st;
     }
   }
   return NTK_OK;
@@ -133,6 +154,7 @@ static ntk_status pair_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REA
   return NTK_OK;
 }
 
+#undef judge_image
 #undef self_vars
 #undef batched_tile
 #undef pair_tile

@@ -750,7 +750,7 @@ ntk_status ntk_cnn_gpu_tile(ntk_cnn_gpu_t *g, const struct ntk_tile *t, void *nn
     size_t vbytes = (size_t)g->plan->var_size * es;
     EX_TRY(g->ex.get(g->ex.ctx, g->hvar, (const char *)g->var + g->fresh[2 * k] * vbytes, vbytes, g->err,
                      sizeof g->err));
-    if ((st = ntk_cnn_judge_vars(g->arch, g->data, g->judged, g->njudged, g->hvar, g->fresh[2 * k + 1]))) {
+    if ((st = ntk_cnn_judge_vars(g->arch, g->data, g->judged, g->njudged, g->hvar, g->fresh[2 * k + 1], NULL, NULL))) {
       if (g->have) g->have[g->fresh[2 * k + 1]] = 0; /* not a block to keep */
       return st;
     }
