@@ -838,6 +838,14 @@ START_TEST(test_scale_free_underflow) {
     ck_assert_int_eq(fc_scaled(const_nets[k], 8, 1, 0), NTK_ENONFINITE);
     ck_assert_msg(strstr(ntk_error_message(), "underflowed"), "%s", ntk_error_message());
   }
+  /* A residual block is 0 only where every branch is: one vanishing branch
+   * leaves the other's underflow to judge (it stored 0.01 for O(1), exit 0). */
+  ck_assert_int_eq(fc_scaled("FanOut(2) parallel(Dense(W_std=0, b_std=0), Dense) FanInSum Sign Dense", 8, 1e-170, 0),
+                   NTK_ENONFINITE);
+  ck_assert_msg(fc_scaled("FanOut(2) parallel(Dense(W_std=0, b_std=0), Dense(W_std=0, b_std=0)) FanInSum Sign Dense",
+                          8, 1, 0) == NTK_OK, "%s", ntk_error_message());
+  ck_assert_msg(fc_scaled("FanOut(2) parallel(Dense(W_std=0, b_std=0), Dense) FanInProd Dense(b_std=0) Sign Dense", 8,
+                          1, 0) == NTK_OK, "%s", ntk_error_message());
   /* Relu scales with its input: its underflow reaches the output, judged there. */
   ck_assert_int_eq(fc_scaled("Dense Relu Dense", 4, 1e-21, 0), NTK_OK);
 }

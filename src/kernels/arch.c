@@ -1876,6 +1876,27 @@ int ntk_layer_vanishes(const struct ntk_layer *l) {
   }
 }
 
+void ntk_vanish_step(struct ntk_vanish *v, const struct ntk_layer *l) {
+  int d = v->depth - 1, over = v->depth > 16;
+  switch (l->kind) {
+  case NTK_LAYER_FORK:
+    if (v->depth++ < 16) v->in[v->depth - 1] = v->zero, v->all[v->depth - 1] = 1, v->any[v->depth - 1] = 0;
+    break;
+  case NTK_LAYER_NEXT:
+    if (d >= 0 && !over) {
+      v->all[d] &= v->zero, v->any[d] |= v->zero;
+      v->zero = v->in[d];
+    }
+    break;
+  case NTK_LAYER_JOIN:
+    if (d >= 0 && !over) v->zero = l->prod ? v->any[d] | v->zero : v->all[d] & v->zero;
+    else v->zero = 1;
+    if (v->depth > 0) v->depth--;
+    break;
+  default: v->zero |= ntk_layer_vanishes(l);
+  }
+}
+
 int ntk_layer_scale_free(const struct ntk_layer *l) {
   if (l->kind == NTK_LAYER_LAYERNORM) return 1;
   if (l->kind != NTK_LAYER_MAP) return 0;

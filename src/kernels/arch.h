@@ -150,6 +150,19 @@ size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch);
  * kernel of 0 after it is the network's value, not an underflow. */
 int ntk_layer_vanishes(const struct ntk_layer *l);
 
+/* Whether the value entering a layer is 0 by the network (a layer that
+ * vanishes, above, on its path), walked layer by layer: zero-initialise,
+ * read .zero before layer l, then ntk_vanish_step(v, l). A residual block
+ * is 0 only where all its branches are (FanInSum, FanInConcat) or one is
+ * (FanInProd): FanOut(2) parallel(Dense(W_std=0, b_std=0), Dense)
+ * FanInSum carries the second branch, and a variance of 0 after it is an
+ * underflow. Deeper blocks than NTK_BRANCH_MAXDEPTH: 0 assumed (lenient). */
+struct ntk_vanish {
+  int zero, depth;
+  int in[16], all[16], any[16];
+};
+void ntk_vanish_step(struct ntk_vanish *v, const struct ntk_layer *l);
+
 /* True if the layer's value depends on its input variances' ratios, not
  * their scale (Sign, RectifiedMonomial(0): the angle alone; LayerNorm
  * divides by the variance, 1/eps for a variance far below eps). It turns

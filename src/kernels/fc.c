@@ -169,9 +169,10 @@ static ntk_status judge_scale_free(const ntk_fc_t *fc) {
   const struct ntk_dataset *ds = fc->data;
   size_t n = ds->n, es = (size_t)ds->elem;
   const char *prec = ds->elem == 4 ? "float32" : "float64";
-  int vanished = 0;
+  struct ntk_vanish zv = {0};
   for (size_t l = 0; l < arch->n; l++) {
     const struct ntk_layer *L = &arch->layers[l];
+    int vanished = zv.zero;
     for (size_t i = 0; ntk_layer_scale_free(L) && i < n; i++) {
       double v;
       int cls = ntk_fp_class((const char *)fc->var + (l * n + i) * es, ds->elem, &v);
@@ -186,7 +187,7 @@ static ntk_status judge_scale_free(const ntk_fc_t *fc) {
                        ds->elem == 4 ? "use [compute] precision = float64, or scale the data up ([data] scale)"
                                      : "scale the data up ([data] scale), or raise w_std or b_std before it");
     }
-    vanished |= ntk_layer_vanishes(L);
+    ntk_vanish_step(&zv, L);
   }
   return NTK_OK;
 }
