@@ -145,6 +145,15 @@ sed 's/arch = .*/arch = Dense Relu Dense(W_std=0) Relu Dense/; s/flush.ntk/vanis
 expect_rc 0 "a layer with W_std = 0: the zero kernel is its value, stored" "$NTKD" vanish.conf
 "$NTKD" export vanish.ntk vanish.npy >/dev/null 2>&1
 check "... all zeros" $PY -c "import numpy as np; k = np.load('vanish.npy'); assert k.shape == (8, 8) and (k == 0).all(), k"
+# A vanishing branch does not make a residual block 0 (FanInSum): the other
+# branch's 0 on data x 1e-170 underflowed (stored as zeros, exit 0, before).
+printf '[data]\npath = fc.npy\nscale = 1e-170\n[model]\narch = FanOut(2) parallel(Dense(W_std=0, b_std=0), Dense) FanInSum Relu Dense\nb_std = 0\n[compute]\nprecision = float64\n[output]\npath = branch0.ntk\n' > branch0.conf
+expect_rc 8 "a vanishing branch beside one that underflowed: refused" "$NTKD" branch0.conf
+sed 's/Dense) FanInSum/Dense(W_std=0, b_std=0)) FanInSum/; s/branch0.ntk/branch00.ntk/' branch0.conf > branch00.conf
+expect_rc 0 "... both branches vanish: the zero kernel is its value" "$NTKD" branch00.conf
+printf '[data]\npath = img.npy\nscale = 1e-170\n[model]\narch = Conv(3, 1, SAME) Sign Conv(3, 1, SAME) Flatten Dense(b_std=0.1)\nb_std = 0\n[compute]\nprecision = float64\n[output]\npath = cnn170.ntk\n' > cnn170.conf
+expect_rc 8 "a CNN at 1e-170 into Sign: every position underflowed to 0, refused" "$NTKD" cnn170.conf
+check "... said so" grep -q 'underflowed: the window there is not all zeros' err.log
 
 # --- a scale-free layer on a variance below the range: an error -------------
 # Sign, RectifiedMonomial(0) and LayerNorm depend on the variances' ratios,

@@ -284,12 +284,15 @@ static ntk_status self_entry(const ntk_engine_t *e, size_t i, int which, int ele
   return st;
 }
 
-/* Whether the network has a layer that maps every input to 0
- * (ntk_layer_vanishes). Its zero kernel is its value. */
+/* Whether the network maps every input to 0 by a layer that does
+ * (ntk_layer_vanishes) on the path to its output: in a residual block
+ * every branch of a sum (ntk_vanish_step). Its zero kernel is its value;
+ * FanOut(2) parallel(Dense(W_std=0, b_std=0), Dense) FanInSum Relu Dense
+ * is not 0 by the network, and its 0 on data x 1e-170 was stored. */
 static int arch_vanishes(const struct ntk_arch *arch) {
-  for (size_t i = 0; i < arch->n; i++)
-    if (ntk_layer_vanishes(&arch->layers[i])) return 1;
-  return 0;
+  struct ntk_vanish zv = {0};
+  for (size_t i = 0; i < arch->n; i++) ntk_vanish_step(&zv, &arch->layers[i]);
+  return zv.zero;
 }
 
 /* A sample's NNGP with itself that came out exactly 0 although the sample
