@@ -263,6 +263,27 @@ check "... saying they must have the same shape" has "must have the same shape" 
 check "... before any store is made" [ ! -e wide.ntk ]
 expect_rc 2 "solve with a wrong number of arguments" "$NTKD" solve "$c.ntk"
 
+# --- accuracy does not depend on how the classes are numbered ------------------------
+# Labels 0, 2, 5 make 6 columns, three of them (1, 3, 4) exact zeros: no train
+# sample has those classes. Where a test sample's three real predictions are
+# all negative, a zero column used to be the largest: labels 0, 2, 5 scored
+# 0.3333 where the same task numbered 0, 1, 2 scored 1.0000.
+$PY -c "
+import numpy as np; r = np.random.default_rng(1); E = np.eye(3)
+np.save('gx.npy', np.concatenate([E[i] + 0.1 * r.standard_normal((10, 3)) for i in range(3)]))
+np.save('gt.npy', np.array([[-1., -1, -1], [1, 0, 0], [-2, -0.5, -1.5]]))
+np.save('gy.npy', np.repeat([0, 2, 5], 10)); np.save('gyt.npy', np.array([0, 0, 2]))
+np.save('gy3.npy', np.repeat([0, 1, 2], 10)); np.save('gyt3.npy', np.array([0, 0, 1]))"
+for g in gap:gy:gyt packed:gy3:gyt3; do
+  IFS=: read -r name ytr yte <<< "$g"
+  printf '[data]\npath = gx.npy\nlabels = %s.npy\n[test]\npath = gt.npy\nlabels = %s.npy\n[model]\narch = Dense\nkernel = nngp\n[compute]\nprecision = float64\n[output]\npath = %s.ntk\n[solve]\nridge = 0.01\n' \
+    "$ytr" "$yte" "$name" > "$name.conf"
+  expect_rc 0 "labels numbered $name: job" "$NTKD" "$name.conf"
+  cp out.log "$name.out"
+done
+check "... labels 0, 2, 5 and 0, 1, 2: the same test and LOO accuracy (1.0000)" \
+  bash -c "[ \"\$(awk '/^nngp/ {print \$5, \$7}' gap.out)\" = '1.0000 1.0000' ] && [ \"\$(awk '/^nngp/ {print \$5, \$7}' packed.out)\" = '1.0000 1.0000' ]"
+
 # --- pictures (scripts/plot.py, matplotlib) ----------------------------------------
 if $PY -c "import matplotlib" 2>/dev/null; then
   PLOT="$PY $SRC/scripts/plot.py"

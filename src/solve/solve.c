@@ -173,15 +173,24 @@ static ntk_status choose_method(const ntk_comm_t *comm, const struct ntk_job *jo
 }
 
 /* Accuracy (largest prediction = label) and MSE against one-hot labels. */
-static void score(const double *pred, const int32_t *y, size_t n, size_t classes, double *acc, double *mse) {
+/* Accuracy and MSE of predictions `pred` (n x classes) for labels y. The
+ * predicted class is the largest prediction among the classes that occur in
+ * the train labels (`present`): a class without a train sample has a column
+ * of exact zeros (its one-hot target column is 0), which says nothing about
+ * that class, yet would be the largest wherever the other predictions are
+ * all negative; so the accuracy would depend on how the labels are numbered
+ * (labels 0, 2, 5 scored lower than the same task as 0, 1, 2). The MSE is
+ * over every column, as documented. */
+static void score(const double *pred, const int32_t *y, size_t n, size_t classes, const unsigned char *present,
+                  double *acc, double *mse) {
   size_t right = 0;
   double se = 0;
   for (size_t i = 0; i < n; i++) {
-    size_t best = 0;
+    size_t best = classes;
     for (size_t k = 0; k < classes; k++) {
       double p = pred[i * classes + k], e = p - ((size_t)y[i] == k ? 1.0 : 0.0);
       se += e * e;
-      if (p > pred[i * classes + best]) best = k;
+      if (present[k] && (best == classes || p > pred[i * classes + best])) best = k;
     }
     right += best == (size_t)y[i];
   }
@@ -279,17 +288,24 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
     return ntk_error(NTK_EINPUT, "%s%s%s", o->why, gone ? "; removed the older file of this ridge: " : "",
                      gone ? old : "");
   }
-  score(o->pred, yte, nte, classes, &res->accuracy, &res->mse);
+  unsigned char *present = calloc(classes + 1, 1);
+  if (!present) return ntk_error(NTK_ENOMEM, "out of memory");
+  for (size_t i = 0; i < ntr; i++) present[ytr[i]] = 1;
+  score(o->pred, yte, nte, classes, present, &res->accuracy, &res->mse);
   double loo_error = 0;
   size_t loo_at = 0;
   if (o->diag_inv) {
     double *lp = malloc((ntr * classes + 1) * sizeof *lp);
-    if (!lp) return ntk_error(NTK_ENOMEM, "out of memory");
+    if (!lp) {
+      free(present);
+      return ntk_error(NTK_ENOMEM, "out of memory");
+    }
     loo_predictions(o, ytr, ntr, classes, lp);
     loo_error = loo_cancellation(o, lp, ntr, classes, &loo_at);
-    if (loo_error <= NTK_LOO_MAX_ERROR) score(lp, ytr, ntr, classes, &res->loo_accuracy, &res->loo_mse);
+    if (loo_error <= NTK_LOO_MAX_ERROR) score(lp, ytr, ntr, classes, present, &res->loo_accuracy, &res->loo_mse);
     free(lp);
   }
+  free(present);
   res->ok = isfinite(res->mse);
   printf("%-6s %-10g %-12.4g %-9s %-10.4f %-10.6f", kname(which), ridge, o->reg, cond, res->accuracy, res->mse);
   if (o->diag_inv && loo_error <= NTK_LOO_MAX_ERROR) printf(" %-10.4f %.6f", res->loo_accuracy, res->loo_mse);
