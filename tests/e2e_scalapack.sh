@@ -117,6 +117,11 @@ expect_rc 2 "grid 2 x 2 on 6 ranks is refused" mpirun --oversubscribe -np 6 "$NT
 check "... saying the grid must use every rank" has "grid = 2 x 2 is 4 processes, but the job runs on 6 ranks" err.log
 expect_rc 2 "method = scalapack without mpirun is refused" "$NTKD" solve k.ntk s1.conf
 check "... saying it runs under mpirun" has "runs under mpirun" err.log
+# In a kernel job the grid is checked before the tiles (it was refused
+# after every tile had been computed).
+job gk gk.ntk x 512 "$RIDGES" "method = scalapack" "grid = 2 x 2"
+expect_rc 2 "a kernel job whose grid 2 x 2 does not fit its 3 ranks is refused" mpirun -np 3 "$NTKD" gk.conf
+check "... saying so, before any tile" bash -c "grep -q 'grid = 2 x 2 is 4 processes, but the job runs on 3 ranks' err.log && [ ! -e gk.ntk ]"
 
 echo "e2e_scalapack: $passed passed, $failed failed"
 [ "$failed" = 0 ]

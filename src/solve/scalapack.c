@@ -393,6 +393,17 @@ static ntk_status norm1(struct dist *d, double *anorm) {
   return st;
 }
 
+ntk_status ntk_scalapack_grid(int rows, int cols, int nranks, int *pr, int *pc) {
+  *pr = rows, *pc = cols;
+  if (!rows && !cols) square_grid(nranks, pr, pc);
+  if ((long)*pr * *pc == nranks) return NTK_OK;
+  int sr, sc;
+  square_grid(nranks, &sr, &sc);
+  return ntk_error(NTK_EINPUT, "[solve] grid = %d x %d is %ld processes, but the job runs on %d rank%s: the grid must "
+                   "use every rank (%d x %d, or leave grid out)", *pr, *pc, (long)*pr * *pc, nranks,
+                   nranks == 1 ? "" : "s", sr, sc);
+}
+
 /* The block size and the process grid of the job, or the refusal (the
  * same on every rank, so no agreement is needed): not under mpirun, no
  * train samples, [solve] variance, a block that does not divide the tile,
@@ -415,15 +426,9 @@ static ntk_status check_layout(const struct ntk_solve_problem *p, size_t *nb_out
     return ntk_error(NTK_EINPUT, "[solve] block = %zu does not divide the store's tile edge %zu: ScaLAPACK's blocks "
                      "must tile the store's tiles (a divisor of %zu such as %zu, or leave block out)", nb, T, T,
                      default_block(T));
-  int pr = o->grid_rows, pc = o->grid_cols;
-  if (!pr && !pc) square_grid(P, &pr, &pc);
-  if ((long)pr * pc != P) {
-    int sr, sc;
-    square_grid(P, &sr, &sc);
-    return ntk_error(NTK_EINPUT, "[solve] grid = %d x %d is %ld processes, but the job runs on %d rank%s: the "
-                     "grid must use every rank (%d x %d, or leave grid out)", pr, pc, (long)pr * pc, P,
-                     P == 1 ? "" : "s", sr, sc);
-  }
+  int pr, pc;
+  ntk_status gst = ntk_scalapack_grid(o->grid_rows, o->grid_cols, P, &pr, &pc);
+  if (gst) return gst;
   if (ntr > INT_MAX / 2 || local_elems(ntr, nb, pr, pc) >= LOCAL_MAX) {
     long need = min_ranks(ntr, nb);
     return ntk_error(NTK_EINPUT, "%zu train samples on %d rank%s (grid %d x %d, block %zu): a rank's share of the "

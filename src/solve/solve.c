@@ -124,6 +124,14 @@ ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job 
   return st;
 }
 
+ntk_status ntk_solve_check_ranks(const struct ntk_job *job, int nranks, int under_mpi) {
+  if (job->solve.method != NTK_SOLVE_SCALAPACK) return NTK_OK;
+  if (!under_mpi)
+    return ntk_error(NTK_EINPUT, "[solve] method = scalapack runs under mpirun (mpirun -np 1 for one process)");
+  int pr, pc;
+  return ntk_scalapack_grid(job->solve.grid_rows, job->solve.grid_cols, nranks, &pr, &pc);
+}
+
 /* The train and test labels and the classes they make (ntk_labels_classes:
  * [data] classes, or 0 .. the largest label without a large gap). `say`:
  * a line per file on stderr. On error nothing is left allocated. */

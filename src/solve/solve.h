@@ -90,6 +90,12 @@ void ntk_solve_labels_free(struct ntk_solve_labels *L); /* accepts NULL */
  * Rank-local. */
 ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job *job, uint32_t kernels);
 
+/* What the job's [solve] asks of the ranks, checked before its tiles:
+ * method = scalapack runs under mpirun, its grid on all `nranks` ranks.
+ * (A grid that did not fit was refused after every tile was computed.)
+ * Rank-local. */
+ntk_status ntk_solve_check_ranks(const struct ntk_job *job, int nranks, int under_mpi);
+
 /* `[mpirun -np P] ntkd solve STORE JOB.conf`: check that the store was
  * computed from the job's data and model, then ntk_solve. Collective.
  * Returns the exit code. */

@@ -80,6 +80,10 @@ ntk_status ntk_solve_lapack(const struct ntk_solve_problem *p, struct ntk_ridge_
 ntk_status ntk_solve_scalapack(const struct ntk_solve_problem *p, struct ntk_ridge_out *out);
 ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out *out);
 
+/* [solve] grid (rows x cols; 0 x 0: as square as possible) on nranks
+ * ranks, into *pr x *pc: NTK_EINPUT unless it uses every rank. */
+ntk_status ntk_scalapack_grid(int rows, int cols, int nranks, int *pr, int *pc);
+
 /* Bytes each rank needs for a method on this problem (the method's own
  * estimate, used by `method = auto` and in messages). */
 size_t ntk_solve_lapack_bytes(size_t ntr, size_t nte, size_t classes);
