@@ -229,6 +229,26 @@ START_TEST(test_deep_float32) {
   ck_assert_msg(same, "a CNN of 65 ReLU layers, float32: not the float64 tile rounded");
   deep_tiles("[Dense Relu]*64 Dense", &flat, &same);
   ck_assert_msg(!same, "64 ReLU layers, float32: computed in float64 (the rule is more than 64)");
+  /* Contexts on the same data share one float64 copy (the library's pool:
+   * one per core): each still computes after the others are gone. */
+  {
+    struct ntk_arch deep;
+    ck_assert_int_eq(ntk_arch_parse("[Dense Erf]*70 Dense", 1.0, 0.0, &deep), NTK_OK);
+    struct ntk_problem p = {.arch = &deep, .data = &flat, .kernels = NTK_KERNEL_NNGP | NTK_KERNEL_NTK};
+    struct ntk_tile t = {.rows = 6, .cols = 6};
+    void *cx[3];
+    float g[3][36], w[3][36];
+    for (int k = 0; k < 3; k++) ck_assert_int_eq(ntk_backend_cpu.create(&p, &cx[k]), NTK_OK);
+    ck_assert_int_eq(ntk_backend_cpu.compute_tile(cx[0], &t, g[0], w[0]), NTK_OK);
+    ntk_backend_cpu.destroy(cx[0]);
+    ck_assert_int_eq(ntk_backend_cpu.compute_tile(cx[1], &t, g[1], w[1]), NTK_OK);
+    ntk_backend_cpu.destroy(cx[1]);
+    ck_assert_int_eq(ntk_backend_cpu.compute_tile(cx[2], &t, g[2], w[2]), NTK_OK);
+    ntk_backend_cpu.destroy(cx[2]);
+    ck_assert(!memcmp(g[0], g[1], sizeof g[0]) && !memcmp(g[0], g[2], sizeof g[0]));
+    ck_assert(!memcmp(w[0], w[1], sizeof w[0]) && !memcmp(w[0], w[2], sizeof w[0]));
+    ntk_arch_free(&deep);
+  }
   struct ntk_arch arch;
   char why[512] = "";
   ck_assert_int_eq(ntk_arch_parse("[Dense Relu]*65 Dense", 1.0, 0.0, &arch), NTK_OK);

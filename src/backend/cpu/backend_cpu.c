@@ -1,6 +1,7 @@
 /* The CPU backend: OpenBLAS for the input covariance of fully-connected
  * networks (src/kernels/fc.c), pair-wise vectorised C for convolutional ones
  * (src/kernels/cnn.c); an MLP's training with its maths (mlp.c, adam.c). */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -16,9 +17,22 @@ struct cpu_ctx {
    * (kernels/arch.h): the kernels run on its data in float64 (wide.x), and
    * each value of a tile (wbuf, NNGP then NTK) is rounded to float32 once. */
   struct ntk_dataset wide;
+  int wide_shared; /* wide.x is the process's shared copy (widen_data) */
   double *wbuf;
   size_t wcap; /* entries per kernel wbuf holds */
 };
+
+/* One float64 copy of a dataset per process, shared by the contexts that
+ * compute on it (the library's pool creates one per core): counted, keyed
+ * by the float32 data's address and size, which cannot change while a
+ * context on them lives. Another dataset meanwhile gets a copy of its own. */
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  const void *src;
+  size_t count;
+  double *x;
+  int refs;
+} shared;
 
 /* The float32 data as float64, into c->wide: the problem's data from now on. */
 static ntk_status widen_data(struct cpu_ctx *c, const struct ntk_dataset *data) {
@@ -26,15 +40,46 @@ static ntk_status widen_data(struct cpu_ctx *c, const struct ntk_dataset *data) 
   if (data->d && count / data->d != data->n) return ntk_error(NTK_ENOMEM, "the data are too large to widen");
   c->wide = *data;
   c->wide.elem = 8;
-  c->wide.x = count <= SIZE_MAX / sizeof(double) ? malloc((count ? count : 1) * sizeof(double)) : NULL;
-  if (!c->wide.x)
+  pthread_mutex_lock(&shared_lock);
+  if (shared.refs && shared.src == data->x && shared.count == count) {
+    c->wide.x = shared.x;
+    shared.refs++;
+    c->wide_shared = 1;
+    pthread_mutex_unlock(&shared_lock);
+    return NTK_OK;
+  }
+  double *w = count <= SIZE_MAX / sizeof(double) ? malloc((count ? count : 1) * sizeof(double)) : NULL;
+  if (w) {
+    const float *x = data->x;
+    for (size_t k = 0; k < count; k++) w[k] = x[k];
+    if (!shared.refs) {
+      shared.src = data->x, shared.count = count, shared.x = w, shared.refs = 1;
+      c->wide_shared = 1;
+    }
+  }
+  pthread_mutex_unlock(&shared_lock);
+  c->wide.x = w;
+  if (!w)
     return ntk_error(NTK_ENOMEM, "out of memory for the data in float64 (%.3g GB; a float32 job of more than %d "
                      "nonlinear layers computes in float64: docs/MATH.md)", (double)count * 8 / 1e9,
                      NTK_FLOAT32_MAX_NONLINEAR);
-  const float *x = data->x;
-  double *w = c->wide.x;
-  for (size_t k = 0; k < count; k++) w[k] = x[k];
   return NTK_OK;
+}
+
+/* c's float64 data released: the shared copy when its last context goes. */
+static void release_wide(struct cpu_ctx *c) {
+  if (!c->wide_shared) {
+    free(c->wide.x);
+  } else {
+    pthread_mutex_lock(&shared_lock);
+    if (--shared.refs == 0) {
+      free(shared.x);
+      shared.src = NULL, shared.x = NULL, shared.count = 0;
+    }
+    pthread_mutex_unlock(&shared_lock);
+  }
+  c->wide.x = NULL;
+  c->wide_shared = 0;
 }
 
 static int cpu_available(void) { return 1; }
@@ -53,7 +98,7 @@ static ntk_status cpu_create(const struct ntk_problem *p, void **ctx) {
     st = ntk_cnn_applies(p->arch, data) ? ntk_cnn_create(p->arch, data, NTK_CNN_AUTO, &p->stop, &c->cnn)
                                         : ntk_fc_create(p->arch, data, &p->stop, &c->fc);
   if (st) {
-    free(c->wide.x);
+    if (c->wide.x) release_wide(c);
     free(c);
     return st;
   }
@@ -127,7 +172,7 @@ static void cpu_destroy(void *ctx) {
   if (!c) return;
   ntk_fc_free(c->fc);
   ntk_cnn_free(c->cnn);
-  free(c->wide.x);
+  if (c->wide.x) release_wide(c);
   free(c->wbuf);
   free(c);
 }
