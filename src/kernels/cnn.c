@@ -600,6 +600,14 @@ static void plan_batched(struct cnn_plan *P, ntk_cnn_path want, size_t elem) {
   P->self_vars_only = P->batched && P->path == NTK_CNN_SLICE && !tail_nonlin;
 }
 
+/* What plan_build allocated, on success or not. */
+static void plan_release(struct cnn_plan *P) {
+  free(P->ops);
+  free(P->var_off);
+  free(P->tail_fan);
+  free(P->tail_fanw);
+}
+
 /* The plan of `arch` on `data` (`want`: a path, or NTK_CNN_AUTO): the
  * spatial ops and their sizes, the readout and tail, the fan-ins, the
  * path, the offset bands each op needs, and whether the batched kernels
@@ -765,10 +773,7 @@ void ntk_cnn_free(ntk_cnn_t *c) {
   free(c->bws.ft);
   free(c->xt);
   free(c->vt);
-  free(c->plan.ops);
-  free(c->plan.var_off);
-  free(c->plan.tail_fan);
-  free(c->plan.tail_fanw);
+  plan_release(&c->plan);
   free(c->rowvar);
   free(c->colvar);
   free(c->allvar);
@@ -816,10 +821,7 @@ ntk_status ntk_cnn_judged_slots(const struct ntk_arch *arch, const struct ntk_da
   if (!P) return ntk_error(NTK_ENOMEM, "out of memory");
   ntk_status st = plan_build(P, arch, data, NTK_CNN_AUTO);
   if (!st) *n = judged_slots(P, arch, out);
-  free(P->ops); /* what plan_build allocated, on success or not */
-  free(P->var_off);
-  free(P->tail_fan);
-  free(P->tail_fanw);
+  plan_release(P);
   free(P);
   return st;
 }
@@ -987,10 +989,7 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       o->var_off = op->var >= 0 ? (int)P.var_off[op->var] : -1;
     }
   }
-  free(P.ops);
-  free(P.var_off);
-  free(P.tail_fan);
-  free(P.tail_fanw);
+  plan_release(&P);
   return st;
 }
 
@@ -998,10 +997,7 @@ ntk_status ntk_cnn_check(const struct ntk_arch *arch, const struct ntk_dataset *
   struct cnn_plan *P = malloc(sizeof *P);
   if (!P) return ntk_error(NTK_ENOMEM, "out of memory");
   ntk_status st = plan_build(P, arch, data, NTK_CNN_AUTO);
-  free(P->ops); /* what plan_build allocated, on success or not */
-  free(P->var_off);
-  free(P->tail_fan);
-  free(P->tail_fanw);
+  plan_release(P);
   free(P);
   return st;
 }
