@@ -781,6 +781,48 @@ START_TEST(test_identity_widened) {
 }
 END_TEST
 
+/* Under ntk parameterisation a FanInConcat weights its branches by the
+ * widths written in them, which the layer lines leave out: networks that
+ * differ only there are other jobs (a store of one must not be resumed
+ * with the other), while widths without a FanInConcat change nothing and
+ * keep the identity every older store has. */
+static void identity_of(const char *arch, const char *model, char **id, uint8_t hash[16]) {
+  char text[512];
+  snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n%s[output]\npath = o.ntk\n", arch, model);
+  struct ntk_job j;
+  ck_assert_int_eq(ntk_job_parse_string(text, "j.conf", &j), NTK_OK);
+  struct ntk_dataset ds = {3, 4, 0, 0, 0, 8, calloc(12, 8), 0, 0};
+  struct ntk_store_info info;
+  ck_assert_int_eq(ntk_job_identity(&j, j.net, &ds, &info, id), NTK_OK);
+  memcpy(hash, info.job_hash, 16);
+  free(ds.x);
+  ntk_job_free(&j);
+}
+
+START_TEST(test_identity_concat_widths) {
+  const char *cat[] = {"FanOut(2) parallel(Dense(64) Relu, Dense(128) Erf) FanInConcat Dense",
+                       "FanOut(2) parallel(Dense(128) Relu, Dense(64) Erf) FanInConcat Dense",
+                       "FanOut(2) parallel(Dense(64) Relu, Dense(64) Erf) FanInConcat Dense",
+                       "Dense(32) FanOut(2) parallel(Identity, Dense(32) Erf) FanInConcat Dense",
+                       "Dense(16) FanOut(2) parallel(Identity, Dense(32) Erf) FanInConcat Dense"};
+  uint8_t h[5][16];
+  char *id[5];
+  for (int k = 0; k < 5; k++) identity_of(cat[k], "", &id[k], h[k]);
+  for (int a = 0; a < 5; a++)
+    for (int b = a + 1; b < 5; b++)
+      ck_assert_msg(memcmp(h[a], h[b], 16), "same identity:\n%s\n%s", id[a], id[b]);
+  for (int k = 0; k < 5; k++) free(id[k]);
+  /* no FanInConcat: the widths never enter the kernel, the text is as before */
+  char *x, *y;
+  uint8_t hx[16], hy[16];
+  identity_of("Dense(64) Relu FanOut(2) parallel(Dense(64), Dense(64) Erf Dense(64)) FanInSum Relu Dense", "", &x, hx);
+  identity_of("Dense Relu FanOut(2) parallel(Dense, Dense Erf Dense) FanInSum Relu Dense", "", &y, hy);
+  ck_assert_msg(!memcmp(hx, hy, 16) && !strstr(x, "widths"), "%s\n%s", x, y);
+  free(x);
+  free(y);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("config");
   TCase *tc = tcase_create("parse");
@@ -807,6 +849,7 @@ int main(void) {
   tcase_add_test(tc, test_several_files_cifar_only);
   tcase_add_test(tc, test_layout_npy_only);
   tcase_add_test(tc, test_identity_widened);
+  tcase_add_test(tc, test_identity_concat_widths);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }
