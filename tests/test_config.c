@@ -820,6 +820,12 @@ START_TEST(test_identity_concat_widths) {
   ck_assert_msg(!memcmp(hx, hy, 16) && !strstr(x, "widths"), "%s\n%s", x, y);
   free(x);
   free(y);
+  /* nor does the width of a layer after the last FanInConcat */
+  identity_of("FanOut(2) parallel(Dense(64) Relu, Dense(128) Erf) FanInConcat Dense(10)", "", &x, hx);
+  identity_of("FanOut(2) parallel(Dense(64) Relu, Dense(128) Erf) FanInConcat Dense(1)", "", &y, hy);
+  ck_assert_msg(!memcmp(hx, hy, 16), "%s\n%s", x, y);
+  free(x);
+  free(y);
 }
 END_TEST
 

@@ -87,20 +87,24 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
    * Dense(64) or Conv(64, ...), yet a FanInConcat weights its branches by
    * their widths (ntk_widths_step): Dense(64) / Dense(128) branches and
    * Dense(128) / Dense(64) ones are other numbers with the same layer
-   * lines. So a network with a FanInConcat lists every written width, in
-   * order ("-": none written); without one (or under standard, whose layer
-   * lines hold them) the widths change nothing and the line is absent, as
-   * in every older store. */
+   * lines. So a network with a FanInConcat lists every width written up to
+   * its last FanInConcat, in order ("-": none written); without one (or
+   * under standard, whose layer lines hold them) the widths change nothing
+   * and the line is absent, as in every older store. */
   if (!arch->standard) {
-    int concat = 0, written = 0;
+    size_t concat = 0; /* past the last FanInConcat, no width enters the kernel */
+    int written = 0;
     for (size_t i = 0; i < arch->n; i++) {
       const struct ntk_layer *l = &arch->layers[i];
-      if (l->kind == NTK_LAYER_JOIN && !l->sum && !l->prod) concat = 1;
+      if (l->kind == NTK_LAYER_JOIN && !l->sum && !l->prod) concat = i + 1;
+    }
+    for (size_t i = 0; i < concat; i++) {
+      const struct ntk_layer *l = &arch->layers[i];
       if ((l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV) && l->width > 0) written = 1;
     }
-    if (concat && written) {
+    if (written) {
       add(&t, "widths =");
-      for (size_t i = 0; i < arch->n; i++) {
+      for (size_t i = 0; i < concat; i++) {
         const struct ntk_layer *l = &arch->layers[i];
         if (l->kind != NTK_LAYER_DENSE && l->kind != NTK_LAYER_CONV) continue;
         if (l->width > 0) add(&t, " %d", l->width);
