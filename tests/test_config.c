@@ -829,6 +829,23 @@ START_TEST(test_identity_concat_widths) {
 }
 END_TEST
 
+/* A line only one job text has (written where it applies) is named by its
+ * key: the ntk -> standard change said "layer 1: the store has
+ * Dense(...), this job standard" before. */
+START_TEST(test_identity_diff_inserted_line) {
+  const char *ntk = "ntkd job = 2\nlayers = 1\nlayer 1 = Dense(W_std=1, b_std=0)\n";
+  const char *std = "ntkd job = 2\nlayers = 1\nparameterization = standard\nlayer 1 = Dense(W_std=1, b_std=0)\n";
+  char out[512];
+  ntk_job_text_diff(ntk, std, out, sizeof out);
+  ck_assert_msg(!strncmp(out, "parameterization: the store has no line, this job standard", 58), "%s", out);
+  ntk_job_text_diff(std, ntk, out, sizeof out);
+  ck_assert_msg(!strncmp(out, "parameterization: the store has standard, this job no line", 58), "%s", out);
+  ntk_job_text_diff(ntk, "ntkd job = 2\nlayers = 1\nlayer 1 = Dense(W_std=2, b_std=0)\n", out, sizeof out);
+  ck_assert_msg(strstr(out, "layer 1: the store has Dense(W_std=1, b_std=0), this job Dense(W_std=2, b_std=0)"), "%s",
+                out);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("config");
   TCase *tc = tcase_create("parse");
@@ -855,6 +872,7 @@ int main(void) {
   tcase_add_test(tc, test_several_files_cifar_only);
   tcase_add_test(tc, test_layout_npy_only);
   tcase_add_test(tc, test_identity_widened);
+  tcase_add_test(tc, test_identity_diff_inserted_line);
   tcase_add_test(tc, test_identity_concat_widths);
   suite_add_tcase(s, tc);
   return tu_run(s);

@@ -151,6 +151,15 @@ static int line_at(const char *s, size_t k, const char **key, int *klen, const c
   return 1;
 }
 
+/* Whether text s has a line whose key is key[0..klen). */
+static int has_key(const char *s, const char *key, int klen) {
+  const char *k, *v;
+  int kl, vl;
+  for (size_t i = 0; line_at(s, i, &k, &kl, &v, &vl); i++)
+    if (kl == klen && !memcmp(k, key, (size_t)klen)) return 1;
+  return 0;
+}
+
 void ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap) {
   out[0] = '\0';
   if (!*have) {
@@ -174,6 +183,13 @@ void ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap
   const char *ka = "", *va = "", *kb = "", *vb = "";
   int kla = 0, vla = 0, klb = 0, vlb = 0;
   int ha = line_at(have, first, &ka, &kla, &va, &vla), hb = line_at(want, first, &kb, &klb, &vb, &vlb);
+  /* A line only one text has (parameterization, arithmetic, widths: written
+   * only where they apply) shifts the rest: name it by its key, not by the
+   * line of the other text that happens to stand there. */
+  if (ha && hb && (kla != klb || memcmp(ka, kb, (size_t)kla))) {
+    if (!has_key(have, kb, klb)) ha = 0, ka = kb, kla = klb;
+    else if (!has_key(want, ka, kla)) hb = 0;
+  }
   snprintf(out, cap, "%.*s: the store has %.*s, this job %.*s (%zu line%s of the job description differ%s)",
            ha ? kla : klb, ha ? ka : kb, ha ? vla : 9, ha ? va : "no line", hb ? vlb : 9, hb ? vb : "no line",
            ndiff, ndiff == 1 ? "" : "s", ndiff == 1 ? "s" : "");
