@@ -407,17 +407,29 @@ static void store_free(ntk_store_t *s) {
   free(s);
 }
 
-static ntk_store_t *store_new(const char *path) {
+static ntk_status store_new(const char *path, ntk_store_t **out) {
+  *out = NULL;
   ntk_store_t *s = calloc(1, sizeof *s);
-  if (!s) return NULL;
+  if (!s) return ntk_error(NTK_ENOMEM, "out of memory");
   s->fd = -1;
   s->ifd = -1;
   pthread_mutex_init(&s->mu, NULL);
   /* The file the name reaches: its index and temporary files sit beside
-   * it, whatever symbolic link the caller named (a name that cannot be
-   * resolved is kept: opening it reports why). */
-  if (ntk_resolve_links(path, s->path, sizeof s->path)) snprintf(s->path, sizeof s->path, "%s", path);
-  return s;
+   * it, whatever symbolic link the caller named (a name whose link cannot
+   * be read is kept: opening it reports why). A name, or the file it
+   * reaches, longer than s->path holds is refused: cut short it would
+   * name another file (`ntkd info DIR/s.ntk.bak` reading DIR/s.ntk). */
+  ntk_status st = ntk_resolve_links(path, s->path, sizeof s->path);
+  if (st && (st == NTK_EUSAGE || strlen(path) >= sizeof s->path)) {
+    if (st != NTK_EUSAGE)
+      st = ntk_error(NTK_EUSAGE, "%s: path too long (a store's path may have at most %d bytes)", path,
+                     NTK_PATH_MAX - 1);
+    store_free(s);
+    return st;
+  }
+  if (st) snprintf(s->path, sizeof s->path, "%s", path);
+  *out = s;
+  return NTK_OK;
 }
 
 /* The file a new store replaces (--overwrite), if there is one: locked by
@@ -471,8 +483,8 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
   *out = NULL;
   ntk_status st = ntk_make_parents(path);
   if (st) return st;
-  ntk_store_t *s = store_new(path);
-  if (!s) return ntk_error(NTK_ENOMEM, "out of memory");
+  ntk_store_t *s;
+  if ((st = store_new(path, &s))) return st;
   s->info = *info;
   s->info.align = record_alignment(info);
   /* A fresh identity: records of any other store, even of the same job,
@@ -1223,10 +1235,11 @@ static ntk_status check_entries_all(ntk_store_t *s) {
  * index) by a scan of the whole store. */
 static ntk_status open_scan(const char *path, int writable, int check_payload, int full_scan, ntk_store_t **out) {
   *out = NULL;
-  ntk_store_t *s = store_new(path);
-  if (!s) return ntk_error(NTK_ENOMEM, "out of memory");
+  ntk_store_t *s;
+  ntk_status st = store_new(path, &s);
+  if (st) return st;
   s->writable = writable;
-  ntk_status st = ntk_open_regular(s->path, writable ? O_RDWR : O_RDONLY, "store", &s->fd);
+  st = ntk_open_regular(s->path, writable ? O_RDWR : O_RDONLY, "store", &s->fd);
   /* The writer holds the file itself before it reads what it will repair. */
   if (!st && writable) st = ntk_lock_file(s->fd, s->path, "store");
   struct stat sb;
@@ -1664,9 +1677,10 @@ ntk_status ntk_store_audit(ntk_store_t *s, uint64_t **tiles, size_t *ntiles_out)
   if (!s->writable || !s->scan.index_used || covered <= s->first) return NTK_OK;
   /* A second, read-only view of the store below the mark, scanned as a
    * full scan would (every payload checked), while the writer goes on. */
-  ntk_store_t *v = store_new(s->path);
-  if (!v) return ntk_error(NTK_ENOMEM, "out of memory");
-  ntk_status st = ntk_open_regular(s->path, O_RDONLY, "store", &v->fd);
+  ntk_store_t *v;
+  ntk_status st = store_new(s->path, &v);
+  if (st) return st;
+  st = ntk_open_regular(s->path, O_RDONLY, "store", &v->fd);
   if (!st) {
     v->info = s->info;
     v->tiling = s->tiling;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Long names never reach another file (found by an adversarial pass): a
+# store named by a path longer than ntkd's 1023 bytes was opened by its
+# first 1023 bytes, so `ntkd info/export/verify DIR/s.ntk.bak` read
+# DIR/s.ntk, another store, and exited 0. Such a name is refused (exit 2).
+# Usage: tests/e2e_paths.sh path/to/ntkd
+set -u
+NTKD=$(readlink -f "${1:?usage: e2e_paths.sh path/to/ntkd}")
+source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
+
+$PY -c "
+import numpy as np
+np.save('x.npy', np.random.default_rng(1).standard_normal((12, 5)))
+"
+printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = s.ntk\n' >job.conf
+expect_rc 0 "a small store" "$NTKD" job.conf
+
+# DIR/s.ntk of exactly 1023 bytes, and DIR/s.ntk.bak past the limit.
+D=$W/deep
+while [ $(( ${#D} + 200 + 6 )) -le 1023 ]; do D=$D/$(printf 'd%.0s' $(seq 200)); done
+D=$D/$(printf 'e%.0s' $(seq $((1023 - 6 - ${#D} - 1))))
+mkdir -p "$D" && cp s.ntk s.ntk.index "$D/"
+check "DIR/s.ntk is 1023 bytes" [ $(( ${#D} + 6 )) = 1023 ]
+expect_rc 0 "info of the store at 1023 bytes" "$NTKD" info "$D/s.ntk"
+cp s.ntk "$D/s.ntk.bak"
+for cmd in info verify; do
+  expect_rc 2 "$cmd of a store named by 1027 bytes is refused" "$NTKD" $cmd "$D/s.ntk.bak"
+  check "$cmd: the message says why" has "too long" err.log
+done
+expect_rc 2 "export of a store named by 1027 bytes is refused" "$NTKD" export "$D/s.ntk.bak" out.npy
+check "export wrote nothing" [ ! -e out.npy ]
+rm "$D/s.ntk.bak"
+expect_rc 2 "info of a missing store whose name's first 1023 bytes are a store" "$NTKD" info "$D/s.ntk.bak"
+expect_rc 2 "... and through a path that climbs back" "$NTKD" info "$D/s.ntk.bak/../../x"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
