@@ -2,7 +2,9 @@
 # Long names never reach another file (found by an adversarial pass): a
 # store named by a path longer than ntkd's 1023 bytes was opened by its
 # first 1023 bytes, so `ntkd info/export/verify DIR/s.ntk.bak` read
-# DIR/s.ntk, another store, and exited 0. Such a name is refused (exit 2).
+# DIR/s.ntk, another store, and exited 0; a job file named by more than
+# 1023 bytes escaped the check that no output replaces it. Such names are
+# refused (exit 2).
 # Usage: tests/e2e_paths.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_paths.sh path/to/ntkd}")
@@ -32,6 +34,21 @@ check "export wrote nothing" [ ! -e out.npy ]
 rm "$D/s.ntk.bak"
 expect_rc 2 "info of a missing store whose name's first 1023 bytes are a store" "$NTKD" info "$D/s.ntk.bak"
 expect_rc 2 "... and through a path that climbs back" "$NTKD" info "$D/s.ntk.bak/../../x"
+
+# A job file named by more than 1023 bytes (here ././... before its
+# name): its name was cut for the check that no output replaces an input,
+# so a job whose [output] path is the job file itself replaced it with a
+# store under --overwrite, exit 0. Refused (exit 2), the file kept.
+mkdir jj && cp x.npy jj/
+printf '[data]\npath = %s/jj/x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = %s/jj/job.conf\n' "$W" "$W" >jj/job.conf
+cp jj/job.conf jj/job.orig
+expect_rc 2 "a job whose store is its own job file is refused" "$NTKD" jj/job.conf --overwrite
+LP=$W/jj/$(printf './%.0s' $(seq 520))job.conf
+for args in "" "--overwrite"; do
+  expect_rc 2 "... named by ${#LP} bytes${args:+ with $args} too" "$NTKD" "$LP" $args
+  check "... the job file is kept" cmp -s jj/job.conf jj/job.orig
+done
+expect_rc 2 "check of a job file named by ${#LP} bytes" "$NTKD" check "$LP"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

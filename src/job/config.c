@@ -761,6 +761,11 @@ static ntk_status layout_npy_only(const struct ctx *c) {
 
 static ntk_status parse(const char *text, const char *name, int whole, struct ntk_job *job) {
   ntk_job_defaults(job);
+  /* The job file's name is an input no output may replace: cut short it
+   * would name another file (or none), and the check would miss it. */
+  if (strlen(name) >= sizeof job->source)
+    return ntk_error(NTK_EUSAGE, "%s: path too long (a job file's path may have at most %zu bytes)", name,
+                     sizeof job->source - 1);
   snprintf(job->source, sizeof job->source, "%s", name);
   struct ctx c = {.job = job, .name = name, .st = NTK_OK};
   const char *slash = strrchr(name, '/');
