@@ -128,6 +128,49 @@ START_TEST(test_other_machine) {
 }
 END_TEST
 
+/* A store named by a long path (here about 1 100 bytes, which a job's
+ * store reaches through a link or `ntkd solve` names): the lock file
+ * still names its holder. It was written from a 1 024-byte buffer (the
+ * text cut short, and the bytes past the buffer written after it) and
+ * read back 1 023 bytes at a time, so the holder's host was lost: a job
+ * on another machine took over a live lock (exit 0, two writers). */
+START_TEST(test_long_path_holder) {
+  char p[1400], lp[1410], comp[201];
+  memset(comp, 'l', 200);
+  comp[200] = '\0';
+  tu_path(p, sizeof p, dir, "");
+  size_t at = strlen(p);
+  for (int i = 0; i < 5; i++) at += (size_t)snprintf(p + at, sizeof p - at, "%s/", comp);
+  snprintf(p + at, sizeof p - at, "long.ntk");
+  ck_assert_int_eq(ntk_make_parents(p), NTK_OK);
+  ck_assert_uint_gt(strlen(p), 1024);
+  snprintf(lp, sizeof lp, "%s.lock", p);
+  ntk_lock_t *l = NULL;
+  ck_assert_msg(ntk_lock_acquire(p, "store", &l) == NTK_OK, "%s", ntk_error_message());
+  char expect[2048], got[4096];
+  snprintf(expect, sizeof expect, "host=%s\npid=%ld\n", ntk_hostname(), (long)getpid());
+  int fd = open(lp, O_RDONLY);
+  ck_assert_int_ge(fd, 0);
+  ssize_t n = read(fd, got, sizeof got - 1);
+  close(fd);
+  ck_assert_int_gt(n, 0);
+  got[n] = '\0';
+  ck_assert_uint_eq(strlen(got), (size_t)n); /* no NUL, nothing past the text */
+  ck_assert_ptr_nonnull(strstr(got, p));
+  ck_assert_ptr_nonnull(strstr(got, expect));
+  ntk_lock_release(l);
+  /* Another machine's job holding it: refused. */
+  char text[2048];
+  int tn = snprintf(text, sizeof text, "ntkd writer lock of %s\nhost=some-other-node-17\npid=4242\n"
+                    "started=2026-11-30 10:00:00 +0000\n", p);
+  tu_write(lp, text, (size_t)tn);
+  ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_ELOCKED);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "some-other-node-17"));
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "another machine"));
+  unlink(lp);
+}
+END_TEST
+
 START_TEST(test_no_lock_setting) {
   char p[512];
   tu_path(p, sizeof p, dir, "nolock.ntk");
@@ -219,6 +262,7 @@ int main(void) {
   tcase_add_test(tc, test_released_by_death);
   tcase_add_test(tc, test_holder_not_yet_named);
   tcase_add_test(tc, test_other_machine);
+  tcase_add_test(tc, test_long_path_holder);
   tcase_add_test(tc, test_no_lock_setting);
   tcase_add_test(tc, test_fifo_lock_file);
   tcase_add_test(tc, test_symlink_lock_file);

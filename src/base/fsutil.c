@@ -251,8 +251,9 @@ ntk_status ntk_fsync_folder_of(const char *path) {
 }
 
 ntk_status ntk_make_parents(const char *path) {
-  char dir[NTK_PATH_MAX];
-  snprintf(dir, sizeof dir, "%s", path);
+  char dir[PATH_MAX];
+  /* Cut short, the folders made would be another path's. */
+  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
   char *slash = strrchr(dir, '/');
   if (!slash || slash == dir) return NTK_OK;
   *slash = '\0';

@@ -53,7 +53,7 @@ struct holder {
 
 static int read_holder(int fd, struct holder *h) {
   memset(h, 0, sizeof *h);
-  char buf[1024];
+  char buf[PATH_MAX + 512]; /* all that write_holder writes */
   ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
   struct stat sb;
   if (n <= 0 || fstat(fd, &sb)) return 0;
@@ -115,12 +115,18 @@ static int still_ours(const ntk_lock_t *l) {
 
 /* Write the holder's description into a lock file this process holds. */
 static int write_holder(int fd, const char *path) {
-  char text[1024], when[64];
+  /* Whole, whatever the path's length: a holder cut short has no host
+   * line, and a job on another machine would take its lock over. */
+  char text[PATH_MAX + 512], when[64];
   time_t now = time(NULL);
   struct tm tmv;
   strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %z", localtime_r(&now, &tmv));
   int n = snprintf(text, sizeof text, NTK_MAGIC_LOCK " of %s\nhost=%s\npid=%ld\nstarted=%s\n", path, ntk_hostname(),
                    (long)getpid(), when);
+  if (n <= 0 || (size_t)n >= sizeof text) {
+    errno = ENAMETOOLONG;
+    return 0;
+  }
   return ftruncate(fd, 0) == 0 && pwrite(fd, text, (size_t)n, 0) == n;
 }
 
