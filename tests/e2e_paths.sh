@@ -12,7 +12,11 @@ source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
 
 $PY -c "
 import numpy as np
-np.save('x.npy', np.random.default_rng(1).standard_normal((12, 5)))
+r = np.random.default_rng(1)
+np.save('x.npy', r.standard_normal((12, 5)))
+np.save('tx.npy', r.standard_normal((6, 5)))
+np.save('y.npy', r.integers(0, 3, 12))
+np.save('ty.npy', r.integers(0, 3, 6))
 "
 printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = s.ntk\n' >job.conf
 expect_rc 0 "a small store" "$NTKD" job.conf
@@ -49,6 +53,20 @@ for args in "" "--overwrite"; do
   check "... the job file is kept" cmp -s jj/job.conf jj/job.orig
 done
 expect_rc 2 "check of a job file named by ${#LP} bytes" "$NTKD" check "$LP"
+
+# Two derived names that coincide: the solve locks PREFIX.predictions.lock,
+# and with [solve] predictions = sp and the store sp.predictions that is the
+# store's own lock file, held by the job: it computed every tile, then said
+# its predictions were "in use by another running job" (its own pid), exit 7.
+# Refused before anything is computed, by check and by the job.
+printf '[data]\npath = x.npy\nlabels = y.npy\n[test]\npath = tx.npy\nlabels = ty.npy\n[model]\narch = Dense Relu Dense\n[solve]\nridge = 1e-3\npredictions = sp\n[output]\npath = sp.predictions\n' >sp.conf
+expect_rc 2 "check: predictions whose lock is the store's lock file" "$NTKD" check sp.conf
+check "... the message names the lock file" has "sp.predictions.lock" err.log
+expect_rc 2 "the job is refused" "$NTKD" sp.conf
+check "... before it computed anything" [ ! -e sp.predictions ]
+sed -i 's/^predictions = sp$/predictions = sq/' sp.conf
+expect_rc 0 "another prefix solves" "$NTKD" sp.conf
+check "... its predictions written" [ -e sq-ntk-ridge0.001.npy ]
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -121,6 +121,14 @@ ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job 
     }
   ntk_status st = ntk_check_output_files(in, nin, out, nout);
   free(names), free(what);
+  /* The solve holds PREFIX.predictions.lock: where PREFIX.predictions is
+   * the store, that is the store's own lock file, which the job holds. */
+  char prefix[NTK_PATH_MAX], lock_of[NTK_PATH_MAX + 16];
+  prediction_prefix(store_path, job, prefix, sizeof prefix);
+  snprintf(lock_of, sizeof lock_of, "%s.predictions", prefix);
+  if (!st && ntk_same_file(lock_of, store_path))
+    st = ntk_error(NTK_EUSAGE, "[solve] predictions %s: the solve locks %s.lock, which is the lock file of the store "
+                   "%s: choose another prefix or store name", prefix, lock_of, store_path);
   return st;
 }
 
