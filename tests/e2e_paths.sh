@@ -68,5 +68,12 @@ sed -i 's/^predictions = sp$/predictions = sq/' sp.conf
 expect_rc 0 "another prefix solves" "$NTKD" sp.conf
 check "... its predictions written" [ -e sq-ntk-ridge0.001.npy ]
 
+# The same for a training job whose [train] log is SNAPSHOT.lock: it said the
+# log was "being written by another running job" (itself), exit 7.
+printf '[data]\npath = x.npy\nlabels = y.npy\n[validation]\npath = tx.npy\nlabels = ty.npy\n[train]\nlayers = 5 8 3\nbatch = 4\nepochs = 1\nsnapshot = m.snap\nlog = m.snap.lock\n' >t.conf
+expect_rc 2 "a training log that is the snapshot's lock file" "$NTKD" t.conf
+check "... the message says so" has "is the snapshot's lock file" err.log
+check "... nothing written" [ ! -e m.snap ]
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -141,6 +141,13 @@ ntk_status ntk_job_check_files(const struct ntk_job *job) {
         snprintf(comp, sizeof comp, "%s%s", file, companions[k]) < (int)sizeof comp)
       st = ntk_check_regular(comp, k ? "the store's lock file" : "the store's index");
   if (!st && job->train.enabled && job->train.snapshot[0]) st = check_room(job->train.snapshot, "[train] snapshot", ".lock");
+  /* The log must not be the snapshot's lock file (SNAPSHOT.lock), which
+   * the job holds: it would find the log locked by itself. */
+  if (!st && job->train.enabled && job->train.snapshot[0] && job->train.log[0] &&
+      !ntk_resolve_links(job->train.snapshot, file, sizeof file) &&
+      snprintf(comp, sizeof comp, "%s.lock", file) < (int)sizeof comp && ntk_same_file(job->train.log, comp))
+    st = ntk_error(NTK_EUSAGE, "[train] log (%s) is the snapshot's lock file %s: choose another name", job->train.log,
+                   comp);
   if (st) return ntk_error(st, "%s: %s", job->source, ntk_error_message());
   return NTK_OK;
 }
