@@ -75,5 +75,25 @@ expect_rc 2 "a training log that is the snapshot's lock file" "$NTKD" t.conf
 check "... the message says so" has "is the snapshot's lock file" err.log
 check "... nothing written" [ ! -e m.snap ]
 
+# Two names of one file in a folder that does not exist yet: ntk_same_file
+# compared them as written ("nd/./m.snap" and "nd/m.snap" differ), so a
+# fresh training job with --overwrite renamed its snapshot over its log,
+# exit 0, the log lost (without --overwrite: exit 2 only after making the
+# log, "not an ntkd training snapshot"); a kernel job computed its store
+# before its solve found the predictions file was the store.
+sed 's|^snapshot = .*|snapshot = nd/./m.snap|; s|^log = .*|log = nd/m.snap|' t.conf >t2.conf
+expect_rc 2 "snapshot nd/./m.snap and log nd/m.snap, nd absent, --overwrite" "$NTKD" t2.conf --overwrite
+check "... the message says they are one file" has "two outputs cannot share a file" err.log
+check "... nothing made" [ ! -e nd ]
+sed 's|^snapshot = .*|snapshot = nd/x/../m.snap|; s|^log = .*|log = nd/m.snap|' t.conf >t3.conf
+expect_rc 2 "... and nd/x/../m.snap" "$NTKD" t3.conf --overwrite
+sed 's|^snapshot = .*|snapshot = nd/a/m.snap|; s|^log = .*|log = nd/b/m.snap|' t.conf >t4.conf
+expect_rc 0 "nd/a/m.snap and nd/b/m.snap are two files" "$NTKD" t4.conf
+rm -rf nd
+sed 's|^predictions = .*|predictions = nd/p|; s|^path = sp.predictions|path = nd/./p-ntk-ridge0.001.npy|' sp.conf >nd.conf
+expect_rc 2 "check: a predictions file that is the store, in a new folder" "$NTKD" check nd.conf
+expect_rc 2 "... the job" "$NTKD" nd.conf
+check "... refused before the store was made" [ ! -e nd ]
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -79,8 +79,57 @@ static void canonical(const char *path, char *out, size_t cap) {
   char dir[PATH_MAX], res[PATH_MAX];
   const char *base;
   split_path(path, dir, sizeof dir, &base);
-  if (realpath(dir, res)) snprintf(out, cap, "%s/%s", strcmp(res, "/") ? res : "", base);
-  else snprintf(out, cap, "%s", path);
+  if (realpath(dir, res)) {
+    snprintf(out, cap, "%s/%s", strcmp(res, "/") ? res : "", base);
+    return;
+  }
+  /* A folder that does not exist yet (ntk_make_parents makes it, of plain
+   * folders): the nearest folder above it that exists, resolved, and the
+   * rest word by word ("." dropped, ".." taking off the word before it),
+   * so that "new/./x" and "new/x" agree before "new" is made: two outputs
+   * there must not pass as two files (the snapshot renamed over the log). */
+  size_t keep = strlen(dir);
+  for (;;) {
+    char *slash = strrchr(dir, '/');
+    if (!slash) {
+      keep = 0;
+      snprintf(dir, sizeof dir, ".");
+    } else if (slash == dir) {
+      keep = 1;
+      dir[1] = '\0';
+    } else {
+      *slash = '\0';
+      keep = (size_t)(slash - dir) + 1;
+    }
+    if (realpath(dir, res)) break;
+    if (!strcmp(dir, ".") || !strcmp(dir, "/")) {
+      snprintf(out, cap, "%s", path);
+      return;
+    }
+  }
+  if (!strcmp(res, "/")) res[0] = '\0';
+  size_t len = strlen(res);
+  const char *rest = path + keep;
+  while (*rest) {
+    size_t n = strcspn(rest, "/");
+    if (n == 2 && !strncmp(rest, "..", 2)) {
+      char *up = strrchr(res, '/');
+      len = up ? (size_t)(up - res) : 0;
+      res[len] = '\0';
+    } else if (n && !(n == 1 && rest[0] == '.')) {
+      if (len + 1 + n >= sizeof res) {
+        snprintf(out, cap, "%s", path);
+        return;
+      }
+      res[len++] = '/';
+      memcpy(res + len, rest, n);
+      len += n;
+      res[len] = '\0';
+    }
+    rest += n;
+    while (*rest == '/') rest++;
+  }
+  snprintf(out, cap, "%s", res[0] ? res : "/");
 }
 
 int ntk_same_file(const char *a, const char *b) {
