@@ -95,5 +95,15 @@ expect_rc 2 "check: a predictions file that is the store, in a new folder" "$NTK
 expect_rc 2 "... the job" "$NTKD" nd.conf
 check "... refused before the store was made" [ ! -e nd ]
 
+# Under mpirun a store path of 245 bytes or more aborted every worker in
+# Open MPI 4.1's sharedfp/lockedfile component (a fixed buffer for the
+# name), exit 134: ntkd leaves that component out.
+M=$W/mpi/$(printf 'p%.0s' $(seq 200))
+mkdir -p "$M"
+M=$M/$(printf 'z%.0s' $(seq $((300 - ${#M} - 5)))).ntk
+printf '[data]\npath = %s/x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = %s\n' "$W" "$M" >m.conf
+expect_rc 0 "mpirun -np 3 with a store path of ${#M} bytes" mpirun -np 3 "$NTKD" m.conf
+expect_rc 0 "... the store is whole (verify)" "$NTKD" verify "$M"
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -175,6 +175,12 @@ ntk_status ntk_comm_init(int *argc, char ***argv, ntk_comm_t **out) {
    * that page-aligned records need. A value set by the user wins
    * (docs/RELIABILITY.md: do not set 2). */
   setenv("OMPI_MCA_fs_ufs_lock_algorithm", "3", 0);
+  /* Open MPI 4.1's sharedfp/lockedfile component, tried at every
+   * MPI_File_open, formats the file's name into a fixed buffer: a store
+   * path of 245 bytes or more aborted every worker ("buffer overflow
+   * detected", exit 134) under mpirun. ntkd uses no shared file pointer.
+   * A value set by the user wins. */
+  setenv("OMPI_MCA_sharedfp", "^lockedfile", 0);
   /* All ranks on one node (mpirun says so in every rank's environment,
    * alike): Open MPI's ob1 over shared memory. Its default start, which
    * tries UCX first, took 0.26 s of a 2.4 s job (MPI_Init 0.26 s against
