@@ -105,5 +105,16 @@ printf '[data]\npath = %s/x.npy\n[model]\narch = Dense Relu Dense\n[output]\npat
 expect_rc 0 "mpirun -np 3 with a store path of ${#M} bytes" mpirun -np 3 "$NTKD" m.conf
 expect_rc 0 "... the store is whole (verify)" "$NTKD" verify "$M"
 
+# A store whose index is another store: the job of x.ntk wrote its index
+# over the store x.ntk.index, exit 0, that store lost. Refused (exit 2).
+mkdir cl && cp x.npy cl/
+printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = x.ntk.index\n' >cl/a.conf
+printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = x.ntk\n' >cl/b.conf
+expect_rc 0 "a store named x.ntk.index" "$NTKD" cl/a.conf
+cp cl/x.ntk.index cl/a.saved
+expect_rc 2 "the store x.ntk, whose index would replace it" "$NTKD" cl/b.conf
+check "... the message names it" has "the store's index, .*x.ntk.index, is an ntkd store" err.log
+check "... the store x.ntk.index is kept" cmp -s cl/x.ntk.index cl/a.saved
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

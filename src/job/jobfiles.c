@@ -136,10 +136,18 @@ ntk_status ntk_job_check_files(const struct ntk_job *job) {
   /* The store's index and lock file beside it: files, or not there. */
   char comp[PATH_MAX + 8], file[PATH_MAX];
   static const char *const companions[] = {".index", ".lock"};
+  /* Nor another of ntkd's files there: the store x.ntk wrote its index
+   * over the store x.ntk.index (exit 0, that store lost). */
   for (int k = 0; !st && !job->train.enabled && k < 2; k++)
     if (!ntk_resolve_links(job->out_path, file, sizeof file) &&
-        snprintf(comp, sizeof comp, "%s%s", file, companions[k]) < (int)sizeof comp)
-      st = ntk_check_regular(comp, k ? "the store's lock file" : "the store's index");
+        snprintf(comp, sizeof comp, "%s%s", file, companions[k]) < (int)sizeof comp) {
+      const char *what = k ? "the store's lock file" : "the store's index";
+      int kind = kind_by_content(comp);
+      if (!(st = ntk_check_regular(comp, what)) && kind != NTK_FILE_OTHER &&
+          kind != (k ? NTK_FILE_LOCK : NTK_FILE_INDEX))
+        st = ntk_error(NTK_EUSAGE, "[output] path (%s): %s, %s, is %s: an output never replaces one of ntkd's own "
+                       "files; choose another name", job->out_path, what, comp, kind_name(kind));
+    }
   if (!st && job->train.enabled && job->train.snapshot[0]) st = check_room(job->train.snapshot, "[train] snapshot", ".lock");
   /* The log must not be the snapshot's lock file (SNAPSHOT.lock), which
    * the job holds: it would find the log locked by itself. */
