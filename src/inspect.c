@@ -318,7 +318,7 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
   }
   char tmp[NTK_PATH_MAX + 400];
   int fd;
-  if ((st = ntk_tmp_create(out, tmp, sizeof tmp, &fd))) {
+  if ((st = ntk_tmp_create(out, tmp, sizeof tmp, &fd, raw_format ? NULL : "\x93NUMPY"))) {
     ntk_store_close(s);
     return fail(st);
   }

@@ -27,6 +27,7 @@
 #include "base/clock.h"
 #include "solve/solve.h"
 #include "store/store.h"
+#include "base/magic.h"
 #include "train/train.h"
 #include "worker/worker.h"
 
@@ -35,7 +36,7 @@
 static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_info *want, const char *text,
                              int overwrite, ntk_store_t **out) {
   const char *path = job->out_path;
-  int stale = ntk_clean_stale_tmp(path);
+  int stale = ntk_clean_stale_tmp(path, NTK_MAGIC_STORE);
   if (stale) fprintf(stderr, "ntkd: removed %d temporary file%s left by a killed run\n", stale, stale == 1 ? "" : "s");
   struct stat sb;
   if (stat(path, &sb) == 0) {

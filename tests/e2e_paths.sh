@@ -116,5 +116,24 @@ expect_rc 2 "the store x.ntk, whose index would replace it" "$NTKD" cl/b.conf
 check "... the message names it" has "the store's index, .*x.ntk.index, is an ntkd store" err.log
 check "... the store x.ntk.index is kept" cmp -s cl/x.ntk.index cl/a.saved
 
+# A job's data named as a temporary file of its store (STORE.tmp.HOST.PID,
+# PID gone): the clean-up of a killed run's temporary files removed it, the
+# job's own input, exit 0. Only files that are empty or start as that
+# writer's file does (a store's header) are removed now.
+mkdir tmpc
+sh -c 'exit 0' & dead=$!
+wait $dead
+H=$(hostname)
+cp x.npy "tmpc/s.ntk.tmp.$H.$dead"
+printf '[data]\npath = s.ntk.tmp.%s.%s\nformat = npy\n[model]\narch = Dense Relu Dense\n[output]\npath = s.ntk\n' "$H" "$dead" >tmpc/j.conf
+expect_rc 0 "a job whose data is named STORE.tmp.HOST.PID" "$NTKD" tmpc/j.conf
+check "... its data file is kept" cmp -s x.npy "tmpc/s.ntk.tmp.$H.$dead"
+rm -f tmpc/s.ntk tmpc/s.ntk.index
+printf 'NTKDSTOR torn' >"tmpc/s.ntk.tmp.$H.$((dead + 1))"
+: >"tmpc/s.ntk.tmp.$H.$((dead + 2))"
+expect_rc 0 "... and with a killed run's temporary stores beside it" "$NTKD" tmpc/j.conf
+check "... those are removed" [ ! -e "tmpc/s.ntk.tmp.$H.$((dead + 1))" -a ! -e "tmpc/s.ntk.tmp.$H.$((dead + 2))" ]
+check "... the data file is kept" cmp -s x.npy "tmpc/s.ntk.tmp.$H.$dead"
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

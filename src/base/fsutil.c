@@ -208,7 +208,22 @@ int ntk_is_tmp_name(const char *path) {
   return 0;
 }
 
-int ntk_clean_stale_tmp(const char *path) {
+/* Whether the file `full` is empty or starts with `magic` (any, if NULL). */
+static int holds_magic(const char *full, const char *magic) {
+  if (!magic) return 1;
+  size_t len = strlen(magic);
+  int fd = open(full, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char head[64];
+  struct stat sb;
+  int ok = 0;
+  if (!fstat(fd, &sb) && S_ISREG(sb.st_mode) && len <= sizeof head)
+    ok = sb.st_size == 0 || (pread(fd, head, len, 0) == (ssize_t)len && !memcmp(head, magic, len));
+  close(fd);
+  return ok;
+}
+
+int ntk_clean_stale_tmp(const char *path, const char *magic) {
   char resolved[PATH_MAX], dir[PATH_MAX], stem[NAME_MAX + 1], prefix[NAME_MAX + 300];
   /* The temporary files sit beside the file the name reaches. */
   if (ntk_resolve_links(path, resolved, sizeof resolved) == NTK_OK) path = resolved;
@@ -230,7 +245,7 @@ int ntk_clean_stale_tmp(const char *path) {
     if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
     char full[PATH_MAX + NAME_MAX + 2];
     snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
-    if (unlink(full) == 0) removed++;
+    if (holds_magic(full, magic) && unlink(full) == 0) removed++;
   }
   closedir(d);
   return removed;
@@ -260,13 +275,13 @@ ntk_status ntk_resolve_links(const char *path, char *out, size_t cap) {
   return NTK_OK;
 }
 
-ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd) {
+ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd, const char *magic) {
   *fd = -1;
   /* Beside the file the name reaches, where ntk_tmp_commit renames it. */
   char file[PATH_MAX];
   if (ntk_resolve_links(path, file, sizeof file) == NTK_OK) path = file;
   if (!ntk_tmp_path(path, tmp, cap)) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
-  ntk_clean_stale_tmp(path);
+  ntk_clean_stale_tmp(path, magic);
   unlink(tmp); /* a leftover of an earlier process with this pid */
   *fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (*fd < 0) return ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));

@@ -55,16 +55,20 @@ int ntk_is_tmp_name(const char *path);
 ntk_status ntk_resolve_links(const char *path, char *out, size_t cap);
 
 /* Remove PATH.tmp.HOST.PID files of this host whose process is gone (a
- * killed export, snapshot or store creation). Returns how many. */
-int ntk_clean_stale_tmp(const char *path);
+ * killed export, snapshot or store creation) that are empty or start with
+ * `magic` (what that writer writes first; NULL: any file): a file of
+ * another kind under such a name (a job's data) is not ntkd's to remove.
+ * Returns how many. */
+int ntk_clean_stale_tmp(const char *path, const char *magic);
 
 /* The temporary file this process writes before renaming it to `path`:
  * stale ones of dead processes are removed, then PATH.tmp.HOST.PID (its
  * name into `tmp`, `cap` bytes) is created afresh, never through a
  * symbolic link or over an existing file (O_EXCL | O_NOFOLLOW), and opened
  * for writing into *fd; beside the file that symbolic links in `path`
- * reach (ntk_tmp_commit puts it in place there). */
-ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd);
+ * reach (ntk_tmp_commit puts it in place there). Stale temporary files of
+ * the same name are removed first (ntk_clean_stale_tmp, with `magic`). */
+ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd, const char *magic);
 
 /* Put the finished temporary file `tmp` (from ntk_tmp_create) in place of
  * `path`: renamed over the file the name reaches, so that an output named

@@ -33,7 +33,7 @@ static ntk_status write_npy(const char *path, const double *x, size_t rows, size
   char tmp[NTK_PATH_MAX + 400], hdr[256];
   int fd;
   ntk_status st = ntk_make_parents(path);
-  if (!st) st = ntk_tmp_create(path, tmp, sizeof tmp, &fd);
+  if (!st) st = ntk_tmp_create(path, tmp, sizeof tmp, &fd, "\x93NUMPY");
   if (st) return st;
   FILE *f = fdopen(fd, "wb");
   if (!f) {

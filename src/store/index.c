@@ -86,7 +86,7 @@ ntk_status ntk_index_write(const char *store_path, const uint8_t id[16], const s
   encode_header(buf, id);
   encode_entries(buf + ENTRY, e, n, covered);
   int fd = -1;
-  ntk_status st = ntk_tmp_create(path, tmp, sizeof tmp, &fd);
+  ntk_status st = ntk_tmp_create(path, tmp, sizeof tmp, &fd, "NTKDINDX");
   if (!st && write_all(fd, buf, (n + 2) * ENTRY))
     st = ntk_error(NTK_EIO, "%s: cannot write the index: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));

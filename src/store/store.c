@@ -517,7 +517,7 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
     s->first = align_up(JOB_TEXT_AT + tlen, PAGE);
     encode_header(&s->info, &s->tiling, tlen, raw, ntk_checksum(text, tlen), s->first, h);
     memcpy(s->good_header, h, NTK_STORE_HEADER_SIZE);
-    st = ntk_tmp_create(s->path, tmp, sizeof tmp, &fd);
+    st = ntk_tmp_create(s->path, tmp, sizeof tmp, &fd, NTK_MAGIC_STORE);
     /* Locked before it has a name anyone else could open. */
     if (!st) st = ntk_lock_file(fd, s->path, "store");
   }

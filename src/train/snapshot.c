@@ -138,7 +138,7 @@ ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *
   char tmp[NTK_PATH_MAX + 400];
   int fd;
   /* A snapshot write killed half-way leaves its temporary file: removed here. */
-  if ((st = ntk_tmp_create(path, tmp, sizeof tmp, &fd))) return st;
+  if ((st = ntk_tmp_create(path, tmp, sizeof tmp, &fd, NTK_MAGIC_SNAPSHOT))) return st;
   if (write_all(fd, h, sizeof h) || write_all(fd, p, bytes) || write_all(fd, m, bytes) || write_all(fd, v, bytes))
     st = ntk_error(NTK_EIO, "%s: cannot write the snapshot: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
