@@ -20,6 +20,7 @@
 #include "base/codec.h"
 #include "base/defs.h"
 #include "base/fsutil.h"
+#include "base/magic.h"
 
 static const char index_magic[8] = {'N', 'T', 'K', 'D', 'I', 'N', 'D', 'X'};
 #define INDEX_VERSION 1u
@@ -86,7 +87,7 @@ ntk_status ntk_index_write(const char *store_path, const uint8_t id[16], const s
   encode_header(buf, id);
   encode_entries(buf + ENTRY, e, n, covered);
   int fd = -1;
-  ntk_status st = ntk_tmp_create(path, tmp, sizeof tmp, &fd, "NTKDINDX");
+  ntk_status st = ntk_tmp_create(path, tmp, sizeof tmp, &fd, NTK_MAGIC_INDEX);
   if (!st && write_all(fd, buf, (n + 2) * ENTRY))
     st = ntk_error(NTK_EIO, "%s: cannot write the index: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
