@@ -6,6 +6,7 @@
 #include "base/numparse.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -1901,6 +1902,16 @@ int ntk_layer_scale_free(const struct ntk_layer *l) {
   if (l->kind == NTK_LAYER_LAYERNORM) return 1;
   if (l->kind != NTK_LAYER_MAP) return 0;
   return l->map.kind == NTK_MAP_SIGN || (l->map.kind == NTK_MAP_RECTMONO && l->map.degree == 0);
+}
+
+ntk_status ntk_scale_free_refusal(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
+                                  const char *what, int elem) {
+  return ntk_error(NTK_ENONFINITE, "%s: its variance entering layer %zu (%s)%s is %s, below %s's normal range (%.3g): "
+                   "%s's value depends on the variances' ratios, not their size, so it would come out O(1) from the "
+                   "few bits left, and wrong; %s", who, layer + 1, l->name, where, what,
+                   elem == 4 ? "float32" : "float64", elem == 4 ? (double)FLT_MIN : DBL_MIN, l->name,
+                   elem == 4 ? "use [compute] precision = float64, or scale the data up ([data] scale)"
+                             : "scale the data up ([data] scale), or raise w_std or b_std before it");
 }
 
 static const char *pad_name(ntk_padding p) {

@@ -171,6 +171,13 @@ void ntk_vanish_step(struct ntk_vanish *v, const struct ntk_layer *l);
  * the variances entering it are judged instead (fc.c, cnn.c). */
 int ntk_layer_scale_free(const struct ntk_layer *l);
 
+/* The refusal of such a variance (NTK_ENONFINITE, exit 8), one text for
+ * fc.c's samples and cnn.c's images: `who` names the sample or image
+ * ("sample 3"), `where` the position or "", `what` the value; layer is
+ * 0-based, elem the precision's bytes. */
+ntk_status ntk_scale_free_refusal(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
+                                  const char *what, int elem);
+
 /* Canonical text: every layer with all its parameters spelled out, so two
  * strings that denote the same network give the same text. Writes at most
  * `cap` bytes including the NUL; returns the length it needed. */

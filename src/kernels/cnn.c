@@ -20,7 +20,6 @@
  * once per tile for the tile's images: memory is bounded by the tile. */
 #include "kernels/cnn.h"
 
-#include <float.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -860,12 +859,9 @@ ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_data
         snprintf(what, sizeof what, s->tail ? "0 (underflowed: the image is not all zeros)"
                                             : "0 (underflowed: the window there is not all zeros)");
       else snprintf(what, sizeof what, "%.3g", v);
-      return ntk_error(NTK_ENONFINITE, "image %zu: its variance entering layer %zu (%s)%s is %s, below %s's normal "
-                       "range (%.3g): %s's value depends on the variances' ratios, not their size, so it would come "
-                       "out O(1) from the few bits left, and wrong; %s", image, s->layer + 1, l->name, where, what,
-                       elem == 4 ? "float32" : "float64", elem == 4 ? (double)FLT_MIN : DBL_MIN, l->name,
-                       elem == 4 ? "use [compute] precision = float64, or scale the data up ([data] scale)"
-                                 : "scale the data up ([data] scale), or raise w_std or b_std before it");
+      char who[48];
+      snprintf(who, sizeof who, "image %zu", image);
+      return ntk_scale_free_refusal(who, s->layer, l, where, what, elem);
     }
   }
   return NTK_OK;

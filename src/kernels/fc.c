@@ -11,7 +11,6 @@
 #include "kernels/fc.h"
 
 #include <cblas.h>
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,7 +167,6 @@ static ntk_status judge_scale_free(const ntk_fc_t *fc) {
   const struct ntk_arch *arch = fc->arch;
   const struct ntk_dataset *ds = fc->data;
   size_t n = ds->n, es = (size_t)ds->elem;
-  const char *prec = ds->elem == 4 ? "float32" : "float64";
   struct ntk_vanish zv = {0};
   for (size_t l = 0; l < arch->n; l++) {
     const struct ntk_layer *L = &arch->layers[l];
@@ -180,12 +178,9 @@ static ntk_status judge_scale_free(const ntk_fc_t *fc) {
       char what[64];
       if (cls == NTK_FP_ZERO) snprintf(what, sizeof what, "0 (underflowed: the sample is not all zeros)");
       else snprintf(what, sizeof what, "%.3g", v);
-      return ntk_error(NTK_ENONFINITE, "sample %zu: its variance entering layer %zu (%s) is %s, below %s's normal "
-                       "range (%.3g): %s's value depends on the variances' ratios, not their size, so it would come "
-                       "out O(1) from the few bits left, and wrong; %s", i, l + 1, L->name, what, prec,
-                       ds->elem == 4 ? (double)FLT_MIN : DBL_MIN, L->name,
-                       ds->elem == 4 ? "use [compute] precision = float64, or scale the data up ([data] scale)"
-                                     : "scale the data up ([data] scale), or raise w_std or b_std before it");
+      char who[48];
+      snprintf(who, sizeof who, "sample %zu", i);
+      return ntk_scale_free_refusal(who, l, L, "", what, ds->elem);
     }
     ntk_vanish_step(&zv, L);
   }
