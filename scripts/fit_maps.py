@@ -8,6 +8,11 @@ evaluated in float32 as the C code does.
 
   atan(u), 0 <= u <= tan(pi/8)   ntk_atan2f (the Erf map)
   asin(u), 0 <= u <= sin(pi/8)   ntk_asin_smallf (the ReLU-family map)
+
+and the double maps' atan2 (ntk_atan2): atan(u) = u + u*z*P(z) with P of
+degree 10, a Chebyshev fit in 50 digits (mpmath), printed to 17 digits
+with its error bound (run with a Python that has mpmath, e.g. Debian's
+python3-mpmath).
 """
 import numpy as np
 
@@ -35,3 +40,28 @@ def fit(name, fn, top):
 
 fit('atan', np.arctan, np.tan(np.pi / 8))
 fit('asin', np.arcsin, np.sin(np.pi / 8))
+
+
+def fit_double():
+    try:
+        import mpmath as mp
+    except ImportError:
+        print('atan (double): mpmath not installed, skipped')
+        return
+    mp.mp.dps = 50
+    top = mp.tan(mp.pi / 8) ** 2
+
+    def p_exact(z):  # (atan(u) - u) / u^3 at z = u^2
+        if z == 0:
+            return mp.mpf(-1) / 3
+        u = mp.sqrt(z)
+        return (mp.atan(u) - u) / (z * u)
+
+    coef, err = mp.chebyfit(p_exact, [0, top], 11, error=True)
+    print('atan (double) on [0, tan(pi/8)]: P(z), constant term first:')
+    for c in reversed(coef):
+        print('  %.17g' % float(c))
+    print('  largest error of P %s; relative error of atan below %s' % (mp.nstr(err, 3), mp.nstr(err * top, 3)))
+
+
+fit_double()

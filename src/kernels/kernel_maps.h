@@ -154,6 +154,10 @@ static NTK_INLINE NTK_HD float ntk_selectf(int c, float a, float b) {
   uint32_t m = 0u - (uint32_t)(c != 0);
   return ntk_u2f((ntk_f2u(a) & m) | (ntk_f2u(b) & ~m));
 }
+static NTK_INLINE NTK_HD double ntk_select(int c, double a, double b) {
+  uint64_t m = 0ull - (uint64_t)(c != 0);
+  return ntk_u2d((ntk_d2u(a) & m) | (ntk_d2u(b) & ~m));
+}
 
 /* atan2 for float in ~2e-8 relative error, branch-free so loops vectorise.
  * Reduction to |u| <= tan(pi/8) and an odd polynomial u + u^3 P(u^2) whose
@@ -167,7 +171,7 @@ static NTK_INLINE NTK_HD float ntk_atan2f(float y, float x) {
    * root bound this map on AVX-512). */
   int big = mn > 0.41421356f * mx;
   float num = ntk_selectf(big, mn - mx, mn), den = ntk_selectf(big, mn + mx, mx);
-  float u = num / (den > 0.0f ? den : 1.0f);
+  float u = num / (den == 0.0f ? 1.0f : den); /* a NaN stays NaN */
   float z = u * u;
   float p = fmaf(fmaf(fmaf(0.080686243f, z, -0.13882883f), z, 0.19978272f), z, -0.33332967f);
   float r = fmaf(u * z, p, u);
@@ -175,6 +179,41 @@ static NTK_INLINE NTK_HD float ntk_atan2f(float y, float x) {
   r = swap ? (float)NTK_PI_2 - r : r;
   r = x < 0.0f ? (float)NTK_PI - r : r;
   return y < 0.0f ? -r : r;
+}
+
+/* atan2 for double within 2.5 ulp (glibc's: 0.5), branch-free so that the
+ * double maps' loops vectorise: libm's atan2 kept them scalar, 8-16x
+ * slower per layer than the float maps (docs/PERFORMANCE.md, 2026-12-03).
+ * The reduction of ntk_atan2f, and u + u^3 P(u^2) with P of degree 10 on
+ * |u| <= tan(pi/8), coefficients from scripts/fit_maps.py (a Chebyshev fit
+ * in 50 digits: 5e-18 relative, below the double rounding). It uses only
+ * the ratio of |y| and |x|, so scaling both by one power of two leaves
+ * its bits unchanged (the double ABRelu and Erf maps rely on it). */
+static NTK_INLINE NTK_HD double ntk_atan2(double y, double x) {
+  double ay = fabs(y), ax = fabs(x);
+  int swap = ay > ax;
+  double mx = swap ? ay : ax, mn = swap ? ax : ay;
+  int big = mn > 0.41421356237309503 * mx;
+  double num = ntk_select(big, mn - mx, mn), den = ntk_select(big, mn + mx, mx);
+  double u = num / (den == 0.0 ? 1.0 : den), z = u * u; /* a NaN stays NaN */
+  double p = fma(-0.01917688711906226, z, 0.039231658295587189);
+  p = fma(p, z, -0.050854497379402598);
+  p = fma(p, z, 0.0585814891280221);
+  p = fma(p, z, -0.066645114473819475);
+  p = fma(p, z, 0.076921831908260865);
+  p = fma(p, z, -0.090909045781239026);
+  p = fma(p, z, 0.11111111015256361);
+  p = fma(p, z, -0.14285714284666542);
+  p = fma(p, z, 0.19999999999995521);
+  p = fma(p, z, -0.33333333333333331);
+  double r = fma(u * z, p, u);
+  /* the constants' rounding errors added back (0x1.1a62633145c07p-55 = pi/4
+   * - NTK_PI_4, and twice, four times that): near pi, where a pair's
+   * ReLU kernel cancels, the angle is then as close as libm's */
+  r = big ? NTK_PI_4 + (r + 0x1.1a62633145c07p-55) : r;
+  r = swap ? (NTK_PI_2 - r) + 0x1.1a62633145c07p-54 : r;
+  r = x < 0.0 ? (NTK_PI - r) + 0x1.1a62633145c07p-53 : r;
+  return y < 0.0 ? -r : r;
 }
 
 /* 1/sqrt(q), 0 for q <= 0: the per-position (or per-sample) factor the
@@ -203,11 +242,11 @@ static NTK_INLINE NTK_HD float ntk_asin_smallf(float m) {
  * - the double ABRelu map and the Erf maps scale their inputs by exact
  *   powers of two s1, s2 (from exponent bits) to O(1) and scale the one
  *   result that needs it back, one power of two at a time (the double
- *   maps only where a product would leave the range: a branch, in their
- *   scalar loops). A power-of-two scaling is exact unless a value goes
- *   subnormal or overflows, and correctly rounded sqrt, division and
- *   libm's atan2 commute with it: the double ABRelu map returns the bits
- *   of the unscaled formula wherever that one was in range.
+ *   maps always, branch-free, so that their loops vectorise). A
+ *   power-of-two scaling is exact unless a value goes subnormal or
+ *   overflows, and correctly rounded sqrt and division and ntk_atan2 (a
+ *   function of a ratio) commute with it: the double ABRelu map returns
+ *   the bits of the unscaled formula wherever that one was in range.
  * All arithmetic is plain IEEE operations in a fixed order (no implicit
  * FMA under -ffp-contract=off / --fmad=false; the explicit fmaf calls of
  * the float maps round once on every CPU clone and, as fmaf/__fmaf_rn, on
@@ -224,8 +263,8 @@ static NTK_INLINE NTK_HD float ntk_asin_smallf(float m) {
  * its caller and has no division: (s, c) = (sqrt(det), q12) / sqrt(q11 q22)
  * is a unit vector, its angle the asin of the smaller of |s|, |c| (past
  * pi/8 rotated back by pi/8 first). A division and atan2's reduction cost
- * ~45% of the map on AVX-512 (docs/PERFORMANCE.md). The double map keeps
- * libm's atan2 and ignores r11, r22.
+ * ~45% of the map on AVX-512 (docs/PERFORMANCE.md). The double map takes
+ * ntk_atan2 and ignores r11, r22.
  *
  * In the float map u = q r r (1 to rounding, for any q > 0, subnormal
  * included) and c = q12 r11 r22, so det = u11 u22 - c^2 is the normalised
@@ -233,10 +272,10 @@ static NTK_INLINE NTK_HD float ntk_asin_smallf(float m) {
  * q12 = q11 = q22 (then u11 = u22 = c bit for bit), which keeps its angle
  * exactly 0. sqrt(q11 q22) comes back as (q11 r11)(q22 r22). A zero
  * variance has r = 0: u = c = 0, the angle pi/2. An infinite one (r = 0
- * too) gives NaN, never a finite value. The double map uses the product
- * formula where q11 q22 is in [2^-1000, 2^1000] and scales the variances
- * by powers of two elsewhere (ntk_abrelu_scaled, zero variances included):
- * the same bits where both apply. */
+ * too) gives NaN, never a finite value. The double map scales the
+ * variances by powers of two to [1, 4) (ntk_abrelu_angle, zero variances
+ * included): the bits of the product formula wherever q11 q22 and q12^2
+ * are in range (tests/test_kernel.c), and right where they are not. */
 
 /* Whether a product of two variances (q11 q22, (eps + q11)(eps + q22)) is
  * in [2^-1000, 2^1000], where the double maps form it as it is; outside,
@@ -245,23 +284,15 @@ static NTK_INLINE NTK_HD int ntk_product_in_range(double p) { return p >= 0x1p-1
 
 /* The double map's sqrt(det) and angle from inputs scaled by powers of two
  * (s = 2^-floor(e/2), e the exponent of q, so q s^2 is in [1, 4)), with
- * sqrt(det) scaled back. Out of line: the common path stays as it was (the
- * loops around libm's atan2 are scalar, and a longer body there cost ~10%
- * of a float64 CNN). */
-#if defined(__CUDACC__)
-#define NTK_COLD __noinline__
-#elif defined(__GNUC__)
-#define NTK_COLD __attribute__((noinline, cold, unused))
-#else
-#define NTK_COLD
-#endif
-static NTK_COLD NTK_HD double ntk_abrelu_scaled(double q12, double q11, double q22, double *theta) {
+ * sqrt(det) scaled back; Sign takes its angle from here too. */
+static NTK_INLINE NTK_HD double ntk_abrelu_angle(double q12, double q11, double q22, double *theta) {
   double i1 = ntk_pow2_half_exp(q11), i2 = ntk_pow2_half_exp(q22);
   double s1 = ntk_pow2_inv(i1), s2 = ntk_pow2_inv(i2);
   double x11 = q11 * s1 * s1, x22 = q22 * s2 * s2, x12 = q12 * s1 * s2;
   double det = x11 * x22 - x12 * x12;
   double sqx = sqrt(det > 0.0 ? det : 0.0);
-  *theta = (sqx == 0.0 && x12 == 0.0) ? NTK_PI_2 : atan2(sqx, x12);
+  double t = ntk_atan2(sqx, x12);
+  *theta = (sqx == 0.0 && x12 == 0.0) ? NTK_PI_2 : t;
   return sqx * i1 * i2;
 }
 
@@ -271,14 +302,7 @@ static NTK_INLINE NTK_HD double ntk_abrelu_r(double a, double b, double q12, dou
   (void)r22;
   /* first: loop invariants, which GCC then keeps out of the loops */
   double factor = (a - b) * (a - b) / (2.0 * NTK_PI), half = (a * a + b * b) / 2.0;
-  double sq, theta, p = q11 * q22;
-  if (ntk_product_in_range(p)) { /* q11 q22 and q12^2 in range as they are */
-    double det = p - q12 * q12;
-    sq = sqrt(det > 0.0 ? det : 0.0);
-    theta = (sq == 0.0 && q12 == 0.0) ? NTK_PI_2 : atan2(sq, q12);
-  } else {
-    sq = ntk_abrelu_scaled(q12, q11, q22, &theta);
-  }
+  double theta, sq = ntk_abrelu_angle(q12, q11, q22, &theta);
   double dot_sigma = half - factor * theta;
   *tdot = dot_sigma;
   return factor * sq + dot_sigma * q12;
@@ -331,8 +355,9 @@ static NTK_INLINE NTK_HD float ntk_abreluf(float a, float b, float q12, float q1
  * while here such a pair has det = 0 exactly. Scales: s = 2^-floor(e/2)
  * from the exponent e of 1 + 2q (>= 1), so (1+2q) s^2 is in [1, 4); then
  * d s1^2 s2^2 = (1+2q11) s1^2 s2^2 + 2 q22 s2^2 s1^2 + 4 det s1^2 s2^2.
- * The double map needs them only once 1 + 2q passes 2^500. */
-static NTK_COLD NTK_HD double ntk_erf_scaled(double q12, double q11, double q22, double *tdot) {
+ * Both maps scale always (branch-free: the loops vectorise); for 1 + 2q
+ * below 2 the scales are 1. */
+static NTK_INLINE NTK_HD double ntk_erf(double q12, double q11, double q22, double *tdot) {
   double a1 = 1.0 + 2.0 * q11, a2 = 1.0 + 2.0 * q22;
   double s1 = ntk_pow2_inv(ntk_pow2_half_exp(a1)), s2 = ntk_pow2_inv(ntk_pow2_half_exp(a2));
   double t1 = s1 * s1, t2 = s2 * s2; /* exact: >= 2^-1024 */
@@ -342,18 +367,7 @@ static NTK_COLD NTK_HD double ntk_erf_scaled(double q12, double q11, double q22,
   double d = (a1 * t1) * t2 + (2.0 * x22) * t1 + 4.0 * det;
   double r = sqrt(d);
   *tdot = (4.0 / NTK_PI) / r * s1 * s2;
-  return (2.0 / NTK_PI) * atan2(2.0 * x12, r);
-}
-
-/* The same with s1 = s2 = 1 while 1 + 2q < 2^500, out of line beyond. */
-static NTK_INLINE NTK_HD double ntk_erf(double q12, double q11, double q22, double *tdot) {
-  double a1 = 1.0 + 2.0 * q11, a2 = 1.0 + 2.0 * q22;
-  if (!(a1 < 0x1p500 && a2 < 0x1p500)) return ntk_erf_scaled(q12, q11, q22, tdot);
-  double det = q11 * q22 - q12 * q12;
-  det = det < 0.0 ? 0.0 : det;
-  double r = sqrt(a1 + 2.0 * q22 + 4.0 * det);
-  *tdot = (4.0 / NTK_PI) / r;
-  return (2.0 / NTK_PI) * atan2(2.0 * q12, r);
+  return (2.0 / NTK_PI) * ntk_atan2(2.0 * x12, r);
 }
 
 static NTK_INLINE NTK_HD float ntk_erff(float q12, float q11, float q22, float *tdot) {
@@ -405,7 +419,7 @@ static NTK_INLINE NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, 
 static NTK_INLINE NTK_HD double ntk_gelu(double q12, double q11, double q22, double *tdot) {
   double p = q11 * q22, p1 = (1.0 + q11) * (1.0 + q22), det = p - q12 * q12;
   double d2 = 1.0 + q11 + q22 + (det > 0.0 ? det : 0.0), d = sqrt(d2);
-  double angle = atan2(q12, d);
+  double angle = ntk_atan2(q12, d);
   *tdot = q12 / (2.0 * NTK_PI * d) * (1.0 / d2 + (2.0 + q11 + q22) / p1) + 0.25 + angle / (2.0 * NTK_PI);
   return ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / (2.0 * NTK_PI) + 0.25 * q12;
 }
@@ -486,17 +500,11 @@ static inline NTK_HD double ntk_gaussian_map(const struct ntk_map *m, double q12
  * Its derivative is a delta: neural-tangents sets the NTK to zero, and so
  * does this map (tdot = 0). */
 static inline NTK_HD double ntk_sign_map(double q12, double q11, double q22, double *tdot) {
-  /* The angle as the ABRelu map takes it: q11 q22 formed only where it is
-   * in range, else from variances scaled by powers of two (the kernel is
-   * scale-invariant; the raw product gave 0.998 off at variances 1e+-150
-   * and 5e-4 at 1e-160, exit 0). */
-  double p = q11 * q22, angle;
-  if (ntk_product_in_range(p)) {
-    double x = p - q12 * q12, det = sqrt(x > 0.0 ? x : 0.0);
-    angle = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : atan2(det, q12);
-  } else {
-    (void)ntk_abrelu_scaled(q12, q11, q22, &angle);
-  }
+  /* The angle as the ABRelu map takes it, from variances scaled by powers
+   * of two (the kernel is scale-invariant; the raw product gave 0.998 off
+   * at variances 1e+-150 and 5e-4 at 1e-160, exit 0). */
+  double angle;
+  (void)ntk_abrelu_angle(q12, q11, q22, &angle);
   *tdot = 0.0;
   return 1.0 - angle * 2.0 / NTK_PI;
 }
@@ -534,7 +542,7 @@ static inline NTK_HD double ntk_rectmono_map(const struct ntk_map *m, double q12
   if (ntk_product_in_range(p)) {
     double x = p - q12 * q12, det = sqrt(x > 0.0 ? x : 0.0);
     sp = sqrt(p);
-    theta = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : atan2(det, q12);
+    theta = det == 0.0 && q12 == 0.0 ? NTK_PI_2 : ntk_atan2(det, q12);
     c = q12 / sp;
     sn = det / sp;
   } else {
@@ -545,7 +553,7 @@ static inline NTK_HD double ntk_rectmono_map(const struct ntk_map *m, double q12
     double s1 = ntk_pow2_inv(i1), s2 = ntk_pow2_inv(i2);
     double x11 = q11 * s1 * s1, x22 = q22 * s2 * s2, x12 = q12 * s1 * s2;
     double xp = x11 * x22, xs = sqrt(xp > 0.0 ? xp : 0.0), x = xp - x12 * x12, det = sqrt(x > 0.0 ? x : 0.0);
-    theta = det == 0.0 && x12 == 0.0 ? NTK_PI_2 : atan2(det, x12);
+    theta = det == 0.0 && x12 == 0.0 ? NTK_PI_2 : ntk_atan2(det, x12);
     c = xs > 0.0 ? x12 / xs : 0.0;
     sn = xs > 0.0 ? det / xs : 1.0;
     sp = sqrt(q11 > 0.0 ? q11 : 0.0) * sqrt(q22 > 0.0 ? q22 : 0.0);
