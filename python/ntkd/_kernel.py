@@ -17,10 +17,10 @@ _kernel_tuples = {}
 
 
 def _namedtuple(names):
-    """neural-tangents' return type for get=('nngp', 'ntk'): a namedtuple in that order."""
+    """neural-tangents' return type for get=('nngp', 'ntk'): a namedtuple 'AnalyticKernel' in that order."""
     key = tuple(names)
     if key not in _kernel_tuples:
-        _kernel_tuples[key] = collections.namedtuple("Kernel", key)
+        _kernel_tuples[key] = collections.namedtuple("AnalyticKernel", key)
     return _kernel_tuples[key]
 
 
@@ -226,7 +226,7 @@ class KernelFn:
         if get is None:
             return Kernel(nngp, ntk)
         if isinstance(get, str):
-            return out[get]
+            return out[names[0]]
         return _namedtuple(names)(*[out[n] for n in names])
 
 
@@ -234,6 +234,9 @@ def _requested(get):
     if get is None:
         return ("nngp", "ntk")
     names = (get,) if isinstance(get, str) else tuple(get)
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"get must be a string, a tuple of strings or None, not {get!r}")
+    names = tuple(n.lower() for n in names)  # as neural-tangents reads get: 'NTK' is 'ntk'
     for n in names:
         if n not in _KINDS:
             raise ValueError(f"get: ntkd computes 'nngp' and 'ntk', not {n!r}")

@@ -213,3 +213,21 @@ def test_duplicate_get_is_refused_before_computing(rng):
     with pytest.raises(ValueError, match="unique"):
         kernel_fn(x, None, ("nngp", "nngp"), progress=lambda done, total: calls.append(done))
     assert calls == []
+
+
+def test_get_is_read_as_neural_tangents_reads_it(rng):
+    # neural-tangents lowercases get (kernel_fn(x, None, 'NTK') is the NTK) and
+    # returns a tuple get as a namedtuple 'AnalyticKernel'; ntkd once raised
+    # ValueError for 'NTK' and named its namedtuple 'Kernel'.
+    x = rng.standard_normal((3, 4))
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+    k = kernel_fn(x, None)
+    np.testing.assert_array_equal(kernel_fn(x, None, "NTK"), k.ntk)
+    np.testing.assert_array_equal(kernel_fn(x, None, get="Nngp"), k.nngp)
+    both = kernel_fn(x, None, ("NTK", "nngp"))
+    assert type(both).__name__ == "AnalyticKernel" and both._fields == ("ntk", "nngp")
+    np.testing.assert_array_equal(both.ntk, k.ntk)
+    with pytest.raises(ValueError, match="unique"):
+        kernel_fn(x, None, ("ntk", "NTK"))
+    with pytest.raises(TypeError, match="tuple of strings"):
+        kernel_fn(x, None, ("ntk", 1))
