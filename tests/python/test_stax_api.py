@@ -231,3 +231,19 @@ def test_get_is_read_as_neural_tangents_reads_it(rng):
         kernel_fn(x, None, ("ntk", "NTK"))
     with pytest.raises(TypeError, match="tuple of strings"):
         kernel_fn(x, None, ("ntk", 1))
+
+
+def test_x2_equal_to_x1_is_x1_against_itself(rng):
+    # kernel_fn(x, x) is kernel_fn(x, None) in neural-tangents, to float32's
+    # 1e-7. ntkd computed it as two sets, where each sample's pair with itself
+    # took the input covariance of the pair, not its variance: through one Relu
+    # a float32 NTK 4e-5 below the float64 one (a sample collinear with itself).
+    x = rng.standard_normal((23, 5))
+    _, _, kernel_fn = stax.serial(stax.Dense(8), stax.Relu(), stax.Dense(1))
+    exact = kernel_fn(x, None, "ntk")
+    x32 = x.astype(np.float32)
+    for x2 in (x32, x32.copy(), np.asfortranarray(x32)):
+        k = kernel_fn(x32, x2, "ntk")
+        np.testing.assert_array_equal(k, kernel_fn(x32, None, "ntk"))
+        assert np.abs(k - exact).max() <= 1e-6 * np.abs(exact).max()
+    np.testing.assert_array_equal(kernel_fn(x, x.copy(), "ntk"), exact)
