@@ -12,6 +12,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@ struct ntk_fc {
   int *nexts;     /* per NEXT/JOIN layer: how many branches of its block ended before it */
   double *bw, *bdiv; /* per NEXT/JOIN layer: its branch's FanIn weight; JOIN: the divisor (branch.h) */
   const struct ntk_stop *stop; /* polled per block of the input covariance and per band of each layer */
+  uint64_t *rowhash; /* per sample, a hash of its input row's bytes; NULL when no two rows share one */
 };
 
 /* Entries a layer's map runs on between two polls of the stop flag: a
@@ -105,6 +107,62 @@ static int gram_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
   return 0;
 }
 
+/* A sample given twice (two equal rows of the data: a duplicate in a data
+ * set, a test sample that is also a train sample) has the input covariance
+ * of its variance, exactly. The product of the two rows in the block above
+ * (float32 sums in sgemm) and the variance (summed in double) round apart
+ * by an ulp or two, which leaves the pair an angle of ~sqrt(u) (docs/MATH.md,
+ * "Collinear inputs"): through one Relu its float32 NTK came out 4e-5
+ * relative low where neural-tangents' is within 1e-7. Set from the
+ * variance it is the sample's pair with itself, as on the diagonal. */
+static void equal_rows_tile(const ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
+  if (!fc->rowhash) return;
+  const struct ntk_dataset *ds = fc->data;
+  size_t es = (size_t)ds->elem, row = ds->d * es;
+  const char *x = ds->x;
+  for (size_t i = 0; i < t->rows; i++) {
+    size_t gi = t->r0 + i, jn = t->cols;
+    if (t->c0 + jn > gi) jn = gi > t->c0 ? gi - t->c0 : 0; /* i > j: gram_tile fills those (and the diagonal) */
+    for (size_t j = 0; j < jn; j++) {
+      size_t gj = t->c0 + j;
+      if (fc->rowhash[gi] != fc->rowhash[gj] || memcmp(x + gi * row, x + gj * row, row)) continue;
+      memcpy((char *)g + (i * t->cols + j) * es, (const char *)fc->var + gi * es, es);
+    }
+  }
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* fc->rowhash for equal_rows_tile: FNV-1a of each row's bytes, kept only
+ * when two rows share a hash (else NULL: data without equal rows pay
+ * nothing per tile). 0, or 1 when out of memory. */
+static int hash_rows(ntk_fc_t *fc) {
+  const struct ntk_dataset *ds = fc->data;
+  size_t n = ds->n, row = ds->d * (size_t)ds->elem;
+  uint64_t *h = malloc((n ? n : 1) * sizeof *h), *sorted = malloc((n ? n : 1) * sizeof *sorted);
+  if (!h || !sorted) {
+    free(h);
+    free(sorted);
+    return 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const unsigned char *p = (const unsigned char *)ds->x + i * row;
+    uint64_t v = 1469598103934665603ull;
+    for (size_t k = 0; k < row; k++) v = (v ^ p[k]) * 1099511628211ull;
+    h[i] = sorted[i] = v;
+  }
+  qsort(sorted, n, sizeof *sorted, cmp_u64);
+  int shared = 0;
+  for (size_t i = 1; i < n && !shared; i++) shared = sorted[i] == sorted[i - 1];
+  free(sorted);
+  if (shared) fc->rowhash = h;
+  else free(h);
+  return 0;
+}
+
 ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void *ntk) {
   size_t count = t->rows * t->cols;
   if (fc->nexts && fc->bstack_count < count) { /* residual blocks: the stack for this tile size */
@@ -116,6 +174,7 @@ ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void 
   }
   if (gram_tile(fc, t, nngp))
     return ntk_error(NTK_EINTERRUPTED, "stopped inside tile %llu, in its input covariance", (unsigned long long)t->index);
+  equal_rows_tile(fc, t, nngp);
   size_t at = fc->data->elem == 4 ? apply_layers_f(fc, t, nngp, ntk) : apply_layers_d(fc, t, nngp, ntk);
   if (at)
     return ntk_error(NTK_EINTERRUPTED, "stopped inside tile %llu, at layer %zu of %zu", (unsigned long long)t->index,
@@ -212,6 +271,10 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
     ntk_fc_free(fc);
     return NTK_ECONFIG;
   }
+  if (hash_rows(fc)) {
+    ntk_fc_free(fc);
+    return ntk_error(NTK_ENOMEM, "out of memory for the samples' row hashes");
+  }
   /* Input variances x.x/d, accumulated in double whatever the precision. */
   for (size_t i = 0; i < n; i++) {
     if (ntk_stop_seen(stop)) {
@@ -297,6 +360,7 @@ void ntk_fc_free(ntk_fc_t *fc) {
   if (!fc) return;
   free(fc->var);
   free(fc->rvar);
+  free(fc->rowhash);
   free(fc->scratch);
   free(fc->fan);
   free(fc->bstack);
