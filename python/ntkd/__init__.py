@@ -27,6 +27,20 @@ from . import predict  # noqa: E402
 
 __version__ = _lib.version()
 
+# neural-tangents' top-level functions of finite networks and JAX: `import ntkd as nt` code that calls them
+# is told why they are missing, not only that they are.
+_FINITE = ("empirical_kernel_fn", "empirical_nngp_fn", "empirical_ntk_fn", "empirical_ntk_vp_fn", "linearize",
+           "taylor_expand", "monte_carlo_kernel_fn", "NtkImplementation", "experimental")
+
+
+def __getattr__(name):
+    if name in _FINITE:
+        raise AttributeError(f"module 'ntkd' has no attribute {name!r}: neural-tangents' {name} works on finite "
+                             "networks (init_fn, apply_fn and their parameters) through JAX; ntkd computes the "
+                             "infinite-width kernels only (stax's kernel_fn, predict at t = infinity): use "
+                             "neural-tangents for it")
+    raise AttributeError(f"module 'ntkd' has no attribute {name!r}")
+
 __all__ = [
     "stax", "batch", "predict", "store", "NtkdError", "ArchError", "InputError", "NonFiniteKernelError",
     "CancelledError", "StoreError", "DamagedStoreError", "IncompleteStoreError", "DeviceError", "StoreInUseError",

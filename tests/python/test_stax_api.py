@@ -264,3 +264,15 @@ def test_equal_samples_are_one_sample(rng):
         assert np.abs(k - want).max() <= 1e-6 * np.abs(want).max()
     k = kernel_fn(x, None, "ntk")
     np.testing.assert_array_equal(np.diag(k[30:, :10]), np.diag(k)[:10])  # each copy with the other: its variance
+
+
+def test_finite_network_functions_say_why():
+    # `import ntkd as nt` code calling nt.empirical_kernel_fn or nt.linearize
+    # got only "module 'ntkd' has no attribute ..."; hasattr still answers False.
+    import ntkd
+    for name in ("empirical_kernel_fn", "empirical_ntk_fn", "linearize", "taylor_expand", "monte_carlo_kernel_fn"):
+        assert not hasattr(ntkd, name)
+        with pytest.raises(AttributeError, match="infinite-width kernels only"):
+            getattr(ntkd, name)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'$"):
+        ntkd.nothing
