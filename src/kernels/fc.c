@@ -136,7 +136,7 @@ static int cmp_u64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* fc->rowhash for equal_rows_tile: FNV-1a of each row's bytes, kept only
+/* fc->rowhash for equal_rows_tile: FNV-1a of each row's 8-byte words, kept only
  * when two rows share a hash (else NULL: data without equal rows pay
  * nothing per tile). 0, or 1 when out of memory. */
 static int hash_rows(ntk_fc_t *fc) {
@@ -150,8 +150,13 @@ static int hash_rows(ntk_fc_t *fc) {
   }
   for (size_t i = 0; i < n; i++) {
     const unsigned char *p = (const unsigned char *)ds->x + i * row;
-    uint64_t v = 1469598103934665603ull;
-    for (size_t k = 0; k < row; k++) v = (v ^ p[k]) * 1099511628211ull;
+    uint64_t v = 1469598103934665603ull, w;
+    size_t k = 0;
+    for (; k + 8 <= row; k += 8) {
+      memcpy(&w, p + k, 8);
+      v = (v ^ w) * 1099511628211ull;
+    }
+    for (; k < row; k++) v = (v ^ p[k]) * 1099511628211ull;
     h[i] = sorted[i] = v;
   }
   qsort(sorted, n, sizeof *sorted, cmp_u64);
