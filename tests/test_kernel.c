@@ -645,6 +645,70 @@ END_TEST
 START_TEST(test_tile_independence_f64) { check_tile_independence(8); }
 END_TEST
 
+/* Equal rows (ntk_fc_twins): a sample given twice is the sample with
+ * itself, its pair's NNGP and NTK the diagonal's bits, whatever the tile;
+ * a row one ulp away, or equal only as values (-0.0 for 0.0), is another
+ * sample. Data without equal rows have no twins at all. */
+static void check_equal_rows(int elem) {
+  size_t n = 1100, d = 37, es = (size_t)elem;
+  struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es), 0, 0};
+  unsigned seed = 43;
+  for (size_t k = 0; k < n * d; k++) {
+    double v = lcg(&seed) * 2 - 1;
+    if (k % d == 5) v = 0.0; /* a zero to flip */
+    if (elem == 4) ((float *)ds.x)[k] = (float)v;
+    else ((double *)ds.x)[k] = v;
+  }
+  struct ntk_arch arch;
+  ck_assert_int_eq(ntk_arch_parse("Dense(W_std=1.5, b_std=0.1) Relu Dense(W_std=1.5) Relu Dense", 1.0, 0.0, &arch),
+                   NTK_OK);
+  ntk_fc_t *fc;
+  ck_assert_int_eq(ntk_fc_create(&arch, &ds, NULL, &fc), NTK_OK);
+  ck_assert_msg(ntk_fc_twins(fc) == NULL, "distinct rows matched");
+  ntk_fc_free(fc);
+  char *x = ds.x;
+  size_t row = d * es;
+  for (size_t i = 0; i < 50; i++) memcpy(x + (1000 + i) * row, x + i * row, row); /* across blocks and tiles */
+  memcpy(x + 700 * row, x + 3 * row, row);
+  memcpy(x + 701 * row, x + 3 * row, row); /* a third copy */
+  memcpy(x + 800 * row, x + 9 * row, row); /* one ulp away */
+  if (elem == 4) ((float *)ds.x)[800 * d + 1] = nextafterf(((float *)ds.x)[800 * d + 1], 2.0f);
+  else ((double *)ds.x)[800 * d + 1] = nextafter(((double *)ds.x)[800 * d + 1], 2.0);
+  memcpy(x + 801 * row, x + 10 * row, row); /* -0.0 for 0.0 */
+  if (elem == 4) ((float *)ds.x)[801 * d + 5] = -0.0f;
+  else ((double *)ds.x)[801 * d + 5] = -0.0;
+  ck_assert_int_eq(ntk_fc_create(&arch, &ds, NULL, &fc), NTK_OK);
+  const size_t *tw = ntk_fc_twins(fc);
+  ck_assert(tw != NULL);
+  for (size_t i = 0; i < n; i++) {
+    size_t want = i >= 1000 && i < 1050 ? i - 1000 : i == 700 || i == 701 ? 3 : i;
+    ck_assert_msg(tw[i] == want, "sample %zu: twin %zu, not %zu", i, tw[i], want);
+  }
+  ntk_fc_free(fc);
+  void *g0 = malloc(n * n * es), *t0 = malloc(n * n * es), *g1 = malloc(n * n * es), *t1 = malloc(n * n * es);
+  compute_full(&arch, &ds, 512, g0, t0);
+  size_t pairs[][2] = {{1000, 0}, {1049, 49}, {1020, 20}, {700, 3}, {701, 3}, {701, 700}};
+  for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
+    size_t i = pairs[k][0], j = pairs[k][1], at = (i * n + j) * es, ii = (i * n + i) * es, jj = (j * n + j) * es;
+    ck_assert_msg(!memcmp((char *)g0 + at, (char *)g0 + ii, es) && !memcmp((char *)t0 + at, (char *)t0 + ii, es) &&
+                      !memcmp((char *)t0 + at, (char *)t0 + jj, es),
+                  "equal samples %zu, %zu: not the diagonal's bits", i, j);
+  }
+  compute_full(&arch, &ds, 77, g1, t1);
+  ck_assert_msg(!memcmp(g0, g1, n * n * es) && !memcmp(t0, t1, n * n * es), "tile 77 differs from tile 512");
+  free(g0);
+  free(t0);
+  free(g1);
+  free(t1);
+  free(ds.x);
+  ntk_arch_free(&arch);
+}
+
+START_TEST(test_equal_rows_f32) { check_equal_rows(4); }
+END_TEST
+START_TEST(test_equal_rows_f64) { check_equal_rows(8); }
+END_TEST
+
 /* Identities between the maps that no single reference pins down. */
 static double rel(double a, double b) { return a == b ? 0 : fabs(a - b) / fmax(fabs(a), fabs(b)); }
 
@@ -1023,6 +1087,8 @@ int main(void) {
   tcase_add_test(tc, test_ref_max_err_nan);
   tcase_add_test(tc, test_tile_independence_f32);
   tcase_add_test(tc, test_tile_independence_f64);
+  tcase_add_test(tc, test_equal_rows_f32);
+  tcase_add_test(tc, test_equal_rows_f64);
   tcase_add_test(tc, test_refuses_cnn);
   tcase_add_test(tc, test_map_identities);
   tcase_add_test(tc, test_branch_widths);

@@ -37,7 +37,8 @@ struct ntk_fc {
   int *nexts;     /* per NEXT/JOIN layer: how many branches of its block ended before it */
   double *bw, *bdiv; /* per NEXT/JOIN layer: its branch's FanIn weight; JOIN: the divisor (branch.h) */
   const struct ntk_stop *stop; /* polled per block of the input covariance and per band of each layer */
-  uint64_t *rowhash; /* per sample, a hash of its input row's bytes; NULL when no two rows share one */
+  size_t *twin; /* per sample, the first sample with the same input row (itself if none); NULL if rows all differ */
+  size_t *dup, ndup; /* the samples with an equal row, ascending */
 };
 
 /* Entries a layer's map runs on between two polls of the stop flag: a
@@ -115,41 +116,61 @@ static int gram_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
  * "Collinear inputs"): through one Relu its float32 NTK came out 4e-5
  * relative low where neural-tangents' is within 1e-7. Set from the
  * variance it is the sample's pair with itself, as on the diagonal. */
-static void equal_rows_tile(const ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
-  if (!fc->rowhash) return;
-  const struct ntk_dataset *ds = fc->data;
-  size_t es = (size_t)ds->elem, row = ds->d * es;
-  const char *x = ds->x;
-  for (size_t i = 0; i < t->rows; i++) {
-    size_t gi = t->r0 + i, jn = t->cols;
-    if (t->c0 + jn > gi) jn = gi > t->c0 ? gi - t->c0 : 0; /* i > j: gram_tile fills those (and the diagonal) */
-    for (size_t j = 0; j < jn; j++) {
-      size_t gj = t->c0 + j;
-      if (fc->rowhash[gi] != fc->rowhash[gj] || memcmp(x + gi * row, x + gj * row, row)) continue;
-      memcpy((char *)g + (i * t->cols + j) * es, (const char *)fc->var + gi * es, es);
-    }
+static size_t first_at_least(const size_t *v, size_t n, size_t x) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (v[mid] < x) lo = mid + 1;
+    else hi = mid;
   }
+  return lo;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
+static void equal_rows_tile(const ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
+  if (!fc->twin) return;
+  size_t es = (size_t)fc->data->elem;
+  /* only the samples with an equal row: the tile's rows among them, each
+   * against the tile's columns among them */
+  size_t i0 = first_at_least(fc->dup, fc->ndup, t->r0), i1 = first_at_least(fc->dup, fc->ndup, t->r0 + t->rows);
+  size_t j0 = first_at_least(fc->dup, fc->ndup, t->c0), j1 = first_at_least(fc->dup, fc->ndup, t->c0 + t->cols);
+  for (size_t a = i0; a < i1; a++)
+    for (size_t b = j0; b < j1; b++) {
+      size_t gi = fc->dup[a], gj = fc->dup[b];
+      if (gj >= gi) break; /* j < i: the entries gram_tile filled, less the diagonal */
+      if (fc->twin[gi] == fc->twin[gj])
+        memcpy((char *)g + ((gi - t->r0) * t->cols + (gj - t->c0)) * es, (const char *)fc->var + gi * es, es);
+    }
 }
 
-/* fc->rowhash for equal_rows_tile: FNV-1a of each row's 8-byte words, kept only
- * when two rows share a hash (else NULL: data without equal rows pay
- * nothing per tile). 0, or 1 when out of memory. */
-static int hash_rows(ntk_fc_t *fc) {
+struct row_key {
+  uint64_t hash;
+  size_t at;
+};
+static int cmp_row_key(const void *a, const void *b) {
+  const struct row_key *x = a, *y = b;
+  if (x->hash != y->hash) return (x->hash > y->hash) - (x->hash < y->hash);
+  return (x->at > y->at) - (x->at < y->at);
+}
+
+/* fc->twin for equal_rows_tile (and the GPU's FC path): each row hashed by
+ * its 8-byte words (FNV-1a), the rows sorted by hash, and within a run of
+ * equal hashes each row compared byte for byte with the run's earlier
+ * distinct rows, so that a collision never makes two samples equal. Kept
+ * only when two rows are equal (else NULL: such data pay nothing per
+ * tile). 0, or 1 when out of memory. */
+static int find_twins(ntk_fc_t *fc) {
   const struct ntk_dataset *ds = fc->data;
   size_t n = ds->n, row = ds->d * (size_t)ds->elem;
-  uint64_t *h = malloc((n ? n : 1) * sizeof *h), *sorted = malloc((n ? n : 1) * sizeof *sorted);
-  if (!h || !sorted) {
-    free(h);
-    free(sorted);
+  struct row_key *key = malloc((n ? n : 1) * sizeof *key);
+  size_t *twin = malloc((n ? n : 1) * sizeof *twin);
+  if (!key || !twin) {
+    free(key);
+    free(twin);
     return 1;
   }
+  const unsigned char *x = ds->x;
   for (size_t i = 0; i < n; i++) {
-    const unsigned char *p = (const unsigned char *)ds->x + i * row;
+    const unsigned char *p = x + i * row;
     uint64_t v = 1469598103934665603ull, w;
     size_t k = 0;
     for (; k + 8 <= row; k += 8) {
@@ -157,14 +178,47 @@ static int hash_rows(ntk_fc_t *fc) {
       v = (v ^ w) * 1099511628211ull;
     }
     for (; k < row; k++) v = (v ^ p[k]) * 1099511628211ull;
-    h[i] = sorted[i] = v;
+    key[i] = (struct row_key){v, i};
+    twin[i] = i;
   }
-  qsort(sorted, n, sizeof *sorted, cmp_u64);
-  int shared = 0;
-  for (size_t i = 1; i < n && !shared; i++) shared = sorted[i] == sorted[i - 1];
-  free(sorted);
-  if (shared) fc->rowhash = h;
-  else free(h);
+  qsort(key, n, sizeof *key, cmp_row_key);
+  int equal = 0;
+  for (size_t s0 = 0, s1; s0 < n; s0 = s1) {
+    for (s1 = s0 + 1; s1 < n && key[s1].hash == key[s0].hash; s1++) {
+      size_t r = key[s1].at; /* after every earlier row of its run: key is sorted by index within a hash */
+      for (size_t m = s0; m < s1; m++) {
+        size_t q = key[m].at;
+        if (twin[q] == q && !memcmp(x + q * row, x + r * row, row)) {
+          twin[r] = q;
+          equal = 1;
+          break;
+        }
+      }
+    }
+  }
+  free(key);
+  if (!equal) {
+    free(twin);
+    return 0;
+  }
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) m += twin[i] != i;
+  size_t *dup = malloc(2 * m * sizeof *dup); /* at most m firsts and m later samples */
+  unsigned char *in = calloc(n, 1);
+  if (!dup || !in) {
+    free(twin);
+    free(dup);
+    free(in);
+    return 1;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (twin[i] != i) in[i] = in[twin[i]] = 1;
+  fc->ndup = 0;
+  for (size_t i = 0; i < n; i++)
+    if (in[i]) dup[fc->ndup++] = i;
+  free(in);
+  fc->twin = twin;
+  fc->dup = dup;
   return 0;
 }
 
@@ -276,7 +330,7 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
     ntk_fc_free(fc);
     return NTK_ECONFIG;
   }
-  if (hash_rows(fc)) {
+  if (find_twins(fc)) {
     ntk_fc_free(fc);
     return ntk_error(NTK_ENOMEM, "out of memory for the samples' row hashes");
   }
@@ -365,7 +419,8 @@ void ntk_fc_free(ntk_fc_t *fc) {
   if (!fc) return;
   free(fc->var);
   free(fc->rvar);
-  free(fc->rowhash);
+  free(fc->twin);
+  free(fc->dup);
   free(fc->scratch);
   free(fc->fan);
   free(fc->bstack);
@@ -415,5 +470,7 @@ double ntk_fc_variance(const ntk_fc_t *fc, size_t l, size_t i) {
   size_t k = l * fc->data->n + i;
   return fc->data->elem == 4 ? ((const float *)fc->var)[k] : ((const double *)fc->var)[k];
 }
+
+const size_t *ntk_fc_twins(const ntk_fc_t *fc) { return fc->twin; }
 
 const void *ntk_fc_variances(const ntk_fc_t *fc) { return fc->var; }

@@ -43,6 +43,12 @@ ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void 
  * before layer l (a GPU backend copies them to the device). */
 const void *ntk_fc_variances(const ntk_fc_t *fc);
 
+/* Per sample, the first sample whose input row is equal to its own, byte
+ * for byte (itself if none); NULL when every row differs. Such a pair's
+ * input covariance is the sample's variance, as on the diagonal (the GPU
+ * backend copies them to the device). */
+const size_t *ntk_fc_twins(const ntk_fc_t *fc);
+
 /* Per-sample variance of sample i before layer l (l = arch->n: the output). */
 double ntk_fc_variance(const ntk_fc_t *fc, size_t l, size_t i);
 

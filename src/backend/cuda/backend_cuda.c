@@ -122,7 +122,7 @@ static ntk_status cuda_create(const struct ntk_problem *p, void **ctx) {
     st = layers ? ntk_fc_create(p->arch, p->data, &p->stop, &c->fc) : ntk_error(NTK_ENOMEM, "out of memory");
     if (!st) st = ntk_fc_entry_layers(c->fc, layers, nl);
     if (!st && ntk_fc_gpu_create(p->device, layers, nl, p->data->n, p->data->d, p->data->elem, p->data->x,
-                                 ntk_fc_variances(c->fc), &c->gpu, err, sizeof err))
+                                 ntk_fc_variances(c->fc), ntk_fc_twins(c->fc), &c->gpu, err, sizeof err))
       st = ntk_error(NTK_EINTERNAL, "GPU %d: %s", p->device, err);
     free(layers);
   }

@@ -36,6 +36,7 @@ struct ntk_fc_gpu {
   cublasHandle_t h;
   cudaStream_t stream; /* every tile's work, in order */
   void *x, *var;        /* device: n x d data, (nl + 1) x n variances */
+  size_t *twin;         /* device: ntk_fc_twins, or NULL when every row differs */
   struct ntk_fc_entry_layer *layers; /* device: nl layers */
   void *g, *t;          /* device: tile buffers of cap elements each */
   size_t cap;
@@ -63,10 +64,13 @@ static __host__ __device__ size_t kernel_entries(size_t rows, size_t cols, int d
  * included; a sample paired with itself is its variance). On a diagonal
  * tile the grid runs over the lower triangle j <= i only
  * (entry k is row i, column k - i(i+1)/2), which is all the syrk filled;
- * each value is mirrored, so the tile is exactly symmetric. */
+ * each value is mirrored, so the tile is exactly symmetric. Two samples
+ * with equal rows (tw, ntk_fc_twins) take the variance as their input
+ * covariance, as src/kernels/fc.c's equal_rows_tile. */
 template <typename T>
 __global__ static void layers_kernel(T *g, T *t, size_t rows, size_t cols, size_t r0, size_t c0, int diag,
-                                     const struct ntk_fc_entry_layer *L, size_t nl, const T *var, size_t n) {
+                                     const struct ntk_fc_entry_layer *L, size_t nl, const T *var, size_t n,
+                                     const size_t *tw) {
   size_t total = kernel_entries(rows, cols, diag);
   for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < total; k += (size_t)gridDim.x * blockDim.x) {
     size_t i, j;
@@ -81,7 +85,7 @@ __global__ static void layers_kernel(T *g, T *t, size_t rows, size_t cols, size_
     }
     size_t at = i * cols + j;
     int self = diag && i == j;
-    T gv = self ? var[r0 + i] : g[at], tv = 0;
+    T gv = self || (tw && tw[r0 + i] == tw[c0 + j]) ? var[r0 + i] : g[at], tv = 0;
     entry(L, nl, var, n, r0 + i, c0 + j, self, &gv, &tv);
     g[at] = gv;
     if (t) t[at] = tv;
@@ -97,6 +101,7 @@ extern "C" void ntk_fc_gpu_free(ntk_fc_gpu_t *G) {
   cudaSetDevice(G->device);
   cudaFree(G->x);
   cudaFree(G->var);
+  cudaFree(G->twin);
   cudaFree(G->layers);
   cudaFree(G->g);
   cudaFree(G->t);
@@ -107,7 +112,8 @@ extern "C" void ntk_fc_gpu_free(ntk_fc_gpu_t *G) {
 }
 
 extern "C" int ntk_fc_gpu_create(int device, const struct ntk_fc_entry_layer *layers, size_t nl, size_t n, size_t d,
-                                 int elem, const void *x, const void *var, ntk_fc_gpu_t **out, char *err, size_t cap) {
+                                 int elem, const void *x, const void *var, const size_t *twin, ntk_fc_gpu_t **out,
+                                 char *err, size_t cap) {
   *out = NULL;
   ntk_fc_gpu_t *G = (ntk_fc_gpu_t *)calloc(1, sizeof *G);
   if (!G) return ntk_cuda_fail(err, cap, "ntk_fc_gpu_create", "out of memory");
@@ -133,6 +139,10 @@ extern "C" int ntk_fc_gpu_create(int device, const struct ntk_fc_entry_layer *la
       what = "cudaMemcpy(variances)";
     else if ((e = cudaMemcpy(G->layers, layers, nl * sizeof *layers, cudaMemcpyHostToDevice)) != cudaSuccess)
       what = "cudaMemcpy(layers)";
+    else if (twin && (e = cudaMalloc((void **)&G->twin, n * sizeof *twin)) != cudaSuccess)
+      what = "cudaMalloc(twins)";
+    else if (twin && (e = cudaMemcpy(G->twin, twin, n * sizeof *twin, cudaMemcpyHostToDevice)) != cudaSuccess)
+      what = "cudaMemcpy(twins)";
     if (what) {
       rc = ntk_cuda_fail(err, cap, what, cudaGetErrorString(e));
       break;
@@ -218,7 +228,8 @@ extern "C" int ntk_fc_gpu_tile(ntk_fc_gpu_t *G, const struct ntk_tile *tl, void 
       BLAS_TRY(G->cb.sgemm(G->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)cols, (int)rows, (int)G->d, &alpha, x + tl->c0 * G->d,
                            (int)G->d, x + tl->r0 * G->d, (int)G->d, &beta, (float *)G->g, (int)cols));
     layers_kernel<float><<<blocks, 256, 0, st>>>((float *)G->g, ntk ? (float *)G->t : NULL, rows, cols, tl->r0,
-                                                 tl->c0, diag, G->layers, G->nl, (const float *)G->var, G->n);
+                                                 tl->c0, diag, G->layers, G->nl, (const float *)G->var, G->n,
+                                                 G->twin);
   } else {
     double alpha = 1.0 / (double)G->d, beta = 0.0;
     const double *x = (const double *)G->x;
@@ -229,7 +240,8 @@ extern "C" int ntk_fc_gpu_tile(ntk_fc_gpu_t *G, const struct ntk_tile *tl, void 
       BLAS_TRY(G->cb.dgemm(G->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)cols, (int)rows, (int)G->d, &alpha, x + tl->c0 * G->d,
                            (int)G->d, x + tl->r0 * G->d, (int)G->d, &beta, (double *)G->g, (int)cols));
     layers_kernel<double><<<blocks, 256, 0, st>>>((double *)G->g, ntk ? (double *)G->t : NULL, rows, cols, tl->r0,
-                                                  tl->c0, diag, G->layers, G->nl, (const double *)G->var, G->n);
+                                                  tl->c0, diag, G->layers, G->nl, (const double *)G->var, G->n,
+                                                  G->twin);
   }
   CUDA_TRY(cudaGetLastError());
   /* Same stream: after the kernel. Into pinned buffers these are DMA

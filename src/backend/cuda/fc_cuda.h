@@ -18,11 +18,12 @@ struct ntk_fc_entry_layer; /* src/kernels/fc_entry.h */
 typedef struct ntk_fc_gpu ntk_fc_gpu_t;
 
 /* On GPU `device`: copies the nl layers (ntk_fc_entry_layers), the n x d
- * data and the (nl + 1) x n per-sample variances (elements of `elem`
- * bytes, as ntk_fc_create made them). Tile buffers are allocated by the
- * first tile, sized by it. */
+ * data, the (nl + 1) x n per-sample variances (elements of `elem`
+ * bytes, as ntk_fc_create made them) and the n twins (ntk_fc_twins; NULL
+ * when every row differs). Tile buffers are allocated by the first tile,
+ * sized by it. */
 int ntk_fc_gpu_create(int device, const struct ntk_fc_entry_layer *layers, size_t nl, size_t n, size_t d, int elem,
-                      const void *x, const void *var, ntk_fc_gpu_t **out, char *err, size_t cap);
+                      const void *x, const void *var, const size_t *twin, ntk_fc_gpu_t **out, char *err, size_t cap);
 
 /* Tile t into host buffers nngp and (unless NULL) ntk, rows x cols
  * row-major; returns once both are filled (the buffers may be pinned, from
