@@ -135,8 +135,12 @@ def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, bac
     return "\n".join(lines) + "\n"
 
 
-def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", precision=None, tile=None,
-          test_test=False, labels=None, backend=None, level=None, overwrite=False, progress=True, verbose=False):
+_NT_BATCH_ARGS = ("batch_size", "device_count", "store_on_device")
+
+
+def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", precision=None, tile=None,
+          test_test=False, labels=None, backend=None, level=None, overwrite=False, progress=True, verbose=False,
+          **unknown):
     """Compute ``kernel_fn`` of x1 (and x2) with the ntkd program into a store,
     and return the store opened for reading (ntkd.store.Store).
 
@@ -167,6 +171,13 @@ def batch(kernel_fn, x1, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", pr
     5) and raises KeyboardInterrupt: rerun to resume. A failure raises the
     exception of its exit code (docs/CLI.md) with the program's error line.
     """
+    nt_args = [k for k in unknown if k in _NT_BATCH_ARGS]
+    if nt_args:  # neural-tangents' nt.batch(kernel_fn, batch_size=...), which wraps kernel_fn
+        raise TypeError(f"ntkd.batch got {', '.join(nt_args)}: it is not neural-tangents' nt.batch. ntkd's kernel_fn "
+                        "needs no batching wrapper (it computes in tiles, within memory): call kernel_fn(x1, x2) "
+                        "itself; ntkd.batch(kernel_fn, x1, x2, store=...) computes into a store that a rerun resumes")
+    if unknown:
+        raise TypeError(f"ntkd.batch got an unexpected keyword argument {next(iter(unknown))!r}")
     if not isinstance(kernel_fn, KernelFn):
         raise TypeError(f"kernel_fn must be a kernel_fn of ntkd.stax (stax.serial(...)[2]), not {kernel_fn!r}")
     files = Files(store)

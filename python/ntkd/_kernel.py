@@ -128,6 +128,8 @@ class KernelFn:
     (0: chosen), progress (a callable(done, total), or True for a tqdm bar).
     """
 
+    __name__ = "kernel_fn"  # as neural-tangents' function is named (logging, functools.wraps)
+
     def __init__(self, spec):
         self._ntkd_spec = spec
         self._net = None

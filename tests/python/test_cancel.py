@@ -16,9 +16,11 @@ from ntkd import _kernel, _lib, stax
 
 
 def slow_cnn():
-    """One tile of 32 images (8 x 8 x 3, tile=32) through 10 SAME convolutions: ~2 s on one core."""
+    """One tile of 32 images (12 x 12 x 3, tile=32) through 20 SAME convolutions: ~2 s on one
+    core (8 x 8 images through 10 took 0.2 s once the float64 maps were vectorised, and the
+    interrupt then came too late to find the tile half done)."""
     layer = stax.serial(stax.Conv(8, (3, 3), padding="SAME"), stax.Relu())
-    return stax.serial(stax.repeat(layer, 10), stax.GlobalAvgPool(), stax.Dense(1))[2]
+    return stax.serial(stax.repeat(layer, 20), stax.GlobalAvgPool(), stax.Dense(1))[2]
 
 
 def test_ctrl_c_stops_inside_the_tile(rng):
@@ -26,7 +28,7 @@ def test_ctrl_c_stops_inside_the_tile(rng):
     progress report that counts entries inside the one tile: kernel_fn sets the cancel flag and
     raises KeyboardInterrupt once the library returned; the library's last report (made after
     its threads stopped) shows it stopped inside the tile, far from its 1024 entries."""
-    x = rng.standard_normal((32, 8, 8, 3))
+    x = rng.standard_normal((32, 12, 12, 3))
     reports, interrupted_at = [], []
 
     def progress(done, total):  # on kernel_fn's computing thread

@@ -276,3 +276,13 @@ def test_finite_network_functions_say_why():
             getattr(ntkd, name)
     with pytest.raises(AttributeError, match="no attribute 'nothing'$"):
         ntkd.nothing
+
+
+def test_nt_batch_call_says_what_ntkd_batch_is():
+    import ntkd
+    _, _, kernel_fn = stax.serial(stax.Dense(1), stax.Relu(), stax.Dense(1))
+    with pytest.raises(TypeError, match="not neural-tangents' nt.batch.*call kernel_fn"):
+        ntkd.batch(kernel_fn, batch_size=25, store_on_device=False)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        ntkd.batch(kernel_fn, np.ones((2, 3)), bogus=1)
+    assert kernel_fn.__name__ == "kernel_fn"
