@@ -781,6 +781,35 @@ START_TEST(test_identity_widened) {
 }
 END_TEST
 
+/* Equal rows are one sample in a fully-connected network (ntk_fc_twins):
+ * its identity says so, so that a store begun by an ntkd that did not is
+ * refused rather than mixed; data without equal rows, and CNNs, keep the
+ * identity every older store has. */
+START_TEST(test_identity_equal_rows) {
+  const char *nets[] = {"Dense Relu Dense", "Dense Relu Dense", "Conv(8, (2, 2)) Relu GlobalAvgPool Dense"};
+  int repeat[] = {1, 0, 1}, want[] = {1, 0, 0};
+  for (int k = 0; k < 3; k++) {
+    char text[256];
+    snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
+    struct ntk_job j;
+    ck_assert_int_eq(ntk_job_parse_string(text, "j.conf", &j), NTK_OK);
+    size_t n = 3, d = 12;
+    float *x = malloc(n * d * sizeof *x);
+    for (size_t i = 0; i < n * d; i++) x[i] = (float)i;
+    if (repeat[k]) memcpy(x + 2 * d, x, d * sizeof *x);
+    struct ntk_dataset ds = {n, d, k == 2 ? 2 : 0, k == 2 ? 2 : 0, k == 2 ? 3 : 0, 4, x, 0, 0};
+    struct ntk_store_info info;
+    char *id = NULL;
+    ck_assert_int_eq(ntk_job_identity(&j, j.net, &ds, &info, &id), NTK_OK);
+    ck_assert_msg(!strstr(id, "equal rows = one sample") == !want[k], "%s, rows repeat %d:\n%s", nets[k], repeat[k],
+                  id);
+    free(id);
+    free(x);
+    ntk_job_free(&j);
+  }
+}
+END_TEST
+
 /* Under ntk parameterisation a FanInConcat weights its branches by the
  * widths written in them, which the layer lines leave out: networks that
  * differ only there are other jobs (a store of one must not be resumed
@@ -872,6 +901,7 @@ int main(void) {
   tcase_add_test(tc, test_several_files_cifar_only);
   tcase_add_test(tc, test_layout_npy_only);
   tcase_add_test(tc, test_identity_widened);
+  tcase_add_test(tc, test_identity_equal_rows);
   tcase_add_test(tc, test_identity_diff_inserted_line);
   tcase_add_test(tc, test_identity_concat_widths);
   suite_add_tcase(s, tc);

@@ -7,6 +7,9 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "kernels/cnn.h"
+#include "kernels/fc.h"
+
 /* A growing string. */
 struct text {
   char *p;
@@ -78,6 +81,21 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
    * maps holds other numbers, and resuming it would mix the two. */
   if (data->elem == 4 && ntk_arch_nonlinear_layers(arch) > NTK_FLOAT32_MAX_NONLINEAR)
     add(&t, "arithmetic = float64, rounded to float32 once\n");
+  /* Equal rows of a fully-connected network's data are one sample
+   * (ntk_fc_twins; absent: no two rows equal, or a CNN): a store of such
+   * data begun by an ntkd that took their pairs' input covariance from the
+   * rows' product holds other numbers there (4e-5 apart in float32), and
+   * resuming it would mix the two. */
+  if (!ntk_cnn_applies(arch, data)) {
+    size_t *twin;
+    ntk_status st = ntk_fc_data_twins(data, &twin);
+    if (st) {
+      free(t.p);
+      return st;
+    }
+    if (twin) add(&t, "equal rows = one sample\n");
+    free(twin);
+  }
   for (size_t i = 0; i < arch->n; i++) {
     char one[512];
     ntk_arch_layer_canonical_param(arch, i, one, sizeof one);

@@ -152,21 +152,19 @@ static int cmp_row_key(const void *a, const void *b) {
   return (x->at > y->at) - (x->at < y->at);
 }
 
-/* fc->twin for equal_rows_tile (and the GPU's FC path): each row hashed by
- * its 8-byte words (FNV-1a), the rows sorted by hash, and within a run of
- * equal hashes each row compared byte for byte with the run's earlier
- * distinct rows, so that a collision never makes two samples equal. Kept
- * only when two rows are equal (else NULL: such data pay nothing per
- * tile). 0, or 1 when out of memory. */
-static int find_twins(ntk_fc_t *fc) {
-  const struct ntk_dataset *ds = fc->data;
+/* ntk_fc_data_twins: each row hashed by its 8-byte words (FNV-1a), the
+ * rows sorted by hash, and within a run of equal hashes each row compared
+ * byte for byte with the run's earlier distinct rows, so that a collision
+ * never makes two samples equal. */
+ntk_status ntk_fc_data_twins(const struct ntk_dataset *ds, size_t **out) {
+  *out = NULL;
   size_t n = ds->n, row = ds->d * (size_t)ds->elem;
   struct row_key *key = malloc((n ? n : 1) * sizeof *key);
   size_t *twin = malloc((n ? n : 1) * sizeof *twin);
   if (!key || !twin) {
     free(key);
     free(twin);
-    return 1;
+    return ntk_error(NTK_ENOMEM, "out of memory for the samples' row hashes");
   }
   const unsigned char *x = ds->x;
   for (size_t i = 0; i < n; i++) {
@@ -197,10 +195,17 @@ static int find_twins(ntk_fc_t *fc) {
     }
   }
   free(key);
-  if (!equal) {
-    free(twin);
-    return 0;
-  }
+  if (equal) *out = twin;
+  else free(twin);
+  return NTK_OK;
+}
+
+/* fc->twin and fc->dup for equal_rows_tile (and the GPU's FC path); both
+ * NULL when every row differs (such data pay nothing per tile). */
+static ntk_status find_twins(ntk_fc_t *fc) {
+  size_t n = fc->data->n, *twin;
+  ntk_status st = ntk_fc_data_twins(fc->data, &twin);
+  if (st || !twin) return st;
   size_t m = 0;
   for (size_t i = 0; i < n; i++) m += twin[i] != i;
   size_t *dup = malloc(2 * m * sizeof *dup); /* at most m firsts and m later samples */
@@ -209,7 +214,7 @@ static int find_twins(ntk_fc_t *fc) {
     free(twin);
     free(dup);
     free(in);
-    return 1;
+    return ntk_error(NTK_ENOMEM, "out of memory for the samples' row hashes");
   }
   for (size_t i = 0; i < n; i++)
     if (twin[i] != i) in[i] = in[twin[i]] = 1;
@@ -219,7 +224,7 @@ static int find_twins(ntk_fc_t *fc) {
   free(in);
   fc->twin = twin;
   fc->dup = dup;
-  return 0;
+  return NTK_OK;
 }
 
 ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void *ntk) {
@@ -330,9 +335,10 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
     ntk_fc_free(fc);
     return NTK_ECONFIG;
   }
-  if (find_twins(fc)) {
+  ntk_status tst = find_twins(fc);
+  if (tst) {
     ntk_fc_free(fc);
-    return ntk_error(NTK_ENOMEM, "out of memory for the samples' row hashes");
+    return tst;
   }
   /* Input variances x.x/d, accumulated in double whatever the precision. */
   for (size_t i = 0; i < n; i++) {

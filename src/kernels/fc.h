@@ -49,6 +49,10 @@ const void *ntk_fc_variances(const ntk_fc_t *fc);
  * backend copies them to the device). */
 const size_t *ntk_fc_twins(const ntk_fc_t *fc);
 
+/* The same from the data alone: *out the n twins (the caller frees them),
+ * or NULL when every row differs. The job identity asks it. */
+ntk_status ntk_fc_data_twins(const struct ntk_dataset *ds, size_t **out);
+
 /* Per-sample variance of sample i before layer l (l = arch->n: the output). */
 double ntk_fc_variance(const ntk_fc_t *fc, size_t l, size_t i);
 
