@@ -555,6 +555,40 @@ START_TEST(test_range_erf) {
 }
 END_TEST
 
+/* Variances past half the largest finite value, where 1 + 2q overflows:
+ * the Erf maps gave nngp 0 and tdot 0 there (a finite kernel with nothing
+ * of the Erf: `Dense(W_std=1.2e154) Erf Dense(b_std=0.1)` stored NNGP 0.01
+ * for 1.01, exit 0). */
+START_TEST(test_range_erf_top) {
+#if LDBL_MANT_DIG >= 64 && LDBL_MAX_EXP > 2 * DBL_MAX_EXP
+  unsigned seed = 41;
+  const long double pi = 3.141592653589793238462643383279502884L;
+  double worst = 0;
+  for (int i = 0; i < 20000; i++) {
+    double q11 = 0x1p1023 * (1 + 0.999 * lcg(&seed)), q22 = i % 3 ? 0x1p1023 * (1 + 0.999 * lcg(&seed)) : 1.0;
+    double rho = 1.98 * lcg(&seed) - 0.99;
+    double q12 = rho * sqrt(q11) * sqrt(q22), td;
+    if (i % 10 == 0) q12 = q22 = q11;
+    long double det = (long double)q11 * q22 - (long double)q12 * q12;
+    long double d = 1 + 2 * (long double)q11 + 2 * (long double)q22 + 4 * (det > 0 ? det : 0);
+    long double rg = 2 / pi * atan2l(2 * (long double)q12, sqrtl(d)), rt = 4 / pi / sqrtl(d);
+    double g = ntk_erf(q12, q11, q22, &td);
+    ck_assert_msg(fabsl(g - rg) < 1e-13 && fabsl((td - rt) / rt) < 1e-12, "float64 q12 %a q11 %a q22 %a: %a %a vs %La %La",
+                  q12, q11, q22, g, td, rg, rt);
+    worst = fmax(worst, (double)fabsl(g - rg));
+    float f11 = 0x1p127f * (float)(1 + 0.999 * lcg(&seed)), f22 = i % 3 ? 0x1p127f * (float)(1 + 0.999 * lcg(&seed)) : 1.0f;
+    float f12 = (float)(rho * sqrt((double)f11 * f22)), tf;
+    if (i % 10 == 0) f12 = f22 = f11;
+    double tfd, gfd = ntk_erf(f12, f11, f22, &tfd);
+    float gf = ntk_erff(f12, f11, f22, &tf);
+    ck_assert_msg(isfinite(gf) && fabs(gf - gfd) < 1e-6 && fabs(tf - tfd) / tfd < 1e-5,
+                  "float32 q12 %a q11 %a q22 %a: nngp %a vs %a, tdot %a vs %a", f12, f11, f22, gf, gfd, tf, tfd);
+  }
+  printf("range, Erf at variances past half the largest value: float64 nngp error %.3g\n", worst);
+#endif
+}
+END_TEST
+
 /* Exactly collinear inputs: (N, 1) data with b_std = 0. Then every pair of
  * samples of the same sign has K(x, x') = sqrt(K(x, x) K(x', x')) exactly
  * (positive homogeneity), and opposite signs stay exactly opposite at the
@@ -1076,6 +1110,7 @@ int main(void) {
   tcase_add_test(tc, test_atan2_double);
   tcase_add_test(tc, test_range_abrelu_f64_bits);
   tcase_add_test(tc, test_range_erf);
+  tcase_add_test(tc, test_range_erf_top);
   tcase_add_test(tc, test_collinear);
   tcase_add_test(tc, test_fc_entry_walk);
   tcase_add_test(tc, test_reference_float64);

@@ -359,12 +359,18 @@ static NTK_INLINE NTK_HD float ntk_abreluf(float a, float b, float q12, float q1
  * below 2 the scales are 1. */
 static NTK_INLINE NTK_HD double ntk_erf(double q12, double q11, double q22, double *tdot) {
   double a1 = 1.0 + 2.0 * q11, a2 = 1.0 + 2.0 * q22;
+  /* 1 + 2q overflows for a finite q past DBL_MAX / 2: the scale from
+   * DBL_MAX there, and (1 + 2q) s^2 formed as s^2 + 2 q s^2 (the same bits
+   * wherever 1 + 2q is finite). It used to be inf: the map gave 0 and
+   * tdot 0 for such a variance, a finite kernel with nothing of the Erf. */
+  a1 = a1 < 0x1.fffffffffffffp1023 ? a1 : 0x1.fffffffffffffp1023;
+  a2 = a2 < 0x1.fffffffffffffp1023 ? a2 : 0x1.fffffffffffffp1023;
   double s1 = ntk_pow2_inv(ntk_pow2_half_exp(a1)), s2 = ntk_pow2_inv(ntk_pow2_half_exp(a2));
-  double t1 = s1 * s1, t2 = s2 * s2; /* exact: >= 2^-1024 */
+  double t1 = s1 * s1, t2 = s2 * s2; /* exact: >= 2^-1022 */
   double x11 = q11 * t1, x22 = q22 * t2, x12 = q12 * s1 * s2;
   double det = x11 * x22 - x12 * x12;
   det = det < 0.0 ? 0.0 : det; /* a Gram determinant; NaN stays NaN */
-  double d = (a1 * t1) * t2 + (2.0 * x22) * t1 + 4.0 * det;
+  double d = (t1 + 2.0 * x11) * t2 + (2.0 * x22) * t1 + 4.0 * det;
   double r = sqrt(d);
   *tdot = (4.0 / NTK_PI) / r * s1 * s2;
   return (2.0 / NTK_PI) * ntk_atan2(2.0 * x12, r);
@@ -372,12 +378,14 @@ static NTK_INLINE NTK_HD double ntk_erf(double q12, double q11, double q22, doub
 
 static NTK_INLINE NTK_HD float ntk_erff(float q12, float q11, float q22, float *tdot) {
   float a1 = 1.0f + 2.0f * q11, a2 = 1.0f + 2.0f * q22;
+  a1 = a1 < 0x1.fffffep127f ? a1 : 0x1.fffffep127f; /* as ntk_erf: 1 + 2q may overflow */
+  a2 = a2 < 0x1.fffffep127f ? a2 : 0x1.fffffep127f;
   float s1 = ntk_pow2_invf(ntk_pow2_half_expf(a1)), s2 = ntk_pow2_invf(ntk_pow2_half_expf(a2));
-  float t1 = s1 * s1, t2 = s2 * s2; /* exact: >= 2^-128 */
+  float t1 = s1 * s1, t2 = s2 * s2; /* exact: >= 2^-126 */
   float x11 = q11 * t1, x22 = q22 * t2, x12 = q12 * s1 * s2;
   float det = x11 * x22 - x12 * x12;
   det = det < 0.0f ? 0.0f : det; /* a Gram determinant; NaN stays NaN */
-  float d = (a1 * t1) * t2 + (2.0f * x22) * t1 + 4.0f * det;
+  float d = (t1 + 2.0f * x11) * t2 + (2.0f * x22) * t1 + 4.0f * det;
   float r = sqrtf(d);
   *tdot = (float)(4.0 / NTK_PI) / r * s1 * s2;
   return (float)(2.0 / NTK_PI) * ntk_atan2f(2.0f * x12, r);
