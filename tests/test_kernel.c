@@ -850,6 +850,36 @@ END_TEST
  * Gaussian(1, -1) is 1/sqrt(1 + 4q) exactly, but came 3.5e-5 off at
  * q ~ 1.7e12 and 2.3e-3 at 1.7e14 (exit 0); Gelu's d2 = 1 + 2q lost all its
  * digits past q ~ 1e16 (inf: refused, a value ~q/4 in range). */
+/* Sin and Cos at variances past half the largest value (q11 + q22
+ * overflowed: nngp and tdot 0 for E[sin^2] = 1/2), and Gaussian's tdot
+ * past ~1e205 (det^3 overflowed: tdot 0, the NTK losing the layer's term). */
+START_TEST(test_range_sin_gaussian_top) {
+  struct ntk_map sn = {.kind = NTK_MAP_SIN, .a = 1, .b = 1, .c = 0}, gauss = {.kind = NTK_MAP_GAUSSIAN, .a = 1, .b = -1};
+  struct ntk_map cs = {.kind = NTK_MAP_SIN, .a = 1, .b = 1, .c = NTK_PI_2};
+  double t;
+  for (double q = 1e300; q < 1.7e308; q *= 1.5) {
+    double g = ntk_map(&sn, q, q, q, 0, 0, &t);
+    ck_assert_msg(fabs(g - 0.5) < 1e-15 && fabs(t - 0.5) < 1e-15, "Sin at variance %g: %g, tdot %g (1/2, 1/2)", q, g, t);
+    g = ntk_map(&cs, q, q, q, 0, 0, &t);
+    ck_assert_msg(fabs(g - 0.5) < 1e-15 && fabs(t - 0.5) < 1e-15, "Cos at variance %g: %g, tdot %g (1/2, 1/2)", q, g, t);
+  }
+  for (double q = 1e100; q < 1e150; q *= 7.3) {
+    /* b = -1, q12 = q11 = q22: nngp 1/sqrt(1 + 4q), tdot 4q / (1 + 4q)^(3/2) */
+    double g = ntk_map(&gauss, q, q, q, 0, 0, &t), rg = 1 / sqrt(1 + 4 * q), rt = 4 * q * rg * rg * rg;
+    ck_assert_msg(fabs(g - rg) < 1e-14 * rg && fabs(t - rt) < 1e-14 * rt, "Gaussian at variance %g: %g %g vs %g %g", q, g,
+                  t, rg, rt);
+  }
+  for (double q = 1e210; q < 1e300; q *= 7.3) {
+    double g = ntk_map(&gauss, q, q, q, 0, 0, &t), rg = 1 / sqrt(4 * q), rt = 1 / (2 * sqrt(q));
+    ck_assert_msg(fabs(g - rg) < 1e-14 * rg && fabs(t - rt) < 1e-14 * rt, "Gaussian at variance %g: %g %g vs %g %g", q, g,
+                  t, rg, rt);
+    /* correlation -1/4: nngp 1/sqrt(4q + 4 q^2 15/16) ~ 1e-210 and less, tdot ~ 1e-420: 0 to the diagonal's scale */
+    g = ntk_map(&gauss, -0.25 * q, q, q, 0, 0, &t);
+    ck_assert_msg(g < 1e-20 * rg && fabs(t) < 1e-20 * rt, "Gaussian at variance %g, correlation -1/4: %g %g (~0)", q, g, t);
+  }
+}
+END_TEST
+
 START_TEST(test_range_sign_gaussian_gelu) {
   struct ntk_map sign = {.kind = NTK_MAP_SIGN}, gauss = {.kind = NTK_MAP_GAUSSIAN, .a = 1, .b = -1};
   struct ntk_map gelu = {.kind = NTK_MAP_GELU};
@@ -1111,6 +1141,7 @@ int main(void) {
   tcase_add_test(tc, test_range_abrelu_f64_bits);
   tcase_add_test(tc, test_range_erf);
   tcase_add_test(tc, test_range_erf_top);
+  tcase_add_test(tc, test_range_sin_gaussian_top);
   tcase_add_test(tc, test_collinear);
   tcase_add_test(tc, test_fc_entry_walk);
   tcase_add_test(tc, test_reference_float64);

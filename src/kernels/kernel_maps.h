@@ -456,8 +456,11 @@ static NTK_INLINE NTK_HD float ntk_geluf(float q12, float q11, float q22, float 
  * no difference of near-equal numbers is left. Where cos 2c <= 0 (Cos)
  * nothing cancels and stax's form stays. */
 static inline NTK_HD double ntk_sin_map(const struct ntk_map *m, double q12, double q11, double q22, double *tdot) {
-  double b2 = m->b * m->b, half_a2 = m->a * m->a / 2.0, s = q11 + q22, cc = cos(2.0 * m->c);
-  double s1 = exp(b2 * (-0.5 * s + q12)), e2 = exp(b2 * (-0.5 * s - q12)), s2 = e2 * cc;
+  /* -s/2 as -q11/2 - q22/2 (the same bits: halving is exact): q11 + q22
+   * overflowed for variances past half the largest value, and Sin and Cos
+   * gave 0 for E[sin^2] = 1/2 there (nngp and tdot 0, exit 0). */
+  double b2 = m->b * m->b, half_a2 = m->a * m->a / 2.0, hs = -0.5 * q11 - 0.5 * q22, cc = cos(2.0 * m->c);
+  double s1 = exp(b2 * (hs + q12)), e2 = exp(b2 * (hs - q12)), s2 = e2 * cc;
   *tdot = half_a2 * b2 * (s1 + s2);
   if (cc <= 0.0) return half_a2 * (s1 - s2);
   double sc = sin(m->c), d = q12 >= 0.0 ? -s1 * expm1(-2.0 * b2 * q12) : e2 * expm1(2.0 * b2 * q12);
@@ -497,10 +500,21 @@ static inline NTK_HD double ntk_gaussian_map(const struct ntk_map *m, double q12
    * determinant q11 q22 - q12^2 (>= 0) taken as one term: the product form
    * cancelled (a sample with itself, 1 + 4q for b = -1, was 3.5e-5 off at
    * q ~ 1.7e12, 2.3e-3 at 1.7e14), as Erf's did. */
-  double g = q11 * q22 - q12 * q12;
+  /* The determinant from variances scaled by powers of two, scaled back
+   * (the same bits in range): q11 q22 - q12^2 formed as it is was
+   * inf - inf = NaN past variances ~1.3e154, clamped to 0, and a pair of
+   * correlation -0.25 came back with the nngp of correlation 1 and an NTK
+   * 6 % of the diagonal's (true: ~1e-155 of it), exit 0. */
+  double i1 = ntk_pow2_half_exp(q11), i2 = ntk_pow2_half_exp(q22);
+  double s1 = ntk_pow2_inv(i1), s2 = ntk_pow2_inv(i2);
+  double x11 = q11 * s1 * s1, x22 = q22 * s2 * s2, x12 = q12 * s1 * s2;
+  double g = (x11 * x22 - x12 * x12) * (i1 * i2) * (i1 * i2);
   double x = (1.0 - 2.0 * m->b * q11 - 2.0 * m->b * q22) + f * (g > 0.0 ? g : 0.0);
   double det = sqrt(x > 0.0 ? x : 0.0);
-  *tdot = a2 * (f * q12 / (det * det * det));
+  /* det^2 is x, in range; det^3 overflowed from variances ~1e205 (the
+   * kernel there ~1e-205), and tdot came back 0: the NTK lost the layer's
+   * whole term (5e139 at variance 1e280 stored as 0), exit 0 */
+  *tdot = a2 * (f * q12 / det / (det * det));
   return a2 * (1.0 / det);
 }
 
