@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# scripts/slurm/kernel.sbatch without SLURM, mpirun and scontrol stubbed:
+# the ranks it maps on several GPU nodes (docs/GPU.md, "SLURM": G + 1 on
+# the first node, G on each other one), a requeue that fails (the job must
+# not end 0 with the store unfinished), and a USR1 that arrives as the job
+# finishes (nothing to requeue).
+# Usage: tests/e2e_slurm_script.sh path/to/ntkd
+set -u
+NTKD=$(readlink -f "${1:?usage: e2e_slurm_script.sh path/to/ntkd}")
+source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
+SBATCH=$SRC/scripts/slurm/kernel.sbatch
+REAL_MPIRUN=$(command -v mpirun)
+mkdir -p fakebin
+printf '#!/bin/sh\necho "scontrol $*" >> "%s/scontrol.calls"\nexit ${SCONTROL_RC:-0}\n' "$W" > fakebin/scontrol
+chmod +x fakebin/scontrol
+
+# Three nodes of 8 GPUs: Open MPI maps onto pretend hosts of 9 slots each
+# (--ntasks-per-node=9) and shows its map without starting anything.
+cat > fakebin/mpirun <<MPI
+#!/bin/sh
+exec "$REAL_MPIRUN" --host n1:9,n2:9,n3:9 --display-map --do-not-launch "\$@"
+MPI
+chmod +x fakebin/mpirun
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=5 SLURM_NTASKS=27 SLURM_JOB_NUM_NODES=3 SLURM_GPUS_PER_NODE=h200:8 \
+  NTKD=/bin/true bash "$SBATCH" job.conf > map.log 2>&1
+sed -n 's/.*Data for node: \([a-z0-9]*\).*Num procs: \([0-9]*\).*/\1 \2/p' map.log > map.txt
+check "3 nodes x 8 GPUs: 9 ranks on the first node, 8 on each other ($(tr '\n' ' ' < map.txt))" \
+  bash -c "[ \"\$(tr '\n' ' ' < map.txt)\" = 'n1 9 n2 8 n3 8 ' ]"
+check "... rank 0 on the first node" grep -q 'App: 0 Process rank: 0 ' map.log
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=5 SLURM_NTASKS=9 SLURM_JOB_NUM_NODES=1 SLURM_GPUS_PER_NODE=8 \
+  NTKD=/bin/true bash "$SBATCH" job.conf > map1.log 2>&1
+check "1 node x 8 GPUs: 9 ranks" grep -q 'Data for node: n1.*Num procs: 9' map1.log
+
+# A job step that ntkd stopped (exit 5) and a requeue that fails: the batch
+# script must fail too, not end 0 over an unfinished store.
+cat > fakebin/mpirun <<'MPI'
+#!/bin/sh
+exit 5
+MPI
+rm -f scontrol.calls
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=6 SCONTROL_RC=1 NTKD=/bin/true bash "$SBATCH" job.conf > rq.log 2>&1
+rc=$?
+check "exit 5 and scontrol requeue fails: the script exits non-zero (exit $rc)" [ "$rc" != 0 ]
+check "... and says the job was not requeued" grep -q 'could not requeue' rq.log
+rm -f scontrol.calls
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=6 NTKD=/bin/true bash "$SBATCH" job.conf > rq2.log 2>&1
+rc=$?
+check "exit 5 and the requeue works: exit 0 (exit $rc), requeued" bash -c "[ $rc = 0 ] && grep -q 'scontrol requeue 6' scontrol.calls"
+
+# USR1 reaches the batch shell as the job step ends 0: the job is finished,
+# nothing to requeue.
+cat > fakebin/mpirun <<'MPI'
+#!/bin/sh
+trap '' USR1
+kill -USR1 $PPID
+sleep 1
+exit 0
+MPI
+rm -f scontrol.calls
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=7 NTKD=/bin/true bash "$SBATCH" job.conf > fin.log 2>&1
+rc=$?
+check "USR1 as the step finishes with 0: exit 0 (exit $rc), not requeued" \
+  bash -c "[ $rc = 0 ] && [ ! -e scontrol.calls ] && grep -q 'finished with exit 0' fin.log"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
