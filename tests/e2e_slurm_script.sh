@@ -3,7 +3,7 @@
 # the ranks it maps on several GPU nodes (docs/GPU.md, "SLURM": G + 1 on
 # the first node, G on each other one), a requeue that fails (the job must
 # not end 0 with the store unfinished), and a USR1 that arrives as the job
-# finishes (nothing to requeue).
+# finishes (nothing to requeue); train.sbatch the same requeue rules.
 # Usage: tests/e2e_slurm_script.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_slurm_script.sh path/to/ntkd}")
@@ -61,6 +61,26 @@ PATH="$W/fakebin:$PATH" SLURM_JOB_ID=7 NTKD=/bin/true bash "$SBATCH" job.conf > 
 rc=$?
 check "USR1 as the step finishes with 0: exit 0 (exit $rc), not requeued" \
   bash -c "[ $rc = 0 ] && [ ! -e scontrol.calls ] && grep -q 'finished with exit 0' fin.log"
+
+# train.sbatch: the same requeue rules.
+TRAIN=$SRC/scripts/slurm/train.sbatch
+printf '#!/bin/sh\nexit 5\n' > fakebin/mpirun
+rm -f scontrol.calls
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=8 SCONTROL_RC=1 NTKD=/bin/true bash "$TRAIN" job.conf > trq.log 2>&1
+rc=$?
+check "train.sbatch: exit 5 and scontrol requeue fails: non-zero (exit $rc)" bash -c "[ $rc != 0 ] && grep -q 'could not requeue' trq.log"
+cat > fakebin/mpirun <<'MPI'
+#!/bin/sh
+trap '' USR1
+kill -USR1 $PPID
+sleep 1
+exit 0
+MPI
+rm -f scontrol.calls
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=9 NTKD=/bin/true bash "$TRAIN" job.conf > tfin.log 2>&1
+rc=$?
+check "train.sbatch: USR1 as the run finishes with 0: exit 0 (exit $rc), not requeued" \
+  bash -c "[ $rc = 0 ] && [ ! -e scontrol.calls ] && grep -q 'finished with exit 0' tfin.log"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
