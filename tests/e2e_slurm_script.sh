@@ -82,5 +82,22 @@ rc=$?
 check "train.sbatch: USR1 as the run finishes with 0: exit 0 (exit $rc), not requeued" \
   bash -c "[ $rc = 0 ] && [ ! -e scontrol.calls ] && grep -q 'finished with exit 0' tfin.log"
 
+# train.sbatch: a requeued run that finds the snapshot held (exit 7) waits
+# and retries, as kernel.sbatch does, rather than fail the job.
+cat > fakebin/mpirun <<MPI
+#!/bin/sh
+n=\$(cat "$W/tries" 2>/dev/null || echo 0); echo \$((n + 1)) > "$W/tries"
+[ "\$n" -ge 2 ] && exit 0
+exit 7
+MPI
+rm -f scontrol.calls tries
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=10 NTKD_LOCK_POLL=0 NTKD=/bin/true bash "$TRAIN" job.conf > t7.log 2>&1
+rc=$?
+check "train.sbatch: exit 7 twice, then 0: retried, exit 0 (exit $rc, $(cat tries) runs)" \
+  bash -c "[ $rc = 0 ] && [ \"\$(cat tries)\" = 3 ] && grep -q 'in use by another run (exit 7); retrying' t7.log && [ ! -e scontrol.calls ]"
+printf '#!/bin/sh\nexit 7\n' > fakebin/mpirun
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=11 NTKD_LOCK_POLL=1 NTKD_LOCK_WAIT=2 NTKD=/bin/true bash "$TRAIN" job.conf > t7b.log 2>&1
+check "train.sbatch: still in use after NTKD_LOCK_WAIT: requeued" bash -c "grep -q 'still in use after' t7b.log && grep -q 'scontrol requeue 11' scontrol.calls"
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
