@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/slurm/kernel.sbatch without SLURM, mpirun and scontrol stubbed:
-# the ranks it maps on several GPU nodes (docs/GPU.md, "SLURM": G + 1 on
+# the ranks it maps on several GPU nodes (docs/GPU.md, "Placement": G + 1 on
 # the first node, G on each other one), a requeue that fails (the job must
 # not end 0 with the store unfinished), and a USR1 that arrives as the job
 # finishes (nothing to requeue); train.sbatch the same requeue rules.
