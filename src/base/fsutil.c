@@ -38,6 +38,10 @@ ntk_status ntk_check_regular(const char *path, const char *what) {
 
 ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *fd) {
   *fd = -1;
+  /* An empty argument ('' on a command line, an unset variable) opens
+   * nothing: say so, not ": cannot open". */
+  if (!*path) return ntk_error(NTK_EUSAGE, "an empty path was given%s%s%s", what ? " (" : "", what ? what : "",
+                               what ? ")" : "");
   /* Checked before open(): opening a FIFO blocks until a writer comes,
    * opening some devices has effects of its own. */
   ntk_status st = ntk_check_regular(path, what);
