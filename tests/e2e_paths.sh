@@ -129,11 +129,25 @@ printf '[data]\npath = s.ntk.tmp.%s.%s\nformat = npy\n[model]\narch = Dense Relu
 expect_rc 0 "a job whose data is named STORE.tmp.HOST.PID" "$NTKD" tmpc/j.conf
 check "... its data file is kept" cmp -s x.npy "tmpc/s.ntk.tmp.$H.$dead"
 rm -f tmpc/s.ntk tmpc/s.ntk.index
-printf 'NTKDSTOR torn' >"tmpc/s.ntk.tmp.$H.$((dead + 1))"
-: >"tmpc/s.ntk.tmp.$H.$((dead + 2))"
+# PIDs of processes that have exited (dead + 1 and + 2 were taken by other
+# tests' processes under ctest -j: still alive, their files were kept)
+sh -c 'exit 0' & dead1=$!
+wait $dead1
+sh -c 'exit 0' & dead2=$!
+wait $dead2
+printf 'NTKDSTOR torn' >"tmpc/s.ntk.tmp.$H.$dead1"
+: >"tmpc/s.ntk.tmp.$H.$dead2"
 expect_rc 0 "... and with a killed run's temporary stores beside it" "$NTKD" tmpc/j.conf
-check "... those are removed" [ ! -e "tmpc/s.ntk.tmp.$H.$((dead + 1))" -a ! -e "tmpc/s.ntk.tmp.$H.$((dead + 2))" ]
+check "... those are removed" [ ! -e "tmpc/s.ntk.tmp.$H.$dead1" -a ! -e "tmpc/s.ntk.tmp.$H.$dead2" ]
 check "... the data file is kept" cmp -s x.npy "tmpc/s.ntk.tmp.$H.$dead"
+
+# An empty argument names no file: said so, not ": cannot open".
+for cmd in info verify; do
+  expect_rc 2 "$cmd ''" "$NTKD" $cmd ''
+  check "... the message says the path is empty" has "an empty path was given (store)" err.log
+done
+expect_rc 2 "export '' OUT" "$NTKD" export '' out.npy
+check "... the message says the path is empty" has "an empty path was given (store)" err.log
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
