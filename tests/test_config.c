@@ -810,6 +810,38 @@ START_TEST(test_identity_equal_rows) {
 }
 END_TEST
 
+/* Equal rows that pair only within the test set are in test x test: held
+ * (and the line written) only with test_test = yes. A store of such data
+ * without test x test, begun by an older ntkd, holds the same numbers and
+ * resumed; the line refused it. A test row equal to a train row always
+ * pairs (test x train). */
+START_TEST(test_identity_equal_rows_test_only) {
+  const char *tt[] = {"no", "yes", "no"};
+  int train_copy[] = {0, 0, 1}, want[] = {0, 1, 1};
+  for (int k = 0; k < 3; k++) {
+    char text[256];
+    snprintf(text, sizeof text,
+             "[data]\npath = x.npy\n[test]\npath = t.npy\ntest_test = %s\n[model]\narch = Dense Relu Dense\n"
+             "[output]\npath = o.ntk\n", tt[k]);
+    struct ntk_job j;
+    ck_assert_int_eq(ntk_job_parse_string(text, "j.conf", &j), NTK_OK);
+    size_t n = 5, d = 6;
+    float *x = malloc(n * d * sizeof *x);
+    for (size_t i = 0; i < n * d; i++) x[i] = (float)i;
+    memcpy(x + 4 * d, x + (train_copy[k] ? 0 : 3) * d, d * sizeof *x); /* rows 0-2 train, 3-4 test */
+    struct ntk_dataset ds = {n, d, 0, 0, 0, 4, x, 3, 0};
+    struct ntk_store_info info;
+    char *id = NULL;
+    ck_assert_int_eq(ntk_job_identity(&j, j.net, &ds, &info, &id), NTK_OK);
+    ck_assert_msg(!strstr(id, "equal rows = one sample") == !want[k], "test_test %s, train copy %d:\n%s", tt[k],
+                  train_copy[k], id);
+    free(id);
+    free(x);
+    ntk_job_free(&j);
+  }
+}
+END_TEST
+
 /* Under ntk parameterisation a FanInConcat weights its branches by the
  * widths written in them, which the layer lines leave out: networks that
  * differ only there are other jobs (a store of one must not be resumed
@@ -902,6 +934,7 @@ int main(void) {
   tcase_add_test(tc, test_layout_npy_only);
   tcase_add_test(tc, test_identity_widened);
   tcase_add_test(tc, test_identity_equal_rows);
+  tcase_add_test(tc, test_identity_equal_rows_test_only);
   tcase_add_test(tc, test_identity_diff_inserted_line);
   tcase_add_test(tc, test_identity_concat_widths);
   suite_add_tcase(s, tc);

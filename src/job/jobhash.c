@@ -93,7 +93,14 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
       free(t.p);
       return st;
     }
-    if (twin) add(&t, "equal rows = one sample\n");
+    /* Only a pair the store holds: a test sample equal only to test
+     * samples pairs in test x test, not computed without test_test, and a
+     * store of it begun by an older ntkd holds the same numbers (a row's
+     * twin is its first copy, so a train copy comes first). */
+    int held = 0;
+    for (size_t i = 0; twin && i < data->n && !held; i++)
+      held = twin[i] != i && (!data->n_train || twin[i] < data->n_train || info->test_test);
+    if (held) add(&t, "equal rows = one sample\n");
     free(twin);
   }
   for (size_t i = 0; i < arch->n; i++) {
