@@ -217,6 +217,18 @@ class KernelFn:
                 raise ValueError(f"x2's samples have shape {a2.shape[1:]}, x1's {a1.shape[1:]}: they must agree")
         if a2 is not None and "Dropout(" in self.arch and (x2 is x1 or (
                 a2.shape == a1.shape and bool(np.all(np.abs(a1 - a2) < 1e-12)))):
+            # neural-tangents then scales the diagonal as for x1 against itself but computes on
+            # x2's values; ntkd computes on x1's. Where a sample of x2 differs from x1's by more
+            # than 1e-11 of that sample's scale the two are other numbers (100 % off at inputs
+            # of scale 1e-13 with x2 = x1 / 2): refused, not computed on the wrong values.
+            n = a1.shape[0]
+            gap = np.abs(a1 - a2).reshape(n, -1).max(axis=1, initial=0.0)
+            scale = np.abs(a1).reshape(n, -1).max(axis=1, initial=0.0)
+            if x2 is not x1 and bool(np.any(gap > 1e-11 * scale)):
+                raise ValueError("x2 differs from x1 by less than 1e-12 everywhere, yet not by rounding: "
+                                 "neural-tangents' Dropout takes such an x2 as x1 (its diagonal scaled) while "
+                                 "computing on x2's values, which ntkd does not compute; pass x2=None for x1 "
+                                 "against itself, or rescale the inputs")
             a2 = None  # neural-tangents' x1_is_x2: Dropout scales the diagonal of x1 against itself
         if a2 is not None and a2.shape == a1.shape and np.array_equal(a1, a2):
             # kernel_fn(x, x) is kernel_fn(x): computed as x1 against itself, each sample's pair with

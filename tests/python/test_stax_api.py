@@ -286,3 +286,13 @@ def test_nt_batch_call_says_what_ntkd_batch_is():
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         ntkd.batch(kernel_fn, np.ones((2, 3)), bogus=1)
     assert kernel_fn.__name__ == "kernel_fn"
+
+
+def test_dropout_near_equal_x2_is_refused(rng):
+    # x2 within 1e-12 of x1 but not by rounding: neural-tangents' Dropout takes it as x1 (the diagonal
+    # scaled) yet computes on x2's values; ntkd computed kernel_fn(x1), 100 % off at scale 1e-13.
+    _, _, kernel_fn = stax.serial(stax.Dense(8), stax.Relu(), stax.Dense(8), stax.Dropout(0.5, mode="train"))
+    x = rng.standard_normal((4, 3)) * 1e-13
+    with pytest.raises(ValueError, match="less than 1e-12"):
+        kernel_fn(x, x / 2, "nngp")
+    np.testing.assert_array_equal(kernel_fn(x, x.copy(), "nngp"), kernel_fn(x, None, "nngp"))
