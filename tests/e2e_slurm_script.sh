@@ -31,56 +31,41 @@ PATH="$W/fakebin:$PATH" SLURM_JOB_ID=5 SLURM_NTASKS=9 SLURM_JOB_NUM_NODES=1 SLUR
   NTKD=/bin/true bash "$SBATCH" job.conf > map1.log 2>&1
 check "1 node x 8 GPUs: 9 ranks" grep -q 'Data for node: n1.*Num procs: 9' map1.log
 
-# A job step that ntkd stopped (exit 5) and a requeue that fails: the batch
-# script must fail too, not end 0 over an unfinished store.
-cat > fakebin/mpirun <<'MPI'
-#!/bin/sh
-exit 5
-MPI
-rm -f scontrol.calls
-PATH="$W/fakebin:$PATH" SLURM_JOB_ID=6 SCONTROL_RC=1 NTKD=/bin/true bash "$SBATCH" job.conf > rq.log 2>&1
-rc=$?
-check "exit 5 and scontrol requeue fails: the script exits non-zero (exit $rc)" [ "$rc" != 0 ]
-check "... and says the job was not requeued" grep -q 'could not requeue' rq.log
-rm -f scontrol.calls
-PATH="$W/fakebin:$PATH" SLURM_JOB_ID=6 NTKD=/bin/true bash "$SBATCH" job.conf > rq2.log 2>&1
-rc=$?
-check "exit 5 and the requeue works: exit 0 (exit $rc), requeued" bash -c "[ $rc = 0 ] && grep -q 'scontrol requeue 6' scontrol.calls"
-
-# USR1 reaches the batch shell as the job step ends 0: the job is finished,
-# nothing to requeue.
-cat > fakebin/mpirun <<'MPI'
-#!/bin/sh
-trap '' USR1
-kill -USR1 $PPID
-sleep 1
-exit 0
-MPI
-rm -f scontrol.calls
-PATH="$W/fakebin:$PATH" SLURM_JOB_ID=7 NTKD=/bin/true bash "$SBATCH" job.conf > fin.log 2>&1
-rc=$?
-check "USR1 as the step finishes with 0: exit 0 (exit $rc), not requeued" \
-  bash -c "[ $rc = 0 ] && [ ! -e scontrol.calls ] && grep -q 'finished with exit 0' fin.log"
-
-# train.sbatch: the same requeue rules.
+# The requeue rules of both scripts. A job step that ntkd stopped (exit 5)
+# and a requeue that fails: the batch script must fail too, not end 0 over
+# an unfinished store. A USR1 that reaches the batch shell as the step ends
+# 0: the job is finished, nothing to requeue.
 TRAIN=$SRC/scripts/slurm/train.sbatch
-printf '#!/bin/sh\nexit 5\n' > fakebin/mpirun
-rm -f scontrol.calls
-PATH="$W/fakebin:$PATH" SLURM_JOB_ID=8 SCONTROL_RC=1 NTKD=/bin/true bash "$TRAIN" job.conf > trq.log 2>&1
-rc=$?
-check "train.sbatch: exit 5 and scontrol requeue fails: non-zero (exit $rc)" bash -c "[ $rc != 0 ] && grep -q 'could not requeue' trq.log"
-cat > fakebin/mpirun <<'MPI'
+cat > fakebin/usr1-then-0 <<'MPI'
 #!/bin/sh
 trap '' USR1
 kill -USR1 $PPID
 sleep 1
 exit 0
 MPI
-rm -f scontrol.calls
-PATH="$W/fakebin:$PATH" SLURM_JOB_ID=9 NTKD=/bin/true bash "$TRAIN" job.conf > tfin.log 2>&1
-rc=$?
-check "train.sbatch: USR1 as the run finishes with 0: exit 0 (exit $rc), not requeued" \
-  bash -c "[ $rc = 0 ] && [ ! -e scontrol.calls ] && grep -q 'finished with exit 0' tfin.log"
+chmod +x fakebin/usr1-then-0
+id=6
+for script in "$SBATCH" "$TRAIN"; do
+  name=$(basename "$script")
+  printf '#!/bin/sh\nexit 5\n' > fakebin/mpirun
+  rm -f scontrol.calls
+  PATH="$W/fakebin:$PATH" SLURM_JOB_ID=$id SCONTROL_RC=1 NTKD=/bin/true bash "$script" job.conf > rq.log 2>&1
+  rc=$?
+  check "$name: exit 5 and scontrol requeue fails: non-zero (exit $rc), says it was not requeued" \
+    bash -c "[ $rc != 0 ] && grep -q 'could not requeue' rq.log"
+  rm -f scontrol.calls
+  PATH="$W/fakebin:$PATH" SLURM_JOB_ID=$id NTKD=/bin/true bash "$script" job.conf > rq2.log 2>&1
+  rc=$?
+  check "$name: exit 5 and the requeue works: exit 0 (exit $rc), requeued" \
+    bash -c "[ $rc = 0 ] && grep -q 'scontrol requeue $id' scontrol.calls"
+  cp fakebin/usr1-then-0 fakebin/mpirun
+  rm -f scontrol.calls
+  PATH="$W/fakebin:$PATH" SLURM_JOB_ID=$((id + 1)) NTKD=/bin/true bash "$script" job.conf > fin.log 2>&1
+  rc=$?
+  check "$name: USR1 as the step finishes with 0: exit 0 (exit $rc), not requeued" \
+    bash -c "[ $rc = 0 ] && [ ! -e scontrol.calls ] && grep -q 'finished with exit 0' fin.log"
+  id=$((id + 2))
+done
 
 # train.sbatch: a requeued run that finds the snapshot held (exit 7) waits
 # and retries, as kernel.sbatch does, rather than fail the job.
