@@ -758,6 +758,19 @@ START_TEST(test_read_file) {
 }
 END_TEST
 
+/* The identity text of the job file `text` on data ds (its hash in hash
+ * unless NULL); the caller frees it. */
+static char *job_identity(const char *text, const struct ntk_dataset *ds, uint8_t *hash) {
+  struct ntk_job j;
+  ck_assert_int_eq(ntk_job_parse_string(text, "j.conf", &j), NTK_OK);
+  struct ntk_store_info info;
+  char *id = NULL;
+  ck_assert_int_eq(ntk_job_identity(&j, j.net, ds, &info, &id), NTK_OK);
+  if (hash) memcpy(hash, info.job_hash, 16);
+  ntk_job_free(&j);
+  return id;
+}
+
 /* The job identity of a float32 job computed in float64 (more than 64
  * nonlinear layers) says so, so that a store an older ntkd began with
  * float32 maps is not resumed into a mix; 64 layers, or float64, as before. */
@@ -767,16 +780,11 @@ START_TEST(test_identity_widened) {
   for (int k = 0; k < 3; k++) {
     char text[256];
     snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
-    struct ntk_job j;
-    ck_assert_int_eq(ntk_job_parse_string(text, "j.conf", &j), NTK_OK);
     struct ntk_dataset ds = {3, 4, 0, 0, 0, elems[k], calloc(12, 8), 0, 0};
-    struct ntk_store_info info;
-    char *id = NULL;
-    ck_assert_int_eq(ntk_job_identity(&j, j.net, &ds, &info, &id), NTK_OK);
+    char *id = job_identity(text, &ds, NULL);
     ck_assert_msg(!strstr(id, "arithmetic = float64") == !want[k], "%s, elem %d:\n%s", nets[k], elems[k], id);
     free(id);
     free(ds.x);
-    ntk_job_free(&j);
   }
 }
 END_TEST
@@ -791,21 +799,16 @@ START_TEST(test_identity_equal_rows) {
   for (int k = 0; k < 3; k++) {
     char text[256];
     snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
-    struct ntk_job j;
-    ck_assert_int_eq(ntk_job_parse_string(text, "j.conf", &j), NTK_OK);
     size_t n = 3, d = 12;
     float *x = malloc(n * d * sizeof *x);
     for (size_t i = 0; i < n * d; i++) x[i] = (float)i;
     if (repeat[k]) memcpy(x + 2 * d, x, d * sizeof *x);
     struct ntk_dataset ds = {n, d, k == 2 ? 2 : 0, k == 2 ? 2 : 0, k == 2 ? 3 : 0, 4, x, 0, 0};
-    struct ntk_store_info info;
-    char *id = NULL;
-    ck_assert_int_eq(ntk_job_identity(&j, j.net, &ds, &info, &id), NTK_OK);
+    char *id = job_identity(text, &ds, NULL);
     ck_assert_msg(!strstr(id, "equal rows = one sample") == !want[k], "%s, rows repeat %d:\n%s", nets[k], repeat[k],
                   id);
     free(id);
     free(x);
-    ntk_job_free(&j);
   }
 }
 END_TEST
@@ -823,21 +826,16 @@ START_TEST(test_identity_equal_rows_test_only) {
     snprintf(text, sizeof text,
              "[data]\npath = x.npy\n[test]\npath = t.npy\ntest_test = %s\n[model]\narch = Dense Relu Dense\n"
              "[output]\npath = o.ntk\n", tt[k]);
-    struct ntk_job j;
-    ck_assert_int_eq(ntk_job_parse_string(text, "j.conf", &j), NTK_OK);
     size_t n = 5, d = 6;
     float *x = malloc(n * d * sizeof *x);
     for (size_t i = 0; i < n * d; i++) x[i] = (float)i;
     memcpy(x + 4 * d, x + (train_copy[k] ? 0 : 3) * d, d * sizeof *x); /* rows 0-2 train, 3-4 test */
     struct ntk_dataset ds = {n, d, 0, 0, 0, 4, x, 3, 0};
-    struct ntk_store_info info;
-    char *id = NULL;
-    ck_assert_int_eq(ntk_job_identity(&j, j.net, &ds, &info, &id), NTK_OK);
+    char *id = job_identity(text, &ds, NULL);
     ck_assert_msg(!strstr(id, "equal rows = one sample") == !want[k], "test_test %s, train copy %d:\n%s", tt[k],
                   train_copy[k], id);
     free(id);
     free(x);
-    ntk_job_free(&j);
   }
 }
 END_TEST
@@ -850,14 +848,9 @@ END_TEST
 static void identity_of(const char *arch, const char *model, char **id, uint8_t hash[16]) {
   char text[512];
   snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n%s[output]\npath = o.ntk\n", arch, model);
-  struct ntk_job j;
-  ck_assert_int_eq(ntk_job_parse_string(text, "j.conf", &j), NTK_OK);
   struct ntk_dataset ds = {3, 4, 0, 0, 0, 8, calloc(12, 8), 0, 0};
-  struct ntk_store_info info;
-  ck_assert_int_eq(ntk_job_identity(&j, j.net, &ds, &info, id), NTK_OK);
-  memcpy(hash, info.job_hash, 16);
+  *id = job_identity(text, &ds, hash);
   free(ds.x);
-  ntk_job_free(&j);
 }
 
 START_TEST(test_identity_concat_widths) {
