@@ -108,14 +108,7 @@ static int gram_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
   return 0;
 }
 
-/* A sample given twice (two equal rows of the data: a duplicate in a data
- * set, a test sample that is also a train sample) has the input covariance
- * of its variance, exactly. The product of the two rows in the block above
- * (float32 sums in sgemm) and the variance (summed in double) round apart
- * by an ulp or two, which leaves the pair an angle of ~sqrt(u) (docs/MATH.md,
- * "Collinear inputs"): through one Relu its float32 NTK came out 4e-5
- * relative low where neural-tangents' is within 1e-7. Set from the
- * variance it is the sample's pair with itself, as on the diagonal. */
+/* The first index of ascending v[0..n) at or past x (n if none). */
 static size_t first_at_least(const size_t *v, size_t n, size_t x) {
   size_t lo = 0, hi = n;
   while (lo < hi) {
@@ -126,6 +119,14 @@ static size_t first_at_least(const size_t *v, size_t n, size_t x) {
   return lo;
 }
 
+/* A sample given twice (two equal rows of the data: a duplicate in a data
+ * set, a test sample that is also a train sample) has the input covariance
+ * of its variance, exactly. The product of the two rows in the block above
+ * (float32 sums in sgemm) and the variance (summed in double) round apart
+ * by an ulp or two, which leaves the pair an angle of ~sqrt(u) (docs/MATH.md,
+ * "Collinear inputs"): through one Relu its float32 NTK came out 4e-5
+ * relative low where neural-tangents' is within 1e-7. Set from the
+ * variance it is the sample's pair with itself, as on the diagonal. */
 static void equal_rows_tile(const ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
   if (!fc->twin) return;
   size_t es = (size_t)fc->data->elem;
