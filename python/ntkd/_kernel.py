@@ -215,26 +215,24 @@ class KernelFn:
             a2 = np.ascontiguousarray(a2, dtype=dtype)
             if a2.shape[1:] != a1.shape[1:]:
                 raise ValueError(f"x2's samples have shape {a2.shape[1:]}, x1's {a1.shape[1:]}: they must agree")
-        if a2 is not None and "Dropout(" in self.arch and (x2 is x1 or (
-                a2.shape == a1.shape and bool(np.all(np.abs(a1 - a2) < 1e-12)))):
-            # neural-tangents then scales the diagonal as for x1 against itself but computes on
-            # x2's values; ntkd computes on x1's. Where a sample of x2 differs from x1's by more
-            # than 1e-11 of that sample's scale the two are other numbers (100 % off at inputs
-            # of scale 1e-13 with x2 = x1 / 2): refused, not computed on the wrong values.
-            n = a1.shape[0]
-            gap = np.abs(a1 - a2).reshape(n, -1).max(axis=1, initial=0.0)
-            scale = np.abs(a1).reshape(n, -1).max(axis=1, initial=0.0)
-            if x2 is not x1 and bool(np.any(gap > 1e-11 * scale)):
-                raise ValueError("x2 differs from x1 by less than 1e-12 everywhere, yet not by rounding: "
-                                 "neural-tangents' Dropout takes such an x2 as x1 (its diagonal scaled) while "
-                                 "computing on x2's values, which ntkd does not compute; pass x2=None for x1 "
-                                 "against itself, or rescale the inputs")
-            a2 = None  # neural-tangents' x1_is_x2: Dropout scales the diagonal of x1 against itself
+        if a2 is not None and "Dropout(" in self.arch and a2.shape == a1.shape:
+            gap = np.abs(a1 - a2).reshape(a1.shape[0], -1).max(axis=1, initial=0.0)
+            if bool(np.all(gap < 1e-12)):  # neural-tangents' x1_is_x2
+                # neural-tangents then scales the diagonal as for x1 against itself but computes
+                # on x2's values; ntkd computes on x1's. Where a sample of x2 differs from x1's by
+                # more than 1e-11 of that sample's scale the two are other numbers (100 % off at
+                # inputs of scale 1e-13 with x2 = x1 / 2): refused, not computed on the wrong values.
+                scale = np.abs(a1).reshape(a1.shape[0], -1).max(axis=1, initial=0.0)
+                if bool(np.any(gap > 1e-11 * scale)):
+                    raise ValueError("x2 differs from x1 by less than 1e-12 everywhere, yet not by rounding: "
+                                     "neural-tangents' Dropout takes such an x2 as x1 (its diagonal scaled) "
+                                     "while computing on x2's values, which ntkd does not compute; pass x2=None "
+                                     "for x1 against itself, or rescale the inputs")
+                a2 = None  # Dropout scales the diagonal of x1 against itself
         if a2 is not None and a2.shape == a1.shape and np.array_equal(a1, a2):
-            # kernel_fn(x, x) is kernel_fn(x): computed as x1 against itself, each sample's pair with
-            # itself is its variance exactly. As two sets, the FC network's input covariance of the
-            # pair (a product of the two sets) and the sample's variance round differently, and the
-            # NTK through a Relu came out 4e-5 off in float32 where neural-tangents is within 1e-7.
+            # kernel_fn(x, x) is kernel_fn(x): x1 against itself, its symmetric matrix computed once
+            # (half the entries) with kernel_fn(x)'s bits. (Equal rows of two sets are one sample in
+            # the library too, ntk_fc_twins; this was first the fix of their NTK, 4e-5 off in float32.)
             a2 = None
         n1 = a1.shape[0]
         n2 = n1 if a2 is None else a2.shape[0]
