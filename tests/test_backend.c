@@ -135,9 +135,13 @@ START_TEST(test_cuda_matches_cpu) {
       if (elem == 4) ((float *)ds.x)[k] = (float)v;
       else ((double *)ds.x)[k] = v;
     }
-    /* equal rows (ntk_fc_twins) in one tile and across tiles */
+    /* equal rows (ntk_fc_twins) in one tile and across tiles, and negated ones */
     for (size_t i = 0; i < 20; i++) memcpy((char *)ds.x + (600 + i) * d * elem, (char *)ds.x + i * d * elem, d * elem);
     memcpy((char *)ds.x + 100 * d * elem, (char *)ds.x + 7 * d * elem, d * elem);
+    for (size_t k = 0; k < d; k++) {
+      if (elem == 4) ((float *)ds.x)[101 * d + k] = ((float *)ds.x)[650 * d + k] = -((float *)ds.x)[8 * d + k];
+      else ((double *)ds.x)[101 * d + k] = ((double *)ds.x)[650 * d + k] = -((double *)ds.x)[8 * d + k];
+    }
     cuda_against_cpu(cuda, &ds, fc, sizeof fc / sizeof *fc, 256); /* 700 = 2 * 256 + 188 */
     free(ds.x);
     /* Convolutional networks: every path, on fresh 8 x 7 x 3 images. */

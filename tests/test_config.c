@@ -789,24 +789,28 @@ START_TEST(test_identity_widened) {
 }
 END_TEST
 
-/* Equal rows are one sample in a fully-connected network (ntk_fc_twins):
- * its identity says so, so that a store begun by an ntkd that did not is
- * refused rather than mixed; data without equal rows, and CNNs, keep the
- * identity every older store has. */
+/* Equal rows are one sample in a fully-connected network (ntk_fc_twins),
+ * a negated row its negation: its identity says so, so that a store begun
+ * by an ntkd that did not is refused rather than mixed; data without equal
+ * or negated rows, and CNNs, keep the identity every older store has.
+ * repeat: 1 a row equal to another, 2 a row negated, 3 both. */
 START_TEST(test_identity_equal_rows) {
-  const char *nets[] = {"Dense Relu Dense", "Dense Relu Dense", "Conv(8, (2, 2)) Relu GlobalAvgPool Dense"};
-  int repeat[] = {1, 0, 1}, want[] = {1, 0, 0};
-  for (int k = 0; k < 3; k++) {
+  const char *nets[] = {"Dense Relu Dense", "Dense Relu Dense", "Conv(8, (2, 2)) Relu GlobalAvgPool Dense",
+                        "Dense Relu Dense", "Dense Relu Dense", "Conv(8, (2, 2)) Relu GlobalAvgPool Dense"};
+  int repeat[] = {1, 0, 1, 2, 3, 2}, want_eq[] = {1, 0, 0, 0, 1, 0}, want_neg[] = {0, 0, 0, 1, 1, 0};
+  for (int k = 0; k < 6; k++) {
     char text[256];
     snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
-    size_t n = 3, d = 12;
+    size_t n = 4, d = 12, cnn = nets[k][0] == 'C';
     float *x = malloc(n * d * sizeof *x);
     for (size_t i = 0; i < n * d; i++) x[i] = (float)i;
-    if (repeat[k]) memcpy(x + 2 * d, x, d * sizeof *x);
-    struct ntk_dataset ds = {n, d, k == 2 ? 2 : 0, k == 2 ? 2 : 0, k == 2 ? 3 : 0, 4, x, 0, 0};
+    if (repeat[k] & 1) memcpy(x + 2 * d, x, d * sizeof *x);
+    for (size_t i = 0; repeat[k] & 2 && i < d; i++) x[3 * d + i] = -x[d + i];
+    struct ntk_dataset ds = {n, d, cnn ? 2 : 0, cnn ? 2 : 0, cnn ? 3 : 0, 4, x, 0, 0};
     char *id = job_identity(text, &ds, NULL);
-    ck_assert_msg(!strstr(id, "equal rows = one sample") == !want[k], "%s, rows repeat %d:\n%s", nets[k], repeat[k],
-                  id);
+    ck_assert_msg(!strstr(id, "equal rows = one sample") == !want_eq[k] &&
+                      !strstr(id, "negated rows = one sample negated") == !want_neg[k],
+                  "%s, rows repeat %d:\n%s", nets[k], repeat[k], id);
     free(id);
     free(x);
   }

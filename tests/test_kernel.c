@@ -683,8 +683,11 @@ END_TEST
  * itself, its pair's NNGP and NTK the diagonal's bits, whatever the tile;
  * so is a row equal to it as values (-0.0 for 0.0: the same vector, whose
  * float32 NTK through two Relus came out 2.4e-4 off the diagonal's); a row
- * one ulp away is another sample. Data without equal rows have no twins
- * at all. */
+ * one ulp away is another sample. A negated row is the sample at an angle
+ * of pi: through a bias-free Dense and a Relu its pair's NNGP and NTK are
+ * 0 exactly (from the rows' product, the float32 NTK was 5e-5 of the
+ * largest entry off neural-tangents'), and two negated copies are equal.
+ * Data without equal rows have no twins at all. */
 static void check_equal_rows(int elem) {
   size_t n = 1100, d = 37, es = (size_t)elem;
   struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es), 0, 0};
@@ -713,25 +716,67 @@ static void check_equal_rows(int elem) {
   memcpy(x + 801 * row, x + 10 * row, row); /* -0.0 for 0.0 */
   if (elem == 4) ((float *)ds.x)[801 * d + 5] = -0.0f;
   else ((double *)ds.x)[801 * d + 5] = -0.0;
+  /* negated: 802 and 803 of row 11 (its 0.0 negated as -0.0 in one, kept
+   * 0.0 in the other), 804 of row 0 */
+  for (size_t k = 0; k < d; k++) {
+    if (elem == 4) {
+      float *f = ds.x;
+      f[802 * d + k] = f[803 * d + k] = -f[11 * d + k];
+      f[804 * d + k] = -f[k];
+    } else {
+      double *f = ds.x;
+      f[802 * d + k] = f[803 * d + k] = -f[11 * d + k];
+      f[804 * d + k] = -f[k];
+    }
+  }
+  if (elem == 4) ((float *)ds.x)[803 * d + 5] = 0.0f;
+  else ((double *)ds.x)[803 * d + 5] = 0.0;
   ck_assert_int_eq(ntk_fc_create(&arch, &ds, NULL, &fc), NTK_OK);
   const size_t *tw = ntk_fc_twins(fc);
   ck_assert(tw != NULL);
   for (size_t i = 0; i < n; i++) {
-    size_t want = i >= 1000 && i < 1050 ? i - 1000 : i == 700 || i == 701 ? 3 : i == 801 ? 10 : i;
+    size_t want = i >= 1000 && i < 1050 ? i - 1000
+                  : i == 700 || i == 701 ? 3
+                  : i == 801             ? 10
+                  : i == 802 || i == 803 ? 11 | NTK_TWIN_NEGATED
+                  : i == 804             ? NTK_TWIN_NEGATED
+                                         : i;
     ck_assert_msg(tw[i] == want, "sample %zu: twin %zu, not %zu", i, tw[i], want);
   }
   ntk_fc_free(fc);
   void *g0 = malloc(n * n * es), *t0 = malloc(n * n * es), *g1 = malloc(n * n * es), *t1 = malloc(n * n * es);
   compute_full(&arch, &ds, 512, g0, t0);
-  size_t pairs[][2] = {{1000, 0}, {1049, 49}, {1020, 20}, {700, 3}, {701, 3}, {701, 700}, {801, 10}};
+  size_t pairs[][2] = {{1000, 0}, {1049, 49}, {1020, 20}, {700, 3}, {701, 3}, {701, 700}, {801, 10}, {803, 802}};
   for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++) {
     size_t i = pairs[k][0], j = pairs[k][1], at = (i * n + j) * es, ii = (i * n + i) * es, jj = (j * n + j) * es;
     ck_assert_msg(!memcmp((char *)g0 + at, (char *)g0 + ii, es) && !memcmp((char *)t0 + at, (char *)t0 + ii, es) &&
                       !memcmp((char *)t0 + at, (char *)t0 + jj, es),
                   "equal samples %zu, %zu: not the diagonal's bits", i, j);
   }
+  /* a sample's two negated copies: one pair with it, bit for bit */
+  ck_assert(!memcmp((char *)g0 + (802 * n + 11) * es, (char *)g0 + (803 * n + 11) * es, es) &&
+            !memcmp((char *)t0 + (802 * n + 11) * es, (char *)t0 + (803 * n + 11) * es, es));
+  ck_assert(!memcmp((char *)g0 + (1000 * n + 804) * es, (char *)g0 + (804 * n + 0) * es, es) &&
+            !memcmp((char *)t0 + (1000 * n + 804) * es, (char *)t0 + (804 * n + 0) * es, es));
   compute_full(&arch, &ds, 77, g1, t1);
   ck_assert_msg(!memcmp(g0, g1, n * n * es) && !memcmp(t0, t1, n * n * es), "tile 77 differs from tile 512");
+  /* at an angle of pi, through a bias-free Dense and a Relu: 0 to within
+   * the map's rounding at pi (from the rows' product, ~1e-4 of the
+   * diagonal's NTK in float32) */
+  struct ntk_arch bare;
+  ck_assert_int_eq(ntk_arch_parse("Dense(W_std=1.5) Relu Dense(W_std=1.5)", 1.0, 0.0, &bare), NTK_OK);
+  compute_full(&bare, &ds, 77, g1, t1);
+  size_t neg[][2] = {{802, 11}, {803, 11}, {804, 0}, {1000, 804}};
+  for (size_t k = 0; k < sizeof neg / sizeof *neg; k++) {
+    size_t at = neg[k][0] * n + neg[k][1];
+    double gv = elem == 4 ? ((float *)g1)[at] : ((double *)g1)[at];
+    double tv = elem == 4 ? ((float *)t1)[at] : ((double *)t1)[at];
+    size_t ii = neg[k][0] * (n + 1);
+    double tii = elem == 4 ? ((float *)t1)[ii] : ((double *)t1)[ii], eps = elem == 4 ? 1e-7 : 1e-15;
+    ck_assert_msg(fabs(gv) <= eps * tii && fabs(tv) <= eps * tii, "negated samples %zu, %zu: NNGP %g, NTK %g, not 0",
+                  neg[k][0], neg[k][1], gv, tv);
+  }
+  ntk_arch_free(&bare);
   free(g0);
   free(t0);
   free(g1);

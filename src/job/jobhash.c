@@ -97,10 +97,15 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
      * samples pairs in test x test, not computed without test_test, and a
      * store of it begun by an older ntkd holds the same numbers (a row's
      * twin is its first copy, so a train copy comes first). */
-    int held = 0;
-    for (size_t i = 0; twin && i < data->n && !held; i++)
-      held = twin[i] != i && (!data->n_train || twin[i] < data->n_train || info->test_test);
-    if (held) add(&t, "equal rows = one sample\n");
+    int held[2] = {0, 0}; /* an equal pair, a negated pair */
+    for (size_t i = 0; twin && i < data->n; i++) {
+      size_t q = twin[i] & ~NTK_TWIN_NEGATED;
+      if (q != i && (!data->n_train || q < data->n_train || info->test_test)) held[q != twin[i]] = 1;
+    }
+    if (held[0]) add(&t, "equal rows = one sample\n");
+    /* A sample and its negation, the same at an angle of pi (an older ntkd
+     * took their product too) */
+    if (held[1]) add(&t, "negated rows = one sample negated\n");
     free(twin);
   }
   for (size_t i = 0; i < arch->n; i++) {

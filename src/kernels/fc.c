@@ -126,7 +126,11 @@ static size_t first_at_least(const size_t *v, size_t n, size_t x) {
  * by an ulp or two, which leaves the pair an angle of ~sqrt(u) (docs/MATH.md,
  * "Collinear inputs"): through one Relu its float32 NTK came out 4e-5
  * relative low where neural-tangents' is within 1e-7. Set from the
- * variance it is the sample's pair with itself, as on the diagonal. */
+ * variance it is the sample's pair with itself, as on the diagonal. A
+ * sample and its negation (kernel_fn(x, -x)) are the same at the other
+ * end, an angle of pi: their covariance is minus the variance (without a
+ * bias in the first Dense, neural-tangents' default, Abs's float32 NTK was
+ * 2.6e-4 off there, Sign's NNGP 1.5e-3). */
 static void equal_rows_tile(const ntk_fc_t *fc, const struct ntk_tile *t, void *g) {
   if (!fc->twin) return;
   size_t es = (size_t)fc->data->elem;
@@ -138,8 +142,11 @@ static void equal_rows_tile(const ntk_fc_t *fc, const struct ntk_tile *t, void *
     for (size_t b = j0; b < j1; b++) {
       size_t gi = fc->dup[a], gj = fc->dup[b];
       if (gj >= gi) break; /* j < i: the entries gram_tile filled, less the diagonal */
-      if (fc->twin[gi] == fc->twin[gj])
-        memcpy((char *)g + ((gi - t->r0) * t->cols + (gj - t->c0)) * es, (const char *)fc->var + gi * es, es);
+      int rel = ntk_twin_relation(fc->twin[gi], fc->twin[gj]);
+      if (!rel) continue;
+      size_t at = (gi - t->r0) * t->cols + (gj - t->c0);
+      if (es == 4) ((float *)g)[at] = rel > 0 ? ((const float *)fc->var)[gi] : -((const float *)fc->var)[gi];
+      else ((double *)g)[at] = rel > 0 ? ((const double *)fc->var)[gi] : -((const double *)fc->var)[gi];
     }
 }
 
@@ -162,28 +169,41 @@ static uint64_t plus_zero_word(uint64_t w, int elem) {
   return w;
 }
 
-/* Two rows equal as values (-0.0 is 0.0; a NaN, refused when the data
- * are read, equals nothing). */
-static int rows_equal(const void *a, const void *b, size_t d, int elem) {
+/* Row a equal as values to row b times sign (+1 or -1; -0.0 is 0.0; a
+ * NaN, refused when the data are read, equals nothing). */
+static int rows_equal(const void *a, const void *b, size_t d, int elem, int sign) {
   if (elem == 4) {
     const float *x = a, *y = b;
     for (size_t k = 0; k < d; k++)
-      if (x[k] != y[k]) return 0;
+      if (x[k] != (sign > 0 ? y[k] : -y[k])) return 0;
   } else {
     const double *x = a, *y = b;
     for (size_t k = 0; k < d; k++)
-      if (x[k] != y[k]) return 0;
+      if (x[k] != (sign > 0 ? y[k] : -y[k])) return 0;
   }
   return 1;
 }
 
+/* The sign bits to flip in each 8-byte word of a row for its hash: all of
+ * them when the row's first nonzero value is negative, so that a row and
+ * its negation hash alike (a row of zeros keeps its own). */
+static uint64_t sign_flip(const unsigned char *p, size_t d, int elem) {
+  for (size_t k = 0; k < d; k++) {
+    double v = elem == 4 ? (double)((const float *)(const void *)p)[k] : ((const double *)(const void *)p)[k];
+    if (v != 0) return v > 0 ? 0 : elem == 4 ? 0x8000000080000000ull : 0x8000000000000000ull;
+  }
+  return 0;
+}
+
 /* ntk_fc_data_twins: each row hashed by its 8-byte words (FNV-1a, -0.0 as
- * 0.0), the rows sorted by hash, and within a run of equal hashes each row
- * compared value by value with the run's earlier distinct rows, so that a
- * collision never makes two samples equal. Rows equal only as values (0.0
- * in one, -0.0 in the other) are one sample too: the same vector, whose
- * float32 product and double variance rounded apart as any pair's did
- * (the float32 NTK through two Relus 2.4e-4 off the diagonal). */
+ * 0.0, the sign bits flipped when its first nonzero value is negative), the
+ * rows sorted by hash, and within a run of equal hashes each row compared
+ * value by value with the run's earlier distinct rows, as it is and
+ * negated, so that a collision never makes two samples equal. Rows equal
+ * only as values (0.0 in one, -0.0 in the other) are one sample too: the
+ * same vector, whose float32 product and double variance rounded apart as
+ * any pair's did (the float32 NTK through two Relus 2.4e-4 off the
+ * diagonal). */
 ntk_status ntk_fc_data_twins(const struct ntk_dataset *ds, size_t **out) {
   *out = NULL;
   size_t n = ds->n, row = ds->d * (size_t)ds->elem;
@@ -197,15 +217,16 @@ ntk_status ntk_fc_data_twins(const struct ntk_dataset *ds, size_t **out) {
   const unsigned char *x = ds->x;
   for (size_t i = 0; i < n; i++) {
     const unsigned char *p = x + i * row;
-    uint64_t v = 1469598103934665603ull, w;
+    uint64_t v = 1469598103934665603ull, w, flip = sign_flip(p, ds->d, ds->elem);
     size_t k = 0;
     for (; k + 8 <= row; k += 8) {
       memcpy(&w, p + k, 8);
-      v = (v ^ plus_zero_word(w, ds->elem)) * 1099511628211ull;
+      v = (v ^ plus_zero_word(w ^ flip, ds->elem)) * 1099511628211ull;
     }
     if (k < row) { /* float32, an odd count of features: the last one */
       uint32_t u;
       memcpy(&u, p + k, 4);
+      u ^= (uint32_t)flip;
       v = (v ^ (u == 0x80000000u ? 0u : u)) * 1099511628211ull;
     }
     key[i] = (struct row_key){v, i};
@@ -218,11 +239,12 @@ ntk_status ntk_fc_data_twins(const struct ntk_dataset *ds, size_t **out) {
       size_t r = key[s1].at; /* after every earlier row of its run: key is sorted by index within a hash */
       for (size_t m = s0; m < s1; m++) {
         size_t q = key[m].at;
-        if (twin[q] == q && rows_equal(x + q * row, x + r * row, ds->d, ds->elem)) {
-          twin[r] = q;
-          equal = 1;
-          break;
-        }
+        if (twin[q] != q) continue;
+        if (rows_equal(x + r * row, x + q * row, ds->d, ds->elem, 1)) twin[r] = q;
+        else if (rows_equal(x + r * row, x + q * row, ds->d, ds->elem, -1)) twin[r] = q | NTK_TWIN_NEGATED;
+        else continue;
+        equal = 1;
+        break;
       }
     }
   }
@@ -249,7 +271,7 @@ static ntk_status find_twins(ntk_fc_t *fc) {
     return ntk_error(NTK_ENOMEM, "out of memory for the samples' row hashes");
   }
   for (size_t i = 0; i < n; i++)
-    if (twin[i] != i) in[i] = in[twin[i]] = 1;
+    if (twin[i] != i) in[i] = in[twin[i] & ~NTK_TWIN_NEGATED] = 1;
   fc->ndup = 0;
   for (size_t i = 0; i < n; i++)
     if (in[i]) dup[fc->ndup++] = i;

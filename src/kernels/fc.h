@@ -43,11 +43,16 @@ ntk_status ntk_fc_tile(ntk_fc_t *fc, const struct ntk_tile *t, void *nngp, void 
  * before layer l (a GPU backend copies them to the device). */
 const void *ntk_fc_variances(const ntk_fc_t *fc);
 
-/* Per sample, the first sample whose input row is equal to its own, byte
- * for byte (itself if none); NULL when every row differs. Such a pair's
- * input covariance is the sample's variance, as on the diagonal (the GPU
- * backend copies them to the device). */
+/* Per sample, the first sample whose input row is equal to its own as
+ * values, or is its negation (itself if none); NULL when every row differs
+ * and none is another's negation. A negation has NTK_TWIN_NEGATED set
+ * (ntk_twin_relation, kernels/fc_entry.h, compares two). An equal pair's
+ * input covariance is the sample's variance, as on the diagonal, a negated
+ * pair's its negation (the GPU backend copies them to the device). */
 const size_t *ntk_fc_twins(const ntk_fc_t *fc);
+
+/* The top bit of a twin: the row is the negation of the twin's. */
+#define NTK_TWIN_NEGATED ((size_t)1 << (sizeof(size_t) * 8 - 1))
 
 /* The same from the data alone: *out the n twins (the caller frees them),
  * or NULL when every row differs. The job identity asks it. */

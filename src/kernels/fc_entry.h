@@ -14,6 +14,14 @@
 #include "kernels/fc.h"
 #include "kernels/kernel_maps.h"
 
+/* Two samples' twins (ntk_fc_twins): 1 if their rows are equal, -1 if one
+ * is the other's negation, 0 if neither. */
+static inline NTK_HD int ntk_twin_relation(size_t a, size_t b) {
+  size_t x = a ^ b;
+  if (x & ~NTK_TWIN_NEGATED) return 0;
+  return x ? -1 : 1;
+}
+
 #define NTK_FC_ENTRY_MAXDEPTH 16 /* residual blocks nested (NTK_BRANCH_MAXDEPTH) */
 
 /* One layer as the entry loop takes it, plain data (copied to the device

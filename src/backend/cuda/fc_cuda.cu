@@ -36,7 +36,7 @@ struct ntk_fc_gpu {
   cublasHandle_t h;
   cudaStream_t stream; /* every tile's work, in order */
   void *x, *var;        /* device: n x d data, (nl + 1) x n variances */
-  size_t *twin;         /* device: ntk_fc_twins, or NULL when every row differs */
+  size_t *twin;         /* device: ntk_fc_twins, or NULL when every row differs (and none negates another) */
   struct ntk_fc_entry_layer *layers; /* device: nl layers */
   void *g, *t;          /* device: tile buffers of cap elements each */
   size_t cap;
@@ -66,7 +66,8 @@ static __host__ __device__ size_t kernel_entries(size_t rows, size_t cols, int d
  * (entry k is row i, column k - i(i+1)/2), which is all the syrk filled;
  * each value is mirrored, so the tile is exactly symmetric. Two samples
  * with equal rows (tw, ntk_fc_twins) take the variance as their input
- * covariance, as src/kernels/fc.c's equal_rows_tile. */
+ * covariance, a sample and its negation minus the variance, as
+ * src/kernels/fc.c's equal_rows_tile. */
 template <typename T>
 __global__ static void layers_kernel(T *g, T *t, size_t rows, size_t cols, size_t r0, size_t c0, int diag,
                                      const struct ntk_fc_entry_layer *L, size_t nl, const T *var, size_t n,
@@ -85,7 +86,8 @@ __global__ static void layers_kernel(T *g, T *t, size_t rows, size_t cols, size_
     }
     size_t at = i * cols + j;
     int self = diag && i == j;
-    T gv = self || (tw && tw[r0 + i] == tw[c0 + j]) ? var[r0 + i] : g[at], tv = 0;
+    int rel = self ? 1 : tw ? ntk_twin_relation(tw[r0 + i], tw[c0 + j]) : 0;
+    T gv = rel > 0 ? var[r0 + i] : rel < 0 ? -var[r0 + i] : g[at], tv = 0;
     entry(L, nl, var, n, r0 + i, c0 + j, self, &gv, &tv);
     g[at] = gv;
     if (t) t[at] = tv;
