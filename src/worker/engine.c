@@ -236,8 +236,9 @@ static ntk_status check_finite(const struct ntk_tile *t, const void *vals, int e
   const char *hint = elem == 4 ? "the kernel exceeds float32; use [compute] precision = float64 (or a "
                                  "nonlinearity is undefined there: Gaussian with b > 0 and large variances; or LayerNorm with "
                                  "eps = 0 after a sample of zero variance)"
-                               : "the kernel exceeds even the float64 range: the network is too deep for its "
-                                 "w_std and b_std (the variances grow or shrink by a factor per layer), or a "
+                               : "the kernel, or a product of variances inside a map, exceeds even the float64 "
+                                 "range: the inputs are too large (a variance past ~1e150), or the network is too deep "
+                                 "for its w_std and b_std (the variances grow or shrink by a factor per layer), or a "
                                  "nonlinearity is undefined there (Gaussian with b > 0 and large variances), or a LayerNorm "
                                  "with eps = 0 divides by a sample's zero variance";
   return ntk_error(NTK_ENONFINITE, "%s entry (row %llu, column %llu) is %s: %s", kernel,
