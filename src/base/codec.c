@@ -52,6 +52,9 @@ static int reserve(ntk_codec_t *c, size_t bytes) {
   return 1;
 }
 
+/* One loop per element size, each plane a pointer of its own: GCC
+ * vectorises these (32 MiB of float64 shuffled in 5.3 ms against 9.5 ms
+ * for the loop over planes; docs/PERFORMANCE.md, 2026-12-04). */
 void ntk_shuffle(const void *src, void *dst, size_t count, int elem) {
   const unsigned char *s = src;
   unsigned char *d = dst;
@@ -65,6 +68,21 @@ void ntk_shuffle(const void *src, void *dst, size_t count, int elem) {
     }
     return;
   }
+  if (elem == 8) {
+    unsigned char *d0 = d, *d1 = d + count, *d2 = d + 2 * count, *d3 = d + 3 * count, *d4 = d + 4 * count,
+                  *d5 = d + 5 * count, *d6 = d + 6 * count, *d7 = d + 7 * count;
+    for (size_t i = 0; i < count; i++) {
+      d0[i] = s[8 * i];
+      d1[i] = s[8 * i + 1];
+      d2[i] = s[8 * i + 2];
+      d3[i] = s[8 * i + 3];
+      d4[i] = s[8 * i + 4];
+      d5[i] = s[8 * i + 5];
+      d6[i] = s[8 * i + 6];
+      d7[i] = s[8 * i + 7];
+    }
+    return;
+  }
   for (size_t i = 0; i < count; i++)
     for (int b = 0; b < elem; b++) d[(size_t)b * count + i] = s[i * (size_t)elem + (size_t)b];
 }
@@ -72,6 +90,31 @@ void ntk_shuffle(const void *src, void *dst, size_t count, int elem) {
 void ntk_unshuffle(const void *src, void *dst, size_t count, int elem) {
   const unsigned char *s = src;
   unsigned char *d = dst;
+  if (elem == 4) {
+    const unsigned char *s0 = s, *s1 = s + count, *s2 = s + 2 * count, *s3 = s + 3 * count;
+    for (size_t i = 0; i < count; i++) {
+      d[4 * i] = s0[i];
+      d[4 * i + 1] = s1[i];
+      d[4 * i + 2] = s2[i];
+      d[4 * i + 3] = s3[i];
+    }
+    return;
+  }
+  if (elem == 8) {
+    const unsigned char *s0 = s, *s1 = s + count, *s2 = s + 2 * count, *s3 = s + 3 * count, *s4 = s + 4 * count,
+                        *s5 = s + 5 * count, *s6 = s + 6 * count, *s7 = s + 7 * count;
+    for (size_t i = 0; i < count; i++) {
+      d[8 * i] = s0[i];
+      d[8 * i + 1] = s1[i];
+      d[8 * i + 2] = s2[i];
+      d[8 * i + 3] = s3[i];
+      d[8 * i + 4] = s4[i];
+      d[8 * i + 5] = s5[i];
+      d[8 * i + 6] = s6[i];
+      d[8 * i + 7] = s7[i];
+    }
+    return;
+  }
   for (size_t i = 0; i < count; i++)
     for (int b = 0; b < elem; b++) d[i * (size_t)elem + (size_t)b] = s[(size_t)b * count + i];
 }
