@@ -901,6 +901,27 @@ START_TEST(test_identity_diff_inserted_line) {
   ntk_job_text_diff(ntk, "ntkd job = 2\nlayers = 1\nlayer 1 = Dense(W_std=2, b_std=0)\n", out, sizeof out);
   ck_assert_msg(strstr(out, "layer 1: the store has Dense(W_std=1, b_std=0), this job Dense(W_std=2, b_std=0)"), "%s",
                 out);
+  /* the inserted line is one difference, not every line after it (60
+   * layers: "62 lines differ" before); a later change is one more */
+  char a[4096] = "ntkd job = 2\nlayers = 60\n", b[4096] = "ntkd job = 2\nlayers = 60\nequal rows = one sample\n";
+  for (int k = 1; k <= 60; k++) {
+    snprintf(a + strlen(a), sizeof a - strlen(a), "layer %d = Dense(W_std=1, b_std=0)\n", k);
+    snprintf(b + strlen(b), sizeof b - strlen(b), "layer %d = Dense(W_std=%d, b_std=0)\n", k, k == 40 ? 2 : 1);
+  }
+  ck_assert_int_eq(ntk_job_text_diff(a, b, out, sizeof out), 0);
+  ck_assert_msg(strstr(out, "equal rows: the store has no line, this job one sample (2 lines of the job description "
+                            "differ); this store was written by an older ntkd"), "%s", out);
+  *strstr(b, "W_std=2") = '\0';
+  strcat(b, "W_std=1, b_std=0)\n");
+  for (int k = 41; k <= 60; k++) snprintf(b + strlen(b), sizeof b - strlen(b), "layer %d = Dense(W_std=1, b_std=0)\n", k);
+  ck_assert_int_eq(ntk_job_text_diff(a, b, out, sizeof out), 1); /* the same job, by another version */
+  ck_assert_msg(strstr(out, "(1 line of the job description differs)"), "%s", out);
+  ck_assert_int_eq(ntk_job_text_diff(b, a, out, sizeof out), 1);
+  ck_assert_msg(strstr(out, "equal rows: the store has one sample, this job no line") && strstr(out, "newer ntkd"), "%s",
+                out);
+  /* a line of the store missing from the job at the end */
+  ck_assert_int_eq(ntk_job_text_diff(std, "ntkd job = 2\nlayers = 1\nparameterization = standard\n", out, sizeof out), 0);
+  ck_assert_msg(!strncmp(out, "layer 1: the store has Dense(W_std=1, b_std=0), this job no line (1 line", 71), "%s", out);
 }
 END_TEST
 

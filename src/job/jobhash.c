@@ -162,14 +162,9 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
   return NTK_OK;
 }
 
-/* Line k (0-based) of `s` as key and value ("layer 3" and "Relu" of
- * "layer 3 = Relu"); 0 if the text has no line k. */
-static int line_at(const char *s, size_t k, const char **key, int *klen, const char **val, int *vlen) {
-  for (size_t i = 0; i < k; i++) {
-    const char *nl = strchr(s, '\n');
-    if (!nl) return 0;
-    s = nl + 1;
-  }
+/* The line starting at s as key and value ("layer 3" and "Relu" of
+ * "layer 3 = Relu"); 0 at the end of the text. *next: the line after it. */
+static int line_here(const char *s, const char **key, int *klen, const char **val, int *vlen, const char **next) {
   if (!*s) return 0;
   const char *nl = strchr(s, '\n');
   size_t len = nl ? (size_t)(nl - s) : strlen(s);
@@ -178,6 +173,7 @@ static int line_at(const char *s, size_t k, const char **key, int *klen, const c
   *klen = eq ? (int)(eq - s) - (eq > s && eq[-1] == ' ') : (int)len;
   *val = eq ? eq + 1 + (eq[1] == ' ') : s + len;
   *vlen = (int)(s + len - *val);
+  *next = nl ? nl + 1 : s + len;
   return 1;
 }
 
@@ -185,44 +181,69 @@ static int line_at(const char *s, size_t k, const char **key, int *klen, const c
 static int has_key(const char *s, const char *key, int klen) {
   const char *k, *v;
   int kl, vl;
-  for (size_t i = 0; line_at(s, i, &k, &kl, &v, &vl); i++)
+  for (; line_here(s, &k, &kl, &v, &vl, &s);)
     if (kl == klen && !memcmp(k, key, (size_t)klen)) return 1;
   return 0;
 }
 
-void ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap) {
+/* The lines a newer ntkd writes where it computes some entries otherwise
+ * than the ntkd before it did (see job_text): a store that lacks one was
+ * computed by that older ntkd, not for other data or another model. */
+static const char *const version_keys[] = {"arithmetic", "equal rows", "negated rows"};
+
+int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap) {
   out[0] = '\0';
   if (!*have) {
     snprintf(out, cap, "the job text kept in the store is damaged, so only its hash can be compared");
-    return;
+    return 0;
   }
-  size_t first = 0, ndiff = 0;
-  const char *a = have, *b = want;
-  /* Both texts line by line, in one pass. */
-  for (size_t k = 0; *a || *b; k++) {
-    const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
-    size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
-    if (!*a || !*b || la != lb || memcmp(a, b, la)) {
-      if (!ndiff) first = k;
-      ndiff++;
+  size_t ndiff = 0;
+  const char *ka = "", *va = "", *vb = "";
+  int kla = 0, vla = 0, vlb = 0, ha = 0, hb = 0;
+  /* Both texts line by line, in one pass. A line only one text has
+   * (parameterization, arithmetic, widths, equal rows: written only where
+   * they apply) is one difference, named by its key, and the texts are
+   * compared on from the line after it: counted by position, one such line
+   * made every line after it differ (62 for a 60-layer network), and the
+   * first difference named the line of the other text that happened to
+   * stand there. */
+  for (const char *a = have, *b = want;;) {
+    const char *k1 = "", *v1 = "", *k2 = "", *v2 = "", *na = a, *nb = b;
+    int kl1 = 0, vl1 = 0, kl2 = 0, vl2 = 0;
+    int h1 = line_here(a, &k1, &kl1, &v1, &vl1, &na), h2 = line_here(b, &k2, &kl2, &v2, &vl2, &nb);
+    if (!h1 && !h2) break;
+    int only1 = 0, only2 = 0;
+    if (h1 && h2) {
+      if (kl1 == kl2 && vl1 == vl2 && !memcmp(k1, k2, (size_t)kl1) && !memcmp(v1, v2, (size_t)vl1)) {
+        a = na, b = nb;
+        continue;
+      }
+      if (kl1 != kl2 || memcmp(k1, k2, (size_t)kl1)) {
+        if (!has_key(have, k2, kl2)) only2 = 1;
+        else if (!has_key(want, k1, kl1)) only1 = 1;
+      }
+    } else {
+      only1 = h1, only2 = h2;
     }
-    a = ea ? ea + 1 : a + la;
-    b = eb ? eb + 1 : b + lb;
+    if (!ndiff++) {
+      ha = !only2, hb = !only1;
+      ka = only2 ? k2 : k1, kla = only2 ? kl2 : kl1;
+      va = v1, vla = vl1, vb = v2, vlb = vl2;
+    }
+    if (!only2) a = na;
+    if (!only1) b = nb;
   }
-  if (!ndiff) return;
-  const char *ka = "", *va = "", *kb = "", *vb = "";
-  int kla = 0, vla = 0, klb = 0, vlb = 0;
-  int ha = line_at(have, first, &ka, &kla, &va, &vla), hb = line_at(want, first, &kb, &klb, &vb, &vlb);
-  /* A line only one text has (parameterization, arithmetic, widths: written
-   * only where they apply) shifts the rest: name it by its key, not by the
-   * line of the other text that happens to stand there. */
-  if (ha && hb && (kla != klb || memcmp(ka, kb, (size_t)kla))) {
-    if (!has_key(have, kb, klb)) ha = 0, ka = kb, kla = klb;
-    else if (!has_key(want, ka, kla)) hb = 0;
-  }
-  snprintf(out, cap, "%.*s: the store has %.*s, this job %.*s (%zu line%s of the job description differ%s)",
-           ha ? kla : klb, ha ? ka : kb, ha ? vla : 9, ha ? va : "no line", hb ? vlb : 9, hb ? vb : "no line",
-           ndiff, ndiff == 1 ? "" : "s", ndiff == 1 ? "s" : "");
+  if (!ndiff) return 0;
+  const char *why = "";
+  for (size_t v = 0; v < sizeof version_keys / sizeof *version_keys; v++)
+    if ((size_t)kla == strlen(version_keys[v]) && !memcmp(ka, version_keys[v], (size_t)kla))
+      why = ha ? "; this store was written by a newer ntkd, which computes these entries otherwise"
+               : "; this store was written by an older ntkd, which computed these entries otherwise "
+                 "(docs/STORE-FORMAT.md): compute it again (--overwrite)";
+  snprintf(out, cap, "%.*s: the store has %.*s, this job %.*s (%zu line%s of the job description differ%s)%s",
+           kla, ka, ha ? vla : 7, ha ? va : "no line", hb ? vlb : 7, hb ? vb : "no line", ndiff,
+           ndiff == 1 ? "" : "s", ndiff == 1 ? "s" : "", why);
+  return ndiff == 1 && why[0];
 }
 
 ntk_status ntk_job_check_store(const char *path, const ntk_store_t *s, const struct ntk_store_info *want,
@@ -230,9 +251,10 @@ ntk_status ntk_job_check_store(const char *path, const ntk_store_t *s, const str
   const struct ntk_store_info *have = ntk_store_get_info(s);
   if (!memcmp(have->job_hash, want->job_hash, 16)) return NTK_OK;
   char where[1024];
-  ntk_job_text_diff(ntk_store_job_text(s), want_text, where, sizeof where);
-  return ntk_error(NTK_EMISMATCH, "%s was computed for another job (different data, model, kernel or precision):\n"
-                   "  first difference: %s\n  store: %s\n  job:   %s\n  %s",
-                   path, where[0] ? where : "the job descriptions agree but the hashes differ", have->description,
+  int version = ntk_job_text_diff(ntk_store_job_text(s), want_text, where, sizeof where);
+  return ntk_error(NTK_EMISMATCH, "%s was computed %s:\n  first difference: %s\n  store: %s\n  job:   %s\n  %s", path,
+                   version ? "for this job by an ntkd of another version, which computes some entries otherwise"
+                           : "for another job (different data, model, kernel or precision)",
+                   where[0] ? where : "the job descriptions agree but the hashes differ", have->description,
                    want->description, advice);
 }
