@@ -129,7 +129,10 @@ def test_calls_in_a_loop_leak_nothing(rng, store_path):
     print(f"{rounds} rounds: malloc in use {warm[0]} -> {end[0]} bytes, RSS {warm[1]} -> {end[1]} bytes")
     if warm[0] is not None:
         assert end[0] - warm[0] <= 64 * 1024, f"malloc's bytes in use grew by {end[0] - warm[0]}"
-    assert end[1] - warm[1] <= 1024 * 1024, f"RSS grew by {end[1] - warm[1]} bytes"
+    # 2 MiB: with three builds sharing the 2 cores, RSS grew 1.45 MB over 800 rounds once while
+    # malloc's bytes in use moved by 8 KB (pages of the threads' arenas); a page lost per round,
+    # outside malloc, is 3.2 MB.
+    assert end[1] - warm[1] <= 2 * 1024 * 1024, f"RSS grew by {end[1] - warm[1]} bytes"
 
 
 def test_a_failing_progress_callback_is_the_cause(rng):
