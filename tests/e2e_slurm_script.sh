@@ -3,7 +3,8 @@
 # the ranks it maps on several GPU nodes (docs/GPU.md, "Placement": G + 1 on
 # the first node, G on each other one), a requeue that fails (the job must
 # not end 0 with the store unfinished), and a USR1 that arrives as the job
-# finishes (nothing to requeue); train.sbatch the same requeue rules.
+# finishes (nothing to requeue), exit 9 requeued 3 times whatever the
+# time-limit requeues before; train.sbatch the same requeue rules.
 # Usage: tests/e2e_slurm_script.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_slurm_script.sh path/to/ntkd}")
@@ -83,6 +84,25 @@ check "train.sbatch: exit 7 twice, then 0: retried, exit 0 (exit $rc, $(cat trie
 printf '#!/bin/sh\nexit 7\n' > fakebin/mpirun
 PATH="$W/fakebin:$PATH" SLURM_JOB_ID=11 NTKD_LOCK_POLL=1 NTKD_LOCK_WAIT=2 NTKD=/bin/true bash "$TRAIN" job.conf > t7b.log 2>&1
 check "train.sbatch: still in use after NTKD_LOCK_WAIT: requeued" bash -c "grep -q 'still in use after' t7b.log && grep -q 'scontrol requeue 11' scontrol.calls"
+
+# kernel.sbatch: exit 9 (a worker stopped answering) is requeued
+# NTKD_MAX_REQUEUE (3) times for exit 9 (docs/RELIABILITY.md, "SLURM"),
+# whatever the requeues for time limits before: a job resumed over 5 time
+# limits (SLURM_RESTART_COUNT=5) still gets its 3, the 4th exit 9 ends it.
+printf '#!/bin/sh\nexit 9\n' > fakebin/mpirun
+rm -f scontrol.calls .ntkd-slurm-12.exit9
+got=
+for k in 1 2 3 4; do
+  PATH="$W/fakebin:$PATH" SLURM_JOB_ID=12 SLURM_RESTART_COUNT=$((4 + k)) NTKD=/bin/true bash "$SBATCH" job.conf > w9.log 2>&1
+  rc=$?
+  n=$(grep -c 'scontrol requeue 12' scontrol.calls 2>/dev/null)
+  got="$got $rc/${n:-0}"
+done
+check "kernel.sbatch: exit 9 after 5 time-limit requeues: requeued 3 times, then fails with 9 (exit/requeues:$got)" \
+  bash -c "[ '$got' = ' 0/1 0/2 0/3 9/3' ] && grep -q 'after 3 requeues for it' w9.log && grep -q 'finished with exit 9' w9.log"
+printf '#!/bin/sh\nexit 0\n' > fakebin/mpirun
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=12 NTKD=/bin/true bash "$SBATCH" job.conf > w0.log 2>&1
+check "kernel.sbatch: the job's exit-9 count is removed when it finishes" bash -c "[ ! -e .ntkd-slurm-12.exit9 ]"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
