@@ -267,8 +267,11 @@ static ntk_status export_check(ntk_store_t *s, const char *path, uint64_t bi0, u
   if (!missing) return NTK_OK;
   struct ntk_tile t = ntk_tiling_tile(tg, first);
   if (all)
-    return ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles); run the job to finish it", path,
-                     (unsigned long long)ntk_store_tiles_done(s), (unsigned long long)tg->needed);
+    return ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles), the first missing tile %llu (rows "
+                     "%llu:%llu, cols %llu:%llu); run the job to finish it", path,
+                     (unsigned long long)ntk_store_tiles_done(s), (unsigned long long)tg->needed,
+                     (unsigned long long)first, (unsigned long long)t.r0, (unsigned long long)(t.r0 + t.rows),
+                     (unsigned long long)t.c0, (unsigned long long)(t.c0 + t.cols));
   return ntk_error(NTK_EINCOMPLETE, "%s is not complete (%llu of %llu tiles) and the block needs %llu tiles it "
                    "lacks, the first tile %llu (rows %llu:%llu, cols %llu:%llu); run the job to finish it", path,
                    (unsigned long long)ntk_store_tiles_done(s), (unsigned long long)tg->needed,

@@ -177,6 +177,10 @@ check "SIGTERM gives exit 5 (interrupted, resumable)" [ "$rc" = 5 ]
 check "SIGTERM message says how to resume" has "rerun the same command to resume" st.log
 expect_rc 0 "store verifies after SIGTERM" "$NTKD" verify st.ntk
 expect_rc 6 "export of an incomplete store refused" "$NTKD" export st.ntk st.npy
+# docs/CLI.md: exit 6 names the first tile missing and how many are.
+first=$("$NTKD" info --records st.ntk | awk '$1 == "record:" {have[$2] = 1} END {for (i = 0; i in have; i++); print i}')
+check "... naming the first missing tile ($first) and the count: $(cat err.log)" \
+  grep -Eq "is not complete \([0-9]+ of 528 tiles\), the first missing tile $first \(rows [0-9]+:[0-9]+, cols [0-9]+:[0-9]+\)" err.log
 check "no partial export left behind" bash -c "! ls st.npy* >/dev/null 2>&1"
 expect_rc 0 "resume after SIGTERM" "$NTKD" st.conf
 "$NTKD" export st.ntk st.npy >/dev/null 2>&1

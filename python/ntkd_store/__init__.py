@@ -999,8 +999,8 @@ class Store:
                 missing, first = self._block_missing(bi0, bi1, bj0, bj1)
         if missing:
             if whole:
-                msg = "%s is not complete (%d of %d tiles); run the job to finish it" % (
-                    self.path, self.tiles_present, self.tiles_needed)
+                msg = "%s is not complete (%d of %d tiles), the first missing %s; run the job to finish it" % (
+                    self.path, self.tiles_present, self.tiles_needed, self._tile_desc(first))
             else:
                 msg = ("%s is not complete (%d of %d tiles) and the block needs %d tiles it lacks, the first %s; run "
                        "the job to finish it" % (self.path, self.tiles_present, self.tiles_needed, missing,
