@@ -127,6 +127,19 @@ START_TEST(test_npy_images) {
   ck_assert_uint_eq(ds.c, 2);
   ck_assert_double_eq(((double *)ds.x)[5], 101.0);
   ntk_data_free(&ds);
+  /* NCHW names a channel axis only a 4-D array has (docs/JOB-FILE.md,
+   * [data] layout): (N, C, L) sequences and (N, D) vectors are refused,
+   * not read as grey images or vectors. */
+  write_npy_raw("seq.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 4), }", v, sizeof v);
+  write_npy_raw("vec.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 12), }", v, sizeof v);
+  job_for(&j, "seq.npy");
+  j.layout = NTK_LAYOUT_NCHW;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "layout = NCHW is for 4-D (N, C, H, W) arrays, this one has 3"));
+  job_for(&j, "vec.npy");
+  j.layout = NTK_LAYOUT_NCHW;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "this one has 2 dimensions"));
 }
 END_TEST
 

@@ -545,6 +545,11 @@ static ntk_status read_npy(const struct ntk_job *job, const char *path, gzFile f
   if (ndim != 3 && job->layout == NTK_LAYOUT_NLC)
     return ntk_error(NTK_EINPUT, "%s: [data] layout = NLC is for 3-D (N, L, C) arrays, this one has %d dimensions",
                      path, ndim);
+  /* NCHW names a channel axis that only a 4-D array has: on (N, C, L)
+   * sequences it would be read silently as (N, H, W) grey images. */
+  if (ndim != 4 && job->layout == NTK_LAYOUT_NCHW)
+    return ntk_error(NTK_EINPUT, "%s: [data] layout = NCHW is for 4-D (N, C, H, W) arrays, this one has %d dimensions",
+                     path, ndim);
   if (ndim == 3 && job->layout == NTK_LAYOUT_NLC) { h = shape[1]; w = 1; c = shape[2]; } /* 1-D: L x 1 images */
   else if (ndim == 3) { h = shape[1]; w = shape[2]; c = 1; }
   else if (ndim == 4 && job->layout == NTK_LAYOUT_NHWC) { h = shape[1]; w = shape[2]; c = shape[3]; }
