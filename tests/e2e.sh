@@ -82,6 +82,9 @@ check "... says the test setting aloud" has "test setting NTKD_TEST_NODES=3" err
 check "... reports one copy of the data per node" has "data: one copy per node on 3 nodes" err.log
 "$NTKD" export pn.ntk pn_ntk.npy >/dev/null 2>&1
 check "... byte-identical to one process" cmp -s a_ntk.npy pn_ntk.npy
+expect_rc 0 "... resumed with a test lock heartbeat" env NTKD_TEST_LOCK_HEARTBEAT=1 "$NTKD" pn.conf
+check "... which it says aloud, once (docs/CLI.md)" \
+  bash -c "[ \"\$(grep -c 'test setting NTKD_TEST_LOCK_HEARTBEAT=1' err.log)\" = 1 ]"
 # export under mpirun: rank 0 alone writes (every rank once wrote the whole
 # file, racing for the rename)
 expect_rc 0 "mpirun -np 3 ntkd export" mpirun -np 3 "$NTKD" export pn.ntk pn_mx.npy

@@ -76,6 +76,7 @@ check "... and no true residuals were needed" bash -c "! grep -q 'true residuals
 NTKD_TEST_CG_BREAKDOWN=5 expect_rc 0 "a breakdown on float32 products (simulated): solved" \
   mpirun -x NTKD_TEST_CG_BREAKDOWN -np 3 "$NTKD" solve k.ntk cgmemory3.conf
 check "... saying it went on in float64" has "a breakdown on float32 products in 20 columns: float64 products" err.log
+check "... saying the test setting aloud (docs/CLI.md)" has "test setting NTKD_TEST_CG_BREAKDOWN=5" err.log
 check "... predictions equal the Cholesky solve's within 1e-6" close cgmemory3 lapack
 NTKD_TEST_CG_BREAKDOWN=5 expect_rc 2 "the same breakdown on float64 products: the ridges fail" \
   mpirun -x NTKD_TEST_CG_BREAKDOWN -np 3 "$NTKD" solve k.ntk cgf64.conf

@@ -1095,6 +1095,8 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
   v->rref = calloc(nc + 1, sizeof *v->rref), v->redo = calloc(nc + 1, sizeof *v->redo);
   c->f32 = c->elem == 4 && c->p->opts->cg_products != NTK_CG_PRODUCTS_FLOAT64;
   test_breakdown = getenv("NTKD_TEST_CG_BREAKDOWN") ? atol(getenv("NTKD_TEST_CG_BREAKDOWN")) : -1;
+  if (c->rank == 0 && getenv("NTKD_TEST_CG_BREAKDOWN")) /* said aloud, as every test setting (docs/CLI.md) */
+    fprintf(stderr, "ntkd: test setting NTKD_TEST_CG_BREAKDOWN=%s\n", getenv("NTKD_TEST_CG_BREAKDOWN"));
   c->refresh = CG_REFRESH;
   c->x32 = malloc(2 * edge * nc * sizeof *c->x32 + 1), c->y32 = malloc(2 * edge * nc * sizeof *c->y32 + 1);
   if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->P && v->Pa && v->Qa &&

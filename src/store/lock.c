@@ -146,10 +146,17 @@ static void reestablish(ntk_lock_t *l) {
   l->fd = fd;
 }
 
+/* Once per process: a test setting left set by mistake is seen (docs/CLI.md). */
+static void say_test_heartbeat(void) {
+  fprintf(stderr, "ntkd: test setting NTKD_TEST_LOCK_HEARTBEAT=%s\n", getenv("NTKD_TEST_LOCK_HEARTBEAT"));
+}
+
 static void *heartbeat(void *arg) {
   ntk_lock_t *l = arg;
   /* NTKD_TEST_LOCK_HEARTBEAT: a shorter beat, for the tests. */
   const char *v = getenv("NTKD_TEST_LOCK_HEARTBEAT");
+  static pthread_once_t said = PTHREAD_ONCE_INIT;
+  if (v) pthread_once(&said, say_test_heartbeat);
   int beat = v && atoi(v) > 0 ? atoi(v) : NTK_LOCK_HEARTBEAT;
   pthread_mutex_lock(&l->mu);
   while (!l->closing) {
