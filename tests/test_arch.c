@@ -615,7 +615,12 @@ START_TEST(test_elementwise_numerical) {
     ntk_arch_free(&b);
   }
   parse_bad_at("Dense ElementwiseNumerical(jnp.foo) Dense", 28, "ElementwiseNumerical: unknown fn 'jnp.foo' (ntkd knows tanh");
-  parse_bad("Dense ElementwiseNumerical('tanh') Dense", "unknown fn");
+  /* A known name quoted is a string, not the function: refused, saying so (it once said "unknown fn 'Tanh'
+   * (ntkd knows ... Tanh ...)"). */
+  parse_bad_at("Dense ElementwiseNumerical('tanh') Dense", 28,
+               "ElementwiseNumerical: fn is the string 'tanh'; as in stax it takes the function: write it unquoted");
+  parse_bad("Dense ElementwiseNumerical(\"Tanh\", 5) Dense", "fn is the string 'Tanh'");
+  parse_bad("Dense ElementwiseNumerical('jnp.foo') Dense", "unknown fn");
   parse_bad("Dense ElementwiseNumerical(TANH_, 3) Dense", "unknown fn");
   parse_bad_at("Dense ElementwiseNumerical(lambda x: jnp.tanh(x), 3) Dense", 28, "not a lambda");
   parse_bad("Dense ElementwiseNumerical(deg=3) Dense", "ElementwiseNumerical needs fn");

@@ -1195,6 +1195,13 @@ static ntk_status numerical_args(struct parser *p, struct ntk_layer *l, const st
   const struct arg *f = given[0];
   const char *closed = NULL;
   p->pos = f->pos;
+  if (f->quoted && !f->is_list && ntk_numfn_find(f->val, &l->map, &closed)) {
+    /* A known name in quotes: a string, which stax would not call. */
+    char val[64];
+    shown(val, sizeof val, f->val, strlen(f->val));
+    return perr(p, "ElementwiseNumerical: fn is the string %s; as in stax it takes the function: write it unquoted "
+                   "(jnp.tanh, Tanh, ...)", val);
+  }
   if (f->is_list || f->quoted || !ntk_numfn_find(f->val, &l->map, &closed)) {
     char what[420], val[64];
     shown(val, sizeof val, f->val, strlen(f->val));
