@@ -386,6 +386,7 @@ START_TEST(test_regression_errors) {
   bad(SOLVE "cg_products = mixed\n", "bad.conf:14: [solve] cg_products: 'mixed' is not auto, float32 or float64");
   bad(SOLVE "cg_products = float32\ncg_products = float64\n", "bad.conf:15: [solve] cg_products: given twice");
   bad(SOLVE "loo = 1\n", "[solve] loo: '1' is not yes or no");
+  bad(SOLVE "method = cg\nloo = yes\n", "[solve] loo = yes is computed by methods lapack and scalapack, not cg");
   bad(SOLVE "variance = diag\n", "[solve] variance: 'diag' is not no, yes");
   bad(SOLVE "variance = yes\n", "bad.conf:12: [solve] variance needs the test x test kernel: add test_test = yes");
   bad(REG "[test]\npath = t\nlabels = l\ntest_test = yes\n[solve]\nridge = 1\nvariance = yes\nmethod = cg\n",

@@ -699,6 +699,10 @@ static ntk_status check_job(const struct ctx *c) {
     if (job->solve.variance && job->solve.method != NTK_SOLVE_AUTO && job->solve.method != NTK_SOLVE_LAPACK)
       return ntk_error(NTK_ECONFIG, "%s:%d: [solve] variance is computed by method = lapack only", name,
                        c->lines[SEC_SOLVE]);
+    /* asked for by name, not the default: cg would leave it out silently */
+    if (HAS(c, SEEN_LOO) && job->solve.loo && job->solve.method == NTK_SOLVE_CG)
+      return ntk_error(NTK_ECONFIG, "%s:%d: [solve] loo = yes is computed by methods lapack and scalapack, not cg "
+                       "(set loo = no, or another method)", name, c->lines[SEC_SOLVE]);
   }
   if (c->labels_line && !job->test.enabled)
     return ntk_error(NTK_ECONFIG, "%s:%d: [data] labels: only a training job ([train]) or a kernel "

@@ -435,6 +435,8 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     fprintf(stderr, "ntkd: solve: %zu train, %zu test samples, %zu classes, %zu ridge%s, method %s on %d rank%s\n",
             ntr, nte, classes, job->solve.nridge, job->solve.nridge == 1 ? "" : "s", method_name(method),
             ntk_comm_size(comm), ntk_comm_size(comm) == 1 ? "" : "s");
+    if (job->solve.loo && !loo) /* method = auto chose cg: say what is left out */
+      fprintf(stderr, "ntkd: solve: no leave-one-out columns: cg does not compute them (lapack and scalapack do)\n");
     printf("%-6s %-10s %-12s %-9s %-10s %-10s%s\n", "kernel", "ridge", "added", method == NTK_SOLVE_CG ? "CG" : "rcond",
            "test acc", "test MSE", loo ? " LOO acc    LOO MSE" : "");
     fflush(stdout);
