@@ -68,6 +68,23 @@ for script in "$SBATCH" "$TRAIN"; do
   id=$((id + 2))
 done
 
+# train.sbatch: a job without [train] snapshot keeps nothing when stopped
+# (exit 5): requeued, it would start the training over at every time limit.
+# Not requeued, non-zero, said at the start and at the end; with a
+# snapshot (the [train] section's, not another section's key) requeued.
+printf '#!/bin/sh\nexit 5\n' > fakebin/mpirun
+printf '[data]\npath = x.npy\n# snapshot = not.this\n[train]\nlayers = 10\n' > nosnap.conf
+printf '[data]\npath = x.npy\n[train]\nlayers = 10\n  snapshot = m.snap   # here\n' > snap.conf
+rm -f scontrol.calls
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=20 NTKD=/bin/true bash "$TRAIN" nosnap.conf > ns.log 2>&1
+rc=$?
+check "train.sbatch: exit 5 without [train] snapshot: not requeued, exit $rc, said so" \
+  bash -c "[ $rc = 5 ] && [ ! -e scontrol.calls ] && grep -q 'sets no \[train\] snapshot' ns.log && grep -q 'not requeued' ns.log"
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=21 NTKD=/bin/true bash "$TRAIN" snap.conf > s.log 2>&1
+rc=$?
+check "train.sbatch: exit 5 with a snapshot: requeued (exit $rc)" \
+  bash -c "[ $rc = 0 ] && grep -q 'scontrol requeue 21' scontrol.calls && ! grep -q 'no \[train\] snapshot' s.log"
+
 # train.sbatch: a requeued run that finds the snapshot held (exit 7) waits
 # and retries, as kernel.sbatch does, rather than fail the job.
 cat > fakebin/mpirun <<MPI
