@@ -16,7 +16,8 @@
 
 static const char usage[] =
     "usage:\n"
-    "  ntkd JOB.conf [--overwrite]          compute the kernel matrix, or resume it\n"
+    "  ntkd JOB.conf [--overwrite]          compute the kernel matrix, or resume it (ntkd run JOB.conf:\n"
+    "                                       the same)\n"
     "  mpirun -np N ntkd JOB.conf           the same on N ranks (rank 0 coordinates)\n"
     "  ntkd info [--records] STORE          shape, kernels, precision, progress, compression;\n"
     "                                       --records: where each tile's record is, and any damage\n"

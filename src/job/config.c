@@ -820,7 +820,7 @@ void ntk_job_summary(const struct ntk_job *job, char *buf, size_t cap) {
   if (job->solve.enabled)
     snprintf(test + strlen(test), sizeof test - strlen(test), ", solved at %zu ridge%s", job->solve.nridge,
              job->solve.nridge == 1 ? "" : "s");
-  snprintf(buf, cap, "kernel job: %s, %zu layers, %s, %s, tile %zu%s, store %s", files, layers,
+  snprintf(buf, cap, "kernel job: %s, %zu layer%s, %s, %s, tile %zu%s, store %s", files, layers, layers == 1 ? "" : "s",
            job->kernels & NTK_KERNEL_NTK ? "NNGP and NTK" : "NNGP", job->precision == 8 ? "float64" : "float32",
            job->tile, test, job->out_path);
 }
