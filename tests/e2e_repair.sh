@@ -7,8 +7,9 @@
 # disagrees with the store (the entries of the failed sync were dropped and
 # the next sync's mark covered their records: verify then said damaged),
 # nor says "done" (it did when the sync after the last tile failed, or
-# the close's sync after it); a
-# sparse 20 GB tail is judged without reading it.
+# the close's sync after it); a failed fsync of the folder after the
+# predictions or an export are renamed into place is exit 3, naming the
+# file (it was exit 0); a sparse 20 GB tail is judged without reading it.
 # Usage: tests/e2e_repair.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_repair.sh path/to/ntkd}")
@@ -76,6 +77,16 @@ check "... no index that disagrees with the store" bash -c "! grep -q 'disagrees
 expect_rc 0 "... the rerun finishes" "$NTKD" fs.conf
 check "... without a damaged index to rebuild" bash -c "! grep -q 'disagrees' err.log"
 check "... kernels and predictions byte-identical to the clean run's" same fs
+
+# The sync of the folder after a rename fails: the predictions and an
+# export are then not reported written (their new names may not last a
+# crash): exit 3 naming the file. Both once exited 0.
+rm -f fs-*-ridge0.01.npy
+expect_rc 3 "the fsync of the predictions' folder fails: ntkd solve exits 3" \
+  env LD_PRELOAD="$PRELOAD" FAIL_FOLDER_FSYNC=1 "$NTKD" solve fs.ntk fs.conf
+check "... naming the predictions file" has "fs-nngp-ridge0.01.npy: written, but .: fsync of folder failed" err.log
+expect_rc 3 "... ntkd export exits 3 too" env LD_PRELOAD="$PRELOAD" FAIL_FOLDER_FSYNC=1 "$NTKD" export fs.ntk fs-e.npy
+check "... naming the exported file" has "fs-e.npy: written, but .: fsync of folder failed" err.log
 
 # Each fdatasync of a run in turn fails: whenever one fails after the last
 # tile was stored, the job says "failed: 14/14", never "done" (a "done" is

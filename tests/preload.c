@@ -17,7 +17,10 @@
  * READ_BYTES=FILE: at exit, the bytes the process read (rchar of
  * /proc/self/io) are written to FILE.
  * FAIL_FDATASYNC=K: the K-th fdatasync of the process (1-based) fails with
- * EIO without syncing, as a disk that lost the write (a store's sync). */
+ * EIO without syncing, as a disk that lost the write (a store's sync).
+ * FAIL_FOLDER_FSYNC=1: every fsync of a folder fails with EIO (the sync
+ * that makes a rename last: a file put in place must not be reported
+ * written when its new name may be lost). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -116,6 +119,16 @@ int fdatasync(int fd) {
     return -1;
   }
   int (*next)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+  return next(fd);
+}
+
+int fsync(int fd) {
+  struct stat st;
+  if (getenv("FAIL_FOLDER_FSYNC") && !fstat(fd, &st) && S_ISDIR(st.st_mode)) {
+    errno = EIO;
+    return -1;
+  }
+  int (*next)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
   return next(fd);
 }
 
