@@ -3,7 +3,8 @@
 # Fashion-MNIST images (Debian's dataset-fashion-mnist, which
 # scripts/install-deps.sh installs; without it: skipped, exit 77): 1, 2 and 3 ranks give the same loss curve within float32 rounding
 # with identical parameters on every rank; a SIGKILLed run resumes from its
-# snapshot on the same curve; SIGTERM stops with exit 5; bad jobs exit 2.
+# snapshot on the same curve; SIGTERM stops with exit 5; a SIGSTOPped rank
+# ends the job with exit 9 after [train] rank_timeout; bad jobs exit 2.
 # Usage: tests/e2e_train.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_train.sh path/to/ntkd}")
@@ -90,6 +91,38 @@ check "... with a snapshot and how to resume" has "rerun the same command to res
 check "... mid-epoch" has "interrupted in epoch 2 after step" st.log
 expect_rc 0 "resume after SIGTERM" "$NTKD" st.conf
 check "SIGTERM+resume follows the uninterrupted curve exactly" same_curve kfull.jsonl st.jsonl 0
+
+# --- a rank that stops answering ---------------------------------------------------
+# Rank 2 SIGSTOPped after the first snapshot: the others wait at most
+# [train] rank_timeout (5 s here) at the step's allreduce, then end the job
+# (exit 9) keeping the snapshot; the rerun resumes on the same curve. They
+# once waited for ever (a SIGSTOPped rank or a hung node held the job until
+# its time limit).
+tjob slfull "784 512 10" 3 20000
+mpirun -np 3 "$NTKD" slfull.conf >/dev/null 2>&1
+tjob sl "784 512 10" 3 20000 "rank_timeout = 5"
+mpirun -np 3 "$NTKD" sl.conf >/dev/null 2>sl.log &
+mp=$!
+wait_file sl.snap $mp
+stopped=$(rank_pids "ntkd sl.conf" 2)
+kill -STOP $stopped 2>/dev/null
+(sleep 120; kill -KILL $mp) >/dev/null 2>&1 &
+guard=$!
+wait $mp
+rc=$?
+kill $guard 2>/dev/null
+kill -CONT $stopped 2>/dev/null
+check "a SIGSTOPped rank ends the training with exit 9, not the guard's kill (exit $rc, rank 2 pid ${stopped:-none})" \
+  [ "$rc" = 9 ]
+check "... a waiting rank says how long it waited, where, and that the snapshot is kept" \
+  grep -q "ntkd: rank [01]: the [a-z]* waited [0-9.]* s for the other ranks: one of them stopped answering, in epoch [23] after step [0-9]* (limit [0-9.]* s: \\[train\\] rank_timeout.*sl.snap holds epoch [12] step 0; rerun the same command to resume" sl.log
+check "... and every rank that says it names the snapshot (rank 0 alone writes it)" \
+  bash -c "! grep 'stopped answering' sl.log | grep -v -q 'sl.snap holds epoch'"
+sleep 1
+check "... no rank left running" [ -z "$(rank_pids "ntkd sl.conf")" ]
+expect_rc 0 "... the rerun resumes and finishes" mpirun -np 3 "$NTKD" sl.conf
+check "... from the snapshot" has "resuming from" err.log
+check "... on the curve of an uninterrupted run on 3 ranks, exactly" same_curve slfull.jsonl sl.jsonl 0
 
 # --- refusals and bad jobs -------------------------------------------------------
 tjob other "784 64 10" 3 1000

@@ -327,27 +327,56 @@ int ntk_comm_rank(const ntk_comm_t *c) { return c->rank; }
 int ntk_comm_size(const ntk_comm_t *c) { return c->size; }
 int ntk_comm_active(void) { return active; }
 
-ntk_status ntk_comm_bcast(const ntk_comm_t *c, void *buf, size_t bytes) {
+#define WAIT_TIMEOUT (-1) /* not an MPI error code: those are >= 0 */
+static int wait_request(MPI_Request *req, double timeout);
+
+/* Complete a non-blocking collective within `timeout` seconds. */
+static ntk_status finish(MPI_Request *req, int rc, double timeout, const char *what) {
+  if (rc == MPI_SUCCESS) rc = wait_request(req, timeout);
+  if (rc == WAIT_TIMEOUT)
+    return ntk_error(NTK_ESTALLED, "the %s waited %.1f s for the other ranks: one of them stopped answering",
+                     what, timeout);
+  return rc == MPI_SUCCESS ? NTK_OK : mpi_fail(rc, what);
+}
+
+ntk_status ntk_comm_bcast_within(const ntk_comm_t *c, void *buf, size_t bytes, double timeout) {
   if (!active || c->size == 1) return NTK_OK;
   char *p = buf;
   while (bytes) {
     int chunk = bytes > (1u << 30) ? (1 << 30) : (int)bytes;
-    int rc = MPI_Bcast(p, chunk, MPI_BYTE, 0, c->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast");
+    if (timeout < 0) {
+      int rc = MPI_Bcast(p, chunk, MPI_BYTE, 0, c->comm);
+      if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast");
+    } else {
+      MPI_Request req;
+      ntk_status st = finish(&req, MPI_Ibcast(p, chunk, MPI_BYTE, 0, c->comm, &req), timeout, "broadcast");
+      if (st) return st;
+    }
     p += chunk;
     bytes -= (size_t)chunk;
   }
   return NTK_OK;
 }
 
-/* In chunks of 2^28 values: MPI counts are int. */
-static ntk_status sum_in_place(const ntk_comm_t *c, void *buf, size_t n, MPI_Datatype type, size_t elem) {
+ntk_status ntk_comm_bcast(const ntk_comm_t *c, void *buf, size_t bytes) { return ntk_comm_bcast_within(c, buf, bytes, -1); }
+
+/* In chunks of 2^28 values: MPI counts are int. Blocking when there is no
+ * limit (the reduction the training's bit-identity was measured with). */
+static ntk_status sum_in_place(const ntk_comm_t *c, void *buf, size_t n, MPI_Datatype type, size_t elem,
+                               double timeout) {
   if (!active || c->size == 1) return NTK_OK;
   char *p = buf;
   while (n) {
     int chunk = n > (1u << 28) ? (1 << 28) : (int)n;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, p, chunk, type, MPI_SUM, c->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
+    if (timeout < 0) {
+      int rc = MPI_Allreduce(MPI_IN_PLACE, p, chunk, type, MPI_SUM, c->comm);
+      if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
+    } else {
+      MPI_Request req;
+      ntk_status st = finish(&req, MPI_Iallreduce(MPI_IN_PLACE, p, chunk, type, MPI_SUM, c->comm, &req), timeout,
+                             "allreduce");
+      if (st) return st;
+    }
     p += (size_t)chunk * elem;
     n -= (size_t)chunk;
   }
@@ -355,36 +384,45 @@ static ntk_status sum_in_place(const ntk_comm_t *c, void *buf, size_t n, MPI_Dat
 }
 
 ntk_status ntk_comm_sum_floats(const ntk_comm_t *c, float *buf, size_t n) {
-  return sum_in_place(c, buf, n, MPI_FLOAT, sizeof *buf);
+  return sum_in_place(c, buf, n, MPI_FLOAT, sizeof *buf, -1);
 }
 
 ntk_status ntk_comm_sum_doubles(const ntk_comm_t *c, double *buf, size_t n) {
-  return sum_in_place(c, buf, n, MPI_DOUBLE, sizeof *buf);
+  return sum_in_place(c, buf, n, MPI_DOUBLE, sizeof *buf, -1);
 }
 
-#define WAIT_TIMEOUT (-1) /* not an MPI error code: those are >= 0 */
-static int wait_request(MPI_Request *req, double timeout);
+ntk_status ntk_comm_sum_floats_within(const ntk_comm_t *c, float *buf, size_t n, double timeout) {
+  return sum_in_place(c, buf, n, MPI_FLOAT, sizeof *buf, timeout);
+}
 
-ntk_status ntk_comm_agree(const ntk_comm_t *c, ntk_status local) {
+ntk_status ntk_comm_sum_doubles_within(const ntk_comm_t *c, double *buf, size_t n, double timeout) {
+  return sum_in_place(c, buf, n, MPI_DOUBLE, sizeof *buf, timeout);
+}
+
+static ntk_status agree_within(const ntk_comm_t *c, ntk_status local, double timeout) {
   if (!active || c->size == 1) return local;
   int in = (int)local, out = 0;
   /* Non-blocking and waited on with sleeps: ranks may wait here a long
    * time (while rank 0 solves a kernel regression) and must not spin. */
   MPI_Request req;
-  int rc = MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, c->comm, &req);
-  if (rc == MPI_SUCCESS) rc = wait_request(&req, -1);
-  if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce");
-  return (ntk_status)out;
+  ntk_status st = finish(&req, MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_MAX, c->comm, &req), timeout, "allreduce");
+  return st ? st : (ntk_status)out;
 }
 
-ntk_status ntk_comm_agree_report(const ntk_comm_t *c, ntk_status local) {
+ntk_status ntk_comm_agree(const ntk_comm_t *c, ntk_status local) { return agree_within(c, local, -1); }
+
+ntk_status ntk_comm_agree_report_within(const ntk_comm_t *c, ntk_status local, double timeout) {
   if (local) {
     if (world.size > 1 && world_rank != 0)
       fprintf(stderr, "ntkd: rank %d: %s\n", world_rank, ntk_error_message());
     else
       fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
   }
-  return ntk_comm_agree(c, local);
+  return agree_within(c, local, timeout);
+}
+
+ntk_status ntk_comm_agree_report(const ntk_comm_t *c, ntk_status local) {
+  return ntk_comm_agree_report_within(c, local, -1);
 }
 
 static double now(void) {

@@ -23,7 +23,7 @@ enum {
   SEEN_PRECISION, SEEN_TILE, SEEN_OPATH, SEEN_LEVEL, SEEN_PROGRESS, SEEN_SYNC, SEEN_DIRECT, SEEN_LABELS, SEEN_LAYERS,
   SEEN_BATCH, SEEN_EPOCHS, SEEN_ALPHA, SEEN_BETA1, SEEN_BETA2, SEEN_EPS, SEEN_SEED, SEEN_FLUSH,
   SEEN_SNAPSHOT, SEEN_LOG, SEEN_VPATH, SEEN_VLABELS, SEEN_VCOUNT, SEEN_DEVICE, SEEN_TPATH, SEEN_TLABELS,
-  SEEN_TCOUNT, SEEN_TTT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND, SEEN_WTIMEOUT, SEEN_METHOD, SEEN_BLOCK, SEEN_GRID,
+  SEEN_TCOUNT, SEEN_TTT, SEEN_RTIMEOUT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND, SEEN_WTIMEOUT, SEEN_METHOD, SEEN_BLOCK, SEEN_GRID,
   SEEN_TOL, SEEN_MAXIT, SEEN_PRANK, SEEN_CGKERNEL, SEEN_CGPRODUCTS, SEEN_LOO, SEEN_VARIANCE, SEEN_CLASSES,
 };
 #define HAS(c, key) (((c)->seen >> (key)) & 1u)
@@ -322,12 +322,16 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
     else if (!strcmp(v, "cpu")) t->device = NTK_TRAIN_DEVICE_CPU;
     else if (!strcmp(v, "cuda")) t->device = NTK_TRAIN_DEVICE_CUDA;
     else return fail(c, s, k, "'%s' is not auto, cpu or cuda", v);
+  } else if (!strcmp(k, "rank_timeout")) {
+    if (!once(c, s, k, SEEN_RTIMEOUT)) return 0;
+    if (!ntk_parse_double(v, &t->rank_timeout) || t->rank_timeout <= 0)
+      return fail(c, s, k, "'%s' is not a positive number of seconds", v);
   } else if (!strcmp(k, "snapshot") || !strcmp(k, "log")) {
     int snap = k[0] == 's';
     if (!path_key(c, s, k, v, snap ? SEEN_SNAPSHOT : SEEN_LOG, snap ? t->snapshot : t->log)) return 0;
   } else {
     return fail(c, s, k, "%s", "unknown key (layers, batch, epochs, alpha, beta1, beta2, eps, seed, "
-                "flush_denormals, device, snapshot, log)");
+                "flush_denormals, device, rank_timeout, snapshot, log)");
   }
   return 1;
 }
@@ -466,6 +470,7 @@ void ntk_job_defaults(struct ntk_job *job) {
   job->train.beta2 = 0.999;
   job->train.eps = 1e-8;
   job->train.flush_denormals = 1;
+  job->train.rank_timeout = 1800.0;
 }
 
 void ntk_job_free(struct ntk_job *job) {

@@ -44,6 +44,8 @@ struct ntk_train_opts {
   uint64_t seed;
   int flush_denormals;  /* FTZ/DAZ on every rank and thread that computes */
   int device;           /* NTK_TRAIN_DEVICE_*: where a rank computes */
+  double rank_timeout;  /* seconds a rank waits for the others at a step or an epoch's end (at least 3x the
+                           longest such wait seen) before the job ends, exit 9 */
   char snapshot[NTK_PATH_MAX]; /* "" for none */
   char log[NTK_PATH_MAX];      /* "" for none */
   /* [validation] */

@@ -67,6 +67,7 @@ struct trainer {
   FILE *log;  /* the same file, once cut back or started afresh */
   const struct ntk_backend_ops *dev; /* the device this rank trains on (backend/backend.h) */
   void *dctx;
+  double last_sync, slowest; /* when the loop's last collective ended; the longest stretch between two */
 };
 
 /* The device this rank trains on: the placement of kernel jobs (docs/GPU.md,
@@ -300,6 +301,57 @@ static ntk_status diverged(const struct trainer *T, const char *where, const cha
                    o->beta2, o->eps);
 }
 
+/* The training loop's collectives (a step's sum, validation, the epoch's
+ * end) wait for the other ranks at most [train] rank_timeout seconds, and at
+ * least 3 times the longest stretch between two of them seen on this rank
+ * (a step; an epoch's end, with rank 0's snapshot), so that a slow snapshot
+ * or a rank slowed by other load is not taken for a stopped one. A rank
+ * that stops answering (SIGSTOP, a hung node) ends the job from the ranks
+ * that wait for it: exit 9, the last snapshot kept. */
+static double wait_limit(const struct trainer *T) {
+  return T->o->rank_timeout > 3 * T->slowest ? T->o->rank_timeout : 3 * T->slowest;
+}
+
+static ntk_status synced(struct trainer *T, ntk_status st, double limit) {
+  if (st == NTK_ESTALLED) {
+    char kept[NTK_PATH_MAX + 100];
+    if (T->have_saved)
+      snprintf(kept, sizeof kept, "%s holds epoch %" PRIu64 " step %" PRIu64 "; rerun the same command to resume",
+               T->o->snapshot, T->saved.epoch, T->saved.step);
+    else
+      snprintf(kept, sizeof kept, "%s", *T->o->snapshot ? "no snapshot was written yet, so a rerun starts over"
+                                                        : "no [train] snapshot is set, so a rerun starts over");
+    fprintf(stderr, "ntkd: rank %d: %s, in epoch %" PRIu64 " after step %" PRIu64 " (limit %.1f s: [train] "
+            "rank_timeout, at least 3x the longest stretch between two steps); ending the job: %s\n", T->rank,
+            ntk_error_message(), T->pos.epoch + 1, T->pos.step, limit, kept);
+    ntk_comm_abort(ntk_status_exit_code(st)); /* the collective is still pending: no way back */
+  }
+  double t = ntk_now();
+  if (t - T->last_sync > T->slowest) T->slowest = t - T->last_sync;
+  T->last_sync = t;
+  return st;
+}
+
+static ntk_status t_sum_floats(struct trainer *T, float *buf, size_t n) {
+  double limit = wait_limit(T);
+  return synced(T, ntk_comm_sum_floats_within(T->comm, buf, n, limit), limit);
+}
+
+static ntk_status t_sum_doubles(struct trainer *T, double *buf, size_t n) {
+  double limit = wait_limit(T);
+  return synced(T, ntk_comm_sum_doubles_within(T->comm, buf, n, limit), limit);
+}
+
+static ntk_status t_bcast(struct trainer *T, void *buf, size_t bytes) {
+  double limit = wait_limit(T);
+  return synced(T, ntk_comm_bcast_within(T->comm, buf, bytes, limit), limit);
+}
+
+static ntk_status t_agree_report(struct trainer *T, ntk_status local) {
+  double limit = wait_limit(T);
+  return synced(T, ntk_comm_agree_report_within(T->comm, local, limit), limit);
+}
+
 /* Rank 0: exit 8 unless the parameters and Adam's m and v are finite
  * (and v >= 0): nothing else may be logged or snapshotted. One pass. */
 static ntk_status check_state(const struct trainer *T, const char *where) {
@@ -329,7 +381,7 @@ static ntk_status validate(struct trainer *T, double *loss, double *acc, int *st
     s[0] += ntk_mlp_eval(&T->mlp, T->state, x + i * T->val.d, T->yval + i, b, T->work, &hits);
     s[1] += (double)hits;
   }
-  ntk_status st = ntk_comm_sum_doubles(T->comm, s, 3);
+  ntk_status st = t_sum_doubles(T, s, 3);
   *loss = s[0] / (double)nv;
   *acc = s[1] / (double)nv;
   *stop = s[2] > 0;
@@ -339,12 +391,12 @@ static ntk_status validate(struct trainer *T, double *loss, double *acc, int *st
 /* Collective: every rank's parameters must be bit-identical to rank 0's. */
 static ntk_status check_in_step(struct trainer *T, uint64_t *sum) {
   uint64_t mine = ntk_checksum(T->state, T->mlp.nparams * sizeof(float)), root = mine;
-  ntk_status st = ntk_comm_bcast(T->comm, &root, sizeof root);
+  ntk_status st = t_bcast(T, &root, sizeof root);
   if (!st && mine != root)
     st = ntk_error(NTK_EINTERNAL, "rank %d: parameters differ from rank 0's after epoch %" PRIu64
                    " (checksum %016" PRIx64 " vs %016" PRIx64 ")", T->rank, T->pos.epoch, mine, root);
   *sum = root;
-  return ntk_comm_agree_report(T->comm, st);
+  return t_agree_report(T, st);
 }
 
 static ntk_status interrupted(struct trainer *T) {
@@ -356,7 +408,7 @@ static ntk_status interrupted(struct trainer *T) {
     st = check_state(T, where);
     if (!st) st = write_snapshot(T);
   }
-  if ((st = ntk_comm_agree_report(T->comm, st))) return st;
+  if ((st = t_agree_report(T, st))) return st;
   if (*T->o->snapshot)
     return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 " after step %" PRIu64 "; snapshot in %s; "
                      "rerun the same command to resume", T->pos.epoch + 1, T->pos.step, T->o->snapshot);
@@ -371,6 +423,7 @@ static ntk_status train_epochs(struct trainer *T) {
   const float *x = T->train.x;
   float *g = T->g;
   double t0 = ntk_now(), elapsed0 = T->pos.elapsed;
+  T->last_sync = t0;
   if (T->rank == 0) {
     printf("%-12s%-12s%-22s%-15s%-26s%s\n", "epoch", "main/loss", "validation/main/loss", "main/accuracy",
            "validation/main/accuracy", "elapsed_time");
@@ -392,7 +445,7 @@ static ntk_status train_epochs(struct trainer *T) {
       g[np] = (float)loss;
       g[np + 1] = (float)hits;
       g[np + 2] = ntk_stop_requested() ? 1.0f : 0.0f;
-      ntk_status st = ntk_comm_sum_floats(T->comm, g, np + 3);
+      ntk_status st = t_sum_floats(T, g, np + 3);
       if (st) return st;
       /* A non-finite loss or gradient stops the run before the update:
        * every rank holds the same reduced bits (as for the parameters),
@@ -408,7 +461,7 @@ static ntk_status train_epochs(struct trainer *T) {
                         isnan(g[bad]) ? "NaN" : g[bad] > 0 ? "inf" : "-inf");
           st = diverged(T, where, what);
         }
-        return ntk_comm_agree_report(T->comm, st);
+        return t_agree_report(T, st);
       }
       /* Gradient sums over the global batch, divided by it inside the update. */
       if ((dst = T->dev->mlp_adam(T->dctx, &T->adam, ++T->pos.t, 1.0f / (float)B, g)))
@@ -461,7 +514,8 @@ static ntk_status train_epochs(struct trainer *T) {
       }
       if (!st) st = write_snapshot(T);
     }
-    if ((st = ntk_comm_agree_report(T->comm, st))) return st;
+    if ((st = t_agree_report(T, st))) return st;
+    if (*o->snapshot) T->saved = T->pos, T->have_saved = 1; /* every rank knows, for its messages */
     if (e + 1 == o->epochs && T->rank == 0)
       fprintf(stderr, "ntkd: %" PRIu64 " epochs trained; parameters identical on all %d rank%s (checksum %016"
               PRIx64 ")\n", T->pos.epoch, T->size, T->size > 1 ? "s" : "", sum);
@@ -514,6 +568,7 @@ static ntk_status setup(struct trainer *T, int overwrite) {
   st = ntk_comm_bcast(T->comm, &T->pos, sizeof T->pos);
   if (!st) st = ntk_comm_bcast(T->comm, T->state, 3 * np * sizeof *T->state);
   if ((st = ntk_comm_agree_report(T->comm, st))) return st;
+  if (*o->snapshot && (T->pos.epoch || T->pos.step)) T->saved = T->pos, T->have_saved = 1; /* resumed */
   if ((st = start_device(T, bmax))) return st;
   if (T->rank == 0) {
     char layers[256];
