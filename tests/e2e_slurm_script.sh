@@ -4,7 +4,8 @@
 # the first node, G on each other one), a requeue that fails (the job must
 # not end 0 with the store unfinished), and a USR1 that arrives as the job
 # finishes (nothing to requeue), exit 9 requeued 3 times whatever the
-# time-limit requeues before; train.sbatch the same requeue rules.
+# time-limit requeues before; train.sbatch the same requeue rules (exit 9
+# only with a [train] snapshot).
 # Usage: tests/e2e_slurm_script.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_slurm_script.sh path/to/ntkd}")
@@ -120,6 +121,24 @@ check "kernel.sbatch: exit 9 after 5 time-limit requeues: requeued 3 times, then
 printf '#!/bin/sh\nexit 0\n' > fakebin/mpirun
 PATH="$W/fakebin:$PATH" SLURM_JOB_ID=12 NTKD=/bin/true bash "$SBATCH" job.conf > w0.log 2>&1
 check "kernel.sbatch: the job's exit-9 count is removed when it finishes" bash -c "[ ! -e .ntkd-slurm-12.exit9 ]"
+
+# train.sbatch: exit 9 (a rank stopped answering) the same, with a
+# snapshot; without one a requeue would start over: not requeued.
+printf '#!/bin/sh\nexit 9\n' > fakebin/mpirun
+rm -f scontrol.calls .ntkd-slurm-13.exit9
+got=
+for k in 1 2 3 4; do
+  PATH="$W/fakebin:$PATH" SLURM_JOB_ID=13 SLURM_RESTART_COUNT=$((4 + k)) NTKD=/bin/true bash "$TRAIN" snap.conf > t9.log 2>&1
+  rc=$?
+  n=$(grep -c 'scontrol requeue 13' scontrol.calls 2>/dev/null)
+  got="$got $rc/${n:-0}"
+done
+check "train.sbatch: exit 9: requeued 3 times, then fails with 9 (exit/requeues:$got)" \
+  bash -c "[ '$got' = ' 0/1 0/2 0/3 9/3' ] && grep -q 'rank stopped answering (exit 9) after 3 requeues' t9.log"
+rm -f scontrol.calls .ntkd-slurm-14.exit9
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=14 NTKD=/bin/true bash "$TRAIN" nosnap.conf > t9n.log 2>&1
+rc=$?
+check "train.sbatch: exit 9 without [train] snapshot: not requeued, exit $rc" bash -c "[ $rc = 9 ] && [ ! -e scontrol.calls ]"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
