@@ -5,7 +5,8 @@
 # with float32 products (the default) and float64 ones, give the Cholesky
 # solve's predictions within 1e-6 of their scale; a ridge
 # that cannot converge (ridge 0 on duplicated samples) is reported and the
-# other ridges are still written; a stop signal ends the iterations.
+# other ridges are still written; a stop signal ends the iterations; a
+# rank that stops answering ends the job with exit 9.
 # Usage: tests/e2e_cg.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_cg.sh path/to/ntkd}")
@@ -154,6 +155,30 @@ kill -TERM $(rank_pids "ntkd stop.conf")
 wait $mp
 check "SIGTERM during the iterations: exit 5" [ $? = 5 ]
 check "... saying it was interrupted" has "interrupted during the solve" stop.log
+
+# A rank that stops answering during the iterations (SIGSTOP): the others
+# wait at most [compute] worker_timeout (5 s here; at least 3x the longest
+# stretch between two steps) and end the job, exit 9, saying so. They once
+# waited for ever in the product's allreduce.
+job stall xtr.npy ytr.npy 1e-4 "method = cg" "preconditioner_rank = 0" "tolerance = 1e-15" "max_iterations = 100000"
+sed -i 's/^tile = 448/tile = 448\nworker_timeout = 5/' stall.conf
+: > stall.log
+mpirun -np 3 "$NTKD" stall.conf > /dev/null 2> stall.log &
+mp=$!
+while kill -0 $mp 2>/dev/null && ! grep -q "cg nngp iteration" stall.log; do sleep 0.1; done
+stopped=$(rank_pids "ntkd stall.conf" 2)
+kill -STOP $stopped 2>/dev/null
+(sleep 120; kill -KILL $mp) >/dev/null 2>&1 &
+guard=$!
+wait $mp
+rc=$?
+kill $guard 2>/dev/null
+kill -CONT $stopped 2>/dev/null
+check "a SIGSTOPped rank during the iterations: exit 9, not the guard's kill (exit $rc)" [ "$rc" = 9 ]
+check "... a waiting rank says how long it waited and that the store is complete" \
+  grep -q "ntkd: rank [01]: the [a-z]* waited [0-9.]* s for the other ranks: one of them stopped answering, in the cg solve of nngp (limit [0-9.]* s: \\[compute\\] worker_timeout.*the store is complete: ntkd solve STORE JOB.conf solves again" stall.log
+sleep 1
+check "... no rank left running" [ -z "$(rank_pids "ntkd stall.conf")" ]
 
 echo "e2e_cg: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -79,7 +79,7 @@ ntk_status ntk_comm_agree(const ntk_comm_t *c, ntk_status local);
  * saw it. */
 ntk_status ntk_comm_agree_report(const ntk_comm_t *c, ntk_status local);
 
-/* The four above, waiting at most `timeout` seconds for the other ranks
+/* The five above, waiting at most `timeout` seconds for the other ranks
  * (< 0: as long as it takes, as above): after it NTK_ESTALLED, saying so,
  * with the operation still pending, so that the caller must end the job
  * (ntk_comm_abort) and never use c again. For loops whose every rank
@@ -89,6 +89,7 @@ ntk_status ntk_comm_agree_report(const ntk_comm_t *c, ntk_status local);
 ntk_status ntk_comm_bcast_within(const ntk_comm_t *c, void *buf, size_t bytes, double timeout);
 ntk_status ntk_comm_sum_floats_within(const ntk_comm_t *c, float *buf, size_t n, double timeout);
 ntk_status ntk_comm_sum_doubles_within(const ntk_comm_t *c, double *buf, size_t n, double timeout);
+ntk_status ntk_comm_agree_within(const ntk_comm_t *c, ntk_status local, double timeout);
 ntk_status ntk_comm_agree_report_within(const ntk_comm_t *c, ntk_status local, double timeout);
 
 /* A node-shared allocation: `bytes` bytes that every rank of `node`

@@ -399,7 +399,7 @@ ntk_status ntk_comm_sum_doubles_within(const ntk_comm_t *c, double *buf, size_t 
   return sum_in_place(c, buf, n, MPI_DOUBLE, sizeof *buf, timeout);
 }
 
-static ntk_status agree_within(const ntk_comm_t *c, ntk_status local, double timeout) {
+ntk_status ntk_comm_agree_within(const ntk_comm_t *c, ntk_status local, double timeout) {
   if (!active || c->size == 1) return local;
   int in = (int)local, out = 0;
   /* Non-blocking and waited on with sleeps: ranks may wait here a long
@@ -409,7 +409,7 @@ static ntk_status agree_within(const ntk_comm_t *c, ntk_status local, double tim
   return st ? st : (ntk_status)out;
 }
 
-ntk_status ntk_comm_agree(const ntk_comm_t *c, ntk_status local) { return agree_within(c, local, -1); }
+ntk_status ntk_comm_agree(const ntk_comm_t *c, ntk_status local) { return ntk_comm_agree_within(c, local, -1); }
 
 ntk_status ntk_comm_agree_report_within(const ntk_comm_t *c, ntk_status local, double timeout) {
   if (local) {
@@ -418,7 +418,7 @@ ntk_status ntk_comm_agree_report_within(const ntk_comm_t *c, ntk_status local, d
     else
       fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
   }
-  return agree_within(c, local, timeout);
+  return ntk_comm_agree_within(c, local, timeout);
 }
 
 ntk_status ntk_comm_agree_report(const ntk_comm_t *c, ntk_status local) {

@@ -129,14 +129,40 @@ struct cg {
   size_t c_fresh;
   size_t passes;   /* passes over the tiles for the preconditioner */
   double t_eig;    /* its eigendecomposition and L V */
+  double last_sync, slowest; /* when the last collective ended; the longest stretch between two */
 };
 
 /* ---- helpers ---------------------------------------------------------- */
 
 /* Collective: the worst status; a rank that is fine but stops for another
- * rank's failure gets a message saying so (the failing rank keeps its own). */
-static ntk_status agree(const ntk_comm_t *comm, ntk_status local) {
-  ntk_status st = ntk_comm_agree(comm, local);
+ * rank's failure gets a message saying so (the failing rank keeps its own).
+ * A rank waits for the others at most [compute] worker_timeout seconds
+ * (agree, and sum and bcast below), and at least 3 times the longest
+ * stretch between two collectives seen in this solve (the tiles' loading,
+ * a pass of the preconditioner, an iteration): a rank that stops answering
+ * (SIGSTOP, a hung node) would otherwise hold the others for ever. Then
+ * the waiting ranks say so and end the job (exit 9); the store is
+ * complete, and `ntkd solve` solves again. */
+static double wait_limit(const struct cg *c) {
+  return c->p->rank_timeout > 3 * c->slowest ? c->p->rank_timeout : 3 * c->slowest;
+}
+
+static ntk_status synced(struct cg *c, ntk_status st, double limit) {
+  if (st == NTK_ESTALLED) {
+    fprintf(stderr, "ntkd: rank %d: %s, in the cg solve of %s (limit %.1f s: [compute] worker_timeout, at least 3x "
+            "the longest stretch between two steps of the solve); ending the job: the store is complete: ntkd solve "
+            "STORE JOB.conf solves again\n", c->rank, ntk_error_message(), ntk_solve_kernel_name(c->p->which), limit);
+    ntk_comm_abort(ntk_status_exit_code(st)); /* the collective is still pending: no way back */
+  }
+  double t = ntk_now();
+  if (t - c->last_sync > c->slowest) c->slowest = t - c->last_sync;
+  c->last_sync = t;
+  return st;
+}
+
+static ntk_status agree(struct cg *c, ntk_status local) {
+  double limit = wait_limit(c);
+  ntk_status st = synced(c, ntk_comm_agree_within(c->p->comm, local, limit), limit);
   if (st == NTK_EINTERRUPTED && local != NTK_EINTERRUPTED)
     ntk_error(st, "interrupted during the solve (the store is complete): ntkd solve STORE JOB.conf solves again");
   else if (st && !local)
@@ -148,14 +174,16 @@ static ntk_status agree(const ntk_comm_t *comm, ntk_status local) {
  * (agree waits with sleeps): a rank that is early must not spin in the
  * blocking collective, taking a core from a rank still computing when
  * ranks outnumber cores (the usual mpirun -np 3 on 2 cores). */
-static ntk_status sum(const struct cg *c, double *buf, size_t n) {
-  ntk_status st = agree(c->p->comm, NTK_OK);
-  return st ? st : agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, buf, n));
+static ntk_status sum(struct cg *c, double *buf, size_t n) {
+  ntk_status st = agree(c, NTK_OK);
+  double limit = wait_limit(c);
+  return st ? st : agree(c, synced(c, ntk_comm_sum_doubles_within(c->p->comm, buf, n, limit), limit));
 }
 
-static ntk_status bcast(const struct cg *c, void *buf, size_t bytes) {
-  ntk_status st = agree(c->p->comm, NTK_OK);
-  return st ? st : agree(c->p->comm, ntk_comm_bcast(c->p->comm, buf, bytes));
+static ntk_status bcast(struct cg *c, void *buf, size_t bytes) {
+  ntk_status st = agree(c, NTK_OK);
+  double limit = wait_limit(c);
+  return st ? st : agree(c, synced(c, ntk_comm_bcast_within(c->p->comm, buf, bytes, limit), limit));
 }
 
 static ntk_status stop_check(void) {
@@ -370,7 +398,10 @@ static ntk_status product(struct cg *c, const double *x, double *y, size_t na, i
   if (!st) st = stop_check();
   t = ntk_now();
   /* the agree on the local status already has every rank here */
-  if (!(st = agree(c->p->comm, st))) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, y, c->n * na));
+  if (!(st = agree(c, st))) {
+    double limit = wait_limit(c);
+    st = agree(c, synced(c, ntk_comm_sum_doubles_within(c->p->comm, y, c->n * na, limit), limit));
+  }
   c->t_comm += ntk_now() - t;
   return st;
 }
@@ -390,7 +421,7 @@ static ntk_status diagonal(struct cg *c, double *d) {
     for (size_t r = 0; r < t->rows; r++)
       d[t->r0 + r] = c->elem == 4 ? (double)((const float *)v)[r * ld + r] : ((const double *)v)[r * ld + r];
   }
-  if ((st = agree(c->p->comm, st))) return st;
+  if ((st = agree(c, st))) return st;
   return sum(c, d, c->n);
 }
 
@@ -436,7 +467,7 @@ static ntk_status read_columns(struct cg *c, const size_t *S, size_t b, double *
     }
   }
   if (!st) st = stop_check();
-  if ((st = agree(c->p->comm, st))) return st;
+  if ((st = agree(c, st))) return st;
   c->passes++;
   return sum(c, out, n * b);
 }
@@ -464,7 +495,7 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
   ntk_status st = dl && C && top && tv && ti && E && LS && lS && col && S && blk && left && chosen
                       ? NTK_OK
                       : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner");
-  st = agree(c->p->comm, st);
+  st = agree(c, st);
   double dmax0 = 0;
   for (size_t i = 0; i < n; i++) dmax0 = d[i] > dmax0 ? d[i] : dmax0;
   double floor = 1e-13 * dmax0;
@@ -565,7 +596,7 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
   ntk_status st = NTK_OK;
   if (k) {
     c->L = malloc((nl * k + 1) * sizeof *c->L);
-    if ((st = agree(c->p->comm, c->L ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the %zu x %zu preconditioner", n, k))))
+    if ((st = agree(c, c->L ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the %zu x %zu preconditioner", n, k))))
       return st;
     if ((st = pivoted_cholesky(c, d, k, c->L, &resid))) return st;
     c->ldl = k;
@@ -592,7 +623,10 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
   st = G && lam && U ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner (%zu^2)", m);
   if (!st && nl)
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)m, (int)nl, 1.0, c->L, (int)c->ldl, 0.0, G, (int)m);
-  if (!(st = agree(c->p->comm, st))) st = agree(c->p->comm, ntk_comm_sum_doubles(c->p->comm, G, m * m));
+  if (!(st = agree(c, st))) {
+    double limit = wait_limit(c);
+    st = agree(c, synced(c, ntk_comm_sum_doubles_within(c->p->comm, G, m * m, limit), limit));
+  }
   if (!st && c->rank == 0) { /* row-major upper = column-major lower; V's columns come back row-major's rows */
     /* the other ranks wait with sleeps (bcast below): rank 0 takes the node's cores */
     int threads = openblas_get_num_threads();
@@ -816,7 +850,7 @@ static ntk_status refresh_columns(struct cg *c, struct cgv *v, size_t na, unsign
   size_t nr = 0;
   size_t *cols = malloc((na + 1) * sizeof *cols);
   unsigned char *verdict = malloc(na + 1);
-  ntk_status st = agree(c->p->comm, cols && verdict ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
+  ntk_status st = agree(c, cols && verdict ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory"));
   for (size_t a = 0; !st && a < na; a++)
     if (flag[a] == COL_REFRESH) cols[nr++] = v->act[a];
   if (!st) { /* v->Qa, this iteration's product, is still needed: other scratch */
@@ -854,7 +888,7 @@ static ntk_status update_columns(struct cg *c, struct cgv *v, size_t na, double 
   size_t n = c->n, nc = c->ncols;
   ntk_status st;
   unsigned char *flag = malloc(na + 1);
-  if ((st = agree(c->p->comm, flag ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+  if ((st = agree(c, flag ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
     free(flag);
     return st;
   }
@@ -1051,7 +1085,7 @@ static void cg_init(struct cg *c, const struct ntk_solve_problem *p) {
   c->p = p, c->s = p->store, c->rank = p->rank, c->nranks = p->nranks;
   c->n = p->ntr, c->nte = p->nte, c->T = in->tile, c->elem = in->elem, c->classes = p->classes;
   c->ncols = p->nridge * p->classes;
-  c->t0 = ntk_now();
+  c->t0 = c->last_sync = ntk_now();
   size_t n = c->n, R = (size_t)c->nranks;
   c->lo = n * (size_t)c->rank / R, c->hi = n * ((size_t)c->rank + 1) / R;
 }
@@ -1143,13 +1177,12 @@ static ntk_status choose_kernel_mode(struct cg *c, const struct cg_need *all, co
  * auto, where any rank runs out of memory, every rank streams them
  * instead. */
 static ntk_status hold_tiles(struct cg *c) {
-  const ntk_comm_t *comm = c->p->comm;
   const char *kn = ntk_solve_kernel_name(c->p->which);
   double t = ntk_now();
   ntk_status st = load_tiles(c);
   if (st == NTK_ENOMEM && c->p->opts->cg_kernel == NTK_CG_KERNEL_AUTO) st = NTK_OK, c->memory = -1; /* agreed below */
   double fallback = c->memory < 0;
-  if ((st = agree(comm, st))) return st;
+  if ((st = agree(c, st))) return st;
   if ((st = sum(c, &fallback, 1))) return st;
   if (fallback > 0) {
     free_tiles(c);
@@ -1198,7 +1231,7 @@ static ntk_status test_predictions(struct cg *c, struct cgv *v) {
     block_product(c, val, t->rows, t->cols, ld, v->X + t->c0 * nc, Y + (t->r0 - n) * nc, NULL, NULL, nc, 0);
     st = stop_check();
   }
-  if ((st = agree(c->p->comm, st))) return st;
+  if ((st = agree(c, st))) return st;
   return sum(c, Y, c->nte * nc);
 }
 
@@ -1267,7 +1300,7 @@ static ntk_status report_summary(struct cg *c, size_t total_it, double tcg) {
   double rss[2] = {ntk_solve_peak_rss(), 0};
   struct { double rss; } me = {rss[0]}, *nodes = NULL;
   struct ntk_node_info ni;
-  if ((st = agree(comm, ntk_comm_node_gather(comm, &me, sizeof me, (void **)&nodes, &ni)))) {
+  if ((st = agree(c, ntk_comm_node_gather(comm, &me, sizeof me, (void **)&nodes, &ni)))) {
     free(nodes);
     return st;
   }
@@ -1278,7 +1311,7 @@ static ntk_status report_summary(struct cg *c, size_t total_it, double tcg) {
   double ww[2] = {worst_rank, worst_node};
   /* the largest over ranks and nodes, via a sum of one-hot slots */
   double *slots = calloc(2 * R + 1, sizeof *slots);
-  if ((st = agree(comm, slots ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
+  if ((st = agree(c, slots ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
     free(slots);
     return st;
   }
@@ -1316,7 +1349,7 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   else if (o->variance != NTK_VARIANCE_NO)
     st = ntk_error(NTK_EINPUT, "[solve] variance needs the inverse of the train kernel, which method = cg does not "
                    "form: use method = lapack or scalapack");
-  if ((st = agree(p->comm, st))) return st;
+  if ((st = agree(&c, st))) return st;
 
   /* this rank's tiles and vectors; the kernel held or streamed */
   struct cg_need mine = {0, ntk_solve_mem_available()}, *all = NULL;
@@ -1326,7 +1359,7 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   memset(&v, 0, sizeof v);
   st = cg_alloc(&c, &v, k, &d, &mine.need);
   if (!st) st = ntk_comm_node_gather(p->comm, &mine, sizeof mine, (void **)&all, &node);
-  if ((st = agree(p->comm, st))) goto done;
+  if ((st = agree(&c, st))) goto done;
   if ((st = choose_kernel_mode(&c, all, &node))) goto done;
   if (c.memory && (st = hold_tiles(&c))) goto done;
 

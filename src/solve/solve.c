@@ -451,7 +451,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     struct ntk_ridge_out *out = NULL;
     st = ntk_comm_agree_report(comm, alloc_outs(comm, job, method, ntr, nte, classes, &out));
     struct ntk_solve_problem p = {s, store_path, which, ntr, nte, classes, ytr, job->solve.nridge, job->solve.ridge,
-                                  &job->solve, ntk_comm_size(comm), rank, comm};
+                                  &job->solve, ntk_comm_size(comm), rank, comm, job->worker_timeout};
     if (!st) { /* a method prints a failure that only one of its ranks saw; rank 0 prints the agreed one */
       st = ntk_comm_agree(comm, fn[method](&p, out));
       if (st && rank == 0) fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());

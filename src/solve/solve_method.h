@@ -41,6 +41,7 @@ struct ntk_solve_problem {
   const struct ntk_solve_opts *opts; /* block, grid, tolerance, loo, variance, ... */
   int nranks, rank;     /* the job's ranks (1 and 0 without mpirun) */
   const ntk_comm_t *comm; /* and their communicator */
+  double rank_timeout;  /* [compute] worker_timeout: how long a rank of method cg waits for the others */
 };
 
 /* Why a ridge was not solved. */
