@@ -26,6 +26,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 # no_store NAME: nothing NAME.ntk* (store, lock, temporary file) exists.
 no_store() { ! ls "$1".ntk* >/dev/null 2>&1; }
 FC="Dense Relu Dense"
+# same_as A B: B.ntk exported equals A.npy, byte for byte.
+same_as() { "$NTKD" export "$2.ntk" "$2.npy" >/dev/null 2>&1 && cmp -s "$1.npy" "$2.npy"; }
 
 # --- paths that are not files -----------------------------------------------
 # `timeout` is only a hang guard: a reader that blocks in open() (a FIFO
@@ -62,6 +64,32 @@ job wrap "Conv(3, 1, SAME) Relu GlobalAvgPool Dense" "path = wrap.npy"
 expect_rc 2 "overflowing .npy shape refused" timeout -k 5 20 "$NTKD" wrap.conf
 check "the message names the shape" has "shape (20, 5, 3, 12297829382473034411) is too large" err.log
 check "no store for the overflowing shape" no_store wrap
+
+# --- (N, L, C) sequences and 2-D layers ---------------------------------------
+# [data] layout = NLC holds sequences as L x 1 images: a 2-D filter or
+# window wider than 1 ran as a 2-D layer over them, exit 0 (NNGP 0.25 for
+# a 3 x 3 SAME filter where the 1-D (3,) gives 0.75; stax refuses it).
+# Refused before any store exists, naming the layer and its 1-D form; a
+# (3, 1) filter is the 1-D one and stores its bytes.
+$PY -c "
+import numpy as np
+np.save('seq.npy', np.random.default_rng(5).standard_normal((6, 9, 3)))"
+SEQ=("path = seq.npy" "layout = NLC")
+job seq2d "Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)" "${SEQ[@]}"
+expect_rc 2 "NLC data, a 3 x 3 Conv refused" "$NTKD" seq2d.conf
+check "... naming the layer" has "layer 1: Conv is 2-D (filter (3, 3), strides (1, 1)) on (N, L, C) data" err.log
+check "... and its 1-D form" has "write the 1-D form, Conv(8, (3,), padding='SAME')" err.log
+check "... no store" no_store seq2d
+job seqpool "Conv(8, (3,), padding='SAME') AvgPool((2, 2)) Relu GlobalAvgPool Dense(1)" "${SEQ[@]}"
+expect_rc 2 "NLC data, a 2 x 2 AvgPool refused" "$NTKD" seqpool.conf
+check "... naming the layer and its 1-D form" has "layer 2: AvgPool is 2-D .*AvgPool((2,), strides=(1,), padding='VALID')" err.log
+check "... no store" no_store seqpool
+job seq1d "Conv(8, (3,), padding='SAME') Relu Conv(8, (1,)) AvgPool((2,)) Relu GlobalAvgPool Dense(1)" "${SEQ[@]}"
+expect_rc 0 "NLC data, the 1-D network" "$NTKD" seq1d.conf
+job seqf1 "Conv(8, (3, 1), padding='SAME') Relu Conv(8, (1, 1)) AvgPool((2, 1)) Relu GlobalAvgPool Dense(1)" "${SEQ[@]}"
+expect_rc 0 "NLC data, (3, 1), 1 x 1 and (2, 1) sizes" "$NTKD" seqf1.conf
+"$NTKD" export seq1d.ntk seq1d.npy >/dev/null 2>&1
+check "... the 1-D network's bytes" same_as seq1d seqf1
 
 # --- SIGTERM while loading ----------------------------------------------------
 # A .npy.gz of 1.6 GB of float32 (450 MB compressed: concatenated gzip
@@ -128,7 +156,6 @@ wjob() { # NAME PATH [line of [data]]
   printf '[data]\npath = %s\n%s\n[model]\narch = %s\nkernel = ntk\n[compute]\ntile = 16\n[output]\npath = %s.ntk\n' \
     "$2" "${3:-}" "$FC" "$1" > "$1.conf"
 }
-same_as() { "$NTKD" export "$2.ntk" "$2.npy" >/dev/null 2>&1 && cmp -s "$1.npy" "$2.npy"; }
 wjob w1 w.npy
 expect_rc 0 "one process: the reference" "$NTKD" w1.conf
 "$NTKD" export w1.ntk w1.npy >/dev/null 2>&1

@@ -349,8 +349,9 @@ START_TEST(test_layernorm_axes_data) {
   static const struct data_net nets[] = {
       {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2, 3)) Relu GlobalAvgPool Dense", 0, NULL},
       {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 0, "leave the channels (axis -1) out"},
-      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 1, NULL},
-      {"Conv(3, 1, SAME) LayerNorm(axis=(1, 2, 3)) Relu GlobalAvgPool Dense", 1, "axis 3 is outside data of 3 axes"},
+      {"Conv(16, (3,), padding='SAME') LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 1, NULL},
+      {"Conv(16, (3,), padding='SAME') LayerNorm(axis=(1, 2, 3)) Relu GlobalAvgPool Dense", 1,
+       "axis 3 is outside data of 3 axes"},
       {"Conv(16, (3,), padding='SAME') LayerNorm(axis=(1, 2)) Relu GlobalAvgPool Dense", 0, NULL},
       {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense LayerNorm(axis=(-2, -1)) Relu Dense", 0,
        "layer 5 (LayerNorm): axis -2 is the batch axis of data of 2 axes"},
@@ -369,14 +370,14 @@ START_TEST(test_concat_axis_data) {
       {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=1) Relu GlobalAvgPool Dense", 0,
        NULL},
       {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=2) Relu Flatten Dense", 0, NULL},
-      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=2) GlobalAvgPool Dense", 1,
-       NULL}, /* the channels of (N, L, C) data */
+      {"Conv(1) FanOut(2) parallel(Conv(16, (3,), padding='SAME'), Identity) FanInConcat(axis=2) GlobalAvgPool Dense",
+       1, NULL}, /* the channels of (N, L, C) data */
       {"Conv(1) FanOut(2) parallel(Conv(3), Identity) FanInConcat(axis=1) GlobalAvgPool Dense", 0,
        "the other must be equal"},
       {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=-4) GlobalAvgPool Dense", 0,
        "axis -4 is the batch axis of data of 4 axes"},
-      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=3) GlobalAvgPool Dense", 1,
-       "axis 3 is outside data of 3 axes"},
+      {"Conv(1) FanOut(2) parallel(Conv(16, (3,), padding='SAME'), Identity) FanInConcat(axis=3) GlobalAvgPool Dense",
+       1, "axis 3 is outside data of 3 axes"},
       {"Conv(3, (3, 3), padding='SAME') FanOut(2) parallel(Conv(16, (3, 3), padding='SAME'), Conv(8, (1, 1))) "
        "FanInConcat(axis=1) GlobalAvgPool Dense(1)", 0, "the other axes equal"},
       {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense FanOut(2) parallel(Dense, Identity) FanInConcat(axis=-2) Dense",
@@ -387,14 +388,14 @@ START_TEST(test_concat_axis_data) {
        * follow (a wrong kernel once) */
       {"Conv(3) FanOut(2) parallel(Relu, Identity) FanInConcat(axis=1) Flatten Dense", 0,
        "every branch must end Gaussian"},
-      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=2) Relu GlobalAvgPool Dense", 1,
-       "layer 7 (Relu): a nonlinearity must follow Dense or Conv"},
+      {"Conv(1) FanOut(2) parallel(Conv(16, (3,), padding='SAME'), Identity) FanInConcat(axis=2) Relu GlobalAvgPool "
+       "Dense", 1, "layer 7 (Relu): a nonlinearity must follow Dense or Conv"},
       {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense FanOut(2) parallel(Relu, Dense) FanInConcat(axis=1) Dense", 0, NULL},
       /* the batch axis named where a nonlinearity or LayerNorm follows (once "must follow Dense or Conv") */
       {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=-4) Relu GlobalAvgPool Dense", 0,
        "layer 6 (FanInConcat): axis -4 is the batch axis of data of 4 axes"},
-      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInConcat(axis=-3) LayerNorm GlobalAvgPool Dense", 1,
-       "layer 6 (FanInConcat): axis -3 is the batch axis of data of 3 axes"},
+      {"Conv(1) FanOut(2) parallel(Conv(16, (3,), padding='SAME'), Identity) FanInConcat(axis=-3) LayerNorm "
+       "GlobalAvgPool Dense", 1, "layer 6 (FanInConcat): axis -3 is the batch axis of data of 3 axes"},
   };
   check_nets(nets, sizeof nets / sizeof *nets);
   /* the general path only, and not on the GPU */
@@ -452,6 +453,82 @@ START_TEST(test_concat_axis_data) {
 }
 END_TEST
 
+/* A 2-D conv or pooling layer on (N, L, C) data ([data] layout = NLC, a
+ * 3-D array in Python), which ntkd holds as L x 1 images: a filter, window
+ * or stride wider than 1 once ran as a 2-D layer over the L x 1 image,
+ * exit 0 (a 3 x 3 SAME filter: NNGP 0.25 where the 1-D (3,) gives 0.75),
+ * where stax refuses it; now refused, naming the layer and its 1-D form.
+ * (f, 1) and 1 x 1 sizes are the 1-D layer's and compute its numbers; on
+ * genuine H x 1 images (NHWC) 2-D layers still run. */
+START_TEST(test_2d_layers_on_1d_data) {
+  static const struct data_net nets[] = {
+      {"Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", 1,
+       "arch, layer 1: Conv is 2-D (filter (3, 3), strides (1, 1)) on (N, L, C) data"},
+      {"Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", 1,
+       "write the 1-D form, Conv(8, (3,), padding='SAME'), its other arguments unchanged"},
+      /* ntkd's short form: a bare size is square */
+      {"Conv(3, 1, SAME) Relu GlobalAvgPool Dense", 1, "write the 1-D form, Conv(filter_shape=(3,), padding='SAME')"},
+      {"Conv(8, (3,), padding='SAME') AvgPool((2, 2)) Relu GlobalAvgPool Dense(1)", 1,
+       "layer 2: AvgPool is 2-D (window (2, 2), strides (1, 1)) on (N, L, C) data"},
+      {"Conv(8, (3,), padding='SAME') AvgPool((2, 2)) Relu GlobalAvgPool Dense(1)", 1,
+       "AvgPool((2,), strides=(1,), padding='VALID')"},
+      {"Conv(8, (3,)) SumPool(2, 1, SAME) Relu GlobalAvgPool Dense(1)", 1,
+       "layer 2: SumPool is 2-D (window (2, 2), strides (1, 1))"},
+      {"Conv(8, (3,)) AvgPool(2) Relu GlobalAvgPool Dense(1)", 1, "AvgPool((2,), strides=(2,), padding='VALID')"},
+      /* a stride across the width; in a residual branch */
+      {"Conv(8, (3, 1), strides=(2, 2), padding='SAME') Relu GlobalAvgPool Dense(1)", 1,
+       "layer 1: Conv is 2-D (filter (3, 1), strides (2, 2))"},
+      {"Conv(8, (3, 1), strides=(2, 2), padding='SAME') Relu GlobalAvgPool Dense(1)", 1,
+       "Conv(8, (3,), strides=(2,), padding='SAME')"},
+      {"Conv(1) FanOut(2) parallel(Conv(3, 1, SAME), Identity) FanInSum Relu GlobalAvgPool Dense", 1,
+       "layer 3: Conv is 2-D (filter (3, 3)"},
+      /* a network of 1-D layers makes the data (N, L, C) too (the images here are 5 x 1) */
+      {"Conv(8, (3,), padding='SAME') Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", 0,
+       "layer 2: Conv is 2-D (filter (3, 3), strides (1, 1)) on (N, L, C) data"},
+      /* (f, 1) and 1 x 1: the 1-D layer's */
+      {"Conv(8, (3, 1), strides=(2, 1), padding='SAME') Relu Conv(1) AvgPool((2, 1)) Conv(8, (1, 1)) Relu "
+       "GlobalAvgPool Dense(1)", 1, NULL},
+      {"Conv(8, (3,), padding='SAME') Conv(1) Relu GlobalAvgPool Dense(1)", 1, NULL},
+  };
+  check_nets(nets, sizeof nets / sizeof *nets);
+  struct ntk_dataset ds;
+  struct ntk_arch a;
+  /* every path and the GPU's plan refuse it */
+  random_images(&ds, 3, 5, 1, 2, 8, 7);
+  ds.one_d = 1;
+  ck_assert(ntk_arch_parse("Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", 1.2, 0.1, &a) == NTK_OK);
+  ntk_cnn_path paths[] = {NTK_CNN_AUTO, NTK_CNN_GENERAL, NTK_CNN_SLICE};
+  for (size_t k = 0; k < 3; k++) {
+    ntk_cnn_t *c = NULL;
+    ck_assert(ntk_cnn_create(&a, &ds, paths[k], NULL, &c) == NTK_ECONFIG);
+    ck_assert_msg(strstr(ntk_error_message(), "on (N, L, C) data"), "%s", ntk_error_message());
+  }
+  struct ntk_dev_plan plan;
+  ck_assert(ntk_cnn_dev_plan(&a, &ds, &plan) == NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "on (N, L, C) data"), "%s", ntk_error_message());
+  /* ... but a 5 x 1 image (NHWC) takes it, as stax does */
+  ds.one_d = 0;
+  ck_assert_msg(ntk_cnn_check(&a, &ds) == NTK_OK, "%s", ntk_error_message());
+  ntk_arch_free(&a);
+  /* (f, 1) and 1 x 1 sizes compute the 1-D network's numbers, bit for bit */
+  ds.one_d = 1;
+  struct ntk_arch b;
+  ck_assert(ntk_arch_parse("Conv(8, (3, 1), padding='SAME') Relu Conv(8, (1, 1)) Relu AvgPool((2, 1), strides=(2, 1)) "
+                           "GlobalAvgPool Dense(1)", 1.2, 0.1, &a) == NTK_OK);
+  ck_assert(ntk_arch_parse("Conv(8, (3,), padding='SAME') Relu Conv(8, (1,)) Relu AvgPool((2,), strides=(2,)) "
+                           "GlobalAvgPool Dense(1)", 1.2, 0.1, &b) == NTK_OK);
+  size_t n = ds.n;
+  double g0[9], t0[9], g1[9], t1[9];
+  compute(&a, &ds, NTK_CNN_AUTO, n, g0, t0);
+  compute(&b, &ds, NTK_CNN_AUTO, n, g1, t1);
+  ck_assert(!memcmp(g0, g1, sizeof g0) && !memcmp(t0, t1, sizeof t0));
+  ck_assert(g0[0] > 0 && t0[0] > g0[0]);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  free(ds.x);
+}
+END_TEST
+
 START_TEST(test_reference_float64) { check_reference(8, 1e-10); }
 END_TEST
 
@@ -481,6 +558,7 @@ int main(void) {
   tcase_add_test(tc, test_batched_bits_random);
   tcase_add_test(tc, test_layernorm_axes_data);
   tcase_add_test(tc, test_concat_axis_data);
+  tcase_add_test(tc, test_2d_layers_on_1d_data);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);
   tcase_add_test(tc, test_concat_independent_float64);
