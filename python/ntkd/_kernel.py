@@ -38,13 +38,16 @@ class Kernel:
 
 class _Spec:
     """One stax layer or block as ntkd reads it: its text, the
-    parameterization its Dense and Conv layers ask for (a set), and the
-    layers that take (N, D) vectors only (a set of their names)."""
+    parameterization its Dense and Conv layers ask for (a set), the
+    layers that take (N, D) vectors only (a set of their names), and its
+    conv and pooling layers with 2-D sizes, which (N, L, C) sequences do
+    not take (in the network's order, each as written and its 1-D form)."""
 
-    def __init__(self, text, params, vectors=()):
+    def __init__(self, text, params, vectors=(), two_d=()):
         self.text = text
         self.params = frozenset(params)
         self.vectors = frozenset(vectors)
+        self.two_d = tuple(two_d)
 
 
 def _no_finite(*args, **kwargs):
@@ -65,21 +68,23 @@ def _spec_of(layer, where):
     return spec
 
 
-def layer(text, parameterization=None, vectors=None):
-    return _triple(_Spec(text, [parameterization] if parameterization else [], [vectors] if vectors else []))
+def layer(text, parameterization=None, vectors=None, two_d=None):
+    return _triple(_Spec(text, [parameterization] if parameterization else [], [vectors] if vectors else [],
+                         [two_d] if two_d else []))
 
 
 def combine(kind, layers, count=None):
     specs = [_spec_of(l, f"stax.{kind}") for l in layers]
     params = set().union(*[s.params for s in specs]) if specs else set()
     vectors = set().union(*[s.vectors for s in specs]) if specs else set()
+    two_d = [t for s in specs for t in s.two_d]
     if kind == "serial":
         text = " ".join(s.text for s in specs)
     elif kind == "repeat":
         text = f"[{specs[0].text}]*{count}"
     else:  # parallel: each branch one argument
         text = "parallel(" + ", ".join(f"serial({s.text})" if " " in s.text else s.text for s in specs) + ")"
-    return _triple(_Spec(text, params, vectors))
+    return _triple(_Spec(text, params, vectors, two_d))
 
 
 def _triple(spec):
@@ -179,12 +184,19 @@ class KernelFn:
         """Sequences and images need a readout. Without one, neural-tangents
         applies the network position by position and its kernel keeps the
         spatial axes, (n1, n2, L, L) or (n1, n2, H, H, W, W); ntkd's kernels are
-        (n1, n2), and its program would use each sample as one flat vector."""
+        (n1, n2), and its program would use each sample as one flat vector.
+        Sequences take 1-D conv and pooling layers only, as in neural-tangents."""
         if a is not None and a.ndim > 2 and self._ntkd_spec.vectors:
             raise NotImplementedError(
                 f"{name} has shape {a.shape}: {sorted(self._ntkd_spec.vectors)[0]} takes axis 1 as the channel axis, "
                 "which it is on (N, D) vectors only; ntkd's layers take the channels last on sequences and images "
                 "(channel_axis=-1)")
+        if a is not None and a.ndim == 3 and self._ntkd_spec.two_d:
+            given, fix = self._ntkd_spec.two_d[0]
+            raise NotImplementedError(
+                f"{name} has shape {a.shape}, (N, L, C) sequences, which take 1-D layers only: {given} is 2-D "
+                "(neural-tangents refuses it on sequences; ntkd, holding them as L x 1 images, would compute another "
+                f"kernel); write its 1-D form, {fix}")
         if a is not None and a.ndim > 2 and not any(r in self.arch for r in _READOUTS):
             raise NotImplementedError(
                 f"{name} has shape {a.shape} and the network has no Flatten, GlobalAvgPool or GlobalSumPool: "

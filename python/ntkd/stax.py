@@ -64,8 +64,8 @@ def _int(x, what, low=1):
     return x
 
 
-def _sizes(x, what):
-    """A filter, window or stride: an int or a sequence of ints, as a tuple text."""
+def _size(x, what):
+    """A filter, window or stride: an int (1-D) or a sequence of one or two ints, as a tuple."""
     if isinstance(x, numbers.Integral) and not isinstance(x, bool):
         x = (x,)
     try:
@@ -74,7 +74,26 @@ def _sizes(x, what):
         raise TypeError(f"{what} must be a sequence of integers, not {x!r}") from None
     if not 1 <= len(vals) <= 2:
         raise NotImplementedError(f"{what} {vals}: ntkd computes 1-D and 2-D layers only")
+    return vals
+
+
+def _text(vals):
+    """A size tuple as ntkd's parser reads it: (3,) or (3, 3)."""
     return "(" + ", ".join(str(v) for v in vals) + ("," if len(vals) == 1 else "") + ")"
+
+
+def _two_d(call, size_key, size, strides):
+    """A conv or pooling layer with a 2-D size (filter or window, or strides),
+    which neural-tangents refuses on (N, L, C) sequences: kernel_fn refuses it
+    on 3-D data (ntkd holds sequences as L x 1 images, where a 2-D layer would
+    compute another kernel, not the 1-D layer's), saying what to write: the
+    layer as given and its 1-D form, or None for a 1-D layer. `call` is the
+    layer's name with its leading positionals, e.g. 'Conv(8, '."""
+    if len(size) == 1 and (strides is None or len(strides) == 1):
+        return None
+    given = f"{size_key}={size}" + (f", strides={strides}" if strides is not None else "")
+    fix = f"{size_key}=({size[0]},)" + (f", strides=({strides[0]},)" if strides is not None else "")
+    return f"stax.{call}{given})", f"stax.{call}{fix}, ...)"
 
 
 def _padding(p):
@@ -110,8 +129,8 @@ def _std(std, what):
 
 # ---- layers ------------------------------------------------------------------------------
 
-def _layer(text, parameterization=None, vectors=None):
-    return _kernel.layer(text, parameterization, vectors)
+def _layer(text, parameterization=None, vectors=None, two_d=None):
+    return _kernel.layer(text, parameterization, vectors, two_d)
 
 
 def serial(*layers):
@@ -172,19 +191,24 @@ def Conv(out_chan, filter_shape, strides=None, padding="VALID", W_std=1.0, b_std
     if dimension_numbers not in (None, ("NHWC", "HWIO", "NHWC"), ("NWC", "WIO", "NWC")):
         raise NotImplementedError(f"stax.Conv(dimension_numbers={dimension_numbers}): ntkd takes NHWC data")
     p = _param(parameterization, s, "Conv")
-    text = f"Conv({_int(out_chan, 'stax.Conv: out_chan')}, {_sizes(filter_shape, 'stax.Conv: filter_shape')}"
-    if strides is not None:
-        text += f", strides={_sizes(strides, 'stax.Conv: strides')}"
+    out = _int(out_chan, 'stax.Conv: out_chan')
+    fs = _size(filter_shape, 'stax.Conv: filter_shape')
+    st = _size(strides, 'stax.Conv: strides') if strides is not None else None
+    text = f"Conv({out}, {_text(fs)}"
+    if st is not None:
+        text += f", strides={_text(st)}"
     text += (f", padding='{_padding(padding)}', W_std={_std(W_std, 'stax.Conv: W_std')}, "
              f"b_std={_std(b_std, 'stax.Conv: b_std')})")
-    return _layer(text, p)
+    return _layer(text, p, two_d=_two_d(f"Conv({out}, ", "filter_shape", fs, st))
 
 
 def _pool(name, window_shape, strides, padding, extra=""):
-    text = f"{name}({_sizes(window_shape, f'stax.{name}: window_shape')}"
-    if strides is not None:
-        text += f", strides={_sizes(strides, f'stax.{name}: strides')}"
-    return _layer(text + f", padding='{_padding(padding)}'{extra})")
+    ws = _size(window_shape, f'stax.{name}: window_shape')
+    st = _size(strides, f'stax.{name}: strides') if strides is not None else None
+    text = f"{name}({_text(ws)}"
+    if st is not None:
+        text += f", strides={_text(st)}"
+    return _layer(text + f", padding='{_padding(padding)}'{extra})", two_d=_two_d(f"{name}(", "window_shape", ws, st))
 
 
 def AvgPool(window_shape, strides=None, padding="VALID", normalize_edges=False, batch_axis=0, channel_axis=-1):

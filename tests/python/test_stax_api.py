@@ -164,6 +164,55 @@ def test_concat_axis_is_resolved_against_the_data(rng):
     np.testing.assert_array_equal(one(vectors, None, "ntk"), last(vectors, None, "ntk"))
 
 
+def test_2d_layers_on_sequences_are_refused(rng, tmp_path):
+    # neural-tangents refuses a conv or pooling layer whose filter, window or
+    # strides have two entries on (N, L, C) sequences. ntkd holds sequences as
+    # L x 1 images and once computed such a layer as a 2-D one over them, with
+    # no error: a 3 x 3 SAME filter gave another kernel than the 1-D (3,) one.
+    import ntkd
+    from ntkd.errors import ArchError
+    seq = rng.standard_normal((3, 7, 2))
+
+    def net(*layers):
+        return stax.serial(stax.Conv(4, (1,)), *layers, stax.Relu(), stax.GlobalAvgPool(), stax.Dense(1))[2]
+
+    for layers, given, fix in (
+            ((stax.Conv(8, (3, 3), padding="SAME"),), r"stax.Conv\(8, filter_shape=\(3, 3\)\)",
+             r"stax.Conv\(8, filter_shape=\(3,\), ...\)"),
+            ((stax.Conv(8, (3, 1)),), r"stax.Conv\(8, filter_shape=\(3, 1\)\)", r"filter_shape=\(3,\)"),
+            ((stax.Conv(8, (1, 1)),), r"stax.Conv\(8, filter_shape=\(1, 1\)\)", r"filter_shape=\(1,\)"),
+            ((stax.Conv(8, (3,), strides=(2, 1)),), r"stax.Conv\(8, filter_shape=\(3,\), strides=\(2, 1\)\)",
+             r"filter_shape=\(3,\), strides=\(2,\), ...\)"),
+            ((stax.AvgPool((2, 2)), stax.Conv(4, (3,))), r"stax.AvgPool\(window_shape=\(2, 2\)\)",
+             r"stax.AvgPool\(window_shape=\(2,\), ...\)"),
+            ((stax.FanOut(2), stax.parallel(stax.SumPool((2, 1), (2, 1)), stax.SumPool((2,), (2,))), stax.FanInSum(),
+              stax.Conv(4, (1,))), r"stax.SumPool\(window_shape=\(2, 1\), strides=\(2, 1\)\)",
+             r"window_shape=\(2,\), strides=\(2,\), ...\)")):
+        kernel_fn = net(*layers)
+        with pytest.raises(NotImplementedError, match=r"x1 has shape \(3, 7, 2\), \(N, L, C\) sequences, which take "
+                           r"1-D layers only: " + given + " is 2-D .*write its 1-D form, .*" + fix):
+            kernel_fn(seq, None, "nngp")
+        with pytest.raises(NotImplementedError, match="which take 1-D layers only"):
+            ntkd.batch(kernel_fn, seq, store=str(tmp_path / "k.ntk"))
+        assert not list(tmp_path.iterdir())  # refused before writing anything
+    # The 1-D forms compute, and an int size is 1-D as in neural-tangents.
+    one_d = net(stax.Conv(8, (3,), padding="SAME"), stax.AvgPool((2,), (2,)), stax.Conv(4, (1,)))(seq, None, "nngp")
+    assert np.isfinite(one_d).all() and one_d[0, 0] > 0
+    np.testing.assert_array_equal(net(stax.Conv(8, 3, padding="SAME"), stax.AvgPool(2, 2), stax.Conv(4, 1))(
+        seq, None, "nngp"), one_d)
+    # 2-D layers on images, H x 1 ones too, compute (a 2-D layer is theirs).
+    conv = stax.serial(stax.Conv(8, (3, 3), padding="SAME"), stax.Relu(), stax.GlobalAvgPool(), stax.Dense(1))[2]
+    assert np.isfinite(conv(rng.standard_normal((3, 7, 1, 2)), None, "nngp")).all()
+    # The library under kernel_fn refuses it too (ArchError: the network against the data).
+    import ctypes
+    from ntkd import _kernel, _lib
+    raw = _kernel.KernelFn(_kernel._Spec("Conv(8, (3, 3), padding='SAME') Relu GlobalAvgPool Dense(1)", []))
+    out = np.empty((3, 3))
+    with pytest.raises(ArchError, match=r"layer 1: Conv is 2-D \(filter \(3, 3\), strides \(1, 1\)\) on "
+                       r"\(N, L, C\) data"):
+        _kernel._compute(raw._handle(), np.ascontiguousarray(seq), None, out, None, 0, "cpu", 0, None)
+
+
 def test_underflow_refused_vanishing_layer_kept(rng):
     # A kernel that underflowed to 0 is refused (ntkd once returned zeros);
     # a layer that maps everything to 0 gives neural-tangents' zero kernel.
