@@ -1,8 +1,25 @@
-/* Seconds on the monotonic clock, for durations, timeouts and rates.
- * Rank-local. */
+/* Seconds on the monotonic clock, for durations, timeouts and rates,
+ * and the rule for how long to wait for another rank. Rank-local. */
 #ifndef NTKD_CLOCK_H
 #define NTKD_CLOCK_H
 
 double ntk_now(void);
+
+/* How long ntkd waits for another rank before it counts it out: the
+ * user's limit (`floor`: [compute] worker_timeout, [train] rank_timeout),
+ * and at least 3 times the slowest stretch seen in the run, so that a
+ * rank slowed down 3x by other load, or a long tile or snapshot, is not
+ * taken for a stopped one. The kernel job's workers, a training's ranks
+ * and a cg solve's ranks all wait by this rule. */
+static inline double ntk_patience(double floor, double slowest) { return floor > 3 * slowest ? floor : 3 * slowest; }
+
+/* The slowest stretch between two meetings of the ranks (collectives). */
+struct ntk_pace {
+  double last, slowest;
+};
+static inline void ntk_pace_mark(struct ntk_pace *p, double now) {
+  if (now - p->last > p->slowest) p->slowest = now - p->last;
+  p->last = now;
+}
 
 #endif

@@ -408,7 +408,7 @@ static void send_next(struct sched *s, int worker, struct peer *p, int *active) 
  * are computed: before its first result it gets that many times the limit
  * (check_stalls). */
 static double stall_limit(const struct sched *s) {
-  return s->worker_timeout > 3 * s->slowest ? s->worker_timeout : 3 * s->slowest;
+  return ntk_patience(s->worker_timeout, s->slowest);
 }
 
 /* Count out every worker that holds tiles and has sent nothing for longer

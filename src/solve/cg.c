@@ -129,7 +129,7 @@ struct cg {
   size_t c_fresh;
   size_t passes;   /* passes over the tiles for the preconditioner */
   double t_eig;    /* its eigendecomposition and L V */
-  double last_sync, slowest; /* when the last collective ended; the longest stretch between two */
+  struct ntk_pace pace; /* the collectives: the longest stretch between two */
 };
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -143,9 +143,7 @@ struct cg {
  * (SIGSTOP, a hung node) would otherwise hold the others for ever. Then
  * the waiting ranks say so and end the job (exit 9); the store is
  * complete, and `ntkd solve` solves again. */
-static double wait_limit(const struct cg *c) {
-  return c->p->rank_timeout > 3 * c->slowest ? c->p->rank_timeout : 3 * c->slowest;
-}
+static double wait_limit(const struct cg *c) { return ntk_patience(c->p->rank_timeout, c->pace.slowest); }
 
 static ntk_status synced(struct cg *c, ntk_status st, double limit) {
   if (st == NTK_ESTALLED) {
@@ -154,9 +152,7 @@ static ntk_status synced(struct cg *c, ntk_status st, double limit) {
             "STORE JOB.conf solves again\n", c->rank, ntk_error_message(), ntk_solve_kernel_name(c->p->which), limit);
     ntk_comm_abort(ntk_status_exit_code(st)); /* the collective is still pending: no way back */
   }
-  double t = ntk_now();
-  if (t - c->last_sync > c->slowest) c->slowest = t - c->last_sync;
-  c->last_sync = t;
+  ntk_pace_mark(&c->pace, ntk_now());
   return st;
 }
 
@@ -1085,7 +1081,7 @@ static void cg_init(struct cg *c, const struct ntk_solve_problem *p) {
   c->p = p, c->s = p->store, c->rank = p->rank, c->nranks = p->nranks;
   c->n = p->ntr, c->nte = p->nte, c->T = in->tile, c->elem = in->elem, c->classes = p->classes;
   c->ncols = p->nridge * p->classes;
-  c->t0 = c->last_sync = ntk_now();
+  c->t0 = c->pace.last = ntk_now();
   size_t n = c->n, R = (size_t)c->nranks;
   c->lo = n * (size_t)c->rank / R, c->hi = n * ((size_t)c->rank + 1) / R;
 }

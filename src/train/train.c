@@ -67,7 +67,7 @@ struct trainer {
   FILE *log;  /* the same file, once cut back or started afresh */
   const struct ntk_backend_ops *dev; /* the device this rank trains on (backend/backend.h) */
   void *dctx;
-  double last_sync, slowest; /* when the loop's last collective ended; the longest stretch between two */
+  struct ntk_pace pace; /* the loop's collectives: the longest stretch between two */
 };
 
 /* The device this rank trains on: the placement of kernel jobs (docs/GPU.md,
@@ -308,9 +308,7 @@ static ntk_status diverged(const struct trainer *T, const char *where, const cha
  * or a rank slowed by other load is not taken for a stopped one. A rank
  * that stops answering (SIGSTOP, a hung node) ends the job from the ranks
  * that wait for it: exit 9, the last snapshot kept. */
-static double wait_limit(const struct trainer *T) {
-  return T->o->rank_timeout > 3 * T->slowest ? T->o->rank_timeout : 3 * T->slowest;
-}
+static double wait_limit(const struct trainer *T) { return ntk_patience(T->o->rank_timeout, T->pace.slowest); }
 
 static ntk_status synced(struct trainer *T, ntk_status st, double limit) {
   if (st == NTK_ESTALLED) {
@@ -326,9 +324,7 @@ static ntk_status synced(struct trainer *T, ntk_status st, double limit) {
             ntk_error_message(), T->pos.epoch + 1, T->pos.step, limit, kept);
     ntk_comm_abort(ntk_status_exit_code(st)); /* the collective is still pending: no way back */
   }
-  double t = ntk_now();
-  if (t - T->last_sync > T->slowest) T->slowest = t - T->last_sync;
-  T->last_sync = t;
+  ntk_pace_mark(&T->pace, ntk_now());
   return st;
 }
 
@@ -423,7 +419,7 @@ static ntk_status train_epochs(struct trainer *T) {
   const float *x = T->train.x;
   float *g = T->g;
   double t0 = ntk_now(), elapsed0 = T->pos.elapsed;
-  T->last_sync = t0;
+  T->pace.last = t0;
   if (T->rank == 0) {
     printf("%-12s%-12s%-22s%-15s%-26s%s\n", "epoch", "main/loss", "validation/main/loss", "main/accuracy",
            "validation/main/accuracy", "elapsed_time");
