@@ -157,11 +157,11 @@ check "SIGTERM during the iterations: exit 5" [ $? = 5 ]
 check "... saying it was interrupted" has "interrupted during the solve" stop.log
 
 # A rank that stops answering during the iterations (SIGSTOP): the others
-# wait at most [compute] worker_timeout (5 s here; at least 3x the longest
+# wait at most [compute] worker_timeout (10 s here; at least 3x the longest
 # stretch between two steps) and end the job, exit 9, saying so. They once
 # waited for ever in the product's allreduce.
 job stall xtr.npy ytr.npy 1e-4 "method = cg" "preconditioner_rank = 0" "tolerance = 1e-15" "max_iterations = 100000"
-sed -i 's/^tile = 448/tile = 448\nworker_timeout = 5/' stall.conf
+sed -i 's/^tile = 448/tile = 448\nworker_timeout = 10/' stall.conf
 : > stall.log
 mpirun -np 3 "$NTKD" stall.conf > /dev/null 2> stall.log &
 mp=$!

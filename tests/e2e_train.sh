@@ -94,13 +94,14 @@ check "SIGTERM+resume follows the uninterrupted curve exactly" same_curve kfull.
 
 # --- a rank that stops answering ---------------------------------------------------
 # Rank 2 SIGSTOPped after the first snapshot: the others wait at most
-# [train] rank_timeout (5 s here) at the step's allreduce, then end the job
-# (exit 9) keeping the snapshot; the rerun resumes on the same curve. They
+# [train] rank_timeout (10 s here: on a loaded CI machine the first
+# snapshot's fsync may take seconds) at the step's allreduce, then end the
+# job (exit 9) keeping the snapshot; the rerun resumes on the same curve. They
 # once waited for ever (a SIGSTOPped rank or a hung node held the job until
 # its time limit).
 tjob slfull "784 512 10" 3 20000
 mpirun -np 3 "$NTKD" slfull.conf >/dev/null 2>&1
-tjob sl "784 512 10" 3 20000 "rank_timeout = 5"
+tjob sl "784 512 10" 3 20000 "rank_timeout = 10"
 mpirun -np 3 "$NTKD" sl.conf >/dev/null 2>sl.log &
 mp=$!
 wait_file sl.snap $mp
