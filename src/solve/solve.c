@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kernels/arch.h"
@@ -374,6 +375,40 @@ static ntk_status share_labels(const ntk_comm_t *comm, struct ntk_solve_labels *
   return st;
 }
 
+/* Collective: NTK_EINTERRUPTED on every rank, with the stopped message,
+ * when any rank has a stop signal or stopped (`local`: this rank's
+ * status). method = lapack computes on rank 0 alone, which never sees a
+ * signal sent to another rank: without this the solve ended with exit 0
+ * and every file written while rank 1 had been told to stop. */
+static ntk_status agree_stop(const ntk_comm_t *comm, const char *store_path, ntk_status local) {
+  if (!local && ntk_stop_requested())
+    local = ntk_error(NTK_EINTERRUPTED, "interrupted during the solve (the store is complete): %sntkd solve %s "
+                      "JOB.conf solves again", ntk_comm_size(comm) > 1 ? "mpirun " : "", store_path);
+  ntk_status st = ntk_comm_agree(comm, local);
+  if (st == NTK_EINTERRUPTED && !local)
+    ntk_error(st, "interrupted during the solve (the store is complete): another rank was stopped by a signal; "
+              "%sntkd solve %s JOB.conf solves again", ntk_comm_size(comm) > 1 ? "mpirun " : "", store_path);
+  return st;
+}
+
+/* Test setting (environment; never set it in production):
+ *   NTKD_TEST_SOLVE_OPEN_LATE=S  the ranks other than 0 sleep S seconds
+ *                                before they open the store, so that a
+ *                                test can replace the file (or signal a
+ *                                rank) in between. */
+static void test_open_late(int rank) {
+  const char *v = getenv("NTKD_TEST_SOLVE_OPEN_LATE");
+  if (!v) return;
+  if (rank == 0) fprintf(stderr, "ntkd: test setting NTKD_TEST_SOLVE_OPEN_LATE=%s\n", v);
+  double left = atof(v);
+  if (rank == 0 || !(left > 0)) return;
+  double until = ntk_now() + left;
+  while ((left = until - ntk_now()) > 0) { /* a signal cuts a sleep short */
+    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}
+
 ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t *opened, const struct ntk_job *job,
                      const struct ntk_solve_labels *labels, struct ntk_solve_result *results, size_t cap,
                      size_t *nresults) {
@@ -382,6 +417,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   /* Rank 0's handle as the caller opened it (it checked the job's identity
    * on it): the store is opened once per rank. */
   ntk_store_t *s = rank == 0 ? opened : NULL;
+  test_open_late(rank);
   ntk_status st = ntk_comm_agree_report(comm, s ? NTK_OK : ntk_store_open(store_path, NTK_STORE_READ, &s));
   if (st) {
     if (s != opened) ntk_store_close(s);
@@ -453,7 +489,10 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     struct ntk_solve_problem p = {s, store_path, which, ntr, nte, classes, ytr, job->solve.nridge, job->solve.ridge,
                                   &job->solve, ntk_comm_size(comm), rank, comm, job->worker_timeout};
     if (!st) { /* a method prints a failure that only one of its ranks saw; rank 0 prints the agreed one */
-      st = ntk_comm_agree(comm, fn[method](&p, out));
+      /* Every rank agrees on a stop before the kernel's solve and after it,
+       * before any of its files is written. */
+      st = agree_stop(comm, store_path, NTK_OK);
+      if (!st) st = agree_stop(comm, store_path, fn[method](&p, out));
       if (st && rank == 0) fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     }
     ntk_status wr = NTK_OK; /* rank 0: writing the results */
@@ -479,6 +518,10 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   if (s != opened) ntk_store_close(s);
   if (!st && bad) bad = ntk_error(bad, "%s", "some ridges could not be solved (see above); the others were written");
   if (!st) st = ntk_comm_agree_report(comm, bad);
+  if (!st) { /* a stop while the files were written: never the success line */
+    st = agree_stop(comm, store_path, NTK_OK);
+    if (st && rank == 0) fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+  }
   if (!st && rank == 0) {
     char path[NTK_PATH_MAX + 64];
     prediction_path(store_path, job, NTK_KERNEL_NTK, 0, path, sizeof path);

