@@ -53,5 +53,25 @@ for m in lapack scalapack cg; do
   done
 done
 
+# --- a damaged tile that a rank other than 0 reads ---------------------------------
+# A payload byte of tile 1 (train rows 128..255 x columns 0..127) flipped:
+# opening the store reads headers only, so the solve meets it when it
+# reads the tile. cg deals tile 1 to rank 1 (tiles go in index order to
+# the least loaded rank), which alone reads it: rank 0 said only "another
+# rank failed (its message names it)" and no rank named it.
+cp k.ntk d.ntk && cp k.ntk.index d.ntk.index
+off=$("$NTKD" info --records d.ntk | awk '$1 == "record:" && $2 == 1 {print $3}')
+printf '\377' | dd of=d.ntk bs=1 seek=$((off + 200)) conv=notrunc 2>/dev/null
+for m in "cg" "cg stream" "scalapack"; do
+  for np in 2 3; do
+    name=d${m// /}$np
+    if [ "$m" = "cg stream" ]; then job "$name" d.ntk cg "cg_kernel = stream"; else job "$name" d.ntk "$m"; fi
+    expect_rc 4 "$m, -np $np: tile 1 damaged, read by rank 1: exit 4" mpirun -np $np "$NTKD" solve d.ntk "$name.conf"
+    check "... the message names the tile and the store" has "d.ntk: tile 1 (offset $off) is damaged: checksum mismatch" err.log
+    check "... no predictions written" bash -c "! ls $name-*.npy 2>/dev/null"
+    check "... no empty rank line" bash -c "! grep -qE '^ntkd: rank [0-9]+: *$' err.log"
+  done
+done
+
 echo "e2e_solve_ranks: $passed passed, $failed failed"
 [ "$failed" = 0 ]

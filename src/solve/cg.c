@@ -130,12 +130,17 @@ struct cg {
   size_t passes;   /* passes over the tiles for the preconditioner */
   double t_eig;    /* its eigendecomposition and L V */
   struct ntk_pace pace; /* the collectives: the longest stretch between two */
+  int failure_agreed;   /* a failure was agreed: a status passed on after it is not a new one to print */
 };
 
 /* ---- helpers ---------------------------------------------------------- */
 
 /* Collective: the worst status; a rank that is fine but stops for another
  * rank's failure gets a message saying so (the failing rank keeps its own).
+ * A rank other than 0 prints its own failure ("ntkd: rank R: ..."), once
+ * per solve: only rank 0's message reaches the driver, and a damaged tile
+ * read by rank 1 was reported as "another rank failed" with no rank
+ * naming the tile.
  * A rank waits for the others at most [compute] worker_timeout seconds
  * (agree, and sum and bcast below), and at least 3 times the longest
  * stretch between two collectives seen in this solve (the tiles' loading,
@@ -157,8 +162,11 @@ static ntk_status synced(struct cg *c, ntk_status st, double limit) {
 }
 
 static ntk_status agree(struct cg *c, ntk_status local) {
+  if (local && !c->failure_agreed && c->rank != 0)
+    fprintf(stderr, "ntkd: rank %d: %s\n", c->rank, ntk_error_message());
   double limit = wait_limit(c);
   ntk_status st = synced(c, ntk_comm_agree_within(c->p->comm, local, limit), limit);
+  if (st) c->failure_agreed = 1;
   if (st == NTK_EINTERRUPTED && local != NTK_EINTERRUPTED)
     ntk_error(st, "interrupted during the solve (the store is complete): ntkd solve STORE JOB.conf solves again");
   else if (st && !local)
