@@ -73,5 +73,39 @@ for m in "cg" "cg stream" "scalapack"; do
   done
 done
 
+# --- the store replaced while the ranks open it ----------------------------------
+# Rank 0 opens the store and checks it against the job; the other ranks
+# open it by path afterwards (NTKD_TEST_SOLVE_OPEN_LATE holds them 4 s).
+# A store of other data (the inputs scaled by 1.01) renamed over it in
+# between: the ranks read two stores, and cg and scalapack gave a mix of
+# both with exit 0 (at ridges 1 and 10, where the mixed matrix is still
+# positive definite; at 1e-4 the mix failed as not positive definite).
+$PY -c "
+import numpy as np
+np.save('otr.npy', np.load('xtr.npy') * 1.01); np.save('ote.npy', np.load('xte.npy') * 1.01)"
+job o o.ntk lapack
+sed -i -e 's/^path = xtr.npy/path = otr.npy/' -e 's/^path = xte.npy/path = ote.npy/' o.conf
+expect_rc 0 "another store of the same shape (other data)" mpirun -np 2 "$NTKD" o.conf
+for m in cg scalapack lapack; do
+  for np in 2 3; do
+    name=r$m$np
+    cp k.ntk r.ntk && cp k.ntk.index r.ntk.index && cp o.ntk ro.ntk && cp o.ntk.index ro.ntk.index
+    job "$name" r.ntk "$m"
+    sed -i 's/^ridge = .*/ridge = 1, 10/' "$name.conf"
+    NTKD_TEST_SOLVE_OPEN_LATE=4 mpirun -np $np "$NTKD" solve r.ntk "$name.conf" > out.log 2> err.log &
+    mp=$!
+    wait_file_has() { for i in $(seq 600); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+    wait_file_has "test setting NTKD_TEST_SOLVE_OPEN_LATE=4" err.log
+    mv ro.ntk.index r.ntk.index && mv ro.ntk r.ntk
+    wait $mp
+    rc=$?
+    check "$m, -np $np: the store replaced before rank 1 opened it: exit 4" [ $rc = 4 ]
+    check "... saying it was replaced" has "r.ntk: rank 1 opened another store than rank 0 (of another job): the file was replaced" err.log
+    check "... no predictions written" bash -c "! ls $name-*.npy 2>/dev/null"
+    check "... no success line" bash -c "! grep -q 'predictions in' err.log"
+    [ $rc = 4 ] || sed 's/^/    /' err.log | tail -5
+  done
+done
+
 echo "e2e_solve_ranks: $passed passed, $failed failed"
 [ "$failed" = 0 ]

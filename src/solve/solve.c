@@ -391,6 +391,33 @@ static ntk_status agree_stop(const ntk_comm_t *comm, const char *store_path, ntk
   return st;
 }
 
+/* Collective: every rank's handle must be of the store rank 0 opened (and
+ * checked against the job): the ranks open it by path one after the other,
+ * and a file renamed over it in between (a rerun of the job elsewhere, a
+ * copy put in place) gave them different stores to read, and the solve a
+ * mix of the two with exit 0. The store id (random, made when the store
+ * was created) and the job hash of rank 0's header go to every rank. */
+static ntk_status same_store(const ntk_comm_t *comm, const char *store_path, ntk_store_t *s) {
+  const struct ntk_store_info *in = ntk_store_get_info(s);
+  uint8_t mine[32], first[32];
+  memcpy(mine, in->store_id, 16);
+  memcpy(mine + 16, in->job_hash, 16);
+  memcpy(first, mine, sizeof first);
+  ntk_status st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, first, sizeof first));
+  if (st) return st;
+  int rank = ntk_comm_rank(comm), id = memcmp(first, mine, 16) != 0, job = memcmp(first + 16, mine + 16, 16) != 0;
+  ntk_status local = NTK_OK;
+  if (id || job)
+    local = ntk_error(NTK_ECORRUPT, "%s: rank %d opened another store than rank 0 (%s): the file was replaced while "
+                      "the ranks opened it; nothing was solved: solve again once nothing replaces it", store_path,
+                      rank, job ? "of another job" : "another store id, the same job");
+  st = ntk_comm_agree_report(comm, local);
+  if (st == NTK_ECORRUPT && !local && rank == 0)
+    fprintf(stderr, "ntkd: error: %s was replaced while the ranks opened it: another rank opened a different store "
+            "(its message says which); nothing was solved\n", store_path);
+  return st;
+}
+
 /* Test setting (environment; never set it in production):
  *   NTKD_TEST_SOLVE_OPEN_LATE=S  the ranks other than 0 sleep S seconds
  *                                before they open the store, so that a
@@ -419,6 +446,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   ntk_store_t *s = rank == 0 ? opened : NULL;
   test_open_late(rank);
   ntk_status st = ntk_comm_agree_report(comm, s ? NTK_OK : ntk_store_open(store_path, NTK_STORE_READ, &s));
+  if (!st) st = same_store(comm, store_path, s);
   if (st) {
     if (s != opened) ntk_store_close(s);
     return st;
