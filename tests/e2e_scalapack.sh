@@ -106,6 +106,8 @@ expect_rc 5 "SIGTERM on rank 1 between two panels of a job's solve: every rank s
 unset NTKD_TEST_SCALAPACK_PANEL NTKD_TEST_SCALAPACK_STOP
 check "... saying so" has "interrupted during the solve (the store is complete)" err.log
 check "... no predictions written" bash -c "! ls stop-*.npy 2>/dev/null"
+check "... rank 1 says why it stopped, never an empty 'ntkd: rank 1:' line" \
+  bash -c "grep -q '^ntkd: rank 1: stopped by a signal' err.log && ! grep -qE '^ntkd: rank [0-9]+: *$' err.log"
 
 # --- refusals ------------------------------------------------------------------------
 job b48 k.ntk x 512 "$RIDGES" "method = scalapack" "block = 48"

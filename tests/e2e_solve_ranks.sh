@@ -107,5 +107,23 @@ for m in cg scalapack lapack; do
   done
 done
 
+# --- a rank's own stop inside the ScaLAPACK solve ---------------------------------
+# NTKD_TEST_SCALAPACK_STOP=R:K: rank R raises SIGTERM at its K-th stop
+# point, inside the method (past the driver's agreement). Rank R passed a
+# bare status to the agreement, which printed it as an empty
+# "ntkd: rank R:" line.
+for np in 2 3; do
+  R=$((np - 1))
+  for K in 1 2; do
+    job "sp$np$K" k.ntk scalapack
+    NTKD_TEST_SCALAPACK_STOP=$R:$K expect_rc 5 "scalapack, -np $np: SIGTERM on rank $R at its stop point $K: exit 5" \
+      mpirun -np $np "$NTKD" solve k.ntk "sp$np$K.conf"
+    check "... saying so" has "interrupted during the solve (the store is complete)" err.log
+    check "... rank $R says why it stopped" has "^ntkd: rank $R: stopped by a signal" err.log
+    check "... no empty rank line" bash -c "! grep -qE '^ntkd: rank [0-9]+: *$' err.log"
+    check "... no predictions written" bash -c "! ls sp$np$K-*.npy 2>/dev/null"
+  done
+done
+
 echo "e2e_solve_ranks: $passed passed, $failed failed"
 [ "$failed" = 0 ]

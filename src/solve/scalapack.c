@@ -146,7 +146,10 @@ struct dist {
  * the driver); the others return the same status saying so. */
 static ntk_status agree_all(const ntk_comm_t *comm, ntk_status st) {
   int rank = ntk_comm_rank(comm);
-  if (st && rank != 0) fprintf(stderr, "ntkd: rank %d: %s\n", rank, ntk_error_message());
+  /* A status without a message of its own is printed by its name, never
+   * as an empty (or an older, unrelated) line. */
+  if (st && rank != 0)
+    fprintf(stderr, "ntkd: rank %d: %s\n", rank, *ntk_error_message() ? ntk_error_message() : ntk_status_str(st));
   ntk_status all = ntk_comm_agree(comm, st);
   if (all && !st) ntk_error(all, "the ScaLAPACK solve stopped: another rank failed (its message is above)");
   return all;
@@ -175,7 +178,10 @@ static void read_test_settings(int rank) {
 static ntk_status stop_point(const struct ntk_solve_problem *p) {
   static long count;
   if (test_stop_rank == p->rank && ++count == test_stop_at) raise(SIGTERM);
-  ntk_status st = agree_all(p->comm, ntk_stop_requested() ? NTK_EINTERRUPTED : NTK_OK);
+  /* The rank with the signal says so itself: it passed a bare status, and
+   * agree_all printed an empty "ntkd: rank 1:" line. */
+  int sig = ntk_stop_requested();
+  ntk_status st = agree_all(p->comm, sig ? ntk_error(NTK_EINTERRUPTED, "stopped by a signal (%s)", strsignal(sig)) : NTK_OK);
   if (st == NTK_EINTERRUPTED)
     return ntk_error(st, "interrupted during the solve (the store is complete): %sntkd solve %s JOB.conf solves again",
                      p->nranks > 1 ? "mpirun " : "", p->store_path);
