@@ -25,6 +25,8 @@ job() {
     for l in "$@"; do printf '%s\n' "$l"; done
   } > "$name.conf"
 }
+# wait_file_has TEXT FILE: poll (up to 60 s) until FILE holds TEXT
+wait_file_has() { for i in $(seq 1200); do grep -q -- "$1" "$2" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 job k k.ntk lapack
 expect_rc 0 "the store (and its lapack solve)" mpirun -np 2 "$NTKD" k.conf
 
@@ -37,10 +39,12 @@ for m in lapack scalapack cg; do
   for np in 2 3; do
     R=$((np - 1))
     job "st$m$np" k.ntk "$m"
+    rm -f err.log # the case before's says the same (see wait_file_has)
     NTKD_TEST_SOLVE_OPEN_LATE=4 mpirun -np $np "$NTKD" solve k.ntk "st$m$np.conf" > out.log 2> err.log &
     mp=$!
-    for i in $(seq 100); do [ -n "$(rank_pids "ntkd solve k.ntk st$m$np.conf" $R)" ] && break; sleep 0.05; done
-    sleep 0.5
+    # Rank 0 says the setting once every rank has passed the collective
+    # before the solve: rank R has its handlers and is asleep or about to be.
+    wait_file_has "test setting NTKD_TEST_SOLVE_OPEN_LATE=4" err.log
     kill -TERM $(rank_pids "ntkd solve k.ntk st$m$np.conf" $R)
     wait $mp
     rc=$?
@@ -92,10 +96,12 @@ for m in cg scalapack lapack; do
     cp k.ntk r.ntk && cp k.ntk.index r.ntk.index && cp o.ntk ro.ntk && cp o.ntk.index ro.ntk.index
     job "$name" r.ntk "$m"
     sed -i 's/^ridge = .*/ridge = 1, 10/' "$name.conf"
+    # err.log of the case before says the same: removed first, as the
+    # background job may create it after the wait below has begun.
+    rm -f err.log
     NTKD_TEST_SOLVE_OPEN_LATE=4 mpirun -np $np "$NTKD" solve r.ntk "$name.conf" > out.log 2> err.log &
     mp=$!
-    wait_file_has() { for i in $(seq 600); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.05; done; return 1; }
-    wait_file_has "test setting NTKD_TEST_SOLVE_OPEN_LATE=4" err.log
+    check "$m, -np $np: rank 0 has opened the store" wait_file_has "test setting NTKD_TEST_SOLVE_OPEN_LATE=4" err.log
     mv ro.ntk.index r.ntk.index && mv ro.ntk r.ntk
     wait $mp
     rc=$?
