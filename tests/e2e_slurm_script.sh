@@ -140,5 +140,19 @@ PATH="$W/fakebin:$PATH" SLURM_JOB_ID=14 NTKD=/bin/true bash "$TRAIN" nosnap.conf
 rc=$?
 check "train.sbatch: exit 9 without [train] snapshot: not requeued, exit $rc" bash -c "[ $rc = 9 ] && [ ! -e scontrol.calls ]"
 
+# A step that ends at once (a bad job: exit 2) is reaped by bash before
+# the scripts look with `kill -0`: its exit code was lost and the job ended
+# 0 (seen once under ctest). BASH_ENV slows each `kill` down by 0.2 s, so
+# that the step is surely reaped first: both scripts must end with 2.
+printf 'kill() { sleep 0.2; builtin kill "$@"; }\n' > slowkill.sh
+printf '#!/bin/sh\nexit 2\n' > fakebin/mpirun
+for script in "$SBATCH" "$TRAIN"; do
+  rm -f scontrol.calls
+  PATH="$W/fakebin:$PATH" BASH_ENV="$W/slowkill.sh" SLURM_JOB_ID=15 NTKD=/bin/true bash "$script" snap.conf > fast.log 2>&1
+  rc=$?
+  check "$(basename "$script"): a step that exits 2 at once: the job exits 2, not requeued (exit $rc)" \
+    bash -c "[ $rc = 2 ] && [ ! -e scontrol.calls ] && grep -q 'finished with exit 2' fast.log"
+done
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
