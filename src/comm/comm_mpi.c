@@ -413,10 +413,12 @@ ntk_status ntk_comm_agree(const ntk_comm_t *c, ntk_status local) { return ntk_co
 
 ntk_status ntk_comm_agree_report_within(const ntk_comm_t *c, ntk_status local, double timeout) {
   if (local) {
+    /* never an empty line: a status without a message says its name */
+    const char *m = *ntk_error_message() ? ntk_error_message() : ntk_status_str(local);
     if (world.size > 1 && world_rank != 0)
-      fprintf(stderr, "ntkd: rank %d: %s\n", world_rank, ntk_error_message());
+      fprintf(stderr, "ntkd: rank %d: %s\n", world_rank, m);
     else
-      fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+      fprintf(stderr, "ntkd: error: %s\n", m);
   }
   return ntk_comm_agree_within(c, local, timeout);
 }
