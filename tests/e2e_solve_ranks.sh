@@ -3,8 +3,9 @@
 # a stop signal on rank 1 or 2 (every method: exit 5, nothing claimed
 # complete), a damaged tile that rank 1 reads (its message names the tile
 # and the store), the store replaced while the ranks open it (refused: the
-# ranks would read different stores), and the messages of a rank that
-# fails (never an empty "ntkd: rank R:" line).
+# ranks would read different stores; `ntkd verify` the same, and a store
+# whose tiles differ between the ranks' opens), and the messages of a rank
+# that fails (never an empty "ntkd: rank R:" line).
 # Usage: tests/e2e_solve_ranks.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_solve_ranks.sh path/to/ntkd}")
@@ -31,7 +32,7 @@ job k k.ntk lapack
 expect_rc 0 "the store (and its lapack solve)" mpirun -np 2 "$NTKD" k.conf
 
 # --- a stop signal on a rank other than 0 -------------------------------------------
-# NTKD_TEST_SOLVE_OPEN_LATE holds the ranks other than 0 before they open
+# NTKD_TEST_OPEN_LATE holds the ranks other than 0 before they open
 # the store: SIGTERM reaches rank R there, while rank 0 waits for it. With
 # lapack rank 0 alone computes, and it never saw the signal: the solve
 # ended with exit 0 and every file written.
@@ -40,11 +41,11 @@ for m in lapack scalapack cg; do
     R=$((np - 1))
     job "st$m$np" k.ntk "$m"
     rm -f err.log # the case before's says the same (see wait_file_has)
-    NTKD_TEST_SOLVE_OPEN_LATE=4 mpirun -np $np "$NTKD" solve k.ntk "st$m$np.conf" > out.log 2> err.log &
+    NTKD_TEST_OPEN_LATE=4 mpirun -np $np "$NTKD" solve k.ntk "st$m$np.conf" > out.log 2> err.log &
     mp=$!
     # Rank 0 says the setting once every rank has passed the collective
     # before the solve: rank R has its handlers and is asleep or about to be.
-    wait_file_has "test setting NTKD_TEST_SOLVE_OPEN_LATE=4" err.log
+    wait_file_has "test setting NTKD_TEST_OPEN_LATE=4" err.log
     kill -TERM $(rank_pids "ntkd solve k.ntk st$m$np.conf" $R)
     wait $mp
     rc=$?
@@ -79,7 +80,7 @@ done
 
 # --- the store replaced while the ranks open it ----------------------------------
 # Rank 0 opens the store and checks it against the job; the other ranks
-# open it by path afterwards (NTKD_TEST_SOLVE_OPEN_LATE holds them 4 s).
+# open it by path afterwards (NTKD_TEST_OPEN_LATE holds them 4 s).
 # A store of other data (the inputs scaled by 1.01) renamed over it in
 # between: the ranks read two stores, and cg and scalapack gave a mix of
 # both with exit 0 (at ridges 1 and 10, where the mixed matrix is still
@@ -99,9 +100,9 @@ for m in cg scalapack lapack; do
     # err.log of the case before says the same: removed first, as the
     # background job may create it after the wait below has begun.
     rm -f err.log
-    NTKD_TEST_SOLVE_OPEN_LATE=4 mpirun -np $np "$NTKD" solve r.ntk "$name.conf" > out.log 2> err.log &
+    NTKD_TEST_OPEN_LATE=4 mpirun -np $np "$NTKD" solve r.ntk "$name.conf" > out.log 2> err.log &
     mp=$!
-    check "$m, -np $np: rank 0 has opened the store" wait_file_has "test setting NTKD_TEST_SOLVE_OPEN_LATE=4" err.log
+    check "$m, -np $np: rank 0 has opened the store" wait_file_has "test setting NTKD_TEST_OPEN_LATE=4" err.log
     mv ro.ntk.index r.ntk.index && mv ro.ntk r.ntk
     wait $mp
     rc=$?
@@ -112,6 +113,40 @@ for m in cg scalapack lapack; do
     [ $rc = 4 ] || sed 's/^/    /' err.log | tail -5
   done
 done
+
+# --- ntkd verify under mpirun: the same opens --------------------------------------
+# Each rank checks every size-th tile of the list its own open found. A
+# store replaced between the opens: exit 4, as the solve. The same store
+# with other tiles (a job still writing it; here: cut short before the
+# record of the tile at position 1 of the sorted list, which is damaged in
+# the copy rank 0 opens): rank 0 left that tile to rank 1, whose list
+# lacks it, and verify said the damaged store was fine (exit 0).
+cp k.ntk r.ntk && cp k.ntk.index r.ntk.index && cp o.ntk ro.ntk && cp o.ntk.index ro.ntk.index
+rm -f err.log
+NTKD_TEST_OPEN_LATE=4 mpirun -np 2 "$NTKD" verify r.ntk > out.log 2> err.log &
+mp=$!
+check "verify, -np 2: rank 0 has opened the store" wait_file_has "test setting NTKD_TEST_OPEN_LATE=4" err.log
+mv ro.ntk.index r.ntk.index && mv ro.ntk r.ntk
+wait $mp
+rc=$?
+check "verify, -np 2: the store replaced before rank 1 opened it: exit 4 (exit $rc)" [ $rc = 4 ]
+check "... saying it was replaced and nothing was verified" \
+  has "r.ntk: rank 1 opened another store than rank 0 (of another job): the file was replaced while the ranks opened it; nothing was verified" err.log
+read -r dtile doff < <("$NTKD" info --records k.ntk | awk '$1 == "record:" {print $2, $3}' | sort -n | sed -n 2p)
+cp k.ntk r.ntk && cp k.ntk.index r.ntk.index && head -c "$doff" k.ntk > rp.ntk
+printf '\377' | dd of=r.ntk bs=1 seek=$((doff + 200)) conv=notrunc 2>/dev/null
+expect_rc 4 "verify on one process: tile $dtile of the copy is damaged (exit 4)" "$NTKD" verify r.ntk
+rm -f err.log
+NTKD_TEST_OPEN_LATE=4 mpirun -np 2 "$NTKD" verify r.ntk > out.log 2> err.log &
+mp=$!
+check "verify, -np 2: rank 0 has opened the damaged store" wait_file_has "test setting NTKD_TEST_OPEN_LATE=4" err.log
+rm -f r.ntk.index && mv rp.ntk r.ntk
+wait $mp
+rc=$?
+check "verify, -np 2: rank 1 opened the store with fewer tiles: exit 7, never 0 over the damaged tile $dtile (exit $rc)" \
+  [ $rc = 7 ]
+check "... saying a job is writing it and nothing was verified" \
+  has "r.ntk: rank 1 found [0-9]* stored tiles, rank 0 [0-9]* (or other ones): a job is writing the store while the ranks open it; nothing was verified" err.log
 
 # --- a rank's own stop inside the ScaLAPACK solve ---------------------------------
 # NTKD_TEST_SCALAPACK_STOP=R:K: rank R raises SIGTERM at its K-th stop

@@ -19,6 +19,7 @@
 #include "base/fsutil.h"
 #include "job/jobfiles.h"
 #include "job/jobhash.h"
+#include "job/store_ranks.h"
 #include "base/npy.h"
 #include "base/clock.h"
 #include "base/signals.h"
@@ -391,50 +392,6 @@ static ntk_status agree_stop(const ntk_comm_t *comm, const char *store_path, ntk
   return st;
 }
 
-/* Collective: every rank's handle must be of the store rank 0 opened (and
- * checked against the job): the ranks open it by path one after the other,
- * and a file renamed over it in between (a rerun of the job elsewhere, a
- * copy put in place) gave them different stores to read, and the solve a
- * mix of the two with exit 0. The store id (random, made when the store
- * was created) and the job hash of rank 0's header go to every rank. */
-static ntk_status same_store(const ntk_comm_t *comm, const char *store_path, ntk_store_t *s) {
-  const struct ntk_store_info *in = ntk_store_get_info(s);
-  uint8_t mine[32], first[32];
-  memcpy(mine, in->store_id, 16);
-  memcpy(mine + 16, in->job_hash, 16);
-  memcpy(first, mine, sizeof first);
-  ntk_status st = ntk_comm_agree_report(comm, ntk_comm_bcast(comm, first, sizeof first));
-  if (st) return st;
-  int rank = ntk_comm_rank(comm), id = memcmp(first, mine, 16) != 0, job = memcmp(first + 16, mine + 16, 16) != 0;
-  ntk_status local = NTK_OK;
-  if (id || job)
-    local = ntk_error(NTK_ECORRUPT, "%s: rank %d opened another store than rank 0 (%s): the file was replaced while "
-                      "the ranks opened it; nothing was solved: solve again once nothing replaces it", store_path,
-                      rank, job ? "of another job" : "another store id, the same job");
-  st = ntk_comm_agree_report(comm, local);
-  if (st == NTK_ECORRUPT && !local && rank == 0)
-    fprintf(stderr, "ntkd: error: %s was replaced while the ranks opened it: another rank opened a different store "
-            "(its message says which); nothing was solved\n", store_path);
-  return st;
-}
-
-/* Test setting (environment; never set it in production):
- *   NTKD_TEST_SOLVE_OPEN_LATE=S  the ranks other than 0 sleep S seconds
- *                                before they open the store, so that a
- *                                test can replace the file (or signal a
- *                                rank) in between. */
-static void test_open_late(int rank) {
-  const char *v = getenv("NTKD_TEST_SOLVE_OPEN_LATE");
-  if (!v) return;
-  if (rank == 0) fprintf(stderr, "ntkd: test setting NTKD_TEST_SOLVE_OPEN_LATE=%s\n", v);
-  double left = atof(v);
-  if (rank == 0 || !(left > 0)) return;
-  double until = ntk_now() + left;
-  while ((left = until - ntk_now()) > 0) { /* a signal cuts a sleep short */
-    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-    nanosleep(&ts, NULL);
-  }
-}
 
 ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t *opened, const struct ntk_job *job,
                      const struct ntk_solve_labels *labels, struct ntk_solve_result *results, size_t cap,
@@ -444,9 +401,9 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   /* Rank 0's handle as the caller opened it (it checked the job's identity
    * on it): the store is opened once per rank. */
   ntk_store_t *s = rank == 0 ? opened : NULL;
-  test_open_late(rank);
+  ntk_store_ranks_test_open_late(rank);
   ntk_status st = ntk_comm_agree_report(comm, s ? NTK_OK : ntk_store_open(store_path, NTK_STORE_READ, &s));
-  if (!st) st = same_store(comm, store_path, s);
+  if (!st) st = ntk_store_same_on_ranks(comm, store_path, s, 0, "nothing was solved");
   if (st) {
     if (s != opened) ntk_store_close(s);
     return st;
