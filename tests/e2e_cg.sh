@@ -154,7 +154,7 @@ while kill -0 $mp 2>/dev/null && ! grep -q "cg nngp iteration" stop.log; do slee
 kill -TERM $(rank_pids "ntkd stop.conf")
 wait $mp
 check "SIGTERM during the iterations: exit 5" [ $? = 5 ]
-check "... saying it was interrupted" has "interrupted during the solve" stop.log
+check "... saying it was interrupted" has "interrupted during the solve (the store is complete): mpirun ntkd solve k.ntk JOB.conf solves again" stop.log
 
 # A rank that stops answering during the iterations (SIGSTOP): the others
 # wait at most [compute] worker_timeout (10 s here; at least 3x the longest
@@ -176,7 +176,7 @@ kill $guard 2>/dev/null
 kill -CONT $stopped 2>/dev/null
 check "a SIGSTOPped rank during the iterations: exit 9, not the guard's kill (exit $rc)" [ "$rc" = 9 ]
 check "... a waiting rank says how long it waited and that the store is complete" \
-  grep -q "ntkd: rank [01]: the [a-z]* waited [0-9.]* s for the other ranks: one of them stopped answering, in the cg solve of nngp (limit [0-9.]* s: \\[compute\\] worker_timeout.*the store is complete: ntkd solve STORE JOB.conf solves again" stall.log
+  grep -q "ntkd: rank [01]: the [a-z]* waited [0-9.]* s for the other ranks: one of them stopped answering, in the cg solve of nngp (limit [0-9.]* s: \\[compute\\] worker_timeout.*the store is complete: mpirun ntkd solve k.ntk JOB.conf solves again" stall.log
 sleep 1
 check "... no rank left running" [ -z "$(rank_pids "ntkd stall.conf")" ]
 

@@ -148,13 +148,20 @@ struct cg {
  * (SIGSTOP, a hung node) would otherwise hold the others for ever. Then
  * the waiting ranks say so and end the job (exit 9); the store is
  * complete, and `ntkd solve` solves again. */
+/* The stop's message: the store is complete, and what solves again. */
+static ntk_status interrupted(const struct cg *c) {
+  return ntk_error(NTK_EINTERRUPTED, "interrupted during the solve (the store is complete): %sntkd solve %s JOB.conf "
+                   "solves again", c->nranks > 1 ? "mpirun " : "", c->p->store_path);
+}
+
 static double wait_limit(const struct cg *c) { return ntk_patience(c->p->rank_timeout, c->pace.slowest); }
 
 static ntk_status synced(struct cg *c, ntk_status st, double limit) {
   if (st == NTK_ESTALLED) {
     fprintf(stderr, "ntkd: rank %d: %s, in the cg solve of %s (limit %.1f s: [compute] worker_timeout, at least 3x "
-            "the longest stretch between two steps of the solve); ending the job: the store is complete: ntkd solve "
-            "STORE JOB.conf solves again\n", c->rank, ntk_error_message(), ntk_solve_kernel_name(c->p->which), limit);
+            "the longest stretch between two steps of the solve); ending the job: the store is complete: %sntkd solve "
+            "%s JOB.conf solves again\n", c->rank, ntk_error_message(), ntk_solve_kernel_name(c->p->which), limit,
+            c->nranks > 1 ? "mpirun " : "", c->p->store_path);
     ntk_comm_abort(ntk_status_exit_code(st)); /* the collective is still pending: no way back */
   }
   ntk_pace_mark(&c->pace, ntk_now());
@@ -168,7 +175,7 @@ static ntk_status agree(struct cg *c, ntk_status local) {
   ntk_status st = synced(c, ntk_comm_agree_within(c->p->comm, local, limit), limit);
   if (st) c->failure_agreed = 1;
   if (st == NTK_EINTERRUPTED && local != NTK_EINTERRUPTED)
-    ntk_error(st, "interrupted during the solve (the store is complete): ntkd solve STORE JOB.conf solves again");
+    interrupted(c);
   else if (st && !local)
     ntk_error(st, "the solve stopped: another rank failed (its message names it)");
   return st;
@@ -190,12 +197,7 @@ static ntk_status bcast(struct cg *c, void *buf, size_t bytes) {
   return st ? st : agree(c, synced(c, ntk_comm_bcast_within(c->p->comm, buf, bytes, limit), limit));
 }
 
-static ntk_status stop_check(void) {
-  return ntk_stop_requested()
-             ? ntk_error(NTK_EINTERRUPTED,
-                         "interrupted during the solve (the store is complete): ntkd solve STORE JOB.conf solves again")
-             : NTK_OK;
-}
+static ntk_status stop_check(const struct cg *c) { return ntk_stop_requested() ? interrupted(c) : NTK_OK; }
 
 static ntk_status check_finite(const struct cg *c, const void *v, size_t rows, size_t cols, size_t ld, size_t r0,
                                size_t c0) {
@@ -308,7 +310,7 @@ static ntk_status load_tiles(struct cg *c) {
     struct cg_tile *t = &c->tr[i];
     const void *v;
     size_t ld;
-    if ((st = stop_check())) break;
+    if ((st = stop_check(c))) break;
     if ((st = tile_values(c, t, &v, &ld))) break;
     t->v = malloc(t->rows * t->cols * c->elem + 1);
     if (!t->v) {
@@ -389,7 +391,7 @@ static ntk_status local_product(struct cg *c, const double *x, double *y, size_t
     if ((st = tile_values(c, t, &v, &ld))) break;
     block_product(c, v, t->rows, t->cols, ld, x + t->c0 * na, y + t->r0 * na, t->diag ? NULL : x + t->r0 * na,
                   t->diag ? NULL : y + t->c0 * na, na, lowp);
-    if (!c->memory && (st = stop_check())) break;
+    if (!c->memory && (st = stop_check(c))) break;
   }
   return st;
 }
@@ -399,7 +401,7 @@ static ntk_status product(struct cg *c, const double *x, double *y, size_t na, i
   double t = ntk_now();
   ntk_status st = local_product(c, x, y, na, lowp);
   c->t_prod += ntk_now() - t;
-  if (!st) st = stop_check();
+  if (!st) st = stop_check(c);
   t = ntk_now();
   /* the agree on the local status already has every rank here */
   if (!(st = agree(c, st))) {
@@ -470,7 +472,7 @@ static ntk_status read_columns(struct cg *c, const size_t *S, size_t b, double *
           out[(t->c0 + q) * b + j] = c->elem == 4 ? (double)f[(p - t->r0) * ld + q] : dd[(p - t->r0) * ld + q];
     }
   }
-  if (!st) st = stop_check();
+  if (!st) st = stop_check(c);
   if ((st = agree(c, st))) return st;
   c->passes++;
   return sum(c, out, n * b);
@@ -1233,7 +1235,7 @@ static ntk_status test_predictions(struct cg *c, struct cgv *v) {
     size_t ld;
     if ((st = tile_values(c, t, &val, &ld))) break;
     block_product(c, val, t->rows, t->cols, ld, v->X + t->c0 * nc, Y + (t->r0 - n) * nc, NULL, NULL, nc, 0);
-    st = stop_check();
+    st = stop_check(c);
   }
   if ((st = agree(c, st))) return st;
   return sum(c, Y, c->nte * nc);
