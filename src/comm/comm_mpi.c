@@ -358,7 +358,9 @@ ntk_status ntk_comm_bcast_within(const ntk_comm_t *c, void *buf, size_t bytes, d
   return NTK_OK;
 }
 
-ntk_status ntk_comm_bcast(const ntk_comm_t *c, void *buf, size_t bytes) { return ntk_comm_bcast_within(c, buf, bytes, -1); }
+ntk_status ntk_comm_bcast(const ntk_comm_t *c, void *buf, size_t bytes) {
+  return ntk_comm_bcast_within(c, buf, bytes, -1);
+}
 
 /* In chunks of 2^28 values: MPI counts are int. Blocking when there is no
  * limit (the reduction the training's bit-identity was measured with). */

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kernels/arch.h"
@@ -391,7 +390,6 @@ static ntk_status agree_stop(const ntk_comm_t *comm, const char *store_path, ntk
               "%sntkd solve %s JOB.conf solves again", ntk_comm_size(comm) > 1 ? "mpirun " : "", store_path);
   return st;
 }
-
 
 ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t *opened, const struct ntk_job *job,
                      const struct ntk_solve_labels *labels, struct ntk_solve_result *results, size_t cap,
