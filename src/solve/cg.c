@@ -135,25 +135,14 @@ struct cg {
 
 /* ---- helpers ---------------------------------------------------------- */
 
-/* Collective: the worst status; a rank that is fine but stops for another
- * rank's failure gets a message saying so (the failing rank keeps its own).
- * A rank other than 0 prints its own failure ("ntkd: rank R: ..."), once
- * per solve: only rank 0's message reaches the driver, and a damaged tile
- * read by rank 1 was reported as "another rank failed" with no rank
- * naming the tile.
- * A rank waits for the others at most [compute] worker_timeout seconds
- * (agree, and sum and bcast below), and at least 3 times the longest
- * stretch between two collectives seen in this solve (the tiles' loading,
- * a pass of the preconditioner, an iteration): a rank that stops answering
- * (SIGSTOP, a hung node) would otherwise hold the others for ever. Then
- * the waiting ranks say so and end the job (exit 9); the store is
- * complete, and `ntkd solve` solves again. */
 /* The stop's message: the store is complete, and what solves again. */
 static ntk_status interrupted(const struct cg *c) {
   return ntk_error(NTK_EINTERRUPTED, "interrupted during the solve (the store is complete): %sntkd solve %s JOB.conf "
                    "solves again", c->nranks > 1 ? "mpirun " : "", c->p->store_path);
 }
 
+/* How long a collective may wait for the other ranks, and the end of one
+ * (past the limit: the job ends, as agree below says). */
 static double wait_limit(const struct cg *c) { return ntk_patience(c->p->rank_timeout, c->pace.slowest); }
 
 static ntk_status synced(struct cg *c, ntk_status st, double limit) {
@@ -168,6 +157,19 @@ static ntk_status synced(struct cg *c, ntk_status st, double limit) {
   return st;
 }
 
+/* Collective: the worst status; a rank that is fine but stops for another
+ * rank's failure gets a message saying so (the failing rank keeps its own).
+ * A rank other than 0 prints its own failure ("ntkd: rank R: ..."), once
+ * per solve: only rank 0's message reaches the driver, and a damaged tile
+ * read by rank 1 was reported as "another rank failed" with no rank
+ * naming the tile.
+ * A rank waits for the others at most [compute] worker_timeout seconds
+ * (agree, and sum and bcast below), and at least 3 times the longest
+ * stretch between two collectives seen in this solve (the tiles' loading,
+ * a pass of the preconditioner, an iteration): a rank that stops answering
+ * (SIGSTOP, a hung node) would otherwise hold the others for ever. Then
+ * the waiting ranks say so and end the job (exit 9); the store is
+ * complete, and `ntkd solve` solves again. */
 static ntk_status agree(struct cg *c, ntk_status local) {
   if (local && !c->failure_agreed && c->rank != 0)
     fprintf(stderr, "ntkd: rank %d: %s\n", c->rank, ntk_error_message());
