@@ -790,6 +790,31 @@ START_TEST(test_identity_widened) {
 }
 END_TEST
 
+/* A float32 Gelu job's identity says its angle comes from ntkd's own
+ * atan2 (an older ntkd took libm's: other bits), so that such a store is
+ * not resumed into a mix; float64, a network without Gelu, and one
+ * computed in float64 (more than 64 nonlinear layers) keep theirs. */
+START_TEST(test_identity_gelu) {
+  const char *nets[] = {"Dense Gelu Dense", "Conv(4, (2, 2)) Gelu GlobalAvgPool Dense", "Dense Gelu Dense",
+                        "Dense Erf Dense", "[Dense Gelu]*65 Dense"};
+  int elems[] = {4, 4, 8, 4, 4}, want[] = {1, 1, 0, 0, 0};
+  for (int k = 0; k < 5; k++) {
+    char text[256];
+    snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
+    int cnn = nets[k][0] == 'C';
+    struct ntk_dataset ds = {3, 12, cnn ? 2 : 0, cnn ? 2 : 0, cnn ? 3 : 0, elems[k], calloc(36, 8), 0, 0};
+    for (size_t i = 0; i < 36; i++) {
+      if (elems[k] == 4) ((float *)ds.x)[i] = (float)(i % 7) - 3.0f;
+      else ((double *)ds.x)[i] = (double)(i % 7) - 3.0;
+    }
+    char *id = job_identity(text, &ds, NULL);
+    ck_assert_msg(!strstr(id, "gelu angle = ntkd's atan2") == !want[k], "%s, elem %d:\n%s", nets[k], elems[k], id);
+    free(id);
+    free(ds.x);
+  }
+}
+END_TEST
+
 /* Equal rows are one sample in a fully-connected network (ntk_fc_twins),
  * a negated row its negation: its identity says so, so that a store begun
  * by an ntkd that did not is refused rather than mixed; data without equal
@@ -952,6 +977,7 @@ int main(void) {
   tcase_add_test(tc, test_several_files_cifar_only);
   tcase_add_test(tc, test_layout_npy_only);
   tcase_add_test(tc, test_identity_widened);
+  tcase_add_test(tc, test_identity_gelu);
   tcase_add_test(tc, test_identity_equal_rows);
   tcase_add_test(tc, test_identity_equal_rows_test_only);
   tcase_add_test(tc, test_identity_diff_inserted_line);

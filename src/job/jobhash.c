@@ -81,6 +81,11 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
    * maps holds other numbers, and resuming it would mix the two. */
   if (data->elem == 4 && ntk_arch_nonlinear_layers(arch) > NTK_FLOAT32_MAX_NONLINEAR)
     add(&t, "arithmetic = float64, rounded to float32 once\n");
+  /* The float Gelu map's angle from ntkd's own atan2 (kernel_maps.h;
+   * absent: libm's atan2f, up to 3e-7 apart, and another on a GPU): a
+   * float32 Gelu store begun by an older ntkd would mix the two. */
+  else if (data->elem == 4 && ntk_arch_has_map(arch, NTK_MAP_GELU))
+    add(&t, "gelu angle = ntkd's atan2\n");
   /* Equal rows of a fully-connected network's data are one sample
    * (ntk_fc_twins; absent: no two rows equal, or a CNN): a store of such
    * data begun by an ntkd that took their pairs' input covariance from the
@@ -189,7 +194,7 @@ static int has_key(const char *s, const char *key, int klen) {
 /* The lines a newer ntkd writes where it computes some entries otherwise
  * than the ntkd before it did (see job_text): a store that lacks one was
  * computed by that older ntkd, not for other data or another model. */
-static const char *const version_keys[] = {"arithmetic", "equal rows", "negated rows"};
+static const char *const version_keys[] = {"arithmetic", "equal rows", "negated rows", "gelu angle"};
 
 int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap) {
   out[0] = '\0';

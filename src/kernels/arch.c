@@ -1864,6 +1864,12 @@ size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch) {
   return k;
 }
 
+int ntk_arch_has_map(const struct ntk_arch *arch, int map_kind) {
+  for (size_t i = 0; i < arch->n; i++)
+    if (arch->layers[i].kind == NTK_LAYER_MAP && (int)arch->layers[i].map.kind == map_kind) return 1;
+  return 0;
+}
+
 int ntk_layer_vanishes(const struct ntk_layer *l) {
   /* A bias alone (W_std = 0, b_std > 0) is the same Gaussian for every
    * sample, not 0: a variance of 0 after it is an underflow. */

@@ -142,6 +142,8 @@ int ntk_arch_is_fc(const struct ntk_arch *arch);
 
 /* The network's nonlinear layers (every branch's), for the rule above. */
 size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch);
+/* Whether a layer of `arch` is the nonlinearity `map_kind` (an ntk_map_kind). */
+int ntk_arch_has_map(const struct ntk_arch *arch, int map_kind);
 
 /* True if the layer maps every input to 0: a Dense or Conv with w_std = 0
  * and b_std = 0, a ReLU-family map with both slopes 0, an Erf, Sin, Exp or

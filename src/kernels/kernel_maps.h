@@ -423,7 +423,10 @@ static NTK_INLINE NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, 
  *   nngp' = ((q12^2 + p d^2) / (p1 d) + q12 angle) / (2 pi) + q12 / 4
  *   tdot  = q12 / (2 pi d) (1/d^2 + (1 - p) / p1 + 1) + 1/4 + angle / (2 pi)
  * d^2 >= 1 + q11 + q22 > 0. The products overflow past variances of ~1e154
- * (float: ~1e19); the tile is then not finite, and refused. */
+ * (float: ~1e19); the tile is then not finite, and refused. The float map
+ * takes ntk_atan2f, not libm's atan2f: CUDA's atan2f rounds otherwise than
+ * glibc's, and a Gelu network's float32 tiles from a GPU were 2e-7 off the
+ * CPU's (seen on an H200, 2026-12-04); every target computes this one. */
 static NTK_INLINE NTK_HD double ntk_gelu(double q12, double q11, double q22, double *tdot) {
   double p = q11 * q22, p1 = (1.0 + q11) * (1.0 + q22), det = p - q12 * q12;
   double d2 = 1.0 + q11 + q22 + (det > 0.0 ? det : 0.0), d = sqrt(d2);
@@ -434,7 +437,7 @@ static NTK_INLINE NTK_HD double ntk_gelu(double q12, double q11, double q22, dou
 static NTK_INLINE NTK_HD float ntk_geluf(float q12, float q11, float q22, float *tdot) {
   float p = q11 * q22, p1 = (1.0f + q11) * (1.0f + q22), det = p - q12 * q12;
   float d2 = 1.0f + q11 + q22 + (det > 0.0f ? det : 0.0f), d = sqrtf(d2);
-  float angle = atan2f(q12, d), pi2 = (float)(2.0 * NTK_PI);
+  float angle = ntk_atan2f(q12, d), pi2 = (float)(2.0 * NTK_PI);
   *tdot = q12 / (pi2 * d) * (1.0f / d2 + (2.0f + q11 + q22) / p1) + 0.25f + angle / pi2;
   return ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / pi2 + 0.25f * q12;
 }
