@@ -35,16 +35,24 @@ extern "C" {
 
 typedef void (*kernel_fn)(struct ntk_dev_args);
 
-static kernel_fn pick(int kernel, int elem, const struct ntk_dev_args *a) {
+/* SLICE3's variant: 0 to 3 (the NTK, the capture), plus 4 for the kernels
+ * held to 64 registers, 4 blocks a multiprocessor (k_slice3_b4). */
+static int slice3_variant(const struct ntk_dev_args *a, int b4) {
+  return (a->with_t ? 1 : 0) + (a->capture ? 2 : 0) + (b4 ? 4 : 0);
+}
+
+static kernel_fn pick(int kernel, int elem, const struct ntk_dev_args *a, int b4) {
   static const kernel_fn f[NTK_K_COUNT] = {k_diag_f, k_slice_f, k_input_full_f, k_conv_full_f, k_pool_full_f,
                                            k_readout_f, NULL, k_branch_full_f, k_diag_any_f, k_slice_any_f};
   static const kernel_fn d[NTK_K_COUNT] = {k_diag_d, k_slice_d, k_input_full_d, k_conv_full_d, k_pool_full_d,
                                            k_readout_d, NULL, k_branch_full_d, k_diag_any_d, k_slice_any_d};
-  static const kernel_fn f3[4] = {k_slice3_f<0, 0>, k_slice3_f<1, 0>, k_slice3_f<0, 1>, k_slice3_f<1, 1>};
-  static const kernel_fn d3[4] = {k_slice3_d<0, 0>, k_slice3_d<1, 0>, k_slice3_d<0, 1>, k_slice3_d<1, 1>};
+  static const kernel_fn f3[8] = {k_slice3_f<0, 0>,    k_slice3_f<1, 0>,    k_slice3_f<0, 1>,    k_slice3_f<1, 1>,
+                                  k_slice3_b4_f<0, 0>, k_slice3_b4_f<1, 0>, k_slice3_b4_f<0, 1>, k_slice3_b4_f<1, 1>};
+  static const kernel_fn d3[8] = {k_slice3_d<0, 0>,    k_slice3_d<1, 0>,    k_slice3_d<0, 1>,    k_slice3_d<1, 1>,
+                                  k_slice3_b4_d<0, 0>, k_slice3_b4_d<1, 0>, k_slice3_b4_d<0, 1>, k_slice3_b4_d<1, 1>};
   if (kernel < 0 || kernel >= NTK_K_COUNT) return NULL;
   if (kernel == NTK_K_SLICE3) {
-    int v = (a->with_t ? 1 : 0) + (a->capture ? 2 : 0);
+    int v = slice3_variant(a, b4);
     return elem == 4 ? f3[v] : d3[v];
   }
   return elem == 4 ? f[kernel] : d[kernel];
@@ -53,7 +61,8 @@ static kernel_fn pick(int kernel, int elem, const struct ntk_dev_args *a) {
 struct cuda_exec {
   int device;
   int sync_each;                     /* NTKD_GPU_SYNC: wait for each kernel, so a fault names it */
-  size_t smem_set[NTK_K_COUNT][2][4]; /* dynamic shared memory opted in, per kernel, precision and variant */
+  int slice3_b4;                     /* SLICE3 held to 64 registers (k_slice3_b4) */
+  size_t smem_set[NTK_K_COUNT][2][8]; /* dynamic shared memory opted in, per kernel, precision and variant */
 };
 
 static const char *const kernel_names[NTK_K_COUNT] = {"DIAG kernel", "SLICE kernel", "INPUT_FULL kernel",
@@ -97,10 +106,11 @@ static int cu_zero(void *ctx, void *dev, size_t bytes, char *err, size_t cap) {
 static int cu_launch(void *ctx, int kernel, int elem, unsigned gx, unsigned gy, size_t smem,
                      const struct ntk_dev_args *a, char *err, size_t cap) {
   struct cuda_exec *c = (struct cuda_exec *)ctx;
-  kernel_fn fn = pick(kernel, elem, a);
+  int b4 = c->slice3_b4;
+  kernel_fn fn = pick(kernel, elem, a, b4);
   if (!fn) return ntk_cuda_fail(err, cap, "cnn kernel launch", "unknown kernel");
   CUDA_TRY(cudaSetDevice(c->device));
-  int variant = kernel == NTK_K_SLICE3 ? (a->with_t ? 1 : 0) + (a->capture ? 2 : 0) : 0;
+  int variant = kernel == NTK_K_SLICE3 ? slice3_variant(a, b4) : 0;
   size_t *set = &c->smem_set[kernel][elem == 8][variant];
   if (smem > 48 * 1024 && smem > *set) { /* above the default: opt in (up to the device's optin limit) */
     CUDA_TRY(cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -124,6 +134,11 @@ extern "C" int ntk_gpu_exec_cuda(struct ntk_gpu_exec *ex, int device, char *err,
   if (!c) return ntk_cuda_fail(err, cap, "ntk_gpu_exec_cuda", "out of memory");
   c->device = device;
   c->sync_each = getenv("NTKD_GPU_SYNC") && atoi(getenv("NTKD_GPU_SYNC")) > 0;
+  /* SLICE3's blocks per multiprocessor: 4 (64 registers), measured
+   * faster in both precisions (docs/GPU.md); NTKD_GPU_SLICE3_BLOCKS=3
+   * runs the 80-register kernels (for comparisons). */
+  const char *sb = getenv("NTKD_GPU_SLICE3_BLOCKS");
+  c->slice3_b4 = !(sb && atoi(sb) == 3);
   ex->ctx = c;
   ex->name = "cuda";
   ex->threads = NTK_CUDA_THREADS;

@@ -15,6 +15,7 @@
 #define k_branch_full SFX(k_branch_full)
 #define k_readout SFX(k_readout)
 #define k_slice3 SFX(k_slice3)
+#define k_slice3_b4 SFX(k_slice3_b4)
 /* ... and those of cnn_dev_impl.h they run. */
 #define dv_diag SFX(dv_diag)
 #define dv_slice SFX(dv_slice)
@@ -85,6 +86,19 @@ __global__ static void k_slice3(const __grid_constant__ struct ntk_dev_args a) {
   dv_slice3(&a, &B, (REAL *)sm3_, WT, CAP);
 }
 
+/* The same code held to 64 registers a thread, so that 4 blocks (32 warps)
+ * fit on a multiprocessor where k_slice3's 80 fit 3 (24 warps), at the
+ * price of spills to a stack frame: on an H200 CNTK-GAP-21 takes 0.945 of
+ * k_slice3's time in float32 and 0.76 in float64, its float32 tiles still
+ * the CPU's bits (docs/GPU.md, 2026-12-04). The default (cnn_cuda.cu). */
+template <int WT, int CAP>
+__global__ static void __launch_bounds__(NTK_CUDA_THREADS, 4)
+    k_slice3_b4(const __grid_constant__ struct ntk_dev_args a) {
+  extern __shared__ __align__(16) double sm3_[];
+  struct ntk_blk B = BLK;
+  dv_slice3(&a, &B, (REAL *)sm3_, WT, CAP);
+}
+
 #undef k_diag
 #undef k_slice
 #undef k_diag_any
@@ -95,6 +109,7 @@ __global__ static void k_slice3(const __grid_constant__ struct ntk_dev_args a) {
 #undef k_branch_full
 #undef k_readout
 #undef k_slice3
+#undef k_slice3_b4
 #undef dv_diag
 #undef dv_slice
 #undef dv_input_full
