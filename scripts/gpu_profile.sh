@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One prepared GPU profile (issue 30, item 1), for one short call on a lent
-# GPU: at most about 7 minutes after the build (10 steps of at most 40 s,
+# GPU: at most about 9 minutes after the build (11 steps of at most 40 s,
 # ncu's at most 80 s; a couple of minutes on an H200 by the sizes below).
 # In order:
 #   - the build (as scripts/gpu_check.sh; NTKD_GPU_CHECK_NO_BUILD=1 takes
@@ -14,7 +14,10 @@
 #   - per entry on the GPU: CNTK-GAP-21, CNN-Flatten-21, Myrtle-10 and
 #     neural-tangents' README WideResNet (configs/wrn.conf's arch), with the
 #     ratios the issue sets (Myrtle-10 <= 1/3 and the WideResNet <= 3 x
-#     CNTK-GAP-21), the WideResNet once more with NTKD_GPU_CHAIN=0 (its
+#     CNTK-GAP-21), CNTK-GAP-21 once more with NTKD_GPU_SLICE3_BLOCKS=3
+#     (SLICE3 at 80 registers, 3 blocks a multiprocessor: the float32
+#     kernel before 2026-12-04; the default holds it to 64 and 4),
+#     the WideResNet once more with NTKD_GPU_CHAIN=0 (its
 #     strided blocks on the full covariance, as before the slice runs
 #     carried them), and the fp32 peak for CNTK-GAP-21's fraction of it;
 #   - the FC job (N = 10 000, d = 3 072, 3-layer ReLU NTK, tile 2048, one
@@ -62,6 +65,8 @@ summary() {
   printf '%-44s %s\n' "CNTK-GAP-21, us per entry" "$(cell gap "$( [ -n "$g" ] && us "$g") (target <= 50, stretch 30)" "time: CNTK-GAP-21")"
   printf '%-44s %s\n' "... fraction of the fp32 peak" \
     "$( if [ -n "$g" ] && [ -n "$pk" ]; then echo "$(calc "0.48 / ($g * $pk)") (peak measured: $pk GFLOP/s)"; else echo "not measured (needs the CNTK-GAP-21 and peak rows)"; fi)"
+  printf '%-44s %s\n' "... NTKD_GPU_SLICE3_BLOCKS=3, us per entry" \
+    "$(cell gap_b3 "$( [ -n "$(val gap_b3)" ] && us "$(val gap_b3)")$( [ -n "$(val gap_b3)" ] && [ -n "$g" ] && echo "; the default takes $(calc "$g / $(val gap_b3)") of this")" "time: CNTK-GAP-21, NTKD_GPU_SLICE3_BLOCKS=3")"
   printf '%-44s %s\n' "CNN-Flatten-21, us per entry" "$(cell flat "$( [ -n "$f" ] && us "$f")" "time: CNN-Flatten-21")"
   printf '%-44s %s\n' "Myrtle-10, us per entry" \
     "$(cell myrtle10 "$( [ -n "$m" ] && us "$m")$( [ -n "$m" ] && [ -n "$g" ] && echo "; $(calc "$m / $g") of CNTK-GAP-21 (target <= 1/3)")" "time: Myrtle-10")"
@@ -94,8 +99,17 @@ ncu_slice3() {
   "$ncu" --clock-control none -k regex:k_slice3 --launch-count 3 \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section SchedulerStats \
     --section WarpStateStats --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+    --section SourceCounters \
     --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__issue_active.avg.pct_of_peak_sustained_active \
     -f -o "$out/ncu-slice3" "$build/ntkd_bench_cnn" --gpu "$gap21" 32 > "$out/ncu-slice3.txt" 2>&1 || rc=$?
+  # With -o ncu prints no section: the report is read back into the text
+  # (every section, then the three metrics by name).
+  if [ -s "$out/ncu-slice3.ncu-rep" ]; then
+    "$ncu" --import "$out/ncu-slice3.ncu-rep" --page details >> "$out/ncu-slice3.txt" 2>&1 || rc=$?
+    "$ncu" --import "$out/ncu-slice3.ncu-rep" --page raw --csv \
+      --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__issue_active.avg.pct_of_peak_sustained_active \
+      >> "$out/ncu-slice3.txt" 2>&1 || rc=$?
+  fi
   if grep -qE "ERR_NVGPUCTRPERM|permission to access NVIDIA GPU Performance Counters|profiling is not supported" "$out/ncu-slice3.txt"; then
     grep -E "ERR_|permission|not supported" "$out/ncu-slice3.txt" | head -3
     skip "the GPU's counters cannot be read here (ncu says so above): timings only"
@@ -121,6 +135,10 @@ time_gpu() { # KEY ARCH N: seconds per entry of one tile of N images on the GPU
 # The same with the strided Convs and blocks on the full covariance
 # between slice runs, as before the runs carried them (cnn_gpu.c).
 time_gpu_unchained() { NTKD_GPU_CHAIN=0 time_gpu "$@"; }
+
+# SLICE3 at 80 registers, 3 blocks a multiprocessor: the float32 kernel
+# before 2026-12-04 (cnn_cuda.cu; the default holds it to 64 and 4).
+time_gpu_b3() { NTKD_GPU_SLICE3_BLOCKS=3 time_gpu "$@"; }
 
 # The FC job with the GPU's busy fraction: nvidia-smi samples
 # utilization.gpu (the share of the last sample period with a kernel
@@ -166,6 +184,7 @@ main() {
   run_step "ncu: SLICE3 of a CNTK-GAP-21 tile" ncu_slice3
   steptime=$st
   run_step "time: CNTK-GAP-21" time_gpu gap "$gap21" 256
+  run_step "time: CNTK-GAP-21, NTKD_GPU_SLICE3_BLOCKS=3" time_gpu_b3 gap_b3 "$gap21" 256
   run_step "time: CNN-Flatten-21" time_gpu flat "$flat21" 2048
   run_step "time: Myrtle-10" time_gpu myrtle10 "$myrtle10" 256
   run_step "time: README WideResNet" time_gpu wrn "$wrn" 64

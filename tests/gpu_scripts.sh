@@ -87,7 +87,8 @@ else
     bad "gpu_profile.sh: versions row"
   ptable | grep -qE '^ncu: SLICE3 .*skipped: no usable GPU' && ok "gpu_profile.sh: ncu skipped, saying why" ||
     bad "gpu_profile.sh: ncu row"
-  for r in 'ncu on SLICE3 \(CNTK-GAP-21 tile\)' 'CNTK-GAP-21, us per entry' 'Myrtle-10, us per entry' \
+  for r in 'ncu on SLICE3 \(CNTK-GAP-21 tile\)' 'CNTK-GAP-21, us per entry' '\.\.\. NTKD_GPU_SLICE3_BLOCKS=3, us per entry' \
+           'Myrtle-10, us per entry' \
            'README WideResNet, us per entry' '\.\.\. NTKD_GPU_CHAIN=0, us per entry' 'FC N=10000 d=3072 NTK, tiles \(s\), level 1' '\.\.\. level = 0 \(tiles stored raw\)'; do
     grep -qE "^$r +(failed|skipped: .+)\$" "$report" && ok "gpu_profile.sh: row '$r' says why" ||
       bad "gpu_profile.sh: row '$r'"
