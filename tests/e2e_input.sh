@@ -80,12 +80,17 @@ expect_rc 2 "NLC data, a 3 x 3 Conv refused" "$NTKD" seq2d.conf
 check "... naming the layer" has "layer 1: Conv is 2-D (filter (3, 3), strides (1, 1)) on (N, L, C) data" err.log
 check "... and its 1-D form" has "write the 1-D form, Conv(8, (3,), padding='SAME')" err.log
 check "... no store" no_store seq2d
+# ntkd check reads no data, but the layout says the axes: it refused
+# nothing here (exit 0) while the run refused the job.
+expect_rc 2 "ntkd check: NLC data, a 3 x 3 Conv refused" "$NTKD" check seq2d.conf
+check "... naming the file, line and layer" has "seq2d.conf:5: \[model\] arch, layer 1: Conv is 2-D" err.log
 job seqpool "Conv(8, (3,), padding='SAME') AvgPool((2, 2)) Relu GlobalAvgPool Dense(1)" "${SEQ[@]}"
 expect_rc 2 "NLC data, a 2 x 2 AvgPool refused" "$NTKD" seqpool.conf
 check "... naming the layer and its 1-D form" has "layer 2: AvgPool is 2-D .*AvgPool((2,), strides=(1,), padding='VALID')" err.log
 check "... no store" no_store seqpool
 job seq1d "Conv(8, (3,), padding='SAME') Relu Conv(8, (1,)) AvgPool((2,)) Relu GlobalAvgPool Dense(1)" "${SEQ[@]}"
 expect_rc 0 "NLC data, the 1-D network" "$NTKD" seq1d.conf
+expect_rc 0 "ntkd check: NLC data, the 1-D network" "$NTKD" check seq1d.conf
 job seqf1 "Conv(8, (3, 1), padding='SAME') Relu Conv(8, (1, 1)) AvgPool((2, 1)) Relu GlobalAvgPool Dense(1)" "${SEQ[@]}"
 expect_rc 0 "NLC data, (3, 1), 1 x 1 and (2, 1) sizes" "$NTKD" seqf1.conf
 "$NTKD" export seq1d.ntk seq1d.npy >/dev/null 2>&1

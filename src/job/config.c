@@ -649,6 +649,13 @@ static ntk_status parse_arch(const struct ctx *c) {
   if (!net) return ntk_error(NTK_ENOMEM, "out of memory");
   ntk_status st = ntk_arch_parse_param(job->arch, job->w_std, job->b_std,
                                        job->standard | (job->b_std_given ? NTK_ARCH_B_STD_GIVEN : 0), net);
+  /* (N, L, C) data: the network's axes are known without the data (a 2-D
+   * layer on sequences, a concatenation axis they lack), so `ntkd check`
+   * refuses what the run would (it said OK to Conv(3, 1, SAME) on NLC). */
+  if (!st && job->layout == NTK_LAYOUT_NLC && ntk_arch_check_rank(net, 3)) {
+    st = NTK_ECONFIG;
+    ntk_arch_free(net);
+  }
   if (st) {
     free(net);
     return ntk_error(st, "%s:%d: [model] %s%s", c->name, job->arch_line, ntk_error_message(),

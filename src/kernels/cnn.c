@@ -159,36 +159,6 @@ struct plan_walk {
   size_t cat_len[NTK_BRANCH_MAXDEPTH]; /* a spatial FanInConcat: the branches' length along its axis so far */
 };
 
-/* A 2-D conv or pooling layer (layer i) on (N, L, C) data: refused. The
- * sequences are held as L x 1 images, so a filter, window or stride wider
- * than 1 (Conv(8, (3, 3)), or a bare Conv(3, 1, SAME), which reads as 3 x 3)
- * would run as a 2-D layer over L x 1 images, its kernel not the 1-D
- * layer's (a 3 x 3 SAME filter: NNGP 0.25 where (3,) gives 0.75), and stax
- * refuses a filter whose rank is not the data's. (f, 1) and 1 x 1 sizes are
- * the 1-D layer's on L x 1 images and run. The error says what to write. */
-static ntk_status refuse_2d_on_1d(const struct ntk_layer *l, size_t i) {
-  static const char *const pad[] = {"VALID", "SAME", "CIRCULAR"};
-  int conv = l->kind == NTK_LAYER_CONV;
-  int fh = conv ? l->filter : l->window, fw = conv ? l->filter_w : l->window_w;
-  char fix[160], strides[40] = "";
-  if (conv) {
-    if (l->stride != 1) snprintf(strides, sizeof strides, ", strides=(%d,)", l->stride);
-    if (l->width) snprintf(fix, sizeof fix, "Conv(%d, (%d,)%s, padding='%s')", l->width, fh, strides,
-                           pad[l->padding]);
-    else snprintf(fix, sizeof fix, "Conv(filter_shape=(%d,)%s, padding='%s')", fh, strides, pad[l->padding]);
-  } else { /* strides written: ntkd's short form and stax's default them differently */
-    int edges = l->normalize_edges && l->padding == NTK_PAD_SAME;
-    snprintf(fix, sizeof fix, "%s((%d,), strides=(%d,), padding='%s'%s)", l->sum ? "SumPool" : "AvgPool", fh,
-             l->stride, pad[l->padding], edges ? ", normalize_edges=True" : "");
-  }
-  return ntk_error(NTK_ECONFIG,
-                   "arch, layer %zu: %s is 2-D (%s (%d, %d), strides (%d, %d)) on (N, L, C) data ([data] layout = "
-                   "NLC, or a network of 1-D layers), held as L x 1 images: ntkd would compute a 2-D layer over "
-                   "them, not stax's 1-D one (stax refuses 2-D layers on sequences); write the 1-D form, %s, its "
-                   "other arguments unchanged",
-                   i + 1, l->name, conv ? "filter" : "window", fh, fw, l->stride, l->stride_w, fix);
-}
-
 /* A convolution or pooling layer (layer i): its window and strides, its
  * output size and padding, and whether a slice run takes it (a stride-1
  * SAME convolution, whose filter then widens the slices' border). */
@@ -206,7 +176,7 @@ static ntk_status plan_window(struct cnn_plan *P, struct cnn_op *op, const struc
   if (l->one_d && w != 1)
     return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s with a 1-D size on %zu x %zu images; 1-D layers take "
                      "(N, L, C) data ([data] layout = NLC)", i + 1, l->name, h, w);
-  if (P->rank == 3 && !l->one_d && (fw > 1 || sw > 1)) return refuse_2d_on_1d(l, i);
+  /* (a 2-D layer on (N, L, C) data: refused by ntk_arch_check_rank) */
   if (l->padding == NTK_PAD_VALID) {
     if (h < fh || w < fw)
       return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s(%zu x %zu) VALID on a %zu x %zu input", i + 1, l->name,
