@@ -187,10 +187,14 @@ static ntk_status agree(struct cg *c, ntk_status local) {
  * (agree waits with sleeps): a rank that is early must not spin in the
  * blocking collective, taking a core from a rank still computing when
  * ranks outnumber cores (the usual mpirun -np 3 on 2 cores). */
+static ntk_status sum_now(struct cg *c, double *buf, size_t n) { /* every rank is here: the sum itself */
+  double limit = wait_limit(c);
+  return agree(c, synced(c, ntk_comm_sum_doubles_within(c->p->comm, buf, n, limit), limit));
+}
+
 static ntk_status sum(struct cg *c, double *buf, size_t n) {
   ntk_status st = agree(c, NTK_OK);
-  double limit = wait_limit(c);
-  return st ? st : agree(c, synced(c, ntk_comm_sum_doubles_within(c->p->comm, buf, n, limit), limit));
+  return st ? st : sum_now(c, buf, n);
 }
 
 static ntk_status bcast(struct cg *c, void *buf, size_t bytes) {
@@ -406,10 +410,7 @@ static ntk_status product(struct cg *c, const double *x, double *y, size_t na, i
   if (!st) st = stop_check(c);
   t = ntk_now();
   /* the agree on the local status already has every rank here */
-  if (!(st = agree(c, st))) {
-    double limit = wait_limit(c);
-    st = agree(c, synced(c, ntk_comm_sum_doubles_within(c->p->comm, y, c->n * na, limit), limit));
-  }
+  if (!(st = agree(c, st))) st = sum_now(c, y, c->n * na);
   c->t_comm += ntk_now() - t;
   return st;
 }
@@ -631,10 +632,7 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
   st = G && lam && U ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner (%zu^2)", m);
   if (!st && nl)
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)m, (int)nl, 1.0, c->L, (int)c->ldl, 0.0, G, (int)m);
-  if (!(st = agree(c, st))) {
-    double limit = wait_limit(c);
-    st = agree(c, synced(c, ntk_comm_sum_doubles_within(c->p->comm, G, m * m, limit), limit));
-  }
+  if (!(st = agree(c, st))) st = sum_now(c, G, m * m);
   if (!st && c->rank == 0) { /* row-major upper = column-major lower; V's columns come back row-major's rows */
     /* the other ranks wait with sleeps (bcast below): rank 0 takes the node's cores */
     int threads = openblas_get_num_threads();
