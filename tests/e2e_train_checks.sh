@@ -174,7 +174,7 @@ check "... the torn line dropped, the log JSON" json_log l.jsonl 1 3
 # --- Adam constants float32 cannot hold ------------------------------------------
 tconf c 1 "eps = 1e-40"
 expect_rc 2 "eps = 1e-40 (0 in float32 with FTZ: 0/0) refused" "$NTKD" check c.conf
-check "... with file:line" has "c.conf:13: \[train\] eps: '1e-40' is not a number in \[1.18e-38, 3.4e38\]" err.log
+check "... with file:line" has "c.conf:13: \[train\] eps: '1e-40' is not a number in \[1e-15, 3.4e38\]" err.log
 tconf c 1 "alpha = 1e39"
 expect_rc 2 "alpha = 1e39 (inf in float32) refused" "$NTKD" check c.conf
 check "... with file:line" has "c.conf:13: \[train\] alpha: '1e39' is not a number in \[1.18e-38, 3.4e38\]" err.log

@@ -279,7 +279,12 @@ START_TEST(test_train_errors) {
   bad(TRAIN "alpha = 1e39\n", "bad.conf:9: [train] alpha: '1e39' is not a number in [1.18e-38, 3.4e38]");
   bad(TRAIN "alpha = 1e-300\n", "[train] alpha: '1e-300' is not a number in [1.18e-38, 3.4e38] (float32's normal range)");
   /* Below float32's normal range eps is 0 under FTZ/DAZ: 0 / 0 for a parameter never moved. */
-  bad(TRAIN "eps = 1e-40\n", "bad.conf:9: [train] eps: '1e-40' is not a number in [1.18e-38, 3.4e38]");
+  bad(TRAIN "eps = 1e-40\n", "bad.conf:9: [train] eps: '1e-40' is not a number in [1e-15, 3.4e38]");
+  /* Normal floats, but a gradient below 1.1e-19 squares to 0 in float32 and its step becomes m / eps:
+   * with eps = 1.2e-38 a job on inputs of 1e-18 grew parameters to 1e15 in 30 steps and ended with exit 0. */
+  bad(TRAIN "eps = 1.2e-38\n", "bad.conf:9: [train] eps: '1.2e-38' is not a number in [1e-15, 3.4e38]: float32 "
+      "squares a gradient below 1.1e-19 to 0");
+  bad(TRAIN "eps = 9.9e-16\n", "[train] eps: '9.9e-16' is not a number in [1e-15, 3.4e38]");
   bad(TRAIN "eps = 0\n", "[train] eps: '0'");
   bad(TRAIN "eps = 1e39\n", "[train] eps: '1e39'");
   bad(TRAIN "beta1 = 1\n", "[train] beta1: '1' is not a number in [0, 1)");

@@ -301,11 +301,19 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
     if (!ntk_parse_double(v, b) || *b < 0 || *b >= 1) return fail(c, s, k, "'%s' is not a number in [0, 1)", v);
   } else if (!strcmp(k, "eps")) {
     if (!once(c, s, k, SEEN_EPS)) return 0;
-    /* In float32 a smaller eps is subnormal or 0 (flushed to 0 under
-     * flush_denormals), and a parameter whose gradient has always been 0
-     * then gets 0 / 0 = NaN. */
-    if (!ntk_parse_double(v, &t->eps) || t->eps < FLT_MIN || t->eps > FLT_MAX)
-      return fail(c, s, k, "'%s' is not a number in [1.18e-38, 3.4e38] (float32's normal range)", v);
+    /* Adam's step is m / (sqrt(v) + eps), about +-1 for any gradient
+     * size; but v = g^2 in float32 is below 1.18e-38 (0 under
+     * flush_denormals, subnormal or 0 without) once |g| < 1.1e-19, while
+     * m ~ g stays a normal number. Then the step is m / eps: with eps =
+     * 1e-38 parameters grew to 1e15 in 30 steps and the job ended "trained".
+     * From 1e-15 on, m / eps stays below 1, a normal step, for such a
+     * parameter: v < 1.18e-38 bounds |m| by about sqrt(1.18e-38 / (1 -
+     * beta2)), 3.4e-18 for beta2 = 0.999, below 1e-15 up to beta2 = 1 -
+     * 1.2e-8. (Below 1.18e-38 eps itself is 0 under FTZ: 0 / 0.) */
+    if (!ntk_parse_double(v, &t->eps) || !(t->eps >= NTK_TRAIN_MIN_EPS) || t->eps > FLT_MAX)
+      return fail(c, s, k, "'%s' is not a number in [1e-15, 3.4e38]: float32 squares a gradient below 1.1e-19 "
+                  "to 0 (below its normal range), and a smaller eps then makes Adam's step m / eps, "
+                  "far beyond alpha (docs/TRAINING.md, \"Subnormals\")", v);
   } else if (!strcmp(k, "seed")) {
     if (!once(c, s, k, SEEN_SEED)) return 0;
     size_t seed;

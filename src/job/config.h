@@ -32,6 +32,10 @@ typedef enum ntk_layout { NTK_LAYOUT_NHWC, NTK_LAYOUT_NCHW, NTK_LAYOUT_NLC } ntk
  * snapshot's header is checked against the same bounds. */
 #define NTK_TRAIN_MAX_SIZE ((size_t)1 << 24)
 #define NTK_TRAIN_MAX_EPOCHS ((size_t)1000000)
+/* [train] eps's least value: below it a gradient whose square float32
+ * cannot hold (|g| < 1.1e-19) gets Adam's step m / eps, far beyond
+ * alpha (src/job/config.c, docs/TRAINING.md "Subnormals"). */
+#define NTK_TRAIN_MIN_EPS 1e-15
 
 /* [train] and [validation] of a training job (docs/JOB-FILE.md). */
 
