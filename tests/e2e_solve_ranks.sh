@@ -163,6 +163,7 @@ for np in 2 3; do
     check "... rank $R says why it stopped" has "^ntkd: rank $R: stopped by a signal" err.log
     check "... no empty rank line" bash -c "! grep -qE '^ntkd: rank [0-9]+: *$' err.log"
     check "... no predictions written" bash -c "! ls sp$np$K-*.npy 2>/dev/null"
+    check "... no table: not even its header (printed before any row, it had none)" bash -c "! grep -q 'test acc' out.log"
   done
 done
 

@@ -458,12 +458,10 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
             ntk_comm_size(comm), ntk_comm_size(comm) == 1 ? "" : "s");
     if (job->solve.loo && !loo) /* method = auto chose cg: say what is left out */
       fprintf(stderr, "ntkd: solve: no leave-one-out columns: cg does not compute them (lapack and scalapack do)\n");
-    printf("%-6s %-10s %-12s %-9s %-10s %-10s%s\n", "kernel", "ridge", "added", method == NTK_SOLVE_CG ? "CG" : "rcond",
-           "test acc", "test MSE", loo ? " LOO acc    LOO MSE" : "");
-    fflush(stdout);
   }
   ntk_status bad = NTK_OK;
   size_t nr = 0;
+  int header = 0; /* the table's header, printed with its first row (none for a solve stopped before it) */
   double t_start = ntk_now();
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK && !st; which <<= 1) {
     if (!(in->kernels & (uint32_t)which)) continue;
@@ -480,6 +478,9 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     }
     ntk_status wr = NTK_OK; /* rank 0: writing the results */
     for (size_t r = 0; r < job->solve.nridge && !st && !wr && rank == 0; r++) {
+      if (!header++)
+        printf("%-6s %-10s %-12s %-9s %-10s %-10s%s\n", "kernel", "ridge", "added",
+               method == NTK_SOLVE_CG ? "CG" : "rcond", "test acc", "test MSE", loo ? " LOO acc    LOO MSE" : "");
       struct ntk_solve_result res;
       ntk_status rs = report_ridge(store_path, job, which, method, &out[r], job->solve.ridge[r], ytr, yte, ntr, nte,
                                    classes, &res);
