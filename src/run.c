@@ -315,7 +315,8 @@ static ntk_status compute_tiles(struct run *r) {
   r->t_ready = ntk_now();
   ntk_status result = r->rank == 0 ? ntk_coordinator_run(r->comm, r->store, r->size == 1 ? r->engine : NULL, r->job,
                                                          r->depth)
-                                   : ntk_worker_serve(r->comm, r->engine, &r->tiling, r->wstore);
+                                   : ntk_worker_serve(r->comm, r->engine, &r->tiling, r->wstore,
+                                                      r->job->worker_timeout);
   if (result && result != NTK_EINTERRUPTED)
     fprintf(stderr, "ntkd: %s%s\n", r->rank ? "worker: " : "error: ", ntk_error_message());
   else if (result)

@@ -544,6 +544,7 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
   }
   int cancelled = 0;
   double turn = last_check; /* when this loop last came back from its poll */
+  double alive = last_check; /* when the idle workers were last told to keep waiting */
   while (active > 0) {
     int from, tag;
     size_t bytes;
@@ -551,6 +552,17 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
     if (audit_collect(s, 0)) /* tiles it gave back, or the stop it held up */
       for (int k = 1; k <= nworkers; k++)
         if (p[k].inflight == 0 && !p[k].lost) send_next(s, k, p, &active);
+    /* A worker idle for the audit (send_next) may wait for it longer than
+     * its patience with this rank (worker/serve.c): it hears every second
+     * that this rank is alive. */
+    if (s->auditing && ntk_now() - alive >= 1.0) {
+      alive = ntk_now();
+      for (int k = 1; k <= nworkers; k++) {
+        if (p[k].inflight != 0 || p[k].lost) continue;
+        ntk_status wst = ntk_comm_send(s->comm, k, NTK_TAG_WAIT, NULL, 0);
+        if (wst) lose(s, p, k, &active, wst);
+      }
+    }
     if ((s->stopping || get_failure(s)) && !cancelled) {
       /* Workers hand back their queued tiles instead of computing them. */
       cancelled = 1;

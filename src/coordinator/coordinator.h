@@ -23,7 +23,10 @@
  * (NTK_ECOMM): such a rank cannot take part in a collective, so once the
  * other workers' tiles are stored and the store synced, this prints the
  * error and ends every rank with ntk_comm_abort(exit code of the first
- * failure), leaving the store open (the process ends; its lock with it). */
+ * failure), leaving the store open (the process ends; its lock with it).
+ * A worker idle while the audit of a resumed store may still give tiles
+ * back gets a WAIT every second (worker/protocol.h): the workers end the
+ * job when this rank stops answering them, and the audit must not look so. */
 ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_engine_t *solo,
                                const struct ntk_job *job, const int *depth);
 

@@ -11,7 +11,15 @@
  *
  * and otherwise FAIL (a tile failed), SKIP (a queued tile handed back on a
  * stop), INTERRUPT (a worker got a stop signal), CANCEL (rank 0: hand back
- * what is queued), WORK with NTK_WORK_STOP (no more tiles). */
+ * what is queued), WAIT (rank 0: nothing for you yet, keep waiting), WORK
+ * with NTK_WORK_STOP (no more tiles).
+ *
+ * A worker waits for rank 0 only when it holds nothing (for its next tile
+ * or the end) and for a GRANT; rank 0 answers those at once, but for an
+ * idle worker kept for the audit of a resumed store, which gets a WAIT
+ * every second instead. So a worker that hears nothing for long (the
+ * patience of base/clock.h) while it waits knows rank 0 stopped
+ * answering (serve.c). */
 #ifndef NTKD_PROTOCOL_H
 #define NTKD_PROTOCOL_H
 
@@ -30,8 +38,10 @@ enum ntk_tag {
   NTK_TAG_GRANT = 7,     /* coordinator -> worker: struct ntk_store_grant, where to write that tile's
                             record (offset 0: do not write it) */
   NTK_TAG_WRITTEN = 8,   /* worker -> coordinator: the grant, int32 status, then the error text */
+  NTK_TAG_WAIT = 9,      /* coordinator -> worker: empty; no tile yet, rank 0 is alive (to an idle worker while the
+                            resumed store's audit may still give tiles back) */
 };
-_Static_assert(NTK_TAG_WRITTEN < NTK_COMM_TAGS, "tags at and above NTK_COMM_TAGS are the comm layer's");
+_Static_assert(NTK_TAG_WAIT < NTK_COMM_TAGS, "tags at and above NTK_COMM_TAGS are the comm layer's");
 
 #define NTK_WORK_STOP UINT64_MAX
 

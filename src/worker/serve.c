@@ -13,10 +13,53 @@
 #include "comm/comm.h"
 #include "store/store.h"
 
+/* Rank 0 as this worker waits for it. A worker waits for rank 0 only
+ * when rank 0 owes it an answer (worker/protocol.h): holding nothing, for
+ * its next tile or the end; or for the grant of a finished tile. One that
+ * waits longer than the patience of base/clock.h ([compute]
+ * worker_timeout, at least 3x the longest stretch between two messages of
+ * rank 0 seen in this run) takes rank 0 for stopped (SIGSTOP, a hung node)
+ * and ends the job (exit 9), instead of waiting until the allocation's
+ * time limit. The clock starts at rank 0's first message: before it rank
+ * 0 reads the data, opens (perhaps scans) the store and sorts the tiles,
+ * which no stretch seen yet bounds (a start-up is not watched). A message
+ * that arrived while this rank itself did not run (stopped, starved) is
+ * found by the next poll before any limit is looked at. */
+struct rank0 {
+  double timeout;       /* [compute] worker_timeout */
+  struct ntk_pace pace; /* rank 0's messages (pace.last 0: none yet) */
+  double waiting;       /* since when this worker waits with nothing to do (0: it does not) */
+};
+
+static void heard(struct rank0 *z) {
+  double now = ntk_now();
+  if (z->pace.last > 0)
+    ntk_pace_mark(&z->pace, now);
+  else
+    z->pace.last = now;
+  z->waiting = 0;
+}
+
+static double rank0_limit(const struct rank0 *z) { return ntk_patience(z->timeout, z->pace.slowest); }
+
+/* Rank 0 did not answer for `waited` seconds, past the limit: say so, once
+ * per waiting rank, and end every rank. What the workers wrote is in the
+ * file; a rerun's resume finds the records the index does not list yet
+ * (docs/STORE-FORMAT.md). */
+__attribute__((noreturn)) static void rank0_stalled(const ntk_comm_t *comm, const struct rank0 *z, double waited,
+                                                    const char *what) {
+  fprintf(stderr, "ntkd: rank %d: waited %.1f s for rank 0 to send %s: rank 0 stopped answering (limit %.1f s: [compute] "
+          "worker_timeout, at least 3x the longest stretch between two of its messages); ending the job: the store "
+          "keeps every tile written so far; rerun the same command to resume\n", ntk_comm_rank(comm), waited, what,
+          rank0_limit(z));
+  ntk_comm_abort(ntk_status_exit_code(NTK_ESTALLED));
+}
+
 /* Take a waiting CANCEL message, if any. */
-static int take_cancel(const ntk_comm_t *comm) {
+static int take_cancel(const ntk_comm_t *comm, struct rank0 *z) {
   if (!ntk_comm_probe(comm, 0, NTK_TAG_CANCEL)) return 0;
   ntk_comm_recv(comm, 0, NTK_TAG_CANCEL, NULL, 0);
+  heard(z);
   return 1;
 }
 
@@ -155,13 +198,20 @@ static ntk_status finish_background(const ntk_comm_t *comm, ntk_engine_t *e, ntk
  * marks the region dead and stops the job (the other tiles are kept). A
  * failure of a message is returned (the caller ends with comm_failed). */
 static ntk_status write_tile(const ntk_comm_t *comm, ntk_engine_t *e, ntk_worker_store_t *ws,
-                             struct ntk_engine_result *r, struct background *bg, int *kept) {
+                             struct ntk_engine_result *r, struct background *bg, int *kept, struct rank0 *z) {
   ntk_status st = ntk_comm_send(comm, 0, NTK_TAG_RESULT, &r->header, sizeof r->header);
   /* One write at a time: the last one (long done: a tile was computed meanwhile). */
   if (!st) st = finish_background(comm, e, ws, bg, -1);
   struct ntk_store_grant g;
-  if (!st) st = ntk_comm_recv(comm, 0, NTK_TAG_GRANT, &g, sizeof g);
+  double asked = ntk_now();
+  if (!st) st = ntk_comm_recv_within(comm, 0, NTK_TAG_GRANT, &g, sizeof g, rank0_limit(z));
+  if (st == NTK_ESTALLED) {
+    char what[64];
+    snprintf(what, sizeof what, "the grant for tile %llu", (unsigned long long)r->tile);
+    rank0_stalled(comm, z, ntk_now() - asked, what);
+  }
   if (st) return st;
+  heard(z);
   if (g.offset && (g.tile != r->tile || g.len != r->len || g.checksum != r->checksum || g.codec != r->header.codec ||
                    g.extent != ntk_store_extent(&ws->info, r->len) || g.extent > r->record_cap))
     return ntk_error(NTK_ECOMM, "worker %d: a grant that does not match tile %llu", ntk_comm_rank(comm),
@@ -188,13 +238,13 @@ static ntk_status write_tile(const ntk_comm_t *comm, ntk_engine_t *e, ntk_worker
 /* Finished tile r: its record written (or its failure sent to the
  * coordinator), its buffer freed, or kept while written in the background. */
 static ntk_status send_done(const ntk_comm_t *comm, ntk_engine_t *e, struct ntk_engine_result *r, int *told_interrupt,
-                            ntk_worker_store_t *ws, struct background *bg) {
+                            ntk_worker_store_t *ws, struct background *bg, struct rank0 *z) {
   ntk_status st;
   int kept = 0;
   if (r->status) /* message recorded by ntk_engine_take. Keep serving: the coordinator answers with stop. */
     st = send_fail(comm, r->status);
   else
-    st = write_tile(comm, e, ws, r, bg, &kept);
+    st = write_tile(comm, e, ws, r, bg, &kept, z);
   if (!kept) ntk_engine_release(e, r);
   if (st) return st;
   if (ntk_stop_requested() && !*told_interrupt) {
@@ -248,7 +298,7 @@ static uint64_t queue_pop(struct tile_queue *q) {
  * at messages, waiting up to 1 ms on the pipeline first when tiles are in
  * it. */
 static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct ntk_tiling *tiling, struct tile_queue *q,
-                        ntk_worker_store_t *ws, struct background *bg) {
+                        ntk_worker_store_t *ws, struct background *bg, struct rank0 *z) {
   int told_interrupt = 0, cancelled = 0;
   ntk_status st;
   for (;;) {
@@ -259,13 +309,13 @@ static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct nt
     }
     struct ntk_engine_result r;
     for (double wait = ready ? 0 : 0.001; ntk_engine_take(e, wait, &r); wait = 0)
-      if ((st = send_done(comm, e, &r, &told_interrupt, ws, bg))) return comm_failed(comm, st);
+      if ((st = send_done(comm, e, &r, &told_interrupt, ws, bg, z))) return comm_failed(comm, st);
     if (ready) {
       uint64_t index = queue_pop(q);
       /* Stopping (our signal, or the coordinator's cancel): hand queued
        * tiles back uncomputed, so that every rank exits after the tiles
        * already computed. */
-      cancelled |= take_cancel(comm);
+      cancelled |= take_cancel(comm, z);
       if (cancelled || ntk_stop_requested()) {
         if ((st = hand_back(comm, index, &told_interrupt))) return comm_failed(comm, st);
         continue;
@@ -287,10 +337,25 @@ static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct nt
     }
     int from, tag;
     size_t bytes;
-    /* Idle (nothing in the pipeline or queued): wait for a message. */
-    if (!ntk_comm_poll(comm, 0, &from, &tag, &bytes, ntk_engine_pending(e) || q->n || bg->on ? 0 : 0.5)) continue;
+    /* Idle (nothing in the pipeline or queued): wait for a message, and
+     * for rank 0 at most its limit. */
+    int idle = !ntk_engine_pending(e) && !q->n && !bg->on;
+    if (!idle)
+      z->waiting = 0;
+    else if (!z->waiting)
+      z->waiting = ntk_now();
+    if (!ntk_comm_poll(comm, 0, &from, &tag, &bytes, idle ? 0.5 : 0)) {
+      if (idle && z->pace.last > 0 && ntk_now() - z->waiting > rank0_limit(z))
+        rank0_stalled(comm, z, ntk_now() - z->waiting, "this rank's next tile or the end");
+      continue;
+    }
     if (tag == NTK_TAG_CANCEL) {
-      cancelled |= take_cancel(comm);
+      cancelled |= take_cancel(comm, z);
+      continue;
+    }
+    if (tag == NTK_TAG_WAIT && !bytes) { /* rank 0 alive, nothing yet */
+      if ((st = ntk_comm_recv(comm, 0, NTK_TAG_WAIT, NULL, 0))) return comm_failed(comm, st);
+      heard(z);
       continue;
     }
     uint64_t index;
@@ -299,8 +364,9 @@ static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct nt
                                    tag, bytes));
     st = ntk_comm_recv(comm, 0, NTK_TAG_WORK, &index, sizeof index);
     if (st) return comm_failed(comm, st);
+    heard(z);
     if (index == NTK_WORK_STOP) {
-      take_cancel(comm); /* one may still be in flight: leave nothing unreceived */
+      take_cancel(comm, z); /* one may still be in flight: leave nothing unreceived */
       /* The coordinator stops a worker once every tile it sent is
        * answered (written), so nothing is left here; were anything, it is
        * dropped. */
@@ -315,7 +381,7 @@ static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct nt
     if (index >= tiling->ntiles)
       return comm_failed(comm, ntk_error(NTK_ECOMM, "worker %d: tile %llu out of range", ntk_comm_rank(comm),
                                    (unsigned long long)index));
-    cancelled |= take_cancel(comm);
+    cancelled |= take_cancel(comm, z);
     if (cancelled || ntk_stop_requested()) {
       if ((st = hand_back(comm, index, &told_interrupt))) return comm_failed(comm, st);
       continue;
@@ -326,10 +392,11 @@ static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct nt
 }
 
 ntk_status ntk_worker_serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct ntk_tiling *tiling,
-                            ntk_worker_store_t *ws) {
+                            ntk_worker_store_t *ws, double timeout) {
   struct tile_queue q = {0};
   struct background bg = {0};
-  ntk_status st = serve(comm, e, tiling, &q, ws, &bg);
+  struct rank0 z = {.timeout = timeout};
+  ntk_status st = serve(comm, e, tiling, &q, ws, &bg, &z);
   /* Leaving with a record still being written (a failed message): its
    * buffer is the engine's, so the write ends here. */
   ntk_status wst;

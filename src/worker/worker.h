@@ -38,8 +38,13 @@ void ntk_worker_close_store(ntk_worker_store_t *ws);
  * fails, it tells rank 0, waits for its stop and returns the error; rank 0
  * then ends the job (ntk_comm_abort) once the others' tiles are stored.
  * Without an answer within a minute this rank ends the job itself.
- * Rank-local (talks only to rank 0). */
+ * A rank 0 that stops answering while this rank waits for it (its next
+ * tile or the end, a grant) for longer than `timeout` ([compute]
+ * worker_timeout), and at least 3 times the longest stretch between two
+ * of rank 0's messages seen (base/clock.h), ends the job from here: a
+ * line saying so, then ntk_comm_abort (exit 9); the tiles written stay in
+ * the store for a rerun. Rank-local (talks only to rank 0). */
 ntk_status ntk_worker_serve(const ntk_comm_t *world, ntk_engine_t *e, const struct ntk_tiling *tiling,
-                            ntk_worker_store_t *ws);
+                            ntk_worker_store_t *ws, double timeout);
 
 #endif
