@@ -12,8 +12,11 @@
 #   - a worker stopped with SIGSTOP is counted out after [compute]
 #     worker_timeout: exit 9, the store verifies, a rerun finishes
 #     byte-identical to a clean run;
-#   - the coordinator stopped with SIGSTOP for longer than worker_timeout
-#     counts no worker out: the job goes on and ends 0;
+#   - the coordinator stopped with SIGSTOP for less than worker_timeout
+#     counts no worker out, and no worker ends the job: it ends 0;
+#   - the coordinator stopped with SIGSTOP for good: a worker waiting for
+#     it ends the job after worker_timeout (exit 9), saying so; the store
+#     verifies, a rerun finishes byte-identical to a clean run;
 #   - SIGINT and SIGTERM to mpirun, with a kill grace of 10 s (as
 #     scripts/slurm/kernel.sbatch sets it): the ranks store the tiles in
 #     flight and stop cleanly (mpirun exits 1).
@@ -253,24 +256,68 @@ check "... computing only the missing tiles" has "$((21 - ${n:-0})) of 21 tiles 
 check "... byte-identical to a clean run" export_cmp stl.ntk ref.npy
 
 # --- the coordinator stopped, not a worker ----------------------------------------
-# Rank 0 SIGSTOPped for 8 s (worker_timeout = 3): the workers' messages wait
-# unread meanwhile, which is nobody's silence. It once counted a healthy
-# worker out as soon as it ran again (exit 9, blaming rank 1 or 2).
-job stc mid.npy "$MID" 512 "worker_timeout = 3"
+# Rank 0 SIGSTOPped for 4 s (worker_timeout = 8): the workers' messages
+# wait unread meanwhile, which is nobody's silence, and the workers wait
+# for rank 0 less than their limit. The job goes on and ends 0. (Rank 0
+# once counted a healthy worker out as soon as it ran again.)
+job stc mid.npy "$MID" 512 "worker_timeout = 8"
 $FAST mpirun -np 3 "$NTKD" stc.conf >/dev/null 2>stc.log &
 mp=$!
 watchdog $mp 300
-wait_tiles stc.ntk 2 300
+wait_tiles stc.ntk 1 300
 coord=$(rank_pids "ntkd stc.conf" 0)
 kill -STOP $coord
-sleep 8
+sleep 4
 kill -CONT $coord
 wait $mp
 rc=$?
 kill $WD 2>/dev/null
-check "the coordinator SIGSTOPped for 8 s (worker_timeout = 3): the job goes on and ends 0 (exit $rc)" [ "$rc" = 0 ]
-check "... counting no worker out" bash -c "! grep -q 'counting it out' stc.log"
+check "the coordinator SIGSTOPped for 4 s (worker_timeout = 8): the job goes on and ends 0 (exit $rc)" [ "$rc" = 0 ]
+check "... counting no worker out, no worker ending the job" \
+  bash -c "! grep -q 'counting it out\|rank 0 stopped answering' stc.log"
 check "... byte-identical to a clean run" export_cmp stc.ntk ref.npy
+
+# Rank 0 SIGSTOPped and left so (worker_timeout = 3), while the workers
+# wait for its grants: a worker ends the job after its limit (exit 9)
+# instead of waiting until the allocation's time limit; what the workers
+# wrote stays, and a rerun resumes. A hang is ended by the watchdog (60 s;
+# the job needs the limit, a tile and MPI_Abort), and fails the check.
+# Tiles twice as deep (at most about 0.5 s, 5 s for the job): rank 0 must
+# stop while tiles are left, also when this script is slow to send the
+# signal, and 3 tiles stay under the limit.
+ST0="[Dense Erf]*$((2 * MID_LAYERS)) Dense"
+job ref0 mid.npy "$ST0" 512
+expect_rc 0 "reference: a clean run of the deeper 21-tile job" guarded 300 $FAST mpirun -np 3 "$NTKD" ref0.conf
+"$NTKD" export ref0.ntk ref0.npy >/dev/null 2>&1
+job st0 mid.npy "$ST0" 512 "worker_timeout = 3"
+$FAST mpirun -np 3 "$NTKD" st0.conf >/dev/null 2>st0.log &
+mp=$!
+watchdog $mp 300
+wait_tiles st0.ntk 1 300
+kill $WD 2>/dev/null
+coord=$(rank_pids "ntkd st0.conf" 0)
+kill -STOP $coord
+watchdog $mp 60
+stopped_at=$SECONDS
+wait $mp
+rc=$?
+kill $WD 2>/dev/null
+check "the coordinator SIGSTOPped for good (worker_timeout = 3): a worker ends the job with exit 9 after $((SECONDS - stopped_at)) s, not the watchdog's kill at 60 s (exit $rc)" [ "$rc" = 9 ]
+check "... no rank left running, the stopped rank 0 included" no_ranks_left "ntkd st0.conf"
+kill -CONT $coord 2>/dev/null
+kill -KILL $coord 2>/dev/null
+# ntkd's own account: how long the worker waited, against its limit.
+read -r waited limit < <(sed -n 's/.*rank [12]: waited \([0-9.]*\) s for rank 0 to send .*(limit \([0-9.]*\) s: .*/\1 \2/p' st0.log | head -1)
+check "... a worker waited ${waited:-?} s for rank 0, at its limit of ${limit:-?} s (at least worker_timeout)" \
+  $PY -c "assert float('${limit:-nan}') >= 3 and float('${waited:-nan}') >= float('${limit:-nan}')"
+check "... saying so on one line: the rank, the limit and its key, the store kept, rerun to resume" \
+  grep -q "^ntkd: rank [12]: waited [0-9.]* s for rank 0 to send \(the grant for tile [0-9]*\|this rank's next tile or the end\): rank 0 stopped answering (limit [0-9.]* s: \[compute\] worker_timeout, at least 3x the longest stretch between two of its messages); ending the job: the store keeps every tile written so far; rerun the same command to resume$" st0.log
+check "... counting no worker out" bash -c "! grep -q 'counting it out' st0.log"
+n=$(tiles_done st0.ntk)
+check "... the store verifies with the ${n:-no} tiles it holds" bash -c "[ '${n:-0}' -ge 1 ] && \"$NTKD\" verify st0.ntk >/dev/null"
+expect_rc 0 "... a rerun resumes and finishes" guarded 300 $FAST mpirun -np 3 "$NTKD" st0.conf
+check "... computing only the missing tiles" has "$((21 - ${n:-0})) of 21 tiles to compute" err.log
+check "... byte-identical to a clean run" export_cmp st0.ntk ref0.npy
 
 # --- SIGINT and SIGTERM to mpirun ---------------------------------------------------------
 # Tiles of 1.5 s: more than Open MPI's default grace (1 s), a sixth of
