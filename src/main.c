@@ -35,7 +35,7 @@ static const char usage[] =
     "Exit codes: 0 success, 1 internal/MPI failure, 2 bad usage, config, input or store of\n"
     "another job, 3 I/O failure (finished tiles are kept), 4 damaged store, 5 interrupted\n"
     "by a signal (rerun to resume), 6 store incomplete, 7 store in use by another job,\n"
-    "8 a kernel value beyond the precision, 9 a worker stopped answering (rerun to resume).\n"
+    "8 a kernel value beyond the precision, 9 a rank stopped answering (rerun to resume).\n"
     "Job file reference: docs/JOB-FILE.md; commands and exit codes: docs/CLI.md\n";
 
 static int bad_usage(const char *msg) {
