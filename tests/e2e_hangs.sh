@@ -277,18 +277,41 @@ check "... counting no worker out, no worker ending the job" \
   bash -c "! grep -q 'counting it out\|rank 0 stopped answering' stc.log"
 check "... byte-identical to a clean run" export_cmp stc.ntk ref.npy
 
+# The next two jobs: tiles twice as deep (at most about 0.5 s, 5 s for the
+# job), so that rank 0 is stopped while tiles are left, also when this
+# script is slow to send the signal, and 3 tiles stay under the limit.
+ST0="[Dense Erf]*$((2 * MID_LAYERS)) Dense"
+job ref0 mid.npy "$ST0" 512
+expect_rc 0 "reference: a clean run of the deeper 21-tile job" guarded 300 $FAST mpirun -np 3 "$NTKD" ref0.conf
+"$NTKD" export ref0.ntk ref0.npy >/dev/null 2>&1
+
+# A healthy rank 0 busy for longer than the workers' limit: the audit of
+# a resumed store (the records below the index's sync mark) held back
+# 10 s (NTKD_TEST_AUDIT_DELAY, as on a store of many gigabytes) while the
+# workers, their tiles done, wait for the tiles it may give back
+# (worker_timeout = 3). Rank 0 tells them every second that it is alive:
+# the job ends 0. (Without that a worker ended it: exit 9.)
+job au mid.npy "$ST0" 512 "worker_timeout = 3"
+$FAST mpirun -np 3 "$NTKD" au.conf >/dev/null 2>au.log &
+mp=$!
+watchdog $mp 300
+wait_tiles au.ntk 2 300
+kill -TERM $(rank_pids "ntkd au.conf" 0)
+wait $mp
+rc=$?
+kill $WD 2>/dev/null
+check "SIGTERM to rank 0 stops a job (exit $rc), its store to be resumed from the index" [ "$rc" = 5 ]
+expect_rc 0 "... resumed with the audit 10 s late (worker_timeout = 3): the workers wait for it" \
+  guarded 300 $FAST mpirun -np 3 -x NTKD_TEST_AUDIT_DELAY=10 "$NTKD" au.conf
+check "... the audit ran, after the tiles" has "resume check of the records below the index's sync mark: all intact" err.log
+check "... no worker took rank 0 for stopped" bash -c "! grep -q 'rank 0 stopped answering' err.log"
+check "... byte-identical to a clean run" export_cmp au.ntk ref0.npy
+
 # Rank 0 SIGSTOPped and left so (worker_timeout = 3), while the workers
 # wait for its grants: a worker ends the job after its limit (exit 9)
 # instead of waiting until the allocation's time limit; what the workers
 # wrote stays, and a rerun resumes. A hang is ended by the watchdog (60 s;
 # the job needs the limit, a tile and MPI_Abort), and fails the check.
-# Tiles twice as deep (at most about 0.5 s, 5 s for the job): rank 0 must
-# stop while tiles are left, also when this script is slow to send the
-# signal, and 3 tiles stay under the limit.
-ST0="[Dense Erf]*$((2 * MID_LAYERS)) Dense"
-job ref0 mid.npy "$ST0" 512
-expect_rc 0 "reference: a clean run of the deeper 21-tile job" guarded 300 $FAST mpirun -np 3 "$NTKD" ref0.conf
-"$NTKD" export ref0.ntk ref0.npy >/dev/null 2>&1
 job st0 mid.npy "$ST0" 512 "worker_timeout = 3"
 $FAST mpirun -np 3 "$NTKD" st0.conf >/dev/null 2>st0.log &
 mp=$!

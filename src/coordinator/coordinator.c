@@ -107,10 +107,25 @@ static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct n
   return NTK_OK;
 }
 
+/* Test setting NTKD_TEST_AUDIT_DELAY=S (docs/CLI.md): the audit starts S
+ * seconds late, as on a store of many gigabytes, so that a test sees the
+ * workers idle while it runs (they must not take rank 0 for stopped). */
+static void audit_test_delay(void) {
+  const char *v = getenv("NTKD_TEST_AUDIT_DELAY");
+  double left = v ? atof(v) : 0;
+  if (!(left > 0)) return;
+  double until = ntk_now() + left;
+  while (!ntk_stop_requested() && (left = until - ntk_now()) > 0) { /* a signal cuts a sleep short */
+    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}
+
 static void *audit_main(void *arg) {
   struct sched *s = arg;
   uint64_t *tiles = NULL;
   size_t n = 0;
+  audit_test_delay();
   ntk_status st = ntk_store_audit(s->store, &tiles, &n);
   pthread_mutex_lock(&s->mu);
   s->audit_st = st;
@@ -126,6 +141,8 @@ static void *audit_main(void *arg) {
 static void audit_start(struct sched *s) {
   const struct ntk_store_scan *sc = ntk_store_get_scan(s->store);
   if (!sc->index_used || !ntk_store_tiles_done(s->store)) return;
+  if (getenv("NTKD_TEST_AUDIT_DELAY"))
+    fprintf(stderr, "ntkd: test setting NTKD_TEST_AUDIT_DELAY=%s\n", getenv("NTKD_TEST_AUDIT_DELAY"));
   if (pthread_create(&s->audit_thread, NULL, audit_main, s)) {
     set_failure(s, ntk_error(NTK_EINTERNAL, "cannot start the thread that checks the resumed store"));
     return;
