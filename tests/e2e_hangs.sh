@@ -14,6 +14,9 @@
 #     byte-identical to a clean run;
 #   - the coordinator stopped with SIGSTOP for less than worker_timeout
 #     counts no worker out, and no worker ends the job: it ends 0;
+#   - idle workers wait out a resumed store's audit of 10 s under
+#     worker_timeout = 3 (test setting NTKD_TEST_AUDIT_DELAY): rank 0 tells
+#     them every second that it is alive, and the job ends 0;
 #   - the coordinator stopped with SIGSTOP for good: a worker waiting for
 #     it ends the job after worker_timeout (exit 9), saying so; the store
 #     verifies, a rerun finishes byte-identical to a clean run;
