@@ -306,6 +306,7 @@ kill $WD 2>/dev/null
 check "SIGTERM to rank 0 stops a job (exit $rc), its store to be resumed from the index" [ "$rc" = 5 ]
 expect_rc 0 "... resumed with the audit 10 s late (worker_timeout = 3): the workers wait for it" \
   guarded 300 $FAST mpirun -np 3 -x NTKD_TEST_AUDIT_DELAY=10 "$NTKD" au.conf
+check "... saying the test setting aloud (docs/CLI.md)" has "test setting NTKD_TEST_AUDIT_DELAY=10" err.log
 check "... the audit ran, after the tiles" has "resume check of the records below the index's sync mark: all intact" err.log
 check "... no worker took rank 0 for stopped" bash -c "! grep -q 'rank 0 stopped answering' err.log"
 check "... byte-identical to a clean run" export_cmp au.ntk ref0.npy
