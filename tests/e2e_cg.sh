@@ -166,14 +166,7 @@ sed -i 's/^tile = 448/tile = 448\nworker_timeout = 10/' stall.conf
 mpirun -np 3 "$NTKD" stall.conf > /dev/null 2> stall.log &
 mp=$!
 while kill -0 $mp 2>/dev/null && ! grep -q "cg nngp iteration" stall.log; do sleep 0.1; done
-stopped=$(rank_pids "ntkd stall.conf" 2)
-kill -STOP $stopped 2>/dev/null
-(sleep 120; kill -KILL $mp) >/dev/null 2>&1 &
-guard=$!
-wait $mp
-rc=$?
-kill $guard 2>/dev/null
-kill -CONT $stopped 2>/dev/null
+stall_rank "ntkd stall.conf" 2 $mp
 check "a SIGSTOPped rank during the iterations: exit 9, not the guard's kill (exit $rc)" [ "$rc" = 9 ]
 check "... a waiting rank says how long it waited and that the store is complete" \
   grep -q "ntkd: rank [01]: the [a-z]* waited [0-9.]* s for the other ranks: one of them stopped answering, in the cg solve of nngp (limit [0-9.]* s: \\[compute\\] worker_timeout.*the store is complete: mpirun ntkd solve k.ntk JOB.conf solves again" stall.log

@@ -90,6 +90,21 @@ rank_pids() {
   done
   return 0
 }
+# stall_rank MATCH RANK MPIRUN_PID: SIGSTOP rank RANK of the job whose
+# processes MATCH names (rank_pids), wait for mpirun to end (a guard kills
+# it after 120 s: a job that never notices ends as 137), then SIGCONT the
+# stopped rank. Sets rc (mpirun's exit) and stopped (the rank's pid).
+stall_rank() {
+  stopped=$(rank_pids "$1" "$2")
+  kill -STOP $stopped 2>/dev/null
+  (sleep 120; kill -KILL "$3") >/dev/null 2>&1 &
+  local guard=$!
+  wait "$3"
+  rc=$?
+  kill $guard 2>/dev/null
+  kill -CONT $stopped 2>/dev/null
+  return 0
+}
 # synced_end STORE: where what STORE.index vouches for ends: its last
 # intact sync mark's `covered`, or the end of the furthest record it lists
 # before that mark if further (docs/STORE-FORMAT.md, "The index"); empty

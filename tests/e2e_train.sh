@@ -105,14 +105,7 @@ tjob sl "784 512 10" 3 20000 "rank_timeout = 10"
 mpirun -np 3 "$NTKD" sl.conf >/dev/null 2>sl.log &
 mp=$!
 wait_file sl.snap $mp
-stopped=$(rank_pids "ntkd sl.conf" 2)
-kill -STOP $stopped 2>/dev/null
-(sleep 120; kill -KILL $mp) >/dev/null 2>&1 &
-guard=$!
-wait $mp
-rc=$?
-kill $guard 2>/dev/null
-kill -CONT $stopped 2>/dev/null
+stall_rank "ntkd sl.conf" 2 $mp
 check "a SIGSTOPped rank ends the training with exit 9, not the guard's kill (exit $rc, rank 2 pid ${stopped:-none})" \
   [ "$rc" = 9 ]
 check "... a waiting rank says how long it waited, where, and that the snapshot is kept" \
