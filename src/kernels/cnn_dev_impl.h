@@ -693,10 +693,12 @@ static DEV DV_INLINE void dv_slice(const struct ntk_dev_args *A, struct ntk_blk 
  * nngp' = W^2 (sum / 9) + b^2, ntk' = nngp' + W^2 (sum_t / 9). A Conv
  * followed by one nonlinearity (ops[k].fuse, set by cnn_gpu.c) runs it
  * inline, Relu with its constants folded; other pointwise layers go
- * through s3_post. A strip that crosses the row between two slices, or
- * runs past the last row, or holds cells of an offset outside the band,
- * takes the cells one at a time (the same arithmetic). with_t (NTK) and
- * capture are compile-time constants in the CUDA kernels (cnn_cuda.cu). */
+ * through s3_post. A strip that crosses the row between two slices reads
+ * the DV_S + 2 rows around its cells but that zero row, and takes +0 (the
+ * zero row's sum: the same bits) in its place. A strip that runs past the
+ * last row, or holds cells of an offset outside the band, takes the cells
+ * one at a time (the same arithmetic). with_t (NTK) and capture are
+ * compile-time constants in the CUDA kernels (cnn_cuda.cu). */
 #ifndef DV_S
 #define DV_S 4 /* rows per strip */
 #endif
@@ -817,13 +819,22 @@ struct s3ctx {
 /* A thread's strip: rows s DV_S .. of column c, and what the fast path
  * needs of it in every layer (computed once per block where a thread has
  * one strip): the pair index in either buffer of the first row it reads,
- * a's positions pp and b's positions qq of its cells. */
+ * a's positions pp and b's positions qq of its cells.
+ *
+ * The fast path reads DV_S + 2 rows, r = 0 .. DV_S + 1 at memory rows
+ * m0 - 1 + r, and cell k takes rows (k, k + 1, k + 2) and stores to row
+ * k + 1. A strip across row Di (its first kx = Di - i0 cells in the slice
+ * di = Di - h, memory rows m0 .. m0 + kx - 1, the others in di = Di, from
+ * m0 + kx + 1 on) skips the zero row m0 + kx between them: its rows
+ * r > kx are one memory row further down, and the zero row is cell
+ * kx - 1's bottom row, in place of row kx + 1, and cell kx's top row, in
+ * place of row kx. A strip of one slice has kx = DV_S + 1: no cell next
+ * to that row, no row skipped. */
 struct s3me {
   unsigned s, c;
-  int fast; /* DV_S cells of one slice, all in the band */
+  int fast; /* 0: cell by cell; else kx (the cells all in the band) */
   int cok;  /* the column's offset is in the band (0: no strip) */
-  unsigned at;
-  unsigned rb[DV_S + 2]; /* byte offsets in a buffer of the rows m0 - 1 .. m0 + DV_S at the strip's column */
+  unsigned at; /* the pair index of row r = 0 at the strip's column, in either buffer */
   unsigned pp[DV_S], qq[DV_S];
 };
 
@@ -831,16 +842,16 @@ static DEV DV_INLINE void s3_place(const struct s3ctx *X, unsigned s, unsigned c
   const int i0 = (int)s * DV_S, j = (int)c, ri = j >= X->Dj, w = X->w, h = X->h, Di = X->Di;
   const int dj = ri ? X->Dj : X->Dj - w, cok = ri ? X->ok_ri : X->ok_le, lo = i0 >= Di;
   const unsigned m0 = (unsigned)i0 + 1 + (unsigned)lo, mc = c + 1 + (unsigned)ri;
-  const int shift = (lo ? X->sh_lo : X->sh_up) + dj;
+  const int kx = lo || i0 + DV_S <= Di ? DV_S + 1 : Di - i0; /* 1 .. DV_S - 1 across row Di */
   M->s = s;
   M->c = c;
   M->cok = cok;
-  M->fast = cok && i0 + DV_S <= h && (lo || i0 + DV_S <= Di) && (lo ? X->ok_lo : X->ok_up);
+  /* every row in the image, each slice it touches in the band */
+  M->fast = cok && i0 + DV_S <= h && (lo || X->ok_up) && (i0 + DV_S <= Di || X->ok_lo) ? kx : 0;
   M->at = (m0 - 1) * X->LD + mc;
-  for (int r = 0; r < DV_S + 2; r++) M->rb[r] = (M->at + (unsigned)r * X->LD) * (unsigned)sizeof(dv_pair);
   for (int k = 0; k < DV_S; k++) {
     M->pp[k] = (unsigned)(i0 + k) * (unsigned)w + c;
-    M->qq[k] = (unsigned)((int)M->pp[k] - shift);
+    M->qq[k] = (unsigned)((int)M->pp[k] - ((i0 + k >= Di ? X->sh_lo : X->sh_up) + dj));
   }
 }
 
@@ -858,14 +869,24 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
   const unsigned mc = c + 1 + (unsigned)ri;
   const int dj = ri ? X->Dj : X->Dj - w;
   if (M->fast) {
-    /* the fast path: DV_S cells of one slice, rows m0 - 1 .. m0 + DV_S */
+    /* the fast path: DV_S cells, rows m0 - 1 .. m0 + DV_S (skipping the zero
+     * row between two slices, memory row m0 + kx, for a strip across it) */
+    const int kx = M->fast;
     REAL G[DV_S], T[DV_S];
     REAL rg[DV_S + 2], rt[DV_S + 2];
-    for (int r = 0; r < DV_S + 2; r++)
-      S3_ROW((const dv_pair *)(const void *)((const char *)in + M->rb[r]), rg[r], rt[r]);
+    /* The rows' places from M->at and LD in each layer: with DV_S + 2
+     * offsets kept per thread instead, the 64-register kernels spill more
+     * (ptxas -v, sm_90, 2026-12-04). */
+    for (int r = 0; r < DV_S + 2; r++) S3_ROW(in + M->at + (unsigned)(r + (r > kx)) * LD, rg[r], rt[r]);
+    /* The zero row's sum, (0 + 0) + 0, is +0: the row between two slices
+     * is zeroed with the buffers and never written (a's row i goes to
+     * memory row i + 1 + [i >= Di]), so +0 in its place gives the bits
+     * the cell-by-cell path gets from reading it. k is a constant once
+     * the loop is unrolled: selects, no indexed register array. */
     for (int k = 0; k < DV_S; k++) {
-      G[k] = w2 * (((rg[k] + rg[k + 1]) + rg[k + 2]) * scale) + b2;
-      T[k] = with_t ? G[k] + w2 * (((rt[k] + rt[k + 1]) + rt[k + 2]) * scale) : 0;
+      const int top0 = k > 0 && k == kx, bot0 = k + 1 < DV_S && k + 1 == kx; /* kx: 1 .. DV_S - 1 or DV_S + 1 */
+      G[k] = w2 * ((((top0 ? (REAL)0 : rg[k]) + rg[k + 1]) + (bot0 ? (REAL)0 : rg[k + 2])) * scale) + b2;
+      T[k] = with_t ? G[k] + w2 * ((((top0 ? (REAL)0 : rt[k]) + rt[k + 1]) + (bot0 ? (REAL)0 : rt[k + 2])) * scale) : 0;
     }
     if (fuse) s3_nl(fuse, &X->P->ops[kc + 1], with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
     else s3_post(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
@@ -874,7 +895,7 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
         dv_pair v;
         v.x = G[k];
         v.y = T[k];
-        *(dv_pair *)(void *)((char *)out + M->rb[k + 1]) = v;
+        out[M->at + (unsigned)(k + 1 + (k >= kx)) * LD] = v;
       }
     } else if (!capture) {
       for (int k = 0; k < DV_S; k++) {
@@ -890,7 +911,7 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
     }
     return;
   }
-  /* cell by cell: a strip across two slices, the last rows, or the band's edge */
+  /* cell by cell: the last rows, or the band's edge (a strip across two slices, one outside the band) */
   if (!M->cok) return;
   for (int k = 0; k < DV_S; k++) {
     const int i = i0 + k, il = i >= Di;
