@@ -221,6 +221,8 @@ END_TEST
  * three threads per block (block-stride loops over the strips), and for
  * float32 also one and 16 (one strip per thread, as on a GPU); NTK and
  * NNGP only. float32 equal to the CPU's bit for bit, float64 within 1e-13.
+ * Strips take each of their paths: the fast one in one slice and across
+ * the row between two slices, and cell by cell.
  * Removing SLICE3's one barrier per convolution makes this test fail
  * (checked), as a missing __syncthreads() would on a GPU. */
 START_TEST(test_gpu_slice3) {
@@ -247,7 +249,16 @@ START_TEST(test_gpu_slice3) {
         struct rec_exec rec;
         struct ntk_gpu_exec ex;
         rec_init(&rec, &ex, threads[k]);
+        unsigned long paths[3];
+        ntk_gpu_host_slice3_paths(paths); /* from 0 */
         matrices(&arch, &ds, &ex, 4, g1, t1);
+        /* 6 rows: the strip of rows 0-3 crosses row Di in blocks Di = 1 .. 3
+         * and takes the fast path there (not before Flatten: the band's
+         * blocks there hold one of the two slices only); rows 4-7 run past
+         * the last row */
+        ntk_gpu_host_slice3_paths(paths);
+        ck_assert_msg(paths[0] > 0 && (paths[1] > 0 || strstr(nets[a], "Flatten")) && paths[2] > 0, "%s, %u threads: SLICE3 strips by path %lu %lu %lu",
+                      nets[a], threads[k], paths[0], paths[1], paths[2]);
         double eg = ref_max_err(g1, 8, g0, n, 0), et = ref_max_err(t1, 8, t0, n, 0);
         double bound = elem == 4 ? 0 : 1e-13;
         ck_assert_msg(eg <= bound && et <= bound, "%s, %s, %u threads: nngp %.3g ntk %.3g", nets[a],

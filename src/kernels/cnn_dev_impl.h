@@ -698,7 +698,14 @@ static DEV DV_INLINE void dv_slice(const struct ntk_dev_args *A, struct ntk_blk 
  * zero row's sum: the same bits) in its place. A strip that runs past the
  * last row, or holds cells of an offset outside the band, takes the cells
  * one at a time (the same arithmetic). with_t (NTK) and capture are
- * compile-time constants in the CUDA kernels (cnn_cuda.cu). */
+ * compile-time constants in the CUDA kernels (cnn_cuda.cu).
+ *
+ * S3_TALLY(path) counts a strip's paths in the host emulation (the tests):
+ * 0 the fast path in one slice, 1 the fast path across the row between
+ * two slices, 2 cell by cell; nothing in the CUDA kernels. */
+#ifndef S3_TALLY
+#define S3_TALLY(path) ((void)0)
+#endif
 #ifndef DV_S
 #define DV_S 4 /* rows per strip */
 #endif
@@ -888,6 +895,7 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
       G[k] = w2 * ((((top0 ? (REAL)0 : rg[k]) + rg[k + 1]) + (bot0 ? (REAL)0 : rg[k + 2])) * scale) + b2;
       T[k] = with_t ? G[k] + w2 * ((((top0 ? (REAL)0 : rt[k]) + rt[k + 1]) + (bot0 ? (REAL)0 : rt[k + 2])) * scale) : 0;
     }
+    S3_TALLY(kx < DV_S);
     if (fuse) s3_nl(fuse, &X->P->ops[kc + 1], with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
     else s3_post(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
     if (!last) {
@@ -913,6 +921,7 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
   }
   /* cell by cell: the last rows, or the band's edge (a strip across two slices, one outside the band) */
   if (!M->cok) return;
+  S3_TALLY(2);
   for (int k = 0; k < DV_S; k++) {
     const int i = i0 + k, il = i >= Di;
     if (i >= h || !(il ? X->ok_lo : X->ok_up)) continue;

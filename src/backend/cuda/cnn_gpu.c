@@ -59,8 +59,16 @@ static void host_barrier_wait(struct host_barrier *b) {
   do { \
     if ((B)->nt > 1) host_barrier_wait((struct host_barrier *)(B)->barrier); \
   } while (0)
+/* SLICE3's strips by path, summed over every layer and block
+ * (ntk_gpu_host_slice3_paths). */
+static atomic_ulong host_s3_paths[3];
+#define S3_TALLY(path) atomic_fetch_add_explicit(&host_s3_paths[(path)], 1, memory_order_relaxed)
 #define EACH_PRECISION_FILE "kernels/cnn_dev_impl.h"
 #include "kernels/each_precision.h"
+
+void ntk_gpu_host_slice3_paths(unsigned long n[3]) {
+  for (int k = 0; k < 3; k++) n[k] = atomic_exchange(&host_s3_paths[k], 0);
+}
 
 /* ---- the host executor ------------------------------------------------- */
 

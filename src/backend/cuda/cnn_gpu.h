@@ -33,6 +33,10 @@ struct ntk_gpu_exec {
 
 /* The host emulation with `threads` threads per block (1: plain loops). */
 void ntk_gpu_exec_host(struct ntk_gpu_exec *ex, unsigned threads);
+/* The host emulation's SLICE3 strips since the last call, per layer, by
+ * path (for the tests): n[0] the fast path in one slice, n[1] the fast
+ * path across the row between two slices, n[2] cell by cell. */
+void ntk_gpu_host_slice3_paths(unsigned long n[3]);
 
 /* The CUDA executor on GPU `device` (src/backend/cuda/cnn_cuda.cu, only in
  * builds with NTKD_HAVE_CUDA); free it after the ntk_cnn_gpu_t using it. */
