@@ -48,10 +48,10 @@ static double rank0_limit(const struct rank0 *z) { return ntk_patience(z->timeou
  * (docs/STORE-FORMAT.md). */
 __attribute__((noreturn)) static void rank0_stalled(const ntk_comm_t *comm, const struct rank0 *z, double waited,
                                                     const char *what) {
-  fprintf(stderr, "ntkd: rank %d: waited %.1f s for rank 0 to send %s: rank 0 stopped answering (limit %.1f s: [compute] "
-          "worker_timeout, at least 3x the longest stretch between two of its messages); ending the job: the store "
-          "keeps every tile written so far; rerun the same command to resume\n", ntk_comm_rank(comm), waited, what,
-          rank0_limit(z));
+  fprintf(stderr, "ntkd: rank %d: waited %.1f s for rank 0 to send %s: rank 0 stopped answering (limit %.1f s: "
+          "[compute] worker_timeout, at least 3x the longest stretch between two of its messages); ending the job: "
+          "the store keeps every tile written so far; rerun the same command to resume\n",
+          ntk_comm_rank(comm), waited, what, rank0_limit(z));
   ntk_comm_abort(ntk_status_exit_code(NTK_ESTALLED));
 }
 
