@@ -8,3 +8,11 @@ double ntk_now(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
+
+void ntk_sleep(double seconds, int (*cut)(void)) {
+  double until = ntk_now() + seconds, left;
+  while (!(cut && cut()) && (left = until - ntk_now()) > 0) {
+    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}

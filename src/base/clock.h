@@ -5,6 +5,10 @@
 
 double ntk_now(void);
 
+/* Sleeps `seconds`, on through the signals that cut a sleep short, or
+ * until cut() says to stop (cut NULL: the whole time). */
+void ntk_sleep(double seconds, int (*cut)(void));
+
 /* How long ntkd waits for another rank before it counts it out: the
  * user's limit (`floor`: [compute] worker_timeout, [train] rank_timeout),
  * and at least 3 times the slowest stretch seen in the run, so that a

@@ -113,12 +113,7 @@ static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct n
 static void audit_test_delay(void) {
   const char *v = getenv("NTKD_TEST_AUDIT_DELAY");
   double left = v ? atof(v) : 0;
-  if (!(left > 0)) return;
-  double until = ntk_now() + left;
-  while (!ntk_stop_requested() && (left = until - ntk_now()) > 0) { /* a signal cuts a sleep short */
-    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-    nanosleep(&ts, NULL);
-  }
+  if (left > 0) ntk_sleep(left, ntk_stop_requested);
 }
 
 static void *audit_main(void *arg) {

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/clock.h"
 #include "base/codec.h"
@@ -58,10 +57,5 @@ void ntk_store_ranks_test_open_late(int rank) {
   if (!v) return;
   if (rank == 0) fprintf(stderr, "ntkd: test setting NTKD_TEST_OPEN_LATE=%s\n", v);
   double left = atof(v);
-  if (rank == 0 || !(left > 0)) return;
-  double until = ntk_now() + left;
-  while ((left = until - ntk_now()) > 0) { /* a signal cuts a sleep short */
-    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-    nanosleep(&ts, NULL);
-  }
+  if (rank != 0 && left > 0) ntk_sleep(left, NULL);
 }
