@@ -48,6 +48,15 @@ watchdog() {
   (sleep "$2"; kill -TERM "$1" 2>/dev/null; sleep 15; kill -KILL "$1" 2>/dev/null) >/dev/null 2>&1 &
   WD=$!
 }
+# running NAME TILES: NAME.conf under mpirun -np 3 in the background (its
+# pid in mp, stderr in NAME.log, a 300 s watchdog in WD), returning once
+# its store holds TILES tiles.
+running() {
+  $FAST mpirun -np 3 "$NTKD" "$1.conf" >/dev/null 2>"$1.log" &
+  mp=$!
+  watchdog $mp 300
+  wait_tiles "$1.ntk" "$2" 300
+}
 # no_ranks_left PATTERN: no MPI rank of that job still runs (kills any).
 no_ranks_left() {
   local left
@@ -233,10 +242,7 @@ if [ "$SLOW" -gt 1 ]; then
 else
 # --- a worker that stops answering --------------------------------------------------
 job stl mid.npy "$MID" 512 "worker_timeout = 3"
-$FAST mpirun -np 3 "$NTKD" stl.conf >/dev/null 2>stl.log &
-mp=$!
-watchdog $mp 300
-wait_tiles stl.ntk 2 300
+running stl 2
 stopped=$(rank_pids "ntkd stl.conf" 2)
 kill -STOP $stopped
 wait $mp
@@ -264,10 +270,7 @@ check "... byte-identical to a clean run" export_cmp stl.ntk ref.npy
 # for rank 0 less than their limit. The job goes on and ends 0. (Rank 0
 # once counted a healthy worker out as soon as it ran again.)
 job stc mid.npy "$MID" 512 "worker_timeout = 8"
-$FAST mpirun -np 3 "$NTKD" stc.conf >/dev/null 2>stc.log &
-mp=$!
-watchdog $mp 300
-wait_tiles stc.ntk 1 300
+running stc 1
 coord=$(rank_pids "ntkd stc.conf" 0)
 kill -STOP $coord
 sleep 4
@@ -295,10 +298,7 @@ expect_rc 0 "reference: a clean run of the deeper 21-tile job" guarded 300 $FAST
 # (worker_timeout = 3). Rank 0 tells them every second that it is alive:
 # the job ends 0. (Without that a worker ended it: exit 9.)
 job au mid.npy "$ST0" 512 "worker_timeout = 3"
-$FAST mpirun -np 3 "$NTKD" au.conf >/dev/null 2>au.log &
-mp=$!
-watchdog $mp 300
-wait_tiles au.ntk 2 300
+running au 2
 kill -TERM $(rank_pids "ntkd au.conf" 0)
 wait $mp
 rc=$?
@@ -317,10 +317,7 @@ check "... byte-identical to a clean run" export_cmp au.ntk ref0.npy
 # wrote stays, and a rerun resumes. A hang is ended by the watchdog (60 s;
 # the job needs the limit, a tile and MPI_Abort), and fails the check.
 job st0 mid.npy "$ST0" 512 "worker_timeout = 3"
-$FAST mpirun -np 3 "$NTKD" st0.conf >/dev/null 2>st0.log &
-mp=$!
-watchdog $mp 300
-wait_tiles st0.ntk 1 300
+running st0 1
 kill $WD 2>/dev/null
 coord=$(rank_pids "ntkd st0.conf" 0)
 kill -STOP $coord
