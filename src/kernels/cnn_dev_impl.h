@@ -318,6 +318,43 @@ static DEV DV_INLINE void dv_slice_geom(struct dv_slice_blk *S, unsigned h, unsi
   S->shift = di * (int)w + dj;
 }
 
+/* The full covariance of a pair on the device (fg, ft, ng, nt; h x w
+ * positions in either image), by wrapped offset: entry (p, q), p = (pi, pj)
+ * in image a and q = (qi, qj) in image b, at D hw + p, where
+ * D = ((pi - qi) mod h) w + ((pj - qj) mod w). The cells of one offset, a
+ * slice block's, are then hw consecutive elements in p's order: a warp's
+ * 32 cells of a row are one 128-byte line in float32 (with p hw + q, each
+ * was a 32-byte sector of its own, and Myrtle's first slice run spent
+ * most of its time storing them). A bijection of the hw x hw entries, so
+ * elementwise kernels (BRANCH_FULL) take it as they find it. Defined once
+ * for both precisions. */
+#ifndef DV_FULL_LAYOUT
+#define DV_FULL_LAYOUT
+static DEV DV_INLINE unsigned dv_full_at(unsigned pi, unsigned pj, unsigned qi, unsigned qj, unsigned h,
+                                         unsigned w) {
+  unsigned di = pi >= qi ? pi - qi : pi + h - qi, dj = pj >= qj ? pj - qj : pj + w - qj;
+  return (di * w + dj) * (h * w) + pi * w + pj;
+}
+
+/* The entry at element r of that layout: the positions (pi, pj), (qi, qj). */
+static DEV DV_INLINE void dv_full_cell(unsigned r, unsigned h, unsigned w, unsigned *pi, unsigned *pj, unsigned *qi,
+                                       unsigned *qj) {
+  unsigned hw = h * w, D = r / hw, p = r - D * hw, di = D / w, dj = D - di * w;
+  *pi = p / w;
+  *pj = p - *pi * w;
+  *qi = *pi >= di ? *pi - di : *pi + h - di;
+  *qj = *pj >= dj ? *pj - dj : *pj + w - dj;
+}
+
+/* The wrapped offset's first element, D hw, of an offset (di, dj) with
+ * -h < di < h, -w < dj < w. */
+static DEV DV_INLINE unsigned dv_full_slice(int di, int dj, unsigned h, unsigned w) {
+  unsigned Di = di < 0 ? (unsigned)(di + (int)h) : (unsigned)di;
+  unsigned Dj = dj < 0 ? (unsigned)(dj + (int)w) : (unsigned)dj;
+  return (Di * w + Dj) * (h * w);
+}
+#endif
+
 /* The block's offset and arrays (see struct dv_slice_blk). */
 static DEV DV_INLINE void dv_slice_setup(const struct ntk_dev_args *A, const struct ntk_blk *B, REAL *sm,
                                          struct dv_slice_blk *S) {
@@ -357,7 +394,7 @@ static DEV DV_INLINE void dv_slice_load(const struct ntk_dev_args *A, struct ntk
       gv = dv_dot((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
                   (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
     } else {
-      size_t at = pair * A->fstride + (size_t)p * S->hw + q;
+      size_t at = pair * A->fstride + dv_full_slice(S->di, S->dj, S->h, S->w) + p;
       gv = ((const REAL *)A->fg)[at];
       if (S->with_t) tv = ((const REAL *)A->ft)[at];
     }
@@ -629,7 +666,7 @@ static DEV DV_INLINE void dv_slice_store(const struct ntk_dev_args *A, struct nt
   for (unsigned k = S->tid; k < S->nvalid; k += S->nt) {
     DV_CELL(k, S->vw, S->inv, ii, jj);
     unsigned i = S->i0 + ii, j = S->j0 + jj, idx = (i + S->pad) * S->ld + S->pad + j, p = i * S->w + j;
-    size_t at = S->pair * A->fstride + (size_t)p * S->hw + (unsigned)((int)p - S->shift);
+    size_t at = S->pair * A->fstride + dv_full_slice(S->di, S->dj, S->h, S->w) + p;
     ((REAL *)(A->moved ? A->ng : A->fg))[at] = S->g[idx];
     if (S->with_t) ((REAL *)(A->moved ? A->nt : A->ft))[at] = S->t[idx];
   }
@@ -911,7 +948,7 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
           *sg += (double)G[k];
           *st += (double)T[k];
         } else {
-          size_t at = X->pair * A->fstride + (size_t)M->pp[k] * X->hw + M->qq[k];
+          size_t at = X->pair * A->fstride + (unsigned)(X->Di * w + X->Dj) * X->hw + M->pp[k];
           ((REAL *)A->fg)[at] = G[k];
           if (with_t) ((REAL *)A->ft)[at] = T[k];
         }
@@ -946,7 +983,7 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
       *sg += (double)g1;
       *st += (double)t1;
     } else {
-      size_t at = X->pair * A->fstride + (size_t)p * X->hw + q;
+      size_t at = X->pair * A->fstride + (unsigned)(Di * w + X->Dj) * X->hw + p;
       ((REAL *)A->fg)[at] = g1;
       if (with_t) ((REAL *)A->ft)[at] = t1;
     }
@@ -1009,7 +1046,7 @@ static DEV DV_INLINE void dv_slice3(const struct ntk_dev_args *DV_RESTRICT A, st
       G = dv_dot((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
                  (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
     } else {
-      size_t at = pair * A->fstride + (size_t)p * hw + q;
+      size_t at = pair * A->fstride + (unsigned)(Di * w + Dj) * hw + p;
       G = ((const REAL *)A->fg)[at];
       if (with_t) T = ((const REAL *)A->ft)[at];
     }
@@ -1020,7 +1057,7 @@ static DEV DV_INLINE void dv_slice3(const struct ntk_dev_args *DV_RESTRICT A, st
         sg += (double)G;
         st += (double)T;
       } else {
-        size_t at = pair * A->fstride + (size_t)p * hw + q;
+        size_t at = pair * A->fstride + (unsigned)(Di * w + Dj) * hw + p;
         ((REAL *)A->fg)[at] = G;
         if (with_t) ((REAL *)A->ft)[at] = T;
       }
@@ -1083,9 +1120,12 @@ static DEV void dv_input_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_plan *P = A->P;
   size_t W = (size_t)P->W, HW = (size_t)P->H * W, C = (size_t)P->C, d = HW * C;
   DV_GRID_LOOP(k, (size_t)A->np * HW * HW) {
-    size_t pair = k / (HW * HW), r = k % (HW * HW), p = r / HW, q = r % HW;
-    long di = (long)(p / W) - (long)(q / W), dj = (long)(p % W) - (long)(q % W);
+    size_t pair = k / (HW * HW);
+    unsigned r = (unsigned)(k - pair * HW * HW), pi, pj, qi, qj;
+    dv_full_cell(r, (unsigned)P->H, (unsigned)W, &pi, &pj, &qi, &qj);
+    long di = (long)pi - (long)qi, dj = (long)pj - (long)qj;
     if (di < -A->bh || di > A->bh || dj < -A->bw || dj > A->bw) continue; /* outside the band: stays 0 */
+    size_t p = pi * W + pj, q = qi * W + qj;
     ((REAL *)A->fg)[pair * A->fstride + r] = dv_dot((const REAL *)A->x + A->pa[pair] * d + p * C,
                                                     (const REAL *)A->x + A->pb[pair] * d + q * C, (int)C);
   }
@@ -1093,12 +1133,14 @@ static DEV void dv_input_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
 
 static DEV void dv_conv_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
-  size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo;
+  size_t hwo = (size_t)o->ho * o->wo;
+  const unsigned hi = (unsigned)o->hi, wi = (unsigned)o->wi;
   REAL scale = (REAL)(1.0 / (double)(o->fh * o->fw));
   DV_GRID_LOOP(k, (size_t)A->np * hwo * hwo) {
-    size_t pair = k / (hwo * hwo), r = k % (hwo * hwo), p = r / hwo, q = r % hwo;
-    long i = (long)(p / (size_t)o->wo), j = (long)(p % (size_t)o->wo);
-    long i2 = (long)(q / (size_t)o->wo), j2 = (long)(q % (size_t)o->wo);
+    size_t pair = k / (hwo * hwo);
+    unsigned r = (unsigned)(k - pair * hwo * hwo), pi, pj, qi, qj;
+    dv_full_cell(r, (unsigned)o->ho, (unsigned)o->wo, &pi, &pj, &qi, &qj);
+    long i = (long)pi, j = (long)pj, i2 = (long)qi, j2 = (long)qj;
     long di = i > i2 ? i - i2 : i2 - i, dj = j > j2 ? j - j2 : j2 - j;
     if (di > o->obh || dj > o->obw || di % o->omh || dj % o->omw) continue; /* not read later (conv_full) */
     const REAL *ing = (const REAL *)A->fg + pair * A->fstride;
@@ -1120,7 +1162,7 @@ static DEV void dv_conv_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
         } else if (c1 < 0 || c1 >= o->wi || c2 < 0 || c2 >= o->wi) {
           continue;
         }
-        size_t at = (size_t)(r1 * o->wi + c1) * hwi + (size_t)(r2 * o->wi + c2);
+        unsigned at = dv_full_at((unsigned)r1, (unsigned)c1, (unsigned)r2, (unsigned)c2, hi, wi);
         sg += ing[at];
         if (A->with_t) st += int_[at];
       }
@@ -1154,15 +1196,18 @@ static DEV REAL dv_pool_scale(const struct ntk_dev_op *o, long i, long j) {
 
 static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
-  size_t hwi = (size_t)o->hi * o->wi, hwo = (size_t)o->ho * o->wo;
+  size_t hwo = (size_t)o->ho * o->wo;
   long fh = o->fh, fw = o->fw, sh = o->sh, sw = o->sw, wi = o->wi, hi = o->hi, wo = o->wo, lo_h = o->lo_h;
   long lo_w = o->lo_w;
+  const unsigned uh = (unsigned)hi, uw = (unsigned)wi;
   for (int which = 0; which < 1 + A->with_t; which++) {
     const REAL *in = (const REAL *)(which ? A->ft : A->fg);
     REAL *out = (REAL *)(which ? A->nt : A->ng);
     DV_GRID_LOOP(k, (size_t)A->np * hwo * hwo) {
-      size_t pair = k / (hwo * hwo), r = k % (hwo * hwo), p = r / hwo, q = r % hwo;
-      long i = (long)p / wo, j = (long)p % wo, i2 = (long)q / wo, j2 = (long)q % wo;
+      size_t pair = k / (hwo * hwo);
+      unsigned r = (unsigned)(k - pair * hwo * hwo), pi, pj, qi, qj;
+      dv_full_cell(r, (unsigned)o->ho, (unsigned)wo, &pi, &pj, &qi, &qj);
+      long i = (long)pi, j = (long)pj, i2 = (long)qi, j2 = (long)qj;
       const REAL *src = in + pair * A->fstride;
       REAL scale = dv_pool_scale(o, i, j), scale2 = dv_pool_scale(o, i2, j2);
       REAL outer = 0;
@@ -1174,7 +1219,6 @@ static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
           long cb = sw * j + b - lo_w;
           if (o->circular) cb = (cb % wi + wi) % wi;
           else if (cb < 0 || cb >= wi) continue;
-          const REAL *row = src + (size_t)(ra * wi + cb) * hwi;
           REAL inner = 0;
           for (long a2 = 0; a2 < fh; a2++) {
             long r2 = sh * i2 + a2 - lo_h;
@@ -1183,7 +1227,8 @@ static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
             for (long b2 = 0; b2 < fw; b2++) {
               long c2 = sw * j2 + b2 - lo_w;
               if (o->circular) c2 = (c2 % wi + wi) % wi;
-              if (c2 >= 0 && c2 < wi) inner += row[r2 * wi + c2];
+              if (c2 < 0 || c2 >= wi) continue;
+              inner += src[dv_full_at((unsigned)ra, (unsigned)cb, (unsigned)r2, (unsigned)c2, uh, uw)];
             }
           }
           outer += inner * scale2;
@@ -1261,7 +1306,7 @@ static DEV void dv_readout(const struct ntk_dev_args *A, struct ntk_blk *B, REAL
     int gap = A->mode == NTK_RO_FULL_GAP;
     size_t items = gap ? n * n : n;
     for (size_t k = tid; k < items; k += nt) {
-      size_t at = gap ? k : k * n + k;
+      size_t at = k; /* FLATTEN: the diagonal, offset 0's slice (dv_full_at) */
       sg += (double)fg[at];
       if (A->with_t) st += (double)ft[at];
     }
