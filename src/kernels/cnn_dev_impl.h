@@ -1196,46 +1196,54 @@ static DEV REAL dv_pool_scale(const struct ntk_dev_op *o, long i, long j) {
 
 static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const struct ntk_dev_op *o = &A->P->ops[A->k0];
-  size_t hwo = (size_t)o->ho * o->wo;
-  long fh = o->fh, fw = o->fw, sh = o->sh, sw = o->sw, wi = o->wi, hi = o->hi, wo = o->wo, lo_h = o->lo_h;
-  long lo_w = o->lo_w;
-  const unsigned uh = (unsigned)hi, uw = (unsigned)wi;
-  for (int which = 0; which < 1 + A->with_t; which++) {
-    const REAL *in = (const REAL *)(which ? A->ft : A->fg);
-    REAL *out = (REAL *)(which ? A->nt : A->ng);
-    DV_GRID_LOOP(k, (size_t)A->np * hwo * hwo) {
-      size_t pair = k / (hwo * hwo);
-      unsigned r = (unsigned)(k - pair * hwo * hwo), pi, pj, qi, qj;
-      dv_full_cell(r, (unsigned)o->ho, (unsigned)wo, &pi, &pj, &qi, &qj);
-      long i = (long)pi, j = (long)pj, i2 = (long)qi, j2 = (long)qj;
-      const REAL *src = in + pair * A->fstride;
-      REAL scale = dv_pool_scale(o, i, j), scale2 = dv_pool_scale(o, i2, j2);
-      REAL outer = 0;
-      for (long a = 0; a < fh; a++) {
-        long ra = sh * i + a - lo_h;
-        if (o->circular) ra = (ra % hi + hi) % hi; /* CIRCULAR wraps (pool_full) */
-        else if (ra < 0 || ra >= hi) continue;
-        for (long b = 0; b < fw; b++) {
-          long cb = sw * j + b - lo_w;
-          if (o->circular) cb = (cb % wi + wi) % wi;
-          else if (cb < 0 || cb >= wi) continue;
-          REAL inner = 0;
-          for (long a2 = 0; a2 < fh; a2++) {
-            long r2 = sh * i2 + a2 - lo_h;
-            if (o->circular) r2 = (r2 % hi + hi) % hi;
-            else if (r2 < 0 || r2 >= hi) continue;
-            for (long b2 = 0; b2 < fw; b2++) {
-              long c2 = sw * j2 + b2 - lo_w;
-              if (o->circular) c2 = (c2 % wi + wi) % wi;
-              if (c2 < 0 || c2 >= wi) continue;
-              inner += src[dv_full_at((unsigned)ra, (unsigned)cb, (unsigned)r2, (unsigned)c2, uh, uw)];
-            }
+  const size_t hwo = (size_t)o->ho * o->wo;
+  const int fh = o->fh, fw = o->fw, sh = o->sh, sw = o->sw, wi = o->wi, hi = o->hi, lo_h = o->lo_h, lo_w = o->lo_w;
+  const int circ = o->circular, with_t = A->with_t;
+  const unsigned hwi = (unsigned)(hi * wi);
+  const REAL sc0 = dv_pool_scale(o, 0, 0); /* every window's, but with normalize_edges */
+  /* Both covariances in one pass (each summed in pool_full's order), the
+   * index arithmetic in 32 bits: the kernel is bound by its instructions,
+   * not its loads (H200, Myrtle-10, 2026-12-04). */
+  DV_GRID_LOOP(k, (size_t)A->np * hwo * hwo) {
+    size_t pair = k / (hwo * hwo);
+    unsigned r = (unsigned)(k - pair * hwo * hwo), pi, pj, qi, qj;
+    dv_full_cell(r, (unsigned)o->ho, (unsigned)o->wo, &pi, &pj, &qi, &qj);
+    const int i = (int)pi, j = (int)pj, i2 = (int)qi, j2 = (int)qj;
+    const REAL *sg = (const REAL *)A->fg + pair * A->fstride;
+    const REAL *st = with_t ? (const REAL *)A->ft + pair * A->fstride : sg;
+    REAL scale = o->norm_edges ? dv_pool_scale(o, i, j) : sc0;
+    REAL scale2 = o->norm_edges ? dv_pool_scale(o, i2, j2) : sc0;
+    REAL outg = 0, outt = 0;
+    for (int a = 0; a < fh; a++) {
+      int ra = sh * i + a - lo_h;
+      if (circ) ra = (ra % hi + hi) % hi; /* CIRCULAR wraps (pool_full) */
+      else if (ra < 0 || ra >= hi) continue;
+      for (int b = 0; b < fw; b++) {
+        int cb = sw * j + b - lo_w;
+        if (circ) cb = (cb % wi + wi) % wi;
+        else if (cb < 0 || cb >= wi) continue;
+        const unsigned pa = (unsigned)(ra * wi + cb); /* a's position: dv_full_at's p */
+        REAL ing = 0, int_ = 0;
+        for (int a2 = 0; a2 < fh; a2++) {
+          int r2 = sh * i2 + a2 - lo_h;
+          if (circ) r2 = (r2 % hi + hi) % hi;
+          else if (r2 < 0 || r2 >= hi) continue;
+          const unsigned drow = (unsigned)(ra >= r2 ? ra - r2 : ra + hi - r2) * (unsigned)wi;
+          for (int b2 = 0; b2 < fw; b2++) {
+            int c2 = sw * j2 + b2 - lo_w;
+            if (circ) c2 = (c2 % wi + wi) % wi;
+            if (c2 < 0 || c2 >= wi) continue;
+            const unsigned at = (drow + (unsigned)(cb >= c2 ? cb - c2 : cb + wi - c2)) * hwi + pa; /* dv_full_at */
+            ing += sg[at];
+            if (with_t) int_ += st[at];
           }
-          outer += inner * scale2;
         }
+        outg += ing * scale2;
+        outt += int_ * scale2;
       }
-      out[pair * A->fstride + r] = outer * scale;
     }
+    ((REAL *)A->ng)[pair * A->fstride + r] = outg * scale;
+    if (with_t) ((REAL *)A->nt)[pair * A->fstride + r] = outt * scale;
   }
 }
 
