@@ -525,6 +525,17 @@ START_TEST(test_gpu_refusals) {
   ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &arch, &ds, &gc), NTK_ECONFIG);
   ck_assert_msg(strstr(ntk_error_message(), "budget"), "%s", ntk_error_message());
   ck_assert_ptr_null(gc);
+  free(ds.x);
+  /* A pair's full covariance past 2^32 entries (256 x 300 positions, pooled), which the kernels index in 32 bits
+   * (dv_full_at). No device's shared memory holds such a slice block today (1.2 MiB); an executor that did would
+   * meet this refusal. */
+  random_images(&ds, 2, 256, 300, 1, 4, 1);
+  ntk_gpu_exec_host(&ex, 1);
+  ex.smem_max = 4 << 20;
+  ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &arch, &ds, &gc), NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "more than the GPU kernels index") &&
+                strstr(ntk_error_message(), "backend = cpu"), "%s", ntk_error_message());
+  ck_assert_ptr_null(gc);
   ntk_arch_free(&arch);
   free(ds.x);
 }
