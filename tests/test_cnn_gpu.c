@@ -474,6 +474,39 @@ START_TEST(test_gpu_scale_free_underflow) {
 }
 END_TEST
 
+/* The full covariance's device layout (ntk_dev_full_at, cnn_dev.h): for
+ * every size up to 16 x 16 and a few wide or tall ones, element r and the
+ * entry (p, q) ntk_dev_full_cell finds there map back to r, every element
+ * is one entry's (a bijection of the hw x hw entries), a slice's cells are
+ * hw consecutive elements from ntk_dev_full_slice, in p's order, and the
+ * diagonal is the first slice (the FLATTEN readout reads it there). */
+START_TEST(test_full_layout) {
+  static const unsigned odd[][2] = {{1, 1}, {1, 37}, {37, 1}, {2, 63}, {63, 2}, {32, 32}, {5, 48}};
+  size_t sizes = 16 * 16 + sizeof odd / sizeof *odd;
+  for (size_t z = 0; z < sizes; z++) {
+    unsigned h = z < 256 ? (unsigned)(z / 16 + 1) : odd[z - 256][0];
+    unsigned w = z < 256 ? (unsigned)(z % 16 + 1) : odd[z - 256][1];
+    unsigned hw = h * w, n = hw * hw;
+    unsigned char *seen = calloc(n, 1);
+    ck_assert_ptr_nonnull(seen);
+    for (unsigned r = 0; r < n; r++) { /* plain tests per element, one assertion on the first failure */
+      unsigned pi, pj, qi, qj;
+      ntk_dev_full_cell(r, h, w, &pi, &pj, &qi, &qj);
+      int ok = pi < h && pj < w && qi < h && qj < w;
+      unsigned at = ok ? ntk_dev_full_at(pi, pj, qi, qj, h, w) : n;
+      ok = ok && at == r && !seen[at];
+      ok = ok && at == ntk_dev_full_slice((int)pi - (int)qi, (int)pj - (int)qj, h, w) + pi * w + pj;
+      ok = ok && (pi != qi || pj != qj || at == pi * w + pj);
+      if (!ok)
+        ck_abort_msg("%u x %u: element %u holds (%u, %u) (%u, %u), placed at %u (or seen before)", h, w, r, pi, pj,
+                     qi, qj, at);
+      seen[at] = 1;
+    }
+    free(seen);
+  }
+}
+END_TEST
+
 /* Refusals: a network that is not a CNN; images too large for the
  * device's shared memory; a pair larger than the memory budget. Each says
  * what to do. */
@@ -527,7 +560,7 @@ START_TEST(test_gpu_refusals) {
   ck_assert_ptr_null(gc);
   free(ds.x);
   /* A pair's full covariance past 2^32 entries (256 x 300 positions, pooled), which the kernels index in 32 bits
-   * (dv_full_at). No device's shared memory holds such a slice block today (1.2 MiB); an executor that did would
+   * (ntk_dev_full_at). No device's shared memory holds such a slice block today (1.2 MiB); an executor that did would
    * meet this refusal. */
   random_images(&ds, 2, 256, 300, 1, 4, 1);
   ntk_gpu_exec_host(&ex, 1);
@@ -630,6 +663,7 @@ int main(void) {
   tcase_add_test(tc, test_gpu_nngp_only);
   tcase_add_test(tc, test_gpu_blocks_in_slices);
   tcase_add_test(tc, test_gpu_refusals);
+  tcase_add_test(tc, test_full_layout);
   tcase_add_test(tc, test_gpu_scale_free_underflow);
   suite_add_tcase(s, tc);
   return tu_run(s);

@@ -160,6 +160,41 @@ typedef struct {
  * per entry. dv_quad_f/_d: one slot. */
 #define NTK_DEV_VSLOT 4
 
+/* The full covariance of a pair on the device (fg, ft, ng, nt; h x w
+ * positions in either image), by wrapped offset: entry (p, q), p = (pi, pj)
+ * in image a and q = (qi, qj) in image b, at D hw + p, where
+ * D = ((pi - qi) mod h) w + ((pj - qj) mod w). The cells of one offset, a
+ * slice block's, are then hw consecutive elements in p's order: a warp's
+ * 32 cells of a row are one 128-byte line in float32 (with p hw + q, each
+ * was a 32-byte sector of its own, and Myrtle's first slice run spent
+ * most of its time storing them). A bijection of the hw x hw entries, so
+ * elementwise kernels (BRANCH_FULL) take it as they find it.
+ * test_full_layout checks that ntk_dev_full_at and ntk_dev_full_cell are
+ * inverse bijections. */
+static inline NTK_HD unsigned ntk_dev_full_at(unsigned pi, unsigned pj, unsigned qi, unsigned qj, unsigned h,
+                                              unsigned w) {
+  unsigned di = pi >= qi ? pi - qi : pi + h - qi, dj = pj >= qj ? pj - qj : pj + w - qj;
+  return (di * w + dj) * (h * w) + pi * w + pj;
+}
+
+/* The entry at element r of that layout: the positions (pi, pj), (qi, qj). */
+static inline NTK_HD void ntk_dev_full_cell(unsigned r, unsigned h, unsigned w, unsigned *pi, unsigned *pj,
+                                            unsigned *qi, unsigned *qj) {
+  unsigned hw = h * w, D = r / hw, p = r - D * hw, di = D / w, dj = D - di * w;
+  *pi = p / w;
+  *pj = p - *pi * w;
+  *qi = *pi >= di ? *pi - di : *pi + h - di;
+  *qj = *pj >= dj ? *pj - dj : *pj + w - dj;
+}
+
+/* The wrapped offset's first element, D hw, of an offset (di, dj) with
+ * -h < di < h, -w < dj < w. */
+static inline NTK_HD unsigned ntk_dev_full_slice(int di, int dj, unsigned h, unsigned w) {
+  unsigned Di = di < 0 ? (unsigned)(di + (int)h) : (unsigned)di;
+  unsigned Dj = dj < 0 ? (unsigned)(dj + (int)w) : (unsigned)dj;
+  return (Di * w + Dj) * (h * w);
+}
+
 /* sqrtf(x) where x is +-0, NaN, negative or in [2^-101, FLT_MAX], the
  * inputs ntk_dev_abreluf_vu can give it. On a GPU that is the fast path
  * of the IEEE square root CUDA compiles sqrtf to under -prec-sqrt=true

@@ -318,42 +318,6 @@ static DEV DV_INLINE void dv_slice_geom(struct dv_slice_blk *S, unsigned h, unsi
   S->shift = di * (int)w + dj;
 }
 
-/* The full covariance of a pair on the device (fg, ft, ng, nt; h x w
- * positions in either image), by wrapped offset: entry (p, q), p = (pi, pj)
- * in image a and q = (qi, qj) in image b, at D hw + p, where
- * D = ((pi - qi) mod h) w + ((pj - qj) mod w). The cells of one offset, a
- * slice block's, are then hw consecutive elements in p's order: a warp's
- * 32 cells of a row are one 128-byte line in float32 (with p hw + q, each
- * was a 32-byte sector of its own, and Myrtle's first slice run spent
- * most of its time storing them). A bijection of the hw x hw entries, so
- * elementwise kernels (BRANCH_FULL) take it as they find it. Defined once
- * for both precisions. */
-#ifndef DV_FULL_LAYOUT
-#define DV_FULL_LAYOUT
-static DEV DV_INLINE unsigned dv_full_at(unsigned pi, unsigned pj, unsigned qi, unsigned qj, unsigned h,
-                                         unsigned w) {
-  unsigned di = pi >= qi ? pi - qi : pi + h - qi, dj = pj >= qj ? pj - qj : pj + w - qj;
-  return (di * w + dj) * (h * w) + pi * w + pj;
-}
-
-/* The entry at element r of that layout: the positions (pi, pj), (qi, qj). */
-static DEV DV_INLINE void dv_full_cell(unsigned r, unsigned h, unsigned w, unsigned *pi, unsigned *pj, unsigned *qi,
-                                       unsigned *qj) {
-  unsigned hw = h * w, D = r / hw, p = r - D * hw, di = D / w, dj = D - di * w;
-  *pi = p / w;
-  *pj = p - *pi * w;
-  *qi = *pi >= di ? *pi - di : *pi + h - di;
-  *qj = *pj >= dj ? *pj - dj : *pj + w - dj;
-}
-
-/* The wrapped offset's first element, D hw, of an offset (di, dj) with
- * -h < di < h, -w < dj < w. */
-static DEV DV_INLINE unsigned dv_full_slice(int di, int dj, unsigned h, unsigned w) {
-  unsigned Di = di < 0 ? (unsigned)(di + (int)h) : (unsigned)di;
-  unsigned Dj = dj < 0 ? (unsigned)(dj + (int)w) : (unsigned)dj;
-  return (Di * w + Dj) * (h * w);
-}
-#endif
 
 /* The block's offset and arrays (see struct dv_slice_blk). */
 static DEV DV_INLINE void dv_slice_setup(const struct ntk_dev_args *A, const struct ntk_blk *B, REAL *sm,
@@ -394,7 +358,7 @@ static DEV DV_INLINE void dv_slice_load(const struct ntk_dev_args *A, struct ntk
       gv = dv_dot((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
                   (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
     } else {
-      size_t at = pair * A->fstride + dv_full_slice(S->di, S->dj, S->h, S->w) + p;
+      size_t at = pair * A->fstride + ntk_dev_full_slice(S->di, S->dj, S->h, S->w) + p;
       gv = ((const REAL *)A->fg)[at];
       if (S->with_t) tv = ((const REAL *)A->ft)[at];
     }
@@ -666,7 +630,7 @@ static DEV DV_INLINE void dv_slice_store(const struct ntk_dev_args *A, struct nt
   for (unsigned k = S->tid; k < S->nvalid; k += S->nt) {
     DV_CELL(k, S->vw, S->inv, ii, jj);
     unsigned i = S->i0 + ii, j = S->j0 + jj, idx = (i + S->pad) * S->ld + S->pad + j, p = i * S->w + j;
-    size_t at = S->pair * A->fstride + dv_full_slice(S->di, S->dj, S->h, S->w) + p;
+    size_t at = S->pair * A->fstride + ntk_dev_full_slice(S->di, S->dj, S->h, S->w) + p;
     ((REAL *)(A->moved ? A->ng : A->fg))[at] = S->g[idx];
     if (S->with_t) ((REAL *)(A->moved ? A->nt : A->ft))[at] = S->t[idx];
   }
@@ -1122,7 +1086,7 @@ static DEV void dv_input_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   DV_GRID_LOOP(k, (size_t)A->np * HW * HW) {
     size_t pair = k / (HW * HW);
     unsigned r = (unsigned)(k - pair * HW * HW), pi, pj, qi, qj;
-    dv_full_cell(r, (unsigned)P->H, (unsigned)W, &pi, &pj, &qi, &qj);
+    ntk_dev_full_cell(r, (unsigned)P->H, (unsigned)W, &pi, &pj, &qi, &qj);
     long di = (long)pi - (long)qi, dj = (long)pj - (long)qj;
     if (di < -A->bh || di > A->bh || dj < -A->bw || dj > A->bw) continue; /* outside the band: stays 0 */
     size_t p = pi * W + pj, q = qi * W + qj;
@@ -1139,7 +1103,7 @@ static DEV void dv_conv_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   DV_GRID_LOOP(k, (size_t)A->np * hwo * hwo) {
     size_t pair = k / (hwo * hwo);
     unsigned r = (unsigned)(k - pair * hwo * hwo), pi, pj, qi, qj;
-    dv_full_cell(r, (unsigned)o->ho, (unsigned)o->wo, &pi, &pj, &qi, &qj);
+    ntk_dev_full_cell(r, (unsigned)o->ho, (unsigned)o->wo, &pi, &pj, &qi, &qj);
     long i = (long)pi, j = (long)pj, i2 = (long)qi, j2 = (long)qj;
     long di = i > i2 ? i - i2 : i2 - i, dj = j > j2 ? j - j2 : j2 - j;
     if (di > o->obh || dj > o->obw || di % o->omh || dj % o->omw) continue; /* not read later (conv_full) */
@@ -1162,7 +1126,7 @@ static DEV void dv_conv_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
         } else if (c1 < 0 || c1 >= o->wi || c2 < 0 || c2 >= o->wi) {
           continue;
         }
-        unsigned at = dv_full_at((unsigned)r1, (unsigned)c1, (unsigned)r2, (unsigned)c2, hi, wi);
+        unsigned at = ntk_dev_full_at((unsigned)r1, (unsigned)c1, (unsigned)r2, (unsigned)c2, hi, wi);
         sg += ing[at];
         if (A->with_t) st += int_[at];
       }
@@ -1207,7 +1171,7 @@ static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   DV_GRID_LOOP(k, (size_t)A->np * hwo * hwo) {
     size_t pair = k / (hwo * hwo);
     unsigned r = (unsigned)(k - pair * hwo * hwo), pi, pj, qi, qj;
-    dv_full_cell(r, (unsigned)o->ho, (unsigned)o->wo, &pi, &pj, &qi, &qj);
+    ntk_dev_full_cell(r, (unsigned)o->ho, (unsigned)o->wo, &pi, &pj, &qi, &qj);
     const int i = (int)pi, j = (int)pj, i2 = (int)qi, j2 = (int)qj;
     const REAL *sg = (const REAL *)A->fg + pair * A->fstride;
     const REAL *st = with_t ? (const REAL *)A->ft + pair * A->fstride : sg;
@@ -1222,7 +1186,7 @@ static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
         int cb = sw * j + b - lo_w;
         if (circ) cb = (cb % wi + wi) % wi;
         else if (cb < 0 || cb >= wi) continue;
-        const unsigned pa = (unsigned)(ra * wi + cb); /* a's position: dv_full_at's p */
+        const unsigned pa = (unsigned)(ra * wi + cb); /* a's position: ntk_dev_full_at's p */
         REAL ing = 0, int_ = 0;
         for (int a2 = 0; a2 < fh; a2++) {
           int r2 = sh * i2 + a2 - lo_h;
@@ -1233,7 +1197,7 @@ static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
             int c2 = sw * j2 + b2 - lo_w;
             if (circ) c2 = (c2 % wi + wi) % wi;
             if (c2 < 0 || c2 >= wi) continue;
-            const unsigned at = (drow + (unsigned)(cb >= c2 ? cb - c2 : cb + wi - c2)) * hwi + pa; /* dv_full_at */
+            const unsigned at = (drow + (unsigned)(cb >= c2 ? cb - c2 : cb + wi - c2)) * hwi + pa; /* ntk_dev_full_at */
             ing += sg[at];
             if (with_t) int_ += st[at];
           }
@@ -1314,7 +1278,7 @@ static DEV void dv_readout(const struct ntk_dev_args *A, struct ntk_blk *B, REAL
     int gap = A->mode == NTK_RO_FULL_GAP;
     size_t items = gap ? n * n : n;
     for (size_t k = tid; k < items; k += nt) {
-      size_t at = k; /* FLATTEN: the diagonal, offset 0's slice (dv_full_at) */
+      size_t at = k; /* FLATTEN: the diagonal, offset 0's slice (ntk_dev_full_at) */
       sg += (double)fg[at];
       if (A->with_t) st += (double)ft[at];
     }

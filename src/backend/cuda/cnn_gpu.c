@@ -465,7 +465,7 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
   }
   g->fstride = P->path == NTK_CNN_SLICE ? full_elems(g) : 0; /* (a WideResNet: 8 x 8's, not 32 x 32's) */
   g->need_full = g->fstride > 0;
-  if (g->fstride > UINT_MAX) { /* the kernels index a pair's full covariance in 32 bits (dv_full_at) */
+  if (g->fstride > UINT_MAX) { /* the kernels index a pair's full covariance in 32 bits (ntk_dev_full_at) */
     ntk_cnn_gpu_free(g);
     return ntk_error(NTK_ECONFIG, "%zu x %zu images: a pair's full covariance (%zu entries) is more than the GPU "
                      "kernels index; use backend = cpu", data->h, data->w, g->fstride);
