@@ -19,6 +19,9 @@ np.save('x.npy', rng.standard_normal((600, 16)).astype(np.float32))
 np.save('y.npy', rng.integers(0, 3, 600).astype(np.int64))
 np.save('vx.npy', rng.standard_normal((50, 16)).astype(np.float32))
 np.save('vy.npy', rng.integers(0, 3, 50).astype(np.int64))
+x = np.load('x.npy')
+x[7, 3] = 1e38  # one value float32 holds, its steps do not
+np.save('xbig.npy', x)
 PYEOF
 
 # tconf NAME EPOCHS [extra [train] lines]: 600 samples in batches of 50
@@ -141,6 +144,7 @@ cp good.jsonl d.jsonl
 expect_rc 8 "alpha = 1e30 after 2 good epochs: exit 8" "$NTKD" d.conf
 check "... saying where and what to change" bash -c "grep -q 'training diverged in epoch 3, step' err.log && grep -q 'lower \[train\] alpha (now 1e+30)' err.log"
 check "... and what the snapshot holds" has "d.snap holds 2 epochs, and a rerun resumes from it" err.log
+check "... not blaming the data (all near 1)" bash -c "! grep -q 'training data reach' err.log"
 check "... log: JSON, epochs 1, 2 only" json_log d.jsonl 1 2
 check "... snapshot untouched" cmp -s d.snap good.snap
 check "... no nan in the table" bash -c "! grep -qi 'nan\|inf' out.log"
@@ -161,6 +165,13 @@ expect_rc 8 "-np 2, alpha = 1e30 from the start: exit 8" mpirun -np 2 "$NTKD" m.
 check "... said once" bash -c "[ \$(grep -c 'training diverged' err.log) = 1 ] && grep -q 'no snapshot was written yet' err.log"
 check "... no snapshot" [ ! -e m.snap ]
 check "... an empty log" json_log m.jsonl
+
+# Data far from 1 diverge whatever the step: the message names the value, the
+# sample and the file, and [data] scale, before alpha.
+tconf h 2
+sed -i 's/^path = x.npy/path = xbig.npy/' h.conf
+expect_rc 8 "a training value of 1e38: exit 8" "$NTKD" h.conf
+check "... naming the data first" has "The training data reach |x| = 1e+38 (sample 7 of xbig.npy), which float32 steps do not hold: scale them (\[data\] scale), then, if it still diverges, lower \[train\] alpha" err.log
 
 # --- the log after a torn write --------------------------------------------------
 # The snapshot holds 2 epochs, the log's second line lost its end (a crash

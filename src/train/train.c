@@ -30,6 +30,9 @@
 
 /* Validation rows per forward pass: bounds the scratch space, not the result. */
 #define EVAL_CHUNK 500
+/* Training data past this size (|x|) are named when the run diverges: data scaled to O(1), as networks are
+ * trained, are far below it; a value of 1e19 squares past float32's range in Adam's second moment. */
+#define NTK_TRAIN_XBIG 1e6f
 
 void ntk_train_permutation(uint64_t seed, uint64_t epoch, size_t n, uint32_t *perm) {
   /* Mix (seed, epoch) through splitmix64 so nearby epochs get unrelated streams. */
@@ -68,6 +71,8 @@ struct trainer {
   const struct ntk_backend_ops *dev; /* the device this rank trains on (backend/backend.h) */
   void *dctx;
   struct ntk_pace pace; /* the loop's collectives: the longest stretch between two */
+  float xmax;           /* rank 0: the training data's largest |value|, in sample xmax_at (diverged()'s hint) */
+  size_t xmax_at;
 };
 
 /* The device this rank trains on: the placement of kernel jobs (docs/GPU.md,
@@ -142,6 +147,9 @@ static ntk_status load_data(struct trainer *T) {
   if (!st && T->train.n > UINT32_MAX)
     st = ntk_error(NTK_ECONFIG, "%s: more than 2^32 training samples", job->source);
   if (st) return st;
+  const float *x = T->train.x; /* finite: ntk_data_load refuses any other */
+  for (size_t i = 0; i < T->train.n * T->train.d; i++)
+    if (fabsf(x[i]) > T->xmax) T->xmax = fabsf(x[i]), T->xmax_at = i / T->train.d;
   /* The validation set through the same loader: the job with [validation]
    * as its [data] (same format, layout and scale). */
   struct ntk_job *vj = malloc(sizeof *vj);
@@ -295,10 +303,17 @@ static ntk_status diverged(const struct trainer *T, const char *where, const cha
     snprintf(kept, sizeof kept, "%s holds %" PRIu64 " epochs, and a rerun resumes from it with the constants of "
              "the job file then (they may change between runs; --overwrite starts over)", o->snapshot,
              T->saved.epoch);
+  /* Inputs far from 1 overflow float32 in the forward and backward passes whatever the step size: say so
+   * first (the data, not alpha, are what to change). */
+  char data[NTK_PATH_MAX + 200] = "";
+  if (T->xmax >= NTK_TRAIN_XBIG)
+    snprintf(data, sizeof data, "The training data reach |x| = %g (sample %zu of %s), which float32 steps do not "
+             "hold: scale them ([data] scale), then, if it still diverges,", (double)T->xmax, T->xmax_at,
+             T->job->data_path[0]);
   return ntk_error(NTK_ENONFINITE, "%s: training diverged %s: %s. Neither the log nor the snapshot has it: %s. "
-                   "The steps are too large for this network and data: lower [train] alpha (now %g), or raise "
-                   "beta2 towards 1 (now %g) or eps (now %g)", T->job->source, where, what, kept, o->alpha,
-                   o->beta2, o->eps);
+                   "%s%s lower [train] alpha (now %g), or raise beta2 towards 1 (now %g) or eps (now %g)",
+                   T->job->source, where, what, kept, data,
+                   *data ? "" : "The steps are too large for this network and data:", o->alpha, o->beta2, o->eps);
 }
 
 /* The training loop's collectives (a step's sum, validation, the epoch's
