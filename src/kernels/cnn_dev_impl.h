@@ -318,7 +318,6 @@ static DEV DV_INLINE void dv_slice_geom(struct dv_slice_blk *S, unsigned h, unsi
   S->shift = di * (int)w + dj;
 }
 
-
 /* The block's offset and arrays (see struct dv_slice_blk). */
 static DEV DV_INLINE void dv_slice_setup(const struct ntk_dev_args *A, const struct ntk_blk *B, REAL *sm,
                                          struct dv_slice_blk *S) {
