@@ -466,9 +466,10 @@ ntk_status ntk_cnn_gpu_create(const struct ntk_gpu_exec *ex, const struct ntk_ar
   g->fstride = P->path == NTK_CNN_SLICE ? full_elems(g) : 0; /* (a WideResNet: 8 x 8's, not 32 x 32's) */
   g->need_full = g->fstride > 0;
   if (g->fstride > UINT_MAX) { /* the kernels index a pair's full covariance in 32 bits (ntk_dev_full_at) */
+    size_t entries = g->fstride;
     ntk_cnn_gpu_free(g);
     return ntk_error(NTK_ECONFIG, "%zu x %zu images: a pair's full covariance (%zu entries) is more than the GPU "
-                     "kernels index; use backend = cpu", data->h, data->w, g->fstride);
+                     "kernels index; use backend = cpu", data->h, data->w, entries);
   }
   /* residual blocks: the stack's arrays per pair and depth (the full
    * covariance between slice runs, or one value per position for DIAG) */
