@@ -303,7 +303,7 @@ static ntk_status diverged(const struct trainer *T, const char *where, const cha
     snprintf(kept, sizeof kept, "%s holds %" PRIu64 " epochs, and a rerun resumes from it with the constants of "
              "the job file then (they may change between runs; --overwrite starts over)", o->snapshot,
              T->saved.epoch);
-  /* Inputs far from 1 overflow float32 in the forward and backward passes whatever the step size: say so
+  /* Inputs far from 1 can overflow float32 in the forward and backward passes whatever the step size: say so
    * first (the data, not alpha, are what to change). */
   char data[NTK_PATH_MAX + 200] = "";
   if (T->xmax >= NTK_TRAIN_XBIG)
