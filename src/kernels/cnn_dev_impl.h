@@ -911,7 +911,7 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
           *sg += (double)G[k];
           *st += (double)T[k];
         } else {
-          size_t at = X->pair * A->fstride + (unsigned)(X->Di * w + X->Dj) * X->hw + M->pp[k];
+          size_t at = X->pair * A->fstride + ntk_dev_full_slice(X->Di, X->Dj, (unsigned)h, (unsigned)w) + M->pp[k];
           ((REAL *)A->fg)[at] = G[k];
           if (with_t) ((REAL *)A->ft)[at] = T[k];
         }
@@ -946,7 +946,7 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
       *sg += (double)g1;
       *st += (double)t1;
     } else {
-      size_t at = X->pair * A->fstride + (unsigned)(Di * w + X->Dj) * X->hw + p;
+      size_t at = X->pair * A->fstride + ntk_dev_full_slice(Di, X->Dj, (unsigned)h, (unsigned)w) + p;
       ((REAL *)A->fg)[at] = g1;
       if (with_t) ((REAL *)A->ft)[at] = t1;
     }
@@ -1009,7 +1009,7 @@ static DEV DV_INLINE void dv_slice3(const struct ntk_dev_args *DV_RESTRICT A, st
       G = dv_dot((const REAL *)A->x + A->pa[pair] * d + (size_t)p * C,
                  (const REAL *)A->x + A->pb[pair] * d + (size_t)q * C, (int)C);
     } else {
-      size_t at = pair * A->fstride + (unsigned)(Di * w + Dj) * hw + p;
+      size_t at = pair * A->fstride + ntk_dev_full_slice(Di, Dj, (unsigned)h, (unsigned)w) + p;
       G = ((const REAL *)A->fg)[at];
       if (with_t) T = ((const REAL *)A->ft)[at];
     }
@@ -1020,7 +1020,7 @@ static DEV DV_INLINE void dv_slice3(const struct ntk_dev_args *DV_RESTRICT A, st
         sg += (double)G;
         st += (double)T;
       } else {
-        size_t at = pair * A->fstride + (unsigned)(Di * w + Dj) * hw + p;
+        size_t at = pair * A->fstride + ntk_dev_full_slice(Di, Dj, (unsigned)h, (unsigned)w) + p;
         ((REAL *)A->fg)[at] = G;
         if (with_t) ((REAL *)A->ft)[at] = T;
       }
@@ -1162,7 +1162,7 @@ static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
   const size_t hwo = (size_t)o->ho * o->wo;
   const int fh = o->fh, fw = o->fw, sh = o->sh, sw = o->sw, wi = o->wi, hi = o->hi, lo_h = o->lo_h, lo_w = o->lo_w;
   const int circ = o->circular, with_t = A->with_t;
-  const unsigned hwi = (unsigned)(hi * wi);
+  const unsigned uh = (unsigned)hi, uw = (unsigned)wi;
   const REAL sc0 = dv_pool_scale(o, 0, 0); /* every window's, but with normalize_edges */
   /* Both covariances in one pass (each summed in pool_full's order), the
    * index arithmetic in 32 bits: the kernel is bound by its instructions,
@@ -1185,18 +1185,16 @@ static DEV void dv_pool_full(const struct ntk_dev_args *A, struct ntk_blk *B) {
         int cb = sw * j + b - lo_w;
         if (circ) cb = (cb % wi + wi) % wi;
         else if (cb < 0 || cb >= wi) continue;
-        const unsigned pa = (unsigned)(ra * wi + cb); /* a's position: ntk_dev_full_at's p */
         REAL ing = 0, int_ = 0;
         for (int a2 = 0; a2 < fh; a2++) {
           int r2 = sh * i2 + a2 - lo_h;
           if (circ) r2 = (r2 % hi + hi) % hi;
           else if (r2 < 0 || r2 >= hi) continue;
-          const unsigned drow = (unsigned)(ra >= r2 ? ra - r2 : ra + hi - r2) * (unsigned)wi;
           for (int b2 = 0; b2 < fw; b2++) {
             int c2 = sw * j2 + b2 - lo_w;
             if (circ) c2 = (c2 % wi + wi) % wi;
             if (c2 < 0 || c2 >= wi) continue;
-            const unsigned at = (drow + (unsigned)(cb >= c2 ? cb - c2 : cb + wi - c2)) * hwi + pa; /* ntk_dev_full_at */
+            const unsigned at = ntk_dev_full_at((unsigned)ra, (unsigned)cb, (unsigned)r2, (unsigned)c2, uh, uw);
             ing += sg[at];
             if (with_t) int_ += st[at];
           }
@@ -1277,9 +1275,9 @@ static DEV void dv_readout(const struct ntk_dev_args *A, struct ntk_blk *B, REAL
     int gap = A->mode == NTK_RO_FULL_GAP;
     size_t items = gap ? n * n : n;
     for (size_t k = tid; k < items; k += nt) {
-      size_t at = k; /* FLATTEN: the diagonal, offset 0's slice (ntk_dev_full_at) */
-      sg += (double)fg[at];
-      if (A->with_t) st += (double)ft[at];
+      /* FLATTEN: the diagonal, k < n: offset 0's slice (ntk_dev_full_at) */
+      sg += (double)fg[k];
+      if (A->with_t) st += (double)ft[k];
     }
     norm = gap ? (P->readout_sum ? 1.0 : (double)(n * n)) : (double)n;
   }
