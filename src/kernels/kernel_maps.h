@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/defs.h"
+
 #ifdef __CUDACC__
 #define NTK_HD __host__ __device__
 #else
@@ -36,23 +38,14 @@
 #define NTK_INLINE inline
 #endif
 
-/* Hot CPU loops are compiled for x86-64-v4 (AVX-512), x86-64-v3 (AVX2 and
- * FMA) and baseline x86-64, and the best is picked at run time. All three
- * round alike: -ffp-contract=off fuses nothing behind the code's back, and
- * the fused multiply-adds the maps do want are written out as fmaf/fma,
- * which IEEE 754 rounds once everywhere (a vfmadd instruction in the v3
- * and v4 clones, libm's correctly rounded fma in the baseline one, which
- * runs only on a CPU without FMA). tests/test_clones.c compiles the map
- * loops for each target and compares them bit for bit.
- * Not under ASan or TSan: their run-time starts after ifunc resolvers run.
- * A build may define NTK_CLONES itself (empty: one target, the test's). */
-#ifndef NTK_CLONES
-#if defined(__x86_64__) && !defined(__CUDACC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define NTK_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define NTK_CLONES
-#endif
-#endif
+/* Hot CPU loops are compiled for x86-64-v4, -v3 and baseline x86-64
+ * (NTK_CLONES, src/base/defs.h). All three round alike: -ffp-contract=off
+ * fuses nothing behind the code's back, and the fused multiply-adds the
+ * maps do want are written out as fmaf/fma, which IEEE 754 rounds once
+ * everywhere (a vfmadd instruction in the v3 and v4 clones, libm's
+ * correctly rounded fma in the baseline one, which runs only on a CPU
+ * without FMA). tests/test_clones.c compiles the map loops for each
+ * target and compares them bit for bit. */
 
 /* The nonlinearities with a closed-form kernel (src/kernels/layers.c names them
  * and their parameters as stax does). */
