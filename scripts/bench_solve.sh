@@ -27,7 +27,10 @@
 # given; per run the iterations of the slowest ridge, the preconditioner's
 # set-up, the products and the preconditioner during the iterations, the
 # whole solve and its ratio to float64's; every run's predictions must agree
-# with float64's within 1e-6 of their scale (exit 1 otherwise).
+# with float64's within 1e-6 of their scale (exit 1 otherwise). First, the
+# products' own benchmark (build/ntkd_bench_skinny: the one-pass products
+# of src/solve/skinny.c against sgemm and dgemm per column count, in the
+# same run; exit 1 if they disagree).
 #
 # Usage: scripts/bench_solve.sh [BUILD_DIR] [N ...]
 #   BUILD_DIR  holds ntkd (default: build); N: train sizes (default 20000 30000)
@@ -110,9 +113,11 @@ fi
 
 if [ $CG = 1 ]; then
   n=$CG_N
+  status=0
+  "$BUILD/ntkd_bench_skinny" || status=1
   kernel_store "$n"
   export SOLVE_RIDGES="1e-4, 1e-3, 1e-2, 1e-1"
-  status=0 rows=()
+  rows=()
   runs="f64:$NTKD:float64 f32:$NTKD:float32"
   [ -n "$OLD" ] && runs="$runs old:$OLD/ntkd:"
   for r in $runs; do

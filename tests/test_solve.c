@@ -3,13 +3,15 @@
  * (tests/data/ref_solve.txt, from scripts/nt_reference.sh), and the dense
  * solver's refusals of matrices it cannot solve. The end-to-end path (data
  * -> tiles -> store -> `ntkd solve` -> .npy) is checked against the same
- * file by tests/e2e_solve.sh. */
+ * file by tests/e2e_solve.sh. And cg's skinny products (src/solve/skinny.c)
+ * against plain float64 sums. */
 #include <math.h>
 #include <unistd.h>
 
 #include "base/codec.h"
 #include "job/config.h"
 #include "solve/solve.h"
+#include "solve/skinny.h"
 #include "store/store.h"
 #include "base/tiling.h"
 #include "refcase.h"
@@ -376,6 +378,71 @@ START_TEST(test_non_finite_kernel) {
 }
 END_TEST
 
+/* cg's skinny products (skinny.h) against plain float64 sums, both ways of
+ * computing each (AUTO, one-pass, BLAS): a matrix whose row count is not
+ * a multiple of the one-pass blocks' 4 rows, whose stride is not its
+ * width, with more than one 256-term band both ways; widths at the
+ * one-pass bounds, with lanes left over in its vectors, and beyond them.
+ * ntk_skinny_tile adds to y and yt (they start at 1) and leaves yt alone
+ * without xt (NaN stays NaN); ax and atx overwrite theirs (they start as
+ * NaN). Each entry within rounding (float32 1e-6, float64 1e-13) of the
+ * sum of |terms|. */
+#define UNIFORM(s) ((double)((s = s * 1103515245u + 12345u) >> 8) / 16777216.0)
+
+/* Checks got (rows x na) against a x (a: rows x cols, ld; x: cols x na)
+ * plus `plus`, or with `trans` got (cols x na) against a^T x (x: rows x na). */
+static void check_product(const char *what, const double *a, size_t rows, size_t cols, size_t ld, int trans,
+                          const double *x, const double *got, size_t na, double plus, double tol, int how) {
+  size_t out = trans ? cols : rows, in = trans ? rows : cols;
+  for (size_t i = 0; i < out; i++)
+    for (size_t q = 0; q < na; q++) {
+      double want = plus, mag = fabs(plus);
+      for (size_t j = 0; j < in; j++) {
+        double t = (trans ? a[j * ld + i] : a[i * ld + j]) * x[j * na + q];
+        want += t, mag += fabs(t);
+      }
+      ck_assert_msg(fabs(got[i * na + q] - want) <= tol * mag, "%s [%zu][%zu] = %.17g, want %.17g (na %zu, how %d)",
+                    what, i, q, got[i * na + q], want, na, how);
+    }
+}
+
+START_TEST(test_skinny_products) {
+  const size_t rows = 299, cols = 263, ld = 271;
+  const size_t widths[] = {1, NTK_SKINNY_MIN, 10, 16, 17, 33, 41, NTK_SKINNY_MAX, 50};
+  const int hows[] = {NTK_SKINNY_AUTO, NTK_SKINNY_ONEPASS, NTK_SKINNY_BLAS};
+  float *af = malloc(rows * ld * sizeof *af);
+  double *ad = malloc(rows * ld * sizeof *ad), *aw = malloc(rows * ld * sizeof *aw);
+  void *scratch = malloc(ntk_skinny_scratch(rows, cols, 50));
+  unsigned s = 12345;
+  for (size_t i = 0; i < rows * ld; i++) af[i] = (float)(UNIFORM(s) - 0.3), aw[i] = af[i], ad[i] = UNIFORM(s) - 0.5;
+  for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
+    for (size_t h = 0; h < 3; h++) {
+      size_t na = widths[w];
+      double *x = malloc(cols * na * sizeof *x), *xt = malloc(rows * na * sizeof *xt);
+      double *x32 = malloc(cols * na * sizeof *x32), *xt32 = malloc(rows * na * sizeof *xt32);
+      double *y = malloc(rows * na * sizeof *y), *yt = malloc(cols * na * sizeof *yt);
+      for (size_t i = 0; i < cols * na; i++) x[i] = UNIFORM(s), x32[i] = (float)x[i];
+      for (size_t i = 0; i < rows * na; i++) xt[i] = UNIFORM(s), xt32[i] = (float)xt[i];
+      for (int transposed = 0; transposed < 2; transposed++) { /* the float32 tile */
+        for (size_t i = 0; i < rows * na; i++) y[i] = 1.0;
+        for (size_t i = 0; i < cols * na; i++) yt[i] = transposed ? 1.0 : NAN;
+        ntk_skinny_tile(af, rows, cols, ld, x, transposed ? xt : NULL, y, yt, na, scratch, hows[h]);
+        check_product("tile y", aw, rows, cols, ld, 0, x32, y, na, 1.0, 1e-6, hows[h]);
+        if (transposed) check_product("tile yt", aw, rows, cols, ld, 1, xt32, yt, na, 1.0, 1e-6, hows[h]);
+        for (size_t i = 0; !transposed && i < cols * na; i++) ck_assert(isnan(yt[i]));
+      }
+      for (size_t i = 0; i < rows * na; i++) y[i] = NAN;
+      for (size_t i = 0; i < cols * na; i++) yt[i] = NAN;
+      ntk_skinny_ax(ad, rows, cols, ld, x, y, na, scratch, hows[h]);
+      check_product("ax", ad, rows, cols, ld, 0, x, y, na, 0.0, 1e-13, hows[h]);
+      ntk_skinny_atx(ad, rows, cols, ld, xt, yt, na, scratch, hows[h]);
+      check_product("atx", ad, rows, cols, ld, 1, xt, yt, na, 0.0, 1e-13, hows[h]);
+      free(x), free(xt), free(x32), free(xt32), free(y), free(yt);
+    }
+  free(af), free(ad), free(aw), free(scratch);
+}
+END_TEST
+
 int main(void) {
   ntk_comm_init(NULL, NULL, &world); /* one rank: no MPI launcher */
   Suite *s = suite_create("solve");
@@ -386,6 +453,7 @@ int main(void) {
   tcase_add_test(tc, test_known_answer);
   tcase_add_test(tc, test_non_finite_kernel);
   tcase_add_test(tc, test_loo_and_variance_against_neural_tangents);
+  tcase_add_test(tc, test_skinny_products);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

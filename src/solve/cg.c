@@ -12,7 +12,8 @@
  *   CHUNK rows at a time and multiplied by OpenBLAS's dgemm, so CG solves
  *   exactly the matrix the Cholesky methods factorise.
  * - cg_products = float32 (the default for float32 tiles): the iterations'
- *   products K P run in float32 (sgemm on the held tiles, each tile's
+ *   products K P run in float32 (src/solve/skinny.c: one pass over each
+ *   held tile at the usual 8-48 columns, sgemm otherwise; each tile's
  *   result added in float64), twice the flops per second and no
  *   conversion. Their rounding (about eps32 |K| |P|, far above the 1e-8
  *   tolerance) makes the recurrence's residual drift from the truth, so
@@ -54,6 +55,7 @@
 #include "base/clock.h"
 #include "base/signals.h"
 #include "solve/solve_method.h"
+#include "solve/skinny.h"
 #include "base/tiling.h"
 
 void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda, double *w, double *work,
@@ -114,7 +116,7 @@ struct cg {
   double *conv;    /* CG_CHUNK x T */
   int f32;         /* the iterations' products in float32 (float32 tiles): see run_cg */
   double refresh;  /* f32: a column's true residual is recomputed once its residual fell by this factor */
-  float *x32, *y32; /* f32 scratch: 2 x T x ncols each */
+  void *skinny; /* scratch of the skinny.h products */
   size_t lo, hi;   /* this rank's rows of the preconditioner */
   size_t m;        /* preconditioner rank */
   double *L;       /* (hi - lo) x m, row stride ldl: this rank's rows of the factor */
@@ -335,31 +337,14 @@ static void free_tiles(struct cg *c) {
 }
 
 /* y[rows] += A x[cols] (x, y: n x na row-major, indexed from xoff, yoff);
- * with yt: yt[cols] += A^T xt[rows]. Float64 accumulation; a float32 A is
- * converted CG_CHUNK rows at a time. */
+ * with yt: yt[cols] += A^T xt[rows]. lowp on a float32 A: float32
+ * products (ntk_skinny_tile). Otherwise float64 accumulation; a float32 A
+ * is converted CG_CHUNK rows at a time. */
 static void block_product(struct cg *c, const void *a, size_t rows, size_t cols, size_t ld, const double *x,
                           double *y, const double *xt, double *yt, size_t na, int lowp) {
   int ina = (int)na;
-  if (lowp && c->elem == 4) { /* float32 products, summed per tile in float64 (run_cg says when) */
-    /* CG_CHUNK rows at a time, both products while they are in cache:
-     * 1.2x faster than two whole-tile sgemms at 10 columns */
-    const float *f = a;
-    float *x32 = c->x32, *xt32 = c->x32 + cols * na, *y32 = c->y32, *yt32 = c->y32 + rows * na;
-    for (size_t i = 0; i < cols * na; i++) x32[i] = (float)x[i];
-    if (yt) {
-      for (size_t i = 0; i < rows * na; i++) xt32[i] = (float)xt[i];
-      memset(yt32, 0, cols * na * sizeof *yt32);
-    }
-    for (size_t i0 = 0; i0 < rows; i0 += CG_CHUNK) {
-      int nr = (int)(rows - i0 < CG_CHUNK ? rows - i0 : CG_CHUNK);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, ina, (int)cols, 1.0f, f + i0 * ld, (int)ld, x32, ina,
-                  0.0f, y32 + i0 * na, ina);
-      if (yt)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, ina, nr, 1.0f, f + i0 * ld, (int)ld,
-                    xt32 + i0 * na, ina, 1.0f, yt32, ina);
-    }
-    for (size_t i = 0; i < rows * na; i++) y[i] += (double)y32[i];
-    for (size_t i = 0; yt && i < cols * na; i++) yt[i] += (double)yt32[i];
+  if (lowp && c->elem == 4) { /* float32 products (skinny.c), summed per tile in float64 */
+    ntk_skinny_tile(a, rows, cols, ld, x, xt, y, yt, na, c->skinny, NTK_SKINNY_AUTO);
     return;
   }
   if (c->elem == 8) {
@@ -685,22 +670,19 @@ static ntk_status precondition(struct cg *c, const double *R, double *Z, const s
     memcpy(Z, R, n * na * sizeof *Z);
     return NTK_OK;
   }
-  /* w = L^T R, column-major (m x na) so each ridge's columns are one block */
-  memset(w, 0, m * na * sizeof *w);
-  if (nl)
-    cblas_dgemm(CblasColMajor, CblasNoTrans, CblasTrans, (int)m, (int)na, (int)nl, 1.0, c->L, (int)c->ldl,
-                R + c->lo * na, (int)na, 0.0, w, (int)m);
+  /* w = L^T R (m x na; skinny.h, as the products below) */
+  if (nl) ntk_skinny_atx(c->L, nl, m, c->ldl, R + c->lo * na, w, na, c->skinny, NTK_SKINNY_AUTO);
+  else memset(w, 0, m * na * sizeof *w);
   ntk_status st = sum(c, w, m * na);
   if (st) return st;
-  for (size_t a = 0; a < na; a++) { /* (s I + diag(lam))^-1, s: the column's ridge's shift */
-    double sh = c->rshift[rid[a]];
-    for (size_t i = 0; i < m; i++) w[a * m + i] = sh > 0 ? w[a * m + i] / (sh + c->lam[i]) : 0;
-  }
+  for (size_t i = 0; i < m; i++) /* (s I + diag(lam))^-1, s: the column's ridge's shift */
+    for (size_t a = 0; a < na; a++) {
+      double sh = c->rshift[rid[a]];
+      w[i * na + a] = sh > 0 ? w[i * na + a] / (sh + c->lam[i]) : 0;
+    }
   /* corr = L w on this rank's rows, summed */
   memset(corr, 0, n * na * sizeof *corr);
-  if (nl)
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nl, (int)na, (int)m, 1.0, c->L, (int)c->ldl, w, (int)m,
-                0.0, corr + c->lo * na, (int)na);
+  if (nl) ntk_skinny_ax(c->L, nl, m, c->ldl, w, corr + c->lo * na, na, c->skinny, NTK_SKINNY_AUTO);
   if ((st = sum(c, corr, n * na))) return st;
   for (size_t i = 0; i < n; i++)
     for (size_t a = 0; a < na; a++) {
@@ -1138,16 +1120,18 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
   if (c->rank == 0 && getenv("NTKD_TEST_CG_BREAKDOWN")) /* said aloud, as every test setting (docs/CLI.md) */
     fprintf(stderr, "ntkd: test setting NTKD_TEST_CG_BREAKDOWN=%s\n", getenv("NTKD_TEST_CG_BREAKDOWN"));
   c->refresh = CG_REFRESH;
-  c->x32 = malloc(2 * edge * nc * sizeof *c->x32 + 1), c->y32 = malloc(2 * edge * nc * sizeof *c->y32 + 1);
+  size_t sk = ntk_skinny_scratch(edge, edge, nc), sk_pre = ntk_skinny_scratch(c->hi - c->lo, k, nc);
+  sk = sk > sk_pre ? sk : sk_pre;
+  c->skinny = malloc(sk + 1);
   if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->P && v->Pa && v->Qa &&
                v->Za && v->corr && v->w && v->bnorm && v->rz && v->res && v->best && v->alpha && v->pos && v->rid &&
-               v->it && v->act && v->state && v->why && v->rref && v->redo && c->x32 && c->y32))
+               v->it && v->act && v->state && v->why && v->rref && v->redo && c->skinny))
     st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
   /* what this rank needs besides the tiles: the vectors above, L and
    * L V while one replaces the other, L^T L and V, the batch of columns */
   double nl = (double)(c->hi - c->lo);
   double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * nl * (double)k * 2 + 8.0 * (double)k * (double)k * 2 +
-                 8.0 * (double)n * CG_BATCH + 3.0 * (double)edge * (double)edge * (double)c->elem * 2;
+                 8.0 * (double)n * CG_BATCH + 3.0 * (double)edge * (double)edge * (double)c->elem * 2 + (double)sk;
   *need = c->tile_bytes + other;
   return st;
 }
@@ -1390,7 +1374,7 @@ done:
   openblas_set_num_threads(1);
   free_tiles(&c);
   free(c.tr), free(c.te), free(c.raw), free(c.val), free(c.conv), free(c.reg), free(c.L), free(c.lam);
-  free(c.x32), free(c.y32);
+  free(c.skinny);
   ntk_codec_free(c.codec);
   free(d), free(all);
   free_cgv(&v);

@@ -1,0 +1,240 @@
+/* Products of a large matrix with a few columns (skinny.h).
+ *
+ * OpenBLAS's gemm packs its large operand for every call, which at the
+ * few columns CG runs costs as much as the product: a float32 tile times
+ * 10 columns took 5.4 ms in sgemm (64-row chunks, both products) on one
+ * core of an AVX-512 EPYC, 2.9 ms here; the preconditioner's two float64
+ * products 82 ms in dgemm, 38 ms here (docs/PERFORMANCE.md, 2026-12-04;
+ * build/ntkd_bench_skinny). Here each block of 4 rows of the matrix is
+ * read once: its elements are broadcast against the rows of x (y's row
+ * sums) and the 4 rows of xt (added into yt's rows), the columns padded to
+ * whole 64-byte vectors (16 float32 or 8 float64 lanes; 8 columns in 16
+ * lanes still beat sgemm, 6 do not: NTK_SKINNY_MIN; the float64 ones beat
+ * dgemm from 1 column). The products run on one thread: where a rank's
+ * OpenBLAS has more, BLAS keeps them.
+ *
+ * This file alone is compiled with -ffp-contract=fast (CMakeLists.txt):
+ * a*b + c is one fused multiply-add where the clone has FMA. CG's products
+ * need no bit agreement between CPUs (BLAS kernels differ between them
+ * too): the true residuals that decide convergence are float64 products
+ * (cg.c). Sums run over at most BAND terms in the vectors' precision and
+ * then go into float64: in float32, 2 048-term sums cost CG 7 % more
+ * iterations than sgemm's, 256-term ones none (docs/PERFORMANCE.md). */
+#include "solve/skinny.h"
+
+#include <cblas.h>
+#include <string.h>
+
+#include "base/cpuinit.h"
+#include "base/defs.h"
+
+#define ROWS 4   /* matrix rows per block: 4 x NV accumulators (or rows of xt) in registers */
+#define BAND 256 /* terms per sum in the vectors' precision, then added in float64 */
+#define CHUNK 64 /* tile rows per sgemm pair (the BLAS path): both products while in cache */
+
+typedef float vf __attribute__((vector_size(64), aligned(4), may_alias));
+typedef double vd __attribute__((vector_size(64), aligned(8), may_alias));
+
+/* Rows [r0, r0 + R) of a (ld) against NV vectors V of W lanes per row of
+ * x and xt (P = W NV lanes). DO_Y: y (float64, na columns) += the rows'
+ * sums, BAND columns at a time; DO_YT: acc (cols rows of P) += the rows'
+ * terms. */
+#define BLOCK(V, W, R, NV, DO_Y, DO_YT)                                                        \
+  do {                                                                                         \
+    V xi[R][NV];                                                                               \
+    for (int k = 0; k < (R); k++)                                                              \
+      for (int v = 0; v < (NV); v++) xi[k][v] = (DO_YT) ? *(const V *)(xt + (r0 + k) * P + (W) * v) : (V){0}; \
+    for (size_t c0 = 0; c0 < cols; c0 += BAND) {                                               \
+      size_t c1 = cols - c0 < BAND ? cols : c0 + BAND;                                         \
+      V sum[R][NV];                                                                            \
+      for (int k = 0; k < (R); k++)                                                            \
+        for (int v = 0; v < (NV); v++) sum[k][v] = (V){0};                                     \
+      for (size_t c = c0; c < c1; c++) {                                                       \
+        __typeof__(xi[0][0][0]) s[R];                                                          \
+        for (int k = 0; k < (R); k++) s[k] = a[(r0 + k) * ld + c];                             \
+        for (int v = 0; v < (NV); v++) {                                                       \
+          if (DO_Y) {                                                                          \
+            V xj = *(const V *)(x + c * P + (W) * v);                                          \
+            for (int k = 0; k < (R); k++) sum[k][v] += s[k] * xj;                              \
+          }                                                                                    \
+          if (DO_YT) {                                                                         \
+            V *o = (V *)(acc + c * P + (W) * v), u = *o;                                       \
+            for (int k = 0; k < (R); k++) u += s[k] * xi[k][v];                                \
+            *o = u;                                                                            \
+          }                                                                                    \
+        }                                                                                      \
+      }                                                                                        \
+      for (int k = 0; (DO_Y) && k < (R); k++)                                                  \
+        for (size_t q = 0; q < na; q++) y[(r0 + k) * na + q] += (double)sum[k][q / (W)][q % (W)]; \
+    }                                                                                          \
+  } while (0)
+
+/* NAME: y += a x (DO_Y) and yt += a^T xt (DO_YT) for a of element type T,
+ * x and xt in rows of P = W NV lanes of V, acc: cols x P of scratch.
+ * Inlined into the clones below, so that every target gets its own code
+ * for each width. */
+#define ONEPASS(NAME, T, V, W, NV, DO_Y, DO_YT)                                                \
+  static inline __attribute__((always_inline)) void NAME(const T *a, size_t rows, size_t cols, size_t ld,       \
+                                                         const T *x, const T *xt, double *y, double *yt,       \
+                                                         size_t na, T *acc) {                                  \
+    const size_t P = (W) * (NV);                                                               \
+    (void)x, (void)xt, (void)y, (void)yt, (void)acc;                                           \
+    for (size_t b0 = 0; b0 < rows; b0 += BAND) {                                               \
+      size_t b1 = rows - b0 < BAND ? rows : b0 + BAND, r0 = b0;                                \
+      if (DO_YT) memset(acc, 0, cols * P * sizeof *acc);                                       \
+      for (; r0 + ROWS <= b1; r0 += ROWS) BLOCK(V, W, ROWS, NV, DO_Y, DO_YT);                  \
+      for (; r0 < b1; r0++) BLOCK(V, W, 1, NV, DO_Y, DO_YT);                                   \
+      for (size_t c = 0; (DO_YT) && c < cols; c++)                                             \
+        for (size_t q = 0; q < na; q++) yt[c * na + q] += (double)acc[c * P + q];              \
+    }                                                                                          \
+  }
+
+/* float32 tiles: both products (off-diagonal tiles) or y alone (diagonal) */
+ONEPASS(tile2_1, float, vf, 16, 1, 1, 1)
+ONEPASS(tile2_2, float, vf, 16, 2, 1, 1)
+ONEPASS(tile2_3, float, vf, 16, 3, 1, 1)
+ONEPASS(tile1_1, float, vf, 16, 1, 1, 0)
+ONEPASS(tile1_2, float, vf, 16, 2, 1, 0)
+ONEPASS(tile1_3, float, vf, 16, 3, 1, 0)
+/* float64: A x and A^T xt apart */
+ONEPASS(ax_1, double, vd, 8, 1, 1, 0)
+ONEPASS(ax_2, double, vd, 8, 2, 1, 0)
+ONEPASS(ax_3, double, vd, 8, 3, 1, 0)
+ONEPASS(ax_4, double, vd, 8, 4, 1, 0)
+ONEPASS(ax_5, double, vd, 8, 5, 1, 0)
+ONEPASS(ax_6, double, vd, 8, 6, 1, 0)
+ONEPASS(atx_1, double, vd, 8, 1, 0, 1)
+ONEPASS(atx_2, double, vd, 8, 2, 0, 1)
+ONEPASS(atx_3, double, vd, 8, 3, 0, 1)
+ONEPASS(atx_4, double, vd, 8, 4, 0, 1)
+ONEPASS(atx_5, double, vd, 8, 5, 0, 1)
+ONEPASS(atx_6, double, vd, 8, 6, 0, 1)
+
+#define ARGS a, rows, cols, ld, x, xt, y, yt, na, acc
+NTK_CLONES static void tile_onepass(const float *a, size_t rows, size_t cols, size_t ld, const float *x,
+                                    const float *xt, double *y, double *yt, size_t na, float *acc) {
+  size_t nv = (na + 15) / 16;
+  if (yt) {
+    if (nv == 1) tile2_1(ARGS);
+    else if (nv == 2) tile2_2(ARGS);
+    else tile2_3(ARGS);
+  } else {
+    if (nv == 1) tile1_1(ARGS);
+    else if (nv == 2) tile1_2(ARGS);
+    else tile1_3(ARGS);
+  }
+}
+
+NTK_CLONES static void d_onepass(const double *a, size_t rows, size_t cols, size_t ld, const double *x,
+                                 const double *xt, double *y, double *yt, size_t na, double *acc) {
+  size_t nv = (na + 7) / 8;
+  if (y) {
+    switch (nv) {
+    case 1: ax_1(ARGS); break;
+    case 2: ax_2(ARGS); break;
+    case 3: ax_3(ARGS); break;
+    case 4: ax_4(ARGS); break;
+    case 5: ax_5(ARGS); break;
+    default: ax_6(ARGS);
+    }
+  } else {
+    switch (nv) {
+    case 1: atx_1(ARGS); break;
+    case 2: atx_2(ARGS); break;
+    case 3: atx_3(ARGS); break;
+    case 4: atx_4(ARGS); break;
+    case 5: atx_5(ARGS); break;
+    default: atx_6(ARGS);
+    }
+  }
+}
+#undef ARGS
+
+/* out: n rows of P lanes, the first na of each of x's rows (n x na), the
+ * rest 0. */
+#define PAD(NAME, T)                                                                           \
+  static void NAME(const double *x, size_t n, size_t na, T *out, size_t P) {                   \
+    for (size_t i = 0; i < n; i++) {                                                           \
+      for (size_t q = 0; q < na; q++) out[i * P + q] = (T)x[i * na + q];                       \
+      for (size_t q = na; q < P; q++) out[i * P + q] = 0;                                      \
+    }                                                                                          \
+  }
+PAD(pad_f, float)
+PAD(pad_d, double)
+
+/* y (n x na) += v's n rows of na floats. */
+static void add_rows(double *y, size_t n, size_t na, const float *v) {
+  for (size_t i = 0; i < n * na; i++) y[i] += (double)v[i];
+}
+
+static size_t round_up(size_t na, size_t w) { return (na + w - 1) / w * w; }
+
+int ntk_skinny_takes(size_t na, int f32) {
+  return na >= (f32 ? NTK_SKINNY_MIN : 1) && na <= NTK_SKINNY_MAX && ntk_cpu_blas_threads() == 1;
+}
+
+static int onepass(int how, size_t na, int f32) {
+  if (na > NTK_SKINNY_MAX) return 0;
+  return how == NTK_SKINNY_ONEPASS || (how == NTK_SKINNY_AUTO && ntk_skinny_takes(na, f32));
+}
+
+size_t ntk_skinny_scratch(size_t rows, size_t cols, size_t ncols) {
+  size_t P = ncols > NTK_SKINNY_MAX ? ncols : round_up(ncols, 16); /* float32 lanes (or sgemm's na) */
+  size_t f32 = 4 * (rows > cols ? rows : cols) * P * sizeof(float);
+  size_t f64 = (rows + cols) * round_up(ncols, 8) * sizeof(double);
+  return f32 > f64 ? f32 : f64;
+}
+
+void ntk_skinny_tile(const float *a, size_t rows, size_t cols, size_t ld, const double *x, const double *xt,
+                     double *y, double *yt, size_t na, void *scratch, int how) {
+  if (!xt) yt = NULL;
+  int one = onepass(how, na, 1);
+  size_t P = one ? round_up(na, 16) : na;
+  float *x32 = scratch, *xt32 = x32 + cols * P, *y32 = xt32 + rows * P, *yt32 = y32 + rows * P;
+  pad_f(x, cols, na, x32, P);
+  if (yt) pad_f(xt, rows, na, xt32, P);
+  if (one) {
+    tile_onepass(a, rows, cols, ld, x32, xt32, y, yt, na, yt32);
+    return;
+  }
+  if (yt) memset(yt32, 0, cols * na * sizeof *yt32);
+  int ina = (int)na;
+  for (size_t i0 = 0; i0 < rows; i0 += CHUNK) {
+    int nr = (int)(rows - i0 < CHUNK ? rows - i0 : CHUNK);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, ina, (int)cols, 1.0f, a + i0 * ld, (int)ld, x32, ina,
+                0.0f, y32 + i0 * na, ina);
+    if (yt)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, ina, nr, 1.0f, a + i0 * ld, (int)ld,
+                  xt32 + i0 * na, ina, 1.0f, yt32, ina);
+  }
+  add_rows(y, rows, na, y32);
+  if (yt) add_rows(yt, cols, na, yt32);
+}
+
+void ntk_skinny_ax(const double *a, size_t rows, size_t cols, size_t ld, const double *x, double *y, size_t na,
+                   void *scratch, int how) {
+  if (!onepass(how, na, 0)) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)na, (int)cols, 1.0, a, (int)ld, x, (int)na,
+                0.0, y, (int)na);
+    return;
+  }
+  size_t P = round_up(na, 8);
+  double *xp = scratch;
+  pad_d(x, cols, na, xp, P);
+  memset(y, 0, rows * na * sizeof *y);
+  d_onepass(a, rows, cols, ld, xp, NULL, y, NULL, na, NULL);
+}
+
+void ntk_skinny_atx(const double *a, size_t rows, size_t cols, size_t ld, const double *xt, double *yt, size_t na,
+                    void *scratch, int how) {
+  if (!onepass(how, na, 0)) {
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, (int)na, (int)rows, 1.0, a, (int)ld, xt,
+                (int)na, 0.0, yt, (int)na);
+    return;
+  }
+  size_t P = round_up(na, 8);
+  double *xp = scratch, *acc = xp + rows * P;
+  pad_d(xt, rows, na, xp, P);
+  memset(yt, 0, cols * na * sizeof *yt);
+  d_onepass(a, rows, cols, ld, NULL, xp, NULL, yt, na, acc);
+}

@@ -1,0 +1,52 @@
+/* Products of a large matrix with a few columns, for conjugate gradients
+ * (src/solve/cg.c): a held float32 kernel tile times the iterations'
+ * columns (cg_products = float32), and the float64 factor L V of the
+ * preconditioner times them. At the 8-48 columns CG runs (10 classes per
+ * ridge, fewer as ridges converge) OpenBLAS packs the large matrix for
+ * each product; these read it once, its elements broadcast against rows
+ * of the columns padded to whole SIMD vectors (skinny.c). Vectors are
+ * row-major, na columns. */
+#ifndef NTKD_SKINNY_H
+#define NTKD_SKINNY_H
+
+#include <stddef.h>
+
+/* The columns the one-pass products are for: at most 48 (above, BLAS is
+ * efficient on its own), and for the float32 tile at least 8 (below, its
+ * 16 lanes mostly idle, it loses to sgemm: 0.84x at 6 columns, 1.6x at 8;
+ * the float64 products beat dgemm 2.1-2.8x from 1 column on;
+ * docs/PERFORMANCE.md, 2026-12-04; build/ntkd_bench_skinny). */
+#define NTK_SKINNY_MIN 8
+#define NTK_SKINNY_MAX 48
+
+/* Whether the one-pass products take na columns here (f32: the float32
+ * tile's, else the float64 ones): na within the bounds above, and
+ * OpenBLAS on one thread (as with a CG rank per core; where a rank's
+ * OpenBLAS has more threads, BLAS keeps them). */
+int ntk_skinny_takes(size_t na, int f32);
+
+/* How: AUTO (ntk_skinny_takes decides), or one of the two (benchmarks,
+ * tests; ONEPASS past NTK_SKINNY_MAX is BLAS). */
+enum { NTK_SKINNY_AUTO, NTK_SKINNY_ONEPASS, NTK_SKINNY_BLAS };
+
+/* Bytes of scratch for any of the products below on matrices of at most
+ * `rows` rows and `cols` columns, with at most ncols columns. */
+size_t ntk_skinny_scratch(size_t rows, size_t cols, size_t ncols);
+
+/* y += A x and, with xt, yt += A^T xt, for a float32 tile A (rows x cols,
+ * row stride ld; x: cols x na, xt and y: rows x na, yt: cols x na, all
+ * float64). The products are float32: the vectors rounded to float32,
+ * multiply-adds fused where the CPU has FMA (rounding like sgemm's, not
+ * the same bits on every CPU), each float32 sum over at most 256 terms
+ * before it is added in float64. */
+void ntk_skinny_tile(const float *a, size_t rows, size_t cols, size_t ld, const double *x, const double *xt,
+                     double *y, double *yt, size_t na, void *scratch, int how);
+
+/* Float64 A (rows x cols, ld): y = A x (x: cols x na, y: rows x na) and
+ * yt = A^T xt (xt: rows x na, yt: cols x na), each overwritten. */
+void ntk_skinny_ax(const double *a, size_t rows, size_t cols, size_t ld, const double *x, double *y, size_t na,
+                   void *scratch, int how);
+void ntk_skinny_atx(const double *a, size_t rows, size_t cols, size_t ld, const double *xt, double *yt, size_t na,
+                    void *scratch, int how);
+
+#endif
