@@ -408,11 +408,12 @@ static void check_product(const char *what, const double *a, size_t rows, size_t
 
 START_TEST(test_skinny_products) {
   const size_t rows = 299, cols = 263, ld = 271;
-  const size_t widths[] = {1, NTK_SKINNY_MIN, 10, 16, 17, 33, 41, NTK_SKINNY_MAX, 50};
+  const size_t widths[] = {1, NTK_SKINNY_MIN, 10, 16, 17, 29, 33, 41, NTK_SKINNY_MAX, 50};
   const int hows[] = {NTK_SKINNY_AUTO, NTK_SKINNY_ONEPASS, NTK_SKINNY_BLAS};
   float *af = malloc(rows * ld * sizeof *af);
   double *ad = malloc(rows * ld * sizeof *ad), *aw = malloc(rows * ld * sizeof *aw);
-  void *scratch = malloc(ntk_skinny_scratch(rows, cols, 50));
+  size_t sk32 = ntk_skinny_scratch(rows, cols, 50, 1), sk64 = ntk_skinny_scratch(rows, cols, 50, 0);
+  void *scratch = malloc(sk32 > sk64 ? sk32 : sk64);
   unsigned s = 12345;
   for (size_t i = 0; i < rows * ld; i++) af[i] = (float)(UNIFORM(s) - 0.3), aw[i] = af[i], ad[i] = UNIFORM(s) - 0.5;
   for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)

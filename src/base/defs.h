@@ -20,10 +20,12 @@ enum { NTK_TRAIN_DEVICE_AUTO, NTK_TRAIN_DEVICE_CPU, NTK_TRAIN_DEVICE_CUDA };
  * target_clones). Not under ASan or TSan: their run-time starts after
  * ifunc resolvers run. A build may define NTK_CLONES itself (empty: one
  * target, as tests/test_clones.c does). Whether the clones round alike is
- * each loop's own promise (src/kernels/kernel_maps.h: the maps do). */
+ * each loop's own promise (src/kernels/kernel_maps.h: the maps do).
+ * NTK_CLONES_V4 says whether the x86-64-v4 clone is built. */
 #ifndef NTK_CLONES
 #if defined(__x86_64__) && !defined(__CUDACC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define NTK_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define NTK_CLONES_V4 1 /* an x86-64-v4 clone exists, run where the CPU has it */
 #else
 #define NTK_CLONES
 #endif

@@ -1120,7 +1120,7 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
   if (c->rank == 0 && getenv("NTKD_TEST_CG_BREAKDOWN")) /* said aloud, as every test setting (docs/CLI.md) */
     fprintf(stderr, "ntkd: test setting NTKD_TEST_CG_BREAKDOWN=%s\n", getenv("NTKD_TEST_CG_BREAKDOWN"));
   c->refresh = CG_REFRESH;
-  size_t sk = ntk_skinny_scratch(edge, edge, nc), sk_pre = ntk_skinny_scratch(c->hi - c->lo, k, nc);
+  size_t sk = ntk_skinny_scratch(edge, edge, nc, 1), sk_pre = ntk_skinny_scratch(c->hi - c->lo, k, nc, 0);
   sk = sk > sk_pre ? sk : sk_pre;
   c->skinny = malloc(sk + 1);
   if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->P && v->Pa && v->Qa &&

@@ -1,10 +1,11 @@
 /* Products of a large matrix with a few columns (skinny.h).
  *
  * OpenBLAS's gemm packs its large operand for every call, which at the
- * few columns CG runs costs as much as the product: a float32 tile times
- * 10 columns took 5.4 ms in sgemm (64-row chunks, both products) on one
- * core of an AVX-512 EPYC, 2.9 ms here; the preconditioner's two float64
- * products 82 ms in dgemm, 38 ms here (docs/PERFORMANCE.md, 2026-12-04;
+ * few columns CG runs costs as much as the product: a 2048 x 2048 float32
+ * tile times 10 columns took 5.4 ms in sgemm (64-row chunks, both
+ * products) on one core of an AVX-512 EPYC, 2.8 ms here; the
+ * preconditioner's two float64 products with a 6 667 x 4 000 factor 96 ms
+ * in dgemm, 41 ms here (docs/PERFORMANCE.md, 2026-12-04;
  * build/ntkd_bench_skinny). Here each block of 4 rows of the matrix is
  * read once: its elements are broadcast against the rows of x (y's row
  * sums) and the 4 rows of xt (added into yt's rows), the columns padded to
@@ -18,8 +19,13 @@
  * need no bit agreement between CPUs (BLAS kernels differ between them
  * too): the true residuals that decide convergence are float64 products
  * (cg.c). Sums run over at most BAND terms in the vectors' precision and
- * then go into float64: in float32, 2 048-term sums cost CG 7 % more
- * iterations than sgemm's, 256-term ones none (docs/PERFORMANCE.md). */
+ * then go into float64: in float32, 2 048-term sums cost CG 5 % more
+ * iterations than sgemm's (233 against 221), 256-term ones none (218,
+ * 219; docs/PERFORMANCE.md).
+ * AUTO takes the one-pass products only where they run as AVX-512 code:
+ * their 64-byte vectors and 4-row blocks are sized for its 32 registers;
+ * compiled for AVX2 (16) they spill and run 20-30x slower than BLAS
+ * (avx512() below). */
 #include "solve/skinny.h"
 
 #include <cblas.h>
@@ -169,8 +175,24 @@ static void add_rows(double *y, size_t n, size_t na, const float *v) {
 
 static size_t round_up(size_t na, size_t w) { return (na + w - 1) / w * w; }
 
+/* Whether the one-pass products run as AVX-512 code here: this file is
+ * compiled for it, or its x86-64-v4 clone is built and the CPU runs it.
+ * Elsewhere (the v3 and baseline clones, sanitizer builds) their blocks
+ * spill: the AVX2 clone measured 20-30x slower than OpenBLAS's Haswell
+ * kernels (docs/PERFORMANCE.md, 2026-12-04). */
+static int avx512(void) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+  return 1;
+#elif defined(NTK_CLONES_V4)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("x86-64-v4");
+#else
+  return 0;
+#endif
+}
+
 int ntk_skinny_takes(size_t na, int f32) {
-  return na >= (f32 ? NTK_SKINNY_MIN : 1) && na <= NTK_SKINNY_MAX && ntk_cpu_blas_threads() == 1;
+  return na >= (f32 ? NTK_SKINNY_MIN : 1) && na <= NTK_SKINNY_MAX && ntk_cpu_blas_threads() == 1 && avx512();
 }
 
 static int onepass(int how, size_t na, int f32) {
@@ -178,15 +200,17 @@ static int onepass(int how, size_t na, int f32) {
   return how == NTK_SKINNY_ONEPASS || (how == NTK_SKINNY_AUTO && ntk_skinny_takes(na, f32));
 }
 
-size_t ntk_skinny_scratch(size_t rows, size_t cols, size_t ncols) {
-  size_t P = ncols > NTK_SKINNY_MAX ? ncols : round_up(ncols, 16); /* float32 lanes (or sgemm's na) */
-  size_t f32 = 4 * (rows > cols ? rows : cols) * P * sizeof(float);
-  size_t f64 = (rows + cols) * round_up(ncols, 8) * sizeof(double);
-  return f32 > f64 ? f32 : f64;
+size_t ntk_skinny_scratch(size_t rows, size_t cols, size_t ncols, int f32) {
+  if (f32) { /* x, xt, y, yt in rows of float32 lanes (or sgemm's ncols) */
+    size_t P = ncols > NTK_SKINNY_MAX ? ncols : round_up(ncols, 16);
+    return 2 * (rows + cols) * P * sizeof(float);
+  }
+  return (rows + cols) * round_up(ncols, 8) * sizeof(double); /* x or xt, and yt's float64 sums */
 }
 
 void ntk_skinny_tile(const float *a, size_t rows, size_t cols, size_t ld, const double *x, const double *xt,
                      double *y, double *yt, size_t na, void *scratch, int how) {
+  if (!na || !rows || !cols) return; /* nothing to add */
   if (!xt) yt = NULL;
   int one = onepass(how, na, 1);
   size_t P = one ? round_up(na, 16) : na;
@@ -213,6 +237,11 @@ void ntk_skinny_tile(const float *a, size_t rows, size_t cols, size_t ld, const 
 
 void ntk_skinny_ax(const double *a, size_t rows, size_t cols, size_t ld, const double *x, double *y, size_t na,
                    void *scratch, int how) {
+  if (!na || !rows) return;
+  if (!cols) {
+    memset(y, 0, rows * na * sizeof *y);
+    return;
+  }
   if (!onepass(how, na, 0)) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)na, (int)cols, 1.0, a, (int)ld, x, (int)na,
                 0.0, y, (int)na);
@@ -227,6 +256,11 @@ void ntk_skinny_ax(const double *a, size_t rows, size_t cols, size_t ld, const d
 
 void ntk_skinny_atx(const double *a, size_t rows, size_t cols, size_t ld, const double *xt, double *yt, size_t na,
                     void *scratch, int how) {
+  if (!na || !cols) return;
+  if (!rows) {
+    memset(yt, 0, cols * na * sizeof *yt);
+    return;
+  }
   if (!onepass(how, na, 0)) {
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, (int)na, (int)rows, 1.0, a, (int)ld, xt,
                 (int)na, 0.0, yt, (int)na);

@@ -14,31 +14,35 @@
 /* The columns the one-pass products are for: at most 48 (above, BLAS is
  * efficient on its own), and for the float32 tile at least 8 (below, its
  * 16 lanes mostly idle, it loses to sgemm: 0.84x at 6 columns, 1.6x at 8;
- * the float64 products beat dgemm 2.1-2.8x from 1 column on;
+ * the float64 products beat dgemm 1.7-3.4x from 1 column on;
  * docs/PERFORMANCE.md, 2026-12-04; build/ntkd_bench_skinny). */
 #define NTK_SKINNY_MIN 8
 #define NTK_SKINNY_MAX 48
 
 /* Whether the one-pass products take na columns here (f32: the float32
- * tile's, else the float64 ones): na within the bounds above, and
- * OpenBLAS on one thread (as with a CG rank per core; where a rank's
- * OpenBLAS has more threads, BLAS keeps them). */
+ * tile's, else the float64 ones): na within the bounds above, OpenBLAS on
+ * one thread (as with a CG rank per core; where a rank's OpenBLAS has
+ * more threads, BLAS keeps them), and AVX-512 code running them (their
+ * x86-64-v4 clone on a CPU that has it; compiled for AVX2 they are 20-30x
+ * slower than BLAS). */
 int ntk_skinny_takes(size_t na, int f32);
 
 /* How: AUTO (ntk_skinny_takes decides), or one of the two (benchmarks,
  * tests; ONEPASS past NTK_SKINNY_MAX is BLAS). */
 enum { NTK_SKINNY_AUTO, NTK_SKINNY_ONEPASS, NTK_SKINNY_BLAS };
 
-/* Bytes of scratch for any of the products below on matrices of at most
- * `rows` rows and `cols` columns, with at most ncols columns. */
-size_t ntk_skinny_scratch(size_t rows, size_t cols, size_t ncols);
+/* Bytes of scratch for the products below (f32: ntk_skinny_tile, else
+ * ntk_skinny_ax and _atx) on matrices of at most `rows` rows and `cols`
+ * columns, with at most ncols columns. */
+size_t ntk_skinny_scratch(size_t rows, size_t cols, size_t ncols, int f32);
 
 /* y += A x and, with xt, yt += A^T xt, for a float32 tile A (rows x cols,
  * row stride ld; x: cols x na, xt and y: rows x na, yt: cols x na, all
  * float64). The products are float32: the vectors rounded to float32,
  * multiply-adds fused where the CPU has FMA (rounding like sgemm's, not
- * the same bits on every CPU), each float32 sum over at most 256 terms
- * before it is added in float64. */
+ * the same bits on every CPU); the one-pass product's float32 sums run
+ * over at most 256 terms before they are added in float64 (sgemm's over a
+ * tile's row). */
 void ntk_skinny_tile(const float *a, size_t rows, size_t cols, size_t ld, const double *x, const double *xt,
                      double *y, double *yt, size_t na, void *scratch, int how);
 
