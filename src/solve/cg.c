@@ -25,7 +25,13 @@
  *   stops only on a true residual at most the tolerance.
  * - Every rank holds the full vectors (n x columns doubles); the columns
  *   are all (ridge, class) pairs, each with its own shift reg_r, one
- *   product K P per iteration for all columns still running.
+ *   product K D per iteration for the directions of all columns still
+ *   running. A ridge's classes share K + reg_r and run as one block
+ *   (block CG, O'Leary 1980): its directions span all of its columns'
+ *   preconditioned residuals, orthonormalised each step and with those
+ *   that add almost nothing left out (Ji and Li's breakdown-free
+ *   variant, 2017); each column's step minimises its error over them all
+ *   (update_columns, new_directions).
  * - The preconditioner: a partial Cholesky factorisation of K with greedy
  *   pivoting on the residual diagonal, K ~ L L^T with L n x k, its rows
  *   spread over the ranks. The pivots come in batches: the BATCH largest
@@ -74,8 +80,11 @@ void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const 
 #ifndef CG_ACCEPT
 #define CG_ACCEPT 0.5
 #endif
-#ifndef CG_FLEXIBLE
-#define CG_FLEXIBLE 1
+#ifndef CG_BLOCK_MAX
+#define CG_BLOCK_MAX 32 /* classes per block, at most */
+#endif
+#ifndef CG_DROP
+#define CG_DROP 1e-6 /* a block's direction adding less than this of its norm to those before it is left out */
 #endif
 #ifndef CG_PRINT_EVERY
 #define CG_PRINT_EVERY 5.0 /* seconds between progress lines */
@@ -115,6 +124,7 @@ struct cg {
   char *raw, *val; /* stream scratch: a tile's payload and one kernel's values */
   double *conv;    /* CG_CHUNK x T */
   int f32;         /* the iterations' products in float32 (float32 tiles): see run_cg */
+  size_t bsize;    /* a ridge's classes run in blocks of this many (NTKD_TEST_CG_UNBLOCKED=1: 1) */
   double refresh;  /* f32: a column's true residual is recomputed once its residual fell by this factor */
   void *skinny; /* scratch of the skinny.h products */
   size_t lo, hi;   /* this rank's rows of the preconditioner */
@@ -694,22 +704,30 @@ static ntk_status precondition(struct cg *c, const double *R, double *Z, const s
 
 /* ---- conjugate gradients ------------------------------------------------ */
 
+/* The columns of one group (a ridge's classes: they share K + reg) run as
+ * one block: its directions, D's columns g0[g] .. g0[g] + gm[g] - 1, span
+ * its running columns' preconditioned residuals (see update_columns). */
 struct cgv {
-  double *X, *R, *P;      /* n x ncols */
-  double *Pa, *Qa, *Za;   /* n x na scratch (packed active columns) */
+  double *X, *R;          /* n x ncols */
+  double *D, *Dn;         /* n x nd: the directions, packed by group (Dn: the next ones, scratch) */
+  double *Qa, *Za;        /* n x nd: (K + reg) D; n x na: preconditioned residuals (packed running columns) */
   double *corr, *w;       /* precondition scratch */
-  double *bnorm, *rz, *res, *best, *alpha; /* best: the smallest residual reached */
+  double *G, *ab;         /* per group its gm x gm factor of D'(K + reg)D (at goff); a step's gm x columns */
+  double *bnorm, *res, *best; /* best: the smallest residual reached */
   double *rref;           /* f32: the residual when the true one was last computed */
-  size_t *it, *act, *rid, *pos;
+  size_t nd, *dg;         /* directions, and the group of each */
+  size_t *g0, *gm, *goff; /* per group: its first direction, how many, where its factor is in G */
+  size_t *it, *act, *rid;
   size_t *redo, nredo;    /* f32: columns to restart after a breakdown */
   int *state, *why;
+  unsigned char *keep;    /* a direction kept (orthonormalise) */
 };
 
 static void free_cgv(struct cgv *v) {
-  free(v->X), free(v->R), free(v->P), free(v->Pa), free(v->Qa), free(v->Za), free(v->corr), free(v->w);
-  free(v->bnorm), free(v->rz), free(v->res), free(v->best), free(v->alpha), free(v->pos), free(v->rid), free(v->it);
-  free(v->act), free(v->state), free(v->rref), free(v->redo);
-  free(v->why);
+  free(v->X), free(v->R), free(v->D), free(v->Dn), free(v->Qa), free(v->Za), free(v->corr), free(v->w);
+  free(v->G), free(v->ab), free(v->bnorm), free(v->res), free(v->best), free(v->rref), free(v->dg), free(v->g0);
+  free(v->gm), free(v->goff), free(v->it), free(v->act), free(v->rid), free(v->redo), free(v->state), free(v->why);
+  free(v->keep);
 }
 
 static void pack(const double *A, size_t n, size_t ncols, const size_t *act, size_t na, double *out) {
@@ -717,8 +735,6 @@ static void pack(const double *A, size_t n, size_t ncols, const size_t *act, siz
     for (size_t a = 0; a < na; a++) out[i * na + a] = A[i * ncols + act[a]];
 }
 
-/* Collective: (re)start the given columns from X: R = B - (K + reg) X,
- * Z = M^-1 R, P = Z, rz = R.Z; res = |R| / |B|. */
 /* Collective: the true residuals R = B - (K + reg) X of the na columns
  * cols[] (a float64 product; none when zero_x, X being 0) and their
  * relative norms res (and rref). xs, ys: n x na scratch. */
@@ -745,23 +761,169 @@ static ntk_status true_residuals(struct cg *c, struct cgv *v, const size_t *cols
   return NTK_OK;
 }
 
-static ntk_status restart(struct cg *c, struct cgv *v, const size_t *cols, size_t na, int zero_x) {
-  size_t n = c->n, nc = c->ncols;
-  ntk_status st = true_residuals(c, v, cols, na, zero_x, v->Pa, v->Qa);
-  if (st) return st;
-  pack(v->R, n, nc, cols, na, v->Pa);
-  for (size_t a = 0; a < na; a++) v->rid[a] = cols[a] / c->classes;
-  if ((st = precondition(c, v->Pa, v->Za, v->rid, na, v->w, v->corr))) return st;
-  for (size_t a = 0; a < na; a++) {
-    size_t q = cols[a];
-    double rz = 0;
-    for (size_t i = 0; i < n; i++) {
-      double z = v->Za[i * na + a];
-      v->P[i * nc + q] = z;
-      rz += v->R[i * nc + q] * z;
+/* ---- blocks: the columns of a group share their directions ------------- */
+
+/* A column's group: its ridge's classes (they share K + reg), c->bsize at
+ * a time (at most CG_BLOCK_MAX: a block's own steps cost about n bsize^2
+ * flops per column, the product n^2 / ranks; 1 with
+ * NTKD_TEST_CG_UNBLOCKED: one column per block, plain CG). */
+static size_t groups_per_ridge(const struct cg *c) { return (c->classes + c->bsize - 1) / c->bsize; }
+static size_t group_of(const struct cg *c, size_t q) {
+  return q / c->classes * groups_per_ridge(c) + q % c->classes / c->bsize;
+}
+static size_t group_count(const struct cg *c) { return c->ncols / c->classes * groups_per_ridge(c); }
+static double group_reg(const struct cg *c, size_t g) { return c->reg[g / groups_per_ridge(c) * c->classes]; }
+
+/* Cholesky A = U^T U in place (m x m, row-major, upper triangle used) of
+ * the blocks' small symmetric matrices; 0 where not positive definite.
+ * keep (optional): which columns to keep, decided here: not one whose pivot
+ * is below CG_DROP^2 of its diagonal (it adds almost nothing to those
+ * before it), which is then left out of the factor. */
+static int small_cholesky(double *A, size_t m, unsigned char *keep) {
+  for (size_t j = 0; j < m; j++) {
+    double d = A[j * m + j];
+    for (size_t k = 0; k < j; k++)
+      if (!keep || keep[k]) d -= A[k * m + j] * A[k * m + j];
+    if (keep && !(keep[j] = d > CG_DROP * CG_DROP * A[j * m + j] && isfinite(d))) continue;
+    if (!(d > 0) || !isfinite(d)) return 0;
+    d = sqrt(d);
+    A[j * m + j] = d;
+    for (size_t i = j + 1; i < m; i++) {
+      double t = A[j * m + i];
+      for (size_t k = 0; k < j; k++)
+        if (!keep || keep[k]) t -= A[k * m + j] * A[k * m + i];
+      A[j * m + i] = t / d;
     }
-    v->rz[q] = rz;
   }
+  return 1;
+}
+
+/* B (m x s, row stride s) = A^-1 B, A = U^T U from small_cholesky */
+static void small_solve(const double *U, size_t m, double *B, size_t s) {
+  for (size_t a = 0; a < s; a++) {
+    for (size_t i = 0; i < m; i++) {
+      double t = B[i * s + a];
+      for (size_t k = 0; k < i; k++) t -= U[k * m + i] * B[k * s + a];
+      B[i * s + a] = t / U[i * m + i];
+    }
+    for (size_t i = m; i-- > 0;) {
+      double t = B[i * s + a];
+      for (size_t k = i + 1; k < m; k++) t -= U[i * m + k] * B[k * s + a];
+      B[i * s + a] = t / U[i * m + i];
+    }
+  }
+}
+
+/* S (m x m) = A[:, a0 .. a0+m)^T B[:, b0 .. b0+m') for n x lda / n x ldb
+ * row-major A and B: the blocks' small products (m' = mb columns). */
+static void small_gram(const double *A, size_t lda, size_t a0, size_t ma, const double *B, size_t ldb, size_t b0,
+                       size_t mb, size_t n, double *S) {
+  memset(S, 0, ma * mb * sizeof *S);
+  if (ma && mb && n)
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ma, (int)mb, (int)n, 1.0, A + a0, (int)lda, B + b0,
+                (int)ldb, 0.0, S, (int)mb);
+}
+
+/* Per group, the start and count of its directions (adjacent in D) and
+ * where the factor of its D^T (K + reg) D goes in v->G. */
+static void index_groups(const struct cg *c, struct cgv *v) {
+  size_t ng = group_count(c), off = 0;
+  for (size_t g = 0; g < ng; g++) v->gm[g] = 0;
+  for (size_t j = 0; j < v->nd; j++) {
+    size_t g = v->dg[j];
+    if (!v->gm[g]) v->g0[g] = j;
+    v->gm[g]++;
+  }
+  for (size_t g = 0; g < ng; g++) v->goff[g] = off, off += v->gm[g] * v->gm[g];
+}
+
+/* Collective: the Gram matrix W_g^T W_g of each group g of W's columns
+ * (n x w, row stride w; grp[b] the group of column b, each group's
+ * adjacent) into v->G, one after the other, as rank 0 computed them: the
+ * factors, and so the choices made from them, are then the same on every
+ * rank (BLAS may round differently on another node). */
+static ntk_status group_grams(struct cg *c, struct cgv *v, const double *W, size_t w, const size_t *grp) {
+  size_t off = 0;
+  for (size_t b0 = 0, b1; b0 < w; b0 = b1) {
+    for (b1 = b0; b1 < w && grp[b1] == grp[b0];) b1++;
+    small_gram(W, w, b0, b1 - b0, W, w, b0, b1 - b0, c->n, v->G + off);
+    off += (b1 - b0) * (b1 - b0);
+  }
+  return bcast(c, v->G, off * sizeof *v->G);
+}
+
+/* Collective: W (n x w, row stride w) holds candidate directions, grp[b]
+ * the group of column b (each group's adjacent). Within each group those
+ * adding less than CG_DROP of their norm to the ones before them are left
+ * out, W and grp compacted to the *kept, and the rest made orthonormal
+ * (Cholesky QR, twice: W = W U^-1 with U^T U = W^T W). */
+static ntk_status orthonormalise(struct cg *c, struct cgv *v, double *W, size_t w, size_t *grp, size_t *kept) {
+  size_t n = c->n, k = 0, off = 0;
+  unsigned char *keep = v->keep;
+  ntk_status st = group_grams(c, v, W, w, grp); /* the choice: rank 0's numbers */
+  if (st) return st;
+  for (size_t b0 = 0, b1; b0 < w; off += (b1 - b0) * (b1 - b0), b0 = b1) { /* each group's choice */
+    for (b1 = b0; b1 < w && grp[b1] == grp[b0];) b1++;
+    if (!small_cholesky(v->G + off, b1 - b0, keep + b0))
+      for (size_t b = b0; b < b1; b++) keep[b] = 0; /* not finite */
+  }
+  for (size_t i = 0; i < n; i++) /* compact, row by row (the new place is never after the old) */
+    for (size_t b = 0; b < w; b++)
+      if (keep[b]) W[k++] = W[i * w + b];
+  k = 0;
+  for (size_t b = 0; b < w; b++)
+    if (keep[b]) grp[k++] = grp[b];
+  *kept = w = k;
+  for (size_t b0 = 0, b1; b0 < w; b0 = b1) {
+    for (b1 = b0; b1 < w && grp[b1] == grp[b0];) b1++;
+    size_t m = b1 - b0;
+    double *U = v->ab;
+    for (int pass = 0; pass < 2; pass++) {
+      small_gram(W, w, b0, m, W, w, b0, m, n, U);
+      if (small_cholesky(U, m, NULL)) {
+        cblas_dtrsm(CblasRowMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, (int)n, (int)m, 1.0, U, (int)m,
+                    W + b0, (int)w);
+        continue;
+      }
+      /* not expected (the choice above kept a well-conditioned set; here
+       * rounding, on this rank alone): Gram-Schmidt column by column, the
+       * same directions in exact arithmetic, and none dropped, so that the
+       * ranks still agree on their number */
+      for (size_t j = 0; j < m; j++) {
+        for (size_t l = 0; l < j; l++) {
+          double d = 0;
+          for (size_t i = 0; i < n; i++) d += W[i * w + b0 + l] * W[i * w + b0 + j];
+          for (size_t i = 0; i < n; i++) W[i * w + b0 + j] -= d * W[i * w + b0 + l];
+        }
+        double d = 0;
+        for (size_t i = 0; i < n; i++) d += W[i * w + b0 + j] * W[i * w + b0 + j];
+        d = d > 0 ? 1 / sqrt(d) : 0;
+        for (size_t i = 0; i < n; i++) W[i * w + b0 + j] *= d;
+      }
+    }
+  }
+  return NTK_OK;
+}
+
+/* Collective: (re)start the given columns (ascending, whole groups that
+ * have no directions now) from X: R = B - (K + reg) X, and their groups'
+ * directions, M^-1 R orthonormalised, added to D. */
+static ntk_status restart(struct cg *c, struct cgv *v, const size_t *cols, size_t na, int zero_x) {
+  size_t n = c->n, nc = c->ncols, nd = v->nd, w;
+  ntk_status st = true_residuals(c, v, cols, na, zero_x, v->Dn, v->Qa);
+  if (st) return st;
+  pack(v->R, n, nc, cols, na, v->Dn);
+  for (size_t a = 0; a < na; a++) v->rid[a] = cols[a] / c->classes;
+  if ((st = precondition(c, v->Dn, v->Za, v->rid, na, v->w, v->corr))) return st;
+  for (size_t a = 0; a < na; a++) v->rid[a] = group_of(c, cols[a]);
+  if ((st = orthonormalise(c, v, v->Za, na, v->rid, &w))) return st;
+  for (size_t i = n; i-- > 0;) { /* D: n x nd -> n x (nd + w), from the last row (the new place is never before) */
+    memmove(v->D + i * (nd + w), v->D + i * nd, nd * sizeof *v->D);
+    memcpy(v->D + i * (nd + w) + nd, v->Za + i * w, w * sizeof *v->D);
+  }
+  for (size_t b = 0; b < w; b++) v->dg[nd + b] = v->rid[b];
+  v->nd = nd + w;
+  index_groups(c, v);
   return NTK_OK;
 }
 
@@ -810,6 +972,8 @@ static ntk_status recheck_converged(struct cg *c, struct cgv *v, double tol, siz
   for (size_t q = 0; q < nc; q++)
     if (v->state[q] == COL_DONE && v->bnorm[q] > 0) v->act[nd++] = q;
   if (!nd) return NTK_OK;
+  /* the directions this adds, from every converged column, then serve
+   * those of their groups that run again: a larger space, not a wrong one */
   if ((st = restart(c, v, v->act, nd, 0))) return st;
   /* decisions on rank 0's numbers */
   unsigned char *flag = (unsigned char *)v->Qa;
@@ -862,69 +1026,100 @@ static ntk_status refresh_columns(struct cg *c, struct cgv *v, size_t na, unsign
   return st;
 }
 
-/* NTKD_TEST_CG_BREAKDOWN=K (tests): every column breaks down at its K-th
- * iteration, as if p'(K + reg)p were 0. */
+/* NTKD_TEST_CG_BREAKDOWN=K (tests): every group breaks down at its K-th
+ * iteration, as if D^T (K + reg) D were not positive definite. */
 static long test_breakdown = -1;
 
-/* Collective, after the product Q = K P of the na running columns (v->Qa,
- * packed): each column's step alpha, X and R updated, its residual, and
- * whether it converged, failed or runs on (rank 0's verdicts broadcast).
- * The columns still running stay in v->act (*still of them; v->pos: their
- * places among the na); *worst: the largest residual of the na. */
+/* Collective, after the product Q = K D of the directions (v->Qa): each
+ * group's step (X += D A, R -= (K + reg) D A, A = (D^T (K + reg) D)^-1 D^T R
+ * for its running columns: every column's error minimised over all of the
+ * group's directions), each column's residual, and whether it converged,
+ * failed or runs on (rank 0's verdicts broadcast). The columns still
+ * running stay in v->act (*still of them); *worst: the largest residual of
+ * the na. */
 static ntk_status update_columns(struct cg *c, struct cgv *v, size_t na, double tol, size_t max_it, size_t *still,
                                  double *worst) {
-  size_t n = c->n, nc = c->ncols;
+  size_t n = c->n, nc = c->ncols, nd = v->nd;
   ntk_status st;
   unsigned char *flag = malloc(na + 1);
   if ((st = agree(c, flag ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory")))) {
     free(flag);
     return st;
   }
-  for (size_t a = 0; a < na; a++) {
-    size_t q = v->act[a];
-    double reg = c->reg[q], pq = 0, rr = 0;
-    for (size_t i = 0; i < n; i++) {
-      double qq = v->Qa[i * na + a] + reg * v->Pa[i * na + a];
-      v->Qa[i * na + a] = qq;
-      pq += v->Pa[i * na + a] * qq;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < nd; j++) v->Qa[i * nd + j] += group_reg(c, v->dg[j]) * v->D[i * nd + j];
+  /* every group's D^T (K + reg) D as rank 0 computed it: whether a group
+   * broke down, and its step, are then decided alike on every rank */
+  size_t ng = group_count(c), gsz = 0;
+  for (size_t g = 0; g < ng; g++)
+    if (v->gm[g]) {
+      small_gram(v->D, nd, v->g0[g], v->gm[g], v->Qa, nd, v->g0[g], v->gm[g], n, v->G + v->goff[g]);
+      gsz = v->goff[g] + v->gm[g] * v->gm[g];
     }
-    v->it[q]++;
-    flag[a] = COL_RUN;
-    if (test_breakdown >= 0 && (long)v->it[q] == test_breakdown) pq = 0;
-    if (!(pq > 0) || !isfinite(pq) || !(v->rz[q] > 0)) {
-      /* with float32 products p'(K + reg)p may round to <= 0 where it
-       * is tiny and positive: such a column starts again in float64 */
-      if (c->f32) {
-        flag[a] = COL_RESTART;
-      } else {
-        flag[a] = COL_FAIL;
-        v->why[q] = WHY_BREAKDOWN;
+  if ((st = bcast(c, v->G, gsz * sizeof *v->G))) {
+    free(flag);
+    return st;
+  }
+  for (size_t a0 = 0; a0 < na;) {
+    size_t g = group_of(c, v->act[a0]), a1 = a0;
+    while (a1 < na && group_of(c, v->act[a1]) == g) a1++;
+    size_t s = a1 - a0, m = v->gm[g], j0 = v->g0[g];
+    const size_t *cols = v->act + a0;
+    double *U = v->G + v->goff[g], *A = v->ab;
+    int broke = m == 0;
+    for (size_t a = 0; a < s; a++) {
+      v->it[cols[a]]++;
+      flag[a0 + a] = COL_RUN;
+      broke |= test_breakdown >= 0 && (long)v->it[cols[a]] == test_breakdown;
+    }
+    if (!broke) {
+      for (size_t j = 0; j < m; j++)
+        for (size_t k = 0; k < j; k++) U[k * m + j] = U[j * m + k] = 0.5 * (U[k * m + j] + U[j * m + k]);
+      broke = !small_cholesky(U, m, NULL);
+    }
+    if (broke) {
+      /* D^T (K + reg) D not positive definite: with float32 products it
+       * can round so where tiny; such a group starts again in float64 */
+      for (size_t a = 0; a < s; a++) {
+        flag[a0 + a] = c->f32 ? COL_RESTART : COL_FAIL;
+        if (!c->f32) v->why[cols[a]] = WHY_BREAKDOWN;
       }
+      a0 = a1;
       continue;
     }
-    /* r'p, not r'z: equal in exact arithmetic (r is orthogonal to the
-     * previous direction), but after a residual replacement (f32) r has
-     * a component along it, and r'z then overstates the step: with a
-     * preconditioner near K + reg (rank k = n) the true residual after
-     * one step is a multiple of b, z of the last direction, and r'z / pq
-     * was 1e10 (the iteration diverged and the ridge failed). */
-    double rp = 0;
-    for (size_t i = 0; i < n; i++) rp += v->R[i * nc + q] * v->Pa[i * na + a];
-    double alpha = rp / pq;
-    v->alpha[q] = alpha;
-    for (size_t i = 0; i < n; i++) {
-      v->X[i * nc + q] += alpha * v->Pa[i * na + a];
-      double r = v->R[i * nc + q] - alpha * v->Qa[i * na + a];
-      v->R[i * nc + q] = r;
-      rr += r * r;
+    /* A from D^T R, not from the preconditioned residuals: equal in exact
+     * arithmetic (R is orthogonal to the previous directions), but after a
+     * residual replacement (f32) R has a component along them, and the
+     * step would overstate it (a preconditioner near K + reg, rank k = n:
+     * the iteration diverged) */
+    double *Rs = v->Za, *Xs = v->corr; /* the group's columns of R and X, packed (n x s) */
+    pack(v->R, n, nc, cols, s, Rs);
+    pack(v->X, n, nc, cols, s, Xs);
+    small_gram(v->D, nd, j0, m, Rs, s, 0, s, n, A);
+    small_solve(U, m, A, s);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)s, (int)m, 1.0, v->D + j0, (int)nd, A, (int)s,
+                1.0, Xs, (int)s);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)s, (int)m, -1.0, v->Qa + j0, (int)nd, A,
+                (int)s, 1.0, Rs, (int)s);
+    for (size_t a = 0; a < s; a++) v->res[cols[a]] = 0;
+    for (size_t i = 0; i < n; i++)
+      for (size_t a = 0; a < s; a++) {
+        size_t q = cols[a];
+        double r = Rs[i * s + a];
+        v->X[i * nc + q] = Xs[i * s + a], v->R[i * nc + q] = r;
+        v->res[q] += r * r;
+      }
+    for (size_t a = 0; a < s; a++) {
+      size_t q = cols[a];
+      v->res[q] = sqrt(v->res[q]) / v->bnorm[q];
+      if (!c->f32 && v->res[q] < v->best[q]) v->best[q] = v->res[q];
+      if (!isfinite(v->res[q])) flag[a0 + a] = COL_FAIL, v->why[q] = WHY_BREAKDOWN;
+      else if (c->f32 && (v->res[q] <= tol || v->res[q] < c->refresh * v->rref[q] || v->it[q] >= max_it))
+        flag[a0 + a] = COL_REFRESH; /* the recurrence's residual is not the truth in f32: see run_cg */
+      else if (v->res[q] <= tol) flag[a0 + a] = COL_DONE;
+      else if (v->it[q] >= max_it) flag[a0 + a] = COL_FAIL, v->why[q] = WHY_MAXIT;
     }
-    v->res[q] = sqrt(rr) / v->bnorm[q];
-    if (!c->f32 && v->res[q] < v->best[q]) v->best[q] = v->res[q];
-    if (!isfinite(v->res[q])) flag[a] = COL_FAIL, v->why[q] = WHY_BREAKDOWN;
-    else if (c->f32 && (v->res[q] <= tol || v->res[q] < c->refresh * v->rref[q] || v->it[q] >= max_it))
-      flag[a] = COL_REFRESH; /* the recurrence's residual is not the truth in f32: see run_cg */
-    else if (v->res[q] <= tol) flag[a] = COL_DONE;
-    else if (v->it[q] >= max_it) flag[a] = COL_FAIL, v->why[q] = WHY_MAXIT;
+    a0 = a1;
   }
   int any = 0;
   for (size_t a = 0; a < na; a++) any |= flag[a] == COL_REFRESH;
@@ -948,7 +1143,7 @@ static ntk_status update_columns(struct cg *c, struct cgv *v, size_t na, double 
     size_t q = v->act[a];
     v->state[q] = flag[a] == COL_RESTART ? COL_RUN : flag[a];
     if (flag[a] == COL_RESTART) v->redo[v->nredo++] = q;
-    else if (flag[a] == COL_RUN) v->pos[*still] = a, v->act[(*still)++] = q;
+    else if (flag[a] == COL_RUN) v->act[(*still)++] = q;
   }
   free(flag);
   return NTK_OK;
@@ -983,33 +1178,37 @@ static void progress(struct cg *c, struct cg_eta *e, double worst, size_t na, si
   }
 }
 
-/* Collective: Z = M^-1 R for the `still` columns still running (v->act;
- * v->pos: their places among the na of this iteration's Q) and their new
- * directions P. */
-static ntk_status new_directions(struct cg *c, struct cgv *v, size_t na, size_t still) {
-  size_t n = c->n, nc = c->ncols;
+/* Collective: Z = M^-1 R for the `still` columns still running (v->act)
+ * and their groups' next directions: Z - D B, B = (D^T (K + reg) D)^-1
+ * ((K + reg) D)^T Z, conjugate to the group's last ones (as Polak-Ribiere's
+ * beta does for one column: robust to the preconditioner's rounding),
+ * orthonormalised. */
+static ntk_status new_directions(struct cg *c, struct cgv *v, size_t still) {
+  size_t n = c->n, nc = c->ncols, nd = v->nd, w;
   ntk_status st;
-  pack(v->R, n, nc, v->act, still, v->Pa);
+  pack(v->R, n, nc, v->act, still, v->Dn);
   for (size_t a = 0; a < still; a++) v->rid[a] = v->act[a] / c->classes;
   double tp = ntk_now();
-  if ((st = precondition(c, v->Pa, v->Za, v->rid, still, v->w, v->corr))) return st;
+  if ((st = precondition(c, v->Dn, v->Za, v->rid, still, v->w, v->corr))) return st;
   c->t_pre += ntk_now() - tp;
-  for (size_t a = 0; a < still; a++) {
-    size_t q = v->act[a];
-    double rz = 0;
-    double zq = 0;
-    for (size_t i = 0; i < n; i++) {
-      rz += v->Pa[i * still + a] * v->Za[i * still + a];
-      zq += v->Za[i * still + a] * v->Qa[i * na + v->pos[a]];
-    }
-    /* Polak-Ribiere: z'(r - r_old) / z_old'r_old with r - r_old = -alpha q
-     * (flexible CG: robust to the preconditioner's rounding, about
-     * eps * |L'L| / s relative; the same iterations as Fletcher-Reeves
-     * with the shift reg + mean residual diagonal, docs/SOLVE.md) */
-    double beta = CG_FLEXIBLE ? -v->alpha[q] * zq / v->rz[q] : rz / v->rz[q];
-    v->rz[q] = rz;
-    for (size_t i = 0; i < n; i++) v->P[i * nc + q] = v->Za[i * still + a] + beta * v->P[i * nc + q];
+  for (size_t a0 = 0; a0 < still;) {
+    size_t g = group_of(c, v->act[a0]), a1 = a0;
+    while (a1 < still && group_of(c, v->act[a1]) == g) a1++;
+    size_t s = a1 - a0, m = v->gm[g], j0 = v->g0[g];
+    double *B = v->ab;
+    small_gram(v->Qa, nd, j0, m, v->Za, still, a0, s, n, B);
+    small_solve(v->G + v->goff[g], m, B, s);
+    for (size_t i = 0; i < n; i++) memcpy(v->Dn + i * still + a0, v->Za + i * still + a0, s * sizeof *v->Dn);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)s, (int)m, -1.0, v->D + j0, (int)nd, B, (int)s,
+                1.0, v->Dn + a0, (int)still);
+    for (size_t a = a0; a < a1; a++) v->rid[a] = g;
+    a0 = a1;
   }
+  if ((st = orthonormalise(c, v, v->Dn, still, v->rid, &w))) return st;
+  double *t = v->D;
+  v->D = v->Dn, v->Dn = t, v->nd = w;
+  memcpy(v->dg, v->rid, w * sizeof *v->dg);
+  index_groups(c, v);
   return NTK_OK;
 }
 
@@ -1018,12 +1217,13 @@ static ntk_status new_directions(struct cg *c, struct cgv *v, size_t na, size_t 
  * products below are float32 and update_columns refreshes the residuals
  * (the file's head says how). */
 static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it, size_t *total_it) {
-  size_t n = c->n, nc = c->ncols;
+  size_t nc = c->ncols;
   struct cg_eta eta = {0};
   int restarts = 0;
   ntk_status st;
   *total_it = 0;
   size_t na = start_columns(c, v);
+  v->nd = 0;
   if ((st = restart(c, v, v->act, na, 1))) return st;
   for (;;) {
     na = 0;
@@ -1035,15 +1235,15 @@ static ntk_status run_cg(struct cg *c, struct cgv *v, double tol, size_t max_it,
       if (!again) break;
       continue;
     }
-    /* one product for every running column */
-    pack(v->P, n, nc, v->act, na, v->Pa);
-    if ((st = product(c, v->Pa, v->Qa, na, c->f32))) return st;
+    /* one product for every running group's directions */
+    if ((st = product(c, v->D, v->Qa, v->nd, c->f32))) return st;
     (*total_it)++;
     size_t still;
     double worst;
     if ((st = update_columns(c, v, na, tol, max_it, &still, &worst))) return st;
     progress(c, &eta, worst, na, still, *total_it, tol);
-    if (still && (st = new_directions(c, v, na, still))) return st;
+    if (still && (st = new_directions(c, v, still))) return st;
+    if (!still) v->nd = 0;
     if (v->nredo) { /* a breakdown on float32 products (update_columns) */
       c->f32 = 0;
       if (c->rank == 0)
@@ -1104,28 +1304,34 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
   c->conv = malloc(CG_CHUNK * edge * sizeof *c->conv + 1);
   c->reg = malloc((nc + 1) * sizeof *c->reg);
   *d = malloc((n + 1) * sizeof **d);
+  c->bsize = c->classes < CG_BLOCK_MAX ? c->classes : CG_BLOCK_MAX;
+  if (getenv("NTKD_TEST_CG_UNBLOCKED") && atoi(getenv("NTKD_TEST_CG_UNBLOCKED"))) c->bsize = 1;
   v->X = malloc((n * nc + 1) * sizeof *v->X), v->R = malloc((n * nc + 1) * sizeof *v->R);
-  v->P = malloc((n * nc + 1) * sizeof *v->P), v->Pa = malloc((n * nc + 1) * sizeof *v->Pa);
+  v->D = malloc((n * nc + 1) * sizeof *v->D), v->Dn = malloc((n * nc + 1) * sizeof *v->Dn);
   v->Qa = malloc(((n > c->nte ? n : c->nte) * nc + 1) * sizeof *v->Qa), v->Za = malloc((n * nc + 1) * sizeof *v->Za);
   v->corr = malloc((n * nc + 1) * sizeof *v->corr), v->w = malloc((k * nc + 1) * sizeof *v->w);
-  v->bnorm = malloc((nc + 1) * sizeof *v->bnorm), v->rz = malloc((nc + 1) * sizeof *v->rz);
+  v->G = malloc((nc * c->bsize + 1) * sizeof *v->G), v->ab = malloc((c->bsize * c->bsize + 1) * sizeof *v->ab);
+  v->bnorm = malloc((nc + 1) * sizeof *v->bnorm);
   v->res = calloc(nc + 1, sizeof *v->res), v->best = calloc(nc + 1, sizeof *v->best);
-  v->alpha = calloc(nc + 1, sizeof *v->alpha),
-  v->pos = calloc(nc + 1, sizeof *v->pos), v->rid = malloc((nc + 1) * sizeof *v->rid);
+  v->dg = calloc(nc + 1, sizeof *v->dg), v->g0 = calloc(nc + 1, sizeof *v->g0), v->gm = calloc(nc + 1, sizeof *v->gm);
+  v->goff = calloc(nc + 1, sizeof *v->goff), v->keep = calloc(nc + 1, 1), v->rid = malloc((nc + 1) * sizeof *v->rid);
   v->it = calloc(nc + 1, sizeof *v->it), v->act = malloc((nc + 1) * sizeof *v->act);
   v->state = calloc(nc + 1, sizeof *v->state), v->why = calloc(nc + 1, sizeof *v->why);
   v->rref = calloc(nc + 1, sizeof *v->rref), v->redo = calloc(nc + 1, sizeof *v->redo);
   c->f32 = c->elem == 4 && c->p->opts->cg_products != NTK_CG_PRODUCTS_FLOAT64;
   test_breakdown = getenv("NTKD_TEST_CG_BREAKDOWN") ? atol(getenv("NTKD_TEST_CG_BREAKDOWN")) : -1;
+  if (c->rank == 0 && getenv("NTKD_TEST_CG_UNBLOCKED") && atoi(getenv("NTKD_TEST_CG_UNBLOCKED")))
+    fprintf(stderr, "ntkd: test setting NTKD_TEST_CG_UNBLOCKED=%s\n", getenv("NTKD_TEST_CG_UNBLOCKED"));
   if (c->rank == 0 && getenv("NTKD_TEST_CG_BREAKDOWN")) /* said aloud, as every test setting (docs/CLI.md) */
     fprintf(stderr, "ntkd: test setting NTKD_TEST_CG_BREAKDOWN=%s\n", getenv("NTKD_TEST_CG_BREAKDOWN"));
   c->refresh = CG_REFRESH;
   size_t sk = ntk_skinny_scratch(edge, edge, nc, 1), sk_pre = ntk_skinny_scratch(c->hi - c->lo, k, nc, 0);
   sk = sk > sk_pre ? sk : sk_pre;
   c->skinny = malloc(sk + 1);
-  if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->P && v->Pa && v->Qa &&
-               v->Za && v->corr && v->w && v->bnorm && v->rz && v->res && v->best && v->alpha && v->pos && v->rid &&
-               v->it && v->act && v->state && v->why && v->rref && v->redo && c->skinny))
+  if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->D && v->Dn && v->Qa &&
+               v->Za && v->corr && v->w && v->G && v->ab && v->bnorm && v->res && v->best && v->dg && v->g0 &&
+               v->gm && v->goff && v->keep && v->rid && v->it && v->act && v->state && v->why && v->rref && v->redo &&
+               c->skinny))
     st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
   /* what this rank needs besides the tiles: the vectors above, L and
    * L V while one replaces the other, L^T L and V, the batch of columns */
