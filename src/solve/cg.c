@@ -12,7 +12,7 @@
  *   CHUNK rows at a time and multiplied by OpenBLAS's dgemm, so CG solves
  *   exactly the matrix the Cholesky methods factorise.
  * - cg_products = float32 (the default for float32 tiles): the iterations'
- *   products K P run in float32 (src/solve/skinny.c: one pass over each
+ *   products K D run in float32 (src/solve/skinny.c: one pass over each
  *   held tile at the usual 8-48 columns, sgemm otherwise; each tile's
  *   result added in float64), twice the flops per second and no
  *   conversion. Their rounding (about eps32 |K| |P|, far above the 1e-8
@@ -712,7 +712,8 @@ struct cgv {
   double *D, *Dn;         /* n x nd: the directions, packed by group (Dn: the next ones, scratch) */
   double *Qa, *Za;        /* n x nd: (K + reg) D; n x na: preconditioned residuals (packed running columns) */
   double *corr, *w;       /* precondition scratch */
-  double *G, *ab;         /* per group its gm x gm factor of D'(K + reg)D (at goff); a step's gm x columns */
+  double *G, *ab;         /* per group its gm x gm factor of D'(K + reg)D (at goff; orthonormalise's Gram
+                           * matrices in between); a step's gm x columns */
   double *bnorm, *res, *best; /* best: the smallest residual reached */
   double *rref;           /* f32: the residual when the true one was last computed */
   size_t nd, *dg;         /* directions, and the group of each */
@@ -837,6 +838,13 @@ static void index_groups(const struct cg *c, struct cgv *v) {
   for (size_t g = 0; g < ng; g++) v->goff[g] = off, off += v->gm[g] * v->gm[g];
 }
 
+/* The end of the run of equal groups grp[b0], grp[b0 + 1], ... (below w). */
+static size_t run_end(const size_t *grp, size_t b0, size_t w) {
+  size_t b1 = b0;
+  while (b1 < w && grp[b1] == grp[b0]) b1++;
+  return b1;
+}
+
 /* Collective: the Gram matrix W_g^T W_g of each group g of W's columns
  * (n x w, row stride w; grp[b] the group of column b, each group's
  * adjacent) into v->G, one after the other, as rank 0 computed them: the
@@ -845,7 +853,7 @@ static void index_groups(const struct cg *c, struct cgv *v) {
 static ntk_status group_grams(struct cg *c, struct cgv *v, const double *W, size_t w, const size_t *grp) {
   size_t off = 0;
   for (size_t b0 = 0, b1; b0 < w; b0 = b1) {
-    for (b1 = b0; b1 < w && grp[b1] == grp[b0];) b1++;
+    b1 = run_end(grp, b0, w);
     small_gram(W, w, b0, b1 - b0, W, w, b0, b1 - b0, c->n, v->G + off);
     off += (b1 - b0) * (b1 - b0);
   }
@@ -863,7 +871,7 @@ static ntk_status orthonormalise(struct cg *c, struct cgv *v, double *W, size_t 
   ntk_status st = group_grams(c, v, W, w, grp); /* the choice: rank 0's numbers */
   if (st) return st;
   for (size_t b0 = 0, b1; b0 < w; off += (b1 - b0) * (b1 - b0), b0 = b1) { /* each group's choice */
-    for (b1 = b0; b1 < w && grp[b1] == grp[b0];) b1++;
+    b1 = run_end(grp, b0, w);
     if (!small_cholesky(v->G + off, b1 - b0, keep + b0))
       for (size_t b = b0; b < b1; b++) keep[b] = 0; /* not finite */
   }
@@ -875,7 +883,7 @@ static ntk_status orthonormalise(struct cg *c, struct cgv *v, double *W, size_t 
     if (keep[b]) grp[k++] = grp[b];
   *kept = w = k;
   for (size_t b0 = 0, b1; b0 < w; b0 = b1) {
-    for (b1 = b0; b1 < w && grp[b1] == grp[b0];) b1++;
+    b1 = run_end(grp, b0, w);
     size_t m = b1 - b0;
     double *U = v->ab;
     for (int pass = 0; pass < 2; pass++) {
@@ -1046,14 +1054,17 @@ static ntk_status update_columns(struct cg *c, struct cgv *v, size_t na, double 
     free(flag);
     return st;
   }
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < nd; j++) v->Qa[i * nd + j] += group_reg(c, v->dg[j]) * v->D[i * nd + j];
-  /* every group's D^T (K + reg) D as rank 0 computed it: whether a group
-   * broke down, and its step, are then decided alike on every rank */
+  /* Q = (K + reg) D, and every group's D^T (K + reg) D as rank 0 computed
+   * it: whether a group broke down, and its step, are then decided alike
+   * on every rank */
   size_t ng = group_count(c), gsz = 0;
   for (size_t g = 0; g < ng; g++)
     if (v->gm[g]) {
-      small_gram(v->D, nd, v->g0[g], v->gm[g], v->Qa, nd, v->g0[g], v->gm[g], n, v->G + v->goff[g]);
+      size_t j0 = v->g0[g], j1 = j0 + v->gm[g];
+      double reg = group_reg(c, g);
+      for (size_t i = 0; i < n; i++)
+        for (size_t j = j0; j < j1; j++) v->Qa[i * nd + j] += reg * v->D[i * nd + j];
+      small_gram(v->D, nd, j0, v->gm[g], v->Qa, nd, j0, v->gm[g], n, v->G + v->goff[g]);
       gsz = v->goff[g] + v->gm[g] * v->gm[g];
     }
   if ((st = bcast(c, v->G, gsz * sizeof *v->G))) {
