@@ -40,10 +40,10 @@
  *   least ACCEPT times the largest residual outside the batch (so every
  *   pivot is within that factor of the greedy choice). For shift s the
  *   preconditioner (L L^T + s I)^-1 is applied by Woodbury,
- *   (r - L (s I + L^T L)^-1 L^T r) / s; with L^T L = V diag(lam) V^T
- *   (decomposed once) and L V in place of L, (s I + L^T L)^-1 is a
- *   diagonal scaling, so one factor serves every ridge. s = reg plus the
- *   mean residual diagonal (what L L^T leaves out).
+ *   (r - L (s I + L^T L)^-1 L^T r) / s, s = reg plus the mean residual
+ *   diagonal (what L L^T leaves out); the k x k inverse of each ridge is
+ *   held by one rank (the ridges dealt round the ranks), which applies it
+ *   to its ridge's columns.
  * - Decisions that steer collectives (which columns still run, the
  *   pivots) are made identically on every rank: from values that are
  *   exact sums (each summed entry has one contributor), or broadcast from
@@ -64,8 +64,8 @@
 #include "solve/skinny.h"
 #include "base/tiling.h"
 
-void dsyevd_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda, double *w, double *work,
-             const int *lwork, int *iwork, const int *liwork, int *info, size_t, size_t);
+void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info, size_t);
+void dpotri_(const char *uplo, const int *n, double *a, const int *lda, int *info, size_t);
 
 /* Defaults (docs/SOLVE.md says why). */
 #define CG_TOLERANCE 1e-8
@@ -131,7 +131,7 @@ struct cg {
   size_t m;        /* preconditioner rank */
   double *L;       /* (hi - lo) x m, row stride ldl: this rank's rows of the factor */
   size_t ldl;
-  double *lam;     /* the eigenvalues of L^T L; once built, L holds L V (V: its eigenvectors) */
+  double *fac[NTK_MAX_RIDGES]; /* per ridge, on its owner (ridge_owner): (s I + L^T L)^-1, m x m */
   double rshift[NTK_MAX_RIDGES]; /* per ridge: preconditioner shift, 0: none */
   double *reg;     /* per column */
   double t0;
@@ -140,7 +140,7 @@ struct cg {
   size_t n_fresh;  /* f32: how many, and their columns */
   size_t c_fresh;
   size_t passes;   /* passes over the tiles for the preconditioner */
-  double t_eig;    /* its eigendecomposition and L V */
+  double t_fac;    /* L^T L and its inverses */
   struct ntk_pace pace; /* the collectives: the longest stretch between two */
   int failure_agreed;   /* a failure was agreed: a status passed on after it is not a new one to print */
 };
@@ -590,8 +590,13 @@ static ntk_status pivoted_cholesky(struct cg *c, const double *d, size_t k, doub
   return st;
 }
 
+/* The rank that holds ridge r's inverse and applies it: the ridges dealt
+ * round the ranks, so that their inversions run side by side. */
+static int ridge_owner(const struct cg *c, size_t r) { return (int)(r % (size_t)c->nranks); }
+
 /* Collective: the preconditioner of rank <= k (0: none): L (this rank's
- * rows), G = L^T L, and per ridge the Cholesky factor of s I + G. */
+ * rows), G = L^T L, and per ridge the inverse of s I + G, on the ridge's
+ * owner. */
 static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, const double *regs, size_t nridge,
                                        double trace) {
   size_t n = c->n, nl = c->hi - c->lo;
@@ -615,56 +620,60 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
     c->rshift[r] = c->m ? s : 0;
   }
   if (!c->m) return NTK_OK;
-  /* G = L^T L = V diag(lam) V^T (rank 0's eigendecomposition, broadcast),
-   * then L V replaces L: L (s I + G)^-1 L^T = (L V) diag(1 / (s + lam))
-   * (L V)^T for every shift s, so one n x m factor serves every ridge
-   * and applying it needs no m x m solve */
+  /* G = L^T L, summed on every rank; each ridge's owner inverts s I + G
+   * (Cholesky, dpotrf and dpotri: k^3 flops), one k x k matrix per ridge,
+   * the owners side by side. Applied as one product (a pass over it; with
+   * two triangular solves instead the preconditioner took 0.130 s per
+   * iteration against 0.104 s, n = 20 000); a shared eigendecomposition of
+   * G (rank 0's dsyevd, then L V on every rank) took 17 s at k = 4 000 and
+   * 96 s at 8 000, n = 20 000 (docs/PERFORMANCE.md, 2026-12-05). */
   size_t m = c->m;
-  double t_eig = ntk_now();
-  double *G = calloc(m * m + 1, sizeof *G), *lam = malloc((m + 1) * sizeof *lam);
-  double *U = malloc((nl * m + 1) * sizeof *U);
-  double info_d = 0;
-  st = G && lam && U ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner (%zu^2)", m);
+  double t_fac = ntk_now();
+  double *G = calloc(m * m + 1, sizeof *G);
+  st = G ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory for the preconditioner (%zu^2)", m);
   if (!st && nl)
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)m, (int)nl, 1.0, c->L, (int)c->ldl, 0.0, G, (int)m);
   if (!(st = agree(c, st))) st = sum_now(c, G, m * m);
-  if (!st && c->rank == 0) { /* row-major upper = column-major lower; V's columns come back row-major's rows */
-    /* the other ranks wait with sleeps (bcast below): rank 0 takes the node's cores */
-    int threads = openblas_get_num_threads();
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    openblas_set_num_threads(cores > threads ? (int)cores : threads);
-    int mi = (int)m, lwork = -1, liwork = -1, iwq = 0, info = 0;
-    double wq = 0;
-    dsyevd_("V", "L", &mi, G, &mi, lam, &wq, &lwork, &iwq, &liwork, &info, 1, 1);
-    lwork = (int)wq, liwork = iwq;
-    double *work = malloc(((size_t)lwork + 1) * sizeof *work);
-    int *iwork = malloc(((size_t)liwork + 1) * sizeof *iwork);
-    if (work && iwork) dsyevd_("V", "L", &mi, G, &mi, lam, work, &lwork, iwork, &liwork, &info, 1, 1);
-    info_d = !work || !iwork || info != 0;
-    free(work), free(iwork);
-    openblas_set_num_threads(threads);
+  double failed[NTK_MAX_RIDGES] = {0}; /* per ridge: 1 where its owner's inversion failed (one contributor) */
+  size_t last = nridge; /* this rank's last ridge is inverted in G itself */
+  for (size_t r = 0; r < nridge; r++)
+    if (ridge_owner(c, r) == c->rank && c->rshift[r] > 0) last = r;
+  for (size_t r = 0; !st && r < nridge; r++) {
+    if (ridge_owner(c, r) != c->rank || !(c->rshift[r] > 0)) continue; /* shift 0 (k = n, ridge 0): none */
+    double *U = r == last ? G : malloc((m * m + 1) * sizeof *U);
+    if (!U) {
+      st = ntk_error(NTK_ENOMEM, "out of memory for the preconditioner's inverses (one of %zu^2 doubles per ridge, "
+                     "%zu ridges on %d ranks): lower [solve] preconditioner_rank or run more ranks", m, nridge,
+                     c->nranks);
+      break;
+    }
+    if (U != G) memcpy(U, G, m * m * sizeof *U);
+    for (size_t i = 0; i < m; i++) U[i * m + i] += c->rshift[r];
+    int mi = (int)m, info = 0;
+    dpotrf_("L", &mi, U, &mi, &info, 1); /* column-major lower = row-major upper */
+    if (info == 0) dpotri_("L", &mi, U, &mi, &info, 1);
+    for (size_t i = 0; info == 0 && i < m; i++) /* the inverse's other triangle */
+      for (size_t j = 0; j < i; j++) U[i * m + j] = U[j * m + i];
+    if (info != 0) { /* not expected: G is positive semi-definite, s > 0 */
+      failed[r] = 1;
+      if (U != G) free(U);
+      U = NULL;
+    }
+    c->fac[r] = U;
+    if (U == G) G = NULL;
   }
-  if (!st) st = bcast(c, &info_d, sizeof info_d);
-  if (!st && info_d == 0) st = bcast(c, G, m * m * sizeof *G);
-  if (!st && info_d == 0) st = bcast(c, lam, m * sizeof *lam);
-  if (!st && info_d == 0) {
-    /* G holds V column-major: row-major it is V^T, so L V = L (G row-major)^T */
-    if (nl)
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nl, (int)m, (int)m, 1.0, c->L, (int)c->ldl, G, (int)m,
-                  0.0, U, (int)m);
-    free(c->L);
-    c->L = U, U = NULL, c->ldl = m;
-    for (size_t i = 0; i < m; i++) lam[i] = lam[i] > 0 ? lam[i] : 0; /* rounding below 0: no direction */
-    c->lam = lam, lam = NULL;
-  } else if (!st) { /* not expected: G is symmetric and finite */
-    for (size_t r = 0; r < nridge; r++) c->rshift[r] = 0;
-    if (c->rank == 0)
-      fprintf(stderr, "ntkd: solve: cg %s: the preconditioner's eigendecomposition failed: solving without it\n",
-              ntk_solve_kernel_name(c->p->which));
-  }
-  free(G), free(lam), free(U);
-  c->t_eig = ntk_now() - t_eig;
-  return st;
+  free(G);
+  if ((st = agree(c, st))) return st;
+  if ((st = sum(c, failed, nridge))) return st;
+  for (size_t r = 0; r < nridge; r++)
+    if (failed[r] > 0) {
+      c->rshift[r] = 0;
+      if (c->rank == 0)
+        fprintf(stderr, "ntkd: solve: cg %s: ridge %g: the preconditioner's inversion failed: solving that ridge "
+                "without it\n", ntk_solve_kernel_name(c->p->which), c->p->ridge[r]);
+    }
+  c->t_fac = ntk_now() - t_fac;
+  return NTK_OK;
 }
 
 /* Collective: Z = M^-1 R = (R - L (s I + G)^-1 L^T R) / s for na columns
@@ -685,11 +694,21 @@ static ntk_status precondition(struct cg *c, const double *R, double *Z, const s
   else memset(w, 0, m * na * sizeof *w);
   ntk_status st = sum(c, w, m * na);
   if (st) return st;
-  for (size_t i = 0; i < m; i++) /* (s I + diag(lam))^-1, s: the column's ridge's shift */
-    for (size_t a = 0; a < na; a++) {
-      double sh = c->rshift[rid[a]];
-      w[i * na + a] = sh > 0 ? w[i * na + a] / (sh + c->lam[i]) : 0;
+  /* w = (s I + G)^-1 w: each ridge's columns solved by its owner, zero
+   * elsewhere, and summed (one contributor per entry: exact) */
+  for (size_t a0 = 0, a1; a0 < na; a0 = a1) {
+    size_t r = rid[a0];
+    for (a1 = a0 + 1; a1 < na && rid[a1] == r;) a1++;
+    size_t wa = a1 - a0;
+    if (c->fac[r] && c->rshift[r] > 0) { /* through Z and corr, free until below */
+      for (size_t i = 0; i < m; i++) memcpy(corr + i * wa, w + i * na + a0, wa * sizeof *w);
+      ntk_skinny_ax(c->fac[r], m, m, m, corr, Z, wa, c->skinny, NTK_SKINNY_AUTO);
+      for (size_t i = 0; i < m; i++) memcpy(w + i * na + a0, Z + i * wa, wa * sizeof *w);
+    } else {
+      for (size_t i = 0; i < m; i++) memset(w + i * na + a0, 0, wa * sizeof *w);
     }
+  }
+  if ((st = sum(c, w, m * na))) return st;
   /* corr = L w on this rank's rows, summed */
   memset(corr, 0, n * na * sizeof *corr);
   if (nl) ntk_skinny_ax(c->L, nl, m, c->ldl, w, corr + c->lo * na, na, c->skinny, NTK_SKINNY_AUTO);
@@ -1336,7 +1355,8 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
   if (c->rank == 0 && getenv("NTKD_TEST_CG_BREAKDOWN")) /* said aloud, as every test setting (docs/CLI.md) */
     fprintf(stderr, "ntkd: test setting NTKD_TEST_CG_BREAKDOWN=%s\n", getenv("NTKD_TEST_CG_BREAKDOWN"));
   c->refresh = CG_REFRESH;
-  size_t sk = ntk_skinny_scratch(edge, edge, nc, 1), sk_pre = ntk_skinny_scratch(c->hi - c->lo, k, nc, 0);
+  size_t nl_k = c->hi - c->lo > k ? c->hi - c->lo : k; /* L's rows, or an inverse's (precondition) */
+  size_t sk = ntk_skinny_scratch(edge, edge, nc, 1), sk_pre = ntk_skinny_scratch(nl_k, k, nc, 0);
   sk = sk > sk_pre ? sk : sk_pre;
   c->skinny = malloc(sk + 1);
   if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->D && v->Dn && v->Qa &&
@@ -1344,11 +1364,14 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
                v->gm && v->goff && v->keep && v->rid && v->it && v->act && v->state && v->why && v->rref && v->redo &&
                c->skinny))
     st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
-  /* what this rank needs besides the tiles: the vectors above, L and
-   * L V while one replaces the other, L^T L and V, the batch of columns */
-  double nl = (double)(c->hi - c->lo);
-  double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * nl * (double)k * 2 + 8.0 * (double)k * (double)k * 2 +
-                 8.0 * (double)n * CG_BATCH + 3.0 * (double)edge * (double)edge * (double)c->elem * 2 + (double)sk;
+  /* what this rank needs besides the tiles: the vectors above, L, L^T L
+   * and its ridges' inverses (the last in L^T L's place), the batch of
+   * columns */
+  double nl = (double)(c->hi - c->lo), owned = 0;
+  for (size_t r = 0; r < c->p->nridge; r++) owned += ridge_owner(c, r) == c->rank;
+  double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * nl * (double)k +
+                 8.0 * (double)k * (double)k * (owned > 1 ? owned : 1) + 8.0 * (double)n * CG_BATCH +
+                 3.0 * (double)edge * (double)edge * (double)c->elem * 2 + (double)sk;
   *need = c->tile_bytes + other;
   return st;
 }
@@ -1418,8 +1441,8 @@ static ntk_status shifts_and_preconditioner(struct cg *c, double *d, size_t k) {
   if ((st = build_preconditioner(c, k, d, regs, p->nridge, trace))) return st;
   if (c->rank == 0)
     fprintf(stderr, "ntkd: solve: cg %s: preconditioner: pivoted Cholesky of rank %zu (asked %zu), %zu pass%s over "
-            "the tiles, %.1f s (of which %.1f s its eigendecomposition)\n", ntk_solve_kernel_name(p->which), c->m, k,
-            c->passes, c->passes == 1 ? "" : "es", ntk_now() - t, c->t_eig);
+            "the tiles, %.1f s (of which %.1f s L^T L and its inverse per ridge)\n",
+            ntk_solve_kernel_name(p->which), c->m, k, c->passes, c->passes == 1 ? "" : "es", ntk_now() - t, c->t_fac);
   return NTK_OK;
 }
 
@@ -1590,7 +1613,8 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
 done:
   openblas_set_num_threads(1);
   free_tiles(&c);
-  free(c.tr), free(c.te), free(c.raw), free(c.val), free(c.conv), free(c.reg), free(c.L), free(c.lam);
+  free(c.tr), free(c.te), free(c.raw), free(c.val), free(c.conv), free(c.reg), free(c.L);
+  for (size_t r = 0; r < NTK_MAX_RIDGES; r++) free(c.fac[r]);
   free(c.skinny);
   ntk_codec_free(c.codec);
   free(d), free(all);
