@@ -37,7 +37,8 @@ job() {
     for l in "$@"; do printf '%s\n' "$l"; done
   } > "$name.conf"
 }
-# close A B: every prediction file of prefix A equals B's within 1e-6 of B's scale
+# close A B [N]: every prediction file of prefix A equals B's within 1e-6 of B's
+# scale, B having N files (default 4)
 close() {
   $PY -c "
 import numpy as np, glob, sys
@@ -46,7 +47,7 @@ for fb in sorted(glob.glob('$2-*.npy')):
     a = np.load(fb.replace('$2-', '$1-', 1)); b = np.load(fb); n += 1
     e = np.abs(a - b).max() / np.abs(b).max()
     if not e <= 1e-6: sys.exit('%s: %.2e' % (fb, e))
-sys.exit(0 if n == 4 else 'found %d files' % n)"
+sys.exit(0 if n == ${3:-4} else 'found %d files' % n)"
 }
 
 RIDGES="1e-4, 1e-2"
@@ -119,15 +120,22 @@ echo \"block \$b, one column at a time \$u iterations\"; [ -n \"\$b\" ] && [ -n 
 # s I + L^T L is held and applied by one rank, the ridges dealt round the
 # ranks (4 ridges on 3 ranks: rank 0 holds two). A wrong or missing
 # inverse still converges, only slower: so the preconditioned block must
-# take under half the unpreconditioned block's iterations at ridge 1e-4
-# (measured 33 against 207), and give Cholesky's predictions.
+# give Cholesky's predictions at every ridge, and take under half the
+# unpreconditioned block's iterations at ridges 1e-4 (rank 0's first
+# inverse), 1e-2 (rank 2's) and 1e-3 (rank 1's, against the block at 1e-2,
+# which needs fewer than at 1e-3) (measured 33 against 207, 26 against 156, 32).
 job pre xtr.npy ytr.npy "1e-4, 1e-3, 1e-2, 1e-1" "method = cg"
 expect_rc 0 "cg with the default preconditioner, 4 ridges on 3 ranks" mpirun -np 3 "$NTKD" solve k.ntk pre.conf
-check "... predictions equal the Cholesky solve's within 1e-6" close pre lapack
-check "... under half the unpreconditioned block's iterations at ridge 1e-4" bash -c "
-p=\$(awk '\$1 == \"nngp\" && \$2 == \"0.0001\" {print \$4}' out.log)
-b=\$(awk '\$1 == \"nngp\" && \$2 == \"0.0001\" {print \$4}' block.out)
+cp out.log pre.out
+job lapack4 xtr.npy ytr.npy "1e-4, 1e-3, 1e-2, 1e-1" "method = lapack"
+"$NTKD" solve k.ntk lapack4.conf > /dev/null 2>&1
+check "... predictions of all 4 ridges equal the Cholesky solve's within 1e-6" close pre lapack4 8
+for pair in 0.0001:0.0001 0.01:0.01 0.001:0.01; do
+  check "... under half the unpreconditioned block's iterations (ridges ${pair%:*}, ${pair#*:})" bash -c "
+p=\$(awk '\$1 == \"nngp\" && \$2 == \"${pair%:*}\" {print \$4}' pre.out)
+b=\$(awk '\$1 == \"nngp\" && \$2 == \"${pair#*:}\" {print \$4}' block.out)
 echo \"preconditioned \$p, block without \$b iterations\"; [ -n \"\$p\" ] && [ -n \"\$b\" ] && [ \$((p * 2)) -lt \$b ]"
+done
 # 40 classes: a ridge's classes run in blocks of at most 32 (32 and 8 here),
 # and 9 train samples, fewer than a block's columns: the block keeps the
 # directions that are independent. Both as Cholesky solves them.

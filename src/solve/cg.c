@@ -626,7 +626,8 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
    * two triangular solves instead the preconditioner took 0.130 s per
    * iteration against 0.104 s, n = 20 000); a shared eigendecomposition of
    * G (rank 0's dsyevd, then L V on every rank) took 17 s at k = 4 000 and
-   * 96 s at 8 000, n = 20 000 (docs/PERFORMANCE.md, 2026-12-05). */
+   * 96 s at 8 000, n = 20 000, where G and the inverses take 7 s and 48 s
+   * (docs/PERFORMANCE.md, 2026-12-05). */
   size_t m = c->m;
   double t_fac = ntk_now();
   double *G = calloc(m * m + 1, sizeof *G);
@@ -1365,12 +1366,12 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
                c->skinny))
     st = ntk_error(NTK_ENOMEM, "out of memory for the conjugate-gradient vectors (%zu x %zu)", n, nc);
   /* what this rank needs besides the tiles: the vectors above, L, L^T L
-   * and its ridges' inverses (the last in L^T L's place), the batch of
-   * columns */
+   * and its ridges' inverses (the last in L^T L's place) and one more
+   * k x k for the sum of L^T L (MPI's buffer), the batch of columns */
   double nl = (double)(c->hi - c->lo), owned = 0;
   for (size_t r = 0; r < c->p->nridge; r++) owned += ridge_owner(c, r) == c->rank;
   double other = 8.0 * (double)n * (double)nc * 7 + 8.0 * nl * (double)k +
-                 8.0 * (double)k * (double)k * (owned > 1 ? owned : 1) + 8.0 * (double)n * CG_BATCH +
+                 8.0 * (double)k * (double)k * ((owned > 1 ? owned : 1) + 1) + 8.0 * (double)n * CG_BATCH +
                  3.0 * (double)edge * (double)edge * (double)c->elem * 2 + (double)sk;
   *need = c->tile_bytes + other;
   return st;

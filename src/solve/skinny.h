@@ -1,11 +1,11 @@
 /* Products of a large matrix with a few columns, for conjugate gradients
  * (src/solve/cg.c): a held float32 kernel tile times the iterations'
- * columns (cg_products = float32), and the float64 factor L V of the
- * preconditioner times them. At the 8-48 columns CG runs (10 classes per
- * ridge, fewer as ridges converge) OpenBLAS packs the large matrix for
- * each product; these read it once, its elements broadcast against rows
- * of the columns padded to whole SIMD vectors (skinny.c). Vectors are
- * row-major, na columns. */
+ * columns (cg_products = float32), and the preconditioner's float64
+ * factor L and per-ridge inverses times them. At the 8-48 columns CG
+ * runs (10 classes per ridge, fewer as ridges converge) OpenBLAS packs
+ * the large matrix for each product; these read it once, its elements
+ * broadcast against rows of the columns padded to whole SIMD vectors
+ * (skinny.c). Vectors are row-major, na columns. */
 #ifndef NTKD_SKINNY_H
 #define NTKD_SKINNY_H
 
