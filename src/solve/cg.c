@@ -677,6 +677,14 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
   return NTK_OK;
 }
 
+/* The end of the run of equal values grp[b0], grp[b0 + 1], ... (below w):
+ * a ridge's columns (precondition), a group's directions (below). */
+static size_t run_end(const size_t *grp, size_t b0, size_t w) {
+  size_t b1 = b0;
+  while (b1 < w && grp[b1] == grp[b0]) b1++;
+  return b1;
+}
+
 /* Collective: Z = M^-1 R = (R - L (s I + G)^-1 L^T R) / s for na columns
  * (n x na, every rank) whose ridges are rid[] (columns of one ridge are
  * adjacent); a ridge with shift 0 is not preconditioned (Z = R). w: m x na,
@@ -699,7 +707,7 @@ static ntk_status precondition(struct cg *c, const double *R, double *Z, const s
    * elsewhere, and summed (one contributor per entry: exact) */
   for (size_t a0 = 0, a1; a0 < na; a0 = a1) {
     size_t r = rid[a0];
-    for (a1 = a0 + 1; a1 < na && rid[a1] == r;) a1++;
+    a1 = run_end(rid, a0, na);
     size_t wa = a1 - a0;
     if (c->fac[r] && c->rshift[r] > 0) { /* through Z and corr, free until below */
       for (size_t i = 0; i < m; i++) memcpy(corr + i * wa, w + i * na + a0, wa * sizeof *w);
@@ -856,13 +864,6 @@ static void index_groups(const struct cg *c, struct cgv *v) {
     v->gm[g]++;
   }
   for (size_t g = 0; g < ng; g++) v->goff[g] = off, off += v->gm[g] * v->gm[g];
-}
-
-/* The end of the run of equal groups grp[b0], grp[b0 + 1], ... (below w). */
-static size_t run_end(const size_t *grp, size_t b0, size_t w) {
-  size_t b1 = b0;
-  while (b1 < w && grp[b1] == grp[b0]) b1++;
-  return b1;
 }
 
 /* Collective: the Gram matrix W_g^T W_g of each group g of W's columns
