@@ -231,7 +231,7 @@ cp a.ntk dmg.ntk
 size=$(stat -c %s dmg.ntk)
 # A payload byte of the first record (its offset from `info --records`).
 first=$("$NTKD" info --records dmg.ntk | sed -n 's/^record: *0 \([0-9]*\)$/\1/p')
-printf '\x55' | dd of=dmg.ntk bs=1 seek=$((first + 128 + 100)) conv=notrunc 2>/dev/null
+damage dmg.ntk $((first + 128 + 100))
 expect_rc 4 "verify finds a flipped byte" "$NTKD" verify dmg.ntk
 check "verify names the damaged tile" has "damaged: tile" out.log
 expect_rc 4 "export refuses a damaged store" "$NTKD" export dmg.ntk dmg.npy

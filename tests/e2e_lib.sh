@@ -22,6 +22,15 @@ expect_rc() {
   if [ "$rc" = "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, wanted $want"; sed 's/^/    /' err.log | tail -5; fi
 }
 has() { grep -q -- "$1" "$2"; }
+# damage FILE OFFSET: change the byte at OFFSET (all 8 bits flipped). Never
+# a fixed value: a byte of a random field (a store id) already holds any
+# given value one time in 256, and the "damage" would change nothing.
+damage() {
+  local b
+  b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+  [ -n "$b" ] || { echo "    damage: no byte at $2 in $1"; return 1; }
+  printf "\\$(printf %03o $((b ^ 255)))" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
+}
 # tiles_done STORE: how many tiles STORE holds now (empty if unreadable).
 tiles_done() { "$NTKD" info "$1" 2>/dev/null | sed -n 's|^progress: *\([0-9]*\)/.*|\1|p'; }
 # wait_tiles STORE MIN [SECONDS]: poll until STORE holds at least MIN tiles.

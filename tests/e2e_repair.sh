@@ -51,7 +51,7 @@ check "a clean reference run" [ -s clean-ntk-ridge0.01.npy ]
 job dmg
 "$NTKD" dmg.conf >/dev/null 2>&1
 off=$("$NTKD" info --records dmg.ntk | awk '$1 == "record:" && $2 == 3 {print $3}')
-printf '\377' | dd of=dmg.ntk bs=1 seek=$((off + 200)) conv=notrunc 2>/dev/null
+damage dmg.ntk $((off + 200))
 rm -f dmg-*-ridge0.01.npy
 expect_rc 4 "a payload byte of tile 3 flipped: verify finds it" "$NTKD" verify dmg.ntk
 expect_rc 0 "the rerun of the job (with [solve]) repairs, recomputes and solves" "$NTKD" dmg.conf
@@ -60,7 +60,7 @@ check "... never 'run the job again'" bash -c "! grep -q 'run the job again' err
 check "... the store verifies" bash -c "\"$NTKD\" verify dmg.ntk >/dev/null"
 check "... kernels and predictions byte-identical to the clean run's" same dmg
 # The same with the index removed (the resume rebuilds it from a full scan).
-printf '\377' | dd of=dmg.ntk bs=1 seek=$((off + 200)) conv=notrunc 2>/dev/null
+damage dmg.ntk $((off + 200))
 rm -f dmg.ntk.index dmg-*-ridge0.01.npy
 expect_rc 0 "... and with its index removed too" "$NTKD" dmg.conf
 check "... kernels and predictions byte-identical to the clean run's" same dmg

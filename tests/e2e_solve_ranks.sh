@@ -66,7 +66,7 @@ done
 # rank failed (its message names it)" and no rank named it.
 cp k.ntk d.ntk && cp k.ntk.index d.ntk.index
 off=$("$NTKD" info --records d.ntk | awk '$1 == "record:" && $2 == 1 {print $3}')
-printf '\377' | dd of=d.ntk bs=1 seek=$((off + 200)) conv=notrunc 2>/dev/null
+damage d.ntk $((off + 200))
 for m in "cg" "cg stream" "scalapack"; do
   for np in 2 3; do
     name=d${m// /}$np
@@ -134,7 +134,7 @@ check "... saying it was replaced and nothing was verified" \
   has "r.ntk: rank 1 opened another store than rank 0 (of another job): the file was replaced while the ranks opened it; nothing was verified" err.log
 read -r dtile doff < <("$NTKD" info --records k.ntk | awk '$1 == "record:" {print $2, $3}' | sort -n | sed -n 2p)
 cp k.ntk r.ntk && cp k.ntk.index r.ntk.index && head -c "$doff" k.ntk > rp.ntk
-printf '\377' | dd of=r.ntk bs=1 seek=$((doff + 200)) conv=notrunc 2>/dev/null
+damage r.ntk $((doff + 200))
 expect_rc 4 "verify on one process: tile $dtile of the copy is damaged (exit 4)" "$NTKD" verify r.ntk
 rm -f err.log
 NTKD_TEST_OPEN_LATE=4 mpirun -np 2 "$NTKD" verify r.ntk > out.log 2> err.log &
