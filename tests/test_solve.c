@@ -408,7 +408,7 @@ static void check_product(const char *what, const double *a, size_t rows, size_t
 
 START_TEST(test_skinny_products) {
   const size_t rows = 299, cols = 263, ld = 271;
-  const size_t widths[] = {1, NTK_SKINNY_MIN, 10, 16, 17, 29, 33, 41, NTK_SKINNY_MAX, 50};
+  const size_t widths[] = {1, NTK_SKINNY_MIN, 10, 12, 16, 17, 20, 24, 25, 29, 33, 41, NTK_SKINNY_MAX, 50};
   const int hows[] = {NTK_SKINNY_AUTO, NTK_SKINNY_ONEPASS, NTK_SKINNY_BLAS};
   float *af = malloc(rows * ld * sizeof *af);
   double *ad = malloc(rows * ld * sizeof *ad), *aw = malloc(rows * ld * sizeof *aw);
@@ -416,9 +416,10 @@ START_TEST(test_skinny_products) {
   void *scratch = malloc(sk32 > sk64 ? sk32 : sk64);
   unsigned s = 12345;
   for (size_t i = 0; i < rows * ld; i++) af[i] = (float)(UNIFORM(s) - 0.3), aw[i] = af[i], ad[i] = UNIFORM(s) - 0.5;
-  for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
+  for (size_t w = 0; w < 2 * sizeof widths / sizeof *widths; w++)
     for (size_t h = 0; h < 3; h++) {
-      size_t na = widths[w];
+      size_t na = widths[w / 2];
+      ntk_skinny_set_half((int)(w % 2)); /* both layouts, whatever this core prefers */
       double *x = malloc(cols * na * sizeof *x), *xt = malloc(rows * na * sizeof *xt);
       double *x32 = malloc(cols * na * sizeof *x32), *xt32 = malloc(rows * na * sizeof *xt32);
       double *y = malloc(rows * na * sizeof *y), *yt = malloc(cols * na * sizeof *yt);
@@ -440,6 +441,7 @@ START_TEST(test_skinny_products) {
       check_product("atx", ad, rows, cols, ld, 1, xt, yt, na, 0.0, 1e-13, hows[h]);
       free(x), free(xt), free(x32), free(xt32), free(y), free(yt);
     }
+  ntk_skinny_set_half(-1);
   free(af), free(ad), free(aw), free(scratch);
 }
 END_TEST

@@ -11,7 +11,8 @@
  * sums) and the 4 rows of xt (added into yt's rows), the columns padded to
  * whole 64-byte vectors (16 float32 or 8 float64 lanes; 8 columns in 16
  * lanes still beat sgemm, 6 do not: NTK_SKINNY_MIN; the float64 ones beat
- * dgemm from 1 column). The products run on one thread: where a rank's
+ * dgemm from 1 column), or to 32-byte ones where that pads less
+ * (f32_lanes, d_lanes). The products run on one thread: where a rank's
  * OpenBLAS has more, BLAS keeps them.
  *
  * This file alone is compiled with -ffp-contract=fast (CMakeLists.txt):
@@ -31,6 +32,7 @@
 #include <cblas.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/cpuinit.h"
 #include "base/defs.h"
 
@@ -39,7 +41,9 @@
 #define CHUNK 64 /* tile rows per sgemm pair (the BLAS path): both products while in cache */
 
 typedef float vf __attribute__((vector_size(64), aligned(4), may_alias));
+typedef float vf8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef double vd __attribute__((vector_size(64), aligned(8), may_alias));
+typedef double vd4 __attribute__((vector_size(32), aligned(8), may_alias));
 
 /* Rows [r0, r0 + R) of a (ld) against NV vectors V of W lanes per row of
  * x and xt (P = W NV lanes). DO_Y: y (float64, na columns) += the rows'
@@ -102,6 +106,9 @@ ONEPASS(tile2_3, float, vf, 16, 3, 1, 1)
 ONEPASS(tile1_1, float, vf, 16, 1, 1, 0)
 ONEPASS(tile1_2, float, vf, 16, 2, 1, 0)
 ONEPASS(tile1_3, float, vf, 16, 3, 1, 0)
+/* ... in 8-lane vectors, for 17-24 columns (f32_lanes) */
+ONEPASS(tile2_h3, float, vf8, 8, 3, 1, 1)
+ONEPASS(tile1_h3, float, vf8, 8, 3, 1, 0)
 /* float64: A x and A^T xt apart */
 ONEPASS(ax_1, double, vd, 8, 1, 1, 0)
 ONEPASS(ax_2, double, vd, 8, 2, 1, 0)
@@ -115,11 +122,90 @@ ONEPASS(atx_3, double, vd, 8, 3, 0, 1)
 ONEPASS(atx_4, double, vd, 8, 4, 0, 1)
 ONEPASS(atx_5, double, vd, 8, 5, 0, 1)
 ONEPASS(atx_6, double, vd, 8, 6, 0, 1)
+/* ... in 4-lane vectors, for 9-12 and 17-20 columns (d_lanes) */
+ONEPASS(ax_q3, double, vd4, 4, 3, 1, 0)
+ONEPASS(ax_q5, double, vd4, 4, 5, 1, 0)
+ONEPASS(atx_q3, double, vd4, 4, 3, 0, 1)
+ONEPASS(atx_q5, double, vd4, 4, 5, 0, 1)
+
+static size_t round_up(size_t na, size_t w) { return (na + w - 1) / w * w; }
+
+/* Seconds for 16 independent chains of `it` multiply-adds on 64-byte
+ * (wide) or 32-byte vectors. */
+#define FMA_CHAINS(V)                                                                            \
+  do {                                                                                           \
+    V acc[16], m;                                                                                \
+    for (size_t l = 0; l < sizeof m / sizeof m[0]; l++) m[l] = 0.999f;                           \
+    for (int k = 0; k < 16; k++) acc[k] = m;                                                     \
+    double t = ntk_now();                                                                        \
+    for (int i = 0; i < it; i++)                                                                 \
+      for (int k = 0; k < 16; k++) acc[k] = acc[k] * m + m;                                      \
+    t = ntk_now() - t;                                                                           \
+    for (int k = 1; k < 16; k++) acc[0] += acc[k];                                               \
+    fma_sink = acc[0][0]; /* the chains are used: not optimised away */                          \
+    return t;                                                                                    \
+  } while (0)
+static volatile float fma_sink;
+NTK_CLONES static double fma_chains(int wide, int it) {
+  if (wide) FMA_CHAINS(vf);
+  FMA_CHAINS(vf8);
+}
+
+/* Whether this core issues a 64-byte multiply-add as two 32-byte halves
+ * (AMD's Zen 4, and the project's AVX-512 EPYC VMs: 16 chains of 64-byte
+ * FMAs take 2.00x the time of 32-byte ones there, the same lanes per
+ * cycle), found once by timing both (best of 5 of ~10 us each). Where it
+ * does, padding columns to 32-byte vectors costs fewer issue slots than
+ * padding to 64-byte ones; on a core with full 64-byte units it would
+ * cost more. Only speed depends on it: each column's sums run in the same
+ * order in either layout. */
+static int known_half = -1;
+void ntk_skinny_set_half(int h) { __atomic_store_n(&known_half, h, __ATOMIC_RELAXED); }
+static int half_vectors(void) {
+  int h = __atomic_load_n(&known_half, __ATOMIC_RELAXED);
+  if (h >= 0) return h;
+  double wide = 1e9, half = 1e9;
+  for (int r = 0; r < 5; r++) {
+    double w = fma_chains(1, 2000), n = fma_chains(0, 2000);
+    wide = w < wide ? w : wide, half = n < half ? n : half;
+  }
+  int unknown = -1; /* the first answer stored is everyone's */
+  h = wide > 1.5 * half; /* two halves: about 2x; full width: about 1x */
+  __atomic_compare_exchange_n(&known_half, &unknown, h, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return __atomic_load_n(&known_half, __ATOMIC_RELAXED);
+}
+
+/* The float32 lanes per row of x for na columns: whole 16-lane vectors,
+ * but 24 for 17-24 columns (three of 8 lanes) where 16 lanes issue as two
+ * halves: 20 columns in 24 lanes took 0.79x the time of 32 there
+ * (2 048^2 tile, both products; build/ntkd_bench_skinny). 33-40 columns in
+ * five 8-lane vectors measured 0.95x: not kept (their 4-row blocks run out
+ * of registers). */
+static size_t f32_lanes(size_t na) {
+  return na > 16 && na <= 24 && half_vectors() ? 24 : round_up(na, 16);
+}
+
+/* The float64 lanes likewise: whole 8-lane vectors, but 12 for 9-12
+ * columns and 20 for 17-20 (4-lane vectors) where 8 lanes issue as two
+ * halves. L's products are mostly bound by memory: at 10 and 20 columns
+ * they took 0.91-0.97x the time they took in 16 and 24 lanes (6 667 x
+ * 4 000, build/ntkd_bench_skinny). */
+static size_t d_lanes(size_t na) {
+  int q = (na > 8 && na <= 12) || (na > 16 && na <= 20);
+  return q && half_vectors() ? round_up(na, 4) : round_up(na, 8);
+}
 
 #define ARGS a, rows, cols, ld, x, xt, y, yt, na, acc
+/* P: the lanes per row of x and xt, f32_lanes(na) as the caller padded
+ * them (the onepass functions, d_onepass alike). */
 NTK_CLONES static void tile_onepass(const float *a, size_t rows, size_t cols, size_t ld, const float *x,
-                                    const float *xt, double *y, double *yt, size_t na, float *acc) {
-  size_t nv = (na + 15) / 16;
+                                    const float *xt, double *y, double *yt, size_t na, size_t P, float *acc) {
+  if (P == 24) {
+    if (yt) tile2_h3(ARGS);
+    else tile1_h3(ARGS);
+    return;
+  }
+  size_t nv = P / 16;
   if (yt) {
     if (nv == 1) tile2_1(ARGS);
     else if (nv == 2) tile2_2(ARGS);
@@ -132,8 +218,18 @@ NTK_CLONES static void tile_onepass(const float *a, size_t rows, size_t cols, si
 }
 
 NTK_CLONES static void d_onepass(const double *a, size_t rows, size_t cols, size_t ld, const double *x,
-                                 const double *xt, double *y, double *yt, size_t na, double *acc) {
-  size_t nv = (na + 7) / 8;
+                                 const double *xt, double *y, double *yt, size_t na, size_t P, double *acc) {
+  if (P % 8) {
+    if (y) {
+      if (P == 12) ax_q3(ARGS);
+      else ax_q5(ARGS);
+    } else {
+      if (P == 12) atx_q3(ARGS);
+      else atx_q5(ARGS);
+    }
+    return;
+  }
+  size_t nv = P / 8;
   if (y) {
     switch (nv) {
     case 1: ax_1(ARGS); break;
@@ -173,8 +269,6 @@ static void add_rows(double *y, size_t n, size_t na, const float *v) {
   for (size_t i = 0; i < n * na; i++) y[i] += (double)v[i];
 }
 
-static size_t round_up(size_t na, size_t w) { return (na + w - 1) / w * w; }
-
 /* Whether the one-pass products run as AVX-512 code here: this file is
  * compiled for it, or its x86-64-v4 clone is built and the CPU runs it.
  * Elsewhere (the v3 and baseline clones, sanitizer builds) their blocks
@@ -213,12 +307,12 @@ void ntk_skinny_tile(const float *a, size_t rows, size_t cols, size_t ld, const 
   if (!na || !rows || !cols) return; /* nothing to add */
   if (!xt) yt = NULL;
   int one = onepass(how, na, 1);
-  size_t P = one ? round_up(na, 16) : na;
+  size_t P = one ? f32_lanes(na) : na;
   float *x32 = scratch, *xt32 = x32 + cols * P, *y32 = xt32 + rows * P, *yt32 = y32 + rows * P;
   pad_f(x, cols, na, x32, P);
   if (yt) pad_f(xt, rows, na, xt32, P);
   if (one) {
-    tile_onepass(a, rows, cols, ld, x32, xt32, y, yt, na, yt32);
+    tile_onepass(a, rows, cols, ld, x32, xt32, y, yt, na, P, yt32);
     return;
   }
   if (yt) memset(yt32, 0, cols * na * sizeof *yt32);
@@ -247,11 +341,11 @@ void ntk_skinny_ax(const double *a, size_t rows, size_t cols, size_t ld, const d
                 0.0, y, (int)na);
     return;
   }
-  size_t P = round_up(na, 8);
+  size_t P = d_lanes(na);
   double *xp = scratch;
   pad_d(x, cols, na, xp, P);
   memset(y, 0, rows * na * sizeof *y);
-  d_onepass(a, rows, cols, ld, xp, NULL, y, NULL, na, NULL);
+  d_onepass(a, rows, cols, ld, xp, NULL, y, NULL, na, P, NULL);
 }
 
 void ntk_skinny_atx(const double *a, size_t rows, size_t cols, size_t ld, const double *xt, double *yt, size_t na,
@@ -266,9 +360,9 @@ void ntk_skinny_atx(const double *a, size_t rows, size_t cols, size_t ld, const 
                 (int)na, 0.0, yt, (int)na);
     return;
   }
-  size_t P = round_up(na, 8);
+  size_t P = d_lanes(na);
   double *xp = scratch, *acc = xp + rows * P;
   pad_d(xt, rows, na, xp, P);
   memset(yt, 0, cols * na * sizeof *yt);
-  d_onepass(a, rows, cols, ld, NULL, xp, NULL, yt, na, acc);
+  d_onepass(a, rows, cols, ld, NULL, xp, NULL, yt, na, P, acc);
 }

@@ -50,6 +50,10 @@ void ntk_skinny_tile(const float *a, size_t rows, size_t cols, size_t ld, const 
  * yt = A^T xt (xt: rows x na, yt: cols x na), each overwritten. */
 void ntk_skinny_ax(const double *a, size_t rows, size_t cols, size_t ld, const double *x, double *y, size_t na,
                    void *scratch, int how);
+/* Tests and benchmarks: pad columns to 32-byte vectors where that pads
+ * less (h = 1) or never (0), instead of what this core's timing says
+ * (-1: time it again). Results are the same bits either way. */
+void ntk_skinny_set_half(int h);
 void ntk_skinny_atx(const double *a, size_t rows, size_t cols, size_t ld, const double *xt, double *yt, size_t na,
                     void *scratch, int how);
 
