@@ -3,7 +3,9 @@
  *   - a T x T float32 tile (T = 2048, the store's usual edge) times the
  *     column counts a 10-class, 4-ridge solve runs (40 down to 10) and a
  *     few more, both products of an off-diagonal tile, against sgemm on
- *     64-row chunks (the path it replaced);
+ *     64-row chunks (the path it replaced); the same in float64
+ *     arithmetic (CG's true residuals; up to 24 columns) against dgemm on
+ *     64 rows converted to float64 at a time;
  *   - the preconditioner's float64 factor (N x K: 6 667 x 4 000, a third
  *     of 20 000 samples at rank 4 000) times them, L^T R and L w, against
  *     dgemm.
@@ -11,7 +13,9 @@
  * the faster of 3 rounds; prints milliseconds per product and the ratio
  * BLAS / one-pass (above 1: one-pass faster), and which AUTO takes. The
  * two results must agree within rounding (float32: 1e-5, float64: 1e-12
- * of the sum of |terms|), or exit 1.
+ * of the sum of |terms|), or exit 1. NTKD_BENCH_SKINNY_HALF=0 or 1: the
+ * 64-byte or the 32-byte layout for the widths that have both (skinny.h,
+ * ntk_skinny_set_half), instead of the one this core's timing picks.
  *   build/ntkd_bench_skinny [T [N K]] */
 #include <math.h>
 #include <stdio.h>
@@ -49,10 +53,13 @@ static int row(const char *what, int f32, size_t na, const double best[2], doubl
 int main(int argc, char **argv) {
   ntk_cpu_fix_openblas(argv);
   ntk_cpu_set_blas_threads(1); /* one core each: a CG rank per core */
+  if (getenv("NTKD_BENCH_SKINNY_HALF")) ntk_skinny_set_half(atoi(getenv("NTKD_BENCH_SKINNY_HALF")));
   size_t T = argc > 1 ? (size_t)atol(argv[1]) : 2048, ntile = 8;
   size_t N = argc > 2 ? (size_t)atol(argv[2]) : 6667, K = argc > 3 ? (size_t)atol(argv[3]) : 4000;
   size_t big = (T > N ? T : N) > K ? (T > N ? T : N) : K;
   size_t sk32 = ntk_skinny_scratch(T, T, MAXW, 1), sk64 = ntk_skinny_scratch(N, K, MAXW, 0);
+  size_t skm = ntk_skinny_scratch(T, T, MAXW, NTK_SKINNY_MIXED);
+  sk32 = sk32 > skm ? sk32 : skm;
   void *scratch = malloc(sk32 > sk64 ? sk32 : sk64);
   double *x = malloc(big * MAXW * sizeof *x), *xt = malloc(big * MAXW * sizeof *xt), *y[2], *yt[2];
   for (int k = 0; k < 2; k++) y[k] = malloc(big * MAXW * sizeof **y), yt[k] = malloc(big * MAXW * sizeof **yt);
@@ -84,6 +91,21 @@ int main(int argc, char **argv) {
     /* an entry's sum of |terms|: at most T * 0.5 per tile, summed over the ntile tiles of a round */
     double err = fmax(maxdiff(y[0], y[1], T * na), maxdiff(yt[0], yt[1], T * na));
     status |= row("float32 tile, both", 1, na, best, err, 1e-5 * 0.5 * (double)T * (double)ntile);
+  }
+  for (size_t w = 0; w < NW && widths[w] <= 24; w++) { /* float64 sums: true residuals */
+    size_t na = widths[w];
+    double best[2] = {1e30, 1e30};
+    for (int round = 0; round < 3; round++)
+      for (int k = 0; k < 2; k++) {
+        memset(y[k], 0, T * na * sizeof **y), memset(yt[k], 0, T * na * sizeof **yt);
+        double t0 = ntk_now();
+        for (size_t i = 0; i < ntile; i++)
+          ntk_skinny_tile64(tiles[i], T, T, T, x, xt, y[k], yt[k], na, scratch, hows[k]);
+        double t = (ntk_now() - t0) / (double)ntile;
+        if (t < best[k]) best[k] = t;
+      }
+    double err = fmax(maxdiff(y[0], y[1], T * na), maxdiff(yt[0], yt[1], T * na));
+    status |= row("float32 tile in f64", 0, na, best, err, 1e-12 * 0.5 * (double)T * (double)ntile);
   }
   for (size_t w = 0; w < NW; w++) {
     size_t na = widths[w];

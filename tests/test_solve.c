@@ -6,6 +6,7 @@
  * file by tests/e2e_solve.sh. And cg's skinny products (src/solve/skinny.c)
  * against plain float64 sums. */
 #include <math.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/codec.h"
@@ -383,10 +384,12 @@ END_TEST
  * a multiple of the one-pass blocks' 4 rows, whose stride is not its
  * width, with more than one 256-term band both ways; widths at the
  * one-pass bounds, with lanes left over in its vectors, and beyond them.
- * ntk_skinny_tile adds to y and yt (they start at 1) and leaves yt alone
+ * ntk_skinny_tile and _tile64 add to y and yt (they start at 1) and leave yt alone
  * without xt (NaN stays NaN); ax and atx overwrite theirs (they start as
  * NaN). Each entry within rounding (float32 1e-6, float64 1e-13) of the
- * sum of |terms|. */
+ * sum of |terms|; every product in the 64-byte and the 32-byte layout
+ * (ntk_skinny_set_half), bit for bit the same; and once in the layout this
+ * core's timing picks. */
 #define UNIFORM(s) ((double)((s = s * 1103515245u + 12345u) >> 8) / 16777216.0)
 
 /* Checks got (rows x na) against a x (a: rows x cols, ld; x: cols x na)
@@ -412,37 +415,66 @@ START_TEST(test_skinny_products) {
   const int hows[] = {NTK_SKINNY_AUTO, NTK_SKINNY_ONEPASS, NTK_SKINNY_BLAS};
   float *af = malloc(rows * ld * sizeof *af);
   double *ad = malloc(rows * ld * sizeof *ad), *aw = malloc(rows * ld * sizeof *aw);
-  size_t sk32 = ntk_skinny_scratch(rows, cols, 50, 1), sk64 = ntk_skinny_scratch(rows, cols, 50, 0);
-  void *scratch = malloc(sk32 > sk64 ? sk32 : sk64);
   unsigned s = 12345;
   for (size_t i = 0; i < rows * ld; i++) af[i] = (float)(UNIFORM(s) - 0.3), aw[i] = af[i], ad[i] = UNIFORM(s) - 0.5;
-  for (size_t w = 0; w < 2 * sizeof widths / sizeof *widths; w++)
+  for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
     for (size_t h = 0; h < 3; h++) {
-      size_t na = widths[w / 2];
-      ntk_skinny_set_half((int)(w % 2)); /* both layouts, whatever this core prefers */
+      size_t na = widths[w];
       double *x = malloc(cols * na * sizeof *x), *xt = malloc(rows * na * sizeof *xt);
       double *x32 = malloc(cols * na * sizeof *x32), *xt32 = malloc(rows * na * sizeof *xt32);
-      double *y = malloc(rows * na * sizeof *y), *yt = malloc(cols * na * sizeof *yt);
       for (size_t i = 0; i < cols * na; i++) x[i] = UNIFORM(s), x32[i] = (float)x[i];
       for (size_t i = 0; i < rows * na; i++) xt[i] = UNIFORM(s), xt32[i] = (float)xt[i];
-      for (int transposed = 0; transposed < 2; transposed++) { /* the float32 tile */
-        for (size_t i = 0; i < rows * na; i++) y[i] = 1.0;
-        for (size_t i = 0; i < cols * na; i++) yt[i] = transposed ? 1.0 : NAN;
-        ntk_skinny_tile(af, rows, cols, ld, x, transposed ? xt : NULL, y, yt, na, scratch, hows[h]);
-        check_product("tile y", aw, rows, cols, ld, 0, x32, y, na, 1.0, 1e-6, hows[h]);
-        if (transposed) check_product("tile yt", aw, rows, cols, ld, 1, xt32, yt, na, 1.0, 1e-6, hows[h]);
-        for (size_t i = 0; !transposed && i < cols * na; i++) ck_assert(isnan(yt[i]));
+      /* each width's own scratch, so that ASan sees a size too small for it */
+      size_t sk = ntk_skinny_scratch(rows, cols, na, 1), sk64 = ntk_skinny_scratch(rows, cols, na, 0);
+      size_t skm = ntk_skinny_scratch(rows, cols, na, NTK_SKINNY_MIXED);
+      sk = sk > sk64 ? sk : sk64;
+      void *scratch = malloc(sk > skm ? sk : skm);
+      double *out[2][6]; /* per layout: tile y, tile yt, tile64 y, tile64 yt, ax, atx */
+      for (int half = 0; half < 2; half++) { /* both layouts, whatever this core prefers */
+        ntk_skinny_set_half(half);
+        double **o = out[half];
+        for (int k = 0; k < 6; k++) o[k] = malloc((k % 2 ? cols : rows) * na * sizeof **o);
+        for (int transposed = 0; transposed < 2; transposed++) { /* the float32 tile, in float32 and in float64 */
+          for (int mixed = 0; mixed < 2; mixed++) {
+            double *y = o[2 * mixed], *yt = o[2 * mixed + 1];
+            for (size_t i = 0; i < rows * na; i++) y[i] = 1.0;
+            for (size_t i = 0; i < cols * na; i++) yt[i] = transposed ? 1.0 : NAN;
+            if (mixed) ntk_skinny_tile64(af, rows, cols, ld, x, transposed ? xt : NULL, y, yt, na, scratch, hows[h]);
+            else ntk_skinny_tile(af, rows, cols, ld, x, transposed ? xt : NULL, y, yt, na, scratch, hows[h]);
+            double tol = mixed ? 1e-13 : 1e-6;
+            check_product(mixed ? "tile64 y" : "tile y", aw, rows, cols, ld, 0, mixed ? x : x32, y, na, 1.0, tol,
+                          hows[h]);
+            if (transposed)
+              check_product(mixed ? "tile64 yt" : "tile yt", aw, rows, cols, ld, 1, mixed ? xt : xt32, yt, na, 1.0,
+                            tol, hows[h]);
+            for (size_t i = 0; !transposed && i < cols * na; i++) ck_assert(isnan(yt[i]));
+          }
+        }
+        for (size_t i = 0; i < rows * na; i++) o[4][i] = NAN;
+        for (size_t i = 0; i < cols * na; i++) o[5][i] = NAN;
+        ntk_skinny_ax(ad, rows, cols, ld, x, o[4], na, scratch, hows[h]);
+        check_product("ax", ad, rows, cols, ld, 0, x, o[4], na, 0.0, 1e-13, hows[h]);
+        ntk_skinny_atx(ad, rows, cols, ld, xt, o[5], na, scratch, hows[h]);
+        check_product("atx", ad, rows, cols, ld, 1, xt, o[5], na, 0.0, 1e-13, hows[h]);
       }
-      for (size_t i = 0; i < rows * na; i++) y[i] = NAN;
-      for (size_t i = 0; i < cols * na; i++) yt[i] = NAN;
-      ntk_skinny_ax(ad, rows, cols, ld, x, y, na, scratch, hows[h]);
-      check_product("ax", ad, rows, cols, ld, 0, x, y, na, 0.0, 1e-13, hows[h]);
-      ntk_skinny_atx(ad, rows, cols, ld, xt, yt, na, scratch, hows[h]);
-      check_product("atx", ad, rows, cols, ld, 1, xt, yt, na, 0.0, 1e-13, hows[h]);
-      free(x), free(xt), free(x32), free(xt32), free(y), free(yt);
+      for (int k = 0; k < 6; k++) { /* the two layouts: the same bits */
+        ck_assert_msg(!memcmp(out[0][k], out[1][k], (k % 2 ? cols : rows) * na * sizeof **out[0]),
+                      "product %d, %zu columns, how %d: the 32-byte layout's bits differ", k, na, hows[h]);
+        free(out[0][k]), free(out[1][k]);
+      }
+      free(x), free(xt), free(x32), free(xt32), free(scratch);
     }
+  /* the core's own choice, timed (fma_chains): still the right sums */
   ntk_skinny_set_half(-1);
-  free(af), free(ad), free(aw), free(scratch);
+  size_t na = 20;
+  double *x = malloc(cols * na * sizeof *x), *x32 = malloc(cols * na * sizeof *x32), *y = malloc(rows * na * sizeof *y);
+  void *scratch = malloc(ntk_skinny_scratch(rows, cols, na, 1));
+  for (size_t i = 0; i < cols * na; i++) x[i] = UNIFORM(s), x32[i] = (float)x[i];
+  for (size_t i = 0; i < rows * na; i++) y[i] = 1.0;
+  ntk_skinny_tile(af, rows, cols, ld, x, NULL, y, NULL, na, scratch, NTK_SKINNY_ONEPASS);
+  check_product("tile y, timed layout", aw, rows, cols, ld, 0, x32, y, na, 1.0, 1e-6, NTK_SKINNY_ONEPASS);
+  free(x), free(x32), free(y), free(scratch);
+  free(af), free(ad), free(aw);
 }
 END_TEST
 

@@ -8,9 +8,11 @@
  *   are summed. cg_kernel = memory: each rank holds its tiles' train part
  *   in the store's precision (float32 or float64), decompressed once;
  *   stream: each product reads and decompresses them from the store again.
- *   Products accumulate in float64: a float32 tile is converted to float64
- *   CHUNK rows at a time and multiplied by OpenBLAS's dgemm, so CG solves
- *   exactly the matrix the Cholesky methods factorise.
+ *   Products accumulate in float64: a float32 tile's values are taken to
+ *   float64 as they are read (src/solve/skinny.c, ntk_skinny_tile64: one
+ *   pass over the tile; OpenBLAS's dgemm on converted rows beyond its
+ *   columns), so CG solves exactly the matrix the Cholesky methods
+ *   factorise.
  * - cg_products = float32 (the default for float32 tiles): the iterations'
  *   products K D run in float32 (src/solve/skinny.c: one pass over each
  *   held tile at the usual 8-48 columns, sgemm otherwise; each tile's
@@ -71,9 +73,6 @@ void dpotri_(const char *uplo, const int *n, double *a, const int *lda, int *inf
 #define CG_TOLERANCE 1e-8
 #define CG_MAX_ITERATIONS 2000
 #define CG_RANK_MAX 4000 /* default preconditioner rank: n / 4, at most this */
-#ifndef CG_CHUNK
-#define CG_CHUNK 64 /* float32 tile rows converted to float64 per dgemm pair */
-#endif
 #ifndef CG_BATCH
 #define CG_BATCH 128 /* pivot candidates per pass over the tiles */
 #endif
@@ -122,7 +121,6 @@ struct cg {
   double tile_bytes;       /* this rank's held train values */
   ntk_codec_t *codec;
   char *raw, *val; /* stream scratch: a tile's payload and one kernel's values */
-  double *conv;    /* CG_CHUNK x T */
   int f32;         /* the iterations' products in float32 (float32 tiles): see run_cg */
   size_t bsize;    /* a ridge's classes run in blocks of this many (NTKD_TEST_CG_UNBLOCKED=1: 1) */
   double refresh;  /* f32: a column's true residual is recomputed once its residual fell by this factor */
@@ -347,38 +345,22 @@ static void free_tiles(struct cg *c) {
 }
 
 /* y[rows] += A x[cols] (x, y: n x na row-major, indexed from xoff, yoff);
- * with yt: yt[cols] += A^T xt[rows]. lowp on a float32 A: float32
- * products (ntk_skinny_tile). Otherwise float64 accumulation; a float32 A
- * is converted CG_CHUNK rows at a time. */
+ * with yt: yt[cols] += A^T xt[rows]. A float32 A: float32 products with
+ * lowp (ntk_skinny_tile, summed per tile in float64), else float64 ones
+ * (ntk_skinny_tile64). */
 static void block_product(struct cg *c, const void *a, size_t rows, size_t cols, size_t ld, const double *x,
                           double *y, const double *xt, double *yt, size_t na, int lowp) {
   int ina = (int)na;
-  if (lowp && c->elem == 4) { /* float32 products (skinny.c), summed per tile in float64 */
-    ntk_skinny_tile(a, rows, cols, ld, x, xt, y, yt, na, c->skinny, NTK_SKINNY_AUTO);
+  if (c->elem == 4) {
+    if (lowp) ntk_skinny_tile(a, rows, cols, ld, x, xt, y, yt, na, c->skinny, NTK_SKINNY_AUTO);
+    else ntk_skinny_tile64(a, rows, cols, ld, x, xt, y, yt, na, c->skinny, NTK_SKINNY_AUTO);
     return;
   }
-  if (c->elem == 8) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, ina, (int)cols, 1.0, a, (int)ld, x, ina, 1.0,
-                y, ina);
-    if (yt)
-      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, ina, (int)rows, 1.0, a, (int)ld, xt, ina, 1.0,
-                  yt, ina);
-    return;
-  }
-  const float *f = a;
-  for (size_t i0 = 0; i0 < rows; i0 += CG_CHUNK) {
-    size_t nr = rows - i0 < CG_CHUNK ? rows - i0 : CG_CHUNK;
-    for (size_t i = 0; i < nr; i++) {
-      const float *src = f + (i0 + i) * ld;
-      double *dst = c->conv + i * cols;
-      for (size_t j = 0; j < cols; j++) dst[j] = (double)src[j];
-    }
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, ina, (int)cols, 1.0, c->conv, (int)cols, x, ina,
-                1.0, y + i0 * na, ina);
-    if (yt)
-      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, ina, (int)nr, 1.0, c->conv, (int)cols,
-                  xt + i0 * na, ina, 1.0, yt, ina);
-  }
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, ina, (int)cols, 1.0, a, (int)ld, x, ina, 1.0, y,
+              ina);
+  if (yt)
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, ina, (int)rows, 1.0, a, (int)ld, xt, ina, 1.0, yt,
+                ina);
 }
 
 /* This rank's share of Y = K X (n x na, zeroed here): not yet summed. */
@@ -1333,7 +1315,6 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
   c->codec = ntk_codec_create(1);
   c->raw = malloc(ntk_store_raw_bytes(c->s, &(struct ntk_tile){0, 0, 0, 0, edge, 0, edge}) + 1);
   c->val = malloc(edge * edge * c->elem + 1);
-  c->conv = malloc(CG_CHUNK * edge * sizeof *c->conv + 1);
   c->reg = malloc((nc + 1) * sizeof *c->reg);
   *d = malloc((n + 1) * sizeof **d);
   c->bsize = c->classes < CG_BLOCK_MAX ? c->classes : CG_BLOCK_MAX;
@@ -1359,9 +1340,11 @@ static ntk_status cg_alloc(struct cg *c, struct cgv *v, size_t k, double **d, do
   c->refresh = CG_REFRESH;
   size_t nl_k = c->hi - c->lo > k ? c->hi - c->lo : k; /* L's rows, or an inverse's (precondition) */
   size_t sk = ntk_skinny_scratch(edge, edge, nc, 1), sk_pre = ntk_skinny_scratch(nl_k, k, nc, 0);
+  size_t sk_mixed = ntk_skinny_scratch(edge, edge, nc, NTK_SKINNY_MIXED);
   sk = sk > sk_pre ? sk : sk_pre;
+  sk = sk > sk_mixed ? sk : sk_mixed;
   c->skinny = malloc(sk + 1);
-  if (!st && !(c->codec && c->raw && c->val && c->conv && c->reg && *d && v->X && v->R && v->D && v->Dn && v->Qa &&
+  if (!st && !(c->codec && c->raw && c->val && c->reg && *d && v->X && v->R && v->D && v->Dn && v->Qa &&
                v->Za && v->corr && v->w && v->G && v->ab && v->bnorm && v->res && v->best && v->dg && v->g0 &&
                v->gm && v->goff && v->keep && v->rid && v->it && v->act && v->state && v->why && v->rref && v->redo &&
                c->skinny))
@@ -1615,7 +1598,7 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
 done:
   openblas_set_num_threads(1);
   free_tiles(&c);
-  free(c.tr), free(c.te), free(c.raw), free(c.val), free(c.conv), free(c.reg), free(c.L);
+  free(c.tr), free(c.te), free(c.raw), free(c.val), free(c.reg), free(c.L);
   for (size_t r = 0; r < NTK_MAX_RIDGES; r++) free(c.fac[r]);
   free(c.skinny);
   ntk_codec_free(c.codec);

@@ -11,8 +11,9 @@
  * sums) and the 4 rows of xt (added into yt's rows), the columns padded to
  * whole 64-byte vectors (16 float32 or 8 float64 lanes; 8 columns in 16
  * lanes still beat sgemm, 6 do not: NTK_SKINNY_MIN; the float64 ones beat
- * dgemm from 1 column), or to 32-byte ones where that pads less
- * (f32_lanes, d_lanes). The products run on one thread: where a rank's
+ * dgemm from 1 column), or, for 17-24 float32 and 9-12 and 17-20 float64
+ * columns, to 32-byte ones where the core issues 64-byte FMAs as two
+ * halves (f32_lanes, d_lanes). The products run on one thread: where a rank's
  * OpenBLAS has more, BLAS keeps them.
  *
  * This file alone is compiled with -ffp-contract=fast (CMakeLists.txt):
@@ -24,7 +25,8 @@
  * iterations than sgemm's (233 against 221), 256-term ones none (218,
  * 219; docs/PERFORMANCE.md).
  * AUTO takes the one-pass products only where they run as AVX-512 code:
- * their 64-byte vectors and 4-row blocks are sized for its 32 registers;
+ * their 64-byte (and 32-byte) vectors and 4-row blocks are sized for its
+ * 32 registers;
  * compiled for AVX2 (16) they spill and run 20-30x slower than BLAS
  * (avx512() below). */
 #include "solve/skinny.h"
@@ -83,8 +85,10 @@ typedef double vd4 __attribute__((vector_size(32), aligned(8), may_alias));
  * x and xt in rows of P = W NV lanes of V, acc: cols x P of scratch.
  * Inlined into the clones below, so that every target gets its own code
  * for each width. */
-#define ONEPASS(NAME, T, V, W, NV, DO_Y, DO_YT)                                                \
-  static inline __attribute__((always_inline)) void NAME(const T *a, size_t rows, size_t cols, size_t ld,       \
+#define ONEPASS(NAME, T, V, W, NV, DO_Y, DO_YT) ONEPASS_MIXED(NAME, T, T, V, W, NV, DO_Y, DO_YT)
+/* ... for a of element type TA, the vectors and sums of type T */
+#define ONEPASS_MIXED(NAME, TA, T, V, W, NV, DO_Y, DO_YT)                                      \
+  static inline __attribute__((always_inline)) void NAME(const TA *a, size_t rows, size_t cols, size_t ld,      \
                                                          const T *x, const T *xt, double *y, double *yt,       \
                                                          size_t na, T *acc) {                                  \
     const size_t P = (W) * (NV);                                                               \
@@ -109,6 +113,17 @@ ONEPASS(tile1_3, float, vf, 16, 3, 1, 0)
 /* ... in 8-lane vectors, for 17-24 columns (f32_lanes) */
 ONEPASS(tile2_h3, float, vf8, 8, 3, 1, 1)
 ONEPASS(tile1_h3, float, vf8, 8, 3, 1, 0)
+/* float32 tiles in float64 arithmetic (mixed: true residuals, test
+ * predictions); both products up to 24 columns, y alone up to 48 */
+ONEPASS_MIXED(mtile2_1, float, double, vd, 8, 1, 1, 1)
+ONEPASS_MIXED(mtile2_2, float, double, vd, 8, 2, 1, 1)
+ONEPASS_MIXED(mtile2_3, float, double, vd, 8, 3, 1, 1)
+ONEPASS_MIXED(mtile1_1, float, double, vd, 8, 1, 1, 0)
+ONEPASS_MIXED(mtile1_2, float, double, vd, 8, 2, 1, 0)
+ONEPASS_MIXED(mtile1_3, float, double, vd, 8, 3, 1, 0)
+ONEPASS_MIXED(mtile1_4, float, double, vd, 8, 4, 1, 0)
+ONEPASS_MIXED(mtile1_5, float, double, vd, 8, 5, 1, 0)
+ONEPASS_MIXED(mtile1_6, float, double, vd, 8, 6, 1, 0)
 /* float64: A x and A^T xt apart */
 ONEPASS(ax_1, double, vd, 8, 1, 1, 0)
 ONEPASS(ax_2, double, vd, 8, 2, 1, 0)
@@ -140,9 +155,10 @@ static size_t round_up(size_t na, size_t w) { return (na + w - 1) / w * w; }
     double t = ntk_now();                                                                        \
     for (int i = 0; i < it; i++)                                                                 \
       for (int k = 0; k < 16; k++) acc[k] = acc[k] * m + m;                                      \
+    __asm__ volatile("" : : "r"(acc) : "memory"); /* the chains done before the clock is read */  \
     t = ntk_now() - t;                                                                           \
     for (int k = 1; k < 16; k++) acc[0] += acc[k];                                               \
-    fma_sink = acc[0][0]; /* the chains are used: not optimised away */                          \
+    for (size_t l = 0; l < sizeof m / sizeof m[0]; l++) fma_sink += acc[0][l]; /* all used */   \
     return t;                                                                                    \
   } while (0)
 static volatile float fma_sink;
@@ -171,8 +187,7 @@ static int half_vectors(void) {
   }
   int unknown = -1; /* the first answer stored is everyone's */
   h = wide > 1.5 * half; /* two halves: about 2x; full width: about 1x */
-  __atomic_compare_exchange_n(&known_half, &unknown, h, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-  return __atomic_load_n(&known_half, __ATOMIC_RELAXED);
+  return __atomic_compare_exchange_n(&known_half, &unknown, h, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ? h : unknown;
 }
 
 /* The float32 lanes per row of x for na columns: whole 16-lane vectors,
@@ -219,7 +234,7 @@ NTK_CLONES static void tile_onepass(const float *a, size_t rows, size_t cols, si
 
 NTK_CLONES static void d_onepass(const double *a, size_t rows, size_t cols, size_t ld, const double *x,
                                  const double *xt, double *y, double *yt, size_t na, size_t P, double *acc) {
-  if (P % 8) {
+  if (P == 12 || P == 20) { /* d_lanes' 4-lane layouts, the only P not a multiple of 8 */
     if (y) {
       if (P == 12) ax_q3(ARGS);
       else ax_q5(ARGS);
@@ -248,6 +263,24 @@ NTK_CLONES static void d_onepass(const double *a, size_t rows, size_t cols, size
     case 5: atx_5(ARGS); break;
     default: atx_6(ARGS);
     }
+  }
+}
+NTK_CLONES static void mtile_onepass(const float *a, size_t rows, size_t cols, size_t ld, const double *x,
+                                     const double *xt, double *y, double *yt, size_t na, size_t P, double *acc) {
+  size_t nv = P / 8;
+  if (yt) {
+    if (nv == 1) mtile2_1(ARGS);
+    else if (nv == 2) mtile2_2(ARGS);
+    else mtile2_3(ARGS);
+    return;
+  }
+  switch (nv) {
+  case 1: mtile1_1(ARGS); break;
+  case 2: mtile1_2(ARGS); break;
+  case 3: mtile1_3(ARGS); break;
+  case 4: mtile1_4(ARGS); break;
+  case 5: mtile1_5(ARGS); break;
+  default: mtile1_6(ARGS);
   }
 }
 #undef ARGS
@@ -294,7 +327,15 @@ static int onepass(int how, size_t na, int f32) {
   return how == NTK_SKINNY_ONEPASS || (how == NTK_SKINNY_AUTO && ntk_skinny_takes(na, f32));
 }
 
+/* The widest the mixed one-pass products go: both products (registers for
+ * xt's rows and the sums), y alone. */
+#define MIXED_BOTH_MAX 24
+
 size_t ntk_skinny_scratch(size_t rows, size_t cols, size_t ncols, int f32) {
+  if (f32 == NTK_SKINNY_MIXED) { /* x, xt and yt's sums in rows of float64 lanes, or CHUNK converted rows */
+    size_t one = (2 * cols + rows) * round_up(ncols, 8), chunk = CHUNK * cols;
+    return (one > chunk ? one : chunk) * sizeof(double);
+  }
   if (f32) { /* x, xt, y, yt in rows of float32 lanes (or sgemm's ncols) */
     size_t P = ncols > NTK_SKINNY_MAX ? ncols : round_up(ncols, 16);
     return 2 * (rows + cols) * P * sizeof(float);
@@ -327,6 +368,33 @@ void ntk_skinny_tile(const float *a, size_t rows, size_t cols, size_t ld, const 
   }
   add_rows(y, rows, na, y32);
   if (yt) add_rows(yt, cols, na, yt32);
+}
+
+void ntk_skinny_tile64(const float *a, size_t rows, size_t cols, size_t ld, const double *x, const double *xt,
+                       double *y, double *yt, size_t na, void *scratch, int how) {
+  if (!na || !rows || !cols) return; /* nothing to add */
+  if (!xt) yt = NULL;
+  if (na <= (yt ? MIXED_BOTH_MAX : NTK_SKINNY_MAX) && onepass(how, na, 0)) {
+    size_t P = round_up(na, 8);
+    double *xp = scratch, *xtp = xp + cols * P, *acc = xtp + rows * P;
+    pad_d(x, cols, na, xp, P);
+    if (yt) pad_d(xt, rows, na, xtp, P);
+    mtile_onepass(a, rows, cols, ld, xp, xtp, y, yt, na, P, acc);
+    return;
+  }
+  /* BLAS: CHUNK rows converted to float64, both products while in cache */
+  double *conv = scratch;
+  int ina = (int)na;
+  for (size_t i0 = 0; i0 < rows; i0 += CHUNK) {
+    size_t nr = rows - i0 < CHUNK ? rows - i0 : CHUNK;
+    for (size_t i = 0; i < nr; i++)
+      for (size_t j = 0; j < cols; j++) conv[i * cols + j] = (double)a[(i0 + i) * ld + j];
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, ina, (int)cols, 1.0, conv, (int)cols, x, ina, 1.0,
+                y + i0 * na, ina);
+    if (yt)
+      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols, ina, (int)nr, 1.0, conv, (int)cols,
+                  xt + i0 * na, ina, 1.0, yt, ina);
+  }
 }
 
 void ntk_skinny_ax(const double *a, size_t rows, size_t cols, size_t ld, const double *x, double *y, size_t na,

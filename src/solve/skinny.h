@@ -31,9 +31,11 @@ int ntk_skinny_takes(size_t na, int f32);
  * tests; ONEPASS past NTK_SKINNY_MAX is BLAS). */
 enum { NTK_SKINNY_AUTO, NTK_SKINNY_ONEPASS, NTK_SKINNY_BLAS };
 
-/* Bytes of scratch for the products below (f32: ntk_skinny_tile, else
- * ntk_skinny_ax and _atx) on matrices of at most `rows` rows and `cols`
- * columns, with at most ncols columns. */
+/* Bytes of scratch for the products below (f32: 1 for ntk_skinny_tile,
+ * NTK_SKINNY_MIXED for ntk_skinny_tile64, 0 for ntk_skinny_ax and _atx) on
+ * matrices of at most `rows` rows and `cols` columns, with at most ncols
+ * columns. */
+#define NTK_SKINNY_MIXED 2
 size_t ntk_skinny_scratch(size_t rows, size_t cols, size_t ncols, int f32);
 
 /* y += A x and, with xt, yt += A^T xt, for a float32 tile A (rows x cols,
@@ -46,15 +48,23 @@ size_t ntk_skinny_scratch(size_t rows, size_t cols, size_t ncols, int f32);
 void ntk_skinny_tile(const float *a, size_t rows, size_t cols, size_t ld, const double *x, const double *xt,
                      double *y, double *yt, size_t na, void *scratch, int how);
 
+/* The same sums as ntk_skinny_tile in float64 arithmetic: y += A x and,
+ * with xt, yt += A^T xt, for a float32 tile A (CG's true residuals and
+ * its test predictions). The one-pass product where ntk_skinny_takes(na,
+ * 0) and na <= 24 (with xt) or 48; else each 64 rows converted to float64
+ * and multiplied by dgemm. */
+void ntk_skinny_tile64(const float *a, size_t rows, size_t cols, size_t ld, const double *x, const double *xt,
+                       double *y, double *yt, size_t na, void *scratch, int how);
 /* Float64 A (rows x cols, ld): y = A x (x: cols x na, y: rows x na) and
  * yt = A^T xt (xt: rows x na, yt: cols x na), each overwritten. */
 void ntk_skinny_ax(const double *a, size_t rows, size_t cols, size_t ld, const double *x, double *y, size_t na,
                    void *scratch, int how);
-/* Tests and benchmarks: pad columns to 32-byte vectors where that pads
- * less (h = 1) or never (0), instead of what this core's timing says
- * (-1: time it again). Results are the same bits either way. */
-void ntk_skinny_set_half(int h);
 void ntk_skinny_atx(const double *a, size_t rows, size_t cols, size_t ld, const double *xt, double *yt, size_t na,
                     void *scratch, int how);
 
+/* Tests and benchmarks (NTKD_BENCH_SKINNY_HALF): the one-pass products
+ * pad 17-24 float32 and 9-12, 17-20 float64 columns to 32-byte vectors
+ * (h = 1) or never (0), instead of what this core's timing says (-1:
+ * time it again). Results are the same bits either way. */
+void ntk_skinny_set_half(int h);
 #endif
