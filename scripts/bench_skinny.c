@@ -77,36 +77,24 @@ int main(int argc, char **argv) {
   int status = 0;
   printf("CG's skinny products, one core: ms per product, BLAS against one-pass (src/solve/skinny.c)\n");
   printf("  %-22s %7s %8s %9s %15s  %s\n", "product", "columns", "BLAS", "one-pass", "BLAS/one-pass", "AUTO takes");
-  for (size_t w = 0; w < NW; w++) {
-    size_t na = widths[w];
-    double best[2] = {1e30, 1e30};
-    for (int round = 0; round < 3; round++)
-      for (int k = 0; k < 2; k++) {
-        memset(y[k], 0, T * na * sizeof **y), memset(yt[k], 0, T * na * sizeof **yt);
-        double t0 = ntk_now();
-        for (size_t i = 0; i < ntile; i++) ntk_skinny_tile(tiles[i], T, T, T, x, xt, y[k], yt[k], na, scratch, hows[k]);
-        double t = (ntk_now() - t0) / (double)ntile;
-        if (t < best[k]) best[k] = t;
-      }
-    /* an entry's sum of |terms|: at most T * 0.5 per tile, summed over the ntile tiles of a round */
-    double err = fmax(maxdiff(y[0], y[1], T * na), maxdiff(yt[0], yt[1], T * na));
-    status |= row("float32 tile, both", 1, na, best, err, 1e-5 * 0.5 * (double)T * (double)ntile);
-  }
-  for (size_t w = 0; w < NW && widths[w] <= 24; w++) { /* float64 sums: true residuals */
-    size_t na = widths[w];
-    double best[2] = {1e30, 1e30};
-    for (int round = 0; round < 3; round++)
-      for (int k = 0; k < 2; k++) {
-        memset(y[k], 0, T * na * sizeof **y), memset(yt[k], 0, T * na * sizeof **yt);
-        double t0 = ntk_now();
-        for (size_t i = 0; i < ntile; i++)
-          ntk_skinny_tile64(tiles[i], T, T, T, x, xt, y[k], yt[k], na, scratch, hows[k]);
-        double t = (ntk_now() - t0) / (double)ntile;
-        if (t < best[k]) best[k] = t;
-      }
-    double err = fmax(maxdiff(y[0], y[1], T * na), maxdiff(yt[0], yt[1], T * na));
-    status |= row("float32 tile in f64", 0, na, best, err, 1e-12 * 0.5 * (double)T * (double)ntile);
-  }
+  for (int mixed = 0; mixed < 2; mixed++) /* float32 sums; float64 ones (true residuals), up to 24 columns */
+    for (size_t w = 0; w < NW && (!mixed || widths[w] <= 24); w++) {
+      size_t na = widths[w];
+      double best[2] = {1e30, 1e30};
+      for (int round = 0; round < 3; round++)
+        for (int k = 0; k < 2; k++) {
+          memset(y[k], 0, T * na * sizeof **y), memset(yt[k], 0, T * na * sizeof **yt);
+          double t0 = ntk_now();
+          for (size_t i = 0; i < ntile; i++)
+            (mixed ? ntk_skinny_tile64 : ntk_skinny_tile)(tiles[i], T, T, T, x, xt, y[k], yt[k], na, scratch, hows[k]);
+          double t = (ntk_now() - t0) / (double)ntile;
+          if (t < best[k]) best[k] = t;
+        }
+      /* an entry's sum of |terms|: at most T * 0.5 per tile, summed over the ntile tiles of a round */
+      double err = fmax(maxdiff(y[0], y[1], T * na), maxdiff(yt[0], yt[1], T * na));
+      status |= row(mixed ? "float32 tile in f64" : "float32 tile, both", !mixed, na, best, err,
+                    (mixed ? 1e-12 : 1e-5) * 0.5 * (double)T * (double)ntile);
+    }
   for (size_t w = 0; w < NW; w++) {
     size_t na = widths[w];
     double bt[2] = {1e30, 1e30}, ba[2] = {1e30, 1e30};

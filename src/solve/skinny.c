@@ -265,6 +265,7 @@ NTK_CLONES static void d_onepass(const double *a, size_t rows, size_t cols, size
     }
   }
 }
+
 NTK_CLONES static void mtile_onepass(const float *a, size_t rows, size_t cols, size_t ld, const double *x,
                                      const double *xt, double *y, double *yt, size_t na, size_t P, double *acc) {
   size_t nv = P / 8;
