@@ -1,7 +1,9 @@
 /* Products of a large matrix with a few columns, for conjugate gradients
  * (src/solve/cg.c): a held float32 kernel tile times the iterations'
- * columns (cg_products = float32), and the preconditioner's float64
- * factor L and per-ridge inverses times them. At the 8-48 columns CG
+ * columns in float32 (cg_products = float32) or in float64 arithmetic
+ * (the true residuals, the test predictions, cg_products = float64), and
+ * the preconditioner's float64 factor L and per-ridge inverses times
+ * them. At the 8-48 columns CG
  * runs (10 classes per ridge, fewer as ridges converge) OpenBLAS packs
  * the large matrix for each product; these read it once, its elements
  * broadcast against rows of the columns padded to whole SIMD vectors
