@@ -44,7 +44,9 @@ class Files:
 
 
 def _write(path, content):
-    """Write text, or an array as .npy, through a temporary file in the same folder renamed into place."""
+    """Write text, or an array as .npy, through a temporary file in the same folder renamed into place.
+    Returns the file's _identity as this call left it, or None where another writer's file already
+    stands at path (renamed over this one as soon as it was in place)."""
     tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.part")
     try:
         with open(tmp, "w" if isinstance(content, str) else "wb") as f:
@@ -52,11 +54,15 @@ def _write(path, content):
                 f.write(content)
             else:
                 np.save(f, content)
+            f.flush()
+            mine = os.fstat(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    now = _identity(path)
+    return now if now is not None and now[:2] == (mine.st_dev, mine.st_ino) else None
 
 
 def _identity(path):
@@ -255,9 +261,9 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     seen = []  # the program's lines, also when it is interrupted
     ours = []
     try:
-        for name, content in written:
-            _write(os.path.join(files.folder, name), content)
-        ours = [_identity(os.path.join(files.folder, name)) for name, _ in written]
+        # Each file's identity is taken as its own write leaves it (a snapshot after all the
+        # writes would count as this call's a file that another call replaced meanwhile).
+        ours = [_write(os.path.join(files.folder, name), content) for name, content in written]
         # A job file named -NAME would be read as an option (-h: the program prints its help).
         args = [f"./{job_name}" if job_name.startswith("-") else job_name] + (["--overwrite"] if overwrite else [])
         nproc = ranks + 1 if ranks is not None and ranks > 1 else None
@@ -280,7 +286,8 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
                 if k not in dict(arrays) and os.path.exists(os.path.join(files.folder, final[k])):
                     os.unlink(os.path.join(files.folder, final[k]))
     raise_for_exit(result.code, _program.error_text(result))
-    if not staged and not resume and ours != [_identity(os.path.join(files.folder, name)) for name, _ in written]:
+    if not staged and not resume and (None in ours or ours != [_identity(os.path.join(files.folder, name))
+                                                               for name, _ in written]):
         # A new store (or overwrite): the program ran on the files this call wrote under their
         # final names, and they changed while it ran (another call on the same store path, which
         # then found the store in use). The program may have read the other call's data: never

@@ -158,6 +158,26 @@ def test_a_new_store_never_returns_another_calls_data(tmp_path, data, monkeypatc
     assert np.array_equal(S["ntk"][:, :], kernel_fn()(x1).ntk)
 
 
+def test_a_new_store_never_returns_data_replaced_between_its_writes(tmp_path, data, monkeypatch):
+    # The other call's k.x1.npy lands after this call wrote its own and before it wrote
+    # k.x2.npy (a large x2, a slow file system): the program then reads the other call's x1.
+    # Seen returning that store as this call's when the files were judged after all writes.
+    x1, x2 = data
+    other = x1[::-1].copy()
+    real_write = ntkd._batch._write
+
+    def racing_write(path, content):
+        mine = real_write(path, content)
+        if os.path.basename(path) == "k.x1.npy":
+            real_write(path, other)  # the other call, a moment later
+        return mine
+
+    monkeypatch.setattr(ntkd._batch, "_write", racing_write)
+    with pytest.raises(ntkd.errors.StoreError, match="replaced while the program ran"):
+        S = ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k.ntk", tile=TILE, progress=False)
+        assert np.array_equal(S["ntk"][:, :], kernel_fn()(np.concatenate([x1, x2])).ntk), "another call's data"
+
+
 @pytest.mark.parametrize("name", ["#k.ntk", ";k.ntk", "-h.ntk", "--overwrite.ntk"])
 def test_store_names_the_job_file_could_misread(tmp_path, data, name):
     # A value starting with '#' or ';' is a comment in a job file, and a job file named -h
