@@ -130,7 +130,10 @@ class KernelFn:
     array; a tuple returns a namedtuple in its order. float64 inputs (x1 or
     x2) give float64 kernels, any other dtypes float32. ntkd's own keywords:
     threads (0: every core), device ('auto', 'cpu', 'cuda'), tile
-    (0: chosen), progress (a callable(done, total), or True for a tqdm bar).
+    (0: chosen), progress (a callable(done, total), True for a tqdm bar, or
+    None or False for none; what the callable raises stops the computation
+    and is raised: KeyboardInterrupt and SystemExit as they are, others as
+    the CancelledError's cause).
     """
 
     __name__ = "kernel_fn"  # as neural-tangents' function is named (logging, functools.wraps)
@@ -305,6 +308,10 @@ def _progress_fn(progress):
                 bar.total = total
             bar.update(done - bar.n)
         return tick, bar
+    if progress is None or progress is False:
+        return None, None
+    if not callable(progress):
+        raise TypeError(f"progress must be True, False, None or a callable(done, total), not {type(progress).__name__}")
     return progress, None
 
 
@@ -331,7 +338,7 @@ def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress):
                 return 1
             try:
                 callback(int(done), int(total))
-            except Exception as e:  # a failing callback stops the computation
+            except BaseException as e:  # a failing callback stops the computation (ctypes would drop it)
                 raised.append(e)
                 return 1
             return 0
@@ -361,10 +368,16 @@ def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress):
     finally:
         if bar is not None:
             bar.close()
-    if raised and result["status"] == _lib.E_CANCELLED:
+    if raised:
+        # Also where the callback failed at the last report (nothing left to stop) or the
+        # computation failed on its own meanwhile: the callback's exception is never dropped.
         e = raised[0]
+        if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: as the callback raised it
+            raise e
+        st = result["status"] or _lib.E_CANCELLED
+        msg = result["message"] or "stopped after the last report"
         try:
-            raise_for(result["status"], f"{result['message']}: the progress callback raised {type(e).__name__}: {e}")
+            raise_for(st, f"{msg}: the progress callback raised {type(e).__name__}: {e}")
         except Exception as stop:
             raise stop from e
     raise_for(result["status"], result["message"])

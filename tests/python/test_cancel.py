@@ -150,6 +150,45 @@ def test_a_failing_progress_callback_is_the_cause(rng):
     assert np.isfinite(kernel_fn(x, None, "ntk")).all()  # and the next call computes
 
 
+def test_a_callback_failing_at_the_last_report_still_raises(rng):
+    # Raised at done == total, with nothing left to stop, the callback's exception was
+    # dropped and kernel_fn returned as if the callback had succeeded.
+    x = rng.standard_normal((6, 4))
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+
+    def progress(done, total):
+        if done == total:
+            raise RuntimeError("the last report")
+    with pytest.raises(ntkd.CancelledError, match="progress callback raised RuntimeError: the last report") as e:
+        kernel_fn(x, None, "ntk", progress=progress)
+    assert isinstance(e.value.__cause__, RuntimeError)
+
+
+@pytest.mark.parametrize("exc", [SystemExit, KeyboardInterrupt])
+def test_a_callback_raising_a_base_exception_raises_it(rng, exc):
+    # SystemExit and KeyboardInterrupt escaped the callback into ctypes, which printed
+    # "Exception ignored" and went on: a CancelledError naming neither, or (KeyboardInterrupt
+    # in a CNN's tile) the whole result returned. They stop the computation and reach the caller.
+    x = rng.standard_normal((6, 4))
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+
+    def progress(done, total):
+        raise exc()
+    with pytest.raises(exc):
+        kernel_fn(x, None, "ntk", progress=progress)
+
+
+@pytest.mark.parametrize("progress", [False, None])
+def test_progress_false_or_none_is_no_callback(rng, progress):
+    # progress=False was called as the callback ("'bool' object is not callable"), though
+    # ntkd.batch takes it; a value neither a flag nor callable is refused before computing.
+    x = rng.standard_normal((6, 4))
+    _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
+    assert np.array_equal(kernel_fn(x, None, "ntk", progress=progress), kernel_fn(x, None, "ntk"))
+    with pytest.raises(TypeError, match="progress must be"):
+        kernel_fn(x, None, "ntk", progress=3)
+
+
 def test_one_kernel_asked_for_holds_one_matrix(rng):
     # kernel_fn(x, None, 'ntk') allocated the n x n NNGP as well and dropped it: twice the
     # memory of the result (10 GB more for 50 000 samples in float32). Peak numpy allocation,
