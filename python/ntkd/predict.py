@@ -210,6 +210,11 @@ class _Factor:
     def __init__(self, K, diag_reg, absolute, name):
         A = np.array(K, dtype=np.float64, copy=True)
         n = A.shape[0]
+        bad = np.argwhere(np.triu(~np.isfinite(A)))  # the triangle the factorisation reads
+        if len(bad):
+            i, j = (int(v) for v in bad[0])
+            raise SolveError(f"the {name} train kernel is not finite: entry ({i}, {j}) is {A[i, j]} "
+                             f"({len(bad)} such entries in its upper triangle)")
         self.reg = diag_reg if absolute else diag_reg * np.trace(A) / n
         A[np.diag_indices(n)] += self.reg
         try:

@@ -237,3 +237,12 @@ def test_store_without_test_set_or_test_x_test(tmp_path):
     for method in ("numpy", "lapack"):
         with pytest.raises(ValueError, match="test_test=True"):
             predict.gp_inference(T, R["y_train"], 0.01, method=method)("nngp", T, T)
+
+
+def test_a_nan_in_the_train_kernel_is_named():
+    # A NaN in k_train_train was reported as "diag_reg 0.0001 gave a factor that is not
+    # finite", blaming the ridge; the entry is named now.
+    K = np.array(KDD.ntk, dtype=np.float64, copy=True)
+    K[3, 5] = K[5, 3] = np.nan
+    with pytest.raises(ntkd.SolveError, match=r"NTK train kernel is not finite: entry \(3, 5\) is nan"):
+        predict.gp_inference(K, R["y_train"], diag_reg=1e-4)("ntk", KTD.ntk)
