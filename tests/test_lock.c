@@ -45,6 +45,40 @@ END_TEST
  * microseconds between the two): the refusal waits for the name; a name
  * that never comes is said so, with no "kill -USR1 0" (a signal to the
  * reader's own process group). */
+/* ntk_lock_check: a lock whose file stayed is intact; once the file was
+ * removed and another holder locked a new one, or the heartbeat had to put
+ * one back (another job may have held it in between), it is not, and stays
+ * not. */
+START_TEST(test_check_after_removal) {
+  char p[512], lp[520];
+  tu_path(p, sizeof p, dir, "check.preds");
+  snprintf(lp, sizeof lp, "%s.lock", p);
+  ntk_lock_t *a = NULL, *b = NULL;
+  ck_assert_int_eq(ntk_lock_acquire(p, "set of predictions", &a), NTK_OK);
+  ck_assert_int_eq(ntk_lock_check(a), NTK_OK);
+  ck_assert_int_eq(ntk_lock_check(NULL), NTK_OK);
+  ck_assert_int_eq(unlink(lp), 0);
+  ck_assert_int_eq(ntk_lock_acquire(p, "set of predictions", &b), NTK_OK); /* the file gone: a second holder */
+  ck_assert_int_eq(ntk_lock_check(b), NTK_OK);
+  ck_assert_int_eq(ntk_lock_check(a), NTK_ELOCKED);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "was removed or replaced while this job held it"));
+  ntk_lock_release(b);
+  ck_assert_int_eq(ntk_lock_check(a), NTK_ELOCKED); /* and stays lost */
+  ntk_lock_release(a);
+  ck_assert_int_eq(access(lp, F_OK), -1);
+  /* Removed and put back by the heartbeat (NTKD_TEST_LOCK_HEARTBEAT=1):
+   * the file is this holder's again, and the check still fails. */
+  setenv("NTKD_TEST_LOCK_HEARTBEAT", "1", 1);
+  ck_assert_int_eq(ntk_lock_acquire(p, "set of predictions", &a), NTK_OK);
+  ck_assert_int_eq(unlink(lp), 0);
+  for (int i = 0; i < 300 && access(lp, F_OK); i++) nanosleep(&(struct timespec){0, 10000000}, NULL);
+  ck_assert_int_eq(access(lp, F_OK), 0);
+  ck_assert_int_eq(ntk_lock_check(a), NTK_ELOCKED);
+  ntk_lock_release(a); /* its heartbeat joined: the setting can go */
+  unsetenv("NTKD_TEST_LOCK_HEARTBEAT");
+}
+END_TEST
+
 START_TEST(test_holder_not_yet_named) {
   char p[512], lp[520];
   tu_path(p, sizeof p, dir, "unnamed.ntk");
@@ -259,6 +293,7 @@ int main(void) {
   Suite *s = suite_create("lock");
   TCase *tc = tcase_create("lock");
   tcase_add_test(tc, test_one_holder);
+  tcase_add_test(tc, test_check_after_removal);
   tcase_add_test(tc, test_released_by_death);
   tcase_add_test(tc, test_holder_not_yet_named);
   tcase_add_test(tc, test_other_machine);

@@ -87,6 +87,20 @@ static ntk_status lock_predictions(const char *store_path, const struct ntk_job 
   return ntk_lock_acquire(path, what, lock);
 }
 
+/* Rank 0, before each file and after the last: the predictions' lock has
+ * been this solve's throughout. Its file removed, another solve takes a
+ * lock file of its own and both would write, each with exit 0 (seen: a
+ * solve's NNGP files beside another's NTK files). */
+static ntk_status predictions_still_locked(ntk_lock_t *lock, const char *store_path, const struct ntk_job *job,
+                                           const char *consequence) {
+  ntk_status st = ntk_lock_check(lock);
+  if (!st) return NTK_OK;
+  char prefix[NTK_PATH_MAX];
+  prediction_prefix(store_path, job, prefix, sizeof prefix);
+  return ntk_error(st, "the predictions %s-KERNEL-ridgeR.npy: %s; %s: run the solve again, one at a time", prefix,
+                   ntk_error_message(), consequence);
+}
+
 /* PREFIX-KERNEL-ridgeR-var.npy (or -cov.npy) next to the predictions. */
 static void variance_path(const char *pred_path, const struct ntk_job *job, char *out, size_t cap) {
   size_t l = strlen(pred_path);
@@ -482,6 +496,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
         printf("%-6s %-10s %-12s %-9s %-10s %-10s%s\n", "kernel", "ridge", "added",
                method == NTK_SOLVE_CG ? "CG" : "rcond", "test acc", "test MSE", loo ? " LOO acc    LOO MSE" : "");
       struct ntk_solve_result res;
+      if ((wr = predictions_still_locked(lock, store_path, job, "no further file is written"))) break;
       ntk_status rs = report_ridge(store_path, job, which, method, &out[r], job->solve.ridge[r], ytr, yte, ntr, nte,
                                    classes, &res);
       if (rs == NTK_EINPUT && out[r].failure) {
@@ -497,6 +512,10 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     free_outs(out, job->solve.nridge);
   }
   if (nresults) *nresults = nr < cap ? nr : cap;
+  if (!st) /* held to the end: else the files written may be a mix of two solves' */
+    st = ntk_comm_agree_report(comm, rank == 0 ? predictions_still_locked(lock, store_path, job,
+                                                                          "the files written may be a mix of two solves'")
+                                               : NTK_OK);
   ntk_lock_release(lock); /* every file is written (or refused) */
   if (own) ntk_solve_labels_free(&L);
   if (s != opened) ntk_store_close(s);

@@ -26,6 +26,7 @@ struct ntk_lock {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int closing;
+  int lost; /* PATH.lock was seen not to be this holder's (ntk_lock_check) */
 };
 
 /* PATH.lock beside the file the name reaches (a symbolic link to a store
@@ -165,7 +166,10 @@ static void *heartbeat(void *arg) {
     until.tv_sec += beat;
     pthread_cond_timedwait(&l->cv, &l->mu, &until);
     if (l->closing) break;
-    if (!still_ours(l)) reestablish(l);
+    if (!still_ours(l)) {
+      l->lost = 1;
+      reestablish(l);
+    }
     futimens(l->fd, NULL); /* best effort: a failure only weakens the cross-host check */
   }
   pthread_mutex_unlock(&l->mu);
@@ -253,6 +257,17 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
   if (l->fd >= 0) close(l->fd);
   free(l);
   return st;
+}
+
+ntk_status ntk_lock_check(ntk_lock_t *l) {
+  if (!l) return NTK_OK;
+  pthread_mutex_lock(&l->mu);
+  if (!still_ours(l)) l->lost = 1;
+  int lost = l->lost;
+  pthread_mutex_unlock(&l->mu);
+  return lost ? ntk_error(NTK_ELOCKED, "%s was removed or replaced while this job held it, so another job may have "
+                          "taken it meanwhile", l->path)
+              : NTK_OK;
 }
 
 void ntk_lock_release(ntk_lock_t *l) {

@@ -32,6 +32,14 @@ typedef struct ntk_lock ntk_lock_t;
  * file systems without working locks; docs/RELIABILITY.md). */
 ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out);
 
+/* Whether this holder's lock has been its own throughout: NTK_ELOCKED
+ * (saying so) once PATH.lock has been seen removed or replaced, now or by
+ * the heartbeat (which puts one back: between the two another job may have
+ * locked a file of its own and written). For a lock that is the only one
+ * on what it guards (the predictions of a solve; a store also has
+ * ntk_lock_file). Accepts NULL (no lock: NTKD_NO_LOCK). */
+ntk_status ntk_lock_check(ntk_lock_t *l);
+
 /* Release: the lock file is removed, then the lock dropped. Accepts NULL. */
 void ntk_lock_release(ntk_lock_t *l);
 
