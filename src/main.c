@@ -195,8 +195,12 @@ int main(int argc, char **argv) {
       }
       if (o >= 0 && argv[i][ol] == '=') *vals[o] = argv[i] + ol + 1;
       else if (o >= 0 && i + 1 < argc) *vals[o] = argv[++i];
-      else if (o >= 0) return bad_usage("export: an option without its value");
-      else if (argv[i][0] == '-') return bad_usage("unknown option for export");
+      else if (o >= 0 || argv[i][0] == '-') {
+        char msg[256];
+        snprintf(msg, sizeof msg, o >= 0 ? "export: %.200s without its value" : "export: unknown option '%.200s'",
+                 argv[i]);
+        return bad_usage(msg);
+      }
       else if (np < 2) pos[np++] = argv[i];
       else return bad_usage("export takes STORE and OUT");
     }

@@ -104,6 +104,10 @@ expect_rc 2 "export --format csv refused" "$NTKD" export s32.ntk bad.npy --forma
 expect_rc 2 "export --rows without a value refused" "$NTKD" export s32.ntk bad.npy --rows
 expect_rc 2 "export --rows given twice refused (not the last one taken)" "$NTKD" export s32.ntk bad.npy --rows 0:5 --rows=5:10
 check "... naming the option and both values" has "--rows given twice ('0:5', then '5:10')" err.log
+expect_rc 2 "export --kernel without its value refused" "$NTKD" export s32.ntk bad.npy --kernel
+check "... naming the option" has "export: --kernel without its value" err.log
+expect_rc 2 "export with an unknown option refused" "$NTKD" export s32.ntk bad.npy --bogus
+check "... naming it" has "export: unknown option '--bogus'" err.log
 expect_rc 2 "export over the store refused (raw too)" "$NTKD" export s32.ntk s32.ntk --format raw
 check "nothing written by the refused exports" bash -c "! ls bad.npy* >/dev/null 2>&1 && [ -s s32.ntk ]"
 

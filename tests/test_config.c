@@ -1,5 +1,6 @@
 /* Job files: defaults, every key, the INI syntax (inline comments, CRLF,
  * lines of any length), and errors that name file, line and key. */
+#include <math.h>
 #include <sys/stat.h>
 
 #include "kernels/arch.h"
@@ -344,6 +345,11 @@ START_TEST(test_regression_good) {
   ck_assert(j.solve.precond_rank == NTK_PRECOND_DEFAULT && j.solve.block == 0 && j.solve.grid_rows == 0);
   ck_assert_str_eq(j.solve.predictions, "d/p/pred");
   ntk_job_free(&j);
+  /* -0 is the ridge 0 (its file ridge0.npy, not ridge-0.npy) */
+  ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = -0, 1\n", "d/reg.conf", &j),
+                   NTK_OK);
+  ck_assert(j.solve.nridge == 2 && j.solve.ridge[0] == 0 && !signbit(j.solve.ridge[0]));
+  ntk_job_free(&j);
   /* every key of the solve methods */
   ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nmethod = scalapack\n"
                                         "block = 128\ngrid = 2 x 3\ntolerance = 1e-9\nmax_iterations = 500\n"
@@ -375,7 +381,12 @@ START_TEST(test_regression_errors) {
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\n", "bad.conf:12: [solve] ridge is required");
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1, -2\n", "bad.conf:13: [solve] ridge: '-2' is not a number >= 0");
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1, x\n", "[solve] ridge: 'x'");
-  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = ,\n", "[solve] ridge: empty");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = ,\n", "[solve] ridge: ',': a comma with no value before it");
+  /* A value left out between commas was skipped: three ridges meant, two solved. */
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1e-3,,1e-2\n",
+      "bad.conf:13: [solve] ridge: '1e-3,,1e-2': a comma with no value before it");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1e-3, , 1e-2\n", "a comma with no value before it");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1e-3, 1e-2,\n", "a comma with no value after it");
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nridge = 2\n", "bad.conf:14: [solve] ridge: given twice");
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nlambda = 2\n", "[solve] lambda: unknown key (ridge, predictions, method");
 #define SOLVE REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\n"

@@ -128,9 +128,18 @@ static int parse_layers(struct ctx *c, const char *s, const char *k, const char 
   return 1;
 }
 
-/* [solve] ridge: 1 to 32 values >= 0, separated by commas or whitespace. */
+/* [solve] ridge: 1 to 32 values >= 0, separated by commas or whitespace
+ * (a comma between two values: `1e-3,,1e-2` is a value left out). -0 is 0:
+ * one predictions file name per value. */
 static int parse_ridges(struct ctx *c, const char *s, const char *k, const char *v) {
   struct ntk_solve_opts *o = &c->job->solve;
+  int value = 0; /* a value since the last comma */
+  for (const char *p = v; *p; p++) {
+    if (*p == ',' && !value) return fail(c, s, k, "'%s': a comma with no value before it", v);
+    if (*p == ',') value = 0;
+    else if (*p != ' ' && *p != '\t') value = 1;
+  }
+  if (strchr(v, ',') && !value) return fail(c, s, k, "'%s': a comma with no value after it", v);
   char *tmp = strdup(v);
   if (!tmp) return out_of_memory(c);
   int ok = 1;
@@ -139,7 +148,7 @@ static int parse_ridges(struct ctx *c, const char *s, const char *k, const char 
     double r;
     if (o->nridge == NTK_MAX_RIDGES) ok = fail(c, s, k, "%s", "more than 32 values");
     else if (!ntk_parse_double(tok, &r) || r < 0) ok = fail(c, s, k, "'%s' is not a number >= 0", tok);
-    else o->ridge[o->nridge++] = r;
+    else o->ridge[o->nridge++] = r == 0 ? 0.0 : r;
   }
   free(tmp);
   if (ok && !o->nridge) ok = fail(c, s, k, "%s", "empty");
