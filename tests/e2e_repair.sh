@@ -85,6 +85,7 @@ rm -f fs-*-ridge0.01.npy
 expect_rc 3 "the fsync of the predictions' folder fails: ntkd solve exits 3" \
   env LD_PRELOAD="$PRELOAD" FAIL_FOLDER_FSYNC=1 "$NTKD" solve fs.ntk fs.conf
 check "... naming the predictions file" has "fs-nngp-ridge0.01.npy: written, but .: fsync of folder failed" err.log
+check "... and no table line for that ridge (the table lists what was written)" bash -c "! grep -qE '^nngp ' out.log"
 expect_rc 3 "... ntkd export exits 3 too" env LD_PRELOAD="$PRELOAD" FAIL_FOLDER_FSYNC=1 "$NTKD" export fs.ntk fs-e.npy
 check "... naming the exported file" has "fs-e.npy: written, but .: fsync of folder failed" err.log
 

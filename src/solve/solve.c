@@ -298,7 +298,7 @@ static ntk_status alloc_outs(const ntk_comm_t *comm, const struct ntk_job *job, 
   return NTK_OK;
 }
 
-/* Rank 0: print one ridge's line, write its files, fill *res. A ridge that
+/* Rank 0: write one ridge's files, print its line, fill *res. A ridge that
  * was not solved prints "failed" and returns NTK_EINPUT with its reason. */
 static ntk_status report_ridge(const char *store_path, const struct ntk_job *job, int which, int method,
                                const struct ntk_ridge_out *o, double ridge, const int32_t *ytr, const int32_t *yte,
@@ -340,6 +340,17 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
   }
   free(present);
   res->ok = isfinite(res->mse);
+  /* The files first: a ridge whose file could not be written (a full disk)
+   * has no line in the table, which lists what was written. */
+  char path[NTK_PATH_MAX + 64];
+  prediction_path(store_path, job, which, ridge, path, sizeof path);
+  ntk_status st = write_npy(path, o->pred, nte, classes);
+  if (!st && o->var) {
+    char vpath[NTK_PATH_MAX + 64];
+    variance_path(path, job, vpath, sizeof vpath);
+    st = write_npy(vpath, o->var, nte, job->solve.variance == NTK_VARIANCE_FULL ? nte : 1);
+  }
+  if (st) return st;
   printf("%-6s %-10g %-12.4g %-9s %-10.4f %-10.6f", kname(which), ridge, o->reg, cond, res->accuracy, res->mse);
   if (o->diag_inv && loo_error <= NTK_LOO_MAX_ERROR) printf(" %-10.4f %.6f", res->loo_accuracy, res->loo_mse);
   else if (o->diag_inv) printf(" %-10s %s", "n/a", "n/a");
@@ -350,15 +361,7 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
             "diag((K + lambda I)^-1) leaves only rounding (relative error %.1e): the ridge dwarfs its kernel row, "
             "or it has no covariance with the other samples (docs/SOLVE.md)\n",
             kname(which), ridge, loo_at, loo_error);
-  char path[NTK_PATH_MAX + 64];
-  prediction_path(store_path, job, which, ridge, path, sizeof path);
-  ntk_status st = write_npy(path, o->pred, nte, classes);
-  if (!st && o->var) {
-    char vpath[NTK_PATH_MAX + 64];
-    variance_path(path, job, vpath, sizeof vpath);
-    st = write_npy(vpath, o->var, nte, job->solve.variance == NTK_VARIANCE_FULL ? nte : 1);
-  }
-  return st;
+  return NTK_OK;
 }
 
 ntk_status ntk_solve_labels_load(const struct ntk_job *job, size_t ntr, size_t nte, struct ntk_solve_labels *L) {
