@@ -221,11 +221,11 @@ static ntk_status prepare_store(struct run *r) {
     if (!st) st = open_store(job, &info, job_text, r->overwrite, &r->store);
     free(job_text);
     if (!st) r->tile = ntk_store_get_info(r->store)->tile;
-    char prec[96] = "float64";
-    if (r->data.elem == 4) /* the CPU backend widens a deep network's (kernels/arch.h) */
-      snprintf(prec, sizeof prec, ntk_arch_nonlinear_layers(job->net) > NTK_FLOAT32_MAX_NONLINEAR
-                                      ? "float32 (computed in float64: more than %d nonlinear layers)" : "float32",
-               NTK_FLOAT32_MAX_NONLINEAR);
+    char prec[512] = "float64", why[400];
+    if (r->data.elem == 4 && ntk_arch_float32_widened(job->net, why, sizeof why)) /* the CPU backend's (arch.h) */
+      snprintf(prec, sizeof prec, "float32 (computed in float64: %s)", why);
+    else if (r->data.elem == 4)
+      snprintf(prec, sizeof prec, "float32");
     if (!st)
       fprintf(stderr, "ntkd: %s: %zu samples x %zu features, %s, %s, tile %llu, %d rank%s\n", r->conf, r->data.n,
               r->data.d, info.kernels & NTK_KERNEL_NTK ? "NNGP+NTK" : "NNGP", prec, (unsigned long long)r->tile,

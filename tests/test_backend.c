@@ -306,6 +306,14 @@ START_TEST(test_deep_float32) {
   flat.elem = 8;
   ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &flat, why, sizeof why), 1);
   ntk_arch_free(&arch);
+  /* A scale whose float32 square is subnormal: float64 too (kernels/arch.h) */
+  ck_assert_int_eq(ntk_arch_parse("Dense(1, W_std=1e-20) Relu Dense", 1.0, 0.0, &arch), NTK_OK);
+  flat.elem = 4;
+  ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &flat, why, sizeof why), 0);
+  ck_assert_msg(strstr(why, "layer 1 (Dense): W_std = 1e-20: its square is below float32's normal range"), "%s", why);
+  flat.elem = 8;
+  ck_assert_int_eq(ntk_backend_gpu_computes(&arch, &flat, why, sizeof why), 1);
+  ntk_arch_free(&arch);
   free(flat.x);
   free(img.x);
 }

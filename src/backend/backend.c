@@ -65,11 +65,9 @@ int ntk_backend_gpu_computes(const struct ntk_arch *arch, const struct ntk_datas
                  ntk_numfn_name(arch->layers[i].map.degree));
       return 0;
     }
-  size_t deep = ntk_arch_nonlinear_layers(arch);
-  if (data->elem == 4 && deep > NTK_FLOAT32_MAX_NONLINEAR) { /* the CPU backend widens it (backend_cpu.c) */
-    if (why)
-      snprintf(why, cap, "a float32 job of %zu nonlinear layers (more than %d) is computed in float64 and rounded, "
-               "on CPUs only", deep, NTK_FLOAT32_MAX_NONLINEAR);
+  char wide[512];
+  if (data->elem == 4 && ntk_arch_float32_widened(arch, wide, sizeof wide)) { /* the CPU backend widens it */
+    if (why) snprintf(why, cap, "a float32 job is computed in float64 and rounded, on CPUs only (%s)", wide);
     return 0;
   }
   if (!ntk_cnn_applies(arch, data)) return 1; /* the FC kernel: every FC network (src/kernels/fc_entry.h) */

@@ -79,7 +79,7 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
   /* A float32 job computed in float64 (kernels/arch.h; absent: in its own
    * precision): a store of such a network begun by an ntkd that ran float32
    * maps holds other numbers, and resuming it would mix the two. */
-  if (data->elem == 4 && ntk_arch_nonlinear_layers(arch) > NTK_FLOAT32_MAX_NONLINEAR)
+  if (data->elem == 4 && ntk_arch_float32_widened(arch, NULL, 0))
     add(&t, "arithmetic = float64, rounded to float32 once\n");
   /* The float Gelu map's angle from ntkd's own atan2 (kernel_maps.h;
    * absent: libm's atan2f, up to 3e-7 apart, and another on a GPU): a

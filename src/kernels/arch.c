@@ -1897,6 +1897,48 @@ size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch) {
   return k;
 }
 
+/* The first scale of ntk_arch_check_scales below `low` (the square root of
+ * the precision's smallest normal number), as its message; 0 if none. */
+static int small_scale(const struct ntk_arch *arch, int elem, char *msg, size_t cap) {
+  const double low = elem == 4 ? 0x1p-63 : 0x1p-511;
+  for (size_t i = 0; i < arch->n; i++) {
+    const struct ntk_layer *l = &arch->layers[i];
+    const char *names[2] = {"W_std", NULL};
+    double v[2] = {l->w_std, 0.0};
+    if (l->kind == NTK_LAYER_MAP &&
+        (l->map.kind == NTK_MAP_ABRELU || l->map.kind == NTK_MAP_ERF || l->map.kind == NTK_MAP_SIN)) {
+      names[0] = "a", names[1] = "b";
+      v[0] = l->map.a, v[1] = l->map.b;
+    } else if (l->kind != NTK_LAYER_DENSE && l->kind != NTK_LAYER_CONV) {
+      continue;
+    }
+    for (int k = 0; k < 2 && names[k]; k++)
+      if (v[k] != 0.0 && fabs(v[k]) < low) {
+        snprintf(msg, cap, "arch, layer %zu (%s): %s = %.3g: its square is below %s's normal range (%.3g), where it "
+                 "keeps too few bits for the kernel", i + 1, l->name, names[k], v[k],
+                 elem == 4 ? "float32" : "float64", elem == 4 ? (double)FLT_MIN : DBL_MIN);
+        return 1;
+      }
+  }
+  return 0;
+}
+
+ntk_status ntk_arch_check_scales(const struct ntk_arch *arch, int elem) {
+  char msg[400];
+  if (!small_scale(arch, elem, msg, sizeof msg)) return NTK_OK;
+  return ntk_error(NTK_ECONFIG, "%s (docs/MATH.md, \"Range\"): scale it up and the inputs down", msg);
+}
+
+int ntk_arch_float32_widened(const struct ntk_arch *arch, char *why, size_t cap) {
+  char msg[400];
+  size_t layers = ntk_arch_nonlinear_layers(arch);
+  int deep = layers > NTK_FLOAT32_MAX_NONLINEAR;
+  if (deep) snprintf(msg, sizeof msg, "%zu nonlinear layers, more than %d", layers, NTK_FLOAT32_MAX_NONLINEAR);
+  if (!deep && !small_scale(arch, 4, msg, sizeof msg)) return 0;
+  if (why && cap) snprintf(why, cap, "%s", msg);
+  return 1;
+}
+
 int ntk_arch_has_map(const struct ntk_arch *arch, int map_kind) {
   for (size_t i = 0; i < arch->n; i++)
     if (arch->layers[i].kind == NTK_LAYER_MAP && (int)arch->layers[i].map.kind == map_kind) return 1;

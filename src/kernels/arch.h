@@ -142,6 +142,25 @@ int ntk_arch_is_fc(const struct ntk_arch *arch);
 
 /* The network's nonlinear layers (every branch's), for the rule above. */
 size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch);
+
+/* Whether a float32 job of `arch` computes in float64 and rounds each
+ * value to float32 once: more than NTK_FLOAT32_MAX_NONLINEAR nonlinear
+ * layers, or a layer's scale whose square falls below float32's normal
+ * range (ntk_arch_check_scales). `why` (cap bytes, may be NULL) gets the
+ * reason, for messages: "65 nonlinear layers, more than 64". */
+int ntk_arch_float32_widened(const struct ntk_arch *arch, char *why, size_t cap);
+
+/* The scales that multiply a layer's variances, squared in the precision
+ * of elem (4: float32, 8: float64): a Dense or Conv W_std, and the a and b
+ * of ABRelu (Relu, LeakyRelu, Abs), Erf and Sin. A square that is nonzero
+ * but below the precision's smallest normal number keeps only a few bits
+ * (none below its smallest subnormal), and the kernel after it the same
+ * error, in range and unchecked: Dense(W_std=4e-23) on inputs scaled by
+ * 1e8 gave a float32 NNGP 12 % off, float64 at W_std=1.3e-161 6e-3, both
+ * with exit 0. NTK_ECONFIG naming the layer for such a scale (elem 4: the
+ * CPU backend computes such a job in float64 instead, which is why
+ * ntk_arch_float32_widened asks; elem 8 has no wider precision). */
+ntk_status ntk_arch_check_scales(const struct ntk_arch *arch, int elem);
 /* Whether a layer of `arch` is the nonlinearity `map_kind` (an ntk_map_kind). */
 int ntk_arch_has_map(const struct ntk_arch *arch, int map_kind);
 

@@ -991,6 +991,8 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
 }
 
 ntk_status ntk_cnn_check(const struct ntk_arch *arch, const struct ntk_dataset *data) {
+  ntk_status st0 = ntk_arch_check_scales(arch, 8); /* as ntk_fc_check */
+  if (st0) return st0;
   struct cnn_plan *P = malloc(sizeof *P);
   if (!P) return ntk_error(NTK_ENOMEM, "out of memory");
   ntk_status st = plan_build(P, arch, data, NTK_CNN_AUTO);

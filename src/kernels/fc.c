@@ -328,7 +328,10 @@ static ntk_status fc_widths(const struct ntk_arch *arch, const struct ntk_datase
 }
 
 ntk_status ntk_fc_check(const struct ntk_arch *arch, const struct ntk_dataset *data) {
-  return fc_widths(arch, data, NULL, NULL, NULL);
+  /* float64's bound whatever the data's precision: a float32 job whose
+   * scales are below float32's is computed in float64 (backend_cpu.c) */
+  ntk_status st = ntk_arch_check_scales(arch, 8);
+  return st ? st : fc_widths(arch, data, NULL, NULL, NULL);
 }
 
 /* The variances entering a scale-free layer (ntk_layer_scale_free), per

@@ -5,6 +5,7 @@ returned other numbers than neural-tangents without saying so)."""
 import numpy as np
 import pytest
 
+import ntkd
 from ntkd import stax
 
 
@@ -234,6 +235,25 @@ def test_underflow_refused_vanishing_layer_kept(rng):
     _, _, sign = stax.serial(stax.Dense(4), stax.Sign())  # an NTK of 0 the network makes
     assert (sign(x, x2, "ntk") == 0).all()
     assert (vanish(x, x2, "ntk") == 0).all()
+
+
+def test_a_scale_with_a_subnormal_square(rng):
+    # W_std = 4e-23: its float32 square is subnormal (few bits), and the kernel after it, in
+    # range, came back 12 % off with no error (inputs scaled by 1e8 keep it normal). A float32
+    # job with such a scale (W_std, or ABRelu's, Erf's or Sin's a and b) is computed in float64
+    # now; below float64's normal range it is refused, naming the layer.
+    x = rng.standard_normal((6, 5)) * 1e8
+    for net in [stax.serial(stax.Dense(1, W_std=4e-23)),
+                stax.serial(stax.Dense(8), stax.ABRelu(1e-21, 2e-21), stax.Dense(1)),
+                stax.serial(stax.Dense(8, W_std=1e-20), stax.Relu(), stax.Dense(1))]:
+        kf = net[2]
+        k32, k64 = kf(x.astype(np.float32), None), kf(x, None)
+        for a, b in ((k32.nngp, k64.nngp), (k32.ntk, k64.ntk)):
+            scale = np.sqrt(np.outer(np.diag(b), np.diag(b)))
+            assert np.max(np.abs(a - b) / scale) < 1e-6
+    with pytest.raises(ntkd.errors.ArchError, match=r"layer 2 \(Dense\): W_std = 1.3e-161: its square is below "
+                       "float64's normal range"):
+        stax.serial(stax.Dense(4), stax.Dense(1, W_std=1.3e-161))[2](x * 1e142, None, "nngp")
 
 
 def test_big_endian_float64_computes_in_float64(rng, tmp_path):

@@ -13,8 +13,8 @@
 struct cpu_ctx {
   ntk_fc_t *fc;
   ntk_cnn_t *cnn;
-  /* A float32 job of more than NTK_FLOAT32_MAX_NONLINEAR nonlinear layers
-   * (kernels/arch.h): the kernels run on its data in float64 (wide.x), and
+  /* A float32 job computed in float64 (ntk_arch_float32_widened, kernels/
+   * arch.h): the kernels run on its data in float64 (wide.x), and
    * each value of a tile (wbuf, NNGP then NTK) is rounded to float32 once. */
   struct ntk_dataset wide;
   int wide_shared; /* wide.x is the process's shared copy (widen_data) */
@@ -61,8 +61,8 @@ static ntk_status widen_data(struct cpu_ctx *c, const struct ntk_dataset *data) 
   c->wide.x = w;
   if (!w)
     return ntk_error(NTK_ENOMEM, "out of memory for the data in float64 (%.3g GB; a float32 job of more than %d "
-                     "nonlinear layers computes in float64: docs/MATH.md)", (double)count * 8 / 1e9,
-                     NTK_FLOAT32_MAX_NONLINEAR);
+                     "nonlinear layers, or with a scale whose float32 square is subnormal, computes in float64: "
+                     "docs/MATH.md)", (double)count * 8 / 1e9, NTK_FLOAT32_MAX_NONLINEAR);
   return NTK_OK;
 }
 
@@ -90,7 +90,7 @@ static ntk_status cpu_create(const struct ntk_problem *p, void **ctx) {
   if (!c) return ntk_error(NTK_ENOMEM, "out of memory");
   const struct ntk_dataset *data = p->data;
   ntk_status st = NTK_OK;
-  if (data->elem == 4 && ntk_arch_nonlinear_layers(p->arch) > NTK_FLOAT32_MAX_NONLINEAR) {
+  if (data->elem == 4 && ntk_arch_float32_widened(p->arch, NULL, 0)) {
     st = widen_data(c, data);
     data = &c->wide;
   }
