@@ -89,6 +89,30 @@ check "... and no table line for that ridge (the table lists what was written)" 
 expect_rc 3 "... ntkd export exits 3 too" env LD_PRELOAD="$PRELOAD" FAIL_FOLDER_FSYNC=1 "$NTKD" export fs.ntk fs-e.npy
 check "... naming the exported file" has "fs-e.npy: written, but .: fsync of folder failed" err.log
 
+# The predictions' lock file removed under a running solve (held stopped as
+# it creates its first predictions file, lock taken): a second solve, with
+# other labels, takes a lock file of its own and writes every file; the
+# first, continued, writes none and exits 7. Both exited 0 before, the
+# files a mix of the two labellings.
+rm -f fs-*-ridge0.01.npy lk.mark
+$PY -c "import numpy as np; np.save('y2.npy', np.load('y.npy')[::-1].copy())"
+sed 's/^labels = y.npy$/labels = y2.npy/' fs.conf > fs2.conf
+env LD_PRELOAD="$PRELOAD" STOPAT=open_prefix STOPAT_PATH=fs-nngp-ridge0.01.npy.tmp. STOPAT_SIGNAL=19 \
+  STOPAT_MARK=lk.mark "$NTKD" solve fs.ntk fs.conf > lka.out 2> lka.err & lka=$!
+for _ in $(seq 600); do [ -e lk.mark ] && break; sleep 0.1; done
+check "a solve held stopped with the predictions' lock" bash -c "[ -e lk.mark ] && [ -e fs.predictions.lock ]"
+rm -f fs.predictions.lock
+expect_rc 0 "... its lock file removed, a second solve (other labels) runs" "$NTKD" solve fs.ntk fs2.conf
+cp fs-nngp-ridge0.01.npy second-nngp.npy; cp fs-ntk-ridge0.01.npy second-ntk.npy
+kill -CONT $lka
+wait $lka; rc=$?
+check "... the first, continued, exits 7" [ "$rc" = 7 ]
+check "... saying its lock was taken and that it wrote nothing" \
+  bash -c "grep -q 'fs.predictions.lock was removed or replaced while this job held it' lka.err && grep -q 'no file is written' lka.err"
+check "... no table line from it" bash -c "! grep -qE '^(nngp|ntk) |^kernel' lka.out"
+check "... the files are the second solve's, all of them" \
+  bash -c "cmp -s fs-nngp-ridge0.01.npy second-nngp.npy && cmp -s fs-ntk-ridge0.01.npy second-ntk.npy"
+
 # Each fdatasync of a run in turn fails: whenever one fails after the last
 # tile was stored, the job says "failed: 14/14", never "done" (a "done" is
 # said only after the store was synced and checked: ntk_store_check_final).

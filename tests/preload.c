@@ -7,6 +7,8 @@
  *                       before main() (a signal during start-up);
  *   STOPAT=open         raise it when a file whose name ends in STOPAT_PATH is
  *                       opened (the data file, the store: during set-up);
+ *   STOPAT=open_prefix  when a file whose base name begins with STOPAT_PATH is
+ *                       opened (NAME.tmp.HOST.PID, a file being written);
  *   STOPAT=mpi_init     in MPI_Init, hold the rank until a stop signal has
  *                       arrived (it stays pending meanwhile), then let the
  *                       handler take it and go on into MPI_Init: the test
@@ -77,9 +79,11 @@ __attribute__((destructor)) static void at_exit_read_bytes(void) {
 
 static void at_open(const char *path) {
   const char *want = getenv("STOPAT_PATH");
-  if (!is("open") || !want || !path) return;
+  if (!want || !path) return;
   size_t n = strlen(path), w = strlen(want);
-  if (n >= w && !strcmp(path + n - w, want) && (n == w || path[n - w - 1] == '/')) stop_now();
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  if (is("open") && n >= w && !strcmp(path + n - w, want) && (n == w || path[n - w - 1] == '/')) stop_now();
+  if (is("open_prefix") && !strncmp(base, want, w)) stop_now();
 }
 
 static int real_open(const char *name, const char *path, int flags, mode_t mode) {

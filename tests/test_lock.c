@@ -41,10 +41,6 @@ START_TEST(test_one_holder) {
 }
 END_TEST
 
-/* A holder that has taken the lock and not yet written its name (the
- * microseconds between the two): the refusal waits for the name; a name
- * that never comes is said so, with no "kill -USR1 0" (a signal to the
- * reader's own process group). */
 /* ntk_lock_check: a lock whose file stayed is intact; once the file was
  * removed and another holder locked a new one, or the heartbeat had to put
  * one back (another job may have held it in between), it is not, and stays
@@ -79,6 +75,10 @@ START_TEST(test_check_after_removal) {
 }
 END_TEST
 
+/* A holder that has taken the lock and not yet written its name (the
+ * microseconds between the two): the refusal waits for the name; a name
+ * that never comes is said so, with no "kill -USR1 0" (a signal to the
+ * reader's own process group). */
 START_TEST(test_holder_not_yet_named) {
   char p[512], lp[520];
   tu_path(p, sizeof p, dir, "unnamed.ntk");

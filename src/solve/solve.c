@@ -30,7 +30,11 @@
 #define kname ntk_solve_kernel_name
 
 
-static ntk_status write_npy(const char *path, const double *x, size_t rows, size_t cols) {
+/* x (rows x cols) as PATH, through a temporary file renamed into place.
+ * guard (if not NULL), called on garg once the temporary file is written
+ * and before it takes the name: a failure leaves PATH as it was. */
+static ntk_status write_npy(const char *path, const double *x, size_t rows, size_t cols,
+                            ntk_status (*guard)(const void *), const void *garg) {
   char tmp[NTK_PATH_MAX + 400], hdr[256];
   int fd;
   ntk_status st = ntk_make_parents(path);
@@ -48,6 +52,7 @@ static ntk_status write_npy(const char *path, const double *x, size_t rows, size
       fsync(fileno(f)))
     st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   if (fclose(f) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
+  if (!st && guard) st = guard(garg);
   if (!st) st = ntk_tmp_commit(tmp, path);
   if (st) unlink(tmp);
   else if ((st = ntk_fsync_folder_of(path))) /* the new name survives a crash too */
@@ -87,7 +92,7 @@ static ntk_status lock_predictions(const char *store_path, const struct ntk_job 
   return ntk_lock_acquire(path, what, lock);
 }
 
-/* Rank 0, before each file and after the last: the predictions' lock has
+/* Rank 0, before each file takes its name and after the last: the predictions' lock has
  * been this solve's throughout. Its file removed, another solve takes a
  * lock file of its own and both would write, each with exit 0 (seen: a
  * solve's NNGP files beside another's NTK files). */
@@ -298,16 +303,41 @@ static ntk_status alloc_outs(const ntk_comm_t *comm, const struct ntk_job *job, 
   return NTK_OK;
 }
 
+/* The results table (its header printed with its first line) and the
+ * files behind it, each written under the predictions' lock. */
+struct table {
+  int method, loo;
+  int *header;
+  ntk_lock_t *lock;
+  const char *store_path;
+  const struct ntk_job *job;
+  size_t *written; /* files of this solve written so far */
+};
+static ntk_status table_guard(const void *arg) {
+  const struct table *t = arg;
+  return predictions_still_locked(t->lock, t->store_path, t->job,
+                                  *t->written ? "this file is not written, and those written before it may be a mix of "
+                                                "two solves'"
+                                              : "no file is written");
+}
+static void table_header(const struct table *t) {
+  if (!(*t->header)++)
+    printf("%-6s %-10s %-12s %-9s %-10s %-10s%s\n", "kernel", "ridge", "added",
+           t->method == NTK_SOLVE_CG ? "CG" : "rcond", "test acc", "test MSE", t->loo ? " LOO acc    LOO MSE" : "");
+}
+
 /* Rank 0: write one ridge's files, print its line, fill *res. A ridge that
  * was not solved prints "failed" and returns NTK_EINPUT with its reason. */
-static ntk_status report_ridge(const char *store_path, const struct ntk_job *job, int which, int method,
+static ntk_status report_ridge(const char *store_path, const struct ntk_job *job, int which, const struct table *tab,
                                const struct ntk_ridge_out *o, double ridge, const int32_t *ytr, const int32_t *yte,
                                size_t ntr, size_t nte, size_t classes, struct ntk_solve_result *res) {
+  int method = tab->method;
   *res = (struct ntk_solve_result){which, ridge, o->reg, o->rcond, 0, 0, 0, NAN, NAN, o->iterations, method};
   char cond[32];
   if (method == NTK_SOLVE_CG) snprintf(cond, sizeof cond, "%zu it", o->iterations);
   else snprintf(cond, sizeof cond, "%.2e", o->rcond);
   if (o->failure) {
+    table_header(tab);
     printf("%-6s %-10g %-12.4g %-9s %s\n", kname(which), ridge, o->reg, cond,
            "failed: not solved (see the message below)");
     fflush(stdout);
@@ -344,13 +374,16 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
    * has no line in the table, which lists what was written. */
   char path[NTK_PATH_MAX + 64];
   prediction_path(store_path, job, which, ridge, path, sizeof path);
-  ntk_status st = write_npy(path, o->pred, nte, classes);
+  ntk_status st = write_npy(path, o->pred, nte, classes, table_guard, tab);
+  *tab->written += !st;
   if (!st && o->var) {
     char vpath[NTK_PATH_MAX + 64];
     variance_path(path, job, vpath, sizeof vpath);
-    st = write_npy(vpath, o->var, nte, job->solve.variance == NTK_VARIANCE_FULL ? nte : 1);
+    st = write_npy(vpath, o->var, nte, job->solve.variance == NTK_VARIANCE_FULL ? nte : 1, table_guard, tab);
+    *tab->written += !st;
   }
   if (st) return st;
+  table_header(tab);
   printf("%-6s %-10g %-12.4g %-9s %-10.4f %-10.6f", kname(which), ridge, o->reg, cond, res->accuracy, res->mse);
   if (o->diag_inv && loo_error <= NTK_LOO_MAX_ERROR) printf(" %-10.4f %.6f", res->loo_accuracy, res->loo_mse);
   else if (o->diag_inv) printf(" %-10s %s", "n/a", "n/a");
@@ -478,7 +511,8 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   }
   ntk_status bad = NTK_OK;
   size_t nr = 0;
-  int header = 0; /* the table's header, printed with its first row (none for a solve stopped before it) */
+  int header = 0;  /* the table's header, printed with its first row (none for a solve stopped before it) */
+  size_t written = 0; /* files written (struct table) */
   double t_start = ntk_now();
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK && !st; which <<= 1) {
     if (!(in->kernels & (uint32_t)which)) continue;
@@ -495,12 +529,9 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     }
     ntk_status wr = NTK_OK; /* rank 0: writing the results */
     for (size_t r = 0; r < job->solve.nridge && !st && !wr && rank == 0; r++) {
-      if (!header++)
-        printf("%-6s %-10s %-12s %-9s %-10s %-10s%s\n", "kernel", "ridge", "added",
-               method == NTK_SOLVE_CG ? "CG" : "rcond", "test acc", "test MSE", loo ? " LOO acc    LOO MSE" : "");
       struct ntk_solve_result res;
-      if ((wr = predictions_still_locked(lock, store_path, job, "no further file is written"))) break;
-      ntk_status rs = report_ridge(store_path, job, which, method, &out[r], job->solve.ridge[r], ytr, yte, ntr, nte,
+      struct table tab = {method, loo, &header, lock, store_path, job, &written};
+      ntk_status rs = report_ridge(store_path, job, which, &tab, &out[r], job->solve.ridge[r], ytr, yte, ntr, nte,
                                    classes, &res);
       if (rs == NTK_EINPUT && out[r].failure) {
         fprintf(stderr, "ntkd: %s\n", ntk_error_message());
