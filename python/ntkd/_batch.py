@@ -264,6 +264,11 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
         # Each file's identity is taken as its own write leaves it (a snapshot after all the
         # writes would count as this call's a file that another call replaced meanwhile).
         ours = [_write(os.path.join(files.folder, name), content) for name, content in written]
+        if not staged and None in ours:  # not worth running: the program would read the other call's file
+            from .errors import StoreError
+            raise StoreError(f"{files.store}: another call on the same store path replaced "
+                             f"{written[ours.index(None)][0]} as this call wrote it: run again with "
+                             "overwrite=True, one call at a time")
         # A job file named -NAME would be read as an option (-h: the program prints its help).
         args = [f"./{job_name}" if job_name.startswith("-") else job_name] + (["--overwrite"] if overwrite else [])
         nproc = ranks + 1 if ranks is not None and ranks > 1 else None

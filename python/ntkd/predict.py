@@ -210,11 +210,13 @@ class _Factor:
     def __init__(self, K, diag_reg, absolute, name):
         A = np.array(K, dtype=np.float64, copy=True)
         n = A.shape[0]
-        bad = np.argwhere(np.triu(~np.isfinite(A)))  # the triangle the factorisation reads
-        if len(bad):
-            i, j = (int(v) for v in bad[0])
-            raise SolveError(f"the {name} train kernel is not finite: entry ({i}, {j}) is {A[i, j]} "
-                             f"({len(bad)} such entries in its upper triangle)")
+        if not np.isfinite(A).all():
+            bad = np.triu(~np.isfinite(A))  # the triangle the factorisation reads
+            count = int(np.count_nonzero(bad))
+            if count:
+                i, j = (int(v) for v in np.unravel_index(np.argmax(bad), bad.shape))
+                raise SolveError(f"the {name} train kernel is not finite: entry ({i}, {j}) is {A[i, j]} "
+                                 f"({count} such entries in its upper triangle)")
         self.reg = diag_reg if absolute else diag_reg * np.trace(A) / n
         A[np.diag_indices(n)] += self.reg
         try:
@@ -480,7 +482,8 @@ def _same(a, b):
 
 
 def _prediction(folder, g, ridge, extra=""):
-    return os.path.join(folder, "p-%s-ridge%g%s.npy" % (g, ridge, extra))
+    # + 0.0: -0.0 is the ridge 0, whose file the program names ridge0, not ridge-0
+    return os.path.join(folder, "p-%s-ridge%g%s.npy" % (g, ridge + 0.0, extra))
 
 
 def _train_trace(S, g):

@@ -176,6 +176,21 @@ def test_a_new_store_never_returns_data_replaced_between_its_writes(tmp_path, da
     with pytest.raises(ntkd.errors.StoreError, match="replaced while the program ran"):
         S = ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k.ntk", tile=TILE, progress=False)
         assert np.array_equal(S["ntk"][:, :], kernel_fn()(np.concatenate([x1, x2])).ntk), "another call's data"
+    monkeypatch.undo()
+    # The other call's file lands the moment this call's is renamed into place, before this
+    # call looks at it: refused before the program runs (it would compute the other's data).
+    real_replace = os.replace
+
+    def racing_replace(src, dst):
+        real_replace(src, dst)
+        if os.path.basename(dst) == "k2.x1.npy":
+            np.save(str(dst) + ".other.npy", other)
+            real_replace(str(dst) + ".other.npy", dst)
+
+    monkeypatch.setattr(os, "replace", racing_replace)
+    with pytest.raises(ntkd.errors.StoreError, match="replaced k2.x1.npy as this call wrote it"):
+        ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k2.ntk", tile=TILE, progress=False)
+    assert not os.path.exists(tmp_path / "k2.ntk"), "the program ran"
 
 
 @pytest.mark.parametrize("name", ["#k.ntk", ";k.ntk", "-h.ntk", "--overwrite.ntk"])
