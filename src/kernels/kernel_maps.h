@@ -587,7 +587,13 @@ static inline NTK_HD double ntk_rectmono_map(const struct ntk_map *m, double q12
     pw *= sp;
   }
   *tdot = n == 0 ? 0.0 : (double)(n * n) * pw_below * jm / (2.0 * NTK_PI);
-  return pw * j / (2.0 * NTK_PI);
+  /* Degree 0 at a zero variance: stax's f is (x >= 0) x^0, so f(0) = 1 and
+   * the pair's value is f(0) E[f(v)] = 1/2 (1 with both variances 0). The
+   * angle formula gave the orthogonal pair's 1/4 (found by an adversarial
+   * helper: an all-zeros sample with b_std = 0). Degrees >= 1 have f(0) = 0,
+   * which the formula gives (sp^n = 0). */
+  double zero = (q11 == 0.0 ? 1.0 : 0.5) * (q22 == 0.0 ? 1.0 : 0.5);
+  return n == 0 && (q11 == 0.0 || q22 == 0.0) ? zero : pw * j / (2.0 * NTK_PI);
 }
 
 /* Polynomial(coef), n = degree coefficients. stax writes it with the

@@ -256,6 +256,21 @@ def test_a_scale_with_a_subnormal_square(rng):
         stax.serial(stax.Dense(4), stax.Dense(1, W_std=1.3e-161))[2](x * 1e142, None, "nngp")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rectified_monomial_0_at_a_zero_variance(rng, dtype):
+    # stax's RectifiedMonomial(0) is (x >= 0) * x**0: f(0) = 1. An all-zeros sample (b_std = 0:
+    # its pre-activation is exactly 0) has E[f(0) f(0)] = 1 and E[f(0) f(v)] = 1/2 against
+    # another; ntkd stored 1/4 for both (the orthogonal pair's value), with exit 0.
+    x = rng.standard_normal((3, 5)).astype(dtype)
+    x[2] = 0
+    kf = stax.serial(stax.Dense(4, b_std=0.0), stax.RectifiedMonomial(0), stax.Dense(1, b_std=0.0))[2]
+    k = kf(x, None, "nngp")
+    assert k[2, 2] == 1 and k[2, 0] == k[0, 2] == 0.5 and k[2, 1] == 0.5
+    assert k[0, 0] == 0.5 and k[1, 1] == 0.5  # E[H(v)^2] = P(v >= 0)
+    sign = stax.serial(stax.Dense(4, b_std=0.0), stax.Sign(), stax.Dense(1, b_std=0.0))[2]
+    assert (sign(x, None, "nngp")[2] == 0).all()  # sign(0) = 0: the row is 0
+
+
 def test_big_endian_float64_computes_in_float64(rng, tmp_path):
     # A '>f8' array (np.load of a big-endian file) is float64 to JAX, but
     # it is not == np.float64: ntkd computed it, and float32 against it, in
