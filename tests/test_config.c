@@ -831,6 +831,34 @@ START_TEST(test_identity_gelu) {
 }
 END_TEST
 
+/* Two more lines of the identity (src/job/jobhash.c): a float32 job with a
+ * scale whose float32 square is subnormal is computed in float64, and
+ * RectifiedMonomial(0) says how it takes a zero variance; a store begun
+ * by an ntkd that computed them otherwise is not resumed into a mix. */
+START_TEST(test_identity_scale_and_rectmono) {
+  const char *nets[] = {"Dense(1, W_std=1e-20) Relu Dense", "Dense(1, W_std=1e-20) Relu Dense",
+                        "Dense(1, W_std=1e-10) Relu Dense", "Dense RectifiedMonomial(0) Dense",
+                        "Dense RectifiedMonomial(1) Dense"};
+  const char *line[] = {"arithmetic = float64, rounded to float32 once", "arithmetic = float64",
+                        "arithmetic = float64", "rectified monomial 0 at a zero variance",
+                        "rectified monomial 0 at a zero variance"};
+  int elems[] = {4, 8, 4, 8, 8}, want[] = {1, 0, 0, 1, 0};
+  for (int k = 0; k < 5; k++) {
+    char text[256];
+    snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
+    struct ntk_dataset ds = {3, 12, 0, 0, 0, elems[k], calloc(36, 8), 0, 0};
+    for (size_t i = 0; i < 36; i++) {
+      if (elems[k] == 4) ((float *)ds.x)[i] = (float)(i % 7) - 3.0f;
+      else ((double *)ds.x)[i] = (double)(i % 7) - 3.0;
+    }
+    char *id = job_identity(text, &ds, NULL);
+    ck_assert_msg(!strstr(id, line[k]) == !want[k], "%s, elem %d:\n%s", nets[k], elems[k], id);
+    free(id);
+    free(ds.x);
+  }
+}
+END_TEST
+
 /* Equal rows are one sample in a fully-connected network (ntk_fc_twins),
  * a negated row its negation: its identity says so, so that a store begun
  * by an ntkd that did not is refused rather than mixed; data without equal
@@ -994,6 +1022,7 @@ int main(void) {
   tcase_add_test(tc, test_layout_npy_only);
   tcase_add_test(tc, test_identity_widened);
   tcase_add_test(tc, test_identity_gelu);
+  tcase_add_test(tc, test_identity_scale_and_rectmono);
   tcase_add_test(tc, test_identity_equal_rows);
   tcase_add_test(tc, test_identity_equal_rows_test_only);
   tcase_add_test(tc, test_identity_diff_inserted_line);

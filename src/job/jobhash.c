@@ -86,6 +86,16 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
    * float32 Gelu store begun by an older ntkd would mix the two. */
   else if (data->elem == 4 && ntk_arch_has_map(arch, NTK_MAP_GELU))
     add(&t, "gelu angle = ntkd's atan2\n");
+  /* RectifiedMonomial(0) at a zero variance is f(0) E[f(v)] (kernel_maps.h;
+   * absent: the angle formula's 1/4, before 2026-12-05): a store begun by an
+   * older ntkd holds other numbers for zero samples, or a CNN's blank
+   * regions, with b_std = 0, and resuming it would mix the two. */
+  for (size_t l = 0; l < arch->n; l++)
+    if (arch->layers[l].kind == NTK_LAYER_MAP && arch->layers[l].map.kind == NTK_MAP_RECTMONO &&
+        arch->layers[l].map.degree == 0) {
+      add(&t, "rectified monomial 0 at a zero variance = f(0) E[f]\n");
+      break;
+    }
   /* Equal rows of a fully-connected network's data are one sample
    * (ntk_fc_twins; absent: no two rows equal, or a CNN): a store of such
    * data begun by an ntkd that took their pairs' input covariance from the
