@@ -524,6 +524,11 @@ START_TEST(test_cifar) {
   ck_assert_double_eq_tol(x[3 * 3072 + 5 * 3 + 2], (double)((2048 + 5) % 256) / 255.0, 1e-15);
   ck_assert_double_eq_tol(x[1 * 3072 + 0 * 3 + 1], (double)((1 + 1024) % 256) / 255.0, 1e-15);
   ntk_data_free(&ds);
+  /* a count past both batches: the message names both, not the first alone */
+  j.count = 6;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "data_batch_1.bin and 1 more batch file: [data] count = 6 but the data "
+                                            "hold only 5 samples"), "%s", ntk_error_message());
   write_cifar("trunc.bin", 3, 0, 100);
   expect_fail("trunc.bin", "not a whole number of CIFAR-10 records");
   write_cifar("label.bin", 3, 1, 0);

@@ -669,7 +669,14 @@ static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const lon
   /* Without the total, n is the count or, for all the samples, the bound
    * alloc_raw allows; memory grows as the records arrive. */
   const size_t most = ((size_t)1 << 40) / 3072;
-  if (all_plain) r->n = want_count(job, total, job->data_path[0], &st);
+  /* What holds the samples, for a count they fall short of: every batch */
+  char held[NTK_PATH_MAX + 64];
+  if (nfiles > 1)
+    snprintf(held, sizeof held, "%s and %d more batch file%s", job->data_path[0], nfiles - 1,
+             nfiles > 2 ? "s" : "");
+  else
+    snprintf(held, sizeof held, "%s", job->data_path[0]);
+  if (all_plain) r->n = want_count(job, total, held, &st);
   else r->n = job->count ? job->count : most;
   if (!st) st = alloc_raw(r, job->data_path[0]);
   if (!st && all_plain) st = raw_reserve(r, job->data_path[0], r->n * r->d); /* the sizes say they exist */
@@ -705,8 +712,7 @@ static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const lon
   }
   if (st || all_plain) return st;
   if (job->count && i < job->count)
-    return ntk_error(NTK_EINPUT, "%s: [data] count = %zu but the data hold only %zu samples", job->data_path[0],
-                     job->count, i);
+    return ntk_error(NTK_EINPUT, "%s: [data] count = %zu but the data hold only %zu samples", held, job->count, i);
   if (!job->count && i == most) return ntk_error(NTK_EINPUT, "%s: data too large", job->data_path[0]);
   r->n = i;
   void *x = realloc(r->x, i * r->d * (size_t)r->elem); /* give back what the growth took in advance */
