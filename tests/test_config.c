@@ -126,7 +126,9 @@ START_TEST(test_several_files_cifar_only) {
     ntk_status st = ntk_job_parse_string(text, "j.conf", &j);
     ck_assert_msg((st == NTK_OK) == c[i].ok, "case %zu: %s", i, st ? ntk_error_message() : "OK");
     if (!st) ntk_job_free(&j);
-    else ck_assert_ptr_nonnull(strstr(ntk_error_message(), "several files are only supported for CIFAR-10"));
+    else ck_assert_ptr_nonnull(strstr(ntk_error_message(), "files (spaces separate them; quotes do not join them: a "
+                                                              "file whose name has a space needs a link without one); "
+                                                              "several files are only supported for CIFAR-10"));
   }
 }
 END_TEST

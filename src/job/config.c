@@ -761,8 +761,9 @@ static ntk_status several_files(const struct ctx *c) {
     if (lists[i].n < 2) continue;
     ntk_data_format f = job->format == NTK_FORMAT_AUTO ? ntk_data_guess_format(lists[i].first) : job->format;
     if (f != NTK_FORMAT_CIFAR10)
-      return ntk_error(NTK_ECONFIG, "%s:%d: [%s] path lists %d files; several files are only supported for "
-                       "CIFAR-10 batches (.bin, or [data] format = cifar10)", c->name, lists[i].line,
+      return ntk_error(NTK_ECONFIG, "%s:%d: [%s] path lists %d files (spaces separate them; quotes do not join "
+                       "them: a file whose name has a space needs a link without one); several files are only "
+                       "supported for CIFAR-10 batches (.bin, or [data] format = cifar10)", c->name, lists[i].line,
                        lists[i].section, lists[i].n);
   }
   return NTK_OK;
