@@ -1905,8 +1905,12 @@ static int small_scale(const struct ntk_arch *arch, int elem, char *msg, size_t 
     const struct ntk_layer *l = &arch->layers[i];
     const char *names[2] = {"W_std", NULL};
     double v[2] = {l->w_std, 0.0};
-    if (l->kind == NTK_LAYER_MAP &&
-        (l->map.kind == NTK_MAP_ABRELU || l->map.kind == NTK_MAP_ERF || l->map.kind == NTK_MAP_SIN)) {
+    if (l->kind == NTK_LAYER_MAP && l->map.kind == NTK_MAP_ABRELU) {
+      /* (a - b)^2 and a^2 + b^2: one tiny slope beside a normal one loses
+       * nothing (LeakyRelu(1e-30)); both tiny do */
+      names[0] = "max(|a|, |b|)";
+      v[0] = fmax(fabs(l->map.a), fabs(l->map.b));
+    } else if (l->kind == NTK_LAYER_MAP && (l->map.kind == NTK_MAP_ERF || l->map.kind == NTK_MAP_SIN)) {
       names[0] = "a", names[1] = "b";
       v[0] = l->map.a, v[1] = l->map.b;
     } else if (l->kind != NTK_LAYER_DENSE && l->kind != NTK_LAYER_CONV) {

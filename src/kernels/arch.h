@@ -151,8 +151,9 @@ size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch);
 int ntk_arch_float32_widened(const struct ntk_arch *arch, char *why, size_t cap);
 
 /* The scales that multiply a layer's variances, squared in the precision
- * of elem (4: float32, 8: float64): a Dense or Conv W_std, and the a and b
- * of ABRelu (Relu, LeakyRelu, Abs), Erf and Sin. A square that is nonzero
+ * of elem (4: float32, 8: float64): a Dense or Conv W_std, the a and b of
+ * Erf and Sin, and the larger slope of ABRelu (Relu, LeakyRelu, Abs: its
+ * maps take (a - b)^2 and a^2 + b^2). A square that is nonzero
  * but below the precision's smallest normal number keeps only a few bits
  * (none below its smallest subnormal), and the kernel after it the same
  * error, in range and unchecked: Dense(W_std=4e-23) on inputs scaled by

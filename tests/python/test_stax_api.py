@@ -254,6 +254,10 @@ def test_a_scale_with_a_subnormal_square(rng):
     with pytest.raises(ntkd.errors.ArchError, match=r"layer 2 \(Dense\): W_std = 1.3e-161: its square is below "
                        "float64's normal range"):
         stax.serial(stax.Dense(4), stax.Dense(1, W_std=1.3e-161))[2](x * 1e142, None, "nngp")
+    # One tiny slope beside a normal one loses nothing: computed, in either precision.
+    leaky = stax.serial(stax.Dense(8), stax.LeakyRelu(1e-200), stax.Dense(1))[2]
+    k32, k64 = leaky(x.astype(np.float32), None), leaky(x, None)
+    assert np.max(np.abs(k32.ntk - k64.ntk) / np.sqrt(np.outer(np.diag(k64.ntk), np.diag(k64.ntk)))) < 1e-6
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
