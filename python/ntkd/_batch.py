@@ -54,7 +54,6 @@ def _write(path, content):
                 f.write(content)
             else:
                 np.save(f, content)
-            f.flush()
             mine = os.fstat(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -291,8 +290,7 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
                 if k not in dict(arrays) and os.path.exists(os.path.join(files.folder, final[k])):
                     os.unlink(os.path.join(files.folder, final[k]))
     raise_for_exit(result.code, _program.error_text(result))
-    if not staged and not resume and (None in ours or ours != [_identity(os.path.join(files.folder, name))
-                                                               for name, _ in written]):
+    if not staged and not resume and ours != [_identity(os.path.join(files.folder, name)) for name, _ in written]:
         # A new store (or overwrite): the program ran on the files this call wrote under their
         # final names, and they changed while it ran (another call on the same store path, which
         # then found the store in use). The program may have read the other call's data: never

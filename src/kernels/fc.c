@@ -424,8 +424,9 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
       ntk_fc_free(fc);
       return ntk_error(NTK_EINTERRUPTED, "stopped while computing the samples' input variances");
     }
-    if (es == 4) input_variances_f(data->x, data->d, i, n - i < NTK_FC_VAR_ROWS ? n - i : NTK_FC_VAR_ROWS, fc->var);
-    else input_variances_d(data->x, data->d, i, n - i < NTK_FC_VAR_ROWS ? n - i : NTK_FC_VAR_ROWS, fc->var);
+    size_t m = n - i < NTK_FC_VAR_ROWS ? n - i : NTK_FC_VAR_ROWS;
+    if (es == 4) input_variances_f(data->x, data->d, i, m, fc->var);
+    else input_variances_d(data->x, data->d, i, m, fc->var);
   }
   /* Residual blocks: which branch each NEXT ends; the variance rows go
    * through the same stack as the tiles (branch.h), one row per block. */
