@@ -809,14 +809,20 @@ START_TEST(test_identity_widened) {
 END_TEST
 
 /* A float32 Gelu job's identity says its angle comes from ntkd's own
- * atan2 (an older ntkd took libm's: other bits), so that such a store is
- * not resumed into a mix; float64, a network without Gelu, and one
+ * atan2 (an older ntkd took libm's: other bits), and a float32 Relu,
+ * LeakyRelu or Abs job that its angle comes from one polynomial (an older
+ * ntkd took an arcsine after a rotation: other bits), so that such a store
+ * is not resumed into a mix; float64, a network without the map, and one
  * computed in float64 (more than 64 nonlinear layers) keep theirs. */
-START_TEST(test_identity_gelu) {
-  const char *nets[] = {"Dense Gelu Dense", "Conv(4, (2, 2)) Gelu GlobalAvgPool Dense", "Dense Gelu Dense",
-                        "Dense Erf Dense", "[Dense Gelu]*65 Dense"};
-  int elems[] = {4, 4, 8, 4, 4}, want[] = {1, 1, 0, 0, 0};
-  for (int k = 0; k < 5; k++) {
+START_TEST(test_identity_angles) {
+  const char *nets[] = {"Dense Gelu Dense",          "Conv(4, (2, 2)) Gelu GlobalAvgPool Dense",
+                        "Dense Gelu Dense",          "Dense Erf Dense",
+                        "[Dense Gelu]*65 Dense",     "Dense Relu Dense",
+                        "Conv(4, (2, 2)) Abs Flatten Dense", "Dense LeakyRelu(0.1) Dense Gelu Dense",
+                        "Dense Relu Dense",          "[Dense Relu]*65 Dense"};
+  int elems[] = {4, 4, 8, 4, 4, 4, 4, 4, 8, 4};
+  int gelu[] = {1, 1, 0, 0, 0, 0, 0, 1, 0, 0}, relu[] = {0, 0, 0, 0, 0, 1, 1, 1, 0, 0};
+  for (int k = 0; k < 10; k++) {
     char text[256];
     snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
     int cnn = nets[k][0] == 'C';
@@ -826,7 +832,8 @@ START_TEST(test_identity_gelu) {
       else ((double *)ds.x)[i] = (double)(i % 7) - 3.0;
     }
     char *id = job_identity(text, &ds, NULL);
-    ck_assert_msg(!strstr(id, "gelu angle = ntkd's atan2") == !want[k], "%s, elem %d:\n%s", nets[k], elems[k], id);
+    ck_assert_msg(!strstr(id, "gelu angle = ntkd's atan2") == !gelu[k], "%s, elem %d:\n%s", nets[k], elems[k], id);
+    ck_assert_msg(!strstr(id, "relu angle = acos polynomial") == !relu[k], "%s, elem %d:\n%s", nets[k], elems[k], id);
     free(id);
     free(ds.x);
   }
@@ -991,6 +998,14 @@ START_TEST(test_identity_diff_inserted_line) {
   ck_assert_int_eq(ntk_job_text_diff(b, a, out, sizeof out), 1);
   ck_assert_msg(strstr(out, "equal rows: the store has one sample, this job no line") && strstr(out, "newer ntkd"), "%s",
                 out);
+  /* each line a newer ntkd writes, alone, is the same job by another version */
+  const char *lines[] = {"gelu angle = ntkd's atan2", "relu angle = acos polynomial",
+                         "rectified monomial 0 at a zero variance = f(0) E[f]"};
+  for (int k = 0; k < 3; k++) {
+    char c[256];
+    snprintf(c, sizeof c, "ntkd job = 2\nlayers = 1\n%s\nlayer 1 = Dense(W_std=1, b_std=0)\n", lines[k]);
+    ck_assert_msg(ntk_job_text_diff(ntk, c, out, sizeof out) == 1 && strstr(out, "older ntkd"), "%s: %s", lines[k], out);
+  }
   /* a line of the store missing from the job at the end */
   ck_assert_int_eq(ntk_job_text_diff(std, "ntkd job = 2\nlayers = 1\nparameterization = standard\n", out, sizeof out), 0);
   ck_assert_msg(!strncmp(out, "layer 1: the store has Dense(W_std=1, b_std=0), this job no line (1 line", 71), "%s", out);
@@ -1023,7 +1038,7 @@ int main(void) {
   tcase_add_test(tc, test_several_files_cifar_only);
   tcase_add_test(tc, test_layout_npy_only);
   tcase_add_test(tc, test_identity_widened);
-  tcase_add_test(tc, test_identity_gelu);
+  tcase_add_test(tc, test_identity_angles);
   tcase_add_test(tc, test_identity_scale_and_rectmono);
   tcase_add_test(tc, test_identity_equal_rows);
   tcase_add_test(tc, test_identity_equal_rows_test_only);

@@ -81,11 +81,17 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
    * maps holds other numbers, and resuming it would mix the two. */
   if (data->elem == 4 && ntk_arch_float32_widened(arch, NULL, 0))
     add(&t, "arithmetic = float64, rounded to float32 once\n");
-  /* The float Gelu map's angle from ntkd's own atan2 (kernel_maps.h;
-   * absent: libm's atan2f, up to 3e-7 apart, and another on a GPU): a
-   * float32 Gelu store begun by an older ntkd would mix the two. */
-  else if (data->elem == 4 && ntk_arch_has_map(arch, NTK_MAP_GELU))
-    add(&t, "gelu angle = ntkd's atan2\n");
+  else {
+    /* The float Gelu map's angle from ntkd's own atan2 (kernel_maps.h;
+     * absent: libm's atan2f, up to 3e-7 apart, and another on a GPU): a
+     * float32 Gelu store begun by an older ntkd would mix the two. */
+    if (data->elem == 4 && ntk_arch_has_map(arch, NTK_MAP_GELU)) add(&t, "gelu angle = ntkd's atan2\n");
+    /* The float ReLU-family map's angle from one polynomial in |cos|
+     * (kernel_maps.h, ntk_acos_over_sinf; absent: an arcsine after a
+     * rotation by pi/8, before 2026-12-05, up to 4e-7 apart): a float32
+     * Relu, LeakyRelu or Abs store begun by an older ntkd would mix the two. */
+    if (data->elem == 4 && ntk_arch_has_map(arch, NTK_MAP_ABRELU)) add(&t, "relu angle = acos polynomial\n");
+  }
   /* RectifiedMonomial(0) at a zero variance is f(0) E[f(v)] (kernel_maps.h;
    * absent: the angle formula's 1/4, before 2026-12-05): a store begun by an
    * older ntkd holds other numbers for zero samples, or a CNN's blank
@@ -204,7 +210,8 @@ static int has_key(const char *s, const char *key, int klen) {
 /* The lines a newer ntkd writes where it computes some entries otherwise
  * than the ntkd before it did (see job_text): a store that lacks one was
  * computed by that older ntkd, not for other data or another model. */
-static const char *const version_keys[] = {"arithmetic", "equal rows", "negated rows", "gelu angle"};
+static const char *const version_keys[] = {"arithmetic", "equal rows", "negated rows", "gelu angle", "relu angle",
+                                           "rectified monomial 0 at a zero variance"};
 
 int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap) {
   out[0] = '\0';

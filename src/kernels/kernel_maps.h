@@ -217,12 +217,16 @@ static NTK_INLINE NTK_HD double ntk_atan2(double y, double x) {
 static NTK_INLINE NTK_HD float ntk_rsqrtf(float q) { return q > 0.0f ? 1.0f / sqrtf(q) : 0.0f; }
 static NTK_INLINE NTK_HD double ntk_rsqrt(double q) { return q > 0.0 ? 1.0 / sqrt(q) : 0.0; }
 
-/* asin(m) for 0 <= m <= sin(pi/8) in ~6e-8 relative error:
- * m + m^3 P(m^2), coefficients from scripts/fit_maps.py. */
-static NTK_INLINE NTK_HD float ntk_asin_smallf(float m) {
-  float z = m * m;
-  float p = fmaf(fmaf(fmaf(0.039999873f, z, 0.043400775f), z, 0.075060871f), z, 0.16666576f);
-  return fmaf(m * z, p, m);
+/* acos(x) / sqrt(1 - x^2) for 0 <= x <= 1 (pi/2 at 0, 1 at 1), a polynomial
+ * of degree 9 within 7e-8 relative (1.8e-7 evaluated in float32),
+ * coefficients from scripts/fit_maps.py: the angle of a unit vector
+ * (s, x) is s times it, s >= 0. The function is analytic on [0, 1] (its
+ * singularity is at x = -1), so one polynomial covers the whole range
+ * with no reduction. */
+static NTK_INLINE NTK_HD float ntk_acos_over_sinf(float x) {
+  float p = fmaf(fmaf(fmaf(-0.0113574378f, x, 0.0687592328f), x, -0.193785369f), x, 0.350112408f);
+  p = fmaf(fmaf(fmaf(p, x, -0.481647491f), x, 0.576778829f), x, -0.664930522f);
+  return fmaf(fmaf(fmaf(p, x, 0.785270333f), x, -0.999996305f), x, 1.57079625f);
 }
 
 /* Range. The variances of a pair enter these maps as products (q11 q22,
@@ -254,10 +258,12 @@ static NTK_INLINE NTK_HD float ntk_asin_smallf(float m) {
  *
  * The float map takes r11 = ntk_rsqrtf(q11) and r22 = ntk_rsqrtf(q22) from
  * its caller and has no division: (s, c) = (sqrt(det), q12) / sqrt(q11 q22)
- * is a unit vector, its angle the asin of the smaller of |s|, |c| (past
- * pi/8 rotated back by pi/8 first). A division and atan2's reduction cost
- * ~45% of the map on AVX-512 (docs/PERFORMANCE.md). The double map takes
- * ntk_atan2 and ignores r11, r22.
+ * is a unit vector, its angle s acos(|c|)/sqrt(1 - c^2) (a polynomial,
+ * ntk_acos_over_sinf), or pi minus that for c < 0: no reduction and no
+ * select but c's sign. A division and atan2's reduction cost ~45% of the
+ * map on AVX-512, an arcsine after a rotation by pi/8 (until 2026-12-05)
+ * another 14% (docs/PERFORMANCE.md). The double map takes ntk_atan2 and
+ * ignores r11, r22.
  *
  * In the float map u = q r r (1 to rounding, for any q > 0, subnormal
  * included) and c = q12 r11 r22, so det = u11 u22 - c^2 is the normalised
@@ -312,15 +318,9 @@ static NTK_INLINE NTK_HD double ntk_abrelu(double a, double b, double q12, doubl
 static NTK_INLINE NTK_HD float ntk_abreluf_angle(float a, float b, float q12, float c, float s, float v11, float v22,
                                              float *tdot) {
   float ac = fabsf(c);
-  int s_big = s >= ac; /* also for s = c = 0: the angle pi/2 */
-  float mx = s_big ? s : ac, mn = s_big ? ac : s;
-  /* phi = atan2(mn, mx) in [0, pi/4]; past pi/8 rotate by -pi/8. */
-  int far = mn > 0.41421356f * mx; /* tan(pi/8) */
-  float m = ntk_selectf(far, fmaf(mn, 0.92387953f, -(mx * 0.38268343f)), mn);
-  float phi = ntk_asin_smallf(m);
-  phi = far ? phi + (float)(NTK_PI / 8) : phi;
-  float theta = s_big ? (float)NTK_PI_2 - phi : phi;
-  theta = c < 0.0f ? (float)NTK_PI - theta : theta;
+  float phi = s * ntk_acos_over_sinf(ac);     /* acos(|c|); 0 at s = 0 */
+  phi = ac + s == 0.0f ? (float)NTK_PI_2 : phi; /* s = c = 0, a zero variance: pi/2 */
+  float theta = c < 0.0f ? (float)NTK_PI - phi : phi;
   float factor = (a - b) * (a - b) * (float)(1.0 / (2.0 * NTK_PI));
   float dot_sigma = fmaf(-factor, theta, (a * a + b * b) * 0.5f);
   float sq = s * v11 * v22;
