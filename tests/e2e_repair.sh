@@ -65,6 +65,25 @@ rm -f dmg.ntk.index dmg-*-ridge0.01.npy
 expect_rc 0 "... and with its index removed too" "$NTKD" dmg.conf
 check "... kernels and predictions byte-identical to the clean run's" same dmg
 
+# A stop signal while the rerun checks the records below the index's sync
+# mark (held back 3 s by NTKD_TEST_AUDIT_DELAY, as on a large store), the
+# job without its [solve]: the check did not finish, so the job stops
+# (exit 5), never "done" over the damaged tile it had not reached; the
+# next rerun repairs. (It ended "done: 14/14", exit 0, the store still
+# damaged; with [solve] it said "done" and stopped before solving.)
+damage dmg.ntk $((off + 200))
+rm -f dmg-*-ridge0.01.npy
+sed '/^\[solve\]$/,$d' dmg.conf > dmgk.conf
+NTKD_TEST_AUDIT_DELAY=3 "$NTKD" dmgk.conf > au.out 2> au.err & aj=$!
+for _ in $(seq 300); do grep -q "test setting NTKD_TEST_AUDIT_DELAY" au.err && break; sleep 0.1; done
+kill -USR1 $aj
+wait $aj; rc=$?
+check "a stop signal during the resume check of a damaged store: exit 5 ($rc)" [ "$rc" = 5 ]
+check "... never 'done'" bash -c "! grep -q '^ntkd: done' au.err"
+check "... saying the check had not finished" has "before the check of the resumed store's records finished" au.err
+expect_rc 0 "... the next rerun repairs, recomputes and solves" "$NTKD" dmg.conf
+check "... kernels and predictions byte-identical to the clean run's" same dmg
+
 # --- a failed fsync ----------------------------------------------------------
 # The job syncs after every tile; the 3rd fdatasync fails. Later syncs
 # (the end of the job, the close) must not write an index past it.

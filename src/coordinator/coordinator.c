@@ -50,6 +50,7 @@ struct sched {
   pthread_t audit_thread;
   int auditing;            /* the thread runs or has not been joined (main thread) */
   int audit_done;          /* under mu */
+  int audit_unfinished;    /* it stopped early (a stop request): the store is not known intact */
   ntk_status audit_st;
   char audit_msg[2048];
   uint64_t *audit_tiles;
@@ -156,7 +157,9 @@ static int audit_collect(struct sched *s, int wait) {
   pthread_join(s->audit_thread, NULL);
   s->auditing = 0;
   if (s->audit_st == NTK_EINTERRUPTED) {
-    /* Stopping: the next resume checks again. */
+    /* Stopping: the next resume checks again. Until then the records it
+     * did not reach may hold a damaged tile, so the job is not complete. */
+    s->audit_unfinished = 1;
   } else if (s->audit_st) {
     ntk_error(s->audit_st, "%s", s->audit_msg);
     set_failure(s, s->audit_st);
@@ -678,7 +681,7 @@ ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_
   audit_collect(&s, 1); /* joined on every path before the store is touched again */
   /* Whatever happened, make what was stored durable. */
   ntk_status sync = ntk_store_sync(store);
-  int complete = ntk_store_tiles_done(store) == s.tiling->needed;
+  int complete = ntk_store_tiles_done(store) == s.tiling->needed && !s.audit_unfinished;
   /* Before the last word: what this job believes stored is in the file,
    * as records of this store, and the index names them. */
   ntk_status final = complete && !sync && !st && !s.failure ? ntk_store_check_final(store) : NTK_OK;
@@ -712,6 +715,11 @@ ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_
   if (st) return st;
   if (s.failure) return ntk_error(s.failure, "%s", s.failure_msg);
   if (sync) return sync;
+  if (!complete && s.audit_unfinished)
+    return ntk_error(NTK_EINTERRUPTED,
+                     "interrupted with %llu of %llu tiles stored, before the check of the resumed store's records "
+                     "finished (a damaged tile would be among them); rerun the same command to resume",
+                     (unsigned long long)ntk_store_tiles_done(store), (unsigned long long)s.tiling->needed);
   if (!complete)
     return ntk_error(NTK_EINTERRUPTED, "interrupted with %llu of %llu tiles stored; rerun the same command to resume",
                      (unsigned long long)ntk_store_tiles_done(store), (unsigned long long)s.tiling->needed);
