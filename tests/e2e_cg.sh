@@ -235,5 +235,46 @@ check "... a waiting rank says how long it waited and that the store is complete
 sleep 1
 check "... no rank left running" [ -z "$(rank_pids "ntkd stall.conf")" ]
 
+# A rank that stops answering between the kernels (SIGSTOP as the NNGP's
+# iterations end: while rank 0 writes its files, or as the NTK's solve
+# sets up): the driver's meetings of the ranks and the cg's node exchanges
+# are timed too, exit 9. The ranks waited for ever in their untimed
+# collectives (found by an adversarial pass).
+job stall2 xtr.npy ytr.npy 1e-4 "method = cg"
+sed -i 's/^tile = 448/tile = 448\nworker_timeout = 10/' stall2.conf
+: > stall2.log
+mpirun -np 3 "$NTKD" stall2.conf > /dev/null 2> stall2.log &
+mp=$!
+while kill -0 $mp 2>/dev/null && ! grep -q "cg nngp: .* iterations (products)" stall2.log; do sleep 0.01; done
+stall_rank "ntkd stall2.conf" 2 $mp
+check "a rank SIGSTOPped as the NNGP's solve ends: exit 9, not the guard's kill (exit $rc)" [ "$rc" = 9 ]
+check "... a waiting rank says that the store is complete" grep -q "stopped answering.*the store is complete" stall2.log
+sleep 1
+check "... no rank left running" [ -z "$(rank_pids "ntkd stall2.conf")" ]
+
+# The same, deterministic: rank 0 held stopped (tests/preload.c) as it
+# creates the NNGP's first predictions file, the other ranks waiting for
+# it in the driver's meeting after the files.
+PRELOAD=$W/preload.so
+mpicc -shared -fPIC -O1 -o "$PRELOAD" "$SRC/tests/preload.c" -ldl 2>preload.err ||
+  bad "tests/preload.c does not build: $(head -3 preload.err)"
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+sed 's/^predictions = stall2$/predictions = stall3/' stall2.conf > stall3.conf
+: > stall3.log
+mpirun -np 3 -x LD_PRELOAD="$PRELOAD" -x STOPAT=open_prefix -x STOPAT_PATH=stall3-nngp-ridge0.0001.npy.tmp. \
+  -x STOPAT_SIGNAL=19 -x STOPAT_MARK=st3.mark "$NTKD" stall3.conf > /dev/null 2> stall3.log &
+mp=$!
+(sleep 120; kill -KILL $mp) >/dev/null 2>&1 &
+guard=$!
+wait $mp
+rc=$?
+kill $guard 2>/dev/null
+kill -CONT $(rank_pids "ntkd stall3.conf") 2>/dev/null
+check "rank 0 stopped as it writes the NNGP's predictions (held there): exit 9, not the guard's kill (exit $rc)" \
+  bash -c "[ -e st3.mark ] && [ $rc = 9 ]"
+check "... a waiting rank says so" grep -q "ntkd: rank [12]: .*stopped answering, in the solve of k.ntk" stall3.log
+sleep 1
+check "... no rank left running" [ -z "$(rank_pids "ntkd stall3.conf")" ]
+
 echo "e2e_cg: $passed passed, $failed failed"
 [ "$failed" = 0 ]

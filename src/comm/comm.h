@@ -61,6 +61,12 @@ struct ntk_node_info {
  * Without mpirun: a copy of its own. */
 ntk_status ntk_comm_node_gather(const ntk_comm_t *c, const void *mine, size_t bytes, void **all,
                                 struct ntk_node_info *node);
+/* The same, waiting at most `timeout` seconds for the other ranks, as the
+ * _within collectives below (NTK_ESTALLED: the caller must end the job).
+ * Only the world's exchange can be timed whole: its node communicator is
+ * split at start-up, another's is split here, blocking. */
+ntk_status ntk_comm_node_gather_within(const ntk_comm_t *c, const void *mine, size_t bytes, void **all,
+                                       struct ntk_node_info *node, double timeout);
 
 /* Collective: broadcast `bytes` bytes from rank 0 of c (any size). */
 ntk_status ntk_comm_bcast(const ntk_comm_t *c, void *buf, size_t bytes);

@@ -32,6 +32,8 @@ struct ntk_comm {
 static int active, world_rank; /* world_rank: for the test settings and messages */
 static struct ntk_comm world = {MPI_COMM_NULL, 0, 1, NULL};
 static int test_nodes;         /* NTKD_TEST_NODES */
+static ntk_comm_t *world_node; /* the world's node communicator, split once at start-up */
+static ntk_status finish(MPI_Request *req, int rc, double timeout, const char *what);
 
 /* Large messages: tag NTK_COMM_TAGS + t announces a message of tag t whose
  * pieces follow with tag 2 * NTK_COMM_TAGS + t. MPI keeps the messages of
@@ -198,10 +200,17 @@ ntk_status ntk_comm_init(int *argc, char ***argv, ntk_comm_t **out) {
   ntk_status st = comm_wrap(MPI_COMM_WORLD, &world);
   world_rank = world.rank;
   read_test_settings();
+  /* The world's node communicator, split once now, while start-up is not
+   * timed: a split by node is a blocking collective that no limit can cut
+   * short, so the node exchanges of a run (ntk_comm_node_gather_within)
+   * take this one and time their own non-blocking collectives. */
+  if (!st) st = ntk_comm_split_node(&world, &world_node);
   return st;
 }
 
 void ntk_comm_finalize(void) {
+  ntk_comm_free(world_node);
+  world_node = NULL;
   if (active) MPI_Finalize();
   active = 0;
   free(world.pending);
@@ -274,8 +283,8 @@ void ntk_comm_free(ntk_comm_t *c) {
   free(c);
 }
 
-ntk_status ntk_comm_node_gather(const ntk_comm_t *c, const void *mine, size_t bytes, void **all,
-                                struct ntk_node_info *node) {
+ntk_status ntk_comm_node_gather_within(const ntk_comm_t *c, const void *mine, size_t bytes, void **all,
+                                       struct ntk_node_info *node, double timeout) {
   memset(node, 0, sizeof *node);
   node->size = 1;
   node->first_rank = c->rank;
@@ -290,8 +299,9 @@ ntk_status ntk_comm_node_gather(const ntk_comm_t *c, const void *mine, size_t by
   int len = 0;
   if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS && len > 0)
     snprintf(node->host, sizeof node->host, "%.*s", len, name);
-  ntk_comm_t *nc;
-  ntk_status st = ntk_comm_split_node(c, &nc);
+  /* the world's: split at start-up; another communicator's: split now (blocking) */
+  ntk_comm_t *nc = c == &world ? world_node : NULL;
+  ntk_status st = nc ? NTK_OK : ntk_comm_split_node(c, &nc);
   if (st) return st;
   node->index = nc->rank;
   node->size = nc->size;
@@ -302,18 +312,25 @@ ntk_status ntk_comm_node_gather(const ntk_comm_t *c, const void *mine, size_t by
   int err = !buf, any = 0;
   /* Every rank of the node takes part in both collectives, also one that
    * failed to allocate (it says so in the first). */
-  int rc = MPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, nc->comm);
-  if (rc != MPI_SUCCESS && !st) st = mpi_fail(rc, "allreduce on a node");
+  /* Non-blocking, waited on within the limit: past it NTK_ESTALLED at once,
+   * the collective pending (the caller ends the job). */
+  MPI_Request req;
+  ntk_status cs = finish(&req, MPI_Iallreduce(&err, &any, 1, MPI_INT, MPI_MAX, nc->comm, &req), timeout,
+                         "allreduce on a node");
+  if (cs == NTK_ESTALLED) return cs;
+  if (cs && !st) st = cs;
   if (!st && any) st = ntk_error(NTK_ENOMEM, "out of memory on another rank of node %s", node->host);
   if (!st) {
-    rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, buf, (int)bytes, MPI_BYTE, nc->comm);
-    if (rc != MPI_SUCCESS) st = mpi_fail(rc, "allgather on a node");
+    st = finish(&req, MPI_Iallgather(mine, (int)bytes, MPI_BYTE, buf, (int)bytes, MPI_BYTE, nc->comm, &req), timeout,
+                "allgather on a node");
+    if (st == NTK_ESTALLED) return st;
   }
   if (!st) {
-    rc = MPI_Allreduce(&c->rank, &node->first_rank, 1, MPI_INT, MPI_MIN, nc->comm);
-    if (rc != MPI_SUCCESS) st = mpi_fail(rc, "allreduce on a node");
+    st = finish(&req, MPI_Iallreduce(&c->rank, &node->first_rank, 1, MPI_INT, MPI_MIN, nc->comm, &req), timeout,
+                "allreduce on a node");
+    if (st == NTK_ESTALLED) return st;
   }
-  ntk_comm_free(nc);
+  if (nc != world_node) ntk_comm_free(nc);
   if (st) {
     free(buf);
     return st;
@@ -321,6 +338,11 @@ ntk_status ntk_comm_node_gather(const ntk_comm_t *c, const void *mine, size_t by
   free(*all);
   *all = buf;
   return NTK_OK;
+}
+
+ntk_status ntk_comm_node_gather(const ntk_comm_t *c, const void *mine, size_t bytes, void **all,
+                                struct ntk_node_info *node) {
+  return ntk_comm_node_gather_within(c, mine, bytes, all, node, -1);
 }
 
 int ntk_comm_rank(const ntk_comm_t *c) { return c->rank; }

@@ -1515,7 +1515,9 @@ static ntk_status report_summary(struct cg *c, size_t total_it, double tcg) {
   double rss[2] = {ntk_solve_peak_rss(), 0};
   struct { double rss; } me = {rss[0]}, *nodes = NULL;
   struct ntk_node_info ni;
-  if ((st = agree(c, ntk_comm_node_gather(comm, &me, sizeof me, (void **)&nodes, &ni)))) {
+  double limit = wait_limit(c);
+  if ((st = agree(c, synced(c, ntk_comm_node_gather_within(comm, &me, sizeof me, (void **)&nodes, &ni, limit),
+                            limit)))) {
     free(nodes);
     return st;
   }
@@ -1572,8 +1574,11 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   double *d = NULL;
   struct cgv v;
   memset(&v, 0, sizeof v);
-  st = cg_alloc(&c, &v, k, &d, &mine.need);
-  if (!st) st = ntk_comm_node_gather(p->comm, &mine, sizeof mine, (void **)&all, &node);
+  /* Every rank allocates, then all exchange (one that failed to allocate
+   * skipped the exchange the others were in: a hang), within the limit. */
+  if ((st = agree(&c, cg_alloc(&c, &v, k, &d, &mine.need)))) goto done;
+  double limit = wait_limit(&c);
+  st = synced(&c, ntk_comm_node_gather_within(p->comm, &mine, sizeof mine, (void **)&all, &node, limit), limit);
   if ((st = agree(&c, st))) goto done;
   if ((st = choose_kernel_mode(&c, all, &node))) goto done;
   if (c.memory && (st = hold_tiles(&c))) goto done;

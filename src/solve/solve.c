@@ -425,19 +425,56 @@ static ntk_status share_labels(const ntk_comm_t *comm, struct ntk_solve_labels *
   return st;
 }
 
+/* The driver's meetings of the ranks once the kernels' solves begin. In a
+ * cg solve a rank that stops answering ends the job (docs/SOLVE.md), also
+ * here, between the kernels and after them (a rank stopped while rank 0
+ * wrote the NNGP's files held the others for ever): each meeting waits at
+ * most ntk_patience([compute] worker_timeout, the longest kernel solve so
+ * far), which no writing of predictions comes near, then the waiting
+ * ranks say so and end the job (exit 9; the store is complete). The other
+ * methods, whose LAPACK and ScaLAPACK calls have no limit, wait as long as
+ * it takes. */
+struct meet {
+  const ntk_comm_t *comm;
+  const char *store_path;
+  int timed;             /* method = cg */
+  double floor, slowest; /* worker_timeout; the longest kernel solve */
+};
+
+static ntk_status met(const struct meet *m, ntk_status st, double limit) {
+  if (st == NTK_ESTALLED) {
+    fprintf(stderr, "ntkd: rank %d: %s, in the solve of %s (limit %.1f s: [compute] worker_timeout, at least 3x the "
+            "longest kernel solve); ending the job: the store is complete: %sntkd solve %s JOB.conf solves again\n",
+            ntk_comm_rank(m->comm), ntk_error_message(), m->store_path, limit,
+            ntk_comm_size(m->comm) > 1 ? "mpirun " : "", m->store_path);
+    ntk_comm_abort(ntk_status_exit_code(st)); /* the collective is still pending: no way back */
+  }
+  return st;
+}
+
+static double meet_limit(const struct meet *m) { return m->timed ? ntk_patience(m->floor, m->slowest) : -1.0; }
+
+/* ntk_comm_agree_report, at most meet_limit seconds. */
+static ntk_status meet_report(const struct meet *m, ntk_status local) {
+  double limit = meet_limit(m);
+  return met(m, ntk_comm_agree_report_within(m->comm, local, limit), limit);
+}
+
 /* Collective: NTK_EINTERRUPTED on every rank, with the stopped message,
  * when any rank has a stop signal or stopped (`local`: this rank's
  * status). method = lapack computes on rank 0 alone, which never sees a
  * signal sent to another rank: without this the solve ended with exit 0
  * and every file written while rank 1 had been told to stop. */
-static ntk_status agree_stop(const ntk_comm_t *comm, const char *store_path, ntk_status local) {
+static ntk_status agree_stop(const struct meet *m, ntk_status local) {
+  const ntk_comm_t *comm = m->comm;
   if (!local && ntk_stop_requested())
     local = ntk_error(NTK_EINTERRUPTED, "interrupted during the solve (the store is complete): %sntkd solve %s "
-                      "JOB.conf solves again", ntk_comm_size(comm) > 1 ? "mpirun " : "", store_path);
-  ntk_status st = ntk_comm_agree(comm, local);
+                      "JOB.conf solves again", ntk_comm_size(comm) > 1 ? "mpirun " : "", m->store_path);
+  double limit = meet_limit(m);
+  ntk_status st = met(m, ntk_comm_agree_within(comm, local, limit), limit);
   if (st == NTK_EINTERRUPTED && !local)
     ntk_error(st, "interrupted during the solve (the store is complete): another rank was stopped by a signal; "
-              "%sntkd solve %s JOB.conf solves again", ntk_comm_size(comm) > 1 ? "mpirun " : "", store_path);
+              "%sntkd solve %s JOB.conf solves again", ntk_comm_size(comm) > 1 ? "mpirun " : "", m->store_path);
   return st;
 }
 
@@ -514,17 +551,21 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   int header = 0;  /* the table's header, printed with its first row (none for a solve stopped before it) */
   size_t written = 0; /* files written (struct table) */
   double t_start = ntk_now();
+  struct meet m = {comm, store_path, method == NTK_SOLVE_CG, job->worker_timeout, 0.0};
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK && !st; which <<= 1) {
     if (!(in->kernels & (uint32_t)which)) continue;
     struct ntk_ridge_out *out = NULL;
-    st = ntk_comm_agree_report(comm, alloc_outs(comm, job, method, ntr, nte, classes, &out));
+    st = meet_report(&m, alloc_outs(comm, job, method, ntr, nte, classes, &out));
     struct ntk_solve_problem p = {s, store_path, which, ntr, nte, classes, ytr, job->solve.nridge, job->solve.ridge,
                                   &job->solve, ntk_comm_size(comm), rank, comm, job->worker_timeout};
     if (!st) { /* a method prints a failure that only one of its ranks saw; rank 0 prints the agreed one */
       /* Every rank agrees on a stop before the kernel's solve and after it,
        * before any of its files is written. */
-      st = agree_stop(comm, store_path, NTK_OK);
-      if (!st) st = agree_stop(comm, store_path, fn[method](&p, out));
+      st = agree_stop(&m, NTK_OK);
+      double t_kernel = ntk_now();
+      ntk_status solved = st ? st : fn[method](&p, out);
+      if (ntk_now() - t_kernel > m.slowest) m.slowest = ntk_now() - t_kernel;
+      if (!st) st = agree_stop(&m, solved);
       if (st && rank == 0) fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     }
     ntk_status wr = NTK_OK; /* rank 0: writing the results */
@@ -542,21 +583,21 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
       if (results && nr < cap) results[nr] = res;
       nr++;
     }
-    if (!st) st = ntk_comm_agree_report(comm, wr);
+    if (!st) st = meet_report(&m, wr);
     free_outs(out, job->solve.nridge);
   }
   if (nresults) *nresults = nr < cap ? nr : cap;
   if (!st) /* held to the end: else the files written may be a mix of two solves' */
-    st = ntk_comm_agree_report(comm, rank == 0 ? predictions_still_locked(lock, store_path, job,
-                                                                          "the files written may be a mix of two solves'")
-                                               : NTK_OK);
+    st = meet_report(&m, rank == 0 ? predictions_still_locked(lock, store_path, job,
+                                                              "the files written may be a mix of two solves'")
+                                   : NTK_OK);
   ntk_lock_release(lock); /* every file is written (or refused) */
   if (own) ntk_solve_labels_free(&L);
   if (s != opened) ntk_store_close(s);
   if (!st && bad) bad = ntk_error(bad, "%s", "some ridges could not be solved (see above); the others were written");
-  if (!st) st = ntk_comm_agree_report(comm, bad);
+  if (!st) st = meet_report(&m, bad);
   if (!st) { /* a stop while the files were written: never the success line */
-    st = agree_stop(comm, store_path, NTK_OK);
+    st = agree_stop(&m, NTK_OK);
     if (st && rank == 0) fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
   }
   if (!st && rank == 0) {
