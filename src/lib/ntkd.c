@@ -385,6 +385,11 @@ ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_da
                    (mask & NTK_KERNEL_NTK) != 0};
   if (!out) {
     ntk_status st = ntk_pool_run(pool, tiles, ntiles, deliver, &k, o.progress, o.progress_arg);
+    /* The engines number the samples of [x1; x2]: an entry they name is
+     * not the result's [row, column] (it is [column, row - n1]). */
+    if (st == NTK_ENONFINITE && x2)
+      ntk_error(st, "%s (the rows and columns named count the samples of x1 and then x2: x2's sample i is %zu + i; "
+                "entry (row r, column c) is the result's [c, r - %zu])", ntk_error_message(), n1, n1);
     if (st) out = fail(st);
   }
   /* Whatever stopped it (a cancel, before or inside a tile, a network

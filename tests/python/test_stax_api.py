@@ -237,6 +237,20 @@ def test_underflow_refused_vanishing_layer_kept(rng):
     assert (vanish(x, x2, "ntk") == 0).all()
 
 
+def test_nonfinite_entry_of_a_cross_kernel_named_in_the_result(rng):
+    # kernel_fn(x1, x2) computes on [x1; x2]: the entry the engine names
+    # (row 3, column 2) is x2's sample 0 against x1's sample 2, the
+    # result's [2, 0]; the message once gave the joined numbers alone.
+    from ntkd.errors import NonFiniteKernelError
+    x1 = np.ones((3, 4), np.float32)
+    x1[2] *= 3e19  # its variance near float32's largest value
+    x2 = np.ones((2, 4), np.float32)
+    _, _, kf = stax.serial(stax.Dense(1.0), stax.Relu(), stax.Dense(1.0))
+    with pytest.raises(NonFiniteKernelError, match=r"entry \(row 3, column 2\) is .* x2's sample i is 3 \+ i; "
+                       r"entry \(row r, column c\) is the result's \[c, r - 3\]"):
+        kf(x1, x2, "nngp")
+
+
 def test_a_scale_with_a_subnormal_square(rng):
     # W_std = 4e-23: its float32 square is subnormal (few bits), and the kernel after it, in
     # range, came back 12 % off with no error (inputs scaled by 1e8 keep it normal). A float32
