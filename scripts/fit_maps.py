@@ -13,8 +13,10 @@ analytic on [0, 1]: its only singularity is at x = -1.
 
 Each is printed with its coefficients (constant term first) and the worst
 relative error in float64 and when evaluated in float32 as the C code does
-(fused multiply-adds emulated in float64, which rounds a float32 fma
-exactly: the product of two floats is exact in a double).
+(fused multiply-adds emulated in float64: the product of two floats is
+exact in a double, the sum is rounded twice, so this is the C code's error
+to within a rounding; an exhaustive check over every float in [0, 1] of
+the degree-9 polynomial gives 2.0e-7).
 
 and the double maps' atan2 (ntk_atan2): atan(u) = u + u*z*P(z) with P of
 degree 10, a Chebyshev fit in 50 digits (mpmath), printed to 17 digits

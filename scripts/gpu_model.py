@@ -430,10 +430,7 @@ def model(kname, funcs, regs, plan, verbose):
                  ("kernel_maps.h",) + source_block(maps, r"ntk_atan2f\(float y")]
     relu = [("kernel_maps.h",) + source_block(maps, r"ntk_abreluf_r\(float a"),
             ("kernel_maps.h",) + source_block(maps, r"ntk_abreluf_angle\(float a"),
-            ("kernel_maps.h",) + source_block(maps, r"ntk_asin_smallf\(float m"),
-            ("kernel_maps.h",) + source_block(maps, r"ntk_selectf\(int c"),
-            ("kernel_maps.h",) + source_block(maps, r"ntk_f2u\(float x"),
-            ("kernel_maps.h",) + source_block(maps, r"ntk_u2f\(uint32_t u")]
+            ("kernel_maps.h",) + source_block(maps, r"ntk_acos_over_sinf\(float x")]
     # the GPU's copy of the float ABRelu map on precomputed slot products, and its square root
     devh = open(os.path.join(ROOT, "src/kernels/cnn_dev.h")).read().splitlines()
     relu += [("cnn_dev.h",) + source_block(devh, r"ntk_dev_abreluf_vu\(float a"),

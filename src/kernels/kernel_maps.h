@@ -218,7 +218,7 @@ static NTK_INLINE NTK_HD float ntk_rsqrtf(float q) { return q > 0.0f ? 1.0f / sq
 static NTK_INLINE NTK_HD double ntk_rsqrt(double q) { return q > 0.0 ? 1.0 / sqrt(q) : 0.0; }
 
 /* acos(x) / sqrt(1 - x^2) for 0 <= x <= 1 (pi/2 at 0, 1 at 1), a polynomial
- * of degree 9 within 7e-8 relative (1.8e-7 evaluated in float32),
+ * of degree 9 within 7e-8 relative (2.0e-7 evaluated in float32),
  * coefficients from scripts/fit_maps.py: the angle of a unit vector
  * (s, x) is s times it, s >= 0. The function is analytic on [0, 1] (its
  * singularity is at x = -1), so one polynomial covers the whole range
@@ -318,6 +318,7 @@ static NTK_INLINE NTK_HD double ntk_abrelu(double a, double b, double q12, doubl
 static NTK_INLINE NTK_HD float ntk_abreluf_angle(float a, float b, float q12, float c, float s, float v11, float v22,
                                              float *tdot) {
   float ac = fabsf(c);
+  ac = ac < 2.0f ? ac : 2.0f; /* past 1, s = 0: the polynomial only kept finite (it overflows from ~2e4) */
   float phi = s * ntk_acos_over_sinf(ac);     /* acos(|c|); 0 at s = 0 */
   phi = ac + s == 0.0f ? (float)NTK_PI_2 : phi; /* s = c = 0, a zero variance: pi/2 */
   float theta = c < 0.0f ? (float)NTK_PI - phi : phi;
@@ -398,16 +399,19 @@ static NTK_INLINE NTK_HD double ntk_erf_abc(const struct ntk_map *m, double q12,
   if (a2 != 1.0 || b2 != 1.0) *tdot *= a2 * b2;
   return a2 != 1.0 || m->c != 0.0 ? a2 * g + m->c * m->c : g;
 }
+/* The conditions on the parameters are loop invariants, taken as bit
+ * selects (ntk_selectf): as ?: under -fno-trapping-math (CMakeLists.txt)
+ * GCC if-converted them into selects on a scalar condition that its
+ * AVX-512 vectoriser then refused, and the loop stayed scalar. */
 static NTK_INLINE NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, float q11, float q22, float *tdot) {
   float b2 = (float)(m->b * m->b), a2 = (float)(m->a * m->a), c2 = (float)(m->c * m->c);
-  if (b2 != 1.0f) {
-    q12 *= b2;
-    q11 *= b2;
-    q22 *= b2;
-  }
-  float g = ntk_erff(q12, q11, q22, tdot);
-  if (a2 != 1.0f || b2 != 1.0f) *tdot *= a2 * b2;
-  return a2 != 1.0f || c2 != 0.0f ? a2 * g + c2 : g;
+  int scale_in = b2 != 1.0f, scale_td = a2 != 1.0f || b2 != 1.0f, scale_out = a2 != 1.0f || c2 != 0.0f;
+  q12 = ntk_selectf(scale_in, q12 * b2, q12);
+  q11 = ntk_selectf(scale_in, q11 * b2, q11);
+  q22 = ntk_selectf(scale_in, q22 * b2, q22);
+  float td, g = ntk_erff(q12, q11, q22, &td);
+  *tdot = ntk_selectf(scale_td, td * (a2 * b2), td);
+  return ntk_selectf(scale_out, a2 * g + c2, g);
 }
 
 /* Gelu: f(x) = x Phi(x). With p = q11 q22, p1 = (1 + q11)(1 + q22),
