@@ -89,7 +89,8 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
     /* The float ReLU-family map's angle from one polynomial in |cos|
      * (kernel_maps.h, ntk_acos_over_sinf; absent: an arcsine after a
      * rotation by pi/8, before 2026-12-05, up to 4e-7 apart): a float32
-     * Relu, LeakyRelu or Abs store begun by an older ntkd would mix the two. */
+     * Relu, LeakyRelu, ABRelu or Abs store begun by an older ntkd would mix
+     * the two. */
     if (data->elem == 4 && ntk_arch_has_map(arch, NTK_MAP_ABRELU)) add(&t, "relu angle = acos polynomial\n");
   }
   /* RectifiedMonomial(0) at a zero variance is f(0) E[f(v)] (kernel_maps.h;
@@ -209,9 +210,16 @@ static int has_key(const char *s, const char *key, int klen) {
 
 /* The lines a newer ntkd writes where it computes some entries otherwise
  * than the ntkd before it did (see job_text): a store that lacks one was
- * computed by that older ntkd, not for other data or another model. */
-static const char *const version_keys[] = {"arithmetic", "equal rows", "negated rows", "gelu angle", "relu angle",
-                                           "rectified monomial 0 at a zero variance"};
+ * computed by that older ntkd, not for other data or another model.
+ * `rounding`: the older entries differ from the newer only by the float32
+ * rounding of another formula, both as accurate (the maps' angles), so a
+ * complete store of that version may be read (solved) as it is; the
+ * others mark entries the older ntkd computed less accurately or wrongly. */
+static const struct {
+  const char *key;
+  int rounding;
+} version_keys[] = {{"arithmetic", 0}, {"equal rows", 0}, {"negated rows", 0}, {"gelu angle", 1},
+                    {"relu angle", 1}, {"rectified monomial 0 at a zero variance", 0}};
 
 int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap) {
   out[0] = '\0';
@@ -257,23 +265,32 @@ int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap)
   }
   if (!ndiff) return 0;
   const char *why = "";
+  int rounding = 0;
   for (size_t v = 0; v < sizeof version_keys / sizeof *version_keys; v++)
-    if ((size_t)kla == strlen(version_keys[v]) && !memcmp(ka, version_keys[v], (size_t)kla))
+    if ((size_t)kla == strlen(version_keys[v].key) && !memcmp(ka, version_keys[v].key, (size_t)kla)) {
       why = ha ? "; this store was written by a newer ntkd, which computes these entries otherwise"
                : "; this store was written by an older ntkd, which computed these entries otherwise "
                  "(docs/STORE-FORMAT.md): compute it again (--overwrite)";
+      rounding = version_keys[v].rounding;
+    }
   snprintf(out, cap, "%.*s: the store has %.*s, this job %.*s (%zu line%s of the job description differ%s)%s",
            kla, ka, ha ? vla : 7, ha ? va : "no line", hb ? vlb : 7, hb ? vb : "no line", ndiff,
            ndiff == 1 ? "" : "s", ndiff == 1 ? "s" : "", why);
-  return ndiff == 1 && why[0];
+  return ndiff == 1 && why[0] ? 1 + rounding : 0;
 }
 
 ntk_status ntk_job_check_store(const char *path, const ntk_store_t *s, const struct ntk_store_info *want,
-                               const char *want_text, const char *advice) {
+                               const char *want_text, int reading, const char *advice) {
   const struct ntk_store_info *have = ntk_store_get_info(s);
   if (!memcmp(have->job_hash, want->job_hash, 16)) return NTK_OK;
   char where[1024];
   int version = ntk_job_text_diff(ntk_store_job_text(s), want_text, where, sizeof where);
+  if (version == 2 && reading) { /* the same values to another formula's rounding: read as they are */
+    fprintf(stderr, "ntkd: note: %s was computed for this job by an ntkd of another version, whose entries differ "
+            "from this one's only by float32 rounding (another formula for a map's angle, docs/STORE-FORMAT.md); "
+            "read as it is\n", path);
+    return NTK_OK;
+  }
   return ntk_error(NTK_EMISMATCH, "%s was computed %s:\n  first difference: %s\n  store: %s\n  job:   %s\n  %s", path,
                    version ? "for this job by an ntkd of another version, which computes some entries otherwise"
                            : "for another job (different data, model, kernel or precision)",

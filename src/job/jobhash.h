@@ -25,13 +25,16 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
  * (3 lines of the job description differ)", a line only one text has
  * counted once. Writes "" if they are equal. Returns 1 when the one
  * difference is a line an ntkd of another version writes (the same job,
- * some entries computed otherwise), else 0. */
+ * some entries computed otherwise), 2 when those entries differ only by
+ * float32 rounding (another formula, as accurate), else 0. */
 int ntk_job_text_diff(const char *store_text, const char *job_text, char *out, size_t cap);
 
 /* NTK_OK if the open store `s` at `path` was computed by this job (same job
- * hash); else NTK_EMISMATCH with the store's and the job's description and
- * the first difference, followed by `advice`. */
+ * hash), or, when `reading` (a solve, not a resume that would add tiles),
+ * by an ntkd of another version whose entries differ only by rounding
+ * (saying so on stderr); else NTK_EMISMATCH with the store's and the job's
+ * description and the first difference, followed by `advice`. */
 ntk_status ntk_job_check_store(const char *path, const ntk_store_t *s, const struct ntk_store_info *want,
-                               const char *want_text, const char *advice);
+                               const char *want_text, int reading, const char *advice);
 
 #endif

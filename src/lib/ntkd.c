@@ -321,6 +321,15 @@ static struct ntk_tile *make_tiles(size_t n1, size_t n2, int symmetric, uint64_t
   return t;
 }
 
+/* The engines number the samples of [x1; x2]: a sample or an entry a
+ * failure names is not the result's [row, column]; the message says how
+ * the numbers map. */
+static void joined_numbers(size_t n1) {
+  ntk_error(NTK_ENONFINITE, "%s (the samples, rows and columns named count x1's samples and then x2's: x2's sample i "
+            "is %zu + i; entry (row r, column c) with r >= %zu > c is the result's [c, r - %zu], one with r = c a "
+            "sample with itself, which the result does not hold)", ntk_error_message(), n1, n1, n1);
+}
+
 ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_data *x2, unsigned kernels,
                          void *nngp, void *ntk, const ntkd_compute_options *options) {
   if (!net || !x1) return usage("%s: net and x1 are needed", "ntkd_kernels");
@@ -376,6 +385,7 @@ ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_da
   ntk_cpu_set_blas_threads(1);
   if (!out) {
     ntk_status st = ntk_pool_create(&prob, dev, ndev < (int)ntiles ? ndev : (int)ntiles, &tiling, &pool);
+    if (st == NTK_ENONFINITE && x2) joined_numbers(n1);
     if (st == NTK_EINTERRUPTED) /* the samples' variances of a deep network take a while */
       out = fail(ntk_error(st, "cancelled before the first tile: %s", ntk_error_message()));
     else if (st)
@@ -385,11 +395,7 @@ ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_da
                    (mask & NTK_KERNEL_NTK) != 0};
   if (!out) {
     ntk_status st = ntk_pool_run(pool, tiles, ntiles, deliver, &k, o.progress, o.progress_arg);
-    /* The engines number the samples of [x1; x2]: an entry they name is
-     * not the result's [row, column] (it is [column, row - n1]). */
-    if (st == NTK_ENONFINITE && x2)
-      ntk_error(st, "%s (the rows and columns named count the samples of x1 and then x2: x2's sample i is %zu + i; "
-                "entry (row r, column c) is the result's [c, r - %zu])", ntk_error_message(), n1, n1);
+    if (st == NTK_ENONFINITE && x2) joined_numbers(n1);
     if (st) out = fail(st);
   }
   /* Whatever stopped it (a cancel, before or inside a tile, a network

@@ -430,8 +430,11 @@ static ntk_status share_labels(const ntk_comm_t *comm, struct ntk_solve_labels *
  * here, between the kernels and after them (a rank stopped while rank 0
  * wrote the NNGP's files held the others for ever): each meeting waits at
  * most ntk_patience([compute] worker_timeout, the longest kernel solve so
- * far), which no writing of predictions comes near, then the waiting
- * ranks say so and end the job (exit 9; the store is complete). The other
+ * far), then the waiting ranks say so and end the job (exit 9; the store
+ * is complete). Rank 0 writing the predictions meanwhile (test samples x
+ * classes x ridges values; 3.2 MB per kernel for all of Fashion-MNIST) is
+ * the one stretch not bounded by a solve: a disk that takes longer than
+ * that limit (30 min by default) to write them ends the job too. The other
  * methods, whose LAPACK and ScaLAPACK calls have no limit, wait as long as
  * it takes. */
 struct meet {
@@ -633,7 +636,7 @@ int ntk_cmd_solve(const ntk_comm_t *comm, const char *store_path, const char *co
     struct ntk_store_info want;
     char *want_text = NULL;
     st = ntk_job_identity(job, job->net, &data, &want, &want_text);
-    if (!st) st = ntk_job_check_store(store_path, s, &want, want_text, "solve it with the job file that computed it");
+    if (!st) st = ntk_job_check_store(store_path, s, &want, want_text, 1, "solve it with the job file that computed it");
     free(want_text);
   }
   /* The labels, and the classes they make, said and checked as a run does,

@@ -247,8 +247,14 @@ def test_nonfinite_entry_of_a_cross_kernel_named_in_the_result(rng):
     x2 = np.ones((2, 4), np.float32)
     _, _, kf = stax.serial(stax.Dense(1.0), stax.Relu(), stax.Dense(1.0))
     with pytest.raises(NonFiniteKernelError, match=r"entry \(row 3, column 2\) is .* x2's sample i is 3 \+ i; "
-                       r"entry \(row r, column c\) is the result's \[c, r - 3\]"):
+                       r"entry \(row r, column c\) with r >= 3 > c is the result's \[c, r - 3\], one with r = c a "
+                       r"sample with itself"):
         kf(x1, x2, "nngp")
+    # a sample with itself (x2's sample 0, number 3): named, and said not in the result
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    _, _, deep = stax.serial(*[stax.serial(stax.Dense(4), stax.Relu())] * 300, stax.Dense(1))
+    with pytest.raises(NonFiniteKernelError, match=r"\(row 3, column 3\) is 0 in float32 but .* x2's sample i is 3 "):
+        deep(x, rng.standard_normal((4, 5)).astype(np.float32), "nngp")
 
 
 def test_a_scale_with_a_subnormal_square(rng):
