@@ -399,19 +399,18 @@ static NTK_INLINE NTK_HD double ntk_erf_abc(const struct ntk_map *m, double q12,
   if (a2 != 1.0 || b2 != 1.0) *tdot *= a2 * b2;
   return a2 != 1.0 || m->c != 0.0 ? a2 * g + m->c * m->c : g;
 }
-/* The conditions on the parameters are loop invariants, taken as bit
- * selects (ntk_selectf): as ?: under -fno-trapping-math (CMakeLists.txt)
- * GCC if-converted them into selects on a scalar condition that its
- * AVX-512 vectoriser then refused, and the loop stayed scalar. */
+/* No condition on the parameters but one bit select (ntk_selectf): as ?:
+ * under -fno-trapping-math (CMakeLists.txt) GCC if-converted them into
+ * selects on a scalar condition that its AVX-512 vectoriser refused, and
+ * the loop stayed scalar. A factor of 1 multiplies exactly (x * 1 = x, as
+ * the former code's skipped product), so the inputs and tdot take their
+ * factors unconditionally; the value keeps its select: a2 g + c2 would
+ * turn a -0 into +0 where a = 1, c = 0. */
 static NTK_INLINE NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, float q11, float q22, float *tdot) {
   float b2 = (float)(m->b * m->b), a2 = (float)(m->a * m->a), c2 = (float)(m->c * m->c);
-  int scale_in = b2 != 1.0f, scale_td = a2 != 1.0f || b2 != 1.0f, scale_out = a2 != 1.0f || c2 != 0.0f;
-  q12 = ntk_selectf(scale_in, q12 * b2, q12);
-  q11 = ntk_selectf(scale_in, q11 * b2, q11);
-  q22 = ntk_selectf(scale_in, q22 * b2, q22);
-  float td, g = ntk_erff(q12, q11, q22, &td);
-  *tdot = ntk_selectf(scale_td, td * (a2 * b2), td);
-  return ntk_selectf(scale_out, a2 * g + c2, g);
+  float td, g = ntk_erff(q12 * b2, q11 * b2, q22 * b2, &td);
+  *tdot = td * (a2 * b2);
+  return ntk_selectf(a2 != 1.0f || c2 != 0.0f, a2 * g + c2, g);
 }
 
 /* Gelu: f(x) = x Phi(x). With p = q11 q22, p1 = (1 + q11)(1 + q22),
