@@ -318,7 +318,6 @@ static NTK_INLINE NTK_HD double ntk_abrelu(double a, double b, double q12, doubl
 static NTK_INLINE NTK_HD float ntk_abreluf_angle(float a, float b, float q12, float c, float s, float v11, float v22,
                                              float *tdot) {
   float ac = fabsf(c);
-  ac = ac < 2.0f ? ac : 2.0f; /* past 1, s = 0: the polynomial only kept finite (it overflows from ~2e4) */
   float phi = s * ntk_acos_over_sinf(ac);     /* acos(|c|); 0 at s = 0 */
   phi = ac + s == 0.0f ? (float)NTK_PI_2 : phi; /* s = c = 0, a zero variance: pi/2 */
   float theta = c < 0.0f ? (float)NTK_PI - phi : phi;
