@@ -715,7 +715,7 @@ ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_
   if (st) return st;
   if (s.failure) return ntk_error(s.failure, "%s", s.failure_msg);
   if (sync) return sync;
-  if (!complete && s.audit_unfinished)
+  if (s.audit_unfinished) /* complete already requires the check finished */
     return ntk_error(NTK_EINTERRUPTED,
                      "interrupted with %llu of %llu tiles stored, before the check of the resumed store's records "
                      "finished (a damaged tile would be among them); rerun the same command to resume",

@@ -28,6 +28,7 @@
 #define b_pair_diag SFX(b_pair_diag)
 #define box_sums SFX(box_sums)
 #define box_affine SFX(box_affine)
+#define box_affine_abrelu SFX(box_affine_abrelu)
 #define slice_map SFX(slice_map)
 #define b_slice_conv SFX(b_slice_conv)
 #define b_slice_ops SFX(b_slice_ops)
@@ -229,6 +230,44 @@ static inline __attribute__((always_inline)) void box_affine(const REAL *restric
   }
 }
 
+/* box_affine of both kernels (fh = 3) and the ABRelu map, cell by cell:
+ * the same operations as box_affine on the nngp row, box_affine on the
+ * ntk row (gnew the new nngp cell) and the map loop of map_rows.c on both
+ * (ntk_map_rows), so the same bits. One pass instead of three lets the
+ * filter's adds issue beside the map's multiplies and FMAs: the map alone
+ * keeps the multiply pipes busy and the adds' pipes idle. qa, ra: image a's
+ * variance and its ntk_rsqrt per cell; qb, rb: the batch's, B lanes per
+ * cell. ot NULL: the nngp alone. */
+static inline __attribute__((always_inline)) void box_affine_abrelu(
+    const REAL *restrict sg, const REAL *restrict st, REAL *restrict og, REAL *restrict ot, size_t j0, size_t j1,
+    size_t step, REAL w2, REAL b2, REAL scale, REAL pa, REAL pb, const REAL *restrict qa, const REAL *restrict ra,
+    const REAL *restrict qb, const REAL *restrict rb) {
+  for (size_t j = j0; j < j1; j++) {
+    const REAL *p = sg + j * B;
+    lanes acc = *(const lanes *)p;
+    acc += *(const lanes *)(p + step);
+    acc += *(const lanes *)(p + 2 * step);
+    lanes g = w2 * (acc * scale) + b2, t = {0}, go, to;
+    if (ot) {
+      const REAL *q = st + j * B;
+      lanes at = *(const lanes *)q;
+      at += *(const lanes *)(q + step);
+      at += *(const lanes *)(q + 2 * step);
+      t = g + w2 * (at * scale);
+    }
+    size_t c = j - j0;
+    REAL q11 = qa[c], r11 = ra[c];
+    const REAL *q22 = qb + c * B, *r22 = rb + c * B;
+    for (size_t k = 0; k < B; k++) {
+      REAL td;
+      go[k] = ABRELU_R(pa, pb, g[k], q11, q22[k], r11, r22[k], &td);
+      to[k] = t[k] * td;
+    }
+    *(lanes *)(og + c * B) = go;
+    if (ot) *(lanes *)(ot + c * B) = to;
+  }
+}
+
 /* The nonlinearity after a slice's conv, for b_slice_conv to apply row by
  * row: op NULL for none. */
 struct slice_map {
@@ -270,6 +309,15 @@ NTK_CLONES static void b_slice_conv(const struct cnn_op *op, struct cnn_bws *ws,
         else box_sums(src, dst, j0, j1, B, fw);
       }
     size_t row = ((i + pad) * ld + pad + j0) * B;
+    if (m->op && fh == 3 && m->op->layer->map.kind == NTK_MAP_ABRELU) {
+      size_t pa = m->off + i * m->w + j0;
+      size_t pb = (m->off + (size_t)(((long)i - m->di) * (long)m->w + (long)j0 - m->dj)) * B;
+      const REAL *src = rows_g + (i + pad - lo) * ld * B, *srt = rows_t + (i + pad - lo) * ld * B;
+      box_affine_abrelu(src, srt, out_g + row, with_t ? out_t + row : NULL, j0, j1, ld * B, w2, b2, scale,
+                        (REAL)m->op->layer->map.a, (REAL)m->op->layer->map.b, m->va + pa, m->va + pa + m->hw,
+                        m->vbt + pb, m->vbt + pb + m->hw * B);
+      continue;
+    }
     for (int which = 0; which < 1 + with_t; which++) {
       const REAL *rows = which ? rows_t : rows_g;
       REAL *out = which ? out_t : out_g;
@@ -621,6 +669,7 @@ static void b_tail(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REAL *g,
 #undef branch_join
 #undef box_sums
 #undef box_affine
+#undef box_affine_abrelu
 #undef slice_map
 #undef b_slice_conv
 #undef b_slice_ops
