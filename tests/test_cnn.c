@@ -149,6 +149,21 @@ END_TEST
 static void check_batched_bits(int elem) {
   struct ntk_dataset ds;
   random_images(&ds, 19, 6, 5, 2, elem, 5);
+  /* and edges of the maps' inputs: a blank image, one a thousand times
+   * larger, and an image twice (angle 0 off the diagonal) */
+  for (size_t k = 0; k < ds.d; k++) {
+    if (elem == 4) {
+      float *x = ds.x;
+      x[3 * ds.d + k] = 0.0f;
+      x[8 * ds.d + k] *= 1e3f;
+      x[12 * ds.d + k] = x[2 * ds.d + k];
+    } else {
+      double *x = ds.x;
+      x[3 * ds.d + k] = 0.0;
+      x[8 * ds.d + k] *= 1e3;
+      x[12 * ds.d + k] = x[2 * ds.d + k];
+    }
+  }
   size_t n = ds.n;
   double *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8), *g1 = malloc(n * n * 8), *t1 = malloc(n * n * 8);
   int batched_archs = 0;

@@ -237,11 +237,12 @@ static inline __attribute__((always_inline)) void box_affine(const REAL *restric
  * filter's adds issue beside the map's multiplies and FMAs: the map alone
  * keeps the multiply pipes busy and the adds' pipes idle. qa, ra: image a's
  * variance and its ntk_rsqrt per cell; qb, rb: the batch's, B lanes per
- * cell. ot NULL: the nngp alone. */
+ * cell, and vb, ub its v = q r and u = v r (ABRELU_VU). ot NULL: the nngp
+ * alone. */
 static inline __attribute__((always_inline)) void box_affine_abrelu(
     const REAL *restrict sg, const REAL *restrict st, REAL *restrict og, REAL *restrict ot, size_t j0, size_t j1,
     size_t step, REAL w2, REAL b2, REAL scale, REAL pa, REAL pb, const REAL *restrict qa, const REAL *restrict ra,
-    const REAL *restrict qb, const REAL *restrict rb) {
+    const REAL *restrict qb, const REAL *restrict rb, const REAL *restrict vb, const REAL *restrict ub) {
   for (size_t j = j0; j < j1; j++) {
     const REAL *p = sg + j * B;
     lanes acc = *(const lanes *)p;
@@ -257,10 +258,10 @@ static inline __attribute__((always_inline)) void box_affine_abrelu(
     }
     size_t c = j - j0;
     REAL q11 = qa[c], r11 = ra[c];
-    const REAL *q22 = qb + c * B, *r22 = rb + c * B;
+    const REAL *q22 = qb + c * B, *r22 = rb + c * B, *v22 = vb + c * B, *u22 = ub + c * B;
     for (size_t k = 0; k < B; k++) {
       REAL td;
-      go[k] = ABRELU_R(pa, pb, g[k], q11, q22[k], r11, r22[k], &td);
+      go[k] = ABRELU_VU(pa, pb, g[k], q11, r11, q22[k], r22[k], v22[k], u22[k], &td);
       to[k] = t[k] * td;
     }
     *(lanes *)(og + c * B) = go;
@@ -273,6 +274,7 @@ static inline __attribute__((always_inline)) void box_affine_abrelu(
 struct slice_map {
   const struct cnn_op *op;
   const REAL *va, *vbt; /* image a's variance slots, the batch's ([slot][position][k]) */
+  const REAL *vu;       /* the batch's v = q r and u = v r, as vbt (batched_tile) */
   size_t off, w, hw;    /* the op's slot offset, the image width, positions */
   long di, dj;          /* the slice's offset */
 };
@@ -315,7 +317,7 @@ NTK_CLONES static void b_slice_conv(const struct cnn_op *op, struct cnn_bws *ws,
       const REAL *src = rows_g + (i + pad - lo) * ld * B, *srt = rows_t + (i + pad - lo) * ld * B;
       box_affine_abrelu(src, srt, out_g + row, with_t ? out_t + row : NULL, j0, j1, ld * B, w2, b2, scale,
                         (REAL)m->op->layer->map.a, (REAL)m->op->layer->map.b, m->va + pa, m->va + pa + m->hw,
-                        m->vbt + pb, m->vbt + pb + m->hw * B);
+                        m->vbt + pb, m->vbt + pb + m->hw * B, m->vu + pb, m->vu + pb + m->hw * B);
       continue;
     }
     for (int which = 0; which < 1 + with_t; which++) {
@@ -355,7 +357,7 @@ static int b_slice_ops(const ntk_cnn_t *c, struct cnn_bws *ws, size_t k0, size_t
     const struct ntk_layer *l = op->layer;
     if (l->kind == NTK_LAYER_CONV) {
       /* the nonlinearity right after it goes with it, row by row */
-      struct slice_map m = {NULL, va, vbt, 0, w, hw, di, dj};
+      struct slice_map m = {NULL, va, vbt, vbt + P->var_size * B, 0, w, hw, di, dj};
       if (kk + 1 < k1 && b_is_nonlin(&P->ops[kk + 1])) {
         m.op = &P->ops[++kk];
         m.off = P->var_off[m.op->var];

@@ -86,23 +86,39 @@ static ntk_status batched_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, 
   uint64_t done = 0;
   ntk_status vst = self_vars(c, t, &rv, &cv);
   if (vst) return vst;
-  /* Column images and variances transposed per batch; spare lanes repeat the last image. */
+  /* Column images and variances transposed per batch; spare lanes repeat
+   * the last image. A batch's variances are 2 vs elements per lane: the
+   * block, then the same slots' v = q r and u = v r in place of q and r
+   * (ABRELU_VU, the slices' ABRelu maps). */
   size_t nb = (cols + B - 1) / B;
   REAL *xt = grow(&c->xt, &c->xt_cap, nb * d * B * sizeof(REAL));
-  REAL *vt = grow(&c->vt, &c->vt_cap, nb * vs * B * sizeof(REAL));
+  REAL *vt = grow(&c->vt, &c->vt_cap, nb * 2 * vs * B * sizeof(REAL));
   if (!xt || !vt) return ntk_error(NTK_ENOMEM, "out of memory for a tile's images");
-  for (size_t bt = 0; bt < nb; bt++)
+  for (size_t bt = 0; bt < nb; bt++) {
+    REAL *vbt = vt + bt * 2 * vs * B, *vu = vbt + vs * B;
     for (size_t k = 0; k < B; k++) {
       size_t j = bt * B + k < cols ? bt * B + k : cols - 1;
       const REAL *xj = x + (t->c0 + j) * d, *vj = cv + j * vs;
       for (size_t q = 0; q < d; q++) xt[(bt * d + q) * B + k] = xj[q];
-      for (size_t q = 0; q < vs; q++) vt[(bt * vs + q) * B + k] = vj[q];
+      for (size_t q = 0; q < vs; q++) vbt[q * B + k] = vj[q];
     }
+    memset(vu, 0, vs * B * sizeof(REAL));
+    for (size_t o = 0; o < c->plan.nops; o++) {
+      const struct cnn_op *op = &c->plan.ops[o];
+      if (op->var < 0) continue;
+      size_t hw = op->ho * op->wo, at = c->plan.var_off[op->var] * B;
+      for (size_t e = 0; e < hw * B; e++) {
+        REAL v = vbt[at + e] * vbt[at + hw * B + e];
+        vu[at + e] = v;
+        vu[at + hw * B + e] = v * vbt[at + hw * B + e];
+      }
+    }
+  }
   REAL og[NTK_CNN_BATCH], ot[NTK_CNN_BATCH];
   for (size_t i = 0; i < rows; i++) {
     size_t jend = diag ? i + 1 : cols;
     for (size_t bt = 0; bt * B < jend; bt++) {
-      const REAL *xbt = xt + bt * d * B, *vbt = vt + bt * vs * B, *xa = x + (t->r0 + i) * d, *va = rv + i * vs;
+      const REAL *xbt = xt + bt * d * B, *vbt = vt + bt * 2 * vs * B, *xa = x + (t->r0 + i) * d, *va = rv + i * vs;
       int halt = c->plan.path == NTK_CNN_DIAG ? b_pair_diag(c, &c->bws, xa, xbt, va, vbt, with_t, og, ot)
                  : c->plan.multi            ? b_pair_multi(c, &c->bws, xa, xbt, va, vbt, with_t, og, ot)
                                             : b_pair_slice(c, &c->bws, xa, xbt, va, vbt, with_t, og, ot);

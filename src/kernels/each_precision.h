@@ -8,7 +8,7 @@
  *
  * Each time the body sees REAL (float, then double), SFX(x) (x##_f, then
  * x##_d) and the matching names: the maps of src/kernels/kernel_maps.h
- * (ABRELU_R, RSQRT, ERF, ERF_ABC, GELU, and MAP, the dispatcher over every
+ * (ABRELU_R, ABRELU_VU, RSQRT, ERF, ERF_ABC, GELU, and MAP, the dispatcher over every
  * nonlinearity), MAP_ROWS and MAP_PAIRS (its vectorised loops,
  * src/kernels/map_rows.h), FABS and REAL_MAX (<math.h>, <float.h>).
  *
@@ -27,6 +27,7 @@
 #define REAL float
 #define SFX(x) x##_f
 #define ABRELU_R ntk_abreluf_r
+#define ABRELU_VU ntk_abreluf_slots
 #define RSQRT ntk_rsqrtf
 #define ERF ntk_erff
 #define ERF_ABC ntk_erf_abcf
@@ -40,6 +41,7 @@
 #undef REAL
 #undef SFX
 #undef ABRELU_R
+#undef ABRELU_VU
 #undef RSQRT
 #undef ERF
 #undef ERF_ABC
@@ -52,6 +54,7 @@
 #define REAL double
 #define SFX(x) x##_d
 #define ABRELU_R ntk_abrelu_r
+#define ABRELU_VU ntk_abrelu_slots
 #define RSQRT ntk_rsqrt
 #define ERF ntk_erf
 #define ERF_ABC ntk_erf_abc
@@ -65,6 +68,7 @@
 #undef REAL
 #undef SFX
 #undef ABRELU_R
+#undef ABRELU_VU
 #undef RSQRT
 #undef ERF
 #undef ERF_ABC

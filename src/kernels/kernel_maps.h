@@ -328,12 +328,38 @@ static NTK_INLINE NTK_HD float ntk_abreluf_angle(float a, float b, float q12, fl
   return fmaf(factor, sq, dot_sigma * q12);
 }
 
+/* ntk_abreluf_r from v = q r and u = v r of each variance: the CNN slices
+ * take the batch's from its variance planes (v22 and u22 once per image
+ * and position, not once per entry), ntk_abreluf_r forms them itself. */
+static NTK_INLINE NTK_HD float ntk_abreluf_vu(float a, float b, float q12, float r11, float v11, float u11, float r22,
+                                          float v22, float u22, float *tdot) {
+  float c = q12 * r11 * r22, det = u11 * u22 - c * c;
+  return ntk_abreluf_angle(a, b, q12, c, sqrtf(det < 0.0f ? 0.0f : det), v11, v22, tdot); /* NaN stays NaN */
+}
+
 static NTK_INLINE NTK_HD float ntk_abreluf_r(float a, float b, float q12, float q11, float q22, float r11, float r22,
                                          float *tdot) {
   float v11 = q11 * r11, v22 = q22 * r22; /* sqrt(q), to rounding */
   float u11 = v11 * r11, u22 = v22 * r22; /* 1, to rounding */
-  float c = q12 * r11 * r22, det = u11 * u22 - c * c;
-  return ntk_abreluf_angle(a, b, q12, c, sqrtf(det < 0.0f ? 0.0f : det), v11, v22, tdot); /* NaN stays NaN */
+  return ntk_abreluf_vu(a, b, q12, r11, v11, u11, r22, v22, u22, tdot);
+}
+
+/* The ABRelu map of either precision given image b's v22 = q22 r22 and
+ * u22 = v22 r22 beside q22 and r22 (ABRELU_VU in each_precision.h): the
+ * float map takes them (the bits of ntk_abreluf_r), the double map needs
+ * neither r nor v, u (ntk_abrelu_r's bits). */
+static NTK_INLINE NTK_HD float ntk_abreluf_slots(float a, float b, float q12, float q11, float r11, float q22,
+                                             float r22, float v22, float u22, float *tdot) {
+  (void)q22;
+  float v11 = q11 * r11, u11 = v11 * r11;
+  return ntk_abreluf_vu(a, b, q12, r11, v11, u11, r22, v22, u22, tdot);
+}
+
+static NTK_INLINE NTK_HD double ntk_abrelu_slots(double a, double b, double q12, double q11, double r11, double q22,
+                                             double r22, double v22, double u22, double *tdot) {
+  (void)v22;
+  (void)u22;
+  return ntk_abrelu_r(a, b, q12, q11, q22, r11, r22, tdot);
 }
 
 static NTK_INLINE NTK_HD float ntk_abreluf(float a, float b, float q12, float q11, float q22, float *tdot) {
