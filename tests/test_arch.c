@@ -170,6 +170,19 @@ START_TEST(test_map_params) {
   ck_assert_int_eq(a.layers[0].padding, NTK_PAD_SAME);
   ck_assert_int_eq(a.layers[2].padding, NTK_PAD_VALID);
   ntk_arch_free(&a);
+  /* two numbers and a quoted padding keyword: stax's Conv(out_chan, int
+   * filter) or ntkd's Conv(filter, stride)? Refused, not guessed (it ran
+   * as a 64 x 64 filter with stride 3); each syntax alone is read */
+  parse_bad_at("Conv(64, 3, padding='SAME') Relu Flatten Dense", 21, "mixes ntkd's short form");
+  parse_bad("Dense Conv(3, 2, padding=\"VALID\") Relu", "Conv(out_chan, (f, f), padding='SAME')");
+  a = parse_ok("Conv(64, (3, 3), padding='SAME') Relu Conv(3, 2, padding=SAME) Relu Conv(3, padding='SAME') Relu "
+               "stax.Conv(8, 3, padding='SAME') Conv(3, 1, 'SAME') Flatten Dense");
+  ck_assert_int_eq(a.layers[0].filter, 3);
+  ck_assert_int_eq(a.layers[2].stride, 2);
+  ck_assert_int_eq(a.layers[4].filter, 3);
+  ck_assert_int_eq(a.layers[6].filter, 3);
+  ck_assert_int_eq(a.layers[6].width, 8);
+  ntk_arch_free(&a);
   /* Gelu's approximate changes only stax's finite-width function: the same network, the same text */
   a = parse_ok("Dense Gelu(approximate=True) Dense Gelu(False) Dense Gelu");
   ntk_arch_canonical(&a, buf, sizeof buf);

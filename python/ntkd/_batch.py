@@ -188,9 +188,9 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     files = Files(store)
     if x1 is None:
         raise TypeError("x1 must be an array of samples, not None")
+    kernel_fn._handle()  # the network's own errors first, as kernel_fn reports them
     a1 = _kernel._as_array(x1, "x1")
     a2 = _kernel._as_array(x2, "x2")
-    kernel_fn._handle()  # the network's own errors first, as kernel_fn reports them
     kernel_fn._check_spatial(a1, "x1")
     if precision is None:
         precision = "float64" if _kernel._wide(a1, a2) else "float32"

@@ -109,6 +109,10 @@ def _as_array(x, name):
     if isinstance(x, Kernel):
         raise TypeError(f"{name} is a Kernel: ntkd's kernel_fn takes the inputs (arrays), not a Kernel to continue "
                         "from; build the whole network with stax.serial and call it on the inputs")
+    if isinstance(x, (list, tuple)):  # neural-tangents' multi-input form, never one array of samples there
+        raise TypeError(f"{name} is a {type(x).__name__}: neural-tangents reads a list or tuple of inputs as one "
+                        "input per branch of a multi-input network, which ntkd does not compute; pass one array "
+                        "of samples (np.asarray or np.stack of the list, if one array is what you mean)")
     try:
         a = np.asarray(x)
     except Exception as e:  # an object without __array__

@@ -64,6 +64,13 @@ def test_jax_transforms_and_kernel_inputs_say_why(rng):
     k = kernel_fn(rng.standard_normal((3, 4)))
     with pytest.raises(TypeError, match="is a Kernel"):
         kernel_fn(k, None, "ntk")
+    # a list of arrays is neural-tangents' multi-input form: ntkd stacked it
+    # into one array and returned a kernel of the wrong samples
+    xa, xb = rng.standard_normal((4, 5)), rng.standard_normal((4, 5))
+    with pytest.raises(TypeError, match="x1 is a list: .*multi-input"):
+        kernel_fn([xa, xb], None, "ntk")
+    with pytest.raises(TypeError, match="x2 is a tuple"):
+        kernel_fn(xa, (xa, xb), "nngp")
 
 
 def test_finite_time_predict_functions_say_why():
