@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "backend/backend.h"
@@ -131,6 +132,16 @@ int main(int argc, char **argv) {
   ntk_cpu_fix_openblas(argv);
   if (argc < 2) return bad_usage("no command");
   const char *cmd = argv[1];
+  /* The commands that call OpenBLAS: refused under an address-space limit
+   * it would spin in for ever (base/cpuinit.h), before anything starts. */
+  int blas = strcmp(cmd, "info") && strcmp(cmd, "verify") && strcmp(cmd, "export") && strcmp(cmd, "check") &&
+             cmd[0] != '-' ? 1 : !strcmp(cmd, "--overwrite");
+  if (blas && ntk_cpu_check_address_space(ntk_cpu_blas_threads())) {
+    fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
+    fflush(NULL);
+    _exit(NTK_EXIT_FAILURE); /* not exit: OpenBLAS's destructor would take a buffer of its pool, and spin */
+  }
+  if (blas) ntk_cpu_reserve_blas();
   if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
     fputs(usage, stdout);
     return 0;

@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "job/data.h"
@@ -857,6 +860,42 @@ START_TEST(test_stop_flag) {
 }
 END_TEST
 
+/* A stop that does not end: a thread inside a call that never polls the
+ * flag (OpenBLAS retrying an allocation for ever, a helper's hunt) kept
+ * the process alive and deaf to the signal. NTKD_STOP_GRACE seconds after
+ * the first stop signal the process says so and exits 5. In a child, as
+ * the flag cannot be cleared. */
+START_TEST(test_stop_grace) {
+  char path[512];
+  tu_path(path, sizeof path, dir, "grace.err");
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    if (!freopen(path, "w", stderr)) _exit(90);
+    setenv("NTKD_STOP_GRACE", "1", 1);
+    ntk_signals_install();
+    raise(SIGTERM);
+    sleep(20); /* polls nothing */
+    _exit(91);
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 5, "status %d", status);
+  ck_assert_msg(secs > 0.9 && secs < 10, "ended after %.2f s", secs);
+  char buf[512] = {0};
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  size_t got = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  ck_assert_msg(got > 0 && strstr(buf, "still running 1 s after the stop signal") && strstr(buf, "rerun to resume"),
+                "%s", buf);
+}
+END_TEST
+
 /* test_data [readers|fashion-mnist]: the readers on files made here, or
  * the installed Fashion-MNIST (exit 77 without it); both without an argument. */
 int main(int argc, char **argv) {
@@ -898,6 +937,7 @@ int main(int argc, char **argv) {
   suite_add_tcase(s, tc);
   /* Last: it sets the process-wide stop flag (see test_stop_flag). */
   TCase *stop = tcase_create("stop");
+  tcase_add_test(stop, test_stop_grace);
   tcase_add_test(stop, test_stop_flag);
   suite_add_tcase(s, stop);
   return tu_run(s);

@@ -3,6 +3,7 @@
 #include "base/cpuinit.h"
 
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <cblas.h>
 #include <stdio.h>
@@ -34,6 +35,32 @@ int ntk_cpu_cores(int *allowed) {
   int a = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   *allowed = a > 0 ? a : online; /* more than CPU_SETSIZE cores, or no answer: all */
   return online;
+}
+
+ntk_status ntk_cpu_check_address_space(int threads) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return NTK_OK;
+  double used = 0, page = (double)sysconf(_SC_PAGESIZE), mib = 1024.0 * 1024.0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long long pages = 0;
+  if (f && fscanf(f, "%llu", &pages) == 1) used = (double)pages * page;
+  if (f) fclose(f);
+  /* a buffer of 128 MiB and a page per thread (Debian's x86-64 build), and
+   * 16 MiB for ntkd's own first allocations */
+  double need = (threads > 0 ? threads : 1) * (128.0 * mib + page) + 16.0 * mib, limit = (double)rl.rlim_cur;
+  if (limit >= used + need) return NTK_OK;
+  return ntk_error(NTK_ENOMEM,
+                   "the address-space limit (ulimit -v) is %.0f MiB and %.0f MiB of it are in use at start; OpenBLAS "
+                   "takes 128 MiB for each of its %d thread(s) and never returns when it cannot (it retries for "
+                   "ever); give this process at least %.0f MiB more address space (ulimit -v, or the batch "
+                   "system's virtual-memory request), or no limit",
+                   limit / mib, used / mib, threads > 0 ? threads : 1, (used + need - limit) / mib);
+}
+
+void ntk_cpu_reserve_blas(void) {
+  enum { n = 256 }; /* above OpenBLAS's small-matrix kernels, which take no buffer */
+  static double a[n * n], c[n * n];
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a, n, a, n, 0.0, c, n);
 }
 
 double ntk_cpu_memory(void) {
@@ -101,7 +128,20 @@ static const char *better_blas_core(void) {
 
 void ntk_cpu_fix_openblas(char **argv) {
   const char *want = better_blas_core();
-  if (!want || setenv("OPENBLAS_CORETYPE", want, 1)) return;
+  /* An address-space limit with room for one OpenBLAS buffer but not one
+   * per thread of its pool (made when the library loaded, each thread may
+   * take its own): with one thread it runs (ntkd computes with one BLAS
+   * thread per rank; a solve on rank 0 then runs on one core). */
+  int pool = openblas_get_num_threads();
+  int one = !getenv("OPENBLAS_NUM_THREADS") && pool > 1 && ntk_cpu_check_address_space(pool) != NTK_OK &&
+            ntk_cpu_check_address_space(1) == NTK_OK;
+  if (!want && !one) return;
+  if (want && setenv("OPENBLAS_CORETYPE", want, 1)) return;
+  if (one) {
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1)) return;
+    fprintf(stderr, "ntkd: note: the address-space limit (ulimit -v) leaves room for one OpenBLAS thread, not "
+                    "%d: running with OPENBLAS_NUM_THREADS=1\n", pool);
+  }
   /* Stop signals stay blocked across the exec (pending, not lost) until
    * the new image's main() has its handlers in place. */
   ntk_signals_block();

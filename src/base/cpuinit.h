@@ -3,11 +3,16 @@
 #ifndef NTKD_CPUINIT_H
 #define NTKD_CPUINIT_H
 
+#include "base/status.h"
+
 /* Debian's OpenBLAS picks its kernels from the CPU model; on virtual CPUs
  * with an unknown model it falls back to Prescott (SSE3) kernels, 5-8x
  * slower than the AVX-512 ones the CPU supports. If OPENBLAS_CORETYPE is
  * unset and the choice is weaker than the CPU's flags allow, set it and
- * re-execute ntkd (before MPI starts). Call first thing in main(). */
+ * re-execute ntkd (before MPI starts). The same re-execution sets
+ * OPENBLAS_NUM_THREADS=1 (if unset) when the address-space limit has room
+ * for one OpenBLAS buffer but not for one per thread of its pool
+ * (ntk_cpu_check_address_space). Call first thing in main(). */
 void ntk_cpu_fix_openblas(char **argv);
 
 /* The same choice inside a process that cannot re-execute (libntkd,
@@ -29,6 +34,19 @@ void ntk_cpu_set_blas_threads(int n);
 /* The cores online on this machine, and in *allowed those this process
  * may run on (its affinity mask: fewer under mpirun's or SLURM's binding). */
 int ntk_cpu_cores(int *allowed);
+
+/* Whether this process's address-space limit (RLIMIT_AS: ulimit -v, a
+ * batch system's h_vmem) leaves OpenBLAS room for its buffers, 128 MiB for
+ * each of `threads` threads: when malloc refuses one, OpenBLAS 0.3.21
+ * retries for ever (blas_memory_alloc), and a job would spin without end
+ * at full CPU, deaf to stop signals, instead of failing. NTK_OK when there
+ * is no limit or room; NTK_ENOMEM naming the limit otherwise. */
+ntk_status ntk_cpu_check_address_space(int threads);
+
+/* One BLAS call, so that OpenBLAS takes its buffers now, while
+ * ntk_cpu_check_address_space's room is there, not after the job's own
+ * allocations have used it (it keeps them for the process's life). */
+void ntk_cpu_reserve_blas(void);
 
 /* The machine's physical memory in bytes (0 if unknown). */
 double ntk_cpu_memory(void);

@@ -8,7 +8,10 @@
 /* Install the stop handlers (and ignore SIGXFSZ, so that a write past a
  * file-size limit fails with EFBIG instead of killing the process), then
  * unblock the stop signals. Called first thing in main(), before MPI
- * starts, so a signal during start-up is not the default death. Idempotent;
+ * starts, so a signal during start-up is not the default death. The first
+ * stop signal also arms alarm(NTKD_STOP_GRACE seconds, 120 by default, 0
+ * for none): a process still alive then (a thread stuck in a call that
+ * does not poll the flag) says so and _exits with 5. Idempotent;
  * rank-local. */
 void ntk_signals_install(void);
 
