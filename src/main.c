@@ -1,4 +1,6 @@
 /* ntkd command line: run a kernel job, or inspect, export and verify a store. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +124,45 @@ static int is_store_command(const char *cmd) {
   return 0;
 }
 
+/* Standard input, output and error open, on /dev/null where closed
+ * (ntkd 2>&-): else the next files opened take their numbers, and the log
+ * lines went into the store or its lock file (a helper's hunt: a store's
+ * header copy overwritten by progress lines, exit 4). */
+static void std_fds_open(void) {
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      int got = open("/dev/null", fd ? O_WRONLY : O_RDONLY);
+      if (got >= 0 && got != fd) { /* a lower number was free: cannot be, but never keep it elsewhere */
+        dup2(got, fd);
+        close(got);
+      }
+    }
+}
+
+static int command(int argc, char **argv);
+
+/* A command's result printed on standard output (solve's table, info,
+ * export's and check's lines) that could not be written is a failure
+ * (exit 3), not exit 0 over a lost result: solve >/dev/full exited 0. A
+ * job's result is its store; its stdout lines are log. */
 int main(int argc, char **argv) {
+  std_fds_open();
+  int code = command(argc, argv);
+  static const char *const results[] = {"solve", "info", "export", "check", "verify", "--help", "-h", "help",
+                                        "--version"};
+  int prints = 0;
+  for (size_t i = 0; argc >= 2 && i < sizeof results / sizeof *results; i++) prints |= !strcmp(argv[1], results[i]);
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    int e = errno;
+    if (prints) {
+      fprintf(stderr, "ntkd: error: writing the results to standard output failed: %s\n", strerror(e));
+      if (!code) code = NTK_EXIT_IO;
+    }
+  }
+  return code;
+}
+
+static int command(int argc, char **argv) {
   /* First of all: for a job, a stop signal during start-up (MPI_Init
    * takes a while) sets the flag that the job polls instead of killing it
    * unreported; so do solve and export. The other commands keep the

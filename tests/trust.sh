@@ -391,6 +391,19 @@ check "... removes the stale temporary predictions" [ ! -e "pred-ntk-ridge0.1.np
 rm -f pred-*.npy
 expect_rc 3 "solve under ulimit -f fails with exit 3" bash -c "ulimit -f 1; exec '$NTKD' solve reg.ntk reg.conf"
 check "... and leaves no temporary file" bash -c "! ls pred-*.tmp.* >/dev/null 2>&1"
+# Standard streams closed or full (a helper's hunt): with stderr and stdin
+# closed the store and its lock file took fds 0 and 2 and the progress
+# lines went into the store's header (exit 4); solve >/dev/full exited 0
+# without its results table; a log reader that went away killed the job.
+"$NTKD" export mine.ntk keep.npy >/dev/null 2>&1
+rm -f mine.ntk mine.ntk.index
+expect_rc 0 "a job with stdin, stdout and stderr closed" bash -c "exec '$NTKD' mine.conf <&- >&- 2>&-"
+expect_rc 0 "... whose store verifies (no log line in it)" "$NTKD" verify mine.ntk
+check "... and holds the same matrix" bash -c "'$NTKD' export mine.ntk again.npy >/dev/null 2>&1 && cmp again.npy keep.npy"
+rm -f mine.ntk mine.ntk.index again.npy
+expect_rc 0 "a job whose log reader goes away (2>&1 | true)" bash -c "'$NTKD' mine.conf 2>&1 | true; [ \${PIPESTATUS[0]} = 0 ]"
+check "... writes the same matrix" bash -c "'$NTKD' export mine.ntk again.npy >/dev/null 2>&1 && cmp again.npy keep.npy"
+expect_rc 3 "solve with its results table to a full device fails with exit 3" bash -c "exec '$NTKD' solve reg.ntk reg.conf >/dev/full"
 
 echo "trust: paths and files: ${SECONDS}s"
 # Signals during start-up: the stop is honoured (exit 5), never a silent death.

@@ -64,6 +64,9 @@ void ntk_signals_install(void) {
   for (size_t i = 0; i < NSTOP; i++) sigaction(stop_signals[i], &sa, NULL);
   sa.sa_handler = on_alarm;
   sigaction(SIGALRM, &sa, NULL);
+  /* a log reader that goes away (ntkd JOB.conf 2>&1 | head) must not end
+   * hours of work as a kill would: writes to it fail (EPIPE) instead */
+  signal(SIGPIPE, SIG_IGN);
   signal(SIGXFSZ, SIG_IGN);
   sigset_t set;
   stop_mask(&set);
