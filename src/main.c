@@ -107,9 +107,12 @@ static int check(int argc, char **argv) {
  * signals are blocked, so one that arrives during start-up waits, pending,
  * until main() has decided what it does. Only the kernel's exec and the
  * dynamic loader's relocations (a fraction of a millisecond) come before. */
+static void std_fds_open(void);
+
 static void block_stop_signals(int argc, char **argv, char **envp) {
   (void)argc, (void)argv, (void)envp;
   ntk_signals_block();
+  std_fds_open(); /* before any constructor opens a file too */
 }
 __attribute__((section(".preinit_array"), used)) static void (*const preinit)(int, char **, char **) =
     block_stop_signals;
@@ -136,6 +139,7 @@ static void std_fds_open(void) {
         dup2(got, fd);
         close(got);
       }
+      if (got < 0) _exit(NTK_EXIT_IO); /* nowhere to say so; never run with a store on fd 2 */
     }
 }
 
@@ -146,16 +150,17 @@ static int command(int argc, char **argv);
  * (exit 3), not exit 0 over a lost result: solve >/dev/full exited 0. A
  * job's result is its store; its stdout lines are log. */
 int main(int argc, char **argv) {
-  std_fds_open();
   int code = command(argc, argv);
   static const char *const results[] = {"solve", "info", "export", "check", "verify", "--help", "-h", "help",
                                         "--version"};
   int prints = 0;
   for (size_t i = 0; argc >= 2 && i < sizeof results / sizeof *results; i++) prints |= !strcmp(argv[1], results[i]);
+  errno = 0;
   if (fflush(stdout) != 0 || ferror(stdout)) {
     int e = errno;
     if (prints) {
-      fprintf(stderr, "ntkd: error: writing the results to standard output failed: %s\n", strerror(e));
+      fprintf(stderr, "ntkd: error: writing the results to standard output failed: %s\n",
+              e ? strerror(e) : "an earlier write failed");
       if (!code) code = NTK_EXIT_IO;
     }
   }
@@ -174,8 +179,7 @@ static int command(int argc, char **argv) {
   const char *cmd = argv[1];
   /* The commands that call OpenBLAS: refused under an address-space limit
    * it would spin in for ever (base/cpuinit.h), before anything starts. */
-  int blas = strcmp(cmd, "info") && strcmp(cmd, "verify") && strcmp(cmd, "export") && strcmp(cmd, "check") &&
-             cmd[0] != '-' ? 1 : !strcmp(cmd, "--overwrite");
+  int blas = !is_store_command(cmd) && strcmp(cmd, "export");
   if (blas && ntk_cpu_check_address_space(ntk_cpu_blas_threads())) {
     fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     fflush(NULL);

@@ -175,6 +175,9 @@ START_TEST(test_map_params) {
    * as a 64 x 64 filter with stride 3); each syntax alone is read */
   parse_bad_at("Conv(64, 3, padding='SAME') Relu Flatten Dense", 21, "mixes ntkd's short form");
   parse_bad("Dense Conv(3, 2, padding=\"VALID\") Relu", "Conv(out_chan, (f, f), padding='SAME')");
+  parse_bad("Conv(64, 3, padding=Padding.SAME) Relu", "mixes ntkd's short form");
+  parse_bad("Conv(64, 3, padding=stax.Padding.SAME) Relu", "mixes ntkd's short form");
+  parse_bad("Conv(64, 3, parameterization='ntk') Relu", "mixes ntkd's short form");
   a = parse_ok("Conv(64, (3, 3), padding='SAME') Relu Conv(3, 2, padding=SAME) Relu Conv(3, padding='SAME') Relu "
                "stax.Conv(8, 3, padding='SAME') Conv(3, 1, 'SAME') Flatten Dense");
   ck_assert_int_eq(a.layers[0].filter, 3);

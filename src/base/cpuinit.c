@@ -133,18 +133,27 @@ void ntk_cpu_fix_openblas(char **argv) {
    * take its own): with one thread it runs (ntkd computes with one BLAS
    * thread per rank; a solve on rank 0 then runs on one core). */
   int pool = openblas_get_num_threads();
-  int one = !getenv("OPENBLAS_NUM_THREADS") && pool > 1 && ntk_cpu_check_address_space(pool) != NTK_OK &&
-            ntk_cpu_check_address_space(1) == NTK_OK;
+  int one = !getenv("OPENBLAS_NUM_THREADS") && pool > 1 && ntk_cpu_check_address_space(pool) != NTK_OK;
   if (!want && !one) return;
   if (want && setenv("OPENBLAS_CORETYPE", want, 1)) return;
   if (one) {
+    /* also with no room for one: without a pool, OpenBLAS's destructor
+     * does not spin at exit, and the commands without BLAS (info, verify,
+     * export) end; main refuses the others */
     if (setenv("OPENBLAS_NUM_THREADS", "1", 1)) return;
-    fprintf(stderr, "ntkd: note: the address-space limit (ulimit -v) leaves room for one OpenBLAS thread, not "
-                    "%d: running with OPENBLAS_NUM_THREADS=1\n", pool);
+    if (ntk_cpu_check_address_space(1) == NTK_OK)
+      fprintf(stderr, "ntkd: note: the address-space limit (ulimit -v) leaves room for one OpenBLAS thread, not "
+                      "%d: running with OPENBLAS_NUM_THREADS=1\n", pool);
   }
   /* Stop signals stay blocked across the exec (pending, not lost) until
    * the new image's main() has its handlers in place. */
   ntk_signals_block();
+  /* a stop signal already taken (its flag set, its alarm armed) would be
+   * forgotten by the new image while the alarm lived on: no exec then */
+  if (ntk_stop_requested()) {
+    ntk_signals_install();
+    return;
+  }
   execv("/proc/self/exe", argv);
   ntk_signals_install();
   /* exec failed: carry on with the kernels we have. */

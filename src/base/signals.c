@@ -51,11 +51,13 @@ void ntk_signals_install(void) {
   const char *g = getenv("NTKD_STOP_GRACE");
   char *end = NULL;
   unsigned long v = g && *g ? strtoul(g, &end, 10) : 120;
-  grace = g && *g && (*end || v > 86400) ? 120 : (unsigned)v;
+  int bad = g && *g && (*end || v > 86400);
+  grace = bad ? 120 : (unsigned)v;
+  if (bad) fprintf(stderr, "ntkd: note: NTKD_STOP_GRACE='%.40s' is not a number of seconds up to 86400: 120\n", g);
   int n = snprintf(grace_msg, sizeof grace_msg,
                    "ntkd: error: still running %u s after the stop signal (a call that does not poll it, or a "
-                   "stuck thread); ending now as a kill would: the records written are kept, the tiles in "
-                   "flight are lost; rerun to resume (NTKD_STOP_GRACE=S sets the seconds, 0 no limit)\n", grace);
+                   "stuck thread); ending now as a kill would: what was written is kept, work in flight is lost "
+                   "(a job's rerun resumes; NTKD_STOP_GRACE=S sets the seconds, 0 no limit)\n", grace);
   grace_len = n > 0 && (size_t)n < sizeof grace_msg ? (size_t)n : 0;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
