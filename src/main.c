@@ -151,10 +151,7 @@ static int command(int argc, char **argv);
  * job's result is its store; its stdout lines are log. */
 int main(int argc, char **argv) {
   int code = command(argc, argv);
-  static const char *const results[] = {"solve", "info", "export", "check", "verify", "--help", "-h", "help",
-                                        "--version"};
-  int prints = 0;
-  for (size_t i = 0; argc >= 2 && i < sizeof results / sizeof *results; i++) prints |= !strcmp(argv[1], results[i]);
+  int prints = argc >= 2 && (is_store_command(argv[1]) || !strcmp(argv[1], "solve") || !strcmp(argv[1], "export"));
   errno = 0;
   if (fflush(stdout) != 0 || ferror(stdout)) {
     int e = errno;

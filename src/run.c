@@ -48,7 +48,8 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
                        "to replace it", ntk_error_message(), path);
     if (st && !unusable) return st;
     if (!st) {
-      st = ntk_job_check_store(path, s, want, text, 0, "use --overwrite to replace it, or set [output] path to a new file");
+      st = ntk_job_check_store(path, s, want, text, 0,
+                               "use --overwrite to replace it, or set [output] path to a new file");
       ntk_store_close(s);
       if (st && !overwrite) return st;
       if (!st) {

@@ -31,10 +31,6 @@ int ntk_comm_active(void); /* MPI initialised */
  * the environment without starting MPI; 0 when not launched as a rank. */
 int ntk_comm_launch_rank(void);
 
-/* Whether an MPI launcher (mpirun, srun) started this process, from its
- * environment, before MPI starts. */
-int ntk_comm_launched(void);
-
 /* Collective over c: the ranks of c that share this rank's node (its
  * memory), in c's rank order, as a new communicator (free it with
  * ntk_comm_free). Test setting NTKD_TEST_NODES=K (environment, read at

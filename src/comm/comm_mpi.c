@@ -64,8 +64,6 @@ static int launched_by_mpi(void) {
   return 0;
 }
 
-int ntk_comm_launched(void) { return launched_by_mpi(); }
-
 int ntk_comm_launch_rank(void) {
   const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
   for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {

@@ -802,7 +802,7 @@ static const char *param_name(const char *key) {
 
 static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs, int stax) {
   int npos = 0, stride_given = 0;
-  const struct arg *quoted_pad = NULL; /* stax's spelling: padding='...' or Padding.X, or a stax-only keyword */
+  const struct arg *stax_spelt = NULL; /* stax's spelling: padding='...' or Padding.X, or a stax-only keyword */
   const char *given[NTK_ARCH_MAX_ARGS]; /* each argument's parameter: one given twice is refused */
   for (int i = 0; i < nargs; i++)
     if ((!args[i].key[0] && args[i].is_list) || !strcmp(args[i].key, "filter_shape") ||
@@ -855,11 +855,10 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
       }
     } else if (!strcmp(key, "padding") && row > 0) {
       st = arg_padding(p, a, &l->padding);
-      if (a->key[0] && (a->quoted == 1 || strstr(a->val, "Padding."))) quoted_pad = a;
+      if (a->key[0] && (a->quoted == 1 || strstr(a->val, "Padding.")) && !stax_spelt) stax_spelt = a;
     } else if (stax_keyword_of(key, row)) {
       stax_keyword(p, a, l->name, key, &st);
-      if (!strcmp(key, "parameterization") || !strcmp(key, "dimension_numbers") || !strcmp(key, "s"))
-        quoted_pad = quoted_pad ? quoted_pad : a; /* stax's keywords: its syntax too */
+      if (!stax_spelt) stax_spelt = a; /* stax's own keywords: its syntax too */
     } else if (!strcmp(key, "normalize_edges") && row == 2 && !l->sum) {
       if (a->is_list || (strcmp(a->val, "True") && strcmp(a->val, "False"))) {
         p->pos = a->pos;
@@ -881,11 +880,12 @@ static ntk_status layer_args(struct parser *p, struct ntk_layer *l, const struct
    * one is meant is refused rather than guessed (a helper's hunt ran such
    * a network as the 64 x 64 one); so are padding=Padding.SAME and stax's
    * own keywords (parameterization, dimension_numbers, s) there. */
-  if (!stax && row == 1 && npos >= 2 && quoted_pad) {
-    p->pos = quoted_pad->pos;
+  if (!stax && row == 1 && npos >= 2 && stax_spelt) {
+    p->pos = stax_spelt->pos;
     return perr(p, "%s", "Conv(f, stride, padding='...') mixes ntkd's short form Conv(filter, stride, padding) "
-                "with stax's keyword syntax (a quoted or Padding. padding, or a stax-only keyword); write stax's Conv(out_chan, (f, f), padding='SAME') (the filter a "
-                "tuple) or ntkd's Conv(f, stride, SAME) (the padding unquoted or positional)");
+                "with stax's keyword syntax (a quoted or Padding. padding, or a stax-only keyword); write "
+                "stax's Conv(out_chan, (f, f), padding='SAME') (the filter a tuple) or ntkd's Conv(f, stride, SAME) "
+                "(the padding unquoted or positional)");
   }
   /* AvgPool's stride: stax's default is 1, ntkd's short form's the window */
   if (row == 2 && !stride_given) l->stride = l->stride_w = stax ? 1 : 0;

@@ -337,12 +337,6 @@ static NTK_INLINE NTK_HD float ntk_abreluf_vu(float a, float b, float q12, float
   return ntk_abreluf_angle(a, b, q12, c, sqrtf(det < 0.0f ? 0.0f : det), v11, v22, tdot); /* NaN stays NaN */
 }
 
-static NTK_INLINE NTK_HD float ntk_abreluf_r(float a, float b, float q12, float q11, float q22, float r11, float r22,
-                                         float *tdot) {
-  float v11 = q11 * r11, v22 = q22 * r22; /* sqrt(q), to rounding */
-  float u11 = v11 * r11, u22 = v22 * r22; /* 1, to rounding */
-  return ntk_abreluf_vu(a, b, q12, r11, v11, u11, r22, v22, u22, tdot);
-}
 
 /* The ABRelu map of either precision given image b's v22 = q22 r22 and
  * u22 = v22 r22 beside q22 and r22 (ABRELU_VU in each_precision.h): the
@@ -351,8 +345,14 @@ static NTK_INLINE NTK_HD float ntk_abreluf_r(float a, float b, float q12, float 
 static NTK_INLINE NTK_HD float ntk_abreluf_slots(float a, float b, float q12, float q11, float r11, float q22,
                                              float r22, float v22, float u22, float *tdot) {
   (void)q22;
-  float v11 = q11 * r11, u11 = v11 * r11;
+  float v11 = q11 * r11, u11 = v11 * r11; /* sqrt(q), 1, to rounding */
   return ntk_abreluf_vu(a, b, q12, r11, v11, u11, r22, v22, u22, tdot);
+}
+
+static NTK_INLINE NTK_HD float ntk_abreluf_r(float a, float b, float q12, float q11, float q22, float r11, float r22,
+                                         float *tdot) {
+  float v22 = q22 * r22; /* image b's v and u formed here, as the slices' planes hold them */
+  return ntk_abreluf_slots(a, b, q12, q11, r11, q22, r22, v22, v22 * r22, tdot);
 }
 
 static NTK_INLINE NTK_HD double ntk_abrelu_slots(double a, double b, double q12, double q11, double r11, double q22,

@@ -636,7 +636,8 @@ int ntk_cmd_solve(const ntk_comm_t *comm, const char *store_path, const char *co
     struct ntk_store_info want;
     char *want_text = NULL;
     st = ntk_job_identity(job, job->net, &data, &want, &want_text);
-    if (!st) st = ntk_job_check_store(store_path, s, &want, want_text, 1, "solve it with the job file that computed it");
+    if (!st)
+      st = ntk_job_check_store(store_path, s, &want, want_text, 1, "solve it with the job file that computed it");
     free(want_text);
   }
   /* The labels, and the classes they make, said and checked as a run does,
