@@ -11,7 +11,12 @@ src/backend/cuda/cnn_gpu.c with an executor that records launches), the
 registers from cuobjdump -res-usage and the shared-memory layout from the
 kernels' index formulas, and prints a predicted time per entry on an H200.
 
-    python3 scripts/gpu_model.py [BUILD_DIR] [--kernel slice3|slice|both] [-v]
+    python3 scripts/gpu_model.py [BUILD_DIR] [--kernel slice3|slice|both] [--slice3 b4|b3] [-v]
+
+SLICE3 is modelled in the variant the CUDA backend launches by default,
+k_slice3_b4 (64 registers, 4 blocks per SM; its spills' local loads and
+stores are on the path and counted); --slice3 b3 models k_slice3 (80
+registers, 3 blocks, NTKD_GPU_SLICE3_BLOCKS=3).
 
 Needs nvcc, and nvdisasm + cuobjdump (the CUDA toolkit, or the pip wheels
 nvidia-cuda-nvdisasm / nvidia-cuda-cuobjdump). Python standard library only.
@@ -299,6 +304,8 @@ def main():
     ap.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"), help="build dir with ntkd_bench_cnn")
     ap.add_argument("--cubin", help="a cubin built with -lineinfo (default: compile cnn_cuda.cu here)")
     ap.add_argument("--kernel", default="both", choices=["slice3", "slice", "both"])
+    ap.add_argument("--slice3", default="b4", choices=["b4", "b3"],
+                    help="SLICE3's variant: b4 (64 registers, the default launch) or b3 (80 registers)")
     ap.add_argument("-v", "--verbose", action="count", default=0,
                     help="-v: the branch decisions; -vv: also every instruction on the path")
     a = ap.parse_args()
@@ -322,7 +329,7 @@ def main():
         kernels = ["slice", "slice3"] if a.kernel == "both" else [a.kernel]
         results = {}
         for kname in kernels:
-            results[kname] = model(kname, funcs, regs, geometry(a.build, kname == "slice"), a.verbose)
+            results[kname] = model(kname, funcs, regs, geometry(a.build, kname == "slice"), a.verbose, a.slice3)
         if len(results) == 2:
             o, n = results["slice"], results["slice3"]
             print("\n== before (SLICE) -> after (SLICE3)")
@@ -421,7 +428,7 @@ def smem_traffic(kname, L, S, pad):
     return total, total / warps, f"LDS.32/STS.32 of separate NNGP, NTK and row-sum arrays, row stride {ld} floats"
 
 
-def model(kname, funcs, regs, plan, verbose):
+def model(kname, funcs, regs, plan, verbose, variant="b4"):
     src_path = os.path.join(ROOT, "src/kernels/cnn_dev_impl.h")
     src = open(src_path).read().splitlines()
     F = "cnn_dev_impl.h"
@@ -436,12 +443,12 @@ def model(kname, funcs, regs, plan, verbose):
     relu += [("cnn_dev.h",) + source_block(devh, r"ntk_dev_abreluf_vu\(float a"),
              ("cnn_dev.h",) + source_block(devh, r"ntk_dev_sqrtf_map\(float x")]
     if kname == "slice3":
-        fname, ins = func_named(funcs, r"k_slice3_fILi1ELi0E")
+        fname, ins = func_named(funcs, r"k_slice3_b4_fILi1ELi0E" if variant == "b4" else r"k_slice3_fILi1ELi0E")
         body = source_block(src, r"^static .*\bdv_slice3\(")
         nl = source_block(src, r"^static .*\bs3_nl\(")
         strip = source_block(src, r"^static .*\bs3_strip\(")
         fast = source_line(src, r"the fast path", strip[0])
-        slow = source_line(src, r"cell by cell: a strip", strip[0])
+        slow = source_line(src, r"cell by cell: the last rows", strip[0])
         generic = source_line(src, r"else s3_post\(", fast)
         last_out = source_block(src, r"\} else if \(!capture\) \{", fast)
         hot = [(F, fast, slow - 1), (F,) + source_block(src, r"\} else if \(fuse == NTK_FUSE_RELU\) \{", nl[0]),
