@@ -4,6 +4,7 @@ on every core."""
 
 import collections
 import ctypes
+import numbers
 import threading
 
 import numpy as np
@@ -319,15 +320,24 @@ def _progress_fn(progress):
     return progress, None
 
 
+def _count(x, what, high):
+    """threads or tile: a Python or numpy integer (not a bool) in 0 .. high."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise ValueError(f"{what} must be an integer >= 0, not {x!r}")
+    x = int(x)
+    if not 0 <= x <= high:
+        raise ValueError(f"{what} must be between 0 and {high}, not {x}")
+    return x
+
+
 def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress):
     """ntkd_kernels on a thread of its own, so that Ctrl-C (KeyboardInterrupt
     in the main thread) stops it within a second: the flag it polls."""
     if device not in _DEVICES:
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', not {device!r}")
-    if not isinstance(threads, int) or threads < 0:
-        raise ValueError(f"threads must be an integer >= 0, not {threads!r}")
-    if not isinstance(tile, int) or tile < 0:
-        raise ValueError(f"tile must be an integer >= 0, not {tile!r}")
+    # the C fields' ranges (int, size_t): a larger value is refused, never wrapped
+    threads = _count(threads, "threads", 2**31 - 1)
+    tile = _count(tile, "tile", 2**64 - 1)
     callback, bar = _progress_fn(progress)
     cancel = ctypes.c_int(0)
     opts = _lib.ComputeOptions()

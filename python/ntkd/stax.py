@@ -53,7 +53,9 @@ def _num(x, what):
 
 
 def _int(x, what, low=1):
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+    if isinstance(x, bool):
+        raise TypeError(f"{what} must be an integer, not {x!r}")
+    if not isinstance(x, numbers.Integral):
         if isinstance(x, numbers.Real) and float(x).is_integer():
             x = int(x)
         else:

@@ -426,3 +426,24 @@ def test_dropout_near_equal_x2_is_refused(rng):
     with pytest.raises(ValueError, match="less than 1e-12"):
         kernel_fn(x, x / 2, "nngp")
     np.testing.assert_array_equal(kernel_fn(x, x.copy(), "nngp"), kernel_fn(x, None, "nngp"))
+
+
+def test_threads_and_tile_take_numpy_integers_and_refuse_what_the_c_fields_cannot_hold(rng):
+    """threads and tile go to a C int and size_t: numpy integers are taken,
+    a value those fields cannot hold is refused instead of wrapping (2**32
+    threads once became 0, 'every core', and tile 2**64 + 3 became 3)."""
+    kf = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))[2]
+    x = rng.standard_normal((5, 4))
+    want = kf(x, None, "ntk")
+    assert np.array_equal(kf(x, None, "ntk", threads=np.int64(2), tile=np.uint8(3)), want)
+    for bad in (2**31, 2**32, -1):
+        with pytest.raises(ValueError, match="threads must be"):
+            kf(x, None, "ntk", threads=bad)
+    for bad in (2**64 + 3, -1, 2.0, True):
+        with pytest.raises(ValueError, match="tile must be"):
+            kf(x, None, "ntk", tile=bad)
+
+
+def test_a_bool_is_not_a_width():
+    with pytest.raises(TypeError, match="must be an integer, not True"):
+        stax.Dense(True)
