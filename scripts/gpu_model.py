@@ -34,7 +34,11 @@ runtime-length filter loop (SLICE; a filter of 3 never enters them), or
 when it holds code of another case only (per kernel below: Erf, Dense, the
 capture pass, the generic pointwise loop, SLICE3's cell-by-cell path, the
 run's last layer); it runs when it holds code of this case (the
-convolution, the Relu map) or of no listed case. Loop back edges are not
+convolution, the Relu map) or of no listed case. One branch is decided by
+its source instead: SLICE3's choice between its two fast paths (s3_strip's
+`if (M->fast == DV_S + 1)`) goes to the side inlined at the call for a
+strip in one slice, the common one (nvcc may share the map's code of the
+two, under either call's line). Loop back edges are not
 taken: one strip (SLICE3) or one cell and one row of row sums (SLICE) per
 thread. The count is SASS instructions per thread per layer; divided by
 the cells the thread computes in that layer it is instructions per cell
@@ -192,6 +196,7 @@ class Walker:
         self.trips = trips    # function(loop back-branch Ins) -> iterations
         self.verbose = verbose
         self.unroll_trips = {}  # source line of a runtime-length loop -> its trip count
+        self.prefer = {}        # a branch's (file, line) -> (file, line): its side inlined there (first 4 instructions)
         self.log = []
 
     def kind(self, i):
@@ -272,7 +277,9 @@ class Walker:
                     taken[i.addr] = 0
                     k += 1
                     continue
-                skip = self.region_cold(k + 1, t)
+                want = self.prefer.get(i.stack[0]) if i.stack else None
+                pf = [any(want in y.stack for y in self.ins[x:x + 4]) for x in (k + 1, t)]
+                skip = pf[1] if want and pf[0] != pf[1] else self.region_cold(k + 1, t)
                 if self.verbose:
                     self.log.append(f"  {i.addr:#06x} {i.pred} BRA -> {i.target:#06x}: "
                                     f"{'jump (skip cold code)' if skip else 'fall through'}")
@@ -447,11 +454,13 @@ def model(kname, funcs, regs, plan, verbose, variant="b4"):
         body = source_block(src, r"^static .*\bdv_slice3\(")
         nl = source_block(src, r"^static .*\bs3_nl\(")
         strip = source_block(src, r"^static .*\bs3_strip\(")
-        fast = source_line(src, r"the fast path", strip[0])
+        fast = source_block(src, r"^static .*\bs3_fast\(")
+        within = source_line(src, r"s3_fast\(.*DV_S \+ 1\);", strip[0])  # the strips in one slice
         slow = source_line(src, r"cell by cell: the last rows", strip[0])
-        generic = source_line(src, r"else s3_post\(", fast)
-        last_out = source_block(src, r"\} else if \(!capture\) \{", fast)
-        hot = [(F, fast, slow - 1), (F,) + source_block(src, r"\} else if \(fuse == NTK_FUSE_RELU\) \{", nl[0]),
+        generic = source_line(src, r"else s3_post\(", fast[0])
+        last_out = source_block(src, r"\} else if \(!capture\) \{", fast[0])
+        hot = [(F,) + fast, (F, within, within),
+               (F,) + source_block(src, r"\} else if \(fuse == NTK_FUSE_RELU\) \{", nl[0]),
                (F,) + source_block(src, r"\} else \{", source_line(src, r"if \(capture\) \{", nl[0]))] + relu
         cold = [(F,) + source_block(src, r"if \(fuse == NTK_FUSE_ERF\) \{", nl[0]),
                 (F,) + source_block(src, r"\} else \{", source_line(src, r"REAL a = sizeof\(REAL\) == 4 \? \(REAL\)o->af", nl[0]) - 2),
@@ -515,6 +524,7 @@ def model(kname, funcs, regs, plan, verbose, variant="b4"):
     # the path of one thread through one layer
     if kname == "slice3":
         wk = Walker(ins, hot, cold, lambda i: 1, verbose)
+        wk.prefer = {(F, within - 1): (F, within)}  # a strip in one slice
         n_layer, hist = wk.walk(lo, hi + 16)
         per_cell = n_layer / cells_thread
         how = (f"{n_layer} instructions per thread per layer (one strip of {S} cells: the fast path), "

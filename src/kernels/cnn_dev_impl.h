@@ -49,6 +49,7 @@
 #define s3me SFX(s3me)
 #define s3_place SFX(s3_place)
 #define s3_strip SFX(s3_strip)
+#define s3_fast SFX(s3_fast)
 #define dv_slice3 SFX(dv_slice3)
 #define dv_input_full SFX(dv_input_full)
 #define dv_conv_full SFX(dv_conv_full)
@@ -862,9 +863,62 @@ static DEV DV_INLINE void s3_place(const struct s3ctx *X, unsigned s, unsigned c
   }
 }
 
+/* The fast path of s3_strip: DV_S cells, rows m0 - 1 .. m0 + DV_S
+ * (skipping the zero row between two slices, memory row m0 + kx, for a
+ * strip across it). Inlined twice: kx = DV_S + 1 as a constant (a strip in
+ * one slice, no selects) and the strips across. */
+static DEV DV_INLINE void s3_fast(const struct s3ctx *X, const int with_t, const int capture,
+                                  const struct s3me *M, const dv_pair *DV_RESTRICT in, dv_pair *DV_RESTRICT out,
+                                  int kc, int kn, int last, int fuse, REAL w2, REAL b2, double *sg, double *st,
+                                  const int kx) {
+  const struct ntk_dev_args *A = X->A;
+  const REAL scale = (REAL)(1.0 / 9.0);
+  const unsigned LD = X->LD;
+  REAL G[DV_S], T[DV_S];
+  REAL rg[DV_S + 2], rt[DV_S + 2];
+  /* The rows' places from M->at and LD in each layer: with DV_S + 2
+   * offsets kept per thread instead, the 64-register kernels spill more
+   * (ptxas -v, sm_90, 2026-12-04). */
+  for (int r = 0; r < DV_S + 2; r++) S3_ROW(in + M->at + (unsigned)(r + (r > kx)) * LD, rg[r], rt[r]);
+  /* The zero row's sum, (0 + 0) + 0, is +0: the row between two slices
+   * is zeroed with the buffers and never written (a's row i goes to
+   * memory row i + 1 + [i >= Di]), so +0 in its place gives the bits
+   * the cell-by-cell path gets from reading it. k is a constant once
+   * the loop is unrolled: selects, no indexed register array. */
+  for (int k = 0; k < DV_S; k++) {
+    const int top0 = k > 0 && k == kx, bot0 = k + 1 < DV_S && k + 1 == kx; /* kx: 1 .. DV_S - 1 or DV_S + 1 */
+    G[k] = w2 * ((((top0 ? (REAL)0 : rg[k]) + rg[k + 1]) + (bot0 ? (REAL)0 : rg[k + 2])) * scale) + b2;
+    T[k] = with_t ? G[k] + w2 * ((((top0 ? (REAL)0 : rt[k]) + rt[k + 1]) + (bot0 ? (REAL)0 : rt[k + 2])) * scale) : 0;
+  }
+  S3_TALLY(kx < DV_S);
+  if (fuse) s3_nl(fuse, &X->P->ops[kc + 1], with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
+  else s3_post(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
+  if (!last) {
+    for (int k = 0; k < DV_S; k++) {
+      dv_pair v;
+      v.x = G[k];
+      v.y = T[k];
+      out[M->at + (unsigned)(k + 1 + (k >= kx)) * LD] = v;
+    }
+  } else if (!capture) {
+    for (int k = 0; k < DV_S; k++) {
+      if (A->to_part) {
+        *sg += (double)G[k];
+        *st += (double)T[k];
+      } else {
+        size_t at = X->pair * A->fstride + ntk_dev_full_slice(X->Di, X->Dj, (unsigned)X->h, (unsigned)X->w) +
+                  M->pp[k];
+        ((REAL *)A->fg)[at] = G[k];
+        if (with_t) ((REAL *)A->ft)[at] = T[k];
+      }
+    }
+  }
+}
+
 /* One convolution (ops[kc], then ops (kc, kn)) on the strip M, from `in`
  * into `out` (or, in the run's last layer, into the sums or the pair's
- * covariance). */
+ * covariance). On a GPU block of a 32-wide image a warp is one row of
+ * strips, so the branch between the two fast paths is the warp's. */
 static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, const int capture,
                                    const struct s3me *M, const dv_pair *DV_RESTRICT in,
                                    dv_pair *DV_RESTRICT out, int kc, int kn, int last, int fuse, REAL w2, REAL b2,
@@ -875,48 +929,12 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
   const int i0 = (int)s * DV_S, j = (int)c, ri = j >= X->Dj, w = X->w, h = X->h, Di = X->Di;
   const unsigned mc = c + 1 + (unsigned)ri;
   const int dj = ri ? X->Dj : X->Dj - w;
+  if (M->fast == DV_S + 1) {
+    s3_fast(X, with_t, capture, M, in, out, kc, kn, last, fuse, w2, b2, sg, st, DV_S + 1);
+    return;
+  }
   if (M->fast) {
-    /* the fast path: DV_S cells, rows m0 - 1 .. m0 + DV_S (skipping the zero
-     * row between two slices, memory row m0 + kx, for a strip across it) */
-    const int kx = M->fast;
-    REAL G[DV_S], T[DV_S];
-    REAL rg[DV_S + 2], rt[DV_S + 2];
-    /* The rows' places from M->at and LD in each layer: with DV_S + 2
-     * offsets kept per thread instead, the 64-register kernels spill more
-     * (ptxas -v, sm_90, 2026-12-04). */
-    for (int r = 0; r < DV_S + 2; r++) S3_ROW(in + M->at + (unsigned)(r + (r > kx)) * LD, rg[r], rt[r]);
-    /* The zero row's sum, (0 + 0) + 0, is +0: the row between two slices
-     * is zeroed with the buffers and never written (a's row i goes to
-     * memory row i + 1 + [i >= Di]), so +0 in its place gives the bits
-     * the cell-by-cell path gets from reading it. k is a constant once
-     * the loop is unrolled: selects, no indexed register array. */
-    for (int k = 0; k < DV_S; k++) {
-      const int top0 = k > 0 && k == kx, bot0 = k + 1 < DV_S && k + 1 == kx; /* kx: 1 .. DV_S - 1 or DV_S + 1 */
-      G[k] = w2 * ((((top0 ? (REAL)0 : rg[k]) + rg[k + 1]) + (bot0 ? (REAL)0 : rg[k + 2])) * scale) + b2;
-      T[k] = with_t ? G[k] + w2 * ((((top0 ? (REAL)0 : rt[k]) + rt[k + 1]) + (bot0 ? (REAL)0 : rt[k + 2])) * scale) : 0;
-    }
-    S3_TALLY(kx < DV_S);
-    if (fuse) s3_nl(fuse, &X->P->ops[kc + 1], with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
-    else s3_post(X->P, kc + 1, kn, with_t, capture, X->va, X->vb, DV_S, M->pp, M->qq, G, T);
-    if (!last) {
-      for (int k = 0; k < DV_S; k++) {
-        dv_pair v;
-        v.x = G[k];
-        v.y = T[k];
-        out[M->at + (unsigned)(k + 1 + (k >= kx)) * LD] = v;
-      }
-    } else if (!capture) {
-      for (int k = 0; k < DV_S; k++) {
-        if (A->to_part) {
-          *sg += (double)G[k];
-          *st += (double)T[k];
-        } else {
-          size_t at = X->pair * A->fstride + ntk_dev_full_slice(X->Di, X->Dj, (unsigned)h, (unsigned)w) + M->pp[k];
-          ((REAL *)A->fg)[at] = G[k];
-          if (with_t) ((REAL *)A->ft)[at] = T[k];
-        }
-      }
-    }
+    s3_fast(X, with_t, capture, M, in, out, kc, kn, last, fuse, w2, b2, sg, st, M->fast); /* across */
     return;
   }
   /* cell by cell: the last rows, or the band's edge (a strip across two slices, one outside the band) */
@@ -1377,6 +1395,7 @@ static DEV void dv_readout(const struct ntk_dev_args *A, struct ntk_blk *B, REAL
 #undef s3me
 #undef s3_place
 #undef s3_strip
+#undef s3_fast
 #undef dv_slice3
 #undef dv_input_full
 #undef dv_conv_full
