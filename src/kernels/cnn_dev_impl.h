@@ -840,7 +840,7 @@ struct s3ctx {
  * to that row, no row skipped. */
 struct s3me {
   unsigned s, c;
-  int fast; /* 0: cell by cell; else kx (the cells all in the band) */
+  int fast; /* 0: cell by cell; DV_S + 2: in one slice, a width of 32 k (s3_strip); else kx (cells in the band) */
   int cok;  /* the column's offset is in the band (0: no strip) */
   unsigned at; /* the pair index of row r = 0 at the strip's column, in either buffer */
   unsigned pp[DV_S], qq[DV_S];
@@ -856,6 +856,7 @@ static DEV DV_INLINE void s3_place(const struct s3ctx *X, unsigned s, unsigned c
   M->cok = cok;
   /* every row in the image, each slice it touches in the band */
   M->fast = cok && i0 + DV_S <= h && (lo || X->ok_up) && (i0 + DV_S <= Di || X->ok_lo) ? kx : 0;
+  if (M->fast == DV_S + 1 && (w & 31) == 0) M->fast = DV_S + 2;
   M->at = (m0 - 1) * X->LD + mc;
   for (int k = 0; k < DV_S; k++) {
     M->pp[k] = (unsigned)(i0 + k) * (unsigned)w + c;
@@ -917,8 +918,11 @@ static DEV DV_INLINE void s3_fast(const struct s3ctx *X, const int with_t, const
 
 /* One convolution (ops[kc], then ops (kc, kn)) on the strip M, from `in`
  * into `out` (or, in the run's last layer, into the sums or the pair's
- * covariance). On a GPU block of a 32-wide image a warp is one row of
- * strips, so the branch between the two fast paths is the warp's. */
+ * covariance). Where the image's width is a multiple of 32 a GPU warp is
+ * one row of strips, so the branch between the two fast paths is the
+ * warp's; on narrower images (Myrtle's 16 x 16 and 8 x 8 stages) a warp
+ * holds several rows, one of them maybe across, and would run both
+ * copies: there every strip takes the one with selects. */
 static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, const int capture,
                                    const struct s3me *M, const dv_pair *DV_RESTRICT in,
                                    dv_pair *DV_RESTRICT out, int kc, int kn, int last, int fuse, REAL w2, REAL b2,
@@ -929,7 +933,7 @@ static DEV DV_INLINE void s3_strip(const struct s3ctx *X, const int with_t, cons
   const int i0 = (int)s * DV_S, j = (int)c, ri = j >= X->Dj, w = X->w, h = X->h, Di = X->Di;
   const unsigned mc = c + 1 + (unsigned)ri;
   const int dj = ri ? X->Dj : X->Dj - w;
-  if (M->fast == DV_S + 1) {
+  if (M->fast == DV_S + 2) {
     s3_fast(X, with_t, capture, M, in, out, kc, kn, last, fuse, w2, b2, sg, st, DV_S + 1);
     return;
   }
