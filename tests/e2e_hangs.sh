@@ -17,6 +17,8 @@
 #   - idle workers wait out a resumed store's audit of 10 s under
 #     worker_timeout = 3 (test setting NTKD_TEST_AUDIT_DELAY): rank 0 tells
 #     them every second that it is alive, and the job ends 0;
+#   - the whole job (mpirun and every rank) stopped with SIGSTOP for longer
+#     than worker_timeout, then continued: it ends 0;
 #   - the coordinator stopped with SIGSTOP for good: a worker waiting for
 #     it ends the job after worker_timeout (exit 9), saying so; the store
 #     verifies, a rerun finishes byte-identical to a clean run;
@@ -310,6 +312,31 @@ check "... saying the test setting aloud (docs/CLI.md)" has "test setting NTKD_T
 check "... the audit ran, after the tiles" has "resume check of the records below the index's sync mark: all intact" err.log
 check "... no worker took rank 0 for stopped" bash -c "! grep -q 'rank 0 stopped answering' err.log"
 check "... byte-identical to a clean run" export_cmp au.ntk ref0.npy
+
+# The whole job suspended (mpirun and every rank SIGSTOPped together, as
+# SLURM's `scontrol suspend` or a gang scheduler does) for 8 s, past
+# worker_timeout = 3: no rank ran meanwhile, so nobody was silent. The
+# job goes on and ends 0. (A worker once took the time for rank 0's
+# silence when it ran again: exit 9, in 3 of 4 runs of this job before the
+# fix.) Tiles of 64 through 5 layers, 1 176 of them: the workers spend
+# most of the job waiting for rank 0's grants, where the suspend finds
+# them.
+job susref mid.npy "[Dense Erf]*4 Dense" 64
+expect_rc 0 "reference: a clean run of the 1 176-tile job" guarded 300 $FAST mpirun -np 3 "$NTKD" susref.conf
+"$NTKD" export susref.ntk susref.npy >/dev/null 2>&1
+job sus mid.npy "[Dense Erf]*4 Dense" 64 "worker_timeout = 3"
+running sus 200
+all="$mp $(rank_pids "ntkd sus.conf" 0) $(rank_pids "ntkd sus.conf" 1) $(rank_pids "ntkd sus.conf" 2)"
+kill -STOP $all
+sleep 8
+kill -CONT $all
+wait $mp
+rc=$?
+kill $WD 2>/dev/null
+check "the whole job SIGSTOPped for 8 s (worker_timeout = 3): it goes on and ends 0 (exit $rc)" [ "$rc" = 0 ]
+check "... counting no worker out, no worker ending the job" \
+  bash -c "! grep -q 'counting it out\|rank 0 stopped answering' sus.log"
+check "... byte-identical to a clean run" export_cmp sus.ntk susref.npy
 
 # Rank 0 SIGSTOPped and left so (worker_timeout = 3), while the workers
 # wait for its grants: a worker ends the job after its limit (exit 9)

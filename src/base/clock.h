@@ -17,6 +17,20 @@ void ntk_sleep(double seconds, int (*cut)(void));
  * and a cg solve's ranks all wait by this rule. */
 static inline double ntk_patience(double floor, double slowest) { return floor > 3 * slowest ? floor : 3 * slowest; }
 
+/* What a waiting loop's deadline gives back for its last step: a step
+ * (a poll of at most a second or a sleep of milliseconds) that took over
+ * 2 s means this process did not run meanwhile (SIGSTOP, a suspend of the
+ * whole job by SLURM, a debugger, a starved or suspended machine). The
+ * other ranks were likely stopped with it, and their messages wait unread:
+ * that time is nobody's silence. All of it but one second is given back,
+ * so that a rank hung for real is still found while this one is starved
+ * step after step. `turn` is the time of the last step (set to `now`). */
+static inline double ntk_not_run(double *turn, double now) {
+  double gap = now - *turn;
+  *turn = now;
+  return gap > 2.0 ? gap - 1.0 : 0.0;
+}
+
 /* The slowest stretch between two meetings of the ranks (collectives). */
 struct ntk_pace {
   double last, slowest;

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+
 /* A communicator: an MPI one (comm is MPI_COMM_NULL without MPI) and the
  * announced messages of its ranks still to be received. */
 struct ntk_comm {
@@ -462,14 +464,18 @@ static double now(void) {
  * oversubscribed): measured at half a core on rank 0 of a 3-rank job.
  * WAIT_TIMEOUT after `timeout` seconds (< 0: never); the request is then
  * still pending. */
+/* The waits below sleep at most milliseconds a step: a deadline gets back
+ * the time this process did not run (ntk_not_run, base/clock.h), so that a
+ * suspend of the whole job is not taken for a stopped rank. */
 static int wait_request(MPI_Request *req, double timeout) {
-  double deadline = timeout < 0 ? 0 : now() + timeout;
+  double turn = now(), deadline = timeout < 0 ? 0 : turn + timeout;
   long pause_ns = 10000;
   for (int tries = 0;; tries++) {
     int done = 0;
     int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || done) return rc;
     if (tries < 4) continue;
+    deadline += ntk_not_run(&turn, now());
     if (timeout >= 0 && now() >= deadline) return WAIT_TIMEOUT;
     struct timespec ts = {0, pause_ns};
     nanosleep(&ts, NULL);
@@ -538,7 +544,7 @@ static long next_pause(long pause_ns, double start) {
 }
 
 int ntk_comm_poll(const ntk_comm_t *c, int source, int *from, int *tag, size_t *bytes, double timeout) {
-  double start = now(), deadline = start + timeout;
+  double start = now(), deadline = start + timeout, turn = start;
   long pause_ns = 20000;
   for (;;) {
     int r = find_pending(c, source);
@@ -563,6 +569,7 @@ int ntk_comm_poll(const ntk_comm_t *c, int source, int *from, int *tag, size_t *
       *bytes = (size_t)count;
       return 1;
     }
+    deadline += ntk_not_run(&turn, now());
     if (now() >= deadline) return 0;
     struct timespec ts = {0, pause_ns};
     nanosleep(&ts, NULL);
@@ -592,7 +599,7 @@ ntk_status ntk_comm_recv_within(const ntk_comm_t *c, int source, int tag, void *
   struct pending *p = &c->pending[source];
   /* Not announced through ntk_comm_poll: wait for the message itself or
    * for its announcement. */
-  double start = now(), deadline = start + timeout;
+  double start = now(), deadline = start + timeout, turn = start;
   long pause_ns = 20000;
   while (p->tag != tag) {
     int flag = 0;
@@ -603,6 +610,7 @@ ntk_status ntk_comm_recv_within(const ntk_comm_t *c, int source, int tag, void *
       take_announcement(c, source, TAG_ANNOUNCE(tag));
       break;
     }
+    deadline += ntk_not_run(&turn, now());
     if (timeout >= 0 && now() >= deadline) return stalled(source, bytes, timeout);
     struct timespec ts = {0, pause_ns};
     nanosleep(&ts, NULL);

@@ -589,17 +589,13 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
       }
     }
     int got = ntk_comm_poll(s->comm, -1, &from, &tag, &bytes, 0.25);
-    /* A turn of this loop takes about the poll's 0.25 s. One of seconds
-     * means this rank did not run (SIGSTOP, a debugger, a starved or
-     * suspended machine): the workers' messages wait unread meanwhile, so
-     * that time is nobody's silence. Counted, it blamed a healthy worker
-     * for the coordinator's stop (exit 9). A second of each such turn still
-     * counts, so that a hung worker is counted out even while this rank is
-     * starved turn after turn. */
-    double back = ntk_now();
-    if (back - turn > 2.0)
-      for (int k = 1; k <= nworkers; k++) p[k].heard += back - turn - 1.0;
-    turn = back;
+    /* A turn of this loop takes about the poll's 0.25 s. The time of one
+     * that took seconds is given back to every worker (base/clock.h):
+     * counted, it blamed a healthy worker for the coordinator's stop
+     * (exit 9). */
+    double unrun = ntk_not_run(&turn, ntk_now());
+    if (unrun > 0)
+      for (int k = 1; k <= nworkers; k++) p[k].heard += unrun;
     ntk_progress_tick(&s->progress, 0);
     /* Look for silent workers when idle, and every second when busy. */
     if (!got || ntk_now() - last_check >= 1.0) {

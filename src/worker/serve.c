@@ -24,11 +24,14 @@
  * 0 reads the data, opens (perhaps scans) the store and sorts the tiles,
  * which no stretch seen yet bounds (a start-up is not watched). A message
  * that arrived while this rank itself did not run (stopped, starved) is
- * found by the next poll before any limit is looked at. */
+ * found by the next poll before any limit is looked at, and the time it
+ * did not run is not rank 0's silence (ntk_not_run: a suspend of the whole
+ * job, every rank stopped together, is not a stopped rank 0). */
 struct rank0 {
   double timeout;       /* [compute] worker_timeout */
   struct ntk_pace pace; /* rank 0's messages (pace.last 0: none yet) */
   double waiting;       /* since when this worker waits with nothing to do (0: it does not) */
+  double turn;          /* when the message loop last looked (ntk_not_run) */
 };
 
 static void heard(struct rank0 *z) {
@@ -343,8 +346,11 @@ static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct nt
     if (!idle)
       z->waiting = 0;
     else if (!z->waiting)
-      z->waiting = ntk_now();
-    if (!ntk_comm_poll(comm, 0, &from, &tag, &bytes, idle ? 0.5 : 0)) {
+      z->waiting = z->turn = ntk_now();
+    int got = ntk_comm_poll(comm, 0, &from, &tag, &bytes, idle ? 0.5 : 0);
+    double unrun = ntk_not_run(&z->turn, ntk_now());
+    if (z->waiting) z->waiting += unrun;
+    if (!got) {
       if (idle && z->pace.last > 0 && ntk_now() - z->waiting > rank0_limit(z))
         rank0_stalled(comm, z, ntk_now() - z->waiting, "this rank's next tile or the end");
       continue;
@@ -395,7 +401,7 @@ ntk_status ntk_worker_serve(const ntk_comm_t *comm, ntk_engine_t *e, const struc
                             ntk_worker_store_t *ws, double timeout) {
   struct tile_queue q = {0};
   struct background bg = {0};
-  struct rank0 z = {.timeout = timeout};
+  struct rank0 z = {.timeout = timeout, .turn = ntk_now()};
   ntk_status st = serve(comm, e, tiling, &q, ws, &bg, &z);
   /* Leaving with a record still being written (a failed message): its
    * buffer is the engine's, so the write ends here. */
