@@ -6,6 +6,8 @@
 #     (and how many of its entries were done), the store holds only the
 #     tile finished before and verifies; a rerun computes the rest and the
 #     matrix is byte-identical to a clean run's;
+#   - SIGXCPU (a CPU-time limit's warning) stops the same way; a SIGHUP
+#     ignored at start (nohup) stays ignored: the job ends 0, complete;
 #   - mpirun -np 2, SIGTERM to the worker rank alone: the worker stops
 #     inside its tile and hands it back, the job stops with exit 5, the
 #     store verifies, a rerun finishes byte-identical.
@@ -57,6 +59,33 @@ check "... the store holds the one tile finished before (${n:-none}) and verifie
 expect_rc 0 "... a rerun finishes" guarded 300 "$NTKD" one.conf
 check "... computing the 2 tiles left" has "2 of 3 tiles to compute" err.log
 check "... byte-identical to the clean run" export_cmp one.ntk ref.npy
+
+# --- SIGXCPU, a CPU-time limit's warning: stops as SIGTERM does ------------------------
+job xc
+"$NTKD" xc.conf >/dev/null 2>xc.log &
+pid=$!
+wait_tiles xc.ntk 1 300
+kill -XCPU $pid
+wait $pid
+rc=$?
+check "SIGXCPU while the second tile is computed: a clean stop, exit 5 (exit $rc; it once died of it, 152)" [ "$rc" = 5 ]
+check "... the log says the stop was seen inside the tile" grep -q "^ntkd: stopped inside tile" xc.log
+n=$(tiles_done xc.ntk)
+check "... the store holds the one tile finished before (${n:-none}) and verifies" \
+  bash -c "[ '${n:-0}' = 1 ] && \"$NTKD\" verify xc.ntk >/dev/null"
+expect_rc 0 "... a rerun finishes" guarded 300 "$NTKD" xc.conf
+check "... byte-identical to the clean run" export_cmp xc.ntk ref.npy
+
+# --- a hangup ignored at start (nohup) stays ignored -----------------------------------
+job hup
+nohup "$NTKD" hup.conf >/dev/null 2>hup.log &
+pid=$!
+wait_tiles hup.ntk 1 300
+kill -HUP $pid
+wait $pid
+rc=$?
+check "SIGHUP to a job started under nohup: the job goes on and ends 0 (exit $rc; it once stopped, 5)" [ "$rc" = 0 ]
+check "... byte-identical to the clean run" export_cmp hup.ntk ref.npy
 
 # --- mpirun -np 2: SIGTERM to the worker ---------------------------------------------
 job mp

@@ -11,7 +11,9 @@ static volatile sig_atomic_t stop_signal;
 /* ntk_stop_flag hands it out as an int flag (base/stop.h). */
 _Static_assert(_Generic((sig_atomic_t)0, int: 1, default: 0), "sig_atomic_t is int");
 
-static const int stop_signals[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP};
+/* SIGXCPU: a CPU-time limit's soft warning (ulimit -t, a batch system's
+ * limit), before the SIGKILL of its hard limit. */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP, SIGXCPU};
 #define NSTOP (sizeof stop_signals / sizeof *stop_signals)
 
 /* Seconds a stop may take before the process ends itself (0: no limit),
@@ -63,7 +65,13 @@ void ntk_signals_install(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < NSTOP; i++) sigaction(stop_signals[i], &sa, NULL);
+  for (size_t i = 0; i < NSTOP; i++) {
+    /* A hangup ignored when ntkd starts (nohup) stays ignored: the job
+     * was meant to outlive its terminal. */
+    struct sigaction was;
+    if (stop_signals[i] == SIGHUP && !sigaction(SIGHUP, NULL, &was) && was.sa_handler == SIG_IGN) continue;
+    sigaction(stop_signals[i], &sa, NULL);
+  }
   sa.sa_handler = on_alarm;
   sigaction(SIGALRM, &sa, NULL);
   /* a log reader that goes away (ntkd JOB.conf 2>&1 | head) must not end

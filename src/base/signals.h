@@ -1,5 +1,6 @@
-/* The process-wide stop flag: SIGINT, SIGTERM, SIGUSR1 and SIGHUP request a
- * clean stop that every long loop (loading data, the coordinator, workers,
+/* The process-wide stop flag: SIGINT, SIGTERM, SIGUSR1, SIGHUP (unless
+ * ignored at start: nohup) and SIGXCPU (a CPU-time limit) request a clean
+ * stop that every long loop (loading data, the coordinator, workers,
  * training, the solve) polls with ntk_stop_requested(). A low-level module:
  * anything may call it, it calls nothing of ntkd's. */
 #ifndef NTKD_SIGNALS_H
