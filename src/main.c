@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -145,11 +146,26 @@ static void std_fds_open(void) {
 
 static int command(int argc, char **argv);
 
+/* A stack limit (ulimit -s) of a few dozen KiB: ntkd keeps path buffers of
+ * 4 KiB on its stack, and its threads get stacks of the same size; at
+ * 32 KiB it crashed (SIGSEGV) before it read anything. Refused below a
+ * floor that every command has room under, before any of it runs. */
+static int stack_too_small(void) {
+  enum { floor_kib = 256 };
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_STACK, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= floor_kib * 1024) return 0;
+  fprintf(stderr, "ntkd: error: the stack limit (ulimit -s) is %llu KiB; ntkd needs at least %d KiB (its threads get "
+          "stacks of that size too): raise it (8192 KiB is the usual default)\n",
+          (unsigned long long)rl.rlim_cur / 1024, floor_kib);
+  return 1;
+}
+
 /* A command's result printed on standard output (solve's table, info,
  * export's and check's lines) that could not be written is a failure
  * (exit 3), not exit 0 over a lost result: solve >/dev/full exited 0. A
  * job's result is its store; its stdout lines are log. */
 int main(int argc, char **argv) {
+  if (stack_too_small()) return NTK_EXIT_FAILURE;
   int code = command(argc, argv);
   int prints = argc >= 2 && (is_store_command(argv[1]) || !strcmp(argv[1], "solve") || !strcmp(argv[1], "export"));
   errno = 0;

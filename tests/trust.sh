@@ -404,6 +404,17 @@ rm -f mine.ntk mine.ntk.index again.npy
 expect_rc 0 "a job whose log reader goes away (2>&1 | true)" bash -c "'$NTKD' mine.conf 2>&1 | true; [ \${PIPESTATUS[0]} = 0 ]"
 check "... writes the same matrix" bash -c "'$NTKD' export mine.ntk again.npy >/dev/null 2>&1 && cmp again.npy keep.npy"
 expect_rc 3 "solve with its results table to a full device fails with exit 3" bash -c "exec '$NTKD' solve reg.ntk reg.conf >/dev/full"
+# Process limits (a helper's hunt): a stack of 32 KiB crashed (SIGSEGV)
+# before anything was read; no descriptor left for the data file was
+# "bad input" (exit 2, which kernel.sbatch never requeues), not an I/O
+# failure (3).
+rm -f mine.ntk mine.ntk.index
+expect_rc 1 "a job under ulimit -s 32 is refused (exit 1), not a crash" bash -c "ulimit -s 32; exec '$NTKD' mine.conf"
+check "... naming the limit" has "the stack limit (ulimit -s) is 32 KiB; ntkd needs at least 256 KiB" err.log
+check "... having written nothing" [ ! -e mine.ntk ]
+expect_rc 3 "a job with no descriptor left for its data file (ulimit -n 4): an I/O failure, exit 3" \
+  bash -c "ulimit -n 4; exec '$NTKD' mine.conf"
+check "... saying why" has "cannot open: Too many open files" err.log
 
 echo "trust: paths and files: ${SECONDS}s"
 # Signals during start-up: the stop is honoured (exit 5), never a silent death.

@@ -36,6 +36,10 @@ ntk_status ntk_check_regular(const char *path, const char *what) {
   return S_ISREG(sb.st_mode) ? NTK_OK : not_regular(path, what, sb.st_mode);
 }
 
+int ntk_errno_transient(int e) {
+  return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EIO || e == EAGAIN || e == EINTR;
+}
+
 ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *fd) {
   *fd = -1;
   /* An empty argument ('' on a command line, an unset variable) opens
@@ -54,7 +58,9 @@ ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *
     int e = errno;
     if (e == ENXIO) return not_regular(path, what, S_IFIFO);
     if (e == ELOOP && (flags & O_NOFOLLOW)) return not_regular(path, what, S_IFLNK);
-    return ntk_error(e == ENOENT ? NTK_EUSAGE : NTK_EIO, "%s: cannot open: %s", path, strerror(e));
+    st = ntk_error(e == ENOENT ? NTK_EUSAGE : NTK_EIO, "%s: cannot open: %s", path, strerror(e));
+    errno = e;
+    return st;
   }
   struct stat sb;
   if (fstat(f, &sb) || !S_ISREG(sb.st_mode)) {

@@ -13,8 +13,15 @@
  * FIFO, a device or a socket gives NTK_EINPUT ("PATH is a FIFO, not a
  * regular file (`what`)"); with O_NOFOLLOW a symbolic link too. With
  * O_CREAT a missing file is created as usual.
- * A missing file without O_CREAT: NTK_EUSAGE; other failures NTK_EIO. */
+ * A missing file without O_CREAT: NTK_EUSAGE; other failures NTK_EIO,
+ * with errno left as open(2) set it. */
 ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *fd);
+
+/* Whether errno value e is a shortage of this process or node (descriptors,
+ * memory, an I/O error) that a rerun may not meet, not a fault of the
+ * file: its open is an I/O failure (exit 3, which scripts/slurm requeues),
+ * never bad input (exit 2). */
+int ntk_errno_transient(int e);
 
 /* NTK_OK if `path` does not exist or is a regular file; otherwise the
  * error ntk_open_regular would give. Never opens it. */

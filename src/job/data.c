@@ -156,8 +156,10 @@ static ntk_status open_input(const char *path, unsigned buffer, gzFile *out, lon
   *plain_size = -1;
   int fd;
   /* A missing or unreadable input is an input error (exit 2), like every
-   * other data error, whatever ntk_open_regular calls it. */
-  if (ntk_open_regular(path, O_RDONLY, NULL, &fd)) return ntk_error(NTK_EINPUT, "%s", ntk_error_message());
+   * other data error, whatever ntk_open_regular calls it; a shortage of
+   * this process (no descriptor left, ulimit -n) is an I/O failure (3). */
+  ntk_status ost = ntk_open_regular(path, O_RDONLY, NULL, &fd);
+  if (ost) return ost == NTK_EIO && ntk_errno_transient(errno) ? ost : ntk_error(NTK_EINPUT, "%s", ntk_error_message());
   struct stat sb;
   if (fstat(fd, &sb)) {
     int e = errno;
