@@ -139,6 +139,14 @@ cp clean.ntk.index real/st.ntk.index # an index of another store
 release
 check "an index replaced under a running job: it exits 4" [ "$ra" = 4 ]
 check "... saying the index is not its own" grep -q 'index.*is not the one this job wrote' a.log
+hold single
+: > real/st.ntk # truncated to nothing by another program
+release
+check "a store truncated to 0 under a running job: it exits 4" [ "$ra" = 4 ]
+check "... saying that a rerun cannot repair it (it once said one would) and what to do" \
+  grep -q 'neither copy of its header is there any more.*run the job again with --overwrite' a.log
+expect_rc 2 "... and a rerun refuses the file, as it said" "$NTKD" a.conf
+rm -rf real/st.ntk*
 
 # ============================================================================
 # 2. Outputs never replace a store's own files

@@ -1847,15 +1847,22 @@ ntk_status ntk_store_check_final(ntk_store_t *s) {
     return ntk_error(NTK_ECORRUPT, "%s changed under this job: %llu bytes were added after its end (%llu): another "
                      "writer; run the job again to repair it", s->path,
                      (unsigned long long)((uint64_t)mine.st_size - s->end), (unsigned long long)s->end);
-  unsigned char *h = malloc(2 * NTK_STORE_HEADER_SIZE);
+  unsigned char *h = calloc(2, NTK_STORE_HEADER_SIZE); /* zeros past a short file's end */
   if (!h) return ntk_error(NTK_ENOMEM, "out of memory");
   int rc = pread_all(s->fd, h, 2 * NTK_STORE_HEADER_SIZE, 0);
   const char *hwhy = rc < 0 ? NULL
                      : rc || memcmp(h, s->good_header, NTK_STORE_HEADER_SIZE) ? "its header (copy A) is not the one it wrote"
                      : memcmp(h + HEADER_B, s->good_header, NTK_STORE_HEADER_SIZE) ? "its header (copy B) is not the one it wrote"
                      : NULL;
+  /* Neither copy a store's header any more (truncated, overwritten by
+   * another program): a rerun cannot repair it, it refuses the file. */
+  int no_store = rc >= 0 && !header_intact(h) && !header_intact(h + HEADER_B);
   free(h);
   if (rc < 0) return io_error(s, "read failed");
+  if (no_store)
+    return ntk_error(NTK_ECORRUPT, "%s changed under this job: neither copy of its header is there any more (the file "
+                     "was truncated or overwritten by another program): the tiles in it cannot be found again; run "
+                     "the job again with --overwrite to compute them anew", s->path);
   if (!hwhy && s->job_text && s->job_text[0]) { /* the job text, unless it was damaged beyond repair at the start */
     uint64_t len = ntk_get64(s->good_header + H_TEXT_LEN);
     unsigned char *t = malloc((size_t)len + 1);
