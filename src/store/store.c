@@ -343,6 +343,16 @@ static int header_splice(const unsigned char *a, const unsigned char *b, unsigne
   return 0;
 }
 
+/* The header a store's opener goes by: copy A if intact, else copy B, else
+ * one spliced from both (header_splice); 0 if none (the file is refused). */
+static int header_choose(const unsigned char *a, const unsigned char *b, unsigned char *out) {
+  if (header_intact(a) || header_intact(b)) {
+    memcpy(out, header_intact(a) ? a : b, NTK_STORE_HEADER_SIZE);
+    return 1;
+  }
+  return header_splice(a, b, out);
+}
+
 /* Fields of an intact header: refuse what no writer makes, and sizes whose
  * products would overflow (a header with N = 2^64 - 1 is not a store). */
 static ntk_status decode_header(ntk_store_t *s, const unsigned char *h) {
@@ -1254,7 +1264,7 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, i
     unsigned char *a = h, *b = h + NTK_STORE_HEADER_SIZE;
     int a_ok = !st && header_intact(a), b_ok = !st && header_intact(b);
     unsigned char *spliced = NULL;
-    if (!st && !a_ok && !b_ok && (spliced = malloc(NTK_STORE_HEADER_SIZE)) && !header_splice(a, b, spliced)) {
+    if (!st && !a_ok && !b_ok && (spliced = malloc(NTK_STORE_HEADER_SIZE)) && !header_choose(a, b, spliced)) {
       free(spliced);
       spliced = NULL;
     }
@@ -1854,13 +1864,16 @@ ntk_status ntk_store_check_final(ntk_store_t *s) {
                      : rc || memcmp(h, s->good_header, NTK_STORE_HEADER_SIZE) ? "its header (copy A) is not the one it wrote"
                      : memcmp(h + HEADER_B, s->good_header, NTK_STORE_HEADER_SIZE) ? "its header (copy B) is not the one it wrote"
                      : NULL;
-  /* Neither copy a store's header any more (truncated, overwritten by
-   * another program): a rerun cannot repair it, it refuses the file. */
-  int no_store = rc >= 0 && !header_intact(h) && !header_intact(h + HEADER_B);
+  /* No header its opener could go by any more (truncated, overwritten by
+   * another program), or a file shorter than that header says: a rerun
+   * refuses the file, it cannot repair it. */
+  unsigned char chosen[NTK_STORE_HEADER_SIZE];
+  int no_store = rc >= 0 && (!header_choose(h, h + HEADER_B, chosen) ||
+                             (uint64_t)mine.st_size < ntk_get64(chosen + H_FIRST));
   free(h);
   if (rc < 0) return io_error(s, "read failed");
   if (no_store)
-    return ntk_error(NTK_ECORRUPT, "%s changed under this job: neither copy of its header is there any more (the file "
+    return ntk_error(NTK_ECORRUPT, "%s changed under this job: no usable copy of its header is there any more (the file "
                      "was truncated or overwritten by another program): the tiles in it cannot be found again; run "
                      "the job again with --overwrite to compute them anew", s->path);
   if (!hwhy && s->job_text && s->job_text[0]) { /* the job text, unless it was damaged beyond repair at the start */
