@@ -256,6 +256,7 @@ job fd big.npy 256 float32 "sync = 0"
 rc=$?
 check "a full disk stops the job with exit 3 (exit $rc)" [ "$rc" = 3 ]
 check "... saying finished tiles are kept" has "finished tiles are kept" fd.log
+check "... naming the file-size limit, as the workers' writes do" has "a file-size limit (ulimit -f: 20480000 bytes)" fd.log
 kept=$("$NTKD" info fd.ntk 2>/dev/null | sed -n 's/^progress: *\([0-9]*\)\/.*/\1/p')
 check "... with ${kept:-no} intact tiles in the store" bash -c "[ '${kept:-0}' -gt 0 ] && \"$NTKD\" verify fd.ntk >/dev/null"
 expect_rc 0 "with room again, the job resumes and finishes" "$NTKD" fd.conf

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,8 +37,14 @@ ntk_status ntk_check_regular(const char *path, const char *what) {
   return S_ISREG(sb.st_mode) ? NTK_OK : not_regular(path, what, sb.st_mode);
 }
 
+unsigned long long ntk_fsize_limit_passed(unsigned long long end) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY || end <= (unsigned long long)rl.rlim_cur) return 0;
+  return (unsigned long long)rl.rlim_cur;
+}
+
 int ntk_errno_transient(int e) {
-  return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EIO || e == EAGAIN || e == EINTR;
+  return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EIO || e == EAGAIN;
 }
 
 ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *fd) {

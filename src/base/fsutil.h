@@ -19,9 +19,14 @@ ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *
 
 /* Whether errno value e is a shortage of this process or node (descriptors,
  * memory, an I/O error) that a rerun may not meet, not a fault of the
- * file: its open is an I/O failure (exit 3, which scripts/slurm requeues),
- * never bad input (exit 2). */
+ * file: its open is an I/O failure (exit 3: finished tiles kept, rerun to
+ * resume), never bad input (exit 2: fix the job). */
 int ntk_errno_transient(int e);
+
+/* The file-size limit (ulimit -f, RLIMIT_FSIZE) in bytes when a file that
+ * ends at byte `end` passes it, else 0: a failed write is then named as
+ * that limit, not as "File too large" or a short write's EIO. */
+unsigned long long ntk_fsize_limit_passed(unsigned long long end);
 
 /* NTK_OK if `path` does not exist or is a regular file; otherwise the
  * error ntk_open_regular would give. Never opens it. */

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/fsutil.h"
 
 /* A communicator: an MPI one (comm is MPI_COMM_NULL without MPI) and the
  * announced messages of its ranks still to be received. */
@@ -886,11 +887,10 @@ ntk_status ntk_comm_file_read_at(ntk_comm_file_t *f, uint64_t off, void *buf, si
  * stopped short: EIO). A file-size limit is named as such: its short write
  * of O_DIRECT was "Input/output error" (adversarial round hunt3). */
 static ntk_status write_failed(const ntk_comm_file_t *f, int e, uint64_t end) {
-  struct rlimit rl;
-  if (!getrlimit(RLIMIT_FSIZE, &rl) && rl.rlim_cur != RLIM_INFINITY && end > (uint64_t)rl.rlim_cur)
+  unsigned long long limit = ntk_fsize_limit_passed(end);
+  if (limit)
     return ntk_error(NTK_EIO, "%s: a file-size limit (ulimit -f: %llu bytes) below the store's size while writing a "
-                     "tile (finished tiles are kept; raise the limit and rerun to resume)", f->path,
-                     (unsigned long long)rl.rlim_cur);
+                     "tile (finished tiles are kept; raise the limit and rerun to resume)", f->path, limit);
   return ntk_error(NTK_EIO, "%s: %s", f->path,
                    e == ENOSPC || e == EFBIG ? "disk full while writing a tile (finished tiles are kept; free space "
                                                "and rerun to resume)" : strerror(e));
