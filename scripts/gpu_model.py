@@ -36,7 +36,7 @@ capture pass, the generic pointwise loop, SLICE3's cell-by-cell path, the
 run's last layer); it runs when it holds code of this case (the
 convolution, the Relu map) or of no listed case. One branch is decided by
 its source instead: SLICE3's choice between its two fast paths (s3_strip's
-`if (M->fast == DV_S + 1)`) goes to the side inlined at the call for a
+`if (M->fast == DV_S + 2)`) goes to the side inlined at the call for a
 strip in one slice, the common one (nvcc may share the map's code of the
 two, under either call's line). Loop back edges are not
 taken: one strip (SLICE3) or one cell and one row of row sums (SLICE) per

@@ -337,6 +337,28 @@ check "the whole job SIGSTOPped for 8 s (worker_timeout = 3): it goes on and end
 check "... counting no worker out, no worker ending the job" \
   bash -c "! grep -q 'counting it out\|rank 0 stopped answering' sus.log"
 check "... byte-identical to a clean run" export_cmp sus.ntk susref.npy
+# The suspend is no measure of rank 0's pace either: after it, rank 0
+# stopped for good is found at worker_timeout, not at 3 times the suspend
+# (the stretch across it counted, the limit was 24 s for the rest of the run).
+job sus2 mid.npy "[Dense Erf]*$((4 * MID_LAYERS)) Dense" 64 "worker_timeout = 3"
+running sus2 100
+all="$mp $(rank_pids "ntkd sus2.conf" 0) $(rank_pids "ntkd sus2.conf" 1) $(rank_pids "ntkd sus2.conf" 2)"
+kill -STOP $all
+sleep 8
+kill -CONT $all
+sleep 1
+coord=$(rank_pids "ntkd sus2.conf" 0)
+kill -STOP $coord
+wait $mp
+rc=$?
+kill $WD 2>/dev/null
+check "after that suspend, rank 0 stopped for good ends the job with exit 9 (exit $rc)" [ "$rc" = 9 ]
+read -r limit < <(sed -n 's/.*rank [12]: waited [0-9.]* s for rank 0 .*(limit \([0-9.]*\) s: .*/\1/p' sus2.log | head -1)
+check "... at a limit of ${limit:-?} s: worker_timeout, not 3x the 8 s suspend" \
+  $PY -c "assert 3 <= float('${limit:-nan}') < 8"
+kill -CONT $coord 2>/dev/null
+kill -KILL $coord 2>/dev/null
+check "... no rank left running" no_ranks_left "ntkd sus2.conf"
 
 # Rank 0 SIGSTOPped and left so (worker_timeout = 3), while the workers
 # wait for its grants: a worker ends the job after its limit (exit 9)

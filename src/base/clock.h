@@ -3,6 +3,8 @@
 #ifndef NTKD_CLOCK_H
 #define NTKD_CLOCK_H
 
+#include "base/signals.h"
+
 double ntk_now(void);
 
 /* Sleeps `seconds`, on through the signals that cut a sleep short, or
@@ -31,12 +33,18 @@ static inline double ntk_not_run(double *turn, double now) {
   return gap > 2.0 ? gap - 1.0 : 0.0;
 }
 
-/* The slowest stretch between two meetings of the ranks (collectives). */
+/* The slowest stretch between two meetings of the ranks (collectives). A
+ * stretch in which this process was stopped and continued (a suspend of
+ * the job) is not counted: the limits would be 3 times the suspend for
+ * the rest of the run, and a rank hung later found that much later. */
 struct ntk_pace {
   double last, slowest;
+  int conts; /* ntk_continued() at the last mark */
 };
 static inline void ntk_pace_mark(struct ntk_pace *p, double now) {
-  if (now - p->last > p->slowest) p->slowest = now - p->last;
+  int c = ntk_continued();
+  if (c == p->conts && now - p->last > p->slowest) p->slowest = now - p->last;
+  p->conts = c;
   p->last = now;
 }
 

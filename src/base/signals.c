@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t continued; /* SIGCONTs received */
 /* ntk_stop_flag hands it out as an int flag (base/stop.h). */
 _Static_assert(_Generic((sig_atomic_t)0, int: 1, default: 0), "sig_atomic_t is int");
 
@@ -32,6 +33,11 @@ static void on_signal(int sig) {
     stop_signal = sig;
     if (grace) alarm(grace);
   }
+}
+
+static void on_cont(int sig) {
+  (void)sig;
+  continued++;
 }
 
 /* The stop took longer than grace seconds: end now, as SIGKILL would
@@ -74,6 +80,9 @@ void ntk_signals_install(void) {
   }
   sa.sa_handler = on_alarm;
   sigaction(SIGALRM, &sa, NULL);
+  sa.sa_handler = on_cont;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGCONT, &sa, NULL);
   /* a log reader that goes away (ntkd JOB.conf 2>&1 | head) must not end
    * hours of work as a kill would: writes to it fail (EPIPE) instead */
   signal(SIGPIPE, SIG_IGN);
@@ -97,5 +106,7 @@ void ntk_signals_block(void) {
 }
 
 int ntk_stop_requested(void) { return stop_signal; }
+
+int ntk_continued(void) { return continued; }
 
 const volatile int *ntk_stop_flag(void) { return &stop_signal; }

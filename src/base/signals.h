@@ -27,6 +27,12 @@ void ntk_signals_plain(void);
  * main() has installed the handlers). */
 void ntk_signals_block(void);
 
+/* How many times this process was continued after a stop (SIGCONT: a
+ * suspend of the job, kill -STOP/-CONT), counted from ntk_signals_install.
+ * A stretch of time that holds one is not a measure of anybody's pace
+ * (base/clock.h). Async-safe. */
+int ntk_continued(void);
+
 /* The number of the first stop signal received, 0 if none. Async-safe. */
 int ntk_stop_requested(void);
 

@@ -36,6 +36,7 @@ struct slot {
   uint64_t seq; /* submission order: results are taken in it */
   struct ntk_tile t;
   double compute_s;
+  int conts;     /* ntk_continued() when its compute began */
   ntk_status st; /* of the check and compression */
   char err[2048];
   size_t len;
@@ -469,6 +470,10 @@ static void finish_tile(ntk_engine_t *e, ntk_codec_t *codec, struct slot *s) {
   h.len = s->len;
   h.checksum = s->checksum;
   h.seconds = s->compute_s + (ntk_now() - t0); /* the work, not the waits between */
+  /* A tile during which the process was stopped (a suspend of the job)
+   * says 0: its time is not the work's, and the coordinator's stall limit,
+   * 3x the slowest tile, would be 3x the suspend for the rest of the run. */
+  if (ntk_continued() != s->conts) h.seconds = 0;
   h.codec = (uint64_t)ntk_codec_id(codec);
   s->h = h;
 }
@@ -482,6 +487,7 @@ static struct slot *free_slot(ntk_engine_t *e) {
 /* Compute tile t into slot s on the calling thread. */
 static ntk_status compute_into(ntk_engine_t *e, struct slot *s, const struct ntk_tile *t) {
   double t0 = ntk_now();
+  s->conts = ntk_continued();
   size_t one = (size_t)(t->rows * t->cols) * (size_t)e->elem;
   int two = (e->kernels & NTK_KERNEL_NTK) != 0;
   ntk_status st = e->be->compute_tile(e->ctx, t, s->raw, two ? s->raw + one : NULL);
