@@ -37,10 +37,13 @@ ntk_status ntk_check_regular(const char *path, const char *what) {
   return S_ISREG(sb.st_mode) ? NTK_OK : not_regular(path, what, sb.st_mode);
 }
 
-unsigned long long ntk_fsize_limit_passed(unsigned long long end) {
+ntk_status ntk_fsize_limit_error(const char *path, unsigned long long end) {
   struct rlimit rl;
-  if (getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY || end <= (unsigned long long)rl.rlim_cur) return 0;
-  return (unsigned long long)rl.rlim_cur;
+  if (getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY || end <= (unsigned long long)rl.rlim_cur)
+    return NTK_OK;
+  return ntk_error(NTK_EIO, "%s: a file-size limit (ulimit -f: %llu bytes) below the store's size while writing a "
+                   "tile (finished tiles are kept; raise the limit and rerun to resume)", path,
+                   (unsigned long long)rl.rlim_cur);
 }
 
 int ntk_errno_transient(int e) {

@@ -23,10 +23,11 @@ ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *
  * resume), never bad input (exit 2: fix the job). */
 int ntk_errno_transient(int e);
 
-/* The file-size limit (ulimit -f, RLIMIT_FSIZE) in bytes when a file that
- * ends at byte `end` passes it, else 0: a failed write is then named as
- * that limit, not as "File too large" or a short write's EIO. */
-unsigned long long ntk_fsize_limit_passed(unsigned long long end);
+/* A failed write of a tile record to store `path` that would have ended
+ * the file at byte `end`: when that passes the file-size limit (ulimit -f,
+ * RLIMIT_FSIZE), the error (NTK_EIO) naming the limit, not "File too
+ * large" or a short write's EIO; else NTK_OK (the caller says why). */
+ntk_status ntk_fsize_limit_error(const char *path, unsigned long long end);
 
 /* NTK_OK if `path` does not exist or is a regular file; otherwise the
  * error ntk_open_regular would give. Never opens it. */

@@ -887,10 +887,8 @@ ntk_status ntk_comm_file_read_at(ntk_comm_file_t *f, uint64_t off, void *buf, si
  * stopped short: EIO). A file-size limit is named as such: its short write
  * of O_DIRECT was "Input/output error" (adversarial round hunt3). */
 static ntk_status write_failed(const ntk_comm_file_t *f, int e, uint64_t end) {
-  unsigned long long limit = ntk_fsize_limit_passed(end);
-  if (limit)
-    return ntk_error(NTK_EIO, "%s: a file-size limit (ulimit -f: %llu bytes) below the store's size while writing a "
-                     "tile (finished tiles are kept; raise the limit and rerun to resume)", f->path, limit);
+  ntk_status st = ntk_fsize_limit_error(f->path, end);
+  if (st) return st;
   return ntk_error(NTK_EIO, "%s: %s", f->path,
                    e == ENOSPC || e == EFBIG ? "disk full while writing a tile (finished tiles are kept; free space "
                                                "and rerun to resume)" : strerror(e));

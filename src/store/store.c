@@ -1661,11 +1661,8 @@ ntk_status ntk_store_append(ntk_store_t *s, const struct ntk_tile *t, const void
       if (last) s->end = g.offset;
       pthread_mutex_unlock(&s->mu);
       if (last && ftruncate(s->fd, (off_t)g.offset)) { /* the scan on reopen cuts it instead */ }
-      unsigned long long limit = ntk_fsize_limit_passed(at + left);
-      if (limit) /* as comm_mpi.c's writers say it */
-        return ntk_error(NTK_EIO, "%s: a file-size limit (ulimit -f: %llu bytes) below the store's size while "
-                         "writing a tile (finished tiles are kept; raise the limit and rerun to resume)", s->path,
-                         limit);
+      ntk_status fst = ntk_fsize_limit_error(s->path, at + left);
+      if (fst) return fst;
       errno = e;
       return io_error(s, e == ENOSPC ? "disk full while writing a tile (finished tiles are kept; "
                                        "free space and rerun to resume)"
