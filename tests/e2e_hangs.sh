@@ -324,12 +324,18 @@ check "... byte-identical to a clean run" export_cmp au.ntk ref0.npy
 job susref mid.npy "[Dense Erf]*4 Dense" 64
 expect_rc 0 "reference: a clean run of the 1 176-tile job" guarded 300 $FAST mpirun -np 3 "$NTKD" susref.conf
 "$NTKD" export susref.ntk susref.npy >/dev/null 2>&1
+# suspend_job NAME SECONDS: mpirun and every rank of NAME.conf SIGSTOPped
+# together for SECONDS, then continued.
+suspend_job() {
+  local all
+  all="$mp $(rank_pids "ntkd $1.conf")"
+  kill -STOP $all
+  sleep "$2"
+  kill -CONT $all
+}
 job sus mid.npy "[Dense Erf]*4 Dense" 64 "worker_timeout = 3"
 running sus 200
-all="$mp $(rank_pids "ntkd sus.conf" 0) $(rank_pids "ntkd sus.conf" 1) $(rank_pids "ntkd sus.conf" 2)"
-kill -STOP $all
-sleep 8
-kill -CONT $all
+suspend_job sus 8
 wait $mp
 rc=$?
 kill $WD 2>/dev/null
@@ -342,10 +348,7 @@ check "... byte-identical to a clean run" export_cmp sus.ntk susref.npy
 # (the stretch across it counted, the limit was 24 s for the rest of the run).
 job sus2 mid.npy "[Dense Erf]*$((4 * MID_LAYERS)) Dense" 64 "worker_timeout = 3"
 running sus2 100
-all="$mp $(rank_pids "ntkd sus2.conf" 0) $(rank_pids "ntkd sus2.conf" 1) $(rank_pids "ntkd sus2.conf" 2)"
-kill -STOP $all
-sleep 8
-kill -CONT $all
+suspend_job sus2 8
 sleep 1
 coord=$(rank_pids "ntkd sus2.conf" 0)
 kill -STOP $coord

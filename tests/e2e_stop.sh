@@ -60,14 +60,20 @@ expect_rc 0 "... a rerun finishes" guarded 300 "$NTKD" one.conf
 check "... computing the 2 tiles left" has "2 of 3 tiles to compute" err.log
 check "... byte-identical to the clean run" export_cmp one.ntk ref.npy
 
+# signalled NAME SIG [LAUNCHER]: NAME's job (started through LAUNCHER, as
+# nohup) sent SIG once its first tile is stored; its exit in rc.
+signalled() {
+  job "$1"
+  ${3:-} "$NTKD" "$1.conf" >/dev/null 2>"$1.log" &
+  local pid=$!
+  wait_tiles "$1.ntk" 1 300
+  kill -"$2" $pid
+  wait $pid
+  rc=$?
+}
+
 # --- SIGXCPU, a CPU-time limit's warning: stops as SIGTERM does ------------------------
-job xc
-"$NTKD" xc.conf >/dev/null 2>xc.log &
-pid=$!
-wait_tiles xc.ntk 1 300
-kill -XCPU $pid
-wait $pid
-rc=$?
+signalled xc XCPU
 check "SIGXCPU while the second tile is computed: a clean stop, exit 5 (exit $rc; it once died of it, 152)" [ "$rc" = 5 ]
 check "... the log says the stop was seen inside the tile" grep -q "^ntkd: stopped inside tile" xc.log
 n=$(tiles_done xc.ntk)
@@ -77,13 +83,7 @@ expect_rc 0 "... a rerun finishes" guarded 300 "$NTKD" xc.conf
 check "... byte-identical to the clean run" export_cmp xc.ntk ref.npy
 
 # --- a hangup ignored at start (nohup) stays ignored -----------------------------------
-job hup
-nohup "$NTKD" hup.conf >/dev/null 2>hup.log &
-pid=$!
-wait_tiles hup.ntk 1 300
-kill -HUP $pid
-wait $pid
-rc=$?
+signalled hup HUP nohup
 check "SIGHUP to a job started under nohup: the job goes on and ends 0 (exit $rc; it once stopped, 5)" [ "$rc" = 0 ]
 check "... byte-identical to the clean run" export_cmp hup.ntk ref.npy
 
