@@ -148,6 +148,18 @@ check "... saying that a rerun cannot repair it (it once said one would) and wha
 expect_rc 2 "... and a rerun refuses the file, as it said" "$NTKD" a.conf
 rm -rf real/st.ntk*
 hold single
+# Copy B replaced by another store's intact header: two intact copies that
+# disagree, which the opener refuses (the writer's check once took copy A
+# and promised a repair)
+dd if=clean.ntk of=real/st.ntk bs=4096 skip=1 seek=1 count=1 conv=notrunc 2>/dev/null
+release
+check "header copy B replaced by another store's under a running job: it exits 4" [ "$ra" = 4 ]
+check "... saying that a rerun cannot repair it and what to do" \
+  grep -q 'no usable copy of its header is there any more.*run the job again with --overwrite' a.log
+expect_rc 2 "... and a rerun refuses the file, as it said" "$NTKD" a.conf
+check "... naming why" grep -q 'the two copies of the store header disagree' err.log
+rm -rf real/st.ntk*
+hold single
 # 200 bytes across the end of header copy A and the start of copy B: both
 # damaged, in different bytes; the opener splices one whole header from the
 # two (a review found the advice above given here, where a rerun repairs)

@@ -343,14 +343,27 @@ static int header_splice(const unsigned char *a, const unsigned char *b, unsigne
   return 0;
 }
 
-/* The header a store's opener goes by: copy A if intact, else copy B, else
- * one spliced from both (header_splice); 0 if none (the file is refused). */
-static int header_choose(const unsigned char *a, const unsigned char *b, unsigned char *out) {
-  if (header_intact(a) || header_intact(b)) {
-    memcpy(out, header_intact(a) ? a : b, NTK_STORE_HEADER_SIZE);
-    return 1;
+/* What header_choose found in a file's two header copies. */
+enum header_pick {
+  PICK_NONE,     /* neither copy intact, and no splice of them: not a store, or damaged beyond repair */
+  PICK_DISAGREE, /* two intact copies that differ: neither can be trusted */
+  PICK_BOTH,     /* both intact and equal */
+  PICK_ONE,      /* one intact copy (the other damaged) */
+  PICK_SPLICED,  /* both damaged, the header rebuilt from them (header_splice) */
+};
+
+/* The one rule a store's header is chosen by, for its opener and for the
+ * writer's last check (check_final): copy A if intact, else copy B, else
+ * one spliced from both; two intact copies must agree. Writes the chosen
+ * header to `out` (PICK_BOTH, PICK_ONE, PICK_SPLICED). */
+static enum header_pick header_choose(const unsigned char *a, const unsigned char *b, unsigned char *out) {
+  int a_ok = header_intact(a), b_ok = header_intact(b);
+  if (a_ok && b_ok && memcmp(a, b, NTK_STORE_HEADER_SIZE)) return PICK_DISAGREE;
+  if (a_ok || b_ok) {
+    memcpy(out, a_ok ? a : b, NTK_STORE_HEADER_SIZE);
+    return a_ok && b_ok ? PICK_BOTH : PICK_ONE;
   }
-  return header_splice(a, b, out);
+  return header_splice(a, b, out) ? PICK_SPLICED : PICK_NONE;
 }
 
 /* Fields of an intact header: refuse what no writer makes, and sizes whose
@@ -1261,28 +1274,20 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, i
     size_t got = (size_t)(size < 2 * NTK_STORE_HEADER_SIZE ? size : 2 * NTK_STORE_HEADER_SIZE);
     memset(h, 0, 2 * NTK_STORE_HEADER_SIZE);
     if (pread_all(s->fd, h, got, 0) < 0) st = io_error(s, "cannot read the header");
-    unsigned char *a = h, *b = h + NTK_STORE_HEADER_SIZE;
-    int a_ok = !st && header_intact(a), b_ok = !st && header_intact(b);
-    unsigned char *spliced = NULL;
-    if (!st && !a_ok && !b_ok && (spliced = malloc(NTK_STORE_HEADER_SIZE)) && !header_choose(a, b, spliced)) {
-      free(spliced);
-      spliced = NULL;
-    }
+    unsigned char *a = h, *b = h + NTK_STORE_HEADER_SIZE, *good = s->good_header;
+    enum header_pick pick = st ? PICK_NONE : header_choose(a, b, good);
     if (st) {
-    } else if (!a_ok && !b_ok && !spliced) {
+    } else if (pick == PICK_NONE) {
       if (memcmp(a, header_magic, 8) && memcmp(b, header_magic, 8))
         st = ntk_error(NTK_EINPUT, "%s: not an ntkd store (no NTKDSTOR magic)", path);
       else
         st = ntk_error(NTK_ECORRUPT, "%s: both copies of the store header are damaged", path);
+    } else if (pick == PICK_DISAGREE) {
+      st = ntk_error(NTK_ECORRUPT, "%s: the two copies of the store header disagree", path);
     } else {
-      const unsigned char *good = spliced ? spliced : a_ok ? a : b;
-      /* Two intact copies that differ: neither can be trusted. */
-      if (a_ok && b_ok && memcmp(a, b, NTK_STORE_HEADER_SIZE))
-        st = ntk_error(NTK_ECORRUPT, "%s: the two copies of the store header disagree", path);
-      if (!st) st = decode_header(s, good);
+      st = decode_header(s, good);
       if (!st) {
-        memcpy(s->good_header, good, NTK_STORE_HEADER_SIZE);
-        s->scan.header_damaged = spliced ? 2 : !(a_ok && b_ok);
+        s->scan.header_damaged = pick == PICK_SPLICED ? 2 : pick == PICK_ONE;
         if (size < s->first) st = ntk_error(NTK_ECORRUPT, "%s: store is shorter than its own header", path);
       }
       if (!st) st = read_job_text(s, good);
@@ -1293,7 +1298,6 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, i
       if (!st) st = scan_records(s, check_payload, size, start);
       if (!st && full_scan) st = check_entries_all(s);
     }
-    free(spliced);
   }
   free(h);
   if (st) {
@@ -1870,7 +1874,8 @@ ntk_status ntk_store_check_final(ntk_store_t *s) {
    * another program), or a file shorter than that header says: a rerun
    * refuses the file, it cannot repair it. */
   unsigned char chosen[NTK_STORE_HEADER_SIZE];
-  int no_store = rc >= 0 && (!header_choose(h, h + HEADER_B, chosen) ||
+  enum header_pick pick = rc < 0 ? PICK_NONE : header_choose(h, h + HEADER_B, chosen);
+  int no_store = rc >= 0 && (pick == PICK_NONE || pick == PICK_DISAGREE ||
                              (uint64_t)mine.st_size < ntk_get64(chosen + H_FIRST));
   free(h);
   if (rc < 0) return io_error(s, "read failed");
