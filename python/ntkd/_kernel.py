@@ -110,6 +110,9 @@ def _as_array(x, name):
     if isinstance(x, Kernel):
         raise TypeError(f"{name} is a Kernel: ntkd's kernel_fn takes the inputs (arrays), not a Kernel to continue "
                         "from; build the whole network with stax.serial and call it on the inputs")
+    if isinstance(x, str):  # kernel_fn(x, 'ntk'): get passed in x2's place
+        raise TypeError(f"{name} is the string {x!r}: get is kernel_fn's third argument, as in neural-tangents; "
+                        f"write kernel_fn(x1, None, {x!r}) or kernel_fn(x1, get={x!r})")
     if isinstance(x, (list, tuple)):  # neural-tangents' multi-input form, never one array of samples there
         raise TypeError(f"{name} is a {type(x).__name__}: neural-tangents reads a list or tuple of inputs as one "
                         "input per branch of a multi-input network, which ntkd does not compute; pass one array "

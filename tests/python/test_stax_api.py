@@ -71,6 +71,9 @@ def test_jax_transforms_and_kernel_inputs_say_why(rng):
         kernel_fn([xa, xb], None, "ntk")
     with pytest.raises(TypeError, match="x2 is a tuple"):
         kernel_fn(xa, (xa, xb), "nngp")
+    # get in x2's place: it said "x2 must hold real numbers, not <U3"
+    with pytest.raises(TypeError, match=r"x2 is the string 'ntk': .*kernel_fn\(x1, None, 'ntk'\)"):
+        kernel_fn(xa, "ntk")
 
 
 def test_finite_time_predict_functions_say_why():
