@@ -16,15 +16,23 @@
 #   (a CUDA 13 runtime needs R580 or newer). Needs pip and a CUDA 13 nvcc
 #   here (the front end); the wheels are fetched once.
 # --cuda system: the nvcc on PATH as it is (CUDA 13 here: driver >= R580).
+# --base REV: also ntkd_bench_cnn of commit REV, built the same way, as
+#   base/ntkd_bench_cnn in the bundle: scripts/gpu_profile.sh then times
+#   CNTK-GAP-21 and Myrtle-10 with both, alternating in one call, for a
+#   before/after ratio measured on one machine (never against a figure
+#   of another day). BUILD-INFO names REV.
 # The archive must stay under 40 MB (it travels in a 64 MiB transfer).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cuda=${NTKD_BUNDLE_CUDA:-12}
+base=
 while [ $# -gt 0 ]; do
   case "$1" in
     --cuda) cuda=$2; shift 2 ;;
     --cuda=*) cuda=${1#--cuda=}; shift ;;
-    -*) echo "usage: gpu_bundle.sh [--cuda 12|system] [ARCHIVE]" >&2; exit 2 ;;
+    --base) base=$2; shift 2 ;;
+    --base=*) base=${1#--base=}; shift ;;
+    -*) echo "usage: gpu_bundle.sh [--cuda 12|system] [--base REV] [ARCHIVE]" >&2; exit 2 ;;
     *) break ;;
   esac
 done
@@ -42,18 +50,31 @@ case "$cuda" in
     want= ;;
   *) echo "gpu_bundle: --cuda is 12 or system, not '$cuda'" >&2; exit 2 ;;
 esac
-log=$(mktemp)
-{ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNTKD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="75;90" \
-    "${cudaflags[@]}" && cmake --build "$build" -j "$(nproc)" --target "${progs[@]##*/}"; } >"$log" 2>&1 ||
-  { tail -40 "$log"; echo "gpu_bundle: the build in $build failed" >&2; rm -f "$log"; exit 1; }
-grep '^-- ntkd CUDA runtime' "$log" || true
-rm -f "$log"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
+cuda_build() { # SOURCE BUILD TARGET...
+  local src=$1 dir=$2 log
+  shift 2
+  log=$(mktemp)
+  { cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNTKD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="75;90" \
+      "${cudaflags[@]}" && cmake --build "$dir" -j "$(nproc)" --target "$@"; } >"$log" 2>&1 ||
+    { tail -40 "$log"; echo "gpu_bundle: the build in $dir failed" >&2; rm -f "$log"; exit 1; }
+  grep '^-- ntkd CUDA runtime' "$log" || true
+  rm -f "$log"
+}
+cuda_build "$here" "$build" "${progs[@]##*/}"
+if [ -n "$base" ]; then
+  rev=$(git -C "$here" rev-parse --verify --quiet "$base^{commit}") ||
+    { echo "gpu_bundle: --base $base is not a commit of $here" >&2; exit 2; }
+  mkdir -p "$stage/base-src"
+  git -C "$here" archive "$rev" | tar x -C "$stage/base-src"
+  cuda_build "$stage/base-src" "$build-base" ntkd_bench_cnn
+fi
 b="$stage/ntkd-gpu-bundle"
 mkdir -p "$b/real" "$b/lib" "$b/tests"
 ompi=/usr/lib/x86_64-linux-gnu/openmpi
 for p in "${progs[@]}"; do cp "$build/$p" "$b/real/$(basename "$p")"; done
+[ -z "$base" ] || { mkdir -p "$b/base"; cp "$build-base/ntkd_bench_cnn" "$b/real/base_ntkd_bench_cnn"; }
 cp /usr/bin/orterun /usr/bin/orted "$b/real/"
 # Open MPI's tree, relocated with OPAL_PREFIX=$b/usr (its plugins, help
 # texts and default parameters).
@@ -95,6 +116,7 @@ EOF
   chmod +x "$2"
 }
 for p in "${progs[@]}"; do wrap "$(basename "$p")" "$b/$p"; done
+[ -z "$base" ] || wrap base_ntkd_bench_cnn "$b/base/ntkd_bench_cnn"
 wrap orterun "$b/mpirun"
 wrap orted "$b/orted"
 # The runtime the programs carry, asked of the bundled bench itself (no
@@ -111,6 +133,7 @@ fi
   echo "nvcc $nvcc: $("$nvcc" --version | grep -o 'release [0-9.]*')"
   if [ "$cuda" = 12 ]; then echo "toolkit $(cat "$root/NTKD-TOOLKIT")"; fi
   echo "architectures 75;90"
+  [ -z "$base" ] || echo "base $(git -C "$here" log -1 --format='%h %s' "$rev") (base/ntkd_bench_cnn)"
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 } > "$b/BUILD-INFO"
 tar -C "$stage" -cJf "$archive" ntkd-gpu-bundle

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One prepared GPU profile (issue 30, item 1), for one short call on a lent
-# GPU: at most about 9 minutes after the build (11 steps of at most 40 s,
-# ncu's at most 80 s; a couple of minutes on an H200 by the sizes below).
+# GPU: at most about 10 minutes after the build (13 steps of at most 40 s,
+# ncu's at most 80 s; a few minutes on an H200 by the sizes below).
 # In order:
 #   - the build (as scripts/gpu_check.sh; NTKD_GPU_CHECK_NO_BUILD=1 takes
 #     BUILD_DIR as it is, an unpacked bundle of scripts/gpu_bundle.sh say),
@@ -20,6 +20,9 @@
 #     the WideResNet once more with NTKD_GPU_CHAIN=0 (its
 #     strided blocks on the full covariance, as before the slice runs
 #     carried them), and the fp32 peak for CNTK-GAP-21's fraction of it;
+#   - where the bundle carries a base build (scripts/gpu_bundle.sh --base
+#     REV), CNTK-GAP-21 and Myrtle-10 with this build and the base one,
+#     alternating three times: the ratio this/base (skipped without one);
 #   - the FC job (N = 10 000, d = 3 072, 3-layer ReLU NTK, tile 2048, one
 #     process, backend = cuda): its tiles phase at the default store level
 #     and at level = 0, the GPU's busy fraction during each (nvidia-smi's
@@ -67,9 +70,13 @@ summary() {
     "$( if [ -n "$g" ] && [ -n "$pk" ]; then echo "$(calc "0.48 / ($g * $pk)") (peak measured: $pk GFLOP/s)"; else echo "not measured (needs the CNTK-GAP-21 and peak rows)"; fi)"
   printf '%-44s %s\n' "... NTKD_GPU_SLICE3_BLOCKS=3, us per entry" \
     "$(cell gap_b3 "$( [ -n "$(val gap_b3)" ] && us "$(val gap_b3)")$( [ -n "$(val gap_b3)" ] && [ -n "$g" ] && echo "; the default takes $(calc "$g / $(val gap_b3)") of this")" "time: CNTK-GAP-21, NTKD_GPU_SLICE3_BLOCKS=3")"
+  printf '%-44s %s\n' "... against the base build (this/base)" \
+    "$(cell gap_ab "$(val gap_ab)" "time: CNTK-GAP-21 against the base build, alternating")"
   printf '%-44s %s\n' "CNN-Flatten-21, us per entry" "$(cell flat "$( [ -n "$f" ] && us "$f")" "time: CNN-Flatten-21")"
   printf '%-44s %s\n' "Myrtle-10, us per entry" \
     "$(cell myrtle10 "$( [ -n "$m" ] && us "$m")$( [ -n "$m" ] && [ -n "$g" ] && echo "; $(calc "$m / $g") of CNTK-GAP-21 (target <= 1/3)")" "time: Myrtle-10")"
+  printf '%-44s %s\n' "Myrtle-10 against the base build (this/base)" \
+    "$(cell myrtle10_ab "$(val myrtle10_ab)" "time: Myrtle-10 against the base build, alternating")"
   printf '%-44s %s\n' "README WideResNet, us per entry" \
     "$(cell wrn "$( [ -n "$w" ] && us "$w")$( [ -n "$w" ] && [ -n "$g" ] && echo "; $(calc "$w / $g") x CNTK-GAP-21 (target <= 3)")" "time: README WideResNet")"
   printf '%-44s %s\n' "... NTKD_GPU_CHAIN=0, us per entry" \
@@ -140,6 +147,25 @@ time_gpu_unchained() { NTKD_GPU_CHAIN=0 time_gpu "$@"; }
 # before 2026-12-04 (cnn_cuda.cu; the default holds it to 64 and 4).
 time_gpu_b3() { NTKD_GPU_SLICE3_BLOCKS=3 time_gpu "$@"; }
 
+# Against the base build the bundle may carry (scripts/gpu_bundle.sh
+# --base REV: base/ntkd_bench_cnn): three pairs, this build first then
+# the base, on the same GPU in the same call; the median of the three
+# ratios this/base (below 1: this build is faster).
+time_ab() { # KEY ARCH N
+  need_gpu
+  [ -x "$build/base/ntkd_bench_cnn" ] || skip "no base build (bundle it with scripts/gpu_bundle.sh --base REV)"
+  grep '^base ' "$build/BUILD-INFO" 2>/dev/null || true
+  local i a b r=()
+  for i in 1 2 3; do
+    a=$("$build/ntkd_bench_cnn" --gpu "$2" "$3")
+    b=$("$build/base/ntkd_bench_cnn" --gpu "$2" "$3")
+    echo "pair $i: this build $(calc "$a * 1e6") us, base $(calc "$b * 1e6") us per entry"
+    r+=("$(calc "$a / $b")")
+  done
+  setval "$1" "$(printf '%s\n' "${r[@]}" | sort -g | sed -n 2p)"
+  note "this/base $(val "$1") (median of ${r[*]})"
+}
+
 # The FC job with the GPU's busy fraction: nvidia-smi samples
 # utilization.gpu (the share of the last sample period with a kernel
 # running) every 50 ms while the job runs; the mean over the samples.
@@ -185,8 +211,10 @@ main() {
   steptime=$st
   run_step "time: CNTK-GAP-21" time_gpu gap "$gap21" 256
   run_step "time: CNTK-GAP-21, NTKD_GPU_SLICE3_BLOCKS=3" time_gpu_b3 gap_b3 "$gap21" 256
+  run_step "time: CNTK-GAP-21 against the base build, alternating" time_ab gap_ab "$gap21" 256
   run_step "time: CNN-Flatten-21" time_gpu flat "$flat21" 2048
   run_step "time: Myrtle-10" time_gpu myrtle10 "$myrtle10" 256
+  run_step "time: Myrtle-10 against the base build, alternating" time_ab myrtle10_ab "$myrtle10" 256
   run_step "time: README WideResNet" time_gpu wrn "$wrn" 64
   run_step "time: README WideResNet, NTKD_GPU_CHAIN=0" time_gpu_unchained wrn0 "$wrn" 64
   run_step "fp32 peak (FMA chains)" peak

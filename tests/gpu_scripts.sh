@@ -10,7 +10,8 @@
 #  3. scripts/gpu_profile.sh the same way: every step runs, none passes,
 #     the report under $OUT holds the table, whose measurement rows say
 #     why, exit non-zero;
-#  4. every GPU script parses (bash -n).
+#  4. every GPU script parses (bash -n); the profile's before/after
+#     steps on stand-in programs (no CUDA build needed).
 # The chroot rehearsal of a whole bundle (scripts/gpu_rehearse.sh) is not
 # run here: it builds a bundle with the CUDA 12 wheels (minutes, 600 MB).
 #   tests/gpu_scripts.sh BUILD_DIR      exit 77 when BUILD_DIR is not a CUDA build
@@ -88,13 +89,38 @@ else
   ptable | grep -qE '^ncu: SLICE3 .*skipped: no usable GPU' && ok "gpu_profile.sh: ncu skipped, saying why" ||
     bad "gpu_profile.sh: ncu row"
   for r in 'ncu on SLICE3 \(CNTK-GAP-21 tile\)' 'CNTK-GAP-21, us per entry' '\.\.\. NTKD_GPU_SLICE3_BLOCKS=3, us per entry' \
-           'Myrtle-10, us per entry' \
+           'Myrtle-10, us per entry' '\.\.\. against the base build \(this/base\)' 'Myrtle-10 against the base build \(this/base\)' \
            'README WideResNet, us per entry' '\.\.\. NTKD_GPU_CHAIN=0, us per entry' 'FC N=10000 d=3072 NTK, tiles \(s\), level 1' '\.\.\. level = 0 \(tiles stored raw\)'; do
     grep -qE "^$r +(failed|skipped: .+)\$" "$report" && ok "gpu_profile.sh: row '$r' says why" ||
       bad "gpu_profile.sh: row '$r'"
   done
   [ $failed = "$before" ] || sed 's/^/    /' "$report"
 fi
+# 4. The profile's before/after steps (a bundle of scripts/gpu_bundle.sh
+# --base REV) on stand-in programs: the versions pass, this build takes
+# 90 us per entry, the base 100, 200, 120 us in turn: the median ratio is
+# 0.75, the row names it, and the base is named from BUILD-INFO.
+fake="$work/fake"
+mkdir -p "$fake/base"
+printf '#!/bin/sh\necho "backends: cpu cuda"\n' > "$fake/ntkd"
+printf '#!/bin/sh\n' > "$fake/ntkd_gpu_check_adam"
+printf '#!/bin/sh\necho "driver 13000 13.0"; echo "runtime 13000 13.0"\n' > "$fake/ntkd_gpu_bench_syrk"
+printf '#!/bin/sh\necho 9e-05\n' > "$fake/ntkd_bench_cnn"
+printf '#!/bin/sh\nn=$(cat "%s/n" 2>/dev/null || echo 0); echo $((n + 1)) > "%s/n"\ncase $((n %% 3)) in 0) echo 1e-4 ;; 1) echo 2e-4 ;; *) echo 1.2e-4 ;; esac\n' \
+  "$fake" "$fake" > "$fake/base/ntkd_bench_cnn"
+chmod +x "$fake"/ntkd* "$fake/base/ntkd_bench_cnn"
+echo "base abc1234 a subject (base/ntkd_bench_cnn)" > "$fake/BUILD-INFO"
+OUT="$work/abprofile" NTKD_GPU_CHECK_NO_BUILD=1 NTKD_GPU_CHECK_ONLY='against the base' \
+  bash "$here/scripts/gpu_profile.sh" "$fake" > "$work/ab.log" 2>&1
+rc=$?
+[ $rc = 0 ] && ok "gpu_profile.sh: the before/after steps pass with a base build" || bad "gpu_profile.sh before/after: exit $rc"
+grep -qE '^\.\.\. against the base build \(this/base\) +0\.75$' "$work/ab.log" &&
+  grep -qE '^Myrtle-10 against the base build \(this/base\) +0\.75$' "$work/ab.log" &&
+  ok "gpu_profile.sh: the median of three alternating ratios (0.75)" || bad "gpu_profile.sh: before/after rows"
+grep -q '^base abc1234 a subject' "$work/ab.log" && ok "gpu_profile.sh: the base build named" ||
+  bad "gpu_profile.sh: base build not named"
+[ $failed = 0 ] || sed 's/^/    /' "$work/ab.log"
+
 echo "$pass passed, $failed failed"
 [ $failed = 0 ] || exit 1
 [ $ran = 1 ] || exit 77
