@@ -249,6 +249,20 @@ job torn small.npy 512 float32
 expect_rc 0 "resume from a truncated + garbage tail" "$NTKD" torn.conf
 "$NTKD" export torn.ntk torn.npy >/dev/null 2>&1
 check "matrix after torn tail byte-identical" cmp -s a_ntk.npy torn.npy
+# Cut to half under its index: the tiles past the cut are lost, and the
+# messages say so (they said "no tile is lost"); a rerun computes them.
+cp a.ntk cut.ntk
+cp a.ntk.index cut.ntk.index
+truncate -s $((size / 2)) cut.ntk
+expect_rc 4 "export of a store cut short under its index exits 4" "$NTKD" export cut.ntk cut.npy
+check "... saying tiles are lost" has "cut short: the tiles the index places past its end are lost" err.log
+check "... never that none is" bash -c "! grep -q 'no tile is lost' err.log"
+expect_rc 4 "verify of it exits 4, saying the same" "$NTKD" verify cut.ntk
+check "... saying the same" has "cut short: the tiles the index places past its end are lost" out.log
+job cut small.npy 512 float32
+expect_rc 0 "the rerun computes them again" "$NTKD" cut.conf
+"$NTKD" export cut.ntk cut.npy >/dev/null 2>&1
+check "... to the matrix byte-identical" cmp -s a_ntk.npy cut.npy
 
 # --- a full disk (file-size limit) ---------------------------------------------
 job fd big.npy 256 float32 "sync = 0"

@@ -503,8 +503,8 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   if (!st && rank == 0) st = lock_predictions(store_path, job, &lock);
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);
   if (!st && ntk_store_is_damaged(s) && sc->index_damaged)
-    st = ntk_error(NTK_ECORRUPT, "%s: the index (%s.index) %s; run the job again to rebuild it (no tile is lost)",
-                   store_path, store_path, sc->index_problem);
+    st = ntk_error(NTK_ECORRUPT, "%s: the index (%s.index) %s; run the job again to rebuild it (%s)", store_path,
+                   store_path, sc->index_problem, ntk_store_index_loss(sc));
   else if (!st && ntk_store_is_damaged(s))
     st = ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it", store_path);
   else if (!st && !ntr)

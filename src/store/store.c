@@ -469,7 +469,7 @@ static ntk_status lock_replaced(const ntk_store_t *s, int *fd) {
                        s->path);
     return NTK_OK;
   }
-  if (!st) st = ntk_lock_file(*fd, s->path, "store");
+  if (!st) st = ntk_lock_file(*fd, s->path, "store", 1);
   if (st && *fd >= 0) {
     close(*fd);
     *fd = -1;
@@ -542,7 +542,7 @@ ntk_status ntk_store_create(const char *path, const struct ntk_store_info *info,
     memcpy(s->good_header, h, NTK_STORE_HEADER_SIZE);
     st = ntk_tmp_create(s->path, tmp, sizeof tmp, &fd, NTK_MAGIC_STORE);
     /* Locked before it has a name anyone else could open. */
-    if (!st) st = ntk_lock_file(fd, s->path, "store");
+    if (!st) st = ntk_lock_file(fd, s->path, "store", 1);
   }
   if (!st && (pwrite_all(fd, h, NTK_STORE_HEADER_SIZE, 0) || pwrite_all(fd, h, NTK_STORE_HEADER_SIZE, HEADER_B) ||
               pwrite_all(fd, text, tlen, JOB_TEXT_AT) || ftruncate(fd, (off_t)s->first)))
@@ -1020,6 +1020,12 @@ static ntk_status probe_entry(ntk_store_t *s, size_t i, int *verdict, char *what
   return NTK_OK;
 }
 
+const char *ntk_store_index_loss(const struct ntk_store_scan *sc) {
+  return sc->index_past_end ? "the store may have been cut short: the tiles the index places past its end are lost, "
+                              "and the resume computes them again"
+                            : "no tile is lost";
+}
+
 /* Record the index as damage (verify, info, export and solve report it;
  * a resume rebuilds the index from the records). */
 static void index_damage(ntk_store_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1079,6 +1085,7 @@ static ntk_status index_check(ntk_store_t *s, struct ntk_index_entry *e, size_t 
     return NTK_OK;
   }
   if (covered > size) {
+    s->scan.index_past_end = 1;
     snprintf(why, cap, "its sync mark says the first %llu bytes are written, but the store has %llu",
              (unsigned long long)covered, (unsigned long long)size);
     *ok = 0;
@@ -1093,7 +1100,10 @@ static ntk_status index_check(ntk_store_t *s, struct ntk_index_entry *e, size_t 
       uint64_t extent = entry_extent(s, &e[i]);
       if (e[i].offset < s->first || (e[i].offset - s->first) % A) bad = "is not at a record offset";
       else if (!e[i].len || e[i].len > ntk_codec_bound(ntk_store_raw_bytes(s, &t))) bad = "has an impossible length";
-      else if (e[i].offset > size || extent > size - e[i].offset) bad = "runs past the end of the store";
+      else if (e[i].offset > size || extent > size - e[i].offset) {
+        bad = "runs past the end of the store";
+        s->scan.index_past_end = 1;
+      }
       else if (e[i].offset < covered && e[i].offset + extent > covered) bad = "straddles its sync mark";
     }
     if (bad) {
@@ -1264,7 +1274,7 @@ static ntk_status open_scan(const char *path, int writable, int check_payload, i
   s->writable = writable;
   st = ntk_open_regular(s->path, writable ? O_RDWR : O_RDONLY, "store", &s->fd);
   /* The writer holds the file itself before it reads what it will repair. */
-  if (!st && writable) st = ntk_lock_file(s->fd, s->path, "store");
+  if (!st && writable) st = ntk_lock_file(s->fd, s->path, "store", 1);
   struct stat sb;
   if (!st && fstat(s->fd, &sb)) st = io_error(s, "stat failed");
   unsigned char *h = st ? NULL : malloc(2 * NTK_STORE_HEADER_SIZE);
@@ -1986,7 +1996,8 @@ static ntk_status entry_error(ntk_store_t *s, const struct ntk_index_entry *e, i
     index_damage(s, "disagrees with the store: its entry for tile %llu at offset %llu, where the store has %s",
                  (unsigned long long)e->tile, (unsigned long long)e->offset, what);
     return ntk_error(NTK_ECORRUPT, "%s: the index (%s.index) %s; run the job again: the resume rebuilds the index "
-                     "from the records (no tile is lost)", s->path, s->path, s->scan.index_problem);
+                     "from the records (%s)", s->path, s->path, s->scan.index_problem,
+                     ntk_store_index_loss(&s->scan));
   }
   return ntk_error(NTK_ECORRUPT, "%s: the record of tile %llu at offset %llu is damaged (%s there); run the job "
                    "again to repair it and recompute what was lost", s->path, (unsigned long long)e->tile,

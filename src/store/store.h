@@ -89,6 +89,8 @@ struct ntk_store_scan {
    * fresh one from a scan. index_problem completes "the index (PATH.index) ". */
   int index_damaged;
   char index_problem[480];
+  int index_past_end; /* the index names bytes past the store's end: the store may have been cut
+                         short, and the tiles there are lost (ntk_store_index_loss) */
   uint64_t index_dead;      /* full scan: entries over regions marked dead since the index was written
                                (their tiles are missing; the next run rewrites the index) */
   uint64_t index_corrected; /* the audit: tiles whose record it found elsewhere than the index said */
@@ -222,6 +224,12 @@ int ntk_store_header_names(const unsigned char *h, const struct ntk_store_info *
  * (never retry and continue: the kernel may have dropped the dirty
  * pages). */
 ntk_status ntk_store_sync(ntk_store_t *s);
+
+/* What a resume loses with a damaged index, for the messages that report
+ * it: "no tile is lost" (the records are all there and a scan finds
+ * them), or that the tiles the index places past the store's end are
+ * lost (a store cut short) and computed again. */
+const char *ntk_store_index_loss(const struct ntk_store_scan *sc);
 
 /* The writer's last check before its job says it is done (after the last
  * ntk_store_sync): the path still names the file it wrote; every tile it
