@@ -182,6 +182,25 @@ head -c -30 good.jsonl > l.jsonl
 expect_rc 0 "resume with a torn last log line" "$NTKD" l.conf
 check "... the torn line dropped, the log JSON" json_log l.jsonl 1 3
 
+# --- two jobs, one log -------------------------------------------------------------
+# Another snapshot, the same log: the second job exits 7 before it touches
+# anything. The log has no lock file beside it; the message once said the
+# first job reached it "by another name" or "after its lock file was removed".
+tconf s1 400
+tconf s2 1
+sed -i 's/^log = s2.jsonl$/log = s1.jsonl/' s2.conf
+"$NTKD" s1.conf >s1.log 2>&1 &
+s1=$!
+for _ in $(seq 600); do [ -s s1.jsonl ] && break; kill -0 $s1 2>/dev/null || break; sleep 0.05; done
+kill -STOP $s1
+expect_rc 7 "a second job on a running job's log exits 7" "$NTKD" s2.conf
+check "... saying so, without a lock file it never had" \
+  has "s1.jsonl: the training log is being written by another running job (by this name or another); nothing was changed" err.log
+check "... and no snapshot written" [ ! -e s2.snap ]
+kill -CONT $s1
+kill -TERM $s1
+wait $s1
+
 # --- Adam constants float32 cannot hold ------------------------------------------
 tconf c 1 "eps = 1e-40"
 expect_rc 2 "eps = 1e-40 (0 in float32 with FTZ: 0/0) refused" "$NTKD" check c.conf

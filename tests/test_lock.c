@@ -268,15 +268,15 @@ START_TEST(test_file_lock) {
   ck_assert_int_ge(a, 0);
   ck_assert_int_ge(b, 0);
   ck_assert(!ntk_lock_file_held(hard));
-  ck_assert_int_eq(ntk_lock_file(a, p, "store"), NTK_OK);
+  ck_assert_int_eq(ntk_lock_file(a, p, "store", 1), NTK_OK);
   ck_assert(ntk_lock_file_held(hard));
-  ck_assert_int_eq(ntk_lock_file(b, hard, "store"), NTK_ELOCKED);
+  ck_assert_int_eq(ntk_lock_file(b, hard, "store", 1), NTK_ELOCKED);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "another name"));
   char holder[600];
   ck_assert(ntk_lock_holder(sym, holder, sizeof holder)); /* no lock file: the file's own lock */
   close(a);
   ck_assert(!ntk_lock_file_held(hard));
-  ck_assert_int_eq(ntk_lock_file(b, hard, "store"), NTK_OK);
+  ck_assert_int_eq(ntk_lock_file(b, hard, "store", 1), NTK_OK);
   close(b);
   ntk_lock_t *l = NULL, *m = NULL;
   ck_assert_int_eq(ntk_lock_acquire(p, "store", &l), NTK_OK);

@@ -302,17 +302,21 @@ static int file_lock_op(int fd, int cmd, struct flock *fl, short type) {
   return fcntl(fd, cmd, fl);
 }
 
-ntk_status ntk_lock_file(int fd, const char *path, const char *what) {
+ntk_status ntk_lock_file(int fd, const char *path, const char *what, int lock_file) {
   const char *off = getenv("NTKD_NO_LOCK");
   if (off && !strcmp(off, "1")) return NTK_OK;
   struct flock fl;
   if (file_lock_op(fd, F_OFD_SETLK, &fl, F_WRLCK) == 0) return NTK_OK;
   int e = errno;
+  /* With a lock file (PATH.lock) beside it, that lock file was passed
+   * before this one: the other job reaches the file by another name or
+   * its lock file is gone. Without one, this is the only lock. */
   if (e == EAGAIN || e == EACCES)
-    return ntk_error(NTK_ELOCKED, "%s: the %s is being written by another running job, which reaches it by "
-                     "another name (a hard link, another mount, a symbolic link) or took it after its lock file "
-                     "was removed or replaced; nothing was changed. Wait for that job to finish, or stop it, and "
-                     "run again", path, what);
+    return ntk_error(NTK_ELOCKED, "%s: the %s is being written by another running job%s; nothing was changed. Wait "
+                     "for that job to finish, or stop it, and run again", path, what,
+                     lock_file ? ", which reaches it by another name (a hard link, another mount, a symbolic link) "
+                                 "or took it after its lock file was removed or replaced"
+                               : " (by this name or another)");
   return ntk_error(NTK_EIO, "%s: cannot lock: %s (this file system may not support locks: see "
                    "docs/RELIABILITY.md, NTKD_NO_LOCK)", path, strerror(e));
 }

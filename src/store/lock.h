@@ -55,8 +55,10 @@ int ntk_lock_holder(const char *path, char *holder, size_t cap);
  * through `fd` (open for writing) and held while that open file
  * description lives. The store's writer takes it before it writes
  * anything (store/store.h). NTK_ELOCKED when another job holds it; NTK_EIO
- * when the file system refuses locks. NTKD_NO_LOCK=1 skips it. */
-ntk_status ntk_lock_file(int fd, const char *path, const char *what);
+ * when the file system refuses locks. NTKD_NO_LOCK=1 skips it. lock_file:
+ * whether the file also has a PATH.lock, taken first (a store); the
+ * message then says how another job got past it. */
+ntk_status ntk_lock_file(int fd, const char *path, const char *what, int lock_file);
 
 /* Whether some process holds ntk_lock_file's lock on `path` now. */
 int ntk_lock_file_held(const char *path);

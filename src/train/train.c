@@ -252,7 +252,7 @@ static ntk_status take_log(struct trainer *T) {
   if (!*path) return NTK_OK;
   ntk_status st = ntk_make_parents(path);
   if (!st) st = ntk_open_regular(path, O_RDWR | O_CREAT | O_APPEND, "training log", &T->log_fd);
-  if (!st) st = ntk_lock_file(T->log_fd, path, "training log");
+  if (!st) st = ntk_lock_file(T->log_fd, path, "training log", 0);
   return st;
 }
 
