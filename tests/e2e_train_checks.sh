@@ -22,6 +22,10 @@ np.save('vy.npy', rng.integers(0, 3, 50).astype(np.int64))
 x = np.load('x.npy')
 x[7, 3] = 1e38  # one value float32 holds, its steps do not
 np.save('xbig.npy', x)
+x = np.load('x.npy')
+np.save('xsub.npy', (x * 1e-40).astype(np.float32))  # every value below 1.18e-38
+x[5, :3] = 1e-40  # three subnormal values beside normal ones
+np.save('xfew.npy', x)
 PYEOF
 
 # tconf NAME EPOCHS [extra [train] lines]: 600 samples in batches of 50
@@ -181,6 +185,21 @@ cp good.snap l.snap
 head -c -30 good.jsonl > l.jsonl
 expect_rc 0 "resume with a torn last log line" "$NTKD" l.conf
 check "... the torn line dropped, the log JSON" json_log l.jsonl 1 3
+
+# --- subnormal inputs under flush_denormals ----------------------------------------
+# DAZ reads them as 0: samples of nothing else trained as zeros, exit 0.
+tconf z 1
+sed -i 's/^path = x.npy/path = xsub.npy/' z.conf
+expect_rc 2 "training samples that DAZ reads as zeros are refused" "$NTKD" z.conf
+check "... naming the sample and the cures" \
+  has "xsub.npy: sample 0: every value is 0 or below float32's normal range .* scale the data (\[data\] scale) or set flush_denormals = false" err.log
+tconf z 1 "flush_denormals = false"
+sed -i 's/^path = x.npy/path = xsub.npy/' z.conf
+expect_rc 0 "... taken with flush_denormals = false" "$NTKD" z.conf
+tconf zf 1
+sed -i 's/^path = x.npy/path = xfew.npy/' zf.conf
+expect_rc 0 "three subnormal values beside normal ones: trained" "$NTKD" zf.conf
+check "... and counted" has "xfew.npy: 3 values in 1 samples are below float32's normal range" err.log
 
 # --- two jobs, one log -------------------------------------------------------------
 # Another snapshot, the same log: the second job exits 7 before it touches
