@@ -382,6 +382,10 @@ START_TEST(test_regression_errors) {
       "[data] labels is required to solve");
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\n", "bad.conf:12: [solve] ridge is required");
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1, -2\n", "bad.conf:13: [solve] ridge: '-2' is not a number >= 0");
+  /* a ridge given twice: it was refused later as "the file of ridge 0.001 is also the file of ridge 0.001" */
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1e-3, 0.001\n",
+      "bad.conf:13: [solve] ridge: '0.001': that ridge is given twice");
+  bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = -0 0\n", "bad.conf:13: [solve] ridge: '0': that ridge is given twice");
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1, x\n", "[solve] ridge: 'x'");
   bad(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = ,\n", "[solve] ridge: ',': a comma with no value before it");
   /* A value left out between commas was skipped: three ridges meant, two solved. */
@@ -417,7 +421,7 @@ START_TEST(test_regression_errors) {
   bad(TRAIN "[test]\npath = t\n", "[test] is for kernel jobs");
   bad(TRAIN "[solve]\nridge = 1\n", "[solve] is for kernel jobs");
   char many[1024] = REG "[test]\npath = t\nlabels = l\n[solve]\nridge =";
-  for (int i = 0; i < 33; i++) strcat(many, " 1");
+  for (int i = 0; i < 33; i++) sprintf(many + strlen(many), " %d", i + 1);
   strcat(many, "\n");
   bad(many, "[solve] ridge: more than 32 values");
 }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* A finite double, nothing after it. Returns 1 and sets *out, else 0. A
@@ -19,6 +20,17 @@ static inline int ntk_parse_double(const char *s, double *out) {
   if (end == s || *end || (errno && !subnormal) || !isfinite(v)) return 0;
   *out = v;
   return 1;
+}
+
+/* x in the fewest significant digits (%g style) that read back as x:
+ * "0.1" for 0.1, where %.17g gives 0.10000000000000001. Writes to buf
+ * (32 bytes are always enough) and returns it. */
+static inline const char *ntk_fmt_double(double x, char *buf, size_t cap) {
+  for (int p = 1; p <= 17; p++) {
+    snprintf(buf, cap, "%.*g", p, x);
+    if (strtod(buf, NULL) == x) break;
+  }
+  return buf;
 }
 
 /* A non-negative decimal integer without sign, nothing after it. */

@@ -148,7 +148,11 @@ static int parse_ridges(struct ctx *c, const char *s, const char *k, const char 
     double r;
     if (o->nridge == NTK_MAX_RIDGES) ok = fail(c, s, k, "%s", "more than 32 values");
     else if (!ntk_parse_double(tok, &r) || r < 0) ok = fail(c, s, k, "'%s' is not a number >= 0", tok);
-    else o->ridge[o->nridge++] = r == 0 ? 0.0 : r;
+    else {
+      for (size_t i = 0; ok && i < o->nridge; i++)
+        if (o->ridge[i] == r) ok = fail(c, s, k, "'%s': that ridge is given twice", tok);
+      if (ok) o->ridge[o->nridge++] = r == 0 ? 0.0 : r;
+    }
   }
   free(tmp);
   if (ok && !o->nridge) ok = fail(c, s, k, "%s", "empty");

@@ -20,6 +20,7 @@
 #include "job/jobhash.h"
 #include "job/store_ranks.h"
 #include "base/npy.h"
+#include "base/numparse.h"
 #include "base/clock.h"
 #include "base/signals.h"
 #include "solve/solve_method.h"
@@ -129,14 +130,16 @@ ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job 
       /* Named by the ridge in full: two ridges that %g prints alike give one file. */
       double ridge = job->solve.ridge[r];
       prediction_path(store_path, job, which, ridge, names[nout], sizeof names[nout]);
-      snprintf(what[nout], sizeof what[nout], "the %s predictions file of ridge %.17g", kname(which), ridge);
+      char rt[32];
+      ntk_fmt_double(ridge, rt, sizeof rt);
+      snprintf(what[nout], sizeof what[nout], "the %s predictions file of ridge %s", kname(which), rt);
       out[nout] = (struct ntk_named_path){what[nout], names[nout], 0};
       nout++;
       if (job->solve.variance) {
         char v[NTK_PATH_MAX + 64];
         variance_path(names[nout - 1], job, v, sizeof v);
         memcpy(names[nout], v, sizeof v);
-        snprintf(what[nout], sizeof what[nout], "the %s variance file of ridge %.17g", kname(which), ridge);
+        snprintf(what[nout], sizeof what[nout], "the %s variance file of ridge %s", kname(which), rt);
         out[nout] = (struct ntk_named_path){what[nout], names[nout], 0};
         nout++;
       }
@@ -389,11 +392,12 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
   else if (o->diag_inv) printf(" %-10s %s", "n/a", "n/a");
   printf("\n");
   fflush(stdout);
+  char rt[32];
   if (o->diag_inv && !(loo_error <= NTK_LOO_MAX_ERROR))
-    fprintf(stderr, "ntkd: %s ridge %.17g: leave-one-out not reported: for train sample %zu, y - alpha / "
+    fprintf(stderr, "ntkd: %s ridge %s: leave-one-out not reported: for train sample %zu, y - alpha / "
             "diag((K + lambda I)^-1) leaves only rounding (relative error %.1e): the ridge dwarfs its kernel row, "
             "or it has no covariance with the other samples (docs/SOLVE.md)\n",
-            kname(which), ridge, loo_at, loo_error);
+            kname(which), ntk_fmt_double(ridge, rt, sizeof rt), loo_at, loo_error);
   return NTK_OK;
 }
 
