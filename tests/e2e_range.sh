@@ -89,7 +89,8 @@ import numpy as np; k = np.load('deep64.npy'); assert np.isfinite(k).all() and n
 # subnormal with a few bits (a regression on it was 5 % off, exit 0).
 printf '[data]\npath = fc.npy\nscale = 1e-21\n[model]\narch = Dense Relu Dense\n[compute]\nprecision = float32\n[output]\npath = tiny.ntk\n' > tiny.conf
 expect_rc 8 "data scaled by 1e-21, float32: the kernel's diagonal (~1e-42) is below float32's normal range" "$NTKD" tiny.conf
-check "... the message names a sample with itself and its value" grep -Eq 'NNGP entry \(row ([0-9]+), column \1\) is [0-9.]+e-4[0-9], below float32' err.log
+check "... the message names a sample, the Relu its variance enters, and its value" \
+  grep -Eq 'sample [0-9]+: its variance entering layer 2 \(Relu\) is [0-9.]+e-4[0-9], below float32' err.log
 check "... and says to use float64" grep -q 'use \[compute\] precision = float64' err.log
 check "... nothing stored" bash -c "[ \"\$('$NTKD' info tiny.ntk | sed -n 's|^progress: *\([0-9]*\)/.*|\1|p')\" = 0 ]"
 sed 's/precision = float32/precision = float64/; s/tiny.ntk/tiny64.ntk/' tiny.conf > tiny64.conf
@@ -111,11 +112,11 @@ check "... its diagonal is positive and below float32's range" $PY -c "
 import numpy as np; k = np.diag(np.load('flush64.npy')); assert (k > 0).all() and (k < 1e-38).all(), k"
 sed 's/\*300/*1200/; s/flush64.ntk/flush1200.ntk/' flush64.conf > flush1200.conf
 expect_rc 8 "1200 ReLU layers, float64: the kernel underflows to 0 in float64 too" "$NTKD" flush1200.conf
-check "... the message says below float64's range" grep -q 'is 0 although sample [0-9]* is not all zeros: its true value is below float64' err.log
+check "... the message says below float64's range" grep -q "its variance entering layer [0-9]* (Relu) is .*, below float64's normal range" err.log
 # Inputs scaled by 1e-24: a float32 variance of ~1e-48 flushes to 0.
 sed 's/scale = 1e-21/scale = 1e-24/; s/tiny.ntk/tiny0.ntk/' tiny.conf > tiny0.conf
 expect_rc 8 "data scaled by 1e-24, float32: the kernel is 0 in float32" "$NTKD" tiny0.conf
-check "... said so" grep -q 'is 0 in float32 but' err.log
+check "... said so" grep -q "is 0 (underflowed: the sample is not all zeros), below float32's normal range" err.log
 # Inputs scaled by 1e-46: every value is below float32's smallest subnormal
 # and is stored as 0, so each sample is all zeros and its kernel 0, which
 # the worker keeps for a sample of zeros (stored with exit 0 before).
@@ -175,6 +176,26 @@ expect_rc 8 "a CNN with LayerNorm, float32, inputs x 1e-21" "$NTKD" ln21.conf
 check "... the message names the image, the layer and the position" grep -Eq 'image [0-9]+: its variance entering layer 2 \(LayerNorm\) at position \([0-9]+, [0-9]+\) is' err.log
 sed 's/scale = 1e-21/scale = 1/; s/ln21.ntk/ln1.ntk/' ln21.conf > ln1.conf
 expect_rc 0 "... and at scale 1 it computes" "$NTKD" ln1.conf
+
+# --- a [test] sample on no diagonal tile ---------------------------------
+# Without test x test, a test sample's value with itself is in no tile: one
+# scaled by 1e-30 (its variance underflows, its products with the train set
+# do not) came back 164 % off with exit 0 (a hunt), where the same data in
+# one diagonal tile were refused. The variances entering a Relu are judged
+# now, as a scale-free layer's are (fc.c, cnn.c).
+$PY -c "
+import numpy as np; x = np.load('fc.npy')[:2].copy(); x[0] *= 1e-30; np.save('tst.npy', x)
+np.save('trn.npy', np.load('fc.npy')[2:6])"
+printf '[data]\npath = trn.npy\n[test]\npath = tst.npy\n[model]\narch = [Dense(W_std=1.5) Relu]*2 Dense\nkernel = ntk\n[compute]\nprecision = float32\ntile = 4\n[output]\npath = alone.ntk\n' > alone.conf
+expect_rc 8 "a test sample whose own variance underflows, float32, tile 4: refused" "$NTKD" alone.conf
+check "... naming it (sample 4: the first test sample)" grep -q "sample 4: its variance entering layer 2 (Relu) is 0 (underflowed" err.log
+sed 's/precision = float32/precision = float64/; s/alone.ntk/alone64.ntk/' alone.conf > alone64.conf
+expect_rc 0 "... the same job in float64 computes" "$NTKD" alone64.conf
+"$NTKD" export alone64.ntk alone64.npy --kernel ntk >/dev/null 2>&1
+"$NTKD" export alone.ntk alone32.npy --kernel ntk >/dev/null 2>&1
+check "... and the float32 store holds no tile of that row" $PY -c "
+import numpy as np, os
+assert not os.path.exists('alone32.npy') or np.isnan(np.load('alone32.npy')[4]).all()"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

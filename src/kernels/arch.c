@@ -2013,12 +2013,21 @@ int ntk_layer_scale_free(const struct ntk_layer *l) {
   return l->map.kind == NTK_MAP_SIGN || (l->map.kind == NTK_MAP_RECTMONO && l->map.degree == 0);
 }
 
+int ntk_layer_variance_judged(const struct ntk_layer *l) {
+  if (ntk_layer_scale_free(l)) return 1;
+  if (l->kind != NTK_LAYER_MAP) return 0;
+  return (l->map.kind == NTK_MAP_ABRELU && l->map.a != l->map.b) || l->map.kind == NTK_MAP_RECTMONO;
+}
+
 ntk_status ntk_scale_free_refusal(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
                                   const char *what, int elem) {
   return ntk_error(NTK_ENONFINITE, "%s: its variance entering layer %zu (%s)%s is %s, below %s's normal range (%.3g): "
-                   "%s's value depends on the variances' ratios, not their size, so it would come out O(1) from the "
-                   "few bits left, and wrong; %s", who, layer + 1, l->name, where, what,
-                   elem == 4 ? "float32" : "float64", elem == 4 ? (double)FLT_MIN : DBL_MIN, l->name,
+                   "%s's value %s, so it would come out %s from the few bits left, and wrong; %s", who, layer + 1,
+                   l->name, where, what, elem == 4 ? "float32" : "float64", elem == 4 ? (double)FLT_MIN : DBL_MIN,
+                   l->name,
+                   ntk_layer_scale_free(l) ? "depends on the variances' ratios, not their size"
+                                           : "is taken from the angle between the pair, c / sqrt(q q')",
+                   ntk_layer_scale_free(l) ? "O(1)" : "off by any factor",
                    elem == 4 ? "use [compute] precision = float64, or scale the data up ([data] scale)"
                              : "scale the data up ([data] scale), or raise w_std or b_std before it");
 }

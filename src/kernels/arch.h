@@ -193,6 +193,17 @@ void ntk_vanish_step(struct ntk_vanish *v, const struct ntk_layer *l);
  * the variances entering it are judged instead (fc.c, cnn.c). */
 int ntk_layer_scale_free(const struct ntk_layer *l);
 
+/* True if the variances entering the layer are judged (fc.c, cnn.c): a
+ * scale-free layer's, and those of a map computed from the angle between
+ * the pair, c / sqrt(q q') (Relu, LeakyRelu, Abs, ABRelu with a != b,
+ * RectifiedMonomial). A variance that lost its bits below the precision's
+ * normal range, or underflowed to 0, gives that angle wrong: kernel_fn(x1,
+ * x2) with x1's sample scaled by 1e-30 (float32, Relu, b_std = 0) came
+ * back 164 % off with exit 0, its products with x2 in range (a hunt); the
+ * same data against itself were refused by the diagonal's check, which a
+ * cross block does not have. */
+int ntk_layer_variance_judged(const struct ntk_layer *l);
+
 /* The refusal of such a variance (NTK_ENONFINITE, exit 8), one text for
  * fc.c's samples and cnn.c's images: `who` names the sample or image
  * ("sample 3"), `where` the position or "", `what` the value; layer is

@@ -670,12 +670,12 @@ static size_t judged_slots(const struct cnn_plan *P, const struct ntk_arch *arch
   size_t n = 0;
   for (size_t k = 0; k < P->nops; k++) {
     const struct cnn_op *op = &P->ops[k];
-    if (op->var >= 0 && ntk_layer_scale_free(op->layer))
+    if (op->var >= 0 && ntk_layer_variance_judged(op->layer))
       out[n++] = (struct ntk_cnn_judged){P->var_off[op->var], op->ho * op->wo, op->wo,
                                          (size_t)(op->layer - arch->layers), 1, 0};
   }
   for (size_t k = 0; k < P->ntail; k++)
-    if (ntk_layer_scale_free(&P->tail[k]))
+    if (ntk_layer_variance_judged(&P->tail[k]))
       out[n++] = (struct ntk_cnn_judged){P->tail_off + k, 1, 1, (size_t)(&P->tail[k] - arch->layers), 1, 1};
   return n;
 }

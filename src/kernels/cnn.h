@@ -53,7 +53,7 @@ ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void
 
 /* A slot of an image's variance block (the CPU's and the GPU's layout,
  * ntk_dev_plan's var_off and tail_off) that enters a scale-free layer
- * (ntk_layer_scale_free: Sign, RectifiedMonomial(0), LayerNorm): `count`
+ * or an angle map (ntk_layer_variance_judged: Sign, LayerNorm, Relu...): `count`
  * values at `off`, positions row-major `w` wide, or one value after the
  * readout (tail); `layer` its index in the arch. */
 struct ntk_cnn_judged {

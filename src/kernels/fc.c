@@ -334,8 +334,9 @@ ntk_status ntk_fc_check(const struct ntk_arch *arch, const struct ntk_dataset *d
   return st ? st : fc_widths(arch, data, NULL, NULL, NULL);
 }
 
-/* The variances entering a scale-free layer (ntk_layer_scale_free), per
- * sample. One below the precision's normal range has kept only a few bits,
+/* The variances entering a scale-free layer (ntk_layer_scale_free), or a
+ * map taken from the angle (ntk_layer_variance_judged), per sample. One
+ * below the precision's normal range has kept only a few bits,
  * and such a layer makes an O(1) value of them: Dense(W_std=1.3) Sign
  * Dense(W_std=1.3) in float32 on inputs scaled by 1e-21 came out 5.7e-3
  * off, in float64 at 1e-160 1.5e-3, with exit 0, and no check of the
@@ -351,7 +352,7 @@ static ntk_status judge_scale_free(const ntk_fc_t *fc) {
   for (size_t l = 0; l < arch->n; l++) {
     const struct ntk_layer *L = &arch->layers[l];
     int vanished = zv.zero;
-    for (size_t i = 0; ntk_layer_scale_free(L) && i < n; i++) {
+    for (size_t i = 0; ntk_layer_variance_judged(L) && i < n; i++) {
       double v;
       int cls = ntk_fp_class((const char *)fc->var + (l * n + i) * es, ds->elem, &v);
       if (cls != NTK_FP_SUBNORMAL && (cls != NTK_FP_ZERO || vanished || !ntk_dataset_sample_nonzero(ds, i))) continue;

@@ -247,6 +247,38 @@ def test_underflow_refused_vanishing_layer_kept(rng):
     assert (vanish(x, x2, "ntk") == 0).all()
 
 
+def test_a_sample_whose_own_variance_underflows_against_x2(rng):
+    # x1's sample 0 scaled so that its variance with itself underflows while
+    # its products with x2 do not: its row came back 164 % off (negative ReLU
+    # NTK entries) with no error, where kernel_fn(x1) raised (a diagonal's
+    # check; a cross block has none). The variances entering a Relu are
+    # judged now, in the fully-connected and the CNN paths.
+    from ntkd.errors import NonFiniteKernelError
+    x1, x2 = rng.standard_normal((3, 5)), rng.standard_normal((4, 5))
+    x1[0] *= 1e-30
+    _, _, kf = stax.serial(stax.Dense(1, W_std=1.5), stax.Relu(), stax.Dense(1, W_std=1.5), stax.Relu(), stax.Dense(1))
+    relu0 = r"sample 0: its variance entering layer 2 \(Relu\) is 0 \(underflowed"
+    with pytest.raises(NonFiniteKernelError, match=relu0 + r".*float32's normal range"):
+        kf(x1.astype(np.float32), x2.astype(np.float32), "ntk")
+    x1[0] *= 1e-170  # float64: below its range too
+    with pytest.raises(NonFiniteKernelError, match=relu0 + r".*float64's normal range"):
+        kf(x1, x2, "ntk")
+    # in range: computed, and K(s x, y) = s K(x, y) (Relu, b_std = 0)
+    x1[0] /= 1e-200
+    base = kf(x1, x2, "ntk")
+    x1[0] *= 1e-10
+    np.testing.assert_allclose(kf(x1, x2, "ntk")[0], base[0] * 1e-10, rtol=1e-12)
+    # a CNN: its variance at a position (a window that is not all zeros)
+    i1, i2 = rng.standard_normal((2, 4, 4, 2)), rng.standard_normal((3, 4, 4, 2))
+    i1[0] *= 1e-30
+    _, _, cnn = stax.serial(stax.Conv(1, (3, 3), padding="SAME", W_std=1.5), stax.Relu(),
+                            stax.Conv(1, (3, 3), padding="SAME", W_std=1.5), stax.Relu(), stax.GlobalAvgPool(),
+                            stax.Dense(1))
+    with pytest.raises(NonFiniteKernelError, match=r"image 0: its variance entering layer 2 \(Relu\) at position "
+                       r"\(0, 0\) is 0 \(underflowed: the window there is not all zeros\)"):
+        cnn(i1.astype(np.float32), i2.astype(np.float32), "ntk")
+
+
 def test_nonfinite_entry_of_a_cross_kernel_named_in_the_result(rng):
     # kernel_fn(x1, x2) computes on [x1; x2]: the entry the engine names
     # (row 3, column 2) is x2's sample 0 against x1's sample 2, the
