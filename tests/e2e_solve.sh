@@ -301,5 +301,17 @@ else
   echo "skipped: plot.py tests (no matplotlib; scripts/install-deps.sh installs python3-matplotlib)"
 fi
 
+# --- a solve under an address-space limit ----------------------------------------
+# ulimit -v with room for one OpenBLAS buffer, not one per core: ntkd runs
+# itself with OPENBLAS_NUM_THREADS=1, but the solve then asked for every
+# core again and OpenBLAS retried its buffer for ever (a spin in dpotrf
+# until killed). It now ends: solved on one thread, or refused (exit 1,
+# naming the limit) where this machine's libraries leave less room.
+c=solve_fc_relu
+(ulimit -v 260000; NTKD_STOP_GRACE=5 timeout -s TERM 120 "$NTKD" solve "$c.ntk" "$c.conf") >vlim.log 2>&1
+rc=$?
+check "ntkd solve under ulimit -v 260000 ends (exit $rc: 0, or 1 naming the limit), never spins" \
+  bash -c "[ $rc = 0 ] || { [ $rc = 1 ] && grep -q 'address-space limit' vlim.log; }"
+
 echo "e2e_solve: $passed passed, $failed failed"
 [ "$failed" = 0 ]

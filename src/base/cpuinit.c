@@ -70,7 +70,16 @@ double ntk_cpu_memory(void) {
 
 void ntk_cpu_all_threads(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
-  openblas_set_num_threads(n > 0 ? (int)n : 1);
+  int k = n > 0 ? (int)n : 1;
+  /* Not more than OPENBLAS_NUM_THREADS (the user's, or the one ntkd set
+   * itself under ulimit -v: ntk_cpu_fix_openblas), nor than the address
+   * space holds: a thread OpenBLAS cannot give its buffer retries for
+   * ever (a solve under ulimit -v spun in dpotrf until killed). */
+  const char *env = getenv("OPENBLAS_NUM_THREADS");
+  int cap = env ? atoi(env) : 0;
+  if (cap >= 1 && cap < k) k = cap;
+  while (k > 1 && ntk_cpu_check_address_space(k) != NTK_OK) k--;
+  openblas_set_num_threads(k);
 }
 
 void ntk_cpu_flush_denormals(int on) {

@@ -52,7 +52,8 @@ void ntk_cpu_reserve_blas(void);
 double ntk_cpu_memory(void);
 
 /* One OpenBLAS thread per online core: for the kernel-regression solve,
- * which runs on rank 0 alone after the tiles are done. */
+ * which runs on rank 0 alone after the tiles are done; at most
+ * OPENBLAS_NUM_THREADS, and as many as the address-space limit holds. */
 void ntk_cpu_all_threads(void);
 
 /* Flush-to-zero and denormals-are-zero on (`on`) or off for the calling
