@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "job/config.h"
+#include "job/jobfiles.h"
 #include "base/cpuinit.h"
 #include "inspect.h"
 #include "run.h"
@@ -84,9 +85,12 @@ static int check(int argc, char **argv) {
   struct ntk_job *job = calloc(1, sizeof *job);
   ntk_status st = job ? ntk_read_text_file(conf, &text, NULL) : ntk_error(NTK_ENOMEM, "out of memory");
   if (!st) st = fragment ? ntk_job_parse_fragment(text, conf, job) : ntk_job_parse_string(text, conf, job);
-  /* What the run refuses before any tile, from the job file alone: a
-   * prediction file that would replace the store or an input, or another
-   * ridge's (two ridges that %g prints alike). */
+  /* What the run refuses before any tile, from the job file alone: an
+   * output that would replace an input or one of ntkd's own files, a name
+   * without room for NAME.index, a prediction file that would replace the
+   * store or an input, or another ridge's (two ridges that %g prints
+   * alike). (check said yes to [output] path = the data file.) */
+  if (!st && !fragment) st = ntk_job_check_files(job);
   if (!st && !fragment && job->solve.enabled) st = ntk_solve_check_outputs(job->out_path, job, (uint32_t)job->kernels);
   free(text);
   if (st) {

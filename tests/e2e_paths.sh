@@ -47,6 +47,13 @@ mkdir jj && cp x.npy jj/
 printf '[data]\npath = %s/jj/x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = %s/jj/job.conf\n' "$W" "$W" >jj/job.conf
 cp jj/job.conf jj/job.orig
 expect_rc 2 "a job whose store is its own job file is refused" "$NTKD" jj/job.conf --overwrite
+# ntkd check said yes to it (and to an output that is the data, another
+# store's index, or a log that is the snapshot), which the run refuses.
+expect_rc 2 "... and ntkd check refuses it too" "$NTKD" check jj/job.conf
+check "... saying why" has "is also the job file: an output never replaces an input" err.log
+sed "s|^path = $W/jj/job.conf|path = $W/jj/x.npy|" jj/job.conf >jj/data.conf
+expect_rc 2 "ntkd check: [output] path = the data file" "$NTKD" check jj/data.conf
+check "... saying why" has "is also \[data\] path" err.log
 LP=$W/jj/$(printf './%.0s' $(seq 520))job.conf
 for args in "" "--overwrite"; do
   expect_rc 2 "... named by ${#LP} bytes${args:+ with $args} too" "$NTKD" "$LP" $args
@@ -72,6 +79,7 @@ check "... its predictions written" [ -e sq-ntk-ridge0.001.npy ]
 # log was "being written by another running job" (itself), exit 7.
 printf '[data]\npath = x.npy\nlabels = y.npy\n[validation]\npath = tx.npy\nlabels = ty.npy\n[train]\nlayers = 5 8 3\nbatch = 4\nepochs = 1\nsnapshot = m.snap\nlog = m.snap.lock\n' >t.conf
 expect_rc 2 "a training log that is the snapshot's lock file" "$NTKD" t.conf
+expect_rc 2 "... and ntkd check says so" "$NTKD" check t.conf
 check "... the message says so" has "is the snapshot's lock file" err.log
 check "... nothing written" [ ! -e m.snap ]
 
