@@ -100,7 +100,7 @@ export_cmp() { # export_cmp STORE REFERENCE.npy
 
 # --- a kernel value that is not finite: exit 8, the entry named ----------------
 DEEP='[Dense(W_std=2) Relu]*150 Dense'
-NF_MSG='entry (row [0-9]*, column [0-9]*) is \(NaN\|inf\|-inf\): the kernel exceeds float32; use \[compute\] precision = float64'
+NF_MSG='entry (row [0-9]*, column [0-9]*) is \(NaN\|inf\|-inf\): the kernel, or a variance inside the network, exceeds float32; use \[compute\] precision = float64'
 job nf1 few.npy "$DEEP" 4
 expect_rc 8 "non-finite float32 kernel, single process" guarded 60 "$NTKD" nf1.conf
 check "... the message names the entry and says float64" grep -q "error: \(NNGP\|NTK\) $NF_MSG" err.log

@@ -202,6 +202,9 @@ START_TEST(test_in_place_limits) {
   ck_assert_int_eq(load("lim_big.npy", 4, &ds), NTK_EINPUT);
   ck_assert_msg(strstr(ntk_error_message(), "sample 1, feature 1 is infinite or out of range"), "%s",
                 ntk_error_message());
+  /* no [data] scale: not said to be "after scaling" (it was) */
+  ck_assert_msg(strstr(ntk_error_message(), "; a float32 job holds at most 3e+38)") &&
+                !strstr(ntk_error_message(), "scal"), "%s", ntk_error_message());
   ck_assert_int_eq(load("lim_big.npy", 8, &ds), NTK_OK); /* widened: in range */
   ntk_data_free(&ds);
   double dok[4] = {1, 4e-320, -1.7e308, 2}, dbig[4] = {1, 2, nextafter(1.7e308, INFINITY), 3};
@@ -572,7 +575,8 @@ START_TEST(test_refused_value_order) {
   j.has_scale = 1;
   j.scale = 1e38;
   ck_assert_int_eq(ntk_data_load(&j, 4, &ds), NTK_EINPUT); /* pixel 4 of record 0 is 4e38 */
-  ck_assert_msg(strstr(ntk_error_message(), "scaled.bin: sample 0, feature 12 is infinite or out of range after scaling"),
+  ck_assert_msg(strstr(ntk_error_message(), "scaled.bin: sample 0, feature 12 is infinite or out of range (4e+38 after [data] scale; a float32 job "
+                                        "holds at most 3e+38)"),
                 "%s", ntk_error_message());
 }
 END_TEST

@@ -142,8 +142,15 @@ static ntk_status raw_flushed(const struct raw *r, const char *path) {
 /* The first value raw_put refused, as an error naming the first file. */
 static ntk_status raw_refused(const struct raw *r, const char *path) {
   if (r->bad == SIZE_MAX) return NTK_OK;
+  /* A finite value out of range: past what the job's precision holds, after [data] scale where one is set
+   * (a 1e300 value of a float32 job was said to be so "after scaling" with no scale). */
+  char range[160] = "";
+  if (isfinite(r->bad_v))
+    snprintf(range, sizeof range, " (%.3g%s; a %s job holds at most %.3g)", r->bad_v * raw_scale(r),
+             raw_scale(r) != 1 ? " after [data] scale" : "", r->elem == 4 ? "float32" : "float64",
+             r->elem == 4 ? 3.0e38 : 1.7e308);
   return ntk_error(NTK_EINPUT, "%s: sample %zu, feature %zu is %s%s", path, r->bad / r->d, r->bad % r->d,
-                   isnan(r->bad_v) ? "NaN" : "infinite or out of range", isfinite(r->bad_v) ? " after scaling" : "");
+                   isnan(r->bad_v) ? "NaN" : "infinite or out of range", range);
 }
 
 /* Open an input file for reading through zlib. FIFOs, devices and sockets

@@ -234,7 +234,8 @@ static ntk_status check_finite(const struct ntk_tile *t, const void *vals, int e
   if (at == count) return NTK_OK;
   double v = elem == 4 ? (double)((const float *)vals)[at] : ((const double *)vals)[at];
   const char *what = isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf";
-  const char *hint = elem == 4 ? "the kernel exceeds float32; use [compute] precision = float64 (or a "
+  const char *hint = elem == 4 ? "the kernel, or a variance inside the network, exceeds float32; use [compute] "
+                                 "precision = float64 (or a "
                                  "nonlinearity is undefined there: Gaussian with b > 0 and large variances; or LayerNorm with "
                                  "eps = 0 after a sample of zero variance)"
                                : "the kernel, or a product of variances inside a map, exceeds even the float64 "
