@@ -474,6 +474,48 @@ START_TEST(test_gpu_scale_free_underflow) {
 }
 END_TEST
 
+/* A Relu's input variances are judged too, and a 0 in the GPU's blocks
+ * (which have no oracle) is told from a window of zeros by the CPU's block
+ * of that image: one image of four scaled by 1e-30, its variance 0 in
+ * float32, the others with two rows of zeros (windows of zeros, a 0 that
+ * is right). In a tile off the diagonal (x1 against x2) the image's own
+ * value is in no entry: it came back wrong with exit 0 (a hunt). */
+START_TEST(test_gpu_relu_underflow) {
+  struct ntk_dataset ds;
+  random_images(&ds, 4, 5, 5, 2, 4, 3);
+  for (size_t i = 0; i < 4; i++)
+    for (size_t k = 0; k < 20; k++) ((float *)ds.x)[i * ds.d + k] = 0.0f; /* rows 0 and 1 */
+  struct ntk_arch arch;
+  ck_assert_int_eq(ntk_arch_parse("Conv(3, 2, SAME) Relu Conv(3, 2, SAME) Relu GlobalAvgPool Dense", 1.5, 0.0, &arch),
+                   NTK_OK);
+  struct ntk_gpu_exec ex;
+  ntk_gpu_exec_host(&ex, 2);
+  struct ntk_tiling tg;
+  ntk_tiling_init(&tg, ds.n, 2);
+  float g[4], t[4];
+  ntk_cnn_gpu_t *gc;
+  /* windows of zeros alone: every tile computes */
+  ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &arch, &ds, &gc), NTK_OK);
+  for (uint64_t k = 0; k < tg.ntiles; k++) {
+    struct ntk_tile tl = ntk_tiling_tile(&tg, k);
+    ck_assert_msg(ntk_cnn_gpu_tile(gc, &tl, g, t) == NTK_OK, "tile %llu: %s", (unsigned long long)k,
+                  ntk_error_message());
+  }
+  ntk_cnn_gpu_free(gc);
+  for (size_t k = 0; k < ds.d; k++) ((float *)ds.x)[3 * ds.d + k] *= 1e-30f;
+  ck_assert_int_eq(ntk_cnn_gpu_create(&ex, &arch, &ds, &gc), NTK_OK);
+  struct ntk_tile off = ntk_tiling_tile(&tg, 1); /* rows 2, 3 against columns 0, 1 */
+  ck_assert(off.bi == 1 && off.bj == 0);
+  ck_assert_int_eq(ntk_cnn_gpu_tile(gc, &off, g, t), NTK_ENONFINITE);
+  ck_assert_msg(strstr(ntk_error_message(), "image 3: its variance entering layer 2 (Relu)") &&
+                strstr(ntk_error_message(), "underflowed: the window there is not all zeros"), "%s",
+                ntk_error_message());
+  ntk_cnn_gpu_free(gc);
+  ntk_arch_free(&arch);
+  free(ds.x);
+}
+END_TEST
+
 /* The full covariance's device layout (ntk_dev_full_at, cnn_dev.h): for
  * every size up to 16 x 16 and a few wide or tall ones, element r and the
  * entry (p, q) ntk_dev_full_cell finds there map back to r, every element
@@ -665,6 +707,7 @@ int main(void) {
   tcase_add_test(tc, test_gpu_refusals);
   tcase_add_test(tc, test_full_layout);
   tcase_add_test(tc, test_gpu_scale_free_underflow);
+  tcase_add_test(tc, test_gpu_relu_underflow);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

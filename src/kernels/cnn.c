@@ -880,6 +880,10 @@ static ntk_status judge_vars(const ntk_cnn_t *c, const void *block, size_t image
 #define EACH_PRECISION_FILE "kernels/cnn_tile_impl.h"
 #include "kernels/each_precision.h"
 
+ntk_status ntk_cnn_judge_image(ntk_cnn_t *c, size_t image) {
+  return c->data->elem == 4 ? judge_one_f(c, image) : judge_one_d(c, image);
+}
+
 ntk_status ntk_cnn_tile(ntk_cnn_t *c, const struct ntk_tile *t, void *nngp, void *ntk) {
   size_t rows = t->rows, cols = t->cols;
   ntk_status st = reserve_vars(c, rows > cols ? rows : cols);

@@ -81,4 +81,9 @@ ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_data
                               const struct ntk_cnn_judged *slots, size_t n, const void *block, size_t image,
                               const void *oracle, int *need);
 
+/* Image `image`'s variance block computed by the CPU and judged with its
+ * oracle (ntk_cnn_judge_vars): for a block judged without one (the GPU's)
+ * that had a 0 where a window of zeros and an underflow look alike. */
+ntk_status ntk_cnn_judge_image(ntk_cnn_t *c, size_t image);
+
 #endif

@@ -5,6 +5,7 @@
 
 /* The per-precision names this file defines (each_precision.h), ... */
 #define judge_image SFX(judge_image)
+#define judge_one SFX(judge_one)
 #define self_vars SFX(self_vars)
 #define batched_tile SFX(batched_tile)
 #define pair_tile SFX(pair_tile)
@@ -32,6 +33,20 @@ static ntk_status judge_image(ntk_cnn_t *c, const struct ntk_tile *t, const REAL
   if (pair(c, &c->ws, one, one, one + d, NULL, 1, 1, 0, &dummy[0], &dummy[1])) st = tile_stopped(t, 0);
   else st = judge_vars(c, block, i, one + d, &need);
   free(one);
+  return st;
+}
+
+/* Image i's block computed here alone and judged, its oracle included
+ * (ntk_cnn_judge_image: for the GPU's blocks, judged without one). */
+static ntk_status judge_one(ntk_cnn_t *c, size_t i) {
+  size_t vs = c->plan.var_size, d = c->data->d;
+  const REAL *x = (const REAL *)c->data->x + i * d;
+  REAL *block = malloc(vs * sizeof(REAL)), dummy[2];
+  if (!block) return ntk_error(NTK_ENOMEM, "out of memory");
+  struct ntk_tile t = {.r0 = i, .c0 = i, .rows = 1, .cols = 1};
+  ntk_status st = pair(c, &c->ws, x, x, block, NULL, 1, 1, 0, &dummy[0], &dummy[1]) ? tile_stopped(&t, 0)
+                                                                                   : judge_image(c, &t, block, i);
+  free(block);
   return st;
 }
 
@@ -171,6 +186,7 @@ static ntk_status pair_tile(ntk_cnn_t *c, const struct ntk_tile *t, REAL *g, REA
 }
 
 #undef judge_image
+#undef judge_one
 #undef self_vars
 #undef batched_tile
 #undef pair_tile

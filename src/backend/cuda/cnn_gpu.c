@@ -224,6 +224,7 @@ struct ntk_cnn_gpu {
   struct ntk_cnn_judged *judged;
   size_t njudged;
   void *hvar; /* one image's block */
+  ntk_cnn_t *cpu; /* made at the first block with a 0 to judge: the CPU's block of that image, with its oracle */
   size_t *fresh; /* a tile's images whose blocks were just computed: device index, then sample */
   size_t fresh_cap;
   char err[512];
@@ -361,6 +362,7 @@ void ntk_cnn_gpu_free(ntk_cnn_gpu_t *g) {
   for (size_t k = 0; k < sizeof dev / sizeof *dev; k++) g->ex.release(g->ex.ctx, dev[k]);
   free(g->plan);
   free(g->judged);
+  ntk_cnn_free(g->cpu);
   free(g->hvar);
   free(g->fresh);
   free(g->have);
@@ -765,7 +767,16 @@ ntk_status ntk_cnn_gpu_tile(ntk_cnn_gpu_t *g, const struct ntk_tile *t, void *nn
     size_t vbytes = (size_t)g->plan->var_size * es;
     EX_TRY(g->ex.get(g->ex.ctx, g->hvar, (const char *)g->var + g->fresh[2 * k] * vbytes, vbytes, g->err,
                      sizeof g->err));
-    if ((st = ntk_cnn_judge_vars(g->arch, g->data, g->judged, g->njudged, g->hvar, g->fresh[2 * k + 1], NULL, NULL))) {
+    /* A 0 there is a window of zeros or a variance that underflowed (an
+     * image of x1 at 1e-30 against x2: its Relu's inputs); these blocks
+     * have no oracle to tell, so the CPU computes that image's block with
+     * its own (a few layers of one image's variances). */
+    int need = 0;
+    size_t img = g->fresh[2 * k + 1];
+    st = ntk_cnn_judge_vars(g->arch, g->data, g->judged, g->njudged, g->hvar, img, NULL, &need);
+    if (!st && need && !g->cpu) st = ntk_cnn_create(g->arch, g->data, NTK_CNN_AUTO, NULL, &g->cpu);
+    if (!st && need) st = ntk_cnn_judge_image(g->cpu, img);
+    if (st) {
       if (g->have) g->have[g->fresh[2 * k + 1]] = 0; /* not a block to keep */
       return st;
     }
