@@ -20,6 +20,7 @@
  * once per tile for the tile's images: memory is bounded by the tile. */
 #include "kernels/cnn.h"
 
+#include <float.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -826,43 +827,87 @@ ntk_status ntk_cnn_judged_slots(const struct ntk_arch *arch, const struct ntk_da
   return st;
 }
 
+/* The refusal of slot s's value v (class cls) at position p. */
+static ntk_status judged_refusal(const struct ntk_arch *arch, const struct ntk_cnn_judged *s, size_t p, int cls,
+                                 double v, size_t image, int elem, int every) {
+  char where[96] = "", what[64];
+  if (!s->tail)
+    snprintf(where, sizeof where, every ? " at every position (the largest at (%zu, %zu))" : " at position (%zu, %zu)",
+             p / s->w, p % s->w);
+  if (cls == NTK_FP_ZERO)
+    snprintf(what, sizeof what, s->tail ? "0 (underflowed: the image is not all zeros)"
+                                        : "0 (underflowed: the window there is not all zeros)");
+  else snprintf(what, sizeof what, "%.3g", v);
+  char who[48];
+  snprintf(who, sizeof who, "image %zu", image);
+  return ntk_scale_free_refusal(who, s->layer, &arch->layers[s->layer], where, what, elem);
+}
+
 ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_dataset *data,
                               const struct ntk_cnn_judged *slots, size_t n, const void *block, size_t image,
                               const void *oracle, int *need) {
   int elem = data->elem;
+  /* An image of zeros: its 0s are its values. (Once per image: it was
+   * asked at every zero position, a third of a CNN call's time on images
+   * with black borders.) */
+  if (!n || !ntk_dataset_sample_nonzero(data, image)) return NTK_OK;
+  double tiny = elem == 4 ? (double)FLT_MIN : DBL_MIN;
   for (size_t k = 0; k < n; k++) {
     const struct ntk_cnn_judged *s = &slots[k];
-    const struct ntk_layer *l = &arch->layers[s->layer];
+    struct ntk_vanish zv = {0}; /* 0 by the network: a layer on the path maps everything to 0 */
+    for (size_t i = 0; i < s->layer; i++) ntk_vanish_step(&zv, &arch->layers[i]);
+    const char *at = (const char *)block + s->off * (size_t)elem, *oat = oracle ? (const char *)oracle + s->off *
+                                                                                  (size_t)elem : NULL;
+    size_t step = s->step * (size_t)elem;
+    if (!ntk_layer_scale_free(&arch->layers[s->layer])) {
+      /* An angle map (Relu): a position's error is as small as its own
+       * variance, so the image's largest variance there is what counts. A
+       * window of tiny values beside normal ones is right (a float32 decay
+       * to 5e-30 was refused at such a position, within 1.2e-5 of
+       * neural-tangents before); an image whose every variance there is
+       * subnormal or underflowed is not (x1 at 1e-30 against x2). */
+      double most = 0;
+      size_t pm = 0;
+      for (size_t p = 0; p < s->count; p++) {
+        double v;
+        (void)ntk_fp_class(at + p * step, elem, &v);
+        if (v > most) most = v, pm = p;
+      }
+      if (most >= tiny) continue;
+      if (most > 0) return judged_refusal(arch, s, pm, NTK_FP_SUBNORMAL, most, image, elem, 1);
+      if (zv.zero) continue;
+      if (s->tail) return judged_refusal(arch, s, 0, NTK_FP_ZERO, 0, image, elem, 0);
+      /* every position 0: windows of zeros (the image's values where no
+       * layer looks), or an underflow where the oracle says a window is not */
+      if (!oat) {
+        if (need) *need = 1;
+        continue;
+      }
+      for (size_t p = 0; p < s->count; p++) {
+        int ocls = ntk_fp_class(oat + p * step, elem, NULL);
+        if (ocls == NTK_FP_NORMAL || ocls == NTK_FP_SUBNORMAL)
+          return judged_refusal(arch, s, p, NTK_FP_ZERO, 0, image, elem, 0);
+      }
+      continue;
+    }
     for (size_t p = 0; p < s->count; p++) {
       double v;
-      int cls = ntk_fp_class((const char *)block + (s->off + p * s->step) * (size_t)elem, elem, &v);
-      if (cls != NTK_FP_SUBNORMAL && (cls != NTK_FP_ZERO || !ntk_dataset_sample_nonzero(data, image))) continue;
-      if (cls == NTK_FP_ZERO) {
-        struct ntk_vanish zv = {0}; /* 0 by the network: a layer on the path maps everything to 0 */
-        for (size_t i = 0; i < s->layer; i++) ntk_vanish_step(&zv, &arch->layers[i]);
-        if (zv.zero) continue;
-      }
+      int cls = ntk_fp_class(at + p * step, elem, &v);
+      if (cls != NTK_FP_SUBNORMAL && cls != NTK_FP_ZERO) continue;
+      if (cls == NTK_FP_ZERO && zv.zero) continue;
       if (cls == NTK_FP_ZERO && !s->tail) {
         /* A zero window's 0, or an underflow (the image at 1e-170)? The
          * oracle, the image's block with each nonzero value set to 1, is 0
          * exactly where the window sees only zeros. Without one (the GPU's
-         * blocks), a 0 at a position is taken as a window of zeros. */
-        if (!oracle) {
+         * blocks), the caller is asked for it (*need). */
+        if (!oat) {
           if (need) *need = 1;
           continue;
         }
-        int ocls = ntk_fp_class((const char *)oracle + (s->off + p * s->step) * (size_t)elem, elem, NULL);
+        int ocls = ntk_fp_class(oat + p * step, elem, NULL);
         if (ocls != NTK_FP_NORMAL && ocls != NTK_FP_SUBNORMAL) continue;
       }
-      char where[64] = "", what[64];
-      if (!s->tail) snprintf(where, sizeof where, " at position (%zu, %zu)", p / s->w, p % s->w);
-      if (cls == NTK_FP_ZERO)
-        snprintf(what, sizeof what, s->tail ? "0 (underflowed: the image is not all zeros)"
-                                            : "0 (underflowed: the window there is not all zeros)");
-      else snprintf(what, sizeof what, "%.3g", v);
-      char who[48];
-      snprintf(who, sizeof who, "image %zu", image);
-      return ntk_scale_free_refusal(who, s->layer, l, where, what, elem);
+      return judged_refusal(arch, s, p, cls, v, image, elem, 0);
     }
   }
   return NTK_OK;

@@ -279,6 +279,22 @@ def test_a_sample_whose_own_variance_underflows_against_x2(rng):
         cnn(i1.astype(np.float32), i2.astype(np.float32), "ntk")
 
 
+def test_a_window_of_tiny_values_beside_normal_ones_computes(rng):
+    # Judged per position, a Relu whose input is subnormal at a few positions
+    # of a decaying signal (its values normal float32, the smallest 5e-30)
+    # refused the image, where the kernel is right to float32's precision: a
+    # position's error is as small as its own variance. The image's largest
+    # variance is what is judged for the angle maps.
+    t = np.arange(128)
+    x = np.stack([a * np.exp(-t / tau) * np.cos(w * t) for a, tau, w in
+                  zip(rng.uniform(.5, 2, 5), rng.uniform(1.6, 2.2, 5), rng.uniform(0, 1, 5))])[..., None]
+    _, _, kf = stax.serial(stax.Conv(8, (5,), padding="SAME", W_std=1.5, b_std=0.), stax.Relu(),
+                           stax.Conv(8, (5,), padding="SAME", W_std=1.5, b_std=0.), stax.Relu(), stax.GlobalAvgPool(),
+                           stax.Dense(1, W_std=1.5, b_std=0.))
+    k32, k64 = kf(x.astype(np.float32), None, "ntk"), kf(x, None, "ntk")
+    np.testing.assert_allclose(k32, k64, rtol=1e-4)
+
+
 def test_nonfinite_entry_of_a_cross_kernel_named_in_the_result(rng):
     # kernel_fn(x1, x2) computes on [x1; x2]: the entry the engine names
     # (row 3, column 2) is x2's sample 0 against x1's sample 2, the
