@@ -26,6 +26,8 @@ x = np.load('x.npy')
 np.save('xsub.npy', (x * 1e-40).astype(np.float32))  # every value below 1.18e-38
 x[5, :3] = 1e-40  # three subnormal values beside normal ones
 np.save('xfew.npy', x)
+x[5, :3] = 0  # what DAZ reads them as
+np.save('xfew0.npy', x)
 PYEOF
 
 # tconf NAME EPOCHS [extra [train] lines]: 600 samples in batches of 50
@@ -200,6 +202,12 @@ tconf zf 1
 sed -i 's/^path = x.npy/path = xfew.npy/' zf.conf
 expect_rc 0 "three subnormal values beside normal ones: trained" "$NTKD" zf.conf
 check "... and counted" has "xfew.npy: 3 values in 1 samples are below float32's normal range" err.log
+# The data's identity in the snapshot is the data as trained on (the
+# subnormal values as the zeros DAZ reads, as an earlier ntkd loaded them):
+# the same job on the zeros resumes it (it was refused as another job's).
+sed -i 's/^epochs = 1/epochs = 2/; s/^path = xfew.npy/path = xfew0.npy/' zf.conf
+expect_rc 0 "... and its snapshot resumes on the data with those values 0" "$NTKD" zf.conf
+check "... two epochs in the log" json_log zf.jsonl 1 2
 
 # --- two jobs, one log -------------------------------------------------------------
 # Another snapshot, the same log: the second job exits 7 before it touches
