@@ -66,9 +66,13 @@ cuda_build "$here" "$build" "${progs[@]##*/}"
 if [ -n "$base" ]; then
   rev=$(git -C "$here" rev-parse --verify --quiet "$base^{commit}") ||
     { echo "gpu_bundle: --base $base is not a commit of $here" >&2; exit 2; }
-  mkdir -p "$stage/base-src"
-  git -C "$here" archive "$rev" | tar x -C "$stage/base-src"
-  cuda_build "$stage/base-src" "$build-base" ntkd_bench_cnn
+  # Built afresh each time, from a fixed source folder beside the build:
+  # CMake's cache names its source, and a second run from a fresh temporary
+  # one failed.
+  rm -rf "$build-base.src" "$build-base"
+  mkdir -p "$build-base.src"
+  git -C "$here" archive "$rev" | tar x -C "$build-base.src"
+  cuda_build "$build-base.src" "$build-base" ntkd_bench_cnn
 fi
 b="$stage/ntkd-gpu-bundle"
 mkdir -p "$b/real" "$b/lib" "$b/tests"
