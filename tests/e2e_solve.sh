@@ -308,10 +308,14 @@ fi
 # until killed). It now ends: solved on one thread, or refused (exit 1,
 # naming the limit) where this machine's libraries leave less room.
 c=solve_fc_relu
-(ulimit -v 260000; NTKD_STOP_GRACE=5 timeout -s TERM 120 "$NTKD" solve "$c.ntk" "$c.conf") >vlim.log 2>&1
-rc=$?
-check "ntkd solve under ulimit -v 260000 ends (exit $rc: 0, or 1 naming the limit), never spins" \
-  bash -c "[ $rc = 0 ] || { [ $rc = 1 ] && grep -q 'address-space limit' vlim.log; }"
+if ldd "$NTKD" | grep -q libasan; then
+  echo "skipped: the solve under ulimit -v (ASan's shadow memory needs terabytes of address space)"
+else
+  (ulimit -v 260000; NTKD_STOP_GRACE=5 timeout -s TERM 120 "$NTKD" solve "$c.ntk" "$c.conf") >vlim.log 2>&1
+  rc=$?
+  check "ntkd solve under ulimit -v 260000 ends (exit $rc: 0, or 1 naming the limit), never spins" \
+    bash -c "[ $rc = 0 ] || { [ $rc = 1 ] && grep -q 'address-space limit' vlim.log; }"
+fi
 
 echo "e2e_solve: $passed passed, $failed failed"
 [ "$failed" = 0 ]
