@@ -81,6 +81,10 @@ static int put_plain(struct raw *r, size_t at, const double *v, size_t count, do
   return !odd;
 }
 
+/* The largest magnitude a sample value may have in the job's precision
+ * (elem bytes): raw_put's limit, and what raw_refused says. */
+static double raw_limit(int elem) { return elem == 4 ? 3.0e38 : 1.7e308; }
+
 /* Store count values v (doubles, as read) from value index `at` on: scaled,
  * checked (samples: NaN, infinite, or beyond float32 in a float32 job, after
  * scaling) and narrowed to r->elem bytes. A refused value is remembered,
@@ -89,7 +93,7 @@ static int put_plain(struct raw *r, size_t at, const double *v, size_t count, do
  * reported is the first in the HWC array, as when every value was checked
  * after loading. */
 static void raw_put(struct raw *r, size_t at, const double *v, size_t count) {
-  double scale = raw_scale(r), lim = r->elem == 4 ? 3.0e38 : 1.7e308;
+  double scale = raw_scale(r), lim = raw_limit(r->elem);
   if (r->samples && put_plain(r, at, v, count, scale, lim)) return;
   for (size_t k = 0; k < count; k++) {
     double y = v[k] * scale;
@@ -147,8 +151,7 @@ static ntk_status raw_refused(const struct raw *r, const char *path) {
   char range[160] = "";
   if (isfinite(r->bad_v))
     snprintf(range, sizeof range, " (%.3g%s; a %s job holds at most %.3g)", r->bad_v * raw_scale(r),
-             raw_scale(r) != 1 ? " after [data] scale" : "", r->elem == 4 ? "float32" : "float64",
-             r->elem == 4 ? 3.0e38 : 1.7e308);
+             raw_scale(r) != 1 ? " after [data] scale" : "", r->elem == 4 ? "float32" : "float64", raw_limit(r->elem));
   return ntk_error(NTK_EINPUT, "%s: sample %zu, feature %zu is %s%s", path, r->bad / r->d, r->bad % r->d,
                    isnan(r->bad_v) ? "NaN" : "infinite or out of range", range);
 }
@@ -283,8 +286,8 @@ static ntk_status raw_reserve(struct raw *r, const char *path, size_t values) {
 static int plain_values(const void *x, size_t count, int elem) {
   uint64_t odd = 0;
   if (elem == 4) {
-    float lim = (float)3.0e38; /* raw_put's limit, as the largest float not above it */
-    if ((double)lim > 3.0e38) lim = nextafterf(lim, 0.0f);
+    float lim = (float)raw_limit(4); /* raw_put's limit, as the largest float not above it */
+    if ((double)lim > raw_limit(4)) lim = nextafterf(lim, 0.0f);
     uint32_t top, *u = (uint32_t *)x;
     memcpy(&top, &lim, 4);
     for (size_t k = 0; k < count; k++) {
@@ -292,7 +295,7 @@ static int plain_values(const void *x, size_t count, int elem) {
       odd |= (uint64_t)((a > top) | ((a != 0) & (a < 0x00800000u)));
     }
   } else {
-    double lim = 1.7e308;
+    double lim = raw_limit(8);
     uint64_t top, *u = (uint64_t *)x;
     memcpy(&top, &lim, 8);
     for (size_t k = 0; k < count; k++) {

@@ -2019,8 +2019,8 @@ int ntk_layer_variance_judged(const struct ntk_layer *l) {
   return (l->map.kind == NTK_MAP_ABRELU && l->map.a != l->map.b) || l->map.kind == NTK_MAP_RECTMONO;
 }
 
-ntk_status ntk_scale_free_refusal(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
-                                  const char *what, int elem) {
+ntk_status ntk_variance_refusal(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
+                                const char *what, int elem) {
   return ntk_error(NTK_ENONFINITE, "%s: its variance entering layer %zu (%s)%s is %s, below %s's normal range (%.3g): "
                    "%s's value %s, so it would come out %s from the few bits left, and wrong; %s", who, layer + 1,
                    l->name, where, what, elem == 4 ? "float32" : "float64", elem == 4 ? (double)FLT_MIN : DBL_MIN,

@@ -208,8 +208,8 @@ int ntk_layer_variance_judged(const struct ntk_layer *l);
  * fc.c's samples and cnn.c's images: `who` names the sample or image
  * ("sample 3"), `where` the position or "", `what` the value; layer is
  * 0-based, elem the precision's bytes. */
-ntk_status ntk_scale_free_refusal(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
-                                  const char *what, int elem);
+ntk_status ntk_variance_refusal(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
+                                const char *what, int elem);
 
 /* Canonical text: every layer with all its parameters spelled out, so two
  * strings that denote the same network give the same text. Writes at most

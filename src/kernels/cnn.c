@@ -840,7 +840,7 @@ static ntk_status judged_refusal(const struct ntk_arch *arch, const struct ntk_c
   else snprintf(what, sizeof what, "%.3g", v);
   char who[48];
   snprintf(who, sizeof who, "image %zu", image);
-  return ntk_scale_free_refusal(who, s->layer, &arch->layers[s->layer], where, what, elem);
+  return ntk_variance_refusal(who, s->layer, &arch->layers[s->layer], where, what, elem);
 }
 
 ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_dataset *data,

@@ -336,15 +336,15 @@ ntk_status ntk_fc_check(const struct ntk_arch *arch, const struct ntk_dataset *d
 
 /* The variances entering a scale-free layer (ntk_layer_scale_free), or a
  * map taken from the angle (ntk_layer_variance_judged), per sample. One
- * below the precision's normal range has kept only a few bits,
- * and such a layer makes an O(1) value of them: Dense(W_std=1.3) Sign
+ * below the precision's normal range has kept only a few bits, and such a
+ * layer makes a wrong value of them (an O(1) one for a scale-free layer): Dense(W_std=1.3) Sign
  * Dense(W_std=1.3) in float32 on inputs scaled by 1e-21 came out 5.7e-3
  * off, in float64 at 1e-160 1.5e-3, with exit 0, and no check of the
  * output can tell. A 0 is the sample's own value only where the sample is
  * zeros or a layer before maps everything to 0 (w_std = 0); else it is a
  * variance that underflowed. NTK_ENONFINITE, as the worker's refusals of
  * an underflowed kernel (exit 8). */
-static ntk_status judge_scale_free(const ntk_fc_t *fc) {
+static ntk_status judge_variances(const ntk_fc_t *fc) {
   const struct ntk_arch *arch = fc->arch;
   const struct ntk_dataset *ds = fc->data;
   size_t n = ds->n, es = (size_t)ds->elem;
@@ -361,7 +361,7 @@ static ntk_status judge_scale_free(const ntk_fc_t *fc) {
       else snprintf(what, sizeof what, "%.3g", v);
       char who[48];
       snprintf(who, sizeof who, "sample %zu", i);
-      return ntk_scale_free_refusal(who, l, L, "", what, ds->elem);
+      return ntk_variance_refusal(who, l, L, "", what, ds->elem);
     }
     ntk_vanish_step(&zv, L);
   }
@@ -481,7 +481,7 @@ ntk_status ntk_fc_create(const struct ntk_arch *arch, const struct ntk_dataset *
     }
   }
   free(vstack);
-  if ((st = judge_scale_free(fc))) {
+  if ((st = judge_variances(fc))) {
     ntk_fc_free(fc);
     return st;
   }

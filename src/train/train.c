@@ -136,13 +136,21 @@ static ntk_status say_labels(const char *path, const int32_t *y, size_t n, size_
  * a few such values beside normal ones are said, not refused. */
 static ntk_status subnormal_inputs(const struct trainer *T, struct ntk_dataset *ds, const char *path) {
   if (!T->o->flush_denormals) return NTK_OK;
-  const uint32_t *u = (const uint32_t *)ds->x;
+  /* Each such value is held as the zero (of its sign) that DAZ reads, the
+   * bytes the loader made under FTZ/DAZ before: the data's identity in a
+   * snapshot (data_hash) stays what it was, and a snapshot of an earlier
+   * ntkd resumes (a review: it was refused as another job's). */
+  uint32_t *u = (uint32_t *)ds->x;
   size_t values = 0, samples = 0;
   for (size_t i = 0; i < ds->n; i++) {
     size_t sub = 0, normal = 0;
     for (size_t f = 0; f < ds->d; f++) {
-      uint32_t a = u[i * ds->d + f] & 0x7fffffffu;
-      sub += a != 0 && a < 0x00800000u;
+      uint32_t *w = &u[i * ds->d + f];
+      uint32_t a = *w & 0x7fffffffu;
+      if (a != 0 && a < 0x00800000u) {
+        sub++;
+        *w &= 0x80000000u;
+      }
       normal += a >= 0x00800000u;
     }
     if (sub && !normal)
@@ -155,13 +163,6 @@ static ntk_status subnormal_inputs(const struct trainer *T, struct ntk_dataset *
   if (values)
     fprintf(stderr, "ntkd: %s: %zu values in %zu samples are below float32's normal range (|x| < 1.18e-38) and read "
             "as 0 under [train] flush_denormals = true\n", path, values, samples);
-  /* ... and are held as the zeros (of their sign) that DAZ reads, the bytes
-   * the loader made under FTZ/DAZ before: the data's identity in a snapshot
-   * (data_hash) stays what it was, and a snapshot of an earlier ntkd
-   * resumes (a review: it was refused as another job's). */
-  uint32_t *w = (uint32_t *)ds->x;
-  for (size_t k = 0; values && k < ds->n * ds->d; k++)
-    if ((w[k] & 0x7fffffffu) != 0 && (w[k] & 0x7fffffffu) < 0x00800000u) w[k] &= 0x80000000u;
   return NTK_OK;
 }
 
