@@ -52,9 +52,8 @@ static void print_damage(const char *path, const struct ntk_store_scan *sc) {
                                  ? "both header copies, in different bytes (the header was rebuilt from them)"
                                  : "one of the two header copies (the other is intact)");
   if (sc->job_text_damaged) printf("damaged: the job description kept in the store\n");
-  if (sc->index_damaged)
-    printf("damaged: the index (%s.index) %s; run the job again: the resume rebuilds the index from the records "
-           "(%s)\n", path, sc->index_problem, ntk_store_index_loss(sc));
+  char why[NTK_STORE_INDEX_DAMAGE_MAX];
+  if (sc->index_damaged) printf("damaged: %s\n", ntk_store_index_damage(sc, path, why, sizeof why));
   if (sc->tail_bytes && sc->tail_damaged)
     printf("damaged: the last %llu bytes are not a write cut short (a damaged or foreign record, or garbage)\n",
            (unsigned long long)sc->tail_bytes);
@@ -78,9 +77,9 @@ static uint64_t needed_pairs(const struct ntk_tiling *t) {
 
 /* The index, in one line for info and verify: what a resume will do with it. */
 static void print_index(const char *label, const char *path, const struct ntk_store_scan *sc) {
+  char why[NTK_STORE_INDEX_DAMAGE_MAX];
   if (sc->index_damaged)
-    printf("%sthe index (%s.index) %s; run the job again: the resume rebuilds it from the records (%s)\n", label, path,
-           sc->index_problem, ntk_store_index_loss(sc));
+    printf("%s%s\n", label, ntk_store_index_damage(sc, path, why, sizeof why));
   else if (sc->index_note[0])
     printf("%sno usable index (%s): the next run rebuilds it by a scan\n", label, sc->index_note);
   else if (sc->index_dead)
@@ -203,10 +202,10 @@ static int parse_range(const char *opt, const char *spec, uint64_t n, uint64_t *
  * found (the index named when it is all there is). */
 static ntk_status damaged_error(ntk_store_t *s, const char *path) {
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);
+  char why[NTK_STORE_INDEX_DAMAGE_MAX];
   if (sc->index_damaged && !(sc->regions || sc->damaged || sc->tail_damaged || sc->header_damaged ||
                              sc->job_text_damaged))
-    return ntk_error(NTK_ECORRUPT, "%s: the index (%s.index) %s; run the job again: the resume rebuilds the index "
-                     "from the records (%s)", path, path, sc->index_problem, ntk_store_index_loss(sc));
+    return ntk_error(NTK_ECORRUPT, "%s: %s", path, ntk_store_index_damage(sc, path, why, sizeof why));
   return ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it "
                    "and recompute what was lost", path);
 }

@@ -259,6 +259,16 @@ check "... saying tiles are lost" has "cut short: the tiles the index places pas
 check "... never that none is" bash -c "! grep -q 'no tile is lost' err.log"
 expect_rc 4 "verify of it exits 4, saying the same" "$NTKD" verify cut.ntk
 check "... saying the same" has "cut short: the tiles the index places past its end are lost" out.log
+check "... and the Python reader too (it said no tile is lost)" env PYTHONPATH="$SRC/python" $PY -c "
+import ntkd_store
+try:
+    ntkd_store.open('cut.ntk')['ntk'][:, :]
+    raise SystemExit('read a store cut short')
+except ntkd_store.DamagedStoreError as e:
+    assert 'cut short: the tiles the index places past its end are lost' in str(e), e
+    assert 'no tile is lost' not in str(e), e
+r = ntkd_store.open('cut.ntk').verify(raise_on_damage=False)
+assert any('cut short: the tiles the index' in p for p in r.problems), r.problems"
 job cut small.npy 512 float32
 expect_rc 0 "the rerun computes them again" "$NTKD" cut.conf
 "$NTKD" export cut.ntk cut.npy >/dev/null 2>&1

@@ -256,6 +256,7 @@ class _View:
         self.index_note = ""
         self.index_damaged = False
         self.index_problem = ""
+        self.index_past_end = False  # the index names bytes past the store's end: tiles there are lost
         self.index_dead = 0
 
 
@@ -701,12 +702,14 @@ class Store:
             pos += ext
         return pos, None
 
-    def _index_check(self, entries, covered, size):
-        """(ok, blame, entries sorted by offset, how many below the mark, why) (index_check)."""
+    def _index_check(self, v, entries, covered, size):
+        """(ok, blame, entries sorted by offset, how many below the mark, why) (index_check); an
+        index that names bytes past the store's end sets v.index_past_end."""
         A, tg = self._align, self._tiling
         if covered < self._first or (covered - self._first) % A:
             return False, True, entries, 0, "its sync mark (byte %d) is not a record offset of this store" % covered
         if covered > size:
+            v.index_past_end = True
             return False, True, entries, 0, (
                 "its sync mark says the first %d bytes are written, but the store has %d" % (covered, size))
         for tile, off, n, seq in entries:
@@ -722,6 +725,7 @@ class Store:
                     bad = "has an impossible length"
                 elif off > size or extent > size - off:
                     bad = "runs past the end of the store"
+                    v.index_past_end = True
                 elif off < covered < off + extent:
                     bad = "straddles its sync mark"
             if bad:
@@ -755,6 +759,13 @@ class Store:
         v.index_damaged = True
         v.index_problem = problem
 
+    def _index_damage_text(self, v):
+        """The sentence every report of a damaged index says (ntk_store_index_damage)."""
+        return "the index (%s.index) %s; run the job again: the resume rebuilds it from the records (%s)" % (
+            self.path, v.index_problem,
+            "the store may have been cut short: the tiles the index places past its end are lost, and the "
+            "resume computes them again" if v.index_past_end else "no tile is lost")
+
     def _load_index(self, v, full_scan):
         """Read and check the index (load_index); without full_scan take its entries. Returns
         (the store's size measured after the index, where the scan starts)."""
@@ -762,7 +773,7 @@ class Store:
         size = self._size()
         ok, blame, below = verdict == _INDEX_READ, True, 0
         if ok:
-            ok, blame, entries, below, why = self._index_check(entries, covered, size)
+            ok, blame, entries, below, why = self._index_check(v, entries, covered, size)
         if verdict == _INDEX_DAMAGED:
             self._index_damage(v, "is damaged: " + why)
         elif verdict == _INDEX_READ and not ok and blame:
@@ -841,8 +852,7 @@ class Store:
         if verdict == _PROBE_OTHER:
             self._index_damage(v, "disagrees with the store: its entry for tile %d at offset %d, where the store "
                                   "has %s" % (tile, off, what))
-            return self._damaged("the index (%s.index) %s; run the job again: the resume rebuilds the index from "
-                                 "the records (no tile is lost)" % (self.path, v.index_problem), tile, off)
+            return self._damaged(self._index_damage_text(v), tile, off)
         return self._damaged("the record of %s at offset %d is damaged (%s there); run the job again to repair it "
                              "and recompute what was lost" % (self._tile_desc(tile), off, what), tile, off)
 
@@ -891,8 +901,7 @@ class Store:
     def _damaged_error(self, v):
         if v.index_damaged and not (v.region_list or v.damaged_count or v.tail_damaged or self.header_damaged
                                     or self.job_text_damaged):
-            return self._damaged("the index (%s.index) %s; run the job again: the resume rebuilds the index from "
-                                 "the records (no tile is lost)" % (self.path, v.index_problem))
+            return self._damaged(self._index_damage_text(v))
         return self._damaged("the store is damaged (ntkd verify lists where); run the job again to repair it and "
                              "recompute what was lost")
 
@@ -1079,7 +1088,7 @@ class Store:
         if self.job_text_damaged:
             problems.append("the job description kept in the store")
         if v.index_damaged:
-            problems.append("the index (%s.index) %s" % (self.path, v.index_problem))
+            problems.append(self._index_damage_text(v))
         if v.tail_bytes and v.tail_damaged:
             problems.append("the last %d bytes are not a write cut short (a damaged or foreign record, or "
                             "garbage)" % v.tail_bytes)

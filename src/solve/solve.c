@@ -506,9 +506,9 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   ntk_lock_t *lock = NULL;
   if (!st && rank == 0) st = lock_predictions(store_path, job, &lock);
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);
+  char why[NTK_STORE_INDEX_DAMAGE_MAX];
   if (!st && ntk_store_is_damaged(s) && sc->index_damaged)
-    st = ntk_error(NTK_ECORRUPT, "%s: the index (%s.index) %s; run the job again to rebuild it (%s)", store_path,
-                   store_path, sc->index_problem, ntk_store_index_loss(sc));
+    st = ntk_error(NTK_ECORRUPT, "%s: %s", store_path, ntk_store_index_damage(sc, store_path, why, sizeof why));
   else if (!st && ntk_store_is_damaged(s))
     st = ntk_error(NTK_ECORRUPT, "%s is damaged (ntkd verify lists where); run the job again to repair it", store_path);
   else if (!st && !ntr)

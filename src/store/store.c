@@ -1020,10 +1020,12 @@ static ntk_status probe_entry(ntk_store_t *s, size_t i, int *verdict, char *what
   return NTK_OK;
 }
 
-const char *ntk_store_index_loss(const struct ntk_store_scan *sc) {
-  return sc->index_past_end ? "the store may have been cut short: the tiles the index places past its end are lost, "
-                              "and the resume computes them again"
-                            : "no tile is lost";
+const char *ntk_store_index_damage(const struct ntk_store_scan *sc, const char *path, char *buf, size_t cap) {
+  snprintf(buf, cap, "the index (%s.index) %s; run the job again: the resume rebuilds it from the records (%s)", path,
+           sc->index_problem, sc->index_past_end ? "the store may have been cut short: the tiles the index places "
+                                                   "past its end are lost, and the resume computes them again"
+                                                 : "no tile is lost");
+  return buf;
 }
 
 /* Record the index as damage (verify, info, export and solve report it;
@@ -1995,9 +1997,8 @@ static ntk_status entry_error(ntk_store_t *s, const struct ntk_index_entry *e, i
   if (verdict == PROBE_OTHER) {
     index_damage(s, "disagrees with the store: its entry for tile %llu at offset %llu, where the store has %s",
                  (unsigned long long)e->tile, (unsigned long long)e->offset, what);
-    return ntk_error(NTK_ECORRUPT, "%s: the index (%s.index) %s; run the job again: the resume rebuilds the index "
-                     "from the records (%s)", s->path, s->path, s->scan.index_problem,
-                     ntk_store_index_loss(&s->scan));
+    char why[NTK_STORE_INDEX_DAMAGE_MAX];
+    return ntk_error(NTK_ECORRUPT, "%s: %s", s->path, ntk_store_index_damage(&s->scan, s->path, why, sizeof why));
   }
   return ntk_error(NTK_ECORRUPT, "%s: the record of tile %llu at offset %llu is damaged (%s there); run the job "
                    "again to repair it and recompute what was lost", s->path, (unsigned long long)e->tile,

@@ -21,6 +21,7 @@
 #define NTK_STORE_RECORD_HEADER 128
 #define NTK_STORE_DESC_MAX 1024
 #define NTK_STORE_DAMAGED_LIST 16
+#define NTK_STORE_INDEX_DAMAGE_MAX 2048 /* ntk_store_index_damage's sentence, as long as a message */
 #define NTK_STORE_FLAG_TEST_TEST 1u
 /* Bounds a header must respect: beyond them sizes overflow 64 bits. */
 #define NTK_STORE_MAX_N ((uint64_t)1 << 40)
@@ -90,7 +91,7 @@ struct ntk_store_scan {
   int index_damaged;
   char index_problem[480];
   int index_past_end; /* the index names bytes past the store's end: the store may have been cut
-                         short, and the tiles there are lost (ntk_store_index_loss) */
+                         short, and the tiles there are lost (ntk_store_index_damage) */
   uint64_t index_dead;      /* full scan: entries over regions marked dead since the index was written
                                (their tiles are missing; the next run rewrites the index) */
   uint64_t index_corrected; /* the audit: tiles whose record it found elsewhere than the index said */
@@ -225,11 +226,14 @@ int ntk_store_header_names(const unsigned char *h, const struct ntk_store_info *
  * pages). */
 ntk_status ntk_store_sync(ntk_store_t *s);
 
-/* What a resume loses with a damaged index, for the messages that report
- * it: "no tile is lost" (the records are all there and a scan finds
+/* The sentence every report of a damaged index says (inspect, verify,
+ * export, solve, a store that opens): "the index (PATH.index) PROBLEM;
+ * run the job again: the resume rebuilds it from the records (LOSS)",
+ * into buf (cap bytes; cut short if longer). LOSS is what the resume
+ * loses: "no tile is lost" (the records are all there and a scan finds
  * them), or that the tiles the index places past the store's end are
- * lost (a store cut short) and computed again. */
-const char *ntk_store_index_loss(const struct ntk_store_scan *sc);
+ * lost (a store cut short) and computed again. Returns buf. */
+const char *ntk_store_index_damage(const struct ntk_store_scan *sc, const char *path, char *buf, size_t cap);
 
 /* The writer's last check before its job says it is done (after the last
  * ntk_store_sync): the path still names the file it wrote; every tile it
