@@ -1,6 +1,7 @@
 """ntkd.batch: a ``kernel_fn`` of ntkd.stax computed by the ntkd program into
 a store, the checkpoint that a rerun resumes (docs/STORE-FORMAT.md)."""
 
+import numbers
 import os
 
 import numpy as np
@@ -163,8 +164,8 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     same sample shape, stored after x1 as the test set: the store then holds
     x1 x x1 and x2 x x1 (kernel_fn(x2, x1)), and x2 x x2 with test_test=True,
     the values of kernel_fn(np.concatenate([x1, x2])) bit for bit.
-    precision None: float64 when x1 or x2 is float64, else float32, as kernel_fn
-    computes; 'float32' or 'float64' converts the data. kernel 'ntk' stores
+    precision None: float64 when x1 or x2 is float64 or JAX runs with
+    jax_enable_x64, else float32, as kernel_fn computes; 'float32' or 'float64' converts the data. kernel 'ntk' stores
     NNGP and NTK, 'nngp' the NNGP. tile: the tile edge (default ntkd's).
     labels: (train labels, test labels), integer classes, written as
     STEM.y1.npy and STEM.y2.npy for `ntkd solve` (needs x2). backend:
@@ -176,18 +177,20 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     5) and raises KeyboardInterrupt: rerun to resume. A failure raises the
     exception of its exit code (docs/CLI.md) with the program's error line.
     """
+    not_nt = ("it is not neural-tangents' nt.batch. ntkd's kernel_fn needs no batching wrapper (it computes in "
+              "tiles, within memory): call kernel_fn(x1, x2) itself; ntkd.batch(kernel_fn, x1, x2, store=...) "
+              "computes into a store that a rerun resumes")
     nt_args = [k for k in unknown if k in _NT_BATCH_ARGS]
     if nt_args:  # neural-tangents' nt.batch(kernel_fn, batch_size=...), which wraps kernel_fn
-        raise TypeError(f"ntkd.batch got {', '.join(nt_args)}: it is not neural-tangents' nt.batch. ntkd's kernel_fn "
-                        "needs no batching wrapper (it computes in tiles, within memory): call kernel_fn(x1, x2) "
-                        "itself; ntkd.batch(kernel_fn, x1, x2, store=...) computes into a store that a rerun resumes")
+        raise TypeError(f"ntkd.batch got {', '.join(nt_args)}: {not_nt}")
+    # nt.batch(kernel_fn, 5) or nt.batch(kernel_fn): its batch size in x1's place, or no data
+    if x1 is None or isinstance(x1, (numbers.Number, np.number)):
+        raise TypeError(f"ntkd.batch got x1={x1!r}, not an array of samples: {not_nt}")
     if unknown:
         raise TypeError(f"ntkd.batch got an unexpected keyword argument {next(iter(unknown))!r}")
     if not isinstance(kernel_fn, KernelFn):
         raise TypeError(f"kernel_fn must be a kernel_fn of ntkd.stax (stax.serial(...)[2]), not {kernel_fn!r}")
     files = Files(store)
-    if x1 is None:
-        raise TypeError("x1 must be an array of samples, not None")
     kernel_fn._handle()  # the network's own errors first, as kernel_fn reports them
     a1 = _kernel._as_array(x1, "x1")
     a2 = _kernel._as_array(x2, "x2")
@@ -289,7 +292,7 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
             for k in ("x2", "y1", "y2"):
                 if k not in dict(arrays) and os.path.exists(os.path.join(files.folder, final[k])):
                     os.unlink(os.path.join(files.folder, final[k]))
-    raise_for_exit(result.code, _program.error_text(result))
+    raise_for_exit(result.code, _in_python_words(_program.error_text(result), tag) if result.code else "")
     if not staged and not resume and ours != [_identity(os.path.join(files.folder, name)) for name, _ in written]:
         # A new store (or overwrite): the program ran on the files this call wrote under their
         # final names, and they changed while it ran (another call on the same store path, which
@@ -301,6 +304,17 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
                          "hold the kernel of that call's data: run again with overwrite=True, one call at a time")
     from . import store as _store
     return _store.open(files.store)
+
+
+def _in_python_words(text, tag):
+    """The program's error as this call's caller can act on it: the cure is
+    overwrite=True or another store (the program names its --overwrite and
+    [output] path), and the files are named as the caller knows them, not by
+    the temporary names a staged job ran under (x1.npy.new8244)."""
+    text = text.replace("use --overwrite to replace it, or set [output] path to a new file",
+                        "pass overwrite=True to replace it, or another store")
+    text = text.replace("use --overwrite to replace it", "pass overwrite=True to replace it")
+    return text.replace(tag, "") if tag else text
 
 
 class _Tee:

@@ -93,12 +93,30 @@ def _triple(spec):
     return _no_finite, _no_finite, kf
 
 
+def _jax_x64():
+    """Whether this process has imported JAX with jax_enable_x64 on. JAX then
+    computes in float64 whatever the inputs' dtype: neural-tangents' kernels
+    of float32 (or integer) data are float64 there, and a float32 kernel in
+    their place gave predictions 0.4 % to 78 % off an ill-conditioned
+    regression's. ntkd never imports JAX itself."""
+    import sys
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return False
+    try:
+        on = getattr(jax.config, "jax_enable_x64", None)
+        return bool(jax.config.read("jax_enable_x64") if on is None else on)
+    except Exception:  # a JAX without either spelling: its default, float32
+        return False
+
+
 def _wide(*arrays):
-    """Whether any input is a float of 64 bits or more: JAX computes such a
-    pair in float64. By kind and size, not by `== np.float64`, which a
-    big-endian '>f8' array (np.load of a file numpy wrote on such a machine)
-    does not equal."""
-    return any(a is not None and a.dtype.kind == "f" and a.dtype.itemsize >= 8 for a in arrays)
+    """Whether a kernel of these inputs is computed in float64, as JAX computes
+    it: when any input is a float of 64 bits or more, or when JAX runs with
+    jax_enable_x64 (_jax_x64). By kind and size, not by `== np.float64`,
+    which a big-endian '>f8' array (np.load of a file numpy wrote on such a
+    machine) does not equal."""
+    return any(a is not None and a.dtype.kind == "f" and a.dtype.itemsize >= 8 for a in arrays) or _jax_x64()
 
 
 def _as_array(x, name):
@@ -136,7 +154,9 @@ class KernelFn:
     x1 (n1 samples), x2 (n2 samples, or None: x1 against itself); get None
     returns a Kernel with .nngp and .ntk; 'nngp' or 'ntk' returns that
     array; a tuple returns a namedtuple in its order. float64 inputs (x1 or
-    x2) give float64 kernels, any other dtypes float32. ntkd's own keywords:
+    x2) give float64 kernels, any other dtypes float32, unless this process
+    runs JAX with jax_enable_x64 (then float64, as JAX computes). ntkd's own
+    keywords:
     threads (0: every core), device ('auto', 'cpu', 'cuda'), tile
     (0: chosen), progress (a callable(done, total), True for a tqdm bar, or
     None or False for none; what the callable raises stops the computation
@@ -230,8 +250,8 @@ class KernelFn:
             if kwargs.get(k) is not None:
                 raise NotImplementedError(f"kernel_fn({k}=...): ntkd computes unmasked kernels of dense inputs only "
                                           "(no masking, no graph patterns)")
-        # As JAX promotes: float64 if either input is (float32 x1 against
-        # float64 x2 was once computed in float32).
+        # As JAX computes: float64 if either input is (float32 x1 against
+        # float64 x2 was once computed in float32), or under jax_enable_x64.
         dtype = np.float64 if _wide(a1, a2) else np.float32
         a1 = np.ascontiguousarray(a1, dtype=dtype)
         if a2 is not None:

@@ -647,6 +647,25 @@ class _Kernels:
 _STORE_KEYWORDS = ("store", "ranks", "method", "overwrite", "test_test", "job")
 
 
+def _wide_input(x):
+    """Whether x (any array, a JAX one too) is a float of 64 bits or more."""
+    d = getattr(x, "dtype", None)
+    d = np.dtype(d) if d is not None else np.asarray(x).dtype
+    return d.kind == "f" and d.itemsize >= 8
+
+
+def _one_precision(x_train, x_test):
+    """(x_train, x_test, wide): both as float64 where either is, so that a
+    prediction's kernels share one precision, as JAX computes them (float32
+    x_test against float64 x_train once gave a float32 test x test kernel
+    beside float64 others: its covariance 1.5e-3 off)."""
+    wide = _wide_input(x_train) or _wide_input(x_test)
+    if wide:
+        x_train = x_train if _wide_input(x_train) else np.asarray(x_train, dtype=np.float64)
+        x_test = x_test if _wide_input(x_test) else np.asarray(x_test, dtype=np.float64)
+    return x_train, x_test, wide
+
+
 def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1., diag_reg=0.0,
                                   diag_reg_absolute_scale=False, trace_axes=(-1,), **kernel_fn_train_train_kwargs):
     """neural-tangents' ``predict.gradient_descent_mse_ensemble`` at t = infinity:
@@ -686,16 +705,21 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
     if y.shape[0] != n:
         raise ValueError(f"y_train has {y.shape[0]} samples and x_train {n}")
     out_shape = np.asarray(y_train).shape[1:]
-    train = {}  # kernel_fn(x_train, None, g) by g, computed when first needed
-    solver = _Numpy(_Kernels(train), y, diag_reg, diag_reg_absolute_scale, n)
+    # kernel_fn(x_train, None, g) by g, computed when first needed, and a solver over
+    # them, per precision (x_train as given, or as float64 beside a float64 x_test)
+    trains, solvers = {False: {}, True: {}}, {}
 
-    def compute_train(names):
+    def compute_train(names, xtr, wide):
+        train = trains[wide]
         todo = tuple(g for g in names if g not in train)
         if len(todo) == 1:
-            train[todo[0]] = kernel_fn(x_train, None, todo[0], **kernel_fn_train_train_kwargs)
+            train[todo[0]] = kernel_fn(xtr, None, todo[0], **kernel_fn_train_train_kwargs)
         elif todo:
-            k = kernel_fn(x_train, None, todo, **kernel_fn_train_train_kwargs)
+            k = kernel_fn(xtr, None, todo, **kernel_fn_train_train_kwargs)
             train.update({g: getattr(k, g) for g in todo})
+        if wide not in solvers:
+            solvers[wide] = _Numpy(_Kernels(train), y, diag_reg, diag_reg_absolute_scale, n)
+        return solvers[wide]
 
     def predict_fn(t=None, x_test=None, get=None, compute_cov=False, **kernel_fn_test_test_kwargs):
         if t is not None and not (np.ndim(t) == 0 and _number_or_inf(t) == np.inf):
@@ -725,12 +749,13 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
             finally:
                 S.close()
         kw_td, kw_tt = _merge_kwargs(kernel_fn_train_train_kwargs, kernel_fn_test_test_kwargs)
-        compute_train(need)
+        xtr, xte, wide = _one_precision(x_train, x_test)
+        solver = compute_train(need, xtr, wide)
         if len(need) == 1:
-            ktd = _Kernels({need[0]: kernel_fn(x_test, x_train, need[0], **kw_td)})
+            ktd = _Kernels({need[0]: kernel_fn(xte, xtr, need[0], **kw_td)})
         else:
-            ktd = kernel_fn(x_test, x_train, need, **kw_td)
-        ktt = kernel_fn(x_test, None, "nngp", **kw_tt) if compute_cov else None
+            ktd = kernel_fn(xte, xtr, need, **kw_td)
+        ktt = kernel_fn(xte, None, "nngp", **kw_tt) if compute_cov else None
         return _finish(solver.predict(names, ktd, ktt), names, single, out_shape)
 
     return predict_fn

@@ -127,6 +127,10 @@ def test_another_jobs_store_raises_unless_overwrite(tmp_path, data):
     with pytest.raises(ValueError, match="computed for another job") as e:
         ntkd.batch(other, x1[:20], store=tmp_path / "k.ntk", tile=TILE, progress=False)
     assert isinstance(e.value, ntkd.NtkdError)
+    # in the caller's words: the program's --overwrite and [output] path, and the temporary
+    # names of the staged job (k.x1.npy.new8244), were in the message
+    assert "pass overwrite=True to replace it, or another store" in str(e.value), str(e.value)
+    assert "--overwrite" not in str(e.value) and ".new" not in str(e.value), str(e.value)
     assert files(tmp_path) == before, "a refused job changed the store or the files beside it"
     S = ntkd.batch(other, x1[:20], store=tmp_path / "k.ntk", tile=TILE, progress=False, overwrite=True)
     assert S.shape == (20, 20) and np.array_equal(S["ntk"][:, :], other(x1[:20]).ntk)

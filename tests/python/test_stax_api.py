@@ -129,6 +129,54 @@ def test_mixed_dtypes_promote_to_float64(rng):
     assert want.dtype == np.float64
 
 
+class _FakeJaxConfig:
+    def __init__(self, x64):
+        self.jax_enable_x64 = x64
+
+
+def test_jax_enable_x64_gives_float64_kernels(rng, monkeypatch, tmp_path):
+    # Under jax_enable_x64 neural-tangents computes float32 (and integer)
+    # data in float64; ntkd computed them in float32, and an ill-conditioned
+    # regression's predictions were up to 78 % off neural-tangents'. JAX is
+    # not installed here: a module of its name with the flag stands in.
+    import sys
+    import types
+    _, _, kernel_fn = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1), stax.Erf(), stax.Dense(1))
+    x1, x2 = rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+    want = kernel_fn(x1.astype(np.float64), x2.astype(np.float64), "ntk")
+    jax = types.ModuleType("jax")
+    for x64 in (False, True):
+        jax.config = _FakeJaxConfig(x64)
+        monkeypatch.setitem(sys.modules, "jax", jax)
+        for a, b in ((x1, x2), (x1, None), ((x1 * 4).astype(np.int32), None)):
+            got = kernel_fn(a, b, "ntk")
+            assert got.dtype == (np.float64 if x64 else np.float32), (x64, a.dtype)
+        np.testing.assert_array_equal(kernel_fn(x1, x2, "ntk") if x64 else want, want)
+        S = ntkd.batch(kernel_fn, x1, x2, store=tmp_path / f"b{x64}.ntk", progress=False)
+        assert S.precision == ("float64" if x64 else "float32")
+        S.close()
+    jax.config = object()  # a JAX whose config has neither spelling: its default, float32
+    assert kernel_fn(x1, x2, "ntk").dtype == np.float32
+
+
+def test_ensemble_kernels_in_one_precision(rng):
+    # float64 x_train with float32 x_test: the test x test kernel was float32
+    # beside float64 train and test x train kernels, and the covariance was
+    # 1.5e-3 off; all three are now float64, as JAX computes them.
+    _, _, kernel_fn = stax.serial(stax.Dense(16, W_std=1.5, b_std=0.1), stax.Erf(), stax.Dense(2))
+    xtr = rng.standard_normal((40, 5)).astype(np.float32).astype(np.float64)  # the same values in both dtypes
+    xte = (xtr[:8] + 0.01 * rng.standard_normal((8, 5))).astype(np.float32)
+    ytr = rng.standard_normal((40, 2))
+    want = ntkd.predict.gradient_descent_mse_ensemble(kernel_fn, xtr, ytr, diag_reg=1e-6)(
+        x_test=xte.astype(np.float64), get="nngp", compute_cov=True)
+    for a, b in ((xtr, xte), (xtr.astype(np.float32), xte.astype(np.float64))):
+        fn = ntkd.predict.gradient_descent_mse_ensemble(kernel_fn, a, ytr, diag_reg=1e-6)
+        fn(x_test=a[:3].astype(np.float32), get="nngp", compute_cov=True)  # another precision first (float32 pair)
+        got = fn(x_test=b, get="nngp", compute_cov=True)
+        np.testing.assert_array_equal(got.covariance, want.covariance)
+        np.testing.assert_array_equal(got.mean, want.mean)
+
+
 def test_dense_channel_axis_1_on_vectors(rng):
     # On (N, D) vectors axis 1 is the channel axis (neural-tangents computes
     # the same kernel as with -1); ntkd once refused it. On images it is
@@ -464,6 +512,10 @@ def test_nt_batch_call_says_what_ntkd_batch_is():
     _, _, kernel_fn = stax.serial(stax.Dense(1), stax.Relu(), stax.Dense(1))
     with pytest.raises(TypeError, match="not neural-tangents' nt.batch.*call kernel_fn"):
         ntkd.batch(kernel_fn, batch_size=25, store_on_device=False)
+    # nt.batch(kernel_fn, 25) and nt.batch(kernel_fn): said "x1 has shape ()" and "x1 must be an array"
+    for args in ((25,), (np.int64(25),), ()):
+        with pytest.raises(TypeError, match="not an array of samples: it is not neural-tangents' nt.batch"):
+            ntkd.batch(kernel_fn, *args)
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         ntkd.batch(kernel_fn, np.ones((2, 3)), bogus=1)
     assert kernel_fn.__name__ == "kernel_fn"
