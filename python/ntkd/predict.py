@@ -99,6 +99,14 @@ def _output(out, get, single):
     return _gaussians(tuple(out))(*out.values())
 
 
+def _flag(x, what):
+    """A flag as neural-tangents takes it (used as a truth value there): a bool, or the
+    integers 0 and 1; anything else is more likely a slip (a string, 'no', is true)."""
+    if isinstance(x, (bool, np.bool_)) or (isinstance(x, (numbers.Integral, np.integer)) and x in (0, 1)):
+        return bool(x)
+    raise TypeError(f"{what} must be True or False, not {x!r}")
+
+
 def _number(x, what):
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
         try:
@@ -563,8 +571,7 @@ def gp_inference(k_train_train, y_train, diag_reg=0., diag_reg_absolute_scale=Fa
     the store, when ntkd.batch did not): see the module's docstring.
     """
     diag_reg = _number(diag_reg, "diag_reg")
-    if not isinstance(diag_reg_absolute_scale, (bool, np.bool_)):
-        raise TypeError(f"diag_reg_absolute_scale must be True or False, not {diag_reg_absolute_scale!r}")
+    diag_reg_absolute_scale = _flag(diag_reg_absolute_scale, "diag_reg_absolute_scale")
     if method not in _METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, _METHODS))}, not {method!r}")
     ranks = _program.check_ranks(ranks, "ntkd.predict")
@@ -700,6 +707,8 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
                             "store (store, ranks, method, overwrite, test_test, job, tile, progress)")
     _number(learning_rate, "learning_rate")
     diag_reg = _number(diag_reg, "diag_reg")
+    # (it was taken as a truth value here, unchecked: 'no' meant absolute)
+    diag_reg_absolute_scale = _flag(diag_reg_absolute_scale, "diag_reg_absolute_scale")
     y, _ = _targets(y_train, trace_axes)
     n = len(x_train)
     if y.shape[0] != n:
@@ -725,8 +734,7 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
         if t is not None and not (np.ndim(t) == 0 and _number_or_inf(t) == np.inf):
             raise NotImplementedError("ntkd predicts at t = infinity only (t=None): the finite-time dynamics need "
                                       "the train kernel's eigendecomposition; use neural-tangents for those")
-        if not isinstance(compute_cov, (bool, np.bool_)):
-            raise TypeError(f"compute_cov must be True or False, not {compute_cov!r}")
+        compute_cov = _flag(compute_cov, "compute_cov")
         single, names = _canonical_get(get, ("nngp", "ntk"))
         if x_test is None:  # the train set: its targets, covariance 0 (no kernel needed)
             mean = np.asarray(y_train, dtype=np.float64)

@@ -191,6 +191,16 @@ def test_one_kernel_unsolvable_leaves_the_other(tmp_path, method):
     close(predict.gp_inference(S, y, -0.0, method=method)("ntk", S), want)
 
 
+def test_flags_as_neural_tangents_takes_them():
+    # 0 and 1 are flags there (used as truth values): gp_inference refused 1, the ensemble took it
+    a = predict.gp_inference(KDD, R["y_train"], 0.05, diag_reg_absolute_scale=1)("nngp", KTD)
+    b = predict.gp_inference(KDD, R["y_train"], 0.05, diag_reg_absolute_scale=True)("nngp", KTD)
+    assert np.array_equal(a, b)
+    fn = predict.gradient_descent_mse_ensemble(the_kernel_fn(), R["x_train"], R["y_train"], diag_reg=0.01)
+    got, want = fn(None, R["x_test"], "nngp", compute_cov=1), fn(None, R["x_test"], "nngp", compute_cov=True)
+    assert np.array_equal(got.covariance, want.covariance)
+
+
 @pytest.mark.parametrize("call, exc", [
     (lambda S: predict.gp_inference(KDD, R["y_train"][:20]), ValueError),
     (lambda S: predict.gp_inference(KDD.ntk[:, :20], R["y_train"]), ValueError),
@@ -201,7 +211,7 @@ def test_one_kernel_unsolvable_leaves_the_other(tmp_path, method):
     (lambda S: predict.gp_inference(KDD, R["y_train"].astype(str)), TypeError),
     (lambda S: predict.gp_inference(KDD, R["y_train"], diag_reg="a"), TypeError),
     (lambda S: predict.gp_inference(KDD, R["y_train"], diag_reg=np.nan), ValueError),
-    (lambda S: predict.gp_inference(KDD, R["y_train"], diag_reg_absolute_scale=1), TypeError),
+    (lambda S: predict.gp_inference(KDD, R["y_train"], diag_reg_absolute_scale=2), TypeError),  # 0, 1: flags
     (lambda S: predict.gp_inference(KDD, R["y_train"], method="svd"), ValueError),
     (lambda S: predict.gp_inference(KDD, R["y_train"], method="lapack"), ValueError),
     (lambda S: predict.gp_inference(S, R["y_train"], ranks=0), ValueError),
@@ -220,6 +230,11 @@ def test_one_kernel_unsolvable_leaves_the_other(tmp_path, method):
      TypeError),  # a store's keyword without store=
     (lambda S: predict.gradient_descent_mse_ensemble(the_kernel_fn(), R["x_train"], R["y_train"])(
         None, R["x_test"], "ntkgp"), ValueError),
+    # a flag that is not one: 'no' was taken as true (absolute) here, unchecked
+    (lambda S: predict.gradient_descent_mse_ensemble(the_kernel_fn(), R["x_train"], R["y_train"],
+                                                     diag_reg_absolute_scale="no"), TypeError),
+    (lambda S: predict.gradient_descent_mse_ensemble(the_kernel_fn(), R["x_train"], R["y_train"])(
+        None, R["x_test"], "nngp", compute_cov="yes"), TypeError),
 ])
 def test_bad_arguments(store, call, exc):
     with pytest.raises(exc):
