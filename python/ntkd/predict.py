@@ -732,8 +732,10 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
 
     def predict_fn(t=None, x_test=None, get=None, compute_cov=False, **kernel_fn_test_test_kwargs):
         if t is not None and not (np.ndim(t) == 0 and _number_or_inf(t) == np.inf):
-            raise NotImplementedError("ntkd predicts at t = infinity only (t=None): the finite-time dynamics need "
-                                      "the train kernel's eigendecomposition; use neural-tangents for those")
+            given = f"t={t!r}: " if np.ndim(t) else ""  # an array, even of infinities: its shape leads the output
+            raise NotImplementedError(f"{given}ntkd predicts at t = infinity only, given as one number (t=None or "
+                                      "np.inf): the finite-time dynamics, and arrays of times, need the train "
+                                      "kernel's eigendecomposition; use neural-tangents for those")
         compute_cov = _flag(compute_cov, "compute_cov")
         single, names = _canonical_get(get, ("nngp", "ntk"))
         if x_test is None:  # the train set: its targets, covariance 0 (no kernel needed)

@@ -84,6 +84,8 @@ def test_gradient_descent_mse_ensemble_equals_neural_tangents():
         fn(1.0, R["x_test"])
     with pytest.raises(NotImplementedError):
         fn(np.array([1.0, np.inf]), R["x_test"])
+    with pytest.raises(NotImplementedError, match=r"t=array\(\[inf\]\): .* one number"):  # it said: infinity only
+        fn(np.array([np.inf]), R["x_test"])
 
 
 @pytest.fixture(scope="module")
