@@ -89,7 +89,7 @@ _R_CODEC, _R_EXTENT, _R_SEQ = 72, 80, 88
 _R_CHECKSUM = _RECORD_HEADER - 8
 
 _REC_BAD, _REC_OK, _REC_TORN = 0, 1, 2
-_INDEX_NONE, _INDEX_READ, _INDEX_DAMAGED = 0, 1, 2
+_INDEX_NONE, _INDEX_READ, _INDEX_DAMAGED, _INDEX_OUTGROWN = 0, 1, 2, 3  # index.h
 _PROBE_OK, _PROBE_DEAD, _PROBE_OTHER, _PROBE_DAMAGED = 0, 1, 2, 3
 
 _xxh3 = xxhash.xxh3_64_intdigest
@@ -615,7 +615,7 @@ class Store:
             records = (size - self._first) // self._align + 1 if size > self._first else 1
             lines, max_lines = ist.st_size // _ENTRY, 3 * records + 1
             if lines - 1 > max_lines:
-                return _INDEX_DAMAGED, [], 0, "%s is %d bytes, more than this store can need (at most %d): not read" % (
+                return _INDEX_OUTGROWN, [], 0, "%s is %d bytes, more than this store can need (at most %d): not read" % (
                     path, ist.st_size, (max_lines + 1) * _ENTRY)
             entries, kept, covered, marks, bad = [], 0, 0, 0, 0
             line = 1
@@ -774,7 +774,9 @@ class Store:
         ok, blame, below = verdict == _INDEX_READ, True, 0
         if ok:
             ok, blame, entries, below, why = self._index_check(v, entries, covered, size)
-        if verdict == _INDEX_DAMAGED:
+        if verdict == _INDEX_OUTGROWN:  # the store cut short under it (or garbage): load_index
+            v.index_past_end = True
+        if verdict in (_INDEX_DAMAGED, _INDEX_OUTGROWN):
             self._index_damage(v, "is damaged: " + why)
         elif verdict == _INDEX_READ and not ok and blame:
             self._index_damage(v, "disagrees with the store: " + why)

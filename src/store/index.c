@@ -196,7 +196,7 @@ ntk_status ntk_index_read(const char *store_path, const uint8_t id[16], int stor
   uint64_t lines = (uint64_t)sb.st_size / ENTRY, max_lines = 3 * records + 1;
   if (lines - 1 > max_lines) {
     close(fd);
-    *verdict = NTK_INDEX_DAMAGED;
+    *verdict = NTK_INDEX_OUTGROWN;
     snprintf(why, cap, "%s is %lld bytes, more than this store can need (at most %llu): not read", path,
              (long long)sb.st_size, (unsigned long long)((max_lines + 1) * ENTRY));
     return NTK_OK;

@@ -32,8 +32,10 @@ enum {
   NTK_INDEX_NONE = 0,    /* no index, or one of another store (a crash while a store was
                             created leaves one): not damage; `why` says which */
   NTK_INDEX_READ = 1,    /* an index of this store: its entries up to its last sync mark */
-  NTK_INDEX_DAMAGED = 2, /* not what ntkd writes: damaged header or entries, no sync mark,
-                            larger than the store can need; `why` says what */
+  NTK_INDEX_DAMAGED = 2, /* not what ntkd writes: damaged header or entries, no sync mark;
+                            `why` says what */
+  NTK_INDEX_OUTGROWN = 3, /* damaged too: larger than the store can need, so the store was cut
+                             short under it (its tiles there are lost) or the index grew garbage */
 };
 
 /* Read PATH.index of store `id`, its header first, then its entries in

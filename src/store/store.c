@@ -1185,7 +1185,11 @@ static ntk_status load_index(ntk_store_t *s, uint64_t *size, int full_scan, uint
     free(e);
     return st;
   }
-  if (verdict == NTK_INDEX_DAMAGED) index_damage(s, "is damaged: %s", why);
+  /* An index longer than the store can need: the store was cut short
+   * (below a tenth of its length, all its records: a cut of 2.9 MB to 200 kB
+   * was reported with "no tile is lost"), or the index grew garbage. */
+  if (verdict == NTK_INDEX_OUTGROWN) s->scan.index_past_end = 1;
+  if (verdict == NTK_INDEX_DAMAGED || verdict == NTK_INDEX_OUTGROWN) index_damage(s, "is damaged: %s", why);
   else if (verdict == NTK_INDEX_READ && !ok && blame) index_damage(s, "disagrees with the store: %s", why);
   if (!ok) {
     free(e);
