@@ -256,7 +256,8 @@ class _View:
         self.index_note = ""
         self.index_damaged = False
         self.index_problem = ""
-        self.index_past_end = False  # the index names bytes past the store's end: tiles there are lost
+        self.index_past_end = 0  # 1: the index names bytes past the store's end; 2: it is longer than the
+        # store can need (store.h)
         self.index_dead = 0
 
 
@@ -709,7 +710,7 @@ class Store:
         if covered < self._first or (covered - self._first) % A:
             return False, True, entries, 0, "its sync mark (byte %d) is not a record offset of this store" % covered
         if covered > size:
-            v.index_past_end = True
+            v.index_past_end = 1
             return False, True, entries, 0, (
                 "its sync mark says the first %d bytes are written, but the store has %d" % (covered, size))
         for tile, off, n, seq in entries:
@@ -725,7 +726,7 @@ class Store:
                     bad = "has an impossible length"
                 elif off > size or extent > size - off:
                     bad = "runs past the end of the store"
-                    v.index_past_end = True
+                    v.index_past_end = 1
                 elif off < covered < off + extent:
                     bad = "straddles its sync mark"
             if bad:
@@ -762,9 +763,12 @@ class Store:
     def _index_damage_text(self, v):
         """The sentence every report of a damaged index says (ntk_store_index_damage)."""
         return "the index (%s.index) %s; run the job again: the resume rebuilds it from the records (%s)" % (
-            self.path, v.index_problem,
-            "the store may have been cut short: the tiles the index places past its end are lost, and the "
-            "resume computes them again" if v.index_past_end else "no tile is lost")
+            self.path, v.index_problem, (
+                "no tile is lost",
+                "the store may have been cut short: the tiles the index places past its end are lost, and the "
+                "resume computes them again",
+                "unless the store was cut short under it: then the tiles past its end are lost, and the resume "
+                "computes them again; ntkd verify counts the tiles the store holds")[v.index_past_end])
 
     def _load_index(self, v, full_scan):
         """Read and check the index (load_index); without full_scan take its entries. Returns
@@ -774,8 +778,8 @@ class Store:
         ok, blame, below = verdict == _INDEX_READ, True, 0
         if ok:
             ok, blame, entries, below, why = self._index_check(v, entries, covered, size)
-        if verdict == _INDEX_OUTGROWN:  # the store cut short under it (or garbage): load_index
-            v.index_past_end = True
+        if verdict == _INDEX_OUTGROWN:  # the store cut short under it, or garbage: load_index
+            v.index_past_end = 2
         if verdict in (_INDEX_DAMAGED, _INDEX_OUTGROWN):
             self._index_damage(v, "is damaged: " + why)
         elif verdict == _INDEX_READ and not ok and blame:

@@ -1021,10 +1021,14 @@ static ntk_status probe_entry(ntk_store_t *s, size_t i, int *verdict, char *what
 }
 
 const char *ntk_store_index_damage(const struct ntk_store_scan *sc, const char *path, char *buf, size_t cap) {
+  static const char *const loss[] = {
+      "no tile is lost",
+      "the store may have been cut short: the tiles the index places past its end are lost, and the resume "
+      "computes them again",
+      "unless the store was cut short under it: then the tiles past its end are lost, and the resume computes them "
+      "again; ntkd verify counts the tiles the store holds"};
   snprintf(buf, cap, "the index (%s.index) %s; run the job again: the resume rebuilds it from the records (%s)", path,
-           sc->index_problem, sc->index_past_end ? "the store may have been cut short: the tiles the index places "
-                                                   "past its end are lost, and the resume computes them again"
-                                                 : "no tile is lost");
+           sc->index_problem, loss[sc->index_past_end]);
   return buf;
 }
 
@@ -1187,8 +1191,9 @@ static ntk_status load_index(ntk_store_t *s, uint64_t *size, int full_scan, uint
   }
   /* An index longer than the store can need: the store was cut short
    * (below a tenth of its length, all its records: a cut of 2.9 MB to 200 kB
-   * was reported with "no tile is lost"), or the index grew garbage. */
-  if (verdict == NTK_INDEX_OUTGROWN) s->scan.index_past_end = 1;
+   * was reported with "no tile is lost"), or the index grew garbage; which,
+   * the unread index cannot tell. */
+  if (verdict == NTK_INDEX_OUTGROWN) s->scan.index_past_end = 2;
   if (verdict == NTK_INDEX_DAMAGED || verdict == NTK_INDEX_OUTGROWN) index_damage(s, "is damaged: %s", why);
   else if (verdict == NTK_INDEX_READ && !ok && blame) index_damage(s, "disagrees with the store: %s", why);
   if (!ok) {

@@ -90,8 +90,10 @@ struct ntk_store_scan {
    * fresh one from a scan. index_problem completes "the index (PATH.index) ". */
   int index_damaged;
   char index_problem[480];
-  int index_past_end; /* the index names bytes past the store's end: the store may have been cut
-                         short, and the tiles there are lost (ntk_store_index_damage) */
+  int index_past_end; /* 1: the index names bytes past the store's end: the store may have been
+                         cut short, and the tiles there are lost; 2: it is longer than the store
+                         can need (cut short, or grown garbage: unread, it cannot tell)
+                         (ntk_store_index_damage) */
   uint64_t index_dead;      /* full scan: entries over regions marked dead since the index was written
                                (their tiles are missing; the next run rewrites the index) */
   uint64_t index_corrected; /* the audit: tiles whose record it found elsewhere than the index said */
