@@ -10,6 +10,7 @@
 #include "base/codec.h"
 #include "job/config.h"
 #include "base/fsutil.h"
+#include "base/magic.h"
 #include "store/store.h"
 #include "testutil.h"
 
@@ -1051,6 +1052,50 @@ START_TEST(test_tmp_not_through_links) {
 }
 END_TEST
 
+/* A file put in place by rename never replaces one of ntkd's own files
+ * that another job made there after the start's check: a store finished
+ * at x.ntk.index while the store x.ntk was made was replaced by x.ntk's
+ * index (exit 0 for that job, its tiles lost), and one finished at an
+ * export's name by the export. */
+START_TEST(test_commit_never_over_another_store) {
+  char other[512], p[512], out[512], tmp[1024];
+  tu_path(p, sizeof p, dir, "race.ntk");
+  tu_path(other, sizeof other, dir, "race.ntk.index");
+  make_store(other, all6, 6);
+  ntk_store_t *s;
+  struct ntk_store_info in = make_info();
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_EUSAGE);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "is now an ntkd store"));
+  s = open_checked(other);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 6);
+  ntk_store_close(s);
+  /* An output (an export, predictions): over a plain file, into an empty
+   * place, never over a store; a store's index only over its own kind. */
+  tu_path(out, sizeof out, dir, "race.npy");
+  int fd;
+  const char *kinds[] = {"nothing", "plain", "store"};
+  for (int k = 0; k < 3; k++) {
+    unlink(out);
+    if (k == 1) tu_write(out, "an old export", 13);
+    if (k == 2) make_store(out, all6, 2);
+    ck_assert_int_eq(ntk_tmp_create(out, tmp, sizeof tmp, &fd, NULL), NTK_OK);
+    ck_assert_int_eq(write(fd, "new", 3), 3);
+    close(fd);
+    ntk_status st = ntk_tmp_commit(tmp, out, NULL);
+    ck_assert_msg(st == (k == 2 ? NTK_EUSAGE : NTK_OK), "%s: %d", kinds[k], st);
+    if (k != 2) ck_assert_int_eq(file_size(out), 3);
+    if (st) unlink(tmp);
+  }
+  s = open_checked(out); /* the store is still there, whole */
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 2);
+  ntk_store_close(s);
+  ck_assert_int_eq(ntk_tmp_create(out, tmp, sizeof tmp, &fd, NULL), NTK_OK);
+  close(fd);
+  ck_assert_int_eq(ntk_tmp_commit(tmp, out, NTK_MAGIC_STORE), NTK_OK); /* its own kind: replaced */
+  ck_assert_int_eq(file_size(out), 0);
+}
+END_TEST
+
 START_TEST(test_full_disk) {
   char p[512];
   tu_path(p, sizeof p, dir, "full.ntk");
@@ -1104,6 +1149,7 @@ int main(void) {
   tcase_add_test(tc, test_foreign_files);
   tcase_add_test(tc, test_tmp_not_through_links);
   tcase_add_test(tc, test_full_disk);
+  tcase_add_test(tc, test_commit_never_over_another_store);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -1,4 +1,5 @@
 /* File-system helpers: see src/base/fsutil.h. */
+#define _GNU_SOURCE /* renameat2 */
 #include "base/fsutil.h"
 
 #include <dirent.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/defs.h"
+#include "base/magic.h"
 
 static const char *kind_of(mode_t m) {
   if (S_ISFIFO(m)) return "a FIFO";
@@ -308,12 +310,57 @@ ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd, cons
   return NTK_OK;
 }
 
-ntk_status ntk_tmp_commit(const char *tmp, const char *path) {
+int ntk_rename_noreplace(const char *tmp, const char *path) {
+  int rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
+  if (rc && (errno == EINVAL || errno == ENOSYS)) { /* a file system without it: link(2) cannot replace either */
+    rc = link(tmp, path);
+    if (!rc) unlink(tmp);
+    else if (errno == EPERM || errno == ENOSYS || errno == EOPNOTSUPP) return 2;
+  }
+  if (!rc) return 0;
+  return errno == EEXIST ? 1 : -1;
+}
+
+/* Which of ntkd's own files `file` is, by its first bytes (magic.h), other
+ * than `own`; NULL for any other file, or none. */
+static const char *foreign_ntkd_file(const char *file, const char *own) {
+  static const struct {
+    const char *magic, *what;
+  } kinds[] = {{NTK_MAGIC_STORE, "an ntkd store"},
+               {NTK_MAGIC_INDEX, "the index of an ntkd store"},
+               {NTK_MAGIC_SNAPSHOT, "an ntkd training snapshot"},
+               {NTK_MAGIC_LOCK, "the lock file of an ntkd job"}};
+  int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return NULL; /* gone, or a link: the rename replaces the link itself */
+  char head[16] = {0};
+  ssize_t n = pread(fd, head, sizeof head, 0);
+  close(fd);
+  for (size_t k = 0; n > 0 && k < sizeof kinds / sizeof *kinds; k++) {
+    size_t len = strlen(kinds[k].magic);
+    if ((size_t)n >= len && !memcmp(head, kinds[k].magic, len) && !(own && !strcmp(own, kinds[k].magic)))
+      return kinds[k].what;
+  }
+  return NULL;
+}
+
+ntk_status ntk_commit_at(const char *tmp, const char *file, const char *own) {
+  int rc = ntk_rename_noreplace(tmp, file);
+  if (rc < 0) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", file, strerror(errno));
+  if (rc == 0) return NTK_OK;
+  const char *what = foreign_ntkd_file(file, own);
+  if (what)
+    return ntk_error(NTK_EUSAGE, "%s is now %s, put there by another job after this one checked the name: an "
+                     "output never replaces one of ntkd's own files, and nothing was replaced; choose another name",
+                     file, what);
+  if (rename(tmp, file)) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", file, strerror(errno));
+  return NTK_OK;
+}
+
+ntk_status ntk_tmp_commit(const char *tmp, const char *path, const char *own) {
   char file[PATH_MAX];
   ntk_status st = ntk_resolve_links(path, file, sizeof file);
   if (st) return st;
-  if (rename(tmp, file)) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", file, strerror(errno));
-  return NTK_OK;
+  return ntk_commit_at(tmp, file, own);
 }
 
 ntk_status ntk_fsync_folder_of(const char *path) {

@@ -83,11 +83,29 @@ int ntk_clean_stale_tmp(const char *path, const char *magic);
  * the same name are removed first (ntk_clean_stale_tmp, with `magic`). */
 ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd, const char *magic);
 
+/* Rename `tmp` to `path` only if nothing is there: renameat2's
+ * RENAME_NOREPLACE, else link(2) and unlink(tmp). 0 when renamed; 1 when
+ * something is there; 2 when the file system can do neither (the caller
+ * decides); -1 on another failure (errno). */
+int ntk_rename_noreplace(const char *tmp, const char *path);
+
 /* Put the finished temporary file `tmp` (from ntk_tmp_create) in place of
- * `path`: renamed over the file the name reaches, so that an output named
+ * `file` (no symbolic link followed): renamed into an empty place, or over
+ * the file there unless that is one of ntkd's own files (a store, an
+ * index, a snapshot, a lock file: by its first bytes, src/base/magic.h)
+ * other than `own` (the magic of the file this output replaces, e.g. a
+ * store's previous index; NULL: none). The output rule of the start
+ * (ntk_check_output_files) checked the name before any work; this is the
+ * same rule at the rename, for a file another job put there meanwhile (a
+ * store x.ntk.index finished while the store x.ntk was made, then its
+ * index renamed over it: that store lost). NTK_EUSAGE for such a file,
+ * NTK_EIO on failure (tmp is the caller's to remove). */
+ntk_status ntk_commit_at(const char *tmp, const char *file, const char *own);
+
+/* ntk_commit_at over the file `path` reaches, so that an output named
  * through a symbolic link is written where the link points, never over
- * the link itself. NTK_EIO on failure (tmp is the caller's to remove). */
-ntk_status ntk_tmp_commit(const char *tmp, const char *path);
+ * the link itself. */
+ntk_status ntk_tmp_commit(const char *tmp, const char *path, const char *own);
 
 /* fsync the folder holding the file `path` reaches, after a rename into it. */
 ntk_status ntk_fsync_folder_of(const char *path);

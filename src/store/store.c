@@ -486,13 +486,9 @@ static ntk_status put_in_place(const ntk_store_t *s, const char *tmp, int replac
     if (rename(tmp, s->path)) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", s->path, strerror(errno));
     return NTK_OK;
   }
-  int rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, s->path, RENAME_NOREPLACE);
-  if (rc && (errno == EINVAL || errno == ENOSYS)) { /* a file system without it: link(2) cannot replace either */
-    rc = link(tmp, s->path);
-    if (rc && errno != EEXIST && (errno == EPERM || errno == ENOSYS || errno == EOPNOTSUPP)) rc = rename(tmp, s->path);
-    else if (!rc) unlink(tmp);
-  }
-  if (rc && errno == EEXIST)
+  int rc = ntk_rename_noreplace(tmp, s->path);
+  if (rc == 2) rc = rename(tmp, s->path) ? -1 : 0; /* a file system that can do neither */
+  if (rc == 1)
     return ntk_error(NTK_ELOCKED, "%s: another job created this store while this one was starting (it went around "
                      "the lock file); nothing of it was changed", s->path);
   if (rc) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", s->path, strerror(errno));
