@@ -22,7 +22,10 @@
  * EIO without syncing, as a disk that lost the write (a store's sync).
  * FAIL_FOLDER_FSYNC=1: every fsync of a folder fails with EIO (the sync
  * that makes a rename last: a file put in place must not be reported
- * written when its new name may be lost). */
+ * written when its new name may be lost).
+ * FAIL_INDEX_WRITE=K: the K-th write() to a file whose name ends in
+ * ".index" (a store's index, appended at each sync) fails with EDQUOT and
+ * writes nothing, as a disk quota met there. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -124,6 +127,22 @@ int fdatasync(int fd) {
   }
   int (*next)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
   return next(fd);
+}
+
+ssize_t write(int fd, const void *buf, size_t len) {
+  static int calls;
+  const char *k = getenv("FAIL_INDEX_WRITE");
+  if (k) {
+    char link[64], name[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, name, sizeof name - 1);
+    if (n >= 6 && !memcmp(name + n - 6, ".index", 6) && __atomic_add_fetch(&calls, 1, __ATOMIC_SEQ_CST) == atoi(k)) {
+      errno = EDQUOT;
+      return -1;
+    }
+  }
+  ssize_t (*next)(int, const void *, size_t) = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+  return next(fd, buf, len);
 }
 
 int fsync(int fd) {

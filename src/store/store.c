@@ -1855,7 +1855,18 @@ ntk_status ntk_store_sync(ntk_store_t *s) {
   } else if (!st && (n || covered != s->synced_covered)) {
     if (s->ifd < 0) st = ntk_error(NTK_EINTERNAL, "%s: no index open", s->path);
     else st = ntk_index_append(s->ifd, s->path, e, n, covered);
-    if (!st) s->synced_covered = covered;
+    if (!st) {
+      s->synced_covered = covered;
+    } else {
+      /* Its entries did not reach the index (or only some: a torn line),
+       * and they have left the fresh list: a later sync that appended only
+       * its own mark would cover records the index does not list (an
+       * append refused by a disk quota, then the close's sync: the store
+       * was reported damaged). The next sync writes the index whole. */
+      pthread_mutex_lock(&s->mu);
+      s->index_stale = 1;
+      pthread_mutex_unlock(&s->mu);
+    }
   }
   free(e);
   if (!st) {
