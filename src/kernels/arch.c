@@ -2032,6 +2032,20 @@ ntk_status ntk_variance_refusal(const char *who, size_t layer, const struct ntk_
                              : "scale the data up ([data] scale), or raise w_std or b_std before it");
 }
 
+ntk_status ntk_variance_overflow(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
+                                 double v, int elem) {
+  return ntk_error(NTK_ENONFINITE, "%s: its variance entering layer %zu (%s)%s is %s: %s; %s", who, layer + 1,
+                   l->name, where, isnan(v) ? "NaN" : "inf",
+                   isnan(v) ? "a layer before it left the precision's range (an overflow) or is undefined there "
+                              "(LayerNorm with eps = 0 on a variance of 0, Gaussian with b > 0 and large variances)"
+                            : elem == 4 ? "past float32's range (3.4e38): the data's squares or the layers before it "
+                                          "overflowed"
+                                        : "past float64's range (1.8e308): the data's squares or the layers before it "
+                                          "overflowed",
+                   elem == 4 ? "use [compute] precision = float64, or scale the data down ([data] scale)"
+                             : "scale the data down ([data] scale), or lower w_std or b_std before it");
+}
+
 static const char *pad_name(ntk_padding p) {
   return p == NTK_PAD_SAME ? "SAME" : p == NTK_PAD_CIRCULAR ? "CIRCULAR" : "VALID";
 }

@@ -211,6 +211,13 @@ int ntk_layer_variance_judged(const struct ntk_layer *l);
 ntk_status ntk_variance_refusal(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
                                 const char *what, int elem);
 
+/* The same for a variance past the precision's range (inf or NaN: the
+ * data's squares, or the layers before, overflowed). It was taken for an
+ * underflow ("is 0 ... scale the data up": float32 data of 1e20 through two
+ * Conv-Relu layers), whose advice makes it worse. */
+ntk_status ntk_variance_overflow(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
+                                 double v, int elem);
+
 /* Canonical text: every layer with all its parameters spelled out, so two
  * strings that denote the same network give the same text. Writes at most
  * `cap` bytes including the NUL; returns the length it needed. */

@@ -843,6 +843,15 @@ static ntk_status judged_refusal(const struct ntk_arch *arch, const struct ntk_c
   return ntk_variance_refusal(who, s->layer, &arch->layers[s->layer], where, what, elem);
 }
 
+/* The refusal of slot s's non-finite value v at position p. */
+static ntk_status judged_overflow(const struct ntk_arch *arch, const struct ntk_cnn_judged *s, size_t p, double v,
+                                  size_t image, int elem) {
+  char where[64] = "", who[48];
+  if (!s->tail) snprintf(where, sizeof where, " at position (%zu, %zu)", p / s->w, p % s->w);
+  snprintf(who, sizeof who, "image %zu", image);
+  return ntk_variance_overflow(who, s->layer, &arch->layers[s->layer], where, v, elem);
+}
+
 ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_dataset *data,
                               const struct ntk_cnn_judged *slots, size_t n, const void *block, size_t image,
                               const void *oracle, int *need) {
@@ -870,7 +879,7 @@ ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_data
       size_t pm = 0;
       for (size_t p = 0; p < s->count; p++) {
         double v;
-        (void)ntk_fp_class(at + p * step, elem, &v);
+        if (ntk_fp_class(at + p * step, elem, &v) == NTK_FP_NONFINITE) return judged_overflow(arch, s, p, v, image, elem);
         if (v > most) most = v, pm = p;
       }
       if (most >= tiny) continue;
@@ -893,6 +902,7 @@ ntk_status ntk_cnn_judge_vars(const struct ntk_arch *arch, const struct ntk_data
     for (size_t p = 0; p < s->count; p++) {
       double v;
       int cls = ntk_fp_class(at + p * step, elem, &v);
+      if (cls == NTK_FP_NONFINITE) return judged_overflow(arch, s, p, v, image, elem);
       if (cls != NTK_FP_SUBNORMAL && cls != NTK_FP_ZERO) continue;
       if (cls == NTK_FP_ZERO && zv.zero) continue;
       if (cls == NTK_FP_ZERO && !s->tail) {

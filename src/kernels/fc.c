@@ -355,12 +355,13 @@ static ntk_status judge_variances(const ntk_fc_t *fc) {
     for (size_t i = 0; ntk_layer_variance_judged(L) && i < n; i++) {
       double v;
       int cls = ntk_fp_class((const char *)fc->var + (l * n + i) * es, ds->elem, &v);
+      char who[48];
+      snprintf(who, sizeof who, "sample %zu", i);
+      if (cls == NTK_FP_NONFINITE) return ntk_variance_overflow(who, l, L, "", v, ds->elem);
       if (cls != NTK_FP_SUBNORMAL && (cls != NTK_FP_ZERO || vanished || !ntk_dataset_sample_nonzero(ds, i))) continue;
       char what[64];
       if (cls == NTK_FP_ZERO) snprintf(what, sizeof what, "0 (underflowed: the sample is not all zeros)");
       else snprintf(what, sizeof what, "%.3g", v);
-      char who[48];
-      snprintf(who, sizeof who, "sample %zu", i);
       return ntk_variance_refusal(who, l, L, "", what, ds->elem);
     }
     ntk_vanish_step(&zv, L);

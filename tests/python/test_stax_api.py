@@ -344,17 +344,19 @@ def test_a_window_of_tiny_values_beside_normal_ones_computes(rng):
 
 
 def test_nonfinite_entry_of_a_cross_kernel_named_in_the_result(rng):
-    # kernel_fn(x1, x2) computes on [x1; x2]: the entry the engine names
-    # (row 3, column 2) is x2's sample 0 against x1's sample 2, the
-    # result's [2, 0]; the message once gave the joined numbers alone.
+    # kernel_fn(x1, x2) computes on [x1; x2]: the sample or entry the engine
+    # names counts x1's samples, then x2's; the message once gave the joined
+    # numbers alone. (x1's sample 2, its variance past float32's range, was
+    # named as the entry (row 3, column 2) it made inf; it is now refused
+    # itself, before any entry, as an overflow.)
     from ntkd.errors import NonFiniteKernelError
     x1 = np.ones((3, 4), np.float32)
-    x1[2] *= 3e19  # its variance near float32's largest value
+    x1[2] *= 3e19  # its variance past float32's largest value
     x2 = np.ones((2, 4), np.float32)
     _, _, kf = stax.serial(stax.Dense(1.0), stax.Relu(), stax.Dense(1.0))
-    with pytest.raises(NonFiniteKernelError, match=r"entry \(row 3, column 2\) is .* x2's sample i is 3 \+ i; "
-                       r"entry \(row r, column c\) with r >= 3 > c is the result's \[c, r - 3\], one with r = c a "
-                       r"sample with itself"):
+    with pytest.raises(NonFiniteKernelError, match=r"sample 2: its variance entering layer 2 \(Relu\) is inf.* x2's "
+                       r"sample i is 3 \+ i; entry \(row r, column c\) with r >= 3 > c is the result's \[c, r - 3\], "
+                       r"one with r = c a sample with itself"):
         kf(x1, x2, "nngp")
     # a sample with itself (x2's sample 0, number 3): named, and said not in the result
     x = rng.standard_normal((3, 5)).astype(np.float32)
@@ -550,3 +552,20 @@ def test_threads_and_tile_take_numpy_integers_and_refuse_what_the_c_fields_canno
 def test_a_bool_is_not_a_width():
     with pytest.raises(TypeError, match="must be an integer, not True"):
         stax.Dense(True)
+
+
+def test_an_overflow_is_not_called_an_underflow(rng):
+    # float32 data of 1e20 (their squares past float32's range) through two
+    # Conv-Relu layers: refused as "0 (underflowed) ... scale the data up",
+    # whose advice makes it worse (a hunt). The float64 kernel is finite.
+    x = rng.standard_normal((3, 6, 2)) * 1e20
+    layers = []
+    for _ in range(2):
+        layers += [stax.Conv(2, (3,), padding="SAME", W_std=1e-3, b_std=1e-3), stax.Relu()]
+    _, _, cnn = stax.serial(*layers, stax.Flatten(), stax.Dense(1, b_std=0.1))
+    _, _, fc = stax.serial(stax.Dense(1), stax.Relu(), stax.Dense(1))
+    for kf, data in ((cnn, x), (fc, x.reshape(3, -1))):
+        assert np.all(np.isfinite(kf(data, None, "nngp")))
+        with pytest.raises(ntkd.NonFiniteKernelError, match=r"is inf: past float32's range .* scale the data down") as e:
+            kf(data.astype(np.float32), None, "nngp")
+        assert "underflow" not in str(e.value)
