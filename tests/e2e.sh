@@ -204,6 +204,21 @@ check "... the coordinator says which rank was signalled" has "worker rank 2 was
 expect_rc 0 "... and the job resumes" mpirun -np 3 "$NTKD" wt.conf
 "$NTKD" export wt.ntk wt.npy >/dev/null 2>&1
 check "... byte-identical to a clean run" cmp -s clean.npy wt.npy
+# The same signal to a worker that is idle, waiting for rank 0's check of
+# the resumed store's records (held back 4 s, as on a large store): the
+# worker tells the coordinator at once, the check stops, exit 5 (the
+# signal was ignored: the job ran on to "done", exit 0).
+NTKD_TEST_AUDIT_DELAY=4 mpirun -np 3 "$NTKD" wt.conf >/dev/null 2>wi.log &
+mp=$!
+for _ in $(seq 300); do grep -q "test setting NTKD_TEST_AUDIT_DELAY" wi.log && break; sleep 0.1; done
+sleep 0.5
+kill -TERM $(rank_pids "ntkd wt.conf" 2)
+wait $mp
+rc=$?
+check "SIGTERM to a worker idle during the resume check stops the job with exit 5 (exit $rc)" [ "$rc" = 5 ]
+check "... the check did not finish, and the job says so" bash -c "grep -q 'worker rank 2 was signalled' wi.log &&
+  grep -q \"before the check of the resumed store's records finished\" wi.log && ! grep -q '^ntkd: done' wi.log"
+expect_rc 0 "... and the rerun checks and ends done" mpirun -np 3 "$NTKD" wt.conf
 
 # SLURM's batch script (scripts/slurm/kernel.sbatch) with scontrol stubbed:
 # USR1 to the batch shell stops ntkd cleanly and requeues; the requeued run finishes.

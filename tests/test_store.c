@@ -125,7 +125,7 @@ static void resume_and_finish(const char *p) {
   ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
   uint64_t *bad;
   size_t nbad;
-  ck_assert_int_eq(ntk_store_audit(s, &bad, &nbad), NTK_OK);
+  ck_assert_int_eq(ntk_store_audit(s, NULL, &bad, &nbad), NTK_OK);
   for (size_t i = 0; i < nbad; i++) ck_assert(!ntk_store_has_tile(s, bad[i]));
   free(bad);
   for (uint64_t k = 0; k < 6; k++)
@@ -466,7 +466,7 @@ START_TEST(test_index) {
   ck_assert(ntk_store_has_tile(s, 4));
   uint64_t *bad;
   size_t nbad;
-  ck_assert_int_eq(ntk_store_audit(s, &bad, &nbad), NTK_OK);
+  ck_assert_int_eq(ntk_store_audit(s, NULL, &bad, &nbad), NTK_OK);
   ck_assert_uint_eq(nbad, 1);
   ck_assert_uint_eq(bad[0], 4);
   ck_assert(!ntk_store_has_tile(s, 4));
@@ -635,7 +635,7 @@ START_TEST(test_index_claim) {
   ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
   uint64_t *bad;
   size_t nbad;
-  ck_assert_int_eq(ntk_store_audit(s, &bad, &nbad), NTK_OK);
+  ck_assert_int_eq(ntk_store_audit(s, NULL, &bad, &nbad), NTK_OK);
   free(bad);
   ck_assert_uint_eq(nbad, 0);
   ck_assert(ntk_store_has_tile(s, 2));
@@ -701,7 +701,7 @@ START_TEST(test_repaired_interrupted) {
   ck_assert_int_eq(ntk_store_resume(p, job_text, &s), NTK_OK);
   uint64_t *bad;
   size_t nbad;
-  ck_assert_int_eq(ntk_store_audit(s, &bad, &nbad), NTK_OK);
+  ck_assert_int_eq(ntk_store_audit(s, NULL, &bad, &nbad), NTK_OK);
   ck_assert_uint_eq(nbad, 1);
   ck_assert_uint_eq(bad[0], 3);
   free(bad);

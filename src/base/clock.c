@@ -12,6 +12,7 @@ double ntk_now(void) {
 void ntk_sleep(double seconds, int (*cut)(void)) {
   double until = ntk_now() + seconds, left;
   while (!(cut && cut()) && (left = until - ntk_now()) > 0) {
+    if (cut && left > 0.1) left = 0.1; /* a cut set by another thread is seen within 0.1 s */
     struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
     nanosleep(&ts, NULL);
   }

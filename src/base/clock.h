@@ -8,7 +8,8 @@
 double ntk_now(void);
 
 /* Sleeps `seconds`, on through the signals that cut a sleep short, or
- * until cut() says to stop (cut NULL: the whole time). */
+ * until cut() says to stop (asked at least every 0.1 s: another thread may
+ * set what it reads; cut NULL: the whole time). */
 void ntk_sleep(double seconds, int (*cut)(void));
 
 /* How long ntkd waits for another rank before it counts it out: the

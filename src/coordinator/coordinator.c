@@ -39,6 +39,7 @@ struct sched {
   ntk_status failure;  /* first error: stop handing out work */
   char failure_msg[2048];
   int stopping;        /* signal received, here or by a worker (main thread only) */
+  volatile int worker_stopped; /* a worker's signal: also stops the audit (its thread reads it) */
   int signalled;       /* this process's own stop signal seen and said (main thread only) */
   double compute_seconds; /* summed over tiles: compute + compress */
   uint64_t *per_worker;    /* tiles each rank returned this run (MPI) */
@@ -111,18 +112,21 @@ static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct n
 /* Test setting NTKD_TEST_AUDIT_DELAY=S (docs/CLI.md): the audit starts S
  * seconds late, as on a store of many gigabytes, so that a test sees the
  * workers idle while it runs (they must not take rank 0 for stopped). */
-static void audit_test_delay(void) {
+static const volatile int *delay_also; /* the audit's other stop flag, for the delay's cut */
+static int delay_cut(void) { return ntk_stop_requested() || (delay_also && *delay_also); }
+static void audit_test_delay(const volatile int *also) {
   const char *v = getenv("NTKD_TEST_AUDIT_DELAY");
   double left = v ? atof(v) : 0;
-  if (left > 0) ntk_sleep(left, ntk_stop_requested);
+  delay_also = also;
+  if (left > 0) ntk_sleep(left, delay_cut);
 }
 
 static void *audit_main(void *arg) {
   struct sched *s = arg;
   uint64_t *tiles = NULL;
   size_t n = 0;
-  audit_test_delay();
-  ntk_status st = ntk_store_audit(s->store, &tiles, &n);
+  audit_test_delay(&s->worker_stopped);
+  ntk_status st = ntk_store_audit(s->store, &s->worker_stopped, &tiles, &n);
   pthread_mutex_lock(&s->mu);
   s->audit_st = st;
   if (st) snprintf(s->audit_msg, sizeof s->audit_msg, "%s", ntk_error_message());
@@ -630,6 +634,7 @@ static ntk_status run_mpi(struct sched *s, const int *depth) {
       p[from].inflight--; /* the tile stays missing: a rerun computes it */
       send_next(s, from, p, &active);
     } else if (tag == NTK_TAG_INTERRUPT) {
+      s->worker_stopped = 1; /* the audit of a resumed store stops too, as for rank 0's signal */
       if (!s->stopping) {
         s->stopping = 1;
         fprintf(stderr, "\nntkd: worker rank %d was signalled: finishing the tiles in flight, then stopping\n", from);

@@ -114,7 +114,8 @@ struct ntk_store {
                                     checks every record after the mark */
   uint64_t settled;              /* the index's sync mark when opened (0: none): what a scan finds
                                     past it that is not a record is an unfinished write */
-  int stop_aware;                /* the scan gives up on a stop signal (the audit) */
+  int stop_aware;                /* the scan gives up on a stop signal (the audit) ... */
+  const volatile int *stop_also; /* ... or once this is set (NULL: never) */
 };
 
 /* Header layout (offsets in bytes). */
@@ -797,7 +798,7 @@ static ntk_status scan_records(ntk_store_t *s, int check_payload, uint64_t size,
   uint64_t *hurt = NULL;
   size_t nhurt = 0, caphurt = 0;
   while (off < size && !st) {
-    if (s->stop_aware && ntk_stop_requested()) {
+    if (s->stop_aware && (ntk_stop_requested() || (s->stop_also && *s->stop_also))) {
       st = ntk_error(NTK_EINTERRUPTED, "interrupted while checking the store");
       break;
     }
@@ -1703,7 +1704,7 @@ ntk_status ntk_store_append(ntk_store_t *s, const struct ntk_tile *t, const void
   return ntk_store_confirm(s, &g);
 }
 
-ntk_status ntk_store_audit(ntk_store_t *s, uint64_t **tiles, size_t *ntiles_out) {
+ntk_status ntk_store_audit(ntk_store_t *s, const volatile int *stop, uint64_t **tiles, size_t *ntiles_out) {
   *tiles = NULL;
   *ntiles_out = 0;
   uint64_t covered = s->scan.index_covered;
@@ -1719,10 +1720,12 @@ ntk_status ntk_store_audit(ntk_store_t *s, uint64_t **tiles, size_t *ntiles_out)
     v->tiling = s->tiling;
     v->first = s->first;
     v->stop_aware = 1;
+    v->stop_also = stop;
     st = alloc_index(v);
   }
   if (!st) st = scan_records(v, 1, covered, v->first);
-  if (!st && ntk_stop_requested()) st = ntk_error(NTK_EINTERRUPTED, "interrupted while checking the store");
+  if (!st && (ntk_stop_requested() || (stop && *stop)))
+    st = ntk_error(NTK_EINTERRUPTED, "interrupted while checking the store");
   /* Every damaged stretch below the mark (and a damaged end of it: covered
    * is a record boundary) becomes a dead region. */
   if (!st && v->end < covered && (st = add_region(v, v->end, covered - v->end, NO_TILE, "damaged"))) {}

@@ -185,8 +185,9 @@ ntk_status ntk_store_read_kernel(ntk_store_t *s, struct ntk_codec *codec, uint64
  * many, for the caller to compute again. Meant for a thread of its own
  * while the job computes (reserve, confirm and sync may run meanwhile);
  * nothing to do when the resume scanned everything. NTK_EINTERRUPTED on a
- * stop signal (nothing dropped: the next resume checks again). */
-ntk_status ntk_store_audit(ntk_store_t *s, uint64_t **tiles, size_t *n);
+ * stop signal, or once `stop` (NULL: none) is set (a worker's signal, which
+ * the coordinator hears) (nothing dropped: the next resume checks again). */
+ntk_status ntk_store_audit(ntk_store_t *s, const volatile int *stop, uint64_t **tiles, size_t *n);
 
 /* A record's place, reserved by the writer for one tile. */
 struct ntk_store_grant {

@@ -350,6 +350,13 @@ static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct nt
     int got = ntk_comm_poll(comm, 0, &from, &tag, &bytes, idle ? 0.5 : 0);
     double unrun = ntk_not_run(&z->turn, ntk_now());
     if (z->waiting) z->waiting += unrun;
+    /* Our signal while idle (waiting for rank 0's check of a resumed
+     * store, or for the end): told at once, as a busy worker tells it with
+     * its next tile; the job ran on to "done" with exit 0 (a hunt). */
+    if (idle && ntk_stop_requested() && !told_interrupt) {
+      told_interrupt = 1;
+      if ((st = ntk_comm_send(comm, 0, NTK_TAG_INTERRUPT, NULL, 0))) return comm_failed(comm, st);
+    }
     if (!got) {
       if (idle && z->pace.last > 0 && ntk_now() - z->waiting > rank0_limit(z))
         rank0_stalled(comm, z, ntk_now() - z->waiting, "this rank's next tile or the end");
