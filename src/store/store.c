@@ -1855,6 +1855,11 @@ ntk_status ntk_store_sync(ntk_store_t *s) {
   }
   if (!st && whole) {
     st = write_fresh_index(s, e, n, covered);
+    if (st) { /* still to be written whole: no index is open to append to (a later sync said "no index open") */
+      pthread_mutex_lock(&s->mu);
+      s->index_stale = 1;
+      pthread_mutex_unlock(&s->mu);
+    }
   } else if (!st && (n || covered != s->synced_covered)) {
     if (s->ifd < 0) st = ntk_error(NTK_EINTERNAL, "%s: no index open", s->path);
     else st = ntk_index_append(s->ifd, s->path, e, n, covered);
