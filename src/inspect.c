@@ -75,13 +75,22 @@ static uint64_t needed_pairs(const struct ntk_tiling *t) {
   return sum;
 }
 
+/* What the next run does about a store without a usable index. It said
+ * "rebuilds it by a scan" also where a FIFO or folder stands at the
+ * index's name, which the run refuses (a hunt). */
+static const char *index_cure(const struct ntk_store_scan *sc) {
+  return sc->index_blocked ? "remove it: the next run refuses the job while it is there, then rebuilds the index by a "
+                             "scan"
+                           : "the next run rebuilds it by a scan";
+}
+
 /* The index, in one line for info and verify: what a resume will do with it. */
 static void print_index(const char *label, const char *path, const struct ntk_store_scan *sc) {
   char why[NTK_STORE_INDEX_DAMAGE_MAX];
   if (sc->index_damaged)
     printf("%s%s\n", label, ntk_store_index_damage(sc, path, why, sizeof why));
   else if (sc->index_note[0])
-    printf("%sno usable index (%s): the next run rebuilds it by a scan\n", label, sc->index_note);
+    printf("%sno usable index (%s): %s\n", label, sc->index_note, index_cure(sc));
   else if (sc->index_dead)
     printf("%s%llu entries below its sync mark at byte %llu, %llu of them over regions a resume marked dead since "
            "(those tiles are missing; the next run rewrites the index)\n", label,
@@ -482,7 +491,7 @@ int ntk_cmd_verify(const ntk_comm_t *world, const char *path) {
   char holder[600];
   int running = ntk_lock_holder(path, holder, sizeof holder);
   if (rank == 0 && !sc->index_damaged && sc->index_note[0])
-    printf("%s: no usable index (%s): the next run rebuilds it by a scan\n", path, sc->index_note);
+    printf("%s: no usable index (%s): %s\n", path, sc->index_note, index_cure(sc));
   ntk_store_close(s);
   if (st) return ntk_status_exit_code(st);
   if (rank != 0) return damaged ? NTK_EXIT_CORRUPT : 0;

@@ -621,9 +621,12 @@ judge I08 BAD "the Python reader's verify on the seven forgeries agrees with ntk
 cp raw.keep raw.ntk; rm -f raw.ntk.index; mkfifo raw.ntk.index
 R timeout 20 "$NTKD" verify raw.ntk
 v=$rc
+vsaid=$(grep -c "remove it: the next run refuses the job while it is there" out.log)
 R timeout 60 "$NTKD" raw.conf
 note="verify $v"
 judge I09 BAD "index is a FIFO: verify does not hang, the rerun replaces it or refuses it with 2, the store kept" '{ [ $v = 0 ] || [ $v = 2 ]; } && { { [ $rc = 0 ] && [ -f raw.ntk.index ] && [ "$(vrc raw.ntk)" = 0 ]; } || { [ $rc = 2 ] && [ -p raw.ntk.index ] && cmp -s raw.ntk raw.keep; }; }'
+note="verify said it: $vsaid"
+judge I09b BAD "... verify and the run both say to remove it (verify said the run rebuilds it, the run refused)" '[ "$vsaid" = 1 ] && grep -q "remove it: ntkd keeps the store.s index at that name" err.log'
 rm -f raw.ntk.index; mkdir raw.ntk.index
 R timeout 60 "$NTKD" raw.conf
 note="wanted 2 naming the folder (not an I/O failure), or the folder left and the job done"

@@ -143,8 +143,9 @@ ntk_status ntk_job_check_files(const struct ntk_job *job) {
         snprintf(comp, sizeof comp, "%s%s", file, companions[k]) < (int)sizeof comp) {
       const char *what = k ? "the store's lock file" : "the store's index";
       int kind = kind_by_content(comp);
-      if (!(st = ntk_check_regular(comp, what)) && kind != NTK_FILE_OTHER &&
-          kind != (k ? NTK_FILE_LOCK : NTK_FILE_INDEX))
+      if ((st = ntk_check_regular(comp, what)))
+        st = ntk_error(st, "%s; remove it: ntkd keeps %s at that name", ntk_error_message(), what);
+      else if (kind != NTK_FILE_OTHER && kind != (k ? NTK_FILE_LOCK : NTK_FILE_INDEX))
         st = ntk_error(NTK_EUSAGE, "[output] path (%s): %s, %s, is %s: an output never replaces one of ntkd's own "
                        "files; choose another name", job->out_path, what, comp, kind_name(kind));
     }

@@ -162,7 +162,8 @@ ntk_status ntk_index_read(const char *store_path, const uint8_t id[16], int stor
   unsigned char h[ENTRY];
   if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
     close(fd);
-    snprintf(why, cap, "%s is not a regular file", path); /* ignored, and replaced by the next run */
+    *verdict = NTK_INDEX_BLOCKED;
+    snprintf(why, cap, "%s is not a regular file", path);
     return NTK_OK;
   }
   int rc = pread_full(fd, h, ENTRY, 0);

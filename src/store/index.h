@@ -36,6 +36,8 @@ enum {
                             `why` says what */
   NTK_INDEX_OUTGROWN = 3, /* damaged too: larger than the store can need, so the store was cut
                              short under it (its tiles there are lost) or the index grew garbage */
+  NTK_INDEX_BLOCKED = 4,  /* not a regular file (a FIFO, folder, device): not damage, not used,
+                             and a run refuses the job until it is removed (job/jobfiles.c) */
 };
 
 /* Read PATH.index of store `id`, its header first, then its entries in

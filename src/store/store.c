@@ -1191,6 +1191,7 @@ static ntk_status load_index(ntk_store_t *s, uint64_t *size, int full_scan, uint
    * was reported with "no tile is lost"), or the index grew garbage; which,
    * the unread index cannot tell. */
   if (verdict == NTK_INDEX_OUTGROWN) s->scan.index_past_end = 2;
+  if (verdict == NTK_INDEX_BLOCKED) s->scan.index_blocked = 1;
   if (verdict == NTK_INDEX_DAMAGED || verdict == NTK_INDEX_OUTGROWN) index_damage(s, "is damaged: %s", why);
   else if (verdict == NTK_INDEX_READ && !ok && blame) index_damage(s, "disagrees with the store: %s", why);
   if (!ok) {

@@ -82,6 +82,7 @@ struct ntk_store_scan {
   uint64_t index_entries; /* the index's entries below its sync mark (a usable index) */
   uint64_t settled;      /* the index's sync mark the scan used (0: none): past it, what is not
                             an intact record may be a write under way */
+  int index_blocked;     /* the index's name holds no regular file: a run refuses the job until it is removed */
   char index_note[320];  /* why no index was used: "no index", "the index is of another store"
                             (neither is damage), or what is wrong with it; "" when it was */
   /* The index is damaged, or what it says disagrees with the store
