@@ -390,7 +390,7 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
   if (f && fflush(f)) st = st ? st : ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   if (f && !st && fsync(fileno(f))) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
   if (f && fclose(f) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
-  if (!st) st = ntk_tmp_commit(tmp, out, NULL);
+  if (!st) st = ntk_tmp_commit(tmp, out, NTK_FILE_OTHER);
   if (st && f) unlink(tmp);
   else if (!st && (st = ntk_fsync_folder_of(out))) /* the new name survives a crash too */
     st = ntk_error(st, "%s: written, but %s", out, ntk_error_message());

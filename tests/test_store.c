@@ -1081,7 +1081,7 @@ START_TEST(test_commit_never_over_another_store) {
     ck_assert_int_eq(ntk_tmp_create(out, tmp, sizeof tmp, &fd, NULL), NTK_OK);
     ck_assert_int_eq(write(fd, "new", 3), 3);
     close(fd);
-    ntk_status st = ntk_tmp_commit(tmp, out, NULL);
+    ntk_status st = ntk_tmp_commit(tmp, out, NTK_FILE_OTHER);
     ck_assert_msg(st == (k == 2 ? NTK_EUSAGE : NTK_OK), "%s: %d", kinds[k], st);
     if (k != 2) ck_assert_int_eq(file_size(out), 3);
     if (st) unlink(tmp);
@@ -1091,7 +1091,7 @@ START_TEST(test_commit_never_over_another_store) {
   ntk_store_close(s);
   ck_assert_int_eq(ntk_tmp_create(out, tmp, sizeof tmp, &fd, NULL), NTK_OK);
   close(fd);
-  ck_assert_int_eq(ntk_tmp_commit(tmp, out, NTK_MAGIC_STORE), NTK_OK); /* its own kind: replaced */
+  ck_assert_int_eq(ntk_tmp_commit(tmp, out, NTK_FILE_STORE), NTK_OK); /* its own kind: replaced */
   ck_assert_int_eq(file_size(out), 0);
 }
 END_TEST

@@ -321,42 +321,51 @@ int ntk_rename_noreplace(const char *tmp, const char *path) {
   return errno == EEXIST ? 1 : -1;
 }
 
-/* Which of ntkd's own files `file` is, by its first bytes (magic.h), other
- * than `own`; NULL for any other file, or none. */
-static const char *foreign_ntkd_file(const char *file, const char *own) {
-  static const struct {
-    const char *magic, *what;
-  } kinds[] = {{NTK_MAGIC_STORE, "an ntkd store"},
-               {NTK_MAGIC_INDEX, "the index of an ntkd store"},
-               {NTK_MAGIC_SNAPSHOT, "an ntkd training snapshot"},
-               {NTK_MAGIC_LOCK, "the lock file of an ntkd job"}};
-  int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return NULL; /* gone, or a link: the rename replaces the link itself */
-  char head[16] = {0};
+int ntk_file_kind_by_content(const char *path, int flags) {
+  int fd = -1;
+  if (ntk_open_regular(path, O_RDONLY | flags, NULL, &fd)) return NTK_FILE_OTHER;
+  char head[32] = "", copy_b[NTK_MAGIC_LEN] = "";
   ssize_t n = pread(fd, head, sizeof head, 0);
+  /* A store whose first header copy is damaged is a store still (a rerun
+   * repairs it from the second, 4 096 bytes in). */
+  ssize_t nb = pread(fd, copy_b, sizeof copy_b, NTK_MAGIC_STORE_COPY_B);
   close(fd);
-  for (size_t k = 0; n > 0 && k < sizeof kinds / sizeof *kinds; k++) {
-    size_t len = strlen(kinds[k].magic);
-    if ((size_t)n >= len && !memcmp(head, kinds[k].magic, len) && !(own && !strcmp(own, kinds[k].magic)))
-      return kinds[k].what;
-  }
-  return NULL;
+  size_t lock_len = strlen(NTK_MAGIC_LOCK);
+  if ((n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_STORE, NTK_MAGIC_LEN)) ||
+      (nb == NTK_MAGIC_LEN && !memcmp(copy_b, NTK_MAGIC_STORE, NTK_MAGIC_LEN)))
+    return NTK_FILE_STORE;
+  if (n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_INDEX, NTK_MAGIC_LEN)) return NTK_FILE_INDEX;
+  if (n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_SNAPSHOT, NTK_MAGIC_LEN)) return NTK_FILE_SNAPSHOT;
+  if (n >= (ssize_t)lock_len && !memcmp(head, NTK_MAGIC_LOCK, lock_len)) return NTK_FILE_LOCK;
+  return NTK_FILE_OTHER;
 }
 
-ntk_status ntk_commit_at(const char *tmp, const char *file, const char *own) {
+const char *ntk_file_kind_name(int kind) {
+  switch (kind) {
+    case NTK_FILE_STORE: return "an ntkd store";
+    case NTK_FILE_INDEX: return "the index of an ntkd store";
+    case NTK_FILE_LOCK: return "the lock file of a running or finished ntkd job";
+    case NTK_FILE_SNAPSHOT: return "an ntkd training snapshot";
+    case NTK_FILE_TMP: return "named as an ntkd temporary file (NAME.tmp.HOST.PID: a file a job is writing)";
+    default: return "another file";
+  }
+}
+
+ntk_status ntk_commit_at(const char *tmp, const char *file, int own) {
   int rc = ntk_rename_noreplace(tmp, file);
   if (rc < 0) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", file, strerror(errno));
   if (rc == 0) return NTK_OK;
-  const char *what = foreign_ntkd_file(file, own);
-  if (what)
+  /* Not through a link: the rename replaces the link itself. */
+  int kind = ntk_file_kind_by_content(file, O_NOFOLLOW);
+  if (kind != NTK_FILE_OTHER && kind != own)
     return ntk_error(NTK_EUSAGE, "%s is now %s, put there by another job after this one checked the name: an "
                      "output never replaces one of ntkd's own files, and nothing was replaced; choose another name",
-                     file, what);
+                     file, ntk_file_kind_name(kind));
   if (rename(tmp, file)) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", file, strerror(errno));
   return NTK_OK;
 }
 
-ntk_status ntk_tmp_commit(const char *tmp, const char *path, const char *own) {
+ntk_status ntk_tmp_commit(const char *tmp, const char *path, int own) {
   char file[PATH_MAX];
   ntk_status st = ntk_resolve_links(path, file, sizeof file);
   if (st) return st;

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "base/magic.h"
 #include "base/status.h"
 
 /* open(2) `path` with `flags` (O_RDONLY, O_RDWR, ...; O_CLOEXEC is added),
@@ -89,23 +90,32 @@ ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd, cons
  * decides); -1 on another failure (errno). */
 int ntk_rename_noreplace(const char *tmp, const char *path);
 
+/* Which of ntkd's own files (NTK_FILE_*, base/magic.h) `path` is by its
+ * first bytes (a store also by its second header copy), or NTK_FILE_OTHER:
+ * absent, unreadable, not a regular file, or another file. flags:
+ * O_NOFOLLOW to take a symbolic link for another file, else 0. */
+int ntk_file_kind_by_content(const char *path, int flags);
+
+/* The kind's name for messages ("an ntkd store"). */
+const char *ntk_file_kind_name(int kind);
+
 /* Put the finished temporary file `tmp` (from ntk_tmp_create) in place of
  * `file` (no symbolic link followed): renamed into an empty place, or over
  * the file there unless that is one of ntkd's own files (a store, an
- * index, a snapshot, a lock file: by its first bytes, src/base/magic.h)
- * other than `own` (the magic of the file this output replaces, e.g. a
- * store's previous index; NULL: none). The output rule of the start
+ * index, a snapshot, a lock file: ntk_file_kind_by_content) of another kind
+ * than `own` (the kind this output replaces, e.g. a store's previous
+ * index; NTK_FILE_OTHER: none). The output rule of the start
  * (ntk_check_output_files) checked the name before any work; this is the
  * same rule at the rename, for a file another job put there meanwhile (a
  * store x.ntk.index finished while the store x.ntk was made, then its
  * index renamed over it: that store lost). NTK_EUSAGE for such a file,
  * NTK_EIO on failure (tmp is the caller's to remove). */
-ntk_status ntk_commit_at(const char *tmp, const char *file, const char *own);
+ntk_status ntk_commit_at(const char *tmp, const char *file, int own);
 
 /* ntk_commit_at over the file `path` reaches, so that an output named
  * through a symbolic link is written where the link points, never over
  * the link itself. */
-ntk_status ntk_tmp_commit(const char *tmp, const char *path, const char *own);
+ntk_status ntk_tmp_commit(const char *tmp, const char *path, int own);
 
 /* fsync the folder holding the file `path` reaches, after a rename into it. */
 ntk_status ntk_fsync_folder_of(const char *path);

@@ -25,26 +25,6 @@ size_t ntk_job_inputs(const struct ntk_job *job, struct ntk_named_path *in) {
   return n;
 }
 
-/* `path`'s first bytes name one of ntkd's files. */
-static int kind_by_content(const char *path) {
-  int fd = -1;
-  if (ntk_open_regular(path, O_RDONLY, NULL, &fd)) return NTK_FILE_OTHER;
-  char head[32] = "", copy_b[NTK_MAGIC_LEN] = "";
-  ssize_t n = pread(fd, head, sizeof head, 0);
-  /* A store whose first header copy is damaged is a store still (a rerun
-   * repairs it from the second, 4 096 bytes in). */
-  ssize_t nb = pread(fd, copy_b, sizeof copy_b, NTK_STORE_HEADER_SIZE);
-  close(fd);
-  size_t lock_len = strlen(NTK_MAGIC_LOCK);
-  if ((n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_STORE, NTK_MAGIC_LEN)) ||
-      (nb == NTK_MAGIC_LEN && !memcmp(copy_b, NTK_MAGIC_STORE, NTK_MAGIC_LEN)))
-    return NTK_FILE_STORE;
-  if (n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_INDEX, NTK_MAGIC_LEN)) return NTK_FILE_INDEX;
-  if (n >= NTK_MAGIC_LEN && !memcmp(head, NTK_MAGIC_SNAPSHOT, NTK_MAGIC_LEN)) return NTK_FILE_SNAPSHOT;
-  if (n >= (ssize_t)lock_len && !memcmp(head, NTK_MAGIC_LOCK, lock_len)) return NTK_FILE_LOCK;
-  return NTK_FILE_OTHER;
-}
-
 /* 1 if `path` is STEM + `suffix` where STEM is a file of kind `a` or `b`. */
 static int companion_of(const char *path, const char *suffix, int a, int b) {
   size_t n = strlen(path), k = strlen(suffix);
@@ -53,13 +33,13 @@ static int companion_of(const char *path, const char *suffix, int a, int b) {
   if (n - k >= sizeof stem) return 0;
   memcpy(stem, path, n - k);
   stem[n - k] = '\0';
-  int kind = kind_by_content(stem);
+  int kind = ntk_file_kind_by_content(stem, 0);
   return kind != NTK_FILE_OTHER && (kind == a || kind == b);
 }
 
 int ntk_file_kind(const char *path) {
   if (ntk_is_tmp_name(path)) return NTK_FILE_TMP;
-  int kind = kind_by_content(path);
+  int kind = ntk_file_kind_by_content(path, 0);
   if (kind != NTK_FILE_OTHER) return kind;
   /* An index or lock file not yet (or no longer) written: by the name. */
   if (companion_of(path, ".index", NTK_FILE_STORE, NTK_FILE_STORE)) return NTK_FILE_INDEX;
@@ -67,16 +47,6 @@ int ntk_file_kind(const char *path) {
   return NTK_FILE_OTHER;
 }
 
-static const char *kind_name(int kind) {
-  switch (kind) {
-    case NTK_FILE_STORE: return "an ntkd store";
-    case NTK_FILE_INDEX: return "the index of an ntkd store";
-    case NTK_FILE_LOCK: return "the lock file of a running or finished ntkd job";
-    case NTK_FILE_SNAPSHOT: return "an ntkd training snapshot";
-    case NTK_FILE_TMP: return "named as an ntkd temporary file (NAME.tmp.HOST.PID: a file a job is writing)";
-    default: return "another file";
-  }
-}
 
 ntk_status ntk_check_output_files(const struct ntk_named_path *in, size_t nin, const struct ntk_named_path *out,
                                   size_t nout) {
@@ -104,7 +74,7 @@ ntk_status ntk_check_output_files(const struct ntk_named_path *in, size_t nin, c
     if (kind != NTK_FILE_OTHER && kind != out[i].own)
       st = ntk_error(NTK_EUSAGE, "%s (%s) is %s: an output never replaces one of ntkd's own files (a store, its "
                      "index or lock file, a training snapshot, a temporary file); choose another name",
-                     out[i].name, out[i].path, kind_name(kind));
+                     out[i].name, out[i].path, ntk_file_kind_name(kind));
   }
   return st;
 }
@@ -142,12 +112,12 @@ ntk_status ntk_job_check_files(const struct ntk_job *job) {
     if (!ntk_resolve_links(job->out_path, file, sizeof file) &&
         snprintf(comp, sizeof comp, "%s%s", file, companions[k]) < (int)sizeof comp) {
       const char *what = k ? "the store's lock file" : "the store's index";
-      int kind = kind_by_content(comp);
+      int kind = ntk_file_kind_by_content(comp, 0);
       if ((st = ntk_check_regular(comp, what)))
         st = ntk_error(st, "%s; remove it: ntkd keeps %s at that name", ntk_error_message(), what);
       else if (kind != NTK_FILE_OTHER && kind != (k ? NTK_FILE_LOCK : NTK_FILE_INDEX))
         st = ntk_error(NTK_EUSAGE, "[output] path (%s): %s, %s, is %s: an output never replaces one of ntkd's own "
-                       "files; choose another name", job->out_path, what, comp, kind_name(kind));
+                       "files; choose another name", job->out_path, what, comp, ntk_file_kind_name(kind));
     }
   if (!st && job->train.enabled && job->train.snapshot[0]) st = check_room(job->train.snapshot, "[train] snapshot", ".lock");
   /* The log must not be the snapshot's lock file (SNAPSHOT.lock), which

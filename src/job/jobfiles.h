@@ -7,8 +7,9 @@
 
 #include <stddef.h>
 
-#include "job/config.h"
 #include "base/fsutil.h"
+#include "base/magic.h"
+#include "job/config.h"
 
 /* At most this many inputs: the job file, data, labels, test or validation files. */
 #define NTK_JOB_MAX_INPUTS (2 * NTK_MAX_DATA_FILES + 4)
@@ -24,16 +25,7 @@ size_t ntk_job_inputs(const struct ntk_job *job, struct ntk_named_path *in);
  * message naming the job file. */
 ntk_status ntk_job_check_files(const struct ntk_job *job);
 
-/* The files ntkd keeps, which no output may replace (but a store the job
- * writes, or a snapshot the job writes, its own kind). */
-enum {
-  NTK_FILE_OTHER = 0,
-  NTK_FILE_STORE,    /* a store (its header's magic) */
-  NTK_FILE_INDEX,    /* PATH.index (its magic, or the name of a store's index) */
-  NTK_FILE_LOCK,     /* PATH.lock (its text, or the name of a store's or snapshot's lock) */
-  NTK_FILE_SNAPSHOT, /* a training snapshot */
-  NTK_FILE_TMP,      /* NAME.tmp.HOST.PID: a file being written, then renamed */
-};
+/* The kinds of the files ntkd keeps (NTK_FILE_*) are base/magic.h's. */
 
 /* Which of those `path` is (by its first bytes, else by its name), or
  * NTK_FILE_OTHER: absent, unreadable, or not one of ntkd's files. */

@@ -54,7 +54,7 @@ static ntk_status write_npy(const char *path, const double *x, size_t rows, size
     st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   if (fclose(f) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
   if (!st && guard) st = guard(garg);
-  if (!st) st = ntk_tmp_commit(tmp, path, NULL);
+  if (!st) st = ntk_tmp_commit(tmp, path, NTK_FILE_OTHER);
   if (st) unlink(tmp);
   else if ((st = ntk_fsync_folder_of(path))) /* the new name survives a crash too */
     st = ntk_error(st, "%s: written, but %s", path, ntk_error_message());

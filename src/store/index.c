@@ -93,7 +93,7 @@ ntk_status ntk_index_write(const char *store_path, const uint8_t id[16], const s
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
   /* Over the store's own index only: another job's store finished at
    * this name meanwhile is not replaced (ntk_commit_at). */
-  if (!st && (st = ntk_commit_at(tmp, path, NTK_MAGIC_INDEX)) == NTK_EUSAGE)
+  if (!st && (st = ntk_commit_at(tmp, path, NTK_FILE_INDEX)) == NTK_EUSAGE)
     st = ntk_error(st, "%s: its index cannot be written: %s (its [output] path: the index is NAME.index)", store_path,
                    ntk_error_message());
   if (!st) st = ntk_fsync_folder_of(path);

@@ -13,11 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/magic.h"
 #include "base/status.h"
 #include "base/tiling.h"
 
 #define NTK_STORE_VERSION 2
-#define NTK_STORE_HEADER_SIZE 4096
+#define NTK_STORE_HEADER_SIZE NTK_MAGIC_STORE_COPY_B /* copy B starts where copy A ends (base/magic.h) */
 #define NTK_STORE_RECORD_HEADER 128
 #define NTK_STORE_DESC_MAX 1024
 #define NTK_STORE_DAMAGED_LIST 16

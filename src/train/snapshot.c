@@ -143,7 +143,7 @@ ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *
     st = ntk_error(NTK_EIO, "%s: cannot write the snapshot: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
   if (close(fd) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
-  if (!st) st = ntk_tmp_commit(tmp, path, NTK_MAGIC_SNAPSHOT);
+  if (!st) st = ntk_tmp_commit(tmp, path, NTK_FILE_SNAPSHOT);
   if (st) {
     unlink(tmp);
     return st;
