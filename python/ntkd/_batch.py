@@ -166,8 +166,9 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     the values of kernel_fn(np.concatenate([x1, x2])) bit for bit.
     precision None: float64 when x1 or x2 is float64 or JAX runs with
     jax_enable_x64, else float32, as kernel_fn computes (a store made in
-    the other precision is another job: give precision= to resume it); 'float32' or 'float64' converts the data. kernel 'ntk' stores
-    NNGP and NTK, 'nngp' the NNGP. tile: the tile edge (default ntkd's).
+    the other precision is another job: give precision= to resume it);
+    'float32' or 'float64' converts the data. kernel 'ntk' stores NNGP and
+    NTK, 'nngp' the NNGP. tile: the tile edge (default ntkd's).
     labels: (train labels, test labels), integer classes, written as
     STEM.y1.npy and STEM.y2.npy for `ntkd solve` (needs x2). backend:
     'auto', 'cpu' or 'cuda' ([compute] backend); level: zstd level.

@@ -110,13 +110,19 @@ def _jax_x64():
         return False
 
 
+def _float64_dtype(dtype):
+    """Whether dtype is a float of 64 bits or more. By kind and size, not by
+    `== np.float64`, which a big-endian '>f8' array (np.load of a file numpy
+    wrote on such a machine) does not equal."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" and dtype.itemsize >= 8
+
+
 def _wide(*arrays):
     """Whether a kernel of these inputs is computed in float64, as JAX computes
     it: when any input is a float of 64 bits or more, or when JAX runs with
-    jax_enable_x64 (_jax_x64). By kind and size, not by `== np.float64`,
-    which a big-endian '>f8' array (np.load of a file numpy wrote on such a
-    machine) does not equal."""
-    return any(a is not None and a.dtype.kind == "f" and a.dtype.itemsize >= 8 for a in arrays) or _jax_x64()
+    jax_enable_x64 (_jax_x64)."""
+    return any(a is not None and _float64_dtype(a.dtype) for a in arrays) or _jax_x64()
 
 
 def _as_array(x, name):

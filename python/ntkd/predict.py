@@ -46,6 +46,7 @@ import tempfile
 import numpy as np
 
 from . import _program
+from ._kernel import _float64_dtype
 from .errors import SolveError
 from .errors import refused as _refused
 
@@ -654,23 +655,16 @@ class _Kernels:
 _STORE_KEYWORDS = ("store", "ranks", "method", "overwrite", "test_test", "job")
 
 
-def _wide_input(x):
-    """Whether x (any array, a JAX one too) is a float of 64 bits or more."""
-    d = getattr(x, "dtype", None)
-    d = np.dtype(d) if d is not None else np.asarray(x).dtype
-    return d.kind == "f" and d.itemsize >= 8
-
-
 def _one_precision(x_train, x_test):
     """(x_train, x_test, wide): both as float64 where either is, so that a
     prediction's kernels share one precision, as JAX computes them (float32
     x_test against float64 x_train once gave a float32 test x test kernel
-    beside float64 others: its covariance 1.5e-3 off)."""
-    wide = _wide_input(x_train) or _wide_input(x_test)
-    if wide:
-        x_train = x_train if _wide_input(x_train) else np.asarray(x_train, dtype=np.float64)
-        x_test = x_test if _wide_input(x_test) else np.asarray(x_test, dtype=np.float64)
-    return x_train, x_test, wide
+    beside float64 others: its covariance 1.5e-3 off). Any array, a JAX one
+    too: by its dtype."""
+    w = [_float64_dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype) for x in (x_train, x_test)]
+    if w[0] != w[1]:
+        x_train, x_test = (x if wx else np.asarray(x, dtype=np.float64) for x, wx in zip((x_train, x_test), w))
+    return x_train, x_test, w[0] or w[1]
 
 
 def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1., diag_reg=0.0,
