@@ -190,7 +190,7 @@ hold() {
   fi
   pa=$!
   wait_tiles st.ntk 3 >/dev/null
-  kill -STOP $pa
+  stop_procs $pa
 }
 release() {
   kill -CONT $pa
@@ -338,7 +338,7 @@ rm -f tr.snap* tr.jsonl
 pt=$!
 wait_file tr.jsonl $pt >/dev/null
 while [ ! -s tr.jsonl ] && kill -0 $pt 2>/dev/null; do sleep 0.02; done
-kill -STOP $pt
+stop_procs $pt
 rm -f tr.snap.lock
 R "$NTKD" tr.conf
 kill -CONT $pt; wait $pt
@@ -348,7 +348,7 @@ rm -f tr.snap* tr.jsonl
 NTKD_TEST_LOCK_HEARTBEAT=1 "$NTKD" tr.conf >ta.log 2>&1 &
 pt=$!
 while [ ! -s tr.jsonl ] && kill -0 $pt 2>/dev/null; do sleep 0.02; done
-kill -STOP $pt
+stop_procs $pt
 rm -f tr.snap.lock; ln vx.npy tr.snap.lock
 kill -CONT $pt; wait $pt; rc=$?; msg=
 note="vx.npy $(same vx.npy vx.keep && echo intact || echo 'OVERWRITTEN with the lock text')"
@@ -418,7 +418,7 @@ HOLD_CONF=slow0.conf hold
 cp st.ntk.index early.index
 kill -CONT $pa # until its next sync has appended to the index
 while cmp -s early.index st.ntk.index && kill -0 $pa 2>/dev/null; do sleep 0.005; done
-if kill -STOP $pa 2>/dev/null; then
+if kill -0 $pa 2>/dev/null && stop_procs $pa; then
   cp early.index st.ntk.index
   release
   rc=$ra msg=$(first_err a.log)

@@ -89,6 +89,28 @@ job_pids() {
   done
   return 0
 }
+# stop_procs PID...: SIGSTOP each and wait until every thread of each has
+# stopped (state T) or ended. kill returns before the kernel has stopped a
+# thread that is running or inside a system call, so a file read at once may
+# still change under a write in flight: trust_files' checksum of a held store
+# differed on a loaded CI machine. A guard of 100 s.
+stop_procs() {
+  local p t s busy _
+  kill -STOP "$@" 2>/dev/null
+  for _ in $(seq 2000); do
+    busy=0
+    for p in "$@"; do
+      for t in /proc/"$p"/task/*/stat; do
+        s=$(sed 's/.*) //' "$t" 2>/dev/null) || continue
+        case "${s:0:1}" in T|t|Z|X|'') ;; *) busy=1 ;; esac
+      done
+    done
+    [ $busy = 0 ] && return 0
+    sleep 0.05
+  done
+  echo "    processes $* did not stop within 100 s"
+  return 1
+}
 # rank_pids PATTERN [RANK]: of those, the MPI ranks (processes with
 # OMPI_COMM_WORLD_RANK set, so not mpirun itself); only rank RANK if given.
 rank_pids() {

@@ -219,7 +219,7 @@ sed -i 's/^log = s2.jsonl$/log = s1.jsonl/' s2.conf
 "$NTKD" s1.conf >s1.log 2>&1 &
 s1=$!
 for _ in $(seq 600); do [ -s s1.jsonl ] && break; kill -0 $s1 2>/dev/null || break; sleep 0.05; done
-kill -STOP $s1
+stop_procs $s1
 expect_rc 7 "a second job on a running job's log exits 7" "$NTKD" s2.conf
 check "... saying so, without a lock file it never had" \
   has "s1.jsonl: the training log is being written by another running job (by this name or another); nothing was changed" err.log

@@ -111,7 +111,7 @@ rm -f race.ntk
 "$NTKD" race.conf >/dev/null 2>&1 &
 holder=$!
 wait_tiles race.ntk 1 >/dev/null
-kill -STOP $holder
+stop_procs $holder
 printf 'torn' >> race.ntk
 sum=$(md5sum < race.ntk)
 expect_rc 7 "a job on a store another job holds exits 7" "$NTKD" race.conf

@@ -45,7 +45,7 @@ hold() {
   pa=$!
   wait_tiles real/st.ntk 3 >/dev/null
   held=$(job_pids "$NTKD a.conf")
-  kill -STOP $held
+  stop_procs $held
   sum=$(md5sum < real/st.ntk)
 }
 release() {
