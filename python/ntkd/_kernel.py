@@ -128,9 +128,9 @@ def _wide(*arrays):
 def _as_array(x, name):
     if x is None:
         return None
-    if type(x).__name__.endswith("Tracer"):  # jax.jit, vmap or grad of kernel_fn: JAX traces it
+    if type(x).__name__.endswith("Tracer"):  # vmap or grad of kernel_fn (jax.jit's tracers: _traced)
         raise TypeError(f"{name} is a JAX tracer ({type(x).__name__}): ntkd's kernel_fn computes in libntkd, outside "
-                        "JAX, so jax.jit, vmap and grad cannot trace it; call it without them (it needs no jit)")
+                        "JAX, so vmap and grad cannot trace it (jax.jit can); call it without them")
     if isinstance(x, Kernel):
         raise TypeError(f"{name} is a Kernel: ntkd's kernel_fn takes the inputs (arrays), not a Kernel to continue "
                         "from; build the whole network with stax.serial and call it on the inputs")
@@ -146,12 +146,16 @@ def _as_array(x, name):
     except Exception as e:  # an object without __array__
         raise TypeError(f"{name} must be an array (numpy, or anything with __array__), not {type(x).__name__}") \
             from e
-    if a.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must hold real numbers, not {a.dtype}")
-    if a.ndim not in (2, 3, 4):
-        raise ValueError(f"{name} has shape {a.shape}: ntkd takes (N, D) vectors, (N, L, C) sequences or "
-                         "(N, H, W, C) images")
+    _check_kind(a.shape, a.dtype, name)
     return a
+
+
+def _check_kind(shape, dtype, name):
+    if np.dtype(dtype).kind not in "fiub":
+        raise TypeError(f"{name} must hold real numbers, not {dtype}")
+    if len(shape) not in (2, 3, 4):
+        raise ValueError(f"{name} has shape {tuple(shape)}: ntkd takes (N, D) vectors, (N, L, C) sequences or "
+                         "(N, H, W, C) images")
 
 
 class KernelFn:
@@ -167,7 +171,8 @@ class KernelFn:
     (0: chosen), progress (a callable(done, total), True for a tqdm bar, or
     None or False for none; what the callable raises stops the computation
     and is raised: KeyboardInterrupt and SystemExit as they are, others as
-    the CancelledError's cause).
+    the CancelledError's cause). jax.jit(kernel_fn, static_argnames='get')
+    works as in neural-tangents (_traced); vmap and grad do not.
     """
 
     __name__ = "kernel_fn"  # as neural-tangents' function is named (logging, functools.wraps)
@@ -246,6 +251,9 @@ class KernelFn:
                 raise TypeError(f"kernel_fn() got an unexpected keyword argument {k!r}")
         names = _requested(get)
         net = self._handle()  # the network's own errors first (e.g. parallel without FanOut), then the data's
+        if _jit_traced(x1) or _jit_traced(x2):
+            return self._traced(x1, x2, get, names, dict(kwargs, threads=threads, device=device, tile=tile,
+                                                         progress=progress))
         a1 = _as_array(x1, "x1")
         a2 = _as_array(x2, "x2")
         self._check_spatial(a1, "x1")
@@ -295,6 +303,59 @@ class KernelFn:
         if isinstance(get, str):
             return out[names[0]]
         return _namedtuple(names)(*[out[n] for n in names])
+
+
+    def _traced(self, x1, x2, get, names, kw):
+        """kernel_fn under jax.jit (neural-tangents' `jit(kernel_fn, static_argnames='get')`):
+        JAX traces it with abstract inputs, which have a shape and a dtype but no
+        values. The kernels are (n1, n2) in the dtype __call__ would choose, so
+        they are known before they are computed: a jax.pure_callback computes
+        them with __call__ when the compiled function runs. Everything that can
+        be judged from shapes is judged here, at tracing, so that it is raised
+        as itself rather than from inside XLA."""
+        import sys
+        jax = sys.modules["jax"]  # imported: its tracers are here. ntkd never imports JAX itself.
+        given = [(x1, "x1")] + ([] if x2 is None else [(x2, "x2")])
+        for x, name in given:
+            if _jit_traced(x):
+                _check_kind(x.shape, x.dtype, name)
+            else:
+                _as_array(x, name)  # a concrete array beside a traced one: all its own checks
+            self._check_spatial(x, name)
+        if x2 is not None and tuple(x2.shape[1:]) != tuple(x1.shape[1:]):
+            raise ValueError(f"x2's samples have shape {tuple(x2.shape[1:])}, x1's {tuple(x1.shape[1:])}: they must "
+                             "agree")
+        dtype = np.float64 if _wide(*[np.empty(0, x.dtype) for x, _ in given]) else np.float32
+        n1 = x1.shape[0]
+        n2 = n1 if x2 is None else x2.shape[0]
+        shapes = tuple(jax.ShapeDtypeStruct((n1, n2), dtype) for _ in names)
+
+        def host(a1, a2=None):
+            k = self(np.asarray(a1), None if a2 is None else np.asarray(a2), names, **kw)
+            return tuple(np.asarray(v, dtype=dtype) for v in k)
+
+        out = dict(zip(names, jax.pure_callback(host, shapes, *[x for x, _ in given])))
+        if get is None:
+            _kernel_pytree(jax)
+            return Kernel(out["nngp"], out["ntk"])
+        if isinstance(get, str):
+            return out[names[0]]
+        return _namedtuple(names)(*[out[n] for n in names])
+
+
+def _jit_traced(x):
+    """Whether x is an input jax.jit (or eval_shape, make_jaxpr) traces: abstract, with a shape and dtype only."""
+    return type(x).__name__ == "DynamicJaxprTracer"
+
+
+_pytree_of = []  # the JAX modules that know Kernel
+
+
+def _kernel_pytree(jax):
+    """Kernel as a JAX pytree, once per JAX, so that a jitted kernel_fn can return it (get=None)."""
+    if not any(j is jax for j in _pytree_of):
+        jax.tree_util.register_pytree_node(Kernel, lambda k: ((k.nngp, k.ntk), None), lambda _, c: Kernel(*c))
+        _pytree_of.append(jax)
 
 
 def _requested(get):

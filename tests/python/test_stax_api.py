@@ -52,15 +52,16 @@ def test_neural_tangents_keywords(rng):
 
 
 def test_jax_transforms_and_kernel_inputs_say_why(rng):
-    # neural-tangents' examples jit kernel_fn (jax.jit(kernel_fn, static_argnames='get'));
-    # JAX then passes tracers, which ntkd refused as "not an array". (JAX is not
-    # needed here: a tracer is recognised by its type's name.)
-    class DynamicJaxprTracer:
+    # vmap and grad pass tracers with values JAX computes, which ntkd cannot
+    # give derivatives or batches of; ntkd refused them as "not an array".
+    # (JAX is not needed here: a tracer is recognised by its type's name;
+    # jax.jit's tracers are computed: test_jax_jit_computes_the_kernels.)
+    class BatchTracer:
         shape = (3, 4)
 
     _, _, kernel_fn = stax.serial(stax.Dense(3), stax.Relu(), stax.Dense(1))
-    with pytest.raises(TypeError, match="JAX tracer .*jax.jit, vmap and grad"):
-        kernel_fn(DynamicJaxprTracer(), None, "ntk")
+    with pytest.raises(TypeError, match=r"JAX tracer \(BatchTracer\).*vmap and grad cannot trace it \(jax.jit can\)"):
+        kernel_fn(BatchTracer(), None, "ntk")
     k = kernel_fn(rng.standard_normal((3, 4)))
     with pytest.raises(TypeError, match="is a Kernel"):
         kernel_fn(k, None, "ntk")
@@ -157,6 +158,89 @@ def test_jax_enable_x64_gives_float64_kernels(rng, monkeypatch, tmp_path):
         S.close()
     jax.config = object()  # a JAX whose config has neither spelling: its default, float32
     assert kernel_fn(x1, x2, "ntk").dtype == np.float32
+
+
+class DynamicJaxprTracer:
+    """jax.jit's abstract input as ntkd meets it: a shape and a dtype at tracing
+    (the value rides along here only for the stand-in pure_callback)."""
+
+    def __init__(self, value):
+        self.value, self.shape, self.dtype, self.ndim = value, value.shape, value.dtype, value.ndim
+
+
+def _fake_jax(x64):
+    """A module named jax with what a jitted kernel_fn uses: ShapeDtypeStruct,
+    pure_callback (calls the host function with the values, and checks what it
+    returns against the shapes declared at tracing), tree_util."""
+    import collections
+    import types
+    jax = types.ModuleType("jax")
+    jax.config = _FakeJaxConfig(x64)
+    jax.ShapeDtypeStruct = collections.namedtuple("ShapeDtypeStruct", "shape dtype")
+    jax.declared, jax.pytrees = [], []
+
+    def pure_callback(fn, shapes, *args):
+        jax.declared.append(shapes)
+        out = fn(*[a.value if isinstance(a, DynamicJaxprTracer) else a for a in args])
+        assert [(o.shape, o.dtype) for o in out] == [(s.shape, np.dtype(s.dtype)) for s in shapes]
+        return out
+
+    jax.pure_callback = pure_callback
+    jax.tree_util = types.SimpleNamespace(register_pytree_node=lambda cls, *f: jax.pytrees.append(cls))
+    return jax
+
+
+def test_jax_jit_computes_the_kernels(rng, monkeypatch):
+    # neural-tangents' examples jit kernel_fn: jax.jit(kernel_fn,
+    # static_argnames='get'). JAX then traces it with abstract inputs (no
+    # values), which ntkd refused with a TypeError; it now declares the
+    # kernels' shapes and dtype at tracing and computes them in a
+    # jax.pure_callback. A stand-in JAX here (JAX is not in this test's
+    # environment); test_jax_jit_with_jax runs the real one where installed.
+    import sys
+    from ntkd._kernel import Kernel
+    _, _, kernel_fn = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1), stax.Erf(), stax.Dense(1))
+    x1, x2 = rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+    for x64 in (False, True):
+        jax = _fake_jax(x64)
+        monkeypatch.setitem(sys.modules, "jax", jax)
+        for a, b in ((x1, x2), (x1, None), (x1.astype(np.float64), x2)):
+            want = kernel_fn(a, b)
+            ta, tb = DynamicJaxprTracer(a), None if b is None else DynamicJaxprTracer(b)
+            got = kernel_fn(ta, tb, "ntk")
+            np.testing.assert_array_equal(got, want.ntk)
+            assert jax.declared[-1] == (jax.ShapeDtypeStruct((3, len(b) if b is not None else 3), want.ntk.dtype),)
+            pair = kernel_fn(ta, b, ("ntk", "nngp"))  # one input traced, the other concrete
+            assert type(pair).__name__ == "AnalyticKernel"
+            np.testing.assert_array_equal(pair.ntk, want.ntk)
+            np.testing.assert_array_equal(pair.nngp, want.nngp)
+            k = kernel_fn(ta, tb)  # get=None: a Kernel, which JAX must know as a pytree to return it
+            np.testing.assert_array_equal(k.nngp, want.nngp)
+        assert jax.pytrees == [Kernel]  # once for this JAX
+        assert np.dtype(jax.declared[0][0].dtype) == (np.float64 if x64 else np.float32)
+    # what shapes tell is judged at tracing, not inside the compiled call
+    with pytest.raises(ValueError, match="x2's samples have shape"):
+        kernel_fn(DynamicJaxprTracer(x1), DynamicJaxprTracer(x2[:, :4]), "ntk")
+    with pytest.raises(NotImplementedError, match="no Flatten"):
+        kernel_fn(DynamicJaxprTracer(x1[:, :, None, None]), None, "ntk")
+    with pytest.raises(TypeError, match="must hold real numbers"):
+        kernel_fn(DynamicJaxprTracer(x1.astype(np.complex64)), None, "ntk")
+
+
+def test_jax_jit_with_jax(rng):
+    # The real JAX where it is installed (not in CI's test environment; run
+    # with /opt/ntkd-ref-venv, scripts/nt_reference.sh's venv).
+    jax = pytest.importorskip("jax")
+    _, _, kernel_fn = stax.serial(stax.Dense(16, W_std=1.5, b_std=0.1), stax.Relu(), stax.Dense(1))
+    x1, x2 = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal((7, 5)).astype(np.float32)
+    want = kernel_fn(x1, x2)
+    jitted = jax.jit(kernel_fn, static_argnames="get")
+    np.testing.assert_array_equal(np.asarray(jitted(x1, x2, "ntk")), want.ntk)
+    np.testing.assert_array_equal(np.asarray(jitted(x1, x2, ("nngp", "ntk")).nngp), want.nngp)
+    k = jax.jit(kernel_fn)(x1, x2)
+    np.testing.assert_array_equal(np.asarray(k.ntk), want.ntk)
+    assert float(jax.jit(lambda a, b: kernel_fn(a, b, "ntk").sum())(x1, x2)) == pytest.approx(float(want.ntk.sum()),
+                                                                                              rel=1e-6)
 
 
 def test_ensemble_kernels_in_one_precision(rng):
