@@ -34,7 +34,7 @@
 /* Rank 0, holding the lock: resume the store of this job, refuse one of
  * another job (or anything that is not a store), or create it. */
 static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_info *want, const char *text,
-                             int overwrite, ntk_store_t **out) {
+                             int overwrite, ntk_store_t **out, int *created) {
   const char *path = job->out_path;
   int stale = ntk_clean_stale_tmp(path, NTK_MAGIC_STORE);
   if (stale) fprintf(stderr, "ntkd: removed %d temporary file%s left by a killed run\n", stale, stale == 1 ? "" : "s");
@@ -80,7 +80,9 @@ static ntk_status open_store(const struct ntk_job *job, const struct ntk_store_i
     }
     fprintf(stderr, "ntkd: --overwrite: replacing %s\n", path);
   }
-  return ntk_store_create(path, want, text, out);
+  ntk_status st = ntk_store_create(path, want, text, out);
+  *created = !st;
+  return st;
 }
 
 
@@ -101,6 +103,7 @@ struct run {
   struct ntk_place_job pj;
   struct ntk_place place;
   ntk_store_t *store;              /* rank 0's */
+  int store_created;               /* by this run: removed if the job stops with no record in it */
   ntk_worker_store_t *wstore;      /* a worker's */
   uint64_t tile;
   struct ntk_tiling tiling;
@@ -219,7 +222,7 @@ static ntk_status prepare_store(struct run *r) {
     struct ntk_store_info info;
     char *job_text = NULL;
     st = ntk_job_identity(job, job->net, &r->data, &info, &job_text);
-    if (!st) st = open_store(job, &info, job_text, r->overwrite, &r->store);
+    if (!st) st = open_store(job, &info, job_text, r->overwrite, &r->store, &r->store_created);
     free(job_text);
     if (!st) r->tile = ntk_store_get_info(r->store)->tile;
     char prec[512] = "float64", why[400];
@@ -354,7 +357,14 @@ static ntk_status solve(struct run *r) {
 /* Everything the steps made, in reverse; the store's close is its last
  * fsync. */
 static ntk_status release(struct run *r, ntk_status st) {
-  ntk_status closed = ntk_store_close(r->store);
+  int removed = 0;
+  /* A job stopped between its new store and its first record (a sample
+   * refused by the engine's checks, a first tile refused) leaves no file
+   * behind, as one stopped before its store does: else the rerun with the
+   * cure meets "a store of another job". ntk_store_discard keeps a store
+   * with anything in it, on disk or reserved. */
+  ntk_status closed = st && r->store_created ? ntk_store_discard(r->store, &removed) : ntk_store_close(r->store);
+  if (removed) fprintf(stderr, "ntkd: removed %s, created by this run with no tile in it\n", r->job->out_path);
   if (closed && !st) {
     fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     st = closed;

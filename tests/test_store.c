@@ -1096,6 +1096,41 @@ START_TEST(test_commit_never_over_another_store) {
 }
 END_TEST
 
+/* A refused job's new store: removed, with its index, while it holds
+ * nothing; kept (only closed) once it holds a record, or when another file
+ * took its name. */
+START_TEST(test_discard_only_empty) {
+  char p[512], idx[600];
+  tu_path(p, sizeof p, dir, "discard.ntk");
+  snprintf(idx, sizeof idx, "%s.index", p);
+  struct ntk_store_info in = make_info();
+  ntk_store_t *s;
+  int removed = -1;
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_OK);
+  ck_assert_int_eq(ntk_store_discard(s, &removed), NTK_OK);
+  ck_assert_int_eq(removed, 1);
+  ck_assert_int_ne(access(p, F_OK), 0);
+  ck_assert_int_ne(access(idx, F_OK), 0);
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_OK);
+  append(s, 0);
+  ck_assert_int_eq(ntk_store_discard(s, &removed), NTK_OK);
+  ck_assert_int_eq(removed, 0);
+  s = open_checked(p);
+  ck_assert_uint_eq(ntk_store_tiles_done(s), 1);
+  ntk_store_close(s);
+  unlink(p);
+  unlink(idx);
+  ck_assert_int_eq(ntk_store_create(p, &in, job_text, &s), NTK_OK);
+  char moved[600];
+  snprintf(moved, sizeof moved, "%s.moved", p);
+  ck_assert_int_eq(rename(p, moved), 0);
+  tu_write(p, "someone's file", 14);
+  ck_assert_int_eq(ntk_store_discard(s, &removed), NTK_OK);
+  ck_assert_int_eq(removed, 0);
+  ck_assert_int_eq(file_size(p), 14);
+}
+END_TEST
+
 START_TEST(test_full_disk) {
   char p[512];
   tu_path(p, sizeof p, dir, "full.ntk");
@@ -1150,6 +1185,7 @@ int main(void) {
   tcase_add_test(tc, test_tmp_not_through_links);
   tcase_add_test(tc, test_full_disk);
   tcase_add_test(tc, test_commit_never_over_another_store);
+  tcase_add_test(tc, test_discard_only_empty);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -1450,6 +1450,28 @@ ntk_status ntk_store_close(ntk_store_t *s) {
   return st;
 }
 
+ntk_status ntk_store_discard(ntk_store_t *s, int *removed) {
+  *removed = 0;
+  if (!s) return NTK_OK;
+  struct stat sb, at;
+  pthread_mutex_lock(&s->mu);
+  int empty = s->writable && s->fd >= 0 && s->map.n == 0 && s->others.n == 0 && s->nopen == 0 &&
+              s->end == s->first && fstat(s->fd, &sb) == 0 && (uint64_t)sb.st_size <= s->first;
+  pthread_mutex_unlock(&s->mu);
+  /* and the file at its name is still this one */
+  if (!empty || stat(s->path, &at) || at.st_dev != sb.st_dev || at.st_ino != sb.st_ino) return ntk_store_close(s);
+  char path[NTK_PATH_MAX], index[NTK_PATH_MAX];
+  snprintf(path, sizeof path, "%s", s->path);
+  int named = ntk_index_path(path, index, sizeof index);
+  ntk_status st = ntk_store_close(s);
+  /* The index first: a store without one is still whole, an index without
+   * its store is nothing ntkd reads. */
+  if (named && unlink(index) && errno != ENOENT && !st) st = ntk_error(NTK_EIO, "%s: cannot remove: %s", index, strerror(errno));
+  if (!st && unlink(path) && errno != ENOENT) st = ntk_error(NTK_EIO, "%s: cannot remove: %s", path, strerror(errno));
+  *removed = !st;
+  return st;
+}
+
 const struct ntk_store_info *ntk_store_get_info(const ntk_store_t *s) { return &s->info; }
 const struct ntk_tiling *ntk_store_tiling(const ntk_store_t *s) { return &s->tiling; }
 const struct ntk_store_scan *ntk_store_get_scan(const ntk_store_t *s) { return &s->scan; }

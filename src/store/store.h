@@ -140,6 +140,14 @@ ntk_status ntk_store_resume(const char *path, const char *job_text, ntk_store_t 
  * The lock stays the caller's. */
 ntk_status ntk_store_close(ntk_store_t *s);
 
+/* Close a writable store that holds no record (none stored, none reserved,
+ * nothing past its header on disk) and remove it and its index; a store
+ * with anything in it is only closed. Sets *removed. For a job refused
+ * after creating its store and before its first tile: it leaves no file
+ * behind, so that the rerun with the cure is not refused as another job.
+ * The lock stays the caller's, who must hold it. */
+ntk_status ntk_store_discard(ntk_store_t *s, int *removed);
+
 /* The tiling a store with header `info` holds: the whole lower triangle,
  * or without test x test only the columns of the train set. */
 void ntk_store_tiling_of(const struct ntk_store_info *info, struct ntk_tiling *t);
