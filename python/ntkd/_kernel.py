@@ -25,13 +25,15 @@ def _namedtuple(names):
     return _kernel_tuples[key]
 
 
-class Kernel:
+class Kernel(collections.namedtuple("Kernel", ("nngp", "ntk"))):
     """What ``kernel_fn(x1, x2)`` returns with ``get=None``: ``.nngp`` and ``.ntk``
-    (numpy arrays, n1 x n2), as neural-tangents' Kernel object carries them."""
+    (numpy arrays, n1 x n2), as neural-tangents' Kernel object carries them.
+    A namedtuple, as get=('nngp', 'ntk') returns: neural-tangents' nt.batch
+    (kept by a user who changed only the stax import) takes a namedtuple or
+    its own Kernel and refused any other object; JAX takes a namedtuple as
+    a pytree (a jitted kernel_fn returns it)."""
 
-    def __init__(self, nngp, ntk):
-        self.nngp = nngp
-        self.ntk = ntk
+    __slots__ = ()
 
     def __repr__(self):
         return f"Kernel(nngp={self.nngp.shape} {self.nngp.dtype}, ntk={self.ntk.shape} {self.ntk.dtype})"
@@ -336,7 +338,6 @@ class KernelFn:
 
         out = dict(zip(names, jax.pure_callback(host, shapes, *[x for x, _ in given])))
         if get is None:
-            _kernel_pytree(jax)
             return Kernel(out["nngp"], out["ntk"])
         if isinstance(get, str):
             return out[names[0]]
@@ -346,16 +347,6 @@ class KernelFn:
 def _jit_traced(x):
     """Whether x is an input jax.jit (or eval_shape, make_jaxpr) traces: abstract, with a shape and dtype only."""
     return type(x).__name__ == "DynamicJaxprTracer"
-
-
-_pytree_of = []  # the JAX modules that know Kernel
-
-
-def _kernel_pytree(jax):
-    """Kernel as a JAX pytree, once per JAX, so that a jitted kernel_fn can return it (get=None)."""
-    if not any(j is jax for j in _pytree_of):
-        jax.tree_util.register_pytree_node(Kernel, lambda k: ((k.nngp, k.ntk), None), lambda _, c: Kernel(*c))
-        _pytree_of.append(jax)
 
 
 def _requested(get):

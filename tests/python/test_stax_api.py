@@ -169,15 +169,15 @@ class DynamicJaxprTracer:
 
 
 def _fake_jax(x64):
-    """A module named jax with what a jitted kernel_fn uses: ShapeDtypeStruct,
+    """A module named jax with what a jitted kernel_fn uses: ShapeDtypeStruct and
     pure_callback (calls the host function with the values, and checks what it
-    returns against the shapes declared at tracing), tree_util."""
+    returns against the shapes declared at tracing)."""
     import collections
     import types
     jax = types.ModuleType("jax")
     jax.config = _FakeJaxConfig(x64)
     jax.ShapeDtypeStruct = collections.namedtuple("ShapeDtypeStruct", "shape dtype")
-    jax.declared, jax.pytrees = [], []
+    jax.declared = []
 
     def pure_callback(fn, shapes, *args):
         jax.declared.append(shapes)
@@ -186,7 +186,6 @@ def _fake_jax(x64):
         return out
 
     jax.pure_callback = pure_callback
-    jax.tree_util = types.SimpleNamespace(register_pytree_node=lambda cls, *f: jax.pytrees.append(cls))
     return jax
 
 
@@ -198,7 +197,6 @@ def test_jax_jit_computes_the_kernels(rng, monkeypatch):
     # jax.pure_callback. A stand-in JAX here (JAX is not in this test's
     # environment); test_jax_jit_with_jax runs the real one where installed.
     import sys
-    from ntkd._kernel import Kernel
     _, _, kernel_fn = stax.serial(stax.Dense(3, W_std=1.4, b_std=0.1), stax.Erf(), stax.Dense(1))
     x1, x2 = rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
     for x64 in (False, True):
@@ -214,9 +212,9 @@ def test_jax_jit_computes_the_kernels(rng, monkeypatch):
             assert type(pair).__name__ == "AnalyticKernel"
             np.testing.assert_array_equal(pair.ntk, want.ntk)
             np.testing.assert_array_equal(pair.nngp, want.nngp)
-            k = kernel_fn(ta, tb)  # get=None: a Kernel, which JAX must know as a pytree to return it
+            k = kernel_fn(ta, tb)  # get=None: a Kernel (a namedtuple: a pytree to JAX)
+            assert isinstance(k, tuple) and k._fields == ("nngp", "ntk")
             np.testing.assert_array_equal(k.nngp, want.nngp)
-        assert jax.pytrees == [Kernel]  # once for this JAX
         assert np.dtype(jax.declared[0][0].dtype) == (np.float64 if x64 else np.float32)
     # what shapes tell is judged at tracing, not inside the compiled call
     with pytest.raises(ValueError, match="x2's samples have shape"):
@@ -241,6 +239,30 @@ def test_jax_jit_with_jax(rng):
     np.testing.assert_array_equal(np.asarray(k.ntk), want.ntk)
     assert float(jax.jit(lambda a, b: kernel_fn(a, b, "ntk").sum())(x1, x2)) == pytest.approx(float(want.ntk.sum()),
                                                                                               rel=1e-6)
+
+
+def test_neural_tangents_batch_takes_the_kernel(rng):
+    # A user who changes only the stax import keeps nt.batch(kernel_fn,
+    # batch_size): for get=None it raised "Expected kernel to be either a
+    # namedtuple, `Kernel`, or `jnp.ndarray`" on ntkd's Kernel, now a
+    # namedtuple. Where neural-tangents is installed (the reference venv).
+    nt = pytest.importorskip("neural_tangents")
+    _, _, kernel_fn = stax.serial(stax.Dense(16, W_std=1.5, b_std=0.1), stax.Relu(), stax.Dense(1))
+    x1, x2 = rng.standard_normal((10, 5)).astype(np.float32), rng.standard_normal((15, 5)).astype(np.float32)
+    want = kernel_fn(x1, x2)
+    got = nt.batch(kernel_fn, batch_size=5)(x1, x2)
+    np.testing.assert_allclose(np.asarray(got.nngp), want.nngp, rtol=1e-5)  # float32, block by block
+    np.testing.assert_allclose(np.asarray(got.ntk), want.ntk, rtol=1e-5)
+
+
+def test_kernel_is_a_namedtuple(rng):
+    # what nt.batch and JAX take (above), without either installed
+    _, _, kernel_fn = stax.serial(stax.Dense(16, W_std=1.5, b_std=0.1), stax.Relu(), stax.Dense(1))
+    x = rng.standard_normal((4, 5))
+    k = kernel_fn(x)
+    nngp, ntk = k
+    assert k._fields == ("nngp", "ntk") and nngp is k.nngp and ntk is k.ntk
+    assert type(k)(*k) == k and "nngp=(4, 4)" in repr(k)
 
 
 def test_ensemble_kernels_in_one_precision(rng):
