@@ -1781,6 +1781,24 @@ static ntk_status validate(const struct ntk_arch *a, int rank) {
 
 ntk_status ntk_arch_check_rank(const struct ntk_arch *a, int rank) { return validate(a, rank); }
 
+ntk_status ntk_arch_data_rank(const struct ntk_arch *a, int one_d, int w, int *rank) {
+  *rank = one_d ? 3 : 4;
+  for (size_t i = 0; i < a->n; i++) {
+    const struct ntk_layer *l = &a->layers[i];
+    if (!l->one_d) continue;
+    if (!one_d && w > 1) {
+      int conv = l->kind == NTK_LAYER_CONV;
+      return ntk_error(NTK_ECONFIG,
+                       "arch, layer %zu: %s is 1-D (%s (%d,)) on (N, H, W, C) images %d wide: stax refuses a "
+                       "1-D layer on images; give it a 2-D %s, e.g. (%d, %d), or pass (N, L, C) sequences",
+                       i + 1, l->name, conv ? "filter" : "window", conv ? l->filter : l->window, w,
+                       conv ? "filter" : "window", conv ? l->filter : l->window, conv ? l->filter : l->window);
+    }
+    *rank = 3;
+  }
+  return validate(a, *rank);
+}
+
 /* Standard parameterisation: the widths the NTK needs. The last Dense or
  * Conv's own width never enters the kernel (only input widths do). */
 static ntk_status validate_standard(const struct ntk_arch *a) {

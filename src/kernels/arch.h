@@ -127,6 +127,14 @@ int ntk_concat_axis(const struct ntk_layer *l, int rank, size_t index);
  * spatial axis is its output Gaussian (a nonlinearity may follow it). */
 ntk_status ntk_arch_check_rank(const struct ntk_arch *a, int rank);
 
+/* The rank of a convolutional network's data (one_d: (N, L, C) sequences,
+ * held as L x 1 images; w: the images' width): 3 for sequences, and for
+ * images of width 1 read by 1-D layers; 4 for images. A 1-D conv or pooling
+ * layer on images wider than 1 is refused, naming the layer (stax refuses
+ * a size whose rank is not the data's; ntkd held such images as sequences
+ * and blamed the first 2-D layer). Then ntk_arch_check_rank. */
+ntk_status ntk_arch_data_rank(const struct ntk_arch *a, int one_d, int w, int *rank);
+
 void ntk_arch_free(struct ntk_arch *arch);
 
 /* True if every layer is one the fully-connected path computes

@@ -620,9 +620,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   P->H = data->h;
   P->W = data->w;
   P->C = data->c;
-  P->rank = data->one_d ? 3 : 4; /* (N, L, C) data, or a network of 1-D layers on L x 1 images */
-  for (size_t k = 0; k < arch->n; k++) P->rank = arch->layers[k].one_d ? 3 : P->rank;
-  if (ntk_arch_check_rank(arch, P->rank)) return NTK_ECONFIG;
+  if (ntk_arch_data_rank(arch, data->one_d, (int)data->w, &P->rank)) return NTK_ECONFIG;
   P->ops = calloc(arch->n ? arch->n : 1, sizeof *P->ops);
   P->var_off = calloc(arch->n ? arch->n : 1, sizeof *P->var_off);
   if (!P->ops || !P->var_off) return ntk_error(NTK_ENOMEM, "out of memory");

@@ -329,6 +329,23 @@ def test_concat_axis_is_resolved_against_the_data(rng):
     np.testing.assert_array_equal(one(vectors, None, "ntk"), last(vectors, None, "ntk"))
 
 
+def test_1d_layers_on_images_are_refused_by_name(rng):
+    # The other way round (neural-tangents refuses it too): a 1-D pool in an
+    # image network was taken as a sign of sequences, and the message blamed
+    # the 2-D Conv before it and called the images "(N, L, C) data".
+    from ntkd.errors import ArchError
+    images = rng.standard_normal((4, 5, 5, 2))
+    for layer, what in ((stax.AvgPool((2,)), r"layer 2: AvgPool is 1-D \(window \(2,\)\)"),
+                        (stax.Conv(3, (2,)), r"layer 2: Conv is 1-D \(filter \(2,\)\)")):
+        kernel_fn = stax.serial(stax.Conv(4, (2, 2), padding="SAME"), layer, stax.Flatten(), stax.Dense(1))[2]
+        with pytest.raises(ArchError, match=what + r" on \(N, H, W, C\) images 5 wide: .*e.g. \(2, 2\)"):
+            kernel_fn(images, None, "nngp")
+    # images of width 1 are sequences to 1-D layers, as before
+    kernel_fn = stax.serial(stax.Conv(4, (2,), padding="SAME"), stax.Relu(), stax.Flatten(), stax.Dense(1))[2]
+    np.testing.assert_array_equal(kernel_fn(images[:, :, :1, :], None, "nngp"), kernel_fn(images[:, :, 0, :], None,
+                                                                                           "nngp"))
+
+
 def test_2d_layers_on_sequences_are_refused(rng, tmp_path):
     # neural-tangents refuses a conv or pooling layer whose filter, window or
     # strides have two entries on (N, L, C) sequences. ntkd holds sequences as
