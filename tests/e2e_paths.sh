@@ -157,5 +157,12 @@ done
 expect_rc 2 "export '' OUT" "$NTKD" export '' out.npy
 check "... the message says the path is empty" has "an empty path was given (store)" err.log
 
+# A store in a folder that takes no new files (/proc): the message named
+# the lock file ntkd makes beside it ("/proc/s.ntk.lock: cannot open: No
+# such file or directory"), a file the user never wrote; it names the folder.
+sed 's|^path = s.ntk|path = /proc/s.ntk|' job.conf > proc.conf
+expect_rc 2 "a store in /proc exits 2" "$NTKD" proc.conf
+check "... naming the folder, not a lock file" has "/proc: cannot create the lock file there" err.log
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

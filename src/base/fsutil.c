@@ -70,7 +70,19 @@ ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *
     int e = errno;
     if (e == ENXIO) return not_regular(path, what, S_IFIFO);
     if (e == ELOOP && (flags & O_NOFOLLOW)) return not_regular(path, what, S_IFLNK);
-    st = ntk_error(e == ENOENT ? NTK_EUSAGE : NTK_EIO, "%s: cannot open: %s", path, strerror(e));
+    struct stat fb;
+    char folder[NTK_PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1, slash ? path : ".");
+    /* A file ntkd creates (a lock file beside the store) in a folder that
+     * exists but takes no new files (/proc, /sys, a read-only mount): the
+     * folder is what the user can change, not a file they never named. */
+    int about_folder = e == ENOENT || e == EACCES || e == EPERM || e == EROFS || e == ENOSPC || e == EDQUOT;
+    if ((flags & O_CREAT) && about_folder && stat(path, &fb) && stat(folder, &fb) == 0)
+      st = ntk_error(e == ENOENT ? NTK_EUSAGE : NTK_EIO, "%s: cannot create %s%s%sthere: %s", folder,
+                     what ? "the " : "", what ? what : "", what ? " " : "", strerror(e));
+    else
+      st = ntk_error(e == ENOENT ? NTK_EUSAGE : NTK_EIO, "%s: cannot open: %s", path, strerror(e));
     errno = e;
     return st;
   }
