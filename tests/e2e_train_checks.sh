@@ -112,6 +112,10 @@ done <<'EOF'
 512|f32|nan|parameter 0 of 163 is NaN
 1164|f32|inf|Adam's m 0 of 163 is inf
 1820|f32|-0.5|Adam's v 1 of 163 is -0.5
+240|u64|3|log state = 3, expected 0 (not recorded), 1 (no log) or 2 (recorded)
+240|u64|1|log fields = 1,
+248|u64|0|first epoch in the log = 0, expected 1..3
+248|u64|4|first epoch in the log = 4, expected 1..3
 EOF
 
 # A consistent mid-epoch position (5 steps: t = 29, 250 samples seen) is
@@ -180,13 +184,57 @@ expect_rc 8 "a training value of 1e38: exit 8" "$NTKD" h.conf
 check "... naming the data first" has "The training data reach |x| = 1e+38 (sample 7 of xbig.npy), which float32 steps do not hold: scale them (\[data\] scale), then, if it still diverges, lower \[train\] alpha" err.log
 
 # --- the log after a torn write --------------------------------------------------
-# The snapshot holds 2 epochs, the log's second line lost its end (a crash
-# mid-write): the line goes on resume, the log stays JSON lines.
+# A SIGKILL while the line of epoch 3 is written, before its snapshot: the
+# resume drops the fragment, the log stays JSON lines.
 tconf l 3
 cp good.snap l.snap
-head -c -30 good.jsonl > l.jsonl
-expect_rc 0 "resume with a torn last log line" "$NTKD" l.conf
-check "... the torn line dropped, the log JSON" json_log l.jsonl 1 3
+{ cat good.jsonl; printf '{"epoch": 3, "main/loss": 0.81'; } > l.jsonl
+expect_rc 0 "resume with a torn last log line (the epoch after the snapshot's)" "$NTKD" l.conf
+check "... the torn line dropped, the log JSON" json_log l.jsonl 1 2 3
+# The snapshot holds 2 epochs but the log's line of epoch 2 lost its end (a
+# file system that lost a synced write): refused, the log untouched. It once
+# dropped the line and went on, the log lacking epoch 2 for good.
+tconf l2 3
+cp good.snap l2.snap
+head -c -30 good.jsonl > l2.jsonl
+cp l2.jsonl l2.keep
+expect_rc 2 "a log whose line of an epoch the snapshot holds is cut short: refused" "$NTKD" l2.conf
+check "... saying which" has "l2.jsonl: line 2, where epoch 2's line belongs, is cut short" err.log
+check "... the log untouched" cmp -s l2.jsonl l2.keep
+
+# --- the log is the snapshot's (the chain of its lines' checksums) -------------------
+# Another job's log (another seed) in its place: its lines of epochs 1..2
+# were kept in front of this job's epoch 3, its later lines cut away, exit 0.
+tconf o 5 "seed = 99"
+expect_rc 0 "another job (seed 99), 5 epochs" "$NTKD" o.conf
+tconf s 3
+cp good.snap s.snap
+cp o.jsonl s.jsonl
+expect_rc 2 "resume with another job's log: refused" "$NTKD" s.conf
+check "... naming it" has "s.jsonl: its lines of epochs 1..2 are not those this job wrote" err.log
+check "... the log untouched" cmp -s s.jsonl o.jsonl
+{ echo '# run on node 3'; cat good.jsonl; } > s.jsonl
+expect_rc 2 "a log with a line that is not a record: refused" "$NTKD" s.conf
+check "... naming the line" has "s.jsonl: line 1 is not a log record" err.log
+: > s.jsonl
+expect_rc 0 "an empty log (a new file): taken" "$NTKD" s.conf
+check "... saying from which epoch" has "s.jsonl is empty: it starts at epoch 3" err.log
+check "... the log then holds epoch 3" json_log s.jsonl 3
+sed -i 's/^epochs = 3/epochs = 4/' s.conf
+expect_rc 0 "... and is resumed from (its lines 3..3 recorded)" "$NTKD" s.conf
+check "... epochs 3 and 4" json_log s.jsonl 3 4
+# A job refused at its snapshot does not leave a log it created.
+tconf r 3
+printf 'not a snapshot' > r.snap
+expect_rc 2 "a job refused at its snapshot" "$NTKD" r.conf
+check "... leaves no log it made" [ ! -e r.jsonl ]
+
+# Data that underflow float32 as scaled: the cure is the scale (a training
+# job takes no [compute] precision, which the message once named).
+tconf us 1
+sed -i 's/^labels = y.npy$/labels = y.npy\nscale = 1e-300/' us.conf
+expect_rc 2 "training data scaled below float32's range: refused" "$NTKD" us.conf
+check "... with the cure a training job takes" has "use a larger \[data\] scale (training computes in float32)" err.log
 
 # --- subnormal inputs under flush_denormals ----------------------------------------
 # DAZ reads them as 0: samples of nothing else trained as zeros, exit 0.
@@ -227,6 +275,38 @@ check "... and no snapshot written" [ ! -e s2.snap ]
 kill -CONT $s1
 kill -TERM $s1
 wait $s1
+
+# --- the snapshot is held by its job, by the file --------------------------------
+# A second job through a hard link to a running job's snapshot, and one
+# after its lock file was removed, with a log of its own: both trained and
+# wrote it in turn, exit 0 each, one's result lost. The file itself is held.
+tconf h1 400
+cp good.snap h1.snap
+cp good.jsonl h1.jsonl
+"$NTKD" h1.conf >h1.log 2>&1 &
+h1=$!
+for _ in $(seq 600); do [ "$(wc -l < h1.jsonl)" -ge 3 ] && break; kill -0 $h1 2>/dev/null || break; sleep 0.05; done
+stop_procs $h1
+ln h1.snap h2.snap
+tconf h2 400
+expect_rc 7 "a second job on a running job's snapshot through a hard link exits 7" "$NTKD" h2.conf
+check "... saying so" has "h2.snap: the training snapshot is being written by another running job" err.log
+rm -f h2.snap h2.jsonl
+rm -f h1.snap.lock
+sed 's/^log = h2.jsonl$/log = h3.jsonl/; s/^snapshot = h2.snap$/snapshot = h1.snap/' h2.conf > h3.conf
+expect_rc 7 "... and one on its name after its lock file was removed, with a log of its own" "$NTKD" h3.conf
+check "... leaving no log of its own" [ ! -e h3.jsonl ]
+# The snapshot replaced under the running job (by hand): it stops before
+# writing over it, exit 4, and leaves the replacement as it is.
+cp good.snap other.snap
+mv other.snap h1.snap
+cp h1.snap h1.keep
+kill -CONT $h1
+wait $h1
+rc=$?
+check "a snapshot replaced under its running job: exit 4 (exit $rc)" [ $rc = 4 ]
+check "... saying so" has "h1.snap is no longer the snapshot this job last read or wrote: it was replaced" h1.log
+check "... the replacement untouched" cmp -s h1.snap h1.keep
 
 # --- Adam constants float32 cannot hold ------------------------------------------
 tconf c 1 "eps = 1e-40"

@@ -188,9 +188,9 @@ START_TEST(test_snapshot) {
   in.loss_sum = 1.5, in.correct = 7, in.elapsed = 3.25, in.nparams = 23;
   float s[69];
   for (int i = 0; i < 69; i++) s[i] = (float)i * 0.5f;
-  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46), NTK_OK);
+  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46, NULL, NULL, NULL), NTK_OK);
   float *st;
-  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st), NTK_OK);
+  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st, NULL), NTK_OK);
   ck_assert_mem_eq(&in, &out, sizeof in);
   ck_assert_mem_eq(s, st, sizeof s);
   free(st);
@@ -199,14 +199,14 @@ START_TEST(test_snapshot) {
   fseek(f, 512 + 40, SEEK_SET);
   fputc(0x7f, f);
   fclose(f);
-  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st), NTK_ECORRUPT);
+  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st, NULL), NTK_ECORRUPT);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "damaged"));
-  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46), NTK_OK);
+  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46, NULL, NULL, NULL), NTK_OK);
   ck_assert_int_eq(truncate(path, 600), 0);
-  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st), NTK_ECORRUPT);
+  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st, NULL), NTK_ECORRUPT);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "truncated"));
   tu_write(path, "hello", 5);
-  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st), NTK_ECORRUPT);
+  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st, NULL), NTK_ECORRUPT);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "not an ntkd training snapshot"));
 }
 END_TEST
@@ -222,7 +222,7 @@ static void good_snapshot(const char *path, struct ntk_snapshot_info *in, float 
   in->n_train = 100, in->batch = 10, in->seed = 5, in->data_hash = 0x1234, in->epoch = 2, in->step = 3, in->t = 23;
   in->loss_sum = 1.5, in->correct = 7, in->elapsed = 3.25, in->nparams = 23;
   for (int i = 0; i < 69; i++) s[i] = (float)i * 0.5f;
-  ck_assert_int_eq(ntk_snapshot_write(path, in, s, s + 23, s + 46), NTK_OK);
+  ck_assert_int_eq(ntk_snapshot_write(path, in, s, s + 23, s + 46, NULL, NULL, NULL), NTK_OK);
 }
 
 /* Replace `len` bytes of the file at `at` and reseal the checksums as a
@@ -309,7 +309,7 @@ START_TEST(test_snapshot_forged) {
     float f = (float)cases[c].d;
     if (cases[c].is_double == 2) forge(path, cases[c].at, &f, 4); /* a float of p, m or v */
     else forge(path, cases[c].at, cases[c].is_double ? (const void *)&cases[c].d : (const void *)&cases[c].u, 8);
-    ntk_status r = ntk_snapshot_read(path, &out, &st);
+    ntk_status r = ntk_snapshot_read(path, &out, &st, NULL);
     if (r != NTK_ECORRUPT || !strstr(ntk_error_message(), cases[c].says)) {
       fprintf(stderr, "case %zu (offset %zu): status %d, message '%s', wanted '%s'\n", c, cases[c].at, (int)r,
               ntk_error_message(), cases[c].says);
@@ -330,7 +330,7 @@ START_TEST(test_snapshot_forged) {
   forge(path, 200, &t20, 8);
   forge(path, 208, &dz, 8);
   forge(path, 216, &dz, 8);
-  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st), NTK_OK);
+  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st, NULL), NTK_OK);
   ck_assert_uint_eq(out.t, 20);
   free(st);
   /* A header consistent in itself that claims 8.6e9 parameters (103 GB of
@@ -341,7 +341,7 @@ START_TEST(test_snapshot_forged) {
   forge(path, 24, &big, 8);
   forge(path, 32, &kilo, 8);
   forge(path, 232, &np, 8);
-  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st), NTK_ECORRUPT);
+  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st, NULL), NTK_ECORRUPT);
   ck_assert_msg(strstr(ntk_error_message(), "truncated") && strstr(ntk_error_message(), "its header says"), "%s",
                 ntk_error_message());
 }
@@ -361,20 +361,20 @@ START_TEST(test_snapshot_write_refuses) {
   fclose(f);
   struct ntk_snapshot_info bad = in;
   bad.t = 24;
-  ck_assert_int_eq(ntk_snapshot_write(path, &bad, s, s + 23, s + 46), NTK_EINTERNAL);
+  ck_assert_int_eq(ntk_snapshot_write(path, &bad, s, s + 23, s + 46, NULL, NULL, NULL), NTK_EINTERNAL);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "Adam's t = 24"));
   s[30] = NAN;
-  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46), NTK_ENONFINITE);
+  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46, NULL, NULL, NULL), NTK_ENONFINITE);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "Adam's m 7 of 23 is NaN"));
   s[30] = 1, s[50] = -1;
-  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46), NTK_ENONFINITE);
+  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46, NULL, NULL, NULL), NTK_ENONFINITE);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "Adam's v 4 of 23 is -1"));
   f = fopen(path, "rb");
   ck_assert_uint_eq(fread(after, 1, sizeof after, f), sizeof after);
   ck_assert_int_eq(fgetc(f), EOF);
   fclose(f);
   ck_assert_mem_eq(before, after, sizeof before);
-  ck_assert_int_eq(ntk_snapshot_read(path, &in, &st), NTK_OK);
+  ck_assert_int_eq(ntk_snapshot_read(path, &in, &st, NULL), NTK_OK);
   free(st);
 }
 END_TEST

@@ -136,9 +136,10 @@ static ntk_status raw_flushed(const struct raw *r, const char *path) {
       nz = r->elem == 4 ? ((const float *)r->x)[s * r->d + f] != 0 : ((const double *)r->x)[s * r->d + f] != 0;
     if (!nz)
       return ntk_error(NTK_EINPUT, "%s: sample %zu: every value is 0 in %s after scaling (by %g), though its values "
-                       "as read are not: they are below %s's range; use [compute] precision = float64 or a larger "
-                       "[data] scale", path, s, r->elem == 4 ? "float32" : "float64", raw_scale(r),
-                       r->elem == 4 ? "float32" : "float64");
+                       "as read are not: they are below %s's range; use %s", path, s,
+                       r->elem == 4 ? "float32" : "float64", raw_scale(r), r->elem == 4 ? "float32" : "float64",
+                       r->job->train.enabled ? "a larger [data] scale (training computes in float32)"
+                                             : "[compute] precision = float64 or a larger [data] scale");
   }
   return NTK_OK;
 }

@@ -15,6 +15,7 @@
 
 #include "base/codec.h"
 #include "base/fsutil.h"
+#include "store/lock.h"
 #include "store/store.h"
 #include "base/magic.h"
 #include "train/train.h"
@@ -41,7 +42,8 @@ static void encode(const struct ntk_snapshot_info *in, uint64_t payload_sum, uns
   put64(h, &at, &in->nsizes);
   for (int i = 0; i < NTK_TRAIN_MAX_LAYERS; i++) put64(h, &at, &in->sizes[i]);
   const void *rest[] = {&in->n_train, &in->batch, &in->seed, &in->data_hash, &in->epoch, &in->step,
-                        &in->t, &in->loss_sum, &in->correct, &in->elapsed, &in->nparams};
+                        &in->t, &in->loss_sum, &in->correct, &in->elapsed, &in->nparams,
+                        &in->log_state, &in->log_first, &in->log_sum};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) put64(h, &at, rest[i]);
   memcpy(h + 496, &payload_sum, 8);
   uint64_t hs = ntk_checksum(h, 504);
@@ -55,6 +57,7 @@ static void decode(const unsigned char *h, struct ntk_snapshot_info *out) {
   for (int i = 0; i < NTK_TRAIN_MAX_LAYERS; i++) GET(out->sizes[i]);
   GET(out->n_train); GET(out->batch); GET(out->seed); GET(out->data_hash); GET(out->epoch);
   GET(out->step); GET(out->t); GET(out->loss_sum); GET(out->correct); GET(out->elapsed); GET(out->nparams);
+  GET(out->log_state); GET(out->log_first); GET(out->log_sum);
 #undef GET
 }
 
@@ -104,6 +107,16 @@ int ntk_snapshot_check(const struct ntk_snapshot_info *s, char *why, size_t cap)
         seen, U(s->step), U(s->batch));
   if (!isfinite(s->elapsed) || !(s->elapsed >= 0))
     BAD("seconds trained = %g, expected a finite number >= 0", s->elapsed);
+  if (s->log_state > NTK_SNAP_LOG_CHAIN)
+    BAD("log state = %llu, expected 0 (not recorded), 1 (no log) or 2 (recorded)", U(s->log_state));
+  if (s->log_state == NTK_SNAP_LOG_CHAIN && (s->log_first < 1 || s->log_first > s->epoch + 1))
+    BAD("first epoch in the log = %llu, expected 1..%llu (the epochs finished + 1)", U(s->log_first),
+        U(s->epoch + 1));
+  if (s->log_state != NTK_SNAP_LOG_CHAIN && (s->log_first || s->log_sum))
+    BAD("log fields = %llu, %llu without a recorded log (state %llu): expected 0", U(s->log_first),
+        U(s->log_sum), U(s->log_state));
+  if (s->log_state == NTK_SNAP_LOG_CHAIN && s->log_first > s->epoch && s->log_sum)
+    BAD("log chain = %llu of no line (the log's first epoch is past those finished): expected 0", U(s->log_sum));
   return 0;
 }
 #undef BAD
@@ -122,7 +135,8 @@ static int write_all(int fd, const void *buf, size_t len) {
 }
 
 ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *info, const float *p,
-                              const float *m, const float *v) {
+                              const float *m, const float *v, int *held,
+                              ntk_status (*in_place)(const void *ctx), const void *ctx) {
   char why[400];
   if (ntk_snapshot_check(info, why, sizeof why))
     return ntk_error(NTK_EINTERNAL, "%s: snapshot not written, its header would be refused: %s", path, why);
@@ -142,20 +156,34 @@ ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *
   if (write_all(fd, h, sizeof h) || write_all(fd, p, bytes) || write_all(fd, m, bytes) || write_all(fd, v, bytes))
     st = ntk_error(NTK_EIO, "%s: cannot write the snapshot: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
-  if (close(fd) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
+  if (!st && held) st = ntk_lock_file(fd, tmp, "training snapshot", 1);
+  if (st || !held) {
+    if (close(fd) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
+    fd = -1;
+  }
+  if (!st && in_place) st = in_place(ctx);
   if (!st) st = ntk_tmp_commit(tmp, path, NTK_FILE_SNAPSHOT);
   if (st) {
     unlink(tmp);
+    if (fd >= 0) close(fd);
     return st;
   }
-  return ntk_fsync_folder_of(path);
+  st = ntk_fsync_folder_of(path);
+  if (held && !st) *held = fd;
+  else if (fd >= 0) close(fd);
+  return st;
 }
 
-ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, float **state) {
+ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, float **state, struct stat *read) {
   *state = NULL;
   int fd;
   ntk_status ost = ntk_open_regular(path, O_RDONLY, "[train] snapshot", &fd);
   if (ost) return ost;
+  if (read && fstat(fd, read)) {
+    int e = errno;
+    close(fd);
+    return ntk_error(NTK_EIO, "%s: stat failed: %s", path, strerror(e));
+  }
   FILE *f = fdopen(fd, "rb");
   if (!f) {
     close(fd);

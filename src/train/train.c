@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
@@ -68,6 +69,10 @@ struct trainer {
   int have_saved;
   int log_fd; /* [train] log, locked from before the snapshot is read (-1: none) */
   FILE *log;  /* the same file, once cut back or started afresh */
+  int log_created; /* rank 0: take_log made the log: removed again if the job stops before a line */
+  int snap_fd;     /* rank 0: the snapshot at its name, open and locked from before it is read (-1: none) */
+  struct stat snap_at; /* rank 0: the snapshot at its name as this job last read or wrote it ... */
+  int snap_known;      /* ... (0: none was there, and none may be until this job writes one) */
   const struct ntk_backend_ops *dev; /* the device this rank trains on (backend/backend.h) */
   void *dctx;
   struct ntk_pace pace; /* the loop's collectives: the longest stretch between two */
@@ -239,6 +244,51 @@ static void describe(const struct ntk_snapshot_info *s, char *buf, size_t cap) {
            layers, s->n_train, s->batch, s->seed, s->data_hash);
 }
 
+/* Rank 0: hold the snapshot at its name, open and locked (ntk_lock_file),
+ * from before it is read to the end of the run; each new one is locked
+ * before it takes the name (ntk_snapshot_write). So a second job on it
+ * exits 7 whatever name reaches it and even after the lock file was
+ * removed: with the lock file alone two jobs could write it in turn, both
+ * exit 0. A file this job may not open for writing (read-only) is read
+ * without (it is replaced, not written, at the first snapshot). */
+static ntk_status hold_snapshot(struct trainer *T) {
+  const char *path = T->o->snapshot;
+  for (int tries = 0; tries < 100; tries++) {
+    int fd;
+    ntk_status st = ntk_open_regular(path, O_RDWR, "[train] snapshot", &fd);
+    if (st) return errno == EACCES || errno == EPERM || errno == EROFS ? NTK_OK : st;
+    if ((st = ntk_lock_file(fd, path, "training snapshot", 1))) {
+      close(fd);
+      return st;
+    }
+    struct stat a, b;
+    if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+      T->snap_fd = fd;
+      return NTK_OK;
+    }
+    close(fd); /* replaced between the open and the lock: hold the new one */
+  }
+  return ntk_error(NTK_EIO, "%s: replaced again and again while this job tried to hold it", path);
+}
+
+/* Rank 0, just before a new snapshot takes the name (ntk_snapshot_write's
+ * in_place): the snapshot at its name is still the one this job last read or
+ * wrote (or, before its first, still none): else another writer was at work
+ * (a job that got past a removed lock file without meeting this one's hold,
+ * a copy by hand) and this job stops (exit 4) before it writes over it. */
+static ntk_status snapshot_in_place(const void *ctx) {
+  const struct trainer *T = ctx;
+  const char *path = T->o->snapshot;
+  struct stat now;
+  int there = stat(path, &now) == 0;
+  if (there == T->snap_known && (!there || (now.st_dev == T->snap_at.st_dev && now.st_ino == T->snap_at.st_ino)))
+    return NTK_OK;
+  return ntk_error(NTK_ECORRUPT, "%s is no longer the snapshot this job %s: it was %s while the job ran (by "
+                   "another job, or by hand); this job wrote nothing over it: run the job again to resume from what "
+                   "is there", path, T->snap_known ? "last read or wrote" : "started without",
+                   !T->snap_known ? "created" : there ? "replaced" : "removed");
+}
+
 /* Rank 0: resume from the snapshot if it belongs to this job, refuse it if
  * not (unless `overwrite`), else start from the seed. */
 static ntk_status start_state(struct trainer *T, int overwrite, int *resumed) {
@@ -248,7 +298,10 @@ static ntk_status start_state(struct trainer *T, int overwrite, int *resumed) {
   if (*path && access(path, F_OK) == 0) {
     struct ntk_snapshot_info have;
     float *s = NULL;
-    ntk_status st = ntk_snapshot_read(path, &have, &s);
+    ntk_status st = hold_snapshot(T);
+    if (st) return st;
+    st = ntk_snapshot_read(path, &have, &s, &T->snap_at);
+    T->snap_known = !st || st == NTK_ECORRUPT;
     if (st == NTK_ECORRUPT && !overwrite)
       return ntk_error(NTK_EMISMATCH, "%s\n  %s is not a usable snapshot; use --overwrite to start over",
                        ntk_error_message(), path);
@@ -292,41 +345,125 @@ static ntk_status start_state(struct trainer *T, int overwrite, int *resumed) {
 
 /* Rank 0: take [train] log before the snapshot is read: opened without
  * truncating it and locked (one byte at 2^62, as a store is), so that a
- * second job on the same log and snapshot exits 7 before it reads,
- * replaces or cuts back anything, even when the first job's lock file was
- * removed or replaced meanwhile (the snapshot itself is replaced each
- * epoch and carries no lasting lock). */
+ * second job on the same log exits 7 before it reads, replaces or cuts back
+ * anything, even when the first job's lock file was removed or replaced
+ * meanwhile (the snapshot has its own hold: hold_snapshot). */
 static ntk_status take_log(struct trainer *T) {
   const char *path = T->o->log;
   if (!*path) return NTK_OK;
   ntk_status st = ntk_make_parents(path);
+  struct stat sb;
+  T->log_created = stat(path, &sb) != 0 && errno == ENOENT;
   if (!st) st = ntk_open_regular(path, O_RDWR | O_CREAT | O_APPEND, "training log", &T->log_fd);
   if (!st) st = ntk_lock_file(T->log_fd, path, "training log", 0);
+  if (st) T->log_created = 0;
   return st;
 }
 
-/* Rank 0: the JSON log, cut back to the epochs the snapshot holds when
- * resuming (a kill between the log line and the snapshot would repeat a
- * line), else started afresh. */
+uint64_t ntk_train_log_chain(uint64_t prev, const char *line, size_t len) {
+  char buf[8 + 1024];
+  if (len > sizeof buf - 8) len = sizeof buf - 8; /* records are under 300 bytes */
+  memcpy(buf, &prev, 8);
+  memcpy(buf + 8, line, len);
+  return ntk_checksum(buf, 8 + len);
+}
+
+/* Rank 0, resuming: how much of [train] log to keep (*keep bytes), and the
+ * log fields of T->pos from now on. The log must hold, in order, the lines
+ * of the epochs the snapshot recorded (log_first..epoch, with the chain of
+ * their checksums it recorded: ntk_train_log_chain); after them it may hold
+ * the next epoch's line (written before a kill stopped the snapshot) and a
+ * fragment cut short at its end (a torn write): those two are cut. Anything
+ * else is another job's log or a changed one, refused (exit 2) with the
+ * log untouched: once, any leading lines of epochs up to the snapshot's
+ * were kept and the rest cut, splicing another job's lines into this one's
+ * and cutting away that job's own. An empty log (a new file) starts at the
+ * next epoch. A snapshot from before these fields (log state 0) takes the
+ * lines of consecutive epochs up to its own, from whichever comes first. */
+static ntk_status check_log(struct trainer *T, long *keep) {
+  const char *path = T->o->log;
+  struct ntk_snapshot_info *at = &T->pos;
+  uint64_t E = at->epoch, first = E + 1, want = 0;
+  int legacy = at->log_state == NTK_SNAP_LOG_UNKNOWN;
+  if (at->log_state == NTK_SNAP_LOG_CHAIN) first = at->log_first, want = at->log_sum;
+  *keep = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return ntk_error(NTK_EIO, "%s: cannot read the log: %s", path, strerror(errno));
+  char line[1024], what[200] = "";
+  unsigned long long e = 0, lineno = 0;
+  uint64_t chain = 0, expect = first;
+  int extra = 0, any = 0;
+  while (!what[0] && fgets(line, sizeof line, f)) {
+    size_t len = strlen(line);
+    lineno++;
+    any = 1;
+    int ended = len && line[len - 1] == '\n';
+    if (!ended && feof(f)) { /* a fragment cut short at the end: cut, if of a line after the snapshot's */
+      if (expect <= E)
+        snprintf(what, sizeof what, "line %llu, where epoch %llu's line belongs, is cut short", lineno,
+                 (unsigned long long)expect);
+      break;
+    }
+    if (!ended || len < 2 || line[len - 2] != '}' || sscanf(line, "{\"epoch\": %llu", &e) != 1) {
+      snprintf(what, sizeof what, "line %llu is not a log record", lineno);
+      break;
+    }
+    if (legacy && lineno == 1 && e >= 1 && e <= E) expect = first = e;
+    if (!extra && e == expect && e <= E) {
+      chain = ntk_train_log_chain(chain, line, len);
+      expect++;
+      *keep = ftell(f);
+    } else if (!extra && e == E + 1 && expect == E + 1) {
+      extra = 1; /* the next epoch's line, its snapshot never written: cut */
+    } else {
+      snprintf(what, sizeof what, "line %llu is epoch %llu, where %s", lineno, e,
+               expect <= E ? "the snapshot's epochs go on" : "the snapshot's epochs have ended");
+    }
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (failed) return ntk_error(NTK_EIO, "%s: cannot read the log", path);
+  if (!any && first <= E) {
+    fprintf(stderr, "ntkd: %s is empty: it starts at epoch %llu (the lines of epochs %llu..%llu are not in it)\n", path,
+            (unsigned long long)E + 1, (unsigned long long)first, (unsigned long long)E);
+    first = E + 1, expect = E + 1, chain = want = 0;
+  }
+  if (!what[0] && expect != E + 1)
+    snprintf(what, sizeof what, "it ends at epoch %llu", (unsigned long long)expect - 1);
+  if (expect == E + 1 && !legacy && chain != want) /* the first reason, if the later lines differ too */
+    snprintf(what, sizeof what, "its lines of epochs %llu..%llu are not those this job wrote (their checksums "
+             "differ from the snapshot's record)", (unsigned long long)first, (unsigned long long)E);
+  if (what[0])
+    return ntk_error(NTK_EMISMATCH, "%s: %s: the log does not hold the snapshot's epochs %llu..%llu as this job "
+                     "wrote them (%s holds %llu): it is another job's log, or was changed; nothing was changed: "
+                     "restore it, or set [train] log to a new file (it starts at epoch %llu)", path, what,
+                     (unsigned long long)first, (unsigned long long)E, T->o->snapshot, (unsigned long long)E,
+                     (unsigned long long)E + 1);
+  at->log_first = first;
+  at->log_sum = chain;
+  return NTK_OK;
+}
+
+/* Rank 0: the JSON log, checked and cut back to the epochs the snapshot
+ * holds when resuming (check_log), else started afresh; the log fields of
+ * T->pos, which every snapshot records. */
 static ntk_status open_log(struct trainer *T, int resumed) {
   const char *path = T->o->log;
-  if (!*path) return NTK_OK;
-  long keep = 0;
-  FILE *f = resumed ? fopen(path, "r") : NULL;
-  if (f) {
-    char line[1024];
-    unsigned long long e;
-    /* Whole records only: a line cut short (a write torn by a kill or a
-     * crash: no "}\n" at its end), and everything after it, goes. */
-    while (fgets(line, sizeof line, f)) {
-      size_t len = strlen(line);
-      if (len < 2 || line[len - 1] != '\n' || line[len - 2] != '}' || sscanf(line, "{\"epoch\": %llu", &e) != 1 ||
-          e > T->pos.epoch)
-        break;
-      keep = ftell(f);
-    }
-    fclose(f);
+  struct ntk_snapshot_info *at = &T->pos;
+  if (!*path) {
+    at->log_state = NTK_SNAP_LOG_NONE;
+    at->log_first = at->log_sum = 0;
+    return NTK_OK;
   }
+  long keep = 0;
+  if (resumed) {
+    ntk_status st = check_log(T, &keep);
+    if (st) return st;
+  } else {
+    at->log_first = 1;
+    at->log_sum = 0;
+  }
+  at->log_state = NTK_SNAP_LOG_CHAIN;
   if (ftruncate(T->log_fd, keep)) return ntk_error(NTK_EIO, "%s: cannot cut back the log: %s", path, strerror(errno));
   if (!(T->log = fdopen(T->log_fd, "a")))
     return ntk_error(NTK_EIO, "%s: cannot open the log: %s", path, strerror(errno));
@@ -425,7 +562,14 @@ static ntk_status check_state(const struct trainer *T, const char *where) {
 static ntk_status write_snapshot(struct trainer *T) {
   if (!*T->o->snapshot) return NTK_OK;
   size_t np = T->mlp.nparams;
-  ntk_status st = ntk_snapshot_write(T->o->snapshot, &T->pos, T->state, T->state + np, T->state + 2 * np);
+  int held = -1;
+  ntk_status st = ntk_snapshot_write(T->o->snapshot, &T->pos, T->state, T->state + np, T->state + 2 * np, &held,
+                                     snapshot_in_place, T);
+  if (st) return st;
+  if (fstat(held, &T->snap_at)) st = ntk_error(NTK_EIO, "%s: stat failed: %s", T->o->snapshot, strerror(errno));
+  if (T->snap_fd >= 0) close(T->snap_fd); /* the one it replaced */
+  T->snap_fd = held;
+  T->snap_known = 1;
   if (!st) T->saved = T->pos, T->have_saved = 1;
   return st;
 }
@@ -566,11 +710,16 @@ static ntk_status train_epochs(struct trainer *T) {
          * into the stream's empty buffer and flushed at once. fsync before
          * the snapshot: the log holds every epoch the snapshot holds, also
          * after a crash (a device that cannot sync, EINVAL, is let be). */
-        fprintf(T->log, "{\"epoch\": %" PRIu64 ", \"main/loss\": %.9g, \"validation/main/loss\": %.9g, "
-                "\"main/accuracy\": %.9g, \"validation/main/accuracy\": %.9g, \"elapsed_time\": %.6f}\n",
-                T->pos.epoch, loss, vloss, acc, vacc, T->pos.elapsed);
-        if (fflush(T->log) || (fsync(fileno(T->log)) && errno != EINVAL))
+        char rec[512];
+        int len = snprintf(rec, sizeof rec, "{\"epoch\": %" PRIu64 ", \"main/loss\": %.9g, \"validation/main/loss\": "
+                           "%.9g, \"main/accuracy\": %.9g, \"validation/main/accuracy\": %.9g, \"elapsed_time\": "
+                           "%.6f}\n", T->pos.epoch, loss, vloss, acc, vacc, T->pos.elapsed);
+        if (fwrite(rec, 1, (size_t)len, T->log) != (size_t)len || fflush(T->log) ||
+            (fsync(fileno(T->log)) && errno != EINVAL))
           st = ntk_error(NTK_EIO, "%s: cannot write the log: %s", o->log, strerror(errno));
+        /* the snapshot records the chain of the lines it holds (check_log) */
+        if (!st) T->pos.log_sum = ntk_train_log_chain(T->pos.log_sum, rec, (size_t)len);
+        T->log_created = 0;
       }
       if (!st) st = write_snapshot(T);
     }
@@ -650,6 +799,7 @@ ntk_status ntk_train_run(const ntk_comm_t *comm, const struct ntk_job *job, int 
   struct trainer T;
   memset(&T, 0, sizeof T);
   T.log_fd = -1;
+  T.snap_fd = -1;
   T.job = job;
   T.o = &job->train;
   T.comm = comm;
@@ -657,6 +807,7 @@ ntk_status ntk_train_run(const ntk_comm_t *comm, const struct ntk_job *job, int 
   T.size = ntk_comm_size(comm);
   T.adam = (struct ntk_adam){job->train.alpha, job->train.beta1, job->train.beta2, job->train.eps};
   ntk_status st = setup(&T, overwrite);
+  int refused = st != NTK_OK;
   if (!st && T.pos.epoch >= T.o->epochs) {
     if (T.rank == 0)
       fprintf(stderr, "ntkd: %s already holds %" PRIu64 " epochs ([train] epochs = %zu): nothing to train\n",
@@ -665,8 +816,13 @@ ntk_status ntk_train_run(const ntk_comm_t *comm, const struct ntk_job *job, int 
     st = train_epochs(&T);
     if (st == NTK_EINTERRUPTED && T.rank == 0) fprintf(stderr, "ntkd: %s\n", ntk_error_message());
   }
+  if (refused && T.log_created) { /* made by this run, which was refused: as it was, absent (under its lock) */
+    struct stat sb;
+    if (fstat(T.log ? fileno(T.log) : T.log_fd, &sb) == 0 && sb.st_size == 0) unlink(T.o->log);
+  }
   if (T.log) fclose(T.log);
   if (T.log_fd >= 0) close(T.log_fd);
+  if (T.snap_fd >= 0) close(T.snap_fd); /* its hold, last */
   ntk_data_unshare(T.train_share, &T.train);
   ntk_data_unshare(T.val_share, &T.val);
   free(T.ytrain);

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "backend/mlp.h"
 #include "comm/comm.h"
@@ -34,7 +35,20 @@ struct ntk_snapshot_info {
   double loss_sum, correct; /* training loss and hits of the partial epoch */
   double elapsed;           /* seconds of training so far, over all runs */
   uint64_t nparams;
+  /* [train] log, as this job wrote it (docs/TRAINING.md, "Snapshots"): whether
+   * these fields know it (NTK_SNAP_LOG_*), the first epoch whose line it
+   * holds (its lines are first..epoch) and the chain of those lines' XXH3s
+   * (ntk_train_log_chain). Zero in snapshots of ntkd before them. */
+  uint64_t log_state, log_first, log_sum;
 };
+
+#define NTK_SNAP_LOG_UNKNOWN 0 /* written before the log was recorded: its lines are taken as they are */
+#define NTK_SNAP_LOG_NONE 1    /* trained without a log */
+#define NTK_SNAP_LOG_CHAIN 2   /* log_first and log_sum hold */
+
+/* The log chain after one more line (its bytes, the newline included):
+ * XXH3 of the previous chain's 8 bytes and the line. 0 before any. Pure. */
+uint64_t ntk_train_log_chain(uint64_t prev, const char *line, size_t len);
 
 /* Whether a snapshot's header is one a training run writes: each field
  * within its bounds and consistent with the others (the layer sizes and the
@@ -48,20 +62,27 @@ int ntk_snapshot_check(const struct ntk_snapshot_info *s, char *why, size_t cap)
 
 /* Write path atomically: a temporary file, fsync, rename, fsync of the
  * folder, so `path` is always the old or the new snapshot. p, m, v have
- * info->nparams floats each. Nothing is written for a header that
+ * info->nparams floats each. held (unless NULL) gets the new file open
+ * and locked (ntk_lock_file) before it takes the name, for the caller to
+ * keep while it runs and close: no moment where the file at the name is
+ * unlocked. in_place (unless NULL) is asked, with ctx, just before the new
+ * file takes the name (after its fsync, the long part): an error from it
+ * stops the write there, nothing replaced. Nothing is written for a header that
  * ntk_snapshot_check refuses (NTK_EINTERNAL) or a state that
  * ntk_adam_state_problem refuses (NTK_ENONFINITE): the reader would refuse
  * either. Rank-local (rank 0). Errors: NTK_EIO. */
 ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *info, const float *p,
-                              const float *m, const float *v);
+                              const float *m, const float *v, int *held,
+                              ntk_status (*in_place)(const void *ctx), const void *ctx);
 
 /* Read and check a snapshot: magic, version, checksums, every header field
  * (ntk_snapshot_check) and the state (ntk_adam_state_problem), so a forged
  * file with resealed checksums is refused too. *state gets 3 * nparams
  * floats (p, m, v), which the caller frees. Errors: NTK_EIO (cannot read),
  * NTK_ECORRUPT (not a snapshot, damaged, truncated, impossible values,
- * naming the field). Rank-local. */
-ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, float **state);
+ * naming the field). *read (unless NULL) gets the stat of the file read,
+ * once it opened. Rank-local. */
+ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, float **state, struct stat *read);
 
 /* ---- the loop (src/train/train.c) ----------------------------------------- */
 
