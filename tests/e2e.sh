@@ -430,7 +430,7 @@ mpirun -np 3 "$NTKD" slow.conf >/dev/null 2>slow.log &
 mp=$!
 wait_tiles slow.ntk 1
 held=$(rank_pids "ntkd slow.conf" 2)
-kill -STOP $held
+stop_procs $held # stopped for sure before the count below
 at_stop=$(tiles_done slow.ntk)
 # 136 tiles; rank 2 holds at most 16 (its queue: 2, one more per compression thread).
 wait_tiles slow.ntk $((136 - 16)) 600
