@@ -308,6 +308,14 @@ check "a snapshot replaced under its running job: exit 4 (exit $rc)" [ $rc = 4 ]
 check "... saying so" has "h1.snap is no longer the snapshot this job last read or wrote: it was replaced" h1.log
 check "... the replacement untouched" cmp -s h1.snap h1.keep
 
+# --- rank_timeout below 1 s: a healthy job's first snapshot (an fsync the run
+# had not yet seen a step take) was taken for a stopped rank, exit 9 ---------------
+tconf rt 1 "rank_timeout = 0.001"
+expect_rc 2 "rank_timeout = 0.001 refused" "$NTKD" check rt.conf
+check "... with file:line and the least value" has "rt.conf:13: \[train\] rank_timeout: '0.001' is not a number of seconds of at least 1" err.log
+tconf rt 1 "rank_timeout = 1"
+expect_rc 0 "rank_timeout = 1 taken" "$NTKD" check rt.conf
+
 # --- Adam constants float32 cannot hold ------------------------------------------
 tconf c 1 "eps = 1e-40"
 expect_rc 2 "eps = 1e-40 (0 in float32 with FTZ: 0/0) refused" "$NTKD" check c.conf

@@ -345,8 +345,10 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
     else return fail(c, s, k, "'%s' is not auto, cpu or cuda", v);
   } else if (!strcmp(k, "rank_timeout")) {
     if (!once(c, s, k, SEEN_RTIMEOUT)) return 0;
-    if (!ntk_parse_double(v, &t->rank_timeout) || t->rank_timeout <= 0)
-      return fail(c, s, k, "'%s' is not a positive number of seconds", v);
+    /* At least 1 s: below it a healthy job's first snapshot (an fsync, not
+     * yet seen in the run's own pace) was taken for a stopped rank, exit 9 */
+    if (!ntk_parse_double(v, &t->rank_timeout) || !(t->rank_timeout >= 1) || !isfinite(t->rank_timeout))
+      return fail(c, s, k, "'%s' is not a number of seconds of at least 1", v);
   } else if (!strcmp(k, "snapshot") || !strcmp(k, "log")) {
     int snap = k[0] == 's';
     if (!path_key(c, s, k, v, snap ? SEEN_SNAPSHOT : SEEN_LOG, snap ? t->snapshot : t->log)) return 0;
