@@ -259,13 +259,7 @@ class KernelFn:
         a1 = _as_array(x1, "x1")
         a2 = _as_array(x2, "x2")
         self._check_spatial(a1, "x1")
-        if kwargs.get("diagonal_spatial") and a1.ndim > 2:
-            raise NotImplementedError("kernel_fn(diagonal_spatial=True): ntkd computes the covariances of all pairs "
-                                      "of positions; call it without diagonal_spatial")
-        for k in ("mask_constant", "pattern"):
-            if kwargs.get(k) is not None:
-                raise NotImplementedError(f"kernel_fn({k}=...): ntkd computes unmasked kernels of dense inputs only "
-                                          "(no masking, no graph patterns)")
+        _check_keywords(a1, kwargs)
         # As JAX computes: float64 if either input is (float32 x1 against
         # float64 x2 was once computed in float32), or under jax_enable_x64.
         dtype = np.float64 if _wide(a1, a2) else np.float32
@@ -324,10 +318,14 @@ class KernelFn:
             else:
                 _as_array(x, name)  # a concrete array beside a traced one: all its own checks
             self._check_spatial(x, name)
+        _check_keywords(x1, kw)
         if x2 is not None and tuple(x2.shape[1:]) != tuple(x1.shape[1:]):
             raise ValueError(f"x2's samples have shape {tuple(x2.shape[1:])}, x1's {tuple(x1.shape[1:])}: they must "
                              "agree")
-        dtype = np.float64 if _wide(*[np.empty(0, x.dtype) for x, _ in given]) else np.float32
+        # What JAX hands the compiled function: without jax_enable_x64 every
+        # input is float32 there (a float64 array beside a traced one too, and
+        # a float64 result would be refused), with it float64, as JAX computes.
+        dtype = np.float64 if _jax_x64() else np.float32
         n1 = x1.shape[0]
         n2 = n1 if x2 is None else x2.shape[0]
         shapes = tuple(jax.ShapeDtypeStruct((n1, n2), dtype) for _ in names)
@@ -342,6 +340,17 @@ class KernelFn:
         if isinstance(get, str):
             return out[names[0]]
         return _namedtuple(names)(*[out[n] for n in names])
+
+
+def _check_keywords(a1, kwargs):
+    """neural-tangents' keywords that would change the kernel: refused."""
+    if kwargs.get("diagonal_spatial") and len(a1.shape) > 2:
+        raise NotImplementedError("kernel_fn(diagonal_spatial=True): ntkd computes the covariances of all pairs "
+                                  "of positions; call it without diagonal_spatial")
+    for k in ("mask_constant", "pattern"):
+        if kwargs.get(k) is not None:
+            raise NotImplementedError(f"kernel_fn({k}=...): ntkd computes unmasked kernels of dense inputs only "
+                                      "(no masking, no graph patterns)")
 
 
 def _jit_traced(x):

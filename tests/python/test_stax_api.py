@@ -168,6 +168,11 @@ class DynamicJaxprTracer:
         self.value, self.shape, self.dtype, self.ndim = value, value.shape, value.dtype, value.ndim
 
 
+def _canonical(a, x64):
+    """An array as JAX holds it: float64 becomes float32 without jax_enable_x64."""
+    return a.astype(np.float32) if not x64 and a.dtype == np.float64 else a
+
+
 def _fake_jax(x64):
     """A module named jax with what a jitted kernel_fn uses: ShapeDtypeStruct and
     pure_callback (calls the host function with the values, and checks what it
@@ -181,7 +186,7 @@ def _fake_jax(x64):
 
     def pure_callback(fn, shapes, *args):
         jax.declared.append(shapes)
-        out = fn(*[a.value if isinstance(a, DynamicJaxprTracer) else a for a in args])
+        out = fn(*[_canonical(a.value if isinstance(a, DynamicJaxprTracer) else a, x64) for a in args])
         assert [(o.shape, o.dtype) for o in out] == [(s.shape, np.dtype(s.dtype)) for s in shapes]
         return out
 
@@ -202,8 +207,10 @@ def test_jax_jit_computes_the_kernels(rng, monkeypatch):
     for x64 in (False, True):
         jax = _fake_jax(x64)
         monkeypatch.setitem(sys.modules, "jax", jax)
-        for a, b in ((x1, x2), (x1, None), (x1.astype(np.float64), x2)):
-            want = kernel_fn(a, b)
+        # a float64 input too (a numpy array beside a traced one): JAX hands
+        # it over as float32 without x64, and refuses a float64 result there
+        for a, b in ((x1, x2), (x1, None), (x1.astype(np.float64), x2), (x1, x2.astype(np.float64))):
+            want = kernel_fn(_canonical(a, x64), None if b is None else _canonical(b, x64))
             ta, tb = DynamicJaxprTracer(a), None if b is None else DynamicJaxprTracer(b)
             got = kernel_fn(ta, tb, "ntk")
             np.testing.assert_array_equal(got, want.ntk)
@@ -223,6 +230,10 @@ def test_jax_jit_computes_the_kernels(rng, monkeypatch):
         kernel_fn(DynamicJaxprTracer(x1[:, :, None, None]), None, "ntk")
     with pytest.raises(TypeError, match="must hold real numbers"):
         kernel_fn(DynamicJaxprTracer(x1.astype(np.complex64)), None, "ntk")
+    calls = len(jax.declared)
+    with pytest.raises(NotImplementedError, match="mask_constant"):
+        kernel_fn(DynamicJaxprTracer(x1), None, "ntk", mask_constant=0.0)
+    assert len(jax.declared) == calls  # at tracing, not from inside the compiled call
 
 
 def test_jax_jit_with_jax(rng):
@@ -237,6 +248,12 @@ def test_jax_jit_with_jax(rng):
     np.testing.assert_array_equal(np.asarray(jitted(x1, x2, ("nngp", "ntk")).nngp), want.nngp)
     k = jax.jit(kernel_fn)(x1, x2)
     np.testing.assert_array_equal(np.asarray(k.ntk), want.ntk)
+    # a float64 array closed over beside a traced input: float32 without
+    # jax_enable_x64, as JAX holds it (a float64 result was declared, refused)
+    x2_64 = x2.astype(np.float64)
+    got = jax.jit(lambda a: kernel_fn(a, x2_64, "ntk"))(x1)
+    assert got.dtype == (np.float64 if jax.config.jax_enable_x64 else np.float32)
+    np.testing.assert_allclose(np.asarray(got), want.ntk, rtol=1e-6)
     assert float(jax.jit(lambda a, b: kernel_fn(a, b, "ntk").sum())(x1, x2)) == pytest.approx(float(want.ntk.sum()),
                                                                                               rel=1e-6)
 
