@@ -223,6 +223,17 @@ check "... the log then holds epoch 3" json_log s.jsonl 3
 sed -i 's/^epochs = 3/epochs = 4/' s.conf
 expect_rc 0 "... and is resumed from (its lines 3..3 recorded)" "$NTKD" s.conf
 check "... epochs 3 and 4" json_log s.jsonl 3 4
+# A snapshot of an ntkd before the record (log fields 0) with that ntkd's
+# log, which could have a gap (it dropped a torn line of an epoch the
+# snapshot held and went on): taken by that ntkd's rule, then recorded.
+forge good.snap g1 240 u64 0 && forge g1 g2 248 u64 0 && forge g2 g.snap 256 u64 0
+tconf g 3
+{ head -n 1 good.jsonl; printf '{"epoch": 2, "main/lo'; } > g.jsonl
+expect_rc 0 "an older ntkd's snapshot and gapped log: resumed" "$NTKD" g.conf
+check "... its rule: the leading whole lines kept" json_log g.jsonl 1 3
+sed -i 's/^epochs = 3/epochs = 4/' g.conf
+expect_rc 0 "... and resumed again, its kept lines a head not checked" "$NTKD" g.conf
+check "... epochs 1, 3, 4" json_log g.jsonl 1 3 4
 # A job refused at its snapshot does not leave a log it created.
 tconf r 3
 printf 'not a snapshot' > r.snap

@@ -78,7 +78,7 @@ ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *
      * exists but takes no new files (/proc, /sys, a read-only mount): the
      * folder is what the user can change, not a file they never named. */
     int about_folder = e == ENOENT || e == EACCES || e == EPERM || e == EROFS || e == ENOSPC || e == EDQUOT;
-    if ((flags & O_CREAT) && about_folder && stat(path, &fb) && stat(folder, &fb) == 0)
+    if ((flags & O_CREAT) && about_folder && lstat(path, &fb) && stat(folder, &fb) == 0) /* (not a dangling link) */
       st = ntk_error(e == ENOENT ? NTK_EUSAGE : NTK_EIO, "%s: cannot create %s%s%sthere: %s", folder,
                      what ? "the " : "", what ? what : "", what ? " " : "", strerror(e));
     else

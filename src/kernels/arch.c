@@ -1790,7 +1790,8 @@ ntk_status ntk_arch_data_rank(const struct ntk_arch *a, int one_d, int w, int *r
       int conv = l->kind == NTK_LAYER_CONV;
       return ntk_error(NTK_ECONFIG,
                        "arch, layer %zu: %s is 1-D (%s (%d,)) on (N, H, W, C) images %d wide: stax refuses a "
-                       "1-D layer on images; give it a 2-D %s, e.g. (%d, %d), or pass (N, L, C) sequences",
+                       "1-D layer on images (ntkd takes it on (N, L, C) sequences, and on images of width 1 as "
+                       "sequences); give it a 2-D %s, e.g. (%d, %d), or pass (N, L, C) sequences",
                        i + 1, l->name, conv ? "filter" : "window", conv ? l->filter : l->window, w,
                        conv ? "filter" : "window", conv ? l->filter : l->window, conv ? l->filter : l->window);
     }

@@ -1460,16 +1460,21 @@ ntk_status ntk_store_discard(ntk_store_t *s, int *removed) {
   pthread_mutex_unlock(&s->mu);
   /* and the file at its name is still this one */
   if (!empty || stat(s->path, &at) || at.st_dev != sb.st_dev || at.st_ino != sb.st_ino) return ntk_store_close(s);
-  char path[NTK_PATH_MAX], index[NTK_PATH_MAX];
-  snprintf(path, sizeof path, "%s", s->path);
-  int named = ntk_index_path(path, index, sizeof index);
-  ntk_status st = ntk_store_close(s);
-  /* The index first: a store without one is still whole, an index without
-   * its store is nothing ntkd reads. */
-  if (named && unlink(index) && errno != ENOENT && !st) st = ntk_error(NTK_EIO, "%s: cannot remove: %s", index, strerror(errno));
-  if (!st && unlink(path) && errno != ENOENT) st = ntk_error(NTK_EIO, "%s: cannot remove: %s", path, strerror(errno));
+  char index[NTK_PATH_MAX];
+  int named = ntk_index_path(s->path, index, sizeof index);
+  /* Removed while still open, under the store's own file lock (closing
+   * first would let a job past a removed lock file take the empty store in
+   * between). The index first: a store without one is still whole, an
+   * index without its store is nothing ntkd reads. */
+  ntk_status st = NTK_OK;
+  if (named && unlink(index) && errno != ENOENT)
+    st = ntk_error(NTK_EIO, "%s: cannot remove: %s", index, strerror(errno));
+  if (!st && unlink(s->path) && errno != ENOENT)
+    st = ntk_error(NTK_EIO, "%s: cannot remove: %s", s->path, strerror(errno));
   *removed = !st;
-  return st;
+  if (*removed) s->writable = 0; /* nothing to sync: a sync could write the index again */
+  ntk_status closed = ntk_store_close(s);
+  return st ? st : closed;
 }
 
 const struct ntk_store_info *ntk_store_get_info(const ntk_store_t *s) { return &s->info; }

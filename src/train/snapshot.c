@@ -43,7 +43,7 @@ static void encode(const struct ntk_snapshot_info *in, uint64_t payload_sum, uns
   for (int i = 0; i < NTK_TRAIN_MAX_LAYERS; i++) put64(h, &at, &in->sizes[i]);
   const void *rest[] = {&in->n_train, &in->batch, &in->seed, &in->data_hash, &in->epoch, &in->step,
                         &in->t, &in->loss_sum, &in->correct, &in->elapsed, &in->nparams,
-                        &in->log_state, &in->log_first, &in->log_sum};
+                        &in->log_state, &in->log_first, &in->log_sum, &in->log_head};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) put64(h, &at, rest[i]);
   memcpy(h + 496, &payload_sum, 8);
   uint64_t hs = ntk_checksum(h, 504);
@@ -57,7 +57,7 @@ static void decode(const unsigned char *h, struct ntk_snapshot_info *out) {
   for (int i = 0; i < NTK_TRAIN_MAX_LAYERS; i++) GET(out->sizes[i]);
   GET(out->n_train); GET(out->batch); GET(out->seed); GET(out->data_hash); GET(out->epoch);
   GET(out->step); GET(out->t); GET(out->loss_sum); GET(out->correct); GET(out->elapsed); GET(out->nparams);
-  GET(out->log_state); GET(out->log_first); GET(out->log_sum);
+  GET(out->log_state); GET(out->log_first); GET(out->log_sum); GET(out->log_head);
 #undef GET
 }
 
@@ -112,9 +112,11 @@ int ntk_snapshot_check(const struct ntk_snapshot_info *s, char *why, size_t cap)
   if (s->log_state == NTK_SNAP_LOG_CHAIN && (s->log_first < 1 || s->log_first > s->epoch + 1))
     BAD("first epoch in the log = %llu, expected 1..%llu (the epochs finished + 1)", U(s->log_first),
         U(s->epoch + 1));
-  if (s->log_state != NTK_SNAP_LOG_CHAIN && (s->log_first || s->log_sum))
-    BAD("log fields = %llu, %llu without a recorded log (state %llu): expected 0", U(s->log_first),
-        U(s->log_sum), U(s->log_state));
+  if (s->log_state != NTK_SNAP_LOG_CHAIN && (s->log_first || s->log_sum || s->log_head))
+    BAD("log fields = %llu, %llu, %llu without a recorded log (state %llu): expected 0", U(s->log_first),
+        U(s->log_sum), U(s->log_head), U(s->log_state));
+  if (s->log_head > ((uint64_t)1 << 48))
+    BAD("bytes of log kept unchecked = %llu, expected at most 2^48", U(s->log_head));
   if (s->log_state == NTK_SNAP_LOG_CHAIN && s->log_first > s->epoch && s->log_sum)
     BAD("log chain = %llu of no line (the log's first epoch is past those finished): expected 0", U(s->log_sum));
   return 0;
@@ -156,7 +158,7 @@ ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *
   if (write_all(fd, h, sizeof h) || write_all(fd, p, bytes) || write_all(fd, m, bytes) || write_all(fd, v, bytes))
     st = ntk_error(NTK_EIO, "%s: cannot write the snapshot: %s", tmp, strerror(errno));
   if (!st && fsync(fd)) st = ntk_error(NTK_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
-  if (!st && held) st = ntk_lock_file(fd, tmp, "training snapshot", 1);
+  if (!st && held) st = ntk_lock_file(fd, path, "training snapshot", 1);
   if (st || !held) {
     if (close(fd) && !st) st = ntk_error(NTK_EIO, "%s: close failed: %s", tmp, strerror(errno));
     fd = -1;

@@ -302,6 +302,13 @@ static ntk_status start_state(struct trainer *T, int overwrite, int *resumed) {
     if (st) return st;
     st = ntk_snapshot_read(path, &have, &s, &T->snap_at);
     T->snap_known = !st || st == NTK_ECORRUPT;
+    struct stat held;
+    if (T->snap_known && T->snap_fd >= 0 && (fstat(T->snap_fd, &held) || held.st_dev != T->snap_at.st_dev ||
+                                             held.st_ino != T->snap_at.st_ino)) {
+      free(s); /* replaced between its hold and its read, by a writer that does not lock */
+      return ntk_error(NTK_ECORRUPT, "%s was replaced while this job read it (by a writer that does not take its "
+                       "lock); nothing was changed: run the job again", path);
+    }
     if (st == NTK_ECORRUPT && !overwrite)
       return ntk_error(NTK_EMISMATCH, "%s\n  %s is not a usable snapshot; use --overwrite to start over",
                        ntk_error_message(), path);
@@ -383,33 +390,58 @@ uint64_t ntk_train_log_chain(uint64_t prev, const char *line, size_t len) {
 static ntk_status check_log(struct trainer *T, long *keep) {
   const char *path = T->o->log;
   struct ntk_snapshot_info *at = &T->pos;
-  uint64_t E = at->epoch, first = E + 1, want = 0;
+  uint64_t E = at->epoch, first = E + 1, want = 0, head = 0;
   int legacy = at->log_state == NTK_SNAP_LOG_UNKNOWN;
-  if (at->log_state == NTK_SNAP_LOG_CHAIN) first = at->log_first, want = at->log_sum;
+  if (at->log_state == NTK_SNAP_LOG_CHAIN) first = at->log_first, want = at->log_sum, head = at->log_head;
   *keep = 0;
   FILE *f = fopen(path, "r");
   if (!f) return ntk_error(NTK_EIO, "%s: cannot read the log: %s", path, strerror(errno));
-  char line[1024], what[200] = "";
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && sb.st_size == 0) {
+    fclose(f);
+    if (first <= E || head)
+      fprintf(stderr, "ntkd: %s is empty: it starts at epoch %llu (the lines of the epochs before are not in it)\n",
+              path, (unsigned long long)E + 1);
+    at->log_first = E + 1;
+    at->log_sum = at->log_head = 0;
+    return NTK_OK;
+  }
+  char line[1024], what[240] = "";
   unsigned long long e = 0, lineno = 0;
   uint64_t chain = 0, expect = first;
-  int extra = 0, any = 0;
+  int extra = 0;
+  /* Lines kept as they were from a log of an ntkd before the record (below):
+   * not checked, but whole and there. */
+  while (!what[0] && (uint64_t)ftell(f) < head) {
+    if (!fgets(line, sizeof line, f)) {
+      snprintf(what, sizeof what, "it is shorter than the %llu bytes of lines kept from before",
+               (unsigned long long)head);
+      break;
+    }
+    lineno++;
+    if ((uint64_t)ftell(f) > head)
+      snprintf(what, sizeof what, "its first %llu bytes, kept from before, no longer end a line",
+               (unsigned long long)head);
+  }
+  if (!what[0]) *keep = (long)head;
   while (!what[0] && fgets(line, sizeof line, f)) {
     size_t len = strlen(line);
     lineno++;
-    any = 1;
     int ended = len && line[len - 1] == '\n';
     if (!ended && feof(f)) { /* a fragment cut short at the end: cut, if of a line after the snapshot's */
-      if (expect <= E)
+      if (expect <= E && !legacy)
         snprintf(what, sizeof what, "line %llu, where epoch %llu's line belongs, is cut short", lineno,
                  (unsigned long long)expect);
       break;
     }
     if (!ended || len < 2 || line[len - 2] != '}' || sscanf(line, "{\"epoch\": %llu", &e) != 1) {
-      snprintf(what, sizeof what, "line %llu is not a log record", lineno);
+      if (!legacy) snprintf(what, sizeof what, "line %llu is not a log record", lineno);
       break;
     }
-    if (legacy && lineno == 1 && e >= 1 && e <= E) expect = first = e;
-    if (!extra && e == expect && e <= E) {
+    if (legacy) { /* an ntkd before the record: its rule, whole records of the snapshot's epochs up to another */
+      if (e > E) break;
+      *keep = ftell(f);
+    } else if (!extra && e == expect && e <= E) {
       chain = ntk_train_log_chain(chain, line, len);
       expect++;
       *keep = ftell(f);
@@ -423,14 +455,15 @@ static ntk_status check_log(struct trainer *T, long *keep) {
   int failed = ferror(f);
   fclose(f);
   if (failed) return ntk_error(NTK_EIO, "%s: cannot read the log", path);
-  if (!any && first <= E) {
-    fprintf(stderr, "ntkd: %s is empty: it starts at epoch %llu (the lines of epochs %llu..%llu are not in it)\n", path,
-            (unsigned long long)E + 1, (unsigned long long)first, (unsigned long long)E);
-    first = E + 1, expect = E + 1, chain = want = 0;
+  if (legacy) { /* from now on recorded: what was kept is the head, not checked; lines from the next epoch on */
+    at->log_head = (uint64_t)*keep;
+    at->log_first = E + 1;
+    at->log_sum = 0;
+    return NTK_OK;
   }
   if (!what[0] && expect != E + 1)
     snprintf(what, sizeof what, "it ends at epoch %llu", (unsigned long long)expect - 1);
-  if (expect == E + 1 && !legacy && chain != want) /* the first reason, if the later lines differ too */
+  if (expect == E + 1 && chain != want) /* the first reason, if the later lines differ too */
     snprintf(what, sizeof what, "its lines of epochs %llu..%llu are not those this job wrote (their checksums "
              "differ from the snapshot's record)", (unsigned long long)first, (unsigned long long)E);
   if (what[0])
@@ -439,7 +472,6 @@ static ntk_status check_log(struct trainer *T, long *keep) {
                      "restore it, or set [train] log to a new file (it starts at epoch %llu)", path, what,
                      (unsigned long long)first, (unsigned long long)E, T->o->snapshot, (unsigned long long)E,
                      (unsigned long long)E + 1);
-  at->log_first = first;
   at->log_sum = chain;
   return NTK_OK;
 }
@@ -452,7 +484,7 @@ static ntk_status open_log(struct trainer *T, int resumed) {
   struct ntk_snapshot_info *at = &T->pos;
   if (!*path) {
     at->log_state = NTK_SNAP_LOG_NONE;
-    at->log_first = at->log_sum = 0;
+    at->log_first = at->log_sum = at->log_head = 0;
     return NTK_OK;
   }
   long keep = 0;
@@ -461,7 +493,7 @@ static ntk_status open_log(struct trainer *T, int resumed) {
     if (st) return st;
   } else {
     at->log_first = 1;
-    at->log_sum = 0;
+    at->log_sum = at->log_head = 0;
   }
   at->log_state = NTK_SNAP_LOG_CHAIN;
   if (ftruncate(T->log_fd, keep)) return ntk_error(NTK_EIO, "%s: cannot cut back the log: %s", path, strerror(errno));

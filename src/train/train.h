@@ -38,8 +38,9 @@ struct ntk_snapshot_info {
   /* [train] log, as this job wrote it (docs/TRAINING.md, "Snapshots"): whether
    * these fields know it (NTK_SNAP_LOG_*), the first epoch whose line it
    * holds (its lines are first..epoch) and the chain of those lines' XXH3s
-   * (ntk_train_log_chain). Zero in snapshots of ntkd before them. */
-  uint64_t log_state, log_first, log_sum;
+   * (ntk_train_log_chain), after a head of log_head bytes kept unchecked
+   * from a log of an ntkd before these fields. Zero in that ntkd's snapshots. */
+  uint64_t log_state, log_first, log_sum, log_head;
 };
 
 #define NTK_SNAP_LOG_UNKNOWN 0 /* written before the log was recorded: its lines are taken as they are */
