@@ -319,6 +319,20 @@ check "a snapshot replaced under its running job: exit 4 (exit $rc)" [ $rc = 4 ]
 check "... saying so" has "h1.snap is no longer the snapshot this job last read or wrote: it was replaced" h1.log
 check "... the replacement untouched" cmp -s h1.snap h1.keep
 
+# --- a rank's device fails (a GPU's gradient or update): the others are told
+# at the next sum and stop with its message, not after rank_timeout (1800 s)
+# as "stopped answering" (NTKD_TEST_TRAIN_FAIL=R:T: rank R fails at step T) ---
+tconf df 3
+for at in 1:5 0:12 1:24; do
+  rm -f df.snap df.jsonl
+  start=$SECONDS
+  expect_rc 1 "rank ${at%%:*}'s gradient fails at step ${at#*:}: exit 1" env NTKD_TEST_TRAIN_FAIL=$at mpirun -np 2 "$NTKD" df.conf
+  check "... within a minute, not after rank_timeout ($((SECONDS - start)) s)" [ $((SECONDS - start)) -lt 60 ]
+  check "... with that rank's message, once" bash -c "[ \$(grep -c 'the gradient failed (test setting' err.log) = 1 ]"
+done
+expect_rc 0 "... and the rerun resumes from the last snapshot" mpirun -np 2 "$NTKD" df.conf
+check "... to a whole log" json_log df.jsonl 1 2 3
+
 # --- rank_timeout below 1 s: a healthy job's first snapshot (an fsync the run
 # had not yet seen a step take) was taken for a stopped rank, exit 9 ---------------
 tconf rt 1 "rank_timeout = 0.001"

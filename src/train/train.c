@@ -60,7 +60,7 @@ struct trainer {
   struct ntk_dataset train, val;
   int32_t *ytrain, *yval;
   float *state;  /* p, m, v: nparams each, one block (as in the snapshot) */
-  float *g;      /* gradient sum, then loss, hits, stop flag: one allreduce */
+  float *g;      /* gradient sum, then loss, hits, stop flag, failure flag: one allreduce */
   float *work, *xb;
   int32_t *yb;
   uint32_t *perm;
@@ -73,6 +73,8 @@ struct trainer {
   int snap_fd;     /* rank 0: the snapshot at its name, open and locked from before it is read (-1: none) */
   struct stat snap_at; /* rank 0: the snapshot at its name as this job last read or wrote it ... */
   int snap_known;      /* ... (0: none was there, and none may be until this job writes one) */
+  ntk_status failed;   /* this rank's device failed (a gradient or an update): told to the others at the */
+  char failed_why[512]; /* next collective, which then stops every rank with this rank's message */
   const struct ntk_backend_ops *dev; /* the device this rank trains on (backend/backend.h) */
   void *dctx;
   struct ntk_pace pace; /* the loop's collectives: the longest stretch between two */
@@ -606,18 +608,46 @@ static ntk_status write_snapshot(struct trainer *T) {
   return st;
 }
 
+/* This rank's device failed: kept, with its message, until the next
+ * collective tells every rank (a rank that returned at once left the others
+ * waiting in the step's sum for rank_timeout, then exit 9 "stopped
+ * answering", the failure unsaid). Test setting NTKD_TEST_TRAIN_FAIL=R:T:
+ * rank R's gradient fails at Adam step T (docs/TRAINING.md). */
+static void fail_here(struct trainer *T, ntk_status dst) {
+  if (T->failed) return;
+  T->failed = dst;
+  snprintf(T->failed_why, sizeof T->failed_why, "%s", ntk_error_message());
+}
+
+static int test_failure(const struct trainer *T) {
+  const char *v = getenv("NTKD_TEST_TRAIN_FAIL");
+  int r;
+  unsigned long long t;
+  return v && sscanf(v, "%d:%llu", &r, &t) == 2 && r == T->rank && t == T->pos.t + 1;
+}
+
+/* Collective, after a sum that carried the ranks' failure flags (`any`):
+ * every rank stops with the failed rank's status and message. */
+static ntk_status failed_somewhere(struct trainer *T, int any) {
+  if (!any) return NTK_OK;
+  ntk_status st = T->failed ? ntk_error(T->failed, "%s", T->failed_why) : NTK_OK;
+  st = t_agree_report(T, st);
+  return st ? st : ntk_error(NTK_EINTERNAL, "a rank's device failed"); /* (agree always sees it) */
+}
+
 /* Collective: summed validation loss and hits over the ranks' contiguous
  * shares, plus the number of ranks asking to stop (one reduction for all). */
 static ntk_status validate(struct trainer *T, double *loss, double *acc, int *stop) {
   size_t nv = T->val.n, lo = nv * (size_t)T->rank / (size_t)T->size, hi = nv * (size_t)(T->rank + 1) / (size_t)T->size;
   const float *x = T->val.x;
-  double s[3] = {0, 0, ntk_stop_requested() ? 1 : 0};
+  double s[4] = {0, 0, ntk_stop_requested() ? 1 : 0, T->failed ? 1 : 0};
   for (size_t i = lo; i < hi; i += EVAL_CHUNK) {
     size_t b = hi - i < EVAL_CHUNK ? hi - i : EVAL_CHUNK, hits = 0;
     s[0] += ntk_mlp_eval(&T->mlp, T->state, x + i * T->val.d, T->yval + i, b, T->work, &hits);
     s[1] += (double)hits;
   }
-  ntk_status st = t_sum_doubles(T, s, 3);
+  ntk_status st = t_sum_doubles(T, s, 4);
+  if (!st) st = failed_somewhere(T, s[3] > 0); /* an update failed in the epoch's last step */
   *loss = s[0] / (double)nv;
   *acc = s[1] / (double)nv;
   *stop = s[2] > 0;
@@ -636,7 +666,9 @@ static ntk_status check_in_step(struct trainer *T, uint64_t *sum) {
 }
 
 static ntk_status interrupted(struct trainer *T) {
-  ntk_status st = NTK_OK;
+  /* a rank whose last update failed holds parameters the others do not: no snapshot of them */
+  ntk_status st = t_agree_report(T, T->failed ? ntk_error(T->failed, "%s", T->failed_why) : NTK_OK);
+  if (st) return st;
   if (T->rank == 0) {
     char where[200];
     snprintf(where, sizeof where, "by the stop in epoch %" PRIu64 " after step %" PRIu64, T->pos.epoch + 1,
@@ -676,12 +708,19 @@ static ntk_status train_epochs(struct trainer *T) {
       }
       size_t hits = 0;
       double loss = 0;
-      ntk_status dst = T->dev->mlp_grad(T->dctx, T->xb, T->yb, bl, g, &loss, &hits);
-      if (dst) return ntk_error(dst, "rank %d: %s", T->rank, ntk_error_message());
+      ntk_status dst = T->failed ? T->failed : T->dev->mlp_grad(T->dctx, T->xb, T->yb, bl, g, &loss, &hits);
+      if (!dst && test_failure(T)) dst = ntk_error(NTK_EINTERNAL, "the gradient failed (test setting "
+                                                   "NTKD_TEST_TRAIN_FAIL)");
+      if (dst) {
+        fail_here(T, dst);
+        memset(g, 0, np * sizeof *g), loss = 0, hits = 0;
+      }
       g[np] = (float)loss;
       g[np + 1] = (float)hits;
       g[np + 2] = ntk_stop_requested() ? 1.0f : 0.0f;
-      ntk_status st = t_sum_floats(T, g, np + 3);
+      g[np + 3] = T->failed ? 1.0f : 0.0f;
+      ntk_status st = t_sum_floats(T, g, np + 4);
+      if (!st) st = failed_somewhere(T, g[np + 3] > 0);
       if (st) return st;
       /* A non-finite loss or gradient stops the run before the update:
        * every rank holds the same reduced bits (as for the parameters),
@@ -701,7 +740,7 @@ static ntk_status train_epochs(struct trainer *T) {
       }
       /* Gradient sums over the global batch, divided by it inside the update. */
       if ((dst = T->dev->mlp_adam(T->dctx, &T->adam, ++T->pos.t, 1.0f / (float)B, g)))
-        return ntk_error(dst, "rank %d: %s", T->rank, ntk_error_message());
+        fail_here(T, ntk_error(dst, "%s", ntk_error_message())); /* said at the next sum */
       T->pos.loss_sum += g[np];
       T->pos.correct += g[np + 1];
       T->pos.step = s + 1;
@@ -775,7 +814,7 @@ static ntk_status setup(struct trainer *T, int overwrite) {
   size_t np = T->mlp.nparams, B = o->batch, bmax = (B + (size_t)T->size - 1) / (size_t)T->size;
   size_t wb = bmax > EVAL_CHUNK ? bmax : EVAL_CHUNK;
   T->state = malloc(3 * np * sizeof *T->state);
-  T->g = malloc((np + 3) * sizeof *T->g);
+  T->g = malloc((np + 4) * sizeof *T->g);
   T->work = malloc(ntk_mlp_work_floats(&T->mlp, wb) * sizeof *T->work);
   T->xb = malloc((bmax ? bmax : 1) * T->train.d * sizeof *T->xb);
   T->yb = malloc((bmax ? bmax : 1) * sizeof *T->yb);
@@ -811,6 +850,8 @@ static ntk_status setup(struct trainer *T, int overwrite) {
   if ((st = ntk_comm_agree_report(T->comm, st))) return st;
   if (*o->snapshot && (T->pos.epoch || T->pos.step)) T->saved = T->pos, T->have_saved = 1; /* resumed */
   if ((st = start_device(T, bmax))) return st;
+  if (T->rank == 0 && getenv("NTKD_TEST_TRAIN_FAIL"))
+    fprintf(stderr, "ntkd: test setting NTKD_TEST_TRAIN_FAIL=%s\n", getenv("NTKD_TEST_TRAIN_FAIL"));
   if (T->rank == 0) {
     char layers[256];
     layers_text(id->sizes, o->nlayers, layers, sizeof layers);
