@@ -223,6 +223,29 @@ check "... the log then holds epoch 3" json_log s.jsonl 3
 sed -i 's/^epochs = 3/epochs = 4/' s.conf
 expect_rc 0 "... and is resumed from (its lines 3..3 recorded)" "$NTKD" s.conf
 check "... epochs 3 and 4" json_log s.jsonl 3 4
+# Emptied, then the next epoch's line written and the job killed before
+# that epoch's snapshot: the log's first line is the next epoch's. Every
+# later resume refused it as another job's; it is an emptied log.
+tconf e 3
+cp good.snap e.snap
+head -n 1 good.jsonl | sed 's/"epoch": 1,/"epoch": 3,/' > e.jsonl
+expect_rc 0 "an emptied log holding only the next epoch's line: taken" "$NTKD" e.conf
+check "... saying so" has "e.jsonl holds no line of epochs 1..2: it starts at epoch 3" err.log
+check "... the line rewritten" json_log e.jsonl 3
+# The log replaced under the running job (an editor's save, sed -i): it
+# wrote on into the unlinked file, those lines lost, exit 0.
+tconf lr 400
+"$NTKD" lr.conf >lr.log 2>&1 &
+lr=$!
+for _ in $(seq 600); do [ -s lr.jsonl ] && break; kill -0 $lr 2>/dev/null || break; sleep 0.05; done
+stop_procs $lr
+cp lr.jsonl lr.new && mv lr.new lr.jsonl && cp lr.jsonl lr.keep
+kill -CONT $lr
+wait $lr
+rc=$?
+check "a log replaced under its running job: exit 4 (exit $rc)" [ $rc = 4 ]
+check "... saying so" has "lr.jsonl is no longer the log this job writes: it was replaced or removed" lr.log
+check "... the replacement untouched" cmp -s lr.jsonl lr.keep
 # A snapshot of an ntkd before the record (log fields 0) with that ntkd's
 # log, which could have a gap (it dropped a torn line of an epoch the
 # snapshot held and went on): taken by that ntkd's rule, then recorded.

@@ -251,15 +251,23 @@ static void describe(const struct ntk_snapshot_info *s, char *buf, size_t cap) {
  * before it takes the name (ntk_snapshot_write). So a second job on it
  * exits 7 whatever name reaches it and even after the lock file was
  * removed: with the lock file alone two jobs could write it in turn, both
- * exit 0. A file this job may not open for writing (read-only) is read
- * without (it is replaced, not written, at the first snapshot). */
+ * exit 0. A file this job may not open for writing (read-only) is held
+ * open without the lock (it is replaced, not written, at the first snapshot). */
 static ntk_status hold_snapshot(struct trainer *T) {
   const char *path = T->o->snapshot;
   for (int tries = 0; tries < 100; tries++) {
-    int fd;
+    int fd, writable = 1;
     ntk_status st = ntk_open_regular(path, O_RDWR, "[train] snapshot", &fd);
-    if (st) return errno == EACCES || errno == EPERM || errno == EROFS ? NTK_OK : st;
-    if ((st = ntk_lock_file(fd, path, "training snapshot", 1))) {
+    if (st && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+      /* Read-only: held open without the lock, which needs a file open for
+       * writing. Open all the same: its inode is not freed, so no new file
+       * can take its number and pass snapshot_in_place's check (ext4 gives a
+       * freed number straight back). */
+      writable = 0;
+      st = ntk_open_regular(path, O_RDONLY, "[train] snapshot", &fd);
+    }
+    if (st) return st;
+    if (writable && (st = ntk_lock_file(fd, path, "training snapshot", 1))) {
       close(fd);
       return st;
     }
@@ -443,6 +451,14 @@ static ntk_status check_log(struct trainer *T, long *keep) {
     if (legacy) { /* an ntkd before the record: its rule, whole records of the snapshot's epochs up to another */
       if (e > E) break;
       *keep = ftell(f);
+    } else if (e == E + 1 && expect == first && first <= E && !head && ftell(f) == (long)len) {
+      /* The log's first line is the next epoch's: the log was emptied (or is
+       * new) and this job's run after it stopped before that epoch's
+       * snapshot. As an empty log: it starts at the next epoch. */
+      fprintf(stderr, "ntkd: %s holds no line of epochs %llu..%llu: it starts at epoch %llu\n", path,
+              (unsigned long long)first, (unsigned long long)E, (unsigned long long)E + 1);
+      first = expect = E + 1, want = 0;
+      extra = 1;
     } else if (!extra && e == expect && e <= E) {
       chain = ntk_train_log_chain(chain, line, len);
       expect++;
@@ -467,15 +483,41 @@ static ntk_status check_log(struct trainer *T, long *keep) {
     snprintf(what, sizeof what, "it ends at epoch %llu", (unsigned long long)expect - 1);
   if (expect == E + 1 && chain != want) /* the first reason, if the later lines differ too */
     snprintf(what, sizeof what, "its lines of epochs %llu..%llu are not those this job wrote (their checksums "
-             "differ from the snapshot's record)", (unsigned long long)first, (unsigned long long)E);
+             "differ from the snapshot's record; every byte counts, elapsed_time too)", (unsigned long long)first,
+             (unsigned long long)E);
+  char held[160];
+  if (first <= E)
+    snprintf(held, sizeof held, "the log does not hold the lines of the snapshot's epochs %llu..%llu as this job "
+             "wrote them", (unsigned long long)first, (unsigned long long)E);
+  else
+    snprintf(held, sizeof held, "the log should hold no line before epoch %llu, where this job started it anew",
+             (unsigned long long)E + 1);
   if (what[0])
-    return ntk_error(NTK_EMISMATCH, "%s: %s: the log does not hold the snapshot's epochs %llu..%llu as this job "
-                     "wrote them (%s holds %llu): it is another job's log, or was changed; nothing was changed: "
-                     "restore it, or set [train] log to a new file (it starts at epoch %llu)", path, what,
-                     (unsigned long long)first, (unsigned long long)E, T->o->snapshot, (unsigned long long)E,
+    return ntk_error(NTK_EMISMATCH, "%s: %s: %s (%s holds %llu epochs): it is another job's log, or was changed; "
+                     "nothing was changed: restore it, or set [train] log to a new file, or empty it (it then "
+                     "starts at epoch %llu)", path, what, held, T->o->snapshot, (unsigned long long)E,
                      (unsigned long long)E + 1);
+  at->log_first = first;
   at->log_sum = chain;
   return NTK_OK;
+}
+
+/* Rank 0, before each line: the log at its name is still the file this job
+ * writes. An editor's save, `sed -i` or a mv over it left the job writing
+ * into the unlinked old file, its lines lost, exit 0; it stops (exit 4)
+ * before the line, and before the snapshot of that epoch. */
+static ntk_status log_in_place(const struct trainer *T) {
+  struct stat now, mine;
+  if (fstat(fileno(T->log), &mine) == 0 && stat(T->o->log, &now) == 0 && now.st_dev == mine.st_dev &&
+      now.st_ino == mine.st_ino)
+    return NTK_OK;
+  char held[NTK_PATH_MAX + 64] = "";
+  if (*T->o->snapshot)
+    snprintf(held, sizeof held, " (%s holds %llu epochs)", T->o->snapshot,
+             (unsigned long long)(T->have_saved ? T->saved.epoch : 0));
+  return ntk_error(NTK_ECORRUPT, "%s is no longer the log this job writes: it was replaced or removed while the "
+                   "job ran; this job wrote no more%s: restore the log, or empty it (it then starts at the next "
+                   "epoch), and run the job again", T->o->log, held);
 }
 
 /* Rank 0: the JSON log, checked and cut back to the epochs the snapshot
@@ -776,6 +818,7 @@ static ntk_status train_epochs(struct trainer *T) {
                T->pos.elapsed);
         fflush(stdout);
       }
+      if (!st && T->log) st = log_in_place(T);
       if (!st && T->log) {
         /* One write() per record: the line (under 300 bytes) is formatted
          * into the stream's empty buffer and flushed at once. fsync before
