@@ -394,9 +394,11 @@ uint64_t ntk_train_log_chain(uint64_t prev, const char *line, size_t len) {
  * else is another job's log or a changed one, refused (exit 2) with the
  * log untouched: once, any leading lines of epochs up to the snapshot's
  * were kept and the rest cut, splicing another job's lines into this one's
- * and cutting away that job's own. An empty log (a new file) starts at the
- * next epoch. A snapshot from before these fields (log state 0) takes the
- * lines of consecutive epochs up to its own, from whichever comes first. */
+ * and cutting away that job's own. An empty log (a new file), or one whose
+ * first line is the next epoch's (emptied, then stopped before that epoch's
+ * snapshot), starts at the next epoch. A snapshot from before these fields
+ * (log state 0) resumes by that ntkd's rule (the leading whole lines of its
+ * epochs kept, the rest cut), the lines kept recorded as an unchecked head. */
 static ntk_status check_log(struct trainer *T, long *keep) {
   const char *path = T->o->log;
   struct ntk_snapshot_info *at = &T->pos;
