@@ -56,6 +56,19 @@ want = [int(a) for a in sys.argv[2:]]
 assert [r["epoch"] for r in recs] == want, ([r["epoch"] for r in recs], want)
 PYEOF
 }
+# ends_4_over_replacement PID FILE LOG WHAT SAYS: the stopped job PID, whose
+# FILE was replaced by hand, is let go: it ends with exit 4, LOG says SAYS,
+# and the replacement is as it was.
+ends_4_over_replacement() {
+  local rc
+  cp "$2" "$2.keep"
+  kill -CONT "$1"
+  wait "$1"
+  rc=$?
+  check "$4 replaced under its running job: exit 4 (exit $rc)" [ $rc = 4 ]
+  check "... saying so" has "$5" "$3"
+  check "... the replacement untouched" cmp -s "$2" "$2.keep"
+}
 # forge SRC DST OFFSET KIND VALUE: copy SRC to DST with 8 bytes at OFFSET
 # (u64, f64; or f32 at a payload offset) replaced and both checksums
 # resealed (docs/TRAINING.md: XXH3 of the XXH3s of p, m, v at 496, XXH3 of
@@ -239,13 +252,9 @@ tconf lr 400
 lr=$!
 for _ in $(seq 600); do [ -s lr.jsonl ] && break; kill -0 $lr 2>/dev/null || break; sleep 0.05; done
 stop_procs $lr
-cp lr.jsonl lr.new && mv lr.new lr.jsonl && cp lr.jsonl lr.keep
-kill -CONT $lr
-wait $lr
-rc=$?
-check "a log replaced under its running job: exit 4 (exit $rc)" [ $rc = 4 ]
-check "... saying so" has "lr.jsonl is no longer the log this job writes: it was replaced or removed" lr.log
-check "... the replacement untouched" cmp -s lr.jsonl lr.keep
+cp lr.jsonl lr.new && mv lr.new lr.jsonl
+ends_4_over_replacement $lr lr.jsonl lr.log "a log" \
+  "lr.jsonl is no longer the log this job writes: it was replaced or removed"
 # A snapshot of an ntkd before the record (log fields 0) with that ntkd's
 # log, which could have a gap (it dropped a torn line of an epoch the
 # snapshot held and went on): taken by that ntkd's rule, then recorded.
@@ -334,13 +343,8 @@ check "... leaving no log of its own" [ ! -e h3.jsonl ]
 # writing over it, exit 4, and leaves the replacement as it is.
 cp good.snap other.snap
 mv other.snap h1.snap
-cp h1.snap h1.keep
-kill -CONT $h1
-wait $h1
-rc=$?
-check "a snapshot replaced under its running job: exit 4 (exit $rc)" [ $rc = 4 ]
-check "... saying so" has "h1.snap is no longer the snapshot this job last read or wrote: it was replaced" h1.log
-check "... the replacement untouched" cmp -s h1.snap h1.keep
+ends_4_over_replacement $h1 h1.snap h1.log "a snapshot" \
+  "h1.snap is no longer the snapshot this job last read or wrote: it was replaced"
 
 # --- a rank's device fails (a GPU's gradient or update): the others are told
 # at the next sum and stop with its message, not after rank_timeout (1800 s)

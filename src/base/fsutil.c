@@ -166,6 +166,11 @@ static void canonical(const char *path, char *out, size_t cap) {
   snprintf(out, cap, "%s", res[0] ? res : "/");
 }
 
+int ntk_fd_at_path(int fd, const char *path) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 int ntk_same_file(const char *a, const char *b) {
   struct stat sa, sb;
   int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;

@@ -34,6 +34,10 @@ ntk_status ntk_fsize_limit_error(const char *path, unsigned long long end);
  * error ntk_open_regular would give. Never opens it. */
 ntk_status ntk_check_regular(const char *path, const char *what);
 
+/* 1 if `path` (links followed) names the file open on `fd`: a file a job
+ * holds open is still the one at its name, not replaced or removed. */
+int ntk_fd_at_path(int fd, const char *path);
+
 /* 1 if `a` and `b` name the same file: the same inode when both exist,
  * else the same absolute path once the folders are resolved. */
 int ntk_same_file(const char *a, const char *b);

@@ -218,8 +218,7 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
       }
       break;
     }
-    struct stat a, b;
-    if (fstat(l->fd, &a) || stat(l->path, &b) || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+    if (!ntk_fd_at_path(l->fd, l->path)) {
       close(l->fd);
       l->fd = -1;
       continue;

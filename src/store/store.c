@@ -1453,13 +1453,12 @@ ntk_status ntk_store_close(ntk_store_t *s) {
 ntk_status ntk_store_discard(ntk_store_t *s, int *removed) {
   *removed = 0;
   if (!s) return NTK_OK;
-  struct stat sb, at;
+  struct stat sb;
   pthread_mutex_lock(&s->mu);
   int empty = s->writable && s->fd >= 0 && s->map.n == 0 && s->others.n == 0 && s->nopen == 0 &&
               s->end == s->first && fstat(s->fd, &sb) == 0 && (uint64_t)sb.st_size <= s->first;
   pthread_mutex_unlock(&s->mu);
-  /* and the file at its name is still this one */
-  if (!empty || stat(s->path, &at) || at.st_dev != sb.st_dev || at.st_ino != sb.st_ino) return ntk_store_close(s);
+  if (!empty || !ntk_fd_at_path(s->fd, s->path)) return ntk_store_close(s); /* (another file at its name) */
   char index[NTK_PATH_MAX];
   int named = ntk_index_path(s->path, index, sizeof index);
   /* Removed while still open, under the store's own file lock (closing

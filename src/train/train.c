@@ -70,9 +70,8 @@ struct trainer {
   int log_fd; /* [train] log, locked from before the snapshot is read (-1: none) */
   FILE *log;  /* the same file, once cut back or started afresh */
   int log_created; /* rank 0: take_log made the log: removed again if the job stops before a line */
-  int snap_fd;     /* rank 0: the snapshot at its name, open and locked from before it is read (-1: none) */
-  struct stat snap_at; /* rank 0: the snapshot at its name as this job last read or wrote it ... */
-  int snap_known;      /* ... (0: none was there, and none may be until this job writes one) */
+  int snap_fd;     /* rank 0: the snapshot at its name as this job last read or wrote it, open and locked
+                      from before it is read (-1: none was there, and none may be until this job writes one) */
   ntk_status failed;   /* this rank's device failed (a gradient or an update): told to the others at the */
   char failed_why[512]; /* next collective, which then stops every rank with this rank's message */
   const struct ntk_backend_ops *dev; /* the device this rank trains on (backend/backend.h) */
@@ -271,8 +270,7 @@ static ntk_status hold_snapshot(struct trainer *T) {
       close(fd);
       return st;
     }
-    struct stat a, b;
-    if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+    if (ntk_fd_at_path(fd, path)) {
       T->snap_fd = fd;
       return NTK_OK;
     }
@@ -289,14 +287,12 @@ static ntk_status hold_snapshot(struct trainer *T) {
 static ntk_status snapshot_in_place(const void *ctx) {
   const struct trainer *T = ctx;
   const char *path = T->o->snapshot;
-  struct stat now;
-  int there = stat(path, &now) == 0;
-  if (there == T->snap_known && (!there || (now.st_dev == T->snap_at.st_dev && now.st_ino == T->snap_at.st_ino)))
-    return NTK_OK;
+  int known = T->snap_fd >= 0, there = access(path, F_OK) == 0;
+  if (known ? ntk_fd_at_path(T->snap_fd, path) : !there) return NTK_OK;
   return ntk_error(NTK_ECORRUPT, "%s is no longer the snapshot this job %s: it was %s while the job ran (by "
                    "another job, or by hand); this job wrote nothing over it: run the job again to resume from what "
-                   "is there", path, T->snap_known ? "last read or wrote" : "started without",
-                   !T->snap_known ? "created" : there ? "replaced" : "removed");
+                   "is there", path, known ? "last read or wrote" : "started without",
+                   !known ? "created" : there ? "replaced" : "removed");
 }
 
 /* Rank 0: resume from the snapshot if it belongs to this job, refuse it if
@@ -310,11 +306,10 @@ static ntk_status start_state(struct trainer *T, int overwrite, int *resumed) {
     float *s = NULL;
     ntk_status st = hold_snapshot(T);
     if (st) return st;
-    st = ntk_snapshot_read(path, &have, &s, &T->snap_at);
-    T->snap_known = !st || st == NTK_ECORRUPT;
-    struct stat held;
-    if (T->snap_known && T->snap_fd >= 0 && (fstat(T->snap_fd, &held) || held.st_dev != T->snap_at.st_dev ||
-                                             held.st_ino != T->snap_at.st_ino)) {
+    struct stat read, held;
+    st = ntk_snapshot_read(path, &have, &s, &read);
+    if ((!st || st == NTK_ECORRUPT) && (fstat(T->snap_fd, &held) || held.st_dev != read.st_dev ||
+                                        held.st_ino != read.st_ino)) {
       free(s); /* replaced between its hold and its read, by a writer that does not lock */
       return ntk_error(NTK_ECORRUPT, "%s was replaced while this job read it (by a writer that does not take its "
                        "lock); nothing was changed: run the job again", path);
@@ -509,10 +504,7 @@ static ntk_status check_log(struct trainer *T, long *keep) {
  * into the unlinked old file, its lines lost, exit 0; it stops (exit 4)
  * before the line, and before the snapshot of that epoch. */
 static ntk_status log_in_place(const struct trainer *T) {
-  struct stat now, mine;
-  if (fstat(fileno(T->log), &mine) == 0 && stat(T->o->log, &now) == 0 && now.st_dev == mine.st_dev &&
-      now.st_ino == mine.st_ino)
-    return NTK_OK;
+  if (ntk_fd_at_path(fileno(T->log), T->o->log)) return NTK_OK;
   char held[NTK_PATH_MAX + 64] = "";
   if (*T->o->snapshot)
     snprintf(held, sizeof held, " (%s holds %llu epochs)", T->o->snapshot,
@@ -644,12 +636,10 @@ static ntk_status write_snapshot(struct trainer *T) {
   ntk_status st = ntk_snapshot_write(T->o->snapshot, &T->pos, T->state, T->state + np, T->state + 2 * np, &held,
                                      snapshot_in_place, T);
   if (st) return st;
-  if (fstat(held, &T->snap_at)) st = ntk_error(NTK_EIO, "%s: stat failed: %s", T->o->snapshot, strerror(errno));
   if (T->snap_fd >= 0) close(T->snap_fd); /* the one it replaced */
   T->snap_fd = held;
-  T->snap_known = 1;
-  if (!st) T->saved = T->pos, T->have_saved = 1;
-  return st;
+  T->saved = T->pos, T->have_saved = 1;
+  return NTK_OK;
 }
 
 /* This rank's device failed: kept, with its message, until the next
@@ -670,12 +660,16 @@ static int test_failure(const struct trainer *T) {
   return v && sscanf(v, "%d:%llu", &r, &t) == 2 && r == T->rank && t == T->pos.t + 1;
 }
 
+/* This rank's failure, raised again with its message, or NTK_OK. */
+static ntk_status own_failure(const struct trainer *T) {
+  return T->failed ? ntk_error(T->failed, "%s", T->failed_why) : NTK_OK;
+}
+
 /* Collective, after a sum that carried the ranks' failure flags (`any`):
  * every rank stops with the failed rank's status and message. */
 static ntk_status failed_somewhere(struct trainer *T, int any) {
   if (!any) return NTK_OK;
-  ntk_status st = T->failed ? ntk_error(T->failed, "%s", T->failed_why) : NTK_OK;
-  st = t_agree_report(T, st);
+  ntk_status st = t_agree_report(T, own_failure(T));
   return st ? st : ntk_error(NTK_EINTERNAL, "a rank's device failed"); /* (agree always sees it) */
 }
 
@@ -711,7 +705,7 @@ static ntk_status check_in_step(struct trainer *T, uint64_t *sum) {
 
 static ntk_status interrupted(struct trainer *T) {
   /* a rank whose last update failed holds parameters the others do not: no snapshot of them */
-  ntk_status st = t_agree_report(T, T->failed ? ntk_error(T->failed, "%s", T->failed_why) : NTK_OK);
+  ntk_status st = t_agree_report(T, own_failure(T));
   if (st) return st;
   if (T->rank == 0) {
     char where[200];
