@@ -22,6 +22,17 @@ which solves class labels), and a 1-D target. Keys:
         diag_reg=0.01)(t=None, x_test=x_test, get=get, compute_cov=True), get: nngp, ntk
     gd_train_{get}_mean, gd_train_{get}_cov x_test=None (the train set)
     arch                                    the network in ntkd's stax, as a string of Python
+    t_grid                                  times, shape (2, 2)
+    gdt_{grid,num}_{get}_{mean,cov}         gradient_descent_mse_ensemble(..., learning_rate=2,
+                                            diag_reg=0.01)(t, x_test, get, compute_cov=True), t: t_grid, 7
+    gdt_train_{grid,num}_{get}_{mean,cov}   the same with x_test=None (the train set)
+    fx_train_0 (24, 3), fx_test_0 (7, 3)    outputs at t = 0
+    mse_{case}_{inf,grid,num}_{train,test}  gradient_descent_mse(k_dd.ntk, y_train, learning_rate=0.5,
+                                            diag_reg, diag_reg_absolute_scale)(t, fx_train_0, fx_test_0,
+                                            k_td.ntk), t: None, t_grid, 7; case: rel, abs as above
+    mse_vec_grid_test                       gradient_descent_mse(k_dd.nngp, y_vec, trace_axes=())(t_grid, 0,
+                                            0, k_td.nngp)[1]
+    lr_max, lr_max_momentum                 max_learning_rate(k_dd.ntk), (k_dd.ntk, 72, 0.9)
 
 The network: stax.serial(Dense(512, W_std=1.5, b_std=0.1), Relu(), Dense(512, W_std=1.5,
 b_std=0.1), Erf(), Dense(3, W_std=1.5, b_std=0.1)).
@@ -81,6 +92,28 @@ def main():
         out[f"gd_{g}_mean"], out[f"gd_{g}_cov"] = np.asarray(res.mean), np.asarray(res.covariance)
         res = fn(None, None, g, compute_cov=True)
         out[f"gd_train_{g}_mean"], out[f"gd_train_{g}_cov"] = np.asarray(res.mean), np.asarray(res.covariance)
+    # finite times, learning_rate 2: an array of times (its axes lead) and a number
+    out["t_grid"] = T = np.array([[0.5, 3.0], [20.0, 1e3]])
+    fn = nt.predict.gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=2., diag_reg=0.01)
+    for tname, t in (("grid", T), ("num", 7.0)):
+        for g in ("nngp", "ntk"):
+            res = fn(t, x_test, g, compute_cov=True)
+            out[f"gdt_{tname}_{g}_mean"], out[f"gdt_{tname}_{g}_cov"] = np.asarray(res.mean), np.asarray(res.covariance)
+            res = fn(t, None, g, compute_cov=True)
+            out[f"gdt_train_{tname}_{g}_mean"] = np.asarray(res.mean)
+            out[f"gdt_train_{tname}_{g}_cov"] = np.asarray(res.covariance)
+    out["fx_train_0"] = f0 = r.standard_normal((24, 3))
+    out["fx_test_0"] = ft0 = r.standard_normal((7, 3))
+    for case, reg, absolute in (("rel", 0.01, False), ("abs", 0.05, True)):
+        fn = nt.predict.gradient_descent_mse(k_dd.ntk, y_train, learning_rate=0.5, diag_reg=reg,
+                                             diag_reg_absolute_scale=absolute)
+        for tname, t in (("inf", None), ("grid", T), ("num", 7.0)):
+            tr, te = fn(t, f0, ft0, k_td.ntk)
+            out[f"mse_{case}_{tname}_train"], out[f"mse_{case}_{tname}_test"] = np.asarray(tr), np.asarray(te)
+    fn = nt.predict.gradient_descent_mse(k_dd.nngp, y_vec, trace_axes=())
+    out["mse_vec_grid_test"] = np.asarray(fn(T, 0., 0., k_td.nngp)[1])
+    out["lr_max"] = np.asarray(nt.predict.max_learning_rate(k_dd.ntk))
+    out["lr_max_momentum"] = np.asarray(nt.predict.max_learning_rate(k_dd.ntk, 72, 0.9))
     for k, v in out.items():
         if v.dtype.kind == "f":
             assert v.dtype == np.float64 and np.all(np.isfinite(v)), k

@@ -1,8 +1,8 @@
 """ntkd from Python: neural-tangents' ``stax`` and ``kernel_fn``, computed by
 ntkd in this process on every core; ``batch``, the same ``kernel_fn`` computed
 by the ntkd program (one process or an MPI job) into a store that a rerun
-resumes; ``predict``, neural-tangents' predictions at t = infinity over arrays
-or stores; and ``store``, the reader of ntkd's stores.
+resumes; ``predict``, neural-tangents' predictions (MSE, at t = infinity or
+during training) over arrays or stores; and ``store``, the reader of ntkd's stores.
 
     from ntkd import stax
     init_fn, apply_fn, kernel_fn = stax.serial(stax.Dense(512), stax.Relu(), stax.Dense(1))
@@ -37,7 +37,7 @@ def __getattr__(name):
     if name in _FINITE:
         raise AttributeError(f"module 'ntkd' has no attribute {name!r}: neural-tangents' {name} works on finite "
                              "networks (init_fn, apply_fn and their parameters) through JAX; ntkd computes the "
-                             "infinite-width kernels only (stax's kernel_fn, predict at t = infinity): use "
+                             "infinite-width kernels only (stax's kernel_fn, predict): use "
                              "neural-tangents for it")
     raise AttributeError(f"module 'ntkd' has no attribute {name!r}")
 

@@ -1,12 +1,13 @@
-"""neural-tangents' ``predict.gp_inference`` and
-``predict.gradient_descent_mse_ensemble`` at t = infinity (neural-tangents
-0.6.5's signatures, defaults and return conventions), over numpy arrays or
-ntkd stores::
+"""neural-tangents' ``predict.gp_inference``,
+``predict.gradient_descent_mse_ensemble``, ``predict.gradient_descent_mse``
+and ``predict.max_learning_rate`` (neural-tangents 0.6.5's signatures,
+defaults and return conventions), over numpy arrays or ntkd stores::
 
     from ntkd import predict
     predict_fn = predict.gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, diag_reg=1e-4)
-    mean = predict_fn(x_test=x_test, get='ntk')                     # (m, k)
+    mean = predict_fn(x_test=x_test, get='ntk')                     # (m, k), t = infinity
     mean, cov = predict_fn(x_test=x_test, get='nngp', compute_cov=True)
+    means = predict_fn(t=[1., 10., 100.], x_test=x_test, get='ntk')  # (3, m, k), during training
 
     S = ntkd.batch(kernel_fn, x_train, x_test, store='k.ntk', test_test=True)
     predict_fn = predict.gp_inference(S, y_train, diag_reg=1e-4)   # a store: its train x train block
@@ -18,7 +19,15 @@ is added to the train kernel's diagonal, or ``diag_reg`` itself with
 float64 whatever the kernels' precision (as ``ntkd solve`` does), and
 returned as float64 numpy arrays.
 
-How (the ``method`` keyword):
+Time: t=None or inf is the end of training, solved (Cholesky); a finite t, or
+an array of times of any shape (its axes lead the outputs'), is computed in
+the train kernel's eigenbasis (numpy's eigh, made once per kernel and kept),
+in units of the learning rate, the loss normalised by y_train.size, as
+neural-tangents computes it. That is numpy in this process, whatever
+``method`` says (it says how t = infinity is solved): a store's train block
+of at most ``NUMPY_MAX_TRAIN`` samples.
+
+How t = infinity is solved (the ``method`` keyword):
 
 - ``'numpy'``: the train block whole in float64, its Cholesky factor
   (numpy.linalg) and triangular solves; any targets, any test kernels. The
@@ -50,7 +59,8 @@ from ._kernel import _float64_dtype
 from .errors import SolveError
 from .errors import refused as _refused
 
-__all__ = ["gp_inference", "gradient_descent_mse_ensemble", "Gaussian", "NUMPY_MAX_TRAIN"]
+__all__ = ["gp_inference", "gradient_descent_mse_ensemble", "gradient_descent_mse", "max_learning_rate", "Gaussian",
+           "NUMPY_MAX_TRAIN"]
 
 NUMPY_MAX_TRAIN = 16384
 
@@ -212,22 +222,29 @@ def _upper_solve(L, B):
     return X
 
 
+def _regularised(K, diag_reg, absolute, name):
+    """(K + reg I as a new float64 array, reg), reg = diag_reg * trace(K)/n unless absolute; K's
+    upper triangle, the one the factorisation and the eigendecomposition read, must be finite."""
+    A = np.array(K, dtype=np.float64, copy=True)
+    n = A.shape[0]
+    if not np.isfinite(A).all():
+        bad = np.triu(~np.isfinite(A))
+        count = int(np.count_nonzero(bad))
+        if count:
+            i, j = (int(v) for v in np.unravel_index(np.argmax(bad), bad.shape))
+            raise SolveError(f"the {name} train kernel is not finite: entry ({i}, {j}) is {A[i, j]} "
+                             f"({count} such entries in its upper triangle)")
+    reg = diag_reg if absolute else diag_reg * np.trace(A) / n
+    A[np.diag_indices(n)] += reg
+    return A, reg
+
+
 class _Factor:
     """The Cholesky factor of K + reg I (float64), reg = diag_reg * trace(K)/n unless absolute.
     Like LAPACK's dpotrf with 'U' (neural-tangents' cho_factor), it reads K's upper triangle."""
 
     def __init__(self, K, diag_reg, absolute, name):
-        A = np.array(K, dtype=np.float64, copy=True)
-        n = A.shape[0]
-        if not np.isfinite(A).all():
-            bad = np.triu(~np.isfinite(A))  # the triangle the factorisation reads
-            count = int(np.count_nonzero(bad))
-            if count:
-                i, j = (int(v) for v in np.unravel_index(np.argmax(bad), bad.shape))
-                raise SolveError(f"the {name} train kernel is not finite: entry ({i}, {j}) is {A[i, j]} "
-                                 f"({count} such entries in its upper triangle)")
-        self.reg = diag_reg if absolute else diag_reg * np.trace(A) / n
-        A[np.diag_indices(n)] += self.reg
+        A, self.reg = _regularised(K, diag_reg, absolute, name)
         try:
             self.L = np.linalg.cholesky(A.T)  # A's upper triangle as the lower one of A^T
         except np.linalg.LinAlgError:
@@ -248,14 +265,16 @@ class _Factor:
 class _Numpy:
     """neural-tangents' gp_inference in numpy: kernels from arrays, Kernel objects or a store."""
 
-    def __init__(self, k_train_train, y, diag_reg, absolute, n):
+    def __init__(self, k_train_train, y, diag_reg, absolute, n, label=None):
         self.k = k_train_train
         self.y = y
         self.diag_reg, self.absolute = diag_reg, absolute
         self.n = n
+        self.label = label  # the train kernel's name in messages (default its get: NNGP, NTK)
         self.factors = {}
         self.alphas = {}
         self.blocks = {}
+        self.eigens = {}
 
     def train(self, g):
         if g not in self.blocks:
@@ -268,8 +287,66 @@ class _Numpy:
 
     def factor(self, g):
         if g not in self.factors:
-            self.factors[g] = _Factor(self.train(g), self.diag_reg, self.absolute, g.upper())
+            self.factors[g] = _Factor(self.train(g), self.diag_reg, self.absolute, self.label or g.upper())
         return self.factors[g]
+
+    def eigen(self, g):
+        """(w, V): the eigenvalues and eigenvectors of the regularised train kernel g."""
+        if g not in self.eigens:
+            A, _ = _regularised(self.train(g), self.diag_reg, self.absolute, self.label or g.upper())
+            try:
+                self.eigens[g] = np.linalg.eigh(A, UPLO="U")
+            except np.linalg.LinAlgError:
+                raise SolveError(f"the eigendecomposition of the {self.label or g.upper()} train kernel did not "
+                                 "converge") from None
+        return self.eigens[g]
+
+    def flow(self, g, times, size, r, ktd=None):
+        """How far gradient flow on the MSE loss, from outputs whose residual on the train set is
+        r = y - f_0 (n, k), has moved the outputs at each time (T of them, learning rate in):
+        on the train set V (1 - e^(-w t/size)) V^T r, (T, n, k); on a test set whose
+        test x train kernel g is ktd (m, n), ktd V (1 - e^(-w t/size))/w V^T r, (T, m, k).
+        size: y_train.size, neural-tangents' normalisation of the loss."""
+        w, v = self.eigen(g)
+        c = v.T @ r
+        if ktd is None:
+            return np.stack([v @ (f[:, None] * c) for f in _grown(w, times, size)])
+        p = ktd @ v
+        return np.stack([p @ (f[:, None] * c) for f in _integral(w, times, size)])
+
+    def evolve(self, names, times, size, k_test_train, k_test_test):
+        """gradient_descent_mse_ensemble at finite times: means (T, m, k), and with k_test_test
+        covariances (T, m, m), of the infinite ensemble trained for each time from its prior
+        (neural-tangents 0.6.5's formulas, Lee et al. 2019): get 'ntk' trains every layer,
+        'nngp' the readout alone. k_test_train None: the train set (k_test_test a flag then)."""
+        out = {}
+        for g in names:
+            w, v = self.eigen(g)
+            ktd = None if k_test_train is None else _test_train(k_test_train, g, self.n, self.k)
+            mean = self.flow(g, times, size, self.y, ktd)
+            if k_test_test is None:
+                out[g] = mean
+                continue
+            wp, decay = np.maximum(w, 0.), np.exp(-_exponent(w, times, size))
+            covs = []
+            for i, t in enumerate(times):
+                if ktd is None and g == "nngp":  # V w e^(-2wt/size) V^T
+                    cov = (v * (wp * decay[i] ** 2)) @ v.T
+                elif ktd is None:  # E K E, E = V e^(-wt/size) V^T, K the NNGP train kernel
+                    e = (v * decay[i]) @ v.T
+                    cov = e @ self.train("nngp") @ e
+                elif g == "nngp":  # K_tt - K_tx V (1 - e^(-2wt/size))/w V^T K_xt
+                    p = ktd @ v
+                    cov = _test_test(k_test_test, "nngp", ktd.shape[0]) - (p * _integral(w, times[i:i + 1] * 2,
+                                                                                          size)[0]) @ p.T
+                else:  # K_tt + Z^T K Z - Z^T K_xt - K_tx Z, Z = V (1 - e^(-wt/size))/w V^T Theta_xt
+                    z = v @ (_integral(w, times[i:i + 1], size)[0][:, None] * (ktd @ v).T)
+                    kxt = _test_train(k_test_train, "nngp", self.n, self.k).T
+                    zk = z.T @ kxt
+                    cov = _test_test(k_test_test, "nngp", ktd.shape[0]) + z.T @ (self.train("nngp") @ z) - zk - zk.T
+                covs.append(cov)
+            out[g] = Gaussian(mean, np.stack(covs))
+        return out
 
     def alpha(self, g):
         if g not in self.alphas:
@@ -305,6 +382,31 @@ class _Numpy:
                 cov = _test_test(k_test_test, kk, m) - w.T @ w
             out[g] = Gaussian(mean, cov)
         return out
+
+
+def _exponent(w, times, size):
+    """w t/size for each time (rows) and eigenvalue; negative eigenvalues (rounding) as 0, and
+    0 for an eigenvalue 0 at t = inf (a mode that does not move, at any time)."""
+    wp = np.maximum(w, 0.)[None, :]
+    with np.errstate(invalid="ignore"):
+        return np.where(wp > 0, wp * times[:, None], 0.) / size
+
+
+def _grown(w, times, size):
+    """1 - e^(-w t/size)."""
+    return -np.expm1(-_exponent(w, times, size))
+
+
+def _integral(w, times, size):
+    """(1 - e^(-w t/size))/|w|, the integral of e^(-w s/size)/size over s in [0, t]: t/size at w = 0
+    (where neural-tangents divides 0 by 0), 0 for a negative eigenvalue (as neural-tangents)."""
+    g = _grown(w, times, size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = g / np.abs(w)[None, :]
+    zero = w == 0
+    if zero.any():
+        out[:, zero] = (times / size)[:, None]
+    return out
 
 
 def _has_both(k):
@@ -669,13 +771,14 @@ def _one_precision(x_train, x_test):
 
 def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1., diag_reg=0.0,
                                   diag_reg_absolute_scale=False, trace_axes=(-1,), **kernel_fn_train_train_kwargs):
-    """neural-tangents' ``predict.gradient_descent_mse_ensemble`` at t = infinity:
-    the mean (and covariance) of an infinite ensemble of infinitely wide
-    networks trained by gradient descent on MSE to convergence (get='ntk'),
-    or the NNGP posterior (get='nngp'), as ``predict_fn(t=None, x_test=None,
-    get=None, compute_cov=False, **kernel_fn_test_test_kwargs)``. A finite t
-    raises NotImplementedError (t=None or inf: infinity). x_test None gives
-    the train set's targets (covariance 0).
+    """neural-tangents' ``predict.gradient_descent_mse_ensemble``: the mean (and
+    covariance) of an infinite ensemble of infinitely wide networks trained by
+    gradient descent on MSE (get='ntk'; get='nngp': the readout layer alone,
+    at t = infinity the NNGP posterior), as ``predict_fn(t=None, x_test=None,
+    get=None, compute_cov=False, **kernel_fn_test_test_kwargs)``: at t=None
+    or inf, to convergence; at a finite t or an array of times, during
+    training (the module's docstring, "Time"). x_test None gives the train
+    set's outputs (at t = infinity its targets, covariance 0).
 
     The kernels come from kernel_fn (ntkd.stax's, or any with
     neural-tangents' signature) in this process, and are solved with numpy.
@@ -699,7 +802,7 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
         if kernel_fn_train_train_kwargs:
             raise TypeError(f"{', '.join(kernel_fn_train_train_kwargs)}: not a keyword of a prediction through a "
                             "store (store, ranks, method, overwrite, test_test, job, tile, progress)")
-    _number(learning_rate, "learning_rate")
+    learning_rate = _number(learning_rate, "learning_rate")
     diag_reg = _number(diag_reg, "diag_reg")
     # (it was taken as a truth value here, unchecked: 'no' meant absolute)
     diag_reg_absolute_scale = _flag(diag_reg_absolute_scale, "diag_reg_absolute_scale")
@@ -724,35 +827,24 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
             solvers[wide] = _Numpy(_Kernels(train), y, diag_reg, diag_reg_absolute_scale, n)
         return solvers[wide]
 
-    def predict_fn(t=None, x_test=None, get=None, compute_cov=False, **kernel_fn_test_test_kwargs):
-        if t is not None and not (np.ndim(t) == 0 and _number_or_inf(t) == np.inf):
-            given = f"t={t!r}: " if np.ndim(t) else ""  # an array, even of infinities: its shape leads the output
-            raise NotImplementedError(f"{given}ntkd predicts at t = infinity only, given as one number (t=None or "
-                                      "np.inf): the finite-time dynamics, and arrays of times, need the train "
-                                      "kernel's eigendecomposition; use neural-tangents for those")
-        compute_cov = _flag(compute_cov, "compute_cov")
-        single, names = _canonical_get(get, ("nngp", "ntk"))
-        if x_test is None:  # the train set: its targets, covariance 0 (no kernel needed)
-            mean = np.asarray(y_train, dtype=np.float64)
-            out = {g: Gaussian(mean.copy(), np.zeros((n, n))) if compute_cov else mean.copy() for g in names}
-            return _output(out, names, single)
-        need = _kernel_names(names, compute_cov)
-        if store is not None:
-            if kernel_fn_test_test_kwargs:
-                raise TypeError(f"{', '.join(kernel_fn_test_test_kwargs)}: a prediction through a store takes no "
-                                "kernel_fn keywords")
-            from ._batch import batch
-            kw = dict(ntkd_kw)
-            method, job = kw.pop("method", None), kw.pop("job", None)
-            kw.setdefault("test_test", bool(compute_cov))
-            S = batch(kernel_fn, x_train, x_test, store=store, kernel="ntk", **kw)
-            try:
-                fn = gp_inference(S, y_train, diag_reg, diag_reg_absolute_scale, trace_axes, method=method,
-                                  ranks=kw.get("ranks"), job=job)
-                return fn(get, k_test_train=S, k_test_test=S if compute_cov else None)
-            finally:
-                S.close()
-        kw_td, kw_tt = _merge_kwargs(kernel_fn_train_train_kwargs, kernel_fn_test_test_kwargs)
+    def computed_store(x_test, compute_cov, test_kwargs):
+        """ntkd.batch's store of x_train and x_test (resumed when it holds them), and the
+        keywords of its solve at t = infinity (method, ranks, job)."""
+        if test_kwargs:
+            raise TypeError(f"{', '.join(test_kwargs)}: a prediction through a store takes no kernel_fn keywords")
+        from ._batch import batch
+        kw = dict(ntkd_kw)
+        solve = {"method": kw.pop("method", None), "job": kw.pop("job", None), "ranks": kw.get("ranks")}
+        kw.setdefault("test_test", bool(compute_cov))
+        return batch(kernel_fn, x_train, x_test, store=store, kernel="ntk", **kw), solve
+
+    def computed_kernels(x_test, need, compute_cov, test_kwargs):
+        """(a solver over the train kernels, the test x train kernels, the test x test NNGP or
+        None) from kernel_fn, in one precision; x_test None: the train kernels alone."""
+        if x_test is None:
+            wide = _float64_dtype(x_train.dtype if hasattr(x_train, "dtype") else np.asarray(x_train).dtype)
+            return compute_train(need, x_train, wide), None, None
+        kw_td, kw_tt = _merge_kwargs(kernel_fn_train_train_kwargs, test_kwargs)
         xtr, xte, wide = _one_precision(x_train, x_test)
         solver = compute_train(need, xtr, wide)
         if len(need) == 1:
@@ -760,16 +852,96 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
         else:
             ktd = kernel_fn(xte, xtr, need, **kw_td)
         ktt = kernel_fn(xte, None, "nngp", **kw_tt) if compute_cov else None
+        return solver, ktd, ktt
+
+    def predict_fn(t=None, x_test=None, get=None, compute_cov=False, **kernel_fn_test_test_kwargs):
+        times = _times(t, learning_rate)
+        compute_cov = _flag(compute_cov, "compute_cov")
+        single, names = _canonical_get(get, ("nngp", "ntk"))
+        if times is not None:
+            return finite(times, x_test, names, single, compute_cov, kernel_fn_test_test_kwargs)
+        if x_test is None:  # the train set: its targets, covariance 0 (no kernel needed)
+            mean = np.asarray(y_train, dtype=np.float64)
+            out = {g: Gaussian(mean.copy(), np.zeros((n, n))) if compute_cov else mean.copy() for g in names}
+            return _output(out, names, single)
+        if store is not None:
+            S, solve = computed_store(x_test, compute_cov, kernel_fn_test_test_kwargs)
+            try:
+                fn = gp_inference(S, y_train, diag_reg, diag_reg_absolute_scale, trace_axes, **solve)
+                return fn(get, k_test_train=S, k_test_test=S if compute_cov else None)
+            finally:
+                S.close()
+        solver, ktd, ktt = computed_kernels(x_test, _kernel_names(names, compute_cov), compute_cov,
+                                            kernel_fn_test_test_kwargs)
         return _finish(solver.predict(names, ktd, ktt), names, single, out_shape)
+
+    def finite(times, x_test, names, single, compute_cov, test_kwargs):
+        """The ensemble at finite times, in the train kernels' eigenbasis (numpy, float64)."""
+        if store is not None:
+            if x_test is None:
+                raise NotImplementedError("a finite t through a store predicts on its test set: give x_test (x_train "
+                                          "itself for the train set)")
+            if n > NUMPY_MAX_TRAIN:
+                raise NotImplementedError(
+                    f"a finite t needs the train kernel's eigendecomposition in this process: {n} train samples is "
+                    f"more than NUMPY_MAX_TRAIN ({NUMPY_MAX_TRAIN}); at t = infinity `ntkd solve` takes them")
+            S, _ = computed_store(x_test, compute_cov, test_kwargs)  # its solve's keywords are for t = infinity
+            try:
+                out = _Numpy(S, y, diag_reg, diag_reg_absolute_scale, n).evolve(
+                    names, times.ravel(), y.size, S, S if compute_cov else None)
+            finally:
+                S.close()
+        else:
+            solver, ktd, ktt = computed_kernels(x_test, _kernel_names(names, compute_cov), compute_cov, test_kwargs)
+            # the train set's covariance needs no test x test kernel: a flag there
+            out = solver.evolve(names, times.ravel(), y.size, ktd, ktt if x_test is not None else
+                                (True if compute_cov else None))
+        _all_finite(out, times.ravel())
+        for g, v in out.items():
+            mean = v.mean if isinstance(v, Gaussian) else v
+            mean = mean.reshape(times.shape + mean.shape[1:2] + out_shape)
+            out[g] = Gaussian(mean, v.covariance.reshape(times.shape + v.covariance.shape[1:])) \
+                if isinstance(v, Gaussian) else mean
+        return _output(out, names, single)
 
     return predict_fn
 
 
-def _number_or_inf(t):
+def _times(t, learning_rate):
+    """t (None, a number or an array of any shape) times the learning rate as a float64 array, or
+    None for t = infinity given as one number (None or inf: solved, not evolved)."""
+    if t is None:
+        return None
     try:
-        return float(np.asarray(t).item())
+        a = np.asarray(t)
+        if a.dtype.kind not in "iuf":
+            raise TypeError
+        a = a.astype(np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"t must be None or a number, not {t!r}") from None
+        raise TypeError(f"t must be None, a number or an array of numbers, not {t!r}") from None
+    if a.ndim == 0 and a == np.inf:
+        return None
+    a = a * learning_rate
+    if np.isnan(a).any():
+        raise ValueError(f"t={t!r} times learning_rate={learning_rate!r} is not a number (NaN): times are "
+                         "numbers, infinity (None or np.inf) included")
+    if (a < 0).any():
+        raise ValueError(f"t={t!r} times learning_rate={learning_rate!r} is negative: training runs forward from "
+                         "t = 0 (its outputs grow without bound backwards)")
+    return a
+
+
+def _all_finite(out, times):
+    """out (a dict of means or Gaussians at each time, time first) if every value is finite."""
+    for g, v in out.items():
+        for a in (v if isinstance(v, Gaussian) else (v,)):
+            bad = ~np.isfinite(a)
+            if bad.any():
+                i = int(np.argmax(bad.reshape(len(times), -1).any(axis=1)))
+                raise SolveError(f"the {g} prediction at t = {times[i]:g} (learning rate in) is not finite: an "
+                                 "infinite time meets an eigenvalue of 0 of the regularised train kernel; give a "
+                                 "finite time or a diag_reg > 0")
+    return out
 
 
 def _merge_kwargs(train, test):
@@ -784,10 +956,111 @@ def _merge_kwargs(train, test):
     return td, tt
 
 
-# ---- neural-tangents' finite-time predictions: refused when called, saying why --------------
+def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., diag_reg_absolute_scale=False,
+                         trace_axes=(-1,)):
+    """neural-tangents' ``predict.gradient_descent_mse``: the outputs of a network trained by
+    continuous gradient descent on the MSE loss, linearised (its NTK constant), as
+    ``predict_fn(t=None, fx_train_0=0., fx_test_0=None, k_test_train=None)``.
 
-_AT_INFINITY = ("ntkd predicts at t = infinity only: use gp_inference or gradient_descent_mse_ensemble, or "
-                "neural-tangents for the dynamics")
-gradient_descent_mse = _refused("predict", "gradient_descent_mse", "the finite-time MSE dynamics; " + _AT_INFINITY)
-gradient_descent = _refused("predict", "gradient_descent", "the dynamics of an arbitrary loss; " + _AT_INFINITY)
-max_learning_rate = _refused("predict", "max_learning_rate", "it serves the finite-time dynamics; " + _AT_INFINITY)
+    k_train_train: the (n, n) kernel (an array: the NTK, or the NNGP for a readout trained
+    alone). y_train: (n, k) targets (or (n,) with trace_axes=()). predict_fn gives the train
+    outputs at time[s] t from fx_train_0 (an array of y_train's shape, or a number), and with
+    fx_test_0 ((m, k) or a number) and k_test_train ((m, n)) the test outputs: fx_train_t, or
+    (fx_train_t, fx_test_t), or fx_test_t alone when fx_train_0 is None. t: None or inf (the
+    end of training, by a Cholesky solve; the train outputs are then y_train), a number or an
+    array of any shape (its axes lead the outputs'), in units of learning_rate. Time runs as
+    neural-tangents' does: the loss is normalised by y_train.size. Computed in float64 with the
+    train kernel's eigendecomposition (numpy), made once and kept for later calls.
+    """
+    learning_rate = _number(learning_rate, "learning_rate")
+    diag_reg = _number(diag_reg, "diag_reg")
+    diag_reg_absolute_scale = _flag(diag_reg_absolute_scale, "diag_reg_absolute_scale")
+    if _is_store(k_train_train) or hasattr(k_train_train, "nngp") or hasattr(k_train_train, "ntk"):
+        raise TypeError("gradient_descent_mse takes one kernel matrix, as neural-tangents: pass k.ntk (or k.nngp) "
+                        "of a Kernel, or a store's block S['ntk'][:n, :n]; gp_inference takes Kernels and stores")
+    K = _matrix(k_train_train, "k_train_train")
+    n = K.shape[0]
+    if K.shape != (n, n):
+        raise ValueError(f"k_train_train has shape {K.shape}: ntkd's kernels are (n, n) matrices")
+    y, out_shape = _targets(y_train, trace_axes)
+    if y.shape[0] != n:
+        raise ValueError(f"y_train has {y.shape[0]} samples and k_train_train {n}")
+    y_shape = (n,) + out_shape
+    solver = _Numpy(K, y, diag_reg, diag_reg_absolute_scale, n, label="given")
+
+    def outputs(f, shape, what):
+        f = _real_array(f, what)
+        if not np.all(np.isfinite(f)):
+            raise ValueError(f"{what} holds values that are not finite")
+        try:
+            return np.broadcast_to(np.asarray(f, dtype=np.float64), shape).reshape(shape[0], -1)
+        except ValueError:
+            raise ValueError(f"{what} has shape {f.shape}, not {shape} (or a number)") from None
+
+    def predict_fn(t=None, fx_train_0=0., fx_test_0=None, k_test_train=None):
+        if fx_train_0 is None and fx_test_0 is None:
+            raise ValueError("Both `fx_train_0` and `fx_test_0` are `None`, i.e. no predictions will be computed.")
+        if fx_test_0 is not None and k_test_train is None:
+            raise ValueError("To get predictions on the test set, please provide `k_test_train` kernel to the parent "
+                             "function.")
+        times = _times(t, learning_rate)
+        f0 = None if fx_train_0 is None else outputs(fx_train_0, y_shape, "fx_train_0")
+        r = y if f0 is None else y - f0
+        ktd = None
+        if fx_test_0 is not None:
+            if _is_store(k_test_train) or hasattr(k_test_train, "nngp") or hasattr(k_test_train, "ntk"):
+                raise TypeError("k_test_train: one (m, n) kernel matrix, as neural-tangents (k.ntk of a Kernel, a "
+                                "store's block S['ntk'][n:, :n])")
+            ktd = _matrix(k_test_train, "k_test_train")
+            if ktd.shape[1] != n:
+                raise ValueError(f"k_test_train has shape {ktd.shape}: (m, {n}) for {n} train samples")
+            ft0 = outputs(fx_test_0, (ktd.shape[0],) + out_shape, "fx_test_0")
+        lead = () if times is None else times.shape
+        train = test = None
+        if times is None:
+            train = y.copy()
+            if ktd is not None:
+                test = ft0 + ktd @ solver.factor("k").solve(r)
+        else:
+            flat = times.ravel()
+            if f0 is not None:
+                train = f0 + solver.flow("k", flat, y.size, r)
+            if ktd is not None:
+                test = ft0 + solver.flow("k", flat, y.size, r, ktd)
+            _all_finite({"train": train if train is not None else 0., "test": test if test is not None else 0.},
+                        flat)
+        if train is not None:
+            train = train.reshape(lead + y_shape)
+        if test is not None:
+            test = test.reshape(lead + (ktd.shape[0],) + out_shape)
+        if fx_test_0 is None:
+            return train
+        return test if fx_train_0 is None else (train, test)
+
+    return predict_fn
+
+
+def max_learning_rate(ntk_train_train, y_train_size=None, momentum=0., eps=1e-12):
+    """neural-tangents' ``predict.max_learning_rate``: the largest learning rate for which
+    gradient descent (with momentum) on the MSE loss of an infinitely wide network converges,
+    2 (1 + momentum) y_train_size / (the NTK's largest eigenvalue + eps). ntk_train_train: an
+    (n, n) array, or a Kernel (its .ntk). y_train_size None: n (one output per sample)."""
+    k = getattr(ntk_train_train, "ntk", None) if hasattr(ntk_train_train, "ntk") else ntk_train_train
+    if k is None or _is_store(k):
+        raise TypeError("ntk_train_train: an (n, n) array or a Kernel with .ntk (a store's block S['ntk'][:n, :n])")
+    K = _matrix(k, "ntk_train_train")
+    if K.shape[0] != K.shape[1]:
+        raise ValueError(f"ntk_train_train has shape {K.shape}: ntkd's kernels are (n, n) matrices")
+    if not np.isfinite(np.tril(K)).all():
+        raise SolveError("the NTK train kernel is not finite")
+    factor = K.shape[0] if y_train_size is None else _number(y_train_size, "y_train_size")
+    momentum, eps = _number(momentum, "momentum"), _number(eps, "eps")
+    top = np.linalg.eigvalsh(K)[-1]  # its lower triangle, as neural-tangents' scipy call reads
+    return float(2 * (1 + momentum) * factor / (top + eps))
+
+
+# ---- neural-tangents' dynamics of an arbitrary loss: refused when called, saying why ------------
+
+gradient_descent = _refused("predict", "gradient_descent", "the dynamics of an arbitrary loss (an ODE solver); "
+                            "ntkd predicts the MSE loss's: gradient_descent_mse, gradient_descent_mse_ensemble, "
+                            "gp_inference, or use neural-tangents for other losses")

@@ -168,6 +168,14 @@ def test_python_readme(tmp_path):
     np.testing.assert_allclose(ns["mean"], want, rtol=0, atol=tol)
     np.testing.assert_allclose(ns["mean_store"], want, rtol=0, atol=tol)
     np.testing.assert_allclose(ns["g"].ntk.mean, ns["mean_store"], rtol=0, atol=0)
+    # during training: the linearised network from 0 is the ensemble's mean (no ridge), and the
+    # largest learning rate is 2 n / the NTK's largest eigenvalue
+    assert ns["means"].shape == (4, len(x_test), 3)
+    from ntkd import predict
+    ens = predict.gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=ns["lr"])
+    want = ens(100., x_test, "ntk")
+    np.testing.assert_allclose(ns["fx_test_t"], want, rtol=0, atol=1e-10 * np.abs(want).max())
+    assert np.isclose(ns["lr"], 2 * n1 / np.linalg.eigvalsh(k_dd)[-1], rtol=1e-12)
 
 
 # ---- docs/MIGRATING.md ---------------------------------------------------------------------

@@ -80,12 +80,123 @@ def test_gradient_descent_mse_ensemble_equals_neural_tangents():
     both = fn(np.inf, R["x_test"])  # t = inf is t = None
     assert both._fields == ("nngp", "ntk")
     close(both.ntk, R["gd_ntk_mean"])
-    with pytest.raises(NotImplementedError):
-        fn(1.0, R["x_test"])
-    with pytest.raises(NotImplementedError):
-        fn(np.array([1.0, np.inf]), R["x_test"])
-    with pytest.raises(NotImplementedError, match=r"t=array\(\[inf\]\): .* one number"):  # it said: infinity only
-        fn(np.array([np.inf]), R["x_test"])
+
+
+def stored_kernel_fn(x1, x2=None, get=None, **kw):
+    """neural-tangents' own kernels of the reference (stored), as a kernel_fn: the predictions'
+    arithmetic against neural-tangents', apart from the kernels (ntkd's ReLU NTK is 2e-9 away)."""
+    if np.array_equal(x1, R["x_train"]) and x2 is None:
+        k = KDD
+    elif np.array_equal(x1, R["x_test"]):
+        k = KTT if x2 is None else KTD
+        assert x2 is None or np.array_equal(x2, R["x_train"])
+    else:
+        raise AssertionError("not the reference's inputs")
+    return getattr(k, get) if isinstance(get, str) else K(*(getattr(k, g) if g in get else None for g in K._fields))
+
+
+FINE = 1e-12  # the same kernels: float64 rounding (eigh against eigh)
+
+
+@pytest.mark.parametrize("tname", ["grid", "num"])
+def test_finite_time_ensemble_equals_neural_tangents(tname):
+    # neural-tangents' gradient_descent_mse_ensemble at finite times (learning_rate 2, times of
+    # shape (2, 2), whose axes lead the outputs, and one number): ntkd raised NotImplementedError
+    t = R["t_grid"] if tname == "grid" else 7.0
+    lead = np.shape(t)
+    fn = predict.gradient_descent_mse_ensemble(stored_kernel_fn, R["x_train"], R["y_train"], learning_rate=2.,
+                                               diag_reg=0.01)
+    for g in ("nngp", "ntk"):
+        res = fn(t, R["x_test"], g, compute_cov=True)
+        assert res.mean.shape == lead + (7, 3) and res.covariance.shape == lead + (7, 7)
+        close(res.mean, R[f"gdt_{tname}_{g}_mean"], FINE)
+        close(res.covariance, R[f"gdt_{tname}_{g}_cov"], FINE)
+        close(fn(t, R["x_test"], g), R[f"gdt_{tname}_{g}_mean"], FINE)  # means alone
+        train = fn(t, None, g, compute_cov=True)  # the train set
+        close(train.mean, R[f"gdt_train_{tname}_{g}_mean"], FINE)
+        close(train.covariance, R[f"gdt_train_{tname}_{g}_cov"], FINE)
+    both = fn(t, R["x_test"])
+    assert both._fields == ("nngp", "ntk")
+    close(both.ntk, R[f"gdt_{tname}_ntk_mean"], FINE)
+    # ntkd's own kernels: as at t = infinity, within the C solve's tolerance
+    real = predict.gradient_descent_mse_ensemble(the_kernel_fn(), R["x_train"], R["y_train"], learning_rate=2.,
+                                                 diag_reg=0.01)
+    for g in ("nngp", "ntk"):
+        res = real(t, R["x_test"], g, compute_cov=True)
+        close(res.mean, R[f"gdt_{tname}_{g}_mean"], 1e-7)
+        close(res.covariance, R[f"gdt_{tname}_{g}_cov"], 1e-7)
+
+
+def test_finite_time_ends_where_training_starts_and_stops():
+    # t = 0: the prior (mean 0, covariance the test x test NNGP, 0 on the train set); a long
+    # time: the t = infinity solve (Cholesky), also for times given as an array holding inf
+    fn = predict.gradient_descent_mse_ensemble(stored_kernel_fn, R["x_train"], R["y_train"], diag_reg=0.01)
+    for g in ("nngp", "ntk"):
+        start = fn(0., R["x_test"], g, compute_cov=True)
+        assert np.array_equal(start.mean, np.zeros((7, 3)))
+        close(start.covariance, KTT.nngp, FINE)
+        end = fn(np.array([1e9, np.inf]), R["x_test"], g, compute_cov=True)
+        for i in range(2):
+            close(end.mean[i], R[f"gd_{g}_mean"], 1e-10)
+            close(end.covariance[i], R[f"gd_{g}_cov"], 1e-10)
+        train = fn(np.array([1e9]), None, g, compute_cov=True)
+        close(train.mean[0], R["y_train"], 1e-10)
+        assert np.abs(train.covariance).max() < 1e-10 * np.abs(KDD.nngp).max()
+
+
+@pytest.mark.parametrize("case, reg, absolute", [("rel", 0.01, False), ("abs", 0.05, True)])
+@pytest.mark.parametrize("tname", ["inf", "grid", "num"])
+def test_gradient_descent_mse_equals_neural_tangents(case, reg, absolute, tname):
+    t = {"inf": None, "grid": R["t_grid"], "num": 7.0}[tname]
+    lead = np.shape(t) if t is not None else ()
+    fn = predict.gradient_descent_mse(KDD.ntk, R["y_train"], learning_rate=0.5, diag_reg=reg,
+                                      diag_reg_absolute_scale=absolute)
+    f0, ft0 = R["fx_train_0"], R["fx_test_0"]
+    train, test = fn(t, f0, ft0, KTD.ntk)
+    assert train.shape == lead + (24, 3) and test.shape == lead + (7, 3)
+    close(train, R[f"mse_{case}_{tname}_train"], FINE)
+    close(test, R[f"mse_{case}_{tname}_test"], FINE)
+    # neural-tangents' return conventions: the train outputs alone, the test outputs alone
+    assert np.array_equal(fn(t, f0), train)
+    close(fn(t, None, ft0, KTD.ntk), fn(t, 0., ft0, KTD.ntk)[1], FINE)  # no train outputs: from 0
+
+
+def test_gradient_descent_mse_shapes_and_refusals():
+    T = R["t_grid"]
+    vec = predict.gradient_descent_mse(KDD.nngp, R["y_vec"], trace_axes=())
+    got = vec(T, 0., 0., KTD.nngp)[1]
+    assert got.shape == (2, 2, 7)
+    close(got, R["mse_vec_grid_test"], FINE)
+    fn = predict.gradient_descent_mse(KDD.ntk, R["y_train"])
+    assert np.array_equal(fn(0., R["fx_train_0"]), R["fx_train_0"])  # t = 0: where it starts
+    close(fn(np.inf, R["fx_train_0"]), R["y_train"], FINE)
+    with pytest.raises(ValueError, match="Both `fx_train_0` and `fx_test_0` are `None`"):
+        fn(1., None)
+    with pytest.raises(ValueError, match="provide `k_test_train`"):
+        fn(1., 0., 0.)
+    with pytest.raises(ValueError, match=r"fx_train_0 has shape \(5,\), not \(24, 3\)"):
+        fn(1., np.zeros(5))
+    with pytest.raises(ValueError, match="k_test_train has shape"):
+        fn(1., 0., 0., KTD.ntk[:, :5])
+    with pytest.raises(TypeError, match="one kernel matrix"):
+        predict.gradient_descent_mse(KDD, R["y_train"])
+    with pytest.raises(TypeError, match="t must be"):
+        fn("1", 0.)
+    with pytest.raises(ValueError, match="NaN"):
+        fn(np.array([1., np.nan]), 0.)
+    # an eigenvalue exactly 0 (neural-tangents divides 0 by 0 there: NaN): the limit, a test output
+    # moving at the rate of its train residual in that direction, 3 * t / y.size = 3 * 4 / 2
+    zero = predict.gradient_descent_mse(np.diag([2., 0.]), np.array([[1.], [3.]]))(4., 0., 0., np.array([[0., 1.]]))
+    assert zero[1][0, 0] == 6.
+    bad = np.array(KDD.ntk, copy=True)
+    bad[0, 2] = np.inf
+    with pytest.raises(ntkd.SolveError, match=r"given train kernel is not finite: entry \(0, 2\)"):
+        predict.gradient_descent_mse(bad, R["y_train"])(1., 0.)
+
+
+def test_max_learning_rate_equals_neural_tangents():
+    assert np.isclose(predict.max_learning_rate(KDD.ntk), float(R["lr_max"]), rtol=1e-13, atol=0)
+    assert np.isclose(predict.max_learning_rate(KDD, 72, 0.9), float(R["lr_max_momentum"]), rtol=1e-13, atol=0)
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +270,15 @@ def test_store_gradient_descent_mse_ensemble(tmp_path):
         close(getattr(res, g).covariance, R[f"gd_{g}_cov"])
     S = ntkd.store.open(tmp_path / "g.ntk")
     assert S.n_train == 24 and S.test_test and S.complete
+    # finite times through the store: its blocks in the eigenbasis, as over arrays
+    want = predict.gradient_descent_mse_ensemble(kf, R["x_train"], R["y_train"], diag_reg=0.01)(
+        R["t_grid"], R["x_test"], compute_cov=True)
+    got = fn(R["t_grid"], R["x_test"], compute_cov=True)
+    for g in ("nngp", "ntk"):
+        close(getattr(got, g).mean, getattr(want, g).mean, FINE)
+        close(getattr(got, g).covariance, getattr(want, g).covariance, FINE)
+    with pytest.raises(NotImplementedError, match="give x_test"):
+        fn(1., None)
 
 
 @pytest.mark.parametrize("method", ["numpy", "lapack", "cg"])
@@ -265,3 +385,15 @@ def test_a_nan_in_the_train_kernel_is_named():
     K[3, 5] = K[5, 3] = np.nan
     with pytest.raises(ntkd.SolveError, match=r"NTK train kernel is not finite: entry \(3, 5\) is nan"):
         predict.gp_inference(K, R["y_train"], diag_reg=1e-4)("ntk", KTD.ntk)
+
+
+def test_times_that_give_no_number_are_refused():
+    fn = predict.gradient_descent_mse(np.diag([2., 0.]), np.array([[1.], [3.]]))
+    with pytest.raises(ValueError, match="negative: training runs forward"):
+        fn(-1., 0.)
+    with pytest.raises(ValueError, match="negative"):
+        predict.gradient_descent_mse(np.diag([2., 1.]), np.ones((2, 1)), learning_rate=-0.5)(2., 0.)
+    # an infinite time in an array meets the eigenvalue 0: the output grows without bound
+    with pytest.raises(ntkd.SolveError, match=r"test prediction at t = inf .* eigenvalue of 0"):
+        fn(np.array([1., np.inf]), 0., 0., np.array([[0., 1.]]))
+    assert np.isfinite(fn(np.array([1., np.inf]), 0.)).all()  # the train outputs do not move there
