@@ -6,8 +6,12 @@
 # (tests/python/test_readme.py against tests/data/ref_readme.npz), write a
 # store with ntkd.batch through its bundled program and read it back equal
 # to kernel_fn, and keep ntkd_store importable.
-# The build backend (scikit-build-core) comes from PyPI through pip's build
-# isolation: without a route to PyPI the test is skipped (exit 77), saying so.
+# The build backend (scikit-build-core and what it needs) is downloaded from
+# PyPI once, first: without a route to PyPI the test is skipped (exit 77),
+# saying so; with it xxhash, which the package needs at >= 2.0 and Debian's
+# python3-xxhash 3.2 declares as version 0.0.0. pip then installs from that
+# download only (--no-index: the build isolation's backend, xxhash, and the
+# system's numpy and zstandard), so a PyPI that fails later cannot fail it.
 # The package builds libntkd and ntkd from this tree (about 2 minutes on two
 # cores). Usage: tests/pip_install.sh
 set -u
@@ -19,13 +23,13 @@ unset PYTHONPATH NTKD_LIBRARY NTKD_PROGRAM
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 OPENBLAS_NUM_THREADS=1
 
 $PY -m venv --system-site-packages "$W/venv" || { echo "FAILED: python3 -m venv (python3-venv)"; exit 1; }
-if ! timeout 120 "$W/venv/bin/pip" download --no-deps -d "$W/dl" scikit-build-core >"$W/dl.log" 2>&1; then
+if ! timeout 300 "$W/venv/bin/pip" download -d "$W/dl" "scikit-build-core>=0.8" "xxhash>=2.0" >"$W/dl.log" 2>&1; then
   echo "skipped: PyPI cannot be reached for the build backend (scikit-build-core):"
   tail -2 "$W/dl.log"
   exit 77
 fi
 start=$SECONDS
-if ! "$W/venv/bin/pip" install "$SRC/python" >"$W/pip.log" 2>&1; then
+if ! "$W/venv/bin/pip" install --no-index --find-links "$W/dl" "$SRC/python" >"$W/pip.log" 2>&1; then
   echo "FAILED: pip install ./python"; tail -20 "$W/pip.log"; exit 1
 fi
 echo "ok: pip install ./python ($((SECONDS - start)) s)"
