@@ -309,10 +309,11 @@ class _Numpy:
         size: y_train.size, neural-tangents' normalisation of the loss."""
         w, v = self.eigen(g)
         c = v.T @ r
-        if ktd is None:
-            return np.stack([v @ (f[:, None] * c) for f in _grown(w, times, size)])
-        p = ktd @ v
-        return np.stack([p @ (f[:, None] * c) for f in _integral(w, times, size)])
+        p, fs = (v, _grown(w, times, size)) if ktd is None else (ktd @ v, _integral(w, times, size))
+        out = np.empty((len(times), p.shape[0], r.shape[1]))
+        for i, f in enumerate(fs):
+            out[i] = p @ (f[:, None] * c)
+        return out
 
     def evolve(self, names, times, size, k_test_train, k_test_test):
         """gradient_descent_mse_ensemble at finite times: means (T, m, k), and with k_test_test
@@ -327,26 +328,33 @@ class _Numpy:
             if k_test_test is None:
                 out[g] = mean
                 continue
-            wp, decay = np.maximum(w, 0.), np.exp(-_exponent(w, times, size))
-            covs = []
-            for i, t in enumerate(times):
-                if ktd is None and g == "nngp":  # V w e^(-2wt/size) V^T
-                    cov = (v * (wp * decay[i] ** 2)) @ v.T
-                elif ktd is None:  # E K E, E = V e^(-wt/size) V^T, K the NNGP train kernel
-                    e = (v * decay[i]) @ v.T
-                    cov = e @ self.train("nngp") @ e
-                elif g == "nngp":  # K_tt - K_tx V (1 - e^(-2wt/size))/w V^T K_xt
-                    p = ktd @ v
-                    cov = _test_test(k_test_test, "nngp", ktd.shape[0]) - (p * _integral(w, times[i:i + 1] * 2,
-                                                                                          size)[0]) @ p.T
+            m = self.n if ktd is None else ktd.shape[0]
+            cov = np.empty((len(times), m, m))
+            if ktd is None:
+                decay = np.exp(-_exponent(w, times, size))
+                knn = self.train("nngp") if g == "ntk" else None
+                for i, d in enumerate(decay):
+                    if g == "nngp":  # V w e^(-2wt/size) V^T
+                        cov[i] = (v * (np.maximum(w, 0.) * d ** 2)) @ v.T
+                    else:  # E K E, E = V e^(-wt/size) V^T, K the NNGP train kernel
+                        e = (v * d) @ v.T
+                        cov[i] = e @ knn @ e
+            else:
+                p = ktd @ v
+                ktt = _test_test(k_test_test, "nngp", m)
+                if g == "nngp":  # K_tt - K_tx V (1 - e^(-2wt/size))/w V^T K_xt
+                    for i, f in enumerate(_integral(w, 2 * times, size)):
+                        cov[i] = ktt - (p * f) @ p.T
                 else:  # K_tt + Z^T K Z - Z^T K_xt - K_tx Z, Z = V (1 - e^(-wt/size))/w V^T Theta_xt
-                    z = v @ (_integral(w, times[i:i + 1], size)[0][:, None] * (ktd @ v).T)
+                    knn = self.train("nngp")
                     kxt = _test_train(k_test_train, "nngp", self.n, self.k).T
-                    zk = z.T @ kxt
-                    cov = _test_test(k_test_test, "nngp", ktd.shape[0]) + z.T @ (self.train("nngp") @ z) - zk - zk.T
-                covs.append(cov)
-            out[g] = Gaussian(mean, np.stack(covs))
+                    for i, f in enumerate(_integral(w, times, size)):
+                        z = v @ (f[:, None] * p.T)
+                        zk = z.T @ kxt
+                        cov[i] = ktt + z.T @ (knn @ z) - zk - zk.T
+            out[g] = Gaussian(mean, cov)
         return out
+
 
     def alpha(self, g):
         if g not in self.alphas:

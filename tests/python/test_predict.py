@@ -397,3 +397,12 @@ def test_times_that_give_no_number_are_refused():
     with pytest.raises(ntkd.SolveError, match=r"test prediction at t = inf .* eigenvalue of 0"):
         fn(np.array([1., np.inf]), 0., 0., np.array([[0., 1.]]))
     assert np.isfinite(fn(np.array([1., np.inf]), 0.)).all()  # the train outputs do not move there
+
+
+def test_no_times_no_outputs():
+    # t an empty array: outputs with an empty time axis, as neural-tangents (np.stack of nothing raised)
+    fn = predict.gradient_descent_mse_ensemble(stored_kernel_fn, R["x_train"], R["y_train"], diag_reg=0.01)
+    res = fn(np.zeros((0, 2)), R["x_test"], "ntk", compute_cov=True)
+    assert res.mean.shape == (0, 2, 7, 3) and res.covariance.shape == (0, 2, 7, 7)
+    train, test = predict.gradient_descent_mse(KDD.ntk, R["y_train"])(np.zeros(0), 0., 0., KTD.ntk)
+    assert train.shape == (0, 24, 3) and test.shape == (0, 7, 3)
