@@ -112,7 +112,10 @@ def _output(out, get, single):
 
 def _flag(x, what):
     """A flag as neural-tangents takes it (used as a truth value there): a bool, or the
-    integers 0 and 1; anything else is more likely a slip (a string, 'no', is true)."""
+    integers 0 and 1 (numpy's and JAX's 0-d arrays of them too); anything else is more likely a
+    slip (a string, 'no', is true)."""
+    if hasattr(x, "dtype") and np.ndim(x) == 0 and np.asarray(x).dtype.kind in "biu":
+        x = np.asarray(x).item()
     if isinstance(x, (bool, np.bool_)) or (isinstance(x, (numbers.Integral, np.integer)) and x in (0, 1)):
         return bool(x)
     raise TypeError(f"{what} must be True or False, not {x!r}")
@@ -192,6 +195,24 @@ def _matrix(a, what, shape=None):
     return np.asarray(a, dtype=np.float64)
 
 
+def _finite(a, what, error=ValueError):
+    """a, if every entry is finite (a NaN in a kernel gave NaN predictions, returned as such)."""
+    bad = ~np.isfinite(a)
+    if bad.any():
+        i, j = (int(v) for v in np.unravel_index(np.argmax(bad), bad.shape))
+        raise error(f"{what} is not finite: entry ({i}, {j}) is {a[i, j]} ({int(np.count_nonzero(bad))} such "
+                    "entries)")
+    return a
+
+
+def _one_matrix(k, what, hint):
+    """k as one float64 matrix, as neural-tangents' gradient_descent_mse and max_learning_rate
+    take it: a Kernel or a store is not one (which kernel?): hint says what to pass."""
+    if _is_store(k) or hasattr(k, "nngp") or hasattr(k, "ntk"):
+        raise TypeError(f"{what}: one kernel matrix, as neural-tangents takes it: {hint}")
+    return _matrix(k, what)
+
+
 # ---- the numpy solve ---------------------------------------------------------------------------
 
 _BLOCK = 256
@@ -222,18 +243,11 @@ def _upper_solve(L, B):
     return X
 
 
-def _regularised(K, diag_reg, absolute, name):
-    """(K + reg I as a new float64 array, reg), reg = diag_reg * trace(K)/n unless absolute; K's
-    upper triangle, the one the factorisation and the eigendecomposition read, must be finite."""
-    A = np.array(K, dtype=np.float64, copy=True)
+def _regularised(K, diag_reg, absolute, symmetrise=False):
+    """(K + reg I as a new float64 array, reg), reg = diag_reg * trace(K)/n unless absolute; with
+    symmetrise, (K + K^T)/2 + reg I, as JAX's eigh reads a matrix (its Cholesky, the upper triangle)."""
+    A = (K + K.T) / 2 if symmetrise else np.array(K, dtype=np.float64, copy=True)
     n = A.shape[0]
-    if not np.isfinite(A).all():
-        bad = np.triu(~np.isfinite(A))
-        count = int(np.count_nonzero(bad))
-        if count:
-            i, j = (int(v) for v in np.unravel_index(np.argmax(bad), bad.shape))
-            raise SolveError(f"the {name} train kernel is not finite: entry ({i}, {j}) is {A[i, j]} "
-                             f"({count} such entries in its upper triangle)")
     reg = diag_reg if absolute else diag_reg * np.trace(A) / n
     A[np.diag_indices(n)] += reg
     return A, reg
@@ -244,7 +258,7 @@ class _Factor:
     Like LAPACK's dpotrf with 'U' (neural-tangents' cho_factor), it reads K's upper triangle."""
 
     def __init__(self, K, diag_reg, absolute, name):
-        A, self.reg = _regularised(K, diag_reg, absolute, name)
+        A, self.reg = _regularised(K, diag_reg, absolute)
         try:
             self.L = np.linalg.cholesky(A.T)  # A's upper triangle as the lower one of A^T
         except np.linalg.LinAlgError:
@@ -280,9 +294,10 @@ class _Numpy:
         if g not in self.blocks:
             k = _attr(self.k, g, "k_train_train")
             if _is_store(k):
-                self.blocks[g] = _store_block(k, g, "train", self.n)
+                block = _store_block(k, g, "train", self.n)
             else:
-                self.blocks[g] = _matrix(k, f"k_train_train ({g})", (self.n, self.n))
+                block = _matrix(k, f"k_train_train ({g})", (self.n, self.n))
+            self.blocks[g] = _finite(block, f"the {self.label or g.upper()} train kernel", SolveError)
         return self.blocks[g]
 
     def factor(self, g):
@@ -293,9 +308,9 @@ class _Numpy:
     def eigen(self, g):
         """(w, V): the eigenvalues and eigenvectors of the regularised train kernel g."""
         if g not in self.eigens:
-            A, _ = _regularised(self.train(g), self.diag_reg, self.absolute, self.label or g.upper())
+            A, _ = _regularised(self.train(g), self.diag_reg, self.absolute, symmetrise=True)
             try:
-                self.eigens[g] = np.linalg.eigh(A, UPLO="U")
+                self.eigens[g] = np.linalg.eigh(A)
             except np.linalg.LinAlgError:
                 raise SolveError(f"the eigendecomposition of the {self.label or g.upper()} train kernel did not "
                                  "converge") from None
@@ -453,14 +468,14 @@ def _test_train(k, g, n, k_train_train):
     a = _matrix(a, f"k_test_train ({g})")
     if a.shape[1] != n:
         raise ValueError(f"k_test_train ({g}) has shape {a.shape}: (m, {n}) for {n} train samples")
-    return a
+    return _finite(a, f"k_test_train ({g})")
 
 
 def _test_test(k, g, m):
     a = _attr(k, g, "k_test_test")
     if _is_store(a):
         return _store_block(a, g, "test_test", a.n_train)
-    return _matrix(a, f"k_test_test ({g})", (m, m))
+    return _finite(_matrix(a, f"k_test_test ({g})", (m, m)), f"k_test_test ({g})")
 
 
 # ---- ntkd solve -----------------------------------------------------------------------------------
@@ -792,9 +807,12 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
     neural-tangents' signature) in this process, and are solved with numpy.
     With store='k.ntk' (ntkd's keyword) they are computed by ntkd.batch into
     that store instead (x_train and x_test; resumed when it already holds
-    this job; ranks, overwrite, test_test (default compute_cov), tile,
-    progress passed on) and solved as gp_inference solves a store (method,
-    ranks, see there). Other keywords go to kernel_fn.
+    this job; ranks, overwrite, test_test (default: compute_cov, or True
+    where the store holds its test x test block), tile, progress passed on)
+    and solved as gp_inference solves a store (method, ranks, see there);
+    each call reads the store's blocks again (at a finite t, decomposes them
+    again: give every time in one call, as an array). Other keywords go to
+    kernel_fn.
     """
     if not callable(kernel_fn):
         raise TypeError(f"kernel_fn must be callable, not {kernel_fn!r}")
@@ -843,7 +861,14 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
         from ._batch import batch
         kw = dict(ntkd_kw)
         solve = {"method": kw.pop("method", None), "job": kw.pop("job", None), "ranks": kw.get("ranks")}
-        kw.setdefault("test_test", bool(compute_cov))
+        if "test_test" not in kw:  # what the covariance needs, or what the store already holds
+            held = None if kw.get("overwrite") else _store_test_test(store)
+            if compute_cov and held is False:
+                raise ValueError(f"{os.fspath(store)} holds no test x test block (computed without compute_cov, or "
+                                 "for another job), which a covariance needs: pass test_test=True to "
+                                 "gradient_descent_mse_ensemble, with overwrite=True to compute this store again or "
+                                 "another store= path")
+            kw["test_test"] = bool(compute_cov or held)
         return batch(kernel_fn, x_train, x_test, store=store, kernel="ntk", **kw), solve
 
     def computed_kernels(x_test, need, compute_cov, test_kwargs):
@@ -927,16 +952,15 @@ def _times(t, learning_rate):
         a = a.astype(np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"t must be None, a number or an array of numbers, not {t!r}") from None
-    if a.ndim == 0 and a == np.inf:
-        return None
-    a = a * learning_rate
+    with np.errstate(invalid="ignore"):  # inf * 0: NaN, refused below
+        a = a * learning_rate
     if np.isnan(a).any():
         raise ValueError(f"t={t!r} times learning_rate={learning_rate!r} is not a number (NaN): times are "
                          "numbers, infinity (None or np.inf) included")
     if (a < 0).any():
         raise ValueError(f"t={t!r} times learning_rate={learning_rate!r} is negative: training runs forward from "
                          "t = 0 (its outputs grow without bound backwards)")
-    return a
+    return None if a.ndim == 0 and a == np.inf else a
 
 
 def _all_finite(out, times):
@@ -947,16 +971,28 @@ def _all_finite(out, times):
             if bad.any():
                 i = int(np.argmax(bad.reshape(len(times), -1).any(axis=1)))
                 raise SolveError(f"the {g} prediction at t = {times[i]:g} (learning rate in) is not finite: an "
-                                 "infinite time meets an eigenvalue of 0 of the regularised train kernel; give a "
-                                 "finite time or a diag_reg > 0")
+                                 "infinite time meets an eigenvalue of 0 of the regularised train kernel (or a "
+                                 "value overflowed); give a finite time or a diag_reg > 0")
     return out
 
 
+def _store_test_test(path):
+    """Whether the store at path holds its test x test block; None where no store can be read."""
+    from . import store as st
+    try:
+        with st.open(os.fspath(path)) as S:
+            return bool(S.test_test)
+    except (OSError, ValueError, st.StoreError):
+        return None
+
+
 def _merge_kwargs(train, test):
-    """neural-tangents' rule: a keyword given for both the train and test kernels must agree."""
+    """neural-tangents' rule: a keyword given for both the train and test kernels must agree
+    (arrays given for both: the test kernels take the test's, as neural-tangents does)."""
     td, tt = dict(train), dict(train)
     for k, v in test.items():
-        if k in train and train[k] != v:
+        arrays = any(hasattr(a, "shape") and hasattr(a, "dtype") for a in (v, train.get(k)))
+        if k in train and not arrays and train[k] != v:
             raise ValueError(f"Same keyword argument {k} of `kernel_fn` is set to different values {train[k]} != {v} "
                              "when computing the train-train and test-train/test-test kernels")
         td[k] = v
@@ -983,10 +1019,8 @@ def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., 
     learning_rate = _number(learning_rate, "learning_rate")
     diag_reg = _number(diag_reg, "diag_reg")
     diag_reg_absolute_scale = _flag(diag_reg_absolute_scale, "diag_reg_absolute_scale")
-    if _is_store(k_train_train) or hasattr(k_train_train, "nngp") or hasattr(k_train_train, "ntk"):
-        raise TypeError("gradient_descent_mse takes one kernel matrix, as neural-tangents: pass k.ntk (or k.nngp) "
-                        "of a Kernel, or a store's block S['ntk'][:n, :n]; gp_inference takes Kernels and stores")
-    K = _matrix(k_train_train, "k_train_train")
+    K = _one_matrix(k_train_train, "k_train_train", "k.ntk (or k.nngp) of a Kernel, or a store's block "
+                    "S['ntk'][:n, :n] (gp_inference takes Kernels and stores)")
     n = K.shape[0]
     if K.shape != (n, n):
         raise ValueError(f"k_train_train has shape {K.shape}: ntkd's kernels are (n, n) matrices")
@@ -1016,12 +1050,10 @@ def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., 
         r = y if f0 is None else y - f0
         ktd = None
         if fx_test_0 is not None:
-            if _is_store(k_test_train) or hasattr(k_test_train, "nngp") or hasattr(k_test_train, "ntk"):
-                raise TypeError("k_test_train: one (m, n) kernel matrix, as neural-tangents (k.ntk of a Kernel, a "
-                                "store's block S['ntk'][n:, :n])")
-            ktd = _matrix(k_test_train, "k_test_train")
+            ktd = _one_matrix(k_test_train, "k_test_train", "k.ntk of a Kernel, or a store's block S['ntk'][n:, :n]")
             if ktd.shape[1] != n:
                 raise ValueError(f"k_test_train has shape {ktd.shape}: (m, {n}) for {n} train samples")
+            _finite(ktd, "k_test_train")
             ft0 = outputs(fx_test_0, (ktd.shape[0],) + out_shape, "fx_test_0")
         lead = () if times is None else times.shape
         train = test = None
@@ -1035,8 +1067,7 @@ def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., 
                 train = f0 + solver.flow("k", flat, y.size, r)
             if ktd is not None:
                 test = ft0 + solver.flow("k", flat, y.size, r, ktd)
-            _all_finite({"train": train if train is not None else 0., "test": test if test is not None else 0.},
-                        flat)
+            _all_finite({k: v for k, v in (("train", train), ("test", test)) if v is not None}, flat)
         if train is not None:
             train = train.reshape(lead + y_shape)
         if test is not None:
@@ -1053,18 +1084,17 @@ def max_learning_rate(ntk_train_train, y_train_size=None, momentum=0., eps=1e-12
     gradient descent (with momentum) on the MSE loss of an infinitely wide network converges,
     2 (1 + momentum) y_train_size / (the NTK's largest eigenvalue + eps). ntk_train_train: an
     (n, n) array, or a Kernel (its .ntk). y_train_size None: n (one output per sample)."""
-    k = getattr(ntk_train_train, "ntk", None) if hasattr(ntk_train_train, "ntk") else ntk_train_train
-    if k is None or _is_store(k):
-        raise TypeError("ntk_train_train: an (n, n) array or a Kernel with .ntk (a store's block S['ntk'][:n, :n])")
-    K = _matrix(k, "ntk_train_train")
-    if K.shape[0] != K.shape[1]:
-        raise ValueError(f"ntk_train_train has shape {K.shape}: ntkd's kernels are (n, n) matrices")
-    if not np.isfinite(np.tril(K)).all():
-        raise SolveError("the NTK train kernel is not finite")
+    k = ntk_train_train
+    if hasattr(k, "ntk") and hasattr(k, "nngp"):  # a Kernel: the one it names
+        k = k.ntk
+    K = _one_matrix(k, "ntk_train_train", "an (n, n) array or a Kernel (its .ntk); a store's block S['ntk'][:n, :n]")
+    if K.shape[0] != K.shape[1] or not K.shape[0]:
+        raise ValueError(f"ntk_train_train has shape {K.shape}: ntkd's kernels are (n, n) matrices, n >= 1")
+    _finite(K, "the NTK train kernel", SolveError)
     factor = K.shape[0] if y_train_size is None else _number(y_train_size, "y_train_size")
     momentum, eps = _number(momentum, "momentum"), _number(eps, "eps")
     top = np.linalg.eigvalsh(K)[-1]  # its lower triangle, as neural-tangents' scipy call reads
-    return float(2 * (1 + momentum) * factor / (top + eps))
+    return np.float64(2 * (1 + momentum) * factor / (top + eps))
 
 
 # ---- neural-tangents' dynamics of an arbitrary loss: refused when called, saying why ------------

@@ -406,3 +406,71 @@ def test_no_times_no_outputs():
     assert res.mean.shape == (0, 2, 7, 3) and res.covariance.shape == (0, 2, 7, 7)
     train, test = predict.gradient_descent_mse(KDD.ntk, R["y_train"])(np.zeros(0), 0., 0., KTD.ntk)
     assert train.shape == (0, 24, 3) and test.shape == (0, 7, 3)
+
+
+def test_kernels_that_are_not_finite_are_named():
+    # A NaN in k_test_train gave NaN predictions, returned as such at t = None, and at a finite t
+    # an error blaming an infinite time; a NaN in the NNGP train kernel's lower triangle (which
+    # the Cholesky factor does not read) gave an NTK covariance of NaNs.
+    ktd = np.array(KTD.ntk, copy=True)
+    ktd[1, 2] = np.nan
+    for t in (None, 5.):
+        with pytest.raises(ValueError, match=r"k_test_train is not finite: entry \(1, 2\) is nan"):
+            predict.gradient_descent_mse(KDD.ntk, R["y_train"], diag_reg=0.1)(t, 0., 0., ktd)
+        with pytest.raises(ValueError, match=r"k_test_train \(ntk\) is not finite: entry \(1, 2\)"):
+            predict.gp_inference(KDD, R["y_train"], 0.01)("ntk", K(KTD.nngp, ktd))
+    knn = np.array(KDD.nngp, copy=True)
+    knn[7, 2] = np.inf
+    with pytest.raises(ntkd.SolveError, match=r"NNGP train kernel is not finite: entry \(7, 2\) is inf"):
+        predict.gp_inference(K(knn, KDD.ntk), R["y_train"], 0.01)("ntk", KTD, KTT)
+
+
+def test_an_asymmetric_train_kernel_is_symmetrised_for_the_eigenbasis():
+    # as JAX's eigh reads it (neural-tangents' finite t): (K + K^T)/2; ntkd read the upper triangle
+    noise = np.random.default_rng(5).standard_normal(KDD.ntk.shape) * 1e-3 * np.abs(KDD.ntk).max()
+    asym = KDD.ntk + np.triu(noise, 1)
+    sym = (asym + asym.T) / 2
+    a = predict.gradient_descent_mse(asym, R["y_train"])(5., R["fx_train_0"], R["fx_test_0"], KTD.ntk)
+    b = predict.gradient_descent_mse(sym, R["y_train"])(5., R["fx_train_0"], R["fx_test_0"], KTD.ntk)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_neural_tangents_arguments_taken_as_it_takes_them(tmp_path):
+    fn = predict.gradient_descent_mse_ensemble(stored_kernel_fn, R["x_train"], R["y_train"], diag_reg=0.01)
+    a = fn(5., R["x_test"], "ntk", compute_cov=np.array(True))  # a 0-d array as the flag: TypeError
+    assert isinstance(a, predict.Gaussian) and np.array_equal(a.covariance, fn(5., R["x_test"], "ntk", True).covariance)
+    # t = inf times learning rate 0 is not a time (it returned the end of training)
+    with pytest.raises(ValueError, match="not a number"):
+        predict.gradient_descent_mse_ensemble(stored_kernel_fn, R["x_train"], R["y_train"], learning_rate=0.)(
+            np.inf, R["x_test"], "ntk")
+    lr = predict.max_learning_rate(KDD.ntk)
+    assert type(lr) is np.float64  # as neural-tangents' (scipy's) value
+    with pytest.raises(ValueError, match=r"shape \(0, 0\)"):
+        predict.max_learning_rate(np.zeros((0, 0)))
+    # keywords holding arrays for kernel_fn, given for the train and the test kernels: the
+    # truth value of an array was asked ("ambiguous")
+    seen = []
+
+    def kf(x1, x2=None, get=None, mask=None):
+        seen.append(mask)
+        return stored_kernel_fn(x1, x2, get)
+
+    fn = predict.gradient_descent_mse_ensemble(kf, R["x_train"], R["y_train"], diag_reg=0.01, mask=np.ones(3))
+    close(fn(None, R["x_test"], "ntk", mask=np.zeros(3)), R["gd_ntk_mean"], FINE)
+    assert np.array_equal(seen[-1], np.zeros(3))
+
+
+def test_store_predictions_with_and_without_covariance_in_any_order(tmp_path):
+    # A predict_fn through a store asked ntkd.batch for test_test=compute_cov at each call: after
+    # one call with compute_cov, a call without it was refused as "another job".
+    kf = the_kernel_fn()
+    fn = predict.gradient_descent_mse_ensemble(kf, R["x_train"], R["y_train"], diag_reg=0.01,
+                                               store=tmp_path / "c.ntk", progress=False)
+    for t in (None, 5.):
+        res = fn(t, R["x_test"], "ntk", compute_cov=True)
+        close(fn(t, R["x_test"], "ntk"), res.mean, FINE)
+    means = predict.gradient_descent_mse_ensemble(kf, R["x_train"], R["y_train"], diag_reg=0.01,
+                                                  store=tmp_path / "m.ntk", progress=False)
+    means(None, R["x_test"], "ntk")
+    with pytest.raises(ValueError, match="holds no test x test block .* pass test_test=True"):
+        means(None, R["x_test"], "ntk", compute_cov=True)
