@@ -1102,3 +1102,5 @@ def max_learning_rate(ntk_train_train, y_train_size=None, momentum=0., eps=1e-12
 gradient_descent = _refused("predict", "gradient_descent", "the dynamics of an arbitrary loss (an ODE solver); "
                             "ntkd predicts the MSE loss's: gradient_descent_mse, gradient_descent_mse_ensemble, "
                             "gp_inference, or use neural-tangents for other losses")
+ODEState = _refused("predict", "ODEState", "the state of gradient_descent's ODE (momentum), which ntkd does not "
+                    "compute; gradient_descent_mse takes fx_train_0 and fx_test_0 arrays")

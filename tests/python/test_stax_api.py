@@ -84,6 +84,15 @@ def test_arbitrary_loss_dynamics_say_why():
     from ntkd import predict
     with pytest.raises(NotImplementedError, match="predict.gradient_descent: ntkd does not compute it"):
         predict.gradient_descent(lambda f, y: 0, np.eye(3), np.ones((3, 1)))
+    with pytest.raises(NotImplementedError, match="predict.ODEState: ntkd does not compute it"):
+        predict.ODEState(fx_train=np.zeros(3))
+    import importlib.util
+    nt_names = ("gradient_descent", "gradient_descent_mse", "gradient_descent_mse_ensemble", "gp_inference",
+                "max_learning_rate", "ODEState", "Gaussian")  # neural_tangents.predict's public names (0.6.5)
+    assert all(hasattr(predict, name) for name in nt_names)
+    if importlib.util.find_spec("neural_tangents"):
+        import neural_tangents
+        assert {n for n in dir(neural_tangents.predict) if not n.startswith("_")} <= set(dir(predict))
 
 
 def test_negative_stds(rng):
