@@ -474,3 +474,19 @@ def test_store_predictions_with_and_without_covariance_in_any_order(tmp_path):
     means(None, R["x_test"], "ntk")
     with pytest.raises(ValueError, match="holds no test x test block .* pass test_test=True"):
         means(None, R["x_test"], "ntk", compute_cov=True)
+
+
+def test_bench_predict_runs_as_performance_md_shows_it():
+    # docs/PERFORMANCE.md's command for the cost of a finite t, run at small sizes: one line per
+    # size with the eigendecomposition / factor ratio
+    import re
+    import sys
+    text = open(os.path.join(SRC, "docs", "PERFORMANCE.md")).read()
+    cmds = re.findall(r"OPENBLAS_NUM_THREADS=1 /usr/bin/python3 scripts/bench_predict\.py((?: \d+)+)", text)
+    assert cmds and all(c.split() == ["1000", "2000", "4000"] for c in cmds), cmds
+    out = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "bench_predict.py"), "60", "80"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].split()[:3] == ["n", "eigh", "(s)"] and [l.split()[0] for l in out[1:]] == ["60", "80"]
+    for line in out[1:]:
+        n, te, tc, ratio, rss = (float(v) for v in line.split())
+        assert te > 0 and tc > 0 and abs(ratio - te / tc) <= 0.05 * ratio + 0.1 and rss > 0
