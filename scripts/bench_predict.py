@@ -27,7 +27,7 @@ def main():
         np.linalg.cholesky(a)
         tc = time.perf_counter() - t
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"{n:<6} {te:9.3f} {tc:13.4f} {te / tc:14.1f} {rss:15.0f}")
+        print(f"{n:<6} {te:9.4g} {tc:13.4g} {te / tc:14.1f} {rss:15.0f}")
 
 
 if __name__ == "__main__":
