@@ -338,6 +338,9 @@ def Polynomial(coef):
         coefs = [_num(c, "stax.Polynomial: coef") for c in coef]
     except TypeError:
         raise TypeError(f"stax.Polynomial: coef must be a sequence of numbers, not {coef!r}") from None
+    if len(coefs) > 32:  # ntkd's limit (its job file's too), degree 31
+        raise NotImplementedError(f"stax.Polynomial: ntkd takes at most 32 coefficients (degree 31), not "
+                                  f"{len(coefs)}")
     return _layer("Polynomial([" + ", ".join(coefs) + "])")
 
 

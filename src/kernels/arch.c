@@ -72,7 +72,9 @@ static ntk_status push_at(struct parser *p, struct layer_vec *v, const struct nt
  * a word or number, a quoted string ('SAME', "SAME": the quotes dropped)
  * or a list of numbers in brackets or parentheses ([1, 2], (3, 3)); a list
  * may hold short strings too (stax's dimension_numbers). */
-#define NTK_ARCH_MAX_LIST 8
+#define NTK_STR_(x) #x
+#define NTK_STR(x) NTK_STR_(x) /* a limit in a message, as the number it is */
+#define NTK_ARCH_MAX_LIST 32 /* a Polynomial's coefficients are the longest list */
 struct arg {
   char key[24];
   char val[48];
@@ -418,7 +420,7 @@ static ntk_status read_list(struct parser *p, struct arg *a) {
     skip_ws(p);
     if (p->text[p->pos] == close) /* empty, or a trailing comma: (3,) */
       break;
-    if (a->nlist == NTK_ARCH_MAX_LIST) return perr(p, "more than %s values in a list", "8");
+    if (a->nlist == NTK_ARCH_MAX_LIST) return perr(p, "more than %s values in a list", NTK_STR(NTK_ARCH_MAX_LIST));
     size_t at = p->pos;
     char c = p->text[at];
     ntk_status st;
@@ -995,7 +997,7 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
       break;
     case NTK_PARAM_LIST:
       if (!a->is_list || a->nstr) return perr(p, "%s wants a list of numbers, e.g. [1, 0, 2]", pm->key);
-      if (a->nlist > NTK_MAP_MAXCOEF) return perr(p, "more than %s coefficients", "8");
+      if (a->nlist > NTK_MAP_MAXCOEF) return perr(p, "more than %s coefficients", NTK_STR(NTK_MAP_MAXCOEF));
       for (int c = 0; c < a->nlist; c++) {
         if (!isfinite(a->list[c])) return perr(p, "a coefficient is not finite%s", "");
         l->map.coef[c] = a->list[c];

@@ -717,3 +717,38 @@ def test_an_overflow_is_not_called_an_underflow(rng):
         with pytest.raises(ntkd.NonFiniteKernelError, match=r"is inf: past float32's range .* scale the data down") as e:
             kf(data.astype(np.float32), None, "nngp")
         assert "underflow" not in str(e.value)
+
+
+@pytest.mark.parametrize("ncoef", [12, 32])
+def test_polynomial_of_many_coefficients_against_quadrature(rng, ncoef):
+    # Polynomial took at most 8 coefficients ("arch, column 145: more than 8 values in a list",
+    # where neural-tangents computes it; a migration hunt). Against an independent computation:
+    # Dense -> Polynomial -> Dense by Gauss-Hermite quadrature, exact for these polynomials.
+    coef = rng.standard_normal(ncoef) * 0.7 ** np.arange(ncoef)
+    x = rng.standard_normal((4, 3)) * 0.8
+    w1, b1, w2, b2 = 1.2, 0.1, 1.1, 0.2
+    kernel_fn = stax.serial(stax.Dense(64, W_std=w1, b_std=b1), stax.Polynomial(list(coef)),
+                            stax.Dense(3, W_std=w2, b_std=b2))[2]
+    got = kernel_fn(x, None, ("nngp", "ntk"))
+    z, wz = np.polynomial.hermite_e.hermegauss(48)
+    wz = wz / np.sqrt(2 * np.pi)
+    f = np.polynomial.Polynomial(coef)
+    df = f.deriv()
+    q = w1 ** 2 * x @ x.T / x.shape[1] + b1 ** 2
+    want_nngp, want_ntk = np.empty_like(q), np.empty_like(q)
+    for i in range(4):
+        for j in range(4):
+            a = np.sqrt(q[i, i])
+            c = q[i, j] / a
+            d = np.sqrt(max(q[j, j] - c * c, 0.0))
+            u = a * z[:, None] + 0 * z[None, :]
+            v = c * z[:, None] + d * z[None, :]
+            ww = wz[:, None] * wz[None, :]
+            k, kdot = np.sum(ww * f(u) * f(v)), np.sum(ww * df(u) * df(v))
+            want_nngp[i, j] = w2 ** 2 * k + b2 ** 2
+            want_ntk[i, j] = want_nngp[i, j] + w2 ** 2 * kdot * q[i, j]
+    for g, want in (("nngp", want_nngp), ("ntk", want_ntk)):
+        err = np.abs(getattr(got, g) - want).max() / np.abs(want).max()
+        assert err < 1e-12, (g, err)
+    with pytest.raises(NotImplementedError, match="at most 32 coefficients .* not 33"):
+        stax.Polynomial([1.0] * 33)
