@@ -127,6 +127,22 @@ def _wide(*arrays):
     return any(a is not None and _float64_dtype(a.dtype) for a in arrays) or _jax_x64()
 
 
+_NARROW_FLOATS = ("bfloat16", "float8_", "float6_", "float4_")  # ml_dtypes' (JAX's) floats: numpy kind 'V'
+
+
+def _narrow_float(dtype):
+    """Whether dtype is one of JAX's floats narrower than float32 that numpy knows only through
+    ml_dtypes (bfloat16, the float8s): each of their values is a float32 value."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "V" and dtype.name.startswith(_NARROW_FLOATS)
+
+
+def _real(a):
+    """a, or a as float32 where it holds one of JAX's narrow floats (as float16 data, computed in
+    float32)."""
+    return a.astype(np.float32) if _narrow_float(a.dtype) else a
+
+
 def _as_array(x, name):
     if x is None:
         return None
@@ -149,11 +165,11 @@ def _as_array(x, name):
         raise TypeError(f"{name} must be an array (numpy, or anything with __array__), not {type(x).__name__}") \
             from e
     _check_kind(a.shape, a.dtype, name)
-    return a
+    return _real(a)
 
 
 def _check_kind(shape, dtype, name):
-    if np.dtype(dtype).kind not in "fiub":
+    if np.dtype(dtype).kind not in "fiub" and not _narrow_float(dtype):
         raise TypeError(f"{name} must hold real numbers, not {dtype}")
     if len(shape) not in (2, 3, 4):
         raise ValueError(f"{name} has shape {tuple(shape)}: ntkd takes (N, D) vectors, (N, L, C) sequences or "

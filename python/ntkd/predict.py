@@ -55,7 +55,7 @@ import tempfile
 import numpy as np
 
 from . import _program
-from ._kernel import _float64_dtype
+from ._kernel import _float64_dtype, _real
 from .errors import SolveError
 from .errors import refused as _refused
 
@@ -137,7 +137,7 @@ def _number(x, what):
 
 def _real_array(x, what):
     try:
-        a = np.asarray(x)
+        a = _real(np.asarray(x))
     except Exception as e:
         raise TypeError(f"{what} must be an array, not {type(x).__name__}") from e
     if a.dtype.kind not in "iuf":

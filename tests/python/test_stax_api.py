@@ -752,3 +752,18 @@ def test_polynomial_of_many_coefficients_against_quadrature(rng, ncoef):
         assert err < 1e-12, (g, err)
     with pytest.raises(NotImplementedError, match="at most 32 coefficients .* not 33"):
         stax.Polynomial([1.0] * 33)
+
+
+def test_jax_narrow_floats_computed_as_float32(rng):
+    # bfloat16 data (TPU users') raised "x1 must hold real numbers, not bfloat16"; float16 was
+    # taken. ml_dtypes' floats (JAX's bfloat16 and float8s) are float32 values: computed as
+    # float32 data, as neural-tangents computes them. Runs where ml_dtypes is installed (with JAX).
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    kernel_fn = stax.serial(stax.Dense(64, W_std=1.2, b_std=0.1), stax.Relu(), stax.Dense(3))[2]
+    x = rng.standard_normal((6, 5))
+    for t in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn):
+        narrow = x.astype(t)
+        got = kernel_fn(narrow, None, "ntk")
+        assert got.dtype == np.float32 and np.array_equal(got, kernel_fn(narrow.astype(np.float32), None, "ntk"))
+    with pytest.raises(TypeError, match="must hold real numbers, not \\|V2"):
+        kernel_fn(np.zeros((3, 2), dtype=np.dtype((np.void, 2))))
