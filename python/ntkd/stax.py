@@ -52,7 +52,11 @@ def _num(x, what):
     return repr(x)
 
 
-def _int(x, what, low=1):
+_MAX_SIZE = 1000000  # ntkd's limit on widths and sizes (src/kernels/arch.c, NTK_ARCH_MAX_SIZE)
+_MAX_BRANCHES = 64  # on a FanOut's branches (NTK_WIDTHS_MAXBRANCH)
+
+
+def _int(x, what, low=1, high=None):
     if isinstance(x, bool):
         raise TypeError(f"{what} must be an integer, not {x!r}")
     if not isinstance(x, numbers.Integral):
@@ -63,6 +67,8 @@ def _int(x, what, low=1):
     x = int(x)
     if x < low:
         raise ValueError(f"{what} must be at least {low}, not {x}")
+    if high is not None and x > high:
+        raise NotImplementedError(f"{what} {x} is above ntkd's limit of {high}")
     return x
 
 
@@ -151,7 +157,7 @@ def repeat(layer, n):
 
 
 def FanOut(num):
-    return _layer(f"FanOut({_int(num, 'stax.FanOut: num')})")
+    return _layer(f"FanOut({_int(num, 'stax.FanOut: num', high=_MAX_BRANCHES)})")
 
 
 def FanInSum():
@@ -184,7 +190,7 @@ def Dense(out_dim, W_std=1.0, b_std=None, batch_axis=0, channel_axis=-1, paramet
     if not vectors:
         _axes(batch_axis, channel_axis, "Dense")
     p = _param(parameterization, s, "Dense")
-    return _layer(f"Dense({_int(out_dim, 'stax.Dense: out_dim')}, W_std={_std(W_std, 'stax.Dense: W_std')}, "
+    return _layer(f"Dense({_int(out_dim, 'stax.Dense: out_dim', high=_MAX_SIZE)}, W_std={_std(W_std, 'stax.Dense: W_std')}, "
                   f"b_std={_std(b_std, 'stax.Dense: b_std')})", p, vectors)
 
 
@@ -193,7 +199,7 @@ def Conv(out_chan, filter_shape, strides=None, padding="VALID", W_std=1.0, b_std
     if dimension_numbers not in (None, ("NHWC", "HWIO", "NHWC"), ("NWC", "WIO", "NWC")):
         raise NotImplementedError(f"stax.Conv(dimension_numbers={dimension_numbers}): ntkd takes NHWC data")
     p = _param(parameterization, s, "Conv")
-    out = _int(out_chan, 'stax.Conv: out_chan')
+    out = _int(out_chan, 'stax.Conv: out_chan', high=_MAX_SIZE)
     fs = _size(filter_shape, 'stax.Conv: filter_shape')
     st = _size(strides, 'stax.Conv: strides') if strides is not None else None
     text = f"Conv({out}, {_text(fs)}"

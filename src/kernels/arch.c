@@ -1728,7 +1728,9 @@ static ntk_status validate(const struct ntk_arch *a, int rank) {
       fed = any_fed[depth]; /* the sum of a fed branch's NTK and 0 is not 0 */
       if (any_flat[depth])
         return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): a branch of a residual block contains a readout "
-                         "(Flatten or GlobalAvgPool); put it after the block", i + 1, l->name);
+                         "(Flatten, GlobalAvgPool or GlobalSumPool), which ntkd does not compute inside a block: "
+                         "put it after the block (the same kernel where every branch ends with the same readout "
+                         "and the block with FanInSum)", i + 1, l->name);
       if (l->sum && !all_gauss[depth])
         return ntk_error(NTK_ECONFIG,
                          "arch, layer %zu (FanInSum): every branch must end Gaussian (with Dense, Conv, or "

@@ -767,3 +767,15 @@ def test_jax_narrow_floats_computed_as_float32(rng):
         assert got.dtype == np.float32 and np.array_equal(got, kernel_fn(narrow.astype(np.float32), None, "ntk"))
     with pytest.raises(TypeError, match="must hold real numbers, not \\|V2"):
         kernel_fn(np.zeros((3, 2), dtype=np.dtype((np.void, 2))))
+
+
+def test_ntkd_limits_named_by_the_stax_layer():
+    # They came back from the architecture's parser as "arch, column N: ..." (a migration hunt)
+    with pytest.raises(NotImplementedError, match=r"stax.Dense: out_dim 1048576 is above ntkd's limit of 1000000"):
+        stax.Dense(2 ** 20)
+    with pytest.raises(NotImplementedError, match=r"stax.Conv: out_chan 2000000 is above ntkd's limit"):
+        stax.Conv(2000000, (3, 3))
+    with pytest.raises(NotImplementedError, match=r"stax.FanOut: num 65 is above ntkd's limit of 64"):
+        stax.FanOut(65)
+    kf = stax.serial(stax.FanOut(64), stax.parallel(*[stax.Dense(1000000)] * 64), stax.FanInSum())[2]
+    assert np.isfinite(kf(np.ones((2, 3)), None, "ntk")).all()  # the limits themselves are taken
