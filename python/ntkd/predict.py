@@ -739,6 +739,7 @@ def gp_inference(k_train_train, y_train, diag_reg=0., diag_reg_absolute_scale=Fa
         solver = _Program(k_train_train, y, diag_reg, diag_reg_absolute_scale, method, ranks, job)
 
     def predict_fn(get=None, k_test_train=None, k_test_test=None):
+        _not_traced(k_test_train=k_test_train, k_test_test=k_test_test)
         single, names = _canonical_get(get, ("nngp", "ntk", "ntkgp"))
         return _finish(solver.predict(names, k_test_train, k_test_test), names, single, out_shape)
 
@@ -888,6 +889,7 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
         return solver, ktd, ktt
 
     def predict_fn(t=None, x_test=None, get=None, compute_cov=False, **kernel_fn_test_test_kwargs):
+        _not_traced(t=t, x_test=x_test, compute_cov=compute_cov)
         times = _times(t, learning_rate)
         compute_cov = _flag(compute_cov, "compute_cov")
         single, names = _canonical_get(get, ("nngp", "ntk"))
@@ -938,6 +940,18 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
         return _output(out, names, single)
 
     return predict_fn
+
+
+def _not_traced(**args):
+    """Refuse JAX's abstract values (predict_fn under jax.jit, vmap or grad): the predictions
+    are computed with numpy, outside JAX (the kernels' shapes do not tell the outputs' without
+    the store or kernel_fn behind them)."""
+    for name, v in args.items():
+        if type(v).__name__.endswith("Tracer"):
+            raise TypeError(f"{name} is a JAX tracer ({type(v).__name__}): ntkd.predict computes with numpy, outside "
+                            "JAX, so jax.jit, vmap and grad cannot trace its predict_fn; call it without them (its "
+                            "kernel_fn needs no jit; neural-tangents' nt.predict, which jits, takes ntkd's kernel_fn "
+                            "and kernels)")
 
 
 def _times(t, learning_rate):
@@ -1040,6 +1054,7 @@ def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., 
             raise ValueError(f"{what} has shape {f.shape}, not {shape} (or a number)") from None
 
     def predict_fn(t=None, fx_train_0=0., fx_test_0=None, k_test_train=None):
+        _not_traced(t=t, fx_train_0=fx_train_0, fx_test_0=fx_test_0, k_test_train=k_test_train)
         if fx_train_0 is None and fx_test_0 is None:
             raise ValueError("Both `fx_train_0` and `fx_test_0` are `None`, i.e. no predictions will be computed.")
         if fx_test_0 is not None and k_test_train is None:

@@ -490,3 +490,24 @@ def test_bench_predict_runs_as_performance_md_shows_it():
     for line in out[1:]:
         n, te, tc, ratio, rss = (float(v) for v in line.split())
         assert te > 0 and tc > 0 and ratio > 0 and rss > 0  # (the ratio of the unrounded times)
+
+
+def test_predict_fn_under_jax_transforms_says_why():
+    # jax.jit of ntkd's predict_fn raised "k_test_train (ntk) must be an array, not
+    # DynamicJaxprTracer", a keyword the user never passed (a migration hunt). A stand-in for
+    # JAX's tracers (by their class name, as ntkd tells them: it never imports JAX).
+    class DynamicJaxprTracer:
+        shape, dtype = (7, 5), np.float32
+
+    tracer = DynamicJaxprTracer()
+    fn = predict.gradient_descent_mse_ensemble(stored_kernel_fn, R["x_train"], R["y_train"], diag_reg=0.01)
+    with pytest.raises(TypeError, match="x_test is a JAX tracer .* outside JAX, so jax.jit"):
+        fn(x_test=tracer, get="ntk")
+    with pytest.raises(TypeError, match="k_test_train is a JAX tracer"):
+        predict.gp_inference(KDD, R["y_train"], 0.01)("ntk", tracer)
+    with pytest.raises(TypeError, match="fx_test_0 is a JAX tracer"):
+        predict.gradient_descent_mse(KDD.ntk, R["y_train"])(1., 0., tracer, KTD.ntk)
+    jax = pytest.importorskip("jax")
+    jitted = jax.jit(fn, static_argnames=("get", "compute_cov"))
+    with pytest.raises(TypeError, match="x_test is a JAX tracer"):
+        jitted(x_test=R["x_test"], get="ntk")
