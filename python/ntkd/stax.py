@@ -402,9 +402,12 @@ def ElementwiseNumerical(fn, deg=None, df=None):
     callable raises NotImplementedError."""
     name = _numerical_name(fn)
     if name is None:
+        gelu = getattr(fn, "__name__", fn) == "gelu"  # neural-tangents' examples/elementwise_numerical.py
         raise NotImplementedError(
             f"stax.ElementwiseNumerical: ntkd computes it for named functions only "
-            f"({', '.join(_NUMERICAL)} from jax.nn, jax.numpy or numpy), not {fn!r}")
+            f"({', '.join(_NUMERICAL)} from jax.nn, jax.numpy or numpy), not {fn!r}" +
+            ("; for gelu, stax.Gelu() is the exact GELU's kernel in closed form (jax.nn.gelu is by default its "
+             "tanh approximation, whose kernel is close to it but not the same)" if gelu else ""))
     if df is not None:
         raise NotImplementedError("stax.ElementwiseNumerical: df must be None (ntkd differentiates fn itself)")
     text = f"ElementwiseNumerical({name}"

@@ -779,3 +779,15 @@ def test_ntkd_limits_named_by_the_stax_layer():
         stax.FanOut(65)
     kf = stax.serial(stax.FanOut(64), stax.parallel(*[stax.Dense(1000000)] * 64), stax.FanInSum())[2]
     assert np.isfinite(kf(np.ones((2, 3)), None, "ntk")).all()  # the limits themselves are taken
+
+
+def test_elementwise_numerical_gelu_points_to_gelu():
+    # neural-tangents' examples/elementwise_numerical.py uses jax.nn.gelu, refused without a word
+    # on stax.Gelu (a migration hunt); the approximation's kernel is not Gelu's, so not mapped.
+    def gelu(x):
+        return x
+
+    with pytest.raises(NotImplementedError, match=r"for gelu, stax.Gelu\(\) is the exact GELU's kernel"):
+        stax.ElementwiseNumerical(gelu, deg=25)
+    with pytest.raises(NotImplementedError, match=r"named functions only .*not <function"):
+        stax.ElementwiseNumerical(lambda x: x, deg=25)
