@@ -102,6 +102,30 @@ START_TEST(test_canonical) {
 }
 END_TEST
 
+/* A Polynomial of 32 long coefficients (about 740 bytes of text): its text
+ * was written into a 512-byte buffer past its end (a crash), and the job
+ * identity read each layer through 512 bytes, so two such networks that
+ * differ past the cut shared a store. Whole now, and told apart. */
+START_TEST(test_canonical_of_a_long_polynomial) {
+  char text[2][1200], canon[2][NTK_LAYER_TEXT_MAX + 64];
+  for (int v = 0; v < 2; v++) {
+    int n = snprintf(text[v], sizeof text[v], "Dense Polynomial([");
+    for (int k = 0; k < 32; k++)
+      n += snprintf(text[v] + n, sizeof text[v] - (size_t)n, "%s%s", k ? ", " : "",
+                    k == 31 && v ? "-1.25e-300" : "0.12345678901234568");
+    snprintf(text[v] + n, sizeof text[v] - (size_t)n, "]) Dense");
+    struct ntk_arch a = parse_ok(text[v]);
+    size_t need = ntk_arch_canonical(&a, canon[v], sizeof canon[v]);
+    ck_assert_uint_lt(need, sizeof canon[v]);
+    ck_assert_uint_gt(need, 600);
+    ck_assert_msg(strstr(canon[v], v ? ", -1.25e-300]) Dense" : "0.12345678901234568]) Dense"), "%s",
+                  canon[v]);
+    ntk_arch_free(&a);
+  }
+  ck_assert_str_ne(canon[0], canon[1]);
+}
+END_TEST
+
 START_TEST(test_bad_strings) {
   parse_bad("", "no layers");
   parse_bad("   ", "no layers");
@@ -1171,6 +1195,7 @@ int main(void) {
   tcase_add_test(tc, test_global_defaults);
   tcase_add_test(tc, test_cnn_layers_and_repeat);
   tcase_add_test(tc, test_canonical);
+  tcase_add_test(tc, test_canonical_of_a_long_polynomial);
   tcase_add_test(tc, test_bad_strings);
   tcase_add_test(tc, test_map_params);
   tcase_add_test(tc, test_stax_syntax);

@@ -131,7 +131,7 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
     free(twin);
   }
   for (size_t i = 0; i < arch->n; i++) {
-    char one[512];
+    char one[NTK_LAYER_TEXT_MAX];
     ntk_arch_layer_canonical_param(arch, i, one, sizeof one);
     add(&t, "layer %zu = %s\n", i + 1, one);
   }

@@ -9,6 +9,7 @@
 #include <float.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2073,6 +2074,17 @@ static const char *pad_name(ntk_padding p) {
   return p == NTK_PAD_SAME ? "SAME" : p == NTK_PAD_CIRCULAR ? "CIRCULAR" : "VALID";
 }
 
+/* Appends to text (cap bytes) at *n; past the end the text stays cut at cap
+ * - 1 (NTK_LAYER_TEXT_MAX is sized so that no layer gets there). */
+static void put(char *text, size_t cap, size_t *n, const char *fmt, ...) {
+  if (*n + 1 >= cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(text + *n, cap - *n, fmt, ap);
+  va_end(ap);
+  *n = w < 0 ? *n : *n + (size_t)w >= cap ? cap - 1 : *n + (size_t)w;
+}
+
 /* A nonlinearity: its name alone while every parameter is its default
  * (Relu, Erf), else all of them in stax's order (LeakyRelu(0.1),
  * Erf(2, 1, 0)). */
@@ -2089,27 +2101,28 @@ static int map_canonical(const struct ntk_layer *l, char *buf, size_t cap) {
   }
   while (np > 0 && nm->params[np - 1].slot == NTK_SLOT_NONE) np--;
   if (all_default) return snprintf(buf, cap, "%s", l->name);
-  char text[512];
-  size_t n = (size_t)snprintf(text, sizeof text, "%s(", l->name);
-  for (int k = 0; k < np && n < sizeof text; k++) {
+  char text[NTK_LAYER_TEXT_MAX];
+  size_t n = 0;
+  put(text, sizeof text, &n, "%s(", l->name);
+  for (int k = 0; k < np; k++) {
     char v[32];
     const struct ntk_param *pm = &nm->params[k];
-    if (k) n += (size_t)snprintf(text + n, sizeof text - n, ", ");
+    if (k) put(text, sizeof text, &n, ", ");
     if (pm->type == NTK_PARAM_BOOL) {
-      n += (size_t)snprintf(text + n, sizeof text - n, "%s", l->param[k] != 0 ? "True" : "False");
+      put(text, sizeof text, &n, "%s", l->param[k] != 0 ? "True" : "False");
     } else if (pm->type == NTK_PARAM_LIST) {
-      n += (size_t)snprintf(text + n, sizeof text - n, "[");
-      for (int c = 0; c < l->map.degree && n < sizeof text; c++) {
+      put(text, sizeof text, &n, "[");
+      for (int c = 0; c < l->map.degree; c++) {
         fmt_exact(v, sizeof v, l->map.coef[c]);
-        n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", c ? ", " : "", v);
+        put(text, sizeof text, &n, "%s%s", c ? ", " : "", v);
       }
-      n += (size_t)snprintf(text + n, sizeof text - n, "]");
+      put(text, sizeof text, &n, "]");
     } else {
       fmt_exact(v, sizeof v, l->param[k]);
-      n += (size_t)snprintf(text + n, sizeof text - n, "%s", v);
+      put(text, sizeof text, &n, "%s", v);
     }
   }
-  if (n < sizeof text) snprintf(text + n, sizeof text - n, ")");
+  put(text, sizeof text, &n, ")");
   return snprintf(buf, cap, "%s", text);
 }
 
@@ -2210,7 +2223,7 @@ size_t ntk_arch_canonical(const struct ntk_arch *arch, char *buf, size_t cap) {
     len = strlen(pre);
   }
   for (size_t i = 0; i < arch->n; i++) {
-    char one[512];
+    char one[NTK_LAYER_TEXT_MAX];
     ntk_arch_layer_canonical_param(arch, i, one, sizeof one);
     size_t ol = strlen(one) + (len ? 1 : 0);
     if (len + ol < cap) snprintf(buf + len, cap - len, "%s%s", len ? " " : "", one);

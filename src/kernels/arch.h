@@ -231,6 +231,12 @@ ntk_status ntk_variance_overflow(const char *who, size_t layer, const struct ntk
  * `cap` bytes including the NUL; returns the length it needed. */
 size_t ntk_arch_canonical(const struct ntk_arch *arch, char *buf, size_t cap);
 
+/* The longest text of one layer, its NUL included: a Polynomial of 32
+ * coefficients of up to 24 characters each and its separators is under
+ * 900 bytes; every other layer under 300. A buffer of this size holds any
+ * layer whole (a cut one would give two networks one job identity). */
+#define NTK_LAYER_TEXT_MAX 2048
+
 /* The same for one layer ("Dense(W_std=1.5, b_std=0)"); snprintf's contract. */
 size_t ntk_arch_layer_canonical(const struct ntk_layer *layer, char *buf, size_t cap);
 
