@@ -323,7 +323,7 @@ wait $s1
 # A second job through a hard link to a running job's snapshot, and one
 # after its lock file was removed, with a log of its own: both trained and
 # wrote it in turn, exit 0 each, one's result lost. The file itself is held.
-tconf h1 400
+tconf h1 100000  # (400 epochs took 0.3 s: it could end before it was stopped, exit 0, a flaky check)
 cp good.snap h1.snap
 cp good.jsonl h1.jsonl
 "$NTKD" h1.conf >h1.log 2>&1 &
@@ -345,6 +345,21 @@ cp good.snap other.snap
 mv other.snap h1.snap
 ends_4_over_replacement $h1 h1.snap h1.log "a snapshot" \
   "h1.snap is no longer the snapshot this job last read or wrote: it was replaced"
+# ... and after its last write, before it ends (the test setting pauses it
+# there): it ended 0 over a result no longer at its name.
+for what in snapshot log; do
+  tconf e 3
+  rm -f e.snap e.jsonl
+  NTKD_TEST_TRAIN_END_PAUSE=5 "$NTKD" e.conf >e.log 2>&1 &
+  e=$!
+  for _ in $(seq 600); do [ -s e.jsonl ] && [ "$(wc -l < e.jsonl)" -ge 3 ] && break; sleep 0.05; done
+  sleep 1  # the snapshot of epoch 3 follows its line
+  if [ $what = snapshot ]; then cp good.snap other.snap; mv other.snap e.snap; else cp e.jsonl other.jsonl; mv other.jsonl e.jsonl; fi
+  [ $what = snapshot ] && says="e.snap is no longer the snapshot this job last read or wrote: it was replaced" \
+    || says="e.jsonl is no longer the log this job writes"
+  ends_4_over_replacement $e e.$([ $what = snapshot ] && echo snap || echo jsonl) e.log "a $what (after the last epoch)" \
+    "$says"
+done
 
 # --- a rank's device fails (a GPU's gradient or update): the others are told
 # at the next sum and stop with its message, not after rank_timeout (1800 s)

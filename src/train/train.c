@@ -835,9 +835,19 @@ static ntk_status train_epochs(struct trainer *T) {
     }
     if ((st = t_agree_report(T, st))) return st;
     if (*o->snapshot) T->saved = T->pos, T->have_saved = 1; /* every rank knows, for its messages */
-    if (e + 1 == o->epochs && T->rank == 0)
-      fprintf(stderr, "ntkd: %" PRIu64 " epochs trained; parameters identical on all %d rank%s (checksum %016"
-              PRIx64 ")\n", T->pos.epoch, T->size, T->size > 1 ? "s" : "", sum);
+    if (e + 1 == o->epochs) {
+      /* The end: the snapshot and log at their names are still this job's. One
+       * replaced after the last write (by hand, by another job) is told (exit
+       * 4), not a success over a result no longer there. */
+      const char *pause = getenv("NTKD_TEST_TRAIN_END_PAUSE"); /* seconds: a test replaces a file meanwhile */
+      if (T->rank == 0 && pause) ntk_sleep(atof(pause), NULL);
+      if (T->rank == 0 && *o->snapshot) st = snapshot_in_place(T);
+      if (T->rank == 0 && !st && T->log) st = log_in_place(T);
+      if ((st = t_agree_report(T, st))) return st;
+      if (T->rank == 0)
+        fprintf(stderr, "ntkd: %" PRIu64 " epochs trained; parameters identical on all %d rank%s (checksum %016"
+                PRIx64 ")\n", T->pos.epoch, T->size, T->size > 1 ? "s" : "", sum);
+    }
     if ((stop || vstop) && e + 1 < o->epochs) return interrupted(T);
   }
   return NTK_OK;
@@ -891,6 +901,8 @@ static ntk_status setup(struct trainer *T, int overwrite) {
   if ((st = start_device(T, bmax))) return st;
   if (T->rank == 0 && getenv("NTKD_TEST_TRAIN_FAIL"))
     fprintf(stderr, "ntkd: test setting NTKD_TEST_TRAIN_FAIL=%s\n", getenv("NTKD_TEST_TRAIN_FAIL"));
+  if (T->rank == 0 && getenv("NTKD_TEST_TRAIN_END_PAUSE"))
+    fprintf(stderr, "ntkd: test setting NTKD_TEST_TRAIN_END_PAUSE=%s\n", getenv("NTKD_TEST_TRAIN_END_PAUSE"));
   if (T->rank == 0) {
     char layers[256];
     layers_text(id->sizes, o->nlayers, layers, sizeof layers);
