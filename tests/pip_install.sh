@@ -9,7 +9,9 @@
 # The build backend (scikit-build-core and what it needs) is downloaded from
 # PyPI once, first: without a route to PyPI the test is skipped (exit 77),
 # saying so; with it xxhash, which the package needs at >= 2.0 and Debian's
-# python3-xxhash 3.2 declares as version 0.0.0. pip then installs from that
+# python3-xxhash 3.2 declares as version 0.0.0, and ninja, which
+# scikit-build-core asks for where no ninja is on the PATH (install-deps.sh
+# installs none). pip then installs from that
 # download only (--no-index: the build isolation's backend, xxhash, and the
 # system's numpy and zstandard), so a PyPI that fails later cannot fail it.
 # The package builds libntkd and ntkd from this tree (about 2 minutes on two
@@ -23,7 +25,7 @@ unset PYTHONPATH NTKD_LIBRARY NTKD_PROGRAM
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 OPENBLAS_NUM_THREADS=1
 
 $PY -m venv --system-site-packages "$W/venv" || { echo "FAILED: python3 -m venv (python3-venv)"; exit 1; }
-if ! timeout 300 "$W/venv/bin/pip" download -d "$W/dl" "scikit-build-core>=0.8" "xxhash>=2.0" >"$W/dl.log" 2>&1; then
+if ! timeout 300 "$W/venv/bin/pip" download -d "$W/dl" "scikit-build-core>=0.8" "xxhash>=2.0" ninja >"$W/dl.log" 2>&1; then
   echo "skipped: PyPI cannot be reached for the build backend (scikit-build-core):"
   tail -2 "$W/dl.log"
   exit 77

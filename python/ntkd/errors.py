@@ -108,8 +108,10 @@ def raise_for_exit(code, message):
         raise WorkerTimeoutError(message)
     if code in _BY_EXIT:
         raise_for(_BY_EXIT[code], message)
-    why = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-    raise_for(_lib.E_INTERNAL, f"the ntkd program ended with {why}: {message}")
+    if code < 0:  # a crash: its last line of output is whatever came before it (a notice), not its cause
+        raise_for(_lib.E_INTERNAL, f"the ntkd program was killed by signal {-code}" +
+                  (f" (the last line it wrote before: {message})" if message else ""))
+    raise_for(_lib.E_INTERNAL, f"the ntkd program ended with exit code {code}: {message}")
 
 
 def refused(module, name, why):

@@ -444,17 +444,17 @@ def _store_block(S, g, which, n):
         raise ValueError(f"the store {S.path} holds no {g!r} kernel (it has {', '.join(S.kernels)}): compute it "
                          f"with kernel='ntk'")
     N = S.n
-    if which == "train":
+    if which == "train":  # (checked finite by its reader, _Numpy.train)
         return S[g][:n, :n].astype(np.float64)
     if not S.n_train:
         raise ValueError(f"the store {S.path} has no test set: compute it with ntkd.batch(kernel_fn, x_train, "
                          "x_test, ...) for predictions on x_test")
     if which == "test_train":
-        return S[g][n:, :n].astype(np.float64)
+        return _finite(S[g][n:, :n].astype(np.float64), f"the test x train block of {g!r} in {S.path}")
     if not S.test_test:
         raise ValueError(f"the store {S.path} was computed without its test x test block: for covariances, "
                          "compute it with ntkd.batch(..., test_test=True)")
-    return S[g][n:N, n:N].astype(np.float64)
+    return _finite(S[g][n:N, n:N].astype(np.float64), f"the test x test block of {g!r} in {S.path}")
 
 
 def _test_train(k, g, n, k_train_train):
@@ -966,7 +966,7 @@ def _times(t, learning_rate):
         a = a.astype(np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"t must be None, a number or an array of numbers, not {t!r}") from None
-    with np.errstate(invalid="ignore"):  # inf * 0: NaN, refused below
+    with np.errstate(invalid="ignore", over="ignore"):  # inf * 0: NaN, refused below; an overflow: infinity
         a = a * learning_rate
     if np.isnan(a).any():
         raise ValueError(f"t={t!r} times learning_rate={learning_rate!r} is not a number (NaN): times are "
@@ -1101,6 +1101,9 @@ def max_learning_rate(ntk_train_train, y_train_size=None, momentum=0., eps=1e-12
     (n, n) array, or a Kernel (its .ntk). y_train_size None: n (one output per sample)."""
     k = ntk_train_train
     if hasattr(k, "ntk") and hasattr(k, "nngp"):  # a Kernel: the one it names
+        if k.ntk is None:
+            raise ValueError("ntk_train_train is a Kernel without its NTK (computed with get=('nngp',)): compute "
+                             "it with get='ntk' or None")
         k = k.ntk
     K = _one_matrix(k, "ntk_train_train", "an (n, n) array or a Kernel (its .ntk); a store's block S['ntk'][:n, :n]")
     if K.shape[0] != K.shape[1] or not K.shape[0]:

@@ -511,3 +511,20 @@ def test_predict_fn_under_jax_transforms_says_why():
     jitted = jax.jit(fn, static_argnames=("get", "compute_cov"))
     with pytest.raises(TypeError, match="x_test is a JAX tracer"):
         jitted(x_test=R["x_test"], get="ntk")
+
+
+def test_review_findings_on_predict_errors():
+    # max_learning_rate of a Kernel computed without its NTK said "pass a Kernel (its .ntk)"
+    with pytest.raises(ValueError, match="a Kernel without its NTK"):
+        predict.max_learning_rate(K(KDD.nngp, None))
+    # a t whose product with the learning rate overflows is infinity, without numpy's warning
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = predict.gradient_descent_mse(KDD.ntk, R["y_train"], learning_rate=1e300)(1e300, 0.)
+    assert np.array_equal(got, R["y_train"])
+    # a crash of the program is not blamed on the last line it wrote
+    from ntkd.errors import raise_for_exit
+    with pytest.raises(ntkd.NtkdError) as e:
+        raise_for_exit(-11, "ntkd: no usable GPU: the job runs on the CPU")
+    assert str(e.value).startswith("the ntkd program was killed by signal 11 (the last line it wrote before: ")
