@@ -747,12 +747,14 @@ def gp_inference(k_train_train, y_train, diag_reg=0., diag_reg_absolute_scale=Fa
     return predict_fn
 
 
-def _finish(out, names, single, out_shape):
-    """Means shaped as the targets (samples first), in neural-tangents' return type."""
+def _finish(out, names, single, out_shape, lead=()):
+    """Means shaped as the targets (samples first; after lead, the times' axes), in
+    neural-tangents' return type."""
     for g, v in out.items():
         mean = v.mean if isinstance(v, Gaussian) else v
-        mean = mean.reshape((mean.shape[0],) + out_shape)
-        out[g] = Gaussian(mean, v.covariance) if isinstance(v, Gaussian) else mean
+        mean = mean.reshape(lead + (mean.shape[-2],) + out_shape)
+        out[g] = Gaussian(mean, v.covariance.reshape(lead + v.covariance.shape[-2:])) \
+            if isinstance(v, Gaussian) else mean
     return _output(out, names, single)
 
 
@@ -931,13 +933,7 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
             # the train set's covariance needs no test x test kernel: a flag there
             out = solver.evolve(names, times.ravel(), y.size, ktd, ktt if x_test is not None else
                                 (True if compute_cov else None))
-        _all_finite(out, times.ravel())
-        for g, v in out.items():
-            mean = v.mean if isinstance(v, Gaussian) else v
-            mean = mean.reshape(times.shape + mean.shape[1:2] + out_shape)
-            out[g] = Gaussian(mean, v.covariance.reshape(times.shape + v.covariance.shape[1:])) \
-                if isinstance(v, Gaussian) else mean
-        return _output(out, names, single)
+        return _finish(_all_finite(out, times.ravel()), names, single, out_shape, times.shape)
 
     return predict_fn
 

@@ -68,7 +68,7 @@ typedef enum ntk_map_kind {
   NTK_MAP_NUMERICAL, /* ElementwiseNumerical: no closed form; fn in degree, alpha in a (src/kernels/numerical.h) */
 } ntk_map_kind;
 
-#define NTK_MAP_MAXCOEF 32 /* Polynomial coefficients (degree 31: its factorials are exact to 1e-16) */
+#define NTK_MAP_MAXCOEF 32 /* Polynomial coefficients (degree 31: its factorials, past 22!, rounded to 1e-16) */
 
 /* A nonlinearity as plain data (the GPU copies it as it is). */
 struct ntk_map {
