@@ -1013,6 +1013,18 @@ START_TEST(test_identity_diff_inserted_line) {
     ck_assert_msg(ntk_job_text_diff(ntk, c, out, sizeof out) == kinds[k] && strstr(out, "older ntkd"), "%s: %s",
                   lines[k], out);
   }
+  /* two long layer lines (a Polynomial of 32 coefficients) that part at
+   * their end: shown from a little before, not cut before the difference */
+  char la[2][2048];
+  for (int v = 0; v < 2; v++) {
+    int n = snprintf(la[v], sizeof la[v], "ntkd job = 2\nlayers = 1\nlayer 1 = Polynomial([");
+    for (int k = 0; k < 31; k++) n += snprintf(la[v] + n, sizeof la[v] - (size_t)n, "0.12345678901234568, ");
+    snprintf(la[v] + n, sizeof la[v] - (size_t)n, "%s])\n", v ? "0.25" : "0.5");
+  }
+  ck_assert_int_eq(ntk_job_text_diff(la[0], la[1], out, sizeof out), 0);
+  ck_assert_msg(strstr(out, "layer 1: the store has ...") && strstr(out, "0.12345678901234568, 0.5]), this job ...") &&
+                    strstr(out, "0.12345678901234568, 0.25]) (1 line"),
+                "%s", out);
   /* a line of the store missing from the job at the end */
   ck_assert_int_eq(ntk_job_text_diff(std, "ntkd job = 2\nlayers = 1\nparameterization = standard\n", out, sizeof out), 0);
   ck_assert_msg(!strncmp(out, "layer 1: the store has Dense(W_std=1, b_std=0), this job no line (1 line", 71), "%s", out);

@@ -273,8 +273,22 @@ int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap)
                  "(docs/STORE-FORMAT.md): compute it again (--overwrite)";
       rounding = version_keys[v].rounding;
     }
-  snprintf(out, cap, "%.*s: the store has %.*s, this job %.*s (%zu line%s of the job description differ%s)%s",
-           kla, ka, ha ? vla : 7, ha ? va : "no line", hb ? vlb : 7, hb ? vb : "no line", ndiff,
+  /* Long values (a Polynomial of 32 coefficients, 700 characters) are shown
+   * from a little before where they part, 120 characters of each: whole,
+   * the message cut this job's off before its difference. */
+  int skip = 0, show = 120;
+  if (ha && hb && (vla > 160 || vlb > 160)) {
+    int p = 0;
+    while (p < vla && p < vlb && va[p] == vb[p]) p++;
+    skip = p > 40 ? p - 40 : 0;
+  } else {
+    show = vla > vlb ? vla : vlb;
+  }
+  int sa = vla - skip < show ? vla - skip : show, sb = vlb - skip < show ? vlb - skip : show;
+  const char *pre = skip ? "..." : "";
+  snprintf(out, cap, "%.*s: the store has %s%.*s%s, this job %s%.*s%s (%zu line%s of the job description differ%s)%s",
+           kla, ka, ha ? pre : "", ha ? sa : 7, ha ? va + skip : "no line", ha && skip + sa < vla ? "..." : "",
+           hb ? pre : "", hb ? sb : 7, hb ? vb + skip : "no line", hb && skip + sb < vlb ? "..." : "", ndiff,
            ndiff == 1 ? "" : "s", ndiff == 1 ? "s" : "", why);
   return ndiff == 1 && why[0] ? 1 + rounding : 0;
 }
