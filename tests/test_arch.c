@@ -292,7 +292,8 @@ START_TEST(test_map_params) {
   parse_bad("Conv(3) AvgPool(2, normalize_edges=yes)", "'yes' is not True or False");
   parse_bad("Dense Monomial(6)", "Monomial: degree must be an integer from 0 to 5, not 6");
   parse_bad("Dense Polynomial(3)", "coef wants a list of numbers");
-  parse_bad("Dense Polynomial([1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33])",
+  parse_bad("Dense Polynomial([1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,"
+            "33])",
             "more than 32 values in a list");
   parse_bad("Dense Hermite(-1)", "Hermite: degree must be an integer from 0 to 1000, not -1");
   parse_bad("Dense Hermite(1.5)", "Hermite: degree must be an integer from 0 to 1000, not 1.5");

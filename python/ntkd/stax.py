@@ -190,7 +190,8 @@ def Dense(out_dim, W_std=1.0, b_std=None, batch_axis=0, channel_axis=-1, paramet
     if not vectors:
         _axes(batch_axis, channel_axis, "Dense")
     p = _param(parameterization, s, "Dense")
-    return _layer(f"Dense({_int(out_dim, 'stax.Dense: out_dim', high=_MAX_SIZE)}, W_std={_std(W_std, 'stax.Dense: W_std')}, "
+    width = _int(out_dim, 'stax.Dense: out_dim', high=_MAX_SIZE)
+    return _layer(f"Dense({width}, W_std={_std(W_std, 'stax.Dense: W_std')}, "
                   f"b_std={_std(b_std, 'stax.Dense: b_std')})", p, vectors)
 
 
