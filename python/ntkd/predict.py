@@ -360,13 +360,11 @@ class _Numpy:
                 if g == "nngp":  # K_tt - K_tx V (1 - e^(-2wt/size))/w V^T K_xt
                     for i, f in enumerate(_integral(w, 2 * times, size)):
                         cov[i] = ktt - (p * f) @ p.T
-                else:  # K_tt + Z^T K Z - Z^T K_xt - K_tx Z, Z = V (1 - e^(-wt/size))/w V^T Theta_xt
+                else:  # Z = V (1 - e^(-wt/size))/w V^T Theta_xt
                     knn = self.train("nngp")
                     kxt = _test_train(k_test_train, "nngp", self.n, self.k).T
                     for i, f in enumerate(_integral(w, times, size)):
-                        z = v @ (f[:, None] * p.T)
-                        zk = z.T @ kxt
-                        cov[i] = ktt + z.T @ (knn @ z) - zk - zk.T
+                        cov[i] = _ntk_covariance(ktt, knn, kxt, v @ (f[:, None] * p.T))
             out[g] = Gaussian(mean, cov)
         return out
 
@@ -395,16 +393,22 @@ class _Numpy:
                     raise ValueError("the NTK posterior covariance (get='ntk' with k_test_test) needs the NNGP and "
                                      "the NTK train x train and test x train kernels: pass Kernel objects (or "
                                      "namedtuples) with .nngp and .ntk, or a store of kernel='ntk'")
-                # Z = A^-1 Theta_xt; cov = K_tt + Z^T K_xx Z - Z^T K_xt - K_tx Z (docs/SOLVE.md).
-                z = self.factor("ntk").solve(ktd.T)
-                kxt = _test_train(k_test_train, "nngp", self.n, self.k).T
-                zk = z.T @ kxt
-                cov = _test_test(k_test_test, "nngp", m) + z.T @ (self.train("nngp") @ z) - zk - zk.T
+                z = self.factor("ntk").solve(ktd.T)  # Z = A^-1 Theta_xt (docs/SOLVE.md)
+                cov = _ntk_covariance(_test_test(k_test_test, "nngp", m), self.train("nngp"),
+                                      _test_train(k_test_train, "nngp", self.n, self.k).T, z)
             else:  # nngp, ntkgp: the GP posterior K_tt - K_tx A^-1 K_xt
                 w = self.factor(kk).half(ktd.T)
                 cov = _test_test(k_test_test, kk, m) - w.T @ w
             out[g] = Gaussian(mean, cov)
         return out
+
+
+def _ntk_covariance(ktt, knn, kxt, z):
+    """The NTK ensemble's test covariance K_tt + Z^T K_xx Z - Z^T K_xt - K_tx Z, Z the map from
+    the train targets to the test means (A^-1 Theta_xt at t = infinity, at a time t
+    V (1 - e^(-wt/size))/w V^T Theta_xt)."""
+    zk = z.T @ kxt
+    return ktt + z.T @ (knn @ z) - zk - zk.T
 
 
 def _exponent(w, times, size):
@@ -783,13 +787,18 @@ class _Kernels:
 _STORE_KEYWORDS = ("store", "ranks", "method", "overwrite", "test_test", "job")
 
 
+def _wide_input(x):
+    """Whether the input x (any array, a JAX one too: by its dtype) is float64."""
+    return _float64_dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype)
+
+
 def _one_precision(x_train, x_test):
     """(x_train, x_test, wide): both as float64 where either is, so that a
     prediction's kernels share one precision, as JAX computes them (float32
     x_test against float64 x_train once gave a float32 test x test kernel
     beside float64 others: its covariance 1.5e-3 off). Any array, a JAX one
     too: by its dtype."""
-    w = [_float64_dtype(x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype) for x in (x_train, x_test)]
+    w = [_wide_input(x) for x in (x_train, x_test)]
     if w[0] != w[1]:
         x_train, x_test = (x if wx else np.asarray(x, dtype=np.float64) for x, wx in zip((x_train, x_test), w))
     return x_train, x_test, w[0] or w[1]
@@ -878,8 +887,7 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
         """(a solver over the train kernels, the test x train kernels, the test x test NNGP or
         None) from kernel_fn, in one precision; x_test None: the train kernels alone."""
         if x_test is None:
-            wide = _float64_dtype(x_train.dtype if hasattr(x_train, "dtype") else np.asarray(x_train).dtype)
-            return compute_train(need, x_train, wide), None, None
+            return compute_train(need, x_train, _wide_input(x_train)), None, None
         kw_td, kw_tt = _merge_kwargs(kernel_fn_train_train_kwargs, test_kwargs)
         xtr, xte, wide = _one_precision(x_train, x_test)
         solver = compute_train(need, xtr, wide)
