@@ -259,7 +259,7 @@ def _stax_items(text, standard=False):
         exprs.append(sub_items[0] if len(sub_items) == 1 else 'stax.serial(' + ', '.join(sub_items) + ')')
       items.append('stax.parallel(' + ', '.join(exprs) + ')')
     else:
-      if standard and name in ('Dense', 'Conv'):
+      if standard and name in ('Dense', 'Conv', 'ConvLocal'):
         args = (args + ', ' if args and args.strip() else '') + "parameterization='standard'"
       items.append(f'stax.{name}({args or ""})')
   return items
@@ -275,7 +275,7 @@ def build_stax_syntax(arch, standard=False):
   layers = []
   for text in split_layers(arch):
     call = text if '(' in text else text + '()'
-    if standard and call.split('(')[0] in ('Dense', 'Conv'):
+    if standard and call.split('(')[0] in ('Dense', 'Conv', 'ConvLocal'):
       call = call[:-1] + (", " if call[-2] != '(' else '') + "parameterization='standard')"
     layers.append(eval('stax.' + call, {'stax': stax, 'None': None}))
   return stax.serial(*layers)
@@ -862,6 +862,40 @@ def cnn_cases():
       c('cnn_layernorm_pool_flat',
         f'{conv(3, 1, "SAME", 2.0, 0)} Relu AvgPool(2,2) {conv(3, 1, "VALID", 1.5, 0.2)} LayerNorm(eps=0.25) Erf '
         f'Flatten {dense(1.5, 0.1)}', large),
+  ]
+  # ConvLocal (unshared weights: 0 between two positions): the
+  # same-position path (Flatten, where it is a Conv), the general one
+  # (GlobalAvgPool, pooling, strides, CIRCULAR), beside shared Convs, both
+  # parameterisations, 1-D. Rectangular filters and strides only where no
+  # shared Conv comes before: after an odd number of them neural-tangents
+  # 0.6.5 applies a ConvLocal's filter and strides to the swapped axes
+  # (docs/MIGRATING.md, "What differs": where neural-tangents' numbers are off).
+  cases += [
+      dict(c('cnn_lcn_flat',
+             "ConvLocal(8, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu ConvLocal(8, (3, 3), (2, 2), 'VALID', "
+             "W_std=1.3) Erf Flatten Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_lcn_gap_rect',
+             "ConvLocal(8, (3, 2), strides=(2, 1), padding='SAME', W_std=1.5, b_std=0.1) Relu ConvLocal(8, (3, 3), "
+             "padding='CIRCULAR', b_std=0.2) Relu GlobalAvgPool Dense(1)", rect), stax_syntax=True),
+      dict(c('cnn_lcn_mixed_pool',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu ConvLocal(8, (2, 2), strides=(2, 2), W_std=1.4, "
+             "b_std=0.3) Relu AvgPool((2, 2)) Conv(8, (2, 2), padding='SAME', b_std=0.1) Relu GlobalAvgPool "
+             "Dense(1)", large), stax_syntax=True),
+      dict(c('cnn_lcn_direct_gap', "ConvLocal(8, (3, 3), padding='SAME', W_std=1.2, b_std=0.5) GlobalAvgPool "
+             "Dense(1, b_std=0.1)", small), stax_syntax=True),
+      dict(c('cnn_lcn_residual',
+             "ConvLocal(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, ConvLocal(8, (3, 3), "
+             "padding='SAME', W_std=1.3, b_std=0.1)), Identity) FanInSum Relu GlobalAvgPool Dense(1)", small),
+           stax_syntax=True),
+      dict(c('cnn_standard_lcn',
+             "ConvLocal(8, (3, 3), padding='SAME', W_std=1.5, b_std=0.1) Relu ConvLocal(4, (2, 2), W_std=1.2) Erf "
+             "GlobalAvgPool Dense(2)", small), stax_syntax=True, standard=True),
+      dict(c('cnn_standard_lcn_nobias',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu ConvLocal(4, (3, 3), padding='SAME', W_std=1.2) Relu "
+             "Flatten Dense(2)", small), stax_syntax=True, standard=True),
+      dict(c('cnn_lcn_1d',
+             "ConvLocal(8, (3,), padding='SAME', W_std=1.5, b_std=0.1) Relu ConvLocal(8, (2,), strides=(2,), "
+             "W_std=1.3) Erf GlobalAvgPool Dense(1)", (4, 9, 2)), stax_syntax=True, one_d=True),
   ]
   return cases + map_cnn_cases()
 

@@ -135,6 +135,11 @@ static const char *const archs[] = {
     "Conv(4, (3, 3), padding=SAME) FanOut(3) parallel(serial(Relu Conv(4, (3, 3), strides=(2, 2), padding=SAME)), "
     "Conv(8, (1, 1), strides=(2, 2)), serial(Erf Conv(2, (3, 3), strides=(2, 2), padding=SAME))) FanInConcat "
     "Conv(3, 1, SAME) Relu Flatten Dense",
+    /* ConvLocal (unshared weights, zero between positions): as a Conv on the same-position path, and on the
+     * general one with a strided ConvLocal, pooling and GlobalAvgPool (the GPU refuses these) */
+    "ConvLocal(3, 1, SAME, b_std=0.1) Relu Conv(3, 2, VALID) Erf ConvLocal(2, 1, CIRCULAR) Relu Flatten Dense",
+    "Conv(3, 1, SAME) Relu ConvLocal(4, (2, 2), strides=(2, 1), b_std=0.2) Relu AvgPool(2, 1) ConvLocal(2, 1, SAME) "
+    "Erf GlobalAvgPool Dense",
     /* FanInProd: a slice-local block, a strided one (the full covariance), the same-position path, the tail */
     "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Conv(1, 1, SAME)) FanInProd Conv(3, 1, SAME) Relu "
     "GlobalAvgPool Dense",

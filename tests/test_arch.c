@@ -509,6 +509,39 @@ END_TEST
  * keyword; mode 'test' is an Identity (the same network, the same canonical
  * text); its output is not Gaussian and, as in stax, it needs a Dense or
  * Conv before it on its path; the canonical text reads back. */
+/* ConvLocal: Conv's arguments in both syntaxes, its own canonical text (a
+ * store of the Conv network is another job's), read back the same. */
+START_TEST(test_conv_local) {
+  struct ntk_arch a = parse_ok("ConvLocal(3, 2, SAME, b_std=0.1) Relu stax.ConvLocal(8, (2, 3), strides=(1, 2), "
+                               "padding='CIRCULAR', W_std=1.5) Relu GlobalAvgPool Dense");
+  ck_assert_int_eq(a.layers[0].kind, NTK_LAYER_CONV);
+  ck_assert_int_eq(a.layers[0].local, 1);
+  ck_assert_int_eq(a.layers[0].filter, 3);
+  ck_assert_int_eq(a.layers[0].stride, 2);
+  ck_assert_int_eq(a.layers[2].local, 1);
+  ck_assert_int_eq(a.layers[2].filter_w, 3);
+  ck_assert_int_eq(a.layers[2].stride_w, 2);
+  ck_assert_int_eq(a.layers[2].padding, NTK_PAD_CIRCULAR);
+  char buf[1024], again[1024], conv[1024];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(!strncmp(buf, "ConvLocal(3, 2, SAME, W_std=1, b_std=0.1) Relu ConvLocal(1, (2, 3), (1, 2), CIRCULAR",
+                         61), "%s", buf);
+  struct ntk_arch b = parse_ok(buf);
+  ntk_arch_canonical(&b, again, sizeof again);
+  ck_assert_str_eq(buf, again);
+  struct ntk_arch c = parse_ok("Conv(3, 2, SAME, b_std=0.1) Relu stax.ConvLocal(8, (2, 3), strides=(1, 2), "
+                               "padding='CIRCULAR', W_std=1.5) Relu GlobalAvgPool Dense");
+  ntk_arch_canonical(&c, conv, sizeof conv);
+  ck_assert_str_ne(buf, conv);
+  ck_assert_int_eq(c.layers[0].local, 0);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  ntk_arch_free(&c);
+  parse_bad("ConvLocal Relu Flatten Dense", "ConvLocal needs arguments");
+  parse_bad("ConvLocal(8, (3, 3), foo=1) Relu Flatten Dense", "unknown argument foo for ConvLocal");
+}
+END_TEST
+
 START_TEST(test_dropout) {
   struct ntk_arch a = parse_ok("Dense Dropout(0.5) Dense Relu stax.Dropout(rate=0.25, mode='train') Dense "
                                "Dropout(0.9, test) Dropout(1) Dense");
@@ -1204,6 +1237,7 @@ int main(void) {
   tcase_add_test(tc, test_residual);
   tcase_add_test(tc, test_fan_in_prod);
   tcase_add_test(tc, test_dropout);
+  tcase_add_test(tc, test_conv_local);
   tcase_add_test(tc, test_layernorm_axes);
   tcase_add_test(tc, test_elementwise_numerical);
   tcase_add_test(tc, test_error_column);

@@ -23,10 +23,11 @@ from . import _kernel
 from .errors import refused as _refused
 
 __all__ = [
-    "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv", "AvgPool",
-    "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm", "Dropout", "Relu", "LeakyRelu", "Abs", "ABRelu",
-    "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial",
-    "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical", "Padding",
+    "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv",
+    "ConvLocal", "AvgPool", "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm", "Dropout", "Relu",
+    "LeakyRelu", "Abs", "ABRelu", "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized",
+    "Gaussian", "Sign", "Monomial", "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical",
+    "Padding",
 ]
 
 
@@ -195,20 +196,33 @@ def Dense(out_dim, W_std=1.0, b_std=None, batch_axis=0, channel_axis=-1, paramet
                   f"b_std={_std(b_std, 'stax.Dense: b_std')})", p, vectors)
 
 
-def Conv(out_chan, filter_shape, strides=None, padding="VALID", W_std=1.0, b_std=None, dimension_numbers=None,
-         parameterization="ntk", s=(1, 1)):
+def _conv(name, out_chan, filter_shape, strides, padding, W_std, b_std, dimension_numbers, parameterization, s):
     if dimension_numbers not in (None, ("NHWC", "HWIO", "NHWC"), ("NWC", "WIO", "NWC")):
-        raise NotImplementedError(f"stax.Conv(dimension_numbers={dimension_numbers}): ntkd takes NHWC data")
-    p = _param(parameterization, s, "Conv")
-    out = _int(out_chan, 'stax.Conv: out_chan', high=_MAX_SIZE)
-    fs = _size(filter_shape, 'stax.Conv: filter_shape')
-    st = _size(strides, 'stax.Conv: strides') if strides is not None else None
-    text = f"Conv({out}, {_text(fs)}"
+        raise NotImplementedError(f"stax.{name}(dimension_numbers={dimension_numbers}): ntkd takes NHWC data")
+    p = _param(parameterization, s, name)
+    out = _int(out_chan, f'stax.{name}: out_chan', high=_MAX_SIZE)
+    fs = _size(filter_shape, f'stax.{name}: filter_shape')
+    st = _size(strides, f'stax.{name}: strides') if strides is not None else None
+    text = f"{name}({out}, {_text(fs)}"
     if st is not None:
         text += f", strides={_text(st)}"
-    text += (f", padding='{_padding(padding)}', W_std={_std(W_std, 'stax.Conv: W_std')}, "
-             f"b_std={_std(b_std, 'stax.Conv: b_std')})")
-    return _layer(text, p, two_d=_two_d(f"Conv({out}, ", "filter_shape", fs, st))
+    text += (f", padding='{_padding(padding)}', W_std={_std(W_std, f'stax.{name}: W_std')}, "
+             f"b_std={_std(b_std, f'stax.{name}: b_std')})")
+    return _layer(text, p, two_d=_two_d(f"{name}({out}, ", "filter_shape", fs, st))
+
+
+def Conv(out_chan, filter_shape, strides=None, padding="VALID", W_std=1.0, b_std=None, dimension_numbers=None,
+         parameterization="ntk", s=(1, 1)):
+    return _conv("Conv", out_chan, filter_shape, strides, padding, W_std, b_std, dimension_numbers,
+                 parameterization, s)
+
+
+def ConvLocal(out_chan, filter_shape, strides=None, padding="VALID", W_std=1.0, b_std=None, dimension_numbers=None,
+              parameterization="ntk", s=(1, 1)):
+    """stax's locally connected layer: a Conv whose weights (and bias) are
+    not shared between positions. Computed on CPUs only."""
+    return _conv("ConvLocal", out_chan, filter_shape, strides, padding, W_std, b_std, dimension_numbers,
+                 parameterization, s)
 
 
 def _pool(name, window_shape, strides, padding, extra=""):
@@ -420,7 +434,6 @@ def ElementwiseNumerical(fn, deg=None, df=None):
 # ---- what ntkd does not compute: refused when constructed --------------------------------
 
 for _name, _why in [
-    ("ConvLocal", "locally connected layers are not implemented"),
     ("ConvTranspose", "transposed convolutions are not implemented"),
     ("ImageResize", "not implemented"),
     ("Aggregate", "graph layers are not implemented"),

@@ -1250,7 +1250,7 @@ static ntk_status numerical_args(struct parser *p, struct ntk_layer *l, const st
 
 /* "Dense, Conv, ..., Relu, ...": every name the parser knows, for messages. */
 static void known_names(char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, Identity, AvgPool, SumPool, Flatten, GlobalAvgPool, "
+  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, ConvLocal, Identity, AvgPool, SumPool, Flatten, GlobalAvgPool, "
                                         "GlobalSumPool, LayerNorm, Dropout, ElementwiseNumerical");
   size_t count;
   const struct ntk_map_name *nm = ntk_map_names(&count);
@@ -1303,6 +1303,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   const struct ntk_map_name *nm = NULL;
   if (!strcmp(name, "Dense")) l.kind = NTK_LAYER_DENSE;
   else if (!strcmp(name, "Conv")) { l.kind = NTK_LAYER_CONV; need_args = 1; max_pos = 3; }
+  else if (!strcmp(name, "ConvLocal")) { l.kind = NTK_LAYER_CONV; l.local = 1; need_args = 1; max_pos = 3; }
   else if (!strcmp(name, "Identity")) l.kind = NTK_LAYER_IDENTITY;
   else if (!strcmp(name, "AvgPool")) { l.kind = NTK_LAYER_AVGPOOL; need_args = 1; max_pos = 2; l.stride = l.stride_w = 0; }
   else if (!strcmp(name, "Flatten")) l.kind = NTK_LAYER_FLATTEN;
@@ -1674,9 +1675,9 @@ static ntk_status refuse_2d_on_1d(const struct ntk_layer *l, size_t i) {
   char fix[160], strides[40] = "";
   if (conv) {
     if (l->stride != 1) snprintf(strides, sizeof strides, ", strides=(%d,)", l->stride);
-    if (l->width) snprintf(fix, sizeof fix, "Conv(%d, (%d,)%s, padding='%s')", l->width, fh, strides,
+    if (l->width) snprintf(fix, sizeof fix, "%s(%d, (%d,)%s, padding='%s')", l->name, l->width, fh, strides,
                            pad[l->padding]);
-    else snprintf(fix, sizeof fix, "Conv(filter_shape=(%d,)%s, padding='%s')", fh, strides, pad[l->padding]);
+    else snprintf(fix, sizeof fix, "%s(filter_shape=(%d,)%s, padding='%s')", l->name, fh, strides, pad[l->padding]);
   } else { /* strides written: ntkd's short form and stax's default them differently */
     int edges = l->normalize_edges && l->padding == NTK_PAD_SAME;
     snprintf(fix, sizeof fix, "%s((%d,), strides=(%d,), padding='%s'%s)", l->sum ? "SumPool" : "AvgPool", fh,
@@ -2137,6 +2138,7 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
   fmt_exact(w, sizeof w, l->w_std);
   fmt_exact(b, sizeof b, l->b_std);
   int n = 0;
+  const char *conv = l->local ? "ConvLocal" : "Conv";
   switch (l->kind) {
   case NTK_LAYER_DENSE:
     if (std) n = snprintf(buf, cap, "Dense(%d, W_std=%s, b_std=%s)", l->width, w, l->bias ? b : "None");
@@ -2147,13 +2149,14 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
       char fs[48], ss[48];
       fmt_size(fs, sizeof fs, l->filter, l->filter_w, l->one_d);
       fmt_size(ss, sizeof ss, l->stride, l->stride_w, l->one_d);
-      n = snprintf(buf, cap, "Conv(%d, %s, %s, %s, W_std=%s, b_std=%s)", std ? l->width : 1, fs, ss,
+      n = snprintf(buf, cap, "%s(%d, %s, %s, %s, W_std=%s, b_std=%s)", conv, std ? l->width : 1, fs, ss,
                    pad_name(l->padding), w, std && !l->bias ? "None" : b);
     } else if (std)
-      n = snprintf(buf, cap, "Conv(%d, (%d, %d), (%d, %d), %s, W_std=%s, b_std=%s)", l->width, l->filter, l->filter,
-                   l->stride, l->stride, pad_name(l->padding), w, l->bias ? b : "None");
+      n = snprintf(buf, cap, "%s(%d, (%d, %d), (%d, %d), %s, W_std=%s, b_std=%s)", conv, l->width, l->filter,
+                   l->filter, l->stride, l->stride, pad_name(l->padding), w, l->bias ? b : "None");
     else
-      n = snprintf(buf, cap, "Conv(%d, %d, %s, W_std=%s, b_std=%s)", l->filter, l->stride, pad_name(l->padding), w, b);
+      n = snprintf(buf, cap, "%s(%d, %d, %s, W_std=%s, b_std=%s)", conv, l->filter, l->stride, pad_name(l->padding),
+                   w, b);
     break;
   case NTK_LAYER_MAP:
     n = map_canonical(l, buf, cap);

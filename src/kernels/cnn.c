@@ -84,6 +84,7 @@ struct cnn_plan {
   int branch_depth;    /* residual blocks: the deepest nesting (0: none) */
   int self_vars_only;  /* a self run need not compute its own entry */
   int cat;             /* a FanInConcat along a spatial axis: the GENERAL path only */
+  int local;           /* a ConvLocal: DIAG or GENERAL (plan_path) */
 };
 
 /* Per-image variances are kept for the whole job (computed once per
@@ -194,7 +195,8 @@ static ntk_status plan_window(struct cnn_plan *P, struct cnn_op *op, const struc
     op->circular = l->padding == NTK_PAD_CIRCULAR;
   }
   if (conv) {
-    op->slice_local = sh == 1 && sw == 1 && l->padding == NTK_PAD_SAME;
+    op->slice_local = sh == 1 && sw == 1 && l->padding == NTK_PAD_SAME && !l->local;
+    P->local |= l->local;
     if (op->slice_local && fh - 1 > P->pad) P->pad = fh - 1;
     if (op->slice_local && fw - 1 > P->pad) P->pad = fw - 1;
   } else {
@@ -429,7 +431,14 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
   if (P->cat && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
     return ntk_error(NTK_ECONFIG, "a FanInConcat along a spatial axis takes the general path only");
   if (P->cat) path = NTK_CNN_GENERAL;
-  if (path == NTK_CNN_AUTO) path = (!has_pool && P->readout == NTK_LAYER_FLATTEN) ? NTK_CNN_DIAG : NTK_CNN_SLICE;
+  /* a ConvLocal's covariance between two different positions is 0, its
+   * same-position entries a Conv's: the same-position path computes it
+   * as a Conv, the full covariance with those zeros; the slices, which
+   * hold one offset of every position pair, are not written for it */
+  if (P->local && path == NTK_CNN_SLICE)
+    return ntk_error(NTK_ECONFIG, "a ConvLocal takes the same-position or the general path, not the slices");
+  int diag = !has_pool && P->readout == NTK_LAYER_FLATTEN;
+  if (path == NTK_CNN_AUTO) path = diag ? NTK_CNN_DIAG : P->local ? NTK_CNN_GENERAL : NTK_CNN_SLICE;
   if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
     return ntk_error(NTK_EINTERNAL, "the same-position path needs a Flatten readout and no pooling");
   P->path = path;
@@ -966,6 +975,11 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       st = ntk_error(NTK_ECONFIG, "arch, layer %zu: the GPU's CNN kernels do not compute Dropout (mode='train'), "
                      "which scales a sample paired with itself; the CPU does: backend = cpu (under auto, this "
                      "rank computes on the CPU)", k + 1);
+  for (size_t k = 0; !st && P.path != NTK_CNN_DIAG && k < (size_t)arch->n; k++)
+    if (arch->layers[k].kind == NTK_LAYER_CONV && arch->layers[k].local)
+      st = ntk_error(NTK_ECONFIG, "arch, layer %zu: the GPU's CNN kernels compute a ConvLocal only before a Flatten "
+                     "readout with no pooling (where its kernel is a Conv's), not its zeros between positions; the CPU "
+                     "does: backend = cpu (under auto, this rank computes on the CPU)", k + 1);
   if (!st && P.cat)
     st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a FanInConcat along a spatial axis "
                    "(the image grows by the branches' sizes); the CPU does: backend = cpu (under auto, this rank "

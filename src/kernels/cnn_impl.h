@@ -19,6 +19,7 @@
 #define affine SFX(affine)
 #define affine1 SFX(affine1)
 #define affine_op SFX(affine_op)
+#define affine_diag SFX(affine_diag)
 #define nonlin1r SFX(nonlin1r)
 #define nonlin1 SFX(nonlin1)
 #define capture_vars SFX(capture_vars)
@@ -184,6 +185,13 @@ static void branch_op(struct cnn_ws *ws, const struct cnn_plan *P, const struct 
   else branch_join(slot, P->fmax, n, op->layer->branches, op->layer->prod, (REAL)op->fanw, (REAL)op->fandiv, g, t);
 }
 
+/* affine_op on the same-position entries of an n x n covariance alone: a
+ * ConvLocal's bias, unshared too, is independent between two positions,
+ * whose entries stay 0. */
+static void affine_diag(const struct cnn_plan *P, const struct cnn_op *op, REAL *g, REAL *t, size_t n) {
+  for (size_t p = 0; p < n; p++) affine_op(P, op, g + p * (n + 1), t ? t + p * (n + 1) : NULL, 1);
+}
+
 /* ---- DIAG: same-position entries only ------------------------------------- */
 
 /* Each output is the sum over filter rows of that row's sum over filter
@@ -228,6 +236,10 @@ static int conv_full(const struct cnn_op *op, const REAL *in, REAL *out, const s
     for (size_t q = 0; q < hwo; q++) {
       size_t i = p / op->wo, j = p % op->wo, i2 = q / op->wo, j2 = q % op->wo;
       size_t di = i > i2 ? i - i2 : i2 - i, dj = j > j2 ? j - j2 : j2 - j;
+      if (op->layer->local && p != q) { /* ConvLocal: two positions' weights are independent */
+        out[p * hwo + q] = 0;
+        continue;
+      }
       if (di > op->obh || dj > op->obw || di % op->omh || dj % op->omw) continue;
       REAL sum = 0;
       for (size_t a = 0; a < fh; a++) {
@@ -739,7 +751,9 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
       }
       REAL *x = fg; fg = ng; ng = x;
       x = ft; ft = nt; nt = x;
-      if (op->layer->kind == NTK_LAYER_CONV)
+      if (op->layer->kind == NTK_LAYER_CONV && op->layer->local)
+        affine_diag(P, op, fg, with_t ? ft : NULL, n);
+      else if (op->layer->kind == NTK_LAYER_CONV)
         affine_op(P, op, fg, with_t ? ft : NULL, n * n);
     } else if (op->layer->kind == NTK_LAYER_DENSE) {
       affine_op(P, op, fg, with_t ? ft : NULL, n * n);
@@ -845,6 +859,7 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef affine
 #undef affine1
 #undef affine_op
+#undef affine_diag
 #undef nonlin1r
 #undef nonlin1
 #undef capture_vars
