@@ -47,6 +47,13 @@ static inline void random_images(struct ntk_dataset *ds, size_t n, size_t h, siz
   }
 }
 
+/* Whether the GPU refuses a network of archs[] (ntk_backend_gpu_computes):
+ * ElementwiseNumerical, and a ConvLocal where a pooling layer reads its
+ * zeros between positions. */
+static inline int gpu_refuses(const char *arch) {
+  return strstr(arch, "ElementwiseNumerical") || (strstr(arch, "ConvLocal") && strstr(arch, "Pool"));
+}
+
 static const char *const archs[] = {
     "Conv(3, 1, SAME) Gabor Conv(3, 1, SAME, W_std=1.5) Gabor GlobalAvgPool Dense Gabor Dense", /* a map of stax's */
     "Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Erf GlobalAvgPool Dense",

@@ -60,7 +60,6 @@ enum { GPU_IMAGES = 23, GPU_H = 6, GPU_W = 5, GPU_C = 3 };
 
 /* Whether the GPU backend leaves `name` to the CPU: only the networks it is
  * known to refuse (ElementwiseNumerical: quadrature, backend_cuda.c). */
-static int gpu_refuses(const char *name) { return strstr(name, "ElementwiseNumerical") != NULL; }
 
 /* The CUDA backend's tiles against the CPU backend's on `ds`, for each
  * architecture: largest relative difference < 1e-5 (float32) or 1e-12
