@@ -71,11 +71,18 @@ def _identity(path):
         st = os.stat(path)
     except OSError:
         return None
+    return _identity_of(st)
+
+
+def _identity_of(st):
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _holds(path, content):
-    """Whether the file at path holds exactly what _write would write for content."""
+    """The _identity of the file at path if it holds exactly what _write would write for
+    content, else None. The identity is the very file's that was read (taken through its
+    descriptor, before and after reading), so that a file replaced or rewritten meanwhile
+    never passes for the one compared."""
     if isinstance(content, str):
         data = content.encode()
     else:
@@ -84,12 +91,62 @@ def _holds(path, content):
         np.save(buf, content)
         data = buf.getvalue()
     try:
-        if os.path.getsize(path) != len(data):
-            return False
         with open(path, "rb") as f:
-            return f.read() == data
+            before = _identity_of(os.fstat(f.fileno()))
+            if before[2] != len(data) or f.read(len(data) + 1) != data:
+                return None
+            if _identity_of(os.fstat(f.fileno())) != before:
+                return None
     except OSError:
-        return False
+        return None
+    return before
+
+
+def _replaced(files, relied):
+    """The names among relied ((name, identity) pairs: the files beside the store this call
+    wrote or found holding its job) whose file is no longer the one this call relied on."""
+    return [name for name, ident in relied if ident is None or _identity(os.path.join(files.folder, name)) != ident]
+
+
+def _data_hash(a1, a2):
+    """XXH3-128 of the data as the program computes on them (x1 then x2, as stored in the
+    .npy files): the store's job text's `data values` (docs/STORE-FORMAT.md)."""
+    import xxhash
+    h = xxhash.xxh3_128()
+    for a in (a1, a2):
+        if a is not None:
+            h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
+    return h.hexdigest()
+
+
+def _job_difference(S, kernel_fn, a1, a2, kernel, precision, test_test):
+    """'' if the opened store S is of this call's job (its job text's sizes, precision,
+    kernels, split, data values and layers: docs/STORE-FORMAT.md), else the first that differs."""
+    n1, n2 = a1.shape[0], 0 if a2 is None else a2.shape[0]
+    want = {"samples": str(n1 + n2), "precision": precision, "kernels": "nngp+ntk" if kernel == "ntk" else "nngp",
+            "train samples": str(n1 if n2 else 0), "test x test": "yes" if n2 and test_test else "no"}
+    if S.job_text_damaged:  # the header's copy of the sizes only (the files' identities still hold)
+        have = {"samples": str(S.n), "precision": S.precision, "kernels": "+".join(S.kernels),
+                "train samples": str(S.n_train), "test x test": "yes" if S.test_test else "no"}
+    else:
+        have, layers = {}, []
+        for line in S.job_text.splitlines():
+            key, sep, value = line.partition(" = ")
+            if not sep:
+                continue
+            if key.startswith("layer ") and key[6:].isdigit():
+                layers.append(value)
+            else:
+                have.setdefault(key, value)
+        want["features"] = str(int(np.prod(a1.shape[1:])))
+        want["data values"] = _data_hash(a1, a2)
+        want["layers"] = kernel_fn.canonical()
+        have["layers"] = ("parameterization=standard: " if have.get("parameterization") == "standard" else "") + \
+            " ".join(layers)
+    for key, value in want.items():
+        if have.get(key) != value:
+            return f"{key}: the store has {have.get(key)!r}, this call {value!r}"
+    return ""
 
 
 def _labels(y, n, what):
@@ -250,7 +307,14 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     # A resume (the files beside the store already hold this job) writes nothing and runs
     # STEM.conf itself, so that its messages name the job file a user reruns.
     fresh = overwrite or not os.path.exists(files.store)
-    resume = not fresh and all(_holds(os.path.join(files.folder, name), c) for name, c in written_final)
+    # The files a resume relies on, as they were when they were found to hold this job: the
+    # program reads them by name later, and another call (overwrite=True) may replace them.
+    held = []
+    for name, c in ([] if fresh else written_final):
+        held.append((name, _holds(os.path.join(files.folder, name), c)))
+        if held[-1][1] is None:
+            break
+    resume = not fresh and all(ident is not None for _, ident in held)
     staged = not fresh and not resume
     tag = f".new{os.getpid()}" if staged else ""
     names = {k: files.data(k) + tag for k in ("x1", "x2", "y1", "y2")}
@@ -264,10 +328,13 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
         written = [(job_name, job_run)] + [(names[k], a) for k, a in arrays]
     seen = []  # the program's lines, also when it is interrupted
     ours = []
+    relied = held  # the files beside the store (name, identity) that this call's result rests on
     try:
         # Each file's identity is taken as its own write leaves it (a snapshot after all the
         # writes would count as this call's a file that another call replaced meanwhile).
         ours = [_write(os.path.join(files.folder, name), content) for name, content in written]
+        if not staged and not resume:
+            relied = [(name, ident) for (name, _), ident in zip(written, ours)]
         if not staged and None in ours:  # not worth running: the program would read the other call's file
             from .errors import StoreError
             raise StoreError(f"{files.store}: another call on the same store path replaced "
@@ -287,7 +354,7 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
         accepted = any(_program.ACCEPTED.match(t) for t in seen)
         if staged:  # the store's files: this job's once the program accepted it for the store
             if accepted:
-                _adopt(files, written, job_final, tag)
+                relied = _adopt(files, written, ours, job_final, tag)
             else:
                 _discard(files, written)
         if accepted:  # a test set or labels of the store's previous job
@@ -295,17 +362,38 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
                 if k not in dict(arrays) and os.path.exists(os.path.join(files.folder, final[k])):
                     os.unlink(os.path.join(files.folder, final[k]))
     raise_for_exit(result.code, _in_python_words(_program.error_text(result), tag) if result.code else "")
-    if not staged and not resume and ours != [_identity(os.path.join(files.folder, name)) for name, _ in written]:
-        # A new store (or overwrite): the program ran on the files this call wrote under their
-        # final names, and they changed while it ran (another call on the same store path, which
-        # then found the store in use). The program may have read the other call's data: never
-        # return a store that may not hold kernel_fn of this call's data as if it did.
-        from .errors import StoreError
-        raise StoreError(f"{files.store}: the data or job beside the store ({', '.join(n for n, _ in written)}) "
-                         "were replaced while the program ran, by another call on the same store path; the store may "
-                         "hold the kernel of that call's data: run again with overwrite=True, one call at a time")
+    # On every path (new store, resume, staged), the program read the job file and data by
+    # name: if any of them is not the file this call wrote or found holding its job, the program
+    # may have run another call's job on the same store path (which may even have finished the
+    # store): never return a store that may not hold kernel_fn of this call's data as if it did.
+    # Checked after the run, and again once the store is open (with the store's own job text),
+    # so that a store replaced after the run is caught too.
+    from .errors import StoreError
+
+    def replaced(names):
+        return StoreError(f"{files.store}: the data or job beside the store ({', '.join(names)}) were replaced while "
+                          "the program ran, by another call on the same store path; the store may hold the kernel "
+                          "of that call's data: run again with overwrite=True, one call at a time")
+
+    gone = _replaced(files, relied)
+    if gone:
+        raise replaced(gone)
     from . import store as _store
-    return _store.open(files.store)
+    S = _store.open(files.store)
+    try:
+        why = _job_difference(S, kernel_fn, a1, a2, kernel, precision, test_test)
+        gone = _replaced(files, relied)
+    except BaseException:
+        S.close()
+        raise
+    if why or gone:
+        S.close()
+        if gone:
+            raise replaced(gone)
+        raise StoreError(f"{files.store}: the store is not of this call's job ({why}): it was replaced while the "
+                         "program ran, by another call on the same store path: run again with overwrite=True, one "
+                         "call at a time")
+    return S
 
 
 def _in_python_words(text, tag):
@@ -332,12 +420,18 @@ class _Tee:
         self.log.flush()
 
 
-def _adopt(files, written, job_final, tag):
-    """The job was accepted for the store: its files take the final names."""
-    for name, _ in written[1:]:
-        os.replace(os.path.join(files.folder, name), os.path.join(files.folder, name[:-len(tag)]))
-    _write(files.job, job_final)
+def _adopt(files, written, ours, job_final, tag):
+    """The job was accepted for the store: its files take the final names. Returns each final
+    name with the identity of this call's file there (None where another call's stands there)."""
+    relied = []
+    for (name, _), mine in zip(written[1:], ours[1:]):
+        final = name[:-len(tag)]
+        os.replace(os.path.join(files.folder, name), os.path.join(files.folder, final))
+        now = _identity(os.path.join(files.folder, final))  # a rename changes its ctime, not its inode
+        relied.append((final, now if now is not None and mine is not None and now[:2] == mine[:2] else None))
+    relied.insert(0, (os.path.basename(files.job), _write(files.job, job_final)))
     os.unlink(os.path.join(files.folder, written[0][0]))
+    return relied
 
 
 def _discard(files, written):

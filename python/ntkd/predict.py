@@ -535,6 +535,27 @@ class _Program:
             out[g] = Gaussian(self.means[kk], self.covs[kk]) if cov else self.means[kk]
         return out
 
+    def _check_path(self):
+        """Raise unless the file at the store's path is the very file the store S has open
+        (`ntkd solve` is handed the path, not S): a store replaced at that path (ntkd.batch with
+        overwrite=True, another job) would be solved in S's place, silently."""
+        S = self.S
+        if getattr(S, "_fd", None) is None:
+            raise ValueError(f"the store {S.path} is closed: open it again (ntkd.store.open) and call gp_inference "
+                             "with it")
+        held = os.fstat(S._fd)
+        try:
+            now = os.stat(self.path)
+            why = "" if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino) else "another file replaced it"
+        except OSError as e:
+            why = f"it is gone ({e.strerror})"
+        if why:
+            from .errors import StoreError
+            raise StoreError(f"{self.path}: the store at this path is no longer the one opened for this prediction "
+                             f"({why}, by another call on the same store path, e.g. ntkd.batch with "
+                             "overwrite=True): `ntkd solve` would solve that file, not this store; open the store "
+                             "again (ntkd.store.open) and predict with it, or use method='numpy'")
+
     def _ridges(self):
         """The relative ridge (ntkd's [solve] ridge: neural-tangents' diag_reg) of each kernel."""
         if not self.absolute:
@@ -590,8 +611,12 @@ class _Program:
                 nproc = self.ranks if self.ranks is not None and self.ranks > 1 else \
                     1 if self.method == "scalapack" else None
                 # The job file sits in the job's folder's subfolder: its paths are made relative to it.
+                # The program opens the store by its path: it must find there the store S has open,
+                # before and after the run (another call may have replaced the file at the path).
+                self._check_path()
                 result = _program.run(["solve", self.path, os.path.basename(name)], cwd=tmp, nproc=nproc,
                                       check=False)
+                self._check_path()
                 missing = [g for g in kernels if not os.path.exists(_prediction(tmp, g, ridges[g]))]
                 if result.code == 2 and result.has(r"^(nngp|ntk) +\S+ .*failed: not solved"):
                     # One kernel's ridge failed: the other kernel's predictions were written and stand
