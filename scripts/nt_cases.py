@@ -259,7 +259,7 @@ def _stax_items(text, standard=False):
         exprs.append(sub_items[0] if len(sub_items) == 1 else 'stax.serial(' + ', '.join(sub_items) + ')')
       items.append('stax.parallel(' + ', '.join(exprs) + ')')
     else:
-      if standard and name in ('Dense', 'Conv', 'ConvLocal'):
+      if standard and name in ('Dense', 'Conv', 'ConvLocal', 'ConvTranspose'):
         args = (args + ', ' if args and args.strip() else '') + "parameterization='standard'"
       items.append(f'stax.{name}({args or ""})')
   return items
@@ -275,7 +275,7 @@ def build_stax_syntax(arch, standard=False):
   layers = []
   for text in split_layers(arch):
     call = text if '(' in text else text + '()'
-    if standard and call.split('(')[0] in ('Dense', 'Conv', 'ConvLocal'):
+    if standard and call.split('(')[0] in ('Dense', 'Conv', 'ConvLocal', 'ConvTranspose'):
       call = call[:-1] + (", " if call[-2] != '(' else '') + "parameterization='standard')"
     layers.append(eval('stax.' + call, {'stax': stax, 'None': None}))
   return stax.serial(*layers)
@@ -896,6 +896,34 @@ def cnn_cases():
       dict(c('cnn_lcn_1d',
              "ConvLocal(8, (3,), padding='SAME', W_std=1.5, b_std=0.1) Relu ConvLocal(8, (2,), strides=(2,), "
              "W_std=1.3) Erf GlobalAvgPool Dense(1)", (4, 9, 2)), stax_syntax=True, one_d=True),
+  ]
+  # ConvTranspose (the image grows: n*s, plus max(f - s, 0) for VALID;
+  # CIRCULAR folds VALID's extent onto n*s): each padding, strides 1-3,
+  # rectangular filters and strides after a Conv, pooling after it, a
+  # residual branch, 1-D, standard parameterisation.
+  cases += [
+      dict(c('cnn_convt_valid_s2_gap',
+             "ConvTranspose(8, (3, 3), strides=(2, 2), W_std=1.5, b_std=0.1) Relu Conv(8, (3, 3), padding='SAME') "
+             "Relu GlobalAvgPool Dense(1)", tiny), stax_syntax=True),
+      dict(c('cnn_convt_same_rect_gap',
+             "Conv(8, (3, 2), padding='SAME', W_std=1.4) Relu ConvTranspose(8, (3, 2), strides=(2, 1), "
+             "padding='SAME', b_std=0.2) Erf GlobalAvgPool Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_convt_circular_flat',
+             "ConvTranspose(8, (3, 3), strides=(2, 2), padding='CIRCULAR', W_std=1.3) Erf ConvTranspose(8, (4, 1), "
+             "padding='CIRCULAR', b_std=0.1) Erf Flatten Dense(1)", tiny), stax_syntax=True),
+      dict(c('cnn_convt_pool_flat',
+             "ConvTranspose(8, (2, 2), strides=(3, 3), padding='SAME', W_std=1.2) Relu AvgPool((2, 2), strides=(2, 2)) "
+             "Conv(4, (2, 2), b_std=0.1) Erf Flatten Dense(1)", tiny), stax_syntax=True),
+      dict(c('cnn_convt_residual',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(serial(Relu, ConvTranspose(8, (3, 3), "
+             "padding='SAME', W_std=1.3, b_std=0.1)), Identity) FanInSum Relu GlobalAvgPool Dense(1)", tiny),
+           stax_syntax=True),
+      dict(c('cnn_standard_convt',
+             "ConvTranspose(8, (3, 3), strides=(2, 2), padding='SAME', W_std=1.5, b_std=0.1) Relu Conv(4, (2, 2), "
+             "W_std=1.2) Erf GlobalAvgPool Dense(2)", tiny), stax_syntax=True, standard=True),
+      dict(c('cnn_convt_1d',
+             "ConvTranspose(8, (3,), strides=(2,), padding='SAME', W_std=1.5, b_std=0.3) Relu ConvTranspose(8, (2,), "
+             "W_std=1.3) Erf GlobalAvgPool Dense(1)", (4, 6, 2)), stax_syntax=True, one_d=True),
   ]
   return cases + map_cnn_cases()
 

@@ -48,10 +48,11 @@ static inline void random_images(struct ntk_dataset *ds, size_t n, size_t h, siz
 }
 
 /* Whether the GPU refuses a network of archs[] (ntk_backend_gpu_computes):
- * ElementwiseNumerical, and a ConvLocal where a pooling layer reads its
- * zeros between positions. */
+ * ElementwiseNumerical, ConvTranspose, and a ConvLocal where a pooling
+ * layer reads its zeros between positions. */
 static inline int gpu_refuses(const char *arch) {
-  return strstr(arch, "ElementwiseNumerical") || (strstr(arch, "ConvLocal") && strstr(arch, "Pool"));
+  return strstr(arch, "ElementwiseNumerical") || strstr(arch, "ConvTranspose") ||
+         (strstr(arch, "ConvLocal") && strstr(arch, "Pool"));
 }
 
 static const char *const archs[] = {
@@ -147,6 +148,8 @@ static const char *const archs[] = {
     "ConvLocal(3, 1, SAME, b_std=0.1) Relu Conv(3, 2, VALID) Erf ConvLocal(2, 1, CIRCULAR) Relu Flatten Dense",
     "Conv(3, 1, SAME) Relu ConvLocal(4, (2, 2), strides=(2, 1), b_std=0.2) Relu AvgPool(2, 1) ConvLocal(2, 1, SAME) "
     "Erf GlobalAvgPool Dense",
+    /* ConvTranspose (the general path only; the image grows) */
+    "ConvTranspose(2, 2, SAME, b_std=0.1) Relu Conv(3, 2, VALID) Erf ConvTranspose(3, 1, CIRCULAR) Relu Flatten Dense",
     /* FanInProd: a slice-local block, a strided one (the full covariance), the same-position path, the tail */
     "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Conv(1, 1, SAME)) FanInProd Conv(3, 1, SAME) Relu "
     "GlobalAvgPool Dense",

@@ -538,6 +538,17 @@ START_TEST(test_conv_local) {
   ntk_arch_free(&b);
   ntk_arch_free(&c);
   parse_bad("ConvLocal Relu Flatten Dense", "ConvLocal needs arguments");
+  a = parse_ok("stax.ConvTranspose(8, (3, 2), strides=(2, 1), padding='SAME', b_std=0.1) Relu Flatten Dense");
+  ck_assert_int_eq(a.layers[0].kind, NTK_LAYER_CONV);
+  ck_assert_int_eq(a.layers[0].transpose, 1);
+  ck_assert_int_eq(a.layers[0].local, 0);
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(!strncmp(buf, "ConvTranspose(1, (3, 2), (2, 1), SAME, W_std=1, b_std=0.1) Relu", 62), "%s", buf);
+  b = parse_ok(buf);
+  ntk_arch_canonical(&b, again, sizeof again);
+  ck_assert_str_eq(buf, again);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
   parse_bad("ConvLocal(8, (3, 3), foo=1) Relu Flatten Dense", "unknown argument foo for ConvLocal");
 }
 END_TEST

@@ -376,6 +376,39 @@ START_TEST(test_layernorm_axes_data) {
 }
 END_TEST
 
+/* ConvTranspose grows the image (5 x 4 here): up to 4 096 positions a
+ * side; only the general path computes it, and no GPU. ConvLocal: not on
+ * the slices. */
+START_TEST(test_transpose_and_local_data) {
+  static const struct data_net nets[] = {
+      {"[ConvTranspose(2, 2, SAME) Relu]*9 GlobalAvgPool Dense", 0, NULL}, /* 2560 x 2048 */
+      {"[ConvTranspose(2, 2, SAME) Relu]*10 GlobalAvgPool Dense", 0,
+       "layer 19: ConvTranspose makes 2560 x 2048 images of 5120 x 4096, more than 4096 positions a side"},
+      {"ConvTranspose(16, (3,), strides=(2,)) Relu GlobalAvgPool Dense", 1, NULL},
+  };
+  check_nets(nets, sizeof nets / sizeof *nets);
+  struct ntk_dataset ds;
+  random_images(&ds, 3, 5, 4, 2, 8, 1);
+  const char *const archs_t[] = {"ConvTranspose(3, 2, SAME) Relu Flatten Dense", "ConvLocal(3, 1, SAME) Relu "
+                                 "GlobalAvgPool Dense"};
+  const ntk_cnn_path refused[][2] = {{NTK_CNN_DIAG, NTK_CNN_SLICE}, {NTK_CNN_SLICE, NTK_CNN_SLICE}};
+  for (int k = 0; k < 2; k++) {
+    struct ntk_arch a;
+    ck_assert_int_eq(test_arch_parse(archs_t[k], 1.0, 0.0, &a), NTK_OK);
+    ntk_cnn_t *c;
+    for (int r = 0; r < 2; r++)
+      ck_assert_int_eq(ntk_cnn_create(&a, &ds, refused[k][r], NULL, &c), NTK_ECONFIG);
+    ck_assert_int_eq(ntk_cnn_create(&a, &ds, NTK_CNN_AUTO, NULL, &c), NTK_OK);
+    ck_assert_int_eq(ntk_cnn_get_path(c), NTK_CNN_GENERAL);
+    ntk_cnn_free(c);
+    struct ntk_dev_plan plan;
+    ck_assert_int_eq(ntk_cnn_dev_plan(&a, &ds, &plan), NTK_ECONFIG);
+    ntk_arch_free(&a);
+  }
+  free(ds.x);
+}
+END_TEST
+
 /* FanInConcat along a spatial axis (issue 29): the axis against the data,
  * the shapes stax needs, Gaussian branches, the general path only, and
  * the GPU's and the fully-connected engine's refusals. The values are
@@ -573,6 +606,7 @@ int main(void) {
   tcase_add_test(tc, test_batched_bits_random);
   tcase_add_test(tc, test_layernorm_axes_data);
   tcase_add_test(tc, test_concat_axis_data);
+  tcase_add_test(tc, test_transpose_and_local_data);
   tcase_add_test(tc, test_2d_layers_on_1d_data);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);

@@ -24,8 +24,8 @@ from .errors import refused as _refused
 
 __all__ = [
     "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv",
-    "ConvLocal", "AvgPool", "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm", "Dropout", "Relu",
-    "LeakyRelu", "Abs", "ABRelu", "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized",
+    "ConvLocal", "ConvTranspose", "AvgPool", "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm",
+    "Dropout", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized",
     "Gaussian", "Sign", "Monomial", "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical",
     "Padding",
 ]
@@ -222,6 +222,14 @@ def ConvLocal(out_chan, filter_shape, strides=None, padding="VALID", W_std=1.0, 
     """stax's locally connected layer: a Conv whose weights (and bias) are
     not shared between positions. Computed on CPUs only."""
     return _conv("ConvLocal", out_chan, filter_shape, strides, padding, W_std, b_std, dimension_numbers,
+                 parameterization, s)
+
+
+def ConvTranspose(out_chan, filter_shape, strides=None, padding="VALID", W_std=1.0, b_std=None,
+                  dimension_numbers=None, parameterization="ntk", s=(1, 1)):
+    """stax's transposed convolution (the image grows by the strides).
+    Computed on CPUs only."""
+    return _conv("ConvTranspose", out_chan, filter_shape, strides, padding, W_std, b_std, dimension_numbers,
                  parameterization, s)
 
 
@@ -434,7 +442,6 @@ def ElementwiseNumerical(fn, deg=None, df=None):
 # ---- what ntkd does not compute: refused when constructed --------------------------------
 
 for _name, _why in [
-    ("ConvTranspose", "transposed convolutions are not implemented"),
     ("ImageResize", "not implemented"),
     ("Aggregate", "graph layers are not implemented"),
     ("DotGeneral", "not implemented"),

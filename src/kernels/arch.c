@@ -1250,7 +1250,7 @@ static ntk_status numerical_args(struct parser *p, struct ntk_layer *l, const st
 
 /* "Dense, Conv, ..., Relu, ...": every name the parser knows, for messages. */
 static void known_names(char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, ConvLocal, Identity, AvgPool, SumPool, Flatten, GlobalAvgPool, "
+  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, ConvLocal, ConvTranspose, Identity, AvgPool, SumPool, Flatten, GlobalAvgPool, "
                                         "GlobalSumPool, LayerNorm, Dropout, ElementwiseNumerical");
   size_t count;
   const struct ntk_map_name *nm = ntk_map_names(&count);
@@ -1304,6 +1304,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   if (!strcmp(name, "Dense")) l.kind = NTK_LAYER_DENSE;
   else if (!strcmp(name, "Conv")) { l.kind = NTK_LAYER_CONV; need_args = 1; max_pos = 3; }
   else if (!strcmp(name, "ConvLocal")) { l.kind = NTK_LAYER_CONV; l.local = 1; need_args = 1; max_pos = 3; }
+  else if (!strcmp(name, "ConvTranspose")) { l.kind = NTK_LAYER_CONV; l.transpose = 1; need_args = 1; max_pos = 3; }
   else if (!strcmp(name, "Identity")) l.kind = NTK_LAYER_IDENTITY;
   else if (!strcmp(name, "AvgPool")) { l.kind = NTK_LAYER_AVGPOOL; need_args = 1; max_pos = 2; l.stride = l.stride_w = 0; }
   else if (!strcmp(name, "Flatten")) l.kind = NTK_LAYER_FLATTEN;
@@ -2138,7 +2139,7 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
   fmt_exact(w, sizeof w, l->w_std);
   fmt_exact(b, sizeof b, l->b_std);
   int n = 0;
-  const char *conv = l->local ? "ConvLocal" : "Conv";
+  const char *conv = l->local ? "ConvLocal" : l->transpose ? "ConvTranspose" : "Conv";
   switch (l->kind) {
   case NTK_LAYER_DENSE:
     if (std) n = snprintf(buf, cap, "Dense(%d, W_std=%s, b_std=%s)", l->width, w, l->bias ? b : "None");

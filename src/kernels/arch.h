@@ -33,6 +33,8 @@ struct ntk_layer {
   int bias;             /* Dense, Conv: under standard parameterisation, a bias parameter (b_std written
                            as a number in the layer, or > 0): the NTK gains 1, as stax's b_std is not None */
   ntk_padding padding;  /* Conv */
+  int transpose;        /* Conv spelled ConvTranspose: stax's transposed convolution (jax.lax.conv_transpose's
+                           sizes: the input dilated by the strides, the image grows; docs/MATH.md) */
   int local;            /* Conv spelled ConvLocal: stax's locally connected layer, its weights unshared between
                            positions, so its covariance between two different positions is 0 (docs/MATH.md) */
   int ln_axes;          /* LayerNorm: its axes as written, bit a + 4 for axis a (-4..3); 0 for the default

@@ -56,6 +56,8 @@ struct cnn_op {
                             (ntk_concat_axis): the branch ending here is placed at offset cat_off along
                             it in the block's output, cat_h x cat_w, block-diagonally */
   size_t cat_off, cat_h, cat_w;
+  size_t th, tw, fold_h, fold_w; /* ConvTranspose: its extent before CIRCULAR's fold (else the output's), and
+                                    the fold's shift (plan_transpose) */
   int ln_h, ln_w;        /* LayerNorm over the rows, the columns too: its slot holds the variances' means
                             over them (ntk_layernorm_axes) */
 };
@@ -85,6 +87,7 @@ struct cnn_plan {
   int self_vars_only;  /* a self run need not compute its own entry */
   int cat;             /* a FanInConcat along a spatial axis: the GENERAL path only */
   int local;           /* a ConvLocal: DIAG or GENERAL (plan_path) */
+  int transpose;       /* a ConvTranspose: GENERAL (plan_path) */
 };
 
 /* Per-image variances are kept for the whole job (computed once per
@@ -161,6 +164,33 @@ struct plan_walk {
   size_t cat_len[NTK_BRANCH_MAXDEPTH]; /* a spatial FanInConcat: the branches' length along its axis so far */
 };
 
+/* The longest side a ConvTranspose may grow an image to: its covariance
+ * buffers, (h w)^2 entries, stay far from overflowing a size_t (and far
+ * beyond any memory). */
+#define NTK_CNN_MAX_SIDE 4096
+
+/* One axis of a ConvTranspose, as jax.lax.conv_transpose (stax's) sizes
+ * it: the n inputs spread s apart, `lo` zeros before them and the rest
+ * of its padding after, then a stride-1 filter of f. VALID: n*s +
+ * max(f - s, 0) outputs, SAME: n*s. CIRCULAR computes VALID's `ext`
+ * positions and folds them onto n*s: position u adds into (u - shift)
+ * modulo n*s, shift half the excess (stax's
+ * _same_pad_for_filter_shape_transpose). */
+static void plan_transpose_axis(size_t n, size_t f, size_t s, ntk_padding padding, size_t *lo, size_t *ext,
+                                size_t *out, size_t *shift) {
+  size_t len;
+  if (padding == NTK_PAD_SAME) {
+    len = f + s - 2;
+    *lo = s > f - 1 ? f - 1 : (len + 1) / 2;
+  } else { /* VALID, and CIRCULAR before its fold */
+    len = f + s - 2 + (f > s ? f - s : 0);
+    *lo = f - 1;
+  }
+  *ext = (n - 1) * s + 1 + len - (f - 1);
+  *out = padding == NTK_PAD_CIRCULAR ? n * s : *ext;
+  *shift = (*ext - *out) / 2;
+}
+
 /* A convolution or pooling layer (layer i): its window and strides, its
  * output size and padding, and whether a slice run takes it (a stride-1
  * SAME convolution, whose filter then widens the slices' border). */
@@ -179,6 +209,15 @@ static ntk_status plan_window(struct cnn_plan *P, struct cnn_op *op, const struc
     return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s with a 1-D size on %zu x %zu images; 1-D layers take "
                      "(N, L, C) data ([data] layout = NLC)", i + 1, l->name, h, w);
   /* (a 2-D layer on (N, L, C) data: refused by ntk_arch_check_rank) */
+  if (conv && l->transpose) {
+    plan_transpose_axis(h, fh, sh, l->padding, &op->lo_h, &op->th, &op->ho, &op->fold_h);
+    plan_transpose_axis(w, fw, sw, l->padding, &op->lo_w, &op->tw, &op->wo, &op->fold_w);
+    if (op->ho > NTK_CNN_MAX_SIDE || op->wo > NTK_CNN_MAX_SIDE)
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s makes %zu x %zu images of %zu x %zu, more than %d positions a "
+                       "side", i + 1, l->name, h, w, op->ho, op->wo, NTK_CNN_MAX_SIDE);
+    P->transpose = 1;
+    return NTK_OK;
+  }
   if (l->padding == NTK_PAD_VALID) {
     if (h < fh || w < fw)
       return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s(%zu x %zu) VALID on a %zu x %zu input", i + 1, l->name,
@@ -437,6 +476,10 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
    * hold one offset of every position pair, are not written for it */
   if (P->local && path == NTK_CNN_SLICE)
     return ntk_error(NTK_ECONFIG, "a ConvLocal takes the same-position or the general path, not the slices");
+  /* a ConvTranspose pairs positions through its dilated input: the full covariance */
+  if (P->transpose && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
+    return ntk_error(NTK_ECONFIG, "a ConvTranspose takes the general path only");
+  if (P->transpose) path = NTK_CNN_GENERAL;
   int diag = !has_pool && P->readout == NTK_LAYER_FLATTEN;
   if (path == NTK_CNN_AUTO) path = diag ? NTK_CNN_DIAG : P->local ? NTK_CNN_GENERAL : NTK_CNN_SLICE;
   if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
@@ -980,6 +1023,9 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
       st = ntk_error(NTK_ECONFIG, "arch, layer %zu: the GPU's CNN kernels compute a ConvLocal only before a Flatten "
                      "readout with no pooling (where its kernel is a Conv's), not its zeros between positions; the CPU "
                      "does: backend = cpu (under auto, this rank computes on the CPU)", k + 1);
+  if (!st && P.transpose)
+    st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a ConvTranspose; the CPU does: backend = "
+                   "cpu (under auto, this rank computes on the CPU)");
   if (!st && P.cat)
     st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a FanInConcat along a spatial axis "
                    "(the image grows by the branches' sizes); the CPU does: backend = cpu (under auto, this rank "

@@ -29,6 +29,7 @@
 #define branch_cat SFX(branch_cat)
 #define conv_diag SFX(conv_diag)
 #define conv_full SFX(conv_full)
+#define convt_full SFX(convt_full)
 #define pool_scale SFX(pool_scale)
 #define pool_full SFX(pool_full)
 #define slice SFX(slice)
@@ -262,6 +263,45 @@ static int conv_full(const struct cnn_op *op, const REAL *in, REAL *out, const s
         }
       }
       out[p * hwo + q] = sum * scale;
+    }
+  }
+  return 0;
+}
+
+/* A ConvTranspose on the full covariance: output positions (u, v) and
+ * (u2, v2) of its extent th x tw read, for each filter tap (a, b) of both,
+ * the input positions whose dilated places they are, (u + a - lo) / s
+ * where that divides; CIRCULAR folds the extent onto the output
+ * (plan_transpose_axis). Every output entry is written. */
+static int convt_full(const struct cnn_op *op, const REAL *in, REAL *out, const struct ntk_stop *stop) {
+  size_t fh = op->fh, fw = op->fw, sh = op->sh, sw = op->sw, hwi = op->hi * op->wi, hwo = op->ho * op->wo;
+  size_t th = op->th, tw = op->tw, X = th * tw;
+  REAL scale = (REAL)(1.0 / (double)(fh * fw));
+  memset(out, 0, hwo * hwo * sizeof(REAL));
+  for (size_t p = 0; p < X; p++) {
+    if (ntk_stop_seen(stop)) return 1;
+    size_t u = p / tw, v = p % tw;
+    size_t po = ((u + op->ho - op->fold_h % op->ho) % op->ho) * op->wo + (v + op->wo - op->fold_w % op->wo) % op->wo;
+    for (size_t q = 0; q < X; q++) {
+      size_t u2 = q / tw, v2 = q % tw;
+      REAL sum = 0;
+      for (size_t a = 0; a < fh; a++) {
+        long r1 = (long)(u + a) - (long)op->lo_h, r2 = (long)(u2 + a) - (long)op->lo_h;
+        if (r1 < 0 || r2 < 0 || r1 % (long)sh || r2 % (long)sh) continue;
+        r1 /= (long)sh;
+        r2 /= (long)sh;
+        if (r1 >= (long)op->hi || r2 >= (long)op->hi) continue;
+        for (size_t b = 0; b < fw; b++) {
+          long c1 = (long)(v + b) - (long)op->lo_w, c2 = (long)(v2 + b) - (long)op->lo_w;
+          if (c1 < 0 || c2 < 0 || c1 % (long)sw || c2 % (long)sw) continue;
+          c1 /= (long)sw;
+          c2 /= (long)sw;
+          if (c1 >= (long)op->wi || c2 >= (long)op->wi) continue;
+          sum += in[((size_t)r1 * op->wi + (size_t)c1) * hwi + (size_t)r2 * op->wi + (size_t)c2];
+        }
+      }
+      size_t qo = ((u2 + op->ho - op->fold_h % op->ho) % op->ho) * op->wo + (v2 + op->wo - op->fold_w % op->wo) % op->wo;
+      out[po * hwo + qo] += sum * scale;
     }
   }
   return 0;
@@ -743,7 +783,9 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
     }
     size_t n = op->ho * op->wo;
     if (op->layer->kind == NTK_LAYER_CONV || op->layer->kind == NTK_LAYER_AVGPOOL) {
-      if (op->layer->kind == NTK_LAYER_CONV) {
+      if (op->layer->kind == NTK_LAYER_CONV && op->layer->transpose) {
+        if (convt_full(op, fg, ng, c->stop) || (with_t && convt_full(op, ft, nt, c->stop))) return 1;
+      } else if (op->layer->kind == NTK_LAYER_CONV) {
         if (conv_full(op, fg, ng, c->stop) || (with_t && conv_full(op, ft, nt, c->stop))) return 1;
       } else {
         if (pool_full(op, fg, (REAL *)ws->e, ng, c->stop) || (with_t && pool_full(op, ft, (REAL *)ws->e, nt, c->stop)))
@@ -872,6 +914,7 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef branch_join
 #undef conv_diag
 #undef conv_full
+#undef convt_full
 #undef pool_scale
 #undef pool_full
 #undef slice
