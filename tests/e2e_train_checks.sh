@@ -345,6 +345,23 @@ cp good.snap other.snap
 mv other.snap h1.snap
 ends_4_over_replacement $h1 h1.snap h1.log "a snapshot" \
   "h1.snap is no longer the snapshot this job last read or wrote: it was replaced"
+# ... and between the check before a write and the rename (the test
+# setting pauses it there): the new snapshot takes the name only over the
+# file the job holds (a rename exchange, the other file put back), so one
+# created or replaced in that moment is neither lost nor written over.
+cp good.snap r2.snap
+cp good.jsonl r2.jsonl
+tconf r1 3
+tconf r2 4
+for r in r1 r2; do
+  NTKD_TEST_SNAPSHOT_PAUSE=4 "$NTKD" $r.conf >$r.log 2>&1 &
+  pid=$!
+  for _ in $(seq 400); do grep -q "paused before the snapshot takes its name" $r.log && break; sleep 0.05; done
+  cp good.snap other.snap
+  mv other.snap $r.snap
+  says=$([ $r = r1 ] && echo "it was created while the job ran" || echo "it was replaced while the job ran")
+  ends_4_over_replacement $pid $r.snap $r.log "a snapshot (between its check and its rename, $r)" "$says"
+done
 # ... and after its last write, before it ends (the test setting pauses it
 # there): it ended 0 over a result no longer at its name.
 for what in snapshot log; do

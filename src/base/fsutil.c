@@ -338,6 +338,23 @@ int ntk_rename_noreplace(const char *tmp, const char *path) {
   return errno == EEXIST ? 1 : -1;
 }
 
+int ntk_rename_over(const char *tmp, const char *path, int fd) {
+  if (fd < 0) return ntk_rename_noreplace(tmp, path);
+  if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE)) {
+    if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) return 2;
+    return errno == ENOENT ? 1 : -1; /* (ENOENT: nothing at path, removed) */
+  }
+  /* tmp now names what stood at path: the held file, or another's put back */
+  struct stat held, was;
+  if (fstat(fd, &held) == 0 && fstatat(AT_FDCWD, tmp, &was, AT_SYMLINK_NOFOLLOW) == 0 && held.st_dev == was.st_dev &&
+      held.st_ino == was.st_ino) {
+    unlink(tmp);
+    return 0;
+  }
+  if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE)) return -1;
+  return 1;
+}
+
 int ntk_file_kind_by_content(const char *path, int flags) {
   int fd = -1;
   if (ntk_open_regular(path, O_RDONLY | flags, NULL, &fd)) return NTK_FILE_OTHER;

@@ -94,6 +94,17 @@ ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd, cons
  * decides); -1 on another failure (errno). */
 int ntk_rename_noreplace(const char *tmp, const char *path);
 
+/* Rename `tmp` to `path` over the file this process holds open as `fd`,
+ * and over no other: renameat2's RENAME_EXCHANGE, then the file it took
+ * the place of (now at tmp) compared with fd's; another file there is put
+ * back at once (a reader may have seen tmp's for that moment). fd < 0:
+ * nothing may be there (ntk_rename_noreplace). So a file another writer
+ * put at path after any earlier check is never lost. 0 when renamed (the
+ * held file's name removed); 1 when another file or none stands there
+ * (tmp left, nothing replaced); 2 when the file system cannot exchange
+ * (the caller checks, then renames); -1 on another failure (errno). */
+int ntk_rename_over(const char *tmp, const char *path, int fd);
+
 /* Which of ntkd's own files (NTK_FILE_*, base/magic.h) `path` is by its
  * first bytes (a store also by its second header copy), or NTK_FILE_OTHER:
  * absent, unreadable, not a regular file, or another file. flags:

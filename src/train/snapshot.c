@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,8 +137,28 @@ static int write_all(int fd, const void *buf, size_t len) {
   return 0;
 }
 
+/* The new snapshot tmp takes the name: over the file `replaces` holds
+ * open, atomically where the file system can exchange (ntk_rename_over),
+ * else after in_place's check; NTK_SNAPSHOT_ANY over whatever is there. */
+static ntk_status commit(const char *tmp, const char *path, int replaces, ntk_status (*in_place)(const void *ctx),
+                         const void *ctx) {
+  if (replaces == NTK_SNAPSHOT_ANY) return ntk_tmp_commit(tmp, path, NTK_FILE_SNAPSHOT);
+  char file[PATH_MAX];
+  ntk_status st = ntk_resolve_links(path, file, sizeof file);
+  if (st) return st;
+  int rc = ntk_rename_over(tmp, file, replaces);
+  if (rc == 2) return ntk_commit_at(tmp, file, NTK_FILE_SNAPSHOT); /* in_place checked it just before */
+  if (rc < 0) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", file, strerror(errno));
+  if (rc == 0) return NTK_OK;
+  /* replaced between in_place's check and the rename: its message says how */
+  if (in_place && (st = in_place(ctx))) return st;
+  return ntk_error(NTK_ECORRUPT, "%s is no longer the snapshot this job last read or wrote: it was replaced while "
+                   "the job wrote its next one; this job wrote nothing over it: run the job again to resume from "
+                   "what is there", path);
+}
+
 ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *info, const float *p,
-                              const float *m, const float *v, int *held,
+                              const float *m, const float *v, int *held, int replaces,
                               ntk_status (*in_place)(const void *ctx), const void *ctx) {
   char why[400];
   if (ntk_snapshot_check(info, why, sizeof why))
@@ -164,7 +185,7 @@ ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *
     fd = -1;
   }
   if (!st && in_place) st = in_place(ctx);
-  if (!st) st = ntk_tmp_commit(tmp, path, NTK_FILE_SNAPSHOT);
+  if (!st) st = commit(tmp, path, replaces, in_place, ctx);
   if (st) {
     unlink(tmp);
     if (fd >= 0) close(fd);

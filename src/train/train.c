@@ -629,12 +629,25 @@ static ntk_status check_state(const struct trainer *T, const char *where) {
   return NTK_OK;
 }
 
+/* snapshot_in_place, then, under the test setting NTKD_TEST_SNAPSHOT_PAUSE=S,
+ * S seconds before the new snapshot takes the name: a test replaces the
+ * file there meanwhile (ntk_snapshot_write must not write over it). */
+static ntk_status snapshot_in_place_paused(const void *ctx) {
+  ntk_status st = snapshot_in_place(ctx);
+  const char *pause = getenv("NTKD_TEST_SNAPSHOT_PAUSE");
+  if (!st && pause) {
+    fprintf(stderr, "ntkd: test setting NTKD_TEST_SNAPSHOT_PAUSE: paused before the snapshot takes its name\n");
+    ntk_sleep(atof(pause), NULL);
+  }
+  return st;
+}
+
 static ntk_status write_snapshot(struct trainer *T) {
   if (!*T->o->snapshot) return NTK_OK;
   size_t np = T->mlp.nparams;
   int held = -1;
   ntk_status st = ntk_snapshot_write(T->o->snapshot, &T->pos, T->state, T->state + np, T->state + 2 * np, &held,
-                                     snapshot_in_place, T);
+                                     T->snap_fd, snapshot_in_place_paused, T);
   if (st) return st;
   if (T->snap_fd >= 0) close(T->snap_fd); /* the one it replaced */
   T->snap_fd = held;

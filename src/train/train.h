@@ -68,12 +68,17 @@ int ntk_snapshot_check(const struct ntk_snapshot_info *s, char *why, size_t cap)
  * keep while it runs and close: no moment where the file at the name is
  * unlocked. in_place (unless NULL) is asked, with ctx, just before the new
  * file takes the name (after its fsync, the long part): an error from it
- * stops the write there, nothing replaced. Nothing is written for a header that
+ * stops the write there, nothing replaced. The new file takes the name
+ * only over the file `replaces` holds open (-1: only where none is),
+ * atomically (ntk_rename_over: another writer's file put there after
+ * in_place's check is never replaced; in_place then says what happened);
+ * NTK_SNAPSHOT_ANY: over whatever is there. Nothing is written for a header that
  * ntk_snapshot_check refuses (NTK_EINTERNAL) or a state that
  * ntk_adam_state_problem refuses (NTK_ENONFINITE): the reader would refuse
  * either. Rank-local (rank 0). Errors: NTK_EIO. */
+#define NTK_SNAPSHOT_ANY (-2)
 ntk_status ntk_snapshot_write(const char *path, const struct ntk_snapshot_info *info, const float *p,
-                              const float *m, const float *v, int *held,
+                              const float *m, const float *v, int *held, int replaces,
                               ntk_status (*in_place)(const void *ctx), const void *ctx);
 
 /* Read and check a snapshot: magic, version, checksums, every header field
