@@ -340,18 +340,31 @@ int ntk_rename_noreplace(const char *tmp, const char *path) {
 
 int ntk_rename_over(const char *tmp, const char *path, int fd) {
   if (fd < 0) return ntk_rename_noreplace(tmp, path);
-  if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE)) {
-    if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) return 2;
-    return errno == ENOENT ? 1 : -1; /* (ENOENT: nothing at path, removed) */
+  /* The exchange goes through a name the stale-file clean-up never takes
+   * (ntk_clean_stale_tmp: its pid is not the last part): killed between the
+   * two exchanges, the other writer's file stays there, not removed. */
+  char aside[PATH_MAX + 32];
+  if (snprintf(aside, sizeof aside, "%s.displaced", tmp) >= (int)sizeof aside) {
+    errno = ENAMETOOLONG;
+    return -1;
   }
-  /* tmp now names what stood at path: the held file, or another's put back */
+  if (rename(tmp, aside)) return -1;
+  if (renameat2(AT_FDCWD, aside, AT_FDCWD, path, RENAME_EXCHANGE)) {
+    int e = errno;
+    if (rename(aside, tmp)) return -1;
+    errno = e;
+    if (e == EINVAL || e == ENOSYS || e == EOPNOTSUPP) return 2;
+    return e == ENOENT ? 1 : -1; /* (ENOENT: nothing at path, removed) */
+  }
+  /* aside now names what stood at path: the held file, or another's put back */
   struct stat held, was;
-  if (fstat(fd, &held) == 0 && fstatat(AT_FDCWD, tmp, &was, AT_SYMLINK_NOFOLLOW) == 0 && held.st_dev == was.st_dev &&
-      held.st_ino == was.st_ino) {
-    unlink(tmp);
+  if (fstat(fd, &held) == 0 && fstatat(AT_FDCWD, aside, &was, AT_SYMLINK_NOFOLLOW) == 0 &&
+      held.st_dev == was.st_dev && held.st_ino == was.st_ino) {
+    unlink(aside);
     return 0;
   }
-  if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE)) return -1;
+  if (renameat2(AT_FDCWD, aside, AT_FDCWD, path, RENAME_EXCHANGE)) return 3;
+  if (rename(aside, tmp)) return -1;
   return 1;
 }
 

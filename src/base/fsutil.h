@@ -99,10 +99,14 @@ int ntk_rename_noreplace(const char *tmp, const char *path);
  * the place of (now at tmp) compared with fd's; another file there is put
  * back at once (a reader may have seen tmp's for that moment). fd < 0:
  * nothing may be there (ntk_rename_noreplace). So a file another writer
- * put at path after any earlier check is never lost. 0 when renamed (the
- * held file's name removed); 1 when another file or none stands there
- * (tmp left, nothing replaced); 2 when the file system cannot exchange
- * (the caller checks, then renames); -1 on another failure (errno). */
+ * put at path after any earlier check is never lost: the exchange goes
+ * through the name TMP.displaced, which the stale-file clean-up never
+ * removes, so a process killed between the two exchanges leaves the other
+ * file there. 0 when renamed (the held file's name removed); 1 when
+ * another file or none stands there (tmp left, nothing replaced); 2 when
+ * the file system cannot exchange (the caller checks, then renames); 3
+ * when the other file could not be put back (it is TMP.displaced, tmp's
+ * file at path); -1 on another failure (errno). */
 int ntk_rename_over(const char *tmp, const char *path, int fd);
 
 /* Which of ntkd's own files (NTK_FILE_*, base/magic.h) `path` is by its

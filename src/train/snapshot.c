@@ -147,7 +147,13 @@ static ntk_status commit(const char *tmp, const char *path, int replaces, ntk_st
   ntk_status st = ntk_resolve_links(path, file, sizeof file);
   if (st) return st;
   int rc = ntk_rename_over(tmp, file, replaces);
-  if (rc == 2) return ntk_commit_at(tmp, file, NTK_FILE_SNAPSHOT); /* in_place checked it just before */
+  if (rc == 2) { /* no exchange: checked once more, just before the rename (a window, narrower) */
+    if (in_place && (st = in_place(ctx))) return st;
+    return ntk_commit_at(tmp, file, NTK_FILE_SNAPSHOT);
+  }
+  if (rc == 3)
+    return ntk_error(NTK_EIO, "%s: another writer's file stood at the name and could not be put back (%s): it is "
+                     "%s.displaced; this job's new snapshot is at the name", file, strerror(errno), tmp);
   if (rc < 0) return ntk_error(NTK_EIO, "%s: cannot rename into place: %s", file, strerror(errno));
   if (rc == 0) return NTK_OK;
   /* replaced between in_place's check and the rename: its message says how */
