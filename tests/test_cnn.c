@@ -383,8 +383,11 @@ START_TEST(test_transpose_and_local_data) {
   static const struct data_net nets[] = {
       {"[ConvTranspose(2, 2, SAME) Relu]*9 GlobalAvgPool Dense", 0, NULL}, /* 2560 x 2048 */
       {"[ConvTranspose(2, 2, SAME) Relu]*10 GlobalAvgPool Dense", 0,
-       "layer 19: ConvTranspose makes 2560 x 2048 images of 5120 x 4096, more than 4096 positions a side"},
+       "layer 19: ConvTranspose makes 2560 x 2048 images 5120 x 4096, more than 4096 positions a side"},
       {"ConvTranspose(16, (3,), strides=(2,)) Relu GlobalAvgPool Dense", 1, NULL},
+      {"ConvTranspose(16, (4093,), padding='CIRCULAR') Relu GlobalAvgPool Dense", 1,
+       "layer 1: ConvTranspose makes sequences of 5 positions 4097 long before its CIRCULAR fold, more than 4096"},
+      {"ConvTranspose(4, (40, 40), padding=CIRCULAR) Relu GlobalAvgPool Dense", 0, NULL},
   };
   check_nets(nets, sizeof nets / sizeof *nets);
   struct ntk_dataset ds;

@@ -212,9 +212,16 @@ static ntk_status plan_window(struct cnn_plan *P, struct cnn_op *op, const struc
   if (conv && l->transpose) {
     plan_transpose_axis(h, fh, sh, l->padding, &op->lo_h, &op->th, &op->ho, &op->fold_h);
     plan_transpose_axis(w, fw, sw, l->padding, &op->lo_w, &op->tw, &op->wo, &op->fold_w);
-    if (op->ho > NTK_CNN_MAX_SIDE || op->wo > NTK_CNN_MAX_SIDE)
-      return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s makes %zu x %zu images of %zu x %zu, more than %d positions a "
-                       "side", i + 1, l->name, h, w, op->ho, op->wo, NTK_CNN_MAX_SIDE);
+    /* (the extent before CIRCULAR's fold too: convt_full sweeps it) */
+    if (op->th > NTK_CNN_MAX_SIDE || op->tw > NTK_CNN_MAX_SIDE) {
+      if (P->rank == 3)
+        return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s makes sequences of %zu positions %zu long%s, more than %d",
+                         i + 1, l->name, h, op->th, op->th > op->ho ? " before its CIRCULAR fold" : "",
+                         NTK_CNN_MAX_SIDE);
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu: %s makes %zu x %zu images %zu x %zu%s, more than %d positions a "
+                       "side", i + 1, l->name, h, w, op->th, op->tw,
+                       op->th > op->ho || op->tw > op->wo ? " before its CIRCULAR fold" : "", NTK_CNN_MAX_SIDE);
+    }
     P->transpose = 1;
     return NTK_OK;
   }
