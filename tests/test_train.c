@@ -222,7 +222,8 @@ static void good_snapshot(const char *path, struct ntk_snapshot_info *in, float 
   in->n_train = 100, in->batch = 10, in->seed = 5, in->data_hash = 0x1234, in->epoch = 2, in->step = 3, in->t = 23;
   in->loss_sum = 1.5, in->correct = 7, in->elapsed = 3.25, in->nparams = 23;
   for (int i = 0; i < 69; i++) s[i] = (float)i * 0.5f;
-  ck_assert_int_eq(ntk_snapshot_write(path, in, s, s + 23, s + 46, NULL, NTK_SNAPSHOT_ANY, NULL, NULL), NTK_OK);
+  ck_assert_int_eq(ntk_snapshot_write(path, in, s, s + 23, s + 46,
+                                      NULL, NTK_SNAPSHOT_ANY, NULL, NULL), NTK_OK);
 }
 
 /* Replace `len` bytes of the file at `at` and reseal the checksums as a
@@ -361,13 +362,16 @@ START_TEST(test_snapshot_write_refuses) {
   fclose(f);
   struct ntk_snapshot_info bad = in;
   bad.t = 24;
-  ck_assert_int_eq(ntk_snapshot_write(path, &bad, s, s + 23, s + 46, NULL, NTK_SNAPSHOT_ANY, NULL, NULL), NTK_EINTERNAL);
+  ck_assert_int_eq(ntk_snapshot_write(path, &bad, s, s + 23, s + 46,
+                                      NULL, NTK_SNAPSHOT_ANY, NULL, NULL), NTK_EINTERNAL);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "Adam's t = 24"));
   s[30] = NAN;
-  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46, NULL, NTK_SNAPSHOT_ANY, NULL, NULL), NTK_ENONFINITE);
+  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46, NULL, NTK_SNAPSHOT_ANY, NULL, NULL),
+                   NTK_ENONFINITE);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "Adam's m 7 of 23 is NaN"));
   s[30] = 1, s[50] = -1;
-  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46, NULL, NTK_SNAPSHOT_ANY, NULL, NULL), NTK_ENONFINITE);
+  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46, NULL, NTK_SNAPSHOT_ANY, NULL, NULL),
+                   NTK_ENONFINITE);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "Adam's v 4 of 23 is -1"));
   f = fopen(path, "rb");
   ck_assert_uint_eq(fread(after, 1, sizeof after, f), sizeof after);

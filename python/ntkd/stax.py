@@ -25,9 +25,9 @@ from .errors import refused as _refused
 __all__ = [
     "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv",
     "ConvLocal", "ConvTranspose", "AvgPool", "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm",
-    "Dropout", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized",
-    "Gaussian", "Sign", "Monomial", "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical",
-    "Padding",
+    "Dropout", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp",
+    "ExpNormalized", "Gaussian", "Sign", "Monomial", "RectifiedMonomial", "Polynomial", "Hermite", "Gabor",
+    "ElementwiseNumerical", "Padding",
 ]
 
 

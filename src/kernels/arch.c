@@ -1250,8 +1250,9 @@ static ntk_status numerical_args(struct parser *p, struct ntk_layer *l, const st
 
 /* "Dense, Conv, ..., Relu, ...": every name the parser knows, for messages. */
 static void known_names(char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, ConvLocal, ConvTranspose, Identity, AvgPool, SumPool, Flatten, GlobalAvgPool, "
-                                        "GlobalSumPool, LayerNorm, Dropout, ElementwiseNumerical");
+  size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, ConvLocal, ConvTranspose, Identity, AvgPool, SumPool, "
+                                        "Flatten, GlobalAvgPool, GlobalSumPool, LayerNorm, Dropout, "
+                                        "ElementwiseNumerical");
   size_t count;
   const struct ntk_map_name *nm = ntk_map_names(&count);
   for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);

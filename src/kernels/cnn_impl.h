@@ -30,6 +30,8 @@
 #define conv_diag SFX(conv_diag)
 #define conv_full SFX(conv_full)
 #define convt_full SFX(convt_full)
+#define convt_input SFX(convt_input)
+#define convt_fold SFX(convt_fold)
 #define pool_scale SFX(pool_scale)
 #define pool_full SFX(pool_full)
 #define slice SFX(slice)
@@ -268,39 +270,44 @@ static int conv_full(const struct cnn_op *op, const REAL *in, REAL *out, const s
   return 0;
 }
 
+/* A ConvTranspose's input position along one axis whose dilated place is
+ * g (a place of its padded, dilated grid: (g - lo) / s where that
+ * divides and is inside the n inputs), else -1. */
+static inline long convt_input(size_t g, size_t lo, size_t s, size_t n) {
+  if (g < lo || (g - lo) % s) return -1;
+  size_t i = (g - lo) / s;
+  return i < n ? (long)i : -1;
+}
+
+/* Where extent position u lands among n outputs: itself, or CIRCULAR's
+ * fold, (u - shift) modulo n (plan_transpose_axis). */
+static inline size_t convt_fold(size_t u, size_t n, size_t shift) { return (u + n - shift % n) % n; }
+
 /* A ConvTranspose on the full covariance: output positions (u, v) and
  * (u2, v2) of its extent th x tw read, for each filter tap (a, b) of both,
  * the input positions whose dilated places they are, (u + a - lo) / s
  * where that divides; CIRCULAR folds the extent onto the output
  * (plan_transpose_axis). Every output entry is written. */
 static int convt_full(const struct cnn_op *op, const REAL *in, REAL *out, const struct ntk_stop *stop) {
-  size_t fh = op->fh, fw = op->fw, sh = op->sh, sw = op->sw, hwi = op->hi * op->wi, hwo = op->ho * op->wo;
-  size_t th = op->th, tw = op->tw, X = th * tw;
+  size_t fh = op->fh, fw = op->fw, hwi = op->hi * op->wi, hwo = op->ho * op->wo, X = op->th * op->tw;
   REAL scale = (REAL)(1.0 / (double)(fh * fw));
   memset(out, 0, hwo * hwo * sizeof(REAL));
   for (size_t p = 0; p < X; p++) {
     if (ntk_stop_seen(stop)) return 1;
-    size_t u = p / tw, v = p % tw;
-    size_t po = ((u + op->ho - op->fold_h % op->ho) % op->ho) * op->wo + (v + op->wo - op->fold_w % op->wo) % op->wo;
+    size_t u = p / op->tw, v = p % op->tw;
+    size_t po = convt_fold(u, op->ho, op->fold_h) * op->wo + convt_fold(v, op->wo, op->fold_w);
     for (size_t q = 0; q < X; q++) {
-      size_t u2 = q / tw, v2 = q % tw;
+      size_t u2 = q / op->tw, v2 = q % op->tw;
       REAL sum = 0;
       for (size_t a = 0; a < fh; a++) {
-        long r1 = (long)(u + a) - (long)op->lo_h, r2 = (long)(u2 + a) - (long)op->lo_h;
-        if (r1 < 0 || r2 < 0 || r1 % (long)sh || r2 % (long)sh) continue;
-        r1 /= (long)sh;
-        r2 /= (long)sh;
-        if (r1 >= (long)op->hi || r2 >= (long)op->hi) continue;
+        long r1 = convt_input(u + a, op->lo_h, op->sh, op->hi), r2 = convt_input(u2 + a, op->lo_h, op->sh, op->hi);
+        if (r1 < 0 || r2 < 0) continue;
         for (size_t b = 0; b < fw; b++) {
-          long c1 = (long)(v + b) - (long)op->lo_w, c2 = (long)(v2 + b) - (long)op->lo_w;
-          if (c1 < 0 || c2 < 0 || c1 % (long)sw || c2 % (long)sw) continue;
-          c1 /= (long)sw;
-          c2 /= (long)sw;
-          if (c1 >= (long)op->wi || c2 >= (long)op->wi) continue;
-          sum += in[((size_t)r1 * op->wi + (size_t)c1) * hwi + (size_t)r2 * op->wi + (size_t)c2];
+          long c1 = convt_input(v + b, op->lo_w, op->sw, op->wi), c2 = convt_input(v2 + b, op->lo_w, op->sw, op->wi);
+          if (c1 >= 0 && c2 >= 0) sum += in[((size_t)r1 * op->wi + (size_t)c1) * hwi + (size_t)r2 * op->wi + (size_t)c2];
         }
       }
-      size_t qo = ((u2 + op->ho - op->fold_h % op->ho) % op->ho) * op->wo + (v2 + op->wo - op->fold_w % op->wo) % op->wo;
+      size_t qo = convt_fold(u2, op->ho, op->fold_h) * op->wo + convt_fold(v2, op->wo, op->fold_w);
       out[po * hwo + qo] += sum * scale;
     }
   }
@@ -915,6 +922,8 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef conv_diag
 #undef conv_full
 #undef convt_full
+#undef convt_input
+#undef convt_fold
 #undef pool_scale
 #undef pool_full
 #undef slice
