@@ -304,7 +304,8 @@ static int convt_full(const struct cnn_op *op, const REAL *in, REAL *out, const 
         if (r1 < 0 || r2 < 0) continue;
         for (size_t b = 0; b < fw; b++) {
           long c1 = convt_input(v + b, op->lo_w, op->sw, op->wi), c2 = convt_input(v2 + b, op->lo_w, op->sw, op->wi);
-          if (c1 >= 0 && c2 >= 0) sum += in[((size_t)r1 * op->wi + (size_t)c1) * hwi + (size_t)r2 * op->wi + (size_t)c2];
+          if (c1 >= 0 && c2 >= 0)
+            sum += in[((size_t)r1 * op->wi + (size_t)c1) * hwi + (size_t)r2 * op->wi + (size_t)c2];
         }
       }
       size_t qo = convt_fold(u2, op->ho, op->fold_h) * op->wo + convt_fold(v2, op->wo, op->fold_w);
