@@ -57,7 +57,7 @@ struct cnn_op {
                             it in the block's output, cat_h x cat_w, block-diagonally */
   size_t cat_off, cat_h, cat_w;
   size_t th, tw, fold_h, fold_w; /* ConvTranspose: its extent before CIRCULAR's fold (else the output's), and
-                                    the fold's shift (plan_transpose) */
+                                    the fold's shift (plan_transpose_axis) */
   int ln_h, ln_w;        /* LayerNorm over the rows, the columns too: its slot holds the variances' means
                             over them (ntk_layernorm_axes) */
 };
