@@ -925,6 +925,42 @@ def cnn_cases():
              "ConvTranspose(8, (3,), strides=(2,), padding='SAME', W_std=1.5, b_std=0.3) Relu ConvTranspose(8, (2,), "
              "W_std=1.3) Erf GlobalAvgPool Dense(1)", (4, 6, 2)), stax_syntax=True, one_d=True),
   ]
+  # GlobalSelfAttention (its infinite-width limit: each image's weights
+  # from its own covariance, docs/MATH.md): every mechanism, linear scaling
+  # and the IDENTITY one without it, one-hot positional embeddings summed
+  # and concatenated (into the values too), 1-D and 2-D, on the raw input,
+  # a transformer block (residual attention, LayerNorm, an MLP), Flatten
+  # and pooling readouts, standard parameterisation.
+  att = "GlobalSelfAttention(8, 8, 8, 2, "
+  cases += [
+      dict(c('cnn_attn_softmax_1d',
+             f"Conv(8, (3,), padding='SAME', W_std=1.5) Relu {att}W_key_std=1.3, W_query_std=0.9, W_value_std=1.1, "
+             "b_std=0.2) Relu GlobalAvgPool Dense(1)", (4, 6, 2)), stax_syntax=True, one_d=True),
+      dict(c('cnn_attn_sum_flat',
+             f"Conv(8, (2, 2), padding='SAME', W_std=1.4, b_std=0.1) Erf {att}pos_emb_type='SUM', W_pos_emb_std=0.7, "
+             "W_out_std=1.2) Relu Flatten Dense(1)", (4, 3, 4, 2)), stax_syntax=True),
+      dict(c('cnn_attn_concat_values',
+             f"Conv(8, (3,), padding='SAME', W_std=1.3) Relu {att}attention_mechanism='IDENTITY', "
+             "pos_emb_type='CONCAT', val_pos_emb=True, W_key_std=0.8) Gelu GlobalAvgPool Dense(1)", (4, 5, 2)),
+           stax_syntax=True, one_d=True),
+      dict(c('cnn_attn_relu_abs_direct',
+             f"{att}attention_mechanism='RELU', pos_emb_type='SUM', val_pos_emb=True) Erf {att}"
+             "attention_mechanism='ABS', b_std=0.3) AvgPool((2,), strides=(1,)) Relu GlobalAvgPool Dense(1)",
+             (4, 6, 3)), stax_syntax=True, one_d=True),
+      dict(c('cnn_attn_identity_sqrt',
+             f"Conv(8, (2, 2), padding='SAME', W_std=1.2) Relu {att}linear_scaling=False, "
+             "attention_mechanism='IDENTITY', pos_emb_type='SUM', W_pos_emb_std=0.5, b_std=0.1) Erf "
+             f"{att}linear_scaling=False, attention_mechanism='IDENTITY') GlobalAvgPool Dense(1)", (4, 3, 3, 2)),
+           stax_syntax=True),
+      dict(c('cnn_attn_transformer',
+             f"Dense(8, W_std=1.2) FanOut(2) parallel(Identity, {att}pos_emb_type='CONCAT', W_pos_emb_std=0.8)) "
+             "FanInSum LayerNorm FanOut(2) parallel(Identity, serial(Dense(8, W_std=1.4, b_std=0.1), Relu, "
+             "Dense(8))) FanInSum LayerNorm GlobalAvgPool Dense(1)", (4, 6, 3)), stax_syntax=True, one_d=True),
+      dict(c('cnn_standard_attn',
+             f"Conv(8, (3,), padding='SAME', W_std=1.5, b_std=0.1) Relu GlobalSelfAttention(6, 4, 4, 2, "
+             "b_std=0.2) Relu Dense(4, b_std=0.1) GlobalAvgPool Dense(2)", (4, 5, 2)), stax_syntax=True,
+           one_d=True, standard=True),
+  ]
   return cases + map_cnn_cases()
 
 

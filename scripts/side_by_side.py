@@ -21,6 +21,11 @@ written once, as functions of a `stax` module: only the import differs.
   wrn     neural-tangents' README WideResnet(block_size=4, k=1, num_classes=10)
           (tests/python/nt_readme.py, the transcription test_readme.py checks;
           configs/wrn.conf is the same network) on 8 such images
+  attn    a transformer on sequences: the first 100 Fashion-MNIST training
+          images as 28 rows of 28 pixels (N, L, C) = (100, 28, 28), pixels /
+          255: Dense(256), two blocks of residual GlobalSelfAttention (SOFTMAX,
+          linear scaling, positional embeddings summed) and a residual
+          Dense-Relu-Dense, each followed by LayerNorm, GlobalAvgPool, Dense(1)
 
 Each computation runs in its own child process (this script with --child),
 so that its peak memory (VmHWM of the child) is its own; the two tools
@@ -117,7 +122,16 @@ def net_cnn(stax, size):
                        stax.GlobalAvgPool(), stax.Dense(1, W_std=w, b_std=None))
 
 
-NETS = {"fc": net_fc, "cntk21": net_cntk21, "wrn": net_wrn, "cnn": net_cnn}
+def net_attn(stax, size):
+    def block():
+        attn = stax.GlobalSelfAttention(256, 256, 256, 8, W_key_std=1.0, W_query_std=1.0, pos_emb_type="SUM")
+        mlp = stax.serial(stax.Dense(256, W_std=2 ** 0.5, b_std=0.05), stax.Relu(), stax.Dense(256))
+        return stax.serial(stax.FanOut(2), stax.parallel(stax.Identity(), attn), stax.FanInSum(), stax.LayerNorm(),
+                           stax.FanOut(2), stax.parallel(stax.Identity(), mlp), stax.FanInSum(), stax.LayerNorm())
+    return stax.serial(stax.Dense(256), block(), block(), stax.GlobalAvgPool(), stax.Dense(1))
+
+
+NETS = {"fc": net_fc, "cntk21": net_cntk21, "wrn": net_wrn, "attn": net_attn, "cnn": net_cnn}
 
 
 def fashion(n, images=False):
@@ -373,6 +387,7 @@ def main():
     ap.add_argument("--case-reps", action="append", default=[], metavar="CASE=R",
                     help="repetitions of one case of part 1 (a long one: fewer)")
     ap.add_argument("--only", choices=("side", "pool"), help="one part only")
+    ap.add_argument("--cases", default=None, metavar="A,B", help="part 1's cases (default: fc,cntk21,wrn,attn)")
     ap.add_argument("--pool-n", action="append", default=[], metavar="BLOCK=N",
                     help="images of a pool block (fc, cnn)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -404,12 +419,19 @@ def main():
               "creates it): skipped")
         return 77
     if a.quick:
-        sizes = {"fc": fashion(12), "cntk21": cifar_like(3, 8), "wrn": cifar_like(2, 8)}
+        sizes = {"fc": fashion(12), "cntk21": cifar_like(3, 8), "wrn": cifar_like(2, 8),
+                 "attn": fashion(3, images=True).reshape(3, 28, 28)[:, :8, :8]}
         blocks = [("fc", fashion(pool_n.get("fc", 64))), ("cnn", fashion(pool_n.get("cnn", 8), images=True))]
     else:
-        sizes = {"fc": fashion(2000), "cntk21": cifar_like(16, 32), "wrn": cifar_like(8, 32)}
+        sizes = {"fc": fashion(2000), "cntk21": cifar_like(16, 32), "wrn": cifar_like(8, 32),
+                 "attn": fashion(100, images=True).reshape(100, 28, 28)}
         blocks = [("fc", fashion(pool_n.get("fc", 16000))), ("cnn", fashion(pool_n.get("cnn", 110), images=True))]
-    cases = [(c, x, min(nt_m.get(c, x.shape[0]), x.shape[0]), case_reps.get(c, reps)) for c, x in sizes.items()]
+    chosen = a.cases.split(",") if a.cases else list(sizes)
+    for c in chosen:
+        if c not in sizes:
+            ap.error(f"--cases: no case {c!r}")
+    cases = [(c, x, min(nt_m.get(c, x.shape[0]), x.shape[0]), case_reps.get(c, reps)) for c, x in sizes.items()
+             if c in chosen]
 
     with tempfile.TemporaryDirectory(prefix="side_by_side.") as tmp:
         runner = Runner(os.path.abspath(a.build), tmp)

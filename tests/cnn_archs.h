@@ -48,10 +48,10 @@ static inline void random_images(struct ntk_dataset *ds, size_t n, size_t h, siz
 }
 
 /* Whether the GPU refuses a network of archs[] (ntk_backend_gpu_computes):
- * ElementwiseNumerical, ConvTranspose, and a ConvLocal where a pooling
+ * ElementwiseNumerical, ConvTranspose, GlobalSelfAttention, and a ConvLocal where a pooling
  * layer reads its zeros between positions. */
 static inline int gpu_refuses(const char *arch) {
-  return strstr(arch, "ElementwiseNumerical") || strstr(arch, "ConvTranspose") ||
+  return strstr(arch, "ElementwiseNumerical") || strstr(arch, "ConvTranspose") || strstr(arch, "GlobalSelfAttention") ||
          (strstr(arch, "ConvLocal") && strstr(arch, "Pool"));
 }
 
@@ -150,6 +150,9 @@ static const char *const archs[] = {
     "Erf GlobalAvgPool Dense",
     /* ConvTranspose (the general path only; the image grows) */
     "ConvTranspose(2, 2, SAME, b_std=0.1) Relu Conv(3, 2, VALID) Erf ConvTranspose(3, 1, CIRCULAR) Relu Flatten Dense",
+    /* GlobalSelfAttention (the general path only; every position with every other) */
+    "Conv(3, 1, SAME) Relu GlobalSelfAttention(4, 4, 4, 2, pos_emb_type='SUM', b_std=0.1) Relu AvgPool(2, 1) "
+    "GlobalSelfAttention(4, 4, 4, 1, False, attention_mechanism='IDENTITY') Erf GlobalAvgPool Dense",
     /* FanInProd: a slice-local block, a strided one (the full covariance), the same-position path, the tail */
     "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Conv(1, 1, SAME)) FanInProd Conv(3, 1, SAME) Relu "
     "GlobalAvgPool Dense",

@@ -25,9 +25,9 @@ from .errors import refused as _refused
 __all__ = [
     "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv",
     "ConvLocal", "ConvTranspose", "AvgPool", "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm",
-    "Dropout", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf", "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp",
-    "ExpNormalized", "Gaussian", "Sign", "Monomial", "RectifiedMonomial", "Polynomial", "Hermite", "Gabor",
-    "ElementwiseNumerical", "Padding",
+    "Dropout", "GlobalSelfAttention", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf", "Sigmoid_like", "Gelu", "Sin",
+    "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial", "RectifiedMonomial", "Polynomial",
+    "Hermite", "Gabor", "ElementwiseNumerical", "Padding",
 ]
 
 
@@ -295,6 +295,52 @@ def Dropout(rate, mode="train"):
     return _layer("Identity" if mode == "test" else f"Dropout({r}, mode='train')")
 
 
+def _enum_name(x, names, what):
+    if isinstance(x, enum.Enum):
+        x = x.name
+    if not isinstance(x, str) or x not in names:
+        raise ValueError(f"{what} must be one of {', '.join(repr(n) for n in names)}, not {x!r}")
+    return x
+
+
+def GlobalSelfAttention(n_chan_out, n_chan_key, n_chan_val, n_heads, linear_scaling=True, W_key_std=1.0,
+                        W_value_std=1.0, W_query_std=1.0, W_out_std=1.0, b_std=None, attention_mechanism="SOFTMAX",
+                        pos_emb_type="NONE", pos_emb_p_norm=2, pos_emb_decay_fn=None, n_chan_pos_emb=None,
+                        W_pos_emb_std=1.0, val_pos_emb=False, batch_axis=0, channel_axis=-1):
+    """stax's GlobalSelfAttention in its infinite-width limit (docs/MATH.md,
+    "Convolutional networks"), on sequences (N, L, C) or images (N, H, W, C). As in
+    neural-tangents, ``linear_scaling=False`` has a closed form only with
+    ``attention_mechanism='IDENTITY'``. Positional embeddings 'SUM' and
+    'CONCAT' are one-hot: ``pos_emb_decay_fn`` must be None, and
+    ``n_chan_pos_emb`` None (as many channels as the input)."""
+    name = "stax.GlobalSelfAttention"
+    _axes(batch_axis, channel_axis, "GlobalSelfAttention")
+    widths = [_int(v, f"{name}: {k}", high=_MAX_SIZE) for k, v in
+              (("n_chan_out", n_chan_out), ("n_chan_key", n_chan_key), ("n_chan_val", n_chan_val),
+               ("n_heads", n_heads))]
+    mech = _enum_name(attention_mechanism, ("SOFTMAX", "IDENTITY", "ABS", "RELU"), f"{name}: attention_mechanism")
+    pos = _enum_name(pos_emb_type, ("NONE", "SUM", "CONCAT"), f"{name}: pos_emb_type")
+    if not linear_scaling and mech != "IDENTITY":
+        raise NotImplementedError(f"{name}(linear_scaling=False): no known closed form for the {mech} mechanism "
+                                  "(neural-tangents raises NotImplementedError too); IDENTITY has one")
+    if pos_emb_decay_fn is not None:
+        raise NotImplementedError(f"{name}: pos_emb_decay_fn must be None in ntkd (one-hot positional embeddings)")
+    if n_chan_pos_emb is not None:
+        raise NotImplementedError(f"{name}: n_chan_pos_emb must be None in ntkd (as many channels as the input)")
+    key, query = _num(W_key_std, f"{name}: W_key_std"), _num(W_query_std, f"{name}: W_query_std")
+    if float(key) * float(query) < 0:
+        raise NotImplementedError(f"{name}: W_key_std * W_query_std < 0 (the attention logits negated): ntkd takes "
+                                  "scales >= 0")
+    text = (f"GlobalSelfAttention({widths[0]}, {widths[1]}, {widths[2]}, {widths[3]}, "
+            f"linear_scaling={bool(linear_scaling)}, W_key_std={key.lstrip('-')}, "
+            f"W_value_std={_std(W_value_std, name + ': W_value_std')}, W_query_std={query.lstrip('-')}, "
+            f"W_out_std={_std(W_out_std, name + ': W_out_std')}, b_std={_std(b_std, name + ': b_std')}, "
+            f"attention_mechanism='{mech}', pos_emb_type='{pos}', "
+            f"pos_emb_p_norm={_num(pos_emb_p_norm, name + ': pos_emb_p_norm').lstrip('-')}, "
+            f"W_pos_emb_std={_std(W_pos_emb_std, name + ': W_pos_emb_std')}, val_pos_emb={bool(val_pos_emb)})")
+    return _layer(text)
+
+
 # ---- nonlinearities (do_stabilize changes nothing in the kernel: accepted) ---------------
 
 def Relu(do_stabilize=False):
@@ -446,7 +492,6 @@ for _name, _why in [
     ("Aggregate", "graph layers are not implemented"),
     ("DotGeneral", "not implemented"),
     ("Index", "not implemented"),
-    ("GlobalSelfAttention", "attention is not implemented"),
     ("Elementwise", "arbitrary nonlinearities need their kernel in closed form: use a named one, or "
                     "ElementwiseNumerical with a function ntkd knows"),
 ]:

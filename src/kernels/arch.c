@@ -19,7 +19,7 @@
  * widths, filters, windows and strides; branches of a block. */
 #define NTK_ARCH_MAX_LAYERS 100000
 #define NTK_ARCH_MAX_DEPTH 16
-#define NTK_ARCH_MAX_ARGS 12
+#define NTK_ARCH_MAX_ARGS 20 /* GlobalSelfAttention has 19 parameters */
 #define NTK_ARCH_MAX_SIZE 1000000
 #define NTK_ARCH_MAX_BRANCHES 64
 
@@ -627,24 +627,35 @@ static size_t stax_prefix(const char *s) {
   return 0;
 }
 
-/* SAME, 'SAME', or stax's enum: Padding.SAME, stax.Padding.SAME, Padding.SAME.name (or .value). */
-static ntk_status arg_padding(struct parser *p, const struct arg *a, ntk_padding *out) {
+/* A name of stax's enum `type` (Padding, AttentionMechanism,
+ * PositionalEmbedding) as written: 'SAME', SAME, Padding.SAME(.name|.value),
+ * with or without a stax. prefix before the enum's name. Returns its index in names, or -1. */
+static int arg_enum(const struct arg *a, const char *type, const char *const *names, int count) {
+  if (a->is_list && !a->paren1) return -1; /* ('SAME') is 'SAME' to Python */
   const char *v = a->val;
   char name[48];
-  if (!a->quoted && !strncmp(v + stax_prefix(v), "Padding.", 8)) {
-    snprintf(name, sizeof name, "%s", v + stax_prefix(v) + 8);
+  size_t tl = strlen(type);
+  if (!a->quoted && !strncmp(v + stax_prefix(v), type, tl) && v[stax_prefix(v) + tl] == '.') {
+    snprintf(name, sizeof name, "%s", v + stax_prefix(v) + tl + 1);
     char *dot = strchr(name, '.');
     if (dot && (!strcmp(dot, ".name") || !strcmp(dot, ".value"))) *dot = '\0';
     v = name;
   }
-  if (!strcmp(v, "SAME")) *out = NTK_PAD_SAME;
-  else if (!strcmp(v, "VALID")) *out = NTK_PAD_VALID;
-  else if (!strcmp(v, "CIRCULAR")) *out = NTK_PAD_CIRCULAR;
-  else {
-    p->pos = a->pos;
-    return perr(p, "unknown padding '%s' (SAME, VALID or CIRCULAR)", a->val);
+  for (int k = 0; k < count; k++)
+    if (!strcmp(v, names[k])) return k;
+  return -1;
+}
+
+/* SAME, 'SAME', or stax's enum: Padding.SAME, stax.Padding.SAME, Padding.SAME.name (or .value). */
+static ntk_status arg_padding(struct parser *p, const struct arg *a, ntk_padding *out) {
+  static const char *const names[] = {"VALID", "SAME", "CIRCULAR"}; /* ntk_padding's order */
+  int k = arg_enum(a, "Padding", names, 3);
+  if (k >= 0) {
+    *out = (ntk_padding)k;
+    return NTK_OK;
   }
-  return NTK_OK;
+  p->pos = a->pos;
+  return perr(p, "unknown padding '%s' (SAME, VALID or CIRCULAR)", a->val);
 }
 
 /* A size given as n, as stax's tuple (h, w), or as a 1-D (n,) for (N, L,
@@ -1178,6 +1189,118 @@ static ntk_status dropout_args(struct parser *p, struct ntk_layer *l, const stru
   return NTK_OK;
 }
 
+/* True or False, as written. */
+static ntk_status arg_bool(struct parser *p, const struct arg *a, const char *layer, const char *key, int *out) {
+  if (!a->is_list && !a->quoted && (!strcmp(a->val, "True") || !strcmp(a->val, "False"))) {
+    *out = !strcmp(a->val, "True");
+    return NTK_OK;
+  }
+  p->pos = a->pos;
+  char msg[200], val[64];
+  if (a->is_list) snprintf(val, sizeof val, "a list");
+  else shown(val, sizeof val, a->val, strlen(a->val));
+  snprintf(msg, sizeof msg, "%s: %s must be True or False, not %s", layer, key, val);
+  return perr(p, "%s", msg);
+}
+
+/* GlobalSelfAttention(n_chan_out, n_chan_key, n_chan_val, n_heads,
+ * linear_scaling=True, W_key_std=1, W_value_std=1, W_query_std=1,
+ * W_out_std=1, b_std=None, attention_mechanism='SOFTMAX',
+ * pos_emb_type='NONE', pos_emb_p_norm=2, pos_emb_decay_fn=None,
+ * n_chan_pos_emb=None, W_pos_emb_std=1, val_pos_emb=False, batch_axis=0,
+ * channel_axis=-1), stax's, with stax's defaults (not [model]'s W_std and
+ * b_std). The widths are kept and change nothing in the limit; what
+ * neural-tangents has no closed form for (linear_scaling=False but with
+ * IDENTITY) and what ntkd does not compute (a decay function, a channel
+ * count for the embeddings) is refused here, naming it. */
+static ntk_status attention_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs,
+                                 size_t start) {
+  static const char *const pos[] = {"n_chan_out", "n_chan_key", "n_chan_val", "n_heads", "linear_scaling",
+                                    "W_key_std", "W_value_std", "W_query_std", "W_out_std", "b_std",
+                                    "attention_mechanism", "pos_emb_type", "pos_emb_p_norm", "pos_emb_decay_fn",
+                                    "n_chan_pos_emb", "W_pos_emb_std", "val_pos_emb", "batch_axis", "channel_axis"};
+  static const char *const mechs[] = {"SOFTMAX", "IDENTITY", "ABS", "RELU"}, *const embs[] = {"NONE", "SUM", "CONCAT"};
+  enum { NPOS = (int)(sizeof pos / sizeof pos[0]) };
+  const char *given[NTK_ARCH_MAX_ARGS];
+  size_t end = p->pos; /* after the arguments; errors point into them */
+  struct ntk_attention *t = &l->attn;
+  memset(t, 0, sizeof *t);
+  t->w_key = t->w_value = t->w_query = t->w_out = t->pos_std = 1.0;
+  t->p_norm = 2.0;
+  t->linear = 1;
+  l->b_std = 0.0;
+  l->w_std = 1.0;
+  l->bias = 0;
+  int have[4] = {0, 0, 0, 0}, *ints[4] = {&l->width, &t->n_chan_key, &t->n_chan_val, &t->n_heads};
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    const char *key = a->key[0] ? a->key : npos < NPOS ? pos[npos] : NULL;
+    if (!a->key[0]) npos++;
+    p->pos = a->pos;
+    if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    ntk_status twice = once_param(p, given, i, key, a), st = NTK_OK;
+    if (twice) return twice;
+    int k = 0;
+    while (k < NPOS && strcmp(key, pos[k])) k++;
+    if (k < 4) {
+      st = arg_int(p, a, l->name, key, 1, NTK_ARCH_MAX_SIZE, ints[k]);
+      have[k] = 1;
+    } else if (k == 4) {
+      st = arg_bool(p, a, l->name, key, &t->linear);
+    } else if (k >= 5 && k <= 8) {
+      double *v[4] = {&t->w_key, &t->w_value, &t->w_query, &t->w_out};
+      st = arg_double(p, a, l->name, key, 0.0, v[k - 5]);
+    } else if (k == 9) {
+      st = arg_bias(p, a, l->name, &l->b_std);
+      l->bias = strcmp(a->val, "None") != 0;
+    } else if (k == 10 || k == 11) {
+      int e = k == 10 ? arg_enum(a, "AttentionMechanism", mechs, 4) : arg_enum(a, "PositionalEmbedding", embs, 3);
+      if (e < 0)
+        return perr(p, k == 10 ? "GlobalSelfAttention: attention_mechanism must be 'SOFTMAX', 'IDENTITY', 'ABS' or "
+                                 "'RELU', not %s"
+                               : "GlobalSelfAttention: pos_emb_type must be 'NONE', 'SUM' or 'CONCAT', not %s",
+                    a->is_list ? "a list" : a->val);
+      if (k == 10) t->mech = (ntk_attention_mech)e;
+      else t->pos = (ntk_pos_emb)e;
+    } else if (k == 12) {
+      st = arg_double(p, a, l->name, key, 0.0, &t->p_norm);
+    } else if (k == 13 || k == 14) {
+      if (a->is_list || strcmp(a->val, "None"))
+        return perr(p, k == 13 ? "GlobalSelfAttention: pos_emb_decay_fn must be None (one-hot positional "
+                                 "embeddings, each position uncorrelated with the others): ntkd does not take a "
+                                 "function of the distance%s"
+                               : "GlobalSelfAttention: n_chan_pos_emb must be None (as many channels as the "
+                                 "layer's input)%s", "");
+    } else if (k == 15) {
+      st = arg_double(p, a, l->name, key, 0.0, &t->pos_std);
+    } else if (k == 16) {
+      st = arg_bool(p, a, l->name, key, &t->val_pos);
+    } else if (k == 17 || k == 18) {
+      stax_keyword(p, a, l->name, key, &st);
+    } else {
+      char what[96];
+      snprintf(what, sizeof what, "%.23s for %.23s", key, l->name);
+      return perr(p, "unknown argument %s", what);
+    }
+    if (st) return st;
+  }
+  for (int k = 0; k < 4; k++)
+    if (!have[k]) {
+      p->pos = start;
+      return perr(p, "GlobalSelfAttention needs n_chan_out, n_chan_key, n_chan_val and n_heads (widths; any "
+                     "positive integers: the kernel is their limit), e.g. GlobalSelfAttention(64, 64, 64, 4)%s", "");
+    }
+  if (!t->linear && t->mech != NTK_ATTN_IDENTITY) {
+    p->pos = start;
+    return perr(p, "GlobalSelfAttention(linear_scaling=False) has a closed-form kernel only with "
+                   "attention_mechanism='IDENTITY' (neural-tangents raises NotImplementedError too); not %s",
+                mechs[t->mech]);
+  }
+  l->param[0] = l->b_std;
+  p->pos = end;
+  return NTK_OK;
+}
+
 /* ElementwiseNumerical(fn, deg, df=None), stax's. fn is one ntkd knows by
  * name (src/kernels/layers.c); one with a closed form becomes that map
  * (jnp.sin is Sin). deg, the Gauss-Hermite nodes stax would use, is checked
@@ -1252,7 +1375,7 @@ static ntk_status numerical_args(struct parser *p, struct ntk_layer *l, const st
 static void known_names(char *buf, size_t cap) {
   size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, ConvLocal, ConvTranspose, Identity, AvgPool, SumPool, "
                                         "Flatten, GlobalAvgPool, GlobalSumPool, LayerNorm, Dropout, "
-                                        "ElementwiseNumerical");
+                                        "GlobalSelfAttention, ElementwiseNumerical");
   size_t count;
   const struct ntk_map_name *nm = ntk_map_names(&count);
   for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
@@ -1314,6 +1437,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   else if (!strcmp(name, "SumPool")) { l.kind = NTK_LAYER_AVGPOOL; l.sum = 1; need_args = 1; max_pos = 2; l.stride = l.stride_w = 0; }
   else if (!strcmp(name, "GlobalSumPool")) { l.kind = NTK_LAYER_GLOBALAVGPOOL; l.sum = 1; }
   else if (!strcmp(name, "Dropout")) l.kind = NTK_LAYER_DROPOUT;
+  else if (!strcmp(name, "GlobalSelfAttention")) l.kind = NTK_LAYER_ATTENTION;
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
   else if (!strcmp(name, "ElementwiseNumerical")) { l.kind = NTK_LAYER_MAP; numerical = 1; }
   else if (p->text[p->pos] == '.') { /* jax.example_libraries.stax.Dense, st.Dense */
@@ -1359,6 +1483,10 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   }
   if (l.kind == NTK_LAYER_DROPOUT) {
     if ((st = dropout_args(p, &l, args, nargs, start))) return st;
+    return push_at(p, out, &l, start);
+  }
+  if (l.kind == NTK_LAYER_ATTENTION) {
+    if ((st = attention_args(p, &l, args, nargs, start))) return st;
     return push_at(p, out, &l, start);
   }
   if (nargs) {
@@ -1834,7 +1962,8 @@ int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t inde
   int d = w->depth - 1;
   switch (l->kind) {
   case NTK_LAYER_DENSE:
-  case NTK_LAYER_CONV: w->chan = l->width > 0 ? (size_t)l->width : 0; break;
+  case NTK_LAYER_CONV:
+  case NTK_LAYER_ATTENTION: w->chan = l->width > 0 ? (size_t)l->width : 0; break;
   case NTK_LAYER_FLATTEN: w->chan *= hw ? hw : 1; break;
   case NTK_LAYER_FORK:
     if (w->depth < NTK_WIDTHS_MAXDEPTH) {
@@ -2191,6 +2320,28 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     fmt_exact(w, sizeof w, l->rate);
     n = snprintf(buf, cap, "Dropout(%s)", w);
     break;
+  case NTK_LAYER_ATTENTION: {
+    /* what the kernel takes: the stds, the mechanism, the embeddings (their
+     * std and val_pos_emb only where there are some); the widths only
+     * n_chan_out, and only under the standard parameterisation */
+    static const char *const mechs[] = {"SOFTMAX", "IDENTITY", "ABS", "RELU"}, *const embs[] = {"NONE", "SUM",
+                                                                                             "CONCAT"};
+    const struct ntk_attention *t = &l->attn;
+    char k[32], v[32], q[32], o[32], e[32];
+    fmt_exact(k, sizeof k, t->w_key);
+    fmt_exact(v, sizeof v, t->w_value);
+    fmt_exact(q, sizeof q, t->w_query);
+    fmt_exact(o, sizeof o, t->w_out);
+    fmt_exact(e, sizeof e, t->pos_std);
+    n = snprintf(buf, cap, "GlobalSelfAttention(%d, 1, 1, 1, linear_scaling=%s, W_key_std=%s, W_value_std=%s, "
+                 "W_query_std=%s, W_out_std=%s, b_std=%s, attention_mechanism='%s', pos_emb_type='%s'",
+                 std ? l->width : 1, t->linear ? "True" : "False", k, v, q, o, l->bias ? b : "None",
+                 mechs[t->mech], embs[t->pos]);
+    if (n >= 0 && (size_t)n < cap && t->pos != NTK_POS_NONE)
+      n += snprintf(buf + n, cap - (size_t)n, ", W_pos_emb_std=%s, val_pos_emb=%s", e, t->val_pos ? "True" : "False");
+    if (n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, ")");
+    break;
+  }
   case NTK_LAYER_FORK:
     n = snprintf(buf, cap, "FanOut(%d) parallel(", l->branches);
     break;

@@ -14,6 +14,35 @@ typedef enum ntk_padding {
   NTK_PAD_CIRCULAR,
 } ntk_padding;
 
+/* GlobalSelfAttention, stax's, in its infinite-width limit (docs/MATH.md,
+ * "Convolutional networks"): the attention weights of an image are mech(qk * C) over its
+ * positions, C its own covariance (with the positional embeddings' added);
+ * the pair's covariance becomes ov^2 G_a K G_b^T + b^2. With
+ * linear_scaling=False only the IDENTITY mechanism has a closed form (as in
+ * neural-tangents). */
+typedef enum ntk_attention_mech {
+  NTK_ATTN_SOFTMAX, /* over the key positions, each query position's row */
+  NTK_ATTN_IDENTITY,
+  NTK_ATTN_ABS,
+  NTK_ATTN_RELU,
+} ntk_attention_mech;
+
+typedef enum ntk_pos_emb {
+  NTK_POS_NONE,
+  NTK_POS_SUM,    /* one-hot positional embeddings added: C + W_pos_emb_std^2 I */
+  NTK_POS_CONCAT, /* concatenated, as many channels as the input: (C + W_pos_emb_std^2 I) / 2 */
+} ntk_pos_emb;
+
+struct ntk_attention {
+  int n_chan_key, n_chan_val, n_heads; /* as written (n_chan_out is struct ntk_layer's width) */
+  double w_key, w_value, w_query, w_out; /* the stds as written: the kernel takes w_query w_key and w_out w_value */
+  int linear;                            /* linear_scaling */
+  ntk_attention_mech mech;
+  ntk_pos_emb pos;
+  double pos_std, p_norm; /* W_pos_emb_std; pos_emb_p_norm as written (unused: pos_emb_decay_fn is None) */
+  int val_pos;            /* val_pos_emb: the values see the positional embeddings too */
+};
+
 struct ntk_layer {
   ntk_layer_kind kind;  /* what it is: ntk_layer_traits(kind) */
   double w_std, b_std;  /* Dense, Conv */
@@ -43,6 +72,7 @@ struct ntk_layer {
                            the channels; the batch axis 0 is refused): ntk_concat_axis resolves it */
   double rate;          /* Dropout (mode='train'): stax's keep rate, in (0, 1]; a sample's own entries are
                            multiplied by 1/rate (mode='test' is parsed as Identity) */
+  struct ntk_attention attn; /* GlobalSelfAttention; its b_std is b_std above (0 for stax's None) */
   char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
 };
 

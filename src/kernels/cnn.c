@@ -88,6 +88,7 @@ struct cnn_plan {
   int cat;             /* a FanInConcat along a spatial axis: the GENERAL path only */
   int local;           /* a ConvLocal: DIAG or GENERAL (plan_path) */
   int transpose;       /* a ConvTranspose: GENERAL (plan_path) */
+  int attention;       /* a GlobalSelfAttention: GENERAL (plan_path) */
 };
 
 /* Per-image variances are kept for the whole job (computed once per
@@ -336,6 +337,21 @@ static ntk_status plan_pointwise(struct cnn_plan *P, struct cnn_op *op, const st
   return NTK_OK;
 }
 
+/* A GlobalSelfAttention: the same size out; with linear_scaling a slot in
+ * the variance block for the image's attention weights, (h w)^2 of them
+ * (the GENERAL path's self run writes them, cnn_impl.h's attention_full). */
+static void plan_attention(struct cnn_plan *P, struct cnn_op *op, const struct ntk_layer *l,
+                           const struct plan_walk *W) {
+  op->ho = W->h;
+  op->wo = W->w;
+  if (l->attn.linear) {
+    op->var = (int)P->nvar;
+    P->var_off[P->nvar++] = P->var_size;
+    P->var_size += W->h * W->w * W->h * W->w;
+  }
+  P->attention = 1;
+}
+
 /* One op per spatial layer, with the sizes it sees, up to the readout
  * (layer *readout; its input is out_h x out_w). */
 static ntk_status plan_spatial(struct cnn_plan *P, const struct ntk_arch *arch, size_t *readout, int *has_pool) {
@@ -352,6 +368,7 @@ static ntk_status plan_spatial(struct cnn_plan *P, const struct ntk_arch *arch, 
     ntk_status st = NTK_OK;
     if (l->kind == NTK_LAYER_CONV || l->kind == NTK_LAYER_AVGPOOL) st = plan_window(P, op, l, i, &W);
     else if (ntk_layer_traits(l->kind)->branch) st = plan_branch(P, op, l, i, &W);
+    else if (l->kind == NTK_LAYER_ATTENTION) plan_attention(P, op, l, &W);
     else st = plan_pointwise(P, op, l, i, &W);
     if (st) return st;
     W.h = op->ho;
@@ -487,6 +504,11 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
   if (P->transpose && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
     return ntk_error(NTK_ECONFIG, "a ConvTranspose takes the general path only");
   if (P->transpose) path = NTK_CNN_GENERAL;
+  /* an attention layer mixes every position with every other, each image's
+   * weights from its own full covariance */
+  if (P->attention && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
+    return ntk_error(NTK_ECONFIG, "a GlobalSelfAttention takes the general path only");
+  if (P->attention) path = NTK_CNN_GENERAL;
   int diag = !has_pool && P->readout == NTK_LAYER_FLATTEN;
   if (path == NTK_CNN_AUTO) path = diag ? NTK_CNN_DIAG : P->local ? NTK_CNN_GENERAL : NTK_CNN_SLICE;
   if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
@@ -1033,6 +1055,9 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   if (!st && P.transpose)
     st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a ConvTranspose; the CPU does: backend = "
                    "cpu (under auto, this rank computes on the CPU)");
+  if (!st && P.attention)
+    st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a GlobalSelfAttention; the CPU does: "
+                   "backend = cpu (under auto, this rank computes on the CPU)");
   if (!st && P.cat)
     st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a FanInConcat along a spatial axis "
                    "(the image grows by the branches' sizes); the CPU does: backend = cpu (under auto, this rank "

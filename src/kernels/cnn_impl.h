@@ -34,6 +34,9 @@
 #define convt_fold SFX(convt_fold)
 #define pool_scale SFX(pool_scale)
 #define pool_full SFX(pool_full)
+#define attention_mix SFX(attention_mix)
+#define attention_weights SFX(attention_weights)
+#define attention_full SFX(attention_full)
 #define slice SFX(slice)
 #define slice_conv SFX(slice_conv)
 #define slice_pointwise SFX(slice_pointwise)
@@ -668,6 +671,123 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
   return 0;
 }
 
+/* ---- GlobalSelfAttention ------------------------------------------------- */
+
+/* Its limit, as neural-tangents takes it (docs/MATH.md, "Convolutional networks"): the
+ * embeddings' one-hot covariance enters as kw C + pw I (SUM: kw 1, pw
+ * W_pos_emb_std^2; CONCAT, as many channels as the input: both halved). */
+static void attention_mix(const struct ntk_attention *a, double *kw, double *pw) {
+  *kw = 1.0;
+  *pw = a->pos == NTK_POS_NONE ? 0.0 : a->pos_std * a->pos_std;
+  if (a->pos == NTK_POS_CONCAT) {
+    *kw = 0.5;
+    *pw *= 0.5;
+  }
+}
+
+/* linear_scaling: image a's attention weights from its own n x n
+ * covariance c into g, row p the weights of query position p over the key
+ * positions: mech(qk (kw c + pw I)), SOFTMAX over each row (jax.nn.softmax:
+ * exp(x - max) / sum). */
+static int attention_weights(const struct ntk_attention *a, const REAL *c, REAL *g, size_t n,
+                             const struct ntk_stop *stop) {
+  double kw, pw, qk = a->w_query * a->w_key;
+  attention_mix(a, &kw, &pw);
+  for (size_t p = 0; p < n; p++) {
+    if (ntk_stop_seen(stop)) return 1;
+    REAL *row = g + p * n;
+    for (size_t q = 0; q < n; q++) {
+      REAL x = (REAL)(qk * (kw * (double)c[p * n + q] + (p == q ? pw : 0.0)));
+      row[q] = a->mech == NTK_ATTN_ABS ? (REAL)fabs((double)x) : a->mech == NTK_ATTN_RELU && !(x > 0) ? 0 : x;
+    }
+    if (a->mech != NTK_ATTN_SOFTMAX) continue;
+    REAL top = row[0];
+    for (size_t q = 1; q < n; q++) top = row[q] > top ? row[q] : top;
+    double sum = 0;
+    for (size_t q = 0; q < n; q++) sum += (double)(row[q] = (REAL)exp((double)(row[q] - top)));
+    for (size_t q = 0; q < n; q++) row[q] = (REAL)((double)row[q] / sum);
+  }
+  return 0;
+}
+
+/* The pair's covariance fg, ft (n x n) through the layer. linear_scaling:
+ * ng = ov^2 Ga V Gb^T + b^2 and nt = ov^2 Ga T Gb^T + b^2 + 2 (ng - b^2),
+ * V, T the input's (with the embeddings' where val_pos_emb), Ga, Gb the
+ * images' weights (qa, qb: written here in a self run), tmp a scratch
+ * n x n; *swap set: the output is in ng, nt. IDENTITY without it: per
+ * entry, from the pair's sums over every position pair (no weights per
+ * image), in place. */
+static int attention_full(const struct cnn_op *op, REAL *fg, REAL *ft, REAL *ng, REAL *nt, REAL *tmp, REAL *qa,
+                          const REAL *qb, int self, int with_t, const struct ntk_stop *stop, int *swap) {
+  const struct ntk_attention *a = &op->layer->attn;
+  size_t n = op->ho * op->wo;
+  double kw, pw, b2 = op->layer->b_std * op->layer->b_std, ov = a->w_out * a->w_value;
+  attention_mix(a, &kw, &pw);
+  *swap = 0;
+  if (!a->linear) { /* IDENTITY: NI, TI the interpolations; dot12 and the NTK's dot from their sums */
+    double dot12 = 0, dnt = 0, dnt2 = 0, std2 = a->w_query * a->w_key * ov;
+    std2 *= std2;
+    for (size_t p = 0; p < n; p++)
+      for (size_t q = 0; q < n; q++) {
+        size_t i = p * n + q;
+        double k = (double)fg[i], ni = kw * k + (p == q ? pw : 0.0);
+        dot12 += ni * (a->val_pos ? ni : k);
+        if (!with_t) continue;
+        double t = (double)ft[i], ti = kw * t + (p == q ? pw : 0.0);
+        dnt += ni * ti;
+        dnt2 += ni * t + k * ti;
+      }
+    double ntk_dot = a->val_pos || a->pos == NTK_POS_NONE ? 2 * dnt : dnt2;
+    for (size_t p = 0; p < n; p++)
+      for (size_t q = 0; q < n; q++) {
+        size_t i = p * n + q;
+        double ni = kw * (double)fg[i] + (p == q ? pw : 0.0);
+        if (with_t) {
+          double ti = kw * (double)ft[i] + (p == q ? pw : 0.0);
+          ft[i] = (REAL)(std2 * (ntk_dot * ni + dot12 * (ti + 4 * ni)) + b2);
+        }
+        fg[i] = (REAL)(std2 * dot12 * ni + b2);
+      }
+    return 0;
+  }
+  if (self && attention_weights(a, fg, qa, n, stop)) return 1;
+  const REAL *ga = qa, *gb = self ? qa : qb;
+  for (int pass = 0; pass < (with_t ? 2 : 1); pass++) {
+    REAL *in = pass ? ft : fg, *out = pass ? nt : ng;
+    if (a->val_pos) /* the values see the embeddings: kw K + pw I */
+      for (size_t p = 0; p < n; p++) {
+        for (size_t q = 0; q < n; q++) in[p * n + q] = (REAL)(kw * (double)in[p * n + q]);
+        in[p * n + p] = (REAL)((double)in[p * n + p] + pw);
+      }
+    for (size_t p = 0; p < n; p++) { /* tmp = Ga in */
+      if (ntk_stop_seen(stop)) return 1;
+      REAL *row = tmp + p * n;
+      memset(row, 0, n * sizeof(REAL));
+      for (size_t q = 0; q < n; q++) {
+        REAL w = ga[p * n + q];
+        const REAL *src = in + q * n;
+        for (size_t r = 0; r < n; r++) row[r] += w * src[r];
+      }
+    }
+    for (size_t p = 0; p < n; p++) { /* out = tmp Gb^T */
+      if (ntk_stop_seen(stop)) return 1;
+      const REAL *row = tmp + p * n;
+      for (size_t p2 = 0; p2 < n; p2++) {
+        const REAL *w = gb + p2 * n;
+        REAL sum = 0;
+        for (size_t r = 0; r < n; r++) sum += row[r] * w[r];
+        out[p * n + p2] = (REAL)(ov * ov * (double)sum);
+      }
+    }
+  }
+  for (size_t i = 0; i < n * n; i++) {
+    if (with_t) nt[i] = (REAL)((double)nt[i] + b2 + 2 * (double)ng[i]);
+    ng[i] = (REAL)((double)ng[i] + b2);
+  }
+  *swap = 1;
+  return 0;
+}
+
 /* ---- one pair ---------------------------------------------------------------- */
 
 /* Readout sums are in double whatever REAL is: GlobalAvgPool adds up to a
@@ -807,6 +927,15 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
         affine_op(P, op, fg, with_t ? ft : NULL, n * n);
     } else if (op->layer->kind == NTK_LAYER_DENSE) {
       affine_op(P, op, fg, with_t ? ft : NULL, n * n);
+    } else if (op->layer->kind == NTK_LAYER_ATTENTION) {
+      int swap;
+      REAL *qa = op->var >= 0 ? va + P->var_off[op->var] : NULL;
+      const REAL *qb = op->var >= 0 ? vb + P->var_off[op->var] : NULL;
+      if (attention_full(op, fg, ft, ng, nt, (REAL *)ws->e, qa, qb, self, with_t, c->stop, &swap)) return 1;
+      if (swap) {
+        REAL *x = fg; fg = ng; ng = x;
+        x = ft; ft = nt; nt = x;
+      }
     } else if (ntk_layer_traits(op->layer->kind)->branch) {
       branch_op(ws, P, op, fg, with_t ? ft : NULL, 1);
     } else if (op->layer->kind == NTK_LAYER_DROPOUT) {
@@ -881,6 +1010,7 @@ static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int se
     case NTK_LAYER_AVGPOOL:
     case NTK_LAYER_FLATTEN:
     case NTK_LAYER_GLOBALAVGPOOL:
+    case NTK_LAYER_ATTENTION:
     case NTK_LAYER_KINDS: *g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
     }
   }
@@ -927,6 +1057,9 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef convt_fold
 #undef pool_scale
 #undef pool_full
+#undef attention_mix
+#undef attention_weights
+#undef attention_full
 #undef slice
 #undef slice_conv
 #undef slice_conv_strided

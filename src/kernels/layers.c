@@ -28,6 +28,8 @@ static const struct ntk_layer_traits traits[NTK_LAYER_KINDS] = {
     [NTK_LAYER_JOIN] = {.name = "FanIn", .per_position = 1, .branch = 1},
     /* neural-tangents: its output is not Gaussian (a Dense or Conv before the next nonlinearity) */
     [NTK_LAYER_DROPOUT] = {.name = "Dropout", .per_position = 1},
+    /* neural-tangents: any input, a Gaussian output (its kernel_fn sets is_gaussian) */
+    [NTK_LAYER_ATTENTION] = {.name = "GlobalSelfAttention", .couples = 1, .spatial = 1, .gaussian_out = 1},
 };
 
 const struct ntk_layer_traits *ntk_layer_traits(ntk_layer_kind k) {

@@ -22,6 +22,8 @@ typedef enum ntk_layer_kind {
   NTK_LAYER_NEXT,      /* ',' in parallel(...): the next branch starts from the kept input */
   NTK_LAYER_JOIN,      /* ) FanInSum / FanInConcat: the branches' kernels summed / averaged */
   NTK_LAYER_DROPOUT,   /* Dropout(rate, mode='train'): a sample's own entries (same position) times 1/rate */
+  NTK_LAYER_ATTENTION, /* GlobalSelfAttention: struct ntk_attention (arch.h); mixes every position with every
+                          other, the full covariance only */
   NTK_LAYER_KINDS /* the number of kinds */
 } ntk_layer_kind;
 

@@ -791,3 +791,37 @@ def test_elementwise_numerical_gelu_points_to_gelu():
         stax.ElementwiseNumerical(gelu, deg=25)
     with pytest.raises(NotImplementedError, match=r"named functions only .*not <function"):
         stax.ElementwiseNumerical(lambda x: x, deg=25)
+
+
+def test_global_self_attention_refusals_and_spellings(rng):
+    # What neural-tangents' kernel_fn refuses (no closed form), and what ntkd does not take, raise
+    # NotImplementedError naming it when constructed; stax's enums and strings give the same kernel.
+    with pytest.raises(NotImplementedError, match=r"linear_scaling=False\): no known closed form for the SOFTMAX"):
+        stax.GlobalSelfAttention(8, 8, 8, 2, linear_scaling=False)
+    with pytest.raises(NotImplementedError, match="pos_emb_decay_fn must be None"):
+        stax.GlobalSelfAttention(8, 8, 8, 2, pos_emb_type="SUM", pos_emb_decay_fn=lambda d: 1 / (1 + d))
+    with pytest.raises(NotImplementedError, match="n_chan_pos_emb must be None"):
+        stax.GlobalSelfAttention(8, 8, 8, 2, pos_emb_type="CONCAT", n_chan_pos_emb=4)
+    with pytest.raises(NotImplementedError, match=r"W_key_std \* W_query_std < 0"):
+        stax.GlobalSelfAttention(8, 8, 8, 2, W_key_std=-1.0)
+    with pytest.raises(ValueError, match="attention_mechanism must be one of"):
+        stax.GlobalSelfAttention(8, 8, 8, 2, attention_mechanism="softmax")
+    with pytest.raises(NotImplementedError, match="channel_axis=1"):
+        stax.GlobalSelfAttention(8, 8, 8, 2, channel_axis=1)
+
+    class Mech(__import__("enum").Enum):  # neural-tangents' AttentionMechanism, by its names
+        RELU = "RELU"
+
+    x = rng.standard_normal((3, 5, 2))
+    a = stax.serial(stax.GlobalSelfAttention(8, 8, 8, 2, attention_mechanism=Mech.RELU, W_key_std=-1.5,
+                                             W_query_std=-1.0), stax.GlobalAvgPool())[2](x, None, "ntk")
+    b = stax.serial(stax.GlobalSelfAttention(4, 4, 4, 1, attention_mechanism="RELU", W_key_std=1.5),
+                    stax.GlobalAvgPool())[2](x, None, "ntk")
+    c = stax.serial(stax.GlobalSelfAttention(4, 4, 4, 1, attention_mechanism="ABS", W_key_std=1.5),
+                    stax.GlobalAvgPool())[2](x, None, "ntk")
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - c).max() > 1e-3 * np.abs(a).max()
+    with pytest.raises(ntkd.errors.ArchError, match=r"layer 2 \(GlobalSelfAttention\): .* need image data"):
+        stax.serial(stax.Dense(4), stax.GlobalSelfAttention(4, 4, 4, 1))[2](rng.standard_normal((3, 4)), None, "ntk")
+    with pytest.raises(Exception, match="GPU's CNN kernels do not compute a GlobalSelfAttention|no usable GPU"):
+        stax.serial(stax.GlobalSelfAttention(4, 4, 4, 1), stax.GlobalAvgPool())[2](x, None, "ntk", device="cuda")
