@@ -357,7 +357,7 @@ check "... refused once with a clear message" has "cannot be the first layer" er
 printf '[data]\npath = small.npy\n[model]\narch = Conv(3) Relu GlobalAvgPool Dense\n[output]\npath = x.ntk\n' > cnn.conf
 expect_rc 2 "CNN layers on flat (N, d) data refused" "$NTKD" cnn.conf
 check "... saying they need images" has "need image data" err.log
-check "... naming file, line and [model] arch" has "cnn.conf:4: \[model\] arch: Conv, AvgPool" err.log
+check "... naming file, line, [model] arch and the layer" has "cnn.conf:4: \[model\] arch, layer 1 (Conv): Conv, AvgPool" err.log
 $PY -c "import numpy as np; np.save('px.npy', np.ones((2, 1, 1, 1), np.float32))"
 printf '[data]\npath = px.npy\n[model]\narch = Conv(2, (3, 3), (1, 1), VALID) Relu Flatten Dense\n[output]\npath = x.ntk\n' > valid.conf
 expect_rc 2 "a 3 x 3 VALID convolution on 1 x 1 images refused" "$NTKD" valid.conf

@@ -136,9 +136,14 @@ EOF
 forge good.snap m1 192 u64 5 && forge m1 m2 200 u64 29 && forge m2 m3 208 f64 270 && forge m3 mid.snap 216 f64 90
 tconf f 3
 cp mid.snap f.snap
+echo "another writer's file" > f.snap.tmp.elsewhere.4242.displaced
 expect_rc 0 "a consistent mid-epoch snapshot is resumed" "$NTKD" f.conf
 check "... from step 5 of epoch 3" has "2 epochs done and 5 steps of epoch 3" err.log
 check "... log valid" json_log f.jsonl 1 2 3
+check "... naming the file a killed job moved aside beside the snapshot" has \
+  "warning: ./f.snap.tmp.elsewhere.4242.displaced is a file another writer had put at f.snap" err.log
+check "... which it keeps" grep -qx "another writer's file" f.snap.tmp.elsewhere.4242.displaced
+rm -f f.snap.tmp.elsewhere.4242.displaced
 forge mid.snap f.snap 216 f64 251
 cp f.snap f.before
 expect_rc 2 "hits beyond the 250 samples of 5 steps refused" "$NTKD" f.conf

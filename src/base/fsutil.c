@@ -290,6 +290,29 @@ int ntk_clean_stale_tmp(const char *path, const char *magic) {
   return removed;
 }
 
+int ntk_find_displaced(const char *path, char *out, size_t cap) {
+  char resolved[PATH_MAX], dir[PATH_MAX], stem[NAME_MAX + 1], prefix[NAME_MAX + 8];
+  if (ntk_resolve_links(path, resolved, sizeof resolved) == NTK_OK) path = resolved;
+  const char *base;
+  split_path(path, dir, sizeof dir, &base);
+  tmp_stem(base, stem, sizeof stem);
+  int plen = snprintf(prefix, sizeof prefix, "%s.tmp.", stem);
+  if (plen <= 0 || (size_t)plen >= sizeof prefix) return 0;
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int found = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name), tail = sizeof ".displaced" - 1;
+    if (strncmp(e->d_name, prefix, (size_t)plen) || len < (size_t)plen + tail ||
+        strcmp(e->d_name + len - tail, ".displaced"))
+      continue;
+    if (!found++ && cap) snprintf(out, cap, "%s/%s", dir, e->d_name);
+  }
+  closedir(d);
+  return found;
+}
+
 ntk_status ntk_resolve_links(const char *path, char *out, size_t cap) {
   char cur[PATH_MAX], target[PATH_MAX];
   if (snprintf(cur, sizeof cur, "%s", path) >= (int)sizeof cur)

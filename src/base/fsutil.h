@@ -109,6 +109,12 @@ int ntk_rename_noreplace(const char *tmp, const char *path);
  * file at path); -1 on another failure (errno). */
 int ntk_rename_over(const char *tmp, const char *path, int fd);
 
+/* The files ntk_rename_over left beside `path` (PATH.tmp.HOST.PID.displaced,
+ * any host): another writer's file that a process killed between its two
+ * exchanges moved aside. Returns how many; the first one's path into `out`
+ * (`cap` bytes). Nothing removes them: the caller says so. */
+int ntk_find_displaced(const char *path, char *out, size_t cap);
+
 /* Which of ntkd's own files (NTK_FILE_*, base/magic.h) `path` is by its
  * first bytes (a store also by its second header copy), or NTK_FILE_OTHER:
  * absent, unreadable, not a regular file, or another file. flags:

@@ -20,6 +20,7 @@
  * once per tile for the tile's images: memory is bounded by the tile. */
 #include "kernels/cnn.h"
 
+#include <cblas.h>
 #include <float.h>
 #include <stddef.h>
 #include <stdio.h>

@@ -759,26 +759,12 @@ static int attention_full(const struct cnn_op *op, REAL *fg, REAL *ft, REAL *ng,
         for (size_t q = 0; q < n; q++) in[p * n + q] = (REAL)(kw * (double)in[p * n + q]);
         in[p * n + p] = (REAL)((double)in[p * n + p] + pw);
       }
-    for (size_t p = 0; p < n; p++) { /* tmp = Ga in */
-      if (ntk_stop_seen(stop)) return 1;
-      REAL *row = tmp + p * n;
-      memset(row, 0, n * sizeof(REAL));
-      for (size_t q = 0; q < n; q++) {
-        REAL w = ga[p * n + q];
-        const REAL *src = in + q * n;
-        for (size_t r = 0; r < n; r++) row[r] += w * src[r];
-      }
-    }
-    for (size_t p = 0; p < n; p++) { /* out = tmp Gb^T */
-      if (ntk_stop_seen(stop)) return 1;
-      const REAL *row = tmp + p * n;
-      for (size_t p2 = 0; p2 < n; p2++) {
-        const REAL *w = gb + p2 * n;
-        REAL sum = 0;
-        for (size_t r = 0; r < n; r++) sum += row[r] * w[r];
-        out[p * n + p2] = (REAL)(ov * ov * (double)sum);
-      }
-    }
+    /* tmp = Ga in, out = ov^2 tmp Gb^T: OpenBLAS, one thread per worker
+     * thread (its results the same bits wherever the pair is computed) */
+    if (ntk_stop_seen(stop)) return 1;
+    int m = (int)n;
+    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, (REAL)1, ga, m, in, m, (REAL)0, tmp, m);
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, m, m, m, (REAL)(ov * ov), tmp, m, gb, m, (REAL)0, out, m);
   }
   for (size_t i = 0; i < n * n; i++) {
     if (with_t) nt[i] = (REAL)((double)nt[i] + b2 + 2 * (double)ng[i]);

@@ -37,6 +37,7 @@
 #define MAP_PAIRS ntk_map_pairs_f
 #define FABS fabsf
 #define REAL_MAX FLT_MAX
+#define GEMM cblas_sgemm
 #include EACH_PRECISION_FILE
 #undef REAL
 #undef SFX
@@ -51,6 +52,7 @@
 #undef MAP_PAIRS
 #undef FABS
 #undef REAL_MAX
+#undef GEMM
 #define REAL double
 #define SFX(x) x##_d
 #define ABRELU_R ntk_abrelu_r
@@ -64,6 +66,7 @@
 #define MAP_PAIRS ntk_map_pairs_d
 #define FABS fabs
 #define REAL_MAX DBL_MAX
+#define GEMM cblas_dgemm
 #include EACH_PRECISION_FILE
 #undef REAL
 #undef SFX
@@ -78,4 +81,5 @@
 #undef MAP_PAIRS
 #undef FABS
 #undef REAL_MAX
+#undef GEMM
 #undef EACH_PRECISION_FILE

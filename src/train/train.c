@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,6 +302,12 @@ static ntk_status start_state(struct trainer *T, int overwrite, int *resumed) {
   const char *path = T->o->snapshot;
   size_t np = T->mlp.nparams;
   *resumed = 0;
+  char aside[PATH_MAX + NAME_MAX + 2];
+  int displaced = *path ? ntk_find_displaced(path, aside, sizeof aside) : 0;
+  if (displaced) /* kept, and said at every start until someone looks (docs/TRAINING.md) */
+    fprintf(stderr, "ntkd: warning: %s%s is a file another writer had put at %s, moved aside by a job on it that "
+            "was killed while its snapshot took the name; ntkd never removes it: look at it, keep it or remove "
+            "it\n", aside, displaced > 1 ? " (and more of its kind)" : "", path);
   if (*path && access(path, F_OK) == 0) {
     struct ntk_snapshot_info have;
     float *s = NULL;
