@@ -961,6 +961,34 @@ def cnn_cases():
              "b_std=0.2) Relu Dense(4, b_std=0.1) GlobalAvgPool Dense(2)", (4, 5, 2)), stax_syntax=True,
            one_d=True, standard=True),
   ]
+  # ImageResize (jax.image.resize of the covariance: a linear map of the
+  # positions): 'linear' up and down, with and without antialias, 'nearest',
+  # one axis kept, 1-D, inside a residual branch, before Flatten and pooling.
+  # An even number of Convs before a non-square resize: after an odd number
+  # neural-tangents 0.6.5 resizes the swapped axes (docs/MIGRATING.md, "What
+  # differs").
+  cases += [
+      dict(c('cnn_resize_linear_down',
+             "Conv(8, (2, 2), padding='SAME', W_std=1.4, b_std=0.1) Relu Conv(8, (2, 2), padding='SAME') "
+             "ImageResize((-1, 3, 2, -1), 'linear') Erf Conv(8, (2, 2), padding='SAME', W_std=1.3) Relu "
+             "GlobalAvgPool Dense(1)", rect), stax_syntax=True),
+      dict(c('cnn_resize_bilinear_up_flat',
+             "Conv(8, (1, 1)) Conv(8, (3, 3), padding='SAME', W_std=1.5) ImageResize((-1, 9, 7, -1), 'bilinear') "
+             "Relu Conv(8, (2, 2), strides=(2, 2), b_std=0.2) Relu Flatten Dense(1)", small), stax_syntax=True),
+      dict(c('cnn_resize_no_antialias_keep',
+             "Conv(8, (1, 1)) Conv(8, (2, 2), padding='SAME', W_std=1.2) ImageResize((-1, -1, 3, -1), 'linear', "
+             "antialias=False) "
+             "Gelu AvgPool((2, 2)) Conv(8, (2, 2), padding='SAME') Relu GlobalAvgPool Dense(1)", rect),
+           stax_syntax=True),
+      dict(c('cnn_resize_nearest_residual',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(Identity, serial(ImageResize((-1, 9, 9, "
+             "-1), 'nearest'), ImageResize((-1, 6, 6, -1), 'linear'))) FanInSum Relu GlobalAvgPool Dense(1)",
+             small), stax_syntax=True),
+      dict(c('cnn_resize_1d',
+             "Conv(8, (3,), padding='SAME', W_std=1.5, b_std=0.1) ImageResize((-1, 13, -1), 'linear') Relu "
+             "Conv(8, (2,), W_std=1.3) ImageResize((-1, 5, -1), 'nearest') Erf GlobalAvgPool Dense(1)", (4, 7, 2)),
+           stax_syntax=True, one_d=True),
+  ]
   return cases + map_cnn_cases()
 
 

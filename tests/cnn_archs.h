@@ -48,10 +48,11 @@ static inline void random_images(struct ntk_dataset *ds, size_t n, size_t h, siz
 }
 
 /* Whether the GPU refuses a network of archs[] (ntk_backend_gpu_computes):
- * ElementwiseNumerical, ConvTranspose, GlobalSelfAttention, and a ConvLocal where a pooling
+ * ElementwiseNumerical, ConvTranspose, GlobalSelfAttention, ImageResize, and a ConvLocal where a pooling
  * layer reads its zeros between positions. */
 static inline int gpu_refuses(const char *arch) {
   return strstr(arch, "ElementwiseNumerical") || strstr(arch, "ConvTranspose") || strstr(arch, "GlobalSelfAttention") ||
+         strstr(arch, "ImageResize") ||
          (strstr(arch, "ConvLocal") && strstr(arch, "Pool"));
 }
 
@@ -153,6 +154,13 @@ static const char *const archs[] = {
     /* GlobalSelfAttention (the general path only; every position with every other) */
     "Conv(3, 1, SAME) Relu GlobalSelfAttention(4, 4, 4, 2, pos_emb_type='SUM', b_std=0.1) Relu AvgPool(2, 1) "
     "GlobalSelfAttention(4, 4, 4, 1, False, attention_mechanism='IDENTITY') Erf GlobalAvgPool Dense",
+    /* ImageResize (the general path only): up, down, one axis kept, through a residual branch; a long thin
+     * resize whose passes hold more than the input's and output's covariances (plan_resize's resize_cells) */
+    "Conv(3, 1, SAME) ImageResize((-1, 9, 3, -1), 'linear') Relu Conv(2, 1, SAME) FanOut(2) parallel(Identity, "
+    "serial(ImageResize((-1, 4, 5, -1), 'nearest'), ImageResize((-1, 9, 3, -1), 'linear', antialias=False))) "
+    "FanInSum Relu GlobalAvgPool Dense",
+    "Conv(3, 1, SAME) ImageResize((-1, 1, 12, -1), 'linear') Erf Conv(1) ImageResize((-1, 12, 1, -1), 'linear') Relu "
+    "Flatten Dense",
     /* FanInProd: a slice-local block, a strided one (the full covariance), the same-position path, the tail */
     "Conv(3, 1, SAME) FanOut(2) parallel(serial(Relu Conv(3, 1, SAME)), Conv(1, 1, SAME)) FanInProd Conv(3, 1, SAME) Relu "
     "GlobalAvgPool Dense",

@@ -651,6 +651,73 @@ START_TEST(test_attention) {
   parse_bad("GlobalSelfAttention(8, 8, 8, 2, channel_axis=1) GlobalAvgPool", "channel_axis=1");
   parse_bad("GlobalSelfAttention(8, 8, 8, 2, mask=None) GlobalAvgPool", "unknown argument mask");
   parse_bad("Conv(3) Flatten GlobalSelfAttention(8, 8, 8, 2) Dense", "GlobalSelfAttention");
+  /* a layer that makes 0 of everything, no bias: the network's value (ntk_layer_vanishes), not an underflow */
+  const char *zero[] = {"GlobalSelfAttention(8, 8, 8, 2, W_value_std=0)",
+                        "GlobalSelfAttention(8, 8, 8, 2, W_out_std=0)",
+                        "GlobalSelfAttention(8, 8, 8, 2, W_key_std=0, attention_mechanism='ABS')",
+                        "GlobalSelfAttention(8, 8, 8, 2, False, W_query_std=0, attention_mechanism='IDENTITY')"};
+  const char *not_zero[] = {"GlobalSelfAttention(8, 8, 8, 2, W_key_std=0)",
+                            "GlobalSelfAttention(8, 8, 8, 2, W_value_std=0, b_std=0.1)"};
+  for (int k = 0; k < 6; k++) {
+    a = parse_ok(k < 4 ? zero[k] : not_zero[k - 4]);
+    ck_assert_msg(ntk_layer_vanishes(&a.layers[0]) == (k < 4), "%s", k < 4 ? zero[k] : not_zero[k - 4]);
+    ntk_arch_free(&a);
+  }
+  /* Dropout after it: its weights give an NTK (neural-tangents computes it) */
+  a = parse_ok("GlobalSelfAttention(8, 8, 8, 2) Dropout(0.5) GlobalAvgPool");
+  ntk_arch_free(&a);
+  /* a float32 job of it is computed in float64 (its positions' outputs nearly collinear) */
+  a = parse_ok("Conv(2) GlobalSelfAttention(8, 8, 8, 2) Relu GlobalAvgPool Dense");
+  char why[512];
+  ck_assert(ntk_arch_float32_widened(&a, why, sizeof why));
+  ck_assert_msg(strstr(why, "layer 2, a GlobalSelfAttention"), "%s", why);
+  ntk_arch_free(&a);
+}
+END_TEST
+
+/* ImageResize: stax's shape and method (its names and enum), antialias; the
+ * canonical text reads back and tells the methods apart (every linear
+ * spelling one text); refusals name what is wrong. */
+START_TEST(test_image_resize) {
+  struct ntk_arch a = parse_ok("Conv(2) ImageResize((-1, 8, 6, -1), 'bilinear') Relu stax.ImageResize(shape=(-1, "
+                               "-1, 3, -1), method=ResizeMethod.NEAREST, antialias=False, precision=None) "
+                               "ImageResize((-1, 4, 4, -1), LINEAR, False) GlobalAvgPool Dense");
+  const struct ntk_layer *l = &a.layers[1];
+  ck_assert_int_eq(l->kind, NTK_LAYER_RESIZE);
+  ck_assert_int_eq(l->resize_len, 4);
+  ck_assert_int_eq(l->resize[1], 8);
+  ck_assert_int_eq(l->resize[2], 6);
+  ck_assert_int_eq(l->nearest, 0);
+  ck_assert_int_eq(l->antialias, 1);
+  ck_assert_int_eq(a.layers[3].nearest, 1);
+  ck_assert_int_eq(a.layers[3].resize[1], -1);
+  ck_assert_int_eq(a.layers[4].antialias, 0);
+  char buf[2048], again[2048];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "ImageResize((-1, 8, 6, -1), 'linear') Relu ImageResize((-1, -1, 3, -1), 'nearest') "
+                            "ImageResize((-1, 4, 4, -1), 'linear', antialias=False) GlobalAvgPool"), "%s", buf);
+  struct ntk_arch b = parse_ok(buf);
+  ntk_arch_canonical(&b, again, sizeof again);
+  ck_assert_str_eq(buf, again);
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  a = parse_ok("Conv(3, (3,), padding='SAME') ImageResize((-1, 9, -1), 'nearest') GlobalAvgPool");
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "ImageResize((-1, 9, -1), 'nearest')"), "%s", buf);
+  ntk_arch_free(&a);
+  parse_bad("ImageResize((-1, 4, 4, -1)) GlobalAvgPool", "ImageResize needs its shape and method");
+  parse_bad("ImageResize((-1, 4, 4, -1), 'cubic') GlobalAvgPool", "method cubic has no kernel in neural-tangents");
+  parse_bad("ImageResize((-1, 4, 4, -1), 'area') GlobalAvgPool", "method must be 'linear'");
+  parse_bad("ImageResize((2, 4, 4, -1), 'linear') GlobalAvgPool", "must keep the batch and the channels");
+  parse_bad("ImageResize((-1, 0, 4, -1), 'linear') GlobalAvgPool", "shape entry 0 is not -1 or an integer");
+  parse_bad("ImageResize((-1, 4.5, 4, -1), 'linear') GlobalAvgPool", "shape entry 4.5 is not -1 or an integer");
+  parse_bad("ImageResize((-1, 4), 'linear') GlobalAvgPool", "shape must be a tuple of 3 or 4 integers");
+  parse_bad("ImageResize(4, 'linear') GlobalAvgPool", "shape must be a tuple of 3 or 4 integers");
+  parse_bad("ImageResize((-1, 4, 4, -1), 'linear', antialias=2) GlobalAvgPool", "antialias must be True or False");
+  /* a linear map of a Gaussian: Gaussian; of a nonlinearity's output: not */
+  parse_bad("Conv(2) Relu ImageResize((-1, 4, 4, -1), 'linear') Relu GlobalAvgPool", "must follow Dense or Conv");
+  a = parse_ok("Conv(2) ImageResize((-1, 4, 4, -1), 'linear') Relu GlobalAvgPool");
+  ntk_arch_free(&a);
 }
 END_TEST
 
@@ -1351,6 +1418,7 @@ int main(void) {
   tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_conv_local);
   tcase_add_test(tc, test_attention);
+  tcase_add_test(tc, test_image_resize);
   tcase_add_test(tc, test_layernorm_axes);
   tcase_add_test(tc, test_elementwise_numerical);
   tcase_add_test(tc, test_error_column);

@@ -394,10 +394,11 @@ START_TEST(test_transpose_and_local_data) {
   random_images(&ds, 3, 5, 4, 2, 8, 1);
   const char *const archs_t[] = {"ConvTranspose(3, 2, SAME) Relu Flatten Dense", "ConvLocal(3, 1, SAME) Relu "
                                  "GlobalAvgPool Dense", "Conv(3, 1, SAME) GlobalSelfAttention(4, 4, 4, 1) Relu "
+                                 "Flatten Dense", "Conv(3, 1, SAME) ImageResize((-1, 7, 2, -1), 'linear') Relu "
                                  "Flatten Dense"};
   const ntk_cnn_path refused[][2] = {{NTK_CNN_DIAG, NTK_CNN_SLICE}, {NTK_CNN_SLICE, NTK_CNN_SLICE},
-                                     {NTK_CNN_DIAG, NTK_CNN_SLICE}};
-  for (int k = 0; k < 3; k++) {
+                                     {NTK_CNN_DIAG, NTK_CNN_SLICE}, {NTK_CNN_DIAG, NTK_CNN_SLICE}};
+  for (int k = 0; k < 4; k++) {
     struct ntk_arch a;
     ck_assert_int_eq(test_arch_parse(archs_t[k], 1.0, 0.0, &a), NTK_OK);
     ntk_cnn_t *c;

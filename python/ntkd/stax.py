@@ -25,9 +25,9 @@ from .errors import refused as _refused
 __all__ = [
     "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv",
     "ConvLocal", "ConvTranspose", "AvgPool", "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm",
-    "Dropout", "GlobalSelfAttention", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf", "Sigmoid_like", "Gelu", "Sin",
-    "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial", "RectifiedMonomial", "Polynomial",
-    "Hermite", "Gabor", "ElementwiseNumerical", "Padding",
+    "Dropout", "GlobalSelfAttention", "ImageResize", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf", "Sigmoid_like",
+    "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial", "RectifiedMonomial",
+    "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical", "Padding",
 ]
 
 
@@ -341,6 +341,39 @@ def GlobalSelfAttention(n_chan_out, n_chan_key, n_chan_val, n_heads, linear_scal
     return _layer(text)
 
 
+def ImageResize(shape, method, antialias=True, precision=None, batch_axis=0, channel_axis=-1):
+    """stax's ImageResize (jax.image.resize of the image, so of its
+    covariance, docs/MATH.md): ``shape`` one entry per axis of the data, -1
+    where an axis keeps its size (the batch and the channels must);
+    ``method`` 'linear' (or 'bilinear', 'trilinear', 'triangle') or
+    'nearest', the two neural-tangents' kernel_fn computes; ``precision``
+    changes nothing."""
+    name = "stax.ImageResize"
+    _axes(batch_axis, channel_axis, "ImageResize")
+    if isinstance(method, enum.Enum):
+        method = method.name
+    if not isinstance(method, str):
+        raise ValueError(f"{name}: method must be a string or jax.image.ResizeMethod, not {method!r}")
+    m = method.lower()
+    if m in ("cubic", "bicubic", "tricubic", "lanczos3", "lanczos5"):
+        raise NotImplementedError(f'{name}: only "linear" and "nearest" interpolation have a kernel '
+                                  f'(neural-tangents\' kernel_fn refuses {method!r} too)')
+    if m not in ("linear", "bilinear", "trilinear", "triangle", "nearest"):
+        raise ValueError(f"{name}: unknown method {method!r}")
+    try:
+        entries = [int(s) for s in shape]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: shape must be a sequence of integers, not {shape!r}") from None
+    if len(entries) not in (3, 4) or any(s != -1 and not 1 <= s <= _MAX_SIZE for s in entries):
+        raise NotImplementedError(f"{name}: shape {tuple(shape)}: ntkd takes (N, L, C) or (N, H, W, C) data, one "
+                                  "entry per axis, each -1 or from 1 to 1000000")
+    if entries[0] != -1 or entries[-1] != -1:
+        raise NotImplementedError(f"{name}: shape {tuple(shape)}: ntkd keeps the batch and the channels (-1 first "
+                                  "and last)")
+    text = f"ImageResize(({', '.join(str(s) for s in entries)}), '{'nearest' if m == 'nearest' else 'linear'}'"
+    return _layer(text + (")" if antialias or m == "nearest" else ", antialias=False)"))
+
+
 # ---- nonlinearities (do_stabilize changes nothing in the kernel: accepted) ---------------
 
 def Relu(do_stabilize=False):
@@ -488,7 +521,6 @@ def ElementwiseNumerical(fn, deg=None, df=None):
 # ---- what ntkd does not compute: refused when constructed --------------------------------
 
 for _name, _why in [
-    ("ImageResize", "not implemented"),
     ("Aggregate", "graph layers are not implemented"),
     ("DotGeneral", "not implemented"),
     ("Index", "not implemented"),

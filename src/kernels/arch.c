@@ -587,6 +587,13 @@ static ntk_status int_value(struct parser *p, size_t at, const char *what, const
   return perr(p, "%s", msg);
 }
 
+/* "unknown argument KEY for LAYER", at the parser's position. */
+static ntk_status unknown_argument(struct parser *p, const char *key, const char *layer) {
+  char what[96];
+  snprintf(what, sizeof what, "%.23s for %.23s", key, layer);
+  return perr(p, "unknown argument %s", what);
+}
+
 /* A number argument >= lo: W_std, b_std, LayerNorm's eps. */
 static ntk_status arg_double(struct parser *p, const struct arg *a, const char *layer, const char *key, double lo,
                              double *out) {
@@ -963,9 +970,7 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
         if (!strcmp(a->key, nm->params[j].key)) k = j;
       if (k < 0) {
         p->pos = a->pos;
-        char what[96];
-        snprintf(what, sizeof what, "%s for %s", a->key, l->name);
-        return perr(p, "unknown argument %s", what);
+        return unknown_argument(p, a->key, l->name);
       }
     }
     if (given[k]++) {
@@ -1084,9 +1089,7 @@ static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const st
     } else if (!strcmp(key, "eps")) {
       if ((st = arg_double(p, a, l->name, "eps", 0.0, &l->map.a))) return st;
     } else {
-      char what[96];
-      snprintf(what, sizeof what, "%.15s for %.23s", key, l->name);
-      return perr(p, "unknown argument %s", what);
+      return unknown_argument(p, key, l->name);
     }
   }
   l->param[0] = l->map.a;
@@ -1171,9 +1174,7 @@ static ntk_status dropout_args(struct parser *p, struct ntk_layer *l, const stru
         return perr(p, "Dropout: mode must be 'train' or 'test', not %s", a->is_list ? "a list" : a->val);
       test = !strcmp(a->val, "test");
     } else {
-      char what[96];
-      snprintf(what, sizeof what, "%.15s for %.23s", key, l->name);
-      return perr(p, "unknown argument %s", what);
+      return unknown_argument(p, key, l->name);
     }
   }
   if (!have_rate) {
@@ -1278,9 +1279,7 @@ static ntk_status attention_args(struct parser *p, struct ntk_layer *l, const st
     } else if (k == 17 || k == 18) {
       stax_keyword(p, a, l->name, key, &st);
     } else {
-      char what[96];
-      snprintf(what, sizeof what, "%.23s for %.23s", key, l->name);
-      return perr(p, "unknown argument %s", what);
+      return unknown_argument(p, key, l->name);
     }
     if (st) return st;
   }
@@ -1297,6 +1296,78 @@ static ntk_status attention_args(struct parser *p, struct ntk_layer *l, const st
                 mechs[t->mech]);
   }
   l->param[0] = l->b_std;
+  p->pos = end;
+  return NTK_OK;
+}
+
+/* ImageResize(shape, method, antialias=True, precision, batch_axis=0,
+ * channel_axis=-1), stax's: shape the output's, one entry per axis of the
+ * data, -1 where an axis keeps its size (the batch and the channels must);
+ * method 'linear' (or 'bilinear', 'trilinear', 'triangle',
+ * ResizeMethod.LINEAR) or 'nearest', the two neural-tangents' kernel_fn
+ * computes; precision (jnp.einsum's) changes nothing here. */
+static ntk_status resize_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs,
+                              size_t start) {
+  static const char *const pos[] = {"shape", "method", "antialias", "precision", "batch_axis", "channel_axis"};
+  static const char *const methods[] = {"linear", "bilinear", "trilinear", "triangle", "nearest", "LINEAR",
+                                        "NEAREST"};
+  const char *given[NTK_ARCH_MAX_ARGS];
+  size_t end = p->pos;
+  int have_shape = 0, have_method = 0;
+  l->antialias = 1;
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    const char *key = a->key[0] ? a->key : npos < 6 ? pos[npos] : NULL;
+    if (!a->key[0]) npos++;
+    p->pos = a->pos;
+    if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    ntk_status twice = once_param(p, given, i, key, a), st = NTK_OK;
+    if (twice) return twice;
+    if (!strcmp(key, "shape")) {
+      if (!a->is_list || a->nstr || (a->nlist != 3 && a->nlist != 4))
+        return perr(p, "ImageResize: shape must be a tuple of 3 or 4 integers, one per axis of the data ((N, L, C) "
+                       "or (N, H, W, C)), -1 where an axis keeps its size: (-1, 16, 16, -1)%s", "");
+      for (int k = 0; k < a->nlist; k++) {
+        double v = a->list[k];
+        if (v != floor(v) || (v < 1 && v != -1) || v > NTK_ARCH_MAX_SIZE) {
+          char val[32];
+          fmt_exact(val, sizeof val, v);
+          return perr(p, "ImageResize: shape entry %s is not -1 or an integer from 1 to 1000000", val);
+        }
+        l->resize[k] = (int)v;
+      }
+      l->resize_len = a->nlist;
+      if (l->resize[0] != -1 || l->resize[a->nlist - 1] != -1)
+        return perr(p, "ImageResize: shape must keep the batch and the channels (-1 first and last): stax's kernel "
+                       "is not defined for a resized batch or channel axis%s", "");
+      have_shape = 1;
+    } else if (!strcmp(key, "method")) {
+      int m = arg_enum(a, "ResizeMethod", methods, 7);
+      if (m < 0 && !a->is_list && (strstr(a->val, "cubic") || strstr(a->val, "lanczos") || strstr(a->val, "CUBIC") ||
+                                   strstr(a->val, "LANCZOS")))
+        return perr(p, "ImageResize: method %s has no kernel in neural-tangents (its kernel_fn computes 'linear' and "
+                       "'nearest' only)", a->val);
+      if (m < 0)
+        return perr(p, "ImageResize: method must be 'linear' (or 'bilinear', 'trilinear', 'triangle') or 'nearest', "
+                       "not %s", a->is_list ? "a list" : a->val);
+      l->nearest = m == 4 || m == 6;
+      have_method = 1;
+    } else if (!strcmp(key, "antialias")) {
+      st = arg_bool(p, a, l->name, key, &l->antialias);
+    } else if (!strcmp(key, "precision")) {
+      /* jnp.einsum's precision: ntkd computes in the job's precision */
+    } else if (!strcmp(key, "batch_axis") || !strcmp(key, "channel_axis")) {
+      stax_keyword(p, a, l->name, key, &st);
+    } else {
+      return unknown_argument(p, key, l->name);
+    }
+    if (st) return st;
+  }
+  if (!have_shape || !have_method) {
+    p->pos = start;
+    return perr(p, "ImageResize needs its shape and method: ImageResize((-1, 16, 16, -1), 'linear')%s", "");
+  }
+  if (l->nearest) l->antialias = 1; /* ignored by 'nearest': one canonical text */
   p->pos = end;
   return NTK_OK;
 }
@@ -1322,9 +1393,7 @@ static ntk_status numerical_args(struct parser *p, struct ntk_layer *l, const st
     p->pos = a->pos;
     if (k == 3) return perr(p, "too many positional arguments for %s", l->name);
     if (k < 0) {
-      char what[96];
-      snprintf(what, sizeof what, "%.23s for %.23s", a->key, l->name);
-      return perr(p, "unknown argument %s", what);
+      return unknown_argument(p, a->key, l->name);
     }
     if (given[k]) return perr(p, "%s given twice", pos[k]);
     given[k] = a;
@@ -1375,7 +1444,7 @@ static ntk_status numerical_args(struct parser *p, struct ntk_layer *l, const st
 static void known_names(char *buf, size_t cap) {
   size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, ConvLocal, ConvTranspose, Identity, AvgPool, SumPool, "
                                         "Flatten, GlobalAvgPool, GlobalSumPool, LayerNorm, Dropout, "
-                                        "GlobalSelfAttention, ElementwiseNumerical");
+                                        "GlobalSelfAttention, ImageResize, ElementwiseNumerical");
   size_t count;
   const struct ntk_map_name *nm = ntk_map_names(&count);
   for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
@@ -1399,9 +1468,7 @@ static ntk_status layout_args(struct parser *p, const struct ntk_layer *l, const
     if (twice) return twice;
     ntk_status st;
     if (strcmp(key, names[0]) && strcmp(key, names[1])) {
-      char what[96];
-      snprintf(what, sizeof what, "%.23s for %.23s", key, l->name);
-      return perr(p, "unknown argument %s", what);
+      return unknown_argument(p, key, l->name);
     }
     if (stax_keyword(p, a, l->name, key, &st), st) return st;
   }
@@ -1438,6 +1505,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   else if (!strcmp(name, "GlobalSumPool")) { l.kind = NTK_LAYER_GLOBALAVGPOOL; l.sum = 1; }
   else if (!strcmp(name, "Dropout")) l.kind = NTK_LAYER_DROPOUT;
   else if (!strcmp(name, "GlobalSelfAttention")) l.kind = NTK_LAYER_ATTENTION;
+  else if (!strcmp(name, "ImageResize")) l.kind = NTK_LAYER_RESIZE;
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
   else if (!strcmp(name, "ElementwiseNumerical")) { l.kind = NTK_LAYER_MAP; numerical = 1; }
   else if (p->text[p->pos] == '.') { /* jax.example_libraries.stax.Dense, st.Dense */
@@ -1487,6 +1555,10 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   }
   if (l.kind == NTK_LAYER_ATTENTION) {
     if ((st = attention_args(p, &l, args, nargs, start))) return st;
+    return push_at(p, out, &l, start);
+  }
+  if (l.kind == NTK_LAYER_RESIZE) {
+    if ((st = resize_args(p, &l, args, nargs, start))) return st;
     return push_at(p, out, &l, start);
   }
   if (nargs) {
@@ -1902,7 +1974,7 @@ static ntk_status validate(const struct ntk_arch *a, int rank) {
       return ntk_error(NTK_ECONFIG,
                        "arch, layer %zu (Dropout): Dropout must come after a Dense or Conv, as in "
                        "neural-tangents (which cannot apply it to the input layer)", i + 1);
-    fed |= t->affine;
+    fed |= t->affine || l->kind == NTK_LAYER_ATTENTION; /* weights of its own: an NTK */
     if (rank == 3 && (l->kind == NTK_LAYER_CONV || l->kind == NTK_LAYER_AVGPOOL) && !l->one_d &&
         ((l->kind == NTK_LAYER_CONV ? l->filter_w : l->window_w) > 1 || l->stride_w > 1))
       return refuse_2d_on_1d(l, i);
@@ -2020,6 +2092,7 @@ int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t inde
   case NTK_LAYER_GLOBALAVGPOOL:
   case NTK_LAYER_LAYERNORM:
   case NTK_LAYER_DROPOUT:
+  case NTK_LAYER_RESIZE:
   case NTK_LAYER_KINDS: break;
   }
   return 0;
@@ -2111,6 +2184,12 @@ int ntk_arch_float32_widened(const struct ntk_arch *arch, char *why, size_t cap)
   size_t layers = ntk_arch_nonlinear_layers(arch);
   int deep = layers > NTK_FLOAT32_MAX_NONLINEAR;
   if (deep) snprintf(msg, sizeof msg, "%zu nonlinear layers, more than %d", layers, NTK_FLOAT32_MAX_NONLINEAR);
+  for (size_t i = 0; !deep && i < arch->n; i++)
+    if (arch->layers[i].kind == NTK_LAYER_ATTENTION) {
+      deep = 1;
+      snprintf(msg, sizeof msg, "layer %zu, a GlobalSelfAttention: its outputs at different positions are nearly "
+               "collinear, where float32 knows their angle to sqrt(u)", i + 1);
+    }
   if (!deep && !small_scale(arch, 4, msg, sizeof msg)) return 0;
   if (why && cap) snprintf(why, cap, "%s", msg);
   return 1;
@@ -2126,6 +2205,12 @@ int ntk_layer_vanishes(const struct ntk_layer *l) {
   /* A bias alone (W_std = 0, b_std > 0) is the same Gaussian for every
    * sample, not 0: a variance of 0 after it is an underflow. */
   if (l->kind == NTK_LAYER_DENSE || l->kind == NTK_LAYER_CONV) return l->w_std == 0 && l->b_std == 0;
+  if (l->kind == NTK_LAYER_ATTENTION) {
+    /* no bias, and the values scaled by 0, or weights of 0 (all but SOFTMAX, whose weights are uniform then) */
+    const struct ntk_attention *a = &l->attn;
+    int no_weights = a->w_key * a->w_query == 0 && a->mech != NTK_ATTN_SOFTMAX;
+    return l->b_std == 0 && (a->w_value * a->w_out == 0 || no_weights);
+  }
   if (l->kind != NTK_LAYER_MAP) return 0;
   const struct ntk_map *m = &l->map;
   switch (m->kind) {
@@ -2342,6 +2427,14 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     if (n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, ")");
     break;
   }
+  case NTK_LAYER_RESIZE:
+    if (l->resize_len == 3)
+      n = snprintf(buf, cap, "ImageResize((-1, %d, -1), '%s'%s)", l->resize[1], l->nearest ? "nearest" : "linear",
+                   l->antialias ? "" : ", antialias=False");
+    else
+      n = snprintf(buf, cap, "ImageResize((-1, %d, %d, -1), '%s'%s)", l->resize[1], l->resize[2],
+                   l->nearest ? "nearest" : "linear", l->antialias ? "" : ", antialias=False");
+    break;
   case NTK_LAYER_FORK:
     n = snprintf(buf, cap, "FanOut(%d) parallel(", l->branches);
     break;

@@ -73,6 +73,10 @@ struct ntk_layer {
   double rate;          /* Dropout (mode='train'): stax's keep rate, in (0, 1]; a sample's own entries are
                            multiplied by 1/rate (mode='test' is parsed as Identity) */
   struct ntk_attention attn; /* GlobalSelfAttention; its b_std is b_std above (0 for stax's None) */
+  int resize[4];        /* ImageResize: its shape as written, -1 an axis kept (stax's (N, H, W, C) or (N, L, C)) */
+  int resize_len;       /* ImageResize: the shape's length, 3 or 4 (checked against the data's rank) */
+  int nearest;          /* ImageResize: method 'nearest' (else 'linear') */
+  int antialias;        /* ImageResize, 'linear': a triangle filter as wide as the step when downsampling */
   char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
 };
 
@@ -187,8 +191,10 @@ size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch);
 
 /* Whether a float32 job of `arch` computes in float64 and rounds each
  * value to float32 once: more than NTK_FLOAT32_MAX_NONLINEAR nonlinear
- * layers, or a layer's scale whose square falls below float32's normal
- * range (ntk_arch_check_scales). `why` (cap bytes, may be NULL) gets the
+ * layers, a GlobalSelfAttention (it averages positions into outputs whose
+ * cosines come within 1e-8 of 1: a Relu after it took float32's NTK 5e-4
+ * off at 256 positions, a hunt), or a layer's scale whose square falls
+ * below float32's normal range (ntk_arch_check_scales). `why` (cap bytes, may be NULL) gets the
  * reason, for messages: "65 nonlinear layers, more than 64". */
 int ntk_arch_float32_widened(const struct ntk_arch *arch, char *why, size_t cap);
 

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpuinit.h"
 #include "base/fpbits.h"
 #include "base/stop.h"
 #include "kernels/branch.h"
@@ -61,6 +62,7 @@ struct cnn_op {
                                     the fold's shift (plan_transpose_axis) */
   int ln_h, ln_w;        /* LayerNorm over the rows, the columns too: its slot holds the variances' means
                             over them (ntk_layernorm_axes) */
+  double *rh, *rw;       /* ImageResize: its weights, ho x hi and wo x wi (plan_resize_axis) */
 };
 
 struct cnn_plan {
@@ -90,6 +92,8 @@ struct cnn_plan {
   int local;           /* a ConvLocal: DIAG or GENERAL (plan_path) */
   int transpose;       /* a ConvTranspose: GENERAL (plan_path) */
   int attention;       /* a GlobalSelfAttention: GENERAL (plan_path) */
+  int resize;          /* an ImageResize: GENERAL (plan_path) */
+  size_t resize_cells; /* the largest covariance an ImageResize passes through between its axes */
 };
 
 /* Per-image variances are kept for the whole job (computed once per
@@ -353,6 +357,63 @@ static void plan_attention(struct cnn_plan *P, struct cnn_op *op, const struct n
   P->attention = 1;
 }
 
+/* One axis of an ImageResize, n inputs to m outputs, as jax.image.resize
+ * (stax's) resamples it: w (m x n) row o the weights of output o. An axis
+ * of the same size is kept (jax skips it). 'nearest': input floor((o +
+ * 1/2) n / m), computed in float32 as jax does. 'linear': a triangle
+ * filter centred at (o + 1/2) n / m - 1/2, as wide as the step n / m when
+ * downsampling with antialias (else 1), its weights normalised to sum 1
+ * (0 where the sum is below 1000 float32 epsilons, or the centre outside
+ * the input). */
+static void plan_resize_axis(size_t n, size_t m, int nearest, int antialias, double *w) {
+  memset(w, 0, m * n * sizeof *w);
+  for (size_t o = 0; o < m; o++) {
+    double *row = w + o * n;
+    if (n == m) {
+      row[o] = 1;
+    } else if (nearest) {
+      float at = ((float)o + 0.5f) * (float)n / (float)m;
+      size_t k = (size_t)floorf(at);
+      row[k < n ? k : n - 1] = 1;
+    } else {
+      double inv = 1.0 / ((double)m / (double)n), width = antialias && inv > 1 ? inv : 1.0;
+      double centre = ((double)o + 0.5) * inv - 0.0 * inv - 0.5, total = 0;
+      for (size_t k = 0; k < n; k++) {
+        double x = fabs(centre - (double)k) / width;
+        row[k] = fmax(0.0, 1.0 - x);
+        total += row[k];
+      }
+      int inside = centre >= -0.5 && centre <= (double)n - 0.5;
+      for (size_t k = 0; k < n; k++)
+        row[k] = inside && fabs(total) > 1000.0 * FLT_EPSILON ? row[k] / total : 0.0;
+    }
+  }
+}
+
+/* An ImageResize (layer i): its output size from the shape (one entry per
+ * axis of the data, stax's: its length the data's rank), and its weights. */
+static ntk_status plan_resize(struct cnn_plan *P, struct cnn_op *op, const struct ntk_layer *l, size_t i,
+                              const struct plan_walk *W) {
+  if (l->resize_len != P->rank)
+    return ntk_error(NTK_ECONFIG, "arch, layer %zu (ImageResize): its shape has %d entries, and the data %d axes "
+                     "(%s): one entry per axis, -1 where it keeps its size", i + 1, l->resize_len, P->rank,
+                     P->rank == 3 ? "N, L, C" : "N, H, W, C");
+  op->ho = l->resize[1] == -1 ? W->h : (size_t)l->resize[1];
+  op->wo = P->rank == 3 || l->resize[2] == -1 ? W->w : (size_t)l->resize[2];
+  op->rh = malloc(op->ho * W->h * sizeof *op->rh);
+  op->rw = malloc(op->wo * W->w * sizeof *op->rw);
+  if (!op->rh || !op->rw) return ntk_error(NTK_ENOMEM, "out of memory");
+  plan_resize_axis(W->h, op->ho, l->nearest, l->antialias, op->rh);
+  plan_resize_axis(W->w, op->wo, l->nearest, l->antialias, op->rw);
+  /* between its passes (cnn_impl.h's resize_full: the rows of both images, then the columns) */
+  size_t h = W->h, w = W->w, ho = op->ho, wo = op->wo;
+  size_t cells[3] = {ho * w * h * w, ho * w * ho * w, ho * wo * ho * w};
+  for (int k = 0; k < 3; k++)
+    if (cells[k] > P->resize_cells) P->resize_cells = cells[k];
+  P->resize = 1;
+  return NTK_OK;
+}
+
 /* One op per spatial layer, with the sizes it sees, up to the readout
  * (layer *readout; its input is out_h x out_w). */
 static ntk_status plan_spatial(struct cnn_plan *P, const struct ntk_arch *arch, size_t *readout, int *has_pool) {
@@ -370,6 +431,7 @@ static ntk_status plan_spatial(struct cnn_plan *P, const struct ntk_arch *arch, 
     if (l->kind == NTK_LAYER_CONV || l->kind == NTK_LAYER_AVGPOOL) st = plan_window(P, op, l, i, &W);
     else if (ntk_layer_traits(l->kind)->branch) st = plan_branch(P, op, l, i, &W);
     else if (l->kind == NTK_LAYER_ATTENTION) plan_attention(P, op, l, &W);
+    else if (l->kind == NTK_LAYER_RESIZE) st = plan_resize(P, op, l, i, &W);
     else st = plan_pointwise(P, op, l, i, &W);
     if (st) return st;
     W.h = op->ho;
@@ -510,6 +572,10 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
   if (P->attention && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
     return ntk_error(NTK_ECONFIG, "a GlobalSelfAttention takes the general path only");
   if (P->attention) path = NTK_CNN_GENERAL;
+  /* an ImageResize maps every position of the image to the outputs near it */
+  if (P->resize && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
+    return ntk_error(NTK_ECONFIG, "an ImageResize takes the general path only");
+  if (P->resize) path = NTK_CNN_GENERAL;
   int diag = !has_pool && P->readout == NTK_LAYER_FLATTEN;
   if (path == NTK_CNN_AUTO) path = diag ? NTK_CNN_DIAG : P->local ? NTK_CNN_GENERAL : NTK_CNN_SLICE;
   if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
@@ -522,6 +588,7 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
     if (P->ops[k].ho * P->ops[k].wo > hw) hw = P->ops[k].ho * P->ops[k].wo;
   }
   P->fmax = path == NTK_CNN_DIAG ? hw : hw * hw;
+  if (P->resize_cells > P->fmax) P->fmax = P->resize_cells;
   return NTK_OK;
 }
 
@@ -685,6 +752,10 @@ static void plan_batched(struct cnn_plan *P, ntk_cnn_path want, size_t elem) {
 
 /* What plan_build allocated, on success or not. */
 static void plan_release(struct cnn_plan *P) {
+  for (size_t k = 0; P->ops && k < P->nops; k++) {
+    free(P->ops[k].rh);
+    free(P->ops[k].rw);
+  }
   free(P->ops);
   free(P->var_off);
   free(P->tail_fan);
@@ -869,6 +940,14 @@ int ntk_cnn_batched(const ntk_cnn_t *c) { return c->plan.batched; }
 static ntk_status reserve_vars(ntk_cnn_t *c, size_t images) {
   if (c->var_cap >= images) return NTK_OK;
   size_t bytes = images * c->plan.var_size * (size_t)c->data->elem;
+  /* An attention layer's n^2 weights per image make these large: refused
+   * before an allocation the kernel would grant and then kill the job for */
+  double mem = ntk_cpu_memory();
+  if (mem > 0 && 2.0 * (double)bytes > mem / 2)
+    return ntk_error(NTK_ENOMEM, "a tile's per-image blocks take %.1f GiB (%zu images of %zu numbers each%s), more "
+                     "than half of this machine's %.1f GiB: lower [compute] tile", 2.0 * (double)bytes / 1073741824.0,
+                     2 * images, c->plan.var_size, c->plan.attention ? ": a GlobalSelfAttention keeps n x n weights "
+                     "per image, n its positions" : "", mem / 1073741824.0);
   void *r = realloc(c->rowvar, bytes), *k = r ? realloc(c->colvar, bytes) : NULL;
   if (r) c->rowvar = r;
   if (k) c->colvar = k;
@@ -1059,6 +1138,9 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
   if (!st && P.attention)
     st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a GlobalSelfAttention; the CPU does: "
                    "backend = cpu (under auto, this rank computes on the CPU)");
+  if (!st && P.resize)
+    st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute an ImageResize; the CPU does: backend = "
+                   "cpu (under auto, this rank computes on the CPU)");
   if (!st && P.cat)
     st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a FanInConcat along a spatial axis "
                    "(the image grows by the branches' sizes); the CPU does: backend = cpu (under auto, this rank "

@@ -37,6 +37,8 @@
 #define attention_mix SFX(attention_mix)
 #define attention_weights SFX(attention_weights)
 #define attention_full SFX(attention_full)
+#define resample_axis SFX(resample_axis)
+#define resize_full SFX(resize_full)
 #define slice SFX(slice)
 #define slice_conv SFX(slice_conv)
 #define slice_pointwise SFX(slice_pointwise)
@@ -774,6 +776,42 @@ static int attention_full(const struct cnn_op *op, REAL *fg, REAL *ft, REAL *ng,
   return 0;
 }
 
+/* ---- ImageResize ---------------------------------------------------------------- */
+
+/* One axis of a row-major 4-D array of sizes d[4] resampled by the weights
+ * r (m x d[axis]): out's axis has m entries. */
+static void resample_axis(const REAL *in, REAL *out, const size_t d[4], int axis, const double *r, size_t m) {
+  size_t n = d[axis], outer = 1, inner = 1;
+  for (int k = 0; k < axis; k++) outer *= d[k];
+  for (int k = axis + 1; k < 4; k++) inner *= d[k];
+  for (size_t a = 0; a < outer; a++)
+    for (size_t o = 0; o < m; o++) {
+      REAL *dst = out + (a * m + o) * inner;
+      memset(dst, 0, inner * sizeof(REAL));
+      for (size_t k = 0; k < n; k++) {
+        REAL w = (REAL)r[o * n + k];
+        if (w == 0) continue;
+        const REAL *src = in + (a * n + k) * inner;
+        for (size_t b = 0; b < inner; b++) dst[b] += w * src[b];
+      }
+    }
+}
+
+/* The covariance f (hi*wi x hi*wi, [i][j][i'][j']) through an ImageResize,
+ * in place: the rows of both images, then the columns (docs/MATH.md); a and
+ * b scratch of the plan's resize_cells. 1 if stopped. */
+static int resize_full(const struct cnn_op *op, REAL *f, REAL *a, REAL *b, const struct ntk_stop *stop) {
+  size_t h = op->hi, w = op->wi, ho = op->ho, wo = op->wo;
+  size_t d0[4] = {h, w, h, w}, d1[4] = {ho, w, h, w}, d2[4] = {ho, w, ho, w}, d3[4] = {ho, wo, ho, w};
+  if (ntk_stop_seen(stop)) return 1;
+  resample_axis(f, a, d0, 0, op->rh, ho);
+  resample_axis(a, b, d1, 2, op->rh, ho);
+  if (ntk_stop_seen(stop)) return 1;
+  resample_axis(b, a, d2, 1, op->rw, wo);
+  resample_axis(a, f, d3, 3, op->rw, wo);
+  return 0;
+}
+
 /* ---- one pair ---------------------------------------------------------------- */
 
 /* Readout sums are in double whatever REAL is: GlobalAvgPool adds up to a
@@ -913,6 +951,10 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
         affine_op(P, op, fg, with_t ? ft : NULL, n * n);
     } else if (op->layer->kind == NTK_LAYER_DENSE) {
       affine_op(P, op, fg, with_t ? ft : NULL, n * n);
+    } else if (op->layer->kind == NTK_LAYER_RESIZE) {
+      if (resize_full(op, fg, ng, (REAL *)ws->e, c->stop) ||
+          (with_t && resize_full(op, ft, ng, (REAL *)ws->e, c->stop)))
+        return 1;
     } else if (op->layer->kind == NTK_LAYER_ATTENTION) {
       int swap;
       REAL *qa = op->var >= 0 ? va + P->var_off[op->var] : NULL;
@@ -997,6 +1039,7 @@ static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int se
     case NTK_LAYER_FLATTEN:
     case NTK_LAYER_GLOBALAVGPOOL:
     case NTK_LAYER_ATTENTION:
+    case NTK_LAYER_RESIZE:
     case NTK_LAYER_KINDS: *g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
     }
   }
@@ -1046,6 +1089,8 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef attention_mix
 #undef attention_weights
 #undef attention_full
+#undef resample_axis
+#undef resize_full
 #undef slice
 #undef slice_conv
 #undef slice_conv_strided

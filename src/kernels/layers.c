@@ -30,6 +30,8 @@ static const struct ntk_layer_traits traits[NTK_LAYER_KINDS] = {
     [NTK_LAYER_DROPOUT] = {.name = "Dropout", .per_position = 1},
     /* neural-tangents: any input, a Gaussian output (its kernel_fn sets is_gaussian) */
     [NTK_LAYER_ATTENTION] = {.name = "GlobalSelfAttention", .couples = 1, .spatial = 1, .gaussian_out = 1},
+    /* a linear map of the positions: Gaussian in, Gaussian out */
+    [NTK_LAYER_RESIZE] = {.name = "ImageResize", .couples = 1, .spatial = 1, .keeps_gaussian = 1},
 };
 
 const struct ntk_layer_traits *ntk_layer_traits(ntk_layer_kind k) {

@@ -24,6 +24,8 @@ typedef enum ntk_layer_kind {
   NTK_LAYER_DROPOUT,   /* Dropout(rate, mode='train'): a sample's own entries (same position) times 1/rate */
   NTK_LAYER_ATTENTION, /* GlobalSelfAttention: struct ntk_attention (arch.h); mixes every position with every
                           other, the full covariance only */
+  NTK_LAYER_RESIZE,    /* ImageResize: the image resampled to another size (linear or nearest), a linear map of
+                          the positions: the full covariance only */
   NTK_LAYER_KINDS /* the number of kinds */
 } ntk_layer_kind;
 

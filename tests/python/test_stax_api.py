@@ -836,3 +836,61 @@ def test_bench_attention_runs():
     out = subprocess.run([sys.executable, script, "8", "3"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "L = 8, N = 3:" in out.stdout and "ratio" in out.stdout, out.stdout
+
+
+def test_attention_edge_cases_against_their_exact_values(rng):
+    # A hunt of the attention layer: weights or values scaled by 0 with no bias make an all-zero kernel, the exact
+    # value (once refused as an underflow); Dropout after it, which neural-tangents computes (once refused as "on the
+    # input layer"); a float32 job is computed in float64 and rounded once (its positions' outputs nearly collinear:
+    # float32's own NTK was 5e-4 off at 256 positions).
+    x = rng.standard_normal((3, 5, 2))
+    for layer in (stax.GlobalSelfAttention(2, 2, 2, 1, W_value_std=0.0),
+                  stax.GlobalSelfAttention(2, 2, 2, 1, W_out_std=0.0),
+                  stax.GlobalSelfAttention(2, 2, 2, 1, W_key_std=0.0, attention_mechanism="RELU"),
+                  stax.GlobalSelfAttention(2, 2, 2, 1, False, W_query_std=0.0, attention_mechanism="IDENTITY")):
+        k = stax.serial(stax.Dense(2), layer, stax.GlobalAvgPool())[2](x, None, ("nngp", "ntk"))
+        assert not k.nngp.any() and not k.ntk.any()
+    # SOFTMAX at qk = 0: uniform weights, not 0
+    k = stax.serial(stax.Dense(2), stax.GlobalSelfAttention(2, 2, 2, 1, W_key_std=0.0), stax.GlobalAvgPool())[2](
+        x, None, "nngp")
+    assert np.all(np.diag(k) > 0)
+    drop = stax.serial(stax.GlobalSelfAttention(2, 2, 2, 1), stax.Dropout(0.5), stax.GlobalAvgPool())[2]
+    keep = stax.serial(stax.GlobalSelfAttention(2, 2, 2, 1), stax.GlobalAvgPool())[2]
+    a, b = drop(x, None, "ntk"), keep(x, None, "ntk")
+    assert np.all(np.diag(a) > np.diag(b))  # each position with itself doubled, then averaged with the others
+    np.testing.assert_array_equal(a[~np.eye(3, dtype=bool)], b[~np.eye(3, dtype=bool)])
+    kf = stax.serial(stax.Dense(4), stax.GlobalSelfAttention(4, 4, 4, 2), stax.Relu(), stax.GlobalAvgPool())[2]
+    x32 = rng.standard_normal((4, 24, 3)).astype(np.float32)
+    k32 = kf(x32, None, ("nngp", "ntk"))
+    k64 = kf(x32.astype(np.float64), None, ("nngp", "ntk"))
+    assert k32.ntk.dtype == np.float32
+    np.testing.assert_array_equal(k32.ntk, k64.ntk.astype(np.float32))
+    np.testing.assert_array_equal(k32.nngp, k64.nngp.astype(np.float32))
+
+
+def test_image_resize_refusals_and_spellings(rng):
+    with pytest.raises(NotImplementedError, match=r"only \"linear\" and \"nearest\" interpolation have a kernel"):
+        stax.ImageResize((-1, 4, 4, -1), "lanczos3")
+    with pytest.raises(NotImplementedError, match="keeps the batch and the channels"):
+        stax.ImageResize((-1, 4, 4, 8), "linear")
+    with pytest.raises(ValueError, match="unknown method"):
+        stax.ImageResize((-1, 4, 4, -1), "area")
+    x = rng.standard_normal((3, 5, 6, 2))
+    with pytest.raises(ntkd.errors.ArchError, match=r"its shape has 3 entries, and the data 4 axes"):
+        stax.serial(stax.ImageResize((-1, 4, -1), "linear"), stax.GlobalAvgPool())[2](x, None, "nngp")
+
+    class Method(__import__("enum").Enum):  # jax.image.ResizeMethod, by its names
+        LINEAR = 1
+
+    nets = [stax.serial(stax.Conv(4, (2, 2)), stax.ImageResize((-1, 7, 3, -1), m), stax.Relu(), stax.GlobalAvgPool())
+            for m in (Method.LINEAR, "bilinear", "TRIANGLE", "nearest")]
+    k = [n[2](x, None, "ntk") for n in nets]
+    np.testing.assert_array_equal(k[0], k[1])
+    np.testing.assert_array_equal(k[0], k[2])
+    assert np.abs(k[0] - k[3]).max() > 1e-3 * np.abs(k[0]).max()
+    # a same-size resize is the identity (jax skips the axis), whatever the method (the plain network takes
+    # another path: its sums in another order)
+    same = stax.serial(stax.Conv(4, (2, 2)), stax.ImageResize((-1, -1, 5, -1), "linear"), stax.Relu(),
+                       stax.GlobalAvgPool())[2]
+    plain = stax.serial(stax.Conv(4, (2, 2)), stax.Relu(), stax.GlobalAvgPool())[2]
+    np.testing.assert_allclose(same(x, None, "ntk"), plain(x, None, "ntk"), rtol=1e-13)
