@@ -265,19 +265,24 @@ def _stax_items(text, standard=False):
   return items
 
 
+def stax_scope():
+  """The names a stax-syntax arch may use besides stax's layers."""
+  return {'stax': stax, 'None': None, 'Slice': stax.Slice}
+
+
 def build_stax_syntax(arch, standard=False):
   """An arch written in stax's own syntax (tuples, strides=, quoted
   padding, widths): each layer is evaluated as the stax call it spells,
   so the reference is what stax makes of exactly that text. With
   `standard`, every Dense and Conv gets parameterization='standard'."""
   if any(w in arch for w in ('FanOut', 'serial', 'parallel')):
-    return eval('stax.serial(' + ', '.join(_stax_items(arch, standard)) + ')', {'stax': stax, 'None': None})
+    return eval('stax.serial(' + ', '.join(_stax_items(arch, standard)) + ')', stax_scope())
   layers = []
   for text in split_layers(arch):
     call = text if '(' in text else text + '()'
     if standard and call.split('(')[0] in ('Dense', 'Conv', 'ConvLocal', 'ConvTranspose'):
       call = call[:-1] + (", " if call[-2] != '(' else '') + "parameterization='standard')"
-    layers.append(eval('stax.' + call, {'stax': stax, 'None': None}))
+    layers.append(eval('stax.' + call, stax_scope()))
   return stax.serial(*layers)
 
 
@@ -988,6 +993,22 @@ def cnn_cases():
              "Conv(8, (3,), padding='SAME', W_std=1.5, b_std=0.1) ImageResize((-1, 13, -1), 'linear') Relu "
              "Conv(8, (2,), W_std=1.3) ImageResize((-1, 5, -1), 'nearest') Erf GlobalAvgPool Dense(1)", (4, 7, 2)),
            stax_syntax=True, one_d=True),
+  ]
+  # Index (stax's x[idx] on the spatial axes: a selection of positions):
+  # crops, strides, reversed axes, an Ellipsis, 1-D, before pooling and
+  # Flatten.
+  cases += [
+      dict(c('cnn_index_crop_stride',
+             "Conv(8, (2, 2), padding='SAME', W_std=1.4, b_std=0.1) Index(Slice[:, 1:5, ::2]) Relu Conv(8, (2, 2), "
+             "padding='SAME', W_std=1.3) Erf GlobalAvgPool Dense(1)", rect), stax_syntax=True),
+      dict(c('cnn_index_reverse_flat',
+             "Conv(8, (3, 3), padding='SAME', W_std=1.5) Relu Conv(8, (2, 2), padding='SAME') Index(Slice[..., "
+             "::-2, :]) Relu AvgPool((2, 2)) Conv(8, (2, 2), b_std=0.2) Relu Flatten Dense(1)", small),
+           stax_syntax=True),
+      dict(c('cnn_index_1d',
+             "Conv(8, (3,), padding='SAME', W_std=1.5, b_std=0.1) Index(Slice[:, -5:]) Relu Conv(8, (2,), "
+             "W_std=1.3) Index(Slice[:, 3:0:-1, :]) Erf GlobalAvgPool Dense(1)", (4, 8, 2)), stax_syntax=True,
+           one_d=True),
   ]
   return cases + map_cnn_cases()
 

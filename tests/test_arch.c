@@ -678,6 +678,57 @@ END_TEST
 /* ImageResize: stax's shape and method (its names and enum), antialias; the
  * canonical text reads back and tells the methods apart (every linear
  * spelling one text); refusals name what is wrong. */
+/* Index: stax's Slice[...] (with or without idx=, a stax. prefix), its
+ * canonical text read back; each axis resolved as Python's slices against
+ * the data; refusals name what is wrong. */
+START_TEST(test_index) {
+  struct ntk_arch a = parse_ok("Conv(2) Index(Slice[:, 1:5, ::2]) Relu stax.Index(idx=stax.Slice[..., -3::-1, :], "
+                               "batch_axis=0) Index( Slice[ : , 2 : ] ) GlobalAvgPool Dense");
+  ck_assert_int_eq(a.layers[1].kind, NTK_LAYER_RESIZE);
+  ck_assert_int_eq(a.layers[1].index, 1);
+  ck_assert_int_eq(a.layers[1].nslice, 3);
+  ck_assert_int_eq(a.layers[3].slice[0].ellipsis, 1);
+  char buf[2048], again[2048];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "Index(Slice[:, 1:5, ::2]) Relu Index(Slice[..., -3::-1, :]) Index(Slice[:, 2:])"),
+                "%s", buf);
+  struct ntk_arch b = parse_ok(buf);
+  ntk_arch_canonical(&b, again, sizeof again);
+  ck_assert_str_eq(buf, again);
+  /* resolved against data: Python's slice.indices */
+  size_t keep[16], m = 0;
+  ck_assert_int_eq(ntk_index_axis(&a.layers[1], 4, 1, 1, 7, keep, &m), 0);
+  ck_assert_uint_eq(m, 4);
+  ck_assert_uint_eq(keep[0], 1);
+  ck_assert_uint_eq(keep[3], 4);
+  ck_assert_int_eq(ntk_index_axis(&a.layers[1], 4, 1, 2, 5, keep, &m), 0);
+  ck_assert_uint_eq(m, 3);
+  ck_assert_uint_eq(keep[2], 4);
+  ck_assert_int_eq(ntk_index_axis(&a.layers[3], 4, 3, 2, 6, keep, &m), 0); /* W: -3::-1 on 6: 3, 2, 1, 0 */
+  ck_assert_uint_eq(m, 4);
+  ck_assert_uint_eq(keep[0], 3);
+  ck_assert_uint_eq(keep[3], 0);
+  ck_assert_int_eq(ntk_index_axis(&a.layers[1], 3, 1, 1, 6, keep, &m), -1); /* (N, L, C): ::2 on the channels */
+  ck_assert_msg(strstr(ntk_error_message(), "idx indexes the channel axis"), "%s", ntk_error_message());
+  ck_assert_int_eq(ntk_index_axis(&a.layers[4], 4, 4, 1, 2, keep, &m), -1); /* 2: on 2 rows */
+  ck_assert_msg(strstr(ntk_error_message(), "keeps no position of the H axis of 2"), "%s", ntk_error_message());
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  a = parse_ok("Index(Slice[1:, :, :, :]) GlobalAvgPool");
+  ck_assert_int_eq(ntk_index_axis(&a.layers[0], 4, 0, 1, 4, keep, &m), -1);
+  ck_assert_msg(strstr(ntk_error_message(), "idx indexes the batch axis"), "%s", ntk_error_message());
+  ntk_arch_free(&a);
+  parse_bad("Conv(2) Index(Slice[:, 0]) GlobalAvgPool", "an integer index removes its axis");
+  parse_bad("Conv(2) Index(Slice[:, ::0]) GlobalAvgPool", "a slice step cannot be zero");
+  parse_bad("Conv(2) Index(Slice[..., 1:, ...]) GlobalAvgPool", "more than one Ellipsis");
+  parse_bad("Conv(2) Index((slice(None), slice(1, 2))) GlobalAvgPool", "idx must be written with stax's helper");
+  parse_bad("Conv(2) Index GlobalAvgPool", "Index needs its idx");
+  parse_bad("Conv(2) Index(Slice[:, 1:], mask=1) GlobalAvgPool", "unknown argument mask for Index");
+  parse_bad("Conv(2) Index(Slice[:, 1:], channel_axis=1) GlobalAvgPool", "channel_axis=1");
+  parse_bad("Conv(2) Index(Slice[:, :, :, :, :, :]) GlobalAvgPool", "more than 5 items");
+}
+END_TEST
+
 START_TEST(test_image_resize) {
   struct ntk_arch a = parse_ok("Conv(2) ImageResize((-1, 8, 6, -1), 'bilinear') Relu stax.ImageResize(shape=(-1, "
                                "-1, 3, -1), method=ResizeMethod.NEAREST, antialias=False, precision=None) "
@@ -1419,6 +1470,7 @@ int main(void) {
   tcase_add_test(tc, test_conv_local);
   tcase_add_test(tc, test_attention);
   tcase_add_test(tc, test_image_resize);
+  tcase_add_test(tc, test_index);
   tcase_add_test(tc, test_layernorm_axes);
   tcase_add_test(tc, test_elementwise_numerical);
   tcase_add_test(tc, test_error_column);

@@ -25,9 +25,9 @@ from .errors import refused as _refused
 __all__ = [
     "serial", "parallel", "repeat", "FanOut", "FanInSum", "FanInProd", "FanInConcat", "Identity", "Dense", "Conv",
     "ConvLocal", "ConvTranspose", "AvgPool", "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm",
-    "Dropout", "GlobalSelfAttention", "ImageResize", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf", "Sigmoid_like",
-    "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial", "RectifiedMonomial",
-    "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical", "Padding",
+    "Dropout", "GlobalSelfAttention", "ImageResize", "Index", "Slice", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf",
+    "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial",
+    "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical", "Padding",
 ]
 
 
@@ -374,6 +374,45 @@ def ImageResize(shape, method, antialias=True, precision=None, batch_axis=0, cha
     return _layer(text + (")" if antialias or m == "nearest" else ", antialias=False)"))
 
 
+class _Slice:
+    """stax.Slice: ``Slice[:, 1:5, ::2]`` is the tuple of slices Index takes."""
+
+    def __getitem__(self, idx):
+        return idx
+
+
+Slice = _Slice()
+
+
+def Index(idx, batch_axis=0, channel_axis=-1):
+    """stax's Index, ``x[idx]``: idx slices of the spatial axes (``Slice[:, 1:5, ::2]``, an Ellipsis allowed),
+    the batch and the channels whole. An integer index removes its axis, which ntkd's layers do not follow:
+    NotImplementedError (a slice of one, ``i:i+1``, keeps it: the same kernel before a readout)."""
+    _axes(batch_axis, channel_axis, "Index")
+    items = idx if isinstance(idx, tuple) else (idx,)
+    parts = []
+    for it in items:
+        if it is Ellipsis:
+            parts.append("...")
+        elif isinstance(it, slice):
+            bound = lambda v, what: "" if v is None else str(_int(v, f"stax.Index: a slice's {what}",
+                                                                    low=-_MAX_SIZE, high=_MAX_SIZE))
+            ends = [bound(it.start, "start"), bound(it.stop, "stop")]
+            step = "" if it.step is None else ":" + bound(it.step, "step")
+            if step == ":0":
+                raise ValueError("stax.Index: slice step cannot be zero")
+            parts.append(f"{ends[0]}:{ends[1]}{step}")
+        elif isinstance(it, numbers.Integral) and not isinstance(it, bool):
+            raise NotImplementedError(f"stax.Index: the integer index {it} removes its axis, which ntkd's layers do "
+                                      f"not follow; a slice of one keeps it ({it}:{int(it) + 1}: the same kernel "
+                                      "before a readout)")
+        else:
+            raise NotImplementedError(f"stax.Index: idx items must be slices or ..., not {it!r}")
+    if not parts or len(parts) > 5:
+        raise NotImplementedError(f"stax.Index: idx {idx!r}: ntkd takes 1 to 5 items")
+    return _layer(f"Index(Slice[{', '.join(parts)}])")
+
+
 # ---- nonlinearities (do_stabilize changes nothing in the kernel: accepted) ---------------
 
 def Relu(do_stabilize=False):
@@ -523,7 +562,6 @@ def ElementwiseNumerical(fn, deg=None, df=None):
 for _name, _why in [
     ("Aggregate", "graph layers are not implemented"),
     ("DotGeneral", "not implemented"),
-    ("Index", "not implemented"),
     ("Elementwise", "arbitrary nonlinearities need their kernel in closed form: use a named one, or "
                     "ElementwiseNumerical with a function ntkd knows"),
 ]:

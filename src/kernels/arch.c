@@ -1372,6 +1372,178 @@ static ntk_status resize_args(struct parser *p, struct ntk_layer *l, const struc
   return NTK_OK;
 }
 
+/* An optional integer of an Index item at the parser's position: *has 1
+ * and *v set if one is there. */
+static ntk_status index_int(struct parser *p, int *has, long *v) {
+  skip_ws(p);
+  size_t at = p->pos;
+  const char *s = p->text + at;
+  size_t k = (*s == '-' || *s == '+') ? 1 : 0, digits = strspn(s + k, "0123456789");
+  *has = digits > 0;
+  if (!*has) return NTK_OK;
+  if (digits > 9) return perr(p, "Index: %s is past ntkd's sizes", "an index");
+  *v = strtol(s, NULL, 10);
+  p->pos = at + k + digits;
+  return NTK_OK;
+}
+
+/* Index(idx, batch_axis=0, channel_axis=-1), stax's, idx written as stax's
+ * helper makes it: Slice[:, 1:5, ::2] (stax., nt.stax. or
+ * neural_tangents.stax. before it), items start:stop:step or ... (an
+ * integer removes its axis, which ntkd's layers do not follow: refused,
+ * pointing to the slice of one). Read here from the text, Python's syntax
+ * being beyond parse_args. */
+static ntk_status index_args(struct parser *p, struct ntk_layer *l, size_t start) {
+  if (p->text[p->pos] != '(') {
+    p->pos = start;
+    return perr(p, "Index needs its idx: Index(Slice[:, 1:5, ::2]) (stax's Slice helper)%s", "");
+  }
+  p->pos++;
+  skip_ws(p);
+  if (!strncmp(p->text + p->pos, "idx", 3) && !is_ident((unsigned char)p->text[p->pos + 3])) {
+    p->pos += 3;
+    skip_ws(p);
+    if (p->text[p->pos] != '=') return perr(p, "Index: expected '=' after idx%s", "");
+    p->pos++;
+    skip_ws(p);
+  }
+  p->pos += stax_prefix(p->text + p->pos);
+  if (strncmp(p->text + p->pos, "Slice", 5) || p->text[p->pos + 5 + strspn(p->text + p->pos + 5, " ")] != '[')
+    return perr(p, "Index: idx must be written with stax's helper, Slice[...] (e.g. Slice[:, 1:5, ::2])%s", "");
+  p->pos += 5;
+  skip_ws(p);
+  p->pos++; /* '[' */
+  l->nslice = 0;
+  for (;;) {
+    skip_ws(p);
+    if (p->text[p->pos] == ']' && l->nslice) break;
+    if (l->nslice == NTK_INDEX_MAX) return perr(p, "Index: more than %s items in idx", NTK_STR(NTK_INDEX_MAX));
+    struct ntk_slice *s = &l->slice[l->nslice++];
+    memset(s, 0, sizeof *s);
+    size_t at = p->pos;
+    ntk_status st;
+    if (!strncmp(p->text + p->pos, "...", 3)) {
+      s->ellipsis = 1;
+      p->pos += 3;
+    } else {
+      if ((st = index_int(p, &s->has_start, &s->start))) return st;
+      skip_ws(p);
+      if (p->text[p->pos] != ':') {
+        p->pos = at;
+        if (s->has_start)
+          return perr(p, "Index: an integer index removes its axis, which ntkd's layers do not follow; a slice of "
+                         "one keeps it (i:i+1, the same kernel before a readout)%s", "");
+        return perr(p, "Index: expected a slice (start:stop:step), ... or ']' in idx%s", "");
+      }
+      p->pos++;
+      if ((st = index_int(p, &s->has_stop, &s->stop))) return st;
+      skip_ws(p);
+      if (p->text[p->pos] == ':') {
+        p->pos++;
+        if ((st = index_int(p, &s->has_step, &s->step))) return st;
+        if (s->has_step && s->step == 0) {
+          p->pos = at;
+          return perr(p, "Index: a slice step cannot be zero%s", "");
+        }
+      }
+    }
+    skip_ws(p);
+    if (p->text[p->pos] == ',') {
+      p->pos++;
+      continue;
+    }
+    if (p->text[p->pos] == ']') break;
+    return perr(p, "Index: expected ',' or ']' in idx%s", "");
+  }
+  p->pos++; /* ']' */
+  int ellipses = 0;
+  for (int k = 0; k < l->nslice; k++) ellipses += l->slice[k].ellipsis;
+  if (ellipses > 1) return perr(p, "Index: idx has more than one Ellipsis (...)%s", "");
+  for (;;) { /* batch_axis=0, channel_axis=-1 */
+    skip_ws(p);
+    if (p->text[p->pos] == ')') break;
+    if (p->text[p->pos] != ',') return perr(p, "expected ',' or ')' in argument list%s", "");
+    p->pos++;
+    skip_ws(p);
+    if (p->text[p->pos] == ')') break;
+    char key[24];
+    size_t at = p->pos;
+    ntk_status st = read_word(p, key, sizeof key, is_ident);
+    if (st) return st;
+    skip_ws(p);
+    if (p->text[p->pos] != '=' || (strcmp(key, "batch_axis") && strcmp(key, "channel_axis"))) {
+      p->pos = at;
+      return unknown_argument(p, key[0] ? key : "a positional", l->name);
+    }
+    p->pos++;
+    skip_ws(p);
+    struct arg a;
+    memset(&a, 0, sizeof a);
+    a.pos = p->pos;
+    if ((st = read_value(p, &a))) return st;
+    stax_keyword(p, &a, l->name, key, &st);
+    if (st) return st;
+  }
+  p->pos++; /* ')' */
+  return NTK_OK;
+}
+
+int ntk_index_axis(const struct ntk_layer *l, int rank, size_t index, int axis, size_t n, size_t *out, size_t *m) {
+  const char *axes = rank == 3 ? "N, L, C" : "N, H, W, C";
+  int items = 0, at = -1;
+  for (int k = 0; k < l->nslice; k++) {
+    if (l->slice[k].ellipsis) at = k;
+    else items++;
+  }
+  if (items > rank) {
+    ntk_error(NTK_ECONFIG, "arch, layer %zu (Index): idx has %d items, and the data %d axes (%s)", index + 1, items,
+              rank, axes);
+    return -1;
+  }
+  /* the item of each axis: those before the Ellipsis from the first axis, those after it up to the last */
+  const struct ntk_slice *of[4] = {NULL, NULL, NULL, NULL};
+  for (int k = 0; k < l->nslice; k++) {
+    if (l->slice[k].ellipsis) continue;
+    int ax = at < 0 || k < at ? k : rank - (l->nslice - k);
+    of[ax] = &l->slice[k];
+  }
+  for (int ax = 0; ax < rank; ax += rank - 1) { /* the batch and the channels: whole */
+    const struct ntk_slice *s = of[ax];
+    if (s && (s->has_start || s->has_stop || (s->has_step && s->step != 1))) {
+      ntk_error(NTK_ECONFIG, "arch, layer %zu (Index): idx indexes the %s axis; %s", index + 1,
+                ax ? "channel" : "batch", ax ? "stax's kernel_fn refuses that (the channels are infinitely many)"
+                : "ntkd computes every pair of the samples given (select them in the data)");
+      return -1;
+    }
+  }
+  const struct ntk_slice *s = axis < rank - 1 ? of[axis] : NULL;
+  long len = (long)n, step = s && s->has_step ? s->step : 1, lo, hi;
+  /* Python's slice.indices(n) */
+  if (step > 0) {
+    lo = s && s->has_start ? s->start : 0;
+    hi = s && s->has_stop ? s->stop : len;
+    if (lo < 0) lo += len;
+    if (hi < 0) hi += len;
+    lo = lo < 0 ? 0 : lo > len ? len : lo;
+    hi = hi < 0 ? 0 : hi > len ? len : hi;
+  } else {
+    lo = s && s->has_start ? s->start : len - 1;
+    hi = s && s->has_stop ? s->stop : -1 - len;
+    if (lo < 0) lo += len;
+    if (hi < 0) hi += len;
+    lo = lo < -1 ? -1 : lo > len - 1 ? len - 1 : lo;
+    hi = hi < -1 ? -1 : hi > len - 1 ? len - 1 : hi;
+  }
+  *m = 0;
+  for (long i = lo; step > 0 ? i < hi : i > hi; i += step) out[(*m)++] = (size_t)i;
+  if (!*m) {
+    ntk_error(NTK_ECONFIG, "arch, layer %zu (Index): idx keeps no position of the %s axis of %zu", index + 1,
+              axis == 1 ? (rank == 3 ? "L" : "H") : "W", n);
+    return -1;
+  }
+  return 0;
+}
+
 /* ElementwiseNumerical(fn, deg, df=None), stax's. fn is one ntkd knows by
  * name (src/kernels/layers.c); one with a closed form becomes that map
  * (jnp.sin is Sin). deg, the Gauss-Hermite nodes stax would use, is checked
@@ -1444,7 +1616,7 @@ static ntk_status numerical_args(struct parser *p, struct ntk_layer *l, const st
 static void known_names(char *buf, size_t cap) {
   size_t n = (size_t)snprintf(buf, cap, "Dense, Conv, ConvLocal, ConvTranspose, Identity, AvgPool, SumPool, "
                                         "Flatten, GlobalAvgPool, GlobalSumPool, LayerNorm, Dropout, "
-                                        "GlobalSelfAttention, ImageResize, ElementwiseNumerical");
+                                        "GlobalSelfAttention, ImageResize, Index, ElementwiseNumerical");
   size_t count;
   const struct ntk_map_name *nm = ntk_map_names(&count);
   for (size_t i = 0; i < count && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, ", %s", nm[i].name);
@@ -1506,6 +1678,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   else if (!strcmp(name, "Dropout")) l.kind = NTK_LAYER_DROPOUT;
   else if (!strcmp(name, "GlobalSelfAttention")) l.kind = NTK_LAYER_ATTENTION;
   else if (!strcmp(name, "ImageResize")) l.kind = NTK_LAYER_RESIZE;
+  else if (!strcmp(name, "Index")) { l.kind = NTK_LAYER_RESIZE; l.index = 1; }
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
   else if (!strcmp(name, "ElementwiseNumerical")) { l.kind = NTK_LAYER_MAP; numerical = 1; }
   else if (p->text[p->pos] == '.') { /* jax.example_libraries.stax.Dense, st.Dense */
@@ -1521,6 +1694,10 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
     return perr(p, "unknown layer %s", what);
   }
   snprintf(l.name, sizeof l.name, "%.23s", name);
+  if (l.index) {
+    if ((st = index_args(p, &l, start))) return st;
+    return push_at(p, out, &l, start);
+  }
   struct arg args[NTK_ARCH_MAX_ARGS];
   int nargs = 0;
   if (numerical && p->text[p->pos] == '(') { /* a function by name only: say so before Python's syntax */
@@ -2428,6 +2605,20 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     break;
   }
   case NTK_LAYER_RESIZE:
+    if (l->index) { /* the items as written, each part as its number */
+      n = snprintf(buf, cap, "Index(Slice[");
+      for (int k = 0; k < l->nslice && n >= 0 && (size_t)n < cap; k++) {
+        const struct ntk_slice *s = &l->slice[k];
+        char from[24] = "", to[24] = "", by[24] = "";
+        if (s->has_start) snprintf(from, sizeof from, "%ld", s->start);
+        if (s->has_stop) snprintf(to, sizeof to, "%ld", s->stop);
+        if (s->has_step) snprintf(by, sizeof by, ":%ld", s->step);
+        n += s->ellipsis ? snprintf(buf + n, cap - (size_t)n, "%s...", k ? ", " : "")
+                         : snprintf(buf + n, cap - (size_t)n, "%s%s:%s%s", k ? ", " : "", from, to, by);
+      }
+      if (n >= 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, "])");
+      break;
+    }
     if (l->resize_len == 3)
       n = snprintf(buf, cap, "ImageResize((-1, %d, -1), '%s'%s)", l->resize[1], l->nearest ? "nearest" : "linear",
                    l->antialias ? "" : ", antialias=False");

@@ -43,6 +43,15 @@ struct ntk_attention {
   int val_pos;            /* val_pos_emb: the values see the positional embeddings too */
 };
 
+/* One item of Index's idx as written (stax.Slice[...]): a slice
+ * start:stop:step (each part given or not), or the Ellipsis. */
+struct ntk_slice {
+  int ellipsis;
+  int has_start, has_stop, has_step;
+  long start, stop, step;
+};
+#define NTK_INDEX_MAX 5 /* the items of an idx: one per axis of (N, H, W, C), and an Ellipsis */
+
 struct ntk_layer {
   ntk_layer_kind kind;  /* what it is: ntk_layer_traits(kind) */
   double w_std, b_std;  /* Dense, Conv */
@@ -77,6 +86,11 @@ struct ntk_layer {
   int resize_len;       /* ImageResize: the shape's length, 3 or 4 (checked against the data's rank) */
   int nearest;          /* ImageResize: method 'nearest' (else 'linear') */
   int antialias;        /* ImageResize, 'linear': a triangle filter as wide as the step when downsampling */
+  int index;            /* NTK_LAYER_RESIZE spelled Index: stax's x[idx], idx slices of the spatial axes (the
+                           batch and the channels whole): a selection of positions, resolved against the data
+                           by ntk_index_axis */
+  int nslice;
+  struct ntk_slice slice[NTK_INDEX_MAX];
   char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
 };
 
@@ -265,6 +279,15 @@ ntk_status ntk_variance_refusal(const char *who, size_t layer, const struct ntk_
  * Conv-Relu layers), whose advice makes it worse. */
 ntk_status ntk_variance_overflow(const char *who, size_t layer, const struct ntk_layer *l, const char *where,
                                  double v, int elem);
+
+/* Index layer l (layer `index`) on data of `rank` axes (3: (N, L, C), 4:
+ * (N, H, W, C)): the positions it keeps along spatial axis `axis` (1 the
+ * rows or L, 2 the columns) of n, as Python's slice does, into out (n
+ * entries at most), their count into *m. Returns 0, or -1 with ntk_error
+ * set (NTK_ECONFIG) for an idx stax's kernel_fn refuses or ntkd does (more
+ * items than axes, an integer, which drops the axis, a batch or channel
+ * item other than ':', a step of 0, no position kept). */
+int ntk_index_axis(const struct ntk_layer *l, int rank, size_t index, int axis, size_t n, size_t *out, size_t *m);
 
 /* Canonical text: every layer with all its parameters spelled out, so two
  * strings that denote the same network give the same text. Writes at most

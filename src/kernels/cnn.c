@@ -390,21 +390,46 @@ static void plan_resize_axis(size_t n, size_t m, int nearest, int antialias, dou
   }
 }
 
+/* An Index's selection along spatial axis `axis` (ntk_index_axis) of n
+ * positions: its count into *m, a weight of 1 per kept position into *w. */
+static ntk_status plan_index_axis(const struct cnn_plan *P, const struct ntk_layer *l, size_t i, int axis, size_t n,
+                                  size_t *m, double **w) {
+  size_t *keep = malloc(n * sizeof *keep);
+  if (!keep) return ntk_error(NTK_ENOMEM, "out of memory");
+  if (ntk_index_axis(l, P->rank, i, axis, n, keep, m)) {
+    free(keep);
+    return NTK_ECONFIG;
+  }
+  *w = calloc(*m * n, sizeof **w);
+  if (*w)
+    for (size_t o = 0; o < *m; o++) (*w)[o * n + keep[o]] = 1;
+  free(keep);
+  return *w ? NTK_OK : ntk_error(NTK_ENOMEM, "out of memory");
+}
+
 /* An ImageResize (layer i): its output size from the shape (one entry per
- * axis of the data, stax's: its length the data's rank), and its weights. */
+ * axis of the data, stax's: its length the data's rank), and its weights;
+ * an Index (the same kind): its selection of positions, weights of 1. */
 static ntk_status plan_resize(struct cnn_plan *P, struct cnn_op *op, const struct ntk_layer *l, size_t i,
                               const struct plan_walk *W) {
-  if (l->resize_len != P->rank)
+  if (l->index) {
+    ntk_status st = plan_index_axis(P, l, i, 1, W->h, &op->ho, &op->rh);
+    if (!st && P->rank == 4) st = plan_index_axis(P, l, i, 2, W->w, &op->wo, &op->rw);
+    if (!st && P->rank == 3) st = plan_index_axis(P, l, i, 3, W->w, &op->wo, &op->rw); /* (the width of 1 kept) */
+    if (st) return st;
+  } else if (l->resize_len != P->rank)
     return ntk_error(NTK_ECONFIG, "arch, layer %zu (ImageResize): its shape has %d entries, and the data %d axes "
                      "(%s): one entry per axis, -1 where it keeps its size", i + 1, l->resize_len, P->rank,
                      P->rank == 3 ? "N, L, C" : "N, H, W, C");
-  op->ho = l->resize[1] == -1 ? W->h : (size_t)l->resize[1];
-  op->wo = P->rank == 3 || l->resize[2] == -1 ? W->w : (size_t)l->resize[2];
-  op->rh = malloc(op->ho * W->h * sizeof *op->rh);
-  op->rw = malloc(op->wo * W->w * sizeof *op->rw);
-  if (!op->rh || !op->rw) return ntk_error(NTK_ENOMEM, "out of memory");
-  plan_resize_axis(W->h, op->ho, l->nearest, l->antialias, op->rh);
-  plan_resize_axis(W->w, op->wo, l->nearest, l->antialias, op->rw);
+  if (!l->index) {
+    op->ho = l->resize[1] == -1 ? W->h : (size_t)l->resize[1];
+    op->wo = P->rank == 3 || l->resize[2] == -1 ? W->w : (size_t)l->resize[2];
+    op->rh = malloc(op->ho * W->h * sizeof *op->rh);
+    op->rw = malloc(op->wo * W->w * sizeof *op->rw);
+    if (!op->rh || !op->rw) return ntk_error(NTK_ENOMEM, "out of memory");
+    plan_resize_axis(W->h, op->ho, l->nearest, l->antialias, op->rh);
+    plan_resize_axis(W->w, op->wo, l->nearest, l->antialias, op->rw);
+  }
   /* between its passes (cnn_impl.h's resize_full: the rows of both images, then the columns) */
   size_t h = W->h, w = W->w, ho = op->ho, wo = op->wo;
   size_t cells[3] = {ho * w * h * w, ho * w * ho * w, ho * wo * ho * w};
@@ -572,9 +597,9 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
   if (P->attention && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
     return ntk_error(NTK_ECONFIG, "a GlobalSelfAttention takes the general path only");
   if (P->attention) path = NTK_CNN_GENERAL;
-  /* an ImageResize maps every position of the image to the outputs near it */
+  /* an ImageResize maps every position of the image to the outputs near it (an Index: a selection of them) */
   if (P->resize && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
-    return ntk_error(NTK_ECONFIG, "an ImageResize takes the general path only");
+    return ntk_error(NTK_ECONFIG, "an ImageResize or Index takes the general path only");
   if (P->resize) path = NTK_CNN_GENERAL;
   int diag = !has_pool && P->readout == NTK_LAYER_FLATTEN;
   if (path == NTK_CNN_AUTO) path = diag ? NTK_CNN_DIAG : P->local ? NTK_CNN_GENERAL : NTK_CNN_SLICE;
@@ -1139,8 +1164,8 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
     st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a GlobalSelfAttention; the CPU does: "
                    "backend = cpu (under auto, this rank computes on the CPU)");
   if (!st && P.resize)
-    st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute an ImageResize; the CPU does: backend = "
-                   "cpu (under auto, this rank computes on the CPU)");
+    st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute an ImageResize or Index; the CPU does: "
+                   "backend = cpu (under auto, this rank computes on the CPU)");
   if (!st && P.cat)
     st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a FanInConcat along a spatial axis "
                    "(the image grows by the branches' sizes); the CPU does: backend = cpu (under auto, this rank "

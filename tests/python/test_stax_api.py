@@ -894,3 +894,25 @@ def test_image_resize_refusals_and_spellings(rng):
                        stax.GlobalAvgPool())[2]
     plain = stax.serial(stax.Conv(4, (2, 2)), stax.Relu(), stax.GlobalAvgPool())[2]
     np.testing.assert_allclose(same(x, None, "ntk"), plain(x, None, "ntk"), rtol=1e-13)
+
+
+def test_index_refusals_and_spellings(rng):
+    with pytest.raises(NotImplementedError, match=r"the integer index 0 removes its axis.*0:1"):
+        stax.Index(idx=stax.Slice[:, 0])
+    with pytest.raises(ValueError, match="slice step cannot be zero"):
+        stax.Index(stax.Slice[:, ::0])
+    with pytest.raises(NotImplementedError, match="idx items must be slices"):
+        stax.Index(stax.Slice[:, [1, 2]])
+    x = rng.standard_normal((3, 6, 5, 2))
+    with pytest.raises(ntkd.errors.ArchError, match="idx indexes the batch axis"):
+        stax.serial(stax.Index(stax.Slice[::2]), stax.GlobalAvgPool())[2](x, None, "nngp")
+    with pytest.raises(ntkd.errors.ArchError, match="keeps no position of the W axis of 5"):
+        stax.serial(stax.Index(stax.Slice[:, :, 7:]), stax.GlobalAvgPool())[2](x, None, "nngp")
+    # a tuple of slice objects is the same as Slice[...]; a crop of the whole image is the image
+    conv = lambda: stax.Conv(4, (2, 2), padding="SAME")
+    a = stax.serial(conv(), stax.Index((slice(None), slice(1, None, 2))), stax.Relu(), stax.GlobalAvgPool())[2]
+    b = stax.serial(conv(), stax.Index(stax.Slice[:, 1::2, ...]), stax.Relu(), stax.GlobalAvgPool())[2]
+    np.testing.assert_array_equal(a(x, None, "ntk"), b(x, None, "ntk"))
+    whole = stax.serial(conv(), stax.Index(stax.Slice[...]), stax.Relu(), stax.GlobalAvgPool())[2]
+    plain = stax.serial(conv(), stax.Relu(), stax.GlobalAvgPool())[2]
+    np.testing.assert_allclose(whole(x, None, "ntk"), plain(x, None, "ntk"), rtol=1e-13)
