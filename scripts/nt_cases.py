@@ -989,6 +989,9 @@ def cnn_cases():
              "Conv(8, (3, 3), padding='SAME', W_std=1.5) FanOut(2) parallel(Identity, serial(ImageResize((-1, 9, 9, "
              "-1), 'nearest'), ImageResize((-1, 6, 6, -1), 'linear'))) FanInSum Relu GlobalAvgPool Dense(1)",
              small), stax_syntax=True),
+      dict(c('cnn_resize_nearest_10_25',
+             "Conv(8, (1,), W_std=1.3) ImageResize((-1, 25, -1), 'nearest') Relu Conv(8, (3,), padding='SAME') "
+             "Erf GlobalAvgPool Dense(1)", (4, 10, 2)), stax_syntax=True, one_d=True),
       dict(c('cnn_resize_1d',
              "Conv(8, (3,), padding='SAME', W_std=1.5, b_std=0.1) ImageResize((-1, 13, -1), 'linear') Relu "
              "Conv(8, (2,), W_std=1.3) ImageResize((-1, 5, -1), 'nearest') Erf GlobalAvgPool Dense(1)", (4, 7, 2)),

@@ -351,18 +351,18 @@ def ImageResize(shape, method, antialias=True, precision=None, batch_axis=0, cha
     name = "stax.ImageResize"
     _axes(batch_axis, channel_axis, "ImageResize")
     if isinstance(method, enum.Enum):
-        method = method.name
+        method = method.name.lower()
     if not isinstance(method, str):
         raise ValueError(f"{name}: method must be a string or jax.image.ResizeMethod, not {method!r}")
-    m = method.lower()
+    m = method  # jax's names, lower case
     if m in ("cubic", "bicubic", "tricubic", "lanczos3", "lanczos5"):
         raise NotImplementedError(f'{name}: only "linear" and "nearest" interpolation have a kernel '
                                   f'(neural-tangents\' kernel_fn refuses {method!r} too)')
     if m not in ("linear", "bilinear", "trilinear", "triangle", "nearest"):
         raise ValueError(f"{name}: unknown method {method!r}")
     try:
-        entries = [int(s) for s in shape]
-    except (TypeError, ValueError):
+        entries = [_int(s, f"{name}: a shape entry", low=-1) for s in shape]
+    except TypeError:
         raise ValueError(f"{name}: shape must be a sequence of integers, not {shape!r}") from None
     if len(entries) not in (3, 4) or any(s != -1 and not 1 <= s <= _MAX_SIZE for s in entries):
         raise NotImplementedError(f"{name}: shape {tuple(shape)}: ntkd takes (N, L, C) or (N, H, W, C) data, one "

@@ -636,14 +636,15 @@ static size_t stax_prefix(const char *s) {
 
 /* A name of stax's enum `type` (Padding, AttentionMechanism,
  * PositionalEmbedding) as written: 'SAME', SAME, Padding.SAME(.name|.value),
- * with or without a stax. prefix before the enum's name. Returns its index in names, or -1. */
+ * with or without a stax. (or jax.image.) prefix before the enum's name. Returns its index in names, or -1. */
 static int arg_enum(const struct arg *a, const char *type, const char *const *names, int count) {
   if (a->is_list && !a->paren1) return -1; /* ('SAME') is 'SAME' to Python */
   const char *v = a->val;
   char name[48];
   size_t tl = strlen(type);
-  if (!a->quoted && !strncmp(v + stax_prefix(v), type, tl) && v[stax_prefix(v) + tl] == '.') {
-    snprintf(name, sizeof name, "%s", v + stax_prefix(v) + tl + 1);
+  size_t pre = stax_prefix(v) ? stax_prefix(v) : !strncmp(v, "jax.image.", 10) ? 10 : 0; /* ResizeMethod's module */
+  if (!a->quoted && !strncmp(v + pre, type, tl) && v[pre + tl] == '.') {
+    snprintf(name, sizeof name, "%s", v + pre + tl + 1);
     char *dot = strchr(name, '.');
     if (dot && (!strcmp(dot, ".name") || !strcmp(dot, ".value"))) *dot = '\0';
     v = name;

@@ -62,7 +62,8 @@ struct cnn_op {
                                     the fold's shift (plan_transpose_axis) */
   int ln_h, ln_w;        /* LayerNorm over the rows, the columns too: its slot holds the variances' means
                             over them (ntk_layernorm_axes) */
-  double *rh, *rw;       /* ImageResize: its weights, ho x hi and wo x wi (plan_resize_axis) */
+  double *rh, *rw;       /* ImageResize, Index: its weights, ho x hi and wo x wi (plan_resize_axis) */
+  size_t *bandh, *bandw; /* their nonzero columns per row: [2 o] the first, [2 o + 1] one past the last */
 };
 
 struct cnn_plan {
@@ -360,7 +361,11 @@ static void plan_attention(struct cnn_plan *P, struct cnn_op *op, const struct n
 /* One axis of an ImageResize, n inputs to m outputs, as jax.image.resize
  * (stax's) resamples it: w (m x n) row o the weights of output o. An axis
  * of the same size is kept (jax skips it). 'nearest': input floor((o +
- * 1/2) n / m), computed in float32 as jax does. 'linear': a triangle
+ * 1/2) n / m), in float32 as jax's compiled code computes it, (o + 1/2)
+ * (n (1/m)): where the exact value is an integer that product can fall one
+ * float step below it and take the input before (10 -> 25: 5 of the 25
+ * outputs; the plain quotient took them from the next input and the kernel
+ * came out 11 % off with exit 0, a hunt). 'linear': a triangle
  * filter centred at (o + 1/2) n / m - 1/2, as wide as the step n / m when
  * downsampling with antialias (else 1), its weights normalised to sum 1
  * (0 where the sum is below 1000 float32 epsilons, or the centre outside
@@ -372,7 +377,7 @@ static void plan_resize_axis(size_t n, size_t m, int nearest, int antialias, dou
     if (n == m) {
       row[o] = 1;
     } else if (nearest) {
-      float at = ((float)o + 0.5f) * (float)n / (float)m;
+      float at = ((float)o + 0.5f) * ((float)n * (1.0f / (float)m));
       size_t k = (size_t)floorf(at);
       row[k < n ? k : n - 1] = 1;
     } else {
@@ -430,11 +435,29 @@ static ntk_status plan_resize(struct cnn_plan *P, struct cnn_op *op, const struc
     plan_resize_axis(W->h, op->ho, l->nearest, l->antialias, op->rh);
     plan_resize_axis(W->w, op->wo, l->nearest, l->antialias, op->rw);
   }
+  /* the band of each row's nonzero weights, which resample_axis sums */
+  size_t *band[2] = {NULL, NULL}, rows[2] = {op->ho, op->wo}, cols[2] = {W->h, W->w};
+  const double *wt[2] = {op->rh, op->rw};
+  for (int a = 0; a < 2; a++) {
+    if (!(band[a] = malloc(2 * rows[a] * sizeof *band[a]))) {
+      free(band[0]);
+      return ntk_error(NTK_ENOMEM, "out of memory");
+    }
+    for (size_t o = 0; o < rows[a]; o++) {
+      size_t lo = 0, hi = cols[a];
+      while (lo < hi && wt[a][o * cols[a] + lo] == 0) lo++;
+      while (hi > lo && wt[a][o * cols[a] + hi - 1] == 0) hi--;
+      band[a][2 * o] = lo;
+      band[a][2 * o + 1] = hi;
+    }
+  }
+  op->bandh = band[0];
+  op->bandw = band[1];
   /* between its passes (cnn_impl.h's resize_full: the rows of both images, then the columns) */
-  size_t h = W->h, w = W->w, ho = op->ho, wo = op->wo;
-  size_t cells[3] = {ho * w * h * w, ho * w * ho * w, ho * wo * ho * w};
+  double h = (double)W->h, w = (double)W->w, ho = (double)op->ho, wo = (double)op->wo;
+  double cells[3] = {ho * w * h * w, ho * w * ho * w, ho * wo * ho * w}; /* (plan_path refuses past 1e18) */
   for (int k = 0; k < 3; k++)
-    if (cells[k] > P->resize_cells) P->resize_cells = cells[k];
+    if (cells[k] > (double)P->resize_cells) P->resize_cells = cells[k] < 1e19 ? (size_t)cells[k] : (size_t)1e19;
   P->resize = 1;
   return NTK_OK;
 }
@@ -574,7 +597,7 @@ static void plan_local_blocks(struct cnn_plan *P) {
 /* The path (see the top of this file): the one asked for, or for AUTO
  * DIAG where the readout is Flatten with no pooling before it, else
  * SLICE; and the elements of a covariance buffer it needs. */
-static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool) {
+static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool, size_t elem) {
   ntk_cnn_path path = want;
   /* a FanInConcat along a spatial axis couples positions of different
    * branches only through its zero blocks, which neither the
@@ -606,14 +629,25 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
   if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
     return ntk_error(NTK_EINTERNAL, "the same-position path needs a Flatten readout and no pooling");
   P->path = path;
-  size_t hw = P->H * P->W;
-  /* (a spatial FanInConcat makes a layer's input larger than the data) */
+  size_t hw = P->H * P->W, bh = P->H, bw = P->W;
+  /* (a spatial FanInConcat makes a layer's input larger than the data, ImageResize and ConvTranspose an output) */
   for (size_t k = 0; k < P->nops; k++) {
-    if (P->ops[k].hi * P->ops[k].wi > hw) hw = P->ops[k].hi * P->ops[k].wi;
-    if (P->ops[k].ho * P->ops[k].wo > hw) hw = P->ops[k].ho * P->ops[k].wo;
+    const struct cnn_op *op = &P->ops[k];
+    if (op->hi * op->wi > hw) hw = op->hi * op->wi, bh = op->hi, bw = op->wi;
+    if (op->ho * op->wo > hw) hw = op->ho * op->wo, bh = op->ho, bw = op->wo;
   }
-  P->fmax = path == NTK_CNN_DIAG ? hw : hw * hw;
-  if (P->resize_cells > P->fmax) P->fmax = P->resize_cells;
+  /* A worker thread's five covariance buffers (four more per residual depth), in double: refused past half
+   * this machine's memory, naming the image, before an allocation the kernel would grant and then kill the
+   * job for (ImageResize 2 x 2 -> 200 x 200: 12.8 GB each, a hunt), or a size past size_t */
+  double cells = path == NTK_CNN_DIAG ? (double)hw : (double)hw * (double)hw, mem = ntk_cpu_memory();
+  if ((double)P->resize_cells > cells) cells = (double)P->resize_cells;
+  double bytes = cells * (5.0 + 4.0 * P->branch_depth) * (double)elem;
+  if (cells > 1e18 || (mem > 0 && bytes > mem / 2))
+    return ntk_error(NTK_ENOMEM, "the network's largest image, %zu x %zu positions, needs covariance buffers of %.3g "
+                     "GiB per thread on the %s path, more than half of this machine's %.1f GiB: a smaller image",
+                     bh, bw, bytes / 1073741824.0, path == NTK_CNN_DIAG ? "same-position" : "full-covariance",
+                     mem / 1073741824.0);
+  P->fmax = (size_t)cells;
   return NTK_OK;
 }
 
@@ -780,6 +814,8 @@ static void plan_release(struct cnn_plan *P) {
   for (size_t k = 0; P->ops && k < P->nops; k++) {
     free(P->ops[k].rh);
     free(P->ops[k].rw);
+    free(P->ops[k].bandh);
+    free(P->ops[k].bandw);
   }
   free(P->ops);
   free(P->var_off);
@@ -809,7 +845,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   if (!st) st = plan_fans(P, arch, readout);
   if (st) return st;
   plan_local_blocks(P);
-  if ((st = plan_path(P, want, has_pool))) return st;
+  if ((st = plan_path(P, want, has_pool, (size_t)data->elem))) return st;
   plan_bands(P);
   plan_chain(P);
   plan_batched(P, want, (size_t)data->elem);

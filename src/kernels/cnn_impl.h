@@ -779,22 +779,26 @@ static int attention_full(const struct cnn_op *op, REAL *fg, REAL *ft, REAL *ng,
 /* ---- ImageResize ---------------------------------------------------------------- */
 
 /* One axis of a row-major 4-D array of sizes d[4] resampled by the weights
- * r (m x d[axis]): out's axis has m entries. */
-static void resample_axis(const REAL *in, REAL *out, const size_t d[4], int axis, const double *r, size_t m) {
+ * r (m x d[axis]; row o nonzero in columns band[2 o] .. band[2 o + 1] - 1):
+ * out's axis has m entries. 1 if stopped (polled per row of the outer axes). */
+static int resample_axis(const REAL *in, REAL *out, const size_t d[4], int axis, const double *r,
+                         const size_t *band, size_t m, const struct ntk_stop *stop) {
   size_t n = d[axis], outer = 1, inner = 1;
   for (int k = 0; k < axis; k++) outer *= d[k];
   for (int k = axis + 1; k < 4; k++) inner *= d[k];
-  for (size_t a = 0; a < outer; a++)
+  for (size_t a = 0; a < outer; a++) {
+    if (ntk_stop_seen(stop)) return 1;
     for (size_t o = 0; o < m; o++) {
       REAL *dst = out + (a * m + o) * inner;
       memset(dst, 0, inner * sizeof(REAL));
-      for (size_t k = 0; k < n; k++) {
+      for (size_t k = band[2 * o]; k < band[2 * o + 1]; k++) {
         REAL w = (REAL)r[o * n + k];
-        if (w == 0) continue;
         const REAL *src = in + (a * n + k) * inner;
         for (size_t b = 0; b < inner; b++) dst[b] += w * src[b];
       }
     }
+  }
+  return 0;
 }
 
 /* The covariance f (hi*wi x hi*wi, [i][j][i'][j']) through an ImageResize,
@@ -803,13 +807,10 @@ static void resample_axis(const REAL *in, REAL *out, const size_t d[4], int axis
 static int resize_full(const struct cnn_op *op, REAL *f, REAL *a, REAL *b, const struct ntk_stop *stop) {
   size_t h = op->hi, w = op->wi, ho = op->ho, wo = op->wo;
   size_t d0[4] = {h, w, h, w}, d1[4] = {ho, w, h, w}, d2[4] = {ho, w, ho, w}, d3[4] = {ho, wo, ho, w};
-  if (ntk_stop_seen(stop)) return 1;
-  resample_axis(f, a, d0, 0, op->rh, ho);
-  resample_axis(a, b, d1, 2, op->rh, ho);
-  if (ntk_stop_seen(stop)) return 1;
-  resample_axis(b, a, d2, 1, op->rw, wo);
-  resample_axis(a, f, d3, 3, op->rw, wo);
-  return 0;
+  return resample_axis(f, a, d0, 0, op->rh, op->bandh, ho, stop) ||
+         resample_axis(a, b, d1, 2, op->rh, op->bandh, ho, stop) ||
+         resample_axis(b, a, d2, 1, op->rw, op->bandw, wo, stop) ||
+         resample_axis(a, f, d3, 3, op->rw, op->bandw, wo, stop);
 }
 
 /* ---- one pair ---------------------------------------------------------------- */

@@ -311,9 +311,9 @@ static ntk_status fc_widths(const struct ntk_arch *arch, const struct ntk_datase
   if (!ntk_arch_is_fc(arch)) {
     size_t i = 0;
     while (i + 1 < arch->n && !ntk_layer_traits(arch->layers[i].kind)->spatial) i++;
-    return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): Conv, AvgPool, GlobalAvgPool and GlobalSelfAttention need "
-                     "image data: (N, H, W, C) or (N, L, C) arrays (in a job file also an (N, C, H, W) .npy, IDX "
-                     "images or CIFAR-10), not (N, d) vectors", i + 1, arch->layers[i].name);
+    return ntk_error(NTK_ECONFIG, "arch, layer %zu (%s): Conv, AvgPool, GlobalAvgPool, GlobalSelfAttention, "
+                     "ImageResize and Index need image data: (N, H, W, C) or (N, L, C) arrays (in a job file also an "
+                     "(N, C, H, W) .npy, IDX images or CIFAR-10), not (N, d) vectors", i + 1, arch->layers[i].name);
   }
   if (ntk_arch_check_rank(arch, 2)) return NTK_ECONFIG; /* vectors */
   struct ntk_widths wd;

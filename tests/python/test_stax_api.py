@@ -875,6 +875,10 @@ def test_image_resize_refusals_and_spellings(rng):
         stax.ImageResize((-1, 4, 4, 8), "linear")
     with pytest.raises(ValueError, match="unknown method"):
         stax.ImageResize((-1, 4, 4, -1), "area")
+    with pytest.raises(ValueError, match="unknown method 'Linear'"):  # jax's names are lower case
+        stax.ImageResize((-1, 4, 4, -1), "Linear")
+    with pytest.raises(ValueError, match="shape must be a sequence of integers"):  # neural-tangents raises too
+        stax.ImageResize((-1, 2.5, 4, -1), "linear")
     x = rng.standard_normal((3, 5, 6, 2))
     with pytest.raises(ntkd.errors.ArchError, match=r"its shape has 3 entries, and the data 4 axes"):
         stax.serial(stax.ImageResize((-1, 4, -1), "linear"), stax.GlobalAvgPool())[2](x, None, "nngp")
@@ -883,7 +887,7 @@ def test_image_resize_refusals_and_spellings(rng):
         LINEAR = 1
 
     nets = [stax.serial(stax.Conv(4, (2, 2)), stax.ImageResize((-1, 7, 3, -1), m), stax.Relu(), stax.GlobalAvgPool())
-            for m in (Method.LINEAR, "bilinear", "TRIANGLE", "nearest")]
+            for m in (Method.LINEAR, "bilinear", "triangle", "nearest")]
     k = [n[2](x, None, "ntk") for n in nets]
     np.testing.assert_array_equal(k[0], k[1])
     np.testing.assert_array_equal(k[0], k[2])
