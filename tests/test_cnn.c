@@ -382,7 +382,7 @@ END_TEST
  * the slices. */
 START_TEST(test_transpose_and_local_data) {
   static const struct data_net nets[] = {
-      /* 2560 x 2048: within the side limit, past any machine's memory (the full covariance: 2.2e13 entries) */
+      /* 2560 x 2048: within the side limit, past any machine's memory (the full covariance: 2.7e13 entries) */
       {"[ConvTranspose(2, 2, SAME) Relu]*9 GlobalAvgPool Dense", 0, "largest image, 2560 x 2048 positions, needs"},
       {"[ConvTranspose(2, 2, SAME) Relu]*10 GlobalAvgPool Dense", 0,
        "layer 19: ConvTranspose makes 2560 x 2048 images 5120 x 4096, more than 4096 positions a side"},

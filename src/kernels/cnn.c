@@ -95,6 +95,7 @@ struct cnn_plan {
   int attention;       /* a GlobalSelfAttention: GENERAL (plan_path) */
   int resize;          /* an ImageResize: GENERAL (plan_path) */
   size_t resize_cells; /* the largest covariance an ImageResize passes through between its axes */
+  size_t big_h, big_w; /* the largest image a layer reads or writes (plan_path) */
 };
 
 /* Per-image variances are kept for the whole job (computed once per
@@ -597,7 +598,7 @@ static void plan_local_blocks(struct cnn_plan *P) {
 /* The path (see the top of this file): the one asked for, or for AUTO
  * DIAG where the readout is Flatten with no pooling before it, else
  * SLICE; and the elements of a covariance buffer it needs. */
-static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool, size_t elem) {
+static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool) {
   ntk_cnn_path path = want;
   /* a FanInConcat along a spatial axis couples positions of different
    * branches only through its zero blocks, which neither the
@@ -636,18 +637,30 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool,
     if (op->hi * op->wi > hw) hw = op->hi * op->wi, bh = op->hi, bw = op->wi;
     if (op->ho * op->wo > hw) hw = op->ho * op->wo, bh = op->ho, bw = op->wo;
   }
-  /* A worker thread's five covariance buffers (four more per residual depth), in double: refused past half
-   * this machine's memory, naming the image, before an allocation the kernel would grant and then kill the
-   * job for (ImageResize 2 x 2 -> 200 x 200: 12.8 GB each, a hunt), or a size past size_t */
-  double cells = path == NTK_CNN_DIAG ? (double)hw : (double)hw * (double)hw, mem = ntk_cpu_memory();
+  /* in double: a size past size_t is refused (plan_memory bounds what a CPU engine allocates) */
+  double cells = path == NTK_CNN_DIAG ? (double)hw : (double)hw * (double)hw;
   if ((double)P->resize_cells > cells) cells = (double)P->resize_cells;
-  double bytes = cells * (5.0 + 4.0 * P->branch_depth) * (double)elem;
-  if (cells > 1e18 || (mem > 0 && bytes > mem / 2))
+  P->big_h = bh;
+  P->big_w = bw;
+  if (cells > 1e18)
+    return ntk_error(NTK_ECONFIG, "the network's largest image, %zu x %zu positions, makes covariances of %.3g "
+                     "entries, past what ntkd indexes: a smaller image", bh, bw, cells);
+  P->fmax = (size_t)cells;
+  return NTK_OK;
+}
+
+/* A CPU engine's five covariance buffers (four more per residual depth) of
+ * plan P: refused past half this machine's memory, naming the image, before
+ * an allocation the kernel would grant and then kill the job for
+ * (ImageResize 2 x 2 -> 200 x 200: 12.8 GB each, a hunt). The GPU's plan
+ * has its own bounds (device memory per pair). */
+static ntk_status plan_memory(const struct cnn_plan *P, size_t elem) {
+  double mem = ntk_cpu_memory(), bytes = (double)P->fmax * (5.0 + 4.0 * P->branch_depth) * (double)elem;
+  if (mem > 0 && bytes > mem / 2)
     return ntk_error(NTK_ENOMEM, "the network's largest image, %zu x %zu positions, needs covariance buffers of %.3g "
                      "GiB per thread on the %s path, more than half of this machine's %.1f GiB: a smaller image",
-                     bh, bw, bytes / 1073741824.0, path == NTK_CNN_DIAG ? "same-position" : "full-covariance",
-                     mem / 1073741824.0);
-  P->fmax = (size_t)cells;
+                     P->big_h, P->big_w, bytes / 1073741824.0,
+                     P->path == NTK_CNN_DIAG ? "same-position" : "full-covariance", mem / 1073741824.0);
   return NTK_OK;
 }
 
@@ -845,7 +858,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   if (!st) st = plan_fans(P, arch, readout);
   if (st) return st;
   plan_local_blocks(P);
-  if ((st = plan_path(P, want, has_pool, (size_t)data->elem))) return st;
+  if ((st = plan_path(P, want, has_pool))) return st;
   plan_bands(P);
   plan_chain(P);
   plan_batched(P, want, (size_t)data->elem);
@@ -902,6 +915,7 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
   c->data = data;
   c->stop = stop;
   ntk_status st = plan_build(&c->plan, arch, data, path);
+  if (!st) st = plan_memory(&c->plan, (size_t)data->elem);
   if (!st && !(c->judged = malloc((arch->n ? arch->n : 1) * sizeof *c->judged)))
     st = ntk_error(NTK_ENOMEM, "out of memory");
   if (!st) c->njudged = judged_slots(&c->plan, arch, c->judged);
@@ -1289,6 +1303,7 @@ ntk_status ntk_cnn_check(const struct ntk_arch *arch, const struct ntk_dataset *
   struct cnn_plan *P = malloc(sizeof *P);
   if (!P) return ntk_error(NTK_ENOMEM, "out of memory");
   ntk_status st = plan_build(P, arch, data, NTK_CNN_AUTO);
+  if (!st) st = plan_memory(P, (size_t)data->elem);
   plan_release(P);
   free(P);
   return st;
