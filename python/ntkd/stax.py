@@ -403,9 +403,10 @@ def Index(idx, batch_axis=0, channel_axis=-1):
                 raise ValueError("stax.Index: slice step cannot be zero")
             parts.append(f"{ends[0]}:{ends[1]}{step}")
         elif isinstance(it, numbers.Integral) and not isinstance(it, bool):
+            one = f"{int(it)}:{int(it) + 1}" if int(it) != -1 else "-1:"
             raise NotImplementedError(f"stax.Index: the integer index {it} removes its axis, which ntkd's layers do "
-                                      f"not follow; a slice of one keeps it ({it}:{int(it) + 1}: the same kernel "
-                                      "before a readout)")
+                                      f"not follow; a slice of one keeps it ({one}: the same kernel before a "
+                                      "readout)")
         else:
             raise NotImplementedError(f"stax.Index: idx items must be slices or ..., not {it!r}")
     if not parts or len(parts) > 5:

@@ -901,6 +901,8 @@ def test_image_resize_refusals_and_spellings(rng):
 
 
 def test_index_refusals_and_spellings(rng):
+    with pytest.raises(NotImplementedError, match=r"the integer index -1 removes its axis.*\(-1:: the same"):
+        stax.Index(idx=stax.Slice[:, -1])
     with pytest.raises(NotImplementedError, match=r"the integer index 0 removes its axis.*0:1"):
         stax.Index(idx=stax.Slice[:, 0])
     with pytest.raises(ValueError, match="slice step cannot be zero"):
