@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s\n", ntk_error_message());
     return 2;
   }
-  struct ntk_dataset ds = {n, h * w * c, h, w, c, elem, malloc(n * h * w * c * (size_t)elem), 0, 0};
+  struct ntk_dataset ds = {n, h * w * c, h, w, c, elem, malloc(n * h * w * c * (size_t)elem), 0, 0, 0};
   unsigned s = 1;
   for (size_t k = 0; k < n * ds.d; k++) {
     s = s * 1103515245u + 12345u;

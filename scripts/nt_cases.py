@@ -1016,6 +1016,49 @@ def cnn_cases():
   return cases + map_cnn_cases()
 
 
+def graph_cases():
+  """Graph networks (stax.Aggregate): each sample's pattern (case_pattern)
+  is passed to kernel_fn as pattern=(p, p). Node features are (N, V, C)
+  sequences (one_d) or (N, H, W, C) images; the patterns binary, weighted,
+  with self-loops, and with a sample that has no edges at all."""
+  def g(name, arch, shape, pattern='binary', one_d=True):
+    return dict(image_case(name, arch, shape), stax_syntax=True, one_d=one_d, pattern=pattern)
+  return [
+      g('graph_relu_gap', "Dense(8, W_std=1.3, b_std=0.2) Relu Aggregate Dense(8, W_std=1.5, b_std=0.1) Relu "
+        "Aggregate GlobalAvgPool Dense(1)", (5, 7, 3)),
+      g('graph_weighted_flatten', "Aggregate Dense(8, W_std=1.2, b_std=0.3) Erf Aggregate Flatten Dense(1)",
+        (5, 6, 2), 'weighted'),
+      g('graph_self_loops_gelu', "Dense(8, W_std=1.4) Gelu Aggregate Dense(8, W_std=1.1, b_std=0.1) Gelu "
+        "Aggregate Dense(8) Relu GlobalAvgPool Dense(1)", (4, 8, 3), 'self_loops'),
+      g('graph_no_edges', "Dense(8, W_std=1.3, b_std=0.1) Relu Aggregate GlobalAvgPool Dense(1)", (5, 6, 2),
+        'one_empty'),
+      g('graph_conv_axis', "Conv(8, (3,), padding='SAME', W_std=1.3, b_std=0.1) Relu Aggregate(aggregate_axis=1) "
+        "Conv(8, (3,), padding='SAME') Relu GlobalAvgPool Dense(1)", (4, 7, 2), 'weighted'),
+      g('graph_residual_layernorm', "Dense(8, W_std=1.2) FanOut(2) parallel(Identity, serial(Aggregate, "
+        "Dense(8, W_std=1.3, b_std=0.1), Relu, Dense(8))) FanInSum LayerNorm Aggregate GlobalAvgPool Dense(1)", (4, 6, 3)),
+      g('graph_images_conv', "Conv(8, (2, 2), padding='SAME', W_std=1.2, b_std=0.1) Relu Aggregate "
+        "Conv(8, (3, 3), padding='SAME', W_std=1.3) Relu GlobalAvgPool Dense(1)", (4, 3, 3, 2), 'binary', False),
+      g('graph_images_flatten', "Aggregate(aggregate_axis=(1, 2)) Conv(8, (1, 1), W_std=1.5, b_std=0.2) Erf "
+        "Aggregate Flatten Dense(1)", (4, 2, 3, 2), 'weighted', False),
+  ]
+
+
+def case_pattern(c):
+  """A graph case's patterns, (N, V, V), V the positions in row-major order:
+  edges drawn per sample from a seed of the case's name; weights multiples
+  of 1/8 (exact products, as the inputs)."""
+  rng = np.random.RandomState((zlib.crc32(c['name'].encode()) + 1) & 0x7fffffff)
+  n, v = c['shape'][0], int(np.prod(c['shape'][1:-1]))
+  p = (rng.uniform(size=(n, v, v)) < 0.4).astype(np.float64)
+  if c['pattern'] == 'weighted':
+    p *= np.round(rng.uniform(0.125, 2.0, size=(n, v, v)) * 8.0) / 8.0
+  if c['pattern'] == 'self_loops':
+    p[:, np.arange(v), np.arange(v)] = 1.0
+  if c['pattern'] == 'one_empty':
+    p[2] = 0.0
+  return p
+
+
 def case_inputs(c):
   # Per-case seed from the name: adding/reordering cases never changes the
   # inputs of existing ones.

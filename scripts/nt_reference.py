@@ -3,12 +3,14 @@
 
 Run through scripts/nt_reference.sh, which provides the pinned environment.
 
-Usage: nt_reference.py [--only fc|cnn|solve] [--fc-out PATH] [--cnn-out PATH]
+Usage: nt_reference.py [--only fc|cnn|solve|graph] [--fc-out PATH] [--cnn-out PATH]
                        [--solve-out PATH]
 
 With no arguments writes tests/data/ref_fc.txt (fully-connected cases),
 tests/data/ref_cnn.txt (convolutional cases on NHWC images) and
-tests/data/ref_solve.txt (kernel regression: predictions on a test set).
+tests/data/ref_solve.txt (kernel regression: predictions on a test set)
+and tests/data/ref_graph.txt (graph networks: each case's patterns after x,
+a `pattern` block of N lines of V x V values).
 
 Output format (parsed by the C tests):
 
@@ -106,13 +108,18 @@ DEFAULT_FC_OUTPUT = 'tests/data/ref_fc.txt'
 DEFAULT_CNN_OUTPUT = 'tests/data/ref_cnn.txt'
 DEFAULT_SOLVE_OUTPUT = 'tests/data/ref_solve.txt'
 DEFAULT_README_OUTPUT = 'tests/data/ref_readme.npz'
+DEFAULT_GRAPH_OUTPUT = 'tests/data/ref_graph.txt'
 # --------------------------------------------------------------------------
 # Computation and output
 # --------------------------------------------------------------------------
 
 def compute(c, x):
   _, _, kernel_fn = build_network(c)
-  k = kernel_fn(x, None)
+  if c.get('pattern'):  # a graph case: its patterns on both sides
+    p = case_pattern(c).reshape((x.shape[0],) + x.shape[1:-1] * 2)
+    k = kernel_fn(x, None, pattern=(p, p))
+  else:
+    k = kernel_fn(x, None)
   nngp = np.asarray(k.nngp, dtype=np.float64)
   ntk = np.asarray(k.ntk, dtype=np.float64)
   n = x.shape[0]
@@ -172,7 +179,10 @@ def write_case(out, c, x, nngp, ntk, close=True):
     shape = (shape[0], shape[1], 1, shape[2])
   out.write('shape ' + ' '.join(str(d) for d in shape) + '\n')
   x_rows = x.reshape(x.shape[0], -1)  # NHWC row-major: h, then w, then c
-  for label, mat in (('x', x_rows), ('nngp', nngp), ('ntk', ntk)):
+  mats = [('x', x_rows)]
+  if c.get('pattern'):  # each sample's V x V pattern, row-major
+    mats.append(('pattern', case_pattern(c).reshape(x.shape[0], -1)))
+  for label, mat in mats + [('nngp', nngp), ('ntk', ntk)]:
     out.write(label + '\n')
     for row in mat:
       out.write(fmt_row(row) + '\n')
@@ -298,7 +308,7 @@ def main(argv):
       prog='nt_reference.py',
       description='Write neural-tangents reference kernels for ntkd tests '
                   '(by default both the FC and the CNN file).')
-  parser.add_argument('--only', choices=('fc', 'cnn', 'solve', 'readme'),
+  parser.add_argument('--only', choices=('fc', 'cnn', 'solve', 'readme', 'graph'),
                       help='write only this suite')
   parser.add_argument('--fc-out', default=DEFAULT_FC_OUTPUT, metavar='PATH',
                       help=f'FC output (default {DEFAULT_FC_OUTPUT})')
@@ -326,6 +336,12 @@ def main(argv):
         "Conv(f,s,P,W_std=w,b_std=b) = stax.Conv(_, (f, f), (s, s), P, W_std=w, "
         'b_std=b or None); AvgPool(w,s) = stax.AvgPool((w, w), (s, s), '
         "'VALID')"])
+  if opts.only in (None, 'graph'):
+    write_suite(DEFAULT_GRAPH_OUTPUT, graph_cases(), [
+        "kernel_fn(x, None, ('nngp', 'ntk'), pattern=(p, p)), p each case's pattern",
+        'x: as in ref_cnn.txt, (N, L, C) sequences written as (N, L, 1, C), or NHWC images',
+        'pattern: one line per sample, its V x V matrix row-major (V positions, row-major over h, w); '
+        'per-case edges of probability 0.4 from RandomState(crc32(name) + 1), weights multiples of 1/8'])
   if opts.only in (None, 'solve'):
     write_solve_suite(opts.solve_out, solve_cases())
   if opts.only in (None, 'readme'):

@@ -8,6 +8,7 @@
 #   scripts/nt_reference.sh                 # writes tests/data/ref_fc.txt
 #                                           # and tests/data/ref_cnn.txt
 #   scripts/nt_reference.sh --only cnn      # only tests/data/ref_cnn.txt
+#   scripts/nt_reference.sh --only graph    # only tests/data/ref_graph.txt
 #   scripts/nt_reference.sh --fc-out /tmp/fc.txt --cnn-out /tmp/cnn.txt
 #
 # Environment:

@@ -30,6 +30,7 @@ static inline void scatter_tile(const struct ntk_tile *tl, const void *bg, const
 /* n random h x w x c images in [-1, 1), elements of `elem` bytes. */
 static inline void random_images(struct ntk_dataset *ds, size_t n, size_t h, size_t w, size_t c, int elem,
                                  unsigned seed) {
+  memset(ds, 0, sizeof *ds); /* no split, no pattern */
   ds->n = n;
   ds->h = h;
   ds->w = w;

@@ -16,7 +16,8 @@ struct ref_case {
   char arch[8192];
   size_t n, d, h, w, c; /* h = w = c = 0 for flat inputs */
   int standard;         /* parameterization standard (else ntk) */
-  double *x, *nngp, *ntk;
+  size_t pattern;       /* a graph case's pattern values per sample, (h w)^2; 0: none */
+  double *x, *p, *nngp, *ntk;
 };
 
 static inline int ref_read_matrix(FILE *f, const char *label, double *out, size_t count) {
@@ -63,6 +64,18 @@ static inline int ref_read_case(FILE *f, struct ref_case *c) {
     c->nngp = malloc(c->n * c->n * sizeof(double));
     c->ntk = malloc(c->n * c->n * sizeof(double));
     ck_assert(ref_read_matrix(f, "x", c->x, c->n * c->d));
+    /* a graph case (ref_graph.txt): each sample's pattern before the kernels */
+    c->pattern = 0;
+    c->p = NULL;
+    long at = ftell(f);
+    char word[16];
+    ck_assert_int_eq(fscanf(f, "%15s", word), 1);
+    fseek(f, at, SEEK_SET);
+    if (!strcmp(word, "pattern")) {
+      c->pattern = c->h * c->w * c->h * c->w;
+      c->p = malloc(c->n * c->pattern * sizeof(double));
+      ck_assert(ref_read_matrix(f, "pattern", c->p, c->n * c->pattern));
+    }
     ck_assert(ref_read_matrix(f, "nngp", c->nngp, c->n * c->n));
     ck_assert(ref_read_matrix(f, "ntk", c->ntk, c->n * c->n));
     return 1;
@@ -72,17 +85,22 @@ static inline int ref_read_case(FILE *f, struct ref_case *c) {
 
 static inline void ref_free_case(struct ref_case *c) {
   free(c->x);
+  free(c->p);
   free(c->nngp);
   free(c->ntk);
 }
 
-/* The case's inputs as a dataset in precision elem (caller frees x). */
+/* The case's inputs as a dataset in precision elem (caller frees x): each
+ * sample's values, then its pattern's where it has one. */
 static inline struct ntk_dataset ref_dataset(const struct ref_case *c, int elem) {
-  struct ntk_dataset ds = {c->n, c->d, c->h, c->w, c->c, elem, malloc(c->n * c->d * (size_t)elem), 0, 0};
-  for (size_t k = 0; k < c->n * c->d; k++) {
-    if (elem == 4) ((float *)ds.x)[k] = (float)c->x[k];
-    else ((double *)ds.x)[k] = c->x[k];
-  }
+  size_t d = c->d + c->pattern;
+  struct ntk_dataset ds = {c->n, d, c->h, c->w, c->c, elem, malloc(c->n * d * (size_t)elem), 0, 0, c->pattern};
+  for (size_t i = 0; i < c->n; i++)
+    for (size_t k = 0; k < d; k++) {
+      double v = k < c->d ? c->x[i * c->d + k] : c->p[i * c->pattern + k - c->d];
+      if (elem == 4) ((float *)ds.x)[i * d + k] = (float)v;
+      else ((double *)ds.x)[i * d + k] = v;
+    }
   return ds;
 }
 

@@ -681,6 +681,50 @@ END_TEST
 /* Index: stax's Slice[...] (with or without idx=, a stax. prefix), its
  * canonical text read back; each axis resolved as Python's slices against
  * the data; refusals name what is wrong. */
+/* Aggregate (graph networks): stax's arguments, the canonical text read
+ * back, the axes resolved against the data, the refusals. */
+START_TEST(test_aggregate) {
+  struct ntk_arch a = parse_ok("Dense(8) Relu Aggregate Dense(8) stax.Aggregate(aggregate_axis=None, batch_axis=0, "
+                               "channel_axis=-1, implementation='SPARSE') Aggregate(None, 0, -1, None, "
+                               "stax.AggregateImplementation.DENSE) Aggregate(aggregate_axis=(1,)) "
+                               "Aggregate(aggregate_axis=(-3, -2)) GlobalAvgPool Dense");
+  ck_assert_int_eq(a.layers[2].kind, NTK_LAYER_AGGREGATE);
+  ck_assert_int_eq(a.layers[2].agg_axes, 0);
+  ck_assert_int_eq(a.layers[4].agg_axes, 0);
+  char buf[2048], again[2048];
+  ntk_arch_canonical(&a, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "Relu Aggregate Dense(W_std=1, b_std=0) Aggregate Aggregate "
+                            "Aggregate(aggregate_axis=(1,)) Aggregate(aggregate_axis=(-3, -2)) GlobalAvgPool"),
+                "%s", buf);
+  struct ntk_arch b = parse_ok(buf);
+  ntk_arch_canonical(&b, again, sizeof again);
+  ck_assert_str_eq(buf, again);
+  /* every spatial axis, and only those: (1,) on (N, L, C); (1, 2) or (-3, -2) on images */
+  ck_assert_int_eq(ntk_aggregate_axes(&a.layers[2], 4, 2), 0);
+  ck_assert_int_eq(ntk_aggregate_axes(&a.layers[6], 3, 6), 0);
+  ck_assert_int_eq(ntk_aggregate_axes(&a.layers[6], 4, 6), -1);
+  ck_assert_msg(strstr(ntk_error_message(), "layer 7 (Aggregate): ntkd aggregates over every spatial axis"), "%s",
+                ntk_error_message());
+  ck_assert_int_eq(ntk_aggregate_axes(&a.layers[7], 4, 7), 0);
+  ck_assert_int_eq(ntk_aggregate_axes(&a.layers[7], 3, 7), -1); /* -3 is the batch axis of (N, L, C) */
+  ntk_arch_free(&a);
+  ntk_arch_free(&b);
+  a = parse_ok("Aggregate(aggregate_axis=(0, 1, 2)) Aggregate(aggregate_axis=3) GlobalAvgPool");
+  ck_assert_int_eq(ntk_aggregate_axes(&a.layers[0], 4, 0), -1);
+  ck_assert_int_eq(ntk_aggregate_axes(&a.layers[1], 4, 1), -1);
+  ck_assert_int_eq(ntk_aggregate_axes(&a.layers[1], 3, 1), -1);
+  ck_assert_msg(strstr(ntk_error_message(), "aggregate_axis 3 is outside data of 3 axes"), "%s", ntk_error_message());
+  ntk_arch_free(&a);
+  parse_bad("Aggregate(batch_axis=1) GlobalAvgPool", "ntkd's samples are on axis 0");
+  parse_bad("Aggregate(channel_axis=1) GlobalAvgPool", "ntkd's channels are the last axis");
+  parse_bad("Aggregate(implementation='COO') GlobalAvgPool", "implementation must be 'DENSE' or 'SPARSE'");
+  parse_bad("Aggregate(to_dense=decode) GlobalAvgPool", "to_dense is applied by Python");
+  parse_bad("Aggregate(aggregate_axis=5) GlobalAvgPool", "aggregate_axis 5 is not an axis");
+  parse_bad("Aggregate(aggregate_axis=('H',)) GlobalAvgPool", "aggregate_axis must be None, an integer or a tuple");
+  parse_bad("Aggregate(pattern=1) GlobalAvgPool", "pattern");
+}
+END_TEST
+
 START_TEST(test_index) {
   struct ntk_arch a = parse_ok("Conv(2) Index(Slice[:, 1:5, ::2]) Relu stax.Index(idx=stax.Slice[..., -3::-1, :], "
                                "batch_axis=0) Index( Slice[ : , 2 : ] ) GlobalAvgPool Dense");
@@ -1471,6 +1515,7 @@ int main(void) {
   tcase_add_test(tc, test_attention);
   tcase_add_test(tc, test_image_resize);
   tcase_add_test(tc, test_index);
+  tcase_add_test(tc, test_aggregate);
   tcase_add_test(tc, test_layernorm_axes);
   tcase_add_test(tc, test_elementwise_numerical);
   tcase_add_test(tc, test_error_column);

@@ -143,7 +143,7 @@ START_TEST(test_cuda_matches_cpu) {
       "standard: Dense(64, W_std=1.5, b_std=0.1) Relu Dense(32, b_std=None) Erf Dense(16) Sin Dense"};
   size_t n = 700, d = 61;
   for (int elem = 4; elem <= 8; elem += 4) {
-    struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * (size_t)elem), 0, 0};
+    struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * (size_t)elem), 0, 0, 0};
     srand(getenv("NTKD_TEST_SEED") ? (unsigned)atoi(getenv("NTKD_TEST_SEED")) : 7u); /* gpu_check.sh: a fresh seed */
     for (size_t k = 0; k < n * d; k++) {
       double v = (double)rand() / RAND_MAX * 2 - 1;
@@ -196,7 +196,7 @@ END_TEST
 
 /* Which networks the GPU backend takes, decided without a device. */
 START_TEST(test_gpu_computes) {
-  struct ntk_dataset flat = {10, 12, 0, 0, 0, 4, NULL, 0, 0}, img = {10, 48, 4, 4, 3, 4, NULL, 0, 0};
+  struct ntk_dataset flat = {10, 12, 0, 0, 0, 4, NULL, 0, 0, 0}, img = {10, 48, 4, 4, 3, 4, NULL, 0, 0, 0};
   struct ntk_arch arch;
   char why[512] = "";
   ck_assert_int_eq(ntk_arch_parse("Dense Relu Dense", 1.0, 0.0, &arch), NTK_OK);
@@ -265,7 +265,7 @@ static void deep_tiles(const char *net, struct ntk_dataset *ds32, int *same) {
 }
 
 START_TEST(test_deep_float32) {
-  struct ntk_dataset flat = {6, 8, 0, 0, 0, 4, malloc(48 * 4), 0, 0}, img;
+  struct ntk_dataset flat = {6, 8, 0, 0, 0, 4, malloc(48 * 4), 0, 0, 0}, img;
   for (size_t k = 0; k < 48; k++) ((float *)flat.x)[k] = (float)sin(0.7 * (double)k + 0.3);
   random_images(&img, 4, 4, 4, 2, 4, 9);
   int same;

@@ -328,7 +328,10 @@ static void check_reference_file(const char *file, int min_cases, int elem, doub
          elem == 4 ? "float32" : "float64", cases, runs, worst, tol);
 }
 
-static void check_reference(int elem, double tol) { check_reference_file("ref_cnn.txt", 30, elem, tol); }
+static void check_reference(int elem, double tol) {
+  check_reference_file("ref_cnn.txt", 30, elem, tol);
+  check_reference_file("ref_graph.txt", 8, elem, tol); /* graph networks (Aggregate): the general path */
+}
 
 /* Networks checked against the data they would run on (ntk_cnn_check):
  * 3 random images of 5 rows, 4 columns (1 for (N, L, C) data or a network
@@ -419,6 +422,95 @@ START_TEST(test_transpose_and_local_data) {
     ntk_arch_free(&a);
   }
   free(ds.x);
+}
+END_TEST
+
+/* ds's rows followed by a V x V pattern each (V = h*w): `scale` times the
+ * identity, sample `empty` (if < n) without edges. */
+static void add_pattern(struct ntk_dataset *ds, double scale, size_t empty) {
+  size_t v = ds->h * ds->w, d = ds->d + v * v, es = (size_t)ds->elem;
+  char *x = calloc(ds->n * d, es);
+  for (size_t i = 0; i < ds->n; i++) {
+    memcpy(x + i * d * es, (char *)ds->x + i * ds->d * es, ds->d * es);
+    for (size_t p = 0; p < v && i != empty; p++) {
+      size_t k = i * d + ds->d + p * v + p;
+      if (es == 4) ((float *)x)[k] = (float)scale;
+      else ((double *)x)[k] = scale;
+    }
+  }
+  free(ds->x);
+  ds->x = x;
+  ds->d = d;
+  ds->pattern = v * v;
+}
+
+/* Aggregate (graph networks): the pattern against the network, the
+ * general path only, no GPU; an identity pattern is the network without
+ * the layer, bit for bit (its products by 1 and 0 are exact), and a
+ * sample without edges has kernel 0 there (not refused as an underflow).
+ * The values are checked against neural-tangents in check_reference
+ * (ref_graph.txt). */
+START_TEST(test_aggregate_data) {
+  for (int elem = 4; elem <= 8; elem += 4) {
+    struct ntk_dataset ds, plain;
+    random_images(&ds, 5, 3, 2, 2, elem, 17);
+    random_images(&plain, 5, 3, 2, 2, elem, 17);
+    struct ntk_arch a, b, c2;
+    ck_assert_int_eq(test_arch_parse("Conv(3, 1, SAME) Relu Aggregate Conv(3, 1, SAME) Relu Aggregate GlobalAvgPool "
+                                     "Dense", 1.3, 0.1, &a), NTK_OK);
+    ck_assert_int_eq(test_arch_parse("Conv(3, 1, SAME) Relu Conv(3, 1, SAME) Relu GlobalAvgPool Dense", 1.3, 0.1, &b),
+                     NTK_OK);
+    ntk_cnn_t *c;
+    ck_assert_int_eq(ntk_cnn_create(&a, &plain, NTK_CNN_AUTO, NULL, &c), NTK_ECONFIG);
+    ck_assert_msg(strstr(ntk_error_message(), "Aggregate layers need each sample's pattern"), "%s",
+                  ntk_error_message());
+    add_pattern(&ds, 1.0, SIZE_MAX);
+    ck_assert_int_eq(ntk_cnn_create(&b, &ds, NTK_CNN_AUTO, NULL, &c), NTK_ECONFIG);
+    ck_assert_msg(strstr(ntk_error_message(), "no Aggregate layer to read it"), "%s", ntk_error_message());
+    ck_assert_int_eq(ntk_cnn_create(&a, &ds, NTK_CNN_SLICE, NULL, &c), NTK_ECONFIG);
+    ck_assert_int_eq(ntk_cnn_create(&a, &ds, NTK_CNN_DIAG, NULL, &c), NTK_ECONFIG);
+    struct ntk_dev_plan plan;
+    ck_assert_int_eq(ntk_cnn_dev_plan(&a, &ds, &plan), NTK_ECONFIG);
+    ck_assert_msg(strstr(ntk_error_message(), "do not compute an Aggregate"), "%s", ntk_error_message());
+    size_t n = ds.n;
+    double *g = malloc(n * n * 8), *t = malloc(n * n * 8), *g0 = malloc(n * n * 8), *t0 = malloc(n * n * 8);
+    compute(&a, &ds, NTK_CNN_AUTO, 2, g, t);
+    compute(&b, &plain, NTK_CNN_GENERAL, 2, g0, t0);
+    ck_assert_mem_eq(g, g0, n * n * 8);
+    ck_assert_mem_eq(t, t0, n * n * 8);
+    /* twice the identity, sample 3 without edges: its kernel is 0 (no bias after the Aggregate) */
+    free(ds.x);
+    random_images(&ds, 5, 3, 2, 2, elem, 17);
+    add_pattern(&ds, 2.0, 3);
+    ck_assert_int_eq(test_arch_parse("Conv(3, 1, SAME) Relu Aggregate GlobalAvgPool Dense(b_std=0)", 1.3, 0.1, &c2),
+                     NTK_OK);
+    compute(&c2, &ds, NTK_CNN_AUTO, 3, g, t);
+    for (size_t i = 0; i < n; i++) {
+      ck_assert_msg(g[3 * n + i] == 0 && t[i * n + 3] == 0, "sample 3 has no edges: %g %g", g[3 * n + i], t[i * n + 3]);
+      if (i != 3) ck_assert(g[i * n + i] > 0);
+    }
+    ntk_arch_free(&c2);
+    /* a pattern of another size than the layers see: after a pooling, or two Aggregates on two sizes */
+    ck_assert_int_eq(test_arch_parse("AvgPool(2, 1) Aggregate GlobalAvgPool Dense", 1.3, 0.1, &c2), NTK_OK);
+    ck_assert_int_eq(ntk_cnn_create(&c2, &ds, NTK_CNN_AUTO, NULL, &c), NTK_ECONFIG);
+    ck_assert_msg(strstr(ntk_error_message(), "the pattern has 36 values per sample and the network's Aggregate "
+                         "layers see 2 positions"), "%s", ntk_error_message());
+    ntk_arch_free(&c2);
+    ck_assert_int_eq(test_arch_parse("Aggregate AvgPool(2, 1) Aggregate GlobalAvgPool Dense", 1.3, 0.1, &c2),
+                     NTK_OK);
+    ck_assert_int_eq(ntk_cnn_create(&c2, &ds, NTK_CNN_AUTO, NULL, &c), NTK_ECONFIG);
+    ck_assert_msg(strstr(ntk_error_message(), "layer 3 (Aggregate): it aggregates 2 positions, an Aggregate before "
+                         "it 6"), "%s", ntk_error_message());
+    ntk_arch_free(&c2);
+    free(g);
+    free(t);
+    free(g0);
+    free(t0);
+    ntk_arch_free(&a);
+    ntk_arch_free(&b);
+    free(ds.x);
+    free(plain.x);
+  }
 }
 END_TEST
 
@@ -620,6 +712,7 @@ int main(void) {
   tcase_add_test(tc, test_layernorm_axes_data);
   tcase_add_test(tc, test_concat_axis_data);
   tcase_add_test(tc, test_transpose_and_local_data);
+  tcase_add_test(tc, test_aggregate_data);
   tcase_add_test(tc, test_2d_layers_on_1d_data);
   tcase_add_test(tc, test_reference_float64);
   tcase_add_test(tc, test_reference_float32);

@@ -416,7 +416,7 @@ START_TEST(test_regression_errors) {
   bad(SOLVE "method = cg\nmethod = cg\n", "bad.conf:15: [solve] method: given twice");
   bad(REG "[test]\npath = t\ncount = 0\n", "bad.conf:11: [test] count: '0' is not a positive integer");
   bad(REG "[test]\npath = t\ntest_test = maybe\n", "[test] test_test: 'maybe' is not yes or no");
-  bad(REG "[test]\npath = t\nscale = 2\n", "[test] scale: unknown key (path, labels, count, test_test)");
+  bad(REG "[test]\npath = t\nscale = 2\n", "[test] scale: unknown key (path, labels, pattern, count, test_test)");
   bad(REG "[test]\npath = t\npath = u\n", "bad.conf:11: [test] path: given twice");
   bad(TRAIN "[test]\npath = t\n", "[test] is for kernel jobs");
   bad(TRAIN "[solve]\nridge = 1\n", "[solve] is for kernel jobs");
@@ -424,6 +424,31 @@ START_TEST(test_regression_errors) {
   for (int i = 0; i < 33; i++) sprintf(many + strlen(many), " %d", i + 1);
   strcat(many, "\n");
   bad(many, "[solve] ridge: more than 32 values");
+}
+END_TEST
+
+/* A graph network's patterns: [data] pattern and [test] pattern, paths
+ * resolved as the data's; both sets have them or neither; not in a
+ * training job. */
+START_TEST(test_patterns) {
+  struct ntk_job j;
+  const char *text = "[data]\npath = x.npy\nlayout = NLC\npattern = g/p.npy\n[model]\narch = Dense Relu Aggregate "
+                     "GlobalAvgPool Dense\n[output]\npath = o.ntk\n[test]\npath = t.npy\npattern = /abs/pt.npy\n";
+  ck_assert_msg(ntk_job_parse_string(text, "d/g.conf", &j) == NTK_OK, "%s", ntk_error_message());
+  ck_assert_str_eq(j.pattern_path, "d/g/p.npy");
+  ck_assert_str_eq(j.test.pattern, "/abs/pt.npy");
+  ck_assert_int_eq(j.pattern_line, 4);
+  ntk_job_free(&j);
+#define GRAPH "[data]\npath = x.npy\npattern = p.npy\n[model]\narch = Dense Aggregate GlobalAvgPool\n[output]\npath = o\n"
+  bad(GRAPH "[test]\npath = t.npy\n", "bad.conf:3: [data] pattern is given and [test] pattern is not");
+  bad("[data]\npath = x.npy\n[model]\narch = Dense\n[output]\npath = o\n[test]\npath = t\npattern = pt\n",
+      "bad.conf:7: [test] pattern is given and [data] pattern is not");
+  bad(GRAPH "[test]\npath = t.npy\npattern = a\npattern = b\n", "bad.conf:11: [test] pattern: given twice");
+  bad("[data]\npath = x.npy\npattern = p\npattern = q\n", "bad.conf:4: [data] pattern: given twice");
+  bad("[data]\npath = x.npy\npattern =\n", "[data] pattern");
+  bad("[data]\npath=x.gz\nlabels=y.gz\npattern=p.npy\n[validation]\npath=vx.gz\nlabels=vy.gz\n[train]\n"
+      "layers=784 10\n", "bad.conf:4: [data] pattern is for kernel jobs whose network has Aggregate layers");
+  bad("[data]\npath = x\nedges = e\n", "unknown key (path, format, layout, count, scale, labels, pattern, classes)");
 }
 END_TEST
 
@@ -459,7 +484,7 @@ START_TEST(test_classes) {
   bad(SOLVE "[data]\nclasses = 10\nclasses = 10\n", "bad.conf:16: [data] classes: given twice");
   bad(BASE "[data]\nclasses = 10\n", "bad.conf:8: [data] classes: states the class count of labels, and this job has "
                                      "no [data] labels");
-  bad(BASE "[data]\nlabelz = y\n", "unknown key (path, format, layout, count, scale, labels, classes)");
+  bad(BASE "[data]\nlabelz = y\n", "unknown key (path, format, layout, count, scale, labels, pattern, classes)");
   ck_assert_int_eq(ntk_job_parse_string(TRAIN "[data]\nclasses = 10\n", "t.conf", &j), NTK_OK);
   ck_assert_uint_eq(j.classes, 10);
   ntk_job_free(&j);
@@ -803,7 +828,7 @@ START_TEST(test_identity_widened) {
   for (int k = 0; k < 3; k++) {
     char text[256];
     snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
-    struct ntk_dataset ds = {3, 4, 0, 0, 0, elems[k], calloc(12, 8), 0, 0};
+    struct ntk_dataset ds = {3, 4, 0, 0, 0, elems[k], calloc(12, 8), 0, 0, 0};
     char *id = job_identity(text, &ds, NULL);
     ck_assert_msg(!strstr(id, "arithmetic = float64") == !want[k], "%s, elem %d:\n%s", nets[k], elems[k], id);
     free(id);
@@ -830,7 +855,7 @@ START_TEST(test_identity_angles) {
     char text[256];
     snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
     int cnn = nets[k][0] == 'C';
-    struct ntk_dataset ds = {3, 12, cnn ? 2 : 0, cnn ? 2 : 0, cnn ? 3 : 0, elems[k], calloc(36, 8), 0, 0};
+    struct ntk_dataset ds = {3, 12, cnn ? 2 : 0, cnn ? 2 : 0, cnn ? 3 : 0, elems[k], calloc(36, 8), 0, 0, 0};
     for (size_t i = 0; i < 36; i++) {
       if (elems[k] == 4) ((float *)ds.x)[i] = (float)(i % 7) - 3.0f;
       else ((double *)ds.x)[i] = (double)(i % 7) - 3.0;
@@ -859,7 +884,7 @@ START_TEST(test_identity_scale_and_rectmono) {
   for (int k = 0; k < 5; k++) {
     char text[256];
     snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", nets[k]);
-    struct ntk_dataset ds = {3, 12, 0, 0, 0, elems[k], calloc(36, 8), 0, 0};
+    struct ntk_dataset ds = {3, 12, 0, 0, 0, elems[k], calloc(36, 8), 0, 0, 0};
     for (size_t i = 0; i < 36; i++) {
       if (elems[k] == 4) ((float *)ds.x)[i] = (float)(i % 7) - 3.0f;
       else ((double *)ds.x)[i] = (double)(i % 7) - 3.0;
@@ -889,7 +914,7 @@ START_TEST(test_identity_equal_rows) {
     for (size_t i = 0; i < n * d; i++) x[i] = (float)i;
     if (repeat[k] & 1) memcpy(x + 2 * d, x, d * sizeof *x);
     for (size_t i = 0; repeat[k] & 2 && i < d; i++) x[3 * d + i] = -x[d + i];
-    struct ntk_dataset ds = {n, d, cnn ? 2 : 0, cnn ? 2 : 0, cnn ? 3 : 0, 4, x, 0, 0};
+    struct ntk_dataset ds = {n, d, cnn ? 2 : 0, cnn ? 2 : 0, cnn ? 3 : 0, 4, x, 0, 0, 0};
     char *id = job_identity(text, &ds, NULL);
     ck_assert_msg(!strstr(id, "equal rows = one sample") == !want_eq[k] &&
                       !strstr(id, "negated rows = one sample negated") == !want_neg[k],
@@ -917,7 +942,7 @@ START_TEST(test_identity_equal_rows_test_only) {
     float *x = malloc(n * d * sizeof *x);
     for (size_t i = 0; i < n * d; i++) x[i] = (float)i;
     memcpy(x + 4 * d, x + (train_copy[k] ? 0 : 3) * d, d * sizeof *x); /* rows 0-2 train, 3-4 test */
-    struct ntk_dataset ds = {n, d, 0, 0, 0, 4, x, 3, 0};
+    struct ntk_dataset ds = {n, d, 0, 0, 0, 4, x, 3, 0, 0};
     char *id = job_identity(text, &ds, NULL);
     ck_assert_msg(!strstr(id, "equal rows = one sample") == !want[k], "test_test %s, train copy %d:\n%s", tt[k],
                   train_copy[k], id);
@@ -935,7 +960,7 @@ END_TEST
 static void identity_of(const char *arch, const char *model, char **id, uint8_t hash[16]) {
   char text[512];
   snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n%s[output]\npath = o.ntk\n", arch, model);
-  struct ntk_dataset ds = {3, 4, 0, 0, 0, 8, calloc(12, 8), 0, 0};
+  struct ntk_dataset ds = {3, 4, 0, 0, 0, 8, calloc(12, 8), 0, 0, 0};
   *id = job_identity(text, &ds, hash);
   free(ds.x);
 }
@@ -1045,6 +1070,7 @@ int main(void) {
   tcase_add_test(tc, test_regression_good);
   tcase_add_test(tc, test_regression_errors);
   tcase_add_test(tc, test_classes);
+  tcase_add_test(tc, test_patterns);
   tcase_add_test(tc, test_inline_comments);
   tcase_add_test(tc, test_long_arch);
   tcase_add_test(tc, test_lines_after_long_lines);

@@ -293,6 +293,68 @@ static void write_idx(const char *name, int n, int h, int w, int gz, int truncat
   free(b);
 }
 
+/* A graph job's patterns ([data] pattern, [test] pattern): appended to
+ * each sample's features (ds->pattern), cut by the counts, not scaled as
+ * uint8 data are, and refused naming the file where their shape does not
+ * match the samples, where a value is not finite, or on vector data. */
+START_TEST(test_patterns) {
+  uint8_t x[3 * 2 * 1 * 2] = {0, 255, 51, 102, 0, 0, 255, 255, 1, 2, 3, 4}; /* 3 samples of 2 x 1 x 2, uint8 */
+  write_npy_raw("gx.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 2, 1, 2), }", x, sizeof x);
+  uint8_t xt[2 * 4] = {10, 20, 30, 40, 50, 60, 70, 80};
+  write_npy_raw("gxt.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 2, 1, 2), }", xt, sizeof xt);
+  double p[3 * 4] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  write_npy_raw("gp.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 2, 2), }", p, sizeof p);
+  uint8_t pt[2 * 4] = {0, 1, 1, 0, 2, 0, 0, 2}; /* uint8: weights, not scaled by 1/255 */
+  write_npy_raw("gpt.npy", "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 2, 2), }", pt, sizeof pt);
+  struct ntk_job j;
+  job_for(&j, "gx.npy");
+  tu_path(j.pattern_path, sizeof j.pattern_path, dir, "gp.npy");
+  j.test.enabled = 1;
+  j.test.ndata = 1;
+  tu_path(j.test.path[0], sizeof j.test.path[0], dir, "gxt.npy");
+  tu_path(j.test.pattern, sizeof j.test.pattern, dir, "gpt.npy");
+  struct ntk_dataset ds;
+  ck_assert_msg(ntk_data_load_job(&j, 8, &ds) == NTK_OK, "%s", ntk_error_message());
+  ck_assert_uint_eq(ds.n, 5);
+  ck_assert_uint_eq(ds.n_train, 3);
+  ck_assert_uint_eq(ds.pattern, 4);
+  ck_assert_uint_eq(ds.d, 8);
+  const double *v = ds.x;
+  ck_assert(v[1] == 1.0 && v[2] == 0.2);             /* the features, uint8 scaled by 1/255 */
+  ck_assert(v[4] == 1 && v[7] == 4 && v[8 + 4] == 5); /* the patterns as they are */
+  ck_assert(v[3 * 8 + 0] == 10 / 255.0 && v[3 * 8 + 5] == 1 && v[4 * 8 + 4] == 2 && v[4 * 8 + 7] == 2);
+  ntk_data_free(&ds);
+  j.count = 2; /* the first 2 samples' patterns */
+  ck_assert_msg(ntk_data_load_job(&j, 4, &ds) == NTK_OK, "%s", ntk_error_message());
+  ck_assert_uint_eq(ds.n, 4);
+  ck_assert(((const float *)ds.x)[8 + 7] == 8.0f && ((const float *)ds.x)[2 * 8 + 5] == 1.0f);
+  ntk_data_free(&ds);
+  j.count = 0;
+  /* the test set's pattern for the train set: 2 matrices for 3 samples */
+  tu_path(j.pattern_path, sizeof j.pattern_path, dir, "gpt.npy");
+  ck_assert_int_eq(ntk_data_load_job(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "gpt.npy: the [data] pattern must have shape (3, 2, 2)") &&
+                strstr(ntk_error_message(), "not (2, 2, 2)"), "%s", ntk_error_message());
+  double flat[3 * 4] = {0};
+  write_npy_raw("gflat.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }", flat, sizeof flat);
+  tu_path(j.pattern_path, sizeof j.pattern_path, dir, "gflat.npy");
+  ck_assert_int_eq(ntk_data_load_job(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "not (3, 4)"), "%s", ntk_error_message());
+  p[5] = NAN;
+  write_npy_raw("gnan.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 2, 2), }", p, sizeof p);
+  tu_path(j.pattern_path, sizeof j.pattern_path, dir, "gnan.npy");
+  ck_assert_int_eq(ntk_data_load_job(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "gnan.npy: sample 1") && strstr(ntk_error_message(), "NaN"), "%s",
+                ntk_error_message());
+  /* vectors have no positions to pair */
+  write_npy_raw("gv.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }", flat, sizeof flat);
+  job_for(&j, "gv.npy");
+  tu_path(j.pattern_path, sizeof j.pattern_path, dir, "gp.npy");
+  ck_assert_int_eq(ntk_data_load_job(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "these data are (N, 4) vectors"), "%s", ntk_error_message());
+}
+END_TEST
+
 START_TEST(test_idx) {
   write_idx("imgs-ubyte", 5, 4, 3, 0, 0);
   write_idx("imgs-ubyte.gz", 5, 4, 3, 1, 0);
@@ -931,6 +993,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_npy_broken);
   tcase_add_test(tc, test_npy_strict);
   tcase_add_test(tc, test_idx);
+  tcase_add_test(tc, test_patterns);
   tcase_add_test(tc, test_labels);
   tcase_add_test(tc, test_label_classes);
   if (fashion) tcase_add_test(tc, test_fashion_mnist);

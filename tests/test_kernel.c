@@ -611,7 +611,7 @@ START_TEST(test_collinear) {
     xf[i] = (float)((lcg(&seed) * 2 - 1) * (0.1 + 3 * lcg(&seed)));
     xd[i] = xf[i];
   }
-  struct ntk_dataset df = {n, 1, 0, 0, 0, 4, xf, 0, 0}, dd = {n, 1, 0, 0, 0, 8, xd, 0, 0};
+  struct ntk_dataset df = {n, 1, 0, 0, 0, 4, xf, 0, 0, 0}, dd = {n, 1, 0, 0, 0, 8, xd, 0, 0, 0};
   float *gf = malloc(n * n * 4), *tf = malloc(n * n * 4);
   double *gd = malloc(n * n * 8), *td = malloc(n * n * 8);
   compute_full(&arch, &df, n, gf, tf);
@@ -646,7 +646,7 @@ END_TEST
 /* The same entries, bit for bit, whatever the tile size (N > the Gram block). */
 static void check_tile_independence(int elem) {
   size_t n = 1100, d = 37, es = (size_t)elem;
-  struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es), 0, 0};
+  struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es), 0, 0, 0};
   unsigned s = 7;
   for (size_t k = 0; k < n * d; k++) {
     s = s * 1103515245u + 12345u;
@@ -690,7 +690,7 @@ END_TEST
  * Data without equal rows have no twins at all. */
 static void check_equal_rows(int elem) {
   size_t n = 1100, d = 37, es = (size_t)elem;
-  struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es), 0, 0};
+  struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es), 0, 0, 0};
   unsigned seed = 43;
   for (size_t k = 0; k < n * d; k++) {
     double v = lcg(&seed) * 2 - 1;
@@ -982,7 +982,7 @@ END_TEST
  * exit 0). True zeros (a sample of zeros, w_std = 0 before) are kept, and
  * a scale-covariant map (Relu) is left to the output's checks. */
 static ntk_status fc_scaled(const char *net, int elem, double scale, int zero_sample) {
-  struct ntk_dataset ds = {5, 8, 0, 0, 0, elem, malloc(40 * (size_t)elem), 0, 0};
+  struct ntk_dataset ds = {5, 8, 0, 0, 0, elem, malloc(40 * (size_t)elem), 0, 0, 0};
   unsigned s = 7;
   for (size_t k = 0; k < 40; k++) {
     s = s * 1103515245u + 12345u;
@@ -1052,7 +1052,7 @@ START_TEST(test_scale_free_underflow) {
 END_TEST
 
 START_TEST(test_branch_widths) {
-  struct ntk_dataset ds = {4, 3, 0, 0, 0, 8, calloc(12, 8), 0, 0};
+  struct ntk_dataset ds = {4, 3, 0, 0, 0, 8, calloc(12, 8), 0, 0, 0};
   const char *bad[] = {"Dense(8) FanOut(2) parallel(serial(Relu, Dense(16)), Identity) FanInSum Dense",
                        "Dense(8) FanOut(3) parallel(Dense(4), Dense(8), Dense) FanInConcat Dense",
                        "FanOut(2) parallel(Dense(3), Dense(4)) FanInSum Dense",
@@ -1116,7 +1116,7 @@ START_TEST(test_fc_entry_walk) {
   for (int elem = 4; elem <= 8; elem += 4)
     for (size_t a = 0; a < sizeof nets / sizeof *nets; a++) {
       size_t n = 23, d = 7, es = (size_t)elem;
-      struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es), 0, 0};
+      struct ntk_dataset ds = {n, d, 0, 0, 0, elem, malloc(n * d * es), 0, 0, 0};
       for (size_t k = 0; k < n * d; k++) {
         double v = sin(0.37 * (double)k + 0.1 * (double)a) * 1.7;
         if (elem == 4) ((float *)ds.x)[k] = (float)v;
@@ -1172,7 +1172,7 @@ END_TEST
 START_TEST(test_refuses_cnn) {
   struct ntk_arch arch;
   ck_assert_int_eq(ntk_arch_parse("Conv(3) Relu GlobalAvgPool Dense", 1, 0, &arch), NTK_OK);
-  struct ntk_dataset ds = {1, 1, 0, 0, 0, 8, NULL, 0, 0};
+  struct ntk_dataset ds = {1, 1, 0, 0, 0, 8, NULL, 0, 0, 0};
   ntk_fc_t *fc;
   ck_assert_int_eq(ntk_fc_create(&arch, &ds, NULL, &fc), NTK_ECONFIG);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "need image data"));

@@ -320,6 +320,61 @@ START_TEST(test_bad_arguments) {
 }
 END_TEST
 
+/* ntkd_kernels_graph: each sample's V x V pattern. An identity pattern
+ * gives the network without its Aggregate (to rounding: that network is
+ * computed on another path); against x2, the joined set's entries bit for
+ * bit; the arguments' checks. */
+START_TEST(test_graph_kernels) {
+  enum { N = 4, M = 3, L = 5, C = 2, V = L };
+  double *x = grid_data(N, L * C, 3), *x2 = grid_data(M, L * C, 4), p[N * V * V] = {0}, p2[M * V * V] = {0};
+  for (size_t i = 0; i < N; i++)
+    for (size_t v = 0; v < V; v++) p[i * V * V + v * V + v] = 1;
+  for (size_t i = 0; i < M * V * V; i++) p2[i] = (double)((i * 7) % 5 == 0); /* some edges */
+  ntkd_net *g = net_of("Dense(W_std=1.3, b_std=0.1) Relu Aggregate Dense(W_std=1.2) Relu GlobalAvgPool Dense");
+  ntkd_net *f = net_of("Dense(W_std=1.3, b_std=0.1) Relu Dense(W_std=1.2) Relu GlobalAvgPool Dense");
+  ntkd_data a = {x, N, 2, {L, C, 0}, NTKD_FLOAT64}, b = {x2, M, 2, {L, C, 0}, NTKD_FLOAT64};
+  double kg[N * N], kt[N * N], fg[N * N], ft[N * N], cross[M * N], cross_t[M * N];
+  ck_assert_msg(ntkd_kernels_graph(g, &a, p, NULL, NULL, NTKD_NNGP | NTKD_NTK, kg, kt, NULL) == NTKD_OK, "%s",
+                ntkd_last_error());
+  ck_assert_int_eq(ntkd_kernels(f, &a, NULL, NTKD_NNGP | NTKD_NTK, fg, ft, NULL), NTKD_OK);
+  for (size_t i = 0; i < N * N; i++)
+    ck_assert_msg(fabs(kg[i] - fg[i]) <= 1e-14 * fabs(fg[i]) && fabs(kt[i] - ft[i]) <= 1e-14 * fabs(ft[i]),
+                  "entry %zu: %.17g %.17g, %.17g %.17g", i, kg[i], fg[i], kt[i], ft[i]);
+  /* against x2: the same entries as the joined set's (x2's pattern its own) */
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, &b, p2, NTKD_NNGP | NTKD_NTK, cross, cross_t, NULL), NTKD_OK);
+  double xx[(N + M) * L * C], pp[(N + M) * V * V], all[(N + M) * (N + M)], all_t[(N + M) * (N + M)];
+  memcpy(xx, x, sizeof(double) * N * L * C);
+  memcpy(xx + N * L * C, x2, sizeof(double) * M * L * C);
+  memcpy(pp, p, sizeof p);
+  memcpy(pp + N * V * V, p2, sizeof p2);
+  ntkd_data both = {xx, N + M, 2, {L, C, 0}, NTKD_FLOAT64};
+  ck_assert_int_eq(ntkd_kernels_graph(g, &both, pp, NULL, NULL, NTKD_NNGP | NTKD_NTK, all, all_t, NULL), NTKD_OK);
+  for (size_t i = 0; i < N; i++)
+    for (size_t j = 0; j < M; j++) {
+      ck_assert(cross[i * M + j] == all[(N + j) * (N + M) + i]);
+      ck_assert(cross_t[i * M + j] == all_t[(N + j) * (N + M) + i]);
+    }
+  ck_assert(cross[0 * M + 1] != fg[0]); /* the edges changed something */
+  /* the checks */
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, NULL, NULL, NULL, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, &b, NULL, NTKD_NNGP, cross, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, NULL, p2, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_int_eq(ntkd_kernels(g, &a, NULL, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_ARCH);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "need each sample's pattern"));
+  ck_assert_int_eq(ntkd_kernels_graph(f, &a, p, NULL, NULL, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_ARCH);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "no Aggregate layer"));
+  ntkd_data flat = {x, N, 1, {L * C, 0, 0}, NTKD_FLOAT64};
+  ck_assert_int_eq(ntkd_kernels_graph(g, &flat, p, NULL, NULL, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_USAGE);
+  p[N * V * V - 1] = INFINITY;
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, NULL, NULL, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_INPUT);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "pattern1: value 24 of sample 3's pattern is inf"));
+  ntkd_net_free(g);
+  ntkd_net_free(f);
+  free(x);
+  free(x2);
+}
+END_TEST
+
 /* A leading dimension whose byte offsets wrap: the second row of a block
  * read with ld = SIZE_MAX / 4 (float64) went to out - 8, before the
  * caller's buffer, and the read returned NTKD_OK. */
@@ -432,6 +487,7 @@ int main(void) {
   tcase_add_test(tc, test_tile_copy_blocks);
   tcase_add_test(tc, test_progress_and_cancel);
   tcase_add_test(tc, test_bad_arguments);
+  tcase_add_test(tc, test_graph_kernels);
   tcase_add_test(tc, test_store_read_ld_wraps);
   tcase_add_loop_test(tc, test_cancel_inside_a_tile, 0, (int)(sizeof slow_cases / sizeof *slow_cases));
   suite_add_tcase(s, tc);

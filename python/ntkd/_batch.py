@@ -16,8 +16,9 @@ _MAX_TILE = 16384
 class Files:
     """The files ntkd.batch keeps beside a store STEM.ntk (STEM: the store's
     name without .ntk): the job STEM.conf, the data STEM.x1.npy and
-    STEM.x2.npy (the [test] set), the labels STEM.y1.npy and STEM.y2.npy, and
-    STEM.log (every line of every run, appended)."""
+    STEM.x2.npy (the [test] set), the labels STEM.y1.npy and STEM.y2.npy, a
+    graph network's patterns STEM.p1.npy and STEM.p2.npy, and STEM.log
+    (every line of every run, appended)."""
 
     def __init__(self, store):
         if not isinstance(store, (str, os.PathLike)):
@@ -40,7 +41,7 @@ class Files:
         return os.path.join(self.folder, f"{self.stem}.{ext}")
 
     def data(self, which):
-        """The name (in the store's folder) of x1, x2, y1 or y2."""
+        """The name (in the store's folder) of x1, x2, y1, y2, p1 or p2."""
         return f"{self.stem}.{which}.npy"
 
 
@@ -108,18 +109,26 @@ def _replaced(files, relied):
     return [name for name, ident in relied if ident is None or _identity(os.path.join(files.folder, name)) != ident]
 
 
-def _data_hash(a1, a2):
+def _rows(a, p):
+    """The samples as the program holds them: each sample's values, then its pattern's (a graph's)."""
+    if p is None:
+        return a
+    return np.concatenate([a.reshape(a.shape[0], -1), p.reshape(p.shape[0], -1)], axis=1)
+
+
+def _data_hash(a1, a2, p1=None, p2=None):
     """XXH3-128 of the data as the program computes on them (x1 then x2, as stored in the
-    .npy files): the store's job text's `data values` (docs/STORE-FORMAT.md)."""
+    .npy files, each sample followed by its pattern where there are some): the store's job
+    text's `data values` (docs/STORE-FORMAT.md)."""
     import xxhash
     h = xxhash.xxh3_128()
-    for a in (a1, a2):
+    for a, p in ((a1, p1), (a2, p2)):
         if a is not None:
-            h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
+            h.update(memoryview(np.ascontiguousarray(_rows(a, p))).cast("B"))
     return h.hexdigest()
 
 
-def _job_difference(S, kernel_fn, a1, a2, kernel, precision, test_test):
+def _job_difference(S, kernel_fn, a1, a2, kernel, precision, test_test, p1=None, p2=None):
     """'' if the opened store S is of this call's job (its job text's sizes, precision,
     kernels, split, data values and layers: docs/STORE-FORMAT.md), else the first that differs."""
     n1, n2 = a1.shape[0], 0 if a2 is None else a2.shape[0]
@@ -138,8 +147,8 @@ def _job_difference(S, kernel_fn, a1, a2, kernel, precision, test_test):
                 layers.append(value)
             else:
                 have.setdefault(key, value)
-        want["features"] = str(int(np.prod(a1.shape[1:])))
-        want["data values"] = _data_hash(a1, a2)
+        want["features"] = str(int(np.prod(a1.shape[1:])) + (int(np.prod(p1.shape[1:])) if p1 is not None else 0))
+        want["data values"] = _data_hash(a1, a2, p1, p2)
         want["layers"] = kernel_fn.canonical()
         have["layers"] = ("parameterization=standard: " if have.get("parameterization") == "standard" else "") + \
             " ".join(layers)
@@ -170,7 +179,8 @@ def _word(name):
     return f"./{name}" if name[:1] in ("#", ";") else name
 
 
-def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, backend, level, progress, names):
+def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, backend, level, progress, names,
+              graph=False):
     names = {k: _word(v) for k, v in names.items()}
     lines = ["# Written by ntkd.batch: rerun with `ntkd THIS.conf` (or mpirun -np RANKS+1 ntkd THIS.conf) to resume.",
              "[data]", f"path = {names['x1']}", "format = npy"]
@@ -178,10 +188,14 @@ def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, bac
         lines.append("layout = NLC")  # (N, L, C) sequences, as kernel_fn reads a 3-D array
     if labels is not None:
         lines.append(f"labels = {names['y1']}")
+    if graph:
+        lines.append(f"pattern = {names['p1']}")
     if x2 is not None:
         lines += ["[test]", f"path = {names['x2']}", f"test_test = {'yes' if test_test else 'no'}"]
         if labels is not None:
             lines.append(f"labels = {names['y2']}")
+        if graph:
+            lines.append(f"pattern = {names['p2']}")
     lines += ["[model]", f"arch = {kernel_fn.arch}", f"kernel = {kernel}"]
     if kernel_fn.parameterization == "standard":
         lines.append("parameterization = standard")
@@ -199,11 +213,12 @@ def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, bac
 
 
 _NT_BATCH_ARGS = ("batch_size", "device_count", "store_on_device")
+_FILES = ("x1", "x2", "y1", "y2", "p1", "p2")  # the arrays beside the store (Files.data)
 
 
 def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk", precision=None, tile=None,
           test_test=False, labels=None, backend=None, level=None, overwrite=False, progress=True, verbose=False,
-          **unknown):
+          pattern=None, **unknown):
     """Compute ``kernel_fn`` of x1 (and x2) with the ntkd program into a store,
     and return the store opened for reading (ntkd.store.Store).
 
@@ -231,6 +246,8 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     'auto', 'cpu' or 'cuda' ([compute] backend); level: zstd level.
     progress: True for a tqdm bar (when tqdm is installed), or a
     callable(done, total) in tiles; verbose: print the program's lines.
+    pattern: a graph network's (pattern1, pattern2), as kernel_fn takes it,
+    written as STEM.p1.npy and STEM.p2.npy, one V x V matrix per sample.
 
     Ctrl-C stops the job as a signal does (what is in flight is stored, exit
     5) and raises KeyboardInterrupt: rerun to resume. A failure raises the
@@ -292,13 +309,17 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
         if not isinstance(labels, (tuple, list)) or len(labels) != 2:
             raise TypeError("labels must be a pair (train labels, test labels)")
         y = (_labels(labels[0], a1.shape[0], "labels[0]"), _labels(labels[1], a2.shape[0], "labels[1]"))
+    p1, p2 = _kernel._patterns(kernel_fn._ntkd_spec.graph, pattern, a1, a2, dtype)
+    graph = p1 is not None
 
     os.makedirs(files.folder, exist_ok=True)
-    final = {k: files.data(k) for k in ("x1", "x2", "y1", "y2")}
+    final = {k: files.data(k) for k in _FILES}
     final["store"] = files.name
-    job_final = _job_text(kernel_fn, a1, a2, kernel, precision, tile, test_test, y, backend, level, progress, final)
+    job_final = _job_text(kernel_fn, a1, a2, kernel, precision, tile, test_test, y, backend, level, progress, final,
+                          graph)
     arrays = [("x1", a1)] + ([("x2", a2)] if a2 is not None else []) + \
-             ([("y1", y[0]), ("y2", y[1])] if y is not None else [])
+             ([("y1", y[0]), ("y2", y[1])] if y is not None else []) + \
+             ([("p1", p1)] + ([("p2", p2)] if a2 is not None else []) if graph else [])
     written_final = [(os.path.basename(files.job), job_final)] + [(final[k], a) for k, a in arrays]
     # A store that exists may belong to another job: its files are replaced only once the
     # program has accepted the new job for it (it says how many tiles it computes), so that a
@@ -317,14 +338,15 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     resume = not fresh and all(ident is not None for _, ident in held)
     staged = not fresh and not resume
     tag = f".new{os.getpid()}" if staged else ""
-    names = {k: files.data(k) + tag for k in ("x1", "x2", "y1", "y2")}
+    names = {k: files.data(k) + tag for k in _FILES}
     names["store"] = files.name
     job_name = os.path.basename(files.job) + tag
     if resume:
         written = []
     else:
         job_run = job_final if not staged else \
-            _job_text(kernel_fn, a1, a2, kernel, precision, tile, test_test, y, backend, level, progress, names)
+            _job_text(kernel_fn, a1, a2, kernel, precision, tile, test_test, y, backend, level, progress, names,
+                      graph)
         written = [(job_name, job_run)] + [(names[k], a) for k, a in arrays]
     seen = []  # the program's lines, also when it is interrupted
     ours = []
@@ -358,7 +380,7 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
             else:
                 _discard(files, written)
         if accepted:  # a test set or labels of the store's previous job
-            for k in ("x2", "y1", "y2"):
+            for k in ("x2", "y1", "y2", "p1", "p2"):
                 if k not in dict(arrays) and os.path.exists(os.path.join(files.folder, final[k])):
                     os.unlink(os.path.join(files.folder, final[k]))
     raise_for_exit(result.code, _in_python_words(_program.error_text(result), tag) if result.code else "")
@@ -381,7 +403,7 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     from . import store as _store
     S = _store.open(files.store)
     try:
-        why = _job_difference(S, kernel_fn, a1, a2, kernel, precision, test_test)
+        why = _job_difference(S, kernel_fn, a1, a2, kernel, precision, test_test, p1, p2)
         gone = _replaced(files, relied)
     except BaseException:
         S.close()

@@ -46,11 +46,12 @@ class _Spec:
     conv and pooling layers with 2-D sizes, which (N, L, C) sequences do
     not take (in the network's order, each as written and its 1-D form)."""
 
-    def __init__(self, text, params, vectors=(), two_d=()):
+    def __init__(self, text, params, vectors=(), two_d=(), graph=()):
         self.text = text
         self.params = frozenset(params)
         self.vectors = frozenset(vectors)
         self.two_d = tuple(two_d)
+        self.graph = tuple(graph)  # each Aggregate's (implementation, to_dense), in the network's order
 
 
 def _no_finite(*args, **kwargs):
@@ -71,9 +72,9 @@ def _spec_of(layer, where):
     return spec
 
 
-def layer(text, parameterization=None, vectors=None, two_d=None):
+def layer(text, parameterization=None, vectors=None, two_d=None, graph=None):
     return _triple(_Spec(text, [parameterization] if parameterization else [], [vectors] if vectors else [],
-                         [two_d] if two_d else []))
+                         [two_d] if two_d else [], [graph] if graph else []))
 
 
 def combine(kind, layers, count=None):
@@ -81,13 +82,14 @@ def combine(kind, layers, count=None):
     params = set().union(*[s.params for s in specs]) if specs else set()
     vectors = set().union(*[s.vectors for s in specs]) if specs else set()
     two_d = [t for s in specs for t in s.two_d]
+    graph = [g for s in specs for g in s.graph] * (count if kind == "repeat" else 1)
     if kind == "serial":
         text = " ".join(s.text for s in specs)
     elif kind == "repeat":
         text = f"[{specs[0].text}]*{count}"
     else:  # parallel: each branch one argument
         text = "parallel(" + ", ".join(f"serial({s.text})" if " " in s.text else s.text for s in specs) + ")"
-    return _triple(_Spec(text, params, vectors, two_d))
+    return _triple(_Spec(text, params, vectors, two_d, graph))
 
 
 def _triple(spec):
@@ -284,7 +286,9 @@ class KernelFn:
             a2 = np.ascontiguousarray(a2, dtype=dtype)
             if a2.shape[1:] != a1.shape[1:]:
                 raise ValueError(f"x2's samples have shape {a2.shape[1:]}, x1's {a1.shape[1:]}: they must agree")
-        if a2 is not None and "Dropout(" in self.arch and a2.shape == a1.shape:
+        p1, p2 = _patterns(self._ntkd_spec.graph, kwargs.get("pattern"), a1, a2, dtype)
+        if a2 is not None and "Dropout(" in self.arch and a2.shape == a1.shape and \
+                (p1 is None or np.array_equal(p1, p2)):
             gap = np.abs(a1 - a2).reshape(a1.shape[0], -1).max(axis=1, initial=0.0)
             if bool(np.all(gap < 1e-12)):  # neural-tangents' x1_is_x2
                 # neural-tangents then scales the diagonal as for x1 against itself but computes
@@ -298,7 +302,8 @@ class KernelFn:
                                      "while computing on x2's values, which ntkd does not compute; pass x2=None "
                                      "for x1 against itself, or rescale the inputs")
                 a2 = None  # Dropout scales the diagonal of x1 against itself
-        if a2 is not None and a2.shape == a1.shape and np.array_equal(a1, a2):
+        if a2 is not None and a2.shape == a1.shape and np.array_equal(a1, a2) and \
+                (p1 is None or np.array_equal(p1, p2)):
             # kernel_fn(x, x) is kernel_fn(x): x1 against itself, its symmetric matrix computed once
             # (half the entries) with kernel_fn(x)'s bits. (Equal rows of two sets are one sample in
             # the library too, ntk_fc_twins; this was first the fix of their NTK, 4e-5 off in float32.)
@@ -308,7 +313,7 @@ class KernelFn:
         # Only the kernels asked for: get='ntk' of 50 000 samples would hold a 10 GB NNGP for nothing.
         nngp = np.empty((n1, n2), dtype=dtype) if "nngp" in names else None
         ntk = np.empty((n1, n2), dtype=dtype) if "ntk" in names else None
-        _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress)
+        _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress, p1, p2 if a2 is not None else None)
         out = {"nngp": nngp, "ntk": ntk}
         if get is None:
             return Kernel(nngp, ntk)
@@ -363,10 +368,84 @@ def _check_keywords(a1, kwargs):
     if kwargs.get("diagonal_spatial") and len(a1.shape) > 2:
         raise NotImplementedError("kernel_fn(diagonal_spatial=True): ntkd computes the covariances of all pairs "
                                   "of positions; call it without diagonal_spatial")
-    for k in ("mask_constant", "pattern"):
-        if kwargs.get(k) is not None:
-            raise NotImplementedError(f"kernel_fn({k}=...): ntkd computes unmasked kernels of dense inputs only "
-                                      "(no masking, no graph patterns)")
+    if kwargs.get("mask_constant") is not None:
+        raise NotImplementedError("kernel_fn(mask_constant=...): ntkd computes unmasked kernels of dense inputs only")
+
+
+def _sparse_to_dense(p, n, shape, name):
+    """neural-tangents' SPARSE pattern, (n, n_edges, K, 2) integer edges (or (n, n_edges, 2) for K = 1), as
+    the dense (n, V, V) one its kernel equals: an edge adds 1 to [tail, head]. As stax's segment sums take
+    them: coordinates past the size wrap; a head with a negative coordinate is dropped, a tail with one is
+    the last node (its -1 index)."""
+    p = np.asarray(p)
+    k = len(shape)
+    if p.ndim == 3 and k == 1:
+        p = p[:, :, None, :]
+    if p.ndim != 4 or p.shape[-1] != 2 or p.shape[2] != k or p.shape[0] != n:
+        raise ValueError(f"{name}: a SPARSE pattern has shape (batch={n}, n_edges, {k}, 2), not {p.shape}")
+    if not np.issubdtype(p.dtype, np.integer):
+        raise ValueError(f"{name}: a SPARSE pattern holds integer node indices, not {p.dtype}")
+    v = int(np.prod(shape))
+    out = np.zeros((n, v, v))
+    tails, heads = p[..., 0], p[..., 1]
+    flat_t = np.ravel_multi_index(tuple(np.moveaxis(tails, -1, 0)), shape, mode="wrap")
+    flat_h = np.ravel_multi_index(tuple(np.moveaxis(heads, -1, 0)), shape, mode="wrap")
+    flat_t = np.where(np.all(tails >= 0, axis=-1), flat_t, v - 1)
+    keep = np.all(heads >= 0, axis=-1)
+    for i in range(n):
+        np.add.at(out[i], (flat_t[i][keep[i]], flat_h[i][keep[i]]), 1.0)
+    return out
+
+
+def _pattern(graph, p, a, name, dtype):
+    """One pattern as ntkd takes it, (n, V, V) in dtype; the identity (each node its own predecessor) where p
+    is None, as stax's Aggregate then leaves its input alone."""
+    impl, to_dense = graph
+    n, shape = a.shape[0], a.shape[1:-1]
+    v = int(np.prod(shape))
+    if p is None:
+        return np.ascontiguousarray(np.broadcast_to(np.eye(v, dtype=dtype), (n, v, v)))
+    if impl == "SPARSE":
+        d = _sparse_to_dense(p, n, shape, name)
+    else:
+        d = np.asarray(to_dense(p))
+        if d.shape != (n,) + shape + shape:
+            raise ValueError(f"{name}: a DENSE pattern of these inputs has shape {(n,) + shape + shape} (batch, "
+                             f"the positions, the positions again), not {d.shape}")
+        if d.dtype.kind not in "biuf":
+            raise ValueError(f"{name}: the pattern holds {d.dtype} values, not real numbers")
+    d = np.ascontiguousarray(d.reshape(n, v, v), dtype=dtype)
+    if not np.all(np.isfinite(d)):
+        raise ValueError(f"{name}: the pattern has a value that is not finite")
+    return d
+
+
+def _patterns(graph, pattern, a1, a2, dtype):
+    """kernel_fn's pattern=(pattern1, pattern2) for a network with Aggregate layers, as (n1, V, V) and
+    (n2, V, V) arrays (None, None without them: a pattern is then ignored, as neural-tangents ignores it)."""
+    if not graph:
+        return None, None
+    if len(set((i, id(f)) for i, f in graph)) > 1:
+        raise NotImplementedError("the network's Aggregate layers take the pattern in different formats "
+                                  "(implementation or to_dense): kernel_fn passes all of them the one pattern")
+    if a1.ndim < 3:
+        raise NotImplementedError(f"x1 has shape {a1.shape}: Aggregate needs (N, L, C) or (N, H, W, C) data")
+    if pattern is None:
+        pattern = (None, None)
+    if not isinstance(pattern, (tuple, list)) or len(pattern) != 2:
+        raise TypeError("pattern must be a pair (pattern1, pattern2), as neural-tangents' kernel_fn takes it")
+    q1, q2 = pattern
+    if a2 is None and q2 is None:
+        q2 = q1
+    if (q1 is None) != (q2 is None):
+        raise NotImplementedError("Having exactly one of two `pattern1/2=None` is not implemented (neural-tangents "
+                                  "refuses it too)")
+    p1 = _pattern(graph[0], q1, a1, "pattern1", dtype)
+    p2 = _pattern(graph[0], q2, a2 if a2 is not None else a1, "pattern2", dtype)
+    if a2 is None and not np.array_equal(p1, p2):
+        raise ValueError("x2 is None (x1 against itself) and pattern2 differs from pattern1: pass x2=x1 for "
+                         "the kernel of x1 under one pattern against x1 under another")
+    return p1, p2
 
 
 def _jit_traced(x):
@@ -436,7 +515,7 @@ def _count(x, what, high):
     return x
 
 
-def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress):
+def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress, p1=None, p2=None):
     """ntkd_kernels on a thread of its own, so that Ctrl-C (KeyboardInterrupt
     in the main thread) stops it within a second: the flag it polls."""
     if device not in _DEVICES:
@@ -469,10 +548,15 @@ def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress):
     result = {}
 
     def run():
-        st = _lib.lib.ntkd_kernels(net, ctypes.byref(d1), ctypes.byref(d2) if d2 is not None else None, which,
-                                   nngp.ctypes.data if nngp is not None else None,
-                                   ntk.ctypes.data if ntk is not None else None,
-                                   ctypes.byref(opts))
+        out = (nngp.ctypes.data if nngp is not None else None, ntk.ctypes.data if ntk is not None else None)
+        if p1 is None:
+            st = _lib.lib.ntkd_kernels(net, ctypes.byref(d1), ctypes.byref(d2) if d2 is not None else None, which,
+                                       *out, ctypes.byref(opts))
+        else:
+            st = _lib.lib.ntkd_kernels_graph(net, ctypes.byref(d1), p1.ctypes.data,
+                                             ctypes.byref(d2) if d2 is not None else None,
+                                             p2.ctypes.data if d2 is not None else None, which, *out,
+                                             ctypes.byref(opts))
         result["status"] = st
         result["message"] = _lib.last_error() if st else ""
 

@@ -72,6 +72,10 @@ class ComputeOptions(ctypes.Structure):
 lib.ntkd_kernels.restype = ctypes.c_int
 lib.ntkd_kernels.argtypes = [ctypes.c_void_p, ctypes.POINTER(Data), ctypes.POINTER(Data), ctypes.c_uint,
                              ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ComputeOptions)]
+lib.ntkd_kernels_graph.restype = ctypes.c_int
+lib.ntkd_kernels_graph.argtypes = [ctypes.c_void_p, ctypes.POINTER(Data), ctypes.c_void_p, ctypes.POINTER(Data),
+                                   ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
+                                   ctypes.POINTER(ComputeOptions)]
 
 # ---- stores -------------------------------------------------------------------------------
 

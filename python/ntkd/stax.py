@@ -27,8 +27,15 @@ __all__ = [
     "ConvLocal", "ConvTranspose", "AvgPool", "SumPool", "Flatten", "GlobalAvgPool", "GlobalSumPool", "LayerNorm",
     "Dropout", "GlobalSelfAttention", "ImageResize", "Index", "Slice", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf",
     "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial",
-    "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical", "Padding",
+    "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical", "Padding", "Aggregate",
+    "AggregateImplementation",
 ]
+
+
+class AggregateImplementation(enum.Enum):
+    """stax's Aggregate implementations (the pattern's format); a string works too."""
+    DENSE = "DENSE"
+    SPARSE = "SPARSE"
 
 
 class Padding(enum.Enum):
@@ -558,10 +565,38 @@ def ElementwiseNumerical(fn, deg=None, df=None):
     return _layer(text + ")")
 
 
+def _identity(p):
+    return p
+
+
+def Aggregate(aggregate_axis=None, batch_axis=0, channel_axis=-1, to_dense=_identity, implementation="DENSE"):
+    """stax.Aggregate, a graph network's layer: each position (node) of a
+    sample becomes the weighted sum of its predecessors, by the sample's
+    pattern, given to kernel_fn as ``pattern=(pattern1, pattern2)``
+    (neural-tangents' formats: DENSE (N, V, V), or (N, H, W, H, W) on images,
+    passed through ``to_dense`` first; SPARSE (N, n_edges, K, 2) integer
+    edges). ntkd aggregates over every spatial axis (``aggregate_axis`` None,
+    or all of them); the batch axis comes first and the channels last."""
+    _axes(batch_axis, channel_axis, "Aggregate")
+    impl = implementation.value if isinstance(implementation, enum.Enum) else implementation
+    if impl not in ("DENSE", "SPARSE"):
+        raise ValueError(f"{implementation!r} is not a valid AggregateImplementation")
+    if impl == "DENSE" and not callable(to_dense):
+        raise TypeError(f"stax.Aggregate: to_dense must be a function, not {to_dense!r}")
+    text = "Aggregate"
+    if aggregate_axis is not None:
+        axes = tuple(aggregate_axis) if isinstance(aggregate_axis, (tuple, list)) else (aggregate_axis,)
+        axes = tuple(_int(a, "stax.Aggregate: aggregate_axis", low=-4) for a in axes)
+        if not axes:
+            raise NotImplementedError("stax.Aggregate(aggregate_axis=()): no axis to aggregate over (the identity); "
+                                      "ntkd aggregates over every spatial axis")
+        text += "(aggregate_axis=(" + ", ".join(str(a) for a in axes) + ("," if len(axes) == 1 else "") + "))"
+    return _kernel.layer(text, graph=(impl, to_dense if impl == "DENSE" else None))
+
+
 # ---- what ntkd does not compute: refused when constructed --------------------------------
 
 for _name, _why in [
-    ("Aggregate", "graph layers are not implemented"),
     ("DotGeneral", "not implemented"),
     ("Elementwise", "arbitrary nonlinearities need their kernel in closed form: use a named one, or "
                     "ElementwiseNumerical with a function ntkd knows"),

@@ -25,6 +25,7 @@ enum {
   SEEN_SNAPSHOT, SEEN_LOG, SEEN_VPATH, SEEN_VLABELS, SEEN_VCOUNT, SEEN_DEVICE, SEEN_TPATH, SEEN_TLABELS,
   SEEN_TCOUNT, SEEN_TTT, SEEN_RTIMEOUT, SEEN_RIDGE, SEEN_PRED, SEEN_BACKEND, SEEN_WTIMEOUT, SEEN_METHOD, SEEN_BLOCK, SEEN_GRID,
   SEEN_TOL, SEEN_MAXIT, SEEN_PRANK, SEEN_CGKERNEL, SEEN_CGPRODUCTS, SEEN_LOO, SEEN_VARIANCE, SEEN_CLASSES,
+  SEEN_PATTERN, SEEN_TPATTERN,
 };
 #define HAS(c, key) (((c)->seen >> (key)) & 1u)
 
@@ -191,13 +192,16 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
   } else if (!strcmp(k, "labels")) {
     if (!path_key(c, s, k, v, SEEN_LABELS, j->labels_path)) return 0;
     c->labels_line = j->labels_line = c->line;
+  } else if (!strcmp(k, "pattern")) {
+    if (!path_key(c, s, k, v, SEEN_PATTERN, j->pattern_path)) return 0;
+    j->pattern_line = c->line;
   } else if (!strcmp(k, "classes")) {
     if (!once(c, s, k, SEEN_CLASSES)) return 0;
     if (!ntk_parse_size(v, &j->classes) || j->classes < 2 || j->classes > NTK_LABELS_MAX)
       return fail(c, s, k, "'%s' is not a class count from 2 to 65536", v);
     j->classes_line = c->line;
   } else {
-    return fail(c, s, k, "%s", "unknown key (path, format, layout, count, scale, labels, classes)");
+    return fail(c, s, k, "%s", "unknown key (path, format, layout, count, scale, labels, pattern, classes)");
   }
   return 1;
 }
@@ -383,6 +387,8 @@ static int on_test(struct ctx *c, const char *s, const char *k, const char *v) {
   } else if (!strcmp(k, "labels")) {
     if (!path_key(c, s, k, v, SEEN_TLABELS, t->labels)) return 0;
     t->labels_line = c->line;
+  } else if (!strcmp(k, "pattern")) {
+    if (!path_key(c, s, k, v, SEEN_TPATTERN, t->pattern)) return 0;
   } else if (!strcmp(k, "count")) {
     if (!once(c, s, k, SEEN_TCOUNT)) return 0;
     if (!ntk_parse_size(v, &t->count) || t->count == 0) return fail(c, s, k, "'%s' is not a positive integer", v);
@@ -392,7 +398,7 @@ static int on_test(struct ctx *c, const char *s, const char *k, const char *v) {
     else if (!strcmp(v, "no")) t->test_test = 0;
     else return fail(c, s, k, "'%s' is not yes or no", v);
   } else {
-    return fail(c, s, k, "%s", "unknown key (path, labels, count, test_test)");
+    return fail(c, s, k, "%s", "unknown key (path, labels, pattern, count, test_test)");
   }
   return 1;
 }
@@ -698,6 +704,9 @@ static ntk_status check_training_job(const struct ctx *c) {
                        "network from [train] layers and has no [%s] section", c->name, c->lines[i],
                        section_names[i], section_names[i]);
   if (!HAS(c, SEEN_LABELS)) return ntk_error(NTK_ECONFIG, "%s: [data] labels is required for training", c->name);
+  if (HAS(c, SEEN_PATTERN))
+    return ntk_error(NTK_ECONFIG, "%s:%d: [data] pattern is for kernel jobs whose network has Aggregate layers; a "
+                     "training job's MLP reads no graph", c->name, c->job->pattern_line);
   if (!HAS(c, SEEN_LAYERS)) return ntk_error(NTK_ECONFIG, "%s: [train] layers is required", c->name);
   if (!HAS(c, SEEN_VPATH)) return ntk_error(NTK_ECONFIG, "%s: [validation] path is required for training", c->name);
   if (!HAS(c, SEEN_VLABELS))
@@ -717,6 +726,12 @@ static ntk_status check_job(const struct ctx *c) {
   if (job->train.enabled) return check_training_job(c);
   if (job->test.enabled && !HAS(c, SEEN_TPATH))
     return ntk_error(NTK_ECONFIG, "%s:%d: [test] path is required", name, c->lines[SEC_TEST]);
+  /* a graph network reads every sample's pattern: both sets have them, or neither */
+  if (job->test.enabled && HAS(c, SEEN_PATTERN) != HAS(c, SEEN_TPATTERN))
+    return ntk_error(NTK_ECONFIG, "%s:%d: %s: the [data] and [test] samples both have patterns (a graph network's), "
+                     "or neither does", name, HAS(c, SEEN_PATTERN) ? job->pattern_line : c->lines[SEC_TEST],
+                     HAS(c, SEEN_PATTERN) ? "[data] pattern is given and [test] pattern is not"
+                                          : "[test] pattern is given and [data] pattern is not");
   if (job->solve.enabled) {
     if (!job->test.enabled)
       return ntk_error(NTK_ECONFIG, "%s:%d: [solve] needs a [test] section (path, labels) to predict",

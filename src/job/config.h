@@ -65,6 +65,7 @@ struct ntk_test_opts {
   char path[NTK_MAX_DATA_FILES][NTK_PATH_MAX]; /* read like [data] path, same format and layout */
   char labels[NTK_PATH_MAX]; /* "" if not given */
   int labels_line; /* its line in the job file, for messages */
+  char pattern[NTK_PATH_MAX]; /* [test] pattern: the test graphs' edges, as [data] pattern; "" if not given */
   size_t count;  /* 0: all */
   int test_test; /* compute test x test too */
 };
@@ -103,6 +104,8 @@ struct ntk_job {
   int has_scale;
   char labels_path[NTK_PATH_MAX]; /* training and regression jobs; "" if not given */
   int labels_line; /* its line in the job file, for messages */
+  char pattern_path[NTK_PATH_MAX]; /* a graph network's patterns, (N, V, V) .npy (docs/JOB-FILE.md); "" if none */
+  int pattern_line;
   size_t classes;  /* [data] classes: the class count the labels are read against; 0: from the labels
                       (docs/JOB-FILE.md, "Labels") */
   int classes_line;

@@ -934,9 +934,91 @@ ntk_status ntk_data_load_job(const struct ntk_job *job, int elem, struct ntk_dat
   return ntk_data_load_to(job, elem, NULL, ds);
 }
 
+static ntk_status load_with_test(const struct ntk_job *job, int elem, const struct ntk_data_sink *sink,
+                                 struct ntk_dataset *ds);
+
+/* A graph's patterns, file `path` (an (N, V, V) .npy, `count` samples, 0
+ * all), read for the `n` samples of V = h*w positions from `what` ([data]
+ * or [test]): *out (n x V^2 values, malloc'd). Errors name the file. */
+static ntk_status load_pattern(const struct ntk_job *job, const char *path, size_t count, size_t n, size_t v,
+                               const char *what, int elem, void **out) {
+  *out = NULL;
+  struct ntk_job *tj = malloc(sizeof *tj);
+  if (!tj) return ntk_error(NTK_ENOMEM, "out of memory");
+  *tj = *job; /* its values as they are: an integer pattern is not scaled as uint8 images are */
+  tj->ndata = 1;
+  snprintf(tj->data_path[0], sizeof tj->data_path[0], "%s", path);
+  tj->format = NTK_FORMAT_NPY;
+  tj->layout = NTK_LAYOUT_NHWC;
+  tj->count = count;
+  tj->scale = 1.0;
+  tj->has_scale = 1;
+  struct ntk_dataset p;
+  ntk_status st = load_one(tj, elem, NULL, &p);
+  free(tj);
+  if (st) return st;
+  if (p.n != n || p.h != v || p.w != v || p.c != 1) {
+    char got[96];
+    if (!p.h) snprintf(got, sizeof got, "(%zu, %zu)", p.n, p.d);
+    else if (p.c == 1) snprintf(got, sizeof got, "(%zu, %zu, %zu)", p.n, p.h, p.w);
+    else snprintf(got, sizeof got, "(%zu, %zu, %zu, %zu)", p.n, p.h, p.w, p.c);
+    st = ntk_error(NTK_EINPUT, "%s: the %s pattern must have shape (%zu, %zu, %zu): one %zu x %zu matrix per sample "
+                   "(the positions in row-major order, an (N, H, W, H, W) array reshaped to (N, H W, H W)), not %s",
+                   path, what, n, v, v, v, v, got);
+  }
+  if (st) {
+    ntk_data_free(&p);
+    return st;
+  }
+  *out = p.x;
+  return NTK_OK;
+}
+
+/* The patterns of [data] and [test] after each sample's features (struct
+ * ntk_dataset's pattern): the rows laid out again in memory of their own. */
+static ntk_status attach_patterns(const struct ntk_job *job, int elem, struct ntk_dataset *ds) {
+  size_t ntr = job->test.enabled ? ds->n_train : ds->n, nte = ds->n - ntr, v = ds->h * ds->w, es = (size_t)elem;
+  if (!ds->h)
+    return ntk_error(NTK_EINPUT, "%s:%d: [data] pattern: a graph's pattern pairs the positions of (N, L, C) "
+                     "sequences or (N, H, W, C) images, and these data are (N, %zu) vectors", job->source,
+                     job->pattern_line, ds->d);
+  if (v > ((size_t)1 << 16))
+    return ntk_error(NTK_EINPUT, "%s: [data] pattern: %zu positions per sample, above ntkd's 65536 to aggregate",
+                     job->pattern_path, v);
+  void *pa = NULL, *pb = NULL;
+  ntk_status st = load_pattern(job, job->pattern_path, job->count, ntr, v, "[data]", elem, &pa);
+  if (!st && nte) st = load_pattern(job, job->test.pattern, job->test.count, nte, v, "[test]", elem, &pb);
+  size_t d = ds->d + v * v, row;
+  char *x = NULL;
+  if (!st && (__builtin_mul_overflow(ds->n, d * es, &row) || !(x = malloc(row ? row : 1))))
+    st = ntk_error(NTK_ENOMEM, "out of memory for %zu samples with their patterns", ds->n);
+  if (!st)
+    for (size_t i = 0; i < ds->n; i++) {
+      const char *p = i < ntr ? (const char *)pa + i * v * v * es : (const char *)pb + (i - ntr) * v * v * es;
+      memcpy(x + i * d * es, (const char *)ds->x + i * ds->d * es, ds->d * es);
+      memcpy(x + (i * d + ds->d) * es, p, v * v * es);
+    }
+  free(pa);
+  free(pb);
+  if (st) return st;
+  free(ds->x);
+  ds->x = x;
+  ds->d = d;
+  ds->pattern = v * v;
+  return NTK_OK;
+}
+
 ntk_status ntk_data_load_to(const struct ntk_job *job, int elem, const struct ntk_data_sink *sink,
                             struct ntk_dataset *ds) {
-  /* With a [test] set the two parts are joined in memory of their own. */
+  ntk_status st = load_with_test(job, elem, job->pattern_path[0] ? NULL : sink, ds);
+  if (st || !job->pattern_path[0]) return st;
+  if ((st = attach_patterns(job, elem, ds))) ntk_data_free(ds);
+  return st;
+}
+
+/* [data], and [test] joined after it in memory of their own. */
+static ntk_status load_with_test(const struct ntk_job *job, int elem, const struct ntk_data_sink *sink,
+                                 struct ntk_dataset *ds) {
   ntk_status st = load_one(job, elem, job->test.enabled ? NULL : sink, ds);
   if (st || !job->test.enabled) return st;
   /* The test set: the same reader with [test]'s files and count. */

@@ -23,7 +23,9 @@ ntk_status ntk_data_load(const struct ntk_job *job, int elem, struct ntk_dataset
 /* All the samples of a kernel job: [data], followed by [test] when the
  * job has one (then ds->n_train is the number of [data] samples). The test
  * set is read with [data]'s format, layout and scale and must have the
- * same sample shape. Rank-local. */
+ * same sample shape. Where the job has a [data] pattern (and [test]
+ * pattern), each sample's pattern follows its features (ds->pattern; the
+ * files must hold one V x V matrix per sample read). Rank-local. */
 ntk_status ntk_data_load_job(const struct ntk_job *job, int elem, struct ntk_dataset *ds);
 
 /* Where a load puts the values. place(ctx, shape, &x) is called at most
@@ -31,8 +33,8 @@ ntk_status ntk_data_load_job(const struct ntk_job *job, int elem, struct ntk_dat
  * values: x then memory for shape->n * shape->d values of shape->elem
  * bytes, owned by the caller (the load leaves it alone on failure too), or
  * NULL for memory of the load's own; an error returned ends the load with
- * it. Not called for compressed files, CIFAR-10 batches or a job with a
- * [test] set. */
+ * it. Not called for compressed files, CIFAR-10 batches, a job with a
+ * [test] set or one with patterns. */
 struct ntk_data_sink {
   ntk_status (*place)(void *ctx, const struct ntk_dataset *shape, void **x);
   void *ctx;

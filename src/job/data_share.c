@@ -29,7 +29,8 @@ struct ntk_data_share {
 static ntk_status announce(const ntk_comm_t *world, ntk_status load, struct ntk_dataset *ds) {
   ntk_status st = ntk_comm_agree_report(world, load);
   if (st) return st;
-  uint64_t dims[8] = {ds->n, ds->d, ds->h, ds->w, ds->c, (uint64_t)ds->elem, ds->n_train, (uint64_t)ds->one_d};
+  uint64_t dims[9] = {ds->n, ds->d, ds->h, ds->w, ds->c, (uint64_t)ds->elem, ds->n_train, (uint64_t)ds->one_d,
+                      ds->pattern};
   if ((st = ntk_comm_agree_report(world, ntk_comm_bcast(world, dims, sizeof dims)))) return st;
   if (ntk_comm_rank(world) != 0) {
     ds->n = dims[0];
@@ -40,6 +41,7 @@ static ntk_status announce(const ntk_comm_t *world, ntk_status load, struct ntk_
     ds->elem = (int)dims[5];
     ds->n_train = dims[6];
     ds->one_d = (int)dims[7];
+    ds->pattern = dims[8];
     ds->x = NULL;
   }
   return NTK_OK;

@@ -1128,6 +1128,29 @@ int ntk_layernorm_axes(const struct ntk_layer *l, int rank, size_t index, int *o
   return 0;
 }
 
+int ntk_aggregate_axes(const struct ntk_layer *l, int rank, size_t index) {
+  if (!l->agg_axes) return 0;
+  int mask = 0;
+  for (int a = -4; a <= 3; a++) {
+    if (!(l->agg_axes & 1 << (a + 4))) continue;
+    int k = a < 0 ? a + rank : a;
+    if (k < 0 || k >= rank) {
+      ntk_error(NTK_ECONFIG, "arch, layer %zu (Aggregate): aggregate_axis %d is outside data of %d axes (%s)",
+                index + 1, a, rank, rank == 3 ? "N, L, C" : "N, H, W, C");
+      return -1;
+    }
+    mask |= 1 << k;
+  }
+  int spatial = ((1 << rank) - 1) & ~1 & ~(1 << (rank - 1));
+  if (mask != spatial) {
+    ntk_error(NTK_ECONFIG, "arch, layer %zu (Aggregate): ntkd aggregates over every spatial axis (aggregate_axis="
+              "None: %s on data of %d axes), not over the batch, the channels or some of the spatial axes alone",
+              index + 1, rank == 3 ? "(1,)" : "(1, 2)", rank);
+    return -1;
+  }
+  return 0;
+}
+
 int ntk_concat_axis(const struct ntk_layer *l, int rank, size_t index) {
   if (!l->axis) return 0;
   int k = l->axis < 0 ? l->axis + rank : l->axis;
@@ -1625,6 +1648,57 @@ static void known_names(char *buf, size_t cap) {
 
 /* Flatten(batch_axis, batch_axis_out), GlobalAvgPool and GlobalSumPool(batch_axis,
  * channel_axis): stax's layout keywords only, where they say what ntkd computes. */
+/* Aggregate(aggregate_axis=None, batch_axis=0, channel_axis=-1, to_dense=..., implementation='DENSE'): the
+ * axes as a mask (resolved against the data by ntk_aggregate_axes); implementation either (a job's pattern
+ * file is dense; Python's ntkd.stax makes a SPARSE pattern dense); to_dense is Python's only. */
+static ntk_status aggregate_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs) {
+  const char *given[NTK_ARCH_MAX_ARGS];
+  size_t end = p->pos;
+  for (int i = 0, npos = 0; i < nargs; i++) {
+    const struct arg *a = &args[i];
+    static const char *const pos[] = {"aggregate_axis", "batch_axis", "channel_axis", "to_dense", "implementation"};
+    const char *key = a->key[0] ? a->key : npos < 5 ? pos[npos] : NULL;
+    if (!a->key[0]) npos++;
+    p->pos = a->pos;
+    if (!key) return perr(p, "too many positional arguments for %s", l->name);
+    ntk_status twice = once_param(p, given, i, key, a);
+    if (twice) return twice;
+    ntk_status st;
+    if (!strcmp(key, "batch_axis") || !strcmp(key, "channel_axis")) {
+      if (stax_keyword(p, a, l->name, key, &st), st) return st;
+    } else if (!strcmp(key, "aggregate_axis")) {
+      if (!a->is_list && !strcmp(a->val, "None")) continue;
+      int count = a->is_list && !a->paren1 ? a->nlist : 1, mask = 0;
+      if (a->is_list && !a->paren1 && (a->nstr || !count))
+        return perr(p, "Aggregate: aggregate_axis must be None, an integer or a tuple of them, e.g. (1, 2)%s", "");
+      for (int k = 0; k < count; k++) {
+        double v;
+        int ok = a->is_list && !a->paren1 ? (v = a->list[k], 1) : ntk_parse_double(a->val, &v);
+        char val[64];
+        fmt_exact(val, sizeof val, ok ? v : 0);
+        if (!ok || v != floor(v) || v < -4 || v > 3)
+          return perr(p, "Aggregate: aggregate_axis %s is not an axis of ntkd's data (-4 to 3: (N, H, W, C) or "
+                         "(N, L, C))", ok ? val : a->val);
+        mask |= 1 << ((int)v + 4);
+      }
+      l->agg_axes = mask;
+    } else if (!strcmp(key, "implementation")) {
+      static const char *const impls[] = {"DENSE", "SPARSE"};
+      if (arg_enum(a, "AggregateImplementation", impls, 2) < 0)
+        return perr(p, "Aggregate: implementation must be 'DENSE' or 'SPARSE', not %s",
+                    a->is_list ? "a list" : a->val);
+    } else if (!strcmp(key, "to_dense")) {
+      if (a->is_list || strcmp(a->val, "None"))
+        return perr(p, "Aggregate: to_dense is applied by Python (ntkd.stax); a job's [data] pattern file holds "
+                       "the dense pattern itself, (N, V, V)%s", "");
+    } else {
+      return unknown_argument(p, key, l->name);
+    }
+  }
+  p->pos = end;
+  return NTK_OK;
+}
+
 static ntk_status layout_args(struct parser *p, const struct ntk_layer *l, const struct arg *args, int nargs) {
   const char *given[NTK_ARCH_MAX_ARGS];
   static const char *const flatten[] = {"batch_axis", "batch_axis_out"}, *const global[] = {"batch_axis",
@@ -1680,6 +1754,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   else if (!strcmp(name, "GlobalSelfAttention")) l.kind = NTK_LAYER_ATTENTION;
   else if (!strcmp(name, "ImageResize")) l.kind = NTK_LAYER_RESIZE;
   else if (!strcmp(name, "Index")) { l.kind = NTK_LAYER_RESIZE; l.index = 1; }
+  else if (!strcmp(name, "Aggregate")) l.kind = NTK_LAYER_AGGREGATE;
   else if ((nm = ntk_map_name_find(name))) l.kind = NTK_LAYER_MAP;
   else if (!strcmp(name, "ElementwiseNumerical")) { l.kind = NTK_LAYER_MAP; numerical = 1; }
   else if (p->text[p->pos] == '.') { /* jax.example_libraries.stax.Dense, st.Dense */
@@ -1737,6 +1812,10 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   }
   if (l.kind == NTK_LAYER_RESIZE) {
     if ((st = resize_args(p, &l, args, nargs, start))) return st;
+    return push_at(p, out, &l, start);
+  }
+  if (l.kind == NTK_LAYER_AGGREGATE) {
+    if ((st = aggregate_args(p, &l, args, nargs))) return st;
     return push_at(p, out, &l, start);
   }
   if (nargs) {
@@ -2271,6 +2350,7 @@ int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t inde
   case NTK_LAYER_LAYERNORM:
   case NTK_LAYER_DROPOUT:
   case NTK_LAYER_RESIZE:
+  case NTK_LAYER_AGGREGATE:
   case NTK_LAYER_KINDS: break;
   }
   return 0;
@@ -2626,6 +2706,16 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     else
       n = snprintf(buf, cap, "ImageResize((-1, %d, %d, -1), '%s'%s)", l->resize[1], l->resize[2],
                    l->nearest ? "nearest" : "linear", l->antialias ? "" : ", antialias=False");
+    break;
+  case NTK_LAYER_AGGREGATE:
+    if (l->agg_axes) { /* the axes as written: ntk_aggregate_axes checks them against the data */
+      char ax[64];
+      int k = 0, m = 0;
+      for (int a = -4; a <= 3; a++)
+        if (l->agg_axes & 1 << (a + 4)) k += snprintf(ax + k, sizeof ax - (size_t)k, "%s%d", m++ ? ", " : "", a);
+      n = snprintf(buf, cap, "Aggregate(aggregate_axis=(%s%s))", ax, m == 1 ? "," : "");
+    } else
+      n = snprintf(buf, cap, "Aggregate");
     break;
   case NTK_LAYER_FORK:
     n = snprintf(buf, cap, "FanOut(%d) parallel(", l->branches);

@@ -91,6 +91,8 @@ struct ntk_layer {
                            by ntk_index_axis */
   int nslice;
   struct ntk_slice slice[NTK_INDEX_MAX];
+  int agg_axes;         /* Aggregate: aggregate_axis as written, bit a + 4 for axis a (-4..3); 0 for None (every
+                           spatial axis, the one choice ntkd computes: ntk_aggregate_axes checks it) */
   char name[24];        /* spelling used in the string: Relu, LeakyRelu, Abs, ... */
 };
 
@@ -162,6 +164,12 @@ int ntk_widths_step(struct ntk_widths *w, const struct ntk_layer *l, size_t inde
  * refuses the axes (the channels left out, an axis outside the rank) or
  * ntkd does (the batch axis: it couples the samples). */
 int ntk_layernorm_axes(const struct ntk_layer *l, int rank, size_t index, int *over_h, int *over_w);
+
+/* Aggregate layer l (layer `index`) on data of `rank` axes (as
+ * ntk_layernorm_axes counts them): 0 where its aggregate_axis is every
+ * spatial axis (None, or all of them written out: the one choice ntkd
+ * computes), else -1 with ntk_error set (NTK_ECONFIG), naming the axes. */
+int ntk_aggregate_axes(const struct ntk_layer *l, int rank, size_t index);
 
 /* FanInConcat layer l (layer `index`) on data of `rank` axes (as
  * ntk_layernorm_axes counts them): 0 where it concatenates the channels

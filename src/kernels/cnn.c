@@ -94,6 +94,7 @@ struct cnn_plan {
   int transpose;       /* a ConvTranspose: GENERAL (plan_path) */
   int attention;       /* a GlobalSelfAttention: GENERAL (plan_path) */
   int resize;          /* an ImageResize: GENERAL (plan_path) */
+  size_t aggregate;    /* an Aggregate: GENERAL (plan_path); the positions its pattern pairs (every Aggregate's) */
   size_t resize_cells; /* the largest covariance an ImageResize passes through between its axes */
   size_t big_h, big_w; /* the largest image a layer reads or writes (plan_path) */
 };
@@ -359,6 +360,24 @@ static void plan_attention(struct cnn_plan *P, struct cnn_op *op, const struct n
   P->attention = 1;
 }
 
+/* An Aggregate: the same size out, each image's positions mapped by its
+ * own pattern (cnn_impl.h's aggregate_full); every Aggregate of a network
+ * reads the one pattern a sample has (neural-tangents' kernel_fn takes one
+ * pattern pair for all), so all of them must see as many positions. */
+static ntk_status plan_aggregate(struct cnn_plan *P, struct cnn_op *op, const struct ntk_layer *l, size_t i,
+                                 const struct plan_walk *W) {
+  if (ntk_aggregate_axes(l, P->rank, i)) return NTK_ECONFIG;
+  op->ho = W->h;
+  op->wo = W->w;
+  size_t n = W->h * W->w;
+  if (P->aggregate && P->aggregate != n)
+    return ntk_error(NTK_ECONFIG, "arch, layer %zu (Aggregate): it aggregates %zu positions, an Aggregate before it "
+                     "%zu: every Aggregate reads the same pattern, so they must see images of one size", i + 1, n,
+                     P->aggregate);
+  P->aggregate = n;
+  return NTK_OK;
+}
+
 /* One axis of an ImageResize, n inputs to m outputs, as jax.image.resize
  * (stax's) resamples it: w (m x n) row o the weights of output o. An axis
  * of the same size is kept (jax skips it). 'nearest': input floor((o +
@@ -481,6 +500,7 @@ static ntk_status plan_spatial(struct cnn_plan *P, const struct ntk_arch *arch, 
     else if (ntk_layer_traits(l->kind)->branch) st = plan_branch(P, op, l, i, &W);
     else if (l->kind == NTK_LAYER_ATTENTION) plan_attention(P, op, l, &W);
     else if (l->kind == NTK_LAYER_RESIZE) st = plan_resize(P, op, l, i, &W);
+    else if (l->kind == NTK_LAYER_AGGREGATE) st = plan_aggregate(P, op, l, i, &W);
     else st = plan_pointwise(P, op, l, i, &W);
     if (st) return st;
     W.h = op->ho;
@@ -625,6 +645,10 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
   if (P->resize && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
     return ntk_error(NTK_ECONFIG, "an ImageResize or Index takes the general path only");
   if (P->resize) path = NTK_CNN_GENERAL;
+  /* an Aggregate maps every position of the image to the ones its edges reach */
+  if (P->aggregate && path != NTK_CNN_AUTO && path != NTK_CNN_GENERAL)
+    return ntk_error(NTK_ECONFIG, "an Aggregate takes the general path only");
+  if (P->aggregate) path = NTK_CNN_GENERAL;
   int diag = !has_pool && P->readout == NTK_LAYER_FLATTEN;
   if (path == NTK_CNN_AUTO) path = diag ? NTK_CNN_DIAG : P->local ? NTK_CNN_GENERAL : NTK_CNN_SLICE;
   if (path == NTK_CNN_DIAG && (has_pool || P->readout != NTK_LAYER_FLATTEN))
@@ -836,6 +860,21 @@ static void plan_release(struct cnn_plan *P) {
   free(P->tail_fanw);
 }
 
+/* The data's pattern against the network's Aggregate layers: one where
+ * there are some, of (h w)^2 values for the h x w images they see. */
+static ntk_status plan_pattern(const struct cnn_plan *P, const struct ntk_dataset *data) {
+  if (!P->aggregate && data->pattern)
+    return ntk_error(NTK_ECONFIG, "the data have a pattern (a graph's edges) and the network no Aggregate layer to "
+                     "read it");
+  if (P->aggregate && !data->pattern)
+    return ntk_error(NTK_ECONFIG, "the network's Aggregate layers need each sample's pattern (a graph's edges): "
+                     "[data] pattern = FILE in a job (docs/JOB-FILE.md), kernel_fn(..., pattern=(p1, p2)) in Python");
+  if (P->aggregate && data->pattern != P->aggregate * P->aggregate)
+    return ntk_error(NTK_ECONFIG, "the pattern has %zu values per sample and the network's Aggregate layers see %zu "
+                     "positions: %zu x %zu values", data->pattern, P->aggregate, P->aggregate, P->aggregate);
+  return NTK_OK;
+}
+
 /* The plan of `arch` on `data` (`want`: a path, or NTK_CNN_AUTO): the
  * spatial ops and their sizes, the readout and tail, the fan-ins, the
  * path, the offset bands each op needs, and whether the batched kernels
@@ -854,6 +893,7 @@ static ntk_status plan_build(struct cnn_plan *P, const struct ntk_arch *arch, co
   size_t readout = 0;
   int has_pool = 0;
   ntk_status st = plan_spatial(P, arch, &readout, &has_pool);
+  if (!st) st = plan_pattern(P, data);
   if (!st) st = plan_readout(P, arch, readout);
   if (!st) st = plan_fans(P, arch, readout);
   if (st) return st;
@@ -1215,6 +1255,9 @@ ntk_status ntk_cnn_dev_plan(const struct ntk_arch *arch, const struct ntk_datase
                    "backend = cpu (under auto, this rank computes on the CPU)");
   if (!st && P.resize)
     st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute an ImageResize or Index; the CPU does: "
+                   "backend = cpu (under auto, this rank computes on the CPU)");
+  if (!st && P.aggregate)
+    st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute an Aggregate; the CPU does: "
                    "backend = cpu (under auto, this rank computes on the CPU)");
   if (!st && P.cat)
     st = ntk_error(NTK_ECONFIG, "arch: the GPU's CNN kernels do not compute a FanInConcat along a spatial axis "

@@ -650,6 +650,7 @@ static void b_tail(const ntk_cnn_t *c, const REAL *ta, const REAL *tbt, REAL *g,
       case NTK_LAYER_GLOBALAVGPOOL:
       case NTK_LAYER_ATTENTION:
       case NTK_LAYER_RESIZE:
+      case NTK_LAYER_AGGREGATE:
       case NTK_LAYER_DROPOUT: /* a network with Dropout is not batched (plan_batched) */
       case NTK_LAYER_KINDS: g[k] = (REAL)NAN; break;
       }

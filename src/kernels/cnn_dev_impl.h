@@ -1360,6 +1360,7 @@ static DEV void dv_readout(const struct ntk_dev_args *A, struct ntk_blk *B, REAL
     case NTK_LAYER_GLOBALAVGPOOL:
     case NTK_LAYER_ATTENTION:
     case NTK_LAYER_RESIZE:
+    case NTK_LAYER_AGGREGATE:
     case NTK_LAYER_DROPOUT: /* refused by ntk_cnn_dev_plan */
     case NTK_LAYER_KINDS: g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
     }

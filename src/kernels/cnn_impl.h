@@ -37,6 +37,7 @@
 #define attention_mix SFX(attention_mix)
 #define attention_weights SFX(attention_weights)
 #define attention_full SFX(attention_full)
+#define aggregate_full SFX(aggregate_full)
 #define resample_axis SFX(resample_axis)
 #define resize_full SFX(resize_full)
 #define slice SFX(slice)
@@ -813,6 +814,21 @@ static int resize_full(const struct cnn_op *op, REAL *f, REAL *a, REAL *b, const
          resample_axis(a, f, d3, 3, op->rw, op->bandw, wo, stop);
 }
 
+/* ---- Aggregate ---------------------------------------------------------------- */
+
+/* The pair's covariance f (n x n) through an Aggregate, out = Pa^T f Pb
+ * (docs/MATH.md), Pa and Pb the images' patterns (n x n, row i the edges
+ * out of position i); tmp a scratch n x n. OpenBLAS, one thread per worker
+ * thread, as attention_full. 1 if stopped. */
+static int aggregate_full(size_t n, const REAL *f, REAL *out, REAL *tmp, const REAL *pa, const REAL *pb,
+                          const struct ntk_stop *stop) {
+  if (ntk_stop_seen(stop)) return 1;
+  int m = (int)n;
+  GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, m, m, m, (REAL)1, pa, m, f, m, (REAL)0, tmp, m);
+  GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, (REAL)1, tmp, m, pb, m, (REAL)0, out, m);
+  return 0;
+}
+
 /* ---- one pair ---------------------------------------------------------------- */
 
 /* Readout sums are in double whatever REAL is: GlobalAvgPool adds up to a
@@ -956,6 +972,13 @@ static int pair_full(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, cons
       if (resize_full(op, fg, ng, (REAL *)ws->e, c->stop) ||
           (with_t && resize_full(op, ft, ng, (REAL *)ws->e, c->stop)))
         return 1;
+    } else if (op->layer->kind == NTK_LAYER_AGGREGATE) {
+      const REAL *pa = xa + HW * P->C, *pb = xb + HW * P->C; /* the patterns after the features */
+      if (aggregate_full(n, fg, ng, (REAL *)ws->e, pa, pb, c->stop) ||
+          (with_t && aggregate_full(n, ft, nt, (REAL *)ws->e, pa, pb, c->stop)))
+        return 1;
+      REAL *x = fg; fg = ng; ng = x;
+      x = ft; ft = nt; nt = x;
     } else if (op->layer->kind == NTK_LAYER_ATTENTION) {
       int swap;
       REAL *qa = op->var >= 0 ? va + P->var_off[op->var] : NULL;
@@ -1041,6 +1064,7 @@ static void pair_tail(const struct cnn_plan *P, REAL *ta, const REAL *tb, int se
     case NTK_LAYER_GLOBALAVGPOOL:
     case NTK_LAYER_ATTENTION:
     case NTK_LAYER_RESIZE:
+    case NTK_LAYER_AGGREGATE:
     case NTK_LAYER_KINDS: *g = (REAL)NAN; break; /* a non-finite tile is refused, never stored */
     }
   }
@@ -1090,6 +1114,7 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef attention_mix
 #undef attention_weights
 #undef attention_full
+#undef aggregate_full
 #undef resample_axis
 #undef resize_full
 #undef slice

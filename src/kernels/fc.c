@@ -334,6 +334,10 @@ static ntk_status fc_widths(const struct ntk_arch *arch, const struct ntk_datase
 ntk_status ntk_fc_check(const struct ntk_arch *arch, const struct ntk_dataset *data) {
   /* float64's bound whatever the data's precision: a float32 job whose
    * scales are below float32's is computed in float64 (backend_cpu.c) */
+  if (data->pattern)
+    return ntk_error(NTK_ECONFIG, "the data have a pattern (a graph's edges) and the network no Aggregate layer to "
+                     "read it (an Aggregate needs (N, L, C) or (N, H, W, C) data and a spatial part before its "
+                     "readout)");
   ntk_status st = ntk_arch_check_scales(arch, 8);
   return st ? st : fc_widths(arch, data, NULL, NULL, NULL);
 }

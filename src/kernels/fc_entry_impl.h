@@ -70,6 +70,7 @@ static NTK_HD inline void ntk_fc_entry(const struct ntk_fc_entry_layer *L, size_
     case NTK_LAYER_GLOBALAVGPOOL:
     case NTK_LAYER_ATTENTION:
     case NTK_LAYER_RESIZE:
+    case NTK_LAYER_AGGREGATE:
     case NTK_LAYER_KINDS: gv = (REAL)NAN; break;
     }
     if (self) gv = var[(l + 1) * n + i];

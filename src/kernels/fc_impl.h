@@ -45,6 +45,7 @@ static void next_var(const struct ntk_layer *l, const REAL *q, REAL *out, size_t
     case NTK_LAYER_GLOBALAVGPOOL:
     case NTK_LAYER_ATTENTION:
     case NTK_LAYER_RESIZE:
+    case NTK_LAYER_AGGREGATE:
     case NTK_LAYER_KINDS: v = (REAL)NAN; break;
     }
     out[i] = v;
@@ -110,6 +111,7 @@ static size_t apply_layers(const ntk_fc_t *fc, const struct ntk_tile *tl, REAL *
       case NTK_LAYER_GLOBALAVGPOOL:
       case NTK_LAYER_ATTENTION:
       case NTK_LAYER_RESIZE:
+      case NTK_LAYER_AGGREGATE:
       case NTK_LAYER_KINDS: /* refused by ntk_fc_create; NaN if one ever got here */
         for (size_t k = 0; k < bn; k++) gb[k] = (REAL)NAN;
         break;

@@ -32,6 +32,8 @@ static const struct ntk_layer_traits traits[NTK_LAYER_KINDS] = {
     [NTK_LAYER_ATTENTION] = {.name = "GlobalSelfAttention", .couples = 1, .spatial = 1, .gaussian_out = 1},
     /* a linear map of the positions: Gaussian in, Gaussian out */
     [NTK_LAYER_RESIZE] = {.name = "ImageResize", .couples = 1, .spatial = 1, .keeps_gaussian = 1},
+    /* each sample's own linear map of the positions: Gaussian in, Gaussian out */
+    [NTK_LAYER_AGGREGATE] = {.name = "Aggregate", .couples = 1, .spatial = 1, .keeps_gaussian = 1},
 };
 
 const struct ntk_layer_traits *ntk_layer_traits(ntk_layer_kind k) {

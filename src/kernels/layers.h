@@ -26,6 +26,8 @@ typedef enum ntk_layer_kind {
                           other, the full covariance only */
   NTK_LAYER_RESIZE,    /* ImageResize: the image resampled to another size (linear or nearest), a linear map of
                           the positions: the full covariance only */
+  NTK_LAYER_AGGREGATE, /* Aggregate: a graph's nodes summed over their in-edges, the pattern of each sample given
+                          with its data (struct ntk_dataset's pattern): the full covariance only */
   NTK_LAYER_KINDS /* the number of kinds */
 } ntk_layer_kind;
 

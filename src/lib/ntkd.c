@@ -330,39 +330,95 @@ static void joined_numbers(size_t n1) {
             "sample with itself, which the result does not hold)", ntk_error_message(), n1, n1, n1);
 }
 
+/* The first value of n patterns of v values that is not finite, as an
+ * error naming it; NTKD_OK if all are. */
+static ntkd_status check_pattern(const void *p, size_t n, size_t v, int dtype, const char *name) {
+  for (size_t i = 0; i < n * v; i++) {
+    double x = dtype == NTKD_FLOAT32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+    if (!isfinite(x)) {
+      ntk_error(NTK_EINPUT, "%s: value %zu of sample %zu's pattern is %s", name, i % v, i / v, isnan(x) ? "NaN" : "inf");
+      return NTKD_ERROR_INPUT;
+    }
+  }
+  return NTKD_OK;
+}
+
+/* Sample rows of d features, each followed by its pattern of v values (v 0:
+ * none), from x (n x d) and p (n x v) into dst. */
+static void pack_rows(char *dst, const ntkd_data *x, const void *p, size_t d, size_t v, size_t es) {
+  for (size_t i = 0; i < x->n; i++) {
+    memcpy(dst + i * (d + v) * es, (const char *)x->x + i * d * es, d * es);
+    if (v) memcpy(dst + (i * (d + v) + d) * es, (const char *)p + i * v * es, v * es);
+  }
+}
+
+static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, const void *p1, const ntkd_data *x2,
+                           const void *p2, int graph, unsigned kernels, void *nngp, void *ntk,
+                           const ntkd_compute_options *options);
+
 ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_data *x2, unsigned kernels,
                          void *nngp, void *ntk, const ntkd_compute_options *options) {
-  if (!net || !x1) return usage("%s: net and x1 are needed", "ntkd_kernels");
+  return compute_kernels(net, x1, NULL, x2, NULL, 0, kernels, nngp, ntk, options);
+}
+
+ntkd_status ntkd_kernels_graph(const ntkd_net *net, const ntkd_data *x1, const void *pattern1, const ntkd_data *x2,
+                               const void *pattern2, unsigned kernels, void *nngp, void *ntk,
+                               const ntkd_compute_options *options) {
+  return compute_kernels(net, x1, pattern1, x2, pattern2, 1, kernels, nngp, ntk, options);
+}
+
+static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, const void *p1, const ntkd_data *x2,
+                           const void *p2, int graph, unsigned kernels, void *nngp, void *ntk,
+                           const ntkd_compute_options *options) {
+  const char *fn = graph ? "ntkd_kernels_graph" : "ntkd_kernels";
+  if (!net || !x1) return usage("%s: net and x1 are needed", fn);
   if (!kernels || (kernels & ~(unsigned)(NTKD_NNGP | NTKD_NTK)))
-    return usage("%s: kernels is NTKD_NNGP, NTKD_NTK or both", "ntkd_kernels");
+    return usage("%s: kernels is NTKD_NNGP, NTKD_NTK or both", fn);
   if (((kernels & NTKD_NNGP) && !nngp) || ((kernels & NTKD_NTK) && !ntk))
-    return usage("%s: no output buffer for a kernel asked for", "ntkd_kernels");
+    return usage("%s: no output buffer for a kernel asked for", fn);
   ntkd_compute_options o;
   ntkd_compute_options_init(&o);
   if (options) o = *options;
   if (o.threads < 0 || o.device < NTKD_DEVICE_AUTO || o.device > NTKD_DEVICE_CUDA)
-    return usage("%s: threads must be >= 0 and device NTKD_DEVICE_AUTO, _CPU or _CUDA", "ntkd_kernels");
+    return usage("%s: threads must be >= 0 and device NTKD_DEVICE_AUTO, _CPU or _CUDA", fn);
   size_t d, h, w, c, d2, h2, w2, c2;
   ntkd_status ps = sample_shape(x1, "x1", &d, &h, &w, &c);
   if (!ps && x2) ps = sample_shape(x2, "x2", &d2, &h2, &w2, &c2);
   if (ps) return ps;
   if (x2 && (x2->dtype != x1->dtype || x2->ndim != x1->ndim || d2 != d || h2 != h || w2 != w || c2 != c))
-    return usage("%s: x2 must have x1's dtype and per-sample shape", "ntkd_kernels");
+    return usage("%s: x2 must have x1's dtype and per-sample shape", fn);
   size_t row = d * (size_t)x1->dtype; /* both arrays together ([x1; x2]) and each output, n1 x n2 */
-  if (x2 && x2->n > SIZE_MAX / row - x1->n) return usage("%s: x1 and x2 together are more bytes than a size_t holds", "ntkd_kernels");
+  if (x2 && x2->n > SIZE_MAX / row - x1->n) return usage("%s: x1 and x2 together are more bytes than a size_t holds", fn);
   if (x1->n && (x2 ? x2->n : x1->n) > SIZE_MAX / (size_t)x1->dtype / x1->n)
-    return usage("%s: an n1 x n2 output is more bytes than a size_t holds", "ntkd_kernels");
+    return usage("%s: an n1 x n2 output is more bytes than a size_t holds", fn);
   if ((ps = check_values(x1, d, "x1")) || (x2 && (ps = check_values(x2, d, "x2")))) return ps;
+  /* a graph's patterns: (h w) x (h w) values per sample, after its features in the engines' rows */
+  size_t v = 0;
+  if (graph) {
+    if (!p1 || (x2 && !p2)) return usage("%s: a pattern for x1, and for x2 where it is given", fn);
+    if (!x2 && p2) return usage("%s: pattern2 without x2 (x1 against itself takes pattern1 for both)", fn);
+    if (x1->ndim < 2) return usage("%s: a pattern needs samples of shape (length, channels) or (height, width, "
+                                   "channels)", fn);
+    if (h * w > ((size_t)1 << 16)) return usage("%s: more than 65536 positions per sample to aggregate", fn);
+    v = h * w * h * w;
+    if ((x1->n && x1->n > SIZE_MAX / (d + v) / (size_t)x1->dtype) ||
+        (x2 && x2->n > SIZE_MAX / ((d + v) * (size_t)x1->dtype) - x1->n))
+      return usage("%s: the samples with their patterns are more bytes than a size_t holds", fn);
+    if ((ps = check_pattern(p1, x1->n, v, x1->dtype, "pattern1")) ||
+        (x2 && (ps = check_pattern(p2, x2->n, v, x1->dtype, "pattern2"))))
+      return ps;
+  }
   size_t n1 = x1->n, n2 = x2 ? x2->n : x1->n, es = (size_t)x1->dtype;
   if (!n1 || !n2) return NTKD_OK;
 
-  /* The dataset the engines compute on: x1, or [x1; x2]. */
-  struct ntk_dataset data = {n1 + (x2 ? n2 : 0), d, h, w, c, (int)es, (void *)x1->x, 0, x1->ndim == 2};
+  /* The dataset the engines compute on: x1, or [x1; x2] (each row with its pattern). */
+  struct ntk_dataset data = {n1 + (x2 ? n2 : 0), d + v, h, w, c, (int)es, (void *)x1->x, 0, x1->ndim == 2, v};
   char *both = NULL;
-  if (x2) {
-    if (!(both = malloc((n1 + n2) * d * es))) return fail(ntk_error(NTK_ENOMEM, "out of memory for the data"));
-    memcpy(both, x1->x, n1 * d * es);
-    memcpy(both + n1 * d * es, x2->x, n2 * d * es);
+  if (x2 || v) {
+    if (!(both = malloc((n1 + (x2 ? n2 : 0)) * (d + v) * es)))
+      return fail(ntk_error(NTK_ENOMEM, "out of memory for the data"));
+    pack_rows(both, x1, p1, d, v, es);
+    if (x2) pack_rows(both + n1 * (d + v) * es, x2, p2, d, v, es);
     data.x = both;
   }
   int mask = NTK_KERNEL_NNGP | ((kernels & NTKD_NTK) ? NTK_KERNEL_NTK : 0);

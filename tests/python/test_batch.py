@@ -361,3 +361,29 @@ def test_bad_arguments_raise_before_anything_is_written(tmp_path, data, call, ex
     with pytest.raises(exc):
         call(kernel_fn(), data[0], data[1], str(tmp_path / "k.ntk"))
     assert os.listdir(tmp_path) == []
+
+
+def test_graph_patterns_beside_the_store(tmp_path, rng):
+    # A graph network's patterns go beside the store (k.p1.npy, k.p2.npy, named by [data] and
+    # [test] pattern); the store holds kernel_fn's values bit for bit, a rerun resumes, and
+    # another pattern is another job.
+    x1, x2 = rng.standard_normal((9, 5, 2)), rng.standard_normal((4, 5, 2))
+    p1, p2 = rng.uniform(size=(9, 5, 5)) * (rng.uniform(size=(9, 5, 5)) < 0.5), rng.uniform(size=(4, 5, 5))
+    kf = stax.serial(stax.Dense(4, W_std=1.3, b_std=0.1), stax.Relu(), stax.Aggregate(), stax.Dense(4), stax.Relu(),
+                     stax.GlobalAvgPool(), stax.Dense(1))[2]
+    S = ntkd.batch(kf, x1, x2, store=tmp_path / "k.ntk", tile=3, test_test=True, pattern=(p1, p2), progress=False)
+    job = open(tmp_path / "k.conf").read()
+    assert "pattern = k.p1.npy" in job and "pattern = k.p2.npy" in job
+    assert np.array_equal(np.load(tmp_path / "k.p2.npy"), p2)
+    k = kf(np.concatenate([x1, x2]), None, ("nngp", "ntk"), pattern=(np.concatenate([p1, p2]),) * 2)
+    for g in ("nngp", "ntk"):
+        assert np.array_equal(S[g][:, :], getattr(k, g)), g
+    S.close()
+    S = ntkd.batch(kf, x1, x2, store=tmp_path / "k.ntk", tile=3, test_test=True, pattern=(p1, p2), progress=False)
+    assert last_to_compute(tmp_path / "k.log")[0] == 0 and S.complete
+    S.close()
+    q1 = p1.copy()
+    q1[0, 0, 0] += 1
+    with pytest.raises(ValueError, match="data values"):
+        ntkd.batch(kf, x1, x2, store=tmp_path / "k.ntk", tile=3, test_test=True, pattern=(q1, p2), progress=False)
+    assert np.array_equal(np.load(tmp_path / "k.p1.npy"), p1)  # the refused job left the store's files alone

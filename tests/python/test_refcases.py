@@ -35,18 +35,23 @@ def read_cases(name):
         shape = [int(v) for v in lines[i].split()[1:]]
         i += 1
         n = shape[0]
-        for label in ("x", "nngp", "ntk"):
+        for label in ("x", "pattern", "nngp", "ntk"):
+            if label == "pattern" and lines[i] != label:  # graph cases only (ref_graph.txt)
+                continue
             assert lines[i] == label, (c["name"], lines[i])
             rows = [np.array(lines[i + 1 + k].split(), dtype=np.float64) for k in range(n)]
             c[label] = np.stack(rows)
             i += 1 + n
         c["x"] = c["x"].reshape(shape)
+        if "pattern" in c:
+            v = int(np.prod(shape[1:-1]))
+            c["pattern"] = c["pattern"].reshape(n, v, v)
         cases.append(c)
     return cases
 
 
-SPECS = {c["name"]: c for c in nt_cases.fc_cases() + nt_cases.cnn_cases()}
-CASES = read_cases("ref_fc.txt") + read_cases("ref_cnn.txt")
+SPECS = {c["name"]: c for c in nt_cases.fc_cases() + nt_cases.cnn_cases() + nt_cases.graph_cases()}
+CASES = read_cases("ref_fc.txt") + read_cases("ref_cnn.txt") + read_cases("ref_graph.txt")
 
 
 def relative_error(got, want):
@@ -62,7 +67,15 @@ def test_case(case, dtype, bound):
     assert spec["arch"] == case["arch"]
     assert np.array_equal(nt_cases.case_inputs(spec).reshape(case["x"].shape), case["x"])
     _, _, kernel_fn = nt_cases.build_network(spec)
-    k = kernel_fn(case["x"].astype(dtype), None, ("nngp", "ntk"))
+    x = case["x"].astype(dtype)
+    if spec.get("one_d") and "pattern" in case:  # graph cases: (N, L, C) sequences, as neural-tangents took them
+        x = x.reshape(x.shape[0], x.shape[1], x.shape[3])
+    if "pattern" in case:  # a graph case: stax's (N, positions, positions) pattern on both sides
+        assert np.array_equal(nt_cases.case_pattern(spec), case["pattern"])
+        p = case["pattern"].reshape((x.shape[0],) + x.shape[1:-1] * 2)
+        k = kernel_fn(x, None, ("nngp", "ntk"), pattern=(p, p))
+    else:
+        k = kernel_fn(x, None, ("nngp", "ntk"))
     assert k.nngp.dtype == dtype and k.ntk.dtype == dtype
     for name, got in (("nngp", k.nngp), ("ntk", k.ntk)):
         err = relative_error(got.astype(np.float64), case[name])
@@ -70,7 +83,7 @@ def test_case(case, dtype, bound):
 
 
 def test_every_case_read():
-    assert len(CASES) == 100 + 151 and len({c["name"] for c in CASES}) == len(CASES)
+    assert len(CASES) == 100 + 151 + 8 and len({c["name"] for c in CASES}) == len(CASES)
 
 
 def test_dropout_diagonal_follows_x1_is_x2():

@@ -922,3 +922,116 @@ def test_index_refusals_and_spellings(rng):
     whole = stax.serial(conv(), stax.Index(stax.Slice[...]), stax.Relu(), stax.GlobalAvgPool())[2]
     plain = stax.serial(conv(), stax.Relu(), stax.GlobalAvgPool())[2]
     np.testing.assert_allclose(whole(x, None, "ntk"), plain(x, None, "ntk"), rtol=1e-13)
+
+
+def _graph(rng, n, v, c=2, density=0.4):
+    x = rng.standard_normal((n, v, c))
+    p = (rng.uniform(size=(n, v, v)) < density) * rng.uniform(0.5, 1.5, size=(n, v, v))
+    return x, p
+
+
+def _graph_net(**kw):
+    return stax.serial(stax.Dense(4, W_std=1.3, b_std=0.1), stax.Relu(), stax.Aggregate(**kw),
+                       stax.Dense(4, W_std=1.2, b_std=0.1), stax.Relu(), stax.GlobalAvgPool(), stax.Dense(1))[2]
+
+
+def test_aggregate_sparse_pattern_is_its_dense_one(rng):
+    # stax's SPARSE pattern: (tail, head) edges, a repeat adding 1, a head with a negative
+    # coordinate dropped, a tail with one taken as stax's segment sums take it (index -1,
+    # the last node), coordinates past the size wrapped. Its dense pattern, built by hand:
+    n, v = 2, 5
+    x = rng.standard_normal((n, v, 2))
+    edges = np.array([[[0, 1], [0, 1], [2, 3], [4, 0], [1, -1], [-1, 2], [7, 4]],
+                      [[3, 3], [1, 2], [2, 1], [0, 4], [4, 4], [2, 2], [0, 0]]])
+    dense = np.zeros((n, v, v))
+    for i in range(n):
+        for t, h in edges[i]:
+            if h >= 0:
+                dense[i, (t % v) if t >= 0 else v - 1, h % v] += 1
+    assert dense[0, 0, 1] == 2 and dense[0, 4, 2] == 1 and dense[0, 2, 4] == 1 and dense[0].sum() == 6
+    sparse, dense_fn = _graph_net(implementation="SPARSE"), _graph_net()
+    for k2 in (None, x[:1]):
+        p2 = None if k2 is None else (edges[:1], dense[:1])
+        got = sparse(x, k2, ("nngp", "ntk"), pattern=(edges, None if p2 is None else p2[0]))
+        want = dense_fn(x, k2, ("nngp", "ntk"), pattern=(dense, None if p2 is None else p2[1]))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    sparse_1 = _graph_net(implementation=stax.AggregateImplementation.SPARSE)
+    np.testing.assert_array_equal(sparse_1(x, None, "ntk", pattern=(edges[:, :, None, :], None)),
+                                  dense_fn(x, None, "ntk", pattern=(dense, dense)))
+    with pytest.raises(ValueError, match=r"a SPARSE pattern has shape \(batch=2, n_edges, 1, 2\)"):
+        sparse(x, None, "ntk", pattern=(edges[:, :, :1], None))
+    with pytest.raises(ValueError, match="integer node indices"):
+        sparse(x, None, "ntk", pattern=(edges.astype(float), None))
+
+
+def test_aggregate_pattern_none_is_the_identity(rng):
+    # stax's Aggregate leaves its input alone without a pattern; a network without
+    # Aggregate takes a pattern and ignores it, as neural-tangents does.
+    x, p = _graph(rng, 4, 6)
+    _, _, plain = stax.serial(stax.Dense(4, W_std=1.3, b_std=0.1), stax.Relu(), stax.Dense(4, W_std=1.2, b_std=0.1),
+                              stax.Relu(), stax.GlobalAvgPool(), stax.Dense(1))
+    want = plain(x, None, "ntk")
+    np.testing.assert_allclose(_graph_net()(x, None, "ntk"), want, rtol=1e-13)
+    np.testing.assert_allclose(_graph_net()(x, None, "ntk", pattern=(None, None)), want, rtol=1e-13)
+    np.testing.assert_array_equal(plain(x, None, "ntk", pattern=(p, p)), want)
+    eye = np.broadcast_to(np.eye(6), (4, 6, 6))
+    np.testing.assert_allclose(_graph_net()(x, None, "ntk", pattern=(eye, eye)), want, rtol=1e-13)
+
+
+def test_aggregate_x2_and_patterns(rng):
+    x, p = _graph(rng, 4, 5)
+    x2, p2 = _graph(rng, 3, 5)
+    kf = _graph_net()
+    k = kf(x, None, "ntk", pattern=(p, p))
+    np.testing.assert_array_equal(kf(x, x, "ntk", pattern=(p, p)), k)  # x2 = x1 is x1 against itself
+    np.testing.assert_array_equal(kf(x, None, "ntk", pattern=(p, None)), k)
+    joined = kf(np.concatenate([x, x2]), None, "ntk", pattern=(np.concatenate([p, p2]),) * 2)
+    np.testing.assert_allclose(kf(x2, x, "ntk", pattern=(p2, p)), joined[4:, :4], rtol=1e-12)
+    other = kf(x, x, "ntk", pattern=(p, p[::-1]))  # x1 under two patterns: not symmetric
+    assert not np.allclose(other, other.T)
+    with pytest.raises(ValueError, match="pattern2 differs from pattern1"):
+        kf(x, None, "ntk", pattern=(p, p[::-1]))
+    with pytest.raises(NotImplementedError, match="exactly one of two"):
+        kf(x2, x, "ntk", pattern=(p2, None))
+    with pytest.raises(TypeError, match="a pair"):
+        kf(x, None, "ntk", pattern=p)
+    with pytest.raises(ValueError, match=r"has shape \(4, 5, 5\) \(batch"):
+        kf(x, None, "ntk", pattern=(p[:, :4, :4], None))
+    bad = p.copy()
+    bad[1, 2, 3] = np.nan
+    with pytest.raises(ValueError, match="not finite"):
+        kf(x, None, "ntk", pattern=(bad, None))
+    # to_dense: applied to the pattern first
+    flat = _graph_net(to_dense=lambda q: q.reshape(q.shape[0], 5, 5))
+    np.testing.assert_array_equal(flat(x, None, "ntk", pattern=(p.reshape(4, 25), None)), k)
+    # images: (N, H, W, H, W) patterns
+    xi = rng.standard_normal((3, 2, 3, 2))
+    pi = rng.uniform(size=(3, 2, 3, 2, 3))
+    _, _, conv = stax.serial(stax.Conv(4, (2, 2), padding="SAME"), stax.Relu(), stax.Aggregate(), stax.Flatten(),
+                             stax.Dense(1))
+    assert conv(xi, None, "ntk", pattern=(pi, None)).shape == (3, 3)
+
+
+def test_aggregate_refusals(rng):
+    x, p = _graph(rng, 3, 4)
+    with pytest.raises(NotImplementedError, match=r"batch_axis=1"):
+        stax.Aggregate(batch_axis=1)
+    with pytest.raises(ValueError, match="AggregateImplementation"):
+        stax.Aggregate(implementation="COO")
+    with pytest.raises(NotImplementedError, match="no axis to aggregate over"):
+        stax.Aggregate(aggregate_axis=())
+    with pytest.raises(ntkd.ArchError, match="ntkd aggregates over every spatial axis"):
+        _graph_net(aggregate_axis=1)(rng.standard_normal((3, 2, 2, 2)), None, "ntk",
+                                          pattern=(rng.uniform(size=(3, 2, 2, 2, 2)), None))
+    _, _, mixed = stax.serial(stax.Dense(2), stax.Aggregate(), stax.Aggregate(implementation="SPARSE"),
+                              stax.GlobalAvgPool())
+    with pytest.raises(NotImplementedError, match="different formats"):
+        mixed(x, None, "nngp", pattern=(p, None))
+    _, _, vec = stax.serial(stax.Dense(2), stax.Aggregate(), stax.Dense(1))
+    with pytest.raises(NotImplementedError, match="Aggregate needs"):
+        vec(rng.standard_normal((3, 4)), None, "nngp", pattern=(p, None))
+    _, _, two_sizes = stax.serial(stax.Dense(2), stax.Aggregate(), stax.AvgPool((2,)), stax.Aggregate(),
+                                  stax.GlobalAvgPool())
+    with pytest.raises(ntkd.ArchError, match="every Aggregate reads the same pattern"):
+        two_sizes(x, None, "nngp", pattern=(p, None))
