@@ -178,10 +178,12 @@ static ntk_status check_network(struct run *r) {
                                 .stop = {{ntk_stop_flag(), NULL}, NULL}};
   ntk_status st = NTK_OK;
   /* Messages that name a layer begin "arch, layer N" (as the parser's
-   * do): "[model] arch, layer N: ...", not "[model] arch: arch, ...". */
+   * do): "[model] arch, layer N: ...", not "[model] arch: arch, ...";
+   * those about the whole network "arch: ..." ("[model] arch: ...", not
+   * "[model] arch: arch: ..."). */
   if (r->rank == 0 && (st = ntk_backend_check(&r->prob))) {
     const char *m = ntk_error_message();
-    int named = !strncmp(m, "arch, ", 6);
+    int named = !strncmp(m, "arch, ", 6) || !strncmp(m, "arch: ", 6);
     st = ntk_error(st, "%s:%d: [model] %s%s", r->conf, r->job->arch_line, named ? "" : "arch: ", m);
   }
   return ntk_comm_agree_report(r->comm, st);

@@ -4,7 +4,8 @@
 # and patterns shared) byte-identical, the same entries as the library's
 # kernel_fn with the same patterns, a resume of the finished store, a
 # changed pattern refused as another job's data, and the refusals of a
-# pattern that does not fit. Usage: tests/e2e_graph.sh path/to/ntkd
+# pattern that does not fit or a network without a readout. Usage:
+# tests/e2e_graph.sh path/to/ntkd
 set -u
 NTKD=$(readlink -f "${1:?usage: e2e_graph.sh path/to/ntkd}")
 source "$(dirname "$(readlink -f "$0")")/e2e_lib.sh"
@@ -72,5 +73,11 @@ job noagg p.npy pt.npy
 sed -i 's/Aggregate //g' noagg.conf
 expect_rc 2 "patterns and a network without an Aggregate to read them" "$NTKD" noagg.conf
 check "... says so" has "no Aggregate layer to read it" err.log
+# a spatial network without a readout: its message says "[model] arch:" once
+job noreadout p.npy pt.npy
+sed -i 's/ GlobalAvgPool Dense(1)/ Dense(1)/' noreadout.conf
+expect_rc 2 "a graph network without a readout" "$NTKD" noreadout.conf
+check "... says so once: '[model] arch: a convolutional network', not 'arch: arch:'" \
+  has "noreadout.conf:6: \[model\] arch: a convolutional network must end its spatial part" err.log
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
