@@ -26,6 +26,11 @@ written once, as functions of a `stax` module: only the import differs.
           255: Dense(256), two blocks of residual GlobalSelfAttention (SOFTMAX,
           linear scaling, positional embeddings summed) and a residual
           Dense-Relu-Dense, each followed by LayerNorm, GlobalAvgPool, Dense(1)
+  graph   a graph network (stax.Aggregate, kernel_fn(..., pattern=(p, p))): the
+          first 200 Fashion-MNIST training images as graphs of 28 nodes, the
+          rows (N, L, C) = (200, 28, 28), pixels / 255; each image's edges (graph_pattern)
+          join neighbouring rows and rows whose pixels correlate above 0.5;
+          three rounds of Dense(256) Relu Aggregate, GlobalAvgPool, Dense(1)
 
 Each computation runs in its own child process (this script with --child),
 so that its peak memory (VmHWM of the child) is its own; the two tools
@@ -131,7 +136,26 @@ def net_attn(stax, size):
     return stax.serial(stax.Dense(256), block(), block(), stax.GlobalAvgPool(), stax.Dense(1))
 
 
-NETS = {"fc": net_fc, "cntk21": net_cntk21, "wrn": net_wrn, "attn": net_attn, "cnn": net_cnn}
+def net_graph(stax, size):
+    layer = [stax.Dense(256, W_std=2 ** 0.5, b_std=0.1), stax.Relu(), stax.Aggregate()]
+    return stax.serial(*(layer * 3), stax.GlobalAvgPool(), stax.Dense(1))
+
+
+def graph_pattern(x):
+    """The graph case's edges, from the samples themselves (so the first M samples' are the
+    same whoever computes them): row i to rows i - 1 and i + 1, and to every row whose
+    pixels correlate with its own above 0.5, self-loops included; (N, L, L) 0/1."""
+    n, v = x.shape[:2]
+    z = x - x.mean(axis=2, keepdims=True)
+    z /= np.maximum(np.linalg.norm(z, axis=2, keepdims=True), 1e-12)
+    p = (np.einsum("nic,njc->nij", z, z) > 0.5).astype(np.float64)
+    i = np.arange(v)
+    p[:, i, i] = 1
+    p[:, i[:-1], i[1:]] = p[:, i[1:], i[:-1]] = 1
+    return p
+
+
+NETS = {"fc": net_fc, "cntk21": net_cntk21, "wrn": net_wrn, "attn": net_attn, "cnn": net_cnn, "graph": net_graph}
 
 
 def fashion(n, images=False):
@@ -171,8 +195,9 @@ def child(a):
     before = status_kb("VmRSS")
     store = None
     t0 = time.perf_counter()
+    kw = {"pattern": (graph_pattern(x),) * 2} if a.case == "graph" else {}
     if a.tool == "nt":
-        k = kernel_fn(x, None, ("nngp", "ntk"))
+        k = kernel_fn(x, None, ("nngp", "ntk"), **kw)
         k = jax.block_until_ready(k)
         nngp, ntk = np.asarray(k.nngp), np.asarray(k.ntk)
     elif a.tool == "mpirun":
@@ -180,7 +205,7 @@ def child(a):
         store = ntkd.batch(kernel_fn, x, store=a.out + ".ntk", ranks=2, overwrite=True, progress=False,
                            tile=a.tile or None)
     else:
-        k = kernel_fn(x, None, ("nngp", "ntk"), tile=a.tile)
+        k = kernel_fn(x, None, ("nngp", "ntk"), tile=a.tile, **kw)
         nngp, ntk = k.nngp, k.ntk
     t = time.perf_counter() - t0
     peak = status_kb("VmHWM")
@@ -387,7 +412,7 @@ def main():
     ap.add_argument("--case-reps", action="append", default=[], metavar="CASE=R",
                     help="repetitions of one case of part 1 (a long one: fewer)")
     ap.add_argument("--only", choices=("side", "pool"), help="one part only")
-    ap.add_argument("--cases", default=None, metavar="A,B", help="part 1's cases (default: fc,cntk21,wrn,attn)")
+    ap.add_argument("--cases", default=None, metavar="A,B", help="part 1's cases (default: fc,cntk21,wrn,attn,graph)")
     ap.add_argument("--pool-n", action="append", default=[], metavar="BLOCK=N",
                     help="images of a pool block (fc, cnn)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -420,11 +445,13 @@ def main():
         return 77
     if a.quick:
         sizes = {"fc": fashion(12), "cntk21": cifar_like(3, 8), "wrn": cifar_like(2, 8),
-                 "attn": fashion(3, images=True).reshape(3, 28, 28)[:, :8, :8]}
+                 "attn": fashion(3, images=True).reshape(3, 28, 28)[:, :8, :8],
+                 "graph": fashion(3, images=True).reshape(3, 28, 28)[:, :6, :4]}
         blocks = [("fc", fashion(pool_n.get("fc", 64))), ("cnn", fashion(pool_n.get("cnn", 8), images=True))]
     else:
         sizes = {"fc": fashion(2000), "cntk21": cifar_like(16, 32), "wrn": cifar_like(8, 32),
-                 "attn": fashion(100, images=True).reshape(100, 28, 28)}
+                 "attn": fashion(100, images=True).reshape(100, 28, 28),
+                 "graph": fashion(200, images=True).reshape(200, 28, 28)}
         blocks = [("fc", fashion(pool_n.get("fc", 16000))), ("cnn", fashion(pool_n.get("cnn", 110), images=True))]
     chosen = a.cases.split(",") if a.cases else list(sizes)
     for c in chosen:
