@@ -262,17 +262,27 @@ static int holds_magic(const char *full, const char *magic) {
   return ok;
 }
 
-int ntk_clean_stale_tmp(const char *path, const char *magic) {
-  char resolved[PATH_MAX], dir[PATH_MAX], stem[NAME_MAX + 1], prefix[NAME_MAX + 300];
-  /* The temporary files sit beside the file the name reaches. */
+/* The folder of the file `path`'s links reach, where its temporary files
+ * sit, opened (dir: its name, PATH_MAX bytes), and their stem, NAME_MAX + 1
+ * bytes (tmp_stem). NULL if it cannot be read. */
+static DIR *open_tmp_folder(const char *path, char *dir, char *stem) {
+  char resolved[PATH_MAX];
   if (ntk_resolve_links(path, resolved, sizeof resolved) == NTK_OK) path = resolved;
   const char *base;
-  split_path(path, dir, sizeof dir, &base);
-  tmp_stem(base, stem, sizeof stem);
-  int plen = snprintf(prefix, sizeof prefix, "%s.tmp.%s.", stem, ntk_hostname());
-  if (plen <= 0 || (size_t)plen >= sizeof prefix) return 0;
-  DIR *d = opendir(dir);
+  split_path(path, dir, PATH_MAX, &base);
+  tmp_stem(base, stem, NAME_MAX + 1);
+  return opendir(dir);
+}
+
+int ntk_clean_stale_tmp(const char *path, const char *magic) {
+  char dir[PATH_MAX], stem[NAME_MAX + 1], prefix[NAME_MAX + 300];
+  DIR *d = open_tmp_folder(path, dir, stem);
   if (!d) return 0;
+  int plen = snprintf(prefix, sizeof prefix, "%s.tmp.%s.", stem, ntk_hostname());
+  if (plen <= 0 || (size_t)plen >= sizeof prefix) {
+    closedir(d);
+    return 0;
+  }
   int removed = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
@@ -291,15 +301,14 @@ int ntk_clean_stale_tmp(const char *path, const char *magic) {
 }
 
 int ntk_find_displaced(const char *path, char *out, size_t cap) {
-  char resolved[PATH_MAX], dir[PATH_MAX], stem[NAME_MAX + 1], prefix[NAME_MAX + 8];
-  if (ntk_resolve_links(path, resolved, sizeof resolved) == NTK_OK) path = resolved;
-  const char *base;
-  split_path(path, dir, sizeof dir, &base);
-  tmp_stem(base, stem, sizeof stem);
-  int plen = snprintf(prefix, sizeof prefix, "%s.tmp.", stem);
-  if (plen <= 0 || (size_t)plen >= sizeof prefix) return 0;
-  DIR *d = opendir(dir);
+  char dir[PATH_MAX], stem[NAME_MAX + 1], prefix[NAME_MAX + 8];
+  DIR *d = open_tmp_folder(path, dir, stem);
   if (!d) return 0;
+  int plen = snprintf(prefix, sizeof prefix, "%s.tmp.", stem);
+  if (plen <= 0 || (size_t)plen >= sizeof prefix) {
+    closedir(d);
+    return 0;
+  }
   int found = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
