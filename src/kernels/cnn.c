@@ -145,6 +145,19 @@ struct ntk_cnn {
   size_t xt_cap, vt_cap; /* bytes */
 };
 
+/* GlobalSelfAttention's limit, as neural-tangents takes it (docs/MATH.md,
+ * "Convolutional networks"): the embeddings' one-hot covariance enters as
+ * kw C + pw I (SUM: kw 1, pw W_pos_emb_std^2; CONCAT, as many channels as
+ * the input: both halved). Both precisions' attention passes use it. */
+static void attention_mix(const struct ntk_attention *a, double *kw, double *pw) {
+  *kw = 1.0;
+  *pw = a->pos == NTK_POS_NONE ? 0.0 : a->pos_std * a->pos_std;
+  if (a->pos == NTK_POS_CONCAT) {
+    *kw = 0.5;
+    *pw *= 0.5;
+  }
+}
+
 #define EACH_PRECISION_FILE "kernels/cnn_impl.h"
 #include "kernels/each_precision.h"
 #define EACH_PRECISION_FILE "kernels/cnn_batch_impl.h"
@@ -437,16 +450,16 @@ static ntk_status plan_index_axis(const struct cnn_plan *P, const struct ntk_lay
  * an Index (the same kind): its selection of positions, weights of 1. */
 static ntk_status plan_resize(struct cnn_plan *P, struct cnn_op *op, const struct ntk_layer *l, size_t i,
                               const struct plan_walk *W) {
-  if (l->index) {
+  if (l->index) { /* a selection of positions per axis */
     ntk_status st = plan_index_axis(P, l, i, 1, W->h, &op->ho, &op->rh);
     if (!st && P->rank == 4) st = plan_index_axis(P, l, i, 2, W->w, &op->wo, &op->rw);
     if (!st && P->rank == 3) st = plan_index_axis(P, l, i, 3, W->w, &op->wo, &op->rw); /* (the width of 1 kept) */
     if (st) return st;
-  } else if (l->resize_len != P->rank)
-    return ntk_error(NTK_ECONFIG, "arch, layer %zu (ImageResize): its shape has %d entries, and the data %d axes "
-                     "(%s): one entry per axis, -1 where it keeps its size", i + 1, l->resize_len, P->rank,
-                     P->rank == 3 ? "N, L, C" : "N, H, W, C");
-  if (!l->index) {
+  } else { /* jax.image.resize's weights per axis */
+    if (l->resize_len != P->rank)
+      return ntk_error(NTK_ECONFIG, "arch, layer %zu (ImageResize): its shape has %d entries, and the data %d axes "
+                       "(%s): one entry per axis, -1 where it keeps its size", i + 1, l->resize_len, P->rank,
+                       P->rank == 3 ? "N, L, C" : "N, H, W, C");
     op->ho = l->resize[1] == -1 ? W->h : (size_t)l->resize[1];
     op->wo = P->rank == 3 || l->resize[2] == -1 ? W->w : (size_t)l->resize[2];
     op->rh = malloc(op->ho * W->h * sizeof *op->rh);

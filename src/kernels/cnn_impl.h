@@ -34,7 +34,6 @@
 #define convt_fold SFX(convt_fold)
 #define pool_scale SFX(pool_scale)
 #define pool_full SFX(pool_full)
-#define attention_mix SFX(attention_mix)
 #define attention_weights SFX(attention_weights)
 #define attention_full SFX(attention_full)
 #define aggregate_full SFX(aggregate_full)
@@ -676,18 +675,6 @@ __attribute__((noinline)) static int run_slices(const ntk_cnn_t *c, struct cnn_w
 
 /* ---- GlobalSelfAttention ------------------------------------------------- */
 
-/* Its limit, as neural-tangents takes it (docs/MATH.md, "Convolutional networks"): the
- * embeddings' one-hot covariance enters as kw C + pw I (SUM: kw 1, pw
- * W_pos_emb_std^2; CONCAT, as many channels as the input: both halved). */
-static void attention_mix(const struct ntk_attention *a, double *kw, double *pw) {
-  *kw = 1.0;
-  *pw = a->pos == NTK_POS_NONE ? 0.0 : a->pos_std * a->pos_std;
-  if (a->pos == NTK_POS_CONCAT) {
-    *kw = 0.5;
-    *pw *= 0.5;
-  }
-}
-
 /* linear_scaling: image a's attention weights from its own n x n
  * covariance c into g, row p the weights of query position p over the key
  * positions: mech(qk (kw c + pw I)), SOFTMAX over each row (jax.nn.softmax:
@@ -754,7 +741,7 @@ static int attention_full(const struct cnn_op *op, REAL *fg, REAL *ft, REAL *ng,
     return 0;
   }
   if (self && attention_weights(a, fg, qa, n, stop)) return 1;
-  const REAL *ga = qa, *gb = self ? qa : qb;
+  const REAL *ga = qa, *gb = qb; /* a self run's qb is qa (pair: vb = va) */
   for (int pass = 0; pass < (with_t ? 2 : 1); pass++) {
     REAL *in = pass ? ft : fg, *out = pass ? nt : ng;
     if (a->val_pos) /* the values see the embeddings: kw K + pw I */
@@ -1111,7 +1098,6 @@ static int pair(const ntk_cnn_t *c, struct cnn_ws *ws, const REAL *xa, const REA
 #undef convt_fold
 #undef pool_scale
 #undef pool_full
-#undef attention_mix
 #undef attention_weights
 #undef attention_full
 #undef aggregate_full
