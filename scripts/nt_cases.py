@@ -1040,6 +1040,12 @@ def graph_cases():
         "Conv(8, (3, 3), padding='SAME', W_std=1.3) Relu GlobalAvgPool Dense(1)", (4, 3, 3, 2), 'binary', False),
       g('graph_images_flatten', "Aggregate(aggregate_axis=(1, 2)) Conv(8, (1, 1), W_std=1.5, b_std=0.2) Erf "
         "Aggregate Flatten Dense(1)", (4, 2, 3, 2), 'weighted', False),
+      # at most an eighth of the entries nonzero: ntkd's edge-by-edge products (cnn_impl.h, pattern_sparse);
+      # 'mixed': half the samples sparse, half dense, so pairs take one of each
+      g('graph_sparse_chain', "Dense(8, W_std=1.3, b_std=0.1) Relu Aggregate Dense(8, W_std=1.2) Erf Aggregate "
+        "GlobalAvgPool Dense(1)", (4, 20, 2), 'chain'),
+      g('graph_sparse_mixed', "Dense(8, W_std=1.3, b_std=0.1) Relu Aggregate Dense(8, W_std=1.2, b_std=0.1) Relu "
+        "Aggregate Flatten Dense(1)", (4, 18, 2), 'mixed'),
   ]
 
 
@@ -1056,6 +1062,11 @@ def case_pattern(c):
     p[:, np.arange(v), np.arange(v)] = 1.0
   if c['pattern'] == 'one_empty':
     p[2] = 0.0
+  if c['pattern'] in ('chain', 'mixed'):  # a self-loop and a weighted edge to the next node
+    chain = np.eye(v) + np.diag(np.round(rng.uniform(0.25, 1.5, size=v - 1) * 8.0) / 8.0, 1)
+    p[:] = chain
+    if c['pattern'] == 'mixed':
+      p[1::2] = (rng.uniform(size=(len(p[1::2]), v, v)) < 0.4).astype(np.float64)
   return p
 
 

@@ -121,8 +121,15 @@ struct cnn_bws {
   void *pg, *pt, *fg, *ft;      /* multi: pooling partial sums and the next run's input covariance */
 };
 
+/* An edge of an Aggregate's pattern, from position `from` to `to`. */
+struct cnn_edge {
+  uint32_t from, to;
+  double w;
+};
+
 struct cnn_ws {
   void *a, *b, *c, *d, *e;             /* covariance buffers, fmax elements */
+  struct cnn_edge *edges;              /* an Aggregate's two patterns' edges where sparse, n^2 / 8 each */
   void *sg, *st, *sg2, *st2, *srows;   /* slice buffers */
   void *stack;                         /* residual blocks: 4 fmax-element arrays per depth (branch.h) */
   void *sstack;                        /* the same for slice buffers: 4 slice-sized arrays per depth */
@@ -686,13 +693,15 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
   return NTK_OK;
 }
 
-/* A CPU engine's five covariance buffers (four more per residual depth) of
- * plan P: refused past half this machine's memory, naming the image, before
- * an allocation the kernel would grant and then kill the job for
+/* A CPU engine's five covariance buffers (four more per residual depth;
+ * an Aggregate's edges) of plan P: refused past half this machine's
+ * memory, naming the image, before an allocation the kernel would grant
+ * and then kill the job for
  * (ImageResize 2 x 2 -> 200 x 200: 12.8 GB each, a hunt). The GPU's plan
  * has its own bounds (device memory per pair). */
 static ntk_status plan_memory(const struct cnn_plan *P, size_t elem) {
   double mem = ntk_cpu_memory(), bytes = (double)P->fmax * (5.0 + 4.0 * P->branch_depth) * (double)elem;
+  bytes += (double)P->aggregate * (double)P->aggregate / 4.0 * (double)sizeof(struct cnn_edge); /* two patterns' */
   if (mem > 0 && bytes > mem / 2)
     return ntk_error(NTK_ENOMEM, "the network's largest image, %zu x %zu positions, needs covariance buffers of %.3g "
                      "GiB per thread on the %s path, more than half of this machine's %.1f GiB: a smaller image",
@@ -935,6 +944,7 @@ static void ws_free(struct cnn_ws *ws) {
   free(ws->c);
   free(ws->d);
   free(ws->e);
+  free(ws->edges);
   free(ws->sg);
   free(ws->st);
   free(ws->sg2);
@@ -983,6 +993,11 @@ ntk_status ntk_cnn_create(const struct ntk_arch *arch, const struct ntk_dataset 
     ws->c = calloc(f, es);
     ws->d = calloc(f, es);
     ws->e = calloc(f, es);
+    if (c->plan.aggregate) {
+      size_t n = c->plan.aggregate;
+      if (!(ws->edges = malloc((2 * (n * n / 8) + 1) * sizeof *ws->edges)))
+        st = ntk_error(NTK_ENOMEM, "out of memory for an Aggregate's edges (%zu positions)", n);
+    }
     ws->sg = malloc(cells * es);
     ws->st = malloc(cells * es);
     ws->sg2 = malloc(cells * es);

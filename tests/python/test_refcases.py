@@ -83,7 +83,7 @@ def test_case(case, dtype, bound):
 
 
 def test_every_case_read():
-    assert len(CASES) == 100 + 151 + 8 and len({c["name"] for c in CASES}) == len(CASES)
+    assert len(CASES) == 100 + 151 + 10 and len({c["name"] for c in CASES}) == len(CASES)
 
 
 def test_dropout_diagonal_follows_x1_is_x2():
