@@ -827,6 +827,17 @@ def test_global_self_attention_refusals_and_spellings(rng):
         stax.serial(stax.GlobalSelfAttention(4, 4, 4, 1), stax.GlobalAvgPool())[2](x, None, "ntk", device="cuda")
 
 
+def test_bench_graph_runs():
+    # docs/PERFORMANCE.md's Aggregate benchmark, at a tiny size: it runs and prints its ratio.
+    import os
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "bench_graph.py")
+    out = subprocess.run([sys.executable, script, "3", "16"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "3 graphs of 16 nodes" in out.stdout and "graph / floor" in out.stdout, out.stdout
+
+
 def test_bench_attention_runs():
     # docs/PERFORMANCE.md's attention benchmark, at a tiny size: it runs and prints its ratio.
     import os
