@@ -338,10 +338,14 @@ static ntk_status zero_verdict(ntk_engine_t *e, size_t s, int which) {
     }
   }
   if (arch_vanishes(e->arch)) return NTK_OK; /* and 0 in float64 too: its value */
+  int graph = 0; /* an Aggregate's signed weights can cancel (a Laplacian on nodes of one covariance) */
+  for (size_t i = 0; i < e->arch->n; i++) graph |= e->arch->layers[i].kind == NTK_LAYER_AGGREGATE;
   return ntk_error(NTK_ENONFINITE, "NNGP entry (row %zu, column %zu) is 0 although sample %zu is not all zeros: its "
                    "true value is below float64's range (%.3g: the network is too deep for its w_std and b_std, its "
                    "variances shrink by a factor per layer; raise b_std or w_std), or the network maps the sample to 0 "
-                   "(its nonzero values fall where a layer does not look)", s, s, s, DBL_MIN);
+                   "(its nonzero values fall where a layer does not look%s)", s, s, s, DBL_MIN,
+                   graph ? ", or its pattern's edges read none of them or cancel them, as a Laplacian's do on nodes "
+                           "that all look alike: a kernel of 0 that carries nothing of the sample" : "");
 }
 
 /* A sample's value with itself, v (in the job's precision), judged: a

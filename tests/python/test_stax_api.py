@@ -1046,3 +1046,18 @@ def test_aggregate_refusals(rng):
                                   stax.GlobalAvgPool())
     with pytest.raises(ntkd.ArchError, match="every Aggregate reads the same pattern"):
         two_sizes(x, None, "nngp", pattern=(p, None))
+
+
+def test_aggregate_to_zero_is_refused_saying_why():
+    # A Laplacian (columns summing to 0) on nodes that all look alike maps the sample to 0
+    # exactly (neural-tangents' kernel is 0 there too): a kernel of 0 that carries nothing of the
+    # sample is refused, as other networks' are, and the message says how a pattern makes it.
+    v = 5
+    adj = np.ones((v, v)) - np.eye(v)
+    lap = np.diag(adj.sum(0)) - adj
+    x = np.ones((2, v, 3))
+    p = np.stack([lap, lap])
+    _, _, kf = stax.serial(stax.Dense(4, W_std=1.3, b_std=0.1), stax.Relu(), stax.Aggregate(), stax.GlobalAvgPool(),
+                           stax.Dense(1))
+    with pytest.raises(ntkd.NonFiniteKernelError, match="pattern's edges read none of them or cancel them"):
+        kf(x, None, "nngp", pattern=(p, p))
