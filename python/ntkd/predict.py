@@ -656,8 +656,9 @@ def _train_trace(S, g):
 
 
 def _solve_job(job, rel, classes, ridges, method, cov):
-    """The store's job without labels, classes or [solve], and ours appended. Its data paths are
-    relative to its folder: the copy lives in a subfolder `rel`, so they get '../'."""
+    """The store's job without labels, classes or [solve], and ours appended. Its data paths
+    (path, a graph's pattern) are relative to its folder: the copy lives in a subfolder `rel`,
+    so they get '../'."""
     keep = []
     section = None
     with open(job) as f:
@@ -675,7 +676,9 @@ def _solve_job(job, rel, classes, ridges, method, cov):
             key, value = (x.strip() for x in s.split("=", 1))
             if section in ("data", "test") and key in ("labels", "classes"):
                 continue
-            if key == "path":
+            if key == "pattern" and section in ("data", "test"):  # a graph's patterns: one file
+                line = f"pattern = {_up(_comment_free(value))}"
+            elif key == "path":
                 value = _comment_free(value)
                 if section == "output":
                     line = f"path = {_up(value)}"
@@ -858,13 +861,15 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
     store = ntkd_kw.pop("store", None)
     if store is None and ntkd_kw:
         raise TypeError(f"{', '.join(ntkd_kw)}: ntkd's keywords for a store: give store= too")
+    train_pattern = None  # a graph network's (pattern1, pattern2) of the train kernel, through a store
     if store is not None:
         for k in ("tile", "progress"):
             if k in kernel_fn_train_train_kwargs:
                 ntkd_kw[k] = kernel_fn_train_train_kwargs.pop(k)
+        train_pattern = kernel_fn_train_train_kwargs.pop("pattern", None)
         if kernel_fn_train_train_kwargs:
             raise TypeError(f"{', '.join(kernel_fn_train_train_kwargs)}: not a keyword of a prediction through a "
-                            "store (store, ranks, method, overwrite, test_test, job, tile, progress)")
+                            "store (store, ranks, method, overwrite, test_test, job, tile, progress, pattern)")
     learning_rate = _number(learning_rate, "learning_rate")
     diag_reg = _number(diag_reg, "diag_reg")
     # (it was taken as a truth value here, unchecked: 'no' meant absolute)
@@ -893,10 +898,20 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
     def computed_store(x_test, compute_cov, test_kwargs):
         """ntkd.batch's store of x_train and x_test (resumed when it holds them), and the
         keywords of its solve at t = infinity (method, ranks, job)."""
+        test_kwargs = dict(test_kwargs)
+        test_pattern = test_kwargs.pop("pattern", None)
         if test_kwargs:
-            raise TypeError(f"{', '.join(test_kwargs)}: a prediction through a store takes no kernel_fn keywords")
+            raise TypeError(f"{', '.join(test_kwargs)}: a prediction through a store takes no kernel_fn keywords "
+                            "but a graph's pattern")
         from ._batch import batch
         kw = dict(ntkd_kw)
+        if (train_pattern is None) != (test_pattern is None):
+            raise TypeError("a graph network's prediction through a store takes the train graphs' pattern "
+                            "(gradient_descent_mse_ensemble(..., pattern=(p_train, p_train))) and the test graphs' "
+                            "(predict_fn(..., pattern=(p_test, p_test))), both or neither")
+        if train_pattern is not None:  # as neural-tangents splits a pair: each kernel's first
+            first = lambda p: p[0] if isinstance(p, (tuple, list)) else p
+            kw["pattern"] = (first(train_pattern), first(test_pattern))
         solve = {"method": kw.pop("method", None), "job": kw.pop("job", None), "ranks": kw.get("ranks")}
         if "test_test" not in kw:  # what the covariance needs, or what the store already holds
             held = None if kw.get("overwrite") else _store_test_test(store)
@@ -1029,16 +1044,28 @@ def _store_test_test(path):
         return None
 
 
+def _arrays(x):
+    """Whether x is arrays only (a pytree of them: a tuple, None as an empty one), as neural-tangents asks."""
+    if isinstance(x, (tuple, list)):
+        return all(_arrays(e) for e in x)
+    return x is None or (hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
 def _merge_kwargs(train, test):
-    """neural-tangents' rule: a keyword given for both the train and test kernels must agree
-    (arrays given for both: the test kernels take the test's, as neural-tangents does)."""
+    """neural-tangents' rule for the keywords of the test x train and test x test kernels: the
+    train x train ones, each given again for the test kernels replaced by the test's. Arrays
+    given for both: a pair of them (a graph's pattern=(p1, p2)) makes test x train's
+    (the test's first, the train's first); other values must agree."""
     td, tt = dict(train), dict(train)
     for k, v in test.items():
-        arrays = any(hasattr(a, "shape") and hasattr(a, "dtype") for a in (v, train.get(k)))
-        if k in train and not arrays and train[k] != v:
+        if k in train and _arrays(v) and _arrays(train[k]):
+            pair = all(isinstance(a, tuple) and len(a) == 2 for a in (v, train[k]))
+            td[k] = (v[0], train[k][0]) if pair else v
+        elif k in train and train[k] != v:
             raise ValueError(f"Same keyword argument {k} of `kernel_fn` is set to different values {train[k]} != {v} "
                              "when computing the train-train and test-train/test-test kernels")
-        td[k] = v
+        else:
+            td[k] = v
         tt[k] = v
     return td, tt
 

@@ -281,6 +281,32 @@ def test_store_gradient_descent_mse_ensemble(tmp_path):
         fn(1., None)
 
 
+def test_graph_predictions_take_each_kernels_patterns(tmp_path):
+    # A graph network's patterns as neural-tangents passes them: the train kernel's pair to
+    # gradient_descent_mse_ensemble, the test graphs' pair to predict_fn; test x train takes
+    # (the test's, the train's). The same as gp_inference on the kernels computed by hand, in
+    # memory and through a store.
+    rng = np.random.default_rng(11)
+    v = 6
+    xtr, xte = rng.standard_normal((10, v, 2)), rng.standard_normal((4, v, 2))
+    ptr = (rng.uniform(size=(10, v, v)) < 0.4) * 1.0
+    pte = (rng.uniform(size=(4, v, v)) < 0.4) * 1.0
+    ytr = rng.standard_normal((10, 2))
+    kf = stax.serial(stax.Dense(8, W_std=1.3, b_std=0.1), stax.Relu(), stax.Aggregate(), stax.Dense(8, b_std=0.1),
+                     stax.Relu(), stax.GlobalAvgPool(), stax.Dense(1))[2]
+    ktt = kf(xtr, None, "ntk", pattern=(ptr, ptr))
+    kte = kf(xte, xtr, "ntk", pattern=(pte, ptr))
+    want = predict.gp_inference(ktt, ytr, diag_reg=1e-3)("ntk", kte)
+    fn = predict.gradient_descent_mse_ensemble(kf, xtr, ytr, diag_reg=1e-3, pattern=(ptr, ptr))
+    close(fn(x_test=xte, get="ntk", pattern=(pte, pte)), want, FINE)
+    via = predict.gradient_descent_mse_ensemble(kf, xtr, ytr, diag_reg=1e-3, pattern=(ptr, ptr),
+                                                store=tmp_path / "g.ntk", method="lapack", progress=False)
+    close(via(x_test=xte, get="ntk", pattern=(pte, pte)), want, FINE)
+    assert np.array_equal(np.load(tmp_path / "g.p2.npy"), pte)
+    with pytest.raises(TypeError, match="both or neither"):
+        via(x_test=xte, get="ntk")
+
+
 @pytest.mark.parametrize("method", ["numpy", "lapack", "cg"])
 def test_unsolvable_raises_solve_error(tmp_path, method):
     kf = stax.serial(stax.Dense(8), stax.Relu(), stax.Dense(1))[2]
