@@ -268,6 +268,8 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
         raise TypeError(f"kernel_fn must be a kernel_fn of ntkd.stax (stax.serial(...)[2]), not {kernel_fn!r}")
     files = Files(store)
     kernel_fn._handle()  # the network's own errors first, as kernel_fn reports them
+    if _kernel._no_pattern(pattern):  # stax's Aggregate without a pattern: the identity
+        kernel_fn = kernel_fn.without_patterns()
     a1 = _kernel._as_array(x1, "x1")
     a2 = _kernel._as_array(x2, "x2")
     kernel_fn._check_spatial(a1, "x1")

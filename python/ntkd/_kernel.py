@@ -5,6 +5,7 @@ on every core."""
 import collections
 import ctypes
 import numbers
+import re
 import threading
 
 import numpy as np
@@ -226,6 +227,18 @@ class KernelFn:
                 self._net = net
             return self._net
 
+    def without_patterns(self):
+        """The kernel_fn of this network called without a pattern: stax's Aggregate is then the
+        identity (neural-tangents returns its input kernel), so each is computed as Identity, with
+        no identity patterns of N x V x V numbers made for it. Itself for a network without one."""
+        spec = self._ntkd_spec
+        if not spec.graph:
+            return self
+        if getattr(self, "_plain", None) is None:
+            text = _AGGREGATE.sub("Identity", spec.text)
+            self._plain = KernelFn(_Spec(text, spec.params, spec.vectors, spec.two_d))
+        return self._plain
+
     def __del__(self):
         net = getattr(self, "_net", None)
         if net is not None and _lib is not None and _lib.lib is not None:
@@ -271,6 +284,10 @@ class KernelFn:
                 raise TypeError(f"kernel_fn() got an unexpected keyword argument {k!r}")
         names = _requested(get)
         net = self._handle()  # the network's own errors first (e.g. parallel without FanOut), then the data's
+        if self._ntkd_spec.graph and _no_pattern(kwargs.get("pattern")):
+            rest = {k: v for k, v in kwargs.items() if k != "pattern"}
+            return self.without_patterns()(x1, x2, get, threads=threads, device=device, tile=tile, progress=progress,
+                                           **rest)
         if _jit_traced(x1) or _jit_traced(x2):
             return self._traced(x1, x2, get, names, dict(kwargs, threads=threads, device=device, tile=tile,
                                                          progress=progress))
@@ -363,6 +380,16 @@ class KernelFn:
         return _namedtuple(names)(*[out[n] for n in names])
 
 
+# An Aggregate in an arch text: its name and its arguments (aggregate_axis's tuple nests once).
+_AGGREGATE = re.compile(r"\bAggregate\b(\((?:[^()]|\([^()]*\))*\))?")
+
+
+def _no_pattern(pattern):
+    """kernel_fn's pattern meaning none (None, or (None, None)): stax's Aggregate is the identity then."""
+    return pattern is None or (isinstance(pattern, (tuple, list)) and len(pattern) == 2 and
+                               pattern[0] is None and pattern[1] is None)
+
+
 def _check_keywords(a1, kwargs):
     """neural-tangents' keywords that would change the kernel: refused."""
     if kwargs.get("diagonal_spatial") and len(a1.shape) > 2:
@@ -398,13 +425,10 @@ def _sparse_to_dense(p, n, shape, name):
 
 
 def _pattern(graph, p, a, name, dtype):
-    """One pattern as ntkd takes it, (n, V, V) in dtype; the identity (each node its own predecessor) where p
-    is None, as stax's Aggregate then leaves its input alone."""
+    """One pattern as ntkd takes it, (n, V, V) in dtype."""
     impl, to_dense = graph
     n, shape = a.shape[0], a.shape[1:-1]
     v = int(np.prod(shape))
-    if p is None:
-        return np.ascontiguousarray(np.broadcast_to(np.eye(v, dtype=dtype), (n, v, v)))
     if impl == "SPARSE":
         d = _sparse_to_dense(p, n, shape, name)
     else:
@@ -422,16 +446,15 @@ def _pattern(graph, p, a, name, dtype):
 
 def _patterns(graph, pattern, a1, a2, dtype):
     """kernel_fn's pattern=(pattern1, pattern2) for a network with Aggregate layers, as (n1, V, V) and
-    (n2, V, V) arrays (None, None without them: a pattern is then ignored, as neural-tangents ignores it)."""
-    if not graph:
+    (n2, V, V) arrays (None, None without them: a pattern is then ignored, as neural-tangents ignores it;
+    and without a pattern, where the callers compute KernelFn.without_patterns instead)."""
+    if not graph or _no_pattern(pattern):
         return None, None
     if len(set((i, id(f)) for i, f in graph)) > 1:
         raise NotImplementedError("the network's Aggregate layers take the pattern in different formats "
                                   "(implementation or to_dense): kernel_fn passes all of them the one pattern")
     if a1.ndim < 3:
         raise NotImplementedError(f"x1 has shape {a1.shape}: Aggregate needs (N, L, C) or (N, H, W, C) data")
-    if pattern is None:
-        pattern = (None, None)
     if not isinstance(pattern, (tuple, list)) or len(pattern) != 2:
         raise TypeError("pattern must be a pair (pattern1, pattern2), as neural-tangents' kernel_fn takes it")
     q1, q2 = pattern

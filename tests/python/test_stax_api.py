@@ -988,6 +988,12 @@ def test_aggregate_pattern_none_is_the_identity(rng):
     np.testing.assert_array_equal(plain(x, None, "ntk", pattern=(p, p)), want)
     eye = np.broadcast_to(np.eye(6), (4, 6, 6))
     np.testing.assert_allclose(_graph_net()(x, None, "ntk", pattern=(eye, eye)), want, rtol=1e-13)
+    # without a pattern each Aggregate is computed as Identity, with no N x V x V identity patterns made
+    _, _, nested = stax.serial(stax.Dense(4), stax.FanOut(2), stax.parallel(stax.Aggregate(aggregate_axis=(1,)),
+                                                                            stax.serial(stax.Aggregate(), stax.Dense(4))),
+                               stax.FanInSum(), stax.Relu(), stax.GlobalAvgPool())
+    assert nested.without_patterns().arch.count("Identity") == 2 and "Aggregate" not in nested.without_patterns().arch
+    assert _graph_net().without_patterns().without_patterns().arch == _graph_net().without_patterns().arch
 
 
 def test_aggregate_x2_and_patterns(rng):
