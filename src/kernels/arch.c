@@ -1052,6 +1052,43 @@ static ntk_status map_args(struct parser *p, struct ntk_layer *l, const struct n
  * them, each from -4 to 3 but the batch axis 0 (normalising over the batch
  * couples the samples); which spatial axes they name depends on the data's
  * rank, resolved by ntk_layernorm_axes when the data are known. */
+/* Axes as written (an integer or a tuple of them, each -4..3) into a mask,
+ * bit a + 4 for axis a: LayerNorm's axis, Aggregate's aggregate_axis.
+ * `what` names the argument in messages, `forms` what it may be, `shapes`
+ * the data whose axes they are. */
+static ntk_status arg_axes(struct parser *p, const struct arg *a, const char *what, const char *forms,
+                           const char *shapes, int *mask) {
+  int count = a->is_list ? a->nlist : 1;
+  *mask = 0;
+  char msg[400];
+  if (a->is_list && (a->nstr || !count)) {
+    snprintf(msg, sizeof msg, "%s must be %s", what, forms);
+    return perr(p, "%s", msg);
+  }
+  for (int k = 0; k < count; k++) {
+    double v;
+    int ok = a->is_list ? (v = a->list[k], 1) : ntk_parse_double(a->val, &v);
+    char val[64];
+    fmt_exact(val, sizeof val, ok ? v : 0);
+    if (!ok || v != floor(v) || v < -4 || v > 3) {
+      snprintf(msg, sizeof msg, "%s %s is not an axis of ntkd's data (-4 to 3: %s)", what, ok ? val : a->val, shapes);
+      return perr(p, "%s", msg);
+    }
+    *mask |= 1 << ((int)v + 4);
+  }
+  return NTK_OK;
+}
+
+/* The axes of a mask (arg_axes) as a tuple's items, "-1" or "1, 2", into
+ * buf; returns how many. */
+static int fmt_axes(char *buf, size_t cap, int mask) {
+  int k = 0, m = 0;
+  buf[0] = '\0';
+  for (int a = -4; a <= 3; a++)
+    if (mask & 1 << (a + 4)) k += snprintf(buf + k, cap - (size_t)k, "%s%d", m++ ? ", " : "", a);
+  return m;
+}
+
 static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const struct arg *args, int nargs) {
   const char *given[NTK_ARCH_MAX_ARGS];
   size_t end = p->pos; /* after the arguments; errors point into them */
@@ -1070,22 +1107,13 @@ static ntk_status layernorm_args(struct parser *p, struct ntk_layer *l, const st
     if (!strcmp(key, "batch_axis") || !strcmp(key, "channel_axis")) {
       if (stax_keyword(p, a, l->name, key, &st), st) return st;
     } else if (!strcmp(key, "axis")) {
-      int count = a->is_list ? a->nlist : 1, mask = 0;
-      if (a->is_list && (a->nstr || !count)) return perr(p, "LayerNorm: axis must be an integer or a tuple of them, "
-                                                            "e.g. (1, 2, 3)%s", "");
-      for (int k = 0; k < count; k++) {
-        double v;
-        int ok = a->is_list ? (v = a->list[k], 1) : ntk_parse_double(a->val, &v);
-        char val[64];
-        fmt_exact(val, sizeof val, ok ? v : 0);
-        if (!ok || v != floor(v) || v < -4 || v > 3)
-          return perr(p, "LayerNorm: axis %s is not an axis of ntkd's data (-4 to 3: (N, H, W, C), (N, L, C) or "
-                         "(N, C))", ok ? val : a->val);
-        if (v == 0)
-          return perr(p, "LayerNorm over the batch axis 0: each sample would be normalised by the whole batch's "
-                         "statistics, and ntkd computes each pair of samples on its own%s", "");
-        mask |= 1 << ((int)v + 4);
-      }
+      int mask;
+      if ((st = arg_axes(p, a, "LayerNorm: axis", "an integer or a tuple of them, e.g. (1, 2, 3)",
+                         "(N, H, W, C), (N, L, C) or (N, C)", &mask)))
+        return st;
+      if (mask & 1 << 4)
+        return perr(p, "LayerNorm over the batch axis 0: each sample would be normalised by the whole batch's "
+                       "statistics, and ntkd computes each pair of samples on its own%s", "");
       l->ln_axes = mask == 1 << 3 ? 0 : mask; /* (-1,): the default */
     } else if (!strcmp(key, "eps")) {
       if ((st = arg_double(p, a, l->name, "eps", 0.0, &l->map.a))) return st;
@@ -1668,20 +1696,9 @@ static ntk_status aggregate_args(struct parser *p, struct ntk_layer *l, const st
       if (stax_keyword(p, a, l->name, key, &st), st) return st;
     } else if (!strcmp(key, "aggregate_axis")) {
       if (!a->is_list && !strcmp(a->val, "None")) continue;
-      int count = a->is_list && !a->paren1 ? a->nlist : 1, mask = 0;
-      if (a->is_list && !a->paren1 && (a->nstr || !count))
-        return perr(p, "Aggregate: aggregate_axis must be None, an integer or a tuple of them, e.g. (1, 2)%s", "");
-      for (int k = 0; k < count; k++) {
-        double v;
-        int ok = a->is_list && !a->paren1 ? (v = a->list[k], 1) : ntk_parse_double(a->val, &v);
-        char val[64];
-        fmt_exact(val, sizeof val, ok ? v : 0);
-        if (!ok || v != floor(v) || v < -4 || v > 3)
-          return perr(p, "Aggregate: aggregate_axis %s is not an axis of ntkd's data (-4 to 3: (N, H, W, C) or "
-                         "(N, L, C))", ok ? val : a->val);
-        mask |= 1 << ((int)v + 4);
-      }
-      l->agg_axes = mask;
+      if ((st = arg_axes(p, a, "Aggregate: aggregate_axis", "None, an integer or a tuple of them, e.g. (1, 2)",
+                         "(N, H, W, C) or (N, L, C)", &l->agg_axes)))
+        return st;
     } else if (!strcmp(key, "implementation")) {
       static const char *const impls[] = {"DENSE", "SPARSE"};
       if (arg_enum(a, "AggregateImplementation", impls, 2) < 0)
@@ -2652,9 +2669,7 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
     fmt_exact(w, sizeof w, l->map.a);
     if (l->ln_axes) { /* the axes as written, from -4 up */
       char ax[64];
-      int k = 0, m = 0;
-      for (int a = -4; a <= 3; a++)
-        if (l->ln_axes & 1 << (a + 4)) k += snprintf(ax + k, sizeof ax - (size_t)k, "%s%d", m++ ? ", " : "", a);
+      int m = fmt_axes(ax, sizeof ax, l->ln_axes);
       n = snprintf(buf, cap, "LayerNorm(axis=(%s%s), eps=%s)", ax, m == 1 ? "," : "", w);
     } else
       n = l->map.a == 1e-12 ? snprintf(buf, cap, "LayerNorm") : snprintf(buf, cap, "LayerNorm(eps=%s)", w);
@@ -2710,9 +2725,7 @@ static size_t layer_canonical(const struct ntk_layer *l, int std, char *buf, siz
   case NTK_LAYER_AGGREGATE:
     if (l->agg_axes) { /* the axes as written: ntk_aggregate_axes checks them against the data */
       char ax[64];
-      int k = 0, m = 0;
-      for (int a = -4; a <= 3; a++)
-        if (l->agg_axes & 1 << (a + 4)) k += snprintf(ax + k, sizeof ax - (size_t)k, "%s%d", m++ ? ", " : "", a);
+      int m = fmt_axes(ax, sizeof ax, l->agg_axes);
       n = snprintf(buf, cap, "Aggregate(aggregate_axis=(%s%s))", ax, m == 1 ? "," : "");
     } else
       n = snprintf(buf, cap, "Aggregate");
