@@ -171,13 +171,15 @@ ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_da
  * sample of x1 has its pattern in pattern1, of x2 in pattern2 (NULL when
  * x2 is NULL: x1 against itself takes pattern1 for both). A sample's
  * pattern is neural-tangents' dense one without its batch axis: V x V
- * values, row-major, in the data's dtype, V the positions per sample
- * (length, or height x width); [i][j] the weight of the edge from
- * position i to position j (0: none), and an Aggregate replaces each
- * position by the weighted sum of its predecessors. For a network without
- * an Aggregate, use ntkd_kernels (this call refuses it). */
+ * values, row-major, in the data's dtype, V the positions the network's
+ * Aggregates see (`positions`; 0: the sample's own, its length or height
+ * x width; fewer after a pooling or a VALID or strided convolution);
+ * [i][j] the weight of the edge from position i to position j (0: none),
+ * and an Aggregate replaces each position by the weighted sum of its
+ * predecessors. For a network without an Aggregate, use ntkd_kernels (this
+ * call refuses it). */
 ntkd_status ntkd_kernels_graph(const ntkd_net *net, const ntkd_data *x1, const void *pattern1, const ntkd_data *x2,
-                               const void *pattern2, unsigned kernels, void *nngp, void *ntk,
+                               const void *pattern2, size_t positions, unsigned kernels, void *nngp, void *ntk,
                                const ntkd_compute_options *options);
 
 /* ---- stores -------------------------------------------------------------------- */

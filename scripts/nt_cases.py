@@ -1021,8 +1021,11 @@ def graph_cases():
   is passed to kernel_fn as pattern=(p, p). Node features are (N, V, C)
   sequences (one_d) or (N, H, W, C) images; the patterns binary, weighted,
   with self-loops, and with a sample that has no edges at all."""
-  def g(name, arch, shape, pattern='binary', one_d=True):
-    return dict(image_case(name, arch, shape), stax_syntax=True, one_d=one_d, pattern=pattern)
+  def g(name, arch, shape, pattern='binary', one_d=True, agg=None):
+    c = dict(image_case(name, arch, shape), stax_syntax=True, one_d=one_d, pattern=pattern)
+    if agg:  # the positions the Aggregates see, where a layer before them changes the image's size
+      c['agg'] = agg
+    return c
   return [
       g('graph_relu_gap', "Dense(8, W_std=1.3, b_std=0.2) Relu Aggregate Dense(8, W_std=1.5, b_std=0.1) Relu "
         "Aggregate GlobalAvgPool Dense(1)", (5, 7, 3)),
@@ -1046,6 +1049,11 @@ def graph_cases():
         "GlobalAvgPool Dense(1)", (4, 20, 2), 'chain'),
       g('graph_sparse_mixed', "Dense(8, W_std=1.3, b_std=0.1) Relu Aggregate Dense(8, W_std=1.2, b_std=0.1) Relu "
         "Aggregate Flatten Dense(1)", (4, 18, 2), 'mixed'),
+      # after a VALID convolution (8 -> 6 positions) and a pooling (3 x 4 -> 2 x 3): patterns of those sizes
+      g('graph_after_valid_conv', "Conv(8, (3,), W_std=1.3, b_std=0.1) Relu Aggregate Conv(8, (1,)) Relu "
+        "GlobalAvgPool Dense(1)", (4, 8, 2), 'weighted', True, (6,)),
+      g('graph_after_pool', "Conv(8, (2, 2), padding='SAME', W_std=1.3) Relu AvgPool((2, 2), (1, 1)) Aggregate "
+        "Conv(8, (1, 1)) Erf Aggregate Flatten Dense(1)", (4, 3, 4, 2), 'binary', False, (2, 3)),
   ]
 
 
@@ -1054,7 +1062,7 @@ def case_pattern(c):
   edges drawn per sample from a seed of the case's name; weights multiples
   of 1/8 (exact products, as the inputs)."""
   rng = np.random.RandomState((zlib.crc32(c['name'].encode()) + 1) & 0x7fffffff)
-  n, v = c['shape'][0], int(np.prod(c['shape'][1:-1]))
+  n, v = c['shape'][0], int(np.prod(c.get('agg', c['shape'][1:-1])))
   p = (rng.uniform(size=(n, v, v)) < 0.4).astype(np.float64)
   if c['pattern'] == 'weighted':
     p *= np.round(rng.uniform(0.125, 2.0, size=(n, v, v)) * 8.0) / 8.0

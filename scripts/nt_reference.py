@@ -116,7 +116,8 @@ DEFAULT_GRAPH_OUTPUT = 'tests/data/ref_graph.txt'
 def compute(c, x):
   _, _, kernel_fn = build_network(c)
   if c.get('pattern'):  # a graph case: its patterns on both sides
-    p = case_pattern(c).reshape((x.shape[0],) + x.shape[1:-1] * 2)
+    agg = c.get('agg', x.shape[1:-1])  # the positions the Aggregates see
+    p = case_pattern(c).reshape((x.shape[0],) + tuple(agg) * 2)
     k = kernel_fn(x, None, pattern=(p, p))
   else:
     k = kernel_fn(x, None)
@@ -180,8 +181,9 @@ def write_case(out, c, x, nngp, ntk, close=True):
   out.write('shape ' + ' '.join(str(d) for d in shape) + '\n')
   x_rows = x.reshape(x.shape[0], -1)  # NHWC row-major: h, then w, then c
   mats = [('x', x_rows)]
-  if c.get('pattern'):  # each sample's V x V pattern, row-major
-    mats.append(('pattern', case_pattern(c).reshape(x.shape[0], -1)))
+  if c.get('pattern'):  # each sample's V x V pattern, row-major, V on the label's line
+    p = case_pattern(c)
+    mats.append((f'pattern {p.shape[1]}', p.reshape(x.shape[0], -1)))
   for label, mat in mats + [('nngp', nngp), ('ntk', ntk)]:
     out.write(label + '\n')
     for row in mat:
@@ -340,7 +342,8 @@ def main(argv):
     write_suite(DEFAULT_GRAPH_OUTPUT, graph_cases(), [
         "kernel_fn(x, None, ('nngp', 'ntk'), pattern=(p, p)), p each case's pattern",
         'x: as in ref_cnn.txt, (N, L, C) sequences written as (N, L, 1, C), or NHWC images',
-        'pattern: one line per sample, its V x V matrix row-major (V positions, row-major over h, w); '
+        'pattern V: one line per sample, its V x V matrix row-major (V the positions the Aggregates see, '
+        'row-major over h, w); '
         'per-case edges of probability 0.4 from RandomState(crc32(name) + 1), weights multiples of 1/8'])
   if opts.only in (None, 'solve'):
     write_solve_suite(opts.solve_out, solve_cases())

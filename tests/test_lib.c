@@ -334,21 +334,21 @@ START_TEST(test_graph_kernels) {
   ntkd_net *f = net_of("Dense(W_std=1.3, b_std=0.1) Relu Dense(W_std=1.2) Relu GlobalAvgPool Dense");
   ntkd_data a = {x, N, 2, {L, C, 0}, NTKD_FLOAT64}, b = {x2, M, 2, {L, C, 0}, NTKD_FLOAT64};
   double kg[N * N], kt[N * N], fg[N * N], ft[N * N], cross[M * N], cross_t[M * N];
-  ck_assert_msg(ntkd_kernels_graph(g, &a, p, NULL, NULL, NTKD_NNGP | NTKD_NTK, kg, kt, NULL) == NTKD_OK, "%s",
+  ck_assert_msg(ntkd_kernels_graph(g, &a, p, NULL, NULL, 0, NTKD_NNGP | NTKD_NTK, kg, kt, NULL) == NTKD_OK, "%s",
                 ntkd_last_error());
   ck_assert_int_eq(ntkd_kernels(f, &a, NULL, NTKD_NNGP | NTKD_NTK, fg, ft, NULL), NTKD_OK);
   for (size_t i = 0; i < N * N; i++)
     ck_assert_msg(fabs(kg[i] - fg[i]) <= 1e-14 * fabs(fg[i]) && fabs(kt[i] - ft[i]) <= 1e-14 * fabs(ft[i]),
                   "entry %zu: %.17g %.17g, %.17g %.17g", i, kg[i], fg[i], kt[i], ft[i]);
   /* against x2: the same entries as the joined set's (x2's pattern its own) */
-  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, &b, p2, NTKD_NNGP | NTKD_NTK, cross, cross_t, NULL), NTKD_OK);
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, &b, p2, 0, NTKD_NNGP | NTKD_NTK, cross, cross_t, NULL), NTKD_OK);
   double xx[(N + M) * L * C], pp[(N + M) * V * V], all[(N + M) * (N + M)], all_t[(N + M) * (N + M)];
   memcpy(xx, x, sizeof(double) * N * L * C);
   memcpy(xx + N * L * C, x2, sizeof(double) * M * L * C);
   memcpy(pp, p, sizeof p);
   memcpy(pp + N * V * V, p2, sizeof p2);
   ntkd_data both = {xx, N + M, 2, {L, C, 0}, NTKD_FLOAT64};
-  ck_assert_int_eq(ntkd_kernels_graph(g, &both, pp, NULL, NULL, NTKD_NNGP | NTKD_NTK, all, all_t, NULL), NTKD_OK);
+  ck_assert_int_eq(ntkd_kernels_graph(g, &both, pp, NULL, NULL, 0, NTKD_NNGP | NTKD_NTK, all, all_t, NULL), NTKD_OK);
   for (size_t i = 0; i < N; i++)
     for (size_t j = 0; j < M; j++) {
       ck_assert(cross[i * M + j] == all[(N + j) * (N + M) + i]);
@@ -356,17 +356,23 @@ START_TEST(test_graph_kernels) {
     }
   ck_assert(cross[0 * M + 1] != fg[0]); /* the edges changed something */
   /* the checks */
-  ck_assert_int_eq(ntkd_kernels_graph(g, &a, NULL, NULL, NULL, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_USAGE);
-  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, &b, NULL, NTKD_NNGP, cross, NULL, NULL), NTKD_ERROR_USAGE);
-  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, NULL, p2, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, NULL, NULL, NULL, 0, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, &b, NULL, 0, NTKD_NNGP, cross, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, NULL, p2, 0, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_USAGE);
   ck_assert_int_eq(ntkd_kernels(g, &a, NULL, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_ARCH);
   ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "need each sample's pattern"));
-  ck_assert_int_eq(ntkd_kernels_graph(f, &a, p, NULL, NULL, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_ARCH);
+  ck_assert_int_eq(ntkd_kernels_graph(f, &a, p, NULL, NULL, 0, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_ARCH);
   ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "no Aggregate layer"));
+  /* positions: the pattern's V, which the network's plan checks against what its Aggregates see */
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, NULL, NULL, 4, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_ARCH);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "the pattern has 16 values per sample and the network's Aggregate "
+                                                  "layers see 5 positions"));
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, NULL, NULL, 65537, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, NULL, NULL, 5, NTKD_NNGP, kg, NULL, NULL), NTKD_OK);
   ntkd_data flat = {x, N, 1, {L * C, 0, 0}, NTKD_FLOAT64};
-  ck_assert_int_eq(ntkd_kernels_graph(g, &flat, p, NULL, NULL, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_int_eq(ntkd_kernels_graph(g, &flat, p, NULL, NULL, 0, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_USAGE);
   p[N * V * V - 1] = INFINITY;
-  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, NULL, NULL, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_INPUT);
+  ck_assert_int_eq(ntkd_kernels_graph(g, &a, p, NULL, NULL, 0, NTKD_NNGP, kg, NULL, NULL), NTKD_ERROR_INPUT);
   ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "pattern1: value 24 of sample 3's pattern is inf"));
   ntkd_net_free(g);
   ntkd_net_free(f);

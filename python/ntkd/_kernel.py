@@ -284,6 +284,11 @@ class KernelFn:
                 raise TypeError(f"kernel_fn() got an unexpected keyword argument {k!r}")
         names = _requested(get)
         net = self._handle()  # the network's own errors first (e.g. parallel without FanOut), then the data's
+        pattern = kwargs.get("pattern")
+        if any(_jit_traced(q) for q in (pattern if isinstance(pattern, (tuple, list)) else (pattern,))):
+            raise NotImplementedError("kernel_fn under jax.jit with a traced pattern: ntkd computes outside JAX and "
+                                      "needs the pattern's values when it is traced; pass the pattern as a constant "
+                                      "(close over it), not as an argument of the jitted function")
         if self._ntkd_spec.graph and _no_pattern(kwargs.get("pattern")):
             rest = {k: v for k, v in kwargs.items() if k != "pattern"}
             return self.without_patterns()(x1, x2, get, threads=threads, device=device, tile=tile, progress=progress,
@@ -412,6 +417,9 @@ def _sparse_to_dense(p, n, shape, name):
         raise ValueError(f"{name}: a SPARSE pattern has shape (batch={n}, n_edges, {k}, 2), not {p.shape}")
     if not np.issubdtype(p.dtype, np.integer):
         raise ValueError(f"{name}: a SPARSE pattern holds integer node indices, not {p.dtype}")
+    if p.size and (p.max() >= 2 ** 31 or p.min() < -2 ** 31):  # numpy's int64 ravel: uint64 past 2^63 wraps
+        raise ValueError(f"{name}: a SPARSE pattern's node indices must lie in -2^31 .. 2^31 - 1")
+    p = p.astype(np.int64)
     v = int(np.prod(shape))
     out = np.zeros((n, v, v))
     tails, heads = p[..., 0], p[..., 1]
@@ -425,23 +433,32 @@ def _sparse_to_dense(p, n, shape, name):
 
 
 def _pattern(graph, p, a, name, dtype):
-    """One pattern as ntkd takes it, (n, V, V) in dtype."""
+    """One pattern as ntkd takes it, (n, V, V) in dtype. DENSE: (n, S, S), S the positions the
+    Aggregates see (the input's, or fewer after a pooling or a strided or VALID Conv: the
+    library checks the count); SPARSE edges index the input's positions."""
     impl, to_dense = graph
     n, shape = a.shape[0], a.shape[1:-1]
-    v = int(np.prod(shape))
     if impl == "SPARSE":
         d = _sparse_to_dense(p, n, shape, name)
     else:
         d = np.asarray(to_dense(p))
-        if d.shape != (n,) + shape + shape:
-            raise ValueError(f"{name}: a DENSE pattern of these inputs has shape {(n,) + shape + shape} (batch, "
-                             f"the positions, the positions again), not {d.shape}")
+        k = len(shape)
+        if d.ndim != 1 + 2 * k or d.shape[0] != n or d.shape[1:1 + k] != d.shape[1 + k:]:
+            raise ValueError(f"{name}: a DENSE pattern of these inputs has shape (batch={n}, the positions, the "
+                             f"positions again), {(n,) + shape + shape} where the Aggregates see the input's size, "
+                             f"not {d.shape}")
         if d.dtype.kind not in "biuf":
             raise ValueError(f"{name}: the pattern holds {d.dtype} values, not real numbers")
-    d = np.ascontiguousarray(d.reshape(n, v, v), dtype=dtype)
+    v = int(np.prod(d.shape[1:1 + (d.ndim - 1) // 2]))
+    d = d.reshape(n, v, v)
     if not np.all(np.isfinite(d)):
         raise ValueError(f"{name}: the pattern has a value that is not finite")
-    return d
+    if dtype == np.float32:  # the library computes on it in float32: refused where that changes a value
+        big = np.abs(d)
+        if np.any(big > np.finfo(np.float32).max) or np.any((big > 0) & (big < np.finfo(np.float32).tiny)):
+            raise ValueError(f"{name}: the pattern has a value outside float32's normal range (1.2e-38 .. 3.4e38), "
+                             "which float32 inputs compute in: pass float64 inputs")
+    return np.ascontiguousarray(d, dtype=dtype)
 
 
 def _patterns(graph, pattern, a1, a2, dtype):
@@ -578,7 +595,7 @@ def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress, p1=None, p
         else:
             st = _lib.lib.ntkd_kernels_graph(net, ctypes.byref(d1), p1.ctypes.data,
                                              ctypes.byref(d2) if d2 is not None else None,
-                                             p2.ctypes.data if d2 is not None else None, which, *out,
+                                             p2.ctypes.data if d2 is not None else None, p1.shape[1], which, *out,
                                              ctypes.byref(opts))
         result["status"] = st
         result["message"] = _lib.last_error() if st else ""

@@ -74,7 +74,7 @@ lib.ntkd_kernels.argtypes = [ctypes.c_void_p, ctypes.POINTER(Data), ctypes.POINT
                              ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ComputeOptions)]
 lib.ntkd_kernels_graph.restype = ctypes.c_int
 lib.ntkd_kernels_graph.argtypes = [ctypes.c_void_p, ctypes.POINTER(Data), ctypes.c_void_p, ctypes.POINTER(Data),
-                                   ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
+                                   ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
                                    ctypes.POINTER(ComputeOptions)]
 
 # ---- stores -------------------------------------------------------------------------------

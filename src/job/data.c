@@ -938,10 +938,12 @@ static ntk_status load_with_test(const struct ntk_job *job, int elem, const stru
                                  struct ntk_dataset *ds);
 
 /* A graph's patterns, file `path` (an (N, V, V) .npy, `count` samples, 0
- * all), read for the `n` samples of V = h*w positions from `what` ([data]
- * or [test]): *out (n x V^2 values, malloc'd). Errors name the file. */
-static ntk_status load_pattern(const struct ntk_job *job, const char *path, size_t count, size_t n, size_t v,
-                               const char *what, int elem, void **out) {
+ * all), read for the `n` samples from `what` ([data] or [test]): *out (n x
+ * V^2 values, malloc'd), *v its V (the positions the Aggregates see, which
+ * the network's plan checks; want, where not 0, the V it must be; hw the
+ * samples' own, for the message). Errors name the file. */
+static ntk_status load_pattern(const struct ntk_job *job, const char *path, size_t count, size_t n, size_t hw,
+                               size_t want, size_t *v, const char *what, int elem, void **out) {
   *out = NULL;
   struct ntk_job *tj = malloc(sizeof *tj);
   if (!tj) return ntk_error(NTK_ENOMEM, "out of memory");
@@ -957,14 +959,17 @@ static ntk_status load_pattern(const struct ntk_job *job, const char *path, size
   ntk_status st = load_one(tj, elem, NULL, &p);
   free(tj);
   if (st) return st;
-  if (p.n != n || p.h != v || p.w != v || p.c != 1) {
-    char got[96];
+  *v = want ? want : p.h;
+  if (p.n != n || !p.h || p.h != p.w || p.c != 1 || p.h != *v) {
+    char got[96], wanted[96];
     if (!p.h) snprintf(got, sizeof got, "(%zu, %zu)", p.n, p.d);
     else if (p.c == 1) snprintf(got, sizeof got, "(%zu, %zu, %zu)", p.n, p.h, p.w);
     else snprintf(got, sizeof got, "(%zu, %zu, %zu, %zu)", p.n, p.h, p.w, p.c);
-    st = ntk_error(NTK_EINPUT, "%s: the %s pattern must have shape (%zu, %zu, %zu): one %zu x %zu matrix per sample "
-                   "(the positions in row-major order, an (N, H, W, H, W) array reshaped to (N, H W, H W)), not %s",
-                   path, what, n, v, v, v, v, got);
+    if (want) snprintf(wanted, sizeof wanted, "(%zu, %zu, %zu), as the [data] pattern's", n, want, want);
+    else snprintf(wanted, sizeof wanted, "(%zu, V, V)", n);
+    st = ntk_error(NTK_EINPUT, "%s: the %s pattern must have shape %s: one V x V matrix per sample, V the positions "
+                   "the network's Aggregates see (the samples' %zu, or fewer after a pooling; row-major: reshape an "
+                   "(N, H, W, H, W) array to (N, H W, H W)), not %s", path, what, wanted, hw, got);
   }
   if (st) {
     ntk_data_free(&p);
@@ -977,17 +982,18 @@ static ntk_status load_pattern(const struct ntk_job *job, const char *path, size
 /* The patterns of [data] and [test] after each sample's features (struct
  * ntk_dataset's pattern): the rows laid out again in memory of their own. */
 static ntk_status attach_patterns(const struct ntk_job *job, int elem, struct ntk_dataset *ds) {
-  size_t ntr = job->test.enabled ? ds->n_train : ds->n, nte = ds->n - ntr, v = ds->h * ds->w, es = (size_t)elem;
+  size_t ntr = job->test.enabled ? ds->n_train : ds->n, nte = ds->n - ntr, hw = ds->h * ds->w, v = 0;
+  size_t es = (size_t)elem;
   if (!ds->h)
     return ntk_error(NTK_EINPUT, "%s:%d: [data] pattern: a graph's pattern pairs the positions of (N, L, C) "
                      "sequences or (N, H, W, C) images, and these data are (N, %zu) vectors", job->source,
                      job->pattern_line, ds->d);
-  if (v > ((size_t)1 << 16))
-    return ntk_error(NTK_EINPUT, "%s: [data] pattern: %zu positions per sample, above ntkd's 65536 to aggregate",
-                     job->pattern_path, v);
   void *pa = NULL, *pb = NULL;
-  ntk_status st = load_pattern(job, job->pattern_path, job->count, ntr, v, "[data]", elem, &pa);
-  if (!st && nte) st = load_pattern(job, job->test.pattern, job->test.count, nte, v, "[test]", elem, &pb);
+  ntk_status st = load_pattern(job, job->pattern_path, job->count, ntr, hw, 0, &v, "[data]", elem, &pa);
+  if (!st && v > ((size_t)1 << 16))
+    st = ntk_error(NTK_EINPUT, "%s: [data] pattern: %zu positions, above ntkd's 65536 to aggregate",
+                   job->pattern_path, v);
+  if (!st && nte) st = load_pattern(job, job->test.pattern, job->test.count, nte, hw, v, &v, "[test]", elem, &pb);
   size_t d = ds->d + v * v, row;
   char *x = NULL;
   if (!st && (__builtin_mul_overflow(ds->n, d * es, &row) || !(x = malloc(row ? row : 1))))

@@ -893,7 +893,10 @@ static ntk_status plan_pattern(const struct cnn_plan *P, const struct ntk_datase
                      "[data] pattern = FILE in a job (docs/JOB-FILE.md), kernel_fn(..., pattern=(p1, p2)) in Python");
   if (P->aggregate && data->pattern != P->aggregate * P->aggregate)
     return ntk_error(NTK_ECONFIG, "the pattern has %zu values per sample and the network's Aggregate layers see %zu "
-                     "positions: %zu x %zu values", data->pattern, P->aggregate, P->aggregate, P->aggregate);
+                     "positions: %zu x %zu values%s", data->pattern, P->aggregate, P->aggregate, P->aggregate,
+                     data->c == 1 && !data->one_d ? " (the data have one channel: a 3-D .npy of (N, L, C) node "
+                                                    "features needs [data] layout = NLC, or it is read as (N, H, W) "
+                                                    "grey images)" : "");
   return NTK_OK;
 }
 

@@ -353,23 +353,23 @@ static void pack_rows(char *dst, const ntkd_data *x, const void *p, size_t d, si
 }
 
 static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, const void *p1, const ntkd_data *x2,
-                           const void *p2, int graph, unsigned kernels, void *nngp, void *ntk,
-                           const ntkd_compute_options *options);
+                                   const void *p2, int graph, size_t positions, unsigned kernels, void *nngp,
+                                   void *ntk, const ntkd_compute_options *options);
 
 ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_data *x2, unsigned kernels,
                          void *nngp, void *ntk, const ntkd_compute_options *options) {
-  return compute_kernels(net, x1, NULL, x2, NULL, 0, kernels, nngp, ntk, options);
+  return compute_kernels(net, x1, NULL, x2, NULL, 0, 0, kernels, nngp, ntk, options);
 }
 
 ntkd_status ntkd_kernels_graph(const ntkd_net *net, const ntkd_data *x1, const void *pattern1, const ntkd_data *x2,
-                               const void *pattern2, unsigned kernels, void *nngp, void *ntk,
+                               const void *pattern2, size_t positions, unsigned kernels, void *nngp, void *ntk,
                                const ntkd_compute_options *options) {
-  return compute_kernels(net, x1, pattern1, x2, pattern2, 1, kernels, nngp, ntk, options);
+  return compute_kernels(net, x1, pattern1, x2, pattern2, 1, positions, kernels, nngp, ntk, options);
 }
 
 static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, const void *p1, const ntkd_data *x2,
-                           const void *p2, int graph, unsigned kernels, void *nngp, void *ntk,
-                           const ntkd_compute_options *options) {
+                                   const void *p2, int graph, size_t positions, unsigned kernels, void *nngp,
+                                   void *ntk, const ntkd_compute_options *options) {
   const char *fn = graph ? "ntkd_kernels_graph" : "ntkd_kernels";
   if (!net || !x1) return usage("%s: net and x1 are needed", fn);
   if (!kernels || (kernels & ~(unsigned)(NTKD_NNGP | NTKD_NTK)))
@@ -399,8 +399,9 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
     if (!x2 && p2) return usage("%s: pattern2 without x2 (x1 against itself takes pattern1 for both)", fn);
     if (x1->ndim < 2) return usage("%s: a pattern needs samples of shape (length, channels) or (height, width, "
                                    "channels)", fn);
-    if (h * w > ((size_t)1 << 16)) return usage("%s: more than 65536 positions per sample to aggregate", fn);
-    v = h * w * h * w;
+    if (!positions) positions = h * w; /* the sample's own */
+    if (positions > ((size_t)1 << 16)) return usage("%s: more than 65536 positions to aggregate", fn);
+    v = positions * positions;
     if ((x1->n && x1->n > SIZE_MAX / (d + v) / (size_t)x1->dtype) ||
         (x2 && x2->n > SIZE_MAX / ((d + v) * (size_t)x1->dtype) - x1->n))
       return usage("%s: the samples with their patterns are more bytes than a size_t holds", fn);

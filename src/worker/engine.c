@@ -338,14 +338,20 @@ static ntk_status zero_verdict(ntk_engine_t *e, size_t s, int which) {
     }
   }
   if (arch_vanishes(e->arch)) return NTK_OK; /* and 0 in float64 too: its value */
-  int graph = 0; /* an Aggregate's signed weights can cancel (a Laplacian on nodes of one covariance) */
-  for (size_t i = 0; i < e->arch->n; i++) graph |= e->arch->layers[i].kind == NTK_LAYER_AGGREGATE;
+  /* A graph's own structure maps samples to 0 exactly: a directed graph
+   * without self-loops shallower than the network's Aggregates, edges that
+   * read only zeros, signed weights that cancel (a Laplacian on nodes that
+   * all look alike). neural-tangents returns that 0, and one such graph
+   * among thousands would otherwise end the job (a hunt). Its 0 in float64
+   * is its value; an underflow through depth is refused where it enters a
+   * nonlinearity (the variance judge), and a float32 0 that float64 does
+   * not share above. */
+  for (size_t i = 0; i < e->arch->n; i++)
+    if (e->arch->layers[i].kind == NTK_LAYER_AGGREGATE) return NTK_OK;
   return ntk_error(NTK_ENONFINITE, "NNGP entry (row %zu, column %zu) is 0 although sample %zu is not all zeros: its "
                    "true value is below float64's range (%.3g: the network is too deep for its w_std and b_std, its "
                    "variances shrink by a factor per layer; raise b_std or w_std), or the network maps the sample to 0 "
-                   "(its nonzero values fall where a layer does not look%s)", s, s, s, DBL_MIN,
-                   graph ? ", or its pattern's edges read none of them or cancel them, as a Laplacian's do on nodes "
-                           "that all look alike: a kernel of 0 that carries nothing of the sample" : "");
+                   "(its nonzero values fall where a layer does not look)", s, s, s, DBL_MIN);
 }
 
 /* A sample's value with itself, v (in the job's precision), judged: a

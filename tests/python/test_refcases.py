@@ -36,15 +36,18 @@ def read_cases(name):
         i += 1
         n = shape[0]
         for label in ("x", "pattern", "nngp", "ntk"):
-            if label == "pattern" and lines[i] != label:  # graph cases only (ref_graph.txt)
+            if label == "pattern" and not lines[i].startswith("pattern "):  # graph cases only (ref_graph.txt)
                 continue
+            if label == "pattern":  # "pattern V": V the positions the Aggregates see
+                c["positions"] = int(lines[i].split()[1])
+                lines[i] = label
             assert lines[i] == label, (c["name"], lines[i])
             rows = [np.array(lines[i + 1 + k].split(), dtype=np.float64) for k in range(n)]
             c[label] = np.stack(rows)
             i += 1 + n
         c["x"] = c["x"].reshape(shape)
         if "pattern" in c:
-            v = int(np.prod(shape[1:-1]))
+            v = c["positions"]
             c["pattern"] = c["pattern"].reshape(n, v, v)
         cases.append(c)
     return cases
@@ -72,7 +75,8 @@ def test_case(case, dtype, bound):
         x = x.reshape(x.shape[0], x.shape[1], x.shape[3])
     if "pattern" in case:  # a graph case: stax's (N, positions, positions) pattern on both sides
         assert np.array_equal(nt_cases.case_pattern(spec), case["pattern"])
-        p = case["pattern"].reshape((x.shape[0],) + x.shape[1:-1] * 2)
+        agg = tuple(spec.get("agg", x.shape[1:-1]))  # the positions the Aggregates see
+        p = case["pattern"].reshape((x.shape[0],) + agg * 2)
         k = kernel_fn(x, None, ("nngp", "ntk"), pattern=(p, p))
     else:
         k = kernel_fn(x, None, ("nngp", "ntk"))
@@ -83,7 +87,7 @@ def test_case(case, dtype, bound):
 
 
 def test_every_case_read():
-    assert len(CASES) == 100 + 151 + 10 and len({c["name"] for c in CASES}) == len(CASES)
+    assert len(CASES) == 100 + 151 + 12 and len({c["name"] for c in CASES}) == len(CASES)
 
 
 def test_dropout_diagonal_follows_x1_is_x2():

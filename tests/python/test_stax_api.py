@@ -974,6 +974,8 @@ def test_aggregate_sparse_pattern_is_its_dense_one(rng):
         sparse(x, None, "ntk", pattern=(edges[:, :, :1], None))
     with pytest.raises(ValueError, match="integer node indices"):
         sparse(x, None, "ntk", pattern=(edges.astype(float), None))
+    with pytest.raises(ValueError, match=r"must lie in -2\^31 .. 2\^31 - 1"):  # numpy's ravel would wrap uint64
+        sparse(x, None, "ntk", pattern=(edges.astype(np.uint64) + np.uint64(2 ** 63), None))
 
 
 def test_aggregate_pattern_none_is_the_identity(rng):
@@ -1013,8 +1015,11 @@ def test_aggregate_x2_and_patterns(rng):
         kf(x2, x, "ntk", pattern=(p2, None))
     with pytest.raises(TypeError, match="a pair"):
         kf(x, None, "ntk", pattern=p)
-    with pytest.raises(ValueError, match=r"has shape \(4, 5, 5\) \(batch"):
+    with pytest.raises(ntkd.ArchError, match="the pattern has 16 values per sample and the network's Aggregate "
+                                             "layers see 5 positions"):
         kf(x, None, "ntk", pattern=(p[:, :4, :4], None))
+    with pytest.raises(ValueError, match=r"has shape \(batch=4, the positions, the positions again\)"):
+        kf(x, None, "ntk", pattern=(p[:, :4, :5], None))
     bad = p.copy()
     bad[1, 2, 3] = np.nan
     with pytest.raises(ValueError, match="not finite"):
@@ -1032,6 +1037,14 @@ def test_aggregate_x2_and_patterns(rng):
 
 def test_aggregate_refusals(rng):
     x, p = _graph(rng, 3, 4)
+    class DynamicJaxprTracer:  # jax.jit's tracer, recognised by its type's name
+        shape, dtype = p.shape, p.dtype
+    with pytest.raises(NotImplementedError, match="traced pattern"):
+        _graph_net()(x, None, "ntk", pattern=(DynamicJaxprTracer(), None))
+    # float32 inputs compute the pattern in float32: a value it cannot hold is refused, not rounded to 0 or inf
+    for bad in (1e-50, 1e39):
+        with pytest.raises(ValueError, match="outside float32's normal range"):
+            _graph_net()(x.astype(np.float32), None, "ntk", pattern=(p * 0 + bad, None))
     with pytest.raises(NotImplementedError, match=r"batch_axis=1"):
         stax.Aggregate(batch_axis=1)
     with pytest.raises(ValueError, match="AggregateImplementation"):
@@ -1054,16 +1067,24 @@ def test_aggregate_refusals(rng):
         two_sizes(x, None, "nngp", pattern=(p, None))
 
 
-def test_aggregate_to_zero_is_refused_saying_why():
-    # A Laplacian (columns summing to 0) on nodes that all look alike maps the sample to 0
-    # exactly (neural-tangents' kernel is 0 there too): a kernel of 0 that carries nothing of the
-    # sample is refused, as other networks' are, and the message says how a pattern makes it.
+def test_aggregate_to_zero_is_its_value(rng):
+    # A graph's own structure maps a sample to 0 exactly, and neural-tangents returns that 0: a
+    # Laplacian (columns summing to 0) on nodes that all look alike, or a directed star (leaves to
+    # the centre, no self-loops) under two Aggregates. It is the kernel, not an underflow (ntkd once
+    # refused it, and one such graph ended a whole job); x2's samples with themselves too.
     v = 5
     adj = np.ones((v, v)) - np.eye(v)
     lap = np.diag(adj.sum(0)) - adj
-    x = np.ones((2, v, 3))
-    p = np.stack([lap, lap])
     _, _, kf = stax.serial(stax.Dense(4, W_std=1.3, b_std=0.1), stax.Relu(), stax.Aggregate(), stax.GlobalAvgPool(),
                            stax.Dense(1))
-    with pytest.raises(ntkd.NonFiniteKernelError, match="pattern's edges read none of them or cancel them"):
-        kf(x, None, "nngp", pattern=(p, p))
+    k = kf(np.ones((2, v, 3)), None, "nngp", pattern=(np.stack([lap, lap]),) * 2)
+    assert np.all(k == 0)
+    star = np.zeros((v, v))
+    star[1:, 0] = 1
+    x, p = _graph(rng, 3, v)
+    _, _, two = stax.serial(stax.Dense(4, W_std=1.3), stax.Relu(), stax.Aggregate(), stax.Aggregate(), stax.Flatten(),
+                            stax.Dense(1))
+    k = two(x, np.ones((1, v, 2)), "ntk", pattern=(p + np.eye(v), star[None]))
+    assert k.shape == (3, 1) and np.all(k == 0)
+    k = two(np.concatenate([x, np.ones((1, v, 2))]), None, "ntk", pattern=(np.concatenate([p + np.eye(v), star[None]]),) * 2)
+    assert np.all(k[3] == 0) and np.all(k[:3, :3] != 0)
