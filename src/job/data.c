@@ -958,7 +958,11 @@ static ntk_status load_pattern(const struct ntk_job *job, const char *path, size
   struct ntk_dataset p;
   ntk_status st = load_one(tj, elem, NULL, &p);
   free(tj);
-  if (st) return st;
+  if (st) { /* "[data] pattern: P.npy: sample 1, feature 11 is NaN" (feature i V + j: entry [i, j]) */
+    int dims = strstr(ntk_error_message(), "dimensions") != NULL;
+    return ntk_error(st, "%s pattern: %s%s", what, ntk_error_message(),
+                     dims ? " (a pattern file is (N, V, V): reshape an (N, H, W, H, W) array to (N, H W, H W))" : "");
+  }
   *v = want ? want : p.h;
   if (p.n != n || !p.h || p.h != p.w || p.c != 1 || p.h != *v) {
     char got[96], wanted[96];

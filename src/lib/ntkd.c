@@ -392,7 +392,7 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
   if (x1->n && (x2 ? x2->n : x1->n) > SIZE_MAX / (size_t)x1->dtype / x1->n)
     return usage("%s: an n1 x n2 output is more bytes than a size_t holds", fn);
   if ((ps = check_values(x1, d, "x1")) || (x2 && (ps = check_values(x2, d, "x2")))) return ps;
-  /* a graph's patterns: (h w) x (h w) values per sample, after its features in the engines' rows */
+  /* a graph's patterns: positions x positions values per sample, after its features in the engines' rows */
   size_t v = 0;
   if (graph) {
     if (!p1 || (x2 && !p2)) return usage("%s: a pattern for x1, and for x2 where it is given", fn);
