@@ -482,6 +482,9 @@ def _patterns(graph, pattern, a1, a2, dtype):
                                   "refuses it too)")
     p1 = _pattern(graph[0], q1, a1, "pattern1", dtype)
     p2 = _pattern(graph[0], q2, a2 if a2 is not None else a1, "pattern2", dtype)
+    if p2.shape[1] != p1.shape[1]:  # the library reads both as V x V per sample
+        raise ValueError(f"pattern1 pairs {p1.shape[1]} positions and pattern2 {p2.shape[1]}: the same Aggregates "
+                         "see both")
     if a2 is None and not np.array_equal(p1, p2):
         raise ValueError("x2 is None (x1 against itself) and pattern2 differs from pattern1: pass x2=x1 for "
                          "the kernel of x1 under one pattern against x1 under another")

@@ -1020,6 +1020,8 @@ def test_aggregate_x2_and_patterns(rng):
         kf(x, None, "ntk", pattern=(p[:, :4, :4], None))
     with pytest.raises(ValueError, match=r"has shape \(batch=4, the positions, the positions again\)"):
         kf(x, None, "ntk", pattern=(p[:, :4, :5], None))
+    with pytest.raises(ValueError, match="pattern1 pairs 5 positions and pattern2 4"):
+        kf(x, x2, "ntk", pattern=(p, p2[:, :4, :4]))
     bad = p.copy()
     bad[1, 2, 3] = np.nan
     with pytest.raises(ValueError, match="not finite"):
