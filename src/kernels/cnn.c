@@ -696,9 +696,9 @@ static ntk_status plan_path(struct cnn_plan *P, ntk_cnn_path want, int has_pool)
 /* A CPU engine's five covariance buffers (four more per residual depth;
  * an Aggregate's edges) of plan P: refused past half this machine's
  * memory, naming the image, before an allocation the kernel would grant
- * and then kill the job for
- * (ImageResize 2 x 2 -> 200 x 200: 12.8 GB each, a hunt). The GPU's plan
- * has its own bounds (device memory per pair). */
+ * and then kill the job for (ImageResize 2 x 2 -> 200 x 200: 12.8 GB
+ * each, a hunt). The GPU's plan has its own bounds (device memory per
+ * pair). */
 static ntk_status plan_memory(const struct cnn_plan *P, size_t elem) {
   double mem = ntk_cpu_memory(), bytes = (double)P->fmax * (5.0 + 4.0 * P->branch_depth) * (double)elem;
   bytes += (double)P->aggregate * (double)P->aggregate / 4.0 * (double)sizeof(struct cnn_edge); /* two patterns' */
@@ -883,7 +883,7 @@ static void plan_release(struct cnn_plan *P) {
 }
 
 /* The data's pattern against the network's Aggregate layers: one where
- * there are some, of (h w)^2 values for the h x w images they see. */
+ * there are some, of V^2 values for the V positions they see. */
 static ntk_status plan_pattern(const struct cnn_plan *P, const struct ntk_dataset *data) {
   if (!P->aggregate && data->pattern)
     return ntk_error(NTK_ECONFIG, "the data have a pattern (a graph's edges) and the network no Aggregate layer to "

@@ -14,8 +14,9 @@ struct ntk_dataset {
   size_t n_train;    /* regression jobs: rows 0..n_train-1 train, the rest test; 0: no split */
   int one_d;         /* (N, L, C) sequences held as L x 1 images (h = L, w = 1): a layer's axes count as
                         in a 3-D array (LayerNorm's axis); 0 for images and flat data */
-  size_t pattern;    /* a graph's pattern, for its Aggregate layers: each sample's row holds (h w) x (h w) more
-                        values after its h*w*c features, pattern[i][j] the weight of the edge from position i to
+  size_t pattern;    /* a graph's pattern, for its Aggregate layers: each sample's row holds V x V more values
+                        after its h*w*c features, V the positions the Aggregates see (h w, or fewer after a
+                        pooling: the CNN plan checks it), pattern[i][j] the weight of the edge from position i to
                         j (neural-tangents' dense pattern, the sample's axis left out); 0: none (d = h*w*c) */
 };
 
