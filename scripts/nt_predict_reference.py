@@ -33,6 +33,17 @@ which solves class labels), and a 1-D target. Keys:
     mse_vec_grid_test                       gradient_descent_mse(k_dd.nngp, y_vec, trace_axes=())(t_grid, 0,
                                             0, k_td.nngp)[1]
     lr_max, lr_max_momentum                 max_learning_rate(k_dd.ntk), (k_dd.ntk, 72, 0.9)
+    y_onehot (24, 3)                        classes 0, 1, 2, 0, 1, ... one-hot
+    ode_{plain,mom}_{grid,num}_{train,test} gradient_descent(cross_entropy, k_dd.ntk, y_onehot, learning_rate=2,
+                                            momentum=None or 0.9)(t, fx_train_0, fx_test_0, k_td.ntk),
+                                            cross_entropy(fx, y) = -mean(log_softmax(fx) * y), t: t_grid, 7
+    ode_testonly_test                       the same, momentum None, (t_grid, None, fx_test_0, k_td.ntk)
+    qx_train_0 (24, 3), qx_test_0 (7, 3)    velocities at t = 0
+    ode_state_{fx,qx}_{train,test}          momentum 0.9: the ODEState at t = 3 from ODEState(fx_train_0,
+                                            fx_test_0, qx_train_0, qx_test_0)
+    ode_vec_grid_test                       gradient_descent(logistic, k_dd.nngp, y_vec, learning_rate=0.5,
+                                            trace_axes=())(t_grid, 0., 0., k_td.nngp)[1], logistic(fx, y) =
+                                            mean(softplus(-sign(y) fx))
 
 The network: stax.serial(Dense(512, W_std=1.5, b_std=0.1), Relu(), Dense(512, W_std=1.5,
 b_std=0.1), Erf(), Dense(3, W_std=1.5, b_std=0.1)).
@@ -54,6 +65,35 @@ from neural_tangents import stax  # noqa: E402
 
 ARCH = ("stax.serial(stax.Dense(512, W_std=1.5, b_std=0.1), stax.Relu(), stax.Dense(512, W_std=1.5, b_std=0.1), "
         "stax.Erf(), stax.Dense(3, W_std=1.5, b_std=0.1))")
+
+
+def _dynamics(k_dd, k_td, y_vec, f0, ft0, T):
+    """nt.predict.gradient_descent on two losses (a second generator: the arrays before stay as they were)."""
+    import jax.numpy as jnp
+    r = np.random.default_rng(2028)
+    out = {"y_onehot": np.eye(3)[np.arange(24) % 3], "qx_train_0": r.standard_normal((24, 3)),
+           "qx_test_0": r.standard_normal((7, 3))}
+
+    def cross_entropy(fx, y):
+        return -jnp.mean(jax.nn.log_softmax(fx) * y)
+
+    def logistic(fx, y):
+        return jnp.mean(jax.nn.softplus(-jnp.sign(y) * fx))
+
+    for name, momentum in (("plain", None), ("mom", 0.9)):
+        fn = nt.predict.gradient_descent(cross_entropy, k_dd.ntk, out["y_onehot"], learning_rate=2., momentum=momentum)
+        for tname, t in (("grid", T), ("num", 7.0)):
+            tr, te = fn(t, f0, ft0, k_td.ntk)
+            out[f"ode_{name}_{tname}_train"], out[f"ode_{name}_{tname}_test"] = np.asarray(tr), np.asarray(te)
+        if momentum is None:
+            out["ode_testonly_test"] = np.asarray(fn(T, None, ft0, k_td.ntk))
+        else:
+            s = fn(3.0, nt.predict.ODEState(f0, ft0, out["qx_train_0"], out["qx_test_0"]), None, k_td.ntk)
+            for a in ("fx_train", "fx_test", "qx_train", "qx_test"):
+                out[f"ode_state_{a}"] = np.asarray(getattr(s, a))
+    fn = nt.predict.gradient_descent(logistic, k_dd.nngp, y_vec, learning_rate=0.5, trace_axes=())
+    out["ode_vec_grid_test"] = np.asarray(fn(T, 0., 0., k_td.nngp)[1])
+    return out
 
 
 def main():
@@ -114,6 +154,7 @@ def main():
     out["mse_vec_grid_test"] = np.asarray(fn(T, 0., 0., k_td.nngp)[1])
     out["lr_max"] = np.asarray(nt.predict.max_learning_rate(k_dd.ntk))
     out["lr_max_momentum"] = np.asarray(nt.predict.max_learning_rate(k_dd.ntk, 72, 0.9))
+    out.update(_dynamics(k_dd, k_td, y_vec, f0, ft0, T))
     for k, v in out.items():
         if v.dtype.kind == "f":
             assert v.dtype == np.float64 and np.all(np.isfinite(v)), k

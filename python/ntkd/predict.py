@@ -1,6 +1,7 @@
 """neural-tangents' ``predict.gp_inference``,
-``predict.gradient_descent_mse_ensemble``, ``predict.gradient_descent_mse``
-and ``predict.max_learning_rate`` (neural-tangents 0.6.5's signatures,
+``predict.gradient_descent_mse_ensemble``, ``predict.gradient_descent_mse``,
+``predict.gradient_descent`` (any loss: its ODE, integrated by _ode.py) and
+``predict.max_learning_rate`` (neural-tangents 0.6.5's signatures,
 defaults and return conventions), over numpy arrays or ntkd stores::
 
     from ntkd import predict
@@ -47,6 +48,7 @@ How t = infinity is solved (the ``method`` keyword):
 """
 
 import collections
+import dataclasses
 import numbers
 import os
 import shutil
@@ -54,13 +56,12 @@ import tempfile
 
 import numpy as np
 
-from . import _program
+from . import _ode, _program
 from ._kernel import _float64_dtype, _real
 from .errors import SolveError
-from .errors import refused as _refused
 
-__all__ = ["gp_inference", "gradient_descent_mse_ensemble", "gradient_descent_mse", "max_learning_rate", "Gaussian",
-           "NUMPY_MAX_TRAIN"]
+__all__ = ["gp_inference", "gradient_descent_mse_ensemble", "gradient_descent_mse", "gradient_descent",
+           "max_learning_rate", "Gaussian", "ODEState", "NUMPY_MAX_TRAIN"]
 
 NUMPY_MAX_TRAIN = 16384
 
@@ -1070,6 +1071,26 @@ def _merge_kwargs(train, test):
     return td, tt
 
 
+def _outputs(f, shape, what):
+    """Outputs given as an array of `shape` (or one that broadcasts to it: a number), as an
+    (shape[0], k) float64 matrix (read-only where broadcast)."""
+    f = _real_array(f, what)
+    if not np.all(np.isfinite(f)):
+        raise ValueError(f"{what} holds values that are not finite")
+    try:
+        return np.broadcast_to(np.asarray(f, dtype=np.float64), shape).reshape(shape[0], -1)
+    except ValueError:
+        raise ValueError(f"{what} has shape {f.shape}, not {shape} (or a number)") from None
+
+
+def _test_kernel(k_test_train, n):
+    """k_test_train as an (m, n) float64 matrix of finite values."""
+    ktd = _one_matrix(k_test_train, "k_test_train", "k.ntk of a Kernel, or a store's block S['ntk'][n:, :n]")
+    if ktd.shape[1] != n:
+        raise ValueError(f"k_test_train has shape {ktd.shape}: (m, {n}) for {n} train samples")
+    return _finite(ktd, "k_test_train")
+
+
 def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., diag_reg_absolute_scale=False,
                          trace_axes=(-1,)):
     """neural-tangents' ``predict.gradient_descent_mse``: the outputs of a network trained by
@@ -1100,15 +1121,6 @@ def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., 
     y_shape = (n,) + out_shape
     solver = _Numpy(K, y, diag_reg, diag_reg_absolute_scale, n, label="given")
 
-    def outputs(f, shape, what):
-        f = _real_array(f, what)
-        if not np.all(np.isfinite(f)):
-            raise ValueError(f"{what} holds values that are not finite")
-        try:
-            return np.broadcast_to(np.asarray(f, dtype=np.float64), shape).reshape(shape[0], -1)
-        except ValueError:
-            raise ValueError(f"{what} has shape {f.shape}, not {shape} (or a number)") from None
-
     def predict_fn(t=None, fx_train_0=0., fx_test_0=None, k_test_train=None):
         _not_traced(t=t, fx_train_0=fx_train_0, fx_test_0=fx_test_0, k_test_train=k_test_train)
         if fx_train_0 is None and fx_test_0 is None:
@@ -1117,15 +1129,12 @@ def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., 
             raise ValueError("To get predictions on the test set, please provide `k_test_train` kernel to the parent "
                              "function.")
         times = _times(t, learning_rate)
-        f0 = None if fx_train_0 is None else outputs(fx_train_0, y_shape, "fx_train_0")
+        f0 = None if fx_train_0 is None else _outputs(fx_train_0, y_shape, "fx_train_0")
         r = y if f0 is None else y - f0
         ktd = None
         if fx_test_0 is not None:
-            ktd = _one_matrix(k_test_train, "k_test_train", "k.ntk of a Kernel, or a store's block S['ntk'][n:, :n]")
-            if ktd.shape[1] != n:
-                raise ValueError(f"k_test_train has shape {ktd.shape}: (m, {n}) for {n} train samples")
-            _finite(ktd, "k_test_train")
-            ft0 = outputs(fx_test_0, (ktd.shape[0],) + out_shape, "fx_test_0")
+            ktd = _test_kernel(k_test_train, n)
+            ft0 = _outputs(fx_test_0, (ktd.shape[0],) + out_shape, "fx_test_0")
         lead = () if times is None else times.shape
         train = test = None
         if times is None:
@@ -1171,10 +1180,166 @@ def max_learning_rate(ntk_train_train, y_train_size=None, momentum=0., eps=1e-12
     return np.float64(2 * (1 + momentum) * factor / (top + eps))
 
 
-# ---- neural-tangents' dynamics of an arbitrary loss: refused when called, saying why ------------
+# ---- neural-tangents' dynamics of an arbitrary loss: an ODE, integrated ------------------------
 
-gradient_descent = _refused("predict", "gradient_descent", "the dynamics of an arbitrary loss (an ODE solver); "
-                            "ntkd predicts the MSE loss's: gradient_descent_mse, gradient_descent_mse_ensemble, "
-                            "gp_inference, or use neural-tangents for other losses")
-ODEState = _refused("predict", "ODEState", "the state of gradient_descent's ODE (momentum), which ntkd does not "
-                    "compute; gradient_descent_mse takes fx_train_0 and fx_test_0 arrays")
+@dataclasses.dataclass
+class ODEState:
+    """neural-tangents' ``predict.ODEState``: the state of gradient_descent's ODE, the train and
+    test outputs and, with momentum, their velocities (``qx_train``, ``qx_test``)."""
+    fx_train: object = None
+    fx_test: object = None
+    qx_train: object = None
+    qx_test: object = None
+
+
+def _loss_gradient(loss, y_train, y_shape, grad_loss):
+    """The gradient of loss(fx, y_train) in fx, as a function of fx as an (n, k) float64
+    matrix: grad_loss's (a numpy function of fx and y_train), or JAX's of loss."""
+    if grad_loss is not None:
+        if not callable(grad_loss):
+            raise TypeError(f"grad_loss must be a function of (fx, y_train), not {grad_loss!r}")
+        fn, what = (lambda f: grad_loss(f, y_train)), "grad_loss(fx, y_train)"
+    else:
+        if not callable(loss):
+            raise TypeError(f"loss must be a function of (fx, y_train), not {loss!r}")
+        try:
+            import jax
+        except ImportError:
+            raise ImportError("predict.gradient_descent differentiates loss with JAX, which is not installed: "
+                              "install jax, or give grad_loss=, the gradient of loss(fx, y_train) in fx as a "
+                              "numpy function of (fx, y_train)") from None
+        fn, what = jax.jit(jax.grad(lambda f: loss(f, y_train))), "jax.grad(loss)"
+
+    def gradient(f):
+        try:
+            g = np.asarray(fn(f.reshape(y_shape)), dtype=np.float64)
+        except Exception as e:
+            if gradient.first:
+                raise TypeError(f"{what} failed on fx of shape {y_shape}: {type(e).__name__}: {e}" +
+                                ("" if grad_loss is not None else " (loss must be written with jax.numpy for JAX "
+                                 "to differentiate it, or give grad_loss=)")) from e
+            raise
+        gradient.first = False
+        if g.shape != y_shape:
+            raise ValueError(f"{what} has shape {g.shape}, not fx's {y_shape}")
+        return g.reshape(f.shape)
+    gradient.first = True
+    return gradient
+
+
+def gradient_descent(loss, k_train_train, y_train, learning_rate=1., momentum=None, trace_axes=(-1,), *,
+                     grad_loss=None):
+    """neural-tangents' ``predict.gradient_descent``: the outputs of a network trained by
+    continuous gradient descent (with ``momentum``: its continuous form) on any loss,
+    linearised (its NTK constant), as ``predict_fn(t, fx_train_or_state_0=0., fx_test_0=None,
+    k_test_train=None)``.
+
+    loss(fx, y_train): the loss of the train outputs fx (y_train's shape), differentiated by
+    JAX (jax.grad; JAX's precision: float64 with jax_enable_x64); or, without JAX, give
+    ``grad_loss(fx, y_train)``, its gradient in fx as a numpy function (ntkd's keyword).
+    k_train_train: the (n, n) kernel (an array). y_train: (n, k) targets (or (n,) with
+    trace_axes=()). The train outputs follow dfx/dt = -K grad_loss(fx) (the test outputs
+    -k_test_train grad_loss(fx)); with momentum m, in neural-tangents' units (time in
+    sqrt(learning_rate), the velocity decaying at (m - 1) / sqrt(learning_rate)).
+
+    predict_fn: t a finite time or an array of them (any shape and order; its axes lead the
+    outputs'), in units of the learning rate; t = None or infinity is refused (the outputs of
+    most losses never settle; the MSE loss's end is gradient_descent_mse's). Returns
+    fx_train_t, (fx_train_t, fx_test_t), or fx_test_t when fx_train_or_state_0 is None (the
+    train outputs then start at 0); an ODEState given, the ODEState at t. Integrated in
+    float64 by an adaptive Runge-Kutta method (Dormand-Prince) to JAX odeint's default
+    tolerances (1.4e-8), as neural-tangents does.
+    """
+    learning_rate = _number(learning_rate, "learning_rate")
+    if momentum is not None:
+        momentum = _number(momentum, "momentum")
+        if learning_rate <= 0:
+            raise ValueError(f"learning_rate {learning_rate} with momentum: it must be > 0 (momentum's time runs "
+                             "in its square root)")
+    K = _one_matrix(k_train_train, "k_train_train", "k.ntk of a Kernel, or a store's block S['ntk'][:n, :n]")
+    _finite(K, "k_train_train")
+    n = K.shape[0]
+    if K.shape != (n, n) or not n:
+        raise ValueError(f"k_train_train has shape {K.shape}: ntkd's kernels are (n, n) matrices, n >= 1")
+    y, out_shape = _targets(y_train, trace_axes)
+    if y.shape[0] != n:
+        raise ValueError(f"y_train has {y.shape[0]} samples and k_train_train {n}")
+    y_shape = (n,) + out_shape
+    gradient = _loss_gradient(loss, y_train, y_shape, grad_loss)
+    rate, decay = learning_rate, None
+    if momentum is not None:  # neural-tangents' units: time in sqrt(learning_rate)
+        rate = learning_rate ** 0.5
+        decay = (momentum - 1.0) / rate
+
+    def start(value, shape, what, zero):
+        if value is None:
+            return np.zeros((shape[0], y.shape[1])) if zero else None
+        return np.array(_outputs(value, shape, what))
+
+    def predict_fn(t=None, fx_train_or_state_0=0., fx_test_0=None, k_test_train=None):
+        _not_traced(t=t, fx_train_or_state_0=fx_train_or_state_0, fx_test_0=fx_test_0, k_test_train=k_test_train)
+        as_state = isinstance(fx_train_or_state_0, ODEState)
+        if as_state:
+            if fx_test_0 is not None:
+                raise ValueError("`fx_test_0` is included in `ODEState` and must be set to `None`.")
+            s = fx_train_or_state_0
+            f0, ft0, q0, qt0 = s.fx_train, s.fx_test, s.qx_train, s.qx_test
+        else:
+            f0, ft0, q0, qt0 = fx_train_or_state_0, fx_test_0, None, None
+        if f0 is None and ft0 is None:
+            raise ValueError("Both `fx_train_0` and `fx_test_0` are `None`, i.e. no predictions will be computed.")
+        if ft0 is not None and k_test_train is None:
+            raise ValueError("To get predictions on the test set, please provide `k_test_train` kernel to the parent "
+                             "function.")
+        if decay is None and (q0 is not None or qt0 is not None):
+            raise ValueError("Got passed momentum state variables, while `momentum is None`.")
+        times = _times(t, rate)
+        if times is None or np.isinf(times).any():
+            raise ValueError(f"t={t!r}: gradient_descent integrates to finite times (the outputs of most losses never "
+                             "settle: neural-tangents returns NaN there); for the MSE loss at t = infinity use "
+                             "gradient_descent_mse or gp_inference")
+        ktd = None if ft0 is None else _test_kernel(k_test_train, n)
+        m = 0 if ktd is None else ktd.shape[0]
+        test_shape = (m,) + out_shape
+        blocks = [start(f0, y_shape, "fx_train_0", True), start(ft0, test_shape, "fx_test_0", False)]
+        if decay is not None:
+            blocks += [start(q0, y_shape, "qx_train_0", True),
+                       start(qt0, test_shape, "qx_test_0", True) if ktd is not None else None]
+        sizes = [0 if b is None else b.size for b in blocks]
+        ends = np.cumsum(sizes)
+        k = y.shape[1]
+
+        def part(v, i):
+            return v[ends[i] - sizes[i]:ends[i]].reshape(-1, k)
+
+        def derivative(v):
+            g = gradient(part(v, 0))
+            d = [-(K @ g), None if ktd is None else -(ktd @ g)]
+            if decay is not None:  # positions move at the velocities, which the force and the decay change
+                d = [part(v, 2), None if ktd is None else part(v, 3),
+                     d[0] + decay * part(v, 2), None if ktd is None else d[1] + decay * part(v, 3)]
+            return np.concatenate([x.ravel() for x in d if x is not None])
+
+        v0 = np.concatenate([b.ravel() for b in blocks if b is not None])
+        try:
+            path = _ode.integrate(derivative, v0, times.ravel())
+        except _ode.StepError as e:
+            raise SolveError(f"gradient_descent cannot integrate past t = {e.t / rate:.6g} (learning rate out): {e} "
+                             "(the loss's gradient, or outputs beyond float64)") from None
+        lead = times.shape
+
+        def at(i, shape):
+            if blocks[i] is None:
+                return None
+            return path[:, ends[i] - sizes[i]:ends[i]].reshape(lead + shape)
+
+        train, test = at(0, y_shape), at(1, test_shape)
+        if as_state:
+            if decay is None:
+                return ODEState(train, test)
+            return ODEState(train, test, at(2, y_shape), at(3, test_shape))
+        if ft0 is None:
+            return train
+        return test if f0 is None else (train, test)
+
+    return predict_fn

@@ -176,6 +176,12 @@ def test_python_readme(tmp_path):
     want = ens(100., x_test, "ntk")
     np.testing.assert_allclose(ns["fx_test_t"], want, rtol=0, atol=1e-10 * np.abs(want).max())
     assert np.isclose(ns["lr"], 2 * n1 / np.linalg.eigvalsh(k_dd)[-1], rtol=1e-12)
+    # under the cross-entropy loss the train loss falls from log 3 (outputs 0) as time goes on
+    def cross_entropy(f):
+        f = f - f.max(axis=1, keepdims=True)
+        return -np.mean((f - np.log(np.exp(f).sum(axis=1, keepdims=True))) * ns["onehot"])
+    losses = [np.log(3) / 3] + [cross_entropy(f) for f in ns["fx_t"]]
+    assert losses[0] > losses[1] > losses[2], losses
 
 
 # ---- docs/MIGRATING.md ---------------------------------------------------------------------

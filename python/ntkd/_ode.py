@@ -1,0 +1,124 @@
+"""The integrator behind predict.gradient_descent: y' = f(y) from y(0) = y0 to
+given times, by Dormand and Prince's explicit Runge-Kutta pair of orders 5 and
+4 with adaptive steps (Hairer, Norsett and Wanner, Solving Ordinary
+Differential Equations I, sections II.4 and II.5: the tableau, the error
+norm, the step control and the first step), in float64 numpy.
+
+Its tolerances are JAX's odeint defaults, which neural-tangents'
+gradient_descent uses: each accepted step's local error estimate is at most
+ATOL + RTOL |y| in root mean square. Unlike odeint it steps onto each
+requested time (no interpolation between steps) and takes the times in any
+order (sorted here, once).
+"""
+
+import math
+
+import numpy as np
+
+RTOL = 1.4e-8
+ATOL = 1.4e-8
+
+# The Dormand-Prince 5(4) tableau: nodes, stages, the 5th-order weights (the
+# last stage's row: that stage is f at the new point, reused by the next step)
+# and the 5th minus the 4th-order weights (the error estimate).
+_A = (
+    (),
+    (1 / 5,),
+    (3 / 40, 9 / 40),
+    (44 / 45, -56 / 15, 32 / 9),
+    (19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729),
+    (9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656),
+    (35 / 384, 0., 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84),
+)
+_B4 = (5179 / 57600, 0., 7571 / 16695, 393 / 640, -92097 / 339200, 187 / 2100, 1 / 40)
+_E = tuple(b5 - b4 for b5, b4 in zip(_A[6] + (0.,), _B4))
+
+_SAFETY, _GROW, _SHRINK = 0.9, 10.0, 0.2
+
+
+def _rms(x):
+    return math.sqrt(float(np.mean(np.square(x)))) if x.size else 0.0
+
+
+def _combine(y, h, weights, ks):
+    out = y.copy()
+    for w, k in zip(weights, ks):
+        if w:
+            out += (h * w) * k
+    return out
+
+
+def _first_step(f, y0, f0):
+    """Hairer's starting step: small enough for the first derivative's change."""
+    scale = ATOL + RTOL * np.abs(y0)
+    d0, d1 = _rms(y0 / scale), _rms(f0 / scale)
+    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+    f1 = f(y0 + h0 * f0)
+    d2 = _rms((f1 - f0) / scale) / h0
+    top = max(d1, d2)
+    h1 = max(1e-6, h0 * 1e-3) if top <= 1e-15 else (0.01 / top) ** (1 / 5)
+    return min(100 * h0, h1)
+
+
+class StepError(ArithmeticError):
+    """The integration cannot go on at time t: f is not finite, or the step fell below rounding."""
+
+    def __init__(self, t, why):
+        super().__init__(why)
+        self.t = t
+
+
+def integrate(f, y0, times):
+    """y(t) at each of `times` (a 1-D array of finite times >= 0), as an array of
+    shape (len(times),) + y0.shape. f(y) must return an array of y's shape. Raises StepError
+    where f gives a value that is not finite or the step size underflows."""
+    times = np.asarray(times, dtype=np.float64)
+    order = np.argsort(times, kind="stable")
+    out = np.empty((times.size,) + y0.shape)
+    y = np.array(y0, dtype=np.float64)
+    t = 0.0
+    k1 = f(y)
+    if not np.all(np.isfinite(k1)):
+        raise StepError(t, "the derivative is not finite at t = 0")
+    h = None
+    why = None  # why the last step was cut: values that are not finite
+    done = 0
+    while done < times.size:
+        target = times[order[done]]
+        if target <= t:  # t = 0, or a repeated time
+            out[order[done]] = y
+            done += 1
+            continue
+        if h is None:
+            h = _first_step(f, y, k1)
+        hit = t + h >= target
+        step = target - t if hit else h
+        if not t + step > t:
+            raise StepError(t, why or f"the step size fell to {step:.3g}, below the rounding of t = {t:.6g}")
+        ks = [k1]
+        with np.errstate(over="ignore", invalid="ignore"):
+            for row in _A[1:]:
+                k = f(_combine(y, step, row, ks))
+                if not np.all(np.isfinite(k)):
+                    break
+                ks.append(k)
+            else:
+                y_new = _combine(y, step, _A[6], ks[:6])
+                err = _combine(np.zeros_like(y), step, _E, ks)
+                ratio = _rms(err / (ATOL + RTOL * np.maximum(np.abs(y), np.abs(y_new))))
+        if len(ks) < 7 or not math.isfinite(ratio):
+            # A step too long for the values to stay finite, or a derivative that is not:
+            # shorter steps tell which (the step falls below rounding only for the second).
+            why = f"the derivative is not finite after t = {t:.6g}"
+            h = step * _SHRINK
+            continue
+        why = None
+        if ratio <= 1.0:
+            t = target if hit else t + step
+            y, k1 = y_new, ks[6]
+            factor = _GROW if ratio == 0 else min(_GROW, max(1.0, _SAFETY * ratio ** -0.2))
+            # a step cut short to land on a requested time says nothing against the longer one
+            h = max(step * factor, h) if hit else step * factor
+        else:
+            h = step * max(_SHRINK, _SAFETY * ratio ** -0.2)
+    return out
