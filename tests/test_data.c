@@ -231,6 +231,15 @@ START_TEST(test_npy_strict) {
   write_npy_raw("twice.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), 'shape': (3, 2)}", f,
                 sizeof f);
   expect_fail("twice.npy", "repeats a key");
+  /* What numpy.load refuses to evaluate: a control byte (a NUL as well: the
+   * same check), text beside the dictionary; a structured dtype named as
+   * written, not by its first field's name. */
+  write_npy_raw("ctl.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }\x01", f, sizeof f);
+  expect_fail("ctl.npy", "holds the byte 0x01 at offset 69");
+  write_npy_raw("text.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), } 7", f, sizeof f);
+  expect_fail("text.npy", "is not one dictionary");
+  write_npy_raw("fields.npy", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3, 2), }", f, sizeof f);
+  expect_fail("fields.npy", "dtype [('a', '<f4')] is not supported");
   /* The same file gzip-compressed: read one byte further. */
   char p[512], gzp[512], buf[4096];
   tu_path(p, sizeof p, dir, "long.npy");

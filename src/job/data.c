@@ -5,6 +5,7 @@
  * size in that precision, not twice or three times it. */
 #include "job/data.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -465,8 +466,14 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
   if (keys > 3) return ntk_error(NTK_EINPUT, "%s: .npy header repeats a key", path);
   const char *p = strstr(hdr, "'descr'");
   if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'descr'", path);
-  p = strchr(p + 7, '\'');
-  if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'descr'", path);
+  p += strlen("'descr'");
+  while (*p == ' ' || *p == ':') p++;
+  if (*p != '\'') { /* a structured dtype: a list of fields, whose names are quoted too */
+    const char *end = strchr(p, ']');
+    int len = end && end - p < 60 ? (int)(end - p + 1) : 20;
+    return ntk_error(NTK_EINPUT, "%s: .npy dtype %.*s%s is not supported (%s)", path, len, p,
+                     end && end - p < 60 ? "" : "...", labels ? "uint8, int32 or int64" : "float32, float64 or uint8");
+  }
   char descr[16] = {0};
   const char *q = strchr(p + 1, '\'');
   if (!q || q - p - 1 >= (long)sizeof descr) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'descr'", path);
@@ -518,6 +525,26 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
   return NTK_OK;
 }
 
+/* The header is a Python dict literal, padded with spaces to a newline, as
+ * numpy writes it and numpy.load reads it: a control byte (a NUL, say) or
+ * text around the braces is a damaged or foreign file, refused before the
+ * keys are looked for in it. */
+static ntk_status npy_check_text(const char *path, const char *hdr, size_t hlen) {
+  for (size_t i = 0; i < hlen; i++) {
+    unsigned char b = (unsigned char)hdr[i];
+    if ((b < 0x20 && b != '\n' && b != '\r' && b != '\t') || b == 0x7f)
+      return ntk_error(NTK_EINPUT, "%s: the .npy header holds the byte 0x%02x at offset %zu: not a .npy file "
+                       "numpy wrote", path, b, i + 10);
+  }
+  size_t a = 0, z = hlen;
+  while (a < z && isspace((unsigned char)hdr[a])) a++;
+  while (z > a && isspace((unsigned char)hdr[z - 1])) z--;
+  if (z - a < 2 || hdr[a] != '{' || hdr[z - 1] != '}')
+    return ntk_error(NTK_EINPUT, "%s: the .npy header is not one dictionary {...}: not a .npy file numpy wrote",
+                     path);
+  return NTK_OK;
+}
+
 /* Read the preamble and header of a .npy file, leaving `f` at the data. */
 static ntk_status npy_read_header(const char *path, gzFile f, int labels, src_type *t, int *big, size_t *shape,
                                   int *ndim) {
@@ -539,6 +566,7 @@ static ntk_status npy_read_header(const char *path, gzFile f, int labels, src_ty
   char *hdr = calloc(1, hlen + 1);
   if (!hdr) return ntk_error(NTK_ENOMEM, "out of memory");
   st = read_exact(f, path, hdr, hlen, "the .npy header");
+  if (!st) st = npy_check_text(path, hdr, hlen);
   if (!st) st = npy_parse_header(path, hdr, labels, t, big, shape, ndim);
   free(hdr);
   return st;
