@@ -431,6 +431,14 @@ START_TEST(test_residual) {
             "a nonlinearity must follow Dense or Conv");
   parse_bad("Dense FanOut(2) parallel(serial(Dense Relu), Identity) FanInSum",
             "FanInSum): every branch must end Gaussian");
+  /* a sum of one branch is that branch, Gaussian or not, as neural-tangents
+   * takes it (it refused "every branch must end Gaussian"); its output is
+   * Gaussian only if the branch's is */
+  a = parse_ok("Dense Relu FanOut(1) parallel(Identity) FanInSum Dense");
+  ntk_arch_free(&a);
+  parse_bad("Dense Relu FanOut(1) parallel(Identity) FanInSum Relu", "a nonlinearity must follow Dense or Conv");
+  a = parse_ok("Dense Relu FanOut(1) parallel(Dense) FanInSum Relu Dense");
+  ntk_arch_free(&a);
   parse_bad("Dense FanOut(2) parallel(Dense, Dense, Dense) FanInSum", "parallel(...) has 3 branches after FanOut(2)");
   parse_bad("Dense FanOut(2) parallel(Dense, , Dense) FanInSum", "an empty branch in parallel(...)");
   /* a trailing comma ends the branches, as in Python */

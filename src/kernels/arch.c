@@ -2209,14 +2209,16 @@ static ntk_status validate(const struct ntk_arch *a, int rank) {
                          "(Flatten, GlobalAvgPool or GlobalSumPool), which ntkd does not compute inside a block: "
                          "put it after the block (the same kernel where every branch ends with the same readout "
                          "and the block with FanInSum)", i + 1, l->name);
-      if (l->sum && !all_gauss[depth])
+      /* a sum of one branch is that branch, Gaussian or not (neural-tangents
+       * takes it: FanOut(1) blocks) */
+      if (l->sum && l->branches > 1 && !all_gauss[depth])
         return ntk_error(NTK_ECONFIG,
                          "arch, layer %zu (FanInSum): every branch must end Gaussian (with Dense, Conv, or "
                          "Identity or pooling of a Gaussian input), as neural-tangents requires",
                          i + 1);
       /* FanInConcat's output is not Gaussian in neural-tangents, nor a
        * product's of two or more branches (FanInProd takes any branches) */
-      gaussian = l->sum || (l->prod && l->branches < 2 && all_gauss[depth]);
+      gaussian = ((l->sum || (l->prod && l->branches < 2)) && all_gauss[depth]);
       /* along a spatial axis neural-tangents needs Gaussian branches, and
        * the output is one; not known yet: Gaussian if the branches are */
       int spatial = l->sum || l->prod ? 0 : concat_spatial(l, rank, flat);

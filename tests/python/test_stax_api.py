@@ -1088,3 +1088,26 @@ def test_aggregate_to_zero_is_its_value(rng):
     assert k.shape == (3, 1) and np.all(k == 0)
     k = two(np.concatenate([x, np.ones((1, v, 2))]), None, "ntk", pattern=(np.concatenate([p + np.eye(v), star[None]]),) * 2)
     assert np.all(k[3] == 0) and np.all(k[:3, :3] != 0)
+
+
+def test_a_one_branch_block_is_its_branch(rng):
+    # FanOut(1) parallel(branch) FanInSum after a nonlinearity: neural-tangents computes it (a sum
+    # of one branch is that branch), ntkd refused it ("every branch must end Gaussian").
+    x = rng.standard_normal((5, 3))
+    img = rng.standard_normal((3, 5, 5, 2))
+    for data, head, tail in ((x, (stax.Dense(4, b_std=0.1), stax.Relu()), (stax.Dense(1),)),
+                             (img, (stax.Conv(3, (3, 3), padding="SAME"), stax.Relu()),
+                              (stax.Conv(2, (2, 2)), stax.Relu(), stax.Flatten(), stax.Dense(1)))):
+        for fan_in in (stax.FanInSum(), stax.FanInProd(), stax.FanInConcat()):
+            with_block = stax.serial(*head, stax.FanOut(1), stax.parallel(stax.Identity()), fan_in, *tail)[2]
+            without = stax.serial(*head, *tail)[2]
+            a, b = with_block(data, None, ("nngp", "ntk")), without(data, None, ("nngp", "ntk"))
+            for g in ("nngp", "ntk"):
+                np.testing.assert_allclose(getattr(a, g), getattr(b, g), rtol=1e-14, atol=0)
+    # still refused: the sum's output is not Gaussian (a nonlinearity after it), two such branches
+    with pytest.raises(ValueError, match="a nonlinearity must follow Dense or Conv"):
+        stax.serial(stax.Dense(4), stax.Relu(), stax.FanOut(1), stax.parallel(stax.Identity()), stax.FanInSum(),
+                    stax.Relu())[2](x, None, "ntk")
+    with pytest.raises(ValueError, match="every branch must end Gaussian"):
+        stax.serial(stax.Dense(4), stax.Relu(), stax.FanOut(2), stax.parallel(stax.Identity(), stax.Identity()),
+                    stax.FanInSum())[2](x, None, "ntk")
