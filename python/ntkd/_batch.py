@@ -213,6 +213,41 @@ def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, bac
 
 
 _NT_BATCH_ARGS = ("batch_size", "device_count", "store_on_device")
+_BATCH_DEFAULTS = {"store": "k.ntk", "ranks": None, "kernel": "ntk", "precision": None, "tile": None,
+                   "test_test": False, "labels": None, "backend": None, "level": None, "overwrite": False,
+                   "progress": True, "verbose": False, "pattern": None}
+
+
+def _nt_batch(kernel_fn, x1, x2, nt_args, unknown, given):
+    """neural-tangents' nt.batch(kernel_fn, batch_size, device_count, store_on_device) with `import
+    ntkd as nt`: kernel_fn itself. It already computes tile by tile within memory on every core,
+    which is what the wrapper does for neural-tangents' (the same numbers, without the wrapper's
+    blocks)."""
+    def nt_words(why):
+        return TypeError(f"ntkd.batch(kernel_fn, ...) {why}: with neural-tangents' arguments (batch_size, "
+                         "device_count, store_on_device; or none) it is nt.batch, which returns kernel_fn itself "
+                         "(ntkd's kernel_fn computes in tiles, within memory); ntkd.batch(kernel_fn, x1, x2, "
+                         "store=...) computes into a store that a rerun resumes")
+    if x1 is not None:
+        if "batch_size" in nt_args:
+            raise nt_words("got batch_size twice (by position and by name)")
+        nt_args["batch_size"] = x1
+    def changed(value, default):
+        return value is not default if default is None or isinstance(default, bool) else value != default
+    extra = (["x2"] if x2 is not None else []) + list(unknown)
+    extra += [k for k, v in _BATCH_DEFAULTS.items() if changed(given[k], v)]
+    if extra:
+        raise nt_words(f"mixes neural-tangents' nt.batch arguments with {', '.join(extra)}")
+    for name, ok, want in (("batch_size", lambda v: v >= 0, "an integer >= 0"),
+                           ("device_count", lambda v: True, "an integer")):
+        v = nt_args.get(name, 0)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)) or not ok(v):
+            raise nt_words(f"got {name}={v!r}, not {want}")
+    if not isinstance(nt_args.get("store_on_device", True), (bool, np.bool_)):
+        raise nt_words(f"got store_on_device={nt_args['store_on_device']!r}, not True or False")
+    if not isinstance(kernel_fn, KernelFn):
+        raise TypeError(f"kernel_fn must be a kernel_fn of ntkd.stax (stax.serial(...)[2]), not {kernel_fn!r}")
+    return kernel_fn
 _FILES = ("x1", "x2", "y1", "y2", "p1", "p2")  # the arrays beside the store (Files.data)
 
 
@@ -252,16 +287,17 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     Ctrl-C stops the job as a signal does (what is in flight is stored, exit
     5) and raises KeyboardInterrupt: rerun to resume. A failure raises the
     exception of its exit code (docs/CLI.md) with the program's error line.
+
+    With neural-tangents' arguments instead, ``batch(kernel_fn, batch_size=0,
+    device_count=-1, store_on_device=True)`` (``import ntkd as nt`` code's
+    ``nt.batch``), it returns kernel_fn itself: ntkd's kernel_fn already
+    computes in tiles, within memory, on every core.
     """
-    not_nt = ("it is not neural-tangents' nt.batch. ntkd's kernel_fn needs no batching wrapper (it computes in "
-              "tiles, within memory): call kernel_fn(x1, x2) itself; ntkd.batch(kernel_fn, x1, x2, store=...) "
-              "computes into a store that a rerun resumes")
-    nt_args = [k for k in unknown if k in _NT_BATCH_ARGS]
-    if nt_args:  # neural-tangents' nt.batch(kernel_fn, batch_size=...), which wraps kernel_fn
-        raise TypeError(f"ntkd.batch got {', '.join(nt_args)}: {not_nt}")
-    # nt.batch(kernel_fn, 5) or nt.batch(kernel_fn): its batch size in x1's place, or no data
-    if x1 is None or isinstance(x1, (numbers.Number, np.number)):
-        raise TypeError(f"ntkd.batch got x1={x1!r}, not an array of samples: {not_nt}")
+    nt_args = {k: unknown.pop(k) for k in list(unknown) if k in _NT_BATCH_ARGS}
+    # neural-tangents' nt.batch(kernel_fn, batch_size=0, device_count=-1, store_on_device=True): its batch
+    # size in x1's place (or given by name, or none), no data
+    if nt_args or x1 is None or (isinstance(x1, (numbers.Number, np.number)) and not isinstance(x1, bool)):
+        return _nt_batch(kernel_fn, x1, x2, nt_args, unknown, locals())
     if unknown:
         raise TypeError(f"ntkd.batch got an unexpected keyword argument {next(iter(unknown))!r}")
     if not isinstance(kernel_fn, KernelFn):

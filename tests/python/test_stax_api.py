@@ -655,15 +655,32 @@ def test_finite_network_functions_say_why():
         ntkd.nothing
 
 
-def test_nt_batch_call_says_what_ntkd_batch_is():
+def test_nt_batch_call_is_kernel_fn(rng):
+    # `import ntkd as nt` code: nt.batch(kernel_fn, batch_size, ...) raised TypeError ("it is not
+    # neural-tangents' nt.batch"); it is now that wrapper, which ntkd's kernel_fn needs not: kernel_fn.
     import ntkd
     _, _, kernel_fn = stax.serial(stax.Dense(1), stax.Relu(), stax.Dense(1))
-    with pytest.raises(TypeError, match="not neural-tangents' nt.batch.*call kernel_fn"):
-        ntkd.batch(kernel_fn, batch_size=25, store_on_device=False)
-    # nt.batch(kernel_fn, 25) and nt.batch(kernel_fn): said "x1 has shape ()" and "x1 must be an array"
-    for args in ((25,), (np.int64(25),), ()):
-        with pytest.raises(TypeError, match="not an array of samples: it is not neural-tangents' nt.batch"):
-            ntkd.batch(kernel_fn, *args)
+    for args, kwargs in (((), {"batch_size": 25, "store_on_device": False}), ((25,), {}), ((np.int64(25),), {}),
+                         ((), {}), ((4,), {"device_count": 1})):
+        assert ntkd.batch(kernel_fn, *args, **kwargs) is kernel_fn, (args, kwargs)
+    x = rng.standard_normal((6, 3))
+    assert np.array_equal(ntkd.batch(kernel_fn, batch_size=2)(x, None, "ntk"), kernel_fn(x, None, "ntk"))
+    with pytest.raises(TypeError, match=r"mixes neural-tangents' nt.batch arguments with x2.*returns kernel_fn"):
+        ntkd.batch(kernel_fn, 25, np.ones((2, 3)))
+    with pytest.raises(TypeError, match="mixes neural-tangents' nt.batch arguments with store, ranks"):
+        ntkd.batch(kernel_fn, batch_size=4, store="a.ntk", ranks=2)
+    with pytest.raises(TypeError, match="mixes neural-tangents' nt.batch arguments with pattern"):
+        ntkd.batch(kernel_fn, batch_size=4, pattern=(np.eye(2)[None], np.eye(2)[None]))
+    with pytest.raises(TypeError, match="got batch_size=-1, not an integer >= 0"):
+        ntkd.batch(kernel_fn, -1)
+    with pytest.raises(TypeError, match="got batch_size=2.5"):
+        ntkd.batch(kernel_fn, batch_size=2.5)
+    with pytest.raises(TypeError, match="got batch_size twice"):
+        ntkd.batch(kernel_fn, 3, batch_size=3)
+    with pytest.raises(TypeError, match="got store_on_device='no'"):
+        ntkd.batch(kernel_fn, store_on_device="no")
+    with pytest.raises(TypeError, match="kernel_fn must be a kernel_fn of ntkd.stax"):
+        ntkd.batch(lambda *a: 0, batch_size=2)
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         ntkd.batch(kernel_fn, np.ones((2, 3)), bogus=1)
     assert kernel_fn.__name__ == "kernel_fn"
