@@ -94,7 +94,7 @@ def integrate(f, y0, times):
         hit = t + h >= target
         step = target - t if hit else h
         if not t + step > t:
-            raise StepError(t, why or f"the step size fell to {step:.3g}, below the rounding of t = {t:.6g}")
+            raise StepError(t, why or f"the step size fell to {step:.3g}, below the rounding of t")
         ks = [k1]
         with np.errstate(over="ignore", invalid="ignore"):
             for row in _A[1:]:
@@ -109,7 +109,7 @@ def integrate(f, y0, times):
         if len(ks) < 7 or not math.isfinite(ratio):
             # A step too long for the values to stay finite, or a derivative that is not:
             # shorter steps tell which (the step falls below rounding only for the second).
-            why = f"the derivative is not finite after t = {t:.6g}"
+            why = "the derivative is not finite just after it"
             h = step * _SHRINK
             continue
         why = None

@@ -1324,8 +1324,9 @@ def gradient_descent(loss, k_train_train, y_train, learning_rate=1., momentum=No
         try:
             path = _ode.integrate(derivative, v0, times.ravel())
         except _ode.StepError as e:
-            raise SolveError(f"gradient_descent cannot integrate past t = {e.t / rate:.6g} (learning rate out): {e} "
-                             "(the loss's gradient, or outputs beyond float64)") from None
+            raise SolveError(f"gradient_descent cannot integrate past t = {e.t / rate:.6g} (in t's units; "
+                             f"integration time {e.t:.6g}): {e} (the loss's gradient, or outputs beyond float64)") \
+                from None
         lead = times.shape
 
         def at(i, shape):
