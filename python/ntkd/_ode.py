@@ -40,12 +40,9 @@ def _rms(x):
     return math.sqrt(float(np.mean(np.square(x)))) if x.size else 0.0
 
 
-def _combine(y, h, weights, ks):
-    out = y.copy()
-    for w, k in zip(weights, ks):
-        if w:
-            out += (h * w) * k
-    return out
+# The rows as arrays, for one matrix-vector product per stage over the stages' buffer.
+_ROWS = tuple(np.array(row) for row in _A)
+_ERR = np.array(_E)
 
 
 def _first_step(f, y0, f0):
@@ -70,18 +67,19 @@ class StepError(ArithmeticError):
 
 def integrate(f, y0, times):
     """y(t) at each of `times` (a 1-D array of finite times >= 0), as an array of
-    shape (len(times),) + y0.shape. f(y) must return an array of y's shape. Raises StepError
-    where f gives a value that is not finite or the step size underflows."""
+    shape (len(times), y0.size): y0 is a vector, and f(y) returns one of its size. Raises
+    StepError where f gives a value that is not finite or the step size underflows."""
     times = np.asarray(times, dtype=np.float64)
     order = np.argsort(times, kind="stable")
-    out = np.empty((times.size,) + y0.shape)
-    y = np.array(y0, dtype=np.float64)
+    y = np.array(y0, dtype=np.float64).ravel()
+    out = np.empty((times.size, y.size))
     t = 0.0
     k1 = f(y)
     if not np.all(np.isfinite(k1)):
         raise StepError(t, "the derivative is not finite at t = 0")
     h = None
     why = None  # why the last step was cut: values that are not finite
+    ks = np.empty((7, y.size))  # the stages' derivatives; ks[6] is f at the step's end
     done = 0
     while done < times.size:
         target = times[order[done]]
@@ -95,18 +93,20 @@ def integrate(f, y0, times):
         step = target - t if hit else h
         if not t + step > t:
             raise StepError(t, why or f"the step size fell to {step:.3g}, below the rounding of t")
-        ks = [k1]
+        ks[0] = k1
+        finite = True
         with np.errstate(over="ignore", invalid="ignore"):
-            for row in _A[1:]:
-                k = f(_combine(y, step, row, ks))
-                if not np.all(np.isfinite(k)):
+            for s, row in enumerate(_ROWS[1:], 1):
+                point = y + step * (row @ ks[:s])  # the 7th: the 5th-order step
+                ks[s] = f(point)
+                if not np.isfinite(ks[s]).all():
+                    finite = False
                     break
-                ks.append(k)
-            else:
-                y_new = _combine(y, step, _A[6], ks[:6])
-                err = _combine(np.zeros_like(y), step, _E, ks)
+            if finite:
+                y_new = point
+                err = step * (_ERR @ ks)
                 ratio = _rms(err / (ATOL + RTOL * np.maximum(np.abs(y), np.abs(y_new))))
-        if len(ks) < 7 or not math.isfinite(ratio):
+        if not finite or not math.isfinite(ratio):
             # A step too long for the values to stay finite, or a derivative that is not:
             # shorter steps tell which (the step falls below rounding only for the second).
             why = "the derivative is not finite just after it"
@@ -115,7 +115,7 @@ def integrate(f, y0, times):
         why = None
         if ratio <= 1.0:
             t = target if hit else t + step
-            y, k1 = y_new, ks[6]
+            y, k1 = y_new, ks[6].copy()
             factor = _GROW if ratio == 0 else min(_GROW, max(1.0, _SAFETY * ratio ** -0.2))
             # a step cut short to land on a requested time says nothing against the longer one
             h = max(step * factor, h) if hit else step * factor

@@ -1198,7 +1198,10 @@ def _loss_gradient(loss, y_train, y_shape, grad_loss):
     if grad_loss is not None:
         if not callable(grad_loss):
             raise TypeError(f"grad_loss must be a function of (fx, y_train), not {grad_loss!r}")
-        fn, what = (lambda f: grad_loss(f, y_train)), "grad_loss(fx, y_train)"
+        # copies: a numpy gradient may work in place on its arguments (fx -= y), which must not
+        # change the integrator's state or the targets
+        y_given = np.array(y_train)
+        fn, what = (lambda f: grad_loss(f.copy(), y_given.copy())), "grad_loss(fx, y_train)"
     else:
         if not callable(loss):
             raise TypeError(f"loss must be a function of (fx, y_train), not {loss!r}")
@@ -1212,18 +1215,19 @@ def _loss_gradient(loss, y_train, y_shape, grad_loss):
 
     def gradient(f):
         try:
-            g = np.asarray(fn(f.reshape(y_shape)), dtype=np.float64)
+            g = fn(f.reshape(y_shape))
         except Exception as e:
-            if gradient.first:
-                raise TypeError(f"{what} failed on fx of shape {y_shape}: {type(e).__name__}: {e}" +
-                                ("" if grad_loss is not None else " (loss must be written with jax.numpy for JAX "
-                                 "to differentiate it, or give grad_loss=)")) from e
+            traced = any(w in type(e).__name__ for w in ("Tracer", "Concretization"))
+            if grad_loss is None and traced and hasattr(e, "add_note"):
+                e.add_note("ntkd.predict.gradient_descent: loss must be written with jax.numpy for JAX to "
+                           "differentiate it, or give grad_loss=, its gradient as a numpy function")
             raise
-        gradient.first = False
+        if np.iscomplexobj(g):
+            raise TypeError(f"{what} returned complex values: the gradient of a real loss is real")
+        g = np.asarray(g, dtype=np.float64)
         if g.shape != y_shape:
             raise ValueError(f"{what} has shape {g.shape}, not fx's {y_shape}")
         return g.reshape(f.shape)
-    gradient.first = True
     return gradient
 
 
@@ -1236,7 +1240,8 @@ def gradient_descent(loss, k_train_train, y_train, learning_rate=1., momentum=No
 
     loss(fx, y_train): the loss of the train outputs fx (y_train's shape), differentiated by
     JAX (jax.grad; JAX's precision: float64 with jax_enable_x64); or, without JAX, give
-    ``grad_loss(fx, y_train)``, its gradient in fx as a numpy function (ntkd's keyword).
+    ``grad_loss(fx, y_train)``, its gradient in fx as a numpy function (ntkd's keyword; loss
+    is then not called), given copies of fx and y_train.
     k_train_train: the (n, n) kernel (an array). y_train: (n, k) targets (or (n,) with
     trace_axes=()). The train outputs follow dfx/dt = -K grad_loss(fx) (the test outputs
     -k_test_train grad_loss(fx)); with momentum m, in neural-tangents' units (time in
@@ -1278,7 +1283,10 @@ def gradient_descent(loss, k_train_train, y_train, learning_rate=1., momentum=No
 
     def predict_fn(t=None, fx_train_or_state_0=0., fx_test_0=None, k_test_train=None):
         _not_traced(t=t, fx_train_or_state_0=fx_train_or_state_0, fx_test_0=fx_test_0, k_test_train=k_test_train)
-        as_state = isinstance(fx_train_or_state_0, ODEState)
+        # ntkd's ODEState, or neural-tangents' own (the same four fields)
+        as_state = isinstance(fx_train_or_state_0, ODEState) or (
+            type(fx_train_or_state_0).__name__ == "ODEState" and
+            all(hasattr(fx_train_or_state_0, a) for a in ("fx_train", "fx_test", "qx_train", "qx_test")))
         if as_state:
             if fx_test_0 is not None:
                 raise ValueError("`fx_test_0` is included in `ODEState` and must be set to `None`.")
@@ -1307,18 +1315,25 @@ def gradient_descent(loss, k_train_train, y_train, learning_rate=1., momentum=No
                        start(qt0, test_shape, "qx_test_0", True) if ktd is not None else None]
         sizes = [0 if b is None else b.size for b in blocks]
         ends = np.cumsum(sizes)
-        k = y.shape[1]
+        rows = [n, m, n, m]
 
         def part(v, i):
-            return v[ends[i] - sizes[i]:ends[i]].reshape(-1, k)
+            return v[ends[i] - sizes[i]:ends[i]].reshape(rows[i], y.shape[1])
 
         def derivative(v):
+            d = np.empty_like(v)
             g = gradient(part(v, 0))
-            d = [-(K @ g), None if ktd is None else -(ktd @ g)]
-            if decay is not None:  # positions move at the velocities, which the force and the decay change
-                d = [part(v, 2), None if ktd is None else part(v, 3),
-                     d[0] + decay * part(v, 2), None if ktd is None else d[1] + decay * part(v, 3)]
-            return np.concatenate([x.ravel() for x in d if x is not None])
+            force = [(0, K), (1, ktd)] if decay is None else [(2, K), (3, ktd)]
+            for i, kernel in force:  # -K g (and -k_test_train g): on the outputs, or on their velocities
+                if kernel is not None:
+                    np.matmul(kernel, g, out=part(d, i))
+                    np.negative(part(d, i), out=part(d, i))
+            if decay is not None:  # positions move at the velocities, which the decay slows
+                for i in (0, 1):
+                    if blocks[i] is not None:
+                        part(d, i)[...] = part(v, i + 2)
+                        part(d, i + 2)[...] += decay * part(v, i + 2)
+            return d
 
         v0 = np.concatenate([b.ravel() for b in blocks if b is not None])
         try:
