@@ -236,6 +236,21 @@ START_TEST(test_npy_strict) {
    * written, not by its first field's name. */
   write_npy_raw("ctl.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }\x01", f, sizeof f);
   expect_fail("ctl.npy", "holds the byte 0x01 at offset 69");
+  { /* a version 2 header starts 2 bytes later (its length takes 4): the offset says so */
+    char v2[512], buf2[256];
+    tu_path(v2, sizeof v2, dir, "v2.npy");
+    const char *d2 = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }\x02";
+    size_t dl = strlen(d2), total = (12 + dl + 1 + 63) / 64 * 64;
+    memcpy(buf2, "\x93NUMPY\x02\x00", 8);
+    buf2[8] = (char)(total - 12);
+    buf2[9] = buf2[10] = buf2[11] = 0;
+    memcpy(buf2 + 12, d2, dl);
+    memset(buf2 + 12 + dl, ' ', total - 12 - dl);
+    buf2[total - 1] = '\n';
+    memcpy(buf2 + total, f, sizeof f);
+    tu_write(v2, buf2, total + sizeof f);
+    expect_fail("v2.npy", "holds the byte 0x02 at offset 71");
+  }
   write_npy_raw("text.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), } 7", f, sizeof f);
   expect_fail("text.npy", "is not one dictionary");
   write_npy_raw("fields.npy", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3, 2), }", f, sizeof f);

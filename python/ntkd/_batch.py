@@ -1,6 +1,7 @@
 """ntkd.batch: a ``kernel_fn`` of ntkd.stax computed by the ntkd program into
 a store, the checkpoint that a rerun resumes (docs/STORE-FORMAT.md)."""
 
+import inspect
 import numbers
 import os
 
@@ -213,11 +214,6 @@ def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, bac
 
 
 _NT_BATCH_ARGS = ("batch_size", "device_count", "store_on_device")
-_BATCH_DEFAULTS = {"store": "k.ntk", "ranks": None, "kernel": "ntk", "precision": None, "tile": None,
-                   "test_test": False, "labels": None, "backend": None, "level": None, "overwrite": False,
-                   "progress": True, "verbose": False, "pattern": None}
-
-
 def _nt_batch(kernel_fn, x1, x2, nt_args, unknown, given):
     """neural-tangents' nt.batch(kernel_fn, batch_size, device_count, store_on_device) with `import
     ntkd as nt`: kernel_fn itself. It already computes tile by tile within memory on every core,
@@ -228,10 +224,21 @@ def _nt_batch(kernel_fn, x1, x2, nt_args, unknown, given):
                          "device_count, store_on_device; or none) it is nt.batch, which returns kernel_fn itself "
                          "(ntkd's kernel_fn computes in tiles, within memory); ntkd.batch(kernel_fn, x1, x2, "
                          "store=...) computes into a store that a rerun resumes")
-    if x1 is not None:
-        if "batch_size" in nt_args:
-            raise nt_words("got batch_size twice (by position and by name)")
-        nt_args["batch_size"] = x1
+    # nt.batch(kernel_fn, batch_size, device_count, store_on_device) by position: in x1, x2 and store's places
+    given = dict(given)
+    for name, value, fits in (("batch_size", x1, True),
+                              ("device_count", x2, isinstance(x2, (numbers.Integral, np.integer))),
+                              ("store_on_device", given["store"], isinstance(given["store"], (bool, np.bool_)))):
+        if value is None or not fits:
+            continue
+        if name in nt_args:
+            raise nt_words(f"got {name} twice (by position and by name)")
+        nt_args[name] = value
+        if name == "device_count":
+            x2 = None
+        if name == "store_on_device":
+            given["store"] = _BATCH_DEFAULTS["store"]
+
     def changed(value, default):
         return value is not default if default is None or isinstance(default, bool) else value != default
     extra = (["x2"] if x2 is not None else []) + list(unknown)
@@ -454,6 +461,11 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
                          "program ran, by another call on the same store path: run again with overwrite=True, one "
                          "call at a time")
     return S
+
+
+# ntkd.batch's own keywords and their defaults, from its signature: what nt.batch's form must leave as they are
+_BATCH_DEFAULTS = {k: p.default for k, p in inspect.signature(batch).parameters.items()
+                   if k not in ("kernel_fn", "x1", "x2", "unknown")}
 
 
 def _in_python_words(text, tag):

@@ -37,7 +37,14 @@ _SAFETY, _GROW, _SHRINK = 0.9, 10.0, 0.2
 
 
 def _rms(x):
-    return math.sqrt(float(np.mean(np.square(x)))) if x.size else 0.0
+    """The root mean square, scaled by the largest value first (its squares could overflow):
+    inf where a value is not finite."""
+    if not x.size:
+        return 0.0
+    top = float(np.max(np.abs(x)))
+    if top == 0 or not math.isfinite(top):
+        return top
+    return top * math.sqrt(float(np.mean(np.square(x / top))))
 
 
 # The rows as arrays, for one matrix-vector product per stage over the stages' buffer.
@@ -50,11 +57,15 @@ def _first_step(f, y0, f0):
     scale = ATOL + RTOL * np.abs(y0)
     d0, d1 = _rms(y0 / scale), _rms(f0 / scale)
     h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
-    f1 = f(y0 + h0 * f0)
-    d2 = _rms((f1 - f0) / scale) / h0
-    top = max(d1, d2)
+    h0 = h0 if h0 > 0 else np.finfo(np.float64).tiny  # d1 beyond d0 by more than float64's range
+    with np.errstate(over="ignore", invalid="ignore"):
+        f1 = f(y0 + h0 * f0)
+        d2 = _rms((f1 - f0) / scale) / h0
+    top = max(d1, d2) if math.isfinite(d2) else d1
     h1 = max(1e-6, h0 * 1e-3) if top <= 1e-15 else (0.01 / top) ** (1 / 5)
-    return min(100 * h0, h1)
+    # a first step of 0 (an estimate beyond float64) would stop at t = 0: the main loop's
+    # step control shortens a step that is too long instead
+    return min(100 * h0, h1) if h1 > 0 else h0
 
 
 class StepError(ArithmeticError):

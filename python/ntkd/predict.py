@@ -49,6 +49,7 @@ How t = infinity is solved (the ``method`` keyword):
 
 import collections
 import dataclasses
+import math
 import numbers
 import os
 import shutil
@@ -1078,7 +1079,7 @@ def _outputs(f, shape, what):
     if not np.all(np.isfinite(f)):
         raise ValueError(f"{what} holds values that are not finite")
     try:
-        return np.broadcast_to(np.asarray(f, dtype=np.float64), shape).reshape(shape[0], -1)
+        return np.broadcast_to(np.asarray(f, dtype=np.float64), shape).reshape(shape[0], math.prod(shape[1:]))
     except ValueError:
         raise ValueError(f"{what} has shape {f.shape}, not {shape} (or a number)") from None
 
@@ -1350,10 +1351,11 @@ def gradient_descent(loss, k_train_train, y_train, learning_rate=1., momentum=No
             return path[:, ends[i] - sizes[i]:ends[i]].reshape(lead + shape)
 
         train, test = at(0, y_shape), at(1, test_shape)
-        if as_state:
+        if as_state:  # of the class given (neural-tangents' own too)
+            state = type(fx_train_or_state_0)
             if decay is None:
-                return ODEState(train, test)
-            return ODEState(train, test, at(2, y_shape), at(3, test_shape))
+                return state(train, test, None, None)
+            return state(train, test, at(2, y_shape), at(3, test_shape))
         if ft0 is None:
             return train
         return test if f0 is None else (train, test)

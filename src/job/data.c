@@ -528,13 +528,13 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
 /* The header is a Python dict literal, padded with spaces to a newline, as
  * numpy writes it and numpy.load reads it: a control byte (a NUL, say) or
  * text around the braces is a damaged or foreign file, refused before the
- * keys are looked for in it. */
-static ntk_status npy_check_text(const char *path, const char *hdr, size_t hlen) {
+ * keys are looked for in it. `at`: the header's offset in the file. */
+static ntk_status npy_check_text(const char *path, const char *hdr, size_t hlen, size_t at) {
   for (size_t i = 0; i < hlen; i++) {
     unsigned char b = (unsigned char)hdr[i];
     if ((b < 0x20 && b != '\n' && b != '\r' && b != '\t') || b == 0x7f)
       return ntk_error(NTK_EINPUT, "%s: the .npy header holds the byte 0x%02x at offset %zu: not a .npy file "
-                       "numpy wrote", path, b, i + 10);
+                       "numpy wrote", path, b, at + i);
   }
   size_t a = 0, z = hlen;
   while (a < z && isspace((unsigned char)hdr[a])) a++;
@@ -566,7 +566,7 @@ static ntk_status npy_read_header(const char *path, gzFile f, int labels, src_ty
   char *hdr = calloc(1, hlen + 1);
   if (!hdr) return ntk_error(NTK_ENOMEM, "out of memory");
   st = read_exact(f, path, hdr, hlen, "the .npy header");
-  if (!st) st = npy_check_text(path, hdr, hlen);
+  if (!st) st = npy_check_text(path, hdr, hlen, pre[6] == 1 ? 10 : 12); /* the preamble's bytes before it */
   if (!st) st = npy_parse_header(path, hdr, labels, t, big, shape, ndim);
   free(hdr);
   return st;

@@ -661,7 +661,8 @@ def test_nt_batch_call_is_kernel_fn(rng):
     import ntkd
     _, _, kernel_fn = stax.serial(stax.Dense(1), stax.Relu(), stax.Dense(1))
     for args, kwargs in (((), {"batch_size": 25, "store_on_device": False}), ((25,), {}), ((np.int64(25),), {}),
-                         ((), {}), ((4,), {"device_count": 1})):
+                         ((), {}), ((4,), {"device_count": 1}), ((25, 1), {}), ((25, 1, True), {}),
+                         ((25, -1, False), {})):
         assert ntkd.batch(kernel_fn, *args, **kwargs) is kernel_fn, (args, kwargs)
     x = rng.standard_normal((6, 3))
     assert np.array_equal(ntkd.batch(kernel_fn, batch_size=2)(x, None, "ntk"), kernel_fn(x, None, "ntk"))
@@ -677,6 +678,8 @@ def test_nt_batch_call_is_kernel_fn(rng):
         ntkd.batch(kernel_fn, batch_size=2.5)
     with pytest.raises(TypeError, match="got batch_size twice"):
         ntkd.batch(kernel_fn, 3, batch_size=3)
+    with pytest.raises(TypeError, match="got device_count twice"):
+        ntkd.batch(kernel_fn, 3, 1, device_count=1)
     with pytest.raises(TypeError, match="got store_on_device='no'"):
         ntkd.batch(kernel_fn, store_on_device="no")
     with pytest.raises(TypeError, match="kernel_fn must be a kernel_fn of ntkd.stax"):
