@@ -227,7 +227,8 @@ def _python_with_jax():
     import subprocess
     if not os.access(NT_PYTHON, os.X_OK):
         return False
-    return subprocess.run([NT_PYTHON, "-c", "import jax, numpy, xxhash, zstandard"], capture_output=True).returncode == 0
+    probe = subprocess.run([NT_PYTHON, "-c", "import jax, numpy, xxhash, zstandard"], capture_output=True)
+    return probe.returncode == 0
 
 
 @pytest.mark.skipif(not _python_with_jax(), reason=f"no Python with JAX and ntkd's dependencies ({NT_PYTHON})")
