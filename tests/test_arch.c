@@ -439,6 +439,22 @@ START_TEST(test_residual) {
   parse_bad("Dense Relu FanOut(1) parallel(Identity) FanInSum Relu", "a nonlinearity must follow Dense or Conv");
   a = parse_ok("Dense Relu FanOut(1) parallel(Dense) FanInSum Relu Dense");
   ntk_arch_free(&a);
+  /* FanOut(n) straight into its FanIn, as stax takes it: n Identity branches */
+  {
+    struct ntk_arch d = parse_ok("Dense FanOut(3) FanInProd Dense");
+    struct ntk_arch e = parse_ok("Dense FanOut(3) parallel(Identity, Identity, Identity) FanInProd Dense");
+    char cd[512], ce[512];
+    ntk_arch_canonical(&d, cd, sizeof cd);
+    ntk_arch_canonical(&e, ce, sizeof ce);
+    ck_assert_str_eq(cd, ce);
+    ck_assert_int_eq((int)d.n, (int)e.n);
+    ntk_arch_free(&d);
+    ntk_arch_free(&e);
+  }
+  a = parse_ok("Conv(3) FanOut(2) FanInConcat(axis=1) Relu Flatten Dense");
+  ntk_arch_free(&a);
+  parse_bad("Dense Relu FanOut(2) FanInSum Dense", "FanInSum): every branch must end Gaussian");
+  parse_bad("Dense FanOut(2) Dense", "followed by parallel(...) with n branches, or by a FanIn");
   parse_bad("Dense FanOut(2) parallel(Dense, Dense, Dense) FanInSum", "parallel(...) has 3 branches after FanOut(2)");
   parse_bad("Dense FanOut(2) parallel(Dense, , Dense) FanInSum", "an empty branch in parallel(...)");
   /* a trailing comma ends the branches, as in Python */

@@ -1962,6 +1962,8 @@ static ntk_status join_without_args(struct parser *p, const char *name) {
   return perr(p, "%s takes no arguments", name);
 }
 
+static ntk_status parse_join(struct parser *p, struct layer_vec *out, int n, size_t fork);
+
 static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int depth, int commas) {
   size_t start = p->pos;
   if (depth >= NTK_ARCH_MAX_DEPTH) return perr(p, "residual blocks nested too deeply (the limit: %s levels)", "16");
@@ -1986,13 +1988,29 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
   }
   skip_sep(p, commas);
   p->pos += stax_prefix(p->text + p->pos);
-  if (!peek_word(p, "parallel")) return perr(p, "FanOut(n) must be followed by parallel(...) with n branches%s", "");
+  size_t fork = out->n;
+  if (!peek_word(p, "parallel")) {
+    /* FanOut(n) straight into a FanIn: n copies of the input, as stax takes it (its FanIn gets
+     * the n kernels unchanged): the block of n Identity branches */
+    if (!peek_word(p, "FanInSum") && !peek_word(p, "FanInProd") && !peek_word(p, "FanInConcat"))
+      return perr(p, "FanOut(n) must be followed by parallel(...) with n branches, or by a FanIn%s", "");
+    if ((st = push_marker(p, out, NTK_LAYER_FORK, n, 0, "FanOut"))) return st;
+    struct ntk_layer id;
+    memset(&id, 0, sizeof id);
+    id.kind = NTK_LAYER_IDENTITY;
+    id.stride = id.stride_w = 1; /* parse_layer's defaults */
+    id.padding = NTK_PAD_VALID;
+    snprintf(id.name, sizeof id.name, "Identity");
+    for (int b = 0; b < n; b++)
+      if ((b && (st = push_marker(p, out, NTK_LAYER_NEXT, 0, 0, "parallel"))) || (st = vec_push(p, out, &id)))
+        return st;
+    return parse_join(p, out, n, fork);
+  }
   size_t ppos = p->pos;
   p->pos += strlen("parallel");
   skip_ws(p);
   if (p->text[p->pos] != '(') return perr(p, "expected '(' after parallel%s", "");
   p->pos++;
-  size_t fork = out->n;
   if ((st = push_marker(p, out, NTK_LAYER_FORK, n, 0, "FanOut"))) return st;
   int got = 0;
   for (;;) {
@@ -2027,6 +2045,13 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
   }
   skip_sep(p, commas);
   p->pos += stax_prefix(p->text + p->pos);
+  return parse_join(p, out, n, fork);
+}
+
+/* The block's join at p->pos (FanInSum, FanInConcat(axis) or FanInProd), for the FORK(n) at
+ * out->v[fork] and its branches. */
+static ntk_status parse_join(struct parser *p, struct layer_vec *out, int n, size_t fork) {
+  ntk_status st;
   if (peek_word(p, "FanInSum")) {
     if ((st = join_without_args(p, "FanInSum"))) return st;
     return push_marker(p, out, NTK_LAYER_JOIN, n, 1, "FanInSum");

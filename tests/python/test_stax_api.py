@@ -1124,6 +1124,12 @@ def test_a_one_branch_block_is_its_branch(rng):
             a, b = with_block(data, None, ("nngp", "ntk")), without(data, None, ("nngp", "ntk"))
             for g in ("nngp", "ntk"):
                 np.testing.assert_allclose(getattr(a, g), getattr(b, g), rtol=1e-14, atol=0)
+    # FanOut(n) straight into its FanIn (no parallel), as stax takes it: n Identity branches
+    for n, fan_in in ((1, stax.FanInSum()), (2, stax.FanInSum()), (3, stax.FanInProd()), (2, stax.FanInConcat())):
+        direct = stax.serial(stax.Dense(4), stax.FanOut(n), fan_in, stax.Dense(1))[2]
+        spelled = stax.serial(stax.Dense(4), stax.FanOut(n), stax.parallel(*[stax.Identity()] * n), fan_in,
+                              stax.Dense(1))[2]
+        assert np.array_equal(direct(x, None, "ntk"), spelled(x, None, "ntk"))
     # still refused: the sum's output is not Gaussian (a nonlinearity after it), two such branches
     with pytest.raises(ValueError, match="a nonlinearity must follow Dense or Conv"):
         stax.serial(stax.Dense(4), stax.Relu(), stax.FanOut(1), stax.parallel(stax.Identity()), stax.FanInSum(),
