@@ -214,6 +214,8 @@ def _job_text(kernel_fn, x1, x2, kernel, precision, tile, test_test, labels, bac
 
 
 _NT_BATCH_ARGS = ("batch_size", "device_count", "store_on_device")
+
+
 def _nt_batch(kernel_fn, x1, x2, nt_args, unknown, given):
     """neural-tangents' nt.batch(kernel_fn, batch_size, device_count, store_on_device) with `import
     ntkd as nt`: kernel_fn itself. It already computes tile by tile within memory on every core,
@@ -255,6 +257,8 @@ def _nt_batch(kernel_fn, x1, x2, nt_args, unknown, given):
     if not isinstance(kernel_fn, KernelFn):
         raise TypeError(f"kernel_fn must be a kernel_fn of ntkd.stax (stax.serial(...)[2]), not {kernel_fn!r}")
     return kernel_fn
+
+
 _FILES = ("x1", "x2", "y1", "y2", "p1", "p2")  # the arrays beside the store (Files.data)
 
 
