@@ -1092,6 +1092,30 @@ def _test_kernel(k_test_train, n):
     return _finite(ktd, "k_test_train")
 
 
+def _train_problem(k_train_train, y_train, trace_axes, hint):
+    """gradient_descent_mse's and gradient_descent's train kernel as an (n, n) float64 matrix, and
+    their targets as _targets reads them, (n, k) and one sample's output shape."""
+    K = _one_matrix(k_train_train, "k_train_train", hint)
+    n = K.shape[0]
+    if K.shape != (n, n):
+        raise ValueError(f"k_train_train has shape {K.shape}: ntkd's kernels are (n, n) matrices")
+    if not n:
+        raise ValueError("k_train_train has shape (0, 0): the predictions need n >= 1 train samples")
+    y, out_shape = _targets(y_train, trace_axes)
+    if y.shape[0] != n:
+        raise ValueError(f"y_train has {y.shape[0]} samples and k_train_train {n}")
+    return K, y, out_shape
+
+
+def _check_starts(fx_train_0, fx_test_0, k_test_train):
+    """neural-tangents' checks of a predict_fn's outputs at t = 0, in its words."""
+    if fx_train_0 is None and fx_test_0 is None:
+        raise ValueError("Both `fx_train_0` and `fx_test_0` are `None`, i.e. no predictions will be computed.")
+    if fx_test_0 is not None and k_test_train is None:
+        raise ValueError("To get predictions on the test set, please provide `k_test_train` kernel to the parent "
+                         "function.")
+
+
 def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., diag_reg_absolute_scale=False,
                          trace_axes=(-1,)):
     """neural-tangents' ``predict.gradient_descent_mse``: the outputs of a network trained by
@@ -1111,24 +1135,15 @@ def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., 
     learning_rate = _number(learning_rate, "learning_rate")
     diag_reg = _number(diag_reg, "diag_reg")
     diag_reg_absolute_scale = _flag(diag_reg_absolute_scale, "diag_reg_absolute_scale")
-    K = _one_matrix(k_train_train, "k_train_train", "k.ntk (or k.nngp) of a Kernel, or a store's block "
-                    "S['ntk'][:n, :n] (gp_inference takes Kernels and stores)")
+    K, y, out_shape = _train_problem(k_train_train, y_train, trace_axes, "k.ntk (or k.nngp) of a Kernel, or a "
+                                     "store's block S['ntk'][:n, :n] (gp_inference takes Kernels and stores)")
     n = K.shape[0]
-    if K.shape != (n, n):
-        raise ValueError(f"k_train_train has shape {K.shape}: ntkd's kernels are (n, n) matrices")
-    y, out_shape = _targets(y_train, trace_axes)
-    if y.shape[0] != n:
-        raise ValueError(f"y_train has {y.shape[0]} samples and k_train_train {n}")
     y_shape = (n,) + out_shape
     solver = _Numpy(K, y, diag_reg, diag_reg_absolute_scale, n, label="given")
 
     def predict_fn(t=None, fx_train_0=0., fx_test_0=None, k_test_train=None):
         _not_traced(t=t, fx_train_0=fx_train_0, fx_test_0=fx_test_0, k_test_train=k_test_train)
-        if fx_train_0 is None and fx_test_0 is None:
-            raise ValueError("Both `fx_train_0` and `fx_test_0` are `None`, i.e. no predictions will be computed.")
-        if fx_test_0 is not None and k_test_train is None:
-            raise ValueError("To get predictions on the test set, please provide `k_test_train` kernel to the parent "
-                             "function.")
+        _check_starts(fx_train_0, fx_test_0, k_test_train)
         times = _times(t, learning_rate)
         f0 = None if fx_train_0 is None else _outputs(fx_train_0, y_shape, "fx_train_0")
         r = y if f0 is None else y - f0
@@ -1262,14 +1277,10 @@ def gradient_descent(loss, k_train_train, y_train, learning_rate=1., momentum=No
         if learning_rate <= 0:
             raise ValueError(f"learning_rate {learning_rate} with momentum: it must be > 0 (momentum's time runs "
                              "in its square root)")
-    K = _one_matrix(k_train_train, "k_train_train", "k.ntk of a Kernel, or a store's block S['ntk'][:n, :n]")
+    K, y, out_shape = _train_problem(k_train_train, y_train, trace_axes,
+                                     "k.ntk of a Kernel, or a store's block S['ntk'][:n, :n]")
     _finite(K, "k_train_train")
     n = K.shape[0]
-    if K.shape != (n, n) or not n:
-        raise ValueError(f"k_train_train has shape {K.shape}: ntkd's kernels are (n, n) matrices, n >= 1")
-    y, out_shape = _targets(y_train, trace_axes)
-    if y.shape[0] != n:
-        raise ValueError(f"y_train has {y.shape[0]} samples and k_train_train {n}")
     y_shape = (n,) + out_shape
     gradient = _loss_gradient(loss, y_train, y_shape, grad_loss)
     rate, decay = learning_rate, None
@@ -1295,11 +1306,7 @@ def gradient_descent(loss, k_train_train, y_train, learning_rate=1., momentum=No
             f0, ft0, q0, qt0 = s.fx_train, s.fx_test, s.qx_train, s.qx_test
         else:
             f0, ft0, q0, qt0 = fx_train_or_state_0, fx_test_0, None, None
-        if f0 is None and ft0 is None:
-            raise ValueError("Both `fx_train_0` and `fx_test_0` are `None`, i.e. no predictions will be computed.")
-        if ft0 is not None and k_test_train is None:
-            raise ValueError("To get predictions on the test set, please provide `k_test_train` kernel to the parent "
-                             "function.")
+        _check_starts(f0, ft0, k_test_train)
         if decay is None and (q0 is not None or qt0 is not None):
             raise ValueError("Got passed momentum state variables, while `momentum is None`.")
         times = _times(t, rate)
