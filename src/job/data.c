@@ -470,9 +470,9 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
   while (*p == ' ' || *p == ':') p++;
   if (*p != '\'') { /* a structured dtype: a list of fields, whose names are quoted too */
     const char *end = strchr(p, ']');
-    int len = end && end - p < 60 ? (int)(end - p + 1) : 20;
-    return ntk_error(NTK_EINPUT, "%s: .npy dtype %.*s%s is not supported (%s)", path, len, p,
-                     end && end - p < 60 ? "" : "...", labels ? "uint8, int32 or int64" : "float32, float64 or uint8");
+    int whole = end && end - p < 60; /* the field list, or its start */
+    return ntk_error(NTK_EINPUT, "%s: .npy dtype %.*s%s is not supported (%s)", path, whole ? (int)(end - p + 1) : 20,
+                     p, whole ? "" : "...", labels ? "uint8, int32 or int64" : "float32, float64 or uint8");
   }
   char descr[16] = {0};
   const char *q = strchr(p + 1, '\'');

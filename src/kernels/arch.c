@@ -1740,6 +1740,17 @@ static ntk_status layout_args(struct parser *p, const struct ntk_layer *l, const
   return NTK_OK;
 }
 
+/* A layer before its name and arguments are read: the job's [model] stds,
+ * strides of 1, VALID padding. */
+static void layer_defaults(const struct parser *p, struct ntk_layer *l) {
+  memset(l, 0, sizeof *l);
+  l->w_std = p->w_std;
+  l->b_std = p->b_std;
+  l->bias = p->b_given; /* [model] b_std = 0 written: stax's b_std=0., a bias (used by Dense/Conv only) */
+  l->stride = l->stride_w = 1;
+  l->padding = NTK_PAD_VALID;
+}
+
 /* A layer; `stax`: written with a stax. prefix, its arguments in stax's order. */
 static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax) {
   size_t start = p->pos;
@@ -1748,12 +1759,7 @@ static ntk_status parse_layer(struct parser *p, struct layer_vec *out, int stax)
   if (st) return st;
   if (!name[0]) return perr(p, "unexpected character '%.1s'", p->text + p->pos);
   struct ntk_layer l;
-  memset(&l, 0, sizeof l);
-  l.w_std = p->w_std;
-  l.b_std = p->b_std;
-  l.bias = p->b_given; /* [model] b_std = 0 written: stax's b_std=0., a bias (used by Dense/Conv only) */
-  l.stride = l.stride_w = 1;
-  l.padding = NTK_PAD_VALID;
+  layer_defaults(p, &l);
   int need_args = 0, max_pos = 0, numerical = 0;
   const struct ntk_map_name *nm = NULL;
   if (!strcmp(name, "Dense")) l.kind = NTK_LAYER_DENSE;
@@ -1996,10 +2002,8 @@ static ntk_status parse_fanout(struct parser *p, struct layer_vec *out, int dept
       return perr(p, "FanOut(n) must be followed by parallel(...) with n branches, or by a FanIn%s", "");
     if ((st = push_marker(p, out, NTK_LAYER_FORK, n, 0, "FanOut"))) return st;
     struct ntk_layer id;
-    memset(&id, 0, sizeof id);
+    layer_defaults(p, &id); /* as parse_layer reads "Identity" */
     id.kind = NTK_LAYER_IDENTITY;
-    id.stride = id.stride_w = 1; /* parse_layer's defaults */
-    id.padding = NTK_PAD_VALID;
     snprintf(id.name, sizeof id.name, "Identity");
     for (int b = 0; b < n; b++)
       if ((b && (st = push_marker(p, out, NTK_LAYER_NEXT, 0, 0, "parallel"))) || (st = vec_push(p, out, &id)))
