@@ -9,6 +9,7 @@ pkgs=(
   libscalapack-openmpi-dev                    # ScaLAPACK ([solve] method = scalapack)
   libzstd-dev zlib1g-dev libxxhash-dev
   check                                       # unit tests
+  locales                                     # tests/test_lib.c's de_DE host locale (localedef)
   python3-numpy time bc procps                # end-to-end tests and benchmarks
   python3-zstandard python3-xxhash            # python/ntkd_store (the Python reader)
   python3-venv python3-setuptools python3-wheel  # pip install ./python (tests/e2e_python.sh)

@@ -6,11 +6,13 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <locale.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ntkd.h"
 
@@ -78,6 +80,60 @@ static void kernels(const char *arch, const double *x, size_t n, int ndim, const
   ck_assert_msg(st == NTKD_OK, "%s: %s", arch, ntkd_last_error());
   ntkd_net_free(net);
 }
+
+/* A host process in a locale whose decimal point is a comma (de_DE): made
+ * here by localedef into a temporary LOCPATH when the system has none.
+ * Returns 1 when this process is now in it. */
+static int enter_comma_locale(char *dir, size_t cap) {
+  dir[0] = '\0';
+  if (setlocale(LC_ALL, "de_DE.UTF-8")) return 1;
+  snprintf(dir, cap, "/tmp/ntkd-test-locale-XXXXXX");
+  if (!mkdtemp(dir)) return 0;
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8 >/dev/null 2>&1", dir);
+  int made = system(cmd) == 0;
+  setenv("LOCPATH", dir, 1);
+  return made && setlocale(LC_ALL, "de_DE.UTF-8");
+}
+
+/* strtod and printf follow the locale: before libntkd's entry points ran
+ * in C's, under de_DE "W_std=2**0.5" read 2**0 = 1, np.sqrt(2.25) read
+ * sqrt(2), "W_std=1.5" was refused, and the canonical text had commas. */
+START_TEST(test_host_locale_changes_no_number) {
+  const char *arch = "Dense(64, W_std=2**0.5, b_std=0.1*3) Erf(a=0.5) Dense(1, W_std=np.sqrt(2.25), b_std=1.5)";
+  size_t n = 7, shape[1] = {3};
+  double *x = grid_data(n, shape[0], 11);
+  double c_g[49], c_t[49], de_g[49], de_t[49];
+  char c_text[512], de_text[512];
+  ntkd_net *net = net_of(arch);
+  ntkd_net_describe(net, c_text, sizeof c_text);
+  ntkd_net_free(net);
+  ck_assert_msg(strstr(c_text, "W_std=1.4142135623730951") && strstr(c_text, "W_std=1.5"), "%s", c_text);
+  kernels(arch, x, n, 1, shape, NULL, 0, 2, 3, NTKD_NNGP | NTKD_NTK, c_g, c_t);
+  char dir[64];
+  if (!enter_comma_locale(dir, sizeof dir)) {
+    /* scripts/install-deps.sh installs Debian's locales: this is a machine without them */
+    fprintf(stderr, "test_host_locale_changes_no_number: no de_DE locale could be made; not run\n");
+    free(x);
+    return;
+  }
+  ck_assert_str_eq(localeconv()->decimal_point, ",");
+  net = net_of(arch);
+  ntkd_net_describe(net, de_text, sizeof de_text);
+  ntkd_net_free(net);
+  ck_assert_str_eq(de_text, c_text);
+  kernels(arch, x, n, 1, shape, NULL, 0, 2, 3, NTKD_NNGP | NTKD_NTK, de_g, de_t);
+  ck_assert_msg(!memcmp(de_g, c_g, sizeof c_g) && !memcmp(de_t, c_t, sizeof c_t), "kernels differ under de_DE");
+  ck_assert_str_eq(localeconv()->decimal_point, ","); /* the caller's locale given back */
+  setlocale(LC_ALL, "C");
+  if (dir[0]) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+  }
+  free(x);
+}
+END_TEST
 
 /* For an FC network and a pooled CNN: K(x1, x2) is the x1 x x2 block of
  * K([x1; x2]), and every way of computing gives the same bits. */
@@ -495,6 +551,7 @@ int main(void) {
   tcase_add_test(tc, test_bad_arguments);
   tcase_add_test(tc, test_graph_kernels);
   tcase_add_test(tc, test_store_read_ld_wraps);
+  tcase_add_test(tc, test_host_locale_changes_no_number);
   tcase_add_loop_test(tc, test_cancel_inside_a_tile, 0, (int)(sizeof slow_cases / sizeof *slow_cases));
   suite_add_tcase(s, tc);
   /* Its own case, so that scripts/leak-check.sh can run it alone

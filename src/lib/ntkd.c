@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "base/clocale.h"
 #include "base/cpuinit.h"
 #include "base/defs.h"
 #include "base/status.h"
@@ -79,6 +80,17 @@ const char *ntkd_status_name(ntkd_status s) {
 
 const char *ntkd_last_error(void) { return ntk_error_message(); }
 
+/* The entry points that read or write numbers as text (arch strings, the
+ * store's job text, messages) run `call` in the C locale (base/clocale.h)
+ * and give the caller's back: a host's decimal comma never changes a number. */
+#define RETURN_IN_C_LOCALE(type, call)       \
+  do {                                       \
+    locale_t prev_ = ntk_c_locale_enter();   \
+    type r_ = (call);                        \
+    ntk_c_locale_leave(prev_);               \
+    return r_;                               \
+  } while (0)
+
 /* ---- networks ------------------------------------------------------------------ */
 
 struct ntkd_net {
@@ -93,7 +105,7 @@ void ntkd_net_options_init(ntkd_net_options *o) {
   o->parameterization = NTKD_PARAM_NTK;
 }
 
-ntkd_status ntkd_net_create(const char *arch, const ntkd_net_options *options, ntkd_net **net) {
+static ntkd_status net_create(const char *arch, const ntkd_net_options *options, ntkd_net **net) {
   if (!net) return usage("%s: no place for the network (net is NULL)", "ntkd_net_create");
   *net = NULL;
   if (!arch) return usage("%s: no architecture (arch is NULL)", "ntkd_net_create");
@@ -115,6 +127,10 @@ ntkd_status ntkd_net_create(const char *arch, const ntkd_net_options *options, n
   }
   *net = n;
   return NTKD_OK;
+}
+
+ntkd_status ntkd_net_create(const char *arch, const ntkd_net_options *options, ntkd_net **net) {
+  RETURN_IN_C_LOCALE(ntkd_status, net_create(arch, options, net));
 }
 
 ntkd_status ntkd_net_create_layers(const char *const *layers, size_t nlayers, const ntkd_net_options *options,
@@ -143,12 +159,16 @@ void ntkd_net_free(ntkd_net *net) {
   free(net);
 }
 
-size_t ntkd_net_describe(const ntkd_net *net, char *buf, size_t cap) {
+static size_t net_describe(const ntkd_net *net, char *buf, size_t cap) {
   if (!net) {
     if (cap) buf[0] = '\0';
     return 0;
   }
   return ntk_arch_canonical(&net->arch, buf, cap);
+}
+
+size_t ntkd_net_describe(const ntkd_net *net, char *buf, size_t cap) {
+  RETURN_IN_C_LOCALE(size_t, net_describe(net, buf, cap));
 }
 
 /* ---- kernels --------------------------------------------------------------------- */
@@ -358,13 +378,14 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
 
 ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_data *x2, unsigned kernels,
                          void *nngp, void *ntk, const ntkd_compute_options *options) {
-  return compute_kernels(net, x1, NULL, x2, NULL, 0, 0, kernels, nngp, ntk, options);
+  RETURN_IN_C_LOCALE(ntkd_status, compute_kernels(net, x1, NULL, x2, NULL, 0, 0, kernels, nngp, ntk, options));
 }
 
 ntkd_status ntkd_kernels_graph(const ntkd_net *net, const ntkd_data *x1, const void *pattern1, const ntkd_data *x2,
                                const void *pattern2, size_t positions, unsigned kernels, void *nngp, void *ntk,
                                const ntkd_compute_options *options) {
-  return compute_kernels(net, x1, pattern1, x2, pattern2, 1, positions, kernels, nngp, ntk, options);
+  RETURN_IN_C_LOCALE(ntkd_status,
+                     compute_kernels(net, x1, pattern1, x2, pattern2, 1, positions, kernels, nngp, ntk, options));
 }
 
 static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, const void *p1, const ntkd_data *x2,
@@ -473,7 +494,7 @@ struct ntkd_store {
   ntk_store_t *s;
 };
 
-ntkd_status ntkd_store_open(const char *path, ntkd_store **store) {
+static ntkd_status store_open(const char *path, ntkd_store **store) {
   if (!store) return usage("%s: no place for the store (store is NULL)", "ntkd_store_open");
   *store = NULL;
   if (!path) return usage("%s: no path", "ntkd_store_open");
@@ -486,6 +507,10 @@ ntkd_status ntkd_store_open(const char *path, ntkd_store **store) {
   }
   *store = h;
   return NTKD_OK;
+}
+
+ntkd_status ntkd_store_open(const char *path, ntkd_store **store) {
+  RETURN_IN_C_LOCALE(ntkd_status, store_open(path, store));
 }
 
 void ntkd_store_close(ntkd_store *store) {
@@ -511,11 +536,16 @@ ntkd_status ntkd_store_get_info(const ntkd_store *store, ntkd_store_info *info) 
   return NTKD_OK;
 }
 
-ntkd_status ntkd_store_read(ntkd_store *store, unsigned kernel, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1,
-                            void *out, size_t ld) {
+static ntkd_status store_read(ntkd_store *store, unsigned kernel, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1,
+                              void *out, size_t ld) {
   if (!store || (!out && r1 > r0 && c1 > c0)) return usage("%s: store and out are needed", "ntkd_store_read");
   if (kernel != NTKD_NNGP && kernel != NTKD_NTK) return usage("%s: kernel is NTKD_NNGP or NTKD_NTK", "ntkd_store_read");
   ntk_status st = ntk_store_read_block(store->s, kernel == NTKD_NTK ? NTK_KERNEL_NTK : NTK_KERNEL_NNGP, r0, r1, c0, c1,
                                        out, ld);
   return st ? fail(st) : NTKD_OK;
+}
+
+ntkd_status ntkd_store_read(ntkd_store *store, unsigned kernel, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1,
+                            void *out, size_t ld) {
+  RETURN_IN_C_LOCALE(ntkd_status, store_read(store, kernel, r0, r1, c0, c1, out, ld));
 }

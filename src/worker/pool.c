@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clocale.h"
 #include "worker/worker.h"
 
 struct ntk_pool {
@@ -99,6 +100,7 @@ static void *pool_main(void *arg) {
   struct worker_arg *w = arg;
   struct run *r = w->r;
   ntk_pool_t *pool = r->pool;
+  ntk_c_locale_enter(); /* a new thread starts in the host's locale: its messages' numbers in C's */
   for (;;) {
     pthread_mutex_lock(&r->mu);
     if (cancelled(pool)) r->stop = 1;
