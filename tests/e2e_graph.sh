@@ -71,7 +71,8 @@ expect_rc 2 "another pattern on the store: another job's data" "$NTKD" one.conf
 check "... named as the data" has "data values" err.log
 job short short.npy pt.npy
 expect_rc 2 "a pattern file of fewer samples" "$NTKD" short.conf
-check "... names the file and the shape wanted" has "short.npy: the \[data\] pattern must have shape (11, V, V)" err.log
+check "... names the line, the file and the shape wanted" has \
+  "short.conf:[0-9]*: \[data\] pattern: short.npy: the pattern must have shape (11, V, V)" err.log
 job notest p.npy ""
 expect_rc 2 "[data] pattern without [test] pattern" "$NTKD" notest.conf
 check "... says so, at its line" has "notest.conf:4: \[data\] pattern is given and \[test\] pattern is not" err.log

@@ -63,6 +63,7 @@ PYEOF
 job wrap "Conv(3, 1, SAME) Relu GlobalAvgPool Dense" "path = wrap.npy"
 expect_rc 2 "overflowing .npy shape refused" timeout -k 5 20 "$NTKD" wrap.conf
 check "the message names the shape" has "shape (20, 5, 3, 12297829382473034411) is too large" err.log
+check "... at the job file's line" has "wrap.conf:2: \[data\] path: wrap.npy: " err.log
 check "no store for the overflowing shape" no_store wrap
 
 # --- (N, L, C) sequences and 2-D layers ---------------------------------------
@@ -190,7 +191,13 @@ check "... the same bits" same_as wt1 wt3
 wjob wnan wnan.npy
 expect_rc 2 "mpirun -np 3, a NaN found after the window opened" timeout -k 5 120 mpirun -np 3 "$NTKD" wnan.conf
 check "... named once" bash -c "[ \$(grep -c 'sample 37, feature 5 is NaN' err.log) = 1 ]"
+check "... at the job file's line" has "wnan.conf:2: \[data\] path: wnan.npy: sample 37" err.log
 check "... no store" no_store wnan
+# a [test] file's error names the [test] path's line
+wjob wtbad w.npy "[test]
+path = wrap.npy"
+expect_rc 2 "a [test] file refused" "$NTKD" wtbad.conf
+check "... at the [test] path's line" has "wtbad.conf:4: \[test\] path: wrap.npy: " err.log
 head -c 100000 w.npy > wcut.npy
 wjob wcut wcut.npy
 expect_rc 2 "mpirun -np 3, a cut .npy (no window asked for)" timeout -k 5 120 mpirun -np 3 "$NTKD" wcut.conf

@@ -225,13 +225,13 @@ $PY -c "import numpy as np; np.save('short.npy', np.zeros(5, dtype=np.int64))"
 reg short "$arch" 0.001 5
 sed -i 's/^labels = ytr.npy/labels = short.npy/' short.conf
 expect_rc 2 "too few train labels are refused" "$NTKD" short.conf
-check "... naming the file" has "short.npy: holds 5 labels for $ntrain samples" err.log
+check "... naming the line and the file" has "short.conf:[0-9]*: \[data\] labels: short.npy: holds 5 labels for $ntrain samples" err.log
 check "... before any store is made" [ ! -e short.ntk ]
 $PY -c "import numpy as np; y = np.load('yte.npy'); y[2] = -1; np.save('neg.npy', y)"
 reg neg "$arch" 0.001 5
 sed -i 's/^labels = yte.npy/labels = neg.npy/' neg.conf
 expect_rc 2 "a negative test label is refused" "$NTKD" neg.conf
-check "... naming the label" has "neg.npy: label 2 is -1" err.log
+check "... naming the line and the label" has "neg.conf:[0-9]*: \[test\] labels: neg.npy: label 2 is -1" err.log
 # The classes come from the labels (0 .. the largest), said per file; a
 # stray label (255 among 0..2) would make 256 of them: refused before any
 # tile, unless the job states the class count.

@@ -165,7 +165,7 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
   if (!strcmp(k, "path")) {
     if (!once(c, s, k, SEEN_PATH)) return 0;
     if (!parse_paths(c, s, k, v, j->data_path, &j->ndata)) return 0;
-    c->path_line = c->line;
+    c->path_line = j->data_line = c->line;
   } else if (!strcmp(k, "format")) {
     if (!once(c, s, k, SEEN_FORMAT)) return 0;
     if (!strcmp(v, "auto")) j->format = NTK_FORMAT_AUTO;
@@ -368,6 +368,7 @@ static int on_validation(struct ctx *c, const char *s, const char *k, const char
   if (!strcmp(k, "path") || !strcmp(k, "labels")) {
     int path = k[0] == 'p';
     if (!path_key(c, s, k, v, path ? SEEN_VPATH : SEEN_VLABELS, path ? t->val_path : t->val_labels)) return 0;
+    *(path ? &t->val_path_line : &t->val_labels_line) = c->line;
   } else if (!strcmp(k, "count")) {
     if (!once(c, s, k, SEEN_VCOUNT)) return 0;
     if (!ntk_parse_size(v, &t->val_count) || t->val_count == 0)
@@ -383,12 +384,13 @@ static int on_test(struct ctx *c, const char *s, const char *k, const char *v) {
   if (!strcmp(k, "path")) {
     if (!once(c, s, k, SEEN_TPATH)) return 0;
     if (!parse_paths(c, s, k, v, t->path, &t->ndata)) return 0;
-    c->tpath_line = c->line;
+    c->tpath_line = t->path_line = c->line;
   } else if (!strcmp(k, "labels")) {
     if (!path_key(c, s, k, v, SEEN_TLABELS, t->labels)) return 0;
     t->labels_line = c->line;
   } else if (!strcmp(k, "pattern")) {
     if (!path_key(c, s, k, v, SEEN_TPATTERN, t->pattern)) return 0;
+    t->pattern_line = c->line;
   } else if (!strcmp(k, "count")) {
     if (!once(c, s, k, SEEN_TCOUNT)) return 0;
     if (!ntk_parse_size(v, &t->count) || t->count == 0) return fail(c, s, k, "'%s' is not a positive integer", v);
@@ -874,6 +876,14 @@ void ntk_job_summary(const struct ntk_job *job, char *buf, size_t cap) {
   snprintf(buf, cap, "kernel job: %s, %zu layer%s, %s, %s, tile %zu%s, store %s", files, layers, layers == 1 ? "" : "s",
            job->kernels & NTK_KERNEL_NTK ? "NNGP and NTK" : "NNGP", job->precision == 8 ? "float64" : "float32",
            job->tile, test, job->out_path);
+}
+
+ntk_status ntk_job_error_at(const struct ntk_job *job, int line, const char *key, ntk_status st) {
+  const char *m = ntk_error_message();
+  size_t n = strlen(job->source);
+  if (!st || (n && !strncmp(m, job->source, n) && m[n] == ':')) return st;
+  if (line <= 0 || !n) return ntk_error(st, "%s: %s", key, m);
+  return ntk_error(st, "%s:%d: %s: %s", job->source, line, key, m);
 }
 
 ntk_status ntk_read_text_file(const char *path, char **text, size_t *len) {

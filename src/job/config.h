@@ -54,6 +54,7 @@ struct ntk_train_opts {
   char log[NTK_PATH_MAX];      /* "" for none */
   /* [validation] */
   char val_path[NTK_PATH_MAX], val_labels[NTK_PATH_MAX];
+  int val_path_line, val_labels_line; /* their lines in the job file, for messages */
   size_t val_count;     /* 0: all */
 };
 
@@ -63,9 +64,11 @@ struct ntk_test_opts {
   int enabled;   /* the job file has a [test] section */
   int ndata;
   char path[NTK_MAX_DATA_FILES][NTK_PATH_MAX]; /* read like [data] path, same format and layout */
+  int path_line;   /* its line in the job file, for messages */
   char labels[NTK_PATH_MAX]; /* "" if not given */
   int labels_line; /* its line in the job file, for messages */
   char pattern[NTK_PATH_MAX]; /* [test] pattern: the test graphs' edges, as [data] pattern; "" if not given */
+  int pattern_line;
   size_t count;  /* 0: all */
   int test_test; /* compute test x test too */
 };
@@ -97,6 +100,7 @@ struct ntk_job {
   /* [data] */
   int ndata;
   char data_path[NTK_MAX_DATA_FILES][NTK_PATH_MAX]; /* relative to the job file's folder */
+  int data_line;   /* line of [data] path in the job file, for messages */
   ntk_data_format format;
   ntk_layout layout;
   size_t count;    /* 0: all samples */
@@ -173,6 +177,13 @@ void ntk_job_summary(const struct ntk_job *job, char *buf, size_t cap);
 /* Read the whole file (at most 16 MiB, no NUL bytes) into a NUL-terminated
  * buffer the caller frees. A FIFO, device or socket is refused (NTK_EINPUT)
  * without blocking; a file that cannot be opened is NTK_EUSAGE. Rank-local. */
+/* st, its message (about a file the job names on `line`, as `key`:
+ * "[data] path") put at that line: "job.conf:4: [data] path: x.npy: ...",
+ * as the job file's own errors are ("[data] path: x.npy: ..." for a job
+ * not read from a file: line 0). A message that names the job file
+ * already is kept as it is. Returns st. */
+ntk_status ntk_job_error_at(const struct ntk_job *job, int line, const char *key, ntk_status st);
+
 ntk_status ntk_read_text_file(const char *path, char **text, size_t *len);
 
 #endif

@@ -971,7 +971,9 @@ static ntk_status load_with_test(const struct ntk_job *job, int elem, const stru
  * the network's plan checks; want, where not 0, the V it must be; hw the
  * samples' own, for the message). Errors name the file. */
 static ntk_status load_pattern(const struct ntk_job *job, const char *path, size_t count, size_t n, size_t hw,
-                               size_t want, size_t *v, const char *what, int elem, void **out) {
+                               size_t want, size_t *v, const char *what, int line, int elem, void **out) {
+  char key[32];
+  snprintf(key, sizeof key, "%s pattern", what);
   *out = NULL;
   struct ntk_job *tj = malloc(sizeof *tj);
   if (!tj) return ntk_error(NTK_ENOMEM, "out of memory");
@@ -988,8 +990,9 @@ static ntk_status load_pattern(const struct ntk_job *job, const char *path, size
   free(tj);
   if (st) { /* "[data] pattern: P.npy: sample 1, feature 11 is NaN" (feature i V + j: entry [i, j]) */
     int dims = strstr(ntk_error_message(), "dimensions") != NULL;
-    return ntk_error(st, "%s pattern: %s%s", what, ntk_error_message(),
-                     dims ? " (a pattern file is (N, V, V): reshape an (N, H, W, H, W) array to (N, H W, H W))" : "");
+    if (dims) ntk_error(st, "%s (a pattern file is (N, V, V): reshape an (N, H, W, H, W) array to (N, H W, H W))",
+                        ntk_error_message());
+    return ntk_job_error_at(job, line, key, st);
   }
   *v = want ? want : p.h;
   if (p.n != n || !p.h || p.h != p.w || p.c != 1 || p.h != *v) {
@@ -999,9 +1002,10 @@ static ntk_status load_pattern(const struct ntk_job *job, const char *path, size
     else snprintf(got, sizeof got, "(%zu, %zu, %zu, %zu)", p.n, p.h, p.w, p.c);
     if (want) snprintf(wanted, sizeof wanted, "(%zu, %zu, %zu), as the [data] pattern's", n, want, want);
     else snprintf(wanted, sizeof wanted, "(%zu, V, V)", n);
-    st = ntk_error(NTK_EINPUT, "%s: the %s pattern must have shape %s: one V x V matrix per sample, V the positions "
+    st = ntk_error(NTK_EINPUT, "%s: the pattern must have shape %s: one V x V matrix per sample, V the positions "
                    "the network's Aggregates see (the samples' %zu, or fewer after a pooling; row-major: reshape an "
-                   "(N, H, W, H, W) array to (N, H W, H W)), not %s", path, what, wanted, hw, got);
+                   "(N, H, W, H, W) array to (N, H W, H W)), not %s", path, wanted, hw, got);
+    ntk_job_error_at(job, line, key, st);
   }
   if (st) {
     ntk_data_free(&p);
@@ -1021,11 +1025,14 @@ static ntk_status attach_patterns(const struct ntk_job *job, int elem, struct nt
                      "sequences or (N, H, W, C) images, and these data are (N, %zu) vectors", job->source,
                      job->pattern_line, ds->d);
   void *pa = NULL, *pb = NULL;
-  ntk_status st = load_pattern(job, job->pattern_path, job->count, ntr, hw, 0, &v, "[data]", elem, &pa);
+  ntk_status st = load_pattern(job, job->pattern_path, job->count, ntr, hw, 0, &v, "[data]", job->pattern_line, elem,
+                               &pa);
   if (!st && v > ((size_t)1 << 16))
-    st = ntk_error(NTK_EINPUT, "%s: [data] pattern: %zu positions, above ntkd's 65536 to aggregate",
-                   job->pattern_path, v);
-  if (!st && nte) st = load_pattern(job, job->test.pattern, job->test.count, nte, hw, v, &v, "[test]", elem, &pb);
+    st = ntk_error(NTK_EINPUT, "%s:%d: [data] pattern: %s: %zu positions, above ntkd's 65536 to aggregate",
+                   job->source, job->pattern_line, job->pattern_path, v);
+  if (!st && nte)
+    st = load_pattern(job, job->test.pattern, job->test.count, nte, hw, v, &v, "[test]", job->test.pattern_line, elem,
+                      &pb);
   size_t d = ds->d + v * v, row;
   char *x = NULL;
   if (!st && (__builtin_mul_overflow(ds->n, d * es, &row) || !(x = malloc(row ? row : 1))))
@@ -1058,7 +1065,8 @@ ntk_status ntk_data_load_to(const struct ntk_job *job, int elem, const struct nt
 static ntk_status load_with_test(const struct ntk_job *job, int elem, const struct ntk_data_sink *sink,
                                  struct ntk_dataset *ds) {
   ntk_status st = load_one(job, elem, job->test.enabled ? NULL : sink, ds);
-  if (st || !job->test.enabled) return st;
+  if (st) return ntk_job_error_at(job, job->data_line, "[data] path", st);
+  if (!job->test.enabled) return NTK_OK;
   /* The test set: the same reader with [test]'s files and count. */
   struct ntk_job *tj = malloc(sizeof *tj);
   if (!tj) {
@@ -1074,12 +1082,13 @@ static ntk_status load_with_test(const struct ntk_job *job, int elem, const stru
   free(tj);
   if (st) {
     ntk_data_free(ds);
-    return ntk_error(st, "[test] %s", ntk_error_message());
+    return ntk_job_error_at(job, job->test.path_line, "[test] path", st);
   }
   if (te.d != ds->d || te.h != ds->h || te.w != ds->w || te.c != ds->c) {
     st = ntk_error(NTK_EINPUT, "%s: [test] samples are %zux%zux%zu (%zu values), the [data] samples %zux%zux%zu "
                    "(%zu values): they must have the same shape", job->test.path[0], te.h, te.w, te.c, te.d,
                    ds->h, ds->w, ds->c, ds->d);
+    ntk_job_error_at(job, job->test.path_line, "[test] path", st);
   }
   /* Each part passed alloc_raw's bound; checked all the same. */
   size_t row = ds->d * (size_t)elem, all;

@@ -171,8 +171,11 @@ ntk_status ntk_solve_check_ranks(const struct ntk_job *job, int nranks, int unde
 static ntk_status load_labels(const struct ntk_job *job, size_t ntr, size_t nte, int say, int32_t **ytr, int32_t **yte,
                               size_t *classes) {
   size_t limit = job->classes ? job->classes : NTK_LABELS_MAX;
-  ntk_status st = ntk_labels_load(job->labels_path, ntr, job->count == 0, limit, ytr);
-  if (!st) st = ntk_labels_load(job->test.labels, nte, job->test.count == 0, limit, yte);
+  ntk_status st = ntk_job_error_at(job, job->labels_line, "[data] labels",
+                                   ntk_labels_load(job->labels_path, ntr, job->count == 0, limit, ytr));
+  if (!st)
+    st = ntk_job_error_at(job, job->test.labels_line, "[test] labels",
+                          ntk_labels_load(job->test.labels, nte, job->test.count == 0, limit, yte));
   if (st && job->classes) /* say where the bound comes from */
     st = ntk_error(st, "%s (%s:%d: [data] classes = %zu)", ntk_error_message(), job->source, job->classes_line,
                    job->classes);

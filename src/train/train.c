@@ -179,11 +179,13 @@ static ntk_status load_sets(struct trainer *T) {
   const struct ntk_job *job = T->job;
   const struct ntk_train_opts *o = T->o;
   size_t classes = o->layers[o->nlayers - 1];
-  ntk_status st = ntk_data_load(job, 4, &T->train);
+  ntk_status st = ntk_job_error_at(job, job->data_line, "[data] path", ntk_data_load(job, 4, &T->train));
   if (!st && T->train.d != o->layers[0])
     st = ntk_error(NTK_ECONFIG, "%s: [train] layers starts with %zu inputs but %s has %zu features per sample",
                    job->source, o->layers[0], job->data_path[0], T->train.d);
-  if (!st) st = ntk_labels_load(job->labels_path, T->train.n, job->count == 0, classes, &T->ytrain);
+  if (!st)
+    st = ntk_job_error_at(job, job->labels_line, "[data] labels",
+                          ntk_labels_load(job->labels_path, T->train.n, job->count == 0, classes, &T->ytrain));
   if (!st) st = say_labels(job->labels_path, T->ytrain, T->train.n, classes);
   if (!st && T->train.n < o->batch)
     st = ntk_error(NTK_ECONFIG, "%s: [train] batch = %zu is larger than the %zu training samples", job->source,
@@ -203,13 +205,15 @@ static ntk_status load_sets(struct trainer *T) {
   vj->ndata = 1;
   memcpy(vj->data_path[0], o->val_path, sizeof o->val_path);
   vj->count = o->val_count;
-  st = ntk_data_load(vj, 4, &T->val);
+  st = ntk_job_error_at(job, o->val_path_line, "[validation] path", ntk_data_load(vj, 4, &T->val));
   free(vj);
   if (!st && T->val.d != T->train.d)
     st = ntk_error(NTK_EINPUT, "%s: %zu features per sample, the training data have %zu", o->val_path, T->val.d,
                    T->train.d);
   if (!st) st = subnormal_inputs(T, &T->val, o->val_path);
-  if (!st) st = ntk_labels_load(o->val_labels, T->val.n, o->val_count == 0, classes, &T->yval);
+  if (!st)
+    st = ntk_job_error_at(job, o->val_labels_line, "[validation] labels",
+                          ntk_labels_load(o->val_labels, T->val.n, o->val_count == 0, classes, &T->yval));
   if (!st) st = say_labels(o->val_labels, T->yval, T->val.n, classes);
   return st;
 }
