@@ -65,6 +65,11 @@ expect_rc 2 "overflowing .npy shape refused" timeout -k 5 20 "$NTKD" wrap.conf
 check "the message names the shape" has "shape (20, 5, 3, 12297829382473034411) is too large" err.log
 check "... at the job file's line" has "wrap.conf:2: \[data\] path: wrap.npy: " err.log
 check "no store for the overflowing shape" no_store wrap
+# ... and the folders made for its store go again (one that was there stays)
+mkdir -p kept
+sed 's#^path = wrap.ntk#path = kept/new1/new2/wrap.ntk#' wrap.conf > wrapdir.conf
+expect_rc 2 "overflowing .npy shape refused, its store in new folders" timeout -k 5 20 "$NTKD" wrapdir.conf
+check "... the new folders removed, the old one kept" bash -c '[ ! -e kept/new1 ] && [ -d kept ]'
 
 # --- (N, L, C) sequences and 2-D layers ---------------------------------------
 # [data] layout = NLC holds sequences as L x 1 images: a 2-D filter or
@@ -165,6 +170,9 @@ wjob() { # NAME PATH [line of [data]]
 wjob w1 w.npy
 expect_rc 0 "one process: the reference" "$NTKD" w1.conf
 "$NTKD" export w1.ntk w1.npy >/dev/null 2>&1
+sed 's#^path = w1.ntk#path = newf/w1.ntk#' w1.conf > w1dir.conf
+expect_rc 0 "... its store in a new folder" "$NTKD" w1dir.conf
+check "... the folder and the store kept" same_as w1 newf/w1
 wjob w3 w.npy
 expect_rc 0 "mpirun -np 3, a plain .npy read into the window" timeout -k 5 120 mpirun -np 3 "$NTKD" w3.conf
 check "... one copy on the node" has "data: one copy per node on 1 node" err.log

@@ -469,19 +469,39 @@ ntk_status ntk_fsync_folder_of(const char *path) {
   return NTK_OK;
 }
 
-ntk_status ntk_make_parents(const char *path) {
+ntk_status ntk_make_parents_noted(const char *path, char *made, size_t cap) {
   char dir[PATH_MAX];
+  if (made && cap) made[0] = '\0';
   /* Cut short, the folders made would be another path's. */
   if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
   char *slash = strrchr(dir, '/');
   if (!slash || slash == dir) return NTK_OK;
   *slash = '\0';
-  for (char *p = dir + 1; *p; p++) {
-    if (*p != '/') continue;
+  size_t len = strlen(dir);
+  for (char *p = dir + 1;; p++) {
+    if (*p && *p != '/') continue;
+    char c = *p;
     *p = '\0';
-    if (mkdir(dir, 0777) && errno != EEXIST) return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
-    *p = '/';
+    if (mkdir(dir, 0777) == 0) {
+      if (made && cap && !made[0]) snprintf(made, cap, "%s", dir);
+    } else if (errno != EEXIST) {
+      return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+    }
+    *p = c;
+    if ((size_t)(p - dir) >= len) break;
   }
-  if (mkdir(dir, 0777) && errno != EEXIST) return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
   return NTK_OK;
+}
+
+ntk_status ntk_make_parents(const char *path) { return ntk_make_parents_noted(path, NULL, 0); }
+
+void ntk_remove_made_folders(const char *path, const char *made) {
+  if (!made || !made[0]) return;
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return;
+  size_t top = strlen(made);
+  for (char *slash; (slash = strrchr(dir, '/')) && (size_t)(slash - dir) >= top;) {
+    *slash = '\0';
+    if (rmdir(dir)) return; /* not empty (the store, another job's file), or not ours to remove */
+  }
 }

@@ -149,6 +149,16 @@ ntk_status ntk_fsync_folder_of(const char *path);
  * dirname). */
 ntk_status ntk_make_parents(const char *path);
 
+/* The same, noting in `made` the outermost folder this call created ("":
+ * none), for ntk_remove_made_folders. */
+ntk_status ntk_make_parents_noted(const char *path, char *made, size_t cap);
+
+/* Removes the folders above `path`, innermost first, up to and including
+ * `made` (from ntk_make_parents_noted), while they are empty: a refused
+ * job leaves no folder behind, and a store, or any file put there since,
+ * keeps its folders. */
+void ntk_remove_made_folders(const char *path, const char *made);
+
 /* This machine's host name ("?" if unknown), for lock holders and
  * temporary names. Static memory. */
 const char *ntk_hostname(void);

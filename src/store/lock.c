@@ -21,6 +21,7 @@ struct ntk_lock {
   int fd;
   char path[PATH_MAX + 8];      /* the lock file */
   char store[PATH_MAX];         /* what it locks, as named in it */
+  char made[PATH_MAX];          /* the outermost folder made for it ("": none), removed again if left empty */
   pthread_t beat;
   int beating;
   pthread_mutex_t mu;
@@ -189,7 +190,7 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
     return st;
   }
   snprintf(l->store, sizeof l->store, "%s", path);
-  st = ntk_make_parents(l->path);
+  st = ntk_make_parents_noted(l->path, l->made, sizeof l->made);
   /* A releasing job removes the file: if ours was removed between our
    * open and our lock, the lock is on a dead inode; try again. */
   for (int attempt = 0; !st && attempt < 20; attempt++) {
@@ -254,6 +255,7 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
   }
   if (!st) st = ntk_error(NTK_EIO, "%s: the lock file keeps being replaced by another job", l->path);
   if (l->fd >= 0) close(l->fd);
+  ntk_remove_made_folders(l->path, l->made);
   free(l);
   return st;
 }
@@ -285,6 +287,7 @@ void ntk_lock_release(ntk_lock_t *l) {
    * (and not taken back by the heartbeat) is someone else's. */
   if (still_ours(l)) unlink(l->path);
   close(l->fd);
+  ntk_remove_made_folders(l->path, l->made);
   free(l);
 }
 
