@@ -23,6 +23,7 @@ from .errors import (ArchError, CancelledError, DamagedStoreError, DeviceError, 
 _sys.modules[__name__ + ".store"] = store  # `import ntkd.store` and `from ntkd.store import open` too
 
 from ._batch import batch  # noqa: E402
+from ._kernel import Kernel  # noqa: E402
 from . import predict  # noqa: E402
 
 __version__ = _lib.version()
@@ -42,7 +43,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'ntkd' has no attribute {name!r}")
 
 __all__ = [
-    "stax", "batch", "predict", "store", "NtkdError", "ArchError", "InputError", "NonFiniteKernelError",
+    "stax", "batch", "predict", "store", "Kernel", "NtkdError", "ArchError", "InputError", "NonFiniteKernelError",
     "CancelledError", "StoreError", "DamagedStoreError", "IncompleteStoreError", "DeviceError", "StoreInUseError",
     "WorkerTimeoutError", "SolveError", "__version__",
 ]

@@ -11,6 +11,7 @@ import threading
 import numpy as np
 
 from . import _lib
+from ._array import ready
 from .errors import raise_for
 
 _KINDS = ("nngp", "ntk")
@@ -336,9 +337,9 @@ class KernelFn:
         nngp = np.empty((n1, n2), dtype=dtype) if "nngp" in names else None
         ntk = np.empty((n1, n2), dtype=dtype) if "ntk" in names else None
         _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress, p1, p2 if a2 is not None else None)
-        out = {"nngp": nngp, "ntk": ntk}
+        out = {"nngp": ready(nngp), "ntk": ready(ntk)}
         if get is None:
-            return Kernel(nngp, ntk)
+            return Kernel(out["nngp"], out["ntk"])
         if isinstance(get, str):
             return out[names[0]]
         return _namedtuple(names)(*[out[n] for n in names])

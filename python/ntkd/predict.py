@@ -58,6 +58,7 @@ import tempfile
 import numpy as np
 
 from . import _ode, _program
+from ._array import ready
 from ._kernel import _float64_dtype, _real
 from .errors import SolveError
 
@@ -107,9 +108,10 @@ def _canonical_get(get, allowed):
 
 
 def _output(out, get, single):
+    """One prediction or neural-tangents' namedtuple of them, as arrays that take block_until_ready()."""
     if single:
-        return out[get[0]]
-    return _gaussians(tuple(out))(*out.values())
+        return ready(out[get[0]])
+    return ready(_gaussians(tuple(out))(*out.values()))
 
 
 def _flag(x, what):
@@ -1169,8 +1171,8 @@ def gradient_descent_mse(k_train_train, y_train, learning_rate=1., diag_reg=0., 
         if test is not None:
             test = test.reshape(lead + (ktd.shape[0],) + out_shape)
         if fx_test_0 is None:
-            return train
-        return test if fx_train_0 is None else (train, test)
+            return ready(train)
+        return ready(test if fx_train_0 is None else (train, test))
 
     return predict_fn
 
@@ -1357,12 +1359,12 @@ def gradient_descent(loss, k_train_train, y_train, learning_rate=1., momentum=No
                 return None
             return path[:, ends[i] - sizes[i]:ends[i]].reshape(lead + shape)
 
-        train, test = at(0, y_shape), at(1, test_shape)
+        train, test = ready(at(0, y_shape)), ready(at(1, test_shape))
         if as_state:  # of the class given (neural-tangents' own too)
             state = type(fx_train_or_state_0)
             if decay is None:
                 return state(train, test, None, None)
-            return state(train, test, at(2, y_shape), at(3, test_shape))
+            return state(train, test, ready(at(2, y_shape)), ready(at(3, test_shape)))
         if ft0 is None:
             return train
         return test if f0 is None else (train, test)
