@@ -1,5 +1,4 @@
 /* The C locale for the calling thread (clocale.h). */
-#define _GNU_SOURCE /* uselocale, newlocale */
 #include "base/clocale.h"
 
 #include <pthread.h>
