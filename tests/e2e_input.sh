@@ -70,6 +70,22 @@ mkdir -p kept
 sed 's#^path = wrap.ntk#path = kept/new1/new2/wrap.ntk#' wrap.conf > wrapdir.conf
 expect_rc 2 "overflowing .npy shape refused, its store in new folders" timeout -k 5 20 "$NTKD" wrapdir.conf
 check "... the new folders removed, the old one kept" bash -c '[ ! -e kept/new1 ] && [ -d kept ]'
+# A job storing into folders that another (refused) job takes back meanwhile
+# (tests/preload.c, TAKE_FOLDERS): its mkdir -p finds a folder that is gone
+# at the next step, or its lock file's folder gone before the open; it
+# makes them again (before: "cannot create folder", exit 3).
+$PY -c "import numpy as np; np.save('small.npy', np.random.default_rng(0).standard_normal((6, 3)))"
+job beside "$FC" "path = small.npy"
+sed -i 's#^path = beside.ntk#path = kept/new1/new2/beside.ntk#' beside.conf
+mkdir -p kept/new1
+expect_rc 0 "a store whose folder is taken back between two mkdirs" env LD_PRELOAD="$PRELOAD" TAKE_FOLDERS=mkdir \
+  "$NTKD" beside.conf
+check "... is made" [ -f kept/new1/new2/beside.ntk ]
+rm -rf kept/new1
+mkdir -p kept/new1/new2
+expect_rc 0 "a store whose folder is taken back before its lock file is made" env LD_PRELOAD="$PRELOAD" \
+  TAKE_FOLDERS=lock "$NTKD" beside.conf
+check "... is made" [ -f kept/new1/new2/beside.ntk ]
 
 # --- (N, L, C) sequences and 2-D layers ---------------------------------------
 # [data] layout = NLC holds sequences as L x 1 images: a 2-D filter or

@@ -25,7 +25,12 @@
  * written when its new name may be lost).
  * FAIL_INDEX_WRITE=K: the K-th write() to a file whose name ends in
  * ".index" (a store's index, appended at each sync) fails with EDQUOT and
- * writes nothing, as a disk quota met there. */
+ * writes nothing, as a disk quota met there.
+ * TAKE_FOLDERS=mkdir: the first mkdir that finds its folder there (EEXIST)
+ * and empty removes it before returning, as another job taking back the
+ * empty folders it made would between this mkdir and the next;
+ * TAKE_FOLDERS=lock: the first open that creates a NAME.lock removes the
+ * (empty) folder it is to go into first. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -91,7 +96,29 @@ static void at_open(const char *path) {
 
 static int real_open(const char *name, const char *path, int flags, mode_t mode) {
   int (*next)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, name);
+  const char *take = getenv("TAKE_FOLDERS");
+  static int taken;
+  size_t n = strlen(path);
+  if (take && !strcmp(take, "lock") && (flags & O_CREAT) && n > 5 && !strcmp(path + n - 5, ".lock") &&
+      !__atomic_exchange_n(&taken, 1, __ATOMIC_SEQ_CST)) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0', rmdir(dir);
+  }
   return next(path, flags, mode);
+}
+
+int mkdir(const char *path, mode_t mode) {
+  int (*next)(const char *, mode_t) = (int (*)(const char *, mode_t))dlsym(RTLD_NEXT, "mkdir");
+  int rc = next(path, mode), e = errno;
+  const char *take = getenv("TAKE_FOLDERS");
+  static int taken;
+  if (rc && e == EEXIST && take && !strcmp(take, "mkdir") && !__atomic_load_n(&taken, __ATOMIC_SEQ_CST) &&
+      rmdir(path) == 0)
+    __atomic_store_n(&taken, 1, __ATOMIC_SEQ_CST);
+  errno = e;
+  return rc;
 }
 
 int open(const char *path, int flags, ...) {

@@ -478,19 +478,26 @@ ntk_status ntk_make_parents_noted(const char *path, char *made, size_t cap) {
   if (!slash || slash == dir) return NTK_OK;
   *slash = '\0';
   size_t len = strlen(dir);
-  for (char *p = dir + 1;; p++) {
-    if (*p && *p != '/') continue;
-    char c = *p;
-    *p = '\0';
-    if (mkdir(dir, 0777) == 0) {
-      if (made && cap && !made[0]) snprintf(made, cap, "%s", dir);
-    } else if (errno != EEXIST) {
-      return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+  /* A folder found there and gone at the next step (another job removing
+   * the empty folders it made, ntk_remove_made_folders): from the top again. */
+  for (int attempt = 0;; attempt++) {
+    int gone = 0;
+    for (char *p = dir + 1;; p++) {
+      if (*p && *p != '/') continue;
+      char c = *p;
+      *p = '\0';
+      if (mkdir(dir, 0777) == 0) {
+        if (made && cap && !made[0]) snprintf(made, cap, "%s", dir);
+      } else if (errno == ENOENT && attempt < 20) {
+        gone = 1;
+      } else if (errno != EEXIST) {
+        return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+      }
+      *p = c;
+      if (gone || (size_t)(p - dir) >= len) break;
     }
-    *p = c;
-    if ((size_t)(p - dir) >= len) break;
+    if (!gone) return NTK_OK;
   }
-  return NTK_OK;
 }
 
 ntk_status ntk_make_parents(const char *path) { return ntk_make_parents_noted(path, NULL, 0); }

@@ -109,6 +109,17 @@ static ntk_status open_lock_file(const char *path, int *fd) {
   return st;
 }
 
+/* Whether the folder that holds `path` does not exist. */
+static int folder_gone(const char *path) {
+  char dir[PATH_MAX + 8];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return 0;
+  *slash = '\0';
+  struct stat sb;
+  return stat(dir, &sb) != 0 && errno == ENOENT;
+}
+
 /* Whether PATH.lock is still the file this holder locked. */
 static int still_ours(const ntk_lock_t *l) {
   struct stat a, b;
@@ -196,7 +207,17 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
   for (int attempt = 0; !st && attempt < 20; attempt++) {
     /* Never through a symbolic link or a hard link, nor over a file that
      * is not a lock: the file is truncated and rewritten. */
-    if ((st = open_lock_file(l->path, &l->fd))) break;
+    if ((st = open_lock_file(l->path, &l->fd))) {
+      /* Its folder removed since our mkdir (a refused job taking back the
+       * folders it made, ntk_remove_made_folders): made again, tried again. */
+      char again[PATH_MAX];
+      if (folder_gone(l->path) && !ntk_make_parents_noted(l->path, again, sizeof again)) {
+        if (!l->made[0]) snprintf(l->made, sizeof l->made, "%s", again);
+        st = NTK_OK;
+        continue;
+      }
+      break;
+    }
     if (try_lock(l->fd, F_WRLCK)) {
       int e = errno;
       if (e == EAGAIN || e == EACCES) {
