@@ -37,7 +37,9 @@ int ntk_cpu_cores(int *allowed) {
   return online;
 }
 
-ntk_status ntk_cpu_check_address_space(int threads) {
+ntk_status ntk_cpu_check_address_space(int threads) { return ntk_cpu_check_address_space_threads(threads, 0); }
+
+ntk_status ntk_cpu_check_address_space_threads(int threads, double per_thread) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return NTK_OK;
   double used = 0, page = (double)sysconf(_SC_PAGESIZE), mib = 1024.0 * 1024.0;
@@ -48,9 +50,10 @@ ntk_status ntk_cpu_check_address_space(int threads) {
   /* a buffer of 128 MiB and a page per thread (Debian's x86-64 build), and
    * 16 MiB for ntkd's own first allocations */
   double need = (threads > 0 ? threads : 1) * (128.0 * mib + page) + 16.0 * mib, limit = (double)rl.rlim_cur;
+  need += (threads > 1 ? threads - 1 : 0) * per_thread;
   if (limit >= used + need) return NTK_OK;
   return ntk_error(NTK_ENOMEM,
-                   "the address-space limit (ulimit -v) is %.0f MiB and %.0f MiB of it are in use at start; OpenBLAS "
+                   "the address-space limit (ulimit -v) is %.0f MiB and %.0f MiB of it are in use; OpenBLAS "
                    "takes 128 MiB for each of its %d thread(s) and never returns when it cannot (it retries for "
                    "ever); give this process at least %.0f MiB more address space (ulimit -v, or the batch "
                    "system's virtual-memory request), or no limit",

@@ -43,6 +43,11 @@ int ntk_cpu_cores(int *allowed);
  * is no limit or room; NTK_ENOMEM naming the limit otherwise. */
 ntk_status ntk_cpu_check_address_space(int threads);
 
+/* The same for `threads` threads of a process's own that each call
+ * OpenBLAS (libntkd's pool): each beyond the first takes `per_thread`
+ * bytes more (its stack, its malloc arena). */
+ntk_status ntk_cpu_check_address_space_threads(int threads, double per_thread);
+
 /* One BLAS call, so that OpenBLAS takes its buffers now, while
  * ntk_cpu_check_address_space's room is there, not after the job's own
  * allocations have used it (it keeps them for the process's life). */

@@ -285,6 +285,15 @@ static ntkd_status pool_devices(const ntkd_compute_options *o, const struct ntk_
                                 const struct ntk_dataset *data, struct ntk_pool_device **out, int *n) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = o->threads > 0 ? o->threads : (cores > 0 ? (int)cores : 1);
+  /* Each thread's OpenBLAS calls take a buffer of 128 MiB, and under an
+   * address-space limit (ulimit -v, RLIMIT_AS) a call that cannot get one
+   * retries for ever (base/cpuinit.h): as many threads as the limit holds,
+   * and an error where it holds none, never a call that spins. A thread
+   * beyond the first also reserves its stack (8 MiB) and a malloc arena
+   * (64 MiB): 2 threads spun at 600 MiB where 128 MiB each fitted. */
+  const double per_thread = 72.0 * 1024 * 1024;
+  while (threads > 1 && ntk_cpu_check_address_space_threads(threads, per_thread) != NTK_OK) threads--;
+  if (ntk_cpu_check_address_space_threads(threads, per_thread) != NTK_OK) return fail(NTK_ENOMEM);
   struct ntk_pool_device *dev = calloc((size_t)threads, sizeof *dev);
   if (!dev) return fail(ntk_error(NTK_ENOMEM, "out of memory"));
   int k = 0;
