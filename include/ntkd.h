@@ -96,14 +96,19 @@ ntkd_status ntkd_net_create(const char *arch, const ntkd_net_options *options, n
 
 /* The same from one string per layer (in the same language, a combinator
  * such as "FanOut(2)" or "parallel(Dense(1), Identity)" counting as one):
- * the form a program builds, layer by layer. */
+ * the form a program builds, layer by layer. The strings are joined with
+ * spaces and read as one arch string: a string of two layers is taken,
+ * and an error's column and layer number count in the joined text. */
 ntkd_status ntkd_net_create_layers(const char *const *layers, size_t nlayers, const ntkd_net_options *options,
                                    ntkd_net **net);
 
 void ntkd_net_free(ntkd_net *net);
 
 /* The network in canonical form, every layer with all its parameters:
- * two descriptions of the same network give the same text. snprintf's
+ * two descriptions of the same network give the same text (an identity,
+ * not always an arch string ntkd_net_create reads back: numbers in their
+ * shortest form, Hermite(120) as 1.2e+02; under the standard
+ * parameterisation a last Dense without a width as Dense(0, ...)). snprintf's
  * contract: at most cap bytes written, NUL included; returns the length
  * the whole text needs. */
 size_t ntkd_net_describe(const ntkd_net *net, char *buf, size_t cap);
@@ -160,8 +165,12 @@ void ntkd_compute_options_init(ntkd_compute_options *options);
  * finish (NTKD_ERROR_CANCELLED, a network that does not fit the data, a
  * failure while computing) leaves every entry of the outputs NaN: nothing
  * in them is a result. x2 NULL: x1 against itself, each pair computed once and the
- * matrix mirrored. x2 must have x1's dtype and per-sample shape. options
- * may be NULL (the defaults). The values equal, bit for bit, the tiles an
+ * matrix mirrored. x2 must have x1's dtype and per-sample shape. An
+ * output asked for may share no byte with x1, x2, a pattern or the other
+ * output (NTKD_ERROR_USAGE: the samples are read while results are
+ * written). threads past the tile count compute nothing more, and under an
+ * address-space limit (ulimit -v) as many compute as it holds room for
+ * (docs/LIBRARY.md). options may be NULL (the defaults). The values equal, bit for bit, the tiles an
  * `ntkd` job computes on the same data in the same precision on the same
  * machine (with x1 as [data] and x2 as [test]). */
 ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_data *x2, unsigned kernels,

@@ -8,6 +8,7 @@
 #endif
 #include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -365,6 +366,12 @@ START_TEST(test_bad_arguments) {
   huge.n = (size_t)1 << 31; /* the data a size, the n1 x n1 output not */
   ck_assert_int_eq(ntkd_kernels(net, &huge, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
   ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "output"));
+  /* a thread count past the tiles (options not made by the init function)
+   * allocated and filled 16 bytes per thread asked for: 16 GB here */
+  ntkd_compute_options many;
+  ntkd_compute_options_init(&many);
+  many.threads = 1 << 30;
+  ck_assert_int_eq(ntkd_kernels(net, &one, NULL, NTKD_NNGP, k, NULL, &many), NTKD_OK);
   a.ndim = 4;
   ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
   ck_assert_int_eq(ntkd_kernels(NULL, &a, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
@@ -372,6 +379,142 @@ START_TEST(test_bad_arguments) {
   ck_assert_int_eq(ntkd_store_open("/nonexistent/x.ntk", &s), NTKD_ERROR_USAGE);
   ck_assert_ptr_null(s);
   ntkd_store_close(NULL);
+  ntkd_net_free(net);
+}
+END_TEST
+
+/* A sample shape whose h w c wraps around size_t, each dimension in range:
+ * (1229673, 3935371, 7623851) wrapped to 1 value per sample, and an FC
+ * network returned NTKD_OK over the kernel of 1-value samples (a helper's
+ * hunt); (2^32, 2^32) wrapped to 0. */
+START_TEST(test_shapes_that_wrap) {
+  ntkd_net *net = net_of("Dense Relu Dense");
+  double x[4] = {1, 2, 3, 4}, k[4];
+  ntkd_data img = {x, 2, 3, {1229673, 3935371, 7623851}, NTKD_FLOAT64};
+  ck_assert_int_eq(ntkd_kernels(net, &img, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "more than 2^32 values per sample"));
+  ntkd_data seq = {x, 2, 2, {(size_t)1 << 32, (size_t)1 << 32, 0}, NTKD_FLOAT64};
+  ck_assert_int_eq(ntkd_kernels(net, &seq, NULL, NTKD_NNGP, k, NULL, NULL), NTKD_ERROR_USAGE);
+  ntkd_net_free(net);
+}
+END_TEST
+
+/* An output sharing bytes with the samples: the engines read x1 in place
+ * while finished tiles are written, so later tiles read kernel values as
+ * data (510 of 576 entries wrong, NTKD_OK). Refused, as an output over x2,
+ * over a pattern, or over the other output; separate buffers compute. */
+START_TEST(test_overlapping_buffers_refused) {
+  enum { N = 24 };
+  ntkd_net *net = net_of("Dense(W_std=1.5, b_std=0.1) Relu Dense");
+  double *x = grid_data(N, N, 9), *both = malloc(2 * N * N * sizeof *both), *k = malloc(N * N * sizeof *k);
+  ntkd_data a = {both, N, 1, {N, 0, 0}, NTKD_FLOAT64};
+  ntkd_compute_options o;
+  ntkd_compute_options_init(&o);
+  o.tile = 4;
+  memcpy(both, x, N * N * sizeof *x);
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, both, NULL, &o), NTKD_ERROR_USAGE);
+  ck_assert_msg(strstr(ntkd_last_error(), "nngp output overlaps x1"), "%s", ntkd_last_error());
+  ck_assert_msg(!memcmp(both, x, N * N * sizeof *x), "the samples were written over"); /* refused before */
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NTK | NTKD_NNGP, k, both + N * N - 1, &o), NTKD_ERROR_USAGE);
+  ck_assert_msg(strstr(ntkd_last_error(), "ntk output overlaps x1"), "%s", ntkd_last_error());
+  ntkd_data b = {x, N, 1, {N, 0, 0}, NTKD_FLOAT64};
+  ck_assert_int_eq(ntkd_kernels(net, &b, &a, NTKD_NNGP, both + 5, NULL, &o), NTKD_ERROR_USAGE);
+  ck_assert_msg(strstr(ntkd_last_error(), "overlaps x2"), "%s", ntkd_last_error());
+  ck_assert_int_eq(ntkd_kernels(net, &b, NULL, NTKD_NNGP | NTKD_NTK, k, k + 1, &o), NTKD_ERROR_USAGE);
+  ck_assert_msg(strstr(ntkd_last_error(), "nngp and ntk outputs overlap"), "%s", ntkd_last_error());
+  /* an output not asked for may be anything; the one asked for, beside the data, computes */
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, both + N * N, both, &o), NTKD_OK);
+  ck_assert_str_eq(ntkd_last_error(), ""); /* a success leaves no message (a GPU looked for, say) */
+  kernels("Dense(W_std=1.5, b_std=0.1) Relu Dense", x, N, 1, (size_t[]){N}, NULL, 0, 2, 4, NTKD_NNGP, k, NULL);
+  ck_assert_msg(!memcmp(both + N * N, k, N * N * sizeof *k), "the kernel beside its data differs");
+  free(x), free(both), free(k);
+  ntkd_net_free(net);
+}
+END_TEST
+
+/* OpenBLAS's thread count is the process's. Two overlapping calls from two
+ * threads, ordered by their progress callbacks (A starts, B starts, A
+ * returns, B returns): B saved A's 1 and gave it back last, the host's
+ * OpenBLAS single-threaded for good, and B computed with the host's count
+ * put back under it by A (a helper's hunt). */
+extern int openblas_get_num_threads(void);
+extern void openblas_set_num_threads(int);
+static pthread_mutex_t order_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t order_cv = PTHREAD_COND_INITIALIZER;
+static int a_in, b_in, a_out, b_saw = -1;
+
+static void wait_flag(int *flag) {
+  pthread_mutex_lock(&order_mu);
+  while (!*flag) pthread_cond_wait(&order_cv, &order_mu);
+  pthread_mutex_unlock(&order_mu);
+}
+
+static void set_flag(int *flag) {
+  pthread_mutex_lock(&order_mu);
+  *flag = 1;
+  pthread_cond_broadcast(&order_cv);
+  pthread_mutex_unlock(&order_mu);
+}
+
+static int progress_a(void *arg, uint64_t done, uint64_t total) {
+  (void)arg, (void)done, (void)total;
+  if (!a_in) set_flag(&a_in), wait_flag(&b_in);
+  return 0;
+}
+
+static int progress_b(void *arg, uint64_t done, uint64_t total) {
+  (void)arg, (void)done, (void)total;
+  if (!b_in) set_flag(&b_in), wait_flag(&a_out), b_saw = openblas_get_num_threads();
+  return 0;
+}
+
+static ntkd_net *overlap_net;
+
+static void *overlapping_call(void *progress) {
+  double x[8 * 4], k[64];
+  for (int i = 0; i < 32; i++) x[i] = ((i * 7) % 11 - 5) / 4.0;
+  ntkd_data a = {x, 8, 1, {4, 0, 0}, NTKD_FLOAT64};
+  ntkd_compute_options o;
+  ntkd_compute_options_init(&o);
+  o.threads = 1;
+  o.progress = (ntkd_progress_fn)progress;
+  return (void *)(intptr_t)ntkd_kernels(overlap_net, &a, NULL, NTKD_NNGP, k, NULL, &o);
+}
+
+START_TEST(test_overlapping_calls_keep_blas_threads) {
+  overlap_net = net_of("Dense Relu Dense");
+  int host = openblas_get_num_threads();
+  openblas_set_num_threads(3);
+  pthread_t ta, tb;
+  void *ra, *rb;
+  ck_assert_int_eq(pthread_create(&ta, NULL, overlapping_call, (void *)progress_a), 0);
+  wait_flag(&a_in);
+  ck_assert_int_eq(pthread_create(&tb, NULL, overlapping_call, (void *)progress_b), 0);
+  pthread_join(ta, &ra);
+  set_flag(&a_out);
+  pthread_join(tb, &rb);
+  ck_assert_int_eq((int)(intptr_t)ra, NTKD_OK);
+  ck_assert_int_eq((int)(intptr_t)rb, NTKD_OK);
+  ck_assert_int_eq(b_saw, 1);                         /* B's tiles on one OpenBLAS thread, A returned or not */
+  ck_assert_int_eq(openblas_get_num_threads(), 3);    /* the host's count back */
+  openblas_set_num_threads(host);
+  ntkd_net_free(overlap_net);
+}
+END_TEST
+
+/* ntkd_net_describe keeps snprintf's contract whatever the cap: a first
+ * layer that did not fit left the caller's old bytes before the NUL. */
+START_TEST(test_describe_truncates_as_snprintf) {
+  ntkd_net *net = net_of("Dense(W_std=1.5, b_std=0.1) Relu Dense");
+  char full[256], buf[16];
+  size_t len = ntkd_net_describe(net, full, sizeof full);
+  ck_assert_uint_eq(len, strlen(full));
+  for (size_t cap = 0; cap <= sizeof buf; cap++) {
+    memset(buf, 'X', sizeof buf);
+    ck_assert_uint_eq(ntkd_net_describe(net, buf, cap), len);
+    if (!cap) ck_assert_int_eq(buf[0], 'X'); /* nothing written */
+    else ck_assert_msg(strlen(buf) == cap - 1 && !strncmp(buf, full, cap - 1), "cap %zu: '%s'", cap, buf);
+  }
   ntkd_net_free(net);
 }
 END_TEST
@@ -552,6 +695,10 @@ int main(void) {
   tcase_add_test(tc, test_graph_kernels);
   tcase_add_test(tc, test_store_read_ld_wraps);
   tcase_add_test(tc, test_host_locale_changes_no_number);
+  tcase_add_test(tc, test_shapes_that_wrap);
+  tcase_add_test(tc, test_overlapping_buffers_refused);
+  tcase_add_test(tc, test_overlapping_calls_keep_blas_threads);
+  tcase_add_test(tc, test_describe_truncates_as_snprintf);
   tcase_add_loop_test(tc, test_cancel_inside_a_tile, 0, (int)(sizeof slow_cases / sizeof *slow_cases));
   suite_add_tcase(s, tc);
   /* Its own case, so that scripts/leak-check.sh can run it alone

@@ -5,6 +5,7 @@
 #include "ntkd.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,13 @@ const char *ntkd_last_error(void) { return ntk_error_message(); }
     return r_;                               \
   } while (0)
 
+/* A call's status, its message "" after a success: what failed inside it
+ * and was got over (a GPU looked for and not found) is not the caller's. */
+static ntkd_status done(ntkd_status st) {
+  if (st == NTKD_OK) ntk_error_clear();
+  return st;
+}
+
 /* ---- networks ------------------------------------------------------------------ */
 
 struct ntkd_net {
@@ -130,7 +138,7 @@ static ntkd_status net_create(const char *arch, const ntkd_net_options *options,
 }
 
 ntkd_status ntkd_net_create(const char *arch, const ntkd_net_options *options, ntkd_net **net) {
-  RETURN_IN_C_LOCALE(ntkd_status, net_create(arch, options, net));
+  RETURN_IN_C_LOCALE(ntkd_status, done(net_create(arch, options, net)));
 }
 
 ntkd_status ntkd_net_create_layers(const char *const *layers, size_t nlayers, const ntkd_net_options *options,
@@ -160,11 +168,17 @@ void ntkd_net_free(ntkd_net *net) {
 }
 
 static size_t net_describe(const ntkd_net *net, char *buf, size_t cap) {
-  if (!net) {
-    if (cap) buf[0] = '\0';
-    return 0;
-  }
-  return ntk_arch_canonical(&net->arch, buf, cap);
+  if (cap) buf[0] = '\0';
+  if (!net) return 0;
+  /* The whole text, then as much of it as fits: ntk_arch_canonical cuts
+   * at a whole layer (the store's one-line description), snprintf does not. */
+  size_t len = ntk_arch_canonical(&net->arch, NULL, 0);
+  char *all = cap ? malloc(len + 1) : NULL;
+  if (!all) return len; /* cap 0, or no memory: the length alone ("" written) */
+  ntk_arch_canonical(&net->arch, all, len + 1);
+  snprintf(buf, cap, "%s", all);
+  free(all);
+  return len;
 }
 
 size_t ntkd_net_describe(const ntkd_net *net, char *buf, size_t cap) {
@@ -193,7 +207,9 @@ static ntkd_status sample_shape(const ntkd_data *x, const char *name, size_t *d,
   *h = *w = *c = 0;
   if (x->ndim == 2) *h = x->shape[0], *w = 1, *c = x->shape[1];
   if (x->ndim == 3) *h = x->shape[0], *w = x->shape[1], *c = x->shape[2];
-  if (x->ndim >= 2) *d = *h * *w * *c;
+  size_t hw;
+  if (x->ndim >= 2 && (__builtin_mul_overflow(*h, *w, &hw) || __builtin_mul_overflow(hw, *c, d)))
+    return usage("%s: more than 2^32 values per sample", name);
   if (*d > ((size_t)1 << 32)) return usage("%s: more than 2^32 values per sample", name);
   /* n x d values of es bytes must be a size: a product that wraps would
    * check, copy and compute on the few bytes it wraps to */
@@ -279,6 +295,28 @@ static void unfinished(const struct sink *k) {
   }
 }
 
+/* OpenBLAS's thread count is the process's: the first of the calls that
+ * overlap (from several threads) sets it to 1, and the last gives the
+ * host's back, so that no call computes with the host's count restored
+ * under it, nor leaves the host at 1. */
+static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
+static int blas_calls, blas_host;
+
+static void blas_single_enter(void) {
+  pthread_mutex_lock(&blas_mu);
+  if (blas_calls++ == 0) {
+    blas_host = ntk_cpu_blas_threads();
+    ntk_cpu_set_blas_threads(1);
+  }
+  pthread_mutex_unlock(&blas_mu);
+}
+
+static void blas_single_leave(void) {
+  pthread_mutex_lock(&blas_mu);
+  if (--blas_calls == 0) ntk_cpu_set_blas_threads(blas_host);
+  pthread_mutex_unlock(&blas_mu);
+}
+
 /* The devices of the pool: GPUs first (auto: where the network runs on
  * them; one engine per distinct GPU), the other threads on the CPU. */
 static ntkd_status pool_devices(const ntkd_compute_options *o, const struct ntk_arch *arch,
@@ -359,6 +397,35 @@ static void joined_numbers(size_t n1) {
             "sample with itself, which the result does not hold)", ntk_error_message(), n1, n1, n1);
 }
 
+/* Whether the n1 bytes at a and the n2 bytes at b share a byte. */
+static int overlap(const void *a, size_t n1, const void *b, size_t n2) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return a && b && n1 && n2 && x < y + n2 && y < x + n1;
+}
+
+/* The outputs asked for may share no byte with the inputs, nor with each
+ * other: the engines read x1 in place while finished tiles are written,
+ * and a result written over its data would be computed from results. */
+static ntkd_status check_overlaps(const ntkd_data *x1, const ntkd_data *x2, size_t d, unsigned kernels,
+                                  const void *nngp, const void *ntk, const char *fn) {
+  size_t es = (size_t)x1->dtype, n2 = x2 ? x2->n : x1->n, out = x1->n * n2 * es;
+  const void *g = kernels & NTKD_NNGP ? nngp : NULL, *t = kernels & NTKD_NTK ? ntk : NULL;
+  const char *names[2] = {"nngp", "ntk"};
+  const void *outs[2] = {g, t};
+  for (int k = 0; k < 2; k++) {
+    if (!outs[k]) continue;
+    const char *in = overlap(outs[k], out, x1->x, x1->n * d * es) ? "x1"
+                     : x2 && overlap(outs[k], out, x2->x, x2->n * d * es) ? "x2" : NULL;
+    if (in) {
+      ntk_error(NTK_EUSAGE, "%s: the %s output overlaps %s (the results would overwrite the samples they are "
+                "computed from): give it a buffer of its own", fn, names[k], in);
+      return NTKD_ERROR_USAGE;
+    }
+  }
+  if (overlap(g, out, t, out)) return usage("%s: the nngp and ntk outputs overlap: give each a buffer of its own", fn);
+  return NTKD_OK;
+}
+
 /* The first value of n patterns of v values that is not finite, as an
  * error naming it; NTKD_OK if all are. */
 static ntkd_status check_pattern(const void *p, size_t n, size_t v, int dtype, const char *name) {
@@ -387,14 +454,14 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
 
 ntkd_status ntkd_kernels(const ntkd_net *net, const ntkd_data *x1, const ntkd_data *x2, unsigned kernels,
                          void *nngp, void *ntk, const ntkd_compute_options *options) {
-  RETURN_IN_C_LOCALE(ntkd_status, compute_kernels(net, x1, NULL, x2, NULL, 0, 0, kernels, nngp, ntk, options));
+  RETURN_IN_C_LOCALE(ntkd_status, done(compute_kernels(net, x1, NULL, x2, NULL, 0, 0, kernels, nngp, ntk, options)));
 }
 
 ntkd_status ntkd_kernels_graph(const ntkd_net *net, const ntkd_data *x1, const void *pattern1, const ntkd_data *x2,
                                const void *pattern2, size_t positions, unsigned kernels, void *nngp, void *ntk,
                                const ntkd_compute_options *options) {
   RETURN_IN_C_LOCALE(ntkd_status,
-                     compute_kernels(net, x1, pattern1, x2, pattern2, 1, positions, kernels, nngp, ntk, options));
+                     done(compute_kernels(net, x1, pattern1, x2, pattern2, 1, positions, kernels, nngp, ntk, options)));
 }
 
 static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, const void *p1, const ntkd_data *x2,
@@ -422,6 +489,7 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
   if (x1->n && (x2 ? x2->n : x1->n) > SIZE_MAX / (size_t)x1->dtype / x1->n)
     return usage("%s: an n1 x n2 output is more bytes than a size_t holds", fn);
   if ((ps = check_values(x1, d, "x1")) || (x2 && (ps = check_values(x2, d, "x2")))) return ps;
+  if ((ps = check_overlaps(x1, x2, d, kernels, nngp, ntk, fn))) return ps;
   /* a graph's patterns: positions x positions values per sample, after its features in the engines' rows */
   size_t v = 0;
   if (graph) {
@@ -438,6 +506,12 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
     if ((ps = check_pattern(p1, x1->n, v, x1->dtype, "pattern1")) ||
         (x2 && (ps = check_pattern(p2, x2->n, v, x1->dtype, "pattern2"))))
       return ps;
+    size_t n2 = x2 ? x2->n : x1->n, es = (size_t)x1->dtype, out = x1->n * n2 * es;
+    const void *outs[2] = {kernels & NTKD_NNGP ? nngp : NULL, kernels & NTKD_NTK ? ntk : NULL};
+    for (int k = 0; k < 2; k++)
+      if (outs[k] && (overlap(outs[k], out, p1, x1->n * v * es) || (x2 && overlap(outs[k], out, p2, x2->n * v * es))))
+        return usage("%s: an output buffer overlaps a pattern (the results would overwrite what they are "
+                     "computed from)", fn);
   }
   size_t n1 = x1->n, n2 = x2 ? x2->n : x1->n, es = (size_t)x1->dtype;
   if (!n1 || !n2) return NTKD_OK;
@@ -465,11 +539,13 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
   int ndev = 0;
   ntk_pool_t *pool = NULL;
   ntkd_status out = tiles ? NTKD_OK : fail(ntk_error(NTK_ENOMEM, "out of memory"));
+  /* No more threads than tiles: a count past them (options not made by
+   * ntkd_compute_options_init) would only allocate. */
+  if (o.threads > 0 && (size_t)o.threads > ntiles) o.threads = ntiles ? (int)ntiles : 1;
   if (!out) out = pool_devices(&o, &net->arch, &data, &dev, &ndev);
   /* Each thread computes with one OpenBLAS thread, as each rank of a job
    * does (and gets the same bits); the count is given back after. */
-  int blas = ntk_cpu_blas_threads();
-  ntk_cpu_set_blas_threads(1);
+  blas_single_enter();
   if (!out) {
     ntk_status st = ntk_pool_create(&prob, dev, ndev < (int)ntiles ? ndev : (int)ntiles, &tiling, &pool);
     if (st == NTK_ENONFINITE && x2) joined_numbers(n1);
@@ -489,7 +565,7 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
    * that does not fit the data, a failure): nothing in the outputs is a
    * result. */
   if (out) unfinished(&k);
-  ntk_cpu_set_blas_threads(blas);
+  blas_single_leave();
   ntk_pool_free(pool);
   free(dev);
   free(tiles);
@@ -519,7 +595,7 @@ static ntkd_status store_open(const char *path, ntkd_store **store) {
 }
 
 ntkd_status ntkd_store_open(const char *path, ntkd_store **store) {
-  RETURN_IN_C_LOCALE(ntkd_status, store_open(path, store));
+  RETURN_IN_C_LOCALE(ntkd_status, done(store_open(path, store)));
 }
 
 void ntkd_store_close(ntkd_store *store) {
@@ -556,5 +632,5 @@ static ntkd_status store_read(ntkd_store *store, unsigned kernel, uint64_t r0, u
 
 ntkd_status ntkd_store_read(ntkd_store *store, unsigned kernel, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1,
                             void *out, size_t ld) {
-  RETURN_IN_C_LOCALE(ntkd_status, store_read(store, kernel, r0, r1, c0, c1, out, ld));
+  RETURN_IN_C_LOCALE(ntkd_status, done(store_read(store, kernel, r0, r1, c0, c1, out, ld)));
 }
