@@ -484,13 +484,22 @@ def _in_python_words(text, tag):
 
 
 class _Tee:
+    """verbose=True: the program's lines into STEM.log and onto this process's stderr. A stderr
+    that fails (its reader gone: `python s.py 2>&1 | head`; closed; None) loses the rest of the
+    echo, not the job: the program's own rule for its log's reader (docs/CLI.md)."""
+
     def __init__(self, log):
         self.log = log
+        self.echo = True
 
     def write(self, text):
         import sys
         self.log.write(text)
-        sys.stderr.write(text)
+        if self.echo:
+            try:
+                sys.stderr.write(text)
+            except (OSError, ValueError, AttributeError):  # a broken pipe, a closed file, no stderr
+                self.echo = False
 
     def flush(self):
         self.log.flush()

@@ -122,15 +122,21 @@ class Tracker:
 
     def _set(self, done, total):
         if self.callback is not None:
-            self.callback(done, total)
+            self.callback(done, total)  # its exception stops the job: the caller's way to stop it
         if self.bar is not None:
-            if self.bar.total != total:
-                self.bar.total = total
-            self.bar.update(done - self.bar.n)
+            try:
+                if self.bar.total != total:
+                    self.bar.total = total
+                self.bar.update(done - self.bar.n)
+            except (OSError, ValueError):  # the bar's stderr failed (its reader gone): the bar, not the job
+                self.bar = None
 
     def close(self):
         if self.bar is not None:
-            self.bar.close()
+            try:
+                self.bar.close()
+            except (OSError, ValueError):
+                pass
 
 
 def _error_text(lines, code):

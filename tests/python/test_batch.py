@@ -387,3 +387,50 @@ def test_graph_patterns_beside_the_store(tmp_path, rng):
     with pytest.raises(ValueError, match="data values"):
         ntkd.batch(kf, x1, x2, store=tmp_path / "k.ntk", tile=3, test_test=True, pattern=(q1, p2), progress=False)
     assert np.array_equal(np.load(tmp_path / "k.p1.npy"), p1)  # the refused job left the store's files alone
+
+
+class _BrokenStream:
+    """A stderr whose reader went away (`python s.py 2>&1 | head`): every write fails."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("stderr", [_BrokenStream(), None], ids=["broken pipe", "no stderr"])
+def test_a_failing_stderr_loses_the_echo_not_the_job(tmp_path, data, monkeypatch, stderr):
+    # verbose=True echoes the program's lines onto stderr: a failed write was taken for Ctrl-C,
+    # the job stopped, then killed, and batch raised BrokenPipeError over an unfinished store
+    monkeypatch.setattr(sys, "stderr", stderr)
+    S = ntkd.batch(kernel_fn(), data[0], store=tmp_path / "k.ntk", tile=TILE, progress=False, verbose=True)
+    assert S.complete
+    assert last_to_compute(tmp_path / "k.log")[1] == S.tiles_needed  # the log got every line
+
+
+def test_a_failing_progress_bar_loses_the_bar_not_the_job():
+    from ntkd import _program
+
+    class Bar:
+        n, total = 0, None
+
+        def update(self, k):
+            raise BrokenPipeError(32, "Broken pipe")  # tqdm writing to a stderr whose reader went away
+
+        def close(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    t = _program.Tracker(False, "kernel")
+    t.bar = Bar()
+    t.line("ntkd: 3 of 10 tiles to compute on 2 workers")
+    assert t.bar is None  # dropped; the job goes on
+    t.line("ntkd: 5/10 tiles (50 %)")
+    t.close()
+
+    def callback(done, total):
+        raise RuntimeError("stop")  # the caller's own callable: its exception still stops the job
+
+    t = _program.Tracker(callback, "kernel")
+    with pytest.raises(RuntimeError):
+        t.line("ntkd: 3 of 10 tiles to compute on 2 workers")
