@@ -48,12 +48,22 @@ static int bad_usage(const char *msg) {
   return NTK_EXIT_USAGE;
 }
 
+/* An argument that begins with '-' and is no option of `what`: named,
+ * with the way to give a file whose name begins so. */
+static int unknown_option(const char *arg, const char *what) {
+  char msg[640];
+  snprintf(msg, sizeof msg, "unknown option '%.200s' for %s (a file whose name begins with '-': ./%.200s, or -- "
+           "before it)", arg, what, arg);
+  return bad_usage(msg);
+}
+
 static int run(int argc, char **argv, int first) {
   const char *conf = NULL;
   int overwrite = 0;
-  for (int i = first; i < argc; i++) {
-    if (!strcmp(argv[i], "--overwrite")) overwrite = 1;
-    else if (argv[i][0] == '-') return bad_usage("unknown option for a job run");
+  for (int i = first, options = 1; i < argc; i++) {
+    if (options && !strcmp(argv[i], "--")) options = 0; /* what follows is a file */
+    else if (options && !strcmp(argv[i], "--overwrite")) overwrite = 1;
+    else if (options && argv[i][0] == '-') return unknown_option(argv[i], "a job run");
     else if (conf) return bad_usage("more than one job file given");
     else conf = argv[i];
   }
@@ -74,9 +84,10 @@ static int run(int argc, char **argv, int first) {
 static int check(int argc, char **argv) {
   const char *conf = NULL;
   int fragment = 0;
-  for (int i = 2; i < argc; i++) {
-    if (!strcmp(argv[i], "--fragment")) fragment = 1;
-    else if (argv[i][0] == '-') return bad_usage("unknown option for check");
+  for (int i = 2, options = 1; i < argc; i++) {
+    if (options && !strcmp(argv[i], "--")) options = 0;
+    else if (options && !strcmp(argv[i], "--fragment")) fragment = 1;
+    else if (options && argv[i][0] == '-') return unknown_option(argv[i], "check");
     else if (conf) return bad_usage("check takes one job file");
     else conf = argv[i];
   }
@@ -252,11 +263,15 @@ static int command(int argc, char **argv) {
     const char *kernel = NULL, *rows = NULL, *cols = NULL, *format = NULL, *pos[2] = {NULL, NULL};
     static const char *const opts[] = {"--kernel", "--rows", "--cols", "--format"};
     const char **vals[] = {&kernel, &rows, &cols, &format};
-    int np = 0;
+    int np = 0, options = 1;
     for (int i = 2; i < argc; i++) {
       int o = -1;
       size_t ol = 0;
-      for (int k = 0; k < 4 && o < 0; k++) {
+      if (options && !strcmp(argv[i], "--")) {
+        options = 0;
+        continue;
+      }
+      for (int k = 0; k < 4 && o < 0 && options; k++) {
         ol = strlen(opts[k]);
         if (!strncmp(argv[i], opts[k], ol) && (argv[i][ol] == '\0' || argv[i][ol] == '=')) o = k;
       }
@@ -267,11 +282,12 @@ static int command(int argc, char **argv) {
       }
       if (o >= 0 && argv[i][ol] == '=') *vals[o] = argv[i] + ol + 1;
       else if (o >= 0 && i + 1 < argc) *vals[o] = argv[++i];
-      else if (o >= 0 || argv[i][0] == '-') {
+      else if (o >= 0) {
         char msg[256];
-        snprintf(msg, sizeof msg, o >= 0 ? "export: %.200s without its value" : "export: unknown option '%.200s'",
-                 argv[i]);
+        snprintf(msg, sizeof msg, "export: %.200s without its value", argv[i]);
         return bad_usage(msg);
+      } else if (options && argv[i][0] == '-') {
+        return unknown_option(argv[i], "export");
       }
       else if (np < 2) pos[np++] = argv[i];
       else return bad_usage("export takes STORE and OUT");
@@ -284,6 +300,6 @@ static int command(int argc, char **argv) {
     return ntk_cmd_export(pos[0], pos[1], kernel, rows, cols, format && !strcmp(format, "raw"));
   }
   if (!strcmp(cmd, "run")) return run(argc, argv, 2);
-  if (cmd[0] == '-' && strcmp(cmd, "--overwrite")) return bad_usage("unknown option");
+  if (cmd[0] == '-' && strcmp(cmd, "--overwrite") && strcmp(cmd, "--")) return unknown_option(cmd, "ntkd");
   return run(argc, argv, 1);
 }

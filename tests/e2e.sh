@@ -372,6 +372,15 @@ check "no store created for bad input" [ ! -e missing.ntk ]
 expect_rc 2 "missing job file" "$NTKD" nothere.conf
 expect_rc 2 "no arguments" "$NTKD"
 expect_rc 2 "unknown option" "$NTKD" --frobnicate
+check "... naming it" has "unknown option '--frobnicate' for ntkd" err.log
+# A job file whose name begins with '-': named, and taken after --
+mkdir -p ./-dash && job dash small.npy 512 float32 && sed 's#^path = small.npy#path = ../small.npy#' dash.conf \
+  > ./-dash/j.conf
+expect_rc 2 "a job file named -dash/j.conf taken for an option" "$NTKD" -dash/j.conf
+check "... naming it and the way round" has "unknown option '-dash/j.conf' for ntkd (a file whose name begins with '-': ./-dash/j.conf, or -- before it)" err.log
+expect_rc 0 "... and run after --" "$NTKD" -- -dash/j.conf
+expect_rc 0 "ntkd check -- -dash/j.conf" "$NTKD" check -- -dash/j.conf
+expect_rc 0 "ntkd export -- -dash/dash.ntk OUT" "$NTKD" export -- -dash/dash.ntk dash.npy
 expect_rc 2 "bad export kernel" "$NTKD" export a.ntk x.npy --kernel cntk
 # [compute] backend (GPU placement): on a machine without a usable GPU.
 job bk small.npy 512 float32 "[compute]" "backend = cuda"

@@ -107,7 +107,7 @@ check "... naming the option and both values" has "--rows given twice ('0:5', th
 expect_rc 2 "export --kernel without its value refused" "$NTKD" export s32.ntk bad.npy --kernel
 check "... naming the option" has "export: --kernel without its value" err.log
 expect_rc 2 "export with an unknown option refused" "$NTKD" export s32.ntk bad.npy --bogus
-check "... naming it" has "export: unknown option '--bogus'" err.log
+check "... naming it" has "unknown option '--bogus' for export" err.log
 expect_rc 2 "export over the store refused (raw too)" "$NTKD" export s32.ntk s32.ntk --format raw
 check "nothing written by the refused exports" bash -c "! ls bad.npy* >/dev/null 2>&1 && [ -s s32.ntk ]"
 
