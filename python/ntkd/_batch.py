@@ -24,7 +24,12 @@ class Files:
     def __init__(self, store):
         if not isinstance(store, (str, os.PathLike)):
             raise TypeError(f"store must be a path (str or os.PathLike), not {type(store).__name__}")
-        path = os.path.abspath(os.fsdecode(os.fspath(store)))
+        try:
+            path = os.path.abspath(os.fsdecode(os.fspath(store)))
+        except FileNotFoundError:  # a relative path, from a working folder removed since
+            raise FileNotFoundError(f"store {os.fspath(store)!r}: this process's working folder no longer exists "
+                                    "(removed since it was entered): give the store an absolute path, or "
+                                    "os.chdir() to a folder that exists") from None
         self.folder, self.name = os.path.split(path)
         if not self.name or os.path.isdir(path):
             raise ValueError(f"store {store!r} is a folder, not a store file")

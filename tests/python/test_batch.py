@@ -434,3 +434,12 @@ def test_a_failing_progress_bar_loses_the_bar_not_the_job():
     t = _program.Tracker(callback, "kernel")
     with pytest.raises(RuntimeError):
         t.line("ntkd: 3 of 10 tiles to compute on 2 workers")
+
+
+def test_a_removed_working_folder_is_named(tmp_path, data, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(FileNotFoundError, match="working folder no longer exists"):
+        ntkd.batch(kernel_fn(), data[0], store="k.ntk", progress=False)
