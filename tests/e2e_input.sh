@@ -70,6 +70,11 @@ mkdir -p kept
 sed 's#^path = wrap.ntk#path = kept/new1/new2/wrap.ntk#' wrap.conf > wrapdir.conf
 expect_rc 2 "overflowing .npy shape refused, its store in new folders" timeout -k 5 20 "$NTKD" wrapdir.conf
 check "... the new folders removed, the old one kept" bash -c '[ ! -e kept/new1 ] && [ -d kept ]'
+# ... by what it made, not by name: new/../was_empty names an empty folder that was there
+mkdir -p was_empty
+sed 's#^path = wrap.ntk#path = new3/../was_empty/wrap.ntk#' wrap.conf > wrapup.conf
+expect_rc 2 "... its store through new/../ into an empty folder that was there" timeout -k 5 20 "$NTKD" wrapup.conf
+check "... that folder kept" [ -d was_empty ]
 # A job storing into folders that another (refused) job takes back meanwhile
 # (tests/preload.c, TAKE_FOLDERS): its mkdir -p finds a folder that is gone
 # at the next step, or its lock file's folder gone before the open; it

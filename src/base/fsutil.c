@@ -469,9 +469,17 @@ ntk_status ntk_fsync_folder_of(const char *path) {
   return NTK_OK;
 }
 
-ntk_status ntk_make_parents_noted(const char *path, char *made, size_t cap) {
+/* Notes the folder `dir` as made by this process (its device and inode). */
+static void note_made(struct ntk_made_folders *made, const char *dir) {
+  struct stat sb;
+  if (made && made->n < NTK_MADE_FOLDERS_MAX && stat(dir, &sb) == 0) {
+    made->dev[made->n] = sb.st_dev;
+    made->ino[made->n++] = sb.st_ino;
+  }
+}
+
+ntk_status ntk_make_parents_noted(const char *path, struct ntk_made_folders *made) {
   char dir[PATH_MAX];
-  if (made && cap) made[0] = '\0';
   /* Cut short, the folders made would be another path's. */
   if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return ntk_error(NTK_EUSAGE, "%s: path too long", path);
   char *slash = strrchr(dir, '/');
@@ -487,7 +495,7 @@ ntk_status ntk_make_parents_noted(const char *path, char *made, size_t cap) {
       char c = *p;
       *p = '\0';
       if (mkdir(dir, 0777) == 0) {
-        if (made && cap && !made[0]) snprintf(made, cap, "%s", dir);
+        note_made(made, dir);
       } else if (errno == ENOENT && attempt < 20) {
         gone = 1;
       } else if (errno != EEXIST) {
@@ -500,15 +508,25 @@ ntk_status ntk_make_parents_noted(const char *path, char *made, size_t cap) {
   }
 }
 
-ntk_status ntk_make_parents(const char *path) { return ntk_make_parents_noted(path, NULL, 0); }
+ntk_status ntk_make_parents(const char *path) { return ntk_make_parents_noted(path, NULL); }
 
-void ntk_remove_made_folders(const char *path, const char *made) {
-  if (!made || !made[0]) return;
+/* Whether `dir` is a folder `made` lists. */
+static int was_made(const struct ntk_made_folders *made, const char *dir) {
+  struct stat sb;
+  if (lstat(dir, &sb) || !S_ISDIR(sb.st_mode)) return 0;
+  for (int i = 0; i < made->n; i++)
+    if (made->dev[i] == sb.st_dev && made->ino[i] == sb.st_ino) return 1;
+  return 0;
+}
+
+void ntk_remove_made_folders(const char *path, const struct ntk_made_folders *made) {
+  if (!made || !made->n) return;
   char dir[PATH_MAX];
   if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return;
-  size_t top = strlen(made);
-  for (char *slash; (slash = strrchr(dir, '/')) && (size_t)(slash - dir) >= top;) {
+  /* Up from the innermost, each one this process made (by its inode, not
+   * its name: "new/../old" names a folder that was there), while empty. */
+  for (char *slash; (slash = strrchr(dir, '/')) && slash != dir;) {
     *slash = '\0';
-    if (rmdir(dir)) return; /* not empty (the store, another job's file), or not ours to remove */
+    if (!was_made(made, dir) || rmdir(dir)) return; /* not ours; or not empty (the store, another job's file) */
   }
 }

@@ -5,6 +5,7 @@
 #define NTKD_FSUTIL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "base/magic.h"
 #include "base/status.h"
@@ -149,15 +150,25 @@ ntk_status ntk_fsync_folder_of(const char *path);
  * dirname). */
 ntk_status ntk_make_parents(const char *path);
 
-/* The same, noting in `made` the outermost folder this call created ("":
- * none), for ntk_remove_made_folders. */
-ntk_status ntk_make_parents_noted(const char *path, char *made, size_t cap);
+/* The folders a call of ntk_make_parents_noted made, by device and inode
+ * (the innermost NTK_MADE_FOLDERS_MAX of a longer chain are not noted,
+ * and stay). */
+#define NTK_MADE_FOLDERS_MAX 32
+struct ntk_made_folders {
+  int n;
+  dev_t dev[NTK_MADE_FOLDERS_MAX];
+  ino_t ino[NTK_MADE_FOLDERS_MAX];
+};
 
-/* Removes the folders above `path`, innermost first, up to and including
- * `made` (from ntk_make_parents_noted), while they are empty: a refused
- * job leaves no folder behind, and a store, or any file put there since,
- * keeps its folders. */
-void ntk_remove_made_folders(const char *path, const char *made);
+/* The same, adding each folder it creates to `made` (NULL: not noted),
+ * for ntk_remove_made_folders. */
+ntk_status ntk_make_parents_noted(const char *path, struct ntk_made_folders *made);
+
+/* Removes the folders above `path`, innermost first, while each is one
+ * `made` lists and is empty: a refused job leaves no folder behind, and a
+ * store, any file put there since, or a folder that was there (reached
+ * through "..") stays. */
+void ntk_remove_made_folders(const char *path, const struct ntk_made_folders *made);
 
 /* This machine's host name ("?" if unknown), for lock holders and
  * temporary names. Static memory. */

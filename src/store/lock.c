@@ -21,7 +21,7 @@ struct ntk_lock {
   int fd;
   char path[PATH_MAX + 8];      /* the lock file */
   char store[PATH_MAX];         /* what it locks, as named in it */
-  char made[PATH_MAX];          /* the outermost folder made for it ("": none), removed again if left empty */
+  struct ntk_made_folders made; /* the folders made for it, removed again if left empty */
   pthread_t beat;
   int beating;
   pthread_mutex_t mu;
@@ -201,7 +201,7 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
     return st;
   }
   snprintf(l->store, sizeof l->store, "%s", path);
-  st = ntk_make_parents_noted(l->path, l->made, sizeof l->made);
+  st = ntk_make_parents_noted(l->path, &l->made);
   /* A releasing job removes the file: if ours was removed between our
    * open and our lock, the lock is on a dead inode; try again. */
   for (int attempt = 0; !st && attempt < 20; attempt++) {
@@ -210,9 +210,7 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
     if ((st = open_lock_file(l->path, &l->fd))) {
       /* Its folder removed since our mkdir (a refused job taking back the
        * folders it made, ntk_remove_made_folders): made again, tried again. */
-      char again[PATH_MAX];
-      if (folder_gone(l->path) && !ntk_make_parents_noted(l->path, again, sizeof again)) {
-        if (!l->made[0]) snprintf(l->made, sizeof l->made, "%s", again);
+      if (folder_gone(l->path) && !ntk_make_parents_noted(l->path, &l->made)) {
         st = NTK_OK;
         continue;
       }
@@ -276,7 +274,7 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
   }
   if (!st) st = ntk_error(NTK_EIO, "%s: the lock file keeps being replaced by another job", l->path);
   if (l->fd >= 0) close(l->fd);
-  ntk_remove_made_folders(l->path, l->made);
+  ntk_remove_made_folders(l->path, &l->made);
   free(l);
   return st;
 }
@@ -308,7 +306,7 @@ void ntk_lock_release(ntk_lock_t *l) {
    * (and not taken back by the heartbeat) is someone else's. */
   if (still_ours(l)) unlink(l->path);
   close(l->fd);
-  ntk_remove_made_folders(l->path, l->made);
+  ntk_remove_made_folders(l->path, &l->made);
   free(l);
 }
 
