@@ -13,11 +13,21 @@ import numpy as np
 
 
 class Array(np.ndarray):
-    """An np.ndarray with JAX's block_until_ready() (a no-op returning it)."""
+    """An np.ndarray with JAX's block_until_ready() (a no-op returning it). What is computed
+    from one is numpy's own: a reduction (k.max(), np.sum(k)) a numpy scalar, an operation
+    (k + 1, k @ y) a plain np.ndarray; it prints as an np.ndarray does."""
 
     def block_until_ready(self):
         """The array itself: its values are computed already (JAX's waits for the device)."""
         return self
+
+    def __array_wrap__(self, obj, context=None, return_scalar=False):
+        if obj.ndim == 0:
+            return obj[()]
+        return obj.view(np.ndarray)
+
+    def __repr__(self):
+        return repr(self.view(np.ndarray))
 
     def __reduce__(self):
         return self.view(np.ndarray).__reduce__()

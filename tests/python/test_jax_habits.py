@@ -55,6 +55,20 @@ def test_predictions_take_block_until_ready():
         2.0, np.zeros_like(Y_TRAIN), np.zeros((4, 3)), kt))
 
 
+def test_what_is_computed_from_results_is_plain_numpy():
+    """Only the results themselves carry block_until_ready(): a reduction is a numpy scalar
+    (round(), json, hash take it), an operation a plain ndarray, and a result prints as one."""
+    k = KERNEL_FN(X_TRAIN, None, "ntk")
+    for m in (k.max(), np.max(k), k.sum(), k[0, 0], k.trace()):
+        assert type(m) is np.float64, type(m)
+    assert round(k.max(), 2) == round(float(k.max()), 2)
+    for a in (k + 1, k @ k, np.exp(k), k.mean(axis=0), np.linalg.solve(k + np.eye(len(k)), np.ones(len(k)))):
+        assert type(a) is np.ndarray, type(a)
+    assert repr(k) == repr(np.asarray(k)) and str(k) == str(np.asarray(k))
+    k32 = KERNEL_FN(X_TRAIN.astype(np.float32), None, "ntk")
+    assert type(k32.max()) is np.float32
+
+
 def test_results_are_numpy_and_pickle_as_numpy():
     k = KERNEL_FN(X_TRAIN, None, "ntk")
     assert np.array_equal(np.asarray(k), k) and type(np.asarray(k)) is np.ndarray
