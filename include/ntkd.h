@@ -16,8 +16,12 @@
  *   - No global state that two handles or two threads share: different
  *     threads may use different handles at once, and one ntkd_net from
  *     several threads at once (it is read-only after creation). The
- *     library never calls exit(), never prints to stdout, installs no
- *     signal handler.
+ *     process's own, which the library touches: OpenBLAS's thread count,
+ *     1 while any call computes (its threads compute with one each) and
+ *     the host's again after the last; and the calling thread's locale,
+ *     C's during a call (its callbacks run in it too), the caller's again
+ *     after. The library never calls exit(), never prints to stdout,
+ *     installs no signal handler.
  *   - One process-wide choice, made when the library is loaded: where
  *     OpenBLAS picked kernels weaker than the CPU allows (it falls back
  *     to Prescott on CPU models it does not know, as virtual machines

@@ -37,9 +37,9 @@ int ntk_cpu_cores(int *allowed) {
   return online;
 }
 
-ntk_status ntk_cpu_check_address_space(int threads) { return ntk_cpu_check_address_space_threads(threads, 0); }
+ntk_status ntk_cpu_check_address_space(int threads) { return ntk_cpu_check_address_space_threads(threads, 0, 0); }
 
-ntk_status ntk_cpu_check_address_space_threads(int threads, double per_thread) {
+ntk_status ntk_cpu_check_address_space_threads(int threads, int held, double per_thread) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return NTK_OK;
   double used = 0, page = (double)sysconf(_SC_PAGESIZE), mib = 1024.0 * 1024.0;
@@ -47,17 +47,19 @@ ntk_status ntk_cpu_check_address_space_threads(int threads, double per_thread) {
   unsigned long long pages = 0;
   if (f && fscanf(f, "%llu", &pages) == 1) used = (double)pages * page;
   if (f) fclose(f);
-  /* a buffer of 128 MiB and a page per thread (Debian's x86-64 build), and
-   * 16 MiB for ntkd's own first allocations */
-  double need = (threads > 0 ? threads : 1) * (128.0 * mib + page) + 16.0 * mib, limit = (double)rl.rlim_cur;
-  need += (threads > 1 ? threads - 1 : 0) * per_thread;
+  /* a buffer of 128 MiB and a page per thread (Debian's x86-64 build) not
+   * holding one yet, what else a thread beyond the first takes, and 16 MiB
+   * for ntkd's own first allocations */
+  int t = threads > 0 ? threads : 1, more = t > held ? t - held : 0, others = t - (held > 1 ? held : 1);
+  double need = more * (128.0 * mib + page) + (others > 0 ? others : 0) * per_thread + 16.0 * mib;
+  double limit = (double)rl.rlim_cur;
   if (limit >= used + need) return NTK_OK;
   return ntk_error(NTK_ENOMEM,
                    "the address-space limit (ulimit -v) is %.0f MiB and %.0f MiB of it are in use; OpenBLAS "
                    "takes 128 MiB for each of its %d thread(s) and never returns when it cannot (it retries for "
                    "ever); give this process at least %.0f MiB more address space (ulimit -v, or the batch "
                    "system's virtual-memory request), or no limit",
-                   limit / mib, used / mib, threads > 0 ? threads : 1, (used + need - limit) / mib);
+                   limit / mib, used / mib, t, (used + need - limit) / mib);
 }
 
 void ntk_cpu_reserve_blas(void) {

@@ -44,9 +44,11 @@ int ntk_cpu_cores(int *allowed);
 ntk_status ntk_cpu_check_address_space(int threads);
 
 /* The same for `threads` threads of a process's own that each call
- * OpenBLAS (libntkd's pool): each beyond the first takes `per_thread`
- * bytes more (its stack, its malloc arena). */
-ntk_status ntk_cpu_check_address_space_threads(int threads, double per_thread);
+ * OpenBLAS (libntkd's pool), of which `held` hold their buffer already
+ * (OpenBLAS keeps it for the process's life, for the next call): each
+ * beyond those and beyond the first takes `per_thread` bytes more (its
+ * stack, its malloc arena). */
+ntk_status ntk_cpu_check_address_space_threads(int threads, int held, double per_thread);
 
 /* One BLAS call, so that OpenBLAS takes its buffers now, while
  * ntk_cpu_check_address_space's room is there, not after the job's own

@@ -301,6 +301,20 @@ static void unfinished(const struct sink *k) {
  * under it, nor leaves the host at 1. */
 static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
 static int blas_calls, blas_host;
+static int blas_most; /* the most threads that computed in one call so far: their OpenBLAS buffers are kept */
+
+static int blas_held(void) {
+  pthread_mutex_lock(&blas_mu);
+  int n = blas_most;
+  pthread_mutex_unlock(&blas_mu);
+  return n;
+}
+
+static void blas_computed(int threads) {
+  pthread_mutex_lock(&blas_mu);
+  if (threads > blas_most) blas_most = threads;
+  pthread_mutex_unlock(&blas_mu);
+}
 
 static void blas_single_enter(void) {
   pthread_mutex_lock(&blas_mu);
@@ -328,10 +342,12 @@ static ntkd_status pool_devices(const ntkd_compute_options *o, const struct ntk_
    * retries for ever (base/cpuinit.h): as many threads as the limit holds,
    * and an error where it holds none, never a call that spins. A thread
    * beyond the first also reserves its stack (8 MiB) and a malloc arena
-   * (64 MiB): 2 threads spun at 600 MiB where 128 MiB each fitted. */
+   * (64 MiB): 2 threads spun at 600 MiB where 128 MiB each fitted. The
+   * threads of an earlier call left theirs: only more threads need room. */
   const double per_thread = 72.0 * 1024 * 1024;
-  while (threads > 1 && ntk_cpu_check_address_space_threads(threads, per_thread) != NTK_OK) threads--;
-  if (ntk_cpu_check_address_space_threads(threads, per_thread) != NTK_OK) return fail(NTK_ENOMEM);
+  int held = blas_held();
+  while (threads > 1 && ntk_cpu_check_address_space_threads(threads, held, per_thread) != NTK_OK) threads--;
+  if (ntk_cpu_check_address_space_threads(threads, held, per_thread) != NTK_OK) return fail(NTK_ENOMEM);
   struct ntk_pool_device *dev = calloc((size_t)threads, sizeof *dev);
   if (!dev) return fail(ntk_error(NTK_ENOMEM, "out of memory"));
   int k = 0;
@@ -403,22 +419,21 @@ static int overlap(const void *a, size_t n1, const void *b, size_t n2) {
   return a && b && n1 && n2 && x < y + n2 && y < x + n1;
 }
 
-/* The outputs asked for may share no byte with the inputs, nor with each
- * other: the engines read x1 in place while finished tiles are written,
- * and a result written over its data would be computed from results. */
-static ntkd_status check_overlaps(const ntkd_data *x1, const ntkd_data *x2, size_t d, unsigned kernels,
+/* The outputs asked for may not share a byte with each other, nor, where
+ * the engines read x1 in place (x1 against itself, no patterns: the data
+ * are not copied), with x1: tiles written over the samples would be
+ * computed from results (510 of 576 entries wrong). Against x2, or with
+ * patterns, the samples are copied first. */
+static ntkd_status check_overlaps(const ntkd_data *x1, const ntkd_data *x2, int graph, size_t d, unsigned kernels,
                                   const void *nngp, const void *ntk, const char *fn) {
   size_t es = (size_t)x1->dtype, n2 = x2 ? x2->n : x1->n, out = x1->n * n2 * es;
   const void *g = kernels & NTKD_NNGP ? nngp : NULL, *t = kernels & NTKD_NTK ? ntk : NULL;
   const char *names[2] = {"nngp", "ntk"};
   const void *outs[2] = {g, t};
-  for (int k = 0; k < 2; k++) {
-    if (!outs[k]) continue;
-    const char *in = overlap(outs[k], out, x1->x, x1->n * d * es) ? "x1"
-                     : x2 && overlap(outs[k], out, x2->x, x2->n * d * es) ? "x2" : NULL;
-    if (in) {
-      ntk_error(NTK_EUSAGE, "%s: the %s output overlaps %s (the results would overwrite the samples they are "
-                "computed from): give it a buffer of its own", fn, names[k], in);
+  for (int k = 0; k < 2 && !x2 && !graph; k++) {
+    if (outs[k] && overlap(outs[k], out, x1->x, x1->n * d * es)) {
+      ntk_error(NTK_EUSAGE, "%s: the %s output overlaps x1 (the results would overwrite the samples they are "
+                "computed from): give it a buffer of its own", fn, names[k]);
       return NTKD_ERROR_USAGE;
     }
   }
@@ -489,7 +504,7 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
   if (x1->n && (x2 ? x2->n : x1->n) > SIZE_MAX / (size_t)x1->dtype / x1->n)
     return usage("%s: an n1 x n2 output is more bytes than a size_t holds", fn);
   if ((ps = check_values(x1, d, "x1")) || (x2 && (ps = check_values(x2, d, "x2")))) return ps;
-  if ((ps = check_overlaps(x1, x2, d, kernels, nngp, ntk, fn))) return ps;
+  if ((ps = check_overlaps(x1, x2, graph, d, kernels, nngp, ntk, fn))) return ps;
   /* a graph's patterns: positions x positions values per sample, after its features in the engines' rows */
   size_t v = 0;
   if (graph) {
@@ -506,12 +521,6 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
     if ((ps = check_pattern(p1, x1->n, v, x1->dtype, "pattern1")) ||
         (x2 && (ps = check_pattern(p2, x2->n, v, x1->dtype, "pattern2"))))
       return ps;
-    size_t n2 = x2 ? x2->n : x1->n, es = (size_t)x1->dtype, out = x1->n * n2 * es;
-    const void *outs[2] = {kernels & NTKD_NNGP ? nngp : NULL, kernels & NTKD_NTK ? ntk : NULL};
-    for (int k = 0; k < 2; k++)
-      if (outs[k] && (overlap(outs[k], out, p1, x1->n * v * es) || (x2 && overlap(outs[k], out, p2, x2->n * v * es))))
-        return usage("%s: an output buffer overlaps a pattern (the results would overwrite what they are "
-                     "computed from)", fn);
   }
   size_t n1 = x1->n, n2 = x2 ? x2->n : x1->n, es = (size_t)x1->dtype;
   if (!n1 || !n2) return NTKD_OK;
@@ -547,7 +556,9 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
    * does (and gets the same bits); the count is given back after. */
   blas_single_enter();
   if (!out) {
-    ntk_status st = ntk_pool_create(&prob, dev, ndev < (int)ntiles ? ndev : (int)ntiles, &tiling, &pool);
+    int nthreads = ndev < (int)ntiles ? ndev : (int)ntiles;
+    ntk_status st = ntk_pool_create(&prob, dev, nthreads, &tiling, &pool);
+    if (!st) blas_computed(nthreads);
     if (st == NTK_ENONFINITE && x2) joined_numbers(n1);
     if (st == NTK_EINTERRUPTED) /* the samples' variances of a deep network take a while */
       out = fail(ntk_error(st, "cancelled before the first tile: %s", ntk_error_message()));
@@ -604,7 +615,7 @@ void ntkd_store_close(ntkd_store *store) {
   free(store);
 }
 
-ntkd_status ntkd_store_get_info(const ntkd_store *store, ntkd_store_info *info) {
+static ntkd_status store_get_info(const ntkd_store *store, ntkd_store_info *info) {
   if (!store || !info) return usage("%s: store and info are needed", "ntkd_store_get_info");
   const struct ntk_store_info *in = ntk_store_get_info(store->s);
   memset(info, 0, sizeof *info);
@@ -619,6 +630,10 @@ ntkd_status ntkd_store_get_info(const ntkd_store *store, ntkd_store_info *info) 
   info->damaged = ntk_store_is_damaged(store->s);
   snprintf(info->description, sizeof info->description, "%s", in->description);
   return NTKD_OK;
+}
+
+ntkd_status ntkd_store_get_info(const ntkd_store *store, ntkd_store_info *info) {
+  RETURN_IN_C_LOCALE(ntkd_status, done(store_get_info(store, info)));
 }
 
 static ntkd_status store_read(ntkd_store *store, unsigned kernel, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1,
