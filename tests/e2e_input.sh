@@ -75,6 +75,12 @@ mkdir -p was_empty
 sed 's#^path = wrap.ntk#path = new3/../was_empty/wrap.ntk#' wrap.conf > wrapup.conf
 expect_rc 2 "... its store through new/../ into an empty folder that was there" timeout -k 5 20 "$NTKD" wrapup.conf
 check "... that folder kept" [ -d was_empty ]
+# a store folder that is a dangling symbolic link: the open's error, not taken for a folder
+# removed by another job and retried into "the lock file keeps being replaced"
+ln -s /nonexistent/ntkd-e2e dangling
+sed 's#^path = wrap.ntk#path = dangling/wrap.ntk#' wrap.conf > wrapdang.conf
+expect_rc 2 "a store in a folder that is a dangling link" timeout -k 5 20 "$NTKD" wrapdang.conf
+check "... says it cannot open the lock file there" has "dangling/wrap.ntk.lock: cannot open: No such file" err.log
 # A job storing into folders that another (refused) job takes back meanwhile
 # (tests/preload.c, TAKE_FOLDERS): its mkdir -p finds a folder that is gone
 # at the next step, or its lock file's folder gone before the open; it

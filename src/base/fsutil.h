@@ -150,9 +150,9 @@ ntk_status ntk_fsync_folder_of(const char *path);
  * dirname). */
 ntk_status ntk_make_parents(const char *path);
 
-/* The folders a call of ntk_make_parents_noted made, by device and inode
- * (the innermost NTK_MADE_FOLDERS_MAX of a longer chain are not noted,
- * and stay). */
+/* The folders calls of ntk_make_parents_noted made, by device and inode
+ * (a chain of more than NTK_MADE_FOLDERS_MAX new folders: its innermost
+ * are not noted, and the whole chain stays). */
 #define NTK_MADE_FOLDERS_MAX 32
 struct ntk_made_folders {
   int n;

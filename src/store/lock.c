@@ -210,10 +210,11 @@ ntk_status ntk_lock_acquire(const char *path, const char *what, ntk_lock_t **out
     if ((st = open_lock_file(l->path, &l->fd))) {
       /* Its folder removed since our mkdir (a refused job taking back the
        * folders it made, ntk_remove_made_folders): made again, tried again. */
-      if (folder_gone(l->path) && !ntk_make_parents_noted(l->path, &l->made)) {
+      int had = l->made.n;
+      if (folder_gone(l->path) && !ntk_make_parents_noted(l->path, &l->made) && l->made.n > had) {
         st = NTK_OK;
         continue;
-      }
+      } /* else (a folder that is a dangling link, say) the open's own error */
       break;
     }
     if (try_lock(l->fd, F_WRLCK)) {
