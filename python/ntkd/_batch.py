@@ -4,6 +4,7 @@ a store, the checkpoint that a rerun resumes (docs/STORE-FORMAT.md)."""
 import inspect
 import numbers
 import os
+import sys
 
 import numpy as np
 
@@ -498,7 +499,6 @@ class _Tee:
         self.echo = True
 
     def write(self, text):
-        import sys
         self.log.write(text)
         if self.echo:
             try:

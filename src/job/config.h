@@ -174,9 +174,6 @@ ntk_status ntk_job_parse_fragment(const char *text, const char *name, struct ntk
  * network, kernels, precision, output. Truncated to `cap` bytes. Rank-local. */
 void ntk_job_summary(const struct ntk_job *job, char *buf, size_t cap);
 
-/* Read the whole file (at most 16 MiB, no NUL bytes) into a NUL-terminated
- * buffer the caller frees. A FIFO, device or socket is refused (NTK_EINPUT)
- * without blocking; a file that cannot be opened is NTK_EUSAGE. Rank-local. */
 /* st, its message (about a file the job names on `line`, as `key`:
  * "[data] path") put at that line: "job.conf:4: [data] path: x.npy: ...",
  * as the job file's own errors are ("[data] path: x.npy: ..." for a job
@@ -184,6 +181,9 @@ void ntk_job_summary(const struct ntk_job *job, char *buf, size_t cap);
  * already is kept as it is. Returns st. */
 ntk_status ntk_job_error_at(const struct ntk_job *job, int line, const char *key, ntk_status st);
 
+/* Read the whole file (at most 16 MiB, no NUL bytes) into a NUL-terminated
+ * buffer the caller frees. A FIFO, device or socket is refused (NTK_EINPUT)
+ * without blocking; a file that cannot be opened is NTK_EUSAGE. Rank-local. */
 ntk_status ntk_read_text_file(const char *path, char **text, size_t *len);
 
 #endif
