@@ -1028,8 +1028,9 @@ static ntk_status attach_patterns(const struct ntk_job *job, int elem, struct nt
   ntk_status st = load_pattern(job, job->pattern_path, job->count, ntr, hw, 0, &v, "[data]", job->pattern_line, elem,
                                &pa);
   if (!st && v > ((size_t)1 << 16))
-    st = ntk_error(NTK_EINPUT, "%s:%d: [data] pattern: %s: %zu positions, above ntkd's 65536 to aggregate",
-                   job->source, job->pattern_line, job->pattern_path, v);
+    st = ntk_job_error_at(job, job->pattern_line, "[data] pattern",
+                          ntk_error(NTK_EINPUT, "%s: %zu positions, above ntkd's 65536 to aggregate",
+                                    job->pattern_path, v));
   if (!st && nte)
     st = load_pattern(job, job->test.pattern, job->test.count, nte, hw, v, &v, "[test]", job->test.pattern_line, elem,
                       &pb);
