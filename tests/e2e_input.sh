@@ -81,6 +81,36 @@ ln -s /nonexistent/ntkd-e2e dangling
 sed 's#^path = wrap.ntk#path = dangling/wrap.ntk#' wrap.conf > wrapdang.conf
 expect_rc 2 "a store in a folder that is a dangling link" timeout -k 5 20 "$NTKD" wrapdang.conf
 check "... says it cannot open the lock file there" has "dangling/wrap.ntk.lock: cannot open: No such file" err.log
+# a mkdir on the way in that fails (a name over 255 bytes): the folder made
+# before it goes too (it stayed: the removal stopped at the one never made)
+long=$(printf 'L%.0s' $(seq 300))
+sed "s#^path = wrap.ntk#path = new4/$long/wrap.ntk#" wrap.conf > wraplong.conf
+expect_rc 2 "a store folder whose name is too long" timeout -k 5 20 "$NTKD" wraplong.conf
+check "... says so" has "cannot create folder: File name too long" err.log
+check "... the folder made before it removed" [ ! -e new4 ]
+# umask 0777 (a non-root user; root reads any mode): the job once computed
+# every tile, then ended with exit 4 blaming "another writer or damage" on
+# an index it could not read back, and no rerun could open its store; in
+# new folders, nothing could be created. Files and folders ntkd makes keep
+# their owner's access (the umask decides the rest, as mkdir -p does).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+  setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$NTKD"; then
+  mkdir -p shut && chmod 777 shut
+  $PY -c "import numpy as np; np.save('shut/small.npy', np.random.default_rng(0).standard_normal((6, 3)))"
+  chmod 644 shut/small.npy
+  job shut/um "$FC" "path = small.npy"
+  sed -i 's#^path = shut/um.ntk#path = new5/sub/um.ntk#' shut/um.conf
+  as_nobody() { (umask 777 && cd shut && setpriv --reuid=65534 --regid=65534 --clear-groups "$@"); }
+  expect_rc 0 "a job under umask 0777 (uid 65534)" as_nobody timeout -k 5 30 "$NTKD" um.conf
+  expect_rc 0 "... its rerun opens the store" as_nobody timeout -k 5 30 "$NTKD" um.conf
+  expect_rc 0 "... and verify reads it, index included" as_nobody timeout -k 5 30 "$NTKD" verify new5/sub/um.ntk
+  check "... with its index" bash -c '! grep -q "no usable index" err.log'
+  check "... its files readable by their owner only" bash -c \
+    '[ "$(stat -c %a shut/new5/sub/um.ntk shut/new5/sub/um.ntk.index shut/new5/sub)" = "$(printf "600\n600\n700")" ]'
+else
+  echo "skipped: umask 0777 as uid 65534 (needs root, setpriv, and $NTKD reachable by uid 65534)"
+fi
+
 # A job storing into folders that another (refused) job takes back meanwhile
 # (tests/preload.c, TAKE_FOLDERS): its mkdir -p finds a folder that is gone
 # at the next step, or its lock file's folder gone before the open; it

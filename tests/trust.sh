@@ -417,6 +417,13 @@ check "... having written nothing" [ ! -e mine.ntk ]
 expect_rc 3 "a job with no descriptor left for its data file (ulimit -n 4): an I/O failure, exit 3" \
   bash -c "for f in /proc/\$\$/fd/*; do n=\${f##*/}; [ \$n -gt 2 ] && eval \"exec \$n>&-\"; done; ulimit -n 4; exec '$NTKD' mine.conf"
 check "... saying why" has "cannot open: Too many open files" err.log
+# ... nor for the index of a whole store: verify called the index unusable,
+# "the next run rebuilds it by a scan" (exit 0); the index was fine.
+"$NTKD" mine.conf >/dev/null 2>&1
+expect_rc 3 "verify with no descriptor left for the index (ulimit -n 4): an I/O failure, exit 3" \
+  bash -c "for f in /proc/\$\$/fd/*; do n=\${f##*/}; [ \$n -gt 2 ] && eval \"exec \$n>&-\"; done; ulimit -n 4; exec '$NTKD' verify mine.ntk"
+check "... naming the index and why" has "mine.ntk.index: cannot open: Too many open files" err.log
+check "... not calling it unusable" bash -c '! grep -q "no usable index" out.log err.log'
 
 echo "trust: paths and files: ${SECONDS}s"
 # Signals during start-up: the stop is honoured (exit 5), never a silent death.

@@ -52,6 +52,14 @@ int ntk_errno_transient(int e) {
   return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EIO || e == EAGAIN;
 }
 
+/* A file ntkd creates is read back by a later run (a resume reads the
+ * store, its index, its lock file and the training snapshot): its owner
+ * keeps read and write whatever the umask (a umask of 0277 or 0777 made a
+ * store that no rerun could open). The umask still decides group and other. */
+static void owner_read_write(int fd, const struct stat *sb) {
+  if ((sb->st_mode & 0600) != 0600 && sb->st_uid == geteuid()) (void)fchmod(fd, (sb->st_mode & 07777) | 0600);
+}
+
 ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *fd) {
   *fd = -1;
   /* An empty argument ('' on a command line, an unset variable) opens
@@ -92,6 +100,7 @@ ntk_status ntk_open_regular(const char *path, int flags, const char *what, int *
     close(f);
     return not_regular(path, what, m);
   }
+  if (flags & O_CREAT) owner_read_write(f, &sb);
   int fl = fcntl(f, F_GETFL);
   if (fl != -1) fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
   *fd = f;
@@ -356,6 +365,8 @@ ntk_status ntk_tmp_create(const char *path, char *tmp, size_t cap, int *fd, cons
   unlink(tmp); /* a leftover of an earlier process with this pid */
   *fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (*fd < 0) return ntk_error(NTK_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+  struct stat sb;
+  if (!fstat(*fd, &sb)) owner_read_write(*fd, &sb);
   return NTK_OK;
 }
 
@@ -495,11 +506,18 @@ ntk_status ntk_make_parents_noted(const char *path, struct ntk_made_folders *mad
       char c = *p;
       *p = '\0';
       if (mkdir(dir, 0777) == 0) {
+        /* As `mkdir -p` makes the folders above: its owner can go on
+         * into it whatever the umask (0777 made a folder nothing could
+         * be created in). */
+        struct stat sb;
+        if (!stat(dir, &sb) && (sb.st_mode & 0700) != 0700) (void)chmod(dir, (sb.st_mode & 07777) | 0700);
         note_made(made, dir);
       } else if (errno == ENOENT && attempt < 20) {
         gone = 1;
       } else if (errno != EEXIST) {
-        return ntk_error(NTK_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+        int e = errno; /* a path that cannot be (a name too long, a file on the way) is the user's to change */
+        return ntk_error(e == ENAMETOOLONG || e == ENOTDIR || e == ELOOP ? NTK_EUSAGE : NTK_EIO,
+                         "%s: cannot create folder: %s", dir, strerror(e));
       }
       *p = c;
       if (gone || (size_t)(p - dir) >= len) break;
@@ -527,6 +545,8 @@ void ntk_remove_made_folders(const char *path, const struct ntk_made_folders *ma
    * its name: "new/../old" names a folder that was there), while empty. */
   for (char *slash; (slash = strrchr(dir, '/')) && slash != dir;) {
     *slash = '\0';
+    struct stat sb;
+    if (lstat(dir, &sb)) continue; /* never made: a mkdir on the way in failed (too long a name, no permission) */
     if (!was_made(made, dir) || rmdir(dir)) return; /* not ours; or not empty (the store, another job's file) */
   }
 }

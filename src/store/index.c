@@ -154,6 +154,10 @@ ntk_status ntk_index_read(const char *store_path, const uint8_t id[16], int stor
   }
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
+    /* This process's lack (descriptors, memory) or the disk's says nothing
+     * of the index: an error, not "no usable index" to be rebuilt. */
+    if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == EIO || errno == EINTR)
+      return ntk_error(NTK_EIO, "%s: cannot open: %s", path, strerror(errno));
     if (errno == ENOENT) snprintf(why, cap, "no index");
     else snprintf(why, cap, "cannot open %s: %s", path, strerror(errno));
     return NTK_OK; /* a link in its place included: ignored, and replaced by the next run */
