@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* Per thread: the coordinator's writer thread reports its own errors. */
 static _Thread_local char last_message[2048];
@@ -50,13 +51,28 @@ int ntk_status_exit_code(ntk_status s) {
   return NTK_EXIT_FAILURE;
 }
 
+/* " (the address-space limit, ulimit -v, is N MiB)" where one is set. */
+static void memory_limit_hint(char *out, size_t cap) {
+  struct rlimit as, data;
+  int has_as = !getrlimit(RLIMIT_AS, &as) && as.rlim_cur != RLIM_INFINITY;
+  int has_data = !getrlimit(RLIMIT_DATA, &data) && data.rlim_cur != RLIM_INFINITY;
+  if (has_as)
+    snprintf(out, cap, " (the address-space limit, ulimit -v, is %llu MiB)", (unsigned long long)(as.rlim_cur >> 20));
+  else if (has_data)
+    snprintf(out, cap, " (the data-size limit, ulimit -d, is %llu MiB)", (unsigned long long)(data.rlim_cur >> 20));
+}
+
 ntk_status ntk_error(ntk_status s, const char *fmt, ...) {
   /* Format into a copy: callers may pass ntk_error_message() as an argument. */
   char buf[sizeof last_message];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  /* Out of memory under a limit the user set: the limit is what to change
+   * (a bare "out of memory" at 230 MB of a 24 GB machine said nothing). */
+  if (s == NTK_ENOMEM && n >= 0 && (size_t)n < sizeof buf && !strstr(buf, "ulimit"))
+    memory_limit_hint(buf + n, sizeof buf - (size_t)n);
   memcpy(last_message, buf, sizeof buf);
   return s;
 }
