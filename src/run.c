@@ -151,7 +151,8 @@ static ntk_status take_lock(struct run *r) {
 
 /* 2. The data: loaded on rank 0 and held once per node (under mpirun
  * read straight into the node's shared window); a regression's labels
- * checked now, not after the tiles. */
+ * (a [test] job's too, for a later ntkd solve) checked now, not after
+ * the tiles. */
 static ntk_status load_data(struct run *r) {
   const struct ntk_job *job = r->job;
   r->t_start = ntk_now();
@@ -162,7 +163,7 @@ static ntk_status load_data(struct run *r) {
     st = ntk_comm_agree_report(r->comm, ntk_data_load_job(job, job->precision, &r->data));
     r->t_loaded = ntk_now();
   }
-  if (!st && job->solve.enabled)
+  if (!st && (job->solve.enabled || job->labels_path[0])) /* (a [test] job's labels, for a later solve) */
     st = ntk_comm_agree_report(r->comm, r->rank == 0 ? ntk_solve_labels_load(job, r->data.n_train,
                                                                              r->data.n - r->data.n_train, &r->labels)
                                                      : NTK_OK);

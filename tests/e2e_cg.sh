@@ -85,12 +85,15 @@ check "... predictions equal the Cholesky solve's within 1e-6" close cgmemory3 l
 NTKD_TEST_CG_BREAKDOWN=5 expect_rc 2 "the same breakdown on float64 products: the ridges fail" \
   mpirun -x NTKD_TEST_CG_BREAKDOWN -np 3 "$NTKD" solve k.ntk cgf64.conf
 check "... as a breakdown" has "conjugate gradients broke down after 5 iterations" err.log
-# A float64 store: cg_products = float32 is refused, auto runs float64.
+# A float64 kernel: cg_products = float32 is refused at its line, before
+# any tile (it was refused after the whole kernel), by `ntkd check` too.
 job f64 dup.npy ydup.npy 0.01 "method = cg" "cg_products = float32"
 sed -i 's/^path = k.ntk/path = k64.ntk/; s/^precision = float32/precision = float64/' f64.conf
 expect_rc 2 "cg_products = float32 on a float64 kernel: refused" mpirun -np 2 "$NTKD" f64.conf
-check "... saying why" has "cg_products = float32 needs a float32 kernel; this store holds float64 tiles" err.log
-check "... after the kernel was written: the store is complete" bash -c "'$NTKD' info k64.ntk 2>&1 | grep -q complete"
+check "... saying why, at its line" \
+  has "f64.conf:$(grep -n '^cg_products' f64.conf | cut -d: -f1): \[solve\] cg_products = float32 needs a float32 kernel" err.log
+check "... before any tile: no store" [ ! -e k64.ntk ]
+expect_rc 2 "... by ntkd check too" "$NTKD" check f64.conf
 check "memory and stream give the same predictions bit for bit (1 rank)" \
   bash -c "for f in cgmemory1-*.npy; do cmp -s \$f \${f/cgmemory1/cgstream1} || exit 1; done"
 job cgauto3 xtr.npy ytr.npy 1e-3 "method = cg" "preconditioner_rank = 0" "tolerance = 1e-10"

@@ -227,6 +227,13 @@ sed -i 's/^labels = ytr.npy/labels = short.npy/' short.conf
 expect_rc 2 "too few train labels are refused" "$NTKD" short.conf
 check "... naming the line and the file" has "short.conf:[0-9]*: \[data\] labels: short.npy: holds 5 labels for $ntrain samples" err.log
 check "... before any store is made" [ ! -e short.ntk ]
+# ... in a [test] job without [solve] too (a kernel solved later): its
+# labels were never opened, a path naming nothing ran with exit 0.
+sed -e '/^\[solve\]/,$d' short.conf > later.conf
+sed -i 's/^path = short.ntk/path = later.ntk/' later.conf
+expect_rc 2 "too few train labels in a [test] job without [solve] are refused" "$NTKD" later.conf
+check "... naming the line and the file" has "later.conf:[0-9]*: \[data\] labels: short.npy: holds 5 labels" err.log
+check "... before any store is made" [ ! -e later.ntk ]
 $PY -c "import numpy as np; y = np.load('yte.npy'); y[2] = -1; np.save('neg.npy', y)"
 reg neg "$arch" 0.001 5
 sed -i 's/^labels = yte.npy/labels = neg.npy/' neg.conf

@@ -130,7 +130,7 @@ tjob junk "784 32 10" 1 1000
 expect_rc 2 "a damaged snapshot is refused" "$NTKD" junk.conf
 tjob wide "100 10" 1 1000
 expect_rc 2 "layers not matching the data" mpirun -np 2 "$NTKD" wide.conf
-check "... explained once" bash -c "grep -q 'layers starts with 100 inputs' err.log && [ \$(grep -c 'layers starts' err.log) = 1 ]"
+check "... explained once, at the line of [train] layers" bash -c "grep -q 'wide.conf:'\$(grep -n '^layers' wide.conf | cut -d: -f1)': \[train\] layers starts with 100 inputs' err.log && [ \$(grep -c 'layers starts' err.log) = 1 ]"
 tjob few "784 32 5" 1 1000
 expect_rc 2 "labels outside the classes" "$NTKD" few.conf
 check "... naming the label file" has "train-labels-idx1-ubyte.gz: label" err.log

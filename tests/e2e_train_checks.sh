@@ -289,8 +289,8 @@ check "... with the cure a training job takes" has "use a larger \[data\] scale 
 tconf z 1
 sed -i 's/^path = x.npy/path = xsub.npy/' z.conf
 expect_rc 2 "training samples that DAZ reads as zeros are refused" "$NTKD" z.conf
-check "... naming the sample and the cures" \
-  has "xsub.npy: sample 0: every value is 0 or below float32's normal range .* scale the data (\[data\] scale) or set flush_denormals = false" err.log
+check "... naming the sample and the cures, at the job file's line" \
+  has "z.conf:$(grep -n '^path = xsub.npy' z.conf | cut -d: -f1): \[data\] path: xsub.npy: sample 0: every value is 0 or below float32's normal range .* scale the data (\[data\] scale) or set flush_denormals = false" err.log
 tconf z 1 "flush_denormals = false"
 sed -i 's/^path = x.npy/path = xsub.npy/' z.conf
 expect_rc 0 "... taken with flush_denormals = false" "$NTKD" z.conf

@@ -380,12 +380,12 @@ START_TEST(test_regression_good) {
                    NTK_OK);
   ck_assert(j.solve.nridge == 2 && j.solve.ridge[0] == 0 && !signbit(j.solve.ridge[0]));
   ntk_job_free(&j);
-  /* every key of the solve methods */
-  ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nmethod = scalapack\n"
+  /* every key of the solve methods (method = auto reads them all) */
+  ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = t\nlabels = l\n[solve]\nridge = 1\nmethod = auto\n"
                                         "block = 128\ngrid = 2 x 3\ntolerance = 1e-9\nmax_iterations = 500\n"
                                         "preconditioner_rank = 0\ncg_kernel = stream\ncg_products = float64\nloo = no\n",
                                         "r.conf", &j), NTK_OK);
-  ck_assert_int_eq(j.solve.method, NTK_SOLVE_SCALAPACK);
+  ck_assert_int_eq(j.solve.method, NTK_SOLVE_AUTO);
   ck_assert(j.solve.block == 128 && j.solve.grid_rows == 2 && j.solve.grid_cols == 3);
   ck_assert(j.solve.tolerance == 1e-9 && j.solve.max_iterations == 500 && j.solve.precond_rank == 0);
   ck_assert(j.solve.cg_kernel == NTK_CG_KERNEL_STREAM && j.solve.loo == 0);
@@ -395,8 +395,12 @@ START_TEST(test_regression_good) {
                                         "variance = full\n", "r.conf", &j), NTK_OK);
   ck_assert_int_eq(j.solve.variance, NTK_VARIANCE_FULL);
   ntk_job_free(&j);
+  /* [test] labels without [solve]: both or neither (the later solve reads both) */
+  bad(REG "[test]\npath = te.gz\n", "bad.conf:3: [data] labels is given and [test] labels is not");
+  bad("[data]\npath=tr.gz\n[model]\narch=Dense\n[output]\npath=o\n[test]\npath = te.gz\nlabels = l\n",
+      "bad.conf:9: [test] labels is given and [data] labels is not");
   /* [test] alone: the kernel over train and test, solved later. */
-  ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = te.gz\n", "r.conf", &j), NTK_OK);
+  ck_assert_int_eq(ntk_job_parse_string(REG "[test]\npath = te.gz\nlabels = l\n", "r.conf", &j), NTK_OK);
   ck_assert(j.test.enabled && !j.solve.enabled && !j.test.test_test && j.test.count == 0);
   ntk_job_free(&j);
 }
@@ -437,6 +441,21 @@ START_TEST(test_regression_errors) {
   bad(SOLVE "cg_products = float32\ncg_products = float64\n", "bad.conf:15: [solve] cg_products: given twice");
   bad(SOLVE "loo = 1\n", "[solve] loo: '1' is not yes or no");
   bad(SOLVE "method = cg\nloo = yes\n", "[solve] loo = yes is computed by methods lapack and scalapack, not cg");
+  /* a key the method never reads is refused at its line, naming the method's */
+  bad(SOLVE "method = lapack\nblock = 64\n", "bad.conf:15: [solve] block is read by method = scalapack (or auto), and "
+      "method = lapack (line 14) never reads it");
+  bad(SOLVE "grid = 1 x 2\nmethod = cg\n", "bad.conf:14: [solve] grid is read by method = scalapack (or auto), and "
+      "method = cg (line 15)");
+  bad(SOLVE "method = scalapack\ntolerance = 1e-6\n", "bad.conf:15: [solve] tolerance is read by method = cg");
+  bad(SOLVE "method = lapack\nmax_iterations = 5\n", "[solve] max_iterations is read by method = cg");
+  bad(SOLVE "method = lapack\npreconditioner_rank = 5\n", "[solve] preconditioner_rank is read by method = cg");
+  bad(SOLVE "method = scalapack\ncg_kernel = memory\n", "[solve] cg_kernel is read by method = cg");
+  bad(SOLVE "method = lapack\ncg_products = float64\n", "[solve] cg_products is read by method = cg");
+  /* what the job file alone decides, before any tile: the block against the
+   * tile, float32 products of a float64 kernel (both once refused after it) */
+  bad(SOLVE "block = 7\n", "bad.conf:14: [solve] block = 7 does not divide [compute] tile = 1024");
+  bad(SOLVE "cg_products = float32\n[compute]\nprecision = float64\n", "bad.conf:14: [solve] cg_products = float32 needs a float32 kernel, and "
+      "[compute] precision is float64");
   bad(SOLVE "variance = diag\n", "[solve] variance: 'diag' is not no, yes");
   bad(SOLVE "variance = yes\n", "bad.conf:12: [solve] variance needs the test x test kernel: add test_test = yes");
   bad(REG "[test]\npath = t\nlabels = l\ntest_test = yes\n[solve]\nridge = 1\nvariance = yes\nmethod = cg\n",

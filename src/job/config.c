@@ -48,6 +48,7 @@ struct ctx {
   int path_line, tpath_line; /* lines of [data] path and [test] path, for refusing several non-CIFAR files */
   int layout_line;           /* line of [data] layout, for refusing NCHW and NLC on files that are not .npy */
   int lines[NSECTIONS];  /* first line of each section, 0: absent */
+  int key_line[64];      /* line of each key seen (by its SEEN_ bit), for checks across keys */
   ntk_status st;
 };
 
@@ -76,6 +77,7 @@ static int resolve_path(struct ctx *c, const char *v, char *out) {
 static int once(struct ctx *c, const char *section, const char *key, int bit) {
   if (HAS(c, bit)) return fail(c, section, key, "%s", "given twice");
   c->seen |= (uint64_t)1 << bit;
+  c->key_line[bit] = c->line;
   return 1;
 }
 
@@ -296,10 +298,12 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
   if (!strcmp(k, "layers")) {
     if (!once(c, s, k, SEEN_LAYERS)) return 0;
     if (!parse_layers(c, s, k, v)) return 0;
+    t->layers_line = c->line;
   } else if (!strcmp(k, "batch")) {
     if (!once(c, s, k, SEEN_BATCH)) return 0;
     if (!ntk_parse_size(v, &t->batch) || t->batch == 0 || t->batch > NTK_TRAIN_MAX_SIZE)
       return fail(c, s, k, "'%s' is not an integer in 1..16777216", v);
+    t->batch_line = c->line;
   } else if (!strcmp(k, "epochs")) {
     if (!once(c, s, k, SEEN_EPOCHS)) return 0;
     if (!ntk_parse_size(v, &t->epochs) || t->epochs == 0 || t->epochs > NTK_TRAIN_MAX_EPOCHS)
@@ -720,6 +724,40 @@ static ntk_status check_training_job(const struct ctx *c) {
   return NTK_OK;
 }
 
+/* [solve] keys against the method and the job: what the job file alone
+ * decides is refused now, at its line, not after every tile (a block that
+ * does not divide the tile, float32 products of a float64 kernel), and a
+ * key the chosen method never reads is refused, not ignored. */
+static ntk_status solve_keys(const struct ctx *c) {
+  const struct ntk_job *job = c->job;
+  const struct ntk_solve_opts *o = &job->solve;
+  enum { SC = 1 << NTK_SOLVE_SCALAPACK, CG = 1 << NTK_SOLVE_CG };
+  static const struct {
+    int bit;
+    const char *key;
+    unsigned methods;
+    const char *by;
+  } keys[] = {{SEEN_BLOCK, "block", SC, "scalapack"},        {SEEN_GRID, "grid", SC, "scalapack"},
+              {SEEN_TOL, "tolerance", CG, "cg"},             {SEEN_MAXIT, "max_iterations", CG, "cg"},
+              {SEEN_PRANK, "preconditioner_rank", CG, "cg"}, {SEEN_CGKERNEL, "cg_kernel", CG, "cg"},
+              {SEEN_CGPRODUCTS, "cg_products", CG, "cg"}};
+  static const char *const method_words[] = {"auto", "lapack", "scalapack", "cg"};
+  if (o->method != NTK_SOLVE_AUTO)
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+      if (HAS(c, keys[i].bit) && !(keys[i].methods & (1u << o->method)))
+        return ntk_error(NTK_ECONFIG, "%s:%d: [solve] %s is read by method = %s (or auto), and method = %s (line %d) "
+                         "never reads it: remove it, or choose that method", c->name, c->key_line[keys[i].bit],
+                         keys[i].key, keys[i].by, method_words[o->method], c->key_line[SEEN_METHOD]);
+  if (HAS(c, SEEN_BLOCK) && job->tile % o->block)
+    return ntk_error(NTK_ECONFIG, "%s:%d: [solve] block = %zu does not divide [compute] tile = %zu: ScaLAPACK's blocks "
+                     "tile the store's tiles (a divisor of %zu, or leave block out)", c->name, c->key_line[SEEN_BLOCK],
+                     o->block, job->tile, job->tile);
+  if (o->cg_products == NTK_CG_PRODUCTS_FLOAT32 && job->precision != 4)
+    return ntk_error(NTK_ECONFIG, "%s:%d: [solve] cg_products = float32 needs a float32 kernel, and [compute] precision "
+                     "is float64 (use auto or float64)", c->name, c->key_line[SEEN_CGPRODUCTS]);
+  return NTK_OK;
+}
+
 /* What a whole job needs and refuses, across sections. */
 static ntk_status check_job(const struct ctx *c) {
   const char *name = c->name;
@@ -755,10 +793,20 @@ static ntk_status check_job(const struct ctx *c) {
     if (HAS(c, SEEN_LOO) && job->solve.loo && job->solve.method == NTK_SOLVE_CG)
       return ntk_error(NTK_ECONFIG, "%s:%d: [solve] loo = yes is computed by methods lapack and scalapack, not cg "
                        "(set loo = no, or another method)", name, c->lines[SEC_SOLVE]);
+    ntk_status st = solve_keys(c);
+    if (st) return st;
   }
   if (c->labels_line && !job->test.enabled)
     return ntk_error(NTK_ECONFIG, "%s:%d: [data] labels: only a training job ([train]) or a kernel "
                      "regression ([test] and [solve]) reads labels", name, c->labels_line);
+  /* [test] without [solve]: a kernel solved later (ntkd solve). Its labels,
+   * where given, are read and checked now (they were never opened: a path
+   * naming nothing ran with exit 0), both or neither. */
+  if (job->test.enabled && !job->solve.enabled && !!c->labels_line != HAS(c, SEEN_TLABELS))
+    return ntk_error(NTK_ECONFIG, "%s:%d: %s labels is given and %s labels is not: the solve reads both (give "
+                     "both, to check them now for a later ntkd solve, or neither)", name,
+                     c->labels_line ? c->labels_line : c->key_line[SEEN_TLABELS], c->labels_line ? "[data]" : "[test]",
+                     c->labels_line ? "[test]" : "[data]");
   if (job->classes_line && !c->labels_line)
     return ntk_error(NTK_ECONFIG, "%s:%d: [data] classes: states the class count of labels, and this job has no "
                      "[data] labels", name, job->classes_line);

@@ -44,6 +44,7 @@ struct ntk_train_opts {
   size_t nlayers;       /* entries in layers: input, hidden..., classes */
   size_t layers[NTK_TRAIN_MAX_LAYERS];
   size_t batch, epochs; /* global batch size, epochs to reach */
+  int layers_line, batch_line; /* their lines in the job file, for messages */
   double alpha, beta1, beta2, eps;
   uint64_t seed;
   int flush_denormals;  /* FTZ/DAZ on every rank and thread that computes */

@@ -1015,6 +1015,14 @@ static ntk_status load_pattern(const struct ntk_job *job, const char *path, size
   return NTK_OK;
 }
 
+/* A sample's shape for messages: "HxWxC (D values)" for images, "vectors
+ * of D values" for (N, D) data (whose h, w, c are 0). */
+static const char *shape_text(const struct ntk_dataset *s, char *buf, size_t cap) {
+  if (s->h && s->w && s->c) snprintf(buf, cap, "%zux%zux%zu (%zu values)", s->h, s->w, s->c, s->d);
+  else snprintf(buf, cap, "vectors of %zu values", s->d);
+  return buf;
+}
+
 /* The patterns of [data] and [test] after each sample's features (struct
  * ntk_dataset's pattern): the rows laid out again in memory of their own. */
 static ntk_status attach_patterns(const struct ntk_job *job, int elem, struct ntk_dataset *ds) {
@@ -1086,9 +1094,9 @@ static ntk_status load_with_test(const struct ntk_job *job, int elem, const stru
     return ntk_job_error_at(job, job->test.path_line, "[test] path", st);
   }
   if (te.d != ds->d || te.h != ds->h || te.w != ds->w || te.c != ds->c) {
-    st = ntk_error(NTK_EINPUT, "%s: [test] samples are %zux%zux%zu (%zu values), the [data] samples %zux%zux%zu "
-                   "(%zu values): they must have the same shape", job->test.path[0], te.h, te.w, te.c, te.d,
-                   ds->h, ds->w, ds->c, ds->d);
+    char a[96], b[96];
+    st = ntk_error(NTK_EINPUT, "%s: [test] samples are %s, the [data] samples %s: they must have the same shape",
+                   job->test.path[0], shape_text(&te, a, sizeof a), shape_text(ds, b, sizeof b));
     ntk_job_error_at(job, job->test.path_line, "[test] path", st);
   }
   /* Each part passed alloc_raw's bound; checked all the same. */

@@ -181,18 +181,20 @@ static ntk_status load_sets(struct trainer *T) {
   size_t classes = o->layers[o->nlayers - 1];
   ntk_status st = ntk_job_error_at(job, job->data_line, "[data] path", ntk_data_load(job, 4, &T->train));
   if (!st && T->train.d != o->layers[0])
-    st = ntk_error(NTK_ECONFIG, "%s: [train] layers starts with %zu inputs but %s has %zu features per sample",
-                   job->source, o->layers[0], job->data_path[0], T->train.d);
+    st = ntk_error(NTK_ECONFIG, "%s:%d: [train] layers starts with %zu inputs but %s has %zu features per sample",
+                   job->source, o->layers_line, o->layers[0], job->data_path[0], T->train.d);
   if (!st)
     st = ntk_job_error_at(job, job->labels_line, "[data] labels",
                           ntk_labels_load(job->labels_path, T->train.n, job->count == 0, classes, &T->ytrain));
   if (!st) st = say_labels(job->labels_path, T->ytrain, T->train.n, classes);
   if (!st && T->train.n < o->batch)
-    st = ntk_error(NTK_ECONFIG, "%s: [train] batch = %zu is larger than the %zu training samples", job->source,
-                   o->batch, T->train.n);
+    st = o->batch_line ? ntk_error(NTK_ECONFIG, "%s:%d: [train] batch = %zu is larger than the %zu training samples",
+                                   job->source, o->batch_line, o->batch, T->train.n)
+                       : ntk_error(NTK_ECONFIG, "%s: [train] batch = %zu (the default) is larger than the %zu training "
+                                   "samples: set [train] batch", job->source, o->batch, T->train.n);
   if (!st && T->train.n > UINT32_MAX)
     st = ntk_error(NTK_ECONFIG, "%s: more than 2^32 training samples", job->source);
-  if (!st) st = subnormal_inputs(T, &T->train, job->data_path[0]);
+  if (!st) st = ntk_job_error_at(job, job->data_line, "[data] path", subnormal_inputs(T, &T->train, job->data_path[0]));
   if (st) return st;
   const float *x = T->train.x; /* finite: ntk_data_load refuses any other */
   for (size_t i = 0; i < T->train.n * T->train.d; i++)
@@ -208,9 +210,10 @@ static ntk_status load_sets(struct trainer *T) {
   st = ntk_job_error_at(job, o->val_path_line, "[validation] path", ntk_data_load(vj, 4, &T->val));
   free(vj);
   if (!st && T->val.d != T->train.d)
-    st = ntk_error(NTK_EINPUT, "%s: %zu features per sample, the training data have %zu", o->val_path, T->val.d,
-                   T->train.d);
-  if (!st) st = subnormal_inputs(T, &T->val, o->val_path);
+    st = ntk_job_error_at(job, o->val_path_line, "[validation] path",
+                          ntk_error(NTK_EINPUT, "%s: %zu features per sample, the training data have %zu", o->val_path,
+                                    T->val.d, T->train.d));
+  if (!st) st = ntk_job_error_at(job, o->val_path_line, "[validation] path", subnormal_inputs(T, &T->val, o->val_path));
   if (!st)
     st = ntk_job_error_at(job, o->val_labels_line, "[validation] labels",
                           ntk_labels_load(o->val_labels, T->val.n, o->val_count == 0, classes, &T->yval));
