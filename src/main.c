@@ -57,24 +57,42 @@ static int unknown_option(const char *arg, const char *what) {
   return bad_usage(msg);
 }
 
+/* A command's arguments from argv[first]: `--` ends the options (what
+ * follows is a file, whatever its name); a flag of `flags` (NULL-ended)
+ * sets its bit in *set; any other argument beginning with '-' is refused,
+ * named; exactly `n` others go to pos[], else `what_usage`. 1, or 0 with the
+ * exit code in *code. */
+static int command_args(int argc, char **argv, int first, const char *cmd, const char *const *flags, unsigned *set,
+                        const char **pos, int n, const char *what_usage, int *code) {
+  int np = 0;
+  for (int i = first, options = 1; i < argc; i++) {
+    int f = -1;
+    for (int k = 0; options && flags && flags[k] && f < 0; k++)
+      if (!strcmp(argv[i], flags[k])) f = k;
+    if (options && !strcmp(argv[i], "--")) options = 0;
+    else if (f >= 0) *set |= 1u << f;
+    else if (options && argv[i][0] == '-') return *code = unknown_option(argv[i], cmd), 0;
+    else if (np < n) pos[np++] = argv[i];
+    else return *code = bad_usage(what_usage), 0;
+  }
+  if (np != n) return *code = bad_usage(what_usage), 0;
+  return 1;
+}
+
 static int run(int argc, char **argv, int first) {
   const char *conf = NULL;
-  int overwrite = 0;
-  for (int i = first, options = 1; i < argc; i++) {
-    if (options && !strcmp(argv[i], "--")) options = 0; /* what follows is a file */
-    else if (options && !strcmp(argv[i], "--overwrite")) overwrite = 1;
-    else if (options && argv[i][0] == '-') return unknown_option(argv[i], "a job run");
-    else if (conf) return bad_usage("more than one job file given");
-    else conf = argv[i];
-  }
-  if (!conf) return bad_usage("no job file given");
+  unsigned overwrite = 0;
+  int code;
+  if (!command_args(argc, argv, first, "a job run", (const char *const[]){"--overwrite", NULL}, &overwrite, &conf, 1,
+                    "a job run takes one job file", &code))
+    return code;
   ntk_comm_t *world = NULL;
   ntk_status st = ntk_comm_init(&argc, &argv, &world);
   if (st) {
     fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     return ntk_status_exit_code(st);
   }
-  int code = ntk_run_job(world, conf, overwrite);
+  code = ntk_run_job(world, conf, (int)overwrite);
   ntk_comm_finalize();
   return code;
 }
@@ -83,15 +101,11 @@ static int run(int argc, char **argv, int first) {
  * reads it, the arch string included, but no data; one line on success. */
 static int check(int argc, char **argv) {
   const char *conf = NULL;
-  int fragment = 0;
-  for (int i = 2, options = 1; i < argc; i++) {
-    if (options && !strcmp(argv[i], "--")) options = 0;
-    else if (options && !strcmp(argv[i], "--fragment")) fragment = 1;
-    else if (options && argv[i][0] == '-') return unknown_option(argv[i], "check");
-    else if (conf) return bad_usage("check takes one job file");
-    else conf = argv[i];
-  }
-  if (!conf) return bad_usage("check takes one job file");
+  unsigned fragment = 0;
+  int code;
+  if (!command_args(argc, argv, 2, "check", (const char *const[]){"--fragment", NULL}, &fragment, &conf, 1,
+                    "check takes one job file", &code))
+    return code;
   char *text = NULL;
   struct ntk_job *job = calloc(1, sizeof *job);
   ntk_status st = job ? ntk_read_text_file(conf, &text, NULL) : ntk_error(NTK_ENOMEM, "out of memory");
@@ -225,32 +239,37 @@ static int command(int argc, char **argv) {
            ZSTD_versionString());
     return 0;
   }
+  const char *pos[2] = {NULL, NULL};
+  int code;
   if (!strcmp(cmd, "info")) {
-    int records = argc == 4 && !strcmp(argv[2], "--records");
-    if (argc != 3 + records) return bad_usage("info takes one store path (and --records before it)");
-    return ntk_cmd_info(argv[2 + records], records);
+    unsigned records = 0;
+    if (!command_args(argc, argv, 2, "info", (const char *const[]){"--records", NULL}, &records, pos, 1,
+                      "info takes one store path (and --records)", &code))
+      return code;
+    return ntk_cmd_info(pos[0], (int)records);
   }
   if (!strcmp(cmd, "verify")) {
-    if (argc != 3) return bad_usage("verify takes one store path");
+    if (!command_args(argc, argv, 2, "verify", NULL, NULL, pos, 1, "verify takes one store path", &code)) return code;
     ntk_comm_t *world = NULL;
     ntk_status st = ntk_comm_init(&argc, &argv, &world); /* under mpirun each rank checks a share of the tiles */
     if (st) {
       fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
       return ntk_status_exit_code(st);
     }
-    int code = ntk_cmd_verify(world, argv[2]);
+    code = ntk_cmd_verify(world, pos[0]);
     ntk_comm_finalize();
     return code;
   }
   if (!strcmp(cmd, "solve")) {
-    if (argc != 4) return bad_usage("solve takes a store path and a job file");
+    if (!command_args(argc, argv, 2, "solve", NULL, NULL, pos, 2, "solve takes a store path and a job file", &code))
+      return code;
     ntk_comm_t *world = NULL;
     ntk_status st = ntk_comm_init(&argc, &argv, &world); /* under mpirun the methods use every rank */
     if (st) {
       fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
       return ntk_status_exit_code(st);
     }
-    int code = ntk_cmd_solve(world, argv[2], argv[3]);
+    code = ntk_cmd_solve(world, pos[0], pos[1]);
     ntk_comm_finalize();
     return code;
   }
@@ -260,7 +279,7 @@ static int command(int argc, char **argv) {
      * to the same file, racing (N times the work, a stop signal seen by
      * one rank after another's rename). Rank 0 exports; the others leave. */
     if (ntk_comm_launch_rank() > 0) return 0;
-    const char *kernel = NULL, *rows = NULL, *cols = NULL, *format = NULL, *pos[2] = {NULL, NULL};
+    const char *kernel = NULL, *rows = NULL, *cols = NULL, *format = NULL;
     static const char *const opts[] = {"--kernel", "--rows", "--cols", "--format"};
     const char **vals[] = {&kernel, &rows, &cols, &format};
     int np = 0, options = 1;

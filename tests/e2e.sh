@@ -381,6 +381,16 @@ check "... naming it and the way round" has "unknown option '-dash/j.conf' for n
 expect_rc 0 "... and run after --" "$NTKD" -- -dash/j.conf
 expect_rc 0 "ntkd check -- -dash/j.conf" "$NTKD" check -- -dash/j.conf
 expect_rc 0 "ntkd export -- -dash/dash.ntk OUT" "$NTKD" export -- -dash/dash.ntk dash.npy
+# ... info, verify and solve too (they took '--' for bad usage and '--bogus' for a store)
+expect_rc 0 "ntkd info -- -dash/dash.ntk" "$NTKD" info -- -dash/dash.ntk
+expect_rc 0 "ntkd info --records -- -dash/dash.ntk" "$NTKD" info --records -- -dash/dash.ntk
+expect_rc 0 "ntkd verify -- -dash/dash.ntk" "$NTKD" verify -- -dash/dash.ntk
+for c in info verify "solve dash.ntk"; do
+  expect_rc 2 "ntkd $c with an unknown option" "$NTKD" $c --bogus
+  check "... naming it" has "unknown option '--bogus' for ${c%% *}" err.log
+done
+expect_rc 2 "ntkd info --records without a store" "$NTKD" info --records
+check "... saying what info takes" has "info takes one store path" err.log
 expect_rc 2 "bad export kernel" "$NTKD" export a.ntk x.npy --kernel cntk
 # [compute] backend (GPU placement): on a machine without a usable GPU.
 job bk small.npy 512 float32 "[compute]" "backend = cuda"
