@@ -85,6 +85,14 @@ PATH="$W/fakebin:$PATH" SLURM_JOB_ID=21 NTKD=/bin/true bash "$TRAIN" snap.conf >
 rc=$?
 check "train.sbatch: exit 5 with a snapshot: requeued (exit $rc)" \
   bash -c "[ $rc = 0 ] && grep -q 'scontrol requeue 21' scontrol.calls && ! grep -q 'no \[train\] snapshot' s.log"
+# ... its header written as ntkd also reads it ("[ train ]", a byte order
+# mark and CRLF): it was taken for a job without a snapshot, never requeued
+printf '\xef\xbb\xbf[data]\r\npath = x.npy\r\n[ train ]\r\nlayers = 10\r\nsnapshot = m.snap\r\n' > snap2.conf
+rm -f scontrol.calls
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=23 NTKD=/bin/true bash "$TRAIN" snap2.conf > s2.log 2>&1
+rc=$?
+check "train.sbatch: '[ train ]' with a snapshot, CRLF: requeued (exit $rc)" \
+  bash -c "[ $rc = 0 ] && grep -q 'scontrol requeue 23' scontrol.calls && ! grep -q 'no \[train\] snapshot' s2.log"
 
 # train.sbatch: a requeued run that finds the snapshot held (exit 7) waits
 # and retries, as kernel.sbatch does, rather than fail the job.
@@ -118,6 +126,7 @@ for k in 1 2 3 4; do
 done
 check "kernel.sbatch: exit 9 after 5 time-limit requeues: requeued 3 times, then fails with 9 (exit/requeues:$got)" \
   bash -c "[ '$got' = ' 0/1 0/2 0/3 9/3' ] && grep -q 'after 3 requeues for it' w9.log && grep -q 'finished with exit 9' w9.log"
+check "... and its exit-9 count is removed as it ends (it stayed after any exit but 0)" [ ! -e .ntkd-slurm-12.exit9 ]
 printf '#!/bin/sh\nexit 0\n' > fakebin/mpirun
 PATH="$W/fakebin:$PATH" SLURM_JOB_ID=12 NTKD=/bin/true bash "$SBATCH" job.conf > w0.log 2>&1
 check "kernel.sbatch: the job's exit-9 count is removed when it finishes" bash -c "[ ! -e .ntkd-slurm-12.exit9 ]"
@@ -135,6 +144,7 @@ for k in 1 2 3 4; do
 done
 check "train.sbatch: exit 9: requeued 3 times, then fails with 9 (exit/requeues:$got)" \
   bash -c "[ '$got' = ' 0/1 0/2 0/3 9/3' ] && grep -q 'rank stopped answering (exit 9) after 3 requeues' t9.log"
+check "... and its exit-9 count is removed as it ends" [ ! -e .ntkd-slurm-13.exit9 ]
 rm -f scontrol.calls .ntkd-slurm-14.exit9
 PATH="$W/fakebin:$PATH" SLURM_JOB_ID=14 NTKD=/bin/true bash "$TRAIN" nosnap.conf > t9n.log 2>&1
 rc=$?
