@@ -14,14 +14,17 @@ import numpy as np
 
 class Array(np.ndarray):
     """An np.ndarray with JAX's block_until_ready() (a no-op returning it). What is computed
-    from one is numpy's own: a reduction (k.max(), np.sum(k)) a numpy scalar, an operation
-    (k + 1, k @ y) a plain np.ndarray; it prints as an np.ndarray does."""
+    from one is numpy's own: a reduction (k.max(), np.sum(k)) a numpy scalar, an element-wise
+    operation (k + 1, np.exp(k)) a plain np.ndarray; in place (k += 1) it stays itself; it
+    prints as an np.ndarray does."""
 
     def block_until_ready(self):
         """The array itself: its values are computed already (JAX's waits for the device)."""
         return self
 
     def __array_wrap__(self, obj, context=None, return_scalar=False):
+        if obj is self:  # out=self (k += 1, np.add(k, 1, out=k)): the array itself, as numpy's own
+            return self
         if obj.ndim == 0:
             return obj[()]
         return obj.view(np.ndarray)

@@ -268,6 +268,8 @@ class Store:
     kernels, precision ("float32"/"float64"), dtype, features, description, job_text,
     job_hash (hex), complete, damaged, tiles_present, tiles_needed, index_note (why the
     index was not used: "" when it was), index_problem (what is wrong with it: "" if nothing).
+    They, and every read, are the store as this open found it: tiles a running job writes
+    later are read through a new open.
     """
 
     def __init__(self, path):
@@ -1081,7 +1083,9 @@ class Store:
         """Check the store as `ntkd verify` does: a fresh scan of every record header, the
         index checked against it, then every tile's payload checksum, padding and decoding.
         Returns a VerifyReport; raises DamagedStoreError (with .report) if the store is
-        damaged, unless raise_on_damage is False."""
+        damaged, unless raise_on_damage is False. The scan is the report's alone: this
+        handle's attributes and reads stay as the open found the store (a store a running
+        job completes since is read complete through a new ntkd_store.open)."""
         if not isinstance(raise_on_damage, (bool, np.bool_)):
             raise TypeError("verify: raise_on_damage must be a bool, not %r" % type(raise_on_damage).__name__)
         v = self._open_view(full_scan=True)

@@ -69,6 +69,20 @@ def test_what_is_computed_from_results_is_plain_numpy():
     assert type(k32.max()) is np.float32
 
 
+def test_in_place_arithmetic_keeps_the_result():
+    """`k += reg * np.eye(n)` then `k.block_until_ready()` (JAX allows it): the name still
+    holds the result, and np.add(k, 1, out=k) returns k, as for any ndarray (it returned a
+    plain view, and the call after += raised AttributeError)."""
+    k = KERNEL_FN(X_TRAIN, None, "ntk")
+    before = np.array(k)
+    k += 1e-3 * np.eye(len(k))
+    assert k.block_until_ready() is k
+    np.testing.assert_array_equal(np.asarray(k), before + 1e-3 * np.eye(len(k)))
+    c = k.copy()
+    assert np.add(c, 1.0, out=c) is c and type(c) is type(k)
+    assert type(k + 1) is np.ndarray
+
+
 def test_results_are_numpy_and_pickle_as_numpy():
     k = KERNEL_FN(X_TRAIN, None, "ntk")
     assert np.array_equal(np.asarray(k), k) and type(np.asarray(k)) is np.ndarray
