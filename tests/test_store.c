@@ -997,6 +997,20 @@ START_TEST(test_impossible_headers) {
   make_store(p, all6, 6);
   forge_header(p, 48, 1, 8); /* a tile count that does not match N and T */
   ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_ECORRUPT);
+  /* N = 2^32, T = 1: nb (nb + 1) / 2 wraps in 64 bits to 2^31, under the
+   * 2^34 cap; with that count written the header was taken, and an export
+   * read tiles past it as "not computed" (NaN, exit 0). The count is
+   * 2^63 + 2^31 now: that header is inconsistent, and one that says so is
+   * more than ntkd supports. */
+  make_store(p, all6, 6);
+  forge_header(p, 16, (uint64_t)1 << 32, 8);
+  forge_header(p, 32, 1, 4);
+  forge_header(p, 48, (uint64_t)1 << 31, 8);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_ECORRUPT);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "tile count is inconsistent"));
+  forge_header(p, 48, ((uint64_t)1 << 63) + ((uint64_t)1 << 31), 8);
+  ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_ECORRUPT);
+  ck_assert_ptr_nonnull(strstr(ntk_error_message(), "more than ntkd supports"));
   make_store(p, all6, 6);
   forge_header(p, 32, 0, 4); /* tile 0 */
   ck_assert_int_eq(ntk_store_open(p, NTK_STORE_READ, &s), NTK_ECORRUPT);

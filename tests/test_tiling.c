@@ -59,6 +59,32 @@ START_TEST(test_limit_columns) {
 }
 END_TEST
 
+/* Counts are exact where they fit in 64 bits (a forged store header's
+ * N = 2^32, T = 1: nb (nb + 1) wrapped before the halving, to 2^31 tiles)
+ * and saturate where they do not. */
+START_TEST(test_counts_saturate) {
+  struct ntk_tiling t;
+  ntk_tiling_init(&t, (uint64_t)1 << 32, 1);
+  ck_assert_uint_eq(t.ntiles, ((uint64_t)1 << 63) + ((uint64_t)1 << 31));
+  ntk_tiling_init(&t, (uint64_t)1 << 33, 1);
+  ck_assert_uint_eq(t.ntiles, UINT64_MAX);
+  ck_assert_uint_eq(t.needed, UINT64_MAX);
+  ntk_tiling_init(&t, UINT64_MAX, 1);
+  ck_assert_uint_eq(t.nb, UINT64_MAX);
+  ck_assert_uint_eq(t.ntiles, UINT64_MAX);
+  ntk_tiling_init(&t, UINT64_MAX, 2); /* nb = 2^63 (n + tile - 1 wrapped to nb = 0) */
+  ck_assert_uint_eq(t.nb, (uint64_t)1 << 63);
+  ck_assert_uint_eq(t.ntiles, UINT64_MAX);
+  ntk_tiling_init(&t, (uint64_t)1 << 31, 1); /* 2^31 (2^31 + 1) / 2 fits */
+  ck_assert_uint_eq(t.ntiles, ((uint64_t)1 << 30) * (((uint64_t)1 << 31) + 1));
+  ntk_tiling_limit_columns(&t, (uint64_t)1 << 30);
+  ck_assert_uint_eq(t.needed, ((uint64_t)1 << 29) * (((uint64_t)1 << 30) + 1) + ((uint64_t)1 << 30) * ((uint64_t)1 << 30));
+  ntk_tiling_init(&t, (uint64_t)1 << 33, 1);
+  ntk_tiling_limit_columns(&t, (uint64_t)1 << 32);
+  ck_assert_uint_eq(t.needed, UINT64_MAX);
+}
+END_TEST
+
 START_TEST(test_large_index_inverse) {
   struct ntk_tiling t;
   ntk_tiling_init(&t, 1000000, 100); /* 10^4 blocks, ~5e7 tiles */
@@ -82,6 +108,7 @@ int main(void) {
   tcase_add_test(tc, test_cover_exactly_once);
   tcase_add_test(tc, test_large_index_inverse);
   tcase_add_test(tc, test_limit_columns);
+  tcase_add_test(tc, test_counts_saturate);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -3,19 +3,33 @@
 
 #include <math.h>
 
+/* k (k + 1) / 2, or UINT64_MAX where it does not fit in 64 bits: a store
+ * header's N = 2^32 with T = 1 wrapped to 2^31 tiles, under every cap, and
+ * an export read a tile past them as "not computed" (NaN, exit 0). */
+static uint64_t triangle(uint64_t k) {
+  if (k == UINT64_MAX) return UINT64_MAX;
+  uint64_t a = k, b = k + 1, p;
+  if (a % 2 == 0) a /= 2;
+  else b /= 2;
+  return __builtin_mul_overflow(a, b, &p) ? UINT64_MAX : p;
+}
+
 void ntk_tiling_init(struct ntk_tiling *t, uint64_t n, uint64_t tile) {
   t->n = n;
   t->tile = tile;
-  t->nb = tile ? (n + tile - 1) / tile : 0;
-  t->ntiles = t->nb * (t->nb + 1) / 2;
+  t->nb = tile ? n / tile + (n % tile != 0) : 0; /* (n + tile - 1 wraps for n near 2^64) */
+  t->ntiles = triangle(t->nb);
   t->nbc = t->nb;
   t->needed = t->ntiles;
 }
 
 void ntk_tiling_limit_columns(struct ntk_tiling *t, uint64_t m) {
-  t->nbc = m == 0 || m >= t->n || !t->tile ? t->nb : (m + t->tile - 1) / t->tile;
-  /* Block rows I < nbc need I + 1 tiles, the others nbc each. */
-  t->needed = t->nbc * (t->nbc + 1) / 2 + (t->nb - t->nbc) * t->nbc;
+  t->nbc = m == 0 || m >= t->n || !t->tile ? t->nb : m / t->tile + (m % t->tile != 0);
+  /* Block rows I < nbc need I + 1 tiles, the others nbc each (saturated, as ntiles). */
+  uint64_t rest, sum;
+  if (__builtin_mul_overflow(t->nb - t->nbc, t->nbc, &rest) || __builtin_add_overflow(triangle(t->nbc), rest, &sum))
+    sum = UINT64_MAX;
+  t->needed = sum;
 }
 
 uint64_t ntk_tiling_index(uint64_t bi, uint64_t bj) { return bi * (bi + 1) / 2 + bj; }

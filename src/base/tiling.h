@@ -14,7 +14,7 @@ struct ntk_tiling {
   uint64_t n;      /* samples */
   uint64_t tile;   /* tile edge */
   uint64_t nb;     /* blocks per side: ceil(n / tile) */
-  uint64_t ntiles; /* nb * (nb + 1) / 2: the whole lower triangle */
+  uint64_t ntiles; /* nb * (nb + 1) / 2: the whole lower triangle (UINT64_MAX where that does not fit) */
   uint64_t nbc;    /* column blocks needed: tiles with J >= nbc are skipped */
   uint64_t needed; /* tiles needed: ntiles unless columns are limited */
 };
