@@ -373,6 +373,13 @@ expect_rc 2 "missing job file" "$NTKD" nothere.conf
 expect_rc 2 "no arguments" "$NTKD"
 expect_rc 2 "unknown option" "$NTKD" --frobnicate
 check "... naming it" has "unknown option '--frobnicate' for ntkd" err.log
+# Tiles far too small for mpirun (0.1 ms of compute, about a millisecond of
+# messages and a write each): the run says so, with the cure (a helper
+# measured 28.5 s under mpirun -np 2 where one process took 1.35 s).
+$PY -c "import numpy as np; np.save('tiny.npy', np.random.default_rng(3).standard_normal((1500, 4)).astype(np.float32))"
+printf '[data]\npath = tiny.npy\n[model]\narch = Dense\nkernel = nngp\n[compute]\ntile = 16\n[output]\npath = tiny.ntk\n' > tiny.conf
+expect_rc 0 "4465 tiles of 16 x 16 under mpirun -np 2" mpirun -np 2 "$NTKD" tiny.conf
+check "... the run says the tile is too small for mpirun" has "ntkd: note: a tile took .* a larger \[compute\] tile (now 16), or one process, is faster" err.log
 # A job file whose name begins with '-': named, and taken after --
 mkdir -p ./-dash && job dash small.npy 512 float32 && sed 's#^path = small.npy#path = ../small.npy#' dash.conf \
   > ./-dash/j.conf

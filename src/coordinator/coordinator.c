@@ -42,6 +42,7 @@ struct sched {
   volatile int worker_stopped; /* a worker's signal: also stops the audit (its thread reads it) */
   int signalled;       /* this process's own stop signal seen and said (main thread only) */
   double compute_seconds; /* summed over tiles: compute + compress */
+  uint64_t tiles_returned; /* tiles the workers returned this run (compute_seconds is theirs) */
   uint64_t *per_worker;    /* tiles each rank returned this run (MPI) */
   /* Main thread, MPI: */
   double worker_timeout;   /* [compute] worker_timeout */
@@ -500,6 +501,7 @@ static void on_result(struct sched *s, struct peer *p, int from, const unsigned 
   }
   if (h.seconds > s->slowest) s->slowest = h.seconds;
   s->compute_seconds += h.seconds;
+  s->tiles_returned++;
   ntk_status st = ntk_comm_send(s->comm, from, NTK_TAG_GRANT, &g, sizeof g);
   if (st && !p[from].lost) {
     if (g.offset) ntk_store_abandon(s->store, &g);
@@ -700,6 +702,16 @@ ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_
     fprintf(stderr, "ntkd: workers spent %.2f s computing tiles: %.0f%% of %d x %.2f s\n", s.compute_seconds,
             100.0 * s.compute_seconds / (nw * wall), nw, wall);
   if (s.per_worker && nw > 1) print_per_worker(s.per_worker, nw);
+  /* Each tile under mpirun costs about a millisecond or two of messages
+   * and its record's write, whatever its size: tiles of 0.1 ms left one
+   * worker busy 7 % of the time, 20 times slower than one process (a
+   * hunt: N = 6 000, tile 32). Said, with the cure, where it happened. */
+  double mean = s.tiles_returned ? s.compute_seconds / (double)s.tiles_returned : 0;
+  if (!solo && s.tiles_returned >= 1000 && wall > 2 && mean < 2e-3 && s.compute_seconds < 0.25 * nw * wall)
+    fprintf(stderr, "ntkd: note: a tile took %.0f us to compute and the workers waited %.0f%% of the time: each tile "
+            "costs about a millisecond of messages and a write under mpirun; a larger [compute] tile (now %llu), or "
+            "one process, is faster (docs/JOB-FILE.md, [compute])\n", 1e6 * mean,
+            100.0 - 100.0 * s.compute_seconds / (nw * wall), (unsigned long long)s.tiling->tile);
   free(s.per_worker);
   free(s.pending);
   pthread_mutex_destroy(&s.mu);
