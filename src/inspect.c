@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/codec.h"
 #include "comm/comm.h"
 #include "job/config.h"
@@ -18,6 +19,21 @@
 #include "base/npy.h"
 #include "base/signals.h"
 #include "store/store.h"
+
+/* A line on stderr every 10 s of a long read (verify and export of a store
+ * of gigabytes said nothing for a minute): `done` of `total` `what`. */
+struct ticker {
+  double start, next;
+};
+
+static void tick(struct ticker *t, const char *cmd, uint64_t done, uint64_t total, const char *what) {
+  double now = ntk_now();
+  if (!t->start) t->start = t->next = now;
+  if (now < t->next + 10) return;
+  t->next = now;
+  fprintf(stderr, "ntkd: %s: %llu of %llu %s (%.0f%%), %.0f s\n", cmd, (unsigned long long)done,
+          (unsigned long long)total, what, total ? 100.0 * (double)done / (double)total : 100.0, now - t->start);
+}
 
 static int fail(ntk_status st) {
   fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
@@ -353,7 +369,9 @@ int ntk_cmd_export(const char *path, const char *out, const char *kernel, const 
     size_t hl = ntk_npy_header(hdr, sizeof hdr, (int)es, bh, bw);
     if (fwrite(hdr, 1, hl, f) != hl) st = ntk_error(NTK_EIO, "%s: write failed: %s", tmp, strerror(errno));
   }
+  struct ticker ticker = {0, 0};
   for (uint64_t I = bi0; I <= bi1 && !st; I++) {
+    tick(&ticker, "export", I - bi0, bi1 - bi0 + 1, "tile-rows written");
     /* Tile-row I holds rows [r0, r0 + rows); the block takes [i0, i1) of them. */
     size_t r0 = I * T, rows = n - r0 < T ? n - r0 : T;
     size_t i0 = r0 > ra ? r0 : (size_t)ra, i1 = r0 + rows < rb ? r0 + rows : (size_t)rb, h = i1 - i0;
@@ -448,7 +466,9 @@ int ntk_cmd_verify(const ntk_comm_t *world, const char *path) {
     most = b > most ? b : most;
   }
   char *raw = malloc(most);
+  struct ticker ticker = {0, 0};
   for (size_t k = (size_t)rank; !st && k < nhave && codec && raw; k += (size_t)size) {
+    if (rank == 0) tick(&ticker, "verify", k, nhave, "tiles checked"); /* (the ranks advance together) */
     uint64_t i = have[k];
     struct ntk_tile t = ntk_tiling_tile(tg, i);
     int intact = 0;

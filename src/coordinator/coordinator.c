@@ -53,6 +53,7 @@ struct sched {
   int auditing;            /* the thread runs or has not been joined (main thread) */
   int audit_done;          /* under mu */
   int audit_unfinished;    /* it stopped early (a stop request): the store is not known intact */
+  double audit_began;      /* ntk_now() at its start */
   ntk_status audit_st;
   char audit_msg[2048];
   uint64_t *audit_tiles;
@@ -149,6 +150,13 @@ static void audit_start(struct sched *s) {
     return;
   }
   s->auditing = 1;
+  s->audit_began = ntk_now();
+  /* Every payload below the mark is read again: at 7 GB, half a minute in
+   * which a finished job said nothing (a hunt). Said where it takes time. */
+  if (sc->index_covered >= ((uint64_t)256 << 20))
+    fprintf(stderr, "ntkd: checking the %llu stored tiles below the index's sync mark (%.1f GB) beside the "
+            "computation; the job ends once they are read\n", (unsigned long long)sc->index_entries,
+            (double)sc->index_covered / 1e9);
 }
 
 /* If the audit has finished (or `wait`: once it has), join it and queue
@@ -177,7 +185,7 @@ static int audit_collect(struct sched *s, int wait) {
     if (sc->index_corrected)
       fprintf(stderr, "; the index placed %llu tile%s wrongly: taken from the records, the index rewritten",
               (unsigned long long)sc->index_corrected, sc->index_corrected == 1 ? "" : "s");
-    fprintf(stderr, "\n");
+    fprintf(stderr, " (%.1f s)\n", ntk_now() - s->audit_began);
     for (size_t i = 0; i < s->naudit; i++) {
       struct ntk_tile t = ntk_tiling_tile(s->tiling, s->audit_tiles[i]);
       s->pending[s->npending++] = s->audit_tiles[i];
