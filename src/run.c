@@ -163,9 +163,13 @@ static ntk_status load_data(struct run *r) {
     st = ntk_comm_agree_report(r->comm, ntk_data_load_job(job, job->precision, &r->data));
     r->t_loaded = ntk_now();
   }
-  if (!st && (job->solve.enabled || job->labels_path[0])) /* (a [test] job's labels, for a later solve) */
+  if (!st && job->solve.enabled)
     st = ntk_comm_agree_report(r->comm, r->rank == 0 ? ntk_solve_labels_load(job, r->data.n_train,
                                                                              r->data.n - r->data.n_train, &r->labels)
+                                                     : NTK_OK);
+  else if (!st && job->labels_path[0]) /* a [test] job's, for a later solve */
+    st = ntk_comm_agree_report(r->comm, r->rank == 0 ? ntk_solve_labels_check(job, r->data.n_train,
+                                                                              r->data.n - r->data.n_train)
                                                      : NTK_OK);
   r->t_shared = ntk_now();
   return st;
@@ -228,6 +232,7 @@ static ntk_status prepare_store(struct run *r) {
     if (!st) st = open_store(job, &info, job_text, r->overwrite, &r->store, &r->store_created);
     free(job_text);
     if (!st) r->tile = ntk_store_get_info(r->store)->tile;
+    if (!st && job->solve.enabled) st = ntk_solve_check_tile(job, r->tile); /* before any tile */
     char prec[512] = "float64", why[400];
     if (r->data.elem == 4 && ntk_arch_float32_widened(job->net, why, sizeof why)) /* the CPU backend's (arch.h) */
       snprintf(prec, sizeof prec, "float32 (computed in float64: %s)", why);

@@ -112,8 +112,7 @@ check "... rank 1 says why it stopped, never an empty 'ntkd: rank 1:' line" \
 # --- refusals ------------------------------------------------------------------------
 job b48 k.ntk x 512 "$RIDGES" "method = scalapack" "block = 48"
 expect_rc 2 "block 48 with tile 512 is refused" mpirun --oversubscribe -np 2 "$NTKD" solve k.ntk b48.conf
-check "... saying the block must divide the tile, at its line" \
-  has "b48.conf:$(grep -n '^block' b48.conf | cut -d: -f1): \[solve\] block = 48 does not divide \[compute\] tile = 512" err.log
+check "... saying the block must divide the tile" has "block = 48 does not divide the store's tile edge 512" err.log
 check "... before any prediction" bash -c "! ls b48-*.npy 2>/dev/null"
 job g22 k.ntk x 512 "$RIDGES" "method = scalapack" "grid = 2 x 2"
 expect_rc 2 "grid 2 x 2 on 6 ranks is refused" mpirun --oversubscribe -np 6 "$NTKD" solve k.ntk g22.conf
@@ -125,6 +124,17 @@ check "... saying it runs under mpirun" has "runs under mpirun" err.log
 job gk gk.ntk x 512 "$RIDGES" "method = scalapack" "grid = 2 x 2"
 expect_rc 2 "a kernel job whose grid 2 x 2 does not fit its 3 ranks is refused" mpirun -np 3 "$NTKD" gk.conf
 check "... saying so, before any tile" bash -c "grep -q 'grid = 2 x 2 is 4 processes, but the job runs on 3 ranks' err.log && [ ! -e gk.ntk ]"
+# So is a block that does not divide the store's tile, at its line (it was
+# refused after every tile); the store's, not the job file's: a store made
+# at tile 512 and resumed by a job file without a tile line (1024) is
+# solved with block = 256 (refused once against the 1024 it never used).
+job bk bk.ntk x 512 "$RIDGES" "method = scalapack" "block = 48"
+expect_rc 2 "a kernel job whose block 48 does not divide its tile 512 is refused" mpirun -np 2 "$NTKD" bk.conf
+check "... at its line, before any tile" bash -c "grep -q 'bk.conf:$(grep -n '^block' bk.conf | cut -d: -f1): \[solve\] block = 48 does not divide the store.s tile edge 512' err.log && [ ! -e bk.ntk ]"
+job b256 k.ntk x 512 "$RIDGES" "method = scalapack" "block = 256"
+sed -i '/^tile = /d' b256.conf
+expect_rc 0 "a job file without a tile line, block 256, over the store of tile 512" mpirun -np 2 "$NTKD" b256.conf
+check "... solved" bash -c "ls b256-*.npy >/dev/null"
 
 echo "e2e_scalapack: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -87,7 +87,7 @@ check "train.sbatch: exit 5 with a snapshot: requeued (exit $rc)" \
   bash -c "[ $rc = 0 ] && grep -q 'scontrol requeue 21' scontrol.calls && ! grep -q 'no \[train\] snapshot' s.log"
 # ... its header written as ntkd also reads it ("[ train ]", a byte order
 # mark and CRLF): it was taken for a job without a snapshot, never requeued
-printf '\xef\xbb\xbf[data]\r\npath = x.npy\r\n[ train ]\r\nlayers = 10\r\nsnapshot = m.snap\r\n' > snap2.conf
+printf '\xef\xbb\xbf[ train ]\r\nlayers = 10\r\nsnapshot = m.snap\r\n[data]\r\npath = x.npy\r\n' > snap2.conf
 rm -f scontrol.calls
 PATH="$W/fakebin:$PATH" SLURM_JOB_ID=23 NTKD=/bin/true bash "$TRAIN" snap2.conf > s2.log 2>&1
 rc=$?
@@ -128,8 +128,16 @@ check "kernel.sbatch: exit 9 after 5 time-limit requeues: requeued 3 times, then
   bash -c "[ '$got' = ' 0/1 0/2 0/3 9/3' ] && grep -q 'after 3 requeues for it' w9.log && grep -q 'finished with exit 9' w9.log"
 check "... and its exit-9 count is removed as it ends (it stayed after any exit but 0)" [ ! -e .ntkd-slurm-12.exit9 ]
 printf '#!/bin/sh\nexit 0\n' > fakebin/mpirun
+echo 1 > .ntkd-slurm-12.exit9 # requeued once for exit 9, and now it finishes
 PATH="$W/fakebin:$PATH" SLURM_JOB_ID=12 NTKD=/bin/true bash "$SBATCH" job.conf > w0.log 2>&1
 check "kernel.sbatch: the job's exit-9 count is removed when it finishes" bash -c "[ ! -e .ntkd-slurm-12.exit9 ]"
+# ... and when a requeue for exit 9 fails (the count just raised stayed)
+printf '#!/bin/sh\nexit 9\n' > fakebin/mpirun
+rm -f .ntkd-slurm-16.exit9
+PATH="$W/fakebin:$PATH" SCONTROL_RC=1 SLURM_JOB_ID=16 NTKD=/bin/true bash "$SBATCH" job.conf > w9f.log 2>&1
+rc=$?
+check "kernel.sbatch: a failed requeue for exit 9 ends 9 and removes the count (exit $rc)" \
+  bash -c "[ $rc = 9 ] && grep -q 'could not requeue' w9f.log && [ ! -e .ntkd-slurm-16.exit9 ]"
 
 # train.sbatch: exit 9 (a rank stopped answering) the same, with a
 # snapshot; without one a requeue would start over: not requeued.
@@ -149,6 +157,12 @@ rm -f scontrol.calls .ntkd-slurm-14.exit9
 PATH="$W/fakebin:$PATH" SLURM_JOB_ID=14 NTKD=/bin/true bash "$TRAIN" nosnap.conf > t9n.log 2>&1
 rc=$?
 check "train.sbatch: exit 9 without [train] snapshot: not requeued, exit $rc" bash -c "[ $rc = 9 ] && [ ! -e scontrol.calls ]"
+printf '#!/bin/sh\nexit 5\n' > fakebin/mpirun
+echo 1 > .ntkd-slurm-17.exit9
+PATH="$W/fakebin:$PATH" SLURM_JOB_ID=17 NTKD=/bin/true bash "$TRAIN" nosnap.conf > t5n.log 2>&1
+rc=$?
+check "train.sbatch: exit 5 without a snapshot, not requeued (exit $rc): its exit-9 count removed" \
+  bash -c "[ $rc = 5 ] && [ ! -e .ntkd-slurm-17.exit9 ]"
 
 # A step that ends at once (a bad job: exit 2) is reaped by bash before
 # the scripts look with `kill -0`: its exit code was lost and the job ended

@@ -234,6 +234,15 @@ sed -i 's/^path = short.ntk/path = later.ntk/' later.conf
 expect_rc 2 "too few train labels in a [test] job without [solve] are refused" "$NTKD" later.conf
 check "... naming the line and the file" has "later.conf:[0-9]*: \[data\] labels: short.npy: holds 5 labels" err.log
 check "... before any store is made" [ ! -e later.ntk ]
+# ... but the classes they make are the later solve's to judge ([data]
+# classes may come with it): labels 0 and 20 alone (ntkd.batch writes
+# such files, and has no classes to give) are taken.
+$PY -c "
+import numpy as np
+np.save('gtr.npy', np.where(np.load('ytr.npy') > 0, 20, 0)); np.save('gte.npy', np.where(np.load('yte.npy') > 0, 20, 0))"
+sed -e 's/^labels = short.npy/labels = gtr.npy/' -e 's/^labels = yte.npy/labels = gte.npy/' later.conf > gaps.conf
+sed -i 's/^path = later.ntk/path = gaps.ntk/' gaps.conf
+expect_rc 0 "a [test] job without [solve] whose labels leave classes out" "$NTKD" gaps.conf
 $PY -c "import numpy as np; y = np.load('yte.npy'); y[2] = -1; np.save('neg.npy', y)"
 reg neg "$arch" 0.001 5
 sed -i 's/^labels = yte.npy/labels = neg.npy/' neg.conf

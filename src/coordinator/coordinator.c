@@ -715,7 +715,7 @@ ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_
    * worker busy 7 % of the time, 20 times slower than one process (a
    * hunt: N = 6 000, tile 32). Said, with the cure, where it happened. */
   double mean = s.tiles_returned ? s.compute_seconds / (double)s.tiles_returned : 0;
-  if (!solo && s.tiles_returned >= 1000 && wall > 2 && mean < 2e-3 && s.compute_seconds < 0.25 * nw * wall)
+  if (!solo && s.tiles_returned >= 1000 && mean < 2e-3 && s.compute_seconds < 0.25 * nw * wall)
     fprintf(stderr, "ntkd: note: a tile took %.0f us to compute and the workers waited %.0f%% of the time: each tile "
             "costs about a millisecond of messages and a write under mpirun; a larger [compute] tile (now %llu), or "
             "one process, is faster (docs/JOB-FILE.md, [compute])\n", 1e6 * mean,

@@ -432,6 +432,7 @@ static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) 
     if (!once(c, s, k, SEEN_BLOCK)) return 0;
     if (!ntk_parse_size(v, &o->block) || o->block == 0 || o->block > 16384)
       return fail(c, s, k, "'%s' is not a block size from 1 to 16384", v);
+    o->block_line = c->line;
   } else if (!strcmp(k, "grid")) {
     if (!once(c, s, k, SEEN_GRID)) return 0;
     int pr = 0, pc = 0, used = 0;
@@ -725,9 +726,10 @@ static ntk_status check_training_job(const struct ctx *c) {
 }
 
 /* [solve] keys against the method and the job: what the job file alone
- * decides is refused now, at its line, not after every tile (a block that
- * does not divide the tile, float32 products of a float64 kernel), and a
- * key the chosen method never reads is refused, not ignored. */
+ * decides is refused now, at its line, not after every tile (float32
+ * products of a float64 kernel), and a key the chosen method never reads
+ * is refused, not ignored. (The block against the tile is the store's to
+ * decide: a resume keeps the store's tile; ntk_solve_check_tile.) */
 static ntk_status solve_keys(const struct ctx *c) {
   const struct ntk_job *job = c->job;
   const struct ntk_solve_opts *o = &job->solve;
@@ -748,10 +750,6 @@ static ntk_status solve_keys(const struct ctx *c) {
         return ntk_error(NTK_ECONFIG, "%s:%d: [solve] %s is read by method = %s (or auto), and method = %s (line %d) "
                          "never reads it: remove it, or choose that method", c->name, c->key_line[keys[i].bit],
                          keys[i].key, keys[i].by, method_words[o->method], c->key_line[SEEN_METHOD]);
-  if (HAS(c, SEEN_BLOCK) && job->tile % o->block)
-    return ntk_error(NTK_ECONFIG, "%s:%d: [solve] block = %zu does not divide [compute] tile = %zu: ScaLAPACK's blocks "
-                     "tile the store's tiles (a divisor of %zu, or leave block out)", c->name, c->key_line[SEEN_BLOCK],
-                     o->block, job->tile, job->tile);
   if (o->cg_products == NTK_CG_PRODUCTS_FLOAT32 && job->precision != 4)
     return ntk_error(NTK_ECONFIG, "%s:%d: [solve] cg_products = float32 needs a float32 kernel, and [compute] precision "
                      "is float64 (use auto or float64)", c->name, c->key_line[SEEN_CGPRODUCTS]);
@@ -798,7 +796,7 @@ static ntk_status check_job(const struct ctx *c) {
   }
   if (c->labels_line && !job->test.enabled)
     return ntk_error(NTK_ECONFIG, "%s:%d: [data] labels: only a training job ([train]) or a kernel "
-                     "regression ([test] and [solve]) reads labels", name, c->labels_line);
+                     "regression (a [test] section, with [solve] or solved later) reads labels", name, c->labels_line);
   /* [test] without [solve]: a kernel solved later (ntkd solve). Its labels,
    * where given, are read and checked now (they were never opened: a path
    * naming nothing ran with exit 0), both or neither. */

@@ -81,6 +81,7 @@ struct ntk_solve_opts {
   char predictions[NTK_PATH_MAX]; /* output prefix; "" for the store path without .ntk */
   int method;            /* NTK_SOLVE_AUTO | LAPACK | SCALAPACK | CG (docs/SOLVE.md) */
   size_t block;          /* ScaLAPACK block size; 0: the method's default (divides the tile) */
+  int block_line;        /* its line in the job file, for messages */
   int grid_rows, grid_cols; /* ScaLAPACK process grid; 0 x 0: as square as the rank count allows */
   double tolerance;      /* CG: relative residual to stop at; 0: the method's default */
   size_t max_iterations; /* CG; 0: the method's default */

@@ -1560,7 +1560,7 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
   size_t k = precond_rank(p, c.n);
   ntk_status st = NTK_OK;
   if (p->nridge > NTK_MAX_RIDGES) st = ntk_error(NTK_EINPUT, "more than %d ridges", NTK_MAX_RIDGES);
-  else if (o->cg_products == NTK_CG_PRODUCTS_FLOAT32 && c.elem != 4)
+  else if (o->cg_products == NTK_CG_PRODUCTS_FLOAT32 && c.elem != 4) /* (a job file's: refused by the parser) */
     st = ntk_error(NTK_EINPUT, "[solve] cg_products = float32 needs a float32 kernel; this store holds float64 tiles "
                    "(use auto or float64)");
   else if (o->variance != NTK_VARIANCE_NO)

@@ -165,6 +165,14 @@ ntk_status ntk_solve_check_ranks(const struct ntk_job *job, int nranks, int unde
   return ntk_scalapack_grid(job->solve.grid_rows, job->solve.grid_cols, nranks, &pr, &pc);
 }
 
+ntk_status ntk_solve_check_tile(const struct ntk_job *job, uint64_t tile) {
+  size_t nb = job->solve.block;
+  if (!nb || !tile || tile % nb == 0) return NTK_OK;
+  return ntk_error(NTK_EINPUT, "%s:%d: [solve] block = %zu does not divide the store's tile edge %llu: ScaLAPACK's "
+                   "blocks must tile the store's tiles (a divisor of %llu, or leave block out)", job->source,
+                   job->solve.block_line, nb, (unsigned long long)tile, (unsigned long long)tile);
+}
+
 /* The train and test labels and the classes they make (ntk_labels_classes:
  * [data] classes, or 0 .. the largest label without a large gap). `say`:
  * a line per file on stderr. On error nothing is left allocated. */
@@ -402,6 +410,18 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
             "or it has no covariance with the other samples (docs/SOLVE.md)\n",
             kname(which), ntk_fmt_double(ridge, rt, sizeof rt), loo_at, loo_error);
   return NTK_OK;
+}
+
+ntk_status ntk_solve_labels_check(const struct ntk_job *job, size_t ntr, size_t nte) {
+  size_t limit = job->classes ? job->classes : NTK_LABELS_MAX;
+  int32_t *ytr = NULL, *yte = NULL;
+  ntk_status st = ntk_job_error_at(job, job->labels_line, "[data] labels",
+                                   ntk_labels_load(job->labels_path, ntr, job->count == 0, limit, &ytr));
+  if (!st)
+    st = ntk_job_error_at(job, job->test.labels_line, "[test] labels",
+                          ntk_labels_load(job->test.labels, nte, job->test.count == 0, limit, &yte));
+  free(ytr), free(yte);
+  return st;
 }
 
 ntk_status ntk_solve_labels_load(const struct ntk_job *job, size_t ntr, size_t nte, struct ntk_solve_labels *L) {

@@ -80,6 +80,13 @@ struct ntk_solve_labels {
  * a job before its tiles are computed rather than after; the job keeps
  * them for the solve (ntk_solve's `labels`). Rank-local. */
 ntk_status ntk_solve_labels_load(const struct ntk_job *job, size_t ntr, size_t nte, struct ntk_solve_labels *L);
+
+/* The labels of a [test] job without [solve] (solved later by ntkd solve):
+ * each file read and checked as above (count, range), before its tiles
+ * (they were never opened: a path naming nothing ran with exit 0); the
+ * classes they make are the later solve's to judge ([data] classes may
+ * come with it), and nothing is kept. Rank-local. */
+ntk_status ntk_solve_labels_check(const struct ntk_job *job, size_t ntr, size_t nte);
 void ntk_solve_labels_free(struct ntk_solve_labels *L); /* accepts NULL */
 
 /* The prediction (and variance) files of the job's [solve] for a store
@@ -95,6 +102,12 @@ ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job 
  * (A grid that did not fit was refused after every tile was computed.)
  * Rank-local. */
 ntk_status ntk_solve_check_ranks(const struct ntk_job *job, int nranks, int under_mpi);
+
+/* The job's [solve] block against the tile edge of its store (a resumed
+ * store keeps its own tile): a block that does not divide it, refused at
+ * the job file's line before the tiles (it was refused after them).
+ * Rank-local. */
+ntk_status ntk_solve_check_tile(const struct ntk_job *job, uint64_t tile);
 
 /* `[mpirun -np P] ntkd solve STORE JOB.conf`: check that the store was
  * computed from the job's data and model, then ntk_solve. Collective.

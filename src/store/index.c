@@ -156,7 +156,7 @@ ntk_status ntk_index_read(const char *store_path, const uint8_t id[16], int stor
   if (fd < 0) {
     /* This process's lack (descriptors, memory) or the disk's says nothing
      * of the index: an error, not "no usable index" to be rebuilt. */
-    if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == EIO || errno == EINTR)
+    if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == EIO)
       return ntk_error(NTK_EIO, "%s: cannot open: %s", path, strerror(errno));
     if (errno == ENOENT) snprintf(why, cap, "no index");
     else snprintf(why, cap, "cannot open %s: %s", path, strerror(errno));
