@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -207,6 +208,10 @@ ntk_status ntk_comm_init(int *argc, char ***argv, ntk_comm_t **out) {
   const char *pml = getenv("OMPI_MCA_pml");
   if (size && local && !strcmp(size, local) && !(pml && pml_chosen(pml)) && !pml_in_param_files())
     setenv("OMPI_MCA_pml", "ob1", 1);
+  /* Sleeps of tens of microseconds (next_pause): Linux's default timer
+   * slack, 50 us, made each ~60-90 us. Set before MPI_Init, so that every
+   * thread of this rank inherits it. */
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   int rc = MPI_Init(argc, argv);
   if (rc != MPI_SUCCESS) return mpi_fail(rc, "init");
   active = 1;
@@ -551,21 +556,27 @@ static int find_pending(const ntk_comm_t *c, int source) {
   return -1;
 }
 
-/* The next pause of a waiting loop: doubling from its start while under
- * 0.2 ms for the first 0.2 s of the wait (so at most 0.32 ms: an answer on
- * its way, a worker's grant; rank 0 between the tiles of an FC job, a
- * message every ~30 ms here), then while under 2 ms (at most 2.56 ms: an
- * idle rank, ~400 wake-ups a second). With the 2 ms bound from the start a
- * worker waited 7 ms per tile for its grant (10 % of an FC job's tiles
- * phase), with 0.2 ms 1.8 ms (docs/PERFORMANCE.md). */
+/* The first pause of a waiting loop, and the next: 10 us for the first
+ * 5 ms of the wait (an answer on its way: a worker's grant, rank 0 between
+ * tiles of 0.1 ms; at most ~160 wake-ups), then doubling while under
+ * 0.2 ms for the first 0.2 s (so at most 0.32 ms: rank 0 between the tiles
+ * of an FC job, a message every ~30 ms here), then while under 2 ms (at
+ * most 2.56 ms: an idle rank, ~400 wake-ups a second). With the 2 ms bound
+ * from the start a worker waited 7 ms per tile for its grant (10 % of an FC
+ * job's tiles phase), with 0.2 ms 1.8 ms (docs/PERFORMANCE.md); with
+ * pauses growing to 0.32 ms from the start, a tile of 0.1 ms (N = 6 000,
+ * tile 32, one worker) cost 1.5 ms: its RESULT and its GRANT each found
+ * the other rank in a long pause and waited ~0.6 ms. */
+#define FIRST_PAUSE 10000
 static long next_pause(long pause_ns, double start) {
-  long cap = now() - start < 0.2 ? 200000 : 2000000;
+  double waited = now() - start;
+  long cap = waited < 0.005 ? FIRST_PAUSE : waited < 0.2 ? 200000 : 2000000;
   return pause_ns < cap ? 2 * pause_ns : pause_ns;
 }
 
 int ntk_comm_poll(const ntk_comm_t *c, int source, int *from, int *tag, size_t *bytes, double timeout) {
   double start = now(), deadline = start + timeout, turn = start;
-  long pause_ns = 20000;
+  long pause_ns = FIRST_PAUSE;
   for (;;) {
     int r = find_pending(c, source);
     if (r >= 0) {
@@ -620,7 +631,7 @@ ntk_status ntk_comm_recv_within(const ntk_comm_t *c, int source, int tag, void *
   /* Not announced through ntk_comm_poll: wait for the message itself or
    * for its announcement. */
   double start = now(), deadline = start + timeout, turn = start;
-  long pause_ns = 20000;
+  long pause_ns = FIRST_PAUSE;
   while (p->tag != tag) {
     int flag = 0;
     MPI_Status s;

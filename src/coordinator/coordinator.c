@@ -710,14 +710,15 @@ ntk_status ntk_coordinator_run(const ntk_comm_t *world, ntk_store_t *store, ntk_
     fprintf(stderr, "ntkd: workers spent %.2f s computing tiles: %.0f%% of %d x %.2f s\n", s.compute_seconds,
             100.0 * s.compute_seconds / (nw * wall), nw, wall);
   if (s.per_worker && nw > 1) print_per_worker(s.per_worker, nw);
-  /* Each tile under mpirun costs about a millisecond or two of messages
+  /* Each tile under mpirun costs a few hundred microseconds of messages
    * and its record's write, whatever its size: tiles of 0.1 ms left one
    * worker busy 7 % of the time, 20 times slower than one process (a
-   * hunt: N = 6 000, tile 32). Said, with the cure, where it happened. */
+   * hunt: N = 6 000, tile 32; 4 times since the waits' first pauses are
+   * short). Said, with the cure, where it happens. */
   double mean = s.tiles_returned ? s.compute_seconds / (double)s.tiles_returned : 0;
   if (!solo && s.tiles_returned >= 1000 && mean < 2e-3 && s.compute_seconds < 0.25 * nw * wall)
-    fprintf(stderr, "ntkd: note: a tile took %.0f us to compute and the workers waited %.0f%% of the time: each tile "
-            "costs about a millisecond of messages and a write under mpirun; a larger [compute] tile (now %llu), or "
+    fprintf(stderr, "ntkd: note: a tile took %.0f us to compute and the workers waited %.0f%% of the time: under "
+            "mpirun each tile also costs messages and its record's write; a larger [compute] tile (now %llu), or "
             "one process, is faster (docs/JOB-FILE.md, [compute])\n", 1e6 * mean,
             100.0 - 100.0 * s.compute_seconds / (nw * wall), (unsigned long long)s.tiling->tile);
   free(s.per_worker);

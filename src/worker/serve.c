@@ -306,8 +306,12 @@ static ntk_status serve(const ntk_comm_t *comm, ntk_engine_t *e, const struct nt
   ntk_status st;
   for (;;) {
     int ready = q->n > 0 && ntk_engine_can_submit(e);
+    /* A tile in the pipeline goes first: its RESULT is sent before the
+     * wait for this write (write_tile waits for it after the send), so
+     * rank 0's grant is on its way meanwhile. */
     if (bg->on) {
-      if ((st = finish_background(comm, e, ws, bg, ready ? 0 : 0.001))) return comm_failed(comm, st);
+      if ((st = finish_background(comm, e, ws, bg, ready || ntk_engine_pending(e) ? 0 : 0.001)))
+        return comm_failed(comm, st);
       ready = q->n > 0 && ntk_engine_can_submit(e);
     }
     struct ntk_engine_result r;
