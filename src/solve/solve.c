@@ -174,8 +174,9 @@ ntk_status ntk_solve_check_tile(const struct ntk_job *job, uint64_t tile) {
 }
 
 /* The train and test labels and the classes they make (ntk_labels_classes:
- * [data] classes, or 0 .. the largest label without a large gap). `say`:
- * a line per file on stderr. On error nothing is left allocated. */
+ * [data] classes, or 0 .. the largest label without a large gap; `classes`
+ * NULL: not judged). `say`: a line per file on stderr. On error nothing is
+ * left allocated. */
 static ntk_status load_labels(const struct ntk_job *job, size_t ntr, size_t nte, int say, int32_t **ytr, int32_t **yte,
                               size_t *classes) {
   size_t limit = job->classes ? job->classes : NTK_LABELS_MAX;
@@ -187,7 +188,7 @@ static ntk_status load_labels(const struct ntk_job *job, size_t ntr, size_t nte,
   if (st && job->classes) /* say where the bound comes from */
     st = ntk_error(st, "%s (%s:%d: [data] classes = %zu)", ntk_error_message(), job->source, job->classes_line,
                    job->classes);
-  if (!st) st = ntk_labels_classes(job, *ytr, ntr, *yte, nte, say, classes);
+  if (!st && classes) st = ntk_labels_classes(job, *ytr, ntr, *yte, nte, say, classes);
   if (st) {
     free(*ytr), free(*yte);
     *ytr = *yte = NULL;
@@ -413,13 +414,8 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
 }
 
 ntk_status ntk_solve_labels_check(const struct ntk_job *job, size_t ntr, size_t nte) {
-  size_t limit = job->classes ? job->classes : NTK_LABELS_MAX;
   int32_t *ytr = NULL, *yte = NULL;
-  ntk_status st = ntk_job_error_at(job, job->labels_line, "[data] labels",
-                                   ntk_labels_load(job->labels_path, ntr, job->count == 0, limit, &ytr));
-  if (!st)
-    st = ntk_job_error_at(job, job->test.labels_line, "[test] labels",
-                          ntk_labels_load(job->test.labels, nte, job->test.count == 0, limit, &yte));
+  ntk_status st = load_labels(job, ntr, nte, 0, &ytr, &yte, NULL);
   free(ytr), free(yte);
   return st;
 }
