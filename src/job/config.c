@@ -800,10 +800,10 @@ static ntk_status check_job(const struct ctx *c) {
   /* [test] without [solve]: a kernel solved later (ntkd solve). Its labels,
    * where given, are read and checked now (they were never opened: a path
    * naming nothing ran with exit 0), both or neither. */
-  if (job->test.enabled && !job->solve.enabled && !!c->labels_line != HAS(c, SEEN_TLABELS))
+  if (job->test.enabled && !job->solve.enabled && !c->labels_line != !job->test.labels_line)
     return ntk_error(NTK_ECONFIG, "%s:%d: %s labels is given and %s labels is not: the solve reads both (give "
                      "both, to check them now for a later ntkd solve, or neither)", name,
-                     c->labels_line ? c->labels_line : c->key_line[SEEN_TLABELS], c->labels_line ? "[data]" : "[test]",
+                     c->labels_line ? c->labels_line : job->test.labels_line, c->labels_line ? "[data]" : "[test]",
                      c->labels_line ? "[test]" : "[data]");
   if (job->classes_line && !c->labels_line)
     return ntk_error(NTK_ECONFIG, "%s:%d: [data] classes: states the class count of labels, and this job has no "
