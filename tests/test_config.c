@@ -235,6 +235,8 @@ START_TEST(test_errors) {
   bad(BASE "[output]\nlevel = 30\n", "[output] level");
   bad(BASE "[output]\ndirect_io = 1\n", "[output] direct_io: '1' is not yes or no");
   bad(BASE "[output]\nlevel = 1.5\n", "[output] level");
+  bad(BASE "[output]\nlevel = 0x1\n", "bad.conf:8: [output] level: '0x1'");
+  bad(BASE "[model]\nw_std = 0x1p0\n", "bad.conf:8: [model] w_std: '0x1p0'");
   bad(BASE "[output]\nprogress = 0\n", "[output] progress");
   bad(BASE "[compute]\nbackend = gpu\n", "bad.conf:8: [compute] backend: 'gpu' is not auto, cpu or cuda");
   bad("[data]\npath=x.npy\npath=y.npy\n[model]\narch=Dense\n[output]\npath=o\n", "bad.conf:3: [data] path: given twice");

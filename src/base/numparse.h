@@ -8,12 +8,16 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* A finite double, nothing after it. Returns 1 and sets *out, else 0. A
- * subnormal (5e-324) is a value like any other, though strtod flags it
- * ERANGE; overflow and underflow to 0 are not. */
+/* A finite decimal double, nothing after it. Returns 1 and sets *out, else
+ * 0. A subnormal (5e-324) is a value like any other, though strtod flags it
+ * ERANGE; overflow and underflow to 0 are not. strtod's hexadecimal form
+ * (0x1p-3) is refused, as the integer keys refuse it: "level = 0x1" must not
+ * read as 1 where "tile = 0x10" is an error. */
 static inline int ntk_parse_double(const char *s, double *out) {
   char *end;
+  if (strpbrk(s, "xX")) return 0;
   errno = 0;
   double v = strtod(s, &end);
   int subnormal = errno == ERANGE && v != 0.0 && fabs(v) < 1.0;
