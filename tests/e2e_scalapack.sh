@@ -112,7 +112,8 @@ check "... rank 1 says why it stopped, never an empty 'ntkd: rank 1:' line" \
 # --- refusals ------------------------------------------------------------------------
 job b48 k.ntk x 512 "$RIDGES" "method = scalapack" "block = 48"
 expect_rc 2 "block 48 with tile 512 is refused" mpirun --oversubscribe -np 2 "$NTKD" solve k.ntk b48.conf
-check "... saying the block must divide the tile" has "block = 48 does not divide the store's tile edge 512" err.log
+check "... saying the block must divide the tile, at the job file's line" \
+  bash -c "grep -q 'b48.conf:$(grep -n '^block' b48.conf | cut -d: -f1): \[solve\] block = 48 does not divide the store.s tile edge 512' err.log"
 check "... before any prediction" bash -c "! ls b48-*.npy 2>/dev/null"
 job g22 k.ntk x 512 "$RIDGES" "method = scalapack" "grid = 2 x 2"
 expect_rc 2 "grid 2 x 2 on 6 ranks is refused" mpirun --oversubscribe -np 6 "$NTKD" solve k.ntk g22.conf

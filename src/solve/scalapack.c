@@ -101,6 +101,14 @@ static size_t default_block(size_t tile) {
   return b;
 }
 
+ntk_status ntk_scalapack_block(size_t block, size_t tile, size_t *nb) {
+  *nb = block ? block : default_block(tile);
+  if (tile % *nb == 0) return NTK_OK;
+  return ntk_error(NTK_EINPUT, "[solve] block = %zu does not divide the store's tile edge %zu: ScaLAPACK's blocks "
+                   "must tile the store's tiles (a divisor of %zu such as %zu, or leave block out)", *nb, tile, tile,
+                   default_block(tile));
+}
+
 /* Elements of the largest local matrix (process (0, 0) has the most). */
 static size_t local_elems(size_t n, size_t nb, int pr, int pc) {
   size_t r = nloc(n, nb, 0, pr), c = nloc(n, nb, 0, pc);
@@ -427,11 +435,9 @@ static ntk_status check_layout(const struct ntk_solve_problem *p, size_t *nb_out
   if (o->variance)
     return ntk_error(NTK_EINPUT, "[solve] variance is not computed by method = scalapack: use method = lapack, "
                      "or variance = no");
-  size_t nb = o->block ? o->block : default_block(T);
-  if (T % nb)
-    return ntk_error(NTK_EINPUT, "[solve] block = %zu does not divide the store's tile edge %zu: ScaLAPACK's blocks "
-                     "must tile the store's tiles (a divisor of %zu such as %zu, or leave block out)", nb, T, T,
-                     default_block(T));
+  size_t nb;
+  ntk_status bst = ntk_scalapack_block(o->block, T, &nb);
+  if (bst) return bst;
   int pr, pc;
   ntk_status gst = ntk_scalapack_grid(o->grid_rows, o->grid_cols, P, &pr, &pc);
   if (gst) return gst;

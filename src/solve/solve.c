@@ -166,11 +166,11 @@ ntk_status ntk_solve_check_ranks(const struct ntk_job *job, int nranks, int unde
 }
 
 ntk_status ntk_solve_check_tile(const struct ntk_job *job, uint64_t tile) {
-  size_t nb = job->solve.block;
-  if (!nb || !tile || tile % nb == 0) return NTK_OK;
-  return ntk_error(NTK_EINPUT, "%s:%d: [solve] block = %zu does not divide the store's tile edge %llu: ScaLAPACK's "
-                   "blocks must tile the store's tiles (a divisor of %llu, or leave block out)", job->source,
-                   job->solve.block_line, nb, (unsigned long long)tile, (unsigned long long)tile);
+  size_t nb;
+  if (!job->solve.block || !tile) return NTK_OK;
+  ntk_status st = ntk_scalapack_block(job->solve.block, (size_t)tile, &nb);
+  if (!st || job->solve.block_line <= 0) return st;
+  return ntk_error(st, "%s:%d: %s", job->source, job->solve.block_line, ntk_error_message());
 }
 
 /* The train and test labels and the classes they make (ntk_labels_classes:
@@ -522,6 +522,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   const struct ntk_store_info *in = ntk_store_get_info(s);
   size_t ntr = (size_t)in->n_train, nte = (size_t)(in->n - in->n_train);
   st = rank == 0 ? ntk_solve_check_outputs(store_path, job, in->kernels) : NTK_OK;
+  if (!st && rank == 0) st = ntk_solve_check_tile(job, in->tile); /* at the job's line, before the labels */
   ntk_lock_t *lock = NULL;
   if (!st && rank == 0) st = lock_predictions(store_path, job, &lock);
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);

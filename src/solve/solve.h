@@ -105,8 +105,8 @@ ntk_status ntk_solve_check_ranks(const struct ntk_job *job, int nranks, int unde
 
 /* The job's [solve] block against the tile edge of its store (a resumed
  * store keeps its own tile): a block that does not divide it, refused at
- * the job file's line before the tiles (it was refused after them).
- * Rank-local. */
+ * the job file's line before the tiles (it was refused after them), and
+ * by `ntkd solve` once the store is open. Rank-local. */
 ntk_status ntk_solve_check_tile(const struct ntk_job *job, uint64_t tile);
 
 /* `[mpirun -np P] ntkd solve STORE JOB.conf`: check that the store was

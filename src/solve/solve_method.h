@@ -85,6 +85,10 @@ ntk_status ntk_solve_cg(const struct ntk_solve_problem *p, struct ntk_ridge_out 
  * ranks, into *pr x *pc: NTK_EINPUT unless it uses every rank. */
 ntk_status ntk_scalapack_grid(int rows, int cols, int nranks, int *pr, int *pc);
 
+/* [solve] block (0: the default, the largest divisor of the tile up to 256)
+ * into *nb: NTK_EINPUT unless it divides the store's tile edge. */
+ntk_status ntk_scalapack_block(size_t block, size_t tile, size_t *nb);
+
 /* Bytes each rank needs for a method on this problem (the method's own
  * estimate, used by `method = auto` and in messages). */
 size_t ntk_solve_lapack_bytes(size_t ntr, size_t nte, size_t classes);
