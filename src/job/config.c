@@ -44,8 +44,6 @@ struct ctx {
   size_t dirlen;         /* its folder: the first dirlen bytes of name ('/' included), 0: none */
   int line;              /* line being read */
   uint64_t seen;
-  int labels_line;       /* line of [data] labels, for refusing it in a kernel job */
-  int path_line, tpath_line; /* lines of [data] path and [test] path, for refusing several non-CIFAR files */
   int layout_line;           /* line of [data] layout, for refusing NCHW and NLC on files that are not .npy */
   int lines[NSECTIONS];  /* first line of each section, 0: absent */
   int key_line[64];      /* line of each key seen (by its SEEN_ bit), for checks across keys */
@@ -167,7 +165,7 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
   if (!strcmp(k, "path")) {
     if (!once(c, s, k, SEEN_PATH)) return 0;
     if (!parse_paths(c, s, k, v, j->data_path, &j->ndata)) return 0;
-    c->path_line = j->data_line = c->line;
+    j->data_line = c->line;
   } else if (!strcmp(k, "format")) {
     if (!once(c, s, k, SEEN_FORMAT)) return 0;
     if (!strcmp(v, "auto")) j->format = NTK_FORMAT_AUTO;
@@ -193,7 +191,7 @@ static int on_data(struct ctx *c, const char *s, const char *k, const char *v) {
     j->has_scale = 1;
   } else if (!strcmp(k, "labels")) {
     if (!path_key(c, s, k, v, SEEN_LABELS, j->labels_path)) return 0;
-    c->labels_line = j->labels_line = c->line;
+    j->labels_line = c->line;
   } else if (!strcmp(k, "pattern")) {
     if (!path_key(c, s, k, v, SEEN_PATTERN, j->pattern_path)) return 0;
     j->pattern_line = c->line;
@@ -388,7 +386,7 @@ static int on_test(struct ctx *c, const char *s, const char *k, const char *v) {
   if (!strcmp(k, "path")) {
     if (!once(c, s, k, SEEN_TPATH)) return 0;
     if (!parse_paths(c, s, k, v, t->path, &t->ndata)) return 0;
-    c->tpath_line = t->path_line = c->line;
+    t->path_line = c->line;
   } else if (!strcmp(k, "labels")) {
     if (!path_key(c, s, k, v, SEEN_TLABELS, t->labels)) return 0;
     t->labels_line = c->line;
@@ -794,18 +792,18 @@ static ntk_status check_job(const struct ctx *c) {
     ntk_status st = solve_keys(c);
     if (st) return st;
   }
-  if (c->labels_line && !job->test.enabled)
+  if (job->labels_line && !job->test.enabled)
     return ntk_error(NTK_ECONFIG, "%s:%d: [data] labels: only a training job ([train]) or a kernel "
-                     "regression (a [test] section, with [solve] or solved later) reads labels", name, c->labels_line);
+                     "regression (a [test] section, with [solve] or solved later) reads labels", name, job->labels_line);
   /* [test] without [solve]: a kernel solved later (ntkd solve). Its labels,
    * where given, are read and checked now (they were never opened: a path
    * naming nothing ran with exit 0), both or neither. */
-  if (job->test.enabled && !job->solve.enabled && !c->labels_line != !job->test.labels_line)
+  if (job->test.enabled && !job->solve.enabled && !job->labels_line != !job->test.labels_line)
     return ntk_error(NTK_ECONFIG, "%s:%d: %s labels is given and %s labels is not: the solve reads both (give "
                      "both, to check them now for a later ntkd solve, or neither)", name,
-                     c->labels_line ? c->labels_line : job->test.labels_line, c->labels_line ? "[data]" : "[test]",
-                     c->labels_line ? "[test]" : "[data]");
-  if (job->classes_line && !c->labels_line)
+                     job->labels_line ? job->labels_line : job->test.labels_line, job->labels_line ? "[data]" : "[test]",
+                     job->labels_line ? "[test]" : "[data]");
+  if (job->classes_line && !job->labels_line)
     return ntk_error(NTK_ECONFIG, "%s:%d: [data] classes: states the class count of labels, and this job has no "
                      "[data] labels", name, job->classes_line);
   if (c->lines[SEC_VALIDATION])
@@ -824,8 +822,8 @@ static ntk_status several_files(const struct ctx *c) {
   const struct {
     int n, line;
     const char *first, *section;
-  } lists[] = {{job->ndata, c->path_line, job->data_path[0], "data"},
-               {job->test.ndata, c->tpath_line, job->test.path[0], "test"}};
+  } lists[] = {{job->ndata, job->data_line, job->data_path[0], "data"},
+               {job->test.ndata, job->test.path_line, job->test.path[0], "test"}};
   for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
     if (lists[i].n < 2) continue;
     ntk_data_format f = job->format == NTK_FORMAT_AUTO ? ntk_data_guess_format(lists[i].first) : job->format;
