@@ -529,11 +529,10 @@ ntk_status ntk_make_parents_noted(const char *path, struct ntk_made_folders *mad
 ntk_status ntk_make_parents(const char *path) { return ntk_make_parents_noted(path, NULL); }
 
 /* Whether `dir` is a folder `made` lists. */
-static int was_made(const struct ntk_made_folders *made, const char *dir) {
-  struct stat sb;
-  if (lstat(dir, &sb) || !S_ISDIR(sb.st_mode)) return 0;
+static int was_made(const struct ntk_made_folders *made, const struct stat *sb) {
+  if (!S_ISDIR(sb->st_mode)) return 0;
   for (int i = 0; i < made->n; i++)
-    if (made->dev[i] == sb.st_dev && made->ino[i] == sb.st_ino) return 1;
+    if (made->dev[i] == sb->st_dev && made->ino[i] == sb->st_ino) return 1;
   return 0;
 }
 
@@ -547,6 +546,6 @@ void ntk_remove_made_folders(const char *path, const struct ntk_made_folders *ma
     *slash = '\0';
     struct stat sb;
     if (lstat(dir, &sb)) continue; /* never made: a mkdir on the way in failed (too long a name, no permission) */
-    if (!was_made(made, dir) || rmdir(dir)) return; /* not ours; or not empty (the store, another job's file) */
+    if (!was_made(made, &sb) || rmdir(dir)) return; /* not ours; or not empty (the store, another job's file) */
   }
 }
