@@ -222,6 +222,24 @@ END_TEST
 /* A file must end where its header says, and its header hold numpy's
  * three keys: a header edited to a smaller shape read the first rows as
  * the data, and an unknown key was ignored. */
+/* dir/src gzip-compressed into dir/dst, its last `cut` bytes removed. */
+static void gz_copy(const char *src, const char *dst, int cut) {
+  char p[512], q[512], buf[8192];
+  tu_path(p, sizeof p, dir, src);
+  tu_path(q, sizeof q, dir, dst);
+  FILE *in = fopen(p, "rb");
+  ck_assert_ptr_nonnull(in);
+  size_t len = fread(buf, 1, sizeof buf, in);
+  fclose(in);
+  gzFile g = gzopen(q, "wb");
+  ck_assert_ptr_nonnull(g);
+  ck_assert_int_eq(gzwrite(g, buf, (unsigned)len), (int)len);
+  ck_assert_int_eq(gzclose(g), Z_OK);
+  struct stat sb;
+  ck_assert_int_eq(stat(q, &sb), 0);
+  ck_assert_int_eq(truncate(q, sb.st_size - cut), 0);
+}
+
 START_TEST(test_npy_strict) {
   float f[6] = {1, 2, 3, 4, 5, 6};
   write_npy_raw("long.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", f, sizeof f);
@@ -268,6 +286,28 @@ START_TEST(test_npy_strict) {
   ck_assert_int_eq(gzwrite(g, buf, (unsigned)len), (int)len);
   ck_assert_int_eq(gzclose(g), Z_OK);
   expect_fail("long.npy.gz", "go on after");
+  /* A compressed file missing any of its last 8 bytes (the gzip trailer:
+   * CRC-32 and length) is cut, with and without count: its checksum was
+   * never checked, and a changed value passed. */
+  write_npy_raw("four.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", f, sizeof f);
+  for (int cut = 0; cut <= 8; cut++) {
+    gz_copy("four.npy", "four.npy.gz", cut);
+    struct ntk_job jc;
+    struct ntk_dataset dc;
+    for (size_t count = 0; count <= 2; count += 2) {
+      job_for(&jc, "four.npy.gz");
+      jc.count = count;
+      ntk_status st = ntk_data_load(&jc, 8, &dc);
+      if (cut == 0) {
+        ck_assert_msg(st == NTK_OK, "%s", ntk_error_message());
+        ck_assert_uint_eq(dc.n, count ? count : 3);
+        ntk_data_free(&dc);
+      } else {
+        ck_assert_msg(st == NTK_EINPUT, "cut %d count %zu: taken", cut, count);
+        ck_assert_msg(strstr(ntk_error_message(), "compressed stream ends early"), "%s", ntk_error_message());
+      }
+    }
+  }
   /* With count, the rows the job skips are still there (plain: the size). */
   struct ntk_job j;
   struct ntk_dataset ds;
@@ -290,6 +330,17 @@ START_TEST(test_npy_strict) {
   ck_assert_int_eq(ntk_labels_load(p, 2, 1, 10, &y), NTK_EINPUT);
   ck_assert_msg(strstr(ntk_error_message(), "its header declares"), "%s", ntk_error_message());
   ck_assert_ptr_null(y);
+  /* Labels compressed, missing the last byte of the gzip trailer. */
+  write_npy_raw("lab.npy", "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", l4, sizeof l4);
+  gz_copy("lab.npy", "lab.npy.gz", 1);
+  tu_path(p, sizeof p, dir, "lab.npy.gz");
+  ck_assert_int_eq(ntk_labels_load(p, 3, 1, 10, &y), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "compressed stream ends early"), "%s", ntk_error_message());
+  ck_assert_ptr_null(y);
+  gz_copy("lab.npy", "lab.npy.gz", 0);
+  ck_assert_msg(ntk_labels_load(p, 3, 1, 10, &y) == NTK_OK, "%s", ntk_error_message());
+  ck_assert_int_eq(y[2], 2);
+  free(y);
 }
 END_TEST
 
@@ -838,14 +889,15 @@ static long long bytes_read(void) {
   return v;
 }
 
-/* `count` stops the CIFAR-10 reader: it neither reads a large plain file to
- * its end nor decompresses a compressed one past the records it needs. */
+/* `count` stops the CIFAR-10 reader at the records it needs, but a
+ * compressed file it ended inside is still read to its end: only there is
+ * its checksum checked, and the records taken are only as good as that. */
 START_TEST(test_cifar_count_stops) {
   /* A gzip-compressed batch cut in the middle of its stream: the records
-   * before the cut are intact. With count = 2 they are all that is read,
-   * so the damage after them is not seen; without count it is. Records of
-   * pseudo-random bytes, so the compressed stream is about as long as the
-   * data and the cut lies far after record 2. */
+   * before the cut decompress, but the file is damaged, with count = 2 as
+   * without (count = 2 took it, unchecked). Records of pseudo-random bytes,
+   * so the compressed stream is about as long as the data and the cut lies
+   * far after record 2. */
   size_t n = 20, len = n * 3073;
   unsigned char *b = malloc(len);
   ck_assert_ptr_nonnull(b);
@@ -869,11 +921,30 @@ START_TEST(test_cifar_count_stops) {
   job_for(&j, "cut.bin.gz");
   j.count = 2;
   struct ntk_dataset ds;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "truncated"), "%s", ntk_error_message());
+  /* An intact batch with count = 2: the two records, the rest read through. */
+  tu_path(p, sizeof p, dir, "whole.bin.gz");
+  g = gzopen(p, "wb");
+  ck_assert_int_eq(gzwrite(g, b, (unsigned)len), (int)len);
+  ck_assert_int_eq(gzclose(g), Z_OK);
+  job_for(&j, "whole.bin.gz");
+  j.count = 2;
   ck_assert_msg(ntk_data_load(&j, 8, &ds) == NTK_OK, "%s", ntk_error_message());
   ck_assert_uint_eq(ds.n, 2);
   /* sample 1, pixel 7, channel 2 <- byte 1 + 2*1024 + 7 of record 1 */
   ck_assert_double_eq_tol(((double *)ds.x)[3072 + 7 * 3 + 2], b[3073 + 1 + 2048 + 7] / 255.0, 1e-15);
   ntk_data_free(&ds);
+  /* The same batch without its last byte (a byte of the gzip trailer, the
+   * CRC-32 and length): refused with count = 2 and without. */
+  ck_assert_int_eq(stat(p, &sb), 0);
+  ck_assert_int_eq(truncate(p, sb.st_size - 1), 0);
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "compressed stream ends early"), "%s", ntk_error_message());
+  j.count = 0;
+  ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
+  ck_assert_msg(strstr(ntk_error_message(), "compressed stream ends early"), "%s", ntk_error_message());
+  job_for(&j, "cut.bin.gz");
   j.count = 0;
   ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
   j.count = 15; /* past the cut */

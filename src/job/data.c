@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -207,6 +208,52 @@ static ntk_status read_error(gzFile f, const char *path, const char *what) {
   return ntk_error(NTK_EINPUT, "%s: read error in %s: %s", path, what, msg);
 }
 
+/* Where gzread() gave 0, the end of a compressed file: zlib reports a
+ * stream cut short (inside the data, or inside its trailer, the CRC-32 and
+ * length that check every byte) as Z_BUF_ERROR, which gzread() does not
+ * return as an error. Such a file is cut, as a short plain file is; without
+ * this, a file missing its last bytes was read with its checksum unchecked. */
+static ntk_status compressed_end(gzFile f, const char *path) {
+  int err = Z_OK;
+  if (!gzdirect(f)) gzerror(f, &err);
+  if (err != Z_BUF_ERROR) return NTK_OK;
+  return ntk_error(NTK_EINPUT, "%s: file is truncated (its compressed stream ends early: the last bytes, or its "
+                   "checksum, are missing)", path);
+}
+
+/* Up to `most` bytes of a compressed file read and dropped, into *got;
+ * fewer only at its end, which must be clean (compressed_end). */
+static ntk_status compressed_drain(gzFile f, const char *path, unsigned long long most, unsigned long long *got) {
+  unsigned char buf[1 << 16];
+  *got = 0;
+  while (*got < most) {
+    ntk_status st = check_stop(path);
+    if (st) return st;
+    unsigned long long want = most - *got;
+    int r = gzread(f, buf, want < sizeof buf ? (unsigned)want : (unsigned)sizeof buf);
+    if (r < 0) return read_error(f, path, "the rest of the file");
+    if (r == 0) return compressed_end(f, path);
+    *got += (unsigned long long)r;
+  }
+  return NTK_OK;
+}
+
+/* A compressed file read on to its end, taking `skip` more bytes (the
+ * samples its header declares that the job does not use) and then
+ * nothing: its checksum is only checked at its end, and the bytes a job
+ * uses are only as good as that check. */
+static ntk_status compressed_rest(gzFile f, const char *path, unsigned long long skip) {
+  unsigned long long got;
+  ntk_status st = compressed_drain(f, path, skip, &got);
+  if (!st && got < skip)
+    st = ntk_error(NTK_EINPUT, "%s: file is truncated (it holds fewer samples than its header declares)", path);
+  if (!st) st = compressed_drain(f, path, 1, &got);
+  if (!st && got)
+    st = ntk_error(NTK_EINPUT, "%s: the data go on after the samples its header declares: the file is damaged, or "
+                   "its header's shape is wrong", path);
+  return st;
+}
+
 static ntk_status read_exact(gzFile f, const char *path, void *buf, size_t len, const char *what) {
   unsigned char *p = buf;
   while (len) {
@@ -385,8 +432,7 @@ static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t 
  * end where its header says. A header edited to a smaller shape, or two
  * files run together, read the first rows as if they were the data; a
  * shorter file is cut. A plain file is measured by its size; a compressed
- * one is read one byte further when nothing is left to skip (past a count,
- * it would have to be decompressed to its end: not checked). */
+ * one is read to its end (compressed_rest), which checks its checksum. */
 static ntk_status check_end(gzFile f, const char *path, long long plain_size, size_t left, size_t sample_bytes) {
   long long at = (long long)gztell(f);
   if (plain_size >= 0 && at >= 0) {
@@ -396,14 +442,9 @@ static ntk_status check_end(gzFile f, const char *path, long long plain_size, si
                      want, (unsigned long long)plain_size > want ? "damaged, or its header's shape is wrong (the "
                      "data go on after the declared samples)" : "cut short");
   }
-  if (left) return NTK_OK;
-  unsigned char extra;
-  int got = gzread(f, &extra, 1);
-  if (got < 0) return read_error(f, path, "the end of the data");
-  if (got > 0)
-    return ntk_error(NTK_EINPUT, "%s: the data go on after the samples its header declares: the file is damaged, or "
-                     "its header's shape is wrong", path);
-  return NTK_OK;
+  unsigned long long skip; /* shape_size bounded left * sample_bytes; saturate all the same */
+  if (__builtin_mul_overflow((unsigned long long)left, (unsigned long long)sample_bytes, &skip)) skip = ULLONG_MAX;
+  return compressed_rest(f, path, skip);
 }
 
 /* The values per sample a header claims, dims[1] * ... * dims[nd-1], in
@@ -724,15 +765,19 @@ static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const lon
   unsigned char rec[CIFAR_REC];
   double v[3072];
   size_t i = 0;
+  int cur = -1, cur_ended = 0; /* the last file read from, and whether it was read to its end */
   for (int k = 0; k < nfiles && !st && i < r->n; k++) {
     const char *path = job->data_path[k];
+    cur = k, cur_ended = 0;
     for (size_t j = 0; j < per_file[k] && i < r->n; j++, i++) {
       if ((st = check_stop(path))) break;
       int got = gzread(files[k], rec, CIFAR_REC);
       if (got < 0) {
         st = read_error(files[k], path, "a CIFAR-10 record");
       } else if (got == 0 && per_file[k] == SIZE_MAX && j > 0) {
-        break; /* the end of a compressed file, on a record boundary */
+        st = compressed_end(files[k], path); /* the end of a compressed file, on a record boundary */
+        cur_ended = 1;
+        break;
       } else if (got < CIFAR_REC) {
         st = per_file[k] != SIZE_MAX
                  ? ntk_error(NTK_EINPUT, "%s: file is truncated (ends in record %zu)", path, j)
@@ -750,6 +795,15 @@ static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const lon
         for (size_t p = 0; p < 1024; p++) v[p * 3 + ch] = rec[1 + ch * 1024 + p];
       raw_put(r, i * 3072, v, 3072);
     }
+  }
+  /* A compressed file the count ended inside: read to its end, for its
+   * checksum (compressed_rest); whole records, as a plain file's size is. */
+  unsigned long long rest = 0;
+  if (!st && cur >= 0 && sizes[cur] < 0 && !cur_ended) {
+    st = compressed_drain(files[cur], job->data_path[cur], ULLONG_MAX, &rest);
+    if (!st && rest % CIFAR_REC)
+      st = ntk_error(NTK_EINPUT, "%s: does not end on a CIFAR-10 record (3073 bytes each: label + 3x32x32 pixels); "
+                     "truncated or not CIFAR-10", job->data_path[cur]);
   }
   if (st || all_plain) return st;
   if (job->count && i < job->count)
