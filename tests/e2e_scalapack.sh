@@ -109,6 +109,24 @@ check "... no predictions written" bash -c "! ls stop-*.npy 2>/dev/null"
 check "... rank 1 says why it stopped, never an empty 'ntkd: rank 1:' line" \
   bash -c "grep -q '^ntkd: rank 1: stopped by a signal' err.log && ! grep -qE '^ntkd: rank [0-9]+: *$' err.log"
 
+# --- a solve stopped after one kernel's files: an earlier solve's files of the
+# other kernel are removed and said (beside this solve's they would pass for
+# its result; they stayed, unmentioned). The stop point is found by stepping
+# it until this solve has written the NNGP files and stopped in the NTK's.
+job mix d.ntk d 128 "0.01, 1" "method = scalapack"
+expect_rc 0 "a first solve writes every file" mpirun -np 1 "$NTKD" solve d.ntk mix.conf
+touch -d '2020-01-01' mix-*.npy && touch mix.mark
+for K in $(seq 1 16); do
+  NTKD_TEST_SCALAPACK_STOP=0:$K mpirun -np 1 "$NTKD" solve d.ntk mix.conf > out.log 2> err.log
+  rc=$?
+  [ $rc = 5 ] && [ "$(find . -maxdepth 1 -name 'mix-nngp-*.npy' -newer mix.mark | wc -l)" = 2 ] && break
+done
+echo "    stopped at stop point $K (exit $rc)"
+check "a solve stopped in the NTK's solve after writing the NNGP files: exit 5" test "$rc" = 5
+check "... the earlier solve's NTK files are gone" bash -c "! ls mix-ntk-*.npy 2>/dev/null"
+check "... and the message says so" has "removed 2 older prediction files of ridges this solve did not reach" err.log
+check "... its own NNGP files stay" bash -c "[ \$(ls mix-nngp-*.npy | wc -l) = 2 ]"
+
 # --- refusals ------------------------------------------------------------------------
 job b48 k.ntk x 512 "$RIDGES" "method = scalapack" "block = 48"
 expect_rc 2 "block 48 with tile 512 is refused" mpirun --oversubscribe -np 2 "$NTKD" solve k.ntk b48.conf

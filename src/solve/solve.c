@@ -504,6 +504,29 @@ static ntk_status agree_stop(const struct meet *m, ntk_status local) {
   return st;
 }
 
+/* A solve that stopped (a signal, a failed write) after it wrote some
+ * files: an older file of a ridge it did not reach is another solve's
+ * (other labels, another kernel), and beside this solve's files it would
+ * pass for its result, as report_ridge says of a failed ridge. Removed, and
+ * said on stderr (the stop's own error line is printed). Rank 0, under the
+ * predictions' lock. */
+static void remove_unreached(const char *store_path, const struct ntk_job *job, uint32_t kernels,
+                             const unsigned char *reached) {
+  size_t removed = 0, nr = job->solve.nridge;
+  for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK; which <<= 1)
+    for (size_t r = 0; r < nr && (kernels & (uint32_t)which); r++) {
+      if (reached[(which == NTK_KERNEL_NTK) * nr + r]) continue;
+      char old[NTK_PATH_MAX + 64], vold[NTK_PATH_MAX + 64];
+      prediction_path(store_path, job, which, job->solve.ridge[r], old, sizeof old);
+      variance_path(old, job, vold, sizeof vold);
+      removed += unlink(old) == 0;
+      removed += job->solve.variance && unlink(vold) == 0;
+    }
+  if (removed)
+    fprintf(stderr, "ntkd: removed %zu older prediction file%s of ridges this solve did not reach (another solve's: "
+            "beside this one's they would pass for its result)\n", removed, removed == 1 ? "" : "s");
+}
+
 ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t *opened, const struct ntk_job *job,
                      const struct ntk_solve_labels *labels, struct ntk_solve_result *results, size_t cap,
                      size_t *nresults) {
@@ -577,6 +600,9 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   size_t nr = 0;
   int header = 0;  /* the table's header, printed with its first row (none for a solve stopped before it) */
   size_t written = 0; /* files written (struct table) */
+  /* (kernel, ridge) whose files this solve wrote or removed (rank 0; NULL
+   * out of memory: no clean-up after a stop) */
+  unsigned char *reached = rank == 0 ? calloc(2 * job->solve.nridge + 1, 1) : NULL;
   double t_start = ntk_now();
   struct meet m = {comm, store_path, method == NTK_SOLVE_CG, job->worker_timeout, 0.0};
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK && !st; which <<= 1) {
@@ -607,6 +633,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
       } else {
         wr = rs;
       }
+      if (reached) reached[(which == NTK_KERNEL_NTK) * job->solve.nridge + r] = !wr;
       if (results && nr < cap) results[nr] = res;
       nr++;
     }
@@ -618,6 +645,8 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     st = meet_report(&m, rank == 0 ? predictions_still_locked(lock, store_path, job,
                                                               "the files written may be a mix of two solves'")
                                    : NTK_OK);
+  if (st && reached && written) remove_unreached(store_path, job, in->kernels, reached);
+  free(reached);
   ntk_lock_release(lock); /* every file is written (or refused) */
   if (own) ntk_solve_labels_free(&L);
   if (s != opened) ntk_store_close(s);
