@@ -184,6 +184,19 @@ check "... no breakdown, no ridge failed" bash -c "! grep -q 'breakdown\\|failed
 "$NTKD" solve small.ntk smalllapack.conf > /dev/null 2>&1
 check "... the same predictions as Cholesky" close smallcg smalllapack
 
+# Tiny ridges with that full-rank preconditioner (float64): its shift was
+# the ridge alone, and applied as (R - L (s I + G)^-1 L^T R) / s it was
+# rounding noise times 1e284 at s = 1e-300 ("breakdown ... not positive
+# definite") and 2 000 iterations at 1e-20, on a kernel Cholesky solves
+# (rcond 7.5e-5). The shift now has a floor: solved as Cholesky solves them.
+for m in cg lapack; do
+  job "tiny$m" sx.npy sy.npy "0, 1e-300, 1e-20" "method = $m"
+  sed -i 's/^path = k.ntk/path = tiny.ntk/; s/^path = xte.npy/path = sxt.npy/; s/^labels = yte.npy/labels = syt.npy/; s/^tile = 448/tile = 16/; s/^precision = float32/precision = float64/' "tiny$m.conf"
+done
+expect_rc 0 "ridges 0, 1e-300 and 1e-20 on a 40-sample float64 kernel, cg with the full-rank preconditioner" "$NTKD" tinycg.conf
+"$NTKD" solve tiny.ntk tinylapack.conf > /dev/null 2>&1
+check "... the same predictions as Cholesky, every ridge and kernel" close tinycg tinylapack 6
+
 # Ridge 0 on two identical samples with different labels: K alpha = Y has no
 # solution. Reported, not looped; the other ridge is solved and written.
 job dupsolve dup.npy ydup.npy "0, 0.01" "method = cg" "max_iterations = 400"

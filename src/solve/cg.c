@@ -52,6 +52,7 @@
  *   rank 0.
  */
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -617,6 +618,19 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
   if (!st && nl)
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)m, (int)nl, 1.0, c->L, (int)c->ldl, 0.0, G, (int)m);
   if (!(st = agree(c, st))) st = sum_now(c, G, m * m);
+  /* The shift's floor: applied as (R - L (s I + G)^-1 L^T R) / s, the
+   * preconditioner's rounding is about eps |G| / s relative. A tiny ridge
+   * with a preconditioner of the kernel's full rank (k = n, the default
+   * below 100 samples) left s of 1e-300 and a preconditioner of rounding
+   * noise times 1e284: a kernel lapack solves was called "not positive
+   * definite", or ran 2000 iterations. At s >= 1e6 eps trace(G) (>= |G|)
+   * the rounding stays under 1e-6; the system solved, K + reg I, is not
+   * changed, only how close M is to it. The same on every rank (G is
+   * summed). */
+  double gtrace = 0;
+  for (size_t i = 0; !st && i < m; i++) gtrace += G[i * m + i];
+  for (size_t r = 0; !st && r < nridge; r++)
+    if (c->rshift[r] < 1e6 * DBL_EPSILON * gtrace) c->rshift[r] = 1e6 * DBL_EPSILON * gtrace;
   double failed[NTK_MAX_RIDGES] = {0}; /* per ridge: 1 where its owner's inversion failed (one contributor) */
   size_t last = nridge; /* this rank's last ridge is inverted in G itself */
   for (size_t r = 0; r < nridge; r++)
