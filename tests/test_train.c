@@ -205,6 +205,12 @@ START_TEST(test_snapshot) {
   ck_assert_int_eq(truncate(path, 600), 0);
   ck_assert_int_eq(ntk_snapshot_read(path, &out, &st, NULL), NTK_ECORRUPT);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "truncated"));
+  /* Cut inside its 512-byte header: a cut snapshot, not a foreign file. */
+  ck_assert_int_eq(ntk_snapshot_write(path, &in, s, s + 23, s + 46, NULL, NTK_SNAPSHOT_ANY, NULL, NULL), NTK_OK);
+  ck_assert_int_eq(truncate(path, 300), 0);
+  ck_assert_int_eq(ntk_snapshot_read(path, &out, &st, NULL), NTK_ECORRUPT);
+  ck_assert_msg(strstr(ntk_error_message(), "cut short inside its header (300 of 512 bytes)"), "%s",
+                ntk_error_message());
   tu_write(path, "hello", 5);
   ck_assert_int_eq(ntk_snapshot_read(path, &out, &st, NULL), NTK_ECORRUPT);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "not an ntkd training snapshot"));

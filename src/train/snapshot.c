@@ -221,7 +221,11 @@ ntk_status ntk_snapshot_read(const char *path, struct ntk_snapshot_info *info, f
   unsigned char h[SNAP_HEADER];
   ntk_status st = NTK_OK;
   uint64_t version = 0, hs, ps;
-  if (fread(h, 1, sizeof h, f) != sizeof h || memcmp(h, SNAP_MAGIC, 8))
+  size_t got = fread(h, 1, sizeof h, f);
+  if (got >= 8 && !memcmp(h, SNAP_MAGIC, 8) && got != sizeof h)
+    st = ntk_error(NTK_ECORRUPT, "%s: an ntkd training snapshot cut short inside its header (%zu of %d bytes)", path,
+                   got, SNAP_HEADER);
+  else if (got != sizeof h || memcmp(h, SNAP_MAGIC, 8))
     st = ntk_error(NTK_ECORRUPT, "%s: not an ntkd training snapshot", path);
   if (!st) {
     memcpy(&version, h + 8, 8);
