@@ -508,10 +508,16 @@ static ntk_status agree_stop(const struct meet *m, ntk_status local) {
  * files: an older file of a ridge it did not reach is another solve's
  * (other labels, another kernel), and beside this solve's files it would
  * pass for its result, as report_ridge says of a failed ridge. Removed, and
- * said on stderr (the stop's own error line is printed). Rank 0, under the
- * predictions' lock. */
+ * said on stderr (the stop's own error line is printed). Rank 0, only
+ * while the predictions' lock is still this solve's (a lost lock: the
+ * files may be another solve's now). The error message is kept. */
 static void remove_unreached(const char *store_path, const struct ntk_job *job, uint32_t kernels,
-                             const unsigned char *reached) {
+                             const unsigned char *reached, ntk_lock_t *lock) {
+  char keep[2048];
+  snprintf(keep, sizeof keep, "%s", ntk_error_message());
+  int held = ntk_lock_check(lock) == NTK_OK;
+  (void)ntk_error(NTK_EINTERNAL, "%s", keep);
+  if (!held) return;
   size_t removed = 0, nr = job->solve.nridge;
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK; which <<= 1)
     for (size_t r = 0; r < nr && (kernels & (uint32_t)which); r++) {
@@ -645,7 +651,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     st = meet_report(&m, rank == 0 ? predictions_still_locked(lock, store_path, job,
                                                               "the files written may be a mix of two solves'")
                                    : NTK_OK);
-  if (st && reached && written) remove_unreached(store_path, job, in->kernels, reached);
+  if (st && reached && written) remove_unreached(store_path, job, in->kernels, reached, lock);
   free(reached);
   ntk_lock_release(lock); /* every file is written (or refused) */
   if (own) ntk_solve_labels_free(&L);
