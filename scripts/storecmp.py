@@ -4,13 +4,18 @@ only in the store id (header copies at 72..88, every record header at
 16..32) and in the checksums that cover it (header 4088..4096, record
 header 120..128). Where records were written in another order (mpirun),
 compares the headers so masked and every tile's record (its header but the
-id, sequence number and checksum, and its payload), by tile number."""
+id, sequence number and checksum, and its payload), by tile number; a dead
+region (a stretch a resume found damaged and recomputed elsewhere) is no
+tile and is stepped over."""
 import struct, sys
 a, b = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read()
 def records(s):
     off, out = struct.unpack_from('<Q', s, 136)[0], {}
     while off + 128 <= len(s) and s[off:off + 8] == b'NTKDTILE':
         ext = struct.unpack_from('<Q', s, off + 80)[0]
+        if struct.unpack_from('<I', s, off + 12)[0] == 2:  # a dead region (a repaired store): no tile, stepped over
+            off += ext
+            continue
         tile = struct.unpack_from('<Q', s, off + 32)[0]
         out[tile] = (off, s[off:off + 16] + s[off + 32:off + 88] + s[off + 96:off + 120] + s[off + 128:off + ext])
         off += ext

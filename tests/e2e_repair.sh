@@ -59,6 +59,10 @@ check "... saying it recomputes the damaged tile" has "1 damaged tile to recompu
 check "... never 'run the job again'" bash -c "! grep -q 'run the job again' err.log"
 check "... the store verifies" bash -c "\"$NTKD\" verify dmg.ntk >/dev/null"
 check "... kernels and predictions byte-identical to the clean run's" same dmg
+# scripts/storecmp.py (the tool behind compare_builds.sh) steps over the
+# dead region the repair wrote: it called the repaired store DIFFERENT.
+check "... and scripts/storecmp.py calls it equal to the clean store" \
+  "$PY" "$SRC/scripts/storecmp.py" dmg.ntk clean.ntk
 # The same with the index removed (the resume rebuilds it from a full scan).
 damage dmg.ntk $((off + 200))
 rm -f dmg.ntk.index dmg-*-ridge0.01.npy
