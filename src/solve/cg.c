@@ -623,14 +623,22 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
    * with a preconditioner of the kernel's full rank (k = n, the default
    * below 100 samples) left s of 1e-300 and a preconditioner of rounding
    * noise times 1e284: a kernel lapack solves was called "not positive
-   * definite", or ran 2000 iterations. At s >= 1e6 eps trace(G) (>= |G|)
-   * the rounding stays under 1e-6; the system solved, K + reg I, is not
-   * changed, only how close M is to it. The same on every rank (G is
-   * summed). */
-  double gtrace = 0;
+   * definite", or ran 2000 iterations. At s >= 1e6 eps |G| the rounding
+   * stays under 1e-6; |G| is bounded by the smaller of trace(G) and the
+   * largest absolute row sum (G is positive semi-definite). The system
+   * solved, K + reg I, is not changed, only how close M is to it. The same
+   * on every rank (G is summed). */
+  double gtrace = 0, grow = 0, *rows = st ? NULL : calloc(m, sizeof *rows);
   for (size_t i = 0; !st && i < m; i++) gtrace += G[i * m + i];
+  for (size_t i = 0; rows && i < m; i++) { /* G holds its upper triangle (dsyrk) */
+    rows[i] += fabs(G[i * m + i]);
+    for (size_t j = i + 1; j < m; j++) rows[i] += fabs(G[i * m + j]), rows[j] += fabs(G[i * m + j]);
+  }
+  for (size_t i = 0; rows && i < m; i++) grow = rows[i] > grow ? rows[i] : grow;
+  free(rows);
+  double floor_s = 1e6 * DBL_EPSILON * (grow > 0 && grow < gtrace ? grow : gtrace);
   for (size_t r = 0; !st && r < nridge; r++)
-    if (c->rshift[r] < 1e6 * DBL_EPSILON * gtrace) c->rshift[r] = 1e6 * DBL_EPSILON * gtrace;
+    if (c->rshift[r] < floor_s) c->rshift[r] = floor_s;
   double failed[NTK_MAX_RIDGES] = {0}; /* per ridge: 1 where its owner's inversion failed (one contributor) */
   size_t last = nridge; /* this rank's last ridge is inverted in G itself */
   for (size_t r = 0; r < nridge; r++)
