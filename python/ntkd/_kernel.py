@@ -2,6 +2,7 @@
 architecture language, computed by libntkd (include/ntkd.h) in this process
 on every core."""
 
+import atexit
 import collections
 import ctypes
 import numbers
@@ -559,6 +560,25 @@ def _count(x, what, high):
     return x
 
 
+# The computations in flight, thread -> cancel flag: stopped and waited for
+# at exit. A daemon thread (or a pool's, after a second Ctrl-C) still
+# computing when the interpreter finalised left libntkd's threads calling the
+# progress callback into a finalised Python: a segfault at exit.
+_running = {}
+_running_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_running():
+    with _running_lock:
+        items = list(_running.items())
+    for _, cancel in items:
+        cancel.value = 1
+    for worker, _ in items:
+        if worker.is_alive():
+            worker.join(60)  # the flag is polled within a second
+
+
 def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress, p1=None, p2=None):
     """ntkd_kernels on a thread of its own, so that Ctrl-C (KeyboardInterrupt
     in the main thread) stops it within a second: the flag it polls."""
@@ -605,8 +625,10 @@ def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress, p1=None, p
         result["message"] = _lib.last_error() if st else ""
 
     worker = threading.Thread(target=run, name="ntkd kernels", daemon=True)
-    worker.start()
+    with _running_lock:
+        _running[worker] = cancel
     try:
+        worker.start()
         while worker.is_alive():
             worker.join(0.05)
     except KeyboardInterrupt:
@@ -614,6 +636,8 @@ def _compute(net, a1, a2, nngp, ntk, threads, device, tile, progress, p1=None, p
         worker.join()
         raise
     finally:
+        with _running_lock:
+            _running.pop(worker, None)
         if bar is not None:
             bar.close()
     if raised:

@@ -204,3 +204,35 @@ def test_one_kernel_asked_for_holds_one_matrix(rng):
         tracemalloc.stop()
         assert peak < 1.5 * k.nbytes, (get, peak, k.nbytes)
         assert np.array_equal(k, getattr(both, get))
+
+
+EXIT_SCRIPT = r"""
+import atexit, sys, threading, time
+def after_ntkd():  # registered first, so run after ntkd's own exit handler
+    alive = [t for t in threading.enumerate() if t.name == "ntkd kernels" and t.is_alive()]
+    print("computing at exit" if alive else "stopped at exit", flush=True)
+atexit.register(after_ntkd)
+import numpy as np
+from ntkd import stax
+_, _, kf = stax.serial(*([stax.Dense(512, W_std=1.5, b_std=0.05), stax.Erf()] * 10), stax.Dense(1))
+x = np.random.default_rng(0).standard_normal((4000, 16))
+started = threading.Event()
+def progress(done, total):
+    started.set()
+threading.Thread(target=kf, args=(x, None, "ntk"), kwargs={"progress": progress, "tile": 8}, daemon=True).start()
+started.wait(60)
+print("exiting", flush=True)
+"""
+
+
+def test_a_computation_at_exit_is_stopped_first(tmp_path):
+    """A daemon thread still in kernel_fn (with a progress callback) when the script ends: the
+    computation is cancelled and waited for before the interpreter finalises. It was left running,
+    and libntkd's threads called the callback into a finalised Python: a segfault at exit, 1 to 3
+    runs in 40. Judged by the thread, which was alive at the last exit handler, not by the crash."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ))
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert r.stdout.split() == ["exiting", "stopped", "at", "exit"], r.stdout
