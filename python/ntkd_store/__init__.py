@@ -289,8 +289,14 @@ class Store:
 
     # -- low level
 
+    def _closed_check(self):
+        if self._fd is None:  # os.pread(None) said only "'NoneType' object cannot be interpreted as an integer"
+            raise ValueError(f"the store {self.path} is closed (its with-block ended, or close() was called): "
+                             "open it again with ntkd.store.open")
+
     def _pread(self, n, off):
         """Up to n bytes at off: fewer only at the end of the file."""
+        self._closed_check()
         parts, got = [], 0
         while got < n:
             b = os.pread(self._fd, min(n - got, 1 << 30), off + got)
@@ -301,6 +307,7 @@ class Store:
         return b"".join(parts)
 
     def _size(self):
+        self._closed_check()
         return os.fstat(self._fd).st_size
 
     def _damaged(self, message, tile=None, offset=None):

@@ -50,6 +50,20 @@ def test_store_is_ntkd_store(tmp_path, data):
     assert isinstance(S, ntkd.store.Store) and S.complete and S.shape == (N1, N1)
 
 
+def test_a_closed_store_says_so(tmp_path, data):
+    """A Kernel kept past its store's with-block, and the closed store itself: every read names
+    the store and says it is closed (it was a bare TypeError about 'NoneType')."""
+    ntkd.batch(kernel_fn(), data[0], store=tmp_path / "k.ntk", progress=False).close()
+    with ntkd_store.open(tmp_path / "k.ntk") as S:
+        K = S["ntk"]
+        first = np.array(K[:3, :3])
+    for read in (lambda: K[:3, :3], lambda: K.matvec(np.ones(N1)), S.verify, lambda: list(S.tiles("ntk"))):
+        with pytest.raises(ValueError, match=r"k\.ntk is closed"):
+            read()
+    with ntkd_store.open(tmp_path / "k.ntk") as S:  # open again: the same numbers
+        assert np.array_equal(S["ntk"][:3, :3], first)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("split", [False, True])
 def test_blocks_equal_kernel_fn_bit_for_bit(tmp_path, data, dtype, split):
