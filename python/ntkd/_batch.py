@@ -5,6 +5,7 @@ import inspect
 import numbers
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -56,7 +57,10 @@ def _write(path, content):
     """Write text, or an array as .npy, through a temporary file in the same folder renamed into place.
     Returns the file's _identity as this call left it, or None where another writer's file already
     stands at path (renamed over this one as soon as it was in place)."""
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.part")
+    # unique per thread, not only per process: two threads writing one store's files each had the
+    # other's temporary file renamed away under them (a bare FileNotFoundError)
+    tmp = os.path.join(os.path.dirname(path),
+                       f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.part")
     try:
         with open(tmp, "w" if isinstance(content, str) else "wb") as f:
             if isinstance(content, str):

@@ -457,3 +457,27 @@ def test_a_removed_working_folder_is_named(tmp_path, data, monkeypatch):
     gone.rmdir()
     with pytest.raises(FileNotFoundError, match="working folder no longer exists"):
         ntkd.batch(kernel_fn(), data[0], store="k.ntk", progress=False)
+
+
+def test_two_threads_writing_one_file_each_use_their_own_temporary(tmp_path, monkeypatch):
+    """Two threads of one process writing the same store file at once: the temporary file's name
+    was unique per process only, so one thread's rename took the other's half-written file and the
+    other got a bare FileNotFoundError (ntkd.batch from a thread pool). Both writes are held inside
+    np.save until the other is there too."""
+    import threading
+    from ntkd import _batch
+    barrier, real_save, failures = threading.Barrier(2), np.save, []
+    monkeypatch.setattr(np, "save", lambda f, a: (real_save(f, a), barrier.wait(30)))
+
+    def write(value):
+        try:
+            _batch._write(str(tmp_path / "f.npy"), np.full(3, value))
+        except BaseException as e:
+            failures.append(e)
+    threads = [threading.Thread(target=write, args=(v,)) for v in (1.0, 2.0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+    assert np.load(tmp_path / "f.npy")[0] in (1.0, 2.0) and not list(tmp_path.glob(".*.part"))
