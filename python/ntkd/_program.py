@@ -181,15 +181,18 @@ def run(args, cwd, nproc=None, progress=None, desc=None, log=None, check=True, l
     lines = [] if lines is None else lines
     # A session of its own: Ctrl-C in a terminal reaches this process only,
     # which passes on one stop signal (a second one would change nothing for
-    # ntkd, but mpirun exits at once on a repeated SIGINT).
+    # ntkd, but mpirun exits at once on a repeated SIGINT). And the same stop
+    # signal when this process dies (SIGTERM, a closed terminal, a notebook
+    # kernel restarted, SIGKILL): the job in its own session ran on, holding
+    # the store, and a rerun was refused as "in use" until it ended.
+    stop = signal.SIGUSR1 if nproc is not None else signal.SIGINT
     try:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True, text=True, errors="replace",
-                                bufsize=1)
+                                bufsize=1, preexec_fn=_stop_with_parent(stop))
     except BaseException:
         tracker.close()
         raise
-    stop = signal.SIGUSR1 if nproc is not None else signal.SIGINT
 
     def pump(track):
         for text in proc.stdout:
@@ -224,6 +227,28 @@ def run(args, cwd, nproc=None, progress=None, desc=None, log=None, check=True, l
     if code and check:
         raise_for_exit(code, _error_text(lines, code))
     return result
+
+
+def _stop_with_parent(sig):
+    """For Popen's preexec_fn (Linux): the child gets `sig` when this process
+    (the thread that started it, which waits for it) dies. None elsewhere.
+    The function runs between fork and exec and calls only a prctl resolved
+    here, beforehand."""
+    if not os.uname().sysname == "Linux":
+        return None
+    try:
+        import ctypes
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    parent, number = os.getpid(), int(sig)
+
+    def preexec():
+        prctl(1, number, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # died before the prctl: nothing would tell the child
+            os.kill(os.getpid(), number)
+    return preexec
 
 
 def error_text(result):

@@ -300,6 +300,51 @@ def test_ctrl_c_in_a_terminal(tmp_path):
     assert f"interrupted with {S.tiles_present} of {S.tiles_needed} tiles stored" in text
 
 
+@pytest.mark.parametrize("ranks", [None, 2])
+def test_the_job_stops_when_its_python_process_is_killed(tmp_path, ranks):
+    # SIGKILL of the Python process running batch (a notebook kernel restarted; SIGTERM and a
+    # closed terminal's SIGHUP the same): the job, in a session of its own, gets its stop signal
+    # (SIGINT, or SIGUSR1 to mpirun), stores the tiles in flight and exits. It ran on, holding
+    # the store: a rerun raised StoreInUseError until it ended.
+    script = textwrap.dedent(f"""
+        import numpy as np, ntkd
+        from ntkd import stax
+        kf = stax.serial(stax.repeat(stax.serial(stax.Dense(8), stax.Relu()), 1000), stax.Dense(1))[2]
+        x = np.random.default_rng(1).standard_normal((1200, 8))
+        ntkd.batch(kf, x, store={str(tmp_path / 's.ntk')!r}, ranks={ranks!r}, tile=32, progress=lambda done, total: None)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    log = tmp_path / "s.log"
+    deadline = time.monotonic() + 300
+    while not (log.exists() and re.search(r"^ntkd: [1-9]\d*/\d+ tiles \(", log.read_text(), re.M)):
+        assert p.poll() is None, "batch ended before it was killed"
+        assert time.monotonic() < deadline, "no progress line in 300 s"
+        time.sleep(0.05)
+    p.kill()
+    p.wait()
+    # A rerun takes the store once the job has stopped (StoreInUseError while it runs on) and
+    # resumes what it stored. The job that ran on finished every tile first (about 20 s).
+    first = []
+
+    def stop_at_once(done, total):
+        first.append((done, total))
+        raise KeyboardInterrupt
+
+    x = np.random.default_rng(1).standard_normal((1200, 8))
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            ntkd.batch(slow_kernel_fn(), x, store=tmp_path / "s.ntk", ranks=ranks, tile=32, progress=stop_at_once)
+        except ntkd.StoreInUseError:
+            assert time.monotonic() < deadline, "the store still in use 120 s after its Python process was killed"
+            time.sleep(0.2)
+            continue
+        except KeyboardInterrupt:
+            break
+    done, needed = first[0]
+    assert 0 < done < needed, first
+
+
 def test_progress_bar_from_the_programs_lines(tmp_path, data, monkeypatch):
     bars = []
 
