@@ -130,6 +130,19 @@ check "... naming the predictions file" has "fs-nngp-ridge0.01.npy: written, but
 check "... and no table line for that ridge (the table lists what was written)" bash -c "! grep -qE '^nngp ' out.log"
 expect_rc 3 "... ntkd export exits 3 too" env LD_PRELOAD="$PRELOAD" FAIL_FOLDER_FSYNC=1 "$NTKD" export fs.ntk fs-e.npy
 check "... naming the exported file" has "fs-e.npy: written, but .: fsync of folder failed" err.log
+# The same over an earlier solve's files: the NNGP file is this solve's (in
+# place, its name perhaps not synced), so the earlier NTK file beside it
+# would pass for this solve's: it is removed and said; the new file stays.
+# (Counted as unwritten, the new file was removed as "older", or, the first,
+# nothing was.)
+"$NTKD" solve fs.ntk fs.conf > /dev/null 2>&1
+ls -i fs-nngp-ridge0.01.npy fs-ntk-ridge0.01.npy > fs.ino
+expect_rc 3 "an earlier solve's files, then the folder's fsync fails after the first new file" \
+  env LD_PRELOAD="$PRELOAD" FAIL_FOLDER_FSYNC=1 "$NTKD" solve fs.ntk fs.conf
+check "... the new NNGP file stays (another file than the earlier one)" \
+  bash -c "[ -s fs-nngp-ridge0.01.npy ] && ! grep -q \"^\$(ls -i fs-nngp-ridge0.01.npy)\\$\" fs.ino"
+check "... the earlier solve's NTK file is removed" bash -c "! [ -e fs-ntk-ridge0.01.npy ]"
+check "... and said" has "removed 1 older prediction file this solve did not replace" err.log
 
 # The predictions' lock file removed under a running solve (held stopped as
 # it creates its first predictions file, lock taken): a second solve, with

@@ -124,7 +124,7 @@ done
 echo "    stopped at stop point $K (exit $rc)"
 check "a solve stopped in the NTK's solve after writing the NNGP files: exit 5" test "$rc" = 5
 check "... the earlier solve's NTK files are gone" bash -c "! ls mix-ntk-*.npy 2>/dev/null"
-check "... and the message says so" has "removed 2 older prediction files of ridges this solve did not reach" err.log
+check "... and the message says so" has "removed 2 older prediction files this solve did not replace" err.log
 check "... its own NNGP files stay" bash -c "[ \$(ls mix-nngp-*.npy | wc -l) = 2 ]"
 
 # --- refusals ------------------------------------------------------------------------

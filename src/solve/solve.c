@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernels/arch.h"
@@ -504,33 +505,80 @@ static ntk_status agree_stop(const struct meet *m, ntk_status local) {
   return st;
 }
 
-/* A solve that stopped (a signal, a failed write) after it wrote some
- * files: an older file of a ridge it did not reach is another solve's
- * (other labels, another kernel), and beside this solve's files it would
- * pass for its result, as report_ridge says of a failed ridge. Removed, and
- * said on stderr (the stop's own error line is printed). Rank 0, only
- * while the predictions' lock is still this solve's (a lost lock: the
- * files may be another solve's now). The error message is kept. */
-static void remove_unreached(const char *store_path, const struct ntk_job *job, uint32_t kernels,
-                             const unsigned char *reached, ntk_lock_t *lock) {
+/* The prediction (and variance) files of every kernel and ridge as they
+ * were before this solve wrote any: which exist, and which file each is
+ * (device and inode: a file this solve puts in place is a new inode, and
+ * the one it replaced stays allocated until then). */
+struct prior_files {
+  size_t n;
+  struct prior_file {
+    char path[NTK_PATH_MAX + 64];
+    int present;
+    dev_t dev;
+    ino_t ino;
+  } *f;
+};
+
+static int file_id(const char *path, dev_t *dev, ino_t *ino) {
+  struct stat sb;
+  if (lstat(path, &sb)) return 0;
+  *dev = sb.st_dev, *ino = sb.st_ino;
+  return 1;
+}
+
+static void prior_files_take(struct prior_files *pf, const char *store_path, const struct ntk_job *job,
+                             uint32_t kernels) {
+  size_t nr = job->solve.nridge;
+  pf->n = 0;
+  pf->f = calloc(4 * nr + 1, sizeof *pf->f);
+  for (int which = NTK_KERNEL_NNGP; pf->f && which <= NTK_KERNEL_NTK; which <<= 1)
+    for (size_t r = 0; r < nr && (kernels & (uint32_t)which); r++) {
+      char pred[NTK_PATH_MAX + 64];
+      prediction_path(store_path, job, which, job->solve.ridge[r], pred, sizeof pred);
+      struct prior_file *p = &pf->f[pf->n++];
+      snprintf(p->path, sizeof p->path, "%s", pred);
+      p->present = file_id(p->path, &p->dev, &p->ino);
+      if (job->solve.variance) {
+        struct prior_file *v = &pf->f[pf->n++];
+        variance_path(pred, job, v->path, sizeof v->path);
+        v->present = file_id(v->path, &v->dev, &v->ino);
+      }
+    }
+}
+
+/* A solve that stopped (a signal, a failed write or folder sync) after it
+ * put some file in place: the files still as they were before it are
+ * another solve's (other labels, another kernel), and beside this solve's
+ * they would pass for its result, as report_ridge says of a failed ridge.
+ * They are removed and counted on stderr (the stop's own error line is
+ * printed). A file this solve put in place is never removed, nor anything
+ * once the predictions' lock is no longer this solve's (the files may be
+ * another solve's now). Rank 0. The error message is kept. */
+static void remove_stale(const struct prior_files *pf, ntk_lock_t *lock) {
+  if (!pf->f) return;
+  size_t placed = 0;
+  for (size_t i = 0; i < pf->n; i++) {
+    dev_t d;
+    ino_t n;
+    int now = file_id(pf->f[i].path, &d, &n);
+    placed += now && !(pf->f[i].present && d == pf->f[i].dev && n == pf->f[i].ino);
+  }
+  if (!placed) return; /* nothing of this solve's in place: the older set is whole */
   char keep[2048];
   snprintf(keep, sizeof keep, "%s", ntk_error_message());
   int held = ntk_lock_check(lock) == NTK_OK;
   (void)ntk_error(NTK_EINTERNAL, "%s", keep);
   if (!held) return;
-  size_t removed = 0, nr = job->solve.nridge;
-  for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK; which <<= 1)
-    for (size_t r = 0; r < nr && (kernels & (uint32_t)which); r++) {
-      if (reached[(which == NTK_KERNEL_NTK) * nr + r]) continue;
-      char old[NTK_PATH_MAX + 64], vold[NTK_PATH_MAX + 64];
-      prediction_path(store_path, job, which, job->solve.ridge[r], old, sizeof old);
-      variance_path(old, job, vold, sizeof vold);
-      removed += unlink(old) == 0;
-      removed += job->solve.variance && unlink(vold) == 0;
-    }
+  size_t removed = 0;
+  for (size_t i = 0; i < pf->n; i++) {
+    dev_t d;
+    ino_t n;
+    if (pf->f[i].present && file_id(pf->f[i].path, &d, &n) && d == pf->f[i].dev && n == pf->f[i].ino)
+      removed += unlink(pf->f[i].path) == 0;
+  }
   if (removed)
-    fprintf(stderr, "ntkd: removed %zu older prediction file%s of ridges this solve did not reach (another solve's: "
-            "beside this one's they would pass for its result)\n", removed, removed == 1 ? "" : "s");
+    fprintf(stderr, "ntkd: removed %zu older prediction file%s this solve did not replace (another solve's: beside "
+            "this one's they would pass for its result)\n", removed, removed == 1 ? "" : "s");
 }
 
 ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t *opened, const struct ntk_job *job,
@@ -606,9 +654,10 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   size_t nr = 0;
   int header = 0;  /* the table's header, printed with its first row (none for a solve stopped before it) */
   size_t written = 0; /* files written (struct table) */
-  /* (kernel, ridge) whose files this solve wrote or removed (rank 0; NULL
-   * out of memory: no clean-up after a stop) */
-  unsigned char *reached = rank == 0 ? calloc(2 * job->solve.nridge + 1, 1) : NULL;
+  /* rank 0: the files as they were before this solve (NULL out of memory:
+   * no clean-up after a stop) */
+  struct prior_files prior = {0, NULL};
+  if (!st && rank == 0) prior_files_take(&prior, store_path, job, in->kernels);
   double t_start = ntk_now();
   struct meet m = {comm, store_path, method == NTK_SOLVE_CG, job->worker_timeout, 0.0};
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK && !st; which <<= 1) {
@@ -639,7 +688,6 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
       } else {
         wr = rs;
       }
-      if (reached) reached[(which == NTK_KERNEL_NTK) * job->solve.nridge + r] = !wr;
       if (results && nr < cap) results[nr] = res;
       nr++;
     }
@@ -651,8 +699,8 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     st = meet_report(&m, rank == 0 ? predictions_still_locked(lock, store_path, job,
                                                               "the files written may be a mix of two solves'")
                                    : NTK_OK);
-  if (st && reached && written) remove_unreached(store_path, job, in->kernels, reached, lock);
-  free(reached);
+  if (st && rank == 0) remove_stale(&prior, lock);
+  free(prior.f);
   ntk_lock_release(lock); /* every file is written (or refused) */
   if (own) ntk_solve_labels_free(&L);
   if (s != opened) ntk_store_close(s);
