@@ -628,14 +628,14 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
    * largest absolute row sum (G is positive semi-definite). The system
    * solved, K + reg I, is not changed, only how close M is to it. The same
    * on every rank (G is summed). */
-  double gtrace = 0, grow = 0, *rows = st ? NULL : calloc(m, sizeof *rows);
-  for (size_t i = 0; !st && i < m; i++) gtrace += G[i * m + i];
-  for (size_t i = 0; rows && i < m; i++) { /* G holds its upper triangle (dsyrk) */
-    rows[i] += fabs(G[i * m + i]);
-    for (size_t j = i + 1; j < m; j++) rows[i] += fabs(G[i * m + j]), rows[j] += fabs(G[i * m + j]);
+  double gtrace = 0, grow = 0;
+  for (size_t i = 0; !st && i < m; i++) { /* G holds its upper triangle (dsyrk): row i is column i above it */
+    double row = 0;
+    for (size_t j = 0; j < i; j++) row += fabs(G[j * m + i]);
+    for (size_t j = i; j < m; j++) row += fabs(G[i * m + j]);
+    gtrace += G[i * m + i];
+    grow = row > grow ? row : grow;
   }
-  for (size_t i = 0; rows && i < m; i++) grow = rows[i] > grow ? rows[i] : grow;
-  free(rows);
   double floor_s = 1e6 * DBL_EPSILON * (grow > 0 && grow < gtrace ? grow : gtrace);
   for (size_t r = 0; !st && r < nridge; r++)
     if (c->rshift[r] < floor_s) c->rshift[r] = floor_s;
@@ -644,7 +644,7 @@ static ntk_status build_preconditioner(struct cg *c, size_t k, const double *d, 
   for (size_t r = 0; r < nridge; r++)
     if (ridge_owner(c, r) == c->rank && c->rshift[r] > 0) last = r;
   for (size_t r = 0; !st && r < nridge; r++) {
-    if (ridge_owner(c, r) != c->rank || !(c->rshift[r] > 0)) continue; /* shift 0 (k = n, ridge 0): none */
+    if (ridge_owner(c, r) != c->rank || !(c->rshift[r] > 0)) continue; /* shift 0 (G = 0, so no floor): none */
     double *U = r == last ? G : malloc((m * m + 1) * sizeof *U);
     if (!U) {
       st = ntk_error(NTK_ENOMEM, "out of memory for the preconditioner's inverses (one of %zu^2 doubles per ridge, "
@@ -691,8 +691,8 @@ static size_t run_end(const size_t *grp, size_t b0, size_t w) {
 
 /* Collective: Z = M^-1 R = (R - L (s I + G)^-1 L^T R) / s for na columns
  * (n x na, every rank) whose ridges are rid[] (columns of one ridge are
- * adjacent); a ridge with shift 0 is not preconditioned (Z = R). w: m x na,
- * corr: n x na scratch. */
+ * adjacent); a ridge with shift 0 (its inversion failed, or G = 0) is
+ * not preconditioned (Z = R). w: m x na, corr: n x na scratch. */
 static ntk_status precondition(struct cg *c, const double *R, double *Z, const size_t *rid, size_t na, double *w,
                                double *corr) {
   size_t n = c->n, nl = c->hi - c->lo, m = c->m;
