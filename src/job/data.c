@@ -722,10 +722,10 @@ static ntk_status read_idx(const struct ntk_job *job, const char *path, gzFile f
 /* `sizes[k]`: the size of file k when it is stored plain, -1 when it is
  * gzip-compressed. Plain files are counted from their sizes, which must be
  * whole numbers of records, so a count of 10 reads 10 records of a 100 GB
- * file. A compressed file has no cheap size: it is read record by record,
- * only as far as the count needs, so past that point nothing is checked
- * (neither its labels, nor that it ends on a whole record, nor that its
- * compressed stream is intact), nor are the compressed files after it. */
+ * file. A compressed file has no cheap size: it is read record by record
+ * as far as the count needs, and then to its end (its checksum is checked
+ * there, and that it ends on a whole record; the labels past the count are
+ * not); the compressed files after it are not read. */
 static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const long long *sizes, int nfiles,
                              struct raw *r) {
   size_t total = 0, per_file[NTK_MAX_DATA_FILES];
