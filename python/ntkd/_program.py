@@ -11,6 +11,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 
 import numpy as np
 
@@ -232,19 +233,26 @@ def run(args, cwd, nproc=None, progress=None, desc=None, log=None, check=True, l
 def _stop_with_parent(sig):
     """For Popen's preexec_fn (Linux): the child gets `sig` when this process
     (the thread that started it, which waits for it) dies. None elsewhere.
-    The function runs between fork and exec and calls only a prctl resolved
-    here, beforehand."""
-    if not os.uname().sysname == "Linux":
+    The function runs between fork and exec and calls only C functions
+    resolved here, beforehand, and os.getppid/os.kill: no lock another
+    thread could hold. (A preexec_fn makes subprocess fork rather than
+    vfork: a cost once per job.)"""
+    if not sys.platform.startswith("linux"):
         return None
     try:
         import ctypes
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl, handler = libc.prctl, libc.signal
     except (OSError, AttributeError):
         return None
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    handler.argtypes, handler.restype = [ctypes.c_int, ctypes.c_void_p], ctypes.c_void_p
     parent, number = os.getpid(), int(sig)
 
     def preexec():
+        # The signal's default action until the exec: Python's SIGINT handler, inherited by the
+        # fork, would take a signal that came before it and drop it, and the job would run on.
+        handler(number, None)  # SIG_DFL
         prctl(1, number, 0, 0, 0)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # died before the prctl: nothing would tell the child
             os.kill(os.getpid(), number)
