@@ -9,6 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
+# libFuzzer reads a -max_total_time that is not a number as 0: no limit.
+[[ "$secs" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: SECONDS must be a whole number of seconds >= 1, not '$secs' (usage: scripts/fuzz.sh [SECONDS])" >&2; exit 2; }
 out=fuzz-out
 mkdir -p "$out"
 CC=${CC_FUZZ:-clang}

@@ -12,6 +12,8 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(readlink -f "${1:-$SRC/build}")
 ROUNDS=${2:-1000}
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "leak-check: ROUNDS must be a whole number >= 1, not '$ROUNDS'" >&2; exit 2; }
+[ -d "$BUILD" ] || { echo "leak-check: $BUILD is not a build folder" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "leak-check: valgrind is not installed (apt-get install valgrind)"; exit 1; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/ntkd-leak-XXXXXX")
 trap 'rm -rf "$W"' EXIT

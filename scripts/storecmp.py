@@ -8,7 +8,26 @@ id, sequence number and checksum, and its payload), by tile number; a dead
 region (a stretch a resume found damaged and recomputed elsewhere) is no
 tile and is stepped over."""
 import struct, sys
-a, b = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read()
+if len(sys.argv) != 3:
+    print("usage: scripts/storecmp.py A.ntk B.ntk (exit 0: equal but for the ids, 1: different, 2: not stores)",
+          file=sys.stderr)
+    sys.exit(2)
+
+
+def store(path):
+    try:
+        s = open(path, 'rb').read()
+    except OSError as e:
+        print("storecmp: %s: %s" % (path, e.strerror), file=sys.stderr)
+        sys.exit(2)
+    if len(s) < 8192 or s[:8] != b'NTKDSTOR' or s[4096:4104] != b'NTKDSTOR':
+        print("storecmp: %s is not an ntkd store (no NTKDSTOR header copies at bytes 0 and 4096)" % path,
+              file=sys.stderr)
+        sys.exit(2)
+    return s
+
+
+a, b = store(sys.argv[1]), store(sys.argv[2])
 def records(s):
     off, out = struct.unpack_from('<Q', s, 136)[0], {}
     while off + 128 <= len(s) and s[off:off + 8] == b'NTKDTILE':

@@ -8,7 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 select=(-LE long) what="the tests"
-if [ "${1:-}" = --long ]; then select=(-L long) what="the long tests"; fi
+case "${1:-}|$#" in
+  "|0") ;;
+  "--long|1") select=(-L long) what="the long tests" ;;
+  *) echo "test.sh: usage: scripts/test.sh [--long] (not: $*)" >&2; exit 2 ;;
+esac
 scripts/install-deps.sh
 scripts/build.sh
 source scripts/env.sh

@@ -482,5 +482,17 @@ print('    ' + line.strip() + ' (${at_stop:-0} stored when rank 2 stopped)')
 assert n[1] + n[2] == 136 and n[2] <= ${at_stop:-0} + 16, n
 "
 
+# The scripts a user runs refuse arguments they cannot take, before doing
+# anything: fuzz.sh took "abc" seconds as no limit (libFuzzer ran until
+# killed), leak-check.sh "abc" rounds as 0 and said "no leak", test.sh ran
+# the short stage for "--lnog", storecmp.py called two files of zeros equal.
+expect_rc 2 "scripts/fuzz.sh abc: refused" bash "$SRC/scripts/fuzz.sh" abc
+check "... saying what SECONDS must be" has "SECONDS must be a whole number" err.log
+expect_rc 2 "scripts/leak-check.sh BUILD abc: refused" bash "$SRC/scripts/leak-check.sh" "$(dirname "$NTKD")" abc
+expect_rc 2 "scripts/test.sh --lnog: refused" bash "$SRC/scripts/test.sh" --lnog
+head -c 8192 /dev/zero > zeros.bin
+expect_rc 2 "scripts/storecmp.py on two files that are not stores: refused" "$PY" "$SRC/scripts/storecmp.py" zeros.bin zeros.bin
+check "... saying so" has "is not an ntkd store" err.log
+
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" = 0 ]
