@@ -98,7 +98,15 @@ def _dynamics(k_dd, k_td, y_vec, f0, ft0, T):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
+    usage = "usage: nt_predict_reference.py [OUT.npz] (default tests/data/ref_predict.npz)"
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(usage)
+        return
+    if len(sys.argv) > 2 or (len(sys.argv) == 2 and sys.argv[1].startswith("-")):
+        sys.exit(f"{usage}; not: {' '.join(sys.argv[1:])}")
     out_path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "tests", "data", "ref_predict.npz")
+    if not out_path.endswith(".npz"):
+        out_path += ".npz"  # np.savez_compressed appends it: the message names the file written
     _, _, kernel_fn = eval(ARCH)
     r = np.random.default_rng(2027)
     x_train = r.standard_normal((24, 5))

@@ -3,14 +3,16 @@
 
 Run through scripts/nt_reference.sh, which provides the pinned environment.
 
-Usage: nt_reference.py [--only fc|cnn|solve|graph] [--fc-out PATH] [--cnn-out PATH]
-                       [--solve-out PATH]
+Usage: nt_reference.py [--only fc|cnn|solve|readme|graph] [--fc-out PATH] [--cnn-out PATH]
+                       [--solve-out PATH] [--readme-out PATH] [--graph-out PATH]
 
-With no arguments writes tests/data/ref_fc.txt (fully-connected cases),
-tests/data/ref_cnn.txt (convolutional cases on NHWC images) and
-tests/data/ref_solve.txt (kernel regression: predictions on a test set)
-and tests/data/ref_graph.txt (graph networks: each case's patterns after x,
-a `pattern` block of N lines of V x V values).
+With no arguments writes five files: tests/data/ref_fc.txt (fully-connected
+cases), tests/data/ref_cnn.txt (convolutional cases on NHWC images),
+tests/data/ref_solve.txt (kernel regression: predictions on a test set),
+tests/data/ref_readme.npz (neural-tangents' README examples) and
+tests/data/ref_graph.txt (graph networks: each case's patterns after x, a
+`pattern` block of N lines of V x V values). Each --X-out names where one
+goes; --only writes one.
 
 Output format (parsed by the C tests):
 
@@ -309,7 +311,7 @@ def main(argv):
   parser = argparse.ArgumentParser(
       prog='nt_reference.py',
       description='Write neural-tangents reference kernels for ntkd tests '
-                  '(by default both the FC and the CNN file).')
+                  '(by default all five files: fc, cnn, solve, readme, graph).')
   parser.add_argument('--only', choices=('fc', 'cnn', 'solve', 'readme', 'graph'),
                       help='write only this suite')
   parser.add_argument('--fc-out', default=DEFAULT_FC_OUTPUT, metavar='PATH',
@@ -320,6 +322,8 @@ def main(argv):
                       help=f'kernel-regression output (default {DEFAULT_SOLVE_OUTPUT})')
   parser.add_argument('--readme-out', default=DEFAULT_README_OUTPUT, metavar='PATH',
                       help=f"neural-tangents' README examples (default {DEFAULT_README_OUTPUT})")
+  parser.add_argument('--graph-out', default=DEFAULT_GRAPH_OUTPUT, metavar='PATH',
+                      help=f'graph networks output (default {DEFAULT_GRAPH_OUTPUT})')
   opts = parser.parse_args(argv[1:])
 
   if opts.only in (None, 'fc'):
@@ -339,7 +343,7 @@ def main(argv):
         'b_std=b or None); AvgPool(w,s) = stax.AvgPool((w, w), (s, s), '
         "'VALID')"])
   if opts.only in (None, 'graph'):
-    write_suite(DEFAULT_GRAPH_OUTPUT, graph_cases(), [
+    write_suite(opts.graph_out, graph_cases(), [
         "kernel_fn(x, None, ('nngp', 'ntk'), pattern=(p, p)), p each case's pattern",
         'x: as in ref_cnn.txt, (N, L, C) sequences written as (N, L, 1, C), or NHWC images',
         'pattern V: one line per sample, its V x V matrix row-major (V the positions the Aggregates see, '

@@ -5,11 +5,14 @@
 # neural-tangents and its dependencies, then runs scripts/nt_reference.py
 # with that venv's python, passing all arguments through.
 #
-#   scripts/nt_reference.sh                 # writes tests/data/ref_fc.txt
-#                                           # and tests/data/ref_cnn.txt
+#   scripts/nt_reference.sh                 # writes the five files of tests/data:
+#                                           # ref_fc.txt, ref_cnn.txt, ref_solve.txt,
+#                                           # ref_readme.npz and ref_graph.txt
 #   scripts/nt_reference.sh --only cnn      # only tests/data/ref_cnn.txt
 #   scripts/nt_reference.sh --only graph    # only tests/data/ref_graph.txt
-#   scripts/nt_reference.sh --fc-out /tmp/fc.txt --cnn-out /tmp/cnn.txt
+#   scripts/nt_reference.sh --only fc --fc-out /tmp/fc.txt   # one file elsewhere
+#   (each file has its --X-out: --fc-out, --cnn-out, --solve-out,
+#   --readme-out, --graph-out; without --only all five are written)
 #
 # Environment:
 #   NTKD_REF_VENV   venv location (default /opt/ntkd-ref-venv)
