@@ -266,6 +266,16 @@ def test_stop_stores_and_resumes(tmp_path, ranks):
     assert last_to_compute(tmp_path / "s.log") == (needed - present, needed)
 
 
+def wait_for_a_stored_tile(p, log):
+    """Until the job of the Python process p computes: a progress line (one a second) in its log
+    counts a stored tile."""
+    deadline = time.monotonic() + 300
+    while not (log.exists() and re.search(r"^ntkd: [1-9]\d*/\d+ tiles \(", log.read_text(), re.M)):
+        assert p.poll() is None, "batch ended before it was stopped"
+        assert time.monotonic() < deadline, "no progress line in 300 s"
+        time.sleep(0.05)
+
+
 def test_ctrl_c_in_a_terminal(tmp_path):
     # SIGINT to the whole process group of a Python process running batch, as a terminal's
     # Ctrl-C does: the job (in a session of its own) gets one SIGINT from batch, stores the
@@ -284,12 +294,7 @@ def test_ctrl_c_in_a_terminal(tmp_path):
     """)
     p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
     log = tmp_path / "s.log"
-    deadline = time.monotonic() + 300
-    # Signalled once the job computes: a progress line (one a second) counts a stored tile.
-    while not (log.exists() and re.search(r"^ntkd: [1-9]\d*/\d+ tiles \(", log.read_text(), re.M)):
-        assert p.poll() is None, "batch ended before it was interrupted"
-        assert time.monotonic() < deadline, "no progress line in 300 s"
-        time.sleep(0.05)
+    wait_for_a_stored_tile(p, log)
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=300)
     assert out.strip() == "KeyboardInterrupt"
@@ -314,12 +319,7 @@ def test_the_job_stops_when_its_python_process_is_killed(tmp_path, ranks):
         ntkd.batch(kf, x, store={str(tmp_path / 's.ntk')!r}, ranks={ranks!r}, tile=32, progress=lambda done, total: None)
     """)
     p = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
-    log = tmp_path / "s.log"
-    deadline = time.monotonic() + 300
-    while not (log.exists() and re.search(r"^ntkd: [1-9]\d*/\d+ tiles \(", log.read_text(), re.M)):
-        assert p.poll() is None, "batch ended before it was killed"
-        assert time.monotonic() < deadline, "no progress line in 300 s"
-        time.sleep(0.05)
+    wait_for_a_stored_tile(p, tmp_path / "s.log")
     p.kill()
     p.wait()
     # A rerun takes the store once the job has stopped (StoreInUseError while it runs on) and
