@@ -222,6 +222,16 @@ END_TEST
 /* A file must end where its header says, and its header hold numpy's
  * three keys: a header edited to a smaller shape read the first rows as
  * the data, and an unknown key was ignored. */
+/* len bytes at b gzip-compressed into dir/name. */
+static void gz_write(const char *name, const void *b, size_t len) {
+  char p[512];
+  tu_path(p, sizeof p, dir, name);
+  gzFile g = gzopen(p, "wb");
+  ck_assert_ptr_nonnull(g);
+  ck_assert_int_eq(gzwrite(g, b, (unsigned)len), (int)len);
+  ck_assert_int_eq(gzclose(g), Z_OK);
+}
+
 /* dir/src gzip-compressed into dir/dst, its last `cut` bytes removed. */
 static void gz_copy(const char *src, const char *dst, int cut) {
   char p[512], q[512], buf[8192];
@@ -231,10 +241,7 @@ static void gz_copy(const char *src, const char *dst, int cut) {
   ck_assert_ptr_nonnull(in);
   size_t len = fread(buf, 1, sizeof buf, in);
   fclose(in);
-  gzFile g = gzopen(q, "wb");
-  ck_assert_ptr_nonnull(g);
-  ck_assert_int_eq(gzwrite(g, buf, (unsigned)len), (int)len);
-  ck_assert_int_eq(gzclose(g), Z_OK);
+  gz_write(dst, buf, len);
   struct stat sb;
   ck_assert_int_eq(stat(q, &sb), 0);
   ck_assert_int_eq(truncate(q, sb.st_size - cut), 0);
@@ -348,14 +355,8 @@ static void write_idx(const char *name, int n, int h, int w, int gz, int truncat
   len -= (size_t)truncate_by;
   char p[512];
   tu_path(p, sizeof p, dir, name);
-  if (gz) {
-    gzFile f = gzopen(p, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(gzwrite(f, b, (unsigned)len), (int)len);
-    ck_assert_int_eq(gzclose(f), Z_OK);
-  } else {
-    tu_write(p, b, len);
-  }
+  if (gz) gz_write(name, b, len);
+  else tu_write(p, b, len);
   free(b);
 }
 
@@ -566,9 +567,7 @@ START_TEST(test_labels) {
   free(y);
   /* gzip-compressed */
   tu_path(p, sizeof p, dir, "l-ubyte.gz");
-  gzFile g = gzopen(p, "wb");
-  gzwrite(g, idx, sizeof idx);
-  gzclose(g);
+  gz_write("l-ubyte.gz", idx, sizeof idx);
   ck_assert_int_eq(ntk_labels_load(p, 4, 1, 10, &y), NTK_OK);
   ck_assert_int_eq(y[3], 1);
   free(y);
@@ -900,10 +899,7 @@ START_TEST(test_cifar_count_stops) {
   for (size_t i = 0; i < n; i++) b[i * 3073] = (unsigned char)(i % 10);
   char p[512];
   tu_path(p, sizeof p, dir, "cut.bin.gz");
-  gzFile g = gzopen(p, "wb");
-  ck_assert_ptr_nonnull(g);
-  ck_assert_int_eq(gzwrite(g, b, (unsigned)len), (int)len);
-  ck_assert_int_eq(gzclose(g), Z_OK);
+  gz_write("cut.bin.gz", b, len);
   struct stat sb;
   ck_assert_int_eq(stat(p, &sb), 0);
   ck_assert_int_gt(sb.st_size, (long long)len / 2);
@@ -916,9 +912,7 @@ START_TEST(test_cifar_count_stops) {
   ck_assert_msg(strstr(ntk_error_message(), "truncated"), "%s", ntk_error_message());
   /* An intact batch with count = 2: the two records, the rest read through. */
   tu_path(p, sizeof p, dir, "whole.bin.gz");
-  g = gzopen(p, "wb");
-  ck_assert_int_eq(gzwrite(g, b, (unsigned)len), (int)len);
-  ck_assert_int_eq(gzclose(g), Z_OK);
+  gz_write("whole.bin.gz", b, len);
   job_for(&j, "whole.bin.gz");
   j.count = 2;
   ck_assert_msg(ntk_data_load(&j, 8, &ds) == NTK_OK, "%s", ntk_error_message());
@@ -941,10 +935,7 @@ START_TEST(test_cifar_count_stops) {
   j.count = 15; /* past the cut */
   ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
   /* A compressed batch with fewer records than count. */
-  tu_path(p, sizeof p, dir, "few.bin.gz");
-  g = gzopen(p, "wb");
-  ck_assert_int_eq(gzwrite(g, b, 3 * 3073), 3 * 3073);
-  ck_assert_int_eq(gzclose(g), Z_OK);
+  gz_write("few.bin.gz", b, 3 * 3073);
   job_for(&j, "few.bin.gz");
   ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_OK);
   ck_assert_uint_eq(ds.n, 3);
@@ -953,10 +944,7 @@ START_TEST(test_cifar_count_stops) {
   ck_assert_int_eq(ntk_data_load(&j, 8, &ds), NTK_EINPUT);
   ck_assert_msg(strstr(ntk_error_message(), "count = 4 but the data hold only 3 samples"), "%s", ntk_error_message());
   /* ... and one ending inside a record. */
-  tu_path(p, sizeof p, dir, "part.bin.gz");
-  g = gzopen(p, "wb");
-  ck_assert_int_eq(gzwrite(g, b, 3 * 3073 - 5), 3 * 3073 - 5);
-  ck_assert_int_eq(gzclose(g), Z_OK);
+  gz_write("part.bin.gz", b, 3 * 3073 - 5);
   expect_fail("part.bin.gz", "9214 bytes is not a whole number");
   free(b);
 
@@ -1002,11 +990,8 @@ START_TEST(test_stop_flag) {
   write_idx("stop-ubyte.gz", 3, 2, 2, 1, 0);
   write_cifar("stop.bin", 2, 0, 0);
   char p[512];
-  tu_path(p, sizeof p, dir, "stop.bin.gz");
-  gzFile g = gzopen(p, "wb");
   unsigned char rec[3073] = {3};
-  gzwrite(g, rec, sizeof rec);
-  ck_assert_int_eq(gzclose(g), Z_OK);
+  gz_write("stop.bin.gz", rec, sizeof rec);
   unsigned char lab[9] = {0, 0, 8, 1, 0, 0, 0, 1, 4};
   tu_path(p, sizeof p, dir, "stop-l-ubyte");
   tu_write(p, lab, sizeof lab);
