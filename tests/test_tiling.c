@@ -59,6 +59,36 @@ START_TEST(test_limit_columns) {
 }
 END_TEST
 
+START_TEST(test_walk_needed) {
+  /* ntk_tiling_first/next give the needed tiles, in index order, each equal
+   * to ntk_tiling_tile's, for the shapes of test_limit_columns and n = 0. */
+  const uint64_t shapes[][2] = {{10, 4}, {100, 7}, {1000, 64}, {12000, 512}, {5, 10}, {0, 4}, {1, 1}};
+  for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+    uint64_t n = shapes[k][0], T = shapes[k][1];
+    for (uint64_t m = 0; m <= n + 1; m += (n > 200 ? 97 : 1)) {
+      struct ntk_tiling t;
+      ntk_tiling_init(&t, n, T);
+      ntk_tiling_limit_columns(&t, m);
+      struct ntk_tile w;
+      int more = ntk_tiling_first(&t, &w);
+      uint64_t walked = 0;
+      for (uint64_t i = 0; i < t.ntiles; i++) {
+        if (!ntk_tiling_needed(&t, i)) continue;
+        ck_assert_msg(more, "n=%llu T=%llu m=%llu: the walk ended before tile %llu", (unsigned long long)n,
+                      (unsigned long long)T, (unsigned long long)m, (unsigned long long)i);
+        struct ntk_tile want = ntk_tiling_tile(&t, i);
+        ck_assert_mem_eq(&w, &want, sizeof w);
+        walked++;
+        more = ntk_tiling_next(&t, &w);
+      }
+      ck_assert_msg(!more, "n=%llu T=%llu m=%llu: the walk went past the last needed tile", (unsigned long long)n,
+                    (unsigned long long)T, (unsigned long long)m);
+      ck_assert_uint_eq(walked, t.needed);
+    }
+  }
+}
+END_TEST
+
 /* Counts are exact where they fit in 64 bits (a forged store header's
  * N = 2^32, T = 1: nb (nb + 1) wrapped before the halving, to 2^31 tiles)
  * and saturate where they do not. */
@@ -108,6 +138,7 @@ int main(void) {
   tcase_add_test(tc, test_cover_exactly_once);
   tcase_add_test(tc, test_large_index_inverse);
   tcase_add_test(tc, test_limit_columns);
+  tcase_add_test(tc, test_walk_needed);
   tcase_add_test(tc, test_counts_saturate);
   suite_add_tcase(s, tc);
   return tu_run(s);

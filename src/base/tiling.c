@@ -34,20 +34,39 @@ void ntk_tiling_limit_columns(struct ntk_tiling *t, uint64_t m) {
 
 uint64_t ntk_tiling_index(uint64_t bi, uint64_t bj) { return bi * (bi + 1) / 2 + bj; }
 
-struct ntk_tile ntk_tiling_tile(const struct ntk_tiling *t, uint64_t index) {
-  /* Invert index = bi(bi+1)/2 + bj with a float guess, then fix it up. */
-  uint64_t bi = (uint64_t)((sqrt(8.0 * (double)index + 1.0) - 1.0) / 2.0);
-  while (bi * (bi + 1) / 2 > index) bi--;
-  while ((bi + 1) * (bi + 2) / 2 <= index) bi++;
+/* Tile (bi, bj) numbered `index`. */
+static struct ntk_tile block(const struct ntk_tiling *t, uint64_t index, uint64_t bi, uint64_t bj) {
   struct ntk_tile r;
   r.index = index;
   r.bi = bi;
-  r.bj = index - bi * (bi + 1) / 2;
+  r.bj = bj;
   r.r0 = bi * t->tile;
   r.c0 = r.bj * t->tile;
   r.rows = t->n - r.r0 < t->tile ? t->n - r.r0 : t->tile;
   r.cols = t->n - r.c0 < t->tile ? t->n - r.c0 : t->tile;
   return r;
+}
+
+struct ntk_tile ntk_tiling_tile(const struct ntk_tiling *t, uint64_t index) {
+  /* Invert index = bi(bi+1)/2 + bj with a float guess, then fix it up. */
+  uint64_t bi = (uint64_t)((sqrt(8.0 * (double)index + 1.0) - 1.0) / 2.0);
+  while (bi * (bi + 1) / 2 > index) bi--;
+  while ((bi + 1) * (bi + 2) / 2 <= index) bi++;
+  return block(t, index, bi, index - bi * (bi + 1) / 2);
+}
+
+int ntk_tiling_first(const struct ntk_tiling *t, struct ntk_tile *tile) {
+  if (t->nb == 0) return 0;
+  *tile = block(t, 0, 0, 0);
+  return 1;
+}
+
+int ntk_tiling_next(const struct ntk_tiling *t, struct ntk_tile *tile) {
+  uint64_t bi = tile->bi, bj = tile->bj + 1;
+  if (bj > bi || bj >= t->nbc) bi++, bj = 0; /* the rest of the row is not needed */
+  if (bi >= t->nb) return 0;
+  *tile = block(t, ntk_tiling_index(bi, bj), bi, bj);
+  return 1;
 }
 
 uint64_t ntk_tile_pairs(const struct ntk_tile *tile) {

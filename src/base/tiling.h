@@ -36,6 +36,14 @@ int ntk_tiling_needed(const struct ntk_tiling *t, uint64_t index);
 /* Tile number `index` (< ntiles). */
 struct ntk_tile ntk_tiling_tile(const struct ntk_tiling *t, uint64_t index);
 
+/* The needed tiles in index order, each found in O(1) where
+ * ntk_tiling_needed and ntk_tiling_tile invert an index:
+ *   for (int more = ntk_tiling_first(t, &tile); more; more = ntk_tiling_next(t, &tile))
+ * first: tile 0 (0 when there are no tiles); next: the needed tile after
+ * *tile (0 after the last). */
+int ntk_tiling_first(const struct ntk_tiling *t, struct ntk_tile *tile);
+int ntk_tiling_next(const struct ntk_tiling *t, struct ntk_tile *tile);
+
 /* Index of tile (bi, bj), bi >= bj. */
 uint64_t ntk_tiling_index(uint64_t bi, uint64_t bj);
 

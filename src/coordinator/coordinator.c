@@ -93,44 +93,54 @@ static int u64_desc(const void *pa, const void *pb) {
   return a > b ? -1 : a < b;
 }
 
+/* The pending tiles' costs, classed as sched_init finds them: they take a
+ * handful of values (full, diagonal and edge tiles), so a counting sort by
+ * class places them without decoding a tile again (qsort decoded two tiles
+ * a comparison: 14 s of start-up at 44 M tiles). Beyond COST_CLASSES
+ * values, or without memory for the classes, qsort. */
+enum { COST_CLASSES = 64 };
+struct cost_classes {
+  unsigned char *cls; /* the class of each pending tile; NULL: qsort */
+  uint64_t cost[COST_CLASSES], count[COST_CLASSES];
+  int n;
+};
+
+static void cost_class(struct cost_classes *cc, uint64_t i, const struct ntk_tile *t) {
+  if (!cc->cls) return;
+  uint64_t c = tile_cost(t);
+  int k = 0;
+  while (k < cc->n && cc->cost[k] != c) k++;
+  if (k == COST_CLASSES) {
+    free(cc->cls);
+    cc->cls = NULL;
+    return;
+  }
+  if (k == cc->n) cc->cost[cc->n++] = c;
+  cc->cls[i] = (unsigned char)k;
+  cc->count[k]++;
+}
+
 /* The pending tiles (in index order), largest first, ties by index: the
- * order by_cost_desc defines. The costs take a handful of values (full,
- * diagonal and edge tiles), so a counting sort by cost does it in one pass
- * that decodes each tile once (qsort decoded two tiles a comparison: 14 s
- * of start-up at 44 M tiles); beyond COST_CLASSES values, qsort. */
-static void sort_pending(struct sched *s) {
-  enum { COST_CLASSES = 64 };
-  uint64_t n = s->npending, cost[COST_CLASSES], count[COST_CLASSES] = {0};
-  int ncost = 0;
-  unsigned char *cls = malloc(n ? n : 1);
+ * order by_cost_desc defines. Frees cc->cls. */
+static void sort_pending(struct sched *s, struct cost_classes *cc) {
+  uint64_t n = s->npending;
   /* As large as pending: a resume's audit appends the tiles it finds damaged. */
   uint64_t cap = s->tiling->ntiles ? s->tiling->ntiles : 1;
-  uint64_t *out = cls ? malloc((size_t)cap * sizeof *out) : NULL;
-  for (uint64_t i = 0; out && i < n; i++) {
-    struct ntk_tile t = ntk_tiling_tile(s->tiling, s->pending[i]);
-    uint64_t c = tile_cost(&t);
-    int k = 0;
-    while (k < ncost && cost[k] != c) k++;
-    if (k == COST_CLASSES) break;
-    if (k == ncost) cost[ncost++] = c;
-    cls[i] = (unsigned char)k;
-    count[k]++;
-  }
-  if (!out || ncost == COST_CLASSES) { /* out of memory for the copy, or many sizes: in place */
-    free(cls);
-    free(out);
+  uint64_t *out = cc->cls ? malloc((size_t)cap * sizeof *out) : NULL;
+  if (!out) { /* many sizes, or out of memory for the copy: in place */
+    free(cc->cls);
     sort_tiling = s->tiling;
     qsort(s->pending, (size_t)n, sizeof *s->pending, by_cost_desc);
     return;
   }
   uint64_t sorted[COST_CLASSES], start[COST_CLASSES], at = 0;
-  memcpy(sorted, cost, (size_t)ncost * sizeof *cost);
-  qsort(sorted, (size_t)ncost, sizeof *sorted, u64_desc);
-  for (int r = 0; r < ncost; r++)
-    for (int k = 0; k < ncost; k++)
-      if (cost[k] == sorted[r]) start[k] = at, at += count[k];
-  for (uint64_t i = 0; i < n; i++) out[start[cls[i]]++] = s->pending[i];
-  free(cls);
+  memcpy(sorted, cc->cost, (size_t)cc->n * sizeof *cc->cost);
+  qsort(sorted, (size_t)cc->n, sizeof *sorted, u64_desc);
+  for (int r = 0; r < cc->n; r++)
+    for (int k = 0; k < cc->n; k++)
+      if (cc->cost[k] == sorted[r]) start[k] = at, at += cc->count[k];
+  for (uint64_t i = 0; i < n; i++) out[start[cc->cls[i]]++] = s->pending[i];
+  free(cc->cls);
   free(s->pending);
   s->pending = out;
 }
@@ -143,16 +153,21 @@ static ntk_status sched_init(struct sched *s, ntk_store_t *store, const struct n
   s->sync_interval = job->sync_interval;
   s->worker_timeout = job->worker_timeout;
   uint64_t total_pairs = 0, done_pairs = 0;
-  s->pending = malloc((size_t)(s->tiling->ntiles ? s->tiling->ntiles : 1) * sizeof *s->pending);
+  size_t cap = (size_t)(s->tiling->ntiles ? s->tiling->ntiles : 1);
+  s->pending = malloc(cap * sizeof *s->pending);
   if (!s->pending) return ntk_error(NTK_ENOMEM, "out of memory");
-  for (uint64_t i = 0; i < s->tiling->ntiles; i++) {
-    if (!ntk_tiling_needed(s->tiling, i)) continue; /* test x test, not asked for */
-    struct ntk_tile t = ntk_tiling_tile(s->tiling, i);
+  struct cost_classes cc = {.cls = malloc(cap)};
+  struct ntk_tile t;
+  for (int more = ntk_tiling_first(s->tiling, &t); more; more = ntk_tiling_next(s->tiling, &t)) {
     total_pairs += ntk_tile_pairs(&t);
-    if (!ntk_store_has_tile(store, i)) s->pending[s->npending++] = i;
-    else done_pairs += ntk_tile_pairs(&t);
+    if (ntk_store_has_tile(store, t.index)) {
+      done_pairs += ntk_tile_pairs(&t);
+      continue;
+    }
+    cost_class(&cc, s->npending, &t);
+    s->pending[s->npending++] = t.index;
   }
-  sort_pending(s);
+  sort_pending(s, &cc);
   ntk_progress_init(&s->progress, stderr, job->progress_interval, s->tiling->needed,
                     ntk_store_tiles_done(store), total_pairs, done_pairs);
   s->last_sync = ntk_now();
