@@ -914,6 +914,9 @@ START_TEST(test_identity_angles) {
     char *id = job_identity(text, &ds, NULL);
     ck_assert_msg(!strstr(id, "gelu angle = ntkd's atan2") == !gelu[k], "%s, elem %d:\n%s", nets[k], elems[k], id);
     ck_assert_msg(!strstr(id, "relu angle = acos polynomial") == !relu[k], "%s, elem %d:\n%s", nets[k], elems[k], id);
+    /* the Gelu map's scaled form: every network with a Gelu, in either precision */
+    ck_assert_msg(!strstr(id, "gelu = scaled variances") == !strstr(nets[k], "Gelu"), "%s, elem %d:\n%s", nets[k],
+                  elems[k], id);
     free(id);
     free(ds.x);
   }
@@ -1081,9 +1084,10 @@ START_TEST(test_identity_diff_inserted_line) {
   /* each line a newer ntkd writes, alone, is the same job by another
    * version (2: the entries differ by float32 rounding only) */
   const char *lines[] = {"gelu angle = ntkd's atan2", "relu angle = acos polynomial",
-                         "rectified monomial 0 at a zero variance = f(0) E[f]", "arithmetic = float64"};
-  int kinds[] = {2, 2, 1, 1};
-  for (int k = 0; k < 4; k++) {
+                         "rectified monomial 0 at a zero variance = f(0) E[f]", "arithmetic = float64",
+                         "gelu = scaled variances"};
+  int kinds[] = {2, 2, 1, 1, 2};
+  for (int k = 0; k < 5; k++) {
     char c[256];
     snprintf(c, sizeof c, "ntkd job = 2\nlayers = 1\n%s\nlayer 1 = Dense(W_std=1, b_std=0)\n", lines[k]);
     ck_assert_msg(ntk_job_text_diff(ntk, c, out, sizeof out) == kinds[k] && strstr(out, "older ntkd"), "%s: %s",

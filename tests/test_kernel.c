@@ -975,6 +975,46 @@ START_TEST(test_range_sign_gaussian_gelu) {
 }
 END_TEST
 
+/* Gelu at pairs of any correlation, variances 1e-6 up to where the kernel
+ * itself nears the top of the range, against neural-tangents' closed form
+ * in long double (64-bit mantissa, range 1e4932: its products of q^3 and
+ * q^4 are in range there). Those products overflowed in the map from
+ * variances ~4e9 in float32 and ~1e77 in float64: a Gelu kernel of 1e10 was
+ * refused as "exceeds float32" (docs/MATH.md, Range). Errors are relative
+ * to the pair's scale sqrt(q11 q22) (NNGP) and to 1 (the NTK factor). */
+static void gelu_reference(long double q12, long double q11, long double q22, long double *nngp, long double *tdot) {
+  const long double pi = 3.141592653589793238462643383279502884L;
+  long double p = q11 * q22, p1 = (1 + q11) * (1 + q22), d2 = 1 + q11 + q22 + (p - q12 * q12), d = sqrtl(d2);
+  long double angle = atan2l(q12, d);
+  *tdot = q12 / (2 * pi * d) * (1 / d2 + (2 + q11 + q22) / p1) + 0.25L + angle / (2 * pi);
+  *nngp = ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / (2 * pi) + 0.25L * q12;
+}
+
+START_TEST(test_range_gelu_pairs) {
+  struct ntk_map gelu = {.kind = NTK_MAP_GELU};
+  /* not correlation 1 of unequal variances: q12 rounded makes the Gram
+   * determinant's rounding the angle's (docs/MATH.md, collinear inputs);
+   * test_range_sign_gaussian_gelu takes a sample with itself */
+  const double cs[] = {-0.95, -0.3, 0.0, 0.2, 0.7, 0.99};
+  for (size_t k = 0; k < sizeof cs / sizeof *cs; k++)
+    for (int e = -6; e <= 150; e += 4) {
+      double q11 = 1.3 * pow(10.0, e), q22 = 0.6 * pow(10.0, e), q12 = cs[k] * sqrt(q11 * q22), t;
+      long double wn, wt;
+      gelu_reference(q12, q11, q22, &wn, &wt);
+      double got = ntk_map(&gelu, q12, q11, q22, 0, 0, &t), scale = sqrt(q11 * q22);
+      ck_assert_msg(fabs(got - (double)wn) <= 1e-13 * scale && fabs(t - (double)wt) <= 1e-13,
+                    "Gelu at q11 = %g, correlation %g: %.17g (%.17g), closed form %.17Lg (%.17Lg)", q11, cs[k], got, t, wn,
+                    wt);
+      if (e > 36) continue;
+      float tf, gf = ntk_mapf(&gelu, (float)q12, (float)q11, (float)q22, 0, 0, &tf);
+      gelu_reference((float)q12, (float)q11, (float)q22, &wn, &wt);
+      ck_assert_msg(isfinite(gf) && fabs(gf - (double)wn) <= 2e-6 * scale && fabs(tf - (double)wt) <= 2e-6,
+                    "float Gelu at q11 = %g, correlation %g: %.9g (%.9g), closed form %.9Lg (%.9Lg)", q11, cs[k], gf, tf,
+                    wn, wt);
+    }
+}
+END_TEST
+
 /* A variance entering a scale-free layer (Sign, RectifiedMonomial(0),
  * LayerNorm) below the precision's normal range, or underflowed to 0 for a
  * sample that is not zeros, is refused at ntk_fc_create: the layer made
@@ -1214,6 +1254,7 @@ int main(void) {
   tcase_add_test(tc, test_branch_widths);
   tcase_add_test(tc, test_small_variances);
   tcase_add_test(tc, test_range_sign_gaussian_gelu);
+  tcase_add_test(tc, test_range_gelu_pairs);
   tcase_add_test(tc, test_scale_free_underflow);
   suite_add_tcase(s, tc);
   return tu_run(s);

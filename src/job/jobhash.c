@@ -93,6 +93,11 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
      * the two. */
     if (data->elem == 4 && ntk_arch_has_map(arch, NTK_MAP_ABRELU)) add(&t, "relu angle = acos polynomial\n");
   }
+  /* The Gelu map from power-of-two-scaled variances and O(1) ratios
+   * (kernel_maps.h; absent: the closed form's products of q^3 and q^4,
+   * before 2026-12-07, a rounding or so apart where those are in range):
+   * a Gelu store begun by an older ntkd would mix the two. */
+  if (ntk_arch_has_map(arch, NTK_MAP_GELU)) add(&t, "gelu = scaled variances\n");
   /* RectifiedMonomial(0) at a zero variance is f(0) E[f(v)] (kernel_maps.h;
    * absent: the angle formula's 1/4, before 2026-12-05): a store begun by an
    * older ntkd holds other numbers for zero samples, or a CNN's blank
@@ -211,15 +216,16 @@ static int has_key(const char *s, const char *key, int klen) {
 /* The lines a newer ntkd writes where it computes some entries otherwise
  * than the ntkd before it did (see job_text): a store that lacks one was
  * computed by that older ntkd, not for other data or another model.
- * `rounding`: the older entries differ from the newer only by the float32
- * rounding of another formula, both as accurate (the maps' angles), so a
+ * `rounding`: the older entries differ from the newer only by the
+ * rounding of another formula, both as accurate (the float32 maps' angles,
+ * Gelu's scaled form), so a
  * complete store of that version may be read (solved) as it is; the
  * others mark entries the older ntkd computed less accurately or wrongly. */
 static const struct {
   const char *key;
   int rounding;
 } version_keys[] = {{"arithmetic", 0}, {"equal rows", 0}, {"negated rows", 0}, {"gelu angle", 1},
-                    {"relu angle", 1}, {"rectified monomial 0 at a zero variance", 0}};
+                    {"relu angle", 1}, {"rectified monomial 0 at a zero variance", 0}, {"gelu", 1}};
 
 int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap) {
   out[0] = '\0';
@@ -301,7 +307,7 @@ ntk_status ntk_job_check_store(const char *path, const ntk_store_t *s, const str
   int version = ntk_job_text_diff(ntk_store_job_text(s), want_text, where, sizeof where);
   if (version == 2 && reading) { /* the same values to another formula's rounding: read as they are */
     fprintf(stderr, "ntkd: note: %s was computed for this job by an ntkd of another version, whose entries differ "
-            "from this one's only by float32 rounding (another formula for a map's angle, docs/STORE-FORMAT.md); "
+            "from this one's only by rounding (another formula for a map, docs/STORE-FORMAT.md); "
             "read as it is\n", path);
     return NTK_OK;
   }

@@ -438,29 +438,48 @@ static NTK_INLINE NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, 
   return ntk_selectf(a2 != 1.0f || c2 != 0.0f, a2 * g + c2, g);
 }
 
-/* Gelu: f(x) = x Phi(x). With p = q11 q22, p1 = (1 + q11)(1 + q22),
- * d = sqrt(p1 - q12^2) and angle = atan2(q12, d) (Tsuchida et al., "Avoiding
- * kernel fixed points", arXiv:2002.08517, as neural-tangents writes it):
+/* Gelu: f(x) = x Phi(x). With p = q11 q22, a1 = 1 + q11, a2 = 1 + q22,
+ * p1 = a1 a2, d = sqrt(p1 - q12^2) and angle = atan2(q12, d) (Tsuchida et al.,
+ * "Avoiding kernel fixed points", arXiv:2002.08517, as neural-tangents writes it):
  *   nngp' = ((q12^2 + p d^2) / (p1 d) + q12 angle) / (2 pi) + q12 / 4
  *   tdot  = q12 / (2 pi d) (1/d^2 + (1 - p) / p1 + 1) + 1/4 + angle / (2 pi)
- * d^2 >= 1 + q11 + q22 > 0. The products overflow past variances of ~1e154
- * (float: ~1e19); the tile is then not finite, and refused. The float map
+ * Formed so that no intermediate leaves the range before the result does:
+ * (q12^2 + p d^2) / (p1 d) = (q12/a1)(q12/a2)/d + (q11/a1)(q22/a2) d, and
+ * (1 - p) / p1 + 1 = 1/a1 + 1/a2, each factor O(1) or O(q); d^2 = 1 + q11
+ * + q22 + det (det = p - q12^2 >= 0, a Gram determinant) from variances
+ * scaled by powers of two as in ntk_erf, so d, q12/d and the angle come
+ * from O(1) numbers. The products q12^2 + p d^2 ~ q^4 and p1 d ~ q^3
+ * overflowed from variances ~4e9 in float32 (~1e77 in float64): a Gelu
+ * kernel of 1e10 was refused as "exceeds float32". Every term is positive
+ * but q12 angle and q12/4, as before: no new cancellation. The float map
  * takes ntk_atan2f, not libm's atan2f: CUDA's atan2f rounds otherwise than
  * glibc's, and a Gelu network's float32 tiles from a GPU were 2e-7 off the
  * CPU's (seen on an H200, 2026-12-04); every target computes this one. */
 static NTK_INLINE NTK_HD double ntk_gelu(double q12, double q11, double q22, double *tdot) {
-  double p = q11 * q22, p1 = (1.0 + q11) * (1.0 + q22), det = p - q12 * q12;
-  double d2 = 1.0 + q11 + q22 + (det > 0.0 ? det : 0.0), d = sqrt(d2);
-  double angle = ntk_atan2(q12, d);
-  *tdot = q12 / (2.0 * NTK_PI * d) * (1.0 / d2 + (2.0 + q11 + q22) / p1) + 0.25 + angle / (2.0 * NTK_PI);
-  return ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / (2.0 * NTK_PI) + 0.25 * q12;
+  double a1 = 1.0 + q11, a2 = 1.0 + q22;
+  double s1 = ntk_pow2_inv(ntk_pow2_half_exp(a1)), s2 = ntk_pow2_inv(ntk_pow2_half_exp(a2));
+  double t1 = s1 * s1, t2 = s2 * s2; /* exact: >= 2^-1022 */
+  double x11 = q11 * t1, x22 = q22 * t2, x12 = q12 * s1 * s2;
+  double det = x11 * x22 - x12 * x12;
+  det = det < 0.0 ? 0.0 : det;
+  double r = sqrt((t1 + x11) * t2 + x22 * t1 + det); /* d s1 s2 */
+  double d = r / s1 / s2, c = x12 / r;                 /* d, q12 / d */
+  double angle = ntk_atan2(x12, r);
+  *tdot = c / (2.0 * NTK_PI) * (1.0 / d / d + 1.0 / a1 + 1.0 / a2) + 0.25 + angle / (2.0 * NTK_PI);
+  return ((q12 / a1) * (q12 / a2) / d + (q11 / a1) * (q22 / a2) * d + q12 * angle) / (2.0 * NTK_PI) + 0.25 * q12;
 }
 static NTK_INLINE NTK_HD float ntk_geluf(float q12, float q11, float q22, float *tdot) {
-  float p = q11 * q22, p1 = (1.0f + q11) * (1.0f + q22), det = p - q12 * q12;
-  float d2 = 1.0f + q11 + q22 + (det > 0.0f ? det : 0.0f), d = sqrtf(d2);
-  float angle = ntk_atan2f(q12, d), pi2 = (float)(2.0 * NTK_PI);
-  *tdot = q12 / (pi2 * d) * (1.0f / d2 + (2.0f + q11 + q22) / p1) + 0.25f + angle / pi2;
-  return ((q12 * q12 + p * d2) / (p1 * d) + q12 * angle) / pi2 + 0.25f * q12;
+  float a1 = 1.0f + q11, a2 = 1.0f + q22;
+  float s1 = ntk_pow2_invf(ntk_pow2_half_expf(a1)), s2 = ntk_pow2_invf(ntk_pow2_half_expf(a2));
+  float t1 = s1 * s1, t2 = s2 * s2; /* exact: >= 2^-126 */
+  float x11 = q11 * t1, x22 = q22 * t2, x12 = q12 * s1 * s2;
+  float det = x11 * x22 - x12 * x12;
+  det = det < 0.0f ? 0.0f : det;
+  float r = sqrtf((t1 + x11) * t2 + x22 * t1 + det);
+  float d = r / s1 / s2, c = x12 / r;
+  float angle = ntk_atan2f(x12, r), pi2 = (float)(2.0 * NTK_PI);
+  *tdot = c / pi2 * (1.0f / d / d + 1.0f / a1 + 1.0f / a2) + 0.25f + angle / pi2;
+  return ((q12 / a1) * (q12 / a2) / d + (q11 / a1) * (q22 / a2) * d + q12 * angle) / pi2 + 0.25f * q12;
 }
 
 /* ---- the other closed forms ------------------------------------------------ */
