@@ -18,7 +18,10 @@
  *     several threads at once (it is read-only after creation). The
  *     process's own, which the library touches: OpenBLAS's thread count,
  *     1 while any call computes (its threads compute with one each) and
- *     the host's again after the last; and the calling thread's locale,
+ *     the host's again after the last (a child forked while a call
+ *     computes in another thread has no call: it gets the host's count
+ *     back at the end of its own first call, and keeps 1 until then);
+ *     and the calling thread's locale,
  *     C's during a call (its callbacks run in it too), the caller's again
  *     after. The library never calls exit(), never prints to stdout,
  *     installs no signal handler.
@@ -135,8 +138,10 @@ typedef struct ntkd_data {
 enum { NTKD_NNGP = 1, NTKD_NTK = 2 };
 enum { NTKD_DEVICE_AUTO = 0, NTKD_DEVICE_CPU = 1, NTKD_DEVICE_CUDA = 2 };
 
-/* Called from the thread that called ntkd_kernels, before the first tile,
- * about ten times a second, and once at the end, with the entries computed
+/* Called from the thread that called ntkd_kernels, before the first tile
+ * (after the samples' variances, which a deep network takes a while for:
+ * *cancel stops those too), about ten times a second, and once at the
+ * end, with the entries computed
  * and to do (counted inside a tile too: a convolutional network's
  * entries as they are finished, a fully-connected network's in proportion
  * to the layers done); a non-zero return stops the

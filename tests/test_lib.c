@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ntkd.h"
@@ -248,6 +250,49 @@ START_TEST(test_progress_and_cancel) {
   o.cancel = &cancel;
   ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, &o), NTKD_ERROR_CANCELLED);
   ck_assert_ptr_nonnull(strstr(ntkd_last_error(), "cancelled"));
+  /* stopped before any tile (the flag set already, seen while the 50
+   * layers' variances are computed): the last word all the same (it had
+   * no call at all) */
+  struct seen before = {0, 0, 0};
+  o.progress = watch;
+  o.progress_arg = &before;
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, &o), NTKD_ERROR_CANCELLED);
+  ck_assert_int_ge(before.calls, 1);
+  ck_assert_uint_eq(before.total, s.total); /* the entries a finished call counted */
+  ntkd_net_free(net);
+  free(x);
+  free(k);
+}
+END_TEST
+
+/* "About ten times a second": many small tiles each woke the waiting
+ * thread, which called progress every time (5 865 calls a second, each
+ * holding Python's GIL from ntkd.stax; a helper's hunt). Counted against
+ * the call's own duration, with room for the first and last words. */
+static double seconds_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+START_TEST(test_progress_about_ten_times_a_second) {
+  size_t n = 600, d = 10;
+  double *x = grid_data(n, d, 5), *k = malloc(n * n * sizeof *k);
+  ntkd_net *net = net_of("[Dense(W_std=1.5, b_std=0.1) Relu]*3 Dense");
+  ntkd_data a = {x, n, 1, {d, 0, 0}, NTKD_FLOAT64};
+  ntkd_compute_options o;
+  ntkd_compute_options_init(&o);
+  o.tile = 8;
+  o.threads = 2;
+  o.device = NTKD_DEVICE_CPU;
+  struct seen s = {0, 0, 0};
+  o.progress = watch;
+  o.progress_arg = &s;
+  double t0 = seconds_now();
+  ck_assert_int_eq(ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, &o), NTKD_OK);
+  double took = seconds_now() - t0;
+  ck_assert_msg(s.calls <= 20.0 * took + 3, "%d progress calls in %.3f s", s.calls, took);
+  ck_assert_uint_eq(s.last, s.total);
   ntkd_net_free(net);
   free(x);
   free(k);
@@ -504,6 +549,49 @@ START_TEST(test_overlapping_calls_keep_blas_threads) {
 }
 END_TEST
 
+/* fork() while a call computes in another thread: the child has no call
+ * of its own running, and after its first call returns OpenBLAS has the
+ * host's count again (it kept the parent's count of calls, and 1 thread
+ * for good; a helper's hunt). */
+static int hold_for_fork(void *arg, uint64_t done, uint64_t total) {
+  (void)arg, (void)done, (void)total;
+  if (!a_in) set_flag(&a_in), wait_flag(&a_out);
+  return 0;
+}
+
+START_TEST(test_fork_during_a_call_gives_the_child_its_threads) {
+  overlap_net = net_of("Dense Relu Dense");
+  int host = openblas_get_num_threads();
+  openblas_set_num_threads(3);
+  pthread_t ta;
+  void *ra;
+  a_in = a_out = 0;
+  ck_assert_int_eq(pthread_create(&ta, NULL, overlapping_call, (void *)hold_for_fork), 0);
+  wait_flag(&a_in); /* the call is computing (OpenBLAS at 1) */
+  pid_t child = fork();
+  if (child == 0) {
+    alarm(60);
+    double x[8 * 4], k[64];
+    for (int i = 0; i < 32; i++) x[i] = (i % 5) - 2.0;
+    ntkd_data a = {x, 8, 1, {4, 0, 0}, NTKD_FLOAT64};
+    int st = ntkd_kernels(overlap_net, &a, NULL, NTKD_NNGP, k, NULL, NULL);
+    _exit(st != NTKD_OK ? 2 : openblas_get_num_threads() != 3 ? 3 : 0);
+  }
+  ck_assert_int_gt(child, 0);
+  int status = 0;
+  ck_assert_int_eq(waitpid(child, &status, 0), child);
+  set_flag(&a_out);
+  pthread_join(ta, &ra);
+  ck_assert_int_eq((int)(intptr_t)ra, NTKD_OK);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "the forked child: %s %d (2: its call failed, 3: OpenBLAS not at the host's 3 threads after it)",
+                WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  ck_assert_int_eq(openblas_get_num_threads(), 3);
+  openblas_set_num_threads(host);
+  ntkd_net_free(overlap_net);
+}
+END_TEST
+
 /* ntkd_net_describe keeps snprintf's contract whatever the cap: a first
  * layer that did not fit left the caller's old bytes before the NUL. */
 START_TEST(test_describe_truncates_as_snprintf) {
@@ -693,6 +781,7 @@ int main(void) {
   tcase_add_test(tc, test_cnn_blocks);
   tcase_add_test(tc, test_tile_copy_blocks);
   tcase_add_test(tc, test_progress_and_cancel);
+  tcase_add_test(tc, test_progress_about_ten_times_a_second);
   tcase_add_test(tc, test_bad_arguments);
   tcase_add_test(tc, test_graph_kernels);
   tcase_add_test(tc, test_store_read_ld_wraps);
@@ -700,6 +789,7 @@ int main(void) {
   tcase_add_test(tc, test_shapes_that_wrap);
   tcase_add_test(tc, test_overlapping_buffers_refused);
   tcase_add_test(tc, test_overlapping_calls_keep_blas_threads);
+  tcase_add_test(tc, test_fork_during_a_call_gives_the_child_its_threads);
   tcase_add_test(tc, test_describe_truncates_as_snprintf);
   tcase_add_loop_test(tc, test_cancel_inside_a_tile, 0, (int)(sizeof slow_cases / sizeof *slow_cases));
   suite_add_tcase(s, tc);

@@ -28,7 +28,11 @@ struct ntk_stop {
 
 /* Whether a stop was asked for (s may be NULL: never). */
 static inline int ntk_stop_seen(const struct ntk_stop *s) {
-  return s && ((s->flag[0] && *s->flag[0]) || (s->flag[1] && *s->flag[1]));
+  /* Relaxed atomic loads: the flags are set by other threads (and a
+   * signal handler) while the computing threads read them; a plain read
+   * was a data race (ThreadSanitizer), harmless on x86 but undefined. */
+  return s && ((s->flag[0] && __atomic_load_n(s->flag[0], __ATOMIC_RELAXED)) ||
+               (s->flag[1] && __atomic_load_n(s->flag[1], __ATOMIC_RELAXED)));
 }
 
 /* `entries` more of the tile finished (s may be NULL). */

@@ -316,10 +316,28 @@ static void blas_computed(int threads) {
   pthread_mutex_unlock(&blas_mu);
 }
 
+/* fork() while a call computes in another thread: the child has none of
+ * the parent's calls, so its count starts again at 0, and the host's count
+ * (which the child's OpenBLAS does not have: it got the 1) is given back at
+ * the end of its first call. The mutex is held across the fork so that the
+ * child's copy is not locked by a thread it does not have. (It kept the
+ * count, and OpenBLAS at 1 thread for good.) */
+static int blas_forked;
+static void blas_fork_prepare(void) { pthread_mutex_lock(&blas_mu); }
+static void blas_fork_parent(void) { pthread_mutex_unlock(&blas_mu); }
+static void blas_fork_child(void) {
+  if (blas_calls) blas_calls = 0, blas_forked = 1;
+  pthread_mutex_unlock(&blas_mu);
+}
+__attribute__((constructor)) static void blas_fork_handlers(void) {
+  (void)pthread_atfork(blas_fork_prepare, blas_fork_parent, blas_fork_child);
+}
+
 static void blas_single_enter(void) {
   pthread_mutex_lock(&blas_mu);
   if (blas_calls++ == 0) {
-    blas_host = ntk_cpu_blas_threads();
+    if (!blas_forked) blas_host = ntk_cpu_blas_threads();
+    blas_forked = 0;
     ntk_cpu_set_blas_threads(1);
   }
   pthread_mutex_unlock(&blas_mu);
@@ -571,6 +589,12 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
     ntk_status st = ntk_pool_run(pool, tiles, ntiles, deliver, &k, o.progress, o.progress_arg);
     if (st == NTK_ENONFINITE && x2) joined_numbers(n1);
     if (st) out = fail(st);
+  } else if (o.progress && tiles) {
+    /* Stopped or failed before the tiles ran (a cancel during the
+     * variances, a network that does not fit): the last word all the same */
+    uint64_t total = 0;
+    for (size_t i = 0; i < ntiles; i++) total += tiles[i].rows * tiles[i].cols;
+    (void)o.progress(o.progress_arg, 0, total);
   }
   /* Whatever stopped it (a cancel, before or inside a tile, a network
    * that does not fit the data, a failure): nothing in the outputs is a
