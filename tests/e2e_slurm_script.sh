@@ -69,6 +69,36 @@ for script in "$SBATCH" "$TRAIN"; do
   id=$((id + 2))
 done
 
+# kernel.sbatch: a run stopped by the time limit's warning (USR1) that
+# added nothing to the store is not requeued: each run dropped its tiles in
+# flight, and a limit shorter than one tile requeued for ever (h5). The
+# same with a byte added, or stopped by preemption (TERM): requeued.
+printf '#!/bin/sh\n[ "$1" = check ] && echo "kernel job: 1 data file, 3 layers, NNGP, float64, tile 8, store %s/ns.ntk"\n' "$W" > fakebin/fake-ntkd
+chmod +x fakebin/fake-ntkd
+for case in "USR1 none 5 not" "USR1 grow 0 yes" "TERM none 0 yes"; do
+  set -- $case
+  cat > fakebin/mpirun <<MPI
+#!/bin/sh
+trap '' USR1 TERM
+kill -$1 \$PPID
+sleep 1
+[ $2 = grow ] && printf x >> "$W/ns.ntk"
+exit 5
+MPI
+  chmod +x fakebin/mpirun
+  printf 'header' > ns.ntk
+  rm -f scontrol.calls
+  PATH="$W/fakebin:$PATH" SLURM_JOB_ID=30 NTKD="$W/fakebin/fake-ntkd" bash "$SBATCH" job.conf > np.log 2>&1
+  rc=$?
+  if [ "$4" = not ]; then
+    check "kernel.sbatch: stopped by the warning, nothing stored: not requeued, exit $rc, said why" \
+      bash -c "[ $rc = 5 ] && [ ! -e scontrol.calls ] && grep -q 'nothing added to .*ns.ntk.*not requeued' np.log"
+  else
+    check "kernel.sbatch: stopped by $1, store $2: requeued (exit $rc)" \
+      bash -c "[ $rc = 0 ] && grep -q 'scontrol requeue 30' scontrol.calls"
+  fi
+done
+
 # train.sbatch: a job without [train] snapshot keeps nothing when stopped
 # (exit 5): requeued, it would start the training over at every time limit.
 # Not requeued, non-zero, said at the start and at the end; with a
