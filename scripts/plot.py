@@ -109,6 +109,18 @@ def plot_train(opts):
   print(f'wrote {opts.out}-curves.png ({len(rows)} epochs)')
 
 
+def positive(text):
+  """--count: a whole number of samples, at least 1 (-5 sliced K[:-5, :-5],
+  all but five rows of a 60 000-sample matrix: a 26.8 GiB allocation)."""
+  try:
+    n = int(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f'{text!r} is not a whole number')
+  if n < 1:
+    raise argparse.ArgumentTypeError(f'{n} samples: give at least 1')
+  return n
+
+
 def main(argv):
   p = argparse.ArgumentParser(prog='plot.py', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -116,7 +128,7 @@ def main(argv):
   k = sub.add_parser('kernel')
   k.add_argument('matrix')
   k.add_argument('labels')
-  k.add_argument('--count', type=int, default=2000)
+  k.add_argument('--count', type=positive, default=2000)
   k.add_argument('--title', default='')
   k.add_argument('--out', required=True)
   t = sub.add_parser('train')

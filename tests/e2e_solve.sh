@@ -309,6 +309,8 @@ if $PY -c "import matplotlib" 2>/dev/null; then
   $PY -c "import numpy as np; np.save('yall.npy', np.concatenate([np.load('ytr.npy'), np.load('yte.npy')]))"
   expect_rc 1 "plot.py kernel refuses rows with NaN (test x test)" $PLOT kernel tt.npy yall.npy --count 1000 --out nan
   check "... saying so" has "hold NaN" err.log
+  expect_rc 2 "plot.py kernel --count -5: refused (it sliced all but five rows)" $PLOT kernel tt.npy ytr.npy --count -5 --out neg
+  check "... saying so" has "give at least 1" err.log
   printf '{"epoch": %d, "main/loss": %s, "validation/main/loss": %s, "main/accuracy": %s, "validation/main/accuracy": %s, "elapsed_time": %d}\n' \
     1 0.5 0.45 0.83 0.84 9 2 0.35 0.38 0.87 0.86 18 3 0.3 0.36 0.89 0.87 27 > t.jsonl
   expect_rc 0 "plot.py train: loss and accuracy curves" $PLOT train t.jsonl --out run
