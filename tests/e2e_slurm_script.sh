@@ -72,31 +72,40 @@ done
 # kernel.sbatch: a run stopped by the time limit's warning (USR1) that
 # added nothing to the store is not requeued: each run dropped its tiles in
 # flight, and a limit shorter than one tile requeued for ever (h5). The
-# same with a byte added, or stopped by preemption (TERM): requeued.
-printf '#!/bin/sh\n[ "$1" = check ] && echo "kernel job: 1 data file, 3 layers, NNGP, float64, tile 8, store %s/ns.ntk"\n' "$W" > fakebin/fake-ntkd
-chmod +x fakebin/fake-ntkd
-for case in "USR1 none 5 not" "USR1 grow 0 yes" "TERM none 0 yes"; do
+# store as the real `ntkd check` names it; absent before and after (a new
+# store that got no tile is removed) is no progress either. With a byte
+# added, or stopped by preemption (TERM): requeued. Each run in a session
+# of its own: the batch shell must leave no process behind (the USR1
+# resender's sleep outlived it).
+printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = np/ns.ntk\n' > np.conf
+mkdir -p np
+for case in "USR1 none 5 not" "USR1 absent 5 not" "USR1 grow 0 yes" "TERM none 0 yes"; do
   set -- $case
   cat > fakebin/mpirun <<MPI
 #!/bin/sh
 trap '' USR1 TERM
 kill -$1 \$PPID
-sleep 1
-[ $2 = grow ] && printf x >> "$W/ns.ntk"
+sleep 3
+[ $2 = grow ] && printf x >> "$W/np/ns.ntk"
 exit 5
 MPI
   chmod +x fakebin/mpirun
-  printf 'header' > ns.ntk
-  rm -f scontrol.calls
-  PATH="$W/fakebin:$PATH" SLURM_JOB_ID=30 NTKD="$W/fakebin/fake-ntkd" bash "$SBATCH" job.conf > np.log 2>&1
+  rm -f np/ns.ntk scontrol.calls
+  [ "$2" = absent ] || printf 'header' > np/ns.ntk
+  PATH="$W/fakebin:$PATH" SLURM_JOB_ID=30 NTKD="$NTKD" setsid bash "$SBATCH" np.conf > np.log 2>&1 &
+  sid=$!
+  wait $sid
   rc=$?
+  sleep 0.5
+  left=$(pgrep -s "$sid" | wc -l)
   if [ "$4" = not ]; then
-    check "kernel.sbatch: stopped by the warning, nothing stored: not requeued, exit $rc, said why" \
-      bash -c "[ $rc = 5 ] && [ ! -e scontrol.calls ] && grep -q 'nothing added to .*ns.ntk.*not requeued' np.log"
+    check "kernel.sbatch: stopped by the warning, store $2 and nothing stored: not requeued, exit $rc, said why" \
+      bash -c "[ $rc = 5 ] && [ ! -e scontrol.calls ] && grep -q 'nothing added to np/ns.ntk.*not requeued' np.log"
   else
     check "kernel.sbatch: stopped by $1, store $2: requeued (exit $rc)" \
       bash -c "[ $rc = 0 ] && grep -q 'scontrol requeue 30' scontrol.calls"
   fi
+  check "... no process of the batch shell left ($left)" [ "$left" = 0 ]
 done
 
 # train.sbatch: a job without [train] snapshot keeps nothing when stopped
