@@ -1093,6 +1093,19 @@ START_TEST(test_identity_diff_inserted_line) {
     ck_assert_msg(ntk_job_text_diff(ntk, c, out, sizeof out) == kinds[k] && strstr(out, "older ntkd"), "%s: %s",
                   lines[k], out);
   }
+  /* several such lines, all missing: still the same job by another
+   * version (a float32 Gelu store of before 2026-12-04 lacks both Gelu
+   * lines; ntkd solve refused it as another job), 2 only if each marks
+   * rounding alone */
+  const char *both = "ntkd job = 2\nlayers = 1\ngelu angle = ntkd's atan2\ngelu = scaled variances\n"
+                     "layer 1 = Dense(W_std=1, b_std=0)\n";
+  ck_assert_int_eq(ntk_job_text_diff(ntk, both, out, sizeof out), 2);
+  ck_assert_msg(strstr(out, "(2 lines of the job description differ)") && strstr(out, "older ntkd"), "%s", out);
+  const char *mixed = "ntkd job = 2\nlayers = 1\ngelu angle = ntkd's atan2\narithmetic = float64\n"
+                      "layer 1 = Dense(W_std=1, b_std=0)\n";
+  ck_assert_int_eq(ntk_job_text_diff(ntk, mixed, out, sizeof out), 1);
+  const char *other = "ntkd job = 2\nlayers = 1\ngelu angle = ntkd's atan2\nlayer 1 = Dense(W_std=2, b_std=0)\n";
+  ck_assert_int_eq(ntk_job_text_diff(ntk, other, out, sizeof out), 0);
   /* two long layer lines (a Polynomial of 32 coefficients) that part at
    * their end: shown from a little before, not cut before the difference */
   char la[2][2048];

@@ -997,21 +997,33 @@ START_TEST(test_range_gelu_pairs) {
    * test_range_sign_gaussian_gelu takes a sample with itself */
   const double cs[] = {-0.95, -0.3, 0.0, 0.2, 0.7, 0.99};
   for (size_t k = 0; k < sizeof cs / sizeof *cs; k++)
-    for (int e = -6; e <= 150; e += 4) {
-      double q11 = 1.3 * pow(10.0, e), q22 = 0.6 * pow(10.0, e), q12 = cs[k] * sqrt(q11 * q22), t;
+    for (int e = -6; e <= 306; e += 4) {
+      double q11 = 1.3 * pow(10.0, e), q22 = 0.6 * pow(10.0, e), q12 = cs[k] * sqrt(q11) * sqrt(q22), t;
       long double wn, wt;
       gelu_reference(q12, q11, q22, &wn, &wt);
-      double got = ntk_map(&gelu, q12, q11, q22, 0, 0, &t), scale = sqrt(q11 * q22);
+      double got = ntk_map(&gelu, q12, q11, q22, 0, 0, &t), scale = sqrt(q11) * sqrt(q22);
       ck_assert_msg(fabs(got - (double)wn) <= 1e-13 * scale && fabs(t - (double)wt) <= 1e-13,
                     "Gelu at q11 = %g, correlation %g: %.17g (%.17g), closed form %.17Lg (%.17Lg)", q11, cs[k], got, t, wn,
                     wt);
-      if (e > 36) continue;
+      if (e > 38) continue;
       float tf, gf = ntk_mapf(&gelu, (float)q12, (float)q11, (float)q22, 0, 0, &tf);
       gelu_reference((float)q12, (float)q11, (float)q22, &wn, &wt);
       ck_assert_msg(isfinite(gf) && fabs(gf - (double)wn) <= 2e-6 * scale && fabs(tf - (double)wt) <= 2e-6,
                     "float Gelu at q11 = %g, correlation %g: %.9g (%.9g), closed form %.9Lg (%.9Lg)", q11, cs[k], gf, tf,
                     wn, wt);
     }
+  /* at the top of the range, where q12 times the angle overflowed though
+   * the value, about q12 / 2, does not */
+  double t;
+  long double wn, wt;
+  gelu_reference(1.45e308, 1.5e308, 1.5e308, &wn, &wt);
+  double got = ntk_map(&gelu, 1.45e308, 1.5e308, 1.5e308, 0, 0, &t);
+  ck_assert_msg(isfinite(got) && fabs(got - (double)wn) <= 1e-13 * 1.5e308, "Gelu at 1.5e308: %.17g, closed form %.17Lg",
+                got, wn);
+  float tf, gf = ntk_mapf(&gelu, 2.9e38f, 3e38f, 3e38f, 0, 0, &tf);
+  gelu_reference(2.9e38f, 3e38f, 3e38f, &wn, &wt);
+  ck_assert_msg(isfinite(gf) && fabs(gf - (double)wn) <= 2e-6 * 3e38, "float Gelu at 3e38: %.9g, closed form %.9Lg", gf,
+                wn);
 }
 END_TEST
 

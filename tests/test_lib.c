@@ -592,6 +592,52 @@ START_TEST(test_fork_during_a_call_gives_the_child_its_threads) {
 }
 END_TEST
 
+/* fork() from the call's own progress callback (its first word, before
+ * any tile): the child goes on with that call, so its count of calls is
+ * 1, not 0 (which the call's end took to -1: OpenBLAS at 1 thread in the
+ * child for good; the review). */
+static pid_t callback_child;
+static int fork_at_first_word(void *arg, uint64_t done, uint64_t total) {
+  (void)arg, (void)done, (void)total;
+  if (!callback_child) callback_child = fork(); /* the child sees 0 and forks no more: it is child 0 */
+  if (callback_child == 0) callback_child = -1;  /* (in the child) */
+  return 0;
+}
+
+START_TEST(test_fork_in_a_callback_keeps_the_call_counted) {
+  double x[16 * 4], k[256];
+  for (int i = 0; i < 64; i++) x[i] = (i % 7) - 3.0;
+  ntkd_net *net = net_of("Dense Relu Dense");
+  ntkd_data a = {x, 16, 1, {4, 0, 0}, NTKD_FLOAT64};
+  int host = openblas_get_num_threads();
+  openblas_set_num_threads(3);
+  ntkd_compute_options o;
+  ntkd_compute_options_init(&o);
+  o.threads = 2;
+  o.tile = 4;
+  o.device = NTKD_DEVICE_CPU;
+  o.progress = fork_at_first_word;
+  callback_child = 0;
+  int st = ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, &o);
+  int after = openblas_get_num_threads();
+  int st2 = ntkd_kernels(net, &a, NULL, NTKD_NNGP, k, NULL, NULL);
+  int after2 = openblas_get_num_threads();
+  if (callback_child == -1) /* the child: both calls done, the host's 3 back after each */
+    _exit(st != NTKD_OK || st2 != NTKD_OK ? 2 : after != 3 || after2 != 3 ? 3 : 0);
+  ck_assert_int_gt(callback_child, 0);
+  int status = 0;
+  ck_assert_int_eq(waitpid(callback_child, &status, 0), callback_child);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "the child forked in the callback: %s %d (2: a call failed, 3: OpenBLAS not at the host's 3 after it)",
+                WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  ck_assert_int_eq(st, NTKD_OK);
+  ck_assert_int_eq(after, 3);
+  ck_assert_int_eq(after2, 3);
+  openblas_set_num_threads(host);
+  ntkd_net_free(net);
+}
+END_TEST
+
 /* ntkd_net_describe keeps snprintf's contract whatever the cap: a first
  * layer that did not fit left the caller's old bytes before the NUL. */
 START_TEST(test_describe_truncates_as_snprintf) {
@@ -790,6 +836,7 @@ int main(void) {
   tcase_add_test(tc, test_overlapping_buffers_refused);
   tcase_add_test(tc, test_overlapping_calls_keep_blas_threads);
   tcase_add_test(tc, test_fork_during_a_call_gives_the_child_its_threads);
+  tcase_add_test(tc, test_fork_in_a_callback_keeps_the_call_counted);
   tcase_add_test(tc, test_describe_truncates_as_snprintf);
   tcase_add_loop_test(tc, test_cancel_inside_a_tile, 0, (int)(sizeof slow_cases / sizeof *slow_cases));
   suite_add_tcase(s, tc);

@@ -227,6 +227,13 @@ static const struct {
 } version_keys[] = {{"arithmetic", 0}, {"equal rows", 0}, {"negated rows", 0}, {"gelu angle", 1},
                     {"relu angle", 1}, {"rectified monomial 0 at a zero variance", 0}, {"gelu", 1}};
 
+/* The index of key[0..len) in version_keys, or -1. */
+static int version_key(const char *key, int len) {
+  for (size_t v = 0; v < sizeof version_keys / sizeof *version_keys; v++)
+    if ((size_t)len == strlen(version_keys[v].key) && !memcmp(key, version_keys[v].key, (size_t)len)) return (int)v;
+  return -1;
+}
+
 int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap) {
   out[0] = '\0';
   if (!*have) {
@@ -234,6 +241,7 @@ int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap)
     return 0;
   }
   size_t ndiff = 0;
+  int all_version = 1, all_rounding = 1;
   const char *ka = "", *va = "", *vb = "";
   int kla = 0, vla = 0, vlb = 0, ha = 0, hb = 0;
   /* Both texts line by line, in one pass. A line only one text has
@@ -261,6 +269,15 @@ int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap)
     } else {
       only1 = h1, only2 = h2;
     }
+    /* Each difference a line a newer ntkd writes (version_keys), present in
+     * one text only: the same job by another version (a float32 Gelu store
+     * of before 2026-12-04 lacks two such lines). */
+    {
+      const char *kk = only2 ? k2 : k1;
+      int kkl = only2 ? kl2 : kl1, v = version_key(kk, kkl);
+      if (v < 0 || !(only1 || only2)) all_version = 0;
+      else if (!version_keys[v].rounding) all_rounding = 0;
+    }
     if (!ndiff++) {
       ha = !only2, hb = !only1;
       ka = only2 ? k2 : k1, kla = only2 ? kl2 : kl1;
@@ -271,14 +288,10 @@ int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap)
   }
   if (!ndiff) return 0;
   const char *why = "";
-  int rounding = 0;
-  for (size_t v = 0; v < sizeof version_keys / sizeof *version_keys; v++)
-    if ((size_t)kla == strlen(version_keys[v].key) && !memcmp(ka, version_keys[v].key, (size_t)kla)) {
-      why = ha ? "; this store was written by a newer ntkd, which computes these entries otherwise"
-               : "; this store was written by an older ntkd, which computed these entries otherwise "
-                 "(docs/STORE-FORMAT.md): compute it again (--overwrite)";
-      rounding = version_keys[v].rounding;
-    }
+  if (version_key(ka, kla) >= 0) /* the first difference explained, whatever the others */
+    why = ha ? "; this store was written by a newer ntkd, which computes these entries otherwise"
+             : "; this store was written by an older ntkd, which computed these entries otherwise "
+               "(docs/STORE-FORMAT.md): compute it again (--overwrite)";
   /* Long values (a Polynomial of 32 coefficients, 700 characters) are shown
    * from a little before where they part, 120 characters of each: whole,
    * the message cut this job's off before its difference. */
@@ -296,7 +309,7 @@ int ntk_job_text_diff(const char *have, const char *want, char *out, size_t cap)
            kla, ka, ha ? pre : "", ha ? sa : 7, ha ? va + skip : "no line", ha && skip + sa < vla ? "..." : "",
            hb ? pre : "", hb ? sb : 7, hb ? vb + skip : "no line", hb && skip + sb < vlb ? "..." : "", ndiff,
            ndiff == 1 ? "" : "s", ndiff == 1 ? "s" : "", why);
-  return ndiff == 1 && why[0] ? 1 + rounding : 0;
+  return all_version ? 1 + all_rounding : 0;
 }
 
 ntk_status ntk_job_check_store(const char *path, const ntk_store_t *s, const struct ntk_store_info *want,

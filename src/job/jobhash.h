@@ -23,10 +23,10 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
 /* Where two job texts first differ, for a message: "layer 20000: the
  * store has Dense(W_std=1.5, b_std=0), this job Dense(W_std=1.4, b_std=0)
  * (3 lines of the job description differ)", a line only one text has
- * counted once. Writes "" if they are equal. Returns 1 when the one
+ * counted once. Writes "" if they are equal. Returns 1 when every
  * difference is a line an ntkd of another version writes (the same job,
- * some entries computed otherwise), 2 when those entries differ only by
- * float32 rounding (another formula, as accurate), else 0. */
+ * some entries computed otherwise), 2 when all of those mark entries that
+ * differ only by rounding (another formula, as accurate), else 0. */
 int ntk_job_text_diff(const char *store_text, const char *job_text, char *out, size_t cap);
 
 /* NTK_OK if the open store `s` at `path` was computed by this job (same job

@@ -448,10 +448,11 @@ static NTK_INLINE NTK_HD float ntk_erf_abcf(const struct ntk_map *m, float q12, 
  * (1 - p) / p1 + 1 = 1/a1 + 1/a2, each factor O(1) or O(q); d^2 = 1 + q11
  * + q22 + det (det = p - q12^2 >= 0, a Gram determinant) from variances
  * scaled by powers of two as in ntk_erf, so d, q12/d and the angle come
- * from O(1) numbers. The products q12^2 + p d^2 ~ q^4 and p1 d ~ q^3
+ * from O(1) numbers, and q12 angle / (2 pi) + q12 / 4 is q12 times a factor
+ * in (0, 1/2). The products q12^2 + p d^2 ~ q^4 and p1 d ~ q^3
  * overflowed from variances ~4e9 in float32 (~1e77 in float64): a Gelu
  * kernel of 1e10 was refused as "exceeds float32". Every term is positive
- * but q12 angle and q12/4, as before: no new cancellation. The float map
+ * but q12 f, as before q12 angle and q12/4: no new cancellation. The float map
  * takes ntk_atan2f, not libm's atan2f: CUDA's atan2f rounds otherwise than
  * glibc's, and a Gelu network's float32 tiles from a GPU were 2e-7 off the
  * CPU's (seen on an H200, 2026-12-04); every target computes this one. */
@@ -464,9 +465,9 @@ static NTK_INLINE NTK_HD double ntk_gelu(double q12, double q11, double q22, dou
   det = det < 0.0 ? 0.0 : det;
   double r = sqrt((t1 + x11) * t2 + x22 * t1 + det); /* d s1 s2 */
   double d = r / s1 / s2, c = x12 / r;                 /* d, q12 / d */
-  double angle = ntk_atan2(x12, r);
-  *tdot = c / (2.0 * NTK_PI) * (1.0 / d / d + 1.0 / a1 + 1.0 / a2) + 0.25 + angle / (2.0 * NTK_PI);
-  return ((q12 / a1) * (q12 / a2) / d + (q11 / a1) * (q22 / a2) * d + q12 * angle) / (2.0 * NTK_PI) + 0.25 * q12;
+  double f = 0.25 + ntk_atan2(x12, r) / (2.0 * NTK_PI); /* in (0, 1/2) */
+  *tdot = c / (2.0 * NTK_PI) * (1.0 / d / d + 1.0 / a1 + 1.0 / a2) + f;
+  return ((q12 / a1) * (q12 / a2) / d + (q11 / a1) * (q22 / a2) * d) / (2.0 * NTK_PI) + q12 * f;
 }
 static NTK_INLINE NTK_HD float ntk_geluf(float q12, float q11, float q22, float *tdot) {
   float a1 = 1.0f + q11, a2 = 1.0f + q22;
@@ -477,9 +478,9 @@ static NTK_INLINE NTK_HD float ntk_geluf(float q12, float q11, float q22, float 
   det = det < 0.0f ? 0.0f : det;
   float r = sqrtf((t1 + x11) * t2 + x22 * t1 + det);
   float d = r / s1 / s2, c = x12 / r;
-  float angle = ntk_atan2f(x12, r), pi2 = (float)(2.0 * NTK_PI);
-  *tdot = c / pi2 * (1.0f / d / d + 1.0f / a1 + 1.0f / a2) + 0.25f + angle / pi2;
-  return ((q12 / a1) * (q12 / a2) / d + (q11 / a1) * (q22 / a2) * d + q12 * angle) / pi2 + 0.25f * q12;
+  float pi2 = (float)(2.0 * NTK_PI), f = 0.25f + ntk_atan2f(x12, r) / pi2;
+  *tdot = c / pi2 * (1.0f / d / d + 1.0f / a1 + 1.0f / a2) + f;
+  return ((q12 / a1) * (q12 / a2) / d + (q11 / a1) * (q22 / a2) * d) / pi2 + q12 * f;
 }
 
 /* ---- the other closed forms ------------------------------------------------ */

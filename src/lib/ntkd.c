@@ -323,10 +323,17 @@ static void blas_computed(int threads) {
  * child's copy is not locked by a thread it does not have. (It kept the
  * count, and OpenBLAS at 1 thread for good.) */
 static int blas_forked;
+static _Thread_local int blas_mine; /* this thread's calls under way (a callback may call again) */
 static void blas_fork_prepare(void) { pthread_mutex_lock(&blas_mu); }
 static void blas_fork_parent(void) { pthread_mutex_unlock(&blas_mu); }
 static void blas_fork_child(void) {
-  if (blas_calls) blas_calls = 0, blas_forked = 1;
+  /* The forking thread's own calls go on in the child (a fork from a
+   * progress callback: starting it at 0, their end took the count to -1
+   * and the host's count never came back); the other threads' do not. */
+  if (blas_calls != blas_mine) {
+    blas_calls = blas_mine;
+    if (!blas_calls) blas_forked = 1;
+  }
   pthread_mutex_unlock(&blas_mu);
 }
 __attribute__((constructor)) static void blas_fork_handlers(void) {
@@ -335,6 +342,7 @@ __attribute__((constructor)) static void blas_fork_handlers(void) {
 
 static void blas_single_enter(void) {
   pthread_mutex_lock(&blas_mu);
+  blas_mine++;
   if (blas_calls++ == 0) {
     if (!blas_forked) blas_host = ntk_cpu_blas_threads();
     blas_forked = 0;
@@ -345,6 +353,7 @@ static void blas_single_enter(void) {
 
 static void blas_single_leave(void) {
   pthread_mutex_lock(&blas_mu);
+  blas_mine--;
   if (--blas_calls == 0) ntk_cpu_set_blas_threads(blas_host);
   pthread_mutex_unlock(&blas_mu);
 }

@@ -148,7 +148,13 @@ ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n
   __atomic_store_n(&pool->halt, 0, __ATOMIC_RELAXED);
   for (int i = 0; i < pool->n; i++) pool->done[i] = 0;
   pthread_mutex_init(&r.mu, NULL);
-  pthread_cond_init(&r.changed, NULL);
+  /* The wait below on the monotonic clock: a wall clock set back would
+   * hold its progress calls back as long */
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&r.changed, &ca);
+  pthread_condattr_destroy(&ca);
   uint64_t total = 0;
   for (size_t i = 0; i < n; i++) total += tiles[i].rows * tiles[i].cols;
   /* A first word before any tile: a caller may stop at once. */
@@ -178,24 +184,27 @@ ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n
   /* Wait, telling progress every 0.1 s (the entries finished, inside
    * tiles too); a stop from it sets the pool's flag, which the threads
    * poll inside their tiles, as they poll the caller's. A finished tile
-   * wakes the wait (for the cancel check) but does not call progress
-   * before its 0.1 s are up: it did, thousands of times a second with
-   * small tiles (each call holding Python's GIL). */
+   * wakes the wait (for the cancel check); progress is called when the
+   * clock says its 0.1 s are up, however the wait returned: on every
+   * wake-up it was called thousands of times a second with small tiles
+   * (each call holding Python's GIL), and on time-outs alone a wake-up
+   * just past the deadline skipped a period. */
   pthread_mutex_lock(&r.mu);
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
+  struct timespec next;
+  clock_gettime(CLOCK_MONOTONIC, &next);
   while (r.running > 0) {
     struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    if (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec)) {
-      until = now;
-      until.tv_nsec += 100000000;
-      if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
+      next = now;
+      next.tv_nsec += 100000000;
+      if (next.tv_nsec >= 1000000000) next.tv_sec++, next.tv_nsec -= 1000000000;
     }
-    if (pthread_cond_timedwait(&r.changed, &r.mu, &until) != ETIMEDOUT) {
-      if (cancelled(pool)) asked_stop = r.stop = 1;
-      continue;
-    }
+    pthread_cond_timedwait(&r.changed, &r.mu, &next);
+    if (cancelled(pool)) asked_stop = r.stop = 1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (r.running == 0) break; /* the last word comes below */
+    if (now.tv_sec < next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec < next.tv_nsec)) continue;
     uint64_t done = entries_now(&r);
     if (progress && !asked_stop) {
       pthread_mutex_unlock(&r.mu);
