@@ -3,9 +3,15 @@
 #ifndef NTKD_CLOCK_H
 #define NTKD_CLOCK_H
 
+#include <time.h>
+
 #include "base/signals.h"
 
 double ntk_now(void);
+
+/* `t` seconds as a timespec: a time of ntk_now()'s clock for a wait on
+ * CLOCK_MONOTONIC (pthread_cond_timedwait), or a duration. */
+struct timespec ntk_timespec(double t);
 
 /* Sleeps `seconds`, on through the signals that cut a sleep short, or
  * until cut() says to stop (asked at least every 0.1 s: another thread may

@@ -74,6 +74,12 @@ uint64_t ntk_tile_pairs(const struct ntk_tile *tile) {
   return tile->rows * (tile->rows + 1) / 2;
 }
 
+uint64_t ntk_tiles_entries(const struct ntk_tile *tiles, size_t n) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; i++) total += tiles[i].rows * tiles[i].cols;
+  return total;
+}
+
 int ntk_tiling_needed(const struct ntk_tiling *t, uint64_t index) {
   if (index >= t->ntiles) return 0;
   return t->nbc == t->nb || ntk_tiling_tile(t, index).bj < t->nbc;

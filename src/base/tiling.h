@@ -50,4 +50,8 @@ uint64_t ntk_tiling_index(uint64_t bi, uint64_t bj);
 /* Number of distinct lower-triangle pairs (i >= j) in a tile. */
 uint64_t ntk_tile_pairs(const struct ntk_tile *tile);
 
+/* Entries of tiles[0..n), rows x cols each (a diagonal tile's both
+ * halves, as the library computes them): its progress's total. */
+uint64_t ntk_tiles_entries(const struct ntk_tile *tiles, size_t n);
+
 #endif

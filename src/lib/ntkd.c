@@ -601,9 +601,7 @@ static ntkd_status compute_kernels(const ntkd_net *net, const ntkd_data *x1, con
   } else if (o.progress && tiles) {
     /* Stopped or failed before the tiles ran (a cancel during the
      * variances, a network that does not fit): the last word all the same */
-    uint64_t total = 0;
-    for (size_t i = 0; i < ntiles; i++) total += tiles[i].rows * tiles[i].cols;
-    (void)o.progress(o.progress_arg, 0, total);
+    (void)o.progress(o.progress_arg, 0, ntk_tiles_entries(tiles, ntiles));
   }
   /* Whatever stopped it (a cancel, before or inside a tile, a network
    * that does not fit the data, a failure): nothing in the outputs is a

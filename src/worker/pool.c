@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/clocale.h"
+#include "base/clock.h"
 #include "worker/worker.h"
 
 struct ntk_pool {
@@ -155,8 +156,7 @@ ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&r.changed, &ca);
   pthread_condattr_destroy(&ca);
-  uint64_t total = 0;
-  for (size_t i = 0; i < n; i++) total += tiles[i].rows * tiles[i].cols;
+  uint64_t total = ntk_tiles_entries(tiles, n);
   /* A first word before any tile: a caller may stop at once. */
   if (progress && progress(progress_arg, 0, total)) r.stop = 1;
   int asked_stop = r.stop;
@@ -190,21 +190,15 @@ ntk_status ntk_pool_run(ntk_pool_t *pool, const struct ntk_tile *tiles, size_t n
    * (each call holding Python's GIL), and on time-outs alone a wake-up
    * just past the deadline skipped a period. */
   pthread_mutex_lock(&r.mu);
-  struct timespec next;
-  clock_gettime(CLOCK_MONOTONIC, &next);
+  double next = ntk_now();
   while (r.running > 0) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
-      next = now;
-      next.tv_nsec += 100000000;
-      if (next.tv_nsec >= 1000000000) next.tv_sec++, next.tv_nsec -= 1000000000;
-    }
-    pthread_cond_timedwait(&r.changed, &r.mu, &next);
+    double now = ntk_now();
+    if (now >= next) next = now + 0.1;
+    struct timespec until = ntk_timespec(next);
+    pthread_cond_timedwait(&r.changed, &r.mu, &until);
     if (cancelled(pool)) asked_stop = r.stop = 1;
-    clock_gettime(CLOCK_MONOTONIC, &now);
     if (r.running == 0) break; /* the last word comes below */
-    if (now.tv_sec < next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec < next.tv_nsec)) continue;
+    if (ntk_now() < next) continue;
     uint64_t done = entries_now(&r);
     if (progress && !asked_stop) {
       pthread_mutex_unlock(&r.mu);
