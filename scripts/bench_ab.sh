@@ -19,6 +19,8 @@
 # NTKD_BENCH_CPU=1: each run's CPU seconds (user + system, /usr/bin/time)
 # instead of its wall-clock time, for a machine that others share.
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args 3 -- "$@"
 before=$(readlink -f "$1") after=$(readlink -f "$2") rounds=${3:-3}
 cpu=${NTKD_BENCH_CPU:-0}
 source "$(dirname "$0")/env.sh"

@@ -18,6 +18,8 @@
 # images (scripts/bench_check.sh): every kernel byte for byte, or exit 1.
 #   scripts/bench_cnn.sh [BUILD_DIR] [SCALE]   (SCALE multiplies the image counts)
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args 2 -- "$@"
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$(readlink -f "${1:-$here/build}")
 scale=${2:-1}

@@ -38,6 +38,8 @@
 #                              to compare the workers' buffered MPI-IO writes)
 #   TMPDIR                     where the scratch folder goes (holds the store)
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args 5 --fashion -- "$@"
 here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/scripts/bench_check.sh"
 fashion=0

@@ -12,6 +12,8 @@
 # non-finite entry would have been refused, never stored); exit 1 otherwise.
 # Prints the machine load before and after: compare ratios from one run.
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args 2 -- "$@"
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$(readlink -f "${1:-$here/build}")
 n=${2:-400}

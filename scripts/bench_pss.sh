@@ -30,6 +30,8 @@
 # job of the first 1024 images (a multiple of the 512-row blocks of the input
 # covariance: scripts/bench_fc.sh says why); the script exits 1 otherwise.
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args any -- "$@"
 here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/scripts/bench_check.sh"
 build=$(readlink -f "${1:-$here/build}")

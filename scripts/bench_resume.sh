@@ -15,6 +15,8 @@
 # line and every verify must pass (exit 0: the killed store is intact);
 # the script exits 1 otherwise.
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args 2 -- "$@"
 here=$(cd "$(dirname "$0")/.." && pwd)
 new=$(readlink -f "${1:?usage: bench_resume.sh NEW_BUILD [OLD_BUILD]}")
 old=${2:+$(readlink -f "$2")}

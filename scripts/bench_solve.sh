@@ -40,6 +40,8 @@
 # memory (7.2 GB at n = 30 000). Run it alone: the timings are of the whole
 # machine.
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args any --ridges --cg -- "$@"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RIDGES=0 CG=0
 if [ "${1:-}" = --ridges ]; then RIDGES=1; shift; fi

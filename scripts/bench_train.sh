@@ -10,6 +10,8 @@
 # float32 rounding (1e-5 relative, as tests/e2e_train.sh); exit 1 otherwise.
 #   scripts/bench_train.sh [BUILD_DIR] [EPOCHS] [EPOCHS_WITHOUT_FLUSH]
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args 3 -- "$@"
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$(readlink -f "${1:-$here/build}")
 epochs=${2:-5}

@@ -2,6 +2,8 @@
 # Install the Debian packages ntkd needs to build, test and run its
 # examples, if any is missing. Debian 12; run as root (or with sudo).
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args 0 -- "$@"
 pkgs=(
   build-essential cmake pkg-config            # toolchain
   libopenmpi-dev openmpi-bin                  # MPI

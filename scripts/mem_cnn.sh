@@ -7,6 +7,8 @@
 # script exits 1 otherwise.
 #   scripts/mem_cnn.sh [BUILD_DIR] [SECONDS]
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args 2 -- "$@"
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$(readlink -f "${1:-$here/build}")
 secs=${2:-40}

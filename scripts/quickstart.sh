@@ -4,6 +4,8 @@
 # then go from images to test accuracy: the same kernel over 10 000 train
 # and 2 000 test images and a kernel regression (docs/SOLVE.md).
 set -euo pipefail
+source "$(dirname "$0")/args.sh"
+script_args 0 -- "$@"
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh >/dev/null
