@@ -97,6 +97,17 @@ check "... saying to increase the ridge" has "ridge 0 .*increase the ridge" err.
 check "... as the table says" bash -c "grep -E '^nngp +0 ' out.log | grep -q failed && grep -E '^ntk +0 ' out.log | grep -q failed"
 check "... no predictions for ridge 0" bash -c "! ls dsl-*-ridge0.npy 2>/dev/null"
 check "... ridge 0.01 solved after the failed factorisation, as lapack" compare dlap dsl 1e-10 0.01
+# Ridge 1e-12 on the same duplicates: the factorisation succeeds, and the
+# condition estimate must see the near-null directions e0 - e1 and e5 - e7
+# (Higham's estimator alone put rcond near 1e-12, the truth near 1e-15:
+# solved, exit 0, predictions 3e-4 off)
+job dlt d.ntk d 128 "1e-12, 0.01" "method = lapack"
+expect_rc 2 "duplicate train samples, ridge 1e-12, lapack: refused as ill-conditioned" "$NTKD" solve d.ntk dlt.conf
+check "... as the table says, rcond below 1e-13" bash -c "grep -E '^(nngp|ntk) +1e-12 ' out.log | awk '\$4 >= 1e-13 || !/failed/ { bad = 1 } END { exit bad || NR != 2 }'"
+job dst d.ntk d 128 "1e-12, 0.01" "method = scalapack"
+expect_rc 2 "... the same with scalapack on 3 ranks" mpirun --oversubscribe -np 3 "$NTKD" solve d.ntk dst.conf
+check "... as the table says, rcond below 1e-13" bash -c "grep -E '^(nngp|ntk) +1e-12 ' out.log | awk '\$4 >= 1e-13 || !/failed/ { bad = 1 } END { exit bad || NR != 2 }'"
+check "... ridge 0.01 solved by both, alike" compare dlt dst 1e-10 0.01
 
 # --- a stop signal during the solve of a job -------------------------------------
 job stop k.ntk x 512 "$RIDGES" "method = scalapack" "block = 64"

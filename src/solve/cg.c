@@ -1441,10 +1441,10 @@ static ntk_status shifts_and_preconditioner(struct cg *c, double *d, size_t k) {
   double trace = 0;
   for (size_t i = 0; i < n; i++) trace += d[i];
   for (size_t r = 0; r < p->nridge; r++)
-    for (size_t q = 0; q < c->classes; q++) c->reg[r * c->classes + q] = p->ridge[r] * trace / (double)n;
+    for (size_t q = 0; q < c->classes; q++) c->reg[r * c->classes + q] = p->ridge[r] * (trace / (double)n);
   double t = ntk_now();
   double regs[NTK_MAX_RIDGES];
-  for (size_t r = 0; r < p->nridge && r < NTK_MAX_RIDGES; r++) regs[r] = p->ridge[r] * trace / (double)n;
+  for (size_t r = 0; r < p->nridge && r < NTK_MAX_RIDGES; r++) regs[r] = p->ridge[r] * (trace / (double)n);
   if ((st = build_preconditioner(c, k, d, regs, p->nridge, trace))) return st;
   if (c->rank == 0)
     fprintf(stderr, "ntkd: solve: cg %s: preconditioner: pivoted Cholesky of rank %zu (asked %zu), %zu pass%s over "

@@ -33,6 +33,14 @@ struct spd {
   int ni;
 };
 
+/* x <- (a + reg I)^-1 x by the factor in s->a (ntk_solve_inverse_probe). */
+static ntk_status apply_factor(void *ctx, double *x) {
+  const struct spd *s = ctx;
+  int one = 1, info = 0;
+  dpotrs_("U", &s->ni, &one, s->a, &s->ni, x, &s->ni, &info, 1);
+  return info ? ntk_error(NTK_EINTERNAL, "dpotrs: argument %d is invalid", -info) : NTK_OK;
+}
+
 /* Add reg to the diagonal, Cholesky, 1-norm condition estimate. Returns
  * the LAPACK info (> 0: not positive definite at that column), -1: out of
  * memory. s->diag must hold n doubles. */
@@ -54,6 +62,13 @@ static int spd_factor(struct spd *s, double reg, double *rcond) {
   }
   dpotrf_("U", &s->ni, a, &s->ni, &info, 1);
   if (info == 0) dpocon_("U", &s->ni, a, &s->ni, &anorm, rcond, work, iwork, &info, 1);
+  if (info == 0 && *rcond > 0 && anorm > 0) {
+    /* dpocon's estimate of the inverse's norm, then inverse iteration's
+     * look (solve_method.h) */
+    double est0 = 1 / (*rcond * anorm), est = est0;
+    (void)ntk_solve_inverse_probe(apply_factor, s, n, work, &est); /* dpotrs with one column cannot fail */
+    if (est > est0) *rcond = 1 / est / anorm;
+  }
   free(work), free(iwork);
   return info;
 }
@@ -271,7 +286,7 @@ ntk_status ntk_solve_lapack(const struct ntk_solve_problem *p, struct ntk_ridge_
       break;
     }
     struct ntk_ridge_out *o = &out[r];
-    o->reg = p->ridge[r] * trace / (double)ntr;
+    o->reg = p->ridge[r] * (trace / (double)ntr);
     t0 = ntk_now();
     /* Factor, solve for alpha, predict, variance (needs the factor), then
      * the inverse's diagonal for leave-one-out (overwrites the factor),

@@ -334,6 +334,16 @@ static ntk_status apply_inverse(struct dist *d, double *b, const int *descb, dou
   return agree_all(d->comm, ntk_comm_sum_doubles(d->comm, x, d->n)); /* each entry from one rank: exact, the same everywhere */
 }
 
+struct probe_ctx {
+  struct dist *d;
+  double *b;
+  const int *descb;
+};
+static ntk_status probe_apply(void *ctx, double *x) {
+  struct probe_ctx *pc = ctx;
+  return apply_inverse(pc->d, pc->b, pc->descb, x);
+}
+
 static double asum(const double *x, size_t n) {
   double s = 0;
   for (size_t i = 0; i < n; i++) s += fabs(x[i]);
@@ -391,6 +401,10 @@ static ntk_status condition(struct dist *d, double *b, const int *descb, double 
       double alt = 2 * asum(x, n) / (double)(3 * n);
       if (!st && alt > est) est = alt;
     }
+  }
+  if (!st) { /* and inverse iteration's look (solve_method.h), as the lapack method */
+    struct probe_ctx pc = {d, b, descb};
+    st = ntk_solve_inverse_probe(probe_apply, &pc, n, x, &est);
   }
   if (!st && est > 0 && anorm > 0) *rcond = 1 / est / anorm;
   free(x), free(sgn);
@@ -575,7 +589,7 @@ static ntk_status solve_ridge(const struct ntk_solve_problem *p, struct dist *d,
   ntk_status st;
   if ((st = stop_point(p))) return st;
   struct ntk_ridge_out *ro = &out[r];
-  ro->reg = p->ridge[r] * trace / (double)ntr;
+  ro->reg = p->ridge[r] * (trace / (double)ntr);
   ro->rcond = 0, ro->iterations = 0, ro->residual = 0, ro->failure = NTK_RIDGE_OK, ro->why[0] = '\0';
   double t_start = ntk_now(), t_fact, t_cond = 0, t_loo = 0, anorm = 0;
   set_diagonal(d, w->diag, ro->reg);
