@@ -923,6 +923,40 @@ START_TEST(test_identity_angles) {
 }
 END_TEST
 
+/* (N, L, 1) data read as NLC sequences (rank 3) and as grey images one
+ * pixel wide (rank 4) had the same identity, and a CNN whose LayerNorm
+ * axes depend on the rank computes other numbers: a store begun by one
+ * was finished by the other, exit 0. The rank-4 reading says so; the
+ * sequences, images wider than 1, images one wide read by 1-D layers
+ * (rank 3, as sequences) and FC networks keep the text they had. */
+START_TEST(test_identity_data_rank) {
+  const struct {
+    const char *arch;
+    int one_d, w, line;
+  } cases[] = {
+      {"Conv(4, (3, 1), padding='SAME') LayerNorm(axis=(-2, -1)) Relu Flatten Dense", 1, 1, 0},
+      {"Conv(4, (3, 1), padding='SAME') LayerNorm(axis=(-2, -1)) Relu Flatten Dense", 0, 1, 1},
+      {"Conv(4, (3, 1), padding='SAME') Relu GlobalAvgPool Dense", 0, 2, 0},
+      {"Conv(4, (3,), padding='SAME') Relu GlobalAvgPool Dense", 0, 1, 0},
+      {"Dense Relu Dense", 0, 1, 0},
+  };
+  char *ids[5];
+  for (int k = 0; k < 5; k++) {
+    char text[512];
+    snprintf(text, sizeof text, "[data]\npath = x.npy\n[model]\narch = %s\n[output]\npath = o.ntk\n", cases[k].arch);
+    size_t h = 6, w = (size_t)cases[k].w;
+    struct ntk_dataset ds = {3, h * w, h, w, 1, 8, calloc(3 * h * w, 8), 0, cases[k].one_d, 0};
+    for (size_t i = 0; i < 3 * h * w; i++) ((double *)ds.x)[i] = (double)(i % 5) - 2.0;
+    ids[k] = job_identity(text, &ds, NULL);
+    ck_assert_msg(!strstr(ids[k], "data rank = 4") == !cases[k].line, "%s, one_d %d, w %d:\n%s", cases[k].arch,
+                  cases[k].one_d, cases[k].w, ids[k]);
+    free(ds.x);
+  }
+  ck_assert_str_ne(ids[0], ids[1]); /* the two readings of one file: two jobs */
+  for (int k = 0; k < 5; k++) free(ids[k]);
+}
+END_TEST
+
 /* Two more lines of the identity (src/job/jobhash.c): a float32 job with a
  * scale whose float32 square is subnormal is computed in float64, and
  * RectifiedMonomial(0) says how it takes a zero variance; a store begun
@@ -1152,6 +1186,7 @@ int main(void) {
   tcase_add_test(tc, test_layout_npy_only);
   tcase_add_test(tc, test_identity_widened);
   tcase_add_test(tc, test_identity_angles);
+  tcase_add_test(tc, test_identity_data_rank);
   tcase_add_test(tc, test_identity_scale_and_rectmono);
   tcase_add_test(tc, test_identity_equal_rows);
   tcase_add_test(tc, test_identity_equal_rows_test_only);

@@ -75,6 +75,16 @@ ntk_status ntk_job_identity(const struct ntk_job *job, const struct ntk_arch *ar
       job->kernels & NTK_KERNEL_NTK ? "nngp+ntk" : "nngp");
   add(&t, "train samples = %zu\ntest x test = %s\ndata values = %s\nlayers = %zu\n", data->n_train,
       info->test_test ? "yes" : "no", data_hex, arch->n);
+  /* Images one pixel wide that a CNN reads as 2-D (rank 4): the same image
+   * line, values and layers as (N, L, C) sequences ([data] layout = NLC,
+   * rank 3; or such images read by 1-D layers), whose rank-dependent
+   * layers (LayerNorm's axes) compute other numbers: a store begun by one
+   * was finished by the other, exit 0 (a hunt, 2026-12-07). Said for the
+   * rank-4 reading alone (absent: sequences, and every older store of
+   * them; an older store of rank-4 images one wide is refused once). */
+  int rank = 0;
+  if (data->w == 1 && ntk_cnn_applies(arch, data) && !ntk_arch_data_rank(arch, data->one_d, 1, &rank) && rank == 4)
+    add(&t, "data rank = 4 (images one pixel wide, not (N, L, C) sequences)\n");
   if (arch->standard) add(&t, "parameterization = standard\n"); /* absent: ntk, as every older store */
   /* A float32 job computed in float64 (kernels/arch.h; absent: in its own
    * precision): a store of such a network begun by an ntkd that ran float32
