@@ -268,5 +268,24 @@ wjob wcut wcut.npy
 expect_rc 2 "mpirun -np 3, a cut .npy (no window asked for)" timeout -k 5 120 mpirun -np 3 "$NTKD" wcut.conf
 check "... says truncated" has "wcut.npy: file is truncated" err.log
 
+# A data file written while it is read: the values read may be of two
+# versions (a slow file system's reads, the file rewritten between two of
+# them: a kernel of data that never existed, stored and said done). The
+# test pause holds the read after the header; the file is rewritten in
+# place meanwhile, same size, other values.
+cp w.npy wchg.npy
+wjob wchg wchg.npy
+NTKD_TEST_READ_PAUSE=3 "$NTKD" wchg.conf > /dev/null 2> err.log &
+pid=$!
+for _ in $(seq 1 100); do grep -q "NTKD_TEST_READ_PAUSE=3: paused before the values of wchg.npy" err.log && break; sleep 0.1; done
+$PY -c "
+import numpy as np
+a = np.load('wchg.npy', mmap_mode='r+'); a[:] = -a; a.flush()"
+wait "$pid"
+rc=$?
+check "a data file rewritten while it was read refused (exit $rc, wanted 2)" [ "$rc" = 2 ]
+check "... saying so" has "wchg.npy changed while it was read (its modification time)" err.log
+check "... no store" no_store wchg
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

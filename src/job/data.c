@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/clock.h"
 #include "base/fsutil.h"
 #include "base/signals.h"
 
@@ -163,8 +164,14 @@ static ntk_status raw_refused(const struct raw *r, const char *path) {
  * are refused before anything can block on them (/dev/zero would never end,
  * a FIFO would wait for a writer). `*plain_size` is the size in bytes of a
  * file stored plain, -1 for a gzip-compressed one (no cheap size). zlib
- * reads through a buffer of `buffer` bytes. */
-static ntk_status open_input(const char *path, unsigned buffer, gzFile *out, long long *plain_size) {
+ * reads through a buffer of `buffer` bytes. `*in` is the file as opened, for
+ * input_unchanged() once it is read. */
+struct input {
+  int fd; /* gzclose() closes it */
+  struct stat at_open;
+};
+static ntk_status open_input(const char *path, unsigned buffer, gzFile *out, long long *plain_size,
+                             struct input *in) {
   *out = NULL;
   *plain_size = -1;
   int fd;
@@ -187,7 +194,26 @@ static ntk_status open_input(const char *path, unsigned buffer, gzFile *out, lon
   gzbuffer(f, buffer); /* before gzdirect(), which starts reading */
   if (gzdirect(f)) *plain_size = (long long)sb.st_size;
   *out = f;
+  in->fd = fd;
+  in->at_open = sb;
   return NTK_OK;
+}
+
+/* After the last read of an input, before gzclose(): a file written
+ * while it was read (in place: its size or times changed) holds values of
+ * two versions, and a kernel of data that never existed would be stored
+ * and reported done (a hunt: a slow file system's reads, the file
+ * rewritten between two of them). The values as read are refused. */
+static ntk_status input_unchanged(const char *path, const struct input *in) {
+  struct stat now;
+  if (fstat(in->fd, &now)) return ntk_error(NTK_EINPUT, "%s: cannot stat after reading it: %s", path, strerror(errno));
+  const struct stat *was = &in->at_open;
+  if (now.st_size == was->st_size && now.st_mtim.tv_sec == was->st_mtim.tv_sec &&
+      now.st_mtim.tv_nsec == was->st_mtim.tv_nsec && now.st_ctim.tv_sec == was->st_ctim.tv_sec &&
+      now.st_ctim.tv_nsec == was->st_ctim.tv_nsec)
+    return NTK_OK;
+  return ntk_error(NTK_EINPUT, "%s changed while it was read (its %s): the values read may be of two versions of "
+                   "it; run again once it is written", path, now.st_size != was->st_size ? "size" : "modification time");
 }
 
 /* The stop flag, polled by every loop that reads: a SIGTERM while a large
@@ -384,8 +410,19 @@ static void to_doubles(const unsigned char *b, size_t m, src_type t, int big_end
   }
 }
 
+/* Under the test setting NTKD_TEST_READ_PAUSE=S: S seconds before a data
+ * file's first values are read (a test rewrites the file meanwhile, for
+ * input_unchanged to find). */
+static void test_read_pause(const char *path) {
+  const char *v = getenv("NTKD_TEST_READ_PAUSE");
+  if (!v) return;
+  fprintf(stderr, "ntkd: test setting NTKD_TEST_READ_PAUSE=%s: paused before the values of %s\n", v, path);
+  ntk_sleep(atof(v), NULL);
+}
+
 static ntk_status read_values(gzFile f, const char *path, struct raw *r, size_t at, size_t n,
                               src_type t, int big_endian) {
+  if (r->samples && at == 0) test_read_pause(path);
   size_t s = type_size(t), total = n * r->d, chunk = (size_t)1 << 22, base = at * r->d;
   int in_place = r->samples && !big_endian && raw_scale(r) == 1.0 &&
                  ((t == T_F32 && r->elem == 4) || (t == T_F64 && r->elem == 8));
@@ -843,15 +880,17 @@ static ntk_status load_one(const struct ntk_job *job, int elem, const struct ntk
   /* Zeroed: gcc cannot see that ndata >= 1 and warns about files[0]. */
   gzFile files[NTK_MAX_DATA_FILES] = {0};
   long long sizes[NTK_MAX_DATA_FILES];
+  struct input ins[NTK_MAX_DATA_FILES];
   int opened = 0;
   ntk_status st = NTK_OK;
   for (; opened < job->ndata; opened++)
-    if ((st = open_input(job->data_path[opened], 1u << 20, &files[opened], &sizes[opened]))) break;
+    if ((st = open_input(job->data_path[opened], 1u << 20, &files[opened], &sizes[opened], &ins[opened]))) break;
   if (!st) {
     const char *path = job->data_path[0];
     if (fmt == NTK_FORMAT_NPY) st = read_npy(job, path, files[0], sizes[0], &r);
     else if (fmt == NTK_FORMAT_IDX) st = read_idx(job, path, files[0], sizes[0], &r);
     else st = read_cifar(job, files, sizes, job->ndata, &r);
+    for (int k = 0; k < opened && !st; k++) st = input_unchanged(job->data_path[k], &ins[k]);
     if (!st) st = raw_refused(&r, path);
     if (!st) st = raw_flushed(&r, path);
   }
@@ -880,7 +919,8 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
   *labels = NULL;
   gzFile f;
   long long size;
-  ntk_status st = open_input(path, 1u << 16, &f, &size); /* labels are small */
+  struct input in;
+  ntk_status st = open_input(path, 1u << 16, &f, &size, &in); /* labels are small */
   if (st) return st;
   src_type t = T_U8;
   int big = 1, ndim = 0;
@@ -904,6 +944,7 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
   if (!st) st = alloc_raw(&r, path);
   if (!st) st = read_values(f, path, &r, 0, n, t, big);
   if (!st) st = check_end(f, path, size, dim[0] - n, type_size(t));
+  if (!st) st = input_unchanged(path, &in);
   gzclose(f);
   int32_t *out = st ? NULL : malloc(n * sizeof *out);
   if (!st && !out) st = ntk_error(NTK_ENOMEM, "%s: out of memory for %zu labels", path, n);
