@@ -355,12 +355,24 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
             raise ValueError("x2 has no samples")
     elif test_test:
         raise ValueError("test_test=True needs a test set (x2)")
+    given = (a1, a2)
     a1 = np.ascontiguousarray(a1, dtype=dtype)
     a2 = np.ascontiguousarray(a2, dtype=dtype) if a2 is not None else None
-    for name, a in (("x1", a1), ("x2", a2)):
+    for name, a, g in (("x1", a1, given[0]), ("x2", a2, given[1])):
         if a is not None and not np.all(np.isfinite(a)):
             i = np.argwhere(~np.isfinite(a))[0]
             raise ValueError(f"{name}[{', '.join(map(str, i))}] is {a[tuple(i)]}: ntkd takes finite values only")
+        if a is not None and np.asarray(g).dtype != a.dtype:
+            # A sample whose every value became 0 in the conversion (float64
+            # values below float32's range): its kernel would be 0, stored as
+            # if the sample were zeros. Refused, as the job file's loader does.
+            lost = ~a.reshape(a.shape[0], -1).any(axis=1) & np.asarray(g).reshape(a.shape[0], -1).any(axis=1)
+            if lost.any():
+                i = int(np.argmax(lost))
+                big = float(np.abs(np.asarray(g)[i]).max())
+                raise ValueError(f"{name}[{i}]: every value is 0 in {precision}, though its values are not (the "
+                                 f"largest |value| {big:g}): its kernel would be 0, stored as if the sample were "
+                                 f"zeros; scale the data, or precision='float64'")
     y = None
     if labels is not None:
         if a2 is None:
