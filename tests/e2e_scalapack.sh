@@ -137,6 +137,20 @@ check "a solve stopped in the NTK's solve after writing the NNGP files: exit 5" 
 check "... the earlier solve's NTK files are gone" bash -c "! ls mix-ntk-*.npy 2>/dev/null"
 check "... and the message says so" has "removed 2 older prediction files this solve did not replace" err.log
 check "... its own NNGP files stay" bash -c "[ \$(ls mix-nngp-*.npy | wc -l) = 2 ]"
+# The same killed (SIGKILL: Ctrl-C to mpirun, a batch system's kill, the
+# OOM killer; no clean-up runs): the older set went before the first new
+# file took its name, so nothing of it stays beside this solve's files.
+expect_rc 0 "a first solve writes every file again" mpirun -np 1 "$NTKD" solve d.ntk mix.conf
+touch -d '2020-01-01' mix-*.npy && touch mix.mark
+for K in $(seq 1 16); do
+  NTKD_TEST_SCALAPACK_STOP=0:$K:KILL mpirun -np 1 "$NTKD" solve d.ntk mix.conf > out.log 2> err.log
+  rc=$?
+  [ $rc != 0 ] && [ "$(find . -maxdepth 1 -name 'mix-nngp-*.npy' -newer mix.mark | wc -l)" = 2 ] && break
+done
+echo "    killed at stop point $K (exit $rc)"
+check "a solve killed in the NTK's solve after writing the NNGP files: not 0" test "$rc" != 0
+check "... no earlier solve's file beside its own" bash -c "! find . -maxdepth 1 -name 'mix-*.npy' ! -newer mix.mark | grep -q ."
+check "... its own NNGP files stay" bash -c "[ \$(ls mix-nngp-*.npy | wc -l) = 2 ]"
 
 # --- refusals ------------------------------------------------------------------------
 job b48 k.ntk x 512 "$RIDGES" "method = scalapack" "block = 48"

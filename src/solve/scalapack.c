@@ -169,14 +169,17 @@ static ntk_status agree_all(const ntk_comm_t *comm, ntk_status st) {
  *                                progress line per panel; "off": plain
  *                                pdpotrf at any n;
  *   NTKD_TEST_SCALAPACK_STOP=R:K rank R raises SIGTERM at its K-th stop
- *                                point (between ridges and panels). */
+ *                                point (between ridges and panels);
+ *                                R:K:KILL SIGKILL (no clean-up runs). */
 static long test_panel, test_stop_rank = -1, test_stop_at;
+static int test_stop_sig = SIGTERM;
 
 static void read_test_settings(int rank) {
   const char *v = getenv("NTKD_TEST_SCALAPACK_PANEL");
   test_panel = v ? (strcmp(v, "off") ? atol(v) : -1) : 0;
   v = getenv("NTKD_TEST_SCALAPACK_STOP");
   if (!v || sscanf(v, "%ld:%ld", &test_stop_rank, &test_stop_at) != 2) test_stop_rank = -1;
+  if (v && strstr(v, ":KILL")) test_stop_sig = SIGKILL;
   const char *names[] = {"NTKD_TEST_SCALAPACK_PANEL", "NTKD_TEST_SCALAPACK_STOP"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (rank == 0 && getenv(names[i])) fprintf(stderr, "ntkd: test setting %s=%s\n", names[i], getenv(names[i]));
@@ -185,7 +188,7 @@ static void read_test_settings(int rank) {
 /* Collective: NTK_EINTERRUPTED on every rank if any has a stop signal. */
 static ntk_status stop_point(const struct ntk_solve_problem *p) {
   static long count;
-  if (test_stop_rank == p->rank && ++count == test_stop_at) raise(SIGTERM);
+  if (test_stop_rank == p->rank && ++count == test_stop_at) raise(test_stop_sig);
   /* The rank with the signal says so itself: it passed a bare status, and
    * agree_all printed an empty "ntkd: rank 1:" line. */
   int sig = ntk_stop_requested();

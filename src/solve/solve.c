@@ -319,6 +319,108 @@ static ntk_status alloc_outs(const ntk_comm_t *comm, const struct ntk_job *job, 
   return NTK_OK;
 }
 
+/* The prediction (and variance) files of every kernel and ridge as they
+ * were before this solve wrote any: which exist, and which file each is
+ * (device and inode: a file this solve puts in place is a new inode, and
+ * the one it replaced stays allocated until then). */
+struct prior_files {
+  size_t n;
+  struct prior_file {
+    char path[NTK_PATH_MAX + 64];
+    int present;
+    int removed; /* by prior_files_clear, before this solve's first file took its name */
+    dev_t dev;
+    ino_t ino;
+  } *f;
+};
+
+static int file_id(const char *path, dev_t *dev, ino_t *ino) {
+  struct stat sb;
+  if (lstat(path, &sb)) return 0;
+  *dev = sb.st_dev, *ino = sb.st_ino;
+  return 1;
+}
+
+static void prior_files_take(struct prior_files *pf, const char *store_path, const struct ntk_job *job,
+                             uint32_t kernels) {
+  size_t nr = job->solve.nridge;
+  pf->n = 0;
+  pf->f = calloc(4 * nr + 1, sizeof *pf->f);
+  for (int which = NTK_KERNEL_NNGP; pf->f && which <= NTK_KERNEL_NTK; which <<= 1)
+    for (size_t r = 0; r < nr && (kernels & (uint32_t)which); r++) {
+      char pred[NTK_PATH_MAX + 64];
+      prediction_path(store_path, job, which, job->solve.ridge[r], pred, sizeof pred);
+      struct prior_file *p = &pf->f[pf->n++];
+      snprintf(p->path, sizeof p->path, "%s", pred);
+      p->present = file_id(p->path, &p->dev, &p->ino);
+      if (job->solve.variance) {
+        struct prior_file *v = &pf->f[pf->n++];
+        variance_path(pred, job, v->path, sizeof v->path);
+        v->present = file_id(v->path, &v->dev, &v->ino);
+      }
+    }
+}
+
+/* Whether the file of prior entry i is still the one seen before this
+ * solve (its name never taken by a file of this solve's). */
+static int prior_unchanged(const struct prior_file *f) {
+  dev_t d;
+  ino_t n;
+  return f->present && file_id(f->path, &d, &n) && d == f->dev && n == f->ino;
+}
+
+/* Rank 0, under the predictions' lock, once this solve's first file is
+ * written and before it takes its name: the older files of the set go
+ * (each would be replaced or removed by this solve anyway). A kill at any
+ * later moment (Ctrl-C to mpirun, a batch system's SIGKILL, the OOM
+ * killer: no stop path runs) left this solve's first files beside an
+ * earlier solve's others, which passed for its result (a hunt); now it
+ * leaves a part of this solve's set and nothing older. */
+static void prior_files_clear(struct prior_files *pf) {
+  for (size_t i = 0; pf->f && i < pf->n; i++)
+    if (prior_unchanged(&pf->f[i]) && unlink(pf->f[i].path) == 0) pf->f[i].present = 0, pf->f[i].removed = 1;
+}
+
+/* Whether prior_files_clear removed the older file at `path`. */
+static int prior_removed(const struct prior_files *pf, const char *path) {
+  for (size_t i = 0; pf && pf->f && i < pf->n; i++)
+    if (pf->f[i].removed && !strcmp(pf->f[i].path, path)) return 1;
+  return 0;
+}
+
+/* A solve that stopped (a signal, a failed write or folder sync) after it
+ * put some file in place: the files still as they were before it are
+ * another solve's (other labels, another kernel), and beside this solve's
+ * they would pass for its result, as report_ridge says of a failed ridge.
+ * They are removed and counted on stderr (the stop's own error line is
+ * printed). A file this solve put in place is never removed, nor anything
+ * once the predictions' lock is no longer this solve's (the files may be
+ * another solve's now). Rank 0. The error message is kept.
+ * Those prior_files_clear removed are counted too. */
+static void remove_stale(const struct prior_files *pf, ntk_lock_t *lock) {
+  if (!pf->f) return;
+  size_t placed = 0, early = 0;
+  for (size_t i = 0; i < pf->n; i++) {
+    dev_t d;
+    ino_t n;
+    int now = file_id(pf->f[i].path, &d, &n);
+    placed += now && !(pf->f[i].present && d == pf->f[i].dev && n == pf->f[i].ino);
+    early += pf->f[i].removed && !now; /* removed before the first file, not replaced since */
+  }
+  if (!placed) return; /* nothing of this solve's in place: the older set is whole */
+  char keep[2048];
+  snprintf(keep, sizeof keep, "%s", ntk_error_message());
+  int held = ntk_lock_check(lock) == NTK_OK;
+  (void)ntk_error(NTK_EINTERNAL, "%s", keep);
+  if (!held) return;
+  size_t removed = early;
+  for (size_t i = 0; i < pf->n; i++)
+    if (prior_unchanged(&pf->f[i])) removed += unlink(pf->f[i].path) == 0;
+  if (removed)
+    fprintf(stderr, "ntkd: removed %zu older prediction file%s this solve did not replace (another solve's: beside "
+            "this one's they would pass for its result)\n", removed, removed == 1 ? "" : "s");
+}
+
 /* The results table (its header printed with its first line) and the
  * files behind it, each written under the predictions' lock. */
 struct table {
@@ -328,13 +430,18 @@ struct table {
   const char *store_path;
   const struct ntk_job *job;
   size_t *written; /* files of this solve written so far */
+  struct prior_files *prior; /* the set's files before this solve (NULL: none known) */
 };
+/* Before each file takes its name: the lock still this solve's, and
+ * before the first, the older set removed (prior_files_clear). */
 static ntk_status table_guard(const void *arg) {
   const struct table *t = arg;
-  return predictions_still_locked(t->lock, t->store_path, t->job,
-                                  *t->written ? "this file is not written, and those written before it may be a mix of "
-                                                "two solves'"
-                                              : "no file is written");
+  ntk_status st = predictions_still_locked(t->lock, t->store_path, t->job,
+                                           *t->written ? "this file is not written, and those written before it may "
+                                                         "be a mix of two solves'"
+                                                       : "no file is written");
+  if (!st && !*t->written && t->prior) prior_files_clear(t->prior);
+  return st;
 }
 static void table_header(const struct table *t) {
   if (!(*t->header)++)
@@ -362,8 +469,8 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
     char old[NTK_PATH_MAX + 64], vold[NTK_PATH_MAX + 64];
     prediction_path(store_path, job, which, ridge, old, sizeof old);
     variance_path(old, job, vold, sizeof vold);
-    int gone = unlink(old) == 0;
-    gone |= job->solve.variance && unlink(vold) == 0;
+    int gone = unlink(old) == 0 || prior_removed(tab->prior, old);
+    gone |= job->solve.variance && (unlink(vold) == 0 || prior_removed(tab->prior, vold));
     return ntk_error(NTK_EINPUT, "%s%s%s", o->why, gone ? "; removed the older file of this ridge: " : "",
                      gone ? old : "");
   }
@@ -505,82 +612,6 @@ static ntk_status agree_stop(const struct meet *m, ntk_status local) {
   return st;
 }
 
-/* The prediction (and variance) files of every kernel and ridge as they
- * were before this solve wrote any: which exist, and which file each is
- * (device and inode: a file this solve puts in place is a new inode, and
- * the one it replaced stays allocated until then). */
-struct prior_files {
-  size_t n;
-  struct prior_file {
-    char path[NTK_PATH_MAX + 64];
-    int present;
-    dev_t dev;
-    ino_t ino;
-  } *f;
-};
-
-static int file_id(const char *path, dev_t *dev, ino_t *ino) {
-  struct stat sb;
-  if (lstat(path, &sb)) return 0;
-  *dev = sb.st_dev, *ino = sb.st_ino;
-  return 1;
-}
-
-static void prior_files_take(struct prior_files *pf, const char *store_path, const struct ntk_job *job,
-                             uint32_t kernels) {
-  size_t nr = job->solve.nridge;
-  pf->n = 0;
-  pf->f = calloc(4 * nr + 1, sizeof *pf->f);
-  for (int which = NTK_KERNEL_NNGP; pf->f && which <= NTK_KERNEL_NTK; which <<= 1)
-    for (size_t r = 0; r < nr && (kernels & (uint32_t)which); r++) {
-      char pred[NTK_PATH_MAX + 64];
-      prediction_path(store_path, job, which, job->solve.ridge[r], pred, sizeof pred);
-      struct prior_file *p = &pf->f[pf->n++];
-      snprintf(p->path, sizeof p->path, "%s", pred);
-      p->present = file_id(p->path, &p->dev, &p->ino);
-      if (job->solve.variance) {
-        struct prior_file *v = &pf->f[pf->n++];
-        variance_path(pred, job, v->path, sizeof v->path);
-        v->present = file_id(v->path, &v->dev, &v->ino);
-      }
-    }
-}
-
-/* A solve that stopped (a signal, a failed write or folder sync) after it
- * put some file in place: the files still as they were before it are
- * another solve's (other labels, another kernel), and beside this solve's
- * they would pass for its result, as report_ridge says of a failed ridge.
- * They are removed and counted on stderr (the stop's own error line is
- * printed). A file this solve put in place is never removed, nor anything
- * once the predictions' lock is no longer this solve's (the files may be
- * another solve's now). Rank 0. The error message is kept. */
-static void remove_stale(const struct prior_files *pf, ntk_lock_t *lock) {
-  if (!pf->f) return;
-  size_t placed = 0;
-  for (size_t i = 0; i < pf->n; i++) {
-    dev_t d;
-    ino_t n;
-    int now = file_id(pf->f[i].path, &d, &n);
-    placed += now && !(pf->f[i].present && d == pf->f[i].dev && n == pf->f[i].ino);
-  }
-  if (!placed) return; /* nothing of this solve's in place: the older set is whole */
-  char keep[2048];
-  snprintf(keep, sizeof keep, "%s", ntk_error_message());
-  int held = ntk_lock_check(lock) == NTK_OK;
-  (void)ntk_error(NTK_EINTERNAL, "%s", keep);
-  if (!held) return;
-  size_t removed = 0;
-  for (size_t i = 0; i < pf->n; i++) {
-    dev_t d;
-    ino_t n;
-    if (pf->f[i].present && file_id(pf->f[i].path, &d, &n) && d == pf->f[i].dev && n == pf->f[i].ino)
-      removed += unlink(pf->f[i].path) == 0;
-  }
-  if (removed)
-    fprintf(stderr, "ntkd: removed %zu older prediction file%s this solve did not replace (another solve's: beside "
-            "this one's they would pass for its result)\n", removed, removed == 1 ? "" : "s");
-}
-
 ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t *opened, const struct ntk_job *job,
                      const struct ntk_solve_labels *labels, struct ntk_solve_result *results, size_t cap,
                      size_t *nresults) {
@@ -679,7 +710,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
     ntk_status wr = NTK_OK; /* rank 0: writing the results */
     for (size_t r = 0; r < job->solve.nridge && !st && !wr && rank == 0; r++) {
       struct ntk_solve_result res;
-      struct table tab = {method, loo, &header, lock, store_path, job, &written};
+      struct table tab = {method, loo, &header, lock, store_path, job, &written, prior.f ? &prior : NULL};
       ntk_status rs = report_ridge(store_path, job, which, &tab, &out[r], job->solve.ridge[r], ytr, yte, ntr, nte,
                                    classes, &res);
       if (rs == NTK_EINPUT && out[r].failure) {
