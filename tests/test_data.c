@@ -160,6 +160,16 @@ START_TEST(test_npy_broken) {
   expect_fail("5d.npy", "2 to 4 dimensions");
   write_npy_raw("noshape.npy", "{'descr': '<f4', 'fortran_order': False}", f, sizeof f);
   expect_fail("noshape.npy", "no 'shape'");
+  /* a dimension beyond 64 bits: said so, not "2 to 4 dimensions" (it has 2) */
+  write_npy_raw("big.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999, 2), }", f,
+                sizeof f);
+  expect_fail("big.npy", ".npy shape: 99999999999999999999999 is too large");
+  /* tabs and line ends between the tokens, as numpy.load reads them */
+  write_npy_raw("tabs.npy", "{'descr':\t'<f4', 'fortran_order':\tFalse, 'shape': (3,\t2), }", f, sizeof f);
+  struct ntk_dataset tds;
+  ck_assert_msg(load("tabs.npy", 8, &tds) == NTK_OK, "%s", ntk_error_message());
+  ck_assert(tds.n == 3 && tds.d == 2 && ((double *)tds.x)[5] == 6.0);
+  ntk_data_free(&tds);
   write_npy_raw("empty.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 2), }", f, 0);
   expect_fail("empty.npy", "empty data");
   char p[512];

@@ -154,7 +154,7 @@ static ntk_status raw_refused(const struct raw *r, const char *path) {
    * (a 1e300 value of a float32 job was said to be so "after scaling" with no scale). */
   char range[160] = "";
   if (isfinite(r->bad_v))
-    snprintf(range, sizeof range, " (%.3g%s; a %s job holds at most %.3g)", r->bad_v * raw_scale(r),
+    snprintf(range, sizeof range, " (%.9g%s; a %s job holds at most %.3g)", r->bad_v * raw_scale(r),
              raw_scale(r) != 1 ? " after [data] scale" : "", r->elem == 4 ? "float32" : "float64", raw_limit(r->elem));
   return ntk_error(NTK_EINPUT, "%s: sample %zu, feature %zu is %s%s", path, r->bad / r->d, r->bad % r->d,
                    isnan(r->bad_v) ? "NaN" : "infinite or out of range", range);
@@ -520,6 +520,14 @@ static size_t want_count(const struct ntk_job *job, size_t have, const char *pat
 
 /* `labels`: a 1-D array of integers (uint8, int32, int64) instead of 2-D
  * to 4-D samples (float32, float64, uint8). */
+/* p past the blanks numpy's header parser (Python's literal_eval) takes
+ * between tokens: spaces, tabs, line ends; and the key's colon with
+ * `colon`. */
+static const char *npy_skip(const char *p, int colon) {
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || (colon && *p == ':')) p++;
+  return p;
+}
+
 static ntk_status npy_parse_header(const char *path, const char *hdr, int labels, src_type *t, int *big,
                                    size_t *shape, int *ndim) {
   /* The dictionary's keys: exactly descr, fortran_order and shape (as
@@ -545,7 +553,7 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
   const char *p = strstr(hdr, "'descr'");
   if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'descr'", path);
   p += strlen("'descr'");
-  while (*p == ' ' || *p == ':') p++;
+  p = npy_skip(p, 1);
   if (*p != '\'') { /* a structured dtype: a list of fields, whose names are quoted too */
     const char *end = strchr(p, ']');
     int whole = end && end - p < 60; /* the field list, or its start */
@@ -572,7 +580,7 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
   p = strstr(hdr, "'fortran_order'");
   if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'fortran_order'", path);
   p += strlen("'fortran_order'");
-  while (*p == ' ' || *p == ':') p++;
+  p = npy_skip(p, 1);
   if (!strncmp(p, "True", 4))
     return ntk_error(NTK_EINPUT, "%s: Fortran-ordered .npy is not supported; save with "
                      "numpy.ascontiguousarray", path);
@@ -582,17 +590,18 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
   p++;
   *ndim = 0;
   for (;;) {
-    while (*p == ' ') p++;
+    p = npy_skip(p, 0);
     if (*p == ')') break;
     if (*p == '-') return ntk_error(NTK_EINPUT, "%s: .npy header: negative 'shape'", path); /* strtoull takes it */
     char *end;
     errno = 0;
     unsigned long long v = strtoull(p, &end, 10);
+    if (end != p && errno == ERANGE)
+      return ntk_error(NTK_EINPUT, "%s: .npy shape: %.*s is too large", path, (int)(end - p < 40 ? end - p : 40), p);
     if (end == p || errno || *ndim == 4)
       return ntk_error(NTK_EINPUT, "%s: .npy shape must have %s dimensions", path, labels ? "one" : "2 to 4");
     shape[(*ndim)++] = (size_t)v;
-    p = end;
-    while (*p == ' ') p++;
+    p = npy_skip(end, 0);
     if (*p == ',') p++;
     else if (*p != ')') return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'shape'", path);
   }
