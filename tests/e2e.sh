@@ -381,11 +381,18 @@ printf '[data]\npath = tiny.npy\n[model]\narch = Dense\nkernel = nngp\n[compute]
 expect_rc 0 "4465 tiles of 16 x 16 under mpirun -np 2" mpirun -np 2 "$NTKD" tiny.conf
 # (said where the worker waited 75 % of the time or more: as this machine measures it)
 busy=$(sed -n 's/^ntkd: workers spent .* computing tiles: \([0-9]*\)% of .*/\1/p' err.log)
-if [ "${busy:-100}" -lt 25 ]; then
-  check "... the run says the tile is too small for mpirun (worker busy $busy %)" \
+# ntkd's rule has a second condition, a mean tile under 2 ms (a loaded
+# machine can stretch it), decided on the unrounded time: within 5 % of
+# that bound the test cannot tell, and checks neither way.
+mean_us=$(sed -n 's/^ntkd: workers spent \([0-9.]*\) s computing tiles.*/\1/p' err.log | awk '{printf "%d", $1 * 1e6 / 4465}')
+if [ "${busy:-100}" -lt 25 ] && [ "${mean_us:-0}" -lt 1900 ]; then
+  check "... the run says the tile is too small for mpirun (worker busy $busy %, tile $mean_us us)" \
     has "ntkd: note: a tile took .* a larger \[compute\] tile (now 16), or one process, is faster" err.log
+elif [ "${busy:-100}" -ge 25 ] || [ "${mean_us:-0}" -gt 2100 ]; then
+  check "... no note where the worker was busy $busy % of the time (tile ${mean_us:-?} us)" \
+    bash -c "! grep -q 'ntkd: note: a tile took' err.log"
 else
-  check "... no note where the worker was busy $busy % of the time" bash -c "! grep -q 'ntkd: note: a tile took' err.log"
+  echo "    (a mean tile of $mean_us us, at the note's 2 ms bound: not checked)"
 fi
 # A job file whose name begins with '-': named, and taken after --
 mkdir -p ./-dash && job dash small.npy 512 float32 && sed 's#^path = small.npy#path = ../small.npy#' dash.conf \
