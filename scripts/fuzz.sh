@@ -18,7 +18,7 @@ command -v "$CC" >/dev/null || { echo "fuzz: $CC not found (Debian: clang, libcl
 flags="-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DNTKD_VERSION=\"fuzz\" -Iinclude -Isrc
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 libs="$(pkg-config --libs libzstd libxxhash zlib) -lm -lpthread"
-core="src/base/status.c src/base/signals.c src/base/fsutil.c src/job/config.c src/kernels/arch.c src/kernels/layers.c src/kernels/numerical.c src/job/data.c src/base/npy.c src/base/tiling.c src/base/codec.c src/store/store.c src/store/index.c src/store/lock.c"
+core="src/base/status.c src/base/signals.c src/base/clock.c src/base/fsutil.c src/job/config.c src/kernels/arch.c src/kernels/layers.c src/kernels/numerical.c src/job/data.c src/base/npy.c src/base/tiling.c src/base/codec.c src/store/store.c src/store/index.c src/store/lock.c"
 for t in config arch data store; do
   # shellcheck disable=SC2086
   $CC $flags tests/fuzz/fuzz_$t.c $core $libs -o "$out/fuzz_$t"
