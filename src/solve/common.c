@@ -112,7 +112,7 @@ int ntk_solve_ridge_verdict(struct ntk_ridge_out *o, const char *kernel, double 
   return o->failure == NTK_RIDGE_OK;
 }
 
-static double sum_abs(const double *x, size_t n) {
+double ntk_solve_sum_abs(const double *x, size_t n) {
   double s = 0;
   for (size_t i = 0; i < n; i++) s += fabs(x[i]);
   return s;
@@ -123,11 +123,11 @@ ntk_status ntk_solve_inverse_probe(ntk_status (*apply)(void *ctx, double *x), vo
   uint64_t state = 0x6e746b64636f6e64ull; /* fixed: the same start on every rank and in every run */
   for (size_t i = 0; i < n; i++) x[i] = (double)(ntk_splitmix64(&state) >> 11) * 0x1p-52 - 1.0; /* in [-1, 1) */
   for (int step = 0; step < NTK_SOLVE_PROBE_STEPS; step++) {
-    double before = sum_abs(x, n);
+    double before = ntk_solve_sum_abs(x, n);
     if (!(before > 0) || !isfinite(before)) break;
     ntk_status st = apply(ctx, x);
     if (st) return st;
-    double after = sum_abs(x, n);
+    double after = ntk_solve_sum_abs(x, n);
     if (isnan(after)) break;
     if (after / before > *est) *est = after / before; /* inf: singular to the working precision */
     if (!isfinite(after) || !(after > 0)) break;

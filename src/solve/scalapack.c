@@ -347,12 +347,6 @@ static ntk_status probe_apply(void *ctx, double *x) {
   return apply_inverse(pc->d, pc->b, pc->descb, x);
 }
 
-static double asum(const double *x, size_t n) {
-  double s = 0;
-  for (size_t i = 0; i < n; i++) s += fabs(x[i]);
-  return s;
-}
-
 /* Collective: the reciprocal condition number in the 1-norm, 1 / (anorm *
  * est), with est Higham's estimate of ||(L L^T)^-1||_1 (ACM TOMS 14(4),
  * 1988; the algorithm of LAPACK's dlacn2 behind dpocon, which the lapack
@@ -375,7 +369,7 @@ static ntk_status condition(struct dist *d, double *b, const int *descb, double 
   }
   if (!st && n == 1) est = fabs(x[0]);
   else if (!st) {
-    est = asum(x, n);
+    est = ntk_solve_sum_abs(x, n);
     for (size_t i = 0; i < n; i++) sgn[i] = x[i] >= 0 ? 1 : -1, x[i] = sgn[i];
     st = apply_inverse(d, b, descb, x); /* the transpose: the same, symmetric */
     size_t j = 0;
@@ -386,7 +380,7 @@ static ntk_status condition(struct dist *d, double *b, const int *descb, double 
       x[j] = 1;
       if ((st = apply_inverse(d, b, descb, x))) break;
       double old = est;
-      est = asum(x, n);
+      est = ntk_solve_sum_abs(x, n);
       int changed = 0;
       for (size_t i = 0; i < n && !changed; i++) changed = (x[i] >= 0 ? 1 : -1) != sgn[i];
       if (!changed || est <= old) break; /* a repeated sign vector, or no growth */
@@ -401,7 +395,7 @@ static ntk_status condition(struct dist *d, double *b, const int *descb, double 
     if (!st) { /* the alternating vector, for matrices that fool the iteration */
       for (size_t i = 0; i < n; i++) x[i] = (i % 2 ? -1.0 : 1.0) * (1 + (double)i / (double)(n - 1));
       st = apply_inverse(d, b, descb, x);
-      double alt = 2 * asum(x, n) / (double)(3 * n);
+      double alt = 2 * ntk_solve_sum_abs(x, n) / (double)(3 * n);
       if (!st && alt > est) est = alt;
     }
   }

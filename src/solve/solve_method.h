@@ -122,6 +122,10 @@ int ntk_solve_ridge_verdict(struct ntk_ridge_out *o, const char *kernel, double 
 /* "nngp" or "ntk". */
 const char *ntk_solve_kernel_name(int which);
 
+/* sum |x[i]|, in index order: the 1-norm of a vector (the condition
+ * estimates'). */
+double ntk_solve_sum_abs(const double *x, size_t n);
+
 /* The condition estimate's second look: Higham's estimate of ||A^-1||_1
  * (dpocon's, scalapack.c's condition()) probes A^-1 with the ones vector,
  * sign vectors and an alternating vector, and misses a near-null direction
