@@ -84,6 +84,32 @@ reg novar "$arch" "$ridge" 5 "variance = yes" "[test]" "test_test = yes"
 expect_rc 2 "ntkd solve with variance on a store computed without test x test is refused" \
   "$NTKD" solve "$c.ntk" novar.conf
 check "... naming the difference" has "test x test: the store has no, this job yes" err.log
+# A full disk after the predictions file, before its variance file (a
+# tmpfs of one page in a private mount namespace): the predictions keep
+# their table line, the error names them, and the older set's files this
+# solve removed before its first file took its name are counted (they went
+# silently when a solve failed before it placed more than that file).
+c=solve_fc_relu
+read -r ntrain ridge arch < <($CASE write "$REF" "$c")
+reg "f$c" "$arch" "$ridge, 1" 5 "variance = full" "predictions = full/p" "[test]" "test_test = yes"
+mkdir -p full
+if unshare -m true 2>/dev/null; then
+  "$NTKD" "f$c.conf" >/dev/null 2>&1
+  # In the namespace: a complete solve, its files linked aside (removing
+  # their names frees no page), the disk filled but for two pages (the lock file, the predictions).
+  expect_rc 3 "ntkd solve whose variance file meets a full disk fails" \
+    unshare -m bash -c "mount -t tmpfs -o size=256k tmpfs full && '$NTKD' solve f$c.ntk f$c.conf >/dev/null 2>&1 &&
+      ls full/p-*.npy >before.txt && mkdir full/keep && ln full/p-*.npy full/keep/ &&
+      { dd if=/dev/zero of=full/fill bs=4k 2>/dev/null; truncate -s -8192 full/fill; } &&
+      exec '$NTKD' solve f$c.ntk f$c.conf"
+  check "... a complete earlier solve had written its 8 files" [ "$(wc -l < before.txt)" = 8 ]
+  check "... after the table line of the predictions it wrote, naming them" \
+    bash -c "[ \"\$(grep -cE '^(nngp|ntk) ' out.log)\" = 1 ] && grep -q 'the predictions file full/p-nngp-ridge$ridge.npy is written: its table line above' err.log"
+  check "... and counting the 7 older files it removed" has "removed 7 older prediction files this solve did not replace" err.log
+else
+  echo "SKIP: a full disk during a solve: unshare -m is not allowed here"
+fi
+
 check "the train/test split is in info" bash -c "'$NTKD' info solve_cnn_gap.ntk | grep -q 'split: *12 train + 4 test'"
 
 # --- a ridge sweep from the store, no recomputation -------------------------------

@@ -396,7 +396,8 @@ static int prior_removed(const struct prior_files *pf, const char *path) {
  * printed). A file this solve put in place is never removed, nor anything
  * once the predictions' lock is no longer this solve's (the files may be
  * another solve's now). Rank 0. The error message is kept.
- * Those prior_files_clear removed are counted too. */
+ * Those prior_files_clear removed are counted too, also when nothing of
+ * this solve's took its place (its first file's rename failed). */
 static void remove_stale(const struct prior_files *pf, ntk_lock_t *lock) {
   if (!pf->f) return;
   size_t placed = 0, early = 0;
@@ -407,14 +408,13 @@ static void remove_stale(const struct prior_files *pf, ntk_lock_t *lock) {
     placed += now && !(pf->f[i].present && d == pf->f[i].dev && n == pf->f[i].ino);
     early += pf->f[i].removed && !now; /* removed before the first file, not replaced since */
   }
-  if (!placed) return; /* nothing of this solve's in place: the older set is whole */
+  if (!placed && !early) return; /* nothing of this solve's in place: the older set is whole */
   char keep[2048];
   snprintf(keep, sizeof keep, "%s", ntk_error_message());
   int held = ntk_lock_check(lock) == NTK_OK;
   (void)ntk_error(NTK_EINTERNAL, "%s", keep);
-  if (!held) return;
   size_t removed = early;
-  for (size_t i = 0; i < pf->n; i++)
+  for (size_t i = 0; held && i < pf->n; i++)
     if (prior_unchanged(&pf->f[i])) removed += unlink(pf->f[i].path) == 0;
   if (removed)
     fprintf(stderr, "ntkd: removed %zu older prediction file%s this solve did not replace (another solve's: beside "
@@ -493,18 +493,14 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
   }
   free(present);
   res->ok = isfinite(res->mse);
-  /* The files first: a ridge whose file could not be written (a full disk)
-   * has no line in the table, which lists what was written. */
+  /* The predictions file first: a ridge whose file could not be written (a
+   * full disk) has no line in the table, which lists what was written. Its
+   * variance file follows the line: one that fails is the error, and the
+   * predictions written before it keep their line (they are right). */
   char path[NTK_PATH_MAX + 64];
   prediction_path(store_path, job, which, ridge, path, sizeof path);
   ntk_status st = write_npy(path, o->pred, nte, classes, table_guard, tab);
   *tab->written += !st;
-  if (!st && o->var) {
-    char vpath[NTK_PATH_MAX + 64];
-    variance_path(path, job, vpath, sizeof vpath);
-    st = write_npy(vpath, o->var, nte, job->solve.variance == NTK_VARIANCE_FULL ? nte : 1, table_guard, tab);
-    *tab->written += !st;
-  }
   if (st) return st;
   table_header(tab);
   printf("%-6s %-10g %-12.4g %-9s %-10.4f %-10.6f", kname(which), ridge, o->reg, cond, res->accuracy, res->mse);
@@ -518,6 +514,13 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
             "diag((K + lambda I)^-1) leaves only rounding (relative error %.1e): the ridge dwarfs its kernel row, "
             "or it has no covariance with the other samples (docs/SOLVE.md)\n",
             kname(which), ntk_fmt_double(ridge, rt, sizeof rt), loo_at, loo_error);
+  if (o->var) {
+    char vpath[NTK_PATH_MAX + 64];
+    variance_path(path, job, vpath, sizeof vpath);
+    st = write_npy(vpath, o->var, nte, job->solve.variance == NTK_VARIANCE_FULL ? nte : 1, table_guard, tab);
+    *tab->written += !st;
+    if (st) return ntk_error(st, "%s (the predictions file %s is written: its table line above)", ntk_error_message(), path);
+  }
   return NTK_OK;
 }
 
