@@ -140,6 +140,16 @@ r = subprocess.run(['mpirun', '-np', '3', '$NTKD', 'solve', '$c.ntk', '$c.conf']
 ok = r.returncode == 7 and 'the set of predictions files $c-KERNEL-ridgeR.npy is in use by another running job' in r.stderr
 ok = ok and before == [(n, os.stat(n).st_mtime_ns, open(n, 'rb').read()) for n in files] and len(files) == 6
 sys.exit(0 if ok else print(r.returncode, r.stderr[-800:], files) or 1)"
+# A job's own [solve] that meets it: its store is computed and kept; the
+# message says so (it said "nothing was changed" after an --overwrite had
+# replaced the store).
+check "a job whose solve meets another solve's lock: exit 7, its store computed and kept" $PY -c "
+import fcntl, subprocess, sys
+f = open('$c.predictions.lock', 'a+'); fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+r = subprocess.run(['$NTKD', '$c.conf', '--overwrite'], capture_output=True, text=True)
+i = subprocess.run(['$NTKD', 'info', '$c.ntk'], capture_output=True, text=True)
+ok = r.returncode == 7 and \"This job's store $c.ntk is complete and kept: only its solve waits\" in r.stderr
+sys.exit(0 if ok and 'complete' in i.stdout else print(r.returncode, r.stderr[-800:], i.stdout) or 1)"
 expect_rc 0 "... once it is released, the same solve runs" "$NTKD" solve "$c.ntk" "$c.conf"
 check "... and removes its lock file" [ ! -e "$c.predictions.lock" ]
 

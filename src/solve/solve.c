@@ -86,12 +86,19 @@ static void prediction_path(const char *store_path, const struct ntk_job *job, i
  * solves of the same store, or two jobs whose stores give one PREFIX
  * (`run` and `run.ntk`), would otherwise replace each other's files, each
  * file whole but the set a mix of the two, with exit 0 for both. */
-static ntk_status lock_predictions(const char *store_path, const struct ntk_job *job, ntk_lock_t **lock) {
+static ntk_status lock_predictions(const char *store_path, const struct ntk_job *job, const ntk_store_t *s,
+                                   ntk_lock_t **lock) {
   char prefix[NTK_PATH_MAX], path[NTK_PATH_MAX + 16], what[NTK_PATH_MAX + 64];
   prediction_prefix(store_path, job, prefix, sizeof prefix);
   snprintf(path, sizeof path, "%s.predictions", prefix);
   snprintf(what, sizeof what, "set of predictions files %s-KERNEL-ridgeR.npy", prefix);
-  return ntk_lock_acquire(path, what, lock);
+  ntk_status st = ntk_lock_acquire(path, what, lock);
+  /* A job's own [solve]: "nothing was changed" is the predictions' part;
+   * the job computed its store (or replaced one: --overwrite), which stays. */
+  if (st == NTK_ELOCKED && ntk_store_is_writable(s))
+    st = ntk_error(st, "%s. This job's store %s is complete and kept: only its solve waits (`ntkd solve %s JOB.conf` "
+                   "writes the predictions once the other solve is done)", ntk_error_message(), store_path, store_path);
+  return st;
 }
 
 /* Rank 0, before each file takes its name and after the last: the predictions' lock has
@@ -635,7 +642,7 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
   st = rank == 0 ? ntk_solve_check_outputs(store_path, job, in->kernels) : NTK_OK;
   if (!st && rank == 0) st = ntk_solve_check_tile(job, in->tile); /* at the job's line, before the labels */
   ntk_lock_t *lock = NULL;
-  if (!st && rank == 0) st = lock_predictions(store_path, job, &lock);
+  if (!st && rank == 0) st = lock_predictions(store_path, job, s, &lock);
   const struct ntk_store_scan *sc = ntk_store_get_scan(s);
   char why[NTK_STORE_INDEX_DAMAGE_MAX];
   if (!st && ntk_store_is_damaged(s) && sc->index_damaged)

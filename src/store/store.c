@@ -1515,6 +1515,8 @@ ntk_status ntk_store_stored_tiles(const ntk_store_t *s, uint64_t **tiles, size_t
   return NTK_OK;
 }
 
+int ntk_store_is_writable(const ntk_store_t *s) { return s && s->writable; }
+
 int ntk_store_is_damaged(const ntk_store_t *s) {
   /* A writer's handle repaired what its scans found before it went on (the
    * resume: dead regions marked, the tail cut, header, job text and index

@@ -167,6 +167,10 @@ const char *ntk_store_job_text(const ntk_store_t *s);
  * and audit repaired what they found (a job's own solve reads through it). */
 int ntk_store_is_damaged(const ntk_store_t *s);
 
+/* Whether this is a writer's handle (the job that computed or resumed the
+ * store), not a reader's (info, verify, export, `ntkd solve`). */
+int ntk_store_is_writable(const ntk_store_t *s);
+
 /* Offset of tile `tile`'s intact record (0 if absent): for `info --records`. */
 uint64_t ntk_store_record_offset(const ntk_store_t *s, uint64_t tile);
 
