@@ -326,6 +326,29 @@ kill -CONT $s1
 kill -TERM $s1
 wait $s1
 
+# One after the other: a fresh job (its own snapshot, another seed) on a
+# finished job's log emptied it, exit 0, and the first job's rerun was then
+# refused. It is refused (exit 2), the log untouched; --overwrite starts over.
+tconf f1 2
+tconf f2 2 "seed = 5"
+sed -i 's/^log = f2.jsonl$/log = f1.jsonl/' f2.conf
+expect_rc 0 "a finished job" "$NTKD" f1.conf
+cp f1.jsonl f1.before
+expect_rc 2 "a fresh job on its log is refused" "$NTKD" f2.conf
+check "... saying what the log holds and what to do" \
+  has "f1.jsonl holds 2 lines of a training run that no snapshot of this job records (another job's log, or an earlier run of this job): this job starts afresh and would empty it; nothing was changed: use --overwrite" err.log
+check "... the log untouched, no snapshot written" bash -c "cmp -s f1.jsonl f1.before && [ ! -e f2.snap ]"
+expect_rc 0 "... the first job's rerun still takes its log" "$NTKD" f1.conf
+expect_rc 0 "... --overwrite starts over" "$NTKD" f2.conf --overwrite
+check "... with a log of its own epochs" json_log f1.jsonl 1 2
+# A run stopped between epoch 1's line and its snapshot: that line alone
+# (and a fragment) is taken, as a resume takes the next epoch's line.
+tconf f3 2
+head -1 f1.jsonl > f3.jsonl && printf '{"epo' >> f3.jsonl
+expect_rc 0 "a fresh job on a log of epoch 1's line alone starts" "$NTKD" f3.conf
+check "... and writes its own epochs" json_log f3.jsonl 1 2
+rm -f f1.* f2.* f3.*
+
 # --- the snapshot is held by its job, by the file --------------------------------
 # A second job through a hard link to a running job's snapshot, and one
 # after its lock file was removed, with a log of its own: both trained and

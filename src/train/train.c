@@ -528,10 +528,42 @@ static ntk_status log_in_place(const struct trainer *T) {
                    "epoch), and run the job again", T->o->log, held);
 }
 
+/* Rank 0, starting afresh without --overwrite: [train] log may be empty
+ * (new), or hold this job's first line alone (a run stopped between epoch
+ * 1's line and its snapshot: check_log's rule for the next epoch) and a
+ * fragment after it. Anything more is a run no snapshot of this job
+ * records (another job's log, or this job's run without a snapshot), which
+ * a fresh start emptied without a word (a hunt: another job's finished log,
+ * its own rerun then refused). Refused (exit 2), the log untouched. */
+static ntk_status check_fresh_log(const struct trainer *T) {
+  const char *path = T->o->log;
+  FILE *f = fopen(path, "r");
+  if (!f) return ntk_error(NTK_EIO, "%s: cannot read the log: %s", path, strerror(errno));
+  char line[1024];
+  unsigned long long e = 0, lines = 0, first = 0;
+  while (fgets(line, sizeof line, f)) {
+    size_t len = strlen(line);
+    if (!len || line[len - 1] != '\n') { /* a fragment at the end, or a line longer than any record */
+      if (!feof(f)) lines += 2;
+      break;
+    }
+    if (!lines++) first = sscanf(line, "{\"epoch\": %llu", &e) == 1 && line[len - 2] == '}' ? e : 0;
+  }
+  int failed = ferror(f);
+  fclose(f);
+  if (failed) return ntk_error(NTK_EIO, "%s: cannot read the log", path);
+  if (!lines || (lines == 1 && first == 1)) return NTK_OK;
+  return ntk_error(NTK_EMISMATCH, "%s holds %llu lines of a training run that %s records (another job's log, or an "
+                   "earlier run of this job): this job starts afresh and would empty it; nothing was changed: use "
+                   "--overwrite to start over, or set [train] log to a new file", path, lines,
+                   *T->o->snapshot ? "no snapshot of this job" : "no snapshot ([train] snapshot is not set)");
+}
+
 /* Rank 0: the JSON log, checked and cut back to the epochs the snapshot
- * holds when resuming (check_log), else started afresh; the log fields of
- * T->pos, which every snapshot records. */
-static ntk_status open_log(struct trainer *T, int resumed) {
+ * holds when resuming (check_log), else started afresh (check_fresh_log
+ * unless `overwrite`); the log fields of T->pos, which every snapshot
+ * records. */
+static ntk_status open_log(struct trainer *T, int resumed, int overwrite) {
   const char *path = T->o->log;
   struct ntk_snapshot_info *at = &T->pos;
   if (!*path) {
@@ -544,6 +576,10 @@ static ntk_status open_log(struct trainer *T, int resumed) {
     ntk_status st = check_log(T, &keep);
     if (st) return st;
   } else {
+    if (!overwrite) {
+      ntk_status st = check_fresh_log(T);
+      if (st) return st;
+    }
     at->log_first = 1;
     at->log_sum = at->log_head = 0;
   }
@@ -917,7 +953,7 @@ static ntk_status setup(struct trainer *T, int overwrite) {
     id->data_hash = ntk_checksum(h, sizeof h);
     st = take_log(T);
     if (!st) st = start_state(T, overwrite, &resumed);
-    if (!st) st = open_log(T, resumed);
+    if (!st) st = open_log(T, resumed, overwrite);
   }
   if ((st = ntk_comm_agree_report(T->comm, st))) return st;
   /* Rank 0 initialised or resumed; everyone starts from its state. */
