@@ -257,9 +257,59 @@ def _regularised(K, diag_reg, absolute, symmetrise=False):
     return A, reg
 
 
+# A train kernel whose reciprocal condition number (1-norm) is below this is refused, as ntkd
+# solve refuses it (NTK_SOLVE_MIN_RCOND, src/solve/solve.h; docs/SOLVE.md): its solution may have
+# lost all its digits.
+MIN_RCOND = 1e-13
+
+
+def _upper_norm1(A):
+    """The 1-norm of the symmetric matrix whose upper triangle A holds (rows in blocks: no n x n copy)."""
+    n = A.shape[0]
+    cols, rows = np.zeros(n), np.zeros(n)
+    for r0 in range(0, n, _BLOCK):
+        r1 = min(r0 + _BLOCK, n)
+        U = np.triu(np.abs(A[r0:r1]), k=r0)  # row i of the block: columns j >= r0 + i
+        cols += U.sum(axis=0)
+        rows[r0:r1] += U.sum(axis=1) - np.abs(np.diagonal(A[r0:r1, r0:r1]))
+    return float((cols + rows).max())
+
+
+def _inverse_norm1(f, n):
+    """A lower bound on ||A^-1||_1 from A's factor f, as ntkd solve estimates it: the sign-vector
+    iteration of Hager and Higham, and three steps of inverse iteration from a fixed pseudo-random
+    start, which finds what the sign vectors miss (two equal samples: the direction e_i - e_j)."""
+    est = 0.0
+    x = np.full((n, 1), 1.0 / n)
+    for _ in range(5):
+        y = f.solve(x)
+        est = max(est, float(np.abs(y).sum() / np.abs(x).sum()))
+        z = f.solve(np.where(y >= 0, 1.0, -1.0))
+        j = int(np.argmax(np.abs(z)))
+        if not np.isfinite(est) or abs(z[j, 0]) <= float((z * np.where(y >= 0, 1.0, -1.0)).sum()):
+            break
+        x = np.zeros((n, 1))
+        x[j] = 1.0
+    x = np.random.default_rng(0x6E746B64).uniform(-1.0, 1.0, (n, 1))
+    for _ in range(3):
+        before = float(np.abs(x).sum())
+        x = f.solve(x)
+        after = float(np.abs(x).sum())
+        if np.isnan(after):
+            break
+        est = max(est, after / before)
+        if not np.isfinite(after) or after == 0:
+            break
+        x /= after
+    return est
+
+
 class _Factor:
     """The Cholesky factor of K + reg I (float64), reg = diag_reg * trace(K)/n unless absolute.
-    Like LAPACK's dpotrf with 'U' (neural-tangents' cho_factor), it reads K's upper triangle."""
+    Like LAPACK's dpotrf with 'U' (neural-tangents' cho_factor), it reads K's upper triangle. A
+    kernel too ill-conditioned to solve (MIN_RCOND) raises SolveError: numpy's Cholesky passes an
+    exactly singular kernel (two equal train samples, diag_reg 0) on a pivot of rounding, and the
+    predictions were 10 % off the t -> inf limit, returned without a word (a hunt)."""
 
     def __init__(self, K, diag_reg, absolute, name):
         A, self.reg = _regularised(K, diag_reg, absolute)
@@ -270,6 +320,12 @@ class _Factor:
                              f"diagonal) is not positive definite: increase diag_reg") from None
         if not np.all(np.isfinite(self.L)):
             raise SolveError(f"the {name} train kernel with diag_reg {diag_reg:g} gave a factor that is not finite")
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            norm = _upper_norm1(A)
+            self.rcond = 1.0 / (norm * _inverse_norm1(self, A.shape[0])) if norm > 0 else 0.0
+        if not self.rcond >= MIN_RCOND:
+            raise SolveError(f"the {name} train kernel with diag_reg {diag_reg:g} is too ill-conditioned to solve "
+                             f"(reciprocal condition number {self.rcond:.1e} < {MIN_RCOND:.0e}): increase diag_reg")
 
     def solve(self, B):
         """(K + reg I)^-1 B."""

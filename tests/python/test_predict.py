@@ -319,6 +319,28 @@ def test_unsolvable_raises_solve_error(tmp_path, method):
     assert isinstance(e.value, np.linalg.LinAlgError) and "train kernel" in str(e.value)
 
 
+def test_one_duplicate_sample_is_too_ill_conditioned():
+    # One train sample twice and diag_reg 0: the kernel is singular (the two rows equal bit for
+    # bit), yet numpy's Cholesky passed on a pivot of rounding, and t = None returned predictions
+    # 10 % off the t -> inf limit without a word. It raises, as ntkd solve refuses the kernel
+    # (rcond below 1e-13); a ridge that conditions it is solved.
+    kf = stax.serial(stax.Dense(64, W_std=1.5, b_std=0.1), stax.Relu(), stax.Dense(1, W_std=1.5, b_std=0.1))[2]
+    rng = np.random.default_rng(0)
+    x, y, xt = rng.standard_normal((10, 3)), rng.standard_normal((10, 1)), rng.standard_normal((4, 3))
+    x[5] = x[2]
+    k, kt = kf(x, None, "ntk"), kf(xt, x, "ntk")
+    np.linalg.cholesky(k)  # (what let it through)
+    for call in (lambda: predict.gp_inference(k, y)("ntk", kt),
+                 lambda: predict.gradient_descent_mse_ensemble(kf, x, y)(x_test=xt, get="ntk"),
+                 lambda: predict.gradient_descent_mse(k, y)(None, 0., 0., kt)):
+        with pytest.raises(ntkd.SolveError, match=r"train kernel with diag_reg 0 is too ill-conditioned to "
+                                                  r"solve \(reciprocal condition number .* < 1e-13\)"):
+            call()
+    got = predict.gp_inference(k, y, 1e-6)("ntk", kt)
+    A = k + 1e-6 * np.trace(k) / 10 * np.eye(10)
+    close(got, kt @ np.linalg.solve(A, y), 1e-8)
+
+
 @pytest.mark.parametrize("method", ["lapack", "cg"])
 def test_one_kernel_unsolvable_leaves_the_other(tmp_path, method):
     # W_std = 0 in a standard-parameterised readout: the NNGP is the constant b_std^2 (rank 1, not
