@@ -461,6 +461,9 @@ START_TEST(test_residual) {
   parse_bad("Dense FanOut(2) parallel(Dense, ) FanInSum", "parallel(...) has 1 branches after FanOut(2)");
   parse_bad("Dense FanOut(2) Dense", "FanOut(n) must be followed by parallel(...)");
   parse_bad("Dense FanOut(2) parallel(Dense, Dense) Relu", "must end in FanInSum, FanInProd or FanInConcat");
+  /* left open at the end: neural-tangents' network of several outputs */
+  parse_bad("Dense FanOut(2) parallel(Dense, Dense)", "FanInConcat (a network of several outputs, one kernel per "
+            "branch, is not computed: compute each branch's network alone)");
   parse_bad("Dense parallel(Dense, Dense) FanInSum", "come in stax's residual pattern");
   parse_bad("Dense FanInSum", "come in stax's residual pattern");
   parse_bad("Dense FanOut parallel(Dense) FanInSum", "FanOut needs its number of branches");

@@ -28,7 +28,7 @@ __all__ = [
     "Dropout", "GlobalSelfAttention", "ImageResize", "Index", "Slice", "Relu", "LeakyRelu", "Abs", "ABRelu", "Erf",
     "Sigmoid_like", "Gelu", "Sin", "Cos", "Rbf", "Exp", "ExpNormalized", "Gaussian", "Sign", "Monomial",
     "RectifiedMonomial", "Polynomial", "Hermite", "Gabor", "ElementwiseNumerical", "Padding", "Aggregate",
-    "AggregateImplementation",
+    "AggregateImplementation", "AttentionMechanism", "PositionalEmbedding",
 ]
 
 
@@ -36,6 +36,21 @@ class AggregateImplementation(enum.Enum):
     """stax's Aggregate implementations (the pattern's format); a string works too."""
     DENSE = "DENSE"
     SPARSE = "SPARSE"
+
+
+class AttentionMechanism(enum.Enum):
+    """stax's GlobalSelfAttention mechanisms (``stax.AttentionMechanism.SOFTMAX``); a string works too."""
+    SOFTMAX = "SOFTMAX"
+    IDENTITY = "IDENTITY"
+    ABS = "ABS"
+    RELU = "RELU"
+
+
+class PositionalEmbedding(enum.Enum):
+    """stax's GlobalSelfAttention positional embeddings (``stax.PositionalEmbedding.SUM``); a string works too."""
+    NONE = "NONE"
+    SUM = "SUM"
+    CONCAT = "CONCAT"
 
 
 class Padding(enum.Enum):
@@ -600,6 +615,12 @@ for _name, _why in [
     ("DotGeneral", "not implemented"),
     ("Elementwise", "arbitrary nonlinearities need their kernel in closed form: use a named one, or "
                     "ElementwiseNumerical with a function ntkd knows"),
+    # neural-tangents' decorators for layers of one's own: their kernel_fn is JAX code, and ntkd
+    # computes its layers in C (a missing name said only "has no attribute")
+    ("layer", "a layer of one's own: its kernel_fn is JAX code, and ntkd computes the layers it names in C"),
+    ("requires", "a layer of one's own: its kernel_fn is JAX code, and ntkd computes the layers it names in C"),
+    ("supports_masking", "masked inputs: ntkd computes every pair of positions, unmasked"),
+    ("unmask_fn", "masked inputs: ntkd computes every pair of positions, unmasked"),
 ]:
     globals()[_name] = _refused("stax", _name, _why)
 del _name, _why

@@ -827,6 +827,17 @@ def test_global_self_attention_refusals_and_spellings(rng):
     with pytest.raises(NotImplementedError, match="channel_axis=1"):
         stax.GlobalSelfAttention(8, 8, 8, 2, channel_axis=1)
 
+    # neural-tangents' own enums, by the names its users write (they had no attribute in ntkd.stax)
+    e = stax.serial(stax.GlobalSelfAttention(8, 8, 8, 2, attention_mechanism=stax.AttentionMechanism.ABS,
+                                             pos_emb_type=stax.PositionalEmbedding.SUM), stax.GlobalAvgPool())[2]
+    s = stax.serial(stax.GlobalSelfAttention(8, 8, 8, 2, attention_mechanism="ABS", pos_emb_type="SUM"),
+                    stax.GlobalAvgPool())[2]
+    x0 = rng.standard_normal((3, 5, 2))
+    assert np.array_equal(e(x0, None, "ntk"), s(x0, None, "ntk"))
+    for name in ("layer", "requires", "supports_masking", "unmask_fn"):
+        with pytest.raises(NotImplementedError, match=f"stax.{name}: ntkd does not compute it"):
+            getattr(stax, name)(lambda *a: a)
+
     class Mech(__import__("enum").Enum):  # neural-tangents' AttentionMechanism, by its names
         RELU = "RELU"
 
