@@ -316,6 +316,44 @@ START_TEST(test_npy_strict) {
       }
     }
   }
+  /* Bytes after the gzip stream that are not another member (two files run
+   * together, the first compressed; zeros): zlib's gzread drops them, and
+   * they were taken. Another member is read on (the walk past the fast
+   * path of the trailer's length). */
+  {
+    const char *tails[] = {"XYZ", "\0\0\0\0\0\0\0\0"};
+    const size_t tlen[] = {3, 8};
+    char q[512];
+    for (int k = 0; k < 2; k++) {
+      gz_copy("four.npy", "tail.npy.gz", 0);
+      tu_path(q, sizeof q, dir, "tail.npy.gz");
+      FILE *a = fopen(q, "ab");
+      ck_assert_uint_eq(fwrite(tails[k], 1, tlen[k], a), tlen[k]);
+      fclose(a);
+      expect_fail("tail.npy.gz", "bytes after its gzip stream");
+    }
+    /* Two members: the header and first row, then the rest; then with a tail. */
+    char whole[512], two[512], buf[4096];
+    tu_path(whole, sizeof whole, dir, "four.npy");
+    FILE *in = fopen(whole, "rb");
+    size_t len = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    gz_write("m1.gz", buf, len - 16);
+    gz_write("m2.gz", buf + len - 16, 16);
+    tu_path(two, sizeof two, dir, "two.npy.gz");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cat '%s/m1.gz' '%s/m2.gz' > '%s'", dir, dir, two);
+    ck_assert_int_eq(system(cmd), 0);
+    struct ntk_job jm;
+    struct ntk_dataset dm;
+    job_for(&jm, "two.npy.gz");
+    ck_assert_msg(ntk_data_load(&jm, 8, &dm) == NTK_OK, "%s", ntk_error_message());
+    ck_assert_uint_eq(dm.n, 3);
+    ntk_data_free(&dm);
+    snprintf(cmd, sizeof cmd, "printf 'junk' >> '%s'", two);
+    ck_assert_int_eq(system(cmd), 0);
+    expect_fail("two.npy.gz", "4 bytes after its gzip stream (from byte");
+  }
   /* With count, the rows the job skips are still there (plain: the size). */
   struct ntk_job j;
   struct ntk_dataset ds;
@@ -349,6 +387,13 @@ START_TEST(test_npy_strict) {
   ck_assert_msg(ntk_labels_load(p, 3, 1, 10, &y) == NTK_OK, "%s", ntk_error_message());
   ck_assert_int_eq(y[2], 2);
   free(y);
+  { /* ... and with a byte after its stream */
+    FILE *a = fopen(p, "ab");
+    fputc('x', a);
+    fclose(a);
+    ck_assert_int_eq(ntk_labels_load(p, 3, 1, 10, &y), NTK_EINPUT);
+    ck_assert_msg(strstr(ntk_error_message(), "1 byte after its gzip stream (from byte 94 of 95) is not another gzip member"), "%s", ntk_error_message());
+  }
 }
 END_TEST
 

@@ -223,6 +223,57 @@ static ntk_status check_stop(const char *path) {
   return sig ? ntk_error(NTK_EINTERRUPTED, "interrupted while reading %s (signal %d)", path, sig) : NTK_OK;
 }
 
+/* After the last read of a compressed input: nothing after its last gzip
+ * member. zlib's gzread ends the file there and drops what follows when it
+ * is not another member (gzip -t: "trailing garbage"), so two files run
+ * together, the first compressed, were read as the first alone, exit 0,
+ * where a plain file is refused for it (check_end; a hunt). Fast path: the
+ * file's last 4 bytes are its last member's length mod 2^32 (ISIZE), which
+ * for one member and nothing after it is everything read. Else the members
+ * are walked with inflate to where the last one ends. */
+static ntk_status compressed_tail(const char *path, const struct input *in, gzFile f) {
+  if (gzdirect(f)) return NTK_OK;
+  long long size = (long long)in->at_open.st_size, total = (long long)gztell(f);
+  unsigned char t[4];
+  if (size >= 18 && total >= 0 && pread(in->fd, t, 4, (off_t)(size - 4)) == 4 &&
+      ((uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24) == (uint32_t)total)
+    return NTK_OK;
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return ntk_error(NTK_ENOMEM, "%s: out of memory", path);
+  unsigned char *inb = malloc(1 << 16), *outb = malloc(1 << 16);
+  long long at = 0, end = -1;
+  ntk_status st = inb && outb ? NTK_OK : ntk_error(NTK_ENOMEM, "%s: out of memory", path);
+  while (!st) {
+    if (!z.avail_in) {
+      ssize_t r = pread(in->fd, inb, 1 << 16, (off_t)at);
+      if (r < 0) st = ntk_error(NTK_EINPUT, "%s: read error: %s", path, strerror(errno));
+      if (r <= 0) break;
+      z.next_in = inb, z.avail_in = (uInt)r, at += r;
+    }
+    z.next_out = outb, z.avail_out = 1 << 16;
+    int ret = inflate(&z, Z_NO_FLUSH);
+    if (ret == Z_STREAM_END) {
+      end = at - (long long)z.avail_in;
+      unsigned char m[2];
+      if (end == size || pread(in->fd, m, 2, (off_t)end) != 2 || m[0] != 0x1f || m[1] != 0x8b) break;
+      inflateReset(&z); /* another member follows */
+      end = -1;
+    } else if (ret != Z_OK && ret != Z_BUF_ERROR) {
+      break; /* (damage: gzread saw it first) */
+    }
+    if ((st = check_stop(path))) break;
+  }
+  inflateEnd(&z);
+  free(inb);
+  free(outb);
+  if (!st && end >= 0 && end < size)
+    st = ntk_error(NTK_EINPUT, "%s: %lld byte%s after its gzip stream (from byte %lld of %lld) %s not another "
+                   "gzip member: two files run together, or damage (gzip -t says \"trailing garbage\")", path,
+                   size - end, size - end == 1 ? "" : "s", end, size, size - end == 1 ? "is" : "are");
+  return st;
+}
+
 /* A read error of `f`: interrupted (a stop signal makes read() fail with
  * EINTR, the handlers do not restart it) or zlib's own text, without the
  * "<fd:N>: " that gzdopen() puts in front of it. */
@@ -900,6 +951,7 @@ static ntk_status load_one(const struct ntk_job *job, int elem, const struct ntk
     else if (fmt == NTK_FORMAT_IDX) st = read_idx(job, path, files[0], sizes[0], &r);
     else st = read_cifar(job, files, sizes, job->ndata, &r);
     for (int k = 0; k < opened && !st; k++) st = input_unchanged(job->data_path[k], &ins[k]);
+    for (int k = 0; k < opened && !st; k++) st = compressed_tail(job->data_path[k], &ins[k], files[k]);
     if (!st) st = raw_refused(&r, path);
     if (!st) st = raw_flushed(&r, path);
   }
@@ -954,6 +1006,7 @@ ntk_status ntk_labels_load(const char *path, size_t n, int exact, size_t classes
   if (!st) st = read_values(f, path, &r, 0, n, t, big);
   if (!st) st = check_end(f, path, size, dim[0] - n, type_size(t));
   if (!st) st = input_unchanged(path, &in);
+  if (!st) st = compressed_tail(path, &in, f);
   gzclose(f);
   int32_t *out = st ? NULL : malloc(n * sizeof *out);
   if (!st && !out) st = ntk_error(NTK_ENOMEM, "%s: out of memory for %zu labels", path, n);
