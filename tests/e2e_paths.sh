@@ -102,6 +102,7 @@ sed 's|^predictions = .*|predictions = nd/p|; s|^path = sp.predictions|path = nd
 expect_rc 2 "check: a predictions file that is the store, in a new folder" "$NTKD" check nd.conf
 expect_rc 2 "... the job" "$NTKD" nd.conf
 check "... refused before the store was made" [ ! -e nd ]
+check "... at the job file's predictions line" has "nd.conf:11: \[solve\] predictions: the ntk predictions file of ridge 0.001" err.log
 
 # Under mpirun a store path of 245 bytes or more aborted every worker in
 # Open MPI 4.1's sharedfp/lockedfile component (a fixed buffer for the

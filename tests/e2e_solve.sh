@@ -232,7 +232,7 @@ check "... and keeping the store (complete)" bash -c "'$NTKD' info dup.ntk | gre
 # before the job computes a tile, not after.
 reg twin "$arch" "1e-4, 1.000001e-4" 5
 expect_rc 2 "two ridges naming one predictions file are refused" "$NTKD" twin.conf
-check "... naming both ridges" has "the nngp predictions file of ridge 0.0001000001 (twin-nngp-ridge0.0001.npy) is also the nngp predictions file of ridge 0.0001" err.log
+check "... naming both ridges, at the job file's ridge line" has "twin.conf:15: \[solve\] ridge: the nngp predictions file of ridge 0.0001000001 (twin-nngp-ridge0.0001.npy) is also the nngp predictions file of ridge 0.0001" err.log
 check "... before any store is made" [ ! -e twin.ntk ]
 expect_rc 2 "... and ntkd check refuses the job file alike" "$NTKD" check twin.conf
 check "... naming both ridges" has "is also the nngp predictions file of ridge 0.0001" err.log

@@ -419,8 +419,10 @@ static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) 
   if (!strcmp(k, "ridge")) {
     if (!once(c, s, k, SEEN_RIDGE)) return 0;
     if (!parse_ridges(c, s, k, v)) return 0;
+    o->ridge_line = c->line;
   } else if (!strcmp(k, "predictions")) {
     if (!path_key(c, s, k, v, SEEN_PRED, o->predictions)) return 0;
+    o->predictions_line = c->line;
   } else if (!strcmp(k, "method")) {
     if (!once(c, s, k, SEEN_METHOD)) return 0;
     int m = word_index(v, (const char *const[]){"auto", "lapack", "scalapack", "cg", NULL});

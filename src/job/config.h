@@ -79,6 +79,7 @@ struct ntk_solve_opts {
   size_t nridge;
   double ridge[NTK_MAX_RIDGES]; /* neural-tangents' diag_reg: times mean(diag K_train) */
   char predictions[NTK_PATH_MAX]; /* output prefix; "" for the store path without .ntk */
+  int ridge_line, predictions_line; /* their lines in the job file, for messages */
   int method;            /* NTK_SOLVE_AUTO | LAPACK | SCALAPACK | CG (docs/SOLVE.md) */
   size_t block;          /* ScaLAPACK block size; 0: the method's default (divides the tile) */
   int block_line;        /* its line in the job file, for messages */

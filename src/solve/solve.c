@@ -154,6 +154,12 @@ ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job 
     }
   ntk_status st = ntk_check_output_files(in, nin, out, nout);
   free(names), free(what);
+  /* At the line that names the files: two ridges' (the ridges), an input's
+   * or the store's (the prefix, where one is set). */
+  if (st && !strstr(ntk_error_message(), "two outputs cannot share a file") && job->solve.predictions[0])
+    st = ntk_job_error_at(job, job->solve.predictions_line, "[solve] predictions", st);
+  else if (st)
+    st = ntk_job_error_at(job, job->solve.ridge_line, "[solve] ridge", st);
   /* The solve holds PREFIX.predictions.lock: where PREFIX.predictions is
    * the store, that is the store's own lock file, which the job holds. */
   char prefix[NTK_PATH_MAX], lock_of[NTK_PATH_MAX + 16];
