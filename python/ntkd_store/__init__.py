@@ -34,11 +34,13 @@ python3-zstandard, python3-xxhash).
 """
 
 import bisect
+import errno
 import io
 import math
 import os
 import stat
 import struct
+import threading
 
 import numpy as np
 import xxhash
@@ -188,7 +190,17 @@ class _Tiling:
 
 # ---- codec (src/base/codec.c) --------------------------------------------------------------
 
-_DCTX = zstandard.ZstdDecompressor()
+# One decompressor per thread: python-zstandard's are not to be used by two threads at once, and
+# one shared by every handle gave threads reading an intact store "not a zstd frame" errors, a
+# crash, and blocks of wrong values (decompressed to the right size, the checksum checked before).
+_DCTX = threading.local()
+
+
+def _dctx():
+    d = getattr(_DCTX, "d", None)
+    if d is None:
+        d = _DCTX.d = zstandard.ZstdDecompressor()
+    return d
 
 
 def _zstd_decode(data, raw, check_frame_size):
@@ -205,7 +217,7 @@ def _zstd_decode(data, raw, check_frame_size):
         if size != -1 and size != raw:
             return None
     try:
-        reader = _DCTX.stream_reader(io.BytesIO(data), read_across_frames=True)
+        reader = _dctx().stream_reader(io.BytesIO(data), read_across_frames=True)
         out = reader.read(raw + 1)
         if len(out) != raw or reader.read(1):
             return None
@@ -277,10 +289,14 @@ class Store:
             raise TypeError("ntkd_store.open: a path, not %r" % type(path).__name__)
         self.path = os.fsdecode(os.fspath(path))
         self._fd = None
-        st = os.stat(self.path)
+        # The file the name reaches, absolute: its index sits beside it, whatever link or
+        # working folder the name went through (ntkd's rule; the index was looked for beside the
+        # name, and after os.chdir in another folder).
+        self._file = os.path.realpath(self.path)
+        st = os.stat(self._file)
         if not stat.S_ISREG(st.st_mode):
             raise StoreError("%s is not a regular file (store)" % self.path, self.path)
-        self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self._fd = os.open(self._file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             self._open()
         except BaseException:
@@ -600,12 +616,16 @@ class Store:
         """(verdict, entries up to the last sync mark, its covered, why) of STORE.index: its
         header first, its size against what the store can need (the store measured after the
         index), then its lines in chunks (ntk_index_read)."""
-        path = self.path + ".index"
+        path = self._file + ".index"
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
             return _INDEX_NONE, [], 0, "no index"
         except OSError as e:
+            # This process's lack (descriptors, memory) or the disk's says nothing of the index: an
+            # error, as in ntkd (src/store/index.c), not a store read without its index's check.
+            if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EIO):
+                raise
             return _INDEX_NONE, [], 0, "cannot open %s: %s" % (path, e.strerror)
         try:
             ist = os.fstat(fd)
@@ -1150,6 +1170,12 @@ class Store:
     def __exit__(self, *exc):
         self.close()
 
+    def __reduce_ex__(self, protocol):
+        # A copy would hold the same file descriptor and close it when collected: the original
+        # then read whatever file took that number next.
+        raise TypeError(f"an open store ({self.path}) cannot be pickled or copied: pass its path, and "
+                        "open it again (ntkd.store.open)")
+
     def __del__(self):
         self.close()
 
@@ -1256,6 +1282,7 @@ class Kernel:
             if not isinstance(x, (int, np.integer)) or isinstance(x, (bool, np.bool_)):
                 raise TypeError("block: bounds must be integers, not %r" % type(x).__name__)
         r0, r1, c0, c1 = int(r0), int(r1), int(c0), int(c1)
+        self.store._closed_check()  # every read, also one that needs no tile (never computed, empty)
         S, tg = self.store, self.store._tiling
         n, T = S.n, S.tile
         if not (0 <= r0 <= r1 <= n and 0 <= c0 <= c1 <= n):
@@ -1301,6 +1328,7 @@ class Kernel:
 
     def tiles(self, allow_missing=False):
         """See Store.tiles."""
+        self.store._closed_check()
         self._check_whole(allow_missing)  # now, not at the first next()
         return self._tiles()
 
@@ -1316,6 +1344,7 @@ class Kernel:
         and, off the diagonal, T^T v[R] to y[C]. Rows of a test x test block that was not
         computed are NaN, as numpy gives with the exported matrix. A complex, boolean or
         non-numeric v raises TypeError, a wrong shape ValueError."""
+        self.store._closed_check()
         S, tg = self.store, self.store._tiling
         if isinstance(v, (str, bytes)) or v is None:
             raise TypeError("matvec: v must be a real array of shape (%d,) or (%d, k), not %r"

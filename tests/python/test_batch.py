@@ -64,6 +64,104 @@ def test_a_closed_store_says_so(tmp_path, data):
         assert np.array_equal(S["ntk"][:3, :3], first)
 
 
+def test_a_closed_store_reads_nothing(tmp_path, data):
+    """Blocks that need no tile (an empty slice, a test x test block never computed) came back
+    after close (NaN, empty) where every other read raised."""
+    ntkd.batch(kernel_fn(), data[0], data[1], store=tmp_path / "k.ntk", tile=TILE, progress=False).close()
+    with ntkd_store.open(tmp_path / "k.ntk") as S:
+        K = S["ntk"]
+        assert np.isnan(K[N1 + TILE:, N1 + TILE:]).all()
+    for read in (lambda: K[N1 + TILE:, N1 + TILE:], lambda: K[3:3, :]):
+        with pytest.raises(ValueError, match=r"k\.ntk is closed"):
+            read()
+
+
+def test_threads_read_the_same_numbers(tmp_path, data):
+    """Eight threads reading one intact store, through one handle and a handle each: one zstd
+    decompressor shared by every handle gave "not a zstd frame" errors, a crash, and blocks of
+    wrong values without an error."""
+    import concurrent.futures
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((160, 6))
+    ntkd.batch(kernel_fn(), x, store=tmp_path / "t.ntk", tile=8, precision="float64", progress=False).close()
+    with ntkd_store.open(tmp_path / "t.ntk") as S:
+        want = np.array(S["ntk"][:, :])
+
+    def read(S):
+        return all(np.array_equal(S["ntk"][:, :], want) for _ in range(6))
+
+    with ntkd_store.open(tmp_path / "t.ntk") as shared:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            assert all(pool.map(read, [shared] * 8))
+            own = [ntkd_store.open(tmp_path / "t.ntk") for _ in range(8)]
+            assert all(pool.map(read, own))
+            for h in own:
+                h.close()
+
+
+def test_a_handle_is_not_copied(tmp_path, data):
+    """A pickled or copied handle carried the open file descriptor and closed it when collected:
+    the original then read whatever file took that number."""
+    import copy
+    import pickle
+    ntkd.batch(kernel_fn(), data[0], store=tmp_path / "k.ntk", progress=False).close()
+    with ntkd_store.open(tmp_path / "k.ntk") as S:
+        for f in (pickle.dumps, copy.copy, copy.deepcopy):
+            with pytest.raises(TypeError, match="cannot be pickled or copied: pass its path"):
+                f(S)
+        assert S.verify().intact
+
+
+def test_the_index_beside_the_file_the_name_reaches(tmp_path, data):
+    """Through a symbolic link, and after os.chdir, the index was looked for beside the name
+    given: a damaged index (ntkd verify: exit 4) went unseen, and a relative name read another
+    folder's index."""
+    ntkd.batch(kernel_fn(), data[0], store=tmp_path / "real.ntk", progress=False).close()
+    idx = tmp_path / "real.ntk.index"
+    b = bytearray(idx.read_bytes())
+    b[70] ^= 0xFF
+    idx.write_bytes(bytes(b))
+    (tmp_path / "link.ntk").symlink_to("real.ntk")
+    with ntkd_store.open(tmp_path / "link.ntk") as S:
+        assert S.damaged and S.index_problem and S.verify(raise_on_damage=False).damaged_store
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "real.ntk.index").write_bytes(b"not an index")
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with ntkd_store.open("real.ntk") as S:
+            os.chdir("other")
+            r = S.verify(raise_on_damage=False)  # real.ntk's own index, damaged
+            assert r.damaged_store and "real.ntk.index fails its checksum" in str(r.problems), r.problems
+    finally:
+        os.chdir(here)
+
+
+def test_no_descriptor_for_the_index_is_an_error(tmp_path, data):
+    """With no file descriptor left for the index, the store was read without it: a damaged
+    index passed (ntkd: an I/O error)."""
+    ntkd.batch(kernel_fn(), data[0], store=tmp_path / "k.ntk", progress=False).close()
+    code = textwrap.dedent(f"""
+        import errno, os, resource, sys
+        import ntkd_store
+        fds = []
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        try:
+            while True:
+                fds.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        os.close(fds.pop())  # one left: the store's own
+        try:
+            ntkd_store.open({str(tmp_path / "k.ntk")!r})
+        except OSError as e:
+            sys.exit(0 if e.errno == errno.EMFILE and "k.ntk.index" in str(e) else 1)
+        sys.exit(2)
+        """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, (r.returncode, r.stderr[-500:])
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("split", [False, True])
 def test_blocks_equal_kernel_fn_bit_for_bit(tmp_path, data, dtype, split):
