@@ -347,7 +347,22 @@ tconf f3 2
 head -1 f1.jsonl > f3.jsonl && printf '{"epo' >> f3.jsonl
 expect_rc 0 "a fresh job on a log of epoch 1's line alone starts" "$NTKD" f3.conf
 check "... and writes its own epochs" json_log f3.jsonl 1 2
-rm -f f1.* f2.* f3.*
+head -1 f1.jsonl | sed 's/$/\r/' > f3.jsonl && echo >> f3.jsonl
+rm -f f3.snap
+expect_rc 0 "... with a CRLF line end and a blank line too" "$NTKD" f3.conf
+# Without a snapshot, a stopped job's message says how a rerun starts over.
+printf '[data]\npath = x.npy\nlabels = y.npy\n[validation]\npath = vx.npy\nlabels = vy.npy\n[train]\nlayers = 16 8 3\nbatch = 50\nepochs = 3\nlog = f1.jsonl\n' > f4.conf
+expect_rc 2 "a job without a snapshot on a log of 2 epochs is refused" "$NTKD" f4.conf
+check "... saying so" has "f1.jsonl holds 2 lines of a training run that no snapshot (\[train\] snapshot is not set) records" err.log
+sed -i 's/^epochs = 3$/epochs = 100000/' f4.conf
+rm f1.jsonl
+"$NTKD" f4.conf >out.log 2>err.log &
+f4=$!
+for _ in $(seq 600); do [ -s f1.jsonl ] && break; kill -0 $f4 2>/dev/null || break; sleep 0.05; done
+kill -TERM $f4
+wait $f4
+check "... its stop says a rerun starts over with --overwrite" has "no \[train\] snapshot is set, so a rerun starts over (with --overwrite, which empties the log)" err.log
+rm -f f1.* f2.* f3.* f4.*
 
 # --- the snapshot is held by its job, by the file --------------------------------
 # A second job through a hard link to a running job's snapshot, and one

@@ -321,10 +321,21 @@ START_TEST(test_npy_strict) {
    * they were taken. Another member is read on (the walk past the fast
    * path of the trailer's length). */
   {
-    const char *tails[] = {"XYZ", "\0\0\0\0\0\0\0\0"};
-    const size_t tlen[] = {3, 8};
-    char q[512];
-    for (int k = 0; k < 2; k++) {
+    /* "XYZ"; zeros then a byte; the trailer written twice (its last 4 bytes
+     * the length of everything read, which a check of them alone passed) */
+    const char *tails[] = {"XYZ", "\0\0\0\0\0\0\0\x01", NULL};
+    size_t tlen[] = {3, 8, 8};
+    char q[512], trailer[8];
+    for (int k = 0; k < 3; k++) {
+      if (!tails[k]) { /* the stream's own last 8 bytes */
+        gz_copy("four.npy", "tail.npy.gz", 0);
+        tu_path(q, sizeof q, dir, "tail.npy.gz");
+        FILE *g = fopen(q, "rb");
+        fseek(g, -8, SEEK_END);
+        ck_assert_uint_eq(fread(trailer, 1, 8, g), 8);
+        fclose(g);
+        tails[k] = trailer;
+      }
       gz_copy("four.npy", "tail.npy.gz", 0);
       tu_path(q, sizeof q, dir, "tail.npy.gz");
       FILE *a = fopen(q, "ab");
@@ -332,6 +343,18 @@ START_TEST(test_npy_strict) {
       fclose(a);
       expect_fail("tail.npy.gz", "bytes after its gzip stream");
     }
+    /* Zeros alone after it: padding, read past as gzip does. */
+    gz_copy("four.npy", "pad.npy.gz", 0);
+    tu_path(q, sizeof q, dir, "pad.npy.gz");
+    FILE *a = fopen(q, "ab");
+    for (int z = 0; z < 70000; z++) fputc(0, a);
+    fclose(a);
+    struct ntk_job jp;
+    struct ntk_dataset dp;
+    job_for(&jp, "pad.npy.gz");
+    ck_assert_msg(ntk_data_load(&jp, 8, &dp) == NTK_OK, "%s", ntk_error_message());
+    ck_assert_uint_eq(dp.n, 3);
+    ntk_data_free(&dp);
     /* Two members: the header and first row, then the rest; then with a tail. */
     char whole[512], two[512], buf[4096];
     tu_path(whole, sizeof whole, dir, "four.npy");

@@ -286,7 +286,7 @@ def _inverse_norm1(f, n):
         est = max(est, float(np.abs(y).sum() / np.abs(x).sum()))
         z = f.solve(np.where(y >= 0, 1.0, -1.0))
         j = int(np.argmax(np.abs(z)))
-        if not np.isfinite(est) or abs(z[j, 0]) <= float((z * np.where(y >= 0, 1.0, -1.0)).sum()):
+        if not np.isfinite(est) or abs(z[j, 0]) <= float((z * x).sum()):  # no better unit vector: Hager's stop
             break
         x = np.zeros((n, 1))
         x[j] = 1.0

@@ -5,6 +5,7 @@
  * flat buffer adds the shares (and the loss, the hits and a stop flag),
  * and every rank applies the same Adam update to its own copy. Rank 0
  * prints the table, appends the JSON log and writes the snapshots. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -547,15 +548,17 @@ static ntk_status check_fresh_log(const struct trainer *T) {
       if (!feof(f)) lines += 2;
       break;
     }
-    if (!lines++) first = sscanf(line, "{\"epoch\": %llu", &e) == 1 && line[len - 2] == '}' ? e : 0;
+    while (len && isspace((unsigned char)line[len - 1])) line[--len] = '\0'; /* "\n", "\r\n" */
+    if (!len) continue; /* a blank line (`echo > log`): no run's record */
+    if (!lines++) first = sscanf(line, "{\"epoch\": %llu", &e) == 1 && line[len - 1] == '}' ? e : 0;
   }
   int failed = ferror(f);
   fclose(f);
   if (failed) return ntk_error(NTK_EIO, "%s: cannot read the log", path);
   if (!lines || (lines == 1 && first == 1)) return NTK_OK;
-  return ntk_error(NTK_EMISMATCH, "%s holds %llu lines of a training run that %s records (another job's log, or an "
+  return ntk_error(NTK_EMISMATCH, "%s holds %llu line%s of a training run that %s records (another job's log, or an "
                    "earlier run of this job): this job starts afresh and would empty it; nothing was changed: use "
-                   "--overwrite to start over, or set [train] log to a new file", path, lines,
+                   "--overwrite to start over, or set [train] log to a new file", path, lines, lines == 1 ? "" : "s",
                    *T->o->snapshot ? "no snapshot of this job" : "no snapshot ([train] snapshot is not set)");
 }
 
@@ -591,6 +594,14 @@ static ntk_status open_log(struct trainer *T, int resumed, int overwrite) {
   return NTK_OK;
 }
 
+/* What a rerun of a job without [train] snapshot does: it starts over,
+ * and with a log that holds more than epoch 1's line, only with
+ * --overwrite (check_fresh_log: such a log may be another job's). */
+static const char *no_snapshot_rerun(const struct trainer *T) {
+  return *T->o->log ? "no [train] snapshot is set, so a rerun starts over (with --overwrite, which empties the log)"
+                    : "no [train] snapshot is set, so a rerun starts over";
+}
+
 /* Rank 0: training diverged `where` ("in epoch 3, step 5 of 12"), because
  * of `what`. NTK_ENONFINITE (exit 8) saying what the snapshot and the log
  * still hold, which are never given a non-finite value, and what to change. */
@@ -598,7 +609,7 @@ static ntk_status diverged(const struct trainer *T, const char *where, const cha
   const struct ntk_train_opts *o = T->o;
   char kept[NTK_PATH_MAX + 200];
   if (!*o->snapshot)
-    snprintf(kept, sizeof kept, "no [train] snapshot is set, so a rerun starts over");
+    snprintf(kept, sizeof kept, "%s", no_snapshot_rerun(T));
   else if (!T->have_saved)
     snprintf(kept, sizeof kept, "no snapshot was written yet, so a rerun starts over");
   else if (T->saved.step)
@@ -639,7 +650,7 @@ static ntk_status synced(struct trainer *T, ntk_status st, double limit) {
                T->o->snapshot, T->saved.epoch, T->saved.step);
     else
       snprintf(kept, sizeof kept, "%s", *T->o->snapshot ? "no snapshot was written yet, so a rerun starts over"
-                                                        : "no [train] snapshot is set, so a rerun starts over");
+                                                        : no_snapshot_rerun(T));
     fprintf(stderr, "ntkd: rank %d: %s, in epoch %" PRIu64 " after step %" PRIu64 " (limit %.1f s: [train] "
             "rank_timeout, at least 3x the longest stretch between two steps); ending the job: %s\n", T->rank,
             ntk_error_message(), T->pos.epoch + 1, T->pos.step, limit, kept);
@@ -781,8 +792,7 @@ static ntk_status interrupted(struct trainer *T) {
   if (*T->o->snapshot)
     return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 " after step %" PRIu64 "; snapshot in %s; "
                      "rerun the same command to resume", T->pos.epoch + 1, T->pos.step, T->o->snapshot);
-  return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 "; no [train] snapshot is set, so a rerun "
-                   "starts over", T->pos.epoch + 1);
+  return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 "; %s", T->pos.epoch + 1, no_snapshot_rerun(T));
 }
 
 static ntk_status train_epochs(struct trainer *T) {

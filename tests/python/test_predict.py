@@ -341,6 +341,26 @@ def test_one_duplicate_sample_is_too_ill_conditioned():
     close(got, kt @ np.linalg.solve(A, y), 1e-8)
 
 
+def test_condition_estimate_comes_close():
+    # Near-duplicate pairs (5e-5 apart): the estimate of ||A^-1||_1 (a lower bound) must come
+    # within 2x of the true norm. Hager's stop compared with the sign vector instead of the
+    # iterate, ended after its first step and fell 4-14x short: method='numpy' then accepted a
+    # kernel that ntkd solve (method='lapack') refused, on the same store.
+    rng = np.random.default_rng(1)
+    n = 400
+    x = rng.standard_normal((n, 20))
+    x[1::2] = x[0::2] + 5e-5 * rng.standard_normal(x[0::2].shape)
+    kf = stax.serial(*([stax.Dense(512, W_std=1.5, b_std=0.05), stax.Relu()] * 3), stax.Dense(1))[2]
+    A = kf(x, None, "nngp")
+
+    class Exact:
+        solve = staticmethod(lambda B: np.linalg.solve(A, B))
+
+    est = predict._inverse_norm1(Exact, n)
+    true = np.abs(np.linalg.inv(A)).sum(axis=0).max()
+    assert true / 2 <= est <= true * (1 + 1e-8), (est, true)
+
+
 @pytest.mark.parametrize("method", ["lapack", "cg"])
 def test_one_kernel_unsolvable_leaves_the_other(tmp_path, method):
     # W_std = 0 in a standard-parameterised readout: the NNGP is the constant b_std^2 (rank 1, not
