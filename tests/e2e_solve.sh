@@ -148,7 +148,7 @@ import fcntl, subprocess, sys
 f = open('$c.predictions.lock', 'a+'); fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
 r = subprocess.run(['$NTKD', '$c.conf', '--overwrite'], capture_output=True, text=True)
 i = subprocess.run(['$NTKD', 'info', '$c.ntk'], capture_output=True, text=True)
-ok = r.returncode == 7 and \"This job's store $c.ntk is complete and kept: only its solve waits\" in r.stderr
+ok = r.returncode == 7 and \"This job's store $c.ntk is complete and kept: only its solve waits (\`ntkd solve $c.ntk $c.conf\`\" in r.stderr
 sys.exit(0 if ok and 'complete' in i.stdout else print(r.returncode, r.stderr[-800:], i.stdout) or 1)"
 expect_rc 0 "... once it is released, the same solve runs" "$NTKD" solve "$c.ntk" "$c.conf"
 check "... and removes its lock file" [ ! -e "$c.predictions.lock" ]

@@ -96,8 +96,9 @@ static ntk_status lock_predictions(const char *store_path, const struct ntk_job 
   /* A job's own [solve]: "nothing was changed" is the predictions' part;
    * the job computed its store (or replaced one: --overwrite), which stays. */
   if (st == NTK_ELOCKED && ntk_store_is_writable(s))
-    st = ntk_error(st, "%s. This job's store %s is complete and kept: only its solve waits (`ntkd solve %s JOB.conf` "
-                   "writes the predictions once the other solve is done)", ntk_error_message(), store_path, store_path);
+    st = ntk_error(st, "%s. This job's store %s is complete and kept: only its solve waits (`ntkd solve %s %s` "
+                   "writes the predictions once the other solve is done)", ntk_error_message(), store_path, store_path,
+                   job->source[0] ? job->source : "JOB.conf");
   return st;
 }
 
