@@ -2106,9 +2106,10 @@ static ntk_status parse_join(struct parser *p, struct layer_vec *out, int n, siz
   }
   /* (neural-tangents returns a list of kernels for a block left open: a
    * network of several outputs, which ntkd does not compute) */
+  skip_ws(p);
   return perr(p, "FanOut(n) parallel(...) must end in FanInSum, FanInProd or FanInConcat%s",
-              (skip_ws(p), !p->text[p->pos]) ? " (a network of several outputs, one kernel per branch, is not computed: compute each "
-                          "branch's network alone)" : "");
+              p->text[p->pos] ? "" : " (a network of several outputs, one kernel per branch, is not computed: "
+                                     "compute each branch's network alone)");
 }
 
 static ntk_status parse_seq(struct parser *p, struct layer_vec *out, int depth, int ctx) {
