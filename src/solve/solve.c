@@ -153,14 +153,15 @@ ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job 
         nout++;
       }
     }
-  ntk_status st = ntk_check_output_files(in, nin, out, nout);
+  /* At the line that names the files: two of them one file (the ridges'
+   * line), else an input's or the store's name or a folder's (the prefix's,
+   * where one is set). */
+  ntk_status st = ntk_check_outputs(NULL, 0, out, nout);
+  if (st) st = ntk_job_error_at(job, job->solve.ridge_line, "[solve] ridge", st);
+  else if ((st = ntk_check_output_files(in, nin, out, nout)))
+    st = job->solve.predictions[0] ? ntk_job_error_at(job, job->solve.predictions_line, "[solve] predictions", st)
+                                   : ntk_job_error_at(job, job->solve.ridge_line, "[solve] ridge", st);
   free(names), free(what);
-  /* At the line that names the files: two ridges' (the ridges), an input's
-   * or the store's (the prefix, where one is set). */
-  if (st && !strstr(ntk_error_message(), "two outputs cannot share a file") && job->solve.predictions[0])
-    st = ntk_job_error_at(job, job->solve.predictions_line, "[solve] predictions", st);
-  else if (st)
-    st = ntk_job_error_at(job, job->solve.ridge_line, "[solve] ridge", st);
   /* The solve holds PREFIX.predictions.lock: where PREFIX.predictions is
    * the store, that is the store's own lock file, which the job holds. */
   char prefix[NTK_PATH_MAX], lock_of[NTK_PATH_MAX + 16];
