@@ -349,10 +349,8 @@ START_TEST(test_npy_strict) {
     FILE *a = fopen(q, "ab");
     for (int z = 0; z < 70000; z++) fputc(0, a);
     fclose(a);
-    struct ntk_job jp;
     struct ntk_dataset dp;
-    job_for(&jp, "pad.npy.gz");
-    ck_assert_msg(ntk_data_load(&jp, 8, &dp) == NTK_OK, "%s", ntk_error_message());
+    ck_assert_msg(load("pad.npy.gz", 8, &dp) == NTK_OK, "%s", ntk_error_message());
     ck_assert_uint_eq(dp.n, 3);
     ntk_data_free(&dp);
     /* Two members: the header and first row, then the rest; then with a tail. */
@@ -367,10 +365,8 @@ START_TEST(test_npy_strict) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cat '%s/m1.gz' '%s/m2.gz' > '%s'", dir, dir, two);
     ck_assert_int_eq(system(cmd), 0);
-    struct ntk_job jm;
     struct ntk_dataset dm;
-    job_for(&jm, "two.npy.gz");
-    ck_assert_msg(ntk_data_load(&jm, 8, &dm) == NTK_OK, "%s", ntk_error_message());
+    ck_assert_msg(load("two.npy.gz", 8, &dm) == NTK_OK, "%s", ntk_error_message());
     ck_assert_uint_eq(dm.n, 3);
     ntk_data_free(&dm);
     snprintf(cmd, sizeof cmd, "printf 'junk' >> '%s'", two);
