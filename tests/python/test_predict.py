@@ -353,12 +353,17 @@ def test_condition_estimate_comes_close():
     kf = stax.serial(*([stax.Dense(512, W_std=1.5, b_std=0.05), stax.Relu()] * 3), stax.Dense(1))[2]
     A = kf(x, None, "nngp")
 
-    class Exact:
-        solve = staticmethod(lambda B: np.linalg.solve(A, B))
-
-    est = predict._inverse_norm1(Exact, n)
+    est = predict._inverse_norm1(lambda B: np.linalg.solve(A, B), n)
     true = np.abs(np.linalg.inv(A)).sum(axis=0).max()
     assert true / 2 <= est <= true * (1 + 1e-8), (est, true)
+
+
+def test_rcond_limit_is_the_c_solves():
+    # method='numpy' refuses a kernel below the limit `ntkd solve` refuses (method='lapack'): the
+    # two must be one number, or the same store is solvable by one method and not the other.
+    with open(os.path.join(SRC, "src", "solve", "solve.h")) as f:
+        defined = [ln.split()[2] for ln in f if ln.startswith("#define NTK_SOLVE_MIN_RCOND ")]
+    assert len(defined) == 1 and float(defined[0]) == predict.MIN_RCOND, (defined, predict.MIN_RCOND)
 
 
 @pytest.mark.parametrize("method", ["lapack", "cg"])
