@@ -251,8 +251,9 @@ def _upper_solve(L, B, inv=None):
 def _block_inverses(L):
     """The inverses of L's diagonal blocks: a solve through them costs matrix products alone, where
     each np.linalg.solve of a block factors it again (the condition estimate's 13 single-column
-    solves cost up to 3x the Cholesky at n = 1 000). Less accurate than substitution where a block
-    is ill-conditioned, so the estimate alone uses them; the predictions do not."""
+    solves cost 2.5x the Cholesky at n = 1 000: scripts/bench_condition.py). Less accurate than
+    substitution where a block is ill-conditioned, so the estimate alone uses them; the
+    predictions do not."""
     return [np.linalg.inv(L[i0:i0 + _BLOCK, i0:i0 + _BLOCK]) for i0 in range(0, L.shape[0], _BLOCK)]
 
 
