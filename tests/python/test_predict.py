@@ -332,13 +332,19 @@ def test_one_duplicate_sample_is_too_ill_conditioned():
     np.linalg.cholesky(k)  # (what let it through)
     for call in (lambda: predict.gp_inference(k, y)("ntk", kt),
                  lambda: predict.gradient_descent_mse_ensemble(kf, x, y)(x_test=xt, get="ntk"),
-                 lambda: predict.gradient_descent_mse(k, y)(None, 0., 0., kt)):
+                 lambda: predict.gradient_descent_mse(k, y)(None, 0., 0., kt),
+                 # an infinite time among finite ones (the eigenbasis path) as t = inf alone
+                 lambda: predict.gradient_descent_mse_ensemble(kf, x, y)(t=[1., np.inf], x_test=xt, get="ntk"),
+                 lambda: predict.gradient_descent_mse(k, y)(np.array([[np.inf], [2.]]), 0., 0., kt)):
         with pytest.raises(ntkd.SolveError, match=r"train kernel with diag_reg 0 is too ill-conditioned to "
                                                   r"solve \(reciprocal condition number .* < 1e-13\)"):
             call()
     got = predict.gp_inference(k, y, 1e-6)("ntk", kt)
     A = k + 1e-6 * np.trace(k) / 10 * np.eye(10)
     close(got, kt @ np.linalg.solve(A, y), 1e-8)
+    # finite times alone, and the train set at t = inf, divide by no eigenvalue: computed
+    assert np.all(np.isfinite(predict.gradient_descent_mse_ensemble(kf, x, y)(t=[1., 10.], x_test=xt, get="ntk")))
+    assert np.all(np.isfinite(predict.gradient_descent_mse(k, y)([1., np.inf], 0.)))
 
 
 def test_condition_estimate_comes_close():
@@ -466,10 +472,13 @@ def test_times_that_give_no_number_are_refused():
         fn(-1., 0.)
     with pytest.raises(ValueError, match="negative"):
         predict.gradient_descent_mse(np.diag([2., 1.]), np.ones((2, 1)), learning_rate=-0.5)(2., 0.)
-    # an infinite time in an array meets the eigenvalue 0: the output grows without bound
-    with pytest.raises(ntkd.SolveError, match=r"test prediction at t = inf .* eigenvalue of 0"):
+    # an infinite time in an array meets the eigenvalue 0: refused as t = None refuses the kernel
+    with pytest.raises(ntkd.SolveError, match=r"given train kernel with diag_reg 0 .* not positive definite"):
         fn(np.array([1., np.inf]), 0., 0., np.array([[0., 1.]]))
     assert np.isfinite(fn(np.array([1., np.inf]), 0.)).all()  # the train outputs do not move there
+    # a finite time that large: the mode of eigenvalue 0 moves at a constant rate, overflowing
+    with pytest.raises(ntkd.SolveError, match=r"test prediction at t = 1e\+308 .* overflowed .* eigenvalue of 0"):
+        fn(np.array([1., 1e308]), 0., 0., np.array([[0., 1e10]]))
 
 
 def test_no_times_no_outputs():
