@@ -20,6 +20,8 @@ np.save('ty.npy', r.integers(0, 3, 6))
 "
 printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = s.ntk\n' >job.conf
 expect_rc 0 "a small store" "$NTKD" job.conf
+expect_rc 2 "a store given for the job file" "$NTKD" s.ntk
+check "... is named a store, not a job file" has "s.ntk: is an ntkd store, not a job file" err.log
 
 # DIR/s.ntk of exactly 1023 bytes, and DIR/s.ntk.bak past the limit.
 D=$W/deep
@@ -54,6 +56,10 @@ check "... saying why" has "is also the job file: an output never replaces an in
 sed "s|^path = $W/jj/job.conf|path = $W/jj/x.npy|" jj/job.conf >jj/data.conf
 expect_rc 2 "ntkd check: [output] path = the data file" "$NTKD" check jj/data.conf
 check "... saying why" has "is also \[data\] path" err.log
+check "... at the key's line" has "data.conf:6: \[output\] path (" err.log
+printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense\n[output]\n\npath = odir/\n' >jj/dir.conf
+expect_rc 2 "ntkd check: [output] path names a folder" "$NTKD" check jj/dir.conf
+check "... saying so at the key's line" has "dir.conf:7: \[output\] path (.*odir/) names a folder" err.log
 LP=$W/jj/$(printf './%.0s' $(seq 520))job.conf
 for args in "" "--overwrite"; do
   expect_rc 2 "... named by ${#LP} bytes${args:+ with $args} too" "$NTKD" "$LP" $args

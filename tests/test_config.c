@@ -437,6 +437,13 @@ START_TEST(test_regression_errors) {
   bad(SOLVE "block = 0\n", "[solve] block: '0' is not a block size");
   bad(SOLVE "grid = 2x\n", "[solve] grid: '2x' is not a process grid");
   bad(SOLVE "grid = 0 x 2\n", "[solve] grid: '0 x 2'");
+  /* past int: sscanf's %d wrapped them (4294967297 x 1 ran as 1 x 1, exit 0) */
+  bad(SOLVE "grid = 4294967297 x 1\n", "[solve] grid: '4294967297 x 1' is not a process grid");
+  bad(SOLVE "grid = 1 x 4294967298\n", "[solve] grid: '1 x 4294967298'");
+  bad(SOLVE "grid = -4294967295 x 1\n", "[solve] grid: '-4294967295 x 1'");
+  bad(SOLVE "grid = 99999999999999999999 x 1\n", "[solve] grid: '99999999999999999999 x 1'");
+  bad(SOLVE "grid = 65537 x 1\n", "[solve] grid: '65537 x 1'");
+  bad(SOLVE "grid = +2 x 1\n", "[solve] grid: '+2 x 1'");
   bad(SOLVE "tolerance = 1\n", "[solve] tolerance: '1' is not a relative residual in (0, 1)");
   bad(SOLVE "tolerance = 0\n", "[solve] tolerance: '0'");
   bad(SOLVE "max_iterations = 0\n", "[solve] max_iterations: '0' is not a positive integer");
@@ -445,7 +452,8 @@ START_TEST(test_regression_errors) {
   bad(SOLVE "cg_products = mixed\n", "bad.conf:14: [solve] cg_products: 'mixed' is not auto, float32 or float64");
   bad(SOLVE "cg_products = float32\ncg_products = float64\n", "bad.conf:15: [solve] cg_products: given twice");
   bad(SOLVE "loo = 1\n", "[solve] loo: '1' is not yes or no");
-  bad(SOLVE "method = cg\nloo = yes\n", "[solve] loo = yes is computed by methods lapack and scalapack, not cg");
+  /* at the key's line, not the section's */
+  bad(SOLVE "method = cg\nloo = yes\n", "bad.conf:15: [solve] loo = yes is computed by methods lapack and scalapack, not cg");
   /* a key the method never reads is refused at its line, naming the method's */
   bad(SOLVE "method = lapack\nblock = 64\n", "bad.conf:15: [solve] block is read by method = scalapack (or auto), and "
       "method = lapack (line 14) never reads it");
@@ -461,9 +469,9 @@ START_TEST(test_regression_errors) {
   bad(SOLVE "cg_products = float32\n[compute]\nprecision = float64\n", "bad.conf:14: [solve] cg_products = float32 needs a float32 kernel, and "
       "[compute] precision is float64");
   bad(SOLVE "variance = diag\n", "[solve] variance: 'diag' is not no, yes");
-  bad(SOLVE "variance = yes\n", "bad.conf:12: [solve] variance needs the test x test kernel: add test_test = yes");
+  bad(SOLVE "variance = yes\n", "bad.conf:14: [solve] variance needs the test x test kernel: add test_test = yes");
   bad(REG "[test]\npath = t\nlabels = l\ntest_test = yes\n[solve]\nridge = 1\nvariance = yes\nmethod = cg\n",
-      "[solve] variance is computed by method = lapack only");
+      "bad.conf:15: [solve] variance is computed by method = lapack only");
   bad(SOLVE "method = cg\nmethod = cg\n", "bad.conf:15: [solve] method: given twice");
   bad(REG "[test]\npath = t\ncount = 0\n", "bad.conf:11: [test] count: '0' is not a positive integer");
   bad(REG "[test]\npath = t\ntest_test = maybe\n", "[test] test_test: 'maybe' is not yes or no");
@@ -841,6 +849,10 @@ START_TEST(test_read_file) {
   free(text);
   tu_write(p, "a\0b", 3);
   ck_assert_int_eq(ntk_read_text_file(p, &text, &len), NTK_ECONFIG);
+  tu_write(p, "[data]\npath = x\nab\0c\n", 21);
+  ck_assert_int_eq(ntk_read_text_file(p, &text, &len), NTK_ECONFIG);
+  ck_assert_msg(strstr(ntk_error_message(), "job.conf:3: a NUL byte (byte 18): a binary file, not a job file"), "%s",
+                ntk_error_message());
   tu_path(p, sizeof p, dir, "missing.conf");
   ck_assert_int_eq(ntk_read_text_file(p, &text, &len), NTK_EUSAGE);
   ck_assert_ptr_nonnull(strstr(ntk_error_message(), "missing.conf: cannot open"));

@@ -267,6 +267,7 @@ static int on_output(struct ctx *c, const char *s, const char *k, const char *v)
   struct ntk_job *j = c->job;
   if (!strcmp(k, "path")) {
     if (!path_key(c, s, k, v, SEEN_OPATH, j->out_path)) return 0;
+    j->out_path_line = c->line;
   } else if (!strcmp(k, "level")) {
     if (!once(c, s, k, SEEN_LEVEL)) return 0;
     double d;
@@ -358,6 +359,7 @@ static int on_train(struct ctx *c, const char *s, const char *k, const char *v) 
   } else if (!strcmp(k, "snapshot") || !strcmp(k, "log")) {
     int snap = k[0] == 's';
     if (!path_key(c, s, k, v, snap ? SEEN_SNAPSHOT : SEEN_LOG, snap ? t->snapshot : t->log)) return 0;
+    *(snap ? &t->snapshot_line : &t->log_line) = c->line;
   } else {
     return fail(c, s, k, "%s", "unknown key (layers, batch, epochs, alpha, beta1, beta2, eps, seed, "
                 "flush_denormals, device, rank_timeout, snapshot, log)");
@@ -414,6 +416,25 @@ static int word_index(const char *v, const char *const *words) {
   return -1;
 }
 
+/* "ROWS x COLS": two decimal integers without sign around an 'x', spaces
+ * allowed beside it. strtoull with errno, as ntk_parse_size: sscanf's %d
+ * wrapped numbers past int (4294967297 x 1 was read as 1 x 1). */
+static int parse_grid(const char *v, unsigned long long *rows, unsigned long long *cols) {
+  unsigned long long *out[2] = {rows, cols};
+  for (int i = 0; i < 2; i++) {
+    while (*v == ' ' || *v == '\t') v++;
+    if (*v < '0' || *v > '9') return 0;
+    char *end;
+    errno = 0;
+    *out[i] = strtoull(v, &end, 10);
+    if (errno) return 0;
+    v = end;
+    while (*v == ' ' || *v == '\t') v++;
+    if (i == 0 && *v++ != 'x') return 0;
+  }
+  return *v == '\0';
+}
+
 static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) {
   struct ntk_solve_opts *o = &c->job->solve;
   if (!strcmp(k, "ridge")) {
@@ -435,10 +456,10 @@ static int on_solve(struct ctx *c, const char *s, const char *k, const char *v) 
     o->block_line = c->line;
   } else if (!strcmp(k, "grid")) {
     if (!once(c, s, k, SEEN_GRID)) return 0;
-    int pr = 0, pc = 0, used = 0;
-    if (sscanf(v, "%d x %d%n", &pr, &pc, &used) != 2 || v[used] || pr < 1 || pc < 1 || pr > 65536 || pc > 65536)
-      return fail(c, s, k, "'%s' is not a process grid ROWS x COLS, e.g. 2 x 3", v);
-    o->grid_rows = pr, o->grid_cols = pc;
+    unsigned long long pr, pc;
+    if (!parse_grid(v, &pr, &pc) || pr < 1 || pc < 1 || pr > 65536 || pc > 65536)
+      return fail(c, s, k, "'%s' is not a process grid ROWS x COLS from 1 x 1 to 65536 x 65536, e.g. 2 x 3", v);
+    o->grid_rows = (int)pr, o->grid_cols = (int)pc;
   } else if (!strcmp(k, "tolerance")) {
     if (!once(c, s, k, SEEN_TOL)) return 0;
     if (!ntk_parse_double(v, &o->tolerance) || !(o->tolerance > 0) || o->tolerance >= 1)
@@ -783,14 +804,14 @@ static ntk_status check_job(const struct ctx *c) {
                        name, c->lines[SEC_SOLVE]);
     if (job->solve.variance && !job->test.test_test)
       return ntk_error(NTK_ECONFIG, "%s:%d: [solve] variance needs the test x test kernel: add test_test = yes "
-                       "to [test]", name, c->lines[SEC_SOLVE]);
+                       "to [test]", name, c->key_line[SEEN_VARIANCE]);
     if (job->solve.variance && job->solve.method != NTK_SOLVE_AUTO && job->solve.method != NTK_SOLVE_LAPACK)
       return ntk_error(NTK_ECONFIG, "%s:%d: [solve] variance is computed by method = lapack only", name,
-                       c->lines[SEC_SOLVE]);
+                       c->key_line[SEEN_VARIANCE]);
     /* asked for by name, not the default: cg would leave it out silently */
     if (HAS(c, SEEN_LOO) && job->solve.loo && job->solve.method == NTK_SOLVE_CG)
       return ntk_error(NTK_ECONFIG, "%s:%d: [solve] loo = yes is computed by methods lapack and scalapack, not cg "
-                       "(set loo = no, or another method)", name, c->lines[SEC_SOLVE]);
+                       "(set loo = no, or another method)", name, c->key_line[SEEN_LOO]);
     ntk_status st = solve_keys(c);
     if (st) return st;
   }
@@ -967,9 +988,15 @@ ntk_status ntk_read_text_file(const char *path, char **text, size_t *len) {
                : ntk_error(NTK_ECONFIG, "%s: larger than 16 MiB, not a job file", path);
   }
   buf[n] = '\0';
-  if (memchr(buf, '\0', n)) {
+  size_t at = strlen(buf);
+  if (at < n) { /* one of ntkd's own files given for a job file, or a binary file: at its first NUL */
+    int kind = ntk_file_kind_by_content(path, 0), line = 1;
+    for (size_t i = 0; i < at; i++) line += buf[i] == '\n';
     free(buf);
-    return ntk_error(NTK_ECONFIG, "%s: contains NUL bytes, not a job file", path);
+    if (kind != NTK_FILE_OTHER)
+      return ntk_error(NTK_ECONFIG, "%s: is %s, not a job file (`ntkd info` shows a store's job)", path,
+                       ntk_file_kind_name(kind));
+    return ntk_error(NTK_ECONFIG, "%s:%d: a NUL byte (byte %zu): a binary file, not a job file", path, line, at);
   }
   *text = buf;
   if (len) *len = n;

@@ -53,6 +53,7 @@ struct ntk_train_opts {
                            longest such wait seen) before the job ends, exit 9 */
   char snapshot[NTK_PATH_MAX]; /* "" for none */
   char log[NTK_PATH_MAX];      /* "" for none */
+  int snapshot_line, log_line; /* their lines in the job file, for messages (0: not given) */
   /* [validation] */
   char val_path[NTK_PATH_MAX], val_labels[NTK_PATH_MAX];
   int val_path_line, val_labels_line; /* their lines in the job file, for messages */
@@ -133,6 +134,7 @@ struct ntk_job {
   double worker_timeout; /* seconds a worker may hold tiles without returning one */
   /* [output] */
   char out_path[NTK_PATH_MAX];
+  int out_path_line; /* its line in the job file, for messages (0: not given) */
   int level;
   double progress_interval; /* seconds between plain progress lines */
   double sync_interval;     /* seconds between store fsyncs */

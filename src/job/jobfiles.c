@@ -94,15 +94,25 @@ static ntk_status check_room(const char *path, const char *what, const char *suf
 
 ntk_status ntk_job_check_files(const struct ntk_job *job) {
   struct ntk_named_path in[NTK_JOB_MAX_INPUTS], out[2];
+  int line[2];
   size_t nin = ntk_job_inputs(job, in), nout = 0;
   if (job->train.enabled) {
+    line[nout] = job->train.snapshot_line;
     out[nout++] = (struct ntk_named_path){"[train] snapshot", job->train.snapshot, NTK_FILE_SNAPSHOT};
+    line[nout] = job->train.log_line;
     out[nout++] = (struct ntk_named_path){"[train] log", job->train.log, NTK_FILE_OTHER};
   } else {
+    line[nout] = job->out_path_line;
     out[nout++] = (struct ntk_named_path){"[output] path", job->out_path, NTK_FILE_STORE};
   }
-  ntk_status st = ntk_check_output_files(in, nin, out, nout);
-  if (!st && !job->train.enabled) st = check_room(job->out_path, "[output] path", ".index");
+  /* Each output on its own first, so that the message names its line; then
+   * the two of a training job against each other (at the log's line). */
+  ntk_status st = NTK_OK;
+  int at = 0;
+  for (size_t i = 0; !st && i < nout; i++)
+    if ((st = ntk_check_output_files(in, nin, &out[i], 1))) at = line[i];
+  if (!st && (st = ntk_check_outputs(NULL, 0, out, nout))) at = line[nout - 1];
+  if (!st && !job->train.enabled && (st = check_room(job->out_path, "[output] path", ".index"))) at = line[0];
   /* The store's index and lock file beside it: files, or not there. */
   char comp[PATH_MAX + 8], file[PATH_MAX];
   static const char *const companions[] = {".index", ".lock"};
@@ -118,15 +128,21 @@ ntk_status ntk_job_check_files(const struct ntk_job *job) {
       else if (kind != NTK_FILE_OTHER && kind != (k ? NTK_FILE_LOCK : NTK_FILE_INDEX))
         st = ntk_error(NTK_EUSAGE, "[output] path (%s): %s, %s, is %s: an output never replaces one of ntkd's own "
                        "files; choose another name", job->out_path, what, comp, ntk_file_kind_name(kind));
+      at = line[0];
     }
-  if (!st && job->train.enabled && job->train.snapshot[0]) st = check_room(job->train.snapshot, "[train] snapshot", ".lock");
+  if (!st && job->train.enabled && job->train.snapshot[0] &&
+      (st = check_room(job->train.snapshot, "[train] snapshot", ".lock")))
+    at = line[0];
   /* The log must not be the snapshot's lock file (SNAPSHOT.lock), which
    * the job holds: it would find the log locked by itself. */
   if (!st && job->train.enabled && job->train.snapshot[0] && job->train.log[0] &&
       !ntk_resolve_links(job->train.snapshot, file, sizeof file) &&
-      snprintf(comp, sizeof comp, "%s.lock", file) < (int)sizeof comp && ntk_same_file(job->train.log, comp))
+      snprintf(comp, sizeof comp, "%s.lock", file) < (int)sizeof comp && ntk_same_file(job->train.log, comp)) {
     st = ntk_error(NTK_EUSAGE, "[train] log (%s) is the snapshot's lock file %s: choose another name", job->train.log,
                    comp);
+    at = line[1];
+  }
+  if (st && at > 0) return ntk_error(st, "%s:%d: %s", job->source, at, ntk_error_message());
   if (st) return ntk_error(st, "%s: %s", job->source, ntk_error_message());
   return NTK_OK;
 }
