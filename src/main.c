@@ -228,7 +228,15 @@ static int command(int argc, char **argv) {
     _exit(NTK_EXIT_FAILURE); /* not exit: OpenBLAS's destructor would take a buffer of its pool, and spin */
   }
   if (blas) ntk_cpu_reserve_blas();
-  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+  const char *pos[2] = {NULL, NULL};
+  int code;
+  int help = !strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help");
+  /* nothing after them: `ntkd --version job.conf` printed and exited 0, the job not run */
+  if ((help || !strcmp(cmd, "--version")) &&
+      !command_args(argc, argv, 2, cmd, NULL, NULL, pos, 0, help ? "help takes no argument" :
+                    "--version takes no argument", &code))
+    return code;
+  if (help) {
     fputs(usage, stdout);
     return 0;
   }
@@ -239,8 +247,6 @@ static int command(int argc, char **argv) {
            ZSTD_versionString());
     return 0;
   }
-  const char *pos[2] = {NULL, NULL};
-  int code;
   if (!strcmp(cmd, "info")) {
     unsigned records = 0;
     if (!command_args(argc, argv, 2, "info", (const char *const[]){"--records", NULL}, &records, pos, 1,

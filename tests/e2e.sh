@@ -444,6 +444,10 @@ check "... naming file, line and key" has "bx.conf:14: \[compute\] backend: 'ope
 expect_rc 0 "--help" "$NTKD" --help
 expect_rc 0 "--version" "$NTKD" --version
 check "--version lists the cpu backend" has "backends: cpu" out.log
+# an argument after them is refused: `ntkd --version job.conf` printed and exited 0, no job run
+expect_rc 2 "--version with a job file after it" "$NTKD" --version bx.conf
+check "... saying it takes no argument" has "--version takes no argument" err.log
+expect_rc 2 "help with a command after it" "$NTKD" help check
 
 # --- an idle coordinator does not spin -------------------------------------------
 # A deep network: seconds of work per worker, little data for rank 0 to move.
