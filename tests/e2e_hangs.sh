@@ -266,6 +266,15 @@ expect_rc 0 "... a rerun resumes and finishes" guarded 300 $FAST mpirun -np 3 "$
 check "... computing only the missing tiles" has "$((21 - ${n:-0})) of 21 tiles to compute" err.log
 check "... byte-identical to a clean run" export_cmp stl.ntk ref.npy
 
+# --- worker_timeout below one tile's time ------------------------------------------
+# Until a tile has come back, worker_timeout alone applies: a healthy worker
+# is counted out at every run. The message says so, and what to raise.
+job wt mid.npy "$MID" 3072 "worker_timeout = 0.01"
+expect_rc 9 "worker_timeout = 0.01, below the one tile's time: exit 9 before it comes back" \
+  guarded 300 $FAST mpirun -np 2 "$NTKD" wt.conf
+check "... saying worker_timeout alone applies until a tile comes back, and to raise it" \
+  has "no tile of this run has come back yet, so worker_timeout alone applies: if one tile takes longer than that, raise \[compute\] worker_timeout" err.log
+
 # --- the coordinator stopped, not a worker ----------------------------------------
 # Rank 0 SIGSTOPped for 4 s (worker_timeout = 8): the workers' messages
 # wait unread meanwhile, which is nobody's silence, and the workers wait

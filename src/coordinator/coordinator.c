@@ -517,10 +517,15 @@ static void check_stalls(struct sched *s, struct peer *p, int nworkers, int *act
     fprintf(stderr, "\nntkd: worker rank %d has returned nothing for %.1f s while holding %d tile%s (limit %.1f s): "
             "counting it out; storing the tiles the others return, then ending the job\n",
             k, quiet, p[k].inflight, p[k].inflight == 1 ? "" : "s", limit);
+    /* No tile back yet: the limit is worker_timeout alone, and a tile that
+     * takes longer than it ends every rerun here too; say so (a hunt: a job
+     * with worker_timeout below its tile time never finished). */
     lose(s, p, k, active,
          ntk_error(NTK_ESTALLED, "worker rank %d stopped answering: nothing for %.1f s while it held %d tile%s "
-                   "(limit %.1f s: [compute] worker_timeout, at least 3x the slowest tile)",
-                   k, quiet, p[k].inflight, p[k].inflight == 1 ? "" : "s", limit));
+                   "(limit %.1f s: [compute] worker_timeout, at least 3x the slowest tile%s)",
+                   k, quiet, p[k].inflight, p[k].inflight == 1 ? "" : "s", limit,
+                   s->slowest > 0 ? "" : "; no tile of this run has come back yet, so worker_timeout alone applies: "
+                   "if one tile takes longer than that, raise [compute] worker_timeout"));
   }
 }
 
