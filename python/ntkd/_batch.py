@@ -228,7 +228,7 @@ _NT_BATCH_ARGS = ("batch_size", "device_count", "store_on_device")
 
 def _nt_batch(kernel_fn, x1, x2, nt_args, unknown, given):
     """neural-tangents' nt.batch(kernel_fn, batch_size, device_count, store_on_device) with `import
-    ntkd as nt`: kernel_fn itself. It already computes tile by tile within memory on every core,
+    ntkd as nt`: kernel_fn itself (any callable: ntkd's kernel_fn, or a function calling it). It already computes tile by tile within memory on every core,
     which is what the wrapper does for neural-tangents' (the same numbers, without the wrapper's
     blocks)."""
     def nt_words(why):
@@ -264,8 +264,11 @@ def _nt_batch(kernel_fn, x1, x2, nt_args, unknown, given):
             raise nt_words(f"got {name}={v!r}, not {want}")
     if not isinstance(nt_args.get("store_on_device", True), (bool, np.bool_)):
         raise nt_words(f"got store_on_device={nt_args['store_on_device']!r}, not True or False")
-    if not isinstance(kernel_fn, KernelFn):
-        raise TypeError(f"kernel_fn must be a kernel_fn of ntkd.stax (stax.serial(...)[2]), not {kernel_fn!r}")
+    # Any callable, as neural-tangents' nt.batch takes any kernel_fn(x1, x2, *args, **kwargs): ntkd's
+    # kernel_fn wrapped by jax.jit, functools.partial or a lambda was refused (a hunt).
+    if not callable(kernel_fn):
+        raise TypeError(f"kernel_fn must be a kernel_fn (stax.serial(...)[2], or a function calling one), not "
+                        f"{kernel_fn!r}")
     return kernel_fn
 
 

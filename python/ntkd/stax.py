@@ -17,6 +17,7 @@ network as ntkd reads it.
 import enum
 import math
 import numbers
+import operator
 import sys
 
 from . import _kernel
@@ -83,10 +84,13 @@ def _int(x, what, low=1, high=None):
     if isinstance(x, bool):
         raise TypeError(f"{what} must be an integer, not {x!r}")
     if not isinstance(x, numbers.Integral):
-        if isinstance(x, numbers.Real) and float(x).is_integer():
-            x = int(x)
-        else:
-            raise TypeError(f"{what} must be an integer, not {x!r}")
+        try:
+            x = operator.index(x)  # JAX's integer scalars (jnp.int32(8)), as neural-tangents takes them
+        except TypeError:
+            if isinstance(x, numbers.Real) and float(x).is_integer():
+                x = int(x)
+            else:
+                raise TypeError(f"{what} must be an integer, not {x!r}") from None
     x = int(x)
     if x < low:
         raise ValueError(f"{what} must be at least {low}, not {x}")
@@ -143,6 +147,8 @@ def _axes(batch_axis, channel_axis, layer):
 
 
 def _param(parameterization, s, layer):
+    if isinstance(parameterization, str):
+        parameterization = parameterization.lower()  # 'NTK', as neural-tangents reads it
     if parameterization not in ("ntk", "standard"):
         raise ValueError(f"stax.{layer}: parameterization must be 'ntk' or 'standard', not {parameterization!r}")
     if tuple(s) != (1, 1):
@@ -474,8 +480,18 @@ def Cos(a=1.0, b=1.0, c=0.0):
     return _layer(f"Cos({_num(a, 'stax.Cos: a')}, {_num(b, 'stax.Cos: b')}, {_num(c, 'stax.Cos: c')})")
 
 
+def _positive(x, what):
+    """_num of a number that must be > 0 (ntkd's closed forms of Rbf and ExpNormalized need gamma > 0),
+    refused here in the caller's words rather than at a column of the arch text it never wrote."""
+    text = _num(x, what)
+    if not float(text) > 0:
+        raise ValueError(f"{what} must be > 0, not {float(text)!r}: ntkd computes the closed form for gamma > 0 "
+                         "(neural-tangents takes gamma <= 0, a constant or growing kernel)")
+    return text
+
+
 def Rbf(gamma=1.0):
-    return _layer(f"Rbf({_num(gamma, 'stax.Rbf: gamma')})")
+    return _layer(f"Rbf({_positive(gamma, 'stax.Rbf: gamma')})")
 
 
 def Exp(a=1, b=1):
@@ -483,7 +499,7 @@ def Exp(a=1, b=1):
 
 
 def ExpNormalized(gamma=1, shift=-1, do_clip=False):
-    return _layer(f"ExpNormalized({_num(gamma, 'stax.ExpNormalized: gamma')}, "
+    return _layer(f"ExpNormalized({_positive(gamma, 'stax.ExpNormalized: gamma')}, "
                   f"{_num(shift, 'stax.ExpNormalized: shift')}, do_clip={bool(do_clip)})")
 
 

@@ -2,6 +2,7 @@
 by running the same user code under both libraries (cases where ntkd once
 returned other numbers than neural-tangents without saying so)."""
 
+import functools
 import numpy as np
 import pytest
 
@@ -682,8 +683,12 @@ def test_nt_batch_call_is_kernel_fn(rng):
         ntkd.batch(kernel_fn, 3, 1, device_count=1)
     with pytest.raises(TypeError, match="got store_on_device='no'"):
         ntkd.batch(kernel_fn, store_on_device="no")
-    with pytest.raises(TypeError, match="kernel_fn must be a kernel_fn of ntkd.stax"):
-        ntkd.batch(lambda *a: 0, batch_size=2)
+    # any callable, as neural-tangents' nt.batch: ntkd's kernel_fn wrapped (partial, lambda) was refused
+    wrapped = functools.partial(kernel_fn, get="ntk")
+    assert ntkd.batch(wrapped, batch_size=2) is wrapped
+    assert np.array_equal(ntkd.batch(wrapped, batch_size=2)(x, None), kernel_fn(x, None, "ntk"))
+    with pytest.raises(TypeError, match="kernel_fn must be a kernel_fn .* not 3"):
+        ntkd.batch(3, batch_size=2)
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
         ntkd.batch(kernel_fn, np.ones((2, 3)), bogus=1)
     assert kernel_fn.__name__ == "kernel_fn"
@@ -1148,3 +1153,24 @@ def test_a_one_branch_block_is_its_branch(rng):
     with pytest.raises(ValueError, match="every branch must end Gaussian"):
         stax.serial(stax.Dense(4), stax.Relu(), stax.FanOut(2), stax.parallel(stax.Identity(), stax.Identity()),
                     stax.FanInSum())[2](x, None, "ntk")
+
+
+def test_layer_arguments_as_neural_tangents_takes_them(rng):
+    # Found by a hunt: an integer with __index__ that is not a Python or numpy integer (JAX's
+    # jnp.int32(8); here a 0-d numpy array) as a width, and parameterization='NTK', were refused;
+    # gamma <= 0 was refused at "arch, column N" of text the caller never wrote.
+    x = rng.standard_normal((3, 4))
+    want = stax.serial(stax.Dense(8), stax.Relu(), stax.Dense(1))[2](x, None, "ntk")
+    got = stax.serial(stax.Dense(np.array(8)), stax.Relu(), stax.Dense(1))[2](x, None, "ntk")
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(TypeError, match="must be an integer, not array"):
+        stax.Dense(np.array([8]))
+    std = stax.serial(stax.Dense(8, parameterization="standard"), stax.Relu(),
+                      stax.Dense(1, parameterization="standard"))[2]
+    upper = stax.serial(stax.Dense(8, parameterization="STANDARD"), stax.Relu(),
+                        stax.Dense(1, parameterization="Standard"))[2]
+    np.testing.assert_array_equal(upper(x, None, "ntk"), std(x, None, "ntk"))
+    for layer, name in ((lambda g: stax.Rbf(g), "Rbf"), (lambda g: stax.ExpNormalized(gamma=g), "ExpNormalized")):
+        for gamma in (0., -1.):
+            with pytest.raises(ValueError, match=rf"stax.{name}: gamma must be > 0, not {gamma!r}"):
+                layer(gamma)
