@@ -58,6 +58,27 @@ for m in lapack scalapack cg; do
   done
 done
 
+# --- a stop signal on rank 1 while rank 0 solves alone (lapack) ---------------------
+# Rank 1 waits in the agreement after the kernel's solve, its stop flag
+# given as it was when it began to wait: a SIGTERM there was seen only after
+# rank 0 had written every file of the kernel (exit 5 over a new set). It is
+# read again before the files. NTKD_TEST_SOLVE_PAUSE makes rank 0's solve
+# last 3 s.
+job stp k.ntk lapack
+rm -f err.log
+NTKD_TEST_SOLVE_PAUSE=3 mpirun -np 2 "$NTKD" solve k.ntk stp.conf > out.log 2> err.log &
+mp=$!
+wait_file_has "test setting NTKD_TEST_SOLVE_PAUSE=3: rank 0 paused in the solve" err.log
+sleep 0.5 # rank 1 in the agreement after the solve
+kill -TERM $(rank_pids "ntkd solve k.ntk stp.conf" 1)
+wait $mp
+rc=$?
+check "lapack, -np 2: SIGTERM on rank 1 while rank 0 solves alone: exit 5" [ $rc = 5 ]
+check "... saying another rank was stopped" has "interrupted during the solve (the store is complete): another rank was stopped by a signal" err.log
+check "... no predictions written" bash -c "! ls stp-*.npy 2>/dev/null"
+check "... no success line" bash -c "! grep -q 'predictions in' err.log"
+[ $rc = 5 ] || sed 's/^/    /' err.log | tail -5
+
 # --- a damaged tile that a rank other than 0 reads ---------------------------------
 # A payload byte of tile 1 (train rows 128..255 x columns 0..127) flipped:
 # opening the store reads headers only, so the solve meets it when it

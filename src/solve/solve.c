@@ -617,6 +617,17 @@ static ntk_status meet_report(const struct meet *m, ntk_status local) {
  * status). method = lapack computes on rank 0 alone, which never sees a
  * signal sent to another rank: without this the solve ended with exit 0
  * and every file written while rank 1 had been told to stop. */
+/* Under the test setting NTKD_TEST_SOLVE_PAUSE=S: rank 0 sleeps S seconds
+ * at the start of each kernel's solve, after the agreement before it, as a
+ * long solve would (tests/e2e_solve_ranks.sh: a signal to another rank
+ * lands while rank 0 solves alone). */
+static void test_solve_pause(int rank) {
+  const char *v = getenv("NTKD_TEST_SOLVE_PAUSE");
+  if (!v || rank != 0) return;
+  fprintf(stderr, "ntkd: test setting NTKD_TEST_SOLVE_PAUSE=%s: rank 0 paused in the solve\n", v);
+  ntk_sleep(atof(v), NULL);
+}
+
 static ntk_status agree_stop(const struct meet *m, ntk_status local) {
   const ntk_comm_t *comm = m->comm;
   if (!local && ntk_stop_requested())
@@ -720,9 +731,15 @@ ntk_status ntk_solve(const ntk_comm_t *comm, const char *store_path, ntk_store_t
        * before any of its files is written. */
       st = agree_stop(&m, NTK_OK);
       double t_kernel = ntk_now();
+      if (!st) test_solve_pause(rank);
       ntk_status solved = st ? st : fn[method](&p, out);
       if (ntk_now() - t_kernel > m.slowest) m.slowest = ntk_now() - t_kernel;
       if (!st) st = agree_stop(&m, solved);
+      /* A rank that waited in that agreement while rank 0 solved alone
+       * (lapack) gave its stop flag as it was when it began to wait: read
+       * again now, before any file of the kernel is written (a signal
+       * there was seen only after every file: a hunt). */
+      if (!st) st = agree_stop(&m, NTK_OK);
       if (st && rank == 0) fprintf(stderr, "ntkd: error: %s\n", ntk_error_message());
     }
     ntk_status wr = NTK_OK; /* rank 0: writing the results */
