@@ -64,12 +64,16 @@ for c in solve_fc_relu solve_fc_relu_noreg solve_fc_erf solve_cnn_gap; do
   expect_rc 0 "$c: ntkd solve with variance = full" "$NTKD" solve "v$c.ntk" "v$c.conf"
   check "... v$c-{nngp,ntk}-ridge$ridge-cov.npy match neural-tangents' covariances (1e-8)" \
     $CASE cov "$REF" "$c" "v$c" 1e-8
+  # the set is every kernel and ridge's predictions and either variance
+  # file: the older -var.npy stayed beside these predictions, exit 0
+  check "... the variance = yes solve's -var.npy files removed" bash -c "! ls v$c-*-var.npy 2>/dev/null"
 done
 c=solve_fc_relu
 check "the variance run left the predictions as they were" cmp -s "v$c-ntk-ridge0.001.npy" "$c-ntk-ridge0.001.npy"
 read -r ntrain ridge arch < <($CASE write "$REF" "$c")
 reg "v$c" "$arch" "$ridge" 5 "loo = no" "[test]" "test_test = yes"
 expect_rc 0 "ntkd solve with loo = no" "$NTKD" solve "v$c.ntk" "v$c.conf"
+check "... (variance = no) the variance = full solve's -cov.npy files removed" bash -c "! ls v$c-*-cov.npy 2>/dev/null"
 check "... prints no LOO columns" \
   bash -c "! grep -q LOO out.log && [ \"\$(awk '/^(nngp|ntk) / {print NF}' out.log | sort -u)\" = 6 ]"
 reg novar "$arch" "$ridge" 5 "variance = yes"

@@ -117,10 +117,9 @@ static ntk_status predictions_still_locked(ntk_lock_t *lock, const char *store_p
 }
 
 /* PREFIX-KERNEL-ridgeR-var.npy (or -cov.npy) next to the predictions. */
-static void variance_path(const char *pred_path, const struct ntk_job *job, char *out, size_t cap) {
+static void variance_path(const char *pred_path, int full, char *out, size_t cap) {
   size_t l = strlen(pred_path);
-  snprintf(out, cap, "%.*s-%s.npy", (int)(l > 4 ? l - 4 : l), pred_path,
-           job->solve.variance == NTK_VARIANCE_FULL ? "cov" : "var");
+  snprintf(out, cap, "%.*s-%s.npy", (int)(l > 4 ? l - 4 : l), pred_path, full ? "cov" : "var");
 }
 
 /* The prediction files must not replace the store or any input of the job. */
@@ -146,7 +145,7 @@ ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job 
       nout++;
       if (job->solve.variance) {
         char v[NTK_PATH_MAX + 64];
-        variance_path(names[nout - 1], job, v, sizeof v);
+        variance_path(names[nout - 1], job->solve.variance == NTK_VARIANCE_FULL, v, sizeof v);
         memcpy(names[nout], v, sizeof v);
         snprintf(what[nout], sizeof what[nout], "the %s variance file of ridge %s", kname(which), rt);
         out[nout] = (struct ntk_named_path){what[nout], names[nout], 0};
@@ -360,7 +359,7 @@ static void prior_files_take(struct prior_files *pf, const char *store_path, con
                              uint32_t kernels) {
   size_t nr = job->solve.nridge;
   pf->n = 0;
-  pf->f = calloc(4 * nr + 1, sizeof *pf->f);
+  pf->f = calloc(6 * nr + 1, sizeof *pf->f);
   for (int which = NTK_KERNEL_NNGP; pf->f && which <= NTK_KERNEL_NTK; which <<= 1)
     for (size_t r = 0; r < nr && (kernels & (uint32_t)which); r++) {
       char pred[NTK_PATH_MAX + 64];
@@ -368,9 +367,12 @@ static void prior_files_take(struct prior_files *pf, const char *store_path, con
       struct prior_file *p = &pf->f[pf->n++];
       snprintf(p->path, sizeof p->path, "%s", pred);
       p->present = file_id(p->path, &p->dev, &p->ino);
-      if (job->solve.variance) {
+      /* Both variance files, whatever this solve's variance: an earlier
+       * solve's -var.npy beside this one's predictions (variance = no or
+       * full now) passed for their variances (a hunt). */
+      for (int full = 0; full <= 1; full++) {
         struct prior_file *v = &pf->f[pf->n++];
-        variance_path(pred, job, v->path, sizeof v->path);
+        variance_path(pred, full, v->path, sizeof v->path);
         v->present = file_id(v->path, &v->dev, &v->ino);
       }
     }
@@ -483,9 +485,11 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
      * other labels): read after this one, it would pass for its result. */
     char old[NTK_PATH_MAX + 64], vold[NTK_PATH_MAX + 64];
     prediction_path(store_path, job, which, ridge, old, sizeof old);
-    variance_path(old, job, vold, sizeof vold);
     int gone = unlink(old) == 0 || prior_removed(tab->prior, old);
-    gone |= job->solve.variance && (unlink(vold) == 0 || prior_removed(tab->prior, vold));
+    for (int full = 0; full <= 1; full++) {
+      variance_path(old, full, vold, sizeof vold);
+      gone |= unlink(vold) == 0 || prior_removed(tab->prior, vold);
+    }
     return ntk_error(NTK_EINPUT, "%s%s%s", o->why, gone ? "; removed the older file of this ridge: " : "",
                      gone ? old : "");
   }
@@ -531,7 +535,7 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
             kname(which), ntk_fmt_double(ridge, rt, sizeof rt), loo_at, loo_error);
   if (o->var) {
     char vpath[NTK_PATH_MAX + 64];
-    variance_path(path, job, vpath, sizeof vpath);
+    variance_path(path, job->solve.variance == NTK_VARIANCE_FULL, vpath, sizeof vpath);
     st = write_npy(vpath, o->var, nte, job->solve.variance == NTK_VARIANCE_FULL ? nte : 1, table_guard, tab);
     *tab->written += !st;
     if (st) return ntk_error(st, "%s (the predictions file %s is written: its table line above)", ntk_error_message(), path);
