@@ -76,6 +76,15 @@ expect_rc 0 "ntkd solve with loo = no" "$NTKD" solve "v$c.ntk" "v$c.conf"
 check "... (variance = no) the variance = full solve's -cov.npy files removed" bash -c "! ls v$c-*-cov.npy 2>/dev/null"
 check "... prints no LOO columns" \
   bash -c "! grep -q LOO out.log && [ \"\$(awk '/^(nngp|ntk) / {print NF}' out.log | sort -u)\" = 6 ]"
+# ... but never an input or the store named like the variance file this
+# solve does not write: a test data file named so was removed, exit 0
+cp xte.npy "iv-nngp-ridge$ridge-var.npy"
+reg iv "$arch" "$ridge" 5
+sed -i "s/^path = xte.npy/path = iv-nngp-ridge$ridge-var.npy/" iv.conf
+expect_rc 0 "a job whose test data is named PREFIX-nngp-ridgeR-var.npy (variance = no)" "$NTKD" iv.conf
+check "... keeps its test data" cmp -s xte.npy "iv-nngp-ridge$ridge-var.npy"
+expect_rc 0 "... and so does its ntkd solve" "$NTKD" solve iv.ntk iv.conf
+check "... the test data still there" cmp -s xte.npy "iv-nngp-ridge$ridge-var.npy"
 reg novar "$arch" "$ridge" 5 "variance = yes"
 expect_rc 2 "variance without test_test = yes is refused" "$NTKD" novar.conf
 check "... saying to add test_test = yes, before any store is made" \

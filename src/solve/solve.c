@@ -355,6 +355,20 @@ static int file_id(const char *path, dev_t *dev, ino_t *ino) {
   return 1;
 }
 
+/* Whether the older variance file `path`, of the kind this solve does not
+ * write, may be removed: not one of the job's inputs or its store, nor
+ * another of ntkd's own files. (The files this solve writes are checked so
+ * before it starts, ntk_solve_check_outputs; this name was not: a test data
+ * file or the store itself named like it was removed, exit 0: a hunt.) */
+static int other_variance_removable(const char *path, const char *store_path, const struct ntk_job *job) {
+  struct ntk_named_path in[NTK_JOB_MAX_INPUTS + 1];
+  size_t nin = ntk_job_inputs(job, in);
+  in[nin++] = (struct ntk_named_path){"the store", store_path, 0};
+  for (size_t k = 0; k < nin; k++)
+    if (in[k].path && *in[k].path && ntk_same_file(path, in[k].path)) return 0;
+  return ntk_file_kind(path) == NTK_FILE_OTHER;
+}
+
 static void prior_files_take(struct prior_files *pf, const char *store_path, const struct ntk_job *job,
                              uint32_t kernels) {
   size_t nr = job->solve.nridge;
@@ -370,10 +384,13 @@ static void prior_files_take(struct prior_files *pf, const char *store_path, con
       /* Both variance files, whatever this solve's variance: an earlier
        * solve's -var.npy beside this one's predictions (variance = no or
        * full now) passed for their variances (a hunt). */
+      int writes = job->solve.variance ? 1 + (job->solve.variance == NTK_VARIANCE_FULL) : 0; /* 1 var, 2 cov */
       for (int full = 0; full <= 1; full++) {
-        struct prior_file *v = &pf->f[pf->n++];
+        struct prior_file *v = &pf->f[pf->n];
         variance_path(pred, full, v->path, sizeof v->path);
+        if (writes != 1 + full && !other_variance_removable(v->path, store_path, job)) continue;
         v->present = file_id(v->path, &v->dev, &v->ino);
+        pf->n++;
       }
     }
 }
@@ -486,9 +503,11 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
     char old[NTK_PATH_MAX + 64], vold[NTK_PATH_MAX + 64];
     prediction_path(store_path, job, which, ridge, old, sizeof old);
     int gone = unlink(old) == 0 || prior_removed(tab->prior, old);
+    int writes = job->solve.variance ? 1 + (job->solve.variance == NTK_VARIANCE_FULL) : 0;
     for (int full = 0; full <= 1; full++) {
       variance_path(old, full, vold, sizeof vold);
-      gone |= unlink(vold) == 0 || prior_removed(tab->prior, vold);
+      if (writes == 1 + full || other_variance_removable(vold, store_path, job))
+        gone |= unlink(vold) == 0 || prior_removed(tab->prior, vold);
     }
     return ntk_error(NTK_EINPUT, "%s%s%s", o->why, gone ? "; removed the older file of this ridge: " : "",
                      gone ? old : "");
