@@ -22,6 +22,10 @@ printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath =
 expect_rc 0 "a small store" "$NTKD" job.conf
 expect_rc 2 "a store given for the job file" "$NTKD" s.ntk
 check "... is named a store, not a job file" has "s.ntk: is an ntkd store, not a job file" err.log
+cp s.ntk big.ntk && truncate -s 17M big.ntk # past the job file's 16 MiB: still named a store
+expect_rc 2 "a store of more than 16 MiB given for the job file" "$NTKD" big.ntk
+check "... is named a store too" has "big.ntk: is an ntkd store, not a job file" err.log
+rm -f big.ntk
 
 # DIR/s.ntk of exactly 1023 bytes, and DIR/s.ntk.bak past the limit.
 D=$W/deep

@@ -982,20 +982,19 @@ ntk_status ntk_read_text_file(const char *path, char **text, size_t *len) {
   }
   close(fd);
   if (!buf) return ntk_error(NTK_ENOMEM, "%s: out of memory", path);
-  if (err || n > TEXT_MAX) {
+  if (err) {
     free(buf);
-    return err ? ntk_error(NTK_EUSAGE, "%s: read error: %s", path, strerror(err))
-               : ntk_error(NTK_ECONFIG, "%s: larger than 16 MiB, not a job file", path);
+    return ntk_error(NTK_EUSAGE, "%s: read error: %s", path, strerror(err));
   }
-  buf[n] = '\0';
-  size_t at = strlen(buf);
-  if (at < n) { /* one of ntkd's own files given for a job file, or a binary file: at its first NUL */
+  size_t at = n > TEXT_MAX ? 0 : (buf[n] = '\0', strlen(buf));
+  if (n > TEXT_MAX || at < n) { /* one of ntkd's own files given for a job file (of any size), or a binary file */
     int kind = ntk_file_kind_by_content(path, 0), line = 1;
     for (size_t i = 0; i < at; i++) line += buf[i] == '\n';
     free(buf);
     if (kind != NTK_FILE_OTHER)
       return ntk_error(NTK_ECONFIG, "%s: is %s, not a job file (`ntkd info` shows a store's job)", path,
                        ntk_file_kind_name(kind));
+    if (n > TEXT_MAX) return ntk_error(NTK_ECONFIG, "%s: larger than 16 MiB, not a job file", path);
     return ntk_error(NTK_ECONFIG, "%s:%d: a NUL byte (byte %zu): a binary file, not a job file", path, line, at);
   }
   *text = buf;
