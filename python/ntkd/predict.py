@@ -400,13 +400,29 @@ class _Numpy:
         if ktd is not None and np.isinf(times).any():
             self.factor(g)
         w, v = self.eigen(g)
+        if ktd is not None and len(times):
+            self._settled_noise(g, w, float(times.max()), size)
         c = v.T @ r
         p, fs = (v, _grown(w, times, size)) if ktd is None else (ktd @ v, _integral(w, times, size))
         out = np.empty((len(times), p.shape[0], r.shape[1]))
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow: refused by _all_finite
             for i, f in enumerate(fs):
                 out[i] = p @ (f[:, None] * c)
+        if ktd is None:  # the train set at t = inf: its targets, as t = None gives them (neural-tangents' rule),
+            out[np.isinf(times)] = r  # not the mode-by-mode limit, which followed a rounding eigenvalue's sign
         return out
+
+    def _settled_noise(self, g, w, t, size):
+        """Refuse a finite time at which a mode of the train kernel whose eigenvalue is rounding (below
+        MIN_RCOND of the largest) has moved (w t/size > 1): its test outputs divide by that eigenvalue,
+        as at t = inf (an exactly singular kernel gave predictions 50 % off at t = 1e20: a hunt)."""
+        top = float(w.max()) if len(w) else 0.
+        noise = w[(w > 0) & (w < MIN_RCOND * top)]
+        if len(noise) and float(noise.max()) * t / size > 1:
+            raise SolveError(f"the {self.label or g.upper()} train kernel with diag_reg {self.diag_reg:g} is too "
+                             f"ill-conditioned for t = {t:g}: {len(noise)} of its eigenvalues are below "
+                             f"{MIN_RCOND:.0e} of the largest (rounding), and by this time their modes have moved, "
+                             "as at t = infinity: increase diag_reg, or give a smaller t")
 
     def evolve(self, names, times, size, k_test_train, k_test_test):
         """gradient_descent_mse_ensemble at finite times: means (T, m, k), and with k_test_test

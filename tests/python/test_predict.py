@@ -342,9 +342,29 @@ def test_one_duplicate_sample_is_too_ill_conditioned():
     got = predict.gp_inference(k, y, 1e-6)("ntk", kt)
     A = k + 1e-6 * np.trace(k) / 10 * np.eye(10)
     close(got, kt @ np.linalg.solve(A, y), 1e-8)
-    # finite times alone, and the train set at t = inf, divide by no eigenvalue: computed
+    # finite times whose rounding modes have not moved, and the train set, divide by no rounding
+    # eigenvalue: computed; the train set at t = inf is its targets, as at t = None (it followed the
+    # sign of a rounding eigenvalue)
     assert np.all(np.isfinite(predict.gradient_descent_mse_ensemble(kf, x, y)(t=[1., 10.], x_test=xt, get="ntk")))
-    assert np.all(np.isfinite(predict.gradient_descent_mse(k, y)([1., np.inf], 0.)))
+    train = predict.gradient_descent_mse(k, y)(np.array([1., np.inf]), 0.)
+    assert np.all(np.isfinite(train[0])) and np.array_equal(train[1], y)
+
+
+def test_a_time_that_moves_a_rounding_mode_is_refused():
+    # An eigenvalue of 1e-15 beside 2 (below 1e-13 of the largest: rounding, for a kernel of two
+    # equal samples) divides the test outputs once its mode has moved (w t/size > 1), as at t = inf:
+    # a singular kernel's predictions were 50 % off at t = 1e20 (a hunt). Refused; t = 1 is not.
+    v, _ = np.linalg.qr(np.random.default_rng(4).standard_normal((4, 4)))
+    k = (v * [2., 1., .5, 1e-15]) @ v.T
+    k = (k + k.T) / 2
+    y, kt = np.ones((4, 1)), np.random.default_rng(5).standard_normal((3, 4))
+    fn = predict.gradient_descent_mse(k, y)
+    with pytest.raises(ntkd.SolveError, match=r"given train kernel with diag_reg 0 is too ill-conditioned for "
+                                              r"t = 1e\+20: 1 of its eigenvalues are below 1e-13 of the largest"):
+        fn(np.array([1., 1e20]), 0., 0., kt)
+    assert np.all(np.isfinite(fn(np.array([1., 1e6]), 0., 0., kt)[1]))  # 1e-15 * 1e6 / 4: not moved
+    assert np.all(np.isfinite(fn(1e20, 0.)))  # the train set divides by no eigenvalue
+    assert np.all(np.isfinite(predict.gradient_descent_mse(k, y, diag_reg=1e-6)(1e20, 0., 0., kt)[1]))
 
 
 def test_condition_estimate_comes_close():
