@@ -351,6 +351,8 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
             raise TypeError(f"{name} must be True or False, not {flag!r}")
     if a1.shape[0] == 0:
         raise ValueError("x1 has no samples")
+    if 0 in a1.shape[1:]:  # refused before any file is written (the program refused it after)
+        raise ValueError(f"x1 has shape {a1.shape}: a sample of no values")
     if a2 is not None:
         if a2.shape[1:] != a1.shape[1:]:
             raise ValueError(f"x2's samples have shape {a2.shape[1:]}, x1's {a1.shape[1:]}: they must agree")
@@ -365,17 +367,8 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
         if a is not None and not np.all(np.isfinite(a)):
             i = np.argwhere(~np.isfinite(a))[0]
             raise ValueError(f"{name}[{', '.join(map(str, i))}] is {a[tuple(i)]}: ntkd takes finite values only")
-        if a is not None and np.asarray(g).dtype != a.dtype:
-            # A sample whose every value became 0 in the conversion (float64
-            # values below float32's range): its kernel would be 0, stored as
-            # if the sample were zeros. Refused, as the job file's loader does.
-            lost = ~a.reshape(a.shape[0], -1).any(axis=1) & np.asarray(g).reshape(a.shape[0], -1).any(axis=1)
-            if lost.any():
-                i = int(np.argmax(lost))
-                big = float(np.abs(np.asarray(g)[i]).max())
-                raise ValueError(f"{name}[{i}]: every value is 0 in {precision}, though its values are not (the "
-                                 f"largest |value| {big:g}): its kernel would be 0, stored as if the sample were "
-                                 f"zeros; scale the data, or precision='float64'")
+        if a is not None:
+            _kernel._check_narrowed(g, a, name, "precision='float64'")
     y = None
     if labels is not None:
         if a2 is None:

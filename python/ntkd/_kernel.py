@@ -148,9 +148,38 @@ def _real(a):
     return a.astype(np.float32) if _narrow_float(a.dtype) else a
 
 
+def _check_narrowed(given, a, name, wider):
+    """Refuse a sample whose every value became 0 in the conversion to a's dtype, though its values
+    are not (float64 values below float32's range; a longdouble's below float64's): its kernel would
+    be 0, as if the sample were zeros. The job file's loader refuses it too. wider: the way to a
+    wider precision, where there is one."""
+    g = np.asarray(given)
+    if g.dtype == a.dtype or not a.size:
+        return
+    lost = ~a.reshape(a.shape[0], -1).any(axis=1) & g.reshape(a.shape[0], -1).any(axis=1)
+    if lost.any():
+        i = int(np.argmax(lost))
+        big = np.abs(g[i]).max()
+        big = np.format_float_scientific(big, precision=3, unique=False) if g.dtype.kind == "f" else str(big)
+        cure = f"scale the data, or {wider}" if wider and a.dtype.itemsize < 8 else "scale the data"
+        raise ValueError(f"{name}[{i}]: every value is 0 in {a.dtype}, though its values are not (the largest "
+                         f"|value| {big}): its kernel would be 0, as if the sample were zeros; {cure}")
+
+
+def _unmasked(x, name):
+    """Refuse a numpy masked array, as neural-tangents does (ValueError): np.asarray drops its mask, and the
+    values under the mask were computed on as data (a hunt). Every array ntkd's Python takes passes here."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise ValueError(f"{name} is a masked array: ntkd computes on every value, and would compute on the values "
+                         "under the mask; pass x.filled(value), or the rows you mean (np.ma.compress_rows), as a "
+                         "plain array")
+    return x
+
+
 def _as_array(x, name):
     if x is None:
         return None
+    _unmasked(x, name)
     if type(x).__name__.endswith("Tracer"):  # vmap or grad of kernel_fn (jax.jit's tracers: _traced)
         raise TypeError(f"{name} is a JAX tracer ({type(x).__name__}): ntkd's kernel_fn computes in libntkd, outside "
                         "JAX, so vmap and grad cannot trace it (jax.jit can); call it without them")
@@ -305,9 +334,12 @@ class KernelFn:
         # As JAX computes: float64 if either input is (float32 x1 against
         # float64 x2 was once computed in float32), or under jax_enable_x64.
         dtype = np.float64 if _wide(a1, a2) else np.float32
+        g1, g2 = a1, a2
         a1 = np.ascontiguousarray(a1, dtype=dtype)
+        _check_narrowed(g1, a1, "x1", None)
         if a2 is not None:
             a2 = np.ascontiguousarray(a2, dtype=dtype)
+            _check_narrowed(g2, a2, "x2", None)
             if a2.shape[1:] != a1.shape[1:]:
                 raise ValueError(f"x2's samples have shape {a2.shape[1:]}, x1's {a1.shape[1:]}: they must agree")
         p1, p2 = _patterns(self._ntkd_spec.graph, kwargs.get("pattern"), a1, a2, dtype)

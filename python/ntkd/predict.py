@@ -59,7 +59,7 @@ import numpy as np
 
 from . import _ode, _program
 from ._array import ready
-from ._kernel import _float64_dtype, _real
+from ._kernel import _float64_dtype, _real, _unmasked
 from .errors import SolveError
 
 __all__ = ["gp_inference", "gradient_descent_mse_ensemble", "gradient_descent_mse", "gradient_descent",
@@ -140,6 +140,7 @@ def _number(x, what):
 
 
 def _real_array(x, what):
+    _unmasked(x, what)
     try:
         a = _real(np.asarray(x))
     except Exception as e:
@@ -154,6 +155,8 @@ def _targets(y_train, trace_axes):
     y = _real_array(y_train, "y_train")
     if y.ndim == 0:
         raise ValueError("y_train must have a sample axis first: shape (n,) or (n, k)")
+    if y.shape[0] == 0:  # (numpy's reshape said "cannot reshape array of size 0", naming nothing)
+        raise ValueError(f"y_train has shape {y.shape}: the predictions need n >= 1 train samples")
     if not np.all(np.isfinite(y)):
         raise ValueError("y_train holds values that are not finite")
     if isinstance(trace_axes, (numbers.Integral, np.integer)) and not isinstance(trace_axes, bool):
@@ -920,6 +923,8 @@ def _one_precision(x_train, x_test):
     x_test against float64 x_train once gave a float32 test x test kernel
     beside float64 others: its covariance 1.5e-3 off). Any array, a JAX one
     too: by its dtype."""
+    for x, name in ((x_train, "x_train"), (x_test, "x_test")):
+        _unmasked(x, name)
     w = [_wide_input(x) for x in (x_train, x_test)]
     if w[0] != w[1]:
         x_train, x_test = (x if wx else np.asarray(x, dtype=np.float64) for x, wx in zip((x_train, x_test), w))

@@ -1349,6 +1349,8 @@ class Kernel:
         if isinstance(v, (str, bytes)) or v is None:
             raise TypeError("matvec: v must be a real array of shape (%d,) or (%d, k), not %r"
                             % (S.n, S.n, type(v).__name__))
+        if isinstance(v, np.ma.MaskedArray):  # np.asarray drops the mask: the values under it were multiplied
+            raise ValueError("matvec: v is a masked array: pass v.filled(value) as a plain array")
         try:
             v = np.asarray(v)
         except (TypeError, ValueError) as e:

@@ -627,3 +627,48 @@ def test_two_threads_writing_one_file_each_use_their_own_temporary(tmp_path, mon
         t.join()
     assert not failures, failures
     assert np.load(tmp_path / "f.npy")[0] in (1.0, 2.0) and not list(tmp_path.glob(".*.part"))
+
+
+def test_arrays_the_kernels_would_misread_are_refused(tmp_path, data):
+    # Found by a hunt. A masked array was computed on the values under its mask (np.asarray drops
+    # the mask; neural-tangents raises ValueError); a longdouble sample whose values are all 0 in
+    # float64 gave a kernel of 0 without a word (ntkd.batch refused it, naming |value| 0 and
+    # advising precision='float64', already the precision); x1 of shape (5, 0) was refused by the
+    # program after the job's files were written.
+    from ntkd import predict
+    kf = kernel_fn()
+    x = np.ma.masked_array(data[0], mask=np.zeros_like(data[0], dtype=bool))
+    x.mask[3, 2] = True
+    with pytest.raises(ValueError, match="x1 is a masked array"):
+        kf(x, None, "ntk")
+    with pytest.raises(ValueError, match="x2 is a masked array"):
+        kf(data[0], x, "ntk")
+    with pytest.raises(ValueError, match="x1 is a masked array"):
+        ntkd.batch(kf, x, store=tmp_path / "m.ntk", progress=False)
+    assert not os.listdir(tmp_path)
+    k = kf(data[0], None, "ntk")
+    y = np.ma.masked_array(np.ones((N1, 1)), mask=False)
+    with pytest.raises(ValueError, match="y_train is a masked array"):
+        predict.gp_inference(k, y)
+    with pytest.raises(ValueError, match="x_train is a masked array"):
+        predict.gradient_descent_mse_ensemble(kf, x, np.ones((N1, 1)))(x_test=data[1], get="ntk")
+    S = ntkd.batch(kf, data[0], store=tmp_path / "k.ntk", progress=False)
+    with pytest.raises(ValueError, match="matvec: v is a masked array"):
+        S["ntk"].matvec(np.ma.masked_array(np.ones(N1), mask=False))
+    S.close()
+    with pytest.raises(ValueError, match=r"y_train has shape \(0, 1\): the predictions need n >= 1"):
+        predict.gp_inference(np.zeros((0, 0)), np.zeros((0, 1)))
+    tiny = np.ones((3, 4), dtype=np.longdouble) * np.longdouble("1e-400")
+    if tiny.any():  # where longdouble is wider than float64 (x86)
+        with pytest.raises(ValueError, match=r"x1\[0\]: every value is 0 in float64, though its values are not "
+                                             r"\(the largest \|value\| 1\.000e-400\).*; scale the data$"):
+            kf(tiny, None, "ntk")
+        with pytest.raises(ValueError, match=r"every value is 0 in float64, .*1\.000e-400.*; scale the data$"):
+            ntkd.batch(kf, tiny, store=tmp_path / "t.ntk", progress=False)
+    with pytest.raises(ValueError, match=r"x1\[0\]: every value is 0 in float32, .* scale the data, or "
+                                         r"precision='float64'$"):
+        ntkd.batch(kf, np.full((3, 4), 1e-50), store=tmp_path / "f.ntk", precision="float32", progress=False)
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(ValueError, match=r"x1 has shape \(5, 0\): a sample of no values"):
+        ntkd.batch(kf, np.zeros((5, 0)), store=tmp_path / "z.ntk", progress=False)
+    assert sorted(os.listdir(tmp_path)) == before
