@@ -48,9 +48,11 @@ class Files:
     def _at(self, ext):
         return os.path.join(self.folder, f"{self.stem}.{ext}")
 
-    def data(self, which):
-        """The name (in the store's folder) of x1, x2, y1, y2, p1 or p2."""
-        return f"{self.stem}.{which}.npy"
+    def data(self, which, tag=""):
+        """The name (in the store's folder) of x1, x2, y1, y2, p1 or p2; with tag, a staged job's
+        (STEM.x1.new8244.npy: before the extension, by which the program tells a labels file's
+        format: STEM.y1.npy.new8244 was read as IDX and refused)."""
+        return f"{self.stem}.{which}{tag}.npy"
 
 
 def _write(path, content):
@@ -405,7 +407,7 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     resume = not fresh and all(ident is not None for _, ident in held)
     staged = not fresh and not resume
     tag = f".new{os.getpid()}" if staged else ""
-    names = {k: files.data(k) + tag for k in _FILES}
+    names = {k: files.data(k, tag) for k in _FILES}
     names["store"] = files.name
     job_name = os.path.basename(files.job) + tag
     if resume:
@@ -494,7 +496,7 @@ def _in_python_words(text, tag):
     """The program's error as this call's caller can act on it: the cure is
     overwrite=True or another store (the program names its --overwrite and
     [output] path), and the files are named as the caller knows them, not by
-    the temporary names a staged job ran under (x1.npy.new8244)."""
+    the temporary names a staged job ran under (x1.new8244.npy, k.conf.new8244)."""
     text = text.replace("use --overwrite to replace it, or set [output] path to a new file",
                         "pass overwrite=True to replace it, or another store")
     text = text.replace("use --overwrite to replace it", "pass overwrite=True to replace it")
@@ -527,7 +529,7 @@ def _adopt(files, written, ours, job_final, tag):
     name with the identity of this call's file there (None where another call's stands there)."""
     relied = []
     for (name, _), mine in zip(written[1:], ours[1:]):
-        final = name[:-len(tag)]
+        final = name[:-len(tag + ".npy")] + ".npy"  # Files.data's tag, before the extension
         os.replace(os.path.join(files.folder, name), os.path.join(files.folder, final))
         now = _identity(os.path.join(files.folder, final))  # a rename changes its ctime, not its inode
         relied.append((final, now if now is not None and mine is not None and now[:2] == mine[:2] else None))

@@ -484,6 +484,11 @@ def test_labels_written_for_ntkd_solve(tmp_path, data):
     job = open(tmp_path / "k.conf").read()
     assert "labels = k.y1.npy" in job and "labels = k.y2.npy" in job
     assert np.array_equal(np.load(tmp_path / "k.y1.npy"), y1) and np.array_equal(np.load(tmp_path / "k.y2.npy"), y2)
+    # Labels changed: the job runs staged, its files under temporary names, whose labels the
+    # program took for IDX by the name (k.y1.npy.new8244: "not an IDX file"). Taken now.
+    ntkd.batch(kernel_fn(), x1, x2, store=tmp_path / "k.ntk", labels=(y1[::-1].copy(), y2), progress=False)
+    assert np.array_equal(np.load(tmp_path / "k.y1.npy"), y1[::-1])
+    assert not [f for f in os.listdir(tmp_path) if ".new" in f]
 
 
 def test_program_not_found(tmp_path, data, monkeypatch):
