@@ -85,6 +85,15 @@ expect_rc 0 "a job whose test data is named PREFIX-nngp-ridgeR-var.npy (variance
 check "... keeps its test data" cmp -s xte.npy "iv-nngp-ridge$ridge-var.npy"
 expect_rc 0 "... and so does its ntkd solve" "$NTKD" solve iv.ntk iv.conf
 check "... the test data still there" cmp -s xte.npy "iv-nngp-ridge$ridge-var.npy"
+# the other kernel's files are of the set too: a kernel = ntk job's NTK
+# predictions stayed beside the kernel = nngp job's that replaced its store
+reg kk "$arch" "$ridge" 5
+expect_rc 0 "a kernel = ntk job with [solve]" "$NTKD" kk.conf
+check "... writes both kernels' predictions" bash -c "[ -e kk-nngp-ridge$ridge.npy ] && [ -e kk-ntk-ridge$ridge.npy ]"
+sed -i 's/^\[model\]$/[model]\nkernel = nngp/' kk.conf
+expect_rc 0 "the job made kernel = nngp, --overwrite" "$NTKD" kk.conf --overwrite
+check "... removes the NTK predictions of the store it replaced" \
+  bash -c "[ -e kk-nngp-ridge$ridge.npy ] && [ ! -e kk-ntk-ridge$ridge.npy ]"
 reg novar "$arch" "$ridge" 5 "variance = yes"
 expect_rc 2 "variance without test_test = yes is refused" "$NTKD" novar.conf
 check "... saying to add test_test = yes, before any store is made" \

@@ -355,12 +355,13 @@ static int file_id(const char *path, dev_t *dev, ino_t *ino) {
   return 1;
 }
 
-/* Whether the older variance file `path`, of the kind this solve does not
- * write, may be removed: not one of the job's inputs or its store, nor
- * another of ntkd's own files. (The files this solve writes are checked so
- * before it starts, ntk_solve_check_outputs; this name was not: a test data
- * file or the store itself named like it was removed, exit 0: a hunt.) */
-static int other_variance_removable(const char *path, const char *store_path, const struct ntk_job *job) {
+/* Whether the older file `path` of the set, one this solve does not write
+ * (a variance file of the other kind, a kernel the store does not hold),
+ * may be removed: not one of the job's inputs or its store, nor another of
+ * ntkd's own files. (The files this solve writes are checked so before it
+ * starts, ntk_solve_check_outputs; these names were not: a test data file
+ * or the store itself named like one was removed, exit 0: a hunt.) */
+static int other_removable(const char *path, const char *store_path, const struct ntk_job *job) {
   struct ntk_named_path in[NTK_JOB_MAX_INPUTS + 1];
   size_t nin = ntk_job_inputs(job, in);
   in[nin++] = (struct ntk_named_path){"the store", store_path, 0};
@@ -369,28 +370,35 @@ static int other_variance_removable(const char *path, const char *store_path, co
   return ntk_file_kind(path) == NTK_FILE_OTHER;
 }
 
+static void prior_add(struct prior_files *pf, const char *path, int written, const char *store_path,
+                      const struct ntk_job *job) {
+  struct prior_file *f = &pf->f[pf->n];
+  snprintf(f->path, sizeof f->path, "%s", path);
+  if (!written && !other_removable(f->path, store_path, job)) return;
+  f->present = file_id(f->path, &f->dev, &f->ino);
+  pf->n++;
+}
+
+/* The set: for each ridge of the job, both kernels' predictions files and
+ * both variance files of each, whatever this solve writes. An earlier
+ * solve's -var.npy beside this one's predictions (variance = no or full
+ * now), or a kernel = ntk job's NTK predictions beside a kernel = nngp
+ * job's, passed for this solve's (hunts). */
 static void prior_files_take(struct prior_files *pf, const char *store_path, const struct ntk_job *job,
                              uint32_t kernels) {
   size_t nr = job->solve.nridge;
+  int writes = job->solve.variance ? 1 + (job->solve.variance == NTK_VARIANCE_FULL) : 0; /* 1 var, 2 cov */
   pf->n = 0;
   pf->f = calloc(6 * nr + 1, sizeof *pf->f);
   for (int which = NTK_KERNEL_NNGP; pf->f && which <= NTK_KERNEL_NTK; which <<= 1)
-    for (size_t r = 0; r < nr && (kernels & (uint32_t)which); r++) {
-      char pred[NTK_PATH_MAX + 64];
+    for (size_t r = 0; r < nr; r++) {
+      int solved = (kernels & (uint32_t)which) != 0;
+      char pred[NTK_PATH_MAX + 64], var[NTK_PATH_MAX + 64];
       prediction_path(store_path, job, which, job->solve.ridge[r], pred, sizeof pred);
-      struct prior_file *p = &pf->f[pf->n++];
-      snprintf(p->path, sizeof p->path, "%s", pred);
-      p->present = file_id(p->path, &p->dev, &p->ino);
-      /* Both variance files, whatever this solve's variance: an earlier
-       * solve's -var.npy beside this one's predictions (variance = no or
-       * full now) passed for their variances (a hunt). */
-      int writes = job->solve.variance ? 1 + (job->solve.variance == NTK_VARIANCE_FULL) : 0; /* 1 var, 2 cov */
+      prior_add(pf, pred, solved, store_path, job);
       for (int full = 0; full <= 1; full++) {
-        struct prior_file *v = &pf->f[pf->n];
-        variance_path(pred, full, v->path, sizeof v->path);
-        if (writes != 1 + full && !other_variance_removable(v->path, store_path, job)) continue;
-        v->present = file_id(v->path, &v->dev, &v->ino);
-        pf->n++;
+        variance_path(pred, full, var, sizeof var);
+        prior_add(pf, var, solved && writes == 1 + full, store_path, job);
       }
     }
 }
@@ -506,7 +514,7 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
     int writes = job->solve.variance ? 1 + (job->solve.variance == NTK_VARIANCE_FULL) : 0;
     for (int full = 0; full <= 1; full++) {
       variance_path(old, full, vold, sizeof vold);
-      if (writes == 1 + full || other_variance_removable(vold, store_path, job))
+      if (writes == 1 + full || other_removable(vold, store_path, job))
         gone |= unlink(vold) == 0 || prior_removed(tab->prior, vold);
     }
     return ntk_error(NTK_EINPUT, "%s%s%s", o->why, gone ? "; removed the older file of this ridge: " : "",
