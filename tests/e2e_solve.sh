@@ -94,6 +94,21 @@ sed -i 's/^\[model\]$/[model]\nkernel = nngp/' kk.conf
 expect_rc 0 "the job made kernel = nngp, --overwrite" "$NTKD" kk.conf --overwrite
 check "... removes the NTK predictions of the store it replaced" \
   bash -c "[ -e kk-nngp-ridge$ridge.npy ] && [ ! -e kk-ntk-ridge$ridge.npy ]"
+# ... also where every ridge fails: no file is written, and the older set
+# went only before a first file (the NTK predictions stayed, exit 2)
+$PY -c "
+import numpy as np
+r = np.random.default_rng(0)
+x = r.standard_normal((12, 4)); np.save('af.npy', x); x[1] = x[0]; np.save('afdup.npy', x)
+np.save('aft.npy', r.standard_normal((4, 4))); np.save('afy.npy', np.arange(12) % 3); np.save('afty.npy', np.arange(4) % 3)
+"
+af() { printf '[data]\npath = %s\nlabels = afy.npy\n[test]\npath = aft.npy\nlabels = afty.npy\n[model]\narch = Dense Relu Dense\nkernel = %s\n[compute]\nprecision = float64\n[output]\npath = af.ntk\n[solve]\nridge = 0\n' "$1" "$2" > af.conf; }
+af af.npy ntk
+expect_rc 0 "a kernel = ntk job, ridge 0" "$NTKD" af.conf
+check "... writes both kernels' predictions" bash -c "[ -e af-nngp-ridge0.npy ] && [ -e af-ntk-ridge0.npy ]"
+af afdup.npy nngp
+expect_rc 2 "the job made kernel = nngp on data with a sample twice: its one ridge fails" "$NTKD" af.conf --overwrite
+check "... and no predictions of the replaced store stay" bash -c "! ls af-*.npy 2>/dev/null"
 reg novar "$arch" "$ridge" 5 "variance = yes"
 expect_rc 2 "variance without test_test = yes is refused" "$NTKD" novar.conf
 check "... saying to add test_test = yes, before any store is made" \

@@ -507,7 +507,13 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
            "failed: not solved (see the message below)");
     fflush(stdout);
     /* No file of this ridge may stay from an earlier solve (another kernel,
-     * other labels): read after this one, it would pass for its result. */
+     * other labels): read after this one, it would pass for its result.
+     * This removal is the solve's first change where no file was written
+     * before it: the older set goes first, as before a first file
+     * (table_guard; a solve whose every ridge failed kept the other
+     * kernel's older predictions: a hunt). */
+    ntk_status guard = table_guard(tab);
+    if (guard) return guard;
     char old[NTK_PATH_MAX + 64], vold[NTK_PATH_MAX + 64];
     prediction_path(store_path, job, which, ridge, old, sizeof old);
     int gone = unlink(old) == 0 || prior_removed(tab->prior, old);
