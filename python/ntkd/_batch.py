@@ -172,6 +172,7 @@ def _job_difference(S, kernel_fn, a1, a2, kernel, precision, test_test, p1=None,
 
 
 def _labels(y, n, what):
+    _kernel._unmasked(y, what)
     try:
         a = np.asarray(y)
     except Exception as e:
@@ -363,11 +364,16 @@ def batch(kernel_fn, x1=None, x2=None, store="k.ntk", ranks=None, *, kernel="ntk
     elif test_test:
         raise ValueError("test_test=True needs a test set (x2)")
     given = (a1, a2)
-    a1 = np.ascontiguousarray(a1, dtype=dtype)
-    a2 = np.ascontiguousarray(a2, dtype=dtype) if a2 is not None else None
+    with np.errstate(over="ignore"):  # a value past the precision's range: named below
+        a1 = np.ascontiguousarray(a1, dtype=dtype)
+        a2 = np.ascontiguousarray(a2, dtype=dtype) if a2 is not None else None
     for name, a, g in (("x1", a1, given[0]), ("x2", a2, given[1])):
         if a is not None and not np.all(np.isfinite(a)):
             i = np.argwhere(~np.isfinite(a))[0]
+            v = np.asarray(g)[tuple(i)]
+            if np.isfinite(v):  # finite, past the precision's range (1.3e39 in float32)
+                raise ValueError(f"{name}[{', '.join(map(str, i))}] is {v!r}, beyond {precision}'s range: scale the "
+                                 "data" + (", or precision='float64'" if precision == "float32" else ""))
             raise ValueError(f"{name}[{', '.join(map(str, i))}] is {a[tuple(i)]}: ntkd takes finite values only")
         if a is not None:
             _kernel._check_narrowed(g, a, name, "precision='float64'")

@@ -514,8 +514,8 @@ def _patterns(graph, pattern, a1, a2, dtype):
     if (q1 is None) != (q2 is None):
         raise NotImplementedError("Having exactly one of two `pattern1/2=None` is not implemented (neural-tangents "
                                   "refuses it too)")
-    p1 = _pattern(graph[0], q1, a1, "pattern1", dtype)
-    p2 = _pattern(graph[0], q2, a2 if a2 is not None else a1, "pattern2", dtype)
+    p1 = _pattern(graph[0], _unmasked(q1, "pattern1"), a1, "pattern1", dtype)
+    p2 = _pattern(graph[0], _unmasked(q2, "pattern2"), a2 if a2 is not None else a1, "pattern2", dtype)
     if p2.shape[1] != p1.shape[1]:  # the library reads both as V x V per sample
         raise ValueError(f"pattern1 pairs {p1.shape[1]} positions and pattern2 {p2.shape[1]}: the same Aggregates "
                          "see both")

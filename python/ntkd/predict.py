@@ -275,6 +275,11 @@ def _regularised(K, diag_reg, absolute, symmetrise=False):
 # lost all its digits.
 MIN_RCOND = 1e-13
 
+# How far (w t/size) a mode of a rounding eigenvalue may have moved at a finite time before the test
+# outputs are refused (_Numpy._settled_noise): their error grows with it, about 4x it on a kernel of
+# two equal samples with different targets (a hunt), so 1e-8 bounds it near 4e-8.
+NOISE_MOVED = 1e-8
+
 
 def _upper_norm1(A):
     """The 1-norm of the symmetric matrix whose upper triangle A holds (rows in blocks: no n x n copy)."""
@@ -416,16 +421,18 @@ class _Numpy:
         return out
 
     def _settled_noise(self, g, w, t, size):
-        """Refuse a finite time at which a mode of the train kernel whose eigenvalue is rounding (below
-        MIN_RCOND of the largest) has moved (w t/size > 1): its test outputs divide by that eigenvalue,
-        as at t = inf (an exactly singular kernel gave predictions 50 % off at t = 1e20: a hunt)."""
+        """Refuse a finite time by which a mode of the train kernel whose eigenvalue is rounding (below
+        MIN_RCOND of the largest) has moved by more than NOISE_MOVED of its way (w t/size): its test
+        outputs carry that eigenvalue's rounding, in proportion (an exactly singular kernel gave
+        predictions 50 % off at t = 1e20, 118 % at w t/size = 0.3: hunts), as at t = inf."""
         top = float(w.max()) if len(w) else 0.
         noise = w[(w > 0) & (w < MIN_RCOND * top)]
-        if len(noise) and float(noise.max()) * t / size > 1:
+        if len(noise) and float(noise.max()) * 2 * t / size > NOISE_MOVED:  # 2t: the NNGP covariance's integral
             raise SolveError(f"the {self.label or g.upper()} train kernel with diag_reg {self.diag_reg:g} is too "
                              f"ill-conditioned for t = {t:g}: {len(noise)} of its eigenvalues are below "
-                             f"{MIN_RCOND:.0e} of the largest (rounding), and by this time their modes have moved, "
-                             "as at t = infinity: increase diag_reg, or give a smaller t")
+                             f"{MIN_RCOND:.0e} of the largest (rounding), and by this time their modes have moved "
+                             f"(2 w t/size > {NOISE_MOVED:.0e}), as at t = infinity: increase diag_reg, or give a "
+                             "smaller t")
 
     def evolve(self, names, times, size, k_test_train, k_test_test):
         """gradient_descent_mse_ensemble at finite times: means (T, m, k), and with k_test_test
@@ -1102,6 +1109,7 @@ def _times(t, learning_rate):
     None for t = infinity given as one number (None or inf: solved, not evolved)."""
     if t is None:
         return None
+    _unmasked(t, "t")
     try:
         a = np.asarray(t)
         if a.dtype.kind not in "iuf":

@@ -673,6 +673,17 @@ def test_arrays_the_kernels_would_misread_are_refused(tmp_path, data):
     with pytest.raises(ValueError, match=r"x1\[0\]: every value is 0 in float32, .* scale the data, or "
                                          r"precision='float64'$"):
         ntkd.batch(kf, np.full((3, 4), 1e-50), store=tmp_path / "f.ntk", precision="float32", progress=False)
+    # labels and times too (a second hunt); a finite value past float32 named as itself, not inf
+    with pytest.raises(ValueError, match=r"labels\[0\] is a masked array"):
+        ntkd.batch(kf, data[0], data[1], store=tmp_path / "l.ntk", progress=False,
+                   labels=(np.ma.masked_array(np.arange(N1) % 3, mask=False), np.arange(N2) % 3))
+    with pytest.raises(ValueError, match="t is a masked array"):
+        predict.gradient_descent_mse(k, np.ones((N1, 1)))(np.ma.masked_array([1., 2.], mask=[False, True]), 0.)
+    big = data[0].copy()
+    big[0, 2] = 1.3e39
+    with pytest.raises(ValueError, match=r"x1\[0, 2\] is 1\.3e\+39, beyond float32's range: scale the data, or "
+                                         r"precision='float64'"):
+        ntkd.batch(kf, big, store=tmp_path / "b.ntk", precision="float32", progress=False)
     before = sorted(os.listdir(tmp_path))
     with pytest.raises(ValueError, match=r"x1 has shape \(5, 0\): a sample of no values"):
         ntkd.batch(kf, np.zeros((5, 0)), store=tmp_path / "z.ntk", progress=False)

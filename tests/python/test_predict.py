@@ -362,7 +362,10 @@ def test_a_time_that_moves_a_rounding_mode_is_refused():
     with pytest.raises(ntkd.SolveError, match=r"given train kernel with diag_reg 0 is too ill-conditioned for "
                                               r"t = 1e\+20: 1 of its eigenvalues are below 1e-13 of the largest"):
         fn(np.array([1., 1e20]), 0., 0., kt)
-    assert np.all(np.isfinite(fn(np.array([1., 1e6]), 0., 0., kt)[1]))  # 1e-15 * 1e6 / 4: not moved
+    assert np.all(np.isfinite(fn(np.array([1., 1e6]), 0., 0., kt)[1]))  # 2 * 1e-15 * 1e6 / 4: not moved
+    # moved by a third of its way (2 w t / size = 0.3), the outputs were 118 % off (a second hunt)
+    with pytest.raises(ntkd.SolveError, match=r"too ill-conditioned for t = 6e\+14.*\(2 w t/size > 1e-08\)"):
+        fn(np.array([1., 6e14]), 0., 0., kt)
     assert np.all(np.isfinite(fn(1e20, 0.)))  # the train set divides by no eigenvalue
     assert np.all(np.isfinite(predict.gradient_descent_mse(k, y, diag_reg=1e-6)(1e20, 0., 0., kt)[1]))
 
