@@ -116,6 +116,12 @@ static ntk_status predictions_still_locked(ntk_lock_t *lock, const char *store_p
                    ntk_error_message(), consequence);
 }
 
+/* Whether this solve writes the variance files of kind `full` (0: -var.npy,
+ * 1: -cov.npy). */
+static int writes_variance(const struct ntk_job *job, int full) {
+  return job->solve.variance && (job->solve.variance == NTK_VARIANCE_FULL) == full;
+}
+
 /* PREFIX-KERNEL-ridgeR-var.npy (or -cov.npy) next to the predictions. */
 static void variance_path(const char *pred_path, int full, char *out, size_t cap) {
   size_t l = strlen(pred_path);
@@ -387,7 +393,6 @@ static void prior_add(struct prior_files *pf, const char *path, int written, con
 static void prior_files_take(struct prior_files *pf, const char *store_path, const struct ntk_job *job,
                              uint32_t kernels) {
   size_t nr = job->solve.nridge;
-  int writes = job->solve.variance ? 1 + (job->solve.variance == NTK_VARIANCE_FULL) : 0; /* 1 var, 2 cov */
   pf->n = 0;
   pf->f = calloc(6 * nr + 1, sizeof *pf->f);
   for (int which = NTK_KERNEL_NNGP; pf->f && which <= NTK_KERNEL_NTK; which <<= 1)
@@ -398,7 +403,7 @@ static void prior_files_take(struct prior_files *pf, const char *store_path, con
       prior_add(pf, pred, solved, store_path, job);
       for (int full = 0; full <= 1; full++) {
         variance_path(pred, full, var, sizeof var);
-        prior_add(pf, var, solved && writes == 1 + full, store_path, job);
+        prior_add(pf, var, solved && writes_variance(job, full), store_path, job);
       }
     }
 }
@@ -517,10 +522,9 @@ static ntk_status report_ridge(const char *store_path, const struct ntk_job *job
     char old[NTK_PATH_MAX + 64], vold[NTK_PATH_MAX + 64];
     prediction_path(store_path, job, which, ridge, old, sizeof old);
     int gone = unlink(old) == 0 || prior_removed(tab->prior, old);
-    int writes = job->solve.variance ? 1 + (job->solve.variance == NTK_VARIANCE_FULL) : 0;
     for (int full = 0; full <= 1; full++) {
       variance_path(old, full, vold, sizeof vold);
-      if (writes == 1 + full || other_removable(vold, store_path, job))
+      if (writes_variance(job, full) || other_removable(vold, store_path, job))
         gone |= unlink(vold) == 0 || prior_removed(tab->prior, vold);
     }
     return ntk_error(NTK_EINPUT, "%s%s%s", o->why, gone ? "; removed the older file of this ridge: " : "",
@@ -649,11 +653,6 @@ static ntk_status meet_report(const struct meet *m, ntk_status local) {
   return met(m, ntk_comm_agree_report_within(m->comm, local, limit), limit);
 }
 
-/* Collective: NTK_EINTERRUPTED on every rank, with the stopped message,
- * when any rank has a stop signal or stopped (`local`: this rank's
- * status). method = lapack computes on rank 0 alone, which never sees a
- * signal sent to another rank: without this the solve ended with exit 0
- * and every file written while rank 1 had been told to stop. */
 /* Under the test setting NTKD_TEST_SOLVE_PAUSE=S: rank 0 sleeps S seconds
  * at the start of each kernel's solve, after the agreement before it, as a
  * long solve would (tests/e2e_solve_ranks.sh: a signal to another rank
@@ -665,6 +664,11 @@ static void test_solve_pause(int rank) {
   ntk_sleep(atof(v), NULL);
 }
 
+/* Collective: NTK_EINTERRUPTED on every rank, with the stopped message,
+ * when any rank has a stop signal or stopped (`local`: this rank's
+ * status). method = lapack computes on rank 0 alone, which never sees a
+ * signal sent to another rank: without this the solve ended with exit 0
+ * and every file written while rank 1 had been told to stop. */
 static ntk_status agree_stop(const struct meet *m, ntk_status local) {
   const ntk_comm_t *comm = m->comm;
   if (!local && ntk_stop_requested())
