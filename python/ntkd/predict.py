@@ -408,8 +408,9 @@ class _Numpy:
         if ktd is not None and np.isinf(times).any():
             self.factor(g)
         w, v = self.eigen(g)
-        if ktd is not None and len(times):
-            self._settled_noise(g, w, float(times.max()), size)
+        finite = times[np.isfinite(times)]  # an infinite time: checked as t = None is (self.factor above)
+        if ktd is not None and len(finite):
+            self._settled_noise(g, w, float(finite.max()), size)
         c = v.T @ r
         p, fs = (v, _grown(w, times, size)) if ktd is None else (ktd @ v, _integral(w, times, size))
         out = np.empty((len(times), p.shape[0], r.shape[1]))
