@@ -231,9 +231,9 @@ _NT_BATCH_ARGS = ("batch_size", "device_count", "store_on_device")
 
 def _nt_batch(kernel_fn, x1, x2, nt_args, unknown, given):
     """neural-tangents' nt.batch(kernel_fn, batch_size, device_count, store_on_device) with `import
-    ntkd as nt`: kernel_fn itself (any callable: ntkd's kernel_fn, or a function calling it). It already computes tile by tile within memory on every core,
-    which is what the wrapper does for neural-tangents' (the same numbers, without the wrapper's
-    blocks)."""
+    ntkd as nt`: kernel_fn itself (any callable: ntkd's kernel_fn, or a function calling it). It
+    already computes tile by tile within memory on every core, which is what the wrapper does for
+    neural-tangents' (the same numbers, without the wrapper's blocks)."""
     def nt_words(why):
         return TypeError(f"ntkd.batch(kernel_fn, ...) {why}: with neural-tangents' arguments (batch_size, "
                          "device_count, store_on_device; or none) it is nt.batch, which returns kernel_fn itself "

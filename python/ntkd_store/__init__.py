@@ -645,8 +645,8 @@ class Store:
             records = (size - self._first) // self._align + 1 if size > self._first else 1
             lines, max_lines = ist.st_size // _ENTRY, 3 * records + 1
             if lines - 1 > max_lines:
-                return _INDEX_OUTGROWN, [], 0, "%s is %d bytes, more than this store can need (at most %d): not read" % (
-                    path, ist.st_size, (max_lines + 1) * _ENTRY)
+                return _INDEX_OUTGROWN, [], 0, "%s is %d bytes, more than this store can need (at most %d): " \
+                    "not read" % (path, ist.st_size, (max_lines + 1) * _ENTRY)
             entries, kept, covered, marks, bad = [], 0, 0, 0, 0
             line = 1
             while line < lines:

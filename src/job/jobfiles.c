@@ -128,7 +128,7 @@ ntk_status ntk_job_check_files(const struct ntk_job *job) {
       else if (kind != NTK_FILE_OTHER && kind != (k ? NTK_FILE_LOCK : NTK_FILE_INDEX))
         st = ntk_error(NTK_EUSAGE, "[output] path (%s): %s, %s, is %s: an output never replaces one of ntkd's own "
                        "files; choose another name", job->out_path, what, comp, ntk_file_kind_name(kind));
-      at = line[0];
+      if (st) at = line[0];
     }
   if (!st && job->train.enabled && job->train.snapshot[0] &&
       (st = check_room(job->train.snapshot, "[train] snapshot", ".lock")))

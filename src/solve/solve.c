@@ -128,6 +128,14 @@ static void variance_path(const char *pred_path, int full, char *out, size_t cap
   snprintf(out, cap, "%.*s-%s.npy", (int)(l > 4 ? l - 4 : l), pred_path, full ? "cov" : "var");
 }
 
+/* The files a solve reads and must never replace or remove: the job's
+ * inputs and the store. `in` holds NTK_JOB_MAX_INPUTS + 1. */
+static size_t solve_inputs(const struct ntk_job *job, const char *store_path, struct ntk_named_path *in) {
+  size_t nin = ntk_job_inputs(job, in);
+  in[nin++] = (struct ntk_named_path){"the store", store_path, 0};
+  return nin;
+}
+
 /* The prediction files must not replace the store or any input of the job. */
 ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job *job, uint32_t kernels) {
   struct ntk_named_path in[NTK_JOB_MAX_INPUTS + 1], out[4 * NTK_MAX_RIDGES];
@@ -137,8 +145,7 @@ ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job 
     free(names), free(what);
     return ntk_error(NTK_ENOMEM, "out of memory");
   }
-  size_t nin = ntk_job_inputs(job, in), nout = 0;
-  in[nin++] = (struct ntk_named_path){"the store", store_path, 0};
+  size_t nin = solve_inputs(job, store_path, in), nout = 0;
   for (int which = NTK_KERNEL_NNGP; which <= NTK_KERNEL_NTK; which <<= 1)
     for (size_t r = 0; r < job->solve.nridge && (kernels & (uint32_t)which); r++) {
       /* Named by the ridge in full: two ridges that %g prints alike give one file. */
@@ -369,8 +376,7 @@ static int file_id(const char *path, dev_t *dev, ino_t *ino) {
  * or the store itself named like one was removed, exit 0: a hunt.) */
 static int other_removable(const char *path, const char *store_path, const struct ntk_job *job) {
   struct ntk_named_path in[NTK_JOB_MAX_INPUTS + 1];
-  size_t nin = ntk_job_inputs(job, in);
-  in[nin++] = (struct ntk_named_path){"the store", store_path, 0};
+  size_t nin = solve_inputs(job, store_path, in);
   for (size_t k = 0; k < nin; k++)
     if (in[k].path && *in[k].path && ntk_same_file(path, in[k].path)) return 0;
   return ntk_file_kind(path) == NTK_FILE_OTHER;
