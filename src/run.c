@@ -144,8 +144,12 @@ static ntk_status take_lock(struct run *r) {
   if (!st && r->rank == 0 && job->solve.enabled && (st = ntk_solve_check_ranks(job, r->size, ntk_comm_active())))
     st = ntk_error(st, "%s: %s", job->source, ntk_error_message());
   const char *owned = job->train.enabled ? job->train.snapshot : job->out_path;
-  if (!st && r->rank == 0 && owned[0])
-    st = ntk_lock_acquire(owned, job->train.enabled ? "snapshot" : "store", &r->lock);
+  /* A path where no lock file can be made names its key's line (another
+   * job's hold is about the file, not the line). */
+  if (!st && r->rank == 0 && owned[0] &&
+      (st = ntk_lock_acquire(owned, job->train.enabled ? "snapshot" : "store", &r->lock)) && st != NTK_ELOCKED)
+    st = job->train.enabled ? ntk_job_error_at(job, job->train.snapshot_line, "[train] snapshot", st)
+                            : ntk_job_error_at(job, job->out_path_line, "[output] path", st);
   return ntk_comm_agree_report(r->comm, st);
 }
 

@@ -26,6 +26,10 @@ cp s.ntk big.ntk && truncate -s 17M big.ntk # past the job file's 16 MiB: still 
 expect_rc 2 "a store of more than 16 MiB given for the job file" "$NTKD" big.ntk
 check "... is named a store too" has "big.ntk: is an ntkd store, not a job file" err.log
 rm -f big.ntk
+# an [output] path under a file: no lock file can be made there; the key's line says which
+printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = x.npy/s.ntk\n' >under.conf
+expect_rc 3 "an [output] path under a file" "$NTKD" under.conf
+check "... names the key's line" has "under.conf:6: \[output\] path: x.npy/s.ntk.lock: cannot open: Not a directory" err.log
 
 # DIR/s.ntk of exactly 1023 bytes, and DIR/s.ntk.bak past the limit.
 D=$W/deep

@@ -453,5 +453,16 @@ tconf c 1 "alpha = 1e39"
 expect_rc 2 "alpha = 1e39 (inf in float32) refused" "$NTKD" check c.conf
 check "... with file:line" has "c.conf:13: \[train\] alpha: '1e39' is not a number in \[1.18e-38, 3.4e38\]" err.log
 
+# --- a snapshot or log path where no file can be made: its key's line --------
+tconf pl 1
+sed -i 's|^snapshot = .*|snapshot = x.npy/u.snap|' pl.conf
+expect_rc 3 "[train] snapshot under a file: exit 3" "$NTKD" pl.conf
+check "... naming the key's line" has "pl.conf:11: \[train\] snapshot: x.npy/u.snap.lock: cannot open" err.log
+tconf pl 1
+sed -i 's|^log = .*|log = x.npy/u.jsonl|' pl.conf
+expect_rc 3 "[train] log under a file: exit 3" "$NTKD" pl.conf
+check "... naming the key's line" has "pl.conf:12: \[train\] log: x.npy/u.jsonl: cannot open" err.log
+check "... no snapshot written" [ ! -e pl.snap ]
+
 echo "e2e_train_checks: $passed passed, $failed failed"
 [ "$failed" = 0 ]

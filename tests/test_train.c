@@ -175,6 +175,56 @@ START_TEST(test_permutation) {
 }
 END_TEST
 
+/* docs/TRAINING.md's generators, computed from its text alone: a change
+ * to either side fails here. */
+static uint64_t doc_splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static double doc_uniform(uint64_t *s) { return ldexp((double)(doc_splitmix64(s) >> 11) + 1, -53); }
+
+START_TEST(test_generators_as_documented) {
+  size_t sizes[4] = {5, 7, 3, 2}; /* W_0 35 entries (odd), W_1 21, W_2 6 */
+  struct ntk_mlp m;
+  ntk_mlp_init(&m, sizes, 4);
+  float p[200], want[200];
+  uint64_t seed = 0xFEDCBA9876543210ull;
+  ntk_mlp_init_params(&m, seed, p);
+  size_t at = 0;
+  uint64_t s = seed ^ 0x6D6C7020696E6974ull;
+  for (size_t l = 0; l < 3; l++) {
+    size_t n = sizes[l] * sizes[l + 1];
+    double std = 1 / sqrt((double)sizes[l]);
+    for (size_t i = 0; i < n; i += 2) {
+      double u1 = doc_uniform(&s), u2 = doc_uniform(&s);
+      double r = sqrt(-2 * log(u1)), a = 2 * M_PI * u2;
+      want[at + i] = (float)(std * r * cos(a));
+      if (i + 1 < n) want[at + i + 1] = (float)(std * r * sin(a));
+    }
+    at += n;
+    for (size_t k = 0; k < sizes[l + 1]; k++) want[at++] = 0;
+  }
+  ck_assert_uint_eq(at, m.nparams);
+  ck_assert_mem_eq(p, want, at * sizeof *p);
+  for (uint64_t e = 0; e < 3; e++) {
+    uint32_t perm[101], ref[101];
+    ntk_train_permutation(seed, e, 101, perm);
+    uint64_t t = seed;
+    t = doc_splitmix64(&t) ^ (e * 0xD1B54A32D192ED03ull);
+    for (uint32_t i = 0; i < 101; i++) ref[i] = i;
+    for (uint64_t i = 101; i >= 2; i--) {
+      uint64_t j = ((doc_splitmix64(&t) >> 32) * i) >> 32;
+      uint32_t x = ref[i - 1];
+      ref[i - 1] = ref[j], ref[j] = x;
+    }
+    ck_assert_mem_eq(perm, ref, sizeof perm);
+  }
+}
+END_TEST
+
 START_TEST(test_snapshot) {
   const char *dir = tu_tmpdir();
   char path[512];
@@ -428,6 +478,7 @@ int main(void) {
   tcase_add_test(tc, test_softmax_xent);
   tcase_add_test(tc, test_mlp_gradient);
   tcase_add_test(tc, test_permutation);
+  tcase_add_test(tc, test_generators_as_documented);
   tcase_add_test(tc, test_snapshot);
   tcase_add_test(tc, test_snapshot_forged);
   tcase_add_test(tc, test_snapshot_write_refuses);

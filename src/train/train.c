@@ -384,7 +384,7 @@ static ntk_status take_log(struct trainer *T) {
   if (!st) st = ntk_open_regular(path, O_RDWR | O_CREAT | O_APPEND, "training log", &T->log_fd);
   if (!st) st = ntk_lock_file(T->log_fd, path, "training log", 0);
   if (st) T->log_created = 0;
-  return st;
+  return st == NTK_ELOCKED ? st : ntk_job_error_at(T->job, T->o->log_line, "[train] log", st);
 }
 
 uint64_t ntk_train_log_chain(uint64_t prev, const char *line, size_t len) {
