@@ -342,14 +342,18 @@ expect_rc 0 "... the first job's rerun still takes its log" "$NTKD" f1.conf
 expect_rc 0 "... --overwrite starts over" "$NTKD" f2.conf --overwrite
 check "... with a log of its own epochs" json_log f1.jsonl 1 2
 # A run stopped between epoch 1's line and its snapshot: that line alone
-# (and a fragment) is taken, as a resume takes the next epoch's line.
+# (and a fragment) is taken, as a resume takes the next epoch's line, once
+# this job's epoch 1 gave the same record (below: another job's is refused).
+tconf f3 1
+expect_rc 0 "a job of one epoch" "$NTKD" f3.conf
+cp f3.jsonl f3.line && rm -f f3.snap && printf '{"epo' >> f3.jsonl
 tconf f3 2
-head -1 f1.jsonl > f3.jsonl && printf '{"epo' >> f3.jsonl
-expect_rc 0 "a fresh job on a log of epoch 1's line alone starts" "$NTKD" f3.conf
+expect_rc 0 "a fresh job on a log of its epoch 1's line alone (and a fragment) starts" "$NTKD" f3.conf
 check "... and writes its own epochs" json_log f3.jsonl 1 2
-head -1 f1.jsonl | sed 's/$/\r/' > f3.jsonl && echo >> f3.jsonl
+sed 's/$/\r/' f3.line > f3.jsonl && echo >> f3.jsonl
 rm -f f3.snap
 expect_rc 0 "... with a CRLF line end and a blank line too" "$NTKD" f3.conf
+check "... and writes its own epochs" json_log f3.jsonl 1 2
 # Without a snapshot, a stopped job's message says how a rerun starts over.
 printf '[data]\npath = x.npy\nlabels = y.npy\n[validation]\npath = vx.npy\nlabels = vy.npy\n[train]\nlayers = 16 8 3\nbatch = 50\nepochs = 3\nlog = f1.jsonl\n' > f4.conf
 expect_rc 2 "a job without a snapshot on a log of 2 epochs is refused" "$NTKD" f4.conf
@@ -463,6 +467,43 @@ sed -i 's|^log = .*|log = x.npy/u.jsonl|' pl.conf
 expect_rc 3 "[train] log under a file: exit 3" "$NTKD" pl.conf
 check "... naming the key's line" has "pl.conf:12: \[train\] log: x.npy/u.jsonl: cannot open" err.log
 check "... no snapshot written" [ ! -e pl.snap ]
+
+# --- a fresh start over a log holding one line of epoch 1: this job's (a run
+# killed between that line and its snapshot) or another's. Another job's
+# finished 1-epoch log was emptied, exit 0, its rerun then refused (a hunt).
+tconf ol 1
+expect_rc 0 "a 1-epoch job: a log of one line" "$NTKD" ol.conf
+cp ol.jsonl ol.keep
+tconf ob 1
+sed -i 's|^log = .*|log = ol.jsonl|; s|^batch = 50|batch = 30|' ob.conf
+expect_rc 2 "another job starting afresh over that log: exit 2 at the end of its epoch 1" "$NTKD" ob.conf
+check "... saying so" has "ol.jsonl: its line of epoch 1 is not the record of this job's epoch 1" err.log
+check "... the log as it was" cmp -s ol.jsonl ol.keep
+check "... no snapshot written" [ ! -e ob.snap ]
+rm -f ol.snap # as if killed between its line of epoch 1 and that epoch's snapshot
+tconf ol 2
+expect_rc 0 "the job whose line it is, starting afresh over it" "$NTKD" ol.conf
+check "... its log: epochs 1, 2" json_log ol.jsonl 1 2
+check "... epoch 1's record as before (elapsed_time aside)" bash -c \
+  "[ \"\$(head -1 ol.jsonl | sed 's/, \"elapsed_time.*//')\" = \"\$(sed 's/, \"elapsed_time.*//' ol.keep)\" ]"
+# A stop in that first epoch writes no snapshot: a resume would take the
+# line for its next epoch's and cut it.
+$PY -c "
+import numpy as np; r = np.random.default_rng(5)
+np.save('lx.npy', r.standard_normal((4000, 256)).astype(np.float32)); np.save('ly.npy', r.integers(0, 10, 4000))
+np.save('lvx.npy', r.standard_normal((50, 256)).astype(np.float32)); np.save('lvy.npy', r.integers(0, 10, 50))"
+printf '[data]\npath = lx.npy\nlabels = ly.npy\n[validation]\npath = lvx.npy\nlabels = lvy.npy\n[train]\nlayers = 256 1024 512 10\nbatch = 1\nepochs = 2\nsnapshot = lp.snap\nlog = ol.jsonl\n' > lp.conf
+cp ol.keep ol.jsonl
+"$NTKD" lp.conf >out.log 2>err.log &
+pid=$!
+for _ in $(seq 200); do has "training 256-1024-512-10" err.log && break; sleep 0.05; done
+sleep 0.5
+kill -TERM $pid
+wait $pid
+rc=$?
+check "SIGTERM in the first epoch over that log: exit 5 (exit $rc)" [ $rc = 5 ]
+check "... no snapshot, saying so" bash -c "[ ! -e lp.snap ] && grep -q 'no snapshot: ol.jsonl holds a line of epoch 1' err.log"
+check "... the log as it was" cmp -s ol.jsonl ol.keep
 
 echo "e2e_train_checks: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -72,6 +72,10 @@ struct trainer {
   int log_fd; /* [train] log, locked from before the snapshot is read (-1: none) */
   FILE *log;  /* the same file, once cut back or started afresh */
   int log_created; /* rank 0: take_log made the log: removed again if the job stops before a line */
+  /* Rank 0, a fresh start over a log that holds one line of epoch 1: that
+   * line (without its end), kept until this job's own epoch 1 shows whether
+   * it is this job's (check_fresh_log). Empty: none. */
+  char log_pending[1024];
   int snap_fd;     /* rank 0: the snapshot at its name as this job last read or wrote it, open and locked
                       from before it is read (-1: none was there, and none may be until this job writes one) */
   ntk_status failed;   /* this rank's device failed (a gradient or an update): told to the others at the */
@@ -530,13 +534,15 @@ static ntk_status log_in_place(const struct trainer *T) {
 }
 
 /* Rank 0, starting afresh without --overwrite: [train] log may be empty
- * (new), or hold this job's first line alone (a run stopped between epoch
- * 1's line and its snapshot: check_log's rule for the next epoch) and a
- * fragment after it. Anything more is a run no snapshot of this job
+ * (new), or hold one line of epoch 1 and a fragment after it: this job's
+ * (a run stopped between epoch 1's line and its snapshot: check_log's rule
+ * for the next epoch) or another job's. That line is kept in
+ * T->log_pending and the log left as it is until this job's epoch 1 ends
+ * (pending_line_is_ours). Anything more is a run no snapshot of this job
  * records (another job's log, or this job's run without a snapshot), which
  * a fresh start emptied without a word (a hunt: another job's finished log,
  * its own rerun then refused). Refused (exit 2), the log untouched. */
-static ntk_status check_fresh_log(const struct trainer *T) {
+static ntk_status check_fresh_log(struct trainer *T) {
   const char *path = T->o->log;
   FILE *f = fopen(path, "r");
   if (!f) return ntk_error(NTK_EIO, "%s: cannot read the log: %s", path, strerror(errno));
@@ -550,12 +556,17 @@ static ntk_status check_fresh_log(const struct trainer *T) {
     }
     while (len && isspace((unsigned char)line[len - 1])) line[--len] = '\0'; /* "\n", "\r\n" */
     if (!len) continue; /* a blank line (`echo > log`): no run's record */
-    if (!lines++) first = sscanf(line, "{\"epoch\": %llu", &e) == 1 && line[len - 1] == '}' ? e : 0;
+    if (!lines++) {
+      first = sscanf(line, "{\"epoch\": %llu", &e) == 1 && line[len - 1] == '}' ? e : 0;
+      snprintf(T->log_pending, sizeof T->log_pending, "%s", line);
+    }
   }
   int failed = ferror(f);
   fclose(f);
   if (failed) return ntk_error(NTK_EIO, "%s: cannot read the log", path);
-  if (!lines || (lines == 1 && first == 1)) return NTK_OK;
+  if (lines == 1 && first == 1) return NTK_OK;
+  T->log_pending[0] = '\0';
+  if (!lines) return NTK_OK;
   return ntk_error(NTK_EMISMATCH, "%s holds %llu line%s of a training run that %s records (another job's log, or an "
                    "earlier run of this job): this job starts afresh and would empty it; nothing was changed: use "
                    "--overwrite to start over, or set [train] log to a new file", path, lines, lines == 1 ? "" : "s",
@@ -575,6 +586,7 @@ static ntk_status open_log(struct trainer *T, int resumed, int overwrite) {
     return NTK_OK;
   }
   long keep = 0;
+  T->log_pending[0] = '\0';
   if (resumed) {
     ntk_status st = check_log(T, &keep);
     if (st) return st;
@@ -582,6 +594,9 @@ static ntk_status open_log(struct trainer *T, int resumed, int overwrite) {
     if (!overwrite) {
       ntk_status st = check_fresh_log(T);
       if (st) return st;
+      /* A line of epoch 1 that may be another job's: kept, with what follows it, until this job's own. */
+      struct stat sb;
+      if (T->log_pending[0] && fstat(T->log_fd, &sb) == 0) keep = (long)sb.st_size;
     }
     at->log_first = 1;
     at->log_sum = at->log_head = 0;
@@ -777,6 +792,30 @@ static ntk_status check_in_step(struct trainer *T, uint64_t *sum) {
   return t_agree_report(T, st);
 }
 
+/* Rank 0, at the end of a fresh start's epoch 1 over a log that held one
+ * line of epoch 1 (check_fresh_log): this job's record `rec` of that epoch
+ * equal to it but for elapsed_time (a run of the same job on as many ranks
+ * is bit-identical) means the line was this job's, stopped before its
+ * snapshot: the log is emptied for `rec`. Another record is another job's
+ * (or this job's on other ranks): refused (exit 2) before the line and the
+ * snapshot, the log as it was. A fresh start once emptied another job's
+ * log of one epoch, exit 0, that job's rerun then refused (a hunt). */
+static ntk_status pending_line_is_ours(struct trainer *T, const char *rec) {
+  const char *tail = strstr(rec, ", \"elapsed_time\": ");
+  size_t n = tail ? (size_t)(tail - rec) + 17 : strlen(rec);
+  int ours = strncmp(T->log_pending, rec, n) == 0;
+  T->log_pending[0] = '\0';
+  if (!ours)
+    return ntk_error(NTK_EMISMATCH, "%s: its line of epoch 1 is not the record of this job's epoch 1 (another "
+                     "job's log, or this job's run on another number of ranks): this job trained epoch 1 and "
+                     "wrote neither its line nor a snapshot; the log is as it was: set [train] log to a new file, "
+                     "or use --overwrite to empty it and start over", T->o->log);
+  if (fflush(T->log) || ftruncate(fileno(T->log), 0))
+    return ntk_error(NTK_EIO, "%s: cannot empty the log for this job's line of epoch 1: %s", T->o->log,
+                     strerror(errno));
+  return NTK_OK;
+}
+
 static ntk_status interrupted(struct trainer *T) {
   /* a rank whose last update failed holds parameters the others do not: no snapshot of them */
   ntk_status st = t_agree_report(T, own_failure(T));
@@ -786,9 +825,15 @@ static ntk_status interrupted(struct trainer *T) {
     snprintf(where, sizeof where, "by the stop in epoch %" PRIu64 " after step %" PRIu64, T->pos.epoch + 1,
              T->pos.step);
     st = check_state(T, where);
-    if (!st) st = write_snapshot(T);
+    /* Not while the log's line of epoch 1 may be another job's: a resume
+     * takes a line of the next epoch for its own and cuts it. */
+    if (!st && !T->log_pending[0]) st = write_snapshot(T);
   }
   if ((st = t_agree_report(T, st))) return st;
+  if (T->rank == 0 && T->log_pending[0])
+    return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch 1 after step %" PRIu64 "; no snapshot: %s holds a "
+                     "line of epoch 1 that is checked against this job's at the end of its epoch 1, so a rerun "
+                     "starts over", T->pos.step, T->o->log);
   if (*T->o->snapshot)
     return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 " after step %" PRIu64 "; snapshot in %s; "
                      "rerun the same command to resume", T->pos.epoch + 1, T->pos.step, T->o->snapshot);
@@ -897,8 +942,9 @@ static ntk_status train_epochs(struct trainer *T) {
         int len = snprintf(rec, sizeof rec, "{\"epoch\": %" PRIu64 ", \"main/loss\": %.9g, \"validation/main/loss\": "
                            "%.9g, \"main/accuracy\": %.9g, \"validation/main/accuracy\": %.9g, \"elapsed_time\": "
                            "%.6f}\n", T->pos.epoch, loss, vloss, acc, vacc, T->pos.elapsed);
-        if (fwrite(rec, 1, (size_t)len, T->log) != (size_t)len || fflush(T->log) ||
-            (fsync(fileno(T->log)) && errno != EINVAL))
+        if (T->log_pending[0]) st = pending_line_is_ours(T, rec);
+        if (!st && (fwrite(rec, 1, (size_t)len, T->log) != (size_t)len || fflush(T->log) ||
+                    (fsync(fileno(T->log)) && errno != EINVAL)))
           st = ntk_error(NTK_EIO, "%s: cannot write the log: %s", o->log, strerror(errno));
         /* the snapshot records the chain of the lines it holds (check_log) */
         if (!st) T->pos.log_sum = ntk_train_log_chain(T->pos.log_sum, rec, (size_t)len);
