@@ -80,6 +80,20 @@ _MAX_SIZE = 1000000  # ntkd's limit on widths and sizes (src/kernels/arch.c, NTK
 _MAX_BRANCHES = 64  # on a FanOut's branches (NTK_WIDTHS_MAXBRANCH)
 
 
+def _integral_float(x, what):
+    """A width given as a whole floating-point number, as 8.0 or np.float64(8.0) are taken: any 0-d real
+    scalar (JAX's jnp.float32(8.0) too, which is not a numbers.Real), as its int."""
+    f = None
+    if not isinstance(x, (str, bytes)) and getattr(x, "ndim", 0) == 0 and not isinstance(x, complex):
+        try:
+            f = float(x)
+        except (TypeError, ValueError):
+            f = None
+    if f is None or not f.is_integer():
+        raise TypeError(f"{what} must be an integer, not {x!r}") from None
+    return int(f)
+
+
 def _int(x, what, low=1, high=None):
     if isinstance(x, bool):
         raise TypeError(f"{what} must be an integer, not {x!r}")
@@ -87,10 +101,7 @@ def _int(x, what, low=1, high=None):
         try:
             x = operator.index(x)  # JAX's integer scalars (jnp.int32(8)), as neural-tangents takes them
         except TypeError:
-            if isinstance(x, numbers.Real) and float(x).is_integer():
-                x = int(x)
-            else:
-                raise TypeError(f"{what} must be an integer, not {x!r}") from None
+            x = _integral_float(x, what)
     x = int(x)
     if x < low:
         raise ValueError(f"{what} must be at least {low}, not {x}")

@@ -1165,6 +1165,12 @@ def test_layer_arguments_as_neural_tangents_takes_them(rng):
     np.testing.assert_array_equal(got, want)
     with pytest.raises(TypeError, match="must be an integer, not array"):
         stax.Dense(np.array([8]))
+    # a whole float as any real 0-d scalar gives it (jnp.float32(8.0) was refused where np.float64(8.0) was taken)
+    for w in (8.0, np.float64(8.0), np.float32(8.0), np.array(8.0, np.float32)):
+        np.testing.assert_array_equal(stax.serial(stax.Dense(w), stax.Relu(), stax.Dense(1))[2](x, None, "ntk"), want)
+    for w in (8.5, np.float32(8.5), np.array(8.5), "8", np.complex128(8)):
+        with pytest.raises(TypeError, match="must be an integer, not"):
+            stax.Dense(w)
     std = stax.serial(stax.Dense(8, parameterization="standard"), stax.Relu(),
                       stax.Dense(1, parameterization="standard"))[2]
     upper = stax.serial(stax.Dense(8, parameterization="STANDARD"), stax.Relu(),
