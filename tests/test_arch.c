@@ -699,6 +699,27 @@ START_TEST(test_attention) {
   ck_assert(ntk_arch_float32_widened(&a, why, sizeof why));
   ck_assert_msg(strstr(why, "layer 2, a GlobalSelfAttention"), "%s", why);
   ntk_arch_free(&a);
+  /* and one whose float32 depth is above 64: a Gelu counts 4, an ABRelu with a < 0 (Abs) 2 (float32 Gelu
+   * networks of 60 layers were 4e-5 off, a hunt) */
+  const struct {
+    const char *net;
+    int widened;
+  } deep[] = {{"[Dense Relu]*64 Dense", 0},        {"[Dense Relu]*65 Dense", 1},
+              {"[Dense Gelu]*16 Dense", 0},        {"[Dense Gelu]*17 Dense", 1},
+              {"[Dense Abs]*32 Dense", 0},         {"[Dense Abs]*33 Dense", 1},
+              {"[Dense ABRelu(-0.5, 1)]*33 Dense", 1}, {"[Dense LeakyRelu(0.2)]*64 Dense", 0},
+              {"[Dense Gelu]*8 [Dense Relu]*32 Dense", 0}, {"[Dense Gelu]*8 [Dense Relu]*33 Dense", 1}};
+  for (size_t k = 0; k < sizeof deep / sizeof *deep; k++) {
+    a = parse_ok(deep[k].net);
+    why[0] = '\0';
+    ck_assert_msg(ntk_arch_float32_widened(&a, why, sizeof why) == deep[k].widened, "%s: %s", deep[k].net, why);
+    ntk_arch_free(&a);
+  }
+  a = parse_ok("[Dense Gelu]*17 Dense");
+  ck_assert(ntk_arch_float32_widened(&a, why, sizeof why));
+  ck_assert_msg(!strcmp(why, "17 nonlinear layers counting as 68 (a Gelu 4, an Abs or ABRelu with a < 0 2), more "
+                        "than 64"), "%s", why);
+  ntk_arch_free(&a);
 }
 END_TEST
 

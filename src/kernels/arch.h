@@ -201,19 +201,25 @@ void ntk_arch_free(struct ntk_arch *arch);
  * (Dense, nonlinearities, Identity, Flatten). */
 int ntk_arch_is_fc(const struct ntk_arch *arch);
 
-/* A float32 job computes a network of more nonlinear layers than this on
- * its data in float64 and rounds each value to float32 once: each such
- * layer pulls the correlations towards 1, where float32's angle is known
- * only to sqrt(u), and past ~64 layers the kernel leaves neural-tangents'
- * 1e-5 (5.7e-2 off at 1 000 ReLU layers, docs/MATH.md "Collinear inputs"). */
+/* A float32 job computes a network of more nonlinear layers than this
+ * (ntk_arch_float32_depth) on its data in float64 and rounds each value to
+ * float32 once: each such layer pulls the correlations towards 1, where
+ * float32's angle is known only to sqrt(u), and past ~64 layers of the
+ * ReLU family the kernel leaves neural-tangents' 1e-5 (5.7e-2 off at
+ * 1 000 ReLU layers, docs/MATH.md "Collinear inputs"). */
 #define NTK_FLOAT32_MAX_NONLINEAR 64
 
-/* The network's nonlinear layers (every branch's), for the rule above. */
+/* The network's nonlinear layers (every branch's). */
 size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch);
 
+/* The same, each weighted by how fast float32's error grows through it
+ * (measured): a Gelu counts 4, an ABRelu with a < 0 (Abs) 2, the others 1;
+ * for the rule above. */
+size_t ntk_arch_float32_depth(const struct ntk_arch *arch);
+
 /* Whether a float32 job of `arch` computes in float64 and rounds each
- * value to float32 once: more than NTK_FLOAT32_MAX_NONLINEAR nonlinear
- * layers, a GlobalSelfAttention (it averages positions into outputs whose
+ * value to float32 once: a float32 depth (ntk_arch_float32_depth) above
+ * NTK_FLOAT32_MAX_NONLINEAR, a GlobalSelfAttention (it averages positions into outputs whose
  * cosines come within 1e-8 of 1: a Relu after it took float32's NTK 5e-4
  * off at 256 positions, a hunt), or a layer's scale whose square falls
  * below float32's normal range (ntk_arch_check_scales). `why` (cap bytes, may be NULL) gets the
