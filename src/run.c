@@ -139,8 +139,8 @@ static ntk_status take_lock(struct run *r) {
   const struct ntk_job *job = r->job;
   ntk_status st = r->rank == 0 ? ntk_job_check_files(job) : NTK_OK;
   /* The solve's files too: a clash is found now, not after the tiles. */
-  if (!st && r->rank == 0 && job->solve.enabled && (st = ntk_solve_check_outputs(job->out_path, job, (uint32_t)job->kernels)))
-    st = ntk_error(st, "%s: %s", job->source, ntk_error_message());
+  if (!st && r->rank == 0 && job->solve.enabled)
+    st = ntk_solve_check_outputs(job->out_path, job, (uint32_t)job->kernels); /* names the job file's line */
   if (!st && r->rank == 0 && job->solve.enabled && (st = ntk_solve_check_ranks(job, r->size, ntk_comm_active())))
     st = ntk_error(st, "%s: %s", job->source, ntk_error_message());
   const char *owned = job->train.enabled ? job->train.snapshot : job->out_path;

@@ -86,5 +86,22 @@ sed -i 's/ GlobalAvgPool Dense(1)/ Dense(1)/' noreadout.conf
 expect_rc 2 "a graph network without a readout" "$NTKD" noreadout.conf
 check "... says so once: '[model] arch: a convolutional network', not 'arch: arch:'" \
   has "noreadout.conf:6: \[model\] arch: a convolutional network must end its spatial part" err.log
+# the patterns are inputs: no output replaces one (the store under
+# --overwrite, and a solve's predictions named like one, did, exit 0)
+job clash p.npy pt.npy
+sed -i 's/^path = clash.ntk$/path = p.npy/' clash.conf
+cp p.npy p.keep
+expect_rc 2 "[output] path naming the [data] pattern, with --overwrite" "$NTKD" clash.conf --overwrite
+check "... says so" has "\[data\] pattern" err.log
+check "... the pattern untouched" cmp -s p.npy p.keep
+job clash2 p.npy pt.npy
+printf '[solve]\nridge = 0.1\npredictions = pp\n' >> clash2.conf
+sed -i 's/^path = x.npy$/path = x.npy\nlabels = y.npy/; s/^path = xt.npy$/path = xt.npy\nlabels = yt.npy/' clash2.conf
+$PY -c "import numpy as np; np.save('y.npy', np.arange(11) % 2); np.save('yt.npy', np.arange(4) % 2)"
+cp pt.npy pp-ntk-ridge0.1.npy && cp pt.npy pt2.keep
+sed -i 's/^pattern = pt.npy$/pattern = pp-ntk-ridge0.1.npy/' clash2.conf
+expect_rc 2 "a solve whose predictions would replace the [test] pattern" "$NTKD" clash2.conf
+check "... says so" has "is also \[test\] pattern: an output never replaces an input" err.log
+check "... the pattern untouched" cmp -s pp-ntk-ridge0.1.npy pt2.keep
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

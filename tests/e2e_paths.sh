@@ -84,6 +84,7 @@ printf '[data]\npath = x.npy\nlabels = y.npy\n[test]\npath = tx.npy\nlabels = ty
 expect_rc 2 "check: predictions whose lock is the store's lock file" "$NTKD" check sp.conf
 check "... the message names the lock file" has "sp.predictions.lock" err.log
 expect_rc 2 "the job is refused" "$NTKD" sp.conf
+check "... at the key's line, the job file named once" has "^ntkd: error: sp.conf:11: \[solve\] predictions: sp: the solve locks" err.log
 check "... before it computed anything" [ ! -e sp.predictions ]
 sed -i 's/^predictions = sp$/predictions = sq/' sp.conf
 expect_rc 0 "another prefix solves" "$NTKD" sp.conf

@@ -15,12 +15,16 @@ size_t ntk_job_inputs(const struct ntk_job *job, struct ntk_named_path *in) {
   in[n++] = (struct ntk_named_path){"the job file", job->source, 0};
   for (int i = 0; i < job->ndata; i++) in[n++] = (struct ntk_named_path){"[data] path", job->data_path[i], 0};
   in[n++] = (struct ntk_named_path){"[data] labels", job->labels_path, 0};
+  /* a graph network's patterns: read as the data are (a solve wrote its
+   * predictions over them, and --overwrite its store, exit 0: a hunt) */
+  in[n++] = (struct ntk_named_path){"[data] pattern", job->pattern_path, 0};
   if (job->train.enabled) {
     in[n++] = (struct ntk_named_path){"[validation] path", job->train.val_path, 0};
     in[n++] = (struct ntk_named_path){"[validation] labels", job->train.val_labels, 0};
   } else if (job->test.enabled) {
     for (int i = 0; i < job->test.ndata; i++) in[n++] = (struct ntk_named_path){"[test] path", job->test.path[i], 0};
     in[n++] = (struct ntk_named_path){"[test] labels", job->test.labels, 0};
+    in[n++] = (struct ntk_named_path){"[test] pattern", job->test.pattern, 0};
   }
   return n;
 }

@@ -11,8 +11,8 @@
 #include "base/magic.h"
 #include "job/config.h"
 
-/* At most this many inputs: the job file, data, labels, test or validation files. */
-#define NTK_JOB_MAX_INPUTS (2 * NTK_MAX_DATA_FILES + 4)
+/* At most this many inputs: the job file, data, labels, patterns, test or validation files. */
+#define NTK_JOB_MAX_INPUTS (2 * NTK_MAX_DATA_FILES + 6)
 
 /* The job's input files (the job file itself included) into `in`; returns
  * how many. The names are the job-file keys ("[data] path"). */

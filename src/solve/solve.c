@@ -179,9 +179,12 @@ ntk_status ntk_solve_check_outputs(const char *store_path, const struct ntk_job 
   char prefix[NTK_PATH_MAX], lock_of[NTK_PATH_MAX + 16];
   prediction_prefix(store_path, job, prefix, sizeof prefix);
   snprintf(lock_of, sizeof lock_of, "%s.predictions", prefix);
-  if (!st && ntk_same_file(lock_of, store_path))
-    st = ntk_error(NTK_EUSAGE, "[solve] predictions %s: the solve locks %s.lock, which is the lock file of the store "
-                   "%s: choose another prefix or store name", prefix, lock_of, store_path);
+  if (!st && ntk_same_file(lock_of, store_path)) {
+    st = ntk_error(NTK_EUSAGE, "%s: the solve locks %s.lock, which is the lock file of the store %s: choose another "
+                   "prefix or store name", prefix, lock_of, store_path);
+    st = ntk_job_error_at(job, job->solve.predictions[0] ? job->solve.predictions_line : job->solve.ridge_line,
+                          job->solve.predictions[0] ? "[solve] predictions" : "[solve] ridge", st);
+  }
   return st;
 }
 

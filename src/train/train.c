@@ -550,14 +550,20 @@ static ntk_status check_fresh_log(struct trainer *T) {
   unsigned long long e = 0, lines = 0, first = 0;
   while (fgets(line, sizeof line, f)) {
     size_t len = strlen(line);
-    if (!len || line[len - 1] != '\n') { /* a fragment at the end, or a line longer than any record */
-      if (!feof(f)) lines += 2;
-      break;
+    int ended = len && line[len - 1] == '\n';
+    if (!ended && !feof(f)) { /* longer than any record (or a NUL inside): a line, not a record */
+      for (int c = 0; c != EOF && c != '\n';) c = fgetc(f);
+      if (!lines++) first = 0;
+      continue;
     }
     while (len && isspace((unsigned char)line[len - 1])) line[--len] = '\0'; /* "\n", "\r\n" */
     if (!len) continue; /* a blank line (`echo > log`): no run's record */
+    int record = sscanf(line, "{\"epoch\": %llu", &e) == 1 && line[len - 1] == '}';
+    /* At the end without its newline: a record whole but for it is a line
+     * (an editor drops it); anything else a write cut short. */
+    if (!ended && !record) break;
     if (!lines++) {
-      first = sscanf(line, "{\"epoch\": %llu", &e) == 1 && line[len - 1] == '}' ? e : 0;
+      first = record ? e : 0;
       snprintf(T->log_pending, sizeof T->log_pending, "%s", line);
     }
   }
@@ -794,25 +800,46 @@ static ntk_status check_in_step(struct trainer *T, uint64_t *sum) {
 
 /* Rank 0, at the end of a fresh start's epoch 1 over a log that held one
  * line of epoch 1 (check_fresh_log): this job's record `rec` of that epoch
- * equal to it but for elapsed_time (a run of the same job on as many ranks
- * is bit-identical) means the line was this job's, stopped before its
- * snapshot: the log is emptied for `rec`. Another record is another job's
- * (or this job's on other ranks): refused (exit 2) before the line and the
- * snapshot, the log as it was. A fresh start once emptied another job's
- * log of one epoch, exit 0, that job's rerun then refused (a hunt). */
-static ntk_status pending_line_is_ours(struct trainer *T, const char *rec) {
-  const char *tail = strstr(rec, ", \"elapsed_time\": ");
-  size_t n = tail ? (size_t)(tail - rec) + 17 : strlen(rec);
-  int ours = strncmp(T->log_pending, rec, n) == 0;
-  T->log_pending[0] = '\0';
-  if (!ours)
+ * equal to it but for the value of elapsed_time (a run of the same job on
+ * as many ranks is bit-identical) stands for it: that line is kept, as the
+ * log's first line (blank lines, a CRLF end or a fragment after it
+ * dropped), and is the line of epoch 1 this job's snapshots record
+ * (*kept). It is this job's (a run stopped before its first snapshot), or
+ * the same training's under another snapshot, whose line then stays
+ * byte for byte. Another record is another job's (or this job's on other
+ * ranks): refused (exit 2) before the line and the snapshot, the log as it
+ * was. A fresh start once emptied another job's log of one epoch, exit 0,
+ * that job's rerun then refused (a hunt). */
+static ntk_status pending_line_is_ours(struct trainer *T, const char *rec, int *kept) {
+  static const char key[] = ", \"elapsed_time\": ";
+  const char *tail = strstr(rec, key), *old = T->log_pending;
+  size_t n = tail ? (size_t)(tail - rec) + sizeof key - 1 : strlen(rec);
+  double t = -1;
+  int used = -1;
+  int ours = tail && strncmp(old, rec, n) == 0 && sscanf(old + n, "%lf}%n", &t, &used) == 1 && used > 0 &&
+             old[n + (size_t)used] == '\0' && isfinite(t) && t >= 0;
+  *kept = 0;
+  if (!ours) {
+    T->log_pending[0] = '\0';
     return ntk_error(NTK_EMISMATCH, "%s: its line of epoch 1 is not the record of this job's epoch 1 (another "
                      "job's log, or this job's run on another number of ranks): this job trained epoch 1 and "
                      "wrote neither its line nor a snapshot; the log is as it was: set [train] log to a new file, "
                      "or use --overwrite to empty it and start over", T->o->log);
-  if (fflush(T->log) || ftruncate(fileno(T->log), 0))
-    return ntk_error(NTK_EIO, "%s: cannot empty the log for this job's line of epoch 1: %s", T->o->log,
+  }
+  char line[sizeof T->log_pending + 1];
+  size_t len = strlen(old);
+  memcpy(line, old, len);
+  line[len++] = '\n';
+  T->log_pending[0] = '\0';
+  /* The log is open with O_APPEND, under which pwrite appends on Linux:
+   * cleared for the one write at 0. */
+  int fd = fileno(T->log), fl = fcntl(fd, F_GETFL);
+  if (fflush(T->log) || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_APPEND) || pwrite(fd, line, len, 0) != (ssize_t)len ||
+      fcntl(fd, F_SETFL, fl) || ftruncate(fd, (off_t)len) || (fsync(fd) && errno != EINVAL))
+    return ntk_error(NTK_EIO, "%s: cannot keep its line of epoch 1 as the log's first line: %s", T->o->log,
                      strerror(errno));
+  T->pos.log_sum = ntk_train_log_chain(T->pos.log_sum, line, len);
+  *kept = 1;
   return NTK_OK;
 }
 
@@ -942,12 +969,14 @@ static ntk_status train_epochs(struct trainer *T) {
         int len = snprintf(rec, sizeof rec, "{\"epoch\": %" PRIu64 ", \"main/loss\": %.9g, \"validation/main/loss\": "
                            "%.9g, \"main/accuracy\": %.9g, \"validation/main/accuracy\": %.9g, \"elapsed_time\": "
                            "%.6f}\n", T->pos.epoch, loss, vloss, acc, vacc, T->pos.elapsed);
-        if (T->log_pending[0]) st = pending_line_is_ours(T, rec);
-        if (!st && (fwrite(rec, 1, (size_t)len, T->log) != (size_t)len || fflush(T->log) ||
-                    (fsync(fileno(T->log)) && errno != EINVAL)))
+        int kept = 0; /* the log's line of epoch 1 stands for rec (pending_line_is_ours) */
+        if (T->log_pending[0]) st = pending_line_is_ours(T, rec, &kept);
+        if (!st && !kept &&
+            (fwrite(rec, 1, (size_t)len, T->log) != (size_t)len || fflush(T->log) ||
+             (fsync(fileno(T->log)) && errno != EINVAL)))
           st = ntk_error(NTK_EIO, "%s: cannot write the log: %s", o->log, strerror(errno));
         /* the snapshot records the chain of the lines it holds (check_log) */
-        if (!st) T->pos.log_sum = ntk_train_log_chain(T->pos.log_sum, rec, (size_t)len);
+        if (!st && !kept) T->pos.log_sum = ntk_train_log_chain(T->pos.log_sum, rec, (size_t)len);
         T->log_created = 0;
       }
       if (!st) st = write_snapshot(T);
