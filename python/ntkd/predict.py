@@ -66,6 +66,9 @@ __all__ = ["gp_inference", "gradient_descent_mse_ensemble", "gradient_descent_ms
            "max_learning_rate", "Gaussian", "ODEState", "NUMPY_MAX_TRAIN"]
 
 NUMPY_MAX_TRAIN = 16384
+# A train kernel (regularised) whose most negative eigenvalue passes this fraction of its largest in
+# magnitude is refused at finite times: rounding leaves ~1e-7 of it in float32, ~1e-15 in float64.
+NOT_PSD = 1e-4
 
 Gaussian = collections.namedtuple("Gaussian", ["mean", "covariance"])
 Gaussian.__doc__ = "A posterior: mean and covariance (neural-tangents' predict.Gaussian)."
@@ -334,8 +337,12 @@ class _Factor:
         try:
             self.L = np.linalg.cholesky(A.T)  # A's upper triangle as the lower one of A^T
         except np.linalg.LinAlgError:
+            cure = "increase diag_reg"
+            if self.reg == 0 and diag_reg > 0 and not absolute:  # diag_reg scales the mean diagonal, here 0
+                cure = ("its trace is 0, so a relative diag_reg adds nothing: give diag_reg_absolute_scale=True "
+                        "(or check the kernel: ntkd's NTK of a network without Dense or Conv layers is 0)")
             raise SolveError(f"the {name} train kernel with diag_reg {diag_reg:g} ({self.reg:.4g} added to the "
-                             f"diagonal) is not positive definite: increase diag_reg") from None
+                             f"diagonal) is not positive definite: {cure}") from None
         if not np.all(np.isfinite(self.L)):
             raise SolveError(f"the {name} train kernel with diag_reg {diag_reg:g} gave a factor that is not finite")
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -394,6 +401,15 @@ class _Numpy:
             except np.linalg.LinAlgError:
                 raise SolveError(f"the eigendecomposition of the {self.label or g.upper()} train kernel did not "
                                  "converge") from None
+            w = self.eigens[g][0]
+            big = float(np.abs(w).max()) if len(w) else 0.
+            # Negative eigenvalues are taken as rounding (their modes do not move, _exponent): those of a
+            # matrix that is no kernel left its outputs at their start at every time, without a word (a hunt).
+            if len(w) and float(w[0]) < -NOT_PSD * big:
+                raise SolveError(f"the {self.label or g.upper()} train kernel with diag_reg {self.diag_reg:g} is not "
+                                 f"positive semi-definite: its smallest eigenvalue is {float(w[0]):.6g}, "
+                                 f"{-float(w[0]) / big:.2g} of the largest in magnitude, far past rounding (below "
+                                 f"{NOT_PSD:g}): no kernel has one; check the kernel and diag_reg")
         return self.eigens[g]
 
     def flow(self, g, times, size, r, ktd=None):
@@ -461,7 +477,7 @@ class _Numpy:
                         cov[i] = e @ knn @ e
             else:
                 p = ktd @ v
-                ktt = _test_test(k_test_test, "nngp", m)
+                ktt = _test_test(k_test_test, "nngp", m, self.k)
                 if g == "nngp":  # K_tt - K_tx V (1 - e^(-2wt/size))/w V^T K_xt
                     for i, f in enumerate(_integral(w, 2 * times, size)):
                         cov[i] = ktt - (p * f) @ p.T
@@ -499,11 +515,11 @@ class _Numpy:
                                      "the NTK train x train and test x train kernels: pass Kernel objects (or "
                                      "namedtuples) with .nngp and .ntk, or a store of kernel='ntk'")
                 z = self.factor("ntk").solve(ktd.T)  # Z = A^-1 Theta_xt (docs/SOLVE.md)
-                cov = _ntk_covariance(_test_test(k_test_test, "nngp", m), self.train("nngp"),
+                cov = _ntk_covariance(_test_test(k_test_test, "nngp", m, self.k), self.train("nngp"),
                                       _test_train(k_test_train, "nngp", self.n, self.k).T, z)
             else:  # nngp, ntkgp: the GP posterior K_tt - K_tx A^-1 K_xt
                 w = self.factor(kk).half(ktd.T)
-                cov = _test_test(k_test_test, kk, m) - w.T @ w
+                cov = _test_test(k_test_test, kk, m, self.k) - w.T @ w
             out[g] = Gaussian(mean, cov)
         return out
 
@@ -566,13 +582,18 @@ def _store_block(S, g, which, n):
     return _finite(S[g][n:N, n:N].astype(np.float64), f"the test x test block of {g!r} in {S.path}")
 
 
+def _own_store(a, k_train_train, what):
+    """A store given as k_test_train or k_test_test must be k_train_train's own: its blocks go with its
+    own train x train block (another store's test x test block was taken, its covariance returned)."""
+    if a is not k_train_train and not (_is_store(k_train_train) and os.path.samefile(a.path, k_train_train.path)):
+        raise ValueError(f"{what} is a store, and not the store of k_train_train: a store's test blocks go with its "
+                         "own train x train block")
+
+
 def _test_train(k, g, n, k_train_train):
     a = _attr(k, g, "k_test_train")
     if _is_store(a):
-        if a is not k_train_train and not (_is_store(k_train_train) and
-                                           os.path.samefile(a.path, k_train_train.path)):
-            raise ValueError("k_test_train is a store, and not the store of k_train_train: a store's test x train "
-                             "block goes with its own train x train block")
+        _own_store(a, k_train_train, "k_test_train")
         return _store_block(a, g, "test_train", n)
     a = _matrix(a, f"k_test_train ({g})")
     if a.shape[1] != n:
@@ -580,9 +601,10 @@ def _test_train(k, g, n, k_train_train):
     return _finite(a, f"k_test_train ({g})")
 
 
-def _test_test(k, g, m):
+def _test_test(k, g, m, k_train_train):
     a = _attr(k, g, "k_test_test")
     if _is_store(a):
+        _own_store(a, k_train_train, "k_test_test")
         return _store_block(a, g, "test_test", a.n_train)
     return _finite(_matrix(a, f"k_test_test ({g})", (m, m)), f"k_test_test ({g})")
 
@@ -595,6 +617,10 @@ class _Program:
     store's job: its data, model and output, this y as labels, a [solve] section."""
 
     def __init__(self, S, y, diag_reg, absolute, method, ranks, job):
+        if diag_reg < 0:  # said here, not as a [solve] ridge of a temporary job file (a hunt)
+            raise ValueError(f"diag_reg = {diag_reg!r} is negative: method={method!r} solves with `ntkd solve`, whose "
+                             "ridge is at least 0; method='numpy' (up to predict.NUMPY_MAX_TRAIN train samples) takes "
+                             "it as neural-tangents does")
         self.S, self.y = S, y
         self.path = os.path.abspath(S.path)
         self.diag_reg, self.absolute = diag_reg, absolute
@@ -1071,8 +1097,10 @@ def gradient_descent_mse_ensemble(kernel_fn, x_train, y_train, learning_rate=1.,
         """The ensemble at finite times, in the train kernels' eigenbasis (numpy, float64)."""
         if store is not None:
             if x_test is None:
-                raise NotImplementedError("a finite t through a store predicts on its test set: give x_test (x_train "
-                                          "itself for the train set)")
+                raise NotImplementedError("a finite t through a store predicts on its test set: give x_test, or for "
+                                          "the train set call the function made without store= (x_test=x_train "
+                                          "gives the train set only where diag_reg is 0: the test set's formula "
+                                          "leaves the ridge out of the test x train kernel)")
             if n > NUMPY_MAX_TRAIN:
                 raise NotImplementedError(
                     f"a finite t needs the train kernel's eigendecomposition in this process: {n} train samples is "
@@ -1300,6 +1328,9 @@ def max_learning_rate(ntk_train_train, y_train_size=None, momentum=0., eps=1e-12
     factor = K.shape[0] if y_train_size is None else _number(y_train_size, "y_train_size")
     momentum, eps = _number(momentum, "momentum"), _number(eps, "eps")
     top = np.linalg.eigvalsh(K)[-1]  # its lower triangle, as neural-tangents' scipy call reads
+    if not top + eps > 0:  # neural-tangents returns a negative rate there
+        raise SolveError(f"ntk_train_train's largest eigenvalue is {top:.6g}: no NTK has one below 0, and no learning "
+                         "rate makes gradient descent converge on it")
     return np.float64(2 * (1 + momentum) * factor / (top + eps))
 
 

@@ -480,6 +480,54 @@ def test_store_without_test_set_or_test_x_test(tmp_path):
             predict.gp_inference(T, R["y_train"], 0.01, method=method)("nngp", T, T)
 
 
+def test_a_store_s_test_blocks_go_with_its_train_block(tmp_path):
+    # Found by a hunt: k_test_test from another store (of as many test samples) was taken, its
+    # covariance returned; from one of another size, numpy's broadcast error. Both are refused as
+    # k_test_train from another store was.
+    kf = the_kernel_fn()
+    S = ntkd.batch(kf, R["x_train"], R["x_test"], store=tmp_path / "a.ntk", test_test=True, progress=False)
+    T = ntkd.batch(kf, R["x_train"], R["x_test"][::-1], store=tmp_path / "b.ntk", test_test=True, progress=False)
+    U = ntkd.batch(kf, R["x_train"], R["x_test"][:3], store=tmp_path / "c.ntk", test_test=True, progress=False)
+    fn = predict.gp_inference(S, R["y_train"], 0.01)
+    good = fn("nngp", S, S)
+    for other in (T, U):
+        for args in ((other, S), (S, other)):
+            with pytest.raises(ValueError, match="not the store of k_train_train"):
+                fn("nngp", *args)
+    with pytest.raises(ValueError, match="k_test_test is a store, and not the store of k_train_train"):
+        predict.gp_inference(KDD, R["y_train"], 0.01)("nngp", KTD, S)
+    close(fn("nngp", S, S).covariance, good.covariance)
+    # a negative diag_reg: named as such where `ntkd solve` cannot take it (it was "[solve] ridge:
+    # '-9.5e-06' is not a number >= 0" at a line of a deleted temporary job file)
+    for method in ("lapack", "cg", "auto"):
+        with pytest.raises(ValueError, match=r"diag_reg = -0.001 is negative: method='%s'" % method):
+            predict.gp_inference(S, R["y_train"], -1e-3, method=method)
+    predict.gp_inference(S, R["y_train"], -1e-3)("nngp", S)  # numpy takes it, as neural-tangents does
+
+
+def test_a_matrix_that_is_no_kernel_is_refused_at_finite_times():
+    # Found by a hunt: a negative-definite "train kernel" was refused at t = None (its Cholesky)
+    # but at a finite time its eigenvalues were clipped to 0 as rounding, the outputs never moved,
+    # and max_learning_rate returned a negative rate (neural-tangents does both).
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((12, 4))
+    K = -(X @ X.T / 4 + 0.1 * np.eye(12))
+    y = rng.standard_normal((12, 2))
+    with pytest.raises(ntkd.SolveError, match="not positive semi-definite: its smallest eigenvalue is"):
+        predict.gradient_descent_mse(K, y)(100., 0.)
+    with pytest.raises(ntkd.SolveError, match="largest eigenvalue is"):
+        predict.max_learning_rate(K)
+    # rounding stays taken: a PSD kernel with an eigenvalue of -1e-15 of the largest computes
+    w, v = np.linalg.eigh(X @ X.T / 4 + 0.1 * np.eye(12))
+    w[0] = -1e-15 * w[-1]
+    out = predict.gradient_descent_mse((v * w) @ v.T, y)(100., 0.)
+    assert np.isfinite(out).all() and np.abs(out).max() > 0
+    assert predict.max_learning_rate((v * w) @ v.T) > 0
+    # a kernel of trace 0: a relative diag_reg adds nothing, and the message says what does
+    with pytest.raises(ntkd.SolveError, match="its trace is 0, so a relative diag_reg adds nothing"):
+        predict.gp_inference(np.zeros((4, 4)), y[:4], diag_reg=1e-3)("nngp", np.zeros((2, 4)))
+
+
 def test_a_nan_in_the_train_kernel_is_named():
     # A NaN in k_train_train was reported as "diag_reg 0.0001 gave a factor that is not
     # finite", blaming the ridge; the entry is named now.
