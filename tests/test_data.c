@@ -266,6 +266,35 @@ START_TEST(test_npy_strict) {
   write_npy_raw("twice.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), 'shape': (3, 2)}", f,
                 sizeof f);
   expect_fail("twice.npy", "repeats a key");
+  /* The header read as numpy.load reads it (Python's literal): a key repeated after a tab or a
+   * newline, or in double quotes, or named in a comment, was missed and its first value taken where
+   * numpy takes the last: another shape, order or byte order, exit 0 (a hunt). */
+  const char *misread[][2] = {
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (6, 1), 'shape'\t: (3, 2), }", "repeats a key: 'shape'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (6, 1), \"shape\": (3, 2), }", "repeats a key: 'shape'"},
+      {"{'descr': '<f4', 'fortran_order': True, 'shape': (3, 2), 'fortran_order'\n: False}", "repeats a key"},
+      {"{'descr': '>f4', 'fortran_order': False, 'shape': (3, 2), 'descr'\t: '<f4'}", "repeats a key: 'descr'"},
+      {"{'descr': '<f4', 'fortran_order': False, # 'shape': (6, 1)\n 'shape': (3, 2)}", "where a quoted key belongs"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2) 'x'}", "after the value of 'shape'"},
+      {"{'descr': '<f4', 'fortran_order': False}", "no 'shape'"},
+  };
+  for (size_t k = 0; k < sizeof misread / sizeof *misread; k++) {
+    write_npy_raw("dup.npy", misread[k][0], f, sizeof f);
+    expect_fail("dup.npy", misread[k][1]);
+  }
+  /* what numpy writes or reads alike: double quotes, any order, any blanks, no trailing comma */
+  const char *fine[] = {"{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (3, 2)}",
+                        "{'shape': (3,2),'fortran_order':False,'descr':'<f4'}",
+                        "{ 'descr' :\t'<f4' ,\n'fortran_order' : False , 'shape' : ( 3 , 2 , ) , }"};
+  for (size_t k = 0; k < sizeof fine / sizeof *fine; k++) {
+    write_npy_raw("fine.npy", fine[k], f, sizeof f);
+    struct ntk_dataset ds;
+    ck_assert_msg(load("fine.npy", 8, &ds) == NTK_OK, "%s: %s", fine[k], ntk_error_message());
+    ck_assert_uint_eq(ds.n, 3);
+    ck_assert_uint_eq(ds.d, 2);
+    ck_assert(((const double *)ds.x)[5] == 6.0);
+    ntk_data_free(&ds);
+  }
   /* What numpy.load refuses to evaluate: a control byte (a NUL as well: the
    * same check), text beside the dictionary; a structured dtype named as
    * written, not by its first field's name. */

@@ -579,49 +579,99 @@ static size_t want_count(const struct ntk_job *job, size_t have, const char *pat
 /* `labels`: a 1-D array of integers (uint8, int32, int64) instead of 2-D
  * to 4-D samples (float32, float64, uint8). */
 /* p past the blanks numpy's header parser (Python's literal_eval) takes
- * between tokens: spaces, tabs, line ends; and the key's colon with
- * `colon`. */
-static const char *npy_skip(const char *p, int colon) {
-  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || (colon && *p == ':')) p++;
+ * between tokens: spaces, tabs, line ends. */
+static const char *npy_skip(const char *p) {
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
   return p;
 }
 
+/* A quoted string of the header at p (' or ", as Python writes either;
+ * no escapes: numpy's keys and dtype strings have none): its text in
+ * [*a, *z), and the byte after its closing quote; NULL if none. */
+static const char *npy_string(const char *p, const char **a, const char **z) {
+  if (*p != '\'' && *p != '"') return NULL;
+  const char *e = strchr(p + 1, *p);
+  if (!e || memchr(p + 1, '\\', (size_t)(e - p - 1))) return NULL;
+  *a = p + 1, *z = e;
+  return e + 1;
+}
+
+/* The header's dictionary, read as Python's literal_eval reads it (numpy.load
+ * does so): exactly the keys descr, fortran_order and shape, each once, in
+ * any order and either quote, and nothing else between the braces. A text
+ * search found the first of a repeated key where numpy takes the last, and
+ * a key inside a comment: another shape, order or byte order read, exit 0
+ * (a hunt). */
 static ntk_status npy_parse_header(const char *path, const char *hdr, int labels, src_type *t, int *big,
                                    size_t *shape, int *ndim) {
-  /* The dictionary's keys: exactly descr, fortran_order and shape (as
-   * numpy.load demands): a key is a quoted string followed by ':'. */
-  int keys = 0;
-  for (const char *k = hdr; (k = strchr(k, '\'')) != NULL;) {
-    const char *e = strchr(k + 1, '\'');
-    if (!e) break;
-    const char *c = e + 1;
-    while (*c == ' ') c++;
-    if (*c == ':') {
-      size_t len = (size_t)(e - k - 1);
-      if (!((len == 5 && !strncmp(k + 1, "descr", 5)) || (len == 13 && !strncmp(k + 1, "fortran_order", 13)) ||
-            (len == 5 && !strncmp(k + 1, "shape", 5))))
-        return ntk_error(NTK_EINPUT, "%s: .npy header has the key '%.*s' (a .npy header has exactly 'descr', "
-                         "'fortran_order' and 'shape'): not a .npy file numpy wrote", path, (int)(len < 40 ? len : 40),
-                         k + 1);
-      keys++;
-    }
-    k = e + 1;
-  }
-  if (keys > 3) return ntk_error(NTK_EINPUT, "%s: .npy header repeats a key", path);
-  const char *p = strstr(hdr, "'descr'");
-  if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'descr'", path);
-  p += strlen("'descr'");
-  p = npy_skip(p, 1);
-  if (*p != '\'') { /* a structured dtype: a list of fields, whose names are quoted too */
-    const char *end = strchr(p, ']');
-    int whole = end && end - p < 60; /* the field list, or its start */
-    return ntk_error(NTK_EINPUT, "%s: .npy dtype %.*s%s is not supported (%s)", path, whole ? (int)(end - p + 1) : 20,
-                     p, whole ? "" : "...", labels ? "uint8, int32 or int64" : "float32, float64 or uint8");
-  }
+  static const char *const names[3] = {"descr", "fortran_order", "shape"};
+  int seen[3] = {0, 0, 0}, fortran = 0;
   char descr[16] = {0};
-  const char *q = strchr(p + 1, '\'');
-  if (!q || q - p - 1 >= (long)sizeof descr) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'descr'", path);
-  memcpy(descr, p + 1, (size_t)(q - p - 1));
+  const char *p = npy_skip(strchr(hdr, '{') + 1); /* npy_check_text: one {...} */
+  while (*p != '}') {
+    const char *a, *z;
+    const char *after = npy_string(p, &a, &z);
+    if (!after)
+      return ntk_error(NTK_EINPUT, "%s: .npy header: '%.20s' where a quoted key belongs: not a .npy header numpy "
+                       "wrote", path, p);
+    size_t len = (size_t)(z - a);
+    int k = 0;
+    while (k < 3 && !(strlen(names[k]) == len && !strncmp(a, names[k], len))) k++;
+    if (k == 3)
+      return ntk_error(NTK_EINPUT, "%s: .npy header has the key '%.*s' (a .npy header has exactly 'descr', "
+                       "'fortran_order' and 'shape'): not a .npy file numpy wrote", path, (int)(len < 40 ? len : 40), a);
+    if (seen[k]++) return ntk_error(NTK_EINPUT, "%s: .npy header repeats a key: '%s'", path, names[k]);
+    p = npy_skip(after);
+    if (*p++ != ':') return ntk_error(NTK_EINPUT, "%s: .npy header: no ':' after '%s'", path, names[k]);
+    p = npy_skip(p);
+    if (k == 0) { /* descr */
+      const char *v = npy_string(p, &a, &z);
+      if (!v && *p == '[') { /* a structured dtype: a list of fields */
+        const char *e = strchr(p, ']');
+        int whole = e && e - p < 60; /* the field list, or its start */
+        return ntk_error(NTK_EINPUT, "%s: .npy dtype %.*s%s is not supported (%s)", path,
+                         whole ? (int)(e - p + 1) : 20, p, whole ? "" : "...",
+                         labels ? "uint8, int32 or int64" : "float32, float64 or uint8");
+      }
+      if (!v || z - a >= (long)sizeof descr) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'descr'", path);
+      memcpy(descr, a, (size_t)(z - a));
+      p = v;
+    } else if (k == 1) { /* fortran_order */
+      if (!strncmp(p, "True", 4)) fortran = 1, p += 4;
+      else if (!strncmp(p, "False", 5)) p += 5;
+      else return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'fortran_order'", path);
+    } else { /* shape: a tuple of integers */
+      if (*p++ != '(') return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'shape'", path);
+      *ndim = 0;
+      for (;;) {
+        p = npy_skip(p);
+        if (*p == ')') break;
+        if (*p == '-') return ntk_error(NTK_EINPUT, "%s: .npy header: negative 'shape'", path); /* strtoull takes it */
+        if (*p < '0' || *p > '9') return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'shape'", path);
+        char *e;
+        errno = 0;
+        unsigned long long v = strtoull(p, &e, 10);
+        if (errno == ERANGE)
+          return ntk_error(NTK_EINPUT, "%s: .npy shape: %.*s is too large", path, (int)(e - p < 40 ? e - p : 40), p);
+        if (*ndim == 4)
+          return ntk_error(NTK_EINPUT, "%s: .npy shape must have %s dimensions", path, labels ? "one" : "2 to 4");
+        shape[(*ndim)++] = (size_t)v;
+        p = npy_skip(e);
+        if (*p == ',') p++;
+        else if (*p != ')') return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'shape'", path);
+      }
+      p++;
+    }
+    p = npy_skip(p);
+    if (*p == ',') p = npy_skip(p + 1);
+    else if (*p != '}')
+      return ntk_error(NTK_EINPUT, "%s: .npy header: '%.20s' after the value of '%s': not a .npy header numpy wrote",
+                       path, p, names[k]);
+  }
+  if (*npy_skip(p + 1))
+    return ntk_error(NTK_EINPUT, "%s: .npy header: text after its dictionary: not a .npy header numpy wrote", path);
+  for (int k = 0; k < 3; k++)
+    if (!seen[k]) return ntk_error(NTK_EINPUT, "%s: .npy header has no '%s'", path, names[k]);
   *big = descr[0] == '>';
   const char *ty = descr + (descr[0] == '<' || descr[0] == '>' || descr[0] == '|' || descr[0] == '=');
   if (!strcmp(ty, "u1")) *t = T_U8;
@@ -635,34 +685,9 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
   else
     return ntk_error(NTK_EINPUT, "%s: .npy dtype '%s' is not supported (float32, float64 or uint8)",
                      path, descr);
-  p = strstr(hdr, "'fortran_order'");
-  if (!p) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'fortran_order'", path);
-  p += strlen("'fortran_order'");
-  p = npy_skip(p, 1);
-  if (!strncmp(p, "True", 4))
+  if (fortran)
     return ntk_error(NTK_EINPUT, "%s: Fortran-ordered .npy is not supported; save with "
                      "numpy.ascontiguousarray", path);
-  if (strncmp(p, "False", 5)) return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'fortran_order'", path);
-  p = strstr(hdr, "'shape'");
-  if (!p || !(p = strchr(p, '('))) return ntk_error(NTK_EINPUT, "%s: .npy header has no 'shape'", path);
-  p++;
-  *ndim = 0;
-  for (;;) {
-    p = npy_skip(p, 0);
-    if (*p == ')') break;
-    if (*p == '-') return ntk_error(NTK_EINPUT, "%s: .npy header: negative 'shape'", path); /* strtoull takes it */
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(p, &end, 10);
-    if (end != p && errno == ERANGE)
-      return ntk_error(NTK_EINPUT, "%s: .npy shape: %.*s is too large", path, (int)(end - p < 40 ? end - p : 40), p);
-    if (end == p || errno || *ndim == 4)
-      return ntk_error(NTK_EINPUT, "%s: .npy shape must have %s dimensions", path, labels ? "one" : "2 to 4");
-    shape[(*ndim)++] = (size_t)v;
-    p = npy_skip(end, 0);
-    if (*p == ',') p++;
-    else if (*p != ')') return ntk_error(NTK_EINPUT, "%s: .npy header: bad 'shape'", path);
-  }
   if (labels && *ndim != 1)
     return ntk_error(NTK_EINPUT, "%s: a labels .npy must have one dimension (N,), not %d", path, *ndim);
   if (!labels && *ndim < 2) return ntk_error(NTK_EINPUT, "%s: .npy shape must have 2 to 4 dimensions (N, d) "
