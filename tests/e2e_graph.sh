@@ -103,5 +103,15 @@ sed -i 's/^pattern = pt.npy$/pattern = pp-ntk-ridge0.1.npy/' clash2.conf
 expect_rc 2 "a solve whose predictions would replace the [test] pattern" "$NTKD" clash2.conf
 check "... says so" has "is also \[test\] pattern: an output never replaces an input" err.log
 check "... the pattern untouched" cmp -s pp-ntk-ridge0.1.npy pt2.keep
+# nor the store's index or lock file (a pattern named STORE.index was written over by the index, exit 0)
+for c in index lock; do
+  job ci p.npy pt.npy
+  cp p.npy ci.ntk.$c && cp p.npy ci.keep
+  sed -i "s/^pattern = p.npy$/pattern = ci.ntk.$c/" ci.conf
+  expect_rc 2 "a [data] pattern named like the store's $c file" "$NTKD" ci.conf
+  check "... says so" has "ci.conf:16: \[output\] path (ci.ntk): the store's .* (ci.ntk.$c) is also \[data\] pattern" err.log
+  check "... the pattern untouched" cmp -s ci.ntk.$c ci.keep
+  rm -f ci.ntk ci.ntk.$c
+done
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -96,6 +96,17 @@ static ntk_status check_room(const char *path, const char *what, const char *suf
   return NTK_OK;
 }
 
+/* `comp`, a file ntkd keeps beside the output `owner` (its index, its lock
+ * file), is none of the job's inputs. */
+static ntk_status companion_not_input(const struct ntk_named_path *in, size_t nin, const char *what,
+                                      const char *comp, int kind, const char *owner, const char *key) {
+  struct ntk_named_path c = {what, comp, kind};
+  ntk_status st = ntk_check_output_files(in, nin, &c, 1);
+  if (st)
+    st = ntk_error(st, "%s (%s): %s", key, owner, ntk_error_message());
+  return st;
+}
+
 ntk_status ntk_job_check_files(const struct ntk_job *job) {
   struct ntk_named_path in[NTK_JOB_MAX_INPUTS], out[2];
   int line[2];
@@ -132,10 +143,21 @@ ntk_status ntk_job_check_files(const struct ntk_job *job) {
       else if (kind != NTK_FILE_OTHER && kind != (k ? NTK_FILE_LOCK : NTK_FILE_INDEX))
         st = ntk_error(NTK_EUSAGE, "[output] path (%s): %s, %s, is %s: an output never replaces one of ntkd's own "
                        "files; choose another name", job->out_path, what, comp, ntk_file_kind_name(kind));
+      /* Nor an input: a pattern named STORE.index was written over by the
+       * index, exit 0 (a hunt). */
+      else
+        st = companion_not_input(in, nin, what, comp, k ? NTK_FILE_LOCK : NTK_FILE_INDEX, job->out_path,
+                                 "[output] path");
       if (st) at = line[0];
     }
   if (!st && job->train.enabled && job->train.snapshot[0] &&
       (st = check_room(job->train.snapshot, "[train] snapshot", ".lock")))
+    at = line[0];
+  if (!st && job->train.enabled && job->train.snapshot[0] &&
+      !ntk_resolve_links(job->train.snapshot, file, sizeof file) &&
+      snprintf(comp, sizeof comp, "%s.lock", file) < (int)sizeof comp &&
+      (st = companion_not_input(in, nin, "the snapshot's lock file", comp, NTK_FILE_LOCK, job->train.snapshot,
+                                "[train] snapshot")))
     at = line[0];
   /* The log must not be the snapshot's lock file (SNAPSHOT.lock), which
    * the job holds: it would find the log locked by itself. */
