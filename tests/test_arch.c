@@ -708,7 +708,10 @@ START_TEST(test_attention) {
               {"[Dense Gelu]*16 Dense", 0},        {"[Dense Gelu]*17 Dense", 1},
               {"[Dense Abs]*32 Dense", 0},         {"[Dense Abs]*33 Dense", 1},
               {"[Dense ABRelu(-0.5, 1)]*33 Dense", 1}, {"[Dense LeakyRelu(0.2)]*64 Dense", 0},
-              {"[Dense Gelu]*8 [Dense Relu]*32 Dense", 0}, {"[Dense Gelu]*8 [Dense Relu]*33 Dense", 1}};
+              {"[Dense Gelu]*8 [Dense Relu]*32 Dense", 0}, {"[Dense Gelu]*8 [Dense Relu]*33 Dense", 1},
+              {"[Dense ABRelu(1, -1)]*33 Dense", 1},  {"[Dense ABRelu(-0.5, -1)]*64 Dense", 0},
+              {"Dense [FanOut(2) parallel(Dense, Dense) FanInProd]*4 Dense", 0},
+              {"Dense [FanOut(2) parallel(Dense, Dense) FanInProd]*5 Dense", 1}};
   for (size_t k = 0; k < sizeof deep / sizeof *deep; k++) {
     a = parse_ok(deep[k].net);
     why[0] = '\0';
@@ -717,8 +720,8 @@ START_TEST(test_attention) {
   }
   a = parse_ok("[Dense Gelu]*17 Dense");
   ck_assert(ntk_arch_float32_widened(&a, why, sizeof why));
-  ck_assert_msg(!strcmp(why, "17 nonlinear layers counting as 68 (a Gelu 4, an Abs or ABRelu with a < 0 2), more "
-                        "than 64"), "%s", why);
+  ck_assert_msg(!strcmp(why, "a float32 depth of 68, more than 64 (17 nonlinear layers; a Gelu counts 4, an Abs or "
+                        "ABRelu of slopes of opposite signs 2, a FanInProd 16)"), "%s", why);
   ntk_arch_free(&a);
 }
 END_TEST

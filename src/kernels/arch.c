@@ -2461,9 +2461,13 @@ size_t ntk_arch_nonlinear_layers(const struct ntk_arch *arch) {
  * 1) 1.1e-5 at 64, where Relu, Erf, LeakyRelu(0.2), Sin, Cos, Gaussian,
  * Rbf, Gabor, ExpNormalized, tanh stay below 6e-6 (a hunt). */
 static size_t float32_weight(const struct ntk_layer *l) {
+  /* a FanInProd multiplies its branches' kernels: each doubles the relative error (1.2e-5 at 8 blocks, 4.8e-5
+   * at 10, a hunt): 4 of them at most in float32 maps */
+  if (l->kind == NTK_LAYER_JOIN && l->prod) return 16;
   if (!ntk_layer_traits(l->kind)->nonlinear) return 0;
   if (l->kind == NTK_LAYER_MAP && l->map.kind == NTK_MAP_GELU) return 4;
-  if (l->kind == NTK_LAYER_MAP && l->map.kind == NTK_MAP_ABRELU && l->map.a < 0) return 2;
+  /* slopes of opposite signs (Abs; ABRelu(1, -1) has Abs's kernel: it counted 1, a hunt) */
+  if (l->kind == NTK_LAYER_MAP && l->map.kind == NTK_MAP_ABRELU && l->map.a * l->map.b < 0) return 2;
   return 1;
 }
 
@@ -2516,8 +2520,8 @@ int ntk_arch_float32_widened(const struct ntk_arch *arch, char *why, size_t cap)
   if (deep && depth == layers)
     snprintf(msg, sizeof msg, "%zu nonlinear layers, more than %d", layers, NTK_FLOAT32_MAX_NONLINEAR);
   else if (deep)
-    snprintf(msg, sizeof msg, "%zu nonlinear layers counting as %zu (a Gelu 4, an Abs or ABRelu with a < 0 2), "
-             "more than %d", layers, depth, NTK_FLOAT32_MAX_NONLINEAR);
+    snprintf(msg, sizeof msg, "a float32 depth of %zu, more than %d (%zu nonlinear layers; a Gelu counts 4, an Abs or "
+             "ABRelu of slopes of opposite signs 2, a FanInProd 16)", depth, NTK_FLOAT32_MAX_NONLINEAR, layers);
   for (size_t i = 0; !deep && i < arch->n; i++)
     if (arch->layers[i].kind == NTK_LAYER_ATTENTION) {
       deep = 1;
