@@ -350,11 +350,14 @@ cp f3.jsonl f3.line && rm -f f3.snap && printf '{"epo' >> f3.jsonl
 tconf f3 2
 expect_rc 0 "a fresh job on a log of its epoch 1's line alone (and a fragment) starts" "$NTKD" f3.conf
 check "... and writes its own epochs" json_log f3.jsonl 1 2
-sed 's/$/\r/' f3.line > f3.jsonl && echo >> f3.jsonl
+# Not in the form ntkd writes it (a CRLF end, a blank line before it): an
+# edited log, refused at the start (such a line was kept, and a kill while
+# it was rewritten left a log that was no JSON-lines, a hunt).
+sed 's/$/\r/' f3.line > f3.jsonl && echo >> f3.jsonl && cp f3.jsonl f3.keep
 rm -f f3.snap
-expect_rc 0 "... with a CRLF line end and a blank line too" "$NTKD" f3.conf
-check "... and writes its own epochs" json_log f3.jsonl 1 2
-check "... that line first, made a plain line" bash -c "head -1 f3.jsonl | cmp -s - f3.line"
+expect_rc 2 "... with a CRLF line end: refused" "$NTKD" f3.conf
+check "... saying so" has "f3.jsonl holds a line of epoch 1 that is not as ntkd writes one" err.log
+check "... the log as it was" cmp -s f3.jsonl f3.keep
 # Without a snapshot, a stopped job's message says how a rerun starts over.
 printf '[data]\npath = x.npy\nlabels = y.npy\n[validation]\npath = vx.npy\nlabels = vy.npy\n[train]\nlayers = 16 8 3\nbatch = 50\nepochs = 3\nlog = f1.jsonl\n' > f4.conf
 expect_rc 2 "a job without a snapshot on a log of 2 epochs is refused" "$NTKD" f4.conf
@@ -502,6 +505,12 @@ sed -i 's|^log = .*|log = nn.jsonl|; s|^batch = 50|batch = 30|' on.conf
 cp nn.jsonl nn.keep
 expect_rc 2 "another job over a line of epoch 1 without its newline: exit 2" "$NTKD" on.conf
 check "... the log as it was" cmp -s nn.jsonl nn.keep
+# elapsed_time as ntkd prints it: a C number that is no JSON number is another record
+sed 's/"elapsed_time": [0-9.]*}/"elapsed_time": 0x1p-3}/' ol.keep > nn.jsonl && cp nn.jsonl nn.keep
+tconf on 1
+sed -i 's|^log = .*|log = nn.jsonl|' on.conf
+expect_rc 2 "this job's record with elapsed_time 0x1p-3: not its line, exit 2" "$NTKD" on.conf
+check "... the log as it was" cmp -s nn.jsonl nn.keep
 sed 's/}$/, "note": 1}/' ol.keep > nn.jsonl && cp nn.jsonl nn.keep
 tconf on 1
 sed -i 's|^log = .*|log = nn.jsonl|' on.conf
@@ -525,6 +534,21 @@ rc=$?
 check "SIGTERM in the first epoch over that log: exit 5 (exit $rc)" [ $rc = 5 ]
 check "... no snapshot, saying so" bash -c "[ ! -e lp.snap ] && grep -q 'no snapshot: ol.jsonl holds a line of epoch 1' err.log"
 check "... the log as it was" cmp -s ol.jsonl ol.keep
+# Its own line, and another writer adds to the log meanwhile: what it added
+# was cut at the end of epoch 1, exit 0 (a hunt); now the job stops there.
+sed -i 's/^epochs = 2$/epochs = 1/; s/^log = ol.jsonl$/log = lp.jsonl/' lp.conf
+rm -f lp.jsonl lp.snap
+expect_rc 0 "the long job, one epoch" "$NTKD" lp.conf
+rm -f lp.snap && sed -i 's/^epochs = 1$/epochs = 2/' lp.conf
+"$NTKD" lp.conf >out.log 2>err.log &
+pid=$!
+for _ in $(seq 200); do has "training 256-1024-512-10" err.log && break; sleep 0.05; done
+echo '{"epoch": 9, "note": "another writer"}' >> lp.jsonl && cp lp.jsonl lp.keep
+wait $pid
+rc=$?
+check "a line added to the log during the pending epoch: exit 2 (exit $rc)" [ $rc = 2 ]
+check "... saying so" has "lp.jsonl changed while this job trained its epoch 1" err.log
+check "... the log as the writer left it, no snapshot" bash -c "cmp -s lp.jsonl lp.keep && [ ! -e lp.snap ]"
 
 echo "e2e_train_checks: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -76,6 +76,7 @@ struct trainer {
    * line (without its end), kept until this job's own epoch 1 shows whether
    * it is this job's (check_fresh_log). Empty: none. */
   char log_pending[1024];
+  off_t log_pending_size; /* the log's size when that line was read (it may not change meanwhile) */
   int snap_fd;     /* rank 0: the snapshot at its name as this job last read or wrote it, open and locked
                       from before it is read (-1: none was there, and none may be until this job writes one) */
   ntk_status failed;   /* this rank's device failed (a gradient or an update): told to the others at the */
@@ -525,9 +526,10 @@ static ntk_status check_log(struct trainer *T, long *keep) {
 static ntk_status log_in_place(const struct trainer *T) {
   if (ntk_fd_at_path(fileno(T->log), T->o->log)) return NTK_OK;
   char held[NTK_PATH_MAX + 64] = "";
-  if (*T->o->snapshot)
-    snprintf(held, sizeof held, " (%s holds %llu epochs)", T->o->snapshot,
-             (unsigned long long)(T->have_saved ? T->saved.epoch : 0));
+  if (*T->o->snapshot && T->have_saved)
+    snprintf(held, sizeof held, " (%s holds %llu epochs)", T->o->snapshot, (unsigned long long)T->saved.epoch);
+  else if (*T->o->snapshot)
+    snprintf(held, sizeof held, " (no snapshot written yet)");
   return ntk_error(NTK_ECORRUPT, "%s is no longer the log this job writes: it was replaced or removed while the "
                    "job ran; this job wrote no more%s: restore the log, or empty it (it then starts at the next "
                    "epoch), and run the job again", T->o->log, held);
@@ -548,6 +550,7 @@ static ntk_status check_fresh_log(struct trainer *T) {
   if (!f) return ntk_error(NTK_EIO, "%s: cannot read the log: %s", path, strerror(errno));
   char line[1024];
   unsigned long long e = 0, lines = 0, first = 0;
+  int own_form = 0; /* the first line as ntkd writes one: at the start, '}' and '\n' at its end */
   while (fgets(line, sizeof line, f)) {
     size_t len = strlen(line);
     int ended = len && line[len - 1] == '\n';
@@ -564,15 +567,24 @@ static ntk_status check_fresh_log(struct trainer *T) {
     if (!ended && !record) break;
     if (!lines++) {
       first = record ? e : 0;
+      own_form = ended && ftell(f) == (long)len + 1; /* no blank line before it, no "\r" */
       snprintf(T->log_pending, sizeof T->log_pending, "%s", line);
     }
   }
   int failed = ferror(f);
   fclose(f);
   if (failed) return ntk_error(NTK_EIO, "%s: cannot read the log", path);
-  if (lines == 1 && first == 1) return NTK_OK;
+  struct stat sb;
+  if (lines == 1 && first == 1 && own_form && stat(path, &sb) == 0) {
+    T->log_pending_size = sb.st_size;
+    return NTK_OK;
+  }
   T->log_pending[0] = '\0';
   if (!lines) return NTK_OK;
+  if (lines == 1 && first == 1) /* edited: ntkd's own killed run leaves its line as it wrote it */
+    return ntk_error(NTK_EMISMATCH, "%s holds a line of epoch 1 that is not as ntkd writes one (a blank line before "
+                     "it, a CRLF end or no final newline): an edited log, or another program's; nothing was "
+                     "changed: use --overwrite to start over, or set [train] log to a new file", path);
   return ntk_error(NTK_EMISMATCH, "%s holds %llu line%s of a training run that %s records (another job's log, or an "
                    "earlier run of this job): this job starts afresh and would empty it; nothing was changed: use "
                    "--overwrite to start over, or set [train] log to a new file", path, lines, lines == 1 ? "" : "s",
@@ -818,6 +830,9 @@ static ntk_status pending_line_is_ours(struct trainer *T, const char *rec, int *
   int used = -1;
   int ours = tail && strncmp(old, rec, n) == 0 && sscanf(old + n, "%lf}%n", &t, &used) == 1 && used > 0 &&
              old[n + (size_t)used] == '\0' && isfinite(t) && t >= 0;
+  /* and elapsed_time as ntkd prints it (%.6f): a JSON number (C's 0x1p-3 or 5. were taken, a hunt) */
+  char again[64];
+  if (ours) snprintf(again, sizeof again, "%.6f}", t), ours = !strcmp(again, old + n);
   *kept = 0;
   if (!ours) {
     T->log_pending[0] = '\0';
@@ -826,17 +841,24 @@ static ntk_status pending_line_is_ours(struct trainer *T, const char *rec, int *
                      "wrote neither its line nor a snapshot; the log is as it was: set [train] log to a new file, "
                      "or use --overwrite to empty it and start over", T->o->log);
   }
-  char line[sizeof T->log_pending + 1];
+  char line[sizeof T->log_pending + 1], now[sizeof line];
   size_t len = strlen(old);
   memcpy(line, old, len);
   line[len++] = '\n';
   T->log_pending[0] = '\0';
-  /* The log is open with O_APPEND, under which pwrite appends on Linux:
-   * cleared for the one write at 0. */
-  int fd = fileno(T->log), fl = fcntl(fd, F_GETFL);
-  if (fflush(T->log) || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_APPEND) || pwrite(fd, line, len, 0) != (ssize_t)len ||
-      fcntl(fd, F_SETFL, fl) || ftruncate(fd, (off_t)len) || (fsync(fd) && errno != EINVAL))
-    return ntk_error(NTK_EIO, "%s: cannot keep its line of epoch 1 as the log's first line: %s", T->o->log,
+  /* The file still as it was read (check_fresh_log: the line at its start
+   * as ntkd writes one, perhaps a fragment after it): a writer's lines
+   * added meanwhile were cut, exit 0 (a hunt). Then only the fragment goes. */
+  int fd = fileno(T->log);
+  struct stat sb;
+  if (fflush(T->log) || fstat(fd, &sb))
+    return ntk_error(NTK_EIO, "%s: cannot read the log: %s", T->o->log, strerror(errno));
+  if (sb.st_size != T->log_pending_size || pread(fd, now, len, 0) != (ssize_t)len || memcmp(now, line, len))
+    return ntk_error(NTK_EMISMATCH, "%s changed while this job trained its epoch 1 (another writer): this job wrote "
+                     "neither its line nor a snapshot, and left the log as it is: set [train] log to a new file, "
+                     "or use --overwrite to empty it and start over", T->o->log);
+  if (ftruncate(fd, (off_t)len) || (fsync(fd) && errno != EINVAL))
+    return ntk_error(NTK_EIO, "%s: cannot cut the fragment after its line of epoch 1: %s", T->o->log,
                      strerror(errno));
   T->pos.log_sum = ntk_train_log_chain(T->pos.log_sum, line, len);
   *kept = 1;
