@@ -244,9 +244,14 @@ check "... epochs 3 and 4" json_log s.jsonl 3 4
 # Emptied, then the next epoch's line written and the job killed before
 # that epoch's snapshot: the log's first line is the next epoch's. Every
 # later resume refused it as another job's; it is an emptied log.
+# (That line must be this job's: its record of epoch 3, from a copy of the
+# run; another job's line was cut there, exit 0, a hunt.)
+tconf g3 3
+cp good.snap g3.snap && cp good.jsonl g3.jsonl
+"$NTKD" g3.conf >/dev/null 2>&1
 tconf e 3
 cp good.snap e.snap
-head -n 1 good.jsonl | sed 's/"epoch": 1,/"epoch": 3,/' > e.jsonl
+sed -n 3p g3.jsonl > e.jsonl
 expect_rc 0 "an emptied log holding only the next epoch's line: taken" "$NTKD" e.conf
 check "... saying so" has "e.jsonl holds no line of epochs 1..2: it starts at epoch 3" err.log
 check "... the line rewritten" json_log e.jsonl 3
@@ -516,6 +521,20 @@ tconf on 1
 sed -i 's|^log = .*|log = nn.jsonl|' on.conf
 expect_rc 2 "this job's record with a key after elapsed_time: not its line, exit 2" "$NTKD" on.conf
 check "... the log as it was" cmp -s nn.jsonl nn.keep
+# Two jobs of the same training on one log, each resumed in turn: a resume
+# took the other's line of its next epoch for its own and cut it, exit 0,
+# and the other's resume was refused (a hunt). It keeps it now.
+for e in 1 2; do
+  tconf sa $e && tconf sb $e
+  sed -i 's|^log = .*|log = shared.jsonl|' sa.conf sb.conf
+  expect_rc 0 "a shared log: A to $e epochs" "$NTKD" sa.conf
+  cp shared.jsonl shared.keep
+  expect_rc 0 "... B, the same training, to $e epochs, keeps A's line" "$NTKD" sb.conf
+  check "... the log as A left it" cmp -s shared.jsonl shared.keep
+done
+tconf sa 3 && sed -i 's|^log = .*|log = shared.jsonl|' sa.conf
+expect_rc 0 "... and A resumes to 3 epochs" "$NTKD" sa.conf
+check "... its log: epochs 1..3" json_log shared.jsonl 1 2 3
 # A stop in that first epoch writes no snapshot: a resume would take the
 # line for its next epoch's and cut it.
 $PY -c "
@@ -532,7 +551,7 @@ kill -TERM $pid
 wait $pid
 rc=$?
 check "SIGTERM in the first epoch over that log: exit 5 (exit $rc)" [ $rc = 5 ]
-check "... no snapshot, saying so" bash -c "[ ! -e lp.snap ] && grep -q 'no snapshot: ol.jsonl holds a line of epoch 1' err.log"
+check "... no snapshot, saying so" bash -c "[ ! -e lp.snap ] && grep -q 'no snapshot of it: ol.jsonl holds a line of epoch 1' err.log"
 check "... the log as it was" cmp -s ol.jsonl ol.keep
 # Its own line, and another writer adds to the log meanwhile: what it added
 # was cut at the end of epoch 1, exit 0 (a hunt); now the job stops there.

@@ -72,10 +72,13 @@ struct trainer {
   int log_fd; /* [train] log, locked from before the snapshot is read (-1: none) */
   FILE *log;  /* the same file, once cut back or started afresh */
   int log_created; /* rank 0: take_log made the log: removed again if the job stops before a line */
-  /* Rank 0, a fresh start over a log that holds one line of epoch 1: that
-   * line (without its end), kept until this job's own epoch 1 shows whether
-   * it is this job's (check_fresh_log). Empty: none. */
+  /* Rank 0, a log that holds a line of the next epoch no snapshot of this
+   * job records (a fresh start's epoch 1, check_fresh_log; a resume's next
+   * epoch, check_log): that line (without its end), kept until this job's
+   * own record of that epoch shows whether it is this job's
+   * (pending_line_is_ours). Empty: none. */
   char log_pending[1024];
+  off_t log_pending_at;   /* where that line starts in the log */
   off_t log_pending_size; /* the log's size when that line was read (it may not change meanwhile) */
   int snap_fd;     /* rank 0: the snapshot at its name as this job last read or wrote it, open and locked
                       from before it is read (-1: none was there, and none may be until this job writes one) */
@@ -414,6 +417,15 @@ uint64_t ntk_train_log_chain(uint64_t prev, const char *line, size_t len) {
  * snapshot), starts at the next epoch. A snapshot from before these fields
  * (log state 0) resumes by that ntkd's rule (the leading whole lines of its
  * epochs kept, the rest cut), the lines kept recorded as an unchecked head. */
+/* A line of the next epoch found at `at` (its `len` bytes, "\n" included)
+ * and ending at `end`: pending (T->log_pending), the log kept to its end. */
+static void pend_line(struct trainer *T, const char *line, size_t len, long at, long *keep, long end) {
+  snprintf(T->log_pending, sizeof T->log_pending, "%.*s", (int)(len ? len - 1 : 0), line);
+  T->log_pending_at = at;
+  T->log_pending_size = end;
+  *keep = end;
+}
+
 static ntk_status check_log(struct trainer *T, long *keep) {
   const char *path = T->o->log;
   struct ntk_snapshot_info *at = &T->pos;
@@ -476,12 +488,17 @@ static ntk_status check_log(struct trainer *T, long *keep) {
               (unsigned long long)first, (unsigned long long)E, (unsigned long long)E + 1);
       first = expect = E + 1, want = 0;
       extra = 1;
+      pend_line(T, line, len, 0, keep, ftell(f));
     } else if (!extra && e == expect && e <= E) {
       chain = ntk_train_log_chain(chain, line, len);
       expect++;
       *keep = ftell(f);
     } else if (!extra && e == E + 1 && expect == E + 1) {
-      extra = 1; /* the next epoch's line, its snapshot never written: cut */
+      /* the next epoch's line, its snapshot never written: this job's (a
+       * kill between the line and the snapshot) or another's, which a
+       * resume once cut, exit 0 (a hunt): pending */
+      extra = 1;
+      pend_line(T, line, len, *keep, keep, ftell(f));
     } else {
       snprintf(what, sizeof what, "line %llu is epoch %llu, where %s", lineno, e,
                expect <= E ? "the snapshot's epochs go on" : "the snapshot's epochs have ended");
@@ -576,6 +593,7 @@ static ntk_status check_fresh_log(struct trainer *T) {
   if (failed) return ntk_error(NTK_EIO, "%s: cannot read the log", path);
   struct stat sb;
   if (lines == 1 && first == 1 && own_form && stat(path, &sb) == 0) {
+    T->log_pending_at = 0;
     T->log_pending_size = sb.st_size;
     return NTK_OK;
   }
@@ -834,31 +852,35 @@ static ntk_status pending_line_is_ours(struct trainer *T, const char *rec, int *
   char again[64];
   if (ours) snprintf(again, sizeof again, "%.6f}", t), ours = !strcmp(again, old + n);
   *kept = 0;
+  unsigned long long E1 = (unsigned long long)T->pos.epoch;
   if (!ours) {
     T->log_pending[0] = '\0';
-    return ntk_error(NTK_EMISMATCH, "%s: its line of epoch 1 is not the record of this job's epoch 1 (another "
-                     "job's log, or this job's run on another number of ranks): this job trained epoch 1 and "
-                     "wrote neither its line nor a snapshot; the log is as it was: set [train] log to a new file, "
-                     "or use --overwrite to empty it and start over", T->o->log);
+    return ntk_error(NTK_EMISMATCH, "%s: its line of epoch %llu is not the record of this job's epoch %llu (another "
+                     "job's line, or this job's from a run on another number of ranks): this job trained epoch %llu "
+                     "and wrote neither its line nor a snapshot; the log is as it was: %s", T->o->log, E1, E1, E1,
+                     T->have_saved ? "if that line is this job's, remove it and run again (it resumes from the "
+                                     "snapshot); else set [train] log to a new file"
+                                   : "set [train] log to a new file, or use --overwrite to empty it and start over");
   }
   char line[sizeof T->log_pending + 1], now[sizeof line];
   size_t len = strlen(old);
   memcpy(line, old, len);
   line[len++] = '\n';
   T->log_pending[0] = '\0';
-  /* The file still as it was read (check_fresh_log: the line at its start
-   * as ntkd writes one, perhaps a fragment after it): a writer's lines
-   * added meanwhile were cut, exit 0 (a hunt). Then only the fragment goes. */
+  /* The file still as it was read (the line as ntkd writes one, perhaps a
+   * fragment after it): a writer's lines added meanwhile were cut, exit 0
+   * (a hunt). Then only the fragment goes. */
   int fd = fileno(T->log);
+  off_t at = T->log_pending_at;
   struct stat sb;
   if (fflush(T->log) || fstat(fd, &sb))
     return ntk_error(NTK_EIO, "%s: cannot read the log: %s", T->o->log, strerror(errno));
-  if (sb.st_size != T->log_pending_size || pread(fd, now, len, 0) != (ssize_t)len || memcmp(now, line, len))
-    return ntk_error(NTK_EMISMATCH, "%s changed while this job trained its epoch 1 (another writer): this job wrote "
-                     "neither its line nor a snapshot, and left the log as it is: set [train] log to a new file, "
-                     "or use --overwrite to empty it and start over", T->o->log);
-  if (ftruncate(fd, (off_t)len) || (fsync(fd) && errno != EINVAL))
-    return ntk_error(NTK_EIO, "%s: cannot cut the fragment after its line of epoch 1: %s", T->o->log,
+  if (sb.st_size != T->log_pending_size || pread(fd, now, len, at) != (ssize_t)len || memcmp(now, line, len))
+    return ntk_error(NTK_EMISMATCH, "%s changed while this job trained its epoch %llu (another writer): this job "
+                     "wrote neither its line nor a snapshot, and left the log as it is: set [train] log to a new "
+                     "file, or use --overwrite to empty it and start over", T->o->log, E1);
+  if (ftruncate(fd, at + (off_t)len) || (fsync(fd) && errno != EINVAL))
+    return ntk_error(NTK_EIO, "%s: cannot cut the fragment after its line of epoch %llu: %s", T->o->log, E1,
                      strerror(errno));
   T->pos.log_sum = ntk_train_log_chain(T->pos.log_sum, line, len);
   *kept = 1;
@@ -880,9 +902,10 @@ static ntk_status interrupted(struct trainer *T) {
   }
   if ((st = t_agree_report(T, st))) return st;
   if (T->rank == 0 && T->log_pending[0])
-    return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch 1 after step %" PRIu64 "; no snapshot: %s holds a "
-                     "line of epoch 1 that is checked against this job's at the end of its epoch 1, so a rerun "
-                     "starts over", T->pos.step, T->o->log);
+    return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 " after step %" PRIu64 "; no snapshot of it: "
+                     "%s holds a line of epoch %" PRIu64 " that is checked against this job's at that epoch's end, "
+                     "so a rerun goes on from %s", T->pos.epoch + 1, T->pos.step, T->o->log, T->pos.epoch + 1,
+                     T->have_saved ? "the last snapshot" : "the start");
   if (*T->o->snapshot)
     return ntk_error(NTK_EINTERRUPTED, "interrupted in epoch %" PRIu64 " after step %" PRIu64 "; snapshot in %s; "
                      "rerun the same command to resume", T->pos.epoch + 1, T->pos.step, T->o->snapshot);
