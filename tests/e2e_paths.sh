@@ -26,6 +26,10 @@ cp s.ntk big.ntk && truncate -s 17M big.ntk # past the job file's 16 MiB: still 
 expect_rc 2 "a store of more than 16 MiB given for the job file" "$NTKD" big.ntk
 check "... is named a store too" has "big.ntk: is an ntkd store, not a job file" err.log
 rm -f big.ntk
+# a [test] count past the test data names [test] count (it said "[data] count")
+printf '[data]\npath = x.npy\n[test]\npath = tx.npy\ncount = 9\n[model]\narch = Dense Relu Dense\n[output]\npath = tc.ntk\n' >tc.conf
+expect_rc 2 "a [test] count past the test data" "$NTKD" tc.conf
+check "... names [test] count" has "tc.conf:4: \[test\] path: tx.npy: \[test\] count = 9 but the data hold only 6 samples" err.log
 # an [output] path under a file: no lock file can be made there; the key's line says which
 printf '[data]\npath = x.npy\n[model]\narch = Dense Relu Dense\n[output]\npath = x.npy/s.ntk\n' >under.conf
 expect_rc 3 "an [output] path under a file" "$NTKD" under.conf

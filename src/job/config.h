@@ -108,6 +108,7 @@ struct ntk_job {
   ntk_data_format format;
   ntk_layout layout;
   size_t count;    /* 0: all samples */
+  char count_key[24]; /* the key count came from, for messages: "" is [data] count ([test], [validation]: theirs) */
   double scale;    /* used when has_scale */
   int has_scale;
   char labels_path[NTK_PATH_MAX]; /* training and regression jobs; "" if not given */

@@ -568,8 +568,8 @@ static size_t want_count(const struct ntk_job *job, size_t have, const char *pat
   *st = NTK_OK;
   if (job->count == 0) return have;
   if (job->count > have)
-    *st = ntk_error(NTK_EINPUT, "%s: [data] count = %zu but the data hold only %zu samples", path,
-                    job->count, have);
+    *st = ntk_error(NTK_EINPUT, "%s: %s = %zu but the data hold only %zu samples", path,
+                    job->count_key[0] ? job->count_key : "[data] count", job->count, have);
   return job->count;
 }
 
@@ -936,7 +936,8 @@ static ntk_status read_cifar(const struct ntk_job *job, gzFile *files, const lon
   }
   if (st || all_plain) return st;
   if (job->count && i < job->count)
-    return ntk_error(NTK_EINPUT, "%s: [data] count = %zu but the data hold only %zu samples", held, job->count, i);
+    return ntk_error(NTK_EINPUT, "%s: %s = %zu but the data hold only %zu samples", held,
+                     job->count_key[0] ? job->count_key : "[data] count", job->count, i);
   if (!job->count && i == most) return ntk_error(NTK_EINPUT, "%s: data too large", job->data_path[0]);
   r->n = i;
   void *x = realloc(r->x, i * r->d * (size_t)r->elem); /* give back what the growth took in advance */
@@ -1275,6 +1276,7 @@ static ntk_status load_with_test(const struct ntk_job *job, int elem, const stru
   tj->ndata = job->test.ndata;
   memcpy(tj->data_path, job->test.path, sizeof tj->data_path);
   tj->count = job->test.count;
+  snprintf(tj->count_key, sizeof tj->count_key, "[test] count");
   struct ntk_dataset te;
   st = ntk_data_load(tj, elem, &te);
   free(tj);

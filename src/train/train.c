@@ -216,6 +216,7 @@ static ntk_status load_sets(struct trainer *T) {
   vj->ndata = 1;
   memcpy(vj->data_path[0], o->val_path, sizeof o->val_path);
   vj->count = o->val_count;
+  snprintf(vj->count_key, sizeof vj->count_key, "[validation] count");
   st = ntk_job_error_at(job, o->val_path_line, "[validation] path", ntk_data_load(vj, 4, &T->val));
   free(vj);
   if (!st && T->val.d != T->train.d)
