@@ -535,6 +535,17 @@ done
 tconf sa 3 && sed -i 's|^log = .*|log = shared.jsonl|' sa.conf
 expect_rc 0 "... and A resumes to 3 epochs" "$NTKD" sa.conf
 check "... its log: epochs 1..3" json_log shared.jsonl 1 2 3
+# A's one line kept by B, which went on to 3 epochs: A's resume is refused,
+# and says that its own line is there and the rest is another job's (it
+# said its own lines were not, and to empty the log)
+tconf ms 1 && sed -i 's|^log = .*|log = msh.jsonl|' ms.conf
+expect_rc 0 "A, 1 epoch" "$NTKD" ms.conf
+tconf mt 3 && sed -i 's|^log = .*|log = msh.jsonl|' mt.conf
+expect_rc 0 "... B, the same training, 3 epochs over its line" "$NTKD" mt.conf
+tconf ms 3 && sed -i 's|^log = .*|log = msh.jsonl|' ms.conf
+expect_rc 2 "... A's resume to 3 epochs: refused" "$NTKD" ms.conf
+check "... saying its own line is there, the rest another job's" \
+  has "after this job's lines of epochs 1..1 it holds lines no snapshot of this job records (ms.snap holds 1 epochs): another job's lines" err.log
 # A stop in that first epoch writes no snapshot: a resume would take the
 # line for its next epoch's and cut it.
 $PY -c "

@@ -585,6 +585,13 @@ static const char *npy_skip(const char *p) {
   return p;
 }
 
+/* How much of the header at p a message quotes: to the next blank, at most
+ * 20 bytes (a newline in it split the message). */
+static int npy_token(const char *p) {
+  size_t n = strcspn(p, " \t\r\n");
+  return (int)(n > 20 ? 20 : n);
+}
+
 /* A quoted string of the header at p (' or ", as Python writes either;
  * no escapes: numpy's keys and dtype strings have none): its text in
  * [*a, *z), and the byte after its closing quote; NULL if none. */
@@ -612,8 +619,8 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
     const char *a, *z;
     const char *after = npy_string(p, &a, &z);
     if (!after)
-      return ntk_error(NTK_EINPUT, "%s: .npy header: '%.20s' where a quoted key belongs: not a .npy header numpy "
-                       "wrote", path, p);
+      return ntk_error(NTK_EINPUT, "%s: .npy header: '%.*s' where a quoted key belongs: not a .npy header numpy "
+                       "wrote", path, npy_token(p), p);
     size_t len = (size_t)(z - a);
     int k = 0;
     while (k < 3 && !(strlen(names[k]) == len && !strncmp(a, names[k], len))) k++;
@@ -665,8 +672,8 @@ static ntk_status npy_parse_header(const char *path, const char *hdr, int labels
     p = npy_skip(p);
     if (*p == ',') p = npy_skip(p + 1);
     else if (*p != '}')
-      return ntk_error(NTK_EINPUT, "%s: .npy header: '%.20s' after the value of '%s': not a .npy header numpy wrote",
-                       path, p, names[k]);
+      return ntk_error(NTK_EINPUT, "%s: .npy header: '%.*s' after the value of '%s': not a .npy header numpy wrote",
+                       path, npy_token(p), p, names[k]);
   }
   if (*npy_skip(p + 1))
     return ntk_error(NTK_EINPUT, "%s: .npy header: text after its dictionary: not a .npy header numpy wrote", path);

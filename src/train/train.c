@@ -521,12 +521,22 @@ static ntk_status check_log(struct trainer *T, long *keep) {
              "differ from the snapshot's record; every byte counts, elapsed_time too)", (unsigned long long)first,
              (unsigned long long)E);
   char held[160];
-  if (first <= E)
+  /* The snapshot's lines all there as this job wrote them, and more after
+   * them: another job's, which shares the log (emptying it would lose them) */
+  int ours_then_more = expect == E + 1 && chain == want;
+  if (ours_then_more)
+    snprintf(held, sizeof held, "after this job's lines of epochs %llu..%llu it holds lines no snapshot of this job "
+             "records", (unsigned long long)first, (unsigned long long)E);
+  else if (first <= E)
     snprintf(held, sizeof held, "the log does not hold the lines of the snapshot's epochs %llu..%llu as this job "
              "wrote them", (unsigned long long)first, (unsigned long long)E);
   else
     snprintf(held, sizeof held, "the log should hold no line before epoch %llu, where this job started it anew",
              (unsigned long long)E + 1);
+  if (what[0] && ours_then_more)
+    return ntk_error(NTK_EMISMATCH, "%s: %s: %s (%s holds %llu epochs): another job's lines, which share the log; "
+                     "nothing was changed: set [train] log to a new file", path, what, held, T->o->snapshot,
+                     (unsigned long long)E);
   if (what[0])
     return ntk_error(NTK_EMISMATCH, "%s: %s: %s (%s holds %llu epochs): it is another job's log, or was changed; "
                      "nothing was changed: restore it, or set [train] log to a new file, or empty it (it then "
