@@ -404,20 +404,6 @@ uint64_t ntk_train_log_chain(uint64_t prev, const char *line, size_t len) {
   return ntk_checksum(buf, 8 + len);
 }
 
-/* Rank 0, resuming: how much of [train] log to keep (*keep bytes), and the
- * log fields of T->pos from now on. The log must hold, in order, the lines
- * of the epochs the snapshot recorded (log_first..epoch, with the chain of
- * their checksums it recorded: ntk_train_log_chain); after them it may hold
- * the next epoch's line (written before a kill stopped the snapshot) and a
- * fragment cut short at its end (a torn write): those two are cut. Anything
- * else is another job's log or a changed one, refused (exit 2) with the
- * log untouched: once, any leading lines of epochs up to the snapshot's
- * were kept and the rest cut, splicing another job's lines into this one's
- * and cutting away that job's own. An empty log (a new file), or one whose
- * first line is the next epoch's (emptied, then stopped before that epoch's
- * snapshot), starts at the next epoch. A snapshot from before these fields
- * (log state 0) resumes by that ntkd's rule (the leading whole lines of its
- * epochs kept, the rest cut), the lines kept recorded as an unchecked head. */
 /* A line of the next epoch found at `at` (its `len` bytes, "\n" included)
  * and ending at `end`: pending (T->log_pending), the log kept to its end. */
 static void pend_line(struct trainer *T, const char *line, size_t len, long at, long *keep, long end) {
@@ -427,6 +413,21 @@ static void pend_line(struct trainer *T, const char *line, size_t len, long at, 
   *keep = end;
 }
 
+/* Rank 0, resuming: how much of [train] log to keep (*keep bytes), and the
+ * log fields of T->pos from now on. The log must hold, in order, the lines
+ * of the epochs the snapshot recorded (log_first..epoch, with the chain of
+ * their checksums it recorded: ntk_train_log_chain); after them it may hold
+ * a line of the next epoch (this job's, written before a kill stopped the
+ * snapshot, or another job's that shares the log: pending, pend_line) and
+ * a fragment cut short at its end (a torn write: cut). Anything
+ * else is another job's log or a changed one, refused (exit 2) with the
+ * log untouched: once, any leading lines of epochs up to the snapshot's
+ * were kept and the rest cut, splicing another job's lines into this one's
+ * and cutting away that job's own. An empty log (a new file), or one whose
+ * first line is the next epoch's (emptied, then stopped before that epoch's
+ * snapshot; that line pending), starts at the next epoch. A snapshot from before these fields
+ * (log state 0) resumes by that ntkd's rule (the leading whole lines of its
+ * epochs kept, the rest cut), the lines kept recorded as an unchecked head. */
 static ntk_status check_log(struct trainer *T, long *keep) {
   const char *path = T->o->log;
   struct ntk_snapshot_info *at = &T->pos;
@@ -839,18 +840,19 @@ static ntk_status check_in_step(struct trainer *T, uint64_t *sum) {
   return t_agree_report(T, st);
 }
 
-/* Rank 0, at the end of a fresh start's epoch 1 over a log that held one
- * line of epoch 1 (check_fresh_log): this job's record `rec` of that epoch
+/* Rank 0, at the end of the epoch whose line the log already held
+ * (T->log_pending: epoch 1 on a fresh start, check_fresh_log; the next
+ * epoch on a resume, check_log): this job's record `rec` of that epoch
  * equal to it but for the value of elapsed_time (a run of the same job on
- * as many ranks is bit-identical) stands for it: that line is kept, as the
- * log's first line (blank lines, a CRLF end or a fragment after it
- * dropped), and is the line of epoch 1 this job's snapshots record
- * (*kept). It is this job's (a run stopped before its first snapshot), or
- * the same training's under another snapshot, whose line then stays
- * byte for byte. Another record is another job's (or this job's on other
- * ranks): refused (exit 2) before the line and the snapshot, the log as it
- * was. A fresh start once emptied another job's log of one epoch, exit 0,
- * that job's rerun then refused (a hunt). */
+ * as many ranks is bit-identical; the value as ntkd prints it) stands for
+ * it: that line is kept byte for byte (a fragment after it cut) and is the
+ * line this job's snapshots record (*kept). It is this job's (a run stopped
+ * between that line and its snapshot), or the same training's under
+ * another snapshot. Another record (another job's, or this job's on other
+ * ranks), or a log changed since it was read, is refused (exit 2) before
+ * the line and the snapshot, the log as it was. A fresh start once emptied
+ * another job's log of one epoch, and a resume cut another job's line of
+ * its next epoch, exit 0, that job's rerun then refused (hunts). */
 static ntk_status pending_line_is_ours(struct trainer *T, const char *rec, int *kept) {
   static const char key[] = ", \"elapsed_time\": ";
   const char *tail = strstr(rec, key), *old = T->log_pending;
@@ -907,8 +909,8 @@ static ntk_status interrupted(struct trainer *T) {
     snprintf(where, sizeof where, "by the stop in epoch %" PRIu64 " after step %" PRIu64, T->pos.epoch + 1,
              T->pos.step);
     st = check_state(T, where);
-    /* Not while the log's line of epoch 1 may be another job's: a resume
-     * takes a line of the next epoch for its own and cuts it. */
+    /* Not while the log holds a line of this epoch not yet known to be this
+     * job's: a later resume could not tell that it was pending. */
     if (!st && !T->log_pending[0]) st = write_snapshot(T);
   }
   if ((st = t_agree_report(T, st))) return st;
